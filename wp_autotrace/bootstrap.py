@@ -1,0 +1,266 @@
+"""Activation: run once per process from the .pth file when WP_AUTOTRACE is on.
+
+The first traced process of a run is the root: it fixes the log path and a
+run id, and exports them with its pid through os.environ, so every
+descendant (compile sidecars are started with a copy of os.environ) appends
+to the same log. Everything here is contained: a failure prints one
+``wp-autotrace:`` line and the program runs on untraced.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import Any, NamedTuple
+
+from .sink import Sink, warn
+from .targets import ARGV_ROLES, TARGETS, Target, parse_extra_targets
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("", "0", "false", "no", "off")
+
+ENABLE_ENV = "WP_AUTOTRACE"
+LOG_ENV = "WP_AUTOTRACE_LOG"
+STACK_ENV = "WP_AUTOTRACE_STACK"
+TARGETS_ENV = "WP_AUTOTRACE_TARGETS"
+INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
+GUARD_ENV = "WP_AUTOTRACE_GUARD"
+# Exported by the root for its descendants.
+RUN_ENV = "WP_AUTOTRACE_RUN"
+ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"
+
+DEFAULT_STACK = 16
+DEFAULT_INTERVAL = 0.1
+GUARD_MODES = ("nested-pools",)
+
+
+class Settings(NamedTuple):
+    """What the environment asks for, validated."""
+
+    trace: bool
+    guard: bool
+    log: str | None
+    stack: int
+    interval: float
+    extra_targets: tuple[Target, ...]
+
+
+def is_true(value: str | None) -> bool:
+    """WP_AUTOTRACE's truth test: 1/true/yes/on, any case."""
+    return (value or "").strip().lower() in TRUE_WORDS
+
+
+def _number(name: str, default: float, low: float, high: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+        if not low <= value <= high:
+            raise ValueError
+    except ValueError:
+        warn(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}", name)
+        return default
+    return value
+
+
+def read_settings() -> Settings:
+    """Parse the WP_AUTOTRACE_* variables; a bad value warns and takes the default."""
+    env = os.environ
+    guard_raw = (env.get(GUARD_ENV) or "").strip().lower()
+    guard = guard_raw in GUARD_MODES
+    if not guard and guard_raw not in FALSE_WORDS:
+        warn(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off", GUARD_ENV)
+    extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
+    if rejected:
+        warn(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)", TARGETS_ENV)
+    return Settings(
+        trace=is_true(env.get(ENABLE_ENV)),
+        guard=guard,
+        log=env.get(LOG_ENV) or None,
+        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256)),
+        interval=_number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600),
+        extra_targets=tuple(extra),
+    )
+
+
+def detect_role(is_root: bool) -> str:
+    """main, compile-sidecar (or another pool's process, by argv), or child."""
+    if is_root:
+        return "main"
+    argv = list(getattr(sys, "orig_argv", None) or [])[:4] + list(sys.argv or [])[:1]
+    for suffix, role in ARGV_ROLES:
+        if any(str(arg).replace(os.sep, "/").endswith(suffix) for arg in argv):
+            return role
+    return "child"
+
+
+class Runtime:
+    """Everything one traced process holds."""
+
+    def __init__(self, settings: Settings) -> None:
+        env = os.environ
+        self.settings = settings
+        pid = os.getpid()
+        run_id = env.get(RUN_ENV)
+        self.is_root = not run_id or env.get(ROOT_ENV) == str(pid)
+        if not run_id:
+            run_id = os.urandom(6).hex()
+            env[RUN_ENV] = run_id
+            env[ROOT_ENV] = str(pid)
+        self.run_id = run_id
+        self.host = os.uname().nodename
+        log = None
+        if settings.trace:
+            log = os.path.abspath(settings.log or f"wp_autotrace-{self.host}-{pid}.jsonl")
+            env[LOG_ENV] = log
+        try:
+            self.sink = Sink(log, self.host, detect_role(self.is_root))
+        except OSError as exc:
+            if not self.is_root:
+                raise
+            # Descendants would fail the same way: the whole run goes untraced.
+            env[ENABLE_ENV] = "0"
+            warn(f"cannot open the log {log}: {exc.strerror or exc}; running untraced", "open")
+            self.settings = settings = settings._replace(trace=False)
+            self.sink = Sink(None, self.host, "main")
+        from .probes import Probes
+
+        self.probes = Probes(self.sink, settings.stack, settings.guard, _post_notice)
+        self.sampler: Any = None
+        self.watcher: Any = None
+        if self.is_root and settings.guard:
+            from .guard import NOTICE_ENV, NoticeWatcher, notice_path
+
+            env[NOTICE_ENV] = notice_path(run_id)
+            self.watcher = NoticeWatcher(env[NOTICE_ENV])
+        from .import_hooks import TargetFinder
+
+        self.finder = TargetFinder(TARGETS + settings.extra_targets, self.probes.make_wrapper,
+                                   self.probes.notify, self.sink.error)
+
+    def start(self) -> None:
+        """Hook imports, write process_start, start the root's threads."""
+        self.finder.install()
+        self.write_start(forked=False)
+        if self.is_root and self.settings.trace and self.settings.interval > 0:
+            from .sampler import Sampler
+
+            self.sampler = Sampler(self.sink, self.settings.interval)
+            self.sampler.start()
+        if self.watcher is not None:
+            self.watcher.start()
+
+    def write_start(self, forked: bool) -> None:
+        """The process_start record: who this process is and what it was told."""
+        from .probes import watched_env
+
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = None
+        self.sink.emit(
+            "process_start",
+            argv=list(sys.argv or getattr(sys, "orig_argv", [])),
+            executable=sys.executable,
+            python=sys.version.split()[0],
+            cwd=cwd,
+            run=self.run_id,
+            root_pid=int(os.environ.get(ROOT_ENV) or 0),
+            forked=forked,
+            guard=self.settings.guard,
+            env=watched_env(),
+        )
+
+    def after_fork_in_child(self) -> None:
+        """A forked child is a new process: new identity, no root threads."""
+        role = "compile-worker" if self.sink.role == "compile-sidecar" else "child"
+        self.is_root = False
+        self.sampler = None
+        self.watcher = None
+        self.sink.reset_after_fork(role)
+        self.probes.reset_after_fork()
+        self.write_start(forked=True)
+
+    def at_exit(self, how: str, code: Any = None) -> None:
+        """process_exit; in the root, the final tree and what is left behind."""
+        if self.sampler is not None:
+            self.sampler.stop_and_report_leftovers()
+            self.sampler = None
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+        fields: dict[str, Any] = {"how": how, "counts": self.probes.counts, "dropped": self.sink.dropped}
+        if code is not None:
+            fields["code"] = code if isinstance(code, int) else repr(code)
+        self.sink.emit("process_exit", **fields)
+
+
+def _post_notice(info: dict[str, Any]) -> None:
+    from .guard import post_notice
+
+    post_notice(info)
+
+
+_runtime: Runtime | None = None
+_started = False
+
+
+def _contained(where: str, *args: Any) -> None:
+    rt = _runtime
+    if rt is None:
+        return
+    try:
+        if where == "fork":
+            rt.after_fork_in_child()
+        else:
+            rt.at_exit(*args)
+    except Exception as exc:
+        rt.sink.error(where, exc)
+
+
+def _after_fork() -> None:
+    _contained("fork")
+
+
+def _at_exit() -> None:
+    global _runtime
+    _contained("exit", "exit")
+    _runtime = None  # the exit record is written once, by whichever exit comes first
+
+
+_real_os_exit = os._exit
+
+
+def _os_exit(code: int) -> None:
+    """os._exit skips atexit (multiprocessing workers leave this way): record first."""
+    _at_exit_os(code)
+    _real_os_exit(code)
+
+
+def _at_exit_os(code: int) -> None:
+    global _runtime
+    _contained("exit", "os._exit", code)
+    _runtime = None
+
+
+def start() -> None:
+    """Entry point from the .pth file. Runs once per process; never raises."""
+    global _started, _runtime
+    if _started:
+        return
+    _started = True
+    try:
+        settings = read_settings()
+        if not (settings.trace or settings.guard):
+            return
+        _runtime = Runtime(settings)
+        os.register_at_fork(after_in_child=_after_fork)
+        atexit.register(_at_exit)
+        if _runtime.settings.trace:
+            os._exit = _os_exit
+        _runtime.start()
+    except Exception as exc:
+        _runtime = None
+        warn(f"tracing disabled: {type(exc).__name__}: {exc}", "start")

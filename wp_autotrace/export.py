@@ -1,0 +1,93 @@
+"""Export a run as Chrome Trace Event JSON, for Perfetto or chrome://tracing.
+
+One track per process, named by role and pid (and host, when several logs
+are merged); calls as complete ("X") slices; starts, exits, forks and guard
+refusals as instant events; the run's process count as a counter track.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .logread import LogData
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def to_chrome_trace(data: LogData) -> dict[str, Any]:
+    """The trace as a dict ready for json.dump."""
+    records = data.records
+    t0 = min(r["ts"] for r in records)
+    t_end = max(r["ts"] for r in records)
+    hosts = sorted({str(r.get("host", "")) for r in records})
+    multi = len(hosts) > 1
+
+    def us(ts: float) -> float:
+        return round((ts - t0) * 1e6, 1)
+
+    def tpid(host: str, pid: int) -> int:
+        # Trace pids are ints: give each host its own range when merging.
+        return hosts.index(host) * 10_000_000 + pid if multi else pid
+
+    events: list[dict[str, Any]] = []
+    names: dict[int, str] = {}
+    threads: dict[tuple[int, str], int] = {}
+    open_calls: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def tid(p: int, name: str) -> int:
+        key = (p, name or "MainThread")
+        if key not in threads:
+            threads[key] = len([k for k in threads if k[0] == p]) + 1
+            events.append({"ph": "M", "name": "thread_name", "pid": p, "tid": threads[key], "args": {"name": key[1]}})
+        return threads[key]
+
+    def name_process(r: dict[str, Any], p: int) -> None:
+        role = str(r.get("role") or "child")
+        label = f"{role} {r['pid']}" + (f" @{r.get('host')}" if multi else "")
+        if names.get(p) != label:
+            names[p] = label
+            events.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": label}})
+
+    for r in records:
+        host = str(r.get("host", ""))
+        p = tpid(host, r["pid"])
+        ts = us(r["ts"])
+        event = r["event"]
+        if event != "tree":
+            name_process(r, p)
+        if event == "call" and isinstance(r.get("call_id"), int):
+            target = str(r.get("target", "?")).rpartition(":")[2]
+            caller = r.get("caller") if isinstance(r.get("caller"), dict) else {}
+            open_calls[(p, r["call_id"])] = {
+                "ph": "X", "name": target, "cat": "call", "pid": p, "tid": tid(p, str(r.get("thread", ""))),
+                "ts": ts, "args": {"caller": f"{caller.get('file')}:{caller.get('line')}" if caller else None},
+            }
+        elif event == "return" and isinstance(r.get("call_id"), int):
+            ev = open_calls.pop((p, r["call_id"]), None)
+            if ev is not None:
+                ev["dur"] = max(round(ts - ev["ts"], 1), 0.0)
+                if r.get("error"):
+                    ev["args"]["error"] = str(r["error"])
+                events.append(ev)
+        elif event in ("process_start", "process_exit", "blocked", "import", "role", "leftover"):
+            label = event
+            if event == "process_start" and r.get("forked"):
+                label = "fork"
+            elif event == "blocked":
+                label = f"blocked {str(r.get('target', '')).rpartition(':')[2]}"
+            events.append({"ph": "i", "s": "p", "name": label, "cat": "process", "pid": p, "tid": 0, "ts": ts,
+                           "args": {k: r[k] for k in ("how", "code", "role", "pids", "module") if k in r}})
+        elif event == "tree":
+            count = r.get("count") if isinstance(r.get("count"), int) else 0
+            events.append({"ph": "C", "name": "processes", "pid": p, "tid": 0, "ts": ts, "args": {"count": count}})
+
+    # Calls that never returned (killed process, or still running at the end).
+    for ev in open_calls.values():
+        ev["dur"] = max(round(us(t_end) - ev["ts"], 1), 0.0)
+        ev["args"]["unfinished"] = True
+        events.append(ev)
+    events.sort(key=lambda e: (e.get("ts", -1.0), e["ph"] != "M"))
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "otherData": {"generator": "wp-autotrace", "files": data.files}}

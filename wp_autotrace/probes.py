@@ -1,0 +1,225 @@
+"""The wrappers put around each target: record, count, or (guard) refuse.
+
+Each wrapper is a wrapt wrapper function. Recording is contained: a fault in
+the tracer is reported once and the wrapped call goes ahead untouched; the
+wrapped function's own exceptions pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from .sink import Sink, thread_name
+from .targets import CONFIG_KEYS, COUNT, GUARDED_ROLES, IMPORT, INLINE_POOL, SKIP, WATCHED_ENV, Target
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+
+# Roles that a later call may not overwrite (a sidecar also runs the worker
+# initializer on itself).
+_FIXED_ROLES = frozenset({"main", "compile-sidecar", "autotune-worker", "quack-worker"})
+
+
+def watched_env() -> dict[str, str]:
+    """The environment variables that decide whether a pool starts, as set now."""
+    return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
+
+
+class Probes:
+    """Per-process recording state shared by all wrappers."""
+
+    def __init__(self, sink: Sink, stack_limit: int, guard: bool, notice: Callable[[dict[str, Any]], None]) -> None:
+        self.sink = sink
+        self.stack_limit = stack_limit
+        self.guard = guard
+        self.notice = notice
+        self.counts: dict[str, int] = {}
+        self._ids = itertools.count(1)
+        self._local = threading.local()
+        self._torch_dir: str | None = None
+        self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
+        self._inline_pool: Any = None
+
+    def reset_after_fork(self) -> None:
+        """Forget the parent's counters and open calls in a forked child."""
+        self.counts = {}
+        self._ids = itertools.count(1)
+        self._local = threading.local()
+
+    # -- stacks -----------------------------------------------------------
+
+    def _outside_torch(self, filename: str) -> bool:
+        """Whether a frame is user or plugin code (not torch, stdlib, us)."""
+        if self._torch_dir is None:
+            torch = sys.modules.get("torch")
+            path = getattr(torch, "__file__", None)
+            if path:
+                self._torch_dir = os.path.dirname(path) + os.sep
+        if self._torch_dir and filename.startswith(self._torch_dir):
+            return False
+        if filename.startswith("<") or filename.startswith(self._skip_dirs):
+            return False
+        return not (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)
+
+    def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The caller's frames (innermost last, ours and importlib's left out),
+        and the innermost frame outside torch and the stdlib."""
+        if len(self._skip_dirs) == 1 and "wrapt" in sys.modules:
+            wrapt_file = getattr(sys.modules["wrapt"], "__file__", None)
+            if wrapt_file:
+                self._skip_dirs = (_OWN_DIR, os.path.dirname(wrapt_file) + os.sep)
+        frames: list[dict[str, Any]] = []
+        caller = None
+        frame: Any = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            filename = code.co_filename
+            if not (filename.startswith(self._skip_dirs) or filename.startswith("<frozen importlib")):
+                entry = {"file": filename, "line": frame.f_lineno, "func": code.co_name}
+                if len(frames) < self.stack_limit:
+                    frames.append(entry)
+                if caller is None and self._outside_torch(filename):
+                    caller = entry
+                    if len(frames) >= self.stack_limit:
+                        break
+            frame = frame.f_back
+        frames.reverse()
+        return frames, caller
+
+    # -- roles ------------------------------------------------------------
+
+    def take_role(self, role: str) -> None:
+        """Adopt a role announced by a call (the worker initializer)."""
+        if self.sink.role != role and self.sink.role not in _FIXED_ROLES:
+            self.sink.role = role
+            self.sink.emit("role", role=role)
+
+    # -- wrappers ---------------------------------------------------------
+
+    def make_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
+        """Build the wrapt wrapper function for one target."""
+        if target.mode == COUNT:
+            return self._counting_wrapper(label)
+        return self._tracing_wrapper(target, label)
+
+    def _counting_wrapper(self, label: str) -> Callable[..., Any]:
+        counts_owner = self
+
+        def count(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            counts = counts_owner.counts
+            counts[label] = counts.get(label, 0) + 1
+            return wrapped(*args, **kwargs)
+
+        return count
+
+    def _tracing_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
+        def trace(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            try:
+                call_id = self._enter(target, label)
+            except Exception as exc:
+                self.sink.error("record call", exc)
+                return wrapped(*args, **kwargs)
+            if call_id < 0:
+                return self._refuse(target)
+            start = time.perf_counter()
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                self._leave(call_id, start, target, instance, None, exc)
+                raise
+            self._leave(call_id, start, target, instance, result, None)
+            return result
+
+        return trace
+
+    def _enter(self, target: Target, label: str) -> int:
+        """Write the call record; return its id, or -1 if the guard refuses it."""
+        stack, caller = self.capture_stack()
+        open_calls = self._local.__dict__.setdefault("calls", [])
+        call_id = next(self._ids)
+        fields: dict[str, Any] = {
+            "target": label,
+            "call_id": call_id,
+            "thread": thread_name(),
+            "stack": stack,
+            "caller": caller,
+        }
+        if open_calls:
+            fields["parent_call"] = open_calls[-1]
+        if target.env:
+            fields["env"] = watched_env()
+        if target.role:
+            self.take_role(target.role)
+        if self.guard and target.guard and self.sink.role in GUARDED_ROLES:
+            fields["action"] = target.guard
+            self.sink.emit("blocked", **fields)
+            self.notice({"pid": os.getpid(), "role": self.sink.role, "target": label, "caller": caller})
+            return -1
+        self.sink.emit("call", **fields)
+        open_calls.append(call_id)
+        return call_id
+
+    def _leave(self, call_id: int, start: float, target: Target, instance: Any, result: Any,
+               error: BaseException | None) -> None:
+        """Write the return record; never raises."""
+        try:
+            open_calls = self._local.__dict__.get("calls")
+            if open_calls and open_calls[-1] == call_id:
+                open_calls.pop()
+            fields: dict[str, Any] = {"call_id": call_id, "duration_s": round(time.perf_counter() - start, 6)}
+            if error is not None:
+                fields["error"] = f"{type(error).__name__}: {error}"[:500]
+            else:
+                for key, path in target.capture:
+                    value = _resolve(path, instance, result)
+                    if value is not None:
+                        fields[key] = value
+            self.sink.emit("return", **fields)
+        except Exception as exc:
+            self.sink.error("record return", exc)
+
+    def _refuse(self, target: Target) -> Any:
+        """What a guarded call returns instead of starting a pool."""
+        if target.guard == INLINE_POOL:
+            if self._inline_pool is None:
+                from .guard import InlinePool
+
+                self._inline_pool = InlinePool()
+            return self._inline_pool
+        assert target.guard == SKIP
+        return None
+
+    # -- module events ----------------------------------------------------
+
+    def notify(self, kind: str, target: Target, module: Any) -> None:
+        """Record a target module's import, or the settings it holds."""
+        if target.mode == IMPORT:
+            stack, caller = self.capture_stack()
+            self.sink.emit("import", module=target.module, stack=stack, caller=caller, env=watched_env())
+            return
+        settings = {}
+        for key in CONFIG_KEYS:
+            try:
+                settings[key] = getattr(module, key)
+            except Exception:
+                continue
+        torch = sys.modules.get("torch")
+        self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")))
+
+
+def _resolve(path: str, instance: Any, result: Any) -> Any:
+    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists."""
+    root, *attrs = path.split(".")
+    value = instance if root == "self" else result
+    for attr in attrs:
+        value = getattr(value, attr, None)
+        if value is None:
+            return None
+    if isinstance(value, dict):
+        return sorted(k for k in value if isinstance(k, int))
+    return value if isinstance(value, (int, float, str, bool)) else None

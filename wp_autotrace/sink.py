@@ -1,0 +1,138 @@
+"""The shared JSON-lines log: one os.write per record on an O_APPEND fd.
+
+Every process of a run appends to the same file. O_APPEND makes each write
+land at the end as a unit, so records from dozens of processes never tear or
+interleave, and no lock is needed (nothing to deadlock a forked child). The
+pid, ppid and sequence counter are reset in a forked child by
+``Sink.reset_after_fork``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+import time
+from typing import Any
+
+SCHEMA_VERSION = 1
+# Records are kept well below the size a local filesystem appends atomically
+# (70 KB lines were seen intact here); bigger ones are shrunk, never split.
+MAX_RECORD_BYTES = 32 * 1024
+MAX_STRING = 2048
+
+_warned: set[str] = set()
+
+
+def warn(message: str, key: str | None = None) -> None:
+    """Print one ``wp-autotrace: ...`` line on stderr, at most once per key."""
+    key = key or message
+    if key in _warned:
+        return
+    _warned.add(key)
+    try:
+        os.write(2, f"wp-autotrace: {message}\n".encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass
+
+
+def open_log(path: str) -> int:
+    """Open (or create, mode 0600) the log for appending, never via a symlink."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(path, flags, 0o600)
+    try:
+        # A FIFO or device at the log path would block or swallow records.
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _shrink(value: Any, depth: int = 0) -> Any:
+    """Truncate long strings and lists so one record stays under the cap."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "...[truncated]"
+    if isinstance(value, list):
+        kept = value[:64] if depth else value[-64:]
+        return [_shrink(v, depth + 1) for v in kept]
+    if isinstance(value, dict):
+        return {k: _shrink(v, depth + 1) for k, v in list(value.items())[:64]}
+    return value
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """Encode one record as a single ASCII JSON line within MAX_RECORD_BYTES."""
+    line = json.dumps(record, separators=(",", ":"), default=repr).encode() + b"\n"
+    if len(line) <= MAX_RECORD_BYTES:
+        return line
+    line = json.dumps(_shrink(record), separators=(",", ":"), default=repr).encode() + b"\n"
+    if len(line) <= MAX_RECORD_BYTES:
+        return line
+    keep = {k: record[k] for k in ("v", "event", "ts", "pid", "ppid", "host", "role", "seq") if k in record}
+    keep["truncated"] = len(line)
+    return json.dumps(keep, separators=(",", ":"), default=repr).encode() + b"\n"
+
+
+class Sink:
+    """Appends records for this process to the run's log."""
+
+    def __init__(self, path: str | None, host: str, role: str) -> None:
+        self.path = path
+        self.fd = open_log(path) if path else -1
+        self.host = host
+        self.role = role
+        self.pid = os.getpid()
+        self.ppid = os.getppid()
+        self.dropped = 0
+        self._seq = itertools.count()
+
+    def reset_after_fork(self, role: str) -> None:
+        """Give a forked child its own identity; the shared fd stays valid."""
+        self.ppid = self.pid
+        self.pid = os.getpid()
+        self.role = role
+        self.dropped = 0
+        self._seq = itertools.count()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        """Write one record; never raises. A failed write drops the record."""
+        if self.fd < 0:
+            return
+        try:
+            record = {
+                "v": SCHEMA_VERSION,
+                "event": event,
+                "ts": time.time(),
+                "pid": self.pid,
+                "ppid": self.ppid,
+                "host": self.host,
+                "role": self.role,
+                "seq": next(self._seq),
+            }
+            record.update(fields)
+            line = encode(record)
+            written = os.write(self.fd, line)
+            if written != len(line):
+                raise OSError(f"short write ({written} of {len(line)} bytes)")
+        except Exception as exc:
+            self.dropped += 1
+            warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
+
+    def error(self, where: str, exc: BaseException) -> None:
+        """Report a tracer fault: once on stderr, and as a tracer_error record.
+
+        Torch sends sidecar output to /dev/null, so the record is the only
+        trace of a fault inside a compile sidecar or worker.
+        """
+        warn(f"{where}: {type(exc).__name__}: {exc}", where)
+        self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
+
+
+def thread_name() -> str:
+    """Name of the calling thread, without creating a Thread object for it."""
+    return threading.current_thread().name

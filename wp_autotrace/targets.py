@@ -1,0 +1,149 @@
+"""The table of what wp-autotrace wraps, as data.
+
+Each row names one function or method by module and qualified name, and says
+how to record it. Rows for every torch release 2.1 - 2.14 live side by side:
+a name that does not exist in the installed torch is skipped silently, so
+the table needs no version checks. See ../shared/torch-targets.md (and
+docs/torch-coverage.md) for where each name lived in which release.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# Modes: how a call is recorded.
+TRACE = "trace"  # a call record (with stack) and a return record
+COUNT = "count"  # a per-process counter, written at process exit (hot paths)
+IMPORT = "import"  # the module's import itself is the event (qualname unused)
+CONFIG = "config"  # read settings from the module once it has loaded
+
+# Guard actions (WP_AUTOTRACE_GUARD=nested-pools), applied only in processes
+# whose role is in GUARDED_ROLES.
+SKIP = "skip"  # return None without calling
+INLINE_POOL = "inline-pool"  # return an executor that runs jobs in-process
+
+GUARDED_ROLES = frozenset({"compile-sidecar", "compile-worker"})
+
+# Environment variables recorded at process start and at each warm_pool call,
+# because each one silently decides whether a pool starts.
+WATCHED_ENV = (
+    "TORCH_WARM_POOL",
+    "TORCHINDUCTOR_COMPILE_THREADS",
+    "TORCHINDUCTOR_WORKER_START",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD",
+    "TORCH_TNT_IN_USE",
+)
+
+# Inductor settings recorded when torch._inductor.config has loaded.
+CONFIG_KEYS = ("compile_threads", "worker_start_method", "quiesce_async_compile_pool")
+
+
+class Target(NamedTuple):
+    """One thing to wrap: where it lives and how to record it."""
+
+    module: str
+    qualname: str
+    mode: str = TRACE
+    # Role the calling process takes on, unless it already has a stronger one.
+    role: str | None = None
+    guard: str | None = None
+    # (key, "self.attr.attr" or "result.attr") read after a successful call
+    # and added to the return record; a dict is recorded as its keys.
+    capture: tuple[tuple[str, str], ...] = ()
+    # Record WATCHED_ENV with the call.
+    env: bool = False
+
+
+_AC = "torch._inductor.async_compile"
+_CC = "torch._inductor.codecache"
+_SP = "torch._inductor.compile_worker.subproc_pool"
+_AT = "torch._inductor.autotune_process"
+
+_SIDECAR = (("sidecar_pid", "self.process.pid"),)
+_WORKERS = (("worker_pids", "self.pool._processes"),)
+
+TARGETS: tuple[Target, ...] = (
+    # AsyncCompile: in codecache up to 2.3, in async_compile from 2.4.
+    *(
+        row
+        for mod in (_CC, _AC)
+        for row in (
+            Target(mod, "AsyncCompile.warm_pool", guard=SKIP, env=True),
+            Target(mod, "AsyncCompile.process_pool", guard=INLINE_POOL),
+            Target(mod, "shutdown_compile_workers"),
+        )
+    ),
+    Target(_AC, "AsyncCompile.wakeup"),
+    Target(_AC, "AsyncCompile.wait_pool_ready"),
+    Target(_AC, "AsyncCompile.quiesce"),
+    Target(_AC, "maybe_warm_pool", env=True),
+    Target(_AC, "after_fork"),
+    # The compile-worker initializer: runs in every pool worker (and in the
+    # sidecar's main). Three homes over the releases.
+    *(
+        Target(mod, "_async_compile_initializer", role="compile-worker")
+        for mod in (
+            _CC,
+            "torch._inductor.compile_worker.watchdog",
+            "torch._inductor.compile_worker.utils",
+        )
+    ),
+    # SubprocPool: the parent's handle on a sidecar (2.4+).
+    Target(_SP, "SubprocPool.__init__", capture=_SIDECAR),
+    Target(_SP, "SubprocPool.submit", mode=COUNT),
+    Target(_SP, "SubprocPool.quiesce"),
+    Target(_SP, "SubprocPool.wakeup"),
+    Target(_SP, "SubprocPool.shutdown"),
+    # SubprocMain: the sidecar's own pool (built in __init__ in 2.4,
+    # _new_pool in 2.5-2.8, lazily in _start_pool from 2.9).
+    Target(_SP, "SubprocMain.__init__", capture=_WORKERS),
+    Target(_SP, "SubprocMain._new_pool", capture=(("worker_pids", "result._processes"),)),
+    Target(_SP, "SubprocMain._start_pool", capture=_WORKERS),
+    Target(_SP, "SubprocMain._quiesce"),
+    Target(_SP, "SubprocMain._shutdown"),
+    Target(_SP, "SubprocMain._shutdown_pool"),
+    Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.__init__"),
+    # Pools outside _pool_set, which shutdown_compile_workers never stops.
+    Target(_AT, "TuningProcess.start", capture=(("autotune_pid", "self.process.pid"),)),
+    Target(_AT, "TuningProcess.shutdown"),
+    Target(_AT, "TuningProcessPool.__init__"),
+    Target(_AT, "TuningProcessPool.shutdown"),
+    Target(_AT, "AutotuneProcessPool.__init__"),
+    Target(_AT, "AutotuneProcessPool.shutdown_instance"),
+    Target("torch._inductor.compile_fx_subproc", "_SubprocessFxCompile.process_pool"),
+    Target("torch._vendor.quack.autotuner", "Autotuner._precompile"),
+    # Device plugins: importing torch_npu's inductor package warms a pool.
+    Target("torch_npu._inductor", "", mode=IMPORT),
+    Target("torch._inductor.config", "", mode=CONFIG),
+)
+
+# Roles recognised from a process's command line at start. Checked in order;
+# the first suffix that an argv item ends with wins.
+ARGV_ROLES: tuple[tuple[str, str], ...] = (
+    ("compile_worker/__main__.py", "compile-sidecar"),
+    ("_inductor/__autotune_main__.py", "autotune-worker"),
+    ("quack._compile_worker", "quack-worker"),
+)
+
+
+def parse_extra_targets(spec: str) -> tuple[list[Target], list[str]]:
+    """Parse WP_AUTOTRACE_TARGETS ("module:Qual.name,...") into traced targets.
+
+    Returns the targets and a list of the items that were rejected. Only
+    identifiers are accepted: nothing from the environment is ever evaluated.
+    """
+    targets: list[Target] = []
+    rejected: list[str] = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        module, sep, qualname = item.partition(":")
+        names_ok = all(part.isidentifier() for part in module.split(".")) and all(
+            part.isidentifier() for part in qualname.split(".")
+        )
+        if sep and names_ok and len(item) <= 200:
+            targets.append(Target(module, qualname))
+        else:
+            rejected.append(item[:80])
+    return targets, rejected
