@@ -119,11 +119,18 @@ class Probes:
 
     def _tracing_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
         def trace(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            local = self._local.__dict__
+            if local.get("busy"):
+                # Called from inside the tracer itself (a target it uses): no record.
+                return wrapped(*args, **kwargs)
+            local["busy"] = True
             try:
                 call_id = self._enter(target, label)
             except Exception as exc:
                 self.sink.error("record call", exc)
                 return wrapped(*args, **kwargs)
+            finally:
+                local["busy"] = False
             if call_id < 0:
                 return self._refuse(target)
             start = time.perf_counter()
@@ -167,6 +174,8 @@ class Probes:
     def _leave(self, call_id: int, start: float, target: Target, instance: Any, result: Any,
                error: BaseException | None) -> None:
         """Write the return record; never raises."""
+        local = self._local.__dict__
+        local["busy"] = True
         try:
             open_calls = self._local.__dict__.get("calls")
             if open_calls and open_calls[-1] == call_id:
@@ -182,6 +191,8 @@ class Probes:
             self.sink.emit("return", **fields)
         except Exception as exc:
             self.sink.error("record return", exc)
+        finally:
+            local["busy"] = False
 
     def _refuse(self, target: Target) -> Any:
         """What a guarded call returns instead of starting a pool."""

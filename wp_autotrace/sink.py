@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import stat
 import threading
 import time
 from typing import Any
@@ -39,12 +40,12 @@ def warn(message: str, key: str | None = None) -> None:
 
 def open_log(path: str) -> int:
     """Open (or create, mode 0600) the log for appending, never via a symlink."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader
+    # (it has no effect on regular files).
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     fd = os.open(path, flags, 0o600)
     try:
         # A FIFO or device at the log path would block or swallow records.
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
     except BaseException:

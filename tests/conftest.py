@@ -1,0 +1,86 @@
+"""Shared helpers: run a real interpreter with the env set, bounded, and read its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "examples" / "standin_backend"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ without any WP_AUTOTRACE* or torch pool settings, plus extra."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("WP_AUTOTRACE", "TORCHINDUCTOR_", "TORCH_WARM_POOL", "PYTEST_"))}
+    env.update(extra)
+    return env
+
+
+class Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str, elapsed: float) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.elapsed = elapsed
+
+
+def run_python(args: list[str], env: dict[str, str], timeout: float = 60, cwd: Any = None,
+               interrupt_after: float | None = None, python: str = sys.executable) -> Result:
+    """Run python in its own session; always kill the whole group afterwards.
+
+    interrupt_after: send SIGINT to the main process after that many
+    seconds (so its atexit handlers run), then wait for it up to timeout.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen([python, *args], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    try:
+        if interrupt_after is not None:
+            try:
+                proc.wait(interrupt_after)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += "\n[test harness: killed after timeout]"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return Result(proc.returncode, out, err, time.monotonic() - start)
+
+
+def read_log(path: Any) -> list[dict[str, Any]]:
+    """Every line must be a valid record: a torn line fails the test."""
+    with open(path, "rb") as f:
+        return [json.loads(line) for line in f]
+
+
+def events(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["event"] == name]
+
+
+def torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+needs_torch = pytest.mark.skipif(not torch_available(), reason="torch==2.13.0 not installed")
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    return tmp_path / "run.jsonl"

@@ -1,0 +1,223 @@
+"""End-to-end activation through the installed .pth, without torch.
+
+Each test runs a real interpreter (sys.executable, where the package is
+installed) with the environment set, and reads the log it wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import clean_env, events, read_log, run_python
+
+
+def traced_env(log: Path, **extra: str) -> dict[str, str]:
+    return clean_env(**{"WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": str(log), **extra})
+
+
+@pytest.mark.parametrize("value", [None, "0", "false", "off", ""])
+def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
+    env = clean_env() if value is None else clean_env(WP_AUTOTRACE=value)
+    res = run_python(["-c", "import sys; print(sorted(m for m in sys.modules if 'wp_autotrace' in m))"],
+                     env, cwd=tmp_path)
+    assert res.stdout.strip() == "[]", res.stderr
+    assert res.stderr == ""
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", "yes", "On"])
+def test_on_writes_start_and_exit_once(value: str, log: Path) -> None:
+    env = traced_env(log, WP_AUTOTRACE=value, WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    res = run_python(["-c", "print('hello')"], env)
+    assert res.returncode == 0 and res.stdout == "hello\n" and res.stderr == ""
+    recs = read_log(log)
+    assert [r["event"] for r in recs] == ["process_start", "process_exit"]  # once, though site may read the .pth twice
+    start = recs[0]
+    for key in ("v", "event", "ts", "pid", "ppid", "host", "role", "seq", "argv", "executable", "python", "cwd",
+                "run", "root_pid", "forked"):
+        assert key in start
+    assert start["role"] == "main" and start["root_pid"] == start["pid"] and start["forked"] is False
+    assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
+
+
+def test_default_log_path_is_in_cwd(tmp_path: Path) -> None:
+    res = run_python(["-c", "pass"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)
+    assert res.returncode == 0
+    logs = list(tmp_path.glob("wp_autotrace-*-*.jsonl"))
+    assert len(logs) == 1 and read_log(logs[0])[0]["event"] == "process_start"
+
+
+SPAWNER = textwrap.dedent('''
+    import multiprocessing as mp, os, subprocess, sys
+    def work(q):
+        q.put(os.getpid())
+    if __name__ == "__main__":
+        os.chdir(sys.argv[1])             # descendants must still find the log
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        p = ctx.Process(target=work, args=(q,))
+        p.start(); p.join()
+        print("children done", q.get())
+''')
+
+
+def test_every_process_writes_to_one_log(tmp_path: Path, log: Path) -> None:
+    script = tmp_path / "spawner.py"
+    script.write_text(SPAWNER)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    res = run_python([str(script), str(elsewhere)], traced_env(log), timeout=60)
+    assert res.returncode == 0, res.stderr
+    recs = read_log(log)
+    starts = events(recs, "process_start")
+    root = starts[0]
+    assert root["role"] == "main"
+    assert {r["run"] for r in starts} == {root["run"]}
+    children = [s for s in starts if s["pid"] != root["pid"]]
+    forked = [s for s in children if s["forked"]]
+    assert len(forked) == 1 and forked[0]["ppid"] == root["pid"] and forked[0]["role"] == "child"
+    spawned = [s for s in children if not s["forked"]]
+    # the subprocess, the multiprocessing spawn child (and its resource tracker, if any)
+    assert len(spawned) >= 2 and all(s["root_pid"] == root["pid"] for s in spawned)
+    assert any("spawn_main" in " ".join(map(str, s["argv"])) or s["argv"] == ["-c"] for s in spawned)
+    exits = {r["pid"]: r for r in events(recs, "process_exit")}
+    assert exits[forked[0]["pid"]]["how"] == "os._exit"
+    assert exits[root["pid"]]["how"] == "exit"
+    # per-process seq is complete
+    for pid in {r["pid"] for r in recs}:
+        seqs = [r["seq"] for r in recs if r["pid"] == pid]
+        assert seqs == list(range(len(seqs))), pid
+
+
+BEHAVIOUR = textwrap.dedent('''
+    import sys
+    print("out line"); print("err line", file=sys.stderr)
+    def boom():
+        raise KeyError("inner")
+    if len(sys.argv) > 1:
+        boom()
+    sys.exit(3)
+''')
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_program_behaviour_unchanged(crash: bool, tmp_path: Path, log: Path) -> None:
+    script = tmp_path / "prog.py"
+    script.write_text(BEHAVIOUR)
+    args = [str(script)] + (["crash"] if crash else [])
+    plain = run_python(args, clean_env())
+    traced = run_python(args, traced_env(log))
+    assert (traced.returncode, traced.stdout, traced.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    assert events(read_log(log), "process_exit")
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "read-only-dir", "symlink", "directory", "fifo", "dev-full"])
+def test_bad_log_path_one_line_and_untraced(where: str, tmp_path: Path) -> None:
+    if where == "missing-dir":
+        path = tmp_path / "nope" / "log.jsonl"
+    elif where == "read-only-dir":
+        if os.geteuid() == 0:
+            pytest.skip("root ignores directory permissions")
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        path = ro / "log.jsonl"
+    elif where == "symlink":
+        target = tmp_path / "victim"
+        target.write_text("precious\n")
+        path = tmp_path / "link.jsonl"
+        path.symlink_to(target)
+    elif where == "directory":
+        path = tmp_path / "dir.jsonl"
+        path.mkdir()
+    elif where == "fifo":
+        path = tmp_path / "fifo.jsonl"
+        os.mkfifo(path)
+    else:
+        path = Path("/dev/full")
+    script = tmp_path / "prog.py"
+    script.write_text(BEHAVIOUR + "\n")
+    sub = "import subprocess, sys; subprocess.run([sys.executable, '-c', 'print(1)'])"
+    plain = run_python(["-c", sub], clean_env())
+    traced = run_python(["-c", sub], traced_env(path), timeout=30)
+    assert traced.returncode == plain.returncode and traced.stdout == plain.stdout
+    lines = traced.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wp-autotrace: "), traced.stderr
+    assert "Traceback" not in traced.stderr
+    if where == "symlink":
+        assert (tmp_path / "victim").read_text() == "precious\n"
+
+
+def test_bad_settings_warn_and_use_defaults(log: Path) -> None:
+    env = traced_env(log, WP_AUTOTRACE_STACK="lots", WP_AUTOTRACE_SAMPLE_INTERVAL="-1",
+                     WP_AUTOTRACE_TARGETS="os:system;__import__('os').system('echo pwned'),json:dumps",
+                     WP_AUTOTRACE_GUARD="maybe")
+    res = run_python(["-c", "print('ran')"], env)
+    assert res.returncode == 0 and res.stdout == "ran\n"
+    warnings = res.stderr.splitlines()
+    assert len(warnings) == 4 and all(w.startswith("wp-autotrace: ") for w in warnings), res.stderr
+    assert "pwned" not in res.stdout
+    assert events(read_log(log), "process_start")
+
+
+def test_extra_targets_traced_and_exceptions_pass_through(tmp_path: Path, log: Path) -> None:
+    (tmp_path / "userpool.py").write_text(textwrap.dedent('''
+        def start(n):
+            if n < 0:
+                raise RuntimeError(f"bad n {n}")
+            return n * 2
+    '''))
+    code = "import userpool; print(userpool.start(2)); userpool.start(-1)"
+    base = {"PYTHONPATH": str(tmp_path)}
+    plain = run_python(["-c", code], clean_env(**base))
+    traced = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_TARGETS="userpool:start", **base))
+    assert traced.returncode == plain.returncode == 1
+    assert traced.stdout == plain.stdout == "4\n"
+    # Same exception and origin; only our wrapper's frame may appear in between.
+    assert traced.stderr.splitlines()[-1] == plain.stderr.splitlines()[-1] == "RuntimeError: bad n -1"
+    assert traced.stderr.splitlines()[-3:-1] == plain.stderr.splitlines()[-3:-1]
+    recs = read_log(log)
+    returns = events(recs, "return")
+    assert [r.get("error") for r in returns] == [None, "RuntimeError: bad n -1"]
+    assert [c["target"] for c in events(recs, "call")] == ["userpool:start"] * 2
+
+
+def test_exec_into_traced_program_and_no_site(tmp_path: Path, log: Path) -> None:
+    code = "import os, sys; os.execv(sys.executable, [sys.executable, '-c', 'print(\"after exec\")'])"
+    res = run_python(["-c", code], traced_env(log))
+    assert res.returncode == 0 and res.stdout == "after exec\n"
+    starts = events(read_log(log), "process_start")
+    assert len(starts) == 2 and starts[0]["pid"] == starts[1]["pid"]
+    assert {s["role"] for s in starts} == {"main"}
+    other = tmp_path / "nosite.jsonl"
+    res = run_python(["-S", "-c", "print('no site')"], traced_env(other))
+    assert res.returncode == 0 and res.stdout == "no site\n" and not other.exists()
+    res = run_python(["-I", "-c", "print('isolated')"], traced_env(other))
+    assert res.returncode == 0 and res.stdout == "isolated\n"
+
+
+def test_argv_recorded_not_environment(log: Path) -> None:
+    env = traced_env(log, SECRET_TOKEN="hunter2")
+    run_python(["-c", "pass", "arg1"], env)
+    text = log.read_text()
+    assert "hunter2" not in text and "arg1" in text
+
+
+def test_guard_alone_writes_nothing(tmp_path: Path) -> None:
+    res = run_python(["-c", "print('guarded')"], clean_env(WP_AUTOTRACE_GUARD="nested-pools"), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "guarded\n" and res.stderr == ""
+    assert not list(tmp_path.iterdir())
+
+
+def test_python_version_supported() -> None:
+    assert sys.version_info >= (3, 9)

@@ -1,0 +1,245 @@
+"""Fast, in-process tests of the import hook against synthetic modules (no torch)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wp_autotrace.import_hooks import TargetFinder
+from wp_autotrace.probes import Probes
+from wp_autotrace.sink import Sink
+from wp_autotrace.targets import INLINE_POOL, SKIP, Target
+
+from .conftest import read_log
+
+POOL_MODULE = '''
+import functools
+
+REGISTERED = []          # stands in for os.register_at_fork / atexit.register
+EARLY_CALLS = []
+
+class AsyncCompile:
+    @staticmethod
+    @functools.lru_cache(1)
+    def process_pool():
+        return object()
+
+    @classmethod
+    def warm_pool(cls, n: int = 2) -> str:
+        """Doc of warm_pool."""
+        EARLY_CALLS.append(cls.__name__)
+        cls.process_pool()
+        return f"warmed {n}"
+
+    @classmethod
+    def fail(cls):
+        raise ValueError("boom from fail")
+
+def after_fork():
+    AsyncCompile.process_pool.cache_clear()
+
+REGISTERED.append(after_fork)
+AsyncCompile.warm_pool()   # a call from the module's own top level, as torch 2.1-2.4 had
+'''
+
+
+@pytest.fixture
+def synth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh package 'synthpkg' on sys.path, and cleanup of what it imported."""
+    pkg = tmp_path / "synthpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "pool.py").write_text(POOL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield pkg
+    for name in [m for m in sys.modules if m.startswith("synthpkg")]:
+        del sys.modules[name]
+
+
+TARGETS = (
+    Target("synthpkg.pool", "AsyncCompile.warm_pool", guard=SKIP),
+    Target("synthpkg.pool", "AsyncCompile.process_pool", guard=INLINE_POOL),
+    Target("synthpkg.pool", "AsyncCompile.fail"),
+    Target("synthpkg.pool", "after_fork"),
+    Target("synthpkg.absent", "Nothing.here"),
+    Target("synthpkg.pool", "Missing.method"),
+)
+
+
+def make_finder(log: Path, guard: bool = False, role: str = "main") -> tuple[TargetFinder, Probes]:
+    sink = Sink(str(log), "testhost", role)
+    probes = Probes(sink, stack_limit=8, guard=guard, notice=lambda info: None)
+    errors: list[Any] = []
+    finder = TargetFinder(TARGETS, probes.make_wrapper, probes.notify, lambda where, exc: errors.append(exc))
+    finder.errors = errors  # type: ignore[attr-defined]
+    return finder, probes
+
+
+def calls(records: list[dict[str, Any]]) -> list[str]:
+    return [r["target"].rpartition(":")[2] for r in records if r["event"] == "call"]
+
+
+def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> None:
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    assert mod.EARLY_CALLS == ["AsyncCompile"]
+    recs = read_log(log)
+    assert calls(recs)[:2] == ["AsyncCompile.warm_pool", "AsyncCompile.process_pool"]
+    warm = next(r for r in recs if r["event"] == "call")
+    assert warm["stack"][-1]["file"].endswith("synthpkg/pool.py")
+    assert warm["caller"]["line"] == POOL_MODULE.splitlines().index(
+        "AsyncCompile.warm_pool()   # a call from the module's own top level, as torch 2.1-2.4 had") + 1
+    # The inner process_pool call knows it runs inside warm_pool.
+    inner = [r for r in recs if r["event"] == "call"][1]
+    assert inner["parent_call"] == warm["call_id"]
+    assert not finder.errors  # type: ignore[attr-defined]
+
+
+def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) -> None:
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    # Like os.register_at_fork(after_in_child=after_fork): the captured object is wrapped.
+    mod.REGISTERED[0]()
+    assert "after_fork" in calls(read_log(log))
+
+
+def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path) -> None:
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    ac = mod.AsyncCompile
+    assert ac.warm_pool(3) == "warmed 3"
+    assert ac().warm_pool(n=4) == "warmed 4"
+    assert str(inspect.signature(ac.warm_pool)) == "(n: int = 2) -> str"
+    assert ac.warm_pool.__doc__ == "Doc of warm_pool."
+    assert isinstance(inspect.getattr_static(ac, "process_pool"), object)
+    first = ac.process_pool()
+    assert ac.process_pool() is first
+    ac.process_pool.cache_clear()  # torch's after_fork does this
+    assert ac.process_pool.cache_info().currsize == 0
+    assert ac.process_pool() is not first
+
+
+def test_exceptions_pass_through_unchanged(synth: Path, log: Path) -> None:
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    with pytest.raises(ValueError, match="boom from fail") as info:
+        mod.AsyncCompile.fail()
+    assert info.traceback[-1].name == "fail"  # the origin is the wrapped function
+    ret = [r for r in read_log(log) if r["event"] == "return" and "error" in r]
+    assert ret and ret[-1]["error"] == "ValueError: boom from fail"
+
+
+def test_subclass_override_is_wrapped_wherever_defined(synth: Path, log: Path) -> None:
+    (synth / "plugin.py").write_text(textwrap.dedent('''
+        from synthpkg.pool import AsyncCompile
+
+        class XPUAsyncCompile(AsyncCompile):
+            @classmethod
+            def warm_pool(cls, n=1):
+                return "xpu " + super().warm_pool(n)
+
+        RESULT = XPUAsyncCompile.warm_pool()
+    '''))
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        plugin = importlib.import_module("synthpkg.plugin")
+    finally:
+        finder.uninstall()
+    assert plugin.RESULT == "xpu warmed 1"
+    names = calls(read_log(log))
+    assert "XPUAsyncCompile.warm_pool" in names
+    sub_call = [r for r in read_log(log) if r["event"] == "call" and r["target"].endswith("XPUAsyncCompile.warm_pool")]
+    assert sub_call[0]["target"] == "synthpkg.plugin:XPUAsyncCompile.warm_pool"
+
+
+def test_module_imported_before_activation_is_patched_at_once(synth: Path, log: Path) -> None:
+    mod = importlib.import_module("synthpkg.pool")
+    finder, _ = make_finder(log)
+    finder.install()
+    finder.uninstall()
+    mod.AsyncCompile.warm_pool()
+    assert calls(read_log(log))[:1] == ["AsyncCompile.warm_pool"]
+
+
+def test_finder_ignores_other_modules_fast(log: Path) -> None:
+    finder, _ = make_finder(log)
+    assert finder.find_spec("json") is None
+    assert finder.find_spec("synthpkg.absent") is None  # a target module that does not exist
+
+
+def test_guard_refuses_in_sidecar_but_not_in_main(synth: Path, tmp_path: Path) -> None:
+    side_log = tmp_path / "side.jsonl"
+    finder, _ = make_finder(side_log, guard=True, role="compile-sidecar")
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    assert mod.EARLY_CALLS == []  # warm_pool refused at import
+    pool = mod.AsyncCompile.process_pool()
+    assert pool.submit(lambda x: x * 2, 21).result() == 42  # a working in-process executor
+    recs = read_log(side_log)
+    assert [r["action"] for r in recs if r["event"] == "blocked"] == ["skip", "inline-pool"]
+    assert not [r for r in recs if r["event"] == "call" and r["target"].endswith("warm_pool")]
+
+
+def test_user_monkeypatch_of_warm_pool_still_traced(synth: Path, log: Path) -> None:
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    ac = mod.AsyncCompile
+    original = ac.warm_pool
+    seen = []
+
+    def traced(cls: Any) -> Any:  # what the seed script does
+        seen.append(cls)
+        return original()
+
+    ac.warm_pool = classmethod(traced)
+    ac.warm_pool()
+    assert seen == [ac]
+    assert calls(read_log(log)).count("AsyncCompile.warm_pool") == 2  # at import, then via the user's patch
+
+
+def test_lru_cache_function_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
+    (tmp_path / "synthcache.py").write_text("import functools\n@functools.lru_cache(None)\ndef pool():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sink = Sink(str(log), "h", "main")
+    probes = Probes(sink, 4, False, lambda info: None)
+    finder = TargetFinder((Target("synthcache", "pool"),), probes.make_wrapper, probes.notify, pytest.fail)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthcache")
+    finally:
+        finder.uninstall()
+        sys.modules.pop("synthcache", None)
+    assert mod.pool() == 1
+    mod.pool.cache_clear()
+    assert isinstance(mod.pool.cache_info(), functools._CacheInfo)
