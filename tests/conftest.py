@@ -84,3 +84,57 @@ needs_torch = pytest.mark.skipif(not torch_available(), reason="torch==2.13.0 no
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
     return tmp_path / "run.jsonl"
+
+
+def run_until(args: list[str], env: dict[str, str], log: Path, ready: Any, timeout: float = 120,
+              interrupts: int = 3) -> tuple[Result, bool]:
+    """Run python until ready(records) holds (or timeout), then interrupt it.
+
+    SIGINT is sent up to `interrupts` times, 3 s apart, so the program's
+    atexit handlers run even when torch's exit handler waits on a sidecar
+    chain; then the whole process group is killed. Returns the result and
+    whether ready() was reached.
+    """
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    reached = False
+    try:
+        while time.monotonic() - start < timeout and proc.poll() is None:
+            time.sleep(0.5)
+            if log.exists():
+                try:
+                    recs = [json.loads(line) for line in log.read_bytes().splitlines() if line.endswith(b"}")]
+                except ValueError:
+                    continue
+                if ready(recs):
+                    reached = True
+                    break
+        for _ in range(interrupts):
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(3)
+            except subprocess.TimeoutExpired:
+                pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return Result(proc.returncode, out, err, time.monotonic() - start), reached
+
+
+def warm_pool_pids(records: list[dict[str, Any]]) -> set[int]:
+    return {r["pid"] for r in records if r["event"] == "call" and r["target"].endswith(".warm_pool")}
+
+
+def report_json(*logs: Any) -> dict[str, Any]:
+    from wp_autotrace.logread import read_logs
+    from wp_autotrace.report import analyze
+
+    return analyze(read_logs([str(p) for p in logs]))

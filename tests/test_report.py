@@ -1,0 +1,224 @@
+"""The report and export on synthetic logs, and on bad input (no torch needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wp_autotrace.cli import main
+from wp_autotrace.export import to_chrome_trace
+from wp_autotrace.logread import NoUsableLog, read_logs
+from wp_autotrace.report import analyze, render_text
+
+T0 = 1_800_000_000.0
+PLUGIN = {"file": "/site/plugin/_inductor/__init__.py", "line": 5, "func": "<module>"}
+
+
+class LogWriter:
+    """Builds a log as the runtime would write it."""
+
+    def __init__(self, host: str = "h1") -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.seq: dict[int, int] = {}
+        self.host = host
+
+    def add(self, t: float, pid: int, ppid: int, role: str, event: str, **fields: Any) -> None:
+        seq = self.seq.get(pid, 0)
+        self.seq[pid] = seq + 1
+        self.lines.append({"v": 1, "event": event, "ts": T0 + t, "pid": pid, "ppid": ppid, "host": self.host,
+                           "role": role, "seq": seq, **fields})
+
+    def warm(self, t: float, pid: int, ppid: int, role: str, sidecar: int, cid: int = 1) -> None:
+        env = {"TORCH_WARM_POOL": "0"} if role != "main" else {}
+        self.add(t, pid, ppid, role, "call", target="torch._inductor.async_compile:AsyncCompile.warm_pool",
+                 call_id=cid, thread="MainThread", stack=[PLUGIN], caller=PLUGIN, env=env)
+        self.add(t + 0.01, pid, ppid, role, "call",
+                 target="torch._inductor.compile_worker.subproc_pool:SubprocPool.__init__",
+                 call_id=cid + 1, parent_call=cid, thread="MainThread", stack=[PLUGIN], caller=PLUGIN)
+        self.add(t + 0.2, pid, ppid, role, "return", call_id=cid + 1, duration_s=0.19, sidecar_pid=sidecar)
+        self.add(t + 0.21, pid, ppid, role, "return", call_id=cid, duration_s=0.21)
+
+    def write(self, path: Path) -> Path:
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
+        return path
+
+
+def seed_log() -> LogWriter:
+    """main 100 -> sidecar 200 -> sidecar 300 -> sidecar 400; main exits, 300/400 left behind."""
+    w = LogWriter()
+    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={})
+    w.add(0.1, 100, 1, "main", "tree", count=1, procs=[{"pid": 100, "ppid": 1, "rss": 10 << 20, "role": "main"}])
+    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.13.0")
+    w.warm(2, 100, 1, "main", 200)
+    w.add(3, 200, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False,
+          env={"TORCH_WARM_POOL": "0"})
+    w.warm(5, 200, 100, "compile-sidecar", 300)
+    w.add(6, 300, 200, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False)
+    w.warm(8, 300, 200, "compile-sidecar", 400)
+    w.add(9, 400, 300, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False)
+    procs = [{"pid": p, "ppid": pp, "rss": 300 << 20} for p, pp in ((100, 1), (200, 100), (300, 200), (400, 300))]
+    w.add(9.5, 100, 1, "main", "tree", count=4, procs=procs)
+    w.add(10, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(10.5, 100, 1, "main", "tree", count=3, procs=[procs[0], {"pid": 300, "ppid": 1, "rss": 1}, procs[3]])
+    w.add(11, 100, 1, "main", "leftover", pids=[300, 400], procs=procs[2:])
+    w.add(11, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_seed_answers(tmp_path: Path) -> None:
+    rep = analyze(read_logs([str(seed_log().write(tmp_path / "a.jsonl"))]))
+    assert rep["warm_pool_pids"] == [100, 200, 300]
+    assert rep["distinct_warm_pool_pids"] == 3
+    assert rep["max_sidecar_depth"] == 3
+    assert rep["leftover_pids"] == [300, 400]
+    assert 300 in rep["reparented_pids"]
+    assert rep["max_concurrent_processes"] == 4
+    callers = {c["pid"]: c for c in rep["warm_pool_callers"]}
+    assert callers[300]["depth"] == 2 and callers[300]["ppid"] == 200 and callers[300]["calls"] == 1
+    assert callers[100]["caller"]["file"] == PLUGIN["file"]
+    assert [p["sidecar_pid"] for p in rep["pools"]] == [200, 300, 400]
+    assert rep["pools"][1]["creator_role"] == "compile-sidecar"
+    findings = " ".join(rep["findings"])
+    assert "Nested compile pools" in findings and "TORCH_WARM_POOL=0" in findings
+    assert "2 process(es) outlived the main process" in findings
+    assert "exited without a shutdown request" in findings  # sidecar 200 never served
+    text = render_text(rep, {})
+    assert "== warm_pool callers: 3 distinct PID(s) [100, 200, 300]" in text
+    assert "/site/plugin/_inductor/__init__.py:5 (<module>)" in text
+
+
+def test_logs_merge_by_host_and_pid(tmp_path: Path) -> None:
+    a = seed_log().write(tmp_path / "a.jsonl")
+    other = seed_log()
+    for r in other.lines:
+        r["host"] = "h2"
+    b = other.write(tmp_path / "b.jsonl")
+    rep = analyze(read_logs([str(a), str(b)]))
+    assert rep["distinct_warm_pool_pids"] == 6
+    assert rep["warm_pool_pids"] == [100, 200, 300]
+    assert rep["run"]["hosts"] == ["h1", "h2"]
+
+
+def test_bad_lines_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = seed_log().write(tmp_path / "a.jsonl")
+    with open(path, "ab") as f:
+        f.write(b"garbage\n\xff\xfe not utf8\n")
+        f.write(b'{"v": 99, "event": "call", "ts": 1, "pid": 1}\n')
+        f.write(b'{"v": 1, "event": "mystery", "ts": 1, "pid": 1}\n')
+        f.write(b'[1, 2]\n{"v": 1, "event": "call", "ts": 1, "pid": 5, "call_id": "x", "caller": 7, "env": 3}\n')
+        f.write(b'{"v": 1, "event": "tree", "ts": 1, "pid": 1, "procs": "nope"}\n')
+        f.write(b'{"v": 1, "event": "process_st')  # truncated last line
+    assert main(["report", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "== warm_pool callers: 3 distinct" in out
+    assert ("skipped 6 line(s): 1 newer schema (v99), 2 not JSON, 1 not a record, 1 truncated last line, "
+            "1 unknown event") in out
+
+
+@pytest.mark.parametrize("content", [None, b"", b"\n\n", b"not json at all\n", b'{"v": 1}\n'])
+def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "log.jsonl"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["report", str(path)]) == 2
+    assert main(["export", str(path), "-o", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wp-autotrace: nothing to report:") and "Traceback" not in err
+
+
+def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = seed_log().write(tmp_path / "a.jsonl")
+    assert main(["report", "--json", str(path)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    for key in ("warm_pool_pids", "distinct_warm_pool_pids", "processes", "max_concurrent_processes",
+                "max_sidecar_depth", "leftover_pids", "findings", "pools", "warm_pool_callers", "run"):
+        assert key in rep
+
+
+def check_chrome_trace(trace: dict[str, Any]) -> None:
+    """The Trace Event Format rules our export relies on."""
+    json.dumps(trace)
+    events = trace["traceEvents"]
+    assert isinstance(events, list) and events
+    named = set()
+    for e in events:
+        assert e["ph"] in {"X", "i", "C", "M"}
+        assert isinstance(e["pid"], int) and isinstance(e.get("tid", 0), int)
+        if e["ph"] == "M":
+            assert e["name"] in {"process_name", "thread_name"} and isinstance(e["args"]["name"], str)
+            if e["name"] == "process_name":
+                named.add(e["pid"])
+            continue
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
+        assert isinstance(e["name"], str)
+        if e["ph"] == "X":
+            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0
+        if e["ph"] == "i":
+            assert e["s"] in {"g", "p", "t"}
+        if e["ph"] == "C":
+            assert all(isinstance(v, (int, float)) for v in e["args"].values())
+    assert {e["pid"] for e in events if e["ph"] == "X"} <= named
+
+
+def test_export_chrome(tmp_path: Path) -> None:
+    path = seed_log().write(tmp_path / "a.jsonl")
+    out = tmp_path / "trace.json"
+    assert main(["export", str(path), "--format", "chrome", "-o", str(out)]) == 0
+    trace = json.loads(out.read_text())
+    check_chrome_trace(trace)
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert {"main 100", "compile-sidecar 200", "compile-sidecar 300"} <= names
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {"AsyncCompile.warm_pool", "SubprocPool.__init__"} <= {e["name"] for e in slices}
+    assert any(e["ph"] == "C" and e["args"]["count"] == 4 for e in trace["traceEvents"])
+
+
+def test_export_loads_in_a_real_trace_reader(tmp_path: Path) -> None:
+    tp = pytest.importorskip("perfetto.trace_processor", reason="perfetto's trace processor is not installed")
+    path = seed_log().write(tmp_path / "a.jsonl")
+    out = tmp_path / "trace.json"
+    assert main(["export", str(path), "-o", str(out)]) == 0
+    try:
+        processor = tp.TraceProcessor(trace=str(out))
+    except Exception as exc:  # its binary is downloaded on first use; offline there is none
+        pytest.skip(f"trace processor unavailable: {exc}")
+    rows = list(processor.query("select count(*) as n from slice"))
+    assert rows[0].n >= 6
+
+
+line_strategy = st.one_of(
+    st.binary(max_size=80),
+    st.builds(lambda d: json.dumps(d).encode(), st.dictionaries(
+        st.sampled_from(["v", "event", "ts", "pid", "ppid", "host", "role", "call_id", "target", "procs", "caller",
+                         "sidecar_pid", "parent_call", "env", "settings", "argv", "forked", "pids"]),
+        st.one_of(st.integers(-3, 3), st.sampled_from(["call", "return", "tree", "process_start", "process_exit",
+                                                        "leftover", "config", "blocked", "x:y.warm_pool"]),
+                  st.floats(allow_nan=False), st.none(), st.lists(st.integers(0, 5), max_size=3),
+                  st.dictionaries(st.sampled_from(["pid", "file", "line"]), st.integers(0, 5), max_size=3)),
+        max_size=12)),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(line_strategy, max_size=25), keep=st.integers(0, 5000), shuffle=st.randoms())
+def test_report_never_raises(tmp_path: Path, lines: list[bytes], keep: int, shuffle: Any) -> None:
+    good = [json.dumps(r).encode() for r in seed_log().lines]
+    mixed = good + lines
+    shuffle.shuffle(mixed)
+    blob = b"\n".join(mixed)[:keep]
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(blob)
+    try:
+        data = read_logs([str(path)])
+    except NoUsableLog:
+        return
+    rep = analyze(data)
+    render_text(rep, data.skipped)
+    json.dumps(rep, default=str)
+    check_chrome_trace(to_chrome_trace(data))
