@@ -259,7 +259,7 @@ def start() -> None:
         os.register_at_fork(after_in_child=_after_fork)
         atexit.register(_at_exit)
         if _runtime.settings.trace:
-            os._exit = _os_exit
+            os._exit = _os_exit  # type: ignore[assignment]
         _runtime.start()
     except Exception as exc:
         _runtime = None

@@ -12,20 +12,16 @@ from typing import Any
 from .logread import LogData
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def to_chrome_trace(data: LogData) -> dict[str, Any]:
     """The trace as a dict ready for json.dump."""
     records = data.records
-    t0 = min(r["ts"] for r in records)
-    t_end = max(r["ts"] for r in records)
+    t0: float = min(float(r["ts"]) for r in records)
+    t_end: float = max(float(r["ts"]) for r in records)
     hosts = sorted({str(r.get("host", "")) for r in records})
     multi = len(hosts) > 1
 
     def us(ts: float) -> float:
-        return round((ts - t0) * 1e6, 1)
+        return round((float(ts) - t0) * 1e6, 1)
 
     def tpid(host: str, pid: int) -> int:
         # Trace pids are ints: give each host its own range when merging.

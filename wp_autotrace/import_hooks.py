@@ -212,14 +212,14 @@ class TargetFinder:
         original = cls.__dict__.get("__init_subclass__")
         finder = self
 
-        def __init_subclass__(sub: type, **kwargs: Any) -> None:
+        def __init_subclass__(sub: Any, /, **kwargs: Any) -> None:
             if original is not None:
                 original.__get__(None, sub)(**kwargs)
             else:
-                super(cls, sub).__init_subclass__(**kwargs)  # type: ignore[misc]
+                super(cls, sub).__init_subclass__(**kwargs)  # type: ignore[arg-type]
             finder._contained("patch subclass", finder._patch_class, sub, methods)
 
-        cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+        cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment,method-assign]
         cls.__wp_autotrace_watch__ = True  # type: ignore[attr-defined]
 
     def _contained(self, where: str, fn: Callable[..., Any], *args: Any) -> Optional[Any]:
@@ -235,7 +235,7 @@ def _all_subclasses(cls: type) -> list[type]:
     """Every subclass of cls created so far, depth first."""
     found: list[type] = []
     try:
-        stack = list(type.__subclasses__(cls))
+        stack: list[type] = list(type.__subclasses__(cls))
     except TypeError:
         return found
     while stack:

@@ -67,6 +67,7 @@ class _Proc:
         self.last_seen: float | None = None
         self.peak_rss = 0
         self.cmd = ""
+        self.name = ""
         self.env: dict[str, Any] = {}
         self.reparented_to: int | None = None
 
@@ -147,7 +148,7 @@ def analyze(data: LogData) -> dict[str, Any]:
             configs.append({"pid": p.pid, "role": p.role, "settings": settings,
                             "torch": _str(r.get("torch_version"))})
         elif event == "tree":
-            items = r.get("procs") if isinstance(r.get("procs"), list) else []
+            items: list[Any] = r["procs"] if isinstance(r.get("procs"), list) else []
             tree_counts.append((ts, len(items)))
             for item in items:
                 if not isinstance(item, dict) or _int(item.get("pid")) is None:
@@ -168,9 +169,11 @@ def analyze(data: LogData) -> dict[str, Any]:
                     q.role = item["role"]
                 if not q.cmd:
                     q.cmd = _str(item.get("cmd"))[:300]
+                if not q.name:
+                    q.name = _str(item.get("name"))[:40]
         elif event == "leftover":
             leftover_seen = True
-            for item in r.get("procs") if isinstance(r.get("procs"), list) else []:
+            for item in r["procs"] if isinstance(r.get("procs"), list) else []:
                 if isinstance(item, dict) and _int(item.get("pid")) is not None:
                     leftover[(_str(r.get("host")), item["pid"])] = item
         elif event == "tracer_error":
@@ -365,7 +368,7 @@ def _proc_dict(p: _Proc, t0: float, depth: int) -> dict[str, Any]:
         "start_s": round(p.start - t0, 3) if p.start is not None else None,
         "end_s": round(p.end - t0, 3) if p.end is not None else None,
         "exit": p.exit_how or None, "peak_rss": p.peak_rss or None, "depth": depth,
-        "reparented_to": p.reparented_to, "cmd": p.cmd,
+        "reparented_to": p.reparented_to, "cmd": p.cmd, "name": p.name,
     }
 
 
@@ -439,9 +442,10 @@ def render_text(rep: dict[str, Any], skipped: dict[str, int]) -> str:
         end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if p["pid"] in leftover else "   -   ")
         flags = [x for x in ("forked" if p["forked"] else "", "left behind" if p["pid"] in leftover else "",
                              f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "",
-                             "untraced" if not p["traced"] else "") if x]
+                             "untraced" if not p["traced"] and p["role"] != "child" else "") if x]
         pad = "  " * indent if indent <= MAX_INDENT else "  " * MAX_INDENT + f"({indent}) "
-        out.append(f"{_t(p['start_s'])} {end} {pad}{p['pid']} {p['role']} rss {_mb(p['peak_rss'])}"
+        what = p["role"] if p["traced"] or p["role"] != "child" else f"{p['name'] or '?'} (untraced child)"
+        out.append(f"{_t(p['start_s'])} {end} {pad}{p['pid']} {what} rss {_mb(p['peak_rss'])}"
                    + (f"  [{', '.join(flags)}]" if flags else ""))
         for k in sorted(kids.get((p["host"], p["pid"]), []), key=lambda q: (q["start_s"] or 0, q["pid"])):
             show(k, indent + 1)

@@ -74,7 +74,8 @@ def encode(record: dict[str, Any]) -> bytes:
     line = json.dumps(_shrink(record), separators=(",", ":"), default=repr).encode() + b"\n"
     if len(line) <= MAX_RECORD_BYTES:
         return line
-    keep = {k: record[k] for k in ("v", "event", "ts", "pid", "ppid", "host", "role", "seq") if k in record}
+    base = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
+    keep: dict[str, Any] = {k: record[k] for k in base if k in record}
     keep["truncated"] = len(line)
     return json.dumps(keep, separators=(",", ":"), default=repr).encode() + b"\n"
 

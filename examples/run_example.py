@@ -1,0 +1,57 @@
+"""Trace the bundled seed scenario for a bounded time, then print the report.
+
+The scenario never ends by itself (every compile sidecar starts another),
+so this runner gives it a fixed time, interrupts the main process so its
+exit handlers (and wp-autotrace's leftover check) run, then kills what the
+run left behind. Usage: python examples/run_example.py [SECONDS] [--guard]
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    seconds = float(next((a for a in sys.argv[1:] if not a.startswith("-")), 45))
+    guard = "--guard" in sys.argv
+    log = Path.cwd() / ("wp_autotrace-example-guard.jsonl" if guard else "wp_autotrace-example.jsonl")
+    log.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    env.update(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), PYTHONPATH=str(HERE / "standin_backend"),
+               TORCHINDUCTOR_COMPILE_THREADS="2")
+    if guard:
+        env["WP_AUTOTRACE_GUARD"] = "nested-pools"
+    print(f"running examples/train.py traced for at most {seconds:.0f}s (log: {log})", flush=True)
+    proc = subprocess.Popen([sys.executable, str(HERE / "train.py"), "3"], env=env, start_new_session=True)
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for _ in range(3):  # torch's exit handler may wait 300 s on the sidecar chain: interrupt it
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(3)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the orphaned sidecars
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    print(f"main process exit status {proc.returncode}; report:\n", flush=True)
+    cli = [sys.executable, "-m", "wp_autotrace"]
+    status = subprocess.call([*cli, "report", str(log)])
+    subprocess.call([*cli, "export", str(log), "-o", str(log.with_suffix(".trace.json"))])
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

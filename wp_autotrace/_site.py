@@ -1,0 +1,38 @@
+"""Entry point for the ``wp_autotrace.start`` file (PEP 829, Python 3.15+).
+
+site imports this module and calls :func:`start` in every interpreter, so it
+must stay tiny: it imports nothing but ``os`` and loads the tracer only when
+WP_AUTOTRACE or WP_AUTOTRACE_GUARD asks for it, exactly like the one-line
+``wp_autotrace.pth`` that older Pythons run. Where both run (3.15-3.17 skip
+the .pth import line only when the names match), ``bootstrap.start()``'s
+run-once guard keeps activation to one per process.
+"""
+
+from __future__ import annotations
+
+import os
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def wanted() -> bool:
+    """The .pth file's test: WP_AUTOTRACE truthy, or WP_AUTOTRACE_GUARD not a false word."""
+    env = os.environ
+    return (env.get("WP_AUTOTRACE", "").strip().lower() in _TRUE
+            or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
+
+
+def start() -> None:
+    """Activate tracing if the environment asks for it; otherwise do nothing. Never raises."""
+    try:
+        if not wanted():
+            return
+        from .bootstrap import start as _start
+
+        _start()
+    except Exception as exc:  # bootstrap.start() never raises; this is its import failing
+        try:
+            os.write(2, f"wp-autotrace: tracing disabled: {type(exc).__name__}: {exc}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
