@@ -12,10 +12,14 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import Any, NamedTuple
 
 from .sink import Sink, warn
 from .targets import ARGV_ROLES, TARGETS, Target, parse_extra_targets
+
+# Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("", "0", "false", "no", "off")
@@ -35,15 +39,17 @@ DEFAULT_INTERVAL = 0.1
 GUARD_MODES = ("nested-pools",)
 
 
-class Settings(NamedTuple):
+class Settings:
     """What the environment asks for, validated."""
 
-    trace: bool
-    guard: bool
-    log: str | None
-    stack: int
-    interval: float
-    extra_targets: tuple[Target, ...]
+    def __init__(self, trace: bool, guard: bool, log: str | None, stack: int, interval: float,
+                 extra_targets: tuple[Target, ...]) -> None:
+        self.trace = trace
+        self.guard = guard
+        self.log = log
+        self.stack = stack
+        self.interval = interval
+        self.extra_targets = extra_targets
 
 
 def is_true(value: str | None) -> bool:
@@ -123,7 +129,7 @@ class Runtime:
             # Descendants would fail the same way: the whole run goes untraced.
             env[ENABLE_ENV] = "0"
             warn(f"cannot open the log {log}: {exc.strerror or exc}; running untraced", "open")
-            self.settings = settings = settings._replace(trace=False)
+            settings.trace = False
             self.sink = Sink(None, self.host, "main")
         from .probes import Probes
 

@@ -13,17 +13,21 @@ comes from its own loader, so bytecode caching and line numbers are intact.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, MutableMapping
-from typing import Any, Callable, Optional
+from _collections_abc import MutableMapping  # what collections.abc re-exports, already loaded by site
 
 from .targets import CONFIG, IMPORT, Target
 
-# make_wrapper(target, label) -> a wrapt wrapper function (wrapped, instance, args, kwargs)
-MakeWrapper = Callable[[Target, str], Callable[..., Any]]
-# notify(kind, target, module_or_None); kind is "import" or "loaded"
-Notify = Callable[[str, Target, Any], None]
-# report(where, exc): a contained tracer fault
-Report = Callable[[str, BaseException], None]
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, Callable, Optional
+
+    # make_wrapper(target, label) -> a wrapt wrapper function (wrapped, instance, args, kwargs)
+    MakeWrapper = Callable[[Target, str], Callable[..., Any]]
+    # notify(kind, target, module_or_None); kind is "import" or "loaded"
+    Notify = Callable[[str, Target, Any], None]
+    # report(where, exc): a contained tracer fault
+    Report = Callable[[str, BaseException], None]
 
 # Set on our wrappers only: wrapt keeps _self_* attributes on the proxy itself.
 _MARK = "_self_wp_autotrace"

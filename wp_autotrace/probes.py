@@ -10,12 +10,14 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-import threading
 import time
-from typing import Any, Callable
 
 from .sink import Sink, thread_name
 from .targets import CONFIG_KEYS, COUNT, GUARDED_ROLES, IMPORT, INLINE_POOL, SKIP, WATCHED_ENV, Target
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
@@ -40,7 +42,7 @@ class Probes:
         self.notice = notice
         self.counts: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self._local = threading.local()
+        self._local: Any = None  # a threading.local, made on first use
         self._torch_dir: str | None = None
         self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
         self._inline_pool: Any = None
@@ -49,7 +51,16 @@ class Probes:
         """Forget the parent's counters and open calls in a forked child."""
         self.counts = {}
         self._ids = itertools.count(1)
-        self._local = threading.local()
+        self._local = None
+
+    def _thread_state(self) -> dict[str, Any]:
+        """Per-thread open calls and re-entrancy flag."""
+        local = self._local
+        if local is None:
+            import threading  # loaded already: a target module is running
+
+            local = self._local = threading.local()
+        return local.__dict__  # type: ignore[no-any-return]
 
     # -- stacks -----------------------------------------------------------
 
@@ -119,7 +130,7 @@ class Probes:
 
     def _tracing_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
         def trace(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            local = self._local.__dict__
+            local = self._thread_state()
             if local.get("busy"):
                 # Called from inside the tracer itself (a target it uses): no record.
                 return wrapped(*args, **kwargs)
@@ -147,7 +158,7 @@ class Probes:
     def _enter(self, target: Target, label: str) -> int:
         """Write the call record; return its id, or -1 if the guard refuses it."""
         stack, caller = self.capture_stack()
-        open_calls = self._local.__dict__.setdefault("calls", [])
+        open_calls = self._thread_state().setdefault("calls", [])
         call_id = next(self._ids)
         fields: dict[str, Any] = {
             "target": label,
@@ -174,10 +185,10 @@ class Probes:
     def _leave(self, call_id: int, start: float, target: Target, instance: Any, result: Any,
                error: BaseException | None) -> None:
         """Write the return record; never raises."""
-        local = self._local.__dict__
+        local = self._thread_state()
         local["busy"] = True
         try:
-            open_calls = self._local.__dict__.get("calls")
+            open_calls = self._thread_state().get("calls")
             if open_calls and open_calls[-1] == call_id:
                 open_calls.pop()
             fields: dict[str, Any] = {"call_id": call_id, "duration_s": round(time.perf_counter() - start, 6)}

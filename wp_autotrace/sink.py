@@ -10,12 +10,14 @@ pid, ppid and sequence counter are reset in a forked child by
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import stat
-import threading
+import sys
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_VERSION = 1
 # Records are kept well below the size a local filesystem appends atomically
@@ -54,30 +56,70 @@ def open_log(path: str) -> int:
     return fd
 
 
-def _shrink(value: Any, depth: int = 0) -> Any:
-    """Truncate long strings and lists so one record stays under the cap."""
+def _shrink(value: Any, tail: bool = False) -> Any:
+    """Truncate long strings and lists so one record stays under the cap.
+
+    Lists keep their head, except stacks, which keep their innermost (last) frames.
+    """
     if isinstance(value, str):
         return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "...[truncated]"
     if isinstance(value, list):
-        kept = value[:64] if depth else value[-64:]
-        return [_shrink(v, depth + 1) for v in kept]
+        return [_shrink(v) for v in (value[-32:] if tail else value[:32])]
     if isinstance(value, dict):
-        return {k: _shrink(v, depth + 1) for k, v in list(value.items())[:64]}
+        return {k: _shrink(v, k == "stack") for k, v in list(value.items())[:64]}
     return value
+
+
+def _quote(text: str) -> str:
+    from _json import encode_basestring_ascii  # C; json's own string encoder
+
+    return str(encode_basestring_ascii(text))
+
+
+def dumps_small(value: Any) -> str:
+    """Compact ASCII JSON, as json.dumps(value, separators=(",", ":"), default=repr) gives.
+
+    Used until the process has imported json itself: importing json (and re,
+    enum, ...) would cost every traced interpreter milliseconds at start-up.
+    """
+    if isinstance(value, str):
+        return _quote(value)
+    if value is None or value is True or value is False:
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_quote(str(k))}:{dumps_small(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(dumps_small(v) for v in value) + "]"
+    return _quote(repr(value))
+
+
+def _dumps(value: Any) -> bytes:
+    json = sys.modules.get("json")
+    dumps = getattr(json, "dumps", None)
+    text = dumps(value, separators=(",", ":"), default=repr) if dumps else dumps_small(value)
+    return str(text).encode() + b"\n"
 
 
 def encode(record: dict[str, Any]) -> bytes:
     """Encode one record as a single ASCII JSON line within MAX_RECORD_BYTES."""
-    line = json.dumps(record, separators=(",", ":"), default=repr).encode() + b"\n"
+    line = _dumps(record)
     if len(line) <= MAX_RECORD_BYTES:
         return line
-    line = json.dumps(_shrink(record), separators=(",", ":"), default=repr).encode() + b"\n"
+    line = _dumps(_shrink(record))
     if len(line) <= MAX_RECORD_BYTES:
         return line
     base = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
     keep: dict[str, Any] = {k: record[k] for k in base if k in record}
     keep["truncated"] = len(line)
-    return json.dumps(keep, separators=(",", ":"), default=repr).encode() + b"\n"
+    return _dumps(keep)
 
 
 class Sink:
@@ -136,5 +178,7 @@ class Sink:
 
 
 def thread_name() -> str:
-    """Name of the calling thread, without creating a Thread object for it."""
+    """Name of the calling thread (threading is loaded by then: a target module ran)."""
+    import threading
+
     return threading.current_thread().name

@@ -9,8 +9,6 @@ docs/torch-coverage.md) for where each name lived in which release.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 # Modes: how a call is recorded.
 TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
@@ -38,20 +36,38 @@ WATCHED_ENV = (
 CONFIG_KEYS = ("compile_threads", "worker_start_method", "quiesce_async_compile_pool")
 
 
-class Target(NamedTuple):
-    """One thing to wrap: where it lives and how to record it."""
+class Target:
+    """One thing to wrap: where it lives and how to record it.
 
-    module: str
-    qualname: str
-    mode: str = TRACE
-    # Role the calling process takes on, unless it already has a stronger one.
-    role: str | None = None
-    guard: str | None = None
-    # (key, "self.attr.attr" or "result.attr") read after a successful call
-    # and added to the return record; a dict is recorded as its keys.
-    capture: tuple[tuple[str, str], ...] = ()
-    # Record WATCHED_ENV with the call.
-    env: bool = False
+    A plain class rather than a NamedTuple: importing typing would add
+    milliseconds to every traced interpreter's start.
+    """
+
+    __slots__ = ("module", "qualname", "mode", "role", "guard", "capture", "env")
+
+    def __init__(self, module: str, qualname: str, mode: str = TRACE, role: str | None = None,
+                 guard: str | None = None, capture: tuple[tuple[str, str], ...] = (), env: bool = False) -> None:
+        self.module = module
+        self.qualname = qualname
+        self.mode = mode
+        # Role the calling process takes on, unless it already has a stronger one.
+        self.role = role
+        # Guard action (SKIP or INLINE_POOL) in GUARDED_ROLES processes.
+        self.guard = guard
+        # (key, "self.attr.attr" or "result.attr") read after a successful call
+        # and added to the return record; a dict is recorded as its keys.
+        self.capture = capture
+        # Record WATCHED_ENV with the call.
+        self.env = env
+
+    def __repr__(self) -> str:
+        return f"Target({self.module!r}, {self.qualname!r}, mode={self.mode!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Target) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash((self.module, self.qualname, self.mode))
 
 
 _AC = "torch._inductor.async_compile"
