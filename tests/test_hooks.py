@@ -243,3 +243,19 @@ def test_lru_cache_function_target(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert mod.pool() == 1
     mod.pool.cache_clear()
     assert isinstance(mod.pool.cache_info(), functools._CacheInfo)
+
+
+def test_wrapped_targets_pickle_by_reference(synth: Path, log: Path) -> None:
+    """Spawn-mode pools pickle their initializer; a wrapper must pickle like the function."""
+    import pickle
+
+    finder, _ = make_finder(log)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    for obj in (mod.after_fork, mod.AsyncCompile.warm_pool, mod.AsyncCompile.process_pool,
+                functools.partial(mod.after_fork)):
+        back = pickle.loads(pickle.dumps(obj))
+        assert back == obj or (isinstance(obj, functools.partial) and back.func is obj.func)

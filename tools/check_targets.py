@@ -56,6 +56,8 @@ POPEN_MARKERS = ("__main__.py", "__autotune_main__", "_compile_worker")
 WARM_CALLS = frozenset({"warm_pool", "maybe_warm_pool"})
 
 # "module:qualname" of an entry point -> why no target row needs to cover it.
+# Add an entry only when wrapping it would add nothing; a real gap wants a row
+# in wp_autotrace/targets.py instead.
 EXPLAINED: dict[str, str] = {}
 
 MODULE_ABBREV = (
@@ -92,18 +94,25 @@ class Report(NamedTuple):
     warm_calls: list[WarmCall]
 
 
+def cached_wheel(release: str, cache: Path) -> Path | None:
+    """The wheel for a release already in the cache, if any."""
+    found = sorted(cache.glob(f"torch-{release}-*.whl"))
+    return found[0] if found else None
+
+
 def fetch_wheel(release: str, cache: Path) -> Path | None:
     """Return the cached wheel for a release, downloading it first if needed (None on failure)."""
     cache.mkdir(parents=True, exist_ok=True)
-    for attempt in range(len(PLATFORMS) + 1):
-        found = sorted(cache.glob(f"torch-{release}-*.whl"))
-        if found or attempt == len(PLATFORMS):
-            return found[0] if found else None
+    wheel = cached_wheel(release, cache)
+    for platform in PLATFORMS:
+        if wheel is not None:
+            break
         cmd = [sys.executable, "-m", "pip", "download", f"torch=={release}", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--platform", PLATFORMS[attempt], "--python-version", PYTHON_VERSION, "-d", str(cache), "-q"]
-        print(f"  {' '.join(cmd[1:])}", file=sys.stderr)
+        cmd += ["--platform", platform, "--python-version", PYTHON_VERSION, "-d", str(cache), "-q"]
+        print(f"  {shlex.join(cmd[1:])}", file=sys.stderr)
         subprocess.run(cmd, check=False)
-    return None
+        wheel = cached_wheel(release, cache)
+    return wheel
 
 
 def extract_sources(wheel: Path, dest: Path) -> None:

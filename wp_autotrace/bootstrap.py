@@ -14,7 +14,7 @@ import os
 import sys
 
 from .sink import Sink, warn
-from .targets import ARGV_ROLES, TARGETS, Target, parse_extra_targets
+from .targets import ARGV_ROLES, CHILD_ROLE_ENV, GUARDED_ROLES, TARGETS, Target, parse_extra_targets
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
@@ -91,13 +91,26 @@ def read_settings() -> Settings:
     )
 
 
+def _proc_cmdline() -> list[str]:
+    """The full command line where sys.orig_argv is missing (Python < 3.10)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read(65536).decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
 def detect_role(is_root: bool) -> str:
-    """main, compile-sidecar (or another pool's process, by argv), or child."""
+    """main, a pool's role (named by the starting call, or seen in argv), or child."""
+    # Popped, so that this process's own children do not inherit it.
+    given = os.environ.pop(CHILD_ROLE_ENV, "")
     if is_root:
         return "main"
-    argv = list(getattr(sys, "orig_argv", None) or [])[:4] + list(sys.argv or [])[:1]
-    for suffix, role in ARGV_ROLES:
-        if any(str(arg).replace(os.sep, "/").endswith(suffix) for arg in argv):
+    if given in GUARDED_ROLES:
+        return given
+    argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline())[:4] + list(sys.argv or [])[:1]
+    for marker, role in ARGV_ROLES:
+        if any(marker in str(arg).replace(os.sep, "/") for arg in argv):
             return role
     return "child"
 
@@ -181,7 +194,7 @@ class Runtime:
 
     def after_fork_in_child(self) -> None:
         """A forked child is a new process: new identity, no root threads."""
-        role = "compile-worker" if self.sink.role == "compile-sidecar" else "child"
+        role = "compile-worker" if self.sink.role in ("compile-sidecar", "fx-compile-sidecar") else "child"
         self.is_root = False
         self.sampler = None
         self.watcher = None

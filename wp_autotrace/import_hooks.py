@@ -250,14 +250,38 @@ def _all_subclasses(cls: type) -> list[type]:
     return found
 
 
-def _function_wrapper(raw: Any, wrapper: Callable[..., Any]) -> Any:
-    """wrapt.FunctionWrapper, which keeps classmethod/staticmethod binding.
+_wrapper_class: Any = None
 
-    wrapt is imported here, so only processes that load a target module pay
-    for it.
+
+def _picklable_wrapper_class() -> Any:
+    """A wrapt.FunctionWrapper that pickles by reference, as the wrapped function does.
+
+    Spawn-mode pools pickle their initializer (functools.partial of
+    _async_compile_initializer) to send it to the child; a plain wrapt proxy
+    refuses to pickle, which would break the host's pool. wrapt is imported
+    here, so only processes that load a target module pay for it.
     """
-    import wrapt
+    global _wrapper_class
+    if _wrapper_class is None:
+        import wrapt
 
-    wrapped = wrapt.FunctionWrapper(raw, wrapper)
+        class BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc,type-arg]
+            def __reduce_ex__(self, protocol: Any) -> Any:
+                owner = self._self_instance if self._self_instance is not None else self._self_owner
+                return getattr, (owner, self.__name__)
+
+        class Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
+            __bound_function_wrapper__ = BoundWrapper
+
+            def __reduce_ex__(self, protocol: Any) -> Any:
+                return self.__qualname__  # pickle looks it up in its module: this wrapper
+
+        _wrapper_class = Wrapper
+    return _wrapper_class
+
+
+def _function_wrapper(raw: Any, wrapper: Callable[..., Any]) -> Any:
+    """A function wrapper that keeps classmethod/staticmethod binding and pickling."""
+    wrapped = _picklable_wrapper_class()(raw, wrapper)
     setattr(wrapped, _MARK, True)
     return wrapped

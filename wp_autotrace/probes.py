@@ -13,7 +13,7 @@ import sys
 import time
 
 from .sink import Sink, thread_name
-from .targets import CONFIG_KEYS, COUNT, GUARDED_ROLES, IMPORT, INLINE_POOL, SKIP, WATCHED_ENV, Target
+from .targets import CHILD_ROLE_ENV, CONFIG_KEYS, COUNT, GUARDED_ROLES, IMPORT, INLINE_POOL, SKIP, WATCHED_ENV, Target
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
-_FIXED_ROLES = frozenset({"main", "compile-sidecar", "autotune-worker", "quack-worker"})
+_FIXED_ROLES = frozenset({"main", "compile-sidecar", "fx-compile-sidecar", "autotune-worker", "quack-worker"})
 
 
 def watched_env() -> dict[str, str]:
@@ -146,7 +146,10 @@ class Probes:
                 return self._refuse(target)
             start = time.perf_counter()
             try:
-                result = wrapped(*args, **kwargs)
+                if target.child_role:
+                    result = _with_child_role(target.child_role, wrapped, args, kwargs)
+                else:
+                    result = wrapped(*args, **kwargs)
             except BaseException as exc:
                 self._leave(call_id, start, target, instance, None, exc)
                 raise
@@ -232,6 +235,23 @@ class Probes:
                 continue
         torch = sys.modules.get("torch")
         self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")))
+
+
+def _with_child_role(role: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
+    """Call wrapped with CHILD_ROLE_ENV exported, so interpreters it starts know their role.
+
+    torch builds a pool process's environment from os.environ at start, so
+    this is the only channel that reaches it. Restored right after.
+    """
+    previous = os.environ.get(CHILD_ROLE_ENV)
+    os.environ[CHILD_ROLE_ENV] = role
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        if previous is None:
+            os.environ.pop(CHILD_ROLE_ENV, None)
+        else:
+            os.environ[CHILD_ROLE_ENV] = previous
 
 
 def _resolve(path: str, instance: Any, result: Any) -> Any:

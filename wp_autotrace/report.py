@@ -13,7 +13,9 @@ from .logread import LogData, skipped_line
 
 SIDECAR = "compile-sidecar"
 WORKER = "compile-worker"
-POOL_ROLES = (SIDECAR, WORKER)
+SIDECAR_ROLES = (SIDECAR, "fx-compile-sidecar")
+# Processes that only serve a pool: a warm_pool there nests pools.
+POOL_ROLES = (SIDECAR, WORKER, "fx-compile-sidecar", "autotune-worker", "quack-worker")
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_INDENT = 8
 
@@ -201,7 +203,7 @@ def analyze(data: LogData) -> dict[str, Any]:
 
     def depth(p: _Proc) -> int:
         """Compile sidecars on the path from the root down to p, p included."""
-        return sum(1 for q in [p, *ancestors(p)] if q.role == SIDECAR)
+        return sum(1 for q in [p, *ancestors(p)] if q.role in SIDECAR_ROLES)
 
     # -- warm_pool callers -------------------------------------------------
     warm_calls = [c for c in calls.values() if _method(c["target"]) == "warm_pool"]
@@ -254,7 +256,9 @@ def analyze(data: LogData) -> dict[str, Any]:
     started = len(procs)
     exited = sum(1 for p in procs.values() if p.end is not None)
     max_depth = max((depth(p) for p in procs.values()), default=0)
-    leftover_keys = set(leftover)
+    # multiprocessing's resource tracker exits just after the process that
+    # started it: alive at its exit by design, so not a leftover.
+    leftover_keys = {k for k in leftover if k not in procs or procs[k].role != "resource-tracker"}
     leftover_pids = sorted({pid for _, pid in leftover_keys})
     def outlived_parent(p: _Proc) -> bool:
         q = procs.get((p.host, p.ppid)) if p.ppid is not None else None

@@ -20,7 +20,13 @@ CONFIG = "config"  # read settings from the module once it has loaded
 SKIP = "skip"  # return None without calling
 INLINE_POOL = "inline-pool"  # return an executor that runs jobs in-process
 
-GUARDED_ROLES = frozenset({"compile-sidecar", "compile-worker"})
+# Every process whose only job is to serve a compile or autotune pool: a
+# warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
+GUARDED_ROLES = frozenset({"compile-sidecar", "compile-worker", "fx-compile-sidecar", "autotune-worker",
+                           "quack-worker"})
+# Exported by a wrapper while its call starts a child interpreter (the child
+# pops it at start): how a spawned pool process learns which pool it serves.
+CHILD_ROLE_ENV = "WP_AUTOTRACE_CHILD_ROLE"
 
 # Environment variables recorded at process start and at each warm_pool call,
 # because each one silently decides whether a pool starts.
@@ -43,10 +49,11 @@ class Target:
     milliseconds to every traced interpreter's start.
     """
 
-    __slots__ = ("module", "qualname", "mode", "role", "guard", "capture", "env")
+    __slots__ = ("module", "qualname", "mode", "role", "guard", "capture", "env", "child_role")
 
     def __init__(self, module: str, qualname: str, mode: str = TRACE, role: str | None = None,
-                 guard: str | None = None, capture: tuple[tuple[str, str], ...] = (), env: bool = False) -> None:
+                 guard: str | None = None, capture: tuple[tuple[str, str], ...] = (), env: bool = False,
+                 child_role: str | None = None) -> None:
         self.module = module
         self.qualname = qualname
         self.mode = mode
@@ -59,6 +66,8 @@ class Target:
         self.capture = capture
         # Record WATCHED_ENV with the call.
         self.env = env
+        # Role for interpreters this call starts (via CHILD_ROLE_ENV).
+        self.child_role = child_role
 
     def __repr__(self) -> str:
         return f"Target({self.module!r}, {self.qualname!r}, mode={self.mode!r})"
@@ -119,26 +128,46 @@ TARGETS: tuple[Target, ...] = (
     Target(_SP, "SubprocMain._shutdown"),
     Target(_SP, "SubprocMain._shutdown_pool"),
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.__init__"),
+    # 2.14: the health monitor noticed the sidecar died.
+    Target(_SP, "SubprocPool._on_sidecar_death"),
     # Pools outside _pool_set, which shutdown_compile_workers never stops.
+    # Autotune subprocess: a spawned Process started by initialize() in 2.1-2.7,
+    # a Popen of __autotune_main__.py by start() from 2.8.
+    Target(_AT, "TuningProcess.initialize", child_role="autotune-worker"),
     Target(_AT, "TuningProcess.start", capture=(("autotune_pid", "self.process.pid"),)),
+    Target(_AT, "TuningProcess.terminate"),
+    Target(_AT, "TuningProcess.kill"),
     Target(_AT, "TuningProcess.shutdown"),
     Target(_AT, "TuningProcessPool.__init__"),
+    Target(_AT, "TuningProcessPool.initialize"),
+    Target(_AT, "TuningProcessPool.terminate"),
     Target(_AT, "TuningProcessPool.shutdown"),
+    # Pipelined GEMM autotuning (2.11+): a 1-worker spawn ProcessPoolExecutor,
+    # rebuilt by _init_pool after an idle shutdown.
     Target(_AT, "AutotuneProcessPool.__init__"),
+    Target(_AT, "AutotuneProcessPool._init_pool", child_role="autotune-worker"),
+    Target(_AT, "AutotuneProcessPool._shutdown"),
     Target(_AT, "AutotuneProcessPool.shutdown_instance"),
-    Target("torch._inductor.compile_fx_subproc", "_SubprocessFxCompile.process_pool"),
+    # FX-subprocess compile (2.7+): a SubprocPool(1, kind=SPAWN) of its own.
+    Target("torch._inductor.compile_fx_subproc", "_SubprocessFxCompile.process_pool",
+           child_role="fx-compile-sidecar"),
+    # Vendored quack (2.13+): Popens `python -m torch._vendor.quack._compile_worker`.
     Target("torch._vendor.quack.autotuner", "Autotuner._precompile"),
+    Target("torch._vendor.quack.autotuner", "_PrecompileHandle.shutdown"),
     # Device plugins: importing torch_npu's inductor package warms a pool.
     Target("torch_npu._inductor", "", mode=IMPORT),
     Target("torch._inductor.config", "", mode=CONFIG),
 )
 
-# Roles recognised from a process's command line at start. Checked in order;
-# the first suffix that an argv item ends with wins.
+# Roles recognised from a process's command line at start (script path,
+# -m module or -c code). Checked in order; the first marker found wins.
 ARGV_ROLES: tuple[tuple[str, str], ...] = (
-    ("compile_worker/__main__.py", "compile-sidecar"),
+    ("_inductor/compile_worker/__main__.py", "compile-sidecar"),
     ("_inductor/__autotune_main__.py", "autotune-worker"),
     ("quack._compile_worker", "quack-worker"),
+    # Started by multiprocessing's spawn/forkserver pools; it outlives its
+    # starter by a moment, by design.
+    ("multiprocessing.resource_tracker", "resource-tracker"),
 )
 
 
