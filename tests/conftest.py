@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+# Writes docs/reliability.md from the run's results when WP_AUTOTRACE_WRITE_DOCS=1.
+pytest_plugins = ["tests.reliability_plugin"]
+
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "examples" / "standin_backend"
 

@@ -161,6 +161,10 @@ class Runtime:
 
     def start(self) -> None:
         """Hook imports, write process_start, start the root's threads."""
+        if self.settings.extra_targets:
+            # A user target may be a module wrapt itself needs (threading): load
+            # wrapt before the finder can patch such a module half-way through.
+            import wrapt  # noqa: F401
         self.finder.install()
         self.write_start(forked=False)
         if self.is_root and self.settings.trace and self.settings.interval > 0:
@@ -181,7 +185,8 @@ class Runtime:
             cwd = None
         self.sink.emit(
             "process_start",
-            argv=list(sys.argv or getattr(sys, "orig_argv", [])),
+            # The whole command line, interpreter and flags included.
+            argv=list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv),
             executable=sys.executable,
             python=sys.version.split()[0],
             cwd=cwd,

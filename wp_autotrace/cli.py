@@ -76,14 +76,16 @@ def _run(args: argparse.Namespace) -> int:
     return OK  # not reached
 
 
-def _find_pth() -> list[str]:
-    import site
-
-    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
-    user = site.getusersitepackages() if hasattr(site, "getusersitepackages") else None
-    if user:
-        dirs.append(user)
-    return [os.path.join(d, "wp_autotrace.pth") for d in dirs if os.path.isfile(os.path.join(d, "wp_autotrace.pth"))]
+# Run inside the interpreter being checked: where its wp_autotrace and .pth files are.
+_PROBE = """
+import importlib.util, os, site, sys
+spec = importlib.util.find_spec("wp_autotrace")
+dirs = list(getattr(site, "getsitepackages", lambda: [])()) + [getattr(site, "getusersitepackages", lambda: "")()]
+pths = [os.path.join(d, "wp_autotrace.pth") for d in dirs if d and os.path.isfile(os.path.join(d, "wp_autotrace.pth"))]
+print(spec.origin if spec and spec.origin else "")
+print(os.pathsep.join(pths))
+print(sys.flags.no_site)
+"""
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -97,26 +99,29 @@ def _doctor(args: argparse.Namespace) -> int:
 
     python = args.python or sys.executable
     say(None, f"interpreter: {python}")
-    if args.python:
-        code = ("import sys, os, site, importlib.util as u; s=u.find_spec('wp_autotrace');"
-                "print(s.origin if s else ''); print(sys.flags.no_site)")
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
-        origin = out.stdout.splitlines()[0] if out.stdout.strip() else ""
-        say(bool(origin), f"wp_autotrace importable there: {origin or 'no (install it into that environment)'}")
-    else:
-        here = os.path.dirname(os.path.abspath(__file__))
-        say(None, f"package: {here}")
-        pths = _find_pth()
-        missing = "missing from site-packages (reinstall: pip install wp-autotrace)"
-        say(bool(pths), f".pth file: {', '.join(pths) or missing}")
-        if sys.flags.no_site:
-            say(False, "this interpreter runs with -S: site, and so the .pth, is skipped")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
     with tempfile.TemporaryDirectory() as tmp:
+        # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
+        try:
+            out = subprocess.run([python, "-c", _PROBE], env=env, cwd=tmp, capture_output=True, text=True,
+                                 timeout=60).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            say(False, f"cannot run {python}: {exc}")
+            return DOCTOR_PROBLEM
+        origin, pths, no_site = (out + ["", "", ""])[:3]
+        say(bool(origin), f"wp_autotrace importable there: {origin or 'no (pip install wp-autotrace into it)'}")
+        say(bool(pths), ".pth file: " + (pths or "missing from site-packages (reinstall: pip install wp-autotrace)"))
+        if origin and pths and not any(os.path.dirname(os.path.dirname(origin)) == os.path.dirname(p)
+                                       for p in pths.split(os.pathsep)):
+            say(None, "the package imported is not the installed one beside the .pth (a checkout on "
+                      "PYTHONPATH?): the .pth will import that one")
+        if no_site == "1" or sys.flags.no_site:
+            say(False, "this interpreter runs with -S: site, and so the .pth, is skipped")
         log = os.path.join(tmp, "doctor.jsonl")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
         env.update(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=log, WP_AUTOTRACE_SAMPLE_INTERVAL="0")
         try:
-            run = subprocess.run([python, "-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
+            run = subprocess.run([python, "-c", "pass"], env=env, cwd=tmp, capture_output=True, text=True,
+                                 timeout=60)
             stderr = run.stderr.strip()
         except (OSError, subprocess.TimeoutExpired) as exc:
             stderr = str(exc)
@@ -125,8 +130,10 @@ def _doctor(args: argparse.Namespace) -> int:
             with open(log, "rb") as f:
                 starts = sum(1 for line in f if b'"event":"process_start"' in line)
         say(starts == 1, f"a child interpreter with WP_AUTOTRACE=1 wrote {starts} process_start record(s)"
-            + (f"; stderr: {stderr[:300]}" if stderr else ""))
-    _doctor_torch(say)
+            + (f"; stderr: {stderr[:300]}" if stderr else "")
+            + ("" if starts else " (python -S, or no .pth: tracing cannot start there)"))
+    if not args.python:
+        _doctor_torch(say)
     print("all good" if not problems else f"{problems} problem(s)")
     return OK if not problems else DOCTOR_PROBLEM
 

@@ -19,6 +19,11 @@ TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+# Bound once: the tracer must not call itself through a traced stdlib function.
+_perf_counter = time.perf_counter
+_getframe = sys._getframe
+_getpid = os.getpid
+
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
@@ -51,16 +56,14 @@ class Probes:
         """Forget the parent's counters and open calls in a forked child."""
         self.counts = {}
         self._ids = itertools.count(1)
-        self._local = None
+        if self._local is not None:
+            import threading
+
+            self._local = threading.local()
 
     def _thread_state(self) -> dict[str, Any]:
-        """Per-thread open calls and re-entrancy flag."""
-        local = self._local
-        if local is None:
-            import threading  # loaded already: a target module is running
-
-            local = self._local = threading.local()
-        return local.__dict__  # type: ignore[no-any-return]
+        """Per-thread open calls and re-entrancy flag (made with the first wrapper)."""
+        return self._local.__dict__  # type: ignore[no-any-return]
 
     # -- stacks -----------------------------------------------------------
 
@@ -86,7 +89,7 @@ class Probes:
                 self._skip_dirs = (_OWN_DIR, os.path.dirname(wrapt_file) + os.sep)
         frames: list[dict[str, Any]] = []
         caller = None
-        frame: Any = sys._getframe(1)
+        frame: Any = _getframe(1)
         while frame is not None:
             code = frame.f_code
             filename = code.co_filename
@@ -114,6 +117,12 @@ class Probes:
 
     def make_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
         """Build the wrapt wrapper function for one target."""
+        if self._local is None:
+            # Here, not at start-up (threading costs every process), and not at a
+            # first call (two threads could race to make it).
+            import threading
+
+            self._local = threading.local()
         if target.mode == COUNT:
             return self._counting_wrapper(label)
         return self._tracing_wrapper(target, label)
@@ -144,7 +153,7 @@ class Probes:
                 local["busy"] = False
             if call_id < 0:
                 return self._refuse(target)
-            start = time.perf_counter()
+            start = _perf_counter()
             try:
                 if target.child_role:
                     result = _with_child_role(target.child_role, wrapped, args, kwargs)
@@ -179,7 +188,7 @@ class Probes:
         if self.guard and target.guard and self.sink.role in GUARDED_ROLES:
             fields["action"] = target.guard
             self.sink.emit("blocked", **fields)
-            self.notice({"pid": os.getpid(), "role": self.sink.role, "target": label, "caller": caller})
+            self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
             return -1
         self.sink.emit("call", **fields)
         open_calls.append(call_id)
@@ -194,7 +203,7 @@ class Probes:
             open_calls = self._thread_state().get("calls")
             if open_calls and open_calls[-1] == call_id:
                 open_calls.pop()
-            fields: dict[str, Any] = {"call_id": call_id, "duration_s": round(time.perf_counter() - start, 6)}
+            fields: dict[str, Any] = {"call_id": call_id, "duration_s": round(_perf_counter() - start, 6)}
             if error is not None:
                 fields["error"] = f"{type(error).__name__}: {error}"[:500]
             else:

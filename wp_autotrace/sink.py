@@ -27,6 +27,13 @@ MAX_STRING = 2048
 
 _warned: set[str] = set()
 
+# Bound once: a user may trace these very functions (WP_AUTOTRACE_TARGETS=os:getpid),
+# and the tracer must not call itself through them.
+_write = os.write
+_getpid = os.getpid
+_getppid = os.getppid
+_now = time.time
+
 
 def warn(message: str, key: str | None = None) -> None:
     """Print one ``wp-autotrace: ...`` line on stderr, at most once per key."""
@@ -35,7 +42,7 @@ def warn(message: str, key: str | None = None) -> None:
         return
     _warned.add(key)
     try:
-        os.write(2, f"wp-autotrace: {message}\n".encode("utf-8", "backslashreplace"))
+        _write(2, f"wp-autotrace: {message}\n".encode("utf-8", "backslashreplace"))
     except OSError:
         pass
 
@@ -50,23 +57,29 @@ def open_log(path: str) -> int:
         # A FIFO or device at the log path would block or swallow records.
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
+        if fd < 3:
+            # stdio was closed: the program's own writes to fd 1/2 must not land in the log.
+            import fcntl
+
+            low, fd = fd, fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            os.close(low)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _shrink(value: Any, tail: bool = False) -> Any:
-    """Truncate long strings and lists so one record stays under the cap.
+def _shrink(value: Any, chars: int, items: int, tail: bool = False) -> Any:
+    """Truncate strings to chars and lists/dicts to items, so a record fits the cap.
 
     Lists keep their head, except stacks, which keep their innermost (last) frames.
     """
     if isinstance(value, str):
-        return value if len(value) <= MAX_STRING else value[:MAX_STRING] + "...[truncated]"
+        return value if len(value) <= chars else value[:chars] + "...[truncated]"
     if isinstance(value, list):
-        return [_shrink(v) for v in (value[-32:] if tail else value[:32])]
+        return [_shrink(v, chars, items) for v in (value[-items:] if tail else value[:items])]
     if isinstance(value, dict):
-        return {k: _shrink(v, k == "stack") for k, v in list(value.items())[:64]}
+        return {k: _shrink(v, chars, items, k == "stack") for k, v in list(value.items())[:64]}
     return value
 
 
@@ -111,9 +124,11 @@ def _dumps(value: Any) -> bytes:
 def encode(record: dict[str, Any]) -> bytes:
     """Encode one record as a single ASCII JSON line within MAX_RECORD_BYTES."""
     line = _dumps(record)
-    if len(line) <= MAX_RECORD_BYTES:
-        return line
-    line = _dumps(_shrink(record))
+    # Shrink in steps, so small fields (run, root_pid, forked, ...) always survive.
+    chars, items = MAX_STRING, 32
+    while len(line) > MAX_RECORD_BYTES and chars >= 16:
+        line = _dumps(_shrink(record, chars, items))
+        chars, items = chars // 4, max(items // 2, 4)
     if len(line) <= MAX_RECORD_BYTES:
         return line
     base = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
@@ -130,15 +145,15 @@ class Sink:
         self.fd = open_log(path) if path else -1
         self.host = host
         self.role = role
-        self.pid = os.getpid()
-        self.ppid = os.getppid()
+        self.pid = _getpid()
+        self.ppid = _getppid()
         self.dropped = 0
         self._seq = itertools.count()
 
     def reset_after_fork(self, role: str) -> None:
         """Give a forked child its own identity; the shared fd stays valid."""
         self.ppid = self.pid
-        self.pid = os.getpid()
+        self.pid = _getpid()
         self.role = role
         self.dropped = 0
         self._seq = itertools.count()
@@ -151,7 +166,7 @@ class Sink:
             record = {
                 "v": SCHEMA_VERSION,
                 "event": event,
-                "ts": time.time(),
+                "ts": _now(),
                 "pid": self.pid,
                 "ppid": self.ppid,
                 "host": self.host,
@@ -160,7 +175,7 @@ class Sink:
             }
             record.update(fields)
             line = encode(record)
-            written = os.write(self.fd, line)
+            written = _write(self.fd, line)
             if written != len(line):
                 raise OSError(f"short write ({written} of {len(line)} bytes)")
         except Exception as exc:

@@ -1,0 +1,262 @@
+"""Measurements that run inside a bench venv (with the installed wp_autotrace).
+
+Invoked by bench/run.py as ``VENV/bin/python bench/workers.py KIND [ARGS]``;
+prints one JSON object on its last stdout line. Nothing here asserts timing.
+
+Kinds:
+  micro  REPEATS CALLS          traced / counted / untraced call cost (in-process)
+  sink   WRITERS RECORDS        writer processes appending through Sink, then a tear/loss check
+  sampler DURATION_S REPEATS    Sampler(/proc) vs psutil children(recursive=True), and
+                                the sampler thread's CPU at the default interval
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from wp_autotrace.import_hooks import TargetFinder
+from wp_autotrace.probes import Probes
+from wp_autotrace.sink import Sink
+from wp_autotrace.targets import COUNT, Target
+
+HOST = os.uname().nodename
+
+SYNTH = '''
+class Pool:
+    @classmethod
+    def traced(cls, x):
+        return x
+
+    @classmethod
+    def counted(cls, x):
+        return x
+
+    @classmethod
+    def plain(cls, x):
+        return x
+'''
+
+# Compiled under a file name inside the stdlib folder, which the probe skips
+# like torch's own frames: the caller search walks DEPTH frames, as it does
+# for a warm_pool reached through torch.compile's deep stack.
+DESCEND = '''
+def descend(n, fn, loops):
+    if n:
+        return descend(n - 1, fn, loops)
+    t0 = perf_counter()
+    for _ in loops:
+        fn(1)
+    return perf_counter() - t0
+'''
+DEPTH = 60
+
+
+def _median_us(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1e6, 3)
+
+
+def micro(repeats: int, calls: int) -> dict[str, Any]:
+    """Per-call cost of a TRACE target (call+return records, stack kept) and a
+    COUNT target, against the same untraced classmethod, at two stack depths."""
+    import json as _json  # noqa: F401  # loaded in every torch process: the Sink then uses json.dumps
+
+    tmp = Path(tempfile.mkdtemp(prefix="wp-bench-micro-"))
+    (tmp / "benchsynth").mkdir()
+    (tmp / "benchsynth" / "__init__.py").write_text("")
+    (tmp / "benchsynth" / "pool.py").write_text(SYNTH)
+    sys.path.insert(0, str(tmp))
+    log = tmp / "micro.jsonl"
+    sink = Sink(str(log), HOST, "main")
+    probes = Probes(sink, 16, False, lambda info: None)
+    errors: list[BaseException] = []
+    targets = (Target("benchsynth.pool", "Pool.traced"), Target("benchsynth.pool", "Pool.counted", mode=COUNT))
+    finder = TargetFinder(targets, probes.make_wrapper, probes.notify, lambda where, exc: errors.append(exc))
+    finder.install()
+    try:
+        from benchsynth.pool import Pool  # type: ignore[import-not-found]
+    finally:
+        finder.uninstall()
+    fake = os.path.join(os.path.dirname(os.__file__), "_wp_bench_library_frames.py")
+    ns: dict[str, Any] = {"perf_counter": time.perf_counter}
+    exec(compile(DESCEND, fake, "exec"), ns)
+    descend: Callable[[int, Any, range], float] = ns["descend"]
+
+    def shallow(n: int, fn: Any, loops: range) -> float:
+        t0 = time.perf_counter()
+        for _ in loops:
+            fn(1)
+        return time.perf_counter() - t0
+
+    variants = {"plain": Pool.plain, "traced": Pool.traced, "counted": Pool.counted}
+    results: dict[str, dict[str, list[float]]] = {"shallow": {}, "deep": {}}
+    for r in range(repeats):
+        names = list(variants)
+        names = names[r % 3:] + names[:r % 3]  # rotate the order: no variant always runs first
+        for name in names:
+            n = calls if name == "traced" else calls * 20
+            for depth_name, run in (("shallow", shallow), ("deep", descend)):
+                depth = DEPTH if depth_name == "deep" else 0
+                results[depth_name].setdefault(name, []).append(run(depth, variants[name], range(n)) / n)
+    size = log.stat().st_size
+    records = sum(1 for _ in log.open("rb"))
+    log.unlink()
+    out: dict[str, Any] = {"errors": [repr(e) for e in errors], "record_bytes": round(size / max(records, 1)),
+                           "depth": DEPTH, "stack_limit": 16}
+    for depth_name, per in results.items():
+        med = {name: _median_us(v) for name, v in per.items()}
+        out[depth_name] = {**{f"{k}_us": v for k, v in med.items()},
+                           "traced_over_us": round(med["traced"] - med["plain"], 3),
+                           "counted_over_us": round(med["counted"] - med["plain"], 3)}
+    return out
+
+
+def _writer(path: str, gate: int, records: int) -> None:
+    """One writer process: wait for the gate, then append `records` records."""
+    os.read(gate, 1)  # returns b"" when the parent closes the write end: everyone starts together
+    sink = Sink(path, HOST, "child")
+    frame = {"file": "/opt/venv/lib/python3.11/site-packages/torch/_inductor/async_compile.py",
+             "line": 348, "func": "warm_pool"}
+    big_stack = [dict(frame, line=i) for i in range(64)]  # ~7 KB: some records are big
+    for i in range(records):
+        stack = big_stack if i % 100 == 0 else [frame, frame]
+        sink.emit("call", target="torch._inductor.async_compile:AsyncCompile.warm_pool", call_id=i,
+                  thread="MainThread", stack=stack, caller=frame)
+    os._exit(0 if sink.dropped == 0 else 1)
+
+
+def sink(writers: int, records: int) -> dict[str, Any]:
+    """`writers` forked processes append `records` records each to one log;
+    then every line must parse and every (pid, seq) must be there exactly once."""
+    import json as _json
+
+    tmp = Path(tempfile.mkdtemp(prefix="wp-bench-sink-"))
+    log = tmp / "sink.jsonl"
+    read_end, write_end = os.pipe()
+    pids = []
+    for _ in range(writers):
+        pid = os.fork()
+        if pid == 0:
+            os.close(write_end)
+            try:
+                _writer(str(log), read_end, records)
+            finally:
+                os._exit(2)
+        pids.append(pid)
+    os.close(read_end)
+    time.sleep(0.5)  # let every writer reach the gate
+    t0 = time.perf_counter()
+    os.close(write_end)
+    bad_exit = 0
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        bad_exit += status != 0
+    elapsed = time.perf_counter() - t0
+    torn = 0
+    seen: dict[int, set[int]] = {}
+    size = log.stat().st_size
+    with log.open("rb") as f:
+        for line in f:
+            try:
+                rec = _json.loads(line)
+                seen.setdefault(rec["pid"], set()).add(rec["seq"])
+            except (ValueError, KeyError, TypeError):
+                torn += 1
+    found = sum(len(s) for s in seen.values())
+    log.unlink()
+    tmp.rmdir()
+    total = writers * records
+    return {"writers": writers, "records_each": records, "elapsed_s": round(elapsed, 3),
+            "records_per_s": round(total / elapsed), "torn": torn, "lost": total - found,
+            "bad_exit": bad_exit, "mb": round(size / 1e6, 1)}
+
+
+def _host_procs() -> int:
+    return sum(1 for name in os.listdir("/proc") if name.isdigit())
+
+
+def _thread_cpu_ns(tid: int) -> int:
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def sampler(duration: float, repeats: int) -> dict[str, Any]:
+    """~40 descendants under this process; time one Sampler.sample (/proc walk)
+    against psutil's children(recursive=True), then run the real sampler thread
+    for `duration` seconds and read its CPU time from /proc/self/task/TID/schedstat."""
+    import psutil
+
+    from wp_autotrace.sampler import ProcReader, Sampler
+
+    # 8 shells, each with 4 sleeping children: 40 descendants, 2 deep.
+    shell = "sleep 600 & sleep 600 & sleep 600 & sleep 600 & wait"
+    kids = [subprocess.Popen(["sh", "-c", shell], start_new_session=True) for _ in range(8)]
+    tmp = Path(tempfile.mkdtemp(prefix="wp-bench-sampler-"))
+    try:
+        time.sleep(0.5)
+        me = psutil.Process()
+        descendants = len(me.children(recursive=True))
+        smp = Sampler(Sink(str(tmp / "s.jsonl"), HOST, "main"), 0.1, ProcReader())
+        smp.sample()  # first sample reads each command line once; later ones do not
+        proc_s: list[float] = []
+        psutil_s: list[float] = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            smp.sample()
+            t1 = time.perf_counter()
+            me.children(recursive=True)
+            t2 = time.perf_counter()
+            proc_s.append(t1 - t0)
+            psutil_s.append(t2 - t1)
+        host = _host_procs()
+        thread = Sampler(Sink(str(tmp / "t.jsonl"), HOST, "main"), 0.1, ProcReader())
+        thread.start()
+        tid = thread._thread.native_id
+        assert tid is not None
+        time.sleep(0.3)  # past the first sample (command lines read once)
+        cpu0, t0 = _thread_cpu_ns(tid), time.perf_counter()
+        time.sleep(duration)
+        cpu1, t1 = _thread_cpu_ns(tid), time.perf_counter()
+        samples = thread.samples
+        thread._stop.set()
+        thread._thread.join()
+        cpu_pct = (cpu1 - cpu0) / 1e9 / (t1 - t0) * 100
+        return {"host_procs": host, "descendants": descendants,
+                "proc_walk_ms": round(statistics.median(proc_s) * 1e3, 3),
+                "psutil_ms": round(statistics.median(psutil_s) * 1e3, 3),
+                "thread_cpu_pct": round(cpu_pct, 3), "thread_samples": samples, "thread_s": round(t1 - t0, 1)}
+    finally:
+        for k in kids:
+            try:
+                os.killpg(k.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            k.wait()
+        for p in tmp.iterdir():
+            p.unlink()
+        tmp.rmdir()
+
+
+def main() -> None:
+    kind, *args = sys.argv[1:]
+    if kind == "micro":
+        result = micro(int(args[0]), int(args[1]))
+    elif kind == "sink":
+        result = sink(int(args[0]), int(args[1]))
+    elif kind == "sampler":
+        result = sampler(float(args[0]), int(args[1]))
+    else:
+        raise SystemExit(f"unknown kind {kind!r}")
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

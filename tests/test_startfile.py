@@ -1,0 +1,147 @@
+"""The PEP 829 ``wp_autotrace.start`` file (Python 3.15+), simulated on older Pythons.
+
+site in 3.15+ reads ``<name>.start`` files beside the ``.pth`` files; each
+non-blank, non-# line is a ``pkg.mod:callable`` entry point, resolved with
+``pkgutil.resolve_name`` and called with no arguments, after every ``.pth``
+import line has run. A ``<name>.start`` beside ``<name>.pth`` suppresses that
+``.pth``'s import lines (3.15-3.17); from 3.18 import lines never run. The
+child interpreters below do what site would, on a temporary site dir holding
+our two files; on 3.15+ they call the real ``site.addsitedir``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, clean_env, events, read_log, run_python
+
+PTH = ROOT / "wp_autotrace" / "_bootstrap.pth"
+START = ROOT / "wp_autotrace" / "_bootstrap.start"
+ENTRY = "wp_autotrace._site:start"
+
+# Mirrors CPython 3.15's site.StartupState: read .pth files (sorted), then .start
+# files (sorted); run .pth import lines unless a same-named .start exists
+# (mode "pep829") or always (mode "both"); then call every entry point.
+SIMULATE = textwrap.dedent('''
+    import json, os, pkgutil, re, sys
+    sitedir, mode, env = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    os.environ.update(env)  # on only now: the installed .pth saw it off at startup
+    if mode == "real":
+        import site
+        site.addsitedir(sitedir)
+    else:
+        def lines(path):
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8-sig")
+            return [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
+        names = sorted(n for n in os.listdir(sitedir) if not n.startswith("."))
+        imports = {n[:-4]: [s for s in lines(os.path.join(sitedir, n)) if s.startswith(("import ", "import\\t"))]
+                   for n in names if n.endswith(".pth")}
+        entries = {n[:-6]: lines(os.path.join(sitedir, n)) for n in names if n.endswith(".start")}
+        for stem, found in imports.items():
+            if mode == "pep829" and stem in entries:
+                continue
+            for line in found:
+                exec(line)
+        for found in entries.values():
+            for entry in found:
+                assert re.fullmatch(r"[A-Za-z_][\\w.]*:[A-Za-z_][\\w.]*", entry), entry
+                pkgutil.resolve_name(entry)()
+    print(json.dumps(sorted(m for m in sys.modules if m.startswith("wp_autotrace"))))
+''')
+
+
+def site_dir(tmp_path: Path) -> Path:
+    """Our two files as the wheel installs them (force-include names)."""
+    d = tmp_path / "site-packages"
+    d.mkdir()
+    shutil.copy(PTH, d / "wp_autotrace.pth")
+    shutil.copy(START, d / "wp_autotrace.start")
+    return d
+
+
+def simulate(tmp_path: Path, mode: str, **env: str) -> tuple[list[str], Any]:
+    """Run SIMULATE in a fresh interpreter whose own startup saw tracing off; returns (modules, result)."""
+    if mode == "real" and sys.version_info < (3, 15):
+        pytest.skip("site reads .start files from Python 3.15")
+    res = run_python(["-c", SIMULATE, str(site_dir(tmp_path)), mode, json.dumps(env)], clean_env(),
+                     timeout=60, cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    return json.loads(res.stdout), res
+
+
+def test_start_file_format() -> None:
+    raw = START.read_bytes()
+    lines = [s.strip() for s in raw.decode("utf-8").splitlines()]
+    assert [s for s in lines if s and not s.startswith("#")] == [ENTRY]
+    import pkgutil
+
+    assert callable(pkgutil.resolve_name(ENTRY))
+
+
+@pytest.mark.parametrize("mode", ["pep829", "both", "real"])
+def test_on_activates_exactly_once(mode: str, tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    modules, _ = simulate(tmp_path, mode, WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log),
+                          WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    assert "wp_autotrace.bootstrap" in modules
+    recs = read_log(log)
+    assert len(events(recs, "process_start")) == 1 and len(events(recs, "process_exit")) == 1, recs
+
+
+@pytest.mark.parametrize("mode", ["pep829", "both", "real"])
+def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> None:
+    modules, _ = simulate(tmp_path, mode)
+    # site imports the entry point's module to resolve it; nothing heavier may follow.
+    assert modules == ["wp_autotrace", "wp_autotrace._site"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site-packages"]
+
+
+def pth_says_on(env: dict[str, str]) -> bool:
+    """Run the .pth line with a stand-in for wp_autotrace.bootstrap; did it call start()?"""
+    called: list[bool] = []
+
+    class Stub:
+        class bootstrap:  # noqa: N801 - mimics the module attribute the line reaches for
+            @staticmethod
+            def start() -> None:
+                called.append(True)
+
+    def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        return Stub if name == "wp_autotrace.bootstrap" else __import__(name, *args, **kwargs)
+
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import}})
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return bool(called)
+
+
+VALUES = [None, "", "0", "1", "TRUE", " yes ", "off", "2", "nested-pools"]
+
+
+@pytest.mark.parametrize("guard", VALUES)
+@pytest.mark.parametrize("trace", VALUES)
+def test_entry_point_decides_like_the_pth(trace: str | None, guard: str | None,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {k: v for k, v in (("WP_AUTOTRACE", trace), ("WP_AUTOTRACE_GUARD", guard)) if v is not None}
+    from wp_autotrace import _site
+
+    for key in ("WP_AUTOTRACE", "WP_AUTOTRACE_GUARD"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert _site.wanted() == pth_says_on(env)
+

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Run the torch-free tests on every pyenv Python we support.
+#
+#   tools/python_matrix.sh DIR [VERSION...]      (default versions: 3.9 3.10 3.11 3.12 3.13)
+#
+# For each version found under $PYENV_ROOT/versions (default ~/.pyenv): a fresh
+# venv DIR/py<version>, the repository installed into it (a wheel build, not
+# editable) with pytest and hypothesis (no torch), then the torch-free tests.
+# Each Python's output goes to DIR/py<version>.log; one summary line per Python
+# is printed as it finishes, then a total. Exit status: 0 if every Python found passed, 1 otherwise (a
+# version not installed under pyenv is reported as SKIP and does not fail).
+# TESTS overrides the test files; PIP_ARGS adds pip install options.
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+dir=${1:?usage: tools/python_matrix.sh DIR [VERSION...]}
+shift
+versions=("$@")
+[ ${#versions[@]} -gt 0 ] || versions=(3.9 3.10 3.11 3.12 3.13)
+pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_sampler.py tests/test_cli.py}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+# Newest installed patch release of a minor version, e.g. 3.10 -> .../versions/3.10.13/bin/python3.10
+find_python() {
+    local minor=$1 found
+    found=$(find "$pyenv_root/versions" -maxdepth 1 -name "$minor.*" 2>/dev/null | grep -E "/$minor\.[0-9]+$" | sort -V | tail -1)
+    [ -n "$found" ] && [ -x "$found/bin/python$minor" ] && echo "$found/bin/python$minor"
+}
+
+# One Python: venv, install, test; all output to its log. Prints nothing.
+run_one() {
+    local py=$1 venv=$2
+    rm -rf "$venv"
+    "$py" -m venv "$venv" || return 10
+    # shellcheck disable=SC2086  # PIP_ARGS is a list of options
+    timeout 900 "$venv/bin/python" -m pip install -q --disable-pip-version-check ${PIP_ARGS:-} "$repo" pytest \
+        hypothesis || return 11
+    # The installed copy (not the checkout) must be what a fresh interpreter activates.
+    (cd "$dir" && "$venv/bin/python" -c \
+        'import sys, wp_autotrace.bootstrap as b; assert b.__file__.startswith(sys.prefix), b.__file__') || return 12
+    # shellcheck disable=SC2086  # $tests is a list of paths
+    (cd "$repo" && timeout 900 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not torch" $tests)
+    local rc=$?
+    [ $rc -eq 0 ] || return $((rc == 124 ? 124 : 13))
+}
+
+declare -A what=([10]="venv failed" [11]="pip install failed" [12]="installed copy not used" [13]="tests failed"
+                 [124]="timed out")
+failed=0
+passed=0
+ran=0
+for v in "${versions[@]}"; do
+    py=$(find_python "$v")
+    if [ -z "$py" ]; then
+        echo "python $v: SKIP (not under $pyenv_root/versions)"
+        continue
+    fi
+    log="$dir/py$v.log"
+    start=$SECONDS
+    run_one "$py" "$dir/py$v" >"$log" 2>&1
+    rc=$?
+    took=$((SECONDS - start))
+    full=$("$py" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "$v")
+    result=$(grep -E '^[0-9]+ (passed|failed)|^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$log" \
+        | tail -1 | sed -E 's/^=+ //; s/ =+$//')
+    ran=$((ran + 1))
+    if [ $rc -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "python $full: PASS  ${result:-?}  (${took}s, log $log)"
+    else
+        failed=1
+        echo "python $full: FAIL  ${what[$rc]:-exit $rc}${result:+: $result}  (${took}s, log $log)"
+    fi
+done
+echo "== $passed of $ran Pythons passed"
+exit $failed
