@@ -329,7 +329,7 @@ def compile_once(py: str, tool: str, rundir: Path, timeout: float) -> dict[str, 
     env = clean_env(TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=str(rundir / "cache"),
                     PYTHONPATH=str(SCENARIO))
     argv = [py, str(SCENARIO / "compile_run.py")]
-    out = rundir / "tool.out"
+    out = rundir / ("trace.json" if tool == "viztracer" else "tool.out")
     if tool == "wp-autotrace":
         env.update(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(out))
     elif tool == "hunter":

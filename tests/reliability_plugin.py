@@ -7,8 +7,7 @@ tests/test_reliability.py registers it itself when its first test starts, and
 the table then holds that module's cases (and any that run after it).
 
 One row per test function (parametrized cases folded into one row); the
-"what is checked" column is the first line of the test's docstring, or
-DESCRIPTIONS below for tests that have none.
+"what is checked" column is the first line of the test's docstring.
 """
 
 from __future__ import annotations
@@ -27,45 +26,9 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 
 # Files whose cases belong in the table, in this order.
 FILES = ("test_reliability.py", "test_activation.py", "test_report.py", "test_sink.py", "test_hooks.py",
-         "test_torch_e2e.py")
+         "test_sampler.py", "test_cli.py", "test_torch_e2e.py", "test_torch_pools.py", "test_install.py",
+         "test_startfile.py")
 
-# What the cases without a docstring check (kept short: one table cell each).
-DESCRIPTIONS = {
-    "test_activation.py::test_off_imports_nothing":
-        "WP_AUTOTRACE unset/0/false/off/empty: nothing of wp_autotrace is imported, no file written.",
-    "test_activation.py::test_on_writes_start_and_exit_once":
-        "Any true spelling of WP_AUTOTRACE: one process_start and one process_exit; log mode 0600.",
-    "test_activation.py::test_default_log_path_is_in_cwd":
-        "Without WP_AUTOTRACE_LOG the log is created in the working directory.",
-    "test_activation.py::test_every_process_writes_to_one_log":
-        "subprocess, fork and multiprocessing-spawn children append to the root's log after a chdir.",
-    "test_activation.py::test_program_behaviour_unchanged":
-        "Exit code, stdout and stderr (incl. a traceback) identical to an untraced run.",
-    "test_activation.py::test_bad_log_path_one_line_and_untraced":
-        "Log path in a missing/read-only dir, a symlink, directory, FIFO, /dev/full: one stderr line, "
-        "program runs untraced and unchanged.",
-    "test_activation.py::test_bad_settings_warn_and_use_defaults":
-        "Bad WP_AUTOTRACE_* values (incl. code in TARGETS): one warning each, defaults used, nothing evaluated.",
-    "test_activation.py::test_extra_targets_traced_and_exceptions_pass_through":
-        "A traced function's exception reaches the caller unchanged and is recorded.",
-    "test_activation.py::test_exec_into_traced_program_and_no_site":
-        "exec keeps one process identity; -S and -I interpreters run unaffected.",
-    "test_activation.py::test_argv_recorded_not_environment":
-        "argv is recorded, environment values are not.",
-    "test_activation.py::test_guard_alone_writes_nothing":
-        "The guard without tracing writes no file and prints nothing.",
-    "test_activation.py::test_python_version_supported": "The interpreter is one we support.",
-    "test_report.py::test_seed_answers": "Report answers the seed scenario's questions from a synthetic log.",
-    "test_report.py::test_logs_merge_by_host_and_pid": "Logs of several hosts merge by (host, pid).",
-    "test_report.py::test_bad_lines_skipped_and_counted": "Garbage and torn lines are skipped and counted.",
-    "test_report.py::test_nothing_usable_is_a_clear_error":
-        "Missing, empty or recordless log: one clear error, non-zero exit, no traceback.",
-    "test_report.py::test_json_has_stable_keys": "--json output keeps its documented keys.",
-    "test_report.py::test_export_chrome": "The Chrome trace export is well-formed.",
-    "test_report.py::test_export_loads_in_a_real_trace_reader": "The export loads in a real trace reader.",
-    "test_report.py::test_report_never_raises":
-        "Property-based: any mix of valid, cut, shuffled and garbage lines never makes the report raise.",
-}
 
 
 def _outcome(report: pytest.TestReport) -> str | None:
@@ -159,7 +122,7 @@ def _description(file: str, func: str, item: Any) -> str:
     doc = getattr(getattr(item, "function", None), "__doc__", None)
     if doc and doc.strip():
         return doc.strip().splitlines()[0]
-    return DESCRIPTIONS.get(f"{file}::{func}", func.removeprefix("test_").replace("_", " ") + ".")
+    return func.removeprefix("test_").replace("_", " ") + "."
 
 
 def _summary(outcomes: list[str]) -> str:

@@ -23,6 +23,7 @@ def traced_env(log: Path, **extra: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("value", [None, "0", "false", "off", ""])
 def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
+    """WP_AUTOTRACE unset/0/false/off/empty: nothing of wp_autotrace is imported, no file written."""
     env = clean_env() if value is None else clean_env(WP_AUTOTRACE=value)
     res = run_python(["-c", "import sys; print(sorted(m for m in sys.modules if 'wp_autotrace' in m))"],
                      env, cwd=tmp_path)
@@ -35,6 +36,7 @@ def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["1", "TRUE", "yes", "On"])
 def test_on_writes_start_and_exit_once(value: str, log: Path) -> None:
+    """Any true spelling of WP_AUTOTRACE: one process_start and one process_exit; log mode 0600."""
     env = traced_env(log, WP_AUTOTRACE=value, WP_AUTOTRACE_SAMPLE_INTERVAL="0")
     res = run_python(["-c", "print('hello')"], env)
     assert res.returncode == 0 and res.stdout == "hello\n" and res.stderr == ""
@@ -49,6 +51,7 @@ def test_on_writes_start_and_exit_once(value: str, log: Path) -> None:
 
 
 def test_default_log_path_is_in_cwd(tmp_path: Path) -> None:
+    """Without WP_AUTOTRACE_LOG the log is created in the working directory."""
     res = run_python(["-c", "pass"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)
     assert res.returncode == 0
     logs = list(tmp_path.glob("wp_autotrace-*-*.jsonl"))
@@ -75,6 +78,7 @@ SPAWNER = textwrap.dedent('''
 
 
 def test_every_process_writes_to_one_log(tmp_path: Path, log: Path) -> None:
+    """subprocess, fork and multiprocessing-spawn children append to the root's log after a chdir."""
     script = tmp_path / "spawner.py"
     script.write_text(SPAWNER)
     elsewhere = tmp_path / "elsewhere"
@@ -115,6 +119,7 @@ BEHAVIOUR = textwrap.dedent('''
 
 @pytest.mark.parametrize("crash", [False, True])
 def test_program_behaviour_unchanged(crash: bool, tmp_path: Path, log: Path) -> None:
+    """Exit code, stdout and stderr (incl. a traceback) identical to an untraced run."""
     script = tmp_path / "prog.py"
     script.write_text(BEHAVIOUR)
     args = [str(script)] + (["crash"] if crash else [])
@@ -126,6 +131,10 @@ def test_program_behaviour_unchanged(crash: bool, tmp_path: Path, log: Path) -> 
 
 @pytest.mark.parametrize("where", ["missing-dir", "read-only-dir", "symlink", "directory", "fifo", "dev-full"])
 def test_bad_log_path_one_line_and_untraced(where: str, tmp_path: Path) -> None:
+    """Log path in a missing/read-only dir, a symlink, directory, FIFO, /dev/full: one stderr line, untraced run.
+
+    The program's exit code and output are unchanged; a planted symlink's target is untouched.
+    """
     if where == "missing-dir":
         path = tmp_path / "nope" / "log.jsonl"
     elif where == "read-only-dir":
@@ -161,6 +170,7 @@ def test_bad_log_path_one_line_and_untraced(where: str, tmp_path: Path) -> None:
 
 
 def test_bad_settings_warn_and_use_defaults(log: Path) -> None:
+    """Bad WP_AUTOTRACE_* values (incl. code in TARGETS): one warning each, defaults used, nothing evaluated."""
     env = traced_env(log, WP_AUTOTRACE_STACK="lots", WP_AUTOTRACE_SAMPLE_INTERVAL="-1",
                      WP_AUTOTRACE_TARGETS="os:system;__import__('os').system('echo pwned'),json:dumps",
                      WP_AUTOTRACE_GUARD="maybe")
@@ -173,6 +183,7 @@ def test_bad_settings_warn_and_use_defaults(log: Path) -> None:
 
 
 def test_extra_targets_traced_and_exceptions_pass_through(tmp_path: Path, log: Path) -> None:
+    """A traced function's exception reaches the caller unchanged and is recorded."""
     (tmp_path / "userpool.py").write_text(textwrap.dedent('''
         def start(n):
             if n < 0:
@@ -195,6 +206,7 @@ def test_extra_targets_traced_and_exceptions_pass_through(tmp_path: Path, log: P
 
 
 def test_exec_into_traced_program_and_no_site(tmp_path: Path, log: Path) -> None:
+    """exec keeps one process identity; -S and -I interpreters run unaffected."""
     code = "import os, sys; os.execv(sys.executable, [sys.executable, '-c', 'print(\"after exec\")'])"
     res = run_python(["-c", code], traced_env(log))
     assert res.returncode == 0 and res.stdout == "after exec\n"
@@ -209,6 +221,7 @@ def test_exec_into_traced_program_and_no_site(tmp_path: Path, log: Path) -> None
 
 
 def test_argv_recorded_not_environment(log: Path) -> None:
+    """argv is recorded, environment values are not."""
     env = traced_env(log, SECRET_TOKEN="hunter2")
     run_python(["-c", "pass", "arg1"], env)
     text = log.read_text()
@@ -216,10 +229,12 @@ def test_argv_recorded_not_environment(log: Path) -> None:
 
 
 def test_guard_alone_writes_nothing(tmp_path: Path) -> None:
+    """The guard without tracing writes no file and prints nothing."""
     res = run_python(["-c", "print('guarded')"], clean_env(WP_AUTOTRACE_GUARD="nested-pools"), cwd=tmp_path)
     assert res.returncode == 0 and res.stdout == "guarded\n" and res.stderr == ""
     assert not list(tmp_path.iterdir())
 
 
 def test_python_version_supported() -> None:
+    """The interpreter is one we support."""
     assert sys.version_info >= (3, 9)

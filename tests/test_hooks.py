@@ -87,6 +87,7 @@ def calls(records: list[dict[str, Any]]) -> list[str]:
 
 
 def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> None:
+    """A module's own top-level call of a target (torch 2.1-2.4's bare warm_pool()) is traced."""
     finder, _ = make_finder(log)
     finder.install()
     try:
@@ -107,6 +108,7 @@ def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> 
 
 
 def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) -> None:
+    """A function captured at definition (register_at_fork, atexit) is the wrapper."""
     finder, _ = make_finder(log)
     finder.install()
     try:
@@ -119,6 +121,7 @@ def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) 
 
 
 def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path) -> None:
+    """classmethod/staticmethod binding, signature, docstring and lru_cache attributes survive wrapping."""
     finder, _ = make_finder(log)
     finder.install()
     try:
@@ -139,6 +142,7 @@ def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path)
 
 
 def test_exceptions_pass_through_unchanged(synth: Path, log: Path) -> None:
+    """A wrapped function's exception passes through unchanged; the return record carries it."""
     finder, _ = make_finder(log)
     finder.install()
     try:
@@ -153,6 +157,7 @@ def test_exceptions_pass_through_unchanged(synth: Path, log: Path) -> None:
 
 
 def test_subclass_override_is_wrapped_wherever_defined(synth: Path, log: Path) -> None:
+    """A subclass override (XPUAsyncCompile.warm_pool) in another module is wrapped at creation."""
     (synth / "plugin.py").write_text(textwrap.dedent('''
         from synthpkg.pool import AsyncCompile
 
@@ -177,6 +182,7 @@ def test_subclass_override_is_wrapped_wherever_defined(synth: Path, log: Path) -
 
 
 def test_module_imported_before_activation_is_patched_at_once(synth: Path, log: Path) -> None:
+    """A target module imported before activation is patched at install."""
     mod = importlib.import_module("synthpkg.pool")
     finder, _ = make_finder(log)
     finder.install()
@@ -186,12 +192,14 @@ def test_module_imported_before_activation_is_patched_at_once(synth: Path, log: 
 
 
 def test_finder_ignores_other_modules_fast(log: Path) -> None:
+    """The finder declines non-target and missing modules."""
     finder, _ = make_finder(log)
     assert finder.find_spec("json") is None
     assert finder.find_spec("synthpkg.absent") is None  # a target module that does not exist
 
 
 def test_guard_refuses_in_sidecar_but_not_in_main(synth: Path, tmp_path: Path) -> None:
+    """Guard in a sidecar: warm_pool refused, process_pool gives a working in-process executor."""
     side_log = tmp_path / "side.jsonl"
     finder, _ = make_finder(side_log, guard=True, role="compile-sidecar")
     finder.install()
@@ -208,6 +216,7 @@ def test_guard_refuses_in_sidecar_but_not_in_main(synth: Path, tmp_path: Path) -
 
 
 def test_user_monkeypatch_of_warm_pool_still_traced(synth: Path, log: Path) -> None:
+    """User code that monkeypatches warm_pool itself (the seed's approach) keeps working, still traced."""
     finder, _ = make_finder(log)
     finder.install()
     try:
@@ -229,6 +238,7 @@ def test_user_monkeypatch_of_warm_pool_still_traced(synth: Path, log: Path) -> N
 
 
 def test_lru_cache_function_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
+    """A module-level lru_cache function target keeps cache_clear/cache_info."""
     (tmp_path / "synthcache.py").write_text("import functools\n@functools.lru_cache(None)\ndef pool():\n    return 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     sink = Sink(str(log), "h", "main")

@@ -152,12 +152,14 @@ def check_files(v: Venv, editable: bool = False) -> None:
 
 
 def test_wheel_route(src: Path, env_dir: Venv, tmp_path: Path) -> None:
+    """pip install (wheel) places wp_autotrace.pth at the top of site-packages; a child traces."""
     env_dir.pip("install", "--no-deps", str(src))
     check_files(env_dir)
     check_activation(env_dir, tmp_path, env_dir.site / "wp_autotrace")
 
 
 def test_sdist_route(src: Path, build_python: str, env_dir: Venv, tmp_path: Path) -> None:
+    """An sdist install places the .pth; a child traces."""
     dist = tmp_path / "dist"
     run_tool(["-m", "build", "--sdist", "--outdir", str(dist), str(src)], python=build_python)
     (sdist,) = dist.glob("wp_autotrace-*.tar.gz")
@@ -167,12 +169,14 @@ def test_sdist_route(src: Path, build_python: str, env_dir: Venv, tmp_path: Path
 
 
 def test_editable_route(src: Path, env_dir: Venv, tmp_path: Path) -> None:
+    """pip install -e places the .pth; a child traces."""
     env_dir.pip("install", "--no-deps", "-e", str(src))
     check_files(env_dir, editable=True)
     check_activation(env_dir, tmp_path, src / "wp_autotrace")
 
 
 def test_uv_route(src: Path, uv: str, env_dir: Venv, tmp_path: Path) -> None:
+    """uv pip install places the .pth; a child traces."""
     run_tool(["pip", "install", "--python", env_dir.python, "--no-deps", str(src)], python=uv)
     check_files(env_dir)
     check_activation(env_dir, tmp_path, env_dir.site / "wp_autotrace")
@@ -180,6 +184,7 @@ def test_uv_route(src: Path, uv: str, env_dir: Venv, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("editable", [False, True], ids=["wheel", "editable"])
 def test_uninstall_leaves_nothing(editable: bool, src: Path, env_dir: Venv, tmp_path: Path) -> None:
+    """pip uninstall removes the .pth and .start files; tracing no longer starts."""
     env_dir.pip("install", "--no-deps", *(["-e"] if editable else []), str(src))
     check_files(env_dir, editable=editable)
     env_dir.pip("uninstall", "-y", "wp-autotrace")
@@ -193,6 +198,7 @@ def test_uninstall_leaves_nothing(editable: bool, src: Path, env_dir: Venv, tmp_
 
 
 def test_pyproject_installs_start_beside_pth() -> None:
+    """The build installs the PEP 829 .start file beside the .pth."""
     text = (ROOT / "pyproject.toml").read_text()
     assert '"wp_autotrace/_bootstrap.pth" = "wp_autotrace.pth"' in text
     # Same stem as the .pth, so 3.15-3.17 skip the .pth import line in favour of the entry point.

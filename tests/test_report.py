@@ -71,6 +71,7 @@ def seed_log() -> LogWriter:
 
 
 def test_seed_answers(tmp_path: Path) -> None:
+    """Report answers the seed scenario's questions from a synthetic log."""
     rep = analyze(read_logs([str(seed_log().write(tmp_path / "a.jsonl"))]))
     assert rep["warm_pool_pids"] == [100, 200, 300]
     assert rep["distinct_warm_pool_pids"] == 3
@@ -93,6 +94,7 @@ def test_seed_answers(tmp_path: Path) -> None:
 
 
 def test_logs_merge_by_host_and_pid(tmp_path: Path) -> None:
+    """Logs of several hosts merge by (host, pid)."""
     a = seed_log().write(tmp_path / "a.jsonl")
     other = seed_log()
     for r in other.lines:
@@ -105,6 +107,7 @@ def test_logs_merge_by_host_and_pid(tmp_path: Path) -> None:
 
 
 def test_bad_lines_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Garbage and torn lines are skipped and counted."""
     path = seed_log().write(tmp_path / "a.jsonl")
     with open(path, "ab") as f:
         f.write(b"garbage\n\xff\xfe not utf8\n")
@@ -123,6 +126,7 @@ def test_bad_lines_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize("content", [None, b"", b"\n\n", b"not json at all\n", b'{"v": 1}\n'])
 def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Missing, empty or recordless log: one clear error, non-zero exit, no traceback."""
     path = tmp_path / "log.jsonl"
     if content is not None:
         path.write_bytes(content)
@@ -133,6 +137,7 @@ def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
 
 
 def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json output keeps its documented keys."""
     path = seed_log().write(tmp_path / "a.jsonl")
     assert main(["report", "--json", str(path)]) == 0
     rep = json.loads(capsys.readouterr().out)
@@ -167,6 +172,7 @@ def check_chrome_trace(trace: dict[str, Any]) -> None:
 
 
 def test_export_chrome(tmp_path: Path) -> None:
+    """The Chrome trace export is well-formed."""
     path = seed_log().write(tmp_path / "a.jsonl")
     out = tmp_path / "trace.json"
     assert main(["export", str(path), "--format", "chrome", "-o", str(out)]) == 0
@@ -180,6 +186,7 @@ def test_export_chrome(tmp_path: Path) -> None:
 
 
 def test_export_loads_in_a_real_trace_reader(tmp_path: Path) -> None:
+    """The export loads in a real trace reader."""
     tp = pytest.importorskip("perfetto.trace_processor", reason="perfetto's trace processor is not installed")
     path = seed_log().write(tmp_path / "a.jsonl")
     out = tmp_path / "trace.json"
@@ -208,6 +215,7 @@ line_strategy = st.one_of(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(line_strategy, max_size=25), keep=st.integers(0, 5000), shuffle=st.randoms())
 def test_report_never_raises(tmp_path: Path, lines: list[bytes], keep: int, shuffle: Any) -> None:
+    """Property-based: any mix of valid, cut, shuffled and garbage lines never makes the report raise."""
     good = [json.dumps(r).encode() for r in seed_log().lines]
     mixed = good + lines
     shuffle.shuffle(mixed)

@@ -29,6 +29,7 @@ ORPHANER = textwrap.dedent('''
 
 
 def test_orphan_is_tracked_and_left_over(tmp_path: Path, log: Path) -> None:
+    """A re-parented grandchild stays in the sampled tree and is reported as left over."""
     script = tmp_path / "orphaner.py"
     script.write_text(ORPHANER)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0.02")
@@ -53,6 +54,7 @@ def test_orphan_is_tracked_and_left_over(tmp_path: Path, log: Path) -> None:
 
 @pytest.mark.parametrize("reader_cls", [ProcReader, PsutilReader])
 def test_readers_agree_with_psutil(reader_cls: type) -> None:
+    """The /proc reader and the psutil reader agree with psutil on ppid, name, start time."""
     if reader_cls is ProcReader and not ProcReader.available():
         pytest.skip("no /proc children files here")
     child = subprocess.Popen(["sleep", "10"])
@@ -73,6 +75,7 @@ def test_readers_agree_with_psutil(reader_cls: type) -> None:
 
 
 def test_sampler_writes_on_change_and_stops_promptly(tmp_path: Path) -> None:
+    """The sampler writes a tree record on each change and stops within a second."""
     log = tmp_path / "s.jsonl"
     sink = Sink(str(log), "h", "main")
     sampler = Sampler(sink, 0.01)

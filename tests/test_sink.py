@@ -26,15 +26,18 @@ json_values = st.recursive(
 
 @given(json_values)
 def test_small_encoder_matches_json(value: Any) -> None:
+    """Property-based: the start-up JSON encoder matches json.dumps exactly."""
     assert dumps_small(value) == json.dumps(value, separators=(",", ":"), default=repr)
 
 
 def test_small_encoder_unknown_objects_like_default_repr() -> None:
+    """Unknown objects encode as their repr, as json.dumps(default=repr)."""
     value = {"a": (1, 2), "b": object}
     assert dumps_small(value) == json.dumps(value, separators=(",", ":"), default=repr)
 
 
 def test_huge_record_is_shrunk_not_split() -> None:
+    """A record over the cap is shrunk (innermost frames kept), never split."""
     record = {"v": 1, "event": "call", "ts": 1.0, "pid": 1, "argv": ["x" * 100_000],
               "stack": [{"file": "f" * 300, "line": i, "func": "g"} for i in range(500)]}
     line = encode(record)
@@ -58,6 +61,7 @@ WRITER = textwrap.dedent('''
 
 
 def test_concurrent_writers_never_tear(tmp_path: Path) -> None:
+    """16 processes x 4 threads append 32,000 records: none torn, seq complete."""
     log = tmp_path / "c.jsonl"
     Sink(str(log), "h", "main")  # create it
     script = tmp_path / "w.py"

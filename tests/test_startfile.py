@@ -79,6 +79,7 @@ def simulate(tmp_path: Path, mode: str, **env: str) -> tuple[list[str], Any]:
 
 
 def test_start_file_format() -> None:
+    """The .start file is one PEP 829 entry point line."""
     raw = START.read_bytes()
     lines = [s.strip() for s in raw.decode("utf-8").splitlines()]
     assert [s for s in lines if s and not s.startswith("#")] == [ENTRY]
@@ -89,6 +90,7 @@ def test_start_file_format() -> None:
 
 @pytest.mark.parametrize("mode", ["pep829", "both", "real"])
 def test_on_activates_exactly_once(mode: str, tmp_path: Path) -> None:
+    """With both .pth and .start read, tracing activates exactly once."""
     log = tmp_path / "run.jsonl"
     modules, _ = simulate(tmp_path, mode, WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log),
                           WP_AUTOTRACE_SAMPLE_INTERVAL="0")
@@ -99,6 +101,7 @@ def test_on_activates_exactly_once(mode: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["pep829", "both", "real"])
 def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> None:
+    """Off, the .start entry point imports only wp_autotrace._site."""
     modules, _ = simulate(tmp_path, mode)
     # site imports the entry point's module to resolve it; nothing heavier may follow.
     assert modules == ["wp_autotrace", "wp_autotrace._site"]
@@ -136,6 +139,7 @@ VALUES = [None, "", "0", "1", "TRUE", " yes ", "off", "2", "nested-pools"]
 @pytest.mark.parametrize("trace", VALUES)
 def test_entry_point_decides_like_the_pth(trace: str | None, guard: str | None,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The .start entry point's on/off test equals the .pth line's for every setting."""
     env = {k: v for k, v in (("WP_AUTOTRACE", trace), ("WP_AUTOTRACE_GUARD", guard)) if v is not None}
     from wp_autotrace import _site
 

@@ -38,6 +38,7 @@ def seed_env(log: Path, **extra: str) -> dict[str, str]:
 
 
 def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
+    """Seed scenario (torch 2.13): warm_pool in main during import torch and in nested sidecars, leftovers found."""
     script = tmp_path / "train.py"
     script.write_text(IDLE)
     res, reached = run_until([str(script)], seed_env(log), log, lambda recs: len(warm_pool_pids(recs)) >= 3,
@@ -102,6 +103,7 @@ WORKERS = textwrap.dedent('''
 
 
 def test_pool_lifecycle_sidecar_and_forked_workers(tmp_path: Path, log: Path) -> None:
+    """A real pool: sidecar, forked workers with roles, wakeup/shutdown, nothing left over."""
     script = tmp_path / "workers.py"
     script.write_text(WORKERS)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2")
@@ -136,6 +138,7 @@ GUARDED = textwrap.dedent('''
 
 @pytest.mark.parametrize("trace", [True, False])
 def test_guard_stops_the_chain(trace: bool, tmp_path: Path, log: Path) -> None:
+    """Guard on the seed scenario: one sidecar, same result, prompt exit, one stderr line."""
     script = tmp_path / "guarded.py"
     script.write_text(GUARDED)
     env = seed_env(log, WP_AUTOTRACE_GUARD="nested-pools", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
@@ -178,6 +181,7 @@ def _plugin(tmp_path: Path, body: str) -> Path:
 
 
 def test_guard_plugin_calling_process_pool_directly(tmp_path: Path, log: Path) -> None:
+    """Guard with a plugin calling process_pool() in the sidecar: it keeps working."""
     plugin = _plugin(tmp_path, textwrap.dedent('''
         from torch._inductor.async_compile import AsyncCompile
         pool = AsyncCompile.process_pool()
@@ -200,6 +204,7 @@ def test_guard_plugin_calling_process_pool_directly(tmp_path: Path, log: Path) -
 
 
 def test_report_cli_on_real_run(tmp_path: Path, log: Path) -> None:
+    """report --json and text on a real run."""
     script = tmp_path / "workers.py"
     script.write_text(WORKERS)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2")

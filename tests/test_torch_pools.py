@@ -22,6 +22,7 @@ FX = textwrap.dedent('''
 
 
 def test_fx_subprocess_compile_pool_has_its_own_role(tmp_path: Path, log: Path) -> None:
+    """FX-subprocess compile mode: its sidecar is fx-compile-sidecar, its spawned worker compile-worker."""
     script = tmp_path / "fx.py"
     script.write_text(FX)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_FX_COMPILE_MODE="subprocess",

@@ -229,44 +229,40 @@ def _post_notice(info: dict[str, Any]) -> None:
 
 _runtime: Runtime | None = None
 _started = False
+_real_os_exit = os._exit
 
 
-def _contained(where: str, *args: Any) -> None:
+# Called in every forked child (os.register_at_fork): a new identity, no root threads.
+def _after_fork() -> None:
     rt = _runtime
     if rt is None:
         return
     try:
-        if where == "fork":
-            rt.after_fork_in_child()
-        else:
-            rt.at_exit(*args)
+        rt.after_fork_in_child()
     except Exception as exc:
-        rt.sink.error(where, exc)
+        rt.sink.error("fork", exc)
 
 
-def _after_fork() -> None:
-    _contained("fork")
+# Written once, by whichever exit comes first (atexit, or os._exit).
+def _record_exit(how: str, code: int | None = None) -> None:
+    global _runtime
+    rt, _runtime = _runtime, None
+    if rt is None:
+        return
+    try:
+        rt.at_exit(how, code)
+    except Exception as exc:
+        rt.sink.error("exit", exc)
 
 
 def _at_exit() -> None:
-    global _runtime
-    _contained("exit", "exit")
-    _runtime = None  # the exit record is written once, by whichever exit comes first
-
-
-_real_os_exit = os._exit
+    _record_exit("exit")
 
 
 def _os_exit(code: int) -> None:
     """os._exit skips atexit (multiprocessing workers leave this way): record first."""
-    _at_exit_os(code)
+    _record_exit("os._exit", code)
     _real_os_exit(code)
-
-
-def _at_exit_os(code: int) -> None:
-    global _runtime
-    _contained("exit", "os._exit", code)
-    _runtime = None
 
 
 def start() -> None:
@@ -275,16 +271,20 @@ def start() -> None:
     if _started:
         return
     _started = True
+    runtime = None
     try:
         settings = read_settings()
         if not (settings.trace or settings.guard):
             return
-        _runtime = Runtime(settings)
+        runtime = Runtime(settings)
+        runtime.start()
+        _runtime = runtime
         os.register_at_fork(after_in_child=_after_fork)
         atexit.register(_at_exit)
-        if _runtime.settings.trace:
+        if runtime.settings.trace:
             os._exit = _os_exit  # type: ignore[assignment]
-        _runtime.start()
     except Exception as exc:
         _runtime = None
+        if runtime is not None:
+            runtime.finder.uninstall()
         warn(f"tracing disabled: {type(exc).__name__}: {exc}", "start")
