@@ -4,6 +4,7 @@ Invoked by bench/run.py as ``VENV/bin/python bench/workers.py KIND [ARGS]``;
 prints one JSON object on its last stdout line. Nothing here asserts timing.
 
 Kinds:
+  pth    REPEATS                what site pays for wp_autotrace.pth with the tracer off
   micro  REPEATS CALLS          traced / counted / untraced call cost (in-process)
   sink   WRITERS RECORDS        writer processes appending through Sink, then a tear/loss check
   sampler DURATION_S REPEATS    Sampler(/proc) vs psutil children(recursive=True), and
@@ -116,6 +117,24 @@ def micro(repeats: int, calls: int) -> dict[str, Any]:
         out[depth_name] = {**{f"{k}_us": v for k, v in med.items()},
                            "traced_over_us": round(med["traced"] - med["plain"], 3),
                            "counted_over_us": round(med["counted"] - med["plain"], 3)}
+    return out
+
+
+def pth(repeats: int) -> dict[str, Any]:
+    """What site does for our .pth at every start (WP_AUTOTRACE unset): µs per addpackage call."""
+    import site
+
+    sitedir = next(d for d in site.getsitepackages() if os.path.exists(os.path.join(d, "wp_autotrace.pth")))
+    out: dict[str, Any] = {}
+    for name in ("wp_autotrace.pth", "distutils-precedence.pth"):
+        if not os.path.exists(os.path.join(sitedir, name)):
+            continue
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            site.addpackage(sitedir, name, set())
+            times.append(time.perf_counter() - t0)
+        out[name] = _median_us(times)
     return out
 
 
@@ -249,6 +268,8 @@ def main() -> None:
     kind, *args = sys.argv[1:]
     if kind == "micro":
         result = micro(int(args[0]), int(args[1]))
+    elif kind == "pth":
+        result = pth(int(args[0]))
     elif kind == "sink":
         result = sink(int(args[0]), int(args[1]))
     elif kind == "sampler":

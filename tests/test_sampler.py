@@ -19,10 +19,12 @@ from .conftest import clean_env, events, read_log, run_python
 
 ORPHANER = textwrap.dedent('''
     import subprocess, sys, time
-    # A child that starts a grandchild (not Python) and exits at once:
-    # the grandchild is re-parented, as sidecar chains are.
+    # A child that starts a grandchild (not Python) and exits soon after: the
+    # grandchild is re-parented, as sidecar chains are. (A process born and
+    # orphaned within one sample interval is seen only if it is traced.)
     subprocess.run([sys.executable, "-c",
-                    "import subprocess as s; s.Popen(['sleep', '30'], stdout=s.DEVNULL, stderr=s.DEVNULL)"], check=True)
+                    "import subprocess as s, time; s.Popen(['sleep', '30'], stdout=s.DEVNULL, stderr=s.DEVNULL);"
+                    " time.sleep(0.5)"], check=True)
     time.sleep(1.0)
     print("main done")
 ''')
