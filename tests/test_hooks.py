@@ -82,18 +82,24 @@ def make_finder(log: Path, guard: bool = False, role: str = "main") -> tuple[Tar
     return finder, probes
 
 
+def import_traced(log: Path, guard: bool = False, role: str = "main", module: str = "synthpkg.pool") -> Any:
+    """Import a synthetic module with the finder installed, then remove the finder."""
+    finder, _ = make_finder(log, guard=guard, role=role)
+    finder.install()
+    try:
+        return importlib.import_module(module)
+    finally:
+        finder.uninstall()
+        assert not finder.errors  # type: ignore[attr-defined]
+
+
 def calls(records: list[dict[str, Any]]) -> list[str]:
     return [r["target"].rpartition(":")[2] for r in records if r["event"] == "call"]
 
 
 def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> None:
     """A module's own top-level call of a target (torch 2.1-2.4's bare warm_pool()) is traced."""
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(log)
     assert mod.EARLY_CALLS == ["AsyncCompile"]
     recs = read_log(log)
     assert calls(recs)[:2] == ["AsyncCompile.warm_pool", "AsyncCompile.process_pool"]
@@ -104,17 +110,11 @@ def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> 
     # The inner process_pool call knows it runs inside warm_pool.
     inner = [r for r in recs if r["event"] == "call"][1]
     assert inner["parent_call"] == warm["call_id"]
-    assert not finder.errors  # type: ignore[attr-defined]
 
 
 def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) -> None:
     """A function captured at definition (register_at_fork, atexit) is the wrapper."""
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(log)
     # Like os.register_at_fork(after_in_child=after_fork): the captured object is wrapped.
     mod.REGISTERED[0]()
     assert "after_fork" in calls(read_log(log))
@@ -122,12 +122,7 @@ def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) 
 
 def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path) -> None:
     """classmethod/staticmethod binding, signature, docstring and lru_cache attributes survive wrapping."""
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(log)
     ac = mod.AsyncCompile
     assert ac.warm_pool(3) == "warmed 3"
     assert ac().warm_pool(n=4) == "warmed 4"
@@ -143,12 +138,7 @@ def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path)
 
 def test_exceptions_pass_through_unchanged(synth: Path, log: Path) -> None:
     """A wrapped function's exception passes through unchanged; the return record carries it."""
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(log)
     with pytest.raises(ValueError, match="boom from fail") as info:
         mod.AsyncCompile.fail()
     assert info.traceback[-1].name == "fail"  # the origin is the wrapped function
@@ -168,12 +158,7 @@ def test_subclass_override_is_wrapped_wherever_defined(synth: Path, log: Path) -
 
         RESULT = XPUAsyncCompile.warm_pool()
     '''))
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        plugin = importlib.import_module("synthpkg.plugin")
-    finally:
-        finder.uninstall()
+    plugin = import_traced(log, module="synthpkg.plugin")
     assert plugin.RESULT == "xpu warmed 1"
     names = calls(read_log(log))
     assert "XPUAsyncCompile.warm_pool" in names
@@ -201,12 +186,7 @@ def test_finder_ignores_other_modules_fast(log: Path) -> None:
 def test_guard_refuses_in_sidecar_but_not_in_main(synth: Path, tmp_path: Path) -> None:
     """Guard in a sidecar: warm_pool refused, process_pool gives a working in-process executor."""
     side_log = tmp_path / "side.jsonl"
-    finder, _ = make_finder(side_log, guard=True, role="compile-sidecar")
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(side_log, guard=True, role="compile-sidecar")
     assert mod.EARLY_CALLS == []  # warm_pool refused at import
     pool = mod.AsyncCompile.process_pool()
     assert pool.submit(lambda x: x * 2, 21).result() == 42  # a working in-process executor
@@ -217,12 +197,7 @@ def test_guard_refuses_in_sidecar_but_not_in_main(synth: Path, tmp_path: Path) -
 
 def test_user_monkeypatch_of_warm_pool_still_traced(synth: Path, log: Path) -> None:
     """User code that monkeypatches warm_pool itself (the seed's approach) keeps working, still traced."""
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(log)
     ac = mod.AsyncCompile
     original = ac.warm_pool
     seen = []
@@ -259,12 +234,7 @@ def test_wrapped_targets_pickle_by_reference(synth: Path, log: Path) -> None:
     """Spawn-mode pools pickle their initializer; a wrapper must pickle like the function."""
     import pickle
 
-    finder, _ = make_finder(log)
-    finder.install()
-    try:
-        mod = importlib.import_module("synthpkg.pool")
-    finally:
-        finder.uninstall()
+    mod = import_traced(log)
     for obj in (mod.after_fork, mod.AsyncCompile.warm_pool, mod.AsyncCompile.process_pool,
                 functools.partial(mod.after_fork)):
         back = pickle.loads(pickle.dumps(obj))
