@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wp_autotrace.sink import MAX_RECORD_BYTES, Sink, dumps_small, encode
+from wp_autotrace.sink import MAX_RECORD_BYTES, Sink, _dumps, encode
 
 from .conftest import read_log
 
@@ -25,15 +25,15 @@ json_values = st.recursive(
 
 
 @given(json_values)
-def test_small_encoder_matches_json(value: Any) -> None:
-    """Property-based: the start-up JSON encoder matches json.dumps exactly."""
-    assert dumps_small(value) == json.dumps(value, separators=(",", ":"), default=repr)
+def test_encoder_matches_json(value: Any) -> None:
+    """Property-based: the sink's JSON encoder matches json.dumps exactly."""
+    assert _dumps(value) == json.dumps(value, separators=(",", ":"), default=repr).encode() + b"\n"
 
 
-def test_small_encoder_unknown_objects_like_default_repr() -> None:
+def test_encoder_unknown_objects_like_default_repr() -> None:
     """Unknown objects encode as their repr, as json.dumps(default=repr)."""
     value = {"a": (1, 2), "b": object}
-    assert dumps_small(value) == json.dumps(value, separators=(",", ":"), default=repr)
+    assert _dumps(value) == json.dumps(value, separators=(",", ":"), default=repr).encode() + b"\n"
 
 
 def test_huge_record_is_shrunk_not_split() -> None:

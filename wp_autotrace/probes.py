@@ -87,20 +87,23 @@ class Probes:
             wrapt_file = getattr(sys.modules["wrapt"], "__file__", None)
             if wrapt_file:
                 self._skip_dirs = (_OWN_DIR, os.path.dirname(wrapt_file) + os.sep)
+        skip = (*self._skip_dirs, "<frozen importlib")
+        limit = self.stack_limit
         frames: list[dict[str, Any]] = []
         caller = None
         frame: Any = _getframe(1)
         while frame is not None:
             code = frame.f_code
             filename = code.co_filename
-            if not (filename.startswith(self._skip_dirs) or filename.startswith("<frozen importlib")):
-                entry = {"file": filename, "line": frame.f_lineno, "func": code.co_name}
-                if len(frames) < self.stack_limit:
+            if not filename.startswith(skip):
+                entry = None
+                if len(frames) < limit:
+                    entry = {"file": filename, "line": frame.f_lineno, "func": code.co_name}
                     frames.append(entry)
+                elif caller is not None:
+                    break  # both found: the rest of the stack is not needed
                 if caller is None and self._outside_torch(filename):
-                    caller = entry
-                    if len(frames) >= self.stack_limit:
-                        break
+                    caller = entry or {"file": filename, "line": frame.f_lineno, "func": code.co_name}
             frame = frame.f_back
         frames.reverse()
         return frames, caller

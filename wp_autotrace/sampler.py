@@ -26,6 +26,24 @@ LEFTOVER_GRACE_S = 0.3
 CMD_CHARS = 300
 
 
+def _read(path: str, size: int = 4096) -> bytes | None:
+    """A small /proc file's content, or None if the process is gone.
+
+    os.open/os.read rather than open(): a third of the cost, and the sampler
+    reads several files per process ten times a second.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class ProcReader:
     """Reads pid, ppid, start time and rss straight from /proc."""
 
@@ -45,10 +63,8 @@ class ProcReader:
 
     def stat(self, pid: int) -> dict[str, Any] | None:
         """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
+        data = _read(f"/proc/{pid}/stat")
+        if data is None:
             return None
         head, _, tail = data.rpartition(b")")
         fields = tail.split()
@@ -70,20 +86,15 @@ class ProcReader:
         except OSError:
             return found
         for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                    found.extend(int(c) for c in f.read().split())
-            except (OSError, ValueError):
-                continue
+            data = _read(f"/proc/{pid}/task/{tid}/children", 65536)
+            if data:
+                found.extend(int(c) for c in data.split())
         return found
 
     @staticmethod
     def cmdline(pid: int) -> str:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                return f.read(4096).replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            return ""
+        data = _read(f"/proc/{pid}/cmdline") or b""
+        return data.replace(b"\0", b" ").decode(errors="replace").strip()
 
 
 class PsutilReader:

@@ -83,42 +83,29 @@ def _shrink(value: Any, chars: int, items: int, tail: bool = False) -> Any:
     return value
 
 
-def _quote(text: str) -> str:
-    from _json import encode_basestring_ascii  # C; json's own string encoder
+def _make_json_encoder() -> Any:
+    """Compact ASCII JSON, as json.dumps(v, separators=(",", ":"), default=repr) gives.
 
-    return str(encode_basestring_ascii(text))
-
-
-def dumps_small(value: Any) -> str:
-    """Compact ASCII JSON, as json.dumps(value, separators=(",", ":"), default=repr) gives.
-
-    Used until the process has imported json itself: importing json (and re,
-    enum, ...) would cost every traced interpreter milliseconds at start-up.
+    json's own C encoder, made once: importing the json package (re, enum, ...)
+    would cost every traced interpreter milliseconds at start-up, and
+    json.dumps with options builds a new encoder on every call.
     """
-    if isinstance(value, str):
-        return _quote(value)
-    if value is None or value is True or value is False:
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if value != value:
-            return "NaN"
-        if value in (float("inf"), float("-inf")):
-            return "Infinity" if value > 0 else "-Infinity"
-        return float.__repr__(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{_quote(str(k))}:{dumps_small(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(dumps_small(v) for v in value) + "]"
-    return _quote(repr(value))
+    try:
+        from _json import encode_basestring_ascii, make_encoder
+
+        encoder = make_encoder(None, repr, encode_basestring_ascii, None, ":", ",", False, False, True)
+        return lambda value: "".join(encoder(value, 0))
+    except (ImportError, TypeError):  # not CPython, or its signature changed
+        import json
+
+        return json.JSONEncoder(separators=(",", ":"), default=repr).encode
+
+
+_encode_json = _make_json_encoder()
 
 
 def _dumps(value: Any) -> bytes:
-    json = sys.modules.get("json")
-    dumps = getattr(json, "dumps", None)
-    text = dumps(value, separators=(",", ":"), default=repr) if dumps else dumps_small(value)
-    return str(text).encode() + b"\n"
+    return str(_encode_json(value)).encode() + b"\n"
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -194,6 +181,4 @@ class Sink:
 
 def thread_name() -> str:
     """Name of the calling thread (threading is loaded by then: a target module ran)."""
-    import threading
-
-    return threading.current_thread().name
+    return str(sys.modules["threading"].current_thread().name)
