@@ -14,7 +14,7 @@ import os
 import sys
 
 from .sink import Sink, warn
-from .targets import ARGV_ROLES, CHILD_ROLE_ENV, GUARDED_ROLES, TARGETS, Target, parse_extra_targets
+from .targets import ARGV_ROLES, CHILD_ROLE_ENV, GUARDED_ROLES, TARGETS, Target, parse_extra_targets, watched_env
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
@@ -144,9 +144,7 @@ class Runtime:
             warn(f"cannot open the log {log}: {exc.strerror or exc}; running untraced", "open")
             settings.trace = False
             self.sink = Sink(None, self.host, "main")
-        from .probes import Probes
-
-        self.probes = Probes(self.sink, settings.stack, settings.guard, _post_notice)
+        self._probes: Any = None  # made when a target module first loads
         self.sampler: Any = None
         self.watcher: Any = None
         if self.is_root and settings.guard:
@@ -156,8 +154,22 @@ class Runtime:
             self.watcher = NoticeWatcher(env[NOTICE_ENV])
         from .import_hooks import TargetFinder
 
-        self.finder = TargetFinder(TARGETS + settings.extra_targets, self.probes.make_wrapper,
-                                   self.probes.notify, self.sink.error)
+        self.finder = TargetFinder(TARGETS + settings.extra_targets, self._make_wrapper, self._notify,
+                                   self.sink.error)
+
+    def probes(self) -> Any:
+        """The wrappers' shared state, imported on first use: most processes never load a target."""
+        if self._probes is None:
+            from .probes import Probes
+
+            self._probes = Probes(self.sink, self.settings.stack, self.settings.guard, _post_notice)
+        return self._probes
+
+    def _make_wrapper(self, target: Target, label: str) -> Any:
+        return self.probes().make_wrapper(target, label)
+
+    def _notify(self, kind: str, target: Target, module: Any) -> None:
+        self.probes().notify(kind, target, module)
 
     def start(self) -> None:
         """Hook imports, write process_start, start the root's threads."""
@@ -177,8 +189,6 @@ class Runtime:
 
     def write_start(self, forked: bool) -> None:
         """The process_start record: who this process is and what it was told."""
-        from .probes import watched_env
-
         try:
             cwd = os.getcwd()
         except OSError:
@@ -204,7 +214,8 @@ class Runtime:
         self.sampler = None
         self.watcher = None
         self.sink.reset_after_fork(role)
-        self.probes.reset_after_fork()
+        if self._probes is not None:
+            self._probes.reset_after_fork()
         self.write_start(forked=True)
 
     def at_exit(self, how: str, code: Any = None) -> None:
@@ -215,7 +226,8 @@ class Runtime:
         if self.watcher is not None:
             self.watcher.close()
             self.watcher = None
-        fields: dict[str, Any] = {"how": how, "counts": self.probes.counts, "dropped": self.sink.dropped}
+        counts = self._probes.counts if self._probes is not None else {}
+        fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
         self.sink.emit("process_exit", **fields)

@@ -13,7 +13,17 @@ import sys
 import time
 
 from .sink import Sink, thread_name
-from .targets import CHILD_ROLE_ENV, CONFIG_KEYS, COUNT, GUARDED_ROLES, IMPORT, INLINE_POOL, SKIP, WATCHED_ENV, Target
+from .targets import (
+    CHILD_ROLE_ENV,
+    CONFIG_KEYS,
+    COUNT,
+    GUARDED_ROLES,
+    IMPORT,
+    INLINE_POOL,
+    SKIP,
+    Target,
+    watched_env,
+)
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -30,11 +40,6 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
 _FIXED_ROLES = frozenset({"main", "compile-sidecar", "fx-compile-sidecar", "autotune-worker", "quack-worker"})
-
-
-def watched_env() -> dict[str, str]:
-    """The environment variables that decide whether a pool starts, as set now."""
-    return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
 
 
 class Probes:

@@ -9,6 +9,8 @@ docs/torch-coverage.md) for where each name lived in which release.
 
 from __future__ import annotations
 
+import os
+
 # Modes: how a call is recorded.
 TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
@@ -37,6 +39,13 @@ WATCHED_ENV = (
     "TORCH_DEVICE_BACKEND_AUTOLOAD",
     "TORCH_TNT_IN_USE",
 )
+
+
+
+def watched_env() -> dict[str, str]:
+    """The environment variables that decide whether a pool starts, as set now."""
+    return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
+
 
 # Inductor settings recorded when torch._inductor.config has loaded.
 CONFIG_KEYS = ("compile_threads", "worker_start_method", "quiesce_async_compile_pool")
