@@ -34,6 +34,9 @@ _perf_counter = time.perf_counter
 _getframe = sys._getframe
 _getpid = os.getpid
 
+# How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
+_SKIP, _LIBRARY, _USER = 0, 1, 2
+
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
@@ -53,7 +56,8 @@ class Probes:
         self.counts: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._local: Any = None  # a threading.local, made on first use
-        self._torch_dir: str | None = None
+        self._torch_dir: str | None = None  # "" once torch is known to have no file
+        self._kinds: dict[Any, int] = {}
         self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
         self._inline_pool: Any = None
 
@@ -72,43 +76,58 @@ class Probes:
 
     # -- stacks -----------------------------------------------------------
 
-    def _outside_torch(self, filename: str) -> bool:
-        """Whether a frame is user or plugin code (not torch, stdlib, us)."""
-        if self._torch_dir is None:
-            torch = sys.modules.get("torch")
-            path = getattr(torch, "__file__", None)
-            if path:
-                self._torch_dir = os.path.dirname(path) + os.sep
-        if self._torch_dir and filename.startswith(self._torch_dir):
-            return False
-        if filename.startswith("<") or filename.startswith(self._skip_dirs):
-            return False
-        return not (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)
+    def _frame_kind(self, code: Any) -> int:
+        """_SKIP (ours, wrapt's, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object."""
+        kind = self._kinds.get(code)
+        if kind is None:
+            filename = code.co_filename
+            if filename.startswith(self._skip_dirs) or filename.startswith("<frozen importlib"):
+                kind = _SKIP
+            elif (filename.startswith("<") or (self._torch_dir and filename.startswith(self._torch_dir))
+                  or (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)):
+                kind = _LIBRARY
+            else:
+                kind = _USER
+            if len(self._kinds) > 20000:
+                self._kinds.clear()
+            self._kinds[code] = kind
+        return kind
+
+    def _learn_dirs(self) -> None:
+        """Note torch's and wrapt's folders once they are imported (the cache depends on them)."""
+        modules = sys.modules
+        if self._torch_dir is None and "torch" in modules:
+            path = getattr(modules["torch"], "__file__", None)
+            self._torch_dir = os.path.dirname(path) + os.sep if path else ""
+            self._kinds.clear()
+        if len(self._skip_dirs) == 1 and "wrapt" in modules:
+            path = getattr(modules["wrapt"], "__file__", None)
+            self._skip_dirs = (_OWN_DIR, os.path.dirname(path) + os.sep) if path else (_OWN_DIR, _OWN_DIR)
+            self._kinds.clear()
 
     def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The caller's frames (innermost last, ours and importlib's left out),
         and the innermost frame outside torch and the stdlib."""
-        if len(self._skip_dirs) == 1 and "wrapt" in sys.modules:
-            wrapt_file = getattr(sys.modules["wrapt"], "__file__", None)
-            if wrapt_file:
-                self._skip_dirs = (_OWN_DIR, os.path.dirname(wrapt_file) + os.sep)
-        skip = (*self._skip_dirs, "<frozen importlib")
+        self._learn_dirs()
+        kinds = self._kinds
         limit = self.stack_limit
         frames: list[dict[str, Any]] = []
         caller = None
         frame: Any = _getframe(1)
         while frame is not None:
             code = frame.f_code
-            filename = code.co_filename
-            if not filename.startswith(skip):
+            kind = kinds.get(code)
+            if kind is None:
+                kind = self._frame_kind(code)
+            if kind != _SKIP:
                 entry = None
                 if len(frames) < limit:
-                    entry = {"file": filename, "line": frame.f_lineno, "func": code.co_name}
+                    entry = {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name}
                     frames.append(entry)
                 elif caller is not None:
                     break  # both found: the rest of the stack is not needed
-                if caller is None and self._outside_torch(filename):
-                    caller = entry or {"file": filename, "line": frame.f_lineno, "func": code.co_name}
+                if caller is None and kind == _USER:
+                    caller = entry or {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name}
             frame = frame.f_back
         frames.reverse()
         return frames, caller

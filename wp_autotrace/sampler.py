@@ -16,12 +16,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
 
 from .sink import Sink
 from .targets import ARGV_ROLES
 
-HEARTBEAT_S = 5.0
+TYPE_CHECKING = False  # typing costs the root milliseconds at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+HEARTBEAT_S = 2.0  # a tree record at least this often, with fresh rss
+FULL_S = 2.0  # re-read every process's stat (rss, pid reuse) this often
 LEFTOVER_GRACE_S = 0.3
 CMD_CHARS = 300
 
@@ -62,7 +66,7 @@ class ProcReader:
         return os.path.exists(f"/proc/{pid}/task/{pid}/children")
 
     def stat(self, pid: int) -> dict[str, Any] | None:
-        """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
+        """ppid, name, create_time, rss, threads of a live process; None if gone or a zombie."""
         data = _read(f"/proc/{pid}/stat")
         if data is None:
             return None
@@ -76,15 +80,19 @@ class ProcReader:
             "name": head.partition(b"(")[2].decode(errors="replace"),
             "create_time": round(self.boot + int(fields[19]) / self.tick, 2),
             "rss": int(fields[21]) * self.page,
+            "threads": int(fields[17]),
         }
 
-    def children(self, pid: int) -> list[int]:
-        """Children of every thread of pid (any thread may fork)."""
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
+        """Children of every thread of pid (any thread may fork); None if pid is gone."""
+        if threads == 1:  # the common case for pool processes: no directory listing
+            data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
+            return None if data is None else [int(c) for c in data.split()]
         found: list[int] = []
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
-            return found
+            return None
         for tid in tids:
             data = _read(f"/proc/{pid}/task/{tid}/children", 65536)
             if data:
@@ -113,15 +121,18 @@ class PsutilReader:
                 if p.status() == ps.STATUS_ZOMBIE:
                     return None
                 return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
-                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss}
+                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss,
+                        "threads": p.num_threads()}
         except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
             return None
 
-    def children(self, pid: int) -> list[int]:
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
         ps = self.psutil
         try:
             return [c.pid for c in ps.Process(pid).children()]
-        except (ps.NoSuchProcess, ps.AccessDenied, OSError):
+        except ps.NoSuchProcess:
+            return None
+        except (ps.AccessDenied, OSError):
             return []
 
     def cmdline(self, pid: int) -> str:
@@ -157,6 +168,8 @@ class Sampler:
         self.known: dict[int, float] = {}  # every process of the run seen: pid -> create_time
         self.cmds: dict[tuple[int, float], str] = {}
         self._watch: set[int] = set()  # the run's processes alive at the last sample
+        self._info: dict[int, dict[str, Any]] = {}  # their stat, from when last read
+        self._last_full = 0.0
         self.samples = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -167,9 +180,14 @@ class Sampler:
     def start(self) -> None:
         self._thread.start()
 
-    def sample(self) -> dict[int, dict[str, Any]]:
+    def sample(self, full: bool = False) -> dict[int, dict[str, Any]]:
         """The run's live processes: the root's descendants and every process
-        seen before that is still the same process."""
+        seen before that is still the same process.
+
+        Between full samples a known process costs one read of its children
+        file(s); its stat (rss, start time against pid reuse) is read when it
+        is new and on full samples.
+        """
         with self._lock:
             alive: dict[int, dict[str, Any]] = {}
             frontier = [self.root, *self._watch]
@@ -177,31 +195,46 @@ class Sampler:
                 pid = frontier.pop()
                 if pid in alive:
                     continue
-                info = self.reader.stat(pid)
-                if info is None or (pid in self.known and abs(self.known[pid] - info["create_time"]) > 1):
-                    continue
+                info = None if full else self._info.get(pid)
+                if info is None:
+                    info = self._describe(pid, alive)
+                    if info is None:
+                        continue
+                kids = self.reader.children(pid, info["threads"])
+                if kids is None:
+                    continue  # exited since
                 alive[pid] = info
-                if pid not in self.known:
-                    self.known[pid] = info["create_time"]
-                key = (pid, self.known[pid])
-                if key not in self.cmds:
-                    self.cmds[key] = self.reader.cmdline(pid)[:CMD_CHARS]
-                info["cmd"] = self.cmds[key]
-                role = "main" if pid == self.root else role_from_cmd(info["cmd"])
-                parent = alive.get(info["ppid"])
-                if role == "compile-sidecar" and parent and parent["cmd"] == info["cmd"]:
-                    role = "compile-worker"  # forked by the sidecar: same command line
-                if role:
-                    info["role"] = role
-                frontier.extend(self.reader.children(pid))
+                frontier.extend(kids)
             self._watch = set(alive)
+            self._info = alive
             self.samples += 1
             return alive
 
+    def _describe(self, pid: int, alive: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+        """A process's stat, command line and role; None if gone or not the process seen before."""
+        info: dict[str, Any] | None = self.reader.stat(pid)
+        if info is None or (pid in self.known and abs(self.known[pid] - info["create_time"]) > 1):
+            return None
+        self.known.setdefault(pid, info["create_time"])
+        key = (pid, self.known[pid])
+        if key not in self.cmds:
+            self.cmds[key] = self.reader.cmdline(pid)[:CMD_CHARS]
+        info["cmd"] = self.cmds[key]
+        role = "main" if pid == self.root else role_from_cmd(info["cmd"])
+        parent = alive.get(info["ppid"])
+        if role == "compile-sidecar" and parent and parent["cmd"] == info["cmd"]:
+            role = "compile-worker"  # forked by the sidecar: same command line
+        if role:
+            info["role"] = role
+        return info
+
     def record(self, final: bool = False) -> dict[int, dict[str, Any]]:
         """Sample once and write a tree record if something changed (or is due)."""
-        procs = self.sample()
         now = time.monotonic()
+        full = final or now - self._last_full >= FULL_S
+        procs = self.sample(full)
+        if full:
+            self._last_full = now
         pids = frozenset(procs)
         if final or pids != self._last or now - self._last_emit >= HEARTBEAT_S:
             self.sink.emit("tree", count=len(procs), procs=sorted(procs.values(), key=lambda p: p["pid"]),
@@ -232,7 +265,7 @@ class Sampler:
         left = {pid: p for pid, p in procs.items() if pid != self.root}
         while left and time.monotonic() < deadline:
             time.sleep(0.05)
-            again = self.sample()
+            again = self.sample(full=True)
             left = {pid: p for pid, p in left.items() if pid in again}
         self.sink.emit("leftover", pids=sorted(left), procs=sorted(left.values(), key=lambda p: p["pid"]),
                        samples=self.samples)
