@@ -55,7 +55,7 @@ class Probes:
         self.notice = notice
         self.counts: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self._local: Any = None  # a threading.local, made on first use
+        self._local: Any = None  # a threading.local, made with the first wrapper
         self._torch_dir: str | None = None  # "" once torch is known to have no file
         self._kinds: dict[Any, int] = {}
         self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
