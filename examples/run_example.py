@@ -33,7 +33,11 @@ def main() -> int:
     deadline = time.monotonic() + seconds
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
-    for _ in range(3):  # torch's exit handler may wait 300 s on the sidecar chain: interrupt it
+    if proc.poll() is None:
+        print(f"\n[run_example] {seconds:.0f}s are up: interrupting the main process (Ctrl-C), as torch's exit "
+              "handler would wait up to 300 s on the sidecar chain; the KeyboardInterrupt tracebacks below "
+              "are expected\n", flush=True)
+    for _ in range(3):
         if proc.poll() is not None:
             break
         proc.send_signal(signal.SIGINT)
