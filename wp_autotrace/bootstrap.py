@@ -14,7 +14,16 @@ import os
 import sys
 
 from .sink import Sink, warn
-from .targets import ARGV_ROLES, CHILD_ROLE_ENV, GUARDED_ROLES, TARGETS, Target, parse_extra_targets, watched_env
+from .targets import (
+    ARGV_ROLES,
+    CHILD_ROLE_ENV,
+    GUARDED_ROLES,
+    SIDECAR_ROLES,
+    TARGETS,
+    Target,
+    parse_extra_targets,
+    watched_env,
+)
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
@@ -209,7 +218,7 @@ class Runtime:
 
     def after_fork_in_child(self) -> None:
         """A forked child is a new process: new identity, no root threads."""
-        role = "compile-worker" if self.sink.role in ("compile-sidecar", "fx-compile-sidecar") else "child"
+        role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
         self.is_root = False
         self.sampler = None
         self.watcher = None

@@ -42,7 +42,7 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
-_FIXED_ROLES = frozenset({"main", "compile-sidecar", "fx-compile-sidecar", "autotune-worker", "quack-worker"})
+_FIXED_ROLES = GUARDED_ROLES - {"compile-worker"} | {"main"}
 
 
 class Probes:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from .logread import LogData, skipped_line
+from .targets import GUARDED_ROLES, SIDECAR_ROLES
 
 SIDECAR = "compile-sidecar"
 WORKER = "compile-worker"
-SIDECAR_ROLES = (SIDECAR, "fx-compile-sidecar")
 # Processes that only serve a pool: a warm_pool there nests pools.
-POOL_ROLES = (SIDECAR, WORKER, "fx-compile-sidecar", "autotune-worker", "quack-worker")
+POOL_ROLES = GUARDED_ROLES
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_INDENT = 8
 

@@ -24,8 +24,9 @@ INLINE_POOL = "inline-pool"  # return an executor that runs jobs in-process
 
 # Every process whose only job is to serve a compile or autotune pool: a
 # warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
-GUARDED_ROLES = frozenset({"compile-sidecar", "compile-worker", "fx-compile-sidecar", "autotune-worker",
-                           "quack-worker"})
+# Sidecars: the processes that fork a compile pool's workers.
+SIDECAR_ROLES = frozenset({"compile-sidecar", "fx-compile-sidecar"})
+GUARDED_ROLES = SIDECAR_ROLES | {"compile-worker", "autotune-worker", "quack-worker"}
 # Exported by a wrapper while its call starts a child interpreter (the child
 # pops it at start): how a spawned pool process learns which pool it serves.
 CHILD_ROLE_ENV = "WP_AUTOTRACE_CHILD_ROLE"
