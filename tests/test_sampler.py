@@ -68,6 +68,10 @@ def test_readers_agree_with_psutil(reader_cls: type) -> None:
         assert info["ppid"] == os.getpid() and info["name"] == "sleep"
         assert abs(info["create_time"] - ps.create_time()) < 1.5
         assert child.pid in reader.children(os.getpid())
+        # /proc may show an empty command line for a moment right after exec.
+        deadline = time.monotonic() + 5
+        while not reader.cmdline(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert reader.cmdline(child.pid) == "sleep 10"
         assert reader.stat(2**22 + 12345) is None
     finally:

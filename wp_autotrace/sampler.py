@@ -166,7 +166,7 @@ class Sampler:
         self.root = os.getpid()
         self.reader = reader or make_reader()
         self.known: dict[int, float] = {}  # every process of the run seen: pid -> create_time
-        self.cmds: dict[tuple[int, float], str] = {}
+        self.cmds: dict[tuple[int, float, str], str] = {}
         self._watch: set[int] = set()  # the run's processes alive at the last sample
         self._info: dict[int, dict[str, Any]] = {}  # their stat, from when last read
         self._last_full = 0.0
@@ -216,8 +216,11 @@ class Sampler:
         if info is None or (pid in self.known and abs(self.known[pid] - info["create_time"]) > 1):
             return None
         self.known.setdefault(pid, info["create_time"])
-        key = (pid, self.known[pid])
-        if key not in self.cmds:
+        # The name is in the key because exec changes it (a child seen between
+        # fork and exec); nothing is cached while empty, as /proc can show no
+        # command line for a moment around exec.
+        key = (pid, self.known[pid], info["name"])
+        if not self.cmds.get(key):
             self.cmds[key] = self.reader.cmdline(pid)[:CMD_CHARS]
         info["cmd"] = self.cmds[key]
         role = "main" if pid == self.root else role_from_cmd(info["cmd"])
