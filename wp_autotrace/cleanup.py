@@ -223,7 +223,7 @@ def _wait_gone(checker: Checker, targets: list[tuple[Candidate, Any]], seconds: 
 
 
 def _label(c: Candidate) -> str:
-    return f"{c.pid} {c.role}" + (f" (run {c.run})" if c.run else "")
+    return f"{c.pid} {c.role}"
 
 
 def cleanup(records: list[dict[str, Any]], run: str | None, dry_run: bool, grace: float,
@@ -239,6 +239,9 @@ def cleanup(records: list[dict[str, Any]], run: str | None, dry_run: bool, grace
     if not candidates:
         say("nothing to clean up: the log names no leftover process" + (f" for run {run}" if run else ""))
         return CLEAN
+    for rid in sorted({c.run for c in candidates}):
+        n = sum(c.run == rid for c in candidates)
+        say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
     status = CLEAN
     targets: list[tuple[Candidate, dict[str, Any]]] = []
     pins: dict[int, int | None] = {}
