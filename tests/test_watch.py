@@ -154,3 +154,18 @@ def test_curses_view_draws_and_quits_on_q(live_run: LiveRun, tmp_path: Path) -> 
         assert "q: quit" not in screen and "compile-sidecar" in screen, screen
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_a_left_behind_process_keeps_its_depth() -> None:
+    """Once the main process is gone, a live child still shows at its depth, marked as left."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    view = RunView()
+    view.feed(json.loads(_rec("process_start", dead.pid, run="cc", root_pid=dead.pid, forked=False)))
+    child = json.loads(_rec("process_start", os.getpid(), run="cc", root_pid=dead.pid, forked=False,
+                            role="compile-sidecar"))
+    child["ppid"] = dead.pid
+    view.feed(child)
+    assert view.refresh() is False  # this process is alive: the run has not ended
+    (row,) = [line for line in view.render("x") if line.split()[:1] == [str(os.getpid())]]
+    assert row.split()[1:4] == ["compile-sidecar", "(left)", "-"] and row.split()[4] == "1", row

@@ -26,6 +26,7 @@ RANK_KEYS = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_
 WATCHER_ROLE = "watcher"  # the tracer's own watcher: not a process of the run
 START_TOLERANCE_S = 0.015  # start times are rounded to 10 ms (see cleanup.TICKS_TOLERANCE)
 LOG_GLOB = "wp_autotrace-*.jsonl"
+ROLE_WIDTH = 30  # indented role names: "compile-sidecar (left)" a few levels deep
 
 
 def newest_log(folder: str = ".") -> str | None:
@@ -149,6 +150,9 @@ class RunView:
                     p["role"] = e["role"]
                 p["create_time"] = p["create_time"] or e.get("create_time")
                 p["cmd"] = p.get("cmd") or e.get("cmd") or e.get("name")
+        for e in r.get("ended") or []:  # the watcher saw it go (the only word for other hosts)
+            if isinstance(e, dict) and (host, e.get("pid")) in self.procs:
+                self.procs[(host, e["pid"])]["alive"] = False
 
     def refresh(self) -> bool:
         """Check the live processes in /proc; True once the run has ended."""
@@ -167,29 +171,22 @@ class RunView:
         return self.root is not None and (root is None or not root["alive"]) and not live
 
     def _depths(self) -> list[tuple[int, dict[str, Any]]]:
-        """Live processes in tree order, each with its depth below the root."""
-        live = {k: p for k, p in self.procs.items() if p["alive"]}
+        """Live processes in tree order, each with its depth below the root (ended parents count)."""
         kids: dict[Any, list[tuple[str, int]]] = {}
-        for (host, pid), p in sorted(live.items(), key=lambda kv: (kv[1]["create_time"] or 0, kv[0])):
+        for (host, pid), p in sorted(self.procs.items(), key=lambda kv: (kv[1]["create_time"] or 0, kv[0])):
             parent = (host, p["ppid"])
             kids.setdefault(parent if parent in self.procs and parent != (host, pid) else None, []).append((host, pid))
         out: list[tuple[int, dict[str, Any]]] = []
         seen: set[tuple[str, int]] = set()
-
-        def walk(key: tuple[str, int], depth: int) -> None:
+        stack = [(key, 0) for key in reversed(kids.get(None, []))]
+        while stack:  # depth-first, without recursion: a deep sidecar chain must not hit the recursion limit
+            key, depth = stack.pop()
             if key in seen:
-                return
+                continue
             seen.add(key)
-            if key in live:
-                out.append((depth, live[key]))
-            for k in kids.get(key, []):
-                walk(k, depth + 1 if key in live else depth)
-
-        for key in kids.get(None, []):
-            walk(key, 0)
-        for key in self.procs:  # parents that have ended: their live children still show
-            if key not in live:
-                walk(key, 0)
+            if self.procs[key]["alive"]:
+                out.append((depth, self.procs[key]))
+            stack.extend((k, depth + 1) for k in reversed(kids.get(key, [])))
         return out
 
     def render(self, path: str, now: float | None = None) -> list[str]:
@@ -203,18 +200,19 @@ class RunView:
         out = [f"wp-autotrace watch  {path}  run {self.run or '?'}  {time.strftime('%H:%M:%S', time.localtime(now))}",
                f"main {self.root[1] if self.root else '?'} {state}; {len(rows)} process(es) alive, "
                f"{gone} ended; rss {total / 2**20:.0f} MB", "",
-               f"{'pid':>8}  {'role':<24} {'rank':>4} {'depth':>5} {'rss':>8} {'age':>8}  warm_pool"]
+               f"{'pid':>8}  {'role':<{ROLE_WIDTH}} {'rank':>4} {'depth':>5} {'rss':>8} {'age':>8}  warm_pool"]
         for depth, p in rows:
-            label = ("  " * min(depth, 8) + str(p["role"]))[:24]
+            left = " (left)" if state == "ended" else ""  # outlived the main process
+            label = ("  " * min(depth, 8) + str(p["role"]) + left)[:ROLE_WIDTH]
             age = f"{now - p['create_time']:.1f}s" if p["create_time"] else "?"
             rss = f"{p['rss'] / 2**20:.0f} MB" if p["rss"] else "?"
             warm = f"x{len(p['warm'])} from {p['warm'][0]}" if p["warm"] else ""
-            out.append(f"{p['pid']:>8}  {label:<24} {p['rank']:>4} {depth:>5} {rss:>8} {age:>8}  {warm}")
+            out.append(f"{p['pid']:>8}  {label:<{ROLE_WIDTH}} {p['rank']:>4} {depth:>5} {rss:>8} {age:>8}  {warm}")
         calls = [(k, c) for k, c in self.calls.items() if self.procs.get(k[:2], {}).get("alive")]
         out += ["", f"open calls ({len(calls)}): who waits on what"]
         for (host, pid, _), c in sorted(calls, key=lambda kc: kc[1]["ts"]):
             role = self.procs[(host, pid)]["role"]
-            out.append(f"{pid:>8}  {role:<24} waits {now - c['ts']:7.1f}s in "
+            out.append(f"{pid:>8}  {role:<{ROLE_WIDTH}} waits {now - c['ts']:7.1f}s in "
                        f"{str(c.get('target', '?')).rpartition(':')[2]} ({c.get('thread') or '?'}, "
                        f"called from {_site(c.get('caller'))})")
         return out
