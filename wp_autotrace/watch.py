@@ -232,9 +232,12 @@ def _curses(step: Any, interval: float) -> bool:
             ended, lines = step()
             height, width = screen.getmaxyx()
             screen.erase()
-            for row, line in enumerate(lines[: height - 1]):
-                screen.addnstr(row, 0, line, width - 1)
-            screen.addnstr(height - 1, 0, "q: quit" + ("   (the run has ended)" if ended else ""), width - 1)
+            footer = "q: quit" + ("   (the run has ended)" if ended else "")
+            for row, line in enumerate([*lines[: height - 1], footer] if height > 1 else []):
+                try:
+                    screen.addnstr(min(row, height - 1), 0, line, max(width - 1, 0))
+                except curses.error:  # a terminal resized to nothing under us: skip this frame
+                    break
             screen.refresh()
             if ended:
                 return True
