@@ -117,8 +117,27 @@ def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> N
                       "import os, signal; print('out'); os.kill(os.getpid(), signal.SIGTERM)"], clean_env())
     assert res.returncode == 128 + signal.SIGTERM
     assert res.stdout == "out\n"
-    assert "- Nothing unusual." in res.stderr or "- " in res.stderr
-    assert f"log: {log}" in res.stderr and f"full report: wp-autotrace report {log}" in res.stderr
+    lines = res.stderr.splitlines()
+    after = lines[lines.index("wp-autotrace:") + 1:]
+    assert after[0].startswith("  - ") and after[-2:] == [f"  log: {log}", f"  full report: wp-autotrace report {log}"]
+
+
+def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:
+    """The program ran without tracing (here: a script that re-runs python -S): run says so, keeps its code."""
+    log = tmp_path / "never.jsonl"
+    script = f"import subprocess, sys; sys.exit(subprocess.call([{sys.executable!r}, '-S', '-c', 'raise SystemExit(3)']))"
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", "sh", "-c",
+                      f"exec {sys.executable} -S -c \"{script}\""],
+                     clean_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"))
+    assert res.returncode == 3 and not log.exists(), res.stderr
+    assert f"no log was written ({log}): tracing did not start" in res.stderr
+
+
+def test_run_refuses_python_dash_s(tmp_path: Path) -> None:
+    """python -S skips site and so the .pth: refused before anything runs."""
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(tmp_path / "l.jsonl"), "--", sys.executable, "-S",
+                      "-c", "pass"], clean_env())
+    assert res.returncode == 78 and "-S skips site" in res.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -140,6 +140,16 @@ def _python_of(command: list[str], path: str | None) -> str | None:
     return shutil.which("python", path=path) or shutil.which("python3", path=path)
 
 
+def _flags(command: list[str]) -> list[str]:
+    """A Python command's interpreter options: the words before the script, -c or -m."""
+    flags = []
+    for word in command[1:]:
+        if not word.startswith("-") or word in ("-c", "-m", "-"):
+            break
+        flags.append(word)
+    return flags
+
+
 def _run(args: argparse.Namespace) -> int:
     """Check the interpreter, run the command traced, then print the short answer; the program's code."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -157,6 +167,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.guard:
         env["WP_AUTOTRACE_GUARD"] = "nested-pools"
     python = _python_of(command, env.get("PATH"))
+    if python is not None and _PYTHON_NAME.match(os.path.basename(command[0])) and "-S" in _flags(command):
+        print(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run", file=sys.stderr)
+        return NOT_TRACEABLE
     if python is not None:
         probe = probe_interpreter(python)
         if probe.problem:
