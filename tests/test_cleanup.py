@@ -154,6 +154,13 @@ def test_a_running_run_is_left_alone(tmp_path: Path, sleeper: subprocess.Popen[b
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log))
     assert res.returncode == 3 and "still running" in res.stdout, res.stdout + res.stderr
+    # No start time for the root anywhere (no tree record): its process_start time still identifies it.
+    records[0]["ts"] = me["create_time"] + 0.5  # when the root wrote its process_start
+    records = [records[0], _record("leftover", os.getpid(), pids=[sleeper.pid],
+                                   procs=[{"pid": sleeper.pid, "create_time": info["create_time"]}])]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = _cleanup(str(log))
+    assert res.returncode == 3 and "still running" in res.stdout, res.stdout + res.stderr
     assert sleeper.poll() is None
 
 

@@ -123,11 +123,10 @@ def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> N
 
 
 def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:
-    """The program ran without tracing (here: a script that re-runs python -S): run says so, keeps its code."""
+    """The program ran without tracing (here: a shell that runs python -S): run says so, keeps its code."""
     log = tmp_path / "never.jsonl"
-    script = f"import subprocess, sys; sys.exit(subprocess.call([{sys.executable!r}, '-S', '-c', 'raise SystemExit(3)']))"
     res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", "sh", "-c",
-                      f"exec {sys.executable} -S -c \"{script}\""],
+                      f"exec {sys.executable} -S -c 'raise SystemExit(3)'"],
                      clean_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"))
     assert res.returncode == 3 and not log.exists(), res.stderr
     assert f"no log was written ({log}): tracing did not start" in res.stderr

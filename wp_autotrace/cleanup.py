@@ -24,6 +24,8 @@ REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or surv
 STILL_RUNNING = 3  # a selected run's main process is alive: nothing signalled
 
 DEFAULT_GRACE_S = 5.0
+# Interpreter start to the .pth's process_start record: well under this even on a loaded host.
+ROOT_START_WINDOW_S = 60.0
 WATCHER_ROLE = "watcher"  # the tracer's own watcher process is never a leftover of the run
 POLL_S = 0.05
 KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anyway
@@ -102,6 +104,10 @@ def _root_start(records: list[dict[str, Any]], root: tuple[str, int]) -> float |
     for r in records:
         if (r["host"], r["pid"]) == root and r["event"] == "process_start" and _num(r.get("create_time")):
             return _num(r["create_time"])
+    return _tree_start(records, root)
+
+
+def _tree_start(records: list[dict[str, Any]], root: tuple[str, int]) -> float | None:
     for r in records:
         for p in (r.get("procs") or r.get("started") or []) if r["event"] == "tree" else []:
             if isinstance(p, dict) and (r["host"], p.get("pid")) == root and _num(p.get("create_time")):
@@ -127,7 +133,9 @@ def find_candidates(records: list[dict[str, Any]], run: str | None) -> tuple[lis
             procs = [(host, p) for (host, _), p in _seen_alive(recs).items()]
         root = roots.get(rid)
         if root:
-            root_info[rid] = (root[0], root[1], _root_start(recs, root))
+            written = next((float(r["ts"]) for r in recs if r["event"] == "process_start"
+                            and (r["host"], r["pid"]) == root), None)
+            root_info[rid] = (root[0], root[1], _root_start(recs, root), written)
         for host, p in procs:
             if (root and (host, p["pid"]) == root) or p.get("role") == WATCHER_ROLE:
                 continue
@@ -151,6 +159,15 @@ class Checker:
         if info is None or create_time is None or abs(info["create_time"] - create_time) > self.tolerance:
             return None
         return info
+
+    def may_be_root(self, pid: int, create_time: float | None, written: float | None) -> bool:
+        """Could the live pid be the run's root? Without a start time in the log: if it started in the
+        window before the root wrote its process_start (a later process with that pid started after)."""
+        if create_time is not None:
+            return self.same(pid, create_time) is not None
+        info = self.reader.stat(pid)
+        return (info is not None and written is not None
+                and written - ROOT_START_WINDOW_S <= info["create_time"] <= written + self.tolerance)
 
     def refusal(self, c: Candidate) -> str | None:
         """Why c must not be signalled ('gone' if it no longer exists), or None."""
@@ -231,8 +248,8 @@ def cleanup(records: list[dict[str, Any]], run: str | None, dry_run: bool, grace
     """Verify and end the selected run's leftovers; the exit status."""
     candidates, roots = find_candidates(records, run)
     checker = Checker()
-    for rid, (host, pid, ct) in roots.items():
-        if host == checker.host and checker.same(pid, ct):
+    for rid, (host, pid, ct, written) in roots.items():
+        if host == checker.host and checker.may_be_root(pid, ct, written):
             say(f"run {rid} is still running (main process {pid} is alive): nothing signalled; "
                 "stop it first, or wait for it to end")
             return STILL_RUNNING
