@@ -394,6 +394,7 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per task, every argument with its help and default."""
     from .cleanup import DEFAULT_GRACE_S
     from .watch import DEFAULT_INTERVAL_S
 

@@ -60,6 +60,7 @@ class LogTail:
         self.partial = b""
 
     def read(self) -> list[dict[str, Any]]:
+        """The records completed since the last read (blank lines and torn fragments skipped)."""
         with open(self.path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size < self.offset:  # replaced or truncated: start over
