@@ -11,10 +11,12 @@ import tempfile
 from typing import Any
 
 from .logread import NoUsableLog, read_logs, skipped_line
+from .sink import default_log_name
 
 # Exit statuses, as documented in README.
 OK, NO_USABLE_LOG, USAGE = 0, 2, 64
 DOCTOR_PROBLEM = 1
+CANT_CREATE = 73  # sysexits' EX_CANTCREAT: export refused its output path
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -35,14 +37,20 @@ def _report(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from .export import to_chrome_trace
+    from .outfile import UnsafeOutput, open_output
 
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
-    if args.output == "-":
+    try:
+        out = open_output(args.output, args.logs, args.force)
+    except UnsafeOutput as exc:
+        print(f"wp-autotrace export: {exc}", file=sys.stderr)
+        return CANT_CREATE
+    if out is sys.stdout:
         json.dump(trace, sys.stdout)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
+        with out:
+            json.dump(trace, out)
         print(f"wrote {len(trace['traceEvents'])} events to {args.output} (open it in https://ui.perfetto.dev)",
               file=sys.stderr)
     line = skipped_line(data.skipped)
@@ -58,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return USAGE
     # exec keeps our pid, so the program becomes the root with this pid.
-    log = os.path.abspath(args.log or f"wp_autotrace-{os.uname().nodename}-{os.getpid()}.jsonl")
+    log = os.path.abspath(args.log or default_log_name(os.uname().nodename, os.getpid()))
     env = os.environ
     for key in ("WP_AUTOTRACE_RUN", "WP_AUTOTRACE_ROOT_PID", "WP_AUTOTRACE_NOTICE"):
         env.pop(key, None)
@@ -175,10 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="Chrome Trace Event JSON for Perfetto / chrome://tracing")
     p.add_argument("logs", nargs="+")
     p.add_argument("--format", choices=["chrome"], default="chrome")
-    p.add_argument("-o", "--output", default="trace.json", help="output file, or - for stdout")
+    p.add_argument("-o", "--output", default="trace.json", help="output file (new, 0600), or - for stdout")
+    p.add_argument("--force", action="store_true", help="replace an existing output file (never an input log)")
     p.set_defaults(func=_export)
     p = sub.add_parser("run", help="run a command traced: wp-autotrace run [--log PATH] -- python train.py")
-    p.add_argument("--log", help="log path (default ./wp_autotrace-<host>-<pid>.jsonl)")
+    p.add_argument("--log", help="log path (default ./wp_autotrace-<host>-<pid>-<random>.jsonl)")
     p.add_argument("--guard", action="store_true", help="also set WP_AUTOTRACE_GUARD=nested-pools")
     p.add_argument("command", nargs=argparse.REMAINDER)
     p.set_defaults(func=_run)

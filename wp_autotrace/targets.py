@@ -178,6 +178,8 @@ ARGV_ROLES: tuple[tuple[str, str], ...] = (
     # Started by multiprocessing's spawn/forkserver pools; it outlives its
     # starter by a moment, by design.
     ("multiprocessing.resource_tracker", "resource-tracker"),
+    # multiprocessing's forkserver: started on demand, lives until its starter exits.
+    ("multiprocessing.forkserver", "forkserver"),
 )
 
 
