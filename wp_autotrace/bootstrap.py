@@ -264,11 +264,14 @@ class Runtime:
 _EXEC_FORKER = ("_execute_child", "subprocess")
 # Frames between the at-fork hook and _execute_child: _after_fork, after_fork_in_child.
 _EXEC_FORKER_DEPTH = 4
+# Bound once: a user may trace sys._getframe, and the at-fork hook must not record
+# a call under the parent's identity.
+_getframe = sys._getframe
 
 
 def _forked_to_exec() -> bool:
     """Whether this forked child is subprocess's pre-exec child (about to exec)."""
-    frame = sys._getframe(1)
+    frame = _getframe(1)
     for _ in range(_EXEC_FORKER_DEPTH):
         if frame is None:
             return False

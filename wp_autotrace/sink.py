@@ -222,6 +222,10 @@ class Sink:
         if self.fd < 0:
             return
         try:
+            # Checked before a seq is taken: fstat releases the GIL, and a daemon
+            # thread frozen there at interpreter exit must not leave a seq gap.
+            if _identity(self.fd) != self.identity:
+                self._reopen()
             record = {
                 "v": SCHEMA_VERSION,
                 "event": event,
@@ -234,8 +238,6 @@ class Sink:
             }
             record.update(fields)
             line = frame(encode(record))
-            if _identity(self.fd) != self.identity:
-                self._reopen()
             written = _write(self.fd, line)
             if written != len(line):
                 self._terminate_fragment()
