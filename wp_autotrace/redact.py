@@ -97,3 +97,8 @@ def redact_env(env: dict[str, str], patterns: tuple[str, ...]) -> dict[str, str]
 def env_secrets(environ: Mapping[str, str], patterns: tuple[str, ...]) -> tuple[str, ...]:
     """Values of secret-looking environment variables, long enough to search argv for."""
     return tuple(v for k, v in environ.items() if len(v) >= MIN_ENV_SECRET and is_secret(k, patterns))
+
+
+def redact_cmd(cmd: str, patterns: tuple[str, ...] = DEFAULT_PATTERNS, env_secrets: tuple[str, ...] = ()) -> str:
+    """A space-joined command line (as the process-tree records hold it) with secrets masked."""
+    return " ".join(redact_argv(cmd.split(" "), patterns, env_secrets))
