@@ -48,9 +48,28 @@ def parse_patterns(spec: str) -> tuple[str, ...]:
     return DEFAULT_PATTERNS + extra
 
 
+# pattern -> its inner word when it is ``*word*`` (a plain substring test does:
+# the common, fast case), else "" (glob_match). Filled once per pattern.
+_substring: dict[str, str] = {}
+
+
+def _word(pattern: str) -> str:
+    word = _substring.get(pattern)
+    if word is None:
+        inner = pattern[1:-1]
+        plain = len(pattern) > 2 and pattern[0] == pattern[-1] == "*" and "*" not in inner and "?" not in inner
+        word = _substring[pattern] = inner if plain else ""
+    return word
+
+
 def is_secret(name: str, patterns: tuple[str, ...]) -> bool:
     """Whether an option or variable name looks secret."""
-    return any(glob_match(p, name) for p in patterns)
+    lower = name.lower()
+    for p in patterns:
+        word = _word(p)
+        if word in lower if word else glob_match(p, lower):
+            return True
+    return False
 
 
 def _option_name(arg: str) -> str:
