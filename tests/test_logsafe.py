@@ -21,6 +21,7 @@ import pytest
 from wp_autotrace import redact
 from wp_autotrace.cli import CANT_CREATE, main
 from wp_autotrace.sink import RECORD_START, Sink, default_log_name, open_log
+from wp_autotrace.targets import HELPER_ROLES
 
 from .conftest import ROOT, clean_env, events, read_log, run_python
 
@@ -443,6 +444,7 @@ def test_forkserver_has_its_own_role(tmp_path: Path) -> None:
     assert (res.returncode, res.stdout) == (0, "285\n"), res.stderr
     roles = {r["role"] for r in events(read_log(log), "process_start")}
     assert {"main", "forkserver"} <= roles
+    assert "forkserver" in HELPER_ROLES  # the report's "not left behind" set
 
 
 # -- 8. redaction ----------------------------------------------------------------
