@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from . import __version__
 from .logread import NoUsableLog, read_logs, skipped_line
+from .sink import default_log_name
 
 # Exit statuses, as documented in README's table (sysexits.h numbers where one fits).
 OK, NO_USABLE_LOG, USAGE = 0, 2, 64
@@ -38,10 +39,12 @@ then read the answers:
 EPILOG = """\
 exit status: 0 ok; 1 doctor found a problem, or cleanup refused or could not
 end a process; 2 no usable log; 3 cleanup: the run is still running; 64 usage
-error; 69 export could not reach the endpoint; 78 run: the interpreter cannot
+error; 69 export could not reach the endpoint; 73 export refused its output
+(an input log, a symlink, a non-regular or existing file without --force); 78 run: the interpreter cannot
 trace; 127 run: command not found; run otherwise exits with the program's code
 (128+N when a signal N ended it).
 """
+CANT_CREATE = 73  # sysexits' EX_CANTCREAT: export refused its output path
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -65,15 +68,13 @@ def _export(args: argparse.Namespace) -> int:
 
     if args.format == "otlp":
         return _export_otlp(args)
-    args.output = args.output or "trace.json"
+    output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
-    if args.output == "-":
-        json.dump(trace, sys.stdout)
-    else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
-        print(f"wrote {len(trace['traceEvents'])} events to {args.output} (open it in https://ui.perfetto.dev)",
+    if not _write_output(output, json.dumps(trace), args):
+        return CANT_CREATE
+    if output != "-":
+        print(f"wrote {len(trace['traceEvents'])} events to {output} (open it in https://ui.perfetto.dev)",
               file=sys.stderr)
     line = skipped_line(data.skipped)
     if line:
@@ -88,10 +89,10 @@ def _export_otlp(args: argparse.Namespace) -> int:
     data = read_logs(args.logs)
     request = to_otlp(data)
     spans = sum(len(s["spans"]) for rs in request["resourceSpans"] for s in rs["scopeSpans"])
-    text = json.dumps(request)
     output = args.output or (None if args.endpoint else "spans.json")
     if output:
-        _write_output(output, text)
+        if not _write_output(output, json.dumps(request), args):
+            return CANT_CREATE
         if output != "-":
             print(f"wrote {spans} spans to {output} (OTLP/JSON)", file=sys.stderr)
     line = skipped_line(data.skipped)
@@ -107,13 +108,22 @@ def _export_otlp(args: argparse.Namespace) -> int:
     return OK
 
 
-def _write_output(path: str, text: str) -> None:
-    """Write an export's text to path, or stdout for '-' (one place to switch to a safer opener)."""
-    if path == "-":
-        sys.stdout.write(text + "\n")
-        return
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
+    """Write an export's text through the safe opener (never an input, a symlink, ...); False if refused."""
+    from .outfile import UnsafeOutput, open_output
+
+    try:
+        out = open_output(path, args.logs, args.force)
+    except UnsafeOutput as exc:
+        print(f"wp-autotrace export: {exc}", file=sys.stderr)
+        return False
+    if out is sys.stdout:
+        out.write(text + "\n")
+        out.flush()
+    else:
+        with out:
+            out.write(text)
+    return True
 
 
 _PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
@@ -157,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
         print("wp-autotrace run: give the command after --, e.g. wp-autotrace run -- python train.py",
               file=sys.stderr)
         return USAGE
-    log = os.path.abspath(args.log or f"wp_autotrace-{os.uname().nodename}-{os.getpid()}.jsonl")
+    log = os.path.abspath(args.log or default_log_name(os.uname().nodename, os.getpid()))
     env = dict(os.environ)
     # The program is a new run, with itself as the root, even if this command was started traced.
     for key in ("WP_AUTOTRACE_RUN", "WP_AUTOTRACE_ROOT_PID", "WP_AUTOTRACE_NOTICE"):
@@ -410,15 +420,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["chrome", "otlp"], default="chrome",
                    help="chrome: Perfetto / chrome://tracing; otlp: OTLP/JSON spans (default: chrome)")
     p.add_argument("-o", "--output", default=None,
-                   help="output file, or - for stdout (default: trace.json; spans.json for otlp, "
+                   help="output file (created 0600), or - for stdout (default: trace.json; spans.json for otlp, "
                         "none when --endpoint is given)")
     p.add_argument("--endpoint", metavar="URL",
                    help="otlp only: also POST the spans to this OTLP/HTTP receiver (/v1/traces is appended "
                         "when missing; default: no POST)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output file, never an input log (default: refuse)")
     p.set_defaults(func=_export)
     p = sub.add_parser("run", help="run a command traced, then print the short answer: wp-autotrace run -- python "
                                    "train.py")
-    p.add_argument("--log", help="log path (default: ./wp_autotrace-<host>-<pid>.jsonl)")
+    p.add_argument("--log", help="log path (default: ./wp_autotrace-<host>-<pid>-<random>.jsonl)")
     p.add_argument("--guard", action="store_true", help="also set WP_AUTOTRACE_GUARD=nested-pools (default: off)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program and its arguments")
     p.set_defaults(func=_run)
