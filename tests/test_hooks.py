@@ -20,9 +20,10 @@ from wp_autotrace.targets import INLINE_POOL, SKIP, Target
 from .conftest import read_log
 
 POOL_MODULE = '''
+import atexit
 import functools
 
-REGISTERED = []          # stands in for os.register_at_fork / atexit.register
+REGISTERED = []          # what atexit.register was handed (it returns its argument)
 EARLY_CALLS = []
 
 class AsyncCompile:
@@ -45,7 +46,8 @@ class AsyncCompile:
 def after_fork():
     AsyncCompile.process_pool.cache_clear()
 
-REGISTERED.append(after_fork)
+REGISTERED.append(atexit.register(after_fork))
+atexit.unregister(after_fork)
 AsyncCompile.warm_pool()   # a call from the module's own top level, as torch 2.1-2.4 had
 '''
 
@@ -115,7 +117,7 @@ def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> 
 def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) -> None:
     """A function captured at definition (register_at_fork, atexit) is the wrapper."""
     mod = import_traced(log)
-    # Like os.register_at_fork(after_in_child=after_fork): the captured object is wrapped.
+    # atexit.register(after_fork) during the body was handed the wrapper.
     mod.REGISTERED[0]()
     assert "after_fork" in calls(read_log(log))
 

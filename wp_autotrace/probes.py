@@ -7,12 +7,13 @@ wrapped function's own exceptions pass through unchanged.
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import os
 import sys
 import time
 
-from .sink import Sink, thread_name
+from .sink import Sink
 from .targets import (
     CHILD_ROLE_ENV,
     CONFIG_KEYS,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 _perf_counter = time.perf_counter
 _getframe = sys._getframe
 _getpid = os.getpid
+_get_ident = _thread.get_ident
 
 # How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
 _SKIP, _LIBRARY, _USER = 0, 1, 2
@@ -142,8 +144,12 @@ class Probes:
 
     # -- wrappers ---------------------------------------------------------
 
-    def make_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
-        """Build the wrapt wrapper function for one target."""
+    def make_wrapper(self, target: Target, label: str) -> Callable[[Any, bool], Any]:
+        """Return wrap(raw, method): a plain function that records, then calls raw.
+
+        method says whether raw's first argument is the instance (or class)
+        that capture paths ("self.x") read.
+        """
         if self._local is None:
             # Here, not at start-up (threading costs every process), and not at a
             # first call (two threads could race to make it).
@@ -151,58 +157,68 @@ class Probes:
 
             self._local = threading.local()
         if target.mode == COUNT:
-            return self._counting_wrapper(label)
-        return self._tracing_wrapper(target, label)
+            return lambda raw, method: _dress(self._counting_call(label, raw), raw)
+        return lambda raw, method: _dress(self._tracing_call(target, label, raw, method), raw)
 
-    def _counting_wrapper(self, label: str) -> Callable[..., Any]:
+    def _counting_call(self, label: str, raw: Any) -> Callable[..., Any]:
         counts_owner = self
 
-        def count(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
             counts = counts_owner.counts
             counts[label] = counts.get(label, 0) + 1
-            return wrapped(*args, **kwargs)
+            return raw(*args, **kwargs)
 
-        return count
+        return call
 
-    def _tracing_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
-        def trace(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            local = self._thread_state()
-            if local.get("busy"):
-                # Called from inside the tracer itself (a target it uses): no record.
-                return wrapped(*args, **kwargs)
-            local["busy"] = True
-            try:
-                call_id = self._enter(target, label)
-            except Exception as exc:
-                self.sink.error("record call", exc)
-                return wrapped(*args, **kwargs)
-            finally:
-                local["busy"] = False
-            if call_id < 0:
+    def _tracing_call(self, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
+        begin, leave, child_role = self._begin, self._leave, target.child_role
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            call_id = begin(target, label)
+            if call_id == _REFUSED:
                 return self._refuse(target)
             start = _perf_counter()
+            _grow_stack()
+            if child_role:
+                set_child_role(child_role)
             try:
-                if target.child_role:
-                    result = _with_child_role(target.child_role, wrapped, args, kwargs)
-                else:
-                    result = wrapped(*args, **kwargs)
+                result = raw(*args, **kwargs)
             except BaseException as exc:
-                self._leave(call_id, start, target, instance, None, exc)
-                raise
-            self._leave(call_id, start, target, instance, result, None)
+                _shrink_stack(child_role)
+                if call_id > 0:
+                    leave(call_id, start, target, args[0] if method and args else None, None, exc)
+                _drop_own_frame(exc)
+                raise  # bare: re-raises with the traceback as _drop_own_frame left it
+            _shrink_stack(child_role)
+            if call_id > 0:
+                leave(call_id, start, target, args[0] if method and args else None, result, None)
             return result
 
-        return trace
+        return call
+
+    def _begin(self, target: Target, label: str) -> int:
+        """Record the call: its id, _UNRECORDED (from inside the tracer, or a fault) or _REFUSED."""
+        local = self._thread_state()
+        if local.get("busy"):
+            return _UNRECORDED  # called from inside the tracer itself (a target it uses)
+        local["busy"] = True
+        try:
+            return self._enter(target, label)
+        except Exception as exc:
+            self.sink.error("record call", exc)
+            return _UNRECORDED
+        finally:
+            local["busy"] = False
 
     def _enter(self, target: Target, label: str) -> int:
-        """Write the call record; return its id, or -1 if the guard refuses it."""
+        """Write the call record; return its id, or _REFUSED if the guard refuses it."""
         stack, caller = self.capture_stack()
         open_calls = self._thread_state().setdefault("calls", [])
         call_id = next(self._ids)
         fields: dict[str, Any] = {
             "target": label,
             "call_id": call_id,
-            "thread": thread_name(),
+            "thread": _thread_name(),
             "stack": stack,
             "caller": caller,
         }
@@ -216,7 +232,7 @@ class Probes:
             fields["action"] = target.guard
             self.sink.emit("blocked", **fields)
             self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
-            return -1
+            return _REFUSED
         self.sink.emit("call", **fields)
         open_calls.append(call_id)
         return call_id
@@ -273,21 +289,192 @@ class Probes:
         self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")))
 
 
-def _with_child_role(role: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
-    """Call wrapped with CHILD_ROLE_ENV exported, so interpreters it starts know their role.
+# -- what makes a wrapper indistinguishable -----------------------------------
 
-    torch builds a pool process's environment from os.environ at start, so
-    this is the only channel that reaches it. Restored right after.
+# _begin's answers besides a call id (ids count from 1).
+_UNRECORDED, _REFUSED = 0, -1
+
+# Recursion-limit units one traced call adds beyond the wrapped function's own:
+# the wrapper's frame, plus on 3.11 the C-level call CALL_FUNCTION_EX makes
+# (measured by bench/recursion.py). The wrapper raises the limit by this much
+# for the length of the call, so a traced recursive function reaches the depth
+# it would untraced.
+_STACK_COST = 2 if sys.version_info[:2] == (3, 11) else 1
+_limit_lock = _thread.allocate_lock()
+_getrecursionlimit = sys.getrecursionlimit
+_setrecursionlimit = sys.setrecursionlimit
+# Tracebacks keep the wrapper's frame out from 3.11, where a bare raise re-raises
+# with the exception's own (trimmed) traceback; 3.9/3.10 re-raise the one saved
+# when the exception was caught, which starts at the wrapper.
+_TRIM_TRACEBACK = sys.version_info >= (3, 11)
+
+
+def _grow_stack() -> None:
+    """Raise the recursion limit by what the wrapper itself costs (under a lock: other threads adjust it too)."""
+    with _limit_lock:
+        _setrecursionlimit(_getrecursionlimit() + _STACK_COST)
+
+
+def _shrink_stack(child_role: str | None) -> None:
+    """Undo _grow_stack (and the child role a call announced); never raises."""
+    if child_role:
+        _child_roles.pop(_get_ident(), None)
+    with _limit_lock:
+        try:
+            _setrecursionlimit(_getrecursionlimit() - _STACK_COST)
+        except RecursionError:
+            pass  # too deep to lower it right now: the next shrink at a lower depth catches up
+
+
+def _drop_own_frame(exc: BaseException) -> None:
+    """Take the wrapper's own frame off the head of exc's traceback (3.11+)."""
+    tb = exc.__traceback__
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
+        exc.__traceback__ = tb.tb_next
+
+
+# Attributes a wrapper copies from what it wraps (functools.WRAPPER_ASSIGNMENTS,
+# plus defaults, which introspection reads, and an lru_cache's own methods).
+_COPIED = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__", "__defaults__",
+           "__kwdefaults__", "cache_clear", "cache_info", "cache_parameters")
+def is_wrapper(obj: Any) -> bool:
+    """Whether obj is one of our wrappers."""
+    return getattr(obj, "__code__", None) in _wrapper_codes or type(obj) is ObjectWrapper
+
+
+# The code objects of our wrapper functions: how a wrapper is recognised
+# without an attribute of its own.
+_wrapper_codes: set[Any] = set()
+
+
+def _dress(fn: Any, raw: Any) -> Any:
+    """Make the wrapper function fn look like raw (name, docs, signature via __wrapped__), or
+    an ObjectWrapper where raw is not a function (a partial, a callable instance)."""
+    _wrapper_codes.add(fn.__code__)
+    if not (isinstance(raw, _NAMED_CALLABLES) or type(raw).__name__ == "_lru_cache_wrapper"):
+        return ObjectWrapper(raw, fn)
+    for name in _COPIED:
+        try:
+            value = getattr(raw, name)
+        except AttributeError:
+            continue
+        try:
+            setattr(fn, name, value)
+        except (AttributeError, TypeError):
+            pass
+    fn.__dict__.update(getattr(raw, "__dict__", {}))
+    fn.__wrapped__ = raw
+    return fn
+
+
+# Callables pickled by name (functions, builtins, lru_cache): their wrapper is a function.
+_NAMED_CALLABLES = (type(_dress), type(len))
+
+
+class ObjectWrapper:
+    """A wrapper for a callable object that is not a function: it reduces,
+    copies, prints and answers isinstance as the object itself."""
+
+    __slots__ = ("__wrapped__", "_wp_call", "__weakref__")
+
+    def __init__(self, raw: Any, call: Callable[..., Any]) -> None:
+        self.__wrapped__ = raw
+        self._wp_call = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._wp_call(*args, **kwargs)
+        except BaseException as exc:
+            _drop_own_frame(exc)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__wrapped__, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # noqa: D105
+        return type(self.__wrapped__)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__wrapped__.__reduce_ex__(protocol)
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+
+# -- child roles ----------------------------------------------------------------
+
+# Thread ident -> role, while a child_role target runs in that thread.
+_child_roles: dict[int, str] = {}
+_real_fork_exec: Any = None
+# _posixsubprocess.fork_exec's env argument: the same place on 3.9 - 3.13.
+_ENV_ARG = 5
+
+
+def set_child_role(role: str) -> None:
+    """Hand role to the interpreters this thread starts until the call ends."""
+    register_child_role_handover()
+    _child_roles[_get_ident()] = role
+
+
+def _fork_exec(*args: Any) -> Any:
+    """_posixsubprocess.fork_exec, with CHILD_ROLE_ENV added to the child's own
+    environment when the starting thread is inside a child_role call."""
+    role = _child_roles.get(_get_ident()) if _child_roles else None
+    if role is not None and len(args) > _ENV_ARG:
+        env = args[_ENV_ARG]
+        if env is None:
+            env = [k + b"=" + v for k, v in os.environb.items()]
+        key = CHILD_ROLE_ENV.encode() + b"="
+        env = [e for e in env if not bytes(e).startswith(key)] + [key + role.encode()]
+        args = args[:_ENV_ARG] + (env,) + args[_ENV_ARG + 1:]
+    return _real_fork_exec(*args)
+
+
+def register_child_role_handover() -> None:
+    """Route subprocess's and multiprocessing's fork_exec through _fork_exec (once).
+
+    Both start every child through _posixsubprocess.fork_exec (subprocess from
+    3.11 through its own alias); only the environment of a child started by a
+    thread inside a child_role call changes, so os.environ never holds the role.
     """
-    previous = os.environ.get(CHILD_ROLE_ENV)
-    os.environ[CHILD_ROLE_ENV] = role
-    try:
-        return wrapped(*args, **kwargs)
-    finally:
-        if previous is None:
-            os.environ.pop(CHILD_ROLE_ENV, None)
-        else:
-            os.environ[CHILD_ROLE_ENV] = previous
+    global _real_fork_exec
+    if _real_fork_exec is not None:
+        return
+    import _posixsubprocess
+    import subprocess
+
+    _real_fork_exec = _posixsubprocess.fork_exec
+    _posixsubprocess.fork_exec = _fork_exec
+    if getattr(subprocess, "_fork_exec", None) is _real_fork_exec:
+        subprocess._fork_exec = _fork_exec  # type: ignore[attr-defined]
+
+
+def unregister_child_role_handover() -> None:
+    """Put the real fork_exec back."""
+    global _real_fork_exec
+    if _real_fork_exec is None:
+        return
+    import _posixsubprocess
+    import subprocess
+
+    _posixsubprocess.fork_exec = _real_fork_exec
+    if getattr(subprocess, "_fork_exec", None) is _fork_exec:
+        subprocess._fork_exec = _real_fork_exec  # type: ignore[attr-defined]
+    _real_fork_exec = None
+
+
+def _thread_name() -> str:
+    """The calling thread's name, without creating a _DummyThread for a foreign thread."""
+    ident = _get_ident()
+    thread = sys.modules["threading"]._active.get(ident)
+    return str(thread.name) if thread is not None else f"Thread-{ident}"
 
 
 def _resolve(path: str, instance: Any, result: Any) -> Any:
@@ -301,3 +488,4 @@ def _resolve(path: str, instance: Any, result: Any) -> Any:
     if isinstance(value, dict):
         return sorted(k for k in value if isinstance(k, int))
     return value if isinstance(value, (int, float, str, bool)) else None
+
