@@ -72,7 +72,7 @@ class _PatchingLoader:
         create = getattr(self._loader, "create_module", None)
         return create(spec) if create else None
 
-    _namespace: dict[str, Any] = {"_call_with_frames_removed": _bootstrap._call_with_frames_removed}
+    _namespace: dict[str, Any] = {"_call_with_frames_removed": vars(_bootstrap)["_call_with_frames_removed"]}
     exec(compile(_EXEC_MODULE_SOURCE, _IMPORTLIB_FILE, "exec"), _namespace)
     exec_module = _namespace["exec_module"]
     del _namespace
@@ -400,11 +400,13 @@ def register_body_hooks(ns: dict[str, Any], finder: TargetFinder, name: str) -> 
     global _real_build_class, _real_register_at_fork, _real_atexit_register
     with _hooks_lock:
         if not _bodies:
-            _real_build_class, builtins.__build_class__ = builtins.__build_class__, _build_class
-            _real_atexit_register, atexit.register = atexit.register, _atexit_register
+            _real_build_class = builtins.__build_class__
+            _real_atexit_register = atexit.register
             _real_register_at_fork = getattr(os, "register_at_fork", None)
+            vars(builtins)["__build_class__"] = _build_class
+            vars(atexit)["register"] = _atexit_register
             if _real_register_at_fork is not None:
-                os.register_at_fork = _register_at_fork
+                vars(os)["register_at_fork"] = _register_at_fork
         _bodies[id(ns)] = (finder, name)
 
 
@@ -414,12 +416,12 @@ def unregister_body_hooks(ns: dict[str, Any]) -> None:
         _bodies.pop(id(ns), None)
         if _bodies:
             return
-        if builtins.__build_class__ is _build_class:
-            builtins.__build_class__ = _real_build_class
-        if atexit.register is _atexit_register:
-            atexit.register = _real_atexit_register
-        if _real_register_at_fork is not None and os.register_at_fork is _register_at_fork:
-            os.register_at_fork = _real_register_at_fork
+        # Put back only what is still ours (someone may have hooked it after us).
+        for owner, name, ours, real in ((builtins, "__build_class__", _build_class, _real_build_class),
+                                        (atexit, "register", _atexit_register, _real_atexit_register),
+                                        (os, "register_at_fork", _register_at_fork, _real_register_at_fork)):
+            if real is not None and getattr(owner, name, None) is ours:
+                setattr(owner, name, real)
     for key, value in list(ns.items()):
         if value is _register_at_fork or value is _atexit_register:
             ns[key] = _real_register_at_fork if value is _register_at_fork else _real_atexit_register

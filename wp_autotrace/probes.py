@@ -174,24 +174,30 @@ class Probes:
         begin, leave, child_role = self._begin, self._leave, target.child_role
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            call_id = begin(target, label)
+            _adjust_limit(_HEADROOM)  # the tracer's own work never counts against the host's limit
+            try:
+                call_id = begin(target, label)
+            finally:
+                _adjust_limit(_STACK_COST - _HEADROOM)
             if call_id == _REFUSED:
+                _adjust_limit(-_STACK_COST)
                 return self._refuse(target)
             start = _perf_counter()
-            _grow_stack()
             if child_role:
                 set_child_role(child_role)
             try:
                 result = raw(*args, **kwargs)
             except BaseException as exc:
-                _shrink_stack(child_role)
+                _after_call(child_role)
                 if call_id > 0:
                     leave(call_id, start, target, args[0] if method and args else None, None, exc)
+                _adjust_limit(-_HEADROOM)
                 _drop_own_frame(exc)
                 raise  # bare: re-raises with the traceback as _drop_own_frame left it
-            _shrink_stack(child_role)
+            _after_call(child_role)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
+            _adjust_limit(-_HEADROOM)
             return result
 
         return call
@@ -295,35 +301,43 @@ class Probes:
 _UNRECORDED, _REFUSED = 0, -1
 
 # Recursion-limit units one traced call adds beyond the wrapped function's own:
-# the wrapper's frame, plus on 3.11 the C-level call CALL_FUNCTION_EX makes
-# (measured by bench/recursion.py). The wrapper raises the limit by this much
-# for the length of the call, so a traced recursive function reaches the depth
-# it would untraced.
-_STACK_COST = 2 if sys.version_info[:2] == (3, 11) else 1
+# the wrapper's frame (bench/recursion.py measures 1 on 3.9 - 3.13). The wrapper
+# raises the limit by this much for the length of the call, so a traced
+# recursive function reaches the depth it would untraced.
+_STACK_COST = 1
+# Recursion-limit room the tracer's own recording may use (capture, JSON, write),
+# so a traced call at the host's limit raises where the untraced one would and
+# the record is still written.
+_HEADROOM = 64
 _limit_lock = _thread.allocate_lock()
 _getrecursionlimit = sys.getrecursionlimit
 _setrecursionlimit = sys.setrecursionlimit
+# How far the limit is above where it should be: a lowering refused because the
+# stack was too deep at that moment, made good by the next adjustment.
+_excess = 0
 # Tracebacks keep the wrapper's frame out from 3.11, where a bare raise re-raises
 # with the exception's own (trimmed) traceback; 3.9/3.10 re-raise the one saved
 # when the exception was caught, which starts at the wrapper.
 _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 
 
-def _grow_stack() -> None:
-    """Raise the recursion limit by what the wrapper itself costs (under a lock: other threads adjust it too)."""
+def _adjust_limit(delta: int) -> None:
+    """Move the recursion limit by delta (under a lock: other threads move it too); never raises."""
+    global _excess
     with _limit_lock:
-        _setrecursionlimit(_getrecursionlimit() + _STACK_COST)
+        current = _getrecursionlimit()
+        try:
+            _setrecursionlimit(current + delta - _excess)
+            _excess = 0
+        except RecursionError:
+            _excess -= delta
 
 
-def _shrink_stack(child_role: str | None) -> None:
-    """Undo _grow_stack (and the child role a call announced); never raises."""
+def _after_call(child_role: str | None) -> None:
+    """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
     if child_role:
         _child_roles.pop(_get_ident(), None)
-    with _limit_lock:
-        try:
-            _setrecursionlimit(_getrecursionlimit() - _STACK_COST)
-        except RecursionError:
-            pass  # too deep to lower it right now: the next shrink at a lower depth catches up
+    _adjust_limit(_HEADROOM - _STACK_COST)
 
 
 def _drop_own_frame(exc: BaseException) -> None:
