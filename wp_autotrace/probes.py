@@ -387,7 +387,11 @@ _NAMED_CALLABLES = (type(_dress), type(len))
 
 class ObjectWrapper:
     """A wrapper for a callable object that is not a function: it reduces,
-    copies, prints and answers isinstance as the object itself."""
+    copies, prints and answers isinstance as the object itself.
+
+    A copy is the object's own copy (untraced), as pickling gives the object's
+    own reduction: what a copy or an unpickled object does is what it would do.
+    """
 
     __slots__ = ("__wrapped__", "_wp_call", "__weakref__")
 
@@ -416,10 +420,14 @@ class ObjectWrapper:
         return repr(self.__wrapped__)
 
     def __copy__(self) -> Any:
-        return self
+        import copy
+
+        return copy.copy(self.__wrapped__)
 
     def __deepcopy__(self, memo: Any) -> Any:
-        return self
+        import copy
+
+        return copy.deepcopy(self.__wrapped__, memo)
 
 
 # -- child roles ----------------------------------------------------------------
