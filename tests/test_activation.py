@@ -188,6 +188,40 @@ def test_bad_settings_warn_and_use_defaults(log: Path) -> None:
     assert events(read_log(log), "process_start")
 
 
+SPAWN_CHILDREN = textwrap.dedent("""
+    import subprocess, sys
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", "print('child')"], check=True)
+    print("root")
+""")
+
+
+@pytest.mark.parametrize("value", ["2", "enable", "y", " Enabled "])
+def test_unknown_enable_value_warns_once_in_root_only(value: str, tmp_path: Path) -> None:
+    """WP_AUTOTRACE outside the accepted words: one warning from the root, children silent, nothing traced."""
+    res = run_python(["-c", SPAWN_CHILDREN], clean_env(WP_AUTOTRACE=value), cwd=tmp_path)
+    assert (res.returncode, res.stdout) == (0, "child\nchild\nroot\n")
+    assert res.stderr == (f"wp-autotrace: WP_AUTOTRACE={value.strip().lower()!r} is not one of 1, true, yes, on "
+                          "(or 0, false, no, off); tracing off\n")
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_mistyped_guard_warns_in_root_only(traced: bool, tmp_path: Path, log: Path) -> None:
+    """A mistyped WP_AUTOTRACE_GUARD warns once in the root, never in the children (whose stderr a host may read)."""
+    env = traced_env(log, WP_AUTOTRACE_GUARD="nested_pool") if traced else clean_env(WP_AUTOTRACE_GUARD="nested_pool")
+    res = run_python(["-c", SPAWN_CHILDREN], env, cwd=tmp_path)
+    assert (res.returncode, res.stdout) == (0, "child\nchild\nroot\n")
+    assert res.stderr == "wp-autotrace: WP_AUTOTRACE_GUARD='nested_pool' is not one of nested-pools; guard off\n"
+
+
+def test_argv_exact_including_empty_arguments(log: Path) -> None:
+    """process_start argv is the command line exactly (3.9 reads /proc: no trailing empty item)."""
+    run_python(["-c", "pass", "", "x"], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
+    start = events(read_log(log), "process_start")[0]
+    assert start["argv"][1:] == ["-c", "pass", "", "x"]
+
+
 def test_extra_targets_traced_and_exceptions_pass_through(tmp_path: Path, log: Path) -> None:
     """A traced function's exception reaches the caller unchanged and is recorded."""
     (tmp_path / "userpool.py").write_text(textwrap.dedent('''
