@@ -19,7 +19,8 @@ import tempfile
 
 DEFAULT_MODULES = ("torch._inductor.async_compile", "torch._inductor.autotune_process",
                    "torch._inductor.compile_worker.subproc_pool")
-CHILD = "import sys, time\nt = time.perf_counter()\nfor m in sys.argv[1:]:\n    __import__(m)\nprint(time.perf_counter() - t)\n"
+CHILD = ("import sys, time\nt = time.perf_counter()\nfor m in sys.argv[1:]:\n    __import__(m)\n"
+         "print(time.perf_counter() - t)\n")
 
 
 # The hooks alone: re-execute already-imported torch target modules (importlib.reload)

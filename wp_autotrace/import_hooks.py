@@ -29,8 +29,9 @@ TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable, Optional
 
-    # make_wrapper(target, label) -> a wrapt wrapper function (wrapped, instance, args, kwargs)
-    MakeWrapper = Callable[[Target, str], Callable[..., Any]]
+    # make_wrapper(target, label) -> wrap(raw, method): the wrapper of raw (method: its first
+    # argument is the instance or class)
+    MakeWrapper = Callable[[Target, str], Callable[[Any, bool], Any]]
     # notify(kind, target, module_or_None); kind is "import" or "loaded"
     Notify = Callable[[str, Target, Any], None]
     # report(where, exc): a contained tracer fault

@@ -1,8 +1,10 @@
 """The wrappers put around each target: record, count, or (guard) refuse.
 
-Each wrapper is a wrapt wrapper function. Recording is contained: a fault in
-the tracer is reported once and the wrapped call goes ahead untouched; the
-wrapped function's own exceptions pass through unchanged.
+Each wrapper is a plain function dressed as the target (name, module,
+signature via __wrapped__), or an ObjectWrapper for a callable object.
+Recording is contained: a fault in the tracer is reported once and the
+wrapped call goes ahead untouched; the wrapped function's own exceptions pass
+through unchanged, and from 3.11 without the wrapper's frame.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class Probes:
     # -- stacks -----------------------------------------------------------
 
     def _frame_kind(self, code: Any) -> int:
-        """_SKIP (ours, wrapt's, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object."""
+        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object."""
         kind = self._kinds.get(code)
         if kind is None:
             filename = code.co_filename
@@ -96,15 +98,11 @@ class Probes:
         return kind
 
     def _learn_dirs(self) -> None:
-        """Note torch's and wrapt's folders once they are imported (the cache depends on them)."""
+        """Note torch's folder once it is imported (the cache depends on it)."""
         modules = sys.modules
         if self._torch_dir is None and "torch" in modules:
             path = getattr(modules["torch"], "__file__", None)
             self._torch_dir = os.path.dirname(path) + os.sep if path else ""
-            self._kinds.clear()
-        if len(self._skip_dirs) == 1 and "wrapt" in modules:
-            path = getattr(modules["wrapt"], "__file__", None)
-            self._skip_dirs = (_OWN_DIR, os.path.dirname(path) + os.sep) if path else (_OWN_DIR, _OWN_DIR)
             self._kinds.clear()
 
     def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
