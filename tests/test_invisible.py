@@ -231,6 +231,8 @@ def test_import_error_in_target_module_has_no_hook_frames(tmp_path: Path) -> Non
             raise KeyError("in class body")
     """})
     three_ways(tmp_path, ["-c", "import broken"], targets="broken:target,broken:Later.method")
+    (tmp_path / "badsyntax.py").write_text("def target(:\n    pass\n")
+    three_ways(tmp_path, ["-c", "import badsyntax"], targets="badsyntax:target")
     three_ways(tmp_path, ["-c", "import classfail"], targets="classfail:Pool.method", allow_wrapper_frame=True)
 
 

@@ -46,7 +46,9 @@ def exec_module(self, module):
     module.__loader__ = self._loader  # the module's own code sees its real loader, not us
     if module.__spec__ is not None:
         module.__spec__.loader = self._loader
-    code = self._finder.before_body(self._loader, module)
+    get_code = getattr(self._loader, "get_code", None)
+    code = get_code(module.__name__) if get_code is not None else None
+    self._finder.before_body(module, code)
     done = False
     try:
         if code is None:
@@ -143,17 +145,13 @@ class TargetFinder:
 
     # -- patching ---------------------------------------------------------
 
-    def before_body(self, loader: Any, module: Any) -> Any:
-        """Notify imports and put the hooks in place; return the code to run (None: the loader runs it)."""
-        name = module.__name__
-        for t in self._by_module.get(name, []):
+    def before_body(self, module: Any, code: Any) -> None:
+        """Notify imports and put the hooks in place (code: what will run; None: the loader runs it)."""
+        for t in self._by_module.get(module.__name__, []):
             if t.mode == IMPORT:
                 self._contained("notify", self._notify, "import", t, module)
-        get_code = getattr(loader, "get_code", None)
-        code = get_code(name) if get_code is not None else None
         if code is not None:
-            register_body_hooks(module.__dict__, self, name)
-        return code
+            register_body_hooks(module.__dict__, self, module.__name__)
 
     def after_body(self, module: Any, code: Any, done: bool) -> None:
         """Take the hooks away (always), then wrap what the body defined (if it finished)."""
@@ -292,7 +290,7 @@ def _imported_by_tracer() -> bool:
 
 def _trusted_spec(name: str) -> Any:
     """name's spec from sys.path without the cwd and the script's folder (sys.path[0])."""
-    from importlib.machinery import PathFinder
+    PathFinder = sys.modules["_frozen_importlib_external"].PathFinder  # importing importlib here would recurse
 
     untrusted = {"", ".", os.getcwd()}
     if not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)) and sys.path:
