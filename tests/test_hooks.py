@@ -241,3 +241,58 @@ def test_wrapped_targets_pickle_by_reference(synth: Path, log: Path) -> None:
                 functools.partial(mod.after_fork)):
         back = pickle.loads(pickle.dumps(obj))
         assert back == obj or (isinstance(obj, functools.partial) and back.func is obj.func)
+
+
+def test_body_hooks_leave_other_threads_alone_and_are_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              log: Path) -> None:
+    """While a target body runs, another thread's classes and atexit callbacks are untouched; hooks removed after."""
+    import atexit
+    import builtins
+    import threading
+    import types
+
+    sync = types.ModuleType("synth_sync")
+    sync.inside, sync.release = threading.Event(), threading.Event()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "synth_sync", sync)
+    (tmp_path / "slowpool.py").write_text(textwrap.dedent('''
+        import synth_sync
+
+        class AsyncCompile:
+            def warm_pool(self):
+                return 1
+
+        synth_sync.inside.set()
+        synth_sync.release.wait(10)
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = (builtins.__build_class__, atexit.register)
+    sink = Sink(str(log), "h", "main")
+    probes = Probes(sink, 4, False, lambda info: None)
+    finder = TargetFinder((Target("slowpool", "AsyncCompile.warm_pool"), Target("slowpool", "warm")),
+                          probes.make_wrapper, probes.notify, pytest.fail)
+    finder.install()
+    importer = threading.Thread(target=importlib.import_module, args=("slowpool",))
+    try:
+        importer.start()
+        assert sync.inside.wait(10)  # type: ignore[attr-defined]
+        assert builtins.__build_class__ is not real[0]  # the window is open
+
+        class AsyncCompile:  # same name, another module: not a target
+            def warm_pool(self) -> int:
+                return 2
+
+        def warm() -> None:
+            pass
+
+        assert atexit.register(warm) is warm
+        atexit.unregister(warm)
+        assert type(AsyncCompile.__dict__["warm_pool"]).__name__ == "function"
+        assert AsyncCompile.__dict__["warm_pool"].__code__.co_filename == __file__
+    finally:
+        sync.release.set()  # type: ignore[attr-defined]
+        importer.join(10)
+        finder.uninstall()
+        mod = sys.modules.pop("slowpool", None)
+    assert (builtins.__build_class__, atexit.register) == real
+    assert mod is not None and mod.AsyncCompile().warm_pool() == 1
+    assert calls(read_log(log)) == ["AsyncCompile.warm_pool"]
