@@ -289,23 +289,27 @@ def _imported_by_tracer() -> bool:
 
 
 def _trusted_spec(name: str) -> Any:
-    """name's spec from sys.path without the cwd and the script's folder (sys.path[0])."""
-    PathFinder = sys.modules["_frozen_importlib_external"].PathFinder  # importing importlib here would recurse
+    """name's spec from sys.path without the cwd and the script's folder (sys.path[0]).
 
+    Other finders (built-in, frozen, an editable install's) are asked next; a
+    spec of theirs that points into an untrusted folder is refused.
+    """
+    path_finder = sys.modules["_frozen_importlib_external"].PathFinder  # importing importlib here would recurse
     untrusted = {"", ".", os.getcwd()}
     if not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)) and sys.path:
         untrusted.add(sys.path[0])
-    path = [p for p in sys.path if isinstance(p, str) and p not in untrusted]
-    spec = PathFinder.find_spec(name, path)
-    if spec is None:
-        for finder in sys.meta_path:  # built-in and frozen modules
-            if finder is not PathFinder and not isinstance(finder, TargetFinder):
-                find = getattr(finder, "find_spec", None)
-                spec = find(name, None) if find is not None else None
-                if spec is not None and spec.origin in ("built-in", "frozen"):
-                    return spec
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    return spec
+    spec = path_finder.find_spec(name, [p for p in sys.path if isinstance(p, str) and p not in untrusted])
+    if spec is not None:
+        return spec
+    folders = tuple(os.path.join(os.path.abspath(p), "") for p in untrusted)
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if finder is path_finder or isinstance(finder, TargetFinder) or find is None:
+            continue
+        spec = find(name, None)
+        if spec is not None and not str(spec.origin or "").startswith(folders):
+            return spec
+    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def _all_subclasses(cls: type) -> list[type]:
