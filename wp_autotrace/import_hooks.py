@@ -278,11 +278,13 @@ class TargetFinder:
 
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Bound once: a user may trace sys._getframe itself (WP_AUTOTRACE_TARGETS=sys:_getframe).
+_getframe = sys._getframe
 
 
 def _imported_by_tracer() -> bool:
     """Whether the import statement being served is in this package's code."""
-    frame: Any = sys._getframe(2)
+    frame: Any = _getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
@@ -433,5 +435,5 @@ def unregister_body_hooks(ns: dict[str, Any]) -> None:
 def _drop_own_frame(exc: BaseException) -> None:
     """Keep a hook's own frame out of an exception's traceback (3.11+; see probes)."""
     tb = exc.__traceback__
-    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is sys._getframe(1):
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
         exc.__traceback__ = tb.tb_next
