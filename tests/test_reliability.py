@@ -311,8 +311,8 @@ def test_fork_storm_with_busy_sampler_and_writers(tmp_path: Path, synth: Path) -
     kids = [s for s in starts if s["pid"] != root["pid"]]
     assert len(kids) == 50 and all(k["forked"] and k["ppid"] == root["pid"] and k["role"] == "child" for k in kids)
     exits = {r["pid"]: r for r in events(recs, "process_exit")}
-    assert all(k["pid"] in exits for k in kids)
-    assert {exits[k["pid"]]["how"] for k in kids} == {"exit", "os._exit"}
+    # half leave normally (process_exit "exit"); half by a bare os._exit, which is left as it is (no record)
+    assert [exits[k["pid"]]["how"] for k in kids if k["pid"] in exits] == ["exit"] * 25
     # each child recorded its own traced call, with a fresh call id and no parent from its parent's threads
     for k in kids:
         mine = [c for c in events(recs, "call") if c["pid"] == k["pid"]]
