@@ -20,9 +20,10 @@ from wp_autotrace.targets import INLINE_POOL, SKIP, Target
 from .conftest import read_log
 
 POOL_MODULE = '''
+import atexit
 import functools
 
-REGISTERED = []          # stands in for os.register_at_fork / atexit.register
+REGISTERED = []          # what atexit.register was handed (it returns its argument)
 EARLY_CALLS = []
 
 class AsyncCompile:
@@ -45,7 +46,8 @@ class AsyncCompile:
 def after_fork():
     AsyncCompile.process_pool.cache_clear()
 
-REGISTERED.append(after_fork)
+REGISTERED.append(atexit.register(after_fork))
+atexit.unregister(after_fork)
 AsyncCompile.warm_pool()   # a call from the module's own top level, as torch 2.1-2.4 had
 '''
 
@@ -115,7 +117,7 @@ def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> 
 def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) -> None:
     """A function captured at definition (register_at_fork, atexit) is the wrapper."""
     mod = import_traced(log)
-    # Like os.register_at_fork(after_in_child=after_fork): the captured object is wrapped.
+    # atexit.register(after_fork) during the body was handed the wrapper.
     mod.REGISTERED[0]()
     assert "after_fork" in calls(read_log(log))
 
@@ -239,3 +241,58 @@ def test_wrapped_targets_pickle_by_reference(synth: Path, log: Path) -> None:
                 functools.partial(mod.after_fork)):
         back = pickle.loads(pickle.dumps(obj))
         assert back == obj or (isinstance(obj, functools.partial) and back.func is obj.func)
+
+
+def test_body_hooks_leave_other_threads_alone_and_are_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              log: Path) -> None:
+    """While a target body runs, another thread's classes and atexit callbacks are untouched; hooks removed after."""
+    import atexit
+    import builtins
+    import threading
+    import types
+
+    sync = types.ModuleType("synth_sync")
+    sync.inside, sync.release = threading.Event(), threading.Event()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "synth_sync", sync)
+    (tmp_path / "slowpool.py").write_text(textwrap.dedent('''
+        import synth_sync
+
+        class AsyncCompile:
+            def warm_pool(self):
+                return 1
+
+        synth_sync.inside.set()
+        synth_sync.release.wait(10)
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = (builtins.__build_class__, atexit.register)
+    sink = Sink(str(log), "h", "main")
+    probes = Probes(sink, 4, False, lambda info: None)
+    finder = TargetFinder((Target("slowpool", "AsyncCompile.warm_pool"), Target("slowpool", "warm")),
+                          probes.make_wrapper, probes.notify, pytest.fail)
+    finder.install()
+    importer = threading.Thread(target=importlib.import_module, args=("slowpool",))
+    try:
+        importer.start()
+        assert sync.inside.wait(10)  # type: ignore[attr-defined]
+        assert builtins.__build_class__ is not real[0]  # the window is open
+
+        class AsyncCompile:  # same name, another module: not a target
+            def warm_pool(self) -> int:
+                return 2
+
+        def warm() -> None:
+            pass
+
+        assert atexit.register(warm) is warm
+        atexit.unregister(warm)
+        assert type(AsyncCompile.__dict__["warm_pool"]).__name__ == "function"
+        assert AsyncCompile.__dict__["warm_pool"].__code__.co_filename == __file__
+    finally:
+        sync.release.set()  # type: ignore[attr-defined]
+        importer.join(10)
+        finder.uninstall()
+        mod = sys.modules.pop("slowpool", None)
+    assert (builtins.__build_class__, atexit.register) == real
+    assert mod is not None and mod.AsyncCompile().warm_pool() == 1
+    assert calls(read_log(log)) == ["AsyncCompile.warm_pool"]

@@ -70,7 +70,7 @@ def is_true(value: str | None) -> bool:
     return (value or "").strip().lower() in TRUE_WORDS
 
 
-def _number(name: str, default: float, low: float, high: float) -> float:
+def _number(name: str, default: float, low: float, high: float, root: bool = True) -> float:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -79,27 +79,46 @@ def _number(name: str, default: float, low: float, high: float) -> float:
         if not low <= value <= high:
             raise ValueError
     except ValueError:
-        warn(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}", name)
+        if root:
+            warn(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}", name)
         return default
     return value
 
 
+def _is_root() -> bool:
+    """Whether this process starts a run (settings warnings are printed there only)."""
+    root_pid = os.environ.get(ROOT_ENV)
+    return not root_pid or root_pid == str(os.getpid())
+
+
 def read_settings() -> Settings:
-    """Parse the WP_AUTOTRACE_* variables; a bad value warns and takes the default."""
+    """Parse the WP_AUTOTRACE_* variables; a bad value warns (in the root only) and takes the default."""
     env = os.environ
+    root = _is_root()
+    notes: list[str] = []
+    enable_raw = (env.get(ENABLE_ENV) or "").strip().lower()
+    if enable_raw not in TRUE_WORDS + FALSE_WORDS:
+        notes.append(f"{ENABLE_ENV}={enable_raw[:40]!r} is not one of {', '.join(TRUE_WORDS)} "
+                     f"(or {', '.join(FALSE_WORDS[1:])}); tracing off")
     guard_raw = (env.get(GUARD_ENV) or "").strip().lower()
     guard = guard_raw in GUARD_MODES
     if not guard and guard_raw not in FALSE_WORDS:
-        warn(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off", GUARD_ENV)
+        notes.append(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off")
     extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
     if rejected:
-        warn(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)", TARGETS_ENV)
+        notes.append(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)")
+    if root:
+        for note in notes:
+            warn(note)
+        if notes:
+            # Descendants inherit the same values: they stay silent.
+            env.setdefault(ROOT_ENV, str(os.getpid()))
     return Settings(
         trace=is_true(env.get(ENABLE_ENV)),
         guard=guard,
         log=env.get(LOG_ENV) or None,
-        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256)),
-        interval=_number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600),
+        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256, root)),
+        interval=_number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, root),
         extra_targets=tuple(extra),
         redact=parse_patterns(env.get(REDACT_ENV, "")),
     )
@@ -109,9 +128,11 @@ def _proc_cmdline() -> list[str]:
     """The full command line where sys.orig_argv is missing (Python < 3.10)."""
     try:
         with open("/proc/self/cmdline", "rb") as f:
-            return f.read(65536).decode(errors="replace").split("\0")
+            data = f.read(65536).decode(errors="replace")
     except OSError:
         return []
+    # Each argument ends with a NUL: the last split piece is not an argument.
+    return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
 
 
 def detect_role(is_root: bool) -> str:
@@ -189,9 +210,9 @@ class Runtime:
     def start(self) -> None:
         """Hook imports, write process_start, start the root's threads."""
         if self.settings.extra_targets:
-            # A user target may be a module wrapt itself needs (threading): load
-            # wrapt before the finder can patch such a module half-way through.
-            import wrapt  # noqa: F401
+            # A user target may be a module the wrappers themselves need (threading):
+            # load them before the finder can patch such a module half-way through.
+            self.probes()
         self.finder.install()
         self.write_start(forked=False)
         if self.is_root and self.settings.trace and self.settings.interval > 0:
@@ -289,7 +310,6 @@ def _post_notice(info: dict[str, Any]) -> None:
 
 _runtime: Runtime | None = None
 _started = False
-_real_os_exit = os._exit
 
 
 # Called in every forked child (os.register_at_fork): a new identity, no root threads.
@@ -299,11 +319,12 @@ def _after_fork() -> None:
         return
     try:
         rt.after_fork_in_child()
+        _record_exit_of_mp_worker()
     except Exception as exc:
         rt.sink.error("fork", exc)
 
 
-# Written once, by whichever exit comes first (atexit, or os._exit).
+# Written once, by whichever exit comes first (atexit, or a multiprocessing worker's end).
 def _record_exit(how: str, code: int | None = None) -> None:
     global _runtime
     rt, _runtime = _runtime, None
@@ -319,10 +340,34 @@ def _at_exit() -> None:
     _record_exit("exit")
 
 
-def _os_exit(code: int) -> None:
-    """os._exit skips atexit (multiprocessing workers leave this way): record first."""
-    _record_exit("os._exit", code)
-    _real_os_exit(code)
+# Runs after every other multiprocessing finalizer of a worker (they run highest first).
+_LAST_FINALIZER = -(2**31)
+
+
+def _record_exit_of_mp_worker() -> None:
+    """Record process_exit in a forked multiprocessing worker, which leaves by os._exit.
+
+    os._exit skips atexit. Rather than replacing os._exit (it must stay
+    posix._exit, keywords and all), hook multiprocessing's own exit path: a
+    worker runs its after-fork callbacks as it starts (this one adds a finalizer)
+    and its finalizers (util._exit_function) just before os._exit. Other os._exit
+    callers write no process_exit (README, Known limits).
+    """
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util.register_after_fork(_mp_exit_token, _add_mp_exit_finalizer)
+
+
+def _add_mp_exit_finalizer(_token: object) -> None:
+    util = sys.modules["multiprocessing.util"]
+    util.Finalize(None, _record_exit, args=("os._exit",), exitpriority=_LAST_FINALIZER)
+
+
+class _Token:
+    """A weak-referenceable key for multiprocessing's after-fork registry."""
+
+
+_mp_exit_token = _Token()
 
 
 def start() -> None:
@@ -341,8 +386,6 @@ def start() -> None:
         _runtime = runtime
         os.register_at_fork(after_in_child=_after_fork)
         atexit.register(_at_exit)
-        if runtime.settings.trace:
-            os._exit = _os_exit  # type: ignore[assignment]
     except Exception as exc:
         _runtime = None
         if runtime is not None:

@@ -27,8 +27,9 @@ INLINE_POOL = "inline-pool"  # return an executor that runs jobs in-process
 # Sidecars: the processes that fork a compile pool's workers.
 SIDECAR_ROLES = frozenset({"compile-sidecar", "fx-compile-sidecar"})
 GUARDED_ROLES = SIDECAR_ROLES | {"compile-worker", "autotune-worker", "quack-worker"}
-# Exported by a wrapper while its call starts a child interpreter (the child
-# pops it at start): how a spawned pool process learns which pool it serves.
+# Added by a wrapper to the environment of the interpreters its call's own thread
+# starts (never to os.environ; the child pops it at start): how a spawned pool
+# process learns which pool it serves.
 CHILD_ROLE_ENV = "WP_AUTOTRACE_CHILD_ROLE"
 
 # Environment variables recorded at process start and at each warm_pool call,
