@@ -276,7 +276,8 @@ def collect_steps(mod: Module, body: list[ast.stmt], gates: tuple[str, ...] = ()
         if isinstance(node, ast.ClassDef):
             steps += collect_steps(mod, node.body, gates)
             continue
-        children = [getattr(node, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(node, f, None), list)]
+        children = [getattr(node, f) for f in ("body", "orelse", "finalbody")
+                    if isinstance(getattr(node, f, None), list)]
         if children:  # try / with / for / while: the header, then every block
             for h in getattr(node, "handlers", []):
                 children.append(h.body)
