@@ -328,7 +328,7 @@ class WarmAt(NamedTuple):
 class ImportWalk:
     """Follows what importing a module runs: module bodies, imports, calls of the wheel's own functions."""
 
-    def __init__(self, modules: dict[str, Module], env: dict[str, tuple[str, str]] | None = None) -> None:
+    def __init__(self, modules: Modules, env: dict[str, tuple[str, str]] | None = None) -> None:
         self.modules = modules
         self.env: dict[str, tuple[str, str]] = dict(env or {})
         self.done: set[str] = set()
@@ -416,22 +416,42 @@ class Release(NamedTuple):
     imports: dict[str, dict[str, str]]  # file -> local name -> module it came from
 
 
-def read_modules(wheel: Path, keep_all: bool) -> dict[str, Module]:
-    """Parse the wheel's Python members (only those naming a pool or switch unless keep_all)."""
-    modules: dict[str, Module] = {}
+class Modules(dict):  # type: ignore[type-arg]
+    """Module name -> Module, each member parsed on first use (a wheel has ~2,000; a walk reads ~300)."""
+
+    def __getitem__(self, name: str) -> Module:
+        value = super().__getitem__(name)
+        if isinstance(value, Module):
+            return value
+        member, data, is_pkg = value
+        try:
+            tree = ast.parse(data, member)
+        except (SyntaxError, ValueError):
+            tree = ast.Module(body=[], type_ignores=[])  # not Python 3.11 syntax: read as empty
+        mod = Module(name, member, tree, is_pkg)
+        self[name] = mod
+        return mod
+
+    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+        return self[name] if name in self else default  # noqa: SIM401 (our __getitem__ parses)
+
+    def named(self) -> list[Module]:
+        """The modules whose text names a pool or a switch: the only ones with sites."""
+        return [self[n] for n, v in list(self.items())
+                if isinstance(v, Module) or any(k in v[1] for k in KEYWORDS)]
+
+
+def read_modules(wheel: Path, keep_all: bool) -> Modules:
+    """The wheel's Python members (only those naming a pool or switch unless keep_all), unparsed."""
+    modules = Modules()
     with zipfile.ZipFile(wheel) as zf:
         for member in zf.namelist():
             named = module_name(member)
             if named is None:
                 continue
             data = zf.read(member)
-            if not keep_all and not any(k in data for k in KEYWORDS):
-                continue
-            try:
-                tree = ast.parse(data, member)
-            except (SyntaxError, ValueError):
-                continue  # not Python 3.11 syntax: reported nowhere, counted nowhere; rare
-            modules[named[0]] = Module(named[0], member, tree, named[1])
+            if keep_all or any(k in data for k in KEYWORDS):
+                modules[named[0]] = (member, data, named[1])
     return modules
 
 
@@ -465,7 +485,8 @@ def analyse(dist: str, version: str, wheel: Path) -> Release:
     entry = backends_entry(wheel)
     modules = read_modules(wheel, keep_all=bool(entry))
     sites: list[Site] = []
-    for mod in modules.values():
+    named = modules.named()
+    for mod in named:
         visitor = SiteVisitor(mod.file)
         visitor.visit(mod.tree)
         sites += visitor.sites
@@ -484,9 +505,9 @@ def analyse(dist: str, version: str, wheel: Path) -> Release:
         if s.kind == "call" and s.name in WARM_CALLS and s.func == "<module>" and (s.file, s.line) not in reached:
             # imported later, by the first compile: after `import torch` left the switches as they are now
             later = ImportWalk(modules, env)
-            later.import_module(next(m.name for m in modules.values() if m.file == s.file))
+            later.import_module(next(m.name for m in named if m.file == s.file))
             lazy += [w for w in later.warms if (w.file, w.line) == (s.file, s.line)]
-    imports = {m.file: file_imports(m) for m in modules.values()}
+    imports = {m.file: file_imports(m) for m in named}
     return Release(dist, version, wheel.name, entry, sites, at_import, lazy, imports)
 
 
@@ -626,9 +647,25 @@ process that compiles, not during `import torch`, and never in a sidecar.
 """
 
 
+def coverage_section(releases: list[Release]) -> list[str]:
+    """Whether the default targets catch every pool entry point found, over all releases."""
+    verdicts = [(rel, s, caught(s, rel.imports.get(s.file, {}))) for rel in releases for s in rel.sites
+                if s.kind == "subclass" or (s.kind == "call" and s.name != "process_pool().submit")]
+    missed = [(rel, s, v) for rel, s, v in verdicts if not v.startswith(("yes", "subclass rule wraps"))
+              or v.endswith("nothing (no target method)")]
+    out = ["## Default targets", "",
+           f"{len(verdicts)} pool entry points (calls of warm_pool / process_pool / SubprocPool / "
+           f"shutdown_compile_workers and AsyncCompile subclasses) in {len(releases)} releases; "
+           f"{len(verdicts) - len(missed)} caught by the default targets (wp_autotrace/targets.py, "
+           "with the AsyncCompile subclass rule of import_hooks.py)."]
+    out += [f"- NOT caught: {rel.dist} {rel.version} `{s.file}:{s.line}` {s.name}: {v}" for rel, s, v in missed]
+    return out + [""]
+
+
 def render(releases: list[Release], notes: list[str], date: str) -> str:
     out = [INTRO.format(date=date), SUMMARY_HEADER, SUMMARY_RULE]
     out += [summary_row(r) for r in releases]
+    out += ["", *coverage_section(releases), FROM_SOURCE]
     out += ["", "## Not read", ""] + [f"- {n}" for n in notes] if notes else []
     out += ["", "## Releases", ""]
     for rel in releases:
@@ -676,6 +713,30 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr)
     return 0
 
+
+# Read from a source repository because no wheel with the code is on the index (kept by hand).
+FROM_SOURCE = """\
+## IPEX XPU builds (from source, not from a wheel)
+
+The XPU builds of intel-extension-for-pytorch (`2.x+xpu`) are published on Intel's own index,
+not on the one read here, and the PyPI wheels (CPU builds) contain no inductor pool code. The
+XPU code was read from the source repository instead: intel/intel-extension-for-pytorch,
+`intel_extension_for_pytorch/_inductor/xpu/codecache.py` (e.g. commit e91835cc; the file has
+several versions on the xpu branches):
+
+- `class XPUAsyncCompile(AsyncCompile)` (AsyncCompile imported from `torch._inductor.codecache`,
+  i.e. torch ≤ 2.3) overrides `process_pool()` (static, `lru_cache(1)`) to build its own
+  fork-context `ProcessPoolExecutor` (in some versions with `_async_compile_initializer`, in
+  others a local watchdog `init`), and `triton()`, which calls `self.process_pool().submit(...)`.
+- The module ends with a bare `XPUAsyncCompile.warm_pool()` at import, with no autoload reset.
+  IPEX has no `torch.backends` entry point (it is imported explicitly) and its pool is a fork
+  pool, not a sidecar, so nothing imports it again: no nesting, but one pool per process that
+  imports IPEX's inductor package.
+- Default targets: `XPUAsyncCompile.process_pool` is wrapped by the subclass rule (codecache's
+  `AsyncCompile.process_pool` row), and `warm_pool` is AsyncCompile's own (wrapped). Workers
+  started with the local `init` initializer get no `compile-worker` role from
+  `_async_compile_initializer` (they are still recorded as forked children).
+"""
 
 # Releases deliberately not read, and why (shown in the document).
 NOT_READ = [
