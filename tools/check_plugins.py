@@ -659,11 +659,15 @@ def coverage_section(releases: list[Release]) -> list[str]:
            f"{len(verdicts) - len(missed)} caught by the default targets (wp_autotrace/targets.py, "
            "with the AsyncCompile subclass rule of import_hooks.py)."]
     out += [f"- NOT caught: {rel.dist} {rel.version} `{s.file}:{s.line}` {s.name}: {v}" for rel, s, v in missed]
+    nesting_ones = [f"{r.dist} {r.version}" for r in releases if nesting(r).startswith("yes")]
+    warming = [f"{r.dist} {r.version}" for r in releases if any(not skipped(w) for w in r.at_import)]
+    out += ["", f"Releases that warm a pool during `import torch`: {', '.join(warming) or 'none'}. "
+            f"Releases whose own sidecars load them again (nesting): {', '.join(nesting_ones) or 'none'}."]
     return out + [""]
 
 
 def render(releases: list[Release], notes: list[str], date: str) -> str:
-    out = [INTRO.format(date=date), SUMMARY_HEADER, SUMMARY_RULE]
+    out = [INTRO.format(date=date).rstrip("\n") + "\n", SUMMARY_HEADER, SUMMARY_RULE]
     out += [summary_row(r) for r in releases]
     out += ["", *coverage_section(releases), FROM_SOURCE]
     out += ["", "## Not read", ""] + [f"- {n}" for n in notes] if notes else []
