@@ -129,3 +129,44 @@ def test_subclass_pool_recorded_through_subclass_rule(tmp_path: Path, log: Path)
     assert sidecars[0]["ppid"] == main
     assert not warm_calls(recs)  # no warm at import: the pool exists because the plugin compiled
     assert any(c["target"].endswith("SubprocPool.shutdown") and c["pid"] == main for c in calls)
+
+
+JOB_PROG = textwrap.dedent(f'''
+    import time
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+    from wp_fx_jobs._inductor.jobs import negate
+    print(AsyncCompile.process_pool().submit(negate, 5).result(timeout=40), flush=True)
+    time.sleep({POOL_WAIT_S})
+    print("bye")
+''')
+
+
+def test_ungated_warm_runs_in_a_worker_unpickling_a_plugin_job(tmp_path: Path, log: Path) -> None:
+    """Autoload reset but no TORCH_WARM_POOL gate: the worker importing the plugin for a job warms a pool."""
+    script = tmp_path / "prog.py"
+    script.write_text(JOB_PROG)
+    res = run_python([str(script)], plugin_env(log, "wp_fx_jobs"), timeout=60)
+    assert res.returncode == 0 and res.stdout == "-5\nbye\n", res.stderr[-2000:]
+    recs = read_log(log)
+    starts = {r["pid"]: r for r in events(recs, "process_start")}
+    by_role = {starts[w["pid"]]["role"] for w in warm_calls(recs) if w["pid"] in starts}
+    assert by_role == {"main", "compile-worker"}
+    worker_warm = next(w for w in warm_calls(recs) if starts[w["pid"]]["role"] == "compile-worker")
+    assert worker_warm["env"].get("TORCH_WARM_POOL") == "0"  # what torch gives its sidecars; ignored here
+    under_worker = [s for s in starts.values() if s["role"] == "compile-sidecar"
+                    and starts.get(s["ppid"], {}).get("role") == "compile-worker"]
+    assert [s["ppid"] for s in under_worker] == [worker_warm["pid"]]
+
+
+def test_ungated_warm_in_worker_refused_by_guard(tmp_path: Path, log: Path) -> None:
+    """The same run under WP_AUTOTRACE_GUARD=nested-pools: the worker's warm_pool is refused, the job still runs."""
+    script = tmp_path / "prog.py"
+    script.write_text(JOB_PROG)
+    res = run_python([str(script)], plugin_env(log, "wp_fx_jobs", WP_AUTOTRACE_GUARD="nested-pools"), timeout=60)
+    assert res.returncode == 0 and res.stdout == "-5\nbye\n", res.stderr[-2000:]
+    recs = read_log(log)
+    roles = [s["role"] for s in events(recs, "process_start")]
+    assert roles.count("compile-sidecar") == 1
+    assert {(b["role"], b["target"].rsplit(".", 1)[-1]) for b in events(recs, "blocked")} == {
+        ("compile-worker", "warm_pool")}

@@ -115,6 +115,7 @@ def _wheel(tmp_path: Path, name: str) -> Path:
     ("wp_fx_reset", "import-warm-reset-gated", "no"),
     ("wp_fx_plain", "import-warm", "yes"),
     ("wp_fx_subclass", "subclass-pool", "no"),
+    ("wp_fx_jobs", "import-warm-reset", "no"),
 ])  # fmt: skip
 def test_tool_reads_fixture_shapes(tmp_path: Path, name: str, shape: str, nests: str) -> None:
     """The tool's import walk and verdicts on the three stand-in shapes."""
@@ -140,3 +141,16 @@ def test_summary_rows_render_and_parse_back(tmp_path: Path) -> None:
     text = TOOL.render(rels, ["a note"], "2026-01-01")
     assert TOOL.parse_summary(text) == [("wp_fx_plain", "0.1", "import-warm"),
                                         ("wp_fx_reset", "0.1", "import-warm-reset-gated")]
+
+
+def test_advice_for_a_nesting_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No release read nests; a row that did would name the guard as the way out."""
+    from wp_autotrace import plugins
+
+    row = plugins.Behaviour("wp_fx_plain", "0.1", "0.2", "import-warm",
+                            "calls warm_pool() at import without keeping itself out of sidecars",
+                            "Upgrade to a release that resets TORCH_DEVICE_BACKEND_AUTOLOAD around it", nests=True)
+    monkeypatch.setattr(plugins, "PLUGINS", (row,))
+    assert plugins.advice_for("wp-fx-plain", "0.1.5") == (
+        "wp-fx-plain 0.1.5 calls warm_pool() at import without keeping itself out of sidecars. Upgrade to a "
+        "release that resets TORCH_DEVICE_BACKEND_AUTOLOAD around it (or run with WP_AUTOTRACE_GUARD=nested-pools).")

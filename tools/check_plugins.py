@@ -579,6 +579,9 @@ SUMMARY_RULE = "|---|---|---|---|---|---|"
 
 def _warm_text(w: WarmAt) -> str:
     gate = f"; gated on {w.gate}" if w.gate else ""
+    if WARM not in w.gate:
+        gate += ("; not gated on TORCH_WARM_POOL, so it also runs in a compile worker that imports this module "
+                 "(e.g. unpickling one of the plugin's jobs)")
     state = "skipped (TORCH_WARM_POOL=0 set by the plugin)" if skipped(w) else "runs"
     return (f"`{w.file}:{w.line}` {state}; TORCH_DEVICE_BACKEND_AUTOLOAD = {w.autoload or 'unset'}, "
             f"TORCH_WARM_POOL = {w.warm or 'unset'}{gate}; via {' → '.join(w.chain)}")
@@ -632,7 +635,15 @@ the plugin again, otherwise it does, and a warm_pool at import then nests pools 
 (the seed scenario). *Lazy*: a module-level `warm_pool()` in a module the plugin imports only
 later (e.g. `torch_npu._inductor`, imported when inductor first compiles for the device).
 Shapes: `no-pool`; `import-warm[-reset][-gated]` / `lazy-warm[-reset][-gated]` /
-`…-skipped` (gated on `TORCH_WARM_POOL` which the plugin itself set to `"0"` first);
+`…-skipped` (gated on `TORCH_WARM_POOL` which the plugin itself set to `"0"` first).
+*-gated* matters beyond the main process: torch's `SubprocPool` starts its sidecar with
+`TORCH_WARM_POOL=0` ("safeguard against creating a SubprocPool in the subprocess"), so a
+gated `warm_pool()` never runs in a sidecar or its workers, while an ungated one runs
+wherever its module is imported, including a compile worker that unpickles one of the
+plugin's jobs (torch_npu's `CustomAsyncCompile` submits `_worker_compile`, defined in
+`torch_npu._inductor.…codecache`, whose import runs `torch_npu/_inductor/__init__.py`):
+that worker starts a sidecar of its own, autoload reset or not (tests/fixtures/plugins/wp_fx_jobs
+reproduces it);
 `compile-warm` (a `warm_pool()` inside a function); `subclass-pool` (an `AsyncCompile`
 subclass whose `process_pool()` builds its own `SubprocPool`).
 Limits: a static walk; imports by computed name (`pkgutil.iter_modules` loops) are not
