@@ -89,8 +89,8 @@ PLUGINS: tuple[Behaviour, ...] = (
     Behaviour("torch_npu", "2.8.0", "2.8.0", "no-pool", *_NO_POOL),
     Behaviour("torch_npu", "2.8.0.post5", "2.8.0.post5", "lazy-warm-reset+subclass-pool",
               _LAZY_RESET[0] + ", but the call is not gated on TORCH_WARM_POOL (its own __init__ sets it to 0, "
-              "and torch starts sidecars with it at 0): a compile worker that unpickles one of its jobs imports torch_npu._inductor "
-              "and starts a pool of its own",
+              "and torch starts sidecars with it at 0): a compile worker that unpickles one of its jobs imports "
+              "torch_npu._inductor and starts a pool of its own",
               "Upgrade (no release read from 2.9.1 on warms a pool ungated), set "
               "TORCHINDUCTOR_COMPILE_THREADS=1, or run with WP_AUTOTRACE_GUARD=nested-pools.",
               entry_points=_NPU_POOLS),
