@@ -98,6 +98,7 @@ def test_error_records_are_bounded(tmp_path: Path, log: Path) -> None:
     errors = events(read_log(log), "error")
     assert len(errors) == MAX_ERRORS
     assert errors[0]["message"] == "job 0 failed" and errors[0]["exc_type"] is None
+    assert errors[0]["origin"] == {"file": str(script), "line": 3, "func": "<module>"}
 
 
 # -- dists ------------------------------------------------------------------

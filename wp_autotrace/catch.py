@@ -78,8 +78,9 @@ def register_capture() -> None:
         def filter(self, record: logging.LogRecord) -> bool:
             if record.levelno >= MIN_LEVEL or record.exc_info:
                 exc = record.exc_info[1] if record.exc_info else None
+                site = {"file": record.pathname, "line": record.lineno, "func": record.funcName}
                 _record("logging", exc, logger=record.name, level=record.levelname,
-                        message=record.getMessage())
+                        message=record.getMessage(), site=site)
             return True
 
     _filter = _Recorder()
@@ -124,7 +125,7 @@ def _threading_excepthook(args: Any) -> None:
 
 
 def _record(source: str, exc: BaseException | None, logger: str | None = None, level: str = "ERROR",
-            message: str = "") -> None:
+            message: str = "", site: dict[str, Any] | None = None) -> None:
     """Write one error record; a fault here is reported once and swallowed."""
     global _written
     sink = _sink
@@ -134,7 +135,8 @@ def _record(source: str, exc: BaseException | None, logger: str | None = None, l
     try:
         fields = describe(exc)
         if exc is None:
-            fields["message"] = message
+            # An error logged without an exception: where it was logged is all there is.
+            fields.update(message=message, frames=[site] if site else [], origin=site)
         elif logger is not None:
             fields["log_message"] = message  # torch's own words, e.g. "Uncaught exception in ..."
         sink.emit("error", source=source, logger=logger, level=level, **fields)

@@ -4,9 +4,11 @@ A report read on another machine cannot look this up, so a ``caller`` frame
 gets ``dist``, ``dist_version`` and ``rel`` (the path below its sys.path
 folder, e.g. ``torch_npu/_inductor/__init__.py``) when a target is called.
 Nothing here runs at start-up: the first lookup per file costs a folder
-listing and one metadata read per top-level package (cached), later ones a
-dict lookup. A ``<string>`` caller gets ``src``: the first line of the
-``-c`` code this interpreter was started with.
+listing and one metadata header read per top-level package (cached), later
+ones a dict lookup. importlib.metadata is used only for a package not named
+like its project (yaml from PyYAML): its top_level.txt or RECORD. A
+``<string>`` caller gets ``src``: the first line of the ``-c`` code this
+interpreter was started with.
 """
 
 from __future__ import annotations
@@ -119,11 +121,26 @@ def _listing(root: str) -> dict[str, str]:
 
 
 def _read(folder: str) -> tuple[str, str] | None:
-    from importlib.metadata import Distribution
+    """Name and Version from a metadata folder's header block.
 
-    dist = Distribution.at(folder)
-    name = dist.metadata["Name"]
-    return (str(name), str(dist.version)) if name else None
+    Read directly rather than through importlib.metadata, whose import (email,
+    csv, zipfile, pathlib) costs a process without torch ~100 ms; the two
+    header fields are plain "Key: value" lines before the first blank line.
+    """
+    fields: dict[str, str] = {}
+    for name in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if not line.strip():
+                        break
+                    key, sep, value = line.partition(":")
+                    if sep and key in ("Name", "Version"):
+                        fields.setdefault(key, value.strip())
+            break
+        except OSError:
+            continue
+    return (fields["Name"], fields.get("Version", "")) if fields.get("Name") else None
 
 
 def _scan(root: str) -> dict[str, tuple[str, str]]:
