@@ -228,3 +228,21 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
         assert (c["caller"]["dist"], c["caller"]["dist_version"]) == ("wp-standin-backend", "0.1.0")
         assert c["caller"]["rel"] == "wp_standin_backend/_inductor/__init__.py"
         assert c["caller"]["file"] == str(STANDIN / "wp_standin_backend" / "_inductor" / "__init__.py")
+
+
+# -- ranks --------------------------------------------------------------------
+
+
+def test_rank_variables_in_process_start(tmp_path: Path, log: Path) -> None:
+    """process_start carries the launcher's rank variables that are set, and no rank field without them."""
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0",
+                    RANK="3", LOCAL_RANK="1", WORLD_SIZE="8", SLURM_PROCID="3", MASTER_PORT="29500")
+    for name in ("GROUP_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
+    assert run_python(["-c", "pass"], env).returncode == 0
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID"):
+        env.pop(name)
+    assert run_python(["-c", "pass"], env).returncode == 0
+    first, second = events(read_log(log), "process_start")
+    assert first["rank"] == {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "3"}
+    assert "rank" not in second
