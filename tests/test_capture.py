@@ -32,6 +32,7 @@ FAILING = textwrap.dedent('''
     except Exception:
         log.exception("Uncaught exception in compile_worker subprocess")
     logging.getLogger("torch._inductor.compile_worker.subproc_pool").warning("only a warning")
+    log.error("bad format %d", "x")  # logging reports its own formatting error; so must the run
     def boom():
         raise ValueError("in a thread")
     t = threading.Thread(target=boom, name="side")
@@ -62,8 +63,9 @@ def test_errors_recorded_in_a_pool_role_output_unchanged(tmp_path: Path, log: Pa
     (start,) = events(recs, "process_start")
     assert start["role"] == "compile-worker"
     errors = events(recs, "error")
-    assert [e["source"] for e in errors] == ["logging", "threading.excepthook", "excepthook"]
-    logged, threaded, uncaught = errors
+    assert [e["source"] for e in errors] == ["logging", "logging", "threading.excepthook", "excepthook"]
+    logged, badly, threaded, uncaught = errors
+    assert badly["message"] == "bad format %d" and badly["exc_type"] is None
     assert logged["logger"] == "__main__" and logged["level"] == "ERROR"
     assert (logged["exc_type"], logged["message"]) == ("RuntimeError", "prefetchable_cache value already set")
     assert logged["log_message"] == "Uncaught exception in compile_worker subprocess"

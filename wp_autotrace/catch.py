@@ -77,10 +77,14 @@ def register_capture() -> None:
 
         def filter(self, record: logging.LogRecord) -> bool:
             if record.levelno >= MIN_LEVEL or record.exc_info:
+                try:
+                    # getMessage runs the host's %-formatting: its faults are logging's to report, not ours.
+                    message = record.getMessage()
+                except Exception:
+                    message = str(record.msg)
                 exc = record.exc_info[1] if record.exc_info else None
                 site = {"file": record.pathname, "line": record.lineno, "func": record.funcName}
-                _record("logging", exc, logger=record.name, level=record.levelname,
-                        message=record.getMessage(), site=site)
+                _record("logging", exc, logger=record.name, level=record.levelname, message=message, site=site)
             return True
 
     _filter = _Recorder()
