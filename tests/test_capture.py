@@ -9,6 +9,7 @@ a fake site-packages folder.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 import time
@@ -43,7 +44,12 @@ FAILING = textwrap.dedent('''
 
 
 def descendant_env(log: Path, role: str, **extra: str) -> dict[str, str]:
-    """The environment of a traced process that is not the root, started with a pool role."""
+    """The environment of a traced process that is not the root, started with a pool role.
+
+    Only a root creates the log: made here as the root would (mode 0600).
+    """
+    if not log.exists():
+        os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
     return clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_RUN="r" * 12,
                      WP_AUTOTRACE_ROOT_PID="1", WP_AUTOTRACE_CHILD_ROLE=role,
                      WP_AUTOTRACE_SAMPLE_INTERVAL="0", **extra)
