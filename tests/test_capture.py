@@ -123,7 +123,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
         for fname, text in files.items():
-            (info / fname.replace("_txt", ".txt")).write_text(text)
+            (info / fname.replace("_txt", ".txt").replace("_json", ".json")).write_text(text)
 
     for rel in ("torch_npu/_inductor/__init__.py", "yaml/loader.py", "six.py", "loose/x.py", "azure/core/a.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -132,9 +132,18 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     dist("PyYAML-6.0.1.dist-info", "PyYAML", "6.0.1", top_level_txt="_yaml\nyaml\n")
     dist("six-1.16.0.dist-info", "six", "1.16.0", RECORD="six.py,sha256=x,1\nsix-1.16.0.dist-info/METADATA,,\n")
     dist("azure_core-1.30.dist-info", "azure-core", "1.30", RECORD="azure/core/a.py,,\n")
+    # an editable install: its metadata here, its code in a checkout elsewhere
+    checkout = tmp_path / "checkout dir"
+    (checkout / "src" / "plug").mkdir(parents=True)
+    (checkout / "src" / "plug" / "__init__.py").write_text("")
+    url = "file://" + str(checkout).replace(" ", "%20")
+    dist("plug-0.3.dev0.dist-info", "plug", "0.3.dev0",
+         direct_url_json=f'{{"url": "{url}", "dir_info": {{"editable": true}}}}')
+    dist("other-1.0.dist-info", "other", "1.0", direct_url_json='{"url": "file:///srv/wheels/other.whl"}')
     monkeypatch.syspath_prepend(str(root))
     for cache in (dists._by_file, dists._listings, dists._by_top, dists._scanned):
         monkeypatch.setattr(dists, cache_name(cache), {})
+    monkeypatch.setattr(dists, "_editable_dirs", None)
     return root
 
 
@@ -159,7 +168,17 @@ def test_dists_found_by_top_level_or_record(site: Path) -> None:
     assert dists.attribute(frame(site / "azure/core/a.py"))["dist"] == "azure-core"  # namespace package
 
 
-def test_dists_unknown_files_keep_their_path(site: Path, tmp_path: Path) -> None:
+def test_dists_editable_install(site: Path, tmp_path: Path) -> None:
+    """An editable install is attributed by its direct_url.json; rel is below the checkout."""
+    caller = frame(tmp_path / "checkout dir" / "src" / "plug" / "__init__.py")
+    assert dists.attribute(caller) == {**caller, "dist": "plug", "dist_version": "0.3.dev0",
+                                       "rel": "src/plug/__init__.py"}
+    names = {found[0] for _, found in dists._editable()}
+    assert "plug" in names and "other" not in names  # a direct URL that is not editable is no checkout
+
+
+def test_dists_unknown_files_keep_their_path(site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     for path in (site / "loose/x.py", tmp_path / "elsewhere.py", "relative/nowhere.py"):
         assert dists.attribute(frame(path)) == frame(path)
     assert dists.attribute(None) is None

@@ -25,6 +25,8 @@ MAX_CACHED_FILES = 4096
 # Longest `src` kept: one line of -c code is enough to name it.
 MAX_SRC = 200
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
+# A local folder's URL in direct_url.json (PEP 610): file:// and an absolute path.
+_FILE_URL = "file://"
 
 _MISSING: Any = object()
 _by_file: dict[str, dict[str, str] | None] = {}
@@ -62,16 +64,62 @@ def lookup(file: str) -> dict[str, str] | None:
         return {"src": src} if src else None
     path = os.path.abspath(file)
     root = _root_of(path)
-    if root is None:
-        return None
-    rel = path[len(root):].lstrip(os.sep)
-    top = rel.split(os.sep, 1)[0]
-    if top.endswith(".py"):
-        top = top[:-3]
-    found = dist_for(root, top)
+    found = None
+    if root is not None:
+        rel = path[len(root):].lstrip(os.sep)
+        top = rel.split(os.sep, 1)[0]
+        found = dist_for(root, top[:-3] if top.endswith(".py") else top)
     if found is None:
-        return None
+        # An editable install lives in its checkout, outside site-packages.
+        root, found = next(((d, f) for d, f in _editable() if path.startswith(d + os.sep)), (None, None))
+        if root is None or found is None:
+            return None
+        rel = path[len(root):].lstrip(os.sep)
     return {"dist": found[0], "dist_version": found[1], "rel": rel.replace(os.sep, "/")}
+
+
+_editable_dirs: list[tuple[str, tuple[str, str]]] | None = None
+
+
+def _editable() -> list[tuple[str, tuple[str, str]]]:
+    """(checkout folder, (name, version)) of each editable install (PEP 610 direct_url.json), once per process."""
+    global _editable_dirs
+    if _editable_dirs is None:
+        _editable_dirs = []
+        for entry in sys.path:
+            if not isinstance(entry, str) or not entry.endswith("-packages"):
+                continue
+            for folder in _listing(entry).values():
+                try:
+                    with open(os.path.join(entry, folder, "direct_url.json"), encoding="utf-8") as f:
+                        text = f.read(4096)
+                except OSError:
+                    continue  # not a direct-URL install: the common case
+                checkout = _editable_checkout(text)
+                found = _read(os.path.join(entry, folder)) if checkout else None
+                if found:
+                    _editable_dirs.append((checkout, found))
+        _editable_dirs.sort(key=lambda item: -len(item[0]))  # the innermost checkout wins
+    return _editable_dirs
+
+
+def _editable_checkout(text: str) -> str:
+    """The local folder of an editable install's direct_url.json, or ""."""
+    import json  # direct-URL installs only (rare); never on the start-up path
+
+    try:
+        info = json.loads(text)
+        url = info["url"] if info.get("dir_info", {}).get("editable") else ""
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ""
+    if not isinstance(url, str) or not url.startswith(_FILE_URL):
+        return ""
+    path = url[len(_FILE_URL):]
+    if "%" in path:
+        from urllib.parse import unquote  # only for an escaped path: urllib costs a process ms to import
+
+        path = unquote(path)
+    return os.path.abspath(path) if path.startswith("/") else ""
 
 
 def _root_of(path: str) -> str | None:
