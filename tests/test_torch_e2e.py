@@ -59,8 +59,10 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     # every call names the stand-in's file and line, innermost last
     standin_file = str(STANDIN / "wp_standin_backend" / "_inductor" / "__init__.py")
     for w in warm:
-        assert w["caller"] == {"file": standin_file, "line": 3, "func": "<module>"}
-        assert w["stack"][-1] == w["caller"]
+        where = {k: w["caller"][k] for k in ("file", "line", "func")}
+        assert where == {"file": standin_file, "line": 3, "func": "<module>"}
+        assert w["stack"][-1] == where
+        assert (w["caller"]["dist"], w["caller"]["dist_version"]) == ("wp-standin-backend", "0.1.0")
         assert w["env"].get("TORCH_WARM_POOL") == "0"
 
     # sidecars nest under sidecars: each one's ppid is the process that created its pool

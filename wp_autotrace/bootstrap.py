@@ -23,6 +23,7 @@ from .targets import (
     TARGETS,
     Target,
     parse_extra_targets,
+    rank_env,
     watched_env,
 )
 
@@ -215,6 +216,10 @@ class Runtime:
             self.probes()
         self.finder.install()
         self.write_start(forked=False)
+        if self.sink.role in GUARDED_ROLES:
+            from .catch import watch_role
+
+            watch_role(self.sink)
         if self.is_root and self.settings.trace and self.settings.interval > 0:
             from .sampler import Sampler
 
@@ -243,6 +248,7 @@ class Runtime:
             forked=forked,
             guard=self.settings.guard,
             env=redact_env(watched_env(), patterns),
+            **_rank_field(),
         )
 
     def after_fork_in_child(self) -> None:
@@ -300,6 +306,12 @@ def _forked_to_exec() -> bool:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
+
+
+def _rank_field() -> dict[str, Any]:
+    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (CONTRACTS item 2)."""
+    rank = rank_env()
+    return {"rank": rank} if rank else {}
 
 
 def _post_notice(info: dict[str, Any]) -> None:

@@ -15,6 +15,8 @@ import os
 import sys
 import time
 
+from .catch import watch_role
+from .dists import attribute
 from .sink import Sink
 from .targets import (
     CHILD_ROLE_ENV,
@@ -130,7 +132,7 @@ class Probes:
                     caller = entry or {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name}
             frame = frame.f_back
         frames.reverse()
-        return frames, caller
+        return frames, attribute(caller)
 
     # -- roles ------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class Probes:
         if self.sink.role != role and self.sink.role not in _FIXED_ROLES:
             self.sink.role = role
             self.sink.emit("role", role=role)
+            watch_role(self.sink)
 
     # -- wrappers ---------------------------------------------------------
 

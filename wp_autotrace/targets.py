@@ -42,11 +42,29 @@ WATCHED_ENV = (
     "TORCH_TNT_IN_USE",
 )
 
+# Rank and launcher variables recorded at process start (torchrun/elastic, Slurm,
+# Open MPI, MPICH/Intel MPI): which rank a process serves, and under which launch.
+RANK_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "GROUP_RANK",
+    "LOCAL_WORLD_SIZE",
+    "SLURM_PROCID",
+    "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK",
+    "TORCHELASTIC_RUN_ID",
+)
 
 
 def watched_env() -> dict[str, str]:
     """The environment variables that decide whether a pool starts, as set now."""
     return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
+
+
+def rank_env() -> dict[str, str]:
+    """The rank/launcher variables that are set (empty outside a distributed launch)."""
+    return {k: os.environ[k] for k in RANK_ENV if k in os.environ}
 
 
 # Inductor settings recorded when torch._inductor.config has loaded.
