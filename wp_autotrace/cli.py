@@ -15,22 +15,52 @@ from .logread import NoUsableLog, read_logs, skipped_line
 # Exit statuses, as documented in README.
 OK, NO_USABLE_LOG, USAGE = 0, 2, 64
 DOCTOR_PROBLEM = 1
+SOME_INPUT_UNREADABLE = 3  # a report was made, but an input named on stderr could not be read
+OUTPUT_CLOSED = 74  # stdout closed or a broken pipe: nothing more can be written (EX_IOERR)
+
+
+class _OutputClosed(Exception):
+    """stdout is closed or its reader went away."""
+
+
+def _write_out(text: str) -> None:
+    """Write to stdout; a closed stdout or broken pipe becomes _OutputClosed."""
+    out = sys.stdout
+    if out is None:
+        raise _OutputClosed
+    try:
+        out.write(text)
+        out.flush()
+    except (BrokenPipeError, ValueError, OSError) as exc:
+        raise _OutputClosed from exc
+
+
+def _warn_inputs(data: Any, skipped: bool = True) -> int:
+    """Name each unreadable input (and what was skipped) on stderr; the exit status they call for."""
+    for problem in data.problems:
+        print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
+    line = skipped_line(data.skipped) if skipped else ""
+    if line:
+        print(f"wp-autotrace: {line}", file=sys.stderr)
+    return SOME_INPUT_UNREADABLE if data.problems else OK
+
+
+def _dumps(value: Any, indent: int | None = None) -> str:
+    # allow_nan=False: the reader has already made every number finite; never print NaN.
+    return json.dumps(value, indent=indent, allow_nan=False, default=str)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import analyze, render_text
+    from .render import render_text
+    from .report import analyze
 
     data = read_logs(args.logs)
-    rep = analyze(data)
+    rep = analyze(data, args.run)
     if args.json:
-        json.dump(rep, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        line = skipped_line(data.skipped)
-        if line:
-            print(f"wp-autotrace: {line}", file=sys.stderr)
-    else:
-        sys.stdout.write(render_text(rep, data.skipped))
-    return OK
+        _write_out(_dumps(rep, indent=1) + "\n")
+        return _warn_inputs(data)
+    _write_out(render_text(rep, data.skipped))
+    return _warn_inputs(data, skipped=False)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -39,16 +69,13 @@ def _export(args: argparse.Namespace) -> int:
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
     if args.output == "-":
-        json.dump(trace, sys.stdout)
+        _write_out(_dumps(trace))
     else:
         with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
+            f.write(_dumps(trace))
         print(f"wrote {len(trace['traceEvents'])} events to {args.output} (open it in https://ui.perfetto.dev)",
               file=sys.stderr)
-    line = skipped_line(data.skipped)
-    if line:
-        print(f"wp-autotrace: {line}", file=sys.stderr)
-    return OK
+    return _warn_inputs(data)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -171,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="answer: who called warm_pool, which pools, what was left behind")
     p.add_argument("logs", nargs="+", help="wp_autotrace-*.jsonl file(s); several hosts/ranks merge")
     p.add_argument("--json", action="store_true", help="one JSON object with stable keys")
+    p.add_argument("--run", metavar="ID", help="report only this run (a log can hold several)")
     p.set_defaults(func=_report)
     p = sub.add_parser("export", help="Chrome Trace Event JSON for Perfetto / chrome://tracing")
     p.add_argument("logs", nargs="+")
@@ -200,7 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     except NoUsableLog as exc:
         print(f"wp-autotrace: nothing to report: {exc}", file=sys.stderr)
         return NO_USABLE_LOG
-    except BrokenPipeError:
-        return OK
+    except (_OutputClosed, BrokenPipeError):
+        _silence_stdout()
+        return OUTPUT_CLOSED
     except KeyboardInterrupt:
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's own flush at exit cannot complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
