@@ -140,11 +140,11 @@ def _is_own_cli() -> bool:
             i += 2
             continue
         if arg.startswith("-m"):
-            return (arg[2:] or "".join(argv[i + 1:i + 2])) == CLI_MODULE
+            return bool((arg[2:] or "".join(argv[i + 1:i + 2])) == CLI_MODULE)
         if arg.startswith("-c") or arg == "-":
             return False
         if not arg.startswith("-"):  # the script: the console script's path
-            return os.path.basename(arg) == CLI_SCRIPT
+            return bool(os.path.basename(arg) == CLI_SCRIPT)
         i += 1
     return False
 

@@ -165,7 +165,7 @@ def check_record(record: Any, fixed: dict[str, int]) -> str | None:
     if type(record) is not dict:
         return "not a record"
     v = record.get("v")
-    if not _is_uint(v) or v < 1:
+    if type(v) is not int or not 1 <= v < INT_LIMIT:
         return "not a record"
     if v > SCHEMA_VERSION:
         return f"newer schema (v{v})"

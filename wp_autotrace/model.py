@@ -19,7 +19,8 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Iterable
+from typing import Any, Callable
 
 from . import schema as S
 from . import targets as T
@@ -356,7 +357,7 @@ class Builder:
         if p.run is not None and r.get("run") and p.run.id != r["run"]:
             return True  # another run (pid 1 in a container, every run)
         if ct is not None and p.create_time is not None:
-            return abs(p.create_time - ct) > SAME_START_S
+            return bool(abs(p.create_time - ct) > SAME_START_S)
         if not p.traced:
             return not self.is_same(p, ct, r["ts"])
         if p.exited:
@@ -468,16 +469,15 @@ class Builder:
             return
         for entry in r.get("started") or ():
             if (host, entry["pid"]) not in run.watcher_pids:
-                p = self.subject(host, entry, ts, run)
-                p.start = p.start if p.start is not None else ts
+                self.subject(host, entry, ts, run)
         for entry in r.get("ended") or ():
-            p = self.find(host, entry)
-            if p is not None and p.gone is None:
-                p.gone = entry.get("end", ts)
+            gone = self.find(host, entry)
+            if gone is not None and gone.gone is None:
+                gone.gone = entry.get("end", ts)
         for entry in r.get("rss") or ():
-            p = self.find(host, entry)
-            if p is not None:
-                self.note_rss(p, entry.get("rss"))
+            seen = self.find(host, entry)
+            if seen is not None:
+                self.note_rss(seen, entry.get("rss"))
         if r.get("count") is not None:
             run.tree_counts.append((ts, r["count"]))
         run.final_seen = run.final_seen or bool(r.get("final"))
@@ -571,7 +571,7 @@ class Builder:
     def finish_run(self, run: Run) -> None:
         mains = [p for p in run.processes if p.role == "main"]
         by_pid = [p for p in mains if p.pid == run.root_pid]
-        run.root = (by_pid or mains or [None])[0]
+        run.root = by_pid[0] if by_pid else mains[0] if mains else None
         if run.root is not None and run.root_pid is None:
             run.root_pid = run.root.pid
         listed = len(run.leftover)

@@ -89,7 +89,7 @@ LABEL_SEP = ":"
 
 
 def make_label(module: str, qualname: str) -> str:
-    """'torch._inductor.async_compile', 'AsyncCompile.warm_pool' -> 'torch._inductor.async_compile:AsyncCompile.warm_pool'."""
+    """A call's label in the log: ('torch.x', 'AsyncCompile.warm_pool') -> 'torch.x:AsyncCompile.warm_pool'."""
     return f"{module}{LABEL_SEP}{qualname}"
 
 
