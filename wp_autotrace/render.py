@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .findings import site
+from .findings import pid_text, site
 from .logread import skipped_line
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
@@ -97,6 +97,10 @@ def _callers_section(rep: dict[str, Any]) -> list[str]:
     return out
 
 
+def _workers(pids: list[int]) -> str:
+    return f"{len(pids)} ({pid_text(pids)})" if pids else "none"
+
+
 def _pools_section(rep: dict[str, Any]) -> list[str]:
     pools = rep["pools"]
     out = ["", f"== Pools ({len(pools)})"]
@@ -108,7 +112,7 @@ def _pools_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"- sidecar {pool['sidecar_pid']} created by {pool['creator_role']} {pool['creator_pid']} "
                    f"at {_t(pool['created_at']).strip()} from {site(pool['caller'])}")
         out.append(f"  alive {_t(pool['sidecar_start']).strip()} -> {end} ({pool['sidecar_exit']}); "
-                   f"workers {pool['worker_pids'] or 'none'}; wakeups {pool['wakeups']}, "
+                   f"workers {_workers(pool['worker_pids'])}; wakeups {pool['wakeups']}, "
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")
     if rep["blocked"]:
         out.append(f"guard refused {len(rep['blocked'])} call(s):")
@@ -158,8 +162,6 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     out = ["", "== Timeline",
            f"processes seen {rep['processes_started']}, exited {rep['processes_exited']}, "
            f"peak concurrent {rep['max_concurrent_processes']}, deepest sidecar nesting {rep['max_sidecar_depth']}"]
-    from .findings import pid_text
-
     left = rep["leftover_pids"]
     listed = f"{rep['leftover_count']}: {pid_text(left, 12)}" if rep["leftover_count"] else "none"
     if rep["leftover_count"] > len(left):
