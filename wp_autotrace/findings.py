@@ -115,9 +115,11 @@ def leftovers(v: View) -> Finding | None:
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     mb = f", about {rss / 2**20:.0f} MB resident" if rss else ""
+    killed = any(r.leftover_how == "root-killed" for r in v.runs)
     return Finding(
         "leftovers", "problem",
-        f"{v.leftover_count} process(es) outlived the main process ({_roles(listed)}){mb}: "
+        f"{v.leftover_count} process(es) outlived the main process{' (it was killed)' if killed else ''} "
+        f"({_roles(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}.",
         sorted(p.pid for p in listed), [],
         "they keep memory and CPU after the job: stop their pools before exit (torch's "

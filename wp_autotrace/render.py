@@ -129,6 +129,9 @@ def _tree_line(p: dict[str, Any], indent: int) -> str:
                          "untraced" if not p["traced"] and p["role"] != "child" else "") if x]
     pad = "  " * indent if indent <= MAX_INDENT else "  " * MAX_INDENT + f"({indent}) "
     what = p["role"] if p["traced"] or p["role"] != "child" else f"{p['name'] or '?'} (untraced child)"
+    rank = (p["rank"] or {}).get("RANK")
+    if rank is not None:
+        what += f" rank {rank}"
     return (f"{_t(p['start_s'])} {end} {pad}{p['pid']} {what} rss {_mb(p['peak_rss'])}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 

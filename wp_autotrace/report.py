@@ -164,7 +164,7 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
         "leftover_checked": any(r.leftover_seen for r in v.runs),
         "reparented_pids": sorted({p.pid for p in v.procs if _outlived_parent(p, leftover)}),
         "no_exit_pids": sorted({p.pid for p in v.procs if p.traced and p.index not in leftover
-                                and (p.end is None or p.exit_how == "vanished")}),
+                                and (p.end is None or p.exit_how == "vanished") and not _stopped_by_pool(p)}),
         "blocked": [{"pid": c.proc.pid, "host": c.proc.host, "run": _run_id(c.proc), "role": c.proc.role,
                      "target": T.short_label(c.target), "tag": c.tag, "caller": c.caller, "action": c.action}
                     for c in v.blocked],
@@ -173,6 +173,11 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
         "input": {"records": len(data.records), "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files},
     }
+
+
+def _stopped_by_pool(p: Process) -> bool:
+    """A compile worker whose sidecar was asked to shut down: torch terminates such workers (no process_exit)."""
+    return p.role == "compile-worker" and p.parent is not None and p.parent.served
 
 
 def _outlived_parent(p: Process, leftover: set[int]) -> bool:
