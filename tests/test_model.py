@@ -361,3 +361,24 @@ def test_control_characters_escaped_in_text_exact_in_json(tmp_path: Path) -> Non
     assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
     assert "\\x1b]0;pwned\\x07 \\x9b31m\\x0afake line" in text
     assert rep["run"]["command"] == evil
+
+
+def test_workers_stopped_by_their_pool_are_not_unexplained(tmp_path: Path) -> None:
+    """Workers of a sidecar that was asked to shut down end without process_exit, and that is not alarming."""
+    w = clean_run()
+    w.add(1.3, 201, 200, "compile-worker", "process_start", argv=["python"], forked=True, run="r1")
+    rep = report(w, tmp_path)
+    assert rep["no_exit_pids"] == []
+    w.lines = [r for r in w.lines if r.get("target") != f"{SP}:SubprocMain._shutdown" and r["pid"] != 200
+               or r["event"] == "process_start"]
+    assert report(w, tmp_path)["no_exit_pids"] == [200, 201]
+
+
+def test_rank_shown_in_the_tree(tmp_path: Path) -> None:
+    """A process with a RANK is labelled with it in the text."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 101, 100, "child", rank={"RANK": "3", "WORLD_SIZE": "8"})
+    rep = report(w, tmp_path)
+    assert next(p for p in rep["processes"] if p["pid"] == 101)["rank"] == {"RANK": "3", "WORLD_SIZE": "8"}
+    assert "101 child rank 3" in render_text(rep, {})
