@@ -12,6 +12,7 @@ from typing import Any
 
 from .findings import pid_text, site
 from .logread import skipped_line
+from .targets import GUARDED_ROLES
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -68,6 +69,28 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     if run["inductor"]:
         out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in run["inductor"].items()))
     return out
+
+
+def _answer(rep: dict[str, Any]) -> str:
+    """One paragraph: who started pools where, what it cost, what to do first."""
+    callers = rep["warm_pool_callers"]
+    if callers:
+        nested = [e for e in callers if e["role"] in GUARDED_ROLES]
+        sites = sorted({site(e["caller"]) for e in callers})
+        text = (f"{len(callers)} process(es) called warm_pool, from {', '.join(sites[:2])}"
+                + (f" (+{len(sites) - 2} more sites)" if len(sites) > 2 else "")
+                + (f"; {len(nested)} of them inside compile sidecars/workers, nesting pools "
+                   f"{rep['max_sidecar_depth']} deep" if nested else "") + ".")
+    else:
+        text = f"No traced process called warm_pool; {len(rep['pools'])} compile pool(s) were made."
+    costs = {k: v for f in rep["findings"] for k, v in f["cost"].items()}
+    if rep["leftover_count"]:
+        mb = f" (about {rep['leftover_rss_bytes'] / 2**20:.0f} MB)" if rep["leftover_rss_bytes"] else ""
+        text += f" {rep['leftover_count']} process(es) were left running after the main process{mb}."
+    if costs.get("exit_wait_s"):
+        text += f" The main process waited {costs['exit_wait_s']:.1f} s at exit."
+    advice = next((f["advice"] for f in rep["findings"] if f["advice"]), "")
+    return text + (f" First: {advice}." if advice else "")
 
 
 def _findings_section(rep: dict[str, Any]) -> list[str]:
@@ -182,7 +205,7 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
 
 def render_text(rep: dict[str, Any], skipped: dict[str, int]) -> str:
     """The report for people; every line escaped."""
-    out = _run_section(rep)
+    out = ["== Answer", _answer(rep), "", *_run_section(rep)]
     for section in (_findings_section, _callers_section, _pools_section, _tree_section, _timeline_section):
         out.extend(section(rep))
     line = skipped_line(skipped)
