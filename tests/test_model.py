@@ -382,3 +382,15 @@ def test_rank_shown_in_the_tree(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     assert next(p for p in rep["processes"] if p["pid"] == 101)["rank"] == {"RANK": "3", "WORLD_SIZE": "8"}
     assert "101 child rank 3" in render_text(rep, {})
+
+
+def test_run_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--run ID reports one run; an unknown id is a clear exit 2 naming the runs there are."""
+    from wp_autotrace.cli import main
+
+    path = two_runs().write(tmp_path / "two.jsonl")
+    assert main(["report", "--json", "--run", "A", str(path)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rep["runs"]] == ["A"] and rep["all_runs"] == 2
+    assert main(["report", "--run", "nope", str(path)]) == 2
+    assert "no run 'nope' in the log; runs: A, B" in capsys.readouterr().err
