@@ -54,10 +54,11 @@ def _clip(rows: list[Any]) -> list[Any]:
 def _run_section(rep: dict[str, Any]) -> list[str]:
     out = ["== Run"]
     runs, run = rep["runs"], rep["run"]
-    if rep.get("all_runs", 1) > 1:
-        ids = ", ".join(r["id"] or "?" for r in runs)
-        out.append(f"this log holds {rep['all_runs']} runs ({ids}); "
-                   "each is reported apart below; `--run ID` shows one")
+    ids = ", ".join(r["id"] or "?" for r in runs)
+    if rep["all_runs"] > len(runs):
+        out.append(f"this log holds {rep['all_runs']} runs; showing run {ids}")
+    elif len(runs) > 1:
+        out.append(f"this log holds {len(runs)} runs ({ids}); each has its header below; `--run ID` shows one")
     for r in runs:
         if len(runs) > 1:
             out.append(f"-- run {r['id'] or '?'}")
