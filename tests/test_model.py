@@ -394,3 +394,11 @@ def test_run_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert [r["id"] for r in rep["runs"]] == ["A"] and rep["all_runs"] == 2
     assert main(["report", "--run", "nope", str(path)]) == 2
     assert "no run 'nope' in the log; runs: A, B" in capsys.readouterr().err
+
+
+def test_cut_record_is_said(tmp_path: Path) -> None:
+    """A record the writer had to cut (`truncated`) is reported as such."""
+    w = clean_run()
+    w.add(2, 100, 1, "main", "call", truncated=70000)
+    rep = report(w, tmp_path)
+    assert "log-cut" in kinds(rep) and "a call record of pid 100 was cut" in rep["runs"][0]["cut"][0]

@@ -235,6 +235,8 @@ class Builder:
             p.role = r["role"]
         if p.run is not None:
             p.run.seen(r["ts"])
+            if r.get("truncated") is not None:
+                p.run.cut.append(f"a {r['event']} record of pid {p.pid} was cut to fit 32 KiB")
         return p
 
     def is_same(self, p: Process, ct: float | None, ts: float) -> bool:
