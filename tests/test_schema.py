@@ -32,3 +32,16 @@ def test_model_has_a_handler_per_event() -> None:
     from wp_autotrace.model import Builder
 
     assert all(callable(getattr(Builder, "visit_" + event, None)) for event in schema.EVENTS)
+
+
+def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
+    """Each table row says what it means; labels are built and split in one place; old logs get tags by label."""
+    from wp_autotrace import targets as T
+
+    assert all(t.tag and t.tag != T.USER_TAG for t in T.TARGETS)
+    for t in T.TARGETS:
+        assert T.split_label(t.label) == (t.module, t.qualname)
+        assert T.tag_of(t.label) == t.tag
+    assert T.tag_of("plugin:XPUAsyncCompile.warm_pool") == T.WARM_POOL  # a subclass override in an old log
+    assert T.tag_of("mymod:my_function") == T.USER_TAG
+    assert T.short_label("torch._inductor.async_compile:AsyncCompile.warm_pool") == "AsyncCompile.warm_pool"
