@@ -402,3 +402,29 @@ def test_cut_record_is_said(tmp_path: Path) -> None:
     w.add(2, 100, 1, "main", "call", truncated=70000)
     rep = report(w, tmp_path)
     assert "log-cut" in kinds(rep) and "a call record of pid 100 was cut" in rep["runs"][0]["cut"][0]
+
+
+def test_findings_stay_short_at_8_ranks_by_30_sidecars(tmp_path: Path) -> None:
+    """8 ranks, each with 30 nested sidecars left behind: the Findings section stays within 12 lines."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    pid = 1000
+    for rank in range(8):
+        rpid = pid
+        start(w, 0.1, rpid, 100, "child", rank={"RANK": str(rank)})
+        parent, role = rpid, "child"
+        for depth in range(30):
+            side = pid + 1 + depth
+            w.warm(1 + depth * 0.01, parent, 100 if parent == rpid else parent - 1, role, side, cid=10 + depth * 2)
+            start(w, 1.005 + depth * 0.01, side, parent, "compile-sidecar")
+            parent, role = side, "compile-sidecar"
+        pid += 100
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    left = [{"pid": 1000 + r * 100 + d, "ppid": 1, "rss": 280 << 20} for r in range(8) for d in range(1, 31)]
+    w.add(5.1, 900, 100, "watcher", "leftover", run="r1", how="root-exit", count=len(left),
+          pids=[x["pid"] for x in left], procs=left)
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    section = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
+    assert len(section) <= 12, "\n".join(section)
+    assert rep["leftover_count"] == 240 and rep["leftover_rss_bytes"] == 240 * (280 << 20)
