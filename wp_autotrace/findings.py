@@ -48,6 +48,11 @@ def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
     return text + (f", ... ({len(items)} in all)" if len(items) > limit else "")
 
 
+def size_text(n: int) -> str:
+    """Bytes for people: '600 MB', '65.6 GB'."""
+    return f"{n / 2**30:.1f} GB" if n >= 10 * 2**30 else f"{n / 2**20:.0f} MB"
+
+
 def site(frame: dict[str, Any] | None) -> str:
     """Where a call came from, for people: 'dist version: rel:line (func)' when known."""
     if not frame:
@@ -114,7 +119,7 @@ def leftovers(v: View) -> Finding | None:
     rss = v.leftover_rss
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
-    mb = f", about {rss / 2**20:.0f} MB resident" if rss else ""
+    mb = f", about {size_text(rss)} resident" if rss else ""
     killed = any(r.leftover_how == "root-killed" for r in v.runs)
     return Finding(
         "leftovers", "problem",

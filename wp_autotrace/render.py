@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .findings import pid_text, site
+from .findings import pid_text, site, size_text
 from .logread import skipped_line
 from .targets import GUARDED_ROLES
 
@@ -86,7 +86,7 @@ def _answer(rep: dict[str, Any]) -> str:
         text = f"No traced process called warm_pool; {len(rep['pools'])} compile pool(s) were made."
     costs = {k: v for f in rep["findings"] for k, v in f["cost"].items()}
     if rep["leftover_count"]:
-        mb = f" (about {rep['leftover_rss_bytes'] / 2**20:.0f} MB)" if rep["leftover_rss_bytes"] else ""
+        mb = f" (about {size_text(rep['leftover_rss_bytes'])})" if rep["leftover_rss_bytes"] else ""
         text += f" {rep['leftover_count']} process(es) were left running after the main process{mb}."
     if costs.get("exit_wait_s"):
         text += f" The main process waited {costs['exit_wait_s']:.1f} s at exit."
@@ -106,7 +106,8 @@ def _findings_section(rep: dict[str, Any]) -> list[str]:
 
 
 def _callers_section(rep: dict[str, Any]) -> list[str]:
-    out = ["", f"== warm_pool callers: {rep['distinct_warm_pool_pids']} distinct PID(s) {rep['warm_pool_pids']}"]
+    pids = rep["warm_pool_pids"]
+    out = ["", f"== warm_pool callers: {rep['distinct_warm_pool_pids']} distinct PID(s) [{pid_text(pids, 12)}]"]
     rows = rep["warm_pool_callers"]
     if not rows:
         out.append("warm_pool was not called in any traced process.")
