@@ -428,3 +428,17 @@ def test_findings_stay_short_at_8_ranks_by_30_sidecars(tmp_path: Path) -> None:
     section = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
     assert len(section) <= 12, "\n".join(section)
     assert rep["leftover_count"] == 240 and rep["leftover_rss_bytes"] == 240 * (280 << 20)
+
+
+def test_killed_before_shutdown_is_still_killed(tmp_path: Path) -> None:
+    """A sidecar or worker SIGKILLed mid-run is reported even though the pool is shut down later."""
+    w = clean_run()
+    w.add(1.3, 201, 200, "compile-worker", "process_start", argv=["python"], forked=True, run="r1")
+    w.add(2, 100, 1, "main", "tree", count=2, started=[], ended=[{"pid": 201, "end": T0 + 2}], run="r1")
+    rep = report(w, tmp_path)
+    assert rep["no_exit_pids"] == [201]  # gone at 2 s, the shutdown request came at 3.05 s
+    w = clean_run()
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] in ("process_exit", "call", "return"))]
+    w.add(2, 100, 1, "main", "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2}], run="r1")
+    rep = report(w, tmp_path)
+    assert rep["pools"][0]["shutdowns"] == 1 and "sidecar-killed" in kinds(rep)

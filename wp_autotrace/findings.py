@@ -136,10 +136,16 @@ def _clean_end(p: Process) -> bool:
     return p.exit_how in ("exit", "os._exit")
 
 
+def _ended_before(p: Process, asked: float | None) -> bool:
+    """p ended without a clean exit before it was asked to stop (or never was): killed, not stopped."""
+    return p.end is not None and not _clean_end(p) and (asked is None or p.end < asked)
+
+
 def sidecars_killed(v: View) -> Finding | None:
-    """Sidecars that ended without a clean exit, and whose pool never asked them to stop."""
-    bad = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.end is not None
-           and not _clean_end(pool.sidecar) and not pool.shutdowns and not pool.sidecar.served]
+    """Sidecars that ended without a clean exit before their pool asked them to stop."""
+    bad = [pool.sidecar for pool in v.pools if pool.sidecar is not None
+           and _ended_before(pool.sidecar, pool.shutdown_at if pool.shutdown_at is not None
+                             else pool.sidecar.served_at)]
     if not bad:
         return None
     pids = sorted({p.pid for p in bad if p is not None})

@@ -62,7 +62,7 @@ class Call:
 class Pool:
     """One compile pool instance: the call that made it and the sidecar it started."""
 
-    __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns")
+    __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at")
 
     def __init__(self, creator: Process, call: Call) -> None:
         self.creator = creator
@@ -72,6 +72,7 @@ class Pool:
         self.wakeups = 0
         self.quiesces = 0
         self.shutdowns = 0
+        self.shutdown_at: float | None = None  # when its creator first asked it to shut down
 
 
 class Process:
@@ -80,7 +81,8 @@ class Process:
     __slots__ = ("host", "pid", "create_time", "run", "ppid", "parent", "children", "role", "traced",
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
-                 "worker_pids", "served", "errors", "reparented_to", "depth", "guard", "python", "index")
+                 "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
+                 "index")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -112,6 +114,7 @@ class Process:
         self.pool_by_sidecar: dict[int, Pool] = {}
         self.worker_pids: set[int] = set()
         self.served = False  # a sidecar that was asked to shut down (it served its pool)
+        self.served_at: float | None = None  # when that request came
         self.errors: list[dict[str, Any]] = []
         self.reparented_to: int | None = None
         self.depth = 0
@@ -415,6 +418,7 @@ class Builder:
             p.worker_pids.update(r.get("worker_pids") or ())
         elif c.tag == T.SIDECAR_SHUTDOWN:
             p.served = True
+            p.served_at = c.ts if p.served_at is None else p.served_at
         self.credit_pool(c)
 
     def credit_pool(self, c: Call) -> None:
@@ -430,8 +434,10 @@ class Builder:
         if pool is None:
             return
         setattr(pool, field, getattr(pool, field) + 1)
-        if c.tag == T.POOL_SHUTDOWN and pool is p.open_pool:
-            p.open_pool = None
+        if c.tag == T.POOL_SHUTDOWN:
+            pool.shutdown_at = c.ts if pool.shutdown_at is None else pool.shutdown_at
+            if pool is p.open_pool:
+                p.open_pool = None
 
     def visit_import(self, r: dict[str, Any]) -> None:
         if not self.is_watcher(r):

@@ -176,8 +176,12 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
 
 
 def _stopped_by_pool(p: Process) -> bool:
-    """A compile worker whose sidecar was asked to shut down: torch terminates such workers (no process_exit)."""
-    return p.role == "compile-worker" and p.parent is not None and p.parent.served
+    """A compile worker that ended once its sidecar was asked to shut down: torch terminates those
+    (no process_exit). One gone before that request was killed."""
+    side = p.parent
+    if p.role != "compile-worker" or side is None or side.served_at is None:
+        return False
+    return p.end is None or p.end >= side.served_at
 
 
 def _outlived_parent(p: Process, leftover: set[int]) -> bool:
