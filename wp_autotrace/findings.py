@@ -18,7 +18,7 @@ from . import targets as T
 from .targets import GUARDED_ROLES, SIDECAR_ROLES
 
 if TYPE_CHECKING:
-    from .model import Call, Process
+    from .model import Call, Pool, Process
     from .report import View
 
 # The main process waiting longer than this at exit is worth a finding.
@@ -141,11 +141,20 @@ def _ended_before(p: Process, asked: float | None) -> bool:
     return p.end is not None and not _clean_end(p) and (asked is None or p.end < asked)
 
 
+def _sidecar_killed(pool: Pool) -> bool:
+    """Ended without a clean exit and never got its shutdown request (traced: SubprocMain._shutdown
+    never ran; untraced: it was gone before its pool asked it to stop)."""
+    side = pool.sidecar
+    if side is None:
+        return False
+    if side.traced:
+        return side.end is not None and not _clean_end(side) and not side.served
+    return _ended_before(side, pool.shutdown_at)
+
+
 def sidecars_killed(v: View) -> Finding | None:
     """Sidecars that ended without a clean exit before their pool asked them to stop."""
-    bad = [pool.sidecar for pool in v.pools if pool.sidecar is not None
-           and _ended_before(pool.sidecar, pool.shutdown_at if pool.shutdown_at is not None
-                             else pool.sidecar.served_at)]
+    bad = [pool.sidecar for pool in v.pools if _sidecar_killed(pool)]
     if not bad:
         return None
     pids = sorted({p.pid for p in bad if p is not None})
