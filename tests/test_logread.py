@@ -65,16 +65,16 @@ def test_fields_checked_and_sanitised(tmp_path: Path) -> None:
 
 
 def test_missing_input_among_several(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A missing or unreadable file among several: named on stderr and in input, exit 3."""
+    """A missing or unreadable file among several: named on stderr and in input, exit 66."""
     good = seed_log().write(tmp_path / "a.jsonl")
     unreadable = tmp_path / "u.jsonl"
     unreadable.write_text("{}\n")
     unreadable.chmod(0)
-    assert main(["report", "--json", str(good), str(tmp_path / "missing.jsonl")]) == 3
+    assert main(["report", "--json", str(good), str(tmp_path / "missing.jsonl")]) == 66
     out, err = capsys.readouterr()
     assert "missing.jsonl" in err
     assert any("missing.jsonl" in p for p in strict_json(out)["input"]["problems"])
-    assert main(["report", str(good), str(tmp_path / "missing.jsonl")]) == 3
+    assert main(["report", str(good), str(tmp_path / "missing.jsonl")]) == 66
     assert "missing.jsonl" in capsys.readouterr().err
 
 

@@ -13,7 +13,8 @@ import atexit
 import os
 import sys
 
-from .sink import Sink, warn
+from .redact import env_secrets, parse_patterns, redact_argv, redact_env
+from .sink import Sink, default_log_name, warn
 from .targets import (
     ARGV_ROLES,
     CHILD_ROLE_ENV,
@@ -39,6 +40,7 @@ STACK_ENV = "WP_AUTOTRACE_STACK"
 TARGETS_ENV = "WP_AUTOTRACE_TARGETS"
 INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
 GUARD_ENV = "WP_AUTOTRACE_GUARD"
+REDACT_ENV = "WP_AUTOTRACE_REDACT"
 # Exported by the root for its descendants.
 RUN_ENV = "WP_AUTOTRACE_RUN"
 ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"
@@ -52,13 +54,15 @@ class Settings:
     """What the environment asks for, validated."""
 
     def __init__(self, trace: bool, guard: bool, log: str | None, stack: int, interval: float,
-                 extra_targets: tuple[Target, ...]) -> None:
+                 extra_targets: tuple[Target, ...], redact: tuple[str, ...] = ()) -> None:
         self.trace = trace
         self.guard = guard
         self.log = log
         self.stack = stack
         self.interval = interval
         self.extra_targets = extra_targets
+        # Name patterns whose argv/env values are masked in the log (redact.py).
+        self.redact = redact or parse_patterns("")
 
 
 def is_true(value: str | None) -> bool:
@@ -97,6 +101,7 @@ def read_settings() -> Settings:
         stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256)),
         interval=_number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600),
         extra_targets=tuple(extra),
+        redact=parse_patterns(env.get(REDACT_ENV, "")),
     )
 
 
@@ -166,10 +171,11 @@ class Runtime:
         self.host = os.uname().nodename
         log = None
         if settings.trace:
-            log = os.path.abspath(settings.log or f"wp_autotrace-{self.host}-{pid}.jsonl")
+            log = os.path.abspath(settings.log or default_log_name(self.host, pid))
             env[LOG_ENV] = log
         try:
-            self.sink = Sink(log, self.host, detect_role(self.is_root))
+            # Only the root may create the log; descendants open the root's file.
+            self.sink = Sink(log, self.host, detect_role(self.is_root), create=self.is_root)
         except OSError as exc:
             if not self.is_root:
                 raise
@@ -227,10 +233,12 @@ class Runtime:
             cwd = os.getcwd()
         except OSError:
             cwd = None
+        argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv)
+        patterns = self.settings.redact
         self.sink.emit(
             "process_start",
-            # The whole command line, interpreter and flags included.
-            argv=list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv),
+            # The whole command line, interpreter and flags included; secrets masked.
+            argv=redact_argv(argv, patterns, env_secrets(os.environ, patterns)),
             executable=sys.executable,
             python=sys.version.split()[0],
             cwd=cwd,
@@ -238,15 +246,24 @@ class Runtime:
             root_pid=int(os.environ.get(ROOT_ENV) or 0),
             forked=forked,
             guard=self.settings.guard,
-            env=watched_env(),
+            env=redact_env(watched_env(), patterns),
         )
 
     def after_fork_in_child(self) -> None:
-        """A forked child is a new process: new identity, no root threads."""
-        role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
+        """A forked child is a new process: new identity, no root threads.
+
+        A child forked by subprocess to exec a program (preexec_fn set) writes
+        nothing: it is about to become another image, which writes its own
+        process_start if it is traced Python; a forked start it never closed
+        would read as a killed child.
+        """
         self.is_root = False
         self.sampler = None
         self.watcher = None
+        if _forked_to_exec():
+            self.sink.fd = -1  # the fd is O_CLOEXEC: the new image does not inherit it
+            return
+        role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
         self.sink.reset_after_fork(role)
         if self._probes is not None:
             self._probes.reset_after_fork()
@@ -265,6 +282,28 @@ class Runtime:
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
         self.sink.emit("process_exit", **fields)
+
+
+# The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:
+# fork_exec is C code, so at-fork hooks see this Python frame directly above them.
+_EXEC_FORKER = ("_execute_child", "subprocess")
+# Frames between the at-fork hook and _execute_child: _after_fork, after_fork_in_child.
+_EXEC_FORKER_DEPTH = 4
+# Bound once: a user may trace sys._getframe, and the at-fork hook must not record
+# a call under the parent's identity.
+_getframe = sys._getframe
+
+
+def _forked_to_exec() -> bool:
+    """Whether this forked child is subprocess's pre-exec child (about to exec)."""
+    frame = _getframe(1)
+    for _ in range(_EXEC_FORKER_DEPTH):
+        if frame is None:
+            return False
+        if (frame.f_code.co_name, frame.f_globals.get("__name__")) == _EXEC_FORKER:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _post_notice(info: dict[str, Any]) -> None:

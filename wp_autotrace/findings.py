@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from . import targets as T
-from .targets import GUARDED_ROLES, SIDECAR_ROLES
+from .targets import GUARDED_ROLES, HELPER_ROLES, SIDECAR_ROLES
 
 if TYPE_CHECKING:
     from .model import Call, Pool, Process
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 SLOW_EXIT_WAIT_S = 5.0
 # Pids named in a finding's text; the rest are in --json.
 TEXT_PIDS = 6
-# multiprocessing's resource tracker exits just after its starter, by design.
-BENIGN_LEFTOVER_ROLES = frozenset({"resource-tracker"})
+# multiprocessing's resource tracker and forkserver outlive their starter by design.
+BENIGN_LEFTOVER_ROLES = HELPER_ROLES
 
 
 class Finding(NamedTuple):

@@ -64,7 +64,8 @@ BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pid", UINT, "the writing process"),
     ("ppid", UINT, "its parent at process start"),
     ("host", STR, "host name"),
-    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, watcher, child, ..."),
+    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, resource-tracker, forkserver, "
+                     "watcher, child"),
     ("seq", UINT, "per-process counter from 0"),
     ("truncated", UINT, "set when the record was cut to fit 32 KiB: its size before"),
 )
@@ -91,7 +92,7 @@ _PROC_NOTE = "each `{pid, ppid, name, cmd, create_time, rss, role?}`"
 # event -> (what it says, its fields as (name, type, description)).
 EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     PROCESS_START: ("a traced interpreter started (or a forked child, or an exec'd image)", (
-        ("argv", STRS, "the whole command line"),
+        ("argv", STRS, "the whole command line; values of secret-looking options masked as `***`"),
         ("executable", STR, "sys.executable"),
         ("python", STR, "Python version"),
         ("cwd", OPT_STR, "working directory"),
@@ -146,7 +147,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
         ("dropped", UINT, "records this process could not write"),
     )),
-    TRACER_ERROR: ("a fault inside the tracer", (("where", STR, "what it was doing"), ("error", STR, "the fault"))),
+    TRACER_ERROR: ("a fault inside the tracer", (
+        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
+        ("error", STR, "the fault"))),
     ERROR: ("an exception swallowed in a pool-serving process", (
         ("source", STR, "`logging`, `excepthook` or `threading.excepthook`"),
         ("logger", OPT_STR, "logger name"),

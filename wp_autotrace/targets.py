@@ -259,7 +259,11 @@ ARGV_ROLES: tuple[tuple[str, str], ...] = (
     # Started by multiprocessing's spawn/forkserver pools; it outlives its
     # starter by a moment, by design.
     ("multiprocessing.resource_tracker", "resource-tracker"),
+    # multiprocessing's forkserver: started on demand, lives until its starter exits.
+    ("multiprocessing.forkserver", "forkserver"),
 )
+# Helper processes that outlive their starter by design: never "left behind".
+HELPER_ROLES = frozenset({"resource-tracker", "forkserver"})
 
 
 def parse_extra_targets(spec: str) -> tuple[list[Target], list[str]]:
