@@ -162,7 +162,11 @@ def _tree_line(p: dict[str, Any], indent: int) -> str:
 
 
 def _tree_section(rep: dict[str, Any]) -> list[str]:
-    """Processes indented under their parents (iteratively: chains can be thousands deep)."""
+    """Processes indented under their parents (iteratively: chains can be thousands deep).
+
+    TODO(lead, after merging i12-runtime): label processes with wp_autotrace.labels (script, -m module,
+    -c first line, toolchain names) and fold compiler toolchain children into one line per parent.
+    """
     out = ["", "== Process tree (start/end seconds from the first record)"]
     procs = rep["processes"]
     keys = {(p["run"], p["host"], p["pid"]) for p in procs}
