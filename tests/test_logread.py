@@ -159,3 +159,25 @@ def test_any_field_any_value_never_crashes(tmp_path: Path, capsys: pytest.Captur
         capsys.readouterr()
         assert main(["export", str(path), "-o", "-"]) == 0
         strict_json(capsys.readouterr().out)
+
+
+NUMERIC_FIELDS = sorted((event, name) for event, types in schema.FIELD_TYPES.items() for name, kind in types.items()
+                        if kind in (schema.NUM, schema.UINT, schema.INT) and name not in ("v", "ts", "pid"))
+
+
+@pytest.mark.parametrize("event,field", NUMERIC_FIELDS)
+def test_every_numeric_field_rejects_nan_infinity_and_huge(event: str, field: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Every numeric field of every event, set to NaN, Infinity, 1e400 or a 401-digit int: strict JSON out."""
+    lines = [json.dumps(r) for r in seed_log().lines]
+    for bad in ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401):
+        lines.append('{"v":1,"event":"%s","ts":1800000005.5,"pid":100,"host":"h1","%s":%s}' % (event, field, bad))
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["report", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    strict_json(out)
+    assert main(["export", str(path), "-o", "-"]) == 0
+    strict_json(capsys.readouterr().out)
+    data = read_logs([str(path)])
+    assert all(field not in r for r in data.records if r["event"] == event and r["ts"] == 1800000005.5)
