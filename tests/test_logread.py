@@ -171,7 +171,7 @@ def test_every_numeric_field_rejects_nan_infinity_and_huge(event: str, field: st
     """Every numeric field of every event, set to NaN, Infinity, 1e400 or a 401-digit int: strict JSON out."""
     lines = [json.dumps(r) for r in seed_log().lines]
     for bad in ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401):
-        lines.append('{"v":1,"event":"%s","ts":1800000005.5,"pid":100,"host":"h1","%s":%s}' % (event, field, bad))
+        lines.append(f'{{"v":1,"event":"{event}","ts":1800000005.5,"pid":100,"host":"h1","{field}":{bad}}}')
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(lines) + "\n")
     assert main(["report", "--json", str(path)]) == 0
