@@ -181,3 +181,31 @@ def test_every_numeric_field_rejects_nan_infinity_and_huge(event: str, field: st
     strict_json(capsys.readouterr().out)
     data = read_logs([str(path)])
     assert all(field not in r for r in data.records if r["event"] == event and r["ts"] == 1800000005.5)
+
+
+EVERY_FIELD = sorted((event, name, kind) for event, types in schema.FIELD_TYPES.items()
+                     for name, kind in types.items() if name not in ("v", "event", "ts", "pid"))
+# A value of the wrong type for each kind of field.
+WRONG = {schema.STR: [1], schema.OPT_STR: {"a": 1}, schema.UINT: "x", schema.INT: 1.5, schema.NUM: "x",
+         schema.BOOL: "yes", schema.DICT: [1], schema.ANY: {"n": float("nan")}, schema.INTS: [-1, "x", 10 ** 30],
+         schema.STRS: "x", schema.FRAME: {"file": 3}, schema.FRAMES: [{"line": "x"}, 7],
+         schema.PROCS: [{"pid": "x"}, {"pid": 5, "rss": -1, "cmd": 3}], schema.ENDED: [{"pid": 5, "end": "x"}],
+         schema.RSS: [{"pid": -5}]}
+
+
+@pytest.mark.parametrize("event,field,kind", EVERY_FIELD)
+def test_every_field_of_the_wrong_type(event: str, field: str, kind: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Every field of every event, given a value of the wrong type: report, text and export still work."""
+    lines = [json.dumps(r) for r in seed_log().lines]
+    for pid in (100, 200, 777):  # a known process, a sidecar, and one never seen
+        bad = {"v": 1, "event": event, "ts": 1_800_000_005.5, "pid": pid, "host": "h1", field: WRONG[kind]}
+        lines.append(json.dumps(bad))
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["report", "--json", str(path)]) == 0
+    strict_json(capsys.readouterr().out)
+    assert main(["report", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(path), "-o", "-"]) == 0
+    strict_json(capsys.readouterr().out)
