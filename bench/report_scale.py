@@ -109,7 +109,7 @@ def measure(repeats: int) -> list[Row]:
         full, half = Path(tmp, "full.jsonl"), Path(tmp, "half.jsonl")
         n = make_log(full)
         make_log(half, processes=1000, ranks=10, records=100_000)
-        for name, extra in (("report", []), ("report --json", ["--json"]), ("export", ["-o", os.devnull])):
+        for name, extra in (("report", []), ("report --json", ["--json"]), ("export", ["-o", "-"])):
             cmd = name.split()[0]
             wall, cpu = time_command([cmd, str(full), *extra], repeats)
             _, cpu_half = time_command([cmd, str(half), *extra], repeats)
