@@ -476,7 +476,7 @@ def test_sigkill_pool_process(victim: str, tmp_path: Path) -> None:
     assert proc["exit"] in (None, "vanished")
     if victim == "sidecar":
         assert proc["role"] == "compile-sidecar"
-        assert any(f.startswith(f"Compile sidecar {killed} ") and "killed or vanished" in f for f in rep["findings"])
+        assert any(f["kind"] == "sidecar-killed" and killed in f["pids"] for f in rep["findings"])
         (pool_row,) = rep["pools"]
         assert pool_row["sidecar_pid"] == killed and pool_row["sidecar_exit"] != "exit"
     else:

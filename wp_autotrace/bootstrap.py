@@ -151,6 +151,31 @@ def detect_role(is_root: bool) -> str:
     return "child"
 
 
+# How the wp-autotrace command shows in a command line: it never traces itself
+# (`run` execs the program, which is traced as its own interpreter starts).
+CLI_SCRIPT = "wp-autotrace"
+CLI_MODULE = "wp_autotrace"
+
+
+def _is_own_cli() -> bool:
+    """This interpreter runs the wp-autotrace command (console script or python -m wp_autotrace)."""
+    argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline())[:8]
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-X", "-W"):  # an option with its value apart
+            i += 2
+            continue
+        if arg.startswith("-m"):
+            return bool((arg[2:] or "".join(argv[i + 1:i + 2])) == CLI_MODULE)
+        if arg.startswith("-c") or arg == "-":
+            return False
+        if not arg.startswith("-"):  # the script: the console script's path
+            return bool(os.path.basename(arg) == CLI_SCRIPT)
+        i += 1
+    return False
+
+
 class Runtime:
     """Everything one traced process holds."""
 
@@ -391,7 +416,7 @@ def start() -> None:
     runtime = None
     try:
         settings = read_settings()
-        if not (settings.trace or settings.guard):
+        if not (settings.trace or settings.guard) or _is_own_cli():
             return
         runtime = Runtime(settings)
         runtime.start()

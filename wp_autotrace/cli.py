@@ -40,27 +40,58 @@ EPILOG = """\
 exit status: 0 ok; 1 doctor found a problem, or cleanup refused or could not
 end a process; 2 no usable log; 3 cleanup: the run is still running; 64 usage
 error; 69 export could not reach the endpoint; 73 export refused its output
-(an input log, a symlink, a non-regular or existing file without --force); 78 run: the interpreter cannot
+(an input log, a symlink, a non-regular or existing file without --force); 66 report/export: made, but
+an input named on stderr could not be read; 74 report/export: stdout closed; 78 run: the interpreter cannot
 trace; 127 run: command not found; run otherwise exits with the program's code
 (128+N when a signal N ended it).
 """
 CANT_CREATE = 73  # sysexits' EX_CANTCREAT: export refused its output path
+SOME_INPUT_UNREADABLE = 66  # EX_NOINPUT: a report was made, but an input named on stderr could not be read
+OUTPUT_CLOSED = 74  # stdout closed or a broken pipe: nothing more can be written (EX_IOERR)
+
+
+class _OutputClosed(Exception):
+    """stdout is closed or its reader went away."""
+
+
+def _write_out(text: str) -> None:
+    """Write to stdout; a closed stdout or broken pipe becomes _OutputClosed."""
+    out = sys.stdout
+    if out is None:
+        raise _OutputClosed
+    try:
+        out.write(text)
+        out.flush()
+    except (BrokenPipeError, ValueError, OSError) as exc:
+        raise _OutputClosed from exc
+
+
+def _warn_inputs(data: Any, skipped: bool = True) -> int:
+    """Name each unreadable input (and what was skipped) on stderr; the exit status they call for."""
+    for problem in data.problems:
+        print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
+    line = skipped_line(data.skipped) if skipped else ""
+    if line:
+        print(f"wp-autotrace: {line}", file=sys.stderr)
+    return SOME_INPUT_UNREADABLE if data.problems else OK
+
+
+def _dumps(value: Any, indent: int | None = None) -> str:
+    # allow_nan=False: the reader has already made every number finite; never print NaN.
+    return json.dumps(value, indent=indent, allow_nan=False, default=str)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import analyze, render_text
+    from .render import render_text
+    from .report import analyze
 
     data = read_logs(args.logs)
-    rep = analyze(data)
+    rep = analyze(data, args.run)
     if args.json:
-        json.dump(rep, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        line = skipped_line(data.skipped)
-        if line:
-            print(f"wp-autotrace: {line}", file=sys.stderr)
-    else:
-        sys.stdout.write(render_text(rep, data.skipped))
-    return OK
+        _write_out(_dumps(rep, indent=1) + "\n")
+        return _warn_inputs(data)
+    _write_out(render_text(rep, data.skipped))
+    return _warn_inputs(data, skipped=False)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -71,15 +102,12 @@ def _export(args: argparse.Namespace) -> int:
     output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
-    if not _write_output(output, json.dumps(trace), args):
+    if not _write_output(output, _dumps(trace), args):
         return CANT_CREATE
     if output != "-":
         print(f"wrote {len(trace['traceEvents'])} events to {output} (open it in https://ui.perfetto.dev)",
               file=sys.stderr)
-    line = skipped_line(data.skipped)
-    if line:
-        print(f"wp-autotrace: {line}", file=sys.stderr)
-    return OK
+    return _warn_inputs(data)
 
 
 def _export_otlp(args: argparse.Namespace) -> int:
@@ -91,13 +119,11 @@ def _export_otlp(args: argparse.Namespace) -> int:
     spans = sum(len(s["spans"]) for rs in request["resourceSpans"] for s in rs["scopeSpans"])
     output = args.output or (None if args.endpoint else "spans.json")
     if output:
-        if not _write_output(output, json.dumps(request), args):
+        if not _write_output(output, _dumps(request), args):
             return CANT_CREATE
         if output != "-":
             print(f"wrote {spans} spans to {output} (OTLP/JSON)", file=sys.stderr)
-    line = skipped_line(data.skipped)
-    if line:
-        print(f"wp-autotrace: {line}", file=sys.stderr)
+    status = _warn_inputs(data)
     if args.endpoint:
         try:
             url = post(request, args.endpoint)
@@ -105,7 +131,7 @@ def _export_otlp(args: argparse.Namespace) -> int:
             print(f"wp-autotrace export: spans not sent: {exc}", file=sys.stderr)
             return UNREACHABLE
         print(f"sent {spans} spans to {url}", file=sys.stderr)
-    return OK
+    return status
 
 
 def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
@@ -118,8 +144,7 @@ def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
         print(f"wp-autotrace export: {exc}", file=sys.stderr)
         return False
     if out is sys.stdout:
-        out.write(text + "\n")
-        out.flush()
+        _write_out(text + "\n")
     else:
         with out:
             out.write(text)
@@ -414,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="answer: who called warm_pool, which pools, what was left behind")
     p.add_argument("logs", nargs="+", metavar="LOG", help="wp_autotrace-*.jsonl file(s); several hosts/ranks merge")
     p.add_argument("--json", action="store_true", help="one JSON object with stable keys (default: text)")
+    p.add_argument("--run", metavar="ID", help="report only this run (a log can hold several; default: all, apart)")
     p.set_defaults(func=_report)
     p = sub.add_parser("export", help="a timeline: Chrome Trace JSON for Perfetto, or OpenTelemetry (OTLP/JSON)")
     p.add_argument("logs", nargs="+", metavar="LOG", help="wp_autotrace-*.jsonl file(s) to export together")
@@ -469,7 +495,18 @@ def main(argv: list[str] | None = None) -> int:
     except NoUsableLog as exc:
         print(f"wp-autotrace: nothing to report: {exc}", file=sys.stderr)
         return NO_USABLE_LOG
-    except BrokenPipeError:
-        return OK
+    except (_OutputClosed, BrokenPipeError):
+        _silence_stdout()
+        return OUTPUT_CLOSED
     except KeyboardInterrupt:
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's own flush at exit cannot complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass

@@ -224,6 +224,7 @@ class Probes:
         call_id = next(self._ids)
         fields: dict[str, Any] = {
             "target": label,
+            "tag": target.tag,
             "call_id": call_id,
             "thread": _thread_name(),
             "stack": stack,
