@@ -102,8 +102,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("guard", BOOL, "WP_AUTOTRACE_GUARD=nested-pools"),
         ("env", DICT, "the pool-deciding variables as set"),
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
-        ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK, "
-                       "LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, TORCHELASTIC_RUN_ID); absent when none is"),
+        ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
+                       "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                       "TORCHELASTIC_RUN_ID); absent when none is"),
     )),
     CALL: ("a traced call started", _CALL_FIELDS),
     RETURN: ("it returned", (
