@@ -269,6 +269,7 @@ class Builder:
         if ct is not None:
             p = self.by_start.get((host, pid, round(ct, 2)))
             if p is not None:
+                self.note_rss(p, entry.get("rss"))  # a later sample (a leftover's last RSS) is its peak too
                 return p
         p = self.current.get((host, pid))
         if p is None or not self.is_same(p, ct, ts):

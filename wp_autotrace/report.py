@@ -27,9 +27,10 @@ from .model import (
     build,
     run_state,
 )
-from .render import render_text
+from .render import answer_text, render_text, summary_lines
 
-__all__ = ["analyze", "render_text", "View", "RUN_ENDED", "RUN_IN_PROGRESS", "RUN_KILLED", "RUN_END_UNSEEN"]
+__all__ = ["analyze", "render_text", "summary_lines", "View", "RUN_ENDED", "RUN_IN_PROGRESS", "RUN_KILLED",
+           "RUN_END_UNSEEN"]
 
 # The rank a process is labelled with: the first of these set (otlp.py and watch.py read the same keys).
 RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
@@ -260,7 +261,7 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]
     warm = _warm_callers(v)
-    return {
+    rep = {
         "run": _legacy_run(v, data),
         "runs": [_run_dict(v, r) for r in v.runs],
         "ranks": _ranks(v, leftover),
@@ -293,6 +294,8 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
         "input": {"records": len(data.records), "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files},
     }
+    rep["answer"] = answer_text(rep)
+    return rep
 
 
 def _still_running(v: View, p: Process) -> bool:
