@@ -52,7 +52,7 @@ def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
 
 def size_text(n: int) -> str:
     """Bytes for people: '600 MB', '65.6 GB'."""
-    return f"{n / 2**30:.1f} GB" if n >= 10 * 2**30 else f"{n / 2**20:.0f} MB"
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
 def site(frame: dict[str, Any] | None) -> str:
@@ -151,8 +151,8 @@ def leftovers(v: View) -> Finding | None:
     killed = any(r.leftover_how == "root-killed" for r in v.runs)
     return Finding(
         "leftovers", "problem",
-        f"{v.leftover_count} process(es) outlived the main process{' (it was killed)' if killed else ''}"
-        f"{_in_ranks(v, listed)} ({_roles(listed)}){mb}: "
+        f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
+        f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}.",
         sorted(p.pid for p in listed), [],
         "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
@@ -300,7 +300,7 @@ def _last_seen(v: View, p: Process) -> str:
 
 
 def _open_call_text(v: View, c: Call) -> str:
-    took = (c.proc.end or v.t_end) - c.ts
+    took = max(0.0, (c.proc.end or v.t_end) - c.ts)
     how = c.proc.exit_how or "ended"
     return (f"{T.short_label(c.target)} in {c.proc.role} {c.proc.pid}, open {took:.1f} s until the process "
             f"ended ({how}), called from {site(c.caller)}; {_last_seen(v, c.proc)}")
@@ -319,7 +319,8 @@ def calls_never_returned(v: View) -> Finding | None:
         f"{len(open_calls)} traced call(s) never returned{more}, e.g. {_open_call_text(v, open_calls[0])}.",
         sorted({x.proc.pid for x in open_calls}),
         [_open_call_text(v, x) for x in open_calls[:TEXT_PIDS]],
-        "the process ended inside the call (killed, or os._exit): see how it ended above", {})
+        "a process that exited cleanly left the call running in another thread; one killed (or ended by "
+        "os._exit) died inside it: see how each ended, and look for what it was waiting on", {})
 
 
 def _root_runs(v: View, state: str) -> list[Run]:

@@ -19,7 +19,7 @@ MAX_TREE_LINES = 400
 MAX_INDENT = 8
 # The default text is short (about 60 lines at 30 nested sidecars): tables show this many rows, then
 # "… N more"; --verbose shows every row, every tree line and every finding's pids and evidence.
-SHORT_ROWS = {"callers": 5, "pools": 4, "ranks": 8, "tree": 14}
+SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
 FOLD_TOOLS = True  # compiler toolchain children: one line per parent unless --verbose
 
 # C0 controls, DEL and C1 controls (ESC included) shown as \xNN: never sent to a terminal.
@@ -315,13 +315,13 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     if rep["leftover_count"] > len(left):
         listed += f" ({rep['leftover_count'] - len(left)} not listed: the log's list was cut)"
     states = {r["state"] for r in rep["runs"]}
-    if rep["leftover_checked"]:
+    if "killed" in states:
+        out.append(f"left behind after the main process was killed: {listed}"
+                   + ("" if rep["leftover_checked"] else " (not checked: no leftover record)"))
+    elif rep["leftover_checked"]:
         out.append(f"left behind at main exit: {listed}")
     elif "in progress" in states:
         out.append("left behind at main exit: not known yet (the run is in progress)")
-    elif "killed" in states:
-        out.append("left behind at main exit: not checked (the main process was killed); "
-                   f"{listed} seen alive after it")
     else:
         out.append(f"left behind at main exit: {listed} (not checked: no leftover record)")
     costs = rep["costs"]
