@@ -111,7 +111,7 @@ def test_run_checks_the_python_on_path_for_other_commands(tmp_path: Path) -> Non
 
 
 def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> None:
-    """After the program: the answer, findings and the log's path on stderr; stdout untouched; a signal N exits 128+N."""
+    """After the program: answer, findings and the log's path on stderr; stdout untouched; signal N exits 128+N."""
     log = tmp_path / "r.jsonl"
     res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
                       "import os, signal; print('out'); os.kill(os.getpid(), signal.SIGTERM)"], clean_env())
