@@ -122,7 +122,8 @@ def test_subclass_pool_recorded_through_subclass_rule(tmp_path: Path, log: Path)
     assert pp and {c["pid"] for c in pp} == {main}, sorted({c["target"] for c in calls})
     assert pp[0]["caller"]["file"].endswith("wp_fx_subclass/_inductor/__init__.py")
     assert pp[0]["caller"]["func"] == "device_kernel"
-    created = [r for r in events(recs, "return") if "sidecar_pid" in r and r["pid"] == main]
+    inits = {c["call_id"] for c in calls if c["pid"] == main and c["target"].endswith("SubprocPool.__init__")}
+    created = [r for r in events(recs, "return") if r["pid"] == main and r.get("call_id") in inits]
     sidecars = [s for s in starts.values() if s["role"] == "compile-sidecar"]
     assert len(created) == 1 and [s["pid"] for s in sidecars] == [created[0]["sidecar_pid"]]
     assert sidecars[0]["ppid"] == main
