@@ -73,7 +73,9 @@ def test_run_in_progress_without_a_watcher_by_a_fresh_log(tmp_path: Path) -> Non
     shift = time.time() - 10 - (T0 + 4)
     for r in w.lines:
         r["ts"] += shift
-    assert report(w, tmp_path)["runs"][0]["state"] == "in progress"
+    rep = report(w, tmp_path)
+    assert rep["runs"][0]["state"] == "in progress"
+    assert "no watcher record confirms it" in finding(rep, "in-progress")["text"]
     assert report(without_root_end(clean_run()), tmp_path)["runs"][0]["state"] == "end not seen"
 
 

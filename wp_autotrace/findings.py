@@ -357,6 +357,8 @@ def run_in_progress(v: View) -> Finding | None:
         return None
     r = runs[0]
     alive = f"; {r.tree_counts[-1][1]} process(es) alive at the last sample" if r.tree_counts else ""
+    if not r.watcher_pids:  # only the log's age says so
+        alive += "; no watcher record confirms it: the log's last record is recent"
     return Finding(
         "in-progress", "info",
         f"Run {r.id or '?'} is in progress: main process {r.root.pid if r.root else '?'} had not exited at the "
