@@ -108,6 +108,7 @@ def test_known_plugin_release_gets_its_advice(tmp_path: Path) -> None:
     advice = finding(rep, "nested-pools")["advice"]
     known = advice_for("torch_npu", "2.8.0.post5")
     assert known and advice.startswith(known) and NESTED_ADVICE in advice
+    assert finding(rep, "warm-pool-bypass")["advice"].startswith(known)  # an import-time call, same release
     text = finding(rep, "nested-pools")["text"]
     assert "torch_npu 2.8.0.post5: torch_npu/_inductor/__init__.py:18 (<module>)" in text
     caller = rep["warm_pool_callers"][0]["caller"]

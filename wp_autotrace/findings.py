@@ -135,8 +135,8 @@ def warm_pool_bypass(v: View) -> Finding | None:
         f"(pids {pid_text(pids)}): a direct call from {_sites(bypass)} bypasses that guard, which only "
         "torch's own maybe_warm_pool() honours.",
         pids, [site(c.caller) for c in bypass[:TEXT_PIDS]],
-        "TORCH_WARM_POOL only stops torch's own maybe_warm_pool(); stop the direct warm_pool() call at its "
-        "source (see the call sites) or use WP_AUTOTRACE_GUARD=nested-pools",
+        plugin_advice(bypass, "TORCH_WARM_POOL only stops torch's own maybe_warm_pool(); stop the direct "
+                      "warm_pool() call at its source (see the call sites) or use WP_AUTOTRACE_GUARD=nested-pools"),
         {"processes": len(pids)})
 
 
