@@ -111,7 +111,7 @@ def test_run_checks_the_python_on_path_for_other_commands(tmp_path: Path) -> Non
 
 
 def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> None:
-    """After the program: findings and the log's path on stderr; stdout untouched; a signal N exits 128+N."""
+    """After the program: answer, findings and the log's path on stderr; stdout untouched; signal N exits 128+N."""
     log = tmp_path / "r.jsonl"
     res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
                       "import os, signal; print('out'); os.kill(os.getpid(), signal.SIGTERM)"], clean_env())
@@ -119,7 +119,8 @@ def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> N
     assert res.stdout == "out\n"
     lines = res.stderr.splitlines()
     after = lines[lines.index("wp-autotrace:") + 1:]
-    assert after[0].startswith("  - ") and after[-2:] == [f"  log: {log}", f"  full report: wp-autotrace report {log}"]
+    assert after[1].startswith("  - ") and after[-2:] == [f"  log: {log}", f"  full report: wp-autotrace report {log}"]
+    assert "called warm_pool" in after[0]  # the answer paragraph first (report.summary_lines)
 
 
 def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:

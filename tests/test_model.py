@@ -113,7 +113,47 @@ def with_raising_sidecar() -> LogWriter:
     return w
 
 
+def watcher(w: LogWriter, t: float, event: str, **fields: Any) -> None:
+    w.add(t, 900, 100, "watcher", event, run="r1", root_pid=100, **fields)
+
+
+def without_root_end(w: LogWriter) -> LogWriter:
+    """w with the main process's process_exit and the leftover check taken out."""
+    w.lines = [r for r in w.lines if not (r["pid"] == 100 and r["event"] in ("process_exit", "leftover"))]
+    return w
+
+
+def with_root_killed() -> LogWriter:
+    """The main process SIGKILLed at 3.5 s: no process_exit; the watcher saw it go and sidecar 200 stay."""
+    w = without_root_end(clean_run())
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] == "process_exit")]
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 3.6, "tree", count=1, started=[], ended=[{"pid": 100, "end": T0 + 3.5}])
+    watcher(w, 3.7, "leftover", how="root-killed", count=1, pids=[200],
+            procs=[{"pid": 200, "ppid": 1, "name": "python", "cmd": "x", "rss": 280 << 20}])
+    return w
+
+
+def with_run_in_progress() -> LogWriter:
+    """The watcher's latest tree record is not final, the main process has not exited: the run goes on."""
+    w = without_root_end(clean_run())
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 3.8, "tree", count=2, started=[], ended=[], final=False)
+    call(w, 3.9, 100, 1, "main", f"{AC}:AsyncCompile.warm_pool", 11, None)
+    return w
+
+
+def with_early_wakeup() -> LogWriter:
+    """AsyncCompile.wakeup() returned without calling SubprocPool.wakeup (torch returned early)."""
+    w = clean_run()
+    call(w, 2, 100, 1, "main", f"{AC}:AsyncCompile.wakeup", 5, 2.001)
+    return w
+
+
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "root-killed": with_root_killed,
+    "in-progress": with_run_in_progress,
+    "wakeup-no-pool": with_early_wakeup,
     "nested-pools": seed_log,
     "warm-pool-bypass": seed_log,
     "leftovers": seed_log,
@@ -174,10 +214,6 @@ def test_golden_text_report(tmp_path: Path) -> None:
         golden.parent.mkdir(exist_ok=True)
         golden.write_text(text)
     assert text == golden.read_text()
-
-
-def watcher(w: LogWriter, t: float, event: str, **fields: Any) -> None:
-    w.add(t, 900, 100, "watcher", event, run="r1", root_pid=100, **fields)
 
 
 def test_150_leftovers_counted_from_the_data(tmp_path: Path) -> None:
@@ -381,7 +417,7 @@ def test_rank_shown_in_the_tree(tmp_path: Path) -> None:
     start(w, 1, 101, 100, "child", rank={"RANK": "3", "WORLD_SIZE": "8"})
     rep = report(w, tmp_path)
     assert next(p for p in rep["processes"] if p["pid"] == 101)["rank"] == {"RANK": "3", "WORLD_SIZE": "8"}
-    assert "101 child rank 3" in render_text(rep, {})
+    assert "101 child (child.py) rank 3" in render_text(rep, {})
 
 
 def test_run_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

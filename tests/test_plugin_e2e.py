@@ -1,9 +1,8 @@
 """The three stand-in plugin shapes end to end with real torch 2.13 (CPU).
 
 Each run is bounded; the whole session is killed afterwards (sidecars can
-outlive the main process). Assertions are on the raw log records; the few on
-the report are marked REPORT-TEXT: the report is being rewritten (findings
-registry) and those lines may need adapting.
+outlive the main process). Assertions are on the raw log records, then on the
+report's findings by their stable `kind` (findings.py).
 """
 
 from __future__ import annotations
@@ -71,9 +70,9 @@ def test_reset_shape_one_sidecar_no_nesting(tmp_path: Path, log: Path) -> None:
     sidecars = [s for s in starts.values() if s["role"] == "compile-sidecar"]
     assert [s["ppid"] for s in sidecars] == [main]
     assert set(sidecar_depths(recs).values()) == {1}
-    # REPORT-TEXT (adapt to the findings registry): no nested-pools finding.
     rep = report_json(log)
-    assert not [f for f in rep["findings"] if "Nested" in f]
+    assert "nested-pools" not in {f["kind"] for f in rep["findings"]}, rep["findings"]
+    assert rep["warm_pool_pids"] == [main]
 
 
 def test_plain_shape_nests_sidecars(tmp_path: Path, log: Path) -> None:
@@ -94,10 +93,10 @@ def test_plain_shape_nests_sidecars(tmp_path: Path, log: Path) -> None:
     # a nested sidecar warmed its own pool: it was started by a sidecar that did the same
     nested = [pid for pid, d in depths.items() if d >= 2]
     assert starts[nested[0]]["ppid"] in {w["pid"] for w in warms}
-    # REPORT-TEXT (adapt to the findings registry): the nested-pools finding and depth.
     rep = report_json(log)
     assert rep["max_sidecar_depth"] >= 2
-    assert any(f.startswith("Nested compile pools") for f in rep["findings"])
+    nested = next(f for f in rep["findings"] if f["kind"] == "nested-pools")
+    assert nested["text"].startswith("Nested compile pools") and "wp_fx_plain/_inductor/__init__.py" in nested["text"]
 
 
 SUBCLASS_PROG = textwrap.dedent('''
@@ -123,12 +122,18 @@ def test_subclass_pool_recorded_through_subclass_rule(tmp_path: Path, log: Path)
     assert pp and {c["pid"] for c in pp} == {main}, sorted({c["target"] for c in calls})
     assert pp[0]["caller"]["file"].endswith("wp_fx_subclass/_inductor/__init__.py")
     assert pp[0]["caller"]["func"] == "device_kernel"
-    created = [r for r in events(recs, "return") if "sidecar_pid" in r and r["pid"] == main]
+    inits = {c["call_id"] for c in calls if c["pid"] == main and c["target"].endswith("SubprocPool.__init__")}
+    created = [r for r in events(recs, "return") if r["pid"] == main and r.get("call_id") in inits]
     sidecars = [s for s in starts.values() if s["role"] == "compile-sidecar"]
     assert len(created) == 1 and [s["pid"] for s in sidecars] == [created[0]["sidecar_pid"]]
     assert sidecars[0]["ppid"] == main
     assert not warm_calls(recs)  # no warm at import: the pool exists because the plugin compiled
     assert any(c["target"].endswith("SubprocPool.shutdown") and c["pid"] == main for c in calls)
+    rep = report_json(log)
+    (pool,) = rep["pools"]
+    assert pool["creator_pid"] == main and pool["caller"]["file"].endswith("wp_fx_subclass/_inductor/__init__.py")
+    assert pool["shutdowns"] >= 1 and pool["sidecar_served"]
+    assert not {"nested-pools", "leftovers", "sidecar-killed"} & {f["kind"] for f in rep["findings"]}
 
 
 JOB_PROG = textwrap.dedent(f'''

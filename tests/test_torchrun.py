@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import STANDIN, clean_env, events, needs_torch
+from wp_autotrace.render import render_text
+
+from .conftest import STANDIN, clean_env, events, needs_torch, report_json
 from .procs import records, run_until_records
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
@@ -100,3 +102,15 @@ def test_torchrun_two_ranks(tmp_path: Path) -> None:
     warm = [c for c in events(recs, "call") if c["target"].endswith("AsyncCompile.warm_pool")
             and c["pid"] in {s["pid"] for s in ranks.values()}]
     assert {c["caller"]["dist"] for c in warm} == {"wp-standin-backend"}
+    # the report: both ranks labelled, the launcher named, the Findings short
+    rep = report_json(log)
+    text = render_text(rep, {})
+    assert {e["rank"] for e in rep["ranks"]} == {"rank 0", "rank 1"}
+    procs = {p["pid"]: p for p in rep["processes"]}
+    assert procs[launcher["pid"]]["launcher"] and f"{launcher['pid']} launcher (" in text
+    for r, s in ranks.items():
+        assert procs[s["pid"]]["rank_label"] == f"rank {r}" and f"{s['pid']} child (ranks.py) rank {r}" in text
+    assert "== Ranks (2), launched by " in text
+    findings = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
+    assert len(findings) <= 12, "\n".join(findings)
+    assert "nested-pools" in {f["kind"] for f in rep["findings"]}

@@ -90,7 +90,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.json:
         _write_out(_dumps(rep, indent=1) + "\n")
         return _warn_inputs(data)
-    _write_out(render_text(rep, data.skipped))
+    _write_out(render_text(rep, data.skipped, verbose=args.verbose))
     return _warn_inputs(data, skipped=False)
 
 
@@ -256,13 +256,11 @@ def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
 
 
 def short_answer(log: str) -> list[str]:
-    """The report's short answer for a log: its findings lines (one place to switch report APIs)."""
-    from .report import analyze, render_text
+    """The report's short answer for a log: the answer paragraph, then one line per finding and its advice."""
+    from .render import escape
+    from .report import analyze, summary_lines
 
-    lines = render_text(analyze(read_logs([log])), {}).splitlines()
-    start = lines.index("== Findings") + 1 if "== Findings" in lines else len(lines)
-    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
-    return lines[start:end]
+    return [escape(line) for line in summary_lines(analyze(read_logs([log])))]
 
 
 def _summarize(log: str, python: str | None) -> None:
@@ -440,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("logs", nargs="+", metavar="LOG", help="wp_autotrace-*.jsonl file(s); several hosts/ranks merge")
     p.add_argument("--json", action="store_true", help="one JSON object with stable keys (default: text)")
     p.add_argument("--run", metavar="ID", help="report only this run (a log can hold several; default: all, apart)")
+    p.add_argument("--verbose", action="store_true",
+                   help="text: every table row, every tree line (toolchain processes unfolded), every finding's pids "
+                        "(default: short tables, toolchain folded)")
     p.set_defaults(func=_report)
     p = sub.add_parser("export", help="a timeline: Chrome Trace JSON for Perfetto, or OpenTelemetry (OTLP/JSON)")
     p.add_argument("logs", nargs="+", metavar="LOG", help="wp_autotrace-*.jsonl file(s) to export together")

@@ -6,8 +6,8 @@ lists them in the order they are shown. One finding per kind, aggregated
 (counts and the first few pids), never one line per process; the full pid
 lists are in ``pids`` (--json).
 
-TODO(lead, after merge): label processes with wp_autotrace.labels (i12-runtime)
-where findings name them (rank labels, toolchain names).
+Advice is concrete where the log allows: a caller in a device plugin release
+that plugins.py knows gets that release's known behaviour and fix.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from . import targets as T
+from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
+from .plugins import advice_for_frame
 from .targets import GUARDED_ROLES, HELPER_ROLES, SIDECAR_ROLES
 
 if TYPE_CHECKING:
-    from .model import Call, Pool, Process
+    from .model import Call, Pool, Process, Run
     from .report import View
 
 # The main process waiting longer than this at exit is worth a finding.
@@ -50,7 +52,7 @@ def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
 
 def size_text(n: int) -> str:
     """Bytes for people: '600 MB', '65.6 GB'."""
-    return f"{n / 2**30:.1f} GB" if n >= 10 * 2**30 else f"{n / 2**20:.0f} MB"
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
 def site(frame: dict[str, Any] | None) -> str:
@@ -78,6 +80,34 @@ def _roles(procs: Any) -> str:
     return ", ".join(f"{n} {role}" for role, n in sorted(counts.items()))
 
 
+NESTED_ADVICE = (
+    "the backend imported in every sidecar calls warm_pool() at import: keep it out of the sidecars "
+    "(TORCH_DEVICE_BACKEND_AUTOLOAD=0 in the sidecar's environment, as newer torch_npu releases do around "
+    "their call), or run with WP_AUTOTRACE_GUARD=nested-pools")
+
+
+def plugin_advice(calls: Any, generic: str) -> str:
+    """The known behaviour and fix of each plugin release among the callers (plugins.py), then generic."""
+    known: list[str] = []
+    for c in calls:
+        text = advice_for_frame(c.caller)
+        if text and text not in known:
+            known.append(text)
+    if not known:
+        return generic
+    return " ".join(known[:2]) + f" In general: {generic}"
+
+
+def _in_ranks(v: View, procs: Any) -> str:
+    """' in rank 0, 1' (the ranks the processes belong to), or ''."""
+    ranks = sorted({v.rank_of[p.index] for p in procs if p.index in v.rank_of})
+    if not ranks:
+        return ""
+    names = [r.removeprefix("rank ") for r in ranks]
+    return f" in {'rank' if len(names) == 1 else 'ranks'} {', '.join(names[:8])}" + (
+        f" (+{len(names) - 8} more)" if len(names) > 8 else "")
+
+
 def nested_pools(v: View) -> Finding | None:
     nested = [c for c in v.warm_calls if c.proc.role in GUARDED_ROLES]
     if not nested:
@@ -85,13 +115,11 @@ def nested_pools(v: View) -> Finding | None:
     pids = sorted({c.proc.pid for c in nested})
     return Finding(
         "nested-pools", "problem",
-        f"Nested compile pools: warm_pool ran inside {len(pids)} compile sidecar/worker process(es) "
-        f"(pids {pid_text(pids)}), called from {_sites(nested)}; each call starts another sidecar, "
-        f"{v.max_depth} deep.",
+        f"Nested compile pools: warm_pool ran inside {len(pids)} compile sidecar/worker process(es)"
+        f"{_in_ranks(v, (c.proc for c in nested))} (pids {pid_text(pids)}), called from {_sites(nested)}; "
+        f"each call starts another sidecar, {v.max_depth} deep.",
         pids, [site(c.caller) for c in nested[:TEXT_PIDS]],
-        "the backend imported in every sidecar calls warm_pool() at import: keep it out of the sidecars "
-        "(TORCH_DEVICE_BACKEND_AUTOLOAD=0 in the sidecar's environment, as newer torch_npu releases do), "
-        "or run with WP_AUTOTRACE_GUARD=nested-pools",
+        plugin_advice(nested, NESTED_ADVICE),
         {"processes": len(pids)})
 
 
@@ -107,8 +135,8 @@ def warm_pool_bypass(v: View) -> Finding | None:
         f"(pids {pid_text(pids)}): a direct call from {_sites(bypass)} bypasses that guard, which only "
         "torch's own maybe_warm_pool() honours.",
         pids, [site(c.caller) for c in bypass[:TEXT_PIDS]],
-        "TORCH_WARM_POOL only stops torch's own maybe_warm_pool(); stop the direct warm_pool() call at its "
-        "source (see the call sites) or use WP_AUTOTRACE_GUARD=nested-pools",
+        plugin_advice(bypass, "TORCH_WARM_POOL only stops torch's own maybe_warm_pool(); stop the direct "
+                      "warm_pool() call at its source (see the call sites) or use WP_AUTOTRACE_GUARD=nested-pools"),
         {"processes": len(pids)})
 
 
@@ -123,12 +151,12 @@ def leftovers(v: View) -> Finding | None:
     killed = any(r.leftover_how == "root-killed" for r in v.runs)
     return Finding(
         "leftovers", "problem",
-        f"{v.leftover_count} process(es) outlived the main process{' (it was killed)' if killed else ''} "
-        f"({_roles(listed)}){mb}: "
+        f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
+        f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}.",
         sorted(p.pid for p in listed), [],
-        "they keep memory and CPU after the job: stop their pools before exit (torch's "
-        "shutdown_compile_workers), and clean up with `wp-autotrace cleanup LOG` where available",
+        "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
+        "then stop their cause: pools started where nothing shuts them down (see the findings above)",
         {"processes": v.leftover_count, "leftover_rss_bytes": rss})
 
 
@@ -185,12 +213,20 @@ def sidecars_never_served(v: View) -> Finding | None:
     why = (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
            + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
         ": its main loop never served the pool (no SubprocMain._shutdown)"
+    warmed = {c.proc.index for c in v.warm_calls}
+    if any(p.index in warmed for p in raised):
+        advice = ("its own import started a pool (see nested-pools) and its main() then failed: keeping the "
+                  "backend out of the sidecars fixes both")
+    elif raised:
+        advice = f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then"
+    else:
+        advice = ("nothing asked it to stop: its pool was never shut down (torch's shutdown_compile_workers "
+                  "never ran, or ran in another process); shut the pool down before exit")
     return Finding(
         "sidecar-never-served", "problem" if raised else "warning",
-        f"{len(pids)} compile sidecar(s) never served their pool (pids {pid_text(pids)}){why}.",
-        pids, [_error_text(p) for p in raised[:TEXT_PIDS]],
-        "a sidecar that never serves costs a process and its import time for nothing: see what it raised",
-        {"processes": len(pids)})
+        f"{len(pids)} compile sidecar(s) never served their pool{_in_ranks(v, idle)} (pids {pid_text(pids)}){why}.",
+        pids, [_error_text(p) for p in raised[:TEXT_PIDS]], advice,
+        {"processes": len(pids), "cpu_s": None})
 
 
 def slow_exit_wait(v: View) -> Finding | None:
@@ -254,22 +290,102 @@ def _unreturned(v: View) -> list[Call]:
             and c.proc.end is not None]
 
 
+def _last_seen(v: View, p: Process) -> str:
+    """Where a process was when last seen: its last record (not process_exit)."""
+    r = p.last
+    if not r:
+        return "no record"
+    what = r["event"] + (f" {T.short_label(r['target'])}" if r.get("target") else "")
+    return f"last record {what} at {r['ts'] - v.t0:.1f} s"
+
+
+def _open_call_text(v: View, c: Call) -> str:
+    took = max(0.0, (c.proc.end or v.t_end) - c.ts)
+    how = c.proc.exit_how or "ended"
+    return (f"{T.short_label(c.target)} in {c.proc.role} {c.proc.pid}, open {took:.1f} s until the process "
+            f"ended ({how}), called from {site(c.caller)}; {_last_seen(v, c.proc)}")
+
+
 def calls_never_returned(v: View) -> Finding | None:
     open_calls = _unreturned(v)
     if not open_calls:
         return None
-    c = open_calls[0]
-    took = (c.proc.end or v.t_end) - c.ts
+    names: dict[str, int] = {}
+    for c in open_calls:
+        names[T.short_label(c.target)] = names.get(T.short_label(c.target), 0) + 1
+    more = "" if len(names) == 1 else " (" + ", ".join(f"{n} {name}" for name, n in sorted(names.items())) + ")"
     return Finding(
         "call-never-returned", "warning",
-        f"{len(open_calls)} traced call(s) never returned, e.g. {T.short_label(c.target)} in {c.proc.role} "
-        f"{c.proc.pid}, open {took:.1f} s until the process ended.",
+        f"{len(open_calls)} traced call(s) never returned{more}, e.g. {_open_call_text(v, open_calls[0])}.",
         sorted({x.proc.pid for x in open_calls}),
-        [f"{T.short_label(x.target)} in {x.proc.pid}" for x in open_calls[:TEXT_PIDS]],
-        "the process was killed (or exited with os._exit) inside the call", {})
+        [_open_call_text(v, x) for x in open_calls[:TEXT_PIDS]],
+        "a process that exited cleanly left the call running in another thread; one killed (or ended by "
+        "os._exit) died inside it: see how each ended, and look for what it was waiting on", {})
+
+
+def _root_runs(v: View, state: str) -> list[Run]:
+    return [r for r in v.runs if v.states.get(r.id) == state and r.root is not None]
+
+
+def root_killed(v: View) -> Finding | None:
+    """The main process ended without process_exit: the watcher saw it go, or nothing saw it end."""
+    runs = _root_runs(v, RUN_KILLED) + _root_runs(v, RUN_END_UNSEEN)
+    if not runs:
+        return None
+    r = runs[0]
+    root = r.root
+    assert root is not None
+    if v.states[r.id] == RUN_KILLED:
+        when = root.gone if root.gone is not None else r.end
+        at = f" at {when - v.t0:.1f} s" if when is not None else ""
+        alive = r.leftover_count or max((n for ts, n in r.tree_counts if when is not None and ts >= when),
+                                        default=0)
+        text = (f"The main process {root.pid} was killed{at} (no process_exit; its exit handlers did not run); "
+                f"seen after it: {alive} process(es) of the run still alive.")
+    else:
+        text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
+                f"after it): it was killed, or the log stops early; {_last_seen(v, root)}.")
+    return Finding(
+        "root-killed", "problem", text, [root.pid], [],
+        "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`", {})
+
+
+def run_in_progress(v: View) -> Finding | None:
+    """The main process has not ended: nothing about the exit (leftovers, exit wait) is known yet."""
+    runs = _root_runs(v, RUN_IN_PROGRESS)
+    if not runs:
+        return None
+    r = runs[0]
+    alive = f"; {r.tree_counts[-1][1]} process(es) alive at the last sample" if r.tree_counts else ""
+    if not r.watcher_pids:  # only the log's age says so
+        alive += "; no watcher record confirms it: the log's last record is recent"
+    return Finding(
+        "in-progress", "info",
+        f"Run {r.id or '?'} is in progress: main process {r.root.pid if r.root else '?'} had not exited at the "
+        f"last record ({(r.end or v.t0) - v.t0:.1f} s in){alive}; what it leaves behind is not known yet.",
+        [], [], "report again when it ends, or follow it with `wp-autotrace watch LOG`", {})
+
+
+def wakeup_no_pool(v: View) -> Finding | None:
+    """AsyncCompile.wakeup() called, returned, and woke no sidecar (torch returned early)."""
+    woke = {id(c.parent) for c in v.calls if c.tag == T.POOL_WAKEUP and c.parent is not None}
+    idle = [c for c in v.calls if c.tag == T.ASYNC_WAKEUP and c.end is not None and id(c) not in woke
+            and not c.error]
+    if not idle:
+        return None
+    pids = sorted({c.proc.pid for c in idle})
+    return Finding(
+        "wakeup-no-pool", "info",
+        f"AsyncCompile.wakeup() was called {len(idle)} time(s) (pids {pid_text(pids)}, from {_sites(idle)}) "
+        "and returned without waking a sidecar: torch returns early when it does not use a process pool "
+        "(compile_threads <= 1, or the pool failed) or the pool is not a SubprocPool, so pools show no wakeups.",
+        pids, [site(c.caller) for c in idle[:TEXT_PIDS]],
+        "check TORCHINDUCTOR_COMPILE_THREADS and the inductor settings in the Run section", {"calls": len(idle)})
 
 
 FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
+    root_killed,
+    run_in_progress,
     nested_pools,
     warm_pool_bypass,
     leftovers,
@@ -277,6 +393,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     sidecars_never_served,
     slow_exit_wait,
     calls_never_returned,
+    wakeup_no_pool,
     guard_refused,
     guard_idle,
     tracer_trouble,

@@ -19,6 +19,7 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any, Callable
 
@@ -32,6 +33,13 @@ SAME_START_S = 0.05
 SIDECAR_START_SLACK_S = 1.0
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
 SOURCELESS_FILES = ("<string>", "<stdin>")
+# Without a watcher to say so, a run whose log's last record is this fresh may still be running.
+RECENT_S = 120.0
+# What is known of a run's end (report's `runs[].state`).
+RUN_ENDED = "ended"  # its main process wrote process_exit
+RUN_IN_PROGRESS = "in progress"  # no end seen, and the watcher (or a fresh log) says it is alive
+RUN_KILLED = "killed"  # no process_exit, and the watcher saw the main process end (or root-killed)
+RUN_END_UNSEEN = "end not seen"  # no process_exit and nothing says why
 
 
 class Call:
@@ -82,7 +90,7 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index")
+                 "index", "argv", "last")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -120,6 +128,8 @@ class Process:
         self.depth = 0
         self.guard = False
         self.python = ""
+        self.argv: list[str] = []  # its command line as recorded (interpreter first)
+        self.last: dict[str, Any] | None = None  # the last record it wrote: where it was when last seen
 
 
 class Run:
@@ -236,6 +246,8 @@ class Builder:
             p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
         if not p.role and r.get("role"):
             p.role = r["role"]
+        if r["event"] != "process_exit":
+            p.last = r
         if p.run is not None:
             p.run.seen(r["ts"])
             if r.get("truncated") is not None:
@@ -257,6 +269,7 @@ class Builder:
         if ct is not None:
             p = self.by_start.get((host, pid, round(ct, 2)))
             if p is not None:
+                self.note_rss(p, entry.get("rss"))  # a later sample (a leftover's last RSS) is its peak too
                 return p
         p = self.current.get((host, pid))
         if p is None or not self.is_same(p, ct, ts):
@@ -347,6 +360,8 @@ class Builder:
             p.forked = bool(r.get("forked"))
             p.ppid = r.get("ppid", p.ppid)
         p.cmd = _argv_text(r.get("argv")) or p.cmd
+        p.argv = [str(a) for a in r["argv"]] if isinstance(r.get("argv"), list) else p.argv
+        p.last = r
         p.env = r.get("env") or p.env
         p.rank = r.get("rank") or p.rank
         p.python = r.get("python") or p.python
@@ -606,6 +621,23 @@ def _set_depths(processes: list[Process]) -> None:
             base += x.role in SIDECAR_ROLES
             x.depth = base
             done.add(x.index)
+
+
+def run_state(run: Run, now: float | None = None) -> str:
+    """What is known of how a run ended (RUN_*): from its main process's records and the watcher's."""
+    root = run.root
+    if root is None or root.exited:
+        return RUN_ENDED if root is not None else RUN_END_UNSEEN
+    if run.leftover_how == "root-killed" or root.gone is not None:
+        return RUN_KILLED
+    if run.leftover_seen:
+        return RUN_ENDED  # the watcher saw the main process end and checked what was left
+    if run.watcher_pids:
+        return RUN_END_UNSEEN if run.final_seen else RUN_IN_PROGRESS
+    age = (time.time() if now is None else now) - (run.end or 0.0)
+    if 0 <= age <= RECENT_S:
+        return RUN_IN_PROGRESS
+    return RUN_END_UNSEEN
 
 
 def build(records: Iterable[dict[str, Any]]) -> Model:

@@ -17,6 +17,10 @@ from .targets import GUARDED_ROLES
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
 MAX_INDENT = 8
+# The default text is short (about 60 lines at 30 nested sidecars): tables show this many rows, then
+# "… N more"; --verbose shows every row, every tree line and every finding's pids and evidence.
+SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
+FOLD_TOOLS = True  # compiler toolchain children: one line per parent unless --verbose
 
 # C0 controls, DEL and C1 controls (ESC included) shown as \xNN: never sent to a terminal.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
@@ -44,11 +48,16 @@ def _when(ts: Any) -> str:
         return f"{ts:.0f}"
 
 
-def _clip(rows: list[Any]) -> list[Any]:
-    """At most MAX_ROWS rows: the first ones and the last three, with None where rows were left out."""
-    if len(rows) <= MAX_ROWS:
+def _clip(rows: list[Any], limit: int | None = MAX_ROWS) -> list[Any]:
+    """At most limit rows (None: all): the first ones, then None where rows were left out."""
+    if limit is None or len(rows) <= limit:
         return rows
-    return [*rows[: MAX_ROWS - 3], None, *rows[-3:]]
+    return [*rows[:limit], None]
+
+
+def _more(rows: list[Any], limit: int | None, indent: str = "  ") -> str:
+    shown = len(rows) if limit is None else min(limit, len(rows))
+    return f"{indent}… {len(rows) - shown} more (--verbose, or --json)"
 
 
 def _run_section(rep: dict[str, Any]) -> list[str]:
@@ -64,7 +73,7 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
             out.append(f"-- run {r['id'] or '?'}")
         out.append(f"command:   {r['command'] or '?'}")
         out.append(f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
-                   f"{_when(r['start'])} -> {_when(r['end'])}")
+                   f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}")
     out.append(f"python {run['python'] or '?'}    torch {run['torch'] or '?'}    "
                f"guard: {'nested-pools' if run['guard'] else 'off'}    duration {run['duration_s']:.1f}s")
     if run["inductor"]:
@@ -72,52 +81,90 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     return out
 
 
-def _answer(rep: dict[str, Any]) -> str:
+def _state_text(r: dict[str, Any]) -> str:
+    """How the run ended, in words: ended / in progress / main process killed / end not seen."""
+    state = r["state"]
+    if state == "killed":
+        after = f"; {r['alive_after_root']} process(es) still alive after it" if r["alive_after_root"] else ""
+        return f"main process killed (no process_exit{after})"
+    if state == "in progress":
+        return "in progress"
+    return "ended" if state == "ended" else "end not seen (no process_exit)"
+
+
+def answer_text(rep: dict[str, Any]) -> str:
     """One paragraph: who started pools where, what it cost, what to do first."""
     callers = rep["warm_pool_callers"]
     if callers:
         nested = [e for e in callers if e["role"] in GUARDED_ROLES]
         sites = sorted({site(e["caller"]) for e in callers})
-        text = (f"{len(callers)} process(es) called warm_pool, from {', '.join(sites[:2])}"
+        ranks = f" across {len(rep['ranks'])} ranks" if len(rep["ranks"]) > 1 else ""
+        text = (f"{len(callers)} process(es){ranks} called warm_pool, from {', '.join(sites[:2])}"
                 + (f" (+{len(sites) - 2} more sites)" if len(sites) > 2 else "")
                 + (f"; {len(nested)} of them inside compile sidecars/workers, nesting pools "
                    f"{rep['max_sidecar_depth']} deep" if nested else "") + ".")
     else:
         text = f"No traced process called warm_pool; {len(rep['pools'])} compile pool(s) were made."
-    costs = {k: v for f in rep["findings"] for k, v in f["cost"].items()}
+    states = {r["state"] for r in rep["runs"]}
+    if "in progress" in states:
+        text += " The run is still in progress."
+    elif "killed" in states:
+        text += " The main process was killed."
+    costs = rep["costs"]
     if rep["leftover_count"]:
         mb = f" (about {size_text(rep['leftover_rss_bytes'])})" if rep["leftover_rss_bytes"] else ""
         text += f" {rep['leftover_count']} process(es) were left running after the main process{mb}."
-    if costs.get("exit_wait_s"):
+    if costs["exit_wait_s"] >= 1:
         text += f" The main process waited {costs['exit_wait_s']:.1f} s at exit."
-    advice = next((f["advice"] for f in rep["findings"] if f["advice"]), "")
-    return text + (f" First: {advice}." if advice else "")
+    advice = next((f["advice"] for f in rep["findings"] if f["advice"] and f["severity"] == "problem"),
+                  next((f["advice"] for f in rep["findings"] if f["advice"]), ""))
+    return text + (f" First: {advice.rstrip('.')}." if advice else "")
 
 
-def _findings_section(rep: dict[str, Any]) -> list[str]:
-    out = ["", "== Findings"]
+def findings_lines(rep: dict[str, Any], verbose: bool = False) -> list[str]:
+    """Each finding in one line, with its advice in one more (verbose: every pid and the evidence)."""
     if not rep["findings"]:
-        out.append("- Nothing unusual.")
+        return ["- Nothing unusual."]
+    out = []
     for f in rep["findings"]:
         out.append(f"- {f['text']}")
         if f["advice"]:
             out.append(f"  what to do: {f['advice']}")
+        if verbose and len(f["pids"]) > 1:
+            out.append(f"  pids: {', '.join(map(str, f['pids']))}")
+        if verbose:
+            out.extend(f"  evidence: {e}" for e in f["evidence"])
     return out
 
 
-def _callers_section(rep: dict[str, Any]) -> list[str]:
+def summary_lines(rep: dict[str, Any]) -> list[str]:
+    """The short answer (`wp-autotrace run` prints it after the program): the paragraph, then findings."""
+    return [rep["answer"], *findings_lines(rep)]
+
+
+def _findings_section(rep: dict[str, Any], verbose: bool) -> list[str]:
+    return ["", "== Findings", *findings_lines(rep, verbose)]
+
+
+def _who(e: dict[str, Any]) -> str:
+    rank = f" {e['rank_label']}" if e.get("rank_label") else ""
+    return f"{e['role']}{rank}"
+
+
+def _callers_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     pids = rep["warm_pool_pids"]
     out = ["", f"== warm_pool callers: {rep['distinct_warm_pool_pids']} distinct PID(s) [{pid_text(pids, 12)}]"]
     rows = rep["warm_pool_callers"]
     if not rows:
         out.append("warm_pool was not called in any traced process.")
         return out
-    out.append(f"{'pid':>8} {'role':<16} {'ppid':>8} {'depth':>5} {'calls':>5} {'first':>8}  called from")
-    for e in _clip(rows):
+    limit = None if verbose else SHORT_ROWS["callers"]
+    out.append(f"{'pid':>8} {'role':<24} {'ppid':>8} {'depth':>5} {'calls':>5} {'first':>8}  called from")
+    for e in _clip(rows, limit):
         if e is None:
-            out.append(f"{'...':>8} ({len(rows) - MAX_ROWS} more, see --json)")
+            out.append(_more(rows, limit, " " * 8))
             continue
-        out.append(f"{e['pid']:>8} {e['role']:<16} {e['ppid'] or '?':>8} {e['depth']:>5} {e['calls']:>5} "
+        out.append(f"{e['pid']:>8} {_who(e):<24} {e['ppid'] or '?':>8} {e['depth']:>5} {e['calls']:>5} "
                    f"{_t(e['first_ts'])}  {site(e['caller'])}")
     return out
 
@@ -126,12 +173,13 @@ def _workers(pids: list[int]) -> str:
     return f"{len(pids)} ({pid_text(pids)})" if pids else "none"
 
 
-def _pools_section(rep: dict[str, Any]) -> list[str]:
+def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     pools = rep["pools"]
     out = ["", f"== Pools ({len(pools)})"]
-    for pool in _clip(pools):
+    limit = None if verbose else SHORT_ROWS["pools"]
+    for pool in _clip(pools, limit):
         if pool is None:
-            out.append(f"  ... ({len(pools) - MAX_ROWS} more, see --json)")
+            out.append(_more(pools, limit))
             continue
         end = _t(pool["sidecar_end"]).strip() if pool["sidecar_end"] is not None else "end"
         out.append(f"- sidecar {pool['sidecar_pid']} created by {pool['creator_role']} {pool['creator_pid']} "
@@ -141,52 +189,120 @@ def _pools_section(rep: dict[str, Any]) -> list[str]:
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")
     if rep["blocked"]:
         out.append(f"guard refused {len(rep['blocked'])} call(s):")
-        for b in rep["blocked"][:10]:
+        for b in rep["blocked"][:None if verbose else 10]:
             out.append(f"  - {b['target']} in {b['role']} {b['pid']} from {site(b['caller'])}")
     return out
+
+
+def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
+    ranks = rep["ranks"]
+    if not ranks:
+        return []
+    launchers = [p for p in rep["processes"] if p["launcher"]]
+    out = ["", f"== Ranks ({len(ranks)})"
+           + (f", launched by {launchers[0]['label']} {launchers[0]['pid']}" if launchers else "")]
+    limit = None if verbose else SHORT_ROWS["ranks"]
+    for e in _clip(ranks, limit):
+        if e is None:
+            out.append(_more(ranks, limit))
+            continue
+        left = f", {e['leftovers']} left ({size_text(e['leftover_rss_bytes'])})" if e["leftovers"] else ""
+        out.append(f"- {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
+                   f"{e['pools']} pool(s), {e['sidecars']} sidecar(s) {e['max_depth']} deep{left}"
+                   + (f", {e['errors']} error(s)" if e["errors"] else ""))
+    return out
+
+
+def _what(p: dict[str, Any]) -> str:
+    """A process for people: role and label (traced), real name (untraced), rank, launcher."""
+    if p["launcher"]:
+        what = f"launcher ({p['label']})"
+    elif not p["traced"]:
+        what = f"{p['label']} (untraced{'' if p['role'] == 'child' else ' ' + p['role']})"
+    elif p["role"] in GUARDED_ROLES or p["role"] in ("resource-tracker", "forkserver"):
+        what = p["role"]
+    elif p["forked"] and p["role"] == "child":
+        what = f"child (forked from {p['label']})"
+    else:
+        what = f"{p['role']} ({p['label']})"
+    return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
 
 
 def _tree_line(p: dict[str, Any], indent: int) -> str:
     left = p["left_behind"]
     end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if left else "   -   ")
     flags = [x for x in ("forked" if p["forked"] else "", "left behind" if left else "",
-                         f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "",
-                         "untraced" if not p["traced"] and p["role"] != "child" else "") if x]
-    pad = "  " * indent if indent <= MAX_INDENT else "  " * MAX_INDENT + f"({indent}) "
-    what = p["role"] if p["traced"] or p["role"] != "child" else f"{p['name'] or '?'} (untraced child)"
-    rank = (p["rank"] or {}).get("RANK")
-    if rank is not None:
-        what += f" rank {rank}"
-    return (f"{_t(p['start_s'])} {end} {pad}{p['pid']} {what} rss {_mb(p['peak_rss'])}"
+                         f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "") if x]
+    return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} rss {_mb(p['peak_rss'])}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 
 
-def _tree_section(rep: dict[str, Any]) -> list[str]:
-    """Processes indented under their parents (iteratively: chains can be thousands deep).
+def _pad(indent: int) -> str:
+    return "  " * indent if indent <= MAX_INDENT else "  " * MAX_INDENT + f"({indent}) "
 
-    TODO(lead, after merging i12-runtime): label processes with wp_autotrace.labels (script, -m module,
-    -c first line, toolchain names) and fold compiler toolchain children into one line per parent.
-    """
-    out = ["", "== Process tree (start/end seconds from the first record)"]
-    procs = rep["processes"]
+
+def _tools_line(tools: list[dict[str, Any]], indent: int) -> str:
+    """A parent's compiler toolchain processes (and theirs) in one line: count per program, peak RSS."""
+    names: dict[str, int] = {}
+    for t in tools:
+        names[t["tool"]] = names.get(t["tool"], 0) + 1
+    peak = max((t["peak_rss"] or 0 for t in tools), default=0)
+    start = min((t["start_s"] for t in tools if t["start_s"] is not None), default=None)
+    counts = ", ".join(f"{n} {name}" for name, n in sorted(names.items(), key=lambda x: (-x[1], x[0])))
+    return f"{_t(start)}    ...   {_pad(indent)}toolchain: {len(tools)} process(es) ({counts}); peak rss {_mb(peak)}"
+
+
+def _tree_kids(procs: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
     keys = {(p["run"], p["host"], p["pid"]) for p in procs}
     kids: dict[Any, list[dict[str, Any]]] = {}
     for p in procs:
         parent = (p["run"], p["host"], p["ppid"])
         top = parent not in keys or p["ppid"] == p["pid"]
         kids.setdefault(None if top else parent, []).append(p)
+    return kids
+
+
+def _toolchain_under(kids: dict[Any, list[dict[str, Any]]], roots: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """roots and every toolchain process below them (a g++ driver's cc1plus, as, collect2, ld)."""
+    found, stack = [], list(roots)
+    while stack:
+        t = stack.pop()
+        found.append(t)
+        stack.extend(k for k in kids.get((t["run"], t["host"], t["pid"]), []) if k["tool"])
+    return found
+
+
+def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
+    """Processes indented under their parents (iteratively: chains can be thousands deep); compiler
+    toolchain children folded into one line per parent unless verbose."""
+    out = ["", "== Process tree (start/end seconds from the first record)"]
+    procs = rep["processes"]
+    kids = _tree_kids(procs)
+    limit = MAX_TREE_LINES if verbose else SHORT_ROWS["tree"]
     shown: set[Any] = set()
-    stack = [(p, 0) for p in reversed(kids.get(None, []))]
-    while stack and len(shown) < MAX_TREE_LINES:
+    stack: list[tuple[Any, int]] = [(p, 0) for p in reversed(kids.get(None, []))]
+    lines = 0
+    while stack and lines < limit:
         p, indent = stack.pop()
+        if isinstance(p, list):  # a folded toolchain group
+            out.append(_tools_line(p, indent))
+            shown.update((t["run"], t["host"], t["pid"]) for t in p)
+            lines += 1
+            continue
         key = (p["run"], p["host"], p["pid"])
         if key in shown:
             continue
         shown.add(key)
         out.append(_tree_line(p, indent))
-        stack.extend((k, indent + 1) for k in reversed(kids.get(key, [])))
+        lines += 1
+        children = kids.get(key, [])
+        tools = [k for k in children if k["tool"]] if FOLD_TOOLS and not verbose else []
+        rest = [k for k in children if not (tools and k["tool"])]
+        stack.extend((k, indent + 1) for k in reversed(rest))
+        if tools:
+            stack.append((_toolchain_under(kids, tools), indent + 1))
     if len(procs) > len(shown):
-        out.append(f"... ({len(procs) - len(shown)} more, see --json)")
+        out.append(f"… {len(procs) - len(shown)} more process(es) (--verbose, or --json)")
     return out
 
 
@@ -198,22 +314,35 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     listed = f"{rep['leftover_count']}: {pid_text(left, 12)}" if rep["leftover_count"] else "none"
     if rep["leftover_count"] > len(left):
         listed += f" ({rep['leftover_count'] - len(left)} not listed: the log's list was cut)"
-    checked = rep["leftover_checked"]
-    out.append(f"left behind at main exit: {listed}"
-               + ("" if checked else " (not checked: no leftover record — the run is in progress, or its "
-                                     "main process was killed)"))
+    states = {r["state"] for r in rep["runs"]}
+    if "killed" in states:
+        out.append(f"left behind after the main process was killed: {listed}"
+                   + ("" if rep["leftover_checked"] else " (not checked: no leftover record)"))
+    elif rep["leftover_checked"]:
+        out.append(f"left behind at main exit: {listed}")
+    elif "in progress" in states:
+        out.append("left behind at main exit: not known yet (the run is in progress)")
+    else:
+        out.append(f"left behind at main exit: {listed} (not checked: no leftover record)")
+    costs = rep["costs"]
+    out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s); "
+               f"left {size_text(costs['leftover_rss_bytes']) if costs['leftover_rss_bytes'] else 'nothing'}"
+               f"; main waited {costs['exit_wait_s']:.1f} s at exit")
     if rep["reparented_pids"]:
         out.append(f"outlived their parent (re-parented): {pid_text(rep['reparented_pids'], 12)}")
+    if rep["running_pids"]:
+        out.append(f"still running at the last record: {pid_text(rep['running_pids'], 12)}")
     if rep["no_exit_pids"]:
-        out.append(f"no process_exit (killed, or still running): {pid_text(rep['no_exit_pids'], 12)}")
+        out.append(f"ended unseen (no process_exit, nothing explains it): {pid_text(rep['no_exit_pids'], 12)}")
     return out
 
 
-def render_text(rep: dict[str, Any], skipped: dict[str, int]) -> str:
-    """The report for people; every line escaped."""
-    out = ["== Answer", _answer(rep), "", *_run_section(rep)]
-    for section in (_findings_section, _callers_section, _pools_section, _tree_section, _timeline_section):
-        out.extend(section(rep))
+def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = False) -> str:
+    """The report for people; every line escaped. Short by default; verbose shows every row."""
+    out = ["== Answer", rep["answer"], "", *_run_section(rep)]
+    for section in (_findings_section, _ranks_section, _callers_section, _pools_section, _tree_section):
+        out.extend(section(rep, verbose))
+    out.extend(_timeline_section(rep))
     line = skipped_line(skipped)
     fixed = rep["input"].get("fixed") or {}
     if line or fixed:

@@ -12,11 +12,28 @@ from typing import Any
 
 from . import targets as T
 from .findings import BENIGN_LEFTOVER_ROLES, find_all
+from .labels import label_for, python_command, tool_name
 from .logread import LogData, NoUsableLog
-from .model import Call, Model, Pool, Process, Run, build
-from .render import render_text
+from .model import (
+    RUN_END_UNSEEN,
+    RUN_ENDED,
+    RUN_IN_PROGRESS,
+    RUN_KILLED,
+    Call,
+    Model,
+    Pool,
+    Process,
+    Run,
+    build,
+    run_state,
+)
+from .render import answer_text, render_text, summary_lines
 
-__all__ = ["analyze", "render_text", "View"]
+__all__ = ["analyze", "render_text", "summary_lines", "View", "RUN_ENDED", "RUN_IN_PROGRESS", "RUN_KILLED",
+           "RUN_END_UNSEEN"]
+
+# The rank a process is labelled with: the first of these set (otlp.py and watch.py read the same keys).
+RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
 class View:
@@ -42,9 +59,60 @@ class View:
         self.leftover_count = max(sum(r.leftover_count for r in runs) - benign, len(self.leftover_procs))
         self.leftover_rss = sum(_leftover_rss(r, p) for r in runs for p in r.leftover
                                 if p.role not in BENIGN_LEFTOVER_ROLES)
+        self.states = {r.id: run_state(r) for r in runs}
+        self.multi_host = len({p.host for p in self.procs}) > 1
+        self.rank_of = _inherited_ranks(self.procs, self.multi_host)
+        self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
+                          and any(rank_value(q.rank) for q in p.children)}
+        self.exit_wait_s = sum(_open_for(self, c) for c in self.calls
+                               if c.tag == T.EXIT_SHUTDOWN and c.proc.role == "main")
 
     def rel(self, ts: float | None) -> float | None:
         return round(ts - self.t0, 3) if ts is not None else None
+
+
+def rank_value(rank: dict[str, Any] | None) -> str | None:
+    """The rank a launcher gave a process (RANK_KEYS, first set), or None."""
+    return next((str(rank[k]) for k in RANK_KEYS if k in rank), None) if rank else None
+
+
+def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:
+    """Each process's rank label ('rank 3', 'rank h1:3' across hosts): its own, else its nearest ancestor's."""
+    found: dict[int, str] = {}
+    for p in procs:
+        chain: list[Process] = []
+        q: Process | None = p
+        label = None
+        while q is not None and q.index not in found and len(chain) <= len(procs):
+            value = rank_value(q.rank)
+            if value is not None:
+                label = f"rank {q.host}:{value}" if multi_host else f"rank {value}"
+                break
+            chain.append(q)
+            q = q.parent
+        label = label or (found.get(q.index) if q is not None else None) or ""
+        if q is not None and q.index not in found:
+            found[q.index] = label
+        for x in chain:
+            found[x.index] = label
+    return {i: label for i, label in found.items() if label}
+
+
+def process_label(p: Process) -> str:
+    """What a process runs, in a few words (labels.py): its script/module/code, or its real name."""
+    tool = None if p.traced else tool_name(p.name, p.cmd)
+    if tool is not None:
+        return tool
+    argv = p.argv or p.cmd.split()
+    if argv and (p.traced or python_command(argv) is not None):
+        return label_for(argv)
+    return p.name or (label_for(argv) if argv else "?")
+
+
+def _open_for(v: View, c: Call) -> float:
+    """How long a call was open: to its return, else to its process's end, else to the log's end."""
+    end = c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end
+    return max(0.0, end - c.ts)
 
 
 def _leftover_rss(run: Run, p: Process) -> int:
@@ -101,13 +169,62 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),
+        "label": process_label(p), "rank_label": v.rank_of.get(p.index), "launcher": p.index in v.launchers,
+        "tool": None if p.traced else tool_name(p.name, p.cmd),
     }
 
 
-def _run_dict(r: Run) -> dict[str, Any]:
+def _run_dict(v: View, r: Run) -> dict[str, Any]:
+    root = r.root
+    alive = [n for ts, n in r.tree_counts if root is not None and root.gone is not None and ts >= root.gone]
     return {"id": r.id, "command": r.command, "root_pid": r.root_pid, "hosts": r.hosts,
             "start": r.start, "end": r.end, "processes": len(r.processes),
-            "leftover_checked": r.leftover_seen, "leftover_how": r.leftover_how or None, "cut": r.cut}
+            "leftover_checked": r.leftover_seen, "leftover_how": r.leftover_how or None, "cut": r.cut,
+            "state": v.states[r.id], "root_end_s": v.rel(root.end if root and root.end is not None
+                                                          else root.gone if root else None),
+            "alive_at_last_record": r.tree_counts[-1][1] if r.tree_counts else None,
+            "alive_after_root": max(alive) if alive else None}
+
+
+def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
+    """Per rank: its process, launcher-given label, pools, sidecars, nesting, leftovers, errors."""
+    groups: dict[str, list[Process]] = {}
+    for p in v.procs:
+        label = v.rank_of.get(p.index)
+        if label:
+            groups.setdefault(label, []).append(p)
+    rows = []
+    for label, procs in groups.items():
+        top = next((p for p in procs if rank_value(p.rank) and not (p.parent and v.rank_of.get(p.parent.index)
+                                                                     == label)), procs[0])
+        members = {p.index for p in procs}
+        left = [p for p in procs if p.index in leftover]
+        rows.append({
+            "rank": label, "pid": top.pid, "host": top.host, "role": top.role, "label": process_label(top),
+            "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in T.SIDECAR_ROLES),
+            "pools": sum(1 for pool in v.pools if pool.creator.index in members),
+            "max_depth": max(p.depth for p in procs) - top.depth,
+            "leftovers": len(left), "leftover_rss_bytes": sum(p.last_rss for p in left),
+            "errors": sum(len(p.errors) for p in procs),
+        })
+    return sorted(rows, key=lambda e: _rank_sort(e["rank"]))
+
+
+def _rank_sort(label: str) -> tuple[str, int, str]:
+    host, _, value = label.removeprefix("rank ").rpartition(":")
+    return (host, int(value), "") if value.isdigit() else (host, -1, value)
+
+
+def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
+    """What the run cost, in total: processes, what was left (memory), the main process's wait at exit."""
+    never = next((f.cost.get("processes", 0) for f in findings if f.kind == "sidecar-never-served"), 0)
+    return {
+        "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in T.SIDECAR_ROLES),
+        "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
+        "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
+        # The log records no CPU time per process (the watcher samples RSS only): not guessed.
+        "never_served_cpu_s": None,
+    }
 
 
 def _legacy_run(v: View, data: LogData) -> dict[str, Any]:
@@ -144,9 +261,11 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]
     warm = _warm_callers(v)
-    return {
+    rep = {
         "run": _legacy_run(v, data),
-        "runs": [_run_dict(r) for r in v.runs],
+        "runs": [_run_dict(v, r) for r in v.runs],
+        "ranks": _ranks(v, leftover),
+        "costs": _costs(v, findings),
         "all_runs": len(model.runs),
         "warm_pool_pids": sorted({e["pid"] for e in warm}),
         "distinct_warm_pool_pids": len(warm),
@@ -164,7 +283,9 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
         "leftover_checked": any(r.leftover_seen for r in v.runs),
         "reparented_pids": sorted({p.pid for p in v.procs if _outlived_parent(p, leftover)}),
         "no_exit_pids": sorted({p.pid for p in v.procs if p.traced and p.index not in leftover
-                                and (p.end is None or p.exit_how == "vanished") and not _stopped_by_pool(p)}),
+                                and (p.end is None or p.exit_how == "vanished") and not _stopped_by_pool(p)
+                                and not _explained_end(v, p)}),
+        "running_pids": sorted({p.pid for p in v.procs if _still_running(v, p)}),
         "blocked": [{"pid": c.proc.pid, "host": c.proc.host, "run": _run_id(c.proc), "role": c.proc.role,
                      "target": T.short_label(c.target), "tag": c.tag, "caller": c.caller, "action": c.action}
                     for c in v.blocked],
@@ -173,6 +294,20 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
         "input": {"records": len(data.records), "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files},
     }
+    rep["answer"] = answer_text(rep)
+    return rep
+
+
+def _still_running(v: View, p: Process) -> bool:
+    """In a run in progress, a process with no end seen is running, not missing its process_exit."""
+    return p.run is not None and v.states.get(p.run.id) == RUN_IN_PROGRESS and p.end is None and p.gone is None
+
+
+def _explained_end(v: View, p: Process) -> bool:
+    """No process_exit, but something says why: still running, or the main process killed (said apart)."""
+    if _still_running(v, p):
+        return True
+    return p.run is not None and p is p.run.root and v.states.get(p.run.id) == RUN_KILLED
 
 
 def _stopped_by_pool(p: Process) -> bool:

@@ -1,0 +1,248 @@
+"""The report's wording and shape on synthetic logs: run states, labels, ranks, costs, advice, short text."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from wp_autotrace.cli import short_answer
+from wp_autotrace.findings import NESTED_ADVICE
+from wp_autotrace.plugins import advice_for
+from wp_autotrace.render import render_text
+
+from .test_model import (
+    AC,
+    SP,
+    call,
+    clean_run,
+    kinds,
+    report,
+    start,
+    watcher,
+    with_early_wakeup,
+    with_root_killed,
+    with_run_in_progress,
+    with_slow_exit,
+    with_unreturned,
+    without_root_end,
+)
+from .test_report import T0, LogWriter, seed_log
+
+
+def finding(rep: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(f for f in rep["findings"] if f["kind"] == kind)
+
+
+def test_root_killed_is_said_with_what_was_seen_after(tmp_path: Path) -> None:
+    """A main process the watcher saw end without process_exit: killed, when, and what stayed alive."""
+    rep = report(with_root_killed(), tmp_path)
+    assert rep["runs"][0]["state"] == "killed"
+    text = finding(rep, "root-killed")["text"]
+    assert "main process 100 was killed at 3.5 s" in text and "1 process(es) of the run still alive" in text
+    assert 100 not in rep["no_exit_pids"]  # explained: killed
+    out = render_text(rep, {})
+    assert "main process killed (no process_exit; 1 process(es) still alive after it)" in out
+    assert "left behind after the main process was killed: 1: 200" in out
+    assert "Nothing unusual" not in out
+
+
+def test_end_not_seen_without_a_watcher(tmp_path: Path) -> None:
+    """No process_exit and no watcher, an old log: nothing explains the end, and the report says that."""
+    rep = report(without_root_end(clean_run()), tmp_path)
+    assert rep["runs"][0]["state"] == "end not seen"
+    assert "nothing saw it end" in finding(rep, "root-killed")["text"]
+    assert 100 in rep["no_exit_pids"]
+
+
+def test_run_in_progress_says_so_not_no_process_exit(tmp_path: Path) -> None:
+    """The watcher's latest tree record is not final: in progress; the live main is running, not missing."""
+    rep = report(with_run_in_progress(), tmp_path)
+    assert rep["runs"][0]["state"] == "in progress"
+    assert rep["running_pids"] == [100] and rep["no_exit_pids"] == []
+    assert kinds(rep) == {"in-progress"}  # its open warm_pool call is not "never returned": it is running
+    out = render_text(rep, {})
+    assert "in progress" in out.split("== Findings")[0]
+    assert "left behind at main exit: not known yet (the run is in progress)" in out
+    assert "no process_exit" not in out and "ended unseen" not in out
+
+
+def test_run_in_progress_without_a_watcher_by_a_fresh_log(tmp_path: Path) -> None:
+    """Without watcher records, a log whose last record is seconds old is a live run; an old one is not."""
+    w = without_root_end(clean_run())
+    shift = time.time() - 10 - (T0 + 4)
+    for r in w.lines:
+        r["ts"] += shift
+    rep = report(w, tmp_path)
+    assert rep["runs"][0]["state"] == "in progress"
+    assert "no watcher record confirms it" in finding(rep, "in-progress")["text"]
+    assert report(without_root_end(clean_run()), tmp_path)["runs"][0]["state"] == "end not seen"
+
+
+def test_wakeup_that_woke_nothing_is_shown(tmp_path: Path) -> None:
+    """AsyncCompile.wakeup() returning early is a finding naming its caller; one that woke the pool is not."""
+    rep = report(with_early_wakeup(), tmp_path)
+    f = finding(rep, "wakeup-no-pool")
+    assert f["pids"] == [100] and "/site/plugin/_inductor/__init__.py:5" in f["text"]
+    w = with_early_wakeup()
+    w.add(2.0005, 100, 1, "main", "call", target=f"{SP}:SubprocPool.wakeup", call_id=6, parent_call=5,
+          thread="MainThread", stack=[], caller=None)
+    w.add(2.0008, 100, 1, "main", "return", call_id=6, duration_s=0.0003, sidecar_pid=200)
+    rep = report(w, tmp_path)
+    assert "wakeup-no-pool" not in kinds(rep) and rep["pools"][0]["wakeups"] == 1
+
+
+def nested_with_frame(frame: dict[str, Any]) -> LogWriter:
+    w = seed_log()
+    for r in w.lines:
+        if r["event"] == "call":
+            r["caller"] = dict(frame)
+    return w
+
+
+def test_known_plugin_release_gets_its_advice(tmp_path: Path) -> None:
+    """A nested warm_pool caller in a release plugins.py knows: that release's behaviour and fix first."""
+    frame = {"file": "/site/torch_npu/_inductor/__init__.py", "line": 18, "func": "<module>", "dist": "torch_npu",
+             "dist_version": "2.8.0.post5", "rel": "torch_npu/_inductor/__init__.py"}
+    rep = report(nested_with_frame(frame), tmp_path)
+    advice = finding(rep, "nested-pools")["advice"]
+    known = advice_for("torch_npu", "2.8.0.post5")
+    assert known and advice.startswith(known) and NESTED_ADVICE in advice
+    assert finding(rep, "warm-pool-bypass")["advice"].startswith(known)  # an import-time call, same release
+    text = finding(rep, "nested-pools")["text"]
+    assert "torch_npu 2.8.0.post5: torch_npu/_inductor/__init__.py:18 (<module>)" in text
+    caller = rep["warm_pool_callers"][0]["caller"]
+    assert caller["file"] == frame["file"]  # JSON keeps the full path
+    rep = report(nested_with_frame({**frame, "dist_version": "9.9.9"}), tmp_path)
+    assert finding(rep, "nested-pools")["advice"] == NESTED_ADVICE
+
+
+def test_unreturned_call_says_where_the_process_was(tmp_path: Path) -> None:
+    """A call never returned: how long it was open, where it was called from, the process's last record."""
+    f = finding(report(with_unreturned(), tmp_path), "call-never-returned")
+    assert "open 0.0 s until the process ended (exit)" in f["text"]
+    assert "called from /site/plugin/_inductor/__init__.py:5 (<module>)" in f["text"]
+    assert "last record call SubprocMain._shutdown_pool at 3.5 s" in f["text"]
+
+
+def labelled_run() -> LogWriter:
+    """main, traced children (-m, -c, resource tracker, ISA probe, forked), untraced g++ chains under main."""
+    w = clean_run()
+    kids = [(101, ["/usr/bin/python3", "-m", "mytool.serve", "--x"]), (102, ["python3", "-c", "import os\nx=1"]),
+            (103, ["python3", "-c", "from multiprocessing.resource_tracker import main;main(8)"]),
+            (104, ["python3", "-c", "import ctypes; cdll.LoadLibrary('x.so')"])]
+    for pid, argv in kids:
+        w.add(1.1, pid, 100, "child", "process_start", argv=argv, forked=False, run="r1", root_pid=100)
+        w.add(1.2, pid, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    tools = [{"pid": 500 + i, "ppid": 100 if i % 3 == 0 else 500 + i - i % 3, "name": name, "cmd": f"{name} -c x.c",
+              "create_time": T0 + 2, "rss": (i + 1) << 20}
+             for i, name in enumerate(["g++", "cc1plus", "as", "g++", "cc1plus", "collect2", "g++", "cc1plus", "ld"])]
+    watcher(w, 2.1, "tree", count=10, started=tools, ended=[])
+    return w
+
+
+def test_labels_and_toolchain_folded(tmp_path: Path) -> None:
+    """Children are named by what they run; the toolchain under a parent is one line unless --verbose."""
+    rep = report(labelled_run(), tmp_path)
+    labels = {p["pid"]: p["label"] for p in rep["processes"]}
+    assert labels[101] == "-m mytool.serve" and labels[102] == "-c import os"
+    assert labels[103] == "multiprocessing resource_tracker" and labels[104].startswith("torch ISA probe")
+    assert labels[505] == "collect2" and labels[508] == "ld"
+    text = render_text(rep, {})
+    folded = [line for line in text.splitlines() if "toolchain:" in line]
+    assert len(folded) == 1 and "9 process(es) (3 cc1plus, 3 g++, 1 as, 1 collect2, 1 ld)" in folded[0]
+    assert "peak rss 9 MB" in folded[0] and "cc1plus (untraced)" not in text
+    verbose = render_text(rep, {}, verbose=True)
+    assert "toolchain:" not in verbose and verbose.count("cc1plus (untraced)") == 3
+
+
+def ranked_run(hosts: tuple[str, ...]) -> list[LogWriter]:
+    """torchrun (traced, no rank) on each host, 2 ranks per host, each rank with one nested sidecar."""
+    logs = []
+    for h, host in enumerate(hosts):
+        w = LogWriter(host)
+        start(w, 0, 100, 1, "main", run="r1")
+        w.lines[-1]["argv"] = ["/usr/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node=2", "t.py"]
+        for local in range(2):
+            rank, pid = str(h * 2 + local), 200 + local * 10
+            start(w, 0.5, pid, 100, "child", rank={"RANK": rank, "LOCAL_RANK": str(local)})
+            w.warm(1, pid, 100, "child", pid + 1)
+            start(w, 1.5, pid + 1, pid, "compile-sidecar", rank={"RANK": rank})
+            w.warm(2, pid + 1, pid, "compile-sidecar", pid + 2)
+            start(w, 2.5, pid + 2, pid + 1, "compile-sidecar")  # rank variables cleared: inherits its rank
+        w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        logs.append(w)
+    return logs
+
+
+def test_ranks_labelled_and_grouped_launcher_named(tmp_path: Path) -> None:
+    """Ranks are labelled (host:rank across hosts), pools grouped per rank, torchrun shown as launcher."""
+    (w,) = ranked_run(("h1",))
+    rep = report(w, tmp_path)
+    procs = {p["pid"]: p for p in rep["processes"]}
+    assert procs[100]["launcher"] and procs[100]["label"] == "torchrun"
+    assert procs[210]["rank_label"] == "rank 1" and procs[212]["rank_label"] == "rank 1"
+    assert [(e["rank"], e["pid"], e["pools"], e["sidecars"]) for e in rep["ranks"]] == [
+        ("rank 0", 200, 2, 2), ("rank 1", 210, 2, 2)]
+    text = render_text(rep, {})
+    assert "== Ranks (2), launched by torchrun 100" in text
+    assert "100 launcher (torchrun)" in text and "210 child (t.py) rank 1" not in text
+    assert "in ranks 0, 1" in finding(rep, "nested-pools")["text"]
+    paths = [x.write(tmp_path / f"{x.host}.jsonl") for x in ranked_run(("h1", "h2"))]
+    from wp_autotrace.logread import read_logs
+    from wp_autotrace.report import analyze
+
+    rep = analyze(read_logs([str(p) for p in paths]))
+    assert [e["rank"] for e in rep["ranks"]] == ["rank h1:0", "rank h1:1", "rank h2:2", "rank h2:3"]
+
+
+def example_shape(sidecars: int = 30) -> LogWriter:
+    """The bundled example's shape: main warms a pool at import, each sidecar nests another and dies in main()."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.lines[-1]["argv"] = ["/venv/bin/python", "examples/train.py", "3"]
+    origin = {"file": "/site/torch/utils/_functools.py", "line": 50, "func": "set_val"}
+    parent, role = 100, "main"
+    for d in range(sidecars):
+        side = 1000 + d
+        w.warm(1 + d, parent, 1 if parent == 100 else parent - 1 if d > 1 else 100, role, side, cid=10 + d * 2)
+        start(w, 1.5 + d, side, parent, "compile-sidecar")
+        w.add(1.8 + d, side, parent, "compile-sidecar", "error", source="logging", logger="__main__",
+              level="ERROR", exc_type="RuntimeError", message="prefetchable_cache value already set",
+              frames=[origin], origin=origin)
+        parent, role = side, "compile-sidecar"
+    call(w, 3, 100, 1, "main", f"{AC}:AsyncCompile.wakeup", 90, 3.001)
+    tools = [{"pid": 5000 + i, "ppid": 100, "name": n, "cmd": n, "create_time": T0 + 4, "rss": 30 << 20}
+             for i, n in enumerate(["g++", "cc1plus", "as", "collect2", "ld"] * 8)]
+    watcher(w, 4.1, "tree", count=40, started=tools, ended=[])
+    call(w, 40, 100, 1, "main", f"{AC}:shutdown_compile_workers", 91, 45, error="KeyboardInterrupt: ")
+    w.add(45.1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    left = [{"pid": 1000 + d, "ppid": 1, "rss": 280 << 20} for d in range(sidecars)]
+    watcher(w, 45.2, "leftover", how="root-exit", count=sidecars, pids=[x["pid"] for x in left], procs=left)
+    return w
+
+
+def test_default_text_is_short_at_30_nested_sidecars(tmp_path: Path) -> None:
+    """The example's shape at 30 nested sidecars: about 60 lines, answer first; --verbose lists everything."""
+    rep = report(example_shape(), tmp_path)
+    text = render_text(rep, {})
+    lines = text.splitlines()
+    assert len(lines) <= 60, text
+    assert lines[0] == "== Answer" and "30 process(es) were left running" in lines[1] and "8.2 GB" in lines[1]
+    findings = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
+    assert len(findings) <= 12
+    assert "RuntimeError: prefetchable_cache value already set" in text and "AsyncCompile.wakeup()" in text
+    assert "… 25 more (--verbose, or --json)" in text
+    assert rep["costs"]["exit_wait_s"] == 5.0 and rep["costs"]["leftover_rss_bytes"] == 30 * (280 << 20)
+    assert rep["costs"]["never_served_cpu_s"] is None  # not recorded: never guessed
+    verbose = render_text(rep, {}, verbose=True)
+    assert verbose.count("- sidecar ") == 30 and "more (--verbose" not in verbose
+
+
+def test_short_answer_is_the_answer_and_findings(tmp_path: Path) -> None:
+    """`wp-autotrace run`'s summary: the answer paragraph, then each finding and its advice."""
+    path = with_slow_exit().write(tmp_path / "slow.jsonl")
+    lines = short_answer(str(path))
+    rep = report(with_slow_exit(), tmp_path)
+    assert lines[0] == rep["answer"] and "waited 12.0 s at exit" in lines[0]
+    assert lines[1].startswith("- The main process waited 12.0 s") and lines[2].startswith("  what to do:")
