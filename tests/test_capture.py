@@ -175,6 +175,9 @@ def test_dists_editable_install(site: Path, tmp_path: Path) -> None:
                                        "rel": "src/plug/__init__.py"}
     names = {found[0] for _, found in dists._editable()}
     assert "plug" in names and "other" not in names  # a direct URL that is not editable is no checkout
+    # The checkout's scripts and examples are not the installed package.
+    for path in ("examples/train.py", "src/other/x.py", "setup.py"):
+        assert "dist" not in dists.attribute(frame(tmp_path / "checkout dir" / path))
 
 
 def test_dists_unknown_files_keep_their_path(site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

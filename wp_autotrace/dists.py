@@ -75,6 +75,8 @@ def lookup(file: str) -> dict[str, str] | None:
         if root is None or found is None:
             return None
         rel = path[len(root):].lstrip(os.sep)
+        if not _in_package(rel, found[0]):
+            return None  # a checkout also holds scripts, examples, tests: not the installed package
     return {"dist": found[0], "dist_version": found[1], "rel": rel.replace(os.sep, "/")}
 
 
@@ -101,6 +103,16 @@ def _editable() -> list[tuple[str, tuple[str, str]]]:
                     _editable_dirs.append((checkout, found))
         _editable_dirs.sort(key=lambda item: -len(item[0]))  # the innermost checkout wins
     return _editable_dirs
+
+
+def _in_package(rel: str, dist: str) -> bool:
+    """Whether a path below an editable checkout is in the package named like its distribution.
+
+    Checked for the flat (``pkg/...``) and src (``src/pkg/...``) layouts.
+    """
+    parts = rel.split(os.sep)
+    tops = parts[1:2] if parts[0] == "src" else parts[:1]
+    return bool(tops) and _normal(tops[0][:-3] if tops[0].endswith(".py") else tops[0]) == _normal(dist)
 
 
 def _editable_checkout(text: str) -> str:
