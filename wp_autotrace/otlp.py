@@ -18,6 +18,7 @@ import urllib.request
 from typing import Any
 
 from . import __version__
+from .labels import rank_value
 from .logread import LogData
 
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for traces
@@ -25,7 +26,6 @@ POST_TIMEOUT_S = 30.0
 SPAN_KIND_INTERNAL = 1
 STATUS_ERROR = 2
 UNFINISHED = ""
-RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")  # first set wins
 
 
 def trace_id(run: str) -> str:
@@ -59,10 +59,7 @@ def _attrs(values: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _rank(start: dict[str, Any]) -> str | None:
-    rank = start.get("rank")
-    if isinstance(rank, dict):
-        return next((str(rank[k]) for k in RANK_KEYS if k in rank), None)
-    return None
+    return rank_value(start.get("rank"))
 
 
 class _Proc:

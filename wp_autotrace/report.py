@@ -12,7 +12,7 @@ from typing import Any
 
 from . import targets as T
 from .findings import BENIGN_LEFTOVER_ROLES, find_all
-from .labels import label_for, python_command, tool_name
+from .labels import label_for, python_command, rank_value, tool_name
 from .logread import LogData, NoUsableLog
 from .model import (
     RUN_END_UNSEEN,
@@ -33,7 +33,6 @@ __all__ = ["analyze", "render_text", "summary_lines", "View", "RUN_ENDED", "RUN_
            "RUN_END_UNSEEN"]
 
 # The rank a process is labelled with: the first of these set (otlp.py and watch.py read the same keys).
-RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
 class View:
@@ -69,11 +68,6 @@ class View:
 
     def rel(self, ts: float | None) -> float | None:
         return round(ts - self.t0, 3) if ts is not None else None
-
-
-def rank_value(rank: dict[str, Any] | None) -> str | None:
-    """The rank a launcher gave a process (RANK_KEYS, first set), or None."""
-    return next((str(rank[k]) for k in RANK_KEYS if k in rank), None) if rank else None
 
 
 def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:

@@ -17,12 +17,12 @@ import sys
 import time
 from typing import Any
 
+from .labels import rank_value
 from .sampler import make_reader
 
 DEFAULT_INTERVAL_S = 1.0
 MAX_READ = 8 * 2**20  # per refresh, so a huge log never freezes the view; the rest comes next time
 RECORD_START = b'{"v":'  # a record glued after a torn fragment starts here (CONTRACTS item 8)
-RANK_KEYS = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")  # first set is shown
 WATCHER_ROLE = "watcher"  # the tracer's own watcher: not a process of the run
 START_TOLERANCE_S = 0.015  # start times are rounded to 10 ms (see cleanup.TICKS_TOLERANCE)
 LOG_GLOB = "wp_autotrace-*.jsonl"
@@ -74,9 +74,7 @@ class LogTail:
 
 
 def _rank(value: Any) -> str:
-    if isinstance(value, dict):
-        return next((str(value[k]) for k in RANK_KEYS if k in value), "-")
-    return "-"
+    return rank_value(value) or "-"
 
 
 def _site(caller: Any) -> str:
