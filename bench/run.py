@@ -487,7 +487,7 @@ def versions(made: dict[str, Path]) -> dict[str, str]:
     """Python and package versions in the venvs used."""
     venv = made.get("torch") or made["pkg"]
     code = ("import importlib.metadata as m, json, sys; d = {'python': sys.version.split()[0]}\n"
-            "for n in ('wp-autotrace', 'torch', 'wrapt', 'psutil', 'hunter', 'viztracer'):\n"
+            "for n in ('wp-autotrace', 'torch', 'psutil', 'hunter', 'viztracer'):\n"
             "    try: d[n] = m.version(n)\n    except m.PackageNotFoundError: pass\nprint(json.dumps(d))")
     out = subprocess.run([str(venvs.python_of(venv)), "-c", code], env=clean_env(), capture_output=True,
                          text=True, timeout=60, check=True)

@@ -2,7 +2,7 @@
 
 Three environments, all made with the same base interpreter:
 
-- ``bare``:  wrapt and psutil only (wp-autotrace *not* installed),
+- ``bare``:  psutil only (wp-autotrace *not* installed),
 - ``pkg``:   the repository, installed from a freshly built wheel (never editable),
 - ``torch``: the repository, ``torch==2.13.0`` and the peer tools (hunter, viztracer).
 
@@ -85,16 +85,16 @@ def prepare(names: set[str], python: str = sys.executable) -> dict[str, Path]:
     base_python = base_interpreter(python)
     made: dict[str, Path] = {}
     # pkg always exists: it builds the wheel and fixes the dependency versions bare gets.
-    pkg = _ensure("pkg", base_python, ["wrapt", "psutil"])
+    pkg = _ensure("pkg", base_python, ["psutil"])
     wheel = build_wheel(pkg)
     try:
         _pip(pkg, "install", "--force-reinstall", "--no-deps", str(wheel))
         made["pkg"] = pkg
         if "bare" in names:
-            pins = [f"{d}=={_installed_version(pkg, d)}" for d in ("wrapt", "psutil")]
+            pins = [f"{d}=={_installed_version(pkg, d)}" for d in ("psutil",)]
             made["bare"] = _ensure("bare", base_python, pins)
         if "torch" in names:
-            venv = _ensure("torch", base_python, [TORCH_REQ, "wrapt", "psutil", *PEER_REQS])
+            venv = _ensure("torch", base_python, [TORCH_REQ, "psutil", *PEER_REQS])
             _pip(venv, "install", "--force-reinstall", "--no-deps", str(wheel))
             made["torch"] = venv
     finally:

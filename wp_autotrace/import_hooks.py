@@ -115,7 +115,7 @@ class TargetFinder:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         """Return the real spec with a patching loader, for target modules only.
 
-        A top-level module that the tracer's own code imports (wrapt, psutil,
+        A top-level module that the tracer's own code imports (psutil,
         threading, json, ...) is looked up without the cwd and sys.path[0], so a
         file there cannot shadow it.
         """
