@@ -509,7 +509,7 @@ MISS_REASONS = {
     "start-up, enabled, non-root": (
         "Floor: the activation path is five small modules (the package, bootstrap, sink, targets, "
         "import_hooks) plus json's C encoder, and one import of a tiny module costs 0.3-0.7 ms here "
-        "(`python -X importtime`). typing, json, threading, collections and wrapt are already kept off "
+        "(`python -X importtime`). typing, json, threading and collections are already kept off "
         "this path; merging the modules into one would save about 1 ms at the cost of the "
         "one-module-per-concern layout, which we chose to keep."),
     "traced call with stack": (

@@ -5,7 +5,7 @@ Routes: ``pip install <repo>`` (wheel), the sdist from ``python -m build
 The repository is copied to tmp first, so no build writes into it. Venvs
 are made ``--without-pip`` and driven by this interpreter's pip through
 ``pip --python`` (seconds faster per venv, same installer code). Installs
-use ``--no-deps``: activating ``-c pass`` needs neither wrapt nor psutil.
+use ``--no-deps``: activating ``-c pass`` does not need psutil.
 Builds fetch hatchling from the index: without network the routes skip.
 """
 
