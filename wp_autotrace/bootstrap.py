@@ -38,13 +38,19 @@ LOG_ENV = "WP_AUTOTRACE_LOG"
 STACK_ENV = "WP_AUTOTRACE_STACK"
 TARGETS_ENV = "WP_AUTOTRACE_TARGETS"
 INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
+LINGER_ENV = "WP_AUTOTRACE_LINGER"
 GUARD_ENV = "WP_AUTOTRACE_GUARD"
 # Exported by the root for its descendants.
 RUN_ENV = "WP_AUTOTRACE_RUN"
 ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"
+WATCHED_ENV = "WP_AUTOTRACE_WATCHED"  # the run id whose watcher the root started
 
 DEFAULT_STACK = 8
 DEFAULT_INTERVAL = 0.1
+# Below this the watcher would cost a good share of a core on an idle host.
+MIN_INTERVAL = 0.01
+DEFAULT_LINGER = 60.0  # seconds the watcher stays after the root ends, while run processes live
+MAX_LINGER = 7 * 24 * 3600.0
 GUARD_MODES = ("nested-pools",)
 
 
@@ -52,13 +58,14 @@ class Settings:
     """What the environment asks for, validated."""
 
     def __init__(self, trace: bool, guard: bool, log: str | None, stack: int, interval: float,
-                 extra_targets: tuple[Target, ...]) -> None:
+                 extra_targets: tuple[Target, ...], linger: float = DEFAULT_LINGER) -> None:
         self.trace = trace
         self.guard = guard
         self.log = log
         self.stack = stack
         self.interval = interval
         self.extra_targets = extra_targets
+        self.linger = linger
 
 
 def is_true(value: str | None) -> bool:
@@ -90,14 +97,66 @@ def read_settings() -> Settings:
     extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
     if rejected:
         warn(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)", TARGETS_ENV)
+    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600)
+    if 0 < interval < MIN_INTERVAL:
+        warn(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}", INTERVAL_ENV)
+        interval = MIN_INTERVAL
     return Settings(
         trace=is_true(env.get(ENABLE_ENV)),
         guard=guard,
         log=env.get(LOG_ENV) or None,
         stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256)),
-        interval=_number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600),
+        interval=interval,
         extra_targets=tuple(extra),
+        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER),
     )
+
+
+# /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
+# spaces and ")", so fields are counted from the last ")"), then (3) state,
+# (4) ppid, ... (20) num_threads, ... (22) starttime in clock ticks since
+# boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
+STAT_STATE, STAT_PPID, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 17, 19, 21
+DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
+
+
+def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
+    """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
+    head, sep, tail = data.rpartition(b")")
+    fields = tail.split()
+    if not sep or len(fields) <= STAT_RSS:
+        return None
+    return head.partition(b"(")[2].decode(errors="replace"), fields
+
+
+class ProcClock:
+    """Turns a stat starttime into a create time: Unix seconds, 2 decimals, as psutil gives it.
+
+    Every process of a run (process_start) and the watcher (tree entries) use
+    this one rounding, so (host, pid, create_time) names one process.
+    """
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.boot = 0.0
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    self.boot = float(line.split()[1])
+                    break
+
+    def create_time(self, starttime: bytes) -> float:
+        return round(self.boot + int(starttime) / self.tick, 2)
+
+
+def own_create_time() -> float | None:
+    """This process's create time from /proc/self/stat; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            parsed = split_stat(f.read())
+        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
+    except (OSError, ValueError):
+        return None
 
 
 def _proc_cmdline() -> list[str]:
@@ -154,13 +213,14 @@ class Runtime:
             settings.trace = False
             self.sink = Sink(None, self.host, "main")
         self._probes: Any = None  # made when a target module first loads
-        self.sampler: Any = None
-        self.watcher: Any = None
+        self.create_time: float | None = None  # set by write_start
+        self.notice: str | None = None  # root only: the guard's notice file, read and removed at exit
         if self.is_root and settings.guard:
-            from .guard import NOTICE_ENV, NoticeWatcher, notice_path
+            from .guard import NOTICE_ENV, create_notice_file
 
-            env[NOTICE_ENV] = notice_path(run_id)
-            self.watcher = NoticeWatcher(env[NOTICE_ENV])
+            self.notice = create_notice_file(run_id)
+            if self.notice:
+                env[NOTICE_ENV] = self.notice
         from .import_hooks import TargetFinder
 
         self.finder = TargetFinder(TARGETS + settings.extra_targets, self._make_wrapper, self._notify,
@@ -181,20 +241,26 @@ class Runtime:
         self.probes().notify(kind, target, module)
 
     def start(self) -> None:
-        """Hook imports, write process_start, start the root's threads."""
+        """Hook imports, write process_start; the root starts the run's watcher process."""
         if self.settings.extra_targets:
             # A user target may be a module wrapt itself needs (threading): load
             # wrapt before the finder can patch such a module half-way through.
             import wrapt  # noqa: F401
         self.finder.install()
         self.write_start(forked=False)
-        if self.is_root and self.settings.trace and self.settings.interval > 0:
-            from .sampler import Sampler
+        # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
+        if (self.is_root and self.settings.trace and self.settings.interval > 0
+                and os.environ.get(WATCHED_ENV) != self.run_id):
+            from .watcher import spawn
 
-            self.sampler = Sampler(self.sink, self.settings.interval)
-            self.sampler.start()
-        if self.watcher is not None:
-            self.watcher.start()
+            os.environ[WATCHED_ENV] = self.run_id
+            try:
+                started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
+                                self.settings.interval, self.settings.linger)
+            except OSError:
+                started = False
+            if not started:
+                warn("could not start the process-tree watcher; no tree or leftover records", "watcher")
 
     def write_start(self, forked: bool) -> None:
         """The process_start record: who this process is and what it was told."""
@@ -202,6 +268,7 @@ class Runtime:
             cwd = os.getcwd()
         except OSError:
             cwd = None
+        self.create_time = own_create_time()
         self.sink.emit(
             "process_start",
             # The whole command line, interpreter and flags included.
@@ -212,29 +279,28 @@ class Runtime:
             run=self.run_id,
             root_pid=int(os.environ.get(ROOT_ENV) or 0),
             forked=forked,
+            create_time=self.create_time,
             guard=self.settings.guard,
             env=watched_env(),
         )
 
     def after_fork_in_child(self) -> None:
-        """A forked child is a new process: new identity, no root threads."""
+        """A forked child is a new process: new identity, not the root."""
         role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
         self.is_root = False
-        self.sampler = None
-        self.watcher = None
+        self.notice = None
         self.sink.reset_after_fork(role)
         if self._probes is not None:
             self._probes.reset_after_fork()
         self.write_start(forked=True)
 
     def at_exit(self, how: str, code: Any = None) -> None:
-        """process_exit; in the root, the final tree and what is left behind."""
-        if self.sampler is not None:
-            self.sampler.stop_and_report_leftovers()
-            self.sampler = None
-        if self.watcher is not None:
-            self.watcher.close()
-            self.watcher = None
+        """process_exit; in the root, the guard's first notice (the watcher writes the leftovers)."""
+        if self.notice is not None:
+            from .guard import print_and_remove_notice
+
+            path, self.notice = self.notice, None
+            print_and_remove_notice(path)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if code is not None:
@@ -253,7 +319,7 @@ _started = False
 _real_os_exit = os._exit
 
 
-# Called in every forked child (os.register_at_fork): a new identity, no root threads.
+# Called in every forked child (os.register_at_fork): a new identity, not the root.
 def _after_fork() -> None:
     rt = _runtime
     if rt is None:

@@ -1,0 +1,467 @@
+"""The run's watcher: a separate small process that samples the run's process tree.
+
+The root starts it (``spawn``) so that no host process ever holds a tracer
+thread or a child it could wait for: the root forks a tiny intermediate,
+which leaves the root's session, points stdio at /dev/null, closes every
+other inherited fd but the log's, lowers its priority, spawns a fresh
+interpreter (``python -I -S``: no site, so no .pth activation and no torch;
+WP_AUTOTRACE* cleared too) and exits; the root reaps it before ``spawn``
+returns. The watcher is therefore an orphan in its own session, recognisable
+in ps as ``... wp-autotrace-watch RUN ...``.
+
+Each tick it lists /proc once and reads the stat of the run's live processes
+and of pids new since the last tick; a new pid whose parent is in the run
+joins it, whichever thread forked it. A process is (pid, create_time): a
+reused pid is a new process. It writes ``tree`` deltas (started / ended,
+end = the first sample where the process was gone or a zombie) and forgets a
+process once its end is written; ``leftover`` when the root ends (root-exit
+if the root wrote its process_exit, root-killed otherwise) and, if some are
+still alive after WP_AUTOTRACE_LINGER seconds, ``linger-end``. It exits when
+the run is empty, at the end of the linger, or at once when the log is gone.
+Lists that do not fit one record are split over several (``part``/``parts``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .bootstrap import (
+    DEAD_STATES,
+    STAT_PPID,
+    STAT_RSS,
+    STAT_STARTTIME,
+    STAT_STATE,
+    ProcClock,
+    split_stat,
+)
+from .sink import Sink
+from .targets import ARGV_ROLES
+
+TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
+if TYPE_CHECKING:
+    from typing import Any
+
+ROLE = "watcher"
+ARGV_MARK = "wp-autotrace-watch"  # what ps shows, followed by the run id
+NICE = 10  # it only watches: let the run have the CPU
+HEARTBEAT_S = 2.0  # a tree record with fresh rss at least this often
+LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
+CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
+# Each record's lists are packed to this many bytes of JSON, well under the
+# sink's 32 KiB cap, so the sink never has to shorten (and cut) a list.
+PART_BYTES = 24 * 1024
+LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick looking for the root's process_exit
+MAX_PARTIAL = 1 << 16
+EXEC_FAILED = 127  # as a shell says "command not found"
+CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)  # a line longer than any record: not one to keep
+# The interpreter's code: put the package's directory first on sys.path, run main().
+# Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
+BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
+        "from wp_autotrace.watcher import main;main(sys.argv[1:])")
+
+
+# -- the root's side: start it ------------------------------------------------------
+
+_exit = os._exit  # the real one: bootstrap replaces os._exit in traced processes
+
+def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float) -> bool:
+    """Start the watcher for this run; True when the intermediate forked it.
+
+    Called in the root at start-up, before any thread exists. The intermediate
+    child is reaped here, so the host never sees a child of ours.
+    """
+    pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log,
+            str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger)]
+    pid = os.fork()
+    if pid == 0:  # the intermediate: never returns into the host's code
+        code = 1
+        try:
+            _detach_and_spawn(argv, log_fd)
+            code = 0
+        finally:
+            _exit(code)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            return status == 0
+        except InterruptedError:  # pragma: no cover - PEP 475 retries already
+            continue
+
+
+def _detach_and_spawn(argv: list[str], keep_fd: int) -> None:
+    """In the intermediate: own session, quiet stdio, only the log fd kept; fork the watcher."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_fds = list(range(3, 1024))
+    for fd in open_fds:
+        if fd > 2 and fd != keep_fd:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    os.set_inheritable(keep_fd, True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    # fork + exec rather than posix_spawn: posix_spawn returns only once the new
+    # process has exec'd, and on a busy host that wait (the root's) was up to 27 ms.
+    if os.fork() == 0:
+        try:
+            os.execve(argv[0], argv, env)
+        finally:
+            _exit(EXEC_FAILED)
+
+
+# -- reading processes ----------------------------------------------------------------
+
+def _read(path: str, size: int = 4096) -> bytes | None:
+    """A small /proc file's content, or None if the process is gone (os.open: a third of open()'s cost)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class ProcReader:
+    """pids, stat and command lines straight from /proc."""
+
+    def __init__(self) -> None:
+        self.clock = ProcClock()
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    @staticmethod
+    def available() -> bool:
+        return os.path.exists("/proc/self/stat")
+
+    @staticmethod
+    def pids() -> set[int]:
+        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
+        data = _read(f"/proc/{pid}/stat")
+        parsed = None if data is None else split_stat(data)
+        if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
+            return None
+        name, fields = parsed
+        return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
+                "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
+                "rss": int(fields[STAT_RSS]) * self.page}
+
+    @staticmethod
+    def cmdline(pid: int) -> str:
+        data = _read(f"/proc/{pid}/cmdline", 65536) or b""
+        return data.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+class PsutilReader:
+    """The same accessors through psutil, where there is no /proc."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.psutil = psutil
+
+    def pids(self) -> set[int]:
+        return set(self.psutil.pids())
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        ps = self.psutil
+        try:
+            p = ps.Process(pid)
+            with p.oneshot():
+                if p.status() == ps.STATUS_ZOMBIE:
+                    return None
+                return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
+                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss}
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return None
+
+    def cmdline(self, pid: int) -> str:
+        ps = self.psutil
+        try:
+            return " ".join(ps.Process(pid).cmdline())
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return ""
+
+
+def make_reader() -> Any:
+    """The cheapest reader this platform has."""
+    return ProcReader() if ProcReader.available() else PsutilReader()
+
+
+def role_from_cmd(cmd: str) -> str | None:
+    """The role a command line shows (a compile sidecar, say), if any."""
+    for suffix, role in ARGV_ROLES:
+        if suffix in cmd.replace(os.sep, "/"):
+            return role
+    return None
+
+
+def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
+    """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
+    import json
+
+    parts: list[dict[str, list[Any]]] = [{k: [] for k in lists}]
+    size = 0
+    for key, items in lists.items():
+        for item in items:
+            n = len(json.dumps(item, separators=(",", ":"), default=repr)) + 1
+            if size and size + n > budget:
+                parts.append({k: [] for k in lists})
+                size = 0
+            parts[-1][key].append(item)
+            size += n
+    return parts
+
+
+# -- the watcher's side -----------------------------------------------------------------
+
+class LogWatch:
+    """The log as the watcher sees it: still there? did the root write its process_exit?"""
+
+    def __init__(self, write_fd: int, path: str, host: str, root: int) -> None:
+        self.write_fd = write_fd
+        self.host = host
+        self.root_marks = (b'"process_exit"', f'"pid":{root},'.encode())
+        self.root = root
+        self.read_fd = -1
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            a, b = os.fstat(fd), os.fstat(write_fd)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                self.read_fd = fd
+            else:
+                os.close(fd)
+        except OSError:
+            pass
+        self.offset = os.fstat(write_fd).st_size
+        self.partial = b""
+        self.root_exited = False
+
+    def gone(self) -> bool:
+        """The log was removed (or its fd broke): nothing to write for."""
+        try:
+            return os.fstat(self.write_fd).st_nlink == 0
+        except OSError:
+            return True
+
+    def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
+        """Read what was appended since the last scan, looking for the root's process_exit."""
+        if self.read_fd < 0 or self.root_exited:
+            return
+        size = os.fstat(self.read_fd).st_size
+        while self.offset < size and limit > 0:
+            data = os.pread(self.read_fd, min(size - self.offset, limit), self.offset)
+            if not data:
+                break
+            self.offset += len(data)
+            limit -= len(data)
+            lines = (self.partial + data).split(b"\n")
+            self.partial = lines.pop()
+            if len(self.partial) > MAX_PARTIAL:
+                self.partial = b""
+            for line in lines:
+                if all(mark in line for mark in self.root_marks) and self._is_root_exit(line):
+                    self.root_exited = True
+                    return
+
+    def _is_root_exit(self, line: bytes) -> bool:
+        import json
+
+        try:
+            rec = json.loads(line[line.find(b"{"):])
+        except ValueError:
+            return False
+        return (isinstance(rec, dict) and rec.get("event") == "process_exit" and rec.get("pid") == self.root
+                and rec.get("host") == self.host)
+
+
+class Watcher:
+    """Samples one run's process tree and writes its tree / leftover records."""
+
+    def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
+                 reader: Any = None, log: LogWatch | None = None) -> None:
+        self.sink = sink
+        self.run = run
+        self.root = root
+        self.root_ct = root_ct
+        self.interval = interval
+        self.linger = linger
+        self.reader = reader or make_reader()
+        self.log = log
+        # Never part of the run: this process, and the intermediate that started it.
+        self.exclude = {os.getpid()} | ({os.getppid()} if os.getppid() != root else set())
+        self.live: dict[int, dict[str, Any]] = {}  # the run's processes alive at the last sample
+        self.listed: set[int] = set()  # every pid /proc listed at the last sample
+        self.samples = 0
+        self.root_end: float | None = None
+        self.leftover_written = False
+        self._last_heartbeat = 0.0
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
+
+    def emit_parts(self, event: str, lists: dict[str, list[dict[str, Any]]], **fields: Any) -> None:
+        """One record, or several (part i of parts) when the lists do not fit one."""
+        parts = pack(lists)
+        for i, part in enumerate(parts, 1):
+            extra: dict[str, Any] = {"part": i, "parts": len(parts)} if len(parts) > 1 else {}
+            if event == "leftover":
+                extra["pids"] = [p["pid"] for p in part["procs"]]
+            self.emit(event, **fields, **part, **extra)
+
+    def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
+        """A tree entry for a process joining the run: command line and role added."""
+        cmd = self.reader.cmdline(info["pid"])
+        info["cmd"] = cmd[:CMD_CHARS]
+        if len(cmd) > CMD_CHARS:
+            info["cmd_len"] = len(cmd)
+        role = "main" if info["pid"] == self.root else role_from_cmd(cmd)
+        parent = self.live.get(info["ppid"])
+        if role == "compile-sidecar" and parent and parent.get("cmd") == info["cmd"]:
+            role = "compile-worker"  # forked by the sidecar: same command line
+        if role:
+            info["role"] = role
+        return info
+
+    def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One look at /proc: (started, ended) since the last one."""
+        listed = self.reader.pids()
+        new = listed - self.listed
+        self.listed = listed
+        started: list[dict[str, Any]] = []
+        ended: list[dict[str, Any]] = []
+        members = set(self.live)  # parents a new pid may have (as they were at the last sample)
+        for pid, old in list(self.live.items()):
+            info = self.reader.stat(pid) if pid in listed else None
+            if info is not None and info["create_time"] == old["create_time"]:
+                old["rss"] = info["rss"]
+                if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
+                    again = self._entry({**old, "name": info["name"]})
+                    if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
+                        self.live[pid] = again
+                        started.append(again)
+                continue
+            ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
+            del self.live[pid]
+            members.discard(pid)
+            if info is not None:  # the pid was reused: its new process is looked at as new
+                new.add(pid)
+        self._adopt(new - self.exclude, members, started)
+        self.samples += 1
+        return started, ended
+
+    def _adopt(self, new: set[int], members: set[int], started: list[dict[str, Any]]) -> None:
+        """New pids whose parent is in the run join it (children of children too, in any order)."""
+        fresh = {}
+        for pid in new:
+            info = self.reader.stat(pid)
+            if info is not None:
+                fresh[pid] = info
+        grew = True
+        while grew:
+            grew = False
+            for pid, info in list(fresh.items()):
+                is_root = pid == self.root and (not self.root_ct or abs(info["create_time"] - self.root_ct) < CT_SLACK)
+                if is_root or info["ppid"] in members:
+                    entry = self._entry(info)
+                    self.live[pid] = entry
+                    members.add(pid)
+                    started.append(entry)
+                    del fresh[pid]
+                    grew = True
+
+    def tick(self) -> None:
+        """Sample, write what changed, and notice the root's end."""
+        now = time.time()
+        started, ended = self.sample(now)
+        lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
+        heartbeat = now - self._last_heartbeat >= HEARTBEAT_S
+        if heartbeat:
+            lists["rss"] = [{"pid": p["pid"], "create_time": p["create_time"], "rss": p["rss"]}
+                            for p in self.live.values()]
+            self._last_heartbeat = now
+        if started or ended or heartbeat:
+            self.emit_parts("tree", lists, count=len(self.live), final=False)
+        if self.log is not None:
+            self.log.scan()
+        if self.root_end is None and self.root not in self.live:
+            self.root_end = now
+
+    def leftover(self, how: str) -> None:
+        """The run's processes alive now (the root is gone)."""
+        procs = sorted(self.live.values(), key=lambda p: p["pid"])
+        self.emit_parts("leftover", {"procs": procs}, how=how, count=len(procs))
+
+    def root_exited(self) -> bool:
+        """Did the root run its exit code (process_exit in the log)?"""
+        if self.log is None:
+            return False
+        self.log.scan(limit=1 << 62)
+        return self.log.root_exited
+
+    def run_loop(self, clock: Any = time.monotonic, sleep: Any = time.sleep) -> str:
+        """Tick until the run is over; the reason it stopped."""
+        next_tick = clock()
+        root_gone_at = None
+        while True:
+            if self.log is not None and self.log.gone():
+                return "log-gone"
+            if self.sink.dropped:
+                return "log-unwritable"
+            self.tick()
+            now = clock()
+            if self.root_end is not None and root_gone_at is None:
+                root_gone_at = now
+            if root_gone_at is not None:
+                if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
+                    self.leftover("root-exit" if self.root_exited() else "root-killed")
+                    self.leftover_written = True
+                if self.leftover_written and not self.live:
+                    return "run-ended"
+                if now - root_gone_at >= self.linger and self.leftover_written:
+                    self.leftover("linger-end")
+                    return "linger-end"
+            next_tick += self.interval
+            sleep(max(0.0, next_tick - clock()))
+            next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
+
+    def finish(self, reason: str) -> None:
+        """The final tree record and watcher_exit."""
+        if reason not in ("log-gone", "log-unwritable"):
+            self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
+        cpu = os.times()
+        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+
+
+def main(args: list[str]) -> None:
+    """The watcher process: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG ROOT_PID ROOT_CT INTERVAL LINGER``."""
+    _, run, _pkg, fd, log, root, root_ct, interval, linger = args
+    host = os.uname().nodename
+    sink = Sink(None, host, ROLE)
+    sink.fd, sink.path = int(fd), log  # inherited from the root: the very file it opened
+    logwatch = LogWatch(sink.fd, log, host, int(root))
+    if logwatch.gone():
+        return
+    watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch)
+    watcher.emit("watcher_start", interval=watcher.interval, linger=watcher.linger)
+    try:
+        reason = watcher.run_loop()
+    except Exception as exc:
+        sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
+                  root_pid=int(root))
+        reason = "error"
+    watcher.finish(reason)
