@@ -114,9 +114,9 @@ def read_settings() -> Settings:
 
 # /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
 # spaces and ")", so fields are counted from the last ")"), then (3) state,
-# (4) ppid, ... (20) num_threads, ... (22) starttime in clock ticks since
-# boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
-STAT_STATE, STAT_PPID, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 17, 19, 21
+# (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
+# clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
+STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 19, 21
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
 
 

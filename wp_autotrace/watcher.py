@@ -29,7 +29,9 @@ import time
 
 from .bootstrap import (
     DEAD_STATES,
+    STAT_PGRP,
     STAT_PPID,
+    STAT_SESSION,
     STAT_RSS,
     STAT_STARTTIME,
     STAT_STATE,
@@ -55,6 +57,7 @@ PART_BYTES = 24 * 1024
 LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick looking for the root's process_exit
 MAX_PARTIAL = 1 << 16
 EXEC_FAILED = 127  # as a shell says "command not found"
+ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")
 CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)  # a line longer than any record: not one to keep
 # The interpreter's code: put the package's directory first on sys.path, run main().
 # Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
@@ -73,7 +76,9 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     child is reaped here, so the host never sees a child of ours.
     """
     pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log,
+    # Where the watcher starts reading the log: just after the root's process_start.
+    offset = os.lseek(log_fd, 0, os.SEEK_CUR)
+    argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log, str(offset),
             str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger)]
     pid = os.fork()
     if pid == 0:  # the intermediate: never returns into the host's code
@@ -158,7 +163,8 @@ class ProcReader:
         name, fields = parsed
         return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
                 "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
-                "rss": int(fields[STAT_RSS]) * self.page}
+                "rss": int(fields[STAT_RSS]) * self.page,
+                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
 
     @staticmethod
     def cmdline(pid: int) -> str:
@@ -185,7 +191,8 @@ class PsutilReader:
                 if p.status() == ps.STATUS_ZOMBIE:
                     return None
                 return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
-                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss}
+                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss,
+                        "groups": (os.getpgid(pid), os.getsid(pid))}
         except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
             return None
 
@@ -230,13 +237,15 @@ def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> li
 # -- the watcher's side -----------------------------------------------------------------
 
 class LogWatch:
-    """The log as the watcher sees it: still there? did the root write its process_exit?"""
+    """The log as the watcher reads it: still there? which pids did the run's
+    processes announce (process_start)? did the root write its process_exit?"""
 
-    def __init__(self, write_fd: int, path: str, host: str, root: int) -> None:
+    def __init__(self, write_fd: int, path: str, host: str, run: str, root: int, offset: int) -> None:
         self.write_fd = write_fd
         self.host = host
-        self.root_marks = (b'"process_exit"', f'"pid":{root},'.encode())
         self.root = root
+        self.run_mark = f'"run":"{run}"'.encode()
+        self.run = run
         self.read_fd = -1
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -247,9 +256,10 @@ class LogWatch:
                 os.close(fd)
         except OSError:
             pass
-        self.offset = os.fstat(write_fd).st_size
+        self.offset = offset
         self.partial = b""
         self.root_exited = False
+        self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke): nothing to write for."""
@@ -259,8 +269,8 @@ class LogWatch:
             return True
 
     def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
-        """Read what was appended since the last scan, looking for the root's process_exit."""
-        if self.read_fd < 0 or self.root_exited:
+        """Read what was appended since the last scan (at most limit bytes)."""
+        if self.read_fd < 0:
             return
         size = os.fstat(self.read_fd).st_size
         while self.offset < size and limit > 0:
@@ -274,19 +284,25 @@ class LogWatch:
             if len(self.partial) > MAX_PARTIAL:
                 self.partial = b""
             for line in lines:
-                if all(mark in line for mark in self.root_marks) and self._is_root_exit(line):
-                    self.root_exited = True
-                    return
+                if b'"process_' in line:
+                    self._read_record(line)
 
-    def _is_root_exit(self, line: bytes) -> bool:
+    def _read_record(self, line: bytes) -> None:
+        """Note a process_start of this run, or the root's process_exit."""
         import json
 
         try:
             rec = json.loads(line[line.find(b"{"):])
         except ValueError:
-            return False
-        return (isinstance(rec, dict) and rec.get("event") == "process_exit" and rec.get("pid") == self.root
-                and rec.get("host") == self.host)
+            return
+        if not isinstance(rec, dict) or rec.get("host") != self.host:
+            return
+        event, pid = rec.get("event"), rec.get("pid")
+        if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
+            if isinstance(rec.get("create_time"), float):
+                self.claimed[pid] = rec["create_time"]
+        elif event == "process_exit" and pid == self.root:
+            self.root_exited = True
 
 
 class Watcher:
@@ -324,18 +340,33 @@ class Watcher:
             self.emit(event, **fields, **part, **extra)
 
     def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
-        """A tree entry for a process joining the run: command line and role added."""
+        """A tree entry for a process joining the run: its stat, command line and role."""
         cmd = self.reader.cmdline(info["pid"])
-        info["cmd"] = cmd[:CMD_CHARS]
+        entry = {k: info[k] for k in ENTRY_KEYS}
+        entry["cmd"] = cmd[:CMD_CHARS]
         if len(cmd) > CMD_CHARS:
-            info["cmd_len"] = len(cmd)
+            entry["cmd_len"] = len(cmd)
         role = "main" if info["pid"] == self.root else role_from_cmd(cmd)
         parent = self.live.get(info["ppid"])
-        if role == "compile-sidecar" and parent and parent.get("cmd") == info["cmd"]:
+        if role == "compile-sidecar" and parent and parent.get("cmd") == entry["cmd"]:
             role = "compile-worker"  # forked by the sidecar: same command line
         if role:
-            info["role"] = role
-        return info
+            entry["role"] = role
+        return entry
+
+    def _belongs(self, info: dict[str, Any], members: set[int]) -> bool:
+        """Is this process (not yet in the run) one of the run's?
+
+        Its parent is; or the log has its process_start for this run; or it
+        is in the root's process group or session (the root leads one) and
+        younger than the root: an orphan whose parent ended before a sample.
+        """
+        pid, ct = info["pid"], info["create_time"]
+        if pid == self.root:
+            return not self.root_ct or abs(ct - self.root_ct) < CT_SLACK
+        if info["ppid"] in members or (self.log is not None and self.log.claimed.get(pid) == ct):
+            return True
+        return self.root in info["groups"] and ct >= self.root_ct
 
     def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """One look at /proc: (started, ended) since the last one."""
@@ -360,6 +391,9 @@ class Watcher:
             members.discard(pid)
             if info is not None:  # the pid was reused: its new process is looked at as new
                 new.add(pid)
+        if self.log is not None and self.log.claimed:
+            new |= {pid for pid in self.log.claimed if pid not in self.live and pid in listed}
+            self.log.claimed.clear()
         self._adopt(new - self.exclude, members, started)
         self.samples += 1
         return started, ended
@@ -375,8 +409,7 @@ class Watcher:
         while grew:
             grew = False
             for pid, info in list(fresh.items()):
-                is_root = pid == self.root and (not self.root_ct or abs(info["create_time"] - self.root_ct) < CT_SLACK)
-                if is_root or info["ppid"] in members:
+                if self._belongs(info, members):
                     entry = self._entry(info)
                     self.live[pid] = entry
                     members.add(pid)
@@ -387,6 +420,8 @@ class Watcher:
     def tick(self) -> None:
         """Sample, write what changed, and notice the root's end."""
         now = time.time()
+        if self.log is not None:
+            self.log.scan()
         started, ended = self.sample(now)
         lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
         heartbeat = now - self._last_heartbeat >= HEARTBEAT_S
@@ -396,8 +431,6 @@ class Watcher:
             self._last_heartbeat = now
         if started or ended or heartbeat:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
-        if self.log is not None:
-            self.log.scan()
         if self.root_end is None and self.root not in self.live:
             self.root_end = now
 
@@ -410,7 +443,7 @@ class Watcher:
         """Did the root run its exit code (process_exit in the log)?"""
         if self.log is None:
             return False
-        self.log.scan(limit=1 << 62)
+        self.log.scan(limit=1 << 62)  # all of it: the record was written before the root ended
         return self.log.root_exited
 
     def run_loop(self, clock: Any = time.monotonic, sleep: Any = time.sleep) -> str:
@@ -448,12 +481,12 @@ class Watcher:
 
 
 def main(args: list[str]) -> None:
-    """The watcher process: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG ROOT_PID ROOT_CT INTERVAL LINGER``."""
-    _, run, _pkg, fd, log, root, root_ct, interval, linger = args
+    """The watcher process: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER``."""
+    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger = args
     host = os.uname().nodename
     sink = Sink(None, host, ROLE)
     sink.fd, sink.path = int(fd), log  # inherited from the root: the very file it opened
-    logwatch = LogWatch(sink.fd, log, host, int(root))
+    logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
     if logwatch.gone():
         return
     watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch)
