@@ -31,8 +31,8 @@ from .bootstrap import (
     DEAD_STATES,
     STAT_PGRP,
     STAT_PPID,
-    STAT_SESSION,
     STAT_RSS,
+    STAT_SESSION,
     STAT_STARTTIME,
     STAT_STATE,
     ProcClock,
@@ -54,11 +54,11 @@ CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cu
 # Each record's lists are packed to this many bytes of JSON, well under the
 # sink's 32 KiB cap, so the sink never has to shorten (and cut) a list.
 PART_BYTES = 24 * 1024
-LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick looking for the root's process_exit
-MAX_PARTIAL = 1 << 16
+LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, the root's process_exit)
+MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 EXEC_FAILED = 127  # as a shell says "command not found"
-ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")
-CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)  # a line longer than any record: not one to keep
+ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
+CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)
 # The interpreter's code: put the package's directory first on sys.path, run main().
 # Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
 BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
@@ -379,7 +379,7 @@ class Watcher:
         for pid, old in list(self.live.items()):
             info = self.reader.stat(pid) if pid in listed else None
             if info is not None and info["create_time"] == old["create_time"]:
-                old["rss"] = info["rss"]
+                old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
                 if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
                     again = self._entry({**old, "name": info["name"]})
                     if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
