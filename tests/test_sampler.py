@@ -93,7 +93,8 @@ class FakeReader:
         self.procs: dict[int, dict[str, Any]] = {}
 
     def add(self, pid: int, ppid: int, ct: float, name: str = "p") -> None:
-        self.procs[pid] = {"pid": pid, "ppid": ppid, "name": name, "create_time": ct, "rss": 1, "groups": (1, 1)}
+        self.procs[pid] = {"pid": pid, "ppid": ppid, "name": name, "create_time": ct, "rss": 1, "threads": 1,
+                           "groups": (1, 1)}
 
     def pids(self) -> set[int]:
         return set(self.procs)
@@ -101,6 +102,11 @@ class FakeReader:
     def stat(self, pid: int) -> dict[str, Any] | None:
         info = self.procs.get(pid)
         return dict(info) if info else None
+
+    def children(self, pid: int, threads: int) -> list[int] | None:
+        if pid not in self.procs:
+            return None
+        return [c for c, info in self.procs.items() if info["ppid"] == pid]
 
     def cmdline(self, pid: int) -> str:
         return f"{self.procs[pid]['name']} {'a' * 300}" if pid in self.procs else ""
@@ -110,6 +116,7 @@ def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[W
     log = tmp_path / "w.jsonl"
     watcher = Watcher(Sink(str(log), "h", "watcher"), "run1", root, 1.0, 0.1, 60, reader=reader)
     watcher.exclude = set()  # the fake pids may be this test's own
+    watcher.stat_every = 1  # every tick re-reads every stat: pid reuse is seen at once
     return watcher, log
 
 

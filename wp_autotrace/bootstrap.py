@@ -116,7 +116,7 @@ def read_settings() -> Settings:
 # spaces and ")", so fields are counted from the last ")"), then (3) state,
 # (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
 # clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
-STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 19, 21
+STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
 
 

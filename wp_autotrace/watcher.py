@@ -35,6 +35,7 @@ from .bootstrap import (
     STAT_SESSION,
     STAT_STARTTIME,
     STAT_STATE,
+    STAT_THREADS,
     ProcClock,
     split_stat,
 )
@@ -49,6 +50,8 @@ ROLE = "watcher"
 ARGV_MARK = "wp-autotrace-watch"  # what ps shows, followed by the run id
 NICE = 10  # it only watches: let the run have the CPU
 HEARTBEAT_S = 2.0  # a tree record with fresh rss at least this often
+STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
+SCAN_S = 2.0  # seconds between /proc scans for orphans of the root's group or session
 LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
 CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
 # Each record's lists are packed to this many bytes of JSON, well under the
@@ -163,8 +166,23 @@ class ProcReader:
         name, fields = parsed
         return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
                 "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
-                "rss": int(fields[STAT_RSS]) * self.page,
+                "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
                 "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
+
+    @staticmethod
+    def children(pid: int, threads: int) -> list[int] | None:
+        """Children of every thread of pid (any thread may fork); None if pid is gone."""
+        if threads == 1:  # most processes of a run: one read, no directory listing
+            data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
+            return None if data is None else [int(c) for c in data.split()]
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        found: list[int] = []
+        for tid in tids:
+            found.extend(int(c) for c in (_read(f"/proc/{pid}/task/{tid}/children", 65536) or b"").split())
+        return found
 
     @staticmethod
     def cmdline(pid: int) -> str:
@@ -192,9 +210,18 @@ class PsutilReader:
                     return None
                 return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
                         "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss,
-                        "groups": (os.getpgid(pid), os.getsid(pid))}
+                        "threads": p.num_threads(), "groups": (os.getpgid(pid), os.getsid(pid))}
         except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
             return None
+
+    def children(self, pid: int, threads: int) -> list[int] | None:
+        ps = self.psutil
+        try:
+            return [c.pid for c in ps.Process(pid).children()]
+        except ps.NoSuchProcess:
+            return None
+        except (ps.AccessDenied, OSError):
+            return []
 
     def cmdline(self, pid: int) -> str:
         ps = self.psutil
@@ -321,7 +348,11 @@ class Watcher:
         # Never part of the run: this process, and the intermediate that started it.
         self.exclude = {os.getpid()} | ({os.getppid()} if os.getppid() != root else set())
         self.live: dict[int, dict[str, Any]] = {}  # the run's processes alive at the last sample
-        self.listed: set[int] = set()  # every pid /proc listed at the last sample
+        self.threads: dict[int, int] = {}  # their thread counts, from their last stat
+        self.listed: set[int] = set()  # every pid /proc listed at the last scan
+        self.scan_every = max(1, round(SCAN_S / interval))
+        self.stat_every = STAT_EVERY
+        self.scanned_after_root = False
         self.samples = 0
         self.root_end: float | None = None
         self.leftover_written = False
@@ -354,7 +385,7 @@ class Watcher:
             entry["role"] = role
         return entry
 
-    def _belongs(self, info: dict[str, Any], members: set[int]) -> bool:
+    def _belongs(self, info: dict[str, Any], members: Any) -> bool:
         """Is this process (not yet in the run) one of the run's?
 
         Its parent is; or the log has its process_start for this run; or it
@@ -362,60 +393,95 @@ class Watcher:
         younger than the root: an orphan whose parent ended before a sample.
         """
         pid, ct = info["pid"], info["create_time"]
-        if pid == self.root:
-            return not self.root_ct or abs(ct - self.root_ct) < CT_SLACK
+        if pid == self.root and (not self.root_ct or abs(ct - self.root_ct) < CT_SLACK):
+            return True
         if info["ppid"] in members or (self.log is not None and self.log.claimed.get(pid) == ct):
             return True
         return self.root in info["groups"] and ct >= self.root_ct
 
     def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """One look at /proc: (started, ended) since the last one."""
-        listed = self.reader.pids()
-        new = listed - self.listed
-        self.listed = listed
+        """One look at the run: (started, ended) since the last one.
+
+        A known process costs one read of its children file per tick (of every
+        thread's, when it has several); its stat (ended as a zombie, pid
+        reused, exec'd, rss, threads) is re-read every STAT_EVERY ticks,
+        staggered by pid. Orphans whose parent ended between two ticks are
+        found by their process_start in the log, and by a scan of /proc every
+        SCAN_S (the root's group or session): a /proc listing costs in
+        proportion to the whole host, so not every tick.
+        """
         started: list[dict[str, Any]] = []
         ended: list[dict[str, Any]] = []
-        members = set(self.live)  # parents a new pid may have (as they were at the last sample)
-        for pid, old in list(self.live.items()):
-            info = self.reader.stat(pid) if pid in listed else None
-            if info is not None and info["create_time"] == old["create_time"]:
-                old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
-                if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
-                    again = self._entry({**old, "name": info["name"]})
-                    if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
-                        self.live[pid] = again
-                        started.append(again)
+        candidates: set[int] = set()
+        for pid in list(self.live):
+            if (self.samples + pid) % self.stat_every == 0 and not self._restat(pid, now, started, ended, candidates):
                 continue
-            ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
-            del self.live[pid]
-            members.discard(pid)
-            if info is not None:  # the pid was reused: its new process is looked at as new
-                new.add(pid)
+            kids = self.reader.children(pid, self.threads[pid])
+            if kids is None:
+                self._end(pid, now, ended)
+            else:
+                candidates.update(kids)
+        if self.samples == 0:
+            candidates.add(self.root)
         if self.log is not None and self.log.claimed:
-            new |= {pid for pid in self.log.claimed if pid not in self.live and pid in listed}
+            candidates.update(self.log.claimed)
+        if self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
+            self.scanned_after_root = self.root_end is not None
+            listed = self.reader.pids()
+            candidates.update(listed - self.listed)
+            self.listed = listed
+        self._adopt(candidates - self.exclude - set(self.live), started)
+        if self.log is not None:
             self.log.claimed.clear()
-        self._adopt(new - self.exclude, members, started)
         self.samples += 1
         return started, ended
 
-    def _adopt(self, new: set[int], members: set[int], started: list[dict[str, Any]]) -> None:
-        """New pids whose parent is in the run join it (children of children too, in any order)."""
-        fresh = {}
-        for pid in new:
-            info = self.reader.stat(pid)
+    def _restat(self, pid: int, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]],
+                candidates: set[int]) -> bool:
+        """Re-read a known process's stat; False if it ended (a reused pid becomes a candidate)."""
+        old = self.live[pid]
+        info = self.reader.stat(pid)
+        if info is None or info["create_time"] != old["create_time"]:
+            self._end(pid, now, ended)
             if info is not None:
-                fresh[pid] = info
-        grew = True
-        while grew:
-            grew = False
-            for pid, info in list(fresh.items()):
-                if self._belongs(info, members):
-                    entry = self._entry(info)
-                    self.live[pid] = entry
-                    members.add(pid)
-                    started.append(entry)
-                    del fresh[pid]
-                    grew = True
+                candidates.add(pid)
+            return False
+        old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
+        self.threads[pid] = info["threads"]
+        if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
+            again = self._entry(info)
+            if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
+                self.live[pid] = again
+                started.append(again)
+        return True
+
+    def _end(self, pid: int, now: float, ended: list[dict[str, Any]]) -> None:
+        """Write off a process: its end is now, the first sample where it was gone."""
+        old = self.live.pop(pid)
+        self.threads.pop(pid, None)
+        ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
+
+    def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> None:
+        """Candidates that belong join the run, then their own children, down the tree."""
+        while candidates:
+            fresh = {}
+            for pid in candidates.difference(self.live):
+                info = self.reader.stat(pid)
+                if info is not None:
+                    fresh[pid] = info
+            candidates = set()
+            grew = True
+            while grew:  # parents first, whatever the order the pids came in
+                grew = False
+                for pid, info in list(fresh.items()):
+                    if self._belongs(info, self.live):
+                        self.live[pid] = entry = self._entry(info)
+                        self.threads[pid] = info["threads"]
+                        started.append(entry)
+                        del fresh[pid]
+                        grew = True
+                        kids = self.reader.children(pid, info["threads"]) or []
+                        candidates.update(k for k in kids if k not in self.live and k not in self.exclude)
 
     def tick(self) -> None:
         """Sample, write what changed, and notice the root's end."""
