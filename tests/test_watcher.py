@@ -220,6 +220,8 @@ def test_root_exit_then_run_end_then_watcher_gone(tmp_path: Path) -> None:
         ended = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}
         assert child in ended and done["ts"] - ended[child] < 1.0  # gone soon after the run's last process
         assert [t["final"] for t in events(recs, "tree")][-1] is True
+        assert wpid not in tree_started(recs)  # never part of the run
+        assert {r["pid"] for r in recs if r["event"] in ("tree", "leftover")} == {wpid}
         assert wait_until(lambda: not alive(wpid), 5)
     finally:
         kill_session(proc)
@@ -384,3 +386,33 @@ def test_interval_clamped_and_linger_validated(log: Path) -> None:
     assert res.stdout == "ran\n" and len(res.stderr.splitlines()) == 2, res.stderr
     start = events(wait_for_watcher(log), "watcher_start")[0]
     assert start["interval"] == 0.01 and start["linger"] == 60
+
+
+def test_fast_orphan_found_by_its_process_start(tmp_path: Path) -> None:
+    """Root not leading its group (started by a shell), a traced grandchild orphaned within a millisecond,
+    the root gone before the watcher's first sample: found through its process_start, left over."""
+    script = tmp_path / "root.py"
+    script.write_text(textwrap.dedent('''
+        import os, time
+        if os.fork() == 0:
+            if os.fork() == 0:
+                time.sleep(4)
+            os._exit(0)
+        os.wait()
+    '''))
+    log = tmp_path / "run.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log))
+    # sh leads the session and the group; the root is a member only
+    proc = subprocess.Popen(["sh", "-c", f"{sys.executable} {script}; sleep 2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    try:
+        recs = wait_for_watcher(log, 20, event="leftover")
+        starts = events(recs, "process_start")
+        root = starts[0]["pid"]
+        child = [s["pid"] for s in starts if s["ppid"] == root]
+        grandchild = [s["pid"] for s in starts if s["ppid"] in child]
+        assert len(grandchild) == 1, starts
+        (left,) = [r for r in events(recs, "leftover") if r["how"] == "root-exit"]
+        assert left["pids"] == grandchild
+    finally:
+        kill_session(proc)
