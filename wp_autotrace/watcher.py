@@ -78,6 +78,8 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     Called in the root at start-up, before any thread exists. The intermediate
     child is reaped here, so the host never sees a child of ours.
     """
+    if not sys.executable:  # embedded: no interpreter to run
+        return False
     pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # Where the watcher starts reading the log: just after the root's process_start.
     offset = os.lseek(log_fd, 0, os.SEEK_CUR)
@@ -274,15 +276,18 @@ class LogWatch:
         self.run_mark = f'"run":"{run}"'.encode()
         self.run = run
         self.read_fd = -1
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        # The inherited (write-only) fd reopened for reading: the same file even if
+        # the path was renamed since; the path itself where /proc has no fd links.
+        for source in (f"/proc/self/fd/{write_fd}", path):
+            try:
+                fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
             a, b = os.fstat(fd), os.fstat(write_fd)
             if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
                 self.read_fd = fd
-            else:
-                os.close(fd)
-        except OSError:
-            pass
+                break
+            os.close(fd)
         self.offset = offset
         self.partial = b""
         self.root_exited = False
