@@ -123,6 +123,8 @@ def run_until(args: list[str], env: dict[str, str], log: Path, ready: Any, timeo
                 pass
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        elif log.exists() and b'"watcher_start"' in log.read_bytes():
+            wait_for_watcher(log, 5, event="leftover")  # the watcher lists what the root left, before the kill
         out, err = proc.communicate(timeout=30)
     finally:
         try:
