@@ -279,9 +279,10 @@ class Runtime:
             run=self.run_id,
             root_pid=int(os.environ.get(ROOT_ENV) or 0),
             forked=forked,
-            create_time=self.create_time,
             guard=self.settings.guard,
             env=watched_env(),
+            # Absent where there is no /proc: readers then fall back to ts.
+            **({} if self.create_time is None else {"create_time": self.create_time}),
         )
 
     def after_fork_in_child(self) -> None:
