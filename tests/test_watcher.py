@@ -94,6 +94,20 @@ def test_waitpid_all_returns_like_untraced(tmp_path: Path) -> None:
     ''', tmp_path)
 
 
+def test_sigchld_ignored_by_the_parent(tmp_path: Path) -> None:
+    """SIGCHLD inherited as ignored (children reaped by the kernel): no warning, same output, watcher runs."""
+    script = tmp_path / "host.py"
+    script.write_text("import signal, subprocess\nprint(signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN, subprocess.call(['true']))\n")
+    log = tmp_path / "run.jsonl"
+    seen = {}
+    for mode in MODES:
+        res = subprocess.run([sys.executable, str(script)], env=mode_env(mode, log), capture_output=True, text=True,
+                             timeout=30, preexec_fn=lambda: signal.signal(signal.SIGCHLD, signal.SIG_IGN))
+        seen[mode] = (res.returncode, res.stdout, res.stderr)
+    assert seen["traced"] == seen["guard"] == seen["untraced"] == (0, "True 0\n", ""), seen
+    assert events(wait_for_watcher(log), "watcher_start")
+
+
 def test_gevent_patch_all(tmp_path: Path) -> None:
     """gevent's monkey.patch_all(): no KeyError traceback from threading at exit, in every mode."""
     pytest.importorskip("gevent")

@@ -93,12 +93,11 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
             code = 0
         finally:
             _exit(code)
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            return status == 0
-        except InterruptedError:  # pragma: no cover - PEP 475 retries already
-            continue
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # SIGCHLD inherited as ignored: the kernel reaped it already
+        return True
+    return status == 0
 
 
 def _detach_and_spawn(argv: list[str], keep_fd: int) -> None:
