@@ -97,7 +97,8 @@ def test_waitpid_all_returns_like_untraced(tmp_path: Path) -> None:
 def test_sigchld_ignored_by_the_parent(tmp_path: Path) -> None:
     """SIGCHLD inherited as ignored (children reaped by the kernel): no warning, same output, watcher runs."""
     script = tmp_path / "host.py"
-    script.write_text("import signal, subprocess\nprint(signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN, subprocess.call(['true']))\n")
+    script.write_text("import signal, subprocess\n"
+                      "print(signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN, subprocess.call(['true']))\n")
     log = tmp_path / "run.jsonl"
     seen = {}
     for mode in MODES:
