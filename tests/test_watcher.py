@@ -311,7 +311,7 @@ def test_thread_forked_children_and_end_time(tmp_path: Path) -> None:
         ends = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}
         late = ends[facts["sleeper"]] - facts["done"]
         # the end is the first sample without it: after its death (a hair before `done`), within one interval
-        assert -0.05 < late < 0.1 + 0.15, late
+        assert -0.05 < late < 0.1 + 0.2, late  # one interval, plus scheduling slack for a niced watcher
         root = events(recs, "process_start")[0]
         assert started[root["pid"]]["create_time"] == root["create_time"]  # one identity in both records
     finally:
