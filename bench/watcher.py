@@ -151,6 +151,7 @@ def watcher_cpu(host: int, in_run: int, duration: float, tmp: Path) -> dict[str,
 def compile_rounds(n: int, tmp: Path) -> dict[str, Any]:
     """Cold torch.compile (bench/scenario), untraced vs traced, n alternating rounds."""
     walls: dict[str, list[float]] = {"untraced": [], "traced": []}
+    cpu: list[float | None] = []
     for r in range(n):
         for name in (["untraced", "traced"] if r % 2 == 0 else ["traced", "untraced"]):
             d = tmp / f"c{r}{name}"
@@ -169,9 +170,27 @@ def compile_rounds(n: int, tmp: Path) -> dict[str, Any]:
                 os.killpg(p.pid, signal.SIGKILL)  # the sidecar chain it leaves behind
             except ProcessLookupError:
                 pass
+            if name == "traced":
+                cpu.append(_watcher_cpu_s(d / "log.jsonl"))
             print(f"  compile {name}: {walls[name][-1]:.1f} s", flush=True)
     med = {k: statistics.median(v) for k, v in walls.items()}
-    return {"median": med, "ratio": med["traced"] / med["untraced"], "rounds": n}
+    return {"median": med, "ratio": med["traced"] / med["untraced"], "rounds": n, "watcher_cpu_s": cpu,
+            "walls": walls}
+
+
+def _watcher_cpu_s(log: Path, timeout: float = 10) -> float | None:
+    """The watcher's own CPU seconds, from its watcher_exit record (it leaves once the run is gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in log.read_bytes().splitlines() if log.exists() else []:
+            if b'"watcher_exit"' in line:
+                return float(json.loads(line)["cpu_s"])
+        time.sleep(0.2)
+    return None
+
+
+def walls_text(r: dict[str, Any]) -> str:
+    return "; ".join(f"{k} " + ", ".join(f"{w:.1f}" for w in v) for k, v in r["walls"].items())
 
 
 def main() -> None:
@@ -200,7 +219,8 @@ def main() -> None:
     if args.compile:
         r = compile_rounds(args.compile, tmp)
         print(f"| cold torch.compile traced / untraced (median of {r['rounds']} alternating) | {r['ratio']:.3f}× "
-              f"({r['median']['traced']:.1f} s / {r['median']['untraced']:.1f} s) | ≤ 1.02 |", flush=True)
+              f"({r['median']['traced']:.1f} s / {r['median']['untraced']:.1f} s; runs {walls_text(r)}; watcher CPU "
+              f"{r['watcher_cpu_s']} s) | ≤ 1.02 |", flush=True)
     print(f"load {os.getloadavg()}", flush=True)
 
 
