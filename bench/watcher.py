@@ -126,9 +126,8 @@ def watcher_cpu(host: int, in_run: int, duration: float, tmp: Path) -> dict[str,
         wpid = 0
         while not wpid:
             for line in log.read_bytes().splitlines():
-                rec = json.loads(line)
-                if rec["event"] == "watcher_start":
-                    wpid = rec["pid"]
+                if b'"watcher_start"' in line:
+                    wpid = json.loads(line)["pid"]
             time.sleep(0.1)
         time.sleep(2.5)  # past the first samples (every process new) and a heartbeat
         c0, t0 = proc_cpu(wpid), time.perf_counter()

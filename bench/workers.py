@@ -202,6 +202,8 @@ def sink(writers: int, records: int) -> dict[str, Any]:
     size = log.stat().st_size
     with log.open("rb") as f:
         for line in f:
+            if line == b"\n":  # the blank line framing each record (sink.RECORD_START)
+                continue
             try:
                 rec = _json.loads(line)
                 seen.setdefault(rec["pid"], set()).add(rec["seq"])

@@ -66,9 +66,12 @@ def run_python(args: list[str], env: dict[str, str], timeout: float = 60, cwd: A
 
 
 def read_log(path: Any) -> list[dict[str, Any]]:
-    """Every line must be a valid record: a torn line fails the test."""
+    """Every non-blank line must be a valid record: a torn line fails the test.
+
+    Records are framed as a blank line then the record (sink.RECORD_START).
+    """
     with open(path, "rb") as f:
-        return [json.loads(line) for line in f]
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def events(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

@@ -73,7 +73,11 @@ SPAWNER = textwrap.dedent('''
         q = ctx.Queue()
         p = ctx.Process(target=work, args=(q,))
         p.start(); p.join()
-        print("children done", q.get())
+        fork_ctx = mp.get_context("fork")      # a worker that leaves by os._exit
+        fq = fork_ctx.Queue()
+        w = fork_ctx.Process(target=work, args=(fq,))
+        w.start(); w.join()
+        print("children done", q.get(), fq.get() == w.pid)
 ''')
 
 
@@ -92,13 +96,15 @@ def test_every_process_writes_to_one_log(tmp_path: Path, log: Path) -> None:
     assert {r["run"] for r in starts} == {root["run"]}
     children = [s for s in starts if s["pid"] != root["pid"]]
     forked = [s for s in children if s["forked"]]
-    assert len(forked) == 1 and forked[0]["ppid"] == root["pid"] and forked[0]["role"] == "child"
+    assert len(forked) == 2 and all(f["ppid"] == root["pid"] and f["role"] == "child" for f in forked)
     spawned = [s for s in children if not s["forked"]]
     # the subprocess, the multiprocessing spawn child (and its resource tracker, if any)
     assert len(spawned) >= 2 and all(s["root_pid"] == root["pid"] for s in spawned)
     assert any("spawn_main" in " ".join(map(str, s["argv"])) for s in spawned)
     exits = {r["pid"]: r for r in events(recs, "process_exit")}
-    assert exits[forked[0]["pid"]]["how"] == "os._exit"
+    # The multiprocessing fork worker's exit is recorded (os._exit itself is left alone);
+    # the bare os.fork() child that calls os._exit writes none.
+    assert [exits.get(f["pid"], {}).get("how") for f in forked] == [None, "os._exit"]
     assert exits[root["pid"]]["how"] == "exit"
     # per-process seq is complete
     for pid in {r["pid"] for r in recs}:
@@ -180,6 +186,40 @@ def test_bad_settings_warn_and_use_defaults(log: Path) -> None:
     assert len(warnings) == 4 and all(w.startswith("wp-autotrace: ") for w in warnings), res.stderr
     assert "pwned" not in res.stdout
     assert events(read_log(log), "process_start")
+
+
+SPAWN_CHILDREN = textwrap.dedent("""
+    import subprocess, sys
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", "print('child')"], check=True)
+    print("root")
+""")
+
+
+@pytest.mark.parametrize("value", ["2", "enable", "y", " Enabled "])
+def test_unknown_enable_value_warns_once_in_root_only(value: str, tmp_path: Path) -> None:
+    """WP_AUTOTRACE outside the accepted words: one warning from the root, children silent, nothing traced."""
+    res = run_python(["-c", SPAWN_CHILDREN], clean_env(WP_AUTOTRACE=value), cwd=tmp_path)
+    assert (res.returncode, res.stdout) == (0, "child\nchild\nroot\n")
+    assert res.stderr == (f"wp-autotrace: WP_AUTOTRACE={value.strip().lower()!r} is not one of 1, true, yes, on "
+                          "(or 0, false, no, off); tracing off\n")
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_mistyped_guard_warns_in_root_only(traced: bool, tmp_path: Path, log: Path) -> None:
+    """A mistyped WP_AUTOTRACE_GUARD warns once in the root, never in the children (whose stderr a host may read)."""
+    env = traced_env(log, WP_AUTOTRACE_GUARD="nested_pool") if traced else clean_env(WP_AUTOTRACE_GUARD="nested_pool")
+    res = run_python(["-c", SPAWN_CHILDREN], env, cwd=tmp_path)
+    assert (res.returncode, res.stdout) == (0, "child\nchild\nroot\n")
+    assert res.stderr == "wp-autotrace: WP_AUTOTRACE_GUARD='nested_pool' is not one of nested-pools; guard off\n"
+
+
+def test_argv_exact_including_empty_arguments(log: Path) -> None:
+    """process_start argv is the command line exactly (3.9 reads /proc: no trailing empty item)."""
+    run_python(["-c", "pass", "", "x"], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
+    start = events(read_log(log), "process_start")[0]
+    assert start["argv"][1:] == ["-c", "pass", "", "x"]
 
 
 def test_extra_targets_traced_and_exceptions_pass_through(tmp_path: Path, log: Path) -> None:

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
+import signal
+import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
-from .conftest import clean_env, events, read_log, run_python
+import pytest
+
+from wp_autotrace import __version__
+from wp_autotrace.cli import build_parser
+
+from .conftest import ROOT, clean_env, events, read_log, run_python
+
+# Advice that names the package on an index where it has never been published.
+INDEX_ADVICE = re.compile(r"pip install wp-autotrace(?![\w/.-])")
 
 
 def test_run_sets_env_execs_and_says_where(tmp_path: Path) -> None:
-    """`wp-autotrace run --log P -- cmd` execs cmd traced (exit code kept) and says where the log goes."""
+    """`wp-autotrace run --log P -- cmd` runs cmd traced (exit code kept) and says where the log goes."""
     log = tmp_path / "via-run.jsonl"
     res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
                       "import os; print(os.environ['WP_AUTOTRACE']); raise SystemExit(7)"], clean_env())
@@ -51,6 +64,14 @@ def test_doctor_explains_a_venv_without_the_package(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "wp_autotrace importable there: no" in res.stdout
     assert "wrote 0 process_start record(s)" in res.stdout
+    assert "pip install <path to a wp-autotrace checkout>" in res.stdout
+    assert not INDEX_ADVICE.search(res.stdout + res.stderr), res.stdout
+
+
+def test_no_advice_names_an_unpublished_index_package() -> None:
+    """Neither README nor the CLI tells anyone to `pip install wp-autotrace` from an index."""
+    for path in (ROOT / "README.md", ROOT / "wp_autotrace" / "cli.py"):
+        assert not INDEX_ADVICE.search(path.read_text()), path
 
 
 def test_usage_errors_exit_64() -> None:
@@ -60,3 +81,108 @@ def test_usage_errors_exit_64() -> None:
     res = run_python(["-m", "wp_autotrace"], clean_env())
     assert res.returncode == 64
     assert os.path.exists(sys.executable)
+
+
+def bare_python(tmp_path: Path) -> str:
+    env_dir = tmp_path / "bare"
+    venv.create(env_dir, with_pip=False)
+    return str(env_dir / "bin" / "python")
+
+
+def test_run_refuses_an_interpreter_without_the_package(tmp_path: Path) -> None:
+    """The command's Python lacks wp_autotrace: run says why, runs nothing, writes no log, exits 78."""
+    python = bare_python(tmp_path)
+    marker = tmp_path / "ran"
+    res = run_python(["-m", "wp_autotrace", "run", "--", python, "-c", f"open({str(marker)!r}, 'w')"], clean_env(),
+                     cwd=tmp_path, timeout=120)
+    assert res.returncode == 78, res.stderr
+    assert f"{python} cannot trace: wp_autotrace is not importable there; nothing was run" in res.stderr
+    assert f"doctor --python {python}" in res.stderr
+    assert not marker.exists() and not list(tmp_path.glob("wp_autotrace-*.jsonl"))
+
+
+def test_run_checks_the_python_on_path_for_other_commands(tmp_path: Path) -> None:
+    """A non-Python command (sh) is checked against the python first on PATH."""
+    python = bare_python(tmp_path)
+    env = clean_env(PATH=f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}")
+    res = run_python(["-m", "wp_autotrace", "run", "--", "sh", "-c", "python -c pass"], env, cwd=tmp_path,
+                     timeout=120)
+    assert res.returncode == 78 and "cannot trace" in res.stderr, res.stderr
+
+
+def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> None:
+    """After the program: findings and the log's path on stderr; stdout untouched; a signal N exits 128+N."""
+    log = tmp_path / "r.jsonl"
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
+                      "import os, signal; print('out'); os.kill(os.getpid(), signal.SIGTERM)"], clean_env())
+    assert res.returncode == 128 + signal.SIGTERM
+    assert res.stdout == "out\n"
+    lines = res.stderr.splitlines()
+    after = lines[lines.index("wp-autotrace:") + 1:]
+    assert after[0].startswith("  - ") and after[-2:] == [f"  log: {log}", f"  full report: wp-autotrace report {log}"]
+
+
+def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:
+    """The program ran without tracing (here: a shell that runs python -S): run says so, keeps its code."""
+    log = tmp_path / "never.jsonl"
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", "sh", "-c",
+                      f"exec {sys.executable} -S -c 'raise SystemExit(3)'"],
+                     clean_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"))
+    assert res.returncode == 3 and not log.exists(), res.stderr
+    assert f"no log was written ({log}): tracing did not start" in res.stderr
+
+
+def test_run_refuses_python_dash_s(tmp_path: Path) -> None:
+    """python -S skips site and so the .pth: refused before anything runs."""
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(tmp_path / "l.jsonl"), "--", sys.executable, "-S",
+                      "-c", "pass"], clean_env())
+    assert res.returncode == 78 and "-S skips site" in res.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_run_forwards_signals_to_the_program(tmp_path: Path, sig: int) -> None:
+    """A signal sent to the run command reaches the program, which ends as it chooses."""
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))\n"
+            "signal.signal(signal.SIGINT, lambda *a: sys.exit(6))\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "s.jsonl"), "--",
+                             sys.executable, "-c", code], env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        time.sleep(0.2)
+        proc.send_signal(sig)  # to the run command only, not its group
+        assert proc.wait(30) == (5 if sig == signal.SIGTERM else 6)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+
+
+def test_version_and_help_speak_to_users() -> None:
+    """--version; --help says to set WP_AUTOTRACE=1, has no RST markup; a missing command is named in user terms."""
+    res = run_python(["-m", "wp_autotrace", "--version"], clean_env())
+    assert res.returncode == 0 and res.stdout.strip() == f"wp-autotrace {__version__}"
+    res = run_python(["-m", "wp_autotrace", "--help"], clean_env())
+    assert res.returncode == 0 and "WP_AUTOTRACE=1" in res.stdout and "``" not in res.stdout
+    res = run_python(["-m", "wp_autotrace"], clean_env())
+    assert res.returncode == 64
+    assert "choose a command: report, export, run, watch, cleanup, doctor" in res.stderr
+    assert "cmd" not in res.stderr.replace("command", "")
+
+
+def test_every_argument_has_help_with_its_default() -> None:
+    """Each subcommand's arguments have help; each option's help states its default."""
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, p in sub.choices.items():
+        for action in p._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"{name} {action.dest} has no help"
+            if action.option_strings:
+                assert "default" in action.help, f"{name} {action.option_strings[0]}: no default in its help"

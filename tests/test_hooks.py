@@ -20,9 +20,10 @@ from wp_autotrace.targets import INLINE_POOL, SKIP, Target
 from .conftest import read_log
 
 POOL_MODULE = '''
+import atexit
 import functools
 
-REGISTERED = []          # stands in for os.register_at_fork / atexit.register
+REGISTERED = []          # what atexit.register was handed (it returns its argument)
 EARLY_CALLS = []
 
 class AsyncCompile:
@@ -45,7 +46,8 @@ class AsyncCompile:
 def after_fork():
     AsyncCompile.process_pool.cache_clear()
 
-REGISTERED.append(after_fork)
+REGISTERED.append(atexit.register(after_fork))
+atexit.unregister(after_fork)
 AsyncCompile.warm_pool()   # a call from the module's own top level, as torch 2.1-2.4 had
 '''
 
@@ -115,7 +117,7 @@ def test_top_level_call_during_module_body_is_traced(synth: Path, log: Path) -> 
 def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) -> None:
     """A function captured at definition (register_at_fork, atexit) is the wrapper."""
     mod = import_traced(log)
-    # Like os.register_at_fork(after_in_child=after_fork): the captured object is wrapped.
+    # atexit.register(after_fork) during the body was handed the wrapper.
     mod.REGISTERED[0]()
     assert "after_fork" in calls(read_log(log))
 
@@ -128,7 +130,10 @@ def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path)
     assert ac().warm_pool(n=4) == "warmed 4"
     assert str(inspect.signature(ac.warm_pool)) == "(n: int = 2) -> str"
     assert ac.warm_pool.__doc__ == "Doc of warm_pool."
-    assert isinstance(inspect.getattr_static(ac, "process_pool"), object)
+    raw = inspect.getattr_static(ac, "process_pool")
+    # The tracer's wrapper sits on the original staticmethod, and binds like it (no self passed).
+    assert isinstance(raw.__wrapped__, staticmethod)
+    assert ac().process_pool() is ac.process_pool()
     first = ac.process_pool()
     assert ac.process_pool() is first
     ac.process_pool.cache_clear()  # torch's after_fork does this
@@ -176,11 +181,14 @@ def test_module_imported_before_activation_is_patched_at_once(synth: Path, log: 
     assert calls(read_log(log))[:1] == ["AsyncCompile.warm_pool"]
 
 
-def test_finder_ignores_other_modules_fast(log: Path) -> None:
-    """The finder declines non-target and missing modules."""
+def test_finder_declines_other_modules(log: Path) -> None:
+    """The finder declines non-target and missing modules, importing and recording nothing."""
     finder, _ = make_finder(log)
+    before = set(sys.modules)
     assert finder.find_spec("json") is None
     assert finder.find_spec("synthpkg.absent") is None  # a target module that does not exist
+    assert set(sys.modules) - before == set()
+    assert not log.exists() or read_log(log) == []
 
 
 def test_guard_refuses_in_sidecar_but_not_in_main(synth: Path, tmp_path: Path) -> None:
@@ -228,6 +236,8 @@ def test_lru_cache_function_target(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert mod.pool() == 1
     mod.pool.cache_clear()
     assert isinstance(mod.pool.cache_info(), functools._CacheInfo)
+    traced = [r for r in read_log(log) if r["event"] == "call"]
+    assert [r["target"] for r in traced] == ["synthcache:pool"]  # the call really went through the wrapper
 
 
 def test_wrapped_targets_pickle_by_reference(synth: Path, log: Path) -> None:
@@ -239,3 +249,58 @@ def test_wrapped_targets_pickle_by_reference(synth: Path, log: Path) -> None:
                 functools.partial(mod.after_fork)):
         back = pickle.loads(pickle.dumps(obj))
         assert back == obj or (isinstance(obj, functools.partial) and back.func is obj.func)
+
+
+def test_body_hooks_leave_other_threads_alone_and_are_restored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              log: Path) -> None:
+    """While a target body runs, another thread's classes and atexit callbacks are untouched; hooks removed after."""
+    import atexit
+    import builtins
+    import threading
+    import types
+
+    sync = types.ModuleType("synth_sync")
+    sync.inside, sync.release = threading.Event(), threading.Event()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "synth_sync", sync)
+    (tmp_path / "slowpool.py").write_text(textwrap.dedent('''
+        import synth_sync
+
+        class AsyncCompile:
+            def warm_pool(self):
+                return 1
+
+        synth_sync.inside.set()
+        synth_sync.release.wait(10)
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = (builtins.__build_class__, atexit.register)
+    sink = Sink(str(log), "h", "main")
+    probes = Probes(sink, 4, False, lambda info: None)
+    finder = TargetFinder((Target("slowpool", "AsyncCompile.warm_pool"), Target("slowpool", "warm")),
+                          probes.make_wrapper, probes.notify, pytest.fail)
+    finder.install()
+    importer = threading.Thread(target=importlib.import_module, args=("slowpool",))
+    try:
+        importer.start()
+        assert sync.inside.wait(10)  # type: ignore[attr-defined]
+        assert builtins.__build_class__ is not real[0]  # the window is open
+
+        class AsyncCompile:  # same name, another module: not a target
+            def warm_pool(self) -> int:
+                return 2
+
+        def warm() -> None:
+            pass
+
+        assert atexit.register(warm) is warm
+        atexit.unregister(warm)
+        assert type(AsyncCompile.__dict__["warm_pool"]).__name__ == "function"
+        assert AsyncCompile.__dict__["warm_pool"].__code__.co_filename == __file__
+    finally:
+        sync.release.set()  # type: ignore[attr-defined]
+        importer.join(10)
+        finder.uninstall()
+        mod = sys.modules.pop("slowpool", None)
+    assert (builtins.__build_class__, atexit.register) == real
+    assert mod is not None and mod.AsyncCompile().warm_pool() == 1
+    assert calls(read_log(log)) == ["AsyncCompile.warm_pool"]

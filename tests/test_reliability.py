@@ -46,10 +46,10 @@ def traced_env(log: Path, **extra: str) -> dict[str, str]:
 
 
 def check_lines(log: Path) -> list[dict[str, Any]]:
-    """Every line is one complete JSON record within the size cap; return the records."""
+    """Every non-blank line is one complete JSON record within the size cap; return the records."""
     data = log.read_bytes()
     assert data.endswith(b"\n")
-    lines = data.split(b"\n")[:-1]
+    lines = [line for line in data.split(b"\n")[:-1] if line]  # blank lines frame records
     for line in lines:
         assert len(line) + 1 <= MAX_RECORD_BYTES, len(line)
     return [json.loads(line) for line in lines]
@@ -163,6 +163,8 @@ def test_load_64_processes_640k_records(tmp_path: Path) -> None:
     with open(log, "rb") as f:
         for line in f:
             assert line.endswith(b"\n") and len(line) <= MAX_RECORD_BYTES
+            if line == b"\n":  # the blank line that frames each record
+                continue
             r = json.loads(line)  # a torn or interleaved line fails here
             total += 1
             pid = r["pid"]
@@ -311,8 +313,8 @@ def test_fork_storm_with_busy_sampler_and_writers(tmp_path: Path, synth: Path) -
     kids = [s for s in starts if s["pid"] != root["pid"]]
     assert len(kids) == 50 and all(k["forked"] and k["ppid"] == root["pid"] and k["role"] == "child" for k in kids)
     exits = {r["pid"]: r for r in events(recs, "process_exit")}
-    assert all(k["pid"] in exits for k in kids)
-    assert {exits[k["pid"]]["how"] for k in kids} == {"exit", "os._exit"}
+    # half leave normally (process_exit "exit"); half by a bare os._exit, which is left as it is (no record)
+    assert [exits[k["pid"]]["how"] for k in kids if k["pid"] in exits] == ["exit"] * 25
     # each child recorded its own traced call, with a fresh call id and no parent from its parent's threads
     for k in kids:
         mine = [c for c in events(recs, "call") if c["pid"] == k["pid"]]
@@ -367,7 +369,8 @@ def test_fork_while_another_thread_writes(tmp_path: Path, synth: Path) -> None:
     seq_complete(recs)
     starts = events(recs, "process_start")
     assert len([s for s in starts if s["forked"]]) == 30
-    assert len([r for r in events(recs, "process_exit") if r.get("how") == "os._exit" and r.get("code") == 7]) == 30
+    # os._exit is left as it is: bare os.fork() children that leave by it write no process_exit
+    assert [r["pid"] for r in events(recs, "process_exit")] == [starts[0]["pid"]]
 
 
 # -- killed pool processes ------------------------------------------------------------
@@ -473,7 +476,8 @@ def test_sigkill_pool_process(victim: str, tmp_path: Path) -> None:
     assert proc["exit"] in (None, "vanished")
     if victim == "sidecar":
         assert proc["role"] == "compile-sidecar"
-        # the watcher saw it go: its raw `tree` records (the report's "killed or vanished" finding reads them)
+        assert any(f["kind"] == "sidecar-killed" and killed in f["pids"] for f in rep["findings"])
+        # the watcher saw it go: its raw `tree` records
         ended = {e["pid"] for t in events(wait_for_watcher(log, 15), "tree") for e in t["ended"]}
         assert killed in ended
         (pool_row,) = rep["pools"]
@@ -768,10 +772,11 @@ def test_pth_line_can_only_import_our_bootstrap() -> None:
 @pytest.mark.parametrize("value", ['1" or __import__("os").system("echo pwned") or "', "__import__('x')",
                                    "1;import antigravity", "$(echo pwned)"])
 def test_env_values_are_only_compared_never_run(value: str, tmp_path: Path) -> None:
-    """Code-like WP_AUTOTRACE / WP_AUTOTRACE_GUARD values are compared as words, never run."""
-    res = run_python(["-c", "import sys; print(sorted(m for m in sys.modules if 'wp_autotrace' in m or "
-                            "m in ('antigravity', 'x')))"], clean_env(WP_AUTOTRACE=value), cwd=tmp_path)
-    assert res.returncode == 0 and res.stdout == "[]\n" and res.stderr == ""
+    """Code-like WP_AUTOTRACE / WP_AUTOTRACE_GUARD values are compared as words, never run (one warning)."""
+    res = run_python(["-c", "import sys; print(sorted(m for m in sys.modules if m in ('antigravity', 'x')))"],
+                     clean_env(WP_AUTOTRACE=value), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "[]\n"
+    assert res.stderr.startswith("wp-autotrace: WP_AUTOTRACE=") and res.stderr.count("\n") == 1, res.stderr
     res = run_python(["-c", "print('ran')"], clean_env(WP_AUTOTRACE_GUARD=value), cwd=tmp_path)
     assert res.returncode == 0 and res.stdout == "ran\n"
     assert all(line.startswith("wp-autotrace: ") for line in res.stderr.splitlines()), res.stderr

@@ -84,10 +84,12 @@ def test_seed_answers(tmp_path: Path) -> None:
     assert callers[100]["caller"]["file"] == PLUGIN["file"]
     assert [p["sidecar_pid"] for p in rep["pools"]] == [200, 300, 400]
     assert rep["pools"][1]["creator_role"] == "compile-sidecar"
-    findings = " ".join(rep["findings"])
+    findings = " ".join(f["text"] for f in rep["findings"])
     assert "Nested compile pools" in findings and "TORCH_WARM_POOL=0" in findings
     assert "2 process(es) outlived the main process" in findings
-    assert "exited without a shutdown request" in findings  # sidecar 200 never served
+    assert "never served their pool (pids 200)" in findings  # sidecar 200 never served
+    assert {f["kind"] for f in rep["findings"]} >= {"nested-pools", "warm-pool-bypass", "leftovers",
+                                                   "sidecar-never-served"}
     text = render_text(rep, {})
     assert "== warm_pool callers: 3 distinct PID(s) [100, 200, 300]" in text
     assert "/site/plugin/_inductor/__init__.py:5 (<module>)" in text
@@ -136,14 +138,36 @@ def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
     assert err.startswith("wp-autotrace: nothing to report:") and "Traceback" not in err
 
 
+# Every documented top-level --json key (README) and its type.
+JSON_KEYS: dict[str, Any] = {
+    "run": dict, "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
+    "warm_pool_callers": list, "pools": list, "processes": list, "max_concurrent_processes": int,
+    "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
+    "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,
+    "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,
+}
+RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float}
+FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "evidence": list, "advice": str,
+                "cost": dict}
+
+
 def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--json output keeps its documented keys."""
+    """--json output has every documented key, with its type; README lists the same keys."""
     path = seed_log().write(tmp_path / "a.jsonl")
     assert main(["report", "--json", str(path)]) == 0
     rep = json.loads(capsys.readouterr().out)
-    for key in ("warm_pool_pids", "distinct_warm_pool_pids", "processes", "max_concurrent_processes",
-                "max_sidecar_depth", "leftover_pids", "findings", "pools", "warm_pool_callers", "run"):
-        assert key in rep
+    assert set(rep) == set(JSON_KEYS)
+    for key, kind in JSON_KEYS.items():
+        assert isinstance(rep[key], kind), key
+    for r in rep["runs"]:
+        for key, kind in RUN_KEYS.items():
+            assert isinstance(r[key], kind), key
+    for f in rep["findings"]:
+        assert {k: type(f[k]) for k in FINDING_KEYS} == FINDING_KEYS
+    assert all(isinstance(p["run"], str) for p in rep["processes"] + rep["pools"] + rep["warm_pool_callers"])
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for key in JSON_KEYS:
+        assert f"`{key}`" in readme, f"README does not document --json key {key}"
 
 
 def check_chrome_trace(trace: dict[str, Any]) -> None:

@@ -59,8 +59,10 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     # every call names the stand-in's file and line, innermost last
     standin_file = str(STANDIN / "wp_standin_backend" / "_inductor" / "__init__.py")
     for w in warm:
-        assert w["caller"] == {"file": standin_file, "line": 3, "func": "<module>"}
-        assert w["stack"][-1] == w["caller"]
+        where = {k: w["caller"][k] for k in ("file", "line", "func")}
+        assert where == {"file": standin_file, "line": 3, "func": "<module>"}
+        assert w["stack"][-1] == where
+        assert (w["caller"]["dist"], w["caller"]["dist_version"]) == ("wp-standin-backend", "0.1.0")
         assert w["env"].get("TORCH_WARM_POOL") == "0"
 
     # sidecars nest under sidecars: each one's ppid is the process that created its pool
@@ -76,12 +78,12 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     rep = report_json(log)
     assert rep["distinct_warm_pool_pids"] >= 3
     assert rep["max_sidecar_depth"] >= 2
-    assert any(f.startswith("Nested compile pools") for f in rep["findings"])
-    assert any(f.startswith("TORCH_WARM_POOL=0") for f in rep["findings"])
+    assert any(f["text"].startswith("Nested compile pools") for f in rep["findings"])
+    assert any(f["text"].startswith("TORCH_WARM_POOL=0") for f in rep["findings"])
     # the chain outlives the main process
     assert events(recs, "leftover"), "the root did not get to write its leftover record"
     assert rep["leftover_pids"] and set(rep["leftover_pids"]) <= {p["pid"] for p in rep["processes"]}
-    assert any("outlived the main process" in f for f in rep["findings"])
+    assert any("outlived the main process" in f["text"] for f in rep["findings"])
 
     # the export of this run passes the Trace Event Format checks
     from wp_autotrace.export import to_chrome_trace
@@ -123,7 +125,7 @@ def test_pool_lifecycle_sidecar_and_forked_workers(tmp_path: Path, log: Path) ->
     assert pool["sidecar_pid"] == sidecar["pid"] and sorted(pool["worker_pids"]) == sorted(w["pid"] for w in workers)
     assert pool["shutdowns"] >= 1 and pool["sidecar_exit"] == "exit"
     assert rep["leftover_pids"] == []
-    assert not [f for f in rep["findings"] if "Nested" in f]
+    assert not [f for f in rep["findings"] if f["kind"] == "nested-pools"]
 
 
 GUARDED = textwrap.dedent('''
@@ -162,7 +164,7 @@ def test_guard_stops_the_chain(trace: bool, tmp_path: Path, log: Path) -> None:
     assert all(b["caller"]["file"].endswith("wp_standin_backend/_inductor/__init__.py") for b in blocked)
     rep = report_json(log)
     assert rep["run"]["guard"] is True and rep["blocked"]
-    assert any(f.startswith("Guard nested-pools refused") for f in rep["findings"])
+    assert any(f["text"].startswith("Guard nested-pools refused") for f in rep["findings"])
     assert rep["leftover_pids"] == []
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 
-_TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
 
 def wanted() -> bool:
-    """The .pth file's test: WP_AUTOTRACE truthy, or WP_AUTOTRACE_GUARD not a false word."""
+    """The .pth file's test: WP_AUTOTRACE or WP_AUTOTRACE_GUARD not a false word (a bad value warns)."""
     env = os.environ
-    return (env.get("WP_AUTOTRACE", "").strip().lower() in _TRUE
+    return (env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
             or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
 
 

@@ -13,7 +13,8 @@ import atexit
 import os
 import sys
 
-from .sink import Sink, warn
+from .redact import env_secrets, parse_patterns, redact_argv, redact_env
+from .sink import Sink, default_log_name, warn
 from .targets import (
     ARGV_ROLES,
     CHILD_ROLE_ENV,
@@ -22,6 +23,7 @@ from .targets import (
     TARGETS,
     Target,
     parse_extra_targets,
+    rank_env,
     watched_env,
 )
 
@@ -40,6 +42,7 @@ TARGETS_ENV = "WP_AUTOTRACE_TARGETS"
 INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
 LINGER_ENV = "WP_AUTOTRACE_LINGER"
 GUARD_ENV = "WP_AUTOTRACE_GUARD"
+REDACT_ENV = "WP_AUTOTRACE_REDACT"
 # Exported by the root for its descendants.
 RUN_ENV = "WP_AUTOTRACE_RUN"
 ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"
@@ -58,13 +61,16 @@ class Settings:
     """What the environment asks for, validated."""
 
     def __init__(self, trace: bool, guard: bool, log: str | None, stack: int, interval: float,
-                 extra_targets: tuple[Target, ...], linger: float = DEFAULT_LINGER) -> None:
+                 extra_targets: tuple[Target, ...], redact: tuple[str, ...] = (),
+                 linger: float = DEFAULT_LINGER) -> None:
         self.trace = trace
         self.guard = guard
         self.log = log
         self.stack = stack
         self.interval = interval
         self.extra_targets = extra_targets
+        # Name patterns whose argv/env values are masked in the log (redact.py).
+        self.redact = redact or parse_patterns("")
         self.linger = linger
 
 
@@ -73,7 +79,7 @@ def is_true(value: str | None) -> bool:
     return (value or "").strip().lower() in TRUE_WORDS
 
 
-def _number(name: str, default: float, low: float, high: float) -> float:
+def _number(name: str, default: float, low: float, high: float, root: bool = True) -> float:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -82,33 +88,53 @@ def _number(name: str, default: float, low: float, high: float) -> float:
         if not low <= value <= high:
             raise ValueError
     except ValueError:
-        warn(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}", name)
+        if root:
+            warn(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}", name)
         return default
     return value
 
 
+def _is_root() -> bool:
+    """Whether this process starts a run (settings warnings are printed there only)."""
+    root_pid = os.environ.get(ROOT_ENV)
+    return not root_pid or root_pid == str(os.getpid())
+
+
 def read_settings() -> Settings:
-    """Parse the WP_AUTOTRACE_* variables; a bad value warns and takes the default."""
+    """Parse the WP_AUTOTRACE_* variables; a bad value warns (in the root only) and takes the default."""
     env = os.environ
+    root = _is_root()
+    notes: list[str] = []
+    enable_raw = (env.get(ENABLE_ENV) or "").strip().lower()
+    if enable_raw not in TRUE_WORDS + FALSE_WORDS:
+        notes.append(f"{ENABLE_ENV}={enable_raw[:40]!r} is not one of {', '.join(TRUE_WORDS)} "
+                     f"(or {', '.join(FALSE_WORDS[1:])}); tracing off")
     guard_raw = (env.get(GUARD_ENV) or "").strip().lower()
     guard = guard_raw in GUARD_MODES
     if not guard and guard_raw not in FALSE_WORDS:
-        warn(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off", GUARD_ENV)
+        notes.append(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off")
     extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
     if rejected:
-        warn(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)", TARGETS_ENV)
-    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600)
+        notes.append(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)")
+    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, root)
     if 0 < interval < MIN_INTERVAL:
-        warn(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}", INTERVAL_ENV)
+        notes.append(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}")
         interval = MIN_INTERVAL
+    if root:
+        for note in notes:
+            warn(note)
+        if notes:
+            # Descendants inherit the same values: they stay silent.
+            env.setdefault(ROOT_ENV, str(os.getpid()))
     return Settings(
         trace=is_true(env.get(ENABLE_ENV)),
         guard=guard,
         log=env.get(LOG_ENV) or None,
-        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256)),
+        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256, root)),
         interval=interval,
         extra_targets=tuple(extra),
-        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER),
+        redact=parse_patterns(env.get(REDACT_ENV, "")),
+        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, root),
     )
 
 
@@ -163,9 +189,11 @@ def _proc_cmdline() -> list[str]:
     """The full command line where sys.orig_argv is missing (Python < 3.10)."""
     try:
         with open("/proc/self/cmdline", "rb") as f:
-            return f.read(65536).decode(errors="replace").split("\0")
+            data = f.read(65536).decode(errors="replace")
     except OSError:
         return []
+    # Each argument ends with a NUL: the last split piece is not an argument.
+    return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
 
 
 def detect_role(is_root: bool) -> str:
@@ -181,6 +209,31 @@ def detect_role(is_root: bool) -> str:
         if any(marker in str(arg).replace(os.sep, "/") for arg in argv):
             return role
     return "child"
+
+
+# How the wp-autotrace command shows in a command line: it never traces itself
+# (`run` execs the program, which is traced as its own interpreter starts).
+CLI_SCRIPT = "wp-autotrace"
+CLI_MODULE = "wp_autotrace"
+
+
+def _is_own_cli() -> bool:
+    """This interpreter runs the wp-autotrace command (console script or python -m wp_autotrace)."""
+    argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline())[:8]
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-X", "-W"):  # an option with its value apart
+            i += 2
+            continue
+        if arg.startswith("-m"):
+            return bool((arg[2:] or "".join(argv[i + 1:i + 2])) == CLI_MODULE)
+        if arg.startswith("-c") or arg == "-":
+            return False
+        if not arg.startswith("-"):  # the script: the console script's path
+            return bool(os.path.basename(arg) == CLI_SCRIPT)
+        i += 1
+    return False
 
 
 class Runtime:
@@ -200,10 +253,11 @@ class Runtime:
         self.host = os.uname().nodename
         log = None
         if settings.trace:
-            log = os.path.abspath(settings.log or f"wp_autotrace-{self.host}-{pid}.jsonl")
+            log = os.path.abspath(settings.log or default_log_name(self.host, pid))
             env[LOG_ENV] = log
         try:
-            self.sink = Sink(log, self.host, detect_role(self.is_root))
+            # Only the root may create the log; descendants open the root's file.
+            self.sink = Sink(log, self.host, detect_role(self.is_root), create=self.is_root)
         except OSError as exc:
             if not self.is_root:
                 raise
@@ -243,11 +297,15 @@ class Runtime:
     def start(self) -> None:
         """Hook imports, write process_start; the root starts the run's watcher process."""
         if self.settings.extra_targets:
-            # A user target may be a module wrapt itself needs (threading): load
-            # wrapt before the finder can patch such a module half-way through.
-            import wrapt  # noqa: F401
+            # A user target may be a module the wrappers themselves need (threading):
+            # load them before the finder can patch such a module half-way through.
+            self.probes()
         self.finder.install()
         self.write_start(forked=False)
+        if self.sink.role in GUARDED_ROLES:
+            from .catch import watch_role
+
+            watch_role(self.sink)
         # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
         if (self.is_root and self.settings.trace and self.settings.interval > 0
                 and os.environ.get(WATCHED_ENV) != self.run_id):
@@ -256,7 +314,7 @@ class Runtime:
             os.environ[WATCHED_ENV] = self.run_id
             try:
                 started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
-                                self.settings.interval, self.settings.linger)
+                                self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
             except OSError:
                 started = False
             if not started:
@@ -268,11 +326,13 @@ class Runtime:
             cwd = os.getcwd()
         except OSError:
             cwd = None
+        argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv)
+        patterns = self.settings.redact
         self.create_time = own_create_time()
         self.sink.emit(
             "process_start",
-            # The whole command line, interpreter and flags included.
-            argv=list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv),
+            # The whole command line, interpreter and flags included; secrets masked.
+            argv=redact_argv(argv, patterns, env_secrets(os.environ, patterns)),
             executable=sys.executable,
             python=sys.version.split()[0],
             cwd=cwd,
@@ -280,16 +340,26 @@ class Runtime:
             root_pid=int(os.environ.get(ROOT_ENV) or 0),
             forked=forked,
             guard=self.settings.guard,
-            env=watched_env(),
+            env=redact_env(watched_env(), patterns),
+            **_rank_field(),
             # Absent where there is no /proc: readers then fall back to ts.
             **({} if self.create_time is None else {"create_time": self.create_time}),
         )
 
     def after_fork_in_child(self) -> None:
-        """A forked child is a new process: new identity, not the root."""
-        role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
+        """A forked child is a new process: new identity, not the root.
+
+        A child forked by subprocess to exec a program (preexec_fn set) writes
+        nothing: it is about to become another image, which writes its own
+        process_start if it is traced Python; a forked start it never closed
+        would read as a killed child.
+        """
         self.is_root = False
         self.notice = None
+        if _forked_to_exec():
+            self.sink.fd = -1  # the fd is O_CLOEXEC: the new image does not inherit it
+            return
+        role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
         self.sink.reset_after_fork(role)
         if self._probes is not None:
             self._probes.reset_after_fork()
@@ -309,6 +379,34 @@ class Runtime:
         self.sink.emit("process_exit", **fields)
 
 
+# The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:
+# fork_exec is C code, so at-fork hooks see this Python frame directly above them.
+_EXEC_FORKER = ("_execute_child", "subprocess")
+# Frames between the at-fork hook and _execute_child: _after_fork, after_fork_in_child.
+_EXEC_FORKER_DEPTH = 4
+# Bound once: a user may trace sys._getframe, and the at-fork hook must not record
+# a call under the parent's identity.
+_getframe = sys._getframe
+
+
+def _forked_to_exec() -> bool:
+    """Whether this forked child is subprocess's pre-exec child (about to exec)."""
+    frame = _getframe(1)
+    for _ in range(_EXEC_FORKER_DEPTH):
+        if frame is None:
+            return False
+        if (frame.f_code.co_name, frame.f_globals.get("__name__")) == _EXEC_FORKER:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def _rank_field() -> dict[str, Any]:
+    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (CONTRACTS item 2)."""
+    rank = rank_env()
+    return {"rank": rank} if rank else {}
+
+
 def _post_notice(info: dict[str, Any]) -> None:
     from .guard import post_notice
 
@@ -317,7 +415,6 @@ def _post_notice(info: dict[str, Any]) -> None:
 
 _runtime: Runtime | None = None
 _started = False
-_real_os_exit = os._exit
 
 
 # Called in every forked child (os.register_at_fork): a new identity, not the root.
@@ -327,11 +424,12 @@ def _after_fork() -> None:
         return
     try:
         rt.after_fork_in_child()
+        _record_exit_of_mp_worker()
     except Exception as exc:
         rt.sink.error("fork", exc)
 
 
-# Written once, by whichever exit comes first (atexit, or os._exit).
+# Written once, by whichever exit comes first (atexit, or a multiprocessing worker's end).
 def _record_exit(how: str, code: int | None = None) -> None:
     global _runtime
     rt, _runtime = _runtime, None
@@ -347,10 +445,34 @@ def _at_exit() -> None:
     _record_exit("exit")
 
 
-def _os_exit(code: int) -> None:
-    """os._exit skips atexit (multiprocessing workers leave this way): record first."""
-    _record_exit("os._exit", code)
-    _real_os_exit(code)
+# Runs after every other multiprocessing finalizer of a worker (they run highest first).
+_LAST_FINALIZER = -(2**31)
+
+
+def _record_exit_of_mp_worker() -> None:
+    """Record process_exit in a forked multiprocessing worker, which leaves by os._exit.
+
+    os._exit skips atexit. Rather than replacing os._exit (it must stay
+    posix._exit, keywords and all), hook multiprocessing's own exit path: a
+    worker runs its after-fork callbacks as it starts (this one adds a finalizer)
+    and its finalizers (util._exit_function) just before os._exit. Other os._exit
+    callers write no process_exit (README, Known limits).
+    """
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        util.register_after_fork(_mp_exit_token, _add_mp_exit_finalizer)
+
+
+def _add_mp_exit_finalizer(_token: object) -> None:
+    util = sys.modules["multiprocessing.util"]
+    util.Finalize(None, _record_exit, args=("os._exit",), exitpriority=_LAST_FINALIZER)
+
+
+class _Token:
+    """A weak-referenceable key for multiprocessing's after-fork registry."""
+
+
+_mp_exit_token = _Token()
 
 
 def start() -> None:
@@ -362,15 +484,13 @@ def start() -> None:
     runtime = None
     try:
         settings = read_settings()
-        if not (settings.trace or settings.guard):
+        if not (settings.trace or settings.guard) or _is_own_cli():
             return
         runtime = Runtime(settings)
         runtime.start()
         _runtime = runtime
         os.register_at_fork(after_in_child=_after_fork)
         atexit.register(_at_exit)
-        if runtime.settings.trace:
-            os._exit = _os_exit  # type: ignore[assignment]
     except Exception as exc:
         _runtime = None
         if runtime is not None:

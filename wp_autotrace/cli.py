@@ -1,79 +1,284 @@
-"""The ``wp-autotrace`` command: report, export, run, doctor."""
+"""The wp-autotrace command: report, export, run, watch, cleanup, doctor."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from typing import Any, NamedTuple
 
+from . import __version__
 from .logread import NoUsableLog, read_logs, skipped_line
+from .sink import default_log_name
 
-# Exit statuses, as documented in README.
+# Exit statuses, as documented in README's table (sysexits.h numbers where one fits).
 OK, NO_USABLE_LOG, USAGE = 0, 2, 64
 DOCTOR_PROBLEM = 1
+UNREACHABLE = 69  # export --endpoint: the receiver could not be reached or refused the data
+NOT_TRACEABLE = 78  # run: the interpreter lacks the package or its .pth (a configuration problem)
+NOT_FOUND = 127  # run: no such command, as shells say
+COMMANDS = ("report", "export", "run", "watch", "cleanup", "doctor")
+INSTALL_ADVICE = "{python} -m pip install <path to a wp-autotrace checkout>"
+DESCRIPTION = """\
+See which processes start PyTorch inductor's compile pools, from which line,
+and what they leave behind.
+
+Trace a program by setting WP_AUTOTRACE=1 when you run it:
+    WP_AUTOTRACE=1 python train.py
+or let the run command set it:
+    wp-autotrace run -- python train.py
+then read the answers:
+    wp-autotrace report wp_autotrace-*.jsonl
+"""
+EPILOG = """\
+exit status: 0 ok; 1 doctor found a problem, or cleanup refused or could not
+end a process; 2 no usable log; 3 cleanup: the run is still running; 64 usage
+error; 69 export could not reach the endpoint; 73 export refused its output
+(an input log, a symlink, a non-regular or existing file without --force); 66 report/export: made, but
+an input named on stderr could not be read; 74 report/export: stdout closed; 78 run: the interpreter cannot
+trace; 127 run: command not found; run otherwise exits with the program's code
+(128+N when a signal N ended it).
+"""
+CANT_CREATE = 73  # sysexits' EX_CANTCREAT: export refused its output path
+SOME_INPUT_UNREADABLE = 66  # EX_NOINPUT: a report was made, but an input named on stderr could not be read
+OUTPUT_CLOSED = 74  # stdout closed or a broken pipe: nothing more can be written (EX_IOERR)
+
+
+class _OutputClosed(Exception):
+    """stdout is closed or its reader went away."""
+
+
+def _write_out(text: str) -> None:
+    """Write to stdout; a closed stdout or broken pipe becomes _OutputClosed."""
+    out = sys.stdout
+    if out is None:
+        raise _OutputClosed
+    try:
+        out.write(text)
+        out.flush()
+    except (BrokenPipeError, ValueError, OSError) as exc:
+        raise _OutputClosed from exc
+
+
+def _warn_inputs(data: Any, skipped: bool = True) -> int:
+    """Name each unreadable input (and what was skipped) on stderr; the exit status they call for."""
+    for problem in data.problems:
+        print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
+    line = skipped_line(data.skipped) if skipped else ""
+    if line:
+        print(f"wp-autotrace: {line}", file=sys.stderr)
+    return SOME_INPUT_UNREADABLE if data.problems else OK
+
+
+def _dumps(value: Any, indent: int | None = None) -> str:
+    # allow_nan=False: the reader has already made every number finite; never print NaN.
+    return json.dumps(value, indent=indent, allow_nan=False, default=str)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import analyze, render_text
+    from .render import render_text
+    from .report import analyze
 
     data = read_logs(args.logs)
-    rep = analyze(data)
+    rep = analyze(data, args.run)
     if args.json:
-        json.dump(rep, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        line = skipped_line(data.skipped)
-        if line:
-            print(f"wp-autotrace: {line}", file=sys.stderr)
-    else:
-        sys.stdout.write(render_text(rep, data.skipped))
-    return OK
+        _write_out(_dumps(rep, indent=1) + "\n")
+        return _warn_inputs(data)
+    _write_out(render_text(rep, data.skipped))
+    return _warn_inputs(data, skipped=False)
 
 
 def _export(args: argparse.Namespace) -> int:
     from .export import to_chrome_trace
 
+    if args.format == "otlp":
+        return _export_otlp(args)
+    output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
-    if args.output == "-":
-        json.dump(trace, sys.stdout)
-    else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
-        print(f"wrote {len(trace['traceEvents'])} events to {args.output} (open it in https://ui.perfetto.dev)",
+    if not _write_output(output, _dumps(trace), args):
+        return CANT_CREATE
+    if output != "-":
+        print(f"wrote {len(trace['traceEvents'])} events to {output} (open it in https://ui.perfetto.dev)",
               file=sys.stderr)
-    line = skipped_line(data.skipped)
-    if line:
-        print(f"wp-autotrace: {line}", file=sys.stderr)
-    return OK
+    return _warn_inputs(data)
+
+
+def _export_otlp(args: argparse.Namespace) -> int:
+    """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
+    from .otlp import post, to_otlp
+
+    data = read_logs(args.logs)
+    request = to_otlp(data)
+    spans = sum(len(s["spans"]) for rs in request["resourceSpans"] for s in rs["scopeSpans"])
+    output = args.output or (None if args.endpoint else "spans.json")
+    if output:
+        if not _write_output(output, _dumps(request), args):
+            return CANT_CREATE
+        if output != "-":
+            print(f"wrote {spans} spans to {output} (OTLP/JSON)", file=sys.stderr)
+    status = _warn_inputs(data)
+    if args.endpoint:
+        try:
+            url = post(request, args.endpoint)
+        except (OSError, ValueError) as exc:
+            print(f"wp-autotrace export: spans not sent: {exc}", file=sys.stderr)
+            return UNREACHABLE
+        print(f"sent {spans} spans to {url}", file=sys.stderr)
+    return status
+
+
+def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
+    """Write an export's text through the safe opener (never an input, a symlink, ...); False if refused."""
+    from .outfile import UnsafeOutput, open_output
+
+    try:
+        out = open_output(path, args.logs, args.force)
+    except UnsafeOutput as exc:
+        print(f"wp-autotrace export: {exc}", file=sys.stderr)
+        return False
+    if out is sys.stdout:
+        _write_out(text + "\n")
+    else:
+        with out:
+            out.write(text)
+    return True
+
+
+_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+
+
+def _python_of(command: list[str], path: str | None) -> str | None:
+    """The interpreter a command will run: itself if it is a Python, its #! line's Python,
+    else the python on PATH; None when none can be told."""
+    exe = shutil.which(command[0], path=path)
+    if exe is None:
+        return None
+    if _PYTHON_NAME.match(os.path.basename(exe)):
+        return exe
+    try:
+        with open(exe, "rb") as f:
+            first = f.readline(256).decode(errors="replace")
+    except OSError:
+        first = ""
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+    if words and _PYTHON_NAME.match(os.path.basename(words[0])):
+        return shutil.which(words[0], path=path) or words[0]
+    return shutil.which("python", path=path) or shutil.which("python3", path=path)
+
+
+def _flags(command: list[str]) -> list[str]:
+    """A Python command's interpreter options: the words before the script, -c or -m."""
+    flags = []
+    for word in command[1:]:
+        if not word.startswith("-") or word in ("-c", "-m", "-"):
+            break
+        flags.append(word)
+    return flags
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Check the interpreter, run the command traced, then print the short answer; the program's code."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         print("wp-autotrace run: give the command after --, e.g. wp-autotrace run -- python train.py",
               file=sys.stderr)
         return USAGE
-    # exec keeps our pid, so the program becomes the root with this pid.
-    log = os.path.abspath(args.log or f"wp_autotrace-{os.uname().nodename}-{os.getpid()}.jsonl")
-    env = os.environ
+    log = os.path.abspath(args.log or default_log_name(os.uname().nodename, os.getpid()))
+    env = dict(os.environ)
+    # The program is a new run, with itself as the root, even if this command was started traced.
     for key in ("WP_AUTOTRACE_RUN", "WP_AUTOTRACE_ROOT_PID", "WP_AUTOTRACE_NOTICE"):
         env.pop(key, None)
     env["WP_AUTOTRACE"] = "1"
     env["WP_AUTOTRACE_LOG"] = log
     if args.guard:
         env["WP_AUTOTRACE_GUARD"] = "nested-pools"
-    print(f"wp-autotrace: logging to {log}; afterwards: wp-autotrace report {log}", file=sys.stderr)
+    python = _python_of(command, env.get("PATH"))
+    if python is not None and _PYTHON_NAME.match(os.path.basename(command[0])) and "-S" in _flags(command):
+        print(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run", file=sys.stderr)
+        return NOT_TRACEABLE
+    if python is not None:
+        probe = probe_interpreter(python)
+        if probe.problem:
+            print(f"wp-autotrace run: {python} cannot trace: {probe.problem}; nothing was run. Install the "
+                  f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
+                  f"wp-autotrace doctor --python {python}", file=sys.stderr)
+            return NOT_TRACEABLE
+    print(f"wp-autotrace: logging to {log}", file=sys.stderr)
     sys.stderr.flush()
     try:
-        os.execvp(command[0], command)
+        child = subprocess.Popen(command, env=env)
     except OSError as exc:
         print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
-        return 127
-    return OK  # not reached
+        return NOT_FOUND
+    code = _wait_forwarding(child)
+    _summarize(log, python)
+    return 128 - code if code < 0 else code
+
+
+def _terminal_signals_child() -> bool:
+    """True when a terminal's Ctrl-C reaches the child by itself (we are its foreground group)."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
+    """Wait for child, passing on SIGINT/SIGTERM/SIGHUP sent to us; its return code."""
+    def forward(sig: int, frame: Any) -> None:
+        # Ctrl-C on a terminal goes to the whole foreground group: the child has it already.
+        if sig == signal.SIGINT and _terminal_signals_child():
+            return
+        try:
+            child.send_signal(sig)
+        except OSError:
+            pass
+
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {sig: signal.signal(sig, forward) for sig in forwarded}
+    try:
+        return child.wait()
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def short_answer(log: str) -> list[str]:
+    """The report's short answer for a log: its findings lines (one place to switch report APIs)."""
+    from .report import analyze, render_text
+
+    lines = render_text(analyze(read_logs([log])), {}).splitlines()
+    start = lines.index("== Findings") + 1 if "== Findings" in lines else len(lines)
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
+
+
+def _summarize(log: str, python: str | None) -> None:
+    """After the program: the short answer and where the log is, on stderr (stdout is the program's)."""
+    if not os.path.exists(log):
+        print(f"wp-autotrace: no log was written ({log}): tracing did not start; check with: "
+              f"wp-autotrace doctor" + (f" --python {python}" if python else ""), file=sys.stderr)
+        return
+    try:
+        lines = short_answer(log)
+    except NoUsableLog as exc:
+        lines = [f"(no usable record: {exc})"]
+    except Exception as exc:  # the program's exit code matters more than our summary
+        lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
+    print("\nwp-autotrace:", *lines, f"log: {log}", f"full report: wp-autotrace report {log}",
+          sep="\n  ", file=sys.stderr)
 
 
 # Run inside the interpreter being checked: where its wp_autotrace and .pth files are.
@@ -88,6 +293,32 @@ print(sys.flags.no_site)
 """
 
 
+class Probe(NamedTuple):
+    """Where an interpreter finds wp_autotrace and its .pth, and what stops tracing there."""
+
+    origin: str
+    pths: str
+    no_site: bool
+    problem: str  # "" when tracing can start there
+
+
+def probe_interpreter(python: str) -> Probe:
+    """Ask python (from an empty folder, untraced) where its wp_autotrace and .pth are."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    with tempfile.TemporaryDirectory() as tmp:
+        # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
+        try:
+            out = subprocess.run([python, "-c", _PROBE], env=env, cwd=tmp, capture_output=True, text=True,
+                                 timeout=60).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Probe("", "", False, f"cannot run it: {exc}")
+    origin, pths, no_site = (out + ["", "", ""])[:3]
+    problem = ("wp_autotrace is not importable there" if not origin
+               else "no wp_autotrace.pth in its site-packages" if not pths
+               else "it runs with -S: site, and so the .pth, is skipped" if no_site == "1" else "")
+    return Probe(origin, pths, no_site == "1", problem)
+
+
 def _doctor(args: argparse.Namespace) -> int:
     problems = 0
 
@@ -100,22 +331,20 @@ def _doctor(args: argparse.Namespace) -> int:
     python = args.python or sys.executable
     say(None, f"interpreter: {python}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    probe = probe_interpreter(python)
+    if probe.problem.startswith("cannot run"):
+        say(False, f"{python}: {probe.problem}")
+        return DOCTOR_PROBLEM
+    origin, pths = probe.origin, probe.pths
+    advice = INSTALL_ADVICE.format(python=python)
     with tempfile.TemporaryDirectory() as tmp:
-        # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
-        try:
-            out = subprocess.run([python, "-c", _PROBE], env=env, cwd=tmp, capture_output=True, text=True,
-                                 timeout=60).stdout.splitlines()
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            say(False, f"cannot run {python}: {exc}")
-            return DOCTOR_PROBLEM
-        origin, pths, no_site = (out + ["", "", ""])[:3]
-        say(bool(origin), f"wp_autotrace importable there: {origin or 'no (pip install wp-autotrace into it)'}")
-        say(bool(pths), ".pth file: " + (pths or "missing from site-packages (reinstall: pip install wp-autotrace)"))
+        say(bool(origin), f"wp_autotrace importable there: {origin or f'no (install it: {advice})'}")
+        say(bool(pths), ".pth file: " + (pths or f"missing from site-packages (reinstall: {advice})"))
         if origin and pths and not any(os.path.dirname(os.path.dirname(origin)) == os.path.dirname(p)
                                        for p in pths.split(os.pathsep)):
             say(None, "the package imported is not the installed one beside the .pth (a checkout on "
                       "PYTHONPATH?): the .pth will import that one")
-        if no_site == "1" or sys.flags.no_site:
+        if probe.no_site or sys.flags.no_site:
             say(False, "this interpreter runs with -S: site, and so the .pth, is skipped")
         log = os.path.join(tmp, "doctor.jsonl")
         env.update(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=log, WP_AUTOTRACE_SAMPLE_INTERVAL="0")
@@ -165,34 +394,100 @@ def _doctor_torch(say: Any) -> None:
         print(f"         {r.target.module}{where} {r.target.qualname or '(' + r.target.mode + ')'}")
 
 
+def _watch(args: argparse.Namespace) -> int:
+    from .watch import newest_log, watch
+
+    log = args.log or newest_log()
+    if log is None or not os.path.isfile(log):
+        raise NoUsableLog(f"no such log: {log}" if log else "no wp_autotrace-*.jsonl in this folder; name the log")
+    return watch(log, args.once, args.interval)
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from .cleanup import cleanup
+
+    return cleanup(read_logs(args.logs).records, args.run, args.dry_run, args.grace)
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
+
+
+def _grace(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else _seconds(text)
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Keeps DESCRIPTION's line breaks and examples."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wp-autotrace", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    """The command line: one subcommand per task, every argument with its help and default."""
+    from .cleanup import DEFAULT_GRACE_S
+    from .watch import DEFAULT_INTERVAL_S
+
+    parser = argparse.ArgumentParser(prog="wp-autotrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"wp-autotrace {__version__}")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", title="commands")
     p = sub.add_parser("report", help="answer: who called warm_pool, which pools, what was left behind")
-    p.add_argument("logs", nargs="+", help="wp_autotrace-*.jsonl file(s); several hosts/ranks merge")
-    p.add_argument("--json", action="store_true", help="one JSON object with stable keys")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="wp_autotrace-*.jsonl file(s); several hosts/ranks merge")
+    p.add_argument("--json", action="store_true", help="one JSON object with stable keys (default: text)")
+    p.add_argument("--run", metavar="ID", help="report only this run (a log can hold several; default: all, apart)")
     p.set_defaults(func=_report)
-    p = sub.add_parser("export", help="Chrome Trace Event JSON for Perfetto / chrome://tracing")
-    p.add_argument("logs", nargs="+")
-    p.add_argument("--format", choices=["chrome"], default="chrome")
-    p.add_argument("-o", "--output", default="trace.json", help="output file, or - for stdout")
+    p = sub.add_parser("export", help="a timeline: Chrome Trace JSON for Perfetto, or OpenTelemetry (OTLP/JSON)")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="wp_autotrace-*.jsonl file(s) to export together")
+    p.add_argument("--format", choices=["chrome", "otlp"], default="chrome",
+                   help="chrome: Perfetto / chrome://tracing; otlp: OTLP/JSON spans (default: chrome)")
+    p.add_argument("-o", "--output", default=None,
+                   help="output file (created 0600), or - for stdout (default: trace.json; spans.json for otlp, "
+                        "none when --endpoint is given)")
+    p.add_argument("--endpoint", metavar="URL",
+                   help="otlp only: also POST the spans to this OTLP/HTTP receiver (/v1/traces is appended "
+                        "when missing; default: no POST)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing output file, never an input log (default: refuse)")
     p.set_defaults(func=_export)
-    p = sub.add_parser("run", help="run a command traced: wp-autotrace run [--log PATH] -- python train.py")
-    p.add_argument("--log", help="log path (default ./wp_autotrace-<host>-<pid>.jsonl)")
-    p.add_argument("--guard", action="store_true", help="also set WP_AUTOTRACE_GUARD=nested-pools")
-    p.add_argument("command", nargs=argparse.REMAINDER)
+    p = sub.add_parser("run", help="run a command traced, then print the short answer: wp-autotrace run -- python "
+                                   "train.py")
+    p.add_argument("--log", help="log path (default: ./wp_autotrace-<host>-<pid>-<random>.jsonl)")
+    p.add_argument("--guard", action="store_true", help="also set WP_AUTOTRACE_GUARD=nested-pools (default: off)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program and its arguments")
     p.set_defaults(func=_run)
+    p = sub.add_parser("watch", help="live view of a running traced run: processes, roles, RSS, open calls")
+    p.add_argument("log", nargs="?", metavar="LOG", help="the run's log (default: the newest wp_autotrace-*.jsonl "
+                                                          "in this folder)")
+    p.add_argument("--once", action="store_true", help="print the view once as plain text and exit (default: "
+                                                        "refresh until the run ends; q quits)")
+    p.add_argument("--interval", type=_seconds, default=DEFAULT_INTERVAL_S, metavar="S",
+                   help=f"seconds between refreshes (default: {DEFAULT_INTERVAL_S:g})")
+    p.set_defaults(func=_watch)
+    p = sub.add_parser("cleanup", help="end a run's leftover processes, each checked by pid, start time and owner")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="the run's log(s)")
+    p.add_argument("--run", metavar="ID", help="only this run id (default: every run in the log)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be ended; signal nothing (default: off)")
+    p.add_argument("--grace", type=_grace, default=DEFAULT_GRACE_S, metavar="S",
+                   help=f"seconds between SIGTERM and SIGKILL (default: {DEFAULT_GRACE_S:g})")
+    p.set_defaults(func=_cleanup)
     p = sub.add_parser("doctor", help="check that tracing activates in this (or another) interpreter")
-    p.add_argument("--python", help="check this interpreter instead of the current one")
+    p.add_argument("--python", help="check this interpreter instead of the current one (default: this one)")
     p.set_defaults(func=_doctor)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the console script and of ``python -m wp_autotrace``."""
+    """Entry point of the console script and of python -m wp_autotrace."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.cmd is None:
+            parser.error("choose a command: " + ", ".join(COMMANDS))
     except SystemExit as exc:
         return int(exc.code or 0) and USAGE
     try:
@@ -200,7 +495,18 @@ def main(argv: list[str] | None = None) -> int:
     except NoUsableLog as exc:
         print(f"wp-autotrace: nothing to report: {exc}", file=sys.stderr)
         return NO_USABLE_LOG
-    except BrokenPipeError:
-        return OK
+    except (_OutputClosed, BrokenPipeError):
+        _silence_stdout()
+        return OUTPUT_CLOSED
     except KeyboardInterrupt:
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's own flush at exit cannot complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass

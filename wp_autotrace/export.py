@@ -10,6 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from .logread import LogData
+from .targets import short_label
+
+# Trace pids are ints: each host gets its own range when logs of several merge
+# (above any pid_max, 2**22).
+HOST_PID_STRIDE = 10_000_000
 
 
 def to_chrome_trace(data: LogData) -> dict[str, Any]:
@@ -18,6 +23,7 @@ def to_chrome_trace(data: LogData) -> dict[str, Any]:
     t0: float = min(float(r["ts"]) for r in records)
     t_end: float = max(float(r["ts"]) for r in records)
     hosts = sorted({str(r.get("host", "")) for r in records})
+    host_index = {h: i for i, h in enumerate(hosts)}
     multi = len(hosts) > 1
 
     def us(ts: float) -> float:
@@ -25,17 +31,18 @@ def to_chrome_trace(data: LogData) -> dict[str, Any]:
 
     def tpid(host: str, pid: int) -> int:
         # Trace pids are ints: give each host its own range when merging.
-        return hosts.index(host) * 10_000_000 + pid if multi else pid
+        return host_index[host] * HOST_PID_STRIDE + pid if multi else pid
 
     events: list[dict[str, Any]] = []
     names: dict[int, str] = {}
     threads: dict[tuple[int, str], int] = {}
+    thread_count: dict[int, int] = {}  # per trace pid: tids handed out so far
     open_calls: dict[tuple[int, int], dict[str, Any]] = {}
 
     def tid(p: int, name: str) -> int:
         key = (p, name or "MainThread")
         if key not in threads:
-            threads[key] = len([k for k in threads if k[0] == p]) + 1
+            thread_count[p] = threads[key] = thread_count.get(p, 0) + 1
             events.append({"ph": "M", "name": "thread_name", "pid": p, "tid": threads[key], "args": {"name": key[1]}})
         return threads[key]
 
@@ -54,7 +61,7 @@ def to_chrome_trace(data: LogData) -> dict[str, Any]:
         if event != "tree":
             name_process(r, p)
         if event == "call" and isinstance(r.get("call_id"), int):
-            target = str(r.get("target", "?")).rpartition(":")[2]
+            target = short_label(str(r.get("target", "?")))
             caller = r.get("caller") if isinstance(r.get("caller"), dict) else {}
             open_calls[(p, r["call_id"])] = {
                 "ph": "X", "name": target, "cat": "call", "pid": p, "tid": tid(p, str(r.get("thread", ""))),
@@ -72,7 +79,7 @@ def to_chrome_trace(data: LogData) -> dict[str, Any]:
             if event == "process_start" and r.get("forked"):
                 label = "fork"
             elif event == "blocked":
-                label = f"blocked {str(r.get('target', '')).rpartition(':')[2]}"
+                label = f"blocked {short_label(str(r.get('target', '')))}"
             events.append({"ph": "i", "s": "p", "name": label, "cat": "process", "pid": p, "tid": 0, "ts": ts,
                            "args": {k: r[k] for k in ("how", "code", "role", "pids", "module") if k in r}})
         elif event == "tree":

@@ -3,63 +3,66 @@
 A post-import hook fires after the module body has run, too late for the
 bare ``AsyncCompile.warm_pool()`` at the bottom of torch 2.1 - 2.4's
 codecache/async_compile, and too late for ``os.register_at_fork`` and
-``atexit.register``, which capture functions at definition time. So target
-modules are executed with a locals mapping that sees every top-level name
-binding: when ``class AsyncCompile`` or ``def after_fork`` is bound, the
-target is wrapped before the next statement runs. The module's code object
-comes from its own loader, so bytecode caching and line numbers are intact.
+``atexit.register``, which capture functions at definition time. So while a
+target module's body runs (with its own dict as globals and locals, exactly as
+importlib runs it), three hooks are in place: ``builtins.__build_class__``
+wraps a target class's methods as the class statement completes, and
+``os.register_at_fork`` / ``atexit.register`` are handed the wrapper of a
+target function the module registers. Every other target is wrapped right
+after the body. The hooks act only on code of the module being executed and
+are always restored.
 """
 
 from __future__ import annotations
 
+import _thread
+import atexit
+import builtins
+import os
 import sys
-from _collections_abc import MutableMapping  # what collections.abc re-exports, already loaded by site
+from importlib import _bootstrap  # importlib itself: already loaded
 
+from .sink import warn
 from .targets import CONFIG, IMPORT, Target
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from typing import Any, Callable, Optional
 
-    # make_wrapper(target, label) -> a wrapt wrapper function (wrapped, instance, args, kwargs)
-    MakeWrapper = Callable[[Target, str], Callable[..., Any]]
+    # make_wrapper(target, label) -> wrap(raw, method): the wrapper of raw (method: its first
+    # argument is the instance or class)
+    MakeWrapper = Callable[[Target, str], Callable[[Any, bool], Any]]
     # notify(kind, target, module_or_None); kind is "import" or "loaded"
     Notify = Callable[[str, Target, Any], None]
     # report(where, exc): a contained tracer fault
     Report = Callable[[str, BaseException], None]
 
-# Set on our wrappers only: wrapt keeps _self_* attributes on the proxy itself.
-_MARK = "_self_wp_autotrace"
-
-
-class _BindingNamespace(MutableMapping):  # type: ignore[type-arg]
-    """Module-body locals that write through to the module dict, via on_bind."""
-
-    __slots__ = ("_ns", "_on_bind")
-
-    def __init__(self, ns: dict[str, Any], on_bind: Callable[[str, Any], Any]) -> None:
-        self._ns = ns
-        self._on_bind = on_bind
-
-    def __getitem__(self, key: str) -> Any:
-        return self._ns[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self._ns[key] = self._on_bind(key, value)
-
-    def __delitem__(self, key: str) -> None:
-        del self._ns[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ns)
-
-    def __len__(self) -> int:
-        return len(self._ns)
+# The code of _PatchingLoader.exec_module is compiled under importlib's own file
+# name: CPython strips importlib's frames (up to _call_with_frames_removed) from
+# a failing import's traceback, and so strips this one with them.
+_IMPORTLIB_FILE = "<frozen importlib._bootstrap>"
+_EXEC_MODULE_SOURCE = """
+def exec_module(self, module):
+    module.__loader__ = self._loader  # the module's own code sees its real loader, not us
+    if module.__spec__ is not None:
+        module.__spec__.loader = self._loader
+    get_code = getattr(self._loader, "get_code", None)
+    code = get_code(module.__name__) if get_code is not None else None
+    self._finder.before_body(module, code)
+    done = False
+    try:
+        if code is None:
+            self._loader.exec_module(module)
+        else:
+            _call_with_frames_removed(exec, code, module.__dict__)
+        done = True
+    finally:
+        self._finder.after_body(module, code, done)
+"""
 
 
 class _PatchingLoader:
-    """Wraps a module's loader to run its body under a _BindingNamespace."""
+    """Wraps a module's loader to run its body with the target hooks in place."""
 
     def __init__(self, loader: Any, finder: TargetFinder) -> None:
         self._loader = loader
@@ -72,12 +75,10 @@ class _PatchingLoader:
         create = getattr(self._loader, "create_module", None)
         return create(spec) if create else None
 
-    def exec_module(self, module: Any) -> None:
-        # The module's own code sees its real loader, not us.
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        self._finder.exec_with_patching(self._loader, module)
+    _namespace: dict[str, Any] = {"_call_with_frames_removed": vars(_bootstrap)["_call_with_frames_removed"]}
+    exec(compile(_EXEC_MODULE_SOURCE, _IMPORTLIB_FILE, "exec"), _namespace)
+    exec_module = _namespace["exec_module"]
+    del _namespace
 
 
 class TargetFinder:
@@ -112,7 +113,14 @@ class TargetFinder:
     # -- finder protocol --------------------------------------------------
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        """Return the real spec with a patching loader, for target modules only."""
+        """Return the real spec with a patching loader, for target modules only.
+
+        A top-level module that the tracer's own code imports (wrapt, psutil,
+        threading, json, ...) is looked up without the cwd and sys.path[0], so a
+        file there cannot shadow it.
+        """
+        if path is None and "." not in fullname and _imported_by_tracer():
+            return _trusted_spec(fullname)
         if fullname not in self._by_module or fullname in self._busy:
             return None
         self._busy.add(fullname)
@@ -137,32 +145,22 @@ class TargetFinder:
 
     # -- patching ---------------------------------------------------------
 
-    def exec_with_patching(self, loader: Any, module: Any) -> None:
-        """Execute a target module's body, wrapping targets as they are bound."""
-        name = module.__name__
-        targets = self._by_module.get(name, [])
-        for t in targets:
+    def before_body(self, module: Any, code: Any) -> None:
+        """Notify imports and put the hooks in place (code: what will run; None: the loader runs it)."""
+        for t in self._by_module.get(module.__name__, []):
             if t.mode == IMPORT:
                 self._contained("notify", self._notify, "import", t, module)
-        code = None
-        get_code = getattr(loader, "get_code", None)
-        if get_code is not None:
-            code = get_code(name)
-        if code is None:
-            # No code object to run ourselves (an extension, say): patch after.
-            loader.exec_module(module)
-        else:
-            tops = {t.qualname.split(".")[0] for t in targets if t.qualname}
+        if code is not None:
+            register_body_hooks(module.__dict__, self, module.__name__)
 
-            def on_bind(key: str, value: Any) -> Any:
-                if key in tops:
-                    return self._contained("patch " + name, self.patch_value, name, key, value) or value
-                return value
-
-            exec(code, module.__dict__, _BindingNamespace(module.__dict__, on_bind))
-        # Names bound behind our back (globals()[...] = ..., star imports).
-        self._contained("patch " + name, self.patch_module, module)
-        for t in targets:
+    def after_body(self, module: Any, code: Any, done: bool) -> None:
+        """Take the hooks away (always), then wrap what the body defined (if it finished)."""
+        if code is not None:
+            unregister_body_hooks(module.__dict__)
+        if not done:
+            return  # the body raised: the import fails as it would untraced
+        self._contained("patch " + module.__name__, self.patch_module, module)
+        for t in self._by_module.get(module.__name__, []):
             if t.mode == CONFIG:
                 self._contained("notify", self._notify, "loaded", t, module)
 
@@ -172,8 +170,21 @@ class TargetFinder:
         for key in {t.qualname.split(".")[0] for t in self._by_module.get(module.__name__, []) if t.qualname}:
             if key in ns:
                 new = self.patch_value(module.__name__, key, ns[key])
-                if new is not None and new is not ns[key]:
+                if new is not ns[key]:
                     setattr(module, key, new)
+
+    def wrap_function(self, module_name: str, fn: Any) -> Any:
+        """The wrapper of fn if it is a top-level function target of module_name (body hooks)."""
+        key = getattr(fn, "__name__", None)
+        if not isinstance(key, str) or getattr(fn, "__qualname__", None) != key:
+            return fn
+        value = self._contained("patch " + module_name, self.patch_value, module_name, key, fn)
+        if value is None or value is fn:
+            return fn
+        module = sys.modules.get(module_name)
+        if module is not None and vars(module).get(key) is fn:
+            setattr(module, key, value)
+        return value
 
     def patch_value(self, module_name: str, key: str, value: Any) -> Any:
         """Wrap a top-level function, or the target methods of a class, in place.
@@ -186,9 +197,13 @@ class TargetFinder:
             methods = {t.qualname.split(".", 1)[1]: t for t in targets if "." in t.qualname}
             self._patch_class(value, methods)
             return value
+        from .probes import is_wrapper
+
         for t in targets:
-            if t.qualname == key and callable(value) and not getattr(value, _MARK, False):
-                return _function_wrapper(value, self._make_wrapper(t, f"{module_name}:{key}"))
+            if t.qualname == key and callable(value) and not is_wrapper(value):
+                wrapper = self._make_wrapper(t, f"{module_name}:{key}")(value, False)
+                _rebind_home(value, wrapper)
+                return wrapper
         return value
 
     def _patch_class(self, cls: type, methods: dict[str, Target]) -> None:
@@ -197,14 +212,41 @@ class TargetFinder:
             if "." in meth:
                 continue  # nested classes are not targeted today
             raw = cls.__dict__.get(meth)
-            if raw is None or getattr(raw, _MARK, False):
-                continue
-            label = f"{cls.__module__}:{cls.__qualname__}.{meth}"
-            setattr(cls, meth, _function_wrapper(raw, self._make_wrapper(t, label)))
+            if raw is not None:
+                label = f"{cls.__module__}:{cls.__qualname__}.{meth}"
+                new = self._wrap_attribute(raw, t, label)
+                if new is not raw:
+                    setattr(cls, meth, new)
         if methods and not cls.__dict__.get("__wp_autotrace_watch__"):
             self._watch_subclasses(cls, methods)
             for sub in _all_subclasses(cls):
                 self._patch_class(sub, methods)
+
+    def _wrap_attribute(self, raw: Any, t: Target, label: str) -> Any:
+        """What a class attribute becomes: a wrapped function, classmethod, staticmethod,
+        property (getter, setter, deleter traced as calls) or cached_property; anything
+        else is left alone, with one warning."""
+        from .probes import is_wrapper
+
+        def wrap(fn: Any, suffix: str = "") -> Any:
+            if fn is None or is_wrapper(fn):
+                return fn
+            return self._make_wrapper(t, label + suffix)(fn, True)
+
+        kind = type(raw)
+        if kind is _FunctionType:
+            return wrap(raw)
+        if kind is classmethod:
+            return raw if is_wrapper(raw.__func__) else classmethod(wrap(raw.__func__))
+        if kind is staticmethod:
+            return raw if is_wrapper(raw.__func__) else staticmethod(self._make_wrapper(t, label)(raw.__func__, False))
+        if kind is property:
+            return property(wrap(raw.fget), wrap(raw.fset, ".setter"), wrap(raw.fdel, ".deleter"), raw.__doc__)
+        if kind.__name__ == "cached_property" and kind.__module__ == "functools":
+            raw.func = wrap(raw.func)
+            return raw
+        warn(f"target {label} is a {kind.__qualname__}, not a function: not traced", "target " + label)
+        return raw
 
     def _watch_subclasses(self, cls: type, methods: dict[str, Target]) -> None:
         """Wrap overriding methods of every later subclass, wherever defined.
@@ -235,6 +277,43 @@ class TargetFinder:
             return None
 
 
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Bound once: a user may trace sys._getframe itself (WP_AUTOTRACE_TARGETS=sys:_getframe).
+_getframe = sys._getframe
+
+
+def _imported_by_tracer() -> bool:
+    """Whether the import statement being served is in this package's code."""
+    frame: Any = _getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
+
+
+def _trusted_spec(name: str) -> Any:
+    """name's spec from sys.path without the cwd and the script's folder (sys.path[0]).
+
+    Other finders (built-in, frozen, an editable install's) are asked next; a
+    spec of theirs that points into an untrusted folder is refused.
+    """
+    path_finder = sys.modules["_frozen_importlib_external"].PathFinder  # importing importlib here would recurse
+    untrusted = {"", ".", os.getcwd()}
+    if not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)) and sys.path:
+        untrusted.add(sys.path[0])
+    spec = path_finder.find_spec(name, [p for p in sys.path if isinstance(p, str) and p not in untrusted])
+    if spec is not None:
+        return spec
+    folders = tuple(os.path.join(os.path.abspath(p), "") for p in untrusted)
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if finder is path_finder or isinstance(finder, TargetFinder) or find is None:
+            continue
+        spec = find(name, None)
+        if spec is not None and not str(spec.origin or "").startswith(folders):
+            return spec
+    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
 def _all_subclasses(cls: type) -> list[type]:
     """Every subclass of cls created so far, depth first."""
     found: list[type] = []
@@ -250,38 +329,111 @@ def _all_subclasses(cls: type) -> list[type]:
     return found
 
 
-_wrapper_class: Any = None
+_FunctionType = type(_all_subclasses)
 
 
-def _picklable_wrapper_class() -> Any:
-    """A wrapt.FunctionWrapper that pickles by reference, as the wrapped function does.
+def _rebind_home(raw: Any, wrapper: Any) -> None:
+    """Bind wrapper where raw lives by its own __module__/__qualname__ too.
 
-    Spawn-mode pools pickle their initializer (functools.partial of
-    _async_compile_initializer) to send it to the child; a plain wrapt proxy
-    refuses to pickle, which would break the host's pool. wrapt is imported
-    here, so only processes that load a target module pay for it.
+    A re-export (``from .impl import f``) or an alias (``public = _impl``) then
+    pickles as untraced, by that name: pickle looks the name up and must find the
+    very object it was given. The two names stay one object, as untraced.
     """
-    global _wrapper_class
-    if _wrapper_class is None:
-        import wrapt
-
-        class BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc,type-arg]
-            def __reduce_ex__(self, protocol: Any) -> Any:
-                owner = self._self_instance if self._self_instance is not None else self._self_owner
-                return getattr, (owner, self.__name__)
-
-        class Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
-            __bound_function_wrapper__ = BoundWrapper
-
-            def __reduce_ex__(self, protocol: Any) -> Any:
-                return self.__qualname__  # pickle looks it up in its module: this wrapper
-
-        _wrapper_class = Wrapper
-    return _wrapper_class
+    qualname = getattr(raw, "__qualname__", None)
+    home = sys.modules.get(getattr(raw, "__module__", None) or "")
+    if home is None or not isinstance(qualname, str) or "." in qualname or "<" in qualname:
+        return
+    try:
+        if vars(home).get(qualname) is raw:
+            setattr(home, qualname, wrapper)
+    except (AttributeError, TypeError):
+        pass
 
 
-def _function_wrapper(raw: Any, wrapper: Callable[..., Any]) -> Any:
-    """A function wrapper that keeps classmethod/staticmethod binding and pickling."""
-    wrapped = _picklable_wrapper_class()(raw, wrapper)
-    setattr(wrapped, _MARK, True)
-    return wrapped
+# -- hooks while a target module's body runs -------------------------------------
+
+# id(module dict) -> (finder, module name) for every target module body running now.
+_bodies: dict[int, tuple[TargetFinder, str]] = {}
+_real_build_class: Any = None
+_hooks_lock = _thread.allocate_lock()
+# A bare raise re-raises with the exception's own traceback from 3.11 (see probes).
+_TRIM_TRACEBACK = sys.version_info >= (3, 11)
+_real_register_at_fork: Any = None
+_real_atexit_register: Any = None
+
+
+def _build_class(func: Any, name: Any, *bases: Any, **kwds: Any) -> Any:
+    """builtins.__build_class__ while a target module runs: wraps its target classes at once."""
+    try:
+        cls = _real_build_class(func, name, *bases, **kwds)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+    body = _bodies.get(id(getattr(func, "__globals__", None))) if _bodies else None
+    if body is not None and isinstance(cls, type) and cls.__qualname__ == name:
+        finder, module_name = body
+        finder._contained("patch " + module_name, finder.patch_value, module_name, name, cls)
+    return cls
+
+
+def _handover(fn: Any) -> Any:
+    """fn, or its wrapper when fn is a top-level target function of a module body running now."""
+    body = _bodies.get(id(getattr(fn, "__globals__", None))) if _bodies else None
+    return fn if body is None else body[0].wrap_function(body[1], fn)
+
+
+def _register_at_fork(*args: Any, **kwargs: Any) -> Any:
+    """os.register_at_fork while a target module runs: registers the wrappers of its targets."""
+    try:
+        return _real_register_at_fork(*args, **{k: _handover(v) for k, v in kwargs.items()})
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def _atexit_register(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """atexit.register while a target module runs: registers the wrappers of its targets."""
+    try:
+        return _real_atexit_register(_handover(func), *args, **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def register_body_hooks(ns: dict[str, Any], finder: TargetFinder, name: str) -> None:
+    """Put the three hooks in place for a module body (nested bodies share them)."""
+    global _real_build_class, _real_register_at_fork, _real_atexit_register
+    with _hooks_lock:
+        if not _bodies:
+            _real_build_class = builtins.__build_class__
+            _real_atexit_register = atexit.register
+            _real_register_at_fork = getattr(os, "register_at_fork", None)
+            vars(builtins)["__build_class__"] = _build_class
+            vars(atexit)["register"] = _atexit_register
+            if _real_register_at_fork is not None:
+                vars(os)["register_at_fork"] = _register_at_fork
+        _bodies[id(ns)] = (finder, name)
+
+
+def unregister_body_hooks(ns: dict[str, Any]) -> None:
+    """Take the hooks away when the last running body ends; undo `from os import register_at_fork`."""
+    with _hooks_lock:
+        _bodies.pop(id(ns), None)
+        if _bodies:
+            return
+        # Put back only what is still ours (someone may have hooked it after us).
+        for owner, name, ours, real in ((builtins, "__build_class__", _build_class, _real_build_class),
+                                        (atexit, "register", _atexit_register, _real_atexit_register),
+                                        (os, "register_at_fork", _register_at_fork, _real_register_at_fork)):
+            if real is not None and getattr(owner, name, None) is ours:
+                setattr(owner, name, real)
+    for key, value in list(ns.items()):
+        if value is _register_at_fork or value is _atexit_register:
+            ns[key] = _real_register_at_fork if value is _register_at_fork else _real_atexit_register
+
+
+def _drop_own_frame(exc: BaseException) -> None:
+    """Keep a hook's own frame out of an exception's traceback (3.11+; see probes)."""
+    tb = exc.__traceback__
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
+        exc.__traceback__ = tb.tb_next

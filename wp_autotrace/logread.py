@@ -1,91 +1,315 @@
-"""Reading logs back: tolerant of truncation, garbage and newer writers.
+"""Reading logs back: streamed, bounded, and never crashed by what a log holds.
 
-A log is appended to by processes that may be killed at any moment, so the
-reader takes every line it can and counts the rest; it never raises on
-content.
+A log is appended to by processes that may be killed at any moment, and may
+be cut, hand-edited or crafted. The reader takes every record it can and
+counts the rest: each file is streamed line by line (never read whole), a
+line over MAX_LINE_BYTES is skipped, every field is type- and range-checked
+against schema.FIELD_TYPES (a field of the wrong type, a huge integer, NaN or
+Infinity is dropped and counted), and anything but a regular file (a FIFO,
+/dev/zero, a directory) is refused before a byte is read.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+import math
+import os
+import stat
+from typing import Any, Callable, NamedTuple
 
-from .sink import SCHEMA_VERSION
+from . import schema
+from .schema import SCHEMA_VERSION
 
-KNOWN_EVENTS = frozenset({
-    "process_start", "process_exit", "call", "return", "blocked", "import", "config",
-    "role", "tree", "leftover", "tracer_error",
-})
+KNOWN_EVENTS = schema.KNOWN_EVENTS
+
+# The writer caps a record at 32 KiB; a line 32 times that is not one of ours,
+# and is skipped rather than held in memory.
+MAX_LINE_BYTES = 1 << 20
+# Integers are range-checked to what a 64-bit field can hold, numbers to a
+# magnitude no timestamp, duration or size reaches: arithmetic on them can
+# then never overflow, and nothing but finite numbers reaches the output.
+INT_LIMIT = 1 << 63
+NUM_LIMIT = 1e15
+# How a record from a torn line is found: the writer's records all start so.
+RECORD_START = b'{"v":'
+
+# Strict JSON: NaN/Infinity literals decode as null (then fail their type check).
+_DECODER = json.JSONDecoder(parse_constant=lambda _name: None)
 
 
 class LogData(NamedTuple):
-    """The usable records of one or more logs, and what was skipped."""
+    """The usable records of one or more logs, and what was skipped or unreadable."""
 
     records: list[dict[str, Any]]
-    skipped: dict[str, int]  # reason -> count
+    skipped: dict[str, int]  # reason -> lines
     files: list[str]
+    problems: list[str] = []  # "path: why" for each input that could not be read
+    fixed: dict[str, int] = {}  # reason -> fields dropped from otherwise good records
 
 
 class NoUsableLog(Exception):
-    """Nothing usable: a missing or unreadable file, or no valid record."""
+    """Nothing usable: missing or unreadable files, or no valid record."""
 
 
-def _valid(record: Any) -> str | None:
-    """Why a decoded line is not a record we can use, or None if it is."""
-    if not isinstance(record, dict):
-        return "not a record"
-    v = record.get("v")
-    if not isinstance(v, int) or isinstance(v, bool):
-        return "not a record"
-    if v > SCHEMA_VERSION:
-        return f"newer schema (v{v})"
-    if not isinstance(record.get("pid"), int) or not isinstance(record.get("ts"), (int, float)):
-        return "not a record"
-    if not isinstance(record.get("event"), str):
-        return "not a record"
-    if record["event"] not in KNOWN_EVENTS:
-        return "unknown event"
-    if not isinstance(record.get("host", ""), str):
-        return "not a record"
+def _is_uint(v: Any) -> bool:
+    return type(v) is int and 0 <= v < INT_LIMIT
+
+
+def _is_num(v: Any) -> bool:
+    # NaN fails every comparison and Infinity the range: finite comes with the range check.
+    return (type(v) is float or type(v) is int) and -NUM_LIMIT <= v <= NUM_LIMIT
+
+
+def clean_value(v: Any, depth: int = 0) -> Any:
+    """Any JSON value with non-finite or out-of-range numbers made null (for free-form fields)."""
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return v
+    if t is int:
+        return v if -INT_LIMIT <= v < INT_LIMIT else None
+    if t is float:
+        return v if math.isfinite(v) else None
+    if depth > 32:  # nothing of ours nests this deep
+        return None
+    if t is list:
+        return [clean_value(x, depth + 1) for x in v]
+    if t is dict:
+        return {k: clean_value(x, depth + 1) for k, x in v.items()}
     return None
 
 
+_FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
+_FRAME_KEYS = frozenset(("file", "line", *_FRAME_STRS))
+
+
+def clean_frame(v: Any) -> dict[str, Any] | None:
+    """A {file, line, func, ...} frame with checked fields, or None."""
+    if type(v) is not dict or type(v.get("file")) is not str:
+        return None
+    line = v.get("line")
+    if len(v) == 3 and type(line) is int and 0 <= line < INT_LIMIT and type(v.get("func")) is str:
+        return v  # the common case, {file, line, func}: already clean, kept as is
+    out: dict[str, Any] = {"file": v["file"], "line": line if _is_uint(line) else None}
+    for key in _FRAME_STRS:
+        if type(v.get(key)) is str:
+            out[key] = v[key]
+    out.setdefault("func", "")
+    return out
+
+
+def _clean_entry(v: Any, nums: tuple[str, ...], uints: tuple[str, ...], strs: tuple[str, ...]) -> Any:
+    if type(v) is not dict or not _is_uint(v.get("pid")):
+        return None
+    out = {"pid": v["pid"]}
+    for key in uints:
+        if _is_uint(v.get(key)):
+            out[key] = v[key]
+    for key in nums:
+        if _is_num(v.get(key)):
+            out[key] = v[key]
+    for key in strs:
+        if type(v.get(key)) is str:
+            out[key] = v[key]
+    return out
+
+
+def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def clean(v: Any) -> Any:
+        if type(v) is not list:
+            return None
+        for x in v:
+            if check(x) is not x:
+                break
+        else:
+            return v  # every item already clean: kept as is
+        items = [check(x) for x in v]
+        return [x for x in items if x is not None]
+    return clean
+
+
+def _proc(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("ppid", "rss"), ("name", "cmd", "role"))
+
+
+def _ended(v: Any) -> Any:
+    return _clean_entry(v, ("create_time", "end"), (), ())
+
+
+def _rss(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("rss",), ())
+
+
+def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
+    return lambda v: v if ok(v) else None
+
+
+_MISSING = object()
+WRONG_FIELD = "field of the wrong type or out of range"
+# schema type -> cleaner: the value to keep, or None to drop the field.
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    schema.INT: _keep_if(lambda v: type(v) is int and -INT_LIMIT <= v < INT_LIMIT),
+    schema.UINT: _keep_if(_is_uint),
+    schema.NUM: _keep_if(_is_num),
+    schema.STR: _keep_if(lambda v: type(v) is str),
+    schema.OPT_STR: lambda v: v if type(v) is str else _MISSING if v is None else None,
+    schema.BOOL: _keep_if(lambda v: type(v) is bool),
+    schema.DICT: lambda v: clean_value(v) if type(v) is dict else None,
+    schema.ANY: lambda v: _MISSING if v is None else clean_value(v),
+    schema.INTS: _list_of(_keep_if(_is_uint)),
+    schema.STRS: _list_of(_keep_if(lambda v: type(v) is str)),
+    schema.FRAME: lambda v: _MISSING if v is None else clean_frame(v),
+    schema.FRAMES: _list_of(clean_frame),
+    schema.PROCS: _list_of(_proc),
+    schema.ENDED: _list_of(_ended),
+    schema.RSS: _list_of(_rss),
+}
+
+
+def check_record(record: Any, fixed: dict[str, int]) -> str | None:
+    """Why a decoded line is not a usable record, or None once its fields are checked in place.
+
+    Fields of the wrong type are dropped (counted in fixed); unknown fields
+    (a newer writer's) are dropped too: nothing reads them.
+    """
+    if type(record) is not dict:
+        return "not a record"
+    v = record.get("v")
+    if type(v) is not int or not 1 <= v < INT_LIMIT:
+        return "not a record"
+    if v > SCHEMA_VERSION:
+        return f"newer schema (v{v})"
+    event = record.get("event")
+    if type(event) is not str:
+        return "not a record"
+    types = schema.FIELD_TYPES.get(event)
+    if types is None:
+        return "unknown event"
+    if not _is_uint(record.get("pid")) or not _is_num(record.get("ts")) or record["ts"] < 0:
+        return "not a record"
+    bad = 0
+    for key, value in list(record.items()):
+        kind = types.get(key)
+        # The common kinds inline (this loop runs for every field of every record).
+        if kind is schema.STR:
+            if type(value) is str:
+                continue
+        elif kind is schema.UINT:
+            if type(value) is int and 0 <= value < INT_LIMIT:
+                continue
+        elif kind is schema.NUM:
+            if (type(value) is float or type(value) is int) and -NUM_LIMIT <= value <= NUM_LIMIT:
+                continue
+        elif kind is None:
+            del record[key]  # a newer writer's field: nothing reads it
+            continue
+        else:
+            kept = _CHECKS[kind](value)
+            if kept is _MISSING:
+                record[key] = None
+                continue
+            if kept is not None:
+                if kept is not value:
+                    record[key] = kept
+                continue
+        del record[key]
+        bad += 1
+    if bad:
+        fixed[WRONG_FIELD] = fixed.get(WRONG_FIELD, 0) + bad
+    if type(record.get("host")) is not str:
+        record["host"] = ""
+    return None
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return _DECODER.decode(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return _MISSING
+
+
+def _lines(f: Any, skipped: dict[str, int]) -> Any:
+    """The file's lines, each at most MAX_LINE_BYTES; longer ones are skipped and counted."""
+    while True:
+        line = f.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES:
+            while line and not line.endswith(b"\n"):  # drop the rest of the line, bounded reads
+                line = f.readline(MAX_LINE_BYTES)
+            skipped["line over 1 MiB"] = skipped.get("line over 1 MiB", 0) + 1
+            continue
+        yield line
+
+
+def _open_regular(path: str) -> Any:
+    """Open a log for reading; refuse FIFOs, devices and directories before reading (OSError)."""
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it has no effect on files.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+            raise OSError(f"is {kind}, not a log file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_file(f: Any, records: list[dict[str, Any]], skipped: dict[str, int], fixed: dict[str, int]) -> None:
+    def skip(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    for raw in _lines(f, skipped):
+        if not raw.strip():
+            continue  # the writer separates records by blank lines
+        record = _decode(raw)
+        if type(record) is not dict:
+            cut = raw.rfind(RECORD_START)
+            recovered = _decode(raw[cut:]) if cut > 0 else _MISSING
+            if type(recovered) is dict:
+                skip("torn fragment")  # a killed writer's fragment, then a whole record
+                record = recovered
+            elif record is _MISSING:
+                skip("not JSON" if raw.endswith(b"\n") else "truncated last line")
+                continue
+            else:
+                skip("not a record")
+                continue
+        why = check_record(record, fixed)
+        if why:
+            skip(why)
+            continue
+        records.append(record)
+
+
 def read_logs(paths: list[str]) -> LogData:
-    """Read every usable record from the given files, in time order."""
+    """Read every usable record from the given files, in time order.
+
+    Raises NoUsableLog when nothing usable is found; an unreadable file among
+    others is named in LogData.problems.
+    """
     records: list[dict[str, Any]] = []
     skipped: dict[str, int] = {}
+    fixed: dict[str, int] = {}
     problems: list[str] = []
     for path in paths:
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            with _open_regular(path) as f:
+                _read_file(f, records, skipped, fixed)
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
-            continue
-        lines = data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        for i, raw in enumerate(lines):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError, RecursionError):
-                reason = "truncated last line" if i == len(lines) - 1 and not data.endswith(b"\n") else "not JSON"
-                skipped[reason] = skipped.get(reason, 0) + 1
-                continue
-            why = _valid(record)
-            if why:
-                skipped[why] = skipped.get(why, 0) + 1
-                continue
-            record.setdefault("host", "")
-            records.append(record)
     if not records:
         detail = "; ".join(problems) or "no valid wp-autotrace records in " + ", ".join(paths)
         raise NoUsableLog(detail)
     # Processes write independently; order by time, then per-process sequence.
-    records.sort(key=lambda r: (r["ts"], r.get("seq", 0) if isinstance(r.get("seq"), int) else 0))
-    return LogData(records, skipped, paths)
+    records.sort(key=_order)
+    return LogData(records, skipped, list(paths), problems, fixed)
+
+
+def _order(r: dict[str, Any]) -> tuple[float, int]:
+    return (r["ts"], r.get("seq", 0))
 
 
 def skipped_line(skipped: dict[str, int]) -> str:

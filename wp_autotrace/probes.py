@@ -1,18 +1,23 @@
 """The wrappers put around each target: record, count, or (guard) refuse.
 
-Each wrapper is a wrapt wrapper function. Recording is contained: a fault in
-the tracer is reported once and the wrapped call goes ahead untouched; the
-wrapped function's own exceptions pass through unchanged.
+Each wrapper is a plain function dressed as the target (name, module,
+signature via __wrapped__), or an ObjectWrapper for a callable object.
+Recording is contained: a fault in the tracer is reported once and the
+wrapped call goes ahead untouched; the wrapped function's own exceptions pass
+through unchanged, and from 3.11 without the wrapper's frame.
 """
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import os
 import sys
 import time
 
-from .sink import Sink, thread_name
+from .catch import watch_role
+from .dists import attribute
+from .sink import Sink
 from .targets import (
     CHILD_ROLE_ENV,
     CONFIG_KEYS,
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 _perf_counter = time.perf_counter
 _getframe = sys._getframe
 _getpid = os.getpid
+_get_ident = _thread.get_ident
 
 # How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
 _SKIP, _LIBRARY, _USER = 0, 1, 2
@@ -77,7 +83,7 @@ class Probes:
     # -- stacks -----------------------------------------------------------
 
     def _frame_kind(self, code: Any) -> int:
-        """_SKIP (ours, wrapt's, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object."""
+        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object."""
         kind = self._kinds.get(code)
         if kind is None:
             filename = code.co_filename
@@ -94,15 +100,11 @@ class Probes:
         return kind
 
     def _learn_dirs(self) -> None:
-        """Note torch's and wrapt's folders once they are imported (the cache depends on them)."""
+        """Note torch's folder once it is imported (the cache depends on it)."""
         modules = sys.modules
         if self._torch_dir is None and "torch" in modules:
             path = getattr(modules["torch"], "__file__", None)
             self._torch_dir = os.path.dirname(path) + os.sep if path else ""
-            self._kinds.clear()
-        if len(self._skip_dirs) == 1 and "wrapt" in modules:
-            path = getattr(modules["wrapt"], "__file__", None)
-            self._skip_dirs = (_OWN_DIR, os.path.dirname(path) + os.sep) if path else (_OWN_DIR, _OWN_DIR)
             self._kinds.clear()
 
     def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
@@ -130,7 +132,7 @@ class Probes:
                     caller = entry or {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name}
             frame = frame.f_back
         frames.reverse()
-        return frames, caller
+        return frames, attribute(caller)
 
     # -- roles ------------------------------------------------------------
 
@@ -139,11 +141,16 @@ class Probes:
         if self.sink.role != role and self.sink.role not in _FIXED_ROLES:
             self.sink.role = role
             self.sink.emit("role", role=role)
+            watch_role(self.sink)
 
     # -- wrappers ---------------------------------------------------------
 
-    def make_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
-        """Build the wrapt wrapper function for one target."""
+    def make_wrapper(self, target: Target, label: str) -> Callable[[Any, bool], Any]:
+        """Return wrap(raw, method): a plain function that records, then calls raw.
+
+        method says whether raw's first argument is the instance (or class)
+        that capture paths ("self.x") read.
+        """
         if self._local is None:
             # Here, not at start-up (threading costs every process), and not at a
             # first call (two threads could race to make it).
@@ -151,58 +158,75 @@ class Probes:
 
             self._local = threading.local()
         if target.mode == COUNT:
-            return self._counting_wrapper(label)
-        return self._tracing_wrapper(target, label)
+            return lambda raw, method: _dress(self._counting_call(label, raw), raw)
+        return lambda raw, method: _dress(self._tracing_call(target, label, raw, method), raw)
 
-    def _counting_wrapper(self, label: str) -> Callable[..., Any]:
+    def _counting_call(self, label: str, raw: Any) -> Callable[..., Any]:
         counts_owner = self
 
-        def count(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
             counts = counts_owner.counts
             counts[label] = counts.get(label, 0) + 1
-            return wrapped(*args, **kwargs)
+            return raw(*args, **kwargs)
 
-        return count
+        return call
 
-    def _tracing_wrapper(self, target: Target, label: str) -> Callable[..., Any]:
-        def trace(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            local = self._thread_state()
-            if local.get("busy"):
-                # Called from inside the tracer itself (a target it uses): no record.
-                return wrapped(*args, **kwargs)
-            local["busy"] = True
+    def _tracing_call(self, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
+        begin, leave, child_role = self._begin, self._leave, target.child_role
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            _adjust_limit(_HEADROOM)  # the tracer's own work never counts against the host's limit
             try:
-                call_id = self._enter(target, label)
-            except Exception as exc:
-                self.sink.error("record call", exc)
-                return wrapped(*args, **kwargs)
+                call_id = begin(target, label)
             finally:
-                local["busy"] = False
-            if call_id < 0:
+                _adjust_limit(_STACK_COST - _HEADROOM)
+            if call_id == _REFUSED:
+                _adjust_limit(-_STACK_COST)
                 return self._refuse(target)
             start = _perf_counter()
+            if child_role:
+                set_child_role(child_role)
             try:
-                if target.child_role:
-                    result = _with_child_role(target.child_role, wrapped, args, kwargs)
-                else:
-                    result = wrapped(*args, **kwargs)
+                result = raw(*args, **kwargs)
             except BaseException as exc:
-                self._leave(call_id, start, target, instance, None, exc)
-                raise
-            self._leave(call_id, start, target, instance, result, None)
+                _after_call(child_role)
+                if call_id > 0:
+                    leave(call_id, start, target, args[0] if method and args else None, None, exc)
+                _adjust_limit(-_HEADROOM)
+                _drop_own_frame(exc)
+                raise  # bare: re-raises with the traceback as _drop_own_frame left it
+            _after_call(child_role)
+            if call_id > 0:
+                leave(call_id, start, target, args[0] if method and args else None, result, None)
+            _adjust_limit(-_HEADROOM)
             return result
 
-        return trace
+        return call
+
+    def _begin(self, target: Target, label: str) -> int:
+        """Record the call: its id, _UNRECORDED (from inside the tracer, or a fault) or _REFUSED."""
+        local = self._thread_state()
+        if local.get("busy"):
+            return _UNRECORDED  # called from inside the tracer itself (a target it uses)
+        local["busy"] = True
+        try:
+            return self._enter(target, label)
+        except Exception as exc:
+            self.sink.error("record call", exc)
+            return _UNRECORDED
+        finally:
+            local["busy"] = False
 
     def _enter(self, target: Target, label: str) -> int:
-        """Write the call record; return its id, or -1 if the guard refuses it."""
+        """Write the call record; return its id, or _REFUSED if the guard refuses it."""
         stack, caller = self.capture_stack()
         open_calls = self._thread_state().setdefault("calls", [])
         call_id = next(self._ids)
         fields: dict[str, Any] = {
             "target": label,
+            "tag": target.tag,
             "call_id": call_id,
-            "thread": thread_name(),
+            "thread": _thread_name(),
             "stack": stack,
             "caller": caller,
         }
@@ -216,7 +240,7 @@ class Probes:
             fields["action"] = target.guard
             self.sink.emit("blocked", **fields)
             self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
-            return -1
+            return _REFUSED
         self.sink.emit("call", **fields)
         open_calls.append(call_id)
         return call_id
@@ -273,21 +297,242 @@ class Probes:
         self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")))
 
 
-def _with_child_role(role: str, wrapped: Any, args: Any, kwargs: Any) -> Any:
-    """Call wrapped with CHILD_ROLE_ENV exported, so interpreters it starts know their role.
+# -- what makes a wrapper indistinguishable -----------------------------------
 
-    torch builds a pool process's environment from os.environ at start, so
-    this is the only channel that reaches it. Restored right after.
+# _begin's answers besides a call id (ids count from 1).
+_UNRECORDED, _REFUSED = 0, -1
+
+# Recursion-limit units one traced call adds beyond the wrapped function's own:
+# the wrapper's frame (bench/recursion.py measures 1 on 3.9 - 3.13). The wrapper
+# raises the limit by this much for the length of the call, so a traced
+# recursive function reaches the depth it would untraced.
+_STACK_COST = 1
+# Recursion-limit room the tracer's own recording may use (capture, JSON, write),
+# so a traced call at the host's limit raises where the untraced one would and
+# the record is still written.
+_HEADROOM = 64
+_limit_lock = _thread.allocate_lock()
+_getrecursionlimit = sys.getrecursionlimit
+_setrecursionlimit = sys.setrecursionlimit
+# How far the limit is above where it should be: a lowering refused because the
+# stack was too deep at that moment, made good by the next adjustment.
+_excess = 0
+# Tracebacks keep the wrapper's frame out from 3.11, where a bare raise re-raises
+# with the exception's own (trimmed) traceback; 3.9/3.10 re-raise the one saved
+# when the exception was caught, which starts at the wrapper.
+_TRIM_TRACEBACK = sys.version_info >= (3, 11)
+
+
+def _adjust_limit(delta: int) -> None:
+    """Move the recursion limit by delta (under a lock: other threads move it too); never raises."""
+    global _excess
+    with _limit_lock:
+        current = _getrecursionlimit()
+        try:
+            _setrecursionlimit(current + delta - _excess)
+            _excess = 0
+        except RecursionError:
+            _excess -= delta
+
+
+def _after_call(child_role: str | None) -> None:
+    """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
+    if child_role:
+        _child_roles.pop(_get_ident(), None)
+    _adjust_limit(_HEADROOM - _STACK_COST)
+
+
+def _drop_own_frame(exc: BaseException) -> None:
+    """Take the wrapper's own frame off the head of exc's traceback (3.11+)."""
+    tb = exc.__traceback__
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
+        exc.__traceback__ = tb.tb_next
+
+
+# Attributes a wrapper copies from what it wraps (functools.WRAPPER_ASSIGNMENTS,
+# plus defaults, which introspection reads, and an lru_cache's own methods).
+_COPIED = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__", "__defaults__",
+           "__kwdefaults__", "cache_clear", "cache_info", "cache_parameters")
+def is_wrapper(obj: Any) -> bool:
+    """Whether obj is one of our wrappers."""
+    return getattr(obj, "__code__", None) in _wrapper_codes or type(obj) is ObjectWrapper
+
+
+# The code objects of our wrapper functions: how a wrapper is recognised
+# without an attribute of its own.
+_wrapper_codes: set[Any] = set()
+
+
+def _dress(fn: Any, raw: Any) -> Any:
+    """Make the wrapper function fn look like raw (name, docs, signature via __wrapped__), or
+    an ObjectWrapper where raw is not a function (a partial, a callable instance)."""
+    _wrapper_codes.add(fn.__code__)
+    if not (isinstance(raw, _NAMED_CALLABLES) or type(raw).__name__ == "_lru_cache_wrapper"):
+        return ObjectWrapper(raw, fn)
+    for name in _COPIED:
+        try:
+            value = getattr(raw, name)
+        except AttributeError:
+            continue
+        try:
+            setattr(fn, name, value)
+        except (AttributeError, TypeError):
+            pass
+    fn.__dict__.update(getattr(raw, "__dict__", {}))
+    fn.__wrapped__ = raw
+    return fn
+
+
+# Callables pickled by name (functions, builtins, lru_cache): their wrapper is a function.
+_NAMED_CALLABLES = (type(_dress), type(len))
+
+
+class ObjectWrapper:
+    """A wrapper for a callable object that is not a function: it reduces,
+    copies, prints and answers isinstance as the object itself.
+
+    A copy is the object's own copy (untraced), as pickling gives the object's
+    own reduction: what a copy or an unpickled object does is what it would do.
     """
-    previous = os.environ.get(CHILD_ROLE_ENV)
-    os.environ[CHILD_ROLE_ENV] = role
-    try:
-        return wrapped(*args, **kwargs)
-    finally:
-        if previous is None:
-            os.environ.pop(CHILD_ROLE_ENV, None)
-        else:
-            os.environ[CHILD_ROLE_ENV] = previous
+
+    __slots__ = ("__wrapped__", "_wp_call", "__weakref__")
+
+    def __init__(self, raw: Any, call: Callable[..., Any]) -> None:
+        self.__wrapped__ = raw
+        self._wp_call = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._wp_call(*args, **kwargs)
+        except BaseException as exc:
+            _drop_own_frame(exc)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__wrapped__, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # noqa: D105
+        return type(self.__wrapped__)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__wrapped__.__reduce_ex__(protocol)
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __copy__(self) -> Any:
+        import copy
+
+        return copy.copy(self.__wrapped__)
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        import copy
+
+        return copy.deepcopy(self.__wrapped__, memo)
+
+
+# -- child roles ----------------------------------------------------------------
+
+# Thread ident -> role, while a child_role target runs in that thread.
+_child_roles: dict[int, str] = {}
+# What the hand-over replaced, by name: fork_exec, posix_spawn, posix_spawnp.
+_real_spawners: dict[str, Any] = {}
+# _posixsubprocess.fork_exec's env argument: the same place on 3.9 - 3.13.
+_ENV_ARG = 5
+
+
+def set_child_role(role: str) -> None:
+    """Hand role to the interpreters this thread starts until the call ends."""
+    register_child_role_handover()
+    _child_roles[_get_ident()] = role
+
+
+def _role_for_child() -> str | None:
+    """The role for a child started now by this thread, if it is inside a child_role call."""
+    return _child_roles.get(_get_ident()) if _child_roles else None
+
+
+def _fork_exec(*args: Any) -> Any:
+    """_posixsubprocess.fork_exec, with CHILD_ROLE_ENV added to the child's own
+    environment when the starting thread is inside a child_role call."""
+    role = _role_for_child()
+    if role is not None and len(args) > _ENV_ARG:
+        env = args[_ENV_ARG]
+        if env is None:
+            env = [k + b"=" + v for k, v in os.environb.items()]
+        key = CHILD_ROLE_ENV.encode() + b"="
+        env = [e for e in env if not bytes(e).startswith(key)] + [key + role.encode()]
+        args = args[:_ENV_ARG] + (env,) + args[_ENV_ARG + 1:]
+    return _real_spawners["fork_exec"](*args)
+
+
+def _with_role(env: Any) -> Any:
+    """A copy of a posix_spawn environment mapping, with this thread's child role added."""
+    role = _role_for_child()
+    if role is None:
+        return env
+    env = dict(os.environ if env is None else env)  # None: this process's environment (3.13)
+    env[CHILD_ROLE_ENV] = role
+    return env
+
+
+def _posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+    """os.posix_spawn (subprocess uses it from 3.13 when it can), with the child role added."""
+    return _real_spawners["posix_spawn"](path, argv, _with_role(env), *args, **kwargs)
+
+
+def _posix_spawnp(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+    """os.posix_spawnp, with the child role added."""
+    return _real_spawners["posix_spawnp"](path, argv, _with_role(env), *args, **kwargs)
+
+
+def _spawner_slots() -> list[tuple[Any, str, str, Any]]:
+    """(owner, attribute, key, our function) for every way subprocess/multiprocessing start a child."""
+    import _posixsubprocess
+    import subprocess
+
+    return [(_posixsubprocess, "fork_exec", "fork_exec", _fork_exec),
+            (subprocess, "_fork_exec", "fork_exec", _fork_exec),  # its own alias, from 3.11
+            (os, "posix_spawn", "posix_spawn", _posix_spawn),
+            (os, "posix_spawnp", "posix_spawnp", _posix_spawnp)]
+
+
+def register_child_role_handover() -> None:
+    """Route the calls that start child processes through our versions (once).
+
+    subprocess and multiprocessing start every child through
+    _posixsubprocess.fork_exec (subprocess from 3.11 through its own alias) or,
+    from 3.13, os.posix_spawn; only the environment of a child started by a
+    thread inside a child_role call changes, so os.environ never holds the role.
+    """
+    if _real_spawners:
+        return
+    import _posixsubprocess
+
+    _real_spawners["fork_exec"] = _posixsubprocess.fork_exec
+    for owner, name, key, ours in _spawner_slots():
+        real = getattr(owner, name, None)
+        if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
+            _real_spawners[key] = real
+            setattr(owner, name, ours)
+
+
+def unregister_child_role_handover() -> None:
+    """Put the real functions back."""
+    if not _real_spawners:
+        return
+    for owner, name, key, ours in _spawner_slots():
+        if getattr(owner, name, None) is ours:
+            setattr(owner, name, _real_spawners[key])
+    _real_spawners.clear()
+
+
+def _thread_name() -> str:
+    """The calling thread's name, without creating a _DummyThread for a foreign thread."""
+    ident = _get_ident()
+    thread = sys.modules["threading"]._active.get(ident)
+    return str(thread.name) if thread is not None else f"Thread-{ident}"
 
 
 def _resolve(path: str, instance: Any, result: Any) -> Any:
@@ -301,3 +546,4 @@ def _resolve(path: str, instance: Any, result: Any) -> Any:
     if isinstance(value, dict):
         return sorted(k for k in value if isinstance(k, int))
     return value if isinstance(value, (int, float, str, bool)) else None
+

@@ -1,10 +1,17 @@
 """The shared JSON-lines log: one os.write per record on an O_APPEND fd.
 
 Every process of a run appends to the same file. O_APPEND makes each write
-land at the end as a unit, so records from dozens of processes never tear or
+land at the end as a unit, so records from dozens of processes never
 interleave, and no lock is needed (nothing to deadlock a forked child). The
 pid, ppid and sequence counter are reset in a forked child by
 ``Sink.reset_after_fork``.
+
+Safety (docs/security.md): the log is created O_EXCL 0600 by the root and an
+existing one is used only if it is this user's own private regular file; every
+write first checks that the fd is still that file (a host may close and reuse
+descriptors); every record is framed as ``\n{json}\n``, so a fragment left by
+a killed or short write ends at the next record's leading newline and never
+swallows it.
 """
 
 from __future__ import annotations
@@ -26,37 +33,93 @@ MAX_RECORD_BYTES = 32 * 1024
 MAX_STRING = 2048
 
 _warned: set[str] = set()
+# Record framing: a blank line before each record ends any fragment left by a
+# killed or short write, so the next record always starts a fresh line.
+RECORD_START = b"\n"
+# Permission bits that would let another user write (or inject into) the log.
+FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 
 # Bound once: a user may trace these very functions (WP_AUTOTRACE_TARGETS=os:getpid),
 # and the tracer must not call itself through them.
 _write = os.write
+_fstat = os.fstat
 _getpid = os.getpid
 _getppid = os.getppid
 _now = time.time
 
 
+def _identity(fd: int) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of what fd refers to now, or None if it is closed."""
+    try:
+        st = _fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+# The stream fd 2 was when tracing started: warnings are printed only while fd 2
+# is still that stream (a host started with 2>&- may have reused fd 2 for a file).
+_stderr_identity = _identity(2)
+# Where warnings go when fd 2 is not ours to write: set by the process's Sink.
+_warning_sink: Sink | None = None
+
+
+def stderr_is_ours() -> bool:
+    """Whether fd 2 is still the stream this process started with."""
+    return _stderr_identity is not None and _identity(2) == _stderr_identity
+
+
 def warn(message: str, key: str | None = None) -> None:
-    """Print one ``wp-autotrace: ...`` line on stderr, at most once per key."""
+    """Print one ``wp-autotrace: ...`` line on stderr, at most once per key.
+
+    When fd 2 is no longer the stream the process started with, the warning
+    goes only into the log, as a tracer_error record.
+    """
     key = key or message
     if key in _warned:
         return
     _warned.add(key)
+    if not stderr_is_ours():
+        if _warning_sink is not None:
+            _warning_sink.emit("tracer_error", where="warning", error=message)
+        return
     try:
         _write(2, f"wp-autotrace: {message}\n".encode("utf-8", "backslashreplace"))
     except OSError:
         pass
 
 
-def open_log(path: str) -> int:
-    """Open (or create, mode 0600) the log for appending, never via a symlink."""
+def default_log_name(host: str, pid: int) -> str:
+    """The default log file name: a random part, so another user cannot pre-create it."""
+    return f"wp_autotrace-{host}-{pid}-{os.urandom(4).hex()}.jsonl"
+
+
+def check_log_file(st: os.stat_result, path: str) -> None:
+    """Raise unless st is a private regular file of this user with one link."""
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} is not a regular file")
+    if st.st_uid != os.geteuid():
+        raise OSError(f"{path} belongs to uid {st.st_uid}, not to this user")
+    if st.st_nlink != 1:
+        raise OSError(f"{path} has {st.st_nlink} hard links")
+    if st.st_mode & FOREIGN_WRITE_BITS:
+        raise OSError(f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})")
+
+
+def open_log(path: str, create: bool = True) -> int:
+    """Open the log for appending, never via a symlink; create it (0600, O_EXCL) if asked.
+
+    An existing file is used only if check_log_file accepts it.
+    """
     # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader
     # (it has no effect on regular files).
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-    fd = os.open(path, flags, 0o600)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        # A FIFO or device at the log path would block or swallow records.
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
+        fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+    except FileExistsError:
+        fd = os.open(path, flags)
+    try:
+        check_log_file(_fstat(fd), path)
         if fd < 3:
             # stdio was closed: the program's own writes to fd 1/2 must not land in the log.
             import fcntl
@@ -108,6 +171,11 @@ def _dumps(value: Any) -> bytes:
     return str(_encode_json(value)).encode() + b"\n"
 
 
+def frame(line: bytes) -> bytes:
+    """The bytes written for one encoded record: RECORD_START, then the line."""
+    return RECORD_START + line
+
+
 def encode(record: dict[str, Any]) -> bytes:
     """Encode one record as a single ASCII JSON line within MAX_RECORD_BYTES."""
     line = _dumps(record)
@@ -127,9 +195,13 @@ def encode(record: dict[str, Any]) -> bytes:
 class Sink:
     """Appends records for this process to the run's log."""
 
-    def __init__(self, path: str | None, host: str, role: str) -> None:
+    def __init__(self, path: str | None, host: str, role: str, create: bool = True) -> None:
+        global _warning_sink
         self.path = path
-        self.fd = open_log(path) if path else -1
+        self.fd = open_log(path, create) if path else -1
+        self.identity = _identity(self.fd) if path else None
+        if path:
+            _warning_sink = self
         self.host = host
         self.role = role
         self.pid = _getpid()
@@ -150,6 +222,10 @@ class Sink:
         if self.fd < 0:
             return
         try:
+            # Checked before a seq is taken: fstat releases the GIL, and a daemon
+            # thread frozen there at interpreter exit must not leave a seq gap.
+            if _identity(self.fd) != self.identity:
+                self._reopen()
             record = {
                 "v": SCHEMA_VERSION,
                 "event": event,
@@ -161,13 +237,35 @@ class Sink:
                 "seq": next(self._seq),
             }
             record.update(fields)
-            line = encode(record)
+            line = frame(encode(record))
             written = _write(self.fd, line)
             if written != len(line):
+                self._terminate_fragment()
                 raise OSError(f"short write ({written} of {len(line)} bytes)")
         except Exception as exc:
             self.dropped += 1
             warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
+
+    def _reopen(self) -> None:
+        """The fd is no longer the log (closed, maybe reused by the host): open the path again.
+
+        The old number is left alone: it may be the host's file now. Only the
+        same file (same st_dev/st_ino, same checks) is accepted; otherwise the
+        sink stops, so no record can land in another file.
+        """
+        self.fd = -1
+        fd = open_log(str(self.path), create=False)
+        if _identity(fd) != self.identity:
+            os.close(fd)
+            raise OSError(f"{self.path} is no longer the file this process opened")
+        self.fd = fd
+
+    def _terminate_fragment(self) -> None:
+        """After a short write, end the fragment with a newline (best effort)."""
+        try:
+            _write(self.fd, b"\n")
+        except OSError:
+            pass
 
     def error(self, where: str, exc: BaseException) -> None:
         """Report a tracer fault: once on stderr, and as a tracer_error record.
@@ -175,7 +273,8 @@ class Sink:
         Torch sends sidecar output to /dev/null, so the record is the only
         trace of a fault inside a compile sidecar or worker.
         """
-        warn(f"{where}: {type(exc).__name__}: {exc}", where)
+        if stderr_is_ours():  # otherwise warn would log it a second time
+            warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
 
 

@@ -39,6 +39,7 @@ from .bootstrap import (
     ProcClock,
     split_stat,
 )
+from .redact import env_secrets, parse_patterns, redact_cmd
 from .sink import Sink
 from .targets import ARGV_ROLES
 
@@ -72,11 +73,14 @@ BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
 
 _exit = os._exit  # the real one: bootstrap replaces os._exit in traced processes
 
-def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float) -> bool:
+def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
+          redact: str = "") -> bool:
     """Start the watcher for this run; True when the intermediate forked it.
 
     Called in the root at start-up, before any thread exists. The intermediate
-    child is reaped here, so the host never sees a child of ours.
+    child is reaped here, so the host never sees a child of ours. redact: the
+    WP_AUTOTRACE_REDACT spec (name patterns, no secrets), as the watcher's
+    environment has no WP_AUTOTRACE* variables.
     """
     if not sys.executable:  # embedded: no interpreter to run
         return False
@@ -84,7 +88,7 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     # Where the watcher starts reading the log: just after the root's process_start.
     offset = os.lseek(log_fd, 0, os.SEEK_CUR)
     argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log, str(offset),
-            str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger)]
+            str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact]
     pid = os.fork()
     if pid == 0:  # the intermediate: never returns into the host's code
         code = 1
@@ -148,11 +152,14 @@ class ProcReader:
 
     def __init__(self) -> None:
         self.clock = ProcClock()
+        self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
         self.page = os.sysconf("SC_PAGE_SIZE")
 
     @staticmethod
     def available() -> bool:
-        return os.path.exists("/proc/self/stat")
+        """/proc with children files (CONFIG_PROC_CHILDREN): what children() reads."""
+        pid = os.getpid()
+        return os.path.exists(f"/proc/{pid}/task/{pid}/children")
 
     @staticmethod
     def pids() -> set[int]:
@@ -171,7 +178,7 @@ class ProcReader:
                 "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
 
     @staticmethod
-    def children(pid: int, threads: int) -> list[int] | None:
+    def children(pid: int, threads: int = 0) -> list[int] | None:
         """Children of every thread of pid (any thread may fork); None if pid is gone."""
         if threads == 1:  # most processes of a run: one read, no directory listing
             data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
@@ -215,7 +222,7 @@ class PsutilReader:
         except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
             return None
 
-    def children(self, pid: int, threads: int) -> list[int] | None:
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
         ps = self.psutil
         try:
             return [c.pid for c in ps.Process(pid).children()]
@@ -340,7 +347,7 @@ class Watcher:
     """Samples one run's process tree and writes its tree / leftover records."""
 
     def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
-                 reader: Any = None, log: LogWatch | None = None) -> None:
+                 reader: Any = None, log: LogWatch | None = None, redact: str = "") -> None:
         self.sink = sink
         self.run = run
         self.root = root
@@ -349,6 +356,10 @@ class Watcher:
         self.linger = linger
         self.reader = reader or make_reader()
         self.log = log
+        # Command lines are masked as process_start's argv is (redact.py); secret values from the
+        # environment, which the watcher inherits from the root.
+        self.patterns = parse_patterns(redact)
+        self.secrets = env_secrets(os.environ, self.patterns)
         # Never part of the run: this process, and the intermediate that started it.
         self.exclude = {os.getpid()} | ({os.getppid()} if os.getppid() != root else set())
         self.live: dict[int, dict[str, Any]] = {}  # the run's processes alive at the last sample
@@ -376,7 +387,7 @@ class Watcher:
 
     def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
         """A tree entry for a process joining the run: its stat, command line and role."""
-        cmd = self.reader.cmdline(info["pid"])
+        cmd = redact_cmd(self.reader.cmdline(info["pid"]), self.patterns, self.secrets)
         entry = {k: info[k] for k in ENTRY_KEYS}
         entry["cmd"] = cmd[:CMD_CHARS]
         if len(cmd) > CMD_CHARS:
@@ -551,15 +562,21 @@ class Watcher:
 
 
 def main(args: list[str]) -> None:
-    """The watcher process: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER``."""
-    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger = args
+    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT``."""
+    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args
     host = os.uname().nodename
-    sink = Sink(None, host, ROLE)
-    sink.fd, sink.path = int(fd), log  # inherited from the root: the very file it opened
-    logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
-    if logwatch.gone():
+    inherited = int(fd)  # the root's own fd: proof of which file the log is
+    try:
+        sink = Sink(log, host, ROLE, create=False)  # never creates the log: only the root may
+        same = os.path.samestat(os.fstat(sink.fd), os.fstat(inherited))
+    except OSError:
         return
-    watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch)
+    os.close(inherited)
+    logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
+    if not same or logwatch.gone():
+        return
+    watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch,
+                      redact=redact)
     watcher.emit("watcher_start", interval=watcher.interval, linger=watcher.linger)
     try:
         reason = watcher.run_loop()

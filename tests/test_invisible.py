@@ -1,0 +1,424 @@
+"""Differential tests: a traced (and guard-only) program behaves exactly as untraced (issue 14).
+
+Each case runs the same program three ways through the installed .pth:
+untraced, traced (WP_AUTOTRACE=1) and guard-only (WP_AUTOTRACE_GUARD), with the
+functions under test named in WP_AUTOTRACE_TARGETS, and asserts identical
+stdout, stderr and exit code. Memory addresses (``0x7f...``) are the only
+thing normalised: they differ between any two runs. Torch-free, so
+tools/python_matrix.sh runs them on every supported Python.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from .conftest import clean_env, events, read_log, run_python
+
+ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+# 3.9/3.10 re-raise with the traceback saved when the wrapper caught the exception:
+# one frame of the wrapper stays there (README, Guarantees).
+WRAPPER_FRAME_IN_TRACEBACKS = sys.version_info < (3, 11)
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def without_wrapper_frames(stderr: str) -> str:
+    """stderr with the wrapper's traceback entries (file line + source line) removed."""
+    out: list[str] = []
+    skip = False
+    for line in stderr.splitlines(keepends=True):
+        if skip and line.startswith("    "):
+            skip = False
+            continue
+        skip = "wp_autotrace" in line and line.lstrip().startswith("File ")
+        if not skip:
+            out.append(line)
+    return "".join(out)
+
+
+def three_ways(tmp_path: Path, args: list[str], targets: str, allow_wrapper_frame: bool = False,
+               timeout: float = 60, guard: bool = True, **env: str) -> list[dict[str, Any]]:
+    """Run args untraced, traced and guard-only in tmp_path; assert the same result; return the traced log.
+
+    guard=False leaves the guard-only run out (its root runs a notice thread, which 3.12+ warns
+    about at os.fork()).
+    """
+    log = tmp_path / "traced.jsonl"
+    runs = {
+        "untraced": clean_env(**env),
+        "traced": clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0",
+                            WP_AUTOTRACE_TARGETS=targets, **env),
+        "guard-only": clean_env(WP_AUTOTRACE_GUARD="nested-pools", WP_AUTOTRACE_TARGETS=targets, **env),
+    }
+    if not guard:
+        del runs["guard-only"]
+    results = {name: run_python(args, e, cwd=tmp_path, timeout=timeout) for name, e in runs.items()}
+    base = results["untraced"]
+    for name, res in results.items():
+        stderr = ADDRESS.sub("0x?", res.stderr)
+        if allow_wrapper_frame and WRAPPER_FRAME_IN_TRACEBACKS:
+            stderr = without_wrapper_frames(stderr)
+        assert (res.returncode, ADDRESS.sub("0x?", res.stdout), stderr) == (
+            base.returncode, ADDRESS.sub("0x?", base.stdout), ADDRESS.sub("0x?", base.stderr)), name
+    return read_log(log)
+
+
+def calls(records: list[dict[str, Any]]) -> list[str]:
+    return [r["target"] for r in records if r["event"] == "call"]
+
+
+# -- builtins, keywords, identity -------------------------------------------------
+
+def test_os_exit_is_untouched_and_takes_its_keyword(tmp_path: Path) -> None:
+    """os._exit(status=3) exits 3 and os._exit is posix._exit, traced or not."""
+    three_ways(tmp_path, ["-c", "import os, posix; print(os._exit is posix._exit, flush=True); os._exit(status=3)"],
+               targets="")
+
+
+def test_traced_builtin_keeps_keywords_signature_and_identity(tmp_path: Path) -> None:
+    """A builtin named as a target (os:_exit) keeps its keyword, signature and `is` identity."""
+    recs = three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import inspect, os, posix
+        print(os._exit is posix._exit, inspect.signature(os._exit), os._exit.__name__, flush=True)
+        os._exit(status=3)
+    """)], targets="os:_exit")
+    assert calls(recs) == ["os:_exit"]
+
+
+# -- recursion ----------------------------------------------------------------------
+
+RECURSIVE = """
+    DEPTH = [0]
+    def down(n):
+        DEPTH[0] = n
+        down(n + 1)
+"""
+
+
+def test_traced_recursion_reaches_the_untraced_depth(tmp_path: Path) -> None:
+    """A traced recursive function reaches >= 95% of the depth it reaches untraced; the limit is restored."""
+    write(tmp_path, {"recmod.py": RECURSIVE, "plainmod.py": RECURSIVE})
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import sys, recmod, plainmod
+        limit = sys.getrecursionlimit()
+        for mod in (plainmod, recmod):
+            try:
+                mod.down(0)
+            except RecursionError as exc:
+                print(type(exc).__name__)
+        print(recmod.DEPTH[0] >= 0.95 * plainmod.DEPTH[0], sys.getrecursionlimit() == limit)
+    """)], targets="recmod:down")
+
+
+# -- copy, pickle, multiprocessing ------------------------------------------------
+
+PKG = {
+    "pkg/__init__.py": "from .impl import f, public, adder, part, Pool\n",
+    "pkg/impl.py": """
+        import functools
+
+        def f(x):
+            return x + 1
+
+        def _impl(x):
+            return x * 2
+
+        public = _impl
+
+        class Adder:
+            def __call__(self, x):
+                return x + 3
+
+        adder = Adder()
+        part = functools.partial(max, 10, 0)  # (a partial of a target itself would hold the unwrapped function)
+
+        class Pool:
+            def warm(self, n):
+                return n
+
+            @classmethod
+            def build(cls):
+                return cls.__name__
+
+            @staticmethod
+            def plain(x):
+                return -x
+    """,
+}
+PKG_TARGETS = "pkg:f,pkg.impl:public,pkg:adder,pkg:part,pkg.impl:Pool.warm,pkg.impl:Pool.build,pkg.impl:Pool.plain"
+
+
+def test_copy_and_deepcopy_return_the_wrapper(tmp_path: Path) -> None:
+    """copy/deepcopy of wrapped functions, methods, partials, callable objects (and dicts of them) as untraced.
+
+    A function copies as itself (the wrapper); a partial or callable object as a copy of itself.
+    """
+    write(tmp_path, PKG)
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import copy, pkg
+        objs = [pkg.f, pkg.public, pkg.adder, pkg.part, pkg.Pool.warm, pkg.Pool.build, pkg.Pool.plain]
+        for obj in objs:
+            print(copy.copy(obj) is obj, copy.deepcopy(obj) is obj, copy.deepcopy({"k": obj})["k"] is obj)
+        print(repr(pkg.f), repr(pkg.adder), repr(pkg.part))
+    """)], targets=PKG_TARGETS)
+
+
+def test_pickling_reduces_as_untraced(tmp_path: Path) -> None:
+    """Re-exports, aliases, partials, callable objects and methods pickle to the very bytes they do untraced."""
+    write(tmp_path, PKG)
+    recs = three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import functools, hashlib, pickle, pkg, pkg.impl
+        objs = [pkg.f, pkg.impl.f, pkg.public, pkg.impl._impl, pkg.adder, pkg.part, pkg.Pool.warm,
+                pkg.Pool().warm, pkg.Pool.build, pkg.Pool.plain]
+        for obj in objs:
+            data = pickle.dumps(obj)
+            print(hashlib.sha1(data).hexdigest()[:12], pickle.loads(data) is obj)
+        print(pkg.f is pkg.impl.f, pkg.public is pkg.impl._impl, isinstance(pkg.part, functools.partial))
+        print(pkg.f(1), pkg.public(2), pkg.adder(3), pkg.part())
+        print(pkg.Pool().warm(4), pkg.Pool.build(), pkg.Pool.plain(5))
+    """)], targets=PKG_TARGETS)
+    assert {t.rpartition(":")[2] for t in calls(recs)} >= {"f", "public", "adder", "part", "Pool.warm",
+                                                            "Pool.build", "Pool.plain"}
+
+
+def test_spawn_mode_multiprocessing_with_traced_callables(tmp_path: Path) -> None:
+    """A spawn pool whose initializer and tasks are traced targets works as untraced."""
+    write(tmp_path, {**PKG, "main.py": """
+        import multiprocessing as mp
+        import pkg
+
+        if __name__ == "__main__":
+            with mp.get_context("spawn").Pool(1, initializer=pkg.part) as pool:
+                print(pool.map(pkg.f, [1, 2]), pool.map(pkg.adder, [1]), pool.map(pkg.public, [4]))
+    """})
+    three_ways(tmp_path, ["main.py"], targets=PKG_TARGETS, timeout=120)
+
+
+# -- tracebacks ---------------------------------------------------------------------
+
+def test_traceback_through_a_target_has_no_tracer_frame(tmp_path: Path) -> None:
+    """An uncaught exception through a traced function prints the untraced traceback (3.11+)."""
+    write(tmp_path, {"failing.py": """
+        def fail(x):
+            raise ValueError(f"boom {x}")
+
+        class Pool:
+            def fail(self):
+                return fail(2)
+    """})
+    three_ways(tmp_path, ["-c", "import failing\nfailing.Pool().fail()"], targets="failing:fail,failing:Pool.fail",
+               allow_wrapper_frame=True)
+
+
+def test_import_error_in_target_module_has_no_hook_frames(tmp_path: Path) -> None:
+    """A target module failing at import shows the untraced traceback: importlib's and our frames stripped."""
+    write(tmp_path, {"broken.py": """
+        def target():
+            return 1
+
+        class Later:
+            def method(self):
+                return 2
+
+        raise RuntimeError("broken at import")
+    """, "classfail.py": """
+        class Pool:
+            def method(self):
+                return 1
+            raise KeyError("in class body")
+    """})
+    three_ways(tmp_path, ["-c", "import broken"], targets="broken:target,broken:Later.method")
+    (tmp_path / "badsyntax.py").write_text("def target(:\n    pass\n")
+    three_ways(tmp_path, ["-c", "import badsyntax"], targets="badsyntax:target")
+    three_ways(tmp_path, ["-c", "import classfail"], targets="classfail:Pool.method", allow_wrapper_frame=True)
+
+
+def test_failing_atexit_callback_reads_as_the_function(tmp_path: Path) -> None:
+    """A traced atexit callback that fails is reported under its own repr, with the same traceback."""
+    write(tmp_path, {"exiting.py": """
+        import atexit
+
+        def shutdown():
+            raise RuntimeError("at exit")
+
+        atexit.register(shutdown)
+    """})
+    recs = three_ways(tmp_path, ["-c", "import exiting"], targets="exiting:shutdown", allow_wrapper_frame=True)
+    assert calls(recs) == ["exiting:shutdown"]  # handed the wrapper while the module body ran
+
+
+# -- module bodies ------------------------------------------------------------------
+
+def test_target_module_runs_with_its_own_dict(tmp_path: Path) -> None:
+    """locals() is globals() at a target module's top level, locals().copy() works; top-level calls traced."""
+    write(tmp_path, {"cfg.py": """
+        import os
+
+        class AsyncCompile:
+            @classmethod
+            def warm_pool(cls):
+                return "warm"
+
+        def after_fork():
+            pass
+
+        os.register_at_fork(after_in_child=after_fork)
+        SAME = locals() is globals()
+        DEFAULTS = locals().copy()
+        WARMED = AsyncCompile.warm_pool()
+    """})
+    recs = three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import os, cfg
+        print(cfg.SAME, "AsyncCompile" in cfg.DEFAULTS, cfg.WARMED)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        print(os.waitpid(pid, 0)[1])
+    """)], targets="cfg:AsyncCompile.warm_pool,cfg:after_fork", guard=False)
+    assert calls(recs)[0] == "cfg:AsyncCompile.warm_pool"  # the module's own top-level call
+    assert "cfg:after_fork" in calls(recs)  # register_at_fork was handed the wrapper
+
+
+# -- descriptors --------------------------------------------------------------------
+
+def test_property_and_cached_property_traced_as_calls(tmp_path: Path) -> None:
+    """Getter, setter and deleter of a property and a cached_property's function are traced; values unchanged."""
+    write(tmp_path, {"props.py": """
+        import functools
+
+        class Box:
+            def __init__(self):
+                self._v = 1
+
+            @property
+            def value(self):
+                return self._v
+
+            @value.setter
+            def value(self, v):
+                self._v = v
+
+            @value.deleter
+            def value(self):
+                self._v = None
+
+            @functools.cached_property
+            def once(self):
+                print("computing")
+                return 42
+    """})
+    recs = three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import props
+        b = props.Box()
+        print(b.value); b.value = 5; print(b.value); del b.value; print(b.value)
+        print(b.once, b.once, type(props.Box.__dict__["value"]).__name__)
+    """)], targets="props:Box.value,props:Box.once")
+    assert calls(recs).count("props:Box.value") == 3
+    assert {"props:Box.value.setter", "props:Box.value.deleter"} <= set(calls(recs))
+    assert calls(recs).count("props:Box.once") == 1
+
+
+def test_other_descriptor_refused_with_one_warning(tmp_path: Path, log: Path) -> None:
+    """A data descriptor the tracer cannot trace is left alone, with one warning; values unchanged."""
+    write(tmp_path, {"desc.py": """
+        class Const:
+            def __get__(self, obj, owner=None):
+                return 7
+            def __set__(self, obj, value):
+                pass
+
+        class Box:
+            seven = Const()
+    """})
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0",
+                    WP_AUTOTRACE_TARGETS="desc:Box.seven")
+    res = run_python(["-c", "import desc; print(desc.Box().seven, type(desc.Box.__dict__['seven']).__name__)"],
+                     env, cwd=tmp_path)
+    assert (res.returncode, res.stdout) == (0, "7 Const\n")
+    assert res.stderr == "wp-autotrace: target desc:Box.seven is a Const, not a function: not traced\n"
+
+
+# -- threads ------------------------------------------------------------------------
+
+def test_no_dummy_threads_from_start_new_thread(tmp_path: Path) -> None:
+    """Targets called in _thread.start_new_thread threads leave no _DummyThread behind."""
+    write(tmp_path, {"work.py": "def job(done):\n    done.release()\n"})
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import _thread, threading, time, work
+        for _ in range(3):
+            lock = _thread.allocate_lock(); lock.acquire()
+            _thread.start_new_thread(work.job, (lock,))
+            lock.acquire()
+        time.sleep(0.1)
+        print([type(t).__name__ for t in threading.enumerate()].count("_DummyThread"))
+    """)], targets="work:job")
+
+
+# -- child roles --------------------------------------------------------------------
+
+FAKE_TORCH = {
+    "torch/__init__.py": "",
+    "torch/_inductor/__init__.py": "",
+    "torch/_inductor/async_compile.py": """
+        class AsyncCompile:
+            @classmethod
+            def warm_pool(cls):
+                print("warm_pool ran", flush=True)
+    """,
+    "torch/_inductor/autotune_process.py": """
+        import subprocess, sys, threading
+
+        STARTED = threading.Event()
+        RELEASE = threading.Event()
+
+        class TuningProcess:
+            def initialize(self):
+                code = "import os; print('pool child', os.environ.get('WP_AUTOTRACE_CHILD_ROLE'), flush=True)"
+                subprocess.run([sys.executable, "-c", code], check=True)
+                STARTED.set()
+                RELEASE.wait(30)   # the call is still running while another thread starts a child
+    """,
+    "leak.py": """
+        import subprocess, sys, threading
+        from torch._inductor import autotune_process as ap
+
+        t = threading.Thread(target=ap.TuningProcess().initialize)
+        t.start()
+        ap.STARTED.wait(30)
+        code = ("import os; print('other child', os.environ.get('WP_AUTOTRACE_CHILD_ROLE'), flush=True); "
+                "from torch._inductor.async_compile import AsyncCompile; AsyncCompile.warm_pool()")
+        subprocess.run([sys.executable, "-c", code], check=True)
+        ap.RELEASE.set()
+        t.join()
+        print("done")
+    """,
+}
+
+
+def test_child_role_reaches_only_the_pool_child(tmp_path: Path) -> None:
+    """An interpreter another thread starts during TuningProcess.initialize keeps its role and is never guarded."""
+    write(tmp_path, FAKE_TORCH)
+    recs = three_ways(tmp_path, ["leak.py"], targets="", timeout=90)
+    starts = {r["pid"]: r for r in events(recs, "process_start")}
+    roles = sorted(r["role"] for r in starts.values())
+    assert roles == ["autotune-worker", "child", "main"], roles
+    assert not events(recs, "blocked")
+
+
+# -- imports ------------------------------------------------------------------------
+
+def test_tracer_imports_cannot_be_shadowed_from_cwd(tmp_path: Path) -> None:
+    """wrapt.py / psutil.py / threading.py in the cwd never run for a program that does not import them."""
+    shadow = "import sys; sys.stdout.write('SHADOWED {}\\n'.format(__name__))\n"
+    write(tmp_path, {"wrapt.py": shadow, "psutil.py": shadow, "threading.py": shadow, "json.py": shadow,
+                     "target_mod.py": "def f():\n    return 1\n"})
+    three_ways(tmp_path, ["-c", "import target_mod; print(target_mod.f())"], targets="target_mod:f")

@@ -1,0 +1,97 @@
+"""labels: process labels from argv, and the compiler toolchain, as pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from wp_autotrace.labels import TOOLCHAIN, first_line, is_python, is_toolchain, label_for, python_command, tool_name
+
+PY = "/venv/bin/python3.11"
+
+
+@pytest.mark.parametrize(("argv", "label"), [
+    ([PY, "train.py", "--epochs", "3"], "train.py"),
+    ([PY, "-u", "/home/u/proj/train.py"], "train.py"),
+    ([PY, "-X", "importtime", "-W", "ignore", "t.py"], "t.py"),
+    ([PY, "-Wignore", "-Xdev", "t.py"], "t.py"),
+    ([PY, "-m", "pytest", "-q"], "-m pytest"),
+    ([PY, "-um", "pkg.tool"], "-m pkg.tool"),
+    ([PY, "-mpkg"], "-m pkg"),
+    ([PY, "-m", "torch.distributed.run", "--nproc_per_node=2", "t.py"], "torchrun"),
+    (["/venv/bin/python", "/venv/bin/torchrun", "--standalone", "t.py"], "torchrun"),
+    ([PY, "-c", "import os; print(os.getpid())"], "-c import os; print(os.getpid())"),
+    ([PY, "-c", "\n\n  x = 1\ny = 2"], "-c x = 1"),
+    ([PY, "-c", "a" * 100], "-c " + "a" * 37 + "..."),
+    ([PY, "-Ic", "pass"], "-c pass"),
+    ([PY, "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+      "--multiprocessing-fork"], "multiprocessing spawn child"),
+    ([PY, "-c", "from multiprocessing.forkserver import main; main(4, 5, ['__main__'], **{})"],
+     "multiprocessing forkserver"),
+    ([PY, "-c", "from multiprocessing.resource_tracker import main;main(6)"], "multiprocessing resource_tracker"),
+    ([PY, "-c", '\nimport sys\nif sys.platform != "linux":\n    import torch\nfrom ctypes import cdll\n'
+               'cdll.LoadLibrary("/tmp/x/avx512.so")\n'], "torch ISA probe (python -c ...LoadLibrary...)"),
+    ([PY, "/site/torch/_inductor/compile_worker/__main__.py", "--workers=2"], "compile sidecar"),
+    ([PY, "/site/torch/_inductor/__autotune_main__.py", "--parent=1"], "autotune worker"),
+    ([PY, "-m", "torch._vendor.quack._compile_worker"], "quack compile worker"),
+    ([PY, "/src/mypkg/__main__.py"], "mypkg/__main__.py"),
+    ([PY, "-"], "python (stdin)"),
+    ([PY], "python"),
+    ([PY, "-i"], "python"),
+    (["/usr/bin/g++", "-O3", "x.cpp"], "g++"),
+    (["bash"], "bash"),
+    ([], "?"),
+])
+def test_label_for(argv: list[str], label: str) -> None:
+    assert label_for(argv) == label
+
+
+def test_python_command_kinds() -> None:
+    assert python_command(["/usr/bin/gcc", "-c", "x.c"]) is None  # -c of another program is not code
+    assert python_command([PY, "-c", "pass", "extra"]) == ("-c", "pass")
+    assert python_command([PY, "-c"]) == ("-c", "")
+    assert python_command([PY, "--check-hash-based-pycs", "always", "s.py"]) == ("script", "s.py")
+
+
+@pytest.mark.parametrize(("name", "yes"), [
+    ("python", True), ("python3", True), ("python3.11", True), ("/usr/bin/python3.9d", True), ("pypy3", True),
+    ("python3-config", False), ("pythonista", False), ("ipython", False), ("g++", False),
+])
+def test_is_python(name: str, yes: bool) -> None:
+    assert is_python(name) is yes
+
+
+@pytest.mark.parametrize(("name", "cmd", "tool"), [
+    ("cc1plus", ["/usr/lib/gcc/x86_64-linux-gnu/12/cc1plus", "-quiet"], "cc1plus"),
+    ("g++", "g++ -O3 -shared x.cpp", "g++"),
+    # gcc runs collect2 with a driver-like argv[0]: the comm name decides.
+    ("collect2", ["g++", "-plugin", "liblto_plugin.so"], "collect2"),
+    ("ld", ["/usr/bin/ld", "-o", "x.so"], "ld"),
+    ("ld.gold", [], "ld.gold"),
+    ("as", ["as", "--64"], "as"),
+    ("gcc-12", [], "gcc"),
+    ("clang-17", [], "clang"),
+    ("x86_64-linux-gnu-gcc-12", [], "gcc"),
+    # comm cut at 15 characters: the command line tells
+    ("x86_64-linux-gn", ["/usr/bin/x86_64-linux-gnu-g++-12", "-c"], "g++"),
+    ("nvcc", [], "nvcc"),
+    ("ptxas", [], "ptxas"),
+    ("", ["/usr/bin/cc", "-c", "x.c"], "cc"),
+    ("python3.11", ["python3.11", "-c", "import gcc"], None),
+    ("bash", ["gcc"], None),  # a whole comm name that is not a tool wins over argv
+    ("my-tool-name", [], None),
+    ("sccache", [], "sccache"),
+])
+def test_toolchain(name: str, cmd: list[str], tool: str | None) -> None:
+    assert tool_name(name, cmd) == tool
+    assert is_toolchain(name, cmd) is (tool is not None)
+
+
+def test_toolchain_names_cover_the_issue() -> None:
+    assert {"cc", "gcc", "g++", "c++", "clang", "cc1", "cc1plus", "as", "ld", "ld.bfd", "ld.gold", "collect2",
+            "nvcc", "ptxas"} <= TOOLCHAIN
+
+
+def test_first_line() -> None:
+    assert first_line("\n  \n  import os  \nx") == "import os"
+    assert first_line("") == ""
+    assert first_line("abcdefgh", 5) == "ab..."

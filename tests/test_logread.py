@@ -1,0 +1,211 @@
+"""The reader and the report/export commands on hostile input: never a traceback, never stalled, never NaN."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from wp_autotrace import schema
+from wp_autotrace.cli import main
+from wp_autotrace.logread import MAX_LINE_BYTES, read_logs
+
+from .conftest import clean_env
+from .test_report import seed_log
+
+
+def strict_json(text: str) -> Any:
+    """json.loads that refuses NaN/Infinity, as a strict consumer would."""
+    def refuse(name: str) -> Any:
+        raise ValueError(f"non-standard JSON constant {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def run_cli(args: list[str], tmp_path: Path, shell_suffix: str = "", timeout: float = 30) -> Any:
+    """The CLI in a fresh interpreter (bounded), with WP_AUTOTRACE off."""
+    cmd = " ".join([sys.executable, "-m", "wp_autotrace", *args]) + shell_suffix
+    return subprocess.run(["bash", "-c", cmd], env=clean_env(), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_framing_blank_lines_torn_fragments_and_long_lines(tmp_path: Path) -> None:
+    """Blank lines are skipped silently; `...torn{"v":1,...}` recovers the record; an over-long line is counted."""
+    good = [json.dumps(r, separators=(",", ":")) for r in seed_log().lines]
+    blob = "\n\n".join(good[:3]) + "\n\n" + '{"v":1,"event":"call","ts":17' + good[3] + "\n"
+    blob += "x" * (MAX_LINE_BYTES + 10) + "\n" + "\n".join(good[4:]) + "\n"
+    path = tmp_path / "log.jsonl"
+    path.write_text(blob)
+    data = read_logs([str(path)])
+    assert len(data.records) == len(good)
+    assert data.skipped == {"torn fragment": 1, "line over 1 MiB": 1}
+
+
+def test_fields_checked_and_sanitised(tmp_path: Path) -> None:
+    """Huge ints, NaN/Infinity and wrong types are dropped from records and counted, never printed."""
+    w = seed_log()
+    w.lines[0]["ts"] = 10 ** 400 if False else w.lines[0]["ts"]
+    lines = [json.dumps(r) for r in w.lines]
+    lines.append('{"v":1,"event":"tree","ts":1800000005,"pid":100,"count":NaN,"procs":[{"pid":7,"rss":1e999}]}')
+    lines.append('{"v":1,"event":"process_exit","ts":' + "9" * 401 + ',"pid":100}')
+    lines.append('{"v":1,"event":"return","ts":1800000005,"pid":200,"call_id":2,"worker_pids":"nope",'
+                 '"sidecar_pid":' + "9" * 30 + '}')
+    path = tmp_path / "log.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    data = read_logs([str(path)])
+    assert data.fixed["field of the wrong type or out of range"] == 3
+    tree = [r for r in data.records if r["event"] == "tree" and r["ts"] == 1800000005][0]
+    assert "count" not in tree and tree["procs"] == [{"pid": 7}]
+
+
+def test_missing_input_among_several(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing or unreadable file among several: named on stderr and in input, exit 66."""
+    good = seed_log().write(tmp_path / "a.jsonl")
+    unreadable = tmp_path / "u.jsonl"
+    unreadable.write_text("{}\n")
+    unreadable.chmod(0)
+    assert main(["report", "--json", str(good), str(tmp_path / "missing.jsonl")]) == 66
+    out, err = capsys.readouterr()
+    assert "missing.jsonl" in err
+    assert any("missing.jsonl" in p for p in strict_json(out)["input"]["problems"])
+    assert main(["report", str(good), str(tmp_path / "missing.jsonl")]) == 66
+    assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_fifo_refused_without_blocking(tmp_path: Path) -> None:
+    """A FIFO is refused at once with a clear message (exit 2), never read."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    res = run_cli(["report", str(fifo)], tmp_path, timeout=20)
+    assert res.returncode == 2 and "is a FIFO, not a log file" in res.stderr
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_device_refused(device: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/zero (endless) and other devices are refused before a byte is read."""
+    assert main(["report", device]) == 2
+    assert "is a device, not a log file" in capsys.readouterr().err
+    assert main(["export", device, "-o", "-"]) == 2
+
+
+@pytest.mark.parametrize("suffix,code", [(" >&-", 74), (" | head -c 10 >/dev/null", None)])
+def test_closed_stdout_quiet_exit(suffix: str, code: int | None, tmp_path: Path) -> None:
+    """stdout closed (or its reader gone): exit 74, nothing on stderr, no traceback."""
+    log = seed_log().write(tmp_path / "a.jsonl")
+    res = run_cli(["report", str(log)], tmp_path, suffix + "; echo rc=${PIPESTATUS[0]} >&2")
+    assert "Traceback" not in res.stderr and "Exception" not in res.stderr
+    if code is not None:
+        assert f"rc={code}" in res.stderr
+
+
+def test_cli_leaves_no_log_of_its_own(tmp_path: Path) -> None:
+    """With WP_AUTOTRACE=1 exported, `report` and `run` write no log of their own; the program run is traced."""
+    log = seed_log().write(tmp_path / "a.jsonl")
+    env = clean_env(WP_AUTOTRACE="1")
+    for args in (["-m", "wp_autotrace", "report", str(log)], ["-X", "utf8", "-m", "wp_autotrace", "report", str(log)]):
+        res = subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+        assert res.returncode == 0, res.stderr
+    script = Path(sys.executable).with_name("wp-autotrace")
+    if script.exists():
+        subprocess.run([str(script), "report", str(log)], env=env, cwd=tmp_path, capture_output=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    assert sorted(p.name for p in tmp_path.glob("wp_autotrace-*.jsonl")) == []
+    run_log = tmp_path / "run.jsonl"
+    res = subprocess.run([sys.executable, "-m", "wp_autotrace", "run", "--log", str(run_log), "--", sys.executable,
+                          "-c", "pass"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.glob("wp_autotrace-*.jsonl")) == []
+    starts = [json.loads(x) for x in run_log.read_text().split("\n") if x.strip()]
+    assert [r["role"] for r in starts if r["event"] == "process_start"] == ["main"]
+
+
+# Hostile values for any field: big ints, non-finite numbers, wrong types, nesting.
+hostile = st.one_of(
+    st.integers(), st.integers(min_value=10 ** 20, max_value=10 ** 300), st.floats(allow_nan=True),
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e308]), st.text(max_size=8), st.none(),
+    st.booleans(), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.lists(st.dictionaries(st.sampled_from(["pid", "ppid", "rss", "create_time", "end", "file", "line"]),
+                             st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=3)), max_size=4),
+             max_size=3),
+)
+ALL_FIELDS = sorted({name for types in schema.FIELD_TYPES.values() for name in types})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(event=st.sampled_from(sorted(schema.KNOWN_EVENTS)), values=st.dictionaries(
+    st.sampled_from(ALL_FIELDS), hostile, max_size=8), where=st.integers(0, 40))
+def test_any_field_any_value_never_crashes(tmp_path: Path, capsys: pytest.CaptureFixture[str], event: str,
+                                          values: dict[str, Any], where: int) -> None:
+    """Property: every field with big ints, NaN, wrong types -> valid strict JSON (exit 0) or a clean exit 2."""
+    lines = [json.dumps(r) for r in seed_log().lines]
+    bad = {"v": 1, "event": event, "ts": 1_800_000_005.0, "pid": 100, **values}
+    lines.insert(min(where, len(lines)), json.dumps(bad))  # json.dumps writes NaN/Infinity as Python does
+    path = tmp_path / "fuzz.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    code = main(["report", "--json", str(path)])
+    out, err = capsys.readouterr()
+    assert code in (0, 2) and "Traceback" not in err
+    if code == 0:
+        strict_json(out)
+        assert main(["report", str(path)]) == 0
+        capsys.readouterr()
+        assert main(["export", str(path), "-o", "-"]) == 0
+        strict_json(capsys.readouterr().out)
+
+
+NUMERIC_FIELDS = sorted((event, name) for event, types in schema.FIELD_TYPES.items() for name, kind in types.items()
+                        if kind in (schema.NUM, schema.UINT, schema.INT) and name not in ("v", "ts", "pid"))
+
+
+@pytest.mark.parametrize("event,field", NUMERIC_FIELDS)
+def test_every_numeric_field_rejects_nan_infinity_and_huge(event: str, field: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Every numeric field of every event, set to NaN, Infinity, 1e400 or a 401-digit int: strict JSON out."""
+    lines = [json.dumps(r) for r in seed_log().lines]
+    for bad in ("NaN", "Infinity", "-Infinity", "1e400", "9" * 401):
+        lines.append(f'{{"v":1,"event":"{event}","ts":1800000005.5,"pid":100,"host":"h1","{field}":{bad}}}')
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["report", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    strict_json(out)
+    assert main(["export", str(path), "-o", "-"]) == 0
+    strict_json(capsys.readouterr().out)
+    data = read_logs([str(path)])
+    assert all(field not in r for r in data.records if r["event"] == event and r["ts"] == 1800000005.5)
+
+
+EVERY_FIELD = sorted((event, name, kind) for event, types in schema.FIELD_TYPES.items()
+                     for name, kind in types.items() if name not in ("v", "event", "ts", "pid"))
+# A value of the wrong type for each kind of field.
+WRONG = {schema.STR: [1], schema.OPT_STR: {"a": 1}, schema.UINT: "x", schema.INT: 1.5, schema.NUM: "x",
+         schema.BOOL: "yes", schema.DICT: [1], schema.ANY: {"n": float("nan")}, schema.INTS: [-1, "x", 10 ** 30],
+         schema.STRS: "x", schema.FRAME: {"file": 3}, schema.FRAMES: [{"line": "x"}, 7],
+         schema.PROCS: [{"pid": "x"}, {"pid": 5, "rss": -1, "cmd": 3}], schema.ENDED: [{"pid": 5, "end": "x"}],
+         schema.RSS: [{"pid": -5}]}
+
+
+@pytest.mark.parametrize("event,field,kind", EVERY_FIELD)
+def test_every_field_of_the_wrong_type(event: str, field: str, kind: str, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Every field of every event, given a value of the wrong type: report, text and export still work."""
+    lines = [json.dumps(r) for r in seed_log().lines]
+    for pid in (100, 200, 777):  # a known process, a sidecar, and one never seen
+        bad = {"v": 1, "event": event, "ts": 1_800_000_005.5, "pid": pid, "host": "h1", field: WRONG[kind]}
+        lines.append(json.dumps(bad))
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["report", "--json", str(path)]) == 0
+    strict_json(capsys.readouterr().out)
+    assert main(["report", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(path), "-o", "-"]) == 0
+    strict_json(capsys.readouterr().out)

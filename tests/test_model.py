@@ -1,0 +1,444 @@
+"""The run model and findings on synthetic logs: identities, runs, pools, counts, one scenario per finding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from wp_autotrace.findings import FINDINGS
+from wp_autotrace.logread import read_logs
+from wp_autotrace.render import render_text
+from wp_autotrace.report import analyze
+
+from .test_report import PLUGIN, T0, LogWriter, seed_log
+
+SP = "torch._inductor.compile_worker.subproc_pool"
+AC = "torch._inductor.async_compile"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def report(w: LogWriter, tmp_path: Path, run: str | None = None) -> dict[str, Any]:
+    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run)
+
+
+def kinds(rep: dict[str, Any]) -> set[str]:
+    return {f["kind"] for f in rep["findings"]}
+
+
+def start(w: LogWriter, t: float, pid: int, ppid: int, role: str, run: str = "r1", **extra: Any) -> None:
+    w.add(t, pid, ppid, role, "process_start", argv=["python", f"{role}.py"], python="3.11.7", forked=False,
+          env={}, run=run, root_pid=100, **extra)
+
+
+def call(w: LogWriter, t: float, pid: int, ppid: int, role: str, target: str, cid: int, end: float | None,
+         **ret: Any) -> None:
+    w.add(t, pid, ppid, role, "call", target=target, call_id=cid, thread="MainThread", stack=[PLUGIN],
+          caller=PLUGIN)
+    if end is not None:
+        w.add(end, pid, ppid, role, "return", call_id=cid, duration_s=end - t, **ret)
+
+
+def clean_run() -> LogWriter:
+    """main 100 makes one pool (sidecar 200), shuts it down, everything exits."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar")
+    call(w, 3, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 3.1, sidecar_pid=200)
+    call(w, 3.05, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 1, 3.06)
+    w.add(3.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(4, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(4, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def with_killed_sidecar() -> LogWriter:
+    w = clean_run()
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] in ("process_exit", "call", "return"))
+               and r.get("target") != f"{SP}:SubprocPool.shutdown" and r.get("call_id") != 2]
+    w.add(2, 100, 1, "main", "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2}], run="r1")
+    return w
+
+
+def with_slow_exit() -> LogWriter:
+    w = clean_run()
+    call(w, 3.5, 100, 1, "main", f"{AC}:shutdown_compile_workers", 9, 3.5 + 12)
+    return w
+
+
+def with_unreturned() -> LogWriter:
+    w = clean_run()
+    call(w, 3.5, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown_pool", 7, None)
+    return w
+
+
+def with_guard(refused: bool) -> Callable[[], LogWriter]:
+    def make() -> LogWriter:
+        w = LogWriter()
+        start(w, 0, 100, 1, "main", guard=True)
+        start(w, 1, 200, 100, "compile-sidecar", guard=True)
+        if refused:
+            w.add(2, 200, 100, "compile-sidecar", "blocked", target=f"{AC}:AsyncCompile.warm_pool", tag="warm-pool",
+                  call_id=1, thread="MainThread", stack=[PLUGIN], caller=PLUGIN, action="skip")
+        w.add(3, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+        w.add(4, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        return w
+    return make
+
+
+def with_tracer_errors() -> LogWriter:
+    w = clean_run()
+    w.add(2, 100, 1, "main", "tracer_error", where="record call", error="ValueError: x")
+    w.lines[-2]["dropped"] = 3
+    return w
+
+
+def with_cut_leftover() -> LogWriter:
+    w = clean_run()
+    w.add(3.9, 100, 1, "main", "leftover", how="root-exit", count=5, pids=[300], run="r1",
+          procs=[{"pid": 300, "ppid": 1, "name": "python", "cmd": "x", "create_time": T0 + 1, "rss": 1 << 20}])
+    return w
+
+
+def with_raising_sidecar() -> LogWriter:
+    w = clean_run()
+    origin = {"file": "/site/torch/utils/_functools.py", "line": 50, "func": "__set__"}
+    w.add(3.01, 200, 100, "compile-sidecar", "error", source="logging", logger="torch._inductor", level="ERROR",
+          exc_type="RuntimeError", message="prefetchable_cache value already set", frames=[origin], origin=origin)
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r.get("target", "").endswith("_shutdown"))
+               and not (r["pid"] == 200 and r["event"] == "return")]
+    return w
+
+
+SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "nested-pools": seed_log,
+    "warm-pool-bypass": seed_log,
+    "leftovers": seed_log,
+    "sidecar-killed": with_killed_sidecar,
+    "sidecar-never-served": with_raising_sidecar,
+    "slow-exit-wait": with_slow_exit,
+    "call-never-returned": with_unreturned,
+    "guard-refused": with_guard(True),
+    "guard-idle": with_guard(False),
+    "tracer-errors": with_tracer_errors,
+    "log-cut": with_cut_leftover,
+}
+
+
+def test_every_finding_kind_has_a_scenario(tmp_path: Path) -> None:
+    """Each finding in the registry has a scenario here, and none fires on a clean run."""
+    assert len(SCENARIOS) == len(FINDINGS)
+    assert kinds(report(clean_run(), tmp_path)) == set()
+
+
+@pytest.mark.parametrize("kind", sorted(SCENARIOS))
+def test_finding_scenario(kind: str, tmp_path: Path) -> None:
+    """The scenario for a finding kind raises that finding, with advice where there is some."""
+    rep = report(SCENARIOS[kind](), tmp_path)
+    found = {f["kind"]: f for f in rep["findings"]}
+    assert kind in found, rep["findings"]
+    assert found[kind]["text"] and found[kind]["severity"] in ("problem", "warning", "info")
+    json.dumps(rep, allow_nan=False)
+
+
+def test_slow_exit_cost_and_guard_idle_wording(tmp_path: Path) -> None:
+    """The slow exit says how long, and costs it; guard idle says so in one line."""
+    rep = report(with_slow_exit(), tmp_path)
+    slow = next(f for f in rep["findings"] if f["kind"] == "slow-exit-wait")
+    assert "12.0 s" in slow["text"] and slow["cost"]["exit_wait_s"] == pytest.approx(12.0)
+    rep = report(with_guard(False)(), tmp_path)
+    assert [f["text"] for f in rep["findings"]] == ["Guard nested-pools was on and refused nothing."]
+
+
+def test_sidecar_error_explains_never_served(tmp_path: Path) -> None:
+    """An error event in a sidecar says what its main() raised."""
+    rep = report(with_raising_sidecar(), tmp_path)
+    text = next(f["text"] for f in rep["findings"] if f["kind"] == "sidecar-never-served")
+    assert "RuntimeError: prefetchable_cache value already set" in text
+    assert "_functools.py:50" in text
+
+
+def test_golden_text_report(tmp_path: Path) -> None:
+    """The seed scenario's text report, line for line (regenerate: WP_AUTOTRACE_GOLDEN=1)."""
+    import os
+
+    w = seed_log()
+    data = read_logs([str(w.write(tmp_path / "seed.jsonl"))])
+    text = render_text(analyze(data), data.skipped)
+    text = text.replace(str(tmp_path), "TMP")
+    golden = GOLDEN / "seed_report.txt"
+    if os.environ.get("WP_AUTOTRACE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def watcher(w: LogWriter, t: float, event: str, **fields: Any) -> None:
+    w.add(t, 900, 100, "watcher", event, run="r1", root_pid=100, **fields)
+
+
+def test_150_leftovers_counted_from_the_data(tmp_path: Path) -> None:
+    """150 processes left at main exit, long command lines, lists in parts: all 150 counted, peak >= 150."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", create_time=T0)
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    cmd = "/usr/bin/python -c 'from torch._inductor.compile_worker.__main__ import main; main()' " + "x" * 220
+    kids = [{"pid": 1000 + i, "ppid": 100, "name": "python", "cmd": cmd, "create_time": T0 + 1, "rss": 280 << 20,
+             "role": "compile-sidecar"} for i in range(150)]
+    for part in range(5):
+        watcher(w, 1.1, "tree", count=151, started=kids[part * 30:(part + 1) * 30], ended=[], part=part, parts=5)
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    for part in range(5):
+        chunk = kids[part * 30:(part + 1) * 30]
+        watcher(w, 5.1, "leftover", how="root-exit", count=150, pids=[k["pid"] for k in chunk], procs=chunk,
+                part=part, parts=5)
+    rep = report(w, tmp_path)
+    assert len(rep["leftover_pids"]) == 150 and rep["leftover_count"] == 150
+    assert rep["max_concurrent_processes"] >= 150
+    assert rep["processes_started"] == 151  # the watcher is not one of the run's processes
+    assert rep["leftover_rss_bytes"] == 150 * (280 << 20)
+    assert "log-cut" not in kinds(rep)
+
+
+def test_pid_reuse_is_a_new_process(tmp_path: Path) -> None:
+    """A pid the run used before, reused by a new sidecar: a new process, its child tracked, the leftover reported."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", create_time=T0)
+    start(w, 1, 500, 100, "child", create_time=T0 + 1)
+    w.add(2, 500, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 2.1, "tree", count=1, started=[], ended=[{"pid": 500, "create_time": T0 + 1, "end": T0 + 2.1}])
+    call(w, 3, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 3.2, sidecar_pid=500)
+    start(w, 3.1, 500, 100, "compile-sidecar", create_time=T0 + 3.1)
+    watcher(w, 3.3, "tree", count=3, ended=[], started=[
+        {"pid": 500, "ppid": 100, "name": "python", "cmd": "sidecar", "create_time": T0 + 3.1, "rss": 5},
+        {"pid": 501, "ppid": 500, "name": "python", "cmd": "worker", "create_time": T0 + 3.2, "rss": 5}])
+    w.add(4, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 4.1, "leftover", how="root-exit", count=2, pids=[500, 501], procs=[
+        {"pid": 500, "ppid": 1, "name": "python", "cmd": "sidecar", "create_time": T0 + 3.1, "rss": 5},
+        {"pid": 501, "ppid": 500, "name": "python", "cmd": "worker", "create_time": T0 + 3.2, "rss": 5}])
+    rep = report(w, tmp_path)
+    five = [p for p in rep["processes"] if p["pid"] == 500]
+    assert [p["role"] for p in five] == ["child", "compile-sidecar"]
+    assert five[0]["end_s"] == 2.0 and five[1]["left_behind"]
+    assert rep["leftover_pids"] == [500, 501]
+    assert rep["pools"][0]["sidecar_start"] == 3.1  # the new process, not the old one
+    assert "leftovers" in kinds(rep)
+
+
+def test_pid_reuse_without_create_time(tmp_path: Path) -> None:
+    """Old logs (no create_time): a process_start after the pid's exit is a new process."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 500, 100, "child")
+    w.add(2, 500, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    start(w, 3, 500, 100, "compile-sidecar")
+    w.add(4, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    assert [p["role"] for p in rep["processes"] if p["pid"] == 500] == ["child", "compile-sidecar"]
+
+
+def test_exec_after_fork_is_one_process(tmp_path: Path) -> None:
+    """A forked child that execs: one process (exec), not killed, not two."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(1, 300, 100, "child", "process_start", argv=["python", "main.py"], forked=True, run="r1")
+    w.add(1.1, 300, 100, "child", "process_start", argv=["python", "tool.py"], forked=False, run="r1")
+    w.add(2, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    procs = [p for p in rep["processes"] if p["pid"] == 300]
+    assert len(procs) == 1 and procs[0]["execs"] == 1 and procs[0]["cmd"] == "python tool.py"
+    assert rep["no_exit_pids"] == []
+
+
+def two_runs() -> LogWriter:
+    """Run A: main pid 1 calls warm_pool; run B (same log, pid 1 again): nothing."""
+    w = LogWriter()
+    w.add(0, 1, 0, "main", "process_start", argv=["python", "a.py"], forked=False, run="A", root_pid=1)
+    w.warm(1, 1, 0, "main", 20)
+    w.add(2, 1, 0, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(100, 1, 0, "main", "process_start", argv=["python", "b.py"], forked=False, run="B", root_pid=1)
+    w.add(101, 1, 0, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_two_runs_kept_apart(tmp_path: Path) -> None:
+    """Two runs in one log: two runs, each with its own command; nothing credited across."""
+    rep = report(two_runs(), tmp_path)
+    assert [(r["id"], r["command"]) for r in rep["runs"]] == [("A", "python a.py"), ("B", "python b.py")]
+    assert {(p["pid"], p["run"]) for p in rep["processes"]} >= {(1, "A"), (1, "B")}
+    assert [c["run"] for c in rep["warm_pool_callers"]] == ["A"]
+    only_b = report(two_runs(), tmp_path, run="B")
+    assert only_b["warm_pool_pids"] == [] and only_b["pools"] == [] and only_b["run"]["command"] == "python b.py"
+    assert only_b["run"]["duration_s"] == 1.0
+    text = render_text(rep, {})
+    assert "this log holds 2 runs (A, B)" in text
+
+
+def test_two_pools_in_one_process(tmp_path: Path) -> None:
+    """Two pools at once in one process, only one quiesced: counts per pool."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.1, sidecar_pid=200)
+    call(w, 2, 100, 1, "main", f"{SP}:SubprocPool.__init__", 2, 2.1, sidecar_pid=300)
+    call(w, 3, 100, 1, "main", f"{SP}:SubprocPool.quiesce", 3, 3.1, sidecar_pid=200)
+    call(w, 4, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 4, 4.1, sidecar_pid=200)
+    call(w, 5, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 5, 5.1, sidecar_pid=300)
+    rep = report(w, tmp_path)
+    counts = {p["sidecar_pid"]: (p["quiesces"], p["shutdowns"]) for p in rep["pools"]}
+    assert counts == {200: (1, 1), 300: (0, 1)}
+
+
+def test_ten_pools_one_after_another(tmp_path: Path) -> None:
+    """Ten pools made and shut in turn by one process (no sidecar pid on the calls): each counts its own."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    for i in range(10):
+        call(w, 1 + i, 100, 1, "main", f"{SP}:SubprocPool.__init__", 10 * i + 1, 1.1 + i, sidecar_pid=200 + i)
+        call(w, 1.2 + i, 100, 1, "main", f"{SP}:SubprocPool.wakeup", 10 * i + 2, 1.3 + i)
+        call(w, 1.4 + i, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 10 * i + 3, 1.5 + i)
+    rep = report(w, tmp_path)
+    assert [(p["wakeups"], p["shutdowns"]) for p in rep["pools"]] == [(1, 1)] * 10
+
+
+def test_string_caller_is_shown_with_its_source(tmp_path: Path) -> None:
+    """A warm_pool called from `python -c` names <string> (with the code's first line) instead of '?'."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    frame = {"file": "<string>", "line": 1, "func": "<module>", "src": "import torch; warm()"}
+    w.add(1, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.warm_pool", call_id=1, thread="MainThread",
+          stack=[frame], caller=None)
+    rep = report(w, tmp_path)
+    assert rep["warm_pool_callers"][0]["caller"]["file"] == "<string>"
+    assert '<string>:1 (<module>) "import torch; warm()"' in render_text(rep, {})
+
+
+def test_tags_not_names(tmp_path: Path) -> None:
+    """A renamed target keeps its meaning through its tag (the report never matches names)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(1, 100, 1, "main", "call", target="torch.x:RenamedPool.start_it", tag="pool-create", call_id=1,
+          thread="MainThread", stack=[], caller=PLUGIN)
+    w.add(1.1, 100, 1, "main", "return", call_id=1, duration_s=0.1, sidecar_pid=200)
+    assert [p["sidecar_pid"] for p in report(w, tmp_path)["pools"]] == [200]
+
+
+def test_old_single_snapshot_tree_still_read(tmp_path: Path) -> None:
+    """The root sampler's old format (whole set in `procs`): untraced children and their end from the next sample."""
+    w = seed_log()
+    w.add(0.5, 100, 1, "main", "tree", count=2, procs=[{"pid": 100, "ppid": 1}, {"pid": 150, "ppid": 100,
+                                                                              "name": "g++"}])
+    rep = report(w, tmp_path)
+    gxx = next(p for p in rep["processes"] if p["pid"] == 150)
+    assert gxx["name"] == "g++" and not gxx["traced"] and gxx["end_s"] is not None
+
+
+def test_deep_chain_and_many_pools_are_linear(tmp_path: Path) -> None:
+    """An 8,000-deep ppid chain and 8,000 pools: no recursion error, depths right."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    for i in range(8000):
+        pid = 1000 + i
+        w.add(1 + i * 1e-4, pid, pid - 1 if i else 100, "compile-sidecar", "process_start", argv=["s"],
+              forked=False, run="r1")
+    for i in range(8000):
+        call(w, 2 + i * 1e-4, 100, 1, "main", f"{SP}:SubprocPool.__init__", i + 1, 2 + i * 1e-4, sidecar_pid=1000 + i)
+    rep = report(w, tmp_path)
+    assert rep["max_sidecar_depth"] == 8000 and len(rep["pools"]) == 8000
+    render_text(rep, {})
+
+
+def test_control_characters_escaped_in_text_exact_in_json(tmp_path: Path) -> None:
+    """Logged strings with ESC/C1/newlines are escaped in text; JSON keeps them exact."""
+    w = LogWriter()
+    evil = "python \x1b]0;pwned\x07 \x9b31m\nfake line"
+    w.add(0, 100, 1, "main", "process_start", argv=[evil], forked=False, run="r1")
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
+    assert "\\x1b]0;pwned\\x07 \\x9b31m\\x0afake line" in text
+    assert rep["run"]["command"] == evil
+
+
+def test_workers_stopped_by_their_pool_are_not_unexplained(tmp_path: Path) -> None:
+    """Workers of a sidecar that was asked to shut down end without process_exit, and that is not alarming."""
+    w = clean_run()
+    w.add(1.3, 201, 200, "compile-worker", "process_start", argv=["python"], forked=True, run="r1")
+    rep = report(w, tmp_path)
+    assert rep["no_exit_pids"] == []
+    w.lines = [r for r in w.lines if r.get("target") != f"{SP}:SubprocMain._shutdown" and r["pid"] != 200
+               or r["event"] == "process_start"]
+    assert report(w, tmp_path)["no_exit_pids"] == [200, 201]
+
+
+def test_rank_shown_in_the_tree(tmp_path: Path) -> None:
+    """A process with a RANK is labelled with it in the text."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 101, 100, "child", rank={"RANK": "3", "WORLD_SIZE": "8"})
+    rep = report(w, tmp_path)
+    assert next(p for p in rep["processes"] if p["pid"] == 101)["rank"] == {"RANK": "3", "WORLD_SIZE": "8"}
+    assert "101 child rank 3" in render_text(rep, {})
+
+
+def test_run_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--run ID reports one run; an unknown id is a clear exit 2 naming the runs there are."""
+    from wp_autotrace.cli import main
+
+    path = two_runs().write(tmp_path / "two.jsonl")
+    assert main(["report", "--json", "--run", "A", str(path)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rep["runs"]] == ["A"] and rep["all_runs"] == 2
+    assert main(["report", "--run", "nope", str(path)]) == 2
+    assert "no run 'nope' in the log; runs: A, B" in capsys.readouterr().err
+
+
+def test_cut_record_is_said(tmp_path: Path) -> None:
+    """A record the writer had to cut (`truncated`) is reported as such."""
+    w = clean_run()
+    w.add(2, 100, 1, "main", "call", truncated=70000)
+    rep = report(w, tmp_path)
+    assert "log-cut" in kinds(rep) and "a call record of pid 100 was cut" in rep["runs"][0]["cut"][0]
+
+
+def test_findings_stay_short_at_8_ranks_by_30_sidecars(tmp_path: Path) -> None:
+    """8 ranks, each with 30 nested sidecars left behind: the Findings section stays within 12 lines."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    pid = 1000
+    for rank in range(8):
+        rpid = pid
+        start(w, 0.1, rpid, 100, "child", rank={"RANK": str(rank)})
+        parent, role = rpid, "child"
+        for depth in range(30):
+            side = pid + 1 + depth
+            w.warm(1 + depth * 0.01, parent, 100 if parent == rpid else parent - 1, role, side, cid=10 + depth * 2)
+            start(w, 1.005 + depth * 0.01, side, parent, "compile-sidecar")
+            parent, role = side, "compile-sidecar"
+        pid += 100
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    left = [{"pid": 1000 + r * 100 + d, "ppid": 1, "rss": 280 << 20} for r in range(8) for d in range(1, 31)]
+    w.add(5.1, 900, 100, "watcher", "leftover", run="r1", how="root-exit", count=len(left),
+          pids=[x["pid"] for x in left], procs=left)
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    section = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
+    assert len(section) <= 12, "\n".join(section)
+    assert rep["leftover_count"] == 240 and rep["leftover_rss_bytes"] == 240 * (280 << 20)
+
+
+def test_killed_before_shutdown_is_still_killed(tmp_path: Path) -> None:
+    """A sidecar or worker SIGKILLed mid-run is reported even though the pool is shut down later."""
+    w = clean_run()
+    w.add(1.3, 201, 200, "compile-worker", "process_start", argv=["python"], forked=True, run="r1")
+    w.add(2, 100, 1, "main", "tree", count=2, started=[], ended=[{"pid": 201, "end": T0 + 2}], run="r1")
+    rep = report(w, tmp_path)
+    assert rep["no_exit_pids"] == [201]  # gone at 2 s, the shutdown request came at 3.05 s
+    w = clean_run()
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] in ("process_exit", "call", "return"))]
+    w.add(2, 100, 1, "main", "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2}], run="r1")
+    rep = report(w, tmp_path)
+    assert rep["pools"][0]["shutdowns"] == 1 and "sidecar-killed" in kinds(rep)

@@ -1,0 +1,78 @@
+"""Pid reuse for real: a pid namespace (unshare -pf, as root) steered with ns_last_pid.
+
+The run's first child gets pid P and exits; the next child is steered to the
+same pid P and leaves a process behind. The report must track the new
+process and its child, and report the leftover. This needs the watcher's
+records (CONTRACTS item 6): the test skips cleanly when none appear, and
+when not root or without unshare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from wp_autotrace.logread import read_logs
+from wp_autotrace.report import analyze
+
+from .conftest import clean_env
+
+ROOT_SCRIPT = textwrap.dedent('''
+    import os, subprocess, sys, time
+    first = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    reused = int(first.stdout)
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(reused - 1))
+    code = ("import os, subprocess, sys, time; "
+            "subprocess.Popen(['sleep', '30'], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL); "
+            "print(os.getpid(), flush=True); time.sleep(30)")
+    second = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    got = int(second.stdout.readline())
+    print(reused, got, flush=True)
+    time.sleep(1.0)  # let the watcher see the new process and its child
+''')
+
+
+def test_reused_pid_in_a_pid_namespace(tmp_path: Path) -> None:
+    """A child that reuses a pid the run already used is tracked, with its child, and reported left behind."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a pid namespace and ns_last_pid)")
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare is not installed")
+    script = tmp_path / "root.py"
+    script.write_text(ROOT_SCRIPT)
+    log = tmp_path / "log.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log))
+    # sh is the namespace's pid 1: it outlives the traced root for a while (so the
+    # watcher can report the leftovers), and its exit ends everything in the namespace.
+    cmd = [unshare, "-pf", "--mount-proc", "sh", "-c", f'"{sys.executable}" "{script}"; sleep 4']
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+    if proc.returncode != 0 and "unshare" in err:
+        pytest.skip(f"cannot make a pid namespace here: {err.strip()[:200]}")
+    reused, got = map(int, out.split())
+    if reused != got:
+        pytest.skip(f"ns_last_pid steering did not take (wanted {reused}, got {got})")
+    records = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    if not any(r.get("role") == "watcher" for r in records):
+        pytest.skip("no watcher records in this build (the watcher lands separately)")
+    rep = analyze(read_logs([str(log)]))
+    same_pid = [p for p in rep["processes"] if p["pid"] == reused]
+    assert len(same_pid) == 2, same_pid
+    assert same_pid[0]["end_s"] is not None and same_pid[1]["left_behind"]
+    assert reused in rep["leftover_pids"] and rep["leftover_count"] >= 2  # the new process and its sleep
+    assert "leftovers" in {f["kind"] for f in rep["findings"]}

@@ -1,0 +1,47 @@
+"""The schema is the one home of event names and fields: README, sink and reader agree with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wp_autotrace import logread, schema, sink
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_schema_table_is_generated_from_schema() -> None:
+    """README's log-schema table is exactly schema.markdown_table() (regenerate it from there)."""
+    text = README.read_text()
+    start = text.index("-->\n", text.index("<!-- schema:start")) + 4
+    end = text.index("<!-- schema:end -->")
+    assert text[start:end] == schema.markdown_table(), (
+        "README's schema table is stale: paste python -c 'from wp_autotrace.schema import markdown_table; "
+        "print(markdown_table())' between the schema markers")
+
+
+def test_one_version_and_every_event_checked() -> None:
+    """The writer's version is the schema's; the reader knows every event and every field type."""
+    assert sink.SCHEMA_VERSION == schema.SCHEMA_VERSION
+    assert frozenset(schema.EVENTS) == logread.KNOWN_EVENTS
+    kinds = {kind for types in schema.FIELD_TYPES.values() for kind in types.values()}
+    assert kinds <= set(logread._CHECKS)
+
+
+def test_model_has_a_handler_per_event() -> None:
+    """A new event in the schema needs its visit_<event> in the model (else the fold fails loudly)."""
+    from wp_autotrace.model import Builder
+
+    assert all(callable(getattr(Builder, "visit_" + event, None)) for event in schema.EVENTS)
+
+
+def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
+    """Each table row says what it means; labels are built and split in one place; old logs get tags by label."""
+    from wp_autotrace import targets as T
+
+    assert all(t.tag and t.tag != T.USER_TAG for t in T.TARGETS)
+    for t in T.TARGETS:
+        assert T.split_label(t.label) == (t.module, t.qualname)
+        assert T.tag_of(t.label) == t.tag
+    assert T.tag_of("plugin:XPUAsyncCompile.warm_pool") == T.WARM_POOL  # a subclass override in an old log
+    assert T.tag_of("mymod:my_function") == T.USER_TAG
+    assert T.short_label("torch._inductor.async_compile:AsyncCompile.warm_pool") == "AsyncCompile.warm_pool"

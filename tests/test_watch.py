@@ -1,0 +1,171 @@
+"""wp-autotrace watch: --once on a live traced run, the log read incrementally, the curses view under tmux."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wp_autotrace.watch import LogTail, RunView
+
+from .conftest import clean_env, run_python
+
+SIDECAR_SCRIPT = "torch/_inductor/compile_worker/__main__.py"
+# The root starts a fake compile sidecar (its argv gives it the role) and both live until killed.
+ROOT_CODE = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, sys.argv[1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+time.sleep(120)
+"""
+READY_TIMEOUT_S = 30
+
+
+class LiveRun:
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path) -> None:
+        self.proc = proc
+        self.log = log
+        self.sidecar = 0
+
+
+@pytest.fixture
+def live_run(tmp_path: Path) -> Iterator[LiveRun]:
+    """A traced run with a live fake sidecar; the whole session is killed afterwards."""
+    script = tmp_path / SIDECAR_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text("import time\ntime.sleep(120)\n")
+    log = tmp_path / "wp_autotrace-live.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", ROOT_CODE, str(script)], cwd=tmp_path,
+                            env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    run = LiveRun(proc, log)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not run.sidecar and time.monotonic() < deadline:
+            time.sleep(0.2)
+            for line in log.read_bytes().splitlines() if log.exists() else []:
+                r = json.loads(line) if line.endswith(b"}") else {}
+                if r.get("event") == "process_start" and r.get("role") == "compile-sidecar":
+                    run.sidecar = r["pid"]
+        assert run.sidecar, "the fake sidecar never wrote its process_start"
+        yield run
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def test_once_shows_the_sidecar(live_run: LiveRun) -> None:
+    """--once on a live run: the main process and the sidecar, with role, depth, rss and age."""
+    res = run_python(["-m", "wp_autotrace", "watch", str(live_run.log), "--once"], clean_env(), timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "main" in res.stdout and "running" in res.stdout
+    row = next(line for line in res.stdout.splitlines() if line.split()[:1] == [str(live_run.sidecar)])
+    assert "compile-sidecar" in row and "MB" in row and row.split()[3] == "1"  # depth 1, under main
+
+
+def test_default_log_is_the_newest_in_cwd(live_run: LiveRun) -> None:
+    """Without LOG: the newest wp_autotrace-*.jsonl here; none at all: exit 2."""
+    res = run_python(["-m", "wp_autotrace", "watch", "--once"], clean_env(), cwd=live_run.log.parent, timeout=60)
+    assert res.returncode == 0 and str(live_run.sidecar) in res.stdout, res.stderr
+    res = run_python(["-m", "wp_autotrace", "watch", "--once"], clean_env(), cwd=live_run.log.parent / "torch")
+    assert res.returncode == 2 and "no wp_autotrace-*.jsonl" in res.stderr
+
+
+def _rec(event: str, pid: int, **fields: Any) -> bytes:
+    base = {"v": 1, "event": event, "ts": time.time(), "pid": pid, "ppid": 1, "host": os.uname().nodename,
+            "role": "main", "seq": 0}
+    return json.dumps({**base, **fields}).encode()
+
+
+def test_tail_is_incremental_and_tolerant(tmp_path: Path) -> None:
+    """A partial last line waits for its end; blank lines and a torn fragment before a record are skipped."""
+    log = tmp_path / "run.jsonl"
+    start = _rec("process_start", os.getpid(), run="aa", root_pid=os.getpid(), forked=False)
+    call = _rec("call", os.getpid(), target="m:AsyncCompile.warm_pool", call_id=1, thread="MainThread",
+                caller={"file": "/x/y/backend/__init__.py", "line": 3, "func": "<module>"})
+    log.write_bytes(b"\n" + start + b"\n\n" + call[:20])
+    tail = LogTail(str(log))
+    assert [r["event"] for r in tail.read()] == ["process_start"]
+    with open(log, "ab") as f:
+        f.write(call[20:] + b"\n" + b'{"v":1,"event":"ca' + _rec("return", os.getpid(), call_id=9) + b"\n")
+    assert [r["event"] for r in tail.read()] == ["call", "return"]
+    assert tail.read() == []
+
+
+def test_open_calls_say_who_waits_on_what(tmp_path: Path) -> None:
+    """A call without its return, in a live process, is listed with its caller; warm_pool callers are named."""
+    view = RunView()
+    me = os.getpid()
+    view.feed(json.loads(_rec("process_start", me, run="aa", root_pid=me, forked=False)))
+    view.feed(json.loads(_rec("call", me, target="m:AsyncCompile.warm_pool", call_id=1, thread="MainThread",
+                              caller={"file": "/x/y/backend/__init__.py", "line": 3, "func": "<module>"})))
+    assert view.refresh() is False
+    text = "\n".join(view.render("run.jsonl"))
+    assert "waits" in text and "in AsyncCompile.warm_pool (MainThread, called from y/backend/__init__.py:3)" in text
+    assert "x1 from y/backend/__init__.py:3" in text
+    view.feed(json.loads(_rec("return", me, call_id=1)))
+    assert "open calls (0)" in "\n".join(view.render("run.jsonl"))
+
+
+def test_ends_when_the_run_has_ended(tmp_path: Path) -> None:
+    """Not on a terminal and without --once, watch still stops once the main process is gone."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    log = tmp_path / "run.jsonl"
+    log.write_bytes(_rec("process_start", dead.pid, run="bb", root_pid=dead.pid, forked=False) + b"\n")
+    res = run_python(["-m", "wp_autotrace", "watch", str(log), "--interval", "0.2"], clean_env(), timeout=30)
+    assert res.returncode == 0 and "ended" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_curses_view_draws_and_quits_on_q(live_run: LiveRun, tmp_path: Path) -> None:
+    """Under tmux (a real terminal) the view draws in place and 'q' ends it."""
+    sock = f"wp-watch-{os.getpid()}"
+    tmux = ["tmux", "-L", sock]
+    cmd = f"{sys.executable} -m wp_autotrace watch {live_run.log} --interval 0.3; sleep 5"
+    env = clean_env(TERM="xterm")
+    try:
+        subprocess.run([*tmux, "new-session", "-d", "-s", "w", "-x", "150", "-y", "30", cmd], env=env, check=True,
+                       timeout=30)
+        screen = ""
+        deadline = time.monotonic() + 30
+        while "q: quit" not in screen and time.monotonic() < deadline:
+            time.sleep(0.3)
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True,
+                                    timeout=10).stdout
+        assert "q: quit" in screen and "compile-sidecar" in screen, screen
+        subprocess.run([*tmux, "send-keys", "-t", "w", "q"], check=True, timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # after q the plain last frame is printed and the shell sleeps
+            time.sleep(0.3)
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True,
+                                    timeout=10).stdout
+            if "q: quit" not in screen and "wp-autotrace watch" in screen:
+                break
+        assert "q: quit" not in screen and "compile-sidecar" in screen, screen
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
+
+
+def test_a_left_behind_process_keeps_its_depth() -> None:
+    """Once the main process is gone, a live child still shows at its depth, marked as left."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    view = RunView()
+    view.feed(json.loads(_rec("process_start", dead.pid, run="cc", root_pid=dead.pid, forked=False)))
+    child = json.loads(_rec("process_start", os.getpid(), run="cc", root_pid=dead.pid, forked=False,
+                            role="compile-sidecar"))
+    child["ppid"] = dead.pid
+    view.feed(child)
+    assert view.refresh() is False  # this process is alive: the run has not ended
+    (row,) = [line for line in view.render("x") if line.split()[:1] == [str(os.getpid())]]
+    assert row.split()[1:4] == ["compile-sidecar", "(left)", "-"] and row.split()[4] == "1", row

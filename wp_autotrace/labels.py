@@ -1,0 +1,167 @@
+"""Process labels: what a process runs, in a few words, from its command line alone.
+
+Pure functions, no I/O: the report calls them on recorded argv and on the
+watcher's names and command lines. A traced Python child is named by its
+script, ``-m module`` or ``-c`` code (with the multiprocessing and torch
+helpers it is known to start recognised); anything else by its program name.
+Compiler toolchain processes (gcc, cc1plus, ld, nvcc, ...) are recognised so
+the report can fold them into one line per parent.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# Longest -c first line kept in a label.
+MAX_CODE = 40
+# Python options that take a value (the next argument, or the rest of this one).
+_VALUE_OPTIONS = "WX"
+# Long options that take a value.
+_LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
+
+# Helpers started with `python -c CODE`, recognised by a piece of CODE; first match wins.
+KNOWN_CODE: tuple[tuple[str, str], ...] = (
+    ("multiprocessing.spawn", "multiprocessing spawn child"),
+    ("multiprocessing.forkserver", "multiprocessing forkserver"),
+    ("multiprocessing.resource_tracker", "multiprocessing resource_tracker"),
+    ("multiprocessing.semaphore_tracker", "multiprocessing resource_tracker"),
+    # torch._inductor.cpu_vec_isa's dlopen probe of a test .so (one per ISA check).
+    ("LoadLibrary", "torch ISA probe (python -c ...LoadLibrary...)"),
+)
+# Modules run with -m that are better known by another name.
+KNOWN_MODULES = {
+    "torch.distributed.run": "torchrun",
+    "torch.distributed.launch": "torch.distributed.launch",
+    "torch._vendor.quack._compile_worker": "quack compile worker",
+}
+# Scripts run by path, recognised by their path's end.
+KNOWN_SCRIPTS: tuple[tuple[str, str], ...] = (
+    ("_inductor/compile_worker/__main__.py", "compile sidecar"),
+    ("_inductor/__autotune_main__.py", "autotune worker"),
+)
+
+# The kernel keeps this many characters of a process name (TASK_COMM_LEN - 1): a
+# name this long may be cut, so the command line is consulted too.
+COMM_LEN = 15
+# Compiler toolchain programs (as their process name, /proc/PID/comm, shows them).
+TOOLCHAIN = frozenset({
+    # C/C++ drivers and their passes
+    "cc", "c++", "gcc", "g++", "cpp", "clang", "clang++", "cc1", "cc1plus", "cc1obj", "collect2", "lto1",
+    "lto-wrapper", "icx", "icpx", "icc", "icpc",
+    # assemblers, linkers, archivers
+    "as", "ld", "ld.bfd", "ld.gold", "ld.lld", "lld", "mold", "ar", "ranlib", "strip", "objcopy",
+    # CUDA / ROCm / Triton
+    "nvcc", "ptxas", "cicc", "cudafe++", "fatbinary", "nvlink", "nvdisasm", "cuobjdump", "hipcc",
+    "ccache", "sccache",
+})
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_python(program: str) -> bool:
+    """Whether a program name or path is a Python interpreter (python, python3.11, pypy3)."""
+    name = _basename(program)
+    return name.startswith(("python", "pypy")) and name.rstrip("0123456789.mdu").endswith(("python", "pypy"))
+
+
+def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
+    """What a Python command line runs: ("script", path), ("-m", module), ("-c", code),
+    ("stdin", "") or ("repl", ""); None if argv[0] is not a Python interpreter."""
+    if not argv or not is_python(argv[0]):
+        return None
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            return ("stdin", "") if arg == "-" else ("script", arg)
+        if arg.startswith("--"):
+            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
+            continue
+        for j, flag in enumerate(arg[1:], 1):
+            if flag in "cm" or flag in _VALUE_OPTIONS:
+                rest = arg[j + 1:]
+                if not rest:
+                    i += 1
+                    rest = argv[i] if i < len(argv) else ""
+                if flag in "cm":
+                    return ("-" + flag, rest)
+                break
+        i += 1
+    return ("repl", "")
+
+
+def first_line(code: str, limit: int = MAX_CODE) -> str:
+    """The first non-blank line of code, shortened to limit characters."""
+    line = next((s.strip() for s in code.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def label_for(argv: Sequence[str]) -> str:
+    """A short label for a process from its full command line (interpreter first)."""
+    if not argv:
+        return "?"
+    command = python_command(argv)
+    if command is None:
+        return _basename(argv[0]) or "?"
+    kind, value = command
+    if kind == "-m":
+        return KNOWN_MODULES.get(value, f"-m {value}")
+    if kind == "-c":
+        for piece, label in KNOWN_CODE:
+            if piece in value:
+                return label
+        return f"-c {first_line(value)}"
+    if kind == "script":
+        path = value.replace("\\", "/")
+        for end, label in KNOWN_SCRIPTS:
+            if path.endswith(end):
+                return label
+        name = _basename(path)
+        if name == "__main__.py" and "/" in path:
+            return "/".join(path.split("/")[-2:])  # a package run by path: name the package
+        return name
+    return "python (stdin)" if kind == "stdin" else "python"
+
+
+def tool_name(name: str, cmd: Sequence[str] | str = ()) -> str | None:
+    """The toolchain program a process is (by its comm name first), or None.
+
+    The comm name decides: gcc execs collect2 with argv[0] still reading like
+    the driver in some tree views, and comm is what the kernel says it runs.
+    Versioned and cross names count (gcc-12, x86_64-linux-gnu-g++, clang-17).
+    """
+    for candidate in (name, _first_word(cmd)):
+        tool = _tool(_basename(candidate or ""))
+        if tool is not None:
+            return tool
+        if candidate and len(candidate) < COMM_LEN:
+            return None  # the comm name is known, whole, and is something else
+    return None
+
+
+def is_toolchain(name: str, cmd: Sequence[str] | str = ()) -> bool:
+    """Whether the process is a compiler/assembler/linker run (see tool_name)."""
+    return tool_name(name, cmd) is not None
+
+
+def _first_word(cmd: Sequence[str] | str) -> str:
+    if isinstance(cmd, str):
+        return cmd.split(" ", 1)[0]
+    return cmd[0] if cmd else ""
+
+
+def _tool(base: str) -> str | None:
+    if base in TOOLCHAIN:
+        return base
+    # Drop a version suffix (gcc-12, clang-17.0), then a target triple prefix (x86_64-linux-gnu-gcc).
+    head, _, tail = base.rpartition("-")
+    if head and tail.replace(".", "").isdigit():
+        base = head
+        if base in TOOLCHAIN:
+            return base
+    last = base.rsplit("-", 1)[-1]
+    return last if last != base and last in TOOLCHAIN and base.count("-") >= 2 else None

@@ -1,0 +1,613 @@
+"""A run model: log records folded into Run -> Process -> Pool -> Call.
+
+One handler per event (``visit_<event>``, as pytest's assertion rewriter
+visits nodes). Identities:
+
+- a process is (host, pid, create_time): a reused pid is a new process. The
+  start time comes from process_start.create_time, else the watcher's
+  entries; without either, a new process_start after an exit (or for
+  another run) is a new process. A non-forked process_start for a live
+  process is its exec (CONTRACTS item 7), not a new process.
+- a run is its run id (process_start.run; watcher records' run); a record
+  belongs to the run of its process's latest process_start.
+- a pool is its instance: the sidecar it started (pid captured by
+  pool-create), so its wakeups, quiesces and shutdowns are its own.
+
+Everything here is linear in the number of records: no per-process ancestor
+walks, no per-pool scans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Callable
+
+from . import schema as S
+from . import targets as T
+from .targets import SIDECAR_ROLES
+
+# Two create_time values (2 decimals, same source) closer than this are one process.
+SAME_START_S = 0.05
+# A sidecar starts after the pool-create call that makes it; allow clock skew.
+SIDECAR_START_SLACK_S = 1.0
+# Frames that hold a user's code without a file: python -c, stdin, a REPL.
+SOURCELESS_FILES = ("<string>", "<stdin>")
+
+
+class Call:
+    """One traced call (or a refused one, ``blocked``)."""
+
+    __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
+                 "end", "error", "ret", "blocked", "action", "pool")
+
+    def __init__(self, proc: Process, r: dict[str, Any], blocked: bool) -> None:
+        self.proc = proc
+        self.call_id: int | None = r.get("call_id")
+        self.ts: float = r["ts"]
+        self.target: str = r.get("target") or "?"
+        self.tag: str = r.get("tag") or T.tag_of(self.target)
+        self.caller: dict[str, Any] | None = r.get("caller") or _sourceless_frame(r.get("stack"))
+        parent = r.get("parent_call")
+        self.parent: Call | None = proc.calls.get(parent) if parent is not None else None
+        self.env: dict[str, Any] = r.get("env") or {}
+        self.thread: str = r.get("thread") or ""
+        self.end: float | None = None
+        self.error: str | None = None
+        self.ret: dict[str, Any] = {}
+        self.blocked = blocked
+        self.action: str = r.get("action") or ""
+        self.pool: Pool | None = None
+
+
+class Pool:
+    """One compile pool instance: the call that made it and the sidecar it started."""
+
+    __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at")
+
+    def __init__(self, creator: Process, call: Call) -> None:
+        self.creator = creator
+        self.call = call
+        self.sidecar_pid: int | None = None
+        self.sidecar: Process | None = None
+        self.wakeups = 0
+        self.quiesces = 0
+        self.shutdowns = 0
+        self.shutdown_at: float | None = None  # when its creator first asked it to shut down
+
+
+class Process:
+    """Everything the log says about one process (host, pid, create_time)."""
+
+    __slots__ = ("host", "pid", "create_time", "run", "ppid", "parent", "children", "role", "traced",
+                 "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
+                 "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
+                 "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
+                 "index")
+
+    def __init__(self, host: str, pid: int, index: int) -> None:
+        self.host = host
+        self.pid = pid
+        self.index = index  # creation order: stable sort key
+        self.create_time: float | None = None
+        self.run: Run | None = None
+        self.ppid: int | None = None
+        self.parent: Process | None = None
+        self.children: list[Process] = []
+        self.role = ""
+        self.traced = False
+        self.forked = False
+        self.execs = 0
+        self.start: float | None = None
+        self.end: float | None = None
+        self.exit_how = ""
+        self.exited = False  # a process_exit was written
+        self.gone: float | None = None  # when the watcher first missed it
+        self.peak_rss = 0
+        self.last_rss = 0
+        self.cmd = ""
+        self.name = ""
+        self.env: dict[str, Any] = {}
+        self.rank: dict[str, Any] = {}
+        self.calls: dict[int, Call] = {}
+        self.pools: list[Pool] = []
+        self.open_pool: Pool | None = None
+        self.pool_by_sidecar: dict[int, Pool] = {}
+        self.worker_pids: set[int] = set()
+        self.served = False  # a sidecar that was asked to shut down (it served its pool)
+        self.served_at: float | None = None  # when that request came
+        self.errors: list[dict[str, Any]] = []
+        self.reparented_to: int | None = None
+        self.depth = 0
+        self.guard = False
+        self.python = ""
+
+
+class Run:
+    """One run: its id, root, processes, and what the watcher saw of it."""
+
+    def __init__(self, run_id: str) -> None:
+        self.id = run_id
+        self.root: Process | None = None
+        self.root_pid: int | None = None
+        self.processes: list[Process] = []
+        self.start: float | None = None
+        self.end: float | None = None
+        self.tree_counts: list[tuple[float, int]] = []
+        self.leftover: dict[Process, dict[str, Any]] = {}
+        self.leftover_count = 0
+        self.leftover_how = ""
+        self.leftover_seen = False
+        self.final_seen = False
+        self.cut: list[str] = []  # what the log itself says was cut
+        self.blocked: list[Call] = []
+        self.tracer_errors: list[str] = []
+        self.dropped = 0
+        self.configs: list[tuple[Process, dict[str, Any], str]] = []
+        self.guard = False
+        self.watcher_pids: set[tuple[str, int]] = set()
+        self.prev_tree: set[Process] = set()  # old-format trees: the last full set
+
+    def seen(self, ts: float) -> None:
+        self.start = ts if self.start is None or ts < self.start else self.start
+        self.end = ts if self.end is None or ts > self.end else self.end
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({p.host for p in self.processes})
+
+    @property
+    def command(self) -> str:
+        return self.root.cmd if self.root else ""
+
+
+class Model:
+    """The folded log: runs, processes, calls and pools, plus the reader's counts."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Run] = {}
+        self.processes: list[Process] = []
+        self.calls: list[Call] = []
+        self.pools: list[Pool] = []
+        self.t0 = 0.0
+        self.t_end = 0.0
+
+
+def _sourceless_frame(stack: Any) -> dict[str, Any] | None:
+    """The innermost frame in -c code or stdin, when no frame with a file is the caller."""
+    for frame in reversed(stack or ()):
+        if frame.get("file") in SOURCELESS_FILES:
+            return frame  # type: ignore[no-any-return]
+    return None
+
+
+def _argv_text(argv: Any) -> str:
+    return " ".join(argv) if isinstance(argv, list) else ""
+
+
+class Builder:
+    """Folds records, in time order, into a Model. One ``visit_<event>`` per event."""
+
+    def __init__(self) -> None:
+        self.model = Model()
+        self.current: dict[tuple[str, int], Process] = {}  # (host, pid) -> latest process
+        self.by_start: dict[tuple[str, int, float], Process] = {}  # (host, pid, create_time)
+        self.all_by_pid: dict[tuple[str, int], list[Process]] = {}
+        self.watchers: dict[tuple[str, int], Run] = {}
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            event: getattr(self, "visit_" + event) for event in S.KNOWN_EVENTS}
+
+    # -- identities ---------------------------------------------------------
+
+    def run(self, run_id: str) -> Run:
+        run = self.model.runs.get(run_id)
+        if run is None:
+            run = self.model.runs[run_id] = Run(run_id)
+        return run
+
+    def new_process(self, host: str, pid: int, ppid: int | None, ts: float, run: Run | None) -> Process:
+        p = Process(host, pid, len(self.model.processes))
+        p.ppid = ppid
+        p.start = ts
+        if ppid is not None and ppid != pid:
+            p.parent = self.current.get((host, ppid))
+        if run is not None:
+            self.join(p, run)
+        self.model.processes.append(p)
+        self.current[(host, pid)] = p
+        self.all_by_pid.setdefault((host, pid), []).append(p)
+        return p
+
+    def join(self, p: Process, run: Run) -> None:
+        if p.run is not run:
+            p.run = run
+            run.processes.append(p)
+
+    def set_create_time(self, p: Process, ct: float | None) -> None:
+        if ct is not None and p.create_time is None:
+            p.create_time = round(ct, 2)
+            p.start = ct if p.start is None or not p.traced else min(p.start, ct)
+            self.by_start[(p.host, p.pid, p.create_time)] = p
+
+    def writer(self, r: dict[str, Any]) -> Process:
+        """The process that wrote r (not the watcher's subjects)."""
+        key = (r["host"], r["pid"])
+        p = self.current.get(key)
+        if p is None:
+            p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
+        if not p.role and r.get("role"):
+            p.role = r["role"]
+        if p.run is not None:
+            p.run.seen(r["ts"])
+            if r.get("truncated") is not None:
+                p.run.cut.append(f"a {r['event']} record of pid {p.pid} was cut to fit 32 KiB")
+        return p
+
+    def is_same(self, p: Process, ct: float | None, ts: float) -> bool:
+        """Whether a process seen now with start time ct is p (not a reused pid)."""
+        if ct is None:
+            return not (p.exited and p.end is not None and ts > p.end)
+        if p.create_time is not None:
+            return abs(p.create_time - ct) <= SAME_START_S
+        # p's start is only known from its first record: ct must not be later.
+        return ct <= (p.start or ts) + SAME_START_S and not (p.exited and p.end is not None and ct > p.end)
+
+    def subject(self, host: str, entry: dict[str, Any], ts: float, run: Run) -> Process:
+        """The process a watcher entry describes: found by (host, pid, create_time), or new."""
+        pid, ct = entry["pid"], entry.get("create_time")
+        if ct is not None:
+            p = self.by_start.get((host, pid, round(ct, 2)))
+            if p is not None:
+                return p
+        p = self.current.get((host, pid))
+        if p is None or not self.is_same(p, ct, ts):
+            p = self.new_process(host, pid, entry.get("ppid"), ct if ct is not None else ts, run)
+        elif p.run is None:
+            self.join(p, run)
+        self.set_create_time(p, ct)
+        self.describe(p, entry)
+        return p
+
+    def describe(self, p: Process, entry: dict[str, Any]) -> None:
+        """What a watcher entry adds: parent, name, command, role, rss."""
+        ppid = entry.get("ppid")
+        if ppid is not None:
+            if p.ppid is None:
+                p.ppid = ppid
+                p.parent = p.parent or self.current.get((p.host, ppid))
+            elif ppid != p.ppid:
+                p.reparented_to = ppid
+        if not p.role and entry.get("role"):
+            p.role = entry["role"]
+        p.cmd = p.cmd or entry.get("cmd", "")
+        p.name = p.name or entry.get("name", "")
+        self.note_rss(p, entry.get("rss"))
+
+    @staticmethod
+    def note_rss(p: Process, rss: int | None) -> None:
+        if rss is not None:
+            p.last_rss = rss
+            p.peak_rss = max(p.peak_rss, rss)
+
+    def record_run(self, r: dict[str, Any]) -> Run:
+        """The run a watcher record is about: its `run`, else its writer's (old logs: the root)."""
+        key = (r["host"], r["pid"])
+        if r.get("run"):
+            run = self.run(r["run"])
+            if r.get("role") == S.WATCHER_ROLE:
+                self.watchers[key] = run
+                run.watcher_pids.add(key)
+        elif key in self.watchers:
+            run = self.watchers[key]
+        else:
+            p = self.writer(r)
+            run = p.run or self.run("")
+            self.join(p, run)
+        if r.get("root_pid") is not None and run.root_pid is None:
+            run.root_pid = r["root_pid"]
+        if r.get("truncated") is not None:
+            run.cut.append(f"a {r['event']} record was cut to fit 32 KiB (its lists are incomplete)")
+        run.seen(r["ts"])
+        return run
+
+    def is_watcher(self, r: dict[str, Any]) -> bool:
+        return r.get("role") == S.WATCHER_ROLE or (r["host"], r["pid"]) in self.watchers
+
+    # -- fold ---------------------------------------------------------------
+
+    def fold(self, records: Iterable[dict[str, Any]]) -> Model:
+        handlers = self._handlers
+        for r in records:
+            handlers[r["event"]](r)
+        self.finish()
+        return self.model
+
+    def visit_process_start(self, r: dict[str, Any]) -> None:
+        if r.get("role") == S.WATCHER_ROLE:
+            if r.get("run"):
+                self.record_run(r)
+            return
+        host, pid, ts, ct = r["host"], r["pid"], r["ts"], r.get("create_time")
+        run = self.run(r.get("run") or "")
+        p = self.by_start.get((host, pid, round(ct, 2))) if ct is not None else None
+        if p is None:
+            p = self.current.get((host, pid))
+            if p is not None and self.is_new_start(p, r):
+                p = None
+        if p is None:
+            p = self.new_process(host, pid, r.get("ppid"), ts if ct is None else ct, run)
+        elif p.traced:
+            p.execs += 1  # the same process again: an exec (CONTRACTS item 7)
+        self.current[(host, pid)] = p
+        self.join(p, run)
+        self.set_create_time(p, ct)
+        first = not p.traced
+        p.traced = True
+        p.role = r.get("role") or p.role
+        if first:
+            p.forked = bool(r.get("forked"))
+            p.ppid = r.get("ppid", p.ppid)
+        p.cmd = _argv_text(r.get("argv")) or p.cmd
+        p.env = r.get("env") or p.env
+        p.rank = r.get("rank") or p.rank
+        p.python = r.get("python") or p.python
+        p.guard = bool(r.get("guard"))
+        run.guard = run.guard or p.guard
+        if r.get("root_pid") is not None:
+            run.root_pid = run.root_pid or r["root_pid"]
+        run.seen(ts)
+
+    def is_new_start(self, p: Process, r: dict[str, Any]) -> bool:
+        """Whether a process_start for a known (host, pid) starts a new process."""
+        ct = r.get("create_time")
+        if p.run is not None and r.get("run") and p.run.id != r["run"]:
+            return True  # another run (pid 1 in a container, every run)
+        if ct is not None and p.create_time is not None:
+            return bool(abs(p.create_time - ct) > SAME_START_S)
+        if not p.traced:
+            return not self.is_same(p, ct, r["ts"])
+        if p.exited:
+            return True
+        # A live traced process starting again: an exec (same ppid), else a reused pid.
+        return bool(r.get("forked")) or r.get("ppid") != p.ppid
+
+    def visit_process_exit(self, r: dict[str, Any]) -> None:
+        if self.is_watcher(r):
+            return
+        p = self.writer(r)
+        p.end = r["ts"]
+        p.exited = True
+        p.exit_how = r.get("how") or "exit"
+        if p.run is not None:
+            p.run.dropped += r.get("dropped") or 0
+
+    def visit_call(self, r: dict[str, Any], blocked: bool = False) -> None:
+        if self.is_watcher(r):
+            return
+        p = self.writer(r)
+        c = Call(p, r, blocked)
+        if c.call_id is not None and not blocked:
+            p.calls[c.call_id] = c
+        self.model.calls.append(c)
+        if blocked:
+            if p.run is not None:
+                p.run.blocked.append(c)
+        elif c.tag == T.POOL_CREATE:
+            c.pool = Pool(p, c)
+            p.pools.append(c.pool)
+            p.open_pool = c.pool
+            self.model.pools.append(c.pool)
+
+    def visit_blocked(self, r: dict[str, Any]) -> None:
+        self.visit_call(r, blocked=True)
+
+    def visit_return(self, r: dict[str, Any]) -> None:
+        if self.is_watcher(r):
+            return
+        p = self.writer(r)
+        c = p.calls.get(r.get("call_id", -1))
+        if c is None or c.end is not None:
+            return
+        c.end = r["ts"]
+        c.error = r.get("error")
+        c.ret = r
+        sidecar = r.get("sidecar_pid")
+        if c.pool is not None and sidecar is not None:
+            c.pool.sidecar_pid = sidecar
+            p.pool_by_sidecar[sidecar] = c.pool
+        if c.tag == T.SIDECAR_POOL_START:
+            p.worker_pids.update(r.get("worker_pids") or ())
+        elif c.tag == T.SIDECAR_SHUTDOWN:
+            p.served = True
+            p.served_at = c.ts if p.served_at is None else p.served_at
+        self.credit_pool(c)
+
+    def credit_pool(self, c: Call) -> None:
+        """Count a wakeup/quiesce/shutdown for its own pool: by the sidecar pid it
+        captured, else the caller's latest pool still open."""
+        field = _POOL_COUNTS.get(c.tag)
+        if field is None:
+            return
+        p = c.proc
+        sidecar = c.ret.get("sidecar_pid")
+        pool = p.pool_by_sidecar.get(sidecar) if sidecar is not None else None
+        pool = pool or p.open_pool or (p.pools[-1] if p.pools else None)
+        if pool is None:
+            return
+        setattr(pool, field, getattr(pool, field) + 1)
+        if c.tag == T.POOL_SHUTDOWN:
+            pool.shutdown_at = c.ts if pool.shutdown_at is None else pool.shutdown_at
+            if pool is p.open_pool:
+                p.open_pool = None
+
+    def visit_import(self, r: dict[str, Any]) -> None:
+        if not self.is_watcher(r):
+            self.writer(r)
+
+    def visit_config(self, r: dict[str, Any]) -> None:
+        if self.is_watcher(r):
+            return
+        p = self.writer(r)
+        if p.run is not None:
+            p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
+
+    def visit_role(self, r: dict[str, Any]) -> None:
+        if not self.is_watcher(r):
+            p = self.writer(r)
+            p.role = r.get("role") or p.role
+
+    def visit_tracer_error(self, r: dict[str, Any]) -> None:
+        run = self.record_run(r) if self.is_watcher(r) else self.writer(r).run or self.run("")
+        run.tracer_errors.append(f"pid {r['pid']}: {r.get('where', '')}: {r.get('error', '')}")
+
+    def visit_error(self, r: dict[str, Any]) -> None:
+        if not self.is_watcher(r):
+            self.writer(r).errors.append(r)
+
+    def visit_watcher_start(self, r: dict[str, Any]) -> None:
+        self.record_run(r)
+
+    def visit_watcher_exit(self, r: dict[str, Any]) -> None:
+        self.record_run(r)
+
+    def visit_tree(self, r: dict[str, Any]) -> None:
+        run = self.record_run(r)
+        host, ts = r["host"], r["ts"]
+        if "procs" in r and "started" not in r:
+            self.old_tree(run, r)
+            return
+        for entry in r.get("started") or ():
+            if (host, entry["pid"]) not in run.watcher_pids:
+                self.subject(host, entry, ts, run)
+        for entry in r.get("ended") or ():
+            gone = self.find(host, entry)
+            if gone is not None and gone.gone is None:
+                gone.gone = entry.get("end", ts)
+        for entry in r.get("rss") or ():
+            seen = self.find(host, entry)
+            if seen is not None:
+                self.note_rss(seen, entry.get("rss"))
+        if r.get("count") is not None:
+            run.tree_counts.append((ts, r["count"]))
+        run.final_seen = run.final_seen or bool(r.get("final"))
+
+    def find(self, host: str, entry: dict[str, Any]) -> Process | None:
+        ct = entry.get("create_time")
+        if ct is not None:
+            p = self.by_start.get((host, entry["pid"], round(ct, 2)))
+            if p is not None:
+                return p
+        p = self.current.get((host, entry["pid"]))
+        return p if p is not None and self.is_same(p, ct, p.start or 0.0) else None
+
+    def old_tree(self, run: Run, r: dict[str, Any]) -> None:
+        """The root sampler's format (old logs): the whole set in `procs`, every time."""
+        now: set[Process] = set()
+        for entry in r["procs"]:
+            p = self.subject(r["host"], entry, r["ts"], run)
+            now.add(p)
+        for p in run.prev_tree - now:
+            p.gone = p.gone if p.gone is not None else r["ts"]
+        run.prev_tree = now
+        count = r.get("count")
+        run.tree_counts.append((r["ts"], count if count is not None else len(r["procs"])))
+        run.final_seen = run.final_seen or bool(r.get("final"))
+
+    def visit_leftover(self, r: dict[str, Any]) -> None:
+        run = self.record_run(r)
+        run.leftover_seen = True
+        run.leftover_how = r.get("how") or run.leftover_how or "root-exit"
+        host = r["host"]
+        listed = {e["pid"] for e in r.get("procs") or ()}
+        for entry in r.get("procs") or ():
+            run.leftover[self.subject(host, entry, r["ts"], run)] = entry
+        for pid in r.get("pids") or ():
+            if pid not in listed:
+                run.leftover[self.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid}
+        count = r.get("count")
+        run.leftover_count = max(run.leftover_count, count if count is not None else len(run.leftover))
+
+    # -- after the last record ------------------------------------------------
+
+    def finish(self) -> None:
+        m = self.model
+        if m.processes or m.runs:
+            times = [r.start for r in m.runs.values() if r.start is not None]
+            ends = [r.end for r in m.runs.values() if r.end is not None]
+            m.t0 = min(times) if times else 0.0
+            m.t_end = max(ends) if ends else m.t0
+        orphan = None
+        for p in m.processes:
+            if p.parent is None and p.ppid is not None and p.ppid != p.pid:
+                q = self.current.get((p.host, p.ppid))
+                p.parent = q if q is not p else None
+            if p.parent is not None:
+                p.parent.children.append(p)
+            if p.run is None:
+                run = p.parent.run if p.parent is not None and p.parent.run is not None else None
+                if run is None:
+                    orphan = orphan or self.run("")
+                    run = orphan
+                self.join(p, run)
+        self.finish_pools()
+        self.finish_ends()
+        _set_depths(m.processes)
+        for run in m.runs.values():
+            self.finish_run(run)
+
+    def finish_pools(self) -> None:
+        for pool in self.model.pools:
+            if pool.sidecar_pid is None:
+                continue
+            candidates = self.all_by_pid.get((pool.creator.host, pool.sidecar_pid), [])
+            after = pool.call.ts - SIDECAR_START_SLACK_S
+            pool.sidecar = next((q for q in candidates if (q.start or 0.0) >= after),
+                                candidates[-1] if candidates else None)
+        for c in self.model.calls:  # calls that never returned still count for their pool
+            if c.end is None and not c.blocked:
+                self.credit_pool(c)
+
+    def finish_ends(self) -> None:
+        """A process with no process_exit ends when the watcher first missed it."""
+        in_leftover = {p for run in self.model.runs.values() for p in run.leftover}
+        for p in self.model.processes:
+            if p.role == "" :
+                p.role = "child"
+            if p.end is None and p.gone is not None and p not in in_leftover:
+                p.end = p.gone
+                p.exit_how = p.exit_how or "vanished"
+
+    def finish_run(self, run: Run) -> None:
+        mains = [p for p in run.processes if p.role == "main"]
+        by_pid = [p for p in mains if p.pid == run.root_pid]
+        run.root = by_pid[0] if by_pid else mains[0] if mains else None
+        if run.root is not None and run.root_pid is None:
+            run.root_pid = run.root.pid
+        listed = len(run.leftover)
+        if run.leftover_count > listed:
+            run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
+
+
+_POOL_COUNTS = {T.POOL_WAKEUP: "wakeups", T.POOL_QUIESCE: "quiesces", T.POOL_SHUTDOWN: "shutdowns"}
+
+
+def _set_depths(processes: list[Process]) -> None:
+    """Sidecars on the path from the root down to each process, itself included: linear, memoised."""
+    done: set[int] = set()
+    for p in processes:
+        chain: list[Process] = []
+        on_chain: set[int] = set()
+        q: Process | None = p
+        while q is not None and q.index not in done and q.index not in on_chain:
+            chain.append(q)
+            on_chain.add(q.index)
+            q = q.parent
+        base = q.depth if q is not None and q.index in done else 0
+        for x in reversed(chain):
+            base += x.role in SIDECAR_ROLES
+            x.depth = base
+            done.add(x.index)
+
+
+def build(records: Iterable[dict[str, Any]]) -> Model:
+    """Fold checked records (logread) in time order into a Model."""
+    return Builder().fold(records)

@@ -1,0 +1,81 @@
+"""Opening an output file safely: never one of the inputs, never through a symlink.
+
+Every command that writes a file the user names (export, and any other
+writer) opens it with open_output, so a mistyped ``-o`` cannot destroy a
+log or follow a planted symlink, and the output is as private (0600) as the
+log it was made from.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from typing import IO
+
+STDOUT = "-"
+PRIVATE_MODE = 0o600
+
+
+class UnsafeOutput(Exception):
+    """The output path was refused; the message says why and what to do."""
+
+
+def _identities(paths: list[str]) -> set[tuple[int, int]]:
+    """(st_dev, st_ino) of each readable input (symlinks followed: the file read)."""
+    found = set()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _explain_refusal(path: str, inputs: list[str]) -> None:
+    """Name the clearest reason first (the open's flags are what really refuse)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeOutput(f"{path} is a symlink; refusing to write through it")
+    if (st.st_dev, st.st_ino) in _identities(inputs):
+        raise UnsafeOutput(f"{path} is one of the input logs; refusing to overwrite it")
+
+
+def open_output(path: str, inputs: list[str], force: bool = False) -> IO[str]:
+    """Open path for writing text (``-``: stdout); raise UnsafeOutput if that is unsafe.
+
+    Refused: a symlink or a non-regular file at path, one of the inputs, and
+    (unless force) any existing file. A new file is created 0600; with force
+    an existing regular file is truncated and made 0600.
+    """
+    if path == STDOUT:
+        return sys.stdout
+    _explain_refusal(path, inputs)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    if not force:
+        flags |= os.O_EXCL
+    try:
+        fd = os.open(path, flags, PRIVATE_MODE)
+    except FileExistsError:
+        raise UnsafeOutput(f"{path} exists; choose another -o or add --force") from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafeOutput(f"{path} is a symlink; refusing to write through it") from None
+        raise UnsafeOutput(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeOutput(f"{path} is not a regular file")
+        if (st.st_dev, st.st_ino) in _identities(inputs):
+            raise UnsafeOutput(f"{path} is one of the input logs; refusing to overwrite it")
+        # Only now, once it is known to be neither an input nor special.
+        os.ftruncate(fd, 0)
+        os.fchmod(fd, PRIVATE_MODE)
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -1,0 +1,280 @@
+"""The log's record schema, in one place: event names, each event's fields, the version.
+
+The reader (logread) checks every field against FIELD_TYPES, the model
+(model.py) folds records by these names, and README's "Log schema" table is
+generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
+one entry here plus its ``visit_<event>`` handler in model.py.
+
+Nothing is imported at run time (the start-up path may import this module):
+the TypedDicts exist for type checkers only.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any, TypedDict
+
+SCHEMA_VERSION = 1
+
+# Event names.
+PROCESS_START = "process_start"
+PROCESS_EXIT = "process_exit"
+CALL = "call"
+RETURN = "return"
+BLOCKED = "blocked"
+IMPORT = "import"
+CONFIG = "config"
+ROLE = "role"
+TREE = "tree"
+LEFTOVER = "leftover"
+TRACER_ERROR = "tracer_error"
+ERROR = "error"
+WATCHER_START = "watcher_start"
+WATCHER_EXIT = "watcher_exit"
+
+# The watcher's role: a bookkeeping process, never one of the run's processes.
+WATCHER_ROLE = "watcher"
+# Events written by the sampler/watcher about other processes (they carry `run`).
+WATCHER_EVENTS = frozenset({TREE, LEFTOVER, WATCHER_START, WATCHER_EXIT})
+
+# Field types the reader checks (logread._CHECKS): a field of the wrong type is
+# dropped from its record, and counted.
+INT = "int"  # an integer in [-2**63, 2**63)
+UINT = "uint"  # an integer in [0, 2**63): pids, counts, bytes
+NUM = "num"  # a finite number (never NaN/Infinity) within +-1e15
+STR = "str"
+OPT_STR = "str|null"
+BOOL = "bool"
+DICT = "dict"  # any JSON object (deep-sanitised: non-finite numbers become null)
+ANY = "any"  # any JSON value (deep-sanitised)
+INTS = "list[uint]"
+STRS = "list[str]"
+FRAME = "frame"  # {file, line, func, dist?, dist_version?, rel?, src?}
+FRAMES = "list[frame]"
+PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?}
+ENDED = "list[ended]"  # {pid, create_time, end}
+RSS = "list[rss]"  # {pid, create_time, rss}
+
+# Every record carries these (sink.py writes them; watcher records add run and root_pid).
+BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("v", UINT, "schema version"),
+    ("event", STR, "one of the events below"),
+    ("ts", NUM, "Unix seconds"),
+    ("pid", UINT, "the writing process"),
+    ("ppid", UINT, "its parent at process start"),
+    ("host", STR, "host name"),
+    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, resource-tracker, forkserver, "
+                     "watcher, child"),
+    ("seq", UINT, "per-process counter from 0"),
+    ("truncated", UINT, "set when the record was cut to fit 32 KiB: its size before"),
+)
+
+_CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("target", STR, "`module:Qual.name`"),
+    ("tag", STR, "what the target means (`warm-pool`, `pool-create`, ...; targets.py)"),
+    ("call_id", UINT, "per-process call number"),
+    ("thread", STR, "thread name"),
+    ("stack", FRAMES, "the caller's frames, innermost last"),
+    ("caller", FRAME, "innermost frame outside torch and the stdlib (`file`, `line`, `func`, and `dist`, "
+                      "`dist_version`, `rel`, `src` when known)"),
+    ("parent_call", UINT, "the enclosing traced call"),
+    ("env", DICT, "the pool-deciding variables (warm_pool)"),
+)
+_PART_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("run", STR, "run id"),
+    ("root_pid", UINT, "the run's root"),
+    ("part", UINT, "this record's number when one set spans several records"),
+    ("parts", UINT, "how many records the set spans"),
+)
+_PROC_NOTE = "each `{pid, ppid, name, cmd, create_time, rss, role?}`"
+
+# event -> (what it says, its fields as (name, type, description)).
+EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
+    PROCESS_START: ("a traced interpreter started (or a forked child, or an exec'd image)", (
+        ("argv", STRS, "the whole command line; values of secret-looking options masked as `***`"),
+        ("executable", STR, "sys.executable"),
+        ("python", STR, "Python version"),
+        ("cwd", OPT_STR, "working directory"),
+        ("run", STR, "run id, inherited by every descendant"),
+        ("root_pid", UINT, "the run's root"),
+        ("forked", BOOL, "a forked child (no exec)"),
+        ("guard", BOOL, "WP_AUTOTRACE_GUARD=nested-pools"),
+        ("env", DICT, "the pool-deciding variables as set"),
+        ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
+        ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
+                       "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                       "TORCHELASTIC_RUN_ID); absent when none is"),
+    )),
+    CALL: ("a traced call started", _CALL_FIELDS),
+    RETURN: ("it returned", (
+        ("call_id", UINT, "the call"),
+        ("duration_s", NUM, "seconds"),
+        ("error", STR, "`Type: message` when the call raised"),
+        ("sidecar_pid", UINT, "captured: the pool's sidecar"),
+        ("worker_pids", INTS, "captured: the sidecar's workers"),
+        ("autotune_pid", UINT, "captured: the autotune process"),
+    )),
+    BLOCKED: ("the guard refused a call", _CALL_FIELDS + (("action", STR, "`skip` or `inline-pool`"),)),
+    IMPORT: ("a watched module (`torch_npu._inductor`) started importing", (
+        ("module", STR, "module name"),
+        ("stack", FRAMES, "as in call"),
+        ("caller", FRAME, "as in call"),
+        ("env", DICT, "as in call"),
+    )),
+    CONFIG: ("torch._inductor.config loaded", (
+        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool"),
+        ("torch_version", STR, "torch.__version__"),
+    )),
+    ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
+    TREE: ("the run's process set changed (watcher; old logs: the root's sampler)", _PART_FIELDS + (
+        ("count", UINT, "the run's processes alive now (the true number)"),
+        ("started", PROCS, "processes first seen now, " + _PROC_NOTE),
+        ("ended", ENDED, "processes gone: `{pid, create_time, end}`"),
+        ("rss", RSS, "heartbeat rss: `{pid, create_time, rss}`"),
+        ("final", BOOL, "the last sample"),
+        ("procs", PROCS, "old logs: the whole set, " + _PROC_NOTE),
+        ("changed", BOOL, "old logs: the set changed"),
+    )),
+    LEFTOVER: ("the run's processes still alive when its root ended", _PART_FIELDS + (
+        ("how", STR, "`root-exit`, `root-killed` or `linger-end`"),
+        ("count", UINT, "how many (the true number)"),
+        ("pids", INTS, "their pids"),
+        ("procs", PROCS, _PROC_NOTE),
+        ("samples", UINT, "samples taken"),
+    )),
+    PROCESS_EXIT: ("a traced process is exiting", (
+        ("how", STR, "`exit`, or `os._exit`: a forked multiprocessing worker's end, recorded by its last finalizer, "
+                     "without `code`"),
+        ("code", ANY, "exit code"),
+        ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
+        ("dropped", UINT, "records this process could not write"),
+    )),
+    TRACER_ERROR: ("a fault inside the tracer", (
+        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
+        ("error", STR, "the fault"))),
+    ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
+            "pool-serving process (output unchanged; at most 50 per process)", (
+        ("source", STR, "`logging`, `excepthook` or `threading.excepthook`"),
+        ("logger", OPT_STR, "logger name (null for the hooks)"),
+        ("level", STR, "log level"),
+        ("exc_type", OPT_STR, "exception type (null: an error logged without one)"),
+        ("message", STR, "exception message"),
+        ("log_message", OPT_STR, "torch's own words (`Uncaught exception in compile_worker subprocess`)"),
+        ("frames", FRAMES, "innermost last, at most 8"),
+        ("origin", FRAME, "innermost frame of the exception"),
+    )),
+    WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
+        ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
+    WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (("reason", STR, "why"),)),
+}
+
+KNOWN_EVENTS = frozenset(EVENTS)
+
+# event -> {field: type}, base fields included: what the reader checks.
+FIELD_TYPES: dict[str, dict[str, str]] = {
+    event: {**{name: kind for name, kind, _ in BASE_FIELDS}, **{name: kind for name, kind, _ in fields}}
+    for event, (_, fields) in EVENTS.items()
+}
+
+
+def markdown_table() -> str:
+    """README's log-schema table, generated from EVENTS."""
+    rows = ["| event | what | fields |", "|---|---|---|"]
+    for event, (what, fields) in EVENTS.items():
+        cells = ", ".join(f"`{name}` ({doc})" for name, _, doc in fields)
+        rows.append(f"| `{event}` | {what} | {cells} |")
+    return "\n".join(rows) + "\n"
+
+
+if TYPE_CHECKING:
+    class Frame(TypedDict, total=False):
+        file: str
+        line: int
+        func: str
+        dist: str
+        dist_version: str
+        rel: str
+        src: str
+
+    class ProcEntry(TypedDict, total=False):
+        pid: int
+        ppid: int
+        name: str
+        cmd: str
+        create_time: float
+        rss: int
+        role: str
+
+    class Base(TypedDict, total=False):
+        v: int
+        event: str
+        ts: float
+        pid: int
+        ppid: int
+        host: str
+        role: str
+        seq: int
+        truncated: int
+
+    class ProcessStartRecord(Base, total=False):
+        argv: list[str]
+        executable: str
+        python: str
+        cwd: str | None
+        run: str
+        root_pid: int
+        forked: bool
+        guard: bool
+        env: dict[str, Any]
+        create_time: float
+        rank: dict[str, str]
+
+    class CallRecord(Base, total=False):
+        target: str
+        tag: str
+        call_id: int
+        thread: str
+        stack: list[Frame]
+        caller: Frame | None
+        parent_call: int
+        env: dict[str, Any]
+        action: str
+
+    class ReturnRecord(Base, total=False):
+        call_id: int
+        duration_s: float
+        error: str
+        sidecar_pid: int
+        worker_pids: list[int]
+
+    class TreeRecord(Base, total=False):
+        run: str
+        root_pid: int
+        part: int
+        parts: int
+        count: int
+        started: list[ProcEntry]
+        ended: list[dict[str, Any]]
+        rss: list[dict[str, Any]]
+        final: bool
+        procs: list[ProcEntry]
+
+    class LeftoverRecord(Base, total=False):
+        run: str
+        root_pid: int
+        part: int
+        parts: int
+        how: str
+        count: int
+        pids: list[int]
+        procs: list[ProcEntry]
+
+    class ErrorRecord(Base, total=False):
+        source: str
+        logger: str | None
+        level: str
+        exc_type: str
+        message: str
+        frames: list[Frame]
+        origin: Frame
