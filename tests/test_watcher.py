@@ -431,3 +431,19 @@ def test_fast_orphan_found_by_its_process_start(tmp_path: Path) -> None:
         assert left["pids"] == grandchild
     finally:
         kill_session(proc)
+
+
+def test_command_lines_are_redacted(tmp_path: Path) -> None:
+    """Secret option values and secret environment values in a child's command line never reach the log."""
+    proc, log = start_root('''
+        import subprocess
+        subprocess.run(["sh", "-c", "sleep 0.5", "x", "--api-key", "key-SECRET-1", "--note=env-SECRET-2"])
+    ''', tmp_path, HF_TOKEN="env-SECRET-2")
+    try:
+        proc.communicate(timeout=30)
+        recs = wait_for_watcher(log, 15)
+        shells = [p for p in tree_started(recs).values() if p["name"] == "sh"]
+        assert shells and shells[0]["cmd"] == "sh -c sleep 0.5 x --api-key *** --note=***", shells
+        assert b"SECRET" not in log.read_bytes()
+    finally:
+        kill_session(proc)
