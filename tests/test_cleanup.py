@@ -17,7 +17,7 @@ import pytest
 from wp_autotrace.cleanup import Candidate, _children_first, leftover_procs
 from wp_autotrace.watcher import ProcReader
 
-from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
+from .conftest import clean_env, events, run_python, wait_for_watcher
 
 HOST = os.uname().nodename
 SLEEPER = "import time; time.sleep(120)"
