@@ -289,21 +289,21 @@ def kill_group(pgid: int) -> None:
 
 
 def bench_sampler(made: dict[str, Path], levels: list[int], duration: float, repeats: int, rep: Report) -> None:
-    """Sampler thread CPU at the default interval, and the /proc walk vs psutil as the host grows."""
+    """Watcher process CPU at the default interval, and its sample vs psutil's walk as the host grows."""
     results = []
     for level in levels:
         with HostLoad(level):
             results.append(run_worker(made["pkg"], "sampler", duration, repeats, timeout=600))
     busiest = [r for r in results if r["host_procs"] >= 1000] or results[-1:]
     worst = max(r["thread_cpu_pct"] for r in busiest)
-    rep.row(f"sampler thread at 0.1 s, ~{busiest[0]['descendants']} descendants, host ≥ 1,000 processes",
+    rep.row(f"watcher process at 0.1 s, ~{busiest[0]['descendants']} descendants, host ≥ 1,000 processes",
             f"{worst:.2f}% of one core", "≤ 1% of one core", worst <= 1)
-    lines = [f"The root's Sampler (ProcReader) with {results[0]['descendants']} descendants (8 shells × 4 `sleep`), "
+    lines = [f"The watcher (ProcReader) with {results[0]['descendants']} descendants (8 shells × 4 `sleep`), "
              "the host filled with `sleep` processes outside the traced tree. Walk cost: median of "
-             f"{repeats} alternating calls of `Sampler.sample()` and `psutil.Process().children(recursive=True)`; "
-             f"thread CPU: the real sampler thread for {duration:g} s, from /proc/self/task/TID/schedstat.",
-             "", "| host processes | Sampler.sample (/proc walk) ms | psutil children(recursive) ms | "
-             "sampler thread CPU % of one core | samples |", "|---|---|---|---|---|"]
+             f"{repeats} alternating calls of `Watcher.sample()` and `psutil.Process().children(recursive=True)`; "
+             f"CPU: the real watcher process for {duration:g} s, from /proc/PID/stat (utime + stime).",
+             "", "| host processes | Watcher.sample (children files) ms | psutil children(recursive) ms | "
+             "watcher process CPU % of one core | samples |", "|---|---|---|---|---|"]
     lines += [f"| {r['host_procs']} | {r['proc_walk_ms']} | {r['psutil_ms']} | {r['thread_cpu_pct']} | "
               f"{r['thread_samples']} in {r['thread_s']} s |" for r in results]
     rep.detail("Process-tree sampler", lines)
@@ -519,14 +519,14 @@ MISS_REASONS = {
         "times per process (warm_pool, pool start/stop); the hot one (SubprocPool.submit) is counted."),
     "the same, caller under": (
         "As above, plus the walk through the library frames to the innermost frame outside torch."),
-    "sampler thread": (
-        "Each tick costs about three /proc syscalls per process of the run (open, read, close of a "
-        "children file) plus the Python glue; the walk no longer grows with the host (see the "
-        "psutil column). Raising WP_AUTOTRACE_SAMPLE_INTERVAL lowers it in proportion."),
+    "watcher process": (
+        "Each tick costs one children-file read per process of the run (a stat every 5 ticks) plus the "
+        "Python glue, and a /proc listing every 2 s, which grows with the host. It runs niced in its own "
+        "process, never in the host. Raising WP_AUTOTRACE_SAMPLE_INTERVAL lowers it in proportion."),
     "cold torch.compile": (
-        "Compare the `wp-autotrace, sampler off` row: the tracer itself is within noise; the rest is the "
-        "sampler thread's share of the GIL and of 2 cores during the compile. Runs vary by several "
-        "percent on this machine (see the p25-p75 ranges)."),
+        "Compare the `wp-autotrace, sampler off` row (watcher off): the tracer itself is within noise; the "
+        "watcher process (niced, outside the host) takes a share of 2 cores during the compile. Runs vary "
+        "by several percent on this machine (see the p25-p75 ranges)."),
     "64 writer processes": (
         "CPU-bound on 2 cores: each emit is dominated by the C JSON encoder; the issue's own floor "
         "(json-encoded lines through one O_APPEND fd) is about 120k lines/s here."),

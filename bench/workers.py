@@ -7,8 +7,8 @@ Kinds:
   pth    REPEATS                what site pays for wp_autotrace.pth with the tracer off
   micro  REPEATS CALLS          traced / counted / untraced call cost (in-process)
   sink   WRITERS RECORDS        writer processes appending through Sink, then a tear/loss check
-  sampler DURATION_S REPEATS    Sampler(/proc) vs psutil children(recursive=True), and
-                                the sampler thread's CPU at the default interval
+  sampler DURATION_S REPEATS    Watcher.sample (children files) vs psutil children(recursive=True),
+                                and the watcher process's CPU at the default interval
 """
 
 from __future__ import annotations
@@ -222,18 +222,14 @@ def _host_procs() -> int:
     return sum(1 for name in os.listdir("/proc") if name.isdigit())
 
 
-def _thread_cpu_ns(tid: int) -> int:
-    with open(f"/proc/self/task/{tid}/schedstat") as f:
-        return int(f.read().split()[0])
-
-
 def sampler(duration: float, repeats: int) -> dict[str, Any]:
-    """~40 descendants under this process; time one Sampler.sample (/proc walk)
-    against psutil's children(recursive=True), then run the real sampler thread
-    for `duration` seconds and read its CPU time from /proc/self/task/TID/schedstat."""
+    """~40 descendants under this process; time one Watcher.sample (children files)
+    against psutil's children(recursive=True), then run the real watcher process
+    (this process as its root) for `duration` seconds and read its CPU time from
+    /proc/PID/stat."""
     import psutil
 
-    from wp_autotrace.sampler import ProcReader, Sampler
+    from wp_autotrace.watcher import ProcReader, Watcher, spawn
 
     # 8 shells, each with 4 sleeping children: 40 descendants, 2 deep.
     shell = "sleep 600 & sleep 600 & sleep 600 & sleep 600 & wait"
@@ -243,35 +239,41 @@ def sampler(duration: float, repeats: int) -> dict[str, Any]:
         time.sleep(0.5)
         me = psutil.Process()
         descendants = len(me.children(recursive=True))
-        smp = Sampler(Sink(str(tmp / "s.jsonl"), HOST, "main"), 0.1, ProcReader())
-        smp.sample()  # first sample reads each command line once; later ones do not
+        watcher = Watcher(Sink(str(tmp / "s.jsonl"), HOST, "watcher"), "bench", os.getpid(), 0.0, 0.1, 0,
+                          reader=ProcReader())
+        watcher.exclude = set()  # this process is the root here, not the watcher
+        watcher.tick()  # the first sample reads every stat and command line; later ones do not
         proc_s: list[float] = []
         psutil_s: list[float] = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            smp.sample()
+            watcher.sample(time.time())
             t1 = time.perf_counter()
             me.children(recursive=True)
             t2 = time.perf_counter()
             proc_s.append(t1 - t0)
             psutil_s.append(t2 - t1)
         host = _host_procs()
-        thread = Sampler(Sink(str(tmp / "t.jsonl"), HOST, "main"), 0.1, ProcReader())
-        thread.start()
-        tid = thread._thread.native_id
-        assert tid is not None
-        time.sleep(0.3)  # past the first sample (command lines read once)
-        cpu0, t0 = _thread_cpu_ns(tid), time.perf_counter()
+        log = tmp / "t.jsonl"
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        assert spawn(fd, str(log), "bench", 0.0, 0.1, 0.0)
+        wpid = 0
+        while not wpid:
+            time.sleep(0.1)
+            wpid = next((json.loads(line)["pid"] for line in log.read_bytes().splitlines()
+                         if b'"watcher_start"' in line), 0)
+        time.sleep(2.5)  # past the first samples (every stat and command line read once)
+        cpu0, t0 = _proc_cpu_s(wpid), time.perf_counter()
         time.sleep(duration)
-        cpu1, t1 = _thread_cpu_ns(tid), time.perf_counter()
-        samples = thread.samples
-        thread._stop.set()
-        thread._thread.join()
-        cpu_pct = (cpu1 - cpu0) / 1e9 / (t1 - t0) * 100
+        cpu1, t1 = _proc_cpu_s(wpid), time.perf_counter()
+        os.close(fd)
+        log.unlink()  # the watcher leaves when its log is gone
+        cpu_pct = (cpu1 - cpu0) / (t1 - t0) * 100
         return {"host_procs": host, "descendants": descendants,
                 "proc_walk_ms": round(statistics.median(proc_s) * 1e3, 3),
                 "psutil_ms": round(statistics.median(psutil_s) * 1e3, 3),
-                "thread_cpu_pct": round(cpu_pct, 3), "thread_samples": samples, "thread_s": round(t1 - t0, 1)}
+                "thread_cpu_pct": round(cpu_pct, 3), "thread_samples": round((t1 - t0) / 0.1),
+                "thread_s": round(t1 - t0, 1)}
     finally:
         for k in kids:
             try:
@@ -282,6 +284,13 @@ def sampler(duration: float, repeats: int) -> dict[str, Any]:
         for p in tmp.iterdir():
             p.unlink()
         tmp.rmdir()
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process, from /proc/PID/stat fields (14) and (15), in seconds."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rpartition(b")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:

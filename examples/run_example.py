@@ -2,8 +2,8 @@
 
 The scenario never ends by itself (every compile sidecar starts another),
 so this runner gives it a fixed time, interrupts the main process so its
-exit handlers (and wp-autotrace's leftover check) run, then kills what the
-run left behind. Usage: python examples/run_example.py [SECONDS] [--guard]
+exit handlers run (and wp-autotrace's watcher lists what is left), then kills
+what the run left behind. Usage: python examples/run_example.py [SECONDS] [--guard]
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ def main() -> int:
             proc.wait(3)
         except subprocess.TimeoutExpired:
             pass
+    # The watcher process writes what the main process left behind a moment after it ends.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and b'"event":"leftover"' not in (log.read_bytes() if log.exists() else b""):
+        time.sleep(0.2)
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the orphaned sidecars
     except ProcessLookupError:

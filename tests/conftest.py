@@ -126,6 +126,8 @@ def run_until(args: list[str], env: dict[str, str], log: Path, ready: Any, timeo
                 pass
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        elif log.exists() and b'"watcher_start"' in log.read_bytes():
+            wait_for_watcher(log, 5, event="leftover")  # the watcher lists what the root left, before the kill
         out, err = proc.communicate(timeout=30)
     finally:
         try:
@@ -144,3 +146,13 @@ def report_json(*logs: Any) -> dict[str, Any]:
     from wp_autotrace.report import analyze
 
     return analyze(read_logs([str(p) for p in logs]))
+
+
+def wait_for_watcher(log: Any, timeout: float = 20, event: str = "watcher_exit") -> list[dict[str, Any]]:
+    """The log's records once the run's watcher process wrote `event` (it writes after the root exits)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = read_log(log) if os.path.exists(log) else []
+        if any(r["event"] == event for r in recs) or time.monotonic() > deadline:
+            return recs
+        time.sleep(0.05)

@@ -26,8 +26,8 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 
 # Files whose cases belong in the table, in this order.
 FILES = ("test_reliability.py", "test_activation.py", "test_report.py", "test_sink.py", "test_hooks.py",
-         "test_sampler.py", "test_cli.py", "test_torch_e2e.py", "test_torch_pools.py", "test_install.py",
-         "test_startfile.py")
+         "test_sampler.py", "test_watcher.py", "test_cli.py", "test_torch_e2e.py", "test_torch_pools.py",
+         "test_install.py", "test_startfile.py")
 
 
 

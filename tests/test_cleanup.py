@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from wp_autotrace.cleanup import Candidate, _children_first, leftover_procs
-from wp_autotrace.sampler import ProcReader
+from wp_autotrace.watcher import ProcReader
 
-from .conftest import clean_env, events, read_log, run_python
+from .conftest import clean_env, events, run_python, wait_for_watcher
 
 HOST = os.uname().nodename
 SLEEPER = "import time; time.sleep(120)"
@@ -74,7 +74,7 @@ def test_real_leftover_is_ended(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     pid = int(root.stdout)
     try:
-        (left,) = events(read_log(log), "leftover")
+        (left,) = events(wait_for_watcher(log, 20, event="leftover"), "leftover")  # the watcher writes it
         assert pid in left["pids"]
         create_time = next(p["create_time"] for p in left["procs"] if p["pid"] == pid)
         assert _alive(pid, create_time)

@@ -30,7 +30,7 @@ import pytest
 from wp_autotrace.sink import MAX_RECORD_BYTES
 
 from . import reliability_plugin
-from .conftest import ROOT, Result, clean_env, events, needs_torch, read_log, report_json, run_python
+from .conftest import ROOT, Result, clean_env, events, needs_torch, read_log, report_json, run_python, wait_for_watcher
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -320,7 +320,7 @@ def test_fork_storm_with_busy_sampler_and_writers(tmp_path: Path, synth: Path) -
         mine = [c for c in events(recs, "call") if c["pid"] == k["pid"]]
         assert len(mine) == 1 and mine[0]["call_id"] == 1 and "parent_call" not in mine[0]
     assert not events(recs, "tracer_error")
-    assert events(recs, "leftover")[-1]["pids"] == []
+    assert events(wait_for_watcher(log, event="leftover"), "leftover")[-1]["pids"] == []
 
 
 FORK_MID_WRITE = textwrap.dedent('''
@@ -477,6 +477,9 @@ def test_sigkill_pool_process(victim: str, tmp_path: Path) -> None:
     if victim == "sidecar":
         assert proc["role"] == "compile-sidecar"
         assert any(f["kind"] == "sidecar-killed" and killed in f["pids"] for f in rep["findings"])
+        # the watcher saw it go: its raw `tree` records
+        ended = {e["pid"] for t in events(wait_for_watcher(log, 15), "tree") for e in t["ended"]}
+        assert killed in ended
         (pool_row,) = rep["pools"]
         assert pool_row["sidecar_pid"] == killed and pool_row["sidecar_exit"] != "exit"
     else:
@@ -514,9 +517,9 @@ SHUTDOWN = textwrap.dedent('''
     threading.Thread(target=synthmod.slow, args=(30,), daemon=True).start()   # inside a traced call at exit
     last = threading.Thread(target=synthmod.slow, args=(0.3,))               # non-daemon: exit waits for it
     last.start()
-    if sys.argv[1] == "child":                             # a child still alive at exit: the leftover grace
+    if sys.argv[1] == "child":                             # a child still alive at exit (its own session:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+                         stderr=subprocess.DEVNULL, start_new_session=True)  # the harness's kill spares it)
     time.sleep(0.2)
     print("main done")
 ''')
@@ -535,16 +538,17 @@ def test_shutdown_while_sampler_and_threads_run(child: bool, tmp_path: Path, syn
                                          WP_AUTOTRACE_SAMPLE_INTERVAL="0.01", **base), timeout=30)
     assert (traced.returncode, traced.stdout, traced.stderr) == (plain.returncode, plain.stdout, plain.stderr)
     assert traced.stdout == "main done\n"
-    # a hang check, not a benchmark: the leftover grace (0.3 s) applies only when a child is still alive
-    assert traced.elapsed < plain.elapsed + (1.5 if child else 1.0), (traced.elapsed, plain.elapsed)
+    # a hang check, not a benchmark: the root no longer waits for anything at exit
+    assert traced.elapsed < plain.elapsed + 1.0, (traced.elapsed, plain.elapsed)
+    wait_for_watcher(log, event="leftover")
     recs = check_lines(log)
     seq_complete(recs)
     root = events(recs, "process_start")[0]["pid"]
-    # daemon threads may still write calls after process_exit; the main thread's last three are these
-    ends = [r for r in recs if r["pid"] == root and r["event"] not in ("call", "return")][-3:]
-    assert [r["event"] for r in ends] == ["tree", "leftover", "process_exit"] and ends[0]["final"], ends
-    leftover = events(recs, "leftover")[-1]
-    assert bool(leftover["pids"]) == child
+    # daemon threads may still write calls after process_exit; the main thread's last record is this
+    ends = [r for r in recs if r["pid"] == root and r["event"] not in ("call", "return")]
+    assert ends[-1]["event"] == "process_exit", ends
+    leftover = events(recs, "leftover")[-1]  # written by the watcher (raw record, not the report)
+    assert leftover["how"] == "root-exit" and bool(leftover["pids"]) == child
     slow_calls = [c for c in events(recs, "call") if c["target"] == "synthmod:slow"]
     assert len(slow_calls) == 2  # the one still open at exit has a call and no return: that is fine
 

@@ -1,29 +1,36 @@
-"""The process-tree sampler: orphans stay visible, leftovers are found (no torch)."""
+"""The watcher's process-tree sampling: readers, identity, deltas, chunking (no torch).
+
+These read the raw watcher records (`tree`, `leftover`), never the report.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from wp_autotrace.sampler import ProcReader, PsutilReader, Sampler
-from wp_autotrace.sink import Sink
+from wp_autotrace.bootstrap import own_create_time
+from wp_autotrace.sink import MAX_RECORD_BYTES, Sink
+from wp_autotrace.watcher import PART_BYTES, ProcReader, PsutilReader, Watcher, pack
 
-from .conftest import clean_env, events, read_log, run_python
+from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
 
 ORPHANER = textwrap.dedent('''
     import subprocess, sys, time
     # A child that starts a grandchild (not Python) and exits soon after: the
-    # grandchild is re-parented, as sidecar chains are. (A process born and
-    # orphaned within one sample interval is seen only if it is traced.)
+    # grandchild is re-parented, as sidecar chains are. It leaves the session, so
+    # the test harness's kill of the session does not end it before the watcher looks.
     subprocess.run([sys.executable, "-c",
-                    "import subprocess as s, time; s.Popen(['sleep', '30'], stdout=s.DEVNULL, stderr=s.DEVNULL);"
+                    "import subprocess as s, time; s.Popen(['sleep', '30'], stdout=s.DEVNULL, stderr=s.DEVNULL,"
+                    " start_new_session=True);"
                     " time.sleep(0.5)"], check=True)
     time.sleep(1.0)
     print("main done")
@@ -31,34 +38,27 @@ ORPHANER = textwrap.dedent('''
 
 
 def test_orphan_is_tracked_and_left_over(tmp_path: Path, log: Path) -> None:
-    """A re-parented grandchild stays in the sampled tree and is reported as left over."""
+    """A re-parented grandchild stays in the run and is in the root-exit leftover, with its new parent."""
     script = tmp_path / "orphaner.py"
     script.write_text(ORPHANER)
-    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0.02")
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0.02",
+                    WP_AUTOTRACE_LINGER="0")
     res = run_python([str(script)], env, timeout=60)
     assert res.returncode == 0 and res.stdout == "main done\n", res.stderr
-    recs = read_log(log)
+    recs = wait_for_watcher(log)
     root = events(recs, "process_start")[0]["pid"]
-    seen = {p["pid"]: p for tree in events(recs, "tree") for p in tree["procs"]}
-    sleepers = [p for p in seen.values() if p["name"] == "sleep"]
-    assert len(sleepers) == 1
-    (leftover,) = events(recs, "leftover")
-    assert leftover["pids"] == [sleepers[0]["pid"]]
-    final = [t for t in events(recs, "tree") if t["final"]][0]
-    still = {p["pid"]: p for p in final["procs"]}
-    assert sleepers[0]["pid"] in still and still[sleepers[0]["pid"]]["ppid"] != root  # re-parented, still seen
-    from .conftest import report_json
-
-    rep = report_json(log)
-    assert rep["leftover_pids"] == [sleepers[0]["pid"]]
-    assert sleepers[0]["pid"] in rep["reparented_pids"]
+    started = {p["pid"]: p for tree in events(recs, "tree") for p in tree["started"]}
+    sleepers = [p for p in started.values() if p["name"] == "sleep"]
+    assert len(sleepers) == 1 and sleepers[0]["ppid"] != root
+    left = [r for r in events(recs, "leftover") if r["how"] == "root-exit"]
+    assert [r["pids"] for r in left] == [[sleepers[0]["pid"]]]
+    assert left[0]["procs"][0]["ppid"] != sleepers[0]["ppid"]  # re-parented, still seen
+    os.kill(sleepers[0]["pid"], signal.SIGKILL)  # it left the session: the harness would not kill it
 
 
 @pytest.mark.parametrize("reader_cls", [ProcReader, PsutilReader])
 def test_readers_agree_with_psutil(reader_cls: type) -> None:
-    """The /proc reader and the psutil reader agree with psutil on ppid, name, start time."""
-    if reader_cls is ProcReader and not ProcReader.available():
-        pytest.skip("no /proc children files here")
+    """The /proc reader and the psutil reader agree with psutil on ppid, name, start time, groups."""
     child = subprocess.Popen(["sleep", "10"])
     try:
         reader = reader_cls()
@@ -67,7 +67,8 @@ def test_readers_agree_with_psutil(reader_cls: type) -> None:
         assert info is not None
         assert info["ppid"] == os.getpid() and info["name"] == "sleep"
         assert abs(info["create_time"] - ps.create_time()) < 1.5
-        assert child.pid in reader.children(os.getpid())
+        assert info["groups"] == (os.getpgid(0), os.getsid(0))
+        assert child.pid in reader.pids() and os.getpid() in reader.pids()
         # /proc may show an empty command line for a moment right after exec.
         deadline = time.monotonic() + 5
         while not reader.cmdline(child.pid) and time.monotonic() < deadline:
@@ -80,21 +81,113 @@ def test_readers_agree_with_psutil(reader_cls: type) -> None:
     assert reader.stat(child.pid) is None  # reaped: gone
 
 
-def test_sampler_writes_on_change_and_stops_promptly(tmp_path: Path) -> None:
-    """The sampler writes a tree record on each change and stops within a second."""
-    log = tmp_path / "s.jsonl"
-    sink = Sink(str(log), "h", "main")
-    sampler = Sampler(sink, 0.01)
-    sampler.start()
-    time.sleep(0.1)
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
-    time.sleep(0.3)
-    child.wait()
-    time.sleep(0.1)
-    t = time.monotonic()
-    sampler.stop_and_report_leftovers()
-    assert time.monotonic() - t < 1.0
+def test_own_create_time_is_the_readers() -> None:
+    """process_start's create_time and the watcher's tree entry for the same process are equal."""
+    assert own_create_time() == ProcReader().stat(os.getpid())["create_time"]  # type: ignore[index]
+
+
+class FakeReader:
+    """A process table the test edits: pid -> stat."""
+
+    def __init__(self) -> None:
+        self.procs: dict[int, dict[str, Any]] = {}
+
+    def add(self, pid: int, ppid: int, ct: float, name: str = "p") -> None:
+        self.procs[pid] = {"pid": pid, "ppid": ppid, "name": name, "create_time": ct, "rss": 1, "threads": 1,
+                           "groups": (1, 1)}
+
+    def pids(self) -> set[int]:
+        return set(self.procs)
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        info = self.procs.get(pid)
+        return dict(info) if info else None
+
+    def children(self, pid: int, threads: int) -> list[int] | None:
+        if pid not in self.procs:
+            return None
+        return [c for c, info in self.procs.items() if info["ppid"] == pid]
+
+    def cmdline(self, pid: int) -> str:
+        return f"{self.procs[pid]['name']} {'a' * 300}" if pid in self.procs else ""
+
+
+def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[Watcher, Path]:
+    log = tmp_path / "w.jsonl"
+    watcher = Watcher(Sink(str(log), "h", "watcher"), "run1", root, 1.0, 0.1, 60, reader=reader)
+    watcher.exclude = set()  # the fake pids may be this test's own
+    watcher.stat_every = 1  # every tick re-reads every stat: pid reuse is seen at once
+    return watcher, log
+
+
+def deltas(log: Path) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     trees = events(read_log(log), "tree")
-    counts = [t["count"] for t in trees if t["changed"]]
-    assert counts[:3] == [1, 2, 1]
-    assert events(read_log(log), "leftover")[0]["pids"] == []
+    return ([(p["pid"], p["create_time"]) for t in trees for p in t["started"]],
+            [(p["pid"], p["create_time"]) for t in trees for p in t["ended"]])
+
+
+def test_reused_pid_is_a_new_process_and_state_is_bounded(tmp_path: Path) -> None:
+    """A pid reused between samples: the old one ends, the new one starts (with its subtree); ended ones are
+    forgotten; a stranger (not under the root) never joins."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    r.add(500, 1, 1.5)  # not the run's
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    r.add(101, 100, 9.0)  # 101 ended and the pid was reused by a new child of the root
+    r.add(102, 101, 9.5)  # ... which has a child of its own
+    w.tick()
+    assert deltas(log) == ([(100, 1.0), (101, 2.0), (101, 9.0), (102, 9.5)], [(101, 2.0)])
+    del r.procs[102]
+    del r.procs[101]
+    w.tick()
+    assert set(w.live) == {100} and w.tick() is None and set(w.live) == {100}
+    assert deltas(log)[1] == [(101, 2.0), (101, 9.0), (102, 9.5)]
+    trees = events(read_log(log), "tree")
+    assert [t["count"] for t in trees] == [2, 3, 1] and all(t["run"] == "run1" and t["root_pid"] == 100 for t in trees)
+
+
+def test_end_is_the_first_sample_without_it(tmp_path: Path) -> None:
+    """The end written for a process is the time of the first sample where it was gone."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    del r.procs[101]
+    before = time.time()
+    w.tick()
+    (ended,) = [e for t in events(read_log(log), "tree") for e in t["ended"]]
+    assert before <= ended["end"] <= time.time()
+
+
+def test_big_sets_are_split_never_cut(tmp_path: Path) -> None:
+    """3,000 processes with 300-char command lines: tree and leftover records split in parts, none lost."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    for pid in range(1000, 4000):
+        r.add(pid, 100, 3.0)
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    del r.procs[100]
+    w.tick()
+    w.leftover("root-killed")
+    recs = read_log(log)
+    trees = events(recs, "tree")
+    first = trees[:trees[0]["parts"]]  # the first sample: started (and rss, a heartbeat), in parts
+    assert len(first) > 1 and [t["part"] for t in first] == list(range(1, len(first) + 1))
+    assert sorted(p["pid"] for t in first for p in t["started"]) == [100, *range(1000, 4000)]
+    left = events(recs, "leftover")
+    assert len(left) > 1 and all(r["count"] == 3000 and r["how"] == "root-killed" for r in left)
+    assert sorted(p for r in left for p in r["pids"]) == list(range(1000, 4000))
+    with open(log, "rb") as f:
+        assert all(len(line) <= MAX_RECORD_BYTES and b'"truncated"' not in line for line in f)
+
+
+def test_pack_keeps_every_item_under_the_budget() -> None:
+    """pack(): every item in exactly one part, each part's JSON within the budget."""
+    items = [{"pid": i, "cmd": "c" * (i % 700)} for i in range(500)]
+    parts = pack({"started": items, "ended": items[:10]})
+    assert [x for p in parts for x in p["started"]] == items and sum(len(p["ended"]) for p in parts) == 10
+    assert all(len(json.dumps(p, separators=(",", ":"))) <= PART_BYTES + 100 for p in parts)

@@ -18,7 +18,7 @@ shift
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.9 3.10 3.11 3.12 3.13)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_sampler.py tests/test_cli.py}
+tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_sampler.py tests/test_watcher.py tests/test_cli.py}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 

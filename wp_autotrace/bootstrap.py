@@ -40,14 +40,20 @@ LOG_ENV = "WP_AUTOTRACE_LOG"
 STACK_ENV = "WP_AUTOTRACE_STACK"
 TARGETS_ENV = "WP_AUTOTRACE_TARGETS"
 INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
+LINGER_ENV = "WP_AUTOTRACE_LINGER"
 GUARD_ENV = "WP_AUTOTRACE_GUARD"
 REDACT_ENV = "WP_AUTOTRACE_REDACT"
 # Exported by the root for its descendants.
 RUN_ENV = "WP_AUTOTRACE_RUN"
 ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"
+WATCHED_ENV = "WP_AUTOTRACE_WATCHED"  # the run id whose watcher the root started
 
 DEFAULT_STACK = 8
 DEFAULT_INTERVAL = 0.1
+# Below this the watcher would cost a good share of a core on an idle host.
+MIN_INTERVAL = 0.01
+DEFAULT_LINGER = 60.0  # seconds the watcher stays after the root ends, while run processes live
+MAX_LINGER = 7 * 24 * 3600.0
 GUARD_MODES = ("nested-pools",)
 
 
@@ -55,7 +61,8 @@ class Settings:
     """What the environment asks for, validated."""
 
     def __init__(self, trace: bool, guard: bool, log: str | None, stack: int, interval: float,
-                 extra_targets: tuple[Target, ...], redact: tuple[str, ...] = ()) -> None:
+                 extra_targets: tuple[Target, ...], redact: tuple[str, ...] = (),
+                 linger: float = DEFAULT_LINGER) -> None:
         self.trace = trace
         self.guard = guard
         self.log = log
@@ -64,6 +71,7 @@ class Settings:
         self.extra_targets = extra_targets
         # Name patterns whose argv/env values are masked in the log (redact.py).
         self.redact = redact or parse_patterns("")
+        self.linger = linger
 
 
 def is_true(value: str | None) -> bool:
@@ -108,6 +116,10 @@ def read_settings() -> Settings:
     extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
     if rejected:
         notes.append(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)")
+    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, root)
+    if 0 < interval < MIN_INTERVAL:
+        notes.append(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}")
+        interval = MIN_INTERVAL
     if root:
         for note in notes:
             warn(note)
@@ -119,10 +131,58 @@ def read_settings() -> Settings:
         guard=guard,
         log=env.get(LOG_ENV) or None,
         stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256, root)),
-        interval=_number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, root),
+        interval=interval,
         extra_targets=tuple(extra),
         redact=parse_patterns(env.get(REDACT_ENV, "")),
+        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, root),
     )
+
+
+# /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
+# spaces and ")", so fields are counted from the last ")"), then (3) state,
+# (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
+# clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
+STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
+DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
+
+
+def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
+    """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
+    head, sep, tail = data.rpartition(b")")
+    fields = tail.split()
+    if not sep or len(fields) <= STAT_RSS:
+        return None
+    return head.partition(b"(")[2].decode(errors="replace"), fields
+
+
+class ProcClock:
+    """Turns a stat starttime into a create time: Unix seconds, 2 decimals, as psutil gives it.
+
+    Every process of a run (process_start) and the watcher (tree entries) use
+    this one rounding, so (host, pid, create_time) names one process.
+    """
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.boot = 0.0
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    self.boot = float(line.split()[1])
+                    break
+
+    def create_time(self, starttime: bytes) -> float:
+        return round(self.boot + int(starttime) / self.tick, 2)
+
+
+def own_create_time() -> float | None:
+    """This process's create time from /proc/self/stat; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            parsed = split_stat(f.read())
+        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
+    except (OSError, ValueError):
+        return None
 
 
 def _proc_cmdline() -> list[str]:
@@ -207,13 +267,14 @@ class Runtime:
             settings.trace = False
             self.sink = Sink(None, self.host, "main")
         self._probes: Any = None  # made when a target module first loads
-        self.sampler: Any = None
-        self.watcher: Any = None
+        self.create_time: float | None = None  # set by write_start
+        self.notice: str | None = None  # root only: the guard's notice file, read and removed at exit
         if self.is_root and settings.guard:
-            from .guard import NOTICE_ENV, NoticeWatcher, notice_path
+            from .guard import NOTICE_ENV, create_notice_file
 
-            env[NOTICE_ENV] = notice_path(run_id)
-            self.watcher = NoticeWatcher(env[NOTICE_ENV])
+            self.notice = create_notice_file(run_id)
+            if self.notice:
+                env[NOTICE_ENV] = self.notice
         from .import_hooks import TargetFinder
 
         self.finder = TargetFinder(TARGETS + settings.extra_targets, self._make_wrapper, self._notify,
@@ -234,7 +295,7 @@ class Runtime:
         self.probes().notify(kind, target, module)
 
     def start(self) -> None:
-        """Hook imports, write process_start, start the root's threads."""
+        """Hook imports, write process_start; the root starts the run's watcher process."""
         if self.settings.extra_targets:
             # A user target may be a module the wrappers themselves need (threading):
             # load them before the finder can patch such a module half-way through.
@@ -245,13 +306,19 @@ class Runtime:
             from .catch import watch_role
 
             watch_role(self.sink)
-        if self.is_root and self.settings.trace and self.settings.interval > 0:
-            from .sampler import Sampler
+        # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
+        if (self.is_root and self.settings.trace and self.settings.interval > 0
+                and os.environ.get(WATCHED_ENV) != self.run_id):
+            from .watcher import spawn
 
-            self.sampler = Sampler(self.sink, self.settings.interval)
-            self.sampler.start()
-        if self.watcher is not None:
-            self.watcher.start()
+            os.environ[WATCHED_ENV] = self.run_id
+            try:
+                started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
+                                self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
+            except OSError:
+                started = False
+            if not started:
+                warn("could not start the process-tree watcher; no tree or leftover records", "watcher")
 
     def write_start(self, forked: bool) -> None:
         """The process_start record: who this process is and what it was told."""
@@ -261,6 +328,7 @@ class Runtime:
             cwd = None
         argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv)
         patterns = self.settings.redact
+        self.create_time = own_create_time()
         self.sink.emit(
             "process_start",
             # The whole command line, interpreter and flags included; secrets masked.
@@ -274,10 +342,12 @@ class Runtime:
             guard=self.settings.guard,
             env=redact_env(watched_env(), patterns),
             **_rank_field(),
+            # Absent where there is no /proc: readers then fall back to ts.
+            **({} if self.create_time is None else {"create_time": self.create_time}),
         )
 
     def after_fork_in_child(self) -> None:
-        """A forked child is a new process: new identity, no root threads.
+        """A forked child is a new process: new identity, not the root.
 
         A child forked by subprocess to exec a program (preexec_fn set) writes
         nothing: it is about to become another image, which writes its own
@@ -285,8 +355,7 @@ class Runtime:
         would read as a killed child.
         """
         self.is_root = False
-        self.sampler = None
-        self.watcher = None
+        self.notice = None
         if _forked_to_exec():
             self.sink.fd = -1  # the fd is O_CLOEXEC: the new image does not inherit it
             return
@@ -297,13 +366,12 @@ class Runtime:
         self.write_start(forked=True)
 
     def at_exit(self, how: str, code: Any = None) -> None:
-        """process_exit; in the root, the final tree and what is left behind."""
-        if self.sampler is not None:
-            self.sampler.stop_and_report_leftovers()
-            self.sampler = None
-        if self.watcher is not None:
-            self.watcher.close()
-            self.watcher = None
+        """process_exit; in the root, the guard's first notice (the watcher writes the leftovers)."""
+        if self.notice is not None:
+            from .guard import print_and_remove_notice
+
+            path, self.notice = self.notice, None
+            print_and_remove_notice(path)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if code is not None:
@@ -349,7 +417,7 @@ _runtime: Runtime | None = None
 _started = False
 
 
-# Called in every forked child (os.register_at_fork): a new identity, no root threads.
+# Called in every forked child (os.register_at_fork): a new identity, not the root.
 def _after_fork() -> None:
     rt = _runtime
     if rt is None:

@@ -16,7 +16,7 @@ import signal
 import time
 from typing import Any, NamedTuple
 
-from .sampler import ProcReader
+from .watcher import ProcReader
 
 # Exit statuses (README's table; NO_USABLE_LOG and USAGE come from cli).
 CLEAN = 0  # every candidate ended or was already gone

@@ -1,67 +1,105 @@
 """The nested-pools guard: what a refused call returns, and how the root hears of it.
 
 A refused call happens in a compile sidecar or worker, whose stderr torch
-sends to /dev/null. So the refusing process appends a line to a notice file
-named in the environment, and a small thread in the root prints one
-``wp-autotrace:`` line the first time one appears.
+sends to /dev/null. So the root creates a notice file at start (only it may:
+O_EXCL, mode 0600, an absolute path it exports), a refusing process appends a
+line to it (never creating it: a post after the root removed it leaves
+nothing behind), and the root prints one ``wp-autotrace:`` line for the
+first notice when it exits, then removes the file. No thread in any host
+process: the root looks once, at exit.
+
+The root imports this module at start-up, so it imports nothing heavy at
+the top: the executor classes are made on first use (``InlinePool``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import threading
-from concurrent.futures import Executor, Future
-from typing import Any, Callable
 
 from .sink import warn
 
+TYPE_CHECKING = False  # typing costs every guarded root milliseconds at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
 NOTICE_ENV = "WP_AUTOTRACE_NOTICE"
+NOTICE_MAX_BYTES = 65536  # the first notice line is far shorter; never read more
 
 
-class InlinePool(Executor):
-    """What a guarded process_pool() returns: jobs run in-process, at once.
+def _make_inline_pool() -> Any:
+    from concurrent.futures import Executor, Future
+    from typing import Callable
 
-    A plugin that calls AsyncCompile.process_pool() inside a compile sidecar
-    or worker gets a working executor, so its code and torch's keep working,
-    but no new sidecar is started.
-    """
+    class InlinePool(Executor):
+        """What a guarded process_pool() returns: jobs run in-process, at once.
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:
-            future.set_exception(exc)
-        return future
+        A plugin that calls AsyncCompile.process_pool() inside a compile sidecar
+        or worker gets a working executor, so its code and torch's keep working,
+        but no new sidecar is started.
+        """
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Nothing to stop."""
+        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+            future: Future[Any] = Future()
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+            return future
 
-    def quiesce(self) -> None:
-        """Nothing to stop."""
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            """Nothing to stop."""
 
-    def wakeup(self) -> None:
-        """Nothing to start."""
+        def quiesce(self) -> None:
+            """Nothing to stop."""
+
+        def wakeup(self) -> None:
+            """Nothing to start."""
+
+    return InlinePool
+
+
+_lazy: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``InlinePool`` is made on first use: it needs concurrent.futures (and so threading)."""
+    if name != "InlinePool":
+        raise AttributeError(name)
+    if name not in _lazy:
+        _lazy[name] = _make_inline_pool()
+    return _lazy[name]
 
 
 def notice_path(run_id: str) -> str:
-    """Where the processes of one run post guard notices (run ids are random)."""
-    return os.path.join(os.environ.get("TMPDIR") or "/tmp", f"wp-autotrace-{run_id}.notice")
+    """Where the processes of one run post guard notices: absolute, named by the (random) run id."""
+    return os.path.abspath(os.path.join(os.environ.get("TMPDIR") or "/tmp", f"wp-autotrace-{run_id}.notice"))
+
+
+def create_notice_file(run_id: str) -> str | None:
+    """Root only: create the run's notice file (new, 0600); its path, or None if it cannot."""
+    path = notice_path(run_id)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+    except OSError as exc:
+        warn(f"guard notices off: cannot create {path}: {exc.strerror or exc}", "guard-notice-file")
+        return None
+    return path
 
 
 def post_notice(info: dict[str, Any]) -> None:
-    """Append one notice for the root; silently nothing if it cannot."""
+    """Append one notice for the root; silently nothing if it cannot (or the root removed the file)."""
     path = os.environ.get(NOTICE_ENV)
     if not path:
         return
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        import json
+
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
             os.write(fd, json.dumps(info, default=repr).encode() + b"\n")
         finally:
             os.close(fd)
-    except OSError:
+    except (OSError, ValueError):
         pass
 
 
@@ -74,48 +112,28 @@ def describe(info: dict[str, Any]) -> str:
             "no nested compile pool was started")
 
 
-class NoticeWatcher:
-    """Root-only: prints the first guard notice of the run as it arrives."""
-
-    def __init__(self, path: str, interval: float = 0.5) -> None:
-        self.path = path
-        self.interval = interval
-        self.printed = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="wp-autotrace-notice", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if self.check():
-                return
-
-    def check(self) -> bool:
-        """Print the first notice if one is there; True once printed."""
-        if self.printed:
-            return True
+def print_and_remove_notice(path: str) -> bool:
+    """Root exit: print the run's first notice, if any, then remove the file; True if printed."""
+    first = b""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         try:
-            with open(self.path, "rb") as f:
-                first = f.readline()
-        except OSError:
-            return False
-        if not first.endswith(b"\n"):
-            return False
-        try:
-            info = json.loads(first)
-        except ValueError:
-            info = {}
-        self.printed = True
-        warn(describe(info), "guard-notice")
-        return True
+            first = os.read(fd, NOTICE_MAX_BYTES).partition(b"\n")[0]
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    if not first:
+        return False
+    import json
 
-    def close(self) -> None:
-        """At root exit: a last look, then remove the notice file."""
-        self._stop.set()
-        self.check()
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+    try:
+        info = json.loads(first)
+    except ValueError:
+        info = {}
+    warn(describe(info if isinstance(info, dict) else {}), "guard-notice")
+    return True

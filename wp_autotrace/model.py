@@ -27,8 +27,11 @@ from . import schema as S
 from . import targets as T
 from .targets import SIDECAR_ROLES
 
-# Two create_time values (2 decimals, same source) closer than this are one process.
-SAME_START_S = 0.05
+# Two create_time values closer than this are one process. Both sides compute
+# round(btime + starttime_ticks / CLK_TCK, 2) from the same kernel numbers, so
+# they differ only by float rounding; 1.5 ticks (CLK_TCK is 100 on Linux) keeps
+# two processes that got one pid 20 ms apart apart.
+SAME_START_S = 0.015
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
@@ -376,12 +379,12 @@ class Builder:
         ct = r.get("create_time")
         if p.run is not None and r.get("run") and p.run.id != r["run"]:
             return True  # another run (pid 1 in a container, every run)
+        if p.exited:
+            return True  # an exec writes no process_exit: after one, this pid is a new process
         if ct is not None and p.create_time is not None:
             return bool(abs(p.create_time - ct) > SAME_START_S)
         if not p.traced:
             return not self.is_same(p, ct, r["ts"])
-        if p.exited:
-            return True
         # A live traced process starting again: an exec (same ppid), else a reused pid.
         return bool(r.get("forked")) or r.get("ppid") != p.ppid
 

@@ -87,7 +87,8 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = "each `{pid, ppid, name, cmd, create_time, rss, role?}`"
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?}` "
+              "(`cmd_len`: the length before `cmd` was cut)")
 
 # event -> (what it says, its fields as (name, type, description)).
 EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
@@ -166,7 +167,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     )),
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
-    WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (("reason", STR, "why"),)),
+    WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
+        ("reason", STR, "`run-ended`, `linger-end`, `log-gone`, `log-unwritable` or `error`"),
+        ("samples", UINT, "samples taken"),
+        ("cpu_s", NUM, "the watcher's own CPU seconds"))),
 }
 
 KNOWN_EVENTS = frozenset(EVENTS)

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from .labels import rank_value
-from .sampler import make_reader
+from .watcher import make_reader
 
 DEFAULT_INTERVAL_S = 1.0
 MAX_READ = 8 * 2**20  # per refresh, so a huge log never freezes the view; the rest comes next time

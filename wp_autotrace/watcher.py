@@ -1,0 +1,587 @@
+"""The run's watcher: a separate small process that samples the run's process tree.
+
+The root starts it (``spawn``) so that no host process ever holds a tracer
+thread or a child it could wait for: the root forks a tiny intermediate,
+which leaves the root's session, points stdio at /dev/null, closes every
+other inherited fd but the log's, lowers its priority, spawns a fresh
+interpreter (``python -I -S``: no site, so no .pth activation and no torch;
+WP_AUTOTRACE* cleared too) and exits; the root reaps it before ``spawn``
+returns. The watcher is therefore an orphan in its own session, recognisable
+in ps as ``... wp-autotrace-watch RUN ...``.
+
+Each tick it lists /proc once and reads the stat of the run's live processes
+and of pids new since the last tick; a new pid whose parent is in the run
+joins it, whichever thread forked it. A process is (pid, create_time): a
+reused pid is a new process. It writes ``tree`` deltas (started / ended,
+end = the first sample where the process was gone or a zombie) and forgets a
+process once its end is written; ``leftover`` when the root ends (root-exit
+if the root wrote its process_exit, root-killed otherwise) and, if some are
+still alive after WP_AUTOTRACE_LINGER seconds, ``linger-end``. It exits when
+the run is empty, at the end of the linger, or at once when the log is gone.
+Lists that do not fit one record are split over several (``part``/``parts``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .bootstrap import (
+    DEAD_STATES,
+    STAT_PGRP,
+    STAT_PPID,
+    STAT_RSS,
+    STAT_SESSION,
+    STAT_STARTTIME,
+    STAT_STATE,
+    STAT_THREADS,
+    ProcClock,
+    split_stat,
+)
+from .redact import env_secrets, parse_patterns, redact_cmd
+from .sink import Sink
+from .targets import ARGV_ROLES
+
+TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
+if TYPE_CHECKING:
+    from typing import Any
+
+ROLE = "watcher"
+ARGV_MARK = "wp-autotrace-watch"  # what ps shows, followed by the run id
+NICE = 10  # it only watches: let the run have the CPU
+HEARTBEAT_S = 2.0  # a tree record with fresh rss at least this often
+STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
+SCAN_S = 2.0  # seconds between /proc scans for orphans of the root's group or session
+LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
+CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
+# Each record's lists are packed to this many bytes of JSON, well under the
+# sink's 32 KiB cap, so the sink never has to shorten (and cut) a list.
+PART_BYTES = 24 * 1024
+LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, the root's process_exit)
+MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
+EXEC_FAILED = 127  # as a shell says "command not found"
+ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
+CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)
+# The interpreter's code: put the package's directory first on sys.path, run main().
+# Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
+BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
+        "from wp_autotrace.watcher import main;main(sys.argv[1:])")
+
+
+# -- the root's side: start it ------------------------------------------------------
+
+_exit = os._exit  # the real one: bootstrap replaces os._exit in traced processes
+
+def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
+          redact: str = "") -> bool:
+    """Start the watcher for this run; True when the intermediate forked it.
+
+    Called in the root at start-up, before any thread exists. The intermediate
+    child is reaped here, so the host never sees a child of ours. redact: the
+    WP_AUTOTRACE_REDACT spec (name patterns, no secrets), as the watcher's
+    environment has no WP_AUTOTRACE* variables.
+    """
+    if not sys.executable:  # embedded: no interpreter to run
+        return False
+    pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # Where the watcher starts reading the log: just after the root's process_start.
+    offset = os.lseek(log_fd, 0, os.SEEK_CUR)
+    argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log, str(offset),
+            str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact]
+    pid = os.fork()
+    if pid == 0:  # the intermediate: never returns into the host's code
+        code = 1
+        try:
+            _detach_and_spawn(argv, log_fd)
+            code = 0
+        finally:
+            _exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:  # SIGCHLD inherited as ignored: the kernel reaped it already
+        return True
+    return status == 0
+
+
+def _detach_and_spawn(argv: list[str], keep_fd: int) -> None:
+    """In the intermediate: own session, quiet stdio, only the log fd kept; fork the watcher."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_fds = list(range(3, 1024))
+    for fd in open_fds:
+        if fd > 2 and fd != keep_fd:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    os.set_inheritable(keep_fd, True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    # fork + exec rather than posix_spawn: posix_spawn returns only once the new
+    # process has exec'd, and on a busy host that wait (the root's) was up to 27 ms.
+    if os.fork() == 0:
+        try:
+            os.execve(argv[0], argv, env)
+        finally:
+            _exit(EXEC_FAILED)
+
+
+# -- reading processes ----------------------------------------------------------------
+
+def _read(path: str, size: int = 4096) -> bytes | None:
+    """A small /proc file's content, or None if the process is gone (os.open: a third of open()'s cost)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class ProcReader:
+    """pids, stat and command lines straight from /proc."""
+
+    def __init__(self) -> None:
+        self.clock = ProcClock()
+        self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    @staticmethod
+    def available() -> bool:
+        """/proc with children files (CONFIG_PROC_CHILDREN): what children() reads."""
+        pid = os.getpid()
+        return os.path.exists(f"/proc/{pid}/task/{pid}/children")
+
+    @staticmethod
+    def pids() -> set[int]:
+        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
+        data = _read(f"/proc/{pid}/stat")
+        parsed = None if data is None else split_stat(data)
+        if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
+            return None
+        name, fields = parsed
+        return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
+                "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
+                "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
+                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
+
+    @staticmethod
+    def children(pid: int, threads: int = 0) -> list[int] | None:
+        """Children of every thread of pid (any thread may fork); None if pid is gone."""
+        if threads == 1:  # most processes of a run: one read, no directory listing
+            data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
+            return None if data is None else [int(c) for c in data.split()]
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        found: list[int] = []
+        for tid in tids:
+            found.extend(int(c) for c in (_read(f"/proc/{pid}/task/{tid}/children", 65536) or b"").split())
+        return found
+
+    @staticmethod
+    def cmdline(pid: int) -> str:
+        data = _read(f"/proc/{pid}/cmdline", 65536) or b""
+        return data.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+class PsutilReader:
+    """The same accessors through psutil, where there is no /proc."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.psutil = psutil
+
+    def pids(self) -> set[int]:
+        return set(self.psutil.pids())
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        ps = self.psutil
+        try:
+            p = ps.Process(pid)
+            with p.oneshot():
+                if p.status() == ps.STATUS_ZOMBIE:
+                    return None
+                return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
+                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss,
+                        "threads": p.num_threads(), "groups": (os.getpgid(pid), os.getsid(pid))}
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return None
+
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
+        ps = self.psutil
+        try:
+            return [c.pid for c in ps.Process(pid).children()]
+        except ps.NoSuchProcess:
+            return None
+        except (ps.AccessDenied, OSError):
+            return []
+
+    def cmdline(self, pid: int) -> str:
+        ps = self.psutil
+        try:
+            return " ".join(ps.Process(pid).cmdline())
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return ""
+
+
+def make_reader() -> Any:
+    """The cheapest reader this platform has."""
+    return ProcReader() if ProcReader.available() else PsutilReader()
+
+
+def role_from_cmd(cmd: str) -> str | None:
+    """The role a command line shows (a compile sidecar, say), if any."""
+    for suffix, role in ARGV_ROLES:
+        if suffix in cmd.replace(os.sep, "/"):
+            return role
+    return None
+
+
+def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
+    """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
+    import json
+
+    parts: list[dict[str, list[Any]]] = [{k: [] for k in lists}]
+    size = 0
+    for key, items in lists.items():
+        for item in items:
+            n = len(json.dumps(item, separators=(",", ":"), default=repr)) + 1
+            if size and size + n > budget:
+                parts.append({k: [] for k in lists})
+                size = 0
+            parts[-1][key].append(item)
+            size += n
+    return parts
+
+
+# -- the watcher's side -----------------------------------------------------------------
+
+class LogWatch:
+    """The log as the watcher reads it: still there? which pids did the run's
+    processes announce (process_start)? did the root write its process_exit?"""
+
+    def __init__(self, write_fd: int, path: str, host: str, run: str, root: int, offset: int) -> None:
+        self.write_fd = write_fd
+        self.host = host
+        self.root = root
+        self.run_mark = f'"run":"{run}"'.encode()
+        self.run = run
+        self.read_fd = -1
+        # The inherited (write-only) fd reopened for reading: the same file even if
+        # the path was renamed since; the path itself where /proc has no fd links.
+        for source in (f"/proc/self/fd/{write_fd}", path):
+            try:
+                fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            a, b = os.fstat(fd), os.fstat(write_fd)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                self.read_fd = fd
+                break
+            os.close(fd)
+        self.offset = offset
+        self.partial = b""
+        self.root_exited = False
+        self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
+
+    def gone(self) -> bool:
+        """The log was removed (or its fd broke): nothing to write for."""
+        try:
+            return os.fstat(self.write_fd).st_nlink == 0
+        except OSError:
+            return True
+
+    def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
+        """Read what was appended since the last scan (at most limit bytes)."""
+        if self.read_fd < 0:
+            return
+        size = os.fstat(self.read_fd).st_size
+        while self.offset < size and limit > 0:
+            data = os.pread(self.read_fd, min(size - self.offset, limit), self.offset)
+            if not data:
+                break
+            self.offset += len(data)
+            limit -= len(data)
+            lines = (self.partial + data).split(b"\n")
+            self.partial = lines.pop()
+            if len(self.partial) > MAX_PARTIAL:
+                self.partial = b""
+            for line in lines:
+                if b'"process_' in line:
+                    self._read_record(line)
+
+    def _read_record(self, line: bytes) -> None:
+        """Note a process_start of this run, or the root's process_exit."""
+        import json
+
+        try:
+            rec = json.loads(line[line.find(b"{"):])
+        except ValueError:
+            return
+        if not isinstance(rec, dict) or rec.get("host") != self.host:
+            return
+        event, pid = rec.get("event"), rec.get("pid")
+        if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
+            if isinstance(rec.get("create_time"), float):
+                self.claimed[pid] = rec["create_time"]
+        elif event == "process_exit" and pid == self.root:
+            self.root_exited = True
+
+
+class Watcher:
+    """Samples one run's process tree and writes its tree / leftover records."""
+
+    def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
+                 reader: Any = None, log: LogWatch | None = None, redact: str = "") -> None:
+        self.sink = sink
+        self.run = run
+        self.root = root
+        self.root_ct = root_ct
+        self.interval = interval
+        self.linger = linger
+        self.reader = reader or make_reader()
+        self.log = log
+        # Command lines are masked as process_start's argv is (redact.py); secret values from the
+        # environment, which the watcher inherits from the root.
+        self.patterns = parse_patterns(redact)
+        self.secrets = env_secrets(os.environ, self.patterns)
+        # Never part of the run: this process, and the intermediate that started it.
+        self.exclude = {os.getpid()} | ({os.getppid()} if os.getppid() != root else set())
+        self.live: dict[int, dict[str, Any]] = {}  # the run's processes alive at the last sample
+        self.threads: dict[int, int] = {}  # their thread counts, from their last stat
+        self.listed: set[int] = set()  # every pid /proc listed at the last scan
+        self.scan_every = max(1, round(SCAN_S / interval))
+        self.stat_every = STAT_EVERY
+        self.scanned_after_root = False
+        self.samples = 0
+        self.root_end: float | None = None
+        self.leftover_written = False
+        self._last_heartbeat = 0.0
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
+
+    def emit_parts(self, event: str, lists: dict[str, list[dict[str, Any]]], **fields: Any) -> None:
+        """One record, or several (part i of parts) when the lists do not fit one."""
+        parts = pack(lists)
+        for i, part in enumerate(parts, 1):
+            extra: dict[str, Any] = {"part": i, "parts": len(parts)} if len(parts) > 1 else {}
+            if event == "leftover":
+                extra["pids"] = [p["pid"] for p in part["procs"]]
+            self.emit(event, **fields, **part, **extra)
+
+    def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
+        """A tree entry for a process joining the run: its stat, command line and role."""
+        cmd = redact_cmd(self.reader.cmdline(info["pid"]), self.patterns, self.secrets)
+        entry = {k: info[k] for k in ENTRY_KEYS}
+        entry["cmd"] = cmd[:CMD_CHARS]
+        if len(cmd) > CMD_CHARS:
+            entry["cmd_len"] = len(cmd)
+        role = "main" if info["pid"] == self.root else role_from_cmd(cmd)
+        parent = self.live.get(info["ppid"])
+        if role == "compile-sidecar" and parent and parent.get("cmd") == entry["cmd"]:
+            role = "compile-worker"  # forked by the sidecar: same command line
+        if role:
+            entry["role"] = role
+        return entry
+
+    def _belongs(self, info: dict[str, Any], members: Any) -> bool:
+        """Is this process (not yet in the run) one of the run's?
+
+        Its parent is; or the log has its process_start for this run; or it
+        is in the root's process group or session (the root leads one) and
+        younger than the root: an orphan whose parent ended before a sample.
+        """
+        pid, ct = info["pid"], info["create_time"]
+        if pid == self.root and (not self.root_ct or abs(ct - self.root_ct) < CT_SLACK):
+            return True
+        if info["ppid"] in members or (self.log is not None and self.log.claimed.get(pid) == ct):
+            return True
+        return self.root in info["groups"] and ct >= self.root_ct
+
+    def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One look at the run: (started, ended) since the last one.
+
+        A known process costs one read of its children file per tick (of every
+        thread's, when it has several); its stat (ended as a zombie, pid
+        reused, exec'd, rss, threads) is re-read every STAT_EVERY ticks,
+        staggered by pid. Orphans whose parent ended between two ticks are
+        found by their process_start in the log, and by a scan of /proc every
+        SCAN_S (the root's group or session): a /proc listing costs in
+        proportion to the whole host, so not every tick.
+        """
+        started: list[dict[str, Any]] = []
+        ended: list[dict[str, Any]] = []
+        candidates: set[int] = set()
+        for pid in list(self.live):
+            if (self.samples + pid) % self.stat_every == 0 and not self._restat(pid, now, started, ended, candidates):
+                continue
+            kids = self.reader.children(pid, self.threads[pid])
+            if kids is None:
+                self._end(pid, now, ended)
+            else:
+                candidates.update(kids)
+        if self.samples == 0:
+            candidates.add(self.root)
+        if self.log is not None and self.log.claimed:
+            candidates.update(self.log.claimed)
+        if self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
+            self.scanned_after_root = self.root_end is not None
+            listed = self.reader.pids()
+            candidates.update(listed - self.listed)
+            self.listed = listed
+        self._adopt(candidates - self.exclude - set(self.live), started)
+        if self.log is not None:
+            self.log.claimed.clear()
+        self.samples += 1
+        return started, ended
+
+    def _restat(self, pid: int, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]],
+                candidates: set[int]) -> bool:
+        """Re-read a known process's stat; False if it ended (a reused pid becomes a candidate)."""
+        old = self.live[pid]
+        info = self.reader.stat(pid)
+        if info is None or info["create_time"] != old["create_time"]:
+            self._end(pid, now, ended)
+            if info is not None:
+                candidates.add(pid)
+            return False
+        old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
+        self.threads[pid] = info["threads"]
+        if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
+            again = self._entry(info)
+            if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
+                self.live[pid] = again
+                started.append(again)
+        return True
+
+    def _end(self, pid: int, now: float, ended: list[dict[str, Any]]) -> None:
+        """Write off a process: its end is now, the first sample where it was gone."""
+        old = self.live.pop(pid)
+        self.threads.pop(pid, None)
+        ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
+
+    def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> None:
+        """Candidates that belong join the run, then their own children, down the tree."""
+        while candidates:
+            fresh = {}
+            for pid in candidates.difference(self.live):
+                info = self.reader.stat(pid)
+                if info is not None:
+                    fresh[pid] = info
+            candidates = set()
+            grew = True
+            while grew:  # parents first, whatever the order the pids came in
+                grew = False
+                for pid, info in list(fresh.items()):
+                    if self._belongs(info, self.live):
+                        self.live[pid] = entry = self._entry(info)
+                        self.threads[pid] = info["threads"]
+                        started.append(entry)
+                        del fresh[pid]
+                        grew = True
+                        kids = self.reader.children(pid, info["threads"]) or []
+                        candidates.update(k for k in kids if k not in self.live and k not in self.exclude)
+
+    def tick(self) -> None:
+        """Sample, write what changed, and notice the root's end."""
+        now = time.time()
+        if self.log is not None:
+            self.log.scan()
+        started, ended = self.sample(now)
+        lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
+        heartbeat = now - self._last_heartbeat >= HEARTBEAT_S
+        if heartbeat:
+            lists["rss"] = [{"pid": p["pid"], "create_time": p["create_time"], "rss": p["rss"]}
+                            for p in self.live.values()]
+            self._last_heartbeat = now
+        if started or ended or heartbeat:
+            self.emit_parts("tree", lists, count=len(self.live), final=False)
+        if self.root_end is None and self.root not in self.live:
+            self.root_end = now
+
+    def leftover(self, how: str) -> None:
+        """The run's processes alive now (the root is gone)."""
+        procs = sorted(self.live.values(), key=lambda p: p["pid"])
+        self.emit_parts("leftover", {"procs": procs}, how=how, count=len(procs))
+
+    def root_exited(self) -> bool:
+        """Did the root run its exit code (process_exit in the log)?"""
+        if self.log is None:
+            return False
+        self.log.scan(limit=1 << 62)  # all of it: the record was written before the root ended
+        return self.log.root_exited
+
+    def run_loop(self, clock: Any = time.monotonic, sleep: Any = time.sleep) -> str:
+        """Tick until the run is over; the reason it stopped."""
+        next_tick = clock()
+        root_gone_at = None
+        while True:
+            if self.log is not None and self.log.gone():
+                return "log-gone"
+            if self.sink.dropped:
+                return "log-unwritable"
+            self.tick()
+            now = clock()
+            if self.root_end is not None and root_gone_at is None:
+                root_gone_at = now
+            if root_gone_at is not None:
+                if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
+                    self.leftover("root-exit" if self.root_exited() else "root-killed")
+                    self.leftover_written = True
+                if self.leftover_written and not self.live:
+                    return "run-ended"
+                if now - root_gone_at >= self.linger and self.leftover_written:
+                    self.leftover("linger-end")
+                    return "linger-end"
+            next_tick += self.interval
+            sleep(max(0.0, next_tick - clock()))
+            next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
+
+    def finish(self, reason: str) -> None:
+        """The final tree record and watcher_exit."""
+        if reason not in ("log-gone", "log-unwritable"):
+            self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
+        cpu = os.times()
+        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+
+
+def main(args: list[str]) -> None:
+    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT``."""
+    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args
+    host = os.uname().nodename
+    inherited = int(fd)  # the root's own fd: proof of which file the log is
+    try:
+        sink = Sink(log, host, ROLE, create=False)  # never creates the log: only the root may
+        same = os.path.samestat(os.fstat(sink.fd), os.fstat(inherited))
+    except OSError:
+        return
+    os.close(inherited)
+    logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
+    if not same or logwatch.gone():
+        return
+    watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch,
+                      redact=redact)
+    watcher.emit("watcher_start", interval=watcher.interval, linger=watcher.linger)
+    try:
+        reason = watcher.run_loop()
+    except Exception as exc:
+        sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
+                  root_pid=int(root))
+        reason = "error"
+    watcher.finish(reason)
