@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run import spawn_timed  # bench/ is sys.path[0] when a bench script runs
+
 BENCH = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -44,15 +46,10 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall s, user+sys CPU s of the process and the children it reaped)."""
-    dn = os.devnull
-    actions = [(os.POSIX_SPAWN_OPEN, 0, dn, os.O_RDONLY, 0), (os.POSIX_SPAWN_OPEN, 1, dn, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, dn, os.O_WRONLY, 0)]
-    t0 = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
-    _, status, ru = os.wait4(pid, 0)
+    """(wall s, user+sys CPU s of the process and the children it reaped); the run must succeed."""
+    wall, cpu, status = spawn_timed(argv, env)
     assert status == 0, status
-    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+    return wall, cpu
 
 
 def startup(rounds: int, tmp: Path) -> dict[str, Any]:

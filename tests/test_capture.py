@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 
 from wp_autotrace import dists
+from wp_autotrace.logread import read_logs
+from wp_autotrace.render import render_text
+from wp_autotrace.report import analyze
 
 from .conftest import STANDIN, clean_env, events, needs_torch, read_log, run_python
 from .procs import run_until_records
@@ -226,14 +229,16 @@ def test_dists_on_the_oldest_python(tmp_path: Path) -> None:
 # -- end to end ---------------------------------------------------------------
 
 SEED_E2E_TIMEOUT = 55  # s; the first nested sidecar dies ~10 s in on an idle machine
+# Seconds the main process gets after SIGINT to run its exit handlers (and write its exit records).
+SEED_GRACE_S = 4
 
 
 @needs_torch
 @pytest.mark.torch
 @pytest.mark.slow
 def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
-    """Seed scenario: a nested sidecar's main() dies with the prefetchable_cache RuntimeError,
-    recorded with its origin; the backend's warm_pool call names its distribution and version."""
+    """Seed scenario: a nested sidecar's main() dies with the prefetchable_cache RuntimeError, recorded with its
+    origin; the backend's warm_pool call names its distribution and version; the report text says both."""
     script = tmp_path / "train.py"
     script.write_text("import time, torch\ntime.sleep(600)\n")
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), PYTHONPATH=str(STANDIN),
@@ -243,9 +248,10 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
         return any(r["event"] == "error" and r["role"] == "compile-sidecar" for r in recs)
 
     start = time.monotonic()
-    reached, stderr = run_until_records([sys.executable, str(script)], env, log, ready, SEED_E2E_TIMEOUT)
+    reached, stderr = run_until_records([sys.executable, str(script)], env, log, ready, SEED_E2E_TIMEOUT,
+                                        grace=SEED_GRACE_S)
     assert reached, stderr
-    assert time.monotonic() - start < SEED_E2E_TIMEOUT + 15
+    assert time.monotonic() - start < SEED_E2E_TIMEOUT + 15 + SEED_GRACE_S
     recs = [json.loads(line) for line in log.read_bytes().splitlines() if line.strip()]
     error = next(e for e in events(recs, "error") if e["role"] == "compile-sidecar")
     assert (error["source"], error["logger"]) == ("logging", "__main__")
@@ -258,6 +264,15 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
         assert (c["caller"]["dist"], c["caller"]["dist_version"]) == ("wp-standin-backend", "0.1.0")
         assert c["caller"]["rel"] == "wp_standin_backend/_inductor/__init__.py"
         assert c["caller"]["file"] == str(STANDIN / "wp_standin_backend" / "_inductor" / "__init__.py")
+    # The report, read as a user would: what the nested sidecar raised, and whose code warmed the pools.
+    data = read_logs([str(log)])
+    rep = analyze(data)
+    text = render_text(rep, data.skipped)
+    findings = text.split("== Findings\n")[1].split("\n\n")[0]
+    assert "RuntimeError: prefetchable_cache value already set" in findings, text
+    assert "wp-standin-backend 0.1.0: wp_standin_backend/_inductor/__init__.py:3 (<module>)" in findings, text
+    assert "sidecar-never-served" in {f["kind"] for f in rep["findings"]}
+    assert len(text.splitlines()) <= 70, text
 
 
 # -- ranks --------------------------------------------------------------------

@@ -45,3 +45,29 @@ def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
     assert T.tag_of("plugin:XPUAsyncCompile.warm_pool") == T.WARM_POOL  # a subclass override in an old log
     assert T.tag_of("mymod:my_function") == T.USER_TAG
     assert T.short_label("torch._inductor.async_compile:AsyncCompile.warm_pool") == "AsyncCompile.warm_pool"
+
+
+def test_every_emitted_event_and_field_is_in_the_schema() -> None:
+    """Each literal `emit("event", field=...)` in the package names a schema event and its fields.
+
+    The writers keep string literals (importing schema.py would add a module to
+    every traced interpreter's start-up); this keeps them in step with the one
+    home, so a new event or field cannot be silently dropped by the reader.
+    """
+    import ast
+
+    package = Path(schema.__file__).parent
+    seen = set()
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                continue
+            event = node.args[0].value
+            assert event in schema.EVENTS, f"{path.name}:{node.lineno}: unknown event {event!r}"
+            for kw in node.keywords:
+                if kw.arg is not None:
+                    assert kw.arg in schema.FIELD_TYPES[event], f"{path.name}:{node.lineno}: {event}.{kw.arg}"
+            seen.add(event)
+    # The writers of the main events are found (the scan itself works).
+    assert {"call", "return", "process_exit", "error", "tree", "watcher_exit"} <= seen

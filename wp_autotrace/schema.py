@@ -153,7 +153,7 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
-        ("error", STR, "the fault"))),
+        ("error", STR, "the fault")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
         ("source", STR, "`logging`, `excepthook` or `threading.excepthook`"),
