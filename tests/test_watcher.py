@@ -340,9 +340,12 @@ def test_many_leftovers_all_recorded(tmp_path: Path) -> None:
         procs = [p for r in parts for p in r["procs"]]
         assert all(r["count"] == 300 for r in parts) and len(procs) == 300
         assert sorted(p["pid"] for p in procs) == sorted(pid for r in parts for pid in r["pids"])
-        shells = {p["pid"] for p in procs if p["name"] == "sh"}
-        assert len(shells) == 150 and all(p["cmd"].endswith(pad) for p in procs if p["name"] == "sh")
-        assert sum(1 for p in procs if p["name"] == "sleep" and p["ppid"] in shells) == 150
+        # The shells are the ones whose parent (the root) is gone; by name, a child forked by sh and not yet
+        # exec'd into sleep at its last stat read would count as a shell.
+        pids = {p["pid"] for p in procs}
+        shells = {p["pid"] for p in procs if p["ppid"] not in pids}
+        assert len(shells) == 150 and all(p["cmd"].endswith(pad) for p in procs if p["pid"] in shells)
+        assert sum(1 for p in procs if p["ppid"] in shells) == 150
         with open(log, "rb") as f:
             assert all(len(line) <= MAX_RECORD_BYTES and b'"truncated"' not in line for line in f)
     finally:
