@@ -104,6 +104,21 @@ def test_closed_stdout_quiet_exit(suffix: str, code: int | None, tmp_path: Path)
         assert f"rc={code}" in res.stderr
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "utf-8"])
+def test_unencodable_strings_are_escaped_not_fatal(encoding: str, tmp_path: Path) -> None:
+    """A non-UTF-8 argv (surrogates) or a strict stdout encoding: the report is printed, escaped, exit 0."""
+    lines = seed_log().write(tmp_path / "a.jsonl").read_text().splitlines()
+    start = json.loads(lines[0])
+    assert start["event"] == "process_start"
+    start["argv"] = ["python", "caf\udce9.py", "na\u00efve"]
+    log = tmp_path / "b.jsonl"
+    log.write_text("\n".join([json.dumps(start), *lines[1:]]) + "\n")
+    res = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", str(log)], env=clean_env(
+        PYTHONIOENCODING=encoding), cwd=tmp_path, capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    assert b"caf\\udce9.py" in res.stdout and b"== Answer" in res.stdout
+
+
 def test_cli_leaves_no_log_of_its_own(tmp_path: Path) -> None:
     """With WP_AUTOTRACE=1 exported, `report` and `run` write no log of their own; the program run is traced."""
     log = seed_log().write(tmp_path / "a.jsonl")

@@ -450,3 +450,44 @@ def test_command_lines_are_redacted(tmp_path: Path) -> None:
         assert b"SECRET" not in log.read_bytes()
     finally:
         kill_session(proc)
+
+
+def test_pid_one_root_starts_no_watcher(tmp_path: Path) -> None:
+    """A root that is pid 1 (a container's init) would adopt the watcher: none is started, the log says why,
+    and a host that waits for all its children sees none (as untraced) instead of waiting forever."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        pytest.skip("needs root and unshare (a pid namespace)")
+    script = tmp_path / "init.py"
+    script.write_text(textwrap.dedent('''
+        import os
+        try:
+            print(os.wait())
+        except ChildProcessError:
+            print("no children")
+    '''))
+    log = tmp_path / "init.jsonl"
+
+    def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        # Bounded, and the session killed: before the fix the traced init waited for the watcher forever.
+        proc = subprocess.Popen([unshare, "-fp", "--mount-proc", sys.executable, str(script)], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "", "[timed out]"
+        finally:
+            kill_session(proc)
+        return subprocess.CompletedProcess(proc.args, proc.wait(), out, err)
+
+    plain = run(clean_env())
+    traced = run(clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)))
+    assert (plain.returncode, plain.stdout, plain.stderr) == (0, "no children\n", "")
+    assert (traced.returncode, traced.stdout, traced.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+    recs = read_log(log)
+    assert [r["pid"] for r in events(recs, "process_start")] == [1]
+    assert any(r["where"] == "watcher" and "pid 1" in r["error"] for r in events(recs, "tracer_error"))
+    assert not events(recs, "watcher_start")

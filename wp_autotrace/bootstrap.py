@@ -309,16 +309,28 @@ class Runtime:
         # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
         if (self.is_root and self.settings.trace and self.settings.interval > 0
                 and os.environ.get(WATCHED_ENV) != self.run_id):
-            from .watcher import spawn
+            self.start_watcher()
 
-            os.environ[WATCHED_ENV] = self.run_id
-            try:
-                started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
-                                self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
-            except OSError:
-                started = False
-            if not started:
-                warn("could not start the process-tree watcher; no tree or leftover records", "watcher")
+    def start_watcher(self) -> None:
+        """Start the run's watcher process, unless it would become the host's own child."""
+        if os.getpid() == 1:
+            # A pid namespace's init (`docker run … python train.py`) adopts every
+            # orphan, the watcher included: a host that waits for all its children
+            # would wait for it forever. Said in the log only: stderr stays the host's.
+            self.sink.emit("tracer_error", where="watcher",
+                           error="not started: the main process is pid 1, which would adopt it as its child; "
+                                 "no tree or leftover records")
+            return
+        from .watcher import spawn
+
+        os.environ[WATCHED_ENV] = self.run_id
+        try:
+            started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
+                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
+        except OSError:
+            started = False
+        if not started:
+            warn("could not start the process-tree watcher; no tree or leftover records", "watcher")
 
     def write_start(self, forked: bool) -> None:
         """The process_start record: who this process is and what it was told."""

@@ -59,6 +59,10 @@ def _write_out(text: str) -> None:
     out = sys.stdout
     if out is None:
         raise _OutputClosed
+    # A logged string the terminal's encoding cannot show (a non-UTF-8 argv's
+    # surrogates, a strict locale) is shown escaped, never a failed report.
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
     try:
         out.write(text)
         out.flush()

@@ -168,7 +168,7 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
-        ("reason", STR, "`run-ended`, `linger-end`, `log-gone`, `log-unwritable` or `error`"),
+        ("reason", STR, "`run-ended`, `linger-end`, `log-gone`, `log-unwritable`, `root-is-reaper` or `error`"),
         ("samples", UINT, "samples taken"),
         ("cpu_s", NUM, "the watcher's own CPU seconds"))),
 }

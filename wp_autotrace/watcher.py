@@ -71,7 +71,7 @@ BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
 
 # -- the root's side: start it ------------------------------------------------------
 
-_exit = os._exit  # the real one: bootstrap replaces os._exit in traced processes
+_exit = os._exit  # bound once: the intermediate leaves by it without running the host's atexit handlers
 
 def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
           redact: str = "") -> bool:
@@ -532,6 +532,10 @@ class Watcher:
         next_tick = clock()
         root_gone_at = None
         while True:
+            if os.getppid() == self.root:
+                # The root adopted us (a child subreaper): leave at once, so a host
+                # that waits for all its children is not kept waiting by a watcher.
+                return "root-is-reaper"
             if self.log is not None and self.log.gone():
                 return "log-gone"
             if self.sink.dropped:
