@@ -183,5 +183,35 @@ def test_leftover_shapes_and_order() -> None:
                                                                     {"pid": 6, "create_time": 2.0}]}
     assert [p["pid"] for p in leftover_procs(old)] == [5, 6] and "create_time" not in leftover_procs(old)[1]
     assert [p.get("create_time") for p in leftover_procs(new)] == [1.0, 2.0]
-    targets = [(Candidate("r", HOST, pid, 1.0, "x", ""), {"ppid": ppid}) for pid, ppid in ((10, 1), (12, 11), (11, 10))]
+    targets = [(Candidate("r", HOST, pid, 1.0, "x", "", None, None), {"ppid": ppid}) for pid, ppid in ((10, 1), (12, 11), (11, 10))]
     assert [c.pid for c, _ in _children_first(targets)] == [12, 11, 10]
+
+
+def test_never_init_itself_or_processes_outside_the_run(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """A crafted log naming init, cleanup's own parents, or a live process (right start time) that started
+    before the run's root or after the record naming it: every one refused, none signalled."""
+    reader = ProcReader()
+    me, init, info = reader.stat(os.getpid()), reader.stat(1), reader.stat(sleeper.pid)
+    assert me and init and info
+    names = [{"pid": 1, "create_time": init["create_time"]}, {"pid": os.getpid(), "create_time": me["create_time"]}]
+    log = _log(tmp_path / "a.jsonl", _dead_pid(), names)
+    res = _cleanup(str(log), "--dry-run")
+    assert res.returncode == 1 and "would end" not in res.stdout, res.stdout
+    assert res.stdout.count("never a run's process") == 2
+    # The sleeper, named by a record written before it started.
+    stale = [json.loads(line) for line in _log(tmp_path / "b.jsonl", _dead_pid(), [
+        {"pid": sleeper.pid, "create_time": info["create_time"]}]).read_text().splitlines()]
+    for r in stale:
+        r["ts"] = info["create_time"] - 60
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stale))
+    res = _cleanup(str(tmp_path / "b.jsonl"))
+    assert res.returncode == 1 and "started after the record that names it" in res.stdout, res.stdout
+    # The sleeper, started before the run's root did.
+    later = [json.loads(line) for line in _log(tmp_path / "c.jsonl", _dead_pid(), [
+        {"pid": sleeper.pid, "create_time": info["create_time"]}]).read_text().splitlines()]
+    later[0]["create_time"] = info["create_time"] + 5
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in later))
+    res = _cleanup(str(tmp_path / "c.jsonl"))
+    assert res.returncode == 1 and "started before the run's main process" in res.stdout, res.stdout
+    time.sleep(0.2)
+    assert sleeper.poll() is None

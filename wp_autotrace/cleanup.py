@@ -47,6 +47,8 @@ class Candidate(NamedTuple):
     create_time: float | None
     role: str
     cmd: str
+    seen_at: float | None  # ts of the record that names it: it had started by then
+    root_start: float | None  # the run's root's start: a process of the run started after it
 
 
 def leftover_procs(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -128,30 +130,39 @@ def find_candidates(records: list[dict[str, Any]], run: str | None) -> tuple[lis
     root_info: dict[str, Any] = {}
     for rid, recs in by_run.items():
         leftovers = [r for r in recs if r["event"] == "leftover"]
-        procs: list[tuple[str, dict[str, Any]]] = [(r["host"], p) for r in leftovers for p in leftover_procs(r)]
+        procs: list[tuple[str, dict[str, Any], float | None]] = [
+            (r["host"], p, _num(r.get("ts"))) for r in leftovers for p in leftover_procs(r)]
         if not leftovers:  # the root was killed before it could write one
-            procs = [(host, p) for (host, _), p in _seen_alive(recs).items()]
+            last = max((_num(r.get("ts")) or 0.0 for r in recs), default=None)
+            procs = [(host, p, last) for (host, _), p in _seen_alive(recs).items()]
         root = roots.get(rid)
+        root_start = None
         if root:
             written = next((float(r["ts"]) for r in recs if r["event"] == "process_start"
                             and (r["host"], r["pid"]) == root), None)
-            root_info[rid] = (root[0], root[1], _root_start(recs, root), written)
-        for host, p in procs:
+            root_start = _root_start(recs, root)
+            root_info[rid] = (root[0], root[1], root_start, written)
+        for host, p, seen_at in procs:
             if (root and (host, p["pid"]) == root) or p.get("role") == WATCHER_ROLE:
                 continue
             ct = _num(p.get("create_time"))
             found[(rid, host, p["pid"], ct)] = Candidate(rid, host, p["pid"], ct, str(p.get("role") or "child"),
-                                                        str(p.get("cmd") or p.get("name") or ""))
+                                                        str(p.get("cmd") or p.get("name") or ""), seen_at,
+                                                        root_start)
     return list(found.values()), root_info
 
 
 class Checker:
     """Is this pid still the process the log saw, and ours to signal?"""
 
-    def __init__(self) -> None:
+    def __init__(self, log_owners: frozenset[int] = frozenset()) -> None:
         self.reader = ProcReader()
         self.host = os.uname().nodename
         self.tolerance = TICKS_TOLERANCE / self.reader.tick
+        # Never a run's process: init, this command and the processes it runs under.
+        self.protected = {1, *_ancestors(os.getpid(), self.reader)}
+        # As root, whose processes the run's may be: the log's owner's (a run writes its own log).
+        self.log_owners = log_owners
 
     def same(self, pid: int, create_time: float | None) -> dict[str, Any] | None:
         """The live process's stat if it is the one that started at create_time."""
@@ -176,8 +187,14 @@ class Checker:
         info = self.reader.stat(c.pid)
         if info is None:
             return "gone"
+        if c.pid in self.protected:
+            return "init, this command or one of its parents: never a run's process"
         if c.create_time is None:
             return "the log has no start time for it, so it cannot be told from a reused pid"
+        if c.root_start is not None and c.create_time < c.root_start - self.tolerance:
+            return "it started before the run's main process, so the run did not start it"
+        if c.seen_at is not None and c.create_time > c.seen_at + self.tolerance:
+            return "it started after the record that names it was written: the log cannot be right about it"
         if abs(info["create_time"] - c.create_time) > self.tolerance:
             return (f"pid reused: the live process started at {info['create_time']:.2f}, "
                     f"the log's at {c.create_time:.2f}")
@@ -187,7 +204,19 @@ class Checker:
             return "gone"
         if uid != os.geteuid():
             return f"owned by uid {uid}, not you"
+        if uid == 0 and self.log_owners and uid not in self.log_owners:
+            return f"owned by root, while the run's log is uid {min(self.log_owners)}'s"
         return None
+
+
+def _ancestors(pid: int, reader: Any) -> list[int]:
+    """pid and every process above it (bounded: a ppid loop cannot hang)."""
+    found: list[int] = []
+    while pid > 0 and pid not in found and len(found) < 4096:
+        found.append(pid)
+        info = reader.stat(pid)
+        pid = info["ppid"] if info else 0
+    return found
 
 
 def _pin(pid: int) -> int | None:
@@ -244,10 +273,10 @@ def _label(c: Candidate) -> str:
 
 
 def cleanup(records: list[dict[str, Any]], run: str | None, dry_run: bool, grace: float,
-            say: Any = print) -> int:
-    """Verify and end the selected run's leftovers; the exit status."""
+            say: Any = print, log_owners: frozenset[int] = frozenset()) -> int:
+    """Verify and end the selected run's leftovers; the exit status. log_owners: uids owning the logs."""
     candidates, roots = find_candidates(records, run)
-    checker = Checker()
+    checker = Checker(log_owners)
     for rid, (host, pid, ct, written) in roots.items():
         if host == checker.host and checker.may_be_root(pid, ct, written):
             say(f"run {rid} is still running (main process {pid} is alive): nothing signalled; "

@@ -408,7 +408,13 @@ def _watch(args: argparse.Namespace) -> int:
 def _cleanup(args: argparse.Namespace) -> int:
     from .cleanup import cleanup
 
-    return cleanup(read_logs(args.logs).records, args.run, args.dry_run, args.grace)
+    owners = set()
+    for path in args.logs:
+        try:
+            owners.add(os.stat(path).st_uid)
+        except OSError:
+            continue  # read_logs names it
+    return cleanup(read_logs(args.logs).records, args.run, args.dry_run, args.grace, log_owners=frozenset(owners))
 
 
 def _seconds(text: str) -> float:
