@@ -183,7 +183,8 @@ def test_leftover_shapes_and_order() -> None:
                                                                     {"pid": 6, "create_time": 2.0}]}
     assert [p["pid"] for p in leftover_procs(old)] == [5, 6] and "create_time" not in leftover_procs(old)[1]
     assert [p.get("create_time") for p in leftover_procs(new)] == [1.0, 2.0]
-    targets = [(Candidate("r", HOST, pid, 1.0, "x", "", None, None), {"ppid": ppid}) for pid, ppid in ((10, 1), (12, 11), (11, 10))]
+    targets = [(Candidate("r", HOST, pid, 1.0, "x", "", None, None), {"ppid": ppid})
+               for pid, ppid in ((10, 1), (12, 11), (11, 10))]
     assert [c.pid for c, _ in _children_first(targets)] == [12, 11, 10]
 
 
@@ -193,7 +194,8 @@ def test_never_init_itself_or_processes_outside_the_run(tmp_path: Path, sleeper:
     reader = ProcReader()
     me, init, info = reader.stat(os.getpid()), reader.stat(1), reader.stat(sleeper.pid)
     assert me and init and info
-    names = [{"pid": 1, "create_time": init["create_time"]}, {"pid": os.getpid(), "create_time": me["create_time"]}]
+    names = [{"pid": 1, "create_time": init["create_time"]},
+             {"pid": os.getpid(), "create_time": me["create_time"]}]
     log = _log(tmp_path / "a.jsonl", _dead_pid(), names)
     res = _cleanup(str(log), "--dry-run")
     assert res.returncode == 1 and "would end" not in res.stdout, res.stdout

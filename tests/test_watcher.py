@@ -396,6 +396,31 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
     assert not list((tmp_path / "rel").iterdir())
 
 
+def test_guard_root_that_execs_itself(tmp_path: Path) -> None:
+    """Guard on, a root that execs a new interpreter of itself: stderr as untraced, the new image still
+    prints a refusal posted after the exec, and no notice file is left."""
+    (tmp_path / "tmp").mkdir()
+    code = textwrap.dedent('''
+        import os, subprocess, sys
+        if len(sys.argv) == 1:
+            os.execv(sys.executable, [sys.executable, "-c", CODE, "again"])
+        post = ("from wp_autotrace.guard import post_notice;"
+                "post_notice({'pid': 7, 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'})")
+        subprocess.run([sys.executable, "-c", post])
+        print("done")
+    ''')
+    code = "CODE = " + repr(code) + "\n" + code
+    plain = run_python(["-c", code], clean_env(TMPDIR=str(tmp_path / "tmp")), timeout=30)
+    guarded = run_python(["-c", code], clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR=str(tmp_path / "tmp")),
+                         timeout=30)
+    assert (plain.returncode, plain.stdout, plain.stderr) == (0, "done\n", "")
+    assert (guarded.returncode, guarded.stdout) == (0, "done\n")
+    assert guarded.stderr.startswith("wp-autotrace: guard nested-pools refused AsyncCompile.warm_pool"), \
+        guarded.stderr
+    assert len(guarded.stderr.splitlines()) == 1
+    assert not list((tmp_path / "tmp").iterdir())
+
+
 def test_interval_clamped_and_linger_validated(log: Path) -> None:
     """A tiny interval is clamped to 0.01 s with one warning; a bad LINGER warns and takes the default."""
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="1e-9",

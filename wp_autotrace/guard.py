@@ -15,6 +15,7 @@ the top: the executor classes are made on first use (``InlinePool``).
 from __future__ import annotations
 
 import os
+import stat
 
 from .sink import warn
 
@@ -78,12 +79,23 @@ def notice_path(run_id: str) -> str:
 def create_notice_file(run_id: str) -> str | None:
     """Root only: create the run's notice file (new, 0600); its path, or None if it cannot."""
     path = notice_path(run_id)
+    if os.environ.get(NOTICE_ENV) == path and _own_regular_file(path):
+        return path  # the root exec'd a new image: the one before made the file (same run)
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
     except OSError as exc:
         warn(f"guard notices off: cannot create {path}: {exc.strerror or exc}", "guard-notice-file")
         return None
     return path
+
+
+def _own_regular_file(path: str) -> bool:
+    """Whether path is a regular file (not a link) of this user's."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
 
 
 def post_notice(info: dict[str, Any]) -> None:
