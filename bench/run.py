@@ -555,11 +555,11 @@ def write_markdown(path: Path, rep: Report, meta: dict[str, Any]) -> None:
         f"- Mode: {'quick' if meta['quick'] else 'full'}; groups: {', '.join(meta['groups'])}",
     ]
     text = head + "\n".join(table) + "\n\n" + "\n".join(env) + "\n\n## Details\n\n" + "\n".join(rep.details)
-    # bench/report_scale.py's section (between its markers) is kept as it was.
+    # Sections other scripts write (bench/report_scale.py) or people measured by hand, each between
+    # `<!-- NAME:start -->` and `<!-- NAME:end -->` markers, are kept as they were.
     old = path.read_text() if path.exists() else ""
-    start, end = "<!-- report-scale:start -->", "<!-- report-scale:end -->"
-    if start in old and end in old:
-        text = text.rstrip("\n") + "\n\n" + old[old.index(start):old.index(end) + len(end)] + "\n"
+    for kept in re.finditer(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", old, re.S):
+        text = text.rstrip("\n") + "\n\n" + kept.group(0) + "\n"
     path.write_text(text)
 
 
