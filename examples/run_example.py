@@ -57,7 +57,7 @@ def main() -> int:
     print(f"main process exit status {proc.returncode}; report:\n", flush=True)
     cli = [sys.executable, "-m", "wp_autotrace"]
     status = subprocess.call([*cli, "report", str(log)])
-    subprocess.call([*cli, "export", str(log), "-o", str(log.with_suffix(".trace.json"))])
+    subprocess.call([*cli, "export", str(log), "-o", str(log.with_suffix(".trace.json")), "--force"])  # our own file
     return status
 
 
