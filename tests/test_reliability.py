@@ -323,6 +323,38 @@ def test_fork_storm_with_busy_sampler_and_writers(tmp_path: Path, synth: Path) -
     assert events(wait_for_watcher(log, event="leftover"), "leftover")[-1]["pids"] == []
 
 
+FORK_HELD_LOCKS = textwrap.dedent('''
+    import os, time
+    import synthmod
+    from wp_autotrace import import_hooks, probes
+
+    synthmod.work(0)
+    # As if other threads were inside a traced call and a target module's body at the fork.
+    probes._limit_lock.acquire()
+    import_hooks._hooks_lock.acquire()
+    pid = os.fork()
+    if pid == 0:
+        synthmod.work(1)
+        os._exit(0)
+    deadline = time.monotonic() + 10
+    while not os.waitpid(pid, os.WNOHANG)[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    print("child hung" if time.monotonic() >= deadline else "child done")
+    if time.monotonic() >= deadline:
+        os.kill(pid, 9)
+''')
+
+
+@pytest.mark.slow
+def test_fork_while_tracer_locks_are_held(tmp_path: Path, synth: Path) -> None:
+    """A fork while another thread holds the tracer's locks: the child's traced call still runs (fresh locks)."""
+    script = tmp_path / "held.py"
+    script.write_text(FORK_HELD_LOCKS)
+    env = traced_env(tmp_path / "held.jsonl", PYTHONPATH=str(synth), WP_AUTOTRACE_TARGETS=SYNTH_TARGETS)
+    res = run_python([str(script)], env, timeout=60)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "child done\n", "")
+
+
 FORK_MID_WRITE = textwrap.dedent('''
     import os, sys, threading, time
     import synthmod

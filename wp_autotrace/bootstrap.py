@@ -373,6 +373,9 @@ class Runtime:
             return
         role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
         self.sink.reset_after_fork(role)
+        from .import_hooks import reset_after_fork as reset_hooks_after_fork  # loaded with the finder
+
+        reset_hooks_after_fork()
         if self._probes is not None:
             self._probes.reset_after_fork()
         self.write_start(forked=True)

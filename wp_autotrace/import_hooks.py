@@ -400,6 +400,12 @@ def _atexit_register(func: Any, *args: Any, **kwargs: Any) -> Any:
         raise
 
 
+def reset_after_fork() -> None:
+    """In a forked child: a fresh hooks lock (another thread of the parent may have held it at the fork)."""
+    global _hooks_lock
+    _hooks_lock = _thread.allocate_lock()
+
+
 def register_body_hooks(ns: dict[str, Any], finder: TargetFinder, name: str) -> None:
     """Put the three hooks in place for a module body (nested bodies share them)."""
     global _real_build_class, _real_register_at_fork, _real_atexit_register

@@ -68,7 +68,11 @@ class Probes:
         self._inline_pool: Any = None
 
     def reset_after_fork(self) -> None:
-        """Forget the parent's counters and open calls in a forked child."""
+        """Forget the parent's counters and open calls in a forked child; a fresh limit lock."""
+        global _limit_lock
+        # Another thread of the parent may have held it at the fork: in the child it
+        # would stay held forever, and the first traced call would hang.
+        _limit_lock = _thread.allocate_lock()
         self.counts = {}
         self._ids = itertools.count(1)
         if self._local is not None:
