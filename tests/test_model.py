@@ -478,3 +478,15 @@ def test_killed_before_shutdown_is_still_killed(tmp_path: Path) -> None:
     w.add(2, 100, 1, "main", "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2}], run="r1")
     rep = report(w, tmp_path)
     assert rep["pools"][0]["shutdowns"] == 1 and "sidecar-killed" in kinds(rep)
+
+
+def test_bypass_advice_knows_the_guard_is_on(tmp_path: Path) -> None:
+    """The TORCH_WARM_POOL bypass advice offers the guard only when it is off; with it on, says where it acts."""
+    off = next(f for f in report(seed_log(), tmp_path)["findings"] if f["kind"] == "warm-pool-bypass")
+    assert "or use WP_AUTOTRACE_GUARD=nested-pools" in off["advice"]
+    w = with_guard(True)()
+    w.add(0.5, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.warm_pool", tag="warm-pool", call_id=1,
+          thread="MainThread", stack=[PLUGIN], caller=PLUGIN, env={"TORCH_WARM_POOL": "0"})
+    w.lines.insert(1, w.lines.pop())  # in time order: right after main's process_start
+    on = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "warm-pool-bypass")
+    assert "the guard is on" in on["advice"] and "or use WP_AUTOTRACE_GUARD" not in on["advice"]

@@ -136,7 +136,9 @@ def warm_pool_bypass(v: View) -> Finding | None:
         "torch's own maybe_warm_pool() honours.",
         pids, [site(c.caller) for c in bypass[:TEXT_PIDS]],
         plugin_advice(bypass, "TORCH_WARM_POOL only stops torch's own maybe_warm_pool(); stop the direct "
-                      "warm_pool() call at its source (see the call sites) or use WP_AUTOTRACE_GUARD=nested-pools"),
+                      "warm_pool() call at its source (see the call sites)" + (
+                          "; the guard is on and refuses it in pool processes, not in the main process"
+                          if any(r.guard for r in v.runs) else " or use WP_AUTOTRACE_GUARD=nested-pools")),
         {"processes": len(pids)})
 
 
