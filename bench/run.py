@@ -140,6 +140,8 @@ def startup_variants(made: dict[str, Path], tmp: Path) -> dict[str, tuple[list[s
     """name -> (argv, env) for `python -c pass` in each configuration."""
     bare, pkg = str(venvs.python_of(made["bare"])), str(venvs.python_of(made["pkg"]))
     log = str(tmp / "startup.jsonl")
+    # A descendant only opens the log its root created (0600, this user's): make it, as a root would.
+    os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
     on = {"WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": log}
     return {
         "not installed": ([bare, "-c", "pass"], clean_env()),
