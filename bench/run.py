@@ -327,6 +327,8 @@ def _wp_pids(log: Path) -> tuple[set[int], int, int]:
         return pids, 0, 0
     with log.open("rb") as f:
         for line in f:
+            if not line.strip():
+                continue  # records are framed by newlines on both sides (README, log schema)
             records += 1
             rec = json.loads(line)
             if rec.get("event") == "call" and str(rec.get("target", "")).endswith(":AsyncCompile.warm_pool"):
