@@ -257,6 +257,31 @@ def _open_regular(path: str) -> Any:
         raise
 
 
+def parse_line(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -> dict[str, Any] | None:
+    """One checked record from one non-blank line, or None; skip(reason) hears why a line was passed over.
+
+    A torn fragment followed by a whole record (a killed writer's) yields the record.
+    """
+    record = _decode(raw)
+    if type(record) is not dict:
+        cut = raw.rfind(RECORD_START)
+        recovered = _decode(raw[cut:]) if cut > 0 else _MISSING
+        if type(recovered) is dict:
+            skip("torn fragment")
+            record = recovered
+        elif record is _MISSING:
+            skip("not JSON" if raw.endswith(b"\n") else "truncated last line")
+            return None
+        else:
+            skip("not a record")
+            return None
+    why = check_record(record, fixed)
+    if why:
+        skip(why)
+        return None
+    return record  # type: ignore[no-any-return]
+
+
 def _read_file(f: Any, records: list[dict[str, Any]], skipped: dict[str, int], fixed: dict[str, int]) -> None:
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
@@ -264,24 +289,9 @@ def _read_file(f: Any, records: list[dict[str, Any]], skipped: dict[str, int], f
     for raw in _lines(f, skipped):
         if not raw.strip():
             continue  # the writer separates records by blank lines
-        record = _decode(raw)
-        if type(record) is not dict:
-            cut = raw.rfind(RECORD_START)
-            recovered = _decode(raw[cut:]) if cut > 0 else _MISSING
-            if type(recovered) is dict:
-                skip("torn fragment")  # a killed writer's fragment, then a whole record
-                record = recovered
-            elif record is _MISSING:
-                skip("not JSON" if raw.endswith(b"\n") else "truncated last line")
-                continue
-            else:
-                skip("not a record")
-                continue
-        why = check_record(record, fixed)
-        if why:
-            skip(why)
-            continue
-        records.append(record)
+        record = parse_line(raw, skip, fixed)
+        if record is not None:
+            records.append(record)
 
 
 def read_logs(paths: list[str]) -> LogData:

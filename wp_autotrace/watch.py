@@ -11,18 +11,17 @@ the run alive.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import sys
 import time
 from typing import Any
 
 from .labels import rank_value
+from .logread import parse_line
 from .watcher import make_reader
 
 DEFAULT_INTERVAL_S = 1.0
 MAX_READ = 8 * 2**20  # per refresh, so a huge log never freezes the view; the rest comes next time
-RECORD_START = b'{"v":'  # a record glued after a torn fragment starts here (CONTRACTS item 8)
 WATCHER_ROLE = "watcher"  # the tracer's own watcher: not a process of the run
 START_TOLERANCE_S = 0.015  # start times are rounded to 10 ms (see cleanup.TICKS_TOLERANCE)
 LOG_GLOB = "wp_autotrace-*.jsonl"
@@ -36,19 +35,12 @@ def newest_log(folder: str = ".") -> str | None:
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
-    """One record from one line; a torn fragment before a record is dropped."""
-    for candidate in (line, line[line.rfind(RECORD_START):] if line.rfind(RECORD_START) > 0 else b""):
-        if not candidate:
-            continue
-        try:
-            r = json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(r, dict) and isinstance(r.get("event"), str) and isinstance(r.get("pid"), int) \
-                and isinstance(r.get("ts"), (int, float)):
-            r.setdefault("host", "")
-            return r
-    return None
+    """One checked record from one line (logread's rules: a torn fragment before a record is dropped)."""
+    return parse_line(line, _ignore, {})
+
+
+def _ignore(reason: str) -> None:
+    """A live view does not count what it passes over (report does)."""
 
 
 class LogTail:
