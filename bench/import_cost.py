@@ -28,10 +28,10 @@ CHILD = ("import sys, time\nt = time.perf_counter()\nfor m in sys.argv[1:]:\n   
 RELOAD = """
 import importlib, os, statistics, sys, tempfile, time
 mods = [importlib.import_module(m) for m in sys.argv[2:]]
-from wp_autotrace.import_hooks import TargetFinder
-from wp_autotrace.probes import Probes
-from wp_autotrace.sink import Sink
-from wp_autotrace.targets import TARGETS
+from wp_autotrace.runtime.finder import TargetFinder
+from wp_autotrace.runtime.recorder import Probes
+from wp_autotrace.runtime.sink import Sink
+from wp_autotrace.common.targets import TARGETS
 
 def timed():
     t = time.perf_counter()

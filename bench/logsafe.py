@@ -18,7 +18,8 @@ import tempfile
 import time
 from typing import Callable
 
-from wp_autotrace import redact, sink
+from wp_autotrace.common import redact
+from wp_autotrace.runtime import sink
 
 ROUNDS = 7
 
@@ -59,9 +60,9 @@ def main() -> None:
 
     print(f"redaction at start-up ({len(argv)} args, {len(os.environ)} env vars): {per_call_us(startup, 2000):.1f} us")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
-    selfs: dict[str, list[int]] = {"wp_autotrace.redact": [], "wp_autotrace.sink": []}
+    selfs: dict[str, list[int]] = {"wp_autotrace.common.redact": [], "wp_autotrace.runtime.sink": []}
     for _ in range(ROUNDS):
-        code = "import wp_autotrace.redact, wp_autotrace.sink"
+        code = "import wp_autotrace.common.redact, wp_autotrace.runtime.sink"
         out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
                              env=env).stderr
         for line in out.splitlines():

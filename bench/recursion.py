@@ -30,10 +30,10 @@ def down(n):
 CHILD = '''
 import importlib, json, os, sys, tempfile
 sys.path.insert(0, sys.argv[1])
-from wp_autotrace.import_hooks import TargetFinder
-from wp_autotrace.probes import Probes
-from wp_autotrace.sink import Sink
-from wp_autotrace.targets import Target
+from wp_autotrace.runtime.finder import TargetFinder
+from wp_autotrace.runtime.recorder import Probes
+from wp_autotrace.runtime.sink import Sink
+from wp_autotrace.common.targets import Target
 
 tmp = tempfile.mkdtemp()
 for name in ("recplain", "rectraced"):

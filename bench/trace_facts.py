@@ -39,7 +39,7 @@ def child_first_call(with_torch: bool, target: str = STANDIN_FILE) -> float:
         "import sys, time\n"
         f"sys.path.insert(0, {str(STANDIN)!r})\n"
         + ("import torch\n" if with_torch else "")
-        + "from wp_autotrace import dists\n"
+        + "from wp_autotrace.runtime import dists\n"
         f"f = {{'file': {target!r}, 'line': 3, 'func': 'm'}}\n"
         "t = time.perf_counter(); r = dists.attribute(f); t = time.perf_counter() - t\n"
         f"assert r.get('dist') == ('wp-standin-backend' if {target == STANDIN_FILE} else None), r\n"
@@ -54,7 +54,7 @@ def child_first_call(with_torch: bool, target: str = STANDIN_FILE) -> float:
 
 
 def child_capture_setup() -> float:
-    code = ("import time; t = time.perf_counter()\nfrom wp_autotrace import catch\ncatch.register_capture()\n"
+    code = ("import time; t = time.perf_counter()\nfrom wp_autotrace.runtime import catch\ncatch.register_capture()\n"
             "print(time.perf_counter() - t)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
@@ -75,7 +75,8 @@ def per_call(fn, arg, n: int = 20000) -> float:  # type: ignore[no-untyped-def]
 def main() -> None:
     with_torch = "--torch" in sys.argv
     sys.path.insert(0, str(STANDIN))
-    from wp_autotrace import dists, targets
+    from wp_autotrace.common import targets
+    from wp_autotrace.runtime import dists
 
     first = [child_first_call(with_torch) for _ in range(ROUNDS)]
     print(f"dists.attribute first call (cold, fresh process{', torch loaded' if with_torch else ''}): "

@@ -71,7 +71,7 @@ def startup(rounds: int, tmp: Path) -> dict[str, Any]:
 
 def spawn_self_cpu(n: int, tmp: Path) -> dict[str, float]:
     """watcher.spawn() in this process: its own CPU (process_time) and wall; the watchers then leave."""
-    from wp_autotrace.watcher import spawn
+    from wp_autotrace.runtime.spawn import spawn
 
     walls, cpus = [], []
     for i in range(n):

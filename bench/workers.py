@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from wp_autotrace.bootstrap import DEFAULT_STACK
-from wp_autotrace.import_hooks import TargetFinder
-from wp_autotrace.probes import Probes
-from wp_autotrace.sink import Sink
-from wp_autotrace.targets import COUNT, Target
+from wp_autotrace.common.targets import COUNT, Target
+from wp_autotrace.runtime.bootstrap import DEFAULT_STACK
+from wp_autotrace.runtime.finder import TargetFinder
+from wp_autotrace.runtime.recorder import Probes
+from wp_autotrace.runtime.sink import Sink
 
 HOST = os.uname().nodename
 
@@ -229,7 +229,9 @@ def sampler(duration: float, repeats: int) -> dict[str, Any]:
     /proc/PID/stat."""
     import psutil
 
-    from wp_autotrace.watcher import ProcReader, Watcher, spawn
+    from wp_autotrace.common.procfs import ProcReader
+    from wp_autotrace.runtime.spawn import spawn
+    from wp_autotrace.watcher.main import Watcher
 
     # 8 shells, each with 4 sleeping children: 40 descendants, 2 deep.
     shell = "sleep 600 & sleep 600 & sleep 600 & sleep 600 & wait"

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace import dists
-from wp_autotrace.logread import read_logs
-from wp_autotrace.render import render_text
-from wp_autotrace.report import analyze
+from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.report import analyze
+from wp_autotrace.runtime import dists
 
 from .conftest import STANDIN, clean_env, events, needs_torch, read_log, run_python
 from .procs import run_until_records
@@ -99,7 +99,7 @@ def test_no_capture_outside_pool_roles(tmp_path: Path, log: Path) -> None:
 
 def test_error_records_are_bounded(tmp_path: Path, log: Path) -> None:
     """A pool process failing every job writes at most MAX_ERRORS error records."""
-    from wp_autotrace.catch import MAX_ERRORS
+    from wp_autotrace.runtime.catch import MAX_ERRORS
 
     script = tmp_path / "many.py"
     script.write_text("import logging\nfor i in range(500):\n"
@@ -214,7 +214,7 @@ def test_dists_on_the_oldest_python(tmp_path: Path) -> None:
     pythons = sorted(Path.home().glob(".pyenv/versions/3.9.*/bin/python3.9"))
     if not pythons:
         pytest.skip("no Python 3.9 here")
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from wp_autotrace import dists; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from wp_autotrace.runtime import dists; "
             "print(dists.attribute({'file': sys.argv[2], 'line': 1, 'func': 'f'}))")
     root = Path(__file__).resolve().parent.parent
     info = tmp_path / "pkg_x-1.0.dist-info"

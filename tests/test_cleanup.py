@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cleanup import Candidate, _children_first, leftover_procs
-from wp_autotrace.watcher import ProcReader
+from wp_autotrace.cli.cleanup import Candidate, _children_first, leftover_procs
+from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
 

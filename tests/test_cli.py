@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from wp_autotrace import __version__
-from wp_autotrace.cli import build_parser
+from wp_autotrace.cli.main import build_parser
 
 from .conftest import ROOT, clean_env, events, read_log, run_python
 
@@ -70,7 +70,7 @@ def test_doctor_explains_a_venv_without_the_package(tmp_path: Path) -> None:
 
 def test_no_advice_names_an_unpublished_index_package() -> None:
     """Neither README nor the CLI tells anyone to `pip install wp-autotrace` from an index."""
-    for path in (ROOT / "README.md", ROOT / "wp_autotrace" / "cli.py"):
+    for path in (ROOT / "README.md", ROOT / "wp_autotrace" / "cli" / "main.py"):
         assert not INDEX_ADVICE.search(path.read_text()), path
 
 

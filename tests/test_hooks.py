@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.import_hooks import TargetFinder
-from wp_autotrace.probes import Probes, is_wrapper
-from wp_autotrace.sink import Sink
-from wp_autotrace.targets import INLINE_POOL, SKIP, Target
+from wp_autotrace.common.targets import INLINE_POOL, SKIP, Target
+from wp_autotrace.runtime.finder import TargetFinder
+from wp_autotrace.runtime.recorder import Probes, is_wrapper
+from wp_autotrace.runtime.sink import Sink
 
 from .conftest import read_log
 

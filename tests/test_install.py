@@ -132,9 +132,9 @@ def check_activation(v: Venv, tmp_path: Path, package_dir: Path) -> None:
     assert len(starts) == 1, recs
     assert starts[0]["executable"].startswith(str(v.path)) and starts[0]["role"] == "main"
     assert len(events(recs, "process_exit")) == 1
-    where = run_python(["-c", "import wp_autotrace.bootstrap as b; print(b.__file__)"], tool_env(), timeout=60,
+    where = run_python(["-c", "import wp_autotrace.runtime.bootstrap as b; print(b.__file__)"], tool_env(), timeout=60,
                        cwd=cwd, python=v.python)
-    assert Path(where.stdout.strip()).parent == package_dir, where.stdout + where.stderr
+    assert Path(where.stdout.strip()).parent.parent == package_dir, where.stdout + where.stderr
     assert not list(cwd.iterdir())
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wp_autotrace.labels import TOOLCHAIN, first_line, is_python, is_toolchain, label_for, python_command, tool_name
+from wp_autotrace.analysis.labels import TOOLCHAIN, is_toolchain, label_for, tool_name
+from wp_autotrace.common.cmdline import first_line, is_python, python_command
 
 PY = "/venv/bin/python3.11"
 

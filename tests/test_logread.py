@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wp_autotrace import schema
-from wp_autotrace.cli import main
-from wp_autotrace.logread import MAX_LINE_BYTES, read_logs
+from wp_autotrace.analysis import schema
+from wp_autotrace.analysis.logread import MAX_LINE_BYTES, read_logs
+from wp_autotrace.cli.main import main
 
 from .conftest import clean_env
 from .test_report import seed_log

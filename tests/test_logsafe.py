@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace import redact
-from wp_autotrace.cli import CANT_CREATE, main
-from wp_autotrace.sink import RECORD_START, Sink, default_log_name, open_log
-from wp_autotrace.targets import HELPER_ROLES
+from wp_autotrace.cli.main import CANT_CREATE, main
+from wp_autotrace.common import redact
+from wp_autotrace.common.vocab import HELPER_ROLES
+from wp_autotrace.runtime.sink import RECORD_START, Sink, default_log_name, open_log
 
 from .conftest import ROOT, clean_env, events, read_log, run_python
 
@@ -84,7 +84,8 @@ def test_closed_and_reused_fd_never_receives_records(case: str, tmp_path: Path) 
 
 STDERR_CLOSED = textwrap.dedent('''
     import os, sys
-    from wp_autotrace import bootstrap, sink
+    from wp_autotrace.runtime import bootstrap
+    from wp_autotrace.runtime import sink
     f = open(sys.argv[1], "w")                # takes fd 2: the host started with 2>&-
     assert f.fileno() == 2, f.fileno()
     f.write("results\\n"); f.flush()
@@ -110,7 +111,8 @@ def test_warnings_never_land_in_a_file_that_took_fd_2(tmp_path: Path) -> None:
 def test_warnings_go_to_stderr_while_it_is_the_original(tmp_path: Path) -> None:
     """The positive control: with fd 2 untouched, a warning is printed once."""
     log = tmp_path / "run.jsonl"
-    res = run_python(["-c", "from wp_autotrace import sink; sink.warn('hello'); sink.warn('hello')"], traced(log))
+    code = "from wp_autotrace.runtime import sink; sink.warn('hello'); sink.warn('hello')"
+    res = run_python(["-c", code], traced(log))
     assert res.stderr == "wp-autotrace: hello\n"
 
 
@@ -257,7 +259,7 @@ def test_enospc_then_every_later_record_parses(tmp_path: Path) -> None:
 
 FSIZE = textwrap.dedent('''
     import resource, sys
-    from wp_autotrace.sink import Sink
+    from wp_autotrace.runtime.sink import Sink
     sink = Sink(sys.argv[1], "h", "main")
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (10000, hard))   # SIGXFSZ is ignored by Python
@@ -283,7 +285,7 @@ def test_rlimit_fsize_short_write_then_every_later_record_parses(tmp_path: Path)
 
 BIG_WRITER = textwrap.dedent('''
     import sys
-    from wp_autotrace.sink import Sink
+    from wp_autotrace.runtime.sink import Sink
     sink = Sink(sys.argv[1], "h", "child")
     print("ready", flush=True)
     i = 0
@@ -293,7 +295,7 @@ BIG_WRITER = textwrap.dedent('''
 ''')
 SMALL_WRITER = textwrap.dedent('''
     import sys, time
-    from wp_autotrace.sink import Sink
+    from wp_autotrace.runtime.sink import Sink
     sink = Sink(sys.argv[1], "h", "child")
     end = time.monotonic() + float(sys.argv[2])
     while time.monotonic() < end:

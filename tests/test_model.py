@@ -8,10 +8,10 @@ from typing import Any, Callable
 
 import pytest
 
-from wp_autotrace.findings import FINDINGS
-from wp_autotrace.logread import read_logs
-from wp_autotrace.render import render_text
-from wp_autotrace.report import analyze
+from wp_autotrace.analysis.findings import FINDINGS
+from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.report import analyze
 
 from .test_report import PLUGIN, T0, LogWriter, seed_log
 
@@ -422,7 +422,7 @@ def test_rank_shown_in_the_tree(tmp_path: Path) -> None:
 
 def test_run_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--run ID reports one run; an unknown id is a clear exit 2 naming the runs there are."""
-    from wp_autotrace.cli import main
+    from wp_autotrace.cli.main import main
 
     path = two_runs().write(tmp_path / "two.jsonl")
     assert main(["report", "--json", "--run", "A", str(path)]) == 0

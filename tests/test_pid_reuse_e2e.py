@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from wp_autotrace.logread import read_logs
-from wp_autotrace.report import analyze
+from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.report import analyze
 
 from .conftest import clean_env
 

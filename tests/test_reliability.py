@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import pytest
 
-from wp_autotrace.sink import MAX_RECORD_BYTES
+from wp_autotrace.runtime.sink import MAX_RECORD_BYTES
 
 from . import reliability_plugin
 from .conftest import ROOT, Result, clean_env, events, needs_torch, read_log, report_json, run_python, wait_for_watcher
@@ -102,7 +102,7 @@ def synth(tmp_path: Path) -> Path:
 
 LOAD_WRITER = textwrap.dedent('''
     import os, sys, threading, time
-    from wp_autotrace.sink import Sink
+    from wp_autotrace.runtime.sink import Sink
     log, go, n, nthreads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     sink = Sink(log, "h", "child")
     deadline = time.monotonic() + 60
@@ -326,7 +326,8 @@ def test_fork_storm_with_busy_sampler_and_writers(tmp_path: Path, synth: Path) -
 FORK_HELD_LOCKS = textwrap.dedent('''
     import os, time
     import synthmod
-    from wp_autotrace import import_hooks, probes
+    from wp_autotrace.runtime import finder as import_hooks
+    from wp_autotrace.runtime import recorder as probes
 
     synthmod.work(0)
     # As if other threads were inside a traced call and a target module's body at the fork.
@@ -754,8 +755,8 @@ def _installed_startup_files() -> list[Path]:
 
 
 ENV_NAMES = {"WP_AUTOTRACE", "WP_AUTOTRACE_GUARD"}
-PTH_STRINGS = ENV_NAMES | {"", "1", "true", "yes", "on", "0", "false", "no", "off", "wp_autotrace.bootstrap"}
-PTH_ATTRS = {"environ", "get", "strip", "lower", "bootstrap", "start"}
+PTH_STRINGS = ENV_NAMES | {"", "1", "true", "yes", "on", "0", "false", "no", "off", "wp_autotrace.runtime.bootstrap"}
+PTH_ATTRS = {"environ", "get", "strip", "lower", "runtime", "bootstrap", "start"}
 
 
 def check_pth_line(text: str) -> None:
@@ -777,19 +778,20 @@ def check_pth_line(text: str) -> None:
             func = node.func
             if isinstance(func, ast.Name):
                 assert func.id == "__import__"
-                assert [ast.literal_eval(a) for a in node.args] == ["wp_autotrace.bootstrap"] and not node.keywords
+                args = [ast.literal_eval(a) for a in node.args]
+                assert args == ["wp_autotrace.runtime.bootstrap"] and not node.keywords
                 imported.append(node.args[0].value)  # type: ignore[attr-defined]
             elif isinstance(func, ast.Attribute) and func.attr == "get":
                 assert ast.unparse(func.value) == "os.environ"
                 assert ast.literal_eval(node.args[0]) in ENV_NAMES
         elif isinstance(node, (ast.Subscript, ast.Lambda, ast.Starred)):
             raise AssertionError(f"unexpected {type(node).__name__} in the .pth line")
-    assert imported == ["wp_autotrace.bootstrap"]
+    assert imported == ["wp_autotrace.runtime.bootstrap"]
     assert ast.unparse(tree).endswith("bootstrap.start()")
 
 
 def test_pth_line_can_only_import_our_bootstrap() -> None:
-    """The installed .pth line imports only wp_autotrace.bootstrap and reads only WP_AUTOTRACE(_GUARD)."""
+    """The installed .pth line imports only wp_autotrace.runtime.bootstrap and reads only WP_AUTOTRACE(_GUARD)."""
     files = _installed_startup_files()
     pths = [p for p in files if p.suffix == ".pth" and p.name == "wp_autotrace.pth"]
     assert pths, f"wp_autotrace.pth not installed in {sysconfig.get_paths()['purelib']}"

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wp_autotrace.cli import main
-from wp_autotrace.export import to_chrome_trace
-from wp_autotrace.logread import NoUsableLog, read_logs
-from wp_autotrace.report import analyze, render_text
+from wp_autotrace.analysis.chrome import to_chrome_trace
+from wp_autotrace.analysis.logread import NoUsableLog, read_logs
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.report import analyze
+from wp_autotrace.cli.main import main
 
 T0 = 1_800_000_000.0
 PLUGIN = {"file": "/site/plugin/_inductor/__init__.py", "line": 5, "func": "<module>"}

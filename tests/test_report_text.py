@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.cli import short_answer
-from wp_autotrace.findings import NESTED_ADVICE
-from wp_autotrace.plugins import advice_for
-from wp_autotrace.render import render_text
+from wp_autotrace.analysis.findings import NESTED_ADVICE
+from wp_autotrace.analysis.plugins import advice_for
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.cli.main import short_answer
 
 from .test_model import (
     AC,
@@ -189,8 +189,8 @@ def test_ranks_labelled_and_grouped_launcher_named(tmp_path: Path) -> None:
     assert "100 launcher (torchrun)" in text and "210 child (t.py) rank 1" not in text
     assert "in ranks 0, 1" in finding(rep, "nested-pools")["text"]
     paths = [x.write(tmp_path / f"{x.host}.jsonl") for x in ranked_run(("h1", "h2"))]
-    from wp_autotrace.logread import read_logs
-    from wp_autotrace.report import analyze
+    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.report import analyze
 
     rep = analyze(read_logs([str(p) for p in paths]))
     assert [e["rank"] for e in rep["ranks"]] == ["rank h1:0", "rank h1:1", "rank h2:2", "rank h2:3"]

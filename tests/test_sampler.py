@@ -17,9 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
-from wp_autotrace.bootstrap import own_create_time
-from wp_autotrace.sink import MAX_RECORD_BYTES, Sink
-from wp_autotrace.watcher import PART_BYTES, ProcReader, PsutilReader, Watcher, pack
+from wp_autotrace.common.procfs import ProcReader, PsutilReader
+from wp_autotrace.runtime.bootstrap import own_create_time
+from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink
+from wp_autotrace.watcher.main import PART_BYTES, Watcher, pack
 
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wp_autotrace import logread, schema, sink
+from wp_autotrace.analysis import logread, schema
+from wp_autotrace.runtime import sink
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -15,7 +16,7 @@ def test_readme_schema_table_is_generated_from_schema() -> None:
     start = text.index("-->\n", text.index("<!-- schema:start")) + 4
     end = text.index("<!-- schema:end -->")
     assert text[start:end] == schema.markdown_table(), (
-        "README's schema table is stale: paste python -c 'from wp_autotrace.schema import markdown_table; "
+        "README's schema table is stale: paste python -c 'from wp_autotrace.analysis.schema import markdown_table; "
         "print(markdown_table())' between the schema markers")
 
 
@@ -29,14 +30,14 @@ def test_one_version_and_every_event_checked() -> None:
 
 def test_model_has_a_handler_per_event() -> None:
     """A new event in the schema needs its visit_<event> in the model (else the fold fails loudly)."""
-    from wp_autotrace.model import Builder
+    from wp_autotrace.analysis.model import Builder
 
     assert all(callable(getattr(Builder, "visit_" + event, None)) for event in schema.EVENTS)
 
 
 def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
     """Each table row says what it means; labels are built and split in one place; old logs get tags by label."""
-    from wp_autotrace import targets as T
+    from wp_autotrace.common import targets as T
 
     assert all(t.tag and t.tag != T.USER_TAG for t in T.TARGETS)
     for t in T.TARGETS:
@@ -56,9 +57,9 @@ def test_every_emitted_event_and_field_is_in_the_schema() -> None:
     """
     import ast
 
-    package = Path(schema.__file__).parent
+    package = Path(schema.__file__).parent.parent
     seen = set()
-    for path in sorted(package.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
                     and node.args and isinstance(node.args[0], ast.Constant)):

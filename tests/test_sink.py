@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wp_autotrace.sink import MAX_RECORD_BYTES, Sink, _dumps, encode
+from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink, _dumps, encode
 
 from .conftest import read_log
 
@@ -49,7 +49,7 @@ def test_huge_record_is_shrunk_not_split() -> None:
 
 WRITER = textwrap.dedent('''
     import sys, threading
-    from wp_autotrace.sink import Sink
+    from wp_autotrace.runtime.sink import Sink
     sink = Sink(sys.argv[1], "h", "child")
     n, threads = int(sys.argv[2]), int(sys.argv[3])
     def work(t):

@@ -94,7 +94,7 @@ def test_on_activates_exactly_once(mode: str, tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     modules, _ = simulate(tmp_path, mode, WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log),
                           WP_AUTOTRACE_SAMPLE_INTERVAL="0")
-    assert "wp_autotrace.bootstrap" in modules
+    assert "wp_autotrace.runtime.bootstrap" in modules
     recs = read_log(log)
     assert len(events(recs, "process_start")) == 1 and len(events(recs, "process_exit")) == 1, recs
 
@@ -109,17 +109,18 @@ def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> No
 
 
 def pth_says_on(env: dict[str, str]) -> bool:
-    """Run the .pth line with a stand-in for wp_autotrace.bootstrap; did it call start()?"""
+    """Run the .pth line with a stand-in for wp_autotrace.runtime.bootstrap; did it call start()?"""
     called: list[bool] = []
 
     class Stub:
-        class bootstrap:  # noqa: N801 - mimics the module attribute the line reaches for
-            @staticmethod
-            def start() -> None:
-                called.append(True)
+        class runtime:  # noqa: N801 - mimics the package attributes the line reaches for
+            class bootstrap:  # noqa: N801
+                @staticmethod
+                def start() -> None:
+                    called.append(True)
 
     def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        return Stub if name == "wp_autotrace.bootstrap" else __import__(name, *args, **kwargs)
+        return Stub if name == "wp_autotrace.runtime.bootstrap" else __import__(name, *args, **kwargs)
 
     saved = dict(os.environ)
     try:

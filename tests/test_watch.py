@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.watch import LogTail, RunView
+from wp_autotrace.cli.watch import LogTail, RunView
 
 from .conftest import clean_env, run_python
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.sink import MAX_RECORD_BYTES
-from wp_autotrace.watcher import ARGV_MARK
+from wp_autotrace.runtime.sink import MAX_RECORD_BYTES
+from wp_autotrace.runtime.spawn import ARGV_MARK
 
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
 
@@ -379,7 +379,8 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
     (tmp_path / "rel").mkdir()
     code = textwrap.dedent('''
         import os, subprocess, sys
-        post = ("import os, sys, time; from wp_autotrace.guard import post_notice; time.sleep(float(sys.argv[1]));"
+        post = ("import os, sys, time; from wp_autotrace.runtime.guard import post_notice;"
+                "time.sleep(float(sys.argv[1]));"
                 "post_notice({'pid': os.getpid(), 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'});"
                 "print(os.environ['WP_AUTOTRACE_NOTICE'])")
         print(subprocess.run([sys.executable, "-c", post, "0"], capture_output=True, text=True).stdout.strip())
@@ -404,7 +405,7 @@ def test_guard_root_that_execs_itself(tmp_path: Path) -> None:
         import os, subprocess, sys
         if len(sys.argv) == 1:
             os.execv(sys.executable, [sys.executable, "-c", CODE, "again"])
-        post = ("from wp_autotrace.guard import post_notice;"
+        post = ("from wp_autotrace.runtime.guard import post_notice;"
                 "post_notice({'pid': 7, 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'})")
         subprocess.run([sys.executable, "-c", post])
         print("done")

@@ -5,7 +5,7 @@ Maintainer tool, not part of the test run. For each release it downloads the
 small macOS-arm64 CPU wheel (without installing it) into a cache folder,
 extracts only the Python sources it needs into a temporary folder, and reports:
 
-* every default target and whether it resolves (``wp_autotrace.resolve``);
+* every default target and whether it resolves (``wp_autotrace.analysis.resolve``);
 * pool entry points found by ``ast`` that no target row covers;
 * module-level (import-time) calls to ``warm_pool`` / ``maybe_warm_pool``.
 
@@ -32,8 +32,8 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wp_autotrace.resolve import Resolution, resolve  # noqa: E402
-from wp_autotrace.targets import TARGETS, Target  # noqa: E402
+from wp_autotrace.analysis.resolve import Resolution, resolve  # noqa: E402
+from wp_autotrace.common.targets import TARGETS, Target  # noqa: E402
 
 RELEASES = (
     "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1",
@@ -57,7 +57,7 @@ WARM_CALLS = frozenset({"warm_pool", "maybe_warm_pool"})
 
 # "module:qualname" of an entry point -> why no target row needs to cover it.
 # Add an entry only when wrapping it would add nothing; a real gap wants a row
-# in wp_autotrace/targets.py instead.
+# in wp_autotrace/common/targets.py instead.
 EXPLAINED: dict[str, str] = {}
 
 MODULE_ABBREV = (

@@ -18,7 +18,7 @@ shift
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.9 3.10 3.11 3.12 3.13)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_sampler.py tests/test_watcher.py tests/test_cli.py}
+tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_sampler.py tests/test_watcher.py tests/test_cli.py tests/test_layers.py}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -39,7 +39,7 @@ run_one() {
         hypothesis || return 11
     # The installed copy (not the checkout) must be what a fresh interpreter activates.
     (cd "$dir" && "$venv/bin/python" -c \
-        'import sys, wp_autotrace.bootstrap as b; assert b.__file__.startswith(sys.prefix), b.__file__') || return 12
+        'import sys, wp_autotrace.runtime.bootstrap as b; assert b.__file__.startswith(sys.prefix), b.__file__') || return 12
     # shellcheck disable=SC2086  # $tests is a list of paths
     (cd "$repo" && timeout 900 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not torch" $tests)
     local rc=$?

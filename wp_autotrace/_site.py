@@ -27,7 +27,7 @@ def start() -> None:
     try:
         if not wanted():
             return
-        from .bootstrap import start as _start
+        from .runtime.bootstrap import start as _start
 
         _start()
     except Exception as exc:  # bootstrap.start() never raises; this is its import failing

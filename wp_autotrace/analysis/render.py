@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .findings import pid_text, site, size_text
+from ..common.vocab import GUARDED_ROLES
+from .fmt import escape, pid_text, site, size_text
 from .logread import skipped_line
-from .targets import GUARDED_ROLES
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -21,15 +21,6 @@ MAX_INDENT = 8
 # "… N more"; --verbose shows every row, every tree line and every finding's pids and evidence.
 SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
 FOLD_TOOLS = True  # compiler toolchain children: one line per parent unless --verbose
-
-# C0 controls, DEL and C1 controls (ESC included) shown as \xNN: never sent to a terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
-
-
-def escape(text: str) -> str:
-    """text with every control character (C0, DEL, C1) written as \\xNN."""
-    return text.translate(_CONTROL)
-
 
 def _mb(n: Any) -> str:
     return f"{n / 2**20:.0f} MB" if n else "-"

@@ -17,7 +17,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from . import __version__
+from .. import __version__
+from ..common.vocab import WATCHER
 from .labels import rank_value
 from .logread import LogData
 
@@ -90,7 +91,7 @@ def _processes(data: LogData) -> tuple[dict[tuple[str, int], _Proc], list[_Proc]
             p.ppid, p.info = r.get("ppid"), r
             by_key[key] = p
             order.append(p)
-        elif key not in by_key and r.get("role") != "watcher":
+        elif key not in by_key and r.get("role") != WATCHER:
             p = _Proc(run_of.get(key, default_run), r["host"], r["pid"], float(r["ts"]))
             p.ppid, p.info = r.get("ppid"), {"role": r.get("role")}
             by_key[key] = p

@@ -233,14 +233,9 @@ def _scan(root: str) -> dict[str, tuple[str, str]]:
 
 def command_source() -> str | None:
     """The first line of this interpreter's -c code, shortened; None if it has none."""
-    from .labels import first_line, python_command
+    from ..common.cmdline import first_line, own_argv, python_command
 
-    argv = getattr(sys, "orig_argv", None)
-    if argv is None:
-        from .bootstrap import _proc_cmdline
-
-        argv = _proc_cmdline()
-    command = python_command(argv)
+    command = python_command(own_argv())
     if command is None or command[0] != "-c":
         return None
     return first_line(command[1], MAX_SRC) or None

@@ -22,11 +22,12 @@ import stat
 import sys
 import time
 
+from ..common.vocab import SCHEMA_VERSION
+
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-SCHEMA_VERSION = 1
 # Records are kept well below the size a local filesystem appends atomically
 # (70 KB lines were seen intact here); bigger ones are shrunk, never split.
 MAX_RECORD_BYTES = 32 * 1024

@@ -16,13 +16,13 @@ import sys
 import time
 from typing import Any
 
-from .labels import rank_value
-from .logread import parse_line
-from .watcher import make_reader
+from ..analysis.labels import rank_value
+from ..analysis.logread import parse_line
+from ..common.procfs import make_reader
+from ..common.vocab import WATCHER as WATCHER_ROLE
 
 DEFAULT_INTERVAL_S = 1.0
 MAX_READ = 8 * 2**20  # per refresh, so a huge log never freezes the view; the rest comes next time
-WATCHER_ROLE = "watcher"  # the tracer's own watcher: not a process of the run
 START_TOLERANCE_S = 0.015  # start times are rounded to 10 ms (see cleanup.TICKS_TOLERANCE)
 LOG_GLOB = "wp_autotrace-*.jsonl"
 ROLE_WIDTH = 30  # indented role names: "compile-sidecar (left)" a few levels deep

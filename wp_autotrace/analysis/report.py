@@ -3,93 +3,30 @@
 ``analyze`` folds the records into the run model (model.py), derives a View
 of the selected runs, runs the findings registry (findings.py) and returns
 one JSON-ready dict with stable keys (README lists them). Rendering for
-people lives in render.py.
+people lives in render.py; the CLI composes the two.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import targets as T
-from .findings import BENIGN_LEFTOVER_ROLES, find_all
-from .labels import label_for, python_command, rank_value, tool_name
+from ..common import targets as T
+from ..common import vocab as V
+from ..common.cmdline import python_command
+from .findings import find_all
+from .labels import label_for, rank_value, tool_name
 from .logread import LogData, NoUsableLog
 from .model import (
-    RUN_END_UNSEEN,
-    RUN_ENDED,
     RUN_IN_PROGRESS,
     RUN_KILLED,
-    Call,
     Model,
     Pool,
     Process,
     Run,
     build,
-    run_state,
 )
-from .render import answer_text, render_text, summary_lines
-
-__all__ = ["analyze", "render_text", "summary_lines", "View", "RUN_ENDED", "RUN_IN_PROGRESS", "RUN_KILLED",
-           "RUN_END_UNSEEN"]
-
-# The rank a process is labelled with: the first of these set (otlp.py and watch.py read the same keys).
-
-
-class View:
-    """The selected runs of a model, and what the findings and tables share."""
-
-    def __init__(self, model: Model, runs: list[Run]) -> None:
-        self.model = model
-        self.runs = runs
-        chosen = {id(r) for r in runs}
-        self.procs: list[Process] = [p for p in model.processes if p.run is not None and id(p.run) in chosen]
-        keep = {id(p) for p in self.procs}
-        self.calls: list[Call] = [c for c in model.calls if id(c.proc) in keep]
-        self.pools: list[Pool] = [pool for pool in model.pools if id(pool.creator) in keep]
-        self.blocked: list[Call] = [c for r in runs for c in r.blocked]
-        starts = [r.start for r in runs if r.start is not None]
-        ends = [r.end for r in runs if r.end is not None]
-        self.t0 = min(starts) if starts else model.t0
-        self.t_end = max(ends) if ends else self.t0
-        self.warm_calls = _top_warm_calls(self.calls)
-        self.max_depth = max((p.depth for p in self.procs), default=0)
-        self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
-        benign = sum(1 for r in runs for p in r.leftover if p.role in BENIGN_LEFTOVER_ROLES)
-        self.leftover_count = max(sum(r.leftover_count for r in runs) - benign, len(self.leftover_procs))
-        self.leftover_rss = sum(_leftover_rss(r, p) for r in runs for p in r.leftover
-                                if p.role not in BENIGN_LEFTOVER_ROLES)
-        self.states = {r.id: run_state(r) for r in runs}
-        self.multi_host = len({p.host for p in self.procs}) > 1
-        self.rank_of = _inherited_ranks(self.procs, self.multi_host)
-        self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
-                          and any(rank_value(q.rank) for q in p.children)}
-        self.exit_wait_s = sum(_open_for(self, c) for c in self.calls
-                               if c.tag == T.EXIT_SHUTDOWN and c.proc.role == "main")
-
-    def rel(self, ts: float | None) -> float | None:
-        return round(ts - self.t0, 3) if ts is not None else None
-
-
-def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:
-    """Each process's rank label ('rank 3', 'rank h1:3' across hosts): its own, else its nearest ancestor's."""
-    found: dict[int, str] = {}
-    for p in procs:
-        chain: list[Process] = []
-        q: Process | None = p
-        label = None
-        while q is not None and q.index not in found and len(chain) <= len(procs):
-            value = rank_value(q.rank)
-            if value is not None:
-                label = f"rank {q.host}:{value}" if multi_host else f"rank {value}"
-                break
-            chain.append(q)
-            q = q.parent
-        label = label or (found.get(q.index) if q is not None else None) or ""
-        if q is not None and q.index not in found:
-            found[q.index] = label
-        for x in chain:
-            found[x.index] = label
-    return {i: label for i, label in found.items() if label}
+from .render import answer_text
+from .view import View
 
 
 def process_label(p: Process) -> str:
@@ -101,23 +38,6 @@ def process_label(p: Process) -> str:
     if argv and (p.traced or python_command(argv) is not None):
         return label_for(argv)
     return p.name or (label_for(argv) if argv else "?")
-
-
-def _open_for(v: View, c: Call) -> float:
-    """How long a call was open: to its return, else to its process's end, else to the log's end."""
-    end = c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end
-    return max(0.0, end - c.ts)
-
-
-def _leftover_rss(run: Run, p: Process) -> int:
-    rss = run.leftover[p].get("rss")
-    return rss if isinstance(rss, int) else p.last_rss
-
-
-def _top_warm_calls(calls: list[Call]) -> list[Call]:
-    """warm_pool calls not inside another warm_pool call (an override calling super())."""
-    return [c for c in calls if c.tag == T.WARM_POOL and not c.blocked
-            and (c.parent is None or c.parent.tag != T.WARM_POOL)]
 
 
 def _warm_callers(v: View) -> list[dict[str, Any]]:
@@ -195,7 +115,7 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
         left = [p for p in procs if p.index in leftover]
         rows.append({
             "rank": label, "pid": top.pid, "host": top.host, "role": top.role, "label": process_label(top),
-            "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in T.SIDECAR_ROLES),
+            "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in V.SIDECAR_ROLES),
             "pools": sum(1 for pool in v.pools if pool.creator.index in members),
             "max_depth": max(p.depth for p in procs) - top.depth,
             "leftovers": len(left), "leftover_rss_bytes": sum(p.last_rss for p in left),
@@ -213,7 +133,7 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     """What the run cost, in total: processes, what was left (memory), the main process's wait at exit."""
     never = next((f.cost.get("processes", 0) for f in findings if f.kind == "sidecar-never-served"), 0)
     return {
-        "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in T.SIDECAR_ROLES),
+        "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in V.SIDECAR_ROLES),
         "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
         # The log records no CPU time per process (the watcher samples RSS only): not guessed.

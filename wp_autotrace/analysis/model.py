@@ -23,9 +23,10 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable
 
+from ..common import targets as T
+from ..common import vocab as V
+from ..common.vocab import SIDECAR_ROLES
 from . import schema as S
-from . import targets as T
-from .targets import SIDECAR_ROLES
 
 # Two create_time values closer than this are one process. Both sides compute
 # round(btime + starttime_ticks / CLK_TCK, 2) from the same kernel numbers, so
@@ -309,7 +310,7 @@ class Builder:
         key = (r["host"], r["pid"])
         if r.get("run"):
             run = self.run(r["run"])
-            if r.get("role") == S.WATCHER_ROLE:
+            if r.get("role") == V.WATCHER:
                 self.watchers[key] = run
                 run.watcher_pids.add(key)
         elif key in self.watchers:
@@ -326,7 +327,7 @@ class Builder:
         return run
 
     def is_watcher(self, r: dict[str, Any]) -> bool:
-        return r.get("role") == S.WATCHER_ROLE or (r["host"], r["pid"]) in self.watchers
+        return r.get("role") == V.WATCHER or (r["host"], r["pid"]) in self.watchers
 
     # -- fold ---------------------------------------------------------------
 
@@ -338,7 +339,7 @@ class Builder:
         return self.model
 
     def visit_process_start(self, r: dict[str, Any]) -> None:
-        if r.get("role") == S.WATCHER_ROLE:
+        if r.get("role") == V.WATCHER:
             if r.get("run"):
                 self.record_run(r)
             return
@@ -533,7 +534,7 @@ class Builder:
     def visit_leftover(self, r: dict[str, Any]) -> None:
         run = self.record_run(r)
         run.leftover_seen = True
-        run.leftover_how = r.get("how") or run.leftover_how or "root-exit"
+        run.leftover_how = r.get("how") or run.leftover_how or V.ROOT_EXIT
         host = r["host"]
         listed = {e["pid"] for e in r.get("procs") or ()}
         for entry in r.get("procs") or ():
@@ -631,7 +632,7 @@ def run_state(run: Run, now: float | None = None) -> str:
     root = run.root
     if root is None or root.exited:
         return RUN_ENDED if root is not None else RUN_END_UNSEEN
-    if run.leftover_how == "root-killed" or root.gone is not None:
+    if run.leftover_how == V.ROOT_KILLED or root.gone is not None:
         return RUN_KILLED
     if run.leftover_seen:
         return RUN_ENDED  # the watcher saw the main process end and checked what was left

@@ -1,7 +1,7 @@
 """Findings as a registry: each one a small function over the analysed run.
 
-A finding function takes the View (report.View: the selected runs' model
-plus what report derived from it) and returns a Finding or None. FINDINGS
+A finding function takes the View (view.View: the selected runs' model
+plus what is derived from it) and returns a Finding or None. FINDINGS
 lists them in the order they are shown. One finding per kind, aggregated
 (counts and the first few pids), never one line per process; the full pid
 lists are in ``pids`` (--json).
@@ -14,21 +14,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from . import targets as T
+from ..common import targets as T
+from ..common import vocab as V
+from ..common.vocab import GUARDED_ROLES, SIDECAR_ROLES
+from .fmt import TEXT_PIDS, pid_text, site, size_text
 from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
 from .plugins import advice_for_frame
-from .targets import GUARDED_ROLES, HELPER_ROLES, SIDECAR_ROLES
 
 if TYPE_CHECKING:
     from .model import Call, Pool, Process, Run
-    from .report import View
+    from .view import View
 
 # The main process waiting longer than this at exit is worth a finding.
 SLOW_EXIT_WAIT_S = 5.0
-# Pids named in a finding's text; the rest are in --json.
-TEXT_PIDS = 6
-# multiprocessing's resource tracker and forkserver outlive their starter by design.
-BENIGN_LEFTOVER_ROLES = HELPER_ROLES
 
 
 class Finding(NamedTuple):
@@ -41,31 +39,6 @@ class Finding(NamedTuple):
     evidence: list[str]
     advice: str
     cost: dict[str, Any]
-
-
-def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
-    """'1, 2, 3' or '1, 2, 3, ... (40 in all)'."""
-    items = sorted(set(pids))
-    text = ", ".join(map(str, items[:limit]))
-    return text + (f", ... ({len(items)} in all)" if len(items) > limit else "")
-
-
-def size_text(n: int) -> str:
-    """Bytes for people: '600 MB', '65.6 GB'."""
-    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
-
-
-def site(frame: dict[str, Any] | None) -> str:
-    """Where a call came from, for people: 'dist version: rel:line (func)' when known."""
-    if not frame:
-        return "?"
-    where = frame.get("rel") or frame["file"]
-    text = f"{where}:{frame.get('line')} ({frame.get('func') or '?'})"
-    if frame.get("dist"):
-        text = f"{frame['dist']} {frame.get('dist_version') or ''}".rstrip() + ": " + text
-    if frame.get("src"):
-        text += f' "{frame["src"][:60]}"'
-    return text
 
 
 def _sites(calls: Any) -> str:
@@ -150,7 +123,7 @@ def leftovers(v: View) -> Finding | None:
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     mb = f", about {size_text(rss)} resident" if rss else ""
-    killed = any(r.leftover_how == "root-killed" for r in v.runs)
+    killed = any(r.leftover_how == V.ROOT_KILLED for r in v.runs)
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "

@@ -11,32 +11,58 @@ the TypedDicts exist for type checkers only.
 
 from __future__ import annotations
 
+from ..common.vocab import (  # the event names: model.py and tests read them as S.NAME
+    BLOCKED as BLOCKED,
+)
+from ..common.vocab import (
+    CALL as CALL,
+)
+from ..common.vocab import (
+    CONFIG as CONFIG,
+)
+from ..common.vocab import (
+    ERROR as ERROR,
+)
+from ..common.vocab import (
+    IMPORT as IMPORT,
+)
+from ..common.vocab import (
+    LEFTOVER as LEFTOVER,
+)
+from ..common.vocab import (
+    PROCESS_EXIT as PROCESS_EXIT,
+)
+from ..common.vocab import (
+    PROCESS_START as PROCESS_START,
+)
+from ..common.vocab import (
+    RETURN as RETURN,
+)
+from ..common.vocab import (
+    ROLE as ROLE,
+)
+from ..common.vocab import (
+    SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from ..common.vocab import (
+    TRACER_ERROR as TRACER_ERROR,
+)
+from ..common.vocab import (
+    TREE as TREE,
+)
+from ..common.vocab import (
+    WATCHER_EXIT as WATCHER_EXIT,
+)
+from ..common.vocab import (
+    WATCHER_EXIT_REASONS as WATCHER_EXIT_REASONS,
+)
+from ..common.vocab import (
+    WATCHER_START as WATCHER_START,
+)
+
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any, TypedDict
-
-SCHEMA_VERSION = 1
-
-# Event names.
-PROCESS_START = "process_start"
-PROCESS_EXIT = "process_exit"
-CALL = "call"
-RETURN = "return"
-BLOCKED = "blocked"
-IMPORT = "import"
-CONFIG = "config"
-ROLE = "role"
-TREE = "tree"
-LEFTOVER = "leftover"
-TRACER_ERROR = "tracer_error"
-ERROR = "error"
-WATCHER_START = "watcher_start"
-WATCHER_EXIT = "watcher_exit"
-
-# The watcher's role: a bookkeeping process, never one of the run's processes.
-WATCHER_ROLE = "watcher"
-# Events written by the sampler/watcher about other processes (they carry `run`).
-WATCHER_EVENTS = frozenset({TREE, LEFTOVER, WATCHER_START, WATCHER_EXIT})
 
 # Field types the reader checks (logread._CHECKS): a field of the wrong type is
 # dropped from its record, and counted.
@@ -168,7 +194,7 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
-        ("reason", STR, "`run-ended`, `linger-end`, `log-gone`, `log-unwritable`, `root-is-reaper` or `error`"),
+        ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),
         ("cpu_s", NUM, "the watcher's own CPU seconds"))),
 }

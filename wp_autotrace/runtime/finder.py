@@ -22,8 +22,8 @@ import os
 import sys
 from importlib import _bootstrap  # importlib itself: already loaded
 
+from ..common.targets import CONFIG, IMPORT, Target
 from .sink import warn
-from .targets import CONFIG, IMPORT, Target
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ class TargetFinder:
             methods = {t.qualname.split(".", 1)[1]: t for t in targets if "." in t.qualname}
             self._patch_class(value, methods)
             return value
-        from .probes import is_wrapper
+        from .recorder import is_wrapper
 
         for t in targets:
             if t.qualname == key and callable(value) and not is_wrapper(value):
@@ -226,7 +226,7 @@ class TargetFinder:
         """What a class attribute becomes: a wrapped function, classmethod, staticmethod,
         property (getter, setter, deleter traced as calls) or cached_property; anything
         else is left alone, with one warning."""
-        from .probes import is_wrapper
+        from .recorder import is_wrapper
 
         def wrap(fn: Any, suffix: str = "") -> Any:
             if fn is None or is_wrapper(fn):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from .targets import GUARDED_ROLES
+from ..common.vocab import GUARDED_ROLES
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:

@@ -22,15 +22,6 @@ CONFIG = "config"  # read settings from the module once it has loaded
 SKIP = "skip"  # return None without calling
 INLINE_POOL = "inline-pool"  # return an executor that runs jobs in-process
 
-# Every process whose only job is to serve a compile or autotune pool: a
-# warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
-# Sidecars: the processes that fork a compile pool's workers.
-SIDECAR_ROLES = frozenset({"compile-sidecar", "fx-compile-sidecar"})
-GUARDED_ROLES = SIDECAR_ROLES | {"compile-worker", "autotune-worker", "quack-worker"}
-# Added by a wrapper to the environment of the interpreters its call's own thread
-# starts (never to os.environ; the child pops it at start): how a spawned pool
-# process learns which pool it serves.
-CHILD_ROLE_ENV = "WP_AUTOTRACE_CHILD_ROLE"
 
 # Environment variables recorded at process start and at each warm_pool call,
 # because each one silently decides whether a pool starts.
@@ -281,8 +272,6 @@ ARGV_ROLES: tuple[tuple[str, str], ...] = (
     # multiprocessing's forkserver: started on demand, lives until its starter exits.
     ("multiprocessing.forkserver", "forkserver"),
 )
-# Helper processes that outlive their starter by design: never "left behind".
-HELPER_ROLES = frozenset({"resource-tracker", "forkserver"})
 
 
 def parse_extra_targets(spec: str) -> tuple[list[Target], list[str]]:

@@ -16,7 +16,8 @@ import signal
 import time
 from typing import Any, NamedTuple
 
-from .watcher import ProcReader
+from ..common.procfs import ProcReader
+from ..common.vocab import WATCHER as WATCHER_ROLE
 
 # Exit statuses (README's table; NO_USABLE_LOG and USAGE come from cli).
 CLEAN = 0  # every candidate ended or was already gone
@@ -26,7 +27,6 @@ STILL_RUNNING = 3  # a selected run's main process is alive: nothing signalled
 DEFAULT_GRACE_S = 5.0
 # Interpreter start to the .pth's process_start record: well under this even on a loaded host.
 ROOT_START_WINDOW_S = 60.0
-WATCHER_ROLE = "watcher"  # the tracer's own watcher process is never a leftover of the run
 POLL_S = 0.05
 KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anyway
 # The tracer rounds start times to 2 decimals; one clock tick is 10 ms at the

@@ -13,9 +13,9 @@ import sys
 import tempfile
 from typing import Any, NamedTuple
 
-from . import __version__
-from .logread import NoUsableLog, read_logs, skipped_line
-from .sink import default_log_name
+from .. import __version__
+from ..analysis.logread import NoUsableLog, read_logs, skipped_line
+from ..runtime.sink import default_log_name
 
 # Exit statuses, as documented in README's table (sysexits.h numbers where one fits).
 OK, NO_USABLE_LOG, USAGE = 0, 2, 64
@@ -86,8 +86,8 @@ def _dumps(value: Any, indent: int | None = None) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .render import render_text
-    from .report import analyze
+    from ..analysis.render import render_text
+    from ..analysis.report import analyze
 
     data = read_logs(args.logs)
     rep = analyze(data, args.run)
@@ -99,7 +99,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import to_chrome_trace
+    from ..analysis.chrome import to_chrome_trace
 
     if args.format == "otlp":
         return _export_otlp(args)
@@ -116,7 +116,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _export_otlp(args: argparse.Namespace) -> int:
     """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
-    from .otlp import post, to_otlp
+    from ..analysis.otlp import post, to_otlp
 
     data = read_logs(args.logs)
     request = to_otlp(data)
@@ -261,8 +261,9 @@ def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
 
 def short_answer(log: str) -> list[str]:
     """The report's short answer for a log: the answer paragraph, then one line per finding and its advice."""
-    from .render import escape
-    from .report import analyze, summary_lines
+    from ..analysis.fmt import escape
+    from ..analysis.render import summary_lines
+    from ..analysis.report import analyze
 
     return [escape(line) for line in summary_lines(analyze(read_logs([log])))]
 
@@ -372,7 +373,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _doctor_torch(say: Any) -> None:
     import importlib.util
 
-    from .resolve import resolve
+    from ..analysis.resolve import resolve
 
     try:
         from importlib.metadata import PackageNotFoundError, version

@@ -1,13 +1,8 @@
 """The run's watcher: a separate small process that samples the run's process tree.
 
-The root starts it (``spawn``) so that no host process ever holds a tracer
-thread or a child it could wait for: the root forks a tiny intermediate,
-which leaves the root's session, points stdio at /dev/null, closes every
-other inherited fd but the log's, lowers its priority, spawns a fresh
-interpreter (``python -I -S``: no site, so no .pth activation and no torch;
-WP_AUTOTRACE* cleared too) and exits; the root reaps it before ``spawn``
-returns. The watcher is therefore an orphan in its own session, recognisable
-in ps as ``... wp-autotrace-watch RUN ...``.
+The root starts it (runtime/spawn.py says how) so that no host process ever
+holds a tracer thread or a child it could wait for: it is an orphan in its
+own session, niced, with stdio on /dev/null and only the log's fd.
 
 Each tick it lists /proc once and reads the stat of the run's live processes
 and of pids new since the last tick; a new pid whose parent is in the run
@@ -24,32 +19,18 @@ Lists that do not fit one record are split over several (``part``/``parts``).
 from __future__ import annotations
 
 import os
-import sys
 import time
 
-from .bootstrap import (
-    DEAD_STATES,
-    STAT_PGRP,
-    STAT_PPID,
-    STAT_RSS,
-    STAT_SESSION,
-    STAT_STARTTIME,
-    STAT_STATE,
-    STAT_THREADS,
-    ProcClock,
-    split_stat,
-)
-from .redact import env_secrets, parse_patterns, redact_cmd
-from .sink import Sink
-from .targets import ARGV_ROLES
+from ..common import vocab as V
+from ..common.cmdline import role_from_cmd
+from ..common.procfs import make_reader
+from ..common.redact import env_secrets, parse_patterns, redact_cmd
+from ..runtime.sink import Sink
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
 if TYPE_CHECKING:
     from typing import Any
 
-ROLE = "watcher"
-ARGV_MARK = "wp-autotrace-watch"  # what ps shows, followed by the run id
-NICE = 10  # it only watches: let the run have the CPU
 HEARTBEAT_S = 2.0  # a tree record with fresh rss at least this often
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
 SCAN_S = 2.0  # seconds between /proc scans for orphans of the root's group or session
@@ -60,198 +41,8 @@ CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cu
 PART_BYTES = 24 * 1024
 LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, the root's process_exit)
 MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
-EXEC_FAILED = 127  # as a shell says "command not found"
 ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
 CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)
-# The interpreter's code: put the package's directory first on sys.path, run main().
-# Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
-BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
-        "from wp_autotrace.watcher import main;main(sys.argv[1:])")
-
-
-# -- the root's side: start it ------------------------------------------------------
-
-_exit = os._exit  # bound once: the intermediate leaves by it without running the host's atexit handlers
-
-def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
-          redact: str = "") -> bool:
-    """Start the watcher for this run; True when the intermediate forked it.
-
-    Called in the root at start-up, before any thread exists. The intermediate
-    child is reaped here, so the host never sees a child of ours. redact: the
-    WP_AUTOTRACE_REDACT spec (name patterns, no secrets), as the watcher's
-    environment has no WP_AUTOTRACE* variables.
-    """
-    if not sys.executable:  # embedded: no interpreter to run
-        return False
-    pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # Where the watcher starts reading the log: just after the root's process_start.
-    offset = os.lseek(log_fd, 0, os.SEEK_CUR)
-    argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log, str(offset),
-            str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact]
-    pid = os.fork()
-    if pid == 0:  # the intermediate: never returns into the host's code
-        code = 1
-        try:
-            _detach_and_spawn(argv, log_fd)
-            code = 0
-        finally:
-            _exit(code)
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:  # SIGCHLD inherited as ignored: the kernel reaped it already
-        return True
-    return status == 0
-
-
-def _detach_and_spawn(argv: list[str], keep_fd: int) -> None:
-    """In the intermediate: own session, quiet stdio, only the log fd kept; fork the watcher."""
-    os.setsid()
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    try:
-        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        open_fds = list(range(3, 1024))
-    for fd in open_fds:
-        if fd > 2 and fd != keep_fd:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    os.set_inheritable(keep_fd, True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
-    # fork + exec rather than posix_spawn: posix_spawn returns only once the new
-    # process has exec'd, and on a busy host that wait (the root's) was up to 27 ms.
-    if os.fork() == 0:
-        try:
-            os.execve(argv[0], argv, env)
-        finally:
-            _exit(EXEC_FAILED)
-
-
-# -- reading processes ----------------------------------------------------------------
-
-def _read(path: str, size: int = 4096) -> bytes | None:
-    """A small /proc file's content, or None if the process is gone (os.open: a third of open()'s cost)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-class ProcReader:
-    """pids, stat and command lines straight from /proc."""
-
-    def __init__(self) -> None:
-        self.clock = ProcClock()
-        self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
-        self.page = os.sysconf("SC_PAGE_SIZE")
-
-    @staticmethod
-    def available() -> bool:
-        """/proc with children files (CONFIG_PROC_CHILDREN): what children() reads."""
-        pid = os.getpid()
-        return os.path.exists(f"/proc/{pid}/task/{pid}/children")
-
-    @staticmethod
-    def pids() -> set[int]:
-        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
-
-    def stat(self, pid: int) -> dict[str, Any] | None:
-        """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
-        data = _read(f"/proc/{pid}/stat")
-        parsed = None if data is None else split_stat(data)
-        if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
-            return None
-        name, fields = parsed
-        return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
-                "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
-                "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
-                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
-
-    @staticmethod
-    def children(pid: int, threads: int = 0) -> list[int] | None:
-        """Children of every thread of pid (any thread may fork); None if pid is gone."""
-        if threads == 1:  # most processes of a run: one read, no directory listing
-            data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
-            return None if data is None else [int(c) for c in data.split()]
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return None
-        found: list[int] = []
-        for tid in tids:
-            found.extend(int(c) for c in (_read(f"/proc/{pid}/task/{tid}/children", 65536) or b"").split())
-        return found
-
-    @staticmethod
-    def cmdline(pid: int) -> str:
-        data = _read(f"/proc/{pid}/cmdline", 65536) or b""
-        return data.replace(b"\0", b" ").decode(errors="replace").strip()
-
-
-class PsutilReader:
-    """The same accessors through psutil, where there is no /proc."""
-
-    def __init__(self) -> None:
-        import psutil
-
-        self.psutil = psutil
-
-    def pids(self) -> set[int]:
-        return set(self.psutil.pids())
-
-    def stat(self, pid: int) -> dict[str, Any] | None:
-        ps = self.psutil
-        try:
-            p = ps.Process(pid)
-            with p.oneshot():
-                if p.status() == ps.STATUS_ZOMBIE:
-                    return None
-                return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
-                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss,
-                        "threads": p.num_threads(), "groups": (os.getpgid(pid), os.getsid(pid))}
-        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
-            return None
-
-    def children(self, pid: int, threads: int = 0) -> list[int] | None:
-        ps = self.psutil
-        try:
-            return [c.pid for c in ps.Process(pid).children()]
-        except ps.NoSuchProcess:
-            return None
-        except (ps.AccessDenied, OSError):
-            return []
-
-    def cmdline(self, pid: int) -> str:
-        ps = self.psutil
-        try:
-            return " ".join(ps.Process(pid).cmdline())
-        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
-            return ""
-
-
-def make_reader() -> Any:
-    """The cheapest reader this platform has."""
-    return ProcReader() if ProcReader.available() else PsutilReader()
-
-
-def role_from_cmd(cmd: str) -> str | None:
-    """The role a command line shows (a compile sidecar, say), if any."""
-    for suffix, role in ARGV_ROLES:
-        if suffix in cmd.replace(os.sep, "/"):
-            return role
-    return None
-
-
 def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
     """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
     import json
@@ -392,10 +183,10 @@ class Watcher:
         entry["cmd"] = cmd[:CMD_CHARS]
         if len(cmd) > CMD_CHARS:
             entry["cmd_len"] = len(cmd)
-        role = "main" if info["pid"] == self.root else role_from_cmd(cmd)
+        role = V.MAIN if info["pid"] == self.root else role_from_cmd(cmd)
         parent = self.live.get(info["ppid"])
-        if role == "compile-sidecar" and parent and parent.get("cmd") == entry["cmd"]:
-            role = "compile-worker"  # forked by the sidecar: same command line
+        if role == V.COMPILE_SIDECAR and parent and parent.get("cmd") == entry["cmd"]:
+            role = V.COMPILE_WORKER  # forked by the sidecar: same command line
         if role:
             entry["role"] = role
         return entry
@@ -535,31 +326,31 @@ class Watcher:
             if os.getppid() == self.root:
                 # The root adopted us (a child subreaper): leave at once, so a host
                 # that waits for all its children is not kept waiting by a watcher.
-                return "root-is-reaper"
+                return V.EXIT_ROOT_IS_REAPER
             if self.log is not None and self.log.gone():
-                return "log-gone"
+                return V.EXIT_LOG_GONE
             if self.sink.dropped:
-                return "log-unwritable"
+                return V.EXIT_LOG_UNWRITABLE
             self.tick()
             now = clock()
             if self.root_end is not None and root_gone_at is None:
                 root_gone_at = now
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
-                    self.leftover("root-exit" if self.root_exited() else "root-killed")
+                    self.leftover(V.ROOT_EXIT if self.root_exited() else V.ROOT_KILLED)
                     self.leftover_written = True
                 if self.leftover_written and not self.live:
-                    return "run-ended"
+                    return V.EXIT_RUN_ENDED
                 if now - root_gone_at >= self.linger and self.leftover_written:
-                    self.leftover("linger-end")
-                    return "linger-end"
+                    self.leftover(V.LINGER_END)
+                    return V.EXIT_LINGER_END
             next_tick += self.interval
             sleep(max(0.0, next_tick - clock()))
             next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
-        if reason not in ("log-gone", "log-unwritable"):
+        if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE):
             self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
         cpu = os.times()
         self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
@@ -571,7 +362,7 @@ def main(args: list[str]) -> None:
     host = os.uname().nodename
     inherited = int(fd)  # the root's own fd: proof of which file the log is
     try:
-        sink = Sink(log, host, ROLE, create=False)  # never creates the log: only the root may
+        sink = Sink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
         same = os.path.samestat(os.fstat(sink.fd), os.fstat(inherited))
     except OSError:
         return
@@ -587,5 +378,5 @@ def main(args: list[str]) -> None:
     except Exception as exc:
         sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
                   root_pid=int(root))
-        reason = "error"
+        reason = V.EXIT_ERROR
     watcher.finish(reason)

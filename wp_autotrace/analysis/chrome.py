@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.targets import short_label
 from .logread import LogData
-from .targets import short_label
 
 # Trace pids are ints: each host gets its own range when logs of several merge
 # (above any pid_max, 2**22).

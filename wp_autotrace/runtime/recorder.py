@@ -15,20 +15,20 @@ import os
 import sys
 import time
 
-from .catch import watch_role
-from .dists import attribute
-from .sink import Sink
-from .targets import (
-    CHILD_ROLE_ENV,
+from ..common.env import CHILD_ROLE_ENV
+from ..common.targets import (
     CONFIG_KEYS,
     COUNT,
-    GUARDED_ROLES,
     IMPORT,
     INLINE_POOL,
     SKIP,
     Target,
     watched_env,
 )
+from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
+from .catch import watch_role
+from .dists import attribute
+from .sink import Sink
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
-_FIXED_ROLES = GUARDED_ROLES - {"compile-worker"} | {"main"}
+_FIXED_ROLES = (GUARDED_ROLES - {COMPILE_WORKER}) | {MAIN}
 
 
 class Probes:

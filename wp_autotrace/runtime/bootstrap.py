@@ -13,40 +13,42 @@ import atexit
 import os
 import sys
 
-from .redact import env_secrets, parse_patterns, redact_argv, redact_env
-from .sink import Sink, default_log_name, warn
-from .targets import (
-    ARGV_ROLES,
+from ..common.cmdline import own_argv
+from ..common.env import (
     CHILD_ROLE_ENV,
-    GUARDED_ROLES,
-    SIDECAR_ROLES,
+    ENABLE_ENV,
+    FALSE_WORDS,
+    GUARD_ENV,
+    INTERVAL_ENV,
+    LINGER_ENV,
+    LOG_ENV,
+    NOTICE_ENV,
+    REDACT_ENV,
+    ROOT_ENV,
+    RUN_ENV,
+    STACK_ENV,
+    TARGETS_ENV,
+    TRUE_WORDS,
+    WATCHED_ENV,
+    is_true,
+)
+from ..common.procfs import own_create_time
+from ..common.redact import env_secrets, parse_patterns, redact_argv, redact_env
+from ..common.targets import (
+    ARGV_ROLES,
     TARGETS,
     Target,
     parse_extra_targets,
     rank_env,
     watched_env,
 )
+from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
+from .sink import Sink, default_log_name, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("", "0", "false", "no", "off")
-
-ENABLE_ENV = "WP_AUTOTRACE"
-LOG_ENV = "WP_AUTOTRACE_LOG"
-STACK_ENV = "WP_AUTOTRACE_STACK"
-TARGETS_ENV = "WP_AUTOTRACE_TARGETS"
-INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
-LINGER_ENV = "WP_AUTOTRACE_LINGER"
-GUARD_ENV = "WP_AUTOTRACE_GUARD"
-REDACT_ENV = "WP_AUTOTRACE_REDACT"
-# Exported by the root for its descendants.
-RUN_ENV = "WP_AUTOTRACE_RUN"
-ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"
-WATCHED_ENV = "WP_AUTOTRACE_WATCHED"  # the run id whose watcher the root started
 
 DEFAULT_STACK = 8
 DEFAULT_INTERVAL = 0.1
@@ -72,11 +74,6 @@ class Settings:
         # Name patterns whose argv/env values are masked in the log (redact.py).
         self.redact = redact or parse_patterns("")
         self.linger = linger
-
-
-def is_true(value: str | None) -> bool:
-    """WP_AUTOTRACE's truth test: 1/true/yes/on, any case."""
-    return (value or "").strip().lower() in TRUE_WORDS
 
 
 def _number(name: str, default: float, low: float, high: float, root: bool = True) -> float:
@@ -138,77 +135,19 @@ def read_settings() -> Settings:
     )
 
 
-# /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
-# spaces and ")", so fields are counted from the last ")"), then (3) state,
-# (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
-# clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
-STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
-DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
-
-
-def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
-    """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
-    head, sep, tail = data.rpartition(b")")
-    fields = tail.split()
-    if not sep or len(fields) <= STAT_RSS:
-        return None
-    return head.partition(b"(")[2].decode(errors="replace"), fields
-
-
-class ProcClock:
-    """Turns a stat starttime into a create time: Unix seconds, 2 decimals, as psutil gives it.
-
-    Every process of a run (process_start) and the watcher (tree entries) use
-    this one rounding, so (host, pid, create_time) names one process.
-    """
-
-    def __init__(self) -> None:
-        self.tick = os.sysconf("SC_CLK_TCK")
-        self.boot = 0.0
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"btime"):
-                    self.boot = float(line.split()[1])
-                    break
-
-    def create_time(self, starttime: bytes) -> float:
-        return round(self.boot + int(starttime) / self.tick, 2)
-
-
-def own_create_time() -> float | None:
-    """This process's create time from /proc/self/stat; None where there is no /proc."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            parsed = split_stat(f.read())
-        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
-    except (OSError, ValueError):
-        return None
-
-
-def _proc_cmdline() -> list[str]:
-    """The full command line where sys.orig_argv is missing (Python < 3.10)."""
-    try:
-        with open("/proc/self/cmdline", "rb") as f:
-            data = f.read(65536).decode(errors="replace")
-    except OSError:
-        return []
-    # Each argument ends with a NUL: the last split piece is not an argument.
-    return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
-
-
 def detect_role(is_root: bool) -> str:
     """main, a pool's role (named by the starting call, or seen in argv), or child."""
     # Popped, so that this process's own children do not inherit it.
     given = os.environ.pop(CHILD_ROLE_ENV, "")
     if is_root:
-        return "main"
+        return MAIN
     if given in GUARDED_ROLES:
         return given
-    argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline())[:4] + list(sys.argv or [])[:1]
+    argv = own_argv()[:4] + list(sys.argv or [])[:1]
     for marker, role in ARGV_ROLES:
         if any(marker in str(arg).replace(os.sep, "/") for arg in argv):
             return role
-    return "child"
+    return CHILD
 
 
 # How the wp-autotrace command shows in a command line: it never traces itself
@@ -219,7 +158,7 @@ CLI_MODULE = "wp_autotrace"
 
 def _is_own_cli() -> bool:
     """This interpreter runs the wp-autotrace command (console script or python -m wp_autotrace)."""
-    argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline())[:8]
+    argv = own_argv()[:8]
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -265,17 +204,17 @@ class Runtime:
             env[ENABLE_ENV] = "0"
             warn(f"cannot open the log {log}: {exc.strerror or exc}; running untraced", "open")
             settings.trace = False
-            self.sink = Sink(None, self.host, "main")
+            self.sink = Sink(None, self.host, MAIN)
         self._probes: Any = None  # made when a target module first loads
         self.create_time: float | None = None  # set by write_start
         self.notice: str | None = None  # root only: the guard's notice file, read and removed at exit
         if self.is_root and settings.guard:
-            from .guard import NOTICE_ENV, create_notice_file
+            from .guard import create_notice_file
 
             self.notice = create_notice_file(run_id)
             if self.notice:
                 env[NOTICE_ENV] = self.notice
-        from .import_hooks import TargetFinder
+        from .finder import TargetFinder
 
         self.finder = TargetFinder(TARGETS + settings.extra_targets, self._make_wrapper, self._notify,
                                    self.sink.error)
@@ -283,7 +222,7 @@ class Runtime:
     def probes(self) -> Any:
         """The wrappers' shared state, imported on first use: most processes never load a target."""
         if self._probes is None:
-            from .probes import Probes
+            from .recorder import Probes
 
             self._probes = Probes(self.sink, self.settings.stack, self.settings.guard, _post_notice)
         return self._probes
@@ -321,7 +260,7 @@ class Runtime:
                            error="not started: the main process is pid 1, which would adopt it as its child; "
                                  "no tree or leftover records")
             return
-        from .watcher import spawn
+        from .spawn import spawn
 
         os.environ[WATCHED_ENV] = self.run_id
         try:
@@ -338,7 +277,7 @@ class Runtime:
             cwd = os.getcwd()
         except OSError:
             cwd = None
-        argv = list(getattr(sys, "orig_argv", None) or _proc_cmdline() or sys.argv)
+        argv = list(own_argv() or sys.argv)
         patterns = self.settings.redact
         self.create_time = own_create_time()
         self.sink.emit(
@@ -371,9 +310,9 @@ class Runtime:
         if _forked_to_exec():
             self.sink.fd = -1  # the fd is O_CLOEXEC: the new image does not inherit it
             return
-        role = "compile-worker" if self.sink.role in SIDECAR_ROLES else "child"
+        role = COMPILE_WORKER if self.sink.role in SIDECAR_ROLES else CHILD
         self.sink.reset_after_fork(role)
-        from .import_hooks import reset_after_fork as reset_hooks_after_fork  # loaded with the finder
+        from .finder import reset_after_fork as reset_hooks_after_fork  # loaded with the finder
 
         reset_hooks_after_fork()
         if self._probes is not None:

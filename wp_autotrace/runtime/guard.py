@@ -17,13 +17,13 @@ from __future__ import annotations
 import os
 import stat
 
+from ..common.env import NOTICE_ENV
 from .sink import warn
 
 TYPE_CHECKING = False  # typing costs every guarded root milliseconds at start-up
 if TYPE_CHECKING:
     from typing import Any
 
-NOTICE_ENV = "WP_AUTOTRACE_NOTICE"
 NOTICE_MAX_BYTES = 65536  # the first notice line is far shorter; never read more
 
 

@@ -1,0 +1,1 @@
+"""Offline analysis: log -> model -> findings -> report dict -> text and exports. Never imported by a host."""

@@ -1,0 +1,85 @@
+"""The selected runs of a model, and what the findings and the report's tables share."""
+
+from __future__ import annotations
+
+from ..common import targets as T
+from ..common.vocab import HELPER_ROLES
+from .labels import rank_value
+from .model import Call, Model, Pool, Process, Run, run_state
+
+# multiprocessing's resource tracker and forkserver outlive their starter by design.
+BENIGN_LEFTOVER_ROLES = HELPER_ROLES
+
+
+class View:
+    """The selected runs of a model, and what the findings and tables share."""
+
+    def __init__(self, model: Model, runs: list[Run]) -> None:
+        self.model = model
+        self.runs = runs
+        chosen = {id(r) for r in runs}
+        self.procs: list[Process] = [p for p in model.processes if p.run is not None and id(p.run) in chosen]
+        keep = {id(p) for p in self.procs}
+        self.calls: list[Call] = [c for c in model.calls if id(c.proc) in keep]
+        self.pools: list[Pool] = [pool for pool in model.pools if id(pool.creator) in keep]
+        self.blocked: list[Call] = [c for r in runs for c in r.blocked]
+        starts = [r.start for r in runs if r.start is not None]
+        ends = [r.end for r in runs if r.end is not None]
+        self.t0 = min(starts) if starts else model.t0
+        self.t_end = max(ends) if ends else self.t0
+        self.warm_calls = _top_warm_calls(self.calls)
+        self.max_depth = max((p.depth for p in self.procs), default=0)
+        self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
+        benign = sum(1 for r in runs for p in r.leftover if p.role in BENIGN_LEFTOVER_ROLES)
+        self.leftover_count = max(sum(r.leftover_count for r in runs) - benign, len(self.leftover_procs))
+        self.leftover_rss = sum(_leftover_rss(r, p) for r in runs for p in r.leftover
+                                if p.role not in BENIGN_LEFTOVER_ROLES)
+        self.states = {r.id: run_state(r) for r in runs}
+        self.multi_host = len({p.host for p in self.procs}) > 1
+        self.rank_of = _inherited_ranks(self.procs, self.multi_host)
+        self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
+                          and any(rank_value(q.rank) for q in p.children)}
+        self.exit_wait_s = sum(_open_for(self, c) for c in self.calls
+                               if c.tag == T.EXIT_SHUTDOWN and c.proc.role == "main")
+
+    def rel(self, ts: float | None) -> float | None:
+        return round(ts - self.t0, 3) if ts is not None else None
+
+
+def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:
+    """Each process's rank label ('rank 3', 'rank h1:3' across hosts): its own, else its nearest ancestor's."""
+    found: dict[int, str] = {}
+    for p in procs:
+        chain: list[Process] = []
+        q: Process | None = p
+        label = None
+        while q is not None and q.index not in found and len(chain) <= len(procs):
+            value = rank_value(q.rank)
+            if value is not None:
+                label = f"rank {q.host}:{value}" if multi_host else f"rank {value}"
+                break
+            chain.append(q)
+            q = q.parent
+        label = label or (found.get(q.index) if q is not None else None) or ""
+        if q is not None and q.index not in found:
+            found[q.index] = label
+        for x in chain:
+            found[x.index] = label
+    return {i: label for i, label in found.items() if label}
+
+
+def _open_for(v: View, c: Call) -> float:
+    """How long a call was open: to its return, else to its process's end, else to the log's end."""
+    end = c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end
+    return max(0.0, end - c.ts)
+
+
+def _leftover_rss(run: Run, p: Process) -> int:
+    rss = run.leftover[p].get("rss")
+    return rss if isinstance(rss, int) else p.last_rss
+
+
+def _top_warm_calls(calls: list[Call]) -> list[Call]:
+    """warm_pool calls not inside another warm_pool call (an override calling super())."""
+    return [c for c in calls if c.tag == T.WARM_POOL and not c.blocked
+            and (c.parent is None or c.parent.tag != T.WARM_POOL)]

@@ -1,0 +1,1 @@
+"""The ``wp-autotrace`` command: report, run, watch, cleanup, export, doctor."""

@@ -1,0 +1,80 @@
+"""What a command line runs: Python's own argv grammar, parsed in one place.
+
+Stdlib only, import-cheap (the host side reads its own command line with it,
+the analysis labels recorded ones, the watcher names roles from it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .targets import ARGV_ROLES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# Longest -c first line kept in a label.
+MAX_CODE = 40
+# Python options that take a value (the next argument, or the rest of this one).
+_VALUE_OPTIONS = "WX"
+# Long options that take a value.
+_LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_python(program: str) -> bool:
+    """Whether a program name or path is a Python interpreter (python, python3.11, pypy3)."""
+    name = _basename(program)
+    return name.startswith(("python", "pypy")) and name.rstrip("0123456789.mdu").endswith(("python", "pypy"))
+
+
+def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
+    """What a Python command line runs: ("script", path), ("-m", module), ("-c", code),
+    ("stdin", "") or ("repl", ""); None if argv[0] is not a Python interpreter."""
+    if not argv or not is_python(argv[0]):
+        return None
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            return ("stdin", "") if arg == "-" else ("script", arg)
+        if arg.startswith("--"):
+            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
+            continue
+        for j, flag in enumerate(arg[1:], 1):
+            if flag in "cm" or flag in _VALUE_OPTIONS:
+                rest = arg[j + 1:]
+                if not rest:
+                    i += 1
+                    rest = argv[i] if i < len(argv) else ""
+                if flag in "cm":
+                    return ("-" + flag, rest)
+                break
+        i += 1
+    return ("repl", "")
+
+
+def first_line(code: str, limit: int = MAX_CODE) -> str:
+    """The first non-blank line of code, shortened to limit characters."""
+    line = next((s.strip() for s in code.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def own_argv() -> list[str]:
+    """This interpreter's full command line (sys.orig_argv; /proc on Python < 3.10)."""
+    from .procfs import proc_cmdline
+
+    return list(getattr(sys, "orig_argv", None) or proc_cmdline())
+
+
+def role_from_cmd(cmd: str) -> str | None:
+    """The role a command line shows (a compile sidecar, say), if any."""
+    for suffix, role in ARGV_ROLES:
+        if suffix in cmd.replace(os.sep, "/"):
+            return role
+    return None

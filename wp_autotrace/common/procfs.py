@@ -1,0 +1,184 @@
+"""Facts read from /proc: one parser per file, the one process clock, the readers.
+
+Stdlib only, import-cheap: the root reads its own create time at start-up
+and the watcher, cleanup and watch read every process through here, so a
+process is named the same way everywhere: (host, pid, create_time), the
+create time from ``ProcClock``.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # imported at start-up by every traced root: no typing there
+if TYPE_CHECKING:
+    from typing import Any
+
+
+# /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
+# spaces and ")", so fields are counted from the last ")"), then (3) state,
+# (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
+# clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
+STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
+DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
+
+
+def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
+    """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
+    head, sep, tail = data.rpartition(b")")
+    fields = tail.split()
+    if not sep or len(fields) <= STAT_RSS:
+        return None
+    return head.partition(b"(")[2].decode(errors="replace"), fields
+
+
+class ProcClock:
+    """Turns a stat starttime into a create time: Unix seconds, 2 decimals, as psutil gives it.
+
+    Every process of a run (process_start) and the watcher (tree entries) use
+    this one rounding, so (host, pid, create_time) names one process.
+    """
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.boot = 0.0
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    self.boot = float(line.split()[1])
+                    break
+
+    def create_time(self, starttime: bytes) -> float:
+        return round(self.boot + int(starttime) / self.tick, 2)
+
+
+def own_create_time() -> float | None:
+    """This process's create time from /proc/self/stat; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            parsed = split_stat(f.read())
+        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
+    except (OSError, ValueError):
+        return None
+
+
+def proc_cmdline() -> list[str]:
+    """The full command line where sys.orig_argv is missing (Python < 3.10)."""
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            data = f.read(65536).decode(errors="replace")
+    except OSError:
+        return []
+    # Each argument ends with a NUL: the last split piece is not an argument.
+    return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
+
+
+def _read(path: str, size: int = 4096) -> bytes | None:
+    """A small /proc file's content, or None if the process is gone (os.open: a third of open()'s cost)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+class ProcReader:
+    """pids, stat and command lines straight from /proc."""
+
+    def __init__(self) -> None:
+        self.clock = ProcClock()
+        self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
+        self.page = os.sysconf("SC_PAGE_SIZE")
+
+    @staticmethod
+    def available() -> bool:
+        """/proc with children files (CONFIG_PROC_CHILDREN): what children() reads."""
+        pid = os.getpid()
+        return os.path.exists(f"/proc/{pid}/task/{pid}/children")
+
+    @staticmethod
+    def pids() -> set[int]:
+        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
+        data = _read(f"/proc/{pid}/stat")
+        parsed = None if data is None else split_stat(data)
+        if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
+            return None
+        name, fields = parsed
+        return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
+                "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
+                "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
+                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
+
+    @staticmethod
+    def children(pid: int, threads: int = 0) -> list[int] | None:
+        """Children of every thread of pid (any thread may fork); None if pid is gone."""
+        if threads == 1:  # most processes of a run: one read, no directory listing
+            data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
+            return None if data is None else [int(c) for c in data.split()]
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return None
+        found: list[int] = []
+        for tid in tids:
+            found.extend(int(c) for c in (_read(f"/proc/{pid}/task/{tid}/children", 65536) or b"").split())
+        return found
+
+    @staticmethod
+    def cmdline(pid: int) -> str:
+        data = _read(f"/proc/{pid}/cmdline", 65536) or b""
+        return data.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+class PsutilReader:
+    """The same accessors through psutil, where there is no /proc."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.psutil = psutil
+
+    def pids(self) -> set[int]:
+        return set(self.psutil.pids())
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        ps = self.psutil
+        try:
+            p = ps.Process(pid)
+            with p.oneshot():
+                if p.status() == ps.STATUS_ZOMBIE:
+                    return None
+                return {"pid": pid, "ppid": p.ppid(), "name": p.name(),
+                        "create_time": round(p.create_time(), 2), "rss": p.memory_info().rss,
+                        "threads": p.num_threads(), "groups": (os.getpgid(pid), os.getsid(pid))}
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return None
+
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
+        ps = self.psutil
+        try:
+            return [c.pid for c in ps.Process(pid).children()]
+        except ps.NoSuchProcess:
+            return None
+        except (ps.AccessDenied, OSError):
+            return []
+
+    def cmdline(self, pid: int) -> str:
+        ps = self.psutil
+        try:
+            return " ".join(ps.Process(pid).cmdline())
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return ""
+
+
+def make_reader() -> Any:
+    """The cheapest reader this platform has."""
+    return ProcReader() if ProcReader.available() else PsutilReader()

@@ -1,0 +1,58 @@
+"""The log's vocabulary, in one home: the schema version, event names, roles, leftover and exit reasons.
+
+Every writer (runtime, watcher) and every reader (analysis, cli) spells these
+through this module; analysis/schema.py adds each event's fields and types.
+Stdlib only, no imports: the host side loads it at start-up.
+"""
+
+SCHEMA_VERSION = 1
+
+# Event names.
+PROCESS_START = "process_start"
+PROCESS_EXIT = "process_exit"
+CALL = "call"
+RETURN = "return"
+BLOCKED = "blocked"
+IMPORT = "import"
+CONFIG = "config"
+ROLE = "role"
+TREE = "tree"
+LEFTOVER = "leftover"
+TRACER_ERROR = "tracer_error"
+ERROR = "error"
+WATCHER_START = "watcher_start"
+WATCHER_EXIT = "watcher_exit"
+
+# Roles: what a process is to the run (process_start's and the watcher's `role`).
+MAIN = "main"  # the run's root
+CHILD = "child"  # any other traced process
+WATCHER = "watcher"  # the tracer's own watcher: bookkeeping, never one of the run's processes
+COMPILE_SIDECAR = "compile-sidecar"
+FX_COMPILE_SIDECAR = "fx-compile-sidecar"
+COMPILE_WORKER = "compile-worker"
+AUTOTUNE_WORKER = "autotune-worker"
+QUACK_WORKER = "quack-worker"
+RESOURCE_TRACKER = "resource-tracker"
+FORKSERVER = "forkserver"
+# Sidecars: the processes that fork a compile pool's workers.
+SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
+# Every process whose only job is to serve a compile or autotune pool: a
+# warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
+GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
+# Helper processes that outlive their starter by design: never "left behind".
+HELPER_ROLES = frozenset({RESOURCE_TRACKER, FORKSERVER})
+
+# leftover's `how`: why the watcher listed what was still alive.
+ROOT_EXIT = "root-exit"  # the root wrote its process_exit
+ROOT_KILLED = "root-killed"  # the root ended without one
+LINGER_END = "linger-end"  # still alive when the watcher's linger ran out
+
+# watcher_exit's `reason`.
+EXIT_RUN_ENDED = "run-ended"
+EXIT_LINGER_END = LINGER_END
+EXIT_LOG_GONE = "log-gone"
+EXIT_LOG_UNWRITABLE = "log-unwritable"
+EXIT_ROOT_IS_REAPER = "root-is-reaper"
+EXIT_ERROR = "error"
+WATCHER_EXIT_REASONS = (EXIT_RUN_ENDED, EXIT_LINGER_END, EXIT_LOG_GONE, EXIT_LOG_UNWRITABLE,
+                        EXIT_ROOT_IS_REAPER, EXIT_ERROR)
