@@ -78,7 +78,7 @@ INTS = "list[uint]"
 STRS = "list[str]"
 FRAME = "frame"  # {file, line, func, dist?, dist_version?, rel?, src?}
 FRAMES = "list[frame]"
-PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?}
+PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
 
@@ -113,8 +113,9 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?}` "
-              "(`cmd_len`: the length before `cmd` was cut)")
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, via?}` "
+              "(`cmd_len`: the length before `cmd` was cut; `via`: why it is the run's, `root`, `child` "
+              "(seen as a member's child) or `claim` (its process_start names the run); absent in old logs)")
 
 # event -> (what it says, its fields as (name, type, description)).
 EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
@@ -158,6 +159,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("count", UINT, "the run's processes alive now (the true number)"),
         ("started", PROCS, "processes first seen now, " + _PROC_NOTE),
         ("ended", ENDED, "processes gone: `{pid, create_time, end}`"),
+        ("possible", PROCS, "processes that only share the root's process group or session (`via` `group` or "
+                            "`session`): not the run's by descent, never in started, ended or leftover; "
+                            "each listed once"),
         ("rss", RSS, "heartbeat rss: `{pid, create_time, rss}`"),
         ("final", BOOL, "the last sample"),
         ("procs", PROCS, "old logs: the whole set, " + _PROC_NOTE),
@@ -235,6 +239,8 @@ if TYPE_CHECKING:
         create_time: float
         rss: int
         role: str
+        cmd_len: int
+        via: str
 
     class Base(TypedDict, total=False):
         v: int
@@ -286,6 +292,7 @@ if TYPE_CHECKING:
         count: int
         started: list[ProcEntry]
         ended: list[dict[str, Any]]
+        possible: list[ProcEntry]
         rss: list[dict[str, Any]]
         final: bool
         procs: list[ProcEntry]

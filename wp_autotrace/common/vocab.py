@@ -22,6 +22,7 @@ TRACER_ERROR = "tracer_error"
 ERROR = "error"
 WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
+EXEC = "exec"  # a traced process is about to exec another program (written by itself)
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).
 MAIN = "main"  # the run's root
@@ -46,6 +47,17 @@ HELPER_ROLES = frozenset({RESOURCE_TRACKER, FORKSERVER})
 ROOT_EXIT = "root-exit"  # the root wrote its process_exit
 ROOT_KILLED = "root-killed"  # the root ended without one
 LINGER_END = "linger-end"  # still alive when the watcher's linger ran out
+
+# A tree entry's `via`: why the process is the run's (membership is by descent only).
+VIA_ROOT = "root"  # the run's root itself
+VIA_CHILD = "child"  # seen as a child of a member (it stays one when re-parented)
+VIA_CLAIM = "claim"  # its own process_start names the run
+MEMBER_VIAS = (VIA_ROOT, VIA_CHILD, VIA_CLAIM)
+# A tree record's `possible` entries: they only share the root's group or session
+# (slurmstepd's tasks, a `set -m` pipeline's pager): never members, never signalled.
+VIA_GROUP = "group"
+VIA_SESSION = "session"
+POSSIBLE_VIAS = (VIA_GROUP, VIA_SESSION)
 
 # watcher_exit's `reason`.
 EXIT_RUN_ENDED = "run-ended"
