@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from wp_autotrace.analysis.fmt import escape
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.cleanup import cleanup
 
-from .conftest import clean_env
+from .conftest import clean_env, events, run_python, wait_for_watcher
 from .test_model import report
 from .test_report import LogWriter
 
@@ -65,3 +66,47 @@ def test_doctor_output_is_escaped() -> None:
         code = main(["doctor", "--python", "/nonexistent/py\u202ethon\x1b"])
     assert code == 1
     assert not set(out.getvalue()) & set(INVISIBLE + "\x1b") and "py\\u202ethon\\x1b" in out.getvalue()
+
+
+# -- items 6 and 7: the watcher starts without a fork of the host, and leaves no child rusage ------
+
+RUSAGE = ("import resource\nr = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+          "print([getattr(r, f) for f in dir(r) if f.startswith('ru_')])\n")
+
+
+def test_child_rusage_before_any_child_is_untouched(tmp_path: Path) -> None:
+    """getrusage(RUSAGE_CHILDREN) in a traced root (watcher on) is what it is untraced: all zero."""
+    log = tmp_path / "r.jsonl"
+    untraced = run_python(["-c", RUSAGE], clean_env())
+    traced = run_python(["-c", RUSAGE], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)))
+    assert (traced.returncode, traced.stdout, traced.stderr) == (untraced.returncode, untraced.stdout,
+                                                                untraced.stderr)
+    assert set(json.loads(untraced.stdout)) == {0}
+    assert events(wait_for_watcher(log, 30, event="watcher_start"), "watcher_start")  # it did start
+
+
+# The host has a thread before spawn() (as when another .pth started one), and any fork is a tripwire.
+NO_FORK = """
+import os, sys, threading, time
+threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+def tripwire(*a, **k):
+    raise AssertionError("the host forked")
+os.fork = tripwire
+from wp_autotrace.runtime.spawn import spawn
+path = sys.argv[1]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+print(spawn(fd, path, "0123456789ab", 0.0, 0.05, 0.0))
+try:
+    os.waitpid(-1, os.WNOHANG)
+    print("a child is left")
+except ChildProcessError:
+    pass
+"""
+
+
+def test_watcher_starts_without_forking_a_threaded_host(tmp_path: Path) -> None:
+    """No fork() of the host (3.12+ -X dev would warn: multi-threaded), no child left, stderr quiet."""
+    log = tmp_path / "w.jsonl"
+    res = run_python(["-X", "dev", "-c", NO_FORK, str(log)], clean_env())
+    assert (res.returncode, res.stdout, res.stderr) == (0, "True\n", ""), res.stderr
+    assert events(wait_for_watcher(log, 30, event="watcher_start"), "watcher_start")
