@@ -224,3 +224,13 @@ def test_group_or_session_is_no_evidence(tmp_path: Path) -> None:
     assert {e["pid"] for t in events(recs, "tree") for e in t["ended"]} == {100}
     (left,) = events(recs, "leftover")
     assert sorted(left["pids"]) == [101, 301]
+
+
+def test_one_clock_boot_time_to_the_microsecond() -> None:
+    """ProcClock's boot time is the wall clock minus CLOCK_BOOTTIME (not btime's integer second), and one
+    tolerance (same_process) names a process across our readers."""
+    from wp_autotrace.common.procfs import SAME_START_S, ProcClock, same_process
+
+    expected = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    assert abs(ProcClock().boot - expected) < 0.005
+    assert same_process(1.0, 1.01) and not same_process(1.0, 1.0 + 2 * SAME_START_S)

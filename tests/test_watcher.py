@@ -205,6 +205,8 @@ def test_root_sigkill_orphans_in_leftover(tmp_path: Path) -> None:
         assert proc.stdout is not None
         orphan = int(proc.stdout.readline())
         watcher_pid(log)
+        # A member is a process seen under the root (descent): kill once the watcher has seen it.
+        assert wait_until(lambda: orphan in tree_started(read_log(log)), 15)
         proc.kill()
         proc.wait(10)
         killed_at = time.monotonic()
@@ -611,4 +613,76 @@ def test_pager_of_a_job_control_pipeline_is_not_the_run(tmp_path: Path) -> None:
         assert possible_of(recs) == {pager_pid: "group"}
     finally:
         kill_pids([pager_pid] if pager_pid else [])
+        kill_session(proc)
+
+
+def test_root_records_what_is_alive_below_it_at_exit(tmp_path: Path) -> None:
+    """The root's process_exit lists its live descendants (a first verdict, before the watcher's leftover),
+    with the create times the watcher writes; one that the watcher never sampled still joins by it."""
+    proc, log = start_root('''
+        import subprocess, time
+        child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the shell has forked its sleep
+            with open(f"/proc/{child.pid}/task/{child.pid}/children") as f:
+                if f.read().strip():
+                    break
+            time.sleep(0.001)
+        print(child.pid, flush=True)
+    ''', tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=30)
+        child = int(out)
+        recs = wait_for_watcher(log, 15, event="leftover")
+        (done,) = [r for r in events(recs, "process_exit") if r["role"] == "main"]
+        below = {p["pid"]: p for p in done["below"]}
+        assert done["below_count"] == 2 and set(below) - {child} and below[child]["name"] == "sh"
+        (grandchild,) = set(below) - {child}
+        assert below[grandchild]["ppid"] == child  # its name: sh, or sleep once it exec'd
+        started = tree_started(recs)
+        assert {p: started[p]["create_time"] for p in below} == {p: e["create_time"] for p, e in below.items()}
+        (left,) = events(recs, "leftover")
+        assert sorted(left["pids"]) == sorted(below)
+    finally:
+        for pid in pids_of_session(proc.pid):
+            kill_pids([pid])
+        kill_session(proc)
+
+
+def pids_of_session(sid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and os.getsid(int(name)) == sid:
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def test_start_times_are_on_the_records_clock(tmp_path: Path) -> None:
+    """One clock: an untraced `sleep 1` starts when Popen ran (to the tick, not up to 1 s early with btime)
+    and lasts about 1 s from its create time to its recorded end (one interval of slack)."""
+    proc, log = start_root('''
+        import json, subprocess, time
+        time.sleep(0.3)
+        before = time.time()
+        p = subprocess.Popen(["sleep", "1"])
+        after = time.time()
+        p.wait()
+        print(json.dumps({"pid": p.pid, "before": before, "after": after, "done": time.time()}))
+        time.sleep(0.5)
+    ''', tmp_path, WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
+    try:
+        out, _ = proc.communicate(timeout=30)
+        facts = json.loads(out)
+        recs = wait_for_watcher(log, 15)
+        ct = tree_started(recs)[facts["pid"]]["create_time"]
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+        # starttime counts whole ticks (floor), then 2-decimal rounding: at most a tick and a half early
+        assert facts["before"] - 1.5 * tick <= ct <= facts["after"] + 0.005, (ct, facts)
+        end = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}[facts["pid"]]
+        assert 1.0 - 1.5 * tick <= end - ct <= (facts["done"] - facts["before"]) + 0.1 + 0.2, (end - ct, facts)
+    finally:
         kill_session(proc)

@@ -180,6 +180,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("code", ANY, "exit code"),
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
         ("dropped", UINT, "records this process could not write"),
+        ("below", PROCS, "the root only: its live descendants at exit, `{pid, ppid, create_time, name}`, "
+                         "breadth first, at most 200 (a first verdict before the watcher's leftover)"),
+        ("below_count", UINT, "the root only: how many live descendants it found (all of them)"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),

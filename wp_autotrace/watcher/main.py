@@ -31,7 +31,7 @@ import time
 
 from ..common import vocab as V
 from ..common.cmdline import role_from_cmd
-from ..common.procfs import make_reader
+from ..common.procfs import make_reader, same_process
 from ..common.redact import env_secrets, parse_patterns, redact_cmd
 from ..runtime.sink import Sink
 
@@ -51,7 +51,6 @@ LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, t
 MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
 MAX_POSSIBLE = 10000  # (pid, create_time) pairs remembered as already written "possible"
-CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)
 def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
     """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
     import json
@@ -98,6 +97,8 @@ class LogWatch:
         self.partial = b""
         self.root_exited = False
         self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
+        # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
+        self.below: dict[int, float] = {}
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke): nothing to write for."""
@@ -141,6 +142,10 @@ class LogWatch:
                 self.claimed[pid] = rec["create_time"]
         elif event == "process_exit" and pid == self.root:
             self.root_exited = True
+            below = rec.get("below")
+            for p in below if isinstance(below, list) else []:
+                if isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("create_time"), float):
+                    self.below[p["pid"]] = p["create_time"]
 
 
 class Watcher:
@@ -207,12 +212,16 @@ class Watcher:
         """Why this process (not yet in the run) is one of the run's, or None: it is the root,
         its parent is a member, or the log has its process_start for this run. Nothing else."""
         pid, ct = info["pid"], info["create_time"]
-        if pid == self.root and (not self.root_ct or abs(ct - self.root_ct) < CT_SLACK):
+        if pid == self.root and (not self.root_ct or same_process(ct, self.root_ct)):
             return V.VIA_ROOT
         if info["ppid"] in members:
             return V.VIA_CHILD
-        if self.log is not None and self.log.claimed.get(pid) == ct:
+        if self.log is None:
+            return None
+        if pid in self.log.claimed and same_process(self.log.claimed[pid], ct):
             return V.VIA_CLAIM
+        if pid in self.log.below and same_process(self.log.below[pid], ct):
+            return V.VIA_CHILD  # the root saw it below itself as it exited: descent, seen by the root
         return None
 
     def _possibly(self, info: dict[str, Any]) -> str | None:
@@ -247,8 +256,9 @@ class Watcher:
                 candidates.update(kids)
         if self.samples == 0:
             candidates.add(self.root)
-        if self.log is not None and self.log.claimed:
+        if self.log is not None:
             candidates.update(self.log.claimed)
+            candidates.update(self.log.below)
         if self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
             self.scanned_after_root = self.root_end is not None
             listed = self.reader.pids()
@@ -258,6 +268,7 @@ class Watcher:
         self._note_possible(strangers)
         if self.log is not None:
             self.log.claimed.clear()
+            self.log.below.clear()
         self.samples += 1
         return started, ended
 
@@ -391,7 +402,10 @@ class Watcher:
                 root_gone_at = now
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
-                    self.leftover(V.ROOT_EXIT if self.root_exited() else V.ROOT_KILLED)
+                    exited = self.root_exited()  # the whole log read: the root's below too
+                    if self.log is not None and (self.log.below or self.log.claimed):
+                        self.tick()  # they join before the verdict
+                    self.leftover(V.ROOT_EXIT if exited else V.ROOT_KILLED)
                     self.leftover_written = True
                 if self.leftover_written and not self.live:
                     return V.EXIT_RUN_ENDED
