@@ -90,7 +90,7 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index", "argv", "last", "via", "exec_into", "executable")
+                 "index", "argv", "last", "exit_code", "via", "exec_into", "executable")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -108,6 +108,7 @@ class Process:
         self.start: float | None = None
         self.end: float | None = None
         self.exit_how = ""
+        self.exit_code: int | None = None  # process_exit's code
         self.exited = False  # a process_exit was written
         self.gone: float | None = None  # when the watcher first missed it
         self.peak_rss = 0
@@ -423,6 +424,7 @@ class Builder:
         p.end = r["ts"]
         p.exited = True
         p.exit_how = r.get("how") or "exit"
+        p.exit_code = r["code"] if isinstance(r.get("code"), int) else p.exit_code
         if p.run is not None:
             p.run.dropped += r.get("dropped") or 0
             if "below" in r and p.role == V.MAIN:
