@@ -94,7 +94,7 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index", "argv", "last")
+                 "index", "argv", "last", "exit_code")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -112,6 +112,7 @@ class Process:
         self.start: float | None = None
         self.end: float | None = None
         self.exit_how = ""
+        self.exit_code: int | None = None  # process_exit's code
         self.exited = False  # a process_exit was written
         self.gone: float | None = None  # when the watcher first missed it
         self.peak_rss = 0
@@ -396,6 +397,7 @@ class Builder:
         p.end = r["ts"]
         p.exited = True
         p.exit_how = r.get("how") or "exit"
+        p.exit_code = r["code"] if isinstance(r.get("code"), int) else p.exit_code
         if p.run is not None:
             p.run.dropped += r.get("dropped") or 0
 

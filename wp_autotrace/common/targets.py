@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from .env import JOB_ENV
+
 # Modes: how a call is recorded.
 TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
@@ -34,7 +36,9 @@ WATCHED_ENV = (
 )
 
 # Rank and launcher variables recorded at process start (torchrun/elastic, Slurm,
-# Open MPI, MPICH/Intel MPI): which rank a process serves, and under which launch.
+# Open MPI, MPICH/Intel MPI, PMIx): which rank a process serves, and under which
+# launch. The launch identities (analysis/jobs.py groups runs of several hosts
+# into one job by them) are a few more reads of os.environ per process start.
 RANK_ENV = (
     "RANK",
     "LOCAL_RANK",
@@ -45,6 +49,16 @@ RANK_ENV = (
     "OMPI_COMM_WORLD_RANK",
     "PMI_RANK",
     "TORCHELASTIC_RUN_ID",
+    # launch identities
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURM_NODEID",
+    "OMPI_MCA_ess_base_jobid",
+    "PMIX_NAMESPACE",
+    "PMI_JOBID",
+    JOB_ENV,
 )
 
 
