@@ -16,6 +16,7 @@ import signal
 import time
 from typing import Any, NamedTuple
 
+from ..analysis.fmt import escape
 from ..common.procfs import ProcReader
 from ..common.vocab import WATCHER as WATCHER_ROLE
 
@@ -272,9 +273,15 @@ def _label(c: Candidate) -> str:
     return f"{c.pid} {c.role}"
 
 
+def _escaping(say: Any) -> Any:
+    """say, with every line passed through fmt.escape (controls, bidi and invisible characters)."""
+    return lambda text: say(escape(text))
+
+
 def cleanup(records: list[dict[str, Any]], run: str | None, dry_run: bool, grace: float,
             say: Any = print, log_owners: frozenset[int] = frozenset()) -> int:
     """Verify and end the selected run's leftovers; the exit status. log_owners: uids owning the logs."""
+    say = _escaping(say)  # a command line, role or run id from the log reaches the terminal escaped
     candidates, roots = find_candidates(records, run)
     checker = Checker(log_owners)
     for rid, (host, pid, ct, written) in roots.items():

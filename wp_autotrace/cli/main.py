@@ -280,7 +280,10 @@ def _summarize(log: str, python: str | None) -> None:
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary
         lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
-    print("\nwp-autotrace:", *lines, f"log: {log}", f"full report: wp-autotrace report {log}",
+    from ..analysis.fmt import escape
+
+    shown = escape(log)  # the user's path, shown as the report shows logged text
+    print("\nwp-autotrace:", *lines, f"log: {shown}", f"full report: wp-autotrace report {shown}",
           sep="\n  ", file=sys.stderr)
 
 
@@ -323,13 +326,15 @@ def probe_interpreter(python: str) -> Probe:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    from ..analysis.fmt import escape
+
     problems = 0
 
     def say(ok: bool | None, text: str) -> None:
         nonlocal problems
         mark = {True: "ok  ", False: "FAIL", None: "note"}[ok]
         problems += ok is False
-        print(f"[{mark}] {text}")
+        print(f"[{mark}] {escape(text)}")  # paths and a child's stderr: escaped for the terminal
 
     python = args.python or sys.executable
     say(None, f"interpreter: {python}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from .env import JOB_ENV
+
 # Modes: how a call is recorded.
 TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
@@ -34,7 +36,9 @@ WATCHED_ENV = (
 )
 
 # Rank and launcher variables recorded at process start (torchrun/elastic, Slurm,
-# Open MPI, MPICH/Intel MPI): which rank a process serves, and under which launch.
+# Open MPI, MPICH/Intel MPI, PMIx): which rank a process serves, and under which
+# launch. The launch identities (analysis/jobs.py groups runs of several hosts
+# into one job by them) are a few more reads of os.environ per process start.
 RANK_ENV = (
     "RANK",
     "LOCAL_RANK",
@@ -45,6 +49,16 @@ RANK_ENV = (
     "OMPI_COMM_WORLD_RANK",
     "PMI_RANK",
     "TORCHELASTIC_RUN_ID",
+    # launch identities
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "SLURM_NODEID",
+    "OMPI_MCA_ess_base_jobid",
+    "PMIX_NAMESPACE",
+    "PMI_JOBID",
+    JOB_ENV,
 )
 
 
@@ -242,23 +256,6 @@ TARGETS: tuple[Target, ...] = (
     Target("torch._inductor.config", "", mode=CONFIG, tag=CONFIG_TAG),
 )
 
-
-
-def tag_of(label: str) -> str:
-    """The tag of a call logged without one (logs written before tags): by label,
-    else by the method name when only one tag uses it (a subclass override)."""
-    global _TAG_INDEX
-    if _TAG_INDEX is None:
-        by_label = {t.label: t.tag for t in TARGETS}
-        by_method: dict[str, set[str]] = {}
-        for t in TARGETS:
-            by_method.setdefault(t.qualname.rpartition(".")[2], set()).add(t.tag)
-        by_label.update((m, tags.pop()) for m, tags in by_method.items() if len(tags) == 1 and m)
-        _TAG_INDEX = by_label
-    return _TAG_INDEX.get(label) or _TAG_INDEX.get(short_label(label).rpartition(".")[2]) or USER_TAG
-
-
-_TAG_INDEX: dict[str, str] | None = None
 
 # Roles recognised from a process's command line at start (script path,
 # -m module or -c code). Checked in order; the first marker found wins.

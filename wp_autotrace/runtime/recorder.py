@@ -15,7 +15,6 @@ import os
 import sys
 import time
 
-from ..common.env import CHILD_ROLE_ENV
 from ..common.targets import (
     CONFIG_KEYS,
     COUNT,
@@ -28,6 +27,7 @@ from ..common.targets import (
 from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
 from .catch import watch_role
 from .dists import attribute
+from .host_patches import clear_child_role, set_child_role
 from .sink import Sink, encode_json
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -429,7 +429,7 @@ def _adjust_limit(delta: int) -> None:
 def _after_call(child_role: str | None) -> None:
     """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
     if child_role:
-        _child_roles.pop(_get_ident(), None)
+        clear_child_role()
     _adjust_limit(_HEADROOM - _STACK_COST)
 
 
@@ -521,102 +521,6 @@ class ObjectWrapper:
         import copy
 
         return copy.deepcopy(self.__wrapped__, memo)
-
-
-# -- child roles ----------------------------------------------------------------
-
-# Thread ident -> role, while a child_role target runs in that thread.
-_child_roles: dict[int, str] = {}
-# What the hand-over replaced, by name: fork_exec, posix_spawn, posix_spawnp.
-_real_spawners: dict[str, Any] = {}
-# _posixsubprocess.fork_exec's env argument: the same place on 3.9 - 3.13.
-_ENV_ARG = 5
-
-
-def set_child_role(role: str) -> None:
-    """Hand role to the interpreters this thread starts until the call ends."""
-    register_child_role_handover()
-    _child_roles[_get_ident()] = role
-
-
-def _role_for_child() -> str | None:
-    """The role for a child started now by this thread, if it is inside a child_role call."""
-    return _child_roles.get(_get_ident()) if _child_roles else None
-
-
-def _fork_exec(*args: Any) -> Any:
-    """_posixsubprocess.fork_exec, with CHILD_ROLE_ENV added to the child's own
-    environment when the starting thread is inside a child_role call."""
-    role = _role_for_child()
-    if role is not None and len(args) > _ENV_ARG:
-        env = args[_ENV_ARG]
-        if env is None:
-            env = [k + b"=" + v for k, v in os.environb.items()]
-        key = CHILD_ROLE_ENV.encode() + b"="
-        env = [e for e in env if not bytes(e).startswith(key)] + [key + role.encode()]
-        args = args[:_ENV_ARG] + (env,) + args[_ENV_ARG + 1:]
-    return _real_spawners["fork_exec"](*args)
-
-
-def _with_role(env: Any) -> Any:
-    """A copy of a posix_spawn environment mapping, with this thread's child role added."""
-    role = _role_for_child()
-    if role is None:
-        return env
-    env = dict(os.environ if env is None else env)  # None: this process's environment (3.13)
-    env[CHILD_ROLE_ENV] = role
-    return env
-
-
-def _posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
-    """os.posix_spawn (subprocess uses it from 3.13 when it can), with the child role added."""
-    return _real_spawners["posix_spawn"](path, argv, _with_role(env), *args, **kwargs)
-
-
-def _posix_spawnp(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
-    """os.posix_spawnp, with the child role added."""
-    return _real_spawners["posix_spawnp"](path, argv, _with_role(env), *args, **kwargs)
-
-
-def _spawner_slots() -> list[tuple[Any, str, str, Any]]:
-    """(owner, attribute, key, our function) for every way subprocess/multiprocessing start a child."""
-    import _posixsubprocess
-    import subprocess
-
-    return [(_posixsubprocess, "fork_exec", "fork_exec", _fork_exec),
-            (subprocess, "_fork_exec", "fork_exec", _fork_exec),  # its own alias, from 3.11
-            (os, "posix_spawn", "posix_spawn", _posix_spawn),
-            (os, "posix_spawnp", "posix_spawnp", _posix_spawnp)]
-
-
-def register_child_role_handover() -> None:
-    """Route the calls that start child processes through our versions (once).
-
-    subprocess and multiprocessing start every child through
-    _posixsubprocess.fork_exec (subprocess from 3.11 through its own alias) or,
-    from 3.13, os.posix_spawn; only the environment of a child started by a
-    thread inside a child_role call changes, so os.environ never holds the role.
-    """
-    if _real_spawners:
-        return
-    import _posixsubprocess
-
-    _real_spawners["fork_exec"] = _posixsubprocess.fork_exec
-    for owner, name, key, ours in _spawner_slots():
-        real = getattr(owner, name, None)
-        if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
-            _real_spawners[key] = real
-            setattr(owner, name, ours)
-
-
-def unregister_child_role_handover() -> None:
-    """Put the real functions back."""
-    if not _real_spawners:
-        return
-    for owner, name, key, ours in _spawner_slots():
-        if getattr(owner, name, None) is ours:
-            setattr(owner, name, _real_spawners[key])
-    _real_spawners.clear()
 
 
 def _thread_name() -> str:
