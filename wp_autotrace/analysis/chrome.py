@@ -3,6 +3,8 @@
 One track per process, named by role and pid (and host, when several logs
 are merged); calls as complete ("X") slices; starts, exits, forks and guard
 refusals as instant events; the run's process count as a counter track.
+Each record's process is the run model's (model.Builder.feed): a reused pid
+(pid 1 of each container run) is a track of its own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Any
 
 from ..common.targets import short_label
 from .logread import LogData
+from .model import Builder
 
 # Trace pids are ints: each host gets its own range when logs of several merge
 # (above any pid_max, 2**22).
@@ -29,9 +32,19 @@ def to_chrome_trace(data: LogData) -> dict[str, Any]:
     def us(ts: float) -> float:
         return round((float(ts) - t0) * 1e6, 1)
 
-    def tpid(host: str, pid: int) -> int:
-        # Trace pids are ints: give each host its own range when merging.
-        return host_index[host] * HOST_PID_STRIDE + pid if multi else pid
+    track_of: dict[Any, int] = {}  # a process (or a watcher) -> its trace pid
+    used: set[int] = set()
+
+    def tpid(host: str, pid: int, who: Any) -> int:
+        # Trace pids are ints: give each host its own range when merging, and a
+        # reused pid a number of its own above every host's range.
+        if who not in track_of:
+            n = host_index[host] * HOST_PID_STRIDE + pid if multi else pid
+            if n in used:
+                n = len(hosts) * HOST_PID_STRIDE + len(used)
+            used.add(n)
+            track_of[who] = n
+        return track_of[who]
 
     events: list[dict[str, Any]] = []
     names: dict[int, str] = {}
@@ -53,9 +66,11 @@ def to_chrome_trace(data: LogData) -> dict[str, Any]:
             names[p] = label
             events.append({"ph": "M", "name": "process_name", "pid": p, "tid": 0, "args": {"name": label}})
 
+    builder = Builder()
     for r in records:
         host = str(r.get("host", ""))
-        p = tpid(host, r["pid"])
+        proc = builder.feed(r)
+        p = tpid(host, r["pid"], proc if proc is not None else ("watcher", host, r["pid"]))
         ts = us(r["ts"])
         event = r["event"]
         if event != "tree":

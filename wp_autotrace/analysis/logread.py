@@ -128,7 +128,7 @@ def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _proc(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role"))
+    return _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role", "via"))
 
 
 def _ended(v: Any) -> Any:

@@ -258,23 +258,6 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
-
-def tag_of(label: str) -> str:
-    """The tag of a call logged without one (logs written before tags): by label,
-    else by the method name when only one tag uses it (a subclass override)."""
-    global _TAG_INDEX
-    if _TAG_INDEX is None:
-        by_label = {t.label: t.tag for t in TARGETS}
-        by_method: dict[str, set[str]] = {}
-        for t in TARGETS:
-            by_method.setdefault(t.qualname.rpartition(".")[2], set()).add(t.tag)
-        by_label.update((m, tags.pop()) for m, tags in by_method.items() if len(tags) == 1 and m)
-        _TAG_INDEX = by_label
-    return _TAG_INDEX.get(label) or _TAG_INDEX.get(short_label(label).rpartition(".")[2]) or USER_TAG
-
-
-_TAG_INDEX: dict[str, str] | None = None
-
 # Roles recognised from a process's command line at start (script path,
 # -m module or -c code). Checked in order; the first marker found wins.
 ARGV_ROLES: tuple[tuple[str, str], ...] = (
