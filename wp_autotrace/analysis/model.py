@@ -7,7 +7,7 @@ visits nodes). Identities:
   start time comes from process_start.create_time, else the watcher's
   entries; without either, a new process_start after an exit (or for
   another run) is a new process. A non-forked process_start for a live
-  process is its exec (CONTRACTS item 7), not a new process.
+  process is its exec (docs/contracts.md, "Exec keeps the process"), not a new process.
 - a run is its run id (process_start.run; watcher records' run); a record
   belongs to the run of its process's latest process_start.
 - a pool is its instance: the sidecar it started (pid captured by
@@ -379,7 +379,7 @@ class Builder:
         if p is None:
             p = self.new_process(host, pid, r.get("ppid"), ts if ct is None else ct, run)
         elif p.traced:
-            p.execs += 1  # the same process again: an exec into another Python
+            p.execs += 1  # the same process again: an exec into another Python (docs/contracts.md)
             p.exec_into = None
         self.current[(host, pid)] = p
         self.join(p, run)

@@ -355,7 +355,7 @@ def _forked_to_exec() -> bool:
 
 
 def _rank_field() -> dict[str, Any]:
-    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (CONTRACTS item 2)."""
+    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")."""
     rank = rank_env()
     return {"rank": rank} if rank else {}
 

@@ -38,7 +38,7 @@ LOGGERS = (
 )
 # Record only what torch reports as a failure: an error, or anything logged with an exception.
 MIN_LEVEL = 40  # logging.ERROR, without importing logging for the number
-# Innermost frames kept per error (CONTRACTS item 3).
+# Innermost frames kept per error (docs/contracts.md, "Error frames").
 MAX_FRAMES = 8
 # A pool process that fails every job would otherwise flood the log.
 MAX_ERRORS = 50
