@@ -26,6 +26,19 @@ CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps 
 # bounded so a huge environment costs one read; a secret past it is not searched for.
 ENVIRON_BYTES = 128 * 1024
 
+# The one identity rule: two create times closer than this name one process
+# (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
+# from the same kernel numbers, so one process's values differ only by float
+# rounding; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
+# processes that got one pid 20 ms apart. A pid reused within 15 ms of the
+# first start cannot be told apart by any tool.
+SAME_START_S = 0.015
+
+
+def same_process(create_time: float | None, other: float | None) -> bool:
+    """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
+    return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
+
 
 def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
     """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
