@@ -180,3 +180,25 @@ def test_old_logs_leak_no_secret_into_any_output(tmp_path: Path) -> None:
                "chrome": json.dumps(to_chrome_trace(data)), "otlp": json.dumps(to_otlp(data))}
     for name, text in outputs.items():
         assert "SECRET" not in text, name
+
+
+def test_cleanup_dry_run_masks_the_live_command_line(tmp_path: Path) -> None:
+    """--dry-run shows a live process's command line: masked as the log's is."""
+    from wp_autotrace.common.procfs import ProcReader
+
+    from .test_cleanup import _cleanup, _dead_pid, _log
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--token", "live-SECRET-1",
+                             "postgres://u:live-SECRET-2@h/x"], env=clean_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        info = ProcReader().stat(proc.pid)
+        assert info is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+                                                           "role": "compile-sidecar", "cmd": "python x"}])
+        res = _cleanup(str(log), "--dry-run")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "--token *** postgres://u:***@h/x" in res.stdout and "SECRET" not in res.stdout, res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)
