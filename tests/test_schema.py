@@ -46,7 +46,8 @@ def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
 
 
 def test_every_emitted_event_and_field_is_in_the_schema() -> None:
-    """Each literal `emit("event", field=...)` in the package names a schema event and its fields.
+    """Each literal `emit("event", field=...)` (or `emit_encoded("event", ...)`) in the package names
+    a schema event and its fields.
 
     The writers keep string literals (importing schema.py would add a module to
     every traced interpreter's start-up); this keeps them in step with the one
@@ -58,7 +59,8 @@ def test_every_emitted_event_and_field_is_in_the_schema() -> None:
     seen = set()
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("emit", "emit_encoded")
                     and node.args and isinstance(node.args[0], ast.Constant)):
                 continue
             event = node.args[0].value
