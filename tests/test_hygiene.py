@@ -12,6 +12,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 from wp_autotrace.analysis.fmt import escape
+from wp_autotrace.analysis.model import build
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.cleanup import cleanup
 
@@ -52,7 +53,7 @@ def test_cleanup_output_is_escaped() -> None:
     recs = [{"v": 1, "event": "leftover", "ts": time.time(), "pid": 1, "ppid": 0, "host": HOST, "role": "main",
              "seq": 0, "run": "r\u202e1\x1b", "pids": [dead.pid],
              "procs": [{"pid": dead.pid, "create_time": 1.0, "role": "side\u2066car\u200b", "cmd": "x"}]}]
-    cleanup(recs, None, dry_run=True, grace=0.1, say=said.append)
+    cleanup([(build(recs), None)], None, dry_run=True, grace=0.1, say=said.append)
     assert said and not set("".join(said)) & set(INVISIBLE + "\x1b"), said
     assert any("\\u202e" in line for line in said) and any("\\u2066" in line for line in said)
 

@@ -574,10 +574,10 @@ class Builder:
         host = r["host"]
         listed = {e["pid"] for e in r.get("procs") or ()}
         for entry in r.get("procs") or ():
-            run.leftover[self.subject(host, entry, r["ts"], run)] = entry
+            run.leftover[self.subject(host, entry, r["ts"], run)] = dict(entry, seen_at=r["ts"])
         for pid in r.get("pids") or ():
             if pid not in listed:
-                run.leftover[self.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid}
+                run.leftover[self.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid, "seen_at": r["ts"]}
         count = r.get("count")
         run.leftover_count = max(run.leftover_count, count if count is not None else len(run.leftover))
 

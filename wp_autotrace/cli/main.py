@@ -464,15 +464,23 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
+    """Each log read and judged on its own: its candidates must be its owner's processes."""
+    from ..analysis.model import build
     from .cleanup import cleanup
 
-    owners = set()
+    models: list[tuple[Any, int | None]] = []
+    unusable = []
     for path in args.logs:
         try:
-            owners.add(os.stat(path).st_uid)
-        except OSError:
-            continue  # read_logs names it
-    return cleanup(read_logs(args.logs).records, args.run, args.dry_run, args.grace, log_owners=frozenset(owners))
+            owner = os.stat(path).st_uid
+            models.append((build(read_logs([path]).records), owner))
+        except (OSError, NoUsableLog) as exc:
+            unusable.append(f"{path}: {exc}")
+    for problem in unusable:
+        print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
+    if not models:
+        raise NoUsableLog("; ".join(unusable))
+    return cleanup(models, args.run, args.dry_run, args.grace)
 
 
 def _seconds(text: str) -> float:
