@@ -37,7 +37,7 @@ from ..common.procfs import ProcReader, same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..common.vocab import WATCHER as WATCHER_ROLE
 
-# Exit statuses (the CLI's table; NO_USABLE_LOG and USAGE come from cli).
+# Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
 CLEAN = 0  # every candidate ended or was already gone
 REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or survived SIGKILL
 STILL_RUNNING = 3  # a selected run's main process is alive: nothing signalled
