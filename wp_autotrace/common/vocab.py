@@ -22,7 +22,7 @@ TRACER_ERROR = "tracer_error"
 ERROR = "error"
 WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
-EXEC = "exec"  # a traced process is about to exec another program (written by itself)
+EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).
 MAIN = "main"  # the run's root
@@ -43,21 +43,18 @@ GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
 # Helper processes that outlive their starter by design: never "left behind".
 HELPER_ROLES = frozenset({RESOURCE_TRACKER, FORKSERVER})
 
+# How the watcher proved a tree entry the run's (tree.started[].via), and why one is only possibly
+# the run's (tree.possible[].via): a shared process group or session is not evidence of descent.
+VIA_ROOT = "root"
+VIA_CHILD = "child"  # a child of a member (a re-parented orphan stays a member once seen)
+VIA_CLAIM = "claim"  # its own process_start claims the run
+VIA_GROUP = "group"
+VIA_SESSION = "session"
+
 # leftover's `how`: why the watcher listed what was still alive.
 ROOT_EXIT = "root-exit"  # the root wrote its process_exit
 ROOT_KILLED = "root-killed"  # the root ended without one
 LINGER_END = "linger-end"  # still alive when the watcher's linger ran out
-
-# A tree entry's `via`: why the process is the run's (membership is by descent only).
-VIA_ROOT = "root"  # the run's root itself
-VIA_CHILD = "child"  # seen as a child of a member (it stays one when re-parented)
-VIA_CLAIM = "claim"  # its own process_start names the run
-MEMBER_VIAS = (VIA_ROOT, VIA_CHILD, VIA_CLAIM)
-# A tree record's `possible` entries: they only share the root's group or session
-# (slurmstepd's tasks, a `set -m` pipeline's pager): never members, never signalled.
-VIA_GROUP = "group"
-VIA_SESSION = "session"
-POSSIBLE_VIAS = (VIA_GROUP, VIA_SESSION)
 
 # watcher_exit's `reason`.
 EXIT_RUN_ENDED = "run-ended"
