@@ -29,8 +29,9 @@ ENVIRON_BYTES = 128 * 1024
 
 # The one identity rule: two create times closer than this name one process
 # (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
-# from the same kernel numbers, so one process's values differ only by float
-# rounding; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
+# from the same kernel numbers; boot (boot_time()) is computed once per process
+# from two clocks, microseconds apart between processes, so one process's values
+# may differ by one 0.01 rounding step; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
 # processes that got one pid 20 ms apart. A pid reused within 15 ms of the
 # first start cannot be told apart by any tool.
 SAME_START_S = 0.015
@@ -48,18 +49,6 @@ def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
     if not sep or len(fields) <= STAT_RSS:
         return None
     return head.partition(b"(")[2].decode(errors="replace"), fields
-
-
-# The one tolerance for "same process" between two create times of one pid: two
-# processes compute the boot time apart (microseconds of jitter, NTP slew over
-# hours), so one rounding step (0.01 s) may differ; a reused pid starts at least a
-# tick later in practice, and then has other evidence (its parent, its cmd) too.
-SAME_START_S = 0.015
-
-
-def same_process(ct_a: float, ct_b: float) -> bool:
-    """Whether two create times of one pid (any two of our readers, any process) name one process."""
-    return abs(ct_a - ct_b) <= SAME_START_S
 
 
 _boot_time: float | None = None
