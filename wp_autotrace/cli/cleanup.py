@@ -35,7 +35,7 @@ from ..analysis.model import Model, Process, Run
 from ..common.procfs import ProcReader, same_process
 from ..common.vocab import WATCHER as WATCHER_ROLE
 
-# Exit statuses (the CLI's table; NO_USABLE_LOG and USAGE come from cli).
+# Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
 CLEAN = 0  # every candidate ended or was already gone
 REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or survived SIGKILL
 STILL_RUNNING = 3  # a selected run's main process is alive: nothing signalled
