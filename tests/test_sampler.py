@@ -109,8 +109,11 @@ class FakeReader:
             return None
         return [c for c, info in self.procs.items() if info["ppid"] == pid]
 
-    def cmdline(self, pid: int) -> str:
-        return f"{self.procs[pid]['name']} {'a' * 300}" if pid in self.procs else ""
+    def argv(self, pid: int) -> list[str]:
+        return [self.procs[pid]["name"], "a" * 300] if pid in self.procs else []
+
+    def environ(self, pid: int) -> bytes:
+        return b""
 
 
 def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[Watcher, Path]:

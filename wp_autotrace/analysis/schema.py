@@ -1,7 +1,7 @@
 """The log's record schema, in one place: event names, each event's fields, the version.
 
 The reader (logread) checks every field against FIELD_TYPES, the model
-(model.py) folds records by these names, and README's "Log schema" table is
+(model.py) folds records by these names, and docs/log-schema.md's table is
 generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
 one entry here plus its ``visit_<event>`` handler in model.py.
 
@@ -221,7 +221,7 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
 
 
 def markdown_table() -> str:
-    """README's log-schema table, generated from EVENTS."""
+    """docs/log-schema.md's table, generated from EVENTS."""
     rows = ["| event | what | fields |", "|---|---|---|"]
     for event, (what, fields) in EVENTS.items():
         cells = ", ".join(f"`{name}` ({doc})" for name, _, doc in fields)

@@ -24,7 +24,7 @@ import time
 from ..common import vocab as V
 from ..common.cmdline import role_from_cmd
 from ..common.procfs import make_reader
-from ..common.redact import env_secrets, parse_patterns, redact_cmd
+from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..runtime.sink import Sink
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
@@ -189,7 +189,11 @@ class Watcher:
 
     def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
         """A tree entry for a process joining the run: its stat, command line and role."""
-        cmd = redact_cmd(self.reader.cmdline(info["pid"]), self.patterns, self.secrets)
+        pid = info["pid"]
+        # Masked argument by argument, then joined; with the secrets of its own environment too
+        # (a variable only this child was given).
+        secrets = self.secrets + environ_secrets(self.reader.environ(pid), self.patterns)
+        cmd = " ".join(redact_argv(self.reader.argv(pid), self.patterns, secrets)).strip()
         entry = {k: info[k] for k in ENTRY_KEYS}
         entry["cmd"] = cmd[:CMD_CHARS]
         if len(cmd) > CMD_CHARS:
