@@ -143,6 +143,15 @@ def with_run_in_progress() -> LogWriter:
     return w
 
 
+def with_verdict_pending() -> LogWriter:
+    """The main process exited; the watcher runs but has written neither its verdict nor a sample since."""
+    w = clean_run()
+    w.lines = [r for r in w.lines if r["event"] != "leftover"]
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 2.0, "tree", count=2, started=[{"pid": 200, "ppid": 100, "via": "child"}], ended=[])
+    return w
+
+
 def with_early_wakeup() -> LogWriter:
     """AsyncCompile.wakeup() returned without calling SubprocPool.wakeup (torch returned early)."""
     w = clean_run()
@@ -153,6 +162,7 @@ def with_early_wakeup() -> LogWriter:
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "root-killed": with_root_killed,
     "in-progress": with_run_in_progress,
+    "verdict-pending": with_verdict_pending,
     "wakeup-no-pool": with_early_wakeup,
     "nested-pools": seed_log,
     "warm-pool-bypass": seed_log,

@@ -285,8 +285,56 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return NOT_FOUND
     code = _wait_forwarding(child)
+    if os.path.exists(log):
+        await_verdict(log)
     _summarize(log, python)
     return SIGNALLED - code if code < 0 else code
+
+
+# The watcher writes its verdict (leftover) LEFTOVER_GRACE_S after it first misses the main process, at a
+# tick: within two of its sampling intervals of that end. `run` waits that long, plus this much slack for
+# a loaded host's scheduling, before it summarises; then it says "verdict pending" rather than guess.
+VERDICT_SLACK_S = 3.0
+# A run with no watcher record by then has none coming (WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it could not
+# start): nothing to wait for. The watcher writes watcher_start as soon as it runs, long before this.
+WATCHER_START_WAIT_S = 1.0
+VERDICT_POLL_S = 0.05
+
+
+def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
+    """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
+    watcher_exit); True if they all do. Reads the log incrementally into the run model."""
+    import time
+
+    from ..analysis.logread import Tail
+    from ..analysis.model import Builder
+    from ..watcher.main import LEFTOVER_GRACE_S
+
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    builder = Builder()
+    interval = 0.0
+    start = clock()
+    try:
+        tail = Tail(log)
+    except OSError:
+        return False
+    with tail.file:
+        while True:
+            for r in tail.read():
+                builder.feed(r)
+                if r["event"] == "watcher_start" and isinstance(r.get("interval"), (int, float)):
+                    interval = max(interval, float(r["interval"]))
+            watched = [run for run in builder.model.runs.values() if run.watcher_pids]
+            if not tail.behind and watched and all(run.verdict for run in watched):
+                return True
+            waited = clock() - start
+            if not watched and waited >= WATCHER_START_WAIT_S and not tail.behind:
+                return False
+            if waited >= LEFTOVER_GRACE_S + 2 * interval + VERDICT_SLACK_S:
+                return False
+            if not tail.behind:
+                sleep(VERDICT_POLL_S)
 
 
 def _terminal_signals_child() -> bool:
@@ -461,12 +509,20 @@ def _doctor_torch(say: Any) -> None:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    from .watch import newest_log, watch
+    from ..analysis.fmt import escape
+    from .watch import LogMoved, newest_log, watch
 
     log = args.log or newest_log()
     if log is None or not os.path.isfile(log):
         raise NoUsableLog(f"no such log: {log}" if log else "no wp_autotrace-*.jsonl in this folder; name the log")
-    return watch(log, args.once, args.interval)
+    try:
+        return watch(log, args.once, args.interval)
+    except LogMoved:
+        print(f"wp-autotrace watch: the log {escape(log)} was moved or removed while watched; stopping",
+              file=sys.stderr)
+        return NO_USABLE_LOG
+    except OSError as exc:
+        raise NoUsableLog(f"{log}: {exc.strerror or exc}") from None
 
 
 def _cleanup(args: argparse.Namespace) -> int:
