@@ -86,7 +86,6 @@ def clean_value(v: Any, depth: int = 0) -> Any:
 
 
 _FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
-_FRAME_KEYS = frozenset(("file", "line", *_FRAME_STRS))
 
 
 def clean_frame(v: Any) -> dict[str, Any] | None:

@@ -20,7 +20,7 @@ MAX_INDENT = 8
 # The default text is short (about 60 lines at 30 nested sidecars): tables show this many rows, then
 # "… N more"; --verbose shows every row, every tree line and every finding's pids and evidence.
 SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
-FOLD_TOOLS = True  # compiler toolchain children: one line per parent unless --verbose
+
 
 def _mb(n: Any) -> str:
     return f"{n / 2**20:.0f} MB" if n else "-"
@@ -341,7 +341,8 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         out.append(_tree_line(p, indent))
         lines += 1
         children = kids.get(key, [])
-        tools = [k for k in children if k["tool"]] if FOLD_TOOLS and not verbose else []
+        # compiler toolchain children: one line per parent unless --verbose
+        tools = [k for k in children if k["tool"]] if not verbose else []
         rest = [k for k in children if not (tools and k["tool"])]
         stack.extend((k, indent + 1) for k in reversed(rest))
         if tools:

@@ -16,6 +16,15 @@ from typing import Any, NamedTuple
 
 from .. import __version__
 from ..analysis.logread import NoUsableLog, read_logs, skipped_line
+from ..common.env import (
+    ENABLE_ENV,
+    GUARD_ENV,
+    GUARD_NESTED_POOLS,
+    LOG_ENV,
+    RUN_IDENTITY_ENV,
+    TRUE_WORDS,
+    without_tracer_env,
+)
 from ..runtime.sink import default_log_name
 from . import cleanup as cleanup_status
 
@@ -251,12 +260,12 @@ def _run(args: argparse.Namespace) -> int:
     log = os.path.abspath(args.log or default_log_name(os.uname().nodename, os.getpid()))
     env = dict(os.environ)
     # The program is a new run, with itself as the root, even if this command was started traced.
-    for key in ("WP_AUTOTRACE_RUN", "WP_AUTOTRACE_ROOT_PID", "WP_AUTOTRACE_NOTICE"):
+    for key in RUN_IDENTITY_ENV:
         env.pop(key, None)
-    env["WP_AUTOTRACE"] = "1"
-    env["WP_AUTOTRACE_LOG"] = log
+    env[ENABLE_ENV] = TRUE_WORDS[0]
+    env[LOG_ENV] = log
     if args.guard:
-        env["WP_AUTOTRACE_GUARD"] = "nested-pools"
+        env[GUARD_ENV] = GUARD_NESTED_POOLS
     python = _python_of(command, env.get("PATH"))
     if python is not None and _PYTHON_NAME.match(os.path.basename(command[0])) and "-S" in _flags(command):
         print(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run", file=sys.stderr)
@@ -410,7 +419,7 @@ class Probe(NamedTuple):
 
 def probe_interpreter(python: str) -> Probe:
     """Ask python (from an empty folder, untraced) where its wp_autotrace and .pth are."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    env = without_tracer_env(dict(os.environ))
     with tempfile.TemporaryDirectory() as tmp:
         # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
         try:
@@ -438,7 +447,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     python = args.python or sys.executable
     say(None, f"interpreter: {python}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    env = without_tracer_env(dict(os.environ))
     probe = probe_interpreter(python)
     if probe.problem.startswith("cannot run"):
         say(False, f"{python}: {probe.problem}")
@@ -477,13 +486,10 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _doctor_torch(say: Any) -> None:
     import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
 
     from ..analysis.resolve import resolve
 
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # Python < 3.8 is not supported; keep mypy calm
-        return
     for dist in ("torch", "torch_npu", "intel_extension_for_pytorch"):
         try:
             say(None, f"{dist} {version(dist)}")

@@ -87,7 +87,6 @@ class LogWatch:
         self.write_fd = write_fd
         self.host = host
         self.root = root
-        self.run_mark = f'"run":"{run}"'.encode()
         self.run = run
         self.read_fd = -1
         # The inherited (write-only) fd reopened for reading: the same file even if
