@@ -135,7 +135,6 @@ class LogWatch:
         self.detached = False  # after the root's end: no fd held between reads (detach)
         self.host = host
         self.root = root
-        self.run_mark = f'"run":"{run}"'.encode()
         self.run = run
         self.read_fd = -1
         # The inherited (write-only) fd reopened for reading: the same file even if
