@@ -2,7 +2,7 @@
 
 ``analyze`` folds the records into the run model (model.py), derives a View
 of the selected runs, runs the findings registry (findings.py) and returns
-one JSON-ready dict with stable keys (README lists them). Rendering for
+one JSON-ready dict with stable keys (docs/report.md lists them). Rendering for
 people lives in render.py; the CLI composes the two.
 """
 

@@ -1,7 +1,7 @@
 """The log's record schema, in one place: event names, each event's fields, the version.
 
 The reader (logread) checks every field against FIELD_TYPES, the model
-(model.py) folds records by these names, and README's "Log schema" table is
+(model.py) folds records by these names, and docs/log-schema.md's table is
 generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
 one entry here plus its ``visit_<event>`` handler in model.py.
 
@@ -22,6 +22,9 @@ from ..common.vocab import (
 )
 from ..common.vocab import (
     ERROR as ERROR,
+)
+from ..common.vocab import (
+    EXEC as EXEC,
 )
 from ..common.vocab import (
     IMPORT as IMPORT,
@@ -78,7 +81,7 @@ INTS = "list[uint]"
 STRS = "list[str]"
 FRAME = "frame"  # {file, line, func, dist?, dist_version?, rel?, src?}
 FRAMES = "list[frame]"
-PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?}
+PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
 
@@ -115,6 +118,8 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?}` "
               "(`cmd_len`: the length before `cmd` was cut)")
+_VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
+             "process_start names the run); absent in older logs, where every entry is a member")
 
 # event -> (what it says, its fields as (name, type, description)).
 EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
@@ -154,14 +159,14 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("torch_version", STR, "torch.__version__"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
-    TREE: ("the run's process set changed (watcher; old logs: the root's sampler)", _PART_FIELDS + (
+    TREE: ("the run's process set changed (the watcher)", _PART_FIELDS + (
         ("count", UINT, "the run's processes alive now (the true number)"),
-        ("started", PROCS, "processes first seen now, " + _PROC_NOTE),
+        ("started", PROCS, "processes first seen now, " + _PROC_NOTE + _VIA_NOTE),
+        ("possible", PROCS, "processes sharing only the root's process group (`via`: `group`) or session "
+                            "(`session`): possibly the run's, never proven; never in started, ended or leftover"),
         ("ended", ENDED, "processes gone: `{pid, create_time, end}`"),
         ("rss", RSS, "heartbeat rss: `{pid, create_time, rss}`"),
         ("final", BOOL, "the last sample"),
-        ("procs", PROCS, "old logs: the whole set, " + _PROC_NOTE),
-        ("changed", BOOL, "old logs: the set changed"),
     )),
     LEFTOVER: ("the run's processes still alive when its root ended", _PART_FIELDS + (
         ("how", STR, "`root-exit`, `root-killed` or `linger-end`"),
@@ -176,6 +181,13 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("code", ANY, "exit code"),
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
         ("dropped", UINT, "records this process could not write"),
+        ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
+                         "(at most 200)"),
+        ("below_count", UINT, "the root only: how many live descendants it had (the true number)"),
+    )),
+    EXEC: ("a traced process is about to exec another program (a later record of it means the exec failed)", (
+        ("argv", STRS, "the new command line, masked as process_start's"),
+        ("executable", STR, "the program it execs"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
@@ -209,7 +221,7 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
 
 
 def markdown_table() -> str:
-    """README's log-schema table, generated from EVENTS."""
+    """docs/log-schema.md's table, generated from EVENTS."""
     rows = ["| event | what | fields |", "|---|---|---|"]
     for event, (what, fields) in EVENTS.items():
         cells = ", ".join(f"`{name}` ({doc})" for name, _, doc in fields)
@@ -235,6 +247,7 @@ if TYPE_CHECKING:
         create_time: float
         rss: int
         role: str
+        via: str
 
     class Base(TypedDict, total=False):
         v: int
@@ -288,7 +301,7 @@ if TYPE_CHECKING:
         ended: list[dict[str, Any]]
         rss: list[dict[str, Any]]
         final: bool
-        procs: list[ProcEntry]
+        possible: list[ProcEntry]
 
     class LeftoverRecord(Base, total=False):
         run: str
