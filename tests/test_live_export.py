@@ -151,6 +151,7 @@ def test_live_spans_reach_a_receiver_before_the_job_ends_with_the_export_ids(tmp
         attrs = {kv.key: kv.value.string_value or kv.value.int_value for kv in rs.resource.attributes}
         assert attrs["service.name"] == "trainer" and attrs["team"] == "ml" and attrs["host.name"]
     assert not [r for r in recs if r["event"] == "tracer_error"]
+    assert recs[-1]["event"] == "watcher_exit" and recs[-1]["unsent"] == 0 and recs[-1]["exported"] == len(live)
     text = json.dumps(recs)
     assert SECRET not in text and "user:pw" not in text
 
@@ -181,6 +182,7 @@ def test_a_bad_receiver_changes_nothing_for_the_job_or_the_log(tmp_path: Path, m
     assert err["where"] == X.WHERE and " span(s) not sent to http://127.0.0.1:" in err["error"]
     assert SECRET not in json.dumps(recs) and "user:pw" not in err["error"]
     assert recs[-1]["event"] == "watcher_exit" and recs[-1]["reason"] == base_recs[-1]["reason"]
+    assert recs[-1]["unsent"] >= 2 and recs[-1]["exported"] == 0 and "unsent" not in base_recs[-1]
     root_exit = next(r["ts"] for r in recs if r["event"] == "process_exit" and r["role"] == "main")
     leftover = next(r["ts"] for r in recs if r["event"] == "leftover")
     assert leftover - root_exit < 2.0, "the receiver delayed the watcher's sampling"

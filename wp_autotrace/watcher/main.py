@@ -408,11 +408,14 @@ class Watcher:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE):
             self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
-        unsent = self.export.close() if self.export is not None else None
-        if unsent is not None:
-            self.emit("tracer_error", **unsent)
+        counts: dict[str, int] = {}
+        if self.export is not None:
+            unsent = self.export.close()
+            if unsent is not None:
+                self.emit("tracer_error", **unsent)
+            counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
-        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 
 def _moved(before: int, now: int) -> bool:
