@@ -155,7 +155,8 @@ JSON_KEYS: dict[str, Any] = {
     "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
     "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,
     "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,
-    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list,
+    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list, "verdict_pending": bool,
+    "possible": list,
 }
 RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str}
 FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "evidence": list, "advice": str,
