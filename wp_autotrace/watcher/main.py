@@ -22,6 +22,9 @@ if the root wrote its process_exit, root-killed otherwise) and, if some are
 still alive after WP_AUTOTRACE_LINGER seconds, ``linger-end``. It exits when
 the run is empty, at the end of the linger, or at once when the log is gone.
 Lists that do not fit one record are split over several (``part``/``parts``).
+With ``WP_AUTOTRACE_EXPORT=otlp`` it also streams the run's spans while the
+job runs (export.py): the records it reads from the log feed it, a thread of
+its own sends, and sampling never waits for the receiver.
 """
 
 from __future__ import annotations
@@ -64,6 +67,10 @@ LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, t
 MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
 MAX_POSSIBLE = 10000  # (pid, create_time) pairs remembered as already written "possible"
+# What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
+EXPORT_MARKS = (b'"event":"call"', b'"event":"return"', b'"event":"blocked"')
+# The root's own process_start ends just before the watcher's offset; a record is at most 32 KiB.
+READ_BACK_BYTES = 33 * 1024
 def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
     """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
     import json
@@ -155,6 +162,7 @@ class LogWatch:
         self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
         # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
         self.below: dict[int, float] = {}
+        self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke, or its path names another file once detached)."""
@@ -201,11 +209,21 @@ class LogWatch:
             if len(self.partial) > MAX_PARTIAL:
                 self.partial = b""
             for line in lines:
-                if b'"process_' in line:
+                if b'"process_' in line or (self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
                     self._read_record(line)
 
+    def read_back(self) -> None:
+        """The records just before the offset (the root's process_start), for the live export."""
+        if self.read_fd < 0 or self.on_record is None:
+            return
+        start = max(0, self.offset - READ_BACK_BYTES)
+        lines = os.pread(self.read_fd, self.offset - start, start).split(b"\n")
+        for line in lines[1 if start else 0:]:
+            if b'"process_start' in line:
+                self._read_record(line)
+
     def _read_record(self, line: bytes) -> None:
-        """Note a process_start of this run, or the root's process_exit."""
+        """Note a process_start of this run, or the root's process_exit; feed the live export."""
         import json
 
         try:
@@ -214,6 +232,8 @@ class LogWatch:
             return
         if not isinstance(rec, dict) or rec.get("host") != self.host:
             return
+        if self.on_record is not None:
+            self.on_record(rec)
         event, pid = rec.get("event"), rec.get("pid")
         if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
             if isinstance(rec.get("create_time"), float):
@@ -230,8 +250,9 @@ class Watcher:
     """Samples one run's process tree and writes its tree / leftover records."""
 
     def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
-                 reader: Any = None, log: LogWatch | None = None, redact: str = "") -> None:
+                 reader: Any = None, log: LogWatch | None = None, redact: str = "", export: Any = None) -> None:
         self.sink = sink
+        self.export = export  # export.LiveExport, when the run streams its spans
         self.run = run
         self.root = root
         self.root_ct = root_ct
@@ -455,6 +476,8 @@ class Watcher:
             lists["rss"] = rss
         if started or ended or rss or "possible" in lists:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
+        if self.export is not None:
+            self.export.tick(ended, now)
         if self.root_end is None and self.root not in self.live:
             self.root_end = now
 
@@ -538,8 +561,14 @@ class Watcher:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE):
             self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
+        counts: dict[str, int] = {}
+        if self.export is not None:
+            unsent = self.export.close()
+            if unsent is not None:
+                self.emit("tracer_error", **unsent)
+            counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
-        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 
 def _moved(before: int, now: int) -> bool:
@@ -549,8 +578,10 @@ def _moved(before: int, now: int) -> bool:
 
 
 def main(args: list[str]) -> None:
-    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT``."""
-    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args
+    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT
+    EXPORT`` (EXPORT: WP_AUTOTRACE_EXPORT's word, or empty)."""
+    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args[:11]
+    export_word = args[11] if len(args) > 11 else ""
     host = os.uname().nodename
     inherited = int(fd)  # the root's own fd: proof of which file the log is
     try:
@@ -566,13 +597,29 @@ def main(args: list[str]) -> None:
     logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
     if not same or logwatch.gone():
         return
+    export, why_not = _live_export(run, host, export_word, logwatch)
     watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch,
-                      redact=redact)
+                      redact=redact, export=export)
     try:
         watcher.begin()
+        if why_not:
+            watcher.emit("tracer_error", where="live-export", error=why_not)
         reason = watcher.run_loop()
     except Exception as exc:
         sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
                   root_pid=int(root))
         reason = V.EXIT_ERROR
     watcher.finish(reason)
+
+
+def _live_export(run: str, host: str, word: str, logwatch: LogWatch) -> tuple[Any, str]:
+    """The live export, fed by the log from the root's process_start on; (None, why) when off or refused."""
+    if not word:
+        return None, ""
+    from . import export
+
+    live, why_not = export.start(run, host, word)
+    if live is not None:
+        logwatch.on_record = live.record
+        logwatch.read_back()
+    return live, why_not
