@@ -13,6 +13,7 @@ from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
+from .test_pools import device_pool, idle_pool, spawn_child_exit
 from .test_report import PLUGIN, T0, LogWriter, seed_log
 
 SP = "torch._inductor.compile_worker.subproc_pool"
@@ -151,6 +152,9 @@ def with_early_wakeup() -> LogWriter:
 
 
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "idle-pool": idle_pool,
+    "child-exit-wait": spawn_child_exit,
+    "pool-device-files": device_pool,
     "root-killed": with_root_killed,
     "in-progress": with_run_in_progress,
     "wakeup-no-pool": with_early_wakeup,

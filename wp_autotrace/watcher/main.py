@@ -26,6 +26,7 @@ from ..common.cmdline import role_from_cmd
 from ..common.procfs import make_reader
 from ..common.redact import env_secrets, parse_patterns, redact_cmd
 from ..runtime.sink import Sink
+from .memory import make_sampler
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
 if TYPE_CHECKING:
@@ -163,6 +164,7 @@ class Watcher:
         self.root_end: float | None = None
         self.leftover_written = False
         self._last_heartbeat = 0.0
+        self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
@@ -303,6 +305,9 @@ class Watcher:
             self._last_heartbeat = now
         if started or ended or heartbeat:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
+        memory = self.memory.tick(now, self.live) if self.memory is not None else None
+        if memory:
+            self.emit_parts("memory", memory)
         if self.root_end is None and self.root not in self.live:
             self.root_end = now
 
