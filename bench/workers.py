@@ -124,11 +124,12 @@ def micro(repeats: int, calls: int) -> dict[str, Any]:
                 if name == "floor":
                     run = floor
                 results[depth_name].setdefault(name, []).append(run(depth, variants[name], range(n)) / n)
+    parts = _call_parts(probes, sink, log, floor_fd, repeats, calls)
     size = log.stat().st_size
-    records = sum(1 for _ in log.open("rb"))
+    records = sum(1 for line in log.open("rb") if line != b"\n")
     shutil.rmtree(tmp)
     out: dict[str, Any] = {"errors": [repr(e) for e in errors], "record_bytes": round(size / max(records, 1)),
-                           "depth": DEPTH, "stack_limit": DEFAULT_STACK}
+                           "depth": DEPTH, "stack_limit": DEFAULT_STACK, "parts_us": parts}
     for depth_name, per in results.items():
         med = {name: _median_us(v) for name, v in per.items()}
         out[depth_name] = {**{f"{k}_us": v for k, v in med.items()},
@@ -136,6 +137,57 @@ def micro(repeats: int, calls: int) -> dict[str, Any]:
                            "counted_over_us": round(med["counted"] - med["plain"], 3),
                            "floor_us": med["floor"]}
     return out
+
+
+def _call_parts(probes: Probes, sink: Sink, log: Path, fd: int, repeats: int, calls: int) -> dict[str, float]:
+    """Where a traced call's microseconds go, each part timed alone in the same process:
+    median µs per traced call (a call record and a return record) of each step."""
+    from wp_autotrace.runtime import recorder
+    from wp_autotrace.runtime.sink import _identity
+
+    lines = [line for line in log.read_bytes().split(b"\n") if line][-2:]  # the last call + return record
+    call_rec, ret_rec = (b"\n" + line + b"\n" for line in lines)
+    stack_json = probes._stack()[2]
+
+    def write2() -> None:
+        os.write(fd, call_rec)
+        os.write(fd, ret_rec)
+
+    def limit4() -> None:
+        recorder._adjust_limit(64)
+        recorder._adjust_limit(-63)
+        recorder._adjust_limit(63)
+        recorder._adjust_limit(-64)
+
+    def fstat2() -> None:
+        _identity(sink.fd)
+        _identity(sink.fd)
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    real_fd = sink.fd
+    real_identity = sink.identity
+
+    def assemble2() -> None:  # both records built and encoded, written to /dev/null
+        sink.emit_encoded("call", '"target":"m:Pool.traced","tag":"user","call_id":1,"thread":"MainThread",'
+                          + stack_json, dict)
+        sink.emit_encoded("return", '"call_id":1,"duration_s":3e-06', dict)
+
+    steps: dict[str, Callable[[], Any]] = {
+        "os.write of the two records": write2, "stack walk (cache hit)": probes._stack,
+        "fstat log identity x2": fstat2, "recursion limit x4": limit4,
+        "record assembly x2 (to /dev/null, with its fstat)": assemble2}
+    samples: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            if name.startswith("record assembly"):
+                sink.fd, sink.identity = devnull, _identity(devnull)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                step()
+            samples[name].append((time.perf_counter() - t0) / calls)
+            sink.fd, sink.identity = real_fd, real_identity
+    os.close(devnull)
+    return {k: _median_us(v) for k, v in samples.items()}
 
 
 def pth(repeats: int) -> dict[str, Any]:

@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.cleanup import Candidate, _children_first, leftover_procs
+from wp_autotrace.cli.cleanup import Candidate, _children_first
 from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
 
 HOST = os.uname().nodename
 SLEEPER = "import time; time.sleep(120)"
+RUN = "feedc0ffee00"
+WATCHER_PID = 4_000_000  # above any pid_max: never a live process
 
 
 def _alive(pid: int, create_time: float) -> bool:
@@ -45,11 +47,16 @@ def _record(event: str, pid: int, **fields: Any) -> dict[str, Any]:
             "seq": 0, **fields}
 
 
+def _watcher(event: str, root: int, **fields: Any) -> dict[str, Any]:
+    return {**_record(event, WATCHER_PID, run=RUN, root_pid=root, **fields), "role": "watcher", "ppid": root}
+
+
 def _log(path: Path, root: int, procs: list[dict[str, Any]]) -> Path:
-    """A run whose (dead) root left procs behind, in the root's leftover shape."""
-    records = [_record("process_start", root, run="feedc0ffee00", root_pid=root, forked=False, argv=["python"]),
-               _record("leftover", root, pids=[p["pid"] for p in procs], procs=procs),
-               _record("process_exit", root, how="exit")]
+    """A run whose (dead) root left procs behind: the watcher's verdict lists them."""
+    records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
+               _record("process_exit", root, how="exit"),
+               _watcher("leftover", root, how="root-exit", count=len(procs), pids=[p["pid"] for p in procs],
+                        procs=procs)]
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
@@ -147,17 +154,18 @@ def test_a_running_run_is_left_alone(tmp_path: Path, sleeper: subprocess.Popen[b
     me = ProcReader().stat(os.getpid())
     info = ProcReader().stat(sleeper.pid)
     assert me is not None and info is not None
-    records = [_record("process_start", os.getpid(), run="0123abcd0123", root_pid=os.getpid(), forked=False),
-               _record("tree", os.getpid(), count=2, procs=[{"pid": os.getpid(), "create_time": me["create_time"]},
-                                                            {"pid": sleeper.pid, "create_time": info["create_time"]}])]
+    records = [_record("process_start", os.getpid(), run=RUN, root_pid=os.getpid(), forked=False),
+               _watcher("tree", os.getpid(), count=2, started=[
+                   {"pid": os.getpid(), "create_time": me["create_time"], "via": "root"},
+                   {"pid": sleeper.pid, "create_time": info["create_time"], "via": "child"}])]
     log = tmp_path / "run.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log))
     assert res.returncode == 3 and "still running" in res.stdout, res.stdout + res.stderr
     # No start time for the root anywhere (no tree record): its process_start time still identifies it.
     records[0]["ts"] = me["create_time"] + 0.5  # when the root wrote its process_start
-    records = [records[0], _record("leftover", os.getpid(), pids=[sleeper.pid],
-                                   procs=[{"pid": sleeper.pid, "create_time": info["create_time"]}])]
+    records = [records[0], _watcher("leftover", os.getpid(), how="root-exit", count=1, pids=[sleeper.pid],
+                                    procs=[{"pid": sleeper.pid, "create_time": info["create_time"]}])]
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log))
     assert res.returncode == 3 and "still running" in res.stdout, res.stdout + res.stderr
@@ -176,13 +184,8 @@ def test_no_start_time_or_other_host_is_refused(tmp_path: Path, sleeper: subproc
     assert sleeper.poll() is None
 
 
-def test_leftover_shapes_and_order() -> None:
-    """Both leftover shapes are read; deeper processes come first."""
-    old = {"pids": [5, 6], "procs": [{"pid": 5, "create_time": 1.0}]}
-    new = {"how": "root-exit", "count": 2, "pids": [5, 6], "procs": [{"pid": 5, "create_time": 1.0},
-                                                                    {"pid": 6, "create_time": 2.0}]}
-    assert [p["pid"] for p in leftover_procs(old)] == [5, 6] and "create_time" not in leftover_procs(old)[1]
-    assert [p.get("create_time") for p in leftover_procs(new)] == [1.0, 2.0]
+def test_children_first() -> None:
+    """Deeper processes come first."""
     targets = [(Candidate("r", HOST, pid, 1.0, "x", "", None, None), {"ppid": ppid})
                for pid, ppid in ((10, 1), (12, 11), (11, 10))]
     assert [c.pid for c, _ in _children_first(targets)] == [12, 11, 10]
@@ -217,3 +220,141 @@ def test_never_init_itself_or_processes_outside_the_run(tmp_path: Path, sleeper:
     assert res.returncode == 1 and "started before the run's main process" in res.stdout, res.stdout
     time.sleep(0.2)
     assert sleeper.poll() is None
+
+
+def _pids_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds marker."""
+    reader = ProcReader()
+    found = []
+    for pid in reader.pids():
+        if pid != os.getpid() and marker in reader.cmdline(pid) and reader.stat(pid) is not None:
+            found.append(pid)
+    return found
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# A leftover that forks a new child every 20 ms while cleanup runs (each child sleeps); the marker names them.
+FORKER = """
+import os, sys, time
+marker = sys.argv[1]
+print("ready", flush=True)
+while True:
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)", marker])
+    time.sleep(0.02)
+"""
+
+
+def test_a_leftover_that_keeps_forking_is_ended_with_its_whole_tree(tmp_path: Path) -> None:
+    """The log names one leftover; it forks children born after the verdict, and keeps forking while cleanup
+    runs. cleanup ends it and every descendant (they were left alive, the tree kept growing), and counts them."""
+    marker = f"wp-forker-{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen([sys.executable, "-c", FORKER, marker], env=clean_env(), stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        deadline = time.monotonic() + 20
+        while len(_pids_with(marker)) < 4 and time.monotonic() < deadline:  # children born after the verdict
+            time.sleep(0.05)
+        info = ProcReader().stat(proc.pid)
+        assert info is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+                                                           "role": "compile-sidecar", "cmd": "python forker"}])
+        res = _cleanup(str(log), "--grace", "2")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "a descendant of the run's leftovers" in res.stdout
+        assert proc.wait(10) == -signal.SIGTERM
+        deadline = time.monotonic() + 5
+        while _pids_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _pids_with(marker) == [], res.stdout
+        assert "still alive" in res.stdout and ", 0 still alive" in res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)
+        _kill_all(_pids_with(marker))
+
+
+def test_dry_run_shows_the_live_command_line(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """--dry-run names the live process's command line beside the one the log holds."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": info["create_time"],
+                                                       "role": "compile-sidecar", "cmd": "python logged.py"}])
+    res = _cleanup(str(log), "--dry-run")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "time.sleep(120)" in res.stdout and "logged: python logged.py" in res.stdout
+    assert sleeper.poll() is None
+
+
+def test_possible_members_are_never_signalled(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """A process that only shares the root's group or session (tree.possible) is not the run's to end."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    root = _dead_pid()
+    entry = {"pid": sleeper.pid, "create_time": info["create_time"], "ppid": 1, "via": "group"}
+    records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
+               _watcher("tree", root, count=1, started=[], ended=[], possible=[entry]),
+               _record("process_exit", root, how="exit"),
+               _watcher("leftover", root, how="root-exit", count=0, pids=[], procs=[])]
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = _cleanup(str(log))
+    assert res.returncode == 0 and "nothing to clean up" in res.stdout, res.stdout
+    assert sleeper.poll() is None
+
+
+def test_pending_verdict_uses_the_last_sample_and_says_so(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """The main process ended and the watcher's leftover is not written yet: cleanup says so, and ends
+    what the last sample after that end showed alive."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    root = _dead_pid()
+    entry = {"pid": sleeper.pid, "create_time": info["create_time"], "ppid": root, "via": "child"}
+    records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
+               _watcher("watcher_start", root, interval=0.1, linger=60.0),
+               _watcher("tree", root, count=2, started=[entry], ended=[]),
+               _record("process_exit", root, how="exit"),
+               _watcher("tree", root, count=1, started=[], ended=[{"pid": root, "end": time.time()}])]
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = _cleanup(str(log), "--grace", "5")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "verdict pending" in res.stdout and "the last sample after its main process ended" in res.stdout
+    assert f"ended: {sleeper.pid} child (SIGTERM)" in res.stdout
+    assert sleeper.wait(10) == -signal.SIGTERM
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a log owned by another user naming root's process")
+def test_each_log_judged_by_its_own_owner(tmp_path: Path) -> None:
+    """As root, over a folder with root's own log and a log another user planted: the planted log's root-owned
+    process is refused (ownership was judged on the union of the logs' owners), root's own leftover ends."""
+    mine = subprocess.Popen([sys.executable, "-c", SLEEPER], env=clean_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    victim = subprocess.Popen([sys.executable, "-c", SLEEPER], env=clean_env(), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        reader = ProcReader()
+        a, b = reader.stat(mine.pid), reader.stat(victim.pid)
+        assert a is not None and b is not None
+        own = _log(tmp_path / "own.jsonl", _dead_pid(), [{"pid": mine.pid, "create_time": a["create_time"]}])
+        planted = _log(tmp_path / "planted.jsonl", _dead_pid(), [{"pid": victim.pid,
+                                                                   "create_time": b["create_time"]}])
+        os.chown(planted, 65534, 65534)  # nobody's
+        res = _cleanup(str(own), str(planted), "--grace", "5")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert f"refused: {victim.pid} child: owned by uid 0, while the log that names it is uid 65534's" \
+            in res.stdout
+        assert mine.wait(10) == -signal.SIGTERM
+        assert victim.poll() is None
+    finally:
+        for proc in (mine, victim):
+            proc.kill()
+            proc.wait(10)

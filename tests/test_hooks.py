@@ -304,3 +304,40 @@ def test_body_hooks_leave_other_threads_alone_and_are_restored(tmp_path: Path, m
     assert (builtins.__build_class__, atexit.register) == real
     assert mod is not None and mod.AsyncCompile().warm_pool() == 1
     assert calls(read_log(log)) == ["AsyncCompile.warm_pool"]
+
+
+def test_cached_stacks_follow_lines_depth_and_caller(synth: Path, log: Path) -> None:
+    """The stack and caller kept encoded per call site (Probes._stack) are those of each call:
+    another line, a deeper stack past the frame limit, or a cleared code cache give their own."""
+    finder, probes = make_finder(log)
+    probes.stack_limit = 3
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+
+    def deep(n: int) -> None:
+        if n:
+            return deep(n - 1)
+        mod.AsyncCompile.warm_pool(1)
+
+    def site() -> None:
+        for _ in range(2):
+            mod.AsyncCompile.warm_pool(1); mod.AsyncCompile.warm_pool(2)  # noqa: E702  (one line, two calls)
+            mod.AsyncCompile.warm_pool(3)
+        deep(0)
+        deep(5)
+        probes._forget_codes()
+        mod.AsyncCompile.warm_pool(4)
+
+    site()
+    recs = [r for r in read_log(log) if r["event"] == "call" and r["target"].endswith("warm_pool")][1:]
+    lines = [r["caller"]["line"] for r in recs]
+    first = lines[0]
+    in_deep = first - 4  # deep's own warm_pool line
+    assert lines == [first, first, first + 1, first, first, first + 1, in_deep, in_deep, first + 5]
+    assert [r["caller"]["func"] for r in recs] == ["site"] * 6 + ["deep", "deep", "site"]
+    assert all(len(r["stack"]) == 3 for r in recs)
+    assert [f["func"] for f in recs[7]["stack"]] == ["deep", "deep", "deep"]  # the innermost three of six
+    assert recs[7]["stack"][-1]["line"] != recs[7]["stack"][0]["line"]

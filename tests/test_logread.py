@@ -52,7 +52,7 @@ def test_fields_checked_and_sanitised(tmp_path: Path) -> None:
     w = seed_log()
     w.lines[0]["ts"] = 10 ** 400 if False else w.lines[0]["ts"]
     lines = [json.dumps(r) for r in w.lines]
-    lines.append('{"v":1,"event":"tree","ts":1800000005,"pid":100,"count":NaN,"procs":[{"pid":7,"rss":1e999}]}')
+    lines.append('{"v":1,"event":"tree","ts":1800000005,"pid":100,"count":NaN,"started":[{"pid":7,"rss":1e999}]}')
     lines.append('{"v":1,"event":"process_exit","ts":' + "9" * 401 + ',"pid":100}')
     lines.append('{"v":1,"event":"return","ts":1800000005,"pid":200,"call_id":2,"worker_pids":"nope",'
                  '"sidecar_pid":' + "9" * 30 + '}')
@@ -61,7 +61,7 @@ def test_fields_checked_and_sanitised(tmp_path: Path) -> None:
     data = read_logs([str(path)])
     assert data.fixed["field of the wrong type or out of range"] == 3
     tree = [r for r in data.records if r["event"] == "tree" and r["ts"] == 1800000005][0]
-    assert "count" not in tree and tree["procs"] == [{"pid": 7}]
+    assert "count" not in tree and tree["started"] == [{"pid": 7}]
 
 
 def test_missing_input_among_several(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -422,7 +422,7 @@ def test_preexec_fn_child_writes_nothing_and_exec_after_fork_pairs(tmp_path: Pat
         starts.setdefault(r["pid"], []).append(r)
     assert [(s["forked"], s["ppid"]) for s in starts[py_child]] == [(False, root)]
     assert true_child not in {r["pid"] for r in recs}  # a non-Python program: nothing at all
-    # os.fork then exec: the contract's pair (CONTRACTS 7), same pid and ppid
+    # os.fork then exec: a forked start then its exec, same pid and ppid (docs/contracts.md, "Exec keeps the process")
     assert [(s["forked"], s["ppid"]) for s in starts[forked]] == [(True, root), (False, root)]
     assert [e["pid"] for e in events(recs, "process_exit")].count(py_child) == 1
 

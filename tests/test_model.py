@@ -366,16 +366,6 @@ def test_tags_not_names(tmp_path: Path) -> None:
     assert [p["sidecar_pid"] for p in report(w, tmp_path)["pools"]] == [200]
 
 
-def test_old_single_snapshot_tree_still_read(tmp_path: Path) -> None:
-    """The root sampler's old format (whole set in `procs`): untraced children and their end from the next sample."""
-    w = seed_log()
-    w.add(0.5, 100, 1, "main", "tree", count=2, procs=[{"pid": 100, "ppid": 1}, {"pid": 150, "ppid": 100,
-                                                                              "name": "g++"}])
-    rep = report(w, tmp_path)
-    gxx = next(p for p in rep["processes"] if p["pid"] == 150)
-    assert gxx["name"] == "g++" and not gxx["traced"] and gxx["end_s"] is not None
-
-
 def test_deep_chain_and_many_pools_are_linear(tmp_path: Path) -> None:
     """An 8,000-deep ppid chain and 8,000 pools: no recursion error, depths right."""
     w = LogWriter()

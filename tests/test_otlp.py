@@ -40,7 +40,8 @@ def write_log(path: Path) -> Path:
            caller=_caller(3), thread="MainThread"),
         _r("call", 11.1, 100, 1, "main", target="torch._inductor.async_compile:AsyncCompile.process_pool", call_id=2,
            caller=_caller(3), parent_call=1),
-        _r("call", 11.2, 100, 1, "main", target=SUBPROC_INIT, call_id=3, caller=_caller(3), parent_call=2),
+        _r("call", 11.2, 100, 1, "main", target=SUBPROC_INIT, tag="pool-create", call_id=3, caller=_caller(3),
+           parent_call=2),
         _r("process_start", 11.5, 200, 100, "compile-sidecar", argv=["python", "__main__.py"],
            **{**start, "forked": False}),
         _r("process_start", 11.8, 201, 200, "compile-worker", argv=["python", "__main__.py"],
@@ -182,3 +183,41 @@ def test_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:
     assert res.returncode == 69
     assert f"spans not sent: cannot reach http://127.0.0.1:{port}/otlp/v1/traces" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_two_container_runs_with_pid_1_keep_their_own_spans(tmp_path: Path) -> None:
+    """Two runs in one log whose main is pid 1 (containers): run A's calls stay under run A's process span,
+    once, in run A's trace; run B's process has none (it was run A's, twice, under run B's trace)."""
+    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.otlp import to_otlp
+
+    records = []
+    for run, t0, warm in (("a" * 12, 10.0, True), ("b" * 12, 100.0, False)):
+        start = {"run": run, "root_pid": 1, "forked": False, "create_time": t0}
+        records.append(_r("process_start", t0, 1, 0, "main", argv=["python", f"{run[0]}.py"], **start))
+        if warm:
+            records += [
+                _r("call", t0 + 1, 1, 0, "main", target="torch._inductor.async_compile:AsyncCompile.warm_pool",
+                   tag="warm-pool", call_id=1, caller=_caller(3)),
+                _r("call", t0 + 1.1, 1, 0, "main", target=SUBPROC_INIT, tag="pool-create", call_id=2,
+                   parent_call=1, caller=_caller(3)),
+                _r("return", t0 + 1.2, 1, 0, "main", call_id=2, duration_s=0.1, sidecar_pid=20),
+                _r("return", t0 + 1.3, 1, 0, "main", call_id=1, duration_s=0.3),
+            ]
+        records.append(_r("process_exit", t0 + 2, 1, 0, "main", how="exit", code=0))
+    log = tmp_path / "two.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    request = to_otlp(read_logs([str(log)]))
+    by_run = {}
+    for rs in request["resourceSpans"]:
+        spans = rs["scopeSpans"][0]["spans"]
+        process, calls = spans[0], spans[1:]
+        run = next(a["value"]["stringValue"] for a in process["attributes"] if a["key"] == "wp.run")
+        by_run[run] = (process, calls)
+    a_proc, a_calls = by_run["a" * 12]
+    b_proc, b_calls = by_run["b" * 12]
+    assert [c["name"] for c in a_calls] == ["AsyncCompile.warm_pool", "SubprocPool.__init__"]
+    assert {c["traceId"] for c in a_calls} == {a_proc["traceId"]} != {b_proc["traceId"]}
+    assert b_calls == []
+    all_ids = [s["spanId"] for rs in request["resourceSpans"] for s in rs["scopeSpans"][0]["spans"]]
+    assert len(all_ids) == len(set(all_ids))

@@ -3,7 +3,7 @@
 The run's first child gets pid P and exits; the next child is steered to the
 same pid P and leaves a process behind. The report must track the new
 process and its child, and report the leftover. This needs the watcher's
-records (CONTRACTS item 6): the test skips cleanly when none appear, and
+records (docs/contracts.md, "The watcher's records"): the test skips cleanly when none appear, and
 when not root or without unshare.
 """
 

@@ -15,8 +15,10 @@ from wp_autotrace.analysis.logread import NoUsableLog, read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.cli.main import main
+from wp_autotrace.common import targets as T
 
 T0 = 1_800_000_000.0
+TAGS = {t.label: t.tag for t in T.TARGETS}  # what the recorder writes as each target's call tag
 PLUGIN = {"file": "/site/plugin/_inductor/__init__.py", "line": 5, "func": "<module>"}
 
 
@@ -29,6 +31,8 @@ class LogWriter:
         self.host = host
 
     def add(self, t: float, pid: int, ppid: int, role: str, event: str, **fields: Any) -> None:
+        if event in ("call", "blocked") and "tag" not in fields:  # the recorder writes every call's tag
+            fields["tag"] = TAGS.get(fields.get("target", ""), T.USER_TAG)
         seq = self.seq.get(pid, 0)
         self.seq[pid] = seq + 1
         self.lines.append({"v": 1, "event": event, "ts": T0 + t, "pid": pid, "ppid": ppid, "host": self.host,
@@ -52,22 +56,27 @@ class LogWriter:
 def seed_log() -> LogWriter:
     """main 100 -> sidecar 200 -> sidecar 300 -> sidecar 400; main exits, 300/400 left behind."""
     w = LogWriter()
-    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={})
-    w.add(0.1, 100, 1, "main", "tree", count=1, procs=[{"pid": 100, "ppid": 1, "rss": 10 << 20, "role": "main"}])
+    run = {"run": "r1", "root_pid": 100}
+    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
+    w.add(0.1, 900, 100, "watcher", "tree", count=1, started=[{"pid": 100, "ppid": 1, "rss": 10 << 20,
+                                                                "role": "main", "via": "root"}], ended=[], **run)
     w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.13.0")
     w.warm(2, 100, 1, "main", 200)
     w.add(3, 200, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False,
-          env={"TORCH_WARM_POOL": "0"})
+          env={"TORCH_WARM_POOL": "0"}, **run)
     w.warm(5, 200, 100, "compile-sidecar", 300)
-    w.add(6, 300, 200, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False)
+    w.add(6, 300, 200, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False, **run)
     w.warm(8, 300, 200, "compile-sidecar", 400)
-    w.add(9, 400, 300, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False)
+    w.add(9, 400, 300, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False, **run)
     procs = [{"pid": p, "ppid": pp, "rss": 300 << 20} for p, pp in ((100, 1), (200, 100), (300, 200), (400, 300))]
-    w.add(9.5, 100, 1, "main", "tree", count=4, procs=procs)
+    w.add(9.5, 900, 100, "watcher", "tree", count=4, started=[dict(e, via="child") for e in procs[1:]], ended=[],
+          rss=[procs[0]], **run)
     w.add(10, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
-    w.add(10.5, 100, 1, "main", "tree", count=3, procs=[procs[0], {"pid": 300, "ppid": 1, "rss": 1}, procs[3]])
-    w.add(11, 100, 1, "main", "leftover", pids=[300, 400], procs=procs[2:])
+    w.add(10.5, 900, 100, "watcher", "tree", count=3, started=[], ended=[{"pid": 200, "end": T0 + 10.5}], **run)
     w.add(11, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    left = [{"pid": 300, "ppid": 1, "rss": 300 << 20}, procs[3]]  # 300 re-parented when 200 ended
+    w.add(11.4, 900, 100, "watcher", "leftover", how="root-exit", count=2, pids=[300, 400], procs=left, **run)
     return w
 
 
@@ -146,7 +155,7 @@ JSON_KEYS: dict[str, Any] = {
     "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
     "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,
     "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,
-    "ranks": list, "costs": dict, "running_pids": list, "answer": str,
+    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list,
 }
 RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str}
 FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "evidence": list, "advice": str,
@@ -167,9 +176,11 @@ def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for f in rep["findings"]:
         assert {k: type(f[k]) for k in FINDING_KEYS} == FINDING_KEYS
     assert all(isinstance(p["run"], str) for p in rep["processes"] + rep["pools"] + rep["warm_pool_callers"])
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    root = Path(__file__).resolve().parent.parent
+    # README, or the docs/ page of the feature (README is integrated by the lead: docs/*.md say it first)
+    docs = "".join(p.read_text() for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))])
     for key in JSON_KEYS:
-        assert f"`{key}`" in readme, f"README does not document --json key {key}"
+        assert f"`{key}`" in docs, f"neither README nor docs/ documents --json key {key}"
 
 
 def check_chrome_trace(trace: dict[str, Any]) -> None:
@@ -256,3 +267,21 @@ def test_report_never_raises(tmp_path: Path, lines: list[bytes], keep: int, shuf
     render_text(rep, data.skipped)
     json.dumps(rep, default=str)
     check_chrome_trace(to_chrome_trace(data))
+
+
+def test_chrome_trace_gives_a_reused_pid_its_own_track(tmp_path: Path) -> None:
+    """Two container runs whose main is pid 1: two tracks, each with its own calls (they were merged)."""
+    w = LogWriter()
+    w.add(0, 1, 0, "main", "process_start", argv=["python", "a.py"], forked=False, run="A", root_pid=1,
+          create_time=T0)
+    w.warm(1, 1, 0, "main", 20)
+    w.add(2, 1, 0, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(100, 1, 0, "main", "process_start", argv=["python", "b.py"], forked=False, run="B", root_pid=1,
+          create_time=T0 + 100)
+    w.add(101, 1, 0, "main", "process_exit", how="exit", counts={}, dropped=0)
+    trace = to_chrome_trace(read_logs([str(w.write(tmp_path / "two.jsonl"))]))
+    tracks = {e["pid"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert len(tracks) == 2
+    slices = {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    starts = sorted((e["ts"], e["pid"]) for e in trace["traceEvents"] if e.get("name") == "process_start")
+    assert slices == {starts[0][1]} and starts[0][1] != starts[1][1]

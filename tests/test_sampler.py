@@ -109,8 +109,11 @@ class FakeReader:
             return None
         return [c for c, info in self.procs.items() if info["ppid"] == pid]
 
-    def cmdline(self, pid: int) -> str:
-        return f"{self.procs[pid]['name']} {'a' * 300}" if pid in self.procs else ""
+    def argv(self, pid: int) -> list[str]:
+        return [self.procs[pid]["name"], "a" * 300] if pid in self.procs else []
+
+    def environ(self, pid: int) -> bytes:
+        return b""
 
 
 def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[Watcher, Path]:
@@ -192,3 +195,36 @@ def test_pack_keeps_every_item_under_the_budget() -> None:
     parts = pack({"started": items, "ended": items[:10]})
     assert [x for p in parts for x in p["started"]] == items and sum(len(p["ended"]) for p in parts) == 10
     assert all(len(json.dumps(p, separators=(",", ":"))) <= PART_BYTES + 100 for p in parts)
+
+
+def test_rss_heartbeats_only_on_a_move_or_keepalive(tmp_path: Path) -> None:
+    """Idle processes write no rss between keep-alives; a move of >= 10% or >= 16 MiB is written at the
+    next heartbeat; a keep-alive writes every live process's rss; the records stay plain tree records."""
+    from wp_autotrace.watcher.main import RSS_MOVE_BYTES
+
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    for pid in range(101, 151):
+        r.add(pid, 100, 2.0)
+        r.procs[pid]["rss"] = 100 << 20
+    r.procs[150]["rss"] = 1 << 30
+    w, log = make_watcher(tmp_path, r)
+    w.tick()  # the first sample: everyone started, with rss (a keep-alive)
+
+    def heartbeat() -> list[tuple[int, int]]:
+        before = len(events(read_log(log), "tree"))
+        w._last_heartbeat = 0.0  # a heartbeat is due
+        w.tick()
+        new = events(read_log(log), "tree")[before:]
+        return [(e["pid"], e["rss"]) for t in new for e in t.get("rss") or ()]
+
+    assert len(events(read_log(log), "tree")[0]["rss"]) == 51
+    assert heartbeat() == []  # nothing moved: no record at all
+    r.procs[101]["rss"] = 105 << 20  # 5%: not worth a line
+    r.procs[102]["rss"] = 111 << 20  # 11%
+    r.procs[150]["rss"] = (1 << 30) + RSS_MOVE_BYTES  # 1.6%, but 16 MiB
+    assert heartbeat() == [(102, 111 << 20), (150, (1 << 30) + RSS_MOVE_BYTES)]
+    assert heartbeat() == []  # measured from the value written, not re-sent
+    w._last_keepalive = 0.0  # a keep-alive is due: everyone's, moved or not
+    every = heartbeat()
+    assert len(every) == 51 and (101, 105 << 20) in every

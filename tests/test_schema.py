@@ -7,17 +7,17 @@ from pathlib import Path
 from wp_autotrace.analysis import logread, schema
 from wp_autotrace.runtime import sink
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+SCHEMA_DOC = Path(__file__).resolve().parent.parent / "docs" / "log-schema.md"
 
 
-def test_readme_schema_table_is_generated_from_schema() -> None:
-    """README's log-schema table is exactly schema.markdown_table() (regenerate it from there)."""
-    text = README.read_text()
+def test_schema_doc_table_is_generated_from_schema() -> None:
+    """docs/log-schema.md's table is exactly schema.markdown_table() (regenerate it from there)."""
+    text = SCHEMA_DOC.read_text()
     start = text.index("-->\n", text.index("<!-- schema:start")) + 4
     end = text.index("<!-- schema:end -->")
     assert text[start:end] == schema.markdown_table(), (
-        "README's schema table is stale: paste python -c 'from wp_autotrace.analysis.schema import markdown_table; "
-        "print(markdown_table())' between the schema markers")
+        "docs/log-schema.md's table is stale: paste python -c 'from wp_autotrace.analysis.schema import "
+        "markdown_table; print(markdown_table())' between the schema markers")
 
 
 def test_one_version_and_every_event_checked() -> None:
@@ -36,20 +36,18 @@ def test_model_has_a_handler_per_event() -> None:
 
 
 def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
-    """Each table row says what it means; labels are built and split in one place; old logs get tags by label."""
+    """Each table row says what it means; labels are built and split in one place."""
     from wp_autotrace.common import targets as T
 
     assert all(t.tag and t.tag != T.USER_TAG for t in T.TARGETS)
     for t in T.TARGETS:
         assert T.split_label(t.label) == (t.module, t.qualname)
-        assert T.tag_of(t.label) == t.tag
-    assert T.tag_of("plugin:XPUAsyncCompile.warm_pool") == T.WARM_POOL  # a subclass override in an old log
-    assert T.tag_of("mymod:my_function") == T.USER_TAG
     assert T.short_label("torch._inductor.async_compile:AsyncCompile.warm_pool") == "AsyncCompile.warm_pool"
 
 
 def test_every_emitted_event_and_field_is_in_the_schema() -> None:
-    """Each literal `emit("event", field=...)` in the package names a schema event and its fields.
+    """Each literal `emit("event", field=...)` (or `emit_encoded("event", ...)`) in the package names
+    a schema event and its fields.
 
     The writers keep string literals (importing schema.py would add a module to
     every traced interpreter's start-up); this keeps them in step with the one
@@ -61,7 +59,8 @@ def test_every_emitted_event_and_field_is_in_the_schema() -> None:
     seen = set()
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit"
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("emit", "emit_encoded")
                     and node.args and isinstance(node.args[0], ast.Constant)):
                 continue
             event = node.args[0].value

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink, _dumps, encode
@@ -75,3 +75,56 @@ def test_concurrent_writers_never_tear(tmp_path: Path) -> None:
     for pid in {r["pid"] for r in recs}:
         seqs = sorted(r["seq"] for r in recs if r["pid"] == pid)
         assert seqs == list(range(2000))
+
+
+def _written(tmp_path: Path, name: str, write: Any) -> list[bytes]:
+    """The framed records write(sink) appends, each as written (b"\\n{...}\\n")."""
+    sink = Sink(str(tmp_path / name), "h\u00e9st", "main")
+    write(sink)
+    data = (tmp_path / name).read_bytes()
+    return [b"\n" + line + b"\n" for line in data.split(b"\n") if line]
+
+
+@example({"role": "x", "ts": 3}, "role")
+@example({"s": "\u00e9" * 40_000}, "call")  # over the cap: shrunk
+@given(st.dictionaries(st.text(max_size=6), json_values, max_size=5), st.text(max_size=8))
+def test_emit_writes_what_encode_gives(tmp_path_factory: Any, fields: dict[str, Any], event: str) -> None:
+    """Property-based: the header encoded once per event and identity, then the fields, gives the
+    very bytes of frame(encode(record)) for the whole record (including fields that replace a
+    header member, and records over the cap, which are shrunk)."""
+    from wp_autotrace.runtime import sink as sink_mod
+
+    tmp = tmp_path_factory.mktemp("emit")
+    stamps = iter([1796136809.2509384, 12.0, 1e-07] * 4)
+    real_now = sink_mod._now
+    sink_mod._now = lambda: next(stamps)
+    try:
+        got = _written(tmp, "a.jsonl", lambda s: [s.emit(event, **fields), s.emit("x"), s.emit(event, **fields)])
+    finally:
+        sink_mod._now = real_now
+    stamps = iter([1796136809.2509384, 12.0, 1e-07])
+    pid, ppid = os.getpid(), os.getppid()
+    want = []
+    for seq, (ev, flds) in enumerate(((event, fields), ("x", {}), (event, fields))):
+        record = {"v": 1, "event": ev, "ts": next(stamps), "pid": pid, "ppid": ppid, "host": "h\u00e9st",
+                  "role": "main", "seq": seq}
+        record.update(flds)
+        want.append(sink_mod.frame(encode(record)))
+    assert got == want
+
+
+def test_emit_encoded_and_role_change_match_encode(tmp_path: Path) -> None:
+    """emit_encoded's body lands after the header; a role change re-encodes it; an oversized
+    body falls back to the fields, shrunk like any record."""
+    def write(sink: Sink) -> None:
+        sink.emit_encoded("call", '"call_id":1,"x":"y"', lambda: {"call_id": 1, "x": "y"})
+        sink.role = "compile_worker"
+        sink.emit_encoded("return", "", dict)
+        big = {"call_id": 2, "stack": [{"file": "f" * 300, "line": i} for i in range(500)]}
+        sink.emit_encoded("call", json.dumps(big, separators=(",", ":"))[1:-1], lambda: big)
+
+    records = [json.loads(line) for line in _written(tmp_path, "b.jsonl", write)]
+    assert [r["role"] for r in records] == ["main", "compile_worker", "compile_worker"]
+    assert records[0]["x"] == "y" and list(records[1]) == ["v", "event", "ts", "pid", "ppid", "host", "role", "seq"]
+    assert len(json.dumps(records[2], separators=(",", ":"))) <= MAX_RECORD_BYTES
+    assert records[2]["stack"][-1]["line"] == 499 and len(records[2]["stack"]) < 500

@@ -9,13 +9,20 @@ TEXT_PIDS = 6
 
 
 # C0 controls, DEL and C1 controls (ESC included) shown as \xNN: never sent to a terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_C0_C1 = (*range(0x20), *range(0x7F, 0xA0))
+# Invisible and bidirectional format characters, shown as \uNNNN: a U+202E (right-to-left
+# override) or U+2066..U+2069 (isolates) in an argv reorders what the terminal shows after it,
+# U+200B..U+200F (zero-width, marks), U+2060..U+2064 and U+FEFF are invisible, U+2028/U+2029
+# break lines. Unicode's Cf characters of these blocks and the line/paragraph separators.
+_INVISIBLE = (0x00AD, 0x061C, 0x180E, *range(0x200B, 0x2010), *range(0x2028, 0x202F), *range(0x2060, 0x2065),
+              *range(0x2066, 0x2070), 0xFEFF, *range(0xFFF9, 0xFFFC))
+_CONTROL = {c: f"\\x{c:02x}" for c in _C0_C1} | {c: f"\\u{c:04x}" for c in _INVISIBLE}
 
 
 def escape(text: str) -> str:
-    """text with every control character (C0, DEL, C1) written as \\xNN."""
+    """text with every control character (C0, DEL, C1) written as \\xNN, every invisible or
+    bidirectional format character (U+202E, U+2066..U+2069, U+200B..U+200F, ...) as \\uNNNN."""
     return text.translate(_CONTROL)
-
 
 
 def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:

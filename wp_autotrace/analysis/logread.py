@@ -7,6 +7,11 @@ line over MAX_LINE_BYTES is skipped, every field is type- and range-checked
 against schema.FIELD_TYPES (a field of the wrong type, a huge integer, NaN or
 Infinity is dropped and counted), and anything but a regular file (a FIFO,
 /dev/zero, a directory) is refused before a byte is read.
+
+Secrets are masked again as records are read (process_start's argv, the
+tree and leftover entries' cmd; common/redact.py, the default patterns and
+WP_AUTOTRACE_REDACT's): a log from a writer that masked less (schema v1 as
+written before issue 24) leaks nothing into a report, a chart or a span.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import os
 import stat
 from typing import Any, Callable, NamedTuple
 
+from ..common.env import REDACT_ENV
+from ..common.redact import parse_patterns, redact_argv, redact_cmd
 from . import schema
 from .schema import SCHEMA_VERSION
 
@@ -127,8 +134,15 @@ def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return clean
 
 
+# Name patterns masked on reading: the defaults plus the reader's WP_AUTOTRACE_REDACT.
+_PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
+
+
 def _proc(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role"))
+    out = _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role", "via"))
+    if out is not None and "cmd" in out:
+        out["cmd"] = redact_cmd(out["cmd"], _PATTERNS)  # already joined: the best an old log allows
+    return out
 
 
 def _ended(v: Any) -> Any:
@@ -239,6 +253,8 @@ def check_record(record: Any, fixed: dict[str, int]) -> str | None:
         bad += 1
     if bad:
         fixed[WRONG_FIELD] = fixed.get(WRONG_FIELD, 0) + bad
+    if event == "process_start" and "argv" in record:
+        record["argv"] = redact_argv(record["argv"], _PATTERNS)
     if type(record.get("host")) is not str:
         record["host"] = ""
     return None

@@ -7,7 +7,7 @@ visits nodes). Identities:
   start time comes from process_start.create_time, else the watcher's
   entries; without either, a new process_start after an exit (or for
   another run) is a new process. A non-forked process_start for a live
-  process is its exec (CONTRACTS item 7), not a new process.
+  process is its exec (docs/contracts.md, "Exec keeps the process"), not a new process.
 - a run is its run id (process_start.run; watcher records' run); a record
   belongs to the run of its process's latest process_start.
 - a pool is its instance: the sidecar it started (pid captured by
@@ -25,14 +25,10 @@ from typing import Any, Callable
 
 from ..common import targets as T
 from ..common import vocab as V
+from ..common.procfs import same_process
 from ..common.vocab import SIDECAR_ROLES
 from . import schema as S
 
-# Two create_time values closer than this are one process. Both sides compute
-# round(btime + starttime_ticks / CLK_TCK, 2) from the same kernel numbers, so
-# they differ only by float rounding; 1.5 ticks (CLK_TCK is 100 on Linux) keeps
-# two processes that got one pid 20 ms apart apart.
-SAME_START_S = 0.015
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
@@ -57,7 +53,7 @@ class Call:
         self.call_id: int | None = r.get("call_id")
         self.ts: float = r["ts"]
         self.target: str = r.get("target") or "?"
-        self.tag: str = r.get("tag") or T.tag_of(self.target)
+        self.tag: str = r.get("tag") or T.USER_TAG
         self.caller: dict[str, Any] | None = r.get("caller") or _sourceless_frame(r.get("stack"))
         parent = r.get("parent_call")
         self.parent: Call | None = proc.calls.get(parent) if parent is not None else None
@@ -110,7 +106,8 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index", "argv", "last", "mem", "devices", "count_times", "counts", "pool_starts", "knobs")
+                 "index", "argv", "last", "exit_code", "via", "exec_into", "executable",
+                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -128,6 +125,7 @@ class Process:
         self.start: float | None = None
         self.end: float | None = None
         self.exit_how = ""
+        self.exit_code: int | None = None  # process_exit's code
         self.exited = False  # a process_exit was written
         self.gone: float | None = None  # when the watcher first missed it
         self.peak_rss = 0
@@ -156,6 +154,9 @@ class Process:
         self.count_times: dict[str, list[float]] = {}  # their first and last times
         self.pool_starts: list[float] = []  # a sidecar: when its worker pool was (re)started
         self.knobs: list[str] = []  # the pool settings its torch's config has (config record)
+        self.executable = ""  # sys.executable, from its process_start
+        self.via = ""  # how the watcher proved it the run's: root, child, claim ("" in older logs: a member)
+        self.exec_into: dict[str, Any] | None = None  # its exec record, while no later record says it failed
 
 
 class Run:
@@ -181,7 +182,21 @@ class Run:
         self.configs: list[tuple[Process, dict[str, Any], str]] = []
         self.guard = False
         self.watcher_pids: set[tuple[str, int]] = set()
-        self.prev_tree: set[Process] = set()  # old-format trees: the last full set
+        self.watcher_exit = ""  # the watcher's exit reason, once written
+        self.last_sample: float | None = None  # ts of the watcher's latest tree record
+        # Processes sharing only the root's group or session: possibly the run's, never proven, never signalled.
+        self.possible: dict[tuple[str, int, float | None], dict[str, Any]] = {}
+        self.below: list[Process] | None = None  # the root's live descendants at its exit (process_exit.below)
+        self.below_count = 0
+        # No leftover record yet although the main process ended: `leftover` then holds what the last
+        # sample after that end (else the root's `below`) showed alive, and says so.
+        self.verdict_pending = False
+        self.provisional_from = ""  # "sample" or "below": where a pending verdict's list comes from
+
+    @property
+    def verdict(self) -> bool:
+        """The watcher has written what the run left behind (leftover), or has stopped (watcher_exit)."""
+        return self.leftover_seen or bool(self.watcher_exit)
 
     def seen(self, ts: float) -> None:
         self.start = ts if self.start is None or ts < self.start else self.start
@@ -272,8 +287,10 @@ class Builder:
             p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
         if not p.role and r.get("role"):
             p.role = r["role"]
-        if r["event"] != "process_exit":
+        if r["event"] != V.PROCESS_EXIT:
             p.last = r
+        if p.exec_into is not None and r["event"] != V.EXEC:
+            p.exec_into = None  # it wrote again: the exec failed
         if p.run is not None:
             p.run.seen(r["ts"])
             if r.get("truncated") is not None:
@@ -285,9 +302,10 @@ class Builder:
         if ct is None:
             return not (p.exited and p.end is not None and ts > p.end)
         if p.create_time is not None:
-            return abs(p.create_time - ct) <= SAME_START_S
+            return same_process(p.create_time, ct)
         # p's start is only known from its first record: ct must not be later.
-        return ct <= (p.start or ts) + SAME_START_S and not (p.exited and p.end is not None and ct > p.end)
+        first = p.start or ts
+        return (ct <= first or same_process(first, ct)) and not (p.exited and p.end is not None and ct > p.end)
 
     def subject(self, host: str, entry: dict[str, Any], ts: float, run: Run) -> Process:
         """The process a watcher entry describes: found by (host, pid, create_time), or new."""
@@ -328,19 +346,16 @@ class Builder:
             p.peak_rss = max(p.peak_rss, rss)
 
     def record_run(self, r: dict[str, Any]) -> Run:
-        """The run a watcher record is about: its `run`, else its writer's (old logs: the root)."""
+        """The run a watcher record is about: its `run` (the watcher writes it on every record), else its
+        writer's."""
         key = (r["host"], r["pid"])
         if r.get("run"):
             run = self.run(r["run"])
             if r.get("role") == V.WATCHER:
                 self.watchers[key] = run
                 run.watcher_pids.add(key)
-        elif key in self.watchers:
-            run = self.watchers[key]
         else:
-            p = self.writer(r)
-            run = p.run or self.run("")
-            self.join(p, run)
+            run = self.watchers.get(key) or self.run("")
         if r.get("root_pid") is not None and run.root_pid is None:
             run.root_pid = r["root_pid"]
         if r.get("truncated") is not None:
@@ -354,11 +369,23 @@ class Builder:
     # -- fold ---------------------------------------------------------------
 
     def fold(self, records: Iterable[dict[str, Any]]) -> Model:
+        """Every record, then finish(): the whole log's model."""
         handlers = self._handlers
         for r in records:
             handlers[r["event"]](r)
         self.finish()
         return self.model
+
+    def feed(self, r: dict[str, Any]) -> Process | None:
+        """Fold one record (in time order); the process that wrote it (None for the watcher's).
+
+        Between feeds the model answers what the records so far say (processes, runs, calls); the
+        links finish() adds (children, pool sidecars, roots, ends from `gone`) come once, at the end.
+        """
+        self._handlers[r["event"]](r)
+        if self.is_watcher(r):
+            return None
+        return self.current.get((r["host"], r["pid"]))
 
     def visit_process_start(self, r: dict[str, Any]) -> None:
         if r.get("role") == V.WATCHER:
@@ -375,7 +402,8 @@ class Builder:
         if p is None:
             p = self.new_process(host, pid, r.get("ppid"), ts if ct is None else ct, run)
         elif p.traced:
-            p.execs += 1  # the same process again: an exec (CONTRACTS item 7)
+            p.execs += 1  # the same process again: an exec into another Python (docs/contracts.md)
+            p.exec_into = None
         self.current[(host, pid)] = p
         self.join(p, run)
         self.set_create_time(p, ct)
@@ -391,6 +419,7 @@ class Builder:
         p.env = r.get("env") or p.env
         p.rank = r.get("rank") or p.rank
         p.python = r.get("python") or p.python
+        p.executable = r.get("executable") or p.executable
         p.guard = bool(r.get("guard"))
         run.guard = run.guard or p.guard
         if r.get("root_pid") is not None:
@@ -405,7 +434,7 @@ class Builder:
         if p.exited:
             return True  # an exec writes no process_exit: after one, this pid is a new process
         if ct is not None and p.create_time is not None:
-            return bool(abs(p.create_time - ct) > SAME_START_S)
+            return not same_process(p.create_time, ct)
         if not p.traced:
             return not self.is_same(p, ct, r["ts"])
         # A live traced process starting again: an exec (same ppid), else a reused pid.
@@ -420,8 +449,24 @@ class Builder:
         p.exit_how = r.get("how") or "exit"
         p.counts = {k: v for k, v in (r.get("counts") or {}).items() if isinstance(v, int)}
         p.count_times = r.get("count_times") or {}
+        p.exit_code = r["code"] if isinstance(r.get("code"), int) else p.exit_code
         if p.run is not None:
             p.run.dropped += r.get("dropped") or 0
+            if "below" in r and p.role == V.MAIN:
+                self.root_below(p.run, r)
+
+    def root_below(self, run: Run, r: dict[str, Any]) -> None:
+        """The root's live descendants at its exit: members by descent, seen before the watcher's verdict."""
+        run.below = [self.subject(r["host"], e, r["ts"], run) for e in r.get("below") or ()]
+        for q in run.below:
+            q.via = q.via or "child"
+        count = r.get("below_count")
+        run.below_count = count if count is not None else len(run.below)
+
+    def visit_exec(self, r: dict[str, Any]) -> None:
+        """A process about to exec: it becomes `executable` unless a later record of it says the exec failed."""
+        if not self.is_watcher(r):
+            self.writer(r).exec_into = r
 
     def visit_call(self, r: dict[str, Any], blocked: bool = False) -> None:
         if self.is_watcher(r):
@@ -524,17 +569,22 @@ class Builder:
         self.record_run(r)
 
     def visit_watcher_exit(self, r: dict[str, Any]) -> None:
-        self.record_run(r)
+        self.record_run(r).watcher_exit = r.get("reason") or V.EXIT_ERROR
 
     def visit_tree(self, r: dict[str, Any]) -> None:
         run = self.record_run(r)
         host, ts = r["host"], r["ts"]
-        if "procs" in r and "started" not in r:
-            self.old_tree(run, r)
-            return
+        run.last_sample = ts
         for entry in r.get("started") or ():
             if (host, entry["pid"]) not in run.watcher_pids:
-                self.subject(host, entry, ts, run)
+                p = self.subject(host, entry, ts, run)
+                p.via = entry.get("via") or p.via
+                run.possible.pop((host, p.pid, p.create_time), None)
+        for entry in r.get("possible") or ():
+            ct = entry.get("create_time")
+            key = (host, entry["pid"], round(ct, 2) if ct is not None else None)
+            if key[2] is None or key not in self.by_start:
+                run.possible[key] = entry
         for entry in r.get("ended") or ():
             gone = self.find(host, entry)
             if gone is not None and gone.gone is None:
@@ -555,19 +605,6 @@ class Builder:
                 return p
         p = self.current.get((host, entry["pid"]))
         return p if p is not None and self.is_same(p, ct, p.start or 0.0) else None
-
-    def old_tree(self, run: Run, r: dict[str, Any]) -> None:
-        """The root sampler's format (old logs): the whole set in `procs`, every time."""
-        now: set[Process] = set()
-        for entry in r["procs"]:
-            p = self.subject(r["host"], entry, r["ts"], run)
-            now.add(p)
-        for p in run.prev_tree - now:
-            p.gone = p.gone if p.gone is not None else r["ts"]
-        run.prev_tree = now
-        count = r.get("count")
-        run.tree_counts.append((r["ts"], count if count is not None else len(r["procs"])))
-        run.final_seen = run.final_seen or bool(r.get("final"))
 
     def visit_memory(self, r: dict[str, Any]) -> None:
         """The watcher's PSS/USS samples of pool processes, and the device files they hold."""
@@ -590,10 +627,10 @@ class Builder:
         host = r["host"]
         listed = {e["pid"] for e in r.get("procs") or ()}
         for entry in r.get("procs") or ():
-            run.leftover[self.subject(host, entry, r["ts"], run)] = entry
+            run.leftover[self.subject(host, entry, r["ts"], run)] = dict(entry, seen_at=r["ts"])
         for pid in r.get("pids") or ():
             if pid not in listed:
-                run.leftover[self.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid}
+                run.leftover[self.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid, "seen_at": r["ts"]}
         count = r.get("count")
         run.leftover_count = max(run.leftover_count, count if count is not None else len(run.leftover))
 
@@ -644,9 +681,12 @@ class Builder:
         """A process with no process_exit ends when the watcher first missed it."""
         in_leftover = {p for run in self.model.runs.values() for p in run.leftover}
         for p in self.model.processes:
-            if p.role == "" :
-                p.role = "child"
-            if p.end is None and p.gone is not None and p not in in_leftover:
+            if p.role == "":
+                p.role = V.CHILD
+            if p.end is None and p.gone is not None and p.exec_into is not None:
+                p.end = p.gone  # it became another program; the watcher saw that one end
+                p.exit_how = f"exec'd into {exec_name(p.exec_into)}"
+            elif p.end is None and p.gone is not None and p not in in_leftover:
                 p.end = p.gone
                 p.exit_how = p.exit_how or "vanished"
 
@@ -659,19 +699,45 @@ class Builder:
         listed = len(run.leftover)
         if run.leftover_count > listed:
             run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
+        self.pending_verdict(run)
+
+    @staticmethod
+    def pending_verdict(run: Run) -> None:
+        """The main process ended, a watcher runs, and its verdict is not written yet: take what the
+        last sample after that end (else the root's `below`) shows alive, and mark it pending."""
+        root = run.root
+        end = None if root is None else root.end if root.end is not None else root.gone
+        if end is None or run.verdict or not (run.watcher_pids or run.below is not None):
+            return
+        run.verdict_pending = True
+        if run.last_sample is not None and run.last_sample >= end:
+            alive = [p for p in run.processes if p is not root and p.end is None and p.gone is None]
+            run.provisional_from = "sample"
+        elif run.below is not None:
+            alive = [p for p in run.below if p.end is None and p.gone is None]
+            run.provisional_from = "below"
+        else:
+            return  # nothing seen after the end yet: unknown, and said so
+        run.leftover = {p: {"pid": p.pid, "rss": p.last_rss or None} for p in alive}
+        unlisted = run.below_count - len(run.below) if run.provisional_from == "below" and run.below else 0
+        run.leftover_count = len(alive) + max(unlisted, 0)
 
 
 _POOL_COUNTS = {T.POOL_WAKEUP: "wakeups", T.POOL_QUIESCE: "quiesces", T.POOL_SHUTDOWN: "shutdowns"}
 
 
+# The counted (COUNT-mode) labels that are a pool's jobs: process_exit's counts are keyed by label.
+_SUBMIT = {t.label: True for t in T.TARGETS if t.tag == T.POOL_SUBMIT}
+
+
 def _credit_jobs(p: Process) -> None:
     """A process's counted submits (count, first, last) to its pools: the first job to the pool made
     last before it, the last job likewise; the count only when the process made one pool."""
-    times = [t for label, t in p.count_times.items() if T.tag_of(label) == T.POOL_SUBMIT and len(t) == 2]
+    times = [t for label, t in p.count_times.items() if _SUBMIT.get(label) and len(t) == 2]
     if not times:
         return
     first, last = min(t[0] for t in times), max(t[1] for t in times)
-    count = sum(n for label, n in p.counts.items() if T.tag_of(label) == T.POOL_SUBMIT)
+    count = sum(n for label, n in p.counts.items() if _SUBMIT.get(label))
 
     def made_before(ts: float) -> Pool:
         return next((pool for pool in reversed(p.pools) if pool.call.ts <= ts), p.pools[0])
@@ -705,6 +771,8 @@ def run_state(run: Run, now: float | None = None) -> str:
     root = run.root
     if root is None or root.exited:
         return RUN_ENDED if root is not None else RUN_END_UNSEEN
+    if root.exec_into is not None and (root.gone is not None or run.leftover_seen):
+        return RUN_ENDED  # it exec'd into another program, whose end the watcher saw: not killed
     if run.leftover_how == V.ROOT_KILLED or root.gone is not None:
         return RUN_KILLED
     if run.leftover_seen:
@@ -715,6 +783,13 @@ def run_state(run: Run, now: float | None = None) -> str:
     if 0 <= age <= RECENT_S:
         return RUN_IN_PROGRESS
     return RUN_END_UNSEEN
+
+
+def exec_name(record: dict[str, Any]) -> str:
+    """What an exec record's process became: its program's name."""
+    argv = record.get("argv") or []
+    path = record.get("executable") or (argv[0] if argv else "") or "?"
+    return str(path).rstrip("/").rpartition("/")[2] or str(path)
 
 
 def build(records: Iterable[dict[str, Any]]) -> Model:

@@ -1,7 +1,8 @@
 """Export a run as OpenTelemetry traces (OTLP/JSON ExportTraceServiceRequest).
 
-One trace per run (trace id from the run id), one span per process (its own
-resource: host.name, process.pid, ...), one child span per traced call.
+Built from the run model (model.py), the one fold of the log: one trace per
+run (trace id from the run id), one span per process (its own resource:
+host.name, process.pid, ...), one child span per traced call.
 Process spans nest as the processes did; a sidecar hangs under the
 ``SubprocPool.__init__`` call whose return named it (``sidecar_pid``).
 OTLP/JSON differs from the standard protobuf JSON mapping in two ways kept
@@ -18,9 +19,9 @@ import urllib.request
 from typing import Any
 
 from .. import __version__
-from ..common.vocab import WATCHER
 from .labels import rank_value
 from .logread import LogData
+from .model import Call, Model, Process, build
 
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for traces
 POST_TIMEOUT_S = 30.0
@@ -59,127 +60,88 @@ def _attrs(values: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _rank(start: dict[str, Any]) -> str | None:
-    return rank_value(start.get("rank"))
+def _process_span_id(p: Process) -> str:
+    """Stable for the same process: its run, host, pid and start (create_time, else its first record's ts)."""
+    start = p.create_time if p.create_time is not None else p.start
+    return _span_id(p.run.id if p.run is not None else "", p.host, p.pid, float(start or 0.0))
 
 
-class _Proc:
-    """One process of a run, as the records show it."""
-
-    def __init__(self, run: str, host: str, pid: int, ts: float) -> None:
-        self.run, self.host, self.pid = run, host, pid
-        self.start = ts
-        self.end: float | None = None
-        self.ppid: int | None = None
-        self.info: dict[str, Any] = {}
-        self.span_id = _span_id(run, host, pid, ts)
-        self.parent_span: str | None = None
+def _wrote(p: Process) -> bool:
+    """A process that wrote records (the watcher's subjects alone have no span)."""
+    return p.traced or p.exited or p.last is not None
 
 
-def _processes(data: LogData) -> tuple[dict[tuple[str, int], _Proc], list[_Proc], dict[str, float]]:
-    """Processes by (host, pid) (the latest one of a reused pid), all of them in order, each run's end."""
-    by_key: dict[tuple[str, int], _Proc] = {}
-    order: list[_Proc] = []
-    run_of: dict[tuple[str, int], str] = {}
-    run_end: dict[str, float] = {}
-    default_run = next((str(r["run"]) for r in data.records if isinstance(r.get("run"), str)), "")
-    for r in data.records:
-        key = (r["host"], r["pid"])
-        if r["event"] == "process_start":
-            run_of[key] = str(r.get("run") or default_run)
-            p = _Proc(run_of[key], r["host"], r["pid"], float(r.get("create_time") or r["ts"]))
-            p.ppid, p.info = r.get("ppid"), r
-            by_key[key] = p
-            order.append(p)
-        elif key not in by_key and r.get("role") != WATCHER:
-            p = _Proc(run_of.get(key, default_run), r["host"], r["pid"], float(r["ts"]))
-            p.ppid, p.info = r.get("ppid"), {"role": r.get("role")}
-            by_key[key] = p
-            order.append(p)
-        if r["event"] == "process_exit" and key in by_key:
-            by_key[key].end = float(r["ts"])
-        run = run_of.get(key, default_run)
-        run_end[run] = max(run_end.get(run, 0.0), float(r["ts"]))
-    return by_key, order, run_end
+def _call_span(c: Call, trace: str, proc_span: str, span_ids: dict[int, str]) -> dict[str, Any]:
+    caller = c.caller or {}
+    span_id = _span_id(proc_span, "call", c.call_id)
+    parent = span_ids.get(id(c.parent)) if c.parent is not None else None
+    span: dict[str, Any] = {
+        "traceId": trace, "spanId": span_id, "parentSpanId": parent or proc_span,
+        "name": c.target.rpartition(":")[2], "kind": SPAN_KIND_INTERNAL,
+        "startTimeUnixNano": _nanos(c.ts), "endTimeUnixNano": _nanos(c.end if c.end is not None else c.ts),
+        "attributes": _attrs({"code.filepath": caller.get("file"), "code.lineno": caller.get("line"),
+                              "code.function": caller.get("func"), "wp.target": c.target,
+                              "wp.tag": c.tag, "wp.thread": c.thread,
+                              "wp.blocked": "refused by the guard" if c.blocked else None}),
+    }
+    if c.error:
+        span["status"] = {"code": STATUS_ERROR, "message": c.error}
+    return span
 
 
-def _call_spans(data: LogData, procs: dict[tuple[str, int], _Proc]) -> tuple[
-        dict[tuple[str, int], list[dict[str, Any]]], dict[tuple[str, int], str]]:
-    """Call spans per process, and (host, sidecar pid) -> the span of the call that started it."""
-    spans: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    open_calls: dict[tuple[str, int, int], dict[str, Any]] = {}
-    started_by: dict[tuple[str, int], str] = {}
-    for r in data.records:
-        key = (r["host"], r["pid"])
-        proc = procs.get(key)
-        if proc is None:
+def _call_spans(model: Model, span_of: dict[int, str]) -> tuple[dict[int, list[dict[str, Any]]], dict[int, str]]:
+    """Call spans per process (by id), and the span of each call by id(call)."""
+    spans: dict[int, list[dict[str, Any]]] = {}
+    span_ids: dict[int, str] = {}
+    for c in model.calls:
+        proc_span = span_of.get(id(c.proc))
+        if proc_span is None or c.call_id is None:
             continue
-        cid = r.get("call_id")
-        if r["event"] in ("call", "blocked") and isinstance(cid, int):
-            caller: dict[str, Any] = r["caller"] if isinstance(r.get("caller"), dict) else {}
-            pcid = r.get("parent_call")
-            parent = open_calls.get((key[0], key[1], pcid)) if isinstance(pcid, int) else None
-            span: dict[str, Any] = {
-                "traceId": trace_id(proc.run), "spanId": _span_id(proc.span_id, "call", cid),
-                "parentSpanId": parent["spanId"] if parent else proc.span_id,
-                "name": str(r.get("target", "?")).rpartition(":")[2], "kind": SPAN_KIND_INTERNAL,
-                "startTimeUnixNano": _nanos(r["ts"]), "endTimeUnixNano": _nanos(r["ts"]),
-                "attributes": _attrs({"code.filepath": caller.get("file"), "code.lineno": caller.get("line"),
-                                      "code.function": caller.get("func"), "wp.target": r.get("target"),
-                                      "wp.tag": r.get("tag"), "wp.thread": r.get("thread"),
-                                      "wp.blocked": "refused by the guard" if r["event"] == "blocked" else None}),
-            }
-            spans.setdefault(key, []).append(span)
-            if r["event"] == "call":
-                open_calls[(key[0], key[1], cid)] = span
-        elif r["event"] == "return" and isinstance(cid, int):
-            done = open_calls.pop((key[0], key[1], cid), None)
-            if done is None:
-                continue
-            span = done
-            span["endTimeUnixNano"] = _nanos(r["ts"])
-            if r.get("error"):
-                span["status"] = {"code": STATUS_ERROR, "message": str(r["error"])}
-            if isinstance(r.get("sidecar_pid"), int):
-                started_by.setdefault((r["host"], r["sidecar_pid"]), span["spanId"])
-    for span in open_calls.values():  # never returned: killed, or still running at the end
-        span["endTimeUnixNano"] = UNFINISHED  # its process's end, filled in by to_otlp
-        span["attributes"] += _attrs({"wp.unfinished": "true"})
-    return spans, started_by
+        span = _call_span(c, trace_id(c.proc.run.id if c.proc.run else ""), proc_span, span_ids)
+        if c.end is None and not c.blocked:  # never returned: killed, or still running at the end
+            span["endTimeUnixNano"] = UNFINISHED  # its process's end, filled in by to_otlp
+            span["attributes"] += _attrs({"wp.unfinished": "true"})
+        span_ids[id(c)] = span["spanId"]
+        spans.setdefault(id(c.proc), []).append(span)
+    return spans, span_ids
 
 
 def to_otlp(data: LogData) -> dict[str, Any]:
-    """The ExportTraceServiceRequest as a dict ready for json.dump."""
-    by_key, order, run_end = _processes(data)
-    calls, started_by = _call_spans(data, by_key)
+    """The ExportTraceServiceRequest as a dict ready for json.dump, from the run model (one identity rule:
+    a record's process is (host, pid, create_time), so a reused pid, pid 1 of each container run, is its own)."""
+    model = build(data.records)
+    procs = [p for p in model.processes if _wrote(p)]
+    span_of = {id(p): _process_span_id(p) for p in procs}
+    calls, span_ids = _call_spans(model, span_of)
+    started_by = {id(pool.sidecar): span_ids[id(pool.call)] for pool in model.pools
+                  if pool.sidecar is not None and id(pool.call) in span_ids}
     resource_spans = []
-    for p in order:
-        key = (p.host, p.pid)
-        parent = by_key.get((p.host, p.ppid)) if p.ppid is not None else None
-        p.parent_span = started_by.get(key) or (parent.span_id if parent is not None and parent is not p else None)
-        end = p.end or run_end.get(p.run, p.start)
-        for span in calls.get(key, []):
+    for p in procs:
+        run = p.run.id if p.run is not None else ""
+        parent = span_of.get(id(p.parent)) if p.parent is not None and p.parent is not p else None
+        parent_span = started_by.get(id(p)) or parent
+        start = float(p.create_time if p.create_time is not None else p.start or 0.0)
+        end = p.end if p.end is not None else p.run.end if p.run is not None and p.run.end else start
+        for span in calls.get(id(p), []):
             if span["endTimeUnixNano"] == UNFINISHED:
                 span["endTimeUnixNano"] = _nanos(max(end, int(span["startTimeUnixNano"]) / 1e9))
-        argv = p.info.get("argv")
         resource = _attrs({
             "service.name": "wp-autotrace", "host.name": p.host, "process.pid": p.pid,
-            "process.parent_pid": p.ppid if isinstance(p.ppid, int) else None,
-            "process.command_line": " ".join(map(str, argv)) if isinstance(argv, list) else None,
-            "process.executable.path": p.info.get("executable"),
+            "process.parent_pid": p.ppid, "process.command_line": " ".join(p.argv) if p.argv else None,
+            "process.executable.path": p.executable or None,
         })
         span = {
-            "traceId": trace_id(p.run), "spanId": p.span_id, "name": f"{p.info.get('role') or 'child'} {p.pid}",
-            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": _nanos(p.start),
-            "endTimeUnixNano": _nanos(max(end, p.start)),
-            "attributes": _attrs({"wp.role": p.info.get("role") or "child", "wp.rank": _rank(p.info),
-                                  "wp.run": p.run, "wp.ended": "exited" if p.end else "no process_exit"}),
+            "traceId": trace_id(run), "spanId": span_of[id(p)], "name": f"{p.role or 'child'} {p.pid}",
+            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": _nanos(start),
+            "endTimeUnixNano": _nanos(max(end, start)),
+            "attributes": _attrs({"wp.role": p.role or "child", "wp.rank": rank_value(p.rank), "wp.run": run,
+                                  "wp.ended": "exited" if p.exited else "no process_exit"}),
         }
-        if p.parent_span:
-            span["parentSpanId"] = p.parent_span
+        if parent_span:
+            span["parentSpanId"] = parent_span
         scope = {"name": "wp-autotrace", "version": __version__}
         resource_spans.append({"resource": {"attributes": resource},
-                               "scopeSpans": [{"scope": scope, "spans": [span, *calls.get(key, [])]}]})
+                               "scopeSpans": [{"scope": scope, "spans": [span, *calls.get(id(p), [])]}]})
     return {"resourceSpans": resource_spans}
 
 

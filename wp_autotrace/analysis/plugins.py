@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # Pool entry points a plugin calls, as "module:qualname" rows of targets.py that
 # record them: AsyncCompile subclasses' overriding methods are wrapped through the
-# subclass rule of import_hooks.py, so the AsyncCompile row covers them.
+# subclass rule of runtime/finder.py, so the AsyncCompile row covers them.
 _AC = "torch._inductor.async_compile"
 WARM_POOL = f"{_AC}:AsyncCompile.warm_pool"
 PROCESS_POOL = f"{_AC}:AsyncCompile.process_pool"
@@ -172,7 +172,7 @@ def advice_for(dist: str, version: str) -> str | None:
 
 
 def advice_for_frame(frame: dict[str, Any] | None) -> str | None:
-    """advice_for() from a caller frame record (keys `dist`, `dist_version`; CONTRACTS item 4)."""
+    """advice_for() from a caller frame record (`dist`, `dist_version`: docs/contracts.md, "Caller attribution")."""
     if not frame or not frame.get("dist") or not frame.get("dist_version"):
         return None
     return advice_for(str(frame["dist"]), str(frame["dist_version"]))

@@ -62,6 +62,9 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     ids = ", ".join(r["id"] or "?" for r in runs)
     if rep["all_runs"] > len(runs):
         out.append(f"this log holds {rep['all_runs']} runs; showing run {ids}")
+    elif len(runs) > 1 and len(rep.get("jobs") or ()) == 1:
+        out.append(f"{len(runs)} runs ({ids}), one job (== Job above); each has its header below; "
+                   "`--run ID` shows one")
     elif len(runs) > 1:
         out.append(f"this log holds {len(runs)} runs ({ids}); each has its header below; `--run ID` shows one")
     for r in runs:
@@ -75,6 +78,55 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     if run["inductor"]:
         out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in run["inductor"].items()))
     return out
+
+
+def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
+    """Each job of several runs (several hosts or launches): header, then per node and per rank."""
+    out: list[str] = []
+    for job in rep.get("jobs") or ():
+        if len(job["runs"]) < 2:
+            continue  # one run: its Run header says it all
+        out.append(f"== Job: {job['id']} ({len(job['runs'])} runs, {job['nodes']} node(s))")
+        out.extend(_job_header(job))
+        limit = None if verbose else SHORT_ROWS["ranks"]
+        for node in _clip(job["per_node"], limit):
+            if node is None:
+                out.append(_more(job["per_node"], limit))
+                continue
+            out.append(f"- node {node['host']} (run {', '.join(node['runs'])}): "
+                       + "; ".join(x for x in (", ".join(node["launchers"]), _node_figures(node)) if x))
+            ranks = [e for e in job["per_rank"] if e["host"] == node["host"]]
+            for e in _clip(ranks, limit):
+                out.append(_more(ranks, limit, "    ") if e is None else
+                           f"  - {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {_node_figures(e)}")
+        out.append("")
+    return out
+
+
+def _job_header(job: dict[str, Any]) -> list[str]:
+    ends = ", ".join(f"{n['host']} {'/'.join(map(str, n['exit_codes']))}" for n in job["per_node"] if n["exit_codes"])
+    state = {"killed": "a main process was killed", "in progress": "in progress",
+             "end not seen": "end not seen (no process_exit)"}.get(job["state"], "ended")
+    out = [f"hosts:     {', '.join(job['hosts'])}    ranks: {len(job['ranks'])}"
+           + (f" ({pid_text_list(job['ranks'])})" if job["ranks"] else ""),
+           f"launchers: {', '.join(job['launchers']) or 'none traced'}"
+           + (f"    identities: {'; '.join(job['identities'])}" if job["identities"] else "")
+           + (f" (steps {', '.join(job['steps'])})" if job["steps"] else ""),
+           f"{_when(job['start'])} -> {_when(job['end'])}    {state}"
+           + (f" (exit codes: {ends})" if ends else "")]
+    return out
+
+
+def pid_text_list(items: list[str], limit: int = 8) -> str:
+    shown = ", ".join(x.removeprefix("rank ") for x in items[:limit])
+    return shown + (f", … {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _node_figures(e: dict[str, Any]) -> str:
+    """Pools, idle pool memory, leftovers and errors of a node or rank, in words."""
+    idle = f", idle pool memory {size_text(e['idle_pool_rss_bytes'])}" if e["idle_pool_rss_bytes"] else ""
+    left = f"{e['leftovers']} left ({size_text(e['leftover_rss_bytes'])})" if e["leftovers"] else "nothing left"
+    return f"{e['pools']} pool(s){idle}; {left}; {e['errors']} error(s)"
 
 
 def _state_text(r: dict[str, Any]) -> str:
@@ -402,7 +454,7 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
 
 def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = False) -> str:
     """The report for people; every line escaped. Short by default; verbose shows every row."""
-    out = ["== Answer", rep["answer"], "", *_run_section(rep)]
+    out = ["== Answer", rep["answer"], "", *_job_section(rep, verbose), *_run_section(rep)]
     for section in (_findings_section, _ranks_section, _callers_section, _pools_section, _tree_section):
         out.extend(section(rep, verbose))
     out.extend(_timeline_section(rep))

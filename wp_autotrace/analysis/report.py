@@ -14,9 +14,12 @@ from ..common import targets as T
 from ..common import vocab as V
 from ..common.cmdline import python_command
 from .findings import find_all
+from .jobs import Job, group, identity_text, slurm_steps
 from .labels import label_for, rank_value, tool_name
 from .logread import LogData, NoUsableLog
 from .model import (
+    RUN_END_UNSEEN,
+    RUN_ENDED,
     RUN_IN_PROGRESS,
     RUN_KILLED,
     Model,
@@ -26,7 +29,10 @@ from .model import (
     build,
 )
 from .render import answer_text
-from .view import View
+from .view import BENIGN_LEFTOVER_ROLES, View
+
+# Processes of a compile pool: what idle pool memory counts.
+POOL_ROLES = (*V.SIDECAR_ROLES, "compile-worker")
 
 
 def process_label(p: Process) -> str:
@@ -132,6 +138,79 @@ def _rank_sort(label: str) -> tuple[str, int, str]:
     return (host, int(value), "") if value.isdigit() else (host, -1, value)
 
 
+def _job_state(states: list[str]) -> str:
+    """How a job ended: killed or in progress when any of its runs is, ended when all ended."""
+    for state in (RUN_KILLED, RUN_IN_PROGRESS, RUN_END_UNSEEN):
+        if state in states:
+            return state
+    return RUN_ENDED
+
+
+def _left_rss(r: Run, p: Process) -> int:
+    rss = r.leftover[p].get("rss")
+    return rss if isinstance(rss, int) else p.last_rss
+
+
+def _idle_pool_rss(r: Run, p: Process) -> int:
+    """A pool process left running after its run's main process ended: nothing can give it work."""
+    return _left_rss(r, p) if p.role in POOL_ROLES else 0
+
+
+def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One node (host) of a job: its runs, launchers, ranks, pools, idle pool memory, leftovers, errors."""
+    runs = [r for r in job.runs if host in r.hosts]
+    procs = [p for r in runs for p in r.processes if p.host == host]
+    left = [(r, p) for r in runs for p in r.leftover if p.host == host and p.role not in BENIGN_LEFTOVER_ROLES]
+    roots = [r.root for r in runs if r.root is not None and r.root.host == host]
+    return {
+        "host": host, "runs": [r.id for r in runs],
+        "launchers": [f"{process_label(p)} {p.pid}" for p in procs if p.index in v.launchers],
+        "ranks": [e["rank"] for e in ranks if e["host"] == host],
+        "pools": sum(len(p.pools) for p in procs),
+        "idle_pool_rss_bytes": sum(_idle_pool_rss(r, p) for r, p in left),
+        "leftovers": len(left), "leftover_rss_bytes": sum(_left_rss(r, p) for r, p in left),
+        "errors": sum(len(p.errors) for p in procs),
+        "exit_codes": [p.exit_code for p in roots if p.exit_code is not None],
+        "state": _job_state([v.states[r.id] for r in runs]),
+    }
+
+
+def _rank_rows(v: View, job: Job, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's rank rows (report's `ranks`) with the idle pool memory of each rank's pool processes."""
+    ids = {r.id for r in job.runs}
+    idle: dict[str, int] = {}
+    for r in job.runs:
+        for p in r.leftover:
+            label = v.rank_of.get(p.index)
+            if label:
+                idle[label] = idle.get(label, 0) + _idle_pool_rss(r, p)
+    members = {v.rank_of[p.index] for p in v.procs if p.run is not None and p.run.id in ids and p.index in v.rank_of}
+    return [{**e, "idle_pool_rss_bytes": idle.get(e["rank"], 0)} for e in ranks if e["rank"] in members]
+
+
+def _job_dict(v: View, job: Job, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One job (jobs.py): its header, then per node and per rank."""
+    hosts = job.hosts
+    rows = _rank_rows(v, job, ranks)
+    nodes = [_node_row(v, job, h, rows) for h in hosts]
+    kinds = sorted({i[0] for i in job.identities})
+    start, end = job.start, job.end
+    return {
+        "id": job.id, "identities": [identity_text(i) for i in job.identities], "kinds": kinds,
+        "runs": [r.id for r in job.runs], "hosts": hosts, "nodes": len(hosts),
+        "launchers": [f"{n['host']}: {x}" for n in nodes for x in n["launchers"]],
+        "ranks": [e["rank"] for e in rows], "steps": slurm_steps(job),
+        "start": start, "end": end,
+        "duration_s": round(end - start, 3) if start is not None and end is not None else None,
+        "state": _job_state([v.states[r.id] for r in job.runs]),
+        "per_node": nodes, "per_rank": rows,
+    }
+
+
+def _jobs(v: View, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_job_dict(v, job, ranks) for job in group(v.runs)]
+
+
 def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     """What the run cost, in total: processes, what was left (memory), the main process's wait at exit."""
     never = next((f.cost.get("processes", 0) for f in findings if f.kind == "sidecar-never-served"), 0)
@@ -182,10 +261,14 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]
     warm = _warm_callers(v)
+    ranks = _ranks(v, leftover)
+    jobs = _jobs(v, ranks)
     rep = {
         "run": _legacy_run(v, data),
         "runs": [_run_dict(v, r) for r in v.runs],
-        "ranks": _ranks(v, leftover),
+        "ranks": ranks,
+        # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
+        "jobs": jobs,
         "costs": _costs(v, findings),
         "all_runs": len(model.runs),
         "warm_pool_pids": sorted({e["pid"] for e in warm}),

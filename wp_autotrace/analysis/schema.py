@@ -24,6 +24,9 @@ from ..common.vocab import (
     ERROR as ERROR,
 )
 from ..common.vocab import (
+    EXEC as EXEC,
+)
+from ..common.vocab import (
     IMPORT as IMPORT,
 )
 from ..common.vocab import (
@@ -81,7 +84,7 @@ INTS = "list[uint]"
 STRS = "list[str]"
 FRAME = "frame"  # {file, line, func, dist?, dist_version?, rel?, src?}
 FRAMES = "list[frame]"
-PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?}
+PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
 MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?}
@@ -122,6 +125,8 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?}` "
               "(`cmd_len`: the length before `cmd` was cut)")
+_VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
+             "process_start names the run); absent in older logs, where every entry is a member")
 
 # event -> (what it says, its fields as (name, type, description)).
 EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
@@ -164,14 +169,14 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("torch_version", STR, "torch.__version__"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
-    TREE: ("the run's process set changed (watcher; old logs: the root's sampler)", _PART_FIELDS + (
+    TREE: ("the run's process set changed (the watcher)", _PART_FIELDS + (
         ("count", UINT, "the run's processes alive now (the true number)"),
-        ("started", PROCS, "processes first seen now, " + _PROC_NOTE),
+        ("started", PROCS, "processes first seen now, " + _PROC_NOTE + _VIA_NOTE),
+        ("possible", PROCS, "processes sharing only the root's process group (`via`: `group`) or session "
+                            "(`session`): possibly the run's, never proven; never in started, ended or leftover"),
         ("ended", ENDED, "processes gone: `{pid, create_time, end}`"),
         ("rss", RSS, "heartbeat rss: `{pid, create_time, rss}`"),
         ("final", BOOL, "the last sample"),
-        ("procs", PROCS, "old logs: the whole set, " + _PROC_NOTE),
-        ("changed", BOOL, "old logs: the set changed"),
     )),
     LEFTOVER: ("the run's processes still alive when its root ended", _PART_FIELDS + (
         ("how", STR, "`root-exit`, `root-killed` or `linger-end`"),
@@ -188,6 +193,13 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("count_times", TIMES, "each counted call's first and last time (Unix seconds): a pool's first and "
                                "last job"),
         ("dropped", UINT, "records this process could not write"),
+        ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
+                         "(at most 200)"),
+        ("below_count", UINT, "the root only: how many live descendants it had (the true number)"),
+    )),
+    EXEC: ("a traced process is about to exec another program (a later record of it means the exec failed)", (
+        ("argv", STRS, "the new command line, masked as process_start's"),
+        ("executable", STR, "the program it execs"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
@@ -254,6 +266,7 @@ if TYPE_CHECKING:
         create_time: float
         rss: int
         role: str
+        via: str
 
     class Base(TypedDict, total=False):
         v: int
@@ -307,7 +320,7 @@ if TYPE_CHECKING:
         ended: list[dict[str, Any]]
         rss: list[dict[str, Any]]
         final: bool
-        procs: list[ProcEntry]
+        possible: list[ProcEntry]
 
     class LeftoverRecord(Base, total=False):
         run: str

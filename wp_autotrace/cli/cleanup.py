@@ -1,12 +1,26 @@
 """End a run's leftover processes safely: ``wp-autotrace cleanup LOG``.
 
+What the run left is read from the run model (analysis/model.py), one model
+per log: the watcher's verdict (``leftover``), or, while that verdict is not
+written yet, what the last sample after the main process's end (else the
+root's own ``below`` list) showed alive, and cleanup says so. Only proven
+members are candidates: a process that shares only the root's process group
+or session ("possibly the run's") is never signalled.
+
 A pid in a log is only a name that the kernel hands out again. So every
 candidate is checked, just before it is signalled, to still be the process
-the log saw: same pid, same start time (``/proc/<pid>/stat`` starttime +
-btime, the value the tracer records), owned by the current user. Where the
-kernel has pidfds the process is pinned first and signalled through the
+the log saw: same pid, same start time (procfs.same_process), and owned by
+the log's owner (each log judges its own candidates: a log another user
+planted cannot name a process of yours, nor, as root, one of root's). Where
+the kernel has pidfds the process is pinned first and signalled through the
 pidfd, so it cannot be swapped for another between the check and the kill.
-Children go before parents; SIGTERM, a grace period, then SIGKILL.
+
+The run's tree is then ended in rounds: each round stops (SIGSTOP) every
+target and walks /proc children from each, so that descendants born after
+the verdict (children of a member are members) join, and a process that
+keeps forking cannot outrun the walk; then SIGTERM, children first, SIGCONT,
+a grace period, SIGKILL. Rounds repeat until the tree is empty, at most
+MAX_ROUNDS times and CLEANUP_BUDGET_S seconds, and a final count is printed.
 """
 
 from __future__ import annotations
@@ -16,10 +30,14 @@ import signal
 import time
 from typing import Any, NamedTuple
 
-from ..common.procfs import ProcReader
+from ..analysis.fmt import escape
+from ..analysis.model import Model, Process, Run
+from ..common.env import REDACT_ENV
+from ..common.procfs import ProcReader, same_process
+from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..common.vocab import WATCHER as WATCHER_ROLE
 
-# Exit statuses (README's table; NO_USABLE_LOG and USAGE come from cli).
+# Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
 CLEAN = 0  # every candidate ended or was already gone
 REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or survived SIGKILL
 STILL_RUNNING = 3  # a selected run's main process is alive: nothing signalled
@@ -29,17 +47,16 @@ DEFAULT_GRACE_S = 5.0
 ROOT_START_WINDOW_S = 60.0
 POLL_S = 0.05
 KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anyway
-# The tracer rounds start times to 2 decimals; one clock tick is 10 ms at the
-# usual USER_HZ=100. Both sides compute round(btime + ticks / hz, 2) from the
-# same kernel numbers, so a live process matches exactly; the tolerance only
-# absorbs float rounding (1.5 ticks). A pid reused within 15 ms of the
-# original's start cannot be told apart by any tool; a wall clock stepped
-# since the run shifts btime and makes cleanup refuse, the safe side.
-TICKS_TOLERANCE = 1.5
+# A round ends what the walk found; a member's signal handler may still fork. Rounds repeat until the
+# tree is empty, bounded: a tree that regrows this often, or for this long, is reported, not chased.
+MAX_ROUNDS = 5
+CLEANUP_BUDGET_S = 120.0
+MAX_TREE = 100_000  # processes walked per round: a ppid loop or a fork bomb cannot hang the walk
+CMD_SHOWN = 120  # characters of a command line in a message
 
 
 class Candidate(NamedTuple):
-    """A process the log says the run left behind."""
+    """A process the log says the run left behind (or, born later, a descendant of one)."""
 
     run: str
     host: str
@@ -49,136 +66,86 @@ class Candidate(NamedTuple):
     cmd: str
     seen_at: float | None  # ts of the record that names it: it had started by then
     root_start: float | None  # the run's root's start: a process of the run started after it
+    owner: int | None = None  # uid of the log that names it (None: not known)
 
 
-def leftover_procs(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The processes a ``leftover`` record names, in the root's (``pids`` +
-    ``procs``) or the watcher's shape (``how``, ``count``, chunked ``procs``)."""
-    procs = [p for p in record.get("procs") or [] if isinstance(p, dict) and isinstance(p.get("pid"), int)]
-    named = {p["pid"] for p in procs}
-    # A pid listed without its details: kept, but it has no start time to check.
-    procs += [{"pid": pid} for pid in record.get("pids") or [] if isinstance(pid, int) and pid not in named]
-    return procs
+class RunRoot(NamedTuple):
+    """A run's main process as its log shows it."""
+
+    run: str
+    host: str
+    pid: int
+    create_time: float | None
+    written: float | None  # when its first record was written
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _alive_in_model(run: Run) -> list[Process]:
+    """What the log last showed alive: started, and no end or disappearance seen."""
+    return [p for p in run.processes if p is not run.root and p.end is None and p.gone is None]
 
 
-def _runs(records: list[dict[str, Any]]) -> tuple[dict[tuple[str, int], str], dict[str, tuple[str, int]]]:
-    """(host, pid) -> run id, and run id -> (host, root pid), from process_start records."""
-    run_of: dict[tuple[str, int], str] = {}
-    roots: dict[str, tuple[str, int]] = {}
-    for r in records:
-        if r["event"] == "process_start" and isinstance(r.get("run"), str):
-            run_of[(r["host"], r["pid"])] = r["run"]
-            if r.get("root_pid") == r["pid"]:
-                roots[r["run"]] = (r["host"], r["pid"])
-    return run_of, roots
+def pending_note(run: Run) -> str:
+    """Why a run's list is not the watcher's verdict, in words; '' when the verdict is written."""
+    if run.leftover_seen or not run.verdict_pending:
+        return ""
+    where = {"sample": "the last sample after its main process ended",
+             "below": "the main process's own list of its descendants at exit"}.get(
+        run.provisional_from, "what the log last showed alive (no sample after the main process's end yet)")
+    return f"verdict pending: the watcher has not written what run {run.id or '?'} left behind yet; using {where}"
 
 
-def _seen_alive(records: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Processes a run's records show alive at the end: started and never seen to end."""
-    alive: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in records:
-        host, event = r["host"], r["event"]
-        if event == "process_start":
-            alive[(host, r["pid"])] = {"pid": r["pid"], "create_time": r.get("create_time"), "role": r.get("role"),
-                                       "cmd": " ".join(str(a) for a in r.get("argv") or [])}
-        elif event == "process_exit":
-            alive.pop((host, r["pid"]), None)
-        elif event == "tree" and "started" not in r and isinstance(r.get("procs"), list):
-            # The root's own sampler: each tree record is the whole live set.
-            now = {(host, p["pid"]): p for p in r["procs"] if isinstance(p, dict) and isinstance(p.get("pid"), int)}
-            alive = {k: {**alive.get(k, {}), **p} for k, p in now.items()}
-        elif event == "tree":
-            for p in r.get("started") or []:
-                if isinstance(p, dict) and isinstance(p.get("pid"), int):
-                    alive[(host, p["pid"])] = {**alive.get((host, p["pid"]), {}), **p}
-            for p in r.get("ended") or []:
-                if isinstance(p, dict):
-                    alive.pop((host, p.get("pid")), None)  # type: ignore[arg-type]
-    return alive
-
-
-def _root_start(records: list[dict[str, Any]], root: tuple[str, int]) -> float | None:
-    """The root's start time: its process_start's create_time, else the sampler's tree entry."""
-    for r in records:
-        if (r["host"], r["pid"]) == root and r["event"] == "process_start" and _num(r.get("create_time")):
-            return _num(r["create_time"])
-    return _tree_start(records, root)
-
-
-def _tree_start(records: list[dict[str, Any]], root: tuple[str, int]) -> float | None:
-    for r in records:
-        for p in (r.get("procs") or r.get("started") or []) if r["event"] == "tree" else []:
-            if isinstance(p, dict) and (r["host"], p.get("pid")) == root and _num(p.get("create_time")):
-                return _num(p["create_time"])
-    return None
-
-
-def find_candidates(records: list[dict[str, Any]], run: str | None) -> tuple[list[Candidate], dict[str, Any]]:
-    """The leftovers of the selected run(s), and each run's root (host, pid, create_time)."""
-    run_of, roots = _runs(records)
-    by_run: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        rid = r.get("run") if r["event"] != "process_start" else None
-        rid = rid if isinstance(rid, str) else run_of.get((r["host"], r["pid"]), "")
-        if run is None or rid == run:
-            by_run.setdefault(rid, []).append(r)
-    found: dict[tuple[str, str, int, Any], Candidate] = {}
-    root_info: dict[str, Any] = {}
-    for rid, recs in by_run.items():
-        leftovers = [r for r in recs if r["event"] == "leftover"]
-        procs: list[tuple[str, dict[str, Any], float | None]] = [
-            (r["host"], p, _num(r.get("ts"))) for r in leftovers for p in leftover_procs(r)]
-        if not leftovers:  # the root was killed before it could write one
-            last = max((_num(r.get("ts")) or 0.0 for r in recs), default=None)
-            procs = [(host, p, last) for (host, _), p in _seen_alive(recs).items()]
-        root = roots.get(rid)
-        root_start = None
-        if root:
-            written = next((float(r["ts"]) for r in recs if r["event"] == "process_start"
-                            and (r["host"], r["pid"]) == root), None)
-            root_start = _root_start(recs, root)
-            root_info[rid] = (root[0], root[1], root_start, written)
-        for host, p, seen_at in procs:
-            if (root and (host, p["pid"]) == root) or p.get("role") == WATCHER_ROLE:
+def find_candidates(model: Model, run_id: str | None, owner: int | None = None) -> tuple[
+        list[Candidate], list[RunRoot], list[str]]:
+    """The proven members the selected run(s) left behind, each run's root, and notes (pending verdicts)."""
+    found: list[Candidate] = []
+    roots: list[RunRoot] = []
+    notes: list[str] = []
+    for run in model.runs.values():
+        if run_id is not None and run.id != run_id:
+            continue
+        root = run.root
+        if root is not None:
+            roots.append(RunRoot(run.id, root.host, root.pid, root.create_time, root.start))
+        note = pending_note(run)
+        if note:
+            notes.append(note)
+        listed = run.leftover if run.leftover_seen or run.provisional_from else None
+        procs = list(listed) if listed is not None else _alive_in_model(run) if root is not None else []
+        for p in procs:
+            if p is root or p.role == WATCHER_ROLE or (p.host, p.pid) in run.watcher_pids:
                 continue
-            ct = _num(p.get("create_time"))
-            found[(rid, host, p["pid"], ct)] = Candidate(rid, host, p["pid"], ct, str(p.get("role") or "child"),
-                                                        str(p.get("cmd") or p.get("name") or ""), seen_at,
-                                                        root_start)
-    return list(found.values()), root_info
+            seen_at = (listed or {}).get(p, {}).get("seen_at", run.end)
+            found.append(Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name,
+                                   seen_at, root.create_time if root is not None else None, owner))
+    return found, roots, notes
 
 
 class Checker:
     """Is this pid still the process the log saw, and ours to signal?"""
 
-    def __init__(self, log_owners: frozenset[int] = frozenset()) -> None:
+    def __init__(self) -> None:
         self.reader = ProcReader()
         self.host = os.uname().nodename
-        self.tolerance = TICKS_TOLERANCE / self.reader.tick
         # Never a run's process: init, this command and the processes it runs under.
         self.protected = {1, *_ancestors(os.getpid(), self.reader)}
-        # As root, whose processes the run's may be: the log's owner's (a run writes its own log).
-        self.log_owners = log_owners
 
     def same(self, pid: int, create_time: float | None) -> dict[str, Any] | None:
         """The live process's stat if it is the one that started at create_time."""
         info = self.reader.stat(pid)
-        if info is None or create_time is None or abs(info["create_time"] - create_time) > self.tolerance:
-            return None
-        return info
+        return info if info is not None and same_process(info["create_time"], create_time) else None
 
-    def may_be_root(self, pid: int, create_time: float | None, written: float | None) -> bool:
+    def may_be_root(self, root: RunRoot) -> bool:
         """Could the live pid be the run's root? Without a start time in the log: if it started in the
-        window before the root wrote its process_start (a later process with that pid started after)."""
-        if create_time is not None:
-            return self.same(pid, create_time) is not None
-        info = self.reader.stat(pid)
-        return (info is not None and written is not None
-                and written - ROOT_START_WINDOW_S <= info["create_time"] <= written + self.tolerance)
+        window before the root wrote its first record (a later process with that pid started after)."""
+        if root.host != self.host:
+            return False
+        if root.create_time is not None:
+            return self.same(root.pid, root.create_time) is not None
+        info = self.reader.stat(root.pid)
+        if info is None or root.written is None:
+            return False
+        started = info["create_time"]
+        return root.written - ROOT_START_WINDOW_S <= started <= root.written or same_process(started, root.written)
 
     def refusal(self, c: Candidate) -> str | None:
         """Why c must not be signalled ('gone' if it no longer exists), or None."""
@@ -191,21 +158,27 @@ class Checker:
             return "init, this command or one of its parents: never a run's process"
         if c.create_time is None:
             return "the log has no start time for it, so it cannot be told from a reused pid"
-        if c.root_start is not None and c.create_time < c.root_start - self.tolerance:
+        if c.root_start is not None and c.create_time < c.root_start and not same_process(c.create_time,
+                                                                                          c.root_start):
             return "it started before the run's main process, so the run did not start it"
-        if c.seen_at is not None and c.create_time > c.seen_at + self.tolerance:
+        if c.seen_at is not None and c.create_time > c.seen_at and not same_process(c.create_time, c.seen_at):
             return "it started after the record that names it was written: the log cannot be right about it"
-        if abs(info["create_time"] - c.create_time) > self.tolerance:
+        if not same_process(info["create_time"], c.create_time):
             return (f"pid reused: the live process started at {info['create_time']:.2f}, "
                     f"the log's at {c.create_time:.2f}")
+        return self.owner_refusal(c.pid, c.owner)
+
+    @staticmethod
+    def owner_refusal(pid: int, owner: int | None) -> str | None:
+        """Yours, and its log's owner's (a log judges only its own user's processes); else why not."""
         try:
-            uid = os.stat(f"/proc/{c.pid}").st_uid
+            uid = os.stat(f"/proc/{pid}").st_uid
         except OSError:
             return "gone"
         if uid != os.geteuid():
             return f"owned by uid {uid}, not you"
-        if uid == 0 and self.log_owners and uid not in self.log_owners:
-            return f"owned by root, while the run's log is uid {min(self.log_owners)}'s"
+        if owner is not None and uid != owner:
+            return f"owned by uid {uid}, while the log that names it is uid {owner}'s"
         return None
 
 
@@ -257,84 +230,210 @@ def _children_first(targets: list[tuple[Candidate, dict[str, Any]]]) -> list[tup
     return sorted(targets, key=lambda t: (-depth(t[0].pid), t[0].pid))
 
 
-def _wait_gone(checker: Checker, targets: list[tuple[Candidate, Any]], seconds: float) -> list[tuple[Candidate, Any]]:
-    """Wait up to seconds for the targets to end; the ones still alive."""
-    deadline = time.monotonic() + seconds
-    left = targets
-    while True:
-        left = [t for t in left if checker.same(t[0].pid, t[0].create_time)]
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(POLL_S)
-
-
 def _label(c: Candidate) -> str:
     return f"{c.pid} {c.role}"
 
 
-def cleanup(records: list[dict[str, Any]], run: str | None, dry_run: bool, grace: float,
-            say: Any = print, log_owners: frozenset[int] = frozenset()) -> int:
-    """Verify and end the selected run's leftovers; the exit status. log_owners: uids owning the logs."""
-    candidates, roots = find_candidates(records, run)
-    checker = Checker(log_owners)
-    for rid, (host, pid, ct, written) in roots.items():
-        if host == checker.host and checker.may_be_root(pid, ct, written):
-            say(f"run {rid} is still running (main process {pid} is alive): nothing signalled; "
-                "stop it first, or wait for it to end")
-            return STILL_RUNNING
+def _escaping(say: Any) -> Any:
+    """say, with every line passed through fmt.escape (controls, bidi and invisible characters)."""
+    return lambda text: say(escape(text))
+
+
+class Sweep:
+    """The verified targets of one cleanup, their pidfds, and what became of them."""
+
+    def __init__(self, checker: Checker, dry_run: bool, grace: float, say: Any) -> None:
+        self.checker = checker
+        self.dry_run = dry_run
+        self.grace = grace
+        self.say = say
+        self.targets: dict[int, tuple[Candidate, dict[str, Any]]] = {}  # pid -> (candidate, live stat)
+        self.pins: dict[int, int | None] = {}
+        self.ended = 0
+        self.survivors: list[Candidate] = []
+        self.status = CLEAN
+
+    def admit(self, c: Candidate) -> None:
+        """Pin, then check (the check then holds for the pidfd); a refusal is said and counted."""
+        if c.pid in self.targets:
+            return
+        pidfd = None if self.dry_run else _pin(c.pid)
+        why = self.checker.refusal(c)
+        info = self.checker.same(c.pid, c.create_time) if why is None else None
+        if why is None and info is not None:
+            self.targets[c.pid] = (c, info)
+            self.pins[c.pid] = pidfd
+            return
+        if pidfd is not None:
+            os.close(pidfd)
+        if why in (None, "gone"):
+            self.say(f"already gone: {_label(c)}")
+        else:
+            self.say(f"refused: {_label(c)}: {why}")
+            self.status = REFUSED
+
+    def close(self) -> None:
+        for fd in self.pins.values():
+            if fd is not None:
+                os.close(fd)
+        self.pins.clear()
+
+    def send(self, pids: list[int], sig: int) -> None:
+        for pid in pids:
+            _signal(pid, self.pins.get(pid), sig)
+
+    def descendants(self, pids: list[int]) -> list[Candidate]:
+        """Live children of the given members, down the tree (born after the verdict: members by descent).
+
+        Each child is checked against its parent: still its child, started after it, and the parent
+        still the process the log saw, so a pid reused meanwhile is never taken for a member."""
+        found: list[Candidate] = []
+        queue = [self.targets[pid][0] for pid in pids if pid in self.targets]
+        seen = set(self.targets)
+        while queue and len(seen) < MAX_TREE:
+            parent = queue.pop()
+            kids = self.checker.reader.children(parent.pid) or []
+            for kid in kids:
+                info = self.checker.reader.stat(kid)
+                if kid in seen or info is None or info["ppid"] != parent.pid or parent.create_time is None:
+                    continue
+                if info["create_time"] < parent.create_time and not same_process(info["create_time"],
+                                                                                 parent.create_time):
+                    continue
+                seen.add(kid)
+                c = Candidate(parent.run, parent.host, kid, info["create_time"], "child",
+                              live_cmd(self.checker.reader, kid), None, None, parent.owner)
+                found.append(c)
+                queue.append(c)
+        return found
+
+    def grow(self) -> list[int]:
+        """Stop every target (not in a dry run), then add their descendants, stopping each as it joins,
+        until a walk finds nobody new; the pids added."""
+        added: list[int] = []
+        frontier = list(self.targets)
+        while frontier:
+            if not self.dry_run:
+                self.send(frontier, signal.SIGSTOP)  # a stopped process cannot fork while we walk
+            fresh = self.descendants(frontier)
+            frontier = []
+            for c in fresh:
+                self.admit(c)
+                if c.pid in self.targets:
+                    frontier.append(c.pid)
+                    added.append(c.pid)
+                    self.say(f"found: {_label(c)}, a descendant of the run's leftovers")
+        return added
+
+    def wait_gone(self, pids: list[int], seconds: float) -> list[int]:
+        """Wait up to seconds for pids to end; the ones still alive."""
+        deadline = time.monotonic() + seconds
+        left = pids
+        while True:
+            left = [pid for pid in left if self.checker.same(pid, self.targets[pid][0].create_time)]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(POLL_S)
+
+    def end_round(self, pids: list[int]) -> list[int]:
+        """SIGTERM in order, SIGCONT, wait up to grace, SIGKILL what is left; the pids that survived."""
+        order = [c.pid for c, _ in _children_first([self.targets[pid] for pid in pids])]
+        for pid in order:
+            if not _signal(pid, self.pins.get(pid), signal.SIGTERM):
+                self.say(f"already gone: {_label(self.targets[pid][0])}")
+        self.send(order, signal.SIGCONT)  # stopped for the walk: let each act on its SIGTERM
+        left = self.wait_gone(order, self.grace)
+        for pid in order:
+            if pid not in left:
+                self.say(f"ended: {_label(self.targets[pid][0])} (SIGTERM)")
+                self.ended += 1
+        self.send(left, signal.SIGKILL)
+        survivors = self.wait_gone(left, KILL_WAIT_S)
+        for pid in left:
+            if pid not in survivors:
+                self.say(f"ended: {_label(self.targets[pid][0])} (SIGKILL after {self.grace:g} s)")
+                self.ended += 1
+        return survivors
+
+
+def live_cmd(reader: Any, pid: int) -> str:
+    """A live process's command line as the log would hold it: masked argument by argument (redact.py),
+    with the secrets of its own environment and of this one's."""
+    patterns = parse_patterns(os.environ.get(REDACT_ENV, ""))
+    secrets = env_secrets(os.environ, patterns) + environ_secrets(reader.environ(pid), patterns)
+    return " ".join(redact_argv(reader.argv(pid), patterns, secrets)).strip()
+
+
+def _dry_run(sweep: Sweep) -> int:
+    """Say what would be ended: each target with its live command line beside the logged one."""
+    sweep.grow()
+    for c, info in _children_first(list(sweep.targets.values())):
+        live = live_cmd(sweep.checker.reader, c.pid)
+        logged = f"; logged: {c.cmd[:CMD_SHOWN]}" if c.cmd and c.cmd != live else ""
+        sweep.say(f"would end: {_label(c)}, rss {info['rss'] / 2**20:.0f} MB: {live[:CMD_SHOWN] or '?'}{logged}")
+    sweep.say(f"dry run: {len(sweep.targets)} process(es) would be ended; nothing signalled")
+    return sweep.status
+
+
+def _rounds(sweep: Sweep) -> int:
+    """End the tree in rounds until it is empty (bounded); the exit status, after a final count."""
+    deadline = time.monotonic() + CLEANUP_BUDGET_S
+    pending = list(sweep.targets)
+    rounds = 0
+    while pending and rounds < MAX_ROUNDS and time.monotonic() < deadline:
+        rounds += 1
+        pending += sweep.grow()
+        survivors = sweep.end_round(pending)
+        for pid in survivors:
+            sweep.say(f"still alive after SIGKILL: {_label(sweep.targets[pid][0])} "
+                      f"(uninterruptible? check /proc/{pid}/status)")
+        sweep.survivors = [sweep.targets[pid][0] for pid in survivors]
+        # Their signal handlers may have forked: what is left of the tree is the next round.
+        pending = []
+        for c in sweep.descendants(list(sweep.targets)):
+            sweep.admit(c)
+            if c.pid in sweep.targets:
+                pending.append(c.pid)
+    left = len(sweep.survivors) + len(pending)
+    if pending:
+        sweep.say(f"the run's tree still grows after {rounds} round(s): {len(pending)} process(es) not ended")
+    sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive")
+    return REFUSED if left else sweep.status
+
+
+def cleanup(models: list[tuple[Model, int | None]], run: str | None, dry_run: bool, grace: float,
+            say: Any = print) -> int:
+    """Verify and end the selected run's leftovers; the exit status. models: each log's model with the
+    uid that owns the log (None: not known); each log's candidates are judged by its own owner."""
+    say = _escaping(say)  # a command line, role or run id from the log reaches the terminal escaped
+    checker = Checker()
+    candidates: list[Candidate] = []
+    for model, owner in models:
+        found, roots, notes = find_candidates(model, run, owner)
+        for root in roots:
+            if checker.may_be_root(root):
+                say(f"run {root.run} is still running (main process {root.pid} is alive): nothing signalled; "
+                    "stop it first, or wait for it to end")
+                return STILL_RUNNING
+        for note in notes:
+            say(note)
+        candidates += found
     if not candidates:
         say("nothing to clean up: the log names no leftover process" + (f" for run {run}" if run else ""))
         return CLEAN
     for rid in sorted({c.run for c in candidates}):
         n = sum(c.run == rid for c in candidates)
         say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
-    status = CLEAN
-    targets: list[tuple[Candidate, dict[str, Any]]] = []
-    pins: dict[int, int | None] = {}
-    for c in candidates:
-        pidfd = None if dry_run else _pin(c.pid)  # pin first, then check: the check holds for the pidfd
-        why = checker.refusal(c)
-        info = checker.same(c.pid, c.create_time) if why is None else None
-        if why is None and info is not None:
-            targets.append((c, info))
-            pins[c.pid] = pidfd
-            continue
-        if pidfd is not None:
-            os.close(pidfd)
-        if why in (None, "gone"):
-            say(f"already gone: {_label(c)}")
-        else:
-            say(f"refused: {_label(c)}: {why}")
-            status = REFUSED
+    sweep = Sweep(checker, dry_run, grace, say)
     try:
-        status = max(status, _end(checker, _children_first(targets), pins, dry_run, grace, say))
-    finally:
-        for fd in pins.values():
-            if fd is not None:
-                os.close(fd)
-    return status
-
-
-def _end(checker: Checker, targets: list[tuple[Candidate, dict[str, Any]]], pins: dict[int, int | None],
-         dry_run: bool, grace: float, say: Any) -> int:
-    """SIGTERM in order, wait up to grace, SIGKILL what is left; the exit status."""
-    for c, info in targets:
+        for c in candidates:
+            sweep.admit(c)
         if dry_run:
-            say(f"would end: {_label(c)}, rss {info['rss'] / 2**20:.0f} MB: {c.cmd[:120]}")
-        elif not _signal(c.pid, pins.get(c.pid), signal.SIGTERM):
-            say(f"already gone: {_label(c)}")
-    if dry_run or not targets:
-        return CLEAN
-    left = _wait_gone(checker, targets, grace)
-    for c, _ in targets:
-        if all(c is not t[0] for t in left):
-            say(f"ended: {_label(c)} (SIGTERM)")
-    for c, _ in left:
-        _signal(c.pid, pins.get(c.pid), signal.SIGKILL)
-    survivors = _wait_gone(checker, left, KILL_WAIT_S)
-    for c, _ in left:
-        if all(c is not t[0] for t in survivors):
-            say(f"ended: {_label(c)} (SIGKILL after {grace:g} s)")
-    for c, _ in survivors:
-        say(f"still alive after SIGKILL: {_label(c)} (uninterruptible? check /proc/{c.pid}/status)")
-    return REFUSED if survivors else CLEAN
+            return _dry_run(sweep)
+        if not sweep.targets:
+            return sweep.status
+        return _rounds(sweep)
+    finally:
+        if not dry_run:  # interrupted mid-round: never leave a process stopped
+            sweep.send(list(sweep.targets), signal.SIGCONT)
+        sweep.close()

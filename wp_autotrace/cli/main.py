@@ -11,18 +11,81 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 from typing import Any, NamedTuple
 
 from .. import __version__
 from ..analysis.logread import NoUsableLog, read_logs, skipped_line
 from ..runtime.sink import default_log_name
+from . import cleanup as cleanup_status
 
-# Exit statuses, as documented in README's table (sysexits.h numbers where one fits).
+# Exit statuses (sysexits.h numbers where one fits). EXIT_STATUSES below is their one home:
+# the help's epilog and README's table are made from it (tests/test_exit_statuses.py).
 OK, NO_USABLE_LOG, USAGE = 0, 2, 64
 DOCTOR_PROBLEM = 1
 UNREACHABLE = 69  # export --endpoint: the receiver could not be reached or refused the data
 NOT_TRACEABLE = 78  # run: the interpreter lacks the package or its .pth (a configuration problem)
 NOT_FOUND = 127  # run: no such command, as shells say
+CANT_CREATE = 73  # sysexits' EX_CANTCREAT: export refused its output path
+SOME_INPUT_UNREADABLE = 66  # EX_NOINPUT: a report was made, but an input named on stderr could not be read
+OUTPUT_CLOSED = 74  # stdout closed or a broken pipe: nothing more can be written (EX_IOERR)
+INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells say
+SIGNALLED = 128  # run: a program ended by signal N exits 128 + N
+
+
+class ExitStatus(NamedTuple):
+    """One row of the exit-status table."""
+
+    code: str
+    commands: str
+    meaning: str
+
+
+EXIT_STATUSES = (
+    ExitStatus(str(OK), "all", "done: report or export written, nothing left to clean up, "
+               "watch saw the run end (or `q`)"),
+    ExitStatus(str(DOCTOR_PROBLEM), "`doctor`", "a problem was found (each one is a `[FAIL]` line)"),
+    ExitStatus(str(cleanup_status.REFUSED), "`cleanup`", "a process was refused (pid reused, another owner or host, "
+               "no start time) or survived SIGKILL"),
+    ExitStatus(str(NO_USABLE_LOG), "`report`, `export`, `watch`, `cleanup`", "no usable log: missing, empty, or no "
+               "valid record; a FIFO, device or directory given as a log (refused before reading); "
+               "`report --run ID` with an id the log does not hold"),
+    ExitStatus(str(cleanup_status.STILL_RUNNING), "`cleanup`", "the run is still running (its main process is "
+               "alive): nothing was signalled"),
+    ExitStatus(str(USAGE), "all", "usage error (unknown command or option, missing argument)"),
+    ExitStatus(str(SOME_INPUT_UNREADABLE), "`report`, `export`", "made, but an input (named on stderr and in "
+               "`input.problems`) could not be read"),
+    ExitStatus(str(UNREACHABLE), "`export --endpoint`", "the receiver could not be reached or answered with an error"),
+    ExitStatus(str(CANT_CREATE), "`export`", "the output was refused: one of the input logs, a symlink, not a "
+               "regular file, or an existing file without `--force` (outputs are created 0600; `-o -` writes "
+               "to stdout)"),
+    ExitStatus(str(OUTPUT_CLOSED), "`report`, `export`", "stdout closed, or its reader went away: nothing more "
+               "is printed"),
+    ExitStatus(str(NOT_TRACEABLE), "`run`", "the command's Python cannot trace (no package or no `.pth`, or "
+               "`-S`): nothing was run"),
+    ExitStatus(str(NOT_FOUND), "`run`", "the command was not found"),
+    ExitStatus(str(INTERRUPTED), "all", "interrupted (Ctrl-C)"),
+    ExitStatus(f"{SIGNALLED}+N", "`run`", "the program was ended by signal N"),
+    ExitStatus("other", "`run`", "the program's own exit code"),
+)
+
+
+def exit_status_table() -> str:
+    """EXIT_STATUSES as a Markdown table (README's, between its exit-statuses markers)."""
+    rows = [f"| {s.code} | {s.commands} | {s.meaning} |" for s in EXIT_STATUSES]
+    return "\n".join(["| code | command | meaning |", "|---|---|---|", *rows])
+
+
+EPILOG_WIDTH = 100  # the help's lines: as wide as its option lists
+
+
+def _exit_status_epilog() -> str:
+    """EXIT_STATUSES as plain text for the help's epilog."""
+    lines = ["exit statuses:"]
+    for s in EXIT_STATUSES:
+        text = f"{s.code:>6}  {s.commands}: {s.meaning}".replace("`", "")
+        lines += textwrap.wrap(text, width=EPILOG_WIDTH, subsequent_indent=" " * 8)
+    return "\n".join(lines) + "\n"
 COMMANDS = ("report", "export", "run", "watch", "cleanup", "doctor")
 INSTALL_ADVICE = "{python} -m pip install <path to a wp-autotrace checkout>"
 DESCRIPTION = """\
@@ -36,18 +99,7 @@ or let the run command set it:
 then read the answers:
     wp-autotrace report wp_autotrace-*.jsonl
 """
-EPILOG = """\
-exit status: 0 ok; 1 doctor found a problem, or cleanup refused or could not
-end a process; 2 no usable log; 3 cleanup: the run is still running; 64 usage
-error; 69 export could not reach the endpoint; 73 export refused its output
-(an input log, a symlink, a non-regular or existing file without --force); 66 report/export: made, but
-an input named on stderr could not be read; 74 report/export: stdout closed; 78 run: the interpreter cannot
-trace; 127 run: command not found; run otherwise exits with the program's code
-(128+N when a signal N ended it).
-"""
-CANT_CREATE = 73  # sysexits' EX_CANTCREAT: export refused its output path
-SOME_INPUT_UNREADABLE = 66  # EX_NOINPUT: a report was made, but an input named on stderr could not be read
-OUTPUT_CLOSED = 74  # stdout closed or a broken pipe: nothing more can be written (EX_IOERR)
+EPILOG = _exit_status_epilog()
 
 
 class _OutputClosed(Exception):
@@ -225,7 +277,7 @@ def _run(args: argparse.Namespace) -> int:
         return NOT_FOUND
     code = _wait_forwarding(child)
     _summarize(log, python)
-    return 128 - code if code < 0 else code
+    return SIGNALLED - code if code < 0 else code
 
 
 def _terminal_signals_child() -> bool:
@@ -280,7 +332,10 @@ def _summarize(log: str, python: str | None) -> None:
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary
         lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
-    print("\nwp-autotrace:", *lines, f"log: {log}", f"full report: wp-autotrace report {log}",
+    from ..analysis.fmt import escape
+
+    shown = escape(log)  # the user's path, shown as the report shows logged text
+    print("\nwp-autotrace:", *lines, f"log: {shown}", f"full report: wp-autotrace report {shown}",
           sep="\n  ", file=sys.stderr)
 
 
@@ -323,13 +378,15 @@ def probe_interpreter(python: str) -> Probe:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    from ..analysis.fmt import escape
+
     problems = 0
 
     def say(ok: bool | None, text: str) -> None:
         nonlocal problems
         mark = {True: "ok  ", False: "FAIL", None: "note"}[ok]
         problems += ok is False
-        print(f"[{mark}] {text}")
+        print(f"[{mark}] {escape(text)}")  # paths and a child's stderr: escaped for the terminal
 
     python = args.python or sys.executable
     say(None, f"interpreter: {python}")
@@ -407,15 +464,23 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
+    """Each log read and judged on its own: its candidates must be its owner's processes."""
+    from ..analysis.model import build
     from .cleanup import cleanup
 
-    owners = set()
+    models: list[tuple[Any, int | None]] = []
+    unusable = []
     for path in args.logs:
         try:
-            owners.add(os.stat(path).st_uid)
-        except OSError:
-            continue  # read_logs names it
-    return cleanup(read_logs(args.logs).records, args.run, args.dry_run, args.grace, log_owners=frozenset(owners))
+            owner = os.stat(path).st_uid
+            models.append((build(read_logs([path]).records), owner))
+        except (OSError, NoUsableLog) as exc:
+            unusable.append(f"{path}: {exc}")
+    for problem in unusable:
+        print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
+    if not models:
+        raise NoUsableLog("; ".join(unusable))
+    return cleanup(models, args.run, args.dry_run, args.grace)
 
 
 def _seconds(text: str) -> float:
@@ -511,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return OUTPUT_CLOSED
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
 
 
 def _silence_stdout() -> None:

@@ -18,12 +18,11 @@ from typing import Any
 
 from ..analysis.labels import rank_value
 from ..analysis.logread import parse_line
-from ..common.procfs import make_reader
+from ..common.procfs import make_reader, same_process
 from ..common.vocab import WATCHER as WATCHER_ROLE
 
 DEFAULT_INTERVAL_S = 1.0
 MAX_READ = 8 * 2**20  # per refresh, so a huge log never freezes the view; the rest comes next time
-START_TOLERANCE_S = 0.015  # start times are rounded to 10 ms (see cleanup.TICKS_TOLERANCE)
 LOG_GLOB = "wp_autotrace-*.jsonl"
 ROLE_WIDTH = 30  # indented role names: "compile-sidecar (left)" a few levels deep
 
@@ -152,7 +151,7 @@ class RunView:
                 continue
             info = self.reader.stat(pid)
             ct = p["create_time"]
-            if info is None or (ct is not None and abs(info["create_time"] - ct) > START_TOLERANCE_S):
+            if info is None or (ct is not None and not same_process(info["create_time"], ct)):
                 p["alive"] = False
                 continue
             p["create_time"] = ct or info["create_time"]

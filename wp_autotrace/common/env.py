@@ -17,6 +17,9 @@ INTERVAL_ENV = "WP_AUTOTRACE_SAMPLE_INTERVAL"
 LINGER_ENV = "WP_AUTOTRACE_LINGER"
 GUARD_ENV = "WP_AUTOTRACE_GUARD"
 REDACT_ENV = "WP_AUTOTRACE_REDACT"
+# A job id of the user's choosing, recorded with each process's launcher variables
+# (targets.RANK_ENV): runs on several hosts that carry the same one are one job.
+JOB_ENV = "WP_AUTOTRACE_JOB"
 # Exported by the root for its descendants.
 RUN_ENV = "WP_AUTOTRACE_RUN"
 ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"

@@ -21,6 +21,23 @@ if TYPE_CHECKING:
 # clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
 STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
+CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps far less)
+# A child's environment read per process, for its secret values only (redact.environ_secrets):
+# bounded so a huge environment costs one read; a secret past it is not searched for.
+ENVIRON_BYTES = 128 * 1024
+
+# The one identity rule: two create times closer than this name one process
+# (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
+# from the same kernel numbers, so one process's values differ only by float
+# rounding; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
+# processes that got one pid 20 ms apart. A pid reused within 15 ms of the
+# first start cannot be told apart by any tool.
+SAME_START_S = 0.015
+
+
+def same_process(create_time: float | None, other: float | None) -> bool:
+    """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
+    return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
 
 
 def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
@@ -133,9 +150,24 @@ class ProcReader:
         return found
 
     @staticmethod
-    def cmdline(pid: int) -> str:
-        data = _read(f"/proc/{pid}/cmdline", 65536) or b""
-        return data.replace(b"\0", b" ").decode(errors="replace").strip()
+    def argv(pid: int) -> list[str]:
+        """The process's arguments, as a list (each NUL-terminated in /proc)."""
+        data = _read(f"/proc/{pid}/cmdline", CMDLINE_BYTES) or b""
+        args = data.decode(errors="replace").split("\0")
+        return args[:-1] if args[-1:] == [""] else args
+
+    def cmdline(self, pid: int) -> str:
+        return " ".join(self.argv(pid)).strip()
+
+    @staticmethod
+    def environ(pid: int) -> bytes:
+        """The first ENVIRON_BYTES of a process's environment, if it is this user's; else b""."""
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+                return b""
+        except OSError:
+            return b""
+        return _read(f"/proc/{pid}/environ", ENVIRON_BYTES) or b""
 
 
 class PsutilReader:
@@ -171,12 +203,24 @@ class PsutilReader:
         except (ps.AccessDenied, OSError):
             return []
 
-    def cmdline(self, pid: int) -> str:
+    def argv(self, pid: int) -> list[str]:
         ps = self.psutil
         try:
-            return " ".join(ps.Process(pid).cmdline())
+            return list(ps.Process(pid).cmdline())
         except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
-            return ""
+            return []
+
+    def cmdline(self, pid: int) -> str:
+        return " ".join(self.argv(pid))
+
+    def environ(self, pid: int) -> bytes:
+        """The process's environment as /proc would give it (psutil reads only this user's)."""
+        ps = self.psutil
+        try:
+            env = ps.Process(pid).environ()
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return b""
+        return "".join(f"{k}={v}\0" for k, v in env.items()).encode()[:ENVIRON_BYTES]
 
 
 def make_reader() -> Any:

@@ -23,6 +23,7 @@ ERROR = "error"
 WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
 MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/memory.py)
+EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).
 MAIN = "main"  # the run's root
@@ -44,6 +45,14 @@ SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
 GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
 # Helper processes that outlive their starter by design: never "left behind".
 HELPER_ROLES = frozenset({RESOURCE_TRACKER, FORKSERVER})
+
+# How the watcher proved a tree entry the run's (tree.started[].via), and why one is only possibly
+# the run's (tree.possible[].via): a shared process group or session is not evidence of descent.
+VIA_ROOT = "root"
+VIA_CHILD = "child"  # a child of a member (a re-parented orphan stays a member once seen)
+VIA_CLAIM = "claim"  # its own process_start claims the run
+VIA_GROUP = "group"
+VIA_SESSION = "session"
 
 # leftover's `how`: why the watcher listed what was still alive.
 ROOT_EXIT = "root-exit"  # the root wrote its process_exit

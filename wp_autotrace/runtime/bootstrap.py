@@ -9,7 +9,6 @@ to the same log. Everything here is contained: a failure prints one
 
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 
@@ -43,6 +42,7 @@ from ..common.targets import (
     watched_env,
 )
 from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
+from .host_patches import install_mp_exit_finalizer, install_process_hooks, reset_body_hooks_after_fork
 from .sink import Sink, default_log_name, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
@@ -312,9 +312,7 @@ class Runtime:
             return
         role = COMPILE_WORKER if self.sink.role in SIDECAR_ROLES else CHILD
         self.sink.reset_after_fork(role)
-        from .finder import reset_after_fork as reset_hooks_after_fork  # loaded with the finder
-
-        reset_hooks_after_fork()
+        reset_body_hooks_after_fork()
         if self._probes is not None:
             self._probes.reset_after_fork()
         self.write_start(forked=True)
@@ -338,7 +336,8 @@ class Runtime:
 # The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:
 # fork_exec is C code, so at-fork hooks see this Python frame directly above them.
 _EXEC_FORKER = ("_execute_child", "subprocess")
-# Frames between the at-fork hook and _execute_child: _after_fork, after_fork_in_child.
+# Frames between _forked_to_exec and _execute_child: after_fork_in_child, _after_fork,
+# host_patches._after_fork_in_child (the at-fork hook).
 _EXEC_FORKER_DEPTH = 4
 # Bound once: a user may trace sys._getframe, and the at-fork hook must not record
 # a call under the parent's identity.
@@ -358,7 +357,7 @@ def _forked_to_exec() -> bool:
 
 
 def _rank_field() -> dict[str, Any]:
-    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (CONTRACTS item 2)."""
+    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")."""
     rank = rank_env()
     return {"rank": rank} if rank else {}
 
@@ -373,14 +372,15 @@ _runtime: Runtime | None = None
 _started = False
 
 
-# Called in every forked child (os.register_at_fork): a new identity, not the root.
+# Called in every forked child (host_patches.install_process_hooks): a new identity, not the root.
 def _after_fork() -> None:
     rt = _runtime
     if rt is None:
         return
     try:
         rt.after_fork_in_child()
-        _record_exit_of_mp_worker()
+        # Other os._exit callers write no process_exit (README, Known limits).
+        install_mp_exit_finalizer(_record_exit)
     except Exception as exc:
         rt.sink.error("fork", exc)
 
@@ -401,36 +401,6 @@ def _at_exit() -> None:
     _record_exit("exit")
 
 
-# Runs after every other multiprocessing finalizer of a worker (they run highest first).
-_LAST_FINALIZER = -(2**31)
-
-
-def _record_exit_of_mp_worker() -> None:
-    """Record process_exit in a forked multiprocessing worker, which leaves by os._exit.
-
-    os._exit skips atexit. Rather than replacing os._exit (it must stay
-    posix._exit, keywords and all), hook multiprocessing's own exit path: a
-    worker runs its after-fork callbacks as it starts (this one adds a finalizer)
-    and its finalizers (util._exit_function) just before os._exit. Other os._exit
-    callers write no process_exit (README, Known limits).
-    """
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None:
-        util.register_after_fork(_mp_exit_token, _add_mp_exit_finalizer)
-
-
-def _add_mp_exit_finalizer(_token: object) -> None:
-    util = sys.modules["multiprocessing.util"]
-    util.Finalize(None, _record_exit, args=("os._exit",), exitpriority=_LAST_FINALIZER)
-
-
-class _Token:
-    """A weak-referenceable key for multiprocessing's after-fork registry."""
-
-
-_mp_exit_token = _Token()
-
-
 def start() -> None:
     """Entry point from the .pth file. Runs once per process; never raises."""
     global _started, _runtime
@@ -445,8 +415,7 @@ def start() -> None:
         runtime = Runtime(settings)
         runtime.start()
         _runtime = runtime
-        os.register_at_fork(after_in_child=_after_fork)
-        atexit.register(_at_exit)
+        install_process_hooks(_after_fork, _at_exit)
     except Exception as exc:
         _runtime = None
         if runtime is not None:

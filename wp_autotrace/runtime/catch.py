@@ -6,17 +6,16 @@ stderr that nobody reads, then exits. In pool-serving roles only
 (targets.GUARDED_ROLES) this module records those log records, and what
 reaches ``sys.excepthook`` / ``threading.excepthook``, as ``error`` records.
 
-What the host prints never changes: on torch's loggers we add a
-``logging.Filter`` that always lets the record through, not a handler (a
-handler would silence logging's last-resort stderr output), and the
-excepthooks call the hooks they replace.
+What the host prints never changes: the hooks (host_patches.install_error_capture)
+are a ``logging.Filter`` on torch's loggers that always lets the record
+through, and excepthooks that call the hooks they replace. This module
+decides what is recorded.
 """
 
 from __future__ import annotations
 
-import sys
-
 from ..common.vocab import GUARDED_ROLES
+from .host_patches import install_error_capture
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -39,15 +38,12 @@ LOGGERS = (
 )
 # Record only what torch reports as a failure: an error, or anything logged with an exception.
 MIN_LEVEL = 40  # logging.ERROR, without importing logging for the number
-# Innermost frames kept per error (CONTRACTS item 3).
+# Innermost frames kept per error (docs/contracts.md, "Error frames").
 MAX_FRAMES = 8
 # A pool process that fails every job would otherwise flood the log.
 MAX_ERRORS = 50
 
 _installed = False
-_filter: Any = None
-_previous_excepthook: Any = None
-_previous_threading_hook: Any = None
 _sink: Any = None
 _written = 0
 
@@ -60,72 +56,22 @@ def watch_role(sink: Sink) -> None:
     _installed = True
     _sink = sink
     try:
-        register_capture()
+        install_error_capture(LOGGERS, _on_log, _record)
     except Exception as exc:
         sink.error("error capture", exc)
 
 
-def register_capture() -> None:
-    """Add the filter to torch's pool loggers and chain both excepthooks."""
-    global _filter, _previous_excepthook, _previous_threading_hook
-    # Pool processes load logging and threading with torch anyway.
-    import logging
-    import threading
-
-    class _Recorder(logging.Filter):
-        """Records failures logged on the logger; lets every record through."""
-
-        def filter(self, record: logging.LogRecord) -> bool:
-            if record.levelno >= MIN_LEVEL or record.exc_info:
-                try:
-                    # getMessage runs the host's %-formatting: its faults are logging's to report, not ours.
-                    message = record.getMessage()
-                except Exception:
-                    message = str(record.msg)
-                exc = record.exc_info[1] if record.exc_info else None
-                site = {"file": record.pathname, "line": record.lineno, "func": record.funcName}
-                _record("logging", exc, logger=record.name, level=record.levelname, message=message, site=site)
-            return True
-
-    _filter = _Recorder()
-    for name in LOGGERS:
-        logging.getLogger(name).addFilter(_filter)
-    _previous_excepthook = sys.excepthook
-    sys.excepthook = _excepthook
-    _previous_threading_hook = threading.excepthook
-    threading.excepthook = _threading_excepthook
-
-
-def unregister_capture() -> None:
-    """Undo register_capture (the hooks only where they are still ours)."""
-    global _filter, _previous_excepthook, _previous_threading_hook, _installed
-    if _filter is not None:
-        import logging
-
-        for name in LOGGERS:
-            logging.getLogger(name).removeFilter(_filter)
-        _filter = None
-    if _previous_excepthook is not None and sys.excepthook is _excepthook:
-        sys.excepthook = _previous_excepthook
-    _previous_excepthook = None
-    if _previous_threading_hook is not None:
-        import threading
-
-        if threading.excepthook is _threading_excepthook:
-            threading.excepthook = _previous_threading_hook
-        _previous_threading_hook = None
-    _installed = False
-
-
-def _excepthook(exc_type: Any, exc: Any, tb: Any) -> None:
-    _record("excepthook", exc)
-    (_previous_excepthook or sys.__excepthook__)(exc_type, exc, tb)
-
-
-def _threading_excepthook(args: Any) -> None:
-    _record("threading.excepthook", args.exc_value)
-    if _previous_threading_hook is not None:
-        _previous_threading_hook(args)
+def _on_log(record: Any) -> None:
+    """A record on one of torch's pool loggers: write it if it reports a failure."""
+    if record.levelno >= MIN_LEVEL or record.exc_info:
+        try:
+            # getMessage runs the host's %-formatting: its faults are logging's to report, not ours.
+            message = record.getMessage()
+        except Exception:
+            message = str(record.msg)
+        exc = record.exc_info[1] if record.exc_info else None
+        site = {"file": record.pathname, "line": record.lineno, "func": record.funcName}
+        _record("logging", exc, logger=record.name, level=record.levelname, message=message, site=site)
 
 
 def _record(source: str, exc: BaseException | None, logger: str | None = None, level: str = "ERROR",

@@ -10,19 +10,17 @@ wraps a target class's methods as the class statement completes, and
 ``os.register_at_fork`` / ``atexit.register`` are handed the wrapper of a
 target function the module registers. Every other target is wrapped right
 after the body. The hooks act only on code of the module being executed and
-are always restored.
+are always restored; they live with the tracer's other host patches in
+host_patches.py.
 """
 
 from __future__ import annotations
 
-import _thread
-import atexit
-import builtins
 import os
 import sys
-from importlib import _bootstrap  # importlib itself: already loaded
 
 from ..common.targets import CONFIG, IMPORT, Target
+from .host_patches import install_body_hooks, restore_body_hooks
 from .sink import warn
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -75,10 +73,22 @@ class _PatchingLoader:
         create = getattr(self._loader, "create_module", None)
         return create(spec) if create else None
 
-    _namespace: dict[str, Any] = {"_call_with_frames_removed": vars(_bootstrap)["_call_with_frames_removed"]}
-    exec(compile(_EXEC_MODULE_SOURCE, _IMPORTLIB_FILE, "exec"), _namespace)
-    exec_module = _namespace["exec_module"]
-    del _namespace
+    exec_module: Any = None  # compiled by _loader_ready, when the first target module loads
+
+
+def _loader_ready() -> None:
+    """Compile _PatchingLoader.exec_module once, when a target module first loads.
+
+    Not at import: the compiler's first use costs about 1 ms, paid by every
+    traced process, most of which never load a target. Two threads may both
+    compile it: the results are alike.
+    """
+    if _PatchingLoader.exec_module is None:
+        # importlib._bootstrap is _frozen_importlib, loaded in every interpreter (importing
+        # the importlib package would cost start-up time).
+        namespace = {"_call_with_frames_removed": vars(sys.modules["_frozen_importlib"])["_call_with_frames_removed"]}
+        exec(compile(_EXEC_MODULE_SOURCE, _IMPORTLIB_FILE, "exec"), namespace)
+        _PatchingLoader.exec_module = namespace["exec_module"]
 
 
 class TargetFinder:
@@ -137,6 +147,7 @@ class TargetFinder:
             self._busy.discard(fullname)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
+        _loader_ready()
         spec.loader = _PatchingLoader(spec.loader, self)
         return spec
 
@@ -151,12 +162,12 @@ class TargetFinder:
             if t.mode == IMPORT:
                 self._contained("notify", self._notify, "import", t, module)
         if code is not None:
-            register_body_hooks(module.__dict__, self, module.__name__)
+            install_body_hooks(module.__dict__, self, module.__name__)
 
     def after_body(self, module: Any, code: Any, done: bool) -> None:
         """Take the hooks away (always), then wrap what the body defined (if it finished)."""
         if code is not None:
-            unregister_body_hooks(module.__dict__)
+            restore_body_hooks(module.__dict__)
         if not done:
             return  # the body raised: the import fails as it would untraced
         self._contained("patch " + module.__name__, self.patch_module, module)
@@ -348,98 +359,3 @@ def _rebind_home(raw: Any, wrapper: Any) -> None:
             setattr(home, qualname, wrapper)
     except (AttributeError, TypeError):
         pass
-
-
-# -- hooks while a target module's body runs -------------------------------------
-
-# id(module dict) -> (finder, module name) for every target module body running now.
-_bodies: dict[int, tuple[TargetFinder, str]] = {}
-_real_build_class: Any = None
-_hooks_lock = _thread.allocate_lock()
-# A bare raise re-raises with the exception's own traceback from 3.11 (see probes).
-_TRIM_TRACEBACK = sys.version_info >= (3, 11)
-_real_register_at_fork: Any = None
-_real_atexit_register: Any = None
-
-
-def _build_class(func: Any, name: Any, *bases: Any, **kwds: Any) -> Any:
-    """builtins.__build_class__ while a target module runs: wraps its target classes at once."""
-    try:
-        cls = _real_build_class(func, name, *bases, **kwds)
-    except BaseException as exc:
-        _drop_own_frame(exc)
-        raise
-    body = _bodies.get(id(getattr(func, "__globals__", None))) if _bodies else None
-    if body is not None and isinstance(cls, type) and cls.__qualname__ == name:
-        finder, module_name = body
-        finder._contained("patch " + module_name, finder.patch_value, module_name, name, cls)
-    return cls
-
-
-def _handover(fn: Any) -> Any:
-    """fn, or its wrapper when fn is a top-level target function of a module body running now."""
-    body = _bodies.get(id(getattr(fn, "__globals__", None))) if _bodies else None
-    return fn if body is None else body[0].wrap_function(body[1], fn)
-
-
-def _register_at_fork(*args: Any, **kwargs: Any) -> Any:
-    """os.register_at_fork while a target module runs: registers the wrappers of its targets."""
-    try:
-        return _real_register_at_fork(*args, **{k: _handover(v) for k, v in kwargs.items()})
-    except BaseException as exc:
-        _drop_own_frame(exc)
-        raise
-
-
-def _atexit_register(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """atexit.register while a target module runs: registers the wrappers of its targets."""
-    try:
-        return _real_atexit_register(_handover(func), *args, **kwargs)
-    except BaseException as exc:
-        _drop_own_frame(exc)
-        raise
-
-
-def reset_after_fork() -> None:
-    """In a forked child: a fresh hooks lock (another thread of the parent may have held it at the fork)."""
-    global _hooks_lock
-    _hooks_lock = _thread.allocate_lock()
-
-
-def register_body_hooks(ns: dict[str, Any], finder: TargetFinder, name: str) -> None:
-    """Put the three hooks in place for a module body (nested bodies share them)."""
-    global _real_build_class, _real_register_at_fork, _real_atexit_register
-    with _hooks_lock:
-        if not _bodies:
-            _real_build_class = builtins.__build_class__
-            _real_atexit_register = atexit.register
-            _real_register_at_fork = getattr(os, "register_at_fork", None)
-            vars(builtins)["__build_class__"] = _build_class
-            vars(atexit)["register"] = _atexit_register
-            if _real_register_at_fork is not None:
-                vars(os)["register_at_fork"] = _register_at_fork
-        _bodies[id(ns)] = (finder, name)
-
-
-def unregister_body_hooks(ns: dict[str, Any]) -> None:
-    """Take the hooks away when the last running body ends; undo `from os import register_at_fork`."""
-    with _hooks_lock:
-        _bodies.pop(id(ns), None)
-        if _bodies:
-            return
-        # Put back only what is still ours (someone may have hooked it after us).
-        for owner, name, ours, real in ((builtins, "__build_class__", _build_class, _real_build_class),
-                                        (atexit, "register", _atexit_register, _real_atexit_register),
-                                        (os, "register_at_fork", _register_at_fork, _real_register_at_fork)):
-            if real is not None and getattr(owner, name, None) is ours:
-                setattr(owner, name, real)
-    for key, value in list(ns.items()):
-        if value is _register_at_fork or value is _atexit_register:
-            ns[key] = _real_register_at_fork if value is _register_at_fork else _real_atexit_register
-
-
-def _drop_own_frame(exc: BaseException) -> None:
-    """Keep a hook's own frame out of an exception's traceback (3.11+; see probes)."""
-    tb = exc.__traceback__
-    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
-        exc.__traceback__ = tb.tb_next

@@ -15,7 +15,6 @@ import os
 import sys
 import time
 
-from ..common.env import CHILD_ROLE_ENV
 from ..common.targets import (
     CONFIG_KEYS,
     COUNT,
@@ -29,7 +28,8 @@ from ..common.targets import (
 from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
 from .catch import watch_role
 from .dists import attribute
-from .sink import Sink
+from .host_patches import clear_child_role, set_child_role
+from .sink import Sink, encode_json
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -44,6 +44,12 @@ _get_ident = _thread.get_ident
 
 # How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
 _SKIP, _LIBRARY, _USER = 0, 1, 2
+# Code objects whose kind is remembered; past this the cache starts over (generated code).
+MAX_CACHED_CODES = 20000
+# Distinct call sites whose stack is kept encoded (a traced target has a handful).
+MAX_CACHED_STACKS = 1024
+# Thread names whose JSON is kept (names are few; a bound for hosts that make many).
+MAX_CACHED_THREADS = 256
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
@@ -68,7 +74,13 @@ class Probes:
         self._ids = itertools.count(1)
         self._local: Any = None  # a threading.local, made with the first wrapper
         self._torch_dir: str | None = None  # "" once torch is known to have no file
-        self._kinds: dict[Any, int] = {}
+        self._kinds: dict[int, int] = {}  # id(code) -> kind; the codes kept alive in _codes
+        self._codes: list[Any] = []
+        self._generation = 0  # counts _forget_codes calls
+        # (kept frames' code ids and lines, caller's) -> (frames, caller, their JSON): see _stack
+        self._stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]] = {}
+        self._prefixes: dict[str, str] = {}  # label -> '"target":..,"tag":..,"call_id":'
+        self._thread_json: dict[str, str] = {}  # thread name -> its JSON string
         self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
         self._inline_pool: Any = None
 
@@ -93,21 +105,32 @@ class Probes:
     # -- stacks -----------------------------------------------------------
 
     def _frame_kind(self, code: Any) -> int:
-        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object."""
-        kind = self._kinds.get(code)
-        if kind is None:
-            filename = code.co_filename
-            if filename.startswith(self._skip_dirs) or filename.startswith("<frozen importlib"):
-                kind = _SKIP
-            elif (filename.startswith("<") or (self._torch_dir and filename.startswith(self._torch_dir))
-                  or (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)):
-                kind = _LIBRARY
-            else:
-                kind = _USER
-            if len(self._kinds) > 20000:
-                self._kinds.clear()
-            self._kinds[code] = kind
+        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object.
+
+        Keyed by id(code), with the code object kept alive in _codes so the id
+        cannot be reused while cached: hashing a code object hashes its
+        constants and names (up to ~0.1 µs a frame, and a deep stack has 60).
+        """
+        filename = code.co_filename
+        if filename.startswith(self._skip_dirs) or filename.startswith("<frozen importlib"):
+            kind = _SKIP
+        elif (filename.startswith("<") or (self._torch_dir and filename.startswith(self._torch_dir))
+              or (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)):
+            kind = _LIBRARY
+        else:
+            kind = _USER
+        if len(self._kinds) > MAX_CACHED_CODES:
+            self._forget_codes()
+        self._kinds[id(code)] = kind
+        self._codes.append(code)
         return kind
+
+    def _forget_codes(self) -> None:
+        """Clear the kind cache and, with it, every cached stack (their keys are code ids)."""
+        self._kinds.clear()
+        self._codes.clear()
+        self._stacks.clear()
+        self._generation += 1
 
     def _learn_dirs(self) -> None:
         """Note torch's folder once it is imported (the cache depends on it)."""
@@ -115,34 +138,74 @@ class Probes:
         if self._torch_dir is None and "torch" in modules:
             path = getattr(modules["torch"], "__file__", None)
             self._torch_dir = os.path.dirname(path) + os.sep if path else ""
-            self._kinds.clear()
+            self._forget_codes()
 
     def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The caller's frames (innermost last, ours and importlib's left out),
         and the innermost frame outside torch and the stdlib."""
+        frames, caller, _ = self._stack()
+        return frames, caller
+
+    def _stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+        """capture_stack's (frames, caller) and their JSON members ('"stack":[...],"caller":{...}').
+
+        The walk notes only (code id, line) of each kept frame and of the
+        caller; the frames, the caller's attribution (dists.attribute) and
+        their encoding are made once per such key and then reused: a target
+        called again from the same lines costs the walk and one lookup. The
+        cached objects are shared, never to be changed by their users.
+        """
         self._learn_dirs()
         kinds = self._kinds
-        limit = self.stack_limit
-        frames: list[dict[str, Any]] = []
-        caller = None
+        limit = 2 * self.stack_limit  # kept holds two entries a frame
+        kept: list[Any] = []
+        caller: Any = None
         frame: Any = _getframe(1)
-        while frame is not None:
+        while frame is not None and len(kept) < limit:
             code = frame.f_code
-            kind = kinds.get(code)
+            kind = kinds.get(id(code))
             if kind is None:
                 kind = self._frame_kind(code)
-            if kind != _SKIP:
-                entry = None
-                if len(frames) < limit:
-                    entry = {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name}
-                    frames.append(entry)
-                elif caller is not None:
-                    break  # both found: the rest of the stack is not needed
+            if kind:  # not _SKIP
+                kept.append(id(code))
+                kept.append(frame.f_lineno)
                 if caller is None and kind == _USER:
-                    caller = entry or {"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name}
+                    caller = (id(code), frame.f_lineno, frame)
+            frame = frame.f_back
+        while caller is None and frame is not None:  # past the kept frames: only the caller is sought
+            code = frame.f_code
+            kind = kinds.get(id(code))
+            if kind == _USER or (kind is None and self._frame_kind(code) == _USER):
+                caller = (id(code), frame.f_lineno, frame)
+            frame = frame.f_back
+        key = (tuple(kept), caller[:2] if caller else None)
+        found = self._stacks.get(key)
+        if found is None:
+            generation = self._generation
+            found = self._make_stack(_getframe(1), caller[2] if caller else None, len(kept) // 2)
+            if len(self._stacks) >= MAX_CACHED_STACKS:
+                self._stacks.clear()
+            if generation == self._generation:  # else some key ids are no longer held in _codes
+                self._stacks[key] = found
+        return found
+
+    def _make_stack(self, frame: Any, caller_frame: Any, count: int
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+        """The frames and caller of one walk, attributed and encoded (a cache miss of _stack)."""
+        kinds = self._kinds
+        frames: list[dict[str, Any]] = []
+        while frame is not None and len(frames) < count:
+            code = frame.f_code
+            kind = kinds.get(id(code))
+            if kind if kind is not None else self._frame_kind(code):
+                frames.append({"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name})
             frame = frame.f_back
         frames.reverse()
-        return frames, attribute(caller)
+        caller = None
+        if caller_frame is not None:
+            code = caller_frame.f_code
+            caller = attribute({"file": code.co_filename, "line": caller_frame.f_lineno, "func": code.co_name})
+        return frames, caller, f'"stack":{encode_json(frames)},"caller":{encode_json(caller)}'
 
     # -- roles ------------------------------------------------------------
 
@@ -235,31 +298,50 @@ class Probes:
 
     def _enter(self, target: Target, label: str) -> int:
         """Write the call record; return its id, or _REFUSED if the guard refuses it."""
-        stack, caller = self.capture_stack()
+        stack, caller, stack_json = self._stack()
         open_calls = self._thread_state().setdefault("calls", [])
         call_id = next(self._ids)
-        fields: dict[str, Any] = {
-            "target": label,
-            "tag": target.tag,
-            "call_id": call_id,
-            "thread": _thread_name(),
-            "stack": stack,
-            "caller": caller,
-        }
-        if open_calls:
-            fields["parent_call"] = open_calls[-1]
-        if target.env:
-            fields["env"] = watched_env()
+        thread = _thread_name()
+        parent = open_calls[-1] if open_calls else None
+        env = watched_env() if target.env else None
         if target.role:
             self.take_role(target.role)
+
+        def fields() -> dict[str, Any]:
+            out: dict[str, Any] = {"target": label, "tag": target.tag, "call_id": call_id, "thread": thread,
+                                   "stack": stack, "caller": caller}
+            if parent is not None:
+                out["parent_call"] = parent
+            if env is not None:
+                out["env"] = env
+            return out
+
         if self.guard and target.guard and self.sink.role in GUARDED_ROLES:
-            fields["action"] = target.guard
-            self.sink.emit("blocked", **fields)
+            self.sink.emit("blocked", **fields(), action=target.guard)
             self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
             return _REFUSED
-        self.sink.emit("call", **fields)
+        prefix = self._prefixes.get(label) or self._prefix(target, label)
+        body = f'{prefix}{call_id},"thread":{self._thread_json.get(thread) or self._encode_thread(thread)},{stack_json}'
+        if parent is not None:
+            body += f',"parent_call":{encode_json(parent)}'
+        if env is not None:
+            body += f',"env":{encode_json(env)}'
+        self.sink.emit_encoded("call", body, fields)
         open_calls.append(call_id)
         return call_id
+
+    def _prefix(self, target: Target, label: str) -> str:
+        """A target's constant call-record members, encoded once."""
+        prefix = f'"target":{encode_json(label)},"tag":{encode_json(target.tag)},"call_id":'
+        self._prefixes[label] = prefix
+        return prefix
+
+    def _encode_thread(self, name: str) -> str:
+        text = str(encode_json(name))
+        if len(self._thread_json) >= MAX_CACHED_THREADS:
+            self._thread_json.clear()
+        self._thread_json[name] = text
+        return text
 
     def _leave(self, call_id: int, start: float, target: Target, instance: Any, result: Any,
                error: BaseException | None) -> None:
@@ -267,10 +349,15 @@ class Probes:
         local = self._thread_state()
         local["busy"] = True
         try:
-            open_calls = self._thread_state().get("calls")
+            open_calls = local.get("calls")
             if open_calls and open_calls[-1] == call_id:
                 open_calls.pop()
-            fields: dict[str, Any] = {"call_id": call_id, "duration_s": round(_perf_counter() - start, 6)}
+            duration = round(_perf_counter() - start, 6)
+            if error is None and not target.capture:  # the common case: two numbers
+                self.sink.emit_encoded("return", f'"call_id":{call_id},"duration_s":{duration!r}',
+                                       lambda: {"call_id": call_id, "duration_s": duration})
+                return
+            fields: dict[str, Any] = {"call_id": call_id, "duration_s": duration}
             if error is not None:
                 fields["error"] = f"{type(error).__name__}: {error}"[:500]
             else:
@@ -355,7 +442,7 @@ def _adjust_limit(delta: int) -> None:
 def _after_call(child_role: str | None) -> None:
     """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
     if child_role:
-        _child_roles.pop(_get_ident(), None)
+        clear_child_role()
     _adjust_limit(_HEADROOM - _STACK_COST)
 
 
@@ -447,102 +534,6 @@ class ObjectWrapper:
         import copy
 
         return copy.deepcopy(self.__wrapped__, memo)
-
-
-# -- child roles ----------------------------------------------------------------
-
-# Thread ident -> role, while a child_role target runs in that thread.
-_child_roles: dict[int, str] = {}
-# What the hand-over replaced, by name: fork_exec, posix_spawn, posix_spawnp.
-_real_spawners: dict[str, Any] = {}
-# _posixsubprocess.fork_exec's env argument: the same place on 3.9 - 3.13.
-_ENV_ARG = 5
-
-
-def set_child_role(role: str) -> None:
-    """Hand role to the interpreters this thread starts until the call ends."""
-    register_child_role_handover()
-    _child_roles[_get_ident()] = role
-
-
-def _role_for_child() -> str | None:
-    """The role for a child started now by this thread, if it is inside a child_role call."""
-    return _child_roles.get(_get_ident()) if _child_roles else None
-
-
-def _fork_exec(*args: Any) -> Any:
-    """_posixsubprocess.fork_exec, with CHILD_ROLE_ENV added to the child's own
-    environment when the starting thread is inside a child_role call."""
-    role = _role_for_child()
-    if role is not None and len(args) > _ENV_ARG:
-        env = args[_ENV_ARG]
-        if env is None:
-            env = [k + b"=" + v for k, v in os.environb.items()]
-        key = CHILD_ROLE_ENV.encode() + b"="
-        env = [e for e in env if not bytes(e).startswith(key)] + [key + role.encode()]
-        args = args[:_ENV_ARG] + (env,) + args[_ENV_ARG + 1:]
-    return _real_spawners["fork_exec"](*args)
-
-
-def _with_role(env: Any) -> Any:
-    """A copy of a posix_spawn environment mapping, with this thread's child role added."""
-    role = _role_for_child()
-    if role is None:
-        return env
-    env = dict(os.environ if env is None else env)  # None: this process's environment (3.13)
-    env[CHILD_ROLE_ENV] = role
-    return env
-
-
-def _posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
-    """os.posix_spawn (subprocess uses it from 3.13 when it can), with the child role added."""
-    return _real_spawners["posix_spawn"](path, argv, _with_role(env), *args, **kwargs)
-
-
-def _posix_spawnp(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
-    """os.posix_spawnp, with the child role added."""
-    return _real_spawners["posix_spawnp"](path, argv, _with_role(env), *args, **kwargs)
-
-
-def _spawner_slots() -> list[tuple[Any, str, str, Any]]:
-    """(owner, attribute, key, our function) for every way subprocess/multiprocessing start a child."""
-    import _posixsubprocess
-    import subprocess
-
-    return [(_posixsubprocess, "fork_exec", "fork_exec", _fork_exec),
-            (subprocess, "_fork_exec", "fork_exec", _fork_exec),  # its own alias, from 3.11
-            (os, "posix_spawn", "posix_spawn", _posix_spawn),
-            (os, "posix_spawnp", "posix_spawnp", _posix_spawnp)]
-
-
-def register_child_role_handover() -> None:
-    """Route the calls that start child processes through our versions (once).
-
-    subprocess and multiprocessing start every child through
-    _posixsubprocess.fork_exec (subprocess from 3.11 through its own alias) or,
-    from 3.13, os.posix_spawn; only the environment of a child started by a
-    thread inside a child_role call changes, so os.environ never holds the role.
-    """
-    if _real_spawners:
-        return
-    import _posixsubprocess
-
-    _real_spawners["fork_exec"] = _posixsubprocess.fork_exec
-    for owner, name, key, ours in _spawner_slots():
-        real = getattr(owner, name, None)
-        if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
-            _real_spawners[key] = real
-            setattr(owner, name, ours)
-
-
-def unregister_child_role_handover() -> None:
-    """Put the real functions back."""
-    if not _real_spawners:
-        return
-    for owner, name, key, ours in _spawner_slots():
-        if getattr(owner, name, None) is ours:
-            setattr(owner, name, _real_spawners[key])
-    _real_spawners.clear()
 
 
 def _knobs(module: Any) -> list[str]:

@@ -26,7 +26,7 @@ from ..common.vocab import SCHEMA_VERSION
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 # Records are kept well below the size a local filesystem appends atomically
 # (70 KB lines were seen intact here); bigger ones are shrunk, never split.
@@ -166,6 +166,11 @@ def _make_json_encoder() -> Any:
 
 
 _encode_json = _make_json_encoder()
+encode_json = _encode_json  # for the recorder, which encodes the parts of a record it caches
+# The members every record starts with, in this order (Sink._write).
+_HEADER_KEYS = frozenset(("v", "event", "ts", "pid", "ppid", "host", "role", "seq"))
+# Event names whose header is kept encoded: the vocabulary is small; a bound all the same.
+_MAX_HEADS = 64
 
 
 def _dumps(value: Any) -> bytes:
@@ -194,7 +199,15 @@ def encode(record: dict[str, Any]) -> bytes:
 
 
 class Sink:
-    """Appends records for this process to the run's log."""
+    """Appends records for this process to the run's log.
+
+    A record is written as one ASCII line whose members come in a fixed order:
+    the header (v, event, ts, pid, ppid, host, role, seq), then the fields as
+    given. The header's constant parts are encoded once per (event, identity)
+    and the fields once, so a record costs one encode of what changes; the
+    bytes are exactly those ``frame(encode(record))`` gives for the same record
+    (tests/test_sink.py).
+    """
 
     def __init__(self, path: str | None, host: str, role: str, create: bool = True) -> None:
         global _warning_sink
@@ -204,11 +217,22 @@ class Sink:
         if path:
             _warning_sink = self
         self.host = host
-        self.role = role
+        self._role = role
         self.pid = _getpid()
         self.ppid = _getppid()
         self.dropped = 0
         self._seq = itertools.count()
+        self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
+        self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
+
+    @property
+    def role(self) -> str:
+        return self._role
+
+    @role.setter
+    def role(self, role: str) -> None:
+        self._role = role
+        self._middle = ""
 
     def reset_after_fork(self, role: str) -> None:
         """Give a forked child its own identity; the shared fd stays valid."""
@@ -220,6 +244,15 @@ class Sink:
 
     def emit(self, event: str, **fields: Any) -> None:
         """Write one record; never raises. A failed write drops the record."""
+        self._write(event, None, fields)
+
+    def emit_encoded(self, event: str, body: str, fields: Callable[[], dict[str, Any]]) -> None:
+        """Write one record whose fields are already encoded: body is their JSON
+        members (``"a":1,"b":2``, ASCII, no braces, no header key); fields() gives
+        them as a dict for a record over MAX_RECORD_BYTES, which is shrunk. Never raises."""
+        self._write(event, body, fields)
+
+    def _write(self, event: str, body: str | None, fields: Any) -> None:
         if self.fd < 0:
             return
         try:
@@ -227,18 +260,25 @@ class Sink:
             # thread frozen there at interpreter exit must not leave a seq gap.
             if _identity(self.fd) != self.identity:
                 self._reopen()
-            record = {
-                "v": SCHEMA_VERSION,
-                "event": event,
-                "ts": _now(),
-                "pid": self.pid,
-                "ppid": self.ppid,
-                "host": self.host,
-                "role": self.role,
-                "seq": next(self._seq),
-            }
-            record.update(fields)
-            line = frame(encode(record))
+            ts = _now()
+            seq = next(self._seq)
+            line = None
+            if body is None and not fields.keys() & _HEADER_KEYS:  # else a field replaces a header value
+                body = _encode_json(fields)[1:-1] if fields else ""
+            if body is not None:
+                head = self._heads.get(event) or self._head(event)
+                middle = self._middle or self._make_middle()
+                stamp = repr(ts) if type(ts) is float else _encode_json(ts)
+                text = f"\n{head}{stamp}{middle}{seq}{',' if body else ''}{body}}}\n"
+                if len(text) <= MAX_RECORD_BYTES + len(RECORD_START):  # encode's bound, without the framing
+                    line = text.encode()
+            if line is None:
+                if callable(fields):
+                    fields = fields()
+                record = {"v": SCHEMA_VERSION, "event": event, "ts": ts, "pid": self.pid, "ppid": self.ppid,
+                          "host": self.host, "role": self._role, "seq": seq}
+                record.update(fields)
+                line = frame(encode(record))
             written = _write(self.fd, line)
             if written != len(line):
                 self._terminate_fragment()
@@ -246,6 +286,17 @@ class Sink:
         except Exception as exc:
             self.dropped += 1
             warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
+
+    def _head(self, event: str) -> str:
+        head = f'{{"v":{_encode_json(SCHEMA_VERSION)},"event":{_encode_json(event)},"ts":'
+        if len(self._heads) < _MAX_HEADS:
+            self._heads[event] = head
+        return head
+
+    def _make_middle(self) -> str:
+        self._middle = (f',"pid":{_encode_json(self.pid)},"ppid":{_encode_json(self.ppid)},'
+                        f'"host":{_encode_json(self.host)},"role":{_encode_json(self._role)},"seq":')
+        return self._middle
 
     def _reopen(self) -> None:
         """The fd is no longer the log (closed, maybe reused by the host): open the path again.

@@ -1,13 +1,30 @@
 """The root's side of the watcher: start it without the host ever seeing a child.
 
-The root forks a tiny intermediate, which leaves the root's session, points
-stdio at /dev/null, closes every other inherited fd but the log's, spawns a
-fresh interpreter (``python -I -S``: no site, so no .pth activation and no
-torch; WP_AUTOTRACE* cleared too) running ``wp_autotrace.watcher.main`` and
-exits; the root reaps it before ``spawn`` returns. The watcher is therefore
-an orphan in its own session, recognisable in ps as
-``... wp-autotrace-watch RUN ...``. This module is imported by every traced
-root at start-up: stdlib only, no typing.
+The root never forks. It posix_spawns a tiny intermediate (``/bin/sh``, or
+the interpreter itself where there is no shell) in a new session, with
+stdio on /dev/null and only the log's fd (as WATCHER_LOG_FD) inherited; the
+intermediate starts the watcher in the background -- a fresh interpreter
+(``python -I -S``: no site, so no .pth activation and no torch; WP_AUTOTRACE*
+cleared too) running ``wp_autotrace.watcher.main`` -- and exits, and the
+root reaps it before ``spawn`` returns. The watcher is therefore an orphan
+in its own session, recognisable in ps as ``... wp-autotrace-watch RUN ...``.
+
+Why no fork: on Python 3.12+ a fork() in a process another .pth already
+gave a thread prints a DeprecationWarning on the host's stderr, and a fork
+runs the host's at-fork hooks. posix_spawn (vfork + exec) does neither.
+
+Why SIGCHLD is ignored while the intermediate lives: the kernel adds a
+child's rusage to its parent's RUSAGE_CHILDREN only when the parent reaps it
+by wait(); a child that ends while SIGCHLD is SIG_IGN is reaped by the
+kernel, unaccounted. So a traced root's getrusage(RUSAGE_CHILDREN) stays what
+it is untraced (0 before its first child). The disposition is changed only
+when it is SIG_DFL (the interpreter's own), and put back before spawn()
+returns; the intermediate gets SIGCHLD back at its default. The one cost: a
+child some other start-up code started and that ends in that millisecond is
+reaped unseen (docs/security.md, Residual risks).
+
+This module is imported by every traced root at start-up: stdlib only, no
+typing, and ``_signal`` rather than ``signal`` (which imports enum).
 """
 
 from __future__ import annotations
@@ -17,68 +34,78 @@ import sys
 
 ARGV_MARK = "wp-autotrace-watch"  # what ps shows, followed by the run id
 NICE = 10  # it only watches: let the run have the CPU
-EXEC_FAILED = 127  # as a shell says "command not found"
+# The log's fd number in the watcher: the first after stdio (the root's own number may be any).
+WATCHER_LOG_FD = 3
 # The interpreter's code: put the package's directory first on sys.path, run main().
 # Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
 BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
         "from wp_autotrace.watcher.main import main;main(sys.argv[1:])")
+SHELL = "/bin/sh"
+# The intermediate: start its arguments in the background and exit at once (an
+# asynchronous list: the shell forks, the child execs; the shell does not wait).
+SHELL_SCRIPT = '"$@" &'
+# Where there is no shell: the same with the interpreter (slower to start, milliseconds).
+PY_INTERMEDIATE = "import os,sys\nif os.fork()==0:\n os.execv(sys.argv[1],sys.argv[1:])"
 
-
-_exit = os._exit  # bound once: the intermediate leaves by it without running the host's atexit handlers
 
 def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
           redact: str = "") -> bool:
-    """Start the watcher for this run; True when the intermediate forked it.
+    """Start the watcher for this run; True when the intermediate was started and has ended.
 
-    Called in the root at start-up, before any thread exists. The intermediate
-    child is reaped here, so the host never sees a child of ours. redact: the
-    WP_AUTOTRACE_REDACT spec (name patterns, no secrets), as the watcher's
-    environment has no WP_AUTOTRACE* variables.
+    Called in the root at start-up. The intermediate is reaped here (by the
+    kernel, see the module docstring), so the host never sees a child of
+    ours. redact: the WP_AUTOTRACE_REDACT spec (name patterns, no secrets),
+    as the watcher's environment has no WP_AUTOTRACE* variables.
     """
-    if not sys.executable:  # embedded: no interpreter to run
+    if not sys.executable or not hasattr(os, "posix_spawn"):  # embedded, or no posix_spawn: no watcher
         return False
     pkg_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     # Where the watcher starts reading the log: just after the root's process_start.
     offset = os.lseek(log_fd, 0, os.SEEK_CUR)
-    argv = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(log_fd), log, str(offset),
-            str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact]
-    pid = os.fork()
-    if pid == 0:  # the intermediate: never returns into the host's code
-        code = 1
-        try:
-            _detach_and_spawn(argv, log_fd)
-            code = 0
-        finally:
-            _exit(code)
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:  # SIGCHLD inherited as ignored: the kernel reaped it already
-        return True
-    return status == 0
+    target = WATCHER_LOG_FD if log_fd != WATCHER_LOG_FD else WATCHER_LOG_FD + 1
+    watcher = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(target), log, str(offset),
+               str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact]
+    if os.access(SHELL, os.X_OK):
+        argv = [SHELL, "-c", SHELL_SCRIPT, "wp-autotrace-spawn", *watcher]  # $0, then "$@"
+    else:
+        argv = [sys.executable, "-I", "-S", "-c", PY_INTERMEDIATE, *watcher]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    return _spawn_reaped(argv, env, _file_actions(log_fd, target))
 
 
-def _detach_and_spawn(argv: list[str], keep_fd: int) -> None:
-    """In the intermediate: own session, quiet stdio, only the log fd kept; fork the watcher."""
-    os.setsid()
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
+def _file_actions(log_fd: int, target: int) -> list[tuple[object, ...]]:
+    """The log's fd at target (dup2 clears close-on-exec), stdio on /dev/null, every other fd closed."""
+    actions: list[tuple[object, ...]] = [(os.POSIX_SPAWN_DUP2, log_fd, target)]
+    actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0))
+    actions += [(os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
     try:
         open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
     except OSError:
-        open_fds = list(range(3, 1024))
-    for fd in open_fds:
-        if fd > 2 and fd != keep_fd:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    os.set_inheritable(keep_fd, True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
-    # fork + exec rather than posix_spawn: posix_spawn returns only once the new
-    # process has exec'd, and on a busy host that wait (the root's) was up to 27 ms.
-    if os.fork() == 0:
+        open_fds = []  # no /proc: the host's fds are close-on-exec unless it made them inheritable
+    # A close of a number not open (the listing's own fd) is ignored by posix_spawn.
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(open_fds) if fd > 2 and fd != target]
+    return actions
+
+
+def _spawn_reaped(argv: list[str], env: dict[str, str], actions: list[tuple[object, ...]]) -> bool:
+    """posix_spawn argv in a new session and wait for it to end, leaving no rusage behind."""
+    import _signal  # type: ignore[import-not-found]  # signal.py would import enum (milliseconds)
+
+    sigchld = _signal.SIGCHLD
+    before = _signal.getsignal(sigchld)
+    ignore = before == _signal.SIG_DFL  # a handler someone set (or C code's: None) is never touched
+    if ignore:
+        _signal.signal(sigchld, _signal.SIG_IGN)
+    try:
         try:
-            os.execve(argv[0], argv, env)
-        finally:
-            _exit(EXEC_FAILED)
+            pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True, setsigdef=(sigchld,))
+        except NotImplementedError:  # no POSIX_SPAWN_SETSID here
+            return False
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # SIGCHLD ignored: the kernel reaped it as it ended
+            return True
+        return status == 0
+    finally:
+        if ignore:
+            _signal.signal(sigchld, before)

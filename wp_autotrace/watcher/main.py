@@ -24,7 +24,7 @@ import time
 from ..common import vocab as V
 from ..common.cmdline import role_from_cmd
 from ..common.procfs import make_reader
-from ..common.redact import env_secrets, parse_patterns, redact_cmd
+from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..runtime.sink import Sink
 from .memory import make_sampler
 
@@ -32,7 +32,16 @@ TYPE_CHECKING = False  # the root imports this module at start-up: no typing the
 if TYPE_CHECKING:
     from typing import Any
 
-HEARTBEAT_S = 2.0  # a tree record with fresh rss at least this often
+# rss heartbeats (tree records' `rss` list): a process's rss is written when it moved by a
+# meaningful amount since the value last written for it (looked for every HEARTBEAT_S), and every
+# live process's at least every KEEPALIVE_S. An idle run then writes ~nothing between keep-alives
+# (500 idle processes: ~30 KB a minute rather than ~760 KB); peak/last rss read from the log are
+# within RSS_MOVE_FRACTION or RSS_MOVE_BYTES of the truth, and exact for a process at its end
+# (leftover entries carry their own rss).
+HEARTBEAT_S = 2.0
+KEEPALIVE_S = 60.0
+RSS_MOVE_FRACTION = 0.10
+RSS_MOVE_BYTES = 16 << 20
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
 SCAN_S = 2.0  # seconds between /proc scans for orphans of the root's group or session
 LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
@@ -165,6 +174,8 @@ class Watcher:
         self.leftover_written = False
         self._last_heartbeat = 0.0
         self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
+        self._last_keepalive = 0.0
+        self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
@@ -180,7 +191,11 @@ class Watcher:
 
     def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
         """A tree entry for a process joining the run: its stat, command line and role."""
-        cmd = redact_cmd(self.reader.cmdline(info["pid"]), self.patterns, self.secrets)
+        pid = info["pid"]
+        # Masked argument by argument, then joined; with the secrets of its own environment too
+        # (a variable only this child was given).
+        secrets = self.secrets + environ_secrets(self.reader.environ(pid), self.patterns)
+        cmd = " ".join(redact_argv(self.reader.argv(pid), self.patterns, secrets)).strip()
         entry = {k: info[k] for k in ENTRY_KEYS}
         entry["cmd"] = cmd[:CMD_CHARS]
         if len(cmd) > CMD_CHARS:
@@ -267,6 +282,7 @@ class Watcher:
         """Write off a process: its end is now, the first sample where it was gone."""
         old = self.live.pop(pid)
         self.threads.pop(pid, None)
+        self.written_rss.pop(pid, None)
         ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
 
     def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> None:
@@ -298,18 +314,35 @@ class Watcher:
             self.log.scan()
         started, ended = self.sample(now)
         lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
-        heartbeat = now - self._last_heartbeat >= HEARTBEAT_S
-        if heartbeat:
-            lists["rss"] = [{"pid": p["pid"], "create_time": p["create_time"], "rss": p["rss"]}
-                            for p in self.live.values()]
-            self._last_heartbeat = now
-        if started or ended or heartbeat:
+        for entry in started:
+            self.written_rss[entry["pid"]] = entry["rss"]
+        rss = self._heartbeat(now)
+        if rss:
+            lists["rss"] = rss
+        if started or ended or rss:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
         memory = self.memory.tick(now, self.live) if self.memory is not None else None
         if memory:
             self.emit_parts("memory", memory)
         if self.root_end is None and self.root not in self.live:
             self.root_end = now
+
+    def _heartbeat(self, now: float) -> list[dict[str, Any]]:
+        """The rss entries due now: every live process's at a keep-alive, else those that moved."""
+        if now - self._last_heartbeat < HEARTBEAT_S:
+            return []
+        self._last_heartbeat = now
+        everyone = now - self._last_keepalive >= KEEPALIVE_S
+        if everyone:
+            self._last_keepalive = now
+        due = []
+        written = self.written_rss
+        for p in self.live.values():
+            rss, before = p["rss"], written.get(p["pid"])
+            if everyone or before is None or _moved(before, rss):
+                written[p["pid"]] = rss
+                due.append({"pid": p["pid"], "create_time": p["create_time"], "rss": rss})
+        return due
 
     def leftover(self, how: str) -> None:
         """The run's processes alive now (the root is gone)."""
@@ -359,6 +392,12 @@ class Watcher:
             self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
         cpu = os.times()
         self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+
+
+def _moved(before: int, now: int) -> bool:
+    """Whether rss moved enough since the value written to be worth a heartbeat entry."""
+    change = abs(now - before)
+    return change >= RSS_MOVE_BYTES or change >= before * RSS_MOVE_FRACTION
 
 
 def main(args: list[str]) -> None:

@@ -1,0 +1,196 @@
+"""The inventory of host patches (runtime/host_patches.py): every replacement of a
+host function is there, and each restore puts back the very objects its install found.
+"""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import ast
+import atexit
+import builtins
+import logging
+import multiprocessing.util
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wp_autotrace.runtime import catch, host_patches
+
+RUNTIME = Path(host_patches.__file__).parent
+
+# Every host object some patch replaces: (owner, attribute).
+REPLACED = (
+    (builtins, "__build_class__"), (atexit, "register"), (os, "register_at_fork"),
+    (_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"), (os, "posix_spawn"), (os, "posix_spawnp"),
+    (sys, "excepthook"), (threading, "excepthook"),
+)
+# Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py may.
+REPLACED_NAMES = {name for _, name in REPLACED}
+REGISTRATIONS = {"register_at_fork", "addFilter", "register_after_fork", "Finalize"}
+
+
+def host_objects() -> dict[str, Any]:
+    """What a host's code finds in every patched place, multiprocessing's registries included
+    (atexit's cannot be read: test_process_hooks_... runs the exit instead)."""
+    found: dict[str, Any] = {f"{owner.__name__}.{name}": getattr(owner, name, None) for owner, name in REPLACED}
+    found["logger filters"] = {name: list(logging.getLogger(name).filters) for name in catch.LOGGERS}
+    found["after-fork registry"] = dict(multiprocessing.util._afterfork_registry)
+    found["finalizers"] = dict(multiprocessing.util._finalizer_registry)
+    return found
+
+
+class FakeFinder:
+    """The finder as the body hooks see it: wraps nothing."""
+
+    def _contained(self, where: str, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    def patch_value(self, module: str, name: str, value: Any) -> None:
+        pass
+
+    def wrap_function(self, module: str, fn: Any) -> Any:
+        return fn
+
+
+def test_body_hooks_restore_what_they_found() -> None:
+    """install_body_hooks replaces three host functions; restore_body_hooks puts back those very objects,
+    and undoes `from os import register_at_fork` run by the body."""
+    before = host_objects()
+    ns: dict[str, Any] = {}
+    host_patches.install_body_hooks(ns, FakeFinder(), "m")
+    try:
+        assert builtins.__build_class__ is not before["builtins.__build_class__"]
+        assert atexit.register is not before["atexit.register"]
+        exec("from os import register_at_fork", ns)
+        assert ns["register_at_fork"] is not before["os.register_at_fork"]
+    finally:
+        host_patches.restore_body_hooks(ns)
+    assert host_objects() == before
+    assert ns["register_at_fork"] is before["os.register_at_fork"]
+
+
+def test_child_role_handover_restores_the_spawners() -> None:
+    """The hand-over replaces every spawner of subprocess; restore puts each back."""
+    before = host_objects()
+    host_patches.install_child_role_handover()
+    try:
+        assert _posixsubprocess.fork_exec is not before["_posixsubprocess.fork_exec"]
+        assert os.posix_spawn is not before["os.posix_spawn"]
+    finally:
+        host_patches.restore_child_role_handover()
+    assert host_objects() == before
+
+
+def test_child_role_reaches_the_child_only_while_set() -> None:
+    """A child started inside set_child_role gets the role in its own environment; os.environ never does."""
+    show = [sys.executable, "-c", "import os; print(os.environ.get('WP_AUTOTRACE_CHILD_ROLE'))"]
+    try:
+        host_patches.set_child_role("compile-worker")
+        assert subprocess.run(show, capture_output=True, text=True, timeout=30).stdout.strip() == "compile-worker"
+        assert "WP_AUTOTRACE_CHILD_ROLE" not in os.environ
+        host_patches.clear_child_role()
+        assert subprocess.run(show, capture_output=True, text=True, timeout=30).stdout.strip() == "None"
+    finally:
+        host_patches.restore_child_role_handover()
+
+
+def test_error_capture_restores_hooks_and_filters() -> None:
+    """The excepthooks and the logger filters come back as they were; what they saw was recorded."""
+    before = host_objects()
+    seen: list[Any] = []
+    host_patches.install_error_capture(catch.LOGGERS, seen.append, lambda source, exc: seen.append(source))
+    try:
+        assert sys.excepthook is not before["sys.excepthook"]
+        logging.getLogger(catch.LOGGERS[1]).warning("x")
+        assert [r.msg for r in seen] == ["x"]
+    finally:
+        host_patches.restore_error_capture()
+    assert host_objects() == before
+
+
+def test_restore_leaves_a_later_patch_alone() -> None:
+    """Someone who hooked sys.excepthook after us keeps their hook when we restore."""
+    real = sys.excepthook
+
+    def theirs(*args: Any) -> None:
+        pass
+
+    host_patches.install_error_capture((), lambda r: None, lambda s, e: None)
+    sys.excepthook = theirs
+    try:
+        host_patches.restore_error_capture()
+        assert sys.excepthook is theirs
+    finally:
+        sys.excepthook = real
+
+
+def test_process_hooks_restore_the_exit_callback_and_disarm_the_fork_hook() -> None:
+    """The exit callback runs at exit until restore; the at-fork hook (CPython cannot unregister it) is disarmed."""
+    code = ("import os, sys\nfrom wp_autotrace.runtime import host_patches as hp\n"
+            "hp.install_process_hooks(lambda: os.write(1, b'forked\\n'), lambda: os.write(1, b'exit\\n'))\n"
+            "pid = os.fork()\nif pid == 0: os._exit(0)\nos.waitpid(pid, 0)\n"
+            "if sys.argv[1] == 'restore':\n    hp.restore_process_hooks()\n"
+            "    pid = os.fork()\n    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    kept = subprocess.run([sys.executable, "-c", code, "keep"], capture_output=True, text=True, env=env, timeout=60)
+    gone = subprocess.run([sys.executable, "-c", code, "restore"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert (kept.stdout.split(), kept.stderr) == (["forked", "exit"], "")
+    assert (gone.stdout.split(), gone.stderr) == (["forked"], "")
+
+
+def test_mp_exit_finalizer_restores_the_registries() -> None:
+    """The after-fork entry and the finalizer it makes both leave multiprocessing's registries."""
+    before = host_objects()
+    host_patches.install_mp_exit_finalizer(lambda how: None)
+    try:
+        assert len(multiprocessing.util._afterfork_registry) == len(before["after-fork registry"]) + 1
+        host_patches._add_mp_exit_finalizer(host_patches._mp_exit_token)  # as a starting worker would
+        assert len(multiprocessing.util._finalizer_registry) == len(before["finalizers"]) + 1
+    finally:
+        host_patches.restore_mp_exit_finalizer()
+    assert host_objects() == before
+
+
+def _host_patches_in(path: Path) -> list[str]:
+    """Assignments to a replaced name (also by setattr or vars()[...]) and registrations, with their lines."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and target.attr in REPLACED_NAMES:
+                    found.append(f"{path.name}:{node.lineno} assigns {target.attr}")
+                if (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+                        and target.slice.value in REPLACED_NAMES):
+                    found.append(f"{path.name}:{node.lineno} assigns {target.slice.value}")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in REGISTRATIONS or (name == "register" and getattr(func, "value", None) is not None
+                                         and getattr(func.value, "id", "") == "atexit"):  # type: ignore[attr-defined]
+                found.append(f"{path.name}:{node.lineno} calls {name}")
+            if (name == "setattr" and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+                    and node.args[1].value in REPLACED_NAMES):
+                found.append(f"{path.name}:{node.lineno} setattr {node.args[1].value}")
+    return found
+
+
+def test_the_check_sees_every_patch_in_the_inventory() -> None:
+    """The AST check below recognises each kind of patch host_patches.py makes."""
+    seen = " ".join(_host_patches_in(RUNTIME / "host_patches.py"))
+    for word in ("assigns __build_class__", "assigns excepthook", "calls register_at_fork", "calls addFilter",
+                 "calls register_after_fork", "calls Finalize", "calls register"):
+        assert word in seen
+
+
+@pytest.mark.parametrize("path", sorted(RUNTIME.glob("*.py")), ids=lambda p: p.name)
+def test_no_host_patch_outside_the_inventory(path: Path) -> None:
+    """Only host_patches.py touches the functions a host patch replaces."""
+    if path.name == "host_patches.py":
+        return
+    assert not _host_patches_in(path)

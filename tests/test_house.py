@@ -1,0 +1,74 @@
+"""House rules the code keeps: small functions, and every file a comment cites exists.
+
+Both are read off the source with ast/tokenize, like the layer rule (tests/test_layers.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "wp_autotrace"
+SOURCES = sorted(PKG.rglob("*.py"))
+# A function longer than this does several things: split it (TEAM.md style rule).
+MAX_FUNCTION_LINES = 80
+# Folders a citation may start from: the repository's own, or a layer of the package.
+REPO_PREFIXES = ("docs/", "tests/", "bench/", "tools/", "examples/", "wp_autotrace/", "common/", "runtime/",
+                 "watcher/", "analysis/", "cli/", "../")
+# File names cited from torch's own tree (the target table describes them).
+EXTERNAL_NAMES = {"__autotune_main__.py"}
+_CITED = re.compile(r"(?<![\w/.-])((?:\.\./)?[\w][\w./-]*\.(?:md|py))\b")
+_STDLIB = Path(os.__file__).parent
+_NAMES = {p.name for p in ROOT.rglob("*") if not {".git", ".venv", "bench"} & set(p.parts)}
+
+
+def _long_functions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_function_over_80_lines(path: Path) -> None:
+    assert not _long_functions(path)
+
+
+def _missing_citations(path: Path) -> list[str]:
+    """Files named in path's comments and docstrings that exist nowhere they could mean."""
+    missing = []
+    for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if tok.type not in (tokenize.COMMENT, tokenize.STRING):
+            continue
+        for cited in _CITED.findall(tok.string):
+            if "/" in cited and not cited.startswith(REPO_PREFIXES) and not cited.endswith(".md"):
+                continue  # a path in another project's tree (torch's, a plugin's)
+            bases = (ROOT, PKG, path.parent)
+            # Inside the repository: a checkout has nothing beside it.
+            found = any((base / cited).exists() and (base / cited).resolve().is_relative_to(ROOT) for base in bases)
+            if "/" not in cited:
+                found = found or cited in _NAMES or (_STDLIB / cited).exists() or cited in EXTERNAL_NAMES
+            if not found:
+                missing.append(f"{path.relative_to(ROOT)}:{tok.start[0]} cites {cited}")
+    return missing
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_every_cited_file_exists(path: Path) -> None:
+    assert not _missing_citations(path)
+
+
+def test_no_citation_of_a_contracts_file_that_does_not_exist() -> None:
+    """The contracts the code cites are docs/contracts.md's sections, cited by that name."""
+    cites = [f"{p.relative_to(ROOT)}:{n}" for p in [*SOURCES, *sorted((ROOT / "tests").glob("*.py"))]
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"CONTRACTS\b", line) and p.name != "test_house.py"]
+    assert not cites

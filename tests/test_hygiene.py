@@ -1,0 +1,204 @@
+"""Issue 24: escapes, secrets, the OTLP endpoint, start-up rusage and fork, guard notices, small truths."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+from wp_autotrace.analysis.fmt import escape
+from wp_autotrace.analysis.model import build
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.cli.cleanup import cleanup
+
+from .conftest import clean_env, events, run_python, wait_for_watcher
+from .test_model import report
+from .test_report import LogWriter
+
+HOST = os.uname().nodename
+# Bidirectional and invisible format characters: each reorders or hides what a terminal shows.
+INVISIBLE = "\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\u200e\u200f\u061c\u2028\u2029\ufeff"
+
+
+# -- item 4: bidi and invisible controls are escaped wherever text reaches a terminal --------------
+
+def test_escape_covers_bidi_and_invisible() -> None:
+    """Each such character becomes \\uNNNN; C0/C1 stay \\xNN; ordinary text is untouched."""
+    out = escape("a" + INVISIBLE + "\x1b\x9b é")
+    assert not set(out) & set(INVISIBLE + "\x1b\x9b")
+    assert out.startswith("a\\u202e\\u2066") and "\\x1b\\x9b é" in out
+
+
+def test_report_text_escapes_bidi_json_keeps_it(tmp_path: Path) -> None:
+    """A right-to-left override in argv reaches the text report escaped, the JSON exact."""
+    w = LogWriter()
+    evil = "python train.py \u202eyp.niart\u2066x\u200b"
+    w.add(0, 100, 1, "main", "process_start", argv=[evil], forked=False, run="r1")
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    assert not set(text) & set(INVISIBLE) and "\\u202eyp.niart\\u2066x\\u200b" in text
+    assert rep["run"]["command"] == evil
+
+
+def test_cleanup_output_is_escaped() -> None:
+    """cleanup's lines carry the log's role and run id: escaped like the report."""
+    said: list[str] = []
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    recs = [{"v": 1, "event": "leftover", "ts": time.time(), "pid": 1, "ppid": 0, "host": HOST, "role": "main",
+             "seq": 0, "run": "r\u202e1\x1b", "pids": [dead.pid],
+             "procs": [{"pid": dead.pid, "create_time": 1.0, "role": "side\u2066car\u200b", "cmd": "x"}]}]
+    cleanup([(build(recs), None)], None, dry_run=True, grace=0.1, say=said.append)
+    assert said and not set("".join(said)) & set(INVISIBLE + "\x1b"), said
+    assert any("\\u202e" in line for line in said) and any("\\u2066" in line for line in said)
+
+
+def test_doctor_output_is_escaped() -> None:
+    """doctor prints the interpreter path it was given: escaped."""
+    from wp_autotrace.cli.main import main
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["doctor", "--python", "/nonexistent/py\u202ethon\x1b"])
+    assert code == 1
+    assert not set(out.getvalue()) & set(INVISIBLE + "\x1b") and "py\\u202ethon\\x1b" in out.getvalue()
+
+
+# -- items 6 and 7: the watcher starts without a fork of the host, and leaves no child rusage ------
+
+RUSAGE = ("import resource\nr = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+          "print([getattr(r, f) for f in dir(r) if f.startswith('ru_')])\n")
+
+
+def test_child_rusage_before_any_child_is_untouched(tmp_path: Path) -> None:
+    """getrusage(RUSAGE_CHILDREN) in a traced root (watcher on) is what it is untraced: all zero."""
+    log = tmp_path / "r.jsonl"
+    untraced = run_python(["-c", RUSAGE], clean_env())
+    traced = run_python(["-c", RUSAGE], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)))
+    assert (traced.returncode, traced.stdout, traced.stderr) == (untraced.returncode, untraced.stdout,
+                                                                untraced.stderr)
+    assert set(json.loads(untraced.stdout)) == {0}
+    assert events(wait_for_watcher(log, 30, event="watcher_start"), "watcher_start")  # it did start
+
+
+# The host has a thread before spawn() (as when another .pth started one), and any fork is a tripwire.
+NO_FORK = """
+import os, sys, threading, time
+threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+def tripwire(*a, **k):
+    raise AssertionError("the host forked")
+os.fork = tripwire
+from wp_autotrace.runtime.spawn import spawn
+path = sys.argv[1]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+print(spawn(fd, path, "0123456789ab", 0.0, 0.05, 0.0))
+try:
+    os.waitpid(-1, os.WNOHANG)
+    print("a child is left")
+except ChildProcessError:
+    pass
+"""
+
+
+def test_watcher_starts_without_forking_a_threaded_host(tmp_path: Path) -> None:
+    """No fork() of the host (3.12+ -X dev would warn: multi-threaded), no child left, stderr quiet."""
+    log = tmp_path / "w.jsonl"
+    res = run_python(["-X", "dev", "-c", NO_FORK, str(log)], clean_env())
+    assert (res.returncode, res.stdout, res.stderr) == (0, "True\n", ""), res.stderr
+    assert events(wait_for_watcher(log, 30, event="watcher_start"), "watcher_start")
+
+
+# -- item 2: secrets masked per argument, from a child's own environment, URLs and headers ---------
+
+def test_redact_per_argument_forms() -> None:
+    """One argument is masked whole: --token=two words leaves no word; URLs, headers, --passwd/--pass."""
+    from wp_autotrace.common import redact
+
+    pats = redact.DEFAULT_PATTERNS
+    argv = ["curl", "--token=two words", "-H", "Authorization: Bearer abc.def", "postgres://u:pw@db:5432/x",
+            "--passwd", "p1", "--pass", "p2", "X-Api-Key: k3", "sh -c 'train --token t4 --lr 1'",
+            "--db=mysql://root:hunter2@h/x?y=1", "--lr", "0.1", "https://host/path", "PASS=p5"]
+    assert redact.redact_argv(argv, pats) == [
+        "curl", "--token=***", "-H", "Authorization: Bearer ***", "postgres://u:***@db:5432/x",
+        "--passwd", "***", "--pass", "***", "X-Api-Key: ***", "sh -c 'train --token *** --lr 1'",
+        "--db=mysql://root:***@h/x?y=1", "--lr", "0.1", "https://host/path", "PASS=***"]
+    assert redact.environ_secrets(b"A=1\0CHILD_TOKEN=abcdefgh\0X_SECRET=cut", pats) == ("abcdefgh",)
+
+
+CHILD_SECRETS = '''
+import os, subprocess
+env = dict(os.environ, CHILD_ONLY_TOKEN="childenv-SECRET-1")
+subprocess.run(["sh", "-c", "sleep 0.6", "x", "--token=two SECRET-2 words", "postgres://u:pw-SECRET-3@db/x",
+                "Authorization: Bearer tok-SECRET-4", "--passwd", "SECRET-5", "--note", "childenv-SECRET-1"],
+               env=env)
+'''
+
+
+def test_tree_records_mask_per_argument_and_child_environment(tmp_path: Path) -> None:
+    """The watcher's tree cmd: masked argument by argument, with the secrets of the child's own environment."""
+    script = tmp_path / "root.py"
+    script.write_text(CHILD_SECRETS)
+    log = tmp_path / "run.jsonl"
+    res = run_python([str(script)], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log),
+                                              WP_AUTOTRACE_SAMPLE_INTERVAL="0.05"), timeout=60)
+    assert res.returncode == 0, res.stderr
+    recs = wait_for_watcher(log, 30)
+    shells = [p for t in events(recs, "tree") for p in t["started"] if p["name"] == "sh"]
+    assert shells, recs
+    # /proc may show no command line yet at the first sight (the watcher reads it again then).
+    assert shells[-1]["cmd"] == ("sh -c sleep 0.6 x --token=*** postgres://u:***@db/x Authorization: Bearer *** "
+                                "--passwd *** --note ***"), shells
+    assert b"SECRET" not in log.read_bytes()
+
+
+def test_old_logs_leak_no_secret_into_any_output(tmp_path: Path) -> None:
+    """A log whose writer masked less (or not at all): report --json and text, chrome and OTLP mask it."""
+    from wp_autotrace.analysis.chrome import to_chrome_trace
+    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.otlp import to_otlp
+    from wp_autotrace.analysis.report import analyze
+
+    w = LogWriter()
+    argv = ["python", "train.py", "--api-key", "SECRET-1", "--db=postgres://u:SECRET-2@h/x"]
+    w.add(0, 100, 1, "main", "process_start", argv=argv, forked=False, run="r1", root_pid=100)
+    w.add(0.5, 100, 1, "watcher", "tree", run="r1", root_pid=100, count=2, final=False, ended=[], started=[
+        {"pid": 100, "ppid": 1, "name": "python", "create_time": 0.0, "rss": 1, "cmd": " ".join(argv)},
+        {"pid": 101, "ppid": 100, "name": "curl", "create_time": 0.1, "rss": 1,
+         "cmd": "curl -H Authorization: Bearer SECRET-3 --password SECRET-4"}])
+    w.add(0.9, 100, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=1, pids=[101],
+          procs=[{"pid": 101, "ppid": 100, "name": "curl", "create_time": 0.1, "rss": 1,
+                  "cmd": "curl --token SECRET-5"}])
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    data = read_logs([str(w.write(tmp_path / "old.jsonl"))])
+    rep = analyze(data)
+    outputs = {"json": json.dumps(rep), "text": render_text(rep, {}),
+               "chrome": json.dumps(to_chrome_trace(data)), "otlp": json.dumps(to_otlp(data))}
+    for name, text in outputs.items():
+        assert "SECRET" not in text, name
+
+
+def test_cleanup_dry_run_masks_the_live_command_line(tmp_path: Path) -> None:
+    """--dry-run shows a live process's command line: masked as the log's is."""
+    from wp_autotrace.common.procfs import ProcReader
+
+    from .test_cleanup import _cleanup, _dead_pid, _log
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--token", "live-SECRET-1",
+                             "postgres://u:live-SECRET-2@h/x"], env=clean_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        info = ProcReader().stat(proc.pid)
+        assert info is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+                                                           "role": "compile-sidecar", "cmd": "python x"}])
+        res = _cleanup(str(log), "--dry-run")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "--token *** postgres://u:***@h/x" in res.stdout and "SECRET" not in res.stdout, res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -1,0 +1,125 @@
+"""Jobs: runs of one launch on several hosts, grouped by the launchers' ids (analysis/jobs.py).
+
+Synthetic logs for the rule (share an id and overlap: one job; reuse an id later:
+two jobs; share nothing: apart), then a SLURM-shaped launch of real traced
+processes (two steps of one job id, env set by hand).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.cli.main import main
+
+from .conftest import clean_env, read_log, report_json, wait_for_watcher
+from .test_report import T0, LogWriter
+
+TORCHRUN = {"TORCHELASTIC_RUN_ID": "exp7", "MASTER_ADDR": "n0", "MASTER_PORT": "29500",
+            "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}
+STEP_TIMEOUT_S = 60  # one traced `python -c` and its watcher, on a loaded 2-core box
+
+
+def node_log(tmp_path: Path, host: str, rank: int, t: float = 0.0, ident: dict[str, str] | None = None,
+             leftover_sidecar: bool = False, run: str | None = None) -> Path:
+    """One node of a torchrun job: launcher 100 (no rank) -> rank 101 (makes a pool, sidecar 102)."""
+    w = LogWriter(host)
+    run = run or f"run{host}{int(t)}"
+    start = {"run": run, "root_pid": 100, "forked": False, "env": {}}
+    rank_env = {**(TORCHRUN if ident is None else ident), "RANK": str(rank), "LOCAL_RANK": "0"}
+    w.add(t, 100, 1, "main", "process_start", argv=["python", "/usr/bin/torchrun", "train.py"], **start)
+    w.add(t + 1, 101, 100, "child", "process_start", argv=["python", "train.py"], rank=rank_env, **start)
+    w.warm(t + 2, 101, 100, "child", 102)
+    w.add(t + 3, 102, 101, "compile-sidecar", "process_start", argv=["python", "x/__main__.py"], rank=rank_env,
+          **start)
+    w.add(t + 8, 101, 100, "child", "process_exit", how="exit", code=0)
+    w.add(t + 9, 100, 1, "main", "process_exit", how="exit", code=0)
+    procs = [{"pid": 102, "ppid": 1, "rss": 300 << 20, "role": "compile-sidecar"}] if leftover_sidecar else []
+    w.add(t + 9.5, 900, 1, "watcher", "leftover", run=run, root_pid=100, how="root-exit", count=len(procs),
+          procs=procs)
+    return w.write(tmp_path / f"{host}-{int(t)}.jsonl")
+
+
+def test_two_hosts_one_job_header_nodes_ranks(tmp_path: Path) -> None:
+    """Two nodes' logs of one torchrun job: one job, both hosts, both ranks, per node and per rank."""
+    n0 = node_log(tmp_path, "n0", 0, leftover_sidecar=True)
+    n1 = node_log(tmp_path, "n1", 1, t=0.4)
+    rep = report_json(n0, n1)
+    (job,) = rep["jobs"]
+    assert job["hosts"] == ["n0", "n1"] and job["nodes"] == 2 and job["ranks"] == ["rank n0:0", "rank n1:1"]
+    assert job["kinds"] == ["torchelastic"] and job["id"] == "torchrun exp7 @ n0:29500"
+    assert job["state"] == "ended" and job["start"] == T0 and job["end"] == T0 + 9.9
+    node0, node1 = job["per_node"]
+    assert node0["launchers"] == ["torchrun 100"] and node0["ranks"] == ["rank n0:0"]
+    assert node0["pools"] == 1 and node0["idle_pool_rss_bytes"] == 300 << 20 and node0["leftovers"] == 1
+    assert node1["idle_pool_rss_bytes"] == 0 and node1["leftovers"] == 0 and node1["exit_codes"] == [0]
+    assert [e["idle_pool_rss_bytes"] for e in job["per_rank"]] == [300 << 20, 0]
+    text = render_text(rep, {})
+    assert "== Job: torchrun exp7 @ n0:29500 (2 runs, 2 node(s))" in text
+    assert text.count("== Job:") == 1 and "one job (== Job above)" in text
+    assert "- node n0 (run runn00): torchrun 100; 1 pool(s), idle pool memory 300" in text
+    assert "  - rank n1:1: child 101 (train.py); 1 pool(s); nothing left; 0 error(s)" in text
+
+
+def test_reused_id_later_is_another_job_and_strangers_stay_apart(tmp_path: Path) -> None:
+    """The same rdzv id launched again after the first ended: two jobs; a run with no launcher id: its own."""
+    first = [node_log(tmp_path, "n0", 0), node_log(tmp_path, "n1", 1, t=0.2)]
+    again = [node_log(tmp_path, "n0", 0, t=600), node_log(tmp_path, "n1", 1, t=600.3)]
+    alone = node_log(tmp_path, "n2", 0, t=1, ident={})
+    rep = report_json(*first, *again, alone)
+    jobs = sorted(rep["jobs"], key=lambda j: j["start"])
+    assert [len(j["runs"]) for j in jobs] == [2, 1, 2]
+    assert jobs[1]["hosts"] == ["n2"] and jobs[1]["kinds"] == []
+    assert jobs[0]["end"] < jobs[2]["start"]
+    assert render_text(rep, {}).count("== Job: torchrun exp7") == 2
+
+
+def test_single_node_launches_on_two_hosts_are_two_jobs(tmp_path: Path) -> None:
+    """torchrun's default id 'none' with a loopback master, or WORLD_SIZE == LOCAL_WORLD_SIZE: one host's own."""
+    local = {"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+             "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}
+    single = {"TORCHELASTIC_RUN_ID": "abc", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+              "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1"}
+    for ident in (local, single):
+        rep = report_json(node_log(tmp_path, "n0", 0, ident=ident), node_log(tmp_path, "n1", 0, t=0.1, ident=ident))
+        assert [len(j["runs"]) for j in rep["jobs"]] == [1, 1], ident
+
+
+def test_explicit_job_id_groups_and_json_carries_it(tmp_path: Path, capsys: Any) -> None:
+    """WP_AUTOTRACE_JOB alone groups overlapping runs; `report --json` carries the job (`jobs`)."""
+    ident = {"WP_AUTOTRACE_JOB": "nightly-42"}
+    logs = [node_log(tmp_path, "a", 0, ident=ident), node_log(tmp_path, "b", 1, t=2, ident=ident)]
+    assert main(["report", "--json", *map(str, logs)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    (job,) = rep["jobs"]
+    assert job["id"] == "WP_AUTOTRACE_JOB nightly-42" and job["hosts"] == ["a", "b"] and len(job["runs"]) == 2
+
+
+def _slurm_step(log: Path, step: int, job: str, node: str) -> None:
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), SLURM_JOB_ID=job, SLURM_STEP_ID=str(step),
+                    SLURM_PROCID="0", SLURM_NODEID=node, SLURM_NTASKS="1")
+    proc = subprocess.run([sys.executable, "-c", "print('step')"], env=env, capture_output=True, text=True,
+                          timeout=STEP_TIMEOUT_S)
+    assert proc.returncode == 0 and proc.stdout == "step\n" and proc.stderr == ""
+    wait_for_watcher(log, timeout=STEP_TIMEOUT_S)
+
+
+def test_slurm_two_steps_of_one_job_id(tmp_path: Path) -> None:
+    """Two srun steps of Slurm job 4242, each its own traced root and log: one job, steps 0 and 1;
+    another job id's step stays apart."""
+    logs = [tmp_path / f"step{i}.jsonl" for i in range(3)]
+    _slurm_step(logs[0], 0, "4242", "0")
+    _slurm_step(logs[1], 1, "4242", "0")
+    _slurm_step(logs[2], 0, "5151", "0")
+    rep = report_json(*logs)
+    assert len(rep["runs"]) == 3 and len(rep["jobs"]) == 2
+    (job,) = [j for j in rep["jobs"] if len(j["runs"]) == 2]
+    assert job["id"] == "Slurm job 4242" and job["steps"] == ["0", "1"] and job["state"] == "ended"
+    text = render_text(rep, {})
+    assert "== Job: Slurm job 4242 (2 runs, 1 node(s))" in text and "(steps 0, 1)" in text
+    starts = [r for log in logs for r in read_log(log) if r["event"] == "process_start" and r["role"] == "main"]
+    assert {s["rank"]["SLURM_STEP_ID"] for s in starts} == {"0", "1"}

@@ -1,0 +1,404 @@
+"""Every replacement of a host function, in one place, each an install/restore pair.
+
+The tracer changes what a host process's own code would find in these places.
+Each row is one patch; nothing else in the package replaces a host function
+(tests/test_host_patches.py checks that restore puts back the very objects
+install found).
+
+install / restore                 host objects                                 when (caller)
+--------------------------------  -------------------------------------------  ---------------------------------
+install_body_hooks                builtins.__build_class__, atexit.register,   while a target module's body runs
+  / restore_body_hooks            os.register_at_fork                          (finder.before_body / after_body)
+install_child_role_handover       _posixsubprocess.fork_exec,                  first call of a child_role target
+  / restore_child_role_handover   subprocess._fork_exec, os.posix_spawn[p]     (recorder.set_child_role)
+install_error_capture             sys.excepthook, threading.excepthook,        the process serves a pool
+  / restore_error_capture         a logging.Filter on torch's pool loggers     (catch.watch_role)
+install_process_hooks             an os.register_at_fork(after_in_child=)      start-up
+  / restore_process_hooks         callback, an atexit callback                 (bootstrap.start)
+install_mp_exit_finalizer         multiprocessing.util's after-fork registry   every forked child
+  / restore_mp_exit_finalizer     and one of its Finalize objects              (bootstrap._after_fork)
+
+Why each: the body hooks wrap a target class's methods as its ``class``
+statement completes and hand ``atexit``/``register_at_fork`` the wrapper of a
+target function; the hand-over tells a pool's processes their role
+(CHILD_ROLE_ENV in the child's own environment, never os.environ); the error
+capture records what a pool process swallows; the process hooks give a forked
+child its new identity and write process_exit; the finalizer writes the
+process_exit of a multiprocessing worker, which leaves by os._exit.
+
+Two more changes of host state are not replacements and live with their code:
+``sys.meta_path`` holds the TargetFinder (finder.TargetFinder.install/uninstall),
+and a traced call moves ``sys.setrecursionlimit`` by its own cost and back
+(recorder._adjust_limit: balanced per call, so there is nothing to restore).
+
+Rules every patch here keeps: it calls what it replaced (found at install, not
+at import), passes the host's exceptions through without its own frame (3.11+),
+restores only what is still ours (someone may have patched it after us), and
+costs nothing until installed: importing this module replaces nothing.
+"""
+
+from __future__ import annotations
+
+import _thread
+import atexit
+import builtins
+import os
+import sys
+
+from ..common.env import CHILD_ROLE_ENV
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+# Bound once: a user may trace sys._getframe itself (WP_AUTOTRACE_TARGETS=sys:_getframe).
+_getframe = sys._getframe
+_get_ident = _thread.get_ident
+# A bare raise re-raises with the exception's own traceback from 3.11; 3.9/3.10
+# re-raise the one saved when the exception was caught, which starts at the hook.
+_TRIM_TRACEBACK = sys.version_info >= (3, 11)
+
+
+def _drop_own_frame(exc: BaseException) -> None:
+    """Keep a hook's own frame out of an exception's traceback (3.11+)."""
+    tb = exc.__traceback__
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
+        exc.__traceback__ = tb.tb_next
+
+
+# -- body hooks: while a target module's body runs ------------------------------
+#
+# A post-import hook is too late for code that runs in the module body (finder.py
+# says why). The finder passed in is duck-typed: _contained(where, fn, *args),
+# patch_value(module, name, value), wrap_function(module, fn).
+
+# id(module dict) -> (finder, module name) for every target module body running now.
+_bodies: dict[int, tuple[Any, str]] = {}
+_real_build_class: Any = None
+_real_register_at_fork: Any = None
+_real_atexit_register: Any = None
+_hooks_lock = _thread.allocate_lock()
+
+
+def _build_class(func: Any, name: Any, *bases: Any, **kwds: Any) -> Any:
+    """builtins.__build_class__ while a target module runs: wraps its target classes at once."""
+    try:
+        cls = _real_build_class(func, name, *bases, **kwds)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+    body = _bodies.get(id(getattr(func, "__globals__", None))) if _bodies else None
+    if body is not None and isinstance(cls, type) and cls.__qualname__ == name:
+        finder, module_name = body
+        finder._contained("patch " + module_name, finder.patch_value, module_name, name, cls)
+    return cls
+
+
+def _handover(fn: Any) -> Any:
+    """fn, or its wrapper when fn is a top-level target function of a module body running now."""
+    body = _bodies.get(id(getattr(fn, "__globals__", None))) if _bodies else None
+    return fn if body is None else body[0].wrap_function(body[1], fn)
+
+
+def _register_at_fork(*args: Any, **kwargs: Any) -> Any:
+    """os.register_at_fork while a target module runs: registers the wrappers of its targets."""
+    try:
+        return _real_register_at_fork(*args, **{k: _handover(v) for k, v in kwargs.items()})
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def _atexit_register(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """atexit.register while a target module runs: registers the wrappers of its targets."""
+    try:
+        return _real_atexit_register(_handover(func), *args, **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def install_body_hooks(ns: dict[str, Any], finder: Any, name: str) -> None:
+    """Put the three hooks in place for a module body (nested bodies share them)."""
+    global _real_build_class, _real_register_at_fork, _real_atexit_register
+    with _hooks_lock:
+        if not _bodies:
+            _real_build_class = builtins.__build_class__
+            _real_atexit_register = atexit.register
+            _real_register_at_fork = getattr(os, "register_at_fork", None)
+            vars(builtins)["__build_class__"] = _build_class
+            vars(atexit)["register"] = _atexit_register
+            if _real_register_at_fork is not None:
+                vars(os)["register_at_fork"] = _register_at_fork
+        _bodies[id(ns)] = (finder, name)
+
+
+def restore_body_hooks(ns: dict[str, Any]) -> None:
+    """Take the hooks away when the last running body ends; undo `from os import register_at_fork`."""
+    with _hooks_lock:
+        _bodies.pop(id(ns), None)
+        if _bodies:
+            return
+        for owner, name, ours, real in ((builtins, "__build_class__", _build_class, _real_build_class),
+                                        (atexit, "register", _atexit_register, _real_atexit_register),
+                                        (os, "register_at_fork", _register_at_fork, _real_register_at_fork)):
+            if real is not None and getattr(owner, name, None) is ours:
+                setattr(owner, name, real)
+    for key, value in list(ns.items()):
+        if value is _register_at_fork or value is _atexit_register:
+            ns[key] = _real_register_at_fork if value is _register_at_fork else _real_atexit_register
+
+
+def reset_body_hooks_after_fork() -> None:
+    """In a forked child: a fresh hooks lock (another thread of the parent may have held it at the fork)."""
+    global _hooks_lock
+    _hooks_lock = _thread.allocate_lock()
+
+
+# -- child-role handover: the spawners of subprocess and multiprocessing ----------
+
+# Thread ident -> role, while a child_role target runs in that thread.
+_child_roles: dict[int, str] = {}
+# What the hand-over replaced, by name: fork_exec, posix_spawn, posix_spawnp.
+_real_spawners: dict[str, Any] = {}
+# _posixsubprocess.fork_exec's env argument: the same place on 3.9 - 3.13.
+_ENV_ARG = 5
+
+
+def set_child_role(role: str) -> None:
+    """Hand role to the interpreters this thread starts until clear_child_role."""
+    install_child_role_handover()
+    _child_roles[_get_ident()] = role
+
+
+def clear_child_role() -> None:
+    """The child_role call of this thread ended."""
+    _child_roles.pop(_get_ident(), None)
+
+
+def _role_for_child() -> str | None:
+    """The role for a child started now by this thread, if it is inside a child_role call."""
+    return _child_roles.get(_get_ident()) if _child_roles else None
+
+
+def _fork_exec(*args: Any) -> Any:
+    """_posixsubprocess.fork_exec, with CHILD_ROLE_ENV added to the child's own
+    environment when the starting thread is inside a child_role call."""
+    role = _role_for_child()
+    if role is not None and len(args) > _ENV_ARG:
+        env = args[_ENV_ARG]
+        if env is None:
+            env = [k + b"=" + v for k, v in os.environb.items()]
+        key = CHILD_ROLE_ENV.encode() + b"="
+        env = [e for e in env if not bytes(e).startswith(key)] + [key + role.encode()]
+        args = args[:_ENV_ARG] + (env,) + args[_ENV_ARG + 1:]
+    return _real_spawners["fork_exec"](*args)
+
+
+def _with_role(env: Any) -> Any:
+    """A copy of a posix_spawn environment mapping, with this thread's child role added."""
+    role = _role_for_child()
+    if role is None:
+        return env
+    env = dict(os.environ if env is None else env)  # None: this process's environment (3.13)
+    env[CHILD_ROLE_ENV] = role
+    return env
+
+
+def _posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+    """os.posix_spawn (subprocess uses it from 3.13 when it can), with the child role added."""
+    return _real_spawners["posix_spawn"](path, argv, _with_role(env), *args, **kwargs)
+
+
+def _posix_spawnp(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+    """os.posix_spawnp, with the child role added."""
+    return _real_spawners["posix_spawnp"](path, argv, _with_role(env), *args, **kwargs)
+
+
+def _spawner_slots() -> list[tuple[Any, str, str, Any]]:
+    """(owner, attribute, key, our function) for every way subprocess/multiprocessing start a child."""
+    import _posixsubprocess
+    import subprocess
+
+    return [(_posixsubprocess, "fork_exec", "fork_exec", _fork_exec),
+            (subprocess, "_fork_exec", "fork_exec", _fork_exec),  # its own alias, from 3.11
+            (os, "posix_spawn", "posix_spawn", _posix_spawn),
+            (os, "posix_spawnp", "posix_spawnp", _posix_spawnp)]
+
+
+def install_child_role_handover() -> None:
+    """Route the calls that start child processes through our versions (once).
+
+    subprocess and multiprocessing start every child through
+    _posixsubprocess.fork_exec (subprocess from 3.11 through its own alias) or,
+    from 3.13, os.posix_spawn; only the environment of a child started by a
+    thread inside a child_role call changes, so os.environ never holds the role.
+    """
+    if _real_spawners:
+        return
+    import _posixsubprocess
+
+    _real_spawners["fork_exec"] = _posixsubprocess.fork_exec
+    for owner, name, key, ours in _spawner_slots():
+        real = getattr(owner, name, None)
+        if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
+            _real_spawners[key] = real
+            setattr(owner, name, ours)
+
+
+def restore_child_role_handover() -> None:
+    """Put the real spawners back (where they are still ours)."""
+    if not _real_spawners:
+        return
+    for owner, name, key, ours in _spawner_slots():
+        if getattr(owner, name, None) is ours:
+            setattr(owner, name, _real_spawners[key])
+    _real_spawners.clear()
+    _child_roles.clear()
+
+
+# -- error capture: excepthooks and torch's pool loggers ---------------------------
+
+# What install_error_capture put in place: on_log, on_exception, the filter, the loggers, the hooks replaced.
+_capture: dict[str, Any] = {}
+
+
+def _excepthook(exc_type: Any, exc: Any, tb: Any) -> None:
+    """sys.excepthook in a pool process: record, then the hook it replaced."""
+    _capture["on_exception"]("excepthook", exc)
+    (_capture.get("excepthook") or sys.__excepthook__)(exc_type, exc, tb)
+
+
+def _threading_excepthook(args: Any) -> None:
+    """threading.excepthook in a pool process: record, then the hook it replaced."""
+    _capture["on_exception"]("threading.excepthook", args.exc_value)
+    previous = _capture.get("threading_excepthook")
+    if previous is not None:
+        previous(args)
+
+
+def install_error_capture(loggers: tuple[str, ...], on_log: Callable[[Any], None],
+                          on_exception: Callable[[str, BaseException | None], None]) -> None:
+    """A filter that shows every record of loggers to on_log and lets it through; both
+    excepthooks chained through on_exception. Once; on_log/on_exception never raise.
+
+    A filter, not a handler: a handler would silence logging's last-resort
+    stderr output, and what the host prints must not change.
+    """
+    if _capture:
+        return
+    # Pool processes load logging and threading with torch anyway.
+    import logging
+    import threading
+
+    class _Recorder(logging.Filter):
+        """Shows every record to on_log; lets it through."""
+
+        def filter(self, record: logging.LogRecord) -> bool:
+            on_log(record)
+            return True
+
+    _capture.update(on_log=on_log, on_exception=on_exception, filter=_Recorder(), loggers=loggers,
+                    excepthook=sys.excepthook, threading_excepthook=threading.excepthook)
+    for name in loggers:
+        logging.getLogger(name).addFilter(_capture["filter"])
+    sys.excepthook = _excepthook
+    threading.excepthook = _threading_excepthook
+
+
+def restore_error_capture() -> None:
+    """Remove the filter; put the excepthooks back where they are still ours."""
+    if not _capture:
+        return
+    import logging
+    import threading
+
+    for name in _capture["loggers"]:
+        logging.getLogger(name).removeFilter(_capture["filter"])
+    if sys.excepthook is _excepthook:
+        sys.excepthook = _capture["excepthook"]
+    if threading.excepthook is _threading_excepthook:
+        threading.excepthook = _capture["threading_excepthook"]
+    _capture.clear()
+
+
+# -- process hooks: the at-fork hook and process_exit ----------------------------
+
+# The functions install_process_hooks was given: "after_fork", "at_exit".
+_process_hooks: dict[str, Any] = {}
+_at_fork_registered = False
+
+
+def _after_fork_in_child() -> None:
+    """The at-fork hook (CPython cannot unregister one: restore disarms it instead)."""
+    after_fork = _process_hooks.get("after_fork")
+    if after_fork is not None:
+        after_fork()
+
+
+def install_process_hooks(after_fork: Callable[[], None], at_exit: Callable[[], None]) -> None:
+    """Call after_fork in every forked child and at_exit at interpreter exit."""
+    global _at_fork_registered
+    restore_process_hooks()
+    _process_hooks.update(after_fork=after_fork, at_exit=at_exit)
+    if not _at_fork_registered:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _at_fork_registered = True
+    atexit.register(at_exit)
+
+
+def restore_process_hooks() -> None:
+    """Unregister the exit callback; disarm the at-fork hook."""
+    at_exit = _process_hooks.pop("at_exit", None)
+    if at_exit is not None:
+        atexit.unregister(at_exit)
+    _process_hooks.pop("after_fork", None)
+
+
+# -- a multiprocessing worker's exit ------------------------------------------------
+
+# Runs after every other multiprocessing finalizer of a worker (they run highest first).
+_LAST_FINALIZER = -(2**31)
+
+
+class _Token:
+    """A weak-referenceable key for multiprocessing's after-fork registry."""
+
+
+_mp_exit_token = _Token()
+# The function the finalizer calls ("record_exit"), and the Finalize once made ("finalizer").
+_mp_exit: dict[str, Any] = {}
+
+
+def install_mp_exit_finalizer(record_exit: Callable[[str], None]) -> None:
+    """In a forked child: call record_exit("os._exit") as a multiprocessing worker leaves.
+
+    os._exit skips atexit. Rather than replacing os._exit (it must stay
+    posix._exit, keywords and all), hook multiprocessing's own exit path: a
+    worker runs its after-fork callbacks as it starts (this one adds a
+    finalizer) and its finalizers (util._exit_function) just before os._exit.
+    Nothing happens where multiprocessing is not loaded.
+    """
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        _mp_exit["record_exit"] = record_exit
+        util.register_after_fork(_mp_exit_token, _add_mp_exit_finalizer)
+
+
+def _add_mp_exit_finalizer(_token: object) -> None:
+    util = sys.modules["multiprocessing.util"]
+    _mp_exit["finalizer"] = util.Finalize(None, _mp_exit["record_exit"], args=("os._exit",),
+                                          exitpriority=_LAST_FINALIZER)
+
+
+def restore_mp_exit_finalizer() -> None:
+    """Take our entry out of the after-fork registry and cancel a finalizer made."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        registry = util._afterfork_registry
+        for key in [k for k, v in list(registry.items()) if v is _mp_exit_token]:
+            registry.pop(key, None)
+    finalizer = _mp_exit.pop("finalizer", None)
+    if finalizer is not None:
+        finalizer.cancel()
+    _mp_exit.clear()
