@@ -495,8 +495,12 @@ def pool_device_files(v: View) -> Finding | None:
 
 
 def _exit_shutdowns(v: View) -> list[Call]:
-    """Pool shutdowns at a non-main process's exit (torch's atexit) that took CHILD_EXIT_WAIT_S or more."""
-    return [c for c in v.calls if c.tag == T.EXIT_SHUTDOWN and c.proc.role not in ("main", *GUARDED_ROLES)
+    """Pool shutdowns at a non-main process's own exit that took CHILD_EXIT_WAIT_S or more: torch's atexit
+    shutdown_compile_workers, or (a multiprocessing child, whose atexit never runs) the finalizer torch
+    registers with each pool calling SubprocPool.shutdown. Either way no user frame asked for it."""
+    shutdowns = (T.EXIT_SHUTDOWN, T.POOL_SHUTDOWN)
+    return [c for c in v.calls if c.tag in shutdowns and (c.parent is None or c.parent.tag not in shutdowns)
+            and c.proc.role not in ("main", *GUARDED_ROLES) and c.thread in ("MainThread", "")
             and user_frame(c.caller) is None and c.proc.pools and _took(v, c) >= CHILD_EXIT_WAIT_S]
 
 
