@@ -42,6 +42,63 @@ def test_no_function_over_80_lines(path: Path) -> None:
     assert not _long_functions(path)
 
 
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (every import statement, lazy ones included)."""
+    from .test_layers import _imports, _name_of
+
+    modules = {_name_of(p): p for p in SOURCES}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for mod, _ in _imports(path):
+            while mod and mod not in modules:  # `from .x import name`: the module x
+                mod = mod.rpartition(".")[0]
+            if mod and mod != name:
+                deps.add(mod)
+        graph[name] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    """The data path is linear (logread -> model -> view -> findings -> report -> render), and so is the rest."""
+    graph = _import_graph()
+    assert "wp_autotrace.analysis.model" in graph["wp_autotrace.analysis.view"]  # the graph is really read
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # and a cycle would be seen
+
+
 def _missing_citations(path: Path) -> list[str]:
     """Files named in path's comments and docstrings that exist nowhere they could mean."""
     missing = []

@@ -20,7 +20,7 @@ from .conftest import clean_env, events, read_log, run_python
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 # 3.9/3.10 re-raise with the traceback saved when the wrapper caught the exception:
-# one frame of the wrapper stays there (README, Guarantees).
+# one frame of the wrapper stays there (docs/guarantees.md).
 WRAPPER_FRAME_IN_TRACEBACKS = sys.version_info < (3, 11)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wp_autotrace.analysis.labels import TOOLCHAIN, is_toolchain, label_for, tool_name
+from wp_autotrace.analysis.labels import TOOLCHAIN, label_for, tool_name
 from wp_autotrace.common.cmdline import first_line, is_python, python_command
 
 PY = "/venv/bin/python3.11"
@@ -84,7 +84,6 @@ def test_is_python(name: str, yes: bool) -> None:
 ])
 def test_toolchain(name: str, cmd: list[str], tool: str | None) -> None:
     assert tool_name(name, cmd) == tool
-    assert is_toolchain(name, cmd) is (tool is not None)
 
 
 def test_toolchain_names_cover_the_issue() -> None:

@@ -148,14 +148,15 @@ def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
     assert err.startswith("wp-autotrace: nothing to report:") and "Traceback" not in err
 
 
-# Every documented top-level --json key (README) and its type.
+# Every documented top-level --json key (docs/report.md) and its type.
 JSON_KEYS: dict[str, Any] = {
     "run": dict, "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
     "warm_pool_callers": list, "pools": list, "processes": list, "max_concurrent_processes": int,
     "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
     "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,
     "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,
-    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list,
+    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list, "verdict_pending": bool,
+    "possible": list,
 }
 RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str}
 FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "evidence": list, "advice": str,
@@ -163,7 +164,7 @@ FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "eviden
 
 
 def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--json output has every documented key, with its type; README lists the same keys."""
+    """--json output has every documented key, with its type; docs/report.md lists the same keys."""
     path = seed_log().write(tmp_path / "a.jsonl")
     assert main(["report", "--json", str(path)]) == 0
     rep = json.loads(capsys.readouterr().out)
@@ -177,10 +178,10 @@ def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert {k: type(f[k]) for k in FINDING_KEYS} == FINDING_KEYS
     assert all(isinstance(p["run"], str) for p in rep["processes"] + rep["pools"] + rep["warm_pool_callers"])
     root = Path(__file__).resolve().parent.parent
-    # README, or the docs/ page of the feature (README is integrated by the lead: docs/*.md say it first)
-    docs = "".join(p.read_text() for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))])
+    # docs/report.md, or the docs/ page of the feature (docs/jobs.md: `jobs`)
+    docs = "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
     for key in JSON_KEYS:
-        assert f"`{key}`" in docs, f"neither README nor docs/ documents --json key {key}"
+        assert f"`{key}`" in docs, f"no page under docs/ documents --json key {key}"
 
 
 def check_chrome_trace(trace: dict[str, Any]) -> None:

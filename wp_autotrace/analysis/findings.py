@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..common import targets as T
-from ..common import vocab as V
 from ..common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from .fmt import TEXT_PIDS, mib_s_text, pid_text, site, size_text
 from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
@@ -130,17 +129,33 @@ def leftovers(v: View) -> Finding | None:
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     mb = f", holding about {size_text(v.leftover_real)}" if v.leftover_real else ""
-    killed = any(r.leftover_how == V.ROOT_KILLED for r in v.runs)
+    killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
+    pending = " (verdict pending: from the last look after the main process ended)" if any(
+        r.verdict_pending for r in v.runs) else ""
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
         f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
-        f"pids {pid_text(p.pid for p in listed)}{more}.",
+        f"pids {pid_text(p.pid for p in listed)}{more}{pending}.",
         sorted(p.pid for p in listed), [],
         "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
         "then stop their cause: pools started where nothing shuts them down (see the findings above)",
         {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
          "leftover_real_bytes": v.leftover_real})
+
+
+def verdict_pending(v: View) -> Finding | None:
+    """The main process ended, and nothing yet says what it left: no verdict, no look after its end."""
+    runs = [r for r in v.runs if r.verdict_pending and not r.provisional_from]
+    if not runs:
+        return None
+    return Finding(
+        "verdict-pending", "warning",
+        "Verdict pending: the main process ended, but the watcher has not yet written what the run left "
+        "behind, and no look after that end is in the log: what is still running is not known yet.",
+        sorted(r.root.pid for r in runs if r.root is not None), [],
+        "read the report again in a few seconds (the watcher writes its verdict shortly after the main "
+        "process ends)", {})
 
 
 def _clean_end(p: Process) -> bool:
@@ -537,6 +552,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     pool_device_files,
     nested_pools,
     warm_pool_bypass,
+    verdict_pending,
     leftovers,
     sidecars_killed,
     sidecars_never_served,

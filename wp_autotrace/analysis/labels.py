@@ -96,11 +96,6 @@ def tool_name(name: str, cmd: Sequence[str] | str = ()) -> str | None:
     return None
 
 
-def is_toolchain(name: str, cmd: Sequence[str] | str = ()) -> bool:
-    """Whether the process is a compiler/assembler/linker run (see tool_name)."""
-    return tool_name(name, cmd) is not None
-
-
 def _first_word(cmd: Sequence[str] | str) -> str:
     if isinstance(cmd, str):
         return cmd.split(" ", 1)[0]

@@ -33,7 +33,7 @@ from ..common import vocab as V
 from .model import SOURCELESS_FILES, Call, Pool, Process
 
 MIB = 2**20
-# torch's names for the threads that call into a pool on their own (compile_worker/timer.py, subproc_pool.py).
+# torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"
 READER_THREAD = "InductorSubproc"
 # Who asked a pool to stop (the story's `shutdown_by`).

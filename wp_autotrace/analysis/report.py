@@ -2,7 +2,7 @@
 
 ``analyze`` folds the records into the run model (model.py), derives a View
 of the selected runs, runs the findings registry (findings.py) and returns
-one JSON-ready dict with stable keys (README lists them). Rendering for
+one JSON-ready dict with stable keys (docs/report.md lists them). Rendering for
 people lives in render.py; the CLI composes the two.
 """
 
@@ -27,6 +27,7 @@ from .model import (
     Process,
     Run,
     build,
+    exec_name,
 )
 from .render import answer_text
 from .view import BENIGN_LEFTOVER_ROLES, View
@@ -106,7 +107,16 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "state": v.states[r.id], "root_end_s": v.rel(root.end if root and root.end is not None
                                                           else root.gone if root else None),
             "alive_at_last_record": r.tree_counts[-1][1] if r.tree_counts else None,
-            "alive_after_root": max(alive) if alive else None}
+            "alive_after_root": max(alive) if alive else None,
+            "verdict_pending": r.verdict_pending, "verdict_from": r.provisional_from or None,
+            "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None}
+
+
+def _possible(v: View) -> list[dict[str, Any]]:
+    """Processes that share only a run's process group or session: possibly the run's, never proven."""
+    return [{"pid": e["pid"], "host": host, "run": r.id, "via": e.get("via") or None, "name": e.get("name"),
+             "cmd": e.get("cmd"), "create_time": e.get("create_time")}
+            for r in v.runs for (host, _, _), e in r.possible.items()]
 
 
 def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
@@ -285,6 +295,8 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
         "leftover_count": v.leftover_count,
         "leftover_rss_bytes": v.leftover_rss,
         "leftover_checked": any(r.leftover_seen for r in v.runs),
+        "verdict_pending": any(r.verdict_pending for r in v.runs),
+        "possible": _possible(v),
         "reparented_pids": sorted({p.pid for p in v.procs if _outlived_parent(p, leftover)}),
         "no_exit_pids": sorted({p.pid for p in v.procs if p.traced and p.index not in leftover
                                 and (p.end is None or p.exit_how == "vanished") and not _stopped_by_pool(p)

@@ -1,12 +1,9 @@
 """The log's record schema, in one place: event names, each event's fields, the version.
 
 The reader (logread) checks every field against FIELD_TYPES, the model
-(model.py) folds records by these names, and README's "Log schema" table is
+(model.py) folds records by these names, and docs/log-schema.md's table is
 generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
 one entry here plus its ``visit_<event>`` handler in model.py.
-
-Nothing is imported at run time (the start-up path may import this module):
-the TypedDicts exist for type checkers only.
 """
 
 from __future__ import annotations
@@ -65,10 +62,6 @@ from ..common.vocab import (
 from ..common.vocab import (
     WATCHER_START as WATCHER_START,
 )
-
-TYPE_CHECKING = False  # typing is not imported at start-up
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
 
 # Field types the reader checks (logread._CHECKS): a field of the wrong type is
 # dropped from its record, and counted.
@@ -240,103 +233,10 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
 
 
 def markdown_table() -> str:
-    """README's log-schema table, generated from EVENTS."""
+    """docs/log-schema.md's table, generated from EVENTS."""
     rows = ["| event | what | fields |", "|---|---|---|"]
     for event, (what, fields) in EVENTS.items():
         cells = ", ".join(f"`{name}` ({doc})" for name, _, doc in fields)
         rows.append(f"| `{event}` | {what} | {cells} |")
     return "\n".join(rows) + "\n"
 
-
-if TYPE_CHECKING:
-    class Frame(TypedDict, total=False):
-        file: str
-        line: int
-        func: str
-        dist: str
-        dist_version: str
-        rel: str
-        src: str
-
-    class ProcEntry(TypedDict, total=False):
-        pid: int
-        ppid: int
-        name: str
-        cmd: str
-        create_time: float
-        rss: int
-        role: str
-        via: str
-
-    class Base(TypedDict, total=False):
-        v: int
-        event: str
-        ts: float
-        pid: int
-        ppid: int
-        host: str
-        role: str
-        seq: int
-        truncated: int
-
-    class ProcessStartRecord(Base, total=False):
-        argv: list[str]
-        executable: str
-        python: str
-        cwd: str | None
-        run: str
-        root_pid: int
-        forked: bool
-        guard: bool
-        env: dict[str, Any]
-        create_time: float
-        rank: dict[str, str]
-
-    class CallRecord(Base, total=False):
-        target: str
-        tag: str
-        call_id: int
-        thread: str
-        stack: list[Frame]
-        caller: Frame | None
-        parent_call: int
-        env: dict[str, Any]
-        action: str
-
-    class ReturnRecord(Base, total=False):
-        call_id: int
-        duration_s: float
-        error: str
-        sidecar_pid: int
-        worker_pids: list[int]
-
-    class TreeRecord(Base, total=False):
-        run: str
-        root_pid: int
-        part: int
-        parts: int
-        count: int
-        started: list[ProcEntry]
-        ended: list[dict[str, Any]]
-        rss: list[dict[str, Any]]
-        final: bool
-        possible: list[ProcEntry]
-
-    class LeftoverRecord(Base, total=False):
-        run: str
-        root_pid: int
-        part: int
-        parts: int
-        how: str
-        count: int
-        pids: list[int]
-        procs: list[ProcEntry]
-
-    class ErrorRecord(Base, total=False):
-        source: str
-        logger: str | None
-        level: str
-        exc_type: str
-        message: str
-        frames: list[Frame]
-        origin: Frame

@@ -31,7 +31,7 @@ from ..common.env import (
     WATCHED_ENV,
     is_true,
 )
-from ..common.procfs import own_create_time
+from ..common.procfs import ProcReader, descendants, own_create_time
 from ..common.redact import env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.targets import (
     ARGV_ROLES,
@@ -330,6 +330,8 @@ class Runtime:
             fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
+        if self.is_root and self.sink.fd >= 0:
+            fields.update(_below())
         self.sink.emit("process_exit", **fields)
 
 
@@ -354,6 +356,20 @@ def _forked_to_exec() -> bool:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
+
+
+# The root's first verdict at exit: its live descendants, so a reader right after
+# the job has one before the watcher's leftover (docs/log-schema-changes.md, 3).
+BELOW_KEEP = 200  # entries written (a record stays well under the sink's 32 KiB)
+BELOW_WALK = 10000  # processes visited at most: a bounded cost at exit
+
+
+def _below() -> dict[str, Any]:
+    """{"below": [...], "below_count": n} of the root's live descendants; nothing without /proc."""
+    if not ProcReader.available():
+        return {}
+    found, count = descendants(os.getpid(), BELOW_KEEP, BELOW_WALK)
+    return {"below": found, "below_count": count}
 
 
 def _rank_field() -> dict[str, Any]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-import sys
 import time
 
 from ..common.vocab import SCHEMA_VERSION
@@ -328,8 +327,3 @@ class Sink:
         if stderr_is_ours():  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
-
-
-def thread_name() -> str:
-    """Name of the calling thread (threading is loaded by then: a target module ran)."""
-    return str(sys.modules["threading"].current_thread().name)
