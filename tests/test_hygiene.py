@@ -42,7 +42,7 @@ def test_report_text_escapes_bidi_json_keeps_it(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     text = render_text(rep, {})
     assert not set(text) & set(INVISIBLE) and "\\u202eyp.niart\\u2066x\\u200b" in text
-    assert rep["run"]["command"] == evil
+    assert rep["runs"][0]["command"] == evil
 
 
 def test_cleanup_output_is_escaped() -> None:

@@ -322,8 +322,8 @@ def test_two_runs_kept_apart(tmp_path: Path) -> None:
     assert {(p["pid"], p["run"]) for p in rep["processes"]} >= {(1, "A"), (1, "B")}
     assert [c["run"] for c in rep["warm_pool_callers"]] == ["A"]
     only_b = report(two_runs(), tmp_path, run="B")
-    assert only_b["warm_pool_pids"] == [] and only_b["pools"] == [] and only_b["run"]["command"] == "python b.py"
-    assert only_b["run"]["duration_s"] == 1.0
+    assert only_b["warm_pool_pids"] == [] and only_b["pools"] == [] and only_b["runs"][0]["command"] == "python b.py"
+    assert only_b["runs"][0]["duration_s"] == 1.0
     text = render_text(rep, {})
     assert "this log holds 2 runs (A, B)" in text
 
@@ -400,7 +400,7 @@ def test_control_characters_escaped_in_text_exact_in_json(tmp_path: Path) -> Non
     text = render_text(rep, {})
     assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
     assert "\\x1b]0;pwned\\x07 \\x9b31m\\x0afake line" in text
-    assert rep["run"]["command"] == evil
+    assert rep["runs"][0]["command"] == evil
 
 
 def test_workers_stopped_by_their_pool_are_not_unexplained(tmp_path: Path) -> None:

@@ -241,7 +241,7 @@ def test_root_killed_with_nothing_left_gives_no_cleanup_advice(tmp_path: Path) -
           procs=[])
     rep = report(w, tmp_path)
     f = next(f for f in rep["findings"] if f["kind"] == "root-killed")
-    assert "cleanup" not in f["advice"] and "nothing of the run was left running" in f["advice"]
+    assert "cleanup" not in f["advice"] and "nothing of the run is left" in f["advice"]
 
 
 def test_wakeup_advice_fits_the_run_line(tmp_path: Path) -> None:

@@ -115,7 +115,7 @@ def test_logs_merge_by_host_and_pid(tmp_path: Path) -> None:
     rep = analyze(read_logs([str(a), str(b)]))
     assert rep["distinct_warm_pool_pids"] == 6
     assert rep["warm_pool_pids"] == [100, 200, 300]
-    assert rep["run"]["hosts"] == ["h1", "h2"]
+    assert sorted({h for r in rep["runs"] for h in r["hosts"]}) == ["h1", "h2"]
 
 
 def test_bad_lines_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,7 +150,7 @@ def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
 
 # Every documented top-level --json key (docs/report.md) and its type.
 JSON_KEYS: dict[str, Any] = {
-    "run": dict, "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
+    "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
     "warm_pool_callers": list, "pools": list, "processes": list, "max_concurrent_processes": int,
     "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
     "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,

@@ -163,7 +163,7 @@ def test_guard_stops_the_chain(trace: bool, tmp_path: Path, log: Path) -> None:
     assert blocked and {b["role"] for b in blocked} == {"compile-sidecar"}
     assert all(b["caller"]["file"].endswith("wp_standin_backend/_inductor/__init__.py") for b in blocked)
     rep = report_json(log)
-    assert rep["run"]["guard"] is True and rep["blocked"]
+    assert rep["runs"][0]["guard"] is True and rep["blocked"]
     assert any(f["text"].startswith("Guard nested-pools refused") for f in rep["findings"])
     assert rep["leftover_pids"] == []
 

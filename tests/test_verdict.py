@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
@@ -28,12 +30,19 @@ LEAVES_ONE = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c
               "start_new_session=True); print(p.pid)")
 
 
-def test_run_waits_for_the_verdict_before_its_summary(tmp_path: Path) -> None:
+# The same with an untraced leftover (not Python).
+LEAVES_SLEEP = ("import subprocess; p = subprocess.Popen(['sleep', '120'], stdin=subprocess.DEVNULL, "
+                "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True); print(p.pid)")
+
+
+@pytest.mark.parametrize("program", [LEAVES_ONE, LEAVES_SLEEP], ids=["traced-python", "untraced"])
+def test_run_waits_for_the_verdict_before_its_summary(tmp_path: Path, program: str) -> None:
     """`run` on a program that leaves a process behind: its summary names it (it said "Nothing unusual",
     having read the log before the watcher wrote its verdict)."""
     log = tmp_path / "run.jsonl"
+    pid = 0
     try:
-        res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c", LEAVES_ONE],
+        res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c", program],
                          clean_env(), cwd=tmp_path, timeout=90)
         assert res.returncode == 0, res.stderr
         pid = int(res.stdout)
@@ -42,6 +51,7 @@ def test_run_waits_for_the_verdict_before_its_summary(tmp_path: Path) -> None:
         assert "verdict pending" not in res.stderr
     finally:
         kill_run(log)
+        _kill(pid)
 
 
 def _leaves_one(w: LogWriter, below: bool) -> LogWriter:
@@ -185,3 +195,18 @@ def test_await_verdict_is_bounded_without_a_watcher(tmp_path: Path) -> None:
     start = time.monotonic()
     assert await_verdict(str(log)) is False
     assert time.monotonic() - start < WATCHER_START_WAIT_S + 2
+
+
+def test_a_killed_main_with_nothing_left_gets_no_cleanup_advice(tmp_path: Path) -> None:
+    """The verdict says nothing was left: the report does not tell the user to run cleanup."""
+    w = LogWriter()
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "train.py"], forked=False, run="r1", root_pid=100,
+          create_time=T0)
+    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, run="r1", root_pid=100)
+    w.add(2.1, 900, 100, "watcher", "tree", count=0, started=[], run="r1", root_pid=100,
+          ended=[{"pid": 100, "create_time": T0, "end": T0 + 2.1}])
+    w.add(2.5, 900, 100, "watcher", "leftover", how="root-killed", count=0, pids=[], procs=[], run="r1",
+          root_pid=100)
+    rep, text = report_of(w, tmp_path)
+    assert rep["runs"][0]["state"] == "killed" and "was killed" in text
+    assert "cleanup" not in text, text

@@ -376,6 +376,10 @@ def test_a_thousand_processes_none_cut(tmp_path: Path) -> None:
         kill_session(proc)
 
 
+# The late poster starts after the root exits and sleeps 1 s first: generous on a loaded 2-core box.
+LATE_POST_WAIT_S = 30
+
+
 def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None:
     """Guard notice: absolute path under a relative TMPDIR, printed by the root at exit; a post
     after the root exited creates nothing."""
@@ -385,9 +389,11 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
         post = ("import os, sys, time; from wp_autotrace.runtime.guard import post_notice;"
                 "time.sleep(float(sys.argv[1]));"
                 "post_notice({'pid': os.getpid(), 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'});"
-                "print(os.environ['WP_AUTOTRACE_NOTICE'])")
+                "print(os.environ['WP_AUTOTRACE_NOTICE']);"
+                "sys.argv[2:] and open(sys.argv[2], 'w').close()")  # the marker: posted (or tried to)
         print(subprocess.run([sys.executable, "-c", post, "0"], capture_output=True, text=True).stdout.strip())
-        subprocess.Popen([sys.executable, "-c", post, "1.0"], stdout=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen([sys.executable, "-c", post, "1.0", "late-posted"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
     ''')
     env = clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR="rel")
     res = run_python(["-c", code], env, cwd=tmp_path, timeout=30)
@@ -396,7 +402,10 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
     assert res.returncode == 0
     assert res.stderr.startswith("wp-autotrace: guard nested-pools refused AsyncCompile.warm_pool"), res.stderr
     assert len(res.stderr.splitlines()) == 1
-    time.sleep(2.0)  # the late poster has posted (or tried to)
+    deadline = time.monotonic() + LATE_POST_WAIT_S
+    while not (tmp_path / "late-posted").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "late-posted").exists(), "the late poster never ran"
     assert not list((tmp_path / "rel").iterdir())
 
 

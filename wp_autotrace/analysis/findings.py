@@ -349,6 +349,7 @@ def root_killed(v: View) -> Finding | None:
     r = runs[0]
     root = r.root
     assert root is not None
+    advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
     if v.states[r.id] == RUN_KILLED:
         when = root.gone if root.gone is not None else r.end
         at = f" at {when - v.t0:.1f} s" if when is not None else ""
@@ -356,13 +357,11 @@ def root_killed(v: View) -> Finding | None:
                                         default=0)
         text = (f"The main process {root.pid} was killed{at} (no process_exit; its exit handlers did not run); "
                 f"seen after it: {alive} process(es) of the run still alive.")
+        if not alive and r.leftover_seen:  # the verdict: nothing left, so nothing to clean up
+            advice = "nothing of the run is left to end; find what killed it (the OOM killer: dmesg; a time limit)"
     else:
         text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
                 f"after it): it was killed, or the log stops early; {_last_seen(v, root)}.")
-    if r.leftover_seen and not r.leftover_count:
-        advice = "nothing of the run was left running; find what killed it (an OOM kill, a timeout, a signal)"
-    else:
-        advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
     return Finding("root-killed", "problem", text, [root.pid], [], advice, {})
 
 

@@ -58,7 +58,7 @@ def _more(rows: list[Any], limit: int | None, indent: str = "  ") -> str:
 
 def _run_section(rep: dict[str, Any]) -> list[str]:
     out = ["== Run"]
-    runs, run = rep["runs"], rep["run"]
+    runs = rep["runs"]
     ids = ", ".join(r["id"] or "?" for r in runs)
     if rep["all_runs"] > len(runs):
         out.append(f"this log holds {rep['all_runs']} runs; showing run {ids}")
@@ -73,10 +73,10 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"command:   {r['command'] or '?'}")
         out.append(f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
                    f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}")
-    out.append(f"python {run['python'] or '?'}    torch {run['torch'] or '?'}    "
-               f"guard: {'nested-pools' if run['guard'] else 'off'}    duration {run['duration_s']:.1f}s")
-    if run["inductor"]:
-        out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in run["inductor"].items()))
+        out.append(f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
+                   f"guard: {'nested-pools' if r['guard'] else 'off'}    duration {r['duration_s']:.1f}s")
+        if r["inductor"]:
+            out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
     return out
 
 
@@ -167,7 +167,7 @@ def _pools_answer(rep: dict[str, Any]) -> str:
     """The Answer's lead: the pools (at most two told in full, then totals), or plainly none."""
     pools = rep["pools"]
     if not pools:
-        if rep["run"]["inductor"]:
+        if any(r["inductor"] for r in rep["runs"]):
             return "Compiled without a process pool: no traced process made a compile pool."
         return "No compile pool was made (torch's inductor was not loaded in any traced process)."
     text = " ".join(_pool_sentence(p) for p in pools[:2])

@@ -101,7 +101,11 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
 def _run_dict(v: View, r: Run) -> dict[str, Any]:
     root = r.root
     alive = [n for ts, n in r.tree_counts if root is not None and root.gone is not None and ts >= root.gone]
+    cfg = next((c for c in r.configs if c[0] is root), r.configs[0] if r.configs else None)
+    python = root.python if root and root.python else next((p.python for p in r.processes if p.python), "")
     return {"id": r.id, "command": r.command, "root_pid": r.root_pid, "hosts": r.hosts,
+            "python": python, "torch": cfg[2] if cfg else "", "inductor": cfg[1] if cfg else {},
+            "guard": r.guard, "duration_s": round((r.end or 0.0) - (r.start or 0.0), 3),
             "start": r.start, "end": r.end, "processes": len(r.processes),
             "leftover_checked": r.leftover_seen, "leftover_how": r.leftover_how or None, "cut": r.cut,
             "state": v.states[r.id], "root_end_s": v.rel(root.end if root and root.end is not None
@@ -237,20 +241,6 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     }
 
 
-def _legacy_run(v: View, data: LogData) -> dict[str, Any]:
-    """The `run` key: the first selected run's header, as before runs were kept apart."""
-    r = v.runs[0]
-    root = r.root
-    cfg = next((c for c in r.configs if c[0] is root), r.configs[0] if r.configs else None)
-    return {
-        "id": r.id, "command": r.command, "hosts": sorted({p.host for p in v.procs}),
-        "python": root.python if root and root.python else next((p.python for p in v.procs if p.python), ""),
-        "torch": cfg[2] if cfg else "", "inductor": cfg[1] if cfg else {},
-        "root_pid": r.root_pid, "duration_s": round(v.t_end - v.t0, 3),
-        "guard": any(x.guard for x in v.runs), "files": data.files,
-    }
-
-
 def select_runs(model: Model, run_id: str | None) -> list[Run]:
     """The runs to report (one with --run), in start order; NoUsableLog for an unknown id."""
     runs = sorted(model.runs.values(), key=lambda r: (r.start if r.start is not None else 0.0, r.id))
@@ -274,7 +264,6 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
     ranks = _ranks(v, leftover)
     jobs = _jobs(v, ranks)
     rep = {
-        "run": _legacy_run(v, data),
         "runs": [_run_dict(v, r) for r in v.runs],
         "ranks": ranks,
         # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
