@@ -20,7 +20,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.watcher import memory
 
-from .test_report import T0, LogWriter
+from .logs import T0, LogWriter
 
 SP = "torch._inductor.compile_worker.subproc_pool"
 AC = "torch._inductor.async_compile"

@@ -231,3 +231,20 @@ def test_a_moved_log_is_said_and_watch_stops(tmp_path: Path) -> None:
         for proc in (watcher, sleeper):
             proc.kill()
             proc.wait(10)
+
+
+def test_the_header_says_whether_the_verdict_is_written() -> None:
+    """After the main process's end: 'verdict pending' until the watcher's leftover, then its count."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    view = RunView()
+    view.feed(json.loads(_rec("process_start", dead.pid, run="ff", root_pid=dead.pid, forked=False)))
+    view.feed(json.loads(_rec("watcher_start", 4_000_000, run="ff", root_pid=dead.pid, role="watcher",
+                              interval=0.1, linger=60.0)))
+    view.feed(json.loads(_rec("process_exit", dead.pid, how="exit")))
+    view.refresh()
+    assert "ended; verdict pending" in view.render("x")[1]
+    view.feed(json.loads(_rec("leftover", 4_000_000, run="ff", root_pid=dead.pid, role="watcher", how="root-exit",
+                              count=0, pids=[], procs=[])))
+    view.refresh()
+    assert "the watcher's verdict: 0 left behind" in view.render("x")[1]

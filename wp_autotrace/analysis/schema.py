@@ -136,7 +136,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
         ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
                        "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
-                       "TORCHELASTIC_RUN_ID); absent when none is"),
+                       "TORCHELASTIC_RUN_ID, and the launch ids that group runs into jobs: MASTER_ADDR, MASTER_PORT, "
+                       "SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NODEID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, "
+                       "PMI_JOBID, WP_AUTOTRACE_JOB); absent when none is"),
     )),
     CALL: ("a traced call started", _CALL_FIELDS),
     RETURN: ("it returned", (
@@ -195,7 +197,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("executable", STR, "the program it execs"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
-        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
+        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
+                       "`live-export`: spans the live export could not send, and why)"),
         ("error", STR, "the fault")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
@@ -220,7 +223,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),
-        ("cpu_s", NUM, "the watcher's own CPU seconds"))),
+        ("cpu_s", NUM, "the watcher's own CPU seconds"),
+        ("exported", UINT, "live export (WP_AUTOTRACE_EXPORT=otlp) only: spans the receiver accepted"),
+        ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"))),
 }
 
 KNOWN_EVENTS = frozenset(EVENTS)

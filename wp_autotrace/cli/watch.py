@@ -135,7 +135,9 @@ class RunView:
             return "running"
         if run.leftover_seen:
             return f"ended; the watcher's verdict: {run.leftover_count} left behind"
-        return "ended; verdict pending"
+        if run.watcher_pids and not run.watcher_exit:
+            return "ended; verdict pending (the watcher has not written what was left yet)"
+        return "ended"
 
     def render(self, path: str, now: float | None = None) -> list[str]:
         """The view as plain lines, every one escaped."""

@@ -63,6 +63,18 @@ RANK_ENV = (
 )
 
 
+# The launcher variables that name a process's rank, in the order they win
+# (RANK from torchrun; the others from Slurm, Open MPI and MPICH-style launchers).
+RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+
+
+def rank_value(rank: object) -> str | None:
+    """The rank a launcher gave a process (process_start's ``rank`` dict: RANK_KEYS, first set), or None."""
+    if not isinstance(rank, dict):
+        return None
+    return next((str(rank[k]) for k in RANK_KEYS if k in rank), None)
+
+
 def watched_env() -> dict[str, str]:
     """The environment variables that decide whether a pool starts, as set now."""
     return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}

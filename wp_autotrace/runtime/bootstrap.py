@@ -16,6 +16,7 @@ from ..common.cmdline import own_argv
 from ..common.env import (
     CHILD_ROLE_ENV,
     ENABLE_ENV,
+    EXPORT_ENV,
     FALSE_WORDS,
     GUARD_ENV,
     INTERVAL_ENV,
@@ -265,7 +266,8 @@ class Runtime:
         os.environ[WATCHED_ENV] = self.run_id
         try:
             started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
-                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
+                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""),
+                            os.environ.get(EXPORT_ENV, ""))
         except OSError:
             started = False
         if not started:
