@@ -17,8 +17,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.cleanup import cleanup
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
-from .test_model import report
-from .test_report import LogWriter
+from .logs import LogWriter, report
 
 HOST = os.uname().nodename
 # Bidirectional and invisible format characters: each reorders or hides what a terminal shows.

@@ -13,32 +13,9 @@ from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
-from .test_report import PLUGIN, T0, LogWriter, seed_log
+from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 
-SP = "torch._inductor.compile_worker.subproc_pool"
-AC = "torch._inductor.async_compile"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-
-
-def report(w: LogWriter, tmp_path: Path, run: str | None = None) -> dict[str, Any]:
-    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run)
-
-
-def kinds(rep: dict[str, Any]) -> set[str]:
-    return {f["kind"] for f in rep["findings"]}
-
-
-def start(w: LogWriter, t: float, pid: int, ppid: int, role: str, run: str = "r1", **extra: Any) -> None:
-    w.add(t, pid, ppid, role, "process_start", argv=["python", f"{role}.py"], python="3.11.7", forked=False,
-          env={}, run=run, root_pid=100, **extra)
-
-
-def call(w: LogWriter, t: float, pid: int, ppid: int, role: str, target: str, cid: int, end: float | None,
-         **ret: Any) -> None:
-    w.add(t, pid, ppid, role, "call", target=target, call_id=cid, thread="MainThread", stack=[PLUGIN],
-          caller=PLUGIN)
-    if end is not None:
-        w.add(end, pid, ppid, role, "return", call_id=cid, duration_s=end - t, **ret)
 
 
 def clean_run() -> LogWriter:
@@ -111,10 +88,6 @@ def with_raising_sidecar() -> LogWriter:
     w.lines = [r for r in w.lines if not (r["pid"] == 200 and r.get("target", "").endswith("_shutdown"))
                and not (r["pid"] == 200 and r["event"] == "return")]
     return w
-
-
-def watcher(w: LogWriter, t: float, event: str, **fields: Any) -> None:
-    w.add(t, 900, 100, "watcher", event, run="r1", root_pid=100, **fields)
 
 
 def without_root_end(w: LogWriter) -> LogWriter:

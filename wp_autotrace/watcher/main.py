@@ -54,7 +54,11 @@ RSS_MOVE_FRACTION = 0.10
 RSS_MOVE_BYTES = 16 << 20
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
 SCAN_S = 2.0  # seconds between /proc scans for processes of the root's group or session ("possible")
-LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
+LEFTOVER_GRACE_S = 0.2  # processes the root's exit is just ending get this long to go
+# From the root's process_exit (read in the log) to the leftover record, the watcher
+# samples this often: the verdict is written ~LEFTOVER_GRACE_S after the root's end
+# rather than up to an interval (and STAT_EVERY intervals for a zombie root) later.
+FAST_TICK_S = 0.01
 CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
 # Each record's lists are packed to this many bytes of JSON, well under the
 # sink's 32 KiB cap, so the sink never has to shorten (and cut) a list.
@@ -86,12 +90,56 @@ def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> li
 
 # -- the watcher's side -----------------------------------------------------------------
 
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class WatcherSink(Sink):
+    """The watcher's sink: once detached (the root has ended), it holds no fd between two
+    writes, so an epilog can unmount the job's filesystem while the watcher lingers.
+
+    Each write then opens the path, checks it is the same file (sink.open_log's
+    checks, then st_dev/st_ino), writes and closes; a path that no longer names
+    the log drops the record (and LogWatch.gone() ends the watcher).
+    """
+
+    detached = False
+
+    def detach(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+        self.detached = True
+
+    def _write(self, event: str, body: str | None, fields: Any) -> None:
+        if not self.detached:
+            super()._write(event, body, fields)
+            return
+        try:
+            self._reopen()
+        except OSError:
+            self.dropped += 1
+            return
+        try:
+            super()._write(event, body, fields)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class LogWatch:
     """The log as the watcher reads it: still there? which pids did the run's
     processes announce (process_start)? did the root write its process_exit?"""
 
     def __init__(self, write_fd: int, path: str, host: str, run: str, root: int, offset: int) -> None:
         self.write_fd = write_fd
+        self.path = path
+        self.identity = _identity(write_fd)
+        self.detached = False  # after the root's end: no fd held between reads (detach)
         self.host = host
         self.root = root
         self.run = run
@@ -117,19 +165,41 @@ class LogWatch:
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
 
     def gone(self) -> bool:
-        """The log was removed (or its fd broke): nothing to write for."""
+        """The log was removed (or its fd broke, or its path names another file once detached)."""
         try:
-            return os.fstat(self.write_fd).st_nlink == 0
+            st = os.stat(self.path) if self.detached else os.fstat(self.write_fd)
         except OSError:
             return True
+        return st.st_nlink == 0 or (self.detached and (st.st_dev, st.st_ino) != self.identity)
+
+    def detach(self) -> None:
+        """From now on hold no fd between two reads: each scan opens the path (the same file, or none)."""
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+        self.read_fd = -1
+        self.detached = True
 
     def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
         """Read what was appended since the last scan (at most limit bytes)."""
-        if self.read_fd < 0:
+        if not self.detached:
+            self._scan(self.read_fd, limit)
             return
-        size = os.fstat(self.read_fd).st_size
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            if _identity(fd) == self.identity:
+                self._scan(fd, limit)
+        finally:
+            os.close(fd)
+
+    def _scan(self, fd: int, limit: int) -> None:
+        if fd < 0:
+            return
+        size = os.fstat(fd).st_size
         while self.offset < size and limit > 0:
-            data = os.pread(self.read_fd, min(size - self.offset, limit), self.offset)
+            data = os.pread(fd, min(size - self.offset, limit), self.offset)
             if not data:
                 break
             self.offset += len(data)
@@ -282,7 +352,9 @@ class Watcher:
         ended: list[dict[str, Any]] = []
         candidates: set[int] = set()
         for pid in list(self.live):
-            if (self.samples + pid) % self.stat_every == 0 and not self._restat(pid, now, started, ended, candidates):
+            # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
+            restat = pid == self.root or (self.samples + pid) % self.stat_every == 0
+            if restat and not self._restat(pid, now, started, ended, candidates):
                 continue
             kids = self.reader.children(pid, self.threads[pid])
             if kids is None:
@@ -455,6 +527,7 @@ class Watcher:
             now = clock()
             if self.root_end is not None and root_gone_at is None:
                 root_gone_at = now
+                self._detach()
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
                     exited = self.root_exited()  # the whole log read: the root's below too
@@ -467,9 +540,22 @@ class Watcher:
                 if now - root_gone_at >= self.linger and self.leftover_written:
                     self.leftover(V.LINGER_END)
                     return V.EXIT_LINGER_END
-            next_tick += self.interval
+            step = FAST_TICK_S if self._verdict_due() else self.interval
+            next_tick = min(next_tick + self.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
             next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
+
+    def _detach(self) -> None:
+        """The root has ended: from now on the log is open only while it is read or written."""
+        if self.log is not None:
+            self.log.scan(limit=1 << 62)  # what the held fd can still read
+            self.log.detach()
+        if isinstance(self.sink, WatcherSink) and self.log is not None:
+            self.sink.detach()
+
+    def _verdict_due(self) -> bool:
+        """The root wrote its process_exit, and the leftover is not written yet: sample fast."""
+        return not self.leftover_written and self.log is not None and self.log.root_exited
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
@@ -499,11 +585,15 @@ def main(args: list[str]) -> None:
     host = os.uname().nodename
     inherited = int(fd)  # the root's own fd: proof of which file the log is
     try:
-        sink = Sink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
+        sink = WatcherSink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
         same = os.path.samestat(os.fstat(sink.fd), os.fstat(inherited))
     except OSError:
         return
     os.close(inherited)
+    try:
+        os.chdir("/")  # no cwd on the job's filesystems (an epilog unmounts them)
+    except OSError:
+        pass
     logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
     if not same or logwatch.gone():
         return
