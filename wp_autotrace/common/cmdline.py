@@ -61,7 +61,7 @@ def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
 
 def python_flags(argv: Sequence[str]) -> str:
     """The one-letter options a Python command line gives the interpreter before what it runs
-    ("IS" for ``python -I -S x.py`` or ``python -IS x.py``; -c/-m end the options)."""
+    ("IS" for ``python -I -S SCRIPT`` or ``python -IS SCRIPT``; -c/-m end the options)."""
     letters = ""
     i = 1
     while i < len(argv):
