@@ -80,9 +80,14 @@ def watched_env() -> dict[str, str]:
     return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
 
 
+# Set by hand in many shells and containers: on their own they prove no launch.
+_ONLY_WITH_OTHERS = ("MASTER_ADDR", "MASTER_PORT")
+
+
 def rank_env() -> dict[str, str]:
     """The rank/launcher variables that are set (empty outside a distributed launch)."""
-    return {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    found = {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    return found if set(found) - set(_ONLY_WITH_OTHERS) else {}
 
 
 # Inductor settings recorded when torch._inductor.config has loaded.
