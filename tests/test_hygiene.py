@@ -20,8 +20,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.cleanup import cleanup
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
-from .test_model import report
-from .test_report import LogWriter
+from .logs import LogWriter, report
 
 HOST = os.uname().nodename
 # Bidirectional and invisible format characters: each reorders or hides what a terminal shows.
@@ -45,7 +44,7 @@ def test_report_text_escapes_bidi_json_keeps_it(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     text = render_text(rep, {})
     assert not set(text) & set(INVISIBLE) and "\\u202eyp.niart\\u2066x\\u200b" in text
-    assert rep["run"]["command"] == evil
+    assert rep["runs"][0]["command"] == evil
 
 
 def test_cleanup_output_is_escaped() -> None:

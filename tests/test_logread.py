@@ -18,7 +18,7 @@ from wp_autotrace.analysis.logread import MAX_LINE_BYTES, read_logs
 from wp_autotrace.cli.main import main
 
 from .conftest import clean_env
-from .test_report import seed_log
+from .logs import seed_log
 
 
 def strict_json(text: str) -> Any:

@@ -11,15 +11,9 @@ from wp_autotrace.analysis.plugins import advice_for
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.main import short_answer
 
+from .logs import AC, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_model import (
-    AC,
-    SP,
-    call,
     clean_run,
-    kinds,
-    report,
-    start,
-    watcher,
     with_early_wakeup,
     with_root_killed,
     with_run_in_progress,
@@ -27,7 +21,6 @@ from .test_model import (
     with_unreturned,
     without_root_end,
 )
-from .test_report import T0, LogWriter, seed_log
 
 
 def finding(rep: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..common import targets as T
-from ..common import vocab as V
 from ..common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from .fmt import TEXT_PIDS, pid_text, site, size_text
 from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
@@ -123,16 +122,32 @@ def leftovers(v: View) -> Finding | None:
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     mb = f", about {size_text(rss)} resident" if rss else ""
-    killed = any(r.leftover_how == V.ROOT_KILLED for r in v.runs)
+    killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
+    pending = " (verdict pending: from the last look after the main process ended)" if any(
+        r.verdict_pending for r in v.runs) else ""
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
         f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
-        f"pids {pid_text(p.pid for p in listed)}{more}.",
+        f"pids {pid_text(p.pid for p in listed)}{more}{pending}.",
         sorted(p.pid for p in listed), [],
         "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
         "then stop their cause: pools started where nothing shuts them down (see the findings above)",
         {"processes": v.leftover_count, "leftover_rss_bytes": rss})
+
+
+def verdict_pending(v: View) -> Finding | None:
+    """The main process ended, and nothing yet says what it left: no verdict, no look after its end."""
+    runs = [r for r in v.runs if r.verdict_pending and not r.provisional_from]
+    if not runs:
+        return None
+    return Finding(
+        "verdict-pending", "warning",
+        "Verdict pending: the main process ended, but the watcher has not yet written what the run left "
+        "behind, and no look after that end is in the log: what is still running is not known yet.",
+        sorted(r.root.pid for r in runs if r.root is not None), [],
+        "read the report again in a few seconds (the watcher writes its verdict shortly after the main "
+        "process ends)", {})
 
 
 def _clean_end(p: Process) -> bool:
@@ -310,6 +325,7 @@ def root_killed(v: View) -> Finding | None:
     r = runs[0]
     root = r.root
     assert root is not None
+    advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
     if v.states[r.id] == RUN_KILLED:
         when = root.gone if root.gone is not None else r.end
         at = f" at {when - v.t0:.1f} s" if when is not None else ""
@@ -317,12 +333,12 @@ def root_killed(v: View) -> Finding | None:
                                         default=0)
         text = (f"The main process {root.pid} was killed{at} (no process_exit; its exit handlers did not run); "
                 f"seen after it: {alive} process(es) of the run still alive.")
+        if not alive and r.leftover_seen:  # the verdict: nothing left, so nothing to clean up
+            advice = "nothing of the run is left to end; find what killed it (the OOM killer: dmesg; a time limit)"
     else:
         text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
                 f"after it): it was killed, or the log stops early; {_last_seen(v, root)}.")
-    return Finding(
-        "root-killed", "problem", text, [root.pid], [],
-        "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`", {})
+    return Finding("root-killed", "problem", text, [root.pid], [], advice, {})
 
 
 def run_in_progress(v: View) -> Finding | None:
@@ -363,6 +379,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     run_in_progress,
     nested_pools,
     warm_pool_bypass,
+    verdict_pending,
     leftovers,
     sidecars_killed,
     sidecars_never_served,

@@ -86,7 +86,6 @@ def clean_value(v: Any, depth: int = 0) -> Any:
 
 
 _FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
-_FRAME_KEYS = frozenset(("file", "line", *_FRAME_STRS))
 
 
 def clean_frame(v: Any) -> dict[str, Any] | None:
@@ -344,3 +343,53 @@ def skipped_line(skipped: dict[str, int]) -> str:
         return ""
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
     return f"skipped {sum(skipped.values())} line(s): {parts}"
+
+
+# A live reader takes at most this much per read, so one read of a huge log never freezes it; it
+# says it is `behind` until it has caught up, and a caller decides nothing final until then.
+TAIL_READ_BYTES = 8 * 2**20
+
+
+class Tail:
+    """New complete records of a growing log, from where the last read stopped (a partial last line
+    waits for its end). The file stays open: a log renamed while read is still read to its end, and
+    `moved()` says that its path no longer names it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file = _open_regular(path)
+        self.offset = 0
+        self.partial = b""
+        self.behind = True  # not yet read to the end
+        self.fixed: dict[str, int] = {}
+
+    def read(self, limit: int = TAIL_READ_BYTES) -> list[dict[str, Any]]:
+        """The records completed since the last read (blank lines and torn fragments skipped)."""
+        size = os.fstat(self.file.fileno()).st_size
+        if size < self.offset:  # truncated: start over
+            self.offset, self.partial = 0, b""
+        self.file.seek(self.offset)
+        data = self.file.read(min(limit, max(size - self.offset, 0)))
+        self.offset += len(data)
+        self.behind = self.offset < size
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()  # b"" after a newline; else a line still being written
+        if len(self.partial) > MAX_LINE_BYTES:
+            self.partial = b""  # not one of ours: skipped, as the whole-file reader does
+        found = (parse_line(line, _ignore, self.fixed) for line in lines if line.strip())
+        return [r for r in found if r is not None]
+
+    def moved(self) -> bool:
+        """Whether the path no longer names the file being read (moved, removed or replaced)."""
+        try:
+            st, mine = os.stat(self.path), os.fstat(self.file.fileno())
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _ignore(reason: str) -> None:
+    """A live reader does not count what it passes over (report does)."""

@@ -6,16 +6,20 @@ host.name, process.pid, ...), one child span per traced call.
 Process spans nest as the processes did; a sidecar hangs under the
 ``SubprocPool.__init__`` call whose return named it (``sidecar_pid``).
 OTLP/JSON differs from the standard protobuf JSON mapping in two ways kept
-here: ids are hex strings, and enums are integers. Sending it to a receiver
-is the CLI's (cli/post.py): this module never touches the network.
+here: ids are hex strings, and enums are integers. The ids come from
+common/otel_ids.py, shared with the watcher's live export (watcher/export.py):
+a span streamed live and the same span exported later have one id. Sending
+it to a receiver is the CLI's (cli/post.py): this module never touches the
+network.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from .. import __version__
+from ..common.otel_ids import span_id as _span_id
+from ..common.otel_ids import trace_id
 from .labels import rank_value
 from .logread import LogData
 from .model import Call, Model, Process, build
@@ -23,19 +27,6 @@ from .model import Call, Model, Process, build
 SPAN_KIND_INTERNAL = 1
 STATUS_ERROR = 2
 UNFINISHED = ""
-
-
-def trace_id(run: str) -> str:
-    """16 bytes hex: the run id itself, zero-padded, when it is hex (so a backend search finds it)."""
-    run = run.lower()
-    if run and len(run) <= 32 and all(ch in "0123456789abcdef" for ch in run) and int(run, 16):
-        return run.zfill(32)
-    return hashlib.sha256(run.encode()).hexdigest()[:32]
-
-
-def _span_id(*parts: Any) -> str:
-    """8 bytes hex, stable for the same process or call (re-exports give the same ids)."""
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
 def _nanos(ts: float) -> str:

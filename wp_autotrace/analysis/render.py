@@ -20,7 +20,7 @@ MAX_INDENT = 8
 # The default text is short (about 60 lines at 30 nested sidecars): tables show this many rows, then
 # "… N more"; --verbose shows every row, every tree line and every finding's pids and evidence.
 SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
-FOLD_TOOLS = True  # compiler toolchain children: one line per parent unless --verbose
+
 
 def _mb(n: Any) -> str:
     return f"{n / 2**20:.0f} MB" if n else "-"
@@ -53,7 +53,7 @@ def _more(rows: list[Any], limit: int | None, indent: str = "  ") -> str:
 
 def _run_section(rep: dict[str, Any]) -> list[str]:
     out = ["== Run"]
-    runs, run = rep["runs"], rep["run"]
+    runs = rep["runs"]
     ids = ", ".join(r["id"] or "?" for r in runs)
     if rep["all_runs"] > len(runs):
         out.append(f"this log holds {rep['all_runs']} runs; showing run {ids}")
@@ -68,10 +68,10 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"command:   {r['command'] or '?'}")
         out.append(f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
                    f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}")
-    out.append(f"python {run['python'] or '?'}    torch {run['torch'] or '?'}    "
-               f"guard: {'nested-pools' if run['guard'] else 'off'}    duration {run['duration_s']:.1f}s")
-    if run["inductor"]:
-        out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in run["inductor"].items()))
+        out.append(f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
+                   f"guard: {'nested-pools' if r['guard'] else 'off'}    duration {r['duration_s']:.1f}s")
+        if r["inductor"]:
+            out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
     return out
 
 
@@ -132,6 +132,8 @@ def _state_text(r: dict[str, Any]) -> str:
         return f"main process killed (no process_exit{after})"
     if state == "in progress":
         return "in progress"
+    if state == "ended" and r.get("exec_into"):
+        return f"ended (the main process exec'd into {r['exec_into']}; its end seen by the watcher)"
     return "ended" if state == "ended" else "end not seen (no process_exit)"
 
 
@@ -339,7 +341,8 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         out.append(_tree_line(p, indent))
         lines += 1
         children = kids.get(key, [])
-        tools = [k for k in children if k["tool"]] if FOLD_TOOLS and not verbose else []
+        # compiler toolchain children: one line per parent unless --verbose
+        tools = [k for k in children if k["tool"]] if not verbose else []
         rest = [k for k in children if not (tools and k["tool"])]
         stack.extend((k, indent + 1) for k in reversed(rest))
         if tools:
@@ -358,7 +361,18 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     if rep["leftover_count"] > len(left):
         listed += f" ({rep['leftover_count'] - len(left)} not listed: the log's list was cut)"
     states = {r["state"] for r in rep["runs"]}
-    if "killed" in states:
+    pending = [r for r in rep["runs"] if r.get("verdict_pending")]
+    if pending:
+        source = {"sample": "the last sample after the main process ended",
+                  "below": "the main process's own list of its descendants at exit"}
+        froms = {r["verdict_from"] for r in pending}
+        if None in froms:
+            out.append("left behind at main exit: not known yet (verdict pending: nothing seen after the main "
+                       "process ended)")
+        else:
+            out.append(f"left behind at main exit: {listed} (verdict pending: from "
+                       f"{' and '.join(sorted(source[f] for f in froms))})")
+    elif "killed" in states:
         out.append(f"left behind after the main process was killed: {listed}"
                    + ("" if rep["leftover_checked"] else " (not checked: no leftover record)"))
     elif rep["leftover_checked"]:
@@ -371,6 +385,9 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s); "
                f"left {size_text(costs['leftover_rss_bytes']) if costs['leftover_rss_bytes'] else 'nothing'}"
                f"; main waited {costs['exit_wait_s']:.1f} s at exit")
+    if rep.get("possible"):
+        out.append("possibly the run's (they share only its process group or session; cleanup never ends "
+                   f"them): {pid_text([e['pid'] for e in rep['possible']], 12)}")
     if rep["reparented_pids"]:
         out.append(f"outlived their parent (re-parented): {pid_text(rep['reparented_pids'], 12)}")
     if rep["running_pids"]:

@@ -1,12 +1,9 @@
 """The log's record schema, in one place: event names, each event's fields, the version.
 
 The reader (logread) checks every field against FIELD_TYPES, the model
-(model.py) folds records by these names, and README's "Log schema" table is
+(model.py) folds records by these names, and docs/log-schema.md's table is
 generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
 one entry here plus its ``visit_<event>`` handler in model.py.
-
-Nothing is imported at run time (the start-up path may import this module):
-the TypedDicts exist for type checkers only.
 """
 
 from __future__ import annotations
@@ -62,10 +59,6 @@ from ..common.vocab import (
 from ..common.vocab import (
     WATCHER_START as WATCHER_START,
 )
-
-TYPE_CHECKING = False  # typing is not imported at start-up
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
 
 # Field types the reader checks (logread._CHECKS): a field of the wrong type is
 # dropped from its record, and counted.
@@ -136,7 +129,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
         ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
                        "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
-                       "TORCHELASTIC_RUN_ID); absent when none is"),
+                       "TORCHELASTIC_RUN_ID, and the launch ids that group runs into jobs: MASTER_ADDR, MASTER_PORT, "
+                       "SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NODEID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, "
+                       "PMI_JOBID, WP_AUTOTRACE_JOB); absent when none is"),
     )),
     CALL: ("a traced call started", _CALL_FIELDS),
     RETURN: ("it returned", (
@@ -190,7 +185,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("executable", STR, "the program it execs"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
-        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
+        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
+                       "`live-export`: spans the live export could not send, and why)"),
         ("error", STR, "the fault")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
@@ -208,7 +204,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),
-        ("cpu_s", NUM, "the watcher's own CPU seconds"))),
+        ("cpu_s", NUM, "the watcher's own CPU seconds"),
+        ("exported", UINT, "live export (WP_AUTOTRACE_EXPORT=otlp) only: spans the receiver accepted"),
+        ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"))),
 }
 
 KNOWN_EVENTS = frozenset(EVENTS)
@@ -221,103 +219,10 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
 
 
 def markdown_table() -> str:
-    """README's log-schema table, generated from EVENTS."""
+    """docs/log-schema.md's table, generated from EVENTS."""
     rows = ["| event | what | fields |", "|---|---|---|"]
     for event, (what, fields) in EVENTS.items():
         cells = ", ".join(f"`{name}` ({doc})" for name, _, doc in fields)
         rows.append(f"| `{event}` | {what} | {cells} |")
     return "\n".join(rows) + "\n"
 
-
-if TYPE_CHECKING:
-    class Frame(TypedDict, total=False):
-        file: str
-        line: int
-        func: str
-        dist: str
-        dist_version: str
-        rel: str
-        src: str
-
-    class ProcEntry(TypedDict, total=False):
-        pid: int
-        ppid: int
-        name: str
-        cmd: str
-        create_time: float
-        rss: int
-        role: str
-        via: str
-
-    class Base(TypedDict, total=False):
-        v: int
-        event: str
-        ts: float
-        pid: int
-        ppid: int
-        host: str
-        role: str
-        seq: int
-        truncated: int
-
-    class ProcessStartRecord(Base, total=False):
-        argv: list[str]
-        executable: str
-        python: str
-        cwd: str | None
-        run: str
-        root_pid: int
-        forked: bool
-        guard: bool
-        env: dict[str, Any]
-        create_time: float
-        rank: dict[str, str]
-
-    class CallRecord(Base, total=False):
-        target: str
-        tag: str
-        call_id: int
-        thread: str
-        stack: list[Frame]
-        caller: Frame | None
-        parent_call: int
-        env: dict[str, Any]
-        action: str
-
-    class ReturnRecord(Base, total=False):
-        call_id: int
-        duration_s: float
-        error: str
-        sidecar_pid: int
-        worker_pids: list[int]
-
-    class TreeRecord(Base, total=False):
-        run: str
-        root_pid: int
-        part: int
-        parts: int
-        count: int
-        started: list[ProcEntry]
-        ended: list[dict[str, Any]]
-        rss: list[dict[str, Any]]
-        final: bool
-        possible: list[ProcEntry]
-
-    class LeftoverRecord(Base, total=False):
-        run: str
-        root_pid: int
-        part: int
-        parts: int
-        how: str
-        count: int
-        pids: list[int]
-        procs: list[ProcEntry]
-
-    class ErrorRecord(Base, total=False):
-        source: str
-        logger: str | None
-        level: str
-        exc_type: str
-        message: str
-        frames: list[Frame]
-        origin: Frame

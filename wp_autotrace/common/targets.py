@@ -63,14 +63,31 @@ RANK_ENV = (
 )
 
 
+# The launcher variables that name a process's rank, in the order they win
+# (RANK from torchrun; the others from Slurm, Open MPI and MPICH-style launchers).
+RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+
+
+def rank_value(rank: object) -> str | None:
+    """The rank a launcher gave a process (process_start's ``rank`` dict: RANK_KEYS, first set), or None."""
+    if not isinstance(rank, dict):
+        return None
+    return next((str(rank[k]) for k in RANK_KEYS if k in rank), None)
+
+
 def watched_env() -> dict[str, str]:
     """The environment variables that decide whether a pool starts, as set now."""
     return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
 
 
+# Set by hand in many shells and containers: on their own they prove no launch.
+_ONLY_WITH_OTHERS = ("MASTER_ADDR", "MASTER_PORT")
+
+
 def rank_env() -> dict[str, str]:
     """The rank/launcher variables that are set (empty outside a distributed launch)."""
-    return {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    found = {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    return found if set(found) - set(_ONLY_WITH_OTHERS) else {}
 
 
 # Inductor settings recorded when torch._inductor.config has loaded.
