@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "wp_autotrace"
 SOURCES = sorted(PKG.rglob("*.py"))
-# A function longer than this does several things: split it (TEAM.md style rule).
+# A function longer than this does several things: split it.
 MAX_FUNCTION_LINES = 80
 # Folders a citation may start from: the repository's own, or a layer of the package.
 REPO_PREFIXES = ("docs/", "tests/", "bench/", "tools/", "examples/", "wp_autotrace/", "common/", "runtime/",
@@ -99,11 +99,12 @@ def test_no_import_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # and a cycle would be seen
 
 
-def _missing_citations(path: Path) -> list[str]:
-    """Files named in path's comments and docstrings that exist nowhere they could mean."""
+def _missing_citations(path: Path, strings: bool = True) -> list[str]:
+    """Files named in path's comments (and strings: docstrings) that exist nowhere they could mean."""
     missing = []
+    kinds = (tokenize.COMMENT, tokenize.STRING) if strings else (tokenize.COMMENT,)
     for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
-        if tok.type not in (tokenize.COMMENT, tokenize.STRING):
+        if tok.type not in kinds:
             continue
         for cited in _CITED.findall(tok.string):
             if "/" in cited and not cited.startswith(REPO_PREFIXES) and not cited.endswith(".md"):
@@ -121,6 +122,16 @@ def _missing_citations(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
 def test_every_cited_file_exists(path: Path) -> None:
     assert not _missing_citations(path)
+
+
+# Tests, benches and tools: their strings are mostly the scripts they write, so comments only.
+OTHER_SOURCES = sorted(p for folder in ("tests", "bench", "tools", "examples") for p in (ROOT / folder).rglob("*.py")
+                       if not {"fixtures", ".venvs", "scenario"} & set(p.parts))
+
+
+@pytest.mark.parametrize("path", OTHER_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_cited_in_a_comment_exists(path: Path) -> None:
+    assert not _missing_citations(path, strings=False)
 
 
 def test_no_citation_of_a_contracts_file_that_does_not_exist() -> None:

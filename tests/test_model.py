@@ -13,32 +13,10 @@ from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
-from .test_report import PLUGIN, T0, LogWriter, seed_log
+from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
+from .test_pools import device_pool, idle_pool, spawn_child_exit
 
-SP = "torch._inductor.compile_worker.subproc_pool"
-AC = "torch._inductor.async_compile"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-
-
-def report(w: LogWriter, tmp_path: Path, run: str | None = None) -> dict[str, Any]:
-    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run)
-
-
-def kinds(rep: dict[str, Any]) -> set[str]:
-    return {f["kind"] for f in rep["findings"]}
-
-
-def start(w: LogWriter, t: float, pid: int, ppid: int, role: str, run: str = "r1", **extra: Any) -> None:
-    w.add(t, pid, ppid, role, "process_start", argv=["python", f"{role}.py"], python="3.11.7", forked=False,
-          env={}, run=run, root_pid=100, **extra)
-
-
-def call(w: LogWriter, t: float, pid: int, ppid: int, role: str, target: str, cid: int, end: float | None,
-         **ret: Any) -> None:
-    w.add(t, pid, ppid, role, "call", target=target, call_id=cid, thread="MainThread", stack=[PLUGIN],
-          caller=PLUGIN)
-    if end is not None:
-        w.add(end, pid, ppid, role, "return", call_id=cid, duration_s=end - t, **ret)
 
 
 def clean_run() -> LogWriter:
@@ -113,10 +91,6 @@ def with_raising_sidecar() -> LogWriter:
     return w
 
 
-def watcher(w: LogWriter, t: float, event: str, **fields: Any) -> None:
-    w.add(t, 900, 100, "watcher", event, run="r1", root_pid=100, **fields)
-
-
 def without_root_end(w: LogWriter) -> LogWriter:
     """w with the main process's process_exit and the leftover check taken out."""
     w.lines = [r for r in w.lines if not (r["pid"] == 100 and r["event"] in ("process_exit", "leftover"))]
@@ -160,6 +134,9 @@ def with_early_wakeup() -> LogWriter:
 
 
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "idle-pool": idle_pool,
+    "child-exit-wait": spawn_child_exit,
+    "pool-device-files": device_pool,
     "root-killed": with_root_killed,
     "in-progress": with_run_in_progress,
     "verdict-pending": with_verdict_pending,

@@ -270,3 +270,39 @@ def test_rss_heartbeats_only_on_a_move_or_keepalive(tmp_path: Path) -> None:
     w._last_keepalive = 0.0  # a keep-alive is due: everyone's, moved or not
     every = heartbeat()
     assert len(every) == 51 and (101, 105 << 20) in every
+
+
+def test_verdict_follows_the_roots_exit_within_the_grace(tmp_path: Path) -> None:
+    """Once the root's process_exit is in the log the watcher samples fast: the leftover is written within
+    LEFTOVER_GRACE_S (and a few fast ticks) of the root's end, not an interval or a zombie's restat later."""
+    from wp_autotrace.watcher.main import FAST_TICK_S, LEFTOVER_GRACE_S
+
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.stat_every = 5  # as in a real run: the root must not wait for its turn
+    w.interval = 0.5  # a slow sampler: the verdict must not wait for it
+    w.linger = 1.0
+    w.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
+    t = [0.0]
+    marks: dict[str, float] = {}
+
+    def sleep(d: float) -> None:
+        t[0] += d
+        if t[0] >= 1.0 and "exit" not in marks:
+            marks["exit"] = t[0]
+            with open(log, "ab") as f:
+                f.write(b'\n{"v":1,"event":"process_exit","pid":100,"host":"h","ts":1.0,"seq":1}\n')
+            # a zombie its parent has not reaped: no stat, but a children file (empty) still
+            r.stat = lambda pid: None if pid == 100 else FakeReader.stat(r, pid)  # type: ignore[method-assign]
+
+    real_leftover = w.leftover
+
+    def leftover(how: str) -> None:
+        marks.setdefault(how, t[0])
+        real_leftover(how)
+
+    w.leftover = leftover  # type: ignore[method-assign]
+    assert w.run_loop(clock=lambda: t[0], sleep=sleep) == "linger-end"
+    assert marks["root-exit"] - marks["exit"] <= LEFTOVER_GRACE_S + 2 * FAST_TICK_S + 1e-9, marks

@@ -89,7 +89,7 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     from wp_autotrace.analysis.chrome import to_chrome_trace
     from wp_autotrace.analysis.logread import read_logs
 
-    from .test_report import check_chrome_trace
+    from .logs import check_chrome_trace
 
     check_chrome_trace(to_chrome_trace(read_logs([str(log)])))
 

@@ -21,8 +21,8 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
 from .conftest import clean_env, run_python
+from .logs import T0, LogWriter
 from .procs import kill_run
-from .test_report import T0, LogWriter
 
 # The program starts a long sleeper in a session of its own (it outlives the program), prints its pid, exits 0.
 LEAVES_ONE = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "

@@ -695,3 +695,44 @@ def test_start_times_are_on_the_records_clock(tmp_path: Path) -> None:
         assert 1.0 - 1.5 * tick <= end - ct <= (facts["done"] - facts["before"]) + 0.1 + 0.2, (end - ct, facts)
     finally:
         kill_session(proc)
+
+
+def test_job_filesystem_unmounts_while_the_watcher_lingers(tmp_path: Path) -> None:
+    """An epilog's umount of the job's filesystem (its cwd and log on a tmpfs) succeeds while the watcher
+    lingers for a leftover: the watcher holds no cwd there, and no fd between writes once the root ended."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "job"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    script = tmp_path / "root.py"
+    script.write_text(textwrap.dedent('''
+        import subprocess
+        # the leftover holds nothing on the job's filesystem: only the watcher could keep it busy
+        print(subprocess.Popen(["sleep", "30"], cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL).pid)
+    '''))
+    log = mnt / "run.jsonl"
+    leftover = 0
+    try:
+        res = subprocess.run([sys.executable, str(script)], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
+                             cwd=str(mnt), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        leftover = int(res.stdout)
+        recs = wait_for_watcher(log, 15, event="leftover")
+        wpid = [r["pid"] for r in recs if r["event"] == "watcher_start"][0]
+        assert alive(wpid) and [r["pids"] for r in events(recs, "leftover")] == [[leftover]]
+        assert os.readlink(f"/proc/{wpid}/cwd") == "/"
+
+        def unmounted() -> bool:  # a write or read in flight holds the file for microseconds: retry
+            return subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0
+
+        assert wait_until(unmounted, 5), subprocess.run(["umount", str(mnt)], capture_output=True, text=True).stderr
+        assert wait_until(lambda: not alive(wpid), 10)  # the log is gone from its path: it leaves
+    finally:
+        if leftover:
+            kill_pids([leftover])
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

@@ -30,6 +30,9 @@ from ..common.vocab import (
     LEFTOVER as LEFTOVER,
 )
 from ..common.vocab import (
+    MEMORY as MEMORY,
+)
+from ..common.vocab import (
     PROCESS_EXIT as PROCESS_EXIT,
 )
 from ..common.vocab import (
@@ -77,6 +80,9 @@ FRAMES = "list[frame]"
 PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
+MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?}
+DEVS = "list[devices]"  # {pid, create_time, paths}
+TIMES = "dict[str,list[num]]"  # label -> [first, last]
 
 # Every record carries these (sink.py writes them; watcher records add run and root_pid).
 BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -86,7 +92,8 @@ BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pid", UINT, "the writing process"),
     ("ppid", UINT, "its parent at process start"),
     ("host", STR, "host name"),
-    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, resource-tracker, forkserver, "
+    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, dataloader-worker, "
+                     "resource-tracker, forkserver, "
                      "watcher, child"),
     ("seq", UINT, "per-process counter from 0"),
     ("truncated", UINT, "set when the record was cut to fit 32 KiB: its size before"),
@@ -129,7 +136,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
         ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
                        "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
-                       "TORCHELASTIC_RUN_ID); absent when none is"),
+                       "TORCHELASTIC_RUN_ID, and the launch ids that group runs into jobs: MASTER_ADDR, MASTER_PORT, "
+                       "SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NODEID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, "
+                       "PMI_JOBID, WP_AUTOTRACE_JOB); absent when none is"),
     )),
     CALL: ("a traced call started", _CALL_FIELDS),
     RETURN: ("it returned", (
@@ -148,7 +157,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("env", DICT, "as in call"),
     )),
     CONFIG: ("torch._inductor.config loaded", (
-        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool"),
+        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool, "
+                           "quiesce_async_compile_time, as this torch has them"),
+        ("knobs", STRS, "the pool settings this torch's config has (its names with `compile_threads` or "
+                        "`quiesce`): what advice may name"),
         ("torch_version", STR, "torch.__version__"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
@@ -173,6 +185,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                      "without `code`"),
         ("code", ANY, "exit code"),
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
+        ("count_times", TIMES, "each counted call's first and last time (Unix seconds): a pool's first and "
+                               "last job"),
         ("dropped", UINT, "records this process could not write"),
         ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
                          "(at most 200)"),
@@ -183,7 +197,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("executable", STR, "the program it execs"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
-        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
+        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
+                       "`live-export`: spans the live export could not send, and why)"),
         ("error", STR, "the fault")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
@@ -196,12 +211,21 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("frames", FRAMES, "innermost last, at most 8"),
         ("origin", FRAME, "innermost frame of the exception"),
     )),
+    MEMORY: ("real memory of the run's pool processes (watcher: sidecars, compile workers; each at most every "
+             "2 s, within 0.4 % of a core)", _PART_FIELDS + (
+        ("procs", MEMS, "`{pid, create_time, pss, uss, rss, swap_pss?}` in bytes, from /proc/PID/smaps_rollup "
+                        "(uss = Private_Clean + Private_Dirty)"),
+        ("devices", DEVS, "accelerator device files a pool process holds, read once at its first sample: "
+                          "`{pid, create_time, paths}`"),
+    )),
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),
-        ("cpu_s", NUM, "the watcher's own CPU seconds"))),
+        ("cpu_s", NUM, "the watcher's own CPU seconds"),
+        ("exported", UINT, "live export (WP_AUTOTRACE_EXPORT=otlp) only: spans the receiver accepted"),
+        ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"))),
 }
 
 KNOWN_EVENTS = frozenset(EVENTS)

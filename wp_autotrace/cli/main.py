@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from typing import Any, NamedTuple
 
 from .. import __version__
 from ..analysis.logread import NoUsableLog, read_logs, skipped_line
+from ..common.cmdline import is_python, python_flags
 from ..common.env import (
     ENABLE_ENV,
     GUARD_ENV,
@@ -164,6 +164,10 @@ def _export(args: argparse.Namespace) -> int:
 
     if args.format == "otlp":
         return _export_otlp(args)
+    if args.endpoint:
+        print("wp-autotrace export: --endpoint sends OTLP spans: add --format otlp (a Chrome trace has no "
+              "receiver)", file=sys.stderr)
+        return USAGE
     output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
@@ -177,7 +181,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _export_otlp(args: argparse.Namespace) -> int:
     """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
-    from ..analysis.otlp import post, to_otlp
+    from ..analysis.otlp import to_otlp
+    from .post import post
 
     data = read_logs(args.logs)
     request = to_otlp(data)
@@ -216,16 +221,13 @@ def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
     return True
 
 
-_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
-
-
 def _python_of(command: list[str], path: str | None) -> str | None:
     """The interpreter a command will run: itself if it is a Python, its #! line's Python,
     else the python on PATH; None when none can be told."""
     exe = shutil.which(command[0], path=path)
     if exe is None:
         return None
-    if _PYTHON_NAME.match(os.path.basename(exe)):
+    if is_python(exe):
         return exe
     try:
         with open(exe, "rb") as f:
@@ -235,19 +237,9 @@ def _python_of(command: list[str], path: str | None) -> str | None:
     words = first[2:].split() if first.startswith("#!") else []
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")]
-    if words and _PYTHON_NAME.match(os.path.basename(words[0])):
+    if words and is_python(words[0]):
         return shutil.which(words[0], path=path) or words[0]
     return shutil.which("python", path=path) or shutil.which("python3", path=path)
-
-
-def _flags(command: list[str]) -> list[str]:
-    """A Python command's interpreter options: the words before the script, -c or -m."""
-    flags = []
-    for word in command[1:]:
-        if not word.startswith("-") or word in ("-c", "-m", "-"):
-            break
-        flags.append(word)
-    return flags
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -267,7 +259,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.guard:
         env[GUARD_ENV] = GUARD_NESTED_POOLS
     python = _python_of(command, env.get("PATH"))
-    if python is not None and _PYTHON_NAME.match(os.path.basename(command[0])) and "-S" in _flags(command):
+    if python is not None and is_python(command[0]) and "S" in python_flags(command):
         print(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run", file=sys.stderr)
         return NOT_TRACEABLE
     if python is not None:

@@ -16,6 +16,7 @@ from ..common.cmdline import own_argv
 from ..common.env import (
     CHILD_ROLE_ENV,
     ENABLE_ENV,
+    EXPORT_ENV,
     FALSE_WORDS,
     GUARD_ENV,
     INTERVAL_ENV,
@@ -265,7 +266,8 @@ class Runtime:
         os.environ[WATCHED_ENV] = self.run_id
         try:
             started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
-                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
+                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""),
+                            os.environ.get(EXPORT_ENV, ""))
         except OSError:
             started = False
         if not started:
@@ -326,6 +328,8 @@ class Runtime:
             print_and_remove_notice(path)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
+        if self._probes is not None and self._probes.count_times:
+            fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
         if self.is_root and self.sink.fd >= 0:

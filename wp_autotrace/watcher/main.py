@@ -22,6 +22,9 @@ if the root wrote its process_exit, root-killed otherwise) and, if some are
 still alive after WP_AUTOTRACE_LINGER seconds, ``linger-end``. It exits when
 the run is empty, at the end of the linger, or at once when the log is gone.
 Lists that do not fit one record are split over several (``part``/``parts``).
+With ``WP_AUTOTRACE_EXPORT=otlp`` it also streams the run's spans while the
+job runs (export.py): the records it reads from the log feed it, a thread of
+its own sends, and sampling never waits for the receiver.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..common.cmdline import role_from_cmd
 from ..common.procfs import make_reader, same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..runtime.sink import Sink
+from .memory import make_sampler
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
 if TYPE_CHECKING:
@@ -51,7 +55,11 @@ RSS_MOVE_FRACTION = 0.10
 RSS_MOVE_BYTES = 16 << 20
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
 SCAN_S = 2.0  # seconds between /proc scans for processes of the root's group or session ("possible")
-LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
+LEFTOVER_GRACE_S = 0.2  # processes the root's exit is just ending get this long to go
+# From the root's process_exit (read in the log) to the leftover record, the watcher
+# samples this often: the verdict is written ~LEFTOVER_GRACE_S after the root's end
+# rather than up to an interval (and STAT_EVERY intervals for a zombie root) later.
+FAST_TICK_S = 0.01
 CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
 # Each record's lists are packed to this many bytes of JSON, well under the
 # sink's 32 KiB cap, so the sink never has to shorten (and cut) a list.
@@ -60,6 +68,10 @@ LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, t
 MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
 MAX_POSSIBLE = 10000  # (pid, create_time) pairs remembered as already written "possible"
+# What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
+EXPORT_MARKS = (b'"event":"call"', b'"event":"return"', b'"event":"blocked"')
+# The root's own process_start ends just before the watcher's offset; a record is at most 32 KiB.
+READ_BACK_BYTES = 33 * 1024
 def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
     """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
     import json
@@ -79,12 +91,56 @@ def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> li
 
 # -- the watcher's side -----------------------------------------------------------------
 
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class WatcherSink(Sink):
+    """The watcher's sink: once detached (the root has ended), it holds no fd between two
+    writes, so an epilog can unmount the job's filesystem while the watcher lingers.
+
+    Each write then opens the path, checks it is the same file (sink.open_log's
+    checks, then st_dev/st_ino), writes and closes; a path that no longer names
+    the log drops the record (and LogWatch.gone() ends the watcher).
+    """
+
+    detached = False
+
+    def detach(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+        self.detached = True
+
+    def _write(self, event: str, body: str | None, fields: Any) -> None:
+        if not self.detached:
+            super()._write(event, body, fields)
+            return
+        try:
+            self._reopen()
+        except OSError:
+            self.dropped += 1
+            return
+        try:
+            super()._write(event, body, fields)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class LogWatch:
     """The log as the watcher reads it: still there? which pids did the run's
     processes announce (process_start)? did the root write its process_exit?"""
 
     def __init__(self, write_fd: int, path: str, host: str, run: str, root: int, offset: int) -> None:
         self.write_fd = write_fd
+        self.path = path
+        self.identity = _identity(write_fd)
+        self.detached = False  # after the root's end: no fd held between reads (detach)
         self.host = host
         self.root = root
         self.run = run
@@ -107,21 +163,44 @@ class LogWatch:
         self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
         # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
         self.below: dict[int, float] = {}
+        self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
 
     def gone(self) -> bool:
-        """The log was removed (or its fd broke): nothing to write for."""
+        """The log was removed (or its fd broke, or its path names another file once detached)."""
         try:
-            return os.fstat(self.write_fd).st_nlink == 0
+            st = os.stat(self.path) if self.detached else os.fstat(self.write_fd)
         except OSError:
             return True
+        return st.st_nlink == 0 or (self.detached and (st.st_dev, st.st_ino) != self.identity)
+
+    def detach(self) -> None:
+        """From now on hold no fd between two reads: each scan opens the path (the same file, or none)."""
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+        self.read_fd = -1
+        self.detached = True
 
     def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
         """Read what was appended since the last scan (at most limit bytes)."""
-        if self.read_fd < 0:
+        if not self.detached:
+            self._scan(self.read_fd, limit)
             return
-        size = os.fstat(self.read_fd).st_size
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            if _identity(fd) == self.identity:
+                self._scan(fd, limit)
+        finally:
+            os.close(fd)
+
+    def _scan(self, fd: int, limit: int) -> None:
+        if fd < 0:
+            return
+        size = os.fstat(fd).st_size
         while self.offset < size and limit > 0:
-            data = os.pread(self.read_fd, min(size - self.offset, limit), self.offset)
+            data = os.pread(fd, min(size - self.offset, limit), self.offset)
             if not data:
                 break
             self.offset += len(data)
@@ -131,11 +210,21 @@ class LogWatch:
             if len(self.partial) > MAX_PARTIAL:
                 self.partial = b""
             for line in lines:
-                if b'"process_' in line:
+                if b'"process_' in line or (self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
                     self._read_record(line)
 
+    def read_back(self) -> None:
+        """The records just before the offset (the root's process_start), for the live export."""
+        if self.read_fd < 0 or self.on_record is None:
+            return
+        start = max(0, self.offset - READ_BACK_BYTES)
+        lines = os.pread(self.read_fd, self.offset - start, start).split(b"\n")
+        for line in lines[1 if start else 0:]:
+            if b'"process_start' in line:
+                self._read_record(line)
+
     def _read_record(self, line: bytes) -> None:
-        """Note a process_start of this run, or the root's process_exit."""
+        """Note a process_start of this run, or the root's process_exit; feed the live export."""
         import json
 
         try:
@@ -144,6 +233,8 @@ class LogWatch:
             return
         if not isinstance(rec, dict) or rec.get("host") != self.host:
             return
+        if self.on_record is not None:
+            self.on_record(rec)
         event, pid = rec.get("event"), rec.get("pid")
         if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
             if isinstance(rec.get("create_time"), float):
@@ -160,8 +251,9 @@ class Watcher:
     """Samples one run's process tree and writes its tree / leftover records."""
 
     def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
-                 reader: Any = None, log: LogWatch | None = None, redact: str = "") -> None:
+                 reader: Any = None, log: LogWatch | None = None, redact: str = "", export: Any = None) -> None:
         self.sink = sink
+        self.export = export  # export.LiveExport, when the run streams its spans
         self.run = run
         self.root = root
         self.root_ct = root_ct
@@ -187,6 +279,7 @@ class Watcher:
         self.root_end: float | None = None
         self.leftover_written = False
         self._last_heartbeat = 0.0
+        self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
 
@@ -261,7 +354,9 @@ class Watcher:
         ended: list[dict[str, Any]] = []
         candidates: set[int] = set()
         for pid in list(self.live):
-            if (self.samples + pid) % self.stat_every == 0 and not self._restat(pid, now, started, ended, candidates):
+            # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
+            restat = pid == self.root or (self.samples + pid) % self.stat_every == 0
+            if restat and not self._restat(pid, now, started, ended, candidates):
                 continue
             kids = self.reader.children(pid, self.threads[pid])
             if kids is None:
@@ -383,6 +478,11 @@ class Watcher:
             lists["rss"] = rss
         if started or ended or rss or "possible" in lists:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
+        memory = self.memory.tick(now, self.live) if self.memory is not None else None
+        if memory:
+            self.emit_parts("memory", memory)
+        if self.export is not None:
+            self.export.tick(ended, now)
         if self.root_end is None and self.root not in self.live:
             self.root_end = now
 
@@ -432,6 +532,7 @@ class Watcher:
             now = clock()
             if self.root_end is not None and root_gone_at is None:
                 root_gone_at = now
+                self._detach()
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
                     exited = self.root_exited()  # the whole log read: the root's below too
@@ -444,16 +545,35 @@ class Watcher:
                 if now - root_gone_at >= self.linger and self.leftover_written:
                     self.leftover(V.LINGER_END)
                     return V.EXIT_LINGER_END
-            next_tick += self.interval
+            step = FAST_TICK_S if self._verdict_due() else self.interval
+            next_tick = min(next_tick + self.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
             next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
+
+    def _detach(self) -> None:
+        """The root has ended: from now on the log is open only while it is read or written."""
+        if self.log is not None:
+            self.log.scan(limit=1 << 62)  # what the held fd can still read
+            self.log.detach()
+        if isinstance(self.sink, WatcherSink) and self.log is not None:
+            self.sink.detach()
+
+    def _verdict_due(self) -> bool:
+        """The root wrote its process_exit, and the leftover is not written yet: sample fast."""
+        return not self.leftover_written and self.log is not None and self.log.root_exited
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE):
             self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
+        counts: dict[str, int] = {}
+        if self.export is not None:
+            unsent = self.export.close()
+            if unsent is not None:
+                self.emit("tracer_error", **unsent)
+            counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
-        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 
 def _moved(before: int, now: int) -> bool:
@@ -463,26 +583,48 @@ def _moved(before: int, now: int) -> bool:
 
 
 def main(args: list[str]) -> None:
-    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT``."""
-    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args
+    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT
+    EXPORT`` (EXPORT: WP_AUTOTRACE_EXPORT's word, or empty)."""
+    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args[:11]
+    export_word = args[11] if len(args) > 11 else ""
     host = os.uname().nodename
     inherited = int(fd)  # the root's own fd: proof of which file the log is
     try:
-        sink = Sink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
+        sink = WatcherSink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
         same = os.path.samestat(os.fstat(sink.fd), os.fstat(inherited))
     except OSError:
         return
     os.close(inherited)
+    try:
+        os.chdir("/")  # no cwd on the job's filesystems (an epilog unmounts them)
+    except OSError:
+        pass
     logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
     if not same or logwatch.gone():
         return
+    export, why_not = _live_export(run, host, export_word, logwatch)
     watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch,
-                      redact=redact)
+                      redact=redact, export=export)
     try:
         watcher.begin()
+        if why_not:
+            watcher.emit("tracer_error", where="live-export", error=why_not)
         reason = watcher.run_loop()
     except Exception as exc:
         sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
                   root_pid=int(root))
         reason = V.EXIT_ERROR
     watcher.finish(reason)
+
+
+def _live_export(run: str, host: str, word: str, logwatch: LogWatch) -> tuple[Any, str]:
+    """The live export, fed by the log from the root's process_start on; (None, why) when off or refused."""
+    if not word:
+        return None, ""
+    from . import export
+
+    live, why_not = export.start(run, host, word)
+    if live is not None:
+        logwatch.on_record = live.record
+        logwatch.read_back()
+    return live, why_not
