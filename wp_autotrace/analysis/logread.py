@@ -152,6 +152,27 @@ def _rss(v: Any) -> Any:
     return _clean_entry(v, ("create_time",), ("rss",), ())
 
 
+def _mem(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("pss", "uss", "rss", "swap_pss"), ())
+
+
+def _devices(v: Any) -> Any:
+    out = _clean_entry(v, ("create_time",), (), ())
+    paths = v.get("paths") if out is not None else None
+    if out is None or type(paths) is not list:
+        return None
+    out["paths"] = [x for x in paths if type(x) is str]
+    return out
+
+
+def _times(v: Any) -> Any:
+    """label -> [first, last]: pairs of finite numbers only."""
+    if type(v) is not dict:
+        return None
+    return {k: list(x) for k, x in v.items() if type(k) is str and type(x) is list and len(x) == 2
+            and all(_is_num(t) for t in x)}
+
+
 def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
     return lambda v: v if ok(v) else None
 
@@ -175,6 +196,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     schema.PROCS: _list_of(_proc),
     schema.ENDED: _list_of(_ended),
     schema.RSS: _list_of(_rss),
+    schema.MEMS: _list_of(_mem),
+    schema.DEVS: _list_of(_devices),
+    schema.TIMES: _times,
 }
 
 

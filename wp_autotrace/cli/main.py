@@ -164,6 +164,10 @@ def _export(args: argparse.Namespace) -> int:
 
     if args.format == "otlp":
         return _export_otlp(args)
+    if args.endpoint:
+        print("wp-autotrace export: --endpoint sends OTLP spans: add --format otlp (a Chrome trace has no "
+              "receiver)", file=sys.stderr)
+        return USAGE
     output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
@@ -177,7 +181,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _export_otlp(args: argparse.Namespace) -> int:
     """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
-    from ..analysis.otlp import post, to_otlp
+    from ..analysis.otlp import to_otlp
+    from .post import post
 
     data = read_logs(args.logs)
     request = to_otlp(data)

@@ -303,6 +303,8 @@ class Runtime:
             print_and_remove_notice(path)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
+        if self._probes is not None and self._probes.count_times:
+            fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
         if self.is_root and self.sink.fd >= 0:
