@@ -328,7 +328,7 @@ def _wp_pids(log: Path) -> tuple[set[int], int, int]:
     with log.open("rb") as f:
         for line in f:
             if not line.strip():
-                continue  # records are framed by newlines on both sides (README, log schema)
+                continue  # records are framed by newlines on both sides (docs/log-schema.md)
             records += 1
             rec = json.loads(line)
             if rec.get("event") == "call" and str(rec.get("target", "")).endswith(":AsyncCompile.warm_pool"):

@@ -120,7 +120,7 @@ def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> N
     lines = res.stderr.splitlines()
     after = lines[lines.index("wp-autotrace:") + 1:]
     assert after[1].startswith("  - ") and after[-2:] == [f"  log: {log}", f"  full report: wp-autotrace report {log}"]
-    assert "called warm_pool" in after[0]  # the answer paragraph first (report.summary_lines)
+    assert "No compile pool was made" in after[0]  # the answer paragraph first, pools first (report.summary_lines)
 
 
 def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:

@@ -294,7 +294,7 @@ def test_body_hooks_leave_other_threads_alone_and_are_restored(tmp_path: Path, m
 
         assert atexit.register(warm) is warm
         atexit.unregister(warm)
-        assert type(AsyncCompile.__dict__["warm_pool"]).__name__ == "function"
+        assert not is_wrapper(AsyncCompile.__dict__["warm_pool"])  # a class of this module: not wrapped
         assert AsyncCompile.__dict__["warm_pool"].__code__.co_filename == __file__
     finally:
         sync.release.set()  # type: ignore[attr-defined]

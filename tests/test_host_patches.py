@@ -194,3 +194,15 @@ def test_no_host_patch_outside_the_inventory(path: Path) -> None:
     if path.name == "host_patches.py":
         return
     assert not _host_patches_in(path)
+
+
+def test_every_patch_is_in_the_inventory_tables() -> None:
+    """Each install/restore pair is listed in the module's own table and in docs/architecture.md, with its pair."""
+    names = sorted(n for n in vars(host_patches) if n.startswith("install_") and callable(getattr(host_patches, n)))
+    architecture = (RUNTIME.parent.parent / "docs" / "architecture.md").read_text()
+    assert names
+    for name in names:
+        restore = "restore_" + name.removeprefix("install_")
+        assert callable(getattr(host_patches, restore, None)), f"{name} has no {restore}"
+        assert name in (host_patches.__doc__ or "") and restore in (host_patches.__doc__ or ""), name
+        assert f"`{name}` / `{restore}`" in architecture, name

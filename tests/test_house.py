@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "wp_autotrace"
 SOURCES = sorted(PKG.rglob("*.py"))
-# A function longer than this does several things: split it (TEAM.md style rule).
+# A function longer than this does several things: split it.
 MAX_FUNCTION_LINES = 80
 # Folders a citation may start from: the repository's own, or a layer of the package.
 REPO_PREFIXES = ("docs/", "tests/", "bench/", "tools/", "examples/", "wp_autotrace/", "common/", "runtime/",
@@ -42,11 +42,69 @@ def test_no_function_over_80_lines(path: Path) -> None:
     assert not _long_functions(path)
 
 
-def _missing_citations(path: Path) -> list[str]:
-    """Files named in path's comments and docstrings that exist nowhere they could mean."""
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (every import statement, lazy ones included)."""
+    from .test_layers import _imports, _name_of
+
+    modules = {_name_of(p): p for p in SOURCES}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for mod, _ in _imports(path):
+            while mod and mod not in modules:  # `from .x import name`: the module x
+                mod = mod.rpartition(".")[0]
+            if mod and mod != name:
+                deps.add(mod)
+        graph[name] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle() -> None:
+    """The data path is linear (logread -> model -> view -> findings -> report -> render), and so is the rest."""
+    graph = _import_graph()
+    assert "wp_autotrace.analysis.model" in graph["wp_autotrace.analysis.view"]  # the graph is really read
+    assert _cycles(graph) == []
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]  # and a cycle would be seen
+
+
+def _missing_citations(path: Path, strings: bool = True) -> list[str]:
+    """Files named in path's comments (and strings: docstrings) that exist nowhere they could mean."""
     missing = []
+    kinds = (tokenize.COMMENT, tokenize.STRING) if strings else (tokenize.COMMENT,)
     for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
-        if tok.type not in (tokenize.COMMENT, tokenize.STRING):
+        if tok.type not in kinds:
             continue
         for cited in _CITED.findall(tok.string):
             if "/" in cited and not cited.startswith(REPO_PREFIXES) and not cited.endswith(".md"):
@@ -64,6 +122,16 @@ def _missing_citations(path: Path) -> list[str]:
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
 def test_every_cited_file_exists(path: Path) -> None:
     assert not _missing_citations(path)
+
+
+# Tests, benches and tools: their strings are mostly the scripts they write, so comments only.
+OTHER_SOURCES = sorted(p for folder in ("tests", "bench", "tools", "examples") for p in (ROOT / folder).rglob("*.py")
+                       if not {"fixtures", ".venvs", "scenario"} & set(p.parts))
+
+
+@pytest.mark.parametrize("path", OTHER_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_cited_in_a_comment_exists(path: Path) -> None:
+    assert not _missing_citations(path, strings=False)
 
 
 def test_no_citation_of_a_contracts_file_that_does_not_exist() -> None:

@@ -10,6 +10,9 @@ import sys
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from wp_autotrace.analysis.fmt import escape
 from wp_autotrace.analysis.model import build
@@ -17,8 +20,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.cleanup import cleanup
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
-from .test_model import report
-from .test_report import LogWriter
+from .logs import LogWriter, report
 
 HOST = os.uname().nodename
 # Bidirectional and invisible format characters: each reorders or hides what a terminal shows.
@@ -42,7 +44,7 @@ def test_report_text_escapes_bidi_json_keeps_it(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     text = render_text(rep, {})
     assert not set(text) & set(INVISIBLE) and "\\u202eyp.niart\\u2066x\\u200b" in text
-    assert rep["run"]["command"] == evil
+    assert rep["runs"][0]["command"] == evil
 
 
 def test_cleanup_output_is_escaped() -> None:
@@ -111,3 +113,265 @@ def test_watcher_starts_without_forking_a_threaded_host(tmp_path: Path) -> None:
     res = run_python(["-X", "dev", "-c", NO_FORK, str(log)], clean_env())
     assert (res.returncode, res.stdout, res.stderr) == (0, "True\n", ""), res.stderr
     assert events(wait_for_watcher(log, 30, event="watcher_start"), "watcher_start")
+
+
+# -- item 2: secrets masked per argument, from a child's own environment, URLs and headers ---------
+
+def test_redact_per_argument_forms() -> None:
+    """One argument is masked whole: --token=two words leaves no word; URLs, headers, --passwd/--pass."""
+    from wp_autotrace.common import redact
+
+    pats = redact.DEFAULT_PATTERNS
+    argv = ["curl", "--token=two words", "-H", "Authorization: Bearer abc.def", "postgres://u:pw@db:5432/x",
+            "--passwd", "p1", "--pass", "p2", "X-Api-Key: k3", "sh -c 'train --token t4 --lr 1'",
+            "--db=mysql://root:hunter2@h/x?y=1", "--lr", "0.1", "https://host/path", "PASS=p5"]
+    assert redact.redact_argv(argv, pats) == [
+        "curl", "--token=***", "-H", "Authorization: Bearer ***", "postgres://u:***@db:5432/x",
+        "--passwd", "***", "--pass", "***", "X-Api-Key: ***", "sh -c 'train --token *** --lr 1'",
+        "--db=mysql://root:***@h/x?y=1", "--lr", "0.1", "https://host/path", "PASS=***"]
+    assert redact.environ_secrets(b"A=1\0CHILD_TOKEN=abcdefgh\0X_SECRET=cut", pats) == ("abcdefgh",)
+
+
+CHILD_SECRETS = '''
+import os, subprocess
+env = dict(os.environ, CHILD_ONLY_TOKEN="childenv-SECRET-1")
+subprocess.run(["sh", "-c", "sleep 0.6", "x", "--token=two SECRET-2 words", "postgres://u:pw-SECRET-3@db/x",
+                "Authorization: Bearer tok-SECRET-4", "--passwd", "SECRET-5", "--note", "childenv-SECRET-1"],
+               env=env)
+'''
+
+
+def test_tree_records_mask_per_argument_and_child_environment(tmp_path: Path) -> None:
+    """The watcher's tree cmd: masked argument by argument, with the secrets of the child's own environment."""
+    script = tmp_path / "root.py"
+    script.write_text(CHILD_SECRETS)
+    log = tmp_path / "run.jsonl"
+    res = run_python([str(script)], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log),
+                                              WP_AUTOTRACE_SAMPLE_INTERVAL="0.05"), timeout=60)
+    assert res.returncode == 0, res.stderr
+    recs = wait_for_watcher(log, 30)
+    shells = [p for t in events(recs, "tree") for p in t["started"] if p["name"] == "sh"]
+    assert shells, recs
+    # /proc may show no command line yet at the first sight (the watcher reads it again then).
+    assert shells[-1]["cmd"] == ("sh -c sleep 0.6 x --token=*** postgres://u:***@db/x Authorization: Bearer *** "
+                                "--passwd *** --note ***"), shells
+    assert b"SECRET" not in log.read_bytes()
+
+
+def test_old_logs_leak_no_secret_into_any_output(tmp_path: Path) -> None:
+    """A log whose writer masked less (or not at all): report --json and text, chrome and OTLP mask it."""
+    from wp_autotrace.analysis.chrome import to_chrome_trace
+    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.otlp import to_otlp
+    from wp_autotrace.analysis.report import analyze
+
+    w = LogWriter()
+    argv = ["python", "train.py", "--api-key", "SECRET-1", "--db=postgres://u:SECRET-2@h/x"]
+    w.add(0, 100, 1, "main", "process_start", argv=argv, forked=False, run="r1", root_pid=100)
+    w.add(0.5, 100, 1, "watcher", "tree", run="r1", root_pid=100, count=2, final=False, ended=[], started=[
+        {"pid": 100, "ppid": 1, "name": "python", "create_time": 0.0, "rss": 1, "cmd": " ".join(argv)},
+        {"pid": 101, "ppid": 100, "name": "curl", "create_time": 0.1, "rss": 1,
+         "cmd": "curl -H Authorization: Bearer SECRET-3 --password SECRET-4"}])
+    w.add(0.9, 100, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=1, pids=[101],
+          procs=[{"pid": 101, "ppid": 100, "name": "curl", "create_time": 0.1, "rss": 1,
+                  "cmd": "curl --token SECRET-5"}])
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    data = read_logs([str(w.write(tmp_path / "old.jsonl"))])
+    rep = analyze(data)
+    outputs = {"json": json.dumps(rep), "text": render_text(rep, {}),
+               "chrome": json.dumps(to_chrome_trace(data)), "otlp": json.dumps(to_otlp(data))}
+    for name, text in outputs.items():
+        assert "SECRET" not in text, name
+
+
+def test_cleanup_dry_run_masks_the_live_command_line(tmp_path: Path) -> None:
+    """--dry-run shows a live process's command line: masked as the log's is."""
+    from wp_autotrace.common.procfs import ProcReader
+
+    from .test_cleanup import _cleanup, _dead_pid, _log
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--token", "live-SECRET-1",
+                             "postgres://u:live-SECRET-2@h/x"], env=clean_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        info = ProcReader().stat(proc.pid)
+        assert info is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+                                                           "role": "compile-sidecar", "cmd": "python x"}])
+        res = _cleanup(str(log), "--dry-run")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert "--token *** postgres://u:***@h/x" in res.stdout and "SECRET" not in res.stdout, res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+# -- item 3: export --endpoint never follows a redirect, has one deadline, reads a bounded answer ---
+
+class RawReceiver:
+    """A one-purpose HTTP receiver on 127.0.0.1: answer(conn) writes the answer; stops by itself."""
+
+    def __init__(self, answer: Any, lifetime: float = 20.0) -> None:
+        import socket
+        import threading
+
+        self.answer = answer
+        self.requests: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)  # accept() wakes up to see stop (a close from another thread does not)
+        self.end = time.monotonic() + lifetime  # the thread ends by itself even if nobody stops it
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket
+
+        while not self.stop.is_set() and time.monotonic() < self.end:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n")
+                                       if ln.lower().startswith(b"content-length:")), b"0"))
+                    while len(body) < length:
+                        body += conn.recv(65536)
+                    self.requests.append(head)
+                    self.answer(conn, self.stop)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
+def _redirect(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/login\r\nContent-Length: 0\r\n\r\n")
+
+
+def _trickle(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    while not stop.wait(0.2):  # a byte at a time, each well within any per-read timeout
+        conn.sendall(b"x")
+
+
+# "Endless" as the client sees it, capped so that a client reading it all (the bug) ends too.
+ENDLESS_CAP = 64 << 20
+endless_sent: list[int] = []
+
+
+def _endless(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")  # no length: until close
+    chunk = b"x" * 65536
+    sent = 0
+    try:
+        while not stop.is_set() and sent < ENDLESS_CAP:
+            conn.sendall(chunk)
+            sent += len(chunk)
+    finally:
+        endless_sent.append(sent)
+
+
+def _ok(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+
+@pytest.fixture
+def otlp_log(tmp_path: Path) -> Path:
+    from .test_otlp import write_log
+
+    return write_log(tmp_path / "run.jsonl")  # type: ignore[no-any-return]
+
+
+def _export(log: Path, *extra: str) -> tuple[int, str]:
+    from contextlib import redirect_stderr
+
+    from wp_autotrace.cli.main import main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["export", str(log), "--format", "otlp", *extra])
+    return code, err.getvalue()
+
+
+def test_endpoint_redirect_is_an_error(otlp_log: Path) -> None:
+    """A 302 (a login page) is not a receiver: exit 69, said so, nothing re-sent to the new place."""
+    rec = RawReceiver(_redirect)
+    try:
+        code, err = _export(otlp_log, "--endpoint", rec.url)
+    finally:
+        rec.close()
+    assert code == 69 and "HTTP 302" in err and "not followed" in err and "sent" not in err.replace("not sent", ""), err
+    assert len(rec.requests) == 1
+
+
+def test_endpoint_has_a_total_deadline(otlp_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A receiver that trickles its answer a byte at a time cannot keep export past the deadline."""
+    from wp_autotrace.cli import post
+
+    monkeypatch.setattr(post, "DEADLINE_S", 1.5)
+    rec = RawReceiver(_trickle)
+    try:
+        t = time.monotonic()
+        code, err = _export(otlp_log, "--endpoint", rec.url)
+        took = time.monotonic() - t
+    finally:
+        rec.close()
+    assert code == 69 and "no complete answer within 1.5 s" in err, err
+    assert took < 5, took
+
+
+def test_endpoint_answer_is_read_bounded(otlp_log: Path) -> None:
+    """An endless answer is read up to a bound, not into memory: the POST is delivered, fast."""
+    rec = RawReceiver(_endless)
+    try:
+        t = time.monotonic()
+        code, err = _export(otlp_log, "--endpoint", rec.url)
+        took = time.monotonic() - t
+    finally:
+        rec.close()
+    assert code == 0 and "sent 7 spans" in err, err
+    assert took < 10, took
+    # The client stopped reading early: what got through is its bound plus the sockets' buffers.
+    assert endless_sent and endless_sent[-1] < ENDLESS_CAP // 2, endless_sent
+
+
+def test_endpoint_credentials_never_printed(otlp_log: Path) -> None:
+    """user:password in the URL: sent as Basic auth, masked in every message (success and failure)."""
+    import base64
+    import socket
+
+    rec = RawReceiver(_ok)
+    try:
+        host = rec.url.replace("http://", "http://ann:pw-SECRET@")
+        code, err = _export(otlp_log, "--endpoint", host + "/otlp?token=tok-SECRET")
+    finally:
+        rec.close()
+    assert code == 0 and "SECRET" not in err and "ann:***@" in err, err
+    auth = base64.b64encode(b"ann:pw-SECRET")
+    assert b"Authorization: Basic " + auth in rec.requests[0] and b"pw-SECRET" not in rec.requests[0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, err = _export(otlp_log, "--endpoint", f"http://ann:pw-SECRET@127.0.0.1:{port}/")
+    assert code == 69 and "SECRET" not in err and "ann:***@" in err, err
+
+
+def test_endpoint_with_chrome_format_is_a_usage_error(otlp_log: Path, tmp_path: Path) -> None:
+    """--endpoint only sends OTLP: with --format chrome it is a usage error (it was silently ignored)."""
+    from wp_autotrace.cli.main import main
+
+    assert main(["export", str(otlp_log), "--endpoint", "http://127.0.0.1:9/", "-o", str(tmp_path / "t.json")]) == 64
+    assert not (tmp_path / "t.json").exists()

@@ -20,7 +20,7 @@ from .conftest import clean_env, events, read_log, run_python
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 # 3.9/3.10 re-raise with the traceback saved when the wrapper caught the exception:
-# one frame of the wrapper stays there (README, Guarantees).
+# one frame of the wrapper stays there (docs/guarantees.md).
 WRAPPER_FRAME_IN_TRACEBACKS = sys.version_info < (3, 11)
 
 
@@ -46,13 +46,18 @@ def without_wrapper_frames(stderr: str) -> str:
 
 
 def three_ways(tmp_path: Path, args: list[str], targets: str, allow_wrapper_frame: bool = False,
-               timeout: float = 60, guard: bool = True, **env: str) -> list[dict[str, Any]]:
+               timeout: float = 60, guard: bool = True, expect_calls: bool | tuple[str, ...] = True,
+               **env: str) -> list[dict[str, Any]]:
     """Run args untraced, traced and guard-only in tmp_path; assert the same result; return the traced log.
 
+    The traced run must really trace: it writes a process_start and a call record for every
+    target named (expect_calls: those named there; False: none), else "the same result" would
+    hold trivially.
     guard=False leaves the guard-only run out (its root runs a notice thread, which 3.12+ warns
     about at os.fork()).
     """
     log = tmp_path / "traced.jsonl"
+    log.unlink(missing_ok=True)  # a log of an earlier call would prove nothing about this one
     runs = {
         "untraced": clean_env(**env),
         "traced": clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0",
@@ -69,7 +74,14 @@ def three_ways(tmp_path: Path, args: list[str], targets: str, allow_wrapper_fram
             stderr = without_wrapper_frames(stderr)
         assert (res.returncode, ADDRESS.sub("0x?", res.stdout), stderr) == (
             base.returncode, ADDRESS.sub("0x?", base.stdout), ADDRESS.sub("0x?", base.stderr)), name
-    return read_log(log)
+    records = read_log(log)
+    assert events(records, "process_start"), "the traced run wrote no process_start: it did not trace"
+    if expect_calls:
+        expected = targets.split(",") if expect_calls is True else expect_calls
+        called = set(calls(records))
+        missing = [t for t in expected if t and t not in called]
+        assert not missing, f"the traced run recorded no call of {missing}: the test would pass untraced"
+    return records
 
 
 def calls(records: list[dict[str, Any]]) -> list[str]:
@@ -160,7 +172,8 @@ PKG_TARGETS = "pkg:f,pkg.impl:public,pkg:adder,pkg:part,pkg.impl:Pool.warm,pkg.i
 def test_copy_and_deepcopy_return_the_wrapper(tmp_path: Path) -> None:
     """copy/deepcopy of wrapped functions, methods, partials, callable objects (and dicts of them) as untraced.
 
-    A function copies as itself (the wrapper); a partial or callable object as a copy of itself.
+    A function copies as itself (the wrapper: a call through the copy is recorded); a partial or
+    callable object as a copy of itself.
     """
     write(tmp_path, PKG)
     three_ways(tmp_path, ["-c", textwrap.dedent("""
@@ -169,7 +182,8 @@ def test_copy_and_deepcopy_return_the_wrapper(tmp_path: Path) -> None:
         for obj in objs:
             print(copy.copy(obj) is obj, copy.deepcopy(obj) is obj, copy.deepcopy({"k": obj})["k"] is obj)
         print(repr(pkg.f), repr(pkg.adder), repr(pkg.part))
-    """)], targets=PKG_TARGETS)
+        print(copy.copy(pkg.f)(1), copy.deepcopy(pkg.Pool.warm)(pkg.Pool(), 4))
+    """)], targets=PKG_TARGETS, expect_calls=("pkg:f", "pkg.impl:Pool.warm"))
 
 
 def test_pickling_reduces_as_untraced(tmp_path: Path) -> None:
@@ -200,7 +214,8 @@ def test_spawn_mode_multiprocessing_with_traced_callables(tmp_path: Path) -> Non
             with mp.get_context("spawn").Pool(1, initializer=pkg.part) as pool:
                 print(pool.map(pkg.f, [1, 2]), pool.map(pkg.adder, [1]), pool.map(pkg.public, [4]))
     """})
-    three_ways(tmp_path, ["main.py"], targets=PKG_TARGETS, timeout=120)
+    # A callable object and a partial pickle by value (as untraced): the workers call untraced copies.
+    three_ways(tmp_path, ["main.py"], targets=PKG_TARGETS, timeout=120, expect_calls=("pkg:f", "pkg.impl:public"))
 
 
 # -- tracebacks ---------------------------------------------------------------------
@@ -236,10 +251,12 @@ def test_import_error_in_target_module_has_no_hook_frames(tmp_path: Path) -> Non
                 return 1
             raise KeyError("in class body")
     """})
-    three_ways(tmp_path, ["-c", "import broken"], targets="broken:target,broken:Later.method")
+    # Nothing is called: the imports fail (the traced runs still trace: each writes its process_start).
+    three_ways(tmp_path, ["-c", "import broken"], targets="broken:target,broken:Later.method", expect_calls=False)
     (tmp_path / "badsyntax.py").write_text("def target(:\n    pass\n")
-    three_ways(tmp_path, ["-c", "import badsyntax"], targets="badsyntax:target")
-    three_ways(tmp_path, ["-c", "import classfail"], targets="classfail:Pool.method", allow_wrapper_frame=True)
+    three_ways(tmp_path, ["-c", "import badsyntax"], targets="badsyntax:target", expect_calls=False)
+    three_ways(tmp_path, ["-c", "import classfail"], targets="classfail:Pool.method", allow_wrapper_frame=True,
+               expect_calls=False)
 
 
 def test_failing_atexit_callback_reads_as_the_function(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.main import main
 
 from .conftest import clean_env, read_log, report_json, wait_for_watcher
-from .test_report import T0, LogWriter
+from .logs import T0, LogWriter
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "exp7", "MASTER_ADDR": "n0", "MASTER_PORT": "29500",
             "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "1"}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wp_autotrace.analysis.labels import TOOLCHAIN, is_toolchain, label_for, tool_name
-from wp_autotrace.common.cmdline import first_line, is_python, python_command
+from wp_autotrace.analysis.labels import TOOLCHAIN, label_for, tool_name
+from wp_autotrace.common.cmdline import first_line, is_python, python_command, python_flags
 
 PY = "/venv/bin/python3.11"
 
@@ -84,7 +84,6 @@ def test_is_python(name: str, yes: bool) -> None:
 ])
 def test_toolchain(name: str, cmd: list[str], tool: str | None) -> None:
     assert tool_name(name, cmd) == tool
-    assert is_toolchain(name, cmd) is (tool is not None)
 
 
 def test_toolchain_names_cover_the_issue() -> None:
@@ -96,3 +95,17 @@ def test_first_line() -> None:
     assert first_line("\n  \n  import os  \nx") == "import os"
     assert first_line("") == ""
     assert first_line("abcdefgh", 5) == "ab..."
+
+
+@pytest.mark.parametrize(("argv", "flags"), [
+    (["python", "-S", "x.py"], "S"),
+    (["python", "-IS", "x.py"], "IS"),
+    (["python", "-X", "importtime", "-S", "-c", "pass"], "S"),
+    (["python", "-Ximporttime", "-Wd", "-B", "x.py", "-S"], "B"),  # -S after the script is the script's
+    (["python", "-c", "print()", "-S"], ""),
+    (["python", "-Sc", "print()"], "S"),
+    (["python", "--check-hash-based-pycs", "always", "-u", "-m", "mod"], "u"),
+])
+def test_python_flags_are_the_interpreters_options_only(argv: list[str], flags: str) -> None:
+    """What `wp-autotrace run` reads to refuse a -S run: options before the script, -c or -m, clusters split."""
+    assert python_flags(argv) == flags

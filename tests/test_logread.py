@@ -18,7 +18,7 @@ from wp_autotrace.analysis.logread import MAX_LINE_BYTES, read_logs
 from wp_autotrace.cli.main import main
 
 from .conftest import clean_env
-from .test_report import seed_log
+from .logs import seed_log
 
 
 def strict_json(text: str) -> Any:
@@ -205,7 +205,8 @@ WRONG = {schema.STR: [1], schema.OPT_STR: {"a": 1}, schema.UINT: "x", schema.INT
          schema.BOOL: "yes", schema.DICT: [1], schema.ANY: {"n": float("nan")}, schema.INTS: [-1, "x", 10 ** 30],
          schema.STRS: "x", schema.FRAME: {"file": 3}, schema.FRAMES: [{"line": "x"}, 7],
          schema.PROCS: [{"pid": "x"}, {"pid": 5, "rss": -1, "cmd": 3}], schema.ENDED: [{"pid": 5, "end": "x"}],
-         schema.RSS: [{"pid": -5}]}
+         schema.RSS: [{"pid": -5}], schema.MEMS: [{"pid": 5, "pss": -1}, 3],
+         schema.DEVS: [{"pid": 5, "paths": "x"}, {"pid": "x"}], schema.TIMES: {"a": [1, "x"], "b": 3}}
 
 
 @pytest.mark.parametrize("event,field,kind", EVERY_FIELD)

@@ -488,3 +488,64 @@ def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     assert b"SECRET" not in log.read_bytes()
     (start,) = events(read_log(log), "process_start")
     assert start["argv"][-8:] == ["--token=***", "--api-key", "***", "--hf", "***", "--session=***", "--lr", "0.1"]
+
+
+# -- a descendant never writes on its own stderr (issue 20 item 7) ---------------------------
+
+CHILD_STDERR = textwrap.dedent('''
+    import os, subprocess, sys
+    {prepare}
+    # a traced Python child whose stderr the host captures (and may parse), and a forked one
+    child = subprocess.run([sys.executable, "-c", "import os; os.fork() or print('child ran')"],
+                           capture_output=True, text=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(w, 2)
+        from wp_autotrace.runtime import sink
+        sink.warn("a forked child's warning")
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    forked = os.read(r, 4096).decode()
+    print(repr(child.stdout), repr(child.stderr), repr(forked))
+''')
+
+
+def test_log_moved_descendants_say_nothing_on_their_stderr(tmp_path: Path) -> None:
+    """The log moved mid-run: a new descendant cannot open it and runs untraced, silently (no `tracing
+    disabled: FileNotFoundError` on the stderr its parent captures)."""
+    log = tmp_path / "run.jsonl"
+    prepare = f"os.rename({str(log)!r}, {str(tmp_path / 'moved.jsonl')!r})"
+    res = run_python(["-c", CHILD_STDERR.format(prepare=prepare)], traced(log))
+    assert res.returncode == 0 and res.stdout == "'child ran\\n' '' ''\n", (res.stdout, res.stderr)
+
+
+@needs_root
+def test_full_disk_descendants_say_nothing_on_their_stderr(tmp_path: Path) -> None:
+    """The log's disk is full (a 64 KiB tmpfs): a descendant's `cannot write the log ... No space left`
+    never reaches its stderr; the root alone may say it, on its own stderr."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        log = mnt / "run.jsonl"
+        prepare = textwrap.dedent(f'''
+            try:
+                with open({str(mnt / "filler")!r}, "wb") as f:
+                    while True:
+                        f.write(b"x" * 4096)
+                        f.flush()
+            except OSError:
+                pass
+            from wp_autotrace.runtime import bootstrap
+            root_sink = bootstrap._runtime.sink
+            while not root_sink.dropped:  # the log's own last page full too
+                root_sink.emit("tracer_error", where="test", error="x" * 1000)
+        ''')
+        res = run_python(["-c", CHILD_STDERR.format(prepare=prepare)],
+                         traced(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
+        assert res.returncode == 0 and res.stdout == "'child ran\\n' '' ''\n", (res.stdout, res.stderr)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])

@@ -13,32 +13,10 @@ from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
-from .test_report import PLUGIN, T0, LogWriter, seed_log
+from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
+from .test_pools import device_pool, idle_pool, spawn_child_exit
 
-SP = "torch._inductor.compile_worker.subproc_pool"
-AC = "torch._inductor.async_compile"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-
-
-def report(w: LogWriter, tmp_path: Path, run: str | None = None) -> dict[str, Any]:
-    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run)
-
-
-def kinds(rep: dict[str, Any]) -> set[str]:
-    return {f["kind"] for f in rep["findings"]}
-
-
-def start(w: LogWriter, t: float, pid: int, ppid: int, role: str, run: str = "r1", **extra: Any) -> None:
-    w.add(t, pid, ppid, role, "process_start", argv=["python", f"{role}.py"], python="3.11.7", forked=False,
-          env={}, run=run, root_pid=100, **extra)
-
-
-def call(w: LogWriter, t: float, pid: int, ppid: int, role: str, target: str, cid: int, end: float | None,
-         **ret: Any) -> None:
-    w.add(t, pid, ppid, role, "call", target=target, call_id=cid, thread="MainThread", stack=[PLUGIN],
-          caller=PLUGIN)
-    if end is not None:
-        w.add(end, pid, ppid, role, "return", call_id=cid, duration_s=end - t, **ret)
 
 
 def clean_run() -> LogWriter:
@@ -113,10 +91,6 @@ def with_raising_sidecar() -> LogWriter:
     return w
 
 
-def watcher(w: LogWriter, t: float, event: str, **fields: Any) -> None:
-    w.add(t, 900, 100, "watcher", event, run="r1", root_pid=100, **fields)
-
-
 def without_root_end(w: LogWriter) -> LogWriter:
     """w with the main process's process_exit and the leftover check taken out."""
     w.lines = [r for r in w.lines if not (r["pid"] == 100 and r["event"] in ("process_exit", "leftover"))]
@@ -143,6 +117,15 @@ def with_run_in_progress() -> LogWriter:
     return w
 
 
+def with_verdict_pending() -> LogWriter:
+    """The main process exited; the watcher runs but has written neither its verdict nor a sample since."""
+    w = clean_run()
+    w.lines = [r for r in w.lines if r["event"] != "leftover"]
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 2.0, "tree", count=2, started=[{"pid": 200, "ppid": 100, "via": "child"}], ended=[])
+    return w
+
+
 def with_early_wakeup() -> LogWriter:
     """AsyncCompile.wakeup() returned without calling SubprocPool.wakeup (torch returned early)."""
     w = clean_run()
@@ -151,8 +134,12 @@ def with_early_wakeup() -> LogWriter:
 
 
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "idle-pool": idle_pool,
+    "child-exit-wait": spawn_child_exit,
+    "pool-device-files": device_pool,
     "root-killed": with_root_killed,
     "in-progress": with_run_in_progress,
+    "verdict-pending": with_verdict_pending,
     "wakeup-no-pool": with_early_wakeup,
     "nested-pools": seed_log,
     "warm-pool-bypass": seed_log,
@@ -308,8 +295,8 @@ def test_two_runs_kept_apart(tmp_path: Path) -> None:
     assert {(p["pid"], p["run"]) for p in rep["processes"]} >= {(1, "A"), (1, "B")}
     assert [c["run"] for c in rep["warm_pool_callers"]] == ["A"]
     only_b = report(two_runs(), tmp_path, run="B")
-    assert only_b["warm_pool_pids"] == [] and only_b["pools"] == [] and only_b["run"]["command"] == "python b.py"
-    assert only_b["run"]["duration_s"] == 1.0
+    assert only_b["warm_pool_pids"] == [] and only_b["pools"] == [] and only_b["runs"][0]["command"] == "python b.py"
+    assert only_b["runs"][0]["duration_s"] == 1.0
     text = render_text(rep, {})
     assert "this log holds 2 runs (A, B)" in text
 
@@ -386,7 +373,7 @@ def test_control_characters_escaped_in_text_exact_in_json(tmp_path: Path) -> Non
     text = render_text(rep, {})
     assert "\x1b" not in text and "\x9b" not in text and "\x07" not in text
     assert "\\x1b]0;pwned\\x07 \\x9b31m\\x0afake line" in text
-    assert rep["run"]["command"] == evil
+    assert rep["runs"][0]["command"] == evil
 
 
 def test_workers_stopped_by_their_pool_are_not_unexplained(tmp_path: Path) -> None:
@@ -480,3 +467,127 @@ def test_bypass_advice_knows_the_guard_is_on(tmp_path: Path) -> None:
     w.lines.insert(1, w.lines.pop())  # in time order: right after main's process_start
     on = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "warm-pool-bypass")
     assert "the guard is on" in on["advice"] and "or use WP_AUTOTRACE_GUARD" not in on["advice"]
+
+
+# -- the model itself: records folded, Model / Run / Process / Pool objects checked -----------------------
+
+def _fold(w: LogWriter) -> Any:
+    from wp_autotrace.analysis.model import build
+
+    return build(dict(r) for r in w.lines)
+
+
+def test_fold_one_identity_per_process_and_a_reused_pid_apart() -> None:
+    """(host, pid, create_time) is one process: the watcher's entry joins the traced process; the same pid
+    with a start 20 ms later (one tick past the tolerance) is another process, in the same run."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", create_time=T0)
+    start(w, 1, 200, 100, "child", create_time=T0 + 1)
+    w.add(1.5, 200, 100, "child", "process_exit", how="exit")
+    start(w, 2, 200, 100, "child", create_time=T0 + 1.02)
+    watcher(w, 2.1, "tree", count=3, ended=[], started=[
+        {"pid": 100, "ppid": 1, "create_time": T0 + 0.01, "via": "root"},
+        {"pid": 200, "ppid": 100, "create_time": T0 + 1.02, "via": "child", "rss": 5}])
+    m = _fold(w)
+    (run,) = m.runs.values()
+    assert [(p.pid, p.create_time) for p in run.processes] == [(100, T0), (200, T0 + 1), (200, T0 + 1.02)]
+    first, second = run.processes[1], run.processes[2]
+    assert first.exited and not second.exited and second.peak_rss == 5 and second.via == "child"
+    assert run.root is run.processes[0] and run.processes[0].via == "root"
+    assert first.parent is run.root and second.parent is run.root and run.root.children == [first, second]
+
+
+def test_fold_two_container_runs_with_pid_1() -> None:
+    """Two runs whose main is pid 1: two processes, each call and pool its own run's."""
+    m = _fold(two_runs())
+    a, b = m.runs["A"], m.runs["B"]
+    assert a.root is not None and b.root is not None and a.root is not b.root
+    assert {c.proc.run.id for c in m.calls if c.proc.run} == {"A"}
+    assert [pool.creator is a.root for pool in m.pools] == [True]
+
+
+def test_feed_answers_between_records_and_ends_as_build() -> None:
+    """Builder.feed folds one record at a time and names its writer (None for the watcher's); the model
+    it finishes is the one build() makes."""
+    from wp_autotrace.analysis.model import Builder
+
+    w = seed_log()
+    b = Builder()
+    writers = [b.feed(dict(r)) for r in w.lines]
+    assert writers[0] is not None and writers[0].pid == 100 and writers[1] is None  # the watcher's watcher_start
+    assert writers[0] is b.model.runs["r1"].processes[0]  # answered before the end
+    b.finish()
+    built = _fold(seed_log())
+    assert [(p.pid, p.role, p.end, p.depth) for p in b.model.processes] == \
+        [(p.pid, p.role, p.end, p.depth) for p in built.processes]
+    assert [pool.sidecar.pid if pool.sidecar else None for pool in b.model.pools] == [200, 300, 400]
+
+
+def test_fold_verdict_pending_from_the_roots_below_then_the_verdict() -> None:
+    """Before the watcher's leftover: the root's below list is the run's provisional leftover, and the run
+    says its verdict is pending; the leftover record then is the verdict."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", create_time=T0)
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    w.add(2, 100, 1, "main", "process_exit", how="exit",
+          below=[{"pid": 200, "ppid": 100, "create_time": T0 + 1, "name": "python"}], below_count=3)
+    m = _fold(w)
+    run = m.runs["r1"]
+    assert run.verdict_pending and run.provisional_from == "below" and not run.verdict
+    assert [p.pid for p in run.leftover] == [200] and run.leftover_count == 3  # 2 more not listed
+    assert run.below == list(run.leftover) and run.below[0].via == "child"
+    watcher(w, 2.4, "leftover", how="root-exit", count=1, pids=[200], procs=[{"pid": 200, "create_time": T0 + 1}])
+    watcher(w, 2.5, "watcher_exit", reason="linger-end", samples=3, cpu_s=0.1)
+    m = _fold(w)
+    run = m.runs["r1"]
+    assert run.verdict and not run.verdict_pending and run.watcher_exit == "linger-end"
+    assert [p.pid for p in run.leftover] == [200] and run.leftover_count == 1
+
+
+def test_fold_possible_processes_are_not_members() -> None:
+    """An entry in tree.possible is kept apart: not a process of the run; proven later, it is one."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", create_time=T0)
+    pager = {"pid": 300, "ppid": 1, "create_time": T0 + 0.5, "name": "less", "via": "group"}
+    watcher(w, 1, "tree", count=1, started=[], ended=[], possible=[pager])
+    m = _fold(w)
+    run = m.runs["r1"]
+    assert 300 not in {p.pid for p in m.processes} and list(run.possible.values()) == [pager]
+    watcher(w, 2, "tree", count=2, ended=[], started=[dict(pager, via="claim")])
+    run = _fold(w).runs["r1"]
+    assert not run.possible and [p.via for p in run.processes if p.pid == 300] == ["claim"]
+
+
+def test_fold_exec_then_end_or_failure() -> None:
+    """An exec record: the process becomes that program, its end the watcher's; a later record of it means
+    the exec failed; a process_start after it is an exec into Python."""
+    from wp_autotrace.analysis.model import RUN_ENDED, RUN_KILLED, run_state
+
+    def log(after: str) -> LogWriter:
+        w = LogWriter()
+        start(w, 0, 100, 1, "main", create_time=T0)
+        watcher(w, 0.1, "tree", count=1, ended=[], started=[{"pid": 100, "create_time": T0, "via": "root"}])
+        w.add(1, 100, 1, "main", "exec", argv=["/usr/bin/env", "bash"], executable="/usr/bin/env")
+        if after == "failed":
+            w.add(1.1, 100, 1, "main", "tracer_error", where="exec", error="OSError")
+        elif after == "python":
+            start(w, 1.1, 100, 1, "main", create_time=T0)
+        watcher(w, 3, "tree", count=0, started=[], ended=[{"pid": 100, "create_time": T0, "end": T0 + 3}])
+        watcher(w, 3.3, "leftover", how="root-killed", count=0, pids=[], procs=[])
+        return w
+
+    run = _fold(log("none")).runs["r1"]
+    assert run_state(run) == RUN_ENDED and run.root is not None and run.root.exit_how == "exec'd into env"
+    assert run.root.end == T0 + 3
+    run = _fold(log("failed")).runs["r1"]
+    assert run.root is not None and run.root.exec_into is None and run_state(run) == RUN_KILLED
+    run = _fold(log("python")).runs["r1"]
+    assert run.root is not None and run.root.exec_into is None and run.root.execs == 1
+
+
+def test_same_process_is_the_one_tolerance() -> None:
+    """1.5 ticks: one process within it, another past it, never when a start is unknown."""
+    from wp_autotrace.common.procfs import same_process
+
+    assert same_process(T0, T0 + 0.01) and same_process(T0 + 0.01, T0)
+    assert not same_process(T0, T0 + 0.02) and not same_process(None, T0) and not same_process(T0, None)

@@ -15,69 +15,8 @@ from wp_autotrace.analysis.logread import NoUsableLog, read_logs
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.cli.main import main
-from wp_autotrace.common import targets as T
 
-T0 = 1_800_000_000.0
-TAGS = {t.label: t.tag for t in T.TARGETS}  # what the recorder writes as each target's call tag
-PLUGIN = {"file": "/site/plugin/_inductor/__init__.py", "line": 5, "func": "<module>"}
-
-
-class LogWriter:
-    """Builds a log as the runtime would write it."""
-
-    def __init__(self, host: str = "h1") -> None:
-        self.lines: list[dict[str, Any]] = []
-        self.seq: dict[int, int] = {}
-        self.host = host
-
-    def add(self, t: float, pid: int, ppid: int, role: str, event: str, **fields: Any) -> None:
-        if event in ("call", "blocked") and "tag" not in fields:  # the recorder writes every call's tag
-            fields["tag"] = TAGS.get(fields.get("target", ""), T.USER_TAG)
-        seq = self.seq.get(pid, 0)
-        self.seq[pid] = seq + 1
-        self.lines.append({"v": 1, "event": event, "ts": T0 + t, "pid": pid, "ppid": ppid, "host": self.host,
-                           "role": role, "seq": seq, **fields})
-
-    def warm(self, t: float, pid: int, ppid: int, role: str, sidecar: int, cid: int = 1) -> None:
-        env = {"TORCH_WARM_POOL": "0"} if role != "main" else {}
-        self.add(t, pid, ppid, role, "call", target="torch._inductor.async_compile:AsyncCompile.warm_pool",
-                 call_id=cid, thread="MainThread", stack=[PLUGIN], caller=PLUGIN, env=env)
-        self.add(t + 0.01, pid, ppid, role, "call",
-                 target="torch._inductor.compile_worker.subproc_pool:SubprocPool.__init__",
-                 call_id=cid + 1, parent_call=cid, thread="MainThread", stack=[PLUGIN], caller=PLUGIN)
-        self.add(t + 0.2, pid, ppid, role, "return", call_id=cid + 1, duration_s=0.19, sidecar_pid=sidecar)
-        self.add(t + 0.21, pid, ppid, role, "return", call_id=cid, duration_s=0.21)
-
-    def write(self, path: Path) -> Path:
-        path.write_text("".join(json.dumps(r) + "\n" for r in self.lines))
-        return path
-
-
-def seed_log() -> LogWriter:
-    """main 100 -> sidecar 200 -> sidecar 300 -> sidecar 400; main exits, 300/400 left behind."""
-    w = LogWriter()
-    run = {"run": "r1", "root_pid": 100}
-    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
-    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
-    w.add(0.1, 900, 100, "watcher", "tree", count=1, started=[{"pid": 100, "ppid": 1, "rss": 10 << 20,
-                                                                "role": "main", "via": "root"}], ended=[], **run)
-    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.13.0")
-    w.warm(2, 100, 1, "main", 200)
-    w.add(3, 200, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False,
-          env={"TORCH_WARM_POOL": "0"}, **run)
-    w.warm(5, 200, 100, "compile-sidecar", 300)
-    w.add(6, 300, 200, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False, **run)
-    w.warm(8, 300, 200, "compile-sidecar", 400)
-    w.add(9, 400, 300, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"], forked=False, **run)
-    procs = [{"pid": p, "ppid": pp, "rss": 300 << 20} for p, pp in ((100, 1), (200, 100), (300, 200), (400, 300))]
-    w.add(9.5, 900, 100, "watcher", "tree", count=4, started=[dict(e, via="child") for e in procs[1:]], ended=[],
-          rss=[procs[0]], **run)
-    w.add(10, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
-    w.add(10.5, 900, 100, "watcher", "tree", count=3, started=[], ended=[{"pid": 200, "end": T0 + 10.5}], **run)
-    w.add(11, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    left = [{"pid": 300, "ppid": 1, "rss": 300 << 20}, procs[3]]  # 300 re-parented when 200 ended
-    w.add(11.4, 900, 100, "watcher", "leftover", how="root-exit", count=2, pids=[300, 400], procs=left, **run)
-    return w
+from .logs import PLUGIN, T0, LogWriter, check_chrome_trace, seed_log
 
 
 def test_seed_answers(tmp_path: Path) -> None:
@@ -115,7 +54,7 @@ def test_logs_merge_by_host_and_pid(tmp_path: Path) -> None:
     rep = analyze(read_logs([str(a), str(b)]))
     assert rep["distinct_warm_pool_pids"] == 6
     assert rep["warm_pool_pids"] == [100, 200, 300]
-    assert rep["run"]["hosts"] == ["h1", "h2"]
+    assert sorted({h for r in rep["runs"] for h in r["hosts"]}) == ["h1", "h2"]
 
 
 def test_bad_lines_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,14 +87,15 @@ def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
     assert err.startswith("wp-autotrace: nothing to report:") and "Traceback" not in err
 
 
-# Every documented top-level --json key (README) and its type.
+# Every documented top-level --json key (docs/report.md) and its type.
 JSON_KEYS: dict[str, Any] = {
-    "run": dict, "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
+    "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
     "warm_pool_callers": list, "pools": list, "processes": list, "max_concurrent_processes": int,
     "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
     "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,
     "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,
-    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list,
+    "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list, "verdict_pending": bool,
+    "possible": list,
 }
 RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str}
 FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "evidence": list, "advice": str,
@@ -163,7 +103,7 @@ FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "eviden
 
 
 def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--json output has every documented key, with its type; README lists the same keys."""
+    """--json output has every documented key, with its type; docs/report.md lists the same keys."""
     path = seed_log().write(tmp_path / "a.jsonl")
     assert main(["report", "--json", str(path)]) == 0
     rep = json.loads(capsys.readouterr().out)
@@ -177,35 +117,10 @@ def test_json_has_stable_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert {k: type(f[k]) for k in FINDING_KEYS} == FINDING_KEYS
     assert all(isinstance(p["run"], str) for p in rep["processes"] + rep["pools"] + rep["warm_pool_callers"])
     root = Path(__file__).resolve().parent.parent
-    # README, or the docs/ page of the feature (README is integrated by the lead: docs/*.md say it first)
-    docs = "".join(p.read_text() for p in [root / "README.md", *sorted((root / "docs").glob("*.md"))])
+    # docs/report.md, or the docs/ page of the feature (docs/jobs.md: `jobs`)
+    docs = "".join(p.read_text() for p in sorted((root / "docs").glob("*.md")))
     for key in JSON_KEYS:
-        assert f"`{key}`" in docs, f"neither README nor docs/ documents --json key {key}"
-
-
-def check_chrome_trace(trace: dict[str, Any]) -> None:
-    """The Trace Event Format rules our export relies on."""
-    json.dumps(trace)
-    events = trace["traceEvents"]
-    assert isinstance(events, list) and events
-    named = set()
-    for e in events:
-        assert e["ph"] in {"X", "i", "C", "M"}
-        assert isinstance(e["pid"], int) and isinstance(e.get("tid", 0), int)
-        if e["ph"] == "M":
-            assert e["name"] in {"process_name", "thread_name"} and isinstance(e["args"]["name"], str)
-            if e["name"] == "process_name":
-                named.add(e["pid"])
-            continue
-        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0
-        assert isinstance(e["name"], str)
-        if e["ph"] == "X":
-            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0
-        if e["ph"] == "i":
-            assert e["s"] in {"g", "p", "t"}
-        if e["ph"] == "C":
-            assert all(isinstance(v, (int, float)) for v in e["args"].values())
-    assert {e["pid"] for e in events if e["ph"] == "X"} <= named
+        assert f"`{key}`" in docs, f"no page under docs/ documents --json key {key}"
 
 
 def test_export_chrome(tmp_path: Path) -> None:

@@ -11,15 +11,9 @@ from wp_autotrace.analysis.plugins import advice_for
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.main import short_answer
 
+from .logs import AC, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_model import (
-    AC,
-    SP,
-    call,
     clean_run,
-    kinds,
-    report,
-    start,
-    watcher,
     with_early_wakeup,
     with_root_killed,
     with_run_in_progress,
@@ -27,7 +21,6 @@ from .test_model import (
     with_unreturned,
     without_root_end,
 )
-from .test_report import T0, LogWriter, seed_log
 
 
 def finding(rep: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -151,7 +144,7 @@ def test_labels_and_toolchain_folded(tmp_path: Path) -> None:
     text = render_text(rep, {})
     folded = [line for line in text.splitlines() if "toolchain:" in line]
     assert len(folded) == 1 and "9 process(es) (3 cc1plus, 3 g++, 1 as, 1 collect2, 1 ld)" in folded[0]
-    assert "peak rss 9 MB" in folded[0] and "cc1plus (untraced)" not in text
+    assert "peak rss 9 MiB" in folded[0] and "cc1plus (untraced)" not in text
     verbose = render_text(rep, {}, verbose=True)
     assert "toolchain:" not in verbose and verbose.count("cc1plus (untraced)") == 3
 
@@ -228,7 +221,7 @@ def test_default_text_is_short_at_30_nested_sidecars(tmp_path: Path) -> None:
     text = render_text(rep, {})
     lines = text.splitlines()
     assert len(lines) <= 60, text
-    assert lines[0] == "== Answer" and "30 process(es) were left running" in lines[1] and "8.2 GB" in lines[1]
+    assert lines[0] == "== Answer" and "30 process(es) were left running" in lines[1] and "8.2 GiB" in lines[1]
     findings = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
     assert len(findings) <= 12
     assert "RuntimeError: prefetchable_cache value already set" in text and "AsyncCompile.wakeup()" in text

@@ -20,7 +20,7 @@ import pytest
 from wp_autotrace.common.procfs import ProcReader, PsutilReader
 from wp_autotrace.runtime.bootstrap import own_create_time
 from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink
-from wp_autotrace.watcher.main import PART_BYTES, Watcher, pack
+from wp_autotrace.watcher.main import PART_BYTES, LogWatch, Watcher, pack
 
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
 
@@ -109,8 +109,11 @@ class FakeReader:
             return None
         return [c for c, info in self.procs.items() if info["ppid"] == pid]
 
-    def cmdline(self, pid: int) -> str:
-        return f"{self.procs[pid]['name']} {'a' * 300}" if pid in self.procs else ""
+    def argv(self, pid: int) -> list[str]:
+        return [self.procs[pid]["name"], "a" * 300] if pid in self.procs else []
+
+    def environ(self, pid: int) -> bytes:
+        return b""
 
 
 def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[Watcher, Path]:
@@ -194,6 +197,48 @@ def test_pack_keeps_every_item_under_the_budget() -> None:
     assert all(len(json.dumps(p, separators=(",", ":"))) <= PART_BYTES + 100 for p in parts)
 
 
+def test_group_or_session_is_no_evidence(tmp_path: Path) -> None:
+    """Processes that only share the root's group or session (slurmstepd's tasks, a pager under `set -m`)
+    never join the run: each is listed once in a tree record's `possible`; children and claims join, with `via`."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.procs[100]["groups"] = (100, 100)
+    w, log = make_watcher(tmp_path, r)
+    w.scan_every = 1
+    w.tick()
+    r.add(201, 50, 2.0)  # another task, put in the root's group by its launcher (pid 50)
+    r.procs[201]["groups"] = (100, 7)
+    r.add(202, 50, 2.0)  # a pager in the root's session
+    r.procs[202]["groups"] = (9, 100)
+    r.add(101, 100, 2.0)  # the root's own child
+    r.add(301, 1, 2.0)  # an orphan whose process_start claims the run
+    w.log = LogWatch(-1, "", "h", "run1", 100, 0)
+    w.log.claimed[301] = 2.0
+    w.tick()
+    w.tick()
+    del r.procs[100]
+    w.tick()
+    w.leftover("root-exit")
+    recs = read_log(log)
+    started = {p["pid"]: p["via"] for t in events(recs, "tree") for p in t["started"]}
+    assert started == {100: "root", 101: "child", 301: "claim"}
+    possible = [(p["pid"], p["via"]) for t in events(recs, "tree") for p in t.get("possible", [])]
+    assert sorted(possible) == [(201, "group"), (202, "session")]
+    assert {e["pid"] for t in events(recs, "tree") for e in t["ended"]} == {100}
+    (left,) = events(recs, "leftover")
+    assert sorted(left["pids"]) == [101, 301]
+
+
+def test_one_clock_boot_time_to_the_microsecond() -> None:
+    """ProcClock's boot time is the wall clock minus CLOCK_BOOTTIME (not btime's integer second), and one
+    tolerance (same_process) names a process across our readers."""
+    from wp_autotrace.common.procfs import SAME_START_S, ProcClock, same_process
+
+    expected = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    assert abs(ProcClock().boot - expected) < 0.005
+    assert same_process(1.0, 1.01) and not same_process(1.0, 1.0 + 2 * SAME_START_S)
+
+
 def test_rss_heartbeats_only_on_a_move_or_keepalive(tmp_path: Path) -> None:
     """Idle processes write no rss between keep-alives; a move of >= 10% or >= 16 MiB is written at the
     next heartbeat; a keep-alive writes every live process's rss; the records stay plain tree records."""
@@ -225,3 +270,39 @@ def test_rss_heartbeats_only_on_a_move_or_keepalive(tmp_path: Path) -> None:
     w._last_keepalive = 0.0  # a keep-alive is due: everyone's, moved or not
     every = heartbeat()
     assert len(every) == 51 and (101, 105 << 20) in every
+
+
+def test_verdict_follows_the_roots_exit_within_the_grace(tmp_path: Path) -> None:
+    """Once the root's process_exit is in the log the watcher samples fast: the leftover is written within
+    LEFTOVER_GRACE_S (and a few fast ticks) of the root's end, not an interval or a zombie's restat later."""
+    from wp_autotrace.watcher.main import FAST_TICK_S, LEFTOVER_GRACE_S
+
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.stat_every = 5  # as in a real run: the root must not wait for its turn
+    w.interval = 0.5  # a slow sampler: the verdict must not wait for it
+    w.linger = 1.0
+    w.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
+    t = [0.0]
+    marks: dict[str, float] = {}
+
+    def sleep(d: float) -> None:
+        t[0] += d
+        if t[0] >= 1.0 and "exit" not in marks:
+            marks["exit"] = t[0]
+            with open(log, "ab") as f:
+                f.write(b'\n{"v":1,"event":"process_exit","pid":100,"host":"h","ts":1.0,"seq":1}\n')
+            # a zombie its parent has not reaped: no stat, but a children file (empty) still
+            r.stat = lambda pid: None if pid == 100 else FakeReader.stat(r, pid)  # type: ignore[method-assign]
+
+    real_leftover = w.leftover
+
+    def leftover(how: str) -> None:
+        marks.setdefault(how, t[0])
+        real_leftover(how)
+
+    w.leftover = leftover  # type: ignore[method-assign]
+    assert w.run_loop(clock=lambda: t[0], sleep=sleep) == "linger-end"
+    assert marks["root-exit"] - marks["exit"] <= LEFTOVER_GRACE_S + 2 * FAST_TICK_S + 1e-9, marks

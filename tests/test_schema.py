@@ -1,4 +1,4 @@
-"""The schema is the one home of event names and fields: README, sink and reader agree with it."""
+"""The schema is the one home of event names and fields: docs/log-schema.md, sink and reader agree with it."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     from wp_autotrace.analysis.chrome import to_chrome_trace
     from wp_autotrace.analysis.logread import read_logs
 
-    from .test_report import check_chrome_trace
+    from .logs import check_chrome_trace
 
     check_chrome_trace(to_chrome_trace(read_logs([str(log)])))
 
@@ -163,7 +163,7 @@ def test_guard_stops_the_chain(trace: bool, tmp_path: Path, log: Path) -> None:
     assert blocked and {b["role"] for b in blocked} == {"compile-sidecar"}
     assert all(b["caller"]["file"].endswith("wp_standin_backend/_inductor/__init__.py") for b in blocked)
     rep = report_json(log)
-    assert rep["run"]["guard"] is True and rep["blocked"]
+    assert rep["runs"][0]["guard"] is True and rep["blocked"]
     assert any(f["text"].startswith("Guard nested-pools refused") for f in rep["findings"])
     assert rep["leftover_pids"] == []
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.watch import LogTail, RunView
+from wp_autotrace.analysis.logread import Tail
+from wp_autotrace.cli.watch import RunView
 
 from .conftest import clean_env, run_python
 
@@ -93,7 +94,7 @@ def test_tail_is_incremental_and_tolerant(tmp_path: Path) -> None:
     call = _rec("call", os.getpid(), target="m:AsyncCompile.warm_pool", call_id=1, thread="MainThread",
                 caller={"file": "/x/y/backend/__init__.py", "line": 3, "func": "<module>"})
     log.write_bytes(b"\n" + start + b"\n\n" + call[:20])
-    tail = LogTail(str(log))
+    tail = Tail(str(log))
     assert [r["event"] for r in tail.read()] == ["process_start"]
     with open(log, "ab") as f:
         f.write(call[20:] + b"\n" + b'{"v":1,"event":"ca' + _rec("return", os.getpid(), call_id=9) + b"\n")
@@ -106,7 +107,8 @@ def test_open_calls_say_who_waits_on_what(tmp_path: Path) -> None:
     view = RunView()
     me = os.getpid()
     view.feed(json.loads(_rec("process_start", me, run="aa", root_pid=me, forked=False)))
-    view.feed(json.loads(_rec("call", me, target="m:AsyncCompile.warm_pool", call_id=1, thread="MainThread",
+    view.feed(json.loads(_rec("call", me, target="m:AsyncCompile.warm_pool", tag="warm-pool", call_id=1,
+                              thread="MainThread",
                               caller={"file": "/x/y/backend/__init__.py", "line": 3, "func": "<module>"})))
     assert view.refresh() is False
     text = "\n".join(view.render("run.jsonl"))
@@ -169,3 +171,80 @@ def test_a_left_behind_process_keeps_its_depth() -> None:
     assert view.refresh() is False  # this process is alive: the run has not ended
     (row,) = [line for line in view.render("x") if line.split()[:1] == [str(os.getpid())]]
     assert row.split()[1:4] == ["compile-sidecar", "(left)", "-"] and row.split()[4] == "1", row
+
+
+def test_a_leftover_past_the_first_8_mib_is_shown(tmp_path: Path) -> None:
+    """A log bigger than one read (12 MB of records before the leftover's process_start): the live leftover
+    is shown, never 'main ended; 0 process(es) alive' (the view decided before reading the rest)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=clean_env(),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        log = tmp_path / "big.jsonl"
+        filler = _rec("import", dead.pid, module="m" * 1000) + b"\n"
+        with open(log, "wb") as f:
+            f.write(_rec("process_start", dead.pid, run="dd", root_pid=dead.pid, forked=False) + b"\n")
+            f.write(filler * (12 * 2**20 // len(filler)))
+            child = json.loads(_rec("process_start", sleeper.pid, run="dd", root_pid=dead.pid, forked=False,
+                                    role="compile-sidecar"))
+            child["ppid"] = dead.pid
+            f.write(json.dumps(child).encode() + b"\n")
+        res = run_python(["-m", "wp_autotrace", "watch", str(log), "--once"], clean_env(), timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert "1 process(es) alive" in res.stdout and str(sleeper.pid) in res.stdout, res.stdout
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
+
+def test_escapes_in_thread_names_and_commands_are_not_written_raw() -> None:
+    """A thread name (or role, command) from the log reaches the terminal escaped, as the report's does."""
+    view = RunView()
+    me = os.getpid()
+    view.feed(json.loads(_rec("process_start", me, run="aa", root_pid=me, forked=False)))
+    view.feed(json.loads(_rec("call", me, target="m:AsyncCompile.warm_pool", tag="warm-pool", call_id=1,
+                              thread="\x1b[2J\x1b]0;pwned\x07T\u202e", caller=None)))
+    view.refresh()
+    text = "\n".join(view.render("run\x1b.jsonl"))
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "\\x1b[2J" in text
+
+
+def test_a_moved_log_is_said_and_watch_stops(tmp_path: Path) -> None:
+    """The log moved while watched: watch says so and exits 2 (no usable log), no traceback."""
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=clean_env(),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "run.jsonl"
+    log.write_bytes(_rec("process_start", sleeper.pid, run="ee", root_pid=sleeper.pid, forked=False) + b"\n")
+    watcher = subprocess.Popen([sys.executable, "-m", "wp_autotrace", "watch", str(log), "--interval", "0.1"],
+                               env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline().startswith(b"wp-autotrace watch")  # it runs: the first frame
+        log.rename(tmp_path / "moved.jsonl")
+        _, err = watcher.communicate(timeout=30)
+        assert watcher.returncode == 2, err
+        assert b"was moved or removed while watched" in err and b"Traceback" not in err, err
+    finally:
+        for proc in (watcher, sleeper):
+            proc.kill()
+            proc.wait(10)
+
+
+def test_the_header_says_whether_the_verdict_is_written() -> None:
+    """After the main process's end: 'verdict pending' until the watcher's leftover, then its count."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    view = RunView()
+    view.feed(json.loads(_rec("process_start", dead.pid, run="ff", root_pid=dead.pid, forked=False)))
+    view.feed(json.loads(_rec("watcher_start", 4_000_000, run="ff", root_pid=dead.pid, role="watcher",
+                              interval=0.1, linger=60.0)))
+    view.feed(json.loads(_rec("process_exit", dead.pid, how="exit")))
+    view.refresh()
+    assert "ended; verdict pending" in view.render("x")[1]
+    view.feed(json.loads(_rec("leftover", 4_000_000, run="ff", root_pid=dead.pid, role="watcher", how="root-exit",
+                              count=0, pids=[], procs=[])))
+    view.refresh()
+    assert "the watcher's verdict: 0 left behind" in view.render("x")[1]

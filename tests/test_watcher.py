@@ -7,6 +7,7 @@ compare exit code, stdout and stderr. The rest read the raw watcher records
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -204,6 +205,8 @@ def test_root_sigkill_orphans_in_leftover(tmp_path: Path) -> None:
         assert proc.stdout is not None
         orphan = int(proc.stdout.readline())
         watcher_pid(log)
+        # A member is a process seen under the root (descent): kill once the watcher has seen it.
+        assert wait_until(lambda: orphan in tree_started(read_log(log)), 15)
         proc.kill()
         proc.wait(10)
         killed_at = time.monotonic()
@@ -373,6 +376,10 @@ def test_a_thousand_processes_none_cut(tmp_path: Path) -> None:
         kill_session(proc)
 
 
+# The late poster starts after the root exits and sleeps 1 s first: generous on a loaded 2-core box.
+LATE_POST_WAIT_S = 30
+
+
 def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None:
     """Guard notice: absolute path under a relative TMPDIR, printed by the root at exit; a post
     after the root exited creates nothing."""
@@ -382,9 +389,11 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
         post = ("import os, sys, time; from wp_autotrace.runtime.guard import post_notice;"
                 "time.sleep(float(sys.argv[1]));"
                 "post_notice({'pid': os.getpid(), 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'});"
-                "print(os.environ['WP_AUTOTRACE_NOTICE'])")
+                "print(os.environ['WP_AUTOTRACE_NOTICE']);"
+                "sys.argv[2:] and open(sys.argv[2], 'w').close()")  # the marker: posted (or tried to)
         print(subprocess.run([sys.executable, "-c", post, "0"], capture_output=True, text=True).stdout.strip())
-        subprocess.Popen([sys.executable, "-c", post, "1.0"], stdout=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen([sys.executable, "-c", post, "1.0", "late-posted"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
     ''')
     env = clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR="rel")
     res = run_python(["-c", code], env, cwd=tmp_path, timeout=30)
@@ -393,7 +402,10 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
     assert res.returncode == 0
     assert res.stderr.startswith("wp-autotrace: guard nested-pools refused AsyncCompile.warm_pool"), res.stderr
     assert len(res.stderr.splitlines()) == 1
-    time.sleep(2.0)  # the late poster has posted (or tried to)
+    deadline = time.monotonic() + LATE_POST_WAIT_S
+    while not (tmp_path / "late-posted").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "late-posted").exists(), "the late poster never ran"
     assert not list((tmp_path / "rel").iterdir())
 
 
@@ -517,3 +529,210 @@ def test_pid_one_root_starts_no_watcher(tmp_path: Path) -> None:
     assert [r["pid"] for r in events(recs, "process_start")] == [1]
     assert any(r["where"] == "watcher" and "pid 1" in r["error"] for r in events(recs, "tracer_error"))
     assert not events(recs, "watcher_start")
+
+
+def possible_of(recs: list[dict[str, Any]]) -> dict[int, str]:
+    return {p["pid"]: p["via"] for t in events(recs, "tree") for p in t.get("possible", [])}
+
+
+def kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def test_tasks_in_task_zeros_group_are_not_the_run(tmp_path: Path) -> None:
+    """slurmstepd's layout: a launcher forks 4 tasks and puts them all in task 0's process group; only task 0
+    is the traced root. Tasks 1-3 outlive it: never started, never left over; listed as `possible` (group)."""
+    root = tmp_path / "task0.py"
+    root.write_text("import time\ntime.sleep(1)\n")
+    log = tmp_path / "run.jsonl"
+    launcher = tmp_path / "launcher.py"
+    launcher.write_text(textwrap.dedent(f'''
+        import json, os, sys
+        env = dict(os.environ, WP_AUTOTRACE="1", WP_AUTOTRACE_LOG={str(log)!r})
+        task0 = os.fork()
+        if task0 == 0:
+            os.setpgid(0, 0)
+            os.execve(sys.executable, [sys.executable, {str(root)!r}], env)
+        try:
+            os.setpgid(task0, task0)
+        except OSError:
+            pass  # the task did it first
+        tasks = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                os.setpgid(0, task0)
+                os.execvp("sleep", ["sleep", "30"])
+            try:
+                os.setpgid(pid, task0)
+            except OSError:
+                pass
+            tasks.append(pid)
+        print(json.dumps(tasks), flush=True)
+        os.waitpid(task0, 0)
+    '''))
+    proc = subprocess.Popen([sys.executable, str(launcher)], env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    tasks: list[int] = []
+    try:
+        assert proc.stdout is not None
+        tasks = json.loads(proc.stdout.readline())
+        recs = wait_for_watcher(log, 20)
+        assert all(alive(t) for t in tasks)  # the other ranks still run
+        assert not set(tasks) & set(tree_started(recs)), tree_started(recs)
+        left = [p for r in events(recs, "leftover") for p in r["pids"]]
+        assert not set(tasks) & set(left), left
+        assert events(recs, "watcher_exit")[0]["reason"] == "run-ended"
+        assert possible_of(recs) == {t: "group" for t in tasks}
+        assert tree_started(recs)[events(recs, "process_start")[0]["pid"]]["via"] == "root"
+    finally:
+        kill_pids(tasks)
+        kill_session(proc)
+
+
+def test_pager_of_a_job_control_pipeline_is_not_the_run(tmp_path: Path) -> None:
+    """`set -m; python train.py | pager`: the pager leads no group of its own but shares the root's; it
+    outlives the root and is not a leftover."""
+    root = tmp_path / "train.py"
+    root.write_text("print('step 1')\n")
+    log = tmp_path / "run.jsonl"
+    pager = "cat >/dev/null; echo $$ > pager.pid; exec sleep 30"
+    # Only the root is traced: WP_AUTOTRACE reaches python alone (the pager runs with a clean env).
+    script = f"set -m; env WP_AUTOTRACE=1 WP_AUTOTRACE_LOG={log} {sys.executable} {root} | sh -c '{pager}'"
+    proc = subprocess.Popen(["bash", "-c", script], env=clean_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    pager_pid = 0
+    try:
+        pidfile = tmp_path / "pager.pid"
+        assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 20)
+        pager_pid = int(pidfile.read_text())
+        recs = wait_for_watcher(log, 20)
+        assert alive(pager_pid)
+        starts = events(recs, "process_start")
+        assert [s["argv"][-1] for s in starts] == [str(root)]
+        with open(f"/proc/{pager_pid}/stat", "rb") as f:
+            assert int(f.read().rpartition(b")")[2].split()[2]) == starts[0]["pid"]  # the root's group
+        assert pager_pid not in tree_started(recs)
+        assert not [p for r in events(recs, "leftover") for p in r["pids"]]
+        assert events(recs, "watcher_exit")[0]["reason"] == "run-ended"
+        assert possible_of(recs) == {pager_pid: "group"}
+    finally:
+        kill_pids([pager_pid] if pager_pid else [])
+        kill_session(proc)
+
+
+def test_root_records_what_is_alive_below_it_at_exit(tmp_path: Path) -> None:
+    """The root's process_exit lists its live descendants (a first verdict, before the watcher's leftover),
+    with the create times the watcher writes; one that the watcher never sampled still joins by it."""
+    proc, log = start_root('''
+        import subprocess, time
+        child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the shell has forked its sleep
+            with open(f"/proc/{child.pid}/task/{child.pid}/children") as f:
+                if f.read().strip():
+                    break
+            time.sleep(0.001)
+        print(child.pid, flush=True)
+    ''', tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=30)
+        child = int(out)
+        recs = wait_for_watcher(log, 15, event="leftover")
+        (done,) = [r for r in events(recs, "process_exit") if r["role"] == "main"]
+        below = {p["pid"]: p for p in done["below"]}
+        assert done["below_count"] == 2 and set(below) - {child} and below[child]["name"] == "sh"
+        (grandchild,) = set(below) - {child}
+        assert below[grandchild]["ppid"] == child  # its name: sh, or sleep once it exec'd
+        started = tree_started(recs)
+        assert {p: started[p]["create_time"] for p in below} == {p: e["create_time"] for p, e in below.items()}
+        (left,) = events(recs, "leftover")
+        assert sorted(left["pids"]) == sorted(below)
+    finally:
+        for pid in pids_of_session(proc.pid):
+            kill_pids([pid])
+        kill_session(proc)
+
+
+def pids_of_session(sid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and os.getsid(int(name)) == sid:
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def test_start_times_are_on_the_records_clock(tmp_path: Path) -> None:
+    """One clock: an untraced `sleep 1` starts when Popen ran (to the tick, not up to 1 s early with btime)
+    and lasts about 1 s from its create time to its recorded end (one interval of slack)."""
+    proc, log = start_root('''
+        import json, subprocess, time
+        time.sleep(0.3)
+        before = time.time()
+        p = subprocess.Popen(["sleep", "1"])
+        after = time.time()
+        p.wait()
+        print(json.dumps({"pid": p.pid, "before": before, "after": after, "done": time.time()}))
+        time.sleep(0.5)
+    ''', tmp_path, WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
+    try:
+        out, _ = proc.communicate(timeout=30)
+        facts = json.loads(out)
+        recs = wait_for_watcher(log, 15)
+        ct = tree_started(recs)[facts["pid"]]["create_time"]
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+        # starttime counts whole ticks (floor), then 2-decimal rounding: at most a tick and a half early
+        assert facts["before"] - 1.5 * tick <= ct <= facts["after"] + 0.005, (ct, facts)
+        end = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}[facts["pid"]]
+        assert 1.0 - 1.5 * tick <= end - ct <= (facts["done"] - facts["before"]) + 0.1 + 0.2, (end - ct, facts)
+    finally:
+        kill_session(proc)
+
+
+def test_job_filesystem_unmounts_while_the_watcher_lingers(tmp_path: Path) -> None:
+    """An epilog's umount of the job's filesystem (its cwd and log on a tmpfs) succeeds while the watcher
+    lingers for a leftover: the watcher holds no cwd there, and no fd between writes once the root ended."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "job"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    script = tmp_path / "root.py"
+    script.write_text(textwrap.dedent('''
+        import subprocess
+        # the leftover holds nothing on the job's filesystem: only the watcher could keep it busy
+        print(subprocess.Popen(["sleep", "30"], cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL).pid)
+    '''))
+    log = mnt / "run.jsonl"
+    leftover = 0
+    try:
+        res = subprocess.run([sys.executable, str(script)], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
+                             cwd=str(mnt), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        leftover = int(res.stdout)
+        recs = wait_for_watcher(log, 15, event="leftover")
+        wpid = [r["pid"] for r in recs if r["event"] == "watcher_start"][0]
+        assert alive(wpid) and [r["pids"] for r in events(recs, "leftover")] == [[leftover]]
+        assert os.readlink(f"/proc/{wpid}/cwd") == "/"
+
+        def unmounted() -> bool:  # a write or read in flight holds the file for microseconds: retry
+            return subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0
+
+        assert wait_until(unmounted, 5), subprocess.run(["umount", str(mnt)], capture_output=True, text=True).stderr
+        assert wait_until(lambda: not alive(wpid), 10)  # the log is gone from its path: it leaves
+    finally:
+        if leftover:
+            kill_pids([leftover])
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

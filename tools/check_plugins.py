@@ -16,7 +16,7 @@ and reports, with file:line:
   (what ``import torch`` calls) through module-level imports and calls of the
   wheel's own functions, tracking the two switches, to every warm_pool reached;
 * whether the default targets (wp_autotrace/common/targets.py, with the subclass
-  rule of import_hooks.py) catch each pool entry point;
+  rule of wp_autotrace/runtime/finder.py) catch each pool entry point;
 * a summary table (one row per release and its behaviour "shape") that
   tests/test_plugins.py compares with wp_autotrace/analysis/plugins.py.
 
@@ -668,7 +668,7 @@ def coverage_section(releases: list[Release]) -> list[str]:
            f"{len(verdicts)} pool entry points (calls of warm_pool / process_pool / SubprocPool / "
            f"shutdown_compile_workers and AsyncCompile subclasses) in {len(releases)} releases; "
            f"{len(verdicts) - len(missed)} caught by the default targets (wp_autotrace/common/targets.py, "
-           "with the AsyncCompile subclass rule of import_hooks.py)."]
+           "with the AsyncCompile subclass rule of wp_autotrace/runtime/finder.py)."]
     out += [f"- NOT caught: {rel.dist} {rel.version} `{s.file}:{s.line}` {s.name}: {v}" for rel, s, v in missed]
     nesting_ones = [f"{r.dist} {r.version}" for r in releases if nesting(r).startswith("yes")]
     warming = [f"{r.dist} {r.version}" for r in releases if any(not skipped(w) for w in r.at_import)]

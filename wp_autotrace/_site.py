@@ -31,6 +31,9 @@ def start() -> None:
 
         _start()
     except Exception as exc:  # bootstrap.start() never raises; this is its import failing
+        root = os.environ.get("WP_AUTOTRACE_ROOT_PID")  # common/env.py ROOT_ENV (not imported here)
+        if root and root != str(os.getpid()):
+            return  # a descendant never writes on its stderr (a host may capture it)
         try:
             os.write(2, f"wp-autotrace: tracing disabled: {type(exc).__name__}: {exc}\n".encode("utf-8", "replace"))
         except OSError:

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from ..common.cmdline import _basename, first_line, python_command
 
+# Their home is targets.py, next to RANK_ENV (the watcher reads ranks too); re-exported here.
+from ..common.targets import RANK_KEYS as RANK_KEYS
+from ..common.targets import rank_value as rank_value
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -96,11 +100,6 @@ def tool_name(name: str, cmd: Sequence[str] | str = ()) -> str | None:
     return None
 
 
-def is_toolchain(name: str, cmd: Sequence[str] | str = ()) -> bool:
-    """Whether the process is a compiler/assembler/linker run (see tool_name)."""
-    return tool_name(name, cmd) is not None
-
-
 def _first_word(cmd: Sequence[str] | str) -> str:
     if isinstance(cmd, str):
         return cmd.split(" ", 1)[0]
@@ -119,14 +118,3 @@ def _tool(base: str) -> str | None:
     last = base.rsplit("-", 1)[-1]
     return last if last != base and last in TOOLCHAIN and base.count("-") >= 2 else None
 
-
-# The launcher variables that name a process's rank, in the order they win
-# (RANK from torchrun; the others from Slurm, Open MPI and MPICH-style launchers).
-RANK_KEYS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
-
-
-def rank_value(rank: object) -> str | None:
-    """The rank a launcher gave a process (process_start's ``rank`` dict: RANK_KEYS, first set), or None."""
-    if not isinstance(rank, dict):
-        return None
-    return next((str(rank[k]) for k in RANK_KEYS if k in rank), None)

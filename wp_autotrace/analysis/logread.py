@@ -7,6 +7,11 @@ line over MAX_LINE_BYTES is skipped, every field is type- and range-checked
 against schema.FIELD_TYPES (a field of the wrong type, a huge integer, NaN or
 Infinity is dropped and counted), and anything but a regular file (a FIFO,
 /dev/zero, a directory) is refused before a byte is read.
+
+Secrets are masked again as records are read (process_start's argv, the
+tree and leftover entries' cmd; common/redact.py, the default patterns and
+WP_AUTOTRACE_REDACT's): a log from a writer that masked less (schema v1 as
+written before issue 24) leaks nothing into a report, a chart or a span.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import stat
 from collections import deque
 from typing import Any, Callable, NamedTuple
 
+from ..common.env import REDACT_ENV
+from ..common.redact import parse_patterns, redact_argv, redact_cmd
 from . import schema
 from .schema import SCHEMA_VERSION
 
@@ -86,7 +93,6 @@ def clean_value(v: Any, depth: int = 0) -> Any:
 
 
 _FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
-_FRAME_KEYS = frozenset(("file", "line", *_FRAME_STRS))
 
 
 def clean_frame(v: Any) -> dict[str, Any] | None:
@@ -134,8 +140,15 @@ def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return clean
 
 
+# Name patterns masked on reading: the defaults plus the reader's WP_AUTOTRACE_REDACT.
+_PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
+
+
 def _proc(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role", "via"))
+    out = _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role", "via"))
+    if out is not None and "cmd" in out:
+        out["cmd"] = redact_cmd(out["cmd"], _PATTERNS)  # already joined: the best an old log allows
+    return out
 
 
 def _ended(v: Any) -> Any:
@@ -144,6 +157,27 @@ def _ended(v: Any) -> Any:
 
 def _rss(v: Any) -> Any:
     return _clean_entry(v, ("create_time",), ("rss",), ())
+
+
+def _mem(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("pss", "uss", "rss", "swap_pss"), ())
+
+
+def _devices(v: Any) -> Any:
+    out = _clean_entry(v, ("create_time",), (), ())
+    paths = v.get("paths") if out is not None else None
+    if out is None or type(paths) is not list:
+        return None
+    out["paths"] = [x for x in paths if type(x) is str]
+    return out
+
+
+def _times(v: Any) -> Any:
+    """label -> [first, last]: pairs of finite numbers only."""
+    if type(v) is not dict:
+        return None
+    return {k: list(x) for k, x in v.items() if type(k) is str and type(x) is list and len(x) == 2
+            and all(_is_num(t) for t in x)}
 
 
 def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
@@ -169,6 +203,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     schema.PROCS: _list_of(_proc),
     schema.ENDED: _list_of(_ended),
     schema.RSS: _list_of(_rss),
+    schema.MEMS: _list_of(_mem),
+    schema.DEVS: _list_of(_devices),
+    schema.TIMES: _times,
 }
 
 
@@ -222,6 +259,8 @@ def check_record(record: Any, fixed: dict[str, int]) -> str | None:
         bad += 1
     if bad:
         fixed[WRONG_FIELD] = fixed.get(WRONG_FIELD, 0) + bad
+    if event == "process_start" and "argv" in record:
+        record["argv"] = redact_argv(record["argv"], _PATTERNS)
     if type(record.get("host")) is not str:
         record["host"] = ""
     return None
@@ -445,3 +484,53 @@ def skipped_line(skipped: dict[str, int]) -> str:
         return ""
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
     return f"skipped {sum(skipped.values())} line(s): {parts}"
+
+
+# A live reader takes at most this much per read, so one read of a huge log never freezes it; it
+# says it is `behind` until it has caught up, and a caller decides nothing final until then.
+TAIL_READ_BYTES = 8 * 2**20
+
+
+class Tail:
+    """New complete records of a growing log, from where the last read stopped (a partial last line
+    waits for its end). The file stays open: a log renamed while read is still read to its end, and
+    `moved()` says that its path no longer names it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file = _open_regular(path)
+        self.offset = 0
+        self.partial = b""
+        self.behind = True  # not yet read to the end
+        self.fixed: dict[str, int] = {}
+
+    def read(self, limit: int = TAIL_READ_BYTES) -> list[dict[str, Any]]:
+        """The records completed since the last read (blank lines and torn fragments skipped)."""
+        size = os.fstat(self.file.fileno()).st_size
+        if size < self.offset:  # truncated: start over
+            self.offset, self.partial = 0, b""
+        self.file.seek(self.offset)
+        data = self.file.read(min(limit, max(size - self.offset, 0)))
+        self.offset += len(data)
+        self.behind = self.offset < size
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()  # b"" after a newline; else a line still being written
+        if len(self.partial) > MAX_LINE_BYTES:
+            self.partial = b""  # not one of ours: skipped, as the whole-file reader does
+        found = (parse_line(line, _ignore, self.fixed) for line in lines if line.strip())
+        return [r for r in found if r is not None]
+
+    def moved(self) -> bool:
+        """Whether the path no longer names the file being read (moved, removed or replaced)."""
+        try:
+            st, mine = os.stat(self.path), os.fstat(self.file.fileno())
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _ignore(reason: str) -> None:
+    """A live reader does not count what it passes over (report does)."""

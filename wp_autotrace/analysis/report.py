@@ -2,7 +2,7 @@
 
 ``analyze`` folds the records into the run model (model.py), derives a View
 of the selected runs, runs the findings registry (findings.py) and returns
-one JSON-ready dict with stable keys (README lists them). Rendering for
+one JSON-ready dict with stable keys (docs/report.md lists them). Rendering for
 people lives in render.py; the CLI composes the two.
 """
 
@@ -27,6 +27,7 @@ from .model import (
     Process,
     Run,
     build,
+    exec_name,
 )
 from .render import answer_text
 from .view import BENIGN_LEFTOVER_ROLES, View
@@ -72,6 +73,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         workers.update(q.pid for q in side.children if q.role == "compile-worker")
     exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
     return {
+        **v.story(pool).as_dict(v.rel),
         "run": _run_id(pool.creator), "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
         "host": pool.creator.host, "created_at": v.rel(pool.call.ts), "caller": pool.call.caller,
         "sidecar_pid": pool.sidecar_pid, "sidecar_start": v.rel(side.start) if side else None,
@@ -87,6 +89,8 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.end), "exit": p.exit_how or None,
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
+        "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
+        "device_files": p.devices,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),
         "label": process_label(p), "rank_label": v.rank_of.get(p.index), "launcher": p.index in v.launchers,
@@ -97,13 +101,26 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
 def _run_dict(v: View, r: Run) -> dict[str, Any]:
     root = r.root
     alive = [n for ts, n in r.tree_counts if root is not None and root.gone is not None and ts >= root.gone]
+    cfg = next((c for c in r.configs if c[0] is root), r.configs[0] if r.configs else None)
+    python = root.python if root and root.python else next((p.python for p in r.processes if p.python), "")
     return {"id": r.id, "command": r.command, "root_pid": r.root_pid, "hosts": r.hosts,
+            "python": python, "torch": cfg[2] if cfg else "", "inductor": cfg[1] if cfg else {},
+            "guard": r.guard, "duration_s": round((r.end or 0.0) - (r.start or 0.0), 3),
             "start": r.start, "end": r.end, "processes": len(r.processes),
             "leftover_checked": r.leftover_seen, "leftover_how": r.leftover_how or None, "cut": r.cut,
             "state": v.states[r.id], "root_end_s": v.rel(root.end if root and root.end is not None
                                                           else root.gone if root else None),
             "alive_at_last_record": r.tree_counts[-1][1] if r.tree_counts else None,
-            "alive_after_root": max(alive) if alive else None}
+            "alive_after_root": max(alive) if alive else None,
+            "verdict_pending": r.verdict_pending, "verdict_from": r.provisional_from or None,
+            "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None}
+
+
+def _possible(v: View) -> list[dict[str, Any]]:
+    """Processes that share only a run's process group or session: possibly the run's, never proven."""
+    return [{"pid": e["pid"], "host": host, "run": r.id, "via": e.get("via") or None, "name": e.get("name"),
+             "cmd": e.get("cmd"), "create_time": e.get("create_time")}
+            for r in v.runs for (host, _, _), e in r.possible.items()]
 
 
 def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
@@ -214,12 +231,17 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     return {
         "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in V.SIDECAR_ROLES),
         "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
+        "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
+        "pools": len(v.pools), "pool_peak_pss_bytes": sum(v.story(p).peak_bytes or 0 for p in v.pools) or None,
+        "idle_s": round(sum(v.story(p).idle_s for p in v.pools), 3),
+        "idle_mib_s": round(sum(v.story(p).idle_mib_s or 0.0 for p in v.pools), 1),
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
         # The log records no CPU time per process (the watcher samples RSS only): not guessed.
         "never_served_cpu_s": None,
     }
 
 
+<<<<<<< HEAD
 def _legacy_run(v: View, data: LogData | LogStream) -> dict[str, Any]:
     """The `run` key: the first selected run's header, as before runs were kept apart."""
     r = v.runs[0]
@@ -234,6 +256,8 @@ def _legacy_run(v: View, data: LogData | LogStream) -> dict[str, Any]:
     }
 
 
+=======
+>>>>>>> main
 def select_runs(model: Model, run_id: str | None) -> list[Run]:
     """The runs to report (one with --run), in start order; NoUsableLog for an unknown id."""
     runs = sorted(model.runs.values(), key=lambda r: (r.start if r.start is not None else 0.0, r.id))
@@ -257,7 +281,6 @@ def analyze(data: LogData | LogStream, run_id: str | None = None) -> dict[str, A
     ranks = _ranks(v, leftover)
     jobs = _jobs(v, ranks)
     rep = {
-        "run": _legacy_run(v, data),
         "runs": [_run_dict(v, r) for r in v.runs],
         "ranks": ranks,
         # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
@@ -278,6 +301,8 @@ def analyze(data: LogData | LogStream, run_id: str | None = None) -> dict[str, A
         "leftover_count": v.leftover_count,
         "leftover_rss_bytes": v.leftover_rss,
         "leftover_checked": any(r.leftover_seen for r in v.runs),
+        "verdict_pending": any(r.verdict_pending for r in v.runs),
+        "possible": _possible(v),
         "reparented_pids": sorted({p.pid for p in v.procs if _outlived_parent(p, leftover)}),
         "no_exit_pids": sorted({p.pid for p in v.procs if p.traced and p.index not in leftover
                                 and (p.end is None or p.exit_how == "vanished") and not _stopped_by_pool(p)

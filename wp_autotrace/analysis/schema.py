@@ -1,12 +1,9 @@
 """The log's record schema, in one place: event names, each event's fields, the version.
 
 The reader (logread) checks every field against FIELD_TYPES, the model
-(model.py) folds records by these names, and README's "Log schema" table is
+(model.py) folds records by these names, and docs/log-schema.md's table is
 generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
 one entry here plus its ``visit_<event>`` handler in model.py.
-
-Nothing is imported at run time (the start-up path may import this module):
-the TypedDicts exist for type checkers only.
 """
 
 from __future__ import annotations
@@ -31,6 +28,9 @@ from ..common.vocab import (
 )
 from ..common.vocab import (
     LEFTOVER as LEFTOVER,
+)
+from ..common.vocab import (
+    MEMORY as MEMORY,
 )
 from ..common.vocab import (
     PROCESS_EXIT as PROCESS_EXIT,
@@ -63,10 +63,6 @@ from ..common.vocab import (
     WATCHER_START as WATCHER_START,
 )
 
-TYPE_CHECKING = False  # typing is not imported at start-up
-if TYPE_CHECKING:
-    from typing import Any, TypedDict
-
 # Field types the reader checks (logread._CHECKS): a field of the wrong type is
 # dropped from its record, and counted.
 INT = "int"  # an integer in [-2**63, 2**63)
@@ -84,6 +80,9 @@ FRAMES = "list[frame]"
 PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
+MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?}
+DEVS = "list[devices]"  # {pid, create_time, paths}
+TIMES = "dict[str,list[num]]"  # label -> [first, last]
 
 # Every record carries these (sink.py writes them; watcher records add run and root_pid).
 BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -93,7 +92,8 @@ BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pid", UINT, "the writing process"),
     ("ppid", UINT, "its parent at process start"),
     ("host", STR, "host name"),
-    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, resource-tracker, forkserver, "
+    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, dataloader-worker, "
+                     "resource-tracker, forkserver, "
                      "watcher, child"),
     ("seq", UINT, "per-process counter from 0"),
     ("truncated", UINT, "set when the record was cut to fit 32 KiB: its size before"),
@@ -136,7 +136,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
         ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
                        "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
-                       "TORCHELASTIC_RUN_ID); absent when none is"),
+                       "TORCHELASTIC_RUN_ID, and the launch ids that group runs into jobs: MASTER_ADDR, MASTER_PORT, "
+                       "SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NODEID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, "
+                       "PMI_JOBID, WP_AUTOTRACE_JOB); absent when none is"),
     )),
     CALL: ("a traced call started", _CALL_FIELDS),
     RETURN: ("it returned", (
@@ -155,7 +157,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("env", DICT, "as in call"),
     )),
     CONFIG: ("torch._inductor.config loaded", (
-        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool"),
+        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool, "
+                           "quiesce_async_compile_time, as this torch has them"),
+        ("knobs", STRS, "the pool settings this torch's config has (its names with `compile_threads` or "
+                        "`quiesce`): what advice may name"),
         ("torch_version", STR, "torch.__version__"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
@@ -180,6 +185,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                      "without `code`"),
         ("code", ANY, "exit code"),
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
+        ("count_times", TIMES, "each counted call's first and last time (Unix seconds): a pool's first and "
+                               "last job"),
         ("dropped", UINT, "records this process could not write"),
         ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
                          "(at most 200)"),
@@ -190,7 +197,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("executable", STR, "the program it execs"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
-        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr)"),
+        ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
+                       "`live-export`: spans the live export could not send, and why)"),
         ("error", STR, "the fault")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
@@ -203,12 +211,21 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("frames", FRAMES, "innermost last, at most 8"),
         ("origin", FRAME, "innermost frame of the exception"),
     )),
+    MEMORY: ("real memory of the run's pool processes (watcher: sidecars, compile workers; each at most every "
+             "2 s, within 0.4 % of a core)", _PART_FIELDS + (
+        ("procs", MEMS, "`{pid, create_time, pss, uss, rss, swap_pss?}` in bytes, from /proc/PID/smaps_rollup "
+                        "(uss = Private_Clean + Private_Dirty)"),
+        ("devices", DEVS, "accelerator device files a pool process holds, read once at its first sample: "
+                          "`{pid, create_time, paths}`"),
+    )),
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),
-        ("cpu_s", NUM, "the watcher's own CPU seconds"))),
+        ("cpu_s", NUM, "the watcher's own CPU seconds"),
+        ("exported", UINT, "live export (WP_AUTOTRACE_EXPORT=otlp) only: spans the receiver accepted"),
+        ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"))),
 }
 
 KNOWN_EVENTS = frozenset(EVENTS)
@@ -221,103 +238,10 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
 
 
 def markdown_table() -> str:
-    """README's log-schema table, generated from EVENTS."""
+    """docs/log-schema.md's table, generated from EVENTS."""
     rows = ["| event | what | fields |", "|---|---|---|"]
     for event, (what, fields) in EVENTS.items():
         cells = ", ".join(f"`{name}` ({doc})" for name, _, doc in fields)
         rows.append(f"| `{event}` | {what} | {cells} |")
     return "\n".join(rows) + "\n"
 
-
-if TYPE_CHECKING:
-    class Frame(TypedDict, total=False):
-        file: str
-        line: int
-        func: str
-        dist: str
-        dist_version: str
-        rel: str
-        src: str
-
-    class ProcEntry(TypedDict, total=False):
-        pid: int
-        ppid: int
-        name: str
-        cmd: str
-        create_time: float
-        rss: int
-        role: str
-        via: str
-
-    class Base(TypedDict, total=False):
-        v: int
-        event: str
-        ts: float
-        pid: int
-        ppid: int
-        host: str
-        role: str
-        seq: int
-        truncated: int
-
-    class ProcessStartRecord(Base, total=False):
-        argv: list[str]
-        executable: str
-        python: str
-        cwd: str | None
-        run: str
-        root_pid: int
-        forked: bool
-        guard: bool
-        env: dict[str, Any]
-        create_time: float
-        rank: dict[str, str]
-
-    class CallRecord(Base, total=False):
-        target: str
-        tag: str
-        call_id: int
-        thread: str
-        stack: list[Frame]
-        caller: Frame | None
-        parent_call: int
-        env: dict[str, Any]
-        action: str
-
-    class ReturnRecord(Base, total=False):
-        call_id: int
-        duration_s: float
-        error: str
-        sidecar_pid: int
-        worker_pids: list[int]
-
-    class TreeRecord(Base, total=False):
-        run: str
-        root_pid: int
-        part: int
-        parts: int
-        count: int
-        started: list[ProcEntry]
-        ended: list[dict[str, Any]]
-        rss: list[dict[str, Any]]
-        final: bool
-        possible: list[ProcEntry]
-
-    class LeftoverRecord(Base, total=False):
-        run: str
-        root_pid: int
-        part: int
-        parts: int
-        how: str
-        count: int
-        pids: list[int]
-        procs: list[ProcEntry]
-
-    class ErrorRecord(Base, total=False):
-        source: str
-        logger: str | None
-        level: str
-        exc_type: str
-        message: str
-        frames: list[Frame]
-        origin: Frame

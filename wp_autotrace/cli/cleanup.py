@@ -32,7 +32,9 @@ from typing import Any, NamedTuple
 
 from ..analysis.fmt import escape
 from ..analysis.model import Model, Process, Run
+from ..common.env import REDACT_ENV
 from ..common.procfs import ProcReader, same_process
+from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..common.vocab import WATCHER as WATCHER_ROLE
 
 # Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
@@ -300,7 +302,7 @@ class Sweep:
                     continue
                 seen.add(kid)
                 c = Candidate(parent.run, parent.host, kid, info["create_time"], "child",
-                              self.checker.reader.cmdline(kid), None, None, parent.owner)
+                              live_cmd(self.checker.reader, kid), None, None, parent.owner)
                 found.append(c)
                 queue.append(c)
         return found
@@ -354,11 +356,19 @@ class Sweep:
         return survivors
 
 
+def live_cmd(reader: Any, pid: int) -> str:
+    """A live process's command line as the log would hold it: masked argument by argument (redact.py),
+    with the secrets of its own environment and of this one's."""
+    patterns = parse_patterns(os.environ.get(REDACT_ENV, ""))
+    secrets = env_secrets(os.environ, patterns) + environ_secrets(reader.environ(pid), patterns)
+    return " ".join(redact_argv(reader.argv(pid), patterns, secrets)).strip()
+
+
 def _dry_run(sweep: Sweep) -> int:
     """Say what would be ended: each target with its live command line beside the logged one."""
     sweep.grow()
     for c, info in _children_first(list(sweep.targets.values())):
-        live = sweep.checker.reader.cmdline(c.pid)
+        live = live_cmd(sweep.checker.reader, c.pid)
         logged = f"; logged: {c.cmd[:CMD_SHOWN]}" if c.cmd and c.cmd != live else ""
         sweep.say(f"would end: {_label(c)}, rss {info['rss'] / 2**20:.0f} MB: {live[:CMD_SHOWN] or '?'}{logged}")
     sweep.say(f"dry run: {len(sweep.targets)} process(es) would be ended; nothing signalled")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +15,16 @@ from typing import Any, NamedTuple
 
 from .. import __version__
 from ..analysis.logread import NoUsableLog, read_logs, skipped_line, stream_logs
+from ..common.cmdline import is_python, python_flags
+from ..common.env import (
+    ENABLE_ENV,
+    GUARD_ENV,
+    GUARD_NESTED_POOLS,
+    LOG_ENV,
+    RUN_IDENTITY_ENV,
+    TRUE_WORDS,
+    without_tracer_env,
+)
 from ..runtime.sink import default_log_name
 from . import cleanup as cleanup_status
 
@@ -155,6 +164,10 @@ def _export(args: argparse.Namespace) -> int:
 
     if args.format == "otlp":
         return _export_otlp(args)
+    if args.endpoint:
+        print("wp-autotrace export: --endpoint sends OTLP spans: add --format otlp (a Chrome trace has no "
+              "receiver)", file=sys.stderr)
+        return USAGE
     output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
@@ -168,7 +181,8 @@ def _export(args: argparse.Namespace) -> int:
 
 def _export_otlp(args: argparse.Namespace) -> int:
     """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
-    from ..analysis.otlp import post, to_otlp
+    from ..analysis.otlp import to_otlp
+    from .post import post
 
     data = stream_logs(args.logs)
     request = to_otlp(data)
@@ -207,16 +221,13 @@ def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
     return True
 
 
-_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
-
-
 def _python_of(command: list[str], path: str | None) -> str | None:
     """The interpreter a command will run: itself if it is a Python, its #! line's Python,
     else the python on PATH; None when none can be told."""
     exe = shutil.which(command[0], path=path)
     if exe is None:
         return None
-    if _PYTHON_NAME.match(os.path.basename(exe)):
+    if is_python(exe):
         return exe
     try:
         with open(exe, "rb") as f:
@@ -226,19 +237,9 @@ def _python_of(command: list[str], path: str | None) -> str | None:
     words = first[2:].split() if first.startswith("#!") else []
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")]
-    if words and _PYTHON_NAME.match(os.path.basename(words[0])):
+    if words and is_python(words[0]):
         return shutil.which(words[0], path=path) or words[0]
     return shutil.which("python", path=path) or shutil.which("python3", path=path)
-
-
-def _flags(command: list[str]) -> list[str]:
-    """A Python command's interpreter options: the words before the script, -c or -m."""
-    flags = []
-    for word in command[1:]:
-        if not word.startswith("-") or word in ("-c", "-m", "-"):
-            break
-        flags.append(word)
-    return flags
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -251,14 +252,14 @@ def _run(args: argparse.Namespace) -> int:
     log = os.path.abspath(args.log or default_log_name(os.uname().nodename, os.getpid()))
     env = dict(os.environ)
     # The program is a new run, with itself as the root, even if this command was started traced.
-    for key in ("WP_AUTOTRACE_RUN", "WP_AUTOTRACE_ROOT_PID", "WP_AUTOTRACE_NOTICE"):
+    for key in RUN_IDENTITY_ENV:
         env.pop(key, None)
-    env["WP_AUTOTRACE"] = "1"
-    env["WP_AUTOTRACE_LOG"] = log
+    env[ENABLE_ENV] = TRUE_WORDS[0]
+    env[LOG_ENV] = log
     if args.guard:
-        env["WP_AUTOTRACE_GUARD"] = "nested-pools"
+        env[GUARD_ENV] = GUARD_NESTED_POOLS
     python = _python_of(command, env.get("PATH"))
-    if python is not None and _PYTHON_NAME.match(os.path.basename(command[0])) and "-S" in _flags(command):
+    if python is not None and is_python(command[0]) and "S" in python_flags(command):
         print(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run", file=sys.stderr)
         return NOT_TRACEABLE
     if python is not None:
@@ -276,8 +277,56 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return NOT_FOUND
     code = _wait_forwarding(child)
+    if os.path.exists(log):
+        await_verdict(log)
     _summarize(log, python)
     return SIGNALLED - code if code < 0 else code
+
+
+# The watcher writes its verdict (leftover) LEFTOVER_GRACE_S after it first misses the main process, at a
+# tick: within two of its sampling intervals of that end. `run` waits that long, plus this much slack for
+# a loaded host's scheduling, before it summarises; then it says "verdict pending" rather than guess.
+VERDICT_SLACK_S = 3.0
+# A run with no watcher record by then has none coming (WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it could not
+# start): nothing to wait for. The watcher writes watcher_start as soon as it runs, long before this.
+WATCHER_START_WAIT_S = 1.0
+VERDICT_POLL_S = 0.05
+
+
+def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
+    """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
+    watcher_exit); True if they all do. Reads the log incrementally into the run model."""
+    import time
+
+    from ..analysis.logread import Tail
+    from ..analysis.model import Builder
+    from ..watcher.main import LEFTOVER_GRACE_S
+
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    builder = Builder()
+    interval = 0.0
+    start = clock()
+    try:
+        tail = Tail(log)
+    except OSError:
+        return False
+    with tail.file:
+        while True:
+            for r in tail.read():
+                builder.feed(r)
+                if r["event"] == "watcher_start" and isinstance(r.get("interval"), (int, float)):
+                    interval = max(interval, float(r["interval"]))
+            watched = [run for run in builder.model.runs.values() if run.watcher_pids]
+            if not tail.behind and watched and all(run.verdict for run in watched):
+                return True
+            waited = clock() - start
+            if not watched and waited >= WATCHER_START_WAIT_S and not tail.behind:
+                return False
+            if waited >= LEFTOVER_GRACE_S + 2 * interval + VERDICT_SLACK_S:
+                return False
+            if not tail.behind:
+                sleep(VERDICT_POLL_S)
 
 
 def _terminal_signals_child() -> bool:
@@ -362,7 +411,7 @@ class Probe(NamedTuple):
 
 def probe_interpreter(python: str) -> Probe:
     """Ask python (from an empty folder, untraced) where its wp_autotrace and .pth are."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    env = without_tracer_env(dict(os.environ))
     with tempfile.TemporaryDirectory() as tmp:
         # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
         try:
@@ -390,7 +439,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     python = args.python or sys.executable
     say(None, f"interpreter: {python}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
+    env = without_tracer_env(dict(os.environ))
     probe = probe_interpreter(python)
     if probe.problem.startswith("cannot run"):
         say(False, f"{python}: {probe.problem}")
@@ -429,13 +478,10 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _doctor_torch(say: Any) -> None:
     import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
 
     from ..analysis.resolve import resolve
 
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # Python < 3.8 is not supported; keep mypy calm
-        return
     for dist in ("torch", "torch_npu", "intel_extension_for_pytorch"):
         try:
             say(None, f"{dist} {version(dist)}")
@@ -455,12 +501,20 @@ def _doctor_torch(say: Any) -> None:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    from .watch import newest_log, watch
+    from ..analysis.fmt import escape
+    from .watch import LogMoved, newest_log, watch
 
     log = args.log or newest_log()
     if log is None or not os.path.isfile(log):
         raise NoUsableLog(f"no such log: {log}" if log else "no wp_autotrace-*.jsonl in this folder; name the log")
-    return watch(log, args.once, args.interval)
+    try:
+        return watch(log, args.once, args.interval)
+    except LogMoved:
+        print(f"wp-autotrace watch: the log {escape(log)} was moved or removed while watched; stopping",
+              file=sys.stderr)
+        return NO_USABLE_LOG
+    except OSError as exc:
+        raise NoUsableLog(f"{log}: {exc.strerror or exc}") from None
 
 
 def _cleanup(args: argparse.Namespace) -> int:

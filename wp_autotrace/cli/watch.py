@@ -1,11 +1,16 @@
 """A live view of a running traced run: ``wp-autotrace watch [LOG]``.
 
-The log is read incrementally (from the last offset; a partial last line
-waits for its end), the live processes' RSS and age come from /proc, each
-checked by start time against pid reuse. On a terminal the view redraws in
-place (curses, 'q' quits); otherwise, or with ``--once``, it prints plain
-text. It ends when the run ends: its main process gone and no process of
-the run alive.
+The log is read incrementally (logread.Tail: from the last offset; a partial
+last line waits for its end) and each record is folded into the run model as
+it comes (model.Builder.feed): the same identities, runs and members the
+report uses. The live processes' RSS and age come from /proc, each checked by
+start time against pid reuse (procfs.same_process). On a terminal the view
+redraws in place (curses, 'q' quits); otherwise, or with ``--once``, it prints
+plain text. It ends when the run ends: its main process gone, no process of
+the run alive, and the log read to its end (a view still reading a big log
+decides nothing). Every line is escaped (fmt.escape): thread names, command
+lines and roles come from the log. A log moved or removed while watched is
+said, and watch stops.
 """
 
 from __future__ import annotations
@@ -16,56 +21,31 @@ import sys
 import time
 from typing import Any
 
+from ..analysis.fmt import escape
 from ..analysis.labels import rank_value
-from ..analysis.logread import parse_line
+from ..analysis.logread import Tail
+from ..analysis.model import Builder, Call, Process, Run
+from ..common import targets as T
 from ..common.procfs import make_reader, same_process
-from ..common.vocab import WATCHER as WATCHER_ROLE
+from ..common.vocab import MAIN, WATCHER
 
 DEFAULT_INTERVAL_S = 1.0
-MAX_READ = 8 * 2**20  # per refresh, so a huge log never freezes the view; the rest comes next time
+# Per refresh a view reads at most this much of the log (then draws, then reads on): a huge log never
+# freezes it, and it says "reading" until it has caught up.
+READ_PER_REFRESH = 64 * 2**20
 LOG_GLOB = "wp_autotrace-*.jsonl"
 ROLE_WIDTH = 30  # indented role names: "compile-sidecar (left)" a few levels deep
+MAX_INDENT = 8  # depth levels drawn as indentation
+
+
+class LogMoved(Exception):
+    """The log's path no longer names the file being watched."""
 
 
 def newest_log(folder: str = ".") -> str | None:
     """The most recently written wp_autotrace-*.jsonl in folder, or None."""
     logs = glob.glob(os.path.join(folder, LOG_GLOB))
     return max(logs, key=os.path.getmtime) if logs else None
-
-
-def _parse(line: bytes) -> dict[str, Any] | None:
-    """One checked record from one line (logread's rules: a torn fragment before a record is dropped)."""
-    return parse_line(line, _ignore, {})
-
-
-def _ignore(reason: str) -> None:
-    """A live view does not count what it passes over (report does)."""
-
-
-class LogTail:
-    """New complete records of a growing log, from where the last read stopped."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-
-    def read(self) -> list[dict[str, Any]]:
-        """The records completed since the last read (blank lines and torn fragments skipped)."""
-        with open(self.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < self.offset:  # replaced or truncated: start over
-                self.offset, self.partial = 0, b""
-            f.seek(self.offset)
-            data = f.read(MAX_READ)
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()  # b"" after a newline; else a line still being written
-        return [r for r in (_parse(line) for line in lines if line.strip()) if r is not None]
-
-
-def _rank(value: Any) -> str:
-    return rank_value(value) or "-"
 
 
 def _site(caller: Any) -> str:
@@ -77,135 +57,128 @@ def _site(caller: Any) -> str:
 
 
 class RunView:
-    """What the log and /proc say about the newest run in a log."""
+    """What the model and /proc say about the newest run in a log."""
 
     def __init__(self, host: str | None = None) -> None:
         self.host = host or os.uname().nodename
         self.reader = make_reader()
-        self._reset()
-
-    def _reset(self) -> None:
-        self.run: str | None = None
-        self.root: tuple[str, int] | None = None
-        self.procs: dict[tuple[str, int], dict[str, Any]] = {}
-        self.calls: dict[tuple[str, int, int], dict[str, Any]] = {}
-        self.ended = 0
-
-    def _proc(self, host: str, pid: int) -> dict[str, Any]:
-        return self.procs.setdefault((host, pid), {"pid": pid, "ppid": None, "role": "child", "rank": "-",
-                                                   "create_time": None, "rss": None, "warm": [], "alive": True})
+        self.builder = Builder()
+        self.run: Run | None = None
+        self.rss: dict[int, int] = {}  # id(process) -> live rss
+        self.alive: set[int] = set()  # id(process) of the run's live processes at the last refresh
+        self.behind = False  # the log is not read to its end yet
 
     def feed(self, r: dict[str, Any]) -> None:
-        """Take one record into the view."""
-        host, pid, event = r["host"], r["pid"], r["event"]
-        if event == "process_start" and r.get("root_pid") == pid and not r.get("forked") and r.get("run") != self.run:
-            self._reset()  # a new run in the same log: show that one
-            self.run, self.root = str(r.get("run")), (host, pid)
-        run = r.get("run")
-        if self.run is not None and isinstance(run, str) and run != self.run:
-            return
-        if r.get("role") == WATCHER_ROLE:
-            if event in ("tree", "leftover"):
-                self._tree(r)
-            return
-        p = self._proc(host, pid)
-        if r.get("role"):
-            p["role"] = r["role"]
-        if event == "process_start":
-            p.update(ppid=r.get("ppid"), rank=_rank(r.get("rank")), cmd=" ".join(map(str, r.get("argv") or [])))
-            p["create_time"] = r.get("create_time") or p["create_time"]
-        elif event == "process_exit":
-            p["alive"] = False
-        elif event == "tree":
-            self._tree(r)
-        elif event == "call" and isinstance(r.get("call_id"), int):
-            self.calls[(host, pid, r["call_id"])] = r
-            if str(r.get("target", "")).endswith(".warm_pool"):
-                p["warm"].append(_site(r.get("caller")))
-        elif event == "return":
-            self.calls.pop((host, pid, r.get("call_id")), None)  # type: ignore[arg-type]
-        if p["ppid"] is None:
-            p["ppid"] = r.get("ppid")
+        """Take one record into the model; a new run's root makes that run the one shown."""
+        p = self.builder.feed(r)
+        if (p is not None and r["event"] == "process_start" and p.role == MAIN and not r.get("forked")
+                and p.run is not None and r.get("root_pid") in (None, p.pid)):
+            self.run = p.run
 
-    def _tree(self, r: dict[str, Any]) -> None:
-        """A sampler record: the root's (procs: the whole live set) or the watcher's (started/ended)."""
-        host = r["host"]
-        listed = r.get("started") if "started" in r else r.get("procs")
-        for e in listed or []:
-            if isinstance(e, dict) and isinstance(e.get("pid"), int):
-                p = self._proc(host, e["pid"])
-                if p["ppid"] is None:
-                    p["ppid"] = e.get("ppid")
-                if p["role"] == "child" and e.get("role"):
-                    p["role"] = e["role"]
-                p["create_time"] = p["create_time"] or e.get("create_time")
-                p["cmd"] = p.get("cmd") or e.get("cmd") or e.get("name")
-        for e in r.get("ended") or []:  # the watcher saw it go (the only word for other hosts)
-            if isinstance(e, dict) and (host, e.get("pid")) in self.procs:
-                self.procs[(host, e["pid"])]["alive"] = False
+    def root(self) -> Process | None:
+        run = self.run
+        if run is None:
+            return None
+        mains = [p for p in run.processes if p.role == MAIN and p.pid == run.root_pid]
+        return mains[-1] if mains else None
+
+    def _live(self, p: Process) -> bool:
+        """Alive now: no end in the log, and (on this host) /proc still shows the same process."""
+        if p.end is not None or p.gone is not None or p.role == WATCHER:
+            return False
+        if p.host != self.host:
+            return True  # the watcher's word is the only one for other hosts
+        info = self.reader.stat(p.pid)
+        if info is None or (p.create_time is not None and not same_process(info["create_time"], p.create_time)):
+            return False
+        self.rss[id(p)] = info["rss"]
+        return True
 
     def refresh(self) -> bool:
-        """Check the live processes in /proc; True once the run has ended."""
-        for (host, pid), p in self.procs.items():
-            if not p["alive"] or host != self.host:
-                continue
-            info = self.reader.stat(pid)
-            ct = p["create_time"]
-            if info is None or (ct is not None and not same_process(info["create_time"], ct)):
-                p["alive"] = False
-                continue
-            p["create_time"] = ct or info["create_time"]
-            p["rss"] = info["rss"]
-        live = [k for k, p in self.procs.items() if p["alive"]]
-        root = self.procs.get(self.root) if self.root else None
-        return self.root is not None and (root is None or not root["alive"]) and not live
+        """Check the run's processes in /proc; True once the run has ended (and the log is read to its end)."""
+        run = self.run
+        if run is None:
+            return False
+        self.alive = {id(p) for p in run.processes if self._live(p)}
+        root = self.root()
+        return root is not None and id(root) not in self.alive and not self.alive and not self.behind
 
-    def _depths(self) -> list[tuple[int, dict[str, Any]]]:
+    def _rows(self) -> list[tuple[int, Process]]:
         """Live processes in tree order, each with its depth below the root (ended parents count)."""
-        kids: dict[Any, list[tuple[str, int]]] = {}
-        for (host, pid), p in sorted(self.procs.items(), key=lambda kv: (kv[1]["create_time"] or 0, kv[0])):
-            parent = (host, p["ppid"])
-            kids.setdefault(parent if parent in self.procs and parent != (host, pid) else None, []).append((host, pid))
-        out: list[tuple[int, dict[str, Any]]] = []
-        seen: set[tuple[str, int]] = set()
-        stack = [(key, 0) for key in reversed(kids.get(None, []))]
+        run = self.run
+        if run is None:
+            return []
+        procs = sorted(run.processes, key=lambda p: (p.create_time or p.start or 0.0, p.index))
+        kids: dict[int | None, list[Process]] = {}
+        for p in procs:
+            parent = p.parent or (self.builder.current.get((p.host, p.ppid)) if p.ppid is not None else None)
+            key = id(parent) if parent is not None and parent is not p and parent.run is run else None
+            kids.setdefault(key, []).append(p)
+        out: list[tuple[int, Process]] = []
+        seen: set[int] = set()
+        stack = [(p, 0) for p in reversed(kids.get(None, []))]
         while stack:  # depth-first, without recursion: a deep sidecar chain must not hit the recursion limit
-            key, depth = stack.pop()
-            if key in seen:
+            p, depth = stack.pop()
+            if id(p) in seen:
                 continue
-            seen.add(key)
-            if self.procs[key]["alive"]:
-                out.append((depth, self.procs[key]))
-            stack.extend((k, depth + 1) for k in reversed(kids.get(key, [])))
+            seen.add(id(p))
+            if id(p) in self.alive:
+                out.append((depth, p))
+            stack.extend((k, depth + 1) for k in reversed(kids.get(id(p), [])))
         return out
 
+    def _state(self, root: Process | None, rows: list[tuple[int, Process]]) -> str:
+        run = self.run
+        if root is None or run is None:
+            return "?"
+        if id(root) in self.alive:
+            return "running"
+        if run.leftover_seen:
+            return f"ended; the watcher's verdict: {run.leftover_count} left behind"
+        if run.watcher_pids and not run.watcher_exit:
+            return "ended; verdict pending (the watcher has not written what was left yet)"
+        return "ended"
+
     def render(self, path: str, now: float | None = None) -> list[str]:
-        """The view as plain lines."""
+        """The view as plain lines, every one escaped."""
         now = time.time() if now is None else now
-        rows = self._depths()
-        gone = sum(1 for p in self.procs.values() if not p["alive"])
-        total = sum(p["rss"] or 0 for _, p in rows)
-        root = self.procs.get(self.root) if self.root else None
-        state = "running" if root and root["alive"] else "ended"
-        out = [f"wp-autotrace watch  {path}  run {self.run or '?'}  {time.strftime('%H:%M:%S', time.localtime(now))}",
-               f"main {self.root[1] if self.root else '?'} {state}; {len(rows)} process(es) alive, "
+        rows = self._rows()
+        run, root = self.run, self.root()
+        gone = sum(1 for p in run.processes if id(p) not in self.alive) if run else 0
+        total = sum(self.rss.get(id(p), 0) for _, p in rows)
+        state = self._state(root, rows)
+        out = [f"wp-autotrace watch  {path}  run {run.id if run else '?'}  "
+               f"{time.strftime('%H:%M:%S', time.localtime(now))}" + ("  (reading the log...)" if self.behind else ""),
+               f"main {root.pid if root else '?'} {state}; {len(rows)} process(es) alive, "
                f"{gone} ended; rss {total / 2**20:.0f} MB", "",
                f"{'pid':>8}  {'role':<{ROLE_WIDTH}} {'rank':>4} {'depth':>5} {'rss':>8} {'age':>8}  warm_pool"]
         for depth, p in rows:
-            left = " (left)" if state == "ended" else ""  # outlived the main process
-            label = ("  " * min(depth, 8) + str(p["role"]) + left)[:ROLE_WIDTH]
-            age = f"{now - p['create_time']:.1f}s" if p["create_time"] else "?"
-            rss = f"{p['rss'] / 2**20:.0f} MB" if p["rss"] else "?"
-            warm = f"x{len(p['warm'])} from {p['warm'][0]}" if p["warm"] else ""
-            out.append(f"{p['pid']:>8}  {label:<{ROLE_WIDTH}} {p['rank']:>4} {depth:>5} {rss:>8} {age:>8}  {warm}")
-        calls = [(k, c) for k, c in self.calls.items() if self.procs.get(k[:2], {}).get("alive")]
+            out.append(self._row(p, depth, root, now))
+        if run is not None and run.possible:
+            pids = ", ".join(str(e["pid"]) for e in run.possible.values())
+            out.append(f"possibly the run's (same process group or session only; never cleaned up): {pids}")
+        calls = sorted((c for _, p in rows for c in p.calls.values() if c.end is None), key=lambda c: c.ts)
         out += ["", f"open calls ({len(calls)}): who waits on what"]
-        for (host, pid, _), c in sorted(calls, key=lambda kc: kc[1]["ts"]):
-            role = self.procs[(host, pid)]["role"]
-            out.append(f"{pid:>8}  {role:<{ROLE_WIDTH}} waits {now - c['ts']:7.1f}s in "
-                       f"{str(c.get('target', '?')).rpartition(':')[2]} ({c.get('thread') or '?'}, "
-                       f"called from {_site(c.get('caller'))})")
-        return out
+        out += [self._call(c, now) for c in calls]
+        return [escape(line) for line in out]
+
+    def _row(self, p: Process, depth: int, root: Process | None, now: float) -> str:
+        left = " (left)" if root is not None and p is not root and id(root) not in self.alive else ""
+        label = ("  " * min(depth, MAX_INDENT) + (p.role or "child") + left)[:ROLE_WIDTH]
+        start = p.create_time or p.start
+        age = f"{now - start:.1f}s" if start else "?"
+        rss = self.rss.get(id(p), 0)
+        warm = [c for c in p.calls.values() if c.tag == T.WARM_POOL]
+        warm_text = f"x{len(warm)} from {_site(warm[0].caller)}" if warm else ""
+        size = f"{rss / 2**20:.0f} MB" if rss else "?"
+        return (f"{p.pid:>8}  {label:<{ROLE_WIDTH}} {rank_value(p.rank) or '-':>4} {depth:>5} {size:>8} "
+                f"{age:>8}  {warm_text}")
+
+    @staticmethod
+    def _call(c: Call, now: float) -> str:
+        p = c.proc
+        return (f"{p.pid:>8}  {p.role or 'child':<{ROLE_WIDTH}} waits {now - c.ts:7.1f}s in "
+                f"{c.target.rpartition(':')[2]} ({c.thread or '?'}, called from {_site(c.caller)})")
 
 
 def _curses(step: Any, interval: float) -> bool:
@@ -238,25 +211,38 @@ def _curses(step: Any, interval: float) -> bool:
 
 
 def watch(path: str, once: bool, interval: float, out: Any = None) -> int:
-    """Show the run in path until it ends (or once); the exit status."""
+    """Show the run in path until it ends (or once); the exit status. LogMoved when the log's path no
+    longer names the file (the caller says so)."""
     out = out or sys.stdout
-    tail = LogTail(path)
+    tail = Tail(path)
     view = RunView()
 
     def step() -> tuple[bool, list[str]]:
-        for r in tail.read():
-            view.feed(r)
+        if tail.moved():
+            raise LogMoved(path)
+        budget = READ_PER_REFRESH
+        while budget > 0:
+            before = tail.offset
+            for r in tail.read():
+                view.feed(r)
+            budget -= tail.offset - before
+            if not tail.behind or tail.offset == before:
+                break
+        view.behind = tail.behind
         return view.refresh(), view.render(path)
 
-    if not once and out.isatty() and os.environ.get("TERM", "dumb") != "dumb":
-        _curses(step, interval)
-        out.write("\n".join(step()[1]) + "\n")  # the last state stays on the terminal
-        return 0
-    while True:
-        ended, lines = step()
-        out.write("\n".join(lines) + "\n")
-        out.flush()
-        if once or ended:
+    try:
+        if not once and out.isatty() and os.environ.get("TERM", "dumb") != "dumb":
+            _curses(step, interval)
+            out.write("\n".join(step()[1]) + "\n")  # the last state stays on the terminal
             return 0
-        out.write("\n")
-        time.sleep(interval)
+        while True:
+            ended, lines = step()
+            out.write("\n".join(lines) + "\n")
+            out.flush()
+            if once or ended:
+                return 0
+            out.write("\n")
+            time.sleep(interval)
+    finally:
+        tail.close()

@@ -59,6 +59,29 @@ def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
     return ("repl", "")
 
 
+def python_flags(argv: Sequence[str]) -> str:
+    """The one-letter options a Python command line gives the interpreter before what it runs
+    ("IS" for ``python -I -S SCRIPT`` or ``python -IS SCRIPT``; -c/-m end the options)."""
+    letters = ""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            break
+        if arg.startswith("--"):
+            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
+            continue
+        for j, flag in enumerate(arg[1:], 1):
+            if flag in "cm":
+                return letters
+            if flag in _VALUE_OPTIONS:
+                i += 0 if arg[j + 1:] else 1  # the value is the rest of this argument, or the next one
+                break
+            letters += flag
+        i += 1
+    return letters
+
+
 def first_line(code: str, limit: int = MAX_CODE) -> str:
     """The first non-blank line of code, shortened to limit characters."""
     line = next((s.strip() for s in code.splitlines() if s.strip()), "")

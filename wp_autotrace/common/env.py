@@ -20,6 +20,10 @@ REDACT_ENV = "WP_AUTOTRACE_REDACT"
 # A job id of the user's choosing, recorded with each process's launcher variables
 # (targets.RANK_ENV): runs on several hosts that carry the same one are one job.
 JOB_ENV = "WP_AUTOTRACE_JOB"
+# `otlp`: the watcher streams the run's spans to the OTEL_EXPORTER_OTLP_* endpoint (watcher/export.py).
+EXPORT_ENV = "WP_AUTOTRACE_EXPORT"
+# The guard's one mode (GUARD_ENV's value).
+GUARD_NESTED_POOLS = "nested-pools"
 # Exported by the root for its descendants.
 RUN_ENV = "WP_AUTOTRACE_RUN"
 ROOT_ENV = "WP_AUTOTRACE_ROOT_PID"

@@ -9,6 +9,7 @@ create time from ``ProcClock``.
 from __future__ import annotations
 
 import os
+import time
 
 TYPE_CHECKING = False  # imported at start-up by every traced root: no typing there
 if TYPE_CHECKING:
@@ -21,11 +22,16 @@ if TYPE_CHECKING:
 # clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
 STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
+CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps far less)
+# A child's environment read per process, for its secret values only (redact.environ_secrets):
+# bounded so a huge environment costs one read; a secret past it is not searched for.
+ENVIRON_BYTES = 128 * 1024
 
 # The one identity rule: two create times closer than this name one process
 # (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
-# from the same kernel numbers, so one process's values differ only by float
-# rounding; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
+# from the same kernel numbers; boot (boot_time()) is computed once per process
+# from two clocks, microseconds apart between processes, so one process's values
+# may differ by one 0.01 rounding step; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
 # processes that got one pid 20 ms apart. A pid reused within 15 ms of the
 # first start cannot be told apart by any tool.
 SAME_START_S = 0.015
@@ -45,21 +51,45 @@ def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
     return head.partition(b"(")[2].decode(errors="replace"), fields
 
 
-class ProcClock:
-    """Turns a stat starttime into a create time: Unix seconds, 2 decimals, as psutil gives it.
+_boot_time: float | None = None
 
-    Every process of a run (process_start) and the watcher (tree entries) use
-    this one rounding, so (host, pid, create_time) names one process.
+
+def boot_time() -> float:
+    """The boot time on the wall clock, exact to microseconds: computed once per process.
+
+    /proc/PID/stat's starttime counts ticks of CLOCK_BOOTTIME (suspend included,
+    proc(5)); /proc/stat's btime is that boot time cut to an integer second (up
+    to 1 s early), which put every start up to 1 s before the records' clock.
+    Where CLOCK_BOOTTIME is missing, btime.
+    """
+    global _boot_time
+    if _boot_time is None:
+        try:
+            _boot_time = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        except (AttributeError, OSError):
+            _boot_time = _btime()
+    return _boot_time
+
+
+def _btime() -> float:
+    with open("/proc/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    return 0.0
+
+
+class ProcClock:
+    """Turns a stat starttime into a create time: Unix seconds on the records' clock, 2 decimals.
+
+    Every process of a run (process_start), the watcher (tree entries), the
+    root's exit (below) and cleanup use this one clock and rounding, so
+    (host, pid, create_time) names one process; compare two with same_process().
     """
 
     def __init__(self) -> None:
         self.tick = os.sysconf("SC_CLK_TCK")
-        self.boot = 0.0
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"btime"):
-                    self.boot = float(line.split()[1])
-                    break
+        self.boot = boot_time()
 
     def create_time(self, starttime: bytes) -> float:
         return round(self.boot + int(starttime) / self.tick, 2)
@@ -146,9 +176,24 @@ class ProcReader:
         return found
 
     @staticmethod
-    def cmdline(pid: int) -> str:
-        data = _read(f"/proc/{pid}/cmdline", 65536) or b""
-        return data.replace(b"\0", b" ").decode(errors="replace").strip()
+    def argv(pid: int) -> list[str]:
+        """The process's arguments, as a list (each NUL-terminated in /proc)."""
+        data = _read(f"/proc/{pid}/cmdline", CMDLINE_BYTES) or b""
+        args = data.decode(errors="replace").split("\0")
+        return args[:-1] if args[-1:] == [""] else args
+
+    def cmdline(self, pid: int) -> str:
+        return " ".join(self.argv(pid)).strip()
+
+    @staticmethod
+    def environ(pid: int) -> bytes:
+        """The first ENVIRON_BYTES of a process's environment, if it is this user's; else b""."""
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != os.geteuid():
+                return b""
+        except OSError:
+            return b""
+        return _read(f"/proc/{pid}/environ", ENVIRON_BYTES) or b""
 
 
 class PsutilReader:
@@ -184,12 +229,54 @@ class PsutilReader:
         except (ps.AccessDenied, OSError):
             return []
 
-    def cmdline(self, pid: int) -> str:
+    def argv(self, pid: int) -> list[str]:
         ps = self.psutil
         try:
-            return " ".join(ps.Process(pid).cmdline())
+            return list(ps.Process(pid).cmdline())
         except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
-            return ""
+            return []
+
+    def cmdline(self, pid: int) -> str:
+        return " ".join(self.argv(pid))
+
+    def environ(self, pid: int) -> bytes:
+        """The process's environment as /proc would give it (psutil reads only this user's)."""
+        ps = self.psutil
+        try:
+            env = ps.Process(pid).environ()
+        except (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess, OSError):
+            return b""
+        return "".join(f"{k}={v}\0" for k, v in env.items()).encode()[:ENVIRON_BYTES]
+
+
+def descendants(pid: int, keep: int, walk: int) -> tuple[list[dict[str, Any]], int]:
+    """pid's live (non-zombie) descendants, breadth first, read from /proc children files.
+
+    Returns at most keep entries ``{pid, ppid, create_time, name}`` and how many
+    were found (at most walk processes are visited: a bounded cost at exit).
+    Empty where /proc has no children files.
+    """
+    if not ProcReader.available():
+        return [], 0
+    reader = ProcReader()
+    found: list[dict[str, Any]] = []
+    count = 0
+    queue = [(pid, 0)]  # breadth first: a list walked by index
+    seen = {pid}
+    i = 0
+    while i < len(queue) and count < walk:
+        parent, threads = queue[i]
+        i += 1
+        for kid in reader.children(parent, threads) or []:
+            info = None if kid in seen else reader.stat(kid)
+            if info is None:
+                continue
+            seen.add(kid)
+            count += 1
+            if len(found) < keep:
+                found.append({k: info[k] for k in ("pid", "ppid", "create_time", "name")})
+            queue.append((kid, info["threads"]))
+    return found, count
 
 
 def make_reader() -> Any:

@@ -1,5 +1,15 @@
 """Secrets out of the log: argv option values and environment values whose names look secret.
 
+Masking is per argument, always: a command line is masked as its list of
+arguments (``redact_argv``) and joined only afterwards, never joined and
+re-split (``--token=two words`` is one argument: all of its value goes).
+Within one argument: ``--opt=value`` / ``NAME=value`` with a secret-looking
+name, the password of a URL's user information (``postgres://u:***@host``),
+an ``Authorization:`` header's credentials (``Authorization: Bearer ***``),
+a ``Secret-Name: value`` header, a ``Bearer`` token, and the value of any
+secret environment variable of the process (or, for the watcher, of the
+child: ``environ_secrets``).
+
 Imported on the start-up path (every traced interpreter), so it uses no
 re/fnmatch/typing: a tiny glob matcher (``*`` and ``?``, case-insensitive)
 is enough for name patterns. See docs/security.md for what is and is not
@@ -14,7 +24,8 @@ if TYPE_CHECKING:
 
 # Names (option names without their leading dashes, environment variable
 # names) matching any of these have their values replaced by MASK.
-DEFAULT_PATTERNS = ("*token*", "*password*", "*secret*", "*key*", "*credential*")
+DEFAULT_PATTERNS = ("*token*", "*password*", "*passwd*", "pass", "*passphrase*", "*secret*", "*key*",
+                    "*credential*")
 MASK = "***"
 # Values of secret environment variables shorter than this are not searched
 # for inside argv: "1" or "yes" would mask unrelated text everywhere.
@@ -77,12 +88,97 @@ def _option_name(arg: str) -> str:
     return arg.lstrip("-") if arg.startswith("-") else ""
 
 
-def redact_argv(argv: list[str], patterns: tuple[str, ...], env_secrets: tuple[str, ...] = ()) -> list[str]:
-    """argv with secret option values masked.
+# Header names whose whole value is a credential (RFC 9110 11.6.2, 11.7.2).
+AUTH_HEADERS = ("authorization:", "proxy-authorization:")
+# A token after one of these words (an auth scheme) is a credential wherever it appears.
+BEARER = "bearer "
+# Characters that end a token inside a longer argument (a shell command, a quoted header).
+_TOKEN_END = " \t\n'\"`;,)"
+# What ends a URL's authority (RFC 3986 3.2): the path, query or fragment, or the token's end.
+_AUTHORITY_END = "/?#" + _TOKEN_END
+
+
+def _token_end(text: str, start: int) -> int:
+    end = start
+    while end < len(text) and text[end] not in _TOKEN_END:
+        end += 1
+    return end
+
+
+def _mask_url_passwords(arg: str) -> str:
+    """``scheme://user:password@host`` -> ``scheme://user:***@host``, every URL in arg."""
+    i = 0
+    while True:
+        j = arg.find("://", i)
+        if j < 0:
+            return arg
+        start = end = j + 3
+        while end < len(arg) and arg[end] not in _AUTHORITY_END:
+            end += 1
+        at = arg.rfind("@", start, end)
+        colon = arg.find(":", start, at) if at > 0 else -1
+        if colon >= 0 and arg[colon + 1:at] != MASK:
+            arg = arg[:colon + 1] + MASK + arg[at:]
+            end = colon + 1 + len(MASK) + (end - at)
+        i = end
+
+
+def _mask_auth(arg: str, patterns: tuple[str, ...]) -> str:
+    """Authorization headers (the scheme kept), ``Secret-Name: value`` headers, Bearer tokens."""
+    lower = arg.lower()
+    for header in AUTH_HEADERS:
+        i = lower.find(header)
+        if i >= 0:
+            start = i + len(header)
+            while start < len(arg) and arg[start] == " ":
+                start += 1
+            end = _token_end(arg, start)
+            if arg[end:end + 1] == " " and end > start:  # "Bearer xyz": the scheme kept, its token masked
+                start = end + 1
+                end = _token_end(arg, start)
+            if end > start and arg[start:end] != MASK:
+                arg = arg[:start] + MASK + arg[end:]
+            return arg
+    name, colon, value = arg.partition(":")
+    if colon and value.startswith(" ") and name and " " not in name.strip("-") and is_secret(name, patterns):
+        return name + ": " + MASK
+    i = lower.find(BEARER)
+    while i >= 0:
+        start = i + len(BEARER)
+        end = _token_end(arg, start)
+        if end > start and arg[start:end] != MASK:
+            arg = arg[:start] + MASK + arg[end:]
+            lower = arg.lower()
+        i = lower.find(BEARER, start + 1)
+    return arg
+
+
+def redact_arg(arg: str, patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (), _inner: bool = False) -> str:
+    """One argument with its secrets masked (everything but the ``--opt value`` pairing)."""
+    if "://" in arg:  # first: a URL's query may hold a secret-looking name= too
+        arg = _mask_url_passwords(arg)
+    name, eq, _ = arg.partition("=")
+    bare = name.lstrip("-")
+    if eq and bare and " " not in bare and is_secret(bare, patterns):
+        return name + "=" + MASK
+    if ":" in arg or " " in arg:
+        arg = _mask_auth(arg, patterns)
+    if " " in arg and not _inner:
+        # A shell command in one argument (sh -c "train --token abc"): its words are arguments too.
+        arg = " ".join(redact_argv(arg.split(" "), patterns, _inner=True))
+    for value in env_secrets:
+        if value in arg:
+            arg = arg.replace(value, MASK)
+    return arg
+
+
+def redact_argv(argv: list[str], patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (),
+                _inner: bool = False) -> list[str]:
+    """argv with secrets masked, argument by argument.
 
     ``--opt=value`` and ``NAME=value`` keep the name; ``--opt value`` masks
-    the next argument unless it is itself an option. Any argument holding the
-    value of a secret environment variable has that value masked.
+    the next argument unless it is itself an option; then each argument as
+    ``redact_arg`` says.
     """
     out: list[str] = []
     mask_next = False
@@ -93,18 +189,10 @@ def redact_argv(argv: list[str], patterns: tuple[str, ...], env_secrets: tuple[s
             mask_next = False
             continue
         mask_next = False
-        name, eq, _ = arg.partition("=")
-        bare = name.lstrip("-")
-        if eq and bare and " " not in bare and is_secret(bare, patterns):
-            out.append(name + "=" + MASK)
-            continue
         option = _option_name(arg)
-        if option and not eq and is_secret(option, patterns):
+        if option and "=" not in arg and is_secret(option, patterns):
             mask_next = True
-        for value in env_secrets:
-            if value in arg:
-                arg = arg.replace(value, MASK)
-        out.append(arg)
+        out.append(redact_arg(arg, patterns, env_secrets, _inner))
     return out
 
 
@@ -118,6 +206,21 @@ def env_secrets(environ: Mapping[str, str], patterns: tuple[str, ...]) -> tuple[
     return tuple(v for k, v in environ.items() if len(v) >= MIN_ENV_SECRET and is_secret(k, patterns))
 
 
+def environ_secrets(data: bytes, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """env_secrets of a /proc/PID/environ content (NUL-separated NAME=value; a cut last entry dropped)."""
+    entries = data.split(b"\0")
+    if not data.endswith(b"\0"):
+        entries.pop()  # cut by the read's bound (or empty): not a whole entry
+    environ = {}
+    for entry in entries:
+        name, eq, value = entry.decode(errors="replace").partition("=")
+        if eq:
+            environ[name] = value
+    return env_secrets(environ, patterns)
+
+
 def redact_cmd(cmd: str, patterns: tuple[str, ...] = DEFAULT_PATTERNS, env_secrets: tuple[str, ...] = ()) -> str:
-    """A space-joined command line (as the process-tree records hold it) with secrets masked."""
-    return " ".join(redact_argv(cmd.split(" "), patterns, env_secrets))
+    """A command line someone already joined with spaces (an old log's tree ``cmd``), masked as well as
+    can be: the argument boundaries are lost, so this is for reading old logs only. Writers mask the
+    argument list (redact_argv) and join it afterwards."""
+    return redact_arg(cmd, patterns, env_secrets)  # the whole string (a header over words), then word by word

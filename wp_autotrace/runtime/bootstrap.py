@@ -16,6 +16,7 @@ from ..common.cmdline import own_argv
 from ..common.env import (
     CHILD_ROLE_ENV,
     ENABLE_ENV,
+    EXPORT_ENV,
     FALSE_WORDS,
     GUARD_ENV,
     INTERVAL_ENV,
@@ -31,7 +32,7 @@ from ..common.env import (
     WATCHED_ENV,
     is_true,
 )
-from ..common.procfs import own_create_time
+from ..common.procfs import ProcReader, descendants, own_create_time
 from ..common.redact import env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.targets import (
     ARGV_ROLES,
@@ -265,7 +266,8 @@ class Runtime:
         os.environ[WATCHED_ENV] = self.run_id
         try:
             started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
-                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""))
+                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""),
+                            os.environ.get(EXPORT_ENV, ""))
         except OSError:
             started = False
         if not started:
@@ -326,8 +328,12 @@ class Runtime:
             print_and_remove_notice(path)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
+        if self._probes is not None and self._probes.count_times:
+            fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
+        if self.is_root and self.sink.fd >= 0:
+            fields.update(_below())
         self.sink.emit("process_exit", **fields)
 
 
@@ -352,6 +358,20 @@ def _forked_to_exec() -> bool:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
+
+
+# The root's first verdict at exit: its live descendants, so a reader right after
+# the job has one before the watcher's leftover (docs/log-schema-changes.md, 3).
+BELOW_KEEP = 200  # entries written (a record stays well under the sink's 32 KiB)
+BELOW_WALK = 10000  # processes visited at most: a bounded cost at exit
+
+
+def _below() -> dict[str, Any]:
+    """{"below": [...], "below_count": n} of the root's live descendants; nothing without /proc."""
+    if not ProcReader.available():
+        return {}
+    found, count = descendants(os.getpid(), BELOW_KEEP, BELOW_WALK)
+    return {"below": found, "below_count": count}
 
 
 def _rank_field() -> dict[str, Any]:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import itertools
 import os
 import stat
-import sys
 import time
 
+from ..common.env import ROOT_ENV
 from ..common.vocab import SCHEMA_VERSION
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -65,16 +65,31 @@ _stderr_identity = _identity(2)
 _warning_sink: Sink | None = None
 
 
+def is_root_process() -> bool:
+    """Whether this is the run's root, the process the user started (or no run is set up yet).
+
+    Read from the environment at each call (warnings are rare): a descendant,
+    forked or started, inherits the root's WP_AUTOTRACE_ROOT_PID.
+    """
+    root = os.environ.get(ROOT_ENV)
+    return not root or root == str(_getpid())
+
+
 def stderr_is_ours() -> bool:
-    """Whether fd 2 is still the stream this process started with."""
-    return _stderr_identity is not None and _identity(2) == _stderr_identity
+    """Whether this process may write on fd 2: it is the root, and fd 2 is still its original stream.
+
+    A descendant never writes on its stderr: a host may capture a child's
+    stderr (and parse it), so its faults go to the log or nowhere.
+    """
+    return _stderr_identity is not None and _identity(2) == _stderr_identity and is_root_process()
 
 
 def warn(message: str, key: str | None = None) -> None:
     """Print one ``wp-autotrace: ...`` line on stderr, at most once per key.
 
-    When fd 2 is no longer the stream the process started with, the warning
-    goes only into the log, as a tracer_error record.
+    Only the root prints, and only while fd 2 is the stream it started with;
+    otherwise the warning goes only into the log, as a tracer_error record
+    (or nowhere, when there is no log to write).
     """
     key = key or message
     if key in _warned:
@@ -328,8 +343,3 @@ class Sink:
         if stderr_is_ours():  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
-
-
-def thread_name() -> str:
-    """Name of the calling thread (threading is loaded by then: a target module ran)."""
-    return str(sys.modules["threading"].current_thread().name)

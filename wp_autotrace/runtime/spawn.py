@@ -49,13 +49,16 @@ PY_INTERMEDIATE = "import os,sys\nif os.fork()==0:\n os.execv(sys.argv[1],sys.ar
 
 
 def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
-          redact: str = "") -> bool:
+          redact: str = "", export: str = "") -> bool:
     """Start the watcher for this run; True when the intermediate was started and has ended.
 
     Called in the root at start-up. The intermediate is reaped here (by the
     kernel, see the module docstring), so the host never sees a child of
     ours. redact: the WP_AUTOTRACE_REDACT spec (name patterns, no secrets),
-    as the watcher's environment has no WP_AUTOTRACE* variables.
+    as the watcher's environment has no WP_AUTOTRACE* variables. export:
+    WP_AUTOTRACE_EXPORT's word (``otlp``), for the same reason; the OTEL_*
+    settings it follows (headers may hold tokens) stay in the environment the
+    watcher inherits, never in its argv, which ps shows to every user.
     """
     if not sys.executable or not hasattr(os, "posix_spawn"):  # embedded, or no posix_spawn: no watcher
         return False
@@ -64,7 +67,7 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     offset = os.lseek(log_fd, 0, os.SEEK_CUR)
     target = WATCHER_LOG_FD if log_fd != WATCHER_LOG_FD else WATCHER_LOG_FD + 1
     watcher = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(target), log, str(offset),
-               str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact]
+               str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact, export[:16]]
     if os.access(SHELL, os.X_OK):
         argv = [SHELL, "-c", SHELL_SCRIPT, "wp-autotrace-spawn", *watcher]  # $0, then "$@"
     else:

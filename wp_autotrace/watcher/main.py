@@ -4,9 +4,17 @@ The root starts it (runtime/spawn.py says how) so that no host process ever
 holds a tracer thread or a child it could wait for: it is an orphan in its
 own session, niced, with stdio on /dev/null and only the log's fd.
 
-Each tick it lists /proc once and reads the stat of the run's live processes
-and of pids new since the last tick; a new pid whose parent is in the run
-joins it, whichever thread forked it. A process is (pid, create_time): a
+Membership is by descent, never by process group or session: a process is
+the run's when it is the root, when it was seen as a child of a member
+(whichever thread forked it; a re-parented orphan stays a member once seen),
+or when its own process_start in the log claims the run. slurmstepd puts
+every local task of a step in task 0's group, and `set -m` puts a pager in
+the pipeline's group: such processes share the root's group or session but
+are not the run's. A /proc scan every SCAN_S still finds them; they are
+written once each in a tree record's ``possible`` list (``via`` group or
+session), never in ``started``, ``ended`` or ``leftover``. The watcher
+writes ``watcher_start`` after its first sample: every process alive under
+the root then is a member. A process is (pid, create_time): a
 reused pid is a new process. It writes ``tree`` deltas (started / ended,
 end = the first sample where the process was gone or a zombie) and forgets a
 process once its end is written; ``leftover`` when the root ends (root-exit
@@ -14,6 +22,9 @@ if the root wrote its process_exit, root-killed otherwise) and, if some are
 still alive after WP_AUTOTRACE_LINGER seconds, ``linger-end``. It exits when
 the run is empty, at the end of the linger, or at once when the log is gone.
 Lists that do not fit one record are split over several (``part``/``parts``).
+With ``WP_AUTOTRACE_EXPORT=otlp`` it also streams the run's spans while the
+job runs (export.py): the records it reads from the log feed it, a thread of
+its own sends, and sampling never waits for the receiver.
 """
 
 from __future__ import annotations
@@ -23,9 +34,10 @@ import time
 
 from ..common import vocab as V
 from ..common.cmdline import role_from_cmd
-from ..common.procfs import make_reader
-from ..common.redact import env_secrets, parse_patterns, redact_cmd
+from ..common.procfs import make_reader, same_process
+from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..runtime.sink import Sink
+from .memory import make_sampler
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
 if TYPE_CHECKING:
@@ -42,8 +54,12 @@ KEEPALIVE_S = 60.0
 RSS_MOVE_FRACTION = 0.10
 RSS_MOVE_BYTES = 16 << 20
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
-SCAN_S = 2.0  # seconds between /proc scans for orphans of the root's group or session
-LEFTOVER_GRACE_S = 0.3  # processes the root's exit is just ending get this long to go
+SCAN_S = 2.0  # seconds between /proc scans for processes of the root's group or session ("possible")
+LEFTOVER_GRACE_S = 0.2  # processes the root's exit is just ending get this long to go
+# From the root's process_exit (read in the log) to the leftover record, the watcher
+# samples this often: the verdict is written ~LEFTOVER_GRACE_S after the root's end
+# rather than up to an interval (and STAT_EVERY intervals for a zombie root) later.
+FAST_TICK_S = 0.01
 CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
 # Each record's lists are packed to this many bytes of JSON, well under the
 # sink's 32 KiB cap, so the sink never has to shorten (and cut) a list.
@@ -51,7 +67,11 @@ PART_BYTES = 24 * 1024
 LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, the root's process_exit)
 MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
-CT_SLACK = 0.05  # the root's create time as it computed it vs as read here (psutil may round differently)
+MAX_POSSIBLE = 10000  # (pid, create_time) pairs remembered as already written "possible"
+# What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
+EXPORT_MARKS = (b'"event":"call"', b'"event":"return"', b'"event":"blocked"')
+# The root's own process_start ends just before the watcher's offset; a record is at most 32 KiB.
+READ_BACK_BYTES = 33 * 1024
 def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> list[dict[str, list[Any]]]:
     """Split named lists into parts of at most budget bytes of JSON each; never drops an item."""
     import json
@@ -71,15 +91,58 @@ def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> li
 
 # -- the watcher's side -----------------------------------------------------------------
 
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class WatcherSink(Sink):
+    """The watcher's sink: once detached (the root has ended), it holds no fd between two
+    writes, so an epilog can unmount the job's filesystem while the watcher lingers.
+
+    Each write then opens the path, checks it is the same file (sink.open_log's
+    checks, then st_dev/st_ino), writes and closes; a path that no longer names
+    the log drops the record (and LogWatch.gone() ends the watcher).
+    """
+
+    detached = False
+
+    def detach(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd = -1
+        self.detached = True
+
+    def _write(self, event: str, body: str | None, fields: Any) -> None:
+        if not self.detached:
+            super()._write(event, body, fields)
+            return
+        try:
+            self._reopen()
+        except OSError:
+            self.dropped += 1
+            return
+        try:
+            super()._write(event, body, fields)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class LogWatch:
     """The log as the watcher reads it: still there? which pids did the run's
     processes announce (process_start)? did the root write its process_exit?"""
 
     def __init__(self, write_fd: int, path: str, host: str, run: str, root: int, offset: int) -> None:
         self.write_fd = write_fd
+        self.path = path
+        self.identity = _identity(write_fd)
+        self.detached = False  # after the root's end: no fd held between reads (detach)
         self.host = host
         self.root = root
-        self.run_mark = f'"run":"{run}"'.encode()
         self.run = run
         self.read_fd = -1
         # The inherited (write-only) fd reopened for reading: the same file even if
@@ -98,21 +161,46 @@ class LogWatch:
         self.partial = b""
         self.root_exited = False
         self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
+        # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
+        self.below: dict[int, float] = {}
+        self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
 
     def gone(self) -> bool:
-        """The log was removed (or its fd broke): nothing to write for."""
+        """The log was removed (or its fd broke, or its path names another file once detached)."""
         try:
-            return os.fstat(self.write_fd).st_nlink == 0
+            st = os.stat(self.path) if self.detached else os.fstat(self.write_fd)
         except OSError:
             return True
+        return st.st_nlink == 0 or (self.detached and (st.st_dev, st.st_ino) != self.identity)
+
+    def detach(self) -> None:
+        """From now on hold no fd between two reads: each scan opens the path (the same file, or none)."""
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+        self.read_fd = -1
+        self.detached = True
 
     def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
         """Read what was appended since the last scan (at most limit bytes)."""
-        if self.read_fd < 0:
+        if not self.detached:
+            self._scan(self.read_fd, limit)
             return
-        size = os.fstat(self.read_fd).st_size
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            if _identity(fd) == self.identity:
+                self._scan(fd, limit)
+        finally:
+            os.close(fd)
+
+    def _scan(self, fd: int, limit: int) -> None:
+        if fd < 0:
+            return
+        size = os.fstat(fd).st_size
         while self.offset < size and limit > 0:
-            data = os.pread(self.read_fd, min(size - self.offset, limit), self.offset)
+            data = os.pread(fd, min(size - self.offset, limit), self.offset)
             if not data:
                 break
             self.offset += len(data)
@@ -122,11 +210,21 @@ class LogWatch:
             if len(self.partial) > MAX_PARTIAL:
                 self.partial = b""
             for line in lines:
-                if b'"process_' in line:
+                if b'"process_' in line or (self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
                     self._read_record(line)
 
+    def read_back(self) -> None:
+        """The records just before the offset (the root's process_start), for the live export."""
+        if self.read_fd < 0 or self.on_record is None:
+            return
+        start = max(0, self.offset - READ_BACK_BYTES)
+        lines = os.pread(self.read_fd, self.offset - start, start).split(b"\n")
+        for line in lines[1 if start else 0:]:
+            if b'"process_start' in line:
+                self._read_record(line)
+
     def _read_record(self, line: bytes) -> None:
-        """Note a process_start of this run, or the root's process_exit."""
+        """Note a process_start of this run, or the root's process_exit; feed the live export."""
         import json
 
         try:
@@ -135,20 +233,27 @@ class LogWatch:
             return
         if not isinstance(rec, dict) or rec.get("host") != self.host:
             return
+        if self.on_record is not None:
+            self.on_record(rec)
         event, pid = rec.get("event"), rec.get("pid")
         if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
             if isinstance(rec.get("create_time"), float):
                 self.claimed[pid] = rec["create_time"]
         elif event == "process_exit" and pid == self.root:
             self.root_exited = True
+            below = rec.get("below")
+            for p in below if isinstance(below, list) else []:
+                if isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("create_time"), float):
+                    self.below[p["pid"]] = p["create_time"]
 
 
 class Watcher:
     """Samples one run's process tree and writes its tree / leftover records."""
 
     def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
-                 reader: Any = None, log: LogWatch | None = None, redact: str = "") -> None:
+                 reader: Any = None, log: LogWatch | None = None, redact: str = "", export: Any = None) -> None:
         self.sink = sink
+        self.export = export  # export.LiveExport, when the run streams its spans
         self.run = run
         self.root = root
         self.root_ct = root_ct
@@ -165,6 +270,8 @@ class Watcher:
         self.live: dict[int, dict[str, Any]] = {}  # the run's processes alive at the last sample
         self.threads: dict[int, int] = {}  # their thread counts, from their last stat
         self.listed: set[int] = set()  # every pid /proc listed at the last scan
+        self.possible: list[dict[str, Any]] = []  # found since the last tree record: shares group/session only
+        self.possible_seen: set[tuple[int, float]] = set()  # (pid, create_time) already written as possible
         self.scan_every = max(1, round(SCAN_S / interval))
         self.stat_every = STAT_EVERY
         self.scanned_after_root = False
@@ -172,6 +279,7 @@ class Watcher:
         self.root_end: float | None = None
         self.leftover_written = False
         self._last_heartbeat = 0.0
+        self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
 
@@ -187,9 +295,13 @@ class Watcher:
                 extra["pids"] = [p["pid"] for p in part["procs"]]
             self.emit(event, **fields, **part, **extra)
 
-    def _entry(self, info: dict[str, Any]) -> dict[str, Any]:
-        """A tree entry for a process joining the run: its stat, command line and role."""
-        cmd = redact_cmd(self.reader.cmdline(info["pid"]), self.patterns, self.secrets)
+    def _entry(self, info: dict[str, Any], via: str) -> dict[str, Any]:
+        """A tree entry for a process joining the run: its stat, command line, role and why it is the run's."""
+        pid = info["pid"]
+        # Masked argument by argument, then joined; with the secrets of its own environment too
+        # (a variable only this child was given).
+        secrets = self.secrets + environ_secrets(self.reader.environ(pid), self.patterns)
+        cmd = " ".join(redact_argv(self.reader.argv(pid), self.patterns, secrets)).strip()
         entry = {k: info[k] for k in ENTRY_KEYS}
         entry["cmd"] = cmd[:CMD_CHARS]
         if len(cmd) > CMD_CHARS:
@@ -200,21 +312,31 @@ class Watcher:
             role = V.COMPILE_WORKER  # forked by the sidecar: same command line
         if role:
             entry["role"] = role
+        entry["via"] = via
         return entry
 
-    def _belongs(self, info: dict[str, Any], members: Any) -> bool:
-        """Is this process (not yet in the run) one of the run's?
-
-        Its parent is; or the log has its process_start for this run; or it
-        is in the root's process group or session (the root leads one) and
-        younger than the root: an orphan whose parent ended before a sample.
-        """
+    def _via(self, info: dict[str, Any], members: Any) -> str | None:
+        """Why this process (not yet in the run) is one of the run's, or None: it is the root,
+        its parent is a member, or the log has its process_start for this run. Nothing else."""
         pid, ct = info["pid"], info["create_time"]
-        if pid == self.root and (not self.root_ct or abs(ct - self.root_ct) < CT_SLACK):
-            return True
-        if info["ppid"] in members or (self.log is not None and self.log.claimed.get(pid) == ct):
-            return True
-        return self.root in info["groups"] and ct >= self.root_ct
+        if pid == self.root and (not self.root_ct or same_process(ct, self.root_ct)):
+            return V.VIA_ROOT
+        if info["ppid"] in members:
+            return V.VIA_CHILD
+        if self.log is None:
+            return None
+        if pid in self.log.claimed and same_process(self.log.claimed[pid], ct):
+            return V.VIA_CLAIM
+        if pid in self.log.below and same_process(self.log.below[pid], ct):
+            return V.VIA_CHILD  # the root saw it below itself as it exited: descent, seen by the root
+        return None
+
+    def _possibly(self, info: dict[str, Any]) -> str | None:
+        """group or session when this non-member shares the root's (and is younger): not evidence."""
+        if info["create_time"] < self.root_ct:
+            return None
+        pgrp, sid = info["groups"]
+        return V.VIA_GROUP if pgrp == self.root else V.VIA_SESSION if sid == self.root else None
 
     def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """One look at the run: (started, ended) since the last one.
@@ -223,15 +345,18 @@ class Watcher:
         thread's, when it has several); its stat (ended as a zombie, pid
         reused, exec'd, rss, threads) is re-read every STAT_EVERY ticks,
         staggered by pid. Orphans whose parent ended between two ticks are
-        found by their process_start in the log, and by a scan of /proc every
-        SCAN_S (the root's group or session): a /proc listing costs in
-        proportion to the whole host, so not every tick.
+        found by their process_start in the log only. A scan of /proc every
+        SCAN_S (a listing costs in proportion to the whole host, so not every
+        tick) finds new processes of the root's group or session: those that
+        are not proven members go to ``self.possible`` (written once each).
         """
         started: list[dict[str, Any]] = []
         ended: list[dict[str, Any]] = []
         candidates: set[int] = set()
         for pid in list(self.live):
-            if (self.samples + pid) % self.stat_every == 0 and not self._restat(pid, now, started, ended, candidates):
+            # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
+            restat = pid == self.root or (self.samples + pid) % self.stat_every == 0
+            if restat and not self._restat(pid, now, started, ended, candidates):
                 continue
             kids = self.reader.children(pid, self.threads[pid])
             if kids is None:
@@ -240,16 +365,19 @@ class Watcher:
                 candidates.update(kids)
         if self.samples == 0:
             candidates.add(self.root)
-        if self.log is not None and self.log.claimed:
+        if self.log is not None:
             candidates.update(self.log.claimed)
+            candidates.update(self.log.below)
         if self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
             self.scanned_after_root = self.root_end is not None
             listed = self.reader.pids()
             candidates.update(listed - self.listed)
             self.listed = listed
-        self._adopt(candidates - self.exclude - set(self.live), started)
+        strangers = self._adopt(candidates - self.exclude - set(self.live), started)
+        self._note_possible(strangers)
         if self.log is not None:
             self.log.claimed.clear()
+            self.log.below.clear()
         self.samples += 1
         return started, ended
 
@@ -266,7 +394,7 @@ class Watcher:
         old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
         self.threads[pid] = info["threads"]
         if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
-            again = self._entry(info)
+            again = self._entry(info, old["via"])
             if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
                 self.live[pid] = again
                 started.append(again)
@@ -279,8 +407,11 @@ class Watcher:
         self.written_rss.pop(pid, None)
         ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
 
-    def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> None:
-        """Candidates that belong join the run, then their own children, down the tree."""
+    def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Candidates that belong join the run, then their own children, down the tree.
+
+        Returns the stat of the candidates that did not join (strangers)."""
+        strangers: dict[int, dict[str, Any]] = {}
         while candidates:
             fresh = {}
             for pid in candidates.difference(self.live):
@@ -292,29 +423,66 @@ class Watcher:
             while grew:  # parents first, whatever the order the pids came in
                 grew = False
                 for pid, info in list(fresh.items()):
-                    if self._belongs(info, self.live):
-                        self.live[pid] = entry = self._entry(info)
+                    via = self._via(info, self.live)
+                    if via is not None:
+                        self.live[pid] = entry = self._entry(info, via)
                         self.threads[pid] = info["threads"]
                         started.append(entry)
                         del fresh[pid]
                         grew = True
                         kids = self.reader.children(pid, info["threads"]) or []
                         candidates.update(k for k in kids if k not in self.live and k not in self.exclude)
+            strangers.update(fresh)
+        return [info for pid, info in strangers.items() if pid not in self.live]
+
+    def _note_possible(self, strangers: list[dict[str, Any]]) -> None:
+        """Strangers sharing the root's group or session: listed once each as possible, never members."""
+        for info in strangers:
+            key = (info["pid"], info["create_time"])
+            via = self._possibly(info)
+            if via is None or key in self.possible_seen:
+                continue
+            if len(self.possible_seen) >= MAX_POSSIBLE:
+                self.possible_seen.clear()  # bounded memory; at worst one is listed twice
+            self.possible_seen.add(key)
+            entry = self._entry(info, via)
+            entry.pop("role", None)  # not the run's: no run role
+            self.possible.append(entry)
 
     def tick(self) -> None:
         """Sample, write what changed, and notice the root's end."""
         now = time.time()
         if self.log is not None:
             self.log.scan()
-        started, ended = self.sample(now)
+        self.write(now, *self.sample(now))
+
+    def begin(self) -> None:
+        """The first sample, then watcher_start, then what the sample found: once watcher_start is in
+        the log, every process then alive under the root is a member (a test may kill the root then)."""
+        now = time.time()
+        if self.log is not None:
+            self.log.scan()
+        first = self.sample(now)
+        self.emit("watcher_start", interval=self.interval, linger=self.linger)
+        self.write(now, *first)
+
+    def write(self, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]]) -> None:
+        """The tree record for one sample (if anything changed, or a heartbeat is due)."""
         lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
+        if self.possible:
+            lists["possible"], self.possible = self.possible, []
         for entry in started:
             self.written_rss[entry["pid"]] = entry["rss"]
         rss = self._heartbeat(now)
         if rss:
             lists["rss"] = rss
-        if started or ended or rss:
+        if started or ended or rss or "possible" in lists:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
+        memory = self.memory.tick(now, self.live) if self.memory is not None else None
+        if memory:
+            self.emit_parts("memory", memory)
+        if self.export is not None:
+            self.export.tick(ended, now)
         if self.root_end is None and self.root not in self.live:
             self.root_end = now
 
@@ -364,25 +532,48 @@ class Watcher:
             now = clock()
             if self.root_end is not None and root_gone_at is None:
                 root_gone_at = now
+                self._detach()
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
-                    self.leftover(V.ROOT_EXIT if self.root_exited() else V.ROOT_KILLED)
+                    exited = self.root_exited()  # the whole log read: the root's below too
+                    if self.log is not None and (self.log.below or self.log.claimed):
+                        self.tick()  # they join before the verdict
+                    self.leftover(V.ROOT_EXIT if exited else V.ROOT_KILLED)
                     self.leftover_written = True
                 if self.leftover_written and not self.live:
                     return V.EXIT_RUN_ENDED
                 if now - root_gone_at >= self.linger and self.leftover_written:
                     self.leftover(V.LINGER_END)
                     return V.EXIT_LINGER_END
-            next_tick += self.interval
+            step = FAST_TICK_S if self._verdict_due() else self.interval
+            next_tick = min(next_tick + self.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
             next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
+
+    def _detach(self) -> None:
+        """The root has ended: from now on the log is open only while it is read or written."""
+        if self.log is not None:
+            self.log.scan(limit=1 << 62)  # what the held fd can still read
+            self.log.detach()
+        if isinstance(self.sink, WatcherSink) and self.log is not None:
+            self.sink.detach()
+
+    def _verdict_due(self) -> bool:
+        """The root wrote its process_exit, and the leftover is not written yet: sample fast."""
+        return not self.leftover_written and self.log is not None and self.log.root_exited
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE):
             self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
+        counts: dict[str, int] = {}
+        if self.export is not None:
+            unsent = self.export.close()
+            if unsent is not None:
+                self.emit("tracer_error", **unsent)
+            counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
-        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3))
+        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 
 def _moved(before: int, now: int) -> bool:
@@ -392,26 +583,48 @@ def _moved(before: int, now: int) -> bool:
 
 
 def main(args: list[str]) -> None:
-    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT``."""
-    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args
+    """The watcher: ``wp-autotrace-watch RUN PKG_DIR LOG_FD LOG OFFSET ROOT_PID ROOT_CT INTERVAL LINGER REDACT
+    EXPORT`` (EXPORT: WP_AUTOTRACE_EXPORT's word, or empty)."""
+    _, run, _pkg, fd, log, offset, root, root_ct, interval, linger, redact = args[:11]
+    export_word = args[11] if len(args) > 11 else ""
     host = os.uname().nodename
     inherited = int(fd)  # the root's own fd: proof of which file the log is
     try:
-        sink = Sink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
+        sink = WatcherSink(log, host, V.WATCHER, create=False)  # never creates the log: only the root may
         same = os.path.samestat(os.fstat(sink.fd), os.fstat(inherited))
     except OSError:
         return
     os.close(inherited)
+    try:
+        os.chdir("/")  # no cwd on the job's filesystems (an epilog unmounts them)
+    except OSError:
+        pass
     logwatch = LogWatch(sink.fd, log, host, run, int(root), int(offset))
     if not same or logwatch.gone():
         return
+    export, why_not = _live_export(run, host, export_word, logwatch)
     watcher = Watcher(sink, run, int(root), float(root_ct), float(interval), float(linger), log=logwatch,
-                      redact=redact)
-    watcher.emit("watcher_start", interval=watcher.interval, linger=watcher.linger)
+                      redact=redact, export=export)
     try:
+        watcher.begin()
+        if why_not:
+            watcher.emit("tracer_error", where="live-export", error=why_not)
         reason = watcher.run_loop()
     except Exception as exc:
         sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
                   root_pid=int(root))
         reason = V.EXIT_ERROR
     watcher.finish(reason)
+
+
+def _live_export(run: str, host: str, word: str, logwatch: LogWatch) -> tuple[Any, str]:
+    """The live export, fed by the log from the root's process_start on; (None, why) when off or refused."""
+    if not word:
+        return None, ""
+    from . import export
+
+    live, why_not = export.start(run, host, word)
+    if live is not None:
+        logwatch.on_record = live.record
+        logwatch.read_back()
+    return live, why_not
