@@ -241,23 +241,6 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     }
 
 
-<<<<<<< HEAD
-def _legacy_run(v: View, data: LogData | LogStream) -> dict[str, Any]:
-    """The `run` key: the first selected run's header, as before runs were kept apart."""
-    r = v.runs[0]
-    root = r.root
-    cfg = next((c for c in r.configs if c[0] is root), r.configs[0] if r.configs else None)
-    return {
-        "id": r.id, "command": r.command, "hosts": sorted({p.host for p in v.procs}),
-        "python": root.python if root and root.python else next((p.python for p in v.procs if p.python), ""),
-        "torch": cfg[2] if cfg else "", "inductor": cfg[1] if cfg else {},
-        "root_pid": r.root_pid, "duration_s": round(v.t_end - v.t0, 3),
-        "guard": any(x.guard for x in v.runs), "files": data.files,
-    }
-
-
-=======
->>>>>>> main
 def select_runs(model: Model, run_id: str | None) -> list[Run]:
     """The runs to report (one with --run), in start order; NoUsableLog for an unknown id."""
     runs = sorted(model.runs.values(), key=lambda r: (r.start if r.start is not None else 0.0, r.id))
