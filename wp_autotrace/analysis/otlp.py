@@ -21,7 +21,7 @@ from .. import __version__
 from ..common.otel_ids import span_id as _span_id
 from ..common.otel_ids import trace_id
 from .labels import rank_value
-from .logread import LogData
+from .logread import LogData, LogStream
 from .model import Call, Model, Process, build
 
 SPAN_KIND_INTERNAL = 1
@@ -92,7 +92,7 @@ def _call_spans(model: Model, span_of: dict[int, str]) -> tuple[dict[int, list[d
     return spans, span_ids
 
 
-def to_otlp(data: LogData) -> dict[str, Any]:
+def to_otlp(data: LogData | LogStream) -> dict[str, Any]:
     """The ExportTraceServiceRequest as a dict ready for json.dump, from the run model (one identity rule:
     a record's process is (host, pid, create_time), so a reused pid, pid 1 of each container run, is its own)."""
     model = build(data.records)
