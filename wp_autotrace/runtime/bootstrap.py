@@ -19,6 +19,7 @@ from ..common.env import (
     EXPORT_ENV,
     FALSE_WORDS,
     GUARD_ENV,
+    GUARD_NESTED_POOLS,
     INTERVAL_ENV,
     LINGER_ENV,
     LOG_ENV,
@@ -57,7 +58,7 @@ DEFAULT_INTERVAL = 0.1
 MIN_INTERVAL = 0.01
 DEFAULT_LINGER = 60.0  # seconds the watcher stays after the root ends, while run processes live
 MAX_LINGER = 7 * 24 * 3600.0
-GUARD_MODES = ("nested-pools",)
+GUARD_MODES = (GUARD_NESTED_POOLS,)
 
 
 class Settings:
