@@ -14,7 +14,7 @@ import textwrap
 from typing import Any, NamedTuple
 
 from .. import __version__
-from ..analysis.logread import NoUsableLog, read_logs, skipped_line
+from ..analysis.logread import NoUsableLog, read_logs, skipped_line, stream_logs
 from ..common.cmdline import is_python, python_flags
 from ..common.env import (
     ENABLE_ENV,
@@ -150,7 +150,7 @@ def _report(args: argparse.Namespace) -> int:
     from ..analysis.render import render_text
     from ..analysis.report import analyze
 
-    data = read_logs(args.logs)
+    data = stream_logs(args.logs)  # one streaming pass: memory grows with processes and calls, not records
     rep = analyze(data, args.run)
     if args.json:
         _write_out(_dumps(rep, indent=1) + "\n")
@@ -164,6 +164,10 @@ def _export(args: argparse.Namespace) -> int:
 
     if args.format == "otlp":
         return _export_otlp(args)
+    if args.endpoint:
+        print("wp-autotrace export: --endpoint sends OTLP spans: add --format otlp (a Chrome trace has no "
+              "receiver)", file=sys.stderr)
+        return USAGE
     output = args.output or "trace.json"
     data = read_logs(args.logs)
     trace = to_chrome_trace(data)
@@ -177,9 +181,10 @@ def _export(args: argparse.Namespace) -> int:
 
 def _export_otlp(args: argparse.Namespace) -> int:
     """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
-    from ..analysis.otlp import post, to_otlp
+    from ..analysis.otlp import to_otlp
+    from .post import post
 
-    data = read_logs(args.logs)
+    data = stream_logs(args.logs)
     request = to_otlp(data)
     spans = sum(len(s["spans"]) for rs in request["resourceSpans"] for s in rs["scopeSpans"])
     output = args.output or (None if args.endpoint else "spans.json")
@@ -522,7 +527,7 @@ def _cleanup(args: argparse.Namespace) -> int:
     for path in args.logs:
         try:
             owner = os.stat(path).st_uid
-            models.append((build(read_logs([path]).records), owner))
+            models.append((build(stream_logs([path]).records), owner))
         except (OSError, NoUsableLog) as exc:
             unusable.append(f"{path}: {exc}")
     for problem in unusable:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import sys
 
-from ..common.cmdline import own_argv
+from ..common.cmdline import own_argv, runs_own_cli
 from ..common.env import (
     CHILD_ROLE_ENV,
     ENABLE_ENV,
     EXPORT_ENV,
     FALSE_WORDS,
     GUARD_ENV,
+    GUARD_NESTED_POOLS,
     INTERVAL_ENV,
     LINGER_ENV,
     LOG_ENV,
@@ -57,7 +58,7 @@ DEFAULT_INTERVAL = 0.1
 MIN_INTERVAL = 0.01
 DEFAULT_LINGER = 60.0  # seconds the watcher stays after the root ends, while run processes live
 MAX_LINGER = 7 * 24 * 3600.0
-GUARD_MODES = ("nested-pools",)
+GUARD_MODES = (GUARD_NESTED_POOLS,)
 
 
 class Settings:
@@ -149,31 +150,6 @@ def detect_role(is_root: bool) -> str:
         if any(marker in str(arg).replace(os.sep, "/") for arg in argv):
             return role
     return CHILD
-
-
-# How the wp-autotrace command shows in a command line: it never traces itself
-# (`run` execs the program, which is traced as its own interpreter starts).
-CLI_SCRIPT = "wp-autotrace"
-CLI_MODULE = "wp_autotrace"
-
-
-def _is_own_cli() -> bool:
-    """This interpreter runs the wp-autotrace command (console script or python -m wp_autotrace)."""
-    argv = own_argv()[:8]
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        if arg in ("-X", "-W"):  # an option with its value apart
-            i += 2
-            continue
-        if arg.startswith("-m"):
-            return bool((arg[2:] or "".join(argv[i + 1:i + 2])) == CLI_MODULE)
-        if arg.startswith("-c") or arg == "-":
-            return False
-        if not arg.startswith("-"):  # the script: the console script's path
-            return bool(os.path.basename(arg) == CLI_SCRIPT)
-        i += 1
-    return False
 
 
 class Runtime:
@@ -328,6 +304,8 @@ class Runtime:
             print_and_remove_notice(path)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
+        if self._probes is not None and self._probes.count_times:
+            fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
         if self.is_root and self.sink.fd >= 0:
@@ -426,7 +404,8 @@ def start() -> None:
     runtime = None
     try:
         settings = read_settings()
-        if not (settings.trace or settings.guard) or _is_own_cli():
+        # The wp-autotrace command never traces itself (`run` execs the program, traced as it starts).
+        if not (settings.trace or settings.guard) or runs_own_cli(own_argv()):
             return
         runtime = Runtime(settings)
         runtime.start()
