@@ -375,3 +375,84 @@ def test_endpoint_with_chrome_format_is_a_usage_error(otlp_log: Path, tmp_path: 
 
     assert main(["export", str(otlp_log), "--endpoint", "http://127.0.0.1:9/", "-o", str(tmp_path / "t.json")]) == 64
     assert not (tmp_path / "t.json").exists()
+
+
+# -- item 8: guard notices live where only the run's user can create or read them -----------------
+
+NOBODY = 65534  # the conventional unprivileged uid
+
+
+def _as_nobody(code: str) -> str:
+    """Run code as uid/gid NOBODY (the test is root); its stdout."""
+    def drop() -> None:
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+    python = "/usr/bin/python3"  # one the throwaway user may run (the test's may be in a private folder)
+    res = subprocess.run([python, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30,
+                         preexec_fn=drop, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+# Another user's attempts on a notice path: create a file beside it, read it, re-create it once removed.
+ATTACK = '''
+import os, sys
+path = sys.argv[1]
+out = []
+for name, fn in (("beside", lambda: os.open(os.path.join(os.path.dirname(path), "planted"),
+                                            os.O_WRONLY | os.O_CREAT, 0o666)),
+                 ("read", lambda: os.open(path, os.O_RDONLY)),
+                 ("recreate", lambda: os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))):
+    try:
+        os.close(fn())
+        out.append(name + ":done")
+    except OSError:
+        out.append(name + ":refused")
+print(" ".join(out))
+'''
+
+
+def test_guard_notice_is_private_to_the_run_user(tmp_path: Path) -> None:
+    """Another user can neither read the notice, nor plant a file beside it, nor re-create it after the root
+    removed it; its directory's name is not derived from the run id (which ps shows)."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root, to act as a throwaway user, and /usr/bin/python3")
+    # Not under tmp_path (its parents may be closed to other users): a /tmp-like folder they can reach.
+    tmp = Path(tempfile.mkdtemp(prefix="wp-i24-"))
+    try:
+        os.chmod(tmp, 0o1777)  # like /tmp: world-writable, sticky
+        _notice_attacks(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _notice_attacks(tmp: Path) -> None:
+    # The throwaway user really can write in tmp (else every refusal below would prove nothing).
+    assert _as_nobody(f"import os; os.close(os.open({str(tmp / 'probe')!r}, os.O_CREAT | os.O_WRONLY)); "
+                      "print('ok')") == "ok"
+    os.unlink(tmp / "probe")
+    code = "import os; print(os.environ['WP_AUTOTRACE_NOTICE']); print(os.environ['WP_AUTOTRACE_RUN'])"
+    res = run_python(["-c", code], clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR=str(tmp)), timeout=30)
+    assert res.returncode == 0, res.stderr
+    path, run = res.stdout.split()
+    assert run not in path
+    assert not os.path.exists(path) and not list(tmp.iterdir())  # the root removed its file and directory
+    assert _as_nobody(ATTACK.replace("sys.argv[1]", repr(path))) == "beside:refused read:refused recreate:refused"
+    # While a run lives: the directory is 0700 and the root's own.
+    code = "import os; p = os.environ['WP_AUTOTRACE_NOTICE']; st = os.stat(os.path.dirname(p)); " \
+           "print(oct(st.st_mode & 0o777), st.st_uid == os.geteuid(), p)"
+    res = run_python(["-c", code], clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR=str(tmp)), timeout=30)
+    mode, own, path = res.stdout.split()
+    assert (mode, own) == ("0o700", "True"), res.stdout
+    # Even knowing the name, a directory and file another user made there receive no post.
+    plant = (f"import os; os.umask(0); os.mkdir({os.path.dirname(path)!r}, 0o777); "
+             f"os.close(os.open({path!r}, os.O_CREAT | os.O_WRONLY, 0o666)); print('planted')")
+    assert _as_nobody(plant) == "planted"
+    post = ("from wp_autotrace.runtime.guard import post_notice; "
+            "post_notice({'pid': 7, 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'})")
+    res = run_python(["-c", post], clean_env(WP_AUTOTRACE_NOTICE=path), timeout=30)
+    assert res.returncode == 0 and os.path.getsize(path) == 0, res.stderr
