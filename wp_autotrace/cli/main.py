@@ -269,12 +269,18 @@ def _run(args: argparse.Namespace) -> int:
                   f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
                   f"wp-autotrace doctor --python {python}", file=sys.stderr)
             return NOT_TRACEABLE
+    if shutil.which(command[0], path=env.get("PATH")) is None:
+        # Said before "logging to": no program, no log (the line would name a file never made).
+        print(f"wp-autotrace run: cannot run {command[0]}: command not found (or not executable); nothing was "
+              "run", file=sys.stderr)
+        return NOT_FOUND
     print(f"wp-autotrace: logging to {log}", file=sys.stderr)
     sys.stderr.flush()
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
-        print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run, no log "
+              "was written", file=sys.stderr)
         return NOT_FOUND
     code = _wait_forwarding(child)
     if os.path.exists(log):
