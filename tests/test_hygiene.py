@@ -511,3 +511,15 @@ def test_unsupported_targets_warn_once_in_root(spec: str, said: str, tmp_path: P
     res = run_python(["-c", SHOW_ENV], env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("wp-autotrace:") == 1 and said in res.stderr, res.stderr
+
+
+def test_doctor_names_an_editable_install_not_pythonpath() -> None:
+    """doctor in an editable install (this checkout's venv, pip install -e) says so; it does not blame
+    PYTHONPATH for the package living beside the checkout rather than the .pth."""
+    from importlib.metadata import distribution
+
+    info = json.loads(distribution("wp-autotrace").read_text("direct_url.json") or "{}")
+    if not info.get("dir_info", {}).get("editable"):
+        pytest.skip("this interpreter has a wheel install, not an editable one")
+    res = run_python(["-m", "wp_autotrace", "doctor", "--python", sys.executable], clean_env(), timeout=120)
+    assert "PYTHONPATH" not in res.stdout and "an editable install" in res.stdout, res.stdout
