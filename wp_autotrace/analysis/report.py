@@ -16,7 +16,7 @@ from ..common.cmdline import python_command
 from .findings import find_all
 from .jobs import Job, group, identity_text, slurm_steps
 from .labels import label_for, rank_value, tool_name
-from .logread import LogData, NoUsableLog
+from .logread import LogData, LogStream, NoUsableLog
 from .model import (
     RUN_END_UNSEEN,
     RUN_ENDED,
@@ -253,7 +253,7 @@ def select_runs(model: Model, run_id: str | None) -> list[Run]:
     return chosen
 
 
-def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
+def analyze(data: LogData | LogStream, run_id: str | None = None) -> dict[str, Any]:
     """Build the report as one dict (the --json output)."""
     model = build(data.records)
     v = View(model, select_runs(model, run_id))
@@ -296,7 +296,7 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
                     for c in v.blocked],
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
         "findings": [f._asdict() for f in findings],
-        "input": {"records": len(data.records), "skipped": data.skipped, "fixed": data.fixed,
+        "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files},
     }
     rep["answer"] = answer_text(rep)
