@@ -289,5 +289,6 @@ def test_rank_variables_in_process_start(tmp_path: Path, log: Path) -> None:
         env.pop(name)
     assert run_python(["-c", "pass"], env).returncode == 0
     first, second = events(read_log(log), "process_start")
-    assert first["rank"] == {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "3"}
+    assert first["rank"] == {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "3",
+                             "MASTER_PORT": "29500"}  # a launch identity beside a rank
     assert "rank" not in second

@@ -120,7 +120,7 @@ def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> N
     lines = res.stderr.splitlines()
     after = lines[lines.index("wp-autotrace:") + 1:]
     assert after[1].startswith("  - ") and after[-2:] == [f"  log: {log}", f"  full report: wp-autotrace report {log}"]
-    assert "called warm_pool" in after[0]  # the answer paragraph first (report.summary_lines)
+    assert "No compile pool was made" in after[0]  # the answer paragraph first, pools first (report.summary_lines)
 
 
 def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:
@@ -187,3 +187,18 @@ def test_every_argument_has_help_with_its_default() -> None:
             assert action.help, f"{name} {action.dest} has no help"
             if action.option_strings:
                 assert "default" in action.help, f"{name} {action.option_strings[0]}: no default in its help"
+
+
+def test_the_command_never_traces_itself(tmp_path: Path) -> None:
+    """With WP_AUTOTRACE=1 exported, `python -m wp_autotrace` (and the console script) write no log; a plain
+    interpreter in the same environment does."""
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    res = run_python(["-m", "wp_autotrace", "--version"], env, cwd=tmp_path)
+    assert res.returncode == 0 and __version__ in res.stdout
+    script = Path(sys.executable).parent / "wp-autotrace"
+    if script.exists():
+        res = run_python([str(script), "--version"], env, cwd=tmp_path)
+        assert res.returncode == 0 and __version__ in res.stdout
+    assert not list(tmp_path.glob("*.jsonl"))
+    assert run_python(["-c", "pass"], env, cwd=tmp_path).returncode == 0
+    assert len(list(tmp_path.glob("*.jsonl"))) == 1

@@ -140,3 +140,12 @@ def test_no_citation_of_a_contracts_file_that_does_not_exist() -> None:
              for n, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"CONTRACTS\b", line) and p.name != "test_house.py"]
     assert not cites
+
+
+def test_every_cited_contract_is_a_section_of_docs_contracts() -> None:
+    """A comment citing docs/contracts.md and a quoted name names one of that page's sections."""
+    sections = {line[3:].strip() for line in (ROOT / "docs" / "contracts.md").read_text().splitlines()
+                if line.startswith("## ")}
+    cited = {(f"{p.relative_to(ROOT)}", name) for p in [*SOURCES, *OTHER_SOURCES]
+             for name in re.findall(r'docs/contracts\.md, "([^"]+)"', p.read_text())}
+    assert cited and not {c for c in cited if c[1] not in sections}

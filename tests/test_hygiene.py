@@ -10,6 +10,9 @@ import sys
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from wp_autotrace.analysis.fmt import escape
 from wp_autotrace.analysis.model import build
@@ -201,3 +204,322 @@ def test_cleanup_dry_run_masks_the_live_command_line(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+# -- item 3: export --endpoint never follows a redirect, has one deadline, reads a bounded answer ---
+
+class RawReceiver:
+    """A one-purpose HTTP receiver on 127.0.0.1: answer(conn) writes the answer; stops by itself."""
+
+    def __init__(self, answer: Any, lifetime: float = 20.0) -> None:
+        import socket
+        import threading
+
+        self.answer = answer
+        self.requests: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)  # accept() wakes up to see stop (a close from another thread does not)
+        self.end = time.monotonic() + lifetime  # the thread ends by itself even if nobody stops it
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket
+
+        while not self.stop.is_set() and time.monotonic() < self.end:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536)
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = int(next((ln.split(b":")[1] for ln in head.split(b"\r\n")
+                                       if ln.lower().startswith(b"content-length:")), b"0"))
+                    while len(body) < length:
+                        body += conn.recv(65536)
+                    self.requests.append(head)
+                    self.answer(conn, self.stop)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
+def _redirect(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/login\r\nContent-Length: 0\r\n\r\n")
+
+
+def _trickle(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    while not stop.wait(0.2):  # a byte at a time, each well within any per-read timeout
+        conn.sendall(b"x")
+
+
+# "Endless" as the client sees it, capped so that a client reading it all (the bug) ends too.
+ENDLESS_CAP = 64 << 20
+endless_sent: list[int] = []
+
+
+def _endless(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")  # no length: until close
+    chunk = b"x" * 65536
+    sent = 0
+    try:
+        while not stop.is_set() and sent < ENDLESS_CAP:
+            conn.sendall(chunk)
+            sent += len(chunk)
+    finally:
+        endless_sent.append(sent)
+
+
+def _ok(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+
+@pytest.fixture
+def otlp_log(tmp_path: Path) -> Path:
+    from .test_otlp import write_log
+
+    return write_log(tmp_path / "run.jsonl")  # type: ignore[no-any-return]
+
+
+def _export(log: Path, *extra: str) -> tuple[int, str]:
+    from contextlib import redirect_stderr
+
+    from wp_autotrace.cli.main import main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["export", str(log), "--format", "otlp", *extra])
+    return code, err.getvalue()
+
+
+def test_endpoint_redirect_is_an_error(otlp_log: Path) -> None:
+    """A 302 (a login page) is not a receiver: exit 69, said so, nothing re-sent to the new place."""
+    rec = RawReceiver(_redirect)
+    try:
+        code, err = _export(otlp_log, "--endpoint", rec.url)
+    finally:
+        rec.close()
+    assert code == 69 and "HTTP 302" in err and "not followed" in err and "sent" not in err.replace("not sent", ""), err
+    assert len(rec.requests) == 1
+
+
+def test_endpoint_has_a_total_deadline(otlp_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A receiver that trickles its answer a byte at a time cannot keep export past the deadline."""
+    from wp_autotrace.cli import post
+
+    monkeypatch.setattr(post, "DEADLINE_S", 1.5)
+    rec = RawReceiver(_trickle)
+    try:
+        t = time.monotonic()
+        code, err = _export(otlp_log, "--endpoint", rec.url)
+        took = time.monotonic() - t
+    finally:
+        rec.close()
+    assert code == 69 and "no complete answer within 1.5 s" in err, err
+    assert took < 5, took
+
+
+def test_endpoint_answer_is_read_bounded(otlp_log: Path) -> None:
+    """An endless answer is read up to a bound, not into memory: the POST is delivered, fast."""
+    rec = RawReceiver(_endless)
+    try:
+        t = time.monotonic()
+        code, err = _export(otlp_log, "--endpoint", rec.url)
+        took = time.monotonic() - t
+    finally:
+        rec.close()
+    assert code == 0 and "sent 7 spans" in err, err
+    assert took < 10, took
+    # The client stopped reading early: what got through is its bound plus the sockets' buffers.
+    assert endless_sent and endless_sent[-1] < ENDLESS_CAP // 2, endless_sent
+
+
+def test_endpoint_credentials_never_printed(otlp_log: Path) -> None:
+    """user:password in the URL: sent as Basic auth, masked in every message (success and failure)."""
+    import base64
+    import socket
+
+    rec = RawReceiver(_ok)
+    try:
+        host = rec.url.replace("http://", "http://ann:pw-SECRET@")
+        code, err = _export(otlp_log, "--endpoint", host + "/otlp?token=tok-SECRET")
+    finally:
+        rec.close()
+    assert code == 0 and "SECRET" not in err and "ann:***@" in err, err
+    auth = base64.b64encode(b"ann:pw-SECRET")
+    assert b"Authorization: Basic " + auth in rec.requests[0] and b"pw-SECRET" not in rec.requests[0]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, err = _export(otlp_log, "--endpoint", f"http://ann:pw-SECRET@127.0.0.1:{port}/")
+    assert code == 69 and "SECRET" not in err and "ann:***@" in err, err
+
+
+def test_endpoint_with_chrome_format_is_a_usage_error(otlp_log: Path, tmp_path: Path) -> None:
+    """--endpoint only sends OTLP: with --format chrome it is a usage error (it was silently ignored)."""
+    from wp_autotrace.cli.main import main
+
+    assert main(["export", str(otlp_log), "--endpoint", "http://127.0.0.1:9/", "-o", str(tmp_path / "t.json")]) == 64
+    assert not (tmp_path / "t.json").exists()
+
+
+# -- item 8: guard notices live where only the run's user can create or read them -----------------
+
+NOBODY = 65534  # the conventional unprivileged uid
+
+
+def _as_nobody(code: str) -> str:
+    """Run code as uid/gid NOBODY (the test is root); its stdout."""
+    def drop() -> None:
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+    python = "/usr/bin/python3"  # one the throwaway user may run (the test's may be in a private folder)
+    res = subprocess.run([python, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=30,
+                         preexec_fn=drop, env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+# Another user's attempts on a notice path: create a file beside it, read it, re-create it once removed.
+ATTACK = '''
+import os, sys
+path = sys.argv[1]
+out = []
+for name, fn in (("beside", lambda: os.open(os.path.join(os.path.dirname(path), "planted"),
+                                            os.O_WRONLY | os.O_CREAT, 0o666)),
+                 ("read", lambda: os.open(path, os.O_RDONLY)),
+                 ("recreate", lambda: os.open(path, os.O_WRONLY | os.O_CREAT, 0o666))):
+    try:
+        os.close(fn())
+        out.append(name + ":done")
+    except OSError:
+        out.append(name + ":refused")
+print(" ".join(out))
+'''
+
+
+def test_guard_notice_is_private_to_the_run_user(tmp_path: Path) -> None:
+    """Another user can neither read the notice, nor plant a file beside it, nor re-create it after the root
+    removed it; its directory's name is not derived from the run id (which ps shows)."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root, to act as a throwaway user, and /usr/bin/python3")
+    # Not under tmp_path (its parents may be closed to other users): a /tmp-like folder they can reach.
+    tmp = Path(tempfile.mkdtemp(prefix="wp-i24-"))
+    try:
+        os.chmod(tmp, 0o1777)  # like /tmp: world-writable, sticky
+        _notice_attacks(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _notice_attacks(tmp: Path) -> None:
+    # The throwaway user really can write in tmp (else every refusal below would prove nothing).
+    assert _as_nobody(f"import os; os.close(os.open({str(tmp / 'probe')!r}, os.O_CREAT | os.O_WRONLY)); "
+                      "print('ok')") == "ok"
+    os.unlink(tmp / "probe")
+    code = "import os; print(os.environ['WP_AUTOTRACE_NOTICE']); print(os.environ['WP_AUTOTRACE_RUN'])"
+    res = run_python(["-c", code], clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR=str(tmp)), timeout=30)
+    assert res.returncode == 0, res.stderr
+    path, run = res.stdout.split()
+    assert run not in path
+    assert not os.path.exists(path) and not list(tmp.iterdir())  # the root removed its file and directory
+    assert _as_nobody(ATTACK.replace("sys.argv[1]", repr(path))) == "beside:refused read:refused recreate:refused"
+    # While a run lives: the directory is 0700 and the root's own.
+    code = "import os; p = os.environ['WP_AUTOTRACE_NOTICE']; st = os.stat(os.path.dirname(p)); " \
+           "print(oct(st.st_mode & 0o777), st.st_uid == os.geteuid(), p)"
+    res = run_python(["-c", code], clean_env(WP_AUTOTRACE_GUARD="nested-pools", TMPDIR=str(tmp)), timeout=30)
+    mode, own, path = res.stdout.split()
+    assert (mode, own) == ("0o700", "True"), res.stdout
+    # Even knowing the name, a directory and file another user made there receive no post.
+    plant = (f"import os; os.umask(0); os.mkdir({os.path.dirname(path)!r}, 0o777); "
+             f"os.close(os.open({path!r}, os.O_CREAT | os.O_WRONLY, 0o666)); print('planted')")
+    assert _as_nobody(plant) == "planted"
+    post = ("from wp_autotrace.runtime.guard import post_notice; "
+            "post_notice({'pid': 7, 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'})")
+    res = run_python(["-c", post], clean_env(WP_AUTOTRACE_NOTICE=path), timeout=30)
+    assert res.returncode == 0 and os.path.getsize(path) == 0, res.stderr
+
+
+# -- item 9: small truths ---------------------------------------------------------------------------
+
+def test_run_missing_command_names_no_log(tmp_path: Path) -> None:
+    """`run -- nosuchcmd`: exit 127, and no "logging to" line for a log that is never made."""
+    res = run_python(["-m", "wp_autotrace", "run", "--", "nosuchcmd-i24"], clean_env(), cwd=tmp_path)
+    assert res.returncode == 127 and "nosuchcmd-i24" in res.stderr and "command not found" in res.stderr
+    assert "logging to" not in res.stderr, res.stderr
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+SHOW_ENV = ("import os, subprocess, sys\n"
+            "print(sorted(k for k in os.environ if k.startswith('WP_AUTOTRACE') and k != 'WP_AUTOTRACE'))\n"
+            "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n")
+
+
+def test_tracing_off_by_a_bad_value_exports_no_run_identity(tmp_path: Path) -> None:
+    """WP_AUTOTRACE=2 (off, warned once): no WP_AUTOTRACE_ROOT_PID or other run identity is exported; the
+    child (same settings) stays silent."""
+    res = run_python(["-c", SHOW_ENV], clean_env(WP_AUTOTRACE="2"), cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr.count("wp-autotrace:") == 1, res.stderr
+    assert "WP_AUTOTRACE_ROOT_PID" not in res.stdout and "WP_AUTOTRACE_RUN" not in res.stdout, res.stdout
+
+
+def test_read_settings_only_reads() -> None:
+    """read_settings leaves os.environ as it was, whatever it finds."""
+    from wp_autotrace.runtime import bootstrap
+
+    env = {"WP_AUTOTRACE": "2", "WP_AUTOTRACE_SAMPLE_INTERVAL": "soon", "WP_AUTOTRACE_TARGETS": "a.b:K.Inner.m"}
+    saved = dict(os.environ)
+    try:
+        for key in [k for k in os.environ if k.startswith("WP_AUTOTRACE")]:
+            del os.environ[key]
+        os.environ.update(env)
+        before = dict(os.environ)
+        settings = bootstrap.read_settings()
+        assert dict(os.environ) == before and len(settings.notes) == 3, settings.notes
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ("json:JSONDecoder.Inner.meth", "'json:JSONDecoder.Inner.meth' (a nested class's method cannot be traced"),
+    ("os.path:join", "os.path:join (os.path is an alias of posixpath: name posixpath:join)"),
+])
+def test_unsupported_targets_warn_once_in_root(spec: str, said: str, tmp_path: Path) -> None:
+    """A target the finder could never patch is said once, by the root (the child stays silent)."""
+    log = tmp_path / "t.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0",
+                    WP_AUTOTRACE_TARGETS=spec)
+    res = run_python(["-c", SHOW_ENV], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("wp-autotrace:") == 1 and said in res.stderr, res.stderr
+
+
+def test_doctor_names_an_editable_install_not_pythonpath() -> None:
+    """doctor in an editable install (this checkout's venv, pip install -e) says so; it does not blame
+    PYTHONPATH for the package living beside the checkout rather than the .pth."""
+    from importlib.metadata import distribution
+
+    info = json.loads(distribution("wp-autotrace").read_text("direct_url.json") or "{}")
+    if not info.get("dir_info", {}).get("editable"):
+        pytest.skip("this interpreter has a wheel install, not an editable one")
+    res = run_python(["-m", "wp_autotrace", "doctor", "--python", sys.executable], clean_env(), timeout=120)
+    assert "PYTHONPATH" not in res.stdout and "an editable install" in res.stdout, res.stdout

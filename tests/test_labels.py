@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wp_autotrace.analysis.labels import TOOLCHAIN, label_for, tool_name
-from wp_autotrace.common.cmdline import first_line, is_python, python_command, python_flags
+from wp_autotrace.common.cmdline import first_line, is_python, python_command, python_flags, runs_own_cli
 
 PY = "/venv/bin/python3.11"
 
@@ -109,3 +109,21 @@ def test_first_line() -> None:
 def test_python_flags_are_the_interpreters_options_only(argv: list[str], flags: str) -> None:
     """What `wp-autotrace run` reads to refuse a -S run: options before the script, -c or -m, clusters split."""
     assert python_flags(argv) == flags
+
+
+@pytest.mark.parametrize(("argv", "own"), [
+    (["/venv/bin/python3", "/venv/bin/wp-autotrace", "report", "x"], True),
+    (["python", "-m", "wp_autotrace", "run", "--", "python", "t"], True),
+    (["python", "-Im", "wp_autotrace"], True),
+    (["python", "-X", "importtime", "-mwp_autotrace"], True),
+    (["custom-interpreter", "-m", "wp_autotrace"], True),  # whatever the interpreter is called
+    (["python", "-c", "import wp_autotrace"], False),
+    (["python", "train.py", "-m", "wp_autotrace"], False),
+    (["python", "--check-hash-based-pycs", "always", "wp-autotrace"], True),
+    (["python", "-m", "wp_autotrace_plugin"], False),
+    (["python"], False),
+    ([], False),
+])
+def test_runs_own_cli(argv: list[str], own: bool) -> None:
+    """The interpreters that run the wp-autotrace command itself (never traced), and only those."""
+    assert runs_own_cli(argv) is own

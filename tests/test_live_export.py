@@ -23,7 +23,7 @@ import pytest
 
 from wp_autotrace.watcher import export as X
 
-from .conftest import clean_env, wait_for_watcher
+from .conftest import clean_env, needs_torch, wait_for_watcher
 from .test_otlp import parse
 
 JOB_TIMEOUT_S = 60
@@ -207,6 +207,8 @@ def test_config_from_the_standard_variables() -> None:
     with pytest.raises(ValueError, match="not an http"):
         X.config_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://h:4317"})
     assert X.start("r", "h", "zipkin", {})[0] is None and "not known" in X.start("r", "h", "zipkin", {})[1]
+    off = X.start("r", "h", "otlp", {"OTEL_SDK_DISABLED": "true"})
+    assert off == (None, "OTEL_SDK_DISABLED=true: nothing is exported")
 
 
 def test_queue_is_bounded_and_unsent_counted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,3 +229,39 @@ def test_queue_is_bounded_and_unsent_counted(monkeypatch: pytest.MonkeyPatch) ->
     release.set()
     assert time.monotonic() - start < 2.0
     assert s.sent == 0 and s.unsent == 25
+
+
+POOL_JOB = """
+from torch._inductor.async_compile import AsyncCompile
+AsyncCompile.warm_pool()
+print("ok")
+"""
+
+
+@needs_torch
+@pytest.mark.torch
+def test_call_and_sidecar_spans_live_match_the_export(tmp_path: Path) -> None:
+    """A real pool (warm_pool -> SubprocPool -> sidecar, torch's shutdown at exit): every span streamed
+    live has the export's trace id, span id and parent, the sidecar under SubprocPool.__init__."""
+    rx = Receiver("ok", tmp_path / "seen")
+    log = tmp_path / "pool.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_EXPORT="otlp",
+                    OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{rx.port}", TORCHINDUCTOR_COMPILE_THREADS="2")
+    try:
+        proc = subprocess.run([sys.executable, "-c", POOL_JOB], env=env, capture_output=True, text=True,
+                              timeout=JOB_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        recs = wait_for_watcher(log, timeout=WATCHER_WAIT_S)
+    finally:
+        rx.close()
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+    assert recs[-1]["event"] == "watcher_exit" and recs[-1]["unsent"] == 0 and not rx.errors
+    live = {(s.trace_id, s.span_id, s.parent_span_id, s.name) for _, r, _ in rx.requests for _, s in _spans(r)}
+    out = tmp_path / "export.json"
+    subprocess.run([sys.executable, "-m", "wp_autotrace", "export", "--format", "otlp", str(log), "-o", str(out)],
+                   check=True, capture_output=True, timeout=60)
+    exported = {(s.trace_id, s.span_id, s.parent_span_id, s.name) for _, s in _spans(parse(out.read_text()))}
+    assert live == exported
+    names = {n for *_, n in live}
+    assert {"AsyncCompile.warm_pool", "SubprocPool.__init__"} <= names
+    init = next(sid for _, sid, _, n in live if n == "SubprocPool.__init__")
+    assert any(n.startswith("compile-sidecar ") and parent == init for _, _, parent, n in live)

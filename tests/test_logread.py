@@ -205,7 +205,8 @@ WRONG = {schema.STR: [1], schema.OPT_STR: {"a": 1}, schema.UINT: "x", schema.INT
          schema.BOOL: "yes", schema.DICT: [1], schema.ANY: {"n": float("nan")}, schema.INTS: [-1, "x", 10 ** 30],
          schema.STRS: "x", schema.FRAME: {"file": 3}, schema.FRAMES: [{"line": "x"}, 7],
          schema.PROCS: [{"pid": "x"}, {"pid": 5, "rss": -1, "cmd": 3}], schema.ENDED: [{"pid": 5, "end": "x"}],
-         schema.RSS: [{"pid": -5}]}
+         schema.RSS: [{"pid": -5}], schema.MEMS: [{"pid": 5, "pss": -1}, 3],
+         schema.DEVS: [{"pid": 5, "paths": "x"}, {"pid": "x"}], schema.TIMES: {"a": [1, "x"], "b": 3}}
 
 
 @pytest.mark.parametrize("event,field,kind", EVERY_FIELD)
@@ -224,3 +225,42 @@ def test_every_field_of_the_wrong_type(event: str, field: str, kind: str, tmp_pa
     capsys.readouterr()
     assert main(["export", str(path), "-o", "-"]) == 0
     strict_json(capsys.readouterr().out)
+
+
+def _rec(ts: float, pid: int, seq: int, event: str = "import") -> dict[str, Any]:
+    return {"v": 1, "event": event, "ts": ts, "pid": pid, "ppid": 1, "host": "h", "role": "child", "seq": seq,
+            "module": "m"}
+
+
+def test_stream_is_the_sorted_read_in_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stream_logs yields what read_logs sorts, in the same order (writers interleaved within a file, two
+    files, equal timestamps), holding at most REORDER_MAX records per file; a record later than the window
+    comes late and is counted; the report of either reader is the same; nothing usable raises at the end."""
+    from wp_autotrace.analysis import logread
+    from wp_autotrace.analysis.logread import NoUsableLog, stream_logs
+    from wp_autotrace.analysis.report import analyze
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    # Two writers whose appends landed out of time order by up to 0.3 s, and a tie on ts.
+    lines_a = [_rec(10.0 + i * 0.1 - (0.35 if i % 7 == 3 else 0), 100 + i % 3, i) for i in range(200)]
+    lines_a.insert(6, _rec(10.5, 100, 1000))
+    lines_b = [_rec(10.05 + i * 0.2, 200, i) for i in range(100)]
+    lines_b.insert(3, _rec(10.5, 201, 0))
+    a.write_text("\n".join(json.dumps(r) for r in lines_a) + "\n")
+    b.write_text("\n\n".join(json.dumps(r) for r in lines_b) + "\n")
+    want = read_logs([str(a), str(b)]).records
+    stream = stream_logs([str(a), str(b)])
+    assert list(stream) == want and stream.record_count == len(want) and stream.late == 0
+    assert list(stream.records) == want  # a second pass reads again
+    monkeypatch.setattr(logread, "REORDER_MAX", 1)  # a full buffer releases its oldest: late, and counted
+    got = list(stream)
+    assert sorted(map(json.dumps, got)) == sorted(map(json.dumps, want)) and got != want and stream.late > 0
+    monkeypatch.undo()
+    seed = tmp_path / "seed.jsonl"
+    seed_log().write(seed)
+    assert analyze(stream_logs([str(seed)])) == analyze(read_logs([str(seed)]))
+    (tmp_path / "empty.jsonl").write_text("not a record\n")
+    empty = stream_logs([str(tmp_path / "empty.jsonl"), str(tmp_path / "missing.jsonl")])
+    with pytest.raises(NoUsableLog, match="missing.jsonl"):
+        list(empty)
+    assert empty.skipped == {"not JSON": 1}

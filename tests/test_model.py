@@ -14,6 +14,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
+from .test_pools import device_pool, idle_pool, spawn_child_exit
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -133,6 +134,9 @@ def with_early_wakeup() -> LogWriter:
 
 
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "idle-pool": idle_pool,
+    "child-exit-wait": spawn_child_exit,
+    "pool-device-files": device_pool,
     "root-killed": with_root_killed,
     "in-progress": with_run_in_progress,
     "verdict-pending": with_verdict_pending,

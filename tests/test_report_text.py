@@ -144,7 +144,7 @@ def test_labels_and_toolchain_folded(tmp_path: Path) -> None:
     text = render_text(rep, {})
     folded = [line for line in text.splitlines() if "toolchain:" in line]
     assert len(folded) == 1 and "9 process(es) (3 cc1plus, 3 g++, 1 as, 1 collect2, 1 ld)" in folded[0]
-    assert "peak rss 9 MB" in folded[0] and "cc1plus (untraced)" not in text
+    assert "peak rss 9 MiB" in folded[0] and "cc1plus (untraced)" not in text
     verbose = render_text(rep, {}, verbose=True)
     assert "toolchain:" not in verbose and verbose.count("cc1plus (untraced)") == 3
 
@@ -221,7 +221,7 @@ def test_default_text_is_short_at_30_nested_sidecars(tmp_path: Path) -> None:
     text = render_text(rep, {})
     lines = text.splitlines()
     assert len(lines) <= 60, text
-    assert lines[0] == "== Answer" and "30 process(es) were left running" in lines[1] and "8.2 GB" in lines[1]
+    assert lines[0] == "== Answer" and "30 process(es) were left running" in lines[1] and "8.2 GiB" in lines[1]
     findings = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
     assert len(findings) <= 12
     assert "RuntimeError: prefetchable_cache value already set" in text and "AsyncCompile.wakeup()" in text

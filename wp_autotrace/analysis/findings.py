@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..common import targets as T
 from ..common.vocab import GUARDED_ROLES, SIDECAR_ROLES
-from .fmt import TEXT_PIDS, pid_text, site, size_text
+from .fmt import TEXT_PIDS, mib_s_text, pid_text, site, size_text
 from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
 from .plugins import advice_for_frame
+from .pools import PoolStory, user_frame
 
 if TYPE_CHECKING:
     from .model import Call, Pool, Process, Run
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
 
 # The main process waiting longer than this at exit is worth a finding.
 SLOW_EXIT_WAIT_S = 5.0
+# A pool idle this long after its last job is worth a finding: shorter gaps are the pause
+# between two compiles of one training step (and torch 2.10+ quiesces after 60 s by default).
+IDLE_POOL_S = 5.0
+# A child process spending this long shutting its pool down at exit delays whoever joins it
+# (pytorch#115366 measured ~1 s per spawn child).
+CHILD_EXIT_WAIT_S = 0.5
 
 
 class Finding(NamedTuple):
@@ -121,7 +128,7 @@ def leftovers(v: View) -> Finding | None:
     rss = v.leftover_rss
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
-    mb = f", about {size_text(rss)} resident" if rss else ""
+    mb = f", holding about {size_text(v.leftover_real)}" if v.leftover_real else ""
     killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
     pending = " (verdict pending: from the last look after the main process ended)" if any(
         r.verdict_pending for r in v.runs) else ""
@@ -133,7 +140,8 @@ def leftovers(v: View) -> Finding | None:
         sorted(p.pid for p in listed), [],
         "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
         "then stop their cause: pools started where nothing shuts them down (see the findings above)",
-        {"processes": v.leftover_count, "leftover_rss_bytes": rss})
+        {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
+         "leftover_real_bytes": v.leftover_real})
 
 
 def verdict_pending(v: View) -> Finding | None:
@@ -165,6 +173,8 @@ def _sidecar_killed(pool: Pool) -> bool:
     side = pool.sidecar
     if side is None:
         return False
+    if pool.shutdown_at is not None and side.end is not None and side.end >= pool.shutdown_at:
+        return False  # it was asked to stop and did: however it ended, not a kill
     if side.traced:
         return side.end is not None and not _clean_end(side) and not side.served
     return _ended_before(side, pool.shutdown_at)
@@ -276,8 +286,12 @@ def data_cut(v: View) -> Finding | None:
 
 def _unreturned(v: View) -> list[Call]:
     """Calls entered and never left, in processes whose end was seen (a live loop is not stuck)."""
-    return [c for c in v.calls if c.end is None and not c.blocked and c.tag != T.SIDECAR_MAIN
+    return [c for c in v.calls if c.end is None and not c.blocked and c.tag not in _SERVING_LOOPS
             and c.proc.end is not None]
+
+
+# Calls that run for a process's whole life: one still open when it ended is how it ends.
+_SERVING_LOOPS = (T.SIDECAR_MAIN, T.DATALOADER_LOOP)
 
 
 def _last_seen(v: View, p: Process) -> str:
@@ -289,11 +303,21 @@ def _last_seen(v: View, p: Process) -> str:
     return f"last record {what} at {r['ts'] - v.t0:.1f} s"
 
 
+def call_site(c: Call) -> str:
+    """Where a call came from for people: its user frame; for a pool call made from no user frame
+    (torch's atexit, python -c's <string>), the user line that made the process's pool."""
+    own = user_frame(c.caller)
+    if own is not None or not c.proc.pools:
+        return site(c.caller)
+    made = c.proc.pools[-1].call
+    return f"torch at exit, for the pool made at {site(user_frame(made.caller) or made.caller)}"
+
+
 def _open_call_text(v: View, c: Call) -> str:
     took = max(0.0, (c.proc.end or v.t_end) - c.ts)
     how = c.proc.exit_how or "ended"
     return (f"{T.short_label(c.target)} in {c.proc.role} {c.proc.pid}, open {took:.1f} s until the process "
-            f"ended ({how}), called from {site(c.caller)}; {_last_seen(v, c.proc)}")
+            f"ended ({how}), called from {call_site(c)}; {_last_seen(v, c.proc)}")
 
 
 def calls_never_returned(v: View) -> Finding | None:
@@ -365,18 +389,166 @@ def wakeup_no_pool(v: View) -> Finding | None:
     if not idle:
         return None
     pids = sorted({c.proc.pid for c in idle})
+    settings = v.config_of(idle[0].proc)[0]
+    threads, method = settings.get("compile_threads"), settings.get("worker_start_method")
+    if isinstance(threads, int) and threads <= 1:
+        why = f"compile_threads is {threads}, so torch uses no process pool"
+        advice = "nothing to fix unless you want a pool: set TORCHINDUCTOR_COMPILE_THREADS above 1"
+    elif method not in (None, "subprocess"):
+        why = f"the pool is not a SubprocPool (worker_start_method={method}): there is no sidecar to wake"
+        advice = ""
+    else:
+        known = f"compile_threads is {threads}, so " if threads is not None else ""
+        why = (f"{known}torch returned early because the pool was not ready yet (wakeup() signals the sidecar only "
+               "once the pool's warm-up job has come back) or the pool failed to start")
+        advice = "nothing to fix when later compiles use the pool; if none does, see the pool's errors above"
     return Finding(
         "wakeup-no-pool", "info",
         f"AsyncCompile.wakeup() was called {len(idle)} time(s) (pids {pid_text(pids)}, from {_sites(idle)}) "
-        "and returned without waking a sidecar: torch returns early when it does not use a process pool "
-        "(compile_threads <= 1, or the pool failed) or the pool is not a SubprocPool, so pools show no wakeups.",
-        pids, [site(c.caller) for c in idle[:TEXT_PIDS]],
-        "check TORCHINDUCTOR_COMPILE_THREADS and the inductor settings in the Run section", {"calls": len(idle)})
+        f"and returned without waking a sidecar: {why}.",
+        pids, [site(c.caller) for c in idle[:TEXT_PIDS]], advice, {"calls": len(idle)})
+
+
+def shutdown_path(v: View, p: Process) -> str:
+    """torch's shutdown_compile_workers as this run's torch names it: from a traced call of it, else from
+    where it lives by release (docs/torch-coverage.md: codecache in 2.3, async_compile from 2.4)."""
+    seen = next((c.target for c in v.calls if c.tag == T.EXIT_SHUTDOWN), None)
+    if seen:
+        module, name = T.split_label(seen)
+        return f"{module}.{name}"
+    version = v.config_of(p)[1]
+    major_minor = tuple(int(x) for x in version.split("+")[0].split(".")[:2] if x.isdigit())
+    module = "torch._inductor.codecache" if major_minor == (2, 3) else "torch._inductor.async_compile"
+    return f"{module}.shutdown_compile_workers"
+
+
+def knob_advice(v: View, p: Process) -> str:
+    """What ends an idle pool, in the names the run's torch has (its config record's knobs)."""
+    settings, _, knobs = v.config_of(p)
+    parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
+    if "compile_threads" in knobs or "compile_threads" in settings:
+        parts.append("or compile without a pool: compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1 "
+                     f"(now {settings.get('compile_threads', '?')})")
+    quiesce = [k for k in knobs if "quiesce" in k]
+    if quiesce:
+        now = ", ".join(f"{k}={settings[k]}" for k in quiesce if k in settings)
+        parts.append(f"or stop idle workers sooner with {' / '.join(quiesce)}" + (f" (at start: {now})" if now else "")
+                     + ", though the sidecar stays until shutdown")
+    return "; ".join(parts)
+
+
+def _pool_name(st: PoolStory) -> str:
+    n = len(st.workers)
+    return f"sidecar {st.pool.sidecar_pid}" + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+
+
+def _at(x: float | None) -> str:
+    return f"{x:.1f} s" if x is not None else "?"
+
+
+def _idle_text(v: View, st: PoolStory) -> str:
+    pool = st.pool
+    rel = v.rel
+    last = "its last job" if pool.last_job is not None else "it was ready" if st.ready_at is not None \
+        else "its sidecar started serving"
+    if st.alive_at_end:
+        until = "to the end of the log (still running)"
+    elif st.shutdown_by:
+        until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
+    else:
+        until = f"until its sidecar ended at {_at(rel(pool.sidecar.end if pool.sidecar else None))}"
+    held = (f", holding {size_text(st.held_bytes)}" if st.held_bytes else "") + (
+        f": {mib_s_text(st.idle_mib_s)}" if st.idle_mib_s else "")
+    quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to]
+    q = ""
+    if quiesced:
+        q = f"; {quiesced[0][1]} stopped its workers at {_at(rel(quiesced[0][0]))}, the sidecar stayed"
+    made = site(user_frame(pool.call.caller) or pool.call.caller)
+    return (f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle "
+            f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}")
+
+
+def idle_pools(v: View) -> Finding | None:
+    """Pools that sat idle after their last job, holding memory: how long, how much, and what ends them."""
+    idle = sorted((st for pool in v.pools if (st := v.story(pool)).idle_s >= IDLE_POOL_S),
+                  key=lambda st: (-(st.idle_mib_s or 0.0), -st.idle_s))
+    if not idle:
+        return None
+    total = sum(st.idle_mib_s or 0.0 for st in idle)
+    more = (f" (+{len(idle) - 1} more idle pool(s)" + (f"; {mib_s_text(total)} in all" if total else "") + ")"
+            if len(idle) > 1 else "")
+    pids = sorted({p.pid for st in idle for p in st.procs})
+    first = idle[0]
+    return Finding(
+        "idle-pool", "warning", f"A {_idle_text(v, first)}{more}.", pids,
+        [_idle_text(v, st) for st in idle[:TEXT_PIDS]], knob_advice(v, first.pool.creator),
+        {"pools": len(idle), "idle_s": round(sum(st.idle_s for st in idle), 3), "idle_mib_s": round(total, 1),
+         "held_pss_bytes": sum(st.held_bytes or 0 for st in idle) or None})
+
+
+def pool_device_files(v: View) -> Finding | None:
+    """Pool processes holding accelerator device files (pytorch#134084)."""
+    holding = [p for pool in v.pools for p in v.story(pool).procs if p.devices]
+    if not holding:
+        return None
+    paths = sorted({d for p in holding for d in p.devices})
+    pids = sorted({p.pid for p in holding})
+    settings = v.config_of(v.pools[0].creator)[0]
+    method = settings.get("worker_start_method")
+    start = (f"; worker_start_method is {method}: 'subprocess' starts the sidecar from a fresh interpreter"
+             if method not in (None, "subprocess") else "")
+    return Finding(
+        "pool-device-files", "warning",
+        f"{len(pids)} compile pool process(es) ({_roles(holding)}) hold accelerator device files "
+        f"({', '.join(paths[:4])}{' …' if len(paths) > 4 else ''}): pids {pid_text(pids)}; each holds the "
+        "device's driver state while it lives.",
+        pids, [f"{p.role} {p.pid}: {', '.join(p.devices)}" for p in holding[:TEXT_PIDS]],
+        "a worker forked from a process that had opened the device inherits its files: start the pool before "
+        f"the first device call, and shut it down after the last compile ({shutdown_path(v, v.pools[0].creator)}())"
+        + start, {"processes": len(pids)})
+
+
+def _exit_shutdowns(v: View) -> list[Call]:
+    """Pool shutdowns at a non-main process's own exit that took CHILD_EXIT_WAIT_S or more: torch's atexit
+    shutdown_compile_workers, or (a multiprocessing child, whose atexit never runs) the finalizer torch
+    registers with each pool calling SubprocPool.shutdown. Either way no user frame asked for it."""
+    shutdowns = (T.EXIT_SHUTDOWN, T.POOL_SHUTDOWN)
+    return [c for c in v.calls if c.tag in shutdowns and (c.parent is None or c.parent.tag not in shutdowns)
+            and c.proc.role not in ("main", *GUARDED_ROLES) and c.thread in ("MainThread", "")
+            and user_frame(c.caller) is None and c.proc.pools and _took(v, c) >= CHILD_EXIT_WAIT_S]
+
+
+def _took(v: View, c: Call) -> float:
+    return max(0.0, (c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end) - c.ts)
+
+
+def child_exit_wait(v: View) -> Finding | None:
+    """A child spends seconds shutting its own pool down at exit: whoever joins it waits (pytorch#115366)."""
+    slow = _exit_shutdowns(v)
+    if not slow:
+        return None
+    c = slow[0]
+    p = c.proc
+    made = p.pools[-1].call
+    how = "spawned" if not p.forked else "forked"
+    still = "" if c.end is not None else ", and it never returned"
+    return Finding(
+        "child-exit-wait", "warning",
+        f"{how.capitalize()} child {p.pid} spent {_took(v, c):.1f} s in {T.short_label(c.target)} at its exit"
+        f"{still}, shutting down the pool it made at {site(user_frame(made.caller) or made.caller)}: its parent's "
+        f"join() waits that long" + (f" (+{len(slow) - 1} more child(ren))" if len(slow) > 1 else "") + ".",
+        sorted({x.proc.pid for x in slow}), [f"{x.proc.pid}: {_took(v, x):.2f} s" for x in slow[:TEXT_PIDS]],
+        f"call {shutdown_path(v, p)}() at the end of the child's work (the wait then happens there, once), or "
+        "compile in the parent; torch's atexit shuts the pool down otherwise (pytorch#115366)",
+        {"processes": len(slow), "exit_wait_s": round(sum(_took(v, x) for x in slow), 3)})
 
 
 FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     root_killed,
     run_in_progress,
+    idle_pools,
+    child_exit_wait,
+    pool_device_files,
     nested_pools,
     warm_pool_bypass,
     verdict_pending,

@@ -33,8 +33,13 @@ def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
 
 
 def size_text(n: int) -> str:
-    """Bytes for people: '600 MB', '65.6 GB'."""
-    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+    """Bytes for people, in binary units as labelled: '600 MiB', '65.6 GiB' (--json keeps bytes)."""
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def mib_s_text(mib_s: float) -> str:
+    """Memory held over time for people: '230 MiB·s', '11.0 GiB·s' (--json: `*_mib_s`, MiB x seconds)."""
+    return f"{mib_s / 1024:.1f} GiB·s" if mib_s >= 1024 else f"{mib_s:.0f} MiB·s"
 
 
 def site(frame: dict[str, Any] | None) -> str:

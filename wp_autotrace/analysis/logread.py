@@ -16,10 +16,12 @@ written before issue 24) leaks nothing into a report, a chart or a span.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
 import stat
+from collections import deque
 from typing import Any, Callable, NamedTuple
 
 from ..common.env import REDACT_ENV
@@ -52,6 +54,11 @@ class LogData(NamedTuple):
     files: list[str]
     problems: list[str] = []  # "path: why" for each input that could not be read
     fixed: dict[str, int] = {}  # reason -> fields dropped from otherwise good records
+
+    @property
+    def record_count(self) -> int:
+        """How many usable records there are."""
+        return len(self.records)
 
 
 class NoUsableLog(Exception):
@@ -152,6 +159,27 @@ def _rss(v: Any) -> Any:
     return _clean_entry(v, ("create_time",), ("rss",), ())
 
 
+def _mem(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("pss", "uss", "rss", "swap_pss"), ())
+
+
+def _devices(v: Any) -> Any:
+    out = _clean_entry(v, ("create_time",), (), ())
+    paths = v.get("paths") if out is not None else None
+    if out is None or type(paths) is not list:
+        return None
+    out["paths"] = [x for x in paths if type(x) is str]
+    return out
+
+
+def _times(v: Any) -> Any:
+    """label -> [first, last]: pairs of finite numbers only."""
+    if type(v) is not dict:
+        return None
+    return {k: list(x) for k, x in v.items() if type(k) is str and type(x) is list and len(x) == 2
+            and all(_is_num(t) for t in x)}
+
+
 def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
     return lambda v: v if ok(v) else None
 
@@ -175,6 +203,9 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     schema.PROCS: _list_of(_proc),
     schema.ENDED: _list_of(_ended),
     schema.RSS: _list_of(_rss),
+    schema.MEMS: _list_of(_mem),
+    schema.DEVS: _list_of(_devices),
+    schema.TIMES: _times,
 }
 
 
@@ -335,6 +366,116 @@ def read_logs(paths: list[str]) -> LogData:
 
 def _order(r: dict[str, Any]) -> tuple[float, int]:
     return (r["ts"], r.get("seq", 0))
+
+
+# -- streaming --------------------------------------------------------------------------
+
+# Within one file, records of different writers interleave in the order their os.write
+# calls landed, which can differ from time order by the moment between a writer taking
+# its timestamp and writing (each writer's own records are in order). A record is held
+# back until the file has shown one this much later (or the buffer is full), then
+# released in (ts, seq) order: a log read this way comes out exactly as sorted, unless a
+# writer stalled longer than this between the two (then its record comes that late; the
+# count is LogStream.late).
+REORDER_WINDOW_S = 5.0
+# Records held back per file at most: memory bounded whatever the rate of writing.
+REORDER_MAX = 10_000
+
+
+class LogStream:
+    """The usable records of one or more logs, read in one streaming pass, in time order.
+
+    Iterating (``records`` or the object itself) reads the files again from the start;
+    skipped, fixed, problems, record_count and late are those of the latest complete pass. No
+    list of all records is ever made: memory is bounded by REORDER_MAX records per file.
+    A pass that finds no usable record raises NoUsableLog at its end.
+    """
+
+    def __init__(self, paths: list[str]) -> None:
+        self.files = list(paths)
+        self.skipped: dict[str, int] = {}
+        self.fixed: dict[str, int] = {}
+        self.problems: list[str] = []
+        self.record_count = 0
+        self.late = 0  # records released after a later one (out of order by over REORDER_WINDOW_S)
+
+    @property
+    def records(self) -> Any:
+        return iter(self)
+
+    def __iter__(self) -> Any:
+        self.skipped, self.fixed, self.problems, self.record_count, self.late = {}, {}, [], 0, 0
+        streams = [self._file(path) for path in self.files]
+        last = -math.inf
+        count = late = 0
+        try:
+            for record in streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_order):
+                ts = record["ts"]
+                if ts < last:
+                    late += 1
+                else:
+                    last = ts
+                count += 1
+                yield record
+        finally:
+            self.record_count, self.late = count, late
+        if not count:
+            detail = "; ".join(self.problems) or "no valid wp-autotrace records in " + ", ".join(self.files)
+            raise NoUsableLog(detail)
+
+    def _file(self, path: str) -> Any:
+        """One file's records in (ts, seq) order, through the reorder buffer."""
+        skipped, fixed = self.skipped, self.fixed
+
+        def skip(reason: str) -> None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+
+        try:
+            f = _open_regular(path)
+        except OSError as exc:
+            self.problems.append(f"{path}: {exc.strerror or exc}")
+            return
+        # Held records in (ts, seq) order: appended while the file is in order (the common
+        # case), inserted in place otherwise; released from the front.
+        held: deque[tuple[float, int, dict[str, Any]]] = deque()
+        newest = -math.inf  # the latest ts held (the tail's)
+        window, most = REORDER_WINDOW_S, max(REORDER_MAX, 1)
+        try:
+            with f:
+                for raw in _lines(f, skipped):
+                    if not raw.strip():
+                        continue
+                    record = parse_line(raw, skip, fixed)
+                    if record is None:
+                        continue
+                    ts = record["ts"]
+                    item = (ts, record.get("seq", 0), record)
+                    if not held or ts > newest or item[:2] >= held[-1][:2]:
+                        held.append(item)
+                        newest = ts
+                    else:
+                        _insert(held, item)
+                    horizon = newest - window
+                    while held[0][0] < horizon or len(held) > most:
+                        yield held.popleft()[2]
+        except OSError as exc:
+            self.problems.append(f"{path}: {exc.strerror or exc}")
+        while held:
+            yield held.popleft()[2]
+
+
+def _insert(held: deque[tuple[float, int, dict[str, Any]]], item: tuple[float, int, dict[str, Any]]) -> None:
+    """Put an out-of-order record in place: after every held one with a key not above its own."""
+    key = item[:2]
+    i = len(held)
+    while i and held[i - 1][:2] > key:  # a late record is late by a few places: walk back
+        i -= 1
+    held.insert(i, item)
+
+
+def stream_logs(paths: list[str]) -> LogStream:
+    """The records of the given files as a LogStream (see there); nothing is read until it is iterated."""
+    return LogStream(paths)
 
 
 def skipped_line(skipped: dict[str, int]) -> str:

@@ -19,6 +19,7 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Iterable
 from typing import Any, Callable
@@ -68,9 +69,18 @@ class Call:
 
 
 class Pool:
-    """One compile pool instance: the call that made it and the sidecar it started."""
+    """One compile pool instance: the call that made it and the sidecar it started.
 
-    __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at")
+    Its lifecycle as the log shows it (analysis/pools.py derives the story: idle
+    spans, memory, who asked for the shutdown): when it was ready, its jobs
+    (counted submits: count, first, last), each quiesce call, and its shutdown
+    requests. A SubprocPool can be shut down once: the first shutdown call is the
+    request, later ones (torch's atexit, its finalizer, its reader thread) are no-ops
+    counted in shutdown_calls.
+    """
+
+    __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at",
+                 "ready_at", "jobs", "first_job", "last_job", "quiesce_calls", "shutdown_call", "shutdown_calls")
 
     def __init__(self, creator: Process, call: Call) -> None:
         self.creator = creator
@@ -79,8 +89,15 @@ class Pool:
         self.sidecar: Process | None = None
         self.wakeups = 0
         self.quiesces = 0
-        self.shutdowns = 0
+        self.shutdowns = 0  # distinct shutdown requests: 0 or 1
         self.shutdown_at: float | None = None  # when its creator first asked it to shut down
+        self.ready_at: float | None = None  # wait_pool_ready returned, else its workers started
+        self.jobs: int | None = None  # counted submits (None: not known, or split among several pools)
+        self.first_job: float | None = None
+        self.last_job: float | None = None
+        self.quiesce_calls: list[Call] = []
+        self.shutdown_call: Call | None = None  # the request (the first shutdown call)
+        self.shutdown_calls = 0
 
 
 class Process:
@@ -90,7 +107,8 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index", "argv", "last", "exit_code", "via", "exec_into", "executable")
+                 "index", "argv", "last", "exit_code", "via", "exec_into", "executable",
+                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -131,6 +149,12 @@ class Process:
         self.python = ""
         self.argv: list[str] = []  # its command line as recorded (interpreter first)
         self.last: dict[str, Any] | None = None  # the last record it wrote: where it was when last seen
+        self.mem: list[tuple[float, int, int]] = []  # watcher's (ts, pss, uss) samples, bytes
+        self.devices: list[str] = []  # accelerator device files it held (watcher, read once)
+        self.counts: dict[str, int] = {}  # counted hot calls (process_exit)
+        self.count_times: dict[str, list[float]] = {}  # their first and last times
+        self.pool_starts: list[float] = []  # a sidecar: when its worker pool was (re)started
+        self.knobs: list[str] = []  # the pool settings its torch's config has (config record)
         self.executable = ""  # sys.executable, from its process_start
         self.via = ""  # how the watcher proved it the run's: root, child, claim ("" in older logs: a member)
         self.exec_into: dict[str, Any] | None = None  # its exec record, while no later record says it failed
@@ -223,6 +247,9 @@ class Builder:
         self.watchers: dict[tuple[str, int], Run] = {}
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             event: getattr(self, "visit_" + event) for event in S.KNOWN_EVENTS}
+        # One object per distinct value a call holds (target, tag, thread, caller frame): a long
+        # run's calls repeat a few call sites, and memory then grows with the calls' count only.
+        self._shared: dict[Any, Any] = {}
 
     # -- identities ---------------------------------------------------------
 
@@ -348,8 +375,17 @@ class Builder:
     def fold(self, records: Iterable[dict[str, Any]]) -> Model:
         """Every record, then finish(): the whole log's model."""
         handlers = self._handlers
-        for r in records:
-            handlers[r["event"]](r)
+        # The cyclic collector off while folding: records are freed by reference counting, what the
+        # model keeps lives to the end, and each collection would walk every object kept so far
+        # (~20% of a 1M-record report's CPU, growing with the log).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for r in records:
+                handlers[r["event"]](r)
+        finally:
+            if collecting:
+                gc.enable()
         self.finish()
         return self.model
 
@@ -424,6 +460,8 @@ class Builder:
         p.end = r["ts"]
         p.exited = True
         p.exit_how = r.get("how") or "exit"
+        p.counts = {k: v for k, v in (r.get("counts") or {}).items() if isinstance(v, int)}
+        p.count_times = r.get("count_times") or {}
         p.exit_code = r["code"] if isinstance(r.get("code"), int) else p.exit_code
         if p.run is not None:
             p.run.dropped += r.get("dropped") or 0
@@ -443,11 +481,23 @@ class Builder:
         if not self.is_watcher(r):
             self.writer(r).exec_into = r
 
+    def share(self, value: Any) -> Any:
+        """The one kept object equal to value (a str, or a frame dict of plain values)."""
+        key = tuple(value.items()) if type(value) is dict else value
+        try:
+            return self._shared.setdefault(key, value)
+        except TypeError:  # an unhashable frame value (a crafted log): kept as it is
+            return value
+
     def visit_call(self, r: dict[str, Any], blocked: bool = False) -> None:
         if self.is_watcher(r):
             return
         p = self.writer(r)
         c = Call(p, r, blocked)
+        share = self.share
+        c.target, c.tag, c.thread = share(c.target), share(c.tag), share(c.thread)
+        if c.caller is not None:
+            c.caller = share(c.caller)
         if c.call_id is not None and not blocked:
             p.calls[c.call_id] = c
         self.model.calls.append(c)
@@ -472,13 +522,22 @@ class Builder:
             return
         c.end = r["ts"]
         c.error = r.get("error")
-        c.ret = r
+        # What the return captured (sidecar_pid, worker_pids, ...); not the record itself, which a
+        # long run has hundreds of thousands of.
+        c.ret = (_NO_RETURN_FIELDS if r.keys() <= _RETURN_OWN
+                 else {k: v for k, v in r.items() if k not in _RETURN_OWN})
         sidecar = r.get("sidecar_pid")
         if c.pool is not None and sidecar is not None:
             c.pool.sidecar_pid = sidecar
             p.pool_by_sidecar[sidecar] = c.pool
         if c.tag == T.SIDECAR_POOL_START:
             p.worker_pids.update(r.get("worker_pids") or ())
+            if r.get("worker_pids"):  # SubprocMain.__init__ from 2.9 starts none (lazy _start_pool)
+                p.pool_starts.append(r["ts"])
+        elif c.tag == T.WAIT_POOL_READY and not c.error:
+            pool = p.open_pool
+            if pool is not None and pool.ready_at is None:
+                pool.ready_at = c.end
         elif c.tag == T.SIDECAR_SHUTDOWN:
             p.served = True
             p.served_at = c.ts if p.served_at is None else p.served_at
@@ -496,11 +555,18 @@ class Builder:
         pool = pool or p.open_pool or (p.pools[-1] if p.pools else None)
         if pool is None:
             return
-        setattr(pool, field, getattr(pool, field) + 1)
         if c.tag == T.POOL_SHUTDOWN:
-            pool.shutdown_at = c.ts if pool.shutdown_at is None else pool.shutdown_at
+            pool.shutdown_calls += 1
+            if pool.shutdown_call is None or c.ts < pool.shutdown_call.ts:
+                pool.shutdown_call = c
+            pool.shutdowns = 1
+            pool.shutdown_at = pool.shutdown_call.ts
             if pool is p.open_pool:
                 p.open_pool = None
+            return
+        if c.tag == T.POOL_QUIESCE:
+            pool.quiesce_calls.append(c)
+        setattr(pool, field, getattr(pool, field) + 1)
 
     def visit_import(self, r: dict[str, Any]) -> None:
         if not self.is_watcher(r):
@@ -510,6 +576,7 @@ class Builder:
         if self.is_watcher(r):
             return
         p = self.writer(r)
+        p.knobs = [k for k in r.get("knobs") or () if isinstance(k, str)]
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 
@@ -567,6 +634,20 @@ class Builder:
         p = self.current.get((host, entry["pid"]))
         return p if p is not None and self.is_same(p, ct, p.start or 0.0) else None
 
+    def visit_memory(self, r: dict[str, Any]) -> None:
+        """The watcher's PSS/USS samples of pool processes, and the device files they hold."""
+        run = self.record_run(r)
+        host, ts = r["host"], r["ts"]
+        for entry in r.get("procs") or ():
+            p = self.find(host, entry)
+            if p is not None and entry.get("pss") is not None:
+                p.mem.append((ts, entry["pss"], entry.get("uss") or 0))
+        for entry in r.get("devices") or ():
+            p = self.find(host, entry)
+            if p is not None:
+                p.devices = sorted(set(p.devices) | set(entry.get("paths") or ()))
+        del run
+
     def visit_leftover(self, r: dict[str, Any]) -> None:
         run = self.record_run(r)
         run.leftover_seen = True
@@ -620,6 +701,9 @@ class Builder:
         for c in self.model.calls:  # calls that never returned still count for their pool
             if c.end is None and not c.blocked:
                 self.credit_pool(c)
+        for p in self.model.processes:
+            if p.pools and p.count_times:
+                _credit_jobs(p)
 
     def finish_ends(self) -> None:
         """A process with no process_exit ends when the watcher first missed it."""
@@ -667,7 +751,33 @@ class Builder:
         run.leftover_count = len(alive) + max(unlisted, 0)
 
 
+# A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
+_RETURN_OWN = frozenset(("v", "event", "ts", "pid", "ppid", "host", "role", "seq", "call_id", "duration_s", "error"))
+_NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
+
 _POOL_COUNTS = {T.POOL_WAKEUP: "wakeups", T.POOL_QUIESCE: "quiesces", T.POOL_SHUTDOWN: "shutdowns"}
+
+
+# The counted (COUNT-mode) labels that are a pool's jobs: process_exit's counts are keyed by label.
+_SUBMIT = {t.label: True for t in T.TARGETS if t.tag == T.POOL_SUBMIT}
+
+
+def _credit_jobs(p: Process) -> None:
+    """A process's counted submits (count, first, last) to its pools: the first job to the pool made
+    last before it, the last job likewise; the count only when the process made one pool."""
+    times = [t for label, t in p.count_times.items() if _SUBMIT.get(label) and len(t) == 2]
+    if not times:
+        return
+    first, last = min(t[0] for t in times), max(t[1] for t in times)
+    count = sum(n for label, n in p.counts.items() if _SUBMIT.get(label))
+
+    def made_before(ts: float) -> Pool:
+        return next((pool for pool in reversed(p.pools) if pool.call.ts <= ts), p.pools[0])
+
+    made_before(first).first_job = first
+    made_before(last).last_job = last
+    if len(p.pools) == 1:
+        p.pools[0].jobs = count
 
 
 def _set_depths(processes: list[Process]) -> None:

@@ -8,26 +8,22 @@ Process spans nest as the processes did; a sidecar hangs under the
 OTLP/JSON differs from the standard protobuf JSON mapping in two ways kept
 here: ids are hex strings, and enums are integers. The ids come from
 common/otel_ids.py, shared with the watcher's live export (watcher/export.py):
-a span streamed live and the same span exported later have one id.
+a span streamed live and the same span exported later have one id. Sending
+it to a receiver is the CLI's (cli/post.py): this module never touches the
+network.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 from .. import __version__
 from ..common.otel_ids import span_id as _span_id
 from ..common.otel_ids import trace_id
 from .labels import rank_value
-from .logread import LogData
+from .logread import LogData, LogStream
 from .model import Call, Model, Process, build
 
-TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for traces
-POST_TIMEOUT_S = 30.0
 SPAN_KIND_INTERNAL = 1
 STATUS_ERROR = 2
 UNFINISHED = ""
@@ -96,7 +92,7 @@ def _call_spans(model: Model, span_of: dict[int, str]) -> tuple[dict[int, list[d
     return spans, span_ids
 
 
-def to_otlp(data: LogData) -> dict[str, Any]:
+def to_otlp(data: LogData | LogStream) -> dict[str, Any]:
     """The ExportTraceServiceRequest as a dict ready for json.dump, from the run model (one identity rule:
     a record's process is (host, pid, create_time), so a reused pid, pid 1 of each container run, is its own)."""
     model = build(data.records)
@@ -133,34 +129,3 @@ def to_otlp(data: LogData) -> dict[str, Any]:
         resource_spans.append({"resource": {"attributes": resource},
                                "scopeSpans": [{"scope": scope, "spans": [span, *calls.get(id(p), [])]}]})
     return {"resourceSpans": resource_spans}
-
-
-def traces_url(endpoint: str) -> str:
-    """The endpoint with OTLP/HTTP's /v1/traces path appended when missing."""
-    parts = urllib.parse.urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"not an http(s) URL: {endpoint!r}")
-    path = parts.path.rstrip("/")
-    if not path.endswith(TRACES_PATH):
-        path += TRACES_PATH
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def post(request: dict[str, Any], endpoint: str, timeout: float = POST_TIMEOUT_S) -> str:
-    """POST the request to an OTLP/HTTP receiver (JSON encoding); the URL used.
-
-    Raises OSError with a message in user terms when it cannot be delivered.
-    """
-    url = traces_url(endpoint)
-    body = json.dumps(request).encode()
-    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (the user's own endpoint)
-            resp.read()
-    except urllib.error.HTTPError as exc:
-        raise OSError(f"{url} answered HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise OSError(f"cannot reach {url}: {exc.reason}") from None
-    except (TimeoutError, OSError) as exc:
-        raise OSError(f"cannot reach {url}: {exc}") from None
-    return url

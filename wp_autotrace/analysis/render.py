@@ -11,7 +11,7 @@ import datetime
 from typing import Any
 
 from ..common.vocab import GUARDED_ROLES
-from .fmt import escape, pid_text, site, size_text
+from .fmt import escape, mib_s_text, pid_text, site, size_text
 from .logread import skipped_line
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
@@ -23,7 +23,12 @@ SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
 
 
 def _mb(n: Any) -> str:
-    return f"{n / 2**20:.0f} MB" if n else "-"
+    return f"{n / 2**20:.0f} MiB" if n else "-"
+
+
+def _s(x: Any) -> str:
+    """Seconds from the first record, for sentences: '12.3 s'."""
+    return f"{x:.1f} s" if isinstance(x, (int, float)) else "?"
 
 
 def _t(x: Any) -> str:
@@ -137,19 +142,56 @@ def _state_text(r: dict[str, Any]) -> str:
     return "ended" if state == "ended" else "end not seen (no process_exit)"
 
 
+def _pool_sentence(pool: dict[str, Any]) -> str:
+    """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
+    n = len(pool["worker_pids"])
+    name = f"sidecar {pool['sidecar_pid']}" + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+    end = pool["sidecar_end"]
+    lived = (f"lived {end - pool['sidecar_start']:.1f} s" if isinstance(end, (int, float))
+             and isinstance(pool["sidecar_start"], (int, float)) else "was still running at the end of the log")
+    idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
+    mem = ""
+    if pool["held_pss_bytes"]:
+        mem = f", holding {size_text(pool['held_pss_bytes'])} real memory (PSS)"
+        if pool["idle_mib_s"]:
+            mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
+    elif pool["peak_pss_bytes"]:
+        mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
+    by = f"; {pool['shutdown_by']} shut it down" if pool["shutdown_by"] else (
+        "; nothing shut it down" if pool["alive_at_end"] else "")
+    return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
+            f"{site(pool['caller'])} ({_s(pool['created_at'])} in); it {lived}{idle}{mem}{by}.")
+
+
+def _pools_answer(rep: dict[str, Any]) -> str:
+    """The Answer's lead: the pools (at most two told in full, then totals), or plainly none."""
+    pools = rep["pools"]
+    if not pools:
+        if any(r["inductor"] for r in rep["runs"]):
+            return "Compiled without a process pool: no traced process made a compile pool."
+        return "No compile pool was made (torch's inductor was not loaded in any traced process)."
+    text = " ".join(_pool_sentence(p) for p in pools[:2])
+    if len(pools) > 2:
+        costs = rep["costs"]
+        total = f"; {mib_s_text(costs['idle_mib_s'])} idle in all" if costs["idle_mib_s"] else ""
+        idle = f", idle {costs['idle_s']:.0f} s in all{total}" if costs["idle_s"] >= 1 else ""
+        text += f" (+{len(pools) - 2} more pools: {len(pools)} in all{idle})"
+    return text
+
+
 def answer_text(rep: dict[str, Any]) -> str:
-    """One paragraph: who started pools where, what it cost, what to do first."""
+    """One paragraph, pools first: who made which pool where, how long it lived and idled, its real
+    memory; then who called warm_pool (nesting), what was left, and what to do first."""
+    text = _pools_answer(rep)
     callers = rep["warm_pool_callers"]
     if callers:
         nested = [e for e in callers if e["role"] in GUARDED_ROLES]
         sites = sorted({site(e["caller"]) for e in callers})
         ranks = f" across {len(rep['ranks'])} ranks" if len(rep["ranks"]) > 1 else ""
-        text = (f"{len(callers)} process(es){ranks} called warm_pool, from {', '.join(sites[:2])}"
-                + (f" (+{len(sites) - 2} more sites)" if len(sites) > 2 else "")
-                + (f"; {len(nested)} of them inside compile sidecars/workers, nesting pools "
-                   f"{rep['max_sidecar_depth']} deep" if nested else "") + ".")
-    else:
-        text = f"No traced process called warm_pool; {len(rep['pools'])} compile pool(s) were made."
+        text += (f" {len(callers)} process(es){ranks} called warm_pool, from {', '.join(sites[:2])}"
+                 + (f" (+{len(sites) - 2} more sites)" if len(sites) > 2 else "")
+                 + (f"; {len(nested)} of them inside compile sidecars/workers, nesting pools "
+                    f"{rep['max_sidecar_depth']} deep" if nested else "") + ".")
     states = {r["state"] for r in rep["runs"]}
     if "in progress" in states:
         text += " The run is still in progress."
@@ -157,7 +199,8 @@ def answer_text(rep: dict[str, Any]) -> str:
         text += " The main process was killed."
     costs = rep["costs"]
     if rep["leftover_count"]:
-        mb = f" (about {size_text(rep['leftover_rss_bytes'])})" if rep["leftover_rss_bytes"] else ""
+        real = costs.get("leftover_real_bytes")
+        mb = f" (about {size_text(real)})" if real else ""
         text += f" {rep['leftover_count']} process(es) were left running after the main process{mb}."
     if costs["exit_wait_s"] >= 1:
         text += f" The main process waited {costs['exit_wait_s']:.1f} s at exit."
@@ -218,6 +261,26 @@ def _workers(pids: list[int]) -> str:
     return f"{len(pids)} ({pid_text(pids)})" if pids else "none"
 
 
+def _lifecycle(pool: dict[str, Any]) -> str:
+    """ready, jobs, idle span, quiesces and who asked for the shutdown, real memory: one line."""
+    jobs = ("jobs ?" if pool["jobs"] is None and pool["last_job"] is None else
+            f"jobs {pool['jobs'] if pool['jobs'] is not None else '?'}"
+            + (f" ({_s(pool['first_job'])} -> {_s(pool['last_job'])})" if pool["last_job"] is not None else ""))
+    parts = [f"ready {_s(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
+             f"idle {pool['idle_s']:.1f} s ({_s(pool['busy_until'])} -> {_s(pool['idle_to'])})"]
+    parts += [f"quiesced {_s(q['at'])} by {q['by']}" for q in pool["quiesced"][:3]]
+    if pool["shutdown_by"]:
+        who = pool["shutdown_by"] + (f" at {site(pool['shutdown_caller'])}" if pool["shutdown_caller"] else "")
+        extra = f"; {pool['shutdown_calls'] - 1} later no-op call(s)" if pool["shutdown_calls"] > 1 else ""
+        parts.append(f"shutdown asked {_s(pool['shutdown_at'])} by {who}{extra}")
+    if pool["peak_pss_bytes"]:
+        parts.append(f"real memory peak {size_text(pool['peak_pss_bytes'])} (PSS)"
+                     + (f", {mib_s_text(pool['idle_mib_s'])} idle" if pool["idle_mib_s"] else ""))
+    if pool["device_files"]:
+        parts.append(f"device files {', '.join(pool['device_files'][:4])}")
+    return "; ".join(parts)
+
+
 def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     pools = rep["pools"]
     out = ["", f"== Pools ({len(pools)})"]
@@ -232,6 +295,9 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         out.append(f"  alive {_t(pool['sidecar_start']).strip()} -> {end} ({pool['sidecar_exit']}); "
                    f"workers {_workers(pool['worker_pids'])}; wakeups {pool['wakeups']}, "
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")
+        if pool["ready_at"] is not None or pool["last_job"] is not None or pool["shutdown_by"] \
+                or pool["peak_pss_bytes"] or pool["device_files"]:  # a pool that never served has no story
+            out.append("  " + _lifecycle(pool))
     if rep["blocked"]:
         out.append(f"guard refused {len(rep['blocked'])} call(s):")
         for b in rep["blocked"][:None if verbose else 10]:
@@ -239,19 +305,28 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     return out
 
 
+def _launched_by(rep: dict[str, Any], limit: int = 4) -> str:
+    """The ranks' launchers: one per node of a multi-host job, named with its host."""
+    launchers = [p for p in rep["processes"] if p["launcher"]]
+    if not launchers:
+        return ""
+    hosts = len({p["host"] for p in launchers}) > 1
+    names = [f"{p['label']} {p['pid']}" + (f" on {p['host']}" if hosts else "") for p in launchers[:limit]]
+    more = f" (+{len(launchers) - limit} more)" if len(launchers) > limit else ""
+    return ", launched by " + ", ".join(names) + more
+
+
 def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     ranks = rep["ranks"]
     if not ranks:
         return []
-    launchers = [p for p in rep["processes"] if p["launcher"]]
-    out = ["", f"== Ranks ({len(ranks)})"
-           + (f", launched by {launchers[0]['label']} {launchers[0]['pid']}" if launchers else "")]
+    out = ["", f"== Ranks ({len(ranks)})" + _launched_by(rep)]
     limit = None if verbose else SHORT_ROWS["ranks"]
     for e in _clip(ranks, limit):
         if e is None:
             out.append(_more(ranks, limit))
             continue
-        left = f", {e['leftovers']} left ({size_text(e['leftover_rss_bytes'])})" if e["leftovers"] else ""
+        left = f", {e['leftovers']} left" if e["leftovers"] else ""
         out.append(f"- {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
                    f"{e['pools']} pool(s), {e['sidecars']} sidecar(s) {e['max_depth']} deep{left}"
                    + (f", {e['errors']} error(s)" if e["errors"] else ""))
@@ -278,7 +353,8 @@ def _tree_line(p: dict[str, Any], indent: int) -> str:
     end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if left else "   -   ")
     flags = [x for x in ("forked" if p["forked"] else "", "left behind" if left else "",
                          f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "") if x]
-    return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} rss {_mb(p['peak_rss'])}"
+    mem = (f"pss {_mb(p['peak_pss'])}" if p.get("peak_pss") else f"rss {_mb(p['peak_rss'])}")
+    return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} {mem}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 
 
@@ -382,8 +458,13 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     else:
         out.append(f"left behind at main exit: {listed} (not checked: no leftover record)")
     costs = rep["costs"]
-    out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s); "
-               f"left {size_text(costs['leftover_rss_bytes']) if costs['leftover_rss_bytes'] else 'nothing'}"
+    real = costs.get("leftover_real_bytes")
+    idle = (f"; pools idle {costs['idle_s']:.1f} s" + (f" ({mib_s_text(costs['idle_mib_s'])})"
+                                                       if costs["idle_mib_s"] else "")) if costs["idle_s"] >= 1 else ""
+    out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s)"
+               + (f", pools' peak real memory {size_text(costs['pool_peak_pss_bytes'])} (PSS)"
+                  if costs["pool_peak_pss_bytes"] else "")
+               + f"{idle}; left {size_text(real) if real else 'nothing' if rep['leftover_checked'] else '?'}"
                f"; main waited {costs['exit_wait_s']:.1f} s at exit")
     if rep.get("possible"):
         out.append("possibly the run's (they share only its process group or session; cleanup never ends "

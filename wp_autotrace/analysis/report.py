@@ -16,7 +16,7 @@ from ..common.cmdline import python_command
 from .findings import find_all
 from .jobs import Job, group, identity_text, slurm_steps
 from .labels import label_for, rank_value, tool_name
-from .logread import LogData, NoUsableLog
+from .logread import LogData, LogStream, NoUsableLog
 from .model import (
     RUN_END_UNSEEN,
     RUN_ENDED,
@@ -73,6 +73,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         workers.update(q.pid for q in side.children if q.role == "compile-worker")
     exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
     return {
+        **v.story(pool).as_dict(v.rel),
         "run": _run_id(pool.creator), "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
         "host": pool.creator.host, "created_at": v.rel(pool.call.ts), "caller": pool.call.caller,
         "sidecar_pid": pool.sidecar_pid, "sidecar_start": v.rel(side.start) if side else None,
@@ -88,6 +89,8 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.end), "exit": p.exit_how or None,
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
+        "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
+        "device_files": p.devices,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),
         "label": process_label(p), "rank_label": v.rank_of.get(p.index), "launcher": p.index in v.launchers,
@@ -228,6 +231,10 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     return {
         "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in V.SIDECAR_ROLES),
         "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
+        "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
+        "pools": len(v.pools), "pool_peak_pss_bytes": sum(v.story(p).peak_bytes or 0 for p in v.pools) or None,
+        "idle_s": round(sum(v.story(p).idle_s for p in v.pools), 3),
+        "idle_mib_s": round(sum(v.story(p).idle_mib_s or 0.0 for p in v.pools), 1),
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
         # The log records no CPU time per process (the watcher samples RSS only): not guessed.
         "never_served_cpu_s": None,
@@ -246,7 +253,7 @@ def select_runs(model: Model, run_id: str | None) -> list[Run]:
     return chosen
 
 
-def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
+def analyze(data: LogData | LogStream, run_id: str | None = None) -> dict[str, Any]:
     """Build the report as one dict (the --json output)."""
     model = build(data.records)
     v = View(model, select_runs(model, run_id))
@@ -289,7 +296,7 @@ def analyze(data: LogData, run_id: str | None = None) -> dict[str, Any]:
                     for c in v.blocked],
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
         "findings": [f._asdict() for f in findings],
-        "input": {"records": len(data.records), "skipped": data.skipped, "fixed": data.fixed,
+        "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files},
     }
     rep["answer"] = answer_text(rep)

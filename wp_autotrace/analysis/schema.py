@@ -30,6 +30,9 @@ from ..common.vocab import (
     LEFTOVER as LEFTOVER,
 )
 from ..common.vocab import (
+    MEMORY as MEMORY,
+)
+from ..common.vocab import (
     PROCESS_EXIT as PROCESS_EXIT,
 )
 from ..common.vocab import (
@@ -77,6 +80,9 @@ FRAMES = "list[frame]"
 PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
+MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?}
+DEVS = "list[devices]"  # {pid, create_time, paths}
+TIMES = "dict[str,list[num]]"  # label -> [first, last]
 
 # Every record carries these (sink.py writes them; watcher records add run and root_pid).
 BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -86,7 +92,8 @@ BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pid", UINT, "the writing process"),
     ("ppid", UINT, "its parent at process start"),
     ("host", STR, "host name"),
-    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, resource-tracker, forkserver, "
+    ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, dataloader-worker, "
+                     "resource-tracker, forkserver, "
                      "watcher, child"),
     ("seq", UINT, "per-process counter from 0"),
     ("truncated", UINT, "set when the record was cut to fit 32 KiB: its size before"),
@@ -150,7 +157,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("env", DICT, "as in call"),
     )),
     CONFIG: ("torch._inductor.config loaded", (
-        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool"),
+        ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool, "
+                           "quiesce_async_compile_time, as this torch has them"),
+        ("knobs", STRS, "the pool settings this torch's config has (its names with `compile_threads` or "
+                        "`quiesce`): what advice may name"),
         ("torch_version", STR, "torch.__version__"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
@@ -175,6 +185,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                      "without `code`"),
         ("code", ANY, "exit code"),
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
+        ("count_times", TIMES, "each counted call's first and last time (Unix seconds): a pool's first and "
+                               "last job"),
         ("dropped", UINT, "records this process could not write"),
         ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
                          "(at most 200)"),
@@ -198,6 +210,13 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("log_message", OPT_STR, "torch's own words (`Uncaught exception in compile_worker subprocess`)"),
         ("frames", FRAMES, "innermost last, at most 8"),
         ("origin", FRAME, "innermost frame of the exception"),
+    )),
+    MEMORY: ("real memory of the run's pool processes (watcher: sidecars, compile workers; each at most every "
+             "2 s, within 0.4 % of a core)", _PART_FIELDS + (
+        ("procs", MEMS, "`{pid, create_time, pss, uss, rss, swap_pss?}` in bytes, from /proc/PID/smaps_rollup "
+                        "(uss = Private_Clean + Private_Dirty)"),
+        ("devices", DEVS, "accelerator device files a pool process holds, read once at its first sample: "
+                          "`{pid, create_time, paths}`"),
     )),
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..common import targets as T
-from ..common.vocab import HELPER_ROLES
+from ..common.vocab import HELPER_ROLES, SIDECAR_ROLES
 from .labels import rank_value
 from .model import Call, Model, Pool, Process, Run, run_state
+from .pools import PoolStory, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
 BENIGN_LEFTOVER_ROLES = HELPER_ROLES
@@ -34,16 +37,35 @@ class View:
         self.leftover_count = max(sum(r.leftover_count for r in runs) - benign, len(self.leftover_procs))
         self.leftover_rss = sum(_leftover_rss(r, p) for r in runs for p in r.leftover
                                 if p.role not in BENIGN_LEFTOVER_ROLES)
+        # Real memory left: each leftover's last PSS sample where the watcher took one, else its RSS
+        # unless it is a forked compile worker (RSS counts the pages it shares with its sidecar again).
+        left = [(r, p) for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
+        self.leftover_pss = sum(p.mem[-1][1] for _, p in left if p.mem) if any(p.mem for _, p in left) else None
+        self.leftover_real = sum(p.mem[-1][1] if p.mem else 0 if _forked_worker(p) else _leftover_rss(r, p)
+                                 for r, p in left)
         self.states = {r.id: run_state(r) for r in runs}
         self.multi_host = len({p.host for p in self.procs}) > 1
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)
         self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
                           and any(rank_value(q.rank) for q in p.children)}
+        self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end)
         self.exit_wait_s = sum(_open_for(self, c) for c in self.calls
                                if c.tag == T.EXIT_SHUTDOWN and c.proc.role == "main")
 
     def rel(self, ts: float | None) -> float | None:
         return round(ts - self.t0, 3) if ts is not None else None
+
+    def story(self, pool: Pool) -> PoolStory:
+        return self.stories[id(pool)]
+
+    def config_of(self, p: Process) -> tuple[dict[str, Any], str, list[str]]:
+        """The inductor settings, torch version and pool knobs p's torch has (its own config record,
+        else its run's first)."""
+        configs = p.run.configs if p.run is not None else []
+        mine = next((c for c in configs if c[0] is p), configs[0] if configs else None)
+        if mine is None:
+            return {}, "", []
+        return mine[1], mine[2], mine[0].knobs or next((c[0].knobs for c in configs if c[0].knobs), [])
 
 
 def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:
@@ -72,6 +94,10 @@ def _open_for(v: View, c: Call) -> float:
     """How long a call was open: to its return, else to its process's end, else to the log's end."""
     end = c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end
     return max(0.0, end - c.ts)
+
+
+def _forked_worker(p: Process) -> bool:
+    return p.role == "compile-worker" and (p.forked or (p.parent is not None and p.parent.role in SIDECAR_ROLES))
 
 
 def _leftover_rss(run: Run, p: Process) -> int:

@@ -38,6 +38,11 @@ def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
     ("stdin", "") or ("repl", ""); None if argv[0] is not a Python interpreter."""
     if not argv or not is_python(argv[0]):
         return None
+    return _program(argv)
+
+
+def _program(argv: Sequence[str]) -> tuple[str, str]:
+    """python_command's answer for an interpreter's argv, whatever argv[0] is called."""
     i = 1
     while i < len(argv):
         arg = argv[i]
@@ -61,7 +66,7 @@ def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
 
 def python_flags(argv: Sequence[str]) -> str:
     """The one-letter options a Python command line gives the interpreter before what it runs
-    ("IS" for ``python -I -S x.py`` or ``python -IS x.py``; -c/-m end the options)."""
+    ("IS" for ``python -I -S SCRIPT`` or ``python -IS SCRIPT``; -c/-m end the options)."""
     letters = ""
     i = 1
     while i < len(argv):
@@ -80,6 +85,19 @@ def python_flags(argv: Sequence[str]) -> str:
             letters += flag
         i += 1
     return letters
+
+
+# How the wp-autotrace command shows in a command line: it never traces itself
+# (`run` execs the program, which is traced as its own interpreter starts).
+CLI_SCRIPT = "wp-autotrace"
+CLI_MODULE = "wp_autotrace"
+
+
+def runs_own_cli(argv: Sequence[str]) -> bool:
+    """Whether an interpreter's argv runs the wp-autotrace command (its console script, or
+    python -m wp_autotrace); argv[0] may be any interpreter's name."""
+    kind, what = _program(argv) if argv else ("repl", "")
+    return (kind, what) == ("-m", CLI_MODULE) or (kind == "script" and _basename(what) == CLI_SCRIPT)
 
 
 def first_line(code: str, limit: int = MAX_CODE) -> str:

@@ -155,12 +155,12 @@ def _mask_auth(arg: str, patterns: tuple[str, ...]) -> str:
 
 def redact_arg(arg: str, patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (), _inner: bool = False) -> str:
     """One argument with its secrets masked (everything but the ``--opt value`` pairing)."""
+    if "://" in arg:  # first: a URL's query may hold a secret-looking name= too
+        arg = _mask_url_passwords(arg)
     name, eq, _ = arg.partition("=")
     bare = name.lstrip("-")
     if eq and bare and " " not in bare and is_secret(bare, patterns):
         return name + "=" + MASK
-    if "://" in arg:
-        arg = _mask_url_passwords(arg)
     if ":" in arg or " " in arg:
         arg = _mask_auth(arg, patterns)
     if " " in arg and not _inner:

@@ -80,13 +80,22 @@ def watched_env() -> dict[str, str]:
     return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
 
 
+# Set by hand in many shells and containers: on their own they prove no launch.
+_ONLY_WITH_OTHERS = ("MASTER_ADDR", "MASTER_PORT")
+
+
 def rank_env() -> dict[str, str]:
     """The rank/launcher variables that are set (empty outside a distributed launch)."""
-    return {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    found = {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    return found if set(found) - set(_ONLY_WITH_OTHERS) else {}
 
 
 # Inductor settings recorded when torch._inductor.config has loaded.
-CONFIG_KEYS = ("compile_threads", "worker_start_method", "quiesce_async_compile_pool")
+CONFIG_KEYS = ("compile_threads", "worker_start_method", "quiesce_async_compile_pool",
+               "quiesce_async_compile_time")
+# A config name holding one of these is a pool knob: the config record lists the ones this
+# torch has (config event's `knobs`), so advice names only settings the user's torch knows.
+KNOB_MARKS = ("compile_threads", "quiesce")
 
 
 # Semantic tags: what a target's call means, whatever torch release named it.
@@ -118,6 +127,7 @@ FX_POOL = "fx-pool"
 QUACK_PRECOMPILE = "quack-precompile"
 QUACK_SHUTDOWN = "quack-shutdown"
 BACKEND_IMPORT = "backend-import"
+DATALOADER_LOOP = "dataloader-loop"  # torch.utils.data's worker loop: the process is a DataLoader worker
 CONFIG_TAG = "config"
 USER_TAG = "user"  # WP_AUTOTRACE_TARGETS rows: no meaning known
 
@@ -264,6 +274,9 @@ TARGETS: tuple[Target, ...] = (
     # Vendored quack (2.13+): Popens `python -m torch._vendor.quack._compile_worker`.
     Target("torch._vendor.quack.autotuner", "Autotuner._precompile", tag=QUACK_PRECOMPILE),
     Target("torch._vendor.quack.autotuner", "_PrecompileHandle.shutdown", tag=QUACK_SHUTDOWN),
+    # DataLoader workers (every release): the loop runs in the worker, so the process says what it is
+    # (a forked child of the training script otherwise looks like any other child).
+    Target("torch.utils.data._utils.worker", "_worker_loop", role="dataloader-worker", tag=DATALOADER_LOOP),
     # Device plugins: importing torch_npu's inductor package warms a pool.
     Target("torch_npu._inductor", "", mode=IMPORT, tag=BACKEND_IMPORT),
     Target("torch._inductor.config", "", mode=CONFIG, tag=CONFIG_TAG),

@@ -22,6 +22,7 @@ TRACER_ERROR = "tracer_error"
 ERROR = "error"
 WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
+MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/memory.py)
 EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).
@@ -35,6 +36,8 @@ AUTOTUNE_WORKER = "autotune-worker"
 QUACK_WORKER = "quack-worker"
 RESOURCE_TRACKER = "resource-tracker"
 FORKSERVER = "forkserver"
+# A torch.utils.data worker: torch's _worker_loop ran in it (targets.py).
+DATALOADER_WORKER = "dataloader-worker"
 # Sidecars: the processes that fork a compile pool's workers.
 SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
 # Every process whose only job is to serve a compile or autotune pool: a

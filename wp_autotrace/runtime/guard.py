@@ -8,6 +8,12 @@ nothing behind), and the root prints one ``wp-autotrace:`` line for the
 first notice when it exits, then removes the file. No thread in any host
 process: the root looks once, at exit.
 
+The file lives in a directory the root creates, mode 0700, named by 16
+random bytes (not the run id, which the watcher's argv shows to every user):
+only the run's user can create, read or replace anything there, and once the
+root removed both, no one can guess the name to re-create them. The path
+travels in the environment only (readable by the same user).
+
 The root imports this module at start-up, so it imports nothing heavy at
 the top: the executor classes are made on first use (``InlinePool``).
 """
@@ -71,37 +77,61 @@ def __getattr__(name: str) -> Any:
     return _lazy[name]
 
 
-def notice_path(run_id: str) -> str:
-    """Where the processes of one run post guard notices: absolute, named by the (random) run id."""
-    return os.path.abspath(os.path.join(os.environ.get("TMPDIR") or "/tmp", f"wp-autotrace-{run_id}.notice"))
+NOTICE_NAME = "notice"  # the file, inside the run's private directory
+DIR_PREFIX = "wp-autotrace-"  # then NAME_BYTES random bytes in hex: not the run id, in no argv
+NAME_BYTES = 16
+PRIVATE_MODE = 0o700
+
+
+def _notice_dir() -> str:
+    """A new private directory's path: absolute, unguessable (never derived from the run id, which ps shows)."""
+    base = os.path.abspath(os.environ.get("TMPDIR") or "/tmp")
+    return os.path.join(base, DIR_PREFIX + os.urandom(NAME_BYTES).hex())
 
 
 def create_notice_file(run_id: str) -> str | None:
-    """Root only: create the run's notice file (new, 0600); its path, or None if it cannot."""
-    path = notice_path(run_id)
-    if os.environ.get(NOTICE_ENV) == path and _own_regular_file(path):
-        return path  # the root exec'd a new image: the one before made the file (same run)
+    """Root only: create the run's notice file (new, 0600) in a new private (0700) directory of an
+    unguessable name; its path, or None if it cannot. run_id: unused in the path, on purpose."""
+    inherited = os.environ.get(NOTICE_ENV)
+    if inherited and _private(inherited):
+        return inherited  # the root exec'd a new image: the one before made the file (same run)
+    folder = _notice_dir()
+    path = os.path.join(folder, NOTICE_NAME)
     try:
+        os.mkdir(folder, PRIVATE_MODE)  # fails if anything is there: never someone else's directory
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
     except OSError as exc:
         warn(f"guard notices off: cannot create {path}: {exc.strerror or exc}", "guard-notice-file")
+        _remove(path)
         return None
     return path
 
 
-def _own_regular_file(path: str) -> bool:
-    """Whether path is a regular file (not a link) of this user's."""
+def _private(path: str) -> bool:
+    """Whether path is a regular file (not a link) of this user's, in a directory of this user's that
+    no one else may enter or write (a notice path another user could have made is never used)."""
     try:
-        st = os.lstat(path)
+        st, folder = os.lstat(path), os.lstat(os.path.dirname(path))
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+    uid = os.geteuid()
+    return (stat.S_ISREG(st.st_mode) and st.st_uid == uid and stat.S_ISDIR(folder.st_mode)
+            and folder.st_uid == uid and not folder.st_mode & 0o077)
+
+
+def _remove(path: str) -> None:
+    """The notice file and its directory, if they are there."""
+    for remove, target in ((os.unlink, path), (os.rmdir, os.path.dirname(path))):
+        try:
+            remove(target)
+        except OSError:
+            pass
 
 
 def post_notice(info: dict[str, Any]) -> None:
     """Append one notice for the root; silently nothing if it cannot (or the root removed the file)."""
     path = os.environ.get(NOTICE_ENV)
-    if not path:
+    if not path or not _private(path):  # only into the run's own private directory
         return
     try:
         import json
@@ -135,10 +165,7 @@ def print_and_remove_notice(path: str) -> bool:
             os.close(fd)
     except OSError:
         pass
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    _remove(path)
     if not first:
         return False
     import json

@@ -20,6 +20,7 @@ from ..common.targets import (
     COUNT,
     IMPORT,
     INLINE_POOL,
+    KNOB_MARKS,
     SKIP,
     Target,
     watched_env,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 # Bound once: the tracer must not call itself through a traced stdlib function.
 _perf_counter = time.perf_counter
+_time = time.time  # the log's clock (sink.py): a counted call's first/last times are comparable to ts
 _getframe = sys._getframe
 _getpid = os.getpid
 _get_ident = _thread.get_ident
@@ -66,6 +68,9 @@ class Probes:
         self.guard = guard
         self.notice = notice
         self.counts: dict[str, int] = {}
+        # label -> [first, last] call time of each counted target: a pool's first and last job
+        # (process_exit's `count_times`), one clock read and one list store per call.
+        self.count_times: dict[str, list[float]] = {}
         self._ids = itertools.count(1)
         self._local: Any = None  # a threading.local, made with the first wrapper
         self._torch_dir: str | None = None  # "" once torch is known to have no file
@@ -86,6 +91,7 @@ class Probes:
         # would stay held forever, and the first traced call would hang.
         _limit_lock = _thread.allocate_lock()
         self.counts = {}
+        self.count_times = {}
         self._ids = itertools.count(1)
         if self._local is not None:
             import threading
@@ -234,6 +240,12 @@ class Probes:
         def call(*args: Any, **kwargs: Any) -> Any:
             counts = counts_owner.counts
             counts[label] = counts.get(label, 0) + 1
+            now = _time()
+            times = counts_owner.count_times.get(label)
+            if times is None:
+                counts_owner.count_times[label] = [now, now]
+            else:
+                times[1] = now
             return raw(*args, **kwargs)
 
         return call
@@ -385,7 +397,8 @@ class Probes:
             except Exception:
                 continue
         torch = sys.modules.get("torch")
-        self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")))
+        self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")),
+                       knobs=_knobs(module))
 
 
 # -- what makes a wrapper indistinguishable -----------------------------------
@@ -521,6 +534,17 @@ class ObjectWrapper:
         import copy
 
         return copy.deepcopy(self.__wrapped__, memo)
+
+
+def _knobs(module: Any) -> list[str]:
+    """The pool settings module has: torch's ConfigModule keeps them in `_config` (dir() misses them)."""
+    try:
+        names = getattr(module, "_config", None)
+        names = names if isinstance(names, dict) else vars(module)
+        return sorted(n for n in names if isinstance(n, str) and not n.startswith("_")
+                      and any(mark in n for mark in KNOB_MARKS))[:20]
+    except Exception:
+        return []
 
 
 def _thread_name() -> str:

@@ -37,6 +37,7 @@ from ..common.cmdline import role_from_cmd
 from ..common.procfs import make_reader, same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..runtime.sink import Sink
+from .memory import make_sampler
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
 if TYPE_CHECKING:
@@ -278,6 +279,7 @@ class Watcher:
         self.root_end: float | None = None
         self.leftover_written = False
         self._last_heartbeat = 0.0
+        self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
 
@@ -480,6 +482,9 @@ class Watcher:
             lists["rss"] = rss
         if started or ended or rss or "possible" in lists:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
+        memory = self.memory.tick(now, self.live) if self.memory is not None else None
+        if memory:
+            self.emit_parts("memory", memory)
         if self.export is not None:
             self.export.tick(ended, now)
         if self.root_end is None and self.root not in self.live:

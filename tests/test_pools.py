@@ -1,0 +1,390 @@
+"""Pool lifecycle, real memory and the pool findings on synthetic logs (no torch needed).
+
+Each builder is a log shaped like what torch 2.13 and the watcher write (the
+shapes come from real runs: tests/test_scenarios.py runs them end to end).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.report import analyze
+from wp_autotrace.watcher import memory
+
+from .logs import T0, LogWriter
+
+SP = "torch._inductor.compile_worker.subproc_pool"
+AC = "torch._inductor.async_compile"
+USER = {"file": "/home/u/train.py", "line": 12, "func": "main"}
+SPAWN_STRING = {"file": "<string>", "line": 1, "func": "<module>"}
+MIB = 2**20
+IDLE_MIB_S = 230 * 10.1 + 200 * 39.91
+KNOBS = ["compile_threads", "quiesce_async_compile_pool", "quiesce_async_compile_time"]
+SETTINGS = {"compile_threads": 2, "worker_start_method": "subprocess", "quiesce_async_compile_pool": True,
+            "quiesce_async_compile_time": 60}
+
+
+def report(w: LogWriter, tmp_path: Path) -> dict[str, Any]:
+    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+
+
+def start(w: LogWriter, t: float, pid: int, ppid: int, role: str, forked: bool = False, argv: Any = None) -> None:
+    w.add(t, pid, ppid, role, "process_start", argv=argv or ["python", f"{role}.py"], python="3.11.7",
+          forked=forked, env={}, run="r1", root_pid=100, create_time=T0 + t)
+
+
+def call(w: LogWriter, t: float, pid: int, ppid: int, role: str, target: str, cid: int, end: float | None,
+         caller: Any = None, thread: str = "MainThread", parent: int | None = None, **ret: Any) -> None:
+    extra = {"parent_call": parent} if parent is not None else {}
+    w.add(t, pid, ppid, role, "call", target=target, call_id=cid, thread=thread, stack=[caller] if caller else [],
+          caller=caller, **extra)
+    if end is not None:
+        w.add(end, pid, ppid, role, "return", call_id=cid, duration_s=end - t, **ret)
+
+
+def mem(w: LogWriter, t: float, procs: list[tuple[int, float, int]], devices: Any = ()) -> None:
+    """A watcher memory record: (pid, start offset, pss MiB) each."""
+    w.add(t, 900, 1, "watcher", "memory", run="r1", root_pid=100,
+          procs=[{"pid": pid, "create_time": T0 + st, "pss": pss * MIB, "uss": pss * MIB // 4, "rss": 4 * pss * MIB}
+                 for pid, st, pss in procs],
+          devices=[{"pid": pid, "create_time": T0 + st, "paths": paths} for pid, st, paths in devices])
+
+
+def idle_pool(quiesce_at: float | None = 20.0, shutdown_by_user: bool = False, devices: Any = ()) -> LogWriter:
+    """torch 2.13's ordinary path: main makes the pool at train.py:12 (first Triton kernel), the pool is ready
+    at 4 s, jobs 3.5 - 10 s, the quiesce timer stops the workers at 20 s, torch's atexit shuts it down at 60 s."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    call(w, 1, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 1, 4.0, caller=USER)
+    call(w, 1.1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 2, 1.5, caller=USER, parent=1, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar")
+    call(w, 3.0, 200, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, None)
+    call(w, 3.5, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._start_pool", 2, 3.9, parent=1,
+         worker_pids=[301, 302])
+    for pid in (301, 302):
+        start(w, 3.6, pid, 200, "compile-worker", forked=True)
+    mem(w, 5.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)], devices)
+    mem(w, 15.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    if quiesce_at is not None:
+        call(w, quiesce_at, 100, 1, "main", f"{SP}:SubprocPool.quiesce", 3, quiesce_at + 0.01,
+             thread="subproc_worker_timer", sidecar_pid=200)
+        for pid in (301, 302):
+            w.add(quiesce_at + 0.1, pid, 200, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
+    mem(w, 30.0, [(200, 1.2, 200)])
+    if shutdown_by_user:
+        call(w, 60, 100, 1, "main", f"{AC}:shutdown_compile_workers", 4, 60.5, caller=USER)
+    else:
+        call(w, 60, 100, 1, "main", f"{AC}:shutdown_compile_workers", 4, 60.5)
+    call(w, 60.01, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 5, 60.4, parent=4, sidecar_pid=200)
+    call(w, 60.02, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 6, 60.03, thread="InductorSubproc",
+         sidecar_pid=200)
+    call(w, 60.05, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 60.06, parent=1)
+    w.add(60.3, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    call(w, 60.6, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 7, 60.61, sidecar_pid=200)
+    w.add(60.7, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[], procs=[])
+    label = f"{SP}:SubprocPool.submit"
+    w.add(60.7, 100, 1, "main", "process_exit", how="exit", counts={label: 7}, dropped=0,
+          count_times={label: [T0 + 3.5, T0 + 10.0]})
+    return w
+
+
+def test_lifecycle_of_an_idle_pool(tmp_path: Path) -> None:
+    """Made where, ready, jobs (count, first, last), idle from the last job to the shutdown, the quiesce timer,
+    who asked for the shutdown (torch's atexit), one request among three calls, workers' lifetimes."""
+    rep = report(idle_pool(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["caller"]["file"] == USER["file"] and pool["ready_at"] == 4.0
+    assert (pool["jobs"], pool["first_job"], pool["last_job"]) == (7, 3.5, 10.0)
+    assert pool["busy_until"] == 10.0 and pool["idle_to"] == 60.01 and pool["idle_s"] == 50.01
+    assert pool["quiesced"] == [{"at": 20.0, "by": "the quiesce timer"}]
+    assert pool["shutdown_by"] == "torch's atexit (shutdown_compile_workers)" and pool["shutdown_at"] == 60.01
+    assert pool["shutdowns"] == 1 and pool["shutdown_calls"] == 3
+    assert [(x["pid"], x["end"]) for x in pool["workers"]] == [(301, 20.1), (302, 20.1)]
+    # real memory: 230 MiB held when the idle span starts; 10.1 s of 230 (until the workers end after the
+    # quiesce) + 39.91 s of 200 (the sidecar alone, until the shutdown request)
+    assert pool["held_pss_bytes"] == 230 * MIB
+    assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=1)
+    text = render_text(rep, {})
+    answer = text.split("\n")[1]
+    assert answer.startswith("main 100 made a compile pool (sidecar 200 + 2 workers) at /home/u/train.py:12")
+    assert "idle 50.0 s after its last job, holding 230 MiB real memory (PSS): 10.1 GiB·s idle" in answer
+    assert "torch's atexit (shutdown_compile_workers) shut it down" in answer
+    assert "shutdown asked 60.0 s by torch's atexit (shutdown_compile_workers); 2 later no-op call(s)" in text
+    assert "shutdowns 1" in text and "shutdowns 3" not in text
+
+
+def test_idle_pool_finding_names_this_torchs_knobs(tmp_path: Path) -> None:
+    """idle-pool: seconds, real MiB, MiB·s, and the knobs the run's torch config has (none it lacks)."""
+    rep = report(idle_pool(), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert "pool of sidecar 200 + 2 workers" in f["text"] and "idle 50.0 s after its last job" in f["text"]
+    assert "holding 230 MiB: 10.1 GiB·s" in f["text"]
+    assert "the quiesce timer stopped its workers at 20.0 s, the sidecar stayed" in f["text"]
+    assert "torch._inductor.async_compile.shutdown_compile_workers()" in f["advice"]
+    assert "compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1 (now 2)" in f["advice"]
+    assert "quiesce_async_compile_time" in f["advice"]
+    assert f["cost"]["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=1)
+    # a torch whose config has no quiesce settings (2.8): advice never names them
+    w = idle_pool(quiesce_at=None)
+    for r in w.lines:
+        if r["event"] == "config":
+            r["knobs"] = ["compile_threads"]
+            r["settings"] = {"compile_threads": 2, "worker_start_method": "subprocess"}
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "idle-pool")
+    assert "quiesce" not in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"]
+
+
+def test_user_shutdown_is_credited_to_user_code(tmp_path: Path) -> None:
+    """shutdown_compile_workers() from the user's own line: `user code` at that line, not torch's atexit."""
+    (pool,) = report(idle_pool(shutdown_by_user=True), tmp_path)["pools"]
+    assert pool["shutdown_by"] == "user code" and pool["shutdown_caller"]["line"] == 12
+
+
+def test_no_pool_is_said_plainly(tmp_path: Path) -> None:
+    """A run that loaded inductor and made no pool: 'Compiled without a process pool', no pool story."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings={**SETTINGS, "compile_threads": 1}, torch_version="2.13.0",
+          knobs=KNOBS)
+    w.add(2, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    assert rep["answer"].startswith("Compiled without a process pool")
+
+
+def test_tree_and_costs_show_real_memory_never_summed_rss(tmp_path: Path) -> None:
+    """The tree shows each pool process's PSS; costs the pools' peak PSS (230 MiB), not 4 x 230 MiB of RSS."""
+    rep = report(idle_pool(), tmp_path)
+    text = render_text(rep, {})
+    assert "200 compile-sidecar pss 200 MiB" in text and "301 compile-worker pss 15 MiB" in text
+    assert rep["costs"]["pool_peak_pss_bytes"] == 230 * MIB
+    assert "pools' peak real memory 230 MiB (PSS)" in text and "GB" not in text
+
+
+def device_pool() -> LogWriter:
+    return idle_pool(devices=[(301, 3.6, ["/dev/nvidia0", "/dev/nvidiactl"]), (302, 3.6, ["/dev/nvidia0"])])
+
+
+def test_device_files_finding(tmp_path: Path) -> None:
+    """Compile workers holding /dev/nvidia*: named, with their pids (pytorch#134084)."""
+    rep = report(device_pool(), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "pool-device-files")
+    assert "2 compile pool process(es) (2 compile-worker) hold accelerator device files" in f["text"]
+    assert "/dev/nvidia0, /dev/nvidiactl" in f["text"] and f["pids"] == [301, 302]
+    assert rep["pools"][0]["device_files"] == ["/dev/nvidia0", "/dev/nvidiactl"]
+
+
+def spawn_child_exit() -> LogWriter:
+    """pytorch#115366: a spawn child (python -c spawn_main) compiles, makes a pool at train.py:12, and spends
+    1.02 s in shutdown_compile_workers at its own exit; the parent's join() waits for it."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    start(w, 1, 150, 100, "child", argv=["python", "-c", "from multiprocessing.spawn import spawn_main"])
+    w.add(1.5, 150, 100, "child", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    call(w, 2, 150, 100, "child", f"{SP}:SubprocPool.__init__", 1, 2.4, caller=USER, sidecar_pid=250)
+    start(w, 2.1, 250, 150, "compile-sidecar")
+    w.lines.append({**w.lines[-1]})  # keep the shape simple: the sidecar's own records are not needed
+    w.lines.pop()
+    w.add(5.0, 150, 100, "child", "call", target=f"{AC}:shutdown_compile_workers", call_id=2, thread="MainThread",
+          stack=[SPAWN_STRING], caller=None)
+    call(w, 5.01, 150, 100, "child", f"{SP}:SubprocPool.shutdown", 3, 6.0, parent=2, sidecar_pid=250)
+    w.add(6.02, 150, 100, "child", "return", call_id=2, duration_s=1.02)
+    w.add(6.1, 250, 150, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(6.2, 150, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(6.5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_child_exit_wait_names_the_users_frame(tmp_path: Path) -> None:
+    """The spawn child's 1.02 s in pool shutdown at exit, with the user's line that made the pool, not <string>."""
+    rep = report(spawn_child_exit(), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "child-exit-wait")
+    assert f["text"].startswith("Spawned child 150 spent 1.0 s in shutdown_compile_workers at its exit")
+    assert "the pool it made at /home/u/train.py:12 (main)" in f["text"] and "<string>" not in f["text"]
+    assert "join() waits" in f["text"] and f["cost"]["exit_wait_s"] == pytest.approx(1.02)
+
+
+def test_stuck_child_shutdown_names_the_pool_site_not_string(tmp_path: Path) -> None:
+    """A child killed inside its exit shutdown: the open call names the pool's line; no cleanup advice when
+    nothing is left; no OOM guess for a sidecar that was sent its shutdown."""
+    w = spawn_child_exit()
+    w.lines = [r for r in w.lines if not (r["pid"] == 150 and r["event"] in ("return", "process_exit")
+                                          and r["ts"] > T0 + 5)]
+    w.lines = [r for r in w.lines if not (r["pid"] == 250 and r["event"] == "process_exit")]
+    w.add(6.3, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=1, started=[],
+          ended=[{"pid": 150, "create_time": T0 + 1, "end": T0 + 7}, {"pid": 250, "create_time": T0 + 2.1,
+                                                                      "end": T0 + 6.4}])
+    rep = report(w, tmp_path)
+    never = next(f for f in rep["findings"] if f["kind"] == "call-never-returned")
+    assert "<string>" not in never["text"] and "for the pool made at /home/u/train.py:12" in never["text"]
+    assert "sidecar-killed" not in {f["kind"] for f in rep["findings"]}
+
+
+def test_root_killed_with_nothing_left_gives_no_cleanup_advice(tmp_path: Path) -> None:
+    """The main process killed, and the watcher found nothing of the run alive: no `cleanup` advice."""
+    w = idle_pool()
+    w.lines = [r for r in w.lines if not (r["pid"] == 100 and r["event"] == "process_exit")]
+    w.lines = [r for r in w.lines if r["event"] != "leftover"]
+    w.add(61, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=0, started=[],
+          ended=[{"pid": 100, "create_time": T0, "end": T0 + 61}])
+    w.add(61.2, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-killed", count=0, pids=[],
+          procs=[])
+    rep = report(w, tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "root-killed")
+    assert "cleanup" not in f["advice"] and "nothing of the run is left" in f["advice"]
+
+
+def test_wakeup_advice_fits_the_run_line(tmp_path: Path) -> None:
+    """compile_threads=2 on the Run line: wakeup-no-pool never says to check compile_threads."""
+    w = idle_pool()
+    call(w, 2, 100, 1, "main", f"{AC}:AsyncCompile.wakeup", 9, 2.001, caller=USER)
+    rep = report(w, tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "wakeup-no-pool")
+    assert "compile_threads is 2" in f["text"] and "check" not in f["advice"]
+    assert "compile_threads=2" in render_text(rep, {})
+
+
+def test_dataloader_worker_is_named(tmp_path: Path) -> None:
+    """A forked child whose torch DataLoader worker loop ran shows as a dataloader-worker, not 'child'."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 160, 100, "child", forked=True)
+    call(w, 1.1, 160, 100, "dataloader-worker", "torch.utils.data._utils.worker:_worker_loop", 1, None)
+    w.lines.append({**w.lines[-1], "event": "role", "role": "dataloader-worker", "seq": 99})
+    for k in ("target", "call_id", "thread", "stack", "caller"):
+        w.lines[-1].pop(k, None)
+    w.add(3, 160, 100, "dataloader-worker", "process_exit", how="os._exit", counts={}, dropped=0)
+    w.add(4, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    assert "160 dataloader-worker (" in text and "call-never-returned" not in {
+        f["kind"] for f in rep["findings"]}
+
+
+def test_counted_call_keeps_its_first_and_last_time() -> None:
+    """The counting wrapper (a pool's submit) keeps [first, last] call times on the log's clock."""
+    from wp_autotrace.runtime import recorder
+
+    probes: Any = recorder.Probes.__new__(recorder.Probes)
+    probes.counts, probes.count_times = {}, {}
+    submit = probes._counting_call("m:SubprocPool.submit", lambda x: x + 1)
+    before = time.time()
+    assert submit(1) == 2
+    middle = time.time()
+    submit(2)
+    first, last = probes.count_times["m:SubprocPool.submit"]
+    assert probes.counts["m:SubprocPool.submit"] == 2
+    assert before <= first <= middle <= last <= time.time()
+
+
+# -- the watcher's side: smaps_rollup, fd links -------------------------------------------------
+
+ROLLUP = b"""55d0-7ffe ---p 00000000 00:00 0    [rollup]
+Rss:              212368 kB
+Pss:               28700 kB
+Pss_Anon:          14596 kB
+Shared_Clean:      12696 kB
+Private_Clean:      1076 kB
+Private_Dirty:      2900 kB
+Swap:                  0 kB
+SwapPss:               0 kB
+"""
+
+
+def test_parse_rollup_in_bytes() -> None:
+    got = memory.parse_rollup(ROLLUP)
+    assert got == {"pss": 28700 * 1024, "rss": 212368 * 1024, "uss": (1076 + 2900) * 1024}
+    assert memory.parse_rollup(b"") is None
+
+
+def test_fd_link_classifier_on_crafted_targets() -> None:
+    """Accelerator device files are named; anything else (null, pipes, sockets, files) is not."""
+    for path in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/davinci3", "/dev/davinci_manager",
+                 "/dev/dri/renderD128", "/dev/dri/card0", "/dev/accel/accel0"):
+        assert memory.classify_fd_target(path) == path
+    for path in ("/dev/null", "/dev/pts/3", "pipe:[123]", "socket:[9]", "/dev/shm/torch_1", "/home/u/nvidia0",
+                 "anon_inode:[eventfd]", "/dev/drive"):
+        assert memory.classify_fd_target(path) is None
+
+
+def _child(code: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs smaps_rollup")
+def test_real_process_holding_dev_null_holds_no_device() -> None:
+    """A live process with /dev/null open (and pipes): its fd links are read, and none is a device."""
+    proc = _child("import os,sys; f=open('/dev/null'); sys.stdout.write('ok\\n'); sys.stdout.flush(); "
+                  "sys.stdin.read()")
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+        assert memory.device_files(proc.pid) == []
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs smaps_rollup")
+def test_sampled_pss_within_2x_of_smaps_rollup_at_the_same_moment() -> None:
+    """The sampler's PSS of a forked pair holding 64 MiB between them is within 2x of what
+    /proc/PID/smaps_rollup says right after; USS <= PSS <= RSS."""
+    code = ("import os,sys; b=bytearray(64<<20); b[::4096]=b'x'*len(b[::4096]); pid=os.fork()\n"
+            "if pid==0:\n  sys.stdin.read(); os._exit(0)\n"
+            "sys.stdout.write(f'{pid}\\n'); sys.stdout.flush(); sys.stdin.read()")
+    proc = _child(code)
+    try:
+        assert proc.stdout is not None
+        kid = int(proc.stdout.readline())
+        live = {proc.pid: {"pid": proc.pid, "ppid": os.getpid(), "create_time": 1.0, "role": "compile-sidecar"},
+                kid: {"pid": kid, "ppid": proc.pid, "create_time": 2.0}}
+        sampler = memory.MemorySampler()
+        got = sampler.tick(time.time(), live)
+        assert got is not None and {e["pid"] for e in got["procs"]} == {proc.pid, kid}
+        for e in got["procs"]:
+            direct = memory.read_rollup(e["pid"])
+            assert direct is not None
+            assert direct["pss"] / 2 <= e["pss"] <= direct["pss"] * 2
+            assert e["uss"] <= e["pss"] <= e["rss"]
+        # the two share the 64 MiB: their PSS sums to about it, their RSS sum counts it twice
+        pss = sum(e["pss"] for e in got["procs"])
+        rss = sum(e["rss"] for e in got["procs"])
+        assert pss < rss and pss >= 60 * MIB
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_sampler_stays_within_its_cpu_budget() -> None:
+    """A 33-process pool whose reads each cost 2 ms of CPU: over 60 s the sampler spends at most
+    its share (0.4 % of a core) plus one burst, never more, and reads every process at least once."""
+    clock = [0.0]
+
+    class FakeSampler(memory.MemorySampler):
+        def _read(self, pid: int, ct: float, first: bool, devices: list[dict[str, Any]]) -> dict[str, Any]:
+            clock[0] += 0.002
+            return {"pid": pid, "create_time": ct, "pss": 1, "uss": 1, "rss": 1}
+
+    s = FakeSampler(cpu_clock=lambda: clock[0])
+    live = {1: {"pid": 1, "ppid": 0, "create_time": 0.0, "role": "compile-sidecar"}}
+    live.update({p: {"pid": p, "ppid": 1, "create_time": 0.0} for p in range(2, 34)})
+    seen: set[int] = set()
+    t = 0.0
+    while t < 60.0:
+        got = s.tick(t, live)
+        seen.update(e["pid"] for e in (got or {}).get("procs", []))
+        t += 0.1
+    assert s.cpu_s <= 60 * memory.CPU_SHARE + memory.BURST_S
+    assert seen == set(live)
+    # and a process that is not in a pool is never read
+    assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []

@@ -1,0 +1,188 @@
+"""Each compile pool's story: who made it where, when it was ready, its jobs, its idle span,
+who asked it to stop, its workers, and the real memory it held.
+
+Derived from the model (model.Pool, its creator's calls and counts, its sidecar's
+process and the watcher's PSS samples); findings.py and report.py read it.
+
+Definitions (one home; the report's JSON keys carry these names):
+
+- pool processes: the sidecar and its descendants (the compile workers it forks).
+- busy until: the pool's last job (its creator's last counted submit), else when
+  it was ready, else when it was made.
+- idle span: from busy-until to the first of: the shutdown request, the sidecar's
+  end, the run's last record. A quiesce inside the span stops the workers; the
+  sidecar holds its own memory until the span ends.
+- real memory: the watcher's PSS samples (watcher/memory.py). A process's memory
+  between two samples is its earlier sample (its first sample before that). PSS
+  splits shared pages among the processes sharing them, so a pool's memory is the
+  sum of its processes' PSS; RSS is never summed. held = the pool's PSS just after
+  the idle span starts; idle_mib_s = the integral of the pool's PSS over the span,
+  in MiB x seconds.
+- who asked for the shutdown: user code (a user frame called SubprocPool.shutdown
+  or shutdown_compile_workers), torch's atexit (shutdown_compile_workers with no
+  user frame), the pool's reader thread (its sidecar closed the pipe first), or
+  torch's multiprocessing finalizer at exit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..common import targets as T
+from ..common import vocab as V
+from .model import SOURCELESS_FILES, Call, Pool, Process
+
+MIB = 2**20
+# torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
+QUIESCE_TIMER_THREAD = "subproc_worker_timer"
+READER_THREAD = "InductorSubproc"
+# Who asked a pool to stop (the story's `shutdown_by`).
+BY_USER = "user code"
+BY_ATEXIT = "torch's atexit (shutdown_compile_workers)"
+BY_READER = "the pool's reader thread (its sidecar had closed the pipe)"
+BY_FINALIZER = "torch's multiprocessing finalizer at exit"
+BY_TIMER = "the quiesce timer"
+
+
+def user_frame(frame: dict[str, Any] | None) -> dict[str, Any] | None:
+    """frame if it is user code with a file (not python -c's <string>), else None."""
+    return frame if frame and frame.get("file") not in SOURCELESS_FILES else None
+
+
+def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
+    """Who made a shutdown (or quiesce) call, and the user's frame when it was user code."""
+    if c.thread == QUIESCE_TIMER_THREAD:
+        return BY_TIMER, None
+    own = user_frame(c.caller)
+    if own is not None and c.parent is None:
+        return BY_USER, own
+    parent = c.parent
+    if parent is not None and parent.tag == T.EXIT_SHUTDOWN:
+        frame = user_frame(parent.caller)
+        return (BY_USER, frame) if frame is not None else (BY_ATEXIT, None)
+    if own is not None:
+        return BY_USER, own
+    if c.thread == READER_THREAD:
+        return BY_READER, None
+    return BY_FINALIZER, None
+
+
+def pool_processes(pool: Pool) -> list[Process]:
+    """The sidecar and its descendants (iteratively: the tree can be deep)."""
+    side = pool.sidecar
+    if side is None:
+        return []
+    found, stack, seen = [], [side], set()
+    while stack:
+        p = stack.pop()
+        if p.index in seen:
+            continue
+        seen.add(p.index)
+        found.append(p)
+        stack.extend(p.children)
+    return found
+
+
+def workers_of(pool: Pool) -> list[Process]:
+    """The compile workers of the pool's sidecar (its children in that role, or the pids it captured)."""
+    side = pool.sidecar
+    if side is None:
+        return []
+    return [q for q in side.children if q.role == V.COMPILE_WORKER or q.pid in side.worker_pids]
+
+
+def value_at(p: Process, t: float) -> int | None:
+    """p's PSS at t: its last sample at or before t, else its first; None without samples."""
+    if not p.mem:
+        return None
+    value = p.mem[0][1]
+    for ts, pss, _ in p.mem:
+        if ts > t:
+            break
+        value = pss
+    return value
+
+
+def integral(p: Process, a: float, b: float, end: float) -> float:
+    """Byte-seconds of p's PSS over [a, b] (clipped to its life; it ends at end when unknown)."""
+    lo, hi = max(a, p.start if p.start is not None else a), min(b, p.end if p.end is not None else end)
+    if hi <= lo or not p.mem:
+        return 0.0
+    samples = p.mem
+    current, i = samples[0][1], 0
+    while i < len(samples) and samples[i][0] <= lo:
+        current = samples[i][1]
+        i += 1
+    total, t = 0.0, lo
+    while i < len(samples) and samples[i][0] < hi:
+        total += current * (samples[i][0] - t)
+        t, current = samples[i][0], samples[i][1]
+        i += 1
+    return total + current * (hi - t)
+
+
+def _alive(p: Process, t: float) -> bool:
+    return (p.start is None or p.start <= t) and (p.end is None or p.end > t)
+
+
+class PoolStory:
+    """One pool's lifecycle, derived once (see the module docstring for each term)."""
+
+    def __init__(self, pool: Pool, t_end: float) -> None:
+        self.pool = pool
+        side = pool.sidecar
+        self.procs = pool_processes(pool)
+        self.workers = workers_of(pool)
+        self.ready_at = pool.ready_at if pool.ready_at is not None else (
+            side.pool_starts[0] if side is not None and side.pool_starts else None)
+        serving = min((c.ts for c in side.calls.values() if c.tag == T.SIDECAR_MAIN), default=None) \
+            if side is not None else None
+        # A pool that never became ready, ran no job and whose sidecar never reached its serving loop
+        # (it raised, or it is not traced) is not idle: it never served (findings say why).
+        self.served = any(t is not None for t in (pool.last_job, self.ready_at, serving))
+        self.busy_until = max((t for t in (pool.last_job, self.ready_at) if t is not None),
+                              default=serving if serving is not None else
+                              pool.call.end if pool.call.end is not None else pool.call.ts)
+        self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
+        ends = [t for t in (pool.shutdown_at, side.end if side is not None else None) if t is not None]
+        self.alive_at_end = side is not None and side.end is None
+        self.idle_to = min(ends) if ends else t_end
+        self.idle_s = max(0.0, self.idle_to - self.busy_until) if side is not None and self.served else 0.0
+        self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
+        self.sampled = [p for p in self.procs if p.mem]
+        after = self.busy_until + 1e-3
+        held = [value_at(p, after) for p in self.procs if _alive(p, after)]
+        self.held_bytes = sum(x for x in held if x is not None) if any(x is not None for x in held) else None
+        self.idle_mib_s = (round(sum(integral(p, self.busy_until, self.idle_to, t_end) for p in self.procs) / MIB, 1)
+                           if self.sampled and self.idle_s > 0 else None)
+        self.peak_bytes = self._peak()
+        self.devices = sorted({d for p in self.procs for d in p.devices})
+
+    def _peak(self) -> int | None:
+        """The most PSS the pool's processes held together, at any sample time."""
+        times = sorted({ts for p in self.sampled for ts, _, _ in p.mem})
+        best = None
+        for t in times:
+            total = sum(value_at(p, t) or 0 for p in self.sampled if _alive(p, t))
+            best = total if best is None or total > best else best
+        return best
+
+    def as_dict(self, rel: Any) -> dict[str, Any]:
+        """The JSON keys report.py adds to each pool (times relative to the run's first record)."""
+        pool = self.pool
+        return {
+            "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
+            "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
+            "idle_s": round(self.idle_s, 3), "alive_at_end": self.alive_at_end,
+            "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
+            "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
+            "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,
+            "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.end)} for q in self.workers],
+            "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
+            "device_files": self.devices,
+        }
+
+
+def stories(pools: list[Pool], t_end: float) -> dict[int, PoolStory]:
+    """id(pool) -> its story."""
+    return {id(pool): PoolStory(pool, t_end) for pool in pools}

@@ -1,0 +1,198 @@
+"""Real memory of a run's pool processes, and the accelerator device files they hold.
+
+The watcher's tick hands ``MemorySampler.tick`` its live entries (watcher/main.py,
+``Watcher.live``: pid -> {pid, ppid, create_time, role, ...}); it returns the
+``memory`` record's lists to write, or None.
+
+What is sampled: pool processes only, i.e. compile sidecars and compile workers
+(their role in the entry), and any descendant of a sidecar. Their memory is read
+from ``/proc/PID/smaps_rollup``: PSS (each shared page split among the processes
+sharing it, so PSS adds up across forked workers to the real memory) and USS
+(Private_Clean + Private_Dirty: what the process alone holds, freed when it
+ends). RSS is never summed across processes: forked workers share most of their
+pages, and a sum of RSS counts them once per worker.
+
+Bounded rate, two ways:
+- a process is read at most every ``EVERY_S`` seconds, the least recently read first;
+- the reads' own CPU time (the kernel walks the process's page tables: about
+  2 ms for a torch worker) comes from a token bucket that fills at
+  ``CPU_SHARE`` of one core and holds at most ``BURST_S``; a read is made only
+  when the bucket holds what the last one cost. On a 32-worker pool of 200 MiB
+  (4.5 ms a read on a loaded 2-core box) each process is read about every 37 s
+  instead of every EVERY_S, and over any T seconds the sampler costs at most
+  BURST_S + CPU_SHARE x T of CPU, however many processes there are.
+
+Device files: a pool process's fd links are read once, at its first sample,
+and the ones under the accelerator device paths (DEVICE_PREFIXES) are recorded.
+Everything here is stdlib; a process that vanished mid-read is skipped silently.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..common import vocab as V
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+EVERY_S = 2.0  # a pool process's memory at most this often (idle spans last tens of seconds)
+LOOK_S = 0.5  # how often the sampler looks at the live set at all (the watcher ticks every 0.1 s)
+CPU_SHARE = 0.004  # the sampler's CPU time as a share of one core: under issue 22's 0.5 %
+BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads come at once
+# smaps_rollup lines kept, in kB: the field names are the kernel's (Documentation/filesystems/proc.rst).
+_KB_FIELDS = {b"Rss:": "rss", b"Pss:": "pss", b"Private_Clean:": "private_clean",
+              b"Private_Dirty:": "private_dirty", b"SwapPss:": "swap_pss"}
+# fd link targets that are an accelerator's device files: NVIDIA, Ascend, DRM (AMD, Intel), accel (NPUs).
+DEVICE_PREFIXES = ("/dev/nvidia", "/dev/davinci", "/dev/dri/", "/dev/accel")
+MAX_DEVICES = 32  # distinct device paths kept per process
+# Roles whose processes belong to a compile pool (the sidecars and their workers).
+POOL_ROLES = V.SIDECAR_ROLES | {V.COMPILE_WORKER}
+
+
+def read_rollup(pid: int, proc: str = "/proc") -> dict[str, int] | None:
+    """{rss, pss, uss, swap_pss} in bytes from smaps_rollup; None if gone or unreadable."""
+    try:
+        with open(f"{proc}/{pid}/smaps_rollup", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return parse_rollup(data)
+
+
+def parse_rollup(data: bytes) -> dict[str, int] | None:
+    """The kB fields of a smaps_rollup text, in bytes, with uss = Private_Clean + Private_Dirty."""
+    found: dict[str, int] = {}
+    for line in data.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in _KB_FIELDS and parts[1].isdigit():
+            found[_KB_FIELDS[parts[0]]] = int(parts[1]) * 1024
+    if "pss" not in found:
+        return None  # a kernel without PSS (or an empty read of an exiting process)
+    out = {"pss": found["pss"], "rss": found.get("rss", 0),
+           "uss": found.get("private_clean", 0) + found.get("private_dirty", 0)}
+    if found.get("swap_pss"):
+        out["swap_pss"] = found["swap_pss"]
+    return out
+
+
+def classify_fd_target(target: str) -> str | None:
+    """The device path an fd link points to, if it is an accelerator's device file."""
+    return target if target.startswith(DEVICE_PREFIXES) else None
+
+
+def device_files(pid: int, proc: str = "/proc") -> list[str] | None:
+    """The accelerator device files pid holds open (sorted, distinct); None if its fds cannot be read."""
+    base = f"{proc}/{pid}/fd"
+    try:
+        fds = os.listdir(base)
+    except OSError:
+        return None
+    found: set[str] = set()
+    for fd in fds:
+        try:
+            target = os.readlink(f"{base}/{fd}")
+        except OSError:
+            continue
+        device = classify_fd_target(target)
+        if device is not None and len(found) < MAX_DEVICES:
+            found.add(device)
+    return sorted(found)
+
+
+class MemorySampler:
+    """Picks the pool processes to read this tick, within the time and CPU budget."""
+
+    def __init__(self, proc: str = "/proc", cpu_clock: Callable[[], float] = time.process_time,
+                 every: float = EVERY_S, share: float = CPU_SHARE, burst: float = BURST_S) -> None:
+        self.proc = proc
+        self.cpu_clock = cpu_clock
+        self.every = every
+        self.share = share
+        self.burst = burst
+        self.tokens = burst  # CPU seconds the sampler may spend now
+        self.last_fill: float | None = None
+        self.read_at: dict[tuple[int, float], float] = {}  # (pid, create_time) -> when last read
+        self.cpu_s = 0.0  # CPU seconds spent reading, in all (the bench reads it)
+        self.read_cost = 0.0  # CPU seconds the last read took: the next is made only if the bucket holds it
+        self.reads = 0
+        self.looked: float | None = None
+        self.is_pool: dict[tuple[int, float], bool] = {}  # decided once per process
+
+    def pool_pids(self, live: dict[int, dict[str, Any]]) -> list[int]:
+        """The live pool processes: a pool role, or a descendant of one (parents join the run first)."""
+        pool = []
+        for pid, entry in live.items():
+            key = (pid, entry["create_time"])
+            known = self.is_pool.get(key)
+            if known is None:
+                parent = live.get(entry.get("ppid", -1))
+                known = entry.get("role") in POOL_ROLES or (
+                    parent is not None and self.is_pool.get((parent["pid"], parent["create_time"]), False))
+                self.is_pool[key] = known
+            if known:
+                pool.append(pid)
+        return pool
+
+    def _fill(self, now: float) -> None:
+        if self.last_fill is not None:
+            self.tokens = min(self.burst, self.tokens + (now - self.last_fill) * self.share)
+        self.last_fill = now
+
+    def tick(self, now: float, live: dict[int, dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | None:
+        """Read what is due and affordable: the `memory` record's lists, or None when nothing was read."""
+        if self.looked is not None and now - self.looked < LOOK_S:
+            return None
+        self.looked = now
+        self._fill(now)
+        due = []
+        for pid in self.pool_pids(live):
+            key = (pid, live[pid]["create_time"])
+            last = self.read_at.get(key)
+            if last is None or now - last >= self.every:
+                due.append((last if last is not None else -1.0, pid, key))
+        due.sort()  # never read first, then the least recently read
+        procs: list[dict[str, Any]] = []
+        devices: list[dict[str, Any]] = []
+        for _, pid, key in due:
+            if self.tokens <= 0 or self.tokens < self.read_cost:
+                break  # never in debt: the sampler's CPU stays within burst + share x elapsed
+            start = self.cpu_clock()
+            first = key not in self.read_at
+            entry = self._read(pid, key[1], first, devices)
+            spent = max(0.0, self.cpu_clock() - start)
+            self.tokens -= spent
+            self.read_cost = spent
+            self.cpu_s += spent
+            self.reads += 1
+            self.read_at[key] = now
+            if entry is not None:
+                procs.append(entry)
+        self._forget({(pid, e["create_time"]) for pid, e in live.items()})
+        if not procs and not devices:
+            return None
+        return {"procs": procs, "devices": devices}
+
+    def _read(self, pid: int, ct: float, first: bool, devices: list[dict[str, Any]]) -> dict[str, Any] | None:
+        mem = read_rollup(pid, self.proc)
+        if first:
+            held = device_files(pid, self.proc)
+            if held:
+                devices.append({"pid": pid, "create_time": ct, "paths": held})
+        if mem is None:
+            return None
+        return {"pid": pid, "create_time": ct, **mem}
+
+    def _forget(self, alive: set[tuple[int, float]]) -> None:
+        """Drop ended processes' read times (a long run churns through many workers)."""
+        if len(self.read_at) > 2 * len(alive) + 64:
+            self.read_at = {k: v for k, v in self.read_at.items() if k in alive}
+        if len(self.is_pool) > 2 * len(alive) + 64:
+            self.is_pool = {k: v for k, v in self.is_pool.items() if k in alive}
+
+
+def make_sampler() -> MemorySampler | None:
+    """A sampler where the kernel has smaps_rollup (Linux 4.14+), else None: no memory records."""
+    return MemorySampler() if os.path.exists(f"/proc/{os.getpid()}/smaps_rollup") else None
