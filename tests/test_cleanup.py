@@ -308,6 +308,8 @@ def test_possible_members_are_never_signalled(tmp_path: Path, sleeper: subproces
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log))
     assert res.returncode == 0 and "nothing to clean up" in res.stdout, res.stdout
+    assert f"not signalled, only possibly the run's (they share only its process group or session): " \
+        f"{sleeper.pid}" in res.stdout
     assert sleeper.poll() is None
 
 

@@ -456,3 +456,70 @@ def _notice_attacks(tmp: Path) -> None:
             "post_notice({'pid': 7, 'role': 'compile-sidecar', 'target': 'x:AsyncCompile.warm_pool'})")
     res = run_python(["-c", post], clean_env(WP_AUTOTRACE_NOTICE=path), timeout=30)
     assert res.returncode == 0 and os.path.getsize(path) == 0, res.stderr
+
+
+# -- item 9: small truths ---------------------------------------------------------------------------
+
+def test_run_missing_command_names_no_log(tmp_path: Path) -> None:
+    """`run -- nosuchcmd`: exit 127, and no "logging to" line for a log that is never made."""
+    res = run_python(["-m", "wp_autotrace", "run", "--", "nosuchcmd-i24"], clean_env(), cwd=tmp_path)
+    assert res.returncode == 127 and "nosuchcmd-i24" in res.stderr and "command not found" in res.stderr
+    assert "logging to" not in res.stderr, res.stderr
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+SHOW_ENV = ("import os, subprocess, sys\n"
+            "print(sorted(k for k in os.environ if k.startswith('WP_AUTOTRACE') and k != 'WP_AUTOTRACE'))\n"
+            "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n")
+
+
+def test_tracing_off_by_a_bad_value_exports_no_run_identity(tmp_path: Path) -> None:
+    """WP_AUTOTRACE=2 (off, warned once): no WP_AUTOTRACE_ROOT_PID or other run identity is exported; the
+    child (same settings) stays silent."""
+    res = run_python(["-c", SHOW_ENV], clean_env(WP_AUTOTRACE="2"), cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr.count("wp-autotrace:") == 1, res.stderr
+    assert "WP_AUTOTRACE_ROOT_PID" not in res.stdout and "WP_AUTOTRACE_RUN" not in res.stdout, res.stdout
+
+
+def test_read_settings_only_reads() -> None:
+    """read_settings leaves os.environ as it was, whatever it finds."""
+    from wp_autotrace.runtime import bootstrap
+
+    env = {"WP_AUTOTRACE": "2", "WP_AUTOTRACE_SAMPLE_INTERVAL": "soon", "WP_AUTOTRACE_TARGETS": "a.b:K.Inner.m"}
+    saved = dict(os.environ)
+    try:
+        for key in [k for k in os.environ if k.startswith("WP_AUTOTRACE")]:
+            del os.environ[key]
+        os.environ.update(env)
+        before = dict(os.environ)
+        settings = bootstrap.read_settings()
+        assert dict(os.environ) == before and len(settings.notes) == 3, settings.notes
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ("json:JSONDecoder.Inner.meth", "'json:JSONDecoder.Inner.meth' (a nested class's method cannot be traced"),
+    ("os.path:join", "os.path:join (os.path is an alias of posixpath: name posixpath:join)"),
+])
+def test_unsupported_targets_warn_once_in_root(spec: str, said: str, tmp_path: Path) -> None:
+    """A target the finder could never patch is said once, by the root (the child stays silent)."""
+    log = tmp_path / "t.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0",
+                    WP_AUTOTRACE_TARGETS=spec)
+    res = run_python(["-c", SHOW_ENV], env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("wp-autotrace:") == 1 and said in res.stderr, res.stderr
+
+
+def test_doctor_names_an_editable_install_not_pythonpath() -> None:
+    """doctor in an editable install (this checkout's venv, pip install -e) says so; it does not blame
+    PYTHONPATH for the package living beside the checkout rather than the .pth."""
+    from importlib.metadata import distribution
+
+    info = json.loads(distribution("wp-autotrace").read_text("direct_url.json") or "{}")
+    if not info.get("dir_info", {}).get("editable"):
+        pytest.skip("this interpreter has a wheel install, not an editable one")
+    res = run_python(["-m", "wp_autotrace", "doctor", "--python", sys.executable], clean_env(), timeout=120)
+    assert "PYTHONPATH" not in res.stdout and "an editable install" in res.stdout, res.stdout

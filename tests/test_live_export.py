@@ -207,6 +207,8 @@ def test_config_from_the_standard_variables() -> None:
     with pytest.raises(ValueError, match="not an http"):
         X.config_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://h:4317"})
     assert X.start("r", "h", "zipkin", {})[0] is None and "not known" in X.start("r", "h", "zipkin", {})[1]
+    off = X.start("r", "h", "otlp", {"OTEL_SDK_DISABLED": "true"})
+    assert off == (None, "OTEL_SDK_DISABLED=true: nothing is exported")
 
 
 def test_queue_is_bounded_and_unsent_counted(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -449,9 +449,33 @@ def _pool_pids_from_proc(root: int) -> tuple[int, list[int]] | None:
     return (side[0], workers) if len(workers) >= 2 else None
 
 
+# How long the kill may take to show (the watcher stats a process every 0.5 s): generous on a loaded box.
+KILL_SEEN_S = 20.0
+
+
+def _watcher_saw_end(log: Path, pid: int) -> bool:
+    """The watcher has written pid's end (a `tree` record's `ended`)."""
+    try:
+        recs = read_log(log)
+    except ValueError:  # a record being written right now
+        return False
+    return any(e.get("pid") == pid for t in events(recs, "tree") for e in t.get("ended") or [])
+
+
+def _kill_landed(pid: int) -> bool:
+    """pid is gone or a zombie (untraced: nothing to wait for but the kernel)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
 def run_and_kill(script: Path, env: dict[str, str], find: Callable[[int], tuple[int, list[int]] | None],
-                 victim: str, go: Path, timeout: float = 150) -> tuple[Result, int | None]:
-    """Run the pool script, SIGKILL its sidecar or a worker once all are up, let it finish."""
+                 victim: str, go: Path, timeout: float = 150,
+                 seen: Callable[[int], bool] = _kill_landed) -> tuple[Result, int | None]:
+    """Run the pool script, SIGKILL its sidecar or a worker once all are up, wait until seen(killed), let
+    it finish."""
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, str(script), str(go)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True, text=True)
@@ -465,9 +489,11 @@ def run_and_kill(script: Path, env: dict[str, str], find: Callable[[int], tuple[
                 killed = side if victim == "sidecar" else workers[0]
                 os.kill(killed, signal.SIGKILL)
                 # The watcher sees a killed (zombie) worker gone at its next stat read, up to 0.5 s late
-                # (README, known limits): let it, before main's exit asks the pool to shut down, or the
-                # report rightly cannot tell the kill from the pool's own shutdown.
-                time.sleep(1.5)
+                # (README, known limits): wait for its record before main's exit asks the pool to shut
+                # down, or the report rightly cannot tell the kill from the pool's own shutdown.
+                deadline = time.monotonic() + KILL_SEEN_S
+                while not seen(killed) and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 break
         go.touch()
         try:
@@ -496,7 +522,7 @@ def test_sigkill_pool_process(victim: str, tmp_path: Path) -> None:
     base = {"TORCHINDUCTOR_COMPILE_THREADS": "2"}
     with ThreadPoolExecutor(2) as pool:  # traced and untraced side by side: each mostly waits on torch's import
         t_fut = pool.submit(run_and_kill, script, traced_env(log, **base), lambda _root: _pool_pids_from_log(log),
-                            victim, tmp_path / "go-traced")
+                            victim, tmp_path / "go-traced", seen=lambda pid: _watcher_saw_end(log, pid))
         p_fut = pool.submit(run_and_kill, script, clean_env(**base), _pool_pids_from_proc, victim,
                             tmp_path / "go-plain")
         (traced, killed), (plain, plain_killed) = t_fut.result(), p_fut.result()

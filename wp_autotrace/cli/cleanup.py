@@ -109,6 +109,10 @@ def find_candidates(model: Model, run_id: str | None, owner: int | None = None) 
         note = pending_note(run)
         if note:
             notes.append(note)
+        if run.possible:
+            pids = ", ".join(str(e["pid"]) for e in run.possible.values())
+            notes.append(f"run {run.id or '?'}: not signalled, only possibly the run's (they share only its "
+                         f"process group or session): {pids}")
         listed = run.leftover if run.leftover_seen or run.provisional_from else None
         procs = list(listed) if listed is not None else _alive_in_model(run) if root is not None else []
         for p in procs:

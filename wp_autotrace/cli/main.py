@@ -269,12 +269,18 @@ def _run(args: argparse.Namespace) -> int:
                   f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
                   f"wp-autotrace doctor --python {python}", file=sys.stderr)
             return NOT_TRACEABLE
+    if shutil.which(command[0], path=env.get("PATH")) is None:
+        # Said before "logging to": no program, no log (the line would name a file never made).
+        print(f"wp-autotrace run: cannot run {command[0]}: command not found (or not executable); nothing was "
+              "run", file=sys.stderr)
+        return NOT_FOUND
     print(f"wp-autotrace: logging to {log}", file=sys.stderr)
     sys.stderr.flush()
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
-        print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run, no log "
+              "was written", file=sys.stderr)
         return NOT_FOUND
     code = _wait_forwarding(child)
     if os.path.exists(log):
@@ -397,6 +403,15 @@ pths = [os.path.join(d, "wp_autotrace.pth") for d in dirs if d and os.path.isfil
 print(spec.origin if spec and spec.origin else "")
 print(os.pathsep.join(pths))
 print(sys.flags.no_site)
+editable = ""
+try:  # an editable install (pip install -e) names its checkout in direct_url.json (PEP 610)
+    import importlib.metadata, json, urllib.parse
+    info = json.loads(importlib.metadata.distribution("wp-autotrace").read_text("direct_url.json") or "{}")
+    if info.get("dir_info", {}).get("editable") and info.get("url", "").startswith("file://"):
+        editable = urllib.parse.unquote(urllib.parse.urlsplit(info["url"]).path)
+except Exception:
+    pass
+print(editable)
 """
 
 
@@ -407,6 +422,7 @@ class Probe(NamedTuple):
     pths: str
     no_site: bool
     problem: str  # "" when tracing can start there
+    editable: str = ""  # the checkout of an editable install, or ""
 
 
 def probe_interpreter(python: str) -> Probe:
@@ -418,12 +434,12 @@ def probe_interpreter(python: str) -> Probe:
             out = subprocess.run([python, "-c", _PROBE], env=env, cwd=tmp, capture_output=True, text=True,
                                  timeout=60).stdout.splitlines()
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return Probe("", "", False, f"cannot run it: {exc}")
-    origin, pths, no_site = (out + ["", "", ""])[:3]
+            return Probe("", "", False, f"cannot run it: {exc}")  # editable: unknown
+    origin, pths, no_site, editable = (out + ["", "", "", ""])[:4]
     problem = ("wp_autotrace is not importable there" if not origin
                else "no wp_autotrace.pth in its site-packages" if not pths
                else "it runs with -S: site, and so the .pth, is skipped" if no_site == "1" else "")
-    return Probe(origin, pths, no_site == "1", problem)
+    return Probe(origin, pths, no_site == "1", problem, editable)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -449,8 +465,11 @@ def _doctor(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         say(bool(origin), f"wp_autotrace importable there: {origin or f'no (install it: {advice})'}")
         say(bool(pths), ".pth file: " + (pths or f"missing from site-packages (reinstall: {advice})"))
-        if origin and pths and not any(os.path.dirname(os.path.dirname(origin)) == os.path.dirname(p)
-                                       for p in pths.split(os.pathsep)):
+        home = os.path.dirname(os.path.dirname(origin)) if origin else ""
+        if probe.editable and home == os.path.abspath(probe.editable):
+            say(None, f"an editable install (pip install -e) of the checkout {probe.editable}: the .pth "
+                      "imports it from there")
+        elif origin and pths and not any(home == os.path.dirname(p) for p in pths.split(os.pathsep)):
             say(None, "the package imported is not the installed one beside the .pth (a checkout on "
                       "PYTHONPATH?): the .pth will import that one")
         if probe.no_site or sys.flags.no_site:

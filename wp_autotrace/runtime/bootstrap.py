@@ -30,6 +30,7 @@ from ..common.env import (
     STACK_ENV,
     TARGETS_ENV,
     TRUE_WORDS,
+    WARNED_ENV,
     WATCHED_ENV,
     is_true,
 )
@@ -76,9 +77,10 @@ class Settings:
         # Name patterns whose argv/env values are masked in the log (redact.py).
         self.redact = redact or parse_patterns("")
         self.linger = linger
+        self.notes: list[str] = []  # what a bad value was replaced by: said in the root (_say_notes)
 
 
-def _number(name: str, default: float, low: float, high: float, root: bool = True) -> float:
+def _number(name: str, default: float, low: float, high: float, notes: list[str]) -> float:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -87,22 +89,23 @@ def _number(name: str, default: float, low: float, high: float, root: bool = Tru
         if not low <= value <= high:
             raise ValueError
     except ValueError:
-        if root:
-            warn(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}", name)
+        notes.append(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}")
         return default
     return value
 
 
 def _is_root() -> bool:
-    """Whether this process starts a run (settings warnings are printed there only)."""
-    root_pid = os.environ.get(ROOT_ENV)
-    return not root_pid or root_pid == str(os.getpid())
+    """Whether this process starts a run (settings warnings are printed there only): no run's root
+    and no process that already warned about these settings is among its ancestors."""
+    pid = str(os.getpid())
+    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_ENV)
+    return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
 def read_settings() -> Settings:
-    """Parse the WP_AUTOTRACE_* variables; a bad value warns (in the root only) and takes the default."""
+    """Parse the WP_AUTOTRACE_* variables; a bad value takes the default and adds a note (Settings.notes:
+    start() prints them in the root only). Reads only: the environment is left as it was."""
     env = os.environ
-    root = _is_root()
     notes: list[str] = []
     enable_raw = (env.get(ENABLE_ENV) or "").strip().lower()
     if enable_raw not in TRUE_WORDS + FALSE_WORDS:
@@ -115,26 +118,50 @@ def read_settings() -> Settings:
     extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
     if rejected:
         notes.append(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)")
-    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, root)
+    nested = [t for t in extra if t.qualname.count(".") > 1]
+    if nested:
+        notes.append(f"{TARGETS_ENV}: ignored {', '.join(repr(f'{t.module}:{t.qualname}') for t in nested)} "
+                     "(a nested class's method cannot be traced: name a function or Class.method)")
+        extra = [t for t in extra if t not in nested]
+    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, notes)
     if 0 < interval < MIN_INTERVAL:
         notes.append(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}")
         interval = MIN_INTERVAL
-    if root:
-        for note in notes:
-            warn(note)
-        if notes:
-            # Descendants inherit the same values: they stay silent.
-            env.setdefault(ROOT_ENV, str(os.getpid()))
-    return Settings(
+    settings = Settings(
         trace=is_true(env.get(ENABLE_ENV)),
         guard=guard,
         log=env.get(LOG_ENV) or None,
-        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256, root)),
+        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256, notes)),
         interval=interval,
         extra_targets=tuple(extra),
         redact=parse_patterns(env.get(REDACT_ENV, "")),
-        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, root),
+        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, notes),
     )
+    settings.notes = notes
+    return settings
+
+
+def _alias_notes(targets: tuple[Target, ...]) -> list[str]:
+    """Targets named by a module alias already loaded (os.path is posixpath): never patched, so said."""
+    notes = []
+    for t in targets:
+        name = getattr(sys.modules.get(t.module), "__name__", t.module)
+        if name != t.module:
+            notes.append(f"{TARGETS_ENV}: ignored {t.module}:{t.qualname} ({t.module} is an alias of {name}: "
+                         f"name {name}:{t.qualname})")
+    return notes
+
+
+def _say_notes(settings: Settings) -> None:
+    """The settings' notes, in the root only, once per run; when tracing stays off, mark the environment
+    so that descendants (which inherit the same values) stay silent. Tracing on: the run's ROOT_ENV does."""
+    if not _is_root():
+        return
+    notes = settings.notes + _alias_notes(settings.extra_targets)
+    for note in notes:
+        warn(note)
+    if notes and not (settings.trace or settings.guard):
+        os.environ[WARNED_ENV] = str(os.getpid())
 
 
 def detect_role(is_root: bool) -> str:
@@ -404,6 +431,7 @@ def start() -> None:
     runtime = None
     try:
         settings = read_settings()
+        _say_notes(settings)
         # The wp-autotrace command never traces itself (`run` execs the program, traced as it starts).
         if not (settings.trace or settings.guard) or runs_own_cli(own_argv()):
             return

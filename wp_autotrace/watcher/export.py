@@ -470,8 +470,11 @@ def start(run: str, host: str, word: str, env: Any = None) -> tuple[LiveExport |
         return None, ""
     if word != EXPORT_OTLP:
         return None, f"WP_AUTOTRACE_EXPORT={word[:20]!r} is not known (only {EXPORT_OTLP}); nothing is exported"
+    env = os.environ if env is None else env
+    if (env.get("OTEL_SDK_DISABLED") or "").strip().lower() == "true":
+        return None, "OTEL_SDK_DISABLED=true: nothing is exported"
     try:
-        config = config_from_env(os.environ if env is None else env)
+        config = config_from_env(env)
     except ValueError as exc:
         return None, f"{exc}; nothing is exported"
     return LiveExport(run, host, config), ""
