@@ -298,6 +298,7 @@ class Watcher:
         self.backoff: dict[int, int] = {}  # pid -> ticks between two looks at it now
         self.next_look: dict[int, int] = {}  # pid -> the sample that looks at it next
         self.stat_at: dict[int, int] = {}  # pid -> the sample that last read its stat
+        self.joined: dict[int, int] = {}  # pid -> the sample it joined the run in (young ones: stat as busy)
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
@@ -366,7 +367,8 @@ class Watcher:
         every tick, pool processes up to POOL_BACKOFF; no back-off at all
         without a pidfd). Its stat (zombie, pid reused, exec'd, rss, threads)
         is re-read every STAT_EVERY ticks while busy, IDLE_STAT_EVERY when
-        backed off. Orphans whose parent ended between two ticks are
+        backed off (and while young: an exec right after fork is seen soon).
+        Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended between two ticks are
         found by their process_start in the log only. A scan of /proc every
         SCAN_S (a listing costs in proportion to the whole host, so not every
         tick) finds new processes of the root's group or session: those that
@@ -382,12 +384,12 @@ class Watcher:
                     self._end(pid, now, ended)
         samples = self.samples
         for pid in list(self.live):
-            if self.next_look.get(pid, 0) > samples:
+            if self.root_end is None and self.next_look.get(pid, 0) > samples:
                 continue  # backed off: its end still comes from its pidfd this tick
             # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
             since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
-            restat = (pid == self.root or since >= IDLE_STAT_EVERY
-                      or (since >= self.stat_every and self.backoff.get(pid, 1) <= POOL_BACKOFF))
+            busy = self.backoff.get(pid, 1) <= POOL_BACKOFF or samples - self.joined.get(pid, 0) < IDLE_STAT_EVERY
+            restat = pid == self.root or since >= IDLE_STAT_EVERY or (since >= self.stat_every and busy)
             if restat and not self._restat(pid, now, started, ended, candidates):
                 continue
             kids = self.reader.children(pid, self.threads[pid])
@@ -422,7 +424,9 @@ class Watcher:
         interval; a child it forks is seen within its back-off (or at once by its own
         process_start in the log, for traced Python).
         """
-        if self.exits is None or pid not in self.exits or pid == self.root:
+        if self.exits is None or pid not in self.exits or pid == self.root or self.root_end is not None:
+            self.backoff.pop(pid, None)  # once the root ended, every process every tick: the verdict is near
+            self.next_look.pop(pid, None)
             return
         cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES else MAX_BACKOFF
         ticks = 1 if changed else min(self.backoff.get(pid, 1) * 2, cap)
@@ -457,6 +461,7 @@ class Watcher:
         self.backoff.pop(pid, None)
         self.next_look.pop(pid, None)
         self.stat_at.pop(pid, None)
+        self.joined.pop(pid, None)
         if self.exits is not None:
             self.exits.remove(pid)
         ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
@@ -481,7 +486,7 @@ class Watcher:
                     if via is not None:
                         self.live[pid] = entry = self._entry(info, via)
                         self.threads[pid] = info["threads"]
-                        self.stat_at[pid] = self.samples
+                        self.stat_at[pid] = self.joined[pid] = self.samples
                         if self.exits is not None:
                             # Opened just after its stat was read: a pid is not reused within that moment
                             # (pids are handed out in turn through pid_max), so the pidfd is this process's.
