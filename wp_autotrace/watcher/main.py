@@ -410,6 +410,10 @@ class Watcher:
             self.listed = listed
         strangers = self._adopt(candidates - self.exclude - set(self.live), started)
         self._note_possible(strangers)
+        if self.samples == 0 and self.root not in self.live and self.root_ct:
+            # Gone before the first sample (it exec'd a program that ended, or was killed): its end is
+            # still this sample's, so a reader has one for the root.
+            ended.append({"pid": self.root, "create_time": self.root_ct, "end": now})
         if self.log is not None:
             self.log.claimed.clear()
             self.log.below.clear()
