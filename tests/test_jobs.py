@@ -63,6 +63,7 @@ def test_two_hosts_one_job_header_nodes_ranks(tmp_path: Path) -> None:
     assert text.count("== Job:") == 1 and "one job (== Job above)" in text
     assert "- node n0 (run runn00): torchrun 100; 1 pool(s), idle pool memory 300" in text
     assert "  - rank n1:1: child 101 (train.py); 1 pool(s); nothing left; 0 error(s)" in text
+    assert "== Ranks (2), launched by torchrun 100 on n0, torchrun 100 on n1" in text
 
 
 def test_reused_id_later_is_another_job_and_strangers_stay_apart(tmp_path: Path) -> None:

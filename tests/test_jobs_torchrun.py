@@ -103,3 +103,5 @@ def test_two_node_torchrun_is_one_job(tmp_path: Path) -> None:
     text = render_text(rep, {})
     assert f"== Job: torchrun {rdzv} @ 127.0.0.1:{port} (2 runs, 2 node(s))" in text
     assert "- node n0 (run " in text and "- node n1 (run " in text and "  - rank n1:1: child " in text
+    ranks_header = next(line for line in text.splitlines() if line.startswith("== Ranks (2), launched by "))
+    assert " on n0" in ranks_header and " on n1" in ranks_header  # each node's launcher, not one node's

@@ -80,6 +80,8 @@ def test_105832_idle_pool_holds_real_memory(tmp_path: Path) -> None:
     (pool,) = rep["pools"]
     assert pool["caller"]["file"] == script and pool["caller"]["line"] == line
     assert len(pool["worker_pids"]) == 2 and pool["idle_s"] >= 5
+    # the ready probe is the pool's one job (counted: count, first and last time at process exit)
+    assert pool["jobs"] == 1 and pool["first_job"] == pool["last_job"] and pool["ready_at"] >= pool["last_job"]
     assert pool["held_pss_bytes"] and pool["held_pss_bytes"] >= 20 * MIB and pool["idle_mib_s"] > 0
     assert pool["shutdown_by"] == "torch's atexit (shutdown_compile_workers)" and pool["shutdowns"] == 1
     answer = rep["answer"]

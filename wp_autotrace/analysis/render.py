@@ -305,13 +305,22 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     return out
 
 
+def _launched_by(rep: dict[str, Any], limit: int = 4) -> str:
+    """The ranks' launchers: one per node of a multi-host job, named with its host."""
+    launchers = [p for p in rep["processes"] if p["launcher"]]
+    if not launchers:
+        return ""
+    hosts = len({p["host"] for p in launchers}) > 1
+    names = [f"{p['label']} {p['pid']}" + (f" on {p['host']}" if hosts else "") for p in launchers[:limit]]
+    more = f" (+{len(launchers) - limit} more)" if len(launchers) > limit else ""
+    return ", launched by " + ", ".join(names) + more
+
+
 def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     ranks = rep["ranks"]
     if not ranks:
         return []
-    launchers = [p for p in rep["processes"] if p["launcher"]]
-    out = ["", f"== Ranks ({len(ranks)})"
-           + (f", launched by {launchers[0]['label']} {launchers[0]['pid']}" if launchers else "")]
+    out = ["", f"== Ranks ({len(ranks)})" + _launched_by(rep)]
     limit = None if verbose else SHORT_ROWS["ranks"]
     for e in _clip(ranks, limit):
         if e is None:
