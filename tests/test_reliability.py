@@ -724,8 +724,7 @@ def test_log_swapped_for_symlink_after_root_opened_it(tmp_path: Path) -> None:
     script.write_text(SWAP_TO_LINK)
     res = run_python([str(script), str(log), str(victim)], traced_env(log))
     assert res.returncode == 0 and res.stdout == "0 child ran\n", res.stderr
-    # the child runs untraced and silent: a descendant never writes on its stderr (issue 20 item 7)
-    assert res.stderr == "0\n"
+    assert res.stderr == "0\n"  # a descendant runs untraced and never writes on its own stderr (issue 20)
     assert victim.read_text() == "precious\n"
     assert log.is_symlink()
 
