@@ -388,3 +388,14 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
     assert seen == set(live)
     # and a process that is not in a pool is never read
     assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []
+
+
+def test_slow_exit_advice_fits_a_run_without_nesting(tmp_path: Path) -> None:
+    """The main process's long exit wait with one pool and no nesting: no 'stop the nested pools' advice."""
+    w = idle_pool()
+    for r in w.lines:
+        if r["event"] == "return" and r["pid"] == 100 and r.get("call_id") == 4:
+            r["ts"] = T0 + 72.0  # shutdown_compile_workers returned 12 s after it was called
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "slow-exit-wait")
+    assert "nested" not in f["advice"]
+    assert "torch._inductor.async_compile.shutdown_compile_workers() after your last compile" in f["advice"]
