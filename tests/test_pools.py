@@ -347,7 +347,7 @@ def test_sampled_pss_within_2x_of_smaps_rollup_at_the_same_moment() -> None:
         assert proc.stdout is not None
         kid = int(proc.stdout.readline())
         live = {proc.pid: {"pid": proc.pid, "ppid": os.getpid(), "create_time": 1.0, "role": "compile-sidecar"},
-                kid: {"pid": kid, "ppid": proc.pid, "create_time": 2.0}}
+                kid: {"pid": kid, "ppid": proc.pid, "create_time": 2.0, "role": "compile-worker"}}
         sampler = memory.MemorySampler()
         got = sampler.tick(time.time(), live)
         assert got is not None and {e["pid"] for e in got["procs"]} == {proc.pid, kid}
@@ -377,7 +377,8 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
 
     s = FakeSampler(cpu_clock=lambda: clock[0])
     live = {1: {"pid": 1, "ppid": 0, "create_time": 0.0, "role": "compile-sidecar"}}
-    live.update({p: {"pid": p, "ppid": 1, "create_time": 0.0} for p in range(2, 34)})
+    live.update({p: {"pid": p, "ppid": 1, "create_time": 0.0, "role": "compile-worker"} for p in range(2, 34)})
+    live[99] = {"pid": 99, "ppid": 2, "create_time": 0.0, "name": "cc1plus"}  # a worker's compiler: not sampled
     seen: set[int] = set()
     t = 0.0
     while t < 60.0:
@@ -385,7 +386,7 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
         seen.update(e["pid"] for e in (got or {}).get("procs", []))
         t += 0.1
     assert s.cpu_s <= 60 * memory.CPU_SHARE + memory.BURST_S
-    assert seen == set(live)
+    assert seen == set(live) - {99}
     # and a process that is not in a pool is never read
     assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []
 
