@@ -27,7 +27,7 @@ RUNTIME = Path(host_patches.__file__).parent
 REPLACED = (
     (builtins, "__build_class__"), (atexit, "register"), (os, "register_at_fork"),
     (_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"), (os, "posix_spawn"), (os, "posix_spawnp"),
-    (sys, "excepthook"), (threading, "excepthook"),
+    (sys, "excepthook"), (threading, "excepthook"), (os, "execv"), (os, "execve"),
 )
 # Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py may.
 REPLACED_NAMES = {name for _, name in REPLACED}

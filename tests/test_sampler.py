@@ -306,3 +306,64 @@ def test_verdict_follows_the_roots_exit_within_the_grace(tmp_path: Path) -> None
     w.leftover = leftover  # type: ignore[method-assign]
     assert w.run_loop(clock=lambda: t[0], sleep=sleep) == "linger-end"
     assert marks["root-exit"] - marks["exit"] <= LEFTOVER_GRACE_S + 2 * FAST_TICK_S + 1e-9, marks
+
+
+class FakeExits:
+    """An ExitWatch over a FakeReader: a watched pid has ended once it left the table."""
+
+    def __init__(self, reader: FakeReader) -> None:
+        self.reader = reader
+        self.pids: set[int] = set()
+
+    def add(self, pid: int) -> bool:
+        self.pids.add(pid)
+        return True
+
+    def __contains__(self, pid: int) -> bool:
+        return pid in self.pids
+
+    def remove(self, pid: int) -> None:
+        self.pids.discard(pid)
+
+    def ended(self) -> list[int]:
+        return [p for p in self.pids if p not in self.reader.procs]
+
+
+def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) -> None:
+    """With pidfds, an idle process's children file is read ever more seldom (up to MAX_BACKOFF ticks), the
+    root's every tick; an end is written in the tick it happened, backed off or not; a new child is found
+    within the back-off and makes its parent looked at every tick again."""
+    from wp_autotrace.watcher.main import MAX_BACKOFF
+
+    r = FakeReader()
+    reads: list[int] = []
+    plain_children = r.children
+    r.children = lambda pid, threads: (reads.append(pid), plain_children(pid, threads))[1]  # type: ignore[method-assign]
+    r.add(100, 1, 1.0)
+    for pid in range(101, 121):
+        r.add(pid, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.stat_every = 5
+    w.exits = FakeExits(r)  # type: ignore[assignment]
+    for _ in range(3 * MAX_BACKOFF):
+        w.tick()
+    reads.clear()
+    for _ in range(MAX_BACKOFF):
+        w.tick()
+    assert reads.count(100) == MAX_BACKOFF  # the root: every tick
+    assert all(reads.count(pid) == 1 for pid in range(101, 121)), sorted(reads)  # the others: once in 16
+    del r.procs[105]
+    before = time.time()
+    w.tick()
+    (ended,) = [e for t in events(read_log(log), "tree") for e in t["ended"]]
+    assert ended["pid"] == 105 and ended["end"] >= before  # this very tick
+    r.add(500, 110, 3.0)  # a child of an idle process
+    for _ in range(MAX_BACKOFF):
+        w.tick()
+        if 500 in w.live:
+            break
+    assert 500 in w.live  # within MAX_BACKOFF ticks
+    reads.clear()
+    w.tick()
+    w.tick()
+    assert reads.count(110) >= 1 and w.backoff[110] <= 2  # looked at again soon after its change

@@ -132,14 +132,23 @@ def leftovers(v: View) -> Finding | None:
     killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
     pending = " (verdict pending: from the last look after the main process ended)" if any(
         r.verdict_pending for r in v.runs) else ""
+    # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
+    ended = [p for p in listed if p.end is not None]
+    since = ""
+    if ended and len(ended) == len(listed) and not unlisted:
+        since = "; all have ended since"
+    elif ended:
+        since = f"; {len(ended)} have ended since (pids {pid_text(p.pid for p in ended)})"
+    todo = ("nothing is left of them to end; stop their cause" if since.startswith("; all") else
+            "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
+            "then stop their cause")
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
         f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
-        f"pids {pid_text(p.pid for p in listed)}{more}{pending}.",
+        f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
-        "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
-        "then stop their cause: pools started where nothing shuts them down (see the findings above)",
+        todo + ": pools started where nothing shuts them down (see the findings above)",
         {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
          "leftover_real_bytes": v.leftover_real})
 

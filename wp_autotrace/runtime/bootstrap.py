@@ -30,7 +30,7 @@ from ..common.env import (
     STACK_ENV,
     TARGETS_ENV,
     TRUE_WORDS,
-    WARNED_ENV,
+    WARNED_MARK,
     WATCHED_ENV,
     is_true,
 )
@@ -45,7 +45,12 @@ from ..common.targets import (
     watched_env,
 )
 from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
-from .host_patches import install_mp_exit_finalizer, install_process_hooks, reset_body_hooks_after_fork
+from .host_patches import (
+    install_exec_record,
+    install_mp_exit_finalizer,
+    install_process_hooks,
+    reset_body_hooks_after_fork,
+)
 from .sink import Sink, default_log_name, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
@@ -98,7 +103,7 @@ def _is_root() -> bool:
     """Whether this process starts a run (settings warnings are printed there only): no run's root
     and no process that already warned about these settings is among its ancestors."""
     pid = str(os.getpid())
-    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_ENV)
+    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_MARK)
     return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
@@ -161,7 +166,7 @@ def _say_notes(settings: Settings) -> None:
     for note in notes:
         warn(note)
     if notes and not (settings.trace or settings.guard):
-        os.environ[WARNED_ENV] = str(os.getpid())
+        os.environ[WARNED_MARK] = str(os.getpid())
 
 
 def detect_role(is_root: bool) -> str:
@@ -245,6 +250,8 @@ class Runtime:
             self.probes()
         self.finder.install()
         self.write_start(forked=False)
+        if self.settings.trace:
+            install_exec_record(self.record_exec)
         if self.sink.role in GUARDED_ROLES:
             from .catch import watch_role
 
@@ -253,6 +260,15 @@ class Runtime:
         if (self.is_root and self.settings.trace and self.settings.interval > 0
                 and os.environ.get(WATCHED_ENV) != self.run_id):
             self.start_watcher()
+
+    def record_exec(self, executable: str, argv: list[str], env: Any) -> None:
+        """The exec record, just before this process execs (host_patches.install_exec_record):
+        its end is then the watcher's `ended`, not a kill. argv masked as process_start's."""
+        patterns = self.settings.redact
+        secrets = env_secrets(os.environ, patterns)
+        if env is not None:  # execve's own environment may hold a secret os.environ does not
+            secrets += env_secrets({os.fsdecode(k): os.fsdecode(v) for k, v in dict(env).items()}, patterns)
+        self.sink.emit("exec", argv=redact_argv(argv, patterns, secrets), executable=executable)
 
     def start_watcher(self) -> None:
         """Start the run's watcher process, unless it would become the host's own child."""

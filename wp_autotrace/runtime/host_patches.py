@@ -17,6 +17,8 @@ install_process_hooks             an os.register_at_fork(after_in_child=)      s
   / restore_process_hooks         callback, an atexit callback                 (bootstrap.start)
 install_mp_exit_finalizer         multiprocessing.util's after-fork registry   every forked child
   / restore_mp_exit_finalizer     and one of its Finalize objects              (bootstrap._after_fork)
+install_exec_record               os.execv, os.execve (os.execl*, execvp*,     start-up, when tracing
+  / restore_exec_record           pty and pexpect reach these)                 (bootstrap.Runtime.start)
 
 Why each: the body hooks wrap a target class's methods as its ``class``
 statement completes and hand ``atexit``/``register_at_fork`` the wrapper of a
@@ -24,7 +26,10 @@ target function; the hand-over tells a pool's processes their role
 (CHILD_ROLE_ENV in the child's own environment, never os.environ); the error
 capture records what a pool process swallows; the process hooks give a forked
 child its new identity and write process_exit; the finalizer writes the
-process_exit of a multiprocessing worker, which leaves by os._exit.
+process_exit of a multiprocessing worker, which leaves by os._exit; the exec
+record says that a process that vanishes without process_exit became another
+program (a hand-written fork()+exec() child, pty.fork() as pexpect uses it, a
+wrapper handing over to a script), not that it was killed.
 
 Two more changes of host state are not replacements and live with their code:
 ``sys.meta_path`` holds the TargetFinder (finder.TargetFinder.install/uninstall),
@@ -402,3 +407,66 @@ def restore_mp_exit_finalizer() -> None:
     if finalizer is not None:
         finalizer.cancel()
     _mp_exit.clear()
+
+
+# -- exec: the record a process writes just before it becomes another program ----------
+
+# What install_exec_record replaced ("execv", "execve") and the writer it was given ("record").
+_exec: dict[str, Any] = {}
+
+
+def _record_exec(path: Any, argv: Any, env: Any) -> None:
+    """Hand the exec about to happen to the recorder; contained: never raises, prints nothing."""
+    try:
+        if os.access(path, os.X_OK):  # a path the kernel will refuse (execvp's PATH walk) is no exec
+            _exec["record"](os.fsdecode(path), [os.fsdecode(a) for a in argv], env)
+    except Exception:
+        pass
+
+
+def _execv(path: Any, argv: Any) -> Any:
+    """os.execv: the exec record first. os.execl, os.execvp and os.execlp call this."""
+    _record_exec(path, argv, None)
+    try:
+        return _exec["execv"](path, argv)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def _execve(path: Any, argv: Any, env: Any) -> Any:
+    """os.execve: the exec record first. os.execle, os.execvpe and os.execlpe call this."""
+    _record_exec(path, argv, env)
+    try:
+        return _exec["execve"](path, argv, env)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def install_exec_record(record: Callable[[str, list[str], Any], None]) -> None:
+    """Call record(executable, argv, env) just before this process execs through os.
+
+    os.execv and os.execve only: every other exec function of os (execl*,
+    execvp*, and so pty.spawn and pexpect's pty.fork()+execv) looks them up in
+    os at call time, so one record per attempt that the kernel may accept. A
+    failed exec raises as before; the process then writes on (readers take a
+    later record of it as the exec having failed). subprocess execs in C,
+    from a child that is never traced.
+    """
+    if _exec:
+        return
+    _exec.update(record=record, execv=os.execv, execve=os.execve)
+    os.execv = _execv
+    os.execve = _execve
+
+
+def restore_exec_record() -> None:
+    """Put os.execv and os.execve back where they are still ours."""
+    if not _exec:
+        return
+    if os.execv is _execv:
+        os.execv = _exec["execv"]
+    if os.execve is _execve:
+        os.execve = _exec["execve"]
+    _exec.clear()

@@ -54,6 +54,16 @@ KEEPALIVE_S = 60.0
 RSS_MOVE_FRACTION = 0.10
 RSS_MOVE_BYTES = 16 << 20
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
+# Cost grows with what changes: a process whose children file showed nothing new is looked at
+# (children, and stat when due) twice as late as the time before, up to MAX_BACKOFF ticks (1.6 s
+# at the default interval), pool processes up to POOL_BACKOFF; any new child resets it to every
+# tick. Only processes with a pidfd (ExitWatch) back off, so ends stay within one interval.
+MAX_BACKOFF = 16
+POOL_BACKOFF = 2
+# A backed-off process's stat (rss, exec, threads) is read at most this often in ticks (2 s at the
+# default interval: the rss heartbeat's own period); a busy one's every STAT_EVERY.
+IDLE_STAT_EVERY = 20
+BUSY_ROLES = frozenset((V.MAIN, *V.SIDECAR_ROLES, V.COMPILE_WORKER))
 SCAN_S = 2.0  # seconds between /proc scans for processes of the root's group or session ("possible")
 LEFTOVER_GRACE_S = 0.2  # processes the root's exit is just ending get this long to go
 # From the root's process_exit (read in the log) to the leftover record, the watcher
@@ -282,6 +292,13 @@ class Watcher:
         self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
+        # Back-off (see sample()): ends come from pidfds, where the reader has them.
+        exit_watch = getattr(self.reader, "exit_watch", None)
+        self.exits = exit_watch() if exit_watch is not None else None
+        self.backoff: dict[int, int] = {}  # pid -> ticks between two looks at it now
+        self.next_look: dict[int, int] = {}  # pid -> the sample that looks at it next
+        self.stat_at: dict[int, int] = {}  # pid -> the sample that last read its stat
+        self.joined: dict[int, int] = {}  # pid -> the sample it joined the run in (young ones: stat as busy)
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
@@ -341,10 +358,17 @@ class Watcher:
     def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """One look at the run: (started, ended) since the last one.
 
-        A known process costs one read of its children file per tick (of every
-        thread's, when it has several); its stat (ended as a zombie, pid
-        reused, exec'd, rss, threads) is re-read every STAT_EVERY ticks,
-        staggered by pid. Orphans whose parent ended between two ticks are
+        Ends first: with pidfds (procfs.ExitWatch) one epoll call names every
+        process that exited since the last tick, however seldom its files are
+        read, so an end is written within one interval. A known process then
+        costs one read of its children file (of every thread's, when it has
+        several) when it is due: every tick while it changes, else twice as
+        late each time nothing new showed, up to MAX_BACKOFF ticks (the root
+        every tick, pool processes up to POOL_BACKOFF; no back-off at all
+        without a pidfd). Its stat (zombie, pid reused, exec'd, rss, threads)
+        is re-read every STAT_EVERY ticks while busy, IDLE_STAT_EVERY when
+        backed off (and while young: an exec right after fork is seen soon).
+        Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended between two ticks are
         found by their process_start in the log only. A scan of /proc every
         SCAN_S (a listing costs in proportion to the whole host, so not every
         tick) finds new processes of the root's group or session: those that
@@ -353,9 +377,19 @@ class Watcher:
         started: list[dict[str, Any]] = []
         ended: list[dict[str, Any]] = []
         candidates: set[int] = set()
+        exits = self.exits
+        if exits is not None:
+            for pid in exits.ended():
+                if pid in self.live:
+                    self._end(pid, now, ended)
+        samples = self.samples
         for pid in list(self.live):
+            if self.root_end is None and self.next_look.get(pid, 0) > samples:
+                continue  # backed off: its end still comes from its pidfd this tick
             # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
-            restat = pid == self.root or (self.samples + pid) % self.stat_every == 0
+            since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
+            busy = self.backoff.get(pid, 1) <= POOL_BACKOFF or samples - self.joined.get(pid, 0) < IDLE_STAT_EVERY
+            restat = pid == self.root or since >= IDLE_STAT_EVERY or (since >= self.stat_every and busy)
             if restat and not self._restat(pid, now, started, ended, candidates):
                 continue
             kids = self.reader.children(pid, self.threads[pid])
@@ -363,6 +397,7 @@ class Watcher:
                 self._end(pid, now, ended)
             else:
                 candidates.update(kids)
+                self._schedule(pid, not self.live.keys() >= set(kids))
         if self.samples == 0:
             candidates.add(self.root)
         if self.log is not None:
@@ -375,16 +410,38 @@ class Watcher:
             self.listed = listed
         strangers = self._adopt(candidates - self.exclude - set(self.live), started)
         self._note_possible(strangers)
+        if self.samples == 0 and self.root not in self.live and self.root_ct:
+            # Gone before the first sample (it exec'd a program that ended, or was killed): its end is
+            # still this sample's, so a reader has one for the root.
+            ended.append({"pid": self.root, "create_time": self.root_ct, "end": now})
         if self.log is not None:
             self.log.claimed.clear()
             self.log.below.clear()
         self.samples += 1
         return started, ended
 
+    def _schedule(self, pid: int, changed: bool) -> None:
+        """When to look at pid again: next tick after a change, else twice as late as last time.
+
+        Only a process whose end its pidfd tells is backed off (the root never, pool processes
+        to POOL_BACKOFF ticks, others to MAX_BACKOFF): its end is still seen within one
+        interval; a child it forks is seen within its back-off (or at once by its own
+        process_start in the log, for traced Python).
+        """
+        if self.exits is None or pid not in self.exits or pid == self.root or self.root_end is not None:
+            self.backoff.pop(pid, None)  # once the root ended, every process every tick: the verdict is near
+            self.next_look.pop(pid, None)
+            return
+        cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES else MAX_BACKOFF
+        ticks = 1 if changed else min(self.backoff.get(pid, 1) * 2, cap)
+        self.backoff[pid] = ticks
+        self.next_look[pid] = self.samples + ticks
+
     def _restat(self, pid: int, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]],
                 candidates: set[int]) -> bool:
         """Re-read a known process's stat; False if it ended (a reused pid becomes a candidate)."""
         old = self.live[pid]
+        self.stat_at[pid] = self.samples
         info = self.reader.stat(pid)
         if info is None or info["create_time"] != old["create_time"]:
             self._end(pid, now, ended)
@@ -405,6 +462,12 @@ class Watcher:
         old = self.live.pop(pid)
         self.threads.pop(pid, None)
         self.written_rss.pop(pid, None)
+        self.backoff.pop(pid, None)
+        self.next_look.pop(pid, None)
+        self.stat_at.pop(pid, None)
+        self.joined.pop(pid, None)
+        if self.exits is not None:
+            self.exits.remove(pid)
         ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
 
     def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -427,6 +490,11 @@ class Watcher:
                     if via is not None:
                         self.live[pid] = entry = self._entry(info, via)
                         self.threads[pid] = info["threads"]
+                        self.stat_at[pid] = self.joined[pid] = self.samples
+                        if self.exits is not None:
+                            # Opened just after its stat was read: a pid is not reused within that moment
+                            # (pids are handed out in turn through pid_max), so the pidfd is this process's.
+                            self.exits.add(pid)
                         started.append(entry)
                         del fresh[pid]
                         grew = True
