@@ -250,8 +250,10 @@ def slow_exit_wait(v: View) -> Finding | None:
         "slow-exit-wait", "problem",
         f"The main process waited {waits[0]:.1f} s in shutdown_compile_workers at exit{how}.",
         sorted({c.proc.pid for c in slow}), [],
-        "torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
-        "nested-pools), or quiesce/shut the pool down before exit",
+        ("torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
+         "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else
+        (f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
+         "compile, where a slow pool shutdown costs you least"),
         {"exit_wait_s": round(sum(waits), 3)})
 
 
