@@ -345,6 +345,8 @@ class Runtime:
 
             path, self.notice = self.notice, None
             print_and_remove_notice(path)
+        # Other threads' records in flight land first; process_exit is then this process's last record.
+        self.sink.close_to_others(EXIT_WRITE_WAIT_S)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if self._probes is not None and self._probes.count_times:
@@ -378,6 +380,10 @@ def _forked_to_exec() -> bool:
         frame = frame.f_back  # type: ignore[assignment]
     return False
 
+
+# At exit, how long other threads' records already being written get to land (sink.close_to_others):
+# sub-millisecond unless the host is loaded; bounded so an exit is never held up for long.
+EXIT_WRITE_WAIT_S = 0.2
 
 # The root's first verdict at exit: its live descendants, so a reader right after
 # the job has one before the watcher's leftover (docs/log-schema-changes.md, 3).
