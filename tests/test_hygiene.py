@@ -175,8 +175,10 @@ def test_old_logs_leak_no_secret_into_any_output(tmp_path: Path) -> None:
     w.add(0.9, 100, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=1, pids=[101],
           procs=[{"pid": 101, "ppid": 100, "name": "curl", "create_time": 0.1, "rss": 1,
                   "cmd": "curl --token SECRET-5"}])
+    w.add(0.95, 100, 1, "main", "exec", argv=["curl", "--token", "SECRET-6"], executable="/usr/bin/curl")
     w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
     data = read_logs([str(w.write(tmp_path / "old.jsonl"))])
+    assert "SECRET" not in json.dumps(data.records)  # every record, as read
     rep = analyze(data)
     outputs = {"json": json.dumps(rep), "text": render_text(rep, {}),
                "chrome": json.dumps(to_chrome_trace(data)), "otlp": json.dumps(to_otlp(data))}

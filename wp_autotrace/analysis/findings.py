@@ -549,8 +549,9 @@ def child_exit_wait(v: View) -> Finding | None:
         f"{still}, shutting down the pool it made at {site(user_frame(made.caller) or made.caller)}: its parent's "
         f"join() waits that long" + (f" (+{len(slow) - 1} more child(ren))" if len(slow) > 1 else "") + ".",
         sorted({x.proc.pid for x in slow}), [f"{x.proc.pid}: {_took(v, x):.2f} s" for x in slow[:TEXT_PIDS]],
-        f"call {shutdown_path(v, p)}() at the end of the child's work (the wait then happens there, once), or "
-        "compile in the parent; torch's atexit shuts the pool down otherwise (pytorch#115366)",
+        f"call {shutdown_path(v, p)}() at the end of the child's work, so its exit does not hang on torch's "
+        "exit-time shutdown (atexit, or the multiprocessing finalizer in a multiprocessing child); or compile in "
+        "the parent, so the child makes no pool (pytorch#115366)",
         {"processes": len(slow), "exit_wait_s": round(sum(_took(v, x) for x in slow), 3)})
 
 

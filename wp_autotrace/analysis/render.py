@@ -271,7 +271,7 @@ def _lifecycle(pool: dict[str, Any]) -> str:
     starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
     ends = [w["end"] for w in pool["workers"] if w["end"] is not None]
     if starts:
-        gone = _s(max(ends)) if len(ends) == len(pool["workers"]) else "end"
+        gone = _s(max(ends)) if len(ends) == len(pool["workers"]) else "?"
         parts.append(f"workers {_s(min(starts))} -> {gone}")
     parts += [f"quiesced {_s(q['at'])} by {q['by']}" for q in pool["quiesced"][:3]]
     if pool["shutdown_by"]:
