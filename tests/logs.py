@@ -108,7 +108,8 @@ AC = "torch._inductor.async_compile"
 
 
 def report(w: LogWriter, tmp_path: Path, run: str | None = None) -> dict[str, Any]:
-    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run)
+    """The report of w's log; w.waited (when a scenario sets it) is what `run` saw of the program."""
+    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run, getattr(w, "waited", None))
 
 
 def kinds(rep: dict[str, Any]) -> set[str]:

@@ -320,11 +320,13 @@ def test_pending_verdict_uses_the_last_sample_and_says_so(tmp_path: Path, sleepe
     assert info is not None
     root = _dead_pid()
     entry = {"pid": sleeper.pid, "create_time": info["create_time"], "ppid": root, "via": "child"}
+    # The watcher is this test process (alive, started before its watcher_start): its verdict may still come.
     records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
-               _watcher("watcher_start", root, interval=0.1, linger=60.0),
-               _watcher("tree", root, count=2, started=[entry], ended=[]),
+               {**_watcher("watcher_start", root, interval=0.1, linger=60.0), "pid": os.getpid()},
+               {**_watcher("tree", root, count=2, started=[entry], ended=[]), "pid": os.getpid()},
                _record("process_exit", root, how="exit"),
-               _watcher("tree", root, count=1, started=[], ended=[{"pid": root, "end": time.time()}])]
+               {**_watcher("tree", root, count=1, started=[], ended=[{"pid": root, "end": time.time()}]),
+                "pid": os.getpid()}]
     log = tmp_path / "run.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log), "--grace", "5")

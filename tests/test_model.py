@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -10,6 +11,7 @@ import pytest
 
 from wp_autotrace.analysis.findings import FINDINGS
 from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.model import Waited
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 
@@ -126,6 +128,37 @@ def with_verdict_pending() -> LogWriter:
     return w
 
 
+GONE_WATCHER = 4_000_000  # above any pid_max: never a live process
+
+
+def with_watcher_gone() -> LogWriter:
+    """The main process exited; the watcher (on this host) is gone without leftover or watcher_exit."""
+    w = LogWriter(host=os.uname().nodename)
+    for r in clean_run().lines:
+        if r["event"] != "leftover":
+            w.add(r["ts"] - T0, r["pid"], r["ppid"], r["role"], r["event"],
+                  **{k: v for k, v in r.items() if k not in ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")})
+    w.add(0.01, GONE_WATCHER, 100, "watcher", "watcher_start", interval=0.1, linger=5.0, run="r1", root_pid=100)
+    w.add(2.0, GONE_WATCHER, 100, "watcher", "tree", count=2, started=[{"pid": 200, "ppid": 100, "via": "child"}],
+          ended=[], run="r1", root_pid=100)
+    return w
+
+
+def with_records_lost() -> LogWriter:
+    """The watcher could not write some records (a full disk), kept sampling, and said how many."""
+    w = clean_run()
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 4.1, "watcher_exit", reason="run-ended", samples=40, cpu_s=0.1, dropped=3)
+    return w
+
+
+def with_os_exit() -> LogWriter:
+    """`run` saw the main process exit 0 with no process_exit (os._exit); the watcher saw it go."""
+    w = with_root_killed()
+    w.waited = Waited(100, 0)  # type: ignore[attr-defined]
+    return w
+
+
 def with_early_wakeup() -> LogWriter:
     """AsyncCompile.wakeup() returned without calling SubprocPool.wakeup (torch returned early)."""
     w = clean_run()
@@ -140,6 +173,9 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "root-killed": with_root_killed,
     "in-progress": with_run_in_progress,
     "verdict-pending": with_verdict_pending,
+    "no-verdict": with_watcher_gone,
+    "records-lost": with_records_lost,
+    "root-os-exit": with_os_exit,
     "wakeup-no-pool": with_early_wakeup,
     "nested-pools": seed_log,
     "warm-pool-bypass": seed_log,

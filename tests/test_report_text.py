@@ -32,11 +32,12 @@ def test_root_killed_is_said_with_what_was_seen_after(tmp_path: Path) -> None:
     rep = report(with_root_killed(), tmp_path)
     assert rep["runs"][0]["state"] == "killed"
     text = finding(rep, "root-killed")["text"]
-    assert "main process 100 was killed at 3.5 s" in text and "1 process(es) of the run still alive" in text
+    assert "main process 100 ended without process_exit at 3.5 s (killed, or os._exit)" in text
+    assert "1 process(es) of the run still alive" in text
     assert 100 not in rep["no_exit_pids"]  # explained: killed
     out = render_text(rep, {})
-    assert "main process killed (no process_exit; 1 process(es) still alive after it)" in out
-    assert "left behind after the main process was killed: 1: 200" in out
+    assert "main process ended without process_exit (killed, or os._exit; 1 process(es) still alive after it)" in out
+    assert "left behind after the main process ended without process_exit: 1: 200" in out
     assert "Nothing unusual" not in out
 
 

@@ -385,3 +385,58 @@ def test_a_claimed_process_gone_before_any_sample_gets_its_end(tmp_path: Path) -
     trees = events(read_log(log), "tree")
     assert [(e["pid"], e["create_time"]) for t in trees for e in t["ended"]] == [(301, 2.0)]
     assert [(p["pid"], p["via"]) for t in trees for p in t["started"]] == [(100, "root"), (302, "claim")]
+
+
+def test_a_full_disk_does_not_end_the_watch_and_the_loss_is_counted(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log refuses writes (ENOSPC) from before the root's exit until 2 s: the watcher keeps sampling
+    (it once returned log-unwritable on the first dropped record), writes the verdict once space is
+    back, says how many records were lost, and its watcher_exit carries the count."""
+    import errno
+
+    from wp_autotrace.runtime import sink as sink_mod
+
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.interval, w.linger = 0.5, 30.0
+    w.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
+    w.tick()
+    full = [True]
+    real_write = sink_mod._write
+
+    def write(fd: int, data: bytes) -> int:
+        if full[0]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(sink_mod, "_write", write)
+    t = [0.0]
+
+    def sleep(d: float) -> None:
+        t[0] += d
+        if t[0] >= 1.0 and 100 in r.procs:
+            with open(log, "ab") as f:  # the root's own record, written before the disk filled up
+                f.write(b'\n{"v":1,"event":"process_exit","pid":100,"host":"h","ts":1.0,"seq":1}\n')
+            del r.procs[100]
+        if t[0] >= 2.0:
+            full[0] = False
+        if t[0] >= 3.0:
+            r.procs.pop(101, None)
+
+    reason = w.run_loop(clock=lambda: t[0], sleep=sleep)
+    w.finish(reason)
+    assert reason == "run-ended"
+    recs = read_log(log)
+    (verdict,) = events(recs, "leftover")
+    assert [p["pid"] for p in verdict["procs"]] == [101]
+    (said,) = [e for e in events(recs, "tracer_error") if e.get("dropped")]
+    (end,) = events(recs, "watcher_exit")
+    assert said["dropped"] >= 1 and end["dropped"] == said["dropped"], (said, end)
+    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.report import analyze
+
+    found = {f["kind"]: f for f in analyze(read_logs([str(log)]))["findings"]}
+    assert "kept sampling" in found["records-lost"]["text"], found
+    assert "tracer-errors" not in found  # the count is its own finding, not a tracer fault

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from ..common import targets as T
 from ..common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from .fmt import TEXT_PIDS, mib_s_text, pid_text, site, size_text
-from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
+from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED, signal_name
 from .plugins import advice_for_frame
 from .pools import PoolStory, user_frame
 
@@ -130,8 +130,7 @@ def leftovers(v: View) -> Finding | None:
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     mb = f", holding about {size_text(v.leftover_real)}" if v.leftover_real else ""
     killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
-    pending = " (verdict pending: from the last look after the main process ended)" if any(
-        r.verdict_pending for r in v.runs) else ""
+    pending = _provisional(v)
     # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
     ended = [p for p in listed if p.end is not None]
     since = ""
@@ -151,6 +150,17 @@ def leftovers(v: View) -> Finding | None:
         todo + ": pools started where nothing shuts them down (see the findings above)",
         {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
          "leftover_real_bytes": v.leftover_real})
+
+
+def _provisional(v: View) -> str:
+    """Where a left-behind list comes from when it is not the watcher's verdict, in words ("" when it is)."""
+    runs = [r for r in v.runs if r.verdict_pending or r.no_verdict]
+    if not runs:
+        return ""
+    whence = " and ".join(sorted({"the main process's own list at its exit" if r.provisional_from == "below"
+                                  else "the last look after the main process ended" for r in runs}))
+    state = "verdict pending" if any(r.verdict_pending for r in runs) else "no verdict will come"
+    return f" ({state}: from {whence})"
 
 
 def verdict_pending(v: View) -> Finding | None:
@@ -352,6 +362,23 @@ def _root_runs(v: View, state: str) -> list[Run]:
     return [r for r in v.runs if v.states.get(r.id) == state and r.root is not None]
 
 
+def _no_exit_how(r: Run) -> tuple[str, str, str]:
+    """How a main process without process_exit ended, in words, a note, and where to look for the
+    cause: from `run`'s waited status when it ran the program, else both possibilities."""
+    waited = r.waited
+    if waited is None or waited.status >= 0:
+        return ("ended without process_exit", " (killed, or os._exit)",
+                "find what ended it (os._exit in the code; the OOM killer: dmesg; a time limit)")
+    sig = -waited.status
+    name = signal_name(sig)
+    if sig in waited.forwarded:
+        return (f"was ended by {name}", " (wp-autotrace run was sent it and passed it on)",
+                f"it was asked to stop: find what sent {name} to wp-autotrace run, if that was not you")
+    if name == "SIGKILL":
+        return "was killed by SIGKILL", "", "find what killed it (the OOM killer: dmesg; a time limit)"
+    return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
+
+
 def root_killed(v: View) -> Finding | None:
     """The main process ended without process_exit: the watcher saw it go, or nothing saw it end."""
     runs = _root_runs(v, RUN_KILLED) + _root_runs(v, RUN_END_UNSEEN)
@@ -366,14 +393,64 @@ def root_killed(v: View) -> Finding | None:
         at = f" at {when - v.t0:.1f} s" if when is not None else ""
         alive = r.leftover_count or max((n for ts, n in r.tree_counts if when is not None and ts >= when),
                                         default=0)
-        text = (f"The main process {root.pid} was killed{at} (no process_exit; its exit handlers did not run); "
+        how, note, cause = _no_exit_how(r)
+        text = (f"The main process {root.pid} {how}{at}{note}; its exit handlers did not run; "
                 f"seen after it: {alive} process(es) of the run still alive.")
         if not alive and r.leftover_seen:  # the verdict: nothing left, so nothing to clean up
-            advice = "nothing of the run is left to end; find what killed it (the OOM killer: dmesg; a time limit)"
+            advice = f"nothing of the run is left to end; {cause}"
     else:
         text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
                 f"after it): it was killed, or the log stops early; {_last_seen(v, root)}.")
     return Finding("root-killed", "problem", text, [root.pid], [], advice, {})
+
+
+def root_os_exit(v: View) -> Finding | None:
+    """`run` saw the main process exit with a code, and it wrote no process_exit: it left by os._exit."""
+    runs = [r for r in v.runs if r.root is not None and r.waited is not None and r.waited.status >= 0
+            and not r.root.exited]
+    if not runs:
+        return None
+    r = runs[0]
+    assert r.root is not None and r.waited is not None
+    return Finding(
+        "root-os-exit", "info",
+        f"The main process {r.root.pid} exited {r.waited.status} without running its exit handlers "
+        "(os._exit: no process_exit, and torch's atexit shutdown of its pools did not run).",
+        [r.root.pid], [], "" if not r.leftover_count else
+        "shut pools down before os._exit, or exit normally; end what is left with `wp-autotrace cleanup LOG`",
+        {"exit_code": r.waited.status})
+
+
+def no_verdict(v: View) -> Finding | None:
+    """No verdict will ever come (no watcher ran, or it ended without one): say so, never 'pending'."""
+    runs = [r for r in v.runs if r.no_verdict]
+    if not runs:
+        return None
+    r = runs[0]
+    source = {"sample": "the last sample after the main process ended",
+              "below": "the main process's own list of its live descendants at its exit"}.get(r.provisional_from)
+    what = (f" What was left behind comes from {source}." if source else
+            "" if r.root is not None and r.root.pid == 1 else " What was left behind is not known.")
+    more = f" ({len(runs) - 1} more run(s) alike)" if len(runs) > 1 else ""
+    return Finding(
+        "no-verdict", "warning" if r.root is None or r.root.pid != 1 else "info",
+        f"No verdict will come: {r.no_verdict}.{what}{more}",
+        sorted(x.root.pid for x in runs if x.root is not None), [],
+        "" if source or (r.root is not None and r.root.pid == 1) else
+        "look for the run's processes with `ps`; cleanup acts only on what the log proves", {})
+
+
+def records_lost(v: View) -> Finding | None:
+    """The watcher could not write some records (a full disk) and kept sampling: the log is incomplete."""
+    lost = sum(r.watcher_dropped for r in v.runs)
+    if not lost:
+        return None
+    return Finding(
+        "records-lost", "warning",
+        f"The watcher could not write {lost} record(s) (the log's disk was full or unwritable) and kept "
+        "sampling: processes, ends and samples of that time may be missing from this report.",
+        [], [], "give the log's filesystem room (WP_AUTOTRACE_LOG on a disk with space)",
+        {"records_dropped": lost})
 
 
 def run_in_progress(v: View) -> Finding | None:
@@ -557,6 +634,9 @@ def child_exit_wait(v: View) -> Finding | None:
 
 FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     root_killed,
+    root_os_exit,
+    no_verdict,
+    records_lost,
     run_in_progress,
     idle_pools,
     child_exit_wait,

@@ -20,13 +20,14 @@ walks, no per-pool scans.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Iterable
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from ..common import targets as T
 from ..common import vocab as V
-from ..common.procfs import same_process
+from ..common.procfs import ProcReader, same_process
 from ..common.vocab import SIDECAR_ROLES
 from . import schema as S
 
@@ -42,6 +43,18 @@ LEFT_THEN_ENDED = "ended after the main process"  # a leftover the watcher later
 RUN_IN_PROGRESS = "in progress"  # no end seen, and the watcher (or a fresh log) says it is alive
 RUN_KILLED = "killed"  # no process_exit, and the watcher saw the main process end (or root-killed)
 RUN_END_UNSEEN = "end not seen"  # no process_exit and nothing says why
+# The watcher writes its verdict 0.2 s (watcher/main.py LEFTOVER_GRACE_S) after the main process's end, at a
+# tick: within two sampling intervals. None this much later (plus those two intervals) will ever come:
+# generous, for a loaded host's scheduling and the reader's clock against the log's.
+VERDICT_LATE_S = 30.0
+# The root starts its watcher at start-up, and the watcher's first record comes within milliseconds: none
+# this long after the main process's end means no watcher ran (WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it failed).
+WATCHER_START_LATE_S = 10.0
+# A watcher's pid whose live process started this long after its watcher_start is another process.
+WATCHER_START_SLACK_S = 1.0
+# Why a verdict will never come (Run.no_verdict starts with one of these).
+NO_WATCHER = "no watcher ran"
+WATCHER_ENDED = "the watcher ended without a verdict"
 
 
 class Call:
@@ -177,6 +190,7 @@ class Run:
         self.leftover_how = ""
         self.leftover_seen = False
         self.final_seen = False
+        self.waited: Waited | None = None  # `run`'s waited status of the main process, when it ran it
         self.cut: list[str] = []  # what the log itself says was cut
         self.blocked: list[Call] = []
         self.tracer_errors: list[str] = []
@@ -185,6 +199,10 @@ class Run:
         self.guard = False
         self.watcher_pids: set[tuple[str, int]] = set()
         self.watcher_exit = ""  # the watcher's exit reason, once written
+        self.watcher_started: dict[tuple[str, int], float] = {}  # (host, pid) -> its watcher_start's ts
+        self.interval = 0.0  # the watcher's sampling interval (watcher_start)
+        self.watcher_dropped = 0  # records the watcher could not write (a full disk), as it last said
+        self.no_watcher = ""  # the root's tracer_error saying why it started no watcher
         self.last_sample: float | None = None  # ts of the watcher's latest tree record
         # Processes sharing only the root's group or session: possibly the run's, never proven, never signalled.
         self.possible: dict[tuple[str, int, float | None], dict[str, Any]] = {}
@@ -193,7 +211,10 @@ class Run:
         # No leftover record yet although the main process ended: `leftover` then holds what the last
         # sample after that end (else the root's `below`) showed alive, and says so.
         self.verdict_pending = False
-        self.provisional_from = ""  # "sample" or "below": where a pending verdict's list comes from
+        self.provisional_from = ""  # "sample" or "below": where a pending (or lost) verdict's list comes from
+        # Why no verdict will ever come (NO_WATCHER..., WATCHER_ENDED...), "" while one may: said instead of
+        # "pending". The left-behind list then comes from provisional_from, as for a pending one.
+        self.no_verdict = ""
 
     @property
     def verdict(self) -> bool:
@@ -211,6 +232,16 @@ class Run:
     @property
     def command(self) -> str:
         return self.root.cmd if self.root else ""
+
+
+class Waited(NamedTuple):
+    """What `wp-autotrace run` knows of the program it started and waited for (no log says it)."""
+
+    pid: int
+    status: int  # Popen.returncode: the exit code, or -N for signal N
+    forwarded: tuple[int, ...] = ()  # the signals `run` passed on to it
+    host: str = ""  # the host it ran on ("": any)
+    no_watcher: str = ""  # why no watcher ran, when `run` found none ("": one ran, or not known)
 
 
 class Model:
@@ -240,8 +271,11 @@ def _argv_text(argv: Any) -> str:
 class Builder:
     """Folds records, in time order, into a Model. One ``visit_<event>`` per event."""
 
-    def __init__(self) -> None:
+    def __init__(self, waited: Waited | None = None) -> None:
         self.model = Model()
+        self.waited = waited
+        self.now: float | None = None  # the reader's time (tests set it), else time.time()
+        self.hostname: str | None = None  # the reader's host (tests set it), else os.uname()
         self.current: dict[tuple[str, int], Process] = {}  # (host, pid) -> latest process
         self.by_start: dict[tuple[str, int, float], Process] = {}  # (host, pid, create_time)
         self.all_by_pid: dict[tuple[str, int], list[Process]] = {}
@@ -587,7 +621,14 @@ class Builder:
             p.role = r.get("role") or p.role
 
     def visit_tracer_error(self, r: dict[str, Any]) -> None:
-        run = self.record_run(r) if self.is_watcher(r) else self.writer(r).run or self.run("")
+        watcher = self.is_watcher(r)
+        run = self.record_run(r) if watcher else self.writer(r).run or self.run("")
+        if not watcher and r.get("where") == V.WATCHER and not run.no_watcher:
+            run.no_watcher = str(r.get("error") or "")  # the root says why it started no watcher: not a fault
+            return
+        if watcher and isinstance(r.get("dropped"), int):
+            run.watcher_dropped = max(run.watcher_dropped, r["dropped"])
+            return  # the count, said again in watcher_exit: a finding of its own, not an error
         run.tracer_errors.append(f"pid {r['pid']}: {r.get('where', '')}: {r.get('error', '')}")
 
     def visit_error(self, r: dict[str, Any]) -> None:
@@ -595,10 +636,16 @@ class Builder:
             self.writer(r).errors.append(r)
 
     def visit_watcher_start(self, r: dict[str, Any]) -> None:
-        self.record_run(r)
+        run = self.record_run(r)
+        run.watcher_started[(r["host"], r["pid"])] = r["ts"]
+        if isinstance(r.get("interval"), (int, float)):
+            run.interval = max(run.interval, float(r["interval"]))
 
     def visit_watcher_exit(self, r: dict[str, Any]) -> None:
-        self.record_run(r).watcher_exit = r.get("reason") or V.EXIT_ERROR
+        run = self.record_run(r)
+        run.watcher_exit = r.get("reason") or V.EXIT_ERROR
+        if isinstance(r.get("dropped"), int):
+            run.watcher_dropped = max(run.watcher_dropped, r["dropped"])
 
     def visit_tree(self, r: dict[str, Any]) -> None:
         run = self.record_run(r)
@@ -729,20 +776,33 @@ class Builder:
         run.root = by_pid[0] if by_pid else mains[0] if mains else None
         if run.root is not None and run.root_pid is None:
             run.root_pid = run.root.pid
+        waited = self.waited
+        if waited is not None and run.root is not None and run.root.pid == waited.pid \
+                and waited.host in ("", run.root.host):
+            run.waited = waited
         listed = len(run.leftover)
         if run.leftover_count > listed:
             run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
         self.pending_verdict(run)
 
-    @staticmethod
-    def pending_verdict(run: Run) -> None:
-        """The main process ended, a watcher runs, and its verdict is not written yet: take what the
-        last sample after that end (else the root's `below`) shows alive, and mark it pending."""
+    def pending_verdict(self, run: Run) -> None:
+        """The main process ended and the watcher's verdict is not written: take what the last sample
+        after that end (else the root's `below`) shows alive, and say whether the verdict is pending
+        or will never come (run.no_verdict: no watcher ran, or it ended without one)."""
         root = run.root
         end = None if root is None else root.end if root.end is not None else root.gone
-        if end is None or run.verdict or not (run.watcher_pids or run.below is not None):
+        if root is None or end is None or run.verdict:
             return
-        run.verdict_pending = True
+        if root.pid == 1 and run.no_watcher and not run.watcher_pids:
+            # A pid namespace's init: its exit made the kernel kill every process in that namespace.
+            run.no_verdict = (f"{NO_WATCHER}: the main process was pid 1 (its pid namespace's init), and its "
+                              "exit ended every process in that namespace: nothing can be left behind")
+            run.leftover, run.leftover_count = {}, 0
+            return
+        if not (run.watcher_pids or run.below is not None):
+            return
+        run.no_verdict = self.verdict_lost(run, end)
+        run.verdict_pending = not run.no_verdict
         if run.last_sample is not None and run.last_sample >= end:
             alive = [p for p in run.processes if p is not root and p.end is None and p.gone is None]
             run.provisional_from = "sample"
@@ -754,6 +814,50 @@ class Builder:
         run.leftover = {p: {"pid": p.pid, "rss": p.last_rss or None} for p in alive}
         unlisted = run.below_count - len(run.below) if run.provisional_from == "below" and run.below else 0
         run.leftover_count = len(alive) + max(unlisted, 0)
+
+    def verdict_lost(self, run: Run, end: float) -> str:
+        """Why no verdict will come for a run whose main process ended at `end`, or "" while one may.
+
+        From the log first (a reader may be on another host, or read it a day later): no watcher_start
+        long after the end, or no verdict long after it was due. From /proc only for a watcher on
+        this host: its pid gone (or another process's) means it ended without writing one."""
+        now = time.time() if self.now is None else self.now
+        if not run.watcher_pids:
+            if run.no_watcher:
+                return f"{NO_WATCHER}: {run.no_watcher}"
+            if run.waited is not None and run.waited.no_watcher:
+                return f"{NO_WATCHER}: {run.waited.no_watcher}"
+            if now - end > WATCHER_START_LATE_S:
+                return (f"{NO_WATCHER} (no watcher record in the log: WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it "
+                        "could not start)")
+            return ""
+        here = self.hostname if self.hostname is not None else _hostname()
+        local = [(h, pid) for h, pid in run.watcher_pids if h == here]
+        if local and len(local) == len(run.watcher_pids):
+            if any(watcher_alive(pid, run.watcher_started.get((h, pid))) for h, pid in local):
+                return ""
+            pids = ", ".join(str(pid) for _, pid in sorted(local))
+            return f"{WATCHER_ENDED} (no leftover or watcher_exit record; its pid {pids} is gone)"
+        late = now - end - 2 * run.interval
+        if late > VERDICT_LATE_S:
+            return (f"{WATCHER_ENDED} (no leftover or watcher_exit record {now - end:.0f} s after the main "
+                    f"process's end; it is written within a second or two)")
+        return ""
+
+
+def _hostname() -> str:
+    return os.uname().nodename
+
+
+def watcher_alive(pid: int, started: float | None) -> bool:
+    """Whether this host's process `pid` may still be the watcher that wrote watcher_start at `started`."""
+    try:
+        found = ProcReader().stat(pid)
+    except OSError:
+        return True  # cannot tell: not evidence of its end
+    if found is None:
+        return False
+    return started is None or found["create_time"] <= started + WATCHER_START_SLACK_S
 
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
@@ -810,6 +914,8 @@ def run_state(run: Run, now: float | None = None) -> str:
         return RUN_ENDED if root is not None else RUN_END_UNSEEN
     if root.exec_into is not None and (root.gone is not None or run.leftover_seen):
         return RUN_ENDED  # it exec'd into another program, whose end the watcher saw: not killed
+    if run.waited is not None and run.waited.status >= 0:
+        return RUN_ENDED  # `run` saw it exit with a code (os._exit: no exit handlers, no process_exit)
     if run.leftover_how == V.ROOT_KILLED or root.gone is not None:
         return RUN_KILLED
     if run.leftover_seen:
@@ -822,6 +928,21 @@ def run_state(run: Run, now: float | None = None) -> str:
     return RUN_END_UNSEEN
 
 
+def signal_name(n: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def ended_by(run: Run) -> str | None:
+    """The signal that ended the main process, as `run` saw it (its waited status); None if not known."""
+    waited = run.waited
+    return signal_name(-waited.status) if waited is not None and waited.status < 0 else None
+
+
 def exec_name(record: dict[str, Any]) -> str:
     """What an exec record's process became: its program's name."""
     argv = record.get("argv") or []
@@ -829,6 +950,6 @@ def exec_name(record: dict[str, Any]) -> str:
     return str(path).rstrip("/").rpartition("/")[2] or str(path)
 
 
-def build(records: Iterable[dict[str, Any]]) -> Model:
-    """Fold checked records (logread) in time order into a Model."""
-    return Builder().fold(records)
+def build(records: Iterable[dict[str, Any]], waited: Waited | None = None) -> Model:
+    """Fold checked records (logread) in time order into a Model; waited: what `run` saw of its program."""
+    return Builder(waited).fold(records)

@@ -134,7 +134,7 @@ def _state_text(r: dict[str, Any]) -> str:
     state = r["state"]
     if state == "killed":
         after = f"; {r['alive_after_root']} process(es) still alive after it" if r["alive_after_root"] else ""
-        return f"main process killed (no process_exit{after})"
+        return f"main process ended without process_exit (killed, or os._exit{after})"
     if state == "in progress":
         return "in progress"
     if state == "ended" and r.get("exec_into"):
@@ -196,7 +196,9 @@ def answer_text(rep: dict[str, Any]) -> str:
     if "in progress" in states:
         text += " The run is still in progress."
     elif "killed" in states:
-        text += " The main process was killed."
+        by = sorted({r["ended_by"] for r in rep["runs"] if r.get("ended_by")})
+        text += (f" The main process was ended by {', '.join(by)}." if by else
+                 " The main process ended without process_exit (killed, or os._exit).")
     costs = rep["costs"]
     if rep["leftover_count"]:
         real = costs.get("leftover_real_bytes")
@@ -443,7 +445,15 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
         listed += f" ({rep['leftover_count'] - len(left)} not listed: the log's list was cut)"
     states = {r["state"] for r in rep["runs"]}
     pending = [r for r in rep["runs"] if r.get("verdict_pending")]
-    if pending:
+    lost = [r for r in rep["runs"] if r.get("no_verdict")]
+    if lost and not pending and not rep["leftover_checked"]:
+        whence = {"sample": "from the last sample after the main process ended",
+                  "below": "from the main process's own list of its descendants at exit"}
+        lost_from = sorted({whence[r["verdict_from"]] for r in lost if r.get("verdict_from") in whence})
+        known = lost_from or rep["leftover_count"] or all(r["root_pid"] == 1 for r in lost)
+        out.append(f"left behind at main exit: {listed if known else 'not known'} (no verdict will come: "
+                   f"{lost[0]['no_verdict']}" + (f"; {' and '.join(lost_from)}" if lost_from else "") + ")")
+    elif pending:
         source = {"sample": "the last sample after the main process ended",
                   "below": "the main process's own list of its descendants at exit"}
         froms = {r["verdict_from"] for r in pending}
@@ -454,7 +464,7 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
             out.append(f"left behind at main exit: {listed} (verdict pending: from "
                        f"{' and '.join(sorted(source[f] for f in froms))})")
     elif "killed" in states:
-        out.append(f"left behind after the main process was killed: {listed}"
+        out.append(f"left behind after the main process ended without process_exit: {listed}"
                    + ("" if rep["leftover_checked"] else " (not checked: no leftover record)"))
     elif rep["leftover_checked"]:
         out.append(f"left behind at main exit: {listed}")

@@ -26,7 +26,9 @@ from .model import (
     Pool,
     Process,
     Run,
+    Waited,
     build,
+    ended_by,
     exec_name,
 )
 from .render import answer_text
@@ -113,6 +115,7 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "alive_at_last_record": r.tree_counts[-1][1] if r.tree_counts else None,
             "alive_after_root": max(alive) if alive else None,
             "verdict_pending": r.verdict_pending, "verdict_from": r.provisional_from or None,
+            "no_verdict": r.no_verdict or None, "ended_by": ended_by(r),
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None}
 
 
@@ -253,9 +256,9 @@ def select_runs(model: Model, run_id: str | None) -> list[Run]:
     return chosen
 
 
-def analyze(data: LogData | LogStream, run_id: str | None = None) -> dict[str, Any]:
-    """Build the report as one dict (the --json output)."""
-    model = build(data.records)
+def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited | None = None) -> dict[str, Any]:
+    """Build the report as one dict (the --json output); waited: what `run` saw of the program it ran."""
+    model = build(data.records, waited)
     v = View(model, select_runs(model, run_id))
     leftover = {p.index for r in v.runs for p in r.leftover}
     findings = find_all(v)

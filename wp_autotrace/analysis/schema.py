@@ -199,7 +199,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
                        "`live-export`: spans the live export could not send, and why)"),
-        ("error", STR, "the fault")) + _PART_FIELDS[:2]),
+        ("error", STR, "the fault"),
+        ("dropped", UINT, "the watcher: records it could not write so far (a full disk); it kept sampling, "
+                          "and writes this once the log takes records again")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
         ("source", STR, "`logging`, `excepthook` or `threading.excepthook`"),
@@ -224,6 +226,7 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),
         ("cpu_s", NUM, "the watcher's own CPU seconds"),
+        ("dropped", UINT, "records the watcher could not write (a full disk); absent when none"),
         ("exported", UINT, "live export (WP_AUTOTRACE_EXPORT=otlp) only: spans the receiver accepted"),
         ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"))),
 }

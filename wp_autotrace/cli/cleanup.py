@@ -86,7 +86,17 @@ def _alive_in_model(run: Run) -> list[Process]:
 
 def pending_note(run: Run) -> str:
     """Why a run's list is not the watcher's verdict, in words; '' when the verdict is written."""
-    if run.leftover_seen or not run.verdict_pending:
+    if run.leftover_seen:
+        return ""
+    if run.no_verdict and run.root is not None and run.root.pid == 1:
+        return (f"run {run.id or '?'}: its main process was pid 1 of its own pid namespace: the log's pids are "
+                "that namespace's, not this one's, and its exit ended every process in it; nothing to clean up")
+    if run.no_verdict:
+        where = {"sample": "the last sample after its main process ended",
+                 "below": "the main process's own list of its descendants at exit"}.get(run.provisional_from)
+        return f"run {run.id or '?'}: no verdict will come ({run.no_verdict})" + (
+            f"; using {where}" if where else "")
+    if not run.verdict_pending:
         return ""
     where = {"sample": "the last sample after its main process ended",
              "below": "the main process's own list of its descendants at exit"}.get(
@@ -113,7 +123,8 @@ def find_candidates(model: Model, run_id: str | None, owner: int | None = None) 
             pids = ", ".join(str(e["pid"]) for e in run.possible.values())
             notes.append(f"run {run.id or '?'}: not signalled, only possibly the run's (they share only its "
                          f"process group or session): {pids}")
-        listed = run.leftover if run.leftover_seen or run.provisional_from else None
+        known = run.leftover_seen or run.provisional_from or (run.no_verdict and root is not None and root.pid == 1)
+        listed = run.leftover if known else None
         procs = list(listed) if listed is not None else _alive_in_model(run) if root is not None else []
         for p in procs:
             if p is root or p.role == WATCHER_ROLE or (p.host, p.pid) in run.watcher_pids:

@@ -221,14 +221,33 @@ def _write_output(path: str, text: str, args: argparse.Namespace) -> bool:
     return True
 
 
-def _python_of(command: list[str], path: str | None) -> str | None:
-    """The interpreter a command will run: itself if it is a Python, its #! line's Python,
-    else the python on PATH; None when none can be told."""
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def _python_in_script(command: list[str]) -> str | None:
+    """The first Python a `sh -c SCRIPT` command names in its script, else None."""
+    import shlex
+
+    if os.path.basename(command[0]) not in SHELLS or "-c" not in command[1:-1]:
+        return None
+    try:
+        words = shlex.split(command[command.index("-c", 1) + 1])
+    except ValueError:
+        return None
+    return next((w for w in words if is_python(w)), None)
+
+
+def _python_of(command: list[str], path: str | None) -> tuple[str | None, bool]:
+    """The interpreter a command will run: itself if it is a Python, its #! line's Python, the Python a
+    shell's -c script names, else the python on PATH; and whether the command says so (False: a guess)."""
     exe = shutil.which(command[0], path=path)
     if exe is None:
-        return None
+        return None, False
     if is_python(exe):
-        return exe
+        return exe, True
+    named = _python_in_script(command)
+    if named is not None:
+        return shutil.which(named, path=path) or named, True
     try:
         with open(exe, "rb") as f:
             first = f.readline(256).decode(errors="replace")
@@ -238,18 +257,31 @@ def _python_of(command: list[str], path: str | None) -> str | None:
     if words and os.path.basename(words[0]) == "env":
         words = [w for w in words[1:] if not w.startswith("-")]
     if words and is_python(words[0]):
-        return shutil.which(words[0], path=path) or words[0]
-    return shutil.which("python", path=path) or shutil.which("python3", path=path)
+        return shutil.which(words[0], path=path) or words[0], True
+    return shutil.which("python", path=path) or shutil.which("python3", path=path), False
+
+
+def _say(*lines: str) -> None:
+    """`run`'s own message, on its stderr; dropped when that is closed (sys.stderr None) or fails
+    (2>/dev/full): never sent to stdout, which is the program's, and never a reason not to run it."""
+    err = sys.stderr
+    if err is None:
+        return
+    try:
+        print(*lines, sep="\n  ", file=err)
+        err.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _run(args: argparse.Namespace) -> int:
     """Check the interpreter, run the command traced, then print the short answer; the program's code."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        print("wp-autotrace run: give the command after --, e.g. wp-autotrace run -- python train.py",
-              file=sys.stderr)
+        _say("wp-autotrace run: give the command after --, e.g. wp-autotrace run -- python train.py")
         return USAGE
-    log = os.path.abspath(args.log or default_log_name(os.uname().nodename, os.getpid()))
+    # --log, else WP_AUTOTRACE_LOG as a traced program would take it, else the default name.
+    log = os.path.abspath(args.log or os.environ.get(LOG_ENV) or default_log_name(os.uname().nodename, os.getpid()))
     env = dict(os.environ)
     # The program is a new run, with itself as the root, even if this command was started traced.
     for key in RUN_IDENTITY_ENV:
@@ -258,41 +290,68 @@ def _run(args: argparse.Namespace) -> int:
     env[LOG_ENV] = log
     if args.guard:
         env[GUARD_ENV] = GUARD_NESTED_POOLS
-    python = _python_of(command, env.get("PATH"))
+    python, told = _python_of(command, env.get("PATH"))
     if python is not None and is_python(command[0]) and "S" in python_flags(command):
-        print(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run", file=sys.stderr)
+        _say(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run")
         return NOT_TRACEABLE
     if python is not None:
         probe = probe_interpreter(python)
         if probe.problem:
-            print(f"wp-autotrace run: {python} cannot trace: {probe.problem}; nothing was run. Install the "
-                  f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
-                  f"wp-autotrace doctor --python {python}", file=sys.stderr)
+            _say(f"wp-autotrace run: {python} cannot trace: {probe.problem}; nothing was run. Install the "
+                 f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
+                 f"wp-autotrace doctor --python {python}")
             return NOT_TRACEABLE
     if shutil.which(command[0], path=env.get("PATH")) is None:
         # Said before "logging to": no program, no log (the line would name a file never made).
-        print(f"wp-autotrace run: cannot run {command[0]}: command not found (or not executable); nothing was "
-              "run", file=sys.stderr)
+        _say(f"wp-autotrace run: cannot run {command[0]}: command not found (or not executable); nothing was run")
         return NOT_FOUND
-    print(f"wp-autotrace: logging to {log}", file=sys.stderr)
-    sys.stderr.flush()
+    _say(f"wp-autotrace: logging to {log}")
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
-        print(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run, no log "
-              "was written", file=sys.stderr)
+        _say(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run, no log "
+             "was written")
         return NOT_FOUND
-    code = _wait_forwarding(child)
-    if os.path.exists(log):
-        await_verdict(log)
-    _summarize(log, python)
+    code, forwarded = _wait_forwarding(child)
+    from ..analysis.model import Waited
+
+    waited = Waited(child.pid, code, forwarded, os.uname().nodename)
+    if os.path.exists(log) and not await_verdict(log) and not _watcher_records(log):
+        waited = waited._replace(no_watcher=_why_no_watcher(env))
+    _summarize(log, python if told else None, waited, command[0])
     return SIGNALLED - code if code < 0 else code
 
 
-# The watcher writes its verdict (leftover) LEFTOVER_GRACE_S after it first misses the main process, at a
-# tick: within two of its sampling intervals of that end. `run` waits that long, plus this much slack for
-# a loaded host's scheduling, before it summarises; then it says "verdict pending" rather than guess.
+def _watcher_records(log: str) -> bool:
+    """Whether the log holds a watcher record (its watcher_start)."""
+    try:
+        with open(log, "rb") as f:
+            return any(b'"role":"watcher"' in line or b'"role": "watcher"' in line for line in f)
+    except OSError:
+        return False
+
+
+def _why_no_watcher(env: dict[str, str]) -> str:
+    """Why the program's run has no watcher, as far as `run` can tell from what it gave the program."""
+    from ..common.env import INTERVAL_ENV
+
+    try:
+        off = float(env.get(INTERVAL_ENV, "") or "nan") == 0
+    except ValueError:
+        off = False
+    if off:
+        return f"{INTERVAL_ENV}=0 starts none"
+    return f"none wrote a record within {WATCHER_START_WAIT_S:g} s (it could not start, or the main process was pid 1)"
+
+
+# The watcher writes its verdict (leftover) LEFTOVER_GRACE_S after it first misses the main process, sampling
+# fast once the main process's process_exit is in the log (a killed one: at its next tick). `run` waits
+# that long, two ticks (at most VERDICT_TICK_S each, whatever the interval: a watcher that samples every
+# 600 s must not hold a batch job's end for 20 minutes) and this much slack for a loaded host's scheduling,
+# before it summarises; then it says "verdict pending" rather than guess. It stops waiting as soon as the
+# watcher is gone (its pid, from watcher_start, on this host): a dead watcher writes nothing more.
 VERDICT_SLACK_S = 3.0
+VERDICT_TICK_S = 1.0
 # A run with no watcher record by then has none coming (WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it could not
 # start): nothing to wait for. The watcher writes watcher_start as soon as it runs, long before this.
 WATCHER_START_WAIT_S = 1.0
@@ -301,7 +360,8 @@ VERDICT_POLL_S = 0.05
 
 def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
     """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
-    watcher_exit); True if they all do. Reads the log incrementally into the run model."""
+    watcher_exit), or its watcher is gone; True if they all have a verdict. Reads the log
+    incrementally into the run model."""
     import time
 
     from ..analysis.logread import Tail
@@ -311,28 +371,39 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
     builder = Builder()
-    interval = 0.0
     start = clock()
     try:
         tail = Tail(log)
     except OSError:
         return False
     with tail.file:
+        gone = False
         while True:
             for r in tail.read():
                 builder.feed(r)
-                if r["event"] == "watcher_start" and isinstance(r.get("interval"), (int, float)):
-                    interval = max(interval, float(r["interval"]))
             watched = [run for run in builder.model.runs.values() if run.watcher_pids]
             if not tail.behind and watched and all(run.verdict for run in watched):
                 return True
+            if gone and not tail.behind:
+                return False  # read once more after the watcher was seen gone: no verdict will come
             waited = clock() - start
             if not watched and waited >= WATCHER_START_WAIT_S and not tail.behind:
                 return False
+            interval = min(max((run.interval for run in watched), default=0.0), VERDICT_TICK_S)
             if waited >= LEFTOVER_GRACE_S + 2 * interval + VERDICT_SLACK_S:
                 return False
-            if not tail.behind:
+            gone = bool(watched) and all(_watchers_gone(run) for run in watched if not run.verdict)
+            if not tail.behind and not gone:
                 sleep(VERDICT_POLL_S)
+
+
+def _watchers_gone(run: Any) -> bool:
+    """Every watcher of the run is on this host and its pid is gone (or another process's)."""
+    from ..analysis.model import watcher_alive
+
+    here = os.uname().nodename
+    return all(host == here and not watcher_alive(pid, run.watcher_started.get((host, pid)))
+               for host, pid in run.watcher_pids)
 
 
 def _terminal_signals_child() -> bool:
@@ -346,43 +417,51 @@ def _terminal_signals_child() -> bool:
     return False
 
 
-def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
-    """Wait for child, passing on SIGINT/SIGTERM/SIGHUP sent to us; its return code."""
+def _wait_forwarding(child: subprocess.Popen[bytes]) -> tuple[int, tuple[int, ...]]:
+    """Wait for child, passing on SIGINT/SIGTERM/SIGHUP sent to us; its return code and the signals
+    passed on (not a Ctrl-C the terminal sent the child itself)."""
+    sent: list[int] = []
+
     def forward(sig: int, frame: Any) -> None:
         # Ctrl-C on a terminal goes to the whole foreground group: the child has it already.
         if sig == signal.SIGINT and _terminal_signals_child():
             return
         try:
             child.send_signal(sig)
+            sent.append(sig)
         except OSError:
             pass
 
     forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = {sig: signal.signal(sig, forward) for sig in forwarded}
     try:
-        return child.wait()
+        return child.wait(), tuple(sent)
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
 
 
-def short_answer(log: str) -> list[str]:
-    """The report's short answer for a log: the answer paragraph, then one line per finding and its advice."""
+def short_answer(log: str, waited: Any = None) -> list[str]:
+    """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
+    waited (analysis.model.Waited): what `run` saw of the program it ran."""
     from ..analysis.fmt import escape
     from ..analysis.render import summary_lines
     from ..analysis.report import analyze
 
-    return [escape(line) for line in summary_lines(analyze(read_logs([log])))]
+    return [escape(line) for line in summary_lines(analyze(read_logs([log]), None, waited))]
 
 
-def _summarize(log: str, python: str | None) -> None:
-    """After the program: the short answer and where the log is, on stderr (stdout is the program's)."""
+def _summarize(log: str, python: str | None, waited: Any = None, program: str = "") -> None:
+    """After the program: the short answer and where the log is, on stderr (stdout is the program's).
+    python: the interpreter the command ran, None when the command does not say which."""
     if not os.path.exists(log):
-        print(f"wp-autotrace: no log was written ({log}): tracing did not start; check with: "
-              f"wp-autotrace doctor" + (f" --python {python}" if python else ""), file=sys.stderr)
+        check = (f"wp-autotrace doctor --python {python}" if python else
+                 f"wp-autotrace doctor --python PYTHON, naming the interpreter {program or 'the command'} ran "
+                 "(it does not say which)")
+        _say(f"wp-autotrace: no log was written ({log}): tracing did not start; check with: {check}")
         return
     try:
-        lines = short_answer(log)
+        lines = short_answer(log, waited)
     except NoUsableLog as exc:
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary
@@ -390,8 +469,7 @@ def _summarize(log: str, python: str | None) -> None:
     from ..analysis.fmt import escape
 
     shown = escape(log)  # the user's path, shown as the report shows logged text
-    print("\nwp-autotrace:", *lines, f"log: {shown}", f"full report: wp-autotrace report {shown}",
-          sep="\n  ", file=sys.stderr)
+    _say("\nwp-autotrace:", *lines, f"log: {shown}", f"full report: wp-autotrace report {shown}")
 
 
 # Run inside the interpreter being checked: where its wp_autotrace and .pth files are.

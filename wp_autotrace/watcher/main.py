@@ -41,7 +41,7 @@ from .memory import make_sampler
 
 TYPE_CHECKING = False  # the root imports this module at start-up: no typing there
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 # rss heartbeats (tree records' `rss` list): a process's rss is written when it moved by a
 # meaningful amount since the value last written for it (looked for every HEARTBEAT_S), and every
@@ -289,6 +289,8 @@ class Watcher:
         self.samples = 0
         self.root_end: float | None = None
         self.leftover_written = False
+        self.unwritten_verdict: dict[str, Any] | None = None  # a leftover the log refused: written again
+        self.drops_said = 0  # the sink's dropped count as last written to the log
         self._last_heartbeat = 0.0
         self.memory = make_sampler()  # pool processes' PSS/USS and device files (memory.py)
         self._last_keepalive = 0.0
@@ -591,9 +593,40 @@ class Watcher:
         return due
 
     def leftover(self, how: str) -> None:
-        """The run's processes alive now (the root is gone)."""
+        """The run's processes alive now (the root is gone); kept until the log takes it."""
         procs = sorted(self.live.values(), key=lambda p: p["pid"])
-        self.emit_parts("leftover", {"procs": procs}, how=how, count=len(procs))
+        self.unwritten_verdict = {"procs": procs, "how": how}
+        self._write_verdict()
+
+    def _write_verdict(self, retry: bool = False) -> None:
+        verdict = self.unwritten_verdict
+        if verdict is not None and self._landed(lambda: self.emit_parts(
+                "leftover", {"procs": verdict["procs"]}, how=verdict["how"], count=len(verdict["procs"])), retry):
+            self.unwritten_verdict = None
+
+    def _landed(self, write: Callable[[], None], retry: bool) -> bool:
+        """Write; True if the log took it all. A retry that fails again loses nothing new: not counted."""
+        before = self.sink.dropped
+        write()
+        if self.sink.dropped == before:
+            return True
+        if retry:
+            self.sink.dropped = before
+        return False
+
+    def catch_up(self) -> None:
+        """After records the log refused (a full disk): once it takes records again, the verdict again,
+        then how many were lost. The watcher keeps sampling meanwhile: a transient ENOSPC does not
+        end the run's observation (it once returned log-unwritable on the first dropped record)."""
+        if self.sink.dropped == self.drops_said:
+            return
+        self._write_verdict(retry=True)
+        lost = self.sink.dropped
+        if self.unwritten_verdict is None and self._landed(lambda: self.emit(
+                "tracer_error", where=V.WATCHER, dropped=lost,
+                error=f"{lost} record(s) could not be written (the log's disk full or unwritable); kept sampling"),
+                retry=True):
+            self.drops_said = lost
 
     def root_exited(self) -> bool:
         """Did the root run its exit code (process_exit in the log)?"""
@@ -613,8 +646,7 @@ class Watcher:
                 return V.EXIT_ROOT_IS_REAPER
             if self.log is not None and self.log.gone():
                 return V.EXIT_LOG_GONE
-            if self.sink.dropped:
-                return V.EXIT_LOG_UNWRITABLE
+            self.catch_up()
             self.tick()
             now = clock()
             if self.root_end is not None and root_gone_at is None:
@@ -627,11 +659,11 @@ class Watcher:
                         self.tick()  # they join before the verdict
                     self.leftover(V.ROOT_EXIT if exited else V.ROOT_KILLED)
                     self.leftover_written = True
-                if self.leftover_written and not self.live:
+                if self.leftover_written and not self.live and self.unwritten_verdict is None:
                     return V.EXIT_RUN_ENDED
                 if now - root_gone_at >= self.linger and self.leftover_written:
                     self.leftover(V.LINGER_END)
-                    return V.EXIT_LINGER_END
+                    return V.EXIT_LINGER_END if self.unwritten_verdict is None else V.EXIT_LOG_UNWRITABLE
             step = FAST_TICK_S if self._verdict_due() else self.interval
             next_tick = min(next_tick + self.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
@@ -660,6 +692,8 @@ class Watcher:
                 self.emit("tracer_error", **unsent)
             counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
+        if self.sink.dropped:
+            counts["dropped"] = self.sink.dropped
         self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 

@@ -1,0 +1,128 @@
+"""When no verdict will come, the model says so instead of "verdict pending" (review 1, items 2, 4, 5, 18):
+the watcher ended without one (its pid gone, on this host; or long overdue, read from elsewhere), no
+watcher ran (a pid-1 root, WP_AUTOTRACE_SAMPLE_INTERVAL=0), and `run`'s waited status (items 11, 20)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.model import NO_WATCHER, WATCHER_ENDED, Builder, Model, Waited
+from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.report import analyze
+from wp_autotrace.cli.cleanup import find_candidates
+
+from .logs import T0, LogWriter, kinds, report, start
+from .test_model import clean_run, with_root_killed, with_verdict_pending, with_watcher_gone
+
+PID1_NOTE = ("not started: the main process is pid 1, which would adopt it as its child; no tree or leftover "
+             "records")
+
+
+def fold(w: LogWriter, tmp_path: Path, now: float, host: str = "elsewhere") -> Model:
+    """The model as a reader on `host` at `now` folds w's log."""
+    b = Builder()
+    b.now, b.hostname = now, host
+    return b.fold(read_logs([str(w.write(tmp_path / "log.jsonl"))]).records)
+
+
+def test_a_gone_watcher_on_this_host_means_no_verdict_will_come(tmp_path: Path) -> None:
+    """Its pid is gone and it wrote neither leftover nor watcher_exit: "ended without a verdict", never
+    "pending"; the left-behind list still comes from the last sample, and says so."""
+    rep = report(with_watcher_gone(), tmp_path)
+    (run,) = rep["runs"]
+    assert run["no_verdict"].startswith(WATCHER_ENDED) and "4000000 is gone" in run["no_verdict"]
+    assert not run["verdict_pending"] and not rep["verdict_pending"]
+    assert "no-verdict" in kinds(rep) and "verdict-pending" not in kinds(rep)
+    out = render_text(rep, {})
+    assert "verdict pending" not in out
+    # its last sample was before the main process's end: what was left is not known, and said so
+    assert "left behind at main exit: not known (no verdict will come: the watcher ended without a verdict" in out
+
+
+def test_a_live_watcher_on_this_host_is_still_pending(tmp_path: Path) -> None:
+    """The watcher's pid is alive and started before its watcher_start: its verdict may still come."""
+    w = LogWriter(host=os.uname().nodename)
+    for r in with_verdict_pending().lines:
+        w.lines.append({**r, "host": w.host, "pid": os.getpid() if r["role"] == "watcher" else r["pid"]})
+    (run,) = fold(w, tmp_path, now=T0 + 3600, host=w.host).runs.values()
+    assert run.verdict_pending and not run.no_verdict
+
+
+def test_read_elsewhere_a_long_overdue_verdict_will_not_come(tmp_path: Path) -> None:
+    """From another host (no /proc to ask), the log decides: no verdict a while after it was due."""
+    (run,) = fold(with_verdict_pending(), tmp_path, now=T0 + 4 + 5).runs.values()
+    assert run.verdict_pending and not run.no_verdict  # 5 s after the end: may still come
+    (run,) = fold(with_verdict_pending(), tmp_path, now=T0 + 4 + 600).runs.values()
+    assert run.no_verdict.startswith(WATCHER_ENDED) and not run.verdict_pending
+    assert run.provisional_from == "" and run.leftover_count == 0  # nothing seen after the end
+
+
+def pid_one_run() -> LogWriter:
+    """A pid-1 main (a container's init): no watcher, the root's note saying so, a child alive at its exit."""
+    w = LogWriter()
+    w.add(0, 1, 0, "main", "process_start", argv=["python", "orphan.py"], python="3.11.7", forked=False, env={},
+          run="r1", root_pid=0)
+    w.add(0.01, 1, 0, "main", "tracer_error", where="watcher", error=PID1_NOTE)
+    w.add(1, 1, 0, "main", "process_exit", how="exit", code=0, counts={}, dropped=0, below_count=1,
+          below=[{"pid": 2, "ppid": 1, "create_time": T0 + 0.5, "name": "sleep"}])
+    return w
+
+
+def test_a_pid_one_root_leaves_nothing_and_no_verdict_is_pending(tmp_path: Path) -> None:
+    """Its exit killed its pid namespace: nothing left behind, no "pending", its note is no tracer fault,
+    and cleanup (from outside that namespace) says the pids are that namespace's and finds nothing."""
+    rep = report(pid_one_run(), tmp_path)
+    (run,) = rep["runs"]
+    assert run["no_verdict"].startswith(NO_WATCHER) and "pid 1" in run["no_verdict"]
+    assert rep["leftover_count"] == 0 and not rep["verdict_pending"]
+    assert kinds(rep) == {"no-verdict"}, rep["findings"]  # neither leftovers nor "2 error(s) … disk was full"
+    model = fold(pid_one_run(), tmp_path, now=T0 + 5)
+    found, _, notes = find_candidates(model, None)
+    assert found == [] and any("its own pid namespace" in n and "nothing to clean up" in n for n in notes), notes
+
+
+def test_no_watcher_record_long_after_the_end_means_none_ran(tmp_path: Path) -> None:
+    """WP_AUTOTRACE_SAMPLE_INTERVAL=0: the log has no watcher record; right after the end a watcher may
+    still be starting, long after none ran."""
+    w = clean_run()
+    w.lines = [r for r in w.lines if r["event"] != "leftover"]
+    w.lines[-1]["below"], w.lines[-1]["below_count"] = [], 0
+    (run,) = fold(w, tmp_path, now=T0 + 4.5).runs.values()
+    assert run.verdict_pending and not run.no_verdict
+    (run,) = fold(w, tmp_path, now=T0 + 4 + 60).runs.values()
+    assert run.no_verdict.startswith(NO_WATCHER) and "WP_AUTOTRACE_SAMPLE_INTERVAL=0" in run.no_verdict
+    assert not run.verdict_pending
+
+
+def waited_report(tmp_path: Path, waited: Waited) -> dict[str, object]:
+    return analyze(read_logs([str(with_root_killed().write(tmp_path / "log.jsonl"))]), None, waited)
+
+
+def test_run_knows_an_os_exit_is_no_kill(tmp_path: Path) -> None:
+    """`run` saw exit code 0 and no process_exit: os._exit, said as such, never "killed"."""
+    rep = waited_report(tmp_path, Waited(100, 0))
+    assert rep["runs"][0]["state"] == "ended"  # type: ignore[index]
+    assert "root-killed" not in kinds(rep) and "root-os-exit" in kinds(rep)  # type: ignore[arg-type]
+    assert "killed" not in render_text(rep, {}).split("== Findings")[1].split("outlived")[0]
+
+
+def test_run_knows_the_signal_it_forwarded(tmp_path: Path) -> None:
+    """A SIGTERM `run` passed on ended the program: said so, no OOM-killer advice."""
+    rep = waited_report(tmp_path, Waited(100, -signal.SIGTERM, (signal.SIGTERM,)))
+    text = render_text(rep, {})
+    assert "was ended by SIGTERM at 3.5 s (wp-autotrace run was sent it and passed it on)" in text
+    assert "OOM" not in text
+    rep = waited_report(tmp_path, Waited(100, -signal.SIGKILL))
+    assert "was killed by SIGKILL" in render_text(rep, {})
+    rep = waited_report(tmp_path, Waited(555, -signal.SIGKILL))  # another process: not this run's root
+    assert "(killed, or os._exit)" in render_text(rep, {})
+
+
+def test_without_a_waited_status_both_causes_are_said(tmp_path: Path) -> None:
+    w = with_root_killed()
+    start(w, 0, 300, 100, "child")  # nothing about it matters here: a second process in the run
+    text = render_text(report(w, tmp_path), {})
+    assert "ended without process_exit (killed, or os._exit)" in text and "find what killed it" not in text

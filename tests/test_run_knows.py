@@ -1,0 +1,125 @@
+"""`wp-autotrace run` reports what it knows (review 1, items 6, 11, 13, 17, 19, 20): the program runs whatever
+run's stderr is; WP_AUTOTRACE_LOG is honoured; a dead watcher ends the wait at once; the waited status
+(os._exit, a forwarded signal) and a missing watcher are said as such; doctor is pointed at the right python."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wp_autotrace.cli.main import _python_of
+
+from .conftest import clean_env, run_python
+from .procs import kill_run
+
+RUN = [sys.executable, "-m", "wp_autotrace", "run"]
+# The program SIGKILLs its own watcher (pid from watcher_start), then exits 0.
+KILLS_ITS_WATCHER = (
+    "import json, os, signal, time\n"
+    "log = os.environ['WP_AUTOTRACE_LOG']\n"
+    "for _ in range(400):\n"
+    "    ws = [json.loads(l)['pid'] for l in open(log) if '\"watcher_start\"' in l]\n"
+    "    if ws: break\n"
+    "    time.sleep(0.05)\n"
+    "os.kill(ws[0], signal.SIGKILL)\n")
+
+
+@pytest.mark.parametrize("redirect", ["2>&-", "2>/dev/full"], ids=["closed", "full"])
+def test_the_program_runs_whatever_runs_stderr_is(tmp_path: Path, redirect: str) -> None:
+    """Closed or failing stderr: the program runs, its code comes back, run's notes never reach stdout."""
+    log, ran = tmp_path / "c.jsonl", tmp_path / "ran"
+    program = f"open({str(ran)!r}, 'w').write('ran'); print('out'); raise SystemExit(5)"
+    script = shlex.join([*RUN, "--log", str(log), "--", sys.executable, "-c", program])
+    try:
+        res = subprocess.run(["sh", "-c", f"exec {script} {redirect}"], env=clean_env(), cwd=tmp_path,
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=120)
+        assert res.returncode == 5 and ran.exists(), res.stdout
+        assert res.stdout == "out\n"
+    finally:
+        kill_run(log)
+
+
+def test_run_honours_wp_autotrace_log(tmp_path: Path) -> None:
+    log = tmp_path / "from-env.jsonl"
+    res = run_python([*RUN[1:], "--", sys.executable, "-c", "pass"], clean_env(WP_AUTOTRACE_LOG=str(log)),
+                     cwd=tmp_path, timeout=120)
+    assert res.returncode == 0 and log.exists(), res.stderr
+    assert f"logging to {log}" in res.stderr and not list(tmp_path.glob("wp_autotrace-*.jsonl"))
+
+
+def test_a_dead_watcher_ends_the_wait_at_once(tmp_path: Path) -> None:
+    """The watcher SIGKILLed, interval 600: run no longer waits 2 x 600 s for a verdict that cannot come,
+    and says the watcher ended without one."""
+    log = tmp_path / "k.jsonl"
+    try:
+        start = time.monotonic()
+        res = run_python([*RUN[1:], "--log", str(log), "--", sys.executable, "-c", KILLS_ITS_WATCHER],
+                         clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="600"), cwd=tmp_path, timeout=120)
+        took = time.monotonic() - start
+        assert res.returncode == 0, res.stderr
+        assert took < 30, took  # the bound once was LEFTOVER_GRACE_S + 1200 s + slack
+        assert "the watcher ended without a verdict" in res.stderr and "verdict pending" not in res.stderr
+    finally:
+        kill_run(log)
+
+
+def test_no_watcher_is_said_not_pending(tmp_path: Path) -> None:
+    """WP_AUTOTRACE_SAMPLE_INTERVAL=0: no watcher, and run says so rather than "verdict pending"."""
+    log = tmp_path / "i0.jsonl"
+    res = run_python([*RUN[1:], "--log", str(log), "--", sys.executable, "-c", "pass"],
+                     clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "no watcher ran: WP_AUTOTRACE_SAMPLE_INTERVAL=0" in res.stderr and "pending" not in res.stderr
+
+
+def test_an_os_exit_main_is_not_called_killed(tmp_path: Path) -> None:
+    log = tmp_path / "x.jsonl"
+    res = run_python([*RUN[1:], "--log", str(log), "--", sys.executable, "-c", "import os; os._exit(0)"],
+                     clean_env(), cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "exited 0 without running its exit handlers (os._exit" in res.stderr
+    assert "killed" not in res.stderr, res.stderr
+
+
+def test_a_forwarded_sigterm_is_no_oom_kill(tmp_path: Path) -> None:
+    log = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c",
+                             "import time; print('ready', flush=True); time.sleep(60)"],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)  # to run only: it passes it on
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "was ended by SIGTERM" in err and "passed it on" in err and "OOM" not in err, err
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        kill_run(log)
+
+
+def test_the_python_a_shell_script_names_is_the_one_checked(tmp_path: Path) -> None:
+    """`bash -c '/usr/bin/python3 …'`: that python, not run's own; a script naming none: a guess, said so."""
+    fake = tmp_path / "python3.99"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert _python_of(["sh", "-c", f"exec {fake} -c pass"], os.environ["PATH"]) == (str(fake), True)
+    assert _python_of(["sh", "-c", "true"], os.environ["PATH"])[1] is False
+    log = tmp_path / "never.jsonl"
+    res = run_python([*RUN[1:], "--log", str(log), "--", "sh", "-c", f"exec {sys.executable} -S -c pass"],
+                     clean_env(), cwd=tmp_path, timeout=120)
+    assert f"doctor --python {sys.executable}" in res.stderr, res.stderr
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the python on PATH can trace
+    res = run_python([*RUN[1:], "--log", str(log), "--", "sh", "-c", "exit 0"], clean_env(PATH=path),
+                     cwd=tmp_path, timeout=120)
+    assert "it does not say which" in res.stderr, res.stderr
