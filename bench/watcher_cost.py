@@ -66,8 +66,11 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--ref", default="main")
+    parser.add_argument("--host", type=int, default=0, help="extra idle processes outside the run (a busy host)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-watcher-"))
+    strangers = [subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(args.host)]
     try:
         old = tmp / "old"
         old.mkdir()
@@ -94,6 +97,9 @@ def main() -> int:
                        for name, samples in per.items()} for n, per in out.items()}
         print(json.dumps({"duration_s": args.duration, "load": os.getloadavg(), "procs": summary}, indent=1))
     finally:
+        for p in strangers:
+            p.kill()
+            p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
