@@ -3,7 +3,11 @@
 The scenario never ends by itself (every compile sidecar starts another),
 so this runner gives it a fixed time, interrupts the main process so its
 exit handlers run (and wp-autotrace's watcher lists what is left), then kills
-what the run left behind. Usage: python examples/run_example.py [SECONDS] [--guard]
+what the run left behind and waits until the watcher has seen them end, so
+the report knows they are gone. The program's own stderr (torch's expected
+KeyboardInterrupt tracebacks from the interrupt) goes to a file beside the
+log; its wp-autotrace lines are repeated here.
+Usage: python examples/run_example.py [SECONDS] [--guard]
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+WATCHER_END_WAIT_S = 10.0  # its default sampling interval is 0.1 s: the killed sidecars' ends come at once
 
 
 def main() -> int:
@@ -28,15 +33,19 @@ def main() -> int:
                TORCHINDUCTOR_COMPILE_THREADS="2")
     if guard:
         env["WP_AUTOTRACE_GUARD"] = "nested-pools"
-    print(f"running examples/train.py traced for at most {seconds:.0f}s (log: {log})", flush=True)
-    proc = subprocess.Popen([sys.executable, str(HERE / "train.py"), "3"], env=env, start_new_session=True)
+    stderr_path = log.with_suffix(".stderr.txt")
+    print(f"running examples/train.py traced for at most {seconds:.0f}s (log: {log}; the program's stderr: "
+          f"{stderr_path})", flush=True)
+    with open(stderr_path, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, str(HERE / "train.py"), "3"], env=env, start_new_session=True,
+                                stderr=stderr)
     deadline = time.monotonic() + seconds
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
     if proc.poll() is None:
-        print(f"\n[run_example] {seconds:.0f}s are up: interrupting the main process (Ctrl-C), as torch's exit "
-              "handler would wait up to 300 s on the sidecar chain; the KeyboardInterrupt tracebacks below "
-              "are expected\n", flush=True)
+        print(f"[run_example] {seconds:.0f}s are up: interrupting the main process (Ctrl-C), as torch's exit "
+              f"handler would wait up to 300 s on the sidecar chain (its KeyboardInterrupt tracebacks, expected, "
+              f"are in {stderr_path.name})", flush=True)
     for _ in range(3):
         if proc.poll() is not None:
             break
@@ -54,6 +63,14 @@ def main() -> int:
     except ProcessLookupError:
         pass
     proc.wait()
+    # The watcher sees the killed sidecars end within a few of its samples, then writes watcher_exit:
+    # report after that, so the report knows they are gone (not "still running, end them with cleanup").
+    deadline = time.monotonic() + WATCHER_END_WAIT_S
+    while time.monotonic() < deadline and b'"event":"watcher_exit"' not in log.read_bytes():
+        time.sleep(0.2)
+    for line in stderr_path.read_text(errors="replace").splitlines():
+        if line.startswith("wp-autotrace:"):
+            print(line, flush=True)  # the tracer's own lines (a guard notice), from the program's stderr
     print(f"main process exit status {proc.returncode}; report:\n", flush=True)
     cli = [sys.executable, "-m", "wp_autotrace"]
     status = subprocess.call([*cli, "report", str(log)])

@@ -347,7 +347,7 @@ def test_sampled_pss_within_2x_of_smaps_rollup_at_the_same_moment() -> None:
         assert proc.stdout is not None
         kid = int(proc.stdout.readline())
         live = {proc.pid: {"pid": proc.pid, "ppid": os.getpid(), "create_time": 1.0, "role": "compile-sidecar"},
-                kid: {"pid": kid, "ppid": proc.pid, "create_time": 2.0}}
+                kid: {"pid": kid, "ppid": proc.pid, "create_time": 2.0, "role": "compile-worker"}}
         sampler = memory.MemorySampler()
         got = sampler.tick(time.time(), live)
         assert got is not None and {e["pid"] for e in got["procs"]} == {proc.pid, kid}
@@ -377,7 +377,8 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
 
     s = FakeSampler(cpu_clock=lambda: clock[0])
     live = {1: {"pid": 1, "ppid": 0, "create_time": 0.0, "role": "compile-sidecar"}}
-    live.update({p: {"pid": p, "ppid": 1, "create_time": 0.0} for p in range(2, 34)})
+    live.update({p: {"pid": p, "ppid": 1, "create_time": 0.0, "role": "compile-worker"} for p in range(2, 34)})
+    live[99] = {"pid": 99, "ppid": 2, "create_time": 0.0, "name": "cc1plus"}  # a worker's compiler: not sampled
     seen: set[int] = set()
     t = 0.0
     while t < 60.0:
@@ -385,6 +386,17 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
         seen.update(e["pid"] for e in (got or {}).get("procs", []))
         t += 0.1
     assert s.cpu_s <= 60 * memory.CPU_SHARE + memory.BURST_S
-    assert seen == set(live)
+    assert seen == set(live) - {99}
     # and a process that is not in a pool is never read
     assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []
+
+
+def test_slow_exit_advice_fits_a_run_without_nesting(tmp_path: Path) -> None:
+    """The main process's long exit wait with one pool and no nesting: no 'stop the nested pools' advice."""
+    w = idle_pool()
+    for r in w.lines:
+        if r["event"] == "return" and r["pid"] == 100 and r.get("call_id") == 4:
+            r["ts"] = T0 + 72.0  # shutdown_compile_workers returned 12 s after it was called
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "slow-exit-wait")
+    assert "nested" not in f["advice"]
+    assert "torch._inductor.async_compile.shutdown_compile_workers() after your last compile" in f["advice"]

@@ -367,3 +367,21 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     w.tick()
     w.tick()
     assert reads.count(110) >= 1 and w.backoff[110] <= 2  # looked at again soon after its change
+
+
+def test_a_claimed_process_gone_before_any_sample_gets_its_end(tmp_path: Path) -> None:
+    """A pool worker that wrote its process_start and ended between two samples: the watcher writes its end
+    (the sample that found it gone), once; a claimed process alive joins instead."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(302, 1, 3.0)
+    w, log = make_watcher(tmp_path, r)
+    w.log = LogWatch(-1, "", "h", "run1", 100, 0)
+    w.tick()
+    w.log.claimed.update({301: 2.0, 302: 3.0})
+    w.tick()
+    w.log.claimed[301] = 2.0  # read again (a log scan that lagged): no second end
+    w.tick()
+    trees = events(read_log(log), "tree")
+    assert [(e["pid"], e["create_time"]) for t in trees for e in t["ended"]] == [(301, 2.0)]
+    assert [(p["pid"], p["via"]) for t in trees for p in t["started"]] == [(100, "root"), (302, "claim")]

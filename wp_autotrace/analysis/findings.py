@@ -132,14 +132,23 @@ def leftovers(v: View) -> Finding | None:
     killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
     pending = " (verdict pending: from the last look after the main process ended)" if any(
         r.verdict_pending for r in v.runs) else ""
+    # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
+    ended = [p for p in listed if p.end is not None]
+    since = ""
+    if ended and len(ended) == len(listed) and not unlisted:
+        since = "; all have ended since"
+    elif ended:
+        since = f"; {len(ended)} have ended since (pids {pid_text(p.pid for p in ended)})"
+    todo = ("nothing is left of them to end; stop their cause" if since.startswith("; all") else
+            "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
+            "then stop their cause")
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
         f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
-        f"pids {pid_text(p.pid for p in listed)}{more}{pending}.",
+        f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
-        "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
-        "then stop their cause: pools started where nothing shuts them down (see the findings above)",
+        todo + ": pools started where nothing shuts them down (see the findings above)",
         {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
          "leftover_real_bytes": v.leftover_real})
 
@@ -241,8 +250,10 @@ def slow_exit_wait(v: View) -> Finding | None:
         "slow-exit-wait", "problem",
         f"The main process waited {waits[0]:.1f} s in shutdown_compile_workers at exit{how}.",
         sorted({c.proc.pid for c in slow}), [],
-        "torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
-        "nested-pools), or quiesce/shut the pool down before exit",
+        ("torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
+         "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else
+        (f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
+         "compile, where a slow pool shutdown costs you least"),
         {"exit_wait_s": round(sum(waits), 3)})
 
 
@@ -538,8 +549,9 @@ def child_exit_wait(v: View) -> Finding | None:
         f"{still}, shutting down the pool it made at {site(user_frame(made.caller) or made.caller)}: its parent's "
         f"join() waits that long" + (f" (+{len(slow) - 1} more child(ren))" if len(slow) > 1 else "") + ".",
         sorted({x.proc.pid for x in slow}), [f"{x.proc.pid}: {_took(v, x):.2f} s" for x in slow[:TEXT_PIDS]],
-        f"call {shutdown_path(v, p)}() at the end of the child's work (the wait then happens there, once), or "
-        "compile in the parent; torch's atexit shuts the pool down otherwise (pytorch#115366)",
+        f"call {shutdown_path(v, p)}() at the end of the child's work, so its exit does not hang on torch's "
+        "exit-time shutdown (atexit, or the multiprocessing finalizer in a multiprocessing child); or compile in "
+        "the parent, so the child makes no pool (pytorch#115366)",
         {"processes": len(slow), "exit_wait_s": round(sum(_took(v, x) for x in slow), 3)})
 
 

@@ -24,6 +24,7 @@ import stat
 from collections import deque
 from typing import Any, Callable, NamedTuple
 
+from ..common import vocab as V
 from ..common.env import REDACT_ENV
 from ..common.redact import parse_patterns, redact_argv, redact_cmd
 from . import schema
@@ -141,6 +142,7 @@ def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 # Name patterns masked on reading: the defaults plus the reader's WP_AUTOTRACE_REDACT.
+ARGV_EVENTS = (V.PROCESS_START, V.EXEC)  # the records that hold an argv list
 _PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
 
 
@@ -259,7 +261,7 @@ def check_record(record: Any, fixed: dict[str, int]) -> str | None:
         bad += 1
     if bad:
         fixed[WRONG_FIELD] = fixed.get(WRONG_FIELD, 0) + bad
-    if event == "process_start" and "argv" in record:
+    if event in ARGV_EVENTS and "argv" in record:
         record["argv"] = redact_argv(record["argv"], _PATTERNS)
     if type(record.get("host")) is not str:
         record["host"] = ""

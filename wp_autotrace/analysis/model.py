@@ -38,6 +38,7 @@ SOURCELESS_FILES = ("<string>", "<stdin>")
 RECENT_S = 120.0
 # What is known of a run's end (report's `runs[].state`).
 RUN_ENDED = "ended"  # its main process wrote process_exit
+LEFT_THEN_ENDED = "ended after the main process"  # a leftover the watcher later saw end
 RUN_IN_PROGRESS = "in progress"  # no end seen, and the watcher (or a fresh log) says it is alive
 RUN_KILLED = "killed"  # no process_exit, and the watcher saw the main process end (or root-killed)
 RUN_END_UNSEEN = "end not seen"  # no process_exit and nothing says why
@@ -717,6 +718,10 @@ class Builder:
             elif p.end is None and p.gone is not None and p not in in_leftover:
                 p.end = p.gone
                 p.exit_how = p.exit_how or "vanished"
+            elif p.end is None and p.gone is not None:
+                # Left behind, and the watcher saw it end later (killed, or it finished): not still running.
+                p.end = p.gone
+                p.exit_how = p.exit_how or LEFT_THEN_ENDED
 
     def finish_run(self, run: Run) -> None:
         mains = [p for p in run.processes if p.role == "main"]

@@ -159,11 +159,21 @@ class PoolStory:
         self.devices = sorted({d for p in self.procs for d in p.devices})
 
     def _peak(self) -> int | None:
-        """The most PSS the pool's processes held together, at any sample time."""
-        times = sorted({ts for p in self.sampled for ts, _, _ in p.mem})
-        best = None
-        for t in times:
-            total = sum(value_at(p, t) or 0 for p in self.sampled if _alive(p, t))
+        """The most PSS the pool's processes held together at any sample time: one sweep over every
+        sample, start and end in time order (linear after the sort; a long run has thousands)."""
+        events: list[tuple[float, int, int, int]] = []  # (time, order, process, new value)
+        for i, p in enumerate(self.sampled):
+            events.extend((ts, 1, i, pss) for ts, pss, _ in p.mem)
+            if p.start is not None and p.start < p.mem[0][0]:
+                events.append((p.start, 1, i, p.mem[0][1]))  # before its first sample: that sample
+            if p.end is not None:
+                events.append((p.end, 0, i, 0))  # ended: holds nothing (ends sort before samples)
+        events.sort()
+        current = [0] * len(self.sampled)
+        total, best = 0, None
+        for _, _, i, value in events:
+            total += value - current[i]
+            current[i] = value
             best = total if best is None or total > best else best
         return best
 

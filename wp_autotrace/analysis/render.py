@@ -268,6 +268,11 @@ def _lifecycle(pool: dict[str, Any]) -> str:
             + (f" ({_s(pool['first_job'])} -> {_s(pool['last_job'])})" if pool["last_job"] is not None else ""))
     parts = [f"ready {_s(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
              f"idle {pool['idle_s']:.1f} s ({_s(pool['busy_until'])} -> {_s(pool['idle_to'])})"]
+    starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
+    ends = [w["end"] for w in pool["workers"] if w["end"] is not None]
+    if starts:
+        gone = _s(max(ends)) if len(ends) == len(pool["workers"]) else "?"
+        parts.append(f"workers {_s(min(starts))} -> {gone}")
     parts += [f"quiesced {_s(q['at'])} by {q['by']}" for q in pool["quiesced"][:3]]
     if pool["shutdown_by"]:
         who = pool["shutdown_by"] + (f" at {site(pool['shutdown_caller'])}" if pool["shutdown_caller"] else "")

@@ -30,7 +30,7 @@ from ..common.env import (
     STACK_ENV,
     TARGETS_ENV,
     TRUE_WORDS,
-    WARNED_ENV,
+    WARNED_MARK,
     WATCHED_ENV,
     is_true,
 )
@@ -103,7 +103,7 @@ def _is_root() -> bool:
     """Whether this process starts a run (settings warnings are printed there only): no run's root
     and no process that already warned about these settings is among its ancestors."""
     pid = str(os.getpid())
-    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_ENV)
+    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_MARK)
     return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
@@ -166,7 +166,7 @@ def _say_notes(settings: Settings) -> None:
     for note in notes:
         warn(note)
     if notes and not (settings.trace or settings.guard):
-        os.environ[WARNED_ENV] = str(os.getpid())
+        os.environ[WARNED_MARK] = str(os.getpid())
 
 
 def detect_role(is_root: bool) -> str:
@@ -345,6 +345,8 @@ class Runtime:
 
             path, self.notice = self.notice, None
             print_and_remove_notice(path)
+        # Other threads' records in flight land first; process_exit is then this process's last record.
+        self.sink.close_to_others(EXIT_WRITE_WAIT_S)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if self._probes is not None and self._probes.count_times:
@@ -378,6 +380,10 @@ def _forked_to_exec() -> bool:
         frame = frame.f_back  # type: ignore[assignment]
     return False
 
+
+# At exit, how long other threads' records already being written get to land (sink.close_to_others):
+# sub-millisecond unless the host is loaded; bounded so an exit is never held up for long.
+EXIT_WRITE_WAIT_S = 0.2
 
 # The root's first verdict at exit: its live descendants, so a reader right after
 # the job has one before the watcher's leftover (docs/log-schema-changes.md, 3).

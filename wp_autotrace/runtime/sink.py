@@ -16,9 +16,11 @@ swallows it.
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import os
 import stat
+import sys
 import time
 
 from ..common.env import ROOT_ENV
@@ -47,6 +49,9 @@ _fstat = os.fstat
 _getpid = os.getpid
 _getppid = os.getppid
 _now = time.time
+_get_ident = _thread.get_ident
+_monotonic = time.monotonic
+_sleep = time.sleep
 
 
 def _identity(fd: int) -> tuple[int, int] | None:
@@ -237,6 +242,7 @@ class Sink:
         self.ppid = _getppid()
         self.dropped = 0
         self._seq = itertools.count()
+        self._closer: int | None = None  # the exiting thread, once close_to_others ran: only it writes
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
         self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
 
@@ -256,6 +262,25 @@ class Sink:
         self.role = role
         self.dropped = 0
         self._seq = itertools.count()
+        self._closer = None
+
+    def close_to_others(self, wait_s: float) -> None:
+        """At exit, in the exiting thread: no other thread writes from now on, and those already
+        writing get up to wait_s to land their record; then this thread's record is the last.
+
+        Why (issue 20 item 10): os.write releases the GIL before its syscall. A daemon
+        thread that took its seq and released the GIL there may not run again before the
+        exiting thread ends the process (exit_group kills it before its write): a record
+        numbered but never written, a gap a reader takes for a lost record. Waiting
+        here (bounded; sleeping hands the GIL over) lets each such write land. Records a
+        thread would begin after this are not written and take no seq: the process has
+        ended in the log (its process_exit comes next).
+        """
+        me = _get_ident()
+        self._closer = me
+        deadline = _monotonic() + wait_s
+        while _monotonic() < deadline and _other_thread_writing(me):
+            _sleep(EXIT_POLL_S)
 
     def emit(self, event: str, **fields: Any) -> None:
         """Write one record; never raises. A failed write drops the record."""
@@ -268,7 +293,7 @@ class Sink:
         self._write(event, body, fields)
 
     def _write(self, event: str, body: str | None, fields: Any) -> None:
-        if self.fd < 0:
+        if self.fd < 0 or (self._closer is not None and self._closer != _get_ident()):
             return
         try:
             # Checked before a seq is taken: fstat releases the GIL, and a daemon
@@ -343,3 +368,19 @@ class Sink:
         if stderr_is_ours():  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
+
+
+EXIT_POLL_S = 0.001  # close_to_others: how often it looks again (each look hands the GIL over)
+WRITER_DEPTH = 6  # frames looked up from a thread's innermost for Sink._write (encode, _now... are callees)
+
+
+def _other_thread_writing(me: int) -> bool:
+    """Whether a thread other than me is inside Sink._write (seq taken or about to be, write not returned)."""
+    code = Sink._write.__code__
+    for ident, frame in sys._current_frames().items():
+        depth = 0
+        while ident != me and frame is not None and depth < WRITER_DEPTH:
+            if frame.f_code is code:
+                return True
+            frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
+    return False

@@ -282,6 +282,7 @@ class Watcher:
         self.listed: set[int] = set()  # every pid /proc listed at the last scan
         self.possible: list[dict[str, Any]] = []  # found since the last tree record: shares group/session only
         self.possible_seen: set[tuple[int, float]] = set()  # (pid, create_time) already written as possible
+        self.ended_keys: set[tuple[int, float]] = set()  # (pid, create_time) whose end is written (bounded)
         self.scan_every = max(1, round(SCAN_S / interval))
         self.stat_every = STAT_EVERY
         self.scanned_after_root = False
@@ -415,6 +416,7 @@ class Watcher:
             # still this sample's, so a reader has one for the root.
             ended.append({"pid": self.root, "create_time": self.root_ct, "end": now})
         if self.log is not None:
+            self._claims_already_gone(now, ended)
             self.log.claimed.clear()
             self.log.below.clear()
         self.samples += 1
@@ -457,6 +459,20 @@ class Watcher:
                 started.append(again)
         return True
 
+    def _claims_already_gone(self, now: float, ended: list[dict[str, Any]]) -> None:
+        """A process whose process_start claims the run but that was gone before any sample saw it
+        (a pool worker living a few milliseconds): its end is this sample's, so no process of the run
+        is left without an end. Once per (pid, create_time)."""
+        assert self.log is not None
+        for pid, ct in self.log.claimed.items():
+            key = (pid, ct)
+            if pid in self.live or key in self.ended_keys:
+                continue
+            if len(self.ended_keys) >= MAX_POSSIBLE:
+                self.ended_keys.clear()  # bounded memory; at worst an end is written twice
+            self.ended_keys.add(key)
+            ended.append({"pid": pid, "create_time": ct, "end": now})
+
     def _end(self, pid: int, now: float, ended: list[dict[str, Any]]) -> None:
         """Write off a process: its end is now, the first sample where it was gone."""
         old = self.live.pop(pid)
@@ -469,6 +485,9 @@ class Watcher:
         if self.exits is not None:
             self.exits.remove(pid)
         ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
+        if len(self.ended_keys) >= MAX_POSSIBLE:
+            self.ended_keys.clear()
+        self.ended_keys.add((pid, old["create_time"]))
 
     def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Candidates that belong join the run, then their own children, down the tree.

@@ -5,7 +5,7 @@ The watcher's tick hands ``MemorySampler.tick`` its live entries (watcher/main.p
 ``memory`` record's lists to write, or None.
 
 What is sampled: pool processes only, i.e. compile sidecars and compile workers
-(their role in the entry), and any descendant of a sidecar. Their memory is read
+(their role in the entry). Their memory is read
 from ``/proc/PID/smaps_rollup``: PSS (each shared page split among the processes
 sharing it, so PSS adds up across forked workers to the real memory) and USS
 (Private_Clean + Private_Dirty: what the process alone holds, freed when it
@@ -122,16 +122,15 @@ class MemorySampler:
         self.is_pool: dict[tuple[int, float], bool] = {}  # decided once per process
 
     def pool_pids(self, live: dict[int, dict[str, Any]]) -> list[int]:
-        """The live pool processes: a pool role, or a descendant of one (parents join the run first)."""
+        """The live pool processes: a sidecar, or a compile worker (a child of a sidecar running its command
+        line: watcher/main.py's roles). Their descendants (a worker's g++ and cc1plus) are not sampled: short
+        lived, and not the pool's memory."""
         pool = []
         for pid, entry in live.items():
             key = (pid, entry["create_time"])
             known = self.is_pool.get(key)
             if known is None:
-                parent = live.get(entry.get("ppid", -1))
-                known = entry.get("role") in POOL_ROLES or (
-                    parent is not None and self.is_pool.get((parent["pid"], parent["create_time"]), False))
-                self.is_pool[key] = known
+                known = self.is_pool[key] = entry.get("role") in POOL_ROLES
             if known:
                 pool.append(pid)
         return pool
