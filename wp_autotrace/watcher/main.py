@@ -359,7 +359,7 @@ class Watcher:
     def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """One look at the run: (started, ended) since the last one.
 
-        Ends first: with pidfds (procfs.ExitWatch) one epoll call names every
+        Ends first: with pidfds (pidfd.ExitWatch) one epoll call names every
         process that exited since the last tick, however seldom its files are
         read, so an end is written within one interval. A known process then
         costs one read of its children file (of every thread's, when it has
