@@ -652,8 +652,11 @@ class Watcher:
             self.sink.detach()
 
     def _verdict_due(self) -> bool:
-        """The root wrote its process_exit, and the leftover is not written yet: sample fast."""
-        return not self.leftover_written and self.log is not None and self.log.root_exited
+        """The root wrote its process_exit (or is gone: killed), and the leftover is not written yet:
+        sample fast."""
+        if self.leftover_written:
+            return False
+        return self.root_end is not None or (self.log is not None and self.log.root_exited)
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
