@@ -262,7 +262,7 @@ class Sink:
         self.role = role
         self.dropped = 0
         self._seq = itertools.count()
-        self._closer = None
+        self._closer = None  # a child forked after its parent's exit began writes as itself
 
     def close_to_others(self, wait_s: float) -> None:
         """At exit, in the exiting thread: no other thread writes from now on, and those already
