@@ -264,3 +264,45 @@ def test_stream_is_the_sorted_read_in_one_pass(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(NoUsableLog, match="missing.jsonl"):
         list(empty)
     assert empty.skipped == {"not JSON": 1}
+
+
+# -- the same records given twice (review 1 #21) -------------------------------------------------
+
+def _dup_reports(tmp_path: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    from tests.logs import seed_log
+    from wp_autotrace.analysis.logread import stream_logs
+    from wp_autotrace.analysis.report import analyze
+
+    log = seed_log().write(tmp_path / "a.jsonl")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(log.read_bytes())
+    one = analyze(stream_logs([str(log)]))
+    twice = analyze(stream_logs([str(log), str(log)]))
+    copied = analyze(read_logs([str(log), str(copy)]))
+    return one, twice, copied
+
+
+def _shape(rep: dict[str, Any]) -> Any:
+    return ([(p["sidecar_pid"], p["creator_pid"]) for p in rep["pools"]], sorted(f["kind"] for f in rep["findings"]),
+            rep["processes_started"], rep["leftover_pids"], rep["input"]["records"])
+
+
+def test_same_log_twice_or_a_copy_is_read_once(tmp_path: Any) -> None:
+    """A log given twice, or a copy beside it, forges nothing (no phantom pool, no unreturned calls)."""
+    one, twice, copied = _dup_reports(tmp_path)
+    assert _shape(twice) == _shape(one)
+    assert _shape(copied) == _shape(one)
+    assert any("same file" in n and "read once" in n for n in twice["input"]["notes"])
+    assert any("more than one input" in n for n in copied["input"]["notes"])
+    assert one["input"]["notes"] == []
+
+
+def test_once_memory_is_bounded() -> None:
+    from wp_autotrace.analysis.logread import Once
+
+    once = Once(recent=3)
+    recs = [{"host": "h", "pid": 1, "seq": i, "ts": float(i), "event": "call"} for i in range(10)]
+    assert all(once.first(r) for r in recs)
+    assert len(once.seen) == 3
+    assert not once.first(dict(recs[-1]))
+    assert once.repeated == 1

@@ -491,7 +491,7 @@ def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = Fa
     out.extend(_timeline_section(rep))
     line = skipped_line(skipped)
     fixed = rep["input"].get("fixed") or {}
-    if line or fixed:
+    if line or fixed or rep["input"].get("notes"):
         out.append("")
     if line:
         out.append(line)
@@ -499,4 +499,6 @@ def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = Fa
         out.append("dropped " + ", ".join(f"{n} {why}" for why, n in sorted(fixed.items())))
     for problem in rep["input"].get("problems") or ():
         out.append(f"could not read {problem}")
+    for note in rep["input"].get("notes") or ():
+        out.append(f"note: {note}")
     return "\n".join(escape(x) for x in out) + "\n"

@@ -297,7 +297,8 @@ def analyze(data: LogData | LogStream, run_id: str | None = None) -> dict[str, A
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
         "findings": [f._asdict() for f in findings],
         "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,
-                  "problems": data.problems, "files": data.files},
+                  "problems": data.problems, "files": data.files,
+                  "notes": list(getattr(data, "notes", ()))},
     }
     rep["answer"] = answer_text(rep)
     return rep
