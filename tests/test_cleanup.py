@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.cleanup import Candidate, _children_first
+from wp_autotrace.cli.cleanup import Candidate, Checker, Sweep, _children_first
 from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
@@ -360,3 +360,104 @@ def test_each_log_judged_by_its_own_owner(tmp_path: Path) -> None:
         for proc in (mine, victim):
             proc.kill()
             proc.wait(10)
+
+
+class _Reader:
+    """A fake /proc: stat and children of made-up pids (never signalled: the tests only walk)."""
+
+    def __init__(self, stats: dict[int, dict[str, Any]], children: dict[int, list[int]]) -> None:
+        self.stats, self.kids = stats, children
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        return self.stats.get(pid)
+
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
+        return self.kids.get(pid) if pid in self.stats else None
+
+    @staticmethod
+    def argv(pid: int) -> list[str]:
+        return ["sleep", "100"]
+
+    @staticmethod
+    def environ(pid: int) -> bytes:
+        return b""
+
+
+FAKE_MEMBER, FAKE_KID = 4_100_000, 4_100_001  # above any pid_max: no pidfd, no live process
+
+
+def _fake_sweep(live_start: float) -> Sweep:
+    """A sweep whose one member (logged start 100.0) is admitted; the live pid now started at live_start
+    and has one child, started after both."""
+    checker = Checker()
+    checker.reader = _Reader({FAKE_MEMBER: {"pid": FAKE_MEMBER, "ppid": 1, "create_time": live_start, "rss": 0},
+                              FAKE_KID: {"pid": FAKE_KID, "ppid": FAKE_MEMBER, "create_time": 300.0, "rss": 0}},
+                             {FAKE_MEMBER: [FAKE_KID]})
+    sweep = Sweep(checker, dry_run=True, grace=0.0, say=lambda text: None)
+    member = Candidate(RUN, HOST, FAKE_MEMBER, 100.0, "child", "sleep", None, None, None)
+    sweep.targets[FAKE_MEMBER] = (member, {"ppid": 1})
+    sweep.pins[FAKE_MEMBER] = None
+    return sweep
+
+
+def test_children_of_an_ended_members_reused_pid_are_not_members() -> None:
+    """A member ended and its pid now names another process (started later) with a child of its own:
+    the walk re-verifies the parent after reading its children and takes nobody (review1 #9)."""
+    reused, same = _fake_sweep(live_start=200.0), _fake_sweep(live_start=100.0)
+    member = reused.targets[FAKE_MEMBER][0]
+    assert not reused.member_alive(FAKE_MEMBER) and reused._children(member) == []
+    assert reused.descendants([FAKE_MEMBER]) == []
+    assert same.member_alive(FAKE_MEMBER) and [kid for kid, _ in same._children(member)] == [FAKE_KID]
+
+
+def _take_pid(pid: int, argv: list[str]) -> subprocess.Popen[bytes] | None:
+    """Start argv with exactly this pid (root: /proc/sys/kernel/ns_last_pid), or None if others raced us."""
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait(10)
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK),
+                    reason="needs root and a writable ns_last_pid to force a pid reuse")
+def test_a_reused_pid_during_the_grace_is_never_walked(tmp_path: Path) -> None:
+    """review1 #9, deterministic: leftover L dies at its SIGTERM; while cleanup waits the grace for a
+    SIGTERM-ignoring leftover, an unrelated process takes L's pid and starts a child. cleanup's next walk
+    must not take that child for a member of the run."""
+    quick = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, start_new_session=True)
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, "
+                                 "signal.SIG_IGN); print('ready', flush=True); time.sleep(300)"], env=clean_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+    innocent: subprocess.Popen[bytes] | None = None
+    kid = 0
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
+        reader = ProcReader()
+        a, b = reader.stat(quick.pid), reader.stat(stubborn.pid)
+        assert a is not None and b is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": quick.pid, "create_time": a["create_time"]},
+                                                         {"pid": stubborn.pid, "create_time": b["create_time"]}])
+        cl = subprocess.Popen([sys.executable, "-m", "wp_autotrace", "cleanup", "--grace", "4", str(log)],
+                              env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        assert quick.wait(30) == -signal.SIGTERM  # reaped here, so its pid is free
+        innocent = _take_pid(quick.pid, ["sh", "-c", "sleep 100 & echo $!; wait"])
+        out, _ = cl.communicate(timeout=60)
+        if innocent is None:
+            pytest.skip("another process took the pid first")
+        assert innocent.stdout is not None
+        kid = int(innocent.stdout.readline())
+        assert stubborn.wait(10) == -signal.SIGKILL
+        assert innocent.poll() is None and reader.stat(kid) is not None, out
+        assert f"{kid}" not in out and cl.returncode == 0, out
+    finally:
+        for proc in (quick, stubborn, innocent):
+            if proc is not None:
+                proc.kill()
+                proc.wait(10)
+        _kill_all([kid] if kid else [])

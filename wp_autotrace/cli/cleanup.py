@@ -16,16 +16,22 @@ the kernel has pidfds the process is pinned first and signalled through the
 pidfd, so it cannot be swapped for another between the check and the kill.
 
 The run's tree is then ended in rounds: each round stops (SIGSTOP) every
-target and walks /proc children from each, so that descendants born after
-the verdict (children of a member are members) join, and a process that
+live target and walks /proc children from each, so that descendants born
+after the verdict (children of a member are members) join, and a process that
 keeps forking cannot outrun the walk; then SIGTERM, children first, SIGCONT,
-a grace period, SIGKILL. Rounds repeat until the tree is empty, at most
+a grace period, SIGKILL. A child joins only while its parent is a live member
+re-verified AFTER the children list was read (its pidfd has not reported an
+exit, and the pid still has the member's start time), and each child is
+pinned as it joins, so that its own children are judged the same way; a
+member that has ended is never walked: its pid may already name another
+process, whose children are not the run's. Rounds repeat until the tree is empty, at most
 MAX_ROUNDS times and CLEANUP_BUDGET_S seconds, and a final count is printed.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from typing import Any, NamedTuple
@@ -207,6 +213,13 @@ def _pin(pid: int) -> int | None:
         return None
 
 
+def _exited(pidfd: int) -> bool:
+    """Whether the pinned process has ended (a pidfd polls readable once its process exits)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _signal(pid: int, pidfd: int | None, sig: int) -> bool:
     """Send sig; False if the process is gone."""
     try:
@@ -261,7 +274,7 @@ class Sweep:
         """Pin, then check (the check then holds for the pidfd); a refusal is said and counted."""
         if c.pid in self.targets:
             return
-        pidfd = None if self.dry_run else _pin(c.pid)
+        pidfd = _pin(c.pid)  # a dry run pins too: the walk's membership test uses the pin
         why = self.checker.refusal(c)
         info = self.checker.same(c.pid, c.create_time) if why is None else None
         if why is None and info is not None:
@@ -282,51 +295,80 @@ class Sweep:
                 os.close(fd)
         self.pins.clear()
 
+    def member_alive(self, pid: int) -> bool:
+        """Is pid still the member admitted? Its pidfd (where pinned) has not reported an exit, and the
+        live pid has the member's start time. False for a member that ended, even if its pid is reused."""
+        entry = self.targets.get(pid)
+        if entry is None:
+            return False
+        pidfd = self.pins.get(pid)
+        if pidfd is not None and _exited(pidfd):
+            return False
+        return self.checker.same(pid, entry[0].create_time) is not None
+
+    def signal(self, pid: int, sig: int) -> bool:
+        """Send sig to a member; False if it is gone. Through its pidfd where pinned; without one, only
+        while the live pid is still the member (never a later process that took an ended member's pid)."""
+        pidfd = self.pins.get(pid)
+        if pidfd is None and not self.member_alive(pid):
+            return False
+        return _signal(pid, pidfd, sig)
+
     def send(self, pids: list[int], sig: int) -> None:
         for pid in pids:
-            _signal(pid, self.pins.get(pid), sig)
+            self.signal(pid, sig)
+
+    def _children(self, member: Candidate) -> list[tuple[int, dict[str, Any]]]:
+        """The live children of a live member, each with its stat; [] unless the member is still itself.
+
+        The member is re-verified AFTER its children list and their stats are read: a child whose ppid
+        named the member's pid while the member (pinned) was alive is the member's child. A member that
+        ended, or a pid reused since, yields nothing: its children are not the run's."""
+        reader = self.checker.reader
+        kids = []
+        for kid in reader.children(member.pid) or []:
+            info = reader.stat(kid)
+            if kid in self.targets or info is None or info["ppid"] != member.pid or member.create_time is None:
+                continue
+            if info["create_time"] < member.create_time and not same_process(info["create_time"],
+                                                                             member.create_time):
+                continue
+            kids.append((kid, info))
+        return kids if kids and self.member_alive(member.pid) else []
 
     def descendants(self, pids: list[int]) -> list[Candidate]:
-        """Live children of the given members, down the tree (born after the verdict: members by descent).
-
-        Each child is checked against its parent: still its child, started after it, and the parent
-        still the process the log saw, so a pid reused meanwhile is never taken for a member."""
+        """Live children of the given live members, down the tree (born after the verdict: members by
+        descent), each admitted (pinned, checked) as it is found, so that its own children are walked
+        only while it is a live, pinned member too; the candidates admitted."""
         found: list[Candidate] = []
-        queue = [self.targets[pid][0] for pid in pids if pid in self.targets]
-        seen = set(self.targets)
-        while queue and len(seen) < MAX_TREE:
-            parent = queue.pop()
-            kids = self.checker.reader.children(parent.pid) or []
-            for kid in kids:
-                info = self.checker.reader.stat(kid)
-                if kid in seen or info is None or info["ppid"] != parent.pid or parent.create_time is None:
-                    continue
-                if info["create_time"] < parent.create_time and not same_process(info["create_time"],
-                                                                                 parent.create_time):
-                    continue
-                seen.add(kid)
-                c = Candidate(parent.run, parent.host, kid, info["create_time"], "child",
-                              live_cmd(self.checker.reader, kid), None, None, parent.owner)
-                found.append(c)
-                queue.append(c)
+        queue = [pid for pid in pids if pid in self.targets]
+        walked = 0
+        while queue and walked < MAX_TREE:
+            member = self.targets[queue.pop()][0]
+            walked += 1
+            for kid, info in self._children(member):
+                c = Candidate(member.run, member.host, kid, info["create_time"], "child",
+                              live_cmd(self.checker.reader, kid), None, None, member.owner)
+                self.admit(c)
+                if kid in self.targets:
+                    found.append(c)
+                    queue.append(kid)
         return found
 
     def grow(self) -> list[int]:
-        """Stop every target (not in a dry run), then add their descendants, stopping each as it joins,
-        until a walk finds nobody new; the pids added."""
+        """Stop every live target (not in a dry run), then add their descendants, stopping each as it
+        joins, until a walk finds nobody new; the pids added."""
         added: list[int] = []
-        frontier = list(self.targets)
+        frontier = [pid for pid in self.targets if self.member_alive(pid)]
         while frontier:
             if not self.dry_run:
                 self.send(frontier, signal.SIGSTOP)  # a stopped process cannot fork while we walk
             fresh = self.descendants(frontier)
             frontier = []
             for c in fresh:
-                self.admit(c)
-                if c.pid in self.targets:
-                    frontier.append(c.pid)
-                    added.append(c.pid)
-                    self.say(f"found: {_label(c)}, a descendant of the run's leftovers")
+                frontier.append(c.pid)
+                added.append(c.pid)
+                self.say(f"found: {_label(c)}, a descendant of the run's leftovers")
         return added
 
     def wait_gone(self, pids: list[int], seconds: float) -> list[int]:
@@ -343,7 +385,7 @@ class Sweep:
         """SIGTERM in order, SIGCONT, wait up to grace, SIGKILL what is left; the pids that survived."""
         order = [c.pid for c, _ in _children_first([self.targets[pid] for pid in pids])]
         for pid in order:
-            if not _signal(pid, self.pins.get(pid), signal.SIGTERM):
+            if not self.signal(pid, signal.SIGTERM):
                 self.say(f"already gone: {_label(self.targets[pid][0])}")
         self.send(order, signal.SIGCONT)  # stopped for the walk: let each act on its SIGTERM
         left = self.wait_gone(order, self.grace)
@@ -394,10 +436,9 @@ def _rounds(sweep: Sweep) -> int:
         sweep.survivors = [sweep.targets[pid][0] for pid in survivors]
         # Their signal handlers may have forked: what is left of the tree is the next round.
         pending = []
-        for c in sweep.descendants(list(sweep.targets)):
-            sweep.admit(c)
-            if c.pid in sweep.targets:
-                pending.append(c.pid)
+        for c in sweep.descendants([pid for pid in sweep.targets if sweep.member_alive(pid)]):
+            pending.append(c.pid)
+            sweep.say(f"found: {_label(c)}, a descendant of the run's leftovers")
     left = len(sweep.survivors) + len(pending)
     if pending:
         sweep.say(f"the run's tree still grows after {rounds} round(s): {len(pending)} process(es) not ended")
