@@ -239,3 +239,17 @@ def test_short_answer_is_the_answer_and_findings(tmp_path: Path) -> None:
     rep = report(with_slow_exit(), tmp_path)
     assert lines[0] == rep["answer"] and "waited 12.0 s at exit" in lines[0]
     assert lines[1].startswith("- The main process waited 12.0 s") and lines[2].startswith("  what to do:")
+
+
+def test_leftover_advice_names_pools_only_when_a_pool_process_is_left(tmp_path: Path) -> None:
+    """Review 1 #14: a plain orphan (`sleep`) left behind: its cause is what started it, not pools."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.5, "tree", count=2, started=[{"pid": 300, "ppid": 100, "name": "sleep", "cmd": "sleep 60",
+                                                "create_time": T0 + 0.4, "rss": 2 << 20}], ended=[])
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 1.2, "leftover", how="root-exit", count=1, pids=[300],
+            procs=[{"pid": 300, "ppid": 1, "rss": 2 << 20, "name": "sleep"}])
+    rep = report(w, tmp_path)
+    (left,) = [f for f in rep["findings"] if f["kind"] == "leftovers"]
+    assert "pools" not in left["advice"] and "what started them" in left["advice"]

@@ -163,10 +163,21 @@ def _pool_sentence(pool: dict[str, Any]) -> str:
             mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
-    by = f"; {pool['shutdown_by']} shut it down" if pool["shutdown_by"] else (
-        "; nothing shut it down" if pool["alive_at_end"] else "")
+    by = _shutdown_words(pool)
     return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
             f"{site(pool['caller'])} ({_s(pool['created_at'])} in); it {lived}{idle}{mem}{by}.")
+
+
+def _shutdown_words(pool: dict[str, Any]) -> str:
+    """Who shut the pool down; one still running at the end of the log was only asked to."""
+    if not pool["shutdown_by"]:
+        return "; nothing shut it down" if pool["alive_at_end"] else ""
+    if not pool["alive_at_end"]:
+        return f"; {pool['shutdown_by']} shut it down"
+    outcome = pool.get("shutdown_outcome") or ""
+    how = ("interrupted: " + outcome.removeprefix("raised ") if outcome.startswith("raised ") else
+           "the request never returned" if outcome == "never returned" else "it kept running")
+    return f"; {pool['shutdown_by']} asked it to shut down ({how})"
 
 
 def _pools_answer(rep: dict[str, Any]) -> str:
