@@ -306,3 +306,38 @@ def test_once_memory_is_bounded() -> None:
     assert len(once.seen) == 3
     assert not once.first(dict(recs[-1]))
     assert once.repeated == 1
+
+
+def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream keeps no list of the records: while a 5,000-record log (all within the reorder window)
+    is read, at most REORDER_MAX + 1 records are alive at once, whatever the log's length."""
+    import weakref
+
+    from wp_autotrace.analysis import logread
+
+    log = tmp_path / "big.jsonl"
+    log.write_text("\n".join(json.dumps(_rec(10.0 + i * 1e-4, 100 + i % 7, i)) for i in range(5000)) + "\n")
+    monkeypatch.setattr(logread, "REORDER_MAX", 100)
+    alive = [0, 0]  # now, most
+
+    class Tracked(dict):  # type: ignore[type-arg]
+        __slots__ = ("__weakref__",)
+
+    def gone() -> None:
+        alive[0] -= 1
+
+    real = logread.parse_line
+
+    def parse(raw: bytes, skip: Any, fixed: dict[str, int]) -> Any:
+        record = real(raw, skip, fixed)
+        if record is None:
+            return None
+        tracked = Tracked(record)
+        weakref.finalize(tracked, gone)
+        alive[0] += 1
+        alive[1] = max(alive[1], alive[0])
+        return tracked
+
+    monkeypatch.setattr(logread, "parse_line", parse)
+    count = sum(1 for _ in logread.stream_logs([str(log)]))
+    assert count == 5000 and alive[1] <= 100 + 2, alive

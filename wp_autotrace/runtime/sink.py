@@ -246,6 +246,7 @@ class Sink:
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
         self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
 
+    # The header's identity: each change re-encodes it (a stale cache would forge another process's pid).
     @property
     def role(self) -> str:
         return self._role
@@ -253,6 +254,33 @@ class Sink:
     @role.setter
     def role(self, role: str) -> None:
         self._role = role
+        self._middle = ""
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @pid.setter
+    def pid(self, pid: int) -> None:
+        self._pid = pid
+        self._middle = ""
+
+    @property
+    def ppid(self) -> int:
+        return self._ppid
+
+    @ppid.setter
+    def ppid(self, ppid: int) -> None:
+        self._ppid = ppid
+        self._middle = ""
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @host.setter
+    def host(self, host: str) -> None:
+        self._host = host
         self._middle = ""
 
     def reset_after_fork(self, role: str) -> None:
