@@ -60,13 +60,14 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     out = ["== Run"]
     runs = rep["runs"]
     ids = ", ".join(r["id"] or "?" for r in runs)
+    holds = "these logs hold" if len(rep["input"].get("files") or ()) > 1 else "this log holds"
     if rep["all_runs"] > len(runs):
-        out.append(f"this log holds {rep['all_runs']} runs; showing run {ids}")
+        out.append(f"{holds} {rep['all_runs']} runs; showing run {ids}")
     elif len(runs) > 1 and len(rep.get("jobs") or ()) == 1:
         out.append(f"{len(runs)} runs ({ids}), one job (== Job above); each has its header below; "
                    "`--run ID` shows one")
     elif len(runs) > 1:
-        out.append(f"this log holds {len(runs)} runs ({ids}); each has its header below; `--run ID` shows one")
+        out.append(f"{holds} {len(runs)} runs ({ids}); each has its header below; `--run ID` shows one")
     for r in runs:
         if len(runs) > 1:
             out.append(f"-- run {r['id'] or '?'}")
@@ -83,10 +84,15 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
 def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     """Each job of several runs (several hosts or launches): header, then per node and per rank."""
     out: list[str] = []
-    for job in rep.get("jobs") or ():
+    jobs = rep.get("jobs") or ()
+    ids = [job["id"] for job in jobs]
+    for job in jobs:
         if len(job["runs"]) < 2:
             continue  # one run: its Run header says it all
-        out.append(f"== Job: {job['id']} ({len(job['runs'])} runs, {job['nodes']} node(s))")
+        # Two launches that reuse an id are two jobs: their start and runs tell them apart.
+        which = (f", launched {_when(job['start'])}, runs {', '.join(r or '?' for r in job['runs'])}"
+                 if ids.count(job["id"]) > 1 else "")
+        out.append(f"== Job: {job['id']}{which} ({len(job['runs'])} runs, {job['nodes']} node(s))")
         out.extend(_job_header(job))
         limit = None if verbose else SHORT_ROWS["ranks"]
         for node in _clip(job["per_node"], limit):
@@ -98,7 +104,7 @@ def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             ranks = [e for e in job["per_rank"] if e["host"] == node["host"]]
             for e in _clip(ranks, limit):
                 out.append(_more(ranks, limit, "    ") if e is None else
-                           f"  - {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {_node_figures(e)}")
+                           f"  - {e['name']}: {e['role']} {e['pid']} ({e['label']}); {_node_figures(e)}")
         out.append("")
     return out
 
@@ -332,7 +338,7 @@ def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             out.append(_more(ranks, limit))
             continue
         left = f", {e['leftovers']} left" if e["leftovers"] else ""
-        out.append(f"- {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
+        out.append(f"- {e['name']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
                    f"{e['pools']} pool(s), {e['sidecars']} sidecar(s) {e['max_depth']} deep{left}"
                    + (f", {e['errors']} error(s)" if e["errors"] else ""))
     return out
