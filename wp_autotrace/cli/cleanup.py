@@ -316,8 +316,9 @@ class Sweep:
         log's owner may not have ended is not signalled, whichever log came first. Refusals are said
         and counted."""
         held = self.targets.get(c.pid)
-        if held is not None and held[0].create_time == c.create_time:
-            return
+        if held is not None and c.create_time is not None and held[0].create_time is not None and same_process(
+                held[0].create_time, c.create_time):
+            return  # already a member (a log's start and the live one may differ by the clock's grain)
         pidfd = _pin(c.pid)  # a dry run pins too: the walk's membership test uses the pin
         verdicts = [(claim, self.checker.refusal(claim)) for claim in (c, *also)]
         refused = [(claim, why) for claim, why in verdicts if why not in (None, "gone")]
