@@ -375,7 +375,7 @@ def _tree_line(p: dict[str, Any], indent: int) -> str:
     end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if left else "   -   ")
     flags = [x for x in ("forked" if p["forked"] else "", "left behind" if left else "",
                          f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "") if x]
-    mem = (f"pss {_mb(p['peak_pss'])}" if p.get("peak_pss") else f"rss {_mb(p['peak_rss'])}")
+    mem = f"{p['held_kind']} {_mb(p['held_bytes'])}"  # the process's one figure (view.held_bytes)
     return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} {mem}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 

@@ -30,7 +30,7 @@ from .model import (
     exec_name,
 )
 from .render import answer_text
-from .view import BENIGN_LEFTOVER_ROLES, View
+from .view import BENIGN_LEFTOVER_ROLES, View, held_bytes, held_kind
 
 # Processes of a compile pool: what idle pool memory counts.
 POOL_ROLES = (*V.SIDECAR_ROLES, "compile-worker")
@@ -90,6 +90,7 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "start_s": v.rel(p.start), "end_s": v.rel(p.end), "exit": p.exit_how or None,
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
+        "held_bytes": held_bytes(p) or None, "held_kind": held_kind(p),
         "device_files": p.devices,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),
@@ -180,8 +181,8 @@ def _job_state(states: list[str]) -> str:
 
 
 def _left_rss(r: Run, p: Process) -> int:
-    rss = r.leftover[p].get("rss")
-    return rss if isinstance(rss, int) else p.last_rss
+    """A leftover's latest RSS sample (the leftover record's when that came last: model.note_rss)."""
+    return p.last_rss
 
 
 def _idle_pool_rss(r: Run, p: Process) -> int:
