@@ -173,7 +173,7 @@ def bench_startup(made: dict[str, Path], rounds: int, tmp: Path, rep: Report) ->
     base, unset = med(wall["not installed"]), med(wall["installed, unset"])
     ratio = unset / base
     rep.row("start-up, installed but WP_AUTOTRACE unset / not installed", f"{ratio:.3f}×", "≤ 1.01", ratio <= 1.01)
-    for name, limit in (("enabled, non-root", 3), ("enabled, root", 60)):
+    for name, limit in (("enabled, non-root", 2), ("enabled, root", 60)):
         extra = (med(wall[name]) - unset) * 1e3
         rep.row(f"start-up, {name} (never imports torch), over unset", f"+{extra:.1f} ms", f"≤ +{limit} ms",
                 extra <= limit)
@@ -219,10 +219,10 @@ def bench_micro(made: dict[str, Path], repeats: int, calls: int, rep: Report) ->
     deep, shallow = res["deep"], res["shallow"]
     floor = shallow["floor_us"]
     rep.row("traced call with stack (call + return records), over untraced",
-            f"+{shallow['traced_over_us']:.1f} µs (floor here {floor:.1f} µs)", "≤ 25 µs",
-            shallow["traced_over_us"] <= 25)
+            f"+{shallow['traced_over_us']:.1f} µs (floor here {floor:.1f} µs)", "≤ 15 µs",
+            shallow["traced_over_us"] <= 15)
     rep.row(f"the same, caller under {res['depth']} library frames (as under torch.compile)",
-            f"+{deep['traced_over_us']:.1f} µs (floor here {floor:.1f} µs)", "≤ 25 µs", deep["traced_over_us"] <= 25)
+            f"+{deep['traced_over_us']:.1f} µs (floor here {floor:.1f} µs)", "≤ 20 µs", deep["traced_over_us"] <= 20)
     counted = max(shallow["counted_over_us"], deep["counted_over_us"])
     rep.row("counted high-frequency call (COUNT, no stack), over untraced", f"+{counted:.2f} µs", "≤ 5 µs",
             counted <= 5)
@@ -237,6 +237,11 @@ def bench_micro(made: dict[str, Path], repeats: int, calls: int, rep: Report) ->
              "", "| stack | untraced µs | traced µs | counted µs |", "|---|---|---|---|"]
     lines += [f"| {d} | {res[d]['plain_us']} | {res[d]['traced_us']} | {res[d]['counted_us']} |"
               for d in ("shallow", "deep")]
+    parts = res.get("parts_us") or {}
+    if parts:
+        lines += ["", "Where a shallow traced call's microseconds go (each step timed alone, same run, median µs "
+                  "per traced call):", "", "| step | µs |", "|---|---|"]
+        lines += [f"| {step} | {us} |" for step, us in parts.items()]
     rep.detail("Call overhead", lines)
 
 
@@ -299,7 +304,7 @@ def bench_sampler(made: dict[str, Path], levels: list[int], duration: float, rep
     busiest = [r for r in results if r["host_procs"] >= 1000] or results[-1:]
     worst = max(r["thread_cpu_pct"] for r in busiest)
     rep.row(f"watcher process at 0.1 s, ~{busiest[0]['descendants']} descendants, host ≥ 1,000 processes",
-            f"{worst:.2f}% of one core", "≤ 1% of one core", worst <= 1)
+            f"{worst:.2f}% of one core", "≤ 0.5% of one core", worst <= 0.5)
     lines = [f"The watcher (ProcReader) with {results[0]['descendants']} descendants (8 shells × 4 `sleep`), "
              "the host filled with `sleep` processes outside the traced tree. Walk cost: median of "
              f"{repeats} alternating calls of `Watcher.sample()` and `psutil.Process().children(recursive=True)`; "
@@ -517,16 +522,19 @@ MISS_REASONS = {
         "this path; merging the modules into one would save about 1 ms at the cost of the "
         "one-module-per-concern layout, which we chose to keep."),
     "traced call with stack": (
-        "Floor: the *floor* measured in the same run (two records json-encoded and written, no stack "
-        "walk, no wrapper) is already at or above the target on this machine; the traced call costs "
-        "that plus the stack walk (cached per code object) and the wrapper. Traced targets run a few "
-        "times per process (warm_pool, pool start/stop); the hot one (SubprocPool.submit) is counted."),
+        "Floor: compare the *floor* measured in the same run (two records json-encoded and written, no "
+        "stack walk, no wrapper) and the steps table under Call overhead: two os.write calls and two "
+        "fstat checks of the log (a host may close and reuse its fd) are most of it; the header and the "
+        "call site's stack are encoded once and reused. On a loaded machine every figure grows alike: "
+        "the ratio to the floor is the comparable one."),
     "the same, caller under": (
-        "As above, plus the walk through the library frames to the innermost frame outside torch."),
+        "As above, plus the walk through the library frames to the innermost frame outside torch "
+        "(a few attribute reads and one dict lookup per frame)."),
     "watcher process": (
-        "Each tick costs one children-file read per process of the run (a stat every 5 ticks) plus the "
-        "Python glue, and a /proc listing every 2 s, which grows with the host. It runs niced in its own "
-        "process, never in the host. Raising WP_AUTOTRACE_SAMPLE_INTERVAL lowers it in proportion."),
+        "Each tick costs one epoll poll of the run's pidfds (ends), the children files of the processes "
+        "due (backed off while idle, docs/scale.md), the log's new bytes, plus a /proc listing every 2 s, "
+        "which grows with the host (bench/watcher_cost.py measures the watcher alone, old and new side "
+        "by side). It runs niced in its own process, never in the host."),
     "cold torch.compile": (
         "Compare the `wp-autotrace, sampler off` row (watcher off): the tracer itself is within noise; the "
         "watcher process (niced, outside the host) takes a share of 2 cores during the compile. Runs vary "

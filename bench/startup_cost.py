@@ -4,7 +4,9 @@ Builds pip-less venvs under a temp folder from the same base interpreter:
 ``bare`` (wp-autotrace not installed), ``new`` (this working tree's package and
 its .pth line, copied as a wheel would install them) and ``old`` (the same from
 a git ref, default ``main``), then times ``python -c pass`` in each variant,
-alternating (the order rotates every round), and prints medians and ratios.
+alternating (the order rotates every round), and prints medians (wall, and CPU:
+user+sys of the child, which waiting for a core on a loaded machine does not inflate)
+and ratios.
 The same run also times the .pth line alone (site.addpackage, tracer off) and
 ``python -X importtime``'s self time of each module the enabled non-root path
 adds. Nothing here asserts.
@@ -57,12 +59,17 @@ def _clean(**extra: str) -> dict[str, str]:
     return env
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one run, stdio on /dev/null."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s: user+sys) of one run, stdio on /dev/null. On a loaded machine the CPU time
+    is the steadier figure: it does not count the time spent waiting for a core."""
+    dn = os.devnull
+    actions = [(os.POSIX_SPAWN_OPEN, fd, dn, os.O_RDWR, 0) for fd in (0, 1, 2)]
     t0 = time.perf_counter()
-    subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   check=True)
-    return time.perf_counter() - t0
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+    _, status, ru = os.wait4(pid, 0)
+    if status:
+        raise RuntimeError(f"{argv} exited {status}")
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
 
 
 def importtime(python: str, env: dict[str, str], runs: int) -> dict[str, float]:
@@ -111,15 +118,18 @@ def main() -> int:
             "enabled, non-root (old)": ("old", _clean(**on)),
         }
         wall: dict[str, list[float]] = {k: [] for k in variants}
+        cpu: dict[str, list[float]] = {k: [] for k in variants}
         names = list(variants)
         for r in range(args.rounds + WARMUP):
             k = r % len(names)
             for name in names[k:] + names[:k]:
                 venv, env = variants[name]
-                t = timed([str(venvs[venv] / "bin" / "python"), "-c", "pass"], env)
+                w, c = timed([str(venvs[venv] / "bin" / "python"), "-c", "pass"], env)
                 if r >= WARMUP:
-                    wall[name].append(t)
+                    wall[name].append(w)
+                    cpu[name].append(c)
         med = {k: statistics.median(v) * 1e3 for k, v in wall.items()}
+        cmed = {k: statistics.median(v) * 1e3 for k, v in cpu.items()}
         quart = {k: statistics.quantiles(v, n=4) for k, v in wall.items()}
         py_new = str(venvs["new"] / "bin" / "python")
         py_old = str(venvs["old"] / "bin" / "python")
@@ -131,6 +141,11 @@ def main() -> int:
         out = {
             "rounds": args.rounds, "ref": args.ref, "load": os.getloadavg(),
             "median_ms": {k: round(v, 3) for k, v in med.items()},
+            "cpu_median_ms": {k: round(v, 3) for k, v in cmed.items()},
+            "cpu_unset_ratio_new": round(cmed["installed, unset (new)"] / cmed["not installed"], 4),
+            "cpu_unset_ratio_old": round(cmed["installed, unset (old)"] / cmed["not installed"], 4),
+            "cpu_nonroot_added_ms_new": round(cmed["enabled, non-root (new)"] - cmed["installed, unset (new)"], 3),
+            "cpu_nonroot_added_ms_old": round(cmed["enabled, non-root (old)"] - cmed["installed, unset (old)"], 3),
             "p25_p75_ms": {k: [round(q[0] * 1e3, 2), round(q[2] * 1e3, 2)] for k, q in quart.items()},
             "unset_ratio_new": round(med["installed, unset (new)"] / med["not installed"], 4),
             "unset_ratio_old": round(med["installed, unset (old)"] / med["not installed"], 4),

@@ -6,8 +6,10 @@ For each N and round, alternating old and new: a driver (a fresh interpreter wit
 code on PYTHONPATH) starts N `sleep` children (the run's processes, idle: steady
 state), starts the run's real watcher (runtime/spawn.py) at the default interval
 0.1 s, waits past its first samples, then reads the watcher's utime+stime from
-/proc/PID/stat over --duration seconds. Prints % of one core per variant (median of
-rounds) and the host's process count. Nothing here asserts.
+/proc/PID/stat over --duration seconds, and the log's growth over the same time (rss
+heartbeats, keep-alives: use --duration 60 or more to include one). Prints % of one core
+and KB per minute per variant (median of rounds) and the host's process count. Nothing
+here asserts.
 """
 
 from __future__ import annotations
@@ -43,12 +45,12 @@ try:
         with open(log, "rb") as f:
             wpid = next((json.loads(l)["pid"] for l in f if b'"watcher_start"' in l), 0)
     time.sleep(3 + n / 500)  # past the first samples (every stat and command line read once)
-    c0, t0 = cpu(wpid), time.perf_counter()
+    c0, t0, s0 = cpu(wpid), time.perf_counter(), os.path.getsize(log)
     time.sleep(duration)
-    c1, t1 = cpu(wpid), time.perf_counter()
+    c1, t1, s1 = cpu(wpid), time.perf_counter(), os.path.getsize(log)
     hosts = sum(1 for p in os.listdir("/proc") if p.isdigit())
     print(json.dumps({"cpu_pct": round((c1 - c0) / (t1 - t0) * 100, 3), "host_procs": hosts,
-                      "log_bytes": os.path.getsize(log)}))
+                      "log_kb_per_min": round((s1 - s0) / 1000 / (t1 - t0) * 60, 1)}))
 finally:
     for k in kids:
         k.kill()
@@ -64,8 +66,11 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--ref", default="main")
+    parser.add_argument("--host", type=int, default=0, help="extra idle processes outside the run (a busy host)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-watcher-"))
+    strangers = [subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(args.host)]
     try:
         old = tmp / "old"
         old.mkdir()
@@ -87,10 +92,14 @@ def main() -> int:
                     out.setdefault(str(n), {}).setdefault(name, []).append(json.loads(res.stdout))
         summary = {n: {name: {"cpu_pct_median": statistics.median(s["cpu_pct"] for s in samples),
                               "samples": [s["cpu_pct"] for s in samples],
+                              "log_kb_per_min": statistics.median(s["log_kb_per_min"] for s in samples),
                               "host_procs": samples[0]["host_procs"]}
                        for name, samples in per.items()} for n, per in out.items()}
         print(json.dumps({"duration_s": args.duration, "load": os.getloadavg(), "procs": summary}, indent=1))
     finally:
+        for p in strangers:
+            p.kill()
+            p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

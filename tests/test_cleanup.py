@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.cleanup import Candidate, _children_first
+from wp_autotrace.cli.cleanup import Candidate, Checker, Sweep, _children_first
 from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, events, run_python, wait_for_watcher
@@ -362,3 +362,252 @@ def test_each_log_judged_by_its_own_owner(tmp_path: Path) -> None:
         for proc in (mine, victim):
             proc.kill()
             proc.wait(10)
+
+
+class _Reader:
+    """A fake /proc: stat and children of made-up pids (never signalled: the tests only walk)."""
+
+    def __init__(self, stats: dict[int, dict[str, Any]], children: dict[int, list[int]]) -> None:
+        self.stats, self.kids = stats, children
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        return self.stats.get(pid)
+
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
+        return self.kids.get(pid) if pid in self.stats else None
+
+    @staticmethod
+    def argv(pid: int) -> list[str]:
+        return ["sleep", "100"]
+
+    @staticmethod
+    def environ(pid: int) -> bytes:
+        return b""
+
+
+FAKE_MEMBER, FAKE_KID = 4_100_000, 4_100_001  # above any pid_max: no pidfd, no live process
+
+
+def _fake_sweep(live_start: float) -> Sweep:
+    """A sweep whose one member (logged start 100.0) is admitted; the live pid now started at live_start
+    and has one child, started after both."""
+    checker = Checker()
+    checker.reader = _Reader({FAKE_MEMBER: {"pid": FAKE_MEMBER, "ppid": 1, "create_time": live_start, "rss": 0},
+                              FAKE_KID: {"pid": FAKE_KID, "ppid": FAKE_MEMBER, "create_time": 300.0, "rss": 0}},
+                             {FAKE_MEMBER: [FAKE_KID]})
+    sweep = Sweep(checker, dry_run=True, grace=0.0, say=lambda text: None)
+    member = Candidate(RUN, HOST, FAKE_MEMBER, 100.0, "child", "sleep", None, None, None)
+    sweep.targets[FAKE_MEMBER] = (member, {"ppid": 1})
+    sweep.pins[FAKE_MEMBER] = None
+    return sweep
+
+
+def test_children_of_an_ended_members_reused_pid_are_not_members() -> None:
+    """A member ended and its pid now names another process (started later) with a child of its own:
+    the walk re-verifies the parent after reading its children and takes nobody (review1 #9)."""
+    reused, same = _fake_sweep(live_start=200.0), _fake_sweep(live_start=100.0)
+    member = reused.targets[FAKE_MEMBER][0]
+    assert not reused.member_alive(FAKE_MEMBER) and reused._children(member) == []
+    assert reused.descendants([FAKE_MEMBER]) == []
+    assert same.member_alive(FAKE_MEMBER) and [kid for kid, _ in same._children(member)] == [FAKE_KID]
+
+
+def _take_pid(pid: int, argv: list[str]) -> subprocess.Popen[bytes] | None:
+    """Start argv with exactly this pid (root: /proc/sys/kernel/ns_last_pid), or None if others raced us."""
+    for _ in range(200):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        if proc.pid == pid:
+            return proc
+        proc.kill()
+        proc.wait(10)
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK),
+                    reason="needs root and a writable ns_last_pid to force a pid reuse")
+def test_a_reused_pid_during_the_grace_is_never_walked(tmp_path: Path) -> None:
+    """review1 #9, deterministic: leftover L dies at its SIGTERM; while cleanup waits the grace for a
+    SIGTERM-ignoring leftover, an unrelated process takes L's pid and starts a child. cleanup's next walk
+    must not take that child for a member of the run."""
+    quick = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, start_new_session=True)
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time; signal.signal(signal.SIGTERM, "
+                                 "signal.SIG_IGN); print('ready', flush=True); time.sleep(300)"], env=clean_env(),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+    innocent: subprocess.Popen[bytes] | None = None
+    kid = 0
+    try:
+        assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
+        reader = ProcReader()
+        a, b = reader.stat(quick.pid), reader.stat(stubborn.pid)
+        assert a is not None and b is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": quick.pid, "create_time": a["create_time"]},
+                                                         {"pid": stubborn.pid, "create_time": b["create_time"]}])
+        cl = subprocess.Popen([sys.executable, "-m", "wp_autotrace", "cleanup", "--grace", "4", str(log)],
+                              env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        assert quick.wait(30) == -signal.SIGTERM  # reaped here, so its pid is free
+        innocent = _take_pid(quick.pid, ["sh", "-c", "sleep 100 & echo $!; wait"])
+        out, _ = cl.communicate(timeout=60)
+        if innocent is None:
+            pytest.skip("another process took the pid first")
+        assert innocent.stdout is not None
+        kid = int(innocent.stdout.readline())
+        assert stubborn.wait(10) == -signal.SIGKILL
+        assert innocent.poll() is None and reader.stat(kid) is not None, out
+        assert f"{kid}" not in out and cl.returncode == 0, out
+    finally:
+        for proc in (quick, stubborn, innocent):
+            if proc is not None:
+                proc.kill()
+                proc.wait(10)
+        _kill_all([kid] if kid else [])
+
+
+# A leftover whose SIGTERM handler forks a successor (it writes its pid to argv[1]) and exits at once: the
+# successor is re-parented to init before any /proc walk can see it; traced, it writes its own process_start.
+FORK_ON_TERM = r"""
+import os, signal, sys, time
+def on_term(*_):
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        time.sleep(120)
+        os._exit(0)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(pid))
+    os._exit(0)
+signal.signal(signal.SIGTERM, on_term)
+time.sleep(120)
+"""
+
+
+def test_a_successor_forked_by_a_leftovers_sigterm_handler_is_ended(tmp_path: Path) -> None:
+    """review1 #8: the successor is found from its own process_start (a child of a leftover) and ended;
+    before, cleanup said '0 still alive' with the successor running."""
+    log, succ = tmp_path / "run.jsonl", tmp_path / "succ.pid"
+    code = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {FORK_ON_TERM!r}, {str(succ)!r}], "
+            "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True); "
+            "print(p.pid)")
+    root = subprocess.run([sys.executable, "-c", code], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
+                          capture_output=True, text=True, timeout=60)
+    pid, successor = int(root.stdout), 0
+    try:
+        (left,) = events(wait_for_watcher(log, 20, event="leftover"), "leftover")
+        assert pid in left["pids"]
+        res = _cleanup(str(log), "--grace", "5")
+        successor = int(succ.read_text())
+        deadline = time.monotonic() + 10
+        while ProcReader().stat(successor) is not None and time.monotonic() < deadline:  # a zombie is ended
+            time.sleep(0.05)
+        assert ProcReader().stat(successor) is None, res.stdout
+        assert res.returncode == 0 and f"ended: {successor} child" in res.stdout, res.stdout + res.stderr
+        assert "2 process(es) ended, 0 still alive" in res.stdout
+    finally:
+        _kill_all([pid] + ([successor] if successor else []))
+
+
+def test_a_live_process_the_log_names_is_never_counted_as_gone(tmp_path: Path,
+                                                              sleeper: subprocess.Popen[bytes]) -> None:
+    """The log names a live process as the run's (its own process_start) that the verdict does not list:
+    it is not proven left behind, so it is not signalled, but cleanup does not say the tree is empty."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    root = _dead_pid()
+    records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
+               {**_record("process_start", sleeper.pid, run=RUN, root_pid=root, forked=True, argv=["python"],
+                          create_time=info["create_time"]), "ppid": root, "role": "child"},
+               _record("process_exit", root, how="exit"),
+               _watcher("leftover", root, how="root-exit", count=0, pids=[], procs=[])]
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = _cleanup(str(log))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"still alive, not signalled: {sleeper.pid} child" in res.stdout and "1 still alive" in res.stdout
+    assert sleeper.poll() is None
+
+
+def test_one_process_in_several_logs_is_counted_once(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """review1 #7: the same log given twice names one process: one candidate, one count, one line."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": info["create_time"]}])
+    res = _cleanup(str(log), str(log), "--dry-run")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 process(es) left behind" in res.stdout and res.stdout.count(f"would end: {sleeper.pid}") == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a log owned by another user naming root's process")
+def test_a_claim_refused_by_one_log_is_refused_whatever_the_order(tmp_path: Path,
+                                                                  sleeper: subprocess.Popen[bytes]) -> None:
+    """review1 #7: root's log and a planted copy both name root's process. Whatever the order: one process,
+    refused (a log whose owner does not own it names it), both claims said, exit 1, nothing signalled."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    procs = [{"pid": sleeper.pid, "create_time": info["create_time"]}]
+    root = _dead_pid()
+    own, planted = _log(tmp_path / "own.jsonl", root, procs), _log(tmp_path / "planted.jsonl", root, procs)
+    os.chown(planted, 65534, 65534)
+    for order in ((own, planted), (planted, own)):
+        res = _cleanup(*map(str, order), "--grace", "5")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert "1 process(es) left behind" in res.stdout
+        assert "while the log that names it is uid 65534's" in res.stdout and "the log of uid 0 would admit it" \
+            in res.stdout
+        assert sleeper.poll() is None
+
+
+def test_each_grace_wait_is_capped_by_the_budget() -> None:
+    """review1 #22: a SIGTERM-ignoring target and a grace far beyond what is left of the budget: the wait
+    ends with the budget, not with the grace."""
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                             "signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"], env=clean_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        info = ProcReader().stat(proc.pid)
+        assert info is not None
+        sweep = Sweep(Checker(), dry_run=False, grace=60.0, say=lambda text: None)
+        sweep.admit(Candidate(RUN, HOST, proc.pid, info["create_time"], "child", "python", None, None, None))
+        assert proc.pid in sweep.targets
+        sweep.deadline = time.monotonic() + 0.5
+        start = time.monotonic()
+        assert sweep.end_round([proc.pid]) == []
+        assert time.monotonic() - start < 20  # 0.5 s budget + the SIGKILL wait, loaded box: never the 60 s grace
+        assert proc.wait(10) == -signal.SIGKILL
+        sweep.close()
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_grace_is_bounded() -> None:
+    """--grace beyond the budget (or not finite) is refused, naming the maximum."""
+    for bad in ("1e9", "inf", "nan", "-1"):
+        res = _cleanup("--grace", bad, "x.jsonl")
+        assert res.returncode == 64 and "argument --grace" in res.stderr, (bad, res.stderr)  # a usage error
+    assert "at most 120 s" in _cleanup("--grace", "121", "x.jsonl").stderr
+
+
+def test_the_owner_is_the_read_files_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's owner comes from fstat of the fd that is read, never from a second lookup of the path (a
+    user who can write the folder could swap the file between the two): a path lookup here lies."""
+    import argparse
+
+    from wp_autotrace.cli import cleanup as cleanup_mod
+    from wp_autotrace.cli import main as main_mod
+
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [])
+    seen: list[Any] = []
+    monkeypatch.setattr(cleanup_mod, "cleanup", lambda models, *a, **k: seen.extend(models) or 0)
+    real_stat = os.stat
+
+    def lying_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
+        st = real_stat(path, *args, **kwargs)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, 54321, *tuple(st)[5:])) \
+            if str(path) == str(log) else st
+
+    monkeypatch.setattr(os, "stat", lying_stat)
+    main_mod._cleanup(argparse.Namespace(logs=[str(log)], run=None, dry_run=True, grace=1.0))
+    assert [owner for _, owner in seen] == [real_stat(log).st_uid]

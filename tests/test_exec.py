@@ -66,7 +66,8 @@ def test_fork_exec_child_and_pty_fork_child(tmp_path: Path) -> None:
     root = events(recs, "process_start")[0]["pid"]
     children = [s["pid"] for s in events(recs, "process_start") if s["ppid"] == root and s["forked"]]
     assert len(children) == 2, events(recs, "process_start")
-    forked, pty_child = children
+    # which is which: by what each exec'd (the two may start in either order)
+    forked, pty_child = sorted(children, key=lambda pid: [r["argv"][0] for r in execs_of(recs, pid)] != ["sleep"])
     (a,) = execs_of(recs, forked)
     (b,) = execs_of(recs, pty_child)
     assert a["argv"] == ["sleep", "0.5"] and os.path.basename(a["executable"]) == "sleep"

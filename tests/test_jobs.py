@@ -124,3 +124,55 @@ def test_slurm_two_steps_of_one_job_id(tmp_path: Path) -> None:
     assert "== Job: Slurm job 4242 (2 runs, 1 node(s))" in text and "(steps 0, 1)" in text
     starts = [r for log in logs for r in read_log(log) if r["event"] == "process_start" and r["role"] == "main"]
     assert {s["rank"]["SLURM_STEP_ID"] for s in starts} == {"0", "1"}
+
+
+def _pid_log(tmp_path: Path, host: str, rank: int, t: float, pid: int, ident: dict[str, str], leftover: bool = False,
+             argv: str = "train.py") -> Path:
+    """One node's run: main `pid` (rank `rank`), leaving a `sleep` behind when asked."""
+    w = LogWriter(host)
+    run = f"run{host}{int(t)}"
+    w.add(t, pid, 1, "main", "process_start", argv=["python", argv], rank={**ident, "RANK": str(rank)},
+          run=run, root_pid=pid, forked=False, env={})
+    if leftover:
+        w.add(t + 0.5, 900, 1, "watcher", "tree", run=run, root_pid=pid, count=2, ended=[],
+              started=[{"pid": pid + 1, "ppid": pid, "rss": 5 << 20, "name": "sleep", "via": "child"}])
+    w.add(t + 1, pid, 1, "main", "process_exit", how="exit", code=0)
+    procs = [{"pid": pid + 1, "ppid": 1, "rss": 5 << 20, "name": "sleep"}] if leftover else []
+    w.add(t + 1.5, 900, 1, "watcher", "leftover", run=run, root_pid=pid, how="root-exit", count=len(procs),
+          procs=procs)
+    return w.write(tmp_path / f"{host}-{int(t)}.jsonl")
+
+
+def test_reused_job_id_each_job_has_its_own_rank_rows(tmp_path: Path) -> None:
+    """Review 1 #10: a constant WP_AUTOTRACE_JOB launched twice: the later job's rank rows are its own
+    (pid, command), not the earlier job's; the two job headers differ; several logs 'hold' runs."""
+    ident = {"WP_AUTOTRACE_JOB": "J"}
+    logs = [_pid_log(tmp_path, "n0", 0, 0, 500, ident), _pid_log(tmp_path, "n1", 1, 0.2, 510, ident),
+            _pid_log(tmp_path, "n0", 0, 60, 700, ident, argv="again.py"),
+            _pid_log(tmp_path, "n1", 1, 60.2, 710, ident, argv="again.py")]
+    rep = report_json(*logs)
+    first, second = sorted(rep["jobs"], key=lambda j: j["start"])
+    assert [e["pid"] for e in first["per_rank"]] == [500, 510]
+    assert [e["pid"] for e in second["per_rank"]] == [700, 710]
+    assert all(e["label"] == "again.py" for e in second["per_rank"])
+    text = render_text(rep, {})
+    headers = [line for line in text.splitlines() if line.startswith("== Job:")]
+    assert len(headers) == 2 and headers[0] != headers[1]
+    assert "these logs hold 4 runs" in text and "this log holds" not in text
+
+
+def test_slurm_steps_each_rank_row_is_its_own_step(tmp_path: Path) -> None:
+    """Review 1 #10 (jobs_steps.sh): steps 0 and 1 of one Slurm job on n0/n1; only step 1's rank 0 leaves
+    a process: the leftover is step 1's rank 0's, and step 1's rank 0 appears in the job."""
+    ident = {"SLURM_JOB_ID": "902"}
+    logs = [_pid_log(tmp_path, "n0", 0, 0, 592, {**ident, "SLURM_STEP_ID": "0"}, argv="pass.py"),
+            _pid_log(tmp_path, "n1", 1, 0.1, 593, {**ident, "SLURM_STEP_ID": "0"}, argv="pass.py"),
+            _pid_log(tmp_path, "n0", 0, 5, 700, {**ident, "SLURM_STEP_ID": "1"}, leftover=True, argv="orphan.py"),
+            _pid_log(tmp_path, "n1", 1, 5.1, 701, {**ident, "SLURM_STEP_ID": "1"}, argv="pass.py")]
+    rep = report_json(*logs)
+    (job,) = rep["jobs"]
+    rows = {(e["pid"], e["leftovers"]) for e in job["per_rank"]}
+    assert rows == {(592, 0), (593, 0), (700, 1), (701, 0)}
+    assert len(job["ranks"]) == 4 and "rank n0:0 (step 1)" in job["ranks"]
+    text = render_text(rep, {})
+    assert "rank n0:0 (step 1): main 700 (orphan.py)" in text

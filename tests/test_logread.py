@@ -264,3 +264,80 @@ def test_stream_is_the_sorted_read_in_one_pass(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(NoUsableLog, match="missing.jsonl"):
         list(empty)
     assert empty.skipped == {"not JSON": 1}
+
+
+# -- the same records given twice (review 1 #21) -------------------------------------------------
+
+def _dup_reports(tmp_path: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    from tests.logs import seed_log
+    from wp_autotrace.analysis.logread import stream_logs
+    from wp_autotrace.analysis.report import analyze
+
+    log = seed_log().write(tmp_path / "a.jsonl")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(log.read_bytes())
+    one = analyze(stream_logs([str(log)]))
+    twice = analyze(stream_logs([str(log), str(log)]))
+    copied = analyze(read_logs([str(log), str(copy)]))
+    return one, twice, copied
+
+
+def _shape(rep: dict[str, Any]) -> Any:
+    return ([(p["sidecar_pid"], p["creator_pid"]) for p in rep["pools"]], sorted(f["kind"] for f in rep["findings"]),
+            rep["processes_started"], rep["leftover_pids"], rep["input"]["records"])
+
+
+def test_same_log_twice_or_a_copy_is_read_once(tmp_path: Any) -> None:
+    """A log given twice, or a copy beside it, forges nothing (no phantom pool, no unreturned calls)."""
+    one, twice, copied = _dup_reports(tmp_path)
+    assert _shape(twice) == _shape(one)
+    assert _shape(copied) == _shape(one)
+    assert any("same file" in n and "read once" in n for n in twice["input"]["notes"])
+    assert any("more than one input" in n for n in copied["input"]["notes"])
+    assert one["input"]["notes"] == []
+
+
+def test_once_memory_is_bounded() -> None:
+    from wp_autotrace.analysis.logread import Once
+
+    once = Once(recent=3)
+    recs = [{"host": "h", "pid": 1, "seq": i, "ts": float(i), "event": "call"} for i in range(10)]
+    assert all(once.first(r) for r in recs)
+    assert len(once.seen) == 3
+    assert not once.first(dict(recs[-1]))
+    assert once.repeated == 1
+
+
+def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream keeps no list of the records: while a 5,000-record log (all within the reorder window)
+    is read, at most REORDER_MAX + 1 records are alive at once, whatever the log's length."""
+    import weakref
+
+    from wp_autotrace.analysis import logread
+
+    log = tmp_path / "big.jsonl"
+    log.write_text("\n".join(json.dumps(_rec(10.0 + i * 1e-4, 100 + i % 7, i)) for i in range(5000)) + "\n")
+    monkeypatch.setattr(logread, "REORDER_MAX", 100)
+    alive = [0, 0]  # now, most
+
+    class Tracked(dict):  # type: ignore[type-arg]
+        __slots__ = ("__weakref__",)
+
+    def gone() -> None:
+        alive[0] -= 1
+
+    real = logread.parse_line
+
+    def parse(raw: bytes, skip: Any, fixed: dict[str, int]) -> Any:
+        record = real(raw, skip, fixed)
+        if record is None:
+            return None
+        tracked = Tracked(record)
+        weakref.finalize(tracked, gone)
+        alive[0] += 1
+        alive[1] = max(alive[1], alive[0])
+        return tracked
+
+    monkeypatch.setattr(logread, "parse_line", parse)
+    count = sum(1 for _ in logread.stream_logs([str(log)]))
+    assert count == 5000 and alive[1] <= 100 + 2, alive

@@ -476,6 +476,22 @@ def test_redact_argv_forms() -> None:
         "HF_TOKEN": "***", "TORCH_WARM_POOL": "0"}
 
 
+def test_secrets_inside_program_text_are_masked_and_the_text_kept() -> None:
+    """Review 1 #12: a `python -c` program's text: a value after a secret-named option (`"--password",
+    "pw"`, `"--api-key=v"`) is masked, and nothing around it changes (quotes, commas, brackets, spacing)."""
+    pats = redact.DEFAULT_PATTERNS
+    text = ('import subprocess,sys; subprocess.run([sys.executable, "-c", "pass", "--api-key=sekritvalue",\n'
+            '    "--password", "pw123456", "--lr", "0.1"])  ;  f(a, token="t0k3n") ; print("--secret=s3")')
+    want = ('import subprocess,sys; subprocess.run([sys.executable, "-c", "pass", "--api-key=***",\n'
+            '    "--password", "***", "--lr", "0.1"])  ;  f(a, token="***") ; print("--secret=***")')
+    assert redact.redact_argv(["python", "-c", text], pats) == ["python", "-c", want]
+    # the masked text is the program's text apart from the masked values
+    assert want.replace("***", "") == text.replace("sekritvalue", "").replace("pw123456", "").replace(
+        "t0k3n", "").replace("s3\")", "\")")
+    shell = ["sh", "-c", "train --token abc  --n 2"]
+    assert redact.redact_argv(shell, pats) == ["sh", "-c", "train --token ***  --n 2"]
+
+
 def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     """--token=…, --api-key …, a secret env value in argv and a WP_AUTOTRACE_REDACT pattern: none in the log."""
     log = tmp_path / "run.jsonl"

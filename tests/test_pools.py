@@ -400,3 +400,27 @@ def test_slow_exit_advice_fits_a_run_without_nesting(tmp_path: Path) -> None:
     f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "slow-exit-wait")
     assert "nested" not in f["advice"]
     assert "torch._inductor.async_compile.shutdown_compile_workers() after your last compile" in f["advice"]
+
+
+def test_interrupted_shutdown_is_asked_not_done(tmp_path: Path) -> None:
+    """Review 1 #14: torch's atexit asked the pool to shut down, was interrupted (KeyboardInterrupt), and the
+    sidecar is left behind: 'asked it to shut down (interrupted …)', never 'shut it down'; the Answer,
+    printed above the findings, never points at 'the findings above'."""
+    w = idle_pool()
+    for r in w.lines:
+        if r["event"] == "return" and r["pid"] == 100 and r["call_id"] in (4, 5):
+            r["error"] = "KeyboardInterrupt"
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] == "process_exit")]
+    for r in w.lines:
+        if r["event"] == "leftover":
+            r.update(count=1, pids=[200], procs=[{"pid": 200, "ppid": 1, "rss": 200 * MIB,
+                                                  "role": "compile-sidecar"}])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["alive_at_end"] and pool["shutdown_outcome"] == "raised KeyboardInterrupt"
+    answer = rep["answer"]
+    assert "shut it down" not in answer, answer
+    assert "torch's atexit (shutdown_compile_workers) asked it to shut down (interrupted: KeyboardInterrupt)" in answer
+    assert "findings above" not in render_text(rep, {})
+    (left,) = [f for f in rep["findings"] if f["kind"] == "leftovers"]
+    assert "pools started where nothing shuts them down" in left["advice"]

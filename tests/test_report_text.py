@@ -240,3 +240,39 @@ def test_short_answer_is_the_answer_and_findings(tmp_path: Path) -> None:
     rep = report(with_slow_exit(), tmp_path)
     assert lines[0] == rep["answer"] and "waited 12.0 s at exit" in lines[0]
     assert lines[1].startswith("- The main process waited 12.0 s") and lines[2].startswith("  what to do:")
+
+
+def test_leftover_advice_names_pools_only_when_a_pool_process_is_left(tmp_path: Path) -> None:
+    """Review 1 #14: a plain orphan (`sleep`) left behind: its cause is what started it, not pools."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.5, "tree", count=2, started=[{"pid": 300, "ppid": 100, "name": "sleep", "cmd": "sleep 60",
+                                                "create_time": T0 + 0.4, "rss": 2 << 20}], ended=[])
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 1.2, "leftover", how="root-exit", count=1, pids=[300],
+            procs=[{"pid": 300, "ppid": 1, "rss": 2 << 20, "name": "sleep"}])
+    rep = report(w, tmp_path)
+    (left,) = [f for f in rep["findings"] if f["kind"] == "leftovers"]
+    assert "pools" not in left["advice"] and "what started them" in left["advice"]
+
+
+def test_a_leftover_has_one_memory_figure_everywhere(tmp_path: Path) -> None:
+    """Review 1 #16: a child sampled as the fork of Python (12 MiB) before it exec'd `sleep` (2 MiB at the
+    leftover record): the finding, the tree, the Answer (run's summary) and the JSON all say 2 MiB."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.2, "tree", count=2, started=[{"pid": 300, "ppid": 100, "name": "python3", "cmd": "python3 x.py",
+                                                "create_time": T0 + 0.1, "rss": 12 << 20}], ended=[])
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 1.2, "leftover", how="root-exit", count=1, pids=[300],
+            procs=[{"pid": 300, "ppid": 1, "name": "sleep", "cmd": "sleep 7", "create_time": T0 + 0.1,
+                    "rss": 2 << 20}])
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    (left,) = [f for f in rep["findings"] if f["kind"] == "leftovers"]
+    assert "holding about 2 MiB" in left["text"]
+    assert "(about 2 MiB)" in rep["answer"]
+    (tree_line,) = [line for line in text.splitlines() if " 300 " in line and "left behind" in line]
+    assert "rss 2 MiB" in tree_line and "12 MiB" not in text, tree_line
+    (proc,) = [p for p in rep["processes"] if p["pid"] == 300]
+    assert (proc["held_bytes"], proc["held_kind"]) == (2 << 20, "rss") and rep["leftover_rss_bytes"] == 2 << 20

@@ -122,8 +122,18 @@ def test_emit_encoded_and_role_change_match_encode(tmp_path: Path) -> None:
         sink.emit_encoded("return", "", dict)
         big = {"call_id": 2, "stack": [{"file": "f" * 300, "line": i} for i in range(500)]}
         sink.emit_encoded("call", json.dumps(big, separators=(",", ":"))[1:-1], lambda: big)
+        sink.pid = 7  # any identity change re-encodes the header
+        sink.emit("x")
+        sink.ppid = 6
+        sink.emit("x")
+        sink.host = "other"
+        sink.emit("x")
 
     records = [json.loads(line) for line in _written(tmp_path, "b.jsonl", write)]
+    ppid = os.getppid()
+    assert [(r["pid"], r["ppid"], r["host"]) for r in records[3:]] == [(7, ppid, "h\u00e9st"), (7, 6, "h\u00e9st"),
+                                                                       (7, 6, "other")]
+    records = records[:3]
     assert [r["role"] for r in records] == ["main", "compile_worker", "compile_worker"]
     assert records[0]["x"] == "y" and list(records[1]) == ["v", "event", "ts", "pid", "ppid", "host", "role", "seq"]
     assert len(json.dumps(records[2], separators=(",", ":"))) <= MAX_RECORD_BYTES

@@ -692,7 +692,8 @@ def test_start_times_are_on_the_records_clock(tmp_path: Path) -> None:
         # starttime counts whole ticks (floor), then 2-decimal rounding: at most a tick and a half early
         assert facts["before"] - 1.5 * tick <= ct <= facts["after"] + 0.005, (ct, facts)
         end = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}[facts["pid"]]
-        assert 1.0 - 1.5 * tick <= end - ct <= (facts["done"] - facts["before"]) + 0.1 + 0.2, (end - ct, facts)
+        # the end: within an interval of the true one, plus slack for a niced watcher on a loaded host
+        assert 1.0 - 1.5 * tick <= end - ct <= (facts["done"] - facts["before"]) + 0.1 + 0.4, (end - ct, facts)
     finally:
         kill_session(proc)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..common import targets as T
-from ..common.vocab import GUARDED_ROLES, SIDECAR_ROLES
+from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, SIDECAR_ROLES
 from .fmt import TEXT_PIDS, mib_s_text, pid_text, site, size_text
 from .model import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED, signal_name
 from .plugins import advice_for_frame
@@ -141,13 +141,18 @@ def leftovers(v: View) -> Finding | None:
     todo = ("nothing is left of them to end; stop their cause" if since.startswith("; all") else
             "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
             "then stop their cause")
+    # Pools are one cause among others: named only when a pool process is among those left. The
+    # Answer quotes this advice above the findings, so it points at no place in the report.
+    pool_left = any(p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER for p in listed)
+    cause = (": pools started where nothing shuts them down (each pool's finding says where)" if pool_left
+             else ": what started them (the Process tree names each one's parent)")
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
         f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
-        todo + ": pools started where nothing shuts them down (see the findings above)",
+        todo + cause,
         {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
          "leftover_real_bytes": v.leftover_real})
 

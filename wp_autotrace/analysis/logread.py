@@ -55,6 +55,7 @@ class LogData(NamedTuple):
     files: list[str]
     problems: list[str] = []  # "path: why" for each input that could not be read
     fixed: dict[str, int] = {}  # reason -> fields dropped from otherwise good records
+    notes: list[str] = []  # inputs read once although given twice, records found in several files
 
     @property
     def record_count(self) -> int:
@@ -352,7 +353,8 @@ def read_logs(paths: list[str]) -> LogData:
     skipped: dict[str, int] = {}
     fixed: dict[str, int] = {}
     problems: list[str] = []
-    for path in paths:
+    notes: list[str] = []
+    for path in distinct_files(paths, notes):
         try:
             with _open_regular(path) as f:
                 _read_file(f, records, skipped, fixed)
@@ -363,7 +365,72 @@ def read_logs(paths: list[str]) -> LogData:
         raise NoUsableLog(detail)
     # Processes write independently; order by time, then per-process sequence.
     records.sort(key=_order)
-    return LogData(records, skipped, list(paths), problems, fixed)
+    if len(paths) > 1:
+        once = Once()
+        records = [r for r in records if once.first(r)]
+        notes.extend(once.notes())
+    return LogData(records, skipped, list(paths), problems, fixed, notes)
+
+
+# -- the same record in several inputs ---------------------------------------------------------
+
+def distinct_files(paths: list[str], notes: list[str]) -> list[str]:
+    """The paths with a file named twice (the same st_dev/st_ino: a repeated argument, a hard or
+    symbolic link) kept once; notes hears which were dropped. A path that cannot be stat'ed is kept
+    (opening it names the problem)."""
+    seen: dict[tuple[int, int], str] = {}
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(path)
+            continue
+        first = seen.get((st.st_dev, st.st_ino))
+        if first is None:
+            seen[(st.st_dev, st.st_ino)] = path
+            out.append(path)
+        else:
+            notes.append(f"{path}: the same file as {first}, read once")
+    return out
+
+
+# How many recent record identities are remembered to find a record that another input (a copy
+# of a log, a backup beside it) holds too. A record and its copy have the same (ts, seq) and so
+# come out of a time-ordered merge next to each other; only a record late by over the reorder
+# window can come out further apart, and the streaming reader holds at most REORDER_MAX per file.
+# Memory stays bounded whatever the number of records: ONCE_RECENT_PER_HELD held records' worth.
+ONCE_RECENT_PER_HELD = 4
+
+
+class Once:
+    """Passes each record once: a record is identified by (host, pid, seq, ts, event), which no two
+    records of different processes share (a writer's seq is per process, and ts, to the
+    microsecond, tells a reused pid's process apart, also in another pid namespace)."""
+
+    def __init__(self, recent: int | None = None) -> None:
+        self.seen: set[tuple[Any, ...]] = set()
+        self.order: deque[tuple[Any, ...]] = deque()
+        self.recent = ONCE_RECENT_PER_HELD * REORDER_MAX if recent is None else recent
+        self.repeated = 0
+
+    def first(self, record: dict[str, Any]) -> bool:
+        """Whether this record has not been passed before (then it is remembered)."""
+        key = (record["host"], record["pid"], record.get("seq"), record["ts"], record["event"])
+        if key in self.seen:
+            self.repeated += 1
+            return False
+        self.seen.add(key)
+        self.order.append(key)
+        if len(self.order) > self.recent:
+            self.seen.discard(self.order.popleft())
+        return True
+
+    def notes(self) -> list[str]:
+        """What a report says about repeated records (none: nothing)."""
+        if not self.repeated:
+            return []
+        return [f"{self.repeated} record(s) found in more than one input (a copy of a log?) read once"]
 
 
 def _order(r: dict[str, Any]) -> tuple[float, int]:
@@ -398,6 +465,7 @@ class LogStream:
         self.skipped: dict[str, int] = {}
         self.fixed: dict[str, int] = {}
         self.problems: list[str] = []
+        self.notes: list[str] = []
         self.record_count = 0
         self.late = 0  # records released after a later one (out of order by over REORDER_WINDOW_S)
 
@@ -407,11 +475,16 @@ class LogStream:
 
     def __iter__(self) -> Any:
         self.skipped, self.fixed, self.problems, self.record_count, self.late = {}, {}, [], 0, 0
-        streams = [self._file(path) for path in self.files]
+        notes: list[str] = []
+        self.notes = notes
+        streams = [self._file(path) for path in distinct_files(self.files, notes)]
+        once = Once() if len(streams) > 1 else None
         last = -math.inf
         count = late = 0
         try:
             for record in streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_order):
+                if once is not None and not once.first(record):
+                    continue
                 ts = record["ts"]
                 if ts < last:
                     late += 1
@@ -421,6 +494,8 @@ class LogStream:
                 yield record
         finally:
             self.record_count, self.late = count, late
+            if once is not None:
+                notes.extend(once.notes())
         if not count:
             detail = "; ".join(self.problems) or "no valid wp-autotrace records in " + ", ".join(self.files)
             raise NoUsableLog(detail)

@@ -187,10 +187,20 @@ class PoolStory:
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,
+            "shutdown_outcome": _outcome(pool.shutdown_call),
             "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.end)} for q in self.workers],
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "device_files": self.devices,
         }
+
+
+def _outcome(call: Call | None) -> str | None:
+    """How the shutdown request ended: 'returned', 'raised TYPE' (interrupted), 'never returned'."""
+    if call is None:
+        return None
+    if call.error:
+        return f"raised {call.error}"
+    return "returned" if call.end is not None else "never returned"
 
 
 def stories(pools: list[Pool], t_end: float) -> dict[int, PoolStory]:

@@ -60,13 +60,14 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     out = ["== Run"]
     runs = rep["runs"]
     ids = ", ".join(r["id"] or "?" for r in runs)
+    holds = "these logs hold" if len(rep["input"].get("files") or ()) > 1 else "this log holds"
     if rep["all_runs"] > len(runs):
-        out.append(f"this log holds {rep['all_runs']} runs; showing run {ids}")
+        out.append(f"{holds} {rep['all_runs']} runs; showing run {ids}")
     elif len(runs) > 1 and len(rep.get("jobs") or ()) == 1:
         out.append(f"{len(runs)} runs ({ids}), one job (== Job above); each has its header below; "
                    "`--run ID` shows one")
     elif len(runs) > 1:
-        out.append(f"this log holds {len(runs)} runs ({ids}); each has its header below; `--run ID` shows one")
+        out.append(f"{holds} {len(runs)} runs ({ids}); each has its header below; `--run ID` shows one")
     for r in runs:
         if len(runs) > 1:
             out.append(f"-- run {r['id'] or '?'}")
@@ -83,10 +84,15 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
 def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     """Each job of several runs (several hosts or launches): header, then per node and per rank."""
     out: list[str] = []
-    for job in rep.get("jobs") or ():
+    jobs = rep.get("jobs") or ()
+    ids = [job["id"] for job in jobs]
+    for job in jobs:
         if len(job["runs"]) < 2:
             continue  # one run: its Run header says it all
-        out.append(f"== Job: {job['id']} ({len(job['runs'])} runs, {job['nodes']} node(s))")
+        # Two launches that reuse an id are two jobs: their start and runs tell them apart.
+        which = (f", launched {_when(job['start'])}, runs {', '.join(r or '?' for r in job['runs'])}"
+                 if ids.count(job["id"]) > 1 else "")
+        out.append(f"== Job: {job['id']}{which} ({len(job['runs'])} runs, {job['nodes']} node(s))")
         out.extend(_job_header(job))
         limit = None if verbose else SHORT_ROWS["ranks"]
         for node in _clip(job["per_node"], limit):
@@ -98,7 +104,7 @@ def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             ranks = [e for e in job["per_rank"] if e["host"] == node["host"]]
             for e in _clip(ranks, limit):
                 out.append(_more(ranks, limit, "    ") if e is None else
-                           f"  - {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {_node_figures(e)}")
+                           f"  - {e['name']}: {e['role']} {e['pid']} ({e['label']}); {_node_figures(e)}")
         out.append("")
     return out
 
@@ -157,10 +163,21 @@ def _pool_sentence(pool: dict[str, Any]) -> str:
             mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
-    by = f"; {pool['shutdown_by']} shut it down" if pool["shutdown_by"] else (
-        "; nothing shut it down" if pool["alive_at_end"] else "")
+    by = _shutdown_words(pool)
     return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
             f"{site(pool['caller'])} ({_s(pool['created_at'])} in); it {lived}{idle}{mem}{by}.")
+
+
+def _shutdown_words(pool: dict[str, Any]) -> str:
+    """Who shut the pool down; one still running at the end of the log was only asked to."""
+    if not pool["shutdown_by"]:
+        return "; nothing shut it down" if pool["alive_at_end"] else ""
+    if not pool["alive_at_end"]:
+        return f"; {pool['shutdown_by']} shut it down"
+    outcome = pool.get("shutdown_outcome") or ""
+    how = ("interrupted: " + outcome.removeprefix("raised ") if outcome.startswith("raised ") else
+           "the request never returned" if outcome == "never returned" else "it kept running")
+    return f"; {pool['shutdown_by']} asked it to shut down ({how})"
 
 
 def _pools_answer(rep: dict[str, Any]) -> str:
@@ -334,7 +351,7 @@ def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             out.append(_more(ranks, limit))
             continue
         left = f", {e['leftovers']} left" if e["leftovers"] else ""
-        out.append(f"- {e['rank']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
+        out.append(f"- {e['name']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
                    f"{e['pools']} pool(s), {e['sidecars']} sidecar(s) {e['max_depth']} deep{left}"
                    + (f", {e['errors']} error(s)" if e["errors"] else ""))
     return out
@@ -360,7 +377,7 @@ def _tree_line(p: dict[str, Any], indent: int) -> str:
     end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if left else "   -   ")
     flags = [x for x in ("forked" if p["forked"] else "", "left behind" if left else "",
                          f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "") if x]
-    mem = (f"pss {_mb(p['peak_pss'])}" if p.get("peak_pss") else f"rss {_mb(p['peak_rss'])}")
+    mem = f"{p['held_kind']} {_mb(p['held_bytes'])}"  # the process's one figure (view.held_bytes)
     return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} {mem}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 
@@ -501,7 +518,7 @@ def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = Fa
     out.extend(_timeline_section(rep))
     line = skipped_line(skipped)
     fixed = rep["input"].get("fixed") or {}
-    if line or fixed:
+    if line or fixed or rep["input"].get("notes"):
         out.append("")
     if line:
         out.append(line)
@@ -509,4 +526,6 @@ def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = Fa
         out.append("dropped " + ", ".join(f"{n} {why}" for why, n in sorted(fixed.items())))
     for problem in rep["input"].get("problems") or ():
         out.append(f"could not read {problem}")
+    for note in rep["input"].get("notes") or ():
+        out.append(f"note: {note}")
     return "\n".join(escape(x) for x in out) + "\n"

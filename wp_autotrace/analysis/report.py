@@ -32,7 +32,7 @@ from .model import (
     exec_name,
 )
 from .render import answer_text
-from .view import BENIGN_LEFTOVER_ROLES, View
+from .view import BENIGN_LEFTOVER_ROLES, View, held_bytes, held_kind
 
 # Processes of a compile pool: what idle pool memory counts.
 POOL_ROLES = (*V.SIDECAR_ROLES, "compile-worker")
@@ -92,6 +92,7 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "start_s": v.rel(p.start), "end_s": v.rel(p.end), "exit": p.exit_how or None,
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
+        "held_bytes": held_bytes(p) or None, "held_kind": held_kind(p),
         "device_files": p.devices,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),
@@ -127,27 +128,46 @@ def _possible(v: View) -> list[dict[str, Any]]:
 
 
 def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
-    """Per rank: its process, launcher-given label, pools, sidecars, nesting, leftovers, errors."""
-    groups: dict[str, list[Process]] = {}
+    """Per rank: its process, launcher-given label, pools, sidecars, nesting, leftovers, errors.
+
+    A rank is keyed by its run and its label: two launches that reuse a job id, or two Slurm steps,
+    each have their own "rank n0:0" (the label alone would give the later one the earlier's row)."""
+    groups: dict[tuple[str, str], list[Process]] = {}
     for p in v.procs:
         label = v.rank_of.get(p.index)
         if label:
-            groups.setdefault(label, []).append(p)
+            groups.setdefault((p.run.id if p.run is not None else "", label), []).append(p)
+    labels = [label for _, label in groups]
     rows = []
-    for label, procs in groups.items():
+    for (run, label), procs in groups.items():
         top = next((p for p in procs if rank_value(p.rank) and not (p.parent and v.rank_of.get(p.parent.index)
                                                                      == label)), procs[0])
         members = {p.index for p in procs}
         left = [p for p in procs if p.index in leftover]
+        step = top.rank.get("SLURM_STEP_ID") if top.rank else None
         rows.append({
-            "rank": label, "pid": top.pid, "host": top.host, "role": top.role, "label": process_label(top),
+            "rank": label, "run": run, "step": str(step) if step is not None else None,
+            "name": _rank_name(label, run, step, labels.count(label) > 1),
+            "pid": top.pid, "host": top.host, "role": top.role, "label": process_label(top),
             "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in V.SIDECAR_ROLES),
             "pools": sum(1 for pool in v.pools if pool.creator.index in members),
             "max_depth": max(p.depth for p in procs) - top.depth,
             "leftovers": len(left), "leftover_rss_bytes": sum(p.last_rss for p in left),
             "errors": sum(len(p.errors) for p in procs),
         })
-    return sorted(rows, key=lambda e: _rank_sort(e["rank"]))
+    return sorted(rows, key=lambda e: (_rank_sort(e["rank"]), _run_start(v, e["run"])))
+
+
+def _rank_name(label: str, run: str, step: Any, repeated: bool) -> str:
+    """The rank's label, with its Slurm step or run when another rank row has the same label."""
+    if not repeated:
+        return label
+    return f"{label} (step {step})" if step is not None else f"{label} (run {run or '?'})"
+
+
+def _run_start(v: View, run_id: str) -> float:
+    r = next((r for r in v.runs if r.id == run_id), None)
+    return r.start if r is not None and r.start is not None else 0.0
 
 
 def _rank_sort(label: str) -> tuple[str, int, str]:
@@ -164,8 +184,8 @@ def _job_state(states: list[str]) -> str:
 
 
 def _left_rss(r: Run, p: Process) -> int:
-    rss = r.leftover[p].get("rss")
-    return rss if isinstance(rss, int) else p.last_rss
+    """A leftover's latest RSS sample (the leftover record's when that came last: model.note_rss)."""
+    return p.last_rss
 
 
 def _idle_pool_rss(r: Run, p: Process) -> int:
@@ -182,7 +202,7 @@ def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict
     return {
         "host": host, "runs": [r.id for r in runs],
         "launchers": [f"{process_label(p)} {p.pid}" for p in procs if p.index in v.launchers],
-        "ranks": [e["rank"] for e in ranks if e["host"] == host],
+        "ranks": [e["name"] for e in ranks if e["host"] == host],
         "pools": sum(len(p.pools) for p in procs),
         "idle_pool_rss_bytes": sum(_idle_pool_rss(r, p) for r, p in left),
         "leftovers": len(left), "leftover_rss_bytes": sum(_left_rss(r, p) for r, p in left),
@@ -193,16 +213,16 @@ def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict
 
 
 def _rank_rows(v: View, job: Job, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The job's rank rows (report's `ranks`) with the idle pool memory of each rank's pool processes."""
+    """The job's rank rows (report's `ranks` of the job's own runs) with the idle pool memory of each
+    rank's pool processes."""
     ids = {r.id for r in job.runs}
-    idle: dict[str, int] = {}
+    idle: dict[tuple[str, str], int] = {}
     for r in job.runs:
         for p in r.leftover:
             label = v.rank_of.get(p.index)
             if label:
-                idle[label] = idle.get(label, 0) + _idle_pool_rss(r, p)
-    members = {v.rank_of[p.index] for p in v.procs if p.run is not None and p.run.id in ids and p.index in v.rank_of}
-    return [{**e, "idle_pool_rss_bytes": idle.get(e["rank"], 0)} for e in ranks if e["rank"] in members]
+                idle[(r.id, label)] = idle.get((r.id, label), 0) + _idle_pool_rss(r, p)
+    return [{**e, "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0)} for e in ranks if e["run"] in ids]
 
 
 def _job_dict(v: View, job: Job, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -216,7 +236,7 @@ def _job_dict(v: View, job: Job, ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "id": job.id, "identities": [identity_text(i) for i in job.identities], "kinds": kinds,
         "runs": [r.id for r in job.runs], "hosts": hosts, "nodes": len(hosts),
         "launchers": [f"{n['host']}: {x}" for n in nodes for x in n["launchers"]],
-        "ranks": [e["rank"] for e in rows], "steps": slurm_steps(job),
+        "ranks": [e["name"] for e in rows], "steps": slurm_steps(job),
         "start": start, "end": end,
         "duration_s": round(end - start, 3) if start is not None and end is not None else None,
         "state": _job_state([v.states[r.id] for r in job.runs]),
@@ -300,7 +320,8 @@ def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
         "findings": [f._asdict() for f in findings],
         "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,
-                  "problems": data.problems, "files": data.files},
+                  "problems": data.problems, "files": data.files,
+                  "notes": list(getattr(data, "notes", ()))},
     }
     rep["answer"] = answer_text(rep)
     return rep

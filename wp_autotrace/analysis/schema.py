@@ -170,7 +170,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("possible", PROCS, "processes sharing only the root's process group (`via`: `group`) or session "
                             "(`session`): possibly the run's, never proven; never in started, ended or leftover"),
         ("ended", ENDED, "processes gone: `{pid, create_time, end}`"),
-        ("rss", RSS, "heartbeat rss: `{pid, create_time, rss}`"),
+        ("rss", RSS, "rss heartbeat: `{pid, create_time, rss}` of each process whose rss moved by 10% or 16 MiB "
+                     "since the value last written for it, and of every live process each 60 s (older logs: "
+                     "every process every 2 s)"),
         ("final", BOOL, "the last sample"),
     )),
     LEFTOVER: ("the run's processes still alive when its root ended", _PART_FIELDS + (

@@ -35,14 +35,13 @@ class View:
         self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
         benign = sum(1 for r in runs for p in r.leftover if p.role in BENIGN_LEFTOVER_ROLES)
         self.leftover_count = max(sum(r.leftover_count for r in runs) - benign, len(self.leftover_procs))
-        self.leftover_rss = sum(_leftover_rss(r, p) for r in runs for p in r.leftover
+        self.leftover_rss = sum(p.last_rss for r in runs for p in r.leftover
                                 if p.role not in BENIGN_LEFTOVER_ROLES)
-        # Real memory left: each leftover's last PSS sample where the watcher took one, else its RSS
-        # unless it is a forked compile worker (RSS counts the pages it shares with its sidecar again).
+        # Real memory left: each leftover's figure (held_bytes), but none for a forked compile worker
+        # without a PSS sample (its RSS counts the pages it shares with its sidecar again).
         left = [(r, p) for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
         self.leftover_pss = sum(p.mem[-1][1] for _, p in left if p.mem) if any(p.mem for _, p in left) else None
-        self.leftover_real = sum(p.mem[-1][1] if p.mem else 0 if _forked_worker(p) else _leftover_rss(r, p)
-                                 for r, p in left)
+        self.leftover_real = sum(0 if _forked_worker(p) and not p.mem else held_bytes(p) for _, p in left)
         self.states = {r.id: run_state(r) for r in runs}
         self.multi_host = len({p.host for p in self.procs}) > 1
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)
@@ -100,9 +99,17 @@ def _forked_worker(p: Process) -> bool:
     return p.role == "compile-worker" and (p.forked or (p.parent is not None and p.parent.role in SIDECAR_ROLES))
 
 
-def _leftover_rss(run: Run, p: Process) -> int:
-    rss = run.leftover[p].get("rss")
-    return rss if isinstance(rss, int) else p.last_rss
+def held_bytes(p: Process) -> int:
+    """A process's memory figure, the one every line of a report shows for it (finding, tree, rank,
+    `run`'s summary): its latest PSS sample where the watcher took one, else its latest RSS sample (a
+    leftover record's, when that came last). The latest sample is the exec'd program's: a fork sampled
+    before its exec (a Python child about to become `sleep`) never lends it its RSS."""
+    return p.mem[-1][1] if p.mem else p.last_rss
+
+
+def held_kind(p: Process) -> str:
+    """What held_bytes measured: 'pss' or 'rss'."""
+    return "pss" if p.mem else "rss"
 
 
 def _top_warm_calls(calls: list[Call]) -> list[Call]:

@@ -16,18 +16,39 @@ the kernel has pidfds the process is pinned first and signalled through the
 pidfd, so it cannot be swapped for another between the check and the kill.
 
 The run's tree is then ended in rounds: each round stops (SIGSTOP) every
-target and walks /proc children from each, so that descendants born after
-the verdict (children of a member are members) join, and a process that
+live target and walks /proc children from each, so that descendants born
+after the verdict (children of a member are members) join, and a process that
 keeps forking cannot outrun the walk; then SIGTERM, children first, SIGCONT,
-a grace period, SIGKILL. Rounds repeat until the tree is empty, at most
-MAX_ROUNDS times and CLEANUP_BUDGET_S seconds, and a final count is printed.
+a grace period, SIGKILL. A child joins only while its parent is a live member
+re-verified AFTER the children list was read (its pidfd has not reported an
+exit, and the pid still has the member's start time), and each child is
+pinned as it joins, so that its own children are judged the same way; a
+member that has ended is never walked: its pid may already name another
+process, whose children are not the run's. After each round the logs are
+read again (cleanup's `reload`): a traced successor forked by a member's
+SIGTERM handler is re-parented to init at once, out of reach of the walk, but
+writes its own process_start naming its parent; a child the logs name of a
+process they claim, or of a target, is a candidate like any other. Rounds
+repeat until the tree is empty, at most MAX_ROUNDS times and CLEANUP_BUDGET_S
+seconds; every wait, the grace included, ends by that budget. The final count
+reads the logs once more: a live process they name as the run's (same pid and
+start) that was not ended counts as still alive, and the exit status is then
+REFUSED, never "0 still alive".
+
+One process named by several logs (the same log twice, a copy, a planted log)
+is one candidate with several claims, keyed by (host, pid, start): it is
+counted once, every claim is judged, and a single refused claim refuses it, so
+the outcome does not depend on the order of the logs. The log's owner is taken
+by cli/main.py from fstat of the file it reads, not from its path.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..analysis.fmt import escape
@@ -51,6 +72,9 @@ KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anywa
 # tree is empty, bounded: a tree that regrows this often, or for this long, is reported, not chased.
 MAX_ROUNDS = 5
 CLEANUP_BUDGET_S = 120.0
+# --grace at most this: every wait is capped at what is left of CLEANUP_BUDGET_S, so a longer grace
+# could never be waited; refusing it says so instead of silently waiting less.
+MAX_GRACE_S = CLEANUP_BUDGET_S
 MAX_TREE = 100_000  # processes walked per round: a ppid loop or a fork bomb cannot hang the walk
 CMD_SHOWN = 120  # characters of a command line in a message
 
@@ -67,6 +91,14 @@ class Candidate(NamedTuple):
     seen_at: float | None  # ts of the record that names it: it had started by then
     root_start: float | None  # the run's root's start: a process of the run started after it
     owner: int | None = None  # uid of the log that names it (None: not known)
+
+
+Key = tuple[str, int, "float | None"]  # (host, pid, create_time): one process, however many logs name it
+Models = list[tuple[Model, "int | None"]]  # each log's model, with the uid that owns the log
+
+
+def _key(c: Candidate) -> Key:
+    return (c.host, c.pid, c.create_time)
 
 
 class RunRoot(NamedTuple):
@@ -218,6 +250,13 @@ def _pin(pid: int) -> int | None:
         return None
 
 
+def _exited(pidfd: int) -> bool:
+    """Whether the pinned process has ended (a pidfd polls readable once its process exits)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _signal(pid: int, pidfd: int | None, sig: int) -> bool:
     """Send sig; False if the process is gone."""
     try:
@@ -262,30 +301,57 @@ class Sweep:
         self.dry_run = dry_run
         self.grace = grace
         self.say = say
+        self.deadline = time.monotonic() + CLEANUP_BUDGET_S  # every wait ends by then
+        self.run_id: str | None = None  # the run selected (None: every run in the logs)
+        self.models: Models = []  # the logs as last read
+        self.reload: Callable[[], Models] | None = None  # read the logs again (None: keep self.models)
+        self.known: dict[tuple[str, int], list[float]] = {}  # (host, pid) -> start times claimed or admitted
         self.targets: dict[int, tuple[Candidate, dict[str, Any]]] = {}  # pid -> (candidate, live stat)
         self.pins: dict[int, int | None] = {}
         self.ended = 0
         self.survivors: list[Candidate] = []
         self.status = CLEAN
 
-    def admit(self, c: Candidate) -> None:
-        """Pin, then check (the check then holds for the pidfd); a refusal is said and counted."""
-        if c.pid in self.targets:
-            return
-        pidfd = None if self.dry_run else _pin(c.pid)
-        why = self.checker.refusal(c)
-        info = self.checker.same(c.pid, c.create_time) if why is None else None
-        if why is None and info is not None:
+    def know(self, c: Candidate) -> None:
+        if c.create_time is not None:
+            self.known.setdefault((c.host, c.pid), []).append(c.create_time)
+
+    def is_known(self, host: str, pid: int, create_time: float | None) -> bool:
+        """Is this process one a log claims for the run, or a target?"""
+        return create_time is not None and any(same_process(t, create_time)
+                                               for t in self.known.get((host, pid), ()))
+
+    def admit(self, c: Candidate, also: tuple[Candidate, ...] = ()) -> None:
+        """Pin, then judge every claim on this process (the checks then hold for the pidfd): c and the
+        same process as named by other logs. It joins only if no claim is refused: a process that some
+        log's owner may not have ended is not signalled, whichever log came first. Refusals are said
+        and counted."""
+        held = self.targets.get(c.pid)
+        if held is not None and c.create_time is not None and held[0].create_time is not None and same_process(
+                held[0].create_time, c.create_time):
+            return  # already a member (a log's start and the live one may differ by the clock's grain)
+        pidfd = _pin(c.pid)  # a dry run pins too: the walk's membership test uses the pin
+        verdicts = [(claim, self.checker.refusal(claim)) for claim in (c, *also)]
+        refused = [(claim, why) for claim, why in verdicts if why not in (None, "gone")]
+        info = self.checker.same(c.pid, c.create_time) if not refused and all(
+            why is None for _, why in verdicts) else None
+        if info is not None:
             self.targets[c.pid] = (c, info)
             self.pins[c.pid] = pidfd
+            self.know(c)
             return
         if pidfd is not None:
             os.close(pidfd)
-        if why in (None, "gone"):
+        if not refused:
             self.say(f"already gone: {_label(c)}")
-        else:
-            self.say(f"refused: {_label(c)}: {why}")
-            self.status = REFUSED
+            return
+        for claim, reason in refused:
+            self.say(f"refused: {_label(claim)}: {reason}")
+        for claim, verdict in verdicts:
+            if verdict is None:
+                self.say(f"refused: {_label(claim)}: the log of uid {claim.owner} would admit it, but not every "
+                         "log that names it may: it is ended only if every log that names it may")
+        self.status = REFUSED
 
     def close(self) -> None:
         for fd in self.pins.values():
@@ -293,51 +359,80 @@ class Sweep:
                 os.close(fd)
         self.pins.clear()
 
+    def member_alive(self, pid: int) -> bool:
+        """Is pid still the member admitted? Its pidfd (where pinned) has not reported an exit, and the
+        live pid has the member's start time. False for a member that ended, even if its pid is reused."""
+        entry = self.targets.get(pid)
+        if entry is None:
+            return False
+        pidfd = self.pins.get(pid)
+        if pidfd is not None and _exited(pidfd):
+            return False
+        return self.checker.same(pid, entry[0].create_time) is not None
+
+    def signal(self, pid: int, sig: int) -> bool:
+        """Send sig to a member; False if it is gone. Through its pidfd where pinned; without one, only
+        while the live pid is still the member (never a later process that took an ended member's pid)."""
+        pidfd = self.pins.get(pid)
+        if pidfd is None and not self.member_alive(pid):
+            return False
+        return _signal(pid, pidfd, sig)
+
     def send(self, pids: list[int], sig: int) -> None:
         for pid in pids:
-            _signal(pid, self.pins.get(pid), sig)
+            self.signal(pid, sig)
+
+    def _children(self, member: Candidate) -> list[tuple[int, dict[str, Any]]]:
+        """The live children of a live member, each with its stat; [] unless the member is still itself.
+
+        The member is re-verified AFTER its children list and their stats are read: a child whose ppid
+        named the member's pid while the member (pinned) was alive is the member's child. A member that
+        ended, or a pid reused since, yields nothing: its children are not the run's."""
+        reader = self.checker.reader
+        kids = []
+        for kid in reader.children(member.pid) or []:
+            info = reader.stat(kid)
+            if kid in self.targets or info is None or info["ppid"] != member.pid or member.create_time is None:
+                continue
+            if info["create_time"] < member.create_time and not same_process(info["create_time"],
+                                                                             member.create_time):
+                continue
+            kids.append((kid, info))
+        return kids if kids and self.member_alive(member.pid) else []
 
     def descendants(self, pids: list[int]) -> list[Candidate]:
-        """Live children of the given members, down the tree (born after the verdict: members by descent).
-
-        Each child is checked against its parent: still its child, started after it, and the parent
-        still the process the log saw, so a pid reused meanwhile is never taken for a member."""
+        """Live children of the given live members, down the tree (born after the verdict: members by
+        descent), each admitted (pinned, checked) as it is found, so that its own children are walked
+        only while it is a live, pinned member too; the candidates admitted."""
         found: list[Candidate] = []
-        queue = [self.targets[pid][0] for pid in pids if pid in self.targets]
-        seen = set(self.targets)
-        while queue and len(seen) < MAX_TREE:
-            parent = queue.pop()
-            kids = self.checker.reader.children(parent.pid) or []
-            for kid in kids:
-                info = self.checker.reader.stat(kid)
-                if kid in seen or info is None or info["ppid"] != parent.pid or parent.create_time is None:
-                    continue
-                if info["create_time"] < parent.create_time and not same_process(info["create_time"],
-                                                                                 parent.create_time):
-                    continue
-                seen.add(kid)
-                c = Candidate(parent.run, parent.host, kid, info["create_time"], "child",
-                              live_cmd(self.checker.reader, kid), None, None, parent.owner)
-                found.append(c)
-                queue.append(c)
+        queue = [pid for pid in pids if pid in self.targets]
+        walked = 0
+        while queue and walked < MAX_TREE:
+            member = self.targets[queue.pop()][0]
+            walked += 1
+            for kid, info in self._children(member):
+                c = Candidate(member.run, member.host, kid, info["create_time"], "child",
+                              live_cmd(self.checker.reader, kid), None, None, member.owner)
+                self.admit(c)
+                if kid in self.targets:
+                    found.append(c)
+                    queue.append(kid)
         return found
 
     def grow(self) -> list[int]:
-        """Stop every target (not in a dry run), then add their descendants, stopping each as it joins,
-        until a walk finds nobody new; the pids added."""
+        """Stop every live target (not in a dry run), then add their descendants, stopping each as it
+        joins, until a walk finds nobody new; the pids added."""
         added: list[int] = []
-        frontier = list(self.targets)
+        frontier = [pid for pid in self.targets if self.member_alive(pid)]
         while frontier:
             if not self.dry_run:
                 self.send(frontier, signal.SIGSTOP)  # a stopped process cannot fork while we walk
             fresh = self.descendants(frontier)
             frontier = []
             for c in fresh:
-                self.admit(c)
-                if c.pid in self.targets:
-                    frontier.append(c.pid)
-                    added.append(c.pid)
-                    self.say(f"found: {_label(c)}, a descendant of the run's leftovers")
+                frontier.append(c.pid)
+                added.append(c.pid)
+                self.say(f"found: {_label(c)}, a descendant of the run's leftovers")
         return added
 
     def wait_gone(self, pids: list[int], seconds: float) -> list[int]:
@@ -354,10 +449,11 @@ class Sweep:
         """SIGTERM in order, SIGCONT, wait up to grace, SIGKILL what is left; the pids that survived."""
         order = [c.pid for c, _ in _children_first([self.targets[pid] for pid in pids])]
         for pid in order:
-            if not _signal(pid, self.pins.get(pid), signal.SIGTERM):
+            if not self.signal(pid, signal.SIGTERM):
                 self.say(f"already gone: {_label(self.targets[pid][0])}")
         self.send(order, signal.SIGCONT)  # stopped for the walk: let each act on its SIGTERM
-        left = self.wait_gone(order, self.grace)
+        grace = min(self.grace, max(0.0, self.deadline - time.monotonic()))  # the budget bounds every wait
+        left = self.wait_gone(order, grace)
         for pid in order:
             if pid not in left:
                 self.say(f"ended: {_label(self.targets[pid][0])} (SIGTERM)")
@@ -366,9 +462,67 @@ class Sweep:
         survivors = self.wait_gone(left, KILL_WAIT_S)
         for pid in left:
             if pid not in survivors:
-                self.say(f"ended: {_label(self.targets[pid][0])} (SIGKILL after {self.grace:g} s)")
+                self.say(f"ended: {_label(self.targets[pid][0])} (SIGKILL after {grace:.3g} s)")
                 self.ended += 1
         return survivors
+
+
+def _selected(sweep: Sweep) -> list[tuple[Run, int | None]]:
+    """The selected runs of the logs, read again where a reader was given, each with its log's owner."""
+    if sweep.reload is not None:
+        sweep.models = sweep.reload() or sweep.models  # a log gone meanwhile: keep what was read
+    return [(run, owner) for model, owner in sweep.models for run in model.runs.values()
+            if sweep.run_id is None or run.id == sweep.run_id]
+
+
+def _members_named(run: Run) -> list[Process]:
+    """The processes the log says are the run's, apart from its root and its watchers."""
+    return [p for p in run.processes if p is not run.root and p.role != WATCHER_ROLE
+            and (p.host, p.pid) not in run.watcher_pids and p.create_time is not None]
+
+
+def logged_successors(sweep: Sweep, reread: bool = True) -> list[Candidate]:
+    """Processes the logs (read again unless reread is False) name as descendants of a process a log
+    claims for the run or of a target, not claimed themselves yet; each is then known. A traced child
+    writes its own process_start (its ppid, its start) the moment it is forked, so a successor that a
+    member's SIGTERM handler forks (re-parented to init as soon as the member exits, out of reach of
+    any /proc walk) is found here; admit then checks it like any candidate (pid, start, owner)."""
+    found: list[Candidate] = []
+    runs = _selected(sweep) if reread else [(run, owner) for model, owner in sweep.models
+                                            for run in model.runs.values()
+                                            if sweep.run_id is None or run.id == sweep.run_id]
+    grew = True
+    while grew:  # a chain of successors: each pass adds the children of the last one's finds
+        grew = False
+        for run, owner in runs:
+            for p in _members_named(run):
+                parent = p.parent
+                if (parent is None or sweep.is_known(p.host, p.pid, p.create_time)
+                        or not sweep.is_known(p.host, parent.pid, parent.create_time)):
+                    continue
+                root = run.root.create_time if run.root is not None else None
+                c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name,
+                              None, root, owner)
+                sweep.know(c)
+                found.append(c)
+                grew = True
+    return found
+
+
+def named_alive(sweep: Sweep) -> list[Candidate]:
+    """Processes the re-read logs name as the run's that are alive now with the logged start time and
+    were not made targets (refused, or never proven left behind): the tree is not empty while one is."""
+    found: dict[Key, Candidate] = {}
+    for run, owner in _selected(sweep):
+        for p in _members_named(run):
+            held = sweep.targets.get(p.pid)
+            if held is not None and same_process(held[0].create_time, p.create_time):
+                continue  # a target: counted as ended or surviving already
+            if p.host == sweep.checker.host and sweep.checker.same(p.pid, p.create_time) is not None:
+                c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name, None, None,
+                              owner)
+                found.setdefault(_key(c), c)
+    return list(found.values())
 
 
 def live_cmd(reader: Any, pid: int) -> str:
@@ -390,12 +544,28 @@ def _dry_run(sweep: Sweep) -> int:
     return sweep.status
 
 
+def _next_round(sweep: Sweep) -> list[int]:
+    """What is left of the tree after a round: the live members' new children (their signal handlers
+    may have forked), and the children the re-read logs name (a successor already re-parented)."""
+    pending = []
+    for c in sweep.descendants([pid for pid in sweep.targets if sweep.member_alive(pid)]):
+        pending.append(c.pid)
+        sweep.say(f"found: {_label(c)}, a descendant of the run's leftovers")
+    for c in logged_successors(sweep):
+        sweep.admit(c)
+        if c.pid in sweep.targets and c.pid not in pending:
+            pending.append(c.pid)
+            sweep.say(f"found: {_label(c)}, named by the log as a child of one of the run's leftovers")
+    return pending
+
+
 def _rounds(sweep: Sweep) -> int:
-    """End the tree in rounds until it is empty (bounded); the exit status, after a final count."""
-    deadline = time.monotonic() + CLEANUP_BUDGET_S
+    """End the tree in rounds until it is empty (bounded); the exit status, after a final count that
+    also reads the logs again: a live process they name as the run's is counted as still alive."""
+    sweep.deadline = time.monotonic() + CLEANUP_BUDGET_S
     pending = list(sweep.targets)
     rounds = 0
-    while pending and rounds < MAX_ROUNDS and time.monotonic() < deadline:
+    while pending and rounds < MAX_ROUNDS and time.monotonic() < sweep.deadline:
         rounds += 1
         pending += sweep.grow()
         survivors = sweep.end_round(pending)
@@ -403,50 +573,77 @@ def _rounds(sweep: Sweep) -> int:
             sweep.say(f"still alive after SIGKILL: {_label(sweep.targets[pid][0])} "
                       f"(uninterruptible? check /proc/{pid}/status)")
         sweep.survivors = [sweep.targets[pid][0] for pid in survivors]
-        # Their signal handlers may have forked: what is left of the tree is the next round.
-        pending = []
-        for c in sweep.descendants(list(sweep.targets)):
-            sweep.admit(c)
-            if c.pid in sweep.targets:
-                pending.append(c.pid)
-    left = len(sweep.survivors) + len(pending)
+        pending = _next_round(sweep)
     if pending:
         sweep.say(f"the run's tree still grows after {rounds} round(s): {len(pending)} process(es) not ended")
+    unended = [c for c in named_alive(sweep) if c.pid not in pending]
+    for c in unended:
+        sweep.say(f"still alive, not signalled: {_label(c)}: the log names it as the run's, but it was not "
+                  "proven left behind (see above)")
+    left = len(sweep.survivors) + len(pending) + len(unended)
     sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive")
     return REFUSED if left else sweep.status
 
 
-def cleanup(models: list[tuple[Model, int | None]], run: str | None, dry_run: bool, grace: float,
-            say: Any = print) -> int:
-    """Verify and end the selected run's leftovers; the exit status. models: each log's model with the
-    uid that owns the log (None: not known); each log's candidates are judged by its own owner."""
-    say = _escaping(say)  # a command line, role or run id from the log reaches the terminal escaped
-    checker = Checker()
-    candidates: list[Candidate] = []
-    for model, owner in models:
+def _claims(sweep: Sweep, run: str | None) -> tuple[dict[Key, list[Candidate]], int | None]:
+    """Every log's claims, grouped by process (host, pid, start): one process named by several logs is
+    one candidate with several claims. Also the processes the logs name as their descendants. Notes
+    are said once each; the status STILL_RUNNING if a selected run's root is alive (then no claims)."""
+    claims: dict[Key, list[Candidate]] = {}
+    said: set[str] = set()
+    for model, owner in sweep.models:
         found, roots, notes = find_candidates(model, run, owner)
         for root in roots:
-            if checker.may_be_root(root):
-                say(f"run {root.run} is still running (main process {root.pid} is alive): nothing signalled; "
-                    "stop it first, or wait for it to end")
-                return STILL_RUNNING
+            if sweep.checker.may_be_root(root):
+                sweep.say(f"run {root.run} is still running (main process {root.pid} is alive): nothing "
+                          "signalled; stop it first, or wait for it to end")
+                return {}, STILL_RUNNING
         for note in notes:
-            say(note)
-        candidates += found
-    if not candidates:
-        say("nothing to clean up: the log names no leftover process" + (f" for run {run}" if run else ""))
-        return CLEAN
-    for rid in sorted({c.run for c in candidates}):
-        n = sum(c.run == rid for c in candidates)
-        say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
-    sweep = Sweep(checker, dry_run, grace, say)
+            if note not in said:
+                said.add(note)
+                sweep.say(note)
+        for c in found:
+            claims.setdefault(_key(c), []).append(c)
+            sweep.know(c)
+    for c in logged_successors(sweep, reread=False):
+        claims.setdefault(_key(c), []).append(c)
+    return claims, None
+
+
+def _nothing_left(sweep: Sweep, run: str | None) -> int:
+    """No candidate: say so, unless the log names a live process of the run (then it is not empty)."""
+    alive = named_alive(sweep)
+    for c in alive:
+        sweep.say(f"still alive, not signalled: {_label(c)}: the log names it as the run's, but not as left "
+                  "behind")
+    if alive:
+        sweep.say(f"cleanup: 0 process(es) ended, {len(alive)} still alive")
+        return REFUSED
+    sweep.say("nothing to clean up: the log names no leftover process" + (f" for run {run}" if run else ""))
+    return CLEAN
+
+
+def cleanup(models: Models, run: str | None, dry_run: bool, grace: float, say: Any = print,
+            reload: Callable[[], Models] | None = None) -> int:
+    """Verify and end the selected run's leftovers; the exit status. models: each log's model with the
+    uid that owns the log (None: not known); each log's candidates are judged by its own owner, and a
+    process named by several logs by every one of them. reload reads the logs again (between rounds,
+    and for the final count); None: the logs are read once."""
+    sweep = Sweep(Checker(), dry_run, grace, _escaping(say))  # log text reaches the terminal escaped
+    sweep.models, sweep.reload, sweep.run_id = models, reload, run
     try:
-        for c in candidates:
-            sweep.admit(c)
+        claims, running = _claims(sweep, run)
+        if running is not None:
+            return running
+        if not claims:
+            return _nothing_left(sweep, run)
+        for rid in sorted({c.run for group in claims.values() for c in group}):
+            n = sum(any(c.run == rid for c in group) for group in claims.values())
+            sweep.say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
+        for group in claims.values():
+            sweep.admit(group[0], tuple(group[1:]))
         if dry_run:
             return _dry_run(sweep)
-        if not sweep.targets:
-            return sweep.status
         return _rounds(sweep)
     finally:
         if not dry_run:  # interrupted mid-round: never leave a process stopped

@@ -614,24 +614,52 @@ def _watch(args: argparse.Namespace) -> int:
         raise NoUsableLog(f"{log}: {exc.strerror or exc}") from None
 
 
-def _cleanup(args: argparse.Namespace) -> int:
-    """Each log read and judged on its own: its candidates must be its owner's processes."""
+def _owned_model(path: str) -> tuple[Any, int]:
+    """A log's model and the uid that owns the very file read. The owner comes from fstat of the fd
+    that is read (reopened through /proc/self/fd, which names that open file, not the path): a
+    second lookup of the path could find another file, swapped in by a user who can write the folder."""
     from ..analysis.model import build
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO must not hang
+    alias = f"/proc/self/fd/{fd}"
+    try:
+        owner = os.fstat(fd).st_uid
+        return build(stream_logs([alias]).records), owner
+    except NoUsableLog as exc:
+        raise NoUsableLog(str(exc).replace(alias, path)) from None
+    except OSError as exc:
+        raise OSError(str(exc).replace(alias, path)) from None
+    finally:
+        os.close(fd)
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    """Each log read and judged on its own: its candidates must be its owner's processes. cleanup reads
+    the logs again between rounds (a successor forked by a leftover writes its own record); a log that
+    cannot be read again keeps its last reading."""
     from .cleanup import cleanup
 
-    models: list[tuple[Any, int | None]] = []
+    last: dict[str, tuple[Any, int | None]] = {}
     unusable = []
     for path in args.logs:
         try:
-            owner = os.stat(path).st_uid
-            models.append((build(stream_logs([path]).records), owner))
+            last[path] = _owned_model(path)
         except (OSError, NoUsableLog) as exc:
             unusable.append(f"{path}: {exc}")
     for problem in unusable:
         print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
-    if not models:
+    if not last:
         raise NoUsableLog("; ".join(unusable))
-    return cleanup(models, args.run, args.dry_run, args.grace)
+
+    def reload() -> list[tuple[Any, int | None]]:
+        for path in list(last):
+            try:
+                last[path] = _owned_model(path)
+            except (OSError, NoUsableLog):
+                pass
+        return list(last.values())
+
+    return cleanup(list(last.values()), args.run, args.dry_run, args.grace, reload=reload)
 
 
 def _seconds(text: str) -> float:
@@ -646,7 +674,14 @@ def _seconds(text: str) -> float:
 
 
 def _grace(text: str) -> float:
-    return 0.0 if text.strip() in ("0", "0.0") else _seconds(text)
+    """0, or a positive number of seconds up to cleanup.MAX_GRACE_S (argparse type)."""
+    from .cleanup import MAX_GRACE_S
+
+    value = 0.0 if text.strip() in ("0", "0.0") else _seconds(text)
+    if value > MAX_GRACE_S:
+        raise argparse.ArgumentTypeError(f"at most {MAX_GRACE_S:g} s (cleanup's whole budget: every wait is "
+                                         f"capped by it): {text!r}")
+    return value
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -655,7 +690,7 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per task, every argument with its help and default."""
-    from .cleanup import DEFAULT_GRACE_S
+    from .cleanup import CLEANUP_BUDGET_S, DEFAULT_GRACE_S, MAX_GRACE_S
     from .watch import DEFAULT_INTERVAL_S
 
     parser = argparse.ArgumentParser(prog="wp-autotrace", description=DESCRIPTION, epilog=EPILOG, formatter_class=_Help)
@@ -701,7 +736,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", metavar="ID", help="only this run id (default: every run in the log)")
     p.add_argument("--dry-run", action="store_true", help="say what would be ended; signal nothing (default: off)")
     p.add_argument("--grace", type=_grace, default=DEFAULT_GRACE_S, metavar="S",
-                   help=f"seconds between SIGTERM and SIGKILL (default: {DEFAULT_GRACE_S:g})")
+                   help=f"seconds between SIGTERM and SIGKILL, at most {MAX_GRACE_S:g} (each wait is capped by "
+                        f"what is left of cleanup's {CLEANUP_BUDGET_S:g} s; default: {DEFAULT_GRACE_S:g})")
     p.set_defaults(func=_cleanup)
     p = sub.add_parser("doctor", help="check that tracing activates in this (or another) interpreter")
     p.add_argument("--python", help="check this interpreter instead of the current one (default: this one)")

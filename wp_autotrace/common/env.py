@@ -33,7 +33,7 @@ NOTICE_ENV = "WP_AUTOTRACE_NOTICE"  # the guard's notice file
 # them, so that its descendants (the same settings) stay silent. Never a run's identity. Not a
 # setting: named _MARK, not _ENV, until README's row of the root's internal variables lists it
 # (tests/test_readme.py checks every *_ENV name is in README's Settings table).
-WARNED_MARK = "WP_AUTOTRACE_WARNED"
+WARNED_ENV = "WP_AUTOTRACE_WARNED"
 # Added by a wrapper to the environment of the interpreters its call's own thread
 # starts (never to os.environ; the child pops it at start): how a spawned pool
 # process learns which pool it serves.
@@ -41,7 +41,7 @@ CHILD_ROLE_ENV = "WP_AUTOTRACE_CHILD_ROLE"
 # Every name above starts with this: what a clean child environment drops.
 PREFIX = "WP_AUTOTRACE"
 # What a run hands down to its descendants (a fresh run, e.g. `wp-autotrace run`, drops them).
-RUN_IDENTITY_ENV = (RUN_ENV, ROOT_ENV, NOTICE_ENV, WARNED_MARK)
+RUN_IDENTITY_ENV = (RUN_ENV, ROOT_ENV, NOTICE_ENV, WARNED_ENV)
 
 
 def is_true(value: "str | None") -> bool:

@@ -153,23 +153,77 @@ def _mask_auth(arg: str, patterns: tuple[str, ...]) -> str:
     return arg
 
 
+# What may open a word of program text around a value ("--token", f(token=..., ['--key'...).
+_WORD_OPEN = "\"'`([{"
+# What may close it (a quote, a call's parenthesis, a list's bracket, the separators).
+_WORD_CLOSE = "\"'`;,)]}"
+_SPACE = " \t\n"
+# What may open a value inside a word.
+_WORD_INNER = _WORD_OPEN + ",;?&"
+
+
+def _plain_name(name: str) -> bool:
+    """An option or variable name (letters, digits, _ . -): not a piece of program text."""
+    return bool(name) and all(c.isalnum() or c in "_.-" for c in name)
+
+
 def redact_arg(arg: str, patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (), _inner: bool = False) -> str:
     """One argument with its secrets masked (everything but the ``--opt value`` pairing)."""
     if "://" in arg:  # first: a URL's query may hold a secret-looking name= too
         arg = _mask_url_passwords(arg)
-    name, eq, _ = arg.partition("=")
+    name, eq, value = arg.partition("=")
     bare = name.lstrip("-")
-    if eq and bare and " " not in bare and is_secret(bare, patterns):
-        return name + "=" + MASK
+    if eq and _plain_name(bare) and is_secret(bare, patterns):
+        # In program text the value's opening quote is the text's, not the secret's: kept.
+        lead = len(value) - len(value.lstrip(_WORD_OPEN)) if _inner else 0
+        return name + "=" + value[:lead] + MASK
     if ":" in arg or " " in arg:
         arg = _mask_auth(arg, patterns)
-    if " " in arg and not _inner:
-        # A shell command in one argument (sh -c "train --token abc"): its words are arguments too.
-        arg = " ".join(redact_argv(arg.split(" "), patterns, _inner=True))
+    if not _inner and (eq or any(c in arg for c in _SPACE + _WORD_OPEN)):
+        # A shell command or a program's text in one argument (sh -c "train --token abc",
+        # python -c '... "--password", "pw" ...'), a URL's query (?token=x): its words are
+        # arguments too.
+        arg = _redact_words(arg, patterns)
     for value in env_secrets:
         if value in arg:
             arg = arg.replace(value, MASK)
     return arg
+
+
+def _redact_words(text: str, patterns: tuple[str, ...]) -> str:
+    """Program or shell text with each word's secret values masked and nothing else changed: a word's
+    quotes, brackets and separators are kept around its masked value, and the whitespace between
+    words is kept as it was."""
+    out: list[str] = []
+    mask_next = False
+    i, n = 0, len(text)
+    while i < n:
+        j = i
+        while j < n and text[j] not in _SPACE:
+            j += 1
+        word = text[i:j]
+        k = j
+        while k < n and text[k] in _SPACE:
+            k += 1
+        start = len(word) - len(word.lstrip(_WORD_OPEN))
+        end = len(word.rstrip(_WORD_CLOSE))
+        # Inside a word, a value may follow an opener too: print("--password=x"), f(token=x),
+        # a URL's ?token=x&key=y (one pair masked per word: its value runs to the word's end).
+        eq = word.find("=", start, end)
+        start = max([start] + [word.rfind(c, start, eq if eq >= 0 else end) + 1 for c in _WORD_INNER])
+        core = word[start:end] if end > start else ""
+        if core:
+            if mask_next and not core.startswith("-"):
+                core = MASK
+                mask_next = False
+            else:
+                option = _option_name(core)
+                mask_next = bool(option) and "=" not in core and _plain_name(option) and is_secret(option, patterns)
+                core = redact_arg(core, patterns, (), _inner=True)
+            word = word[:start] + core + word[max(end, start):]
+        out.append(word + text[j:k])
+        i = k
+    return "".join(out)
 
 
 def redact_argv(argv: list[str], patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (),

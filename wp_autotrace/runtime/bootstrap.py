@@ -30,7 +30,7 @@ from ..common.env import (
     STACK_ENV,
     TARGETS_ENV,
     TRUE_WORDS,
-    WARNED_MARK,
+    WARNED_ENV,
     WATCHED_ENV,
     is_true,
 )
@@ -103,7 +103,7 @@ def _is_root() -> bool:
     """Whether this process starts a run (settings warnings are printed there only): no run's root
     and no process that already warned about these settings is among its ancestors."""
     pid = str(os.getpid())
-    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_MARK)
+    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_ENV)
     return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
@@ -166,7 +166,7 @@ def _say_notes(settings: Settings) -> None:
     for note in notes:
         warn(note)
     if notes and not (settings.trace or settings.guard):
-        os.environ[WARNED_MARK] = str(os.getpid())
+        os.environ[WARNED_ENV] = str(os.getpid())
 
 
 def detect_role(is_root: bool) -> str:

@@ -246,6 +246,7 @@ class Sink:
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
         self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
 
+    # The header's identity: each change re-encodes it (a stale cache would forge another process's pid).
     @property
     def role(self) -> str:
         return self._role
@@ -255,6 +256,33 @@ class Sink:
         self._role = role
         self._middle = ""
 
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @pid.setter
+    def pid(self, pid: int) -> None:
+        self._pid = pid
+        self._middle = ""
+
+    @property
+    def ppid(self) -> int:
+        return self._ppid
+
+    @ppid.setter
+    def ppid(self, ppid: int) -> None:
+        self._ppid = ppid
+        self._middle = ""
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @host.setter
+    def host(self, host: str) -> None:
+        self._host = host
+        self._middle = ""
+
     def reset_after_fork(self, role: str) -> None:
         """Give a forked child its own identity; the shared fd stays valid."""
         self.ppid = self.pid
@@ -262,7 +290,7 @@ class Sink:
         self.role = role
         self.dropped = 0
         self._seq = itertools.count()
-        self._closer = None
+        self._closer = None  # a child forked after its parent's exit began writes as itself
 
     def close_to_others(self, wait_s: float) -> None:
         """At exit, in the exiting thread: no other thread writes from now on, and those already

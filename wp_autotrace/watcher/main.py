@@ -63,6 +63,9 @@ POOL_BACKOFF = 2
 # A backed-off process's stat (rss, exec, threads) is read at most this often in ticks (2 s at the
 # default interval: the rss heartbeat's own period); a busy one's every STAT_EVERY.
 IDLE_STAT_EVERY = 20
+# A process that joined the run less than this many ticks ago is looked at, stat included, every
+# tick: a fork is often followed at once by an exec (sh, then its command), and by children.
+YOUNG_TICKS = 10
 BUSY_ROLES = frozenset((V.MAIN, *V.SIDECAR_ROLES, V.COMPILE_WORKER))
 SCAN_S = 2.0  # seconds between /proc scans for processes of the root's group or session ("possible")
 LEFTOVER_GRACE_S = 0.2  # processes the root's exit is just ending get this long to go
@@ -361,7 +364,7 @@ class Watcher:
     def sample(self, now: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """One look at the run: (started, ended) since the last one.
 
-        Ends first: with pidfds (procfs.ExitWatch) one epoll call names every
+        Ends first: with pidfds (pidfd.ExitWatch) one epoll call names every
         process that exited since the last tick, however seldom its files are
         read, so an end is written within one interval. A known process then
         costs one read of its children file (of every thread's, when it has
@@ -370,7 +373,8 @@ class Watcher:
         every tick, pool processes up to POOL_BACKOFF; no back-off at all
         without a pidfd). Its stat (zombie, pid reused, exec'd, rss, threads)
         is re-read every STAT_EVERY ticks while busy, IDLE_STAT_EVERY when
-        backed off (and while young: an exec right after fork is seen soon).
+        backed off; a young process (YOUNG_TICKS) is looked at, stat included,
+        every tick: an exec right after fork is seen at once.
         Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended between two ticks are
         found by their process_start in the log only. A scan of /proc every
         SCAN_S (a listing costs in proportion to the whole host, so not every
@@ -391,8 +395,9 @@ class Watcher:
                 continue  # backed off: its end still comes from its pidfd this tick
             # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
             since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
-            busy = self.backoff.get(pid, 1) <= POOL_BACKOFF or samples - self.joined.get(pid, 0) < IDLE_STAT_EVERY
-            restat = pid == self.root or since >= IDLE_STAT_EVERY or (since >= self.stat_every and busy)
+            young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
+            busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
+            restat = pid == self.root or young or since >= IDLE_STAT_EVERY or (since >= self.stat_every and busy)
             if restat and not self._restat(pid, now, started, ended, candidates):
                 continue
             kids = self.reader.children(pid, self.threads[pid])
@@ -437,7 +442,8 @@ class Watcher:
             self.next_look.pop(pid, None)
             return
         cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES else MAX_BACKOFF
-        ticks = 1 if changed else min(self.backoff.get(pid, 1) * 2, cap)
+        young = self.samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
+        ticks = 1 if changed or young else min(self.backoff.get(pid, 1) * 2, cap)
         self.backoff[pid] = ticks
         self.next_look[pid] = self.samples + ticks
 
@@ -678,8 +684,11 @@ class Watcher:
             self.sink.detach()
 
     def _verdict_due(self) -> bool:
-        """The root wrote its process_exit, and the leftover is not written yet: sample fast."""
-        return not self.leftover_written and self.log is not None and self.log.root_exited
+        """The root wrote its process_exit (or is gone: killed), and the leftover is not written yet:
+        sample fast."""
+        if self.leftover_written:
+            return False
+        return self.root_end is not None or (self.log is not None and self.log.root_exited)
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""

@@ -1,0 +1,88 @@
+"""Which watched processes ended, in one syscall: pidfds in one epoll set (the watcher's).
+
+Stdlib only. Kept apart from procfs.py, which every traced root imports at
+start-up: only the watcher process needs this.
+"""
+
+from __future__ import annotations
+
+import os
+
+# File descriptors the watcher may hold: one pidfd per process of a run (a run of a thousand
+# processes passes the usual soft limit of 1024), under the hard limit.
+WANTED_FDS = 65536
+
+
+class ExitWatch:
+    """Which watched processes ended, in one syscall: a pidfd per process, all in one epoll set.
+
+    A pidfd refers to one process, never to a later one that reuses its pid, and becomes
+    readable when that process exits (a zombie included). The watcher polls it every tick,
+    so an end is seen within one interval however seldom the process's files are read.
+    A process whose pidfd cannot be opened (a limit, an old kernel) is simply not
+    watched here: add() says so, and the caller reads it every tick.
+    """
+
+    def __init__(self) -> None:
+        import select
+
+        self._poll = select.epoll()
+        self._events = select.EPOLLIN
+        self._fd_of: dict[int, int] = {}  # pid -> pidfd
+        self._pid_of: dict[int, int] = {}  # pidfd -> pid
+
+    @staticmethod
+    def make() -> ExitWatch | None:
+        """An ExitWatch, or None where pidfds are unavailable; raises this process's fd limit."""
+        if not hasattr(os, "pidfd_open"):
+            return None
+        try:
+            os.close(os.pidfd_open(os.getpid()))
+            import resource
+
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            want = WANTED_FDS if hard == resource.RLIM_INFINITY else min(hard, WANTED_FDS)
+            if soft != resource.RLIM_INFINITY and soft < want:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            return ExitWatch()
+        except (OSError, ValueError):
+            return None
+
+    def add(self, pid: int) -> bool:
+        """Watch pid (the process it names now); False if it cannot be watched."""
+        if pid in self._fd_of:
+            return True
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return False
+        try:
+            self._poll.register(fd, self._events)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd_of[pid] = fd
+        self._pid_of[fd] = pid
+        return True
+
+    def __contains__(self, pid: int) -> bool:
+        return pid in self._fd_of
+
+    def remove(self, pid: int) -> None:
+        fd = self._fd_of.pop(pid, None)
+        if fd is not None:
+            del self._pid_of[fd]
+            try:
+                self._poll.unregister(fd)
+            except OSError:
+                pass
+            os.close(fd)
+
+    def ended(self) -> list[int]:
+        """The watched pids whose process has exited (not removed: the caller does)."""
+        return [self._pid_of[fd] for fd, _ in self._poll.poll(0) if fd in self._pid_of]
+
+    def close(self) -> None:
+        for pid in list(self._fd_of):
+            self.remove(pid)
+        self._poll.close()
