@@ -155,6 +155,7 @@ def test_reused_job_id_each_job_has_its_own_rank_rows(tmp_path: Path) -> None:
     assert [e["pid"] for e in first["per_rank"]] == [500, 510]
     assert [e["pid"] for e in second["per_rank"]] == [700, 710]
     assert all(e["label"] == "again.py" for e in second["per_rank"])
+    assert first["ranks"] == second["ranks"] == ["rank n0:0", "rank n1:1"]  # unique within each job: no suffix
     text = render_text(rep, {})
     headers = [line for line in text.splitlines() if line.startswith("== Job:")]
     assert len(headers) == 2 and headers[0] != headers[1]

@@ -16,6 +16,7 @@ from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.cli.main import main
 
+from .conftest import ROOT
 from .logs import PLUGIN, T0, LogWriter, check_chrome_trace, seed_log
 
 
@@ -200,3 +201,42 @@ def test_chrome_trace_gives_a_reused_pid_its_own_track(tmp_path: Path) -> None:
     slices = {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"}
     starts = sorted((e["ts"], e["pid"]) for e in trace["traceEvents"] if e.get("name") == "process_start")
     assert slices == {starts[0][1]} and starts[0][1] != starts[1][1]
+
+
+# Maps keyed by what the log holds (settings, launcher variables, skip reasons): their keys are data.
+FREE_FORM = (".runs[].inductor.", ".processes[].rank.", ".input.skipped.", ".input.fixed.")
+
+
+def _key_paths(value: Any, path: str, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}"
+            if not any(here.startswith(free) for free in FREE_FORM):
+                out.setdefault(here, key)
+                _key_paths(item, here, out)
+    elif isinstance(value, list):
+        for item in value:
+            _key_paths(item, path + "[]", out)
+
+
+def test_every_json_key_is_documented(tmp_path: Path) -> None:
+    """Review 1 #15: every key of `report --json`, entry objects included (pools[], processes[],
+    warm_pool_callers[], ranks[], costs, findings[].cost, …), on the test logs, is named in
+    docs/report.md (docs/jobs.md for `jobs`): the list cannot drift from the report."""
+    from .test_jobs import node_log
+    from .test_pools import idle_pool
+    from .test_report_text import example_shape
+
+    logs = [w.write(tmp_path / f"{i}.jsonl") for i, w in enumerate((seed_log(), idle_pool(), example_shape(3)))]
+    reports = [analyze(read_logs([str(log)])) for log in logs]
+    nodes = [node_log(tmp_path, "n0", 0, leftover_sidecar=True), node_log(tmp_path, "n1", 1, t=0.4)]
+    reports.append(analyze(read_logs([str(n) for n in nodes])))
+    paths: dict[str, str] = {}
+    for rep in reports:
+        _key_paths(rep, "", paths)
+    docs = ROOT / "docs"
+    report_doc, jobs_doc = (docs / "report.md").read_text(), (docs / "jobs.md").read_text()
+    missing = sorted(path for path, key in paths.items()
+                     if f"`{key}`" not in report_doc + (jobs_doc if path.startswith(".jobs[]") else ""))
+    assert not missing, missing
+    assert ".pools[].shutdown_outcome" in paths and ".processes[].held_bytes" in paths  # the walk reaches entries

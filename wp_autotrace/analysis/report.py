@@ -222,7 +222,10 @@ def _rank_rows(v: View, job: Job, ranks: list[dict[str, Any]]) -> list[dict[str,
             label = v.rank_of.get(p.index)
             if label:
                 idle[(r.id, label)] = idle.get((r.id, label), 0) + _idle_pool_rss(r, p)
-    return [{**e, "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0)} for e in ranks if e["run"] in ids]
+    rows = [e for e in ranks if e["run"] in ids]
+    labels = [e["rank"] for e in rows]  # a label repeats within the job only across its Slurm steps
+    return [{**e, "name": _rank_name(e["rank"], e["run"], e["step"], labels.count(e["rank"]) > 1),
+             "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0)} for e in rows]
 
 
 def _job_dict(v: View, job: Job, ranks: list[dict[str, Any]]) -> dict[str, Any]:
