@@ -126,3 +126,19 @@ def test_without_a_waited_status_both_causes_are_said(tmp_path: Path) -> None:
     start(w, 0, 300, 100, "child")  # nothing about it matters here: a second process in the run
     text = render_text(report(w, tmp_path), {})
     assert "ended without process_exit (killed, or os._exit)" in text and "find what killed it" not in text
+
+
+def test_a_watcher_that_left_without_a_verdict_says_why(tmp_path: Path) -> None:
+    """watcher_exit log-gone (the log was moved) and no leftover: "ended without a verdict (it left:
+    log-gone)", with the list from the root's own, never "nothing left" nor "pending"."""
+    w = clean_run()
+    w.lines = [r for r in w.lines if r["event"] != "leftover"]
+    w.lines[-1]["below"] = [{"pid": 200, "ppid": 100, "create_time": T0 + 1.2, "name": "python"}]
+    w.lines[-1]["below_count"] = 1
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] == "process_exit")]
+    w.add(0.01, 900, 100, "watcher", "watcher_start", interval=0.1, linger=5.0, run="r1", root_pid=100)
+    w.add(4.2, 900, 100, "watcher", "watcher_exit", reason="log-gone", samples=3, cpu_s=0.0, run="r1", root_pid=100)
+    rep = report(w, tmp_path)
+    (run,) = rep["runs"]
+    assert run["no_verdict"] == f"{WATCHER_ENDED} (it left: log-gone)" and not run["verdict_pending"]
+    assert rep["leftover_count"] == 1 and "no-verdict" in kinds(rep)

@@ -791,7 +791,7 @@ class Builder:
         or will never come (run.no_verdict: no watcher ran, or it ended without one)."""
         root = run.root
         end = None if root is None else root.end if root.end is not None else root.gone
-        if root is None or end is None or run.verdict:
+        if root is None or end is None or run.leftover_seen:
             return
         if root.pid == 1 and run.no_watcher and not run.watcher_pids:
             # A pid namespace's init: its exit made the kernel kill every process in that namespace.
@@ -801,7 +801,9 @@ class Builder:
             return
         if not (run.watcher_pids or run.below is not None):
             return
-        run.no_verdict = self.verdict_lost(run, end)
+        # A watcher_exit without a leftover (log-gone, error, root-is-reaper): it left before its verdict.
+        run.no_verdict = (f"{WATCHER_ENDED} (it left: {run.watcher_exit})" if run.watcher_exit
+                          else self.verdict_lost(run, end))
         run.verdict_pending = not run.no_verdict
         if run.last_sample is not None and run.last_sample >= end:
             alive = [p for p in run.processes if p is not root and p.end is None and p.gone is None]

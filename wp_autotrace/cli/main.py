@@ -468,6 +468,8 @@ def _summarize(log: str, python: str | None, waited: Any = None, program: str = 
         lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
     from ..analysis.fmt import escape
 
+    if os.getpid() == 1:  # `unshare -fp wp-autotrace run …`, a container's entry point
+        lines.append("wp-autotrace run is pid 1 here: its exit now ends every process left in this pid namespace")
     shown = escape(log)  # the user's path, shown as the report shows logged text
     _say("\nwp-autotrace:", *lines, f"log: {shown}", f"full report: wp-autotrace report {shown}")
 
