@@ -239,12 +239,26 @@ def test_the_header_says_whether_the_verdict_is_written() -> None:
     dead.wait()
     view = RunView()
     view.feed(json.loads(_rec("process_start", dead.pid, run="ff", root_pid=dead.pid, forked=False)))
-    view.feed(json.loads(_rec("watcher_start", 4_000_000, run="ff", root_pid=dead.pid, role="watcher",
+    # The watcher: this test's own process, alive (its verdict may still come).
+    view.feed(json.loads(_rec("watcher_start", os.getpid(), run="ff", root_pid=dead.pid, role="watcher",
                               interval=0.1, linger=60.0)))
     view.feed(json.loads(_rec("process_exit", dead.pid, how="exit")))
     view.refresh()
     assert "ended; verdict pending" in view.render("x")[1]
-    view.feed(json.loads(_rec("leftover", 4_000_000, run="ff", root_pid=dead.pid, role="watcher", how="root-exit",
+    view.feed(json.loads(_rec("leftover", os.getpid(), run="ff", root_pid=dead.pid, role="watcher", how="root-exit",
                               count=0, pids=[], procs=[])))
     view.refresh()
     assert "the watcher's verdict: 0 left behind" in view.render("x")[1]
+
+
+def test_a_gone_watcher_is_no_pending_verdict() -> None:
+    """The watcher's pid is gone and it wrote no verdict: 'no verdict will come', never 'pending' for ever."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    view = RunView()
+    view.feed(json.loads(_rec("process_start", dead.pid, run="ff", root_pid=dead.pid, forked=False)))
+    view.feed(json.loads(_rec("watcher_start", 4_000_000, run="ff", root_pid=dead.pid, role="watcher",
+                              interval=0.1, linger=60.0)))
+    view.feed(json.loads(_rec("process_exit", dead.pid, how="exit")))
+    view.refresh()
+    assert "ended; no verdict will come" in view.render("x")[1]

@@ -834,11 +834,10 @@ class Builder:
                         "could not start)")
             return ""
         here = self.hostname if self.hostname is not None else _hostname()
-        local = [(h, pid) for h, pid in run.watcher_pids if h == here]
-        if local and len(local) == len(run.watcher_pids):
-            if any(watcher_alive(pid, run.watcher_started.get((h, pid))) for h, pid in local):
+        if all(h == here for h, _ in run.watcher_pids):
+            if not watchers_gone(run, here):
                 return ""
-            pids = ", ".join(str(pid) for _, pid in sorted(local))
+            pids = ", ".join(str(pid) for _, pid in sorted(run.watcher_pids))
             return f"{WATCHER_ENDED} (no leftover or watcher_exit record; its pid {pids} is gone)"
         late = now - end - 2 * run.interval
         if late > VERDICT_LATE_S:
@@ -849,6 +848,13 @@ class Builder:
 
 def _hostname() -> str:
     return os.uname().nodename
+
+
+def watchers_gone(run: Run, here: str | None = None) -> bool:
+    """Every watcher of the run ran on this host (`here`) and its pid is gone: nothing more will come from it."""
+    here = here or _hostname()
+    return bool(run.watcher_pids) and all(host == here and not watcher_alive(pid, run.watcher_started.get((host, pid)))
+                                          for host, pid in run.watcher_pids)
 
 
 def watcher_alive(pid: int, started: float | None) -> bool:

@@ -365,7 +365,7 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
     import time
 
     from ..analysis.logread import Tail
-    from ..analysis.model import Builder
+    from ..analysis.model import Builder, watchers_gone
     from ..watcher.main import LEFTOVER_GRACE_S
 
     clock = clock or time.monotonic
@@ -392,18 +392,9 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
             interval = min(max((run.interval for run in watched), default=0.0), VERDICT_TICK_S)
             if waited >= LEFTOVER_GRACE_S + 2 * interval + VERDICT_SLACK_S:
                 return False
-            gone = bool(watched) and all(_watchers_gone(run) for run in watched if not run.verdict)
+            gone = bool(watched) and all(watchers_gone(run) for run in watched if not run.verdict)
             if not tail.behind and not gone:
                 sleep(VERDICT_POLL_S)
-
-
-def _watchers_gone(run: Any) -> bool:
-    """Every watcher of the run is on this host and its pid is gone (or another process's)."""
-    from ..analysis.model import watcher_alive
-
-    here = os.uname().nodename
-    return all(host == here and not watcher_alive(pid, run.watcher_started.get((host, pid)))
-               for host, pid in run.watcher_pids)
 
 
 def _terminal_signals_child() -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 from ..analysis.fmt import escape
 from ..analysis.labels import rank_value
 from ..analysis.logread import Tail
-from ..analysis.model import Builder, Call, Process, Run
+from ..analysis.model import Builder, Call, Process, Run, watchers_gone
 from ..common import targets as T
 from ..common.procfs import make_reader, same_process
 from ..common.vocab import MAIN, WATCHER
@@ -136,6 +136,8 @@ class RunView:
         if run.leftover_seen:
             return f"ended; the watcher's verdict: {run.leftover_count} left behind"
         if run.watcher_pids and not run.watcher_exit:
+            if watchers_gone(run, self.host):
+                return "ended; no verdict will come (the watcher ended without writing what was left)"
             return "ended; verdict pending (the watcher has not written what was left yet)"
         return "ended"
 
