@@ -55,7 +55,7 @@ EXIT_STATUSES = (
                "watch saw the run end (or `q`)"),
     ExitStatus(str(DOCTOR_PROBLEM), "`doctor`", "a problem was found (each one is a `[FAIL]` line)"),
     ExitStatus(str(cleanup_status.REFUSED), "`cleanup`", "a process was refused (pid reused, another owner or host, "
-               "no start time) or survived SIGKILL"),
+               "no start time), survived SIGKILL, or a live process the log names as the run's was not ended"),
     ExitStatus(str(NO_USABLE_LOG), "`report`, `export`, `watch`, `cleanup`", "no usable log: missing, empty, or no "
                "valid record; a FIFO, device or directory given as a log (refused before reading); "
                "`report --run ID` with an id the log does not hold"),
