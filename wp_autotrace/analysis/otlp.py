@@ -18,32 +18,14 @@ from __future__ import annotations
 from typing import Any
 
 from .. import __version__
+from ..common.otel_ids import SPAN_KIND_INTERNAL, STATUS_ERROR, attributes, nanos, trace_id
 from ..common.otel_ids import span_id as _span_id
-from ..common.otel_ids import trace_id
 from .labels import rank_value
 from .logread import LogData, LogStream
 from .model import Call, Model, Process, build
 
-SPAN_KIND_INTERNAL = 1
-STATUS_ERROR = 2
 UNFINISHED = ""
 
-
-def _nanos(ts: float) -> str:
-    return str(int(round(float(ts) * 1e9)))
-
-
-def _attrs(values: dict[str, Any]) -> list[dict[str, Any]]:
-    """OTLP attributes: ints as intValue strings, the rest as stringValue; None left out."""
-    out = []
-    for key, value in values.items():
-        if value is None or value == "":
-            continue
-        if isinstance(value, int) and not isinstance(value, bool):
-            out.append({"key": key, "value": {"intValue": str(value)}})
-        else:
-            out.append({"key": key, "value": {"stringValue": str(value)}})
-    return out
 
 
 def _process_span_id(p: Process) -> str:
@@ -64,8 +46,8 @@ def _call_span(c: Call, trace: str, proc_span: str, span_ids: dict[int, str]) ->
     span: dict[str, Any] = {
         "traceId": trace, "spanId": span_id, "parentSpanId": parent or proc_span,
         "name": c.target.rpartition(":")[2], "kind": SPAN_KIND_INTERNAL,
-        "startTimeUnixNano": _nanos(c.ts), "endTimeUnixNano": _nanos(c.end if c.end is not None else c.ts),
-        "attributes": _attrs({"code.filepath": caller.get("file"), "code.lineno": caller.get("line"),
+        "startTimeUnixNano": nanos(c.ts), "endTimeUnixNano": nanos(c.end if c.end is not None else c.ts),
+        "attributes": attributes({"code.filepath": caller.get("file"), "code.lineno": caller.get("line"),
                               "code.function": caller.get("func"), "wp.target": c.target,
                               "wp.tag": c.tag, "wp.thread": c.thread,
                               "wp.blocked": "refused by the guard" if c.blocked else None}),
@@ -86,7 +68,7 @@ def _call_spans(model: Model, span_of: dict[int, str]) -> tuple[dict[int, list[d
         span = _call_span(c, trace_id(c.proc.run.id if c.proc.run else ""), proc_span, span_ids)
         if c.end is None and not c.blocked:  # never returned: killed, or still running at the end
             span["endTimeUnixNano"] = UNFINISHED  # its process's end, filled in by to_otlp
-            span["attributes"] += _attrs({"wp.unfinished": "true"})
+            span["attributes"] += attributes({"wp.unfinished": "true"})
         span_ids[id(c)] = span["spanId"]
         spans.setdefault(id(c.proc), []).append(span)
     return spans, span_ids
@@ -110,17 +92,17 @@ def to_otlp(data: LogData | LogStream) -> dict[str, Any]:
         end = p.end if p.end is not None else p.run.end if p.run is not None and p.run.end else start
         for span in calls.get(id(p), []):
             if span["endTimeUnixNano"] == UNFINISHED:
-                span["endTimeUnixNano"] = _nanos(max(end, int(span["startTimeUnixNano"]) / 1e9))
-        resource = _attrs({
+                span["endTimeUnixNano"] = nanos(max(end, int(span["startTimeUnixNano"]) / 1e9))
+        resource = attributes({
             "service.name": "wp-autotrace", "host.name": p.host, "process.pid": p.pid,
             "process.parent_pid": p.ppid, "process.command_line": " ".join(p.argv) if p.argv else None,
             "process.executable.path": p.executable or None,
         })
         span = {
             "traceId": trace_id(run), "spanId": span_of[id(p)], "name": f"{p.role or 'child'} {p.pid}",
-            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": _nanos(start),
-            "endTimeUnixNano": _nanos(max(end, start)),
-            "attributes": _attrs({"wp.role": p.role or "child", "wp.rank": rank_value(p.rank), "wp.run": run,
+            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": nanos(start),
+            "endTimeUnixNano": nanos(max(end, start)),
+            "attributes": attributes({"wp.role": p.role or "child", "wp.rank": rank_value(p.rank), "wp.run": run,
                                   "wp.ended": "exited" if p.exited else "no process_exit"}),
         }
         if parent_span:

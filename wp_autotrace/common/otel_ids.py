@@ -45,3 +45,27 @@ def process_span_id(run: str, host: str, pid: int, start: float) -> str:
 def call_span_id(process_span: str, call_id: int) -> str:
     """A traced call's span, under its process's."""
     return span_id(process_span, "call", call_id)
+
+
+# -- OTLP/JSON encoding shared by both exports ---------------------------------------------
+
+SPAN_KIND_INTERNAL = 1  # opentelemetry-proto's Span.SpanKind
+STATUS_ERROR = 2  # opentelemetry-proto's Status.StatusCode
+
+
+def nanos(ts: float) -> str:
+    """A Unix time in seconds as OTLP/JSON's nanosecond string."""
+    return str(int(round(float(ts) * 1e9)))
+
+
+def attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """OTLP attributes: ints as intValue strings, the rest as stringValue; None and '' left out."""
+    out = []
+    for key, value in values.items():
+        if value is None or value == "":
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            out.append({"key": key, "value": {"intValue": str(value)}})
+        else:
+            out.append({"key": key, "value": {"stringValue": str(value)}})
+    return out

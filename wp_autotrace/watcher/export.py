@@ -42,7 +42,15 @@ import time
 from collections import deque
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..common.otel_ids import call_span_id, process_span_id, trace_id
+from ..common.otel_ids import (
+    SPAN_KIND_INTERNAL,
+    STATUS_ERROR,
+    attributes,
+    call_span_id,
+    nanos,
+    process_span_id,
+    trace_id,
+)
 from ..common.targets import rank_value
 
 TYPE_CHECKING = False
@@ -63,8 +71,6 @@ MAX_BACKOFF_S = 30.0
 FLUSH_S = 2.0  # at the watcher's end: what the sender still gets
 MAX_ANSWER = 64 * 1024  # bytes of a receiver's answer read (and ignored)
 RETRY_STATUS = (429, 502, 503, 504)  # OTLP/HTTP: retryable answers
-SPAN_KIND_INTERNAL = 1
-STATUS_ERROR = 2
 CALL_EVENTS = ("call", "blocked")
 WHERE = "live-export"  # tracer_error's `where` for what was not sent
 
@@ -121,23 +127,6 @@ def config_from_env(env: Any) -> ExportConfig:
     except ValueError:
         pass
     return ExportConfig(url, headers, resource, deadline)
-
-
-def nanos(ts: float) -> str:
-    return str(int(round(float(ts) * 1e9)))
-
-
-def attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
-    """OTLP attributes: ints as intValue strings, the rest as stringValue; None and '' left out."""
-    out = []
-    for key, value in values.items():
-        if value is None or value == "":
-            continue
-        if isinstance(value, int) and not isinstance(value, bool):
-            out.append({"key": key, "value": {"intValue": str(value)}})
-        else:
-            out.append({"key": key, "value": {"stringValue": str(value)}})
-    return out
 
 
 # -- spans from the log's records -------------------------------------------------------
