@@ -386,7 +386,7 @@ def _forked_to_exec() -> bool:
 EXIT_WRITE_WAIT_S = 0.2
 
 # The root's first verdict at exit: its live descendants, so a reader right after
-# the job has one before the watcher's leftover (docs/log-schema-changes.md, 3).
+# the job has one before the watcher's leftover (docs/contracts.md, "The root's `below`").
 BELOW_KEEP = 200  # entries written (a record stays well under the sink's 32 KiB)
 BELOW_WALK = 10000  # processes visited at most: a bounded cost at exit
 
