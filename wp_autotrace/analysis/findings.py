@@ -550,7 +550,9 @@ def _idle_text(v: View, st: PoolStory) -> str:
         until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
     else:
         until = f"until its sidecar ended at {_at(rel(pool.sidecar.end if pool.sidecar else None))}"
-    held = (f", holding {size_text(st.held_bytes)}" if st.held_bytes else "") + (
+    covered = (f" ({len(st.span_sampled)} of {len(st.in_span)} processes read)"
+               if len(st.span_sampled) < len(st.in_span) else "")
+    held = (f", holding {size_text(st.held_bytes)}{covered}" if st.held_bytes else "") + (
         f": {mib_s_text(st.idle_mib_s)}" if st.idle_mib_s else "")
     quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to]
     q = ""
