@@ -16,6 +16,7 @@ from wp_autotrace.cli.cleanup import find_candidates
 
 from .logs import T0, LogWriter, kinds, report, start
 from .test_model import clean_run, with_root_killed, with_verdict_pending, with_watcher_gone
+from .test_report_text import finding
 
 PID1_NOTE = ("not started: the main process is pid 1, which would adopt it as its child; no tree or leftover "
              "records")
@@ -142,3 +143,31 @@ def test_a_watcher_that_left_without_a_verdict_says_why(tmp_path: Path) -> None:
     (run,) = rep["runs"]
     assert run["no_verdict"] == f"{WATCHER_ENDED} (it left: log-gone)" and not run["verdict_pending"]
     assert rep["leftover_count"] == 1 and "no-verdict" in kinds(rep)
+
+
+def _left_then_ended() -> LogWriter:
+    """with_root_killed, and the watcher later saw the left-behind sidecar 200 end: nothing is left."""
+    w = with_root_killed()
+    w.add(4.0, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=0, started=[],
+          ended=[{"pid": 200, "end": T0 + 4.0}])
+    return w
+
+
+def test_no_cleanup_advice_when_what_was_left_has_ended(tmp_path: Path) -> None:
+    """Review 2 #3: the main process left by os._exit, its sidecar outlived it and then ended. Neither the
+    Answer's "First:" (report read later, no waited status) nor the main-exit finding (`run`, exit 0) says
+    to run cleanup; and no finding says "it was killed" for a main that exited 0 by os._exit."""
+    log = str(_left_then_ended().write(tmp_path / "log.jsonl"))
+    rep = analyze(read_logs([log]))
+    assert "all have ended since" in finding(rep, "leftovers")["text"]
+    assert "cleanup" not in finding(rep, "root-killed")["advice"]
+    assert "cleanup" not in str(rep["answer"]) and "First: nothing of the run is left to end" in str(rep["answer"])
+    assert "it was killed" not in finding(rep, "leftovers")["text"]
+    rep = analyze(read_logs([log]), None, Waited(100, 0))
+    assert "cleanup" not in finding(rep, "root-os-exit")["advice"]
+    assert "cleanup" not in render_text(rep, {})
+    assert "killed" not in finding(rep, "leftovers")["text"]
+    # while the sidecar is still alive, cleanup is the advice in both
+    log = str(with_root_killed().write(tmp_path / "alive.jsonl"))
+    assert "cleanup LOG" in finding(analyze(read_logs([log])), "root-killed")["advice"]
+    assert "cleanup LOG" in finding(analyze(read_logs([log]), None, Waited(100, 0)), "root-os-exit")["advice"]

@@ -123,6 +123,39 @@ def test_lifecycle_of_an_idle_pool(tmp_path: Path) -> None:
     assert "shutdowns 1" in text and "shutdowns 3" not in text
 
 
+def _set_mem(w: LogWriter, at: float, procs: list[tuple[int, float, int]]) -> None:
+    """Replace the memory record at `at` s with these (pid, start offset, pss MiB)."""
+    for r in w.lines:
+        if r["event"] == "memory" and r["ts"] == T0 + at:
+            r["procs"] = [{"pid": pid, "create_time": T0 + st, "pss": pss * MIB, "uss": pss * MIB // 4,
+                           "rss": 4 * pss * MIB} for pid, st, pss in procs]
+
+
+def test_held_comes_from_the_idle_span_never_a_stale_earlier_sample(tmp_path: Path) -> None:
+    """Review 2 #1: the sidecar's only sample before the idle span was taken right after exec, before it
+    imported anything (2 MiB). The pool's held figure and its MiB·s come from the samples inside the span
+    (200 + 15 + 15 MiB at 15 s), never from that one ("holding 32 MiB … 10.1 GiB·s" contradicted itself)."""
+    w = idle_pool()
+    _set_mem(w, 5.0, [(200, 1.2, 2), (301, 3.6, 15), (302, 3.6, 15)])
+    (pool,) = report(w, tmp_path)["pools"]
+    assert pool["held_pss_bytes"] == 230 * MIB
+    assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=1)
+    assert (pool["span_sampled"], pool["span_processes"]) == (3, 3)
+
+
+def test_unread_pool_processes_are_said_not_counted_as_zero(tmp_path: Path) -> None:
+    """Review 2 #2: worker 302 was never read during the idle span (only at its fork): the pool's figures
+    cover the two read, and the Answer and the idle-pool finding say "2 of 3 processes read"."""
+    w = idle_pool()
+    _set_mem(w, 15.0, [(200, 1.2, 200), (301, 3.6, 15)])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["held_pss_bytes"] == 215 * MIB and (pool["span_sampled"], pool["span_processes"]) == (2, 3)
+    assert "holding 215 MiB real memory (PSS, 2 of 3 processes read)" in rep["answer"]
+    f = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert "holding 215 MiB (2 of 3 processes read)" in f["text"]
+
+
 def test_idle_pool_finding_names_this_torchs_knobs(tmp_path: Path) -> None:
     """idle-pool: seconds, real MiB, MiB·s, and the knobs the run's torch config has (none it lacks)."""
     rep = report(idle_pool(), tmp_path)
@@ -323,6 +356,29 @@ def _child(code: str) -> subprocess.Popen[bytes]:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="needs smaps_rollup")
+def test_device_opened_after_the_first_sample_is_recorded_once(tmp_path: Path) -> None:
+    """Review 2 #9: a worker is first sampled right after fork, before its first job opens the device.
+    Its fd links are read again with each later sample; a new device set is recorded once, not at every
+    sample. A crafted /proc (smaps_rollup and fd links) stands in for the worker."""
+    fd = tmp_path / "7" / "fd"
+    fd.mkdir(parents=True)
+    (tmp_path / "7" / "smaps_rollup").write_bytes(ROLLUP)
+    (fd / "0").symlink_to("/dev/null")
+    live = {7: {"pid": 7, "ppid": 1, "create_time": 5.0, "role": "compile-worker"}}
+    s = memory.MemorySampler(proc=str(tmp_path), burst=1.0)
+    first = s.tick(0.0, live)
+    assert first is not None and first["devices"] == []  # just forked: no device yet
+    (fd / "9").symlink_to("/dev/dri/renderD128")  # its first job initialises the accelerator
+    later = s.tick(memory.EVERY_S, live)
+    assert later is not None and later["devices"] == [{"pid": 7, "create_time": 5.0,
+                                                       "paths": ["/dev/dri/renderD128"]}]
+    again = s.tick(2 * memory.EVERY_S, live)
+    assert again is not None and again["devices"] == []  # unchanged: not recorded again
+    (fd / "10").symlink_to("/dev/dri/card0")
+    more = s.tick(3 * memory.EVERY_S, live)
+    assert more is not None and more["devices"][0]["paths"] == ["/dev/dri/card0", "/dev/dri/renderD128"]
+
+
 def test_real_process_holding_dev_null_holds_no_device() -> None:
     """A live process with /dev/null open (and pipes): its fd links are read, and none is a device."""
     proc = _child("import os,sys; f=open('/dev/null'); sys.stdout.write('ok\\n'); sys.stdout.flush(); "
@@ -371,9 +427,9 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
     clock = [0.0]
 
     class FakeSampler(memory.MemorySampler):
-        def _read(self, pid: int, ct: float, first: bool, devices: list[dict[str, Any]]) -> dict[str, Any]:
+        def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any]:
             clock[0] += 0.002
-            return {"pid": pid, "create_time": ct, "pss": 1, "uss": 1, "rss": 1}
+            return {"pid": pid, "create_time": key[1], "pss": 1, "uss": 1, "rss": 1}
 
     s = FakeSampler(cpu_clock=lambda: clock[0])
     live = {1: {"pid": 1, "ppid": 0, "create_time": 0.0, "role": "compile-sidecar"}}

@@ -129,7 +129,8 @@ def leftovers(v: View) -> Finding | None:
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     mb = f", holding about {size_text(v.leftover_real)}" if v.leftover_real else ""
-    killed = any(v.states[r.id] == RUN_KILLED for r in v.runs)
+    # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
+    killed = next((_no_exit_how(r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
     pending = _provisional(v)
     # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
     ended = [p for p in listed if p.end is not None]
@@ -149,7 +150,7 @@ def leftovers(v: View) -> Finding | None:
     return Finding(
         "leftovers", "problem",
         f"{v.leftover_count} process(es) outlived the main process{_in_ranks(v, listed)} "
-        f"({'it was killed; ' if killed else ''}{_roles(listed)}){mb}: "
+        f"({f'it {killed}; ' if killed else ''}{_roles(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
         todo + cause,
@@ -384,6 +385,12 @@ def _no_exit_how(r: Run) -> tuple[str, str, str]:
     return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
 
 
+def _left_alive(r: Run) -> bool:
+    """Something the run left behind may still be running, as far as the log knows: a leftover not seen
+    to end since, or one the verdict counted without listing."""
+    return r.leftover_count > len(r.leftover) or any(p.end is None for p in r.leftover)
+
+
 def root_killed(v: View) -> Finding | None:
     """The main process ended without process_exit: the watcher saw it go, or nothing saw it end."""
     runs = _root_runs(v, RUN_KILLED) + _root_runs(v, RUN_END_UNSEEN)
@@ -401,7 +408,7 @@ def root_killed(v: View) -> Finding | None:
         how, note, cause = _no_exit_how(r)
         text = (f"The main process {root.pid} {how}{at}{note}; its exit handlers did not run; "
                 f"seen after it: {alive} process(es) of the run still alive.")
-        if not alive and r.leftover_seen:  # the verdict: nothing left, so nothing to clean up
+        if r.leftover_seen and not _left_alive(r):  # the verdict, and what the log saw end since
             advice = f"nothing of the run is left to end; {cause}"
     else:
         text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
@@ -422,7 +429,9 @@ def root_os_exit(v: View) -> Finding | None:
         f"The main process {r.root.pid} exited {r.waited.status} without running its exit handlers "
         "(os._exit: no process_exit, and torch's atexit shutdown of its pools did not run).",
         [r.root.pid], [], "" if not r.leftover_count else
-        "shut pools down before os._exit, or exit normally; end what is left with `wp-autotrace cleanup LOG`",
+        "shut pools down before os._exit, or exit normally" + (
+            "; end what is left with `wp-autotrace cleanup LOG`" if _left_alive(r) else
+            " (what it left has ended since: nothing is left to end)"),
         {"exit_code": r.waited.status})
 
 
@@ -550,7 +559,9 @@ def _idle_text(v: View, st: PoolStory) -> str:
         until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
     else:
         until = f"until its sidecar ended at {_at(rel(pool.sidecar.end if pool.sidecar else None))}"
-    held = (f", holding {size_text(st.held_bytes)}" if st.held_bytes else "") + (
+    covered = (f" ({len(st.span_sampled)} of {len(st.in_span)} processes read)"
+               if len(st.span_sampled) < len(st.in_span) else "")
+    held = (f", holding {size_text(st.held_bytes)}{covered}" if st.held_bytes else "") + (
         f": {mib_s_text(st.idle_mib_s)}" if st.idle_mib_s else "")
     quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to]
     q = ""

@@ -15,9 +15,14 @@ Definitions (one home; the report's JSON keys carry these names):
 - real memory: the watcher's PSS samples (watcher/memory.py). A process's memory
   between two samples is its earlier sample (its first sample before that). PSS
   splits shared pages among the processes sharing them, so a pool's memory is the
-  sum of its processes' PSS; RSS is never summed. held = the pool's PSS just after
-  the idle span starts; idle_mib_s = the integral of the pool's PSS over the span,
-  in MiB x seconds.
+  sum of its processes' PSS; RSS is never summed. Over the idle span only samples
+  taken inside it count (else a process's first after its start): a sample from
+  before is stale (a sidecar's first comes right after exec, before its imports).
+  held = the sum, over the pool's processes alive in the span, of each one's first
+  span sample; idle_mib_s = the integral of their PSS over the span, in MiB x
+  seconds (before a process's first span sample: that sample). A process alive in
+  the span with no such sample counts in neither: span_processes / span_sampled
+  say how many were covered, and the text says "N of M" when not all.
 - who asked for the shutdown: user code (a user frame called SubprocPool.shutdown
   or shutdown_compile_workers), torch's atexit (shutdown_compile_workers with no
   user frame), the pool's reader thread (its sidecar closed the pipe first), or
@@ -91,24 +96,31 @@ def workers_of(pool: Pool) -> list[Process]:
     return [q for q in side.children if q.role == V.COMPILE_WORKER or q.pid in side.worker_pids]
 
 
-def value_at(p: Process, t: float) -> int | None:
-    """p's PSS at t: its last sample at or before t, else its first; None without samples."""
-    if not p.mem:
-        return None
-    value = p.mem[0][1]
-    for ts, pss, _ in p.mem:
-        if ts > t:
-            break
-        value = pss
-    return value
+def span_samples(p: Process, a: float, b: float) -> list[tuple[float, int]]:
+    """p's (ts, pss) samples taken inside [a, b]; when none is, its first taken after a (the nearest
+    after the span's start); [] when it has none after a. A sample before a is never used: a sidecar's
+    first sample comes right after exec, before it imported anything (2 MiB of a 240 MiB process), and
+    a worker's right after fork."""
+    inside = [(ts, pss) for ts, pss, _ in p.mem if a <= ts <= b]
+    if inside:
+        return inside
+    after = next(((ts, pss) for ts, pss, _ in p.mem if ts >= a), None)
+    return [after] if after is not None else []
+
+
+def held_at(p: Process, a: float, b: float) -> int | None:
+    """p's PSS over the span [a, b]: its first sample of the span (span_samples); None unsampled there."""
+    samples = span_samples(p, a, b)
+    return samples[0][1] if samples else None
 
 
 def integral(p: Process, a: float, b: float, end: float) -> float:
-    """Byte-seconds of p's PSS over [a, b] (clipped to its life; it ends at end when unknown)."""
+    """Byte-seconds of p's PSS over [a, b] (clipped to its life; it ends at end when unknown), from its
+    span samples only: between two, the earlier; before the first, the first. 0 when unsampled there."""
     lo, hi = max(a, p.start if p.start is not None else a), min(b, p.end if p.end is not None else end)
-    if hi <= lo or not p.mem:
+    samples = span_samples(p, a, b)
+    if hi <= lo or not samples:
         return 0.0
-    samples = p.mem
     current, i = samples[0][1], 0
     while i < len(samples) and samples[i][0] <= lo:
         current = samples[i][1]
@@ -121,8 +133,9 @@ def integral(p: Process, a: float, b: float, end: float) -> float:
     return total + current * (hi - t)
 
 
-def _alive(p: Process, t: float) -> bool:
-    return (p.start is None or p.start <= t) and (p.end is None or p.end > t)
+def _overlaps(p: Process, a: float, b: float) -> bool:
+    """p was alive at some time in [a, b]."""
+    return (p.start is None or p.start <= b) and (p.end is None or p.end > a)
 
 
 class PoolStory:
@@ -150,11 +163,15 @@ class PoolStory:
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if side is not None and self.served else 0.0
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]
-        after = self.busy_until + 1e-3
-        held = [value_at(p, after) for p in self.procs if _alive(p, after)]
-        self.held_bytes = sum(x for x in held if x is not None) if any(x is not None for x in held) else None
-        self.idle_mib_s = (round(sum(integral(p, self.busy_until, self.idle_to, t_end) for p in self.procs) / MIB, 1)
-                           if self.sampled and self.idle_s > 0 else None)
+        a, b = self.busy_until, self.idle_to
+        # The pool's processes during the idle span, and those of them the watcher read then: the held
+        # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
+        self.in_span = [p for p in self.procs if _overlaps(p, a, b)]
+        self.span_sampled = [p for p in self.in_span if span_samples(p, a, b)]
+        held = [held_at(p, a, b) for p in self.span_sampled]
+        self.held_bytes = sum(x for x in held if x is not None) if held else None
+        self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
+                           if self.span_sampled and self.idle_s > 0 else None)
         self.peak_bytes = self._peak()
         self.devices = sorted({d for p in self.procs for d in p.devices})
 
@@ -190,6 +207,7 @@ class PoolStory:
             "shutdown_outcome": _outcome(pool.shutdown_call),
             "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.end)} for q in self.workers],
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
+            "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "device_files": self.devices,
         }
 

@@ -148,6 +148,13 @@ def _state_text(r: dict[str, Any]) -> str:
     return "ended" if state == "ended" else "end not seen (no process_exit)"
 
 
+def covered_text(pool: dict[str, Any]) -> str:
+    """', N of M processes read' when the watcher read only some of the pool's processes during its idle
+    span (the others count in no figure: nothing is estimated); '' when it read them all."""
+    n, m = pool.get("span_sampled"), pool.get("span_processes")
+    return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
+
+
 def _pool_sentence(pool: dict[str, Any]) -> str:
     """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
     n = len(pool["worker_pids"])
@@ -158,7 +165,7 @@ def _pool_sentence(pool: dict[str, Any]) -> str:
     idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
     mem = ""
     if pool["held_pss_bytes"]:
-        mem = f", holding {size_text(pool['held_pss_bytes'])} real memory (PSS)"
+        mem = f", holding {size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
         if pool["idle_mib_s"]:
             mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
     elif pool["peak_pss_bytes"]:

@@ -22,8 +22,13 @@ Bounded rate, two ways:
   instead of every EVERY_S, and over any T seconds the sampler costs at most
   BURST_S + CPU_SHARE x T of CPU, however many processes there are.
 
-Device files: a pool process's fd links are read once, at its first sample,
-and the ones under the accelerator device paths (DEVICE_PREFIXES) are recorded.
+Device files: a pool process's fd links are read with each of its memory samples
+(so at the same bounded rate, their CPU counted in the same bucket), and the ones
+under the accelerator device paths (DEVICE_PREFIXES) are recorded when they change
+(the first read that finds any, then each new set). Read once, at the first
+sample, they would never be seen: a sidecar is first sampled right after exec and
+a worker right after fork, before either opens a device (a worker's CUDA init
+runs in its first job).
 Everything here is stdlib; a process that vanished mid-read is skipped silently.
 """
 
@@ -120,6 +125,7 @@ class MemorySampler:
         self.reads = 0
         self.looked: float | None = None
         self.is_pool: dict[tuple[int, float], bool] = {}  # decided once per process
+        self.devices_seen: dict[tuple[int, float], list[str]] = {}  # the device set last recorded per process
 
     def pool_pids(self, live: dict[int, dict[str, Any]]) -> list[int]:
         """The live pool processes: a sidecar, or a compile worker (a child of a sidecar running its command
@@ -159,8 +165,7 @@ class MemorySampler:
             if self.tokens <= 0 or self.tokens < self.read_cost:
                 break  # never in debt: the sampler's CPU stays within burst + share x elapsed
             start = self.cpu_clock()
-            first = key not in self.read_at
-            entry = self._read(pid, key[1], first, devices)
+            entry = self._read(pid, key, devices)
             spent = max(0.0, self.cpu_clock() - start)
             self.tokens -= spent
             self.read_cost = spent
@@ -174,15 +179,15 @@ class MemorySampler:
             return None
         return {"procs": procs, "devices": devices}
 
-    def _read(self, pid: int, ct: float, first: bool, devices: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any] | None:
         mem = read_rollup(pid, self.proc)
-        if first:
-            held = device_files(pid, self.proc)
-            if held:
-                devices.append({"pid": pid, "create_time": ct, "paths": held})
+        held = device_files(pid, self.proc)
+        if held and held != self.devices_seen.get(key):
+            self.devices_seen[key] = held  # recorded on change only: a worker holds its device for its life
+            devices.append({"pid": pid, "create_time": key[1], "paths": held})
         if mem is None:
             return None
-        return {"pid": pid, "create_time": ct, **mem}
+        return {"pid": pid, "create_time": key[1], **mem}
 
     def _forget(self, alive: set[tuple[int, float]]) -> None:
         """Drop ended processes' read times (a long run churns through many workers)."""
@@ -190,6 +195,8 @@ class MemorySampler:
             self.read_at = {k: v for k, v in self.read_at.items() if k in alive}
         if len(self.is_pool) > 2 * len(alive) + 64:
             self.is_pool = {k: v for k, v in self.is_pool.items() if k in alive}
+        if len(self.devices_seen) > 2 * len(alive) + 64:
+            self.devices_seen = {k: v for k, v in self.devices_seen.items() if k in alive}
 
 
 def make_sampler() -> MemorySampler | None:
