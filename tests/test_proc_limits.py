@@ -130,3 +130,36 @@ def _written_once(recs: list[dict[str, Any]]) -> bool:
     """Each process started once: again only because it exec'd (a new name or command line), never as it was."""
     entries = [(e["pid"], e["create_time"], e["name"], e["cmd"]) for t in events(recs, "tree") for e in t["started"]]
     return len(entries) == len(set(entries))
+
+
+# Past MAX_BACKOFF's reach (1 + 2 + 4 + 8 ticks, then 16 apart: 1.6 s at 0.1 s): the child is fully backed off.
+IDLE_S = 3
+HELPER_S = 0.3  # the helper shell's life: three intervals, well under the back-off's 1.6 s
+
+
+def test_child_of_an_idle_process_seen_within_an_interval(tmp_path: Path) -> None:
+    """A traced child idles past its back-off, then twice runs a 0.3 s shell that leaves a `sleep` daemon
+    behind: each shell and each daemon is in the tree and the daemons in the leftover (review 2 #6: with
+    children read 1.6 s apart they were never seen, "left behind: none")."""
+    helper = f"sleep 60 </dev/null >/dev/null 2>&1 & echo $!; sleep {HELPER_S}"
+    child = (f"import subprocess, time\n"
+             f"for _ in range(2):\n"
+             f"    time.sleep({IDLE_S})\n"
+             f"    print(subprocess.run(['sh', '-c', {helper!r}], capture_output=True, text=True).stdout.strip(),"
+             f" flush=True)\n")
+    script = tmp_path / "root.py"
+    script.write_text(f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}])\n")
+    log = tmp_path / "run.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log))
+    try:
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        daemons = {int(p) for p in out.stdout.split()}
+        assert len(daemons) == 2, out.stderr
+        recs = wait_for_watcher(log, 30, event="leftover")
+        started = {e["pid"]: e for t in events(recs, "tree") for e in t["started"]}
+        shells = [e for e in started.values() if e["name"] == "sh"]
+        assert daemons <= set(started) and len(shells) == 2, sorted((e["name"], e["cmd"]) for e in started.values())
+        left = {p["pid"] for r in events(recs, "leftover") for p in r["procs"]}
+        assert daemons <= left
+    finally:
+        kill_run(log)

@@ -199,6 +199,16 @@ class ProcReader:
         return os.path.exists(f"/proc/{pid}/task/{pid}/children")
 
     @staticmethod
+    def last_pid() -> int | None:
+        """The pid the kernel handed out last in this pid namespace (/proc/loadavg's last field; threads
+        count too), or None where it cannot be read: a new process since a read has a pid after it."""
+        data = _read("/proc/loadavg", 256)
+        try:
+            return int(data.rsplit(None, 1)[1]) if data else None
+        except (IndexError, ValueError):
+            return None
+
+    @staticmethod
     def pids() -> set[int]:
         return {int(name) for name in os.listdir("/proc") if name.isdigit()}
 

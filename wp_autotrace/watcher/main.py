@@ -57,8 +57,14 @@ STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, ex
 # Cost grows with what changes: a process whose children file showed nothing new is looked at
 # (children, and stat when due) twice as late as the time before, up to MAX_BACKOFF ticks (1.6 s
 # at the default interval), pool processes up to POOL_BACKOFF; any new child resets it to every
-# tick. Only processes with a pidfd (ExitWatch) back off, so ends stay within one interval.
+# tick. Only processes with a pidfd (ExitWatch) back off, so ends stay within one interval, and a
+# new child of a backed-off process is still seen within one interval: each tick the pids the
+# kernel handed out since the last (probe_new) are read, and a member that is the parent of one
+# is looked at that tick, whatever its back-off.
 MAX_BACKOFF = 16
+# New pids read one by one per tick at most; past this many since the last tick (a host forking
+# fast, or the pid counter wrapped) one listing of /proc is cheaper, and is done instead.
+PROBE_MAX = 64
 POOL_BACKOFF = 2
 # A backed-off process's stat (rss, exec, threads) is read at most this often in ticks (2 s at the
 # default interval: the rss heartbeat's own period); a busy one's every STAT_EVERY.
@@ -308,6 +314,7 @@ class Watcher:
         self.next_look: dict[int, int] = {}  # pid -> the sample that looks at it next
         self.stat_at: dict[int, int] = {}  # pid -> the sample that last read its stat
         self.joined: dict[int, int] = {}  # pid -> the sample it joined the run in (young ones: stat as busy)
+        self.last_pid: int | None = None  # the kernel's last pid at the last probe (probe_new)
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
@@ -377,7 +384,10 @@ class Watcher:
         without a pidfd). Its stat (zombie, pid reused, exec'd, rss, threads)
         is re-read every STAT_EVERY ticks while busy, IDLE_STAT_EVERY when
         backed off; a young process (YOUNG_TICKS) is looked at, stat included,
-        every tick: an exec right after fork is seen at once.
+        every tick: an exec right after fork is seen at once. A backed-off
+        process that forked since the last tick is looked at this tick
+        (probe_new reads the pids handed out since), so a child living one
+        interval is seen however idle its parent was.
         Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended between two ticks are
         found by their process_start in the log only. A scan of /proc every
         SCAN_S (a listing costs in proportion to the whole host, so not every
@@ -393,14 +403,18 @@ class Watcher:
                 if pid in self.live:
                     self._end(pid, now, ended)
         samples = self.samples
+        parents, scan = self.probe_new()
         for pid in list(self.live):
-            if self.root_end is None and self.next_look.get(pid, 0) > samples:
+            forked = pid in parents
+            if self.root_end is None and self.next_look.get(pid, 0) > samples and not forked:
                 continue  # backed off: its end still comes from its pidfd this tick
             # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
             since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
             young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
             busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
-            restat = pid == self.root or young or since >= IDLE_STAT_EVERY or (since >= self.stat_every and busy)
+            # forked: its stat too, for its thread count (a new thread's child is in that thread's file)
+            restat = pid == self.root or young or forked or since >= IDLE_STAT_EVERY or (
+                since >= self.stat_every and busy)
             try:
                 if restat and not self._restat(pid, now, started, ended, candidates):
                     continue
@@ -417,7 +431,7 @@ class Watcher:
         if self.log is not None:
             candidates.update(self.log.claimed)
             candidates.update(self.log.below)
-        if self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
+        if scan or self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
             self.scanned_after_root = self.root_end is not None
             try:
                 listed = self.reader.pids()
@@ -440,13 +454,38 @@ class Watcher:
         self.samples += 1
         return started, ended
 
+    def probe_new(self) -> tuple[set[int], bool]:
+        """(members that are the parent of a pid handed out since the last tick, whether to list /proc now).
+
+        One read of the kernel's last pid (ProcReader.last_pid) when nothing started anywhere; else
+        the stat of each new pid (a thread's too: its ppid is its process's parent, so at worst a
+        parent is looked at needlessly; joining stays by children files and listings, which name
+        processes only). Past PROBE_MAX new pids, or with the counter wrapped, a listing of /proc
+        this tick instead. Without last_pid (psutil) nothing: the back-off's bound applies.
+        """
+        read_last = getattr(self.reader, "last_pid", None)
+        last = read_last() if read_last is not None else None
+        before, self.last_pid = self.last_pid, last
+        if last is None or before is None or last == before:
+            return set(), read_last is not None and last is None and self.samples > 0
+        if not 0 < last - before <= PROBE_MAX:
+            return set(), True
+        parents = set()
+        for pid in range(before + 1, last + 1):
+            try:
+                info = self.reader.stat(pid)
+            except Unreadable:
+                continue
+            if info is not None and info["ppid"] in self.live:
+                parents.add(info["ppid"])
+        return parents, False
+
     def _schedule(self, pid: int, changed: bool) -> None:
         """When to look at pid again: next tick after a change, else twice as late as last time.
 
         Only a process whose end its pidfd tells is backed off (the root never, pool processes
         to POOL_BACKOFF ticks, others to MAX_BACKOFF): its end is still seen within one
-        interval; a child it forks is seen within its back-off (or at once by its own
-        process_start in the log, for traced Python).
+        interval; a child it forks is seen within one interval too (probe_new names its parent).
         """
         if self.exits is None or pid not in self.exits or pid == self.root or self.root_end is not None:
             self.backoff.pop(pid, None)  # once the root ended, every process every tick: the verdict is near
