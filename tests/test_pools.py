@@ -177,6 +177,27 @@ def test_idle_pool_finding_names_this_torchs_knobs(tmp_path: Path) -> None:
     assert "quiesce" not in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"]
 
 
+def test_quiesce_advice_uses_the_pools_own_setting_and_never_enables_what_is_on(tmp_path: Path) -> None:
+    """Review 2 #5: the run set quiesce_async_compile_time = 3 after import; the pool captured its own delay
+    (3 s) as it was made. torch 2.13 has quiesce_async_compile_pool on by default: the advice is to lower
+    quiesce_async_compile_time, quoting this pool's value beside the import-time one, never to enable the
+    pool setting. Where the setting was off at import, enabling it is the advice."""
+    w = idle_pool()
+    for r in w.lines:
+        if r["event"] == "return" and r["pid"] == 100 and r["call_id"] == 2:
+            r["quiesce_after_s"] = 3
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "idle-pool")
+    assert ("lower quiesce_async_compile_time (3 s for this pool; 60 s at import; its workers quiesced 10.0 s "
+            "after its last job)") in f["advice"], f["advice"]
+    assert "quiesce_async_compile_pool" not in f["advice"]
+    w = idle_pool(quiesce_at=None)
+    for r in w.lines:
+        if r["event"] == "config":
+            r["settings"] = {**SETTINGS, "quiesce_async_compile_pool": False}
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "idle-pool")
+    assert "quiesce_async_compile_pool=True (TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL=1)" in f["advice"]
+
+
 def test_user_shutdown_is_credited_to_user_code(tmp_path: Path) -> None:
     """shutdown_compile_workers() from the user's own line: `user code` at that line, not torch's atexit."""
     (pool,) = report(idle_pool(shutdown_by_user=True), tmp_path)["pools"]

@@ -77,7 +77,7 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
                    f"guard: {'nested-pools' if r['guard'] else 'off'}    duration {r['duration_s']:.1f}s")
         if r["inductor"]:
-            out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
+            out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
     return out
 
 
