@@ -468,6 +468,31 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
     assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []
 
 
+def test_tree_figures_are_of_each_process_life_and_labelled(tmp_path: Path) -> None:
+    """Review 2 #4, #2, #11. The sidecar read after its own process_exit (its workers gone: 700 MiB) keeps
+    the figure it had while it lived (200 MiB); a worker never read for PSS shows its RSS labelled as
+    such; the main's end is the watcher's (62.0 s, after the interpreter's teardown), not its
+    process_exit record (60.7 s), which stays in exit_record_s."""
+    w = idle_pool()
+    mem(w, 60.5, [(200, 1.2, 700)])
+    for r in w.lines:
+        if r["event"] == "memory":
+            r["procs"] = [e for e in r["procs"] if e["pid"] != 302]
+    w.add(60.8, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=0, started=[],
+          ended=[{"pid": 100, "create_time": T0, "end": T0 + 62.0}],
+          rss=[{"pid": 302, "create_time": T0 + 3.6, "rss": 214 * MIB}])
+    rep = report(w, tmp_path)
+    procs = {p["pid"]: p for p in rep["processes"]}
+    assert procs[200]["held_bytes"] == 200 * MIB and rep["pools"][0]["peak_pss_bytes"] == 215 * MIB
+    assert (procs[100]["end_s"], procs[100]["exit_record_s"]) == (62.0, 60.7)
+    text = render_text(rep, {})
+    assert "200 compile-sidecar pss 200 MiB" in text
+    assert "302 compile-worker rss 214 MiB (PSS not read: RSS counts shared pages)" in text
+    assert "301 compile-worker pss 15 MiB\n" in text or "301 compile-worker pss 15 MiB  [" in text
+    assert any(line.lstrip().startswith("-0.00s   62.00s 100 main") or " 62.00s 100 main" in line
+               for line in text.splitlines()), text
+
+
 def test_slow_exit_advice_fits_a_run_without_nesting(tmp_path: Path) -> None:
     """The main process's long exit wait with one pool and no nesting: no 'stop the nested pools' advice."""
     w = idle_pool()
