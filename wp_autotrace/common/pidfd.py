@@ -11,6 +11,18 @@ import os
 # File descriptors the watcher may hold: one pidfd per process of a run (a run of a thousand
 # processes passes the usual soft limit of 1024), under the hard limit.
 WANTED_FDS = 65536
+# Of the fd limit it gets, the watcher keeps this share free of pidfds (at least FD_RESERVE_MIN): every
+# /proc read, the log (twice while the root lives), the memory sampler's smaps and fd links, the live
+# export's socket and Python's own imports open fds too. A pidfd table that filled the limit made each
+# of those fail with EMFILE (a hard limit of 1024 and 1,100 processes: the live root read as ended).
+# Processes past the cap get no pidfd: the watcher reads them every tick, as without pidfds.
+FD_RESERVE_SHARE = 4  # a quarter of the limit
+FD_RESERVE_MIN = 64
+
+
+def pidfd_cap(limit: int) -> int:
+    """pidfds held at most under an fd limit: the limit less its reserved share."""
+    return max(0, limit - max(FD_RESERVE_MIN, limit // FD_RESERVE_SHARE))
 
 
 class ExitWatch:
@@ -19,13 +31,15 @@ class ExitWatch:
     A pidfd refers to one process, never to a later one that reuses its pid, and becomes
     readable when that process exits (a zombie included). The watcher polls it every tick,
     so an end is seen within one interval however seldom the process's files are read.
-    A process whose pidfd cannot be opened (a limit, an old kernel) is simply not
-    watched here: add() says so, and the caller reads it every tick.
+    A process whose pidfd cannot be opened (a limit, an old kernel), or one past the cap
+    (pidfd_cap: fds kept free for everything else) is simply not watched here: add() says
+    so, and the caller reads it every tick.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int = WANTED_FDS) -> None:
         import select
 
+        self.cap = cap  # pidfds held at most (pidfd_cap)
         self._poll = select.epoll()
         self._events = select.EPOLLIN
         self._fd_of: dict[int, int] = {}  # pid -> pidfd
@@ -44,7 +58,8 @@ class ExitWatch:
             want = WANTED_FDS if hard == resource.RLIM_INFINITY else min(hard, WANTED_FDS)
             if soft != resource.RLIM_INFINITY and soft < want:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            return ExitWatch()
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            return ExitWatch(pidfd_cap(WANTED_FDS if soft == resource.RLIM_INFINITY else soft))
         except (OSError, ValueError):
             return None
 
@@ -52,6 +67,8 @@ class ExitWatch:
         """Watch pid (the process it names now); False if it cannot be watched."""
         if pid in self._fd_of:
             return True
+        if len(self._fd_of) >= self.cap:
+            return False
         try:
             fd = os.pidfd_open(pid)
         except OSError:

@@ -8,6 +8,7 @@ create time from ``ProcClock``.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 
@@ -26,6 +27,17 @@ CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps 
 # A child's environment read per process, for its secret values only (redact.environ_secrets):
 # bounded so a huge environment costs one read; a secret past it is not searched for.
 ENVIRON_BYTES = 128 * 1024
+# A children file holds "PID " per child (at most 8 bytes): 1 MiB is ~130,000 children of one thread.
+CHILDREN_BYTES = 1 << 20
+# seq_file files (children, stat) hand out at most one page per read(): a children file of 1,500
+# pids took two reads. _read reads to the end, but a read that came back shorter than this (a page,
+# 4 KiB at least, less room for one more record) already reached it: seq_file fills its page-sized
+# buffer with whole records and stops early only at the end (fs/seq_file.c seq_read_iter), and
+# cmdline/environ return all that was asked in one read. Saves the EOF read on almost every read.
+SHORT_READ = 4096 - 64
+# Errors that mean the process (or thread) is gone. Any other error of a /proc read (EMFILE,
+# ENFILE, ENOMEM, EACCES...) says nothing about the process: it must never be read as an end.
+GONE_ERRNOS = (errno.ENOENT, errno.ESRCH)
 
 # The one identity rule: two create times closer than this name one process
 # (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
@@ -116,24 +128,66 @@ def proc_cmdline() -> list[str]:
     return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
 
 
-def _read(path: str, size: int = 4096) -> bytes | None:
-    """A small /proc file's content, or None if the process is gone (os.open: a third of open()'s cost)."""
+class Unreadable(OSError):
+    """A live process's /proc file could not be read (EMFILE, ENFILE, ENOMEM, EACCES...): not an end."""
+
+    def transient(self) -> bool:
+        """Out of fds or memory: worth trying again next tick (EACCES/EPERM would fail again)."""
+        return self.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EINTR)
+
+
+def _read(path: str, size: int = 4096, pid: int = 0, strict: bool = False) -> bytes | None:
+    """A /proc file's content up to size bytes (read to its end: see SHORT_READ), or None if the process is gone.
+
+    os.open: a third of open()'s cost. strict: an error other than ENOENT/ESRCH raises Unreadable
+    unless pid names no process (kill(pid, 0): ESRCH, no fd needed); not strict: None, as gone."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    except OSError as exc:
+        _failed(exc, path, pid, strict)
         return None
     try:
-        return os.read(fd, size)
-    except OSError:
+        chunks = []
+        left = size
+        while left > 0:
+            data = os.read(fd, left)
+            chunks.append(data)
+            left -= len(data)
+            if len(data) < SHORT_READ:
+                break
+        return b"".join(chunks)
+    except OSError as exc:
+        _failed(exc, path, pid, strict)
         return None
     finally:
         os.close(fd)
 
 
-class ProcReader:
-    """pids, stat and command lines straight from /proc."""
+def _failed(exc: OSError, path: str, pid: int, strict: bool) -> None:
+    """Returns (the read is "gone") for ENOENT/ESRCH, or when not strict; else raises Unreadable
+    unless no process has pid."""
+    if not strict or exc.errno in GONE_ERRNOS:
+        return
+    if pid > 0:
+        try:
+            os.kill(pid, 0)  # signal 0: only asks whether the pid exists
+        except ProcessLookupError:
+            return
+        except OSError:
+            pass  # EPERM: it exists
+    raise Unreadable(exc.errno, f"{path}: {exc.strerror}")
 
-    def __init__(self) -> None:
+
+class ProcReader:
+    """pids, stat and command lines straight from /proc.
+
+    strict (the watcher): stat() and children() raise Unreadable when a live process's file
+    cannot be read (the watcher's fd table full: EMFILE), where a lenient reader says None
+    (gone) as before; argv() and environ() stay best-effort (empty) either way.
+    """
+
+    def __init__(self, strict: bool = False) -> None:
+        self.strict = strict
         self.clock = ProcClock()
         self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
         self.page = os.sysconf("SC_PAGE_SIZE")
@@ -150,7 +204,7 @@ class ProcReader:
 
     def stat(self, pid: int) -> dict[str, Any] | None:
         """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
-        data = _read(f"/proc/{pid}/stat")
+        data = _read(f"/proc/{pid}/stat", pid=pid, strict=self.strict)
         parsed = None if data is None else split_stat(data)
         if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
             return None
@@ -160,19 +214,20 @@ class ProcReader:
                 "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
                 "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
 
-    @staticmethod
-    def children(pid: int, threads: int = 0) -> list[int] | None:
+    def children(self, pid: int, threads: int = 0) -> list[int] | None:
         """Children of every thread of pid (any thread may fork); None if pid is gone."""
         if threads == 1:  # most processes of a run: one read, no directory listing
-            data = _read(f"/proc/{pid}/task/{pid}/children", 65536)
+            data = _read(f"/proc/{pid}/task/{pid}/children", CHILDREN_BYTES, pid, self.strict)
             return None if data is None else [int(c) for c in data.split()]
         try:
             tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
+        except OSError as exc:
+            _failed(exc, f"/proc/{pid}/task", pid, self.strict)
             return None
         found: list[int] = []
         for tid in tids:
-            found.extend(int(c) for c in (_read(f"/proc/{pid}/task/{tid}/children", 65536) or b"").split())
+            data = _read(f"/proc/{pid}/task/{tid}/children", CHILDREN_BYTES, pid, self.strict)
+            found.extend(int(c) for c in (data or b"").split())
         return found
 
     @staticmethod
@@ -289,6 +344,6 @@ def descendants(pid: int, keep: int, walk: int) -> tuple[list[dict[str, Any]], i
     return found, count
 
 
-def make_reader() -> Any:
-    """The cheapest reader this platform has."""
-    return ProcReader() if ProcReader.available() else PsutilReader()
+def make_reader(strict: bool = False) -> Any:
+    """The cheapest reader this platform has (strict: see ProcReader)."""
+    return ProcReader(strict) if ProcReader.available() else PsutilReader()

@@ -34,7 +34,7 @@ import time
 
 from ..common import vocab as V
 from ..common.cmdline import role_from_cmd
-from ..common.procfs import make_reader, same_process
+from ..common.procfs import Unreadable, make_reader, same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from ..runtime.sink import Sink
 from .memory import make_sampler
@@ -272,7 +272,10 @@ class Watcher:
         self.root_ct = root_ct
         self.interval = interval
         self.linger = linger
-        self.reader = reader or make_reader()
+        # Strict: a /proc read that fails for a reason other than "gone" (EMFILE...) raises Unreadable,
+        # and the process is left as it was this tick: never an end read from a failed read.
+        self.reader = reader or make_reader(strict=True)
+        self.unread: set[int] = set()  # candidates whose stat could not be read: tried again next tick
         self.log = log
         # Command lines are masked as process_start's argv is (redact.py); secret values from the
         # environment, which the watcher inherits from the root.
@@ -398,9 +401,12 @@ class Watcher:
             young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
             busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
             restat = pid == self.root or young or since >= IDLE_STAT_EVERY or (since >= self.stat_every and busy)
-            if restat and not self._restat(pid, now, started, ended, candidates):
-                continue
-            kids = self.reader.children(pid, self.threads[pid])
+            try:
+                if restat and not self._restat(pid, now, started, ended, candidates):
+                    continue
+                kids = self.reader.children(pid, self.threads[pid])
+            except Unreadable:
+                continue  # unchanged this tick (and looked at again next tick)
             if kids is None:
                 self._end(pid, now, ended)
             else:
@@ -413,9 +419,14 @@ class Watcher:
             candidates.update(self.log.below)
         if self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
             self.scanned_after_root = self.root_end is not None
-            listed = self.reader.pids()
+            try:
+                listed = self.reader.pids()
+            except OSError:  # EMFILE...: no listing this time; the next scan diffs against the last one
+                listed = self.listed
             candidates.update(listed - self.listed)
             self.listed = listed
+        candidates.update(self.unread)
+        self.unread.clear()
         strangers = self._adopt(candidates - self.exclude - set(self.live), started)
         self._note_possible(strangers)
         if self.samples == 0 and self.root not in self.live and self.root_ct:
@@ -505,7 +516,12 @@ class Watcher:
         while candidates:
             fresh = {}
             for pid in candidates.difference(self.live):
-                info = self.reader.stat(pid)
+                try:
+                    info = self.reader.stat(pid)
+                except Unreadable as exc:
+                    if exc.transient():
+                        self.unread.add(pid)
+                    continue
                 if info is not None:
                     fresh[pid] = info
             candidates = set()
@@ -525,7 +541,10 @@ class Watcher:
                         started.append(entry)
                         del fresh[pid]
                         grew = True
-                        kids = self.reader.children(pid, info["threads"]) or []
+                        try:
+                            kids = self.reader.children(pid, info["threads"]) or []
+                        except Unreadable:
+                            kids = []  # young: its children are read again next tick
                         candidates.update(k for k in kids if k not in self.live and k not in self.exclude)
             strangers.update(fresh)
         return [info for pid, info in strangers.items() if pid not in self.live]
