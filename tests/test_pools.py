@@ -177,6 +177,27 @@ def test_idle_pool_finding_names_this_torchs_knobs(tmp_path: Path) -> None:
     assert "quiesce" not in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"]
 
 
+def test_quiesce_advice_uses_the_pools_own_setting_and_never_enables_what_is_on(tmp_path: Path) -> None:
+    """Review 2 #5: the run set quiesce_async_compile_time = 3 after import; the pool captured its own delay
+    (3 s) as it was made. torch 2.13 has quiesce_async_compile_pool on by default: the advice is to lower
+    quiesce_async_compile_time, quoting this pool's value beside the import-time one, never to enable the
+    pool setting. Where the setting was off at import, enabling it is the advice."""
+    w = idle_pool()
+    for r in w.lines:
+        if r["event"] == "return" and r["pid"] == 100 and r["call_id"] == 2:
+            r["quiesce_after_s"] = 3
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "idle-pool")
+    assert ("lower quiesce_async_compile_time (3 s for this pool; 60 s at import; its workers quiesced 10.0 s "
+            "after its last job)") in f["advice"], f["advice"]
+    assert "quiesce_async_compile_pool" not in f["advice"]
+    w = idle_pool(quiesce_at=None)
+    for r in w.lines:
+        if r["event"] == "config":
+            r["settings"] = {**SETTINGS, "quiesce_async_compile_pool": False}
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "idle-pool")
+    assert "quiesce_async_compile_pool=True (TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL=1)" in f["advice"]
+
+
 def test_user_shutdown_is_credited_to_user_code(tmp_path: Path) -> None:
     """shutdown_compile_workers() from the user's own line: `user code` at that line, not torch's atexit."""
     (pool,) = report(idle_pool(shutdown_by_user=True), tmp_path)["pools"]
@@ -445,6 +466,31 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
     assert seen == set(live) - {99}
     # and a process that is not in a pool is never read
     assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []
+
+
+def test_tree_figures_are_of_each_process_life_and_labelled(tmp_path: Path) -> None:
+    """Review 2 #4, #2, #11. The sidecar read after its own process_exit (its workers gone: 700 MiB) keeps
+    the figure it had while it lived (200 MiB); a worker never read for PSS shows its RSS labelled as
+    such; the main's end is the watcher's (62.0 s, after the interpreter's teardown), not its
+    process_exit record (60.7 s), which stays in exit_record_s."""
+    w = idle_pool()
+    mem(w, 60.5, [(200, 1.2, 700)])
+    for r in w.lines:
+        if r["event"] == "memory":
+            r["procs"] = [e for e in r["procs"] if e["pid"] != 302]
+    w.add(60.8, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=0, started=[],
+          ended=[{"pid": 100, "create_time": T0, "end": T0 + 62.0}],
+          rss=[{"pid": 302, "create_time": T0 + 3.6, "rss": 214 * MIB}])
+    rep = report(w, tmp_path)
+    procs = {p["pid"]: p for p in rep["processes"]}
+    assert procs[200]["held_bytes"] == 200 * MIB and rep["pools"][0]["peak_pss_bytes"] == 215 * MIB
+    assert (procs[100]["end_s"], procs[100]["exit_record_s"]) == (62.0, 60.7)
+    text = render_text(rep, {})
+    assert "200 compile-sidecar pss 200 MiB" in text
+    assert "302 compile-worker rss 214 MiB (PSS not read: RSS counts shared pages)" in text
+    assert "301 compile-worker pss 15 MiB\n" in text or "301 compile-worker pss 15 MiB  [" in text
+    assert any(line.lstrip().startswith("-0.00s   62.00s 100 main") or " 62.00s 100 main" in line
+               for line in text.splitlines()), text
 
 
 def test_slow_exit_advice_fits_a_run_without_nesting(tmp_path: Path) -> None:

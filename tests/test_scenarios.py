@@ -7,8 +7,10 @@ script makes the one call a GPU host's first Triton kernel makes: AsyncCompile.w
 exactly as on a GPU host. Timings are shortened through torch's own config (2 workers, a 2 s quiesce).
 
 - #105832 "compile_threads leaking memory": an idle pool holding real memory (PSS MiB, MiB·s, the knobs);
-  #134084 (workers holding GPU device files) cannot be reproduced on CPU: the same run checks that no
-  device file is claimed (the classifier is tested on crafted fd targets in tests/test_pools.py).
+  #134084 (workers holding GPU device files): the same run checks that no device file is claimed; where
+  the tests run as root, a private mount namespace gives the workers a fake /dev/dri/renderD128 to open
+  in their jobs, and pool-device-files must name it (the classifier and the re-read schedule are also
+  tested on crafted fd targets and a crafted /proc in tests/test_pools.py).
 - #123329 / #109442 "sub-processes not recycled until the program stops": workers alive until exit.
 - #183003 "workers persist 60 s after compilation": the quiesce timer stops the workers, the sidecar stays.
 - #115366 "a compiled function in a spawn child makes the parent's join wait": the child's exit wait.
@@ -16,6 +18,10 @@ exactly as on a GPU host. Timings are shortened through torch's own config (2 wo
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,26 @@ from typing import Any
 import pytest
 
 from .conftest import clean_env, needs_torch, read_log, report_json, run_python, wait_for_watcher
+
+# A private mount namespace whose /dev is a tmpfs holding the real null/zero/urandom/random and /dev/shm,
+# and a regular file /dev/dri/renderD128 standing in for a GPU's render node (review 2 #9's approach).
+FAKE_DEV = """
+set -e
+mount --bind /dev "$OLDDEV"; mount -t tmpfs tmpfs /dev
+for n in null zero urandom random; do touch /dev/$n; mount --bind "$OLDDEV/$n" /dev/$n; done
+mkdir /dev/shm /dev/dri; mount --bind "$OLDDEV/shm" /dev/shm; touch /dev/dri/renderD128
+exec "$0" "$@"
+"""
+
+
+def _can_unshare_mounts() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    try:
+        return subprocess.run(["unshare", "-m", "true"], timeout=10, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
@@ -189,3 +215,36 @@ def test_dataloader_workers_are_named(tmp_path: Path) -> None:
     workers = [p for p in rep["processes"] if p["role"] == "dataloader-worker"]
     assert len(workers) == 2 and all(p["forked"] for p in workers)
     assert "call-never-returned" not in {f["kind"] for f in rep["findings"]}
+
+
+@pytest.mark.skipif(not _can_unshare_mounts(), reason="needs root and unshare -m (a private /dev)")
+def test_134084_a_device_a_worker_opens_in_a_job_is_reported(tmp_path: Path) -> None:
+    """Review 2 #9: the workers open an accelerator device file in their first jobs, after the watcher's first
+    sample of them (as a worker's CUDA init does): the watcher re-reads their fd links and pool-device-files
+    names the file. The script holds the fds until the log has the device (bounded)."""
+    script = tmp_path / "train.py"
+    script.write_text(PRELUDE + textwrap.dedent('''
+        AsyncCompile.wait_pool_ready()  # first Triton kernel
+        pool = AsyncCompile.process_pool()
+        idle(0)  # the workers' first memory samples come first, as on a real host
+        [pool.submit(os.open, "/dev/dri/renderD128", os.O_RDONLY).result(timeout=60) for _ in range(4)]
+        start = time.monotonic()
+        while time.monotonic() - start < 60:
+            with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+                if b"/dev/dri/renderD128" in f.read():
+                    break
+            time.sleep(0.2)
+    '''))
+    log = tmp_path / "log.jsonl"
+    (tmp_path / "olddev").mkdir()
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), OLDDEV=str(tmp_path / "olddev"))
+    res = run_python(["-m", "--propagation", "private", "bash", "-c", FAKE_DEV, sys.executable, str(script)],
+                     env, timeout=TIMEOUT_S, cwd=tmp_path, python="unshare")
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    rep = report_json(log)
+    (pool,) = rep["pools"]
+    assert pool["device_files"] == ["/dev/dri/renderD128"]
+    f = finding(rep, "pool-device-files")
+    assert "/dev/dri/renderD128" in f["text"] and "compile-worker" in f["text"]

@@ -524,19 +524,40 @@ def shutdown_path(v: View, p: Process) -> str:
     return f"{module}.shutdown_compile_workers"
 
 
-def knob_advice(v: View, p: Process) -> str:
-    """What ends an idle pool, in the names the run's torch has (its config record's knobs)."""
+# torch's quiesce settings (torch/_inductor/config.py, 2.10+): quiesce_async_compile_pool is on by default
+# in 2.13 (env TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL); quiesce_async_compile_time (60 s) has no env var.
+QUIESCE_POOL = "quiesce_async_compile_pool"
+QUIESCE_TIME = "quiesce_async_compile_time"
+
+
+def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
+    """What ends an idle pool, in the names the run's torch has (its config record's knobs), with the
+    quiesce settings the pool itself used (its SubprocPool.__init__ capture) over the import-time ones."""
     settings, _, knobs = v.config_of(p)
     parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
     if "compile_threads" in knobs or "compile_threads" in settings:
         parts.append("or compile without a pool: compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1 "
                      f"(now {settings.get('compile_threads', '?')})")
-    quiesce = [k for k in knobs if "quiesce" in k]
-    if quiesce:
-        now = ", ".join(f"{k}={settings[k]}" for k in quiesce if k in settings)
-        parts.append(f"or stop idle workers sooner with {' / '.join(quiesce)}" + (f" (at start: {now})" if now else "")
-                     + ", though the sidecar stays until shutdown")
+    if any("quiesce" in k for k in knobs):
+        parts.append(_quiesce_advice(v, settings, st))
     return "; ".join(parts)
+
+
+def _quiesce_advice(v: View, settings: dict[str, Any], st: PoolStory | None) -> str:
+    """Lower quiesce_async_compile_time where quiesce is on (torch 2.13's default); enable it where off."""
+    used = st.pool.call.ret.get("quiesce_after_s") if st is not None else None
+    at_import = settings.get(QUIESCE_TIME)
+    values = ([f"{used:g} s for this pool"] if isinstance(used, (int, float)) else []) + (
+        [f"{at_import} s at import"] if at_import is not None and at_import != used else [])
+    quiesced = [ts for ts, _ in st.quiesced if st.busy_until <= ts <= st.idle_to] if st is not None else []
+    if quiesced and st is not None:
+        values.append(f"its workers quiesced {quiesced[0] - st.busy_until:.1f} s after its last job")
+    now = f" ({'; '.join(values)})" if values else ""
+    if isinstance(used, (int, float)) or (used is None and settings.get(QUIESCE_POOL) is True):
+        return (f"or stop idle workers sooner: lower {QUIESCE_TIME}{now}, in code before the pool is made "
+                f"(torch._inductor.config.{QUIESCE_TIME} = N), though the sidecar stays until shutdown")
+    return (f"or stop idle workers sooner: {QUIESCE_POOL}=True (TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL=1) "
+            f"with a low {QUIESCE_TIME}{now}, though the sidecar stays until shutdown")
 
 
 def _pool_name(st: PoolStory) -> str:
@@ -585,7 +606,7 @@ def idle_pools(v: View) -> Finding | None:
     first = idle[0]
     return Finding(
         "idle-pool", "warning", f"A {_idle_text(v, first)}{more}.", pids,
-        [_idle_text(v, st) for st in idle[:TEXT_PIDS]], knob_advice(v, first.pool.creator),
+        [_idle_text(v, st) for st in idle[:TEXT_PIDS]], knob_advice(v, first.pool.creator, first),
         {"pools": len(idle), "idle_s": round(sum(st.idle_s for st in idle), 3), "idle_mib_s": round(total, 1),
          "held_pss_bytes": sum(st.held_bytes or 0 for st in idle) or None})
 

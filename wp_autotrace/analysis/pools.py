@@ -96,15 +96,24 @@ def workers_of(pool: Pool) -> list[Process]:
     return [q for q in side.children if q.role == V.COMPILE_WORKER or q.pid in side.worker_pids]
 
 
+def lived_mem(p: Process) -> list[tuple[float, int, int]]:
+    """p's memory samples taken while it lived: none after its own process_exit (review 2 #4: a sidecar
+    read after its workers had gone holds their once-shared pages alone, 3.3x its idle PSS); all of
+    them when it has no other."""
+    lived = [m for m in p.mem if not (p.exited and p.end is not None and m[0] > p.end)]
+    return lived or p.mem
+
+
 def span_samples(p: Process, a: float, b: float) -> list[tuple[float, int]]:
     """p's (ts, pss) samples taken inside [a, b]; when none is, its first taken after a (the nearest
     after the span's start); [] when it has none after a. A sample before a is never used: a sidecar's
     first sample comes right after exec, before it imported anything (2 MiB of a 240 MiB process), and
     a worker's right after fork."""
-    inside = [(ts, pss) for ts, pss, _ in p.mem if a <= ts <= b]
+    mem = lived_mem(p)
+    inside = [(ts, pss) for ts, pss, _ in mem if a <= ts <= b]
     if inside:
         return inside
-    after = next(((ts, pss) for ts, pss, _ in p.mem if ts >= a), None)
+    after = next(((ts, pss) for ts, pss, _ in mem if ts >= a), None)
     return [after] if after is not None else []
 
 
@@ -180,9 +189,10 @@ class PoolStory:
         sample, start and end in time order (linear after the sort; a long run has thousands)."""
         events: list[tuple[float, int, int, int]] = []  # (time, order, process, new value)
         for i, p in enumerate(self.sampled):
-            events.extend((ts, 1, i, pss) for ts, pss, _ in p.mem)
-            if p.start is not None and p.start < p.mem[0][0]:
-                events.append((p.start, 1, i, p.mem[0][1]))  # before its first sample: that sample
+            mem = lived_mem(p)
+            events.extend((ts, 1, i, pss) for ts, pss, _ in mem)
+            if p.start is not None and p.start < mem[0][0]:
+                events.append((p.start, 1, i, mem[0][1]))  # before its first sample: that sample
             if p.end is not None:
                 events.append((p.end, 0, i, 0))  # ended: holds nothing (ends sort before samples)
         events.sort()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ..common.vocab import GUARDED_ROLES
+from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, SIDECAR_ROLES
 from .fmt import escape, mib_s_text, pid_text, site, size_text
 from .logread import skipped_line
 
@@ -20,6 +20,10 @@ MAX_INDENT = 8
 # The default text is short (about 60 lines at 30 nested sidecars): tables show this many rows, then
 # "… N more"; --verbose shows every row, every tree line and every finding's pids and evidence.
 SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
+
+
+# The roles the watcher reads PSS for (watcher/memory.py POOL_ROLES): an RSS figure there is a missed read.
+POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER}
 
 
 def _mb(n: Any) -> str:
@@ -77,7 +81,7 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
                    f"guard: {'nested-pools' if r['guard'] else 'off'}    duration {r['duration_s']:.1f}s")
         if r["inductor"]:
-            out.append("inductor:  " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
+            out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
     return out
 
 
@@ -379,12 +383,14 @@ def _what(p: dict[str, Any]) -> str:
     return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
 
 
-def _tree_line(p: dict[str, Any], indent: int) -> str:
+def _tree_line(p: dict[str, Any], indent: int, mixed: bool = False) -> str:
     left = p["left_behind"]
     end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if left else "   -   ")
     flags = [x for x in ("forked" if p["forked"] else "", "left behind" if left else "",
                          f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "") if x]
     mem = f"{p['held_kind']} {_mb(p['held_bytes'])}"  # the process's one figure (view.held_bytes)
+    if mixed and p["held_kind"] == "rss" and p["role"] in POOL_ROLES:
+        mem += " (PSS not read: RSS counts shared pages)"  # beside other pool processes' PSS
     return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} {mem}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 
@@ -430,6 +436,8 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     out = ["", "== Process tree (start/end seconds from the first record)"]
     procs = rep["processes"]
     kids = _tree_kids(procs)
+    # Some pool processes have PSS and others only RSS: the RSS rows say so (review 2 #2).
+    mixed = any(p["held_kind"] == "pss" for p in procs)
     limit = MAX_TREE_LINES if verbose else SHORT_ROWS["tree"]
     shown: set[Any] = set()
     stack: list[tuple[Any, int]] = [(p, 0) for p in reversed(kids.get(None, []))]
@@ -445,7 +453,7 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if key in shown:
             continue
         shown.add(key)
-        out.append(_tree_line(p, indent))
+        out.append(_tree_line(p, indent, mixed))
         lines += 1
         children = kids.get(key, [])
         # compiler toolchain children: one line per parent unless --verbose

@@ -85,11 +85,23 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
     }
 
 
+def seen_end(p: Process) -> float | None:
+    """When p ended: for a run's main process, the later of its process_exit record (written as its exit
+    handlers ran) and the watcher's end for it (review 2 #11: a torch job's teardown after atexit took
+    1.3 s more; the watcher holds the main's pidfd). Others keep their record's time: the watcher may see
+    their end a back-off interval late."""
+    root = p.run.root if p.run is not None else None
+    if root is p and p.exited and p.end is not None and p.gone is not None and p.gone > p.end:
+        return p.gone
+    return p.end
+
+
 def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
     return {
         "pid": p.pid, "ppid": p.ppid, "host": p.host, "run": _run_id(p), "role": p.role, "traced": p.traced,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
-        "start_s": v.rel(p.start), "end_s": v.rel(p.end), "exit": p.exit_how or None,
+        "start_s": v.rel(p.start), "end_s": v.rel(seen_end(p)), "exit_record_s": v.rel(p.end) if p.exited else None,
+        "exit": p.exit_how or None,
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
         "held_bytes": held_bytes(p) or None, "held_kind": held_kind(p),

@@ -146,6 +146,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("duration_s", NUM, "seconds"),
         ("error", STR, "`Type: message` when the call raised"),
         ("sidecar_pid", UINT, "captured: the pool's sidecar"),
+        ("quiesce_after_s", NUM, "captured (SubprocPool.__init__, torch 2.10+): the pool's quiesce delay as it "
+                                 "was made (quiesce_async_compile_time then); absent when quiesce was off"),
         ("worker_pids", INTS, "captured: the sidecar's workers"),
         ("autotune_pid", UINT, "captured: the autotune process"),
     )),

@@ -8,7 +8,7 @@ from ..common import targets as T
 from ..common.vocab import HELPER_ROLES, SIDECAR_ROLES
 from .labels import rank_value
 from .model import Call, Model, Pool, Process, Run, run_state
-from .pools import PoolStory, stories
+from .pools import PoolStory, lived_mem, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
 BENIGN_LEFTOVER_ROLES = HELPER_ROLES
@@ -103,8 +103,9 @@ def held_bytes(p: Process) -> int:
     """A process's memory figure, the one every line of a report shows for it (finding, tree, rank,
     `run`'s summary): its latest PSS sample where the watcher took one, else its latest RSS sample (a
     leftover record's, when that came last). The latest sample is the exec'd program's: a fork sampled
-    before its exec (a Python child about to become `sleep`) never lends it its RSS."""
-    return p.mem[-1][1] if p.mem else p.last_rss
+    before its exec (a Python child about to become `sleep`) never lends it its RSS. No PSS sample taken
+    after the process wrote its process_exit (pools.lived_mem)."""
+    return lived_mem(p)[-1][1] if p.mem else p.last_rss
 
 
 def held_kind(p: Process) -> str:

@@ -231,7 +231,10 @@ TARGETS: tuple[Target, ...] = (
         )
     ),
     # SubprocPool: the parent's handle on a sidecar (2.4+).
-    Target(_SP, "SubprocPool.__init__", capture=_SIDECAR, tag=POOL_CREATE),
+    # The pool's quiesce delay as it was made (torch reads quiesce_async_compile_time then, 2.10+): the
+    # value this pool used, which the config record (taken at import) misses when the run changed it.
+    Target(_SP, "SubprocPool.__init__", capture=_SIDECAR + (("quiesce_after_s", "self.timer.duration"),),
+           tag=POOL_CREATE),
     Target(_SP, "SubprocPool.submit", mode=COUNT, tag=POOL_SUBMIT),
     Target(_SP, "SubprocPool.quiesce", capture=_SIDECAR, tag=POOL_QUIESCE),
     Target(_SP, "SubprocPool.wakeup", capture=_SIDECAR, tag=POOL_WAKEUP),
