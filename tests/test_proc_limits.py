@@ -163,3 +163,41 @@ def test_child_of_an_idle_process_seen_within_an_interval(tmp_path: Path) -> Non
         assert daemons <= left
     finally:
         kill_run(log)
+
+
+class _ProbeReader:
+    """pids 1..: stat only (probe_new reads nothing else), and a settable last pid."""
+
+    def __init__(self) -> None:
+        self.ppid: dict[int, int] = {}
+        self.last = 1000
+        self.read: list[int] = []
+
+    def last_pid(self) -> int:
+        return self.last
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        self.read.append(pid)
+        if pid == 1002:
+            raise Unreadable(errno.EMFILE, "full")
+        return {"ppid": self.ppid[pid]} if pid in self.ppid else None
+
+
+def test_probe_reads_new_pids_only_and_lists_past_its_bound(tmp_path: Path) -> None:
+    """Nothing new: no stat read; a few new pids: each read, their member parents named (an unreadable one
+    skipped); past PROBE_MAX or a wrapped counter: a listing instead of reads."""
+    from wp_autotrace.runtime.sink import Sink
+    from wp_autotrace.watcher.main import PROBE_MAX, Watcher
+
+    reader = _ProbeReader()
+    watcher = Watcher(Sink(str(tmp_path / "w.jsonl"), "h", "watcher"), "run1", 10, 1.0, 0.1, 60, reader=reader)
+    watcher.live = {10: {}, 20: {}}
+    watcher.samples = 1
+    assert watcher.probe_new() == (set(), False) and watcher.probe_new() == (set(), False) and not reader.read
+    reader.ppid = {1001: 20, 1003: 99, 1004: 10}
+    reader.last = 1004
+    assert watcher.probe_new() == ({10, 20}, False) and reader.read == [1001, 1002, 1003, 1004]
+    reader.last += PROBE_MAX + 1
+    assert watcher.probe_new() == (set(), True)
+    reader.last = 300  # wrapped at pid_max
+    assert watcher.probe_new() == (set(), True) and len(reader.read) == 4

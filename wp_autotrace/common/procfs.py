@@ -35,6 +35,7 @@ CHILDREN_BYTES = 1 << 20
 # buffer with whole records and stops early only at the end (fs/seq_file.c seq_read_iter), and
 # cmdline/environ return all that was asked in one read. Saves the EOF read on almost every read.
 SHORT_READ = 4096 - 64
+READ_CHUNK = 65536  # bytes asked per read(): a bound on each buffer, whatever the file's maximum
 # Errors that mean the process (or thread) is gone. Any other error of a /proc read (EMFILE,
 # ENFILE, ENOMEM, EACCES...) says nothing about the process: it must never be read as an end.
 GONE_ERRNOS = (errno.ENOENT, errno.ESRCH)
@@ -147,10 +148,13 @@ def _read(path: str, size: int = 4096, pid: int = 0, strict: bool = False) -> by
         _failed(exc, path, pid, strict)
         return None
     try:
-        chunks = []
-        left = size
+        data = os.read(fd, min(size, READ_CHUNK))
+        if len(data) < SHORT_READ or len(data) >= size:  # almost every read: the whole file at once
+            return data
+        chunks = [data]
+        left = size - len(data)
         while left > 0:
-            data = os.read(fd, left)
+            data = os.read(fd, min(left, READ_CHUNK))
             chunks.append(data)
             left -= len(data)
             if len(data) < SHORT_READ:
