@@ -388,8 +388,8 @@ class Watcher:
         process that forked since the last tick is looked at this tick
         (probe_new reads the pids handed out since), so a child living one
         interval is seen however idle its parent was.
-        Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended between two ticks are
-        found by their process_start in the log only. A scan of /proc every
+        Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended
+        between two ticks are found by their process_start in the log only. A scan of /proc every
         SCAN_S (a listing costs in proportion to the whole host, so not every
         tick) finds new processes of the root's group or session: those that
         are not proven members go to ``self.possible`` (written once each).
@@ -402,30 +402,51 @@ class Watcher:
             for pid in exits.ended():
                 if pid in self.live:
                     self._end(pid, now, ended)
-        samples = self.samples
         parents, scan = self.probe_new()
         for pid in list(self.live):
-            forked = pid in parents
-            if self.root_end is None and self.next_look.get(pid, 0) > samples and not forked:
-                continue  # backed off: its end still comes from its pidfd this tick
-            # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
-            since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
-            young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
-            busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
-            # forked: its stat too, for its thread count (a new thread's child is in that thread's file)
-            restat = pid == self.root or young or forked or since >= IDLE_STAT_EVERY or (
-                since >= self.stat_every and busy)
-            try:
-                if restat and not self._restat(pid, now, started, ended, candidates):
-                    continue
-                kids = self.reader.children(pid, self.threads[pid])
-            except Unreadable:
-                continue  # unchanged this tick (and looked at again next tick)
-            if kids is None:
-                self._end(pid, now, ended)
-            else:
-                candidates.update(kids)
-                self._schedule(pid, not self.live.keys() >= set(kids))
+            self._look_at(pid, pid in parents, now, started, ended, candidates)
+        self._gather(candidates, scan)
+        strangers = self._adopt(candidates - self.exclude - set(self.live), started)
+        self._note_possible(strangers)
+        if self.samples == 0 and self.root not in self.live and self.root_ct:
+            # Gone before the first sample (it exec'd a program that ended, or was killed): its end is
+            # still this sample's, so a reader has one for the root.
+            ended.append({"pid": self.root, "create_time": self.root_ct, "end": now})
+        if self.log is not None:
+            self._claims_already_gone(now, ended)
+            self.log.claimed.clear()
+            self.log.below.clear()
+        self.samples += 1
+        return started, ended
+
+    def _look_at(self, pid: int, forked: bool, now: float, started: list[dict[str, Any]],
+                 ended: list[dict[str, Any]], candidates: set[int]) -> None:
+        """One member's look this tick, when it is due (see sample): its stat when due, its children."""
+        samples = self.samples
+        if self.root_end is None and self.next_look.get(pid, 0) > samples and not forked:
+            return  # backed off: its end still comes from its pidfd this tick
+        # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
+        since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
+        young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
+        busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
+        # forked: its stat too, for its thread count (a new thread's child is in that thread's file)
+        restat = pid == self.root or young or forked or since >= IDLE_STAT_EVERY or (
+            since >= self.stat_every and busy)
+        try:
+            if restat and not self._restat(pid, now, started, ended, candidates):
+                return
+            kids = self.reader.children(pid, self.threads[pid])
+        except Unreadable:
+            return  # unchanged this tick (and looked at again next tick)
+        if kids is None:
+            self._end(pid, now, ended)
+        else:
+            candidates.update(kids)
+            self._schedule(pid, not self.live.keys() >= set(kids))
+
+    def _gather(self, candidates: set[int], scan: bool) -> None:
+        """Add the pids that may join besides members' children: the root at first, the log's claims and
+        the root's below list, a /proc listing's new pids when one is due, reads retried from last tick."""
         if self.samples == 0:
             candidates.add(self.root)
         if self.log is not None:
@@ -441,18 +462,6 @@ class Watcher:
             self.listed = listed
         candidates.update(self.unread)
         self.unread.clear()
-        strangers = self._adopt(candidates - self.exclude - set(self.live), started)
-        self._note_possible(strangers)
-        if self.samples == 0 and self.root not in self.live and self.root_ct:
-            # Gone before the first sample (it exec'd a program that ended, or was killed): its end is
-            # still this sample's, so a reader has one for the root.
-            ended.append({"pid": self.root, "create_time": self.root_ct, "end": now})
-        if self.log is not None:
-            self._claims_already_gone(now, ended)
-            self.log.claimed.clear()
-            self.log.below.clear()
-        self.samples += 1
-        return started, ended
 
     def probe_new(self) -> tuple[set[int], bool]:
         """(members that are the parent of a pid handed out since the last tick, whether to list /proc now).
