@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from watcher import clean_env, proc_cpu  # bench/ is sys.path[0] when a bench script runs
+from watcher import clean_env, proc_cpu, watcher_pid  # bench/ is sys.path[0] when a bench script runs
 
 ROOT = textwrap.dedent('''
     import subprocess, sys, time
@@ -74,12 +74,7 @@ def watcher_cpu(export: bool, rx: Receiver, duration: float, churn: float, tmp: 
                             start_new_session=True)
     try:
         assert root.stdout is not None and root.stdout.readline() == b"ready\n"
-        wpid = 0
-        while not wpid:
-            for line in log.read_bytes().splitlines():
-                if b'"watcher_start"' in line:
-                    wpid = json.loads(line[line.find(b"{"):])["pid"]
-            time.sleep(0.1)
+        wpid = watcher_pid(log)
         time.sleep(WARM_S)
         spans0 = rx.spans
         c0, t0 = proc_cpu(wpid), time.perf_counter()

@@ -94,6 +94,15 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK  # (14) utime, (15) stime, in clock ticks
 
 
+def watcher_pid(log: Path) -> int:
+    """The watcher's pid, from the log's watcher_start record, once it is there."""
+    while True:
+        for line in log.read_bytes().splitlines():
+            if b'"watcher_start"' in line:
+                return int(json.loads(line[line.find(b"{"):])["pid"])  # past a torn fragment, if any
+        time.sleep(0.1)
+
+
 def sleepers(n: int) -> list[subprocess.Popen[bytes]]:
     """n sleeping processes outside any traced run, in their own process group."""
     procs = [subprocess.Popen(["sleep", "600"], start_new_session=True, stdin=subprocess.DEVNULL)
@@ -120,12 +129,7 @@ def watcher_cpu(host: int, in_run: int, duration: float, tmp: Path) -> dict[str,
                             env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), start_new_session=True)
     try:
         assert root.stdout is not None and root.stdout.readline() == b"ready\n"
-        wpid = 0
-        while not wpid:
-            for line in log.read_bytes().splitlines():
-                if b'"watcher_start"' in line:
-                    wpid = json.loads(line)["pid"]
-            time.sleep(0.1)
+        wpid = watcher_pid(log)
         time.sleep(2.5)  # past the first samples (every process new) and a heartbeat
         c0, t0 = proc_cpu(wpid), time.perf_counter()
         time.sleep(duration)

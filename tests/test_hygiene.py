@@ -301,6 +301,16 @@ def otlp_log(tmp_path: Path) -> Path:
     return w.write(tmp_path / "run.jsonl")
 
 
+def _export_to(log: Path, rec: RawReceiver) -> tuple[int, str, float]:
+    """`export --endpoint` to a receiver, closed afterwards: (exit code, stderr, seconds it took)."""
+    try:
+        t = time.monotonic()
+        code, err = _export(log, "--endpoint", rec.url)
+        return code, err, time.monotonic() - t
+    finally:
+        rec.close()
+
+
 def _export(log: Path, *extra: str) -> tuple[int, str]:
     from contextlib import redirect_stderr
 
@@ -315,10 +325,7 @@ def _export(log: Path, *extra: str) -> tuple[int, str]:
 def test_endpoint_redirect_is_an_error(otlp_log: Path) -> None:
     """A 302 (a login page) is not a receiver: exit 69, said so, nothing re-sent to the new place."""
     rec = RawReceiver(_redirect)
-    try:
-        code, err = _export(otlp_log, "--endpoint", rec.url)
-    finally:
-        rec.close()
+    code, err, _ = _export_to(otlp_log, rec)
     assert code == 69 and "HTTP 302" in err and "not followed" in err and "sent" not in err.replace("not sent", ""), err
     assert len(rec.requests) == 1
 
@@ -328,26 +335,14 @@ def test_endpoint_has_a_total_deadline(otlp_log: Path, monkeypatch: pytest.Monke
     from wp_autotrace.cli import post
 
     monkeypatch.setattr(post, "DEADLINE_S", 1.5)
-    rec = RawReceiver(_trickle)
-    try:
-        t = time.monotonic()
-        code, err = _export(otlp_log, "--endpoint", rec.url)
-        took = time.monotonic() - t
-    finally:
-        rec.close()
+    code, err, took = _export_to(otlp_log, RawReceiver(_trickle))
     assert code == 69 and "no complete answer within 1.5 s" in err, err
     assert took < 5, took
 
 
 def test_endpoint_answer_is_read_bounded(otlp_log: Path) -> None:
     """An endless answer is read up to a bound, not into memory: the POST is delivered, fast."""
-    rec = RawReceiver(_endless)
-    try:
-        t = time.monotonic()
-        code, err = _export(otlp_log, "--endpoint", rec.url)
-        took = time.monotonic() - t
-    finally:
-        rec.close()
+    code, err, took = _export_to(otlp_log, RawReceiver(_endless))
     assert code == 0 and "sent 1 spans" in err, err
     assert took < 10, took
     # The client stopped reading early: what got through is its bound plus the sockets' buffers.
