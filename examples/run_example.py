@@ -20,7 +20,18 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-WATCHER_END_WAIT_S = 10.0  # its default sampling interval is 0.1 s: the killed sidecars' ends come at once
+# Bounds on waits for the watcher's records, not sleeps: each ends as soon as its record is in the log (at
+# once on a quiet host; its sampling interval is 0.1 s). They are generous because on a host loaded several
+# times over the watcher (niced) can be seconds late, and a report read before its verdict says the killed
+# sidecars are still running.
+LEFTOVER_WAIT_S = 60.0
+FIRST_SIDECAR_WAIT_S = 120.0  # torch's import and the first warm_pool, however loaded the host
+FIRST_SIDECAR = b'"role":"compile-sidecar"'  # the first record a compile sidecar writes (common/vocab.py)
+WATCHER_END_WAIT_S = 60.0
+
+
+def _bytes(log: Path) -> bytes:
+    return log.read_bytes() if log.exists() else b""
 
 
 def main() -> int:
@@ -34,11 +45,16 @@ def main() -> int:
     if guard:
         env["WP_AUTOTRACE_GUARD"] = "nested-pools"
     stderr_path = log.with_suffix(".stderr.txt")
-    print(f"running examples/train.py traced for at most {seconds:.0f}s (log: {log}; the program's stderr: "
-          f"{stderr_path})", flush=True)
+    print(f"running examples/train.py traced for at most {seconds:.0f}s after its first pool (log: {log}; the "
+          f"program's stderr: {stderr_path})", flush=True)
     with open(stderr_path, "wb") as stderr:
         proc = subprocess.Popen([sys.executable, str(HERE / "train.py"), "3"], env=env, start_new_session=True,
                                 stderr=stderr)
+    # The scenario's SECONDS count from its first compile sidecar: on a loaded host importing torch alone can
+    # take most of them, and an interrupt before any pool shows nothing of what the example is about.
+    deadline = time.monotonic() + FIRST_SIDECAR_WAIT_S
+    while proc.poll() is None and time.monotonic() < deadline and FIRST_SIDECAR not in _bytes(log):
+        time.sleep(0.2)
     deadline = time.monotonic() + seconds
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -55,8 +71,8 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             pass
     # The watcher process writes what the main process left behind a moment after it ends.
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and b'"event":"leftover"' not in (log.read_bytes() if log.exists() else b""):
+    deadline = time.monotonic() + LEFTOVER_WAIT_S  # only once the main ended: no verdict comes before
+    while proc.poll() is not None and time.monotonic() < deadline and b'"event":"leftover"' not in _bytes(log):
         time.sleep(0.2)
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # the orphaned sidecars
@@ -66,7 +82,7 @@ def main() -> int:
     # The watcher sees the killed sidecars end within a few of its samples, then writes watcher_exit:
     # report after that, so the report knows they are gone (not "still running, end them with cleanup").
     deadline = time.monotonic() + WATCHER_END_WAIT_S
-    while time.monotonic() < deadline and b'"event":"watcher_exit"' not in log.read_bytes():
+    while time.monotonic() < deadline and b'"event":"watcher_exit"' not in _bytes(log):
         time.sleep(0.2)
     for line in stderr_path.read_text(errors="replace").splitlines():
         if line.startswith("wp-autotrace:"):

@@ -13,6 +13,7 @@ from typing import Any
 
 from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.report import analyze
+from wp_autotrace.analysis.verdict import Reader
 from wp_autotrace.common import targets as T
 
 T0 = 1_800_000_000.0
@@ -107,9 +108,10 @@ SP = "torch._inductor.compile_worker.subproc_pool"
 AC = "torch._inductor.async_compile"
 
 
-def report(w: LogWriter, tmp_path: Path, run: str | None = None) -> dict[str, Any]:
-    """The report of w's log; w.waited (when a scenario sets it) is what `run` saw of the program."""
-    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run, getattr(w, "waited", None))
+def report(w: LogWriter, tmp_path: Path, run: str | None = None, reader: Reader | None = None) -> dict[str, Any]:
+    """The report of w's log; w.waited (when a scenario sets it) is what `run` saw of the program;
+    reader: where and when it is read (None: here and now)."""
+    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]), run, getattr(w, "waited", None), reader)
 
 
 def kinds(rep: dict[str, Any]) -> set[str]:

@@ -9,7 +9,6 @@ user's processes only) and kills exactly those.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,8 +16,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .conftest import Result, WaitTimeout, read_log, wait_for_watcher, wait_until
+
 # How long kill_run keeps sweeping: a dying sidecar chain may still fork for a moment.
 SWEEP_S = 5.0
+# How often run_until reads the whole log to ask ready(): the log grows to megabytes in torch runs.
+READY_POLL_S = 0.5
+# How long run_until gives the watcher to write its leftover record once the root has ended: a bound, not a
+# sleep (it returns when the record lands); the watcher is niced, and beside two CPU hogs and torch runs it took
+# over 5 s (test_torch_e2e's seed scenario found no leftover record once).
+LEFTOVER_WAIT_S = 30.0
 
 
 def pids_of_run(log: Path) -> list[int]:
@@ -43,65 +50,65 @@ def pids_of_run(log: Path) -> list[int]:
 def kill_run(log: Path) -> int:
     """SIGKILL every process that runs with this log until none is left; returns how many."""
     killed: set[int] = set()
-    deadline = time.monotonic() + SWEEP_S
-    while time.monotonic() < deadline:
+
+    def swept() -> bool:
         pids = pids_of_run(log)
-        if not pids:
-            break
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.add(pid)
             except ProcessLookupError:
                 pass
-        time.sleep(0.1)
+        return not pids
+
+    try:
+        wait_until(swept, SWEEP_S, interval=0.1, what=f"no process left that runs with {log}")
+    except WaitTimeout:
+        pass  # called from `finally:` blocks: a survivor must not hide the test's own failure
     return len(killed)
 
 
 def records(log: Path) -> list[dict[str, Any]]:
     """The complete records written so far (a line still being written is skipped)."""
-    if not log.exists():
-        return []
-    out = []
-    for line in log.read_bytes().splitlines():
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
+    return read_log(log, partial=True)
 
 
-def run_until_records(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[list[dict[str, Any]]], bool],
-                      timeout: float, cwd: Any = None, grace: float = 0) -> tuple[bool, str]:
-    """Start cmd (stdout/stderr to a file, stdin DEVNULL), wait until ready(records) or
-    timeout, then kill everything of the run. Returns (ready reached, stderr tail).
+def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[list[dict[str, Any]]], Any],
+              timeout: float = 120, cwd: Any = None, interrupts: int = 3, interrupt_wait: float = 3.0,
+              ) -> tuple[Result, bool]:
+    """Run cmd until ready(records) holds (or timeout, or cmd exits), then stop the run; (result, reached).
 
-    grace: first send SIGINT to cmd and give it that many seconds to wind down
-    (so a launcher stops its ranks and the root writes its exit records).
+    stdin is DEVNULL and stdout/stderr go to files beside the log, so a chatty run never blocks on a full
+    pipe. Then SIGINT is sent up to `interrupts` times, `interrupt_wait` s apart, so the program's atexit
+    handlers run (torch's may wait on a sidecar chain) and a launcher stops its ranks; when the root has
+    ended, the watcher gets a moment to list what it left. Last, every process of the run is killed:
+    the root's group and whatever else runs with this log (kill_run).
     """
     assert env.get("WP_AUTOTRACE_LOG") == str(log), "kill_run finds the run by its log"
-    err_path = log.with_suffix(".stderr")
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err, start_new_session=True)
-    reached = False
+    out_path, err_path = log.with_suffix(".stdout"), log.with_suffix(".stderr")
     start = time.monotonic()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
     try:
-        while time.monotonic() - start < timeout:
-            if ready(records(log)):
-                reached = True
-                break
+        try:
+            wait_until(lambda: proc.poll() is not None or ready(records(log)), timeout, interval=READY_POLL_S)
+        except WaitTimeout:
+            pass  # the caller asserts on `reached`, with the run's stderr in its message
+        reached = bool(ready(records(log)))
+        for _ in range(interrupts):
             if proc.poll() is not None:
-                reached = ready(records(log))
                 break
-            time.sleep(0.5)
-        if grace and proc.poll() is None:
             proc.send_signal(signal.SIGINT)
             try:
-                proc.wait(grace)
+                proc.wait(interrupt_wait)
             except subprocess.TimeoutExpired:
                 pass
+        if proc.poll() is not None and b'"watcher_start"' in (log.read_bytes() if log.exists() else b""):
+            try:
+                wait_for_watcher(log, LEFTOVER_WAIT_S, event="leftover")  # the watcher lists what the root left
+            except WaitTimeout:
+                pass  # a test that needs the leftover record asserts on it itself
     finally:
         kill_run(log)
         try:
@@ -109,4 +116,6 @@ def run_until_records(cmd: list[str], env: dict[str, str], log: Path, ready: Cal
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait(10)
-    return reached, err_path.read_text(errors="replace")[-3000:]
+    result = Result(proc.returncode, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"),
+                    time.monotonic() - start)
+    return result, reached

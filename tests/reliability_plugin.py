@@ -2,9 +2,7 @@
 
 Only when WP_AUTOTRACE_WRITE_DOCS=1 is set, so ordinary runs never touch the
 tree. Register it for the whole session with ``pytest_plugins =
-["tests.reliability_plugin"]`` in tests/conftest.py; without that,
-tests/test_reliability.py registers it itself when its first test starts, and
-the table then holds that module's cases (and any that run after it).
+["tests.reliability_plugin"]`` in tests/conftest.py (as this suite does).
 
 One row per test function (parametrized cases folded into one row); the
 "what is checked" column is the first line of the test's docstring.
@@ -25,9 +23,10 @@ WRITE_ENV = "WP_AUTOTRACE_WRITE_DOCS"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "reliability.md"
 
 # Files whose cases belong in the table, in this order.
-FILES = ("test_reliability.py", "test_activation.py", "test_report.py", "test_sink.py", "test_hooks.py",
-         "test_sampler.py", "test_watcher.py", "test_cli.py", "test_torch_e2e.py", "test_torch_pools.py",
-         "test_install.py", "test_startfile.py")
+FILES = ("test_reliability_load.py", "test_reliability_fork.py", "test_reliability_reentry.py",
+         "test_reliability_logfile.py", "test_reliability_startup.py", "test_activation.py", "test_report.py",
+         "test_sink.py", "test_hooks.py", "test_sampler.py", "test_watcher.py", "test_cli.py", "test_torch_e2e.py",
+         "test_torch_pools.py", "test_install.py", "test_startfile.py")
 
 
 

@@ -34,6 +34,40 @@ def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+# What the enabled start-up of a descendant that never loads a target adds to an untraced interpreter's
+# modules (issue 32: each module costs every traced process about 0.1 ms; docs/scale.md, "Traced call
+# and start-up"). A module added to this path must be added here, with its cost measured.
+# Their own modules import no __future__ (annotations are quoted instead): that import alone cost a start-up
+# more than a module of ours does.
+START_MODULES = {
+    "_json", "atexit",
+    "wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.runtime.bootstrap", "wp_autotrace.runtime.sink",
+    "wp_autotrace.runtime.finder", "wp_autotrace.runtime.host_patches",
+    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab", "wp_autotrace.common.targets",
+    "wp_autotrace.common.cmdline", "wp_autotrace.common.redact", "wp_autotrace.common.clock",
+}
+# Python 3.9 has no sys.orig_argv: the command line is read from /proc (procfs.proc_cmdline).
+START_MODULES_PY39 = {"wp_autotrace.common.procfs", "errno", "__future__"}
+
+
+def test_a_traced_start_loads_only_the_start_modules(tmp_path: Path) -> None:
+    """Enabled, not the root, no target imported: the modules loaded are the untraced ones plus exactly
+    START_MODULES (not the recorder, the /proc readers, __future__, itertools or errno), and its process_start
+    lands."""
+    log = tmp_path / "log.jsonl"
+    log.touch(mode=0o600)  # a descendant opens the log its root made
+    code = "import sys; print(' '.join(sorted(sys.modules)))"
+    off = run_python(["-c", code], clean_env(), cwd=tmp_path)
+    on = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_RUN="r", WP_AUTOTRACE_ROOT_PID="1"), cwd=tmp_path)
+    assert off.stderr == on.stderr == "", on.stderr
+    added = set(on.stdout.split()) - set(off.stdout.split())
+    want = START_MODULES | (START_MODULES_PY39 if sys.version_info < (3, 10) else set())
+    if sys.version_info >= (3, 15):
+        want.discard("wp_autotrace")  # the .start entry point loads it untraced too
+    assert added == want
+    assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
+
+
 @pytest.mark.parametrize("value", ["1", "TRUE", "yes", "On"])
 def test_on_writes_start_and_exit_once(value: str, log: Path) -> None:
     """Any true spelling of WP_AUTOTRACE: one process_start and one process_exit; log mode 0600."""

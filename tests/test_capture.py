@@ -8,11 +8,9 @@ a fake site-packages folder.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from wp_autotrace.analysis.report import analyze
 from wp_autotrace.runtime import dists
 
 from .conftest import STANDIN, clean_env, events, needs_torch, read_log, run_python
-from .procs import run_until_records
+from .procs import run_until
 
 FAILING = textwrap.dedent('''
     import logging, sys, threading
@@ -247,12 +245,10 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
     def ready(recs: list[dict[str, Any]]) -> bool:
         return any(r["event"] == "error" and r["role"] == "compile-sidecar" for r in recs)
 
-    start = time.monotonic()
-    reached, stderr = run_until_records([sys.executable, str(script)], env, log, ready, SEED_E2E_TIMEOUT,
-                                        grace=SEED_GRACE_S)
-    assert reached, stderr
-    assert time.monotonic() - start < SEED_E2E_TIMEOUT + 15 + SEED_GRACE_S
-    recs = [json.loads(line) for line in log.read_bytes().splitlines() if line.strip()]
+    res, reached = run_until([sys.executable, str(script)], env, log, ready, SEED_E2E_TIMEOUT, interrupts=1,
+                             interrupt_wait=SEED_GRACE_S)
+    assert reached, res.stderr[-3000:]
+    recs = read_log(log)
     error = next(e for e in events(recs, "error") if e["role"] == "compile-sidecar")
     assert (error["source"], error["logger"]) == ("logging", "__main__")
     assert (error["exc_type"], error["message"]) == ("RuntimeError", "prefetchable_cache value already set")
@@ -272,7 +268,7 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
     assert "RuntimeError: prefetchable_cache value already set" in findings, text
     assert "wp-standin-backend 0.1.0: wp_standin_backend/_inductor/__init__.py:3 (<module>)" in findings, text
     assert "sidecar-never-served" in {f["kind"] for f in rep["findings"]}
-    assert len(text.splitlines()) <= 70, text
+    assert len(text.splitlines()) <= 76, text  # the Answer is a few bullets now (issue 31): up to 6 lines
 
 
 # -- ranks --------------------------------------------------------------------

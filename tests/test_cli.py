@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import venv
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from wp_autotrace import __version__
 from wp_autotrace.cli.main import build_parser
 
-from .conftest import ROOT, clean_env, events, read_log, run_python
+from .conftest import ROOT, clean_env, events, read_log, run_python, wait_until
 
 # Advice that names the package on an index where it has never been published.
 INDEX_ADVICE = re.compile(r"pip install wp-autotrace(?![\w/.-])")
@@ -140,6 +139,12 @@ def test_run_refuses_python_dash_s(tmp_path: Path) -> None:
     assert res.returncode == 78 and "-S skips site" in res.stderr
 
 
+def caught_signals(pid: int) -> int:
+    """The mask of signals pid has a handler for (SigCgt in /proc/PID/status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("SigCgt:", 1)[1].split()[0], 16)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_run_forwards_signals_to_the_program(tmp_path: Path, sig: int) -> None:
     """A signal sent to the run command reaches the program, which ends as it chooses."""
@@ -153,7 +158,10 @@ def test_run_forwards_signals_to_the_program(tmp_path: Path, sig: int) -> None:
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        time.sleep(0.2)
+        # run installs its forwarding handlers (SIGINT, SIGTERM, then SIGHUP) once the program has started, so
+        # 'ready' can come first: wait until the kernel shows SIGHUP caught, not a 0.2 s guess.
+        wait_until(lambda: caught_signals(proc.pid) & (1 << (signal.SIGHUP - 1)), 30,
+                   what="run's signal forwarding installed")
         proc.send_signal(sig)  # to the run command only, not its group
         assert proc.wait(30) == (5 if sig == signal.SIGTERM else 6)
     finally:
@@ -202,3 +210,18 @@ def test_the_command_never_traces_itself(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.jsonl"))
     assert run_python(["-c", "pass"], env, cwd=tmp_path).returncode == 0
     assert len(list(tmp_path.glob("*.jsonl"))) == 1
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_reader_gone_mid_write_is_output_closed(unbuffered: str) -> None:
+    """The reader takes the first bytes of an output larger than a pipe holds and goes (`report --html -o - |
+    head -c 100`): exit 74, never 0. Under PYTHONUNBUFFERED the text layer writes to the raw fd and drops
+    what a short write left over, silently."""
+    code = ("import sys\nfrom wp_autotrace.cli.base import OutputClosed, write_out\ntry:\n"
+            " write_out('x' * 400_000)\nexcept OutputClosed:\n sys.exit(74)\n")
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert p.stdout is not None and p.stdout.read(100)  # it is writing: now the reader goes
+    p.stdout.close()
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 74, err

@@ -9,10 +9,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.analysis.model import build
+from wp_autotrace.analysis.fold import build
 
 from .conftest import events
-from .test_watcher import differential
+from .test_watcher import WAIT_SAMPLED, differential
 
 
 def execs_of(recs: list[dict[str, Any]], pid: int) -> list[dict[str, Any]]:
@@ -44,9 +44,9 @@ def test_root_execs_a_shell_and_exits_zero(tmp_path: Path) -> None:
 def test_fork_exec_child_and_pty_fork_child(tmp_path: Path) -> None:
     """A hand-written fork()+execvp() child and a pty.fork()+execv() child (pexpect's way) each write one exec
     record (execvp's PATH walk: only the path that exists), and their ends are the watcher's."""
-    recs = differential('''
-        import os, pty, time
-        time.sleep(0.3)  # the watcher has sampled the root
+    recs = differential(WAIT_SAMPLED + textwrap.dedent('''
+        import os, pty
+        wait_until_sampled()
         pid = os.fork()
         if pid == 0:
             os.execvp("sleep", ["sleep", "0.5"])
@@ -62,7 +62,7 @@ def test_fork_exec_child_and_pty_fork_child(tmp_path: Path) -> None:
                 break
         os.waitpid(pty_pid, 0)
         print("done")
-    ''', tmp_path)
+    '''), tmp_path)
     root = events(recs, "process_start")[0]["pid"]
     children = [s["pid"] for s in events(recs, "process_start") if s["ppid"] == root and s["forked"]]
     assert len(children) == 2, events(recs, "process_start")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -341,3 +342,36 @@ def test_cached_stacks_follow_lines_depth_and_caller(synth: Path, log: Path) -> 
     assert all(len(r["stack"]) == 3 for r in recs)
     assert [f["func"] for f in recs[7]["stack"]] == ["deep", "deep", "deep"]  # the innermost three of six
     assert recs[7]["stack"][-1]["line"] != recs[7]["stack"][0]["line"]
+
+
+def test_call_records_are_canonical_and_an_oversized_one_is_shrunk_from_its_fields(synth: Path, log: Path) -> None:
+    """The call record assembled from cached parts (Probes._enter) is byte for byte the full encode of its
+    own members, nested (parent_call) or not; one over the cap is rebuilt from the same fields, in the same
+    order, and shrunk like any record (issue 32 took the closure out of that path)."""
+    from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, encode, frame
+
+    sink = Sink(str(log), "testhost", "main")
+    probes = Probes(sink, stack_limit=8, guard=False, notice=lambda info: None)
+    targets = (Target("synthpkg.pool", "AsyncCompile.warm_pool", capture_call=(("payload", "self.payload"),)),
+               Target("synthpkg.pool", "AsyncCompile.process_pool"))
+    finder = TargetFinder(targets, probes.make_wrapper, probes.notify, lambda where, exc: None)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    mod.AsyncCompile.payload = "p" * 10
+    mod.AsyncCompile.warm_pool(1)  # calls process_pool inside: a nested call record
+    mod.AsyncCompile.payload = "p" * (MAX_RECORD_BYTES + 100)
+    mod.AsyncCompile.warm_pool(1)
+    lines = [line for line in log.read_bytes().split(b"\n") if line]
+    records = [json.loads(line) for line in lines]
+    for line, rec in zip(lines, records):
+        assert frame(encode(rec)) == b"\n" + line + b"\n", rec["event"]
+    small, nested, big = [r for r in records if r["event"] == "call"][-4:-1]
+    assert list(small)[8:] == ["target", "tag", "call_id", "thread", "stack", "caller", "payload"]
+    assert small["payload"] == "p" * 10 and small["caller"]["func"].startswith("test_call_records")
+    assert nested["parent_call"] == small["call_id"] and nested["target"].endswith("process_pool")
+    assert list(big)[8:] == list(small)[8:] and big["call_id"] > nested["call_id"]
+    assert big["payload"].endswith("[truncated]") and len(big["payload"]) < MAX_RECORD_BYTES
+    assert big["stack"] == small["stack"][:-1] + [dict(small["stack"][-1], line=big["stack"][-1]["line"])]

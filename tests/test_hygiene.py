@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from wp_autotrace.analysis.fmt import escape
-from wp_autotrace.analysis.model import build
+from wp_autotrace.analysis.fold import build
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.cli.cleanup import cleanup
 
@@ -330,6 +330,7 @@ def test_endpoint_redirect_is_an_error(otlp_log: Path) -> None:
     assert len(rec.requests) == 1
 
 
+@pytest.mark.timing
 def test_endpoint_has_a_total_deadline(otlp_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A receiver that trickles its answer a byte at a time cannot keep export past the deadline."""
     from wp_autotrace.cli import post
@@ -340,6 +341,7 @@ def test_endpoint_has_a_total_deadline(otlp_log: Path, monkeypatch: pytest.Monke
     assert took < 5, took
 
 
+@pytest.mark.timing
 def test_endpoint_answer_is_read_bounded(otlp_log: Path) -> None:
     """An endless answer is read up to a bound, not into memory: the POST is delivered, fast."""
     code, err, took = _export_to(otlp_log, RawReceiver(_endless))
@@ -555,4 +557,5 @@ def test_bundled_example_is_quiet_and_its_report_knows_what_it_killed(tmp_path: 
     assert res.returncode == 0, out[-3000:]
     assert "Traceback" not in out, out[max(0, out.find("Traceback") - 1500):out.find("Traceback") + 1500]
     assert "still running" not in out and "end them now" not in out, out[-3000:]
-    assert "Traceback" in (tmp_path / "wp_autotrace-example.stderr.txt").read_text()  # kept, in its file
+    if "are up: interrupting the main process" in out:  # its KeyboardInterrupt tracebacks are kept, in its file
+        assert "Traceback" in (tmp_path / "wp_autotrace-example.stderr.txt").read_text()

@@ -375,7 +375,10 @@ def test_no_dummy_threads_from_start_new_thread(tmp_path: Path) -> None:
             lock = _thread.allocate_lock(); lock.acquire()
             _thread.start_new_thread(work.job, (lock,))
             lock.acquire()
-        time.sleep(0.1)
+        for _ in range(500):  # until the three threads have ended (bounded, 5 s), not a guess at how long
+            if not _thread._count():
+                break
+            time.sleep(0.01)
         print([type(t).__name__ for t in threading.enumerate()].count("_DummyThread"))
     """)], targets="work:job")
 
@@ -439,3 +442,34 @@ def test_tracer_imports_cannot_be_shadowed_from_cwd(tmp_path: Path) -> None:
     write(tmp_path, {"wrapt.py": shadow, "psutil.py": shadow, "threading.py": shadow, "json.py": shadow,
                      "target_mod.py": "def f():\n    return 1\n"})
     three_ways(tmp_path, ["-c", "import target_mod; print(target_mod.f())"], targets="target_mod:f")
+
+
+# -- the pytest plugin ---------------------------------------------------------------
+
+PYTEST_DRIVER = """
+import contextlib, io, re, sys
+import pytest
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = pytest.main(["-q", "-p", "no:cacheprovider", "test_x.py"])
+print(re.sub(r"in [0-9.]+s", "in Xs", out.getvalue()))  # pytest's timing differs between any two runs
+sys.exit(code)
+"""
+
+
+def test_a_pytest_session_reads_the_same_with_the_plugin(tmp_path: Path) -> None:
+    """pytest loads wp_autotrace.pytest_plugin by entry point: traced, it records each test's start and end,
+    and pytest says exactly what it says untraced (no warning that the package the .pth imported could not
+    have its asserts rewritten); a failing test's report too."""
+    write(tmp_path, {"test_x.py": """
+        def test_a():
+            assert 1 + 1 == 2
+
+        def test_b():
+            assert [1, 2] == [1, 3]
+        """, "driver.py": PYTEST_DRIVER})
+    records = three_ways(tmp_path, ["driver.py"], targets="", expect_calls=False)
+    assert [(r["nodeid"], r["phase"]) for r in events(records, "test")] == [
+        ("test_x.py::test_a", "start"), ("test_x.py::test_a", "end"),
+        ("test_x.py::test_b", "start"), ("test_x.py::test_b", "end")]

@@ -177,3 +177,38 @@ def test_slurm_steps_each_rank_row_is_its_own_step(tmp_path: Path) -> None:
     assert len(job["ranks"]) == 4 and "rank n0:0 (step 1)" in job["ranks"]
     text = render_text(rep, {})
     assert "rank n0:0 (step 1): main 700 (orphan.py)" in text
+
+
+def test_node_and_rank_memory_is_real_memory_after_the_main_ended(tmp_path: Path) -> None:
+    """#30's residual: a node's and a rank's idle pool memory and leftovers are real memory read after the main
+    process ended (the watcher re-reads every pool then), not a sum of RSS: a forked worker's RSS counts its
+    sidecar's pages again, and the sidecar's RSS is not what it holds. Sidecar: 300 MiB RSS, 240 MiB PSS read
+    after the end; its forked worker: 290 MiB RSS, no PSS reading (counted 0, as the run's own figure)."""
+    w = LogWriter("n0")
+    start = {"run": "r", "root_pid": 100, "env": {}}
+    rank_env = {**TORCHRUN, "RANK": "0", "LOCAL_RANK": "0"}
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "/usr/bin/torchrun", "t.py"], forked=False,
+          create_time=T0, **start)
+    w.add(1, 101, 100, "child", "process_start", argv=["python", "t.py"], rank=rank_env, forked=False,
+          create_time=T0 + 1, **start)
+    w.warm(2, 101, 100, "child", 102)
+    w.add(3, 102, 101, "compile-sidecar", "process_start", argv=["python", "x/__main__.py"], rank=rank_env,
+          forked=False, create_time=T0 + 3, **start)
+    w.add(3.5, 103, 102, "compile-worker", "process_start", argv=["python", "x/__main__.py"], rank=rank_env,
+          forked=True, create_time=T0 + 3.5, **start)
+    w.add(8, 101, 100, "child", "process_exit", how="exit", code=0)
+    w.add(9, 100, 1, "main", "process_exit", how="exit", code=0)
+    procs = [{"pid": 102, "ppid": 1, "rss": 300 << 20, "role": "compile-sidecar"},
+             {"pid": 103, "ppid": 102, "rss": 290 << 20, "role": "compile-worker"}]
+    w.add(9.5, 900, 1, "watcher", "leftover", run="r", root_pid=100, how="root-exit", count=2, procs=procs)
+    w.add(9.6, 900, 1, "watcher", "memory", run="r", root_pid=100,
+          procs=[{"pid": 102, "create_time": T0 + 3, "pss": 240 << 20, "uss": 200 << 20, "rss": 300 << 20}])
+    rep = report_json(w.write(tmp_path / "n0.jsonl"))
+    (job,) = rep["jobs"]
+    (node,) = job["per_node"]
+    assert (node["idle_pool_real_bytes"], node["leftover_real_bytes"]) == (240 << 20, 240 << 20), node
+    (rank,) = job["per_rank"]
+    assert rank["idle_pool_real_bytes"] == 240 << 20, rank
+    from wp_autotrace.analysis.render import _node_figures  # the words of the Job section's node and rank lines
+
+    assert _node_figures(node) == "1 pool(s), idle pool memory 240 MiB; 2 left (240 MiB); 0 error(s)"

@@ -1,4 +1,5 @@
-"""The package's layers, as common/__init__.py states them, enforced on every import statement.
+"""The package's layers: this module is the rule's one authoritative statement (ALLOWED, HOST_LAYERS,
+COSTLY_AT_TOP), enforced on every import statement; docs/architecture.md and common/__init__.py describe it.
 
 Every ``import`` and ``from ... import`` anywhere in a module counts (inside
 functions and under ``if TYPE_CHECKING`` too): a lazy import still puts the
@@ -18,7 +19,8 @@ LAYERS = ("common", "runtime", "watcher", "analysis", "cli")
 ALLOWED = {
     "common": (),
     "runtime": ("wp_autotrace.common",),
-    "watcher": ("wp_autotrace.common", "wp_autotrace.runtime.sink", "wp_autotrace.analysis.logread"),
+    # Never analysis/: the watcher decodes the log itself, deliberately (docs/architecture.md, "The data path").
+    "watcher": ("wp_autotrace.common", "wp_autotrace.runtime.sink", "wp_autotrace.runtime.spawn"),
     "analysis": ("wp_autotrace.common", "wp_autotrace.__init__"),
     "cli": ("wp_autotrace",),
 }

@@ -206,7 +206,8 @@ WRONG = {schema.STR: [1], schema.OPT_STR: {"a": 1}, schema.UINT: "x", schema.INT
          schema.STRS: "x", schema.FRAME: {"file": 3}, schema.FRAMES: [{"line": "x"}, 7],
          schema.PROCS: [{"pid": "x"}, {"pid": 5, "rss": -1, "cmd": 3}], schema.ENDED: [{"pid": 5, "end": "x"}],
          schema.RSS: [{"pid": -5}], schema.MEMS: [{"pid": 5, "pss": -1}, 3],
-         schema.DEVS: [{"pid": 5, "paths": "x"}, {"pid": "x"}], schema.TIMES: {"a": [1, "x"], "b": 3}}
+         schema.DEVS: [{"pid": 5, "paths": "x"}, {"pid": "x"}], schema.TIMES: {"a": [1, "x"], "b": 3},
+         schema.ZOMBIES: [{"pid": 5, "since": "x", "status": -1}, "z"]}
 
 
 @pytest.mark.parametrize("event,field,kind", EVERY_FIELD)

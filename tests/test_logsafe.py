@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.main import CANT_CREATE, main
+from wp_autotrace.cli.export import CANT_CREATE
+from wp_autotrace.cli.main import main
 from wp_autotrace.common import redact
 from wp_autotrace.common.vocab import HELPER_ROLES
 from wp_autotrace.runtime.sink import RECORD_START, Sink, default_log_name, open_log
@@ -456,10 +457,32 @@ def test_glob_match_is_fnmatch_for_names() -> None:
     """The start-up path's matcher agrees with fnmatch (case-insensitive) on names."""
     import fnmatch
 
-    names = ["token", "API_KEY", "monkey", "pass", "x-secret-y", "", "credentials", "tok", "keyk"]
+    names = ["token", "API_KEY", "monkey", "pass", "x-secret-y", "", "credentials", "tok", "keyk", "*a_k*y", "?"]
     for pattern in redact.DEFAULT_PATTERNS + ("a?i*", "*", "k*y", "**key"):
         for name in names:
             assert redact.glob_match(pattern, name) == fnmatch.fnmatchcase(name.lower(), pattern), (pattern, name)
+
+
+def test_is_secret_and_env_secrets_are_fnmatch_over_names() -> None:
+    """is_secret (its patterns compiled once: words, whole names, globs) says what fnmatch says of the
+    lower-cased name for any of the patterns; env_secrets keeps the long values of those names, in order."""
+    import fnmatch
+
+    rng = random.Random(32)
+    alphabet = "apsk*?eyt_A-"
+    pattern_sets = [redact.DEFAULT_PATTERNS, redact.parse_patterns("*session*,hf_*,a?i*,tok,*,k*y")]
+    pattern_sets += [tuple("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))).lower()
+                           for _ in range(rng.randint(1, 5))) for _ in range(200)]
+    names = ["token", "API_KEY", "monkey", "pass", "PASS", "x-secret-y", "", "hf_home", "tok", "path"]
+    names += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))) for _ in range(200)]
+    for patterns in pattern_sets:
+        for name in names:
+            want = any(fnmatch.fnmatchcase(name.lower(), p) for p in patterns)
+            assert redact.is_secret(name, patterns) == want, (patterns, name)
+        environ = {name: name * 3 for name in names}
+        want_values = tuple(v for k, v in environ.items() if len(v) >= redact.MIN_ENV_SECRET
+                            and any(fnmatch.fnmatchcase(k.lower(), p) for p in patterns))
+        assert redact.env_secrets(environ, patterns) == want_values
 
 
 def test_redact_argv_forms() -> None:

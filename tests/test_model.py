@@ -14,6 +14,7 @@ from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.model import Waited
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
+from wp_autotrace.analysis.verdict import Reader
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_pools import device_pool, idle_pool, spawn_child_exit
@@ -40,6 +41,38 @@ def with_killed_sidecar() -> LogWriter:
     w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] in ("process_exit", "call", "return"))
                and r.get("target") != f"{SP}:SubprocPool.shutdown" and r.get("call_id") != 2]
     w.add(2, 100, 1, "main", "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2}], run="r1")
+    return w
+
+
+def with_lost_job() -> LogWriter:
+    """The sidecar was killed at 2 s; main sent another job at 2.5 s (its last, from its own line) and
+    torch's shutdown at 3 s found one job still pending in the dead pool."""
+    w = with_killed_sidecar()
+    w.lines = [r for r in w.lines if not (r["pid"] == 100 and r["event"] == "process_exit")]
+    w.add(3, 100, 1, "main", "call", target=f"{SP}:SubprocPool.shutdown", call_id=2, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN, pending_jobs=[1], pool_running=True)
+    w.add(3.1, 100, 1, "main", "return", call_id=2, duration_s=0.1, sidecar_pid=200)
+    label = f"{SP}:SubprocPool.submit"
+    w.add(4, 100, 1, "main", "process_exit", how="exit", counts={label: 2}, dropped=0,
+          count_times={label: [T0 + 1.6, T0 + 2.5]}, count_callers={label: {"file": "/u/serve.py", "line": 9,
+                                                                              "func": "handle"}})
+    return w
+
+
+def with_cut_off_job() -> LogWriter:
+    """User code asked the live pool to stop while a job was in flight."""
+    w = clean_run()
+    for r in w.lines:
+        if r["event"] == "call" and r.get("target") == f"{SP}:SubprocPool.shutdown":
+            r.update(pending_jobs=[3], pool_running=True)
+    return w
+
+
+def with_zombie() -> LogWriter:
+    """The sidecar ended and its parent never reaped it: the watcher saw it defunct, with its status."""
+    w = clean_run()
+    watcher(w, 3.3, "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 3.3}],
+            zombies=[{"pid": 200, "ppid": 1, "since": T0 + 3.3, "status": 9}])
     return w
 
 
@@ -73,6 +106,15 @@ def with_tracer_errors() -> LogWriter:
     w = clean_run()
     w.add(2, 100, 1, "main", "tracer_error", where="record call", error="ValueError: x")
     w.lines[-2]["dropped"] = 3
+    return w
+
+
+def with_export_failed() -> LogWriter:
+    """The watcher's live export could not send (a receiver answering 500): no record was lost."""
+    w = clean_run()
+    w.add(3.8, 900, 100, "watcher", "tracer_error", run="r1", where="live-export",
+          error="4 span(s) not sent to http://127.0.0.1:4318/v1/traces, 0 sent; last failure: "
+                "http://127.0.0.1:4318/v1/traces answered HTTP 500")
     return w
 
 
@@ -180,15 +222,24 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "nested-pools": seed_log,
     "warm-pool-bypass": seed_log,
     "leftovers": seed_log,
-    "sidecar-killed": with_killed_sidecar,
+    "pool-died": with_killed_sidecar,
+    "jobs-lost": with_lost_job,
+    "jobs-cut-off": with_cut_off_job,
+    "zombies": with_zombie,
     "sidecar-never-served": with_raising_sidecar,
     "slow-exit-wait": with_slow_exit,
     "call-never-returned": with_unreturned,
     "guard-refused": with_guard(True),
     "guard-idle": with_guard(False),
     "tracer-errors": with_tracer_errors,
+    "export-failed": with_export_failed,
     "log-cut": with_cut_leftover,
 }
+
+# Where and when a scenario is read, where that decides its finding (default: here and now): a run that
+# has not ended, read on another host right after its last record (nothing here can check it; only the
+# log's age says it goes on).
+SCENARIO_READERS = {"in-progress": Reader(T0 + 4, "elsewhere")}
 
 
 def test_every_finding_kind_has_a_scenario(tmp_path: Path) -> None:
@@ -200,7 +251,7 @@ def test_every_finding_kind_has_a_scenario(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", sorted(SCENARIOS))
 def test_finding_scenario(kind: str, tmp_path: Path) -> None:
     """The scenario for a finding kind raises that finding, with advice where there is some."""
-    rep = report(SCENARIOS[kind](), tmp_path)
+    rep = report(SCENARIOS[kind](), tmp_path, reader=SCENARIO_READERS.get(kind))
     found = {f["kind"]: f for f in rep["findings"]}
     assert kind in found, rep["findings"]
     assert found[kind]["text"] and found[kind]["severity"] in ("problem", "warning", "info")
@@ -281,7 +332,8 @@ def test_pid_reuse_is_a_new_process(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     five = [p for p in rep["processes"] if p["pid"] == 500]
     assert [p["role"] for p in five] == ["child", "compile-sidecar"]
-    assert five[0]["end_s"] == 2.0 and five[1]["left_behind"]
+    # its end is when the watcher saw it go (2.1 s); its process_exit record (2.0 s) is kept apart
+    assert five[0]["end_s"] == 2.1 and five[0]["exit_record_s"] == 2.0 and five[1]["left_behind"]
     assert rep["leftover_pids"] == [500, 501]
     assert rep["pools"][0]["sidecar_start"] == 3.1  # the new process, not the old one
     assert "leftovers" in kinds(rep)
@@ -490,7 +542,7 @@ def test_killed_before_shutdown_is_still_killed(tmp_path: Path) -> None:
     w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] in ("process_exit", "call", "return"))]
     w.add(2, 100, 1, "main", "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2}], run="r1")
     rep = report(w, tmp_path)
-    assert rep["pools"][0]["shutdowns"] == 1 and "sidecar-killed" in kinds(rep)
+    assert rep["pools"][0]["shutdowns"] == 1 and "pool-died" in kinds(rep)
 
 
 def test_bypass_advice_knows_the_guard_is_on(tmp_path: Path) -> None:
@@ -508,9 +560,9 @@ def test_bypass_advice_knows_the_guard_is_on(tmp_path: Path) -> None:
 # -- the model itself: records folded, Model / Run / Process / Pool objects checked -----------------------
 
 def _fold(w: LogWriter) -> Any:
-    from wp_autotrace.analysis.model import build
+    from wp_autotrace.analysis.verdict import fold_and_judge
 
-    return build(dict(r) for r in w.lines)
+    return fold_and_judge(dict(r) for r in w.lines)
 
 
 def test_fold_one_identity_per_process_and_a_reused_pid_apart() -> None:
@@ -545,7 +597,7 @@ def test_fold_two_container_runs_with_pid_1() -> None:
 def test_feed_answers_between_records_and_ends_as_build() -> None:
     """Builder.feed folds one record at a time and names its writer (None for the watcher's); the model
     it finishes is the one build() makes."""
-    from wp_autotrace.analysis.model import Builder
+    from wp_autotrace.analysis.fold import Builder
 
     w = seed_log()
     b = Builder()
@@ -597,7 +649,7 @@ def test_fold_possible_processes_are_not_members() -> None:
 def test_fold_exec_then_end_or_failure() -> None:
     """An exec record: the process becomes that program, its end the watcher's; a later record of it means
     the exec failed; a process_start after it is an exec into Python."""
-    from wp_autotrace.analysis.model import RUN_ENDED, RUN_KILLED, run_state
+    from wp_autotrace.analysis.verdict import RUN_ENDED, RUN_KILLED, run_state
 
     def log(after: str) -> LogWriter:
         w = LogWriter()
@@ -613,10 +665,10 @@ def test_fold_exec_then_end_or_failure() -> None:
         return w
 
     run = _fold(log("none")).runs["r1"]
-    assert run_state(run) == RUN_ENDED and run.root is not None and run.root.exit_how == "exec'd into env"
+    assert run_state(run, T0 + 4) == RUN_ENDED and run.root is not None and run.root.exit_how == "exec'd into env"
     assert run.root.end == T0 + 3
     run = _fold(log("failed")).runs["r1"]
-    assert run.root is not None and run.root.exec_into is None and run_state(run) == RUN_KILLED
+    assert run.root is not None and run.root.exec_into is None and run_state(run, T0 + 4) == RUN_KILLED
     run = _fold(log("python")).runs["r1"]
     assert run.root is not None and run.root.exec_into is None and run.root.execs == 1
 
@@ -627,3 +679,17 @@ def test_same_process_is_the_one_tolerance() -> None:
 
     assert same_process(T0, T0 + 0.01) and same_process(T0 + 0.01, T0)
     assert not same_process(T0, T0 + 0.02) and not same_process(None, T0) and not same_process(T0, None)
+
+
+def test_jobs_lost_says_which_way_they_were_lost(tmp_path: Path) -> None:
+    """A job sent after the sidecar's end 'went to' a dead pool; a job only in flight when it died (its
+    last submit before the end) was 'never answered': the finding never says it was sent to a dead pool."""
+    after = next(f for f in report(with_lost_job(), tmp_path)["findings"] if f["kind"] == "jobs-lost")
+    assert "went to a compile pool whose sidecar" in after["text"] and "/u/serve.py:9" in after["text"]
+    w = with_lost_job()
+    label = f"{SP}:SubprocPool.submit"
+    (end,) = [r for r in w.lines if r["event"] == "process_exit" and r["pid"] == 100]
+    end["count_times"] = {label: [T0 + 1.2, T0 + 1.6]}  # both sent before the sidecar died at 2 s
+    before = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "jobs-lost")
+    assert "never answered" in before["text"] and "went to" not in before["text"], before["text"]
+    assert before["cost"]["jobs_lost"] == 1

@@ -8,11 +8,13 @@ import os
 import signal
 from pathlib import Path
 
+from wp_autotrace.analysis.fold import Builder
 from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.model import NO_WATCHER, WATCHER_ENDED, Builder, Model, Waited
+from wp_autotrace.analysis.model import Model, Waited
 from wp_autotrace.analysis.render import render_text
 from wp_autotrace.analysis.report import analyze
-from wp_autotrace.cli.cleanup import find_candidates
+from wp_autotrace.analysis.verdict import NO_WATCHER, WATCHER_ENDED, Reader, judge
+from wp_autotrace.cli.candidates import find_candidates
 
 from .logs import T0, LogWriter, kinds, report, start
 from .test_model import clean_run, with_root_killed, with_verdict_pending, with_watcher_gone
@@ -24,9 +26,7 @@ PID1_NOTE = ("not started: the main process is pid 1, which would adopt it as it
 
 def fold(w: LogWriter, tmp_path: Path, now: float, host: str = "elsewhere") -> Model:
     """The model as a reader on `host` at `now` folds w's log."""
-    b = Builder()
-    b.now, b.hostname = now, host
-    return b.fold(read_logs([str(w.write(tmp_path / "log.jsonl"))]).records)
+    return judge(Builder().fold(read_logs([str(w.write(tmp_path / "log.jsonl"))]).records), Reader(now, host))
 
 
 def test_a_gone_watcher_on_this_host_means_no_verdict_will_come(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ def test_no_cleanup_advice_when_what_was_left_has_ended(tmp_path: Path) -> None:
     rep = analyze(read_logs([log]))
     assert "all have ended since" in finding(rep, "leftovers")["text"]
     assert "cleanup" not in finding(rep, "root-killed")["advice"]
-    assert "cleanup" not in str(rep["answer"]) and "First: nothing of the run is left to end" in str(rep["answer"])
+    assert "cleanup" not in str(rep["answer"]) and "Fix first: nothing" in str(rep["answer"])  # nothing is left to end
     assert "it was killed" not in finding(rep, "leftovers")["text"]
     rep = analyze(read_logs([log]), None, Waited(100, 0))
     assert "cleanup" not in finding(rep, "root-os-exit")["advice"]

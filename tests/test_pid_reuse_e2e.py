@@ -8,7 +8,6 @@ records (docs/contracts.md, "The watcher's records"); it skips when not root or 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -22,7 +21,7 @@ import pytest
 from wp_autotrace.analysis.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 
-from .conftest import clean_env
+from .conftest import clean_env, read_log
 
 ROOT_SCRIPT = textwrap.dedent('''
     import os, subprocess, sys, time
@@ -36,7 +35,23 @@ ROOT_SCRIPT = textwrap.dedent('''
     second = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     got = int(second.stdout.readline())
     print(reused, got, flush=True)
-    time.sleep(1.0)  # let the watcher see the new process and its child
+
+    def seen():  # a tree record lists the new process's child: the watcher has seen both
+        import json
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            lines = [line for line in f if b'"tree"' in line]
+        for line in lines:
+            try:
+                if any(e.get("ppid") == got for e in json.loads(line).get("started", [])):
+                    return True
+            except ValueError:
+                continue  # a line being written
+        return False
+
+    for _ in range(400):  # bounded (20 s): the test's own assertions then say what is missing
+        if seen():
+            break
+        time.sleep(0.05)
 ''')
 
 
@@ -66,7 +81,7 @@ def test_reused_pid_in_a_pid_namespace(tmp_path: Path) -> None:
     reused, got = map(int, out.split())
     if reused != got:
         pytest.skip(f"ns_last_pid steering did not take (wanted {reused}, got {got})")
-    records = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    records = read_log(log)
     # The watcher's records are the run's tree (docs/contracts.md, "The watcher's records"): none is a regression.
     assert any(r.get("role") == "watcher" for r in records), "the run's watcher wrote no record"
     rep = analyze(read_logs([str(log)]))

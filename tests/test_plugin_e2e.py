@@ -2,18 +2,20 @@
 
 Each run is bounded; the whole session is killed afterwards (sidecars can
 outlive the main process). Assertions are on the raw log records, then on the
-report's findings by their stable `kind` (findings.py).
+report's findings by their stable `kind` (analysis/findings/).
 """
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import clean_env, events, needs_torch, read_log, report_json, run_python, run_until, warm_pool_pids
+from .conftest import clean_env, events, needs_torch, read_log, report_json, run_python, warm_pool_pids
+from .procs import run_until
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
@@ -79,7 +81,7 @@ def test_plain_shape_nests_sidecars(tmp_path: Path, log: Path) -> None:
     """warm_pool() at import with autoload on: every sidecar loads the plugin and warms another pool."""
     script = tmp_path / "prog.py"
     script.write_text("import time, torch\nprint('imported', flush=True)\ntime.sleep(600)\n")
-    res, reached = run_until([str(script)], plugin_env(log, "wp_fx_plain"), log,
+    res, reached = run_until([sys.executable, str(script)], plugin_env(log, "wp_fx_plain"), log,
                              lambda recs: len(warm_pool_pids(recs)) >= 3, timeout=50)
     assert reached, res.stderr[-2000:]
     recs = read_log(log)
@@ -133,7 +135,7 @@ def test_subclass_pool_recorded_through_subclass_rule(tmp_path: Path, log: Path)
     (pool,) = rep["pools"]
     assert pool["creator_pid"] == main and pool["caller"]["file"].endswith("wp_fx_subclass/_inductor/__init__.py")
     assert pool["shutdowns"] >= 1 and pool["sidecar_served"]
-    assert not {"nested-pools", "leftovers", "sidecar-killed"} & {f["kind"] for f in rep["findings"]}
+    assert not {"nested-pools", "leftovers", "pool-died"} & {f["kind"] for f in rep["findings"]}
 
 
 JOB_PROG = textwrap.dedent(f'''

@@ -187,7 +187,8 @@ def test_probe_reads_new_pids_only_and_lists_past_its_bound(tmp_path: Path) -> N
     """Nothing new: no stat read; a few new pids: each read, their member parents named (an unreadable one
     skipped); past PROBE_MAX or a wrapped counter: a listing instead of reads."""
     from wp_autotrace.runtime.sink import Sink
-    from wp_autotrace.watcher.main import PROBE_MAX, Watcher
+    from wp_autotrace.watcher.main import Watcher
+    from wp_autotrace.watcher.tree import PROBE_MAX
 
     reader = _ProbeReader()
     watcher = Watcher(Sink(str(tmp_path / "w.jsonl"), "h", "watcher"), "run1", 10, 1.0, 0.1, 60, reader=reader)

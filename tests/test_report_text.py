@@ -8,8 +8,9 @@ from typing import Any
 
 from wp_autotrace.analysis.findings import NESTED_ADVICE
 from wp_autotrace.analysis.plugins import advice_for
-from wp_autotrace.analysis.render import render_text
-from wp_autotrace.cli.main import short_answer
+from wp_autotrace.analysis.render import render_text, summary_lines
+from wp_autotrace.analysis.verdict import Reader
+from wp_autotrace.cli.run import short_answer
 
 from .logs import AC, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_model import (
@@ -50,8 +51,9 @@ def test_end_not_seen_without_a_watcher(tmp_path: Path) -> None:
 
 
 def test_run_in_progress_says_so_not_no_process_exit(tmp_path: Path) -> None:
-    """The watcher's latest tree record is not final: in progress; the live main is running, not missing."""
-    rep = report(with_run_in_progress(), tmp_path)
+    """The watcher's latest tree record is not final, read on another host right after it: in progress;
+    the live main is running, not missing."""
+    rep = report(with_run_in_progress(), tmp_path, reader=Reader(T0 + 4, "elsewhere"))
     assert rep["runs"][0]["state"] == "in progress"
     assert rep["running_pids"] == [100] and rep["no_exit_pids"] == []
     assert kinds(rep) == {"in-progress"}  # its open warm_pool call is not "never returned": it is running
@@ -217,12 +219,14 @@ def example_shape(sidecars: int = 30) -> LogWriter:
 
 
 def test_default_text_is_short_at_30_nested_sidecars(tmp_path: Path) -> None:
-    """The example's shape at 30 nested sidecars: about 60 lines, answer first; --verbose lists everything."""
+    """The example's shape at 30 nested sidecars: about 65 lines, the Answer first, a few bullets led by the worst
+    problem; --verbose lists everything."""
     rep = report(example_shape(), tmp_path)
     text = render_text(rep, {})
     lines = text.splitlines()
-    assert len(lines) <= 60, text
-    assert lines[0] == "== Answer" and "30 process(es) were left running" in lines[1] and "8.2 GiB" in lines[1]
+    assert len(lines) <= 65, text
+    assert lines[0] == "== Answer" and "30 processes were left running" in lines[1] and "8.2 GiB" in lines[1]
+    assert "nested 30 deep" in lines[1]
     findings = text.split("== Findings\n")[1].split("\n\n")[0].splitlines()
     assert len(findings) <= 12
     assert "RuntimeError: prefetchable_cache value already set" in text and "AsyncCompile.wakeup()" in text
@@ -234,12 +238,14 @@ def test_default_text_is_short_at_30_nested_sidecars(tmp_path: Path) -> None:
 
 
 def test_short_answer_is_the_answer_and_findings(tmp_path: Path) -> None:
-    """`wp-autotrace run`'s summary: the answer paragraph, then each finding and its advice."""
+    """`wp-autotrace run`'s summary: the Answer's bullets, then each finding and its advice."""
     path = with_slow_exit().write(tmp_path / "slow.jsonl")
     lines = short_answer(str(path))
     rep = report(with_slow_exit(), tmp_path)
-    assert lines[0] == rep["answer"] and "waited 12.0 s at exit" in lines[0]
-    assert lines[1].startswith("- The main process waited 12.0 s") and lines[2].startswith("  what to do:")
+    assert lines == summary_lines(rep, 100)  # not a terminal: 100 columns
+    assert lines[0].startswith("- The main process waited 12.0 s in shutdown_compile_workers")
+    finding = next(i for i, x in enumerate(lines) if i and x.startswith("- The main process waited 12.0 s"))
+    assert finding > 1 and lines[finding + 1].startswith("  what to do:") and max(map(len, lines)) <= 100
 
 
 def test_leftover_advice_names_pools_only_when_a_pool_process_is_left(tmp_path: Path) -> None:
@@ -276,3 +282,16 @@ def test_a_leftover_has_one_memory_figure_everywhere(tmp_path: Path) -> None:
     assert "rss 2 MiB" in tree_line and "12 MiB" not in text, tree_line
     (proc,) = [p for p in rep["processes"] if p["pid"] == 300]
     assert (proc["held_bytes"], proc["held_kind"]) == (2 << 20, "rss") and rep["leftover_rss_bytes"] == 2 << 20
+
+
+def test_a_parent_cycle_of_reused_pids_still_shows_the_tree(tmp_path: Path) -> None:
+    """The main's parent's pid (1 here) taken later by one of the main's children: no process is a root, and
+    the tree section said only '… 5 more process(es)'. Every process has its line, under its parent."""
+    w = seed_log()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(2.0, 1, 100, "child", "process_start", argv=["python", "c.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(2.5, 1, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    out = render_text(report(w, tmp_path), {})
+    tree = out.split("== Process tree")[1].split("\n\n")[0]
+    assert "more process(es)" not in tree, tree
+    assert [line.split()[2] for line in tree.splitlines()[1:]] == ["100", "1", "200", "300", "400"], tree

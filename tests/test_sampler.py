@@ -20,20 +20,37 @@ import pytest
 from wp_autotrace.common.procfs import ProcReader, PsutilReader
 from wp_autotrace.runtime.bootstrap import own_create_time
 from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink
-from wp_autotrace.watcher.main import PART_BYTES, LogWatch, Watcher, pack
+from wp_autotrace.watcher.logwatch import LogWatch
+from wp_autotrace.watcher.main import PART_BYTES, Watcher, pack
 
-from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
+from .conftest import clean_env, events, read_log, run_python, wait_for_watcher, wait_until
 
-ORPHANER = textwrap.dedent('''
-    import subprocess, sys, time
-    # A child that starts a grandchild (not Python) and exits soon after: the
-    # grandchild is re-parented, as sidecar chains are. It leaves the session, so
-    # the test harness's kill of the session does not end it before the watcher looks.
-    subprocess.run([sys.executable, "-c",
-                    "import subprocess as s, time; s.Popen(['sleep', '30'], stdout=s.DEVNULL, stderr=s.DEVNULL,"
-                    " start_new_session=True);"
-                    " time.sleep(0.5)"], check=True)
-    time.sleep(1.0)
+# tree_lists(key, pid): wait until a watcher `tree` record lists pid in its `key` list (bounded: 20 s, then the
+# test's own checks say what is missing). The program waits for what the watcher saw, not for a guessed time.
+TREE_LISTS = '''
+def tree_lists(key, pid):
+    import json, os, time
+    for _ in range(1000):
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            lines = [line for line in f if b'"tree"' in line]
+        for line in lines:
+            try:
+                if any(e["pid"] == pid for e in json.loads(line).get(key, [])):
+                    return
+            except ValueError:
+                continue  # a line being written
+        time.sleep(0.02)
+'''
+ORPHANER = TREE_LISTS + textwrap.dedent('''
+    import subprocess, sys
+    # A child that starts a grandchild (not Python) and exits once the watcher has seen the grandchild under
+    # it: the grandchild is re-parented, as sidecar chains are. It leaves the session, so the test
+    # harness's kill of the session does not end it before the watcher looks.
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1] +
+                              "import subprocess as s; p = s.Popen(['sleep', '30'], stdout=s.DEVNULL,"
+                              " stderr=s.DEVNULL, start_new_session=True); tree_lists('started', p.pid)"])
+    child.wait()
+    tree_lists("ended", child.pid)  # the watcher has sampled the tree without the child: the orphan stays
     print("main done")
 ''')
 
@@ -44,7 +61,7 @@ def test_orphan_is_tracked_and_left_over(tmp_path: Path, log: Path) -> None:
     script.write_text(ORPHANER)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0.02",
                     WP_AUTOTRACE_LINGER="0")
-    res = run_python([str(script)], env, timeout=60)
+    res = run_python([str(script), TREE_LISTS], env, timeout=60)
     assert res.returncode == 0 and res.stdout == "main done\n", res.stderr
     recs = wait_for_watcher(log)
     root = events(recs, "process_start")[0]["pid"]
@@ -71,10 +88,8 @@ def test_readers_agree_with_psutil(reader_cls: type) -> None:
         assert info["groups"] == (os.getpgid(0), os.getsid(0))
         assert child.pid in reader.pids() and os.getpid() in reader.pids()
         # /proc may show an empty command line for a moment right after exec.
-        deadline = time.monotonic() + 5
-        while not reader.cmdline(child.pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert reader.cmdline(child.pid) == "sleep 10"
+        assert wait_until(lambda: reader.cmdline(child.pid), 5, interval=0.01, what="sleep's command line") \
+            == "sleep 10"
         assert reader.stat(2**22 + 12345) is None
     finally:
         child.kill()
@@ -333,7 +348,7 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     """With pidfds, an idle process's children file is read ever more seldom (up to MAX_BACKOFF ticks), the
     root's every tick; an end is written in the tick it happened, backed off or not; a new child is found
     within the back-off and makes its parent looked at every tick again."""
-    from wp_autotrace.watcher.main import MAX_BACKOFF
+    from wp_autotrace.watcher.tree import MAX_BACKOFF
 
     r = FakeReader()
     reads: list[int] = []
@@ -440,3 +455,44 @@ def test_a_full_disk_does_not_end_the_watch_and_the_loss_is_counted(tmp_path: Pa
     found = {f["kind"]: f for f in analyze(read_logs([str(log)]))["findings"]}
     assert "kept sampling" in found["records-lost"]["text"], found
     assert "tracer-errors" not in found  # the count is its own finding, not a tracer fault
+
+
+def test_a_descendant_on_the_roots_pid_is_not_the_root(tmp_path: Path) -> None:
+    """Issue 28 item 2, the sampler's part: the root ends and, before the next sample, its child forks a process
+    that takes the root's pid. That process joins as the child's (no `main` role), the root's end is seen
+    (root_end: the verdict follows), and nothing backs the new process off as if it were the root."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    del r.procs[100]
+    r.procs[101]["ppid"] = 1
+    r.add(100, 101, 5.0)  # the pid again, a new process: a grandchild of the root
+    w.tick()
+    started = [p for t in events(read_log(log), "tree") for p in t["started"] if p["pid"] == 100]
+    assert [(p["create_time"], p.get("role"), p["via"]) for p in started] == [(1.0, "main", "root"),
+                                                                              (5.0, None, "child")]
+    assert w.root_end is not None and not w.is_root(100)
+    w.leftover("root-killed")
+    (verdict,) = events(read_log(log), "leftover")
+    assert sorted((p["pid"], p["create_time"]) for p in verdict["procs"]) == [(100, 5.0), (101, 2.0)]
+
+
+def test_the_root_pids_process_exit_after_its_reuse_is_not_the_roots(tmp_path: Path) -> None:
+    """The log's side of the same: once a process_start shows the root's pid with another create_time, a
+    process_exit of that pid is the new owner's, and does not say the root ran its exit code."""
+    log = tmp_path / "l.jsonl"
+    log.write_bytes(b'\n{"v":1,"event":"process_start","pid":100,"host":"h","ts":2.0,"seq":0,"run":"run1",'
+                    b'"create_time":5.0}\n'
+                    b'\n{"v":1,"event":"process_exit","pid":100,"host":"h","ts":3.0,"seq":1}\n')
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        watch = LogWatch(fd, str(log), "h", "run1", 100, 0, root_ct=1.0)
+        watch.scan()
+        assert watch.claimed == {100: 5.0} and not watch.root_exited
+        unknown = LogWatch(fd, str(log), "h", "run1", 100, 0)  # no create_time for the root: the pid decides
+        unknown.scan()
+        assert unknown.root_exited
+    finally:
+        os.close(fd)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wp_autotrace.analysis import logread, schema
+from wp_autotrace.analysis import check, logread, schema
 from wp_autotrace.runtime import sink
 
 SCHEMA_DOC = Path(__file__).resolve().parent.parent / "docs" / "log-schema.md"
@@ -25,12 +25,12 @@ def test_one_version_and_every_event_checked() -> None:
     assert sink.SCHEMA_VERSION == schema.SCHEMA_VERSION
     assert frozenset(schema.EVENTS) == logread.KNOWN_EVENTS
     kinds = {kind for types in schema.FIELD_TYPES.values() for kind in types.values()}
-    assert kinds <= set(logread._CHECKS)
+    assert kinds <= set(check._CHECKS)
 
 
 def test_model_has_a_handler_per_event() -> None:
     """A new event in the schema needs its visit_<event> in the model (else the fold fails loudly)."""
-    from wp_autotrace.analysis.model import Builder
+    from wp_autotrace.analysis.fold import Builder
 
     assert all(callable(getattr(Builder, "visit_" + event, None)) for event in schema.EVENTS)
 

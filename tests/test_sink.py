@@ -85,9 +85,16 @@ def _written(tmp_path: Path, name: str, write: Any) -> list[bytes]:
     return [b"\n" + line + b"\n" for line in data.split(b"\n") if line]
 
 
+# Field names that are also Sink.emit's own parameter names ("self", "event") or header members:
+# drawn on purpose, as often as any text, so a keyword clash fails every run, not one in five.
+CLASHING_KEYS = ("event", "self", "v", "ts", "pid", "ppid", "host", "role", "seq")
+field_names = st.sampled_from(CLASHING_KEYS) | st.text(max_size=6)
+
+
 @example({"role": "x", "ts": 3}, "role")
+@example({"event": "other", "self": 1}, "call")  # emit's own parameter names, as fields
 @example({"s": "\u00e9" * 40_000}, "call")  # over the cap: shrunk
-@given(st.dictionaries(st.text(max_size=6), json_values, max_size=5), st.text(max_size=8))
+@given(st.dictionaries(field_names, json_values, max_size=5), st.text(max_size=8))
 def test_emit_writes_what_encode_gives(tmp_path_factory: Any, fields: dict[str, Any], event: str) -> None:
     """Property-based: the header encoded once per event and identity, then the fields, gives the
     very bytes of frame(encode(record)) for the whole record (including fields that replace a
@@ -138,3 +145,65 @@ def test_emit_encoded_and_role_change_match_encode(tmp_path: Path) -> None:
     assert records[0]["x"] == "y" and list(records[1]) == ["v", "event", "ts", "pid", "ppid", "host", "role", "seq"]
     assert len(json.dumps(records[2], separators=(",", ":"))) <= MAX_RECORD_BYTES
     assert records[2]["stack"][-1]["line"] == 499 and len(records[2]["stack"]) < 500
+
+
+def test_hypothesis_keeps_no_example_database() -> None:
+    """The suite's Hypothesis profile (tests/conftest.py) writes and replays no example database,
+    so no run's failure is replayed by a later run in the same checkout."""
+    from hypothesis import settings
+
+    assert settings().database is None
+    assert settings.get_current_profile_name() == "no-database"
+
+
+HOSTILE_NAME = "a\nwp-autotrace: forged line \x1b[31mred\x1b[0m \u202eevil\udcff"
+
+
+def test_warning_line_escapes_what_a_path_holds(tmp_path: Path) -> None:
+    """A log path holding a newline, ESC, U+202E (and an undecodable byte) prints one warning line,
+    those characters escaped as Python writes them (issue #28 item 13)."""
+    from .conftest import clean_env
+
+    log = os.fsencode(str(tmp_path / "missing dir" / HOSTILE_NAME) + ".jsonl")
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    env_b = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+    env_b[b"WP_AUTOTRACE_LOG"] = log
+    proc = subprocess.run([sys.executable, "-c", "print('ran')"], env=env_b, capture_output=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == b"ran\n"
+    err = proc.stderr
+    assert err.count(b"\n") == 1 and err.startswith(b"wp-autotrace: cannot open the log "), err
+    assert b"\x1b" not in err and "\u202e".encode() not in err and b"\xff" not in err
+    assert rb"a\nwp-autotrace: forged line \x1b[31mred\x1b[0m \u202eevil\udcff.jsonl" in err
+
+
+def test_one_line_leaves_printable_text_alone() -> None:
+    """Printable text (any script, spaces, quotes, backslashes) is printed as it is."""
+    from wp_autotrace.runtime.sink import one_line
+
+    text = "caf\u00e9 \u65e5\u672c 'q' \"d\" back\\slash /tmp/x y"
+    assert one_line(text) is text
+    assert one_line("tab\there\u2028") == "tab\\there\\u2028"
+
+
+@given(st.integers(min_value=0, max_value=10**17))
+@example(0)
+@example(99)
+@example(100)
+@example(10**6)
+@example(10**15 - 1)
+@example(10**15)
+@example(11_537_891_454_972_433)
+def test_micros_json_is_the_repr_of_the_duration(us: int) -> None:
+    """A return record's duration_s is written from the integer microseconds (reads.micros_json): the very
+    text json.dumps gives for the float it records (us / 1_000_000, int by int: correctly rounded even past
+    2**53, where us / 1e6 would round us first), on both sides of the exponent and precision bounds."""
+    from wp_autotrace.runtime.reads import micros_json
+
+    assert micros_json(us) == json.dumps(us / 1_000_000)
+
+
+def test_micros_json_matches_repr_for_every_duration_below_a_second() -> None:
+    """Exhaustively over the first second (and its exponent-form start), where almost every call falls."""
+    from wp_autotrace.runtime.reads import micros_json
+
+    assert all(micros_json(us) == repr(us / 1e6) for us in range(1_000_001))

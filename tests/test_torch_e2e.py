@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,9 @@ from .conftest import (
     read_log,
     report_json,
     run_python,
-    run_until,
     warm_pool_pids,
 )
+from .procs import run_until
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
@@ -41,8 +42,8 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     """Seed scenario (torch 2.13): warm_pool in main during import torch and in nested sidecars, leftovers found."""
     script = tmp_path / "train.py"
     script.write_text(IDLE)
-    res, reached = run_until([str(script)], seed_env(log), log, lambda recs: len(warm_pool_pids(recs)) >= 3,
-                             timeout=150)
+    res, reached = run_until([sys.executable, str(script)], seed_env(log), log,
+                             lambda recs: len(warm_pool_pids(recs)) >= 3, timeout=150)
     assert reached, res.stderr[-2000:]
     recs = read_log(log)  # every line parses: nothing torn
     starts = {r["pid"]: r for r in events(recs, "process_start")}
@@ -138,6 +139,7 @@ GUARDED = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("trace", [True, False])
 def test_guard_stops_the_chain(trace: bool, tmp_path: Path, log: Path) -> None:
     """Guard on the seed scenario: one sidecar, same result, prompt exit, one stderr line."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from .conftest import clean_env, events, needs_torch, read_log, report_json, run_python, run_until
+from .conftest import clean_env, events, needs_torch, read_log, report_json, run_python
+from .procs import run_until
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
@@ -35,7 +37,7 @@ def test_fx_subprocess_compile_pool_has_its_own_role(tmp_path: Path, log: Path) 
                    for r in recs) and any(r["event"] == "role" and r["role"] == "compile-worker" for r in recs)
 
     # torch 2.13 itself can hang at exit in this mode (untraced too): bounded, then interrupted.
-    res, reached = run_until([str(script)], env, log, compiled, timeout=240)
+    res, reached = run_until([sys.executable, str(script)], env, log, compiled, timeout=240)
     assert reached, res.stderr[-3000:]
     recs = read_log(log)
     starts = {r["pid"]: r for r in events(recs, "process_start")}

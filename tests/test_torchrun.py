@@ -19,7 +19,7 @@ import pytest
 from wp_autotrace.analysis.render import render_text
 
 from .conftest import STANDIN, clean_env, events, needs_torch, report_json
-from .procs import records, run_until_records
+from .procs import records, run_until
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
@@ -71,8 +71,8 @@ def torchrun_log(tmp_path: Path, timeout: float = TORCHRUN_TIMEOUT) -> Path:
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
         env.pop(name, None)
     cmd = [str(shim), "--standalone", "--nproc_per_node=2", "--monitor_interval=1", str(script)]
-    reached, stderr = run_until_records(cmd, env, log, _ready, timeout, cwd=tmp_path, grace=GRACE_S)
-    assert reached, f"not ready after {timeout} s: {len(records(log))} records\n{stderr}"
+    res, reached = run_until(cmd, env, log, _ready, timeout, cwd=tmp_path, interrupts=1, interrupt_wait=GRACE_S)
+    assert reached, f"not ready after {timeout} s: {len(records(log))} records\n{res.stderr[-3000:]}"
     return log
 
 

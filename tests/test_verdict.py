@@ -185,9 +185,10 @@ def _kill(pid: int) -> None:
             pass
 
 
+@pytest.mark.timing
 def test_await_verdict_is_bounded_without_a_watcher(tmp_path: Path) -> None:
     """A log with no watcher record: `run` does not wait for a verdict that cannot come."""
-    from wp_autotrace.cli.main import WATCHER_START_WAIT_S, await_verdict
+    from wp_autotrace.cli.run import WATCHER_START_WAIT_S, await_verdict
 
     log = tmp_path / "run.jsonl"
     log.write_text(json.dumps({"v": 1, "event": "process_start", "ts": time.time(), "pid": 5, "ppid": 1,

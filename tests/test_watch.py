@@ -18,7 +18,7 @@ import pytest
 from wp_autotrace.analysis.logread import Tail
 from wp_autotrace.cli.watch import RunView
 
-from .conftest import clean_env, run_python
+from .conftest import clean_env, read_log, run_python, wait_until
 
 SIDECAR_SCRIPT = "torch/_inductor/compile_worker/__main__.py"
 # The root starts a fake compile sidecar (its argv gives it the role) and both live until killed.
@@ -50,14 +50,11 @@ def live_run(tmp_path: Path) -> Iterator[LiveRun]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     run = LiveRun(proc, log)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not run.sidecar and time.monotonic() < deadline:
-            time.sleep(0.2)
-            for line in log.read_bytes().splitlines() if log.exists() else []:
-                r = json.loads(line) if line.endswith(b"}") else {}
-                if r.get("event") == "process_start" and r.get("role") == "compile-sidecar":
-                    run.sidecar = r["pid"]
-        assert run.sidecar, "the fake sidecar never wrote its process_start"
+        def sidecar() -> int:
+            return next((r["pid"] for r in read_log(log, partial=True)
+                         if r["event"] == "process_start" and r["role"] == "compile-sidecar"), 0)
+
+        run.sidecar = wait_until(sidecar, READY_TIMEOUT_S, interval=0.2, what="the fake sidecar's process_start")
         yield run
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -70,7 +67,34 @@ def test_once_shows_the_sidecar(live_run: LiveRun) -> None:
     assert res.returncode == 0, res.stderr
     assert "main" in res.stdout and "running" in res.stdout
     row = next(line for line in res.stdout.splitlines() if line.split()[:1] == [str(live_run.sidecar)])
-    assert "compile-sidecar" in row and "MB" in row and row.split()[3] == "1"  # depth 1, under main
+    assert "compile-sidecar" in row and row.split()[3] == "1"  # depth 1, under main
+    # rss in MiB, as labelled (bytes / 2**20), near the kernel's own figure read here (it may move a little).
+    shown = int(row.split()[4])
+    assert row.split()[5] == "MiB" and abs(shown - _rss_mib(live_run.sidecar)) <= RSS_SLACK_MIB, row
+
+
+RSS_SLACK_MIB = 2  # a live process's rss moves between watch's reading and this test's
+
+
+def _rss_mib(pid: int) -> float:
+    """The process's resident size in MiB, from /proc/PID/statm (resident pages), as this test reads it."""
+    resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return resident * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_sizes_are_binary_units_as_labelled() -> None:
+    """MiB are labelled MiB, and a process past 1 GiB is shown in GiB (issue #31 item 7: watch said 'MB')."""
+    view = RunView()
+    me = os.getpid()
+    view.feed(json.loads(_rec("process_start", me, run="aa", root_pid=me, forked=False)))
+    view.refresh()
+    assert view.rss, "refresh did not read this process's rss"
+    view.rss = {key: 3 * 2**30 for key in view.rss}
+    text = "\n".join(view.render("run.jsonl"))
+    assert "rss 3.0 GiB" in text and f"{me:>8}  main" in text and " 3.0 GiB " in text, text
+    view.rss = {key: 600 * 2**20 for key in view.rss}
+    text = "\n".join(view.render("run.jsonl"))
+    assert "rss 600 MiB" in text and " 600 MiB " in text and "MB" not in text, text
 
 
 def test_default_log_is_the_newest_in_cwd(live_run: LiveRun) -> None:
@@ -138,22 +162,19 @@ def test_curses_view_draws_and_quits_on_q(live_run: LiveRun, tmp_path: Path) -> 
     try:
         subprocess.run([*tmux, "new-session", "-d", "-s", "w", "-x", "150", "-y", "30", cmd], env=env, check=True,
                        timeout=30)
-        screen = ""
-        deadline = time.monotonic() + 30
-        while "q: quit" not in screen and time.monotonic() < deadline:
-            time.sleep(0.3)
-            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True,
-                                    timeout=10).stdout
-        assert "q: quit" in screen and "compile-sidecar" in screen, screen
+        def pane(shows: Any) -> str:
+            """The tmux pane's text when shows(text) holds, else ''."""
+            text = subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True,
+                                  timeout=10).stdout
+            return text if shows(text) else ""
+
+        screen = wait_until(lambda: pane(lambda t: "q: quit" in t), 30, interval=0.3, what="the live view's 'q: quit'")
+        assert "compile-sidecar" in screen, screen
         subprocess.run([*tmux, "send-keys", "-t", "w", "q"], check=True, timeout=10)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:  # after q the plain last frame is printed and the shell sleeps
-            time.sleep(0.3)
-            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "w"], capture_output=True, text=True,
-                                    timeout=10).stdout
-            if "q: quit" not in screen and "wp-autotrace watch" in screen:
-                break
-        assert "q: quit" not in screen and "compile-sidecar" in screen, screen
+        # After q the plain last frame is printed and the shell sleeps.
+        screen = wait_until(lambda: pane(lambda t: "q: quit" not in t and "wp-autotrace watch" in t), 15,
+                            interval=0.3, what="the plain last frame after q")
+        assert "compile-sidecar" in screen, screen
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
 
@@ -262,3 +283,21 @@ def test_a_gone_watcher_is_no_pending_verdict() -> None:
     view.feed(json.loads(_rec("process_exit", dead.pid, how="exit")))
     view.refresh()
     assert "ended; no verdict will come" in view.render("x")[1]
+
+
+def test_a_clock_ahead_of_this_host_is_no_negative_age() -> None:
+    """A log from a host whose clock runs ahead (skew between hosts) shows '?' for its ages and waits,
+    never a negative number of seconds."""
+    import re
+
+    ahead = time.time() + 3600
+    view = RunView()
+    view.feed(json.loads(_rec("process_start", os.getpid(), run="sk", root_pid=os.getpid(), forked=False,
+                              ts=ahead)))
+    view.feed(json.loads(_rec("call", os.getpid(), target="m:AsyncCompile.warm_pool", call_id=1,
+                              thread="MainThread", ts=ahead,
+                              caller={"file": "/x/y/backend/__init__.py", "line": 3, "func": "<module>"})))
+    view.refresh()
+    text = "\n".join(view.render("x"))
+    (wait,) = [line for line in text.splitlines() if "AsyncCompile.warm_pool (" in line]
+    assert not re.search(r"-\d+(\.\d)?s", text) and "waits        ? in" in wait, text

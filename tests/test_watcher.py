@@ -13,16 +13,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from wp_autotrace.runtime.sink import MAX_RECORD_BYTES
-from wp_autotrace.runtime.spawn import ARGV_MARK
+from wp_autotrace.runtime.spawn import ARGV_MARK, WATCHER_ARGS, from_argv, to_argv
 
-from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
+from .conftest import WaitTimeout, clean_env, events, read_log, run_python, wait_for_watcher, wait_until
 
 MODES = ("untraced", "guard", "traced")
 
@@ -151,19 +150,39 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_until(check: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.05)
-
-
 def watcher_pid(log: Path) -> int:
-    found = wait_until(lambda: log.exists() and [r["pid"] for r in read_log(log) if r["event"] == "watcher_start"], 15)
-    assert found, "no watcher_start record"
+    found = wait_until(lambda: [r["pid"] for r in read_log(log, partial=True) if r["event"] == "watcher_start"], 15,
+                       what="the watcher_start record")
     return int(found[0])
+
+
+# A traced program calls wait_until_sampled() to go on once the watcher has sampled it: the watcher's `tree`
+# record lists its pid. The event, not a sleep that a loaded box outlasts. Without a log (untraced, guard-only)
+# there is nothing to wait for, so a differential run prints the same in every mode. Bounded: a watcher that
+# never samples ends the program with a message (the test then fails on it), never a hang.
+SAMPLED_WAIT_S = 20  # well inside the runs' 30 s
+WAIT_SAMPLED = textwrap.dedent(f"""
+    def wait_until_sampled():
+        import json, os, sys, time
+        log = os.environ.get("WP_AUTOTRACE_LOG")
+        deadline = time.monotonic() + {SAMPLED_WAIT_S}
+        while log and time.monotonic() < deadline:
+            try:
+                with open(log, "rb") as f:
+                    lines = [line for line in f if line.startswith(b'{{"') and b'"tree"' in line]
+            except OSError:
+                lines = []
+            for line in lines:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line being written
+                if any(e["pid"] == os.getpid() for e in rec.get("started", [])):
+                    return
+            time.sleep(0.02)
+        if log:
+            sys.exit("the watcher never listed this process in a tree record")
+""")
 
 
 def test_watcher_is_no_child_of_the_host_and_shows_in_ps(tmp_path: Path) -> None:
@@ -179,6 +198,9 @@ def test_watcher_is_no_child_of_the_host_and_shows_in_ps(tmp_path: Path) -> None
             argv = f.read().split(b"\0")
         i = argv.index(ARGV_MARK.encode())
         assert argv[i + 1].decode() == start["run"]
+        # The named contract read back from what the watcher really got (spawn.to_argv's order).
+        got = from_argv([a.decode() for a in argv[i:-1]])  # /proc's cmdline ends in a NUL: a last empty item
+        assert (got["run"], int(got["root_pid"]), got["log"]) == (start["run"], proc.pid, str(log))
         assert "-S" in [a.decode() for a in argv[:i]]  # no site: the .pth never runs in it
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rpartition(b")")[2].split()
@@ -193,6 +215,24 @@ def test_watcher_is_no_child_of_the_host_and_shows_in_ps(tmp_path: Path) -> None
         kill_session(proc)
 
 
+def test_watcher_args_round_trip() -> None:
+    """to_argv/from_argv: every name once, in WATCHER_ARGS's order; floats read back exactly; a short argv refused."""
+    values: dict[str, object] = {name: name.upper() for name in WATCHER_ARGS}
+    values.update(root_ct=1234.5678901234, interval=0.1, log_fd=3)
+    argv = to_argv(values)
+    assert argv[0] == ARGV_MARK and len(argv) == len(WATCHER_ARGS) + 1
+    back = from_argv(argv)
+    assert float(back["root_ct"]) == values["root_ct"] and back["log_fd"] == "3" and back["run"] == "RUN"
+    with pytest.raises(ValueError):
+        from_argv(argv[:-1])
+    with pytest.raises(ValueError):
+        to_argv({k: v for k, v in values.items() if k != "export"})
+
+
+LEFTOVER_AFTER_KILL_S = 10
+
+
+@pytest.mark.timing
 def test_root_sigkill_orphans_in_leftover(tmp_path: Path) -> None:
     """SIGKILL the root: its orphan's pid is in a `leftover` record (how=root-killed) within seconds."""
     proc, log = start_root('''
@@ -206,12 +246,11 @@ def test_root_sigkill_orphans_in_leftover(tmp_path: Path) -> None:
         orphan = int(proc.stdout.readline())
         watcher_pid(log)
         # A member is a process seen under the root (descent): kill once the watcher has seen it.
-        assert wait_until(lambda: orphan in tree_started(read_log(log)), 15)
+        wait_until(lambda: orphan in tree_started(read_log(log)), 15, what=f"a tree record listing {orphan}")
         proc.kill()
         proc.wait(10)
-        killed_at = time.monotonic()
-        recs = wait_for_watcher(log, 10, event="leftover")
-        assert time.monotonic() - killed_at < 5
+        # "within seconds": the wait's bound (it fails past 10 s); no clock of the test's is compared
+        recs = wait_for_watcher(log, LEFTOVER_AFTER_KILL_S, event="leftover")
         (left,) = events(recs, "leftover")
         assert left["how"] == "root-killed" and left["pids"] == [orphan] and left["count"] == 1
         assert left["role"] == "watcher" and left["run"] == events(recs, "process_start")[0]["run"]
@@ -220,6 +259,7 @@ def test_root_sigkill_orphans_in_leftover(tmp_path: Path) -> None:
         kill_session(proc)
 
 
+@pytest.mark.timing  # the watcher leaves within 1 s of the run's last end, on its own clock
 def test_root_exit_then_run_end_then_watcher_gone(tmp_path: Path) -> None:
     """Root exits normally leaving a child: leftover how=root-exit; the watcher leaves when the child ends."""
     proc, log = start_root('''
@@ -240,7 +280,7 @@ def test_root_exit_then_run_end_then_watcher_gone(tmp_path: Path) -> None:
         assert [t["final"] for t in events(recs, "tree")][-1] is True
         assert wpid not in tree_started(recs)  # never part of the run
         assert {r["pid"] for r in recs if r["event"] in ("tree", "leftover")} == {wpid}
-        assert wait_until(lambda: not alive(wpid), 5)
+        wait_until(lambda: not alive(wpid), 5, what=f"the watcher {wpid} gone")
     finally:
         kill_session(proc)
 
@@ -259,7 +299,7 @@ def test_linger_bounds_the_watcher(tmp_path: Path) -> None:
         assert [r["how"] for r in events(recs, "leftover")] == ["root-exit", "linger-end"]
         assert events(recs, "leftover")[-1]["pids"] == [int(out)]
         assert events(recs, "watcher_exit")[0]["reason"] == "linger-end"
-        assert wait_until(lambda: not alive(wpid), 5)
+        wait_until(lambda: not alive(wpid), 5, what=f"the watcher {wpid} gone")
     finally:
         if int(out):
             os.kill(int(out), signal.SIGKILL)
@@ -275,7 +315,7 @@ def test_log_removed_watcher_leaves(tmp_path: Path) -> None:
     try:
         wpid = watcher_pid(log)
         log.unlink()
-        assert wait_until(lambda: not alive(wpid), 5)
+        wait_until(lambda: not alive(wpid), 5, what=f"the watcher {wpid} gone")
         assert not log.exists()
     finally:
         kill_session(proc)
@@ -287,9 +327,9 @@ def tree_started(recs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 def test_thread_forked_children_and_end_time(tmp_path: Path) -> None:
     """Children started by a non-main thread are seen; an untraced child's end is within one interval."""
-    proc, log = start_root('''
+    proc, log = start_root(WAIT_SAMPLED + textwrap.dedent('''
         import json, subprocess, threading, time
-        time.sleep(0.5)  # the watcher has seen the root single-threaded
+        wait_until_sampled()  # the watcher has seen the root single-threaded
         pids = []
         def start():
             for _ in range(3):
@@ -299,10 +339,9 @@ def test_thread_forked_children_and_end_time(tmp_path: Path) -> None:
         t.join()
         p = subprocess.Popen(["sleep", "1.8"])
         p.wait()
-        done = time.time()
-        print(json.dumps({"threaded": pids, "sleeper": p.pid, "done": done}))
+        print(json.dumps({"threaded": pids, "sleeper": p.pid}))
         time.sleep(0.5)
-    ''', tmp_path, WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
+    '''), tmp_path, WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
     try:
         out, err = proc.communicate(timeout=30)
         import json
@@ -312,9 +351,15 @@ def test_thread_forked_children_and_end_time(tmp_path: Path) -> None:
         started = tree_started(recs)
         assert set(facts["threaded"]) <= set(started), (facts, sorted(started))
         ends = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}
-        late = ends[facts["sleeper"]] - facts["done"]
-        # the end is the first sample without it: after its death (a hair before `done`), within one interval
-        assert -0.05 < late < 0.1 + 0.2, late  # one interval, plus scheduling slack for a niced watcher
+        end, ct = ends[facts["sleeper"]], started[facts["sleeper"]]["create_time"]
+        (left,) = events(recs, "leftover")
+        # The end is the first sample without it. Never before its death: `sleep 1.8` cannot end sooner than
+        # 1.8 s after its create time (2 decimals). And at the first sample after it, read on the watcher's own
+        # clock: before the sample that saw the root gone (its leftover), though the root lived 0.5 s longer.
+        # A niced watcher late under load is late for both; one that looked at the sleeper only after a
+        # back-off would write its end after the root's. No bound on the test's wall clock.
+        tick = 1 / os.sysconf("SC_CLK_TCK")  # a create time is whole ticks, then 2 decimals
+        assert ct + 1.8 - 1.5 * tick <= end < left["ts"], (ct, end, left["ts"])
         root = events(recs, "process_start")[0]
         assert started[root["pid"]]["create_time"] == root["create_time"]  # one identity in both records
     finally:
@@ -336,7 +381,7 @@ def test_many_leftovers_all_recorded(tmp_path: Path) -> None:
         assert out == "started\n", err
         recs = wait_for_watcher(log, 30, event="leftover")
         wait_until(lambda: len(events(read_log(log), "leftover")) >= events(read_log(log), "leftover")[0].get(
-            "parts", 1), 10)
+            "parts", 1), 10, what="every part of the leftover record")
         recs = read_log(log)
         parts = [r for r in events(recs, "leftover") if r["how"] == "root-exit"]
         assert {r.get("parts", 1) for r in parts} == {len(parts)} and len(parts) > 1
@@ -402,10 +447,7 @@ def test_guard_notice_file_relative_tmpdir_and_late_post(tmp_path: Path) -> None
     assert res.returncode == 0
     assert res.stderr.startswith("wp-autotrace: guard nested-pools refused AsyncCompile.warm_pool"), res.stderr
     assert len(res.stderr.splitlines()) == 1
-    deadline = time.monotonic() + LATE_POST_WAIT_S
-    while not (tmp_path / "late-posted").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert (tmp_path / "late-posted").exists(), "the late poster never ran"
+    wait_until((tmp_path / "late-posted").exists, LATE_POST_WAIT_S, what="the late poster's marker")
     assert not list((tmp_path / "rel").iterdir())
 
 
@@ -608,7 +650,7 @@ def test_pager_of_a_job_control_pipeline_is_not_the_run(tmp_path: Path) -> None:
     pager_pid = 0
     try:
         pidfile = tmp_path / "pager.pid"
-        assert wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 20)
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 20, what="the pager's pid file")
         pager_pid = int(pidfile.read_text())
         recs = wait_for_watcher(log, 20)
         assert alive(pager_pid)
@@ -673,16 +715,16 @@ def pids_of_session(sid: int) -> list[int]:
 def test_start_times_are_on_the_records_clock(tmp_path: Path) -> None:
     """One clock: an untraced `sleep 1` starts when Popen ran (to the tick, not up to 1 s early with btime)
     and lasts about 1 s from its create time to its recorded end (one interval of slack)."""
-    proc, log = start_root('''
+    proc, log = start_root(WAIT_SAMPLED + textwrap.dedent('''
         import json, subprocess, time
-        time.sleep(0.3)
+        wait_until_sampled()
         before = time.time()
         p = subprocess.Popen(["sleep", "1"])
         after = time.time()
         p.wait()
-        print(json.dumps({"pid": p.pid, "before": before, "after": after, "done": time.time()}))
+        print(json.dumps({"pid": p.pid, "before": before, "after": after}))
         time.sleep(0.5)
-    ''', tmp_path, WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
+    '''), tmp_path, WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
     try:
         out, _ = proc.communicate(timeout=30)
         facts = json.loads(out)
@@ -692,8 +734,10 @@ def test_start_times_are_on_the_records_clock(tmp_path: Path) -> None:
         # starttime counts whole ticks (floor), then 2-decimal rounding: at most a tick and a half early
         assert facts["before"] - 1.5 * tick <= ct <= facts["after"] + 0.005, (ct, facts)
         end = {e["pid"]: e["end"] for t in events(recs, "tree") for e in t["ended"]}[facts["pid"]]
-        # the end: within an interval of the true one, plus slack for a niced watcher on a loaded host
-        assert 1.0 - 1.5 * tick <= end - ct <= (facts["done"] - facts["before"]) + 0.1 + 0.4, (end - ct, facts)
+        # The end: never before the sleep's 1 s is up, and at the first sample after it, read on the watcher's
+        # own clock: before the sample that saw the root (which lived 0.5 s longer) gone. No wall-clock window.
+        (left,) = events(recs, "leftover")
+        assert 1.0 - 1.5 * tick <= end - ct and end < left["ts"], (end - ct, left["ts"] - end, facts)
     finally:
         kill_session(proc)
 
@@ -731,8 +775,12 @@ def test_job_filesystem_unmounts_while_the_watcher_lingers(tmp_path: Path) -> No
         def unmounted() -> bool:  # a write or read in flight holds the file for microseconds: retry
             return subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0
 
-        assert wait_until(unmounted, 5), subprocess.run(["umount", str(mnt)], capture_output=True, text=True).stderr
-        assert wait_until(lambda: not alive(wpid), 10)  # the log is gone from its path: it leaves
+        try:
+            wait_until(unmounted, 5, what=f"umount {mnt}")
+        except WaitTimeout as exc:  # say why umount refuses
+            why = subprocess.run(["umount", str(mnt)], capture_output=True, text=True).stderr
+            raise AssertionError(f"{exc}: {why}") from None
+        wait_until(lambda: not alive(wpid), 10, what=f"the watcher {wpid} gone")  # the log left its path: it leaves
     finally:
         if leftover:
             kill_pids([leftover])

@@ -18,7 +18,7 @@ shift
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.9 3.10 3.11 3.12 3.13)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
-tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_sampler.py tests/test_watcher.py tests/test_cli.py tests/test_layers.py}
+tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_log_fd.py tests/test_sampler.py tests/test_watcher.py tests/test_cli.py tests/test_layers.py}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -41,7 +41,7 @@ run_one() {
     (cd "$dir" && "$venv/bin/python" -c \
         'import sys, wp_autotrace.runtime.bootstrap as b; assert b.__file__.startswith(sys.prefix), b.__file__') || return 12
     # shellcheck disable=SC2086  # $tests is a list of paths
-    (cd "$repo" && timeout 900 "$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not torch" $tests)
+    (cd "$repo" && timeout 900 "$venv/bin/python" -m pytest -q -rfE -p no:cacheprovider -m "not torch" $tests)
     local rc=$?
     [ $rc -eq 0 ] || return $((rc == 124 ? 124 : 13))
 }
@@ -72,6 +72,9 @@ for v in "${versions[@]}"; do
     else
         failed=1
         echo "python $full: FAIL  ${what[$rc]:-exit $rc}${result:+: $result}  (${took}s, log $log)"
+        # The log dies with CI's checkout: the failing tests' names and their last lines go to the output.
+        grep -E '^(FAILED|ERROR) ' "$log" | head -20 | sed 's/^/    /'
+        grep -B2 -A30 -E '^_{5,} .* _{5,}$' "$log" | head -120 | sed 's/^/    | /'
     fi
 done
 echo "== $passed of $ran Pythons passed"

@@ -11,8 +11,22 @@ run-once guard keeps activation to one per process.
 from __future__ import annotations
 
 import os
+import sys
 
 _FALSE = ("", "0", "false", "no", "off")
+
+
+def in_main_interpreter() -> bool:
+    """Whether this is the process's main interpreter (site runs again in every subinterpreter).
+
+    The .pth line makes the same test inline; runtime/bootstrap.py keeps a copy (this module
+    imports only os and sys). 3.12+: _thread._is_main_interpreter (a builtin module every
+    interpreter has loaded). 3.9-3.11: only the main interpreter has imported _signal before
+    site runs (CPython installs its SIGINT handler there first); an embedding application that
+    installs no signal handlers then runs untraced, never traced twice.
+    """
+    is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
+    return bool(is_main()) if is_main is not None else "_signal" in sys.modules
 
 
 def wanted() -> bool:
@@ -25,7 +39,7 @@ def wanted() -> bool:
 def start() -> None:
     """Activate tracing if the environment asks for it; otherwise do nothing. Never raises."""
     try:
-        if not wanted():
+        if not wanted() or not in_main_interpreter():
             return
         from .runtime.bootstrap import start as _start
 
@@ -34,7 +48,8 @@ def start() -> None:
         root = os.environ.get("WP_AUTOTRACE_ROOT_PID")  # common/env.py ROOT_ENV (not imported here)
         if root and root != str(os.getpid()):
             return  # a descendant never writes on its stderr (a host may capture it)
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(exc))  # as sink.one_line
         try:
-            os.write(2, f"wp-autotrace: tracing disabled: {type(exc).__name__}: {exc}\n".encode("utf-8", "replace"))
+            os.write(2, f"wp-autotrace: tracing disabled: {type(exc).__name__}: {text}\n".encode("utf-8", "replace"))
         except OSError:
             pass

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import textwrap
 from typing import Any
+
+# Columns of the text report when stdout is not a terminal (a pipe, a file, CI's log).
+WIDTH = 100
+# Narrower than this, wrapping helps nobody: lines are broken at this width at least.
+MIN_WIDTH = 40
 
 # Pids named in a finding's text; the rest are in --json.
 TEXT_PIDS = 6
@@ -32,6 +39,12 @@ def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
     return text + (f", ... ({len(items)} in all)" if len(items) > limit else "")
 
 
+def sidecar_name(pid: Any) -> str:
+    """'sidecar PID', or where the log saw no sidecar of the pool (warm_pool interrupted before it
+    started one, or the sidecar untraced) 'sidecar not seen': never 'sidecar None'."""
+    return f"sidecar {pid}" if pid is not None else "sidecar not seen"
+
+
 def size_text(n: int) -> str:
     """Bytes for people, in binary units as labelled: '600 MiB', '65.6 GiB' (--json keeps bytes)."""
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
@@ -42,14 +55,32 @@ def mib_s_text(mib_s: float) -> str:
     return f"{mib_s / 1024:.1f} GiB·s" if mib_s >= 1024 else f"{mib_s:.0f} MiB·s"
 
 
+def wrap(text: str, width: int | None, indent: str = "  ") -> list[str]:
+    """One bullet or finding line wrapped to width (None: not wrapped), continuation lines indented. A word
+    longer than the width (a long path) is broken, so every line fits."""
+    if width is None:
+        return [text]
+    return textwrap.wrap(text, width=max(width, MIN_WIDTH), subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=True) or [""]
+
+
 def site(frame: dict[str, Any] | None) -> str:
     """Where a call came from, for people: 'dist version: rel:line (func)' when known."""
     if not frame:
         return "?"
-    where = frame.get("rel") or frame["file"]
+    # The path as the program named it can hold `..` (`python w/../my2.py`): shown normalised (--json keeps it).
+    where = frame.get("rel") or os.path.normpath(frame["file"])
     text = f"{where}:{frame.get('line')} ({frame.get('func') or '?'})"
     if frame.get("dist"):
         text = f"{frame['dist']} {frame.get('dist_version') or ''}".rstrip() + ": " + text
     if frame.get("src"):
         text += f' "{frame["src"][:60]}"'
     return text
+
+
+def skipped_line(skipped: dict[str, int]) -> str:
+    """One line summarising what was skipped, or '' if nothing was."""
+    if not skipped:
+        return ""
+    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
+    return f"skipped {sum(skipped.values())} line(s): {parts}"

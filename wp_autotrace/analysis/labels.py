@@ -10,7 +10,7 @@ the report can fold them into one line per parent.
 
 from __future__ import annotations
 
-from ..common.cmdline import _basename, first_line, python_command
+from ..common.cmdline import basename, first_line, python_command
 
 # Their home is targets.py, next to RANK_ENV (the watcher reads ranks too); re-exported here.
 from ..common.targets import RANK_KEYS as RANK_KEYS
@@ -63,7 +63,7 @@ def label_for(argv: Sequence[str]) -> str:
         return "?"
     command = python_command(argv)
     if command is None:
-        return _basename(argv[0]) or "?"
+        return basename(argv[0]) or "?"
     kind, value = command
     if kind == "-m":
         return KNOWN_MODULES.get(value, f"-m {value}")
@@ -77,7 +77,7 @@ def label_for(argv: Sequence[str]) -> str:
         for end, label in KNOWN_SCRIPTS:
             if path.endswith(end):
                 return label
-        name = _basename(path)
+        name = basename(path)
         if name == "__main__.py" and "/" in path:
             return "/".join(path.split("/")[-2:])  # a package run by path: name the package
         return name
@@ -92,7 +92,7 @@ def tool_name(name: str, cmd: Sequence[str] | str = ()) -> str | None:
     Versioned and cross names count (gcc-12, x86_64-linux-gnu-g++, clang-17).
     """
     for candidate in (name, _first_word(cmd)):
-        tool = _tool(_basename(candidate or ""))
+        tool = _tool(basename(candidate or ""))
         if tool is not None:
             return tool
         if candidate and len(candidate) < COMM_LEN:

@@ -24,24 +24,18 @@ import stat
 from collections import deque
 from typing import Any, Callable, NamedTuple
 
-from ..common import vocab as V
-from ..common.env import REDACT_ENV
-from ..common.redact import parse_patterns, redact_argv, redact_cmd
 from . import schema
-from .schema import SCHEMA_VERSION
+from .check import check_record
 
 KNOWN_EVENTS = schema.KNOWN_EVENTS
 
 # The writer caps a record at 32 KiB; a line 32 times that is not one of ours,
 # and is skipped rather than held in memory.
 MAX_LINE_BYTES = 1 << 20
-# Integers are range-checked to what a 64-bit field can hold, numbers to a
-# magnitude no timestamp, duration or size reaches: arithmetic on them can
-# then never overflow, and nothing but finite numbers reaches the output.
-INT_LIMIT = 1 << 63
-NUM_LIMIT = 1e15
 # How a record from a torn line is found: the writer's records all start so.
 RECORD_START = b'{"v":'
+# Where the event name starts in a line as the writer writes it: `{"v":1,"event":"call",...`.
+_EVENT_AT = len(b'{"v":1,"event":"')
 
 # Strict JSON: NaN/Infinity literals decode as null (then fail their type check).
 _DECODER = json.JSONDecoder(parse_constant=lambda _name: None)
@@ -67,206 +61,8 @@ class NoUsableLog(Exception):
     """Nothing usable: missing or unreadable files, or no valid record."""
 
 
-def _is_uint(v: Any) -> bool:
-    return type(v) is int and 0 <= v < INT_LIMIT
-
-
-def _is_num(v: Any) -> bool:
-    # NaN fails every comparison and Infinity the range: finite comes with the range check.
-    return (type(v) is float or type(v) is int) and -NUM_LIMIT <= v <= NUM_LIMIT
-
-
-def clean_value(v: Any, depth: int = 0) -> Any:
-    """Any JSON value with non-finite or out-of-range numbers made null (for free-form fields)."""
-    t = type(v)
-    if t is str or t is bool or v is None:
-        return v
-    if t is int:
-        return v if -INT_LIMIT <= v < INT_LIMIT else None
-    if t is float:
-        return v if math.isfinite(v) else None
-    if depth > 32:  # nothing of ours nests this deep
-        return None
-    if t is list:
-        return [clean_value(x, depth + 1) for x in v]
-    if t is dict:
-        return {k: clean_value(x, depth + 1) for k, x in v.items()}
-    return None
-
-
-_FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
-
-
-def clean_frame(v: Any) -> dict[str, Any] | None:
-    """A {file, line, func, ...} frame with checked fields, or None."""
-    if type(v) is not dict or type(v.get("file")) is not str:
-        return None
-    line = v.get("line")
-    if len(v) == 3 and type(line) is int and 0 <= line < INT_LIMIT and type(v.get("func")) is str:
-        return v  # the common case, {file, line, func}: already clean, kept as is
-    out: dict[str, Any] = {"file": v["file"], "line": line if _is_uint(line) else None}
-    for key in _FRAME_STRS:
-        if type(v.get(key)) is str:
-            out[key] = v[key]
-    out.setdefault("func", "")
-    return out
-
-
-def _clean_entry(v: Any, nums: tuple[str, ...], uints: tuple[str, ...], strs: tuple[str, ...]) -> Any:
-    if type(v) is not dict or not _is_uint(v.get("pid")):
-        return None
-    out = {"pid": v["pid"]}
-    for key in uints:
-        if _is_uint(v.get(key)):
-            out[key] = v[key]
-    for key in nums:
-        if _is_num(v.get(key)):
-            out[key] = v[key]
-    for key in strs:
-        if type(v.get(key)) is str:
-            out[key] = v[key]
-    return out
-
-
-def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def clean(v: Any) -> Any:
-        if type(v) is not list:
-            return None
-        for x in v:
-            if check(x) is not x:
-                break
-        else:
-            return v  # every item already clean: kept as is
-        items = [check(x) for x in v]
-        return [x for x in items if x is not None]
-    return clean
-
-
-# Name patterns masked on reading: the defaults plus the reader's WP_AUTOTRACE_REDACT.
-ARGV_EVENTS = (V.PROCESS_START, V.EXEC)  # the records that hold an argv list
-_PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
-
-
-def _proc(v: Any) -> Any:
-    out = _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len"), ("name", "cmd", "role", "via"))
-    if out is not None and "cmd" in out:
-        out["cmd"] = redact_cmd(out["cmd"], _PATTERNS)  # already joined: the best an old log allows
-    return out
-
-
-def _ended(v: Any) -> Any:
-    return _clean_entry(v, ("create_time", "end"), (), ())
-
-
-def _rss(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("rss",), ())
-
-
-def _mem(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("pss", "uss", "rss", "swap_pss"), ())
-
-
-def _devices(v: Any) -> Any:
-    out = _clean_entry(v, ("create_time",), (), ())
-    paths = v.get("paths") if out is not None else None
-    if out is None or type(paths) is not list:
-        return None
-    out["paths"] = [x for x in paths if type(x) is str]
-    return out
-
-
-def _times(v: Any) -> Any:
-    """label -> [first, last]: pairs of finite numbers only."""
-    if type(v) is not dict:
-        return None
-    return {k: list(x) for k, x in v.items() if type(k) is str and type(x) is list and len(x) == 2
-            and all(_is_num(t) for t in x)}
-
-
-def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
-    return lambda v: v if ok(v) else None
-
-
+# What _decode returns for a line that is not JSON (None is valid JSON).
 _MISSING = object()
-WRONG_FIELD = "field of the wrong type or out of range"
-# schema type -> cleaner: the value to keep, or None to drop the field.
-_CHECKS: dict[str, Callable[[Any], Any]] = {
-    schema.INT: _keep_if(lambda v: type(v) is int and -INT_LIMIT <= v < INT_LIMIT),
-    schema.UINT: _keep_if(_is_uint),
-    schema.NUM: _keep_if(_is_num),
-    schema.STR: _keep_if(lambda v: type(v) is str),
-    schema.OPT_STR: lambda v: v if type(v) is str else _MISSING if v is None else None,
-    schema.BOOL: _keep_if(lambda v: type(v) is bool),
-    schema.DICT: lambda v: clean_value(v) if type(v) is dict else None,
-    schema.ANY: lambda v: _MISSING if v is None else clean_value(v),
-    schema.INTS: _list_of(_keep_if(_is_uint)),
-    schema.STRS: _list_of(_keep_if(lambda v: type(v) is str)),
-    schema.FRAME: lambda v: _MISSING if v is None else clean_frame(v),
-    schema.FRAMES: _list_of(clean_frame),
-    schema.PROCS: _list_of(_proc),
-    schema.ENDED: _list_of(_ended),
-    schema.RSS: _list_of(_rss),
-    schema.MEMS: _list_of(_mem),
-    schema.DEVS: _list_of(_devices),
-    schema.TIMES: _times,
-}
-
-
-def check_record(record: Any, fixed: dict[str, int]) -> str | None:
-    """Why a decoded line is not a usable record, or None once its fields are checked in place.
-
-    Fields of the wrong type are dropped (counted in fixed); unknown fields
-    (a newer writer's) are dropped too: nothing reads them.
-    """
-    if type(record) is not dict:
-        return "not a record"
-    v = record.get("v")
-    if type(v) is not int or not 1 <= v < INT_LIMIT:
-        return "not a record"
-    if v > SCHEMA_VERSION:
-        return f"newer schema (v{v})"
-    event = record.get("event")
-    if type(event) is not str:
-        return "not a record"
-    types = schema.FIELD_TYPES.get(event)
-    if types is None:
-        return "unknown event"
-    if not _is_uint(record.get("pid")) or not _is_num(record.get("ts")) or record["ts"] < 0:
-        return "not a record"
-    bad = 0
-    for key, value in list(record.items()):
-        kind = types.get(key)
-        # The common kinds inline (this loop runs for every field of every record).
-        if kind is schema.STR:
-            if type(value) is str:
-                continue
-        elif kind is schema.UINT:
-            if type(value) is int and 0 <= value < INT_LIMIT:
-                continue
-        elif kind is schema.NUM:
-            if (type(value) is float or type(value) is int) and -NUM_LIMIT <= value <= NUM_LIMIT:
-                continue
-        elif kind is None:
-            del record[key]  # a newer writer's field: nothing reads it
-            continue
-        else:
-            kept = _CHECKS[kind](value)
-            if kept is _MISSING:
-                record[key] = None
-                continue
-            if kept is not None:
-                if kept is not value:
-                    record[key] = kept
-                continue
-        del record[key]
-        bad += 1
-    if bad:
-        fixed[WRONG_FIELD] = fixed.get(WRONG_FIELD, 0) + bad
-    if event in ARGV_EVENTS and "argv" in record:
-        record["argv"] = redact_argv(record["argv"], _PATTERNS)
-    if type(record.get("host")) is not str:
-        record["host"] = ""
-    return None
 
 
 def _decode(raw: bytes) -> Any:
@@ -306,11 +102,48 @@ def _open_regular(path: str) -> Any:
         raise
 
 
+# The fast path (fastread.py, msgspec): line head -> typed decode; loaded at the first line read.
+_fast: dict[bytes, Callable[[bytes], dict[str, Any] | None]] | None = None
+
+
+def use_fast(on: bool = True) -> None:
+    """Take the fast path where msgspec is installed (the default), or only the json path (off):
+    the same records either way (tests/test_fastread.py; bench/report_big.py times both)."""
+    global _fast
+    if on:
+        from .fastread import decoders
+        _fast = decoders()
+    else:
+        _fast = {}
+
+
 def parse_line(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -> dict[str, Any] | None:
     """One checked record from one non-blank line, or None; skip(reason) hears why a line was passed over.
 
     A torn fragment followed by a whole record (a killed writer's) yields the record.
     """
+    if _fast is None:
+        use_fast()
+    assert _fast is not None
+    fast = _fast.get(raw[:raw.find(b'"', _EVENT_AT)])
+    # Non-ASCII lines are checked as UTF-8 as a whole (msgspec skips an unknown field unchecked).
+    if fast is not None and (raw.isascii() or _utf8(raw)):
+        record = fast(raw)
+        if record is not None:
+            return record
+    return _parse_json(raw, skip, fixed)
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _parse_json(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -> dict[str, Any] | None:
+    """parse_line on the json path: decode, recover a torn record, check every field."""
     record = _decode(raw)
     if type(record) is not dict:
         cut = raw.rfind(RECORD_START)
@@ -477,12 +310,14 @@ class LogStream:
         self.skipped, self.fixed, self.problems, self.record_count, self.late = {}, {}, [], 0, 0
         notes: list[str] = []
         self.notes = notes
-        streams = [self._file(path) for path in distinct_files(self.files, notes)]
-        once = Once() if len(streams) > 1 else None
+        paths = distinct_files(self.files, notes)
+        once = Once() if len(paths) > 1 else None
+        files = [self._file(path) for path in paths]
+        records = files[0] if len(files) == 1 else heapq.merge(*files, key=_order)
         last = -math.inf
         count = late = 0
         try:
-            for record in streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_order):
+            for record in records:
                 if once is not None and not once.first(record):
                     continue
                 ts = record["ts"]
@@ -512,55 +347,108 @@ class LogStream:
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
             return
-        # Held records in (ts, seq) order: appended while the file is in order (the common
-        # case), inserted in place otherwise; released from the front.
-        held: deque[tuple[float, int, dict[str, Any]]] = deque()
-        newest = -math.inf  # the latest ts held (the tail's)
+        if _fast is None:
+            use_fast()
+        fast_for, at = _fast.get, _EVENT_AT  # type: ignore[union-attr]
+        # Held records by (ts, seq, arrival): the least comes out first, ties in the order the file has
+        # them. Those that arrive in order (nearly all) are appended to `run`, O(1); the rest go to a heap,
+        # O(log held) a record, also after the wall clock steps back (NTP, a resumed VM): every record
+        # after the step is then the least, which a sorted list pays for with a walk past every held one
+        # (a 14 MB log took 61 s instead of 1 s). The least of the two fronts is the least held.
+        run: deque[tuple[float, int, int, dict[str, Any]]] = deque()
+        held: list[tuple[float, int, int, dict[str, Any]]] = []
+        run_ts, run_seq = -math.inf, 0  # the key of run's last record
+        newest = -math.inf  # the latest ts seen (never released before the window closes on it)
         window, most = REORDER_WINDOW_S, max(REORDER_MAX, 1)
+        arrival = 0
+        push = heapq.heappush
         try:
             with f:
-                for raw in _lines(f, skipped):
-                    if not raw.strip():
-                        continue
-                    record = parse_line(raw, skip, fixed)
-                    if record is None:
-                        continue
-                    ts = record["ts"]
-                    item = (ts, record.get("seq", 0), record)
-                    if not held or ts > newest or item[:2] >= held[-1][:2]:
-                        held.append(item)
-                        newest = ts
-                    else:
-                        _insert(held, item)
-                    horizon = newest - window
-                    while held[0][0] < horizon or len(held) > most:
-                        yield held.popleft()[2]
+                for lines, ended in _batches(f, skipped):
+                    for raw in lines:
+                        # parse_line, inlined for the hot path: a writer's line of a fast event.
+                        fast = fast_for(raw[:raw.find(b'"', at)])
+                        tried = fast is not None and raw.isascii()
+                        record = fast(raw) if tried else None  # type: ignore[misc]
+                        if record is None:
+                            if not raw.strip():
+                                continue  # the writer separates records by blank lines
+                            raw = raw + b"\n" if ended else raw
+                            record = (_parse_json if tried else parse_line)(raw, skip, fixed)
+                            if record is None:
+                                continue
+                        ts = record["ts"]
+                        seq = record.get("seq", 0)
+                        arrival += 1
+                        if ts > run_ts or (ts == run_ts and seq >= run_seq) or not run:
+                            run.append((ts, seq, arrival, record))
+                            run_ts, run_seq = ts, seq
+                        else:
+                            push(held, (ts, seq, arrival, record))
+                        if ts > newest:
+                            newest = ts
+                        horizon = newest - window
+                        if not held:
+                            while run[0][0] < horizon or len(run) > most:
+                                yield run.popleft()[3]
+                        else:
+                            yield from _release(run, held, horizon, most)
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
-        while held:
-            yield held.popleft()[2]
+        yield from _release(run, held, math.inf, 0)
 
 
-def _insert(held: deque[tuple[float, int, dict[str, Any]]], item: tuple[float, int, dict[str, Any]]) -> None:
-    """Put an out-of-order record in place: after every held one with a key not above its own."""
-    key = item[:2]
-    i = len(held)
-    while i and held[i - 1][:2] > key:  # a late record is late by a few places: walk back
-        i -= 1
-    held.insert(i, item)
+def _release(run: deque[tuple[float, int, int, dict[str, Any]]], held: list[tuple[float, int, int, dict[str, Any]]],
+             horizon: float, most: int) -> Any:
+    """Pass on, least first, the held records older than horizon, and any over `most` held."""
+    while run or held:
+        from_heap = bool(held) and (not run or held[0] < run[0])
+        first = held[0] if from_heap else run[0]
+        if not (first[0] < horizon or len(run) + len(held) > most):
+            return
+        yield (heapq.heappop(held) if from_heap else run.popleft())[3]
+
+
+# Bytes read at a time by the streaming reader: at most MAX_LINE_BYTES, so that a line
+# between two newlines of one read is within the limit (only a batch's first line, which
+# continues the previous read, can be longer); small enough that a batch's lines are still
+# in the CPU's cache when they are parsed and folded.
+READ_BYTES = 1 << 16
+
+
+def _batches(f: Any, skipped: dict[str, int]) -> Any:
+    """The file's lines as _lines reads them, in lists, without their newlines: (lines, ended), ended
+    False only for an unfinished last line. Lines over MAX_LINE_BYTES (newline included, as _lines
+    counts them) are skipped and counted; memory stays within two reads."""
+    partial = b""
+    dropping = False  # inside a line already counted as too long: drop up to its newline
+    while True:
+        data = f.read(READ_BYTES)
+        if not data:
+            break
+        if dropping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue
+            data, dropping = data[nl + 1:], False
+        lines = (partial + data if partial else data).split(b"\n")
+        partial = lines.pop()
+        if lines and len(lines[0]) >= MAX_LINE_BYTES:
+            skipped["line over 1 MiB"] = skipped.get("line over 1 MiB", 0) + 1
+            del lines[0]
+        if len(partial) > MAX_LINE_BYTES:
+            skipped["line over 1 MiB"] = skipped.get("line over 1 MiB", 0) + 1
+            partial, dropping = b"", True
+        yield lines, True
+    if partial:
+        yield [partial], False
+
+
 
 
 def stream_logs(paths: list[str]) -> LogStream:
     """The records of the given files as a LogStream (see there); nothing is read until it is iterated."""
     return LogStream(paths)
-
-
-def skipped_line(skipped: dict[str, int]) -> str:
-    """One line summarising what was skipped, or '' if nothing was."""
-    if not skipped:
-        return ""
-    parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
-    return f"skipped {sum(skipped.values())} line(s): {parts}"
 
 
 # A live reader takes at most this much per read, so one read of a huge log never freezes it; it
@@ -611,3 +499,29 @@ class Tail:
 
 def _ignore(reason: str) -> None:
     """A live reader does not count what it passes over (report does)."""
+
+
+def count_events(path: str, event: str | None = None, role: str | None = None) -> int:
+    """How many valid records of one log have this event and this role (None: any); 0 if it cannot be read.
+
+    For `run` and `doctor`, which need one fact, not a model. Each candidate line goes through parse_line,
+    so they see what the report sees (schema checks, torn fragments recovered, one spelling whatever the
+    JSON spacing); a byte prefilter on the quoted value keeps the scan cheap on a long log: the writer
+    never escapes these plain ASCII values, and a line that escapes them is not one of ours to count.
+    """
+    wanted = [b'"' + value.encode() + b'"' for value in (event, role) if value is not None]
+    fixed: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    found = 0
+    try:
+        with _open_regular(path) as f:
+            for line in _lines(f, skipped):
+                if not line.strip() or not all(w in line for w in wanted):
+                    continue
+                record = parse_line(line, _ignore, fixed)
+                if (record is not None and (event is None or record.get("event") == event)
+                        and (role is None or record.get("role") == role)):
+                    found += 1
+    except OSError:
+        return 0
+    return found

@@ -2,7 +2,7 @@
 who asked it to stop, its workers, and the real memory it held.
 
 Derived from the model (model.Pool, its creator's calls and counts, its sidecar's
-process and the watcher's PSS samples); findings.py and report.py read it.
+process and the watcher's PSS samples); findings/pools.py and report.py read it.
 
 Definitions (one home; the report's JSON keys carry these names):
 
@@ -33,8 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import targets as T
-from ..common import vocab as V
+from ..common import targets, vocab
 from .model import SOURCELESS_FILES, Call, Pool, Process
 
 MIB = 2**20
@@ -58,11 +57,13 @@ def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
     """Who made a shutdown (or quiesce) call, and the user's frame when it was user code."""
     if c.thread == QUIESCE_TIMER_THREAD:
         return BY_TIMER, None
+    if c.at_exit:  # its caller is the frame the process was forked at: nobody's request
+        return BY_FINALIZER, None
     own = user_frame(c.caller)
     if own is not None and c.parent is None:
         return BY_USER, own
     parent = c.parent
-    if parent is not None and parent.tag == T.EXIT_SHUTDOWN:
+    if parent is not None and parent.tag == targets.EXIT_SHUTDOWN:
         frame = user_frame(parent.caller)
         return (BY_USER, frame) if frame is not None else (BY_ATEXIT, None)
     if own is not None:
@@ -93,7 +94,7 @@ def workers_of(pool: Pool) -> list[Process]:
     side = pool.sidecar
     if side is None:
         return []
-    return [q for q in side.children if q.role == V.COMPILE_WORKER or q.pid in side.worker_pids]
+    return [q for q in side.children if q.role == vocab.COMPILE_WORKER or q.pid in side.worker_pids]
 
 
 def lived_mem(p: Process) -> list[tuple[float, int, int]]:
@@ -142,6 +143,50 @@ def integral(p: Process, a: float, b: float, end: float) -> float:
     return total + current * (hi - t)
 
 
+def seen_end(p: Process) -> float | None:
+    """When p ended: the watcher's end where it has one (it holds a pidfd: the real end, after the
+    interpreter's teardown), else its process_exit record's time, else None (not seen to end)."""
+    ends = [t for t in (p.gone, p.end) if t is not None]
+    return max(ends) if ends else None
+
+
+# Memory at once: a sample this old at an instant still counts in that instant's sum (the sampler's
+# EVERY_S plus its LOOK_S): docs/evidence.md, "Memory at once".
+STALE_S = 2.5
+
+
+def peak_at_once(procs: list[Process], a: float | None = None, b: float | None = None
+                 ) -> tuple[int | None, int, int, float | None]:
+    """The most PSS procs held together at one moment: at each sample time t (in [a, b] when given), the sum
+    over those alive at t of their latest sample taken in [t - STALE_S, t] (a pool's sweep is one record: one
+    t). Returns (peak bytes, processes read at that moment, processes alive then, t); (None, 0, 0, None)
+    unsampled."""
+    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived_mem(p)
+                     if (a is None or ts >= a) and (b is None or ts <= b))
+    latest: dict[int, tuple[float, int]] = {}
+    best: tuple[int | None, int, int, float | None] = (None, 0, 0, None)
+    k = 0
+    while k < len(samples):
+        t = samples[k][0]
+        while k < len(samples) and samples[k][0] == t:
+            latest[samples[k][1]] = (t, samples[k][2])
+            k += 1
+        alive = [i for i, p in enumerate(procs) if (p.start is None or p.start <= t)
+                 and ((e := seen_end(p)) is None or e > t)]
+        fresh = [i for i in alive if i in latest and t - latest[i][0] <= STALE_S]
+        total = sum(latest[i][1] for i in fresh)
+        if fresh and (best[0] is None or total > best[0]):
+            best = (total, len(fresh), len(alive), t)
+    return best
+
+
+def held_after(p: Process, ts: float) -> int | None:
+    """A leftover's figure: its latest PSS sample taken after ts (the main process's end), its own
+    process_exit notwithstanding: a leftover still holds what it holds (an orphaned sidecar whose workers
+    ended holds their once-shared pages alone, issue #30 item 5), until the watcher sees it end."""
+    return next((pss for t, pss, _ in reversed(p.mem) if t >= ts), None)
+
+
 def _overlaps(p: Process, a: float, b: float) -> bool:
     """p was alive at some time in [a, b]."""
     return (p.start is None or p.start <= b) and (p.end is None or p.end > a)
@@ -157,7 +202,7 @@ class PoolStory:
         self.workers = workers_of(pool)
         self.ready_at = pool.ready_at if pool.ready_at is not None else (
             side.pool_starts[0] if side is not None and side.pool_starts else None)
-        serving = min((c.ts for c in side.calls.values() if c.tag == T.SIDECAR_MAIN), default=None) \
+        serving = min((c.ts for c in side.calls.values() if c.tag == targets.SIDECAR_MAIN), default=None) \
             if side is not None else None
         # A pool that never became ready, ran no job and whose sidecar never reached its serving loop
         # (it raised, or it is not traced) is not idle: it never served (findings say why).
@@ -165,6 +210,9 @@ class PoolStory:
         self.busy_until = max((t for t in (pool.last_job, self.ready_at) if t is not None),
                               default=serving if serving is not None else
                               pool.call.end if pool.call.end is not None else pool.call.ts)
+        side_end = seen_end(side) if side is not None else None
+        if side_end is not None and self.busy_until > side_end:
+            self.busy_until = side_end  # jobs sent after its sidecar ended were lost, not served
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
         ends = [t for t in (pool.shutdown_at, side.end if side is not None else None) if t is not None]
         self.alive_at_end = side is not None and side.end is None
@@ -176,33 +224,32 @@ class PoolStory:
         # The pool's processes during the idle span, and those of them the watcher read then: the held
         # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
         self.in_span = [p for p in self.procs if _overlaps(p, a, b)]
-        self.span_sampled = [p for p in self.in_span if span_samples(p, a, b)]
+        self.span_sampled = [p for p in self.in_span if p.mem and span_samples(p, a, b)]  # mem: the cheap test
         held = [held_at(p, a, b) for p in self.span_sampled]
-        self.held_bytes = sum(x for x in held if x is not None) if held else None
+        # What it held while idle: the most at one moment inside the span (a sidecar's first sample, right
+        # after exec, is a few MiB of what it holds once imported); else each one's first sample after.
+        inside = peak_at_once(self.span_sampled, a, b)[0]
+        self.held_bytes = inside if inside is not None else sum(x for x in held if x is not None) if held else None
         self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
                            if self.span_sampled and self.idle_s > 0 else None)
         self.peak_bytes = self._peak()
+        self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
 
+    def _after_quiesce(self, side: Process | None) -> tuple[float, int] | None:
+        """(ts, pss) of the sidecar's last reading after the idle span's first quiesce: what the pool still
+        held once its workers stopped (a quiesce keeps the sidecar; forked workers share its pages, so its
+        PSS rises as they end: the last reading, not the first)."""
+        quiesced = [ts for ts, _ in self.quiesced if self.busy_until <= ts <= self.idle_to]
+        if side is None or not quiesced:
+            return None
+        after = [(ts, pss) for ts, pss in span_samples(side, quiesced[0], self.idle_to) if ts >= quiesced[0]]
+        return after[-1] if after else None
+
     def _peak(self) -> int | None:
-        """The most PSS the pool's processes held together at any sample time: one sweep over every
-        sample, start and end in time order (linear after the sort; a long run has thousands)."""
-        events: list[tuple[float, int, int, int]] = []  # (time, order, process, new value)
-        for i, p in enumerate(self.sampled):
-            mem = lived_mem(p)
-            events.extend((ts, 1, i, pss) for ts, pss, _ in mem)
-            if p.start is not None and p.start < mem[0][0]:
-                events.append((p.start, 1, i, mem[0][1]))  # before its first sample: that sample
-            if p.end is not None:
-                events.append((p.end, 0, i, 0))  # ended: holds nothing (ends sort before samples)
-        events.sort()
-        current = [0] * len(self.sampled)
-        total, best = 0, None
-        for _, _, i, value in events:
-            total += value - current[i]
-            current[i] = value
-            best = total if best is None or total > best else best
-        return best
+        """What the pool's processes held together at one moment (peak_at_once): never a sum of figures
+        from different moments."""
+        return peak_at_once(self.sampled)[0]  # the sum is over sampled processes: the others add nothing to it
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
         """The JSON keys report.py adds to each pool (times relative to the run's first record)."""
@@ -215,10 +262,12 @@ class PoolStory:
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,
             "shutdown_outcome": _outcome(pool.shutdown_call),
-            "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.end)} for q in self.workers],
+            "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(seen_end(q))} for q in self.workers],
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "device_files": self.devices,
+            "after_quiesce": ({"at": rel(self.after_quiesce[0]), "sidecar_pss_bytes": self.after_quiesce[1]}
+                              if self.after_quiesce else None),
         }
 
 

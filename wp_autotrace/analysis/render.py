@@ -11,8 +11,7 @@ import datetime
 from typing import Any
 
 from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, SIDECAR_ROLES
-from .fmt import escape, mib_s_text, pid_text, site, size_text
-from .logread import skipped_line
+from .fmt import escape, mib_s_text, pid_text, sidecar_name, site, size_text, skipped_line, wrap
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -79,10 +78,22 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
                    f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}")
         out.append(f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
-                   f"guard: {'nested-pools' if r['guard'] else 'off'}    duration {r['duration_s']:.1f}s")
+                   f"guard: {'nested-pools' if r['guard'] else 'off'}    {_durations(r)}")
         if r["inductor"]:
             out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
     return out
+
+
+def _durations(r: dict[str, Any]) -> str:
+    """'duration 19.7 s', or the program's apart from the run's when a process outlived it: 'program 19.7 s,
+    run 73.5 s (until its last process ended)'; with the program's exit code when not 0."""
+    prog, run = r.get("program_s"), r["duration_s"]
+    code = r.get("exit_code")
+    exit_words = (f"    exit code {code}" if isinstance(code, int) and code > 0 else
+                  f"    killed by signal {-code}" if isinstance(code, int) and code < 0 else "")
+    if isinstance(prog, (int, float)) and run - prog >= 1:
+        return f"program {prog:.1f} s, run {run:.1f} s (until its last process ended){exit_words}"
+    return f"duration {run:.1f} s{exit_words}"
 
 
 def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
@@ -115,7 +126,7 @@ def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
 
 def _job_header(job: dict[str, Any]) -> list[str]:
     ends = ", ".join(f"{n['host']} {'/'.join(map(str, n['exit_codes']))}" for n in job["per_node"] if n["exit_codes"])
-    state = {"killed": "a main process was killed", "in progress": "in progress",
+    state = {"killed": "a main process ended without process_exit", "in progress": "in progress",
              "end not seen": "end not seen (no process_exit)"}.get(job["state"], "ended")
     out = [f"hosts:     {', '.join(job['hosts'])}    ranks: {len(job['ranks'])}"
            + (f" ({pid_text_list(job['ranks'])})" if job["ranks"] else ""),
@@ -134,22 +145,38 @@ def pid_text_list(items: list[str], limit: int = 8) -> str:
 
 def _node_figures(e: dict[str, Any]) -> str:
     """Pools, idle pool memory, leftovers and errors of a node or rank, in words."""
-    idle = f", idle pool memory {size_text(e['idle_pool_rss_bytes'])}" if e["idle_pool_rss_bytes"] else ""
-    left = f"{e['leftovers']} left ({size_text(e['leftover_rss_bytes'])})" if e["leftovers"] else "nothing left"
+    # Real memory (PSS where read) after the main process ended, never a sum of RSS (shared pages again).
+    idle_b, left_b = e.get("idle_pool_real_bytes"), e.get("leftover_real_bytes")
+    idle = f", idle pool memory {size_text(idle_b)}" if idle_b else ""
+    left = (f"{e['leftovers']} left" + (f" ({size_text(left_b)})" if left_b else "")) if e["leftovers"] \
+        else "nothing left"
     return f"{e['pools']} pool(s){idle}; {left}; {e['errors']} error(s)"
 
 
 def _state_text(r: dict[str, Any]) -> str:
     """How the run ended, in words: ended / in progress / main process killed / end not seen."""
     state = r["state"]
+    status = r.get("exit_status")  # what `wp-autotrace run` waited for (its run_exit record): evidence
+    how = (f" by {r['ended_by']} (wp-autotrace run saw it)" if r.get("ended_by") else
+           f" with exit code {status} (wp-autotrace run saw it)" if isinstance(status, int) and status > 0 else "")
     if state == "killed":
         after = f"; {r['alive_after_root']} process(es) still alive after it" if r["alive_after_root"] else ""
+        if how:
+            return f"main process ended{how}, without process_exit{after}"
+        if r.get("records_lost") and not r.get("ended_by"):  # its process_exit may be a lost record
+            return f"main process ended without a process_exit in the log ({r['records_lost']} records lost{after})"
         return f"main process ended without process_exit (killed, or os._exit{after})"
+    if state == "ended" and how:
+        return f"ended{how}"
     if state == "in progress":
         return "in progress"
     if state == "ended" and r.get("exec_into"):
         return f"ended (the main process exec'd into {r['exec_into']}; its end seen by the watcher)"
-    return "ended" if state == "ended" else "end not seen (no process_exit)"
+    if state == "ended":
+        return "ended"
+    if r.get("alive_now") is False:  # the reader found its pid gone: it ended, its exit record not written
+        return f"ended without its exit record (no process_exit; {r['end_check']})"
+    return "end not seen (no process_exit" + (f"; {r['end_check']})" if r.get("end_check") else ")")
 
 
 def covered_text(pool: dict[str, Any]) -> str:
@@ -159,95 +186,61 @@ def covered_text(pool: dict[str, Any]) -> str:
     return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
 
 
-def _pool_sentence(pool: dict[str, Any]) -> str:
+def pool_sentence(pool: dict[str, Any]) -> str:
     """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
     n = len(pool["worker_pids"])
-    name = f"sidecar {pool['sidecar_pid']}" + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+    name = sidecar_name(pool["sidecar_pid"]) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
     end = pool["sidecar_end"]
-    lived = (f"lived {end - pool['sidecar_start']:.1f} s" if isinstance(end, (int, float))
-             and isinstance(pool["sidecar_start"], (int, float)) else "was still running at the end of the log")
+    lived = ("" if pool["sidecar_pid"] is None  # nothing seen to live: how it ended says so
+             else f"; it lived {end - pool['sidecar_start']:.1f} s" if isinstance(end, (int, float))
+             and isinstance(pool["sidecar_start"], (int, float)) else "; it was still running at the end of the log")
     idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
     mem = ""
     if pool["held_pss_bytes"]:
-        mem = f", holding {size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
+        floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
+        mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
         if pool["idle_mib_s"]:
             mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
     by = _shutdown_words(pool)
     return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
-            f"{site(pool['caller'])} ({_s(pool['created_at'])} in); it {lived}{idle}{mem}{by}.")
+            f"{site(pool['caller'])} ({_s(pool['created_at'])} in){lived}{idle}{mem}{quiesce_words(pool)}{by}.")
+
+
+def quiesce_words(pool: dict[str, Any]) -> str:
+    """What a quiesce in the idle span left: '; user code quiesced it at 78.2 s: its workers stopped, its
+    sidecar still held 240 MiB (PSS, read at 90.1 s)'; '' without a quiesce or a reading after it."""
+    after = pool.get("after_quiesce")
+    quiesced = [q for q in pool.get("quiesced") or () if after and q["at"] <= after["at"]]
+    if not after or not quiesced:
+        return ""
+    return (f"; {quiesced[0]['by']} quiesced it at {_s(quiesced[0]['at'])}: its workers stopped, its sidecar still "
+            f"held {size_text(after['sidecar_pss_bytes'])} (PSS, read at {_s(after['at'])})")
 
 
 def _shutdown_words(pool: dict[str, Any]) -> str:
-    """Who shut the pool down; one still running at the end of the log was only asked to."""
-    if not pool["shutdown_by"]:
-        return "; nothing shut it down" if pool["alive_at_end"] else ""
-    if not pool["alive_at_end"]:
-        return f"; {pool['shutdown_by']} shut it down"
-    outcome = pool.get("shutdown_outcome") or ""
-    how = ("interrupted: " + outcome.removeprefix("raised ") if outcome.startswith("raised ") else
-           "the request never returned" if outcome == "never returned" else "it kept running")
-    return f"; {pool['shutdown_by']} asked it to shut down ({how})"
+    """How the pool ended, in the words its evidence allows (analysis/endings.py): "BY shut it down" only when
+    the request returned and its sidecar ended after it."""
+    words = (pool.get("ending") or {}).get("words")
+    return f"; {words}" if words else ""
 
 
-def _pools_answer(rep: dict[str, Any]) -> str:
-    """The Answer's lead: the pools (at most two told in full, then totals), or plainly none."""
-    pools = rep["pools"]
-    if not pools:
-        if any(r["inductor"] for r in rep["runs"]):
-            return "Compiled without a process pool: no traced process made a compile pool."
-        return "No compile pool was made (torch's inductor was not loaded in any traced process)."
-    text = " ".join(_pool_sentence(p) for p in pools[:2])
-    if len(pools) > 2:
-        costs = rep["costs"]
-        total = f"; {mib_s_text(costs['idle_mib_s'])} idle in all" if costs["idle_mib_s"] else ""
-        idle = f", idle {costs['idle_s']:.0f} s in all{total}" if costs["idle_s"] >= 1 else ""
-        text += f" (+{len(pools) - 2} more pools: {len(pools)} in all{idle})"
-    return text
-
-
-def answer_text(rep: dict[str, Any]) -> str:
-    """One paragraph, pools first: who made which pool where, how long it lived and idled, its real
-    memory; then who called warm_pool (nesting), what was left, and what to do first."""
-    text = _pools_answer(rep)
-    callers = rep["warm_pool_callers"]
-    if callers:
-        nested = [e for e in callers if e["role"] in GUARDED_ROLES]
-        sites = sorted({site(e["caller"]) for e in callers})
-        ranks = f" across {len(rep['ranks'])} ranks" if len(rep["ranks"]) > 1 else ""
-        text += (f" {len(callers)} process(es){ranks} called warm_pool, from {', '.join(sites[:2])}"
-                 + (f" (+{len(sites) - 2} more sites)" if len(sites) > 2 else "")
-                 + (f"; {len(nested)} of them inside compile sidecars/workers, nesting pools "
-                    f"{rep['max_sidecar_depth']} deep" if nested else "") + ".")
-    states = {r["state"] for r in rep["runs"]}
-    if "in progress" in states:
-        text += " The run is still in progress."
-    elif "killed" in states:
-        by = sorted({r["ended_by"] for r in rep["runs"] if r.get("ended_by")})
-        text += (f" The main process was ended by {', '.join(by)}." if by else
-                 " The main process ended without process_exit (killed, or os._exit).")
-    costs = rep["costs"]
-    if rep["leftover_count"]:
-        real = costs.get("leftover_real_bytes")
-        mb = f" (about {size_text(real)})" if real else ""
-        text += f" {rep['leftover_count']} process(es) were left running after the main process{mb}."
-    if costs["exit_wait_s"] >= 1:
-        text += f" The main process waited {costs['exit_wait_s']:.1f} s at exit."
-    advice = next((f["advice"] for f in rep["findings"] if f["advice"] and f["severity"] == "problem"),
-                  next((f["advice"] for f in rep["findings"] if f["advice"]), ""))
-    return text + (f" First: {advice.rstrip('.')}." if advice else "")
-
-
-def findings_lines(rep: dict[str, Any], verbose: bool = False) -> list[str]:
-    """Each finding in one line, with its advice in one more (verbose: every pid and the evidence)."""
+def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
+    """Each finding, worst first (answer.ranked), with its advice, wrapped to width (verbose: every pid and
+    the evidence)."""
     if not rep["findings"]:
+        codes = [r.get("exit_code") for r in rep["runs"] if isinstance(r.get("exit_code"), int)]
+        bad = next((c for c in codes if c != 0), None)
+        if bad is not None:  # not "Nothing unusual" about a program that failed
+            return [f"- No finding about its processes or pools; the program exited with code {bad}."
+                    if bad > 0 else f"- No finding about its processes or pools; it was killed by signal {-bad}."]
         return ["- Nothing unusual."]
     out = []
     for f in rep["findings"]:
-        out.append(f"- {f['text']}")
+        out.extend(wrap(f"- {f['text']}", width))
         if f["advice"]:
-            out.append(f"  what to do: {f['advice']}")
+            out.extend(wrap(f"  what to do: {f['advice']}", width, "    "))
         if verbose and len(f["pids"]) > 1:
             out.append(f"  pids: {', '.join(map(str, f['pids']))}")
         if verbose:
@@ -255,13 +248,19 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False) -> list[str]:
     return out
 
 
-def summary_lines(rep: dict[str, Any]) -> list[str]:
-    """The short answer (`wp-autotrace run` prints it after the program): the paragraph, then findings."""
-    return [rep["answer"], *findings_lines(rep)]
+def answer_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:
+    """The Answer's bullets, wrapped to width."""
+    return [line for bullet in rep["answer"].splitlines() for line in wrap(bullet, width)]
 
 
-def _findings_section(rep: dict[str, Any], verbose: bool) -> list[str]:
-    return ["", "== Findings", *findings_lines(rep, verbose)]
+def summary_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:
+    """The short answer (`wp-autotrace run` prints it after the program): the Answer, then the findings
+    (the Answer's problems told again only when it has no bullet for them)."""
+    return [*answer_lines(rep, width), *findings_lines(rep, width=width)]
+
+
+def _findings_section(rep: dict[str, Any], verbose: bool, width: int | None = None) -> list[str]:
+    return ["", "== Findings", *findings_lines(rep, verbose, width)]
 
 
 def _who(e: dict[str, Any]) -> str:
@@ -325,11 +324,15 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             out.append(_more(pools, limit))
             continue
         end = _t(pool["sidecar_end"]).strip() if pool["sidecar_end"] is not None else "end"
-        out.append(f"- sidecar {pool['sidecar_pid']} created by {pool['creator_role']} {pool['creator_pid']} "
+        out.append(f"- {sidecar_name(pool['sidecar_pid'])} created by {pool['creator_role']} {pool['creator_pid']} "
                    f"at {_t(pool['created_at']).strip()} from {site(pool['caller'])}")
         out.append(f"  alive {_t(pool['sidecar_start']).strip()} -> {end} ({pool['sidecar_exit']}); "
                    f"workers {_workers(pool['worker_pids'])}; wakeups {pool['wakeups']}, "
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")
+        if pool.get("test"):
+            outlived = pool.get("tests_outlived") or []
+            names = f": {', '.join(outlived)}" if verbose and outlived else ""
+            out.append(f"  made by test {pool['test']}; outlived {len(outlived)} later test(s){names}")
         if pool["ready_at"] is not None or pool["last_job"] is not None or pool["shutdown_by"] \
                 or pool["peak_pss_bytes"] or pool["device_files"]:  # a pool that never served has no story
             out.append("  " + _lifecycle(pool))
@@ -442,7 +445,12 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     shown: set[Any] = set()
     stack: list[tuple[Any, int]] = [(p, 0) for p in reversed(kids.get(None, []))]
     lines = 0
-    while stack and lines < limit:
+    # then anyone no root reaches: a parent cycle (a reused pid: the main's parent's pid taken later by one
+    # of its own descendants) has no root, and its whole tree was left out as "more process(es)"
+    unreached = list(reversed(procs))
+    while (stack or unreached) and lines < limit:
+        if not stack:
+            stack.append((unreached.pop(), 0))
         p, indent = stack.pop()
         if isinstance(p, list):  # a folded toolchain group
             out.append(_tools_line(p, indent))
@@ -525,10 +533,13 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = False) -> str:
-    """The report for people; every line escaped. Short by default; verbose shows every row."""
-    out = ["== Answer", rep["answer"], "", *_job_section(rep, verbose), *_run_section(rep)]
-    for section in (_findings_section, _ranks_section, _callers_section, _pools_section, _tree_section):
+def render_text(rep: dict[str, Any], skipped: dict[str, int], verbose: bool = False,
+                width: int | None = None) -> str:
+    """The report for people; every line escaped. Short by default; verbose shows every row. The Answer
+    and the Findings are wrapped to width (the terminal's; WIDTH when not a terminal; None: unwrapped)."""
+    out = ["== Answer", *answer_lines(rep, width), "", *_job_section(rep, verbose), *_run_section(rep)]
+    out.extend(_findings_section(rep, verbose, width))
+    for section in (_ranks_section, _callers_section, _pools_section, _tree_section):
         out.extend(section(rep, verbose))
     out.extend(_timeline_section(rep))
     line = skipped_line(skipped)

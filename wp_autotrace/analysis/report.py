@@ -1,7 +1,7 @@
 """Turn a run's log into answers: who called warm_pool, which pools, what was left.
 
-``analyze`` folds the records into the run model (model.py), derives a View
-of the selected runs, runs the findings registry (findings.py) and returns
+``analyze`` folds the records into the run model (fold.py, model.py), derives a View
+of the selected runs, runs the findings registry (findings/__init__.py) and returns
 one JSON-ready dict with stable keys (docs/report.md lists them). Rendering for
 people lives in render.py; the CLI composes the two.
 """
@@ -10,32 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import targets as T
-from ..common import vocab as V
+from ..common import targets, vocab
 from ..common.cmdline import python_command
+from . import facts
+from .answer import answer_bullets, ranked
 from .findings import find_all
 from .jobs import Job, group, identity_text, slurm_steps
 from .labels import label_for, rank_value, tool_name
 from .logread import LogData, LogStream, NoUsableLog
-from .model import (
-    RUN_END_UNSEEN,
-    RUN_ENDED,
-    RUN_IN_PROGRESS,
-    RUN_KILLED,
-    Model,
-    Pool,
-    Process,
-    Run,
-    Waited,
-    build,
-    ended_by,
-    exec_name,
-)
-from .render import answer_text
-from .view import BENIGN_LEFTOVER_ROLES, View, held_bytes, held_kind
+from .model import Model, Pool, Process, Run, Waited, ended_by, exec_name
+from .pools import peak_at_once, seen_end
+from .verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
+from .view import BENIGN_LEFTOVER_ROLES, View, held_kind
 
 # Processes of a compile pool: what idle pool memory counts.
-POOL_ROLES = (*V.SIDECAR_ROLES, "compile-worker")
+POOL_ROLES = (*vocab.SIDECAR_ROLES, "compile-worker")
 
 
 def process_label(p: Process) -> str:
@@ -76,24 +65,28 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
     exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
     return {
         **v.story(pool).as_dict(v.rel),
+        "ending": v.endings.of_pool(pool).as_dict(v.rel), **_jobs_of(v, pool),
         "run": _run_id(pool.creator), "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
         "host": pool.creator.host, "created_at": v.rel(pool.call.ts), "caller": pool.call.caller,
         "sidecar_pid": pool.sidecar_pid, "sidecar_start": v.rel(side.start) if side else None,
-        "sidecar_end": v.rel(side.end) if side else None, "sidecar_exit": exit_how,
+        "sidecar_end": v.rel(seen_end(side)) if side else None, "sidecar_exit": exit_how,
         "sidecar_served": bool(side and side.served), "worker_pids": sorted(workers),
         "wakeups": pool.wakeups, "quiesces": pool.quiesces, "shutdowns": pool.shutdowns,
+        "test": None, "tests_outlived": [], **facts.pool_tests(v, pool), "made_in": facts.made_in(v, pool),
     }
 
 
-def seen_end(p: Process) -> float | None:
-    """When p ended: for a run's main process, the later of its process_exit record (written as its exit
-    handlers ran) and the watcher's end for it (review 2 #11: a torch job's teardown after atexit took
-    1.3 s more; the watcher holds the main's pidfd). Others keep their record's time: the watcher may see
-    their end a back-off interval late."""
-    root = p.run.root if p.run is not None else None
-    if root is p and p.exited and p.end is not None and p.gone is not None and p.gone > p.end:
-        return p.gone
-    return p.end
+def _jobs_of(v: View, pool: Pool) -> dict[str, Any]:
+    jobs = v.endings.jobs(pool)
+    return {**jobs, "lost_line": jobs["lost_line"]}
+
+
+def _zombie(v: View, p: Process) -> dict[str, Any] | None:
+    z = p.zombie
+    if z is None:
+        return None
+    return {"ppid": z.get("ppid"), "since": v.rel(z.get("since")), "status": z.get("status"),
+            "reaped": v.rel(z.get("reaped"))}
 
 
 def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
@@ -101,10 +94,10 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "pid": p.pid, "ppid": p.ppid, "host": p.host, "run": _run_id(p), "role": p.role, "traced": p.traced,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(seen_end(p)), "exit_record_s": v.rel(p.end) if p.exited else None,
-        "exit": p.exit_how or None,
+        "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
-        "held_bytes": held_bytes(p) or None, "held_kind": held_kind(p),
+        "held_bytes": v.held(p) or None, "held_kind": held_kind(p),
         "device_files": p.devices,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),
@@ -129,7 +122,28 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "alive_after_root": max(alive) if alive else None,
             "verdict_pending": r.verdict_pending, "verdict_from": r.provisional_from or None,
             "no_verdict": r.no_verdict or None, "ended_by": ended_by(r),
+            "exit_status": r.waited.status if r.waited is not None else None,
+            "exit_code": _exit_code(r), "program_s": _program_s(r),
+            "records_lost": r.dropped + r.watcher_dropped,
+            "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None}
+
+
+def _exit_code(r: Run) -> int | None:
+    """The main process's exit code: what `run` waited for (-N: signal N), else its process_exit's code."""
+    if r.waited is not None:
+        return r.waited.status
+    return r.root.exit_code if r.root is not None else None
+
+
+def _program_s(r: Run) -> float | None:
+    """How long the program (the run's main process) lived: apart from the run, which lasts until its last
+    process ended (a leftover stretches it)."""
+    root = r.root
+    end = seen_end(root) if root is not None else None
+    if root is None or root.start is None or end is None:
+        return None
+    return round(end - root.start, 3)
 
 
 def _possible(v: View) -> list[dict[str, Any]]:
@@ -161,10 +175,11 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
             "rank": label, "run": run, "step": str(step) if step is not None else None,
             "name": _rank_name(label, run, step, labels.count(label) > 1),
             "pid": top.pid, "host": top.host, "role": top.role, "label": process_label(top),
-            "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in V.SIDECAR_ROLES),
+            "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in vocab.SIDECAR_ROLES),
             "pools": sum(1 for pool in v.pools if pool.creator.index in members),
             "max_depth": max(p.depth for p in procs) - top.depth,
             "leftovers": len(left), "leftover_rss_bytes": sum(p.last_rss for p in left),
+            "leftover_real_bytes": sum(v.real_left(p) for p in left),
             "errors": sum(len(p.errors) for p in procs),
         })
     return sorted(rows, key=lambda e: (_rank_sort(e["rank"]), _run_start(v, e["run"])))
@@ -205,6 +220,11 @@ def _idle_pool_rss(r: Run, p: Process) -> int:
     return _left_rss(r, p) if p.role in POOL_ROLES else 0
 
 
+def _idle_pool_real(v: View, p: Process) -> int:
+    """The real memory (View.real_left) of a pool process left running after its main process ended."""
+    return v.real_left(p) if p.role in POOL_ROLES else 0
+
+
 def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """One node (host) of a job: its runs, launchers, ranks, pools, idle pool memory, leftovers, errors."""
     runs = [r for r in job.runs if host in r.hosts]
@@ -217,7 +237,9 @@ def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict
         "ranks": [e["name"] for e in ranks if e["host"] == host],
         "pools": sum(len(p.pools) for p in procs),
         "idle_pool_rss_bytes": sum(_idle_pool_rss(r, p) for r, p in left),
+        "idle_pool_real_bytes": sum(_idle_pool_real(v, p) for _, p in left),
         "leftovers": len(left), "leftover_rss_bytes": sum(_left_rss(r, p) for r, p in left),
+        "leftover_real_bytes": sum(v.real_left(p) for _, p in left),
         "errors": sum(len(p.errors) for p in procs),
         "exit_codes": [p.exit_code for p in roots if p.exit_code is not None],
         "state": _job_state([v.states[r.id] for r in runs]),
@@ -229,15 +251,18 @@ def _rank_rows(v: View, job: Job, ranks: list[dict[str, Any]]) -> list[dict[str,
     rank's pool processes."""
     ids = {r.id for r in job.runs}
     idle: dict[tuple[str, str], int] = {}
+    real: dict[tuple[str, str], int] = {}
     for r in job.runs:
         for p in r.leftover:
             label = v.rank_of.get(p.index)
             if label:
                 idle[(r.id, label)] = idle.get((r.id, label), 0) + _idle_pool_rss(r, p)
+                real[(r.id, label)] = real.get((r.id, label), 0) + _idle_pool_real(v, p)
     rows = [e for e in ranks if e["run"] in ids]
     labels = [e["rank"] for e in rows]  # a label repeats within the job only across its Slurm steps
     return [{**e, "name": _rank_name(e["rank"], e["run"], e["step"], labels.count(e["rank"]) > 1),
-             "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0)} for e in rows]
+             "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0),
+             "idle_pool_real_bytes": real.get((e["run"], e["rank"]), 0)} for e in rows]
 
 
 def _job_dict(v: View, job: Job, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -267,10 +292,11 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
     """What the run cost, in total: processes, what was left (memory), the main process's wait at exit."""
     never = next((f.cost.get("processes", 0) for f in findings if f.kind == "sidecar-never-served"), 0)
     return {
-        "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in V.SIDECAR_ROLES),
+        "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in vocab.SIDECAR_ROLES),
         "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
         "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
-        "pools": len(v.pools), "pool_peak_pss_bytes": sum(v.story(p).peak_bytes or 0 for p in v.pools) or None,
+        # Memory at once (docs/evidence.md): what every pool's processes held together at one moment.
+        "pools": len(v.pools), "pool_peak_pss_bytes": peak_at_once(facts.pools_procs(v))[0],
         "idle_s": round(sum(v.story(p).idle_s for p in v.pools), 3),
         "idle_mib_s": round(sum(v.story(p).idle_mib_s or 0.0 for p in v.pools), 1),
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
@@ -291,10 +317,24 @@ def select_runs(model: Model, run_id: str | None) -> list[Run]:
     return chosen
 
 
-def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited | None = None) -> dict[str, Any]:
-    """Build the report as one dict (the --json output); waited: what `run` saw of the program it ran."""
-    model = build(data.records, waited)
-    v = View(model, select_runs(model, run_id))
+def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited | None = None,
+            reader: Reader | None = None) -> dict[str, Any]:
+    """Build the report as one dict (the --json output); waited: what `run` saw of the program it ran;
+    reader: where and when the log is read (None: here and now)."""
+    return analyze_view(data, run_id, waited, reader)[0]
+
+
+def analyze_view(data: LogData | LogStream, run_id: str | None = None, waited: Waited | None = None,
+                 reader: Reader | None = None) -> tuple[dict[str, Any], View]:
+    """analyze's dict and the View it was made from (the HTML page draws the View's memory samples)."""
+    reader = reader or here_and_now()
+    return report_of(fold_and_judge(data.records, waited, reader), data, run_id, reader.now)
+
+
+def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: float
+              ) -> tuple[dict[str, Any], View]:
+    """The report of a model already folded and judged (the Chrome export folds as it writes)."""
+    v = View(model, select_runs(model, run_id), now)
     leftover = {p.index for r in v.runs for p in r.leftover}
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]
@@ -302,6 +342,7 @@ def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited
     ranks = _ranks(v, leftover)
     jobs = _jobs(v, ranks)
     rep = {
+        "t0": v.t0,
         "runs": [_run_dict(v, r) for r in v.runs],
         "ranks": ranks,
         # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
@@ -330,16 +371,19 @@ def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited
                                 and not _explained_end(v, p)}),
         "running_pids": sorted({p.pid for p in v.procs if _still_running(v, p)}),
         "blocked": [{"pid": c.proc.pid, "host": c.proc.host, "run": _run_id(c.proc), "role": c.proc.role,
-                     "target": T.short_label(c.target), "tag": c.tag, "caller": c.caller, "action": c.action}
+                     "target": targets.short_label(c.target), "tag": c.tag, "caller": c.caller, "action": c.action}
                     for c in v.blocked],
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
-        "findings": [f._asdict() for f in findings],
+        "findings": ranked([f._asdict() for f in findings]),
+        "pools_across": facts.pools_across(v),
+        "compiling": facts.compiling(v),
+        "no_pool_why": facts.no_pool_why(v),
         "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files,
                   "notes": list(getattr(data, "notes", ()))},
     }
-    rep["answer"] = answer_text(rep)
-    return rep
+    rep["answer"] = "\n".join(answer_bullets(rep))
+    return rep, v
 
 
 def _still_running(v: View, p: Process) -> bool:

@@ -1,69 +1,47 @@
 """The log's record schema, in one place: event names, each event's fields, the version.
 
 The reader (logread) checks every field against FIELD_TYPES, the model
-(model.py) folds records by these names, and docs/log-schema.md's table is
+(fold.py) folds records by these names, and docs/log-schema.md's table is
 generated from EVENTS (tests/test_schema.py keeps it in step). A new event is
-one entry here plus its ``visit_<event>`` handler in model.py.
+one entry here plus its ``visit_<event>`` handler in fold.py.
 """
 
 from __future__ import annotations
 
-from ..common.vocab import (  # the event names: model.py and tests read them as S.NAME
-    BLOCKED as BLOCKED,
-)
+# The event names and the schema version, re-exported: the log's schema is read from this one module.
 from ..common.vocab import (
-    CALL as CALL,
-)
-from ..common.vocab import (
-    CONFIG as CONFIG,
-)
-from ..common.vocab import (
-    ERROR as ERROR,
-)
-from ..common.vocab import (
-    EXEC as EXEC,
-)
-from ..common.vocab import (
-    IMPORT as IMPORT,
-)
-from ..common.vocab import (
-    LEFTOVER as LEFTOVER,
-)
-from ..common.vocab import (
-    MEMORY as MEMORY,
-)
-from ..common.vocab import (
-    PROCESS_EXIT as PROCESS_EXIT,
-)
-from ..common.vocab import (
-    PROCESS_START as PROCESS_START,
-)
-from ..common.vocab import (
-    RETURN as RETURN,
-)
-from ..common.vocab import (
-    ROLE as ROLE,
-)
-from ..common.vocab import (
-    SCHEMA_VERSION as SCHEMA_VERSION,
-)
-from ..common.vocab import (
-    TRACER_ERROR as TRACER_ERROR,
-)
-from ..common.vocab import (
-    TREE as TREE,
-)
-from ..common.vocab import (
-    WATCHER_EXIT as WATCHER_EXIT,
-)
-from ..common.vocab import (
-    WATCHER_EXIT_REASONS as WATCHER_EXIT_REASONS,
-)
-from ..common.vocab import (
-    WATCHER_START as WATCHER_START,
+    BLOCKED,
+    CALL,
+    CONFIG,
+    ERROR,
+    EXEC,
+    IMPORT,
+    LEFTOVER,
+    MEMORY,
+    OOM,
+    PROCESS_EXIT,
+    PROCESS_START,
+    RETURN,
+    ROLE,
+    RUN_EXIT,
+    SCHEMA_VERSION,
+    TEST,
+    TRACER_ERROR,
+    TREE,
+    WATCHER_EXIT,
+    WATCHER_EXIT_REASONS,
+    WATCHER_START,
 )
 
-# Field types the reader checks (logread._CHECKS): a field of the wrong type is
+__all__ = [  # what this module offers, its own names and the re-exported vocabulary
+    "ANY", "BASE_FIELDS", "BLOCKED", "BOOL", "CALL", "CONFIG", "DEVS", "DICT", "ENDED", "ERROR", "EVENTS", "EXEC",
+    "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "KNOWN_EVENTS", "LEFTOVER", "MEMORY", "MEMS", "NUM",
+    "OOM", "OPT_STR", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
+    "SCHEMA_VERSION", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
+    "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
+]
+
+# Field types the reader checks (check._CHECKS): a field of the wrong type is
 # dropped from its record, and counted.
 INT = "int"  # an integer in [-2**63, 2**63)
 UINT = "uint"  # an integer in [0, 2**63): pids, counts, bytes
@@ -82,6 +60,7 @@ ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
 MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?}
 DEVS = "list[devices]"  # {pid, create_time, paths}
+ZOMBIES = "list[zombie]"  # {pid, create_time, ppid, since, status}
 TIMES = "dict[str,list[num]]"  # label -> [first, last]
 
 # Every record carries these (sink.py writes them; watcher records add run and root_pid).
@@ -94,7 +73,7 @@ BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("host", STR, "host name"),
     ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, dataloader-worker, "
                      "resource-tracker, forkserver, "
-                     "watcher, child"),
+                     "watcher, run (`wp-autotrace run` itself: run_exit), child"),
     ("seq", UINT, "per-process counter from 0"),
     ("truncated", UINT, "set when the record was cut to fit 32 KiB: its size before"),
 )
@@ -108,7 +87,12 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("caller", FRAME, "innermost frame outside torch and the stdlib (`file`, `line`, `func`, and `dist`, "
                       "`dist_version`, `rel`, `src` when known)"),
     ("parent_call", UINT, "the enclosing traced call"),
-    ("env", DICT, "the pool-deciding variables (warm_pool)"),
+    ("env", DICT, "the pool-deciding variables (warm_pool, SubprocPool.__init__: `PYTEST_CURRENT_TEST` too)"),
+    ("rss", UINT, "the process's resident memory as the call began, bytes (`compile` calls: /proc/self/statm)"),
+    ("pending_jobs", INTS, "captured as the call starts (SubprocPool.shutdown): the ids of the jobs still in "
+                           "flight, which torch then cancels"),
+    ("pool_running", BOOL, "captured as the call starts (SubprocPool.shutdown): torch still held the pool "
+                           "running (false: the call is a no-op)"),
 )
 _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("run", STR, "run id"),
@@ -116,8 +100,8 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?}` "
-              "(`cmd_len`: the length before `cmd` was cut)")
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?}` "
+              "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group)")
 _VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
              "process_start names the run); absent in older logs, where every entry is a member")
 
@@ -150,6 +134,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                                  "was made (quiesce_async_compile_time then); absent when quiesce was off"),
         ("worker_pids", INTS, "captured: the sidecar's workers"),
         ("autotune_pid", UINT, "captured: the autotune process"),
+        ("sidecar_returncode", INT, "captured (SubprocPool.shutdown): the sidecar's status as torch's own "
+                                    "process.wait() saw it (-N: signal N); absent when torch did not wait"),
+        ("rss", UINT, "the process's resident memory as the call returned, bytes (`compile` calls)"),
     )),
     BLOCKED: ("the guard refused a call", _CALL_FIELDS + (("action", STR, "`skip` or `inline-pool`"),)),
     IMPORT: ("a watched module (`torch_npu._inductor`) started importing", (
@@ -176,6 +163,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                      "since the value last written for it, and of every live process each 60 s (older logs: "
                      "every process every 2 s)"),
         ("final", BOOL, "the last sample"),
+        ("zombies", ZOMBIES, "processes of the run seen defunct (state Z: ended, not reaped by their parent), "
+                             "once each: `{pid, create_time, ppid, since, status}` (`since`: when the watcher "
+                             "saw it end; `status`: the wait status in /proc/PID/stat field 52)"),
+        ("reaped", ENDED, "zombies gone from /proc (their parent reaped them): `{pid, create_time, end}`"),
     )),
     LEFTOVER: ("the run's processes still alive when its root ended", _PART_FIELDS + (
         ("how", STR, "`root-exit`, `root-killed` or `linger-end`"),
@@ -191,6 +182,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("counts", DICT, "counted hot calls (SubprocPool.submit)"),
         ("count_times", TIMES, "each counted call's first and last time (Unix seconds): a pool's first and "
                                "last job"),
+        ("count_callers", DICT, "label -> the innermost user frame of the last counted call (SubprocPool.submit: "
+                                "the line that sent the last job)"),
         ("dropped", UINT, "records this process could not write"),
         ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
                          "(at most 200)"),
@@ -200,12 +193,18 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("argv", STRS, "the new command line, masked as process_start's"),
         ("executable", STR, "the program it execs"),
     )),
+    TEST: ("a pytest test began or ended (the pytest plugin, only while tracing is on)", (
+        ("nodeid", STR, "the test's node id (`FILE::TEST`)"),
+        ("phase", STR, "`start` or `end`"),
+    )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
-                       "`live-export`: spans the live export could not send, and why)"),
+                       "`live-export`: spans the live export could not send, and why; `log`: records this "
+                       "process could not write)"),
         ("error", STR, "the fault"),
-        ("dropped", UINT, "the watcher: records it could not write so far (a full disk); it kept sampling, "
-                          "and writes this once the log takes records again")) + _PART_FIELDS[:2]),
+        ("dropped", UINT, "records it could not write so far (a full disk), written once the log takes records "
+                          "again: the watcher's (it kept sampling), or any traced process's (`where` `log`, "
+                          "right after the first record that landed)")) + _PART_FIELDS[:2]),
     ERROR: ("an exception torch caught and logged, or one that reached sys/threading.excepthook, in a "
             "pool-serving process (output unchanged; at most 50 per process)", (
         ("source", STR, "`logging`, `excepthook` or `threading.excepthook`"),
@@ -225,7 +224,16 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                           "`{pid, create_time, paths}`"),
     )),
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
-        ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"))),
+        ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"),
+        ("oom_kill", UINT, "the run's cgroup's OOM kill count at the start (memory.events, or memory.oom_control "
+                           "in cgroup v1); absent where none is readable: then no OOM kill is ever named"))),
+    OOM: ("the run's cgroup counted more OOM kills than before (the watcher, each time it rises)",
+          _PART_FIELDS[:2] + (
+        ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"))),
+    RUN_EXIT: ("`wp-autotrace run` waited for its program: the status it saw (so `report` says the same)",
+               _PART_FIELDS[:2] + (
+        ("status", INT, "the exit code, or -N for signal N"),
+        ("forwarded", INTS, "the signals `run` passed on to the program, each once"))),
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import targets as T
+from ..common import targets
 from ..common.vocab import HELPER_ROLES, SIDECAR_ROLES
+from .endings import Endings
 from .labels import rank_value
-from .model import Call, Model, Pool, Process, Run, run_state
-from .pools import PoolStory, lived_mem, stories
+from .model import Call, Model, Pool, Process, Run
+from .pools import PoolStory, held_after, lived_mem, seen_end, stories
+from .verdict import run_state
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
 BENIGN_LEFTOVER_ROLES = HELPER_ROLES
@@ -17,7 +19,7 @@ BENIGN_LEFTOVER_ROLES = HELPER_ROLES
 class View:
     """The selected runs of a model, and what the findings and tables share."""
 
-    def __init__(self, model: Model, runs: list[Run]) -> None:
+    def __init__(self, model: Model, runs: list[Run], now: float) -> None:
         self.model = model
         self.runs = runs
         chosen = {id(r) for r in runs}
@@ -40,16 +42,34 @@ class View:
         # Real memory left: each leftover's figure (held_bytes), but none for a forked compile worker
         # without a PSS sample (its RSS counts the pages it shares with its sidecar again).
         left = [(r, p) for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
-        self.leftover_pss = sum(p.mem[-1][1] for _, p in left if p.mem) if any(p.mem for _, p in left) else None
-        self.leftover_real = sum(0 if _forked_worker(p) and not p.mem else held_bytes(p) for _, p in left)
-        self.states = {r.id: run_state(r) for r in runs}
+        # A leftover's figure is what it held after the main process ended (docs/evidence.md): its first
+        # PSS sample after that end (the watcher re-reads every pool then), else its latest figure.
+        left_ends = {id(r): seen_end(r.root) if r.root is not None else None for r, _ in left}
+        self.left_held = {p.index: after for r, p in left
+                          if (end := left_ends[id(r)]) is not None and (after := held_after(p, end)) is not None}
+        pss = [self.left_held.get(p.index) or (p.mem[-1][1] if p.mem else None) for _, p in left]
+        self.leftover_pss = sum(x for x in pss if x is not None) if any(x is not None for x in pss) else None
+        self.leftover_real = sum(self.real_left(p) for _, p in left)
+        self.states = {r.id: run_state(r, now) for r in runs}  # now: the reader's time
         self.multi_host = len({p.host for p in self.procs}) > 1
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)
         self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
                           and any(rank_value(q.rank) for q in p.children)}
         self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end)
+        root = next((r.root for r in runs if r.root is not None), None)
+        self.endings = Endings(self.procs, self.pools, self.config_of(root)[1] if root is not None else "", self.t0)
         self.exit_wait_s = sum(_open_for(self, c) for c in self.calls
-                               if c.tag == T.EXIT_SHUTDOWN and c.proc.role == "main")
+                               if c.tag == targets.EXIT_SHUTDOWN and c.proc.role == "main")
+
+    def real_left(self, p: Process) -> int:
+        """A leftover's real memory (held), but none for a forked compile worker without a PSS sample (its
+        RSS counts the pages it shares with its sidecar again). Summed over leftovers it is one moment's:
+        the watcher re-reads every pool process right after the main process ends."""
+        return 0 if _forked_worker(p) and not p.mem else self.held(p)
+
+    def held(self, p: Process) -> int:
+        """p's one memory figure: a leftover's after the main process ended, else held_bytes."""
+        return self.left_held.get(p.index) or held_bytes(p)
 
     def rel(self, ts: float | None) -> float | None:
         return round(ts - self.t0, 3) if ts is not None else None
@@ -115,5 +135,5 @@ def held_kind(p: Process) -> str:
 
 def _top_warm_calls(calls: list[Call]) -> list[Call]:
     """warm_pool calls not inside another warm_pool call (an override calling super())."""
-    return [c for c in calls if c.tag == T.WARM_POOL and not c.blocked
-            and (c.parent is None or c.parent.tag != T.WARM_POOL)]
+    return [c for c in calls if c.tag == targets.WARM_POOL and not c.blocked
+            and (c.parent is None or c.parent.tag != targets.WARM_POOL)]

@@ -28,7 +28,9 @@ process, whose children are not the run's. After each round the logs are
 read again (cleanup's `reload`): a traced successor forked by a member's
 SIGTERM handler is re-parented to init at once, out of reach of the walk, but
 writes its own process_start naming its parent; a child the logs name of a
-process they claim, or of a target, is a candidate like any other. Rounds
+process they claim, or of a target, is a candidate like any other. Where that
+record lands late, a process born during the round in a member's process group
+is waited for until the logs name it (bounded; successors.py). Rounds
 repeat until the tree is empty, at most MAX_ROUNDS times and CLEANUP_BUDGET_S
 seconds; every wait, the grace included, ends by that budget. The final count
 reads the logs once more: a live process they name as the run's (same pid and
@@ -39,24 +41,39 @@ One process named by several logs (the same log twice, a copy, a planted log)
 is one candidate with several claims, keyed by (host, pid, start): it is
 counted once, every claim is judged, and a single refused claim refuses it, so
 the outcome does not depend on the order of the logs. The log's owner is taken
-by cli/main.py from fstat of the file it reads, not from its path.
+(_owned_model) from fstat of the file it reads, not from its path. The candidates
+and their checks are candidates.py's; what joins the tree after a round (the
+children the logs name, the newborns waited for) successors.py's; the signalling
+rounds are this module's.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import select
 import signal
+import sys
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..analysis.fmt import escape
-from ..analysis.model import Model, Process, Run
+from ..analysis.fmt import escape, size_text
+from ..analysis.logread import NoUsableLog, stream_logs
+from ..analysis.model import Process, Run
 from ..common.env import REDACT_ENV
-from ..common.procfs import ProcReader, same_process
+from ..common.procfs import same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
-from ..common.vocab import WATCHER as WATCHER_ROLE
+from .base import seconds
+from .candidates import (
+    Candidate,
+    Checker,
+    Key,
+    Models,
+    _key,
+    find_candidates,
+)
+from .successors import _members_named, _selected, await_newborns, logged_successors
 
 # Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
 CLEAN = 0  # every candidate ended or was already gone
@@ -64,179 +81,18 @@ REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or surv
 STILL_RUNNING = 3  # a selected run's main process is alive: nothing signalled
 
 DEFAULT_GRACE_S = 5.0
-# Interpreter start to the .pth's process_start record: well under this even on a loaded host.
-ROOT_START_WINDOW_S = 60.0
 POLL_S = 0.05
 KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anyway
 # A round ends what the walk found; a member's signal handler may still fork. Rounds repeat until the
 # tree is empty, bounded: a tree that regrows this often, or for this long, is reported, not chased.
 MAX_ROUNDS = 5
+NAMED_MEMBER = "the log names it as the run's"  # and not as left behind (_named_how)
 CLEANUP_BUDGET_S = 120.0
 # --grace at most this: every wait is capped at what is left of CLEANUP_BUDGET_S, so a longer grace
 # could never be waited; refusing it says so instead of silently waiting less.
 MAX_GRACE_S = CLEANUP_BUDGET_S
 MAX_TREE = 100_000  # processes walked per round: a ppid loop or a fork bomb cannot hang the walk
 CMD_SHOWN = 120  # characters of a command line in a message
-
-
-class Candidate(NamedTuple):
-    """A process the log says the run left behind (or, born later, a descendant of one)."""
-
-    run: str
-    host: str
-    pid: int
-    create_time: float | None
-    role: str
-    cmd: str
-    seen_at: float | None  # ts of the record that names it: it had started by then
-    root_start: float | None  # the run's root's start: a process of the run started after it
-    owner: int | None = None  # uid of the log that names it (None: not known)
-
-
-Key = tuple[str, int, "float | None"]  # (host, pid, create_time): one process, however many logs name it
-Models = list[tuple[Model, "int | None"]]  # each log's model, with the uid that owns the log
-
-
-def _key(c: Candidate) -> Key:
-    return (c.host, c.pid, c.create_time)
-
-
-class RunRoot(NamedTuple):
-    """A run's main process as its log shows it."""
-
-    run: str
-    host: str
-    pid: int
-    create_time: float | None
-    written: float | None  # when its first record was written
-
-
-def _alive_in_model(run: Run) -> list[Process]:
-    """What the log last showed alive: started, and no end or disappearance seen."""
-    return [p for p in run.processes if p is not run.root and p.end is None and p.gone is None]
-
-
-def pending_note(run: Run) -> str:
-    """Why a run's list is not the watcher's verdict, in words; '' when the verdict is written."""
-    if run.leftover_seen:
-        return ""
-    if run.no_verdict and run.root is not None and run.root.pid == 1:
-        return (f"run {run.id or '?'}: its main process was pid 1 of its own pid namespace: the log's pids are "
-                "that namespace's, not this one's, and its exit ended every process in it; nothing to clean up")
-    if run.no_verdict:
-        where = {"sample": "the last sample after its main process ended",
-                 "below": "the main process's own list of its descendants at exit"}.get(run.provisional_from)
-        return f"run {run.id or '?'}: no verdict will come ({run.no_verdict})" + (
-            f"; using {where}" if where else "")
-    if not run.verdict_pending:
-        return ""
-    where = {"sample": "the last sample after its main process ended",
-             "below": "the main process's own list of its descendants at exit"}.get(
-        run.provisional_from, "what the log last showed alive (no sample after the main process's end yet)")
-    return f"verdict pending: the watcher has not written what run {run.id or '?'} left behind yet; using {where}"
-
-
-def find_candidates(model: Model, run_id: str | None, owner: int | None = None) -> tuple[
-        list[Candidate], list[RunRoot], list[str]]:
-    """The proven members the selected run(s) left behind, each run's root, and notes (pending verdicts)."""
-    found: list[Candidate] = []
-    roots: list[RunRoot] = []
-    notes: list[str] = []
-    for run in model.runs.values():
-        if run_id is not None and run.id != run_id:
-            continue
-        root = run.root
-        if root is not None:
-            roots.append(RunRoot(run.id, root.host, root.pid, root.create_time, root.start))
-        note = pending_note(run)
-        if note:
-            notes.append(note)
-        if run.possible:
-            pids = ", ".join(str(e["pid"]) for e in run.possible.values())
-            notes.append(f"run {run.id or '?'}: not signalled, only possibly the run's (they share only its "
-                         f"process group or session): {pids}")
-        known = run.leftover_seen or run.provisional_from or (run.no_verdict and root is not None and root.pid == 1)
-        listed = run.leftover if known else None
-        procs = list(listed) if listed is not None else _alive_in_model(run) if root is not None else []
-        for p in procs:
-            if p is root or p.role == WATCHER_ROLE or (p.host, p.pid) in run.watcher_pids:
-                continue
-            seen_at = (listed or {}).get(p, {}).get("seen_at", run.end)
-            found.append(Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name,
-                                   seen_at, root.create_time if root is not None else None, owner))
-    return found, roots, notes
-
-
-class Checker:
-    """Is this pid still the process the log saw, and ours to signal?"""
-
-    def __init__(self) -> None:
-        self.reader = ProcReader()
-        self.host = os.uname().nodename
-        # Never a run's process: init, this command and the processes it runs under.
-        self.protected = {1, *_ancestors(os.getpid(), self.reader)}
-
-    def same(self, pid: int, create_time: float | None) -> dict[str, Any] | None:
-        """The live process's stat if it is the one that started at create_time."""
-        info = self.reader.stat(pid)
-        return info if info is not None and same_process(info["create_time"], create_time) else None
-
-    def may_be_root(self, root: RunRoot) -> bool:
-        """Could the live pid be the run's root? Without a start time in the log: if it started in the
-        window before the root wrote its first record (a later process with that pid started after)."""
-        if root.host != self.host:
-            return False
-        if root.create_time is not None:
-            return self.same(root.pid, root.create_time) is not None
-        info = self.reader.stat(root.pid)
-        if info is None or root.written is None:
-            return False
-        started = info["create_time"]
-        return root.written - ROOT_START_WINDOW_S <= started <= root.written or same_process(started, root.written)
-
-    def refusal(self, c: Candidate) -> str | None:
-        """Why c must not be signalled ('gone' if it no longer exists), or None."""
-        if c.host != self.host:
-            return f"on host {c.host}, not this one (run cleanup there)"
-        info = self.reader.stat(c.pid)
-        if info is None:
-            return "gone"
-        if c.pid in self.protected:
-            return "init, this command or one of its parents: never a run's process"
-        if c.create_time is None:
-            return "the log has no start time for it, so it cannot be told from a reused pid"
-        if c.root_start is not None and c.create_time < c.root_start and not same_process(c.create_time,
-                                                                                          c.root_start):
-            return "it started before the run's main process, so the run did not start it"
-        if c.seen_at is not None and c.create_time > c.seen_at and not same_process(c.create_time, c.seen_at):
-            return "it started after the record that names it was written: the log cannot be right about it"
-        if not same_process(info["create_time"], c.create_time):
-            return (f"pid reused: the live process started at {info['create_time']:.2f}, "
-                    f"the log's at {c.create_time:.2f}")
-        return self.owner_refusal(c.pid, c.owner)
-
-    @staticmethod
-    def owner_refusal(pid: int, owner: int | None) -> str | None:
-        """Yours, and its log's owner's (a log judges only its own user's processes); else why not."""
-        try:
-            uid = os.stat(f"/proc/{pid}").st_uid
-        except OSError:
-            return "gone"
-        if uid != os.geteuid():
-            return f"owned by uid {uid}, not you"
-        if owner is not None and uid != owner:
-            return f"owned by uid {uid}, while the log that names it is uid {owner}'s"
-        return None
-
-
-def _ancestors(pid: int, reader: Any) -> list[int]:
-    """pid and every process above it (bounded: a ppid loop cannot hang)."""
-    found: list[int] = []
-    while pid > 0 and pid not in found and len(found) < 4096:
-        found.append(pid)
-        info = reader.stat(pid)
-        pid = info["ppid"] if info else 0
-    return found
 
 
 def _pin(pid: int) -> int | None:
@@ -311,6 +167,9 @@ class Sweep:
         self.ended = 0
         self.survivors: list[Candidate] = []
         self.status = CLEAN
+        self.since: int | None = None  # the kernel's last pid before a round's SIGTERMs (successors.py)
+        # (host, pid) -> (start, why) of each claim refused: a live process the log names is then said refused.
+        self.refusals: dict[tuple[str, int], list[tuple[float | None, str]]] = {}
 
     def know(self, c: Candidate) -> None:
         if c.create_time is not None:
@@ -347,11 +206,25 @@ class Sweep:
             return
         for claim, reason in refused:
             self.say(f"refused: {_label(claim)}: {reason}")
+            self.refusals.setdefault((claim.host, claim.pid), []).append((claim.create_time, reason))
         for claim, verdict in verdicts:
             if verdict is None:
                 self.say(f"refused: {_label(claim)}: the log of uid {claim.owner} would admit it, but not every "
                          "log that names it may: it is ended only if every log that names it may")
         self.status = REFUSED
+
+    def refusal_of(self, c: Candidate) -> str:
+        """Why cleanup refused to signal this process ("" if it did not)."""
+        return "; ".join(dict.fromkeys(why for start, why in self.refusals.get((c.host, c.pid), ())
+                                       if same_process(start, c.create_time)))
+
+    def unsignalled(self, c: Candidate, named: str) -> None:
+        """Say why a live process the log names as the run's was not signalled: refused (and why), or never
+        listed left behind."""
+        why = self.refusal_of(c)
+        self.say(f"still alive, not signalled: {_label(c)}: {named}" + (
+            f"; cleanup refused to signal it: {why}" if why else
+            ", but not as left behind" if named == NAMED_MEMBER else ", but it was not signalled (see above)"))
 
     def close(self) -> None:
         for fd in self.pins.values():
@@ -448,6 +321,7 @@ class Sweep:
     def end_round(self, pids: list[int]) -> list[int]:
         """SIGTERM in order, SIGCONT, wait up to grace, SIGKILL what is left; the pids that survived."""
         order = [c.pid for c, _ in _children_first([self.targets[pid] for pid in pids])]
+        self.since = self.checker.reader.last_pid()  # every member is stopped: none has forked since
         for pid in order:
             if not self.signal(pid, signal.SIGTERM):
                 self.say(f"already gone: {_label(self.targets[pid][0])}")
@@ -467,52 +341,21 @@ class Sweep:
         return survivors
 
 
-def _selected(sweep: Sweep) -> list[tuple[Run, int | None]]:
-    """The selected runs of the logs, read again where a reader was given, each with its log's owner."""
-    if sweep.reload is not None:
-        sweep.models = sweep.reload() or sweep.models  # a log gone meanwhile: keep what was read
-    return [(run, owner) for model, owner in sweep.models for run in model.runs.values()
-            if sweep.run_id is None or run.id == sweep.run_id]
+def _named_how(run: Run, p: Process) -> str:
+    """How the log names a process of the run, in words: left behind by the verdict, listed left behind
+    before one (pending, or none will come), or only a member."""
+    if p not in run.leftover:
+        return NAMED_MEMBER
+    if run.leftover_seen:
+        return "the verdict names it left behind"
+    return f"the log lists it left behind ({'no verdict will come' if run.no_verdict else 'verdict pending'})"
 
 
-def _members_named(run: Run) -> list[Process]:
-    """The processes the log says are the run's, apart from its root and its watchers."""
-    return [p for p in run.processes if p is not run.root and p.role != WATCHER_ROLE
-            and (p.host, p.pid) not in run.watcher_pids and p.create_time is not None]
-
-
-def logged_successors(sweep: Sweep, reread: bool = True) -> list[Candidate]:
-    """Processes the logs (read again unless reread is False) name as descendants of a process a log
-    claims for the run or of a target, not claimed themselves yet; each is then known. A traced child
-    writes its own process_start (its ppid, its start) the moment it is forked, so a successor that a
-    member's SIGTERM handler forks (re-parented to init as soon as the member exits, out of reach of
-    any /proc walk) is found here; admit then checks it like any candidate (pid, start, owner)."""
-    found: list[Candidate] = []
-    runs = _selected(sweep) if reread else [(run, owner) for model, owner in sweep.models
-                                            for run in model.runs.values()
-                                            if sweep.run_id is None or run.id == sweep.run_id]
-    grew = True
-    while grew:  # a chain of successors: each pass adds the children of the last one's finds
-        grew = False
-        for run, owner in runs:
-            for p in _members_named(run):
-                parent = p.parent
-                if (parent is None or sweep.is_known(p.host, p.pid, p.create_time)
-                        or not sweep.is_known(p.host, parent.pid, parent.create_time)):
-                    continue
-                root = run.root.create_time if run.root is not None else None
-                c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name,
-                              None, root, owner)
-                sweep.know(c)
-                found.append(c)
-                grew = True
-    return found
-
-
-def named_alive(sweep: Sweep) -> list[Candidate]:
+def named_alive(sweep: Sweep) -> list[tuple[Candidate, str]]:
     """Processes the re-read logs name as the run's that are alive now with the logged start time and
-    were not made targets (refused, or never proven left behind): the tree is not empty while one is."""
-    found: dict[Key, Candidate] = {}
+    were not made targets (refused, or never proven left behind), each with how the log names it
+    (_named_how): the tree is not empty while one is."""
+    found: dict[Key, tuple[Candidate, str]] = {}
     for run, owner in _selected(sweep):
         for p in _members_named(run):
             held = sweep.targets.get(p.pid)
@@ -521,7 +364,7 @@ def named_alive(sweep: Sweep) -> list[Candidate]:
             if p.host == sweep.checker.host and sweep.checker.same(p.pid, p.create_time) is not None:
                 c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name, None, None,
                               owner)
-                found.setdefault(_key(c), c)
+                found.setdefault(_key(c), (c, _named_how(run, p)))
     return list(found.values())
 
 
@@ -539,7 +382,7 @@ def _dry_run(sweep: Sweep) -> int:
     for c, info in _children_first(list(sweep.targets.values())):
         live = live_cmd(sweep.checker.reader, c.pid)
         logged = f"; logged: {c.cmd[:CMD_SHOWN]}" if c.cmd and c.cmd != live else ""
-        sweep.say(f"would end: {_label(c)}, rss {info['rss'] / 2**20:.0f} MB: {live[:CMD_SHOWN] or '?'}{logged}")
+        sweep.say(f"would end: {_label(c)}, rss {size_text(info['rss'])}: {live[:CMD_SHOWN] or '?'}{logged}")
     sweep.say(f"dry run: {len(sweep.targets)} process(es) would be ended; nothing signalled")
     return sweep.status
 
@@ -551,12 +394,21 @@ def _next_round(sweep: Sweep) -> list[int]:
     for c in sweep.descendants([pid for pid in sweep.targets if sweep.member_alive(pid)]):
         pending.append(c.pid)
         sweep.say(f"found: {_label(c)}, a descendant of the run's leftovers")
+    _admit_logged(sweep, pending)
+    for info in await_newborns(sweep, lambda: _admit_logged(sweep, pending)):
+        sweep.say(f"not signalled: {info['pid']} ({escape(info['name'])}), born during the round in the process "
+                  "group of one of the run's leftovers, but no log names it as the run's")
+    return pending
+
+
+def _admit_logged(sweep: Sweep, pending: list[int]) -> None:
+    """Admit the children the re-read logs name (a successor already re-parented); those that join are
+    added to pending."""
     for c in logged_successors(sweep):
         sweep.admit(c)
         if c.pid in sweep.targets and c.pid not in pending:
             pending.append(c.pid)
             sweep.say(f"found: {_label(c)}, named by the log as a child of one of the run's leftovers")
-    return pending
 
 
 def _rounds(sweep: Sweep) -> int:
@@ -576,10 +428,9 @@ def _rounds(sweep: Sweep) -> int:
         pending = _next_round(sweep)
     if pending:
         sweep.say(f"the run's tree still grows after {rounds} round(s): {len(pending)} process(es) not ended")
-    unended = [c for c in named_alive(sweep) if c.pid not in pending]
-    for c in unended:
-        sweep.say(f"still alive, not signalled: {_label(c)}: the log names it as the run's, but it was not "
-                  "proven left behind (see above)")
+    unended = [(c, named) for c, named in named_alive(sweep) if c.pid not in pending]
+    for c, named in unended:
+        sweep.unsignalled(c, named)
     left = len(sweep.survivors) + len(pending) + len(unended)
     sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive")
     return REFUSED if left else sweep.status
@@ -613,9 +464,8 @@ def _claims(sweep: Sweep, run: str | None) -> tuple[dict[Key, list[Candidate]], 
 def _nothing_left(sweep: Sweep, run: str | None) -> int:
     """No candidate: say so, unless the log names a live process of the run (then it is not empty)."""
     alive = named_alive(sweep)
-    for c in alive:
-        sweep.say(f"still alive, not signalled: {_label(c)}: the log names it as the run's, but not as left "
-                  "behind")
+    for c, named in alive:
+        sweep.unsignalled(c, named)
     if alive:
         sweep.say(f"cleanup: 0 process(es) ended, {len(alive)} still alive")
         return REFUSED
@@ -649,3 +499,70 @@ def cleanup(models: Models, run: str | None, dry_run: bool, grace: float, say: A
         if not dry_run:  # interrupted mid-round: never leave a process stopped
             sweep.send(list(sweep.targets), signal.SIGCONT)
         sweep.close()
+
+
+def add_parser(sub: Any) -> None:
+    """cleanup's subcommand and its arguments."""
+    p = sub.add_parser("cleanup", help="end a run's leftover processes, each checked by pid, start time and owner")
+    p.add_argument("logs", nargs="+", metavar="LOG", help="the run's log(s)")
+    p.add_argument("--run", metavar="ID", help="only this run id (default: every run in the log)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be ended; signal nothing (default: off)")
+    p.add_argument("--grace", type=_grace, default=DEFAULT_GRACE_S, metavar="S",
+                   help=f"seconds between SIGTERM and SIGKILL, at most {MAX_GRACE_S:g} (each wait is capped by "
+                        f"what is left of cleanup's {CLEANUP_BUDGET_S:g} s; default: {DEFAULT_GRACE_S:g})")
+    p.set_defaults(func=run)
+
+
+def _owned_model(path: str) -> tuple[Any, int]:
+    """A log's model and the uid that owns the very file read. The owner comes from fstat of the fd
+    that is read (reopened through /proc/self/fd, which names that open file, not the path): a
+    second lookup of the path could find another file, swapped in by a user who can write the folder."""
+    from ..analysis.verdict import fold_and_judge as build
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO must not hang
+    alias = f"/proc/self/fd/{fd}"
+    try:
+        owner = os.fstat(fd).st_uid
+        return build(stream_logs([alias]).records), owner
+    except NoUsableLog as exc:
+        raise NoUsableLog(str(exc).replace(alias, path)) from None
+    except OSError as exc:
+        raise OSError(str(exc).replace(alias, path)) from None
+    finally:
+        os.close(fd)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Each log read and judged on its own: its candidates must be its owner's processes. cleanup reads
+    the logs again between rounds (a successor forked by a leftover writes its own record); a log that
+    cannot be read again keeps its last reading."""
+    last: dict[str, tuple[Any, int | None]] = {}
+    unusable = []
+    for path in args.logs:
+        try:
+            last[path] = _owned_model(path)
+        except (OSError, NoUsableLog) as exc:
+            unusable.append(f"{path}: {exc}")
+    for problem in unusable:
+        print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
+    if not last:
+        raise NoUsableLog("; ".join(unusable))
+
+    def reload() -> list[tuple[Any, int | None]]:
+        for path in list(last):
+            try:
+                last[path] = _owned_model(path)
+            except (OSError, NoUsableLog):
+                pass
+        return list(last.values())
+
+    return cleanup(list(last.values()), args.run, args.dry_run, args.grace, reload=reload)
+
+
+def _grace(text: str) -> float:
+    """0, or a positive number of seconds up to cleanup.MAX_GRACE_S (argparse type)."""
+    value = 0.0 if text.strip() in ("0", "0.0") else seconds(text)
+    if value > MAX_GRACE_S:
+        raise argparse.ArgumentTypeError(f"at most {MAX_GRACE_S:g} s (cleanup's whole budget: every wait is "
+                                         f"capped by it): {text!r}")
+    return value

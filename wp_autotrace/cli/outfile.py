@@ -8,10 +8,13 @@ log it was made from.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
-from typing import IO
+from typing import IO, Any, Callable, TypeVar
+
+T = TypeVar("T")
 
 STDOUT = "-"
 PRIVATE_MODE = 0o600
@@ -79,3 +82,21 @@ def open_output(path: str, inputs: list[str], force: bool = False) -> IO[str]:
     except BaseException:
         os.close(fd)
         raise
+
+
+class WriteFailed(Exception):
+    """Writing the output file failed (a full disk, a quota, an I/O error); the message says so. The
+    partial file has been removed: a cut page or trace must not pass for a whole one (nor block the
+    next try, which would need --force)."""
+
+
+def write_file(out: IO[str], path: str, write_all: Callable[[Callable[[str], Any]], T]) -> T:
+    """write_all(out.write), then close out; on an OSError the partial file is removed and WriteFailed
+    raised."""
+    try:
+        with out:
+            return write_all(out.write)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}; the partial file was removed") from None

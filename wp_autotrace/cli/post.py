@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import IO, Any
 
 from ..common.redact import DEFAULT_PATTERNS, redact_arg
 
@@ -70,8 +71,9 @@ def traces_url(endpoint: str) -> tuple[str, str | None, str]:
     return url, auth, shown(urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, "")))
 
 
-def post(request: dict[str, Any], endpoint: str, deadline: float | None = None) -> str:
-    """POST the request to the receiver; the URL used (as shown to people).
+def post(request: dict[str, Any] | IO[bytes], endpoint: str, deadline: float | None = None) -> str:
+    """POST the request (a dict, or a binary file of its JSON, sent from where it stands: a big export is
+    never read whole into memory) to the receiver; the URL used (as shown to people).
 
     Raises PostError (or ValueError for a URL that is not http(s)) with a message in user terms.
     """
@@ -80,7 +82,12 @@ def post(request: dict[str, Any], endpoint: str, deadline: float | None = None) 
     headers = {"Content-Type": "application/json"}
     if auth:
         headers["Authorization"] = auth
-    req = urllib.request.Request(url, data=json.dumps(request).encode(), method="POST", headers=headers)
+    if isinstance(request, dict):
+        data: Any = json.dumps(request).encode()
+    else:
+        data = request
+        headers["Content-Length"] = str(os.fstat(request.fileno()).st_size - request.tell())
+    req = urllib.request.Request(url, data=data, method="POST", headers=headers)
     outcome: list[BaseException | None] = []
     worker = threading.Thread(target=_send, args=(req, time.monotonic() + deadline, outcome), daemon=True,
                               name="wp-autotrace-post")

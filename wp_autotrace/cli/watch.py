@@ -2,7 +2,7 @@
 
 The log is read incrementally (logread.Tail: from the last offset; a partial
 last line waits for its end) and each record is folded into the run model as
-it comes (model.Builder.feed): the same identities, runs and members the
+it comes (fold.Builder.feed): the same identities, runs and members the
 report uses. The live processes' RSS and age come from /proc, each checked by
 start time against pid reuse (procfs.same_process). On a terminal the view
 redraws in place (curses, 'q' quits); otherwise, or with ``--once``, it prints
@@ -15,19 +15,23 @@ said, and watch stops.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import os
 import sys
 import time
 from typing import Any
 
-from ..analysis.fmt import escape
+from ..analysis.fmt import escape, size_text
+from ..analysis.fold import Builder
 from ..analysis.labels import rank_value
-from ..analysis.logread import Tail
-from ..analysis.model import Builder, Call, Process, Run, watchers_gone
+from ..analysis.logread import NoUsableLog, Tail
+from ..analysis.model import Call, Process, Run
+from ..analysis.verdict import watchers_gone
 from ..common import targets as T
 from ..common.procfs import make_reader, same_process
 from ..common.vocab import MAIN, WATCHER
+from .base import NO_USABLE_LOG, seconds
 
 DEFAULT_INTERVAL_S = 1.0
 # Per refresh a view reads at most this much of the log (then draws, then reads on): a huge log never
@@ -54,6 +58,14 @@ def _site(caller: Any) -> str:
     path = str(caller["file"])
     short = "/".join(path.split("/")[-3:])
     return f"{short}:{caller.get('line')}"
+
+
+def _age(now: float, since: float | None) -> str:
+    """Seconds since `since` on this host's clock, or "?" where they cannot be told: no time, or a time
+    ahead of this host's clock (a log written on a host whose clock runs ahead; never a negative age)."""
+    if not since or since > now:
+        return "?"
+    return f"{now - since:.1f}s"
 
 
 class RunView:
@@ -101,7 +113,11 @@ class RunView:
             return False
         self.alive = {id(p) for p in run.processes if self._live(p)}
         root = self.root()
-        return root is not None and id(root) not in self.alive and not self.alive and not self.behind
+        if root is None or id(root) in self.alive or self.behind:
+            return False
+        # The main process ended and the watcher wrote its verdict: the run has ended (README), and what
+        # still lives is left behind (shown, with how to end it), not a run to keep watching.
+        return not self.alive or run.leftover_seen
 
     def _rows(self) -> list[tuple[int, Process]]:
         """Live processes in tree order, each with its depth below the root (ended parents count)."""
@@ -134,7 +150,8 @@ class RunView:
         if id(root) in self.alive:
             return "running"
         if run.leftover_seen:
-            return f"ended; the watcher's verdict: {run.leftover_count} left behind"
+            alive = f" ({len(rows)} still alive: wp-autotrace cleanup LOG ends them)" if rows else ""
+            return f"ended; the watcher's verdict: {run.leftover_count} left behind{alive}"
         if run.watcher_pids and not run.watcher_exit:
             if watchers_gone(run, self.host):
                 return "ended; no verdict will come (the watcher ended without writing what was left)"
@@ -152,7 +169,7 @@ class RunView:
         out = [f"wp-autotrace watch  {path}  run {run.id if run else '?'}  "
                f"{time.strftime('%H:%M:%S', time.localtime(now))}" + ("  (reading the log...)" if self.behind else ""),
                f"main {root.pid if root else '?'} {state}; {len(rows)} process(es) alive, "
-               f"{gone} ended; rss {total / 2**20:.0f} MB", "",
+               f"{gone} ended; rss {size_text(total)}", "",
                f"{'pid':>8}  {'role':<{ROLE_WIDTH}} {'rank':>4} {'depth':>5} {'rss':>8} {'age':>8}  warm_pool"]
         for depth, p in rows:
             out.append(self._row(p, depth, root, now))
@@ -168,18 +185,18 @@ class RunView:
         left = " (left)" if root is not None and p is not root and id(root) not in self.alive else ""
         label = ("  " * min(depth, MAX_INDENT) + (p.role or "child") + left)[:ROLE_WIDTH]
         start = p.create_time or p.start
-        age = f"{now - start:.1f}s" if start else "?"
+        age = _age(now, start)
         rss = self.rss.get(id(p), 0)
         warm = [c for c in p.calls.values() if c.tag == T.WARM_POOL]
         warm_text = f"x{len(warm)} from {_site(warm[0].caller)}" if warm else ""
-        size = f"{rss / 2**20:.0f} MB" if rss else "?"
+        size = size_text(rss) if rss else "?"
         return (f"{p.pid:>8}  {label:<{ROLE_WIDTH}} {rank_value(p.rank) or '-':>4} {depth:>5} {size:>8} "
                 f"{age:>8}  {warm_text}")
 
     @staticmethod
     def _call(c: Call, now: float) -> str:
         p = c.proc
-        return (f"{p.pid:>8}  {p.role or 'child':<{ROLE_WIDTH}} waits {now - c.ts:7.1f}s in "
+        return (f"{p.pid:>8}  {p.role or 'child':<{ROLE_WIDTH}} waits {_age(now, c.ts):>8} in "
                 f"{c.target.rpartition(':')[2]} ({c.thread or '?'}, called from {_site(c.caller)})")
 
 
@@ -223,6 +240,8 @@ def watch(path: str, once: bool, interval: float, out: Any = None) -> int:
         if tail.moved():
             raise LogMoved(path)
         budget = READ_PER_REFRESH
+        if once:  # one view, so from the whole log as it is now (still read in bounded pieces), never a prefix
+            budget = max(budget, os.fstat(tail.file.fileno()).st_size)
         while budget > 0:
             before = tail.offset
             for r in tail.read():
@@ -248,3 +267,29 @@ def watch(path: str, once: bool, interval: float, out: Any = None) -> int:
             time.sleep(interval)
     finally:
         tail.close()
+
+
+def add_parser(sub: Any) -> None:
+    """watch's subcommand and its arguments."""
+    p = sub.add_parser("watch", help="live view of a running traced run: processes, roles, RSS, open calls")
+    p.add_argument("log", nargs="?", metavar="LOG", help="the run's log (default: the newest wp_autotrace-*.jsonl "
+                                                          "in this folder)")
+    p.add_argument("--once", action="store_true", help="print the view once as plain text and exit (default: "
+                                                        "refresh until the run ends; q quits)")
+    p.add_argument("--interval", type=seconds, default=DEFAULT_INTERVAL_S, metavar="S",
+                   help=f"seconds between refreshes (default: {DEFAULT_INTERVAL_S:g})")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    log = args.log or newest_log()
+    if log is None or not os.path.isfile(log):
+        raise NoUsableLog(f"no such log: {log}" if log else "no wp_autotrace-*.jsonl in this folder; name the log")
+    try:
+        return watch(log, args.once, args.interval)
+    except LogMoved:
+        print(f"wp-autotrace watch: the log {escape(log)} was moved or removed while watched; stopping",
+              file=sys.stderr)
+        return NO_USABLE_LOG
+    except OSError as exc:
+        raise NoUsableLog(f"{log}: {exc.strerror or exc}") from None

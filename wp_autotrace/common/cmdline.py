@@ -4,8 +4,6 @@ Stdlib only, import-cheap (the host side reads its own command line with it,
 the analysis labels recorded ones, the watcher names roles from it).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -23,17 +21,18 @@ _VALUE_OPTIONS = "WX"
 _LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
 
 
-def _basename(path: str) -> str:
+def basename(path: str) -> str:
+    """The last part of a path as a command line names it (trailing slashes ignored)."""
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def is_python(program: str) -> bool:
     """Whether a program name or path is a Python interpreter (python, python3.11, pypy3)."""
-    name = _basename(program)
+    name = basename(program)
     return name.startswith(("python", "pypy")) and name.rstrip("0123456789.mdu").endswith(("python", "pypy"))
 
 
-def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
+def python_command(argv: "Sequence[str]") -> "tuple[str, str] | None":
     """What a Python command line runs: ("script", path), ("-m", module), ("-c", code),
     ("stdin", "") or ("repl", ""); None if argv[0] is not a Python interpreter."""
     if not argv or not is_python(argv[0]):
@@ -41,7 +40,7 @@ def python_command(argv: Sequence[str]) -> tuple[str, str] | None:
     return _program(argv)
 
 
-def _program(argv: Sequence[str]) -> tuple[str, str]:
+def _program(argv: "Sequence[str]") -> "tuple[str, str]":
     """python_command's answer for an interpreter's argv, whatever argv[0] is called."""
     i = 1
     while i < len(argv):
@@ -64,7 +63,7 @@ def _program(argv: Sequence[str]) -> tuple[str, str]:
     return ("repl", "")
 
 
-def python_flags(argv: Sequence[str]) -> str:
+def python_flags(argv: "Sequence[str]") -> str:
     """The one-letter options a Python command line gives the interpreter before what it runs
     ("IS" for ``python -I -S SCRIPT`` or ``python -IS SCRIPT``; -c/-m end the options)."""
     letters = ""
@@ -93,11 +92,11 @@ CLI_SCRIPT = "wp-autotrace"
 CLI_MODULE = "wp_autotrace"
 
 
-def runs_own_cli(argv: Sequence[str]) -> bool:
+def runs_own_cli(argv: "Sequence[str]") -> bool:
     """Whether an interpreter's argv runs the wp-autotrace command (its console script, or
     python -m wp_autotrace); argv[0] may be any interpreter's name."""
     kind, what = _program(argv) if argv else ("repl", "")
-    return (kind, what) == ("-m", CLI_MODULE) or (kind == "script" and _basename(what) == CLI_SCRIPT)
+    return (kind, what) == ("-m", CLI_MODULE) or (kind == "script" and basename(what) == CLI_SCRIPT)
 
 
 def first_line(code: str, limit: int = MAX_CODE) -> str:
@@ -106,14 +105,17 @@ def first_line(code: str, limit: int = MAX_CODE) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def own_argv() -> list[str]:
+def own_argv() -> "list[str]":
     """This interpreter's full command line (sys.orig_argv; /proc on Python < 3.10)."""
-    from .procfs import proc_cmdline
+    argv = getattr(sys, "orig_argv", None)
+    if argv:
+        return list(argv)
+    from .procfs import proc_cmdline  # only here: a traced start-up on 3.10+ never loads procfs
 
-    return list(getattr(sys, "orig_argv", None) or proc_cmdline())
+    return proc_cmdline()
 
 
-def role_from_cmd(cmd: str) -> str | None:
+def role_from_cmd(cmd: str) -> "str | None":
     """The role a command line shows (a compile sidecar, say), if any."""
     for suffix, role in ARGV_ROLES:
         if suffix in cmd.replace(os.sep, "/"):

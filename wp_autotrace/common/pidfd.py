@@ -18,6 +18,12 @@ WANTED_FDS = 65536
 # Processes past the cap get no pidfd: the watcher reads them every tick, as without pidfds.
 FD_RESERVE_SHARE = 4  # a quarter of the limit
 FD_RESERVE_MIN = 64
+# Besides its pidfd, each watched process's stat and main-thread children files are kept open while the
+# cap allows (kept_files): the watcher reads them again and again, and a pread on a kept descriptor costs
+# a third of an open, read and close (3.2 against 8.8 us of CPU, docs/scale.md). pidfds come first: a
+# process gets its pidfd by closing another's kept files when the cap is reached, and kept files only
+# with room left; a process without them is read by path, as before.
+KEPT_PER_PROCESS = 2
 
 
 def pidfd_cap(limit: int) -> int:
@@ -44,6 +50,11 @@ class ExitWatch:
         self._events = select.EPOLLIN
         self._fd_of: dict[int, int] = {}  # pid -> pidfd
         self._pid_of: dict[int, int] = {}  # pidfd -> pid
+        # pid -> (its /proc/PID/stat, its /proc/PID/task/PID/children), open: the reader preads them
+        # (procfs.ProcReader.kept is this very dict). A /proc descriptor stays bound to the process it was
+        # opened on: once that one is reaped it reads ESRCH (stat) or nothing (children), never the file of
+        # a later process that got the pid; its end comes from the pidfd all the same.
+        self.kept: dict[int, tuple[int, int]] = {}
 
     @staticmethod
     def make() -> ExitWatch | None:
@@ -69,6 +80,8 @@ class ExitWatch:
             return True
         if len(self._fd_of) >= self.cap:
             return False
+        if self.kept and self._used() >= self.cap:
+            self._let_go(next(iter(self.kept)))  # pidfds first: the oldest kept files make room
         try:
             fd = os.pidfd_open(pid)
         except OSError:
@@ -80,12 +93,39 @@ class ExitWatch:
             return False
         self._fd_of[pid] = fd
         self._pid_of[fd] = pid
+        self._keep(pid, fd)
         return True
+
+    def _used(self) -> int:
+        return len(self._fd_of) + KEPT_PER_PROCESS * len(self.kept)
+
+    def _keep(self, pid: int, pidfd: int) -> None:
+        """Keep pid's stat and children files open, where the cap leaves room; else it is read by path."""
+        if self._used() + KEPT_PER_PROCESS > self.cap:
+            return
+        fds: list[int] = []
+        try:
+            for path in (f"/proc/{pid}/stat", f"/proc/{pid}/task/{pid}/children"):
+                fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+            # Opened after the pidfd: they are its process's files if it had not exited by now (a pid
+            # is free for another process only once its process has exited and been reaped).
+            if not _exited(pidfd):
+                self.kept[pid] = (fds[0], fds[1])
+                return
+        except OSError:
+            pass  # read by path instead (EMFILE: the fds are short; the process gone: its pidfd says so)
+        for fd in fds:
+            os.close(fd)
+
+    def _let_go(self, pid: int) -> None:
+        for fd in self.kept.pop(pid, ()):
+            os.close(fd)
 
     def __contains__(self, pid: int) -> bool:
         return pid in self._fd_of
 
     def remove(self, pid: int) -> None:
+        self._let_go(pid)
         fd = self._fd_of.pop(pid, None)
         if fd is not None:
             del self._pid_of[fd]
@@ -103,3 +143,12 @@ class ExitWatch:
         for pid in list(self._fd_of):
             self.remove(pid)
         self._poll.close()
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the pidfd's process has exited (its pidfd is readable then)."""
+    import select
+
+    poll = select.poll()
+    poll.register(pidfd, select.POLLIN)
+    return bool(poll.poll(0))

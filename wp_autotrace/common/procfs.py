@@ -1,28 +1,66 @@
-"""Facts read from /proc: one parser per file, the one process clock, the readers.
+"""Facts read from /proc: one parser per file, the readers; the one process clock is clock.py's.
 
-Stdlib only, import-cheap: the root reads its own create time at start-up
-and the watcher, cleanup and watch read every process through here, so a
-process is named the same way everywhere: (host, pid, create_time), the
-create time from ``ProcClock``.
+Stdlib only, import-cheap: the watcher, cleanup, watch and the root's exit
+read every process through here, so a process is named the same way
+everywhere: (host, pid, create_time), the create time from ``ProcClock``
+(clock.py, re-exported here; a traced start-up loads only that leaf).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import time
 
-TYPE_CHECKING = False  # imported at start-up by every traced root: no typing there
+from .clock import (
+    SAME_START_S as SAME_START_S,
+)
+from .clock import (
+    STAT_EXIT_CODE as STAT_EXIT_CODE,
+)
+from .clock import (
+    STAT_PGRP as STAT_PGRP,
+)
+from .clock import (
+    STAT_PPID as STAT_PPID,
+)
+from .clock import (
+    STAT_RSS as STAT_RSS,
+)
+from .clock import (
+    STAT_SESSION as STAT_SESSION,
+)
+from .clock import (
+    STAT_STARTTIME as STAT_STARTTIME,
+)
+from .clock import (
+    STAT_STATE as STAT_STATE,
+)
+from .clock import (
+    STAT_THREADS as STAT_THREADS,
+)
+from .clock import (
+    ProcClock as ProcClock,
+)
+from .clock import (
+    boot_time as boot_time,
+)
+from .clock import (
+    own_create_time as own_create_time,
+)
+from .clock import (
+    same_process as same_process,
+)
+from .clock import (
+    split_stat as split_stat,
+)
+
+TYPE_CHECKING = False  # imported by a traced root at exit (bootstrap._below): no typing there
 if TYPE_CHECKING:
     from typing import Any
 
 
-# /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
-# spaces and ")", so fields are counted from the last ")"), then (3) state,
-# (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
-# clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
-STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
+ZOMBIE = b"Z"
 CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps far less)
 # A child's environment read per process, for its secret values only (redact.environ_secrets):
 # bounded so a huge environment costs one read; a secret past it is not searched for.
@@ -35,88 +73,14 @@ CHILDREN_BYTES = 1 << 20
 # buffer with whole records and stops early only at the end (fs/seq_file.c seq_read_iter), and
 # cmdline/environ return all that was asked in one read. Saves the EOF read on almost every read.
 SHORT_READ = 4096 - 64
+# A children file at least this long (~128 children) is kept with its parsed pids (ProcReader._pids_in),
+# for at most PARSED_MAX processes: parsing a thousand pids cost more than the rest of the root's read.
+PARSED_MIN_BYTES = 1024
+PARSED_MAX = 256
 READ_CHUNK = 65536  # bytes asked per read(): a bound on each buffer, whatever the file's maximum
 # Errors that mean the process (or thread) is gone. Any other error of a /proc read (EMFILE,
 # ENFILE, ENOMEM, EACCES...) says nothing about the process: it must never be read as an end.
 GONE_ERRNOS = (errno.ENOENT, errno.ESRCH)
-
-# The one identity rule: two create times closer than this name one process
-# (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
-# from the same kernel numbers; boot (boot_time()) is computed once per process
-# from two clocks, microseconds apart between processes, so one process's values
-# may differ by one 0.01 rounding step; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
-# processes that got one pid 20 ms apart. A pid reused within 15 ms of the
-# first start cannot be told apart by any tool.
-SAME_START_S = 0.015
-
-
-def same_process(create_time: float | None, other: float | None) -> bool:
-    """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
-    return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
-
-
-def split_stat(data: bytes) -> tuple[str, list[bytes]] | None:
-    """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
-    head, sep, tail = data.rpartition(b")")
-    fields = tail.split()
-    if not sep or len(fields) <= STAT_RSS:
-        return None
-    return head.partition(b"(")[2].decode(errors="replace"), fields
-
-
-_boot_time: float | None = None
-
-
-def boot_time() -> float:
-    """The boot time on the wall clock, exact to microseconds: computed once per process.
-
-    /proc/PID/stat's starttime counts ticks of CLOCK_BOOTTIME (suspend included,
-    proc(5)); /proc/stat's btime is that boot time cut to an integer second (up
-    to 1 s early), which put every start up to 1 s before the records' clock.
-    Where CLOCK_BOOTTIME is missing, btime.
-    """
-    global _boot_time
-    if _boot_time is None:
-        try:
-            _boot_time = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
-        except (AttributeError, OSError):
-            _boot_time = _btime()
-    return _boot_time
-
-
-def _btime() -> float:
-    with open("/proc/stat", "rb") as f:
-        for line in f:
-            if line.startswith(b"btime"):
-                return float(line.split()[1])
-    return 0.0
-
-
-class ProcClock:
-    """Turns a stat starttime into a create time: Unix seconds on the records' clock, 2 decimals.
-
-    Every process of a run (process_start), the watcher (tree entries), the
-    root's exit (below) and cleanup use this one clock and rounding, so
-    (host, pid, create_time) names one process; compare two with same_process().
-    """
-
-    def __init__(self) -> None:
-        self.tick = os.sysconf("SC_CLK_TCK")
-        self.boot = boot_time()
-
-    def create_time(self, starttime: bytes) -> float:
-        return round(self.boot + int(starttime) / self.tick, 2)
-
-
-def own_create_time() -> float | None:
-    """This process's create time from /proc/self/stat; None where there is no /proc."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            parsed = split_stat(f.read())
-        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
-    except (OSError, ValueError):
-        return None
-
 
 def proc_cmdline() -> list[str]:
     """The full command line where sys.orig_argv is missing (Python < 3.10)."""
@@ -167,6 +131,30 @@ def _read(path: str, size: int = 4096, pid: int = 0, strict: bool = False) -> by
         os.close(fd)
 
 
+def _pread(fd: int, path: str, size: int, pid: int, strict: bool) -> bytes | None:
+    """_read through a kept descriptor (pidfd.ExitWatch.kept): pread from offset 0, to the end as _read does.
+
+    A seq_file (stat, children) read at offset 0 starts again from its first record: each call reads
+    the file as it is now, never what an earlier read left in the buffer. ESRCH once its process is
+    reaped: gone, as a failed open of the path would say."""
+    try:
+        data = os.pread(fd, min(size, READ_CHUNK), 0)
+        if len(data) < SHORT_READ or len(data) >= size:
+            return data
+        chunks = [data]
+        got = len(data)
+        while got < size:
+            data = os.pread(fd, min(size - got, READ_CHUNK), got)
+            chunks.append(data)
+            got += len(data)
+            if len(data) < SHORT_READ:
+                break
+        return b"".join(chunks)
+    except OSError as exc:
+        _failed(exc, path, pid, strict)
+        return None
+
+
 def _failed(exc: OSError, path: str, pid: int, strict: bool) -> None:
     """Returns (the read is "gone") for ENOENT/ESRCH, or when not strict; else raises Unreadable
     unless no process has pid."""
@@ -195,6 +183,10 @@ class ProcReader:
         self.clock = ProcClock()
         self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
         self.page = os.sysconf("SC_PAGE_SIZE")
+        # pid -> (stat, children) descriptors kept open by the watcher's ExitWatch (exit_watch()): read
+        # with pread; other processes' files are opened by path.
+        self.kept: dict[int, tuple[int, int]] = {}
+        self.parsed: dict[int, tuple[bytes, list[int]]] = {}  # pid -> its last long children file, parsed
 
     @staticmethod
     def available() -> bool:
@@ -218,7 +210,9 @@ class ProcReader:
 
     def stat(self, pid: int) -> dict[str, Any] | None:
         """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
-        data = _read(f"/proc/{pid}/stat", pid=pid, strict=self.strict)
+        kept = self.kept.get(pid)
+        data = _read(f"/proc/{pid}/stat", pid=pid, strict=self.strict) if kept is None else \
+            _pread(kept[0], f"/proc/{pid}/stat", 4096, pid, self.strict)
         parsed = None if data is None else split_stat(data)
         if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
             return None
@@ -228,11 +222,29 @@ class ProcReader:
                 "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
                 "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
 
+    def zombie(self, pid: int) -> dict[str, Any] | None:
+        """A defunct process's {ppid, create_time, status}: it has ended and its parent has not reaped it
+        (waited for it); None if pid is not a zombie (alive, gone, unreadable). Read only, never reaped."""
+        try:
+            data = _read(f"/proc/{pid}/stat", pid=pid, strict=False)
+        except Unreadable:
+            return None
+        parsed = None if data is None else split_stat(data)
+        if parsed is None or parsed[1][STAT_STATE] != ZOMBIE:
+            return None
+        fields = parsed[1]
+        status = int(fields[STAT_EXIT_CODE]) if len(fields) > STAT_EXIT_CODE else None
+        return {"pid": pid, "ppid": int(fields[STAT_PPID]),
+                "create_time": self.clock.create_time(fields[STAT_STARTTIME]), "status": status}
+
     def children(self, pid: int, threads: int = 0) -> list[int] | None:
         """Children of every thread of pid (any thread may fork); None if pid is gone."""
         if threads == 1:  # most processes of a run: one read, no directory listing
-            data = _read(f"/proc/{pid}/task/{pid}/children", CHILDREN_BYTES, pid, self.strict)
-            return None if data is None else [int(c) for c in data.split()]
+            path = f"/proc/{pid}/task/{pid}/children"
+            kept = self.kept.get(pid)
+            data = _read(path, CHILDREN_BYTES, pid, self.strict) if kept is None else \
+                _pread(kept[1], path, CHILDREN_BYTES, pid, self.strict)
+            return None if data is None else self._pids_in(pid, data)
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError as exc:
@@ -243,6 +255,19 @@ class ProcReader:
             data = _read(f"/proc/{pid}/task/{tid}/children", CHILDREN_BYTES, pid, self.strict)
             found.extend(int(c) for c in (data or b"").split())
         return found
+
+    def _pids_in(self, pid: int, data: bytes) -> list[int]:
+        """A children file's pids; a long one the same as last time gives the same list (not to be changed)
+        without parsing it again: the run's root with a thousand children is read every tick."""
+        if len(data) < PARSED_MIN_BYTES:
+            return list(map(int, data.split()))
+        last = self.parsed.get(pid)
+        if last is not None and last[0] == data:
+            return last[1]
+        if len(self.parsed) >= PARSED_MAX:
+            self.parsed.clear()  # bounded; the content, not the pid, is what a hit is checked against
+        kids = self.parsed[pid] = data, list(map(int, data.split()))
+        return kids[1]
 
     @staticmethod
     def argv(pid: int) -> list[str]:
@@ -265,14 +290,17 @@ class ProcReader:
         return _read(f"/proc/{pid}/environ", ENVIRON_BYTES) or b""
 
 
-    @staticmethod
-    def exit_watch() -> Any:
-        """A pidfd.ExitWatch where the kernel and Python have pidfds (Linux 5.3+, Python 3.9+), else None.
+    def exit_watch(self) -> Any:
+        """A pidfd.ExitWatch where the kernel and Python have pidfds (Linux 5.3+, Python 3.9+), else None;
+        this reader then preads the files it keeps open (its ``kept``).
 
         Imported here, not at the top: this module is on every traced root's start-up path."""
         from .pidfd import ExitWatch
 
-        return ExitWatch.make()
+        watch = ExitWatch.make()
+        if watch is not None:
+            self.kept = watch.kept
+        return watch
 
 
 class PsutilReader:
@@ -285,6 +313,11 @@ class PsutilReader:
 
     def pids(self) -> set[int]:
         return set(self.psutil.pids())
+
+    @staticmethod
+    def zombie(pid: int) -> dict[str, Any] | None:
+        """Without /proc no wait status can be read: a zombie is never claimed (docs/evidence.md)."""
+        return None
 
     def stat(self, pid: int) -> dict[str, Any] | None:
         ps = self.psutil

@@ -16,8 +16,6 @@ is enough for name patterns. See docs/security.md for what is and is not
 covered.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -38,11 +36,11 @@ def glob_match(pattern: str, name: str) -> bool:
     p = n = 0
     star_p, star_n = -1, 0
     while n < len(name):
-        if p < len(pattern) and (pattern[p] == "?" or pattern[p] == name[n]):
-            p, n = p + 1, n + 1
-        elif p < len(pattern) and pattern[p] == "*":
-            star_p, star_n = p, n
+        if p < len(pattern) and pattern[p] == "*":  # first: a "*" in the pattern is a wildcard even
+            star_p, star_n = p, n                   # where the name holds a "*" too
             p += 1
+        elif p < len(pattern) and (pattern[p] == "?" or pattern[p] == name[n]):
+            p, n = p + 1, n + 1
         elif star_p >= 0:  # backtrack: let the last * take one more character
             p, star_n = star_p + 1, star_n + 1
             n = star_n
@@ -53,7 +51,7 @@ def glob_match(pattern: str, name: str) -> bool:
     return p == len(pattern)
 
 
-def parse_patterns(spec: str) -> tuple[str, ...]:
+def parse_patterns(spec: str) -> "tuple[str, ...]":
     """DEFAULT_PATTERNS plus the comma-separated patterns of WP_AUTOTRACE_REDACT."""
     extra = tuple(item.strip().lower() for item in spec.split(",") if item.strip())
     return DEFAULT_PATTERNS + extra
@@ -61,7 +59,7 @@ def parse_patterns(spec: str) -> tuple[str, ...]:
 
 # pattern -> its inner word when it is ``*word*`` (a plain substring test does:
 # the common, fast case), else "" (glob_match). Filled once per pattern.
-_substring: dict[str, str] = {}
+_substring: "dict[str, str]" = {}
 
 
 def _word(pattern: str) -> str:
@@ -73,14 +71,34 @@ def _word(pattern: str) -> str:
     return word
 
 
-def is_secret(name: str, patterns: tuple[str, ...]) -> bool:
-    """Whether an option or variable name looks secret."""
+# patterns -> (the inner words of its ``*word*`` patterns, its patterns without a wildcard, the others),
+# made once per pattern tuple (a run has one or two): a name then costs one lower() and C-level tests,
+# and a traced start-up looks at every environment variable's name (env_secrets; issue 32).
+_compiled: "dict[tuple[str, ...], tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]]" = {}
+_MAX_COMPILED = 64  # pattern tuples kept compiled: a bound for callers that make many
+
+
+def _compile(patterns: "tuple[str, ...]") -> "tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]":
+    words = tuple(_word(p) for p in patterns if _word(p))
+    wild = tuple(p for p in patterns if not _word(p) and ("*" in p or "?" in p))
+    whole = frozenset(p for p in patterns if not _word(p) and p not in wild)
+    if len(_compiled) >= _MAX_COMPILED:
+        _compiled.clear()
+    _compiled[patterns] = (words, whole, wild)
+    return words, whole, wild
+
+
+def is_secret(name: str, patterns: "tuple[str, ...]") -> bool:
+    """Whether an option or variable name looks secret: it matches one of patterns (glob_match)."""
+    patterns = tuple(patterns)
+    words, whole, wild = _compiled.get(patterns) or _compile(patterns)
     lower = name.lower()
-    for p in patterns:
-        word = _word(p)
-        if word in lower if word else glob_match(p, lower):
+    if lower in whole:  # a pattern without a wildcard matches only itself
+        return True
+    for word in words:
+        if word in lower:
             return True
-    return False
+    return any(glob_match(p, lower) for p in wild)
 
 
 def _option_name(arg: str) -> str:
@@ -123,7 +141,7 @@ def _mask_url_passwords(arg: str) -> str:
         i = end
 
 
-def _mask_auth(arg: str, patterns: tuple[str, ...]) -> str:
+def _mask_auth(arg: str, patterns: "tuple[str, ...]") -> str:
     """Authorization headers (the scheme kept), ``Secret-Name: value`` headers, Bearer tokens."""
     lower = arg.lower()
     for header in AUTH_HEADERS:
@@ -167,7 +185,7 @@ def _plain_name(name: str) -> bool:
     return bool(name) and all(c.isalnum() or c in "_.-" for c in name)
 
 
-def redact_arg(arg: str, patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (), _inner: bool = False) -> str:
+def redact_arg(arg: str, patterns: "tuple[str, ...]", env_secrets: "tuple[str, ...]" = (), _inner: bool = False) -> str:
     """One argument with its secrets masked (everything but the ``--opt value`` pairing)."""
     if "://" in arg:  # first: a URL's query may hold a secret-looking name= too
         arg = _mask_url_passwords(arg)
@@ -190,7 +208,7 @@ def redact_arg(arg: str, patterns: tuple[str, ...], env_secrets: tuple[str, ...]
     return arg
 
 
-def _redact_words(text: str, patterns: tuple[str, ...]) -> str:
+def _redact_words(text: str, patterns: "tuple[str, ...]") -> str:
     """Program or shell text with each word's secret values masked and nothing else changed: a word's
     quotes, brackets and separators are kept around its masked value, and the whitespace between
     words is kept as it was."""
@@ -226,8 +244,8 @@ def _redact_words(text: str, patterns: tuple[str, ...]) -> str:
     return "".join(out)
 
 
-def redact_argv(argv: list[str], patterns: tuple[str, ...], env_secrets: tuple[str, ...] = (),
-                _inner: bool = False) -> list[str]:
+def redact_argv(argv: "list[str]", patterns: "tuple[str, ...]", env_secrets: "tuple[str, ...]" = (),
+                _inner: bool = False) -> "list[str]":
     """argv with secrets masked, argument by argument.
 
     ``--opt=value`` and ``NAME=value`` keep the name; ``--opt value`` masks
@@ -250,17 +268,25 @@ def redact_argv(argv: list[str], patterns: tuple[str, ...], env_secrets: tuple[s
     return out
 
 
-def redact_env(env: dict[str, str], patterns: tuple[str, ...]) -> dict[str, str]:
+def redact_env(env: "dict[str, str]", patterns: "tuple[str, ...]") -> "dict[str, str]":
     """A copy of env with the values of secret-looking names masked."""
     return {k: (MASK if is_secret(k, patterns) else v) for k, v in env.items()}
 
 
-def env_secrets(environ: Mapping[str, str], patterns: tuple[str, ...]) -> tuple[str, ...]:
-    """Values of secret-looking environment variables, long enough to search argv for."""
-    return tuple(v for k, v in environ.items() if len(v) >= MIN_ENV_SECRET and is_secret(k, patterns))
+def env_secrets(environ: "Mapping[str, str]", patterns: "tuple[str, ...]") -> "tuple[str, ...]":
+    """Values of secret-looking environment variables, long enough to search argv for (in environ's order).
+
+    Names first: a value is read only for a secret name (os.environ's items() decodes every value)."""
+    found = []
+    for name in environ:
+        if is_secret(name, patterns):
+            value = environ[name]
+            if len(value) >= MIN_ENV_SECRET:
+                found.append(value)
+    return tuple(found)
 
 
-def environ_secrets(data: bytes, patterns: tuple[str, ...]) -> tuple[str, ...]:
+def environ_secrets(data: bytes, patterns: "tuple[str, ...]") -> "tuple[str, ...]":
     """env_secrets of a /proc/PID/environ content (NUL-separated NAME=value; a cut last entry dropped)."""
     entries = data.split(b"\0")
     if not data.endswith(b"\0"):
@@ -273,7 +299,7 @@ def environ_secrets(data: bytes, patterns: tuple[str, ...]) -> tuple[str, ...]:
     return env_secrets(environ, patterns)
 
 
-def redact_cmd(cmd: str, patterns: tuple[str, ...] = DEFAULT_PATTERNS, env_secrets: tuple[str, ...] = ()) -> str:
+def redact_cmd(cmd: str, patterns: "tuple[str, ...]" = DEFAULT_PATTERNS, env_secrets: "tuple[str, ...]" = ()) -> str:
     """A command line someone already joined with spaces (an old log's tree ``cmd``), masked as well as
     can be: the argument boundaries are lost, so this is for reading old logs only. Writers mask the
     argument list (redact_argv) and join it afterwards."""

@@ -6,6 +6,13 @@ Stdlib only, no imports: the host side loads it at start-up.
 """
 
 SCHEMA_VERSION = 1
+# The members every record starts with, in this order: runtime/sink.py writes them, analysis/fold.py
+# tells them from the fields a record carries.
+HEADER_KEYS = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
+# The watcher-reader timing contract: the watcher writes its verdict (leftover) this long after it first
+# misses the main process (processes the root's exit is just ending get this long to go). `run` waits this
+# long (plus two ticks and some slack) for the verdict before it summarises (cli/main.py await_verdict).
+LEFTOVER_GRACE_S = 0.2
 
 # Event names.
 PROCESS_START = "process_start"
@@ -24,11 +31,15 @@ WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
 MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/memory.py)
 EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
+RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for (docs/evidence.md)
+OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
+TEST = "test"  # a pytest test began or ended (the pytest plugin, only while tracing is on)
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).
 MAIN = "main"  # the run's root
 CHILD = "child"  # any other traced process
 WATCHER = "watcher"  # the tracer's own watcher: bookkeeping, never one of the run's processes
+RUNNER = "run"  # `wp-autotrace run` itself, writing run_exit: bookkeeping, never one of the run's processes
 COMPILE_SIDECAR = "compile-sidecar"
 FX_COMPILE_SIDECAR = "fx-compile-sidecar"
 COMPILE_WORKER = "compile-worker"
@@ -65,6 +76,9 @@ EXIT_LINGER_END = LINGER_END
 EXIT_LOG_GONE = "log-gone"
 EXIT_LOG_UNWRITABLE = "log-unwritable"
 EXIT_ROOT_IS_REAPER = "root-is-reaper"
+# /proc is another pid namespace's (unshare -p without --mount-proc): the run's pids name other processes
+# there, or none; the watcher cannot see the run, so it gives no verdict rather than a wrong one.
+EXIT_PROC_ELSEWHERE = "proc-of-another-pid-namespace"
 EXIT_ERROR = "error"
 WATCHER_EXIT_REASONS = (EXIT_RUN_ENDED, EXIT_LINGER_END, EXIT_LOG_GONE, EXIT_LOG_UNWRITABLE,
-                        EXIT_ROOT_IS_REAPER, EXIT_ERROR)
+                        EXIT_ROOT_IS_REAPER, EXIT_PROC_ELSEWHERE, EXIT_ERROR)

@@ -7,11 +7,10 @@ to the same log. Everything here is contained: a failure prints one
 ``wp-autotrace:`` line and the program runs on untraced.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
+from ..common.clock import own_create_time
 from ..common.cmdline import own_argv, runs_own_cli
 from ..common.env import (
     CHILD_ROLE_ENV,
@@ -34,7 +33,6 @@ from ..common.env import (
     WATCHED_ENV,
     is_true,
 )
-from ..common.procfs import ProcReader, descendants, own_create_time
 from ..common.redact import env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.targets import (
     ARGV_ROLES,
@@ -70,8 +68,8 @@ GUARD_MODES = (GUARD_NESTED_POOLS,)
 class Settings:
     """What the environment asks for, validated."""
 
-    def __init__(self, trace: bool, guard: bool, log: str | None, stack: int, interval: float,
-                 extra_targets: tuple[Target, ...], redact: tuple[str, ...] = (),
+    def __init__(self, trace: bool, guard: bool, log: "str | None", stack: int, interval: float,
+                 extra_targets: "tuple[Target, ...]", redact: "tuple[str, ...]" = (),
                  linger: float = DEFAULT_LINGER) -> None:
         self.trace = trace
         self.guard = guard
@@ -85,7 +83,7 @@ class Settings:
         self.notes: list[str] = []  # what a bad value was replaced by: said in the root (_say_notes)
 
 
-def _number(name: str, default: float, low: float, high: float, notes: list[str]) -> float:
+def _number(name: str, default: float, low: float, high: float, notes: "list[str]") -> float:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -107,7 +105,7 @@ def _is_root() -> bool:
     return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
-def read_settings() -> Settings:
+def read_settings() -> "Settings":
     """Parse the WP_AUTOTRACE_* variables; a bad value takes the default and adds a note (Settings.notes:
     start() prints them in the root only). Reads only: the environment is left as it was."""
     env = os.environ
@@ -146,7 +144,7 @@ def read_settings() -> Settings:
     return settings
 
 
-def _alias_notes(targets: tuple[Target, ...]) -> list[str]:
+def _alias_notes(targets: "tuple[Target, ...]") -> "list[str]":
     """Targets named by a module alias already loaded (os.path is posixpath): never patched, so said."""
     notes = []
     for t in targets:
@@ -157,7 +155,7 @@ def _alias_notes(targets: tuple[Target, ...]) -> list[str]:
     return notes
 
 
-def _say_notes(settings: Settings) -> None:
+def _say_notes(settings: "Settings") -> None:
     """The settings' notes, in the root only, once per run; when tracing stays off, mark the environment
     so that descendants (which inherit the same values) stay silent. Tracing on: the run's ROOT_ENV does."""
     if not _is_root():
@@ -187,7 +185,7 @@ def detect_role(is_root: bool) -> str:
 class Runtime:
     """Everything one traced process holds."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: "Settings") -> None:
         env = os.environ
         self.settings = settings
         pid = os.getpid()
@@ -206,6 +204,7 @@ class Runtime:
         try:
             # Only the root may create the log; descendants open the root's file.
             self.sink = Sink(log, self.host, detect_role(self.is_root), create=self.is_root)
+            self.sink.say_drops = True  # records lost to a full disk are counted in the log once it has room
         except OSError as exc:
             if not self.is_root:
                 raise
@@ -228,18 +227,19 @@ class Runtime:
         self.finder = TargetFinder(TARGETS + settings.extra_targets, self._make_wrapper, self._notify,
                                    self.sink.error)
 
-    def probes(self) -> Any:
+    def probes(self) -> "Any":
         """The wrappers' shared state, imported on first use: most processes never load a target."""
         if self._probes is None:
             from .recorder import Probes
 
             self._probes = Probes(self.sink, self.settings.stack, self.settings.guard, _post_notice)
+            self.sink.hold()  # call records from now on: a held fd (placed high) saves an open per record
         return self._probes
 
-    def _make_wrapper(self, target: Target, label: str) -> Any:
+    def _make_wrapper(self, target: "Target", label: str) -> "Any":
         return self.probes().make_wrapper(target, label)
 
-    def _notify(self, kind: str, target: Target, module: Any) -> None:
+    def _notify(self, kind: str, target: "Target", module: "Any") -> None:
         self.probes().notify(kind, target, module)
 
     def start(self) -> None:
@@ -260,8 +260,12 @@ class Runtime:
         if (self.is_root and self.settings.trace and self.settings.interval > 0
                 and os.environ.get(WATCHED_ENV) != self.run_id):
             self.start_watcher()
+        if self._probes is None:
+            # A program that lists or closes its descriptors must not find the log among them (issue 34):
+            # its few records (exit, exec, errors) each open the log and close it.
+            self.sink.release()
 
-    def record_exec(self, executable: str, argv: list[str], env: Any) -> None:
+    def record_exec(self, executable: str, argv: "list[str]", env: "Any") -> None:
         """The exec record, just before this process execs (host_patches.install_exec_record):
         its end is then the watcher's `ended`, not a kill. argv masked as process_start's."""
         patterns = self.settings.redact
@@ -329,7 +333,7 @@ class Runtime:
         self.is_root = False
         self.notice = None
         if _forked_to_exec():
-            self.sink.fd = -1  # the fd is O_CLOEXEC: the new image does not inherit it
+            self.sink.stop()  # a held fd is O_CLOEXEC: the new image does not inherit it
             return
         role = COMPILE_WORKER if self.sink.role in SIDECAR_ROLES else CHILD
         self.sink.reset_after_fork(role)
@@ -338,7 +342,7 @@ class Runtime:
             self._probes.reset_after_fork()
         self.write_start(forked=True)
 
-    def at_exit(self, how: str, code: Any = None) -> None:
+    def at_exit(self, how: str, code: "Any" = None) -> None:
         """process_exit; in the root, the guard's first notice (the watcher writes the leftovers)."""
         if self.notice is not None:
             from .guard import print_and_remove_notice
@@ -346,16 +350,27 @@ class Runtime:
             path, self.notice = self.notice, None
             print_and_remove_notice(path)
         # Other threads' records in flight land first; process_exit is then this process's last record.
-        self.sink.close_to_others(EXIT_WRITE_WAIT_S)
+        # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
+        self.sink.close_to_others(EXIT_WRITE_WAIT_S if _no_other_interpreter() else 0)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if self._probes is not None and self._probes.count_times:
             fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
+        if self._probes is not None and self._probes.count_callers:
+            fields["count_callers"] = _last_callers(self._probes.count_callers)
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
-        if self.is_root and self.sink.fd >= 0:
+        if self.is_root and self.sink.active:
             fields.update(_below())
         self.sink.emit("process_exit", **fields)
+
+
+def _last_callers(found: "dict[str, Any]") -> "dict[str, Any]":
+    """Each last_caller target's last user (code, line), attributed (process_exit's count_callers)."""
+    from .dists import attribute
+
+    return {label: attribute({"file": code.co_filename, "line": line, "func": code.co_name})
+            for label, (code, line) in ((k, v) for k, v in found.items() if v is not None)}
 
 
 # The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:
@@ -391,27 +406,68 @@ BELOW_KEEP = 200  # entries written (a record stays well under the sink's 32 KiB
 BELOW_WALK = 10000  # processes visited at most: a bounded cost at exit
 
 
-def _below() -> dict[str, Any]:
-    """{"below": [...], "below_count": n} of the root's live descendants; nothing without /proc."""
+def in_main_interpreter() -> bool:
+    """Whether this is the process's main interpreter: the tracer never starts in a subinterpreter.
+
+    The same test as the .pth line's and wp_autotrace._site.in_main_interpreter's (why it is
+    right on each Python: there). Costs two dict lookups: no import.
+    """
+    is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
+    return bool(is_main()) if is_main is not None else "_signal" in sys.modules
+
+
+def _no_other_interpreter() -> bool:
+    """Whether Sink.close_to_others may look at other threads' frames (sys._current_frames()).
+
+    From 3.12 sys._current_frames() walks the threads of every interpreter of the process and
+    makes a frame object, from the caller's interpreter's allocator, for each one's running frame;
+    a subinterpreter has its own GIL and allocator, runs on meanwhile, and later frees that
+    object with its own allocator (3.13: "free(): invalid pointer", issue #35). So the look is
+    skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
+    one allocator for every interpreter: always safe. Imported at exit only, on 3.12+.
+    """
+    if sys.version_info < (3, 12):
+        return True
+    for name in ("_interpreters", "_xxsubinterpreters"):  # 3.13+, 3.12
+        try:
+            return len(__import__(name).list_all()) <= 1
+        except ImportError:
+            continue
+        except Exception:
+            return False
+    return False
+
+
+def _below() -> "dict[str, Any]":
+    """{"below": [...], "below_count": n} of the root's live descendants; nothing without /proc, or where
+    /proc is another pid namespace's (`unshare -p` without --mount-proc: our pid there is another process,
+    kthreadd for pid 2, and its children are not ours; the watcher says so in its watcher_exit)."""
+    try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return {}
+    except OSError:
+        return {}
+    from ..common.procfs import ProcReader, descendants  # the root's exit only: not at start-up (clock.py)
+
     if not ProcReader.available():
         return {}
     found, count = descendants(os.getpid(), BELOW_KEEP, BELOW_WALK)
     return {"below": found, "below_count": count}
 
 
-def _rank_field() -> dict[str, Any]:
+def _rank_field() -> "dict[str, Any]":
     """{"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")."""
     rank = rank_env()
     return {"rank": rank} if rank else {}
 
 
-def _post_notice(info: dict[str, Any]) -> None:
+def _post_notice(info: "dict[str, Any]") -> None:
     from .guard import post_notice
 
     post_notice(info)
 
 
-_runtime: Runtime | None = None
+_runtime: "Runtime | None" = None
 _started = False
 
 
@@ -429,7 +485,7 @@ def _after_fork() -> None:
 
 
 # Written once, by whichever exit comes first (atexit, or a multiprocessing worker's end).
-def _record_exit(how: str, code: int | None = None) -> None:
+def _record_exit(how: str, code: "int | None" = None) -> None:
     global _runtime
     rt, _runtime = _runtime, None
     if rt is None:
@@ -447,7 +503,10 @@ def _at_exit() -> None:
 def start() -> None:
     """Entry point from the .pth file. Runs once per process; never raises."""
     global _started, _runtime
-    if _started:
+    # site runs the .pth again in every subinterpreter (the line tests this too; here for any
+    # other caller): one tracer per process, in its main interpreter, and a subinterpreter sees
+    # exactly what it would untraced (issue #35; docs/guarantees.md, "Subinterpreters").
+    if _started or not in_main_interpreter():
         return
     _started = True
     runtime = None

@@ -14,8 +14,6 @@ are always restored; they live with the tracer's other host patches in
 host_patches.py.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -62,18 +60,18 @@ def exec_module(self, module):
 class _PatchingLoader:
     """Wraps a module's loader to run its body with the target hooks in place."""
 
-    def __init__(self, loader: Any, finder: TargetFinder) -> None:
+    def __init__(self, loader: "Any", finder: "TargetFinder") -> None:
         self._loader = loader
         self._finder = finder
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> "Any":
         return getattr(self._loader, name)
 
-    def create_module(self, spec: Any) -> Any:
+    def create_module(self, spec: "Any") -> "Any":
         create = getattr(self._loader, "create_module", None)
         return create(spec) if create else None
 
-    exec_module: Any = None  # compiled by _loader_ready, when the first target module loads
+    exec_module: "Any" = None  # compiled by _loader_ready, when the first target module loads
 
 
 def _loader_ready() -> None:
@@ -94,8 +92,8 @@ def _loader_ready() -> None:
 class TargetFinder:
     """Meta-path finder for the modules in a target table; bails out by name."""
 
-    def __init__(self, targets: tuple[Target, ...] | list[Target], make_wrapper: MakeWrapper,
-                 notify: Notify, report: Report) -> None:
+    def __init__(self, targets: "tuple[Target, ...] | list[Target]", make_wrapper: "MakeWrapper",
+                 notify: "Notify", report: "Report") -> None:
         self._by_module: dict[str, list[Target]] = {}
         for target in targets:
             self._by_module.setdefault(target.module, []).append(target)
@@ -122,7 +120,7 @@ class TargetFinder:
 
     # -- finder protocol --------------------------------------------------
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
         """Return the real spec with a patching loader, for target modules only.
 
         A top-level module that the tracer's own code imports (psutil,
@@ -156,7 +154,7 @@ class TargetFinder:
 
     # -- patching ---------------------------------------------------------
 
-    def before_body(self, module: Any, code: Any) -> None:
+    def before_body(self, module: "Any", code: "Any") -> None:
         """Notify imports and put the hooks in place (code: what will run; None: the loader runs it)."""
         for t in self._by_module.get(module.__name__, []):
             if t.mode == IMPORT:
@@ -164,7 +162,7 @@ class TargetFinder:
         if code is not None:
             install_body_hooks(module.__dict__, self, module.__name__)
 
-    def after_body(self, module: Any, code: Any, done: bool) -> None:
+    def after_body(self, module: "Any", code: "Any", done: bool) -> None:
         """Take the hooks away (always), then wrap what the body defined (if it finished)."""
         if code is not None:
             restore_body_hooks(module.__dict__)
@@ -175,7 +173,7 @@ class TargetFinder:
             if t.mode == CONFIG:
                 self._contained("notify", self._notify, "loaded", t, module)
 
-    def patch_module(self, module: Any) -> None:
+    def patch_module(self, module: "Any") -> None:
         """Wrap every target defined in an already-executed module."""
         ns = vars(module)
         for key in {t.qualname.split(".")[0] for t in self._by_module.get(module.__name__, []) if t.qualname}:
@@ -184,7 +182,7 @@ class TargetFinder:
                 if new is not ns[key]:
                     setattr(module, key, new)
 
-    def wrap_function(self, module_name: str, fn: Any) -> Any:
+    def wrap_function(self, module_name: str, fn: "Any") -> "Any":
         """The wrapper of fn if it is a top-level function target of module_name (body hooks)."""
         key = getattr(fn, "__name__", None)
         if not isinstance(key, str) or getattr(fn, "__qualname__", None) != key:
@@ -197,7 +195,7 @@ class TargetFinder:
             setattr(module, key, value)
         return value
 
-    def patch_value(self, module_name: str, key: str, value: Any) -> Any:
+    def patch_value(self, module_name: str, key: str, value: "Any") -> "Any":
         """Wrap a top-level function, or the target methods of a class, in place.
 
         Returns the object to bind under ``key`` (a wrapper for functions,
@@ -217,7 +215,7 @@ class TargetFinder:
                 return wrapper
         return value
 
-    def _patch_class(self, cls: type, methods: dict[str, Target]) -> None:
+    def _patch_class(self, cls: "type", methods: "dict[str, Target]") -> None:
         """Wrap the methods a class itself defines, and watch for subclasses."""
         for meth, t in methods.items():
             if "." in meth:
@@ -233,13 +231,13 @@ class TargetFinder:
             for sub in _all_subclasses(cls):
                 self._patch_class(sub, methods)
 
-    def _wrap_attribute(self, raw: Any, t: Target, label: str) -> Any:
+    def _wrap_attribute(self, raw: "Any", t: "Target", label: str) -> "Any":
         """What a class attribute becomes: a wrapped function, classmethod, staticmethod,
         property (getter, setter, deleter traced as calls) or cached_property; anything
         else is left alone, with one warning."""
         from .recorder import is_wrapper
 
-        def wrap(fn: Any, suffix: str = "") -> Any:
+        def wrap(fn: "Any", suffix: str = "") -> "Any":
             if fn is None or is_wrapper(fn):
                 return fn
             return self._make_wrapper(t, label + suffix)(fn, True)
@@ -259,7 +257,7 @@ class TargetFinder:
         warn(f"target {label} is a {kind.__qualname__}, not a function: not traced", "target " + label)
         return raw
 
-    def _watch_subclasses(self, cls: type, methods: dict[str, Target]) -> None:
+    def _watch_subclasses(self, cls: "type", methods: "dict[str, Target]") -> None:
         """Wrap overriding methods of every later subclass, wherever defined.
 
         Out-of-tree backends subclass AsyncCompile (IPEX's XPUAsyncCompile)
@@ -269,7 +267,7 @@ class TargetFinder:
         original = cls.__dict__.get("__init_subclass__")
         finder = self
 
-        def __init_subclass__(sub: Any, /, **kwargs: Any) -> None:
+        def __init_subclass__(sub: "Any", /, **kwargs: "Any") -> None:
             if original is not None:
                 original.__get__(None, sub)(**kwargs)
             else:
@@ -279,7 +277,7 @@ class TargetFinder:
         cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment,method-assign]
         cls.__wp_autotrace_watch__ = True  # type: ignore[attr-defined]
 
-    def _contained(self, where: str, fn: Callable[..., Any], *args: Any) -> Optional[Any]:
+    def _contained(self, where: str, fn: "Callable[..., Any]", *args: "Any") -> "Optional[Any]":
         """Run fn; a failure is reported and swallowed, never raised into the host."""
         try:
             return fn(*args)
@@ -301,7 +299,7 @@ def _imported_by_tracer() -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
 
 
-def _trusted_spec(name: str) -> Any:
+def _trusted_spec(name: str) -> "Any":
     """name's spec from sys.path without the cwd and the script's folder (sys.path[0]).
 
     Other finders (built-in, frozen, an editable install's) are asked next; a
@@ -325,7 +323,7 @@ def _trusted_spec(name: str) -> Any:
     raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
-def _all_subclasses(cls: type) -> list[type]:
+def _all_subclasses(cls: "type") -> "list[type]":
     """Every subclass of cls created so far, depth first."""
     found: list[type] = []
     try:
@@ -343,7 +341,7 @@ def _all_subclasses(cls: type) -> list[type]:
 _FunctionType = type(_all_subclasses)
 
 
-def _rebind_home(raw: Any, wrapper: Any) -> None:
+def _rebind_home(raw: "Any", wrapper: "Any") -> None:
     """Bind wrapper where raw lives by its own __module__/__qualname__ too.
 
     A re-export (``from .impl import f``) or an alias (``public = _impl``) then

@@ -42,8 +42,6 @@ restores only what is still ours (someone may have patched it after us), and
 costs nothing until installed: importing this module replaces nothing.
 """
 
-from __future__ import annotations
-
 import _thread
 import atexit
 import builtins
@@ -64,11 +62,26 @@ _get_ident = _thread.get_ident
 _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 
 
-def _drop_own_frame(exc: BaseException) -> None:
+def _drop_own_frame(exc: "BaseException") -> None:
     """Keep a hook's own frame out of an exception's traceback (3.11+)."""
     tb = exc.__traceback__
     if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
         exc.__traceback__ = tb.tb_next
+
+
+# Every replacement takes (*args, **kwargs) and hands them on untouched (but for the one value it
+# changes), so the function it replaced accepts and rejects exactly what it did: keywords
+# (os.execv, the excepthooks and posix_spawn take none; os.execve takes path/argv/env), a wrong
+# count, a class keyword named `name` or `func`, each with the original's own TypeError.
+def _look_like(fn: "Any", real: "Any") -> None:
+    """fn answers introspection as real: __name__, __doc__, and inspect.signature() through
+    __wrapped__ (functools.wraps' convention). Its type and repr stay a Python function's."""
+    for name in ("__name__", "__doc__"):
+        try:
+            setattr(fn, name, getattr(real, name))
+        except (AttributeError, TypeError):
+            pass
+    fn.__wrapped__ = real
 
 
 # -- body hooks: while a target module's body runs ------------------------------
@@ -78,20 +91,22 @@ def _drop_own_frame(exc: BaseException) -> None:
 # patch_value(module, name, value), wrap_function(module, fn).
 
 # id(module dict) -> (finder, module name) for every target module body running now.
-_bodies: dict[int, tuple[Any, str]] = {}
-_real_build_class: Any = None
-_real_register_at_fork: Any = None
-_real_atexit_register: Any = None
+_bodies: "dict[int, tuple[Any, str]]" = {}
+_real_build_class: "Any" = None
+_real_register_at_fork: "Any" = None
+_real_atexit_register: "Any" = None
 _hooks_lock = _thread.allocate_lock()
 
 
-def _build_class(func: Any, name: Any, *bases: Any, **kwds: Any) -> Any:
-    """builtins.__build_class__ while a target module runs: wraps its target classes at once."""
+def _build_class(*args: "Any", **kwds: "Any") -> "Any":
+    """builtins.__build_class__(func, name, /, *bases, **kwds) while a target module runs: wraps
+    its target classes at once."""
     try:
-        cls = _real_build_class(func, name, *bases, **kwds)
+        cls = _real_build_class(*args, **kwds)
     except BaseException as exc:
         _drop_own_frame(exc)
         raise
+    func, name = args[:2]  # the call above succeeded: both are there
     body = _bodies.get(id(getattr(func, "__globals__", None))) if _bodies else None
     if body is not None and isinstance(cls, type) and cls.__qualname__ == name:
         finder, module_name = body
@@ -99,13 +114,13 @@ def _build_class(func: Any, name: Any, *bases: Any, **kwds: Any) -> Any:
     return cls
 
 
-def _handover(fn: Any) -> Any:
+def _handover(fn: "Any") -> "Any":
     """fn, or its wrapper when fn is a top-level target function of a module body running now."""
     body = _bodies.get(id(getattr(fn, "__globals__", None))) if _bodies else None
     return fn if body is None else body[0].wrap_function(body[1], fn)
 
 
-def _register_at_fork(*args: Any, **kwargs: Any) -> Any:
+def _register_at_fork(*args: "Any", **kwargs: "Any") -> "Any":
     """os.register_at_fork while a target module runs: registers the wrappers of its targets."""
     try:
         return _real_register_at_fork(*args, **{k: _handover(v) for k, v in kwargs.items()})
@@ -114,16 +129,17 @@ def _register_at_fork(*args: Any, **kwargs: Any) -> Any:
         raise
 
 
-def _atexit_register(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """atexit.register while a target module runs: registers the wrappers of its targets."""
+def _atexit_register(*args: "Any", **kwargs: "Any") -> "Any":
+    """atexit.register(func, /, *args, **kwargs) while a target module runs: registers the
+    wrappers of its targets."""
     try:
-        return _real_atexit_register(_handover(func), *args, **kwargs)
+        return _real_atexit_register(*map(_handover, args[:1]), *args[1:], **kwargs)
     except BaseException as exc:
         _drop_own_frame(exc)
         raise
 
 
-def install_body_hooks(ns: dict[str, Any], finder: Any, name: str) -> None:
+def install_body_hooks(ns: "dict[str, Any]", finder: "Any", name: str) -> None:
     """Put the three hooks in place for a module body (nested bodies share them)."""
     global _real_build_class, _real_register_at_fork, _real_atexit_register
     with _hooks_lock:
@@ -131,14 +147,17 @@ def install_body_hooks(ns: dict[str, Any], finder: Any, name: str) -> None:
             _real_build_class = builtins.__build_class__
             _real_atexit_register = atexit.register
             _real_register_at_fork = getattr(os, "register_at_fork", None)
+            _look_like(_build_class, _real_build_class)
+            _look_like(_atexit_register, _real_atexit_register)
             vars(builtins)["__build_class__"] = _build_class
             vars(atexit)["register"] = _atexit_register
             if _real_register_at_fork is not None:
+                _look_like(_register_at_fork, _real_register_at_fork)
                 vars(os)["register_at_fork"] = _register_at_fork
         _bodies[id(ns)] = (finder, name)
 
 
-def restore_body_hooks(ns: dict[str, Any]) -> None:
+def restore_body_hooks(ns: "dict[str, Any]") -> None:
     """Take the hooks away when the last running body ends; undo `from os import register_at_fork`."""
     with _hooks_lock:
         _bodies.pop(id(ns), None)
@@ -163,11 +182,13 @@ def reset_body_hooks_after_fork() -> None:
 # -- child-role handover: the spawners of subprocess and multiprocessing ----------
 
 # Thread ident -> role, while a child_role target runs in that thread.
-_child_roles: dict[int, str] = {}
+_child_roles: "dict[int, str]" = {}
 # What the hand-over replaced, by name: fork_exec, posix_spawn, posix_spawnp.
-_real_spawners: dict[str, Any] = {}
+_real_spawners: "dict[str, Any]" = {}
 # _posixsubprocess.fork_exec's env argument: the same place on 3.9 - 3.13.
 _ENV_ARG = 5
+# os.posix_spawn[p]'s env argument (path, argv, env).
+_SPAWN_ENV_ARG = 2
 
 
 def set_child_role(role: str) -> None:
@@ -181,12 +202,12 @@ def clear_child_role() -> None:
     _child_roles.pop(_get_ident(), None)
 
 
-def _role_for_child() -> str | None:
+def _role_for_child() -> "str | None":
     """The role for a child started now by this thread, if it is inside a child_role call."""
     return _child_roles.get(_get_ident()) if _child_roles else None
 
 
-def _fork_exec(*args: Any) -> Any:
+def _fork_exec(*args: "Any", **kwargs: "Any") -> "Any":
     """_posixsubprocess.fork_exec, with CHILD_ROLE_ENV added to the child's own
     environment when the starting thread is inside a child_role call."""
     role = _role_for_child()
@@ -197,10 +218,14 @@ def _fork_exec(*args: Any) -> Any:
         key = CHILD_ROLE_ENV.encode() + b"="
         env = [e for e in env if not bytes(e).startswith(key)] + [key + role.encode()]
         args = args[:_ENV_ARG] + (env,) + args[_ENV_ARG + 1:]
-    return _real_spawners["fork_exec"](*args)
+    try:
+        return _real_spawners["fork_exec"](*args, **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
 
 
-def _with_role(env: Any) -> Any:
+def _with_role(env: "Any") -> "Any":
     """A copy of a posix_spawn environment mapping, with this thread's child role added."""
     role = _role_for_child()
     if role is None:
@@ -210,17 +235,33 @@ def _with_role(env: Any) -> Any:
     return env
 
 
-def _posix_spawn(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
-    """os.posix_spawn (subprocess uses it from 3.13 when it can), with the child role added."""
-    return _real_spawners["posix_spawn"](path, argv, _with_role(env), *args, **kwargs)
+def _args_with_role(args: "tuple[Any, ...]") -> "tuple[Any, ...]":
+    """posix_spawn[p]'s (path, argv, env, ...) with the role added to env (where there is one)."""
+    if len(args) <= _SPAWN_ENV_ARG:
+        return args  # the real function raises its own TypeError
+    return args[:_SPAWN_ENV_ARG] + (_with_role(args[_SPAWN_ENV_ARG]),) + args[_SPAWN_ENV_ARG + 1:]
 
 
-def _posix_spawnp(path: Any, argv: Any, env: Any, *args: Any, **kwargs: Any) -> Any:
+def _posix_spawn(*args: "Any", **kwargs: "Any") -> "Any":
+    """os.posix_spawn(path, argv, env, /, **options) (subprocess uses it from 3.13 when it can),
+    with the child role added."""
+    try:
+        return _real_spawners["posix_spawn"](*_args_with_role(args), **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+
+
+def _posix_spawnp(*args: "Any", **kwargs: "Any") -> "Any":
     """os.posix_spawnp, with the child role added."""
-    return _real_spawners["posix_spawnp"](path, argv, _with_role(env), *args, **kwargs)
+    try:
+        return _real_spawners["posix_spawnp"](*_args_with_role(args), **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
 
 
-def _spawner_slots() -> list[tuple[Any, str, str, Any]]:
+def _spawner_slots() -> "list[tuple[Any, str, str, Any]]":
     """(owner, attribute, key, our function) for every way subprocess/multiprocessing start a child."""
     import _posixsubprocess
     import subprocess
@@ -248,6 +289,7 @@ def install_child_role_handover() -> None:
         real = getattr(owner, name, None)
         if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
             _real_spawners[key] = real
+            _look_like(ours, real)
             setattr(owner, name, ours)
 
 
@@ -265,25 +307,41 @@ def restore_child_role_handover() -> None:
 # -- error capture: excepthooks and torch's pool loggers ---------------------------
 
 # What install_error_capture put in place: on_log, on_exception, the filter, the loggers, the hooks replaced.
-_capture: dict[str, Any] = {}
+_capture: "dict[str, Any]" = {}
 
 
-def _excepthook(exc_type: Any, exc: Any, tb: Any) -> None:
+# How many positional arguments each excepthook takes: (type, value, traceback, /) and (args, /).
+_EXCEPTHOOK_ARGS = 3
+_THREADING_EXCEPTHOOK_ARGS = 1
+
+
+def _excepthook(*args: "Any", **kwargs: "Any") -> "Any":
     """sys.excepthook in a pool process: record, then the hook it replaced."""
-    _capture["on_exception"]("excepthook", exc)
-    (_capture.get("excepthook") or sys.__excepthook__)(exc_type, exc, tb)
+    if len(args) == _EXCEPTHOOK_ARGS and not kwargs:
+        _capture["on_exception"]("excepthook", args[1])
+    try:
+        return (_capture.get("excepthook") or sys.__excepthook__)(*args, **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
 
 
-def _threading_excepthook(args: Any) -> None:
+def _threading_excepthook(*args: "Any", **kwargs: "Any") -> "Any":
     """threading.excepthook in a pool process: record, then the hook it replaced."""
-    _capture["on_exception"]("threading.excepthook", args.exc_value)
+    if len(args) == _THREADING_EXCEPTHOOK_ARGS and not kwargs:
+        _capture["on_exception"]("threading.excepthook", getattr(args[0], "exc_value", None))
     previous = _capture.get("threading_excepthook")
-    if previous is not None:
-        previous(args)
+    if previous is None:
+        return None
+    try:
+        return previous(*args, **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
 
 
-def install_error_capture(loggers: tuple[str, ...], on_log: Callable[[Any], None],
-                          on_exception: Callable[[str, BaseException | None], None]) -> None:
+def install_error_capture(loggers: "tuple[str, ...]", on_log: "Callable[[Any], None]",
+                          on_exception: "Callable[[str, BaseException | None], None]") -> None:
     """A filter that shows every record of loggers to on_log and lets it through; both
     excepthooks chained through on_exception. Once; on_log/on_exception never raise.
 
@@ -299,7 +357,7 @@ def install_error_capture(loggers: tuple[str, ...], on_log: Callable[[Any], None
     class _Recorder(logging.Filter):
         """Shows every record to on_log; lets it through."""
 
-        def filter(self, record: logging.LogRecord) -> bool:
+        def filter(self, record: "logging.LogRecord") -> bool:
             on_log(record)
             return True
 
@@ -307,6 +365,8 @@ def install_error_capture(loggers: tuple[str, ...], on_log: Callable[[Any], None
                     excepthook=sys.excepthook, threading_excepthook=threading.excepthook)
     for name in loggers:
         logging.getLogger(name).addFilter(_capture["filter"])
+    _look_like(_excepthook, sys.excepthook)
+    _look_like(_threading_excepthook, threading.excepthook)
     sys.excepthook = _excepthook
     threading.excepthook = _threading_excepthook
 
@@ -330,7 +390,7 @@ def restore_error_capture() -> None:
 # -- process hooks: the at-fork hook and process_exit ----------------------------
 
 # The functions install_process_hooks was given: "after_fork", "at_exit".
-_process_hooks: dict[str, Any] = {}
+_process_hooks: "dict[str, Any]" = {}
 _at_fork_registered = False
 
 
@@ -341,7 +401,7 @@ def _after_fork_in_child() -> None:
         after_fork()
 
 
-def install_process_hooks(after_fork: Callable[[], None], at_exit: Callable[[], None]) -> None:
+def install_process_hooks(after_fork: "Callable[[], None]", at_exit: "Callable[[], None]") -> None:
     """Call after_fork in every forked child and at_exit at interpreter exit."""
     global _at_fork_registered
     restore_process_hooks()
@@ -372,10 +432,10 @@ class _Token:
 
 _mp_exit_token = _Token()
 # The function the finalizer calls ("record_exit"), and the Finalize once made ("finalizer").
-_mp_exit: dict[str, Any] = {}
+_mp_exit: "dict[str, Any]" = {}
 
 
-def install_mp_exit_finalizer(record_exit: Callable[[str], None]) -> None:
+def install_mp_exit_finalizer(record_exit: "Callable[[str], None]") -> None:
     """In a forked child: call record_exit("os._exit") as a multiprocessing worker leaves.
 
     os._exit skips atexit. Rather than replacing os._exit (it must stay
@@ -412,10 +472,10 @@ def restore_mp_exit_finalizer() -> None:
 # -- exec: the record a process writes just before it becomes another program ----------
 
 # What install_exec_record replaced ("execv", "execve") and the writer it was given ("record").
-_exec: dict[str, Any] = {}
+_exec: "dict[str, Any]" = {}
 
 
-def _record_exec(path: Any, argv: Any, env: Any) -> None:
+def _record_exec(path: "Any", argv: "Any", env: "Any") -> None:
     """Hand the exec about to happen to the recorder; contained: never raises, prints nothing."""
     try:
         if os.access(path, os.X_OK):  # a path the kernel will refuse (execvp's PATH walk) is no exec
@@ -424,27 +484,34 @@ def _record_exec(path: Any, argv: Any, env: Any) -> None:
         pass
 
 
-def _execv(path: Any, argv: Any) -> Any:
-    """os.execv: the exec record first. os.execl, os.execvp and os.execlp call this."""
-    _record_exec(path, argv, None)
+# os.execve's parameters: unlike os.execv's (path, argv, /), they may be given by keyword.
+_EXECVE_PARAMS = ("path", "argv", "env")
+
+
+def _execv(*args: "Any", **kwargs: "Any") -> "Any":
+    """os.execv(path, argv, /): the exec record first. os.execl, os.execvp and os.execlp call this."""
+    if len(args) == len(_EXECVE_PARAMS) - 1 and not kwargs:
+        _record_exec(args[0], args[1], None)
     try:
-        return _exec["execv"](path, argv)
+        return _exec["execv"](*args, **kwargs)
     except BaseException as exc:
         _drop_own_frame(exc)
         raise
 
 
-def _execve(path: Any, argv: Any, env: Any) -> Any:
-    """os.execve: the exec record first. os.execle, os.execvpe and os.execlpe call this."""
-    _record_exec(path, argv, env)
+def _execve(*args: "Any", **kwargs: "Any") -> "Any":
+    """os.execve(path, argv, env): the exec record first. os.execle, os.execvpe and os.execlpe call this."""
+    rest = _EXECVE_PARAMS[len(args):]
+    if len(args) <= len(_EXECVE_PARAMS) and set(kwargs) == set(rest):
+        _record_exec(*args, *(kwargs[name] for name in rest))
     try:
-        return _exec["execve"](path, argv, env)
+        return _exec["execve"](*args, **kwargs)
     except BaseException as exc:
         _drop_own_frame(exc)
         raise
 
 
-def install_exec_record(record: Callable[[str, list[str], Any], None]) -> None:
+def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None:
     """Call record(executable, argv, env) just before this process execs through os.
 
     os.execv and os.execve only: every other exec function of os (execl*,
@@ -457,6 +524,8 @@ def install_exec_record(record: Callable[[str, list[str], Any], None]) -> None:
     if _exec:
         return
     _exec.update(record=record, execv=os.execv, execve=os.execve)
+    _look_like(_execv, os.execv)
+    _look_like(_execve, os.execve)
     os.execv = _execv
     os.execve = _execve
 

@@ -20,7 +20,6 @@ from ..common.targets import (
     COUNT,
     IMPORT,
     INLINE_POOL,
-    KNOB_MARKS,
     SKIP,
     Target,
     watched_env,
@@ -29,6 +28,7 @@ from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
 from .catch import watch_role
 from .dists import attribute
 from .host_patches import clear_child_role, set_child_role
+from .reads import config_knobs, duration_since, read_rss, resolve, thread_name
 from .sink import Sink, encode_json
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -36,11 +36,10 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 # Bound once: the tracer must not call itself through a traced stdlib function.
-_perf_counter = time.perf_counter
+_perf_counter_ns = time.perf_counter_ns
 _time = time.time  # the log's clock (sink.py): a counted call's first/last times are comparable to ts
 _getframe = sys._getframe
 _getpid = os.getpid
-_get_ident = _thread.get_ident
 
 # How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
 _SKIP, _LIBRARY, _USER = 0, 1, 2
@@ -59,50 +58,18 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 _FIXED_ROLES = (GUARDED_ROLES - {COMPILE_WORKER}) | {MAIN}
 
 
-class Probes:
-    """Per-process recording state shared by all wrappers."""
+class _Stacks:
+    """The caller's stack and its attribution, cached per code object: the stack half of Probes (a base
+    class, not a member object, so the hot path's lookups stay one attribute deep). Probes.__init__ sets
+    the state declared here."""
 
-    def __init__(self, sink: Sink, stack_limit: int, guard: bool, notice: Callable[[dict[str, Any]], None]) -> None:
-        self.sink = sink
-        self.stack_limit = stack_limit
-        self.guard = guard
-        self.notice = notice
-        self.counts: dict[str, int] = {}
-        # label -> [first, last] call time of each counted target: a pool's first and last job
-        # (process_exit's `count_times`), one clock read and one list store per call.
-        self.count_times: dict[str, list[float]] = {}
-        self._ids = itertools.count(1)
-        self._local: Any = None  # a threading.local, made with the first wrapper
-        self._torch_dir: str | None = None  # "" once torch is known to have no file
-        self._kinds: dict[int, int] = {}  # id(code) -> kind; the codes kept alive in _codes
-        self._codes: list[Any] = []
-        self._generation = 0  # counts _forget_codes calls
-        # (kept frames' code ids and lines, caller's) -> (frames, caller, their JSON): see _stack
-        self._stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]] = {}
-        self._prefixes: dict[str, str] = {}  # label -> '"target":..,"tag":..,"call_id":'
-        self._thread_json: dict[str, str] = {}  # thread name -> its JSON string
-        self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
-        self._inline_pool: Any = None
-
-    def reset_after_fork(self) -> None:
-        """Forget the parent's counters and open calls in a forked child; a fresh limit lock."""
-        global _limit_lock
-        # Another thread of the parent may have held it at the fork: in the child it
-        # would stay held forever, and the first traced call would hang.
-        _limit_lock = _thread.allocate_lock()
-        self.counts = {}
-        self.count_times = {}
-        self._ids = itertools.count(1)
-        if self._local is not None:
-            import threading
-
-            self._local = threading.local()
-
-    def _thread_state(self) -> dict[str, Any]:
-        """Per-thread open calls and re-entrancy flag (made with the first wrapper)."""
-        return self._local.__dict__  # type: ignore[no-any-return]
-
-    # -- stacks -----------------------------------------------------------
+    stack_limit: int
+    _torch_dir: str | None
+    _kinds: dict[int, int]
+    _codes: list[Any]
+    _generation: int
+    _stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]]
+    _skip_dirs: tuple[str, ...]
 
     def _frame_kind(self, code: Any) -> int:
         """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object.
@@ -149,13 +116,13 @@ class Probes:
     def _stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
         """capture_stack's (frames, caller) and their JSON members ('"stack":[...],"caller":{...}').
 
-        The walk notes only (code id, line) of each kept frame and of the
-        caller; the frames, the caller's attribution (dists.attribute) and
-        their encoding are made once per such key and then reused: a target
-        called again from the same lines costs the walk and one lookup. The
-        cached objects are shared, never to be changed by their users.
+        The walk notes only (code id, f_lasti) of each kept frame and of the caller: f_lineno would scan
+        the code's line table (0.1 us a frame, more in a long function), and one offset of one code is one
+        line. The frames (with f_lineno), the caller's attribution (dists.attribute) and their encoding
+        are made once per such key and then reused. The cached objects are shared, never to be changed.
         """
-        self._learn_dirs()
+        if self._torch_dir is None:
+            self._learn_dirs()
         kinds = self._kinds
         limit = 2 * self.stack_limit  # kept holds two entries a frame
         kept: list[Any] = []
@@ -168,21 +135,21 @@ class Probes:
                 kind = self._frame_kind(code)
             if kind:  # not _SKIP
                 kept.append(id(code))
-                kept.append(frame.f_lineno)
+                kept.append(frame.f_lasti)
                 if caller is None and kind == _USER:
-                    caller = (id(code), frame.f_lineno, frame)
+                    caller = frame
             frame = frame.f_back
         while caller is None and frame is not None:  # past the kept frames: only the caller is sought
             code = frame.f_code
             kind = kinds.get(id(code))
             if kind == _USER or (kind is None and self._frame_kind(code) == _USER):
-                caller = (id(code), frame.f_lineno, frame)
+                caller = frame
             frame = frame.f_back
-        key = (tuple(kept), caller[:2] if caller else None)
+        key = (tuple(kept), (id(caller.f_code), caller.f_lasti) if caller is not None else None)
         found = self._stacks.get(key)
         if found is None:
             generation = self._generation
-            found = self._make_stack(_getframe(1), caller[2] if caller else None, len(kept) // 2)
+            found = self._make_stack(_getframe(1), caller, len(kept) // 2)
             if len(self._stacks) >= MAX_CACHED_STACKS:
                 self._stacks.clear()
             if generation == self._generation:  # else some key ids are no longer held in _codes
@@ -206,6 +173,52 @@ class Probes:
             code = caller_frame.f_code
             caller = attribute({"file": code.co_filename, "line": caller_frame.f_lineno, "func": code.co_name})
         return frames, caller, f'"stack":{encode_json(frames)},"caller":{encode_json(caller)}'
+
+
+class Probes(_Stacks):
+    """Per-process recording state shared by all wrappers."""
+
+    def __init__(self, sink: Sink, stack_limit: int, guard: bool, notice: Callable[[dict[str, Any]], None]) -> None:
+        self.sink = sink
+        self.stack_limit = stack_limit
+        self.guard = guard
+        self.notice = notice
+        self.counts: dict[str, int] = {}
+        # label -> [first, last] call time of each counted target: a pool's first and last job
+        # (process_exit's `count_times`), one clock read and one list store per call.
+        self.count_times: dict[str, list[float]] = {}
+        self.count_callers: dict[str, tuple[Any, int] | None] = {}  # label -> last call's user (code, line)
+        self._ids = itertools.count(1)
+        self._local: Any = None  # a threading.local, made with the first wrapper
+        self._torch_dir: str | None = None  # "" once torch is known to have no file
+        self._kinds: dict[int, int] = {}  # id(code) -> kind; the codes kept alive in _codes
+        self._codes: list[Any] = []
+        self._generation = 0  # counts _forget_codes calls
+        # (kept frames' code ids and lines, caller's) -> (frames, caller, their JSON): see _stack
+        self._stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]] = {}
+        self._prefixes: dict[str, str] = {}  # label -> '"target":..,"tag":..,"call_id":'
+        self._thread_json: dict[str, str] = {}  # thread name -> its JSON string
+        self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
+        self._inline_pool: Any = None
+
+    def reset_after_fork(self) -> None:
+        """Forget the parent's counters and open calls in a forked child; a fresh limit lock."""
+        global _limit_lock
+        # Another thread of the parent may have held it at the fork: in the child it
+        # would stay held forever, and the first traced call would hang.
+        _limit_lock = _thread.allocate_lock()
+        self.counts = {}
+        self.count_times = {}
+        self.count_callers = {}
+        self._ids = itertools.count(1)
+        if self._local is not None:
+            import threading
+
+            self._local = threading.local()
+
+    def _thread_state(self) -> dict[str, Any]:
+        """Per-thread open calls and re-entrancy flag (made with the first wrapper)."""
+        return self._local.__dict__  # type: ignore[no-any-return]
 
     # -- roles ------------------------------------------------------------
 
@@ -231,6 +244,8 @@ class Probes:
 
             self._local = threading.local()
         if target.mode == COUNT:
+            if target.last_caller:
+                return lambda raw, method: _dress(self._counting_call_site(label, raw), raw)
             return lambda raw, method: _dress(self._counting_call(label, raw), raw)
         return lambda raw, method: _dress(self._tracing_call(target, label, raw, method), raw)
 
@@ -250,19 +265,40 @@ class Probes:
 
         return call
 
+    def _counting_call_site(self, label: str, raw: Any) -> Callable[..., Any]:
+        """_counting_call that also keeps the last call's innermost user frame (code, line): a walk of
+        cached frame kinds, no encoding; process_exit attributes it once (count_callers)."""
+        counted = self._counting_call(label, raw)
+        owner = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                if owner._torch_dir is None:
+                    owner._learn_dirs()
+                kinds = owner._kinds
+                frame: Any = _getframe(1)
+                while frame is not None and (kinds.get(id(frame.f_code)) or owner._frame_kind(frame.f_code)) != _USER:
+                    frame = frame.f_back
+                owner.count_callers[label] = (frame.f_code, frame.f_lineno) if frame is not None else None
+            except Exception:  # never the host's problem
+                pass
+            return counted(*args, **kwargs)
+
+        return call
+
     def _tracing_call(self, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
         begin, leave, child_role = self._begin, self._leave, target.child_role
 
         def call(*args: Any, **kwargs: Any) -> Any:
             _adjust_limit(_HEADROOM)  # the tracer's own work never counts against the host's limit
             try:
-                call_id = begin(target, label)
+                call_id = begin(target, label, args[0] if method and args else None)
             finally:
                 _adjust_limit(_STACK_COST - _HEADROOM)
             if call_id == _REFUSED:
                 _adjust_limit(-_STACK_COST)
                 return self._refuse(target)
-            start = _perf_counter()
+            start = _perf_counter_ns()
             if child_role:
                 set_child_role(child_role)
             try:
@@ -274,7 +310,9 @@ class Probes:
                 _adjust_limit(-_HEADROOM)
                 _drop_own_frame(exc)
                 raise  # bare: re-raises with the traceback as _drop_own_frame left it
-            _after_call(child_role)
+            if child_role:  # _after_call, inline on the common path
+                clear_child_role()
+            _adjust_limit(_HEADROOM - _STACK_COST)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
             _adjust_limit(-_HEADROOM)
@@ -282,42 +320,40 @@ class Probes:
 
         return call
 
-    def _begin(self, target: Target, label: str) -> int:
+    def _begin(self, target: Target, label: str, instance: Any = None) -> int:
         """Record the call: its id, _UNRECORDED (from inside the tracer, or a fault) or _REFUSED."""
         local = self._thread_state()
         if local.get("busy"):
             return _UNRECORDED  # called from inside the tracer itself (a target it uses)
         local["busy"] = True
         try:
-            return self._enter(target, label)
+            return self._enter(target, label, instance, local)
         except Exception as exc:
             self.sink.error("record call", exc)
             return _UNRECORDED
         finally:
             local["busy"] = False
 
-    def _enter(self, target: Target, label: str) -> int:
-        """Write the call record; return its id, or _REFUSED if the guard refuses it."""
+    def _enter(self, target: Target, label: str, instance: Any, local: dict[str, Any]) -> int:
+        """Write the call record; return its id, or _REFUSED if the guard refuses it (local: _thread_state())."""
         stack, caller, stack_json = self._stack()
-        open_calls = self._thread_state().setdefault("calls", [])
+        at_call = {key: value for key, path in target.capture_call
+                   if (value := resolve(path, instance, None)) is not None} if target.capture_call else None
+        open_calls = local.get("calls")
+        if open_calls is None:
+            open_calls = local["calls"] = []
         call_id = next(self._ids)
-        thread = _thread_name()
+        thread = thread_name()
         parent = open_calls[-1] if open_calls else None
         env = watched_env() if target.env else None
+        rss = read_rss() if target.mem else None
         if target.role:
             self.take_role(target.role)
 
-        def fields() -> dict[str, Any]:
-            out: dict[str, Any] = {"target": label, "tag": target.tag, "call_id": call_id, "thread": thread,
-                                   "stack": stack, "caller": caller}
-            if parent is not None:
-                out["parent_call"] = parent
-            if env is not None:
-                out["env"] = env
-            return out
-
+        # The fields of an oversized record (emit_encoded) or a blocked one: no closure (cells slow every local).
+        parts = (label, target.tag, call_id, thread, stack, caller, parent, env, at_call, rss)
         if self.guard and target.guard and self.sink.role in GUARDED_ROLES:
-            self.sink.emit("blocked", **fields(), action=target.guard)
+            self.sink.emit("blocked", **_call_fields(*parts), action=target.guard)
             self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
             return _REFUSED
         prefix = self._prefixes.get(label) or self._prefix(target, label)
@@ -326,7 +362,11 @@ class Probes:
             body += f',"parent_call":{encode_json(parent)}'
         if env is not None:
             body += f',"env":{encode_json(env)}'
-        self.sink.emit_encoded("call", body, fields)
+        for key, value in (at_call or {}).items():
+            body += f',{encode_json(key)}:{encode_json(value)}'
+        if rss is not None:
+            body += f',"rss":{rss}'
+        self.sink.emit_encoded("call", body, _call_fields, *parts)
         open_calls.append(call_id)
         return call_id
 
@@ -343,7 +383,7 @@ class Probes:
         self._thread_json[name] = text
         return text
 
-    def _leave(self, call_id: int, start: float, target: Target, instance: Any, result: Any,
+    def _leave(self, call_id: int, start: int, target: Target, instance: Any, result: Any,
                error: BaseException | None) -> None:
         """Write the return record; never raises."""
         local = self._thread_state()
@@ -352,19 +392,22 @@ class Probes:
             open_calls = local.get("calls")
             if open_calls and open_calls[-1] == call_id:
                 open_calls.pop()
-            duration = round(_perf_counter() - start, 6)
-            if error is None and not target.capture:  # the common case: two numbers
-                self.sink.emit_encoded("return", f'"call_id":{call_id},"duration_s":{duration!r}',
-                                       lambda: {"call_id": call_id, "duration_s": duration})
+            duration, duration_json = duration_since(start)
+            if error is None and not target.capture and not target.mem:  # the common case: two numbers
+                self.sink.emit_encoded("return", f'"call_id":{call_id},"duration_s":{duration_json}', _return_fields,
+                                       call_id, duration)
                 return
             fields: dict[str, Any] = {"call_id": call_id, "duration_s": duration}
             if error is not None:
                 fields["error"] = f"{type(error).__name__}: {error}"[:500]
             else:
                 for key, path in target.capture:
-                    value = _resolve(path, instance, result)
+                    value = resolve(path, instance, result)
                     if value is not None:
                         fields[key] = value
+            rss = read_rss() if target.mem else None
+            if rss is not None:
+                fields["rss"] = rss
             self.sink.emit("return", **fields)
         except Exception as exc:
             self.sink.error("record return", exc)
@@ -398,7 +441,28 @@ class Probes:
                 continue
         torch = sys.modules.get("torch")
         self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")),
-                       knobs=_knobs(module))
+                       knobs=config_knobs(module))
+
+
+def _call_fields(label: str, tag: str, call_id: int, thread: str, stack: Any, caller: Any, parent: int | None,
+                 env: dict[str, str] | None, at_call: dict[str, Any] | None, rss: int | None) -> dict[str, Any]:
+    """A call record's fields as a dict, in the order of its encoded body (Probes._enter)."""
+    out: dict[str, Any] = {"target": label, "tag": tag, "call_id": call_id, "thread": thread,
+                           "stack": stack, "caller": caller}
+    if parent is not None:
+        out["parent_call"] = parent
+    if env is not None:
+        out["env"] = env
+    if at_call:
+        out.update(at_call)
+    if rss is not None:
+        out["rss"] = rss
+    return out
+
+
+def _return_fields(call_id: int, duration: float) -> dict[str, Any]:
+    """A plain return record's fields as a dict (Probes._leave)."""
+    return {"call_id": call_id, "duration_s": duration}
 
 
 # -- what makes a wrapper indistinguishable -----------------------------------
@@ -505,7 +569,7 @@ class ObjectWrapper:
         self.__wrapped__ = raw
         self._wp_call = call
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:  # a keyword named "self" is the callable's
         try:
             return self._wp_call(*args, **kwargs)
         except BaseException as exc:
@@ -534,35 +598,3 @@ class ObjectWrapper:
         import copy
 
         return copy.deepcopy(self.__wrapped__, memo)
-
-
-def _knobs(module: Any) -> list[str]:
-    """The pool settings module has: torch's ConfigModule keeps them in `_config` (dir() misses them)."""
-    try:
-        names = getattr(module, "_config", None)
-        names = names if isinstance(names, dict) else vars(module)
-        return sorted(n for n in names if isinstance(n, str) and not n.startswith("_")
-                      and any(mark in n for mark in KNOB_MARKS))[:20]
-    except Exception:
-        return []
-
-
-def _thread_name() -> str:
-    """The calling thread's name, without creating a _DummyThread for a foreign thread."""
-    ident = _get_ident()
-    thread = sys.modules["threading"]._active.get(ident)
-    return str(thread.name) if thread is not None else f"Thread-{ident}"
-
-
-def _resolve(path: str, instance: Any, result: Any) -> Any:
-    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists."""
-    root, *attrs = path.split(".")
-    value = instance if root == "self" else result
-    for attr in attrs:
-        value = getattr(value, attr, None)
-        if value is None:
-            return None
-    if isinstance(value, dict):
-        return sorted(k for k in value if isinstance(k, int))
-    return value if isinstance(value, (int, float, str, bool)) else None
-

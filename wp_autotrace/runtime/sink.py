@@ -6,6 +6,14 @@ interleave, and no lock is needed (nothing to deadlock a forked child). The
 pid, ppid and sequence counter are reset in a forked child by
 ``Sink.reset_after_fork``.
 
+Two modes (issue 34): a sink *holds* a descriptor between writes (the cheap
+mode, for processes that record hot calls), or, *released*, holds none: each
+record opens the path, checks it is still the log, writes and closes. A
+program that lists, counts or closes its own descriptors (CPython's
+test_subprocess, daemons' closerange) then never finds the log among them.
+A held descriptor sits high (just below min(RLIMIT_NOFILE, 1024)), so it
+shifts no number the program's own open() gets.
+
 Safety (docs/security.md): the log is created O_EXCL 0600 by the root and an
 existing one is used only if it is this user's own private regular file; every
 write first checks that the fd is still that file (a host may close and reuse
@@ -14,17 +22,14 @@ a killed or short write ends at the next record's leading newline and never
 swallows it.
 """
 
-from __future__ import annotations
-
 import _thread
-import itertools
 import os
 import stat
 import sys
 import time
 
 from ..common.env import ROOT_ENV
-from ..common.vocab import SCHEMA_VERSION
+from ..common.vocab import HEADER_KEYS, SCHEMA_VERSION
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -35,7 +40,7 @@ if TYPE_CHECKING:
 MAX_RECORD_BYTES = 32 * 1024
 MAX_STRING = 2048
 
-_warned: set[str] = set()
+_warned: "set[str]" = set()
 # Record framing: a blank line before each record ends any fragment left by a
 # killed or short write, so the next record always starts a fresh line.
 RECORD_START = b"\n"
@@ -45,6 +50,7 @@ FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 # Bound once: a user may trace these very functions (WP_AUTOTRACE_TARGETS=os:getpid),
 # and the tracer must not call itself through them.
 _write = os.write
+_close = os.close
 _fstat = os.fstat
 _getpid = os.getpid
 _getppid = os.getppid
@@ -52,9 +58,21 @@ _now = time.time
 _get_ident = _thread.get_ident
 _monotonic = time.monotonic
 _sleep = time.sleep
+# A record's seq counter: a C iterator, whose next() is atomic under the GIL as itertools.count()'s
+# is, without importing itertools in every traced start-up (issue 32). It ends after sys.maxsize records.
+def _counter() -> "Any":
+    return iter(range(sys.maxsize))
 
 
-def _identity(fd: int) -> tuple[int, int] | None:
+def _unreachable(code: "int | None") -> bool:
+    """Why a released write may find no log to open, said nowhere (counted): the path no longer names it,
+    or no descriptor is free. errno is imported here, on that rare path only."""
+    import errno
+
+    return code in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EMFILE, errno.ENFILE)
+
+
+def _identity(fd: int) -> "tuple[int, int] | None":
     """(st_dev, st_ino) of what fd refers to now, or None if it is closed."""
     try:
         st = _fstat(fd)
@@ -67,7 +85,7 @@ def _identity(fd: int) -> tuple[int, int] | None:
 # is still that stream (a host started with 2>&- may have reused fd 2 for a file).
 _stderr_identity = _identity(2)
 # Where warnings go when fd 2 is not ours to write: set by the process's Sink.
-_warning_sink: Sink | None = None
+_warning_sink: "Sink | None" = None
 
 
 def is_root_process() -> bool:
@@ -89,7 +107,7 @@ def stderr_is_ours() -> bool:
     return _stderr_identity is not None and _identity(2) == _stderr_identity and is_root_process()
 
 
-def warn(message: str, key: str | None = None) -> None:
+def warn(message: str, key: "str | None" = None) -> None:
     """Print one ``wp-autotrace: ...`` line on stderr, at most once per key.
 
     Only the root prints, and only while fd 2 is the stream it started with;
@@ -105,9 +123,18 @@ def warn(message: str, key: str | None = None) -> None:
             _warning_sink.emit("tracer_error", where="warning", error=message)
         return
     try:
-        _write(2, f"wp-autotrace: {message}\n".encode("utf-8", "backslashreplace"))
+        _write(2, f"wp-autotrace: {one_line(message)}\n".encode("utf-8", "backslashreplace"))
     except OSError:
         pass
+
+
+def one_line(text: str) -> str:
+    """text with every character str.isprintable() refuses (newline, ESC, U+202E and the other
+    bidi controls, a path's undecodable bytes) escaped as Python writes it (\\n, \\x1b, \\u202e):
+    a path or error text can neither break the one warning line nor restyle or reorder the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def default_log_name(host: str, pid: int) -> str:
@@ -115,7 +142,7 @@ def default_log_name(host: str, pid: int) -> str:
     return f"wp_autotrace-{host}-{pid}-{os.urandom(4).hex()}.jsonl"
 
 
-def check_log_file(st: os.stat_result, path: str) -> None:
+def check_log_file(st: "os.stat_result", path: str) -> None:
     """Raise unless st is a private regular file of this user with one link."""
     if not stat.S_ISREG(st.st_mode):
         raise OSError(f"{path} is not a regular file")
@@ -153,7 +180,7 @@ def open_log(path: str, create: bool = True) -> int:
     return fd
 
 
-def _shrink(value: Any, chars: int, items: int, tail: bool = False) -> Any:
+def _shrink(value: "Any", chars: int, items: int, tail: bool = False) -> "Any":
     """Truncate strings to chars and lists/dicts to items, so a record fits the cap.
 
     Lists keep their head, except stacks, which keep their innermost (last) frames.
@@ -167,7 +194,7 @@ def _shrink(value: Any, chars: int, items: int, tail: bool = False) -> Any:
     return value
 
 
-def _make_json_encoder() -> Any:
+def _make_json_encoder() -> "Any":
     """Compact ASCII JSON, as json.dumps(v, separators=(",", ":"), default=repr) gives.
 
     json's own C encoder, made once: importing the json package (re, enum, ...)
@@ -188,12 +215,14 @@ def _make_json_encoder() -> Any:
 _encode_json = _make_json_encoder()
 encode_json = _encode_json  # for the recorder, which encodes the parts of a record it caches
 # The members every record starts with, in this order (Sink._write).
-_HEADER_KEYS = frozenset(("v", "event", "ts", "pid", "ppid", "host", "role", "seq"))
+_HEADER_KEYS = frozenset(HEADER_KEYS)
+# encode's bound on a line, with the framing (RECORD_START) written before it.
+_MAX_FRAMED = MAX_RECORD_BYTES + len(RECORD_START)
 # Event names whose header is kept encoded: the vocabulary is small; a bound all the same.
 _MAX_HEADS = 64
 
 
-def _dumps(value: Any) -> bytes:
+def _dumps(value: "Any") -> bytes:
     return str(_encode_json(value)).encode() + b"\n"
 
 
@@ -202,7 +231,7 @@ def frame(line: bytes) -> bytes:
     return RECORD_START + line
 
 
-def encode(record: dict[str, Any]) -> bytes:
+def encode(record: "dict[str, Any]") -> bytes:
     """Encode one record as a single ASCII JSON line within MAX_RECORD_BYTES."""
     line = _dumps(record)
     # Shrink in steps, so small fields (run, root_pid, forked, ...) always survive.
@@ -212,7 +241,7 @@ def encode(record: dict[str, Any]) -> bytes:
         chars, items = chars // 4, max(items // 2, 4)
     if len(line) <= MAX_RECORD_BYTES:
         return line
-    base = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
+    base = HEADER_KEYS
     keep: dict[str, Any] = {k: record[k] for k in base if k in record}
     keep["truncated"] = len(line)
     return _dumps(keep)
@@ -229,11 +258,13 @@ class Sink:
     (tests/test_sink.py).
     """
 
-    def __init__(self, path: str | None, host: str, role: str, create: bool = True) -> None:
+    def __init__(self, path: "str | None", host: str, role: str, create: bool = True) -> None:
         global _warning_sink
         self.path = path
+        # The held descriptor, or -1: none held (released, or no log).
         self.fd = open_log(path, create) if path else -1
         self.identity = _identity(self.fd) if path else None
+        self.active = bool(path)  # records are written at all (stop() ends that)
         if path:
             _warning_sink = self
         self.host = host
@@ -241,7 +272,12 @@ class Sink:
         self.pid = _getpid()
         self.ppid = _getppid()
         self.dropped = 0
-        self._seq = itertools.count()
+        # Said to the log: when a write lands after drops, a tracer_error with the count first (opt-in:
+        # the watcher says its own drops its own way).
+        self.say_drops = False
+        self._drops_said = 0
+        self._in_flight: set[int] = set()  # descriptors a released write has open right now
+        self._seq = _counter()
         self._closer: int | None = None  # the exiting thread, once close_to_others ran: only it writes
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
         self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
@@ -284,13 +320,58 @@ class Sink:
         self._middle = ""
 
     def reset_after_fork(self, role: str) -> None:
-        """Give a forked child its own identity; the shared fd stays valid."""
+        """Give a forked child its own identity; a held fd stays valid (shared, O_APPEND).
+
+        A descriptor another thread of the parent had open for one released
+        write was copied into the child, where that thread does not exist: it
+        is closed here, or the child would hold the log for good.
+        """
         self.ppid = self.pid
         self.pid = _getpid()
         self.role = role
         self.dropped = 0
-        self._seq = itertools.count()
+        self._drops_said = 0
+        self._seq = _counter()
         self._closer = None  # a child forked after its parent's exit began writes as itself
+        for fd in list(self._in_flight):
+            _close_quietly(fd)
+        self._in_flight.clear()
+
+    @property
+    def held(self) -> bool:
+        """Whether a descriptor is kept between writes."""
+        return self.fd >= 0
+
+    def hold(self) -> None:
+        """Keep a descriptor of the log from now on (hot writers: no open/close per record), placed high.
+
+        Where no high number is free (a low RLIMIT_NOFILE, a full table) the
+        sink stays released. Never raises.
+        """
+        if not self.active:
+            return
+        try:
+            fd = self.fd if self.fd >= 0 else self._open_same()
+        except Exception:
+            return
+        if fd < 0:
+            return
+        try:
+            self.fd = _place_high(fd)
+        except Exception:
+            if self.fd < 0:  # stays released
+                _close_quietly(fd)
+
+    def release(self) -> None:
+        """Hold no descriptor between writes from now on: each record opens the log, writes, closes."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            _close_quietly(fd)
+
+    def stop(self) -> None:
+        """Write nothing more (a child about to exec). A held fd is left open: it is close-on-exec."""
+        self.active = False
+        self.fd = -1
 
     def close_to_others(self, wait_s: float) -> None:
         """At exit, in the exiting thread: no other thread writes from now on, and those already
@@ -310,24 +391,42 @@ class Sink:
         while _monotonic() < deadline and _other_thread_writing(me):
             _sleep(EXIT_POLL_S)
 
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, event: str, /, **fields: "Any") -> None:
         """Write one record; never raises. A failed write drops the record."""
         self._write(event, None, fields)
 
-    def emit_encoded(self, event: str, body: str, fields: Callable[[], dict[str, Any]]) -> None:
+    def emit_encoded(self, event: str, body: str, fields: "Callable[..., dict[str, Any]]", /, *args: "Any") -> None:
         """Write one record whose fields are already encoded: body is their JSON
-        members (``"a":1,"b":2``, ASCII, no braces, no header key); fields() gives
-        them as a dict for a record over MAX_RECORD_BYTES, which is shrunk. Never raises."""
-        self._write(event, body, fields)
+        members (``"a":1,"b":2``, ASCII, no braces, no header key); fields(*args) gives
+        them as a dict for a record over MAX_RECORD_BYTES, which is shrunk. Never raises.
+        (A function and its arguments rather than a closure: the hot caller makes none.)"""
+        self._write(event, body, fields, args)
 
-    def _write(self, event: str, body: str | None, fields: Any) -> None:
-        if self.fd < 0 or (self._closer is not None and self._closer != _get_ident()):
+    def _write(self, event: str, body: "str | None", fields: "Any", args: "tuple[Any, ...]" = ()) -> None:
+        if not self.active or (self._closer is not None and self._closer != _get_ident()):
             return
+        fd, opened = self.fd, False
         try:
-            # Checked before a seq is taken: fstat releases the GIL, and a daemon
-            # thread frozen there at interpreter exit must not leave a seq gap.
-            if _identity(self.fd) != self.identity:
-                self._reopen()
+            # Opened or checked before a seq is taken: both release the GIL, and a
+            # daemon thread frozen there at interpreter exit must not leave a seq gap.
+            if fd < 0:  # released: a descriptor for this record only
+                fd = self._open_same()
+                if fd < 0:
+                    # The path no longer names the log (moved, removed, replaced), or the program holds
+                    # every descriptor it may: the record is lost, as one written through a held fd into a
+                    # removed file was; counted, never said on stderr.
+                    self.dropped += 1
+                    return
+                opened = True
+                self._in_flight.add(fd)
+            else:  # _identity(fd), inline: every record of a hot writer passes here
+                try:
+                    st = _fstat(fd)
+                    same = (st.st_dev, st.st_ino) == self.identity
+                except OSError:
+                    same = False
+                if not same:
+                    fd = self._reopen()
             ts = _now()
             seq = next(self._seq)
             line = None
@@ -338,22 +437,38 @@ class Sink:
                 middle = self._middle or self._make_middle()
                 stamp = repr(ts) if type(ts) is float else _encode_json(ts)
                 text = f"\n{head}{stamp}{middle}{seq}{',' if body else ''}{body}}}\n"
-                if len(text) <= MAX_RECORD_BYTES + len(RECORD_START):  # encode's bound, without the framing
+                if len(text) <= _MAX_FRAMED:
                     line = text.encode()
             if line is None:
                 if callable(fields):
-                    fields = fields()
+                    fields = fields(*args)
                 record = {"v": SCHEMA_VERSION, "event": event, "ts": ts, "pid": self.pid, "ppid": self.ppid,
                           "host": self.host, "role": self._role, "seq": seq}
                 record.update(fields)
                 line = frame(encode(record))
-            written = _write(self.fd, line)
+            written = _write(fd, line)
             if written != len(line):
-                self._terminate_fragment()
+                _terminate_fragment(fd)
                 raise OSError(f"short write ({written} of {len(line)} bytes)")
+            # Landed after drops: the count next (never after process_exit, which carries it itself).
+            if self.dropped != self._drops_said and self.say_drops and event != "process_exit":
+                self._say_drops()
         except Exception as exc:
             self.dropped += 1
             warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
+        finally:
+            if opened:
+                self._in_flight.discard(fd)
+                _close_quietly(fd)
+
+    def _say_drops(self) -> None:
+        """The count of records lost so far, once the log takes records again (a full disk freed):
+        the process's own word on them, even if its process_exit is lost later (issue 28 item 6).
+        If this record is lost too, the next write that lands says the count again."""
+        self._drops_said = self.dropped
+        self._write("tracer_error", None, {"where": "log", "dropped": self.dropped,
+                                            "error": f"{self.dropped} record(s) could not be written "
+                                                     "(the log's disk full or unwritable)"})
 
     def _head(self, event: str) -> str:
         head = f'{{"v":{_encode_json(SCHEMA_VERSION)},"event":{_encode_json(event)},"ts":'
@@ -366,28 +481,43 @@ class Sink:
                         f'"host":{_encode_json(self.host)},"role":{_encode_json(self._role)},"seq":')
         return self._middle
 
-    def _reopen(self) -> None:
-        """The fd is no longer the log (closed, maybe reused by the host): open the path again.
+    def _reopen(self) -> int:
+        """The held fd is no longer the log (closed, maybe reused by the host): open the path again.
 
         The old number is left alone: it may be the host's file now. Only the
         same file (same st_dev/st_ino, same checks) is accepted; otherwise the
-        sink stops, so no record can land in another file.
+        sink stays released (each later record tries the path again), so no
+        record can land in another file.
         """
         self.fd = -1
-        fd = open_log(str(self.path), create=False)
-        if _identity(fd) != self.identity:
-            os.close(fd)
+        fd = self._open_same()
+        if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
             raise OSError(f"{self.path} is no longer the file this process opened")
-        self.fd = fd
-
-    def _terminate_fragment(self) -> None:
-        """After a short write, end the fragment with a newline (best effort)."""
         try:
-            _write(self.fd, b"\n")
+            fd = _place_high(fd)
         except OSError:
             pass
+        self.fd = fd
+        return fd
 
-    def error(self, where: str, exc: BaseException) -> None:
+    def _open_same(self) -> int:
+        """A new descriptor of the log's path, if it still names the file this process opened; -1 where
+        it does not (no file there, a symlink, another file) or no descriptor is free. Raises OSError
+        where the file is there but refused."""
+        try:
+            fd = open_log(str(self.path), create=False)
+        except OSError as exc:
+            # ELOOP: O_NOFOLLOW met a symlink planted at the path. EMFILE/ENFILE: the program holds
+            # every descriptor it may (a record then is lost, as the program's own open() would fail).
+            if _unreachable(exc.errno):
+                return -1
+            raise
+        if _identity(fd) != self.identity:
+            os.close(fd)
+            return -1
+        return fd
+
+    def error(self, where: str, exc: "BaseException") -> None:
         """Report a tracer fault: once on stderr, and as a tracer_error record.
 
         Torch sends sidecar output to /dev/null, so the record is the only
@@ -396,6 +526,49 @@ class Sink:
         if stderr_is_ours():  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
+
+
+def _terminate_fragment(fd: int) -> None:
+    """After a short write, end the fragment with a newline (best effort)."""
+    try:
+        _write(fd, b"\n")
+    except OSError:
+        pass
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        _close(fd)
+    except OSError:
+        pass
+
+
+# A held descriptor goes at or above this far below the descriptor ceiling, so the program's own
+# open() numbers (lowest free first) are the untraced ones; the ceiling is min(soft RLIMIT_NOFILE,
+# HELD_FD_CEILING): a bigger number would grow the process's descriptor table for nothing.
+HELD_FD_CEILING = 1024
+HELD_FD_BELOW = 64
+
+
+def _place_high(fd: int) -> int:
+    """fd moved to a free number near the descriptor ceiling (the old one closed); raises OSError
+    where none is free there, leaving fd as it was."""
+    import fcntl
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    ceiling = HELD_FD_CEILING if soft == resource.RLIM_INFINITY else min(soft, HELD_FD_CEILING)
+    low = ceiling - HELD_FD_BELOW
+    if fd >= low:
+        return fd
+    if low <= 2:
+        raise OSError("no descriptor number free above the program's own")
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
+    if high >= ceiling:
+        _close(high)
+        raise OSError("no descriptor number free below the ceiling")
+    _close(fd)
+    return high
 
 
 EXIT_POLL_S = 0.001  # close_to_others: how often it looks again (each look hands the GIL over)

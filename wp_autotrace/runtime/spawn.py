@@ -36,16 +36,27 @@ ARGV_MARK = "wp-autotrace-watch"  # what ps shows, followed by the run id
 NICE = 10  # it only watches: let the run have the CPU
 # The log's fd number in the watcher: the first after stdio (the root's own number may be any).
 WATCHER_LOG_FD = 3
-# The interpreter's code: put the package's directory first on sys.path, run main().
-# Niced here, not in the intermediate: the root waits for the intermediate, at full priority.
-BOOT = (f"import os,sys;os.nice({NICE});sys.path.insert(0,sys.argv[3]);"
+# The root -> watcher contract: the watcher's argv after ARGV_MARK, one string each, in this order.
+# to_argv (the root) and from_argv (the watcher) are its only two ends.
+WATCHER_ARGS = ("run", "pkg_dir", "log_fd", "log", "offset", "root_pid", "root_ct", "interval", "linger",
+                "redact", "export")
+# The interpreter's code: put the package's directory on sys.path, run main(). Appended, after the
+# standard library: when the package is installed, that directory is site-packages, where a backport
+# may shadow a stdlib module (enum34's enum, pathlib 1.0.1), as it does not in the host (site puts
+# site-packages last there too). Niced here, not in the intermediate: the root waits for the
+# intermediate, at full priority.
+# sys.argv under -c: ["-c", ARGV_MARK, *values], so a value's index is its place in WATCHER_ARGS + 2.
+BOOT = (f"import os,sys;os.nice({NICE});sys.path.append(sys.argv[{WATCHER_ARGS.index('pkg_dir') + 2}]);"
         "from wp_autotrace.watcher.main import main;main(sys.argv[1:])")
 SHELL = "/bin/sh"
 # The intermediate: start its arguments in the background and exit at once (an
-# asynchronous list: the shell forks, the child execs; the shell does not wait).
-SHELL_SCRIPT = '"$@" &'
+# asynchronous list: the shell forks, the child execs; the shell does not wait). In /: the
+# watcher then never has its cwd on the job's filesystem, which an epilog may unmount as soon
+# as the root has ended (the watcher's interpreter may still be starting then).
+SHELL_SCRIPT = 'cd /; "$@" &'
 # Where there is no shell: the same with the interpreter (slower to start, milliseconds).
-PY_INTERMEDIATE = "import os,sys\nif os.fork()==0:\n os.execv(sys.argv[1],sys.argv[1:])"
+PY_INTERMEDIATE = ("import os,sys\ntry:\n os.chdir('/')\nexcept OSError:\n pass\n"
+                   "if os.fork()==0:\n os.execv(sys.argv[1],sys.argv[1:])")
 
 
 def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
@@ -66,8 +77,10 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     # Where the watcher starts reading the log: just after the root's process_start.
     offset = os.lseek(log_fd, 0, os.SEEK_CUR)
     target = WATCHER_LOG_FD if log_fd != WATCHER_LOG_FD else WATCHER_LOG_FD + 1
-    watcher = [sys.executable, "-I", "-S", "-c", BOOT, ARGV_MARK, run, pkg_dir, str(target), log, str(offset),
-               str(os.getpid()), repr(root_ct or 0.0), repr(interval), repr(linger), redact, export[:16]]
+    # -B: -I ignores PYTHONDONTWRITEBYTECODE, so the root's choice is passed on.
+    watcher = [sys.executable, "-I", "-S", *["-B"] * sys.dont_write_bytecode, "-c", BOOT, *to_argv({
+        "run": run, "pkg_dir": pkg_dir, "log_fd": target, "log": log, "offset": offset, "root_pid": os.getpid(),
+        "root_ct": root_ct or 0.0, "interval": interval, "linger": linger, "redact": redact, "export": export[:16]})]
     if os.access(SHELL, os.X_OK):
         argv = [SHELL, "-c", SHELL_SCRIPT, "wp-autotrace-spawn", *watcher]  # $0, then "$@"
     else:
@@ -76,8 +89,25 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     return _spawn_reaped(argv, env, _file_actions(log_fd, target))
 
 
+def to_argv(values: dict[str, object]) -> list[str]:
+    """ARGV_MARK, then each of WATCHER_ARGS's values as a string (a float by repr: it reads back exactly)."""
+    if set(values) != set(WATCHER_ARGS):
+        raise ValueError(f"watcher arguments: {sorted(set(values) ^ set(WATCHER_ARGS))}")
+    return [ARGV_MARK] + [v if isinstance(v, str) else repr(v) for v in (values[k] for k in WATCHER_ARGS)]
+
+
+def from_argv(argv: list[str]) -> dict[str, str]:
+    """The watcher's side: {name: string} from its argv as to_argv wrote it (ARGV_MARK first)."""
+    if len(argv) != len(WATCHER_ARGS) + 1 or argv[0] != ARGV_MARK:
+        raise ValueError(f"not the watcher's arguments: {len(argv)} of {len(WATCHER_ARGS) + 1}")
+    return dict(zip(WATCHER_ARGS, argv[1:]))
+
+
 def _file_actions(log_fd: int, target: int) -> list[tuple[object, ...]]:
-    """The log's fd at target (dup2 clears close-on-exec), stdio on /dev/null, every other fd closed."""
+    """The log's fd at target (dup2 clears close-on-exec), stdio on /dev/null, every other fd closed.
+
+    Except an fd at or above the soft RLIMIT_NOFILE (`exec 300>lock; ulimit -n 256`): posix_spawn refuses
+    to close one (EBADF, and no watcher at all); the watcher closes those itself (watcher/main.py)."""
     actions: list[tuple[object, ...]] = [(os.POSIX_SPAWN_DUP2, log_fd, target)]
     actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDWR, 0))
     actions += [(os.POSIX_SPAWN_DUP2, 0, 1), (os.POSIX_SPAWN_DUP2, 0, 2)]
@@ -86,7 +116,8 @@ def _file_actions(log_fd: int, target: int) -> list[tuple[object, ...]]:
     except OSError:
         open_fds = []  # no /proc: the host's fds are close-on-exec unless it made them inheritable
     # A close of a number not open (the listing's own fd) is ignored by posix_spawn.
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(open_fds) if fd > 2 and fd != target]
+    limit = os.sysconf("SC_OPEN_MAX")  # the soft RLIMIT_NOFILE (getdtablesize), without importing resource
+    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in sorted(open_fds) if 2 < fd < limit and fd != target]
     return actions
 
 

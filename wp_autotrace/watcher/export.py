@@ -12,7 +12,7 @@ only, as the root's own; never put in argv, which ps shows):
 ``OTEL_SERVICE_NAME``; ``OTEL_RESOURCE_ATTRIBUTES``.
 
 What is sent, and when (the same spans and ids as ``wp-autotrace export
---format otlp`` of the finished log, common/otel_ids.py): a call's span when
+--format otlp`` of the finished log, common/otel.py): a call's span when
 its return is in the log (a refused call at once); a process's span, in a
 resource of its own, when its process_exit is in the log or the watcher saw it
 end; at the watcher's end, what is still open, ended then.
@@ -42,15 +42,8 @@ import time
 from collections import deque
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..common.otel_ids import (
-    SPAN_KIND_INTERNAL,
-    STATUS_ERROR,
-    attributes,
-    call_span_id,
-    nanos,
-    process_span_id,
-    trace_id,
-)
+from ..common.otel import call_span, call_span_id, process_resource, process_span, process_span_id, trace_id
+from ..common.procfs import same_process
 from ..common.targets import rank_value
 
 TYPE_CHECKING = False
@@ -132,22 +125,38 @@ def config_from_env(env: Any) -> ExportConfig:
 # -- spans from the log's records -------------------------------------------------------
 
 class _Proc:
-    """One traced process of the run, while its span is open."""
+    """One traced process of the run, while its span is open: (host, pid, create_time), as the run model's."""
 
-    __slots__ = ("key", "run", "pid", "ppid", "start", "span_id", "info", "open_calls", "gone")
+    __slots__ = ("key", "run", "pid", "ppid", "create_time", "start", "span_id", "parent_span", "info",
+                 "open_calls", "left_calls", "gone")
 
-    def __init__(self, run: str, rec: dict[str, Any]) -> None:
+    def __init__(self, run: str, rec: dict[str, Any], parent_span: str | None) -> None:
         self.key = (rec["host"], rec["pid"])
         self.run, self.pid, self.ppid = run, rec["pid"], rec.get("ppid")
-        self.start = float(rec.get("create_time") or rec["ts"])
+        ct = rec.get("create_time")
+        # Rounded as the model rounds it (model.Builder.set_create_time): one span id for both exports.
+        self.create_time = round(ct, 2) if isinstance(ct, float) else None
+        self.start = float(self.create_time if self.create_time is not None else rec["ts"])
         self.span_id = process_span_id(run, rec["host"], rec["pid"], self.start)
+        self.parent_span = parent_span  # its parent's span when it started (its parent may end first)
         self.info = rec
-        self.open_calls: dict[int, dict[str, Any]] = {}
+        self.open_calls: dict[int, tuple[str, dict[str, Any]]] = {}  # call_id -> (parent span, its call record)
+        self.left_calls: list[tuple[int, str, dict[str, Any]]] = []  # open when it exec'd: they never return
         self.gone: float | None = None  # when the watcher saw it end (no process_exit yet)
+
+    def is_same(self, rec: dict[str, Any]) -> bool:
+        """Whether a process_start for this (host, pid) is this process again (an exec), not a reused pid:
+        the run model's rule (model.Builder.is_new_start): the same create_time (procfs.same_process),
+        else, without one, a non-forked start with the same ppid."""
+        ct = rec.get("create_time")
+        if isinstance(ct, float) and self.create_time is not None:
+            return same_process(self.create_time, ct)
+        return not rec.get("forked") and rec.get("ppid") == self.ppid
 
 
 class LiveSpans:
-    """Folds the run's records, as the watcher reads them, into finished spans (analysis/otlp.py's shape)."""
+    """Folds the run's records, as the watcher reads them, into finished spans (common/otel.py's shapes,
+    as analysis/otlp.py's)."""
 
     def __init__(self, run: str, host: str, resource: dict[str, str], out: Callable[[Any, Any, Any], None]) -> None:
         self.run, self.host = run, host
@@ -164,10 +173,7 @@ class LiveSpans:
         if event == "process_start":
             if rec.get("run") != self.run or rec.get("role") == "watcher":
                 return
-            old = self.procs.pop(key, None)
-            if old is not None:  # an exec (or a reused pid): the earlier span ends here
-                self.end_process(old, rec["ts"], exited=False)
-            self.procs[key] = _Proc(self.run, rec)
+            self.started(key, rec)
             return
         p = self.procs.get(key)
         if p is None:
@@ -180,45 +186,60 @@ class LiveSpans:
             del self.procs[key]
             self.end_process(p, rec["ts"], exited=True)
 
+    def started(self, key: tuple[str, int], rec: dict[str, Any]) -> None:
+        """A process_start: a new process (a reused pid's earlier span ends here), or an exec of an open one
+        (one process, one span: its calls still open never return and end with it)."""
+        old = self.procs.get(key)
+        if old is not None and old.is_same(rec):
+            old.info = rec  # its new program's argv, role, ... (the model keeps the latest)
+            old.left_calls += [(cid, parent, r) for cid, (parent, r) in old.open_calls.items()]
+            old.open_calls.clear()
+            return
+        if old is not None:
+            del self.procs[key]
+            self.end_process(old, rec["ts"], exited=False)
+        ppid = rec.get("ppid")
+        parent = self.procs.get((key[0], ppid)) if isinstance(ppid, int) and ppid != key[1] else None
+        self.procs[key] = _Proc(self.run, rec, parent.span_id if parent is not None else None)
+
     def call(self, p: _Proc, r: dict[str, Any]) -> None:
         cid = r.get("call_id")
         if not isinstance(cid, int):
             return
-        caller: dict[str, Any] = r["caller"] if isinstance(r.get("caller"), dict) else {}
         pcid = r.get("parent_call")
-        parent = p.open_calls.get(pcid) if isinstance(pcid, int) else None
-        blocked = r["event"] == "blocked"
-        span = {
-            "traceId": trace_id(p.run), "spanId": call_span_id(p.span_id, cid),
-            "parentSpanId": parent["spanId"] if parent else p.span_id,
-            "name": str(r.get("target", "?")).rpartition(":")[2], "kind": SPAN_KIND_INTERNAL,
-            "startTimeUnixNano": nanos(r["ts"]), "endTimeUnixNano": nanos(r["ts"]),
-            "attributes": attributes({"code.filepath": caller.get("file"), "code.lineno": caller.get("line"),
-                                      "code.function": caller.get("func"), "wp.target": r.get("target"),
-                                      "wp.tag": r.get("tag"), "wp.thread": r.get("thread"),
-                                      "wp.blocked": "refused by the guard" if blocked else None}),
-        }
-        if blocked:
-            self.out(p.key, self.process_resource(p), span)
+        parent = call_span_id(p.span_id, pcid) if isinstance(pcid, int) and pcid in p.open_calls else p.span_id
+        if r["event"] == "blocked":
+            self.out(p.key, self.process_resource(p), self.span_of_call(p, cid, parent, r, None))
         else:
-            p.open_calls[cid] = span
+            p.open_calls[cid] = (parent, r)
+
+    @staticmethod
+    def span_of_call(p: _Proc, cid: int, parent: str, r: dict[str, Any], ret: dict[str, Any] | None,
+                     end: float | None = None) -> dict[str, Any]:
+        """The span of call record r, ended by its return record ret (else at end: unfinished)."""
+        caller = r["caller"] if isinstance(r.get("caller"), dict) else None
+        return call_span(trace_id(p.run), call_span_id(p.span_id, cid), parent, str(r.get("target") or "?"),
+                         r["ts"], ret["ts"] if ret is not None else end, caller, r.get("tag"), r.get("thread"),
+                         r["event"] == "blocked", ret.get("error") if ret is not None else None,
+                         unfinished=ret is None and end is not None)
 
     def returned(self, p: _Proc, r: dict[str, Any]) -> None:
         cid = r.get("call_id")
-        span = p.open_calls.pop(cid, None) if isinstance(cid, int) else None
-        if span is None:
+        opened = p.open_calls.pop(cid, None) if isinstance(cid, int) else None
+        if opened is None or not isinstance(cid, int):
             return
-        span["endTimeUnixNano"] = nanos(r["ts"])
-        if r.get("error"):
-            span["status"] = {"code": STATUS_ERROR, "message": str(r["error"])}
+        span = self.span_of_call(p, cid, opened[0], opened[1], r)
         if isinstance(r.get("sidecar_pid"), int):
             self.started_by.setdefault((r["host"], r["sidecar_pid"]), span["spanId"])
         self.out(p.key, self.process_resource(p), span)
 
-    def gone(self, pid: int, when: float) -> None:
-        """The watcher saw this process end; its span ends at the next settle unless its process_exit comes."""
+    def gone(self, pid: int, when: float, create_time: float | None = None) -> None:
+        """The watcher saw this process end; its span ends at the next settle unless its process_exit comes.
+        A create_time that is not the open process's names another process (a reused pid): ignored."""
         p = self.procs.get((self.host, pid))
-        if p is not None and p.gone is None:
+        if p is None or p.gone is not None:
+            return
+        if create_time is None or p.create_time is None or same_process(p.create_time, create_time):
             p.gone = when
 
     def settle(self, before: float) -> None:
@@ -236,33 +257,22 @@ class LiveSpans:
 
     def end_process(self, p: _Proc, end: float, exited: bool) -> None:
         resource = self.process_resource(p)
-        for span in p.open_calls.values():  # never returned: killed, or still running at the end
-            span["endTimeUnixNano"] = nanos(max(end, int(span["startTimeUnixNano"]) / 1e9))
-            span["attributes"] += attributes({"wp.unfinished": "true"})
-            self.out(p.key, resource, span)
+        open_calls = [*p.left_calls, *((cid, parent, r) for cid, (parent, r) in p.open_calls.items())]
+        for cid, parent, r in sorted(open_calls, key=lambda c: c[2]["ts"]):  # never returned: killed, or running
+            self.out(p.key, resource, self.span_of_call(p, cid, parent, r, None, end))
         p.open_calls.clear()
-        parent = self.procs.get((p.key[0], p.ppid)) if isinstance(p.ppid, int) else None
-        parent_span = self.started_by.get(p.key) or (parent.span_id if parent is not None else None)
-        role = p.info.get("role") or "child"
-        span = {
-            "traceId": trace_id(p.run), "spanId": p.span_id, "name": f"{role} {p.pid}",
-            "kind": SPAN_KIND_INTERNAL, "startTimeUnixNano": nanos(p.start),
-            "endTimeUnixNano": nanos(max(end, p.start)),
-            "attributes": attributes({"wp.role": role, "wp.rank": rank_value(p.info.get("rank")), "wp.run": p.run,
-                                      "wp.ended": "exited" if exited else "no process_exit"}),
-        }
-        if parent_span:
-            span["parentSpanId"] = parent_span
+        p.left_calls.clear()
+        parent_proc = self.procs.get((p.key[0], p.ppid)) if isinstance(p.ppid, int) else None
+        parent_span = self.started_by.get(p.key) or p.parent_span or (
+            parent_proc.span_id if parent_proc is not None else None)
+        span = process_span(trace_id(p.run), p.span_id, parent_span, p.info.get("role") or "child", p.pid, p.run,
+                            rank_value(p.info.get("rank")), p.start, end, exited)
         self.out(p.key, resource, span)
 
     def process_resource(self, p: _Proc) -> list[dict[str, Any]]:
         argv = p.info.get("argv")
-        return attributes({
-            **self.resource, "host.name": p.key[0], "process.pid": p.pid,
-            "process.parent_pid": p.ppid if isinstance(p.ppid, int) else None,
-            "process.command_line": " ".join(map(str, argv)) if isinstance(argv, list) else None,
-            "process.executable.path": p.info.get("executable"),
-        })
+        return process_resource(self.resource, p.key[0], p.pid, p.ppid if isinstance(p.ppid, int) else None,
+                                argv if isinstance(argv, list) else None, p.info.get("executable"))
 
 
 # -- the sender ---------------------------------------------------------------------------
@@ -437,7 +447,7 @@ class LiveExport:
         """After a watcher tick: end the spans of processes gone since the tick before, note the new ones."""
         self.spans.settle(self.last_tick)
         for e in ended:
-            self.spans.gone(e["pid"], e.get("end", now))
+            self.spans.gone(e["pid"], e.get("end", now), e.get("create_time"))
         self.last_tick = now
         self.sender.watchdog()
 

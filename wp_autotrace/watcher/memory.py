@@ -12,15 +12,29 @@ sharing it, so PSS adds up across forked workers to the real memory) and USS
 ends). RSS is never summed across processes: forked workers share most of their
 pages, and a sum of RSS counts them once per worker.
 
+At once (docs/evidence.md, "Memory at once"): a pool's processes (a sidecar and the
+workers it forked) are read together, in one tick: a *sweep*, so the sum of one
+``memory`` record's samples of a pool is what it held at that moment, never a sum
+of figures from different moments. PSS moves when a co-sharer goes (a sidecar
+whose workers ended holds their once-shared pages alone; it shares them again when
+workers join), so a pool is swept again at the next look after one of its processes
+ended or a new one joined it, and every pool right after the run's main process
+ended (a leftover's figure is what it held after that end).
+
 Bounded rate, two ways:
-- a process is read at most every ``EVERY_S`` seconds, the least recently read first;
+- a pool is swept at most every ``EVERY_S`` seconds, the least recently swept first,
+  besides the re-reads above (one per end or join: bounded by the processes that
+  end or start);
 - the reads' own CPU time (the kernel walks the process's page tables: about
-  2 ms for a torch worker) comes from a token bucket that fills at
-  ``CPU_SHARE`` of one core and holds at most ``BURST_S``; a read is made only
-  when the bucket holds what the last one cost. On a 32-worker pool of 200 MiB
-  (4.5 ms a read on a loaded 2-core box) each process is read about every 37 s
-  instead of every EVERY_S, and over any T seconds the sampler costs at most
-  BURST_S + CPU_SHARE x T of CPU, however many processes there are.
+  2 ms for a torch worker) comes from a token bucket that fills at ``CPU_SHARE``
+  of one core and holds at most ``BURST_S`` or one sweep of the largest pool; a
+  sweep is made only when the bucket holds what it should cost (its processes
+  times the last read's cost). On a 32-worker pool of 200 MiB (4.5 ms a read on
+  a loaded 2-core box) the pool is swept about every 37 s instead of every
+  EVERY_S, and over any T seconds the sampler costs at most one sweep of the
+  largest pool + CPU_SHARE x T of CPU, plus the end- and join-triggered re-reads.
+  (Without the join re-read, a 3-process pool at 5 ms a read under load was first
+  swept whole 5 s after its workers forked: a 4 s idle span went unread.)
 
 Device files: a pool process's fd links are read with each of its memory samples
 (so at the same bounded rate, their CPU counted in the same bucket), and the ones
@@ -108,7 +122,7 @@ def device_files(pid: int, proc: str = "/proc") -> list[str] | None:
 
 
 class MemorySampler:
-    """Picks the pool processes to read this tick, within the time and CPU budget."""
+    """Picks the pools to sweep this tick, within the time and CPU budget."""
 
     def __init__(self, proc: str = "/proc", cpu_clock: Callable[[], float] = time.process_time,
                  every: float = EVERY_S, share: float = CPU_SHARE, burst: float = BURST_S) -> None:
@@ -120,8 +134,12 @@ class MemorySampler:
         self.tokens = burst  # CPU seconds the sampler may spend now
         self.last_fill: float | None = None
         self.read_at: dict[tuple[int, float], float] = {}  # (pid, create_time) -> when last read
+        self.swept_at: dict[int, float] = {}  # pool key (its sidecar's pid) -> when last swept
+        self.members: dict[int, set[tuple[int, float]]] = {}  # pool key -> its processes at the last look
+        self.reread: set[int] = set()  # pools to sweep at this look whatever the budget (a co-sharer ended)
+        self.root_ended = False
         self.cpu_s = 0.0  # CPU seconds spent reading, in all (the bench reads it)
-        self.read_cost = 0.0  # CPU seconds the last read took: the next is made only if the bucket holds it
+        self.read_cost = 0.0  # CPU seconds one read cost, as the last sweep measured it
         self.reads = 0
         self.looked: float | None = None
         self.is_pool: dict[tuple[int, float], bool] = {}  # decided once per process
@@ -141,43 +159,84 @@ class MemorySampler:
                 pool.append(pid)
         return pool
 
-    def _fill(self, now: float) -> None:
+    def pools(self, live: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
+        """Pool key (the sidecar's pid; a worker whose parent is no live pool process keys itself) -> its
+        live processes, sidecar first."""
+        pids = self.pool_pids(live)
+        inside = set(pids)
+        groups: dict[int, list[int]] = {}
+        for pid in sorted(pids, key=lambda p: live[p].get("ppid") in inside):
+            parent = live[pid].get("ppid")
+            key = parent if parent in inside and live[pid].get("role") == V.COMPILE_WORKER else pid
+            groups.setdefault(key, []).append(pid)
+        return groups
+
+    def _fill(self, now: float, cap: float) -> None:
         if self.last_fill is not None:
-            self.tokens = min(self.burst, self.tokens + (now - self.last_fill) * self.share)
+            self.tokens = min(cap, self.tokens + (now - self.last_fill) * self.share)
         self.last_fill = now
 
-    def tick(self, now: float, live: dict[int, dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | None:
-        """Read what is due and affordable: the `memory` record's lists, or None when nothing was read."""
+    def _note_ends(self, groups: dict[int, list[int]], live: dict[int, dict[str, Any]], root_ended: bool) -> None:
+        """Flag for a re-read each pool one of whose processes ended since the last look (its co-sharers'
+        PSS rose) or that a new process joined (they share with it now), and every pool once the run's main
+        process has ended."""
+        now_members = {key: {(pid, live[pid]["create_time"]) for pid in pids} for key, pids in groups.items()}
+        for key, before in self.members.items():
+            if key in now_members and before != now_members[key]:
+                self.reread.add(key)
+        if root_ended and not self.root_ended:
+            self.reread.update(groups)
+        self.root_ended = self.root_ended or root_ended
+        self.members = now_members
+
+    def tick(self, now: float, live: dict[int, dict[str, Any]], root_ended: bool = False
+             ) -> dict[str, list[dict[str, Any]]] | None:
+        """Sweep what is due and affordable: the `memory` record's lists, or None when nothing was read."""
         if self.looked is not None and now - self.looked < LOOK_S:
             return None
         self.looked = now
-        self._fill(now)
+        groups = self.pools(live)
+        self._note_ends(groups, live, root_ended)
+        cap = max(self.burst, max((len(g) for g in groups.values()), default=0) * self.read_cost)
+        self._fill(now, cap)
         due = []
-        for pid in self.pool_pids(live):
-            key = (pid, live[pid]["create_time"])
-            last = self.read_at.get(key)
-            if last is None or now - last >= self.every:
-                due.append((last if last is not None else -1.0, pid, key))
-        due.sort()  # never read first, then the least recently read
+        for key in groups:
+            last = self.swept_at.get(key)
+            forced = key in self.reread
+            if forced or last is None or now - last >= self.every:
+                due.append((not forced, last if last is not None else -1.0, key))
+        due.sort()  # re-reads first, then never swept, then the least recently swept
         procs: list[dict[str, Any]] = []
         devices: list[dict[str, Any]] = []
-        for _, pid, key in due:
-            if self.tokens <= 0 or self.tokens < self.read_cost:
-                break  # never in debt: the sampler's CPU stays within burst + share x elapsed
-            start = self.cpu_clock()
-            entry = self._read(pid, key, devices)
-            spent = max(0.0, self.cpu_clock() - start)
-            self.tokens -= spent
-            self.read_cost = spent
-            self.cpu_s += spent
-            self.reads += 1
-            self.read_at[key] = now
-            if entry is not None:
-                procs.append(entry)
-        self._forget({(pid, e["create_time"]) for pid, e in live.items()})
+        for planned, _, key in due:
+            cost = len(groups[key]) * self.read_cost
+            if planned and (self.tokens <= 0 or self.tokens < cost):
+                break  # within the budget: the re-reads alone may take the bucket below zero
+            self.reread.discard(key)
+            self.swept_at[key] = now
+            procs.extend(self._sweep(groups[key], live, now, devices))
+        self._forget({(pid, e["create_time"]) for pid, e in live.items()}, groups)
         if not procs and not devices:
             return None
         return {"procs": procs, "devices": devices}
+
+    def _sweep(self, pids: list[int], live: dict[int, dict[str, Any]], now: float,
+               devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Read every process of one pool in this one tick; the bucket pays for the reads."""
+        start = self.cpu_clock()
+        found = []
+        for pid in pids:
+            key = (pid, live[pid]["create_time"])
+            entry = self._read(pid, key, devices)
+            self.read_at[key] = now
+            if entry is not None:
+                found.append(entry)
+        spent = max(0.0, self.cpu_clock() - start)
+        self.tokens -= spent
+        self.read_cost = spent / len(pids) if pids else self.read_cost
+        self.cpu_s += spent
+        self.reads += len(pids)
+        return found
 
     def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any] | None:
         mem = read_rollup(pid, self.proc)
@@ -189,8 +248,10 @@ class MemorySampler:
             return None
         return {"pid": pid, "create_time": key[1], **mem}
 
-    def _forget(self, alive: set[tuple[int, float]]) -> None:
-        """Drop ended processes' read times (a long run churns through many workers)."""
+    def _forget(self, alive: set[tuple[int, float]], groups: dict[int, list[int]]) -> None:
+        """Drop ended processes' read times and ended pools' sweep times (a long run churns through many)."""
+        if len(self.swept_at) > 2 * len(groups) + 64:
+            self.swept_at = {k: v for k, v in self.swept_at.items() if k in groups}
         if len(self.read_at) > 2 * len(alive) + 64:
             self.read_at = {k: v for k, v in self.read_at.items() if k in alive}
         if len(self.is_pool) > 2 * len(alive) + 64:

@@ -1,0 +1,174 @@
+"""The Answer's shape on synthetic logs (issue 31): bullets ranked by cost, lines that fit the width, the
+pytest plugin's zero cost when tracing is off."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from wp_autotrace.analysis.answer import ranked
+from wp_autotrace.analysis.render import render_text
+
+from .conftest import clean_env
+from .logs import report, seed_log
+from .test_report_text import example_shape
+
+WIDTH = 100  # the report's width when stdout is not a terminal
+TICK_S = 0.3  # the watcher's sampling interval (0.1 s) and its clock read after a pidfd wakes it
+
+
+def answer_and_findings(text: str) -> list[str]:
+    """The lines of the text report's Answer and Findings sections."""
+    lines, keep = [], False
+    for line in text.splitlines():
+        if line.startswith("== "):
+            keep = line in ("== Answer", "== Findings")
+            continue
+        if keep:
+            lines.append(line)
+    return lines
+
+
+def test_answer_and_findings_fit_100_columns(tmp_path: Path) -> None:
+    """Every line of the Answer and the Findings fits 100 columns when not a terminal, at 30 nested
+    sidecars and on the seed's shape; the Answer is a few bullets, never one long paragraph."""
+    for w in (example_shape(30), seed_log()):
+        rep = report(w, tmp_path)
+        text = render_text(rep, {}, width=WIDTH)
+        lines = answer_and_findings(text)
+        assert lines and all(len(line) <= WIDTH for line in lines), [x for x in lines if len(x) > WIDTH]
+        answer = text.split("== Answer\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert answer[0].startswith("- ") and len(answer) <= 12
+        assert all(line.startswith(("- ", "  ")) for line in answer)
+
+
+def test_cli_report_fits_100_columns_in_a_pipe(tmp_path: Path) -> None:
+    """`wp-autotrace report` into a pipe: 100 columns whatever COLUMNS says."""
+    log = tmp_path / "log.jsonl"
+    example_shape(30).write(log)
+    res = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", str(log)], env=clean_env(COLUMNS="250"),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = answer_and_findings(res.stdout)
+    assert lines and max(map(len, lines)) <= WIDTH
+
+
+def test_pytest_plugin_is_inert_when_tracing_is_off() -> None:
+    """With tracing off the pytest plugin defines no hook and imports nothing of ours but itself."""
+    code = ("import sys, wp_autotrace.pytest_plugin as p; "
+            "print(sorted(n for n in dir(p) if n.startswith('pytest_')), "
+            "sorted(m for m in sys.modules if m.startswith('wp_autotrace')))")
+    res = subprocess.run([sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[] ['wp_autotrace', 'wp_autotrace.pytest_plugin']"
+
+
+def test_a_failed_live_export_is_said_as_such_not_as_lost_records(tmp_path: Path) -> None:
+    """A receiver answering HTTP 500: the report says the export failed, with the receiver's answer, apart from
+    records lost; nothing about a full disk or missed events (0 records were dropped)."""
+    from .conftest import report_json
+    from .test_live_export import Receiver, run_job
+
+    rx = Receiver("500", tmp_path / "seen")
+    try:
+        proc, recs = run_job(tmp_path, "x", rx.port)
+    finally:
+        rx.close()
+    assert proc.returncode == 3
+    rep = report_json(tmp_path / "x.jsonl")
+    kinds = {f["kind"] for f in rep["findings"]}
+    assert "export-failed" in kinds and "tracer-errors" not in kinds and "records-lost" not in kinds, kinds
+    f = next(f for f in rep["findings"] if f["kind"] == "export-failed")
+    assert f"http://127.0.0.1:{rx.port}" in f["text"] and "answered HTTP 500" in f["text"]
+    assert "not sent" in f["text"] and f["cost"]["spans_unsent"] >= 2
+    text = render_text(rep, {}, width=WIDTH)
+    assert "disk" not in text and "may miss events" not in text and "dropped" not in text
+
+
+RUN = [sys.executable, "-m", "wp_autotrace", "run"]
+
+
+def test_run_summary_names_a_non_zero_exit(tmp_path: Path) -> None:
+    """`run` on a program that exits 7 with nothing else unusual: the summary says it exited with code 7,
+    never "Nothing unusual" alone."""
+    log = tmp_path / "x.jsonl"
+    res = subprocess.run([*RUN, "--log", str(log), "--", sys.executable, "-c", "raise SystemExit(7)"],
+                         env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 7, res.stderr
+    assert "The program exited with code 7." in res.stderr and "Nothing unusual" not in res.stderr
+
+
+LEAVES_A_SLEEP = ("import subprocess, sys, time\n"
+                  "subprocess.Popen(['sleep', sys.argv[1]], stdin=subprocess.DEVNULL,"
+                  " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+
+
+def test_program_duration_apart_from_the_run(tmp_path: Path) -> None:
+    """A program that leaves a 4 s `sleep` behind: the program's duration (against the test's own clock
+    around it) is said apart from the run's, which lasts until the leftover ended."""
+    import time
+
+    from .conftest import report_json, wait_for_watcher
+
+    log = tmp_path / "x.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log))
+    started = time.monotonic()
+    res = subprocess.run([sys.executable, "-c", LEAVES_A_SLEEP, "4"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    took = time.monotonic() - started
+    assert res.returncode == 0, res.stderr
+    wait_for_watcher(log, timeout=60)
+    rep = report_json(log)
+    (run,) = rep["runs"]
+    # the watcher sees the main process's end within a tick of the test's own wait returning
+    assert 0 < run["program_s"] <= took + TICK_S and run["duration_s"] >= 3.5, (run, took)
+    text = render_text(rep, {}, width=WIDTH)
+    assert f"program {run['program_s']:.1f} s" in text and f"run {run['duration_s']:.1f} s" in text
+
+
+def test_watch_stops_when_the_run_has_ended_with_a_leftover_alive(tmp_path: Path) -> None:
+    """README: watch stops when the run has ended. The main process ended and the watcher's verdict names a
+    leftover still alive (a sleeper this test started): `watch LOG` into a pipe shows it once, says how to
+    end it, and exits 0 (it kept redrawing "main ended; 1 left behind" before)."""
+    import json
+
+    from .conftest import run_python
+    from .test_watch import _rec
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"], env=clean_env())
+    dead.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=clean_env(),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        log = tmp_path / "left.jsonl"
+        child = json.loads(_rec("process_start", sleeper.pid, run="ee", root_pid=dead.pid, forked=False,
+                                role="compile-sidecar"))
+        child["ppid"] = dead.pid
+        left = [{"pid": sleeper.pid, "ppid": 1, "name": "python", "cmd": "python", "rss": 1 << 20}]
+        records = [_rec("process_start", dead.pid, run="ee", root_pid=dead.pid, forked=False),
+                   json.dumps(child).encode(), _rec("process_exit", dead.pid, how="exit"),
+                   _rec("leftover", 999999, run="ee", root_pid=dead.pid, role="watcher", how="root-exit",
+                        count=1, pids=[sleeper.pid], procs=left)]
+        log.write_bytes(b"\n".join(records) + b"\n")
+        res = run_python(["-m", "wp_autotrace", "watch", str(log)], clean_env(), timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "the watcher's verdict: 1 left behind (1 still alive: wp-autotrace cleanup LOG ends them)" in res.stdout
+        assert str(sleeper.pid) in res.stdout and sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
+
+
+def test_ranking_by_cost_keys_puts_a_zombie_after_idle_memory_and_a_hang() -> None:
+    """docs/evidence.md's cost keys, worst first: jobs lost, left behind, GiB·s idle, seconds of hang, then
+    zombies (a zombie holds only its pid: an orphan pid 1 had not reaped yet by the log's end led the 3-rank
+    Answer above 17 GiB·s of idle pools once endings' zombies finding met answer's ranking)."""
+    def finding(kind: str, **cost: float) -> dict[str, object]:
+        return {"kind": kind, "severity": "warning", "cost": cost}
+
+    found = [finding("zombies", zombies=1), finding("slow-exit-wait", hang_s=30), finding("idle-pool", idle_gib_s=17.5),
+             finding("leftovers", procs_left=2, mib_left=600), finding("jobs-lost", jobs_lost=1)]
+    assert [f["kind"] for f in ranked(found)] == ["jobs-lost", "leftovers", "idle-pool", "slow-exit-wait", "zombies"]

@@ -1,0 +1,102 @@
+"""Fault injection, the start-up files: the installed .pth line and the environment values it reads.
+
+Every case runs real interpreters with tracing on through the installed
+.pth, compares exit code and output with an untraced run where that
+applies, and checks the log. Each run is bounded and its process group
+killed afterwards. With WP_AUTOTRACE_WRITE_DOCS=1 the outcomes are written
+to docs/reliability.md (see tests/reliability_plugin.py); the shared
+fixture `synth` and the log checks live in tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from .conftest import (
+    ROOT,
+    clean_env,
+    run_python,
+)
+
+
+def _installed_startup_files() -> list[Path]:
+    """wp_autotrace's .pth (and PEP 829 .start) files in this interpreter's site-packages."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    return sorted(p for p in site.iterdir() if p.name.startswith("wp_autotrace") and p.suffix in (".pth", ".start"))
+
+
+ENV_NAMES = {"WP_AUTOTRACE", "WP_AUTOTRACE_GUARD"}
+PTH_STRINGS = ENV_NAMES | {"", "1", "true", "yes", "on", "0", "false", "no", "off", "wp_autotrace.runtime.bootstrap"}
+PTH_ATTRS = {"environ", "get", "strip", "lower", "runtime", "bootstrap", "start"}
+# Issue 35: the line starts the tracer in the main interpreter only (site runs again in every
+# subinterpreter). This one expression, and nothing else, may use sys and a lambda: it reads
+# _thread._is_main_interpreter (3.12+) or, before 3.12, whether _signal is loaded yet (only the main
+# interpreter has it when site runs). The rest of the line is checked node by node below.
+MAIN_INTERPRETER_CHECK = ('sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter", '
+                          'lambda: "_signal" in sys.modules)()')
+
+
+def check_pth_line(text: str) -> None:
+    """The .pth holds one import line that reads only our two variables and imports only our bootstrap."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(lines) == 1 and lines[0].startswith("import os, sys; "), lines
+    assert lines[0].count(MAIN_INTERPRETER_CHECK) == 1, "the main-interpreter check must stand as written"
+    tree = ast.parse(lines[0].replace(MAIN_INTERPRETER_CHECK, "True"))
+    imported: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            assert isinstance(node, ast.Import) and [a.name for a in node.names] == ["os", "sys"]
+        elif isinstance(node, ast.Name):
+            assert node.id in ("os", "__import__"), node.id
+        elif isinstance(node, ast.Attribute):
+            assert node.attr in PTH_ATTRS, node.attr
+        elif isinstance(node, ast.Constant):
+            assert node.value is True or node.value in PTH_STRINGS, node.value
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                assert func.id == "__import__"
+                args = [ast.literal_eval(a) for a in node.args]
+                assert args == ["wp_autotrace.runtime.bootstrap"] and not node.keywords
+                imported.append(node.args[0].value)  # type: ignore[attr-defined]
+            elif isinstance(func, ast.Attribute) and func.attr == "get":
+                assert ast.unparse(func.value) == "os.environ"
+                assert ast.literal_eval(node.args[0]) in ENV_NAMES
+        elif isinstance(node, (ast.Subscript, ast.Lambda, ast.Starred)):
+            raise AssertionError(f"unexpected {type(node).__name__} in the .pth line")
+    assert imported == ["wp_autotrace.runtime.bootstrap"]
+    assert ast.unparse(tree).endswith("bootstrap.start()")
+
+
+def test_pth_line_can_only_import_our_bootstrap() -> None:
+    """The installed .pth line imports only wp_autotrace.runtime.bootstrap and reads only WP_AUTOTRACE(_GUARD)."""
+    files = _installed_startup_files()
+    pths = [p for p in files if p.suffix == ".pth" and p.name == "wp_autotrace.pth"]
+    assert pths, f"wp_autotrace.pth not installed in {sysconfig.get_paths()['purelib']}"
+    check_pth_line(pths[0].read_text())
+    check_pth_line((ROOT / "wp_autotrace" / "_bootstrap.pth").read_text())
+    for other in files:
+        if other.suffix == ".pth" and other.name != "wp_autotrace.pth":  # the editable install's path file
+            assert not [line for line in other.read_text().splitlines() if line.startswith(("import ", "import\t"))]
+        elif other.suffix == ".start":
+            entries = [line.strip() for line in other.read_text().splitlines()
+                       if line.strip() and not line.startswith("#")]
+            assert all(e.startswith("wp_autotrace.") for e in entries), entries
+
+
+@pytest.mark.parametrize("value", ['1" or __import__("os").system("echo pwned") or "', "__import__('x')",
+                                   "1;import antigravity", "$(echo pwned)"])
+def test_env_values_are_only_compared_never_run(value: str, tmp_path: Path) -> None:
+    """Code-like WP_AUTOTRACE / WP_AUTOTRACE_GUARD values are compared as words, never run (one warning)."""
+    res = run_python(["-c", "import sys; print(sorted(m for m in sys.modules if m in ('antigravity', 'x')))"],
+                     clean_env(WP_AUTOTRACE=value), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "[]\n"
+    assert res.stderr.startswith("wp-autotrace: WP_AUTOTRACE=") and res.stderr.count("\n") == 1, res.stderr
+    res = run_python(["-c", "print('ran')"], clean_env(WP_AUTOTRACE_GUARD=value), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "ran\n"
+    assert all(line.startswith("wp-autotrace: ") for line in res.stderr.splitlines()), res.stderr
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,75 @@
+"""One OTLP span shape: the watcher's live export (LiveSpans, fed record by record as the watcher reads
+them) and the finished-log export (to_otlp, through the run model) give the same spans for the same log:
+the same ids, parents, names, times and attributes, also for an exec, a reused pid, a worker that
+outlives its parent, a refused call, an error and a call that never returned."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.otlp import to_otlp
+from wp_autotrace.watcher.export import LiveSpans
+
+from .logs import AC, SP, T0, LogWriter, call, start, watcher
+
+RUN = "r1"
+SERVICE = {"service.name": "wp-autotrace"}
+
+
+def _log() -> LogWriter:
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", create_time=T0)
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    call(w, 1, 100, 1, "main", f"{AC}:AsyncCompile.warm_pool", 1, 3)
+    call(w, 1.1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 2, 1.5, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar", create_time=T0 + 1.2)
+    # A forked worker whose parent (the sidecar) ends first: it still hangs under the sidecar.
+    w.add(1.3, 201, 200, "compile-worker", "process_start", argv=["python", "w.py"], forked=True, env={},
+          run=RUN, root_pid=100, create_time=T0 + 1.3)
+    w.add(1.4, 100, 1, "main", "blocked", target=f"{AC}:AsyncCompile.warm_pool", call_id=5, thread="MainThread")
+    call(w, 2, 100, 1, "main", f"{AC}:shutdown_compile_workers", 3, 2.5, error="RuntimeError: boom")
+    w.add(2.6, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    # 300 execs into another Python (the same create_time: one process, one span); the call its first
+    # program left open never returns and ends with the process.
+    start(w, 3, 300, 100, "child", create_time=T0 + 3)
+    call(w, 3.1, 300, 100, "child", f"{AC}:AsyncCompile.compile_worker_pool", 7, None)
+    w.add(3.5, 300, 100, "child", "process_start", argv=["python", "exec.py"], python="3.11.7", forked=False,
+          env={}, run=RUN, root_pid=100, create_time=T0 + 3)
+    call(w, 3.6, 300, 100, "child", f"{AC}:AsyncCompile.warm_pool", 1, 3.7)
+    w.add(4, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    start(w, 5, 300, 100, "child", create_time=T0 + 5)  # pid 300 reused: another process, its own span
+    w.add(6, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(7, 201, 200, "compile-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(8, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def _key(span: dict[str, Any]) -> tuple[str, str]:
+    return span["spanId"], span["startTimeUnixNano"]
+
+
+def test_live_spans_equal_the_finished_log_export(tmp_path: Path) -> None:
+    data = read_logs([str(_log().write(tmp_path / "run.jsonl"))])
+    finished: list[dict[str, Any]] = []
+    resource_of: dict[str, Any] = {}
+    for rs in to_otlp(data)["resourceSpans"]:
+        spans = rs["scopeSpans"][0]["spans"]
+        finished += spans
+        resource_of[spans[0]["spanId"]] = rs["resource"]["attributes"]
+    live: list[dict[str, Any]] = []
+    live_resource: dict[str, Any] = {}
+
+    def out(_key: Any, resource: Any, span: dict[str, Any]) -> None:
+        live.append(span)
+        if span["name"].split()[-1].isdigit():  # a process's span: its resource as it ended
+            live_resource[span["spanId"]] = resource
+
+    spans = LiveSpans(RUN, "h1", SERVICE, out)
+    for r in data.records:
+        spans.record(r)
+    spans.close(data.records[-1]["ts"])
+    assert len(finished) == 11  # 5 processes (300 twice: reused), 4 calls of 100, 2 of the first 300
+    assert sorted(live, key=_key) == sorted(finished, key=_key)
+    assert live_resource == resource_of

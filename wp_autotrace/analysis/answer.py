@@ -1,0 +1,290 @@
+"""The Answer: the user's question on the first screen — how many compile processes, why, and the fix they
+can apply (issue 31). Built from the report dict (report.analyze), so it reads only what the report shows.
+
+One ranking, here: ``ranked`` orders findings by what they cost (the cost keys of issue 30's evidence
+model), the worst first; the Answer leads with the worst and the Findings section lists them in the same order.
+
+The Answer is a few bullets (``answer_bullets``), each one sentence or two; render.py wraps them (and the
+findings) to the width: the terminal's, or fmt.WIDTH (100) when not a terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..common.vocab import GUARDED_ROLES
+from .fmt import mib_s_text, site, size_text
+from .render import pool_sentence
+
+MIB = 2**20
+# Findings' cost keys (issue 30's evidence model), in the order the ranking weighs them: what was lost (a job's
+# work), then what is still there after the program (processes, memory: someone must act), then memory held
+# by idle pools (it costs everyone on the host), then time spent waiting on what was not coming (it costs the
+# user's time), then zombies last: a zombie holds no memory, only its pid (an orphan a slow pid 1 had not
+# reaped yet must not lead an Answer about GiB·s held idle).
+SEVERITY = {"problem": 0, "warning": 1, "info": 2}
+# A wait shorter than this is noise on a loaded host: not ranked as a hang.
+HANG_S = 1.0
+# Bullets of problems after the lead (the rest are in Findings).
+MORE_PROBLEMS = 1
+# Kinds the pools' story tells (_pool_lead), not again as a problem bullet of their own.
+POOL_KINDS = ("idle-pool", "nested-pools")
+# What the pools scale with (pools_across.scales_with), in words.
+SCALES = {"rank": ("per rank", "it grows with the rank count"),
+          "dataloader-worker": ("per DataLoader worker", "it grows with num_workers"),
+          "test": ("per test process", "it grows with the test processes (pytest -n)"),
+          "child": ("per child process", "it grows with the child processes")}
+
+
+def costs(f: dict[str, Any]) -> dict[str, float]:
+    """A finding's cost keys (issue 30's evidence model), from its `cost`; older keys stand in where a
+    finding has not got the new ones yet (exit_wait_s, idle_mib_s, leftover_real_bytes)."""
+    c = f.get("cost") or {}
+    out = {k: float(c[k]) for k in ("jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s")
+           if isinstance(c.get(k), (int, float))}
+    if "hang_s" not in out and isinstance(c.get("exit_wait_s"), (int, float)):
+        out["hang_s"] = float(c["exit_wait_s"])
+    if "idle_gib_s" not in out and isinstance(c.get("idle_mib_s"), (int, float)):
+        out["idle_gib_s"] = c["idle_mib_s"] / 1024
+    if f.get("kind") == "leftovers":
+        out.setdefault("procs_left", float(c.get("processes") or 0))
+        if isinstance(c.get("leftover_real_bytes"), (int, float)):
+            out.setdefault("mib_left", c["leftover_real_bytes"] / MIB)
+    return out
+
+
+def rank_key(f: dict[str, Any]) -> tuple[float, ...]:
+    """Worst first: jobs lost, then left behind (processes and memory), idle memory, hang, zombies; within a
+    class the larger figure; findings without a cost by severity."""
+    c = costs(f)
+    lost, left, mib = c.get("jobs_lost", 0.0), c.get("procs_left", 0.0), c.get("mib_left", 0.0)
+    zombies, hang, idle = c.get("zombies", 0.0), c.get("hang_s", 0.0), c.get("idle_gib_s", 0.0)
+    classes = (lost > 0, left > 0 or mib > 0, idle > 0, hang >= HANG_S, zombies > 0)
+    first = next((i for i, hit in enumerate(classes) if hit), len(classes))
+    return (first, -lost, -mib, -left, -idle, -hang, -zombies, SEVERITY.get(f.get("severity", ""), 3))
+
+
+def ranked(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings, worst first (stable: equal costs keep their registry order)."""
+    return sorted(findings, key=rank_key)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def across_sentence(a: dict[str, Any]) -> str:
+    """'3 processes each made a compile pool (per rank): 3 sidecars + 6 workers = 9 compile processes, 717
+    MiB together at once; it grows with the rank count.'"""
+    per, grows = SCALES.get(a.get("scales_with") or "", ("", ""))
+    at_once = a.get("at_once_bytes")
+    mem = f", {size_text(at_once)} together at once" if at_once else ""
+    if at_once and not a.get("at_once_all_read"):
+        mem += " (of those read: the watcher never read them all at one moment)"
+    return (f"{a['creators']} processes each made a compile pool{f' ({per})' if per else ''}: "
+            f"{_plural(a['sidecars'], 'sidecar')} + {_plural(a['workers'], 'worker')} = "
+            f"{a['processes']} compile processes{mem}" + (f"; {grows}" if grows else "") + ".")
+
+
+def _test_words(pool: dict[str, Any]) -> str:
+    """' It was made by test T and outlived the N tests after it.' (pytest sessions), or ''."""
+    test = pool.get("test")
+    if not test:
+        return ""
+    n = len(pool.get("tests_outlived") or ())
+    return f" It was made by test {test}" + (f" and outlived the {_plural(n, 'test')} after it." if n else ".")
+
+
+def no_pool_sentence(rep: dict[str, Any]) -> str:
+    """Why no pool was made, from what was seen: compile_threads=1, CPU (C++) kernels, no compile at all."""
+    why = rep.get("no_pool_why") or {}
+    kind = why.get("kind")
+    threads = why.get("compile_threads")
+    if kind == "threads":
+        return f"Compiled without a process pool: compile_threads={threads}, so inductor compiles in the process."
+    if kind == "cpu":
+        tools = why.get("toolchain") or 0
+        built = f" ({tools} compiler processes ran under the compiling process)" if tools else ""
+        return ("Compiled without a process pool: the kernels were C++ (CPU), which inductor builds in the "
+                f"compiling process{built}; the pool starts with the first Triton kernel (GPU), "
+                f"whatever compile_threads says (now compile_threads={threads if threads is not None else '?'}).")
+    if kind == "no-compile":
+        return ("No compile pool was made, and no compile was recorded (no torch.compile frame ran in a traced "
+                "process).")
+    if kind == "no-inductor":
+        return "No compile pool was made (torch's inductor was not loaded in any traced process)."
+    return "Compiled without a process pool: no traced process made a compile pool."
+
+
+def growth_sentence(rep: dict[str, Any]) -> str:
+    """How much each compiling process grew across its compiles (when no pool explains it)."""
+    parts = []
+    for e in (rep.get("compiling") or ())[:2]:
+        before, after = e.get("before_bytes"), e.get("after_bytes")
+        if not isinstance(before, int) or not isinstance(after, int):
+            continue
+        grew = round((after - before) / MIB)
+        parts.append(f"{e['role']} {e['pid']} grew {grew:+d} MiB across its {_plural(e['compiles'], 'compile')} "
+                     f"({size_text(before)} resident before the first, {size_text(after)} after the last)")
+    if not parts:
+        return ""
+    held = "no pool holds it: the compiling process itself does"
+    return "; ".join(parts) + f"; {held}."
+
+
+def _pool_lead(rep: dict[str, Any]) -> str:
+    """The pools' story in one bullet: across processes, or the one pool."""
+    pools = rep["pools"]
+    a = rep.get("pools_across") or {}
+    nested = [p for p in pools if p["creator_role"] in GUARDED_ROLES]
+    if nested:
+        first = next((p for p in pools if p["creator_role"] not in GUARDED_ROLES), pools[0])
+        sites = sorted({site(p["caller"]) for p in nested})
+        at = a.get("at_once_bytes")
+        mem = f"; {size_text(at)} together at once" if at else ""
+        return (f"{first['creator_role']} {first['creator_pid']} made a compile pool at {site(first['caller'])}; "
+                f"{len(nested)} of the compile sidecars and workers then made pools of their own, from "
+                f"{sites[0]}{' (+more sites)' if len(sites) > 1 else ''}: {len(pools)} pools nested "
+                f"{rep['max_sidecar_depth']} deep{mem}.")
+    if a.get("creators", 0) > 1:
+        idle = rep["costs"].get("idle_mib_s")
+        return across_sentence(a) + (f" They held {mib_s_text(idle)} idle in all." if idle else "")
+    pool = pools[0]
+    more = f" (+{len(pools) - 1} more pools)" if len(pools) > 1 else ""
+    return pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool)
+
+
+def _exit_words(rep: dict[str, Any]) -> str:
+    """'The program exited with code 7.' when the main process's code is not 0 (run's waited status, else
+    its process_exit)."""
+    codes = [r.get("exit_code") for r in rep["runs"]]
+    bad = [c for c in codes if isinstance(c, int) and c != 0]
+    if not bad:
+        return ""
+    c = bad[0]
+    return f"The program exited with code {c}." if c > 0 else ""
+
+
+# Findings the run-state sentence tells (_state_words): not again as a problem bullet.
+STATE_KINDS = ("root-killed", "in-progress")
+
+
+def _state_words(rep: dict[str, Any]) -> str:
+    """How the run stands when not plainly ended: in progress, or the main process ended without exit."""
+    states = {r["state"] for r in rep["runs"]}
+    if "in progress" in states:
+        return "The run is still in progress: what it leaves behind is not known yet."
+    if "killed" in states:
+        by = sorted({r["ended_by"] for r in rep["runs"] if r.get("ended_by")})
+        lost = any(r.get("records_lost") for r in rep["runs"])
+        return (f"The main process was ended by {', '.join(by)}." if by else
+                "The main process ended without a process_exit in the log, where records were lost." if lost else
+                "The main process ended without process_exit (killed, or os._exit).")
+    return ""
+
+
+def answer_bullets(rep: dict[str, Any]) -> list[str]:
+    """The Answer as bullets (unwrapped), worst first: why no pool (and the compiling process's growth) when
+    none was made; the program's exit code when not 0; the worst problems by cost, the pools' story told
+    where their own problem ranks (else after the problems); then the first thing to do."""
+    bullets = []
+    if not rep["pools"]:
+        bullets.append(no_pool_sentence(rep))
+        grew = growth_sentence(rep)
+        if grew:
+            bullets.append(grew)
+    exit_words = _exit_words(rep)
+    if exit_words:
+        bullets.append(exit_words)
+    state = _state_words(rep)
+    if state:
+        bullets.append(state)
+    order = ranked(rep["findings"])
+    problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)]
+    told = False
+    for f in problems[:1 + MORE_PROBLEMS]:
+        if f["kind"] in POOL_KINDS and rep["pools"]:
+            if not told:
+                bullets.append(_pool_lead(rep))
+            told = True
+        else:
+            bullets.append(headline(rep, f))
+    if rep["pools"] and not told:
+        bullets.append(_pool_lead(rep))
+    if len(problems) > 1 + MORE_PROBLEMS:
+        bullets.append(f"{len(problems) - 1 - MORE_PROBLEMS} more under Findings.")
+    fix = fix_first(rep, order)
+    if fix:
+        bullets.append(f"Fix first: {fix}.")
+    return [f"- {b}" for b in bullets]
+
+
+# Findings about the pools' own cost: the fix is the pool's, and who can act on it depends on who made it.
+POOL_COST_KINDS = ("idle-pool", "child-exit-wait", "slow-exit-wait", "leftovers", "pool-device-files")
+SHUTDOWN = "torch._inductor.async_compile.shutdown_compile_workers"
+
+
+def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
+    """The first thing to do, by who can act: the worst finding's advice; but where its cost is the pools'
+    and a line of an installed library (not the user's code) made every pool, the setting the user can
+    apply comes first and the library is named; in a pytest session, advice in test terms."""
+    top = next((f for f in order if f["advice"] and f["severity"] != "info"), None)
+    if top is None:
+        return ""
+    pools = rep["pools"]
+    nested = next((f for f in order if f["kind"] == "nested-pools" and f["advice"]), None)
+    if nested is not None and top["kind"] in POOL_COST_KINDS:  # the cause of what the pools cost
+        then = str(nested["advice"]).rstrip(".")
+        if top["kind"] == "leftovers" and "cleanup" in top["advice"]:
+            return f"end what is left with `wp-autotrace cleanup LOG`; then stop the cause: {then}"
+        return then
+    if pools and top["kind"] in POOL_COST_KINDS:
+        theirs = [p["made_in"] for p in pools if p.get("made_in")]
+        if len(theirs) == len(pools):
+            return _settings_first(rep, theirs[0])
+        if any(p.get("test") for p in pools):
+            return _test_terms(rep)
+    return str(top["advice"]).rstrip(".")
+
+
+def _threads_now(rep: dict[str, Any]) -> str:
+    threads = next((r["inductor"].get("compile_threads") for r in rep["runs"] if r.get("inductor")), None)
+    return f" (now compile_threads={threads})" if threads is not None else ""
+
+
+def _settings_first(rep: dict[str, Any], made: dict[str, Any]) -> str:
+    where = f"{made['rel']}:{made['line']}" if made.get("line") is not None else made["rel"]
+    dist = f"{made['dist']} {made['version']}".rstrip()
+    return (f"set TORCHINDUCTOR_COMPILE_THREADS=1 in the environment that starts the program (the processes it "
+            f"starts inherit it): each compiles in-process and no pool is made{_threads_now(rep)}. The pools "
+            f"are made inside {dist} ({where}), not your code: calling {SHUTDOWN}() after its last compile is "
+            "a change to that library")
+
+
+def _test_terms(rep: dict[str, Any]) -> str:
+    return (f"shut the pool down when the compile tests end: a fixture (module or session scope) or a teardown "
+            f"that calls {SHUTDOWN}(); or run the compile tests in their own process (a separate pytest "
+            f"session, or pytest-forked); or TORCHINDUCTOR_COMPILE_THREADS=1 for the suite{_threads_now(rep)}")
+
+
+# The longest problem bullet told in the Answer: longer findings are cut at a clause (the whole is below).
+HEADLINE_CHARS = 220
+
+
+def headline(rep: dict[str, Any], f: dict[str, Any]) -> str:
+    """A problem in a sentence for the Answer: the leftovers with their cause, else the finding's own text,
+    cut at a clause when long (Findings has all of it)."""
+    if f["kind"] == "leftovers":
+        real = rep["costs"].get("leftover_real_bytes")
+        mem = f" (about {size_text(real)})" if real else ""
+        nested = [e for e in rep["warm_pool_callers"] if e["depth"] > 0]
+        cause = (f": compile sidecars that made pools of their own, nested {rep['max_sidecar_depth']} deep"
+                 if nested and rep["max_sidecar_depth"] > 1 else "")
+        n = rep["leftover_count"]
+        were = "process was" if n == 1 else "processes were"
+        return f"{n} {were} left running after the main process{mem}{cause}."
+    text = str(f["text"])
+    if len(text) <= HEADLINE_CHARS:
+        return text
+    cut = max(text.rfind(mark, 0, HEADLINE_CHARS) for mark in ("; ", ": "))
+    return (text[:cut] if cut > HEADLINE_CHARS // 2 else text[:HEADLINE_CHARS].rsplit(" ", 1)[0]) + " (…)."

@@ -1,0 +1,230 @@
+"""One decoded record's fields checked in place against schema.FIELD_TYPES (logread's parse_line calls it).
+
+A field of the wrong type, a huge integer, NaN or Infinity is dropped and counted; an unknown field (a
+newer writer's) is dropped; process_start's and exec's argv are masked again (common/redact.py).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable
+
+from ..common import vocab
+from ..common.env import REDACT_ENV
+from ..common.redact import parse_patterns, redact_argv, redact_cmd
+from . import schema
+from .schema import SCHEMA_VERSION
+
+# Integers are range-checked to what a 64-bit field can hold, numbers to a
+# magnitude no timestamp, duration or size reaches: arithmetic on them can
+# then never overflow, and nothing but finite numbers reaches the output.
+INT_LIMIT = 1 << 63
+NUM_LIMIT = 1e15
+
+
+def _is_uint(v: Any) -> bool:
+    return type(v) is int and 0 <= v < INT_LIMIT
+
+
+def _is_num(v: Any) -> bool:
+    # NaN fails every comparison and Infinity the range: finite comes with the range check.
+    return (type(v) is float or type(v) is int) and -NUM_LIMIT <= v <= NUM_LIMIT
+
+
+def clean_value(v: Any, depth: int = 0) -> Any:
+    """Any JSON value with non-finite or out-of-range numbers made null (for free-form fields)."""
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return v
+    if t is int:
+        return v if -INT_LIMIT <= v < INT_LIMIT else None
+    if t is float:
+        return v if math.isfinite(v) else None
+    if depth > 32:  # nothing of ours nests this deep
+        return None
+    if t is list:
+        return [clean_value(x, depth + 1) for x in v]
+    if t is dict:
+        return {k: clean_value(x, depth + 1) for k, x in v.items()}
+    return None
+
+
+_FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
+
+
+def clean_frame(v: Any) -> dict[str, Any] | None:
+    """A {file, line, func, ...} frame with checked fields, or None."""
+    if type(v) is not dict or type(v.get("file")) is not str:
+        return None
+    line = v.get("line")
+    if len(v) == 3 and type(line) is int and 0 <= line < INT_LIMIT and type(v.get("func")) is str:
+        return v  # the common case, {file, line, func}: already clean, kept as is
+    out: dict[str, Any] = {"file": v["file"], "line": line if _is_uint(line) else None}
+    for key in _FRAME_STRS:
+        if type(v.get(key)) is str:
+            out[key] = v[key]
+    out.setdefault("func", "")
+    return out
+
+
+def _clean_entry(v: Any, nums: tuple[str, ...], uints: tuple[str, ...], strs: tuple[str, ...]) -> Any:
+    if type(v) is not dict or not _is_uint(v.get("pid")):
+        return None
+    out = {"pid": v["pid"]}
+    for key in uints:
+        if _is_uint(v.get(key)):
+            out[key] = v[key]
+    for key in nums:
+        if _is_num(v.get(key)):
+            out[key] = v[key]
+    for key in strs:
+        if type(v.get(key)) is str:
+            out[key] = v[key]
+    return out
+
+
+def _list_of(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def clean(v: Any) -> Any:
+        if type(v) is not list:
+            return None
+        for x in v:
+            if check(x) is not x:
+                break
+        else:
+            return v  # every item already clean: kept as is
+        items = [check(x) for x in v]
+        return [x for x in items if x is not None]
+    return clean
+
+
+# Name patterns masked on reading: the defaults plus the reader's WP_AUTOTRACE_REDACT.
+ARGV_EVENTS = (vocab.PROCESS_START, vocab.EXEC)  # the records that hold an argv list
+_PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
+
+
+def _proc(v: Any) -> Any:
+    out = _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len", "pgid"), ("name", "cmd", "role", "via"))
+    if out is not None and "cmd" in out:
+        out["cmd"] = redact_cmd(out["cmd"], _PATTERNS)  # already joined: the best an old log allows
+    return out
+
+
+def _ended(v: Any) -> Any:
+    return _clean_entry(v, ("create_time", "end"), (), ())
+
+
+def _zombie(v: Any) -> Any:
+    return _clean_entry(v, ("create_time", "since"), ("ppid", "status"), ())
+
+
+def _rss(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("rss",), ())
+
+
+def _mem(v: Any) -> Any:
+    return _clean_entry(v, ("create_time",), ("pss", "uss", "rss", "swap_pss"), ())
+
+
+def _devices(v: Any) -> Any:
+    out = _clean_entry(v, ("create_time",), (), ())
+    paths = v.get("paths") if out is not None else None
+    if out is None or type(paths) is not list:
+        return None
+    out["paths"] = [x for x in paths if type(x) is str]
+    return out
+
+
+def _times(v: Any) -> Any:
+    """label -> [first, last]: pairs of finite numbers only."""
+    if type(v) is not dict:
+        return None
+    return {k: list(x) for k, x in v.items() if type(k) is str and type(x) is list and len(x) == 2
+            and all(_is_num(t) for t in x)}
+
+
+def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
+    return lambda v: v if ok(v) else None
+
+
+_MISSING = object()
+WRONG_FIELD = "field of the wrong type or out of range"
+# schema type -> cleaner: the value to keep, or None to drop the field.
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    schema.INT: _keep_if(lambda v: type(v) is int and -INT_LIMIT <= v < INT_LIMIT),
+    schema.UINT: _keep_if(_is_uint),
+    schema.NUM: _keep_if(_is_num),
+    schema.STR: _keep_if(lambda v: type(v) is str),
+    schema.OPT_STR: lambda v: v if type(v) is str else _MISSING if v is None else None,
+    schema.BOOL: _keep_if(lambda v: type(v) is bool),
+    schema.DICT: lambda v: clean_value(v) if type(v) is dict else None,
+    schema.ANY: lambda v: _MISSING if v is None else clean_value(v),
+    schema.INTS: _list_of(_keep_if(_is_uint)),
+    schema.STRS: _list_of(_keep_if(lambda v: type(v) is str)),
+    schema.FRAME: lambda v: _MISSING if v is None else clean_frame(v),
+    schema.FRAMES: _list_of(clean_frame),
+    schema.PROCS: _list_of(_proc),
+    schema.ENDED: _list_of(_ended),
+    schema.RSS: _list_of(_rss),
+    schema.MEMS: _list_of(_mem),
+    schema.DEVS: _list_of(_devices),
+    schema.ZOMBIES: _list_of(_zombie),
+    schema.TIMES: _times,
+}
+
+
+def check_record(record: Any, fixed: dict[str, int]) -> str | None:
+    """Why a decoded line is not a usable record, or None once its fields are checked in place.
+
+    Fields of the wrong type are dropped (counted in fixed); unknown fields
+    (a newer writer's) are dropped too: nothing reads them.
+    """
+    if type(record) is not dict:
+        return "not a record"
+    v = record.get("v")
+    if type(v) is not int or not 1 <= v < INT_LIMIT:
+        return "not a record"
+    if v > SCHEMA_VERSION:
+        return f"newer schema (v{v})"
+    event = record.get("event")
+    if type(event) is not str:
+        return "not a record"
+    types = schema.FIELD_TYPES.get(event)
+    if types is None:
+        return "unknown event"
+    if not _is_uint(record.get("pid")) or not _is_num(record.get("ts")) or record["ts"] < 0:
+        return "not a record"
+    bad = 0
+    for key, value in list(record.items()):
+        kind = types.get(key)
+        # The common kinds inline (this loop runs for every field of every record).
+        if kind is schema.STR:
+            if type(value) is str:
+                continue
+        elif kind is schema.UINT:
+            if type(value) is int and 0 <= value < INT_LIMIT:
+                continue
+        elif kind is schema.NUM:
+            if (type(value) is float or type(value) is int) and -NUM_LIMIT <= value <= NUM_LIMIT:
+                continue
+        elif kind is None:
+            del record[key]  # a newer writer's field: nothing reads it
+            continue
+        else:
+            kept = _CHECKS[kind](value)
+            if kept is _MISSING:
+                record[key] = None
+                continue
+            if kept is not None:
+                if kept is not value:
+                    record[key] = kept
+                continue
+        del record[key]
+        bad += 1
+    if bad:
+        fixed[WRONG_FIELD] = fixed.get(WRONG_FIELD, 0) + bad
+    if event in ARGV_EVENTS and "argv" in record:
+        record["argv"] = redact_argv(record["argv"], _PATTERNS)
+    if type(record.get("host")) is not str:
+        record["host"] = ""
+    return None

@@ -1,0 +1,341 @@
+"""How each process and each pool ended, chosen from evidence and named with it (docs/evidence.md).
+
+Every verb the report says about an ending comes from here, with the records that back it (`evidence`):
+"killed by SIGTERM" only with a signal number the log holds (`run`'s waited status, a zombie's wait status,
+the pool owner's own process.wait()), "shut it down" only for a shutdown request that returned with the
+sidecar ending after it, "the OOM killer" only with the cgroup's OOM kill count rising. Otherwise the
+ending is `unknown`, and said so. Also here: the jobs a pool lost or had cut off, and memory at once.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..common import targets as T
+from ..common import vocab as V
+from .pools import requester, seen_end
+
+if TYPE_CHECKING:
+    from .model import Pool, Process
+
+# Ending kinds (processes[].ending.kind): docs/evidence.md's table, in the order they are checked.
+EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL = "exit", "os-exit", "exec", "signal", "oom-kill"
+WITH_GROUP, WITH_CREATOR, SHUTDOWN, QUIESCED = "with-group", "with-creator", "shutdown", "quiesced"
+RUNNING, UNKNOWN = "running", "unknown"
+# Pool ending kinds (pools[].ending.kind).
+SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED = "shutdown-completed", "shutdown-never-returned"
+SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, LEFT_RUNNING = "shutdown-found-dead", "sidecar-ended", "left-running"
+
+# Ends seen together: within one watcher tick of each other, plus scheduling slack on a loaded host.
+GROUP_SLACK_S = 0.2
+# A process still alive this long after the others of its group ended lived on (the group's signal
+# did not end it: it has a handler).
+LIVED_ON_S = 1.0
+# Died with its creator: ended this soon after it (plus two ticks). Pool processes poll their parent
+# in torch's _async_compile_initializer (compile_worker/utils.py): every 1 s up to 2.9, every 60 s from 2.10.
+WITH_CREATOR_S = 2.0
+WATCHDOG_OLD_S, WATCHDOG_NEW_S = 1.0, 60.0
+# A process's own exit record comes before its real end (its teardown follows): ended before a request only
+# by this margin. The watcher's end needs none: it saw the process gone by then, so it had ended (_ended_before).
+SEEN_LATE_S = 0.05
+# torch 2.13's SubprocMain._shutdown stops the workers at once (_shutdown_pool, new in 2.13); before, the
+# sidecar let running jobs finish and its owner waited in process.wait(300) (pytorch#162199).
+CUTS_OFF_FROM = (2, 13)
+OLD_WAIT_S = 300
+
+
+class Ending(NamedTuple):
+    """How one process or pool ended: a stable kind, the words, when, and the records that back it."""
+
+    kind: str
+    words: str
+    at: float | None  # when it ended (the watcher's end, else its record's), absolute seconds
+    evidence: list[str]
+    signal: str | None = None
+    code: int | None = None
+    exit_record_at: float | None = None  # its process_exit record's time, kept apart
+    by: str | None = None  # a pool's: who asked it to stop
+    group: bool = False  # it ended with the rest of its process group
+
+    def as_dict(self, rel: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "words": self.words, "at": rel(self.at),
+                               "evidence": self.evidence, "signal": self.signal, "code": self.code,
+                               "exit_record_at": rel(self.exit_record_at), "group": self.group}
+        if self.by is not None:
+            out["by"] = self.by
+        return out
+
+
+def signal_name(n: int) -> str:
+    try:
+        return _signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def _status_words(status: int) -> tuple[str | None, int | None]:
+    """A wait status (waitpid's, as /proc/PID/stat field 52 holds it): (signal name, exit code)."""
+    sig = status & 0x7F
+    return (signal_name(sig), None) if sig else (None, (status >> 8) & 0xFF)
+
+
+def _signal_evidence(p: Process, pools_by_sidecar: dict[int, Pool]) -> tuple[str | None, int | None, str]:
+    """(signal, exit code, evidence) from the records that hold a status: `run`'s waited status (the
+    main process), a zombie's wait status, the pool owner's process.wait() of its sidecar."""
+    run = p.run
+    if run is not None and run.root is p and run.run_exit is not None:
+        status = run.run_exit.get("status")
+        if isinstance(status, int):
+            if status < 0:
+                return signal_name(-status), None, f"run_exit: wp-autotrace run waited for it: {signal_name(-status)}"
+            return None, status, f"run_exit: wp-autotrace run waited for it: exit code {status}"
+    z = p.zombie
+    if z is not None and isinstance(z.get("status"), int):
+        sig, code = _status_words(z["status"])
+        return sig, code, (f"zombie: /proc/{p.pid}/stat wait status {z['status']} "
+                           f"({sig or f'exit code {code}'}), defunct under {z.get('ppid')}")
+    pool = pools_by_sidecar.get(id(p))
+    call = pool.shutdown_call if pool is not None else None
+    rc = call.ret.get("sidecar_returncode") if call is not None else None
+    if isinstance(rc, int):
+        if rc < 0:
+            return signal_name(-rc), None, f"SubprocPool.shutdown: torch's process.wait() of its sidecar gave {rc}"
+        return None, rc, f"SubprocPool.shutdown: torch's process.wait() of its sidecar gave exit code {rc}"
+    return None, None, ""
+
+
+class Endings:
+    """Every process's and pool's ending for the selected runs (view.View), computed once."""
+
+    def __init__(self, procs: list[Process], pools: list[Pool], torch_version: str = "", t0: float = 0.0) -> None:
+        self.t0 = t0  # evidence says times as the report does: seconds from its first record
+        self.procs = procs
+        self.pools = pools
+        self.by_sidecar = {id(pool.sidecar): pool for pool in pools if pool.sidecar is not None}
+        self.pool_of: dict[int, Pool] = {}
+        for pool in pools:
+            side = pool.sidecar
+            if side is not None:
+                self.pool_of[id(side)] = pool
+                for q in side.children:
+                    self.pool_of.setdefault(id(q), pool)
+        self.torch = _version(torch_version)
+        self._proc: dict[int, Ending] = {}
+        self._pool: dict[int, Ending] = {}
+
+    def rel(self, ts: float | None) -> str:
+        return f"{ts - self.t0:.1f} s" if ts is not None else "?"
+
+    def of(self, p: Process) -> Ending:
+        found = self._proc.get(id(p))
+        if found is None:
+            found = self._proc[id(p)] = self._process(p)
+        return found
+
+    def of_pool(self, pool: Pool) -> Ending:
+        found = self._pool.get(id(pool))
+        if found is None:
+            found = self._pool[id(pool)] = self._pool_ending(pool)
+        return found
+
+    # -- processes ------------------------------------------------------------
+
+    def _process(self, p: Process) -> Ending:
+        at = seen_end(p)
+        record = p.end if p.exited else None
+        sig, code, why = _signal_evidence(p, self.by_sidecar)
+        if at is None and p.zombie is not None:
+            at = p.zombie.get("since")
+        if at is None:
+            return Ending(RUNNING, "still running at the end of the log", None, [], exit_record_at=record)
+        if p.exec_into is not None and not p.exited:
+            name = p.exit_how.removeprefix("exec'd into ") if p.exit_how.startswith("exec'd") else "another program"
+            return Ending(EXEC, f"exec'd into {name}", at, ["exec record"], exit_record_at=record)
+        group = self._with_group(p, at)
+        if sig is not None:
+            evidence = [why]
+            oom = self._oom(p, at) if sig == "SIGKILL" else None
+            if oom:
+                return Ending(OOM_KILL, "killed by the OOM killer (SIGKILL)", at, [why, oom], sig,
+                              exit_record_at=record)
+            words = f"killed by {sig}"
+            if group:
+                words += ", with the rest of its process group (a signal to the process group)"
+                evidence.append(group)
+            return Ending(SIGNAL, words, at, evidence, sig, exit_record_at=record, group=bool(group))
+        if p.exited:
+            if p.exit_how == "os._exit":
+                return Ending(OS_EXIT, "left by os._exit", at, ["process_exit how os._exit"], exit_record_at=record)
+            code = p.exit_code if p.exit_code is not None else code
+            return Ending(EXIT, f"exited (code {code})" if code is not None else "exited", at,
+                          [f"process_exit (code {code})"], code=code, exit_record_at=record)
+        if code is not None:  # a code, and no process_exit: its exit handlers did not run
+            return Ending(OS_EXIT, f"left without its exit handlers (os._exit, code {code})", at, [why], code=code)
+        oom = self._oom(p, at)
+        if oom:
+            return Ending(OOM_KILL, "killed by the OOM killer", at, [oom])
+        if group:
+            return Ending(WITH_GROUP, "ended with the rest of its process group (a signal to the process group)",
+                          at, [group], group=True)
+        return self._by_relation(p, at)
+
+    def _by_relation(self, p: Process, at: float) -> Ending:
+        """Died with its creator, stopped by its pool, quiesced; else unknown."""
+        parent = p.parent
+        pend = seen_end(parent) if parent is not None else None
+        window = self._creator_window(p)
+        if parent is not None and pend is not None and pend <= at <= pend + window:
+            return Ending(WITH_CREATOR, f"died with its creator ({parent.role} {parent.pid})", at,
+                          [f"no process_exit; {parent.role} {parent.pid} ended {at - pend:.1f} s before it "
+                           f"(within {window:.0f} s)"])
+        pool = self.pool_of.get(id(p))
+        if pool is not None and pool.shutdown_at is not None and not _ended_before(p, pool.shutdown_at):
+            by = requester(pool.shutdown_call)[0] if pool.shutdown_call is not None else "its pool"
+            return Ending(SHUTDOWN, f"stopped by its pool's shutdown ({by})", at,
+                          [f"SubprocPool.shutdown asked at {self.rel(pool.shutdown_at)}, before its end"], by=by)
+        quiesce = [c for c in (pool.quiesce_calls if pool is not None else []) if c.ts <= at]
+        if p.role == V.COMPILE_WORKER and quiesce:
+            return Ending(QUIESCED, f"stopped when its pool quiesced ({requester(quiesce[-1])[0]})", at,
+                          [f"SubprocPool.quiesce at {self.rel(quiesce[-1].ts)}, before its end"])
+        return Ending(UNKNOWN, "ended (how is not known)", at, [])
+
+    def _creator_window(self, p: Process) -> float:
+        interval = p.run.interval if p.run is not None else 0.0
+        if p.role in V.SIDECAR_ROLES or p.role == V.COMPILE_WORKER:
+            poll = WATCHDOG_OLD_S if self.torch and self.torch < (2, 10) else WATCHDOG_NEW_S
+            return poll + 2 * interval
+        return WITH_CREATOR_S + 2 * interval
+
+    def _with_group(self, p: Process, at: float) -> str:
+        """Evidence that p ended with the rest of its process group while one of that group lived on."""
+        pgid = p.pgid
+        if pgid is None or p.exited or p.run is None:
+            return ""
+        window = max(p.run.interval, 0.0) + GROUP_SLACK_S
+        same = [q for q in p.run.processes if q.pgid == pgid and q.host == p.host]
+        together = [q for q in same if not q.exited and (e := seen_end(q)) is not None and abs(e - at) <= window]
+        lived = [q for q in same if (e := seen_end(q)) is None or e > at + LIVED_ON_S]
+        if len(together) < 2 or not lived:
+            return ""
+        return (f"process group {pgid}: {len(together)} of its processes ended within {window:.1f} s "
+                f"(pids {', '.join(str(q.pid) for q in together[:6])}) while {lived[0].role} {lived[0].pid} of "
+                "the same group lived on")
+
+    @staticmethod
+    def _oom(p: Process, at: float) -> str:
+        """The cgroup's OOM kill count rose around p's end (the watcher's read before it and after)."""
+        run = p.run
+        if run is None or not run.ooms:
+            return ""
+        window = 2 * max(run.interval, 0.1) + GROUP_SLACK_S
+        for ts, before, now in run.ooms:
+            if at - window <= ts <= at + window:
+                return f"oom: the cgroup's OOM kill count rose {before} -> {now} at its end"
+        return ""
+
+    # -- pools ----------------------------------------------------------------
+
+    def _pool_ending(self, pool: Pool) -> Ending:
+        side = pool.sidecar
+        req = pool.shutdown_call
+        if side is None:
+            return Ending(UNKNOWN, "how it ended is not known (its sidecar was not seen)", None, [])
+        side_end = self.of(side)
+        end = side_end.at
+        by = requester(req)[0] if req is not None else None
+        if end is None:
+            asked = ""
+            if req is not None:  # asked, and still running: never "shut it down"
+                how = (f"interrupted: {req.error}" if req.error else "the request never returned" if req.end is None
+                       else "it kept running")
+                asked = f"{by} asked it to shut down ({how}); "
+            if side.run is not None and side in side.run.leftover:
+                return Ending(LEFT_RUNNING, f"{asked}left running after the main process", None,
+                              ["the watcher's leftover record"], by=by)
+            return Ending(RUNNING, f"{asked}still running at the end of the log", None, [], by=by)
+        side_words = _as_subject(side_end)
+        if req is not None and (_ended_before(side, req.ts) or req.at_call.get("pool_running") is False
+                                or _zombie_before(side, req.ts)):
+            return Ending(SHUTDOWN_FOUND_DEAD, f"its sidecar {side_words}; {by} asked it to stop later and found "
+                          "it already dead", end,
+                          [f"SubprocPool.shutdown asked at {self.rel(req.ts)}", f"its sidecar's end at {self.rel(end)}",
+                           *side_end.evidence], side_end.signal, by=by, group=side_end.group)
+        left = side.run is not None and side in side.run.leftover
+        if req is not None and (req.end is None or req.error or left or side_end.kind in (SIGNAL, OOM_KILL)):
+            # Asked, but the request did not end it: it never returned, was interrupted, or the sidecar
+            # outlived the main process / ended by a signal afterwards (never "shut it down").
+            how = ("the request never returned" if req.end is None else
+                   f"the request was interrupted: {req.error.rstrip(': ')}" if req.error else "the request returned")
+            after = ("; left running after the main process, then its sidecar " + side_words if left else
+                     f"; its sidecar {side_words}")
+            return Ending(SHUTDOWN_NEVER_RETURNED, f"{by} asked it to stop ({how}){after}", end,
+                          [f"SubprocPool.shutdown asked at {self.rel(req.ts)}: {how}",
+                           *(["the watcher's leftover record"] if left else []), *side_end.evidence], side_end.signal,
+                          by=by)
+        if req is not None:
+            return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end,
+                          [f"SubprocPool.shutdown asked at {self.rel(req.ts)} and returned",
+                           f"its sidecar ended at {self.rel(end)}"], by=by)
+        return Ending(SIDECAR_ENDED, f"its sidecar {side_words}", end,
+                      [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
+                      side_end.signal, group=side_end.group)
+
+    # -- jobs -----------------------------------------------------------------
+
+    def jobs(self, pool: Pool) -> dict[str, Any]:
+        """Jobs lost (sent to, or in flight in, a pool whose sidecar had died) and cut off (in flight when a
+        live pool was asked to stop), with the line that sent the last one and what that means on this torch."""
+        ending = self.of_pool(pool)
+        req = pool.shutdown_call
+        pending = len(req.at_call.get("pending_jobs") or []) if req is not None and "pending_jobs" in req.at_call \
+            else None
+        side_end = ending.at
+        lost = cut = None
+        after_death = pool.last_job is not None and side_end is not None and pool.last_job > side_end + SEEN_LATE_S
+        if ending.kind in (SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED):
+            lost = max(pending or 0, 1 if after_death else 0)
+        elif ending.kind in (SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED) and (
+                pool.sidecar is None or pool.sidecar.served):
+            # A sidecar that never reached its serving loop ran no job of the user's: its pending job is the
+            # pool's own warm-up, and sidecar-never-served tells why (the bundled example's nested pools).
+            cut = pending
+        line = pool.creator.count_callers.get(_SUBMIT_LABEL) if after_death else None
+        # Which way they were lost is told apart: sent after the sidecar's end (a submit later than it), or
+        # only still pending at the shutdown that found the pool dead (sent before it died, never answered).
+        return {"jobs_lost": lost, "jobs_cut_off": cut, "lost_line": line, "lost_after_end": bool(after_death),
+                "cut_off_means": self.cut_off_means() if cut else None}
+
+    def cut_off_means(self) -> str:
+        if self.torch and self.torch >= CUTS_OFF_FROM:
+            return "on torch 2.13 and later the sidecar stops its workers at once: the jobs are cut off"
+        return (f"before torch 2.13 (pytorch#162199) the sidecar lets them run, and the shutdown waits in "
+                f"process.wait({OLD_WAIT_S}): up to five minutes at exit")
+
+
+_SUBMIT_LABEL = next(t.label for t in T.TARGETS if t.tag == T.POOL_SUBMIT)
+
+
+def _as_subject(e: Ending) -> str:
+    """A process ending's words after "its sidecar": "was killed by SIGTERM", "exited (code 0)"."""
+    return f"was {e.words}" if e.kind in (SIGNAL, OOM_KILL) else e.words
+
+
+def _ended_before(p: Process, ts: float) -> bool:
+    """Had p ended before ts? The watcher's end (it first missed p then) is after the real one: before ts proves
+    it. Without one, p's own exit record, written before its teardown, proves it only SEEN_LATE_S earlier."""
+    if p.gone is not None:
+        return p.gone < ts
+    return p.end is not None and p.end < ts - SEEN_LATE_S
+
+
+def _zombie_before(p: Process, ts: float) -> bool:
+    z = p.zombie
+    return z is not None and z.get("since") is not None and z["since"] < ts - SEEN_LATE_S
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    parts = text.split("+")[0].split(".")[:2]
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(x.isdigit() for x in parts) else None
+
+

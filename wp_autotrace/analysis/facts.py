@@ -1,0 +1,174 @@
+"""What the Answer counts and explains beyond one pool (issue 31), derived from the View:
+
+- ``pools_across``: pools counted across the processes that made them (N creators: N sidecars + M workers =
+  K compile processes), their memory together at once, and what their number scales with.
+- ``compiling``: each compiling process's resident memory before its first compile and after its last (the
+  tracer's read of /proc/self/statm at dynamo's `_compile` call and return: targets.COMPILE).
+- ``no_pool_why``: why no pool was made, from what was seen.
+- ``pool_tests``: in a pytest session, the test that made a pool and the later tests it outlived.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..common import targets
+from ..common.vocab import SIDECAR_ROLES
+from .pools import peak_at_once
+
+if TYPE_CHECKING:
+    from .model import Call, Pool, Process
+    from .view import View
+
+# pytest's PYTEST_CURRENT_TEST is "nodeid (phase)": the phase is cut off.
+_PHASES = (" (setup)", " (call)", " (teardown)")
+
+
+def pools_procs(v: View) -> list[Process]:
+    """Every pool process once: a pool's processes are its sidecar's descendants, so a nested pool's are its
+    creator pool's too (counted per pool, the bundled example's 15 nested pools summed to 24 GiB at once
+    where its 15 sidecars held 3.1 GiB)."""
+    return list({q.index: q for pool in v.pools for q in v.story(pool).procs}.values())
+
+
+def _scales_with(v: View, creators: list[Process]) -> str | None:
+    """What the number of pools grows with: ranks, DataLoader workers, test processes, or sibling children."""
+    if all(p.index in v.rank_of for p in creators):
+        return "rank"
+    roles = {p.role for p in creators}
+    if roles == {"dataloader-worker"}:
+        return "dataloader-worker"
+    # A pytest-xdist worker's command line is execnet's `-c "import sys;exec(eval(sys.stdin.readline()))"` and
+    # its PYTEST_XDIST_WORKER is set after it started: the tests it ran (the pytest plugin's records) say it.
+    if all(p.tests or "PYTEST_XDIST_WORKER" in (p.env or {}) or "pytest" in " ".join(p.argv[:3])
+           for p in creators):
+        return "test"
+    parents = {p.parent.index if p.parent is not None else None for p in creators}
+    return "child" if len(parents) == 1 and None not in parents else None
+
+
+def pools_across(v: View) -> dict[str, Any] | None:
+    """The pools counted across the processes that made them; None without a pool."""
+    if not v.pools:
+        return None
+    creators: dict[int, Process] = {}
+    for pool in v.pools:
+        creators.setdefault(pool.creator.index, pool.creator)
+    sidecars = [pool.sidecar for pool in v.pools if pool.sidecar is not None]
+    workers = {w.index: w for pool in v.pools for w in v.story(pool).workers}
+    # memory at once as docs/evidence.md defines it (pools.peak_at_once, as costs.pool_peak_pss_bytes): the
+    # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
+    at, read, alive, _ = peak_at_once(pools_procs(v))
+    return {
+        "creators": len(creators), "pools": len(v.pools),
+        "sidecars": sum(1 for p in sidecars if p.role in SIDECAR_ROLES) or len(sidecars),
+        "workers": len(workers), "processes": len(sidecars) + len(workers),
+        "at_once_bytes": at, "at_once_all_read": at is not None and read == alive,
+        "scales_with": _scales_with(v, list(creators.values())) if len(creators) > 1 else None,
+    }
+
+
+_INSTALLED = ("site-packages", "dist-packages")
+
+
+def made_in(v: View, pool: Pool) -> dict[str, Any] | None:
+    """The installed distribution whose line made the pool, when it is not the user's own code: the frame
+    names a distribution and its file is in site-packages (or dist-packages), or outside the main process's
+    working directory (a project of the user's own, installed editable, lives below it). None otherwise."""
+    frame = pool.call.caller or {}
+    dist, file = frame.get("dist"), frame.get("file")
+    if not dist or not isinstance(file, str):
+        return None
+    root = pool.creator.run.root if pool.creator.run is not None else None
+    cwd = (root.cwd if root is not None else "") or pool.creator.cwd
+    parts = file.split("/")
+    outside = bool(cwd) and not file.startswith(cwd.rstrip("/") + "/")
+    if not any(x in parts for x in _INSTALLED) and not outside:
+        return None
+    return {"dist": dist, "version": frame.get("dist_version") or "", "rel": frame.get("rel") or file,
+            "line": frame.get("line")}
+
+
+def _top_compiles(v: View) -> dict[int, list[Call]]:
+    """Each process's compile calls that are not inside another (dynamo recompiles inside a compile)."""
+    found: dict[int, list[Call]] = {}
+    for c in v.calls:
+        if c.tag == targets.COMPILE and (c.parent is None or c.parent.tag != targets.COMPILE):
+            found.setdefault(c.proc.index, []).append(c)
+    return found
+
+
+def compiling(v: View) -> list[dict[str, Any]]:
+    """Per compiling process: compiles, resident memory before the first and after the last (bytes, from
+    the tracer's read at those calls), and when."""
+    out = []
+    for calls in _top_compiles(v).values():
+        p = calls[0].proc
+        done = [c for c in calls if c.end is not None]
+        last = done[-1] if done else None
+        before = getattr(calls[0], "rss", None)
+        after = last.ret.get("rss") if last is not None else None
+        out.append({"pid": p.pid, "host": p.host, "role": p.role, "compiles": len(calls),
+                    "first_s": v.rel(calls[0].ts), "last_s": v.rel(last.end) if last is not None else None,
+                    "before_bytes": before if isinstance(before, int) else None,
+                    "after_bytes": after if isinstance(after, int) else None})
+    return sorted(out, key=lambda e: (-((e["after_bytes"] or 0) - (e["before_bytes"] or 0)), e["pid"]))
+
+
+def no_pool_why(v: View) -> dict[str, Any] | None:
+    """Why no pool was made, from what the log holds: inductor never loaded; nothing compiled; compile_threads
+    at most 1; C++ (CPU) kernels, built by compiler processes under the compiling process; else unknown."""
+    if v.pools:
+        return None
+    configs = [c for r in v.runs for c in r.configs]
+    if not configs:
+        return {"kind": "no-inductor"}
+    compiles = _top_compiles(v)
+    threads = configs[0][1].get("compile_threads")
+    if isinstance(threads, int) and threads <= 1:
+        return {"kind": "threads", "compile_threads": threads, "compiles": sum(map(len, compiles.values()))}
+    if not compiles:
+        return {"kind": "no-compile", "compile_threads": threads}
+    compilers = set(compiles)
+    tools = [p for p in v.procs if not p.traced and _below(p, compilers) and _is_tool(p)]
+    return {"kind": "cpu" if tools else "unknown", "compile_threads": threads, "toolchain": len(tools),
+            "compiles": sum(map(len, compiles.values()))}
+
+
+def _below(p: Process, indexes: set[int]) -> bool:
+    q = p.parent
+    for _ in range(64):
+        if q is None:
+            return False
+        if q.index in indexes:
+            return True
+        q = q.parent
+    return False
+
+
+def _is_tool(p: Process) -> bool:
+    from .labels import tool_name
+
+    return tool_name(p.name, p.cmd) is not None
+
+
+def _test_name(env_value: Any) -> str | None:
+    if not isinstance(env_value, str) or not env_value:
+        return None
+    for phase in _PHASES:
+        if env_value.endswith(phase):
+            return env_value[: -len(phase)]
+    return env_value
+
+
+def pool_tests(v: View, pool: Pool) -> dict[str, Any]:
+    """The test that made the pool (PYTEST_CURRENT_TEST at SubprocPool.__init__) and the later tests of its
+    creator that started while the pool lived (the pytest plugin's `test` records)."""
+    test = _test_name(pool.call.env.get("PYTEST_CURRENT_TEST"))
+    if test is None:
+        return {}
+    st = v.story(pool)
+    end = st.idle_to if not st.alive_at_end else v.t_end
+    starts = [(ts, nodeid) for ts, nodeid, phase in getattr(pool.creator, "tests", ())
+              if phase == "start" and pool.call.ts < ts <= end and nodeid != test]
+    return {"test": test, "tests_outlived": [nodeid for _, nodeid in sorted(starts)]}

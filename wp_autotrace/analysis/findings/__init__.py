@@ -1,0 +1,82 @@
+"""Findings as a registry: each one a small function over the analysed run.
+
+A finding function takes the View (view.View: the selected runs' model
+plus what is derived from it) and returns a Finding or None. FINDINGS,
+here, is the one registry: it lists them in the order they are shown. The
+findings themselves live by theme: runs.py (how a run ended, the verdict),
+pools.py (compile pools), endings.py (how pools ended, from evidence: docs/evidence.md), host.py (the tracer
+itself); base.py holds what
+they share. One finding per kind, aggregated (counts and the first few
+pids), never one line per process; the full pid lists are in ``pids`` (--json).
+
+Advice is concrete where the log allows: a caller in a device plugin release
+that plugins.py knows gets that release's known behaviour and fix.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from .base import Finding
+from .endings import jobs_cut_off, jobs_lost, pool_died, zombies
+from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
+from .pools import (
+    NESTED_ADVICE,
+    child_exit_wait,
+    idle_pools,
+    nested_pools,
+    pool_device_files,
+    sidecars_never_served,
+    slow_exit_wait,
+    wakeup_no_pool,
+    warm_pool_bypass,
+)
+from .runs import (
+    calls_never_returned,
+    leftovers,
+    no_verdict,
+    records_lost,
+    root_killed,
+    root_os_exit,
+    run_in_progress,
+    verdict_pending,
+)
+
+if TYPE_CHECKING:
+    from ..view import View
+
+__all__ = ["FINDINGS", "NESTED_ADVICE", "Finding", "find_all"]
+
+
+FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
+    root_killed,
+    root_os_exit,
+    no_verdict,
+    records_lost,
+    run_in_progress,
+    idle_pools,
+    child_exit_wait,
+    pool_device_files,
+    nested_pools,
+    warm_pool_bypass,
+    verdict_pending,
+    leftovers,
+    pool_died,
+    jobs_lost,
+    jobs_cut_off,
+    zombies,
+    sidecars_never_served,
+    slow_exit_wait,
+    calls_never_returned,
+    wakeup_no_pool,
+    guard_refused,
+    guard_idle,
+    tracer_trouble,
+    export_failed,
+    data_cut,
+)
+
+
+def find_all(view: View) -> list[Finding]:
+    """Every finding that applies, in FINDINGS order."""
+    return [f for f in (check(view) for check in FINDINGS) if f is not None]

@@ -1,0 +1,133 @@
+"""The findings that say how pools and processes ended, and what that cost (docs/evidence.md).
+
+Their words come from analysis/endings.py, with the records that back them in `evidence`: a pool that died before
+anything asked it to stop (how, from its sidecar's ending), jobs lost in a dead pool and jobs cut off at
+shutdown, and zombies nobody reaped. Cost keys as docs/evidence.md names them (`jobs_lost`, `zombies`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..endings import SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
+from ..fmt import TEXT_PIDS, pid_text, site
+from ..pools import seen_end, user_frame
+from .base import Finding
+
+if TYPE_CHECKING:
+    from ..view import View
+
+# Advice for a pool its process group's signal ended (the server's handler only logged): shield it.
+GROUP_ADVICE = ("a signal to the process group ended the pool while its creator lived on (systemd, SLURM and "
+                "`kill -- -PGID` signal the whole group): start the program so that only it gets the signal "
+                "(its own session, e.g. subprocess start_new_session=True or setsid, with the pool made inside), "
+                "or in the handler call torch._inductor.async_compile.shutdown_compile_workers() and let the "
+                "next compile make a new pool")
+
+
+def _finding(kind: str, severity: str, text: str, pids: list[int], evidence: list[str], advice: str,
+             cost: dict[str, Any]) -> Finding:
+    return Finding(kind, severity, text, pids, evidence, advice, cost)
+
+
+def pool_died(v: View) -> Finding | None:
+    """Pools whose sidecar ended before anything asked them to stop (or whose stop request found them dead)."""
+    dead = [(pool, v.endings.of_pool(pool)) for pool in v.pools]
+    dead = [(pool, e) for pool, e in dead if e.kind in (SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED)
+            and pool.sidecar is not None and v.endings.of(pool.sidecar).kind not in ("exit", "os-exit", "shutdown")]
+    if not dead:
+        return None
+    pool, ending = dead[0]
+    side = pool.sidecar
+    assert side is not None
+    at = v.rel(ending.at)
+    more = f" (+{len(dead) - 1} more pool(s) alike)" if len(dead) > 1 else ""
+    text = (f"The compile pool of sidecar {side.pid} (made by {pool.creator.role} {pool.creator.pid} at "
+            f"{site(user_frame(pool.call.caller) or pool.call.caller)}) died at {at:.1f} s: {ending.words}{more}.")
+    sig = v.endings.of(side)
+    if sig.group or sig.kind == WITH_GROUP:
+        advice = GROUP_ADVICE
+    elif sig.kind == "oom-kill":
+        advice = "the OOM killer ended it: give the job more memory, or fewer compile workers (compile_threads)"
+    elif side.errors:
+        advice = "its sidecar logged an error before it ended (see sidecar-never-served / its errors)"
+    elif sig.signal is not None:
+        advice = f"find what sent {sig.signal} to the sidecar (a time limit, a scheduler, a user, a cleanup script)"
+    else:
+        advice = ("how its sidecar ended is not in the log (no status was readable): the kernel log (dmesg) "
+                  "says whether the kernel chose it for lack of memory")
+    jobs = v.endings.jobs(pool)
+    pids = sorted({x.sidecar.pid for x, _ in dead if x.sidecar is not None})
+    return _finding("pool-died", "problem", text, pids, ending.evidence[:TEXT_PIDS + 2], advice,
+                    {"processes": len(dead), **({"jobs_lost": jobs["jobs_lost"]} if jobs["jobs_lost"] else {})})
+
+
+def jobs_lost(v: View) -> Finding | None:
+    """Jobs sent to a pool whose sidecar had already ended (or in flight in it): they never come back."""
+    lost = [(pool, v.endings.jobs(pool)) for pool in v.pools]
+    lost = [(pool, j) for pool, j in lost if j["jobs_lost"]]
+    if not lost:
+        return None
+    pool, jobs = lost[0]
+    total = sum(j["jobs_lost"] for _, j in lost)
+    line = jobs["lost_line"]
+    where = f", the last from {site(line)}" if line else ""
+    end = seen_end(pool.sidecar) if pool.sidecar is not None else None
+    return _finding(
+        "jobs-lost", "problem",
+        (f"{total} job(s) went to a compile pool whose sidecar {pool.sidecar_pid} had ended (at "
+         if any(j["lost_after_end"] for _, j in lost) else
+         f"{total} job(s) sent to the compile pool of sidecar {pool.sidecar_pid} were never answered: it ended (at ")
+        + f"{v.rel(end) or 0:.1f} s){where}: they never return (a future's result() waits for ever, or until "
+        "its timeout); in torch 2.13 the pool does not notice its sidecar's end.",
+        sorted({p.creator.pid for p, _ in lost}),
+        [f"pool of sidecar {p.sidecar_pid}: {j['jobs_lost']} lost" for p, j in lost[:TEXT_PIDS]],
+        "make a new pool after the old one died (shutdown_compile_workers(), then the next compile starts one); "
+        "see pool-died for why it died", {"jobs_lost": total})
+
+
+def jobs_cut_off(v: View) -> Finding | None:
+    """Jobs still running in a live pool when it was asked to stop."""
+    cut = [(pool, v.endings.jobs(pool)) for pool in v.pools]
+    cut = [(pool, j) for pool, j in cut if j["jobs_cut_off"]]
+    if not cut:
+        return None
+    pool, jobs = cut[0]
+    total = sum(j["jobs_cut_off"] for _, j in cut)
+    by = v.endings.of_pool(pool).by or "something"
+    return _finding(
+        "jobs-cut-off", "warning",
+        f"{total} job(s) were still running in the compile pool of sidecar {pool.sidecar_pid} when {by} asked "
+        f"it to stop at {v.rel(pool.shutdown_at) or 0:.1f} s: {jobs['cut_off_means']}.",
+        sorted({p.creator.pid for p, _ in cut}), [], "wait for the pool's jobs (their futures) before shutting it "
+        "down", {"jobs_lost": total})
+
+
+def zombies(v: View) -> Finding | None:
+    """Processes of the run left defunct: ended, never reaped by their parent (a container's pid 1 that
+    does not wait for orphans, pytorch#153593)."""
+    found = [p for p in v.procs if p.zombie is not None and p.zombie.get("reaped") is None]
+    if not found:
+        return None
+    p = found[0]
+    z = p.zombie
+    assert z is not None
+    parents = sorted({q.zombie["ppid"] for q in found if q.zombie and q.zombie.get("ppid") is not None})
+    members = {q.pid for q in v.procs if seen_end(q) is None}
+    init = any(pp == 1 or pp not in members for pp in parents)  # a reaper outside the run: a container's pid 1
+    who = ", ".join(str(x) for x in parents)
+    return _finding(
+        "zombies", "warning",
+        f"{len(found)} process(es) of the run are defunct (zombies: ended, not reaped) under parent {who}: "
+        f"pids {pid_text(q.pid for q in found)}; {p.role} {p.pid} since {v.rel(z.get('since')) or 0:.1f} s "
+        f"({v.endings.of(p).words}). A zombie holds no memory, only its pid; only its parent can remove it, "
+        "by waiting for it.",
+        sorted(q.pid for q in found), [f"{q.pid}: defunct under {q.zombie.get('ppid')}" for q in found[:TEXT_PIDS]
+                                      if q.zombie],
+        ("its parent had not reaped it when the watcher last looked (a reaper may still come to it: check "
+         "`ps -o pid,stat,ppid` later); where defunct processes stay, that parent does not wait for orphans: run "
+         "the container with an init that reaps them (`docker run --init`, tini, dumb-init), or make the parent "
+         "wait for its children") if init else
+        (f"its parent ({who}) has not waited for it: it goes when that parent waits or ends; in a container "
+         "without an init, use `docker run --init` (tini)"),
+        {"zombies": len(found)})

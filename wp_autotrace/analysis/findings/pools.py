@@ -1,0 +1,336 @@
+"""Findings about compile pools: nested and bypassing warm_pool calls, sidecars killed or never
+served, idle pools, device files, and the waits at exit that shutting pools down costs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...common import targets
+from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
+from ..facts import made_in
+from ..fmt import TEXT_PIDS, mib_s_text, pid_text, sidecar_name, site, size_text
+from ..pools import BY_TIMER, PoolStory, user_frame
+from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
+
+if TYPE_CHECKING:
+    from ..model import Call, Process
+    from ..view import View
+
+# The main process waiting longer than this at exit is worth a finding.
+SLOW_EXIT_WAIT_S = 5.0
+
+
+# A pool idle this long after its last job is worth a finding: shorter gaps are the pause
+# between two compiles of one training step (and torch 2.10+ quiesces after 60 s by default).
+IDLE_POOL_S = 5.0
+
+
+# A child process spending this long shutting its pool down at exit delays whoever joins it
+# (pytorch#115366 measured ~1 s per spawn child).
+CHILD_EXIT_WAIT_S = 0.5
+
+
+NESTED_ADVICE = (
+    "the backend imported in every sidecar calls warm_pool() at import: keep it out of the sidecars "
+    "(TORCH_DEVICE_BACKEND_AUTOLOAD=0 in the sidecar's environment, as newer torch_npu releases do around "
+    "their call), or run with WP_AUTOTRACE_GUARD=nested-pools")
+
+
+def nested_pools(v: View) -> Finding | None:
+    nested = [c for c in v.warm_calls if c.proc.role in GUARDED_ROLES]
+    if not nested:
+        return None
+    pids = sorted({c.proc.pid for c in nested})
+    return Finding(
+        "nested-pools", "problem",
+        f"Nested compile pools: warm_pool ran inside {len(pids)} compile sidecar/worker process(es)"
+        f"{in_ranks(v, (c.proc for c in nested))} (pids {pid_text(pids)}), called from {sites_text(nested)}; "
+        f"each call starts another sidecar, {v.max_depth} deep.",
+        pids, [site(c.caller) for c in nested[:TEXT_PIDS]],
+        plugin_advice(nested, NESTED_ADVICE),
+        {"processes": len(pids)})
+
+
+def warm_pool_bypass(v: View) -> Finding | None:
+    bypass = [c for c in v.warm_calls if c.env.get("TORCH_WARM_POOL") not in (None, "1")]
+    if not bypass:
+        return None
+    pids = sorted({c.proc.pid for c in bypass})
+    value = bypass[0].env.get("TORCH_WARM_POOL")
+    return Finding(
+        "warm-pool-bypass", "warning",
+        f"TORCH_WARM_POOL={value} was set in {len(pids)} process(es) that still called warm_pool "
+        f"(pids {pid_text(pids)}): a direct call from {sites_text(bypass)} bypasses that guard, which only "
+        "torch's own maybe_warm_pool() honours.",
+        pids, [site(c.caller) for c in bypass[:TEXT_PIDS]],
+        plugin_advice(bypass, "TORCH_WARM_POOL only stops torch's own maybe_warm_pool(); stop the direct "
+                      "warm_pool() call at its source (see the call sites)" + (
+                          "; the guard is on and refuses it in pool processes, not in the main process"
+                          if any(r.guard for r in v.runs) else " or use WP_AUTOTRACE_GUARD=nested-pools")),
+        {"processes": len(pids)})
+
+
+def _clean_end(p: Process) -> bool:
+    return p.exit_how in ("exit", "os._exit")
+
+
+def _ended_before(p: Process, asked: float | None) -> bool:
+    """p ended without a clean exit before it was asked to stop (or never was): killed, not stopped."""
+    return p.end is not None and not _clean_end(p) and (asked is None or p.end < asked)
+
+
+def _error_text(p: Process) -> str:
+    err = p.errors[0]
+    origin = err.get("origin")
+    where = f" ({site(origin)})" if origin else ""
+    return f"{err.get('exc_type') or 'an exception'}: {err.get('message', '')[:120]}{where}"
+
+
+def sidecars_never_served(v: View) -> Finding | None:
+    """Traced sidecars that exited (or are left) without ever being asked to shut down."""
+    idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
+            and not pool.sidecar.served and _clean_end(pool.sidecar)]
+    idle += [p for p in v.procs if p.role in SIDECAR_ROLES and p.errors and p not in idle]
+    if not idle:
+        return None
+    pids = sorted({p.pid for p in idle})
+    raised = [p for p in idle if p.errors]
+    why = (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
+           + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
+        ": its main loop never served the pool (no SubprocMain._shutdown)"
+    warmed = {c.proc.index for c in v.warm_calls}
+    if any(p.index in warmed for p in raised):
+        advice = ("its own import started a pool (see nested-pools) and its main() then failed: keeping the "
+                  "backend out of the sidecars fixes both")
+    elif raised:
+        advice = f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then"
+    else:
+        advice = ("nothing asked it to stop: its pool was never shut down (torch's shutdown_compile_workers "
+                  "never ran, or ran in another process); shut the pool down before exit")
+    return Finding(
+        "sidecar-never-served", "problem" if raised else "warning",
+        f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)} (pids {pid_text(pids)}){why}.",
+        pids, [_error_text(p) for p in raised[:TEXT_PIDS]], advice,
+        {"processes": len(pids), "cpu_s": None})
+
+
+def slow_exit_wait(v: View) -> Finding | None:
+    slow = [c for c in v.calls if c.tag == targets.EXIT_SHUTDOWN and c.proc.role == "main"
+            and ((c.end is not None and c.end - c.ts > SLOW_EXIT_WAIT_S) or c.error)]
+    if not slow:
+        return None
+    waits = [(c.end if c.end is not None else v.t_end) - c.ts for c in slow]
+    c = slow[0]
+    how = f", interrupted ({c.error})" if c.error else ""
+    return Finding(
+        "slow-exit-wait", "problem",
+        f"The main process waited {waits[0]:.1f} s in shutdown_compile_workers at exit{how}.",
+        sorted({c.proc.pid for c in slow}), [],
+        ("torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
+         "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else
+        (f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
+         "compile, where a slow pool shutdown costs you least"),
+        {"exit_wait_s": round(sum(waits), 3), "hang_s": round(sum(waits), 3)})
+
+
+def wakeup_no_pool(v: View) -> Finding | None:
+    """AsyncCompile.wakeup() called, returned, and woke no sidecar (torch returned early)."""
+    woke = {id(c.parent) for c in v.calls if c.tag == targets.POOL_WAKEUP and c.parent is not None}
+    idle = [c for c in v.calls if c.tag == targets.ASYNC_WAKEUP and c.end is not None and id(c) not in woke
+            and not c.error]
+    if not idle:
+        return None
+    pids = sorted({c.proc.pid for c in idle})
+    settings = v.config_of(idle[0].proc)[0]
+    threads, method = settings.get("compile_threads"), settings.get("worker_start_method")
+    if isinstance(threads, int) and threads <= 1:
+        why = f"compile_threads is {threads}, so torch uses no process pool"
+        advice = "nothing to fix unless you want a pool: set TORCHINDUCTOR_COMPILE_THREADS above 1"
+    elif method not in (None, "subprocess"):
+        why = f"the pool is not a SubprocPool (worker_start_method={method}): there is no sidecar to wake"
+        advice = ""
+    else:
+        known = f"compile_threads is {threads}, so " if threads is not None else ""
+        why = (f"{known}torch returned early because the pool was not ready yet (wakeup() signals the sidecar only "
+               "once the pool's warm-up job has come back) or the pool failed to start")
+        advice = "nothing to fix when later compiles use the pool; if none does, see the pool's errors above"
+    return Finding(
+        "wakeup-no-pool", "info",
+        f"AsyncCompile.wakeup() was called {len(idle)} time(s) (pids {pid_text(pids)}, from {sites_text(idle)}) "
+        f"and returned without waking a sidecar: {why}.",
+        pids, [site(c.caller) for c in idle[:TEXT_PIDS]], advice, {"calls": len(idle)})
+
+
+def shutdown_path(v: View, p: Process) -> str:
+    """torch's shutdown_compile_workers as this run's torch names it: from a traced call of it, else from
+    where it lives by release (docs/torch-coverage.md: codecache in 2.3, async_compile from 2.4)."""
+    seen = next((c.target for c in v.calls if c.tag == targets.EXIT_SHUTDOWN), None)
+    if seen:
+        module, name = targets.split_label(seen)
+        return f"{module}.{name}"
+    version = v.config_of(p)[1]
+    major_minor = tuple(int(x) for x in version.split("+")[0].split(".")[:2] if x.isdigit())
+    module = "torch._inductor.codecache" if major_minor == (2, 3) else "torch._inductor.async_compile"
+    return f"{module}.shutdown_compile_workers"
+
+
+# torch's quiesce settings (torch/_inductor/config.py, 2.10+): quiesce_async_compile_pool is on by default
+# in 2.13 (env TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL); quiesce_async_compile_time (60 s) has no env var.
+QUIESCE_POOL = "quiesce_async_compile_pool"
+
+
+QUIESCE_TIME = "quiesce_async_compile_time"
+
+
+def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
+    """What ends an idle pool, in the names the run's torch has (its config record's knobs), with the
+    quiesce settings the pool itself used (its SubprocPool.__init__ capture) over the import-time ones."""
+    settings, _, knobs = v.config_of(p)
+    parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
+    if "compile_threads" in knobs or "compile_threads" in settings:
+        parts.append("or compile without a pool: compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1 "
+                     f"(now {settings.get('compile_threads', '?')})")
+        made = made_in(v, st.pool) if st is not None else None
+        if made is not None:  # a library's line made it: the setting is what the user can apply (issue 31)
+            parts[:2] = [f"set TORCHINDUCTOR_COMPILE_THREADS=1 in the environment that starts the program (its "
+                         f"child processes inherit it; now {settings.get('compile_threads', '?')}): no pool is made",
+                         f"or, in {made['dist']} {made['version']}".rstrip() + f" (its line made the pool, not "
+                         f"yours), call {shutdown_path(v, p)}() after the last compile"]
+    if any("quiesce" in k for k in knobs):
+        parts.append(_quiesce_advice(v, settings, st))
+    return "; ".join(parts)
+
+
+def _quiesce_advice(v: View, settings: dict[str, Any], st: PoolStory | None) -> str:
+    """Lower quiesce_async_compile_time where quiesce is on (torch 2.13's default); enable it where off."""
+    used = st.pool.call.ret.get("quiesce_after_s") if st is not None else None
+    at_import = settings.get(QUIESCE_TIME)
+    values = ([f"{used:g} s for this pool"] if isinstance(used, (int, float)) else []) + (
+        [f"{at_import} s at import"] if at_import is not None and at_import != used else [])
+    quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to] if st is not None else []
+    if quiesced and quiesced[0][1] != BY_TIMER:  # the program quiesced it itself: the timer is not what acts
+        return (f"a quiesce ({quiesced[0][1]}) stops only the workers: the sidecar holds its memory until "
+                "shutdown, so shut the pool down when no compile will follow")
+    if quiesced and st is not None:
+        values.append(f"its workers quiesced {quiesced[0][0] - st.busy_until:.1f} s after its last job")
+    now = f" ({'; '.join(values)})" if values else ""
+    if isinstance(used, (int, float)) or (used is None and settings.get(QUIESCE_POOL) is True):
+        return (f"or stop idle workers sooner: lower {QUIESCE_TIME}{now}, in code before the pool is made "
+                f"(torch._inductor.config.{QUIESCE_TIME} = N), though the sidecar stays until shutdown")
+    return (f"or stop idle workers sooner: {QUIESCE_POOL}=True (TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL=1) "
+            f"with a low {QUIESCE_TIME}{now}, though the sidecar stays until shutdown")
+
+
+def _pool_name(st: PoolStory) -> str:
+    n = len(st.workers)
+    return sidecar_name(st.pool.sidecar_pid) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+
+
+def _at(x: float | None) -> str:
+    return f"{x:.1f} s" if x is not None else "?"
+
+
+def _idle_text(v: View, st: PoolStory) -> str:
+    pool = st.pool
+    rel = v.rel
+    last = "its last job" if pool.last_job is not None else "it was ready" if st.ready_at is not None \
+        else "its sidecar started serving"
+    ending = v.endings.of_pool(pool)
+    if st.alive_at_end:
+        until = "to the end of the log (still running)"
+    elif ending.kind == "shutdown-completed":
+        until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
+    else:  # the words its evidence allows (analysis/endings.py): never "shut it down" for a pool found dead
+        until = f"until {_at(rel(st.idle_to))} ({ending.words})"
+    covered = (f" ({len(st.span_sampled)} of {len(st.in_span)} processes read)"
+               if len(st.span_sampled) < len(st.in_span) else "")
+    # Where only some processes were read, the figure is a floor (the others count in no figure): say so.
+    held = (f", holding {'at least ' if covered else ''}{size_text(st.held_bytes)}{covered}" if st.held_bytes
+            else "") + (
+        f": {mib_s_text(st.idle_mib_s)}" if st.idle_mib_s else "")
+    quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to]
+    q = ""
+    if quiesced:
+        q = f"; {quiesced[0][1]} stopped its workers at {_at(rel(quiesced[0][0]))}, the sidecar stayed"
+        if st.after_quiesce is not None:
+            q += f", holding {size_text(st.after_quiesce[1])} (read at {_at(rel(st.after_quiesce[0]))})"
+    made = site(user_frame(pool.call.caller) or pool.call.caller)
+    return (f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle "
+            f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}")
+
+
+def idle_pools(v: View) -> Finding | None:
+    """Pools that sat idle after their last job, holding memory: how long, how much, and what ends them."""
+    idle = sorted((st for pool in v.pools if (st := v.story(pool)).idle_s >= IDLE_POOL_S),
+                  key=lambda st: (-(st.idle_mib_s or 0.0), -st.idle_s))
+    if not idle:
+        return None
+    total = sum(st.idle_mib_s or 0.0 for st in idle)
+    more = (f" (+{len(idle) - 1} more idle pool(s)" + (f"; {mib_s_text(total)} in all" if total else "") + ")"
+            if len(idle) > 1 else "")
+    pids = sorted({p.pid for st in idle for p in st.procs})
+    first = idle[0]
+    return Finding(
+        "idle-pool", "warning", f"A {_idle_text(v, first)}{more}.", pids,
+        [_idle_text(v, st) for st in idle[:TEXT_PIDS]], knob_advice(v, first.pool.creator, first),
+        {"pools": len(idle), "idle_s": round(sum(st.idle_s for st in idle), 3), "idle_mib_s": round(total, 1),
+         "idle_gib_s": round(total / 1024, 3), "held_pss_bytes": sum(st.held_bytes or 0 for st in idle) or None})
+
+
+def pool_device_files(v: View) -> Finding | None:
+    """Pool processes holding accelerator device files (pytorch#134084)."""
+    holding = [p for pool in v.pools for p in v.story(pool).procs if p.devices]
+    if not holding:
+        return None
+    paths = sorted({d for p in holding for d in p.devices})
+    pids = sorted({p.pid for p in holding})
+    settings = v.config_of(v.pools[0].creator)[0]
+    method = settings.get("worker_start_method")
+    start = (f"; worker_start_method is {method}: 'subprocess' starts the sidecar from a fresh interpreter"
+             if method not in (None, "subprocess") else "")
+    return Finding(
+        "pool-device-files", "warning",
+        f"{len(pids)} compile pool process(es) ({roles_text(holding)}) hold accelerator device files "
+        f"({', '.join(paths[:4])}{' …' if len(paths) > 4 else ''}): pids {pid_text(pids)}; each holds the "
+        "device's driver state while it lives.",
+        pids, [f"{p.role} {p.pid}: {', '.join(p.devices)}" for p in holding[:TEXT_PIDS]],
+        "a worker forked from a process that had opened the device inherits its files: start the pool before "
+        f"the first device call, and shut it down after the last compile ({shutdown_path(v, v.pools[0].creator)}())"
+        + start, {"processes": len(pids)})
+
+
+def _exit_shutdowns(v: View) -> list[Call]:
+    """Pool shutdowns at a non-main process's own exit that took CHILD_EXIT_WAIT_S or more: torch's atexit
+    shutdown_compile_workers, or (a multiprocessing child, whose atexit never runs) the finalizer torch
+    registers with each pool calling SubprocPool.shutdown. Either way no user frame asked for it."""
+    shutdowns = (targets.EXIT_SHUTDOWN, targets.POOL_SHUTDOWN)
+    return [c for c in v.calls if c.tag in shutdowns and (c.parent is None or c.parent.tag not in shutdowns)
+            and c.proc.role not in ("main", *GUARDED_ROLES) and c.thread in ("MainThread", "")
+            and user_frame(c.caller) is None and c.proc.pools and _took(v, c) >= CHILD_EXIT_WAIT_S]
+
+
+def _took(v: View, c: Call) -> float:
+    return max(0.0, (c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end) - c.ts)
+
+
+def child_exit_wait(v: View) -> Finding | None:
+    """A child spends seconds shutting its own pool down at exit: whoever joins it waits (pytorch#115366)."""
+    slow = _exit_shutdowns(v)
+    if not slow:
+        return None
+    c = slow[0]
+    p = c.proc
+    made = p.pools[-1].call
+    how = "spawned" if not p.forked else "forked"
+    still = "" if c.end is not None else ", and it never returned"
+    return Finding(
+        "child-exit-wait", "warning",
+        f"{how.capitalize()} child {p.pid} spent {_took(v, c):.1f} s in {targets.short_label(c.target)} at its exit"
+        f"{still}, shutting down the pool it made at {site(user_frame(made.caller) or made.caller)}: its parent's "
+        f"join() waits that long" + (f" (+{len(slow) - 1} more child(ren))" if len(slow) > 1 else "") + ".",
+        sorted({x.proc.pid for x in slow}), [f"{x.proc.pid}: {_took(v, x):.2f} s" for x in slow[:TEXT_PIDS]],
+        f"call {shutdown_path(v, p)}() at the end of the child's work, so its exit does not hang on torch's "
+        "exit-time shutdown (atexit, or the multiprocessing finalizer in a multiprocessing child); or compile in "
+        "the parent, so the child makes no pool (pytorch#115366)",
+        {"processes": len(slow), "exit_wait_s": round(sum(_took(v, x) for x in slow), 3),
+         "hang_s": round(sum(_took(v, x) for x in slow), 3)})

@@ -1,0 +1,305 @@
+"""Findings about how a run ended: the main process's end, the watcher's verdict, what was left,
+calls left open, records lost."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...common import targets
+from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ..fmt import TEXT_PIDS, pid_text, site, size_text
+from ..model import signal_name
+from ..pools import user_frame
+from ..verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
+from .base import Finding, in_ranks, roles_text
+
+MIB = 2**20
+
+if TYPE_CHECKING:
+    from ..model import Call, Process, Run
+    from ..view import View
+
+def leftovers(v: View) -> Finding | None:
+    if not v.leftover_count:
+        return None
+    listed = v.leftover_procs
+    rss = v.leftover_rss
+    unlisted = v.leftover_count - len(listed)
+    more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
+    mb = f", holding about {size_text(v.leftover_real)}" if v.leftover_real else ""
+    # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
+    killed = next((_no_exit_how(r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
+    pending = _provisional(v)
+    # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
+    ended = [p for p in listed if p.end is not None]
+    since = ""
+    if ended and len(ended) == len(listed) and not unlisted:
+        since = "; all have ended since"
+    elif ended:
+        since = f"; {len(ended)} have ended since (pids {pid_text(p.pid for p in ended)})"
+    todo = ("nothing is left of them to end; stop their cause" if since.startswith("; all") else
+            "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
+            "then stop their cause")
+    # Pools are one cause among others: named only when a pool process is among those left. The
+    # Answer quotes this advice above the findings, so it points at no place in the report.
+    pool_left = any(p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER for p in listed)
+    cause = (": pools started where nothing shuts them down (each pool's finding says where)" if pool_left
+             else ": what started them (the Process tree names each one's parent)")
+    return Finding(
+        "leftovers", "problem",
+        f"{v.leftover_count} process(es) outlived the main process{in_ranks(v, listed)} "
+        f"({f'it {killed}; ' if killed else ''}{roles_text(listed)}){mb}: "
+        f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
+        sorted(p.pid for p in listed), [],
+        todo + cause,
+        {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
+         "leftover_real_bytes": v.leftover_real, "procs_left": v.leftover_count,
+         "mib_left": round(v.leftover_real / MIB, 1) if v.leftover_real else None})
+
+
+def _provisional(v: View) -> str:
+    """Where a left-behind list comes from when it is not the watcher's verdict, in words ("" when it is)."""
+    runs = [r for r in v.runs if r.verdict_pending or r.no_verdict]
+    if not runs:
+        return ""
+    whence = " and ".join(sorted({"the main process's own list at its exit" if r.provisional_from == "below"
+                                  else "the last look after the main process ended" for r in runs}))
+    state = "verdict pending" if any(r.verdict_pending for r in runs) else "no verdict will come"
+    return f" ({state}: from {whence})"
+
+
+def verdict_pending(v: View) -> Finding | None:
+    """The main process ended, and nothing yet says what it left: no verdict, no look after its end."""
+    runs = [r for r in v.runs if r.verdict_pending and not r.provisional_from]
+    if not runs:
+        return None
+    return Finding(
+        "verdict-pending", "warning",
+        "Verdict pending: the main process ended, but the watcher has not yet written what the run left "
+        "behind, and no look after that end is in the log: what is still running is not known yet.",
+        sorted(r.root.pid for r in runs if r.root is not None), [],
+        "read the report again in a few seconds (the watcher writes its verdict shortly after the main "
+        "process ends)", {})
+
+
+def _unreturned(v: View) -> list[Call]:
+    """Calls entered and never left, in processes whose end was seen (a live loop is not stuck)."""
+    return [c for c in v.calls if c.end is None and not c.blocked and c.tag not in _SERVING_LOOPS
+            and c.proc.end is not None]
+
+
+# Calls that run for a process's whole life: one still open when it ended is how it ends.
+_SERVING_LOOPS = (targets.SIDECAR_MAIN, targets.DATALOADER_LOOP)
+
+
+def _last_seen(v: View, p: Process) -> str:
+    """Where a process was when last seen: its last record (not process_exit)."""
+    r = p.last
+    if not r:
+        return "no record"
+    what = r["event"] + (f" {targets.short_label(r['target'])}" if r.get("target") else "")
+    return f"last record {what} at {r['ts'] - v.t0:.1f} s"
+
+
+def call_site(c: Call) -> str:
+    """Where a call came from for people: its user frame; for a pool call made from no user frame
+    (torch's atexit, python -c's <string>), the user line that made the process's pool."""
+    own = user_frame(c.caller)
+    if own is not None or not c.proc.pools:
+        return site(c.caller)
+    made = c.proc.pools[-1].call
+    return f"torch at exit, for the pool made at {site(user_frame(made.caller) or made.caller)}"
+
+
+def _open_call_text(v: View, c: Call) -> str:
+    took = max(0.0, (c.proc.end or v.t_end) - c.ts)
+    how = c.proc.exit_how or "ended"
+    return (f"{targets.short_label(c.target)} in {c.proc.role} {c.proc.pid}, open {took:.1f} s until the process "
+            f"ended ({how}), called from {call_site(c)}; {_last_seen(v, c.proc)}")
+
+
+def _open_seconds(v: View, c: Call) -> float:
+    """How long a call stayed open: to its process's end, else the log's (a hang: evidence.md's hang_s)."""
+    end = c.proc.end if c.proc.end is not None else v.t_end
+    return max(0.0, end - c.ts)
+
+
+def calls_never_returned(v: View) -> Finding | None:
+    open_calls = _unreturned(v)
+    if not open_calls:
+        return None
+    names: dict[str, int] = {}
+    for c in open_calls:
+        names[targets.short_label(c.target)] = names.get(targets.short_label(c.target), 0) + 1
+    more = "" if len(names) == 1 else " (" + ", ".join(f"{n} {name}" for name, n in sorted(names.items())) + ")"
+    return Finding(
+        "call-never-returned", "warning",
+        f"{len(open_calls)} traced call(s) never returned{more}, e.g. {_open_call_text(v, open_calls[0])}.",
+        sorted({x.proc.pid for x in open_calls}),
+        [_open_call_text(v, x) for x in open_calls[:TEXT_PIDS]],
+        "a process that exited cleanly left the call running in another thread; one killed (or ended by "
+        "os._exit) died inside it: see how each ended, and look for what it was waiting on",
+        {"hang_s": round(sum(_open_seconds(v, x) for x in open_calls), 3)})
+
+
+def _root_runs(v: View, state: str) -> list[Run]:
+    return [r for r in v.runs if v.states.get(r.id) == state and r.root is not None]
+
+
+def _no_exit_how(r: Run) -> tuple[str, str, str]:
+    """How a main process without process_exit ended, in words, a note, and where to look for the
+    cause: from `run`'s waited status when it ran the program, else both possibilities."""
+    waited = r.waited
+    oom = _oom_words(r)
+    if (waited is None or waited.status >= 0) and _lost_records(r):
+        return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
+    if waited is None or waited.status >= 0:
+        return ("ended without process_exit", " (killed, or os._exit)",
+                f"find what ended it (os._exit in the code; {oom}; a time limit)")
+    sig = -waited.status
+    name = signal_name(sig)
+    if sig in waited.forwarded:
+        return (f"was ended by {name}", " (wp-autotrace run was sent it and passed it on)",
+                f"it was asked to stop: find what sent {name} to wp-autotrace run, if that was not you")
+    if name == "SIGKILL":
+        if r.ooms:
+            return ("was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "",
+                    "give the job more memory, or make it need less (fewer compile workers: compile_threads)")
+        return "was killed by SIGKILL", "", f"find what sent it ({oom}; a time limit, a user, a scheduler)"
+    return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
+
+
+def _oom_words(r: Run) -> str:
+    """What the log says of the OOM killer: its cgroup count did not rise, or it is not known (dmesg)."""
+    if r.oom_start is not None and not r.ooms:
+        return "not the OOM killer: the cgroup's OOM kill count did not rise during the run"
+    return "whether the OOM killer did is not in the log: dmesg says"
+
+
+# Issue 28 item 6: where the log refused records, a missing process_exit may be one of them.
+LOST_EXIT = ("records of the run were lost, the log's disk full or unwritable: its process_exit may be one of "
+             "them; whether it was killed is not known")
+
+
+def _lost_records(r: Run) -> bool:
+    """Whether the log says records of this run were lost (its processes' or its watcher's counts)."""
+    return bool(r.dropped or r.watcher_dropped)
+
+
+def _left_alive(r: Run) -> bool:
+    """Something the run left behind may still be running, as far as the log knows: a leftover not seen
+    to end since, or one the verdict counted without listing."""
+    return r.leftover_count > len(r.leftover) or any(p.end is None for p in r.leftover)
+
+
+def _pools_left_open(r: Run) -> bool:
+    """A pool of the run whose sidecar was not seen to end (a shutdown request alone stops nothing: a pool
+    asked to stop may keep running). None such: `cleanup` has nothing of a pool to end."""
+    return any(pool.sidecar is None or pool.sidecar.end is None for p in r.processes for pool in p.pools)
+
+
+def root_killed(v: View) -> Finding | None:
+    """The main process ended without process_exit: the watcher saw it go, or nothing saw it end."""
+    runs = _root_runs(v, RUN_KILLED) + _root_runs(v, RUN_END_UNSEEN)
+    if not runs:
+        return None
+    r = runs[0]
+    root = r.root
+    assert root is not None
+    advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
+    if not _pools_left_open(r):  # every pool's sidecar seen gone (or no pool): only the cause to find
+        advice = _no_exit_how(r)[2]
+    if v.states[r.id] == RUN_KILLED:
+        when = root.gone if root.gone is not None else r.end
+        at = f" at {when - v.t0:.1f} s" if when is not None else ""
+        alive = r.leftover_count or max((n for ts, n in r.tree_counts if when is not None and ts >= when),
+                                        default=0)
+        how, note, cause = _no_exit_how(r)
+        lost = note == f" ({LOST_EXIT})"
+        handlers = "" if lost else "; its exit handlers did not run"
+        if lost:
+            advice = "end what is left with `wp-autotrace cleanup LOG`; give the log's filesystem room"
+        text = (f"The main process {root.pid} {how}{at}{note}{handlers}; "
+                f"seen after it: {alive} process(es) of the run still alive.")
+        if r.leftover_seen and not _left_alive(r):  # the verdict, and what the log saw end since
+            advice = f"nothing of the run is left to end; {cause}"
+    elif r.alive_now is False:  # gone when the log was read: it ended after the log's last record of it
+        text = (f"The main process {root.pid} ended without its exit record: it has no process_exit and nothing "
+                f"in the log saw it end, but {r.now_how}: it was killed, or the log stops early; "
+                f"{_last_seen(v, root)}.")
+    else:
+        unknown = f"; whether it still runs cannot be known: {r.now_how}" if r.now_how else ""
+        text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
+                f"after it): it was killed, or the log stops early; {_last_seen(v, root)}{unknown}.")
+    return Finding("root-killed", "warning" if _lost_records(r) else "problem", text, [root.pid], [], advice, {})
+
+
+def root_os_exit(v: View) -> Finding | None:
+    """`run` saw the main process exit with a code, and it wrote no process_exit: it left by os._exit."""
+    runs = [r for r in v.runs if r.root is not None and r.waited is not None and r.waited.status >= 0
+            and not r.root.exited]
+    if not runs:
+        return None
+    r = runs[0]
+    assert r.root is not None and r.waited is not None
+    how = (f"exited {r.waited.status} without a process_exit in the log ({LOST_EXIT.replace('killed', 'os._exit')})"
+           if _lost_records(r) else f"exited {r.waited.status} without running its exit handlers (os._exit: no "
+           "process_exit, and torch's atexit shutdown of its pools did not run)")
+    return Finding(
+        "root-os-exit", "info", f"The main process {r.root.pid} {how}.",
+        [r.root.pid], [], "" if not r.leftover_count else
+        "shut pools down before os._exit, or exit normally" + (
+            "; end what is left with `wp-autotrace cleanup LOG`" if _left_alive(r) else
+            " (what it left has ended since: nothing is left to end)"),
+        {"exit_code": r.waited.status})
+
+
+def no_verdict(v: View) -> Finding | None:
+    """No verdict will ever come (no watcher ran, or it ended without one): say so, never 'pending'."""
+    runs = [r for r in v.runs if r.no_verdict]
+    if not runs:
+        return None
+    r = runs[0]
+    source = {"sample": "the last sample after the main process ended",
+              "below": "the main process's own list of its live descendants at its exit"}.get(r.provisional_from)
+    what = (f" What was left behind comes from {source}." if source else
+            "" if r.root is not None and r.root.pid == 1 else " What was left behind is not known.")
+    more = f" ({len(runs) - 1} more run(s) alike)" if len(runs) > 1 else ""
+    return Finding(
+        "no-verdict", "warning" if r.root is None or r.root.pid != 1 else "info",
+        f"No verdict will come: {r.no_verdict}.{what}{more}",
+        sorted(x.root.pid for x in runs if x.root is not None), [],
+        "" if source or (r.root is not None and r.root.pid == 1) else
+        "look for the run's processes with `ps`; cleanup acts only on what the log proves", {})
+
+
+def records_lost(v: View) -> Finding | None:
+    """The watcher could not write some records (a full disk) and kept sampling: the log is incomplete."""
+    lost = sum(r.watcher_dropped for r in v.runs)
+    if not lost:
+        return None
+    return Finding(
+        "records-lost", "warning",
+        f"The watcher could not write {lost} record(s) (the log's disk was full or unwritable) and kept "
+        "sampling: processes, ends and samples of that time may be missing from this report.",
+        [], [], "give the log's filesystem room (WP_AUTOTRACE_LOG on a disk with space)",
+        {"records_dropped": lost})
+
+
+def run_in_progress(v: View) -> Finding | None:
+    """The main process has not ended: nothing about the exit (leftovers, exit wait) is known yet."""
+    runs = _root_runs(v, RUN_IN_PROGRESS)
+    if not runs:
+        return None
+    r = runs[0]
+    alive = f"; {r.tree_counts[-1][1]} process(es) alive at the last sample" if r.tree_counts else ""
+    if r.alive_now:  # this host's /proc says so
+        alive += f"; {r.now_how}"
+    else:  # nothing here could check it: only the log's age says so
+        who = "nothing here confirms it" if r.watcher_pids else "no watcher record confirms it"
+        alive += f"; {who}: the log's last record is recent" + (f" ({r.now_how})" if r.now_how else "")
+    return Finding(
+        "in-progress", "info",
+        f"Run {r.id or '?'} is in progress: main process {r.root.pid if r.root else '?'} had not exited at the "
+        f"last record ({(r.end or v.t0) - v.t0:.1f} s in){alive}; what it leaves behind is not known yet.",
+        [], [], "report again when it ends, or follow it with `wp-autotrace watch LOG`", {})

@@ -1,0 +1,170 @@
+"""After the last record: links, pool credits, ends and each run's root (the end of fold.Builder's fold).
+
+Also the crediting of a pool's calls to their pool, which the visits of `return` records use too.
+"""
+
+from __future__ import annotations
+
+from ..common import targets, vocab
+from ..common.vocab import SIDECAR_ROLES
+from .identities import Identities
+from .model import LEFT_THEN_ENDED, Call, Pool, Process, Run, Waited, exec_name
+
+# A sidecar starts after the pool-create call that makes it; allow clock skew.
+SIDECAR_START_SLACK_S = 1.0
+
+_POOL_COUNTS = {targets.POOL_WAKEUP: "wakeups", targets.POOL_QUIESCE: "quiesces", targets.POOL_SHUTDOWN: "shutdowns"}
+
+
+# The counted (COUNT-mode) labels that are a pool's jobs: process_exit's counts are keyed by label.
+_SUBMIT = {t.label: True for t in targets.TARGETS if t.tag == targets.POOL_SUBMIT}
+
+
+class Finish(Identities):
+    """What the fold does once every record is in (finish), and a pool's calls credited to it."""
+
+    def credit_pool(self, c: Call) -> None:
+        """Count a wakeup/quiesce/shutdown for its own pool: by the sidecar pid it
+        captured, else the caller's latest pool still open."""
+        field = _POOL_COUNTS.get(c.tag)
+        if field is None:
+            return
+        p = c.proc
+        sidecar = c.ret.get("sidecar_pid")
+        pool = p.pool_by_sidecar.get(sidecar) if sidecar is not None else None
+        pool = pool or p.open_pool or (p.pools[-1] if p.pools else None)
+        if pool is None:
+            return
+        if c.tag == targets.POOL_SHUTDOWN:
+            pool.shutdown_calls += 1
+            if pool.shutdown_call is None or c.ts < pool.shutdown_call.ts:
+                pool.shutdown_call = c
+            pool.shutdowns = 1
+            pool.shutdown_at = pool.shutdown_call.ts
+            if pool is p.open_pool:
+                p.open_pool = None
+            return
+        if c.tag == targets.POOL_QUIESCE:
+            pool.quiesce_calls.append(c)
+        setattr(pool, field, getattr(pool, field) + 1)
+
+    def finish(self) -> None:
+        m = self.model
+        if m.processes or m.runs:
+            times = [r.start for r in m.runs.values() if r.start is not None]
+            ends = [r.end for r in m.runs.values() if r.end is not None]
+            m.t0 = min(times) if times else 0.0
+            m.t_end = max(ends) if ends else m.t0
+        orphan = None
+        for p in m.processes:
+            if p.parent is None and p.ppid is not None and p.ppid != p.pid:
+                q = self.current.get((p.host, p.ppid))
+                p.parent = q if q is not p else None
+            if p.parent is not None:
+                p.parent.children.append(p)
+            if p.run is None:
+                run = p.parent.run if p.parent is not None and p.parent.run is not None else None
+                if run is None:
+                    orphan = orphan or self.run("")
+                    run = orphan
+                self.join(p, run)
+        self.finish_pools()
+        self.finish_ends()
+        _set_depths(m.processes)
+        for run in m.runs.values():
+            self.finish_run(run)
+
+    def finish_pools(self) -> None:
+        for pool in self.model.pools:
+            if pool.sidecar_pid is None:
+                continue
+            candidates = self.all_by_pid.get((pool.creator.host, pool.sidecar_pid), [])
+            after = pool.call.ts - SIDECAR_START_SLACK_S
+            pool.sidecar = next((q for q in candidates if (q.start or 0.0) >= after),
+                                candidates[-1] if candidates else None)
+        for c in self.model.calls:  # calls that never returned still count for their pool
+            if c.end is None and not c.blocked:
+                self.credit_pool(c)
+        for p in self.model.processes:
+            if p.pools and p.count_times:
+                _credit_jobs(p)
+
+    def finish_ends(self) -> None:
+        """A process with no process_exit ends when the watcher first missed it."""
+        in_leftover = {p for run in self.model.runs.values() for p in run.leftover}
+        for p in self.model.processes:
+            if p.role == "":
+                p.role = vocab.CHILD
+            if p.end is None and p.gone is not None and p.exec_into is not None:
+                p.end = p.gone  # it became another program; the watcher saw that one end
+                p.exit_how = f"exec'd into {exec_name(p.exec_into)}"
+            elif p.end is None and p.gone is not None and p not in in_leftover:
+                p.end = p.gone
+                p.exit_how = p.exit_how or "vanished"
+            elif p.end is None and p.gone is not None:
+                # Left behind, and the watcher saw it end later (killed, or it finished): not still running.
+                p.end = p.gone
+                p.exit_how = p.exit_how or LEFT_THEN_ENDED
+
+    def finish_run(self, run: Run) -> None:
+        mains = [p for p in run.processes if p.role == "main"]
+        by_pid = [p for p in mains if p.pid == run.root_pid]
+        run.root = by_pid[0] if by_pid else mains[0] if mains else None
+        if run.root is not None and run.root_pid is None:
+            run.root_pid = run.root.pid
+        waited = self.waited
+        if waited is not None and run.root is not None and run.root.pid == waited.pid \
+                and waited.host in ("", run.root.host):
+            run.waited = waited
+        self.match_run_exit(run)
+        listed = len(run.leftover)
+        if run.leftover_count > listed:
+            run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
+
+
+    def match_run_exit(self, run: Run) -> None:
+        """`run`'s run_exit for this run's main process: report reads what run saw (docs/evidence.md)."""
+        root = run.root
+        mine = [r for r in self.run_exits if root is not None and r.get("root_pid") == root.pid
+                and r["host"] == root.host and isinstance(r.get("status"), int)]
+        if not mine or root is None:
+            return
+        run.run_exit = mine[-1]
+        if run.waited is None:
+            run.waited = Waited(root.pid, mine[-1]["status"], tuple(mine[-1].get("forwarded") or ()), root.host)
+
+
+def _credit_jobs(p: Process) -> None:
+    """A process's counted submits (count, first, last) to its pools: the first job to the pool made
+    last before it, the last job likewise; the count only when the process made one pool."""
+    times = [t for label, t in p.count_times.items() if _SUBMIT.get(label) and len(t) == 2]
+    if not times:
+        return
+    first, last = min(t[0] for t in times), max(t[1] for t in times)
+    count = sum(n for label, n in p.counts.items() if _SUBMIT.get(label))
+
+    def made_before(ts: float) -> Pool:
+        return next((pool for pool in reversed(p.pools) if pool.call.ts <= ts), p.pools[0])
+
+    made_before(first).first_job = first
+    made_before(last).last_job = last
+    if len(p.pools) == 1:
+        p.pools[0].jobs = count
+
+
+def _set_depths(processes: list[Process]) -> None:
+    """Sidecars on the path from the root down to each process, itself included: linear, memoised."""
+    done: set[int] = set()
+    for p in processes:
+        chain: list[Process] = []
+        on_chain: set[int] = set()
+        q: Process | None = p
+        while q is not None and q.index not in done and q.index not in on_chain:
+            chain.append(q)
+            on_chain.add(q.index)
+            q = q.parent
+        base = q.depth if q is not None and q.index in done else 0
+        for x in reversed(chain):
+            base += x.role in SIDECAR_ROLES
+            x.depth = base
+            done.add(x.index)

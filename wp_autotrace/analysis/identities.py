@@ -1,0 +1,170 @@
+"""Who each record is about: the fold's state and its identity rules (the base of fold.Builder).
+
+A process is (host, pid, create_time): a reused pid is a new process; a run is its run id; a watcher
+record's subjects are found by (host, pid, create_time). See model.py's docstring for the rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..common import vocab
+from ..common.procfs import same_process
+from .model import Model, Process, Run, Waited
+
+
+class Identities:
+    """The fold's state (the model so far, the processes by pid and start) and how a record finds its
+    process and run."""
+
+    def __init__(self, waited: Waited | None = None) -> None:
+        # waited: what `run` saw of its program (finish_run gives it to that program's run)
+        self.model = Model()
+        self.waited = waited
+        self.current: dict[tuple[str, int], Process] = {}  # (host, pid) -> latest process
+        self.by_start: dict[tuple[str, int, float], Process] = {}  # (host, pid, create_time)
+        self.all_by_pid: dict[tuple[str, int], list[Process]] = {}
+        self.watchers: dict[tuple[str, int], Run] = {}
+        self.run_exits: list[dict[str, Any]] = []  # run_exit records, matched to their runs at finish
+        # One object per distinct value a call holds (target, tag, thread, caller frame): a long
+        # run's calls repeat a few call sites, and memory then grows with the calls' count only.
+        self._shared: dict[Any, Any] = {}
+
+    def run(self, run_id: str) -> Run:
+        run = self.model.runs.get(run_id)
+        if run is None:
+            run = self.model.runs[run_id] = Run(run_id)
+        return run
+
+    def new_process(self, host: str, pid: int, ppid: int | None, ts: float, run: Run | None) -> Process:
+        p = Process(host, pid, len(self.model.processes))
+        p.ppid = ppid
+        p.start = ts
+        if ppid is not None and ppid != pid:
+            p.parent = self.current.get((host, ppid))
+        if run is not None:
+            self.join(p, run)
+        self.model.processes.append(p)
+        self.current[(host, pid)] = p
+        self.all_by_pid.setdefault((host, pid), []).append(p)
+        return p
+
+    def join(self, p: Process, run: Run) -> None:
+        if p.run is not run:
+            p.run = run
+            run.processes.append(p)
+
+    def set_create_time(self, p: Process, ct: float | None) -> None:
+        if ct is not None and p.create_time is None:
+            p.create_time = round(ct, 2)
+            p.start = ct if p.start is None or not p.traced else min(p.start, ct)
+            self.by_start[(p.host, p.pid, p.create_time)] = p
+
+    def writer(self, r: dict[str, Any]) -> Process:
+        """The process that wrote r (not the watcher's subjects)."""
+        key = (r["host"], r["pid"])
+        p = self.current.get(key)
+        if p is None:
+            p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
+        if not p.role and r.get("role"):
+            p.role = r["role"]
+        if r["event"] != vocab.PROCESS_EXIT:
+            p.last = r
+        if p.exec_into is not None and r["event"] != vocab.EXEC:
+            p.exec_into = None  # it wrote again: the exec failed
+        run = p.run
+        if run is not None:
+            ts = r["ts"]  # run.seen(ts), inlined: this runs for every record a process writes
+            if run.start is None or ts < run.start:
+                run.start = ts
+            if run.end is None or ts > run.end:
+                run.end = ts
+            if r.get("truncated") is not None:
+                run.cut.append(f"a {r['event']} record of pid {p.pid} was cut to fit 32 KiB")
+        return p
+
+    def is_same(self, p: Process, ct: float | None, ts: float) -> bool:
+        """Whether a process seen now with start time ct is p (not a reused pid)."""
+        if ct is None:
+            return not (p.exited and p.end is not None and ts > p.end)
+        if p.create_time is not None:
+            return same_process(p.create_time, ct)
+        # p's start is only known from its first record: ct must not be later.
+        first = p.start or ts
+        return (ct <= first or same_process(first, ct)) and not (p.exited and p.end is not None and ct > p.end)
+
+    def subject(self, host: str, entry: dict[str, Any], ts: float, run: Run) -> Process:
+        """The process a watcher entry describes: found by (host, pid, create_time), or new."""
+        pid, ct = entry["pid"], entry.get("create_time")
+        if ct is not None:
+            p = self.by_start.get((host, pid, round(ct, 2)))
+            if p is not None:
+                self.note_rss(p, entry.get("rss"))  # a later sample (a leftover's last RSS) is its peak too
+                return p
+        p = self.current.get((host, pid))
+        if p is None or not self.is_same(p, ct, ts):
+            p = self.new_process(host, pid, entry.get("ppid"), ct if ct is not None else ts, run)
+        elif p.run is None:
+            self.join(p, run)
+        self.set_create_time(p, ct)
+        self.describe(p, entry)
+        return p
+
+    def describe(self, p: Process, entry: dict[str, Any]) -> None:
+        """What a watcher entry adds: parent, name, command, role, rss."""
+        ppid = entry.get("ppid")
+        if ppid is not None:
+            if p.ppid is None:
+                p.ppid = ppid
+                p.parent = p.parent or self.current.get((p.host, ppid))
+            elif ppid != p.ppid:
+                p.reparented_to = ppid
+        if not p.role and entry.get("role"):
+            p.role = entry["role"]
+        p.cmd = p.cmd or entry.get("cmd", "")
+        p.name = p.name or entry.get("name", "")
+        self.note_rss(p, entry.get("rss"))
+
+    @staticmethod
+    def note_rss(p: Process, rss: int | None) -> None:
+        if rss is not None:
+            p.last_rss = rss
+            p.peak_rss = max(p.peak_rss, rss)
+
+    def record_run(self, r: dict[str, Any]) -> Run:
+        """The run a watcher record is about: its `run` (the watcher writes it on every record), else its
+        writer's."""
+        key = (r["host"], r["pid"])
+        if r.get("run"):
+            run = self.run(r["run"])
+            if r.get("role") == vocab.WATCHER:
+                self.watchers[key] = run
+                run.watcher_pids.add(key)
+        else:
+            run = self.watchers.get(key) or self.run("")
+        if r.get("root_pid") is not None and run.root_pid is None:
+            run.root_pid = r["root_pid"]
+        if r.get("truncated") is not None:
+            run.cut.append(f"a {r['event']} record was cut to fit 32 KiB (its lists are incomplete)")
+        run.seen(r["ts"])
+        return run
+
+    def is_watcher(self, r: dict[str, Any]) -> bool:
+        return r.get("role") == vocab.WATCHER or (r["host"], r["pid"]) in self.watchers
+
+    def share(self, value: Any) -> Any:
+        """The one kept object equal to value (a str, or a frame dict of plain values)."""
+        key = tuple(value.items()) if type(value) is dict else value
+        try:
+            return self._shared.setdefault(key, value)
+        except TypeError:  # an unhashable frame value (a crafted log): kept as it is
+            return value
+
+    def find(self, host: str, entry: dict[str, Any]) -> Process | None:
+        ct = entry.get("create_time")
+        if ct is not None:
+            p = self.by_start.get((host, entry["pid"], round(ct, 2)))
+            if p is not None:
+                return p
+        p = self.current.get((host, entry["pid"]))
+        return p if p is not None and self.is_same(p, ct, p.start or 0.0) else None

@@ -1,0 +1,64 @@
+"""Every finding kind the report can say, in one table: what each says and what it advises, for people.
+
+docs/report.md's list of kinds is generated from KINDS (tools/report_doc.py), and tests/test_report_doc.py
+checks that every kind a finding function can return is here and that the page is current.
+"""
+
+from __future__ import annotations
+
+# kind -> (what it says, what to do), in the order docs/report.md lists them.
+KINDS: dict[str, tuple[str, str]] = {
+    "leftovers": ("processes of the run outlived its main process: how many, their roles, their memory",
+                  "`wp-autotrace cleanup LOG`, then stop their cause"),
+    "idle-pool": ("a pool sat idle after its last job: seconds, real memory (PSS), GiB·s, who shut it down",
+                  "shutdown_compile_workers() after the last compile, compile_threads=1, or a lower quiesce "
+                  "time; a setting first where a library made the pool"),
+    "nested-pools": ("warm_pool ran inside compile sidecars or workers: each call starts another sidecar",
+                     "keep the backend out of the sidecars, or WP_AUTOTRACE_GUARD=nested-pools"),
+    "warm-pool-bypass": ("TORCH_WARM_POOL=0 was set where warm_pool was still called directly",
+                         "stop the direct call at its source, or the guard"),
+    "slow-exit-wait": ("the main process waited seconds in shutdown_compile_workers at exit",
+                       "shut the pool down after the last compile, or stop the nesting"),
+    "child-exit-wait": ("a child process spent seconds shutting its pool down at its exit: its parent's "
+                        "join() waits (pytorch#115366)", "shut the pool down at the end of the child's work"),
+    "pool-device-files": ("pool processes hold accelerator device files (pytorch#134084)",
+                          "start the pool before the first device call"),
+    "pool-died": ("a pool's sidecar ended before anything asked it to stop, or its stop request found it dead: "
+                  "how, in its evidence's words (docs/evidence.md)", "by that evidence: a group signal -> the "
+                  "pool's own session, or shut down and re-create it in the handler; an OOM kill -> memory; a "
+                  "signal -> who sent it; unknown -> the kernel log"),
+    "jobs-lost": ("jobs sent to (or in flight in) a pool whose sidecar had ended: they never return; the line "
+                  "that sent the last one", "make a new pool after the old one died"),
+    "jobs-cut-off": ("jobs still running in a pool when it was asked to stop, and what that means on the run's "
+                     "torch (cut off, or the five-minute process.wait(300))",
+                     "wait for the pool's jobs before shutting it down"),
+    "zombies": ("processes of the run left defunct (ended, never reaped), under which parent",
+                "an init that reaps orphans (`docker run --init`, tini), or a parent that waits"),
+    "sidecar-never-served": ("a sidecar never served its pool (its main() raised, or nothing asked it to stop)",
+                             "fix what it raised, or shut the pool down before exit"),
+    "call-never-returned": ("a traced call was entered and never left in a process that ended",
+                            "where it was called from, and the process's last record"),
+    "wakeup-no-pool": ("AsyncCompile.wakeup() returned without waking a sidecar", "check compile_threads"),
+    "root-killed": ("the main process ended without process_exit (killed, or os._exit; the signal when "
+                    "`run` saw it)", "what was still alive after it"),
+    "root-os-exit": ("the main process left by os._exit: torch's atexit shutdown of its pools did not run",
+                     "shut pools down before os._exit"),
+    "in-progress": ("the run had not ended at the last record", "report again, or `wp-autotrace watch`"),
+    "verdict-pending": ("the main process ended and the watcher has not written what it left yet",
+                        "read the report again in a few seconds"),
+    "no-verdict": ("no verdict will come (no watcher, or it ended without one)", "look with `ps`"),
+    "records-lost": ("the watcher could not write some records (a full disk)", "give the log room"),
+    "tracer-errors": ("the tracer reported errors or dropped records", "see the errors"),
+    "export-failed": ("the live export could not send spans, with the receiver's answer; no record was lost",
+                      "check the collector; export again from the log"),
+    "log-cut": ("parts of the log were cut (a list too long for one record)", "counts come from totals"),
+    "guard-refused": ("the nested-pools guard refused calls", ""),
+    "guard-idle": ("the guard was on and refused nothing", ""),
+}
+
+
+def kinds_table() -> str:
+    """docs/report.md's table of finding kinds."""
+    rows = ["| kind | says | what to do |", "|---|---|---|"]
+    rows += [f"| `{kind}` | {says} | {todo or '—'} |" for kind, (says, todo) in KINDS.items()]
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,179 @@
+"""cleanup's candidates and their proof: which processes a log says a run left behind, and whether
+the live process with that pid is still the one the log saw, and ours to signal.
+
+A pid in a log is only a name that the kernel hands out again: see cleanup.py's docstring for the
+whole argument; this module holds the reading of the model (find_candidates) and the checks made
+just before a signal (Checker). Signalling, rounds and the exit status are cleanup.py's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+from ..analysis.model import Model, Process, Run
+from ..common.procfs import ProcReader, same_process
+from ..common.vocab import WATCHER as WATCHER_ROLE
+
+# Interpreter start to the .pth's process_start record: well under this even on a loaded host.
+ROOT_START_WINDOW_S = 60.0
+
+
+class Candidate(NamedTuple):
+    """A process the log says the run left behind (or, born later, a descendant of one)."""
+
+    run: str
+    host: str
+    pid: int
+    create_time: float | None
+    role: str
+    cmd: str
+    seen_at: float | None  # ts of the record that names it: it had started by then
+    root_start: float | None  # the run's root's start: a process of the run started after it
+    owner: int | None = None  # uid of the log that names it (None: not known)
+
+
+Key = tuple[str, int, "float | None"]  # (host, pid, create_time): one process, however many logs name it
+Models = list[tuple[Model, "int | None"]]  # each log's model, with the uid that owns the log
+
+
+def _key(c: Candidate) -> Key:
+    return (c.host, c.pid, c.create_time)
+
+
+class RunRoot(NamedTuple):
+    """A run's main process as its log shows it."""
+
+    run: str
+    host: str
+    pid: int
+    create_time: float | None
+    written: float | None  # when its first record was written
+
+
+def _alive_in_model(run: Run) -> list[Process]:
+    """What the log last showed alive: started, and no end or disappearance seen."""
+    return [p for p in run.processes if p is not run.root and p.end is None and p.gone is None]
+
+
+def pending_note(run: Run) -> str:
+    """Why a run's list is not the watcher's verdict, in words; '' when the verdict is written."""
+    if run.leftover_seen:
+        return ""
+    if run.no_verdict and run.root is not None and run.root.pid == 1:
+        return (f"run {run.id or '?'}: its main process was pid 1 of its own pid namespace: the log's pids are "
+                "that namespace's, not this one's, and its exit ended every process in it; nothing to clean up")
+    if run.no_verdict:
+        where = {"sample": "the last sample after its main process ended",
+                 "below": "the main process's own list of its descendants at exit"}.get(run.provisional_from)
+        return f"run {run.id or '?'}: no verdict will come ({run.no_verdict})" + (
+            f"; using {where}" if where else "")
+    if not run.verdict_pending:
+        return ""
+    where = {"sample": "the last sample after its main process ended",
+             "below": "the main process's own list of its descendants at exit"}.get(
+        run.provisional_from, "what the log last showed alive (no sample after the main process's end yet)")
+    return f"verdict pending: the watcher has not written what run {run.id or '?'} left behind yet; using {where}"
+
+
+def find_candidates(model: Model, run_id: str | None, owner: int | None = None) -> tuple[
+        list[Candidate], list[RunRoot], list[str]]:
+    """The proven members the selected run(s) left behind, each run's root, and notes (pending verdicts)."""
+    found: list[Candidate] = []
+    roots: list[RunRoot] = []
+    notes: list[str] = []
+    for run in model.runs.values():
+        if run_id is not None and run.id != run_id:
+            continue
+        root = run.root
+        if root is not None:
+            roots.append(RunRoot(run.id, root.host, root.pid, root.create_time, root.start))
+        note = pending_note(run)
+        if note:
+            notes.append(note)
+        if run.possible:
+            pids = ", ".join(str(e["pid"]) for e in run.possible.values())
+            notes.append(f"run {run.id or '?'}: not signalled, only possibly the run's (they share only its "
+                         f"process group or session): {pids}")
+        known = run.leftover_seen or run.provisional_from or (run.no_verdict and root is not None and root.pid == 1)
+        listed = run.leftover if known else None
+        procs = list(listed) if listed is not None else _alive_in_model(run) if root is not None else []
+        for p in procs:
+            if p is root or p.role == WATCHER_ROLE or (p.host, p.pid) in run.watcher_pids:
+                continue
+            seen_at = (listed or {}).get(p, {}).get("seen_at", run.end)
+            found.append(Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name,
+                                   seen_at, root.create_time if root is not None else None, owner))
+    return found, roots, notes
+
+
+class Checker:
+    """Is this pid still the process the log saw, and ours to signal?"""
+
+    def __init__(self) -> None:
+        self.reader = ProcReader()
+        self.host = os.uname().nodename
+        # Never a run's process: init, this command and the processes it runs under.
+        self.protected = {1, *_ancestors(os.getpid(), self.reader)}
+
+    def same(self, pid: int, create_time: float | None) -> dict[str, Any] | None:
+        """The live process's stat if it is the one that started at create_time."""
+        info = self.reader.stat(pid)
+        return info if info is not None and same_process(info["create_time"], create_time) else None
+
+    def may_be_root(self, root: RunRoot) -> bool:
+        """Could the live pid be the run's root? Without a start time in the log: if it started in the
+        window before the root wrote its first record (a later process with that pid started after)."""
+        if root.host != self.host:
+            return False
+        if root.create_time is not None:
+            return self.same(root.pid, root.create_time) is not None
+        info = self.reader.stat(root.pid)
+        if info is None or root.written is None:
+            return False
+        started = info["create_time"]
+        return root.written - ROOT_START_WINDOW_S <= started <= root.written or same_process(started, root.written)
+
+    def refusal(self, c: Candidate) -> str | None:
+        """Why c must not be signalled ('gone' if it no longer exists), or None."""
+        if c.host != self.host:
+            return f"on host {c.host}, not this one (run cleanup there)"
+        info = self.reader.stat(c.pid)
+        if info is None:
+            return "gone"
+        if c.pid in self.protected:
+            return "init, this command or one of its parents: never a run's process"
+        if c.create_time is None:
+            return "the log has no start time for it, so it cannot be told from a reused pid"
+        if c.root_start is not None and c.create_time < c.root_start and not same_process(c.create_time,
+                                                                                          c.root_start):
+            return "it started before the run's main process, so the run did not start it"
+        if c.seen_at is not None and c.create_time > c.seen_at and not same_process(c.create_time, c.seen_at):
+            return "it started after the record that names it was written: the log cannot be right about it"
+        if not same_process(info["create_time"], c.create_time):
+            return (f"pid reused: the live process started at {info['create_time']:.2f}, "
+                    f"the log's at {c.create_time:.2f}")
+        return self.owner_refusal(c.pid, c.owner)
+
+    @staticmethod
+    def owner_refusal(pid: int, owner: int | None) -> str | None:
+        """Yours, and its log's owner's (a log judges only its own user's processes); else why not."""
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            return "gone"
+        if uid != os.geteuid():
+            return f"owned by uid {uid}, not you"
+        if owner is not None and uid != owner:
+            return f"owned by uid {uid}, while the log that names it is uid {owner}'s"
+        return None
+
+
+def _ancestors(pid: int, reader: Any) -> list[int]:
+    """pid and every process above it (bounded: a ppid loop cannot hang)."""
+    found: list[int] = []
+    while pid > 0 and pid not in found and len(found) < 4096:
+        found.append(pid)
+        info = reader.stat(pid)
+        pid = info["ppid"] if info else 0
+    return found

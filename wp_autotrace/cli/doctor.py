@@ -1,0 +1,151 @@
+"""``wp-autotrace doctor``: check that tracing activates in this (or another) interpreter.
+
+Also the interpreter probe that ``run`` asks before it runs a command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, NamedTuple
+
+from ..analysis.logread import count_events
+from ..common.env import without_tracer_env
+from ..common.vocab import PROCESS_START
+from .base import OK
+
+DOCTOR_PROBLEM = 1  # a problem was found
+INSTALL_ADVICE = "{python} -m pip install <path to a wp-autotrace checkout>"
+
+
+def add_parser(sub: Any) -> None:
+    """doctor's subcommand and its arguments."""
+    p = sub.add_parser("doctor", help="check that tracing activates in this (or another) interpreter")
+    p.add_argument("--python", help="check this interpreter instead of the current one (default: this one)")
+    p.set_defaults(func=run)
+
+
+# Run inside the interpreter being checked: where its wp_autotrace and .pth files are.
+_PROBE = """
+import importlib.util, os, site, sys
+spec = importlib.util.find_spec("wp_autotrace")
+dirs = list(getattr(site, "getsitepackages", lambda: [])()) + [getattr(site, "getusersitepackages", lambda: "")()]
+pths = [os.path.join(d, "wp_autotrace.pth") for d in dirs if d and os.path.isfile(os.path.join(d, "wp_autotrace.pth"))]
+print(spec.origin if spec and spec.origin else "")
+print(os.pathsep.join(pths))
+print(sys.flags.no_site)
+editable = ""
+try:  # an editable install (pip install -e) names its checkout in direct_url.json (PEP 610)
+    import importlib.metadata, json, urllib.parse
+    info = json.loads(importlib.metadata.distribution("wp-autotrace").read_text("direct_url.json") or "{}")
+    if info.get("dir_info", {}).get("editable") and info.get("url", "").startswith("file://"):
+        editable = urllib.parse.unquote(urllib.parse.urlsplit(info["url"]).path)
+except Exception:
+    pass
+print(editable)
+"""
+
+
+class Probe(NamedTuple):
+    """Where an interpreter finds wp_autotrace and its .pth, and what stops tracing there."""
+
+    origin: str
+    pths: str
+    no_site: bool
+    problem: str  # "" when tracing can start there
+    editable: str = ""  # the checkout of an editable install, or ""
+
+
+def probe_interpreter(python: str) -> Probe:
+    """Ask python (from an empty folder, untraced) where its wp_autotrace and .pth are."""
+    env = without_tracer_env(dict(os.environ))
+    with tempfile.TemporaryDirectory() as tmp:
+        # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
+        try:
+            out = subprocess.run([python, "-c", _PROBE], env=env, cwd=tmp, capture_output=True, text=True,
+                                 timeout=60).stdout.splitlines()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Probe("", "", False, f"cannot run it: {exc}")  # editable: unknown
+    origin, pths, no_site, editable = (out + ["", "", "", ""])[:4]
+    problem = ("wp_autotrace is not importable there" if not origin
+               else "no wp_autotrace.pth in its site-packages" if not pths
+               else "it runs with -S: site, and so the .pth, is skipped" if no_site == "1" else "")
+    return Probe(origin, pths, no_site == "1", problem, editable)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analysis.fmt import escape
+
+    problems = 0
+
+    def say(ok: bool | None, text: str) -> None:
+        nonlocal problems
+        mark = {True: "ok  ", False: "FAIL", None: "note"}[ok]
+        problems += ok is False
+        print(f"[{mark}] {escape(text)}")  # paths and a child's stderr: escaped for the terminal
+
+    python = args.python or sys.executable
+    say(None, f"interpreter: {python}")
+    env = without_tracer_env(dict(os.environ))
+    probe = probe_interpreter(python)
+    if probe.problem.startswith("cannot run"):
+        say(False, f"{python}: {probe.problem}")
+        return DOCTOR_PROBLEM
+    origin, pths = probe.origin, probe.pths
+    advice = INSTALL_ADVICE.format(python=python)
+    with tempfile.TemporaryDirectory() as tmp:
+        say(bool(origin), f"wp_autotrace importable there: {origin or f'no (install it: {advice})'}")
+        say(bool(pths), ".pth file: " + (pths or f"missing from site-packages (reinstall: {advice})"))
+        home = os.path.dirname(os.path.dirname(origin)) if origin else ""
+        if probe.editable and home == os.path.abspath(probe.editable):
+            say(None, f"an editable install (pip install -e) of the checkout {probe.editable}: the .pth "
+                      "imports it from there")
+        elif origin and pths and not any(home == os.path.dirname(p) for p in pths.split(os.pathsep)):
+            say(None, "the package imported is not the installed one beside the .pth (a checkout on "
+                      "PYTHONPATH?): the .pth will import that one")
+        if probe.no_site or sys.flags.no_site:
+            say(False, "this interpreter runs with -S: site, and so the .pth, is skipped")
+        log = os.path.join(tmp, "doctor.jsonl")
+        env.update(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=log, WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+        try:
+            run = subprocess.run([python, "-c", "pass"], env=env, cwd=tmp, capture_output=True, text=True,
+                                 timeout=60)
+            stderr = run.stderr.strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            stderr = str(exc)
+        starts = count_events(log, event=PROCESS_START) if os.path.exists(log) else 0
+        say(starts == 1, f"a child interpreter with WP_AUTOTRACE=1 wrote {starts} process_start record(s)"
+            + (f"; stderr: {stderr[:300]}" if stderr else "")
+            + ("" if starts else " (python -S, or no .pth: tracing cannot start there)"))
+    if not args.python:
+        _doctor_torch(say)
+    print("all good" if not problems else f"{problems} problem(s)")
+    return OK if not problems else DOCTOR_PROBLEM
+
+
+def _doctor_torch(say: Any) -> None:
+    import importlib.util
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .resolve import resolve
+
+    for dist in ("torch", "torch_npu", "intel_extension_for_pytorch"):
+        try:
+            say(None, f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            if dist == "torch":
+                say(None, "torch is not installed here: nothing to trace yet")
+    spec = importlib.util.find_spec("torch")  # finds, does not import
+    if spec is None or not spec.submodule_search_locations:
+        return
+    root = os.path.dirname(list(spec.submodule_search_locations)[0])
+    found = [r for r in resolve(root) if r.name_found]
+    modules = sorted({r.target.module for r in found})
+    say(bool(found), f"{len(found)} target(s) resolve in this torch, in {len(modules)} module(s):")
+    for r in found:
+        where = f":{r.line}" if r.line else ""
+        print(f"         {r.target.module}{where} {r.target.qualname or '(' + r.target.mode + ')'}")
+

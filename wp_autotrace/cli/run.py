@@ -1,0 +1,266 @@
+"""``wp-autotrace run -- COMMAND``: run a command traced, then print the short answer.
+
+It checks first that the command's Python can trace (doctor's probe), passes on the signals it is sent,
+waits (bounded) for the watcher's verdict, and summarises on stderr: stdout is the program's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from typing import Any
+
+from ..analysis.logread import NoUsableLog, count_events, read_logs
+from ..common.cmdline import is_python, python_flags
+from ..common.env import (
+    ENABLE_ENV,
+    GUARD_ENV,
+    GUARD_NESTED_POOLS,
+    LOG_ENV,
+    RUN_IDENTITY_ENV,
+    TRUE_WORDS,
+)
+from ..common.vocab import RUN_EXIT, RUNNER, WATCHER
+from ..runtime.sink import Sink, default_log_name
+from . import signals
+from .base import USAGE
+from .doctor import INSTALL_ADVICE, probe_interpreter
+
+# run's own exit statuses (their meanings: main.py EXIT_STATUSES); else the program's own code.
+NOT_TRACEABLE = 78  # run: the interpreter lacks the package or its .pth (a configuration problem)
+NOT_FOUND = 127  # run: no such command, as shells say
+SIGNALLED = 128  # run: a program ended by signal N exits 128 + N
+
+
+def add_parser(sub: Any) -> None:
+    """run's subcommand and its arguments."""
+    p = sub.add_parser("run", help="run a command traced, then print the short answer: wp-autotrace run -- python "
+                                   "train.py")
+    p.add_argument("--log", help="log path (default: ./wp_autotrace-<host>-<pid>-<random>.jsonl)")
+    p.add_argument("--guard", action="store_true", help="also set WP_AUTOTRACE_GUARD=nested-pools (default: off)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the program and its arguments")
+    p.set_defaults(func=run)
+
+
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+
+
+def _python_in_script(command: list[str]) -> str | None:
+    """The first Python a `sh -c SCRIPT` command names in its script, else None."""
+    import shlex
+
+    if os.path.basename(command[0]) not in SHELLS or "-c" not in command[1:-1]:
+        return None
+    try:
+        words = shlex.split(command[command.index("-c", 1) + 1])
+    except ValueError:
+        return None
+    return next((w for w in words if is_python(w)), None)
+
+
+def _python_of(command: list[str], path: str | None) -> tuple[str | None, bool]:
+    """The interpreter a command will run: itself if it is a Python, its #! line's Python, the Python a
+    shell's -c script names, else the python on PATH; and whether the command says so (False: a guess)."""
+    exe = shutil.which(command[0], path=path)
+    if exe is None:
+        return None, False
+    if is_python(exe):
+        return exe, True
+    named = _python_in_script(command)
+    if named is not None:
+        return shutil.which(named, path=path) or named, True
+    try:
+        with open(exe, "rb") as f:
+            first = f.readline(256).decode(errors="replace")
+    except OSError:
+        first = ""
+    words = first[2:].split() if first.startswith("#!") else []
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+    if words and is_python(words[0]):
+        return shutil.which(words[0], path=path) or words[0], True
+    return shutil.which("python", path=path) or shutil.which("python3", path=path), False
+
+
+def _say(*lines: str) -> None:
+    """`run`'s own message, on its stderr; dropped when that is closed (sys.stderr None) or fails
+    (2>/dev/full): never sent to stdout, which is the program's, and never a reason not to run it."""
+    err = sys.stderr
+    if err is None:
+        return
+    try:
+        print(*lines, sep="\n  ", file=err)
+        err.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the interpreter, run the command traced, then print the short answer; the program's code."""
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        _say("wp-autotrace run: give the command after --, e.g. wp-autotrace run -- python train.py")
+        return USAGE
+    # --log, else WP_AUTOTRACE_LOG as a traced program would take it, else the default name.
+    log = os.path.abspath(args.log or os.environ.get(LOG_ENV) or default_log_name(os.uname().nodename, os.getpid()))
+    env = dict(os.environ)
+    # The program is a new run, with itself as the root, even if this command was started traced.
+    for key in RUN_IDENTITY_ENV:
+        env.pop(key, None)
+    env[ENABLE_ENV] = TRUE_WORDS[0]
+    env[LOG_ENV] = log
+    if args.guard:
+        env[GUARD_ENV] = GUARD_NESTED_POOLS
+    python, told = _python_of(command, env.get("PATH"))
+    if python is not None and is_python(command[0]) and "S" in python_flags(command):
+        _say(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run")
+        return NOT_TRACEABLE
+    if python is not None:
+        probe = probe_interpreter(python)
+        if probe.problem:
+            _say(f"wp-autotrace run: {python} cannot trace: {probe.problem}; nothing was run. Install the "
+                 f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
+                 f"wp-autotrace doctor --python {python}")
+            return NOT_TRACEABLE
+    if shutil.which(command[0], path=env.get("PATH")) is None:
+        # Said before "logging to": no program, no log (the line would name a file never made).
+        _say(f"wp-autotrace run: cannot run {command[0]}: command not found (or not executable); nothing was run")
+        return NOT_FOUND
+    _say(f"wp-autotrace: logging to {log}")
+    try:
+        child, tty = signals.start(command, env)
+    except OSError as exc:
+        _say(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run, no log "
+             "was written")
+        return NOT_FOUND
+    with signals.Forwarder(child, tty) as forwarder:
+        code = forwarder.wait()
+    forwarded = tuple(forwarder.sent)
+    from ..analysis.model import Waited
+
+    waited = Waited(child.pid, code, forwarded, os.uname().nodename)
+    if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
+        waited = waited._replace(no_watcher=_why_no_watcher(env))
+    record_exit(log, child.pid, code, forwarded)
+    _summarize(log, python if told else None, waited, command[0])
+    return SIGNALLED - code if code < 0 else code
+
+
+def _why_no_watcher(env: dict[str, str]) -> str:
+    """Why the program's run has no watcher, as far as `run` can tell from what it gave the program."""
+    from ..common.env import INTERVAL_ENV
+
+    try:
+        off = float(env.get(INTERVAL_ENV, "") or "nan") == 0
+    except ValueError:
+        off = False
+    if off:
+        return f"{INTERVAL_ENV}=0 starts none"
+    return f"none wrote a record within {WATCHER_START_WAIT_S:g} s (it could not start, or the main process was pid 1)"
+
+
+# The watcher writes its verdict (leftover) LEFTOVER_GRACE_S after it first misses the main process, sampling
+# fast once the main process's process_exit is in the log (a killed one: at its next tick). `run` waits
+# that long, two ticks (at most VERDICT_TICK_S each, whatever the interval: a watcher that samples every
+# 600 s must not hold a batch job's end for 20 minutes) and this much slack for a loaded host's scheduling,
+# before it summarises; then it says "verdict pending" rather than guess. It stops waiting as soon as the
+# watcher is gone (its pid, from watcher_start, on this host): a dead watcher writes nothing more.
+VERDICT_SLACK_S = 3.0
+VERDICT_TICK_S = 1.0
+# A run with no watcher record by then has none coming (WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it could not
+# start): nothing to wait for. The watcher writes watcher_start as soon as it runs, long before this.
+WATCHER_START_WAIT_S = 1.0
+VERDICT_POLL_S = 0.05
+
+
+def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
+    """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
+    watcher_exit), or its watcher is gone; True if they all have a verdict. Reads the log
+    incrementally into the run model."""
+    import time
+
+    from ..analysis.fold import Builder
+    from ..analysis.logread import Tail
+    from ..analysis.verdict import watchers_gone
+    from ..common.vocab import LEFTOVER_GRACE_S
+
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    builder = Builder()
+    start = clock()
+    try:
+        tail = Tail(log)
+    except OSError:
+        return False
+    with tail.file:
+        gone = False
+        while True:
+            for r in tail.read():
+                builder.feed(r)
+            watched = [run for run in builder.model.runs.values() if run.watcher_pids]
+            if not tail.behind and watched and all(run.verdict for run in watched):
+                return True
+            if gone and not tail.behind:
+                return False  # read once more after the watcher was seen gone: no verdict will come
+            waited = clock() - start
+            if not watched and waited >= WATCHER_START_WAIT_S and not tail.behind:
+                return False
+            interval = min(max((run.interval for run in watched), default=0.0), VERDICT_TICK_S)
+            if waited >= LEFTOVER_GRACE_S + 2 * interval + VERDICT_SLACK_S:
+                return False
+            gone = bool(watched) and all(watchers_gone(run) for run in watched if not run.verdict)
+            if not tail.behind and not gone:
+                sleep(VERDICT_POLL_S)
+
+
+def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> None:
+    """Write what run waited for into the log (run_exit: docs/evidence.md), so a later `report` says the same
+    as run's summary. Into an existing log only (never created here), and never a reason to fail."""
+    if not os.path.exists(log):
+        return
+    try:
+        sink = Sink(log, os.uname().nodename, RUNNER, create=False)
+    except OSError:
+        return
+    try:
+        sink.emit(RUN_EXIT, root_pid=pid, status=status, forwarded=list(forwarded))
+    finally:
+        if sink.fd >= 0:
+            os.close(sink.fd)
+
+
+def short_answer(log: str, waited: Any = None) -> list[str]:
+    """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
+    waited (analysis.model.Waited): what `run` saw of the program it ran."""
+    from ..analysis.fmt import escape
+    from ..analysis.render import summary_lines
+    from ..analysis.report import analyze
+    from .base import text_width
+
+    rep = analyze(read_logs([log]), None, waited)
+    return [escape(line) for line in summary_lines(rep, text_width(sys.stderr))]
+
+
+def _summarize(log: str, python: str | None, waited: Any = None, program: str = "") -> None:
+    """After the program: the short answer and where the log is, on stderr (stdout is the program's).
+    python: the interpreter the command ran, None when the command does not say which."""
+    if not os.path.exists(log):
+        check = (f"wp-autotrace doctor --python {python}" if python else
+                 f"wp-autotrace doctor --python PYTHON, naming the interpreter {program or 'the command'} ran "
+                 "(it does not say which)")
+        _say(f"wp-autotrace: no log was written ({log}): tracing did not start; check with: {check}")
+        return
+    try:
+        lines = short_answer(log, waited)
+    except NoUsableLog as exc:
+        lines = [f"(no usable record: {exc})"]
+    except Exception as exc:  # the program's exit code matters more than our summary
+        lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
+    from ..analysis.fmt import escape
+
+    if os.getpid() == 1:  # `unshare -fp wp-autotrace run …`, a container's entry point
+        lines.append("wp-autotrace run is pid 1 here: its exit now ends every process left in this pid namespace")
+    shown = escape(log)  # the user's path, shown as the report shows logged text
+    _say("\nwp-autotrace:", *lines, f"log: {shown}", f"full report: wp-autotrace report {shown}")

@@ -1,0 +1,101 @@
+"""What a record reads of the process and of the call as it is written: the thread's name, the
+process's resident memory, attributes captured from the call's instance or result, a config module's
+pool settings. Each read is cheap and never raises into the host (recorder.py writes the records).
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import time
+
+from ..common.targets import KNOB_MARKS
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+# Bound once: the tracer must not call itself through a traced stdlib function.
+_get_ident = _thread.get_ident
+_perf_counter_ns = time.perf_counter_ns
+
+_US_PER_S = 1_000_000
+_NS_PER_US = 1000
+# Below 1e-4 s a float's repr is in exponent form (3e-06, 1.2e-05).
+_EXPONENT_BELOW_US = 100
+# Below 1e9 s a microsecond count has at most 15 significant digits: its decimal is then exactly the repr
+# of the float it names (no shorter string reads back as that float, and no other float is nearer).
+_POSITIONAL_BELOW_US = 10**15
+
+
+def duration_since(start_ns: int) -> tuple[float, str]:
+    """Seconds since start_ns (a perf_counter_ns reading), to the microsecond, and their JSON (the float's
+    repr, micros_json). From integers: rounding and printing a float took three dtoa passes, a tenth of a
+    traced call's instructions (issue 32)."""
+    us = (_perf_counter_ns() - start_ns + _NS_PER_US // 2) // _NS_PER_US
+    return us / _US_PER_S, micros_json(us)
+
+
+def micros_json(us: int) -> str:
+    """repr(us / 1e6) for us >= 0, written from the integer (tests/test_hooks.py checks it against repr)."""
+    if us >= _POSITIONAL_BELOW_US:
+        return repr(us / _US_PER_S)
+    if us >= _EXPONENT_BELOW_US:
+        whole, frac = divmod(us, _US_PER_S)
+        return f"{whole}.{f'{frac:06d}'.rstrip('0') or '0'}"
+    if us < 10:
+        return f"{us}e-06" if us else "0.0"
+    tens, ones = divmod(us, 10)
+    return f"{tens}.{ones}e-05" if ones else f"{tens}e-05"
+
+
+def config_knobs(module: Any) -> list[str]:
+    """The pool settings module has: torch's ConfigModule keeps them in `_config` (dir() misses them)."""
+    try:
+        names = getattr(module, "_config", None)
+        names = names if isinstance(names, dict) else vars(module)
+        return sorted(n for n in names if isinstance(n, str) and not n.startswith("_")
+                      and any(mark in n for mark in KNOB_MARKS))[:20]
+    except Exception:
+        return []
+
+
+def thread_name() -> str:
+    """The calling thread's name, without creating a _DummyThread for a foreign thread."""
+    ident = _get_ident()
+    thread = sys.modules["threading"]._active.get(ident)
+    return str(thread.name) if thread is not None else f"Thread-{ident}"
+
+
+_page_size: list[int] = []  # os.sysconf's, read at the first read_rss
+
+
+def read_rss() -> int | None:
+    """This process's resident memory in bytes, from /proc/self/statm (one short read, ~10 us); None where
+    there is no such file (macOS) or it cannot be read."""
+    try:
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+        try:
+            data = os.read(fd, 256)
+        finally:
+            os.close(fd)
+        if not _page_size:
+            _page_size.append(os.sysconf("SC_PAGE_SIZE"))
+        return int(data.split()[1]) * _page_size[0]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def resolve(path: str, instance: Any, result: Any) -> Any:
+    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists."""
+    root, *attrs = path.split(".")
+    value = instance if root == "self" else result
+    for attr in attrs:
+        value = getattr(value, attr, None)
+        if value is None:
+            return None
+    if isinstance(value, dict):
+        return sorted(k for k in value if isinstance(k, int))
+    return value if isinstance(value, (int, float, str, bool)) else None
+

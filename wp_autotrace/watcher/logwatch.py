@@ -1,0 +1,172 @@
+"""The log as the watcher sees it: reading what the run's processes append, and writing its own records.
+
+LogWatch reads the records the watcher acts on (the run's process_start, the root's process_exit, and
+for the live export its calls); WatcherSink is the sink that lets go of the log once the root has ended.
+
+LogWatch's reader is minimal on purpose (json.loads and a type check of each field it acts on), not
+analysis/logread.parse_line: importing logread doubles the watcher's start before its first sample and
+parse_line re-redacts every process_start's argv, 7 times the cost per line (bench/watcher_parse.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..common.procfs import same_process
+from ..runtime.sink import Sink
+
+TYPE_CHECKING = False  # typing is for the type checker only: importing it would slow the watcher's start
+if TYPE_CHECKING:
+    from typing import Any
+
+LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, the root's process_exit)
+MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
+# What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
+EXPORT_MARKS = (b'"event":"call"', b'"event":"return"', b'"event":"blocked"')
+# The root's own process_start ends just before the watcher's offset; a record is at most 32 KiB.
+READ_BACK_BYTES = 33 * 1024
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class WatcherSink(Sink):
+    """The watcher's sink: once detached (the root has ended), it holds no fd between two
+    writes, so an epilog can unmount the job's filesystem while the watcher lingers.
+
+    Detached is Sink's released mode (Sink.release, docs/contracts.md "The log's
+    descriptor"): each write opens the path, checks it is the same file
+    (sink.open_log's checks, then st_dev/st_ino), writes and closes; a path that
+    no longer names the log drops the record, counted (and LogWatch.gone() ends
+    the watcher).
+    """
+
+    def detach(self) -> None:
+        self.release()
+
+
+class LogWatch:
+    """The log as the watcher reads it: still there? which pids did the run's
+    processes announce (process_start)? did the root write its process_exit?"""
+
+    def __init__(self, write_fd: int, path: str, host: str, run: str, root: int, offset: int,
+                 root_ct: float = 0.0) -> None:
+        self.write_fd = write_fd
+        self.path = path
+        self.identity = _identity(write_fd)
+        self.detached = False  # after the root's end: no fd held between reads (detach)
+        self.host = host
+        self.root = root
+        self.root_ct = root_ct  # 0.0: unknown
+        # A process_start of the root's pid with another create_time: the root ended and its pid was taken;
+        # a process_exit of that pid is then the new owner's, not the root's.
+        self.root_reused = False
+        self.run = run
+        self.read_fd = -1
+        # The inherited (write-only) fd reopened for reading: the same file even if
+        # the path was renamed since; the path itself where /proc has no fd links.
+        for source in (f"/proc/self/fd/{write_fd}", path):
+            try:
+                fd = os.open(source, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            a, b = os.fstat(fd), os.fstat(write_fd)
+            if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino):
+                self.read_fd = fd
+                break
+            os.close(fd)
+        self.offset = offset
+        self.partial = b""
+        self.root_exited = False
+        self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
+        # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
+        self.below: dict[int, float] = {}
+        self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
+
+    def gone(self) -> bool:
+        """The log was removed (or its fd broke, or its path names another file once detached)."""
+        try:
+            st = os.stat(self.path) if self.detached else os.fstat(self.write_fd)
+        except OSError:
+            return True
+        return st.st_nlink == 0 or (self.detached and (st.st_dev, st.st_ino) != self.identity)
+
+    def detach(self) -> None:
+        """From now on hold no fd between two reads: each scan opens the path (the same file, or none)."""
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+        self.read_fd = -1
+        self.detached = True
+
+    def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
+        """Read what was appended since the last scan (at most limit bytes)."""
+        if not self.detached:
+            self._scan(self.read_fd, limit)
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            if _identity(fd) == self.identity:
+                self._scan(fd, limit)
+        finally:
+            os.close(fd)
+
+    def _scan(self, fd: int, limit: int) -> None:
+        if fd < 0:
+            return
+        size = os.fstat(fd).st_size
+        while self.offset < size and limit > 0:
+            data = os.pread(fd, min(size - self.offset, limit), self.offset)
+            if not data:
+                break
+            self.offset += len(data)
+            limit -= len(data)
+            lines = (self.partial + data).split(b"\n")
+            self.partial = lines.pop()
+            if len(self.partial) > MAX_PARTIAL:
+                self.partial = b""
+            for line in lines:
+                if b'"process_' in line or (self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
+                    self._read_record(line)
+
+    def read_back(self) -> None:
+        """The records just before the offset (the root's process_start), for the live export."""
+        if self.read_fd < 0 or self.on_record is None:
+            return
+        start = max(0, self.offset - READ_BACK_BYTES)
+        lines = os.pread(self.read_fd, self.offset - start, start).split(b"\n")
+        for line in lines[1 if start else 0:]:
+            if b'"process_start' in line:
+                self._read_record(line)
+
+    def _read_record(self, line: bytes) -> None:
+        """Note a process_start of this run, or the root's process_exit; feed the live export."""
+        import json
+
+        try:
+            rec = json.loads(line[line.find(b"{"):])
+        except ValueError:
+            return
+        if not isinstance(rec, dict) or rec.get("host") != self.host:
+            return
+        if self.on_record is not None:
+            self.on_record(rec)
+        event, pid = rec.get("event"), rec.get("pid")
+        if event == "process_start" and pid == self.root and self.root_ct and isinstance(rec.get("create_time"), float):
+            self.root_reused = self.root_reused or not same_process(rec["create_time"], self.root_ct)
+        if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
+            if isinstance(rec.get("create_time"), float):
+                self.claimed[pid] = rec["create_time"]
+        elif event == "process_exit" and pid == self.root and not self.root_reused:
+            self.root_exited = True
+            below = rec.get("below")
+            for p in below if isinstance(below, list) else []:
+                if isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("create_time"), float):
+                    self.below[p["pid"]] = p["create_time"]

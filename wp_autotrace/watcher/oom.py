@@ -1,0 +1,85 @@
+"""The run's cgroup's OOM kill count: the only evidence the report accepts for "killed by the OOM killer".
+
+The watcher reads it at its start (watcher_start.oom_kill) and again after each tick in which a process of
+the run ended, and writes an `oom` record each time it rose (docs/evidence.md). It reads the cgroup the
+watcher itself is in, which is the run's unless something moved one of them: cgroup v2's
+``memory.events`` (``oom_kill N``), else cgroup v1's ``memory.oom_control`` (``oom_kill N``, Linux 4.13+).
+Where neither is readable the count is None and no OOM kill is ever named. Stdlib only; no privileges.
+"""
+
+from __future__ import annotations
+
+import os
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+# Where each hierarchy's files live: v2 unified (plain, or the hybrid layout's "unified"), then v1 memory.
+_V2_DIRS = ("", "unified")
+_V1_DIR = "memory"
+
+
+def _own_cgroups(proc: str) -> dict[str, str]:
+    """controller ("" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    found: dict[str, str] = {}
+    try:
+        with open(f"{proc}/self/cgroup") as f:
+            for line in f:
+                parts = line.rstrip("\n").split(":", 2)
+                if len(parts) == 3:
+                    for controller in parts[1].split(",") or [""]:
+                        found.setdefault(controller, parts[2])
+    except OSError:
+        pass
+    return found
+
+
+def _count_in(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and value.strip().isdigit():
+                    return int(value)
+    except OSError:
+        return None
+    return None
+
+
+def candidates(root: str = CGROUP_ROOT, proc: str = "/proc") -> list[str]:
+    """The files that may hold this process's cgroup's OOM kill count, the most specific first: the cgroup's
+    own, then (inside a container, whose cgroup namespace shows its own cgroup as /) the mount's root."""
+    groups = _own_cgroups(proc)
+    paths = []
+    v2 = groups.get("")
+    for sub in _V2_DIRS:
+        base = os.path.join(root, sub) if sub else root
+        if v2 is not None:
+            paths.append(os.path.join(base, v2.lstrip("/"), "memory.events"))
+        paths.append(os.path.join(base, "memory.events"))
+    v1 = groups.get("memory")
+    if v1 is not None:
+        paths.append(os.path.join(root, _V1_DIR, v1.lstrip("/"), "memory.oom_control"))
+    paths.append(os.path.join(root, _V1_DIR, "memory.oom_control"))
+    seen: list[str] = []
+    for p in paths:
+        if p not in seen:
+            seen.append(p)
+    return seen
+
+
+class OomCount:
+    """Reads the first readable candidate, found once."""
+
+    def __init__(self, root: str = CGROUP_ROOT, proc: str = "/proc") -> None:
+        self.path = next((p for p in candidates(root, proc) if _count_in(p) is not None), None)
+        self.last = self.read()
+
+    def read(self) -> int | None:
+        return _count_in(self.path) if self.path is not None else None
+
+    def rose(self) -> tuple[int, int] | None:
+        """(before, now) when the count rose since the last read; None otherwise."""
+        now = self.read()
+        before, self.last = self.last, now if now is not None else self.last
+        if now is not None and before is not None and now > before:
+            return before, now
+        return None
