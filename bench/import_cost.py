@@ -65,9 +65,25 @@ def one(modules: list[str], traced: bool, log: str) -> float:
     return float(out.split()[-1])
 
 
+DEFAULT_RUNS = 5
+
+
+def parse_args(argv: list[str]) -> tuple[int, list[str]]:
+    """(runs, modules) from the command line; --help prints the module's docstring."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="?", type=int, default=DEFAULT_RUNS, help=f"runs (default {DEFAULT_RUNS})")
+    parser.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES), metavar="MODULE",
+                        help="modules imported in each run (default: torch's target modules)")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("RUNS must be at least 1")
+    return args.runs, args.modules
+
+
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    modules = sys.argv[2:] or list(DEFAULT_MODULES)
+    runs, modules = parse_args(sys.argv[1:])
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "bench.jsonl")
         one(modules, False, log)  # warm the page cache and bytecode caches

@@ -36,6 +36,10 @@ def per_call_us(fn: Callable[[], object], n: int) -> float:
 
 
 def main() -> None:
+    import argparse
+
+    # No options: --help prints what it measures, and anything else is an error, not ignored.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         s = sink.Sink(os.path.join(tmp, "b.jsonl"), "h", "main")
         fd = s.fd

@@ -26,6 +26,8 @@ VENVS = BENCH / ".venvs"
 # Pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH_REQ = "torch==2.13.0"
 PEER_REQS = ("hunter", "viztracer")
+# The package's own dependencies (pyproject.toml), installed before the wheel (--no-deps).
+DEPS = ("psutil", "msgspec")
 PIP_TIMEOUT_S = 1800
 
 
@@ -85,16 +87,16 @@ def prepare(names: set[str], python: str = sys.executable) -> dict[str, Path]:
     base_python = base_interpreter(python)
     made: dict[str, Path] = {}
     # pkg always exists: it builds the wheel and fixes the dependency versions bare gets.
-    pkg = _ensure("pkg", base_python, ["psutil"])
+    pkg = _ensure("pkg", base_python, list(DEPS))
     wheel = build_wheel(pkg)
     try:
         _pip(pkg, "install", "--force-reinstall", "--no-deps", str(wheel))
         made["pkg"] = pkg
         if "bare" in names:
-            pins = [f"{d}=={_installed_version(pkg, d)}" for d in ("psutil",)]
+            pins = [f"{d}=={_installed_version(pkg, d)}" for d in ("psutil",)]  # wp-autotrace not installed
             made["bare"] = _ensure("bare", base_python, pins)
         if "torch" in names:
-            venv = _ensure("torch", base_python, [TORCH_REQ, "psutil", *PEER_REQS])
+            venv = _ensure("torch", base_python, [TORCH_REQ, *DEPS, *PEER_REQS])
             _pip(venv, "install", "--force-reinstall", "--no-deps", str(wheel))
             made["torch"] = venv
     finally:

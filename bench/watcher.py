@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run import spawn_timed  # bench/ is sys.path[0] when a bench script runs
+from run_common import spawn_timed  # bench/ is sys.path[0] when a bench script runs
 
 BENCH = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")

@@ -132,8 +132,12 @@ def micro(repeats: int, calls: int) -> dict[str, Any]:
                            "depth": DEPTH, "stack_limit": DEFAULT_STACK, "parts_us": parts}
     for depth_name, per in results.items():
         med = {name: _median_us(v) for name, v in per.items()}
+        # traced minus plain of the same repeat (they alternate): its spread is the figure's p25-p75
+        over = [(t - p) * 1e6 for t, p in zip(per["traced"], per["plain"])]
+        q = statistics.quantiles(over, n=4) if len(over) > 1 else [over[0]] * 3
         out[depth_name] = {**{f"{k}_us": v for k, v in med.items()},
                            "traced_over_us": round(med["traced"] - med["plain"], 3),
+                           "traced_over_p25_p75_us": [round(q[0], 3), round(q[2], 3)],
                            "counted_over_us": round(med["counted"] - med["plain"], 3),
                            "floor_us": med["floor"]}
     return out
