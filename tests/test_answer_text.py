@@ -163,12 +163,14 @@ def test_watch_stops_when_the_run_has_ended_with_a_leftover_alive(tmp_path: Path
 
 
 def test_ranking_by_cost_keys_puts_a_zombie_after_idle_memory_and_a_hang() -> None:
-    """docs/evidence.md's cost keys, worst first: jobs lost, left behind, GiB·s idle, seconds of hang, then
+    """docs/evidence.md's cost keys, worst first: OOM kills, jobs lost, left behind, GiB·s idle, seconds of hang, then
     zombies (a zombie holds only its pid: an orphan pid 1 had not reaped yet by the log's end led the 3-rank
     Answer above 17 GiB·s of idle pools once endings' zombies finding met answer's ranking)."""
     def finding(kind: str, **cost: float) -> dict[str, object]:
         return {"kind": kind, "severity": "warning", "cost": cost}
 
     found = [finding("zombies", zombies=1), finding("slow-exit-wait", hang_s=30), finding("idle-pool", idle_gib_s=17.5),
-             finding("leftovers", procs_left=2, mib_left=600), finding("jobs-lost", jobs_lost=1)]
-    assert [f["kind"] for f in ranked(found)] == ["jobs-lost", "leftovers", "idle-pool", "slow-exit-wait", "zombies"]
+             finding("leftovers", procs_left=2, mib_left=600), finding("jobs-lost", jobs_lost=1),
+             finding("oom-killed", oom_kills=1)]
+    assert [f["kind"] for f in ranked(found)] == ["oom-killed", "jobs-lost", "leftovers", "idle-pool", "slow-exit-wait",
+                                                  "zombies"]

@@ -76,6 +76,15 @@ def with_zombie() -> LogWriter:
     return w
 
 
+def with_oom_killed() -> LogWriter:
+    """A traced child of main ended unexplained as the cgroup's OOM kill count rose by one."""
+    w = clean_run()
+    start(w, 1.0, 300, 100, "child")
+    watcher(w, 2.0, "tree", count=2, started=[], ended=[{"pid": 300, "end": T0 + 2.0}])
+    watcher(w, 2.01, "oom", before=0, oom_kill=1)
+    return w
+
+
 def with_slow_exit() -> LogWriter:
     w = clean_run()
     call(w, 3.5, 100, 1, "main", f"{AC}:shutdown_compile_workers", 9, 3.5 + 12)
@@ -226,6 +235,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-lost": with_lost_job,
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
+    "oom-killed": with_oom_killed,
     "sidecar-never-served": with_raising_sidecar,
     "slow-exit-wait": with_slow_exit,
     "call-never-returned": with_unreturned,

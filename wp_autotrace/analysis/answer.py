@@ -17,8 +17,9 @@ from .fmt import mib_s_text, site, size_text
 from .render import pool_sentence
 
 MIB = 2**20
-# Findings' cost keys (issue 30's evidence model), in the order the ranking weighs them: what was lost (a job's
-# work), then what is still there after the program (processes, memory: someone must act), then memory held
+# Findings' cost keys (issue 30's evidence model), in the order the ranking weighs them: a process the OOM
+# killer ended (all its work, and the job with it), what was lost (a job's work), then what is still there
+# after the program (processes, memory: someone must act), then memory held
 # by idle pools (it costs everyone on the host), then time spent waiting on what was not coming (it costs the
 # user's time), then zombies last: a zombie holds no memory, only its pid (an orphan a slow pid 1 had not
 # reaped yet must not lead an Answer about GiB·s held idle).
@@ -27,6 +28,8 @@ SEVERITY = {"problem": 0, "warning": 1, "info": 2}
 HANG_S = 1.0
 # Bullets of problems after the lead (the rest are in Findings).
 MORE_PROBLEMS = 1
+# Kinds told before anything else when they rank first (the run's pools, its exit code).
+FIRST_KINDS = ("oom-killed",)
 # Kinds the pools' story tells (_pool_lead), not again as a problem bullet of their own.
 POOL_KINDS = ("idle-pool", "nested-pools")
 # What the pools scale with (pools_across.scales_with), in words.
@@ -40,7 +43,8 @@ def costs(f: dict[str, Any]) -> dict[str, float]:
     """A finding's cost keys (issue 30's evidence model), from its `cost`; older keys stand in where a
     finding has not got the new ones yet (exit_wait_s, idle_mib_s, leftover_real_bytes)."""
     c = f.get("cost") or {}
-    out = {k: float(c[k]) for k in ("jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s")
+    keys = ("oom_kills", "jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s")
+    out = {k: float(c[k]) for k in keys
            if isinstance(c.get(k), (int, float))}
     if "hang_s" not in out and isinstance(c.get("exit_wait_s"), (int, float)):
         out["hang_s"] = float(c["exit_wait_s"])
@@ -54,14 +58,15 @@ def costs(f: dict[str, Any]) -> dict[str, float]:
 
 
 def rank_key(f: dict[str, Any]) -> tuple[float, ...]:
-    """Worst first: jobs lost, then left behind (processes and memory), idle memory, hang, zombies; within a
+    """Worst first: OOM kills, jobs lost, then left behind (processes and memory), idle memory, hang, zombies; within a
     class the larger figure; findings without a cost by severity."""
     c = costs(f)
     lost, left, mib = c.get("jobs_lost", 0.0), c.get("procs_left", 0.0), c.get("mib_left", 0.0)
     zombies, hang, idle = c.get("zombies", 0.0), c.get("hang_s", 0.0), c.get("idle_gib_s", 0.0)
-    classes = (lost > 0, left > 0 or mib > 0, idle > 0, hang >= HANG_S, zombies > 0)
+    oom = c.get("oom_kills", 0.0)
+    classes = (oom > 0, lost > 0, left > 0 or mib > 0, idle > 0, hang >= HANG_S, zombies > 0)
     first = next((i for i, hit in enumerate(classes) if hit), len(classes))
-    return (first, -lost, -mib, -left, -idle, -hang, -zombies, SEVERITY.get(f.get("severity", ""), 3))
+    return (first, -oom, -lost, -mib, -left, -idle, -hang, -zombies, SEVERITY.get(f.get("severity", ""), 3))
 
 
 def ranked(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -187,7 +192,10 @@ def answer_bullets(rep: dict[str, Any]) -> list[str]:
     """The Answer as bullets (unwrapped), worst first: why no pool (and the compiling process's growth) when
     none was made; the program's exit code when not 0; the worst problems by cost, the pools' story told
     where their own problem ranks (else after the problems); then the first thing to do."""
-    bullets = []
+    order = ranked(rep["findings"])
+    # a process the kernel killed for memory is the user's question whatever else happened: before the pools
+    first = [f for f in order[:1] if f["kind"] in FIRST_KINDS]
+    bullets = [headline(rep, f) for f in first]
     if not rep["pools"]:
         bullets.append(no_pool_sentence(rep))
         grew = growth_sentence(rep)
@@ -199,10 +207,10 @@ def answer_bullets(rep: dict[str, Any]) -> list[str]:
     state = _state_words(rep)
     if state:
         bullets.append(state)
-    order = ranked(rep["findings"])
-    problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)]
+    problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)
+                and f not in first]
     told = False
-    for f in problems[:1 + MORE_PROBLEMS]:
+    for f in problems[:1 + MORE_PROBLEMS - len(first)]:
         if f["kind"] in POOL_KINDS and rep["pools"]:
             if not told:
                 bullets.append(_pool_lead(rep))
@@ -211,8 +219,8 @@ def answer_bullets(rep: dict[str, Any]) -> list[str]:
             bullets.append(headline(rep, f))
     if rep["pools"] and not told:
         bullets.append(_pool_lead(rep))
-    if len(problems) > 1 + MORE_PROBLEMS:
-        bullets.append(f"{len(problems) - 1 - MORE_PROBLEMS} more under Findings.")
+    if len(problems) > 1 + MORE_PROBLEMS - len(first):
+        bullets.append(f"{len(problems) - 1 - MORE_PROBLEMS + len(first)} more under Findings.")
     fix = fix_first(rep, order)
     if fix:
         bullets.append(f"Fix first: {fix}.")

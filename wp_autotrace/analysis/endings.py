@@ -17,10 +17,12 @@ from ..common import vocab as V
 from .pools import requester, seen_end
 
 if TYPE_CHECKING:
-    from .model import Pool, Process
+    from .model import Pool, Process, Run
 
 # Ending kinds (processes[].ending.kind): docs/evidence.md's table, in the order they are checked.
 EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL = "exit", "os-exit", "exec", "signal", "oom-kill"
+# The OOM kill count rose by fewer than the processes that ended unexplained then: one of them, not known which.
+OOM_AMONG = "oom-among"
 WITH_GROUP, WITH_CREATOR, SHUTDOWN, QUIESCED = "with-group", "with-creator", "shutdown", "quiesced"
 RUNNING, UNKNOWN = "running", "unknown"
 # Pool ending kinds (pools[].ending.kind).
@@ -123,6 +125,10 @@ class Endings:
         self.torch = _version(torch_version)
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
+        self._oom_cands: dict[tuple[int, int], list[Process]] = {}  # (run, oom record) -> who may be its kill
+        # id(process) -> (kills counted, the processes they may be): an OOM record shared by more processes
+        # than it counts (a worker the kernel killed, the rest its pool then terminated)
+        self.oom_among: dict[int, tuple[int, list[Process]]] = {}
 
     def rel(self, ts: float | None) -> str:
         return f"{ts - self.t0:.1f} s" if ts is not None else "?"
@@ -155,8 +161,10 @@ class Endings:
         group = self._with_group(p, at)
         if sig is not None:
             evidence = [why]
-            oom = self._oom(p, at) if sig == "SIGKILL" else None
-            if oom:
+            oom, among = self._oom(p, at) if sig == "SIGKILL" else ("", False)
+            if among:
+                evidence.append(oom)
+            elif oom:
                 return Ending(OOM_KILL, "killed by the OOM killer (SIGKILL)", at, [why, oom], sig,
                               exit_record_at=record)
             words = f"killed by {sig}"
@@ -172,7 +180,11 @@ class Endings:
                           [f"process_exit (code {code})"], code=code, exit_record_at=record)
         if code is not None:  # a code, and no process_exit: its exit handlers did not run
             return Ending(OS_EXIT, f"left without its exit handlers (os._exit, code {code})", at, [why], code=code)
-        oom = self._oom(p, at)
+        oom, among = self._oom(p, at)
+        if oom and among:
+            kills, cands = self.oom_among[id(p)]
+            return Ending(OOM_AMONG, f"ended as the OOM killer killed {kills} of the {len(cands)} processes that "
+                          "ended then (which, the log does not say)", at, [oom])
         if oom:
             return Ending(OOM_KILL, "killed by the OOM killer", at, [oom])
         if group:
@@ -222,17 +234,36 @@ class Endings:
                 f"(pids {', '.join(str(q.pid) for q in together[:6])}) while {lived[0].role} {lived[0].pid} of "
                 "the same group lived on")
 
-    @staticmethod
-    def _oom(p: Process, at: float) -> str:
-        """The cgroup's OOM kill count rose around p's end (the watcher's read before it and after)."""
+    def _oom(self, p: Process, at: float) -> tuple[str, bool]:
+        """(evidence, ambiguous): the cgroup's OOM kill count rose around p's end (the watcher's read before
+        it and after). Ambiguous where more processes ended unexplained around that record than it counts:
+        each of them is only possibly the OOM killer's (oom_among)."""
         run = p.run
         if run is None or not run.ooms:
-            return ""
+            return "", False
         window = 2 * max(run.interval, 0.1) + GROUP_SLACK_S
-        for ts, before, now in run.ooms:
+        for k, (ts, before, now) in enumerate(run.ooms):
             if at - window <= ts <= at + window:
-                return f"oom: the cgroup's OOM kill count rose {before} -> {now} at its end"
-        return ""
+                cands = self._oom_candidates(run, k, ts, window)
+                kills = max(1, now - before)
+                if len(cands) > kills:
+                    self.oom_among[id(p)] = (kills, cands)
+                    return (f"oom: the cgroup's OOM kill count rose {before} -> {now} as {len(cands)} processes "
+                            "ended", True)
+                return f"oom: the cgroup's OOM kill count rose {before} -> {now} at its end", False
+        return "", False
+
+    def _oom_candidates(self, run: Run, k: int, ts: float, window: float) -> list[Process]:
+        """The run's processes that ended around OOM record k with nothing else to say how: no process_exit,
+        no exec, no status but SIGKILL (a SIGTERM's status is its own ending)."""
+        key = (id(run), k)
+        found = self._oom_cands.get(key)
+        if found is None:
+            found = self._oom_cands[key] = [
+                q for q in self.procs if q.run is run and not q.exited and q.exec_into is None
+                and (e := seen_end(q)) is not None and ts - window <= e <= ts + window
+                and _signal_evidence(q, self.by_sidecar)[0] in (None, "SIGKILL")]
+        return found
 
     # -- pools ----------------------------------------------------------------
 

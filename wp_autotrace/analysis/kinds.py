@@ -27,6 +27,9 @@ KINDS: dict[str, tuple[str, str]] = {
                   "how, in its evidence's words (docs/evidence.md)", "by that evidence: a group signal -> the "
                   "pool's own session, or shut down and re-create it in the handler; an OOM kill -> memory; a "
                   "signal -> who sent it; unknown -> the kernel log"),
+    "oom-killed": ("processes of the run the OOM killer ended (the cgroup's OOM kill count rose at their end; a "
+                   "pool's sidecar is told by pool-died)", "fewer compile workers where pools lived then "
+                   "(TORCHINDUCTOR_COMPILE_THREADS=1), else more memory for the job"),
     "jobs-lost": ("jobs sent to (or in flight in) a pool whose sidecar had ended: they never return; the line "
                   "that sent the last one", "make a new pool after the old one died"),
     "jobs-cut-off": ("jobs still running in a pool when it was asked to stop, and what that means on the run's "

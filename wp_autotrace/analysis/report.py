@@ -14,6 +14,7 @@ from ..common import targets, vocab
 from ..common.cmdline import python_command
 from . import facts
 from .answer import answer_bullets, ranked
+from .endings import OOM_AMONG, OOM_KILL
 from .findings import find_all
 from .jobs import Job, group, identity_text, slurm_steps
 from .labels import label_for, rank_value, tool_name
@@ -392,8 +393,9 @@ def _still_running(v: View, p: Process) -> bool:
 
 
 def _explained_end(v: View, p: Process) -> bool:
-    """No process_exit, but something says why: still running, or the main process killed (said apart)."""
-    if _still_running(v, p):
+    """No process_exit, but something says why: still running, the main process killed (said apart), or the
+    OOM killer (its own record; the oom-killed finding says it)."""
+    if _still_running(v, p) or v.endings.of(p).kind in (OOM_KILL, OOM_AMONG):
         return True
     return p.run is not None and p is p.run.root and v.states.get(p.run.id) == RUN_KILLED
 

@@ -2,19 +2,23 @@
 
 Their words come from analysis/endings.py, with the records that back them in `evidence`: a pool that died before
 anything asked it to stop (how, from its sidecar's ending), jobs lost in a dead pool and jobs cut off at
-shutdown, and zombies nobody reaped. Cost keys as docs/evidence.md names them (`jobs_lost`, `zombies`).
+shutdown, processes the OOM killer ended, and zombies nobody reaped. Cost keys as docs/evidence.md names them
+(`jobs_lost`, `oom_kills`, `zombies`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..endings import SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
-from ..fmt import TEXT_PIDS, pid_text, site
+from ...common.vocab import SIDECAR_ROLES
+from ..endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
+from ..fmt import TEXT_PIDS, pid_text, site, size_text
+from ..labels import label_for
 from ..pools import seen_end, user_frame
 from .base import Finding
 
 if TYPE_CHECKING:
+    from ..model import Process
     from ..view import View
 
 # Advice for a pool its process group's signal ended (the server's handler only logged): shield it.
@@ -23,6 +27,12 @@ GROUP_ADVICE = ("a signal to the process group ended the pool while its creator 
                 "(its own session, e.g. subprocess start_new_session=True or setsid, with the pool made inside), "
                 "or in the handler call torch._inductor.async_compile.shutdown_compile_workers() and let the "
                 "next compile make a new pool")
+
+
+# Advice for an OOM kill while compile pools lived: the setting first (one worker per CPU by default; each
+# worker's PSS counts), then memory.
+OOM_ADVICE = ("the OOM killer ended it: fewer compile workers (TORCHINDUCTOR_COMPILE_THREADS=1: one per CPU by "
+              "default, each holding its own memory), or give the job more memory (its cgroup's limit)")
 
 
 def _finding(kind: str, severity: str, text: str, pids: list[int], evidence: list[str], advice: str,
@@ -47,8 +57,8 @@ def pool_died(v: View) -> Finding | None:
     sig = v.endings.of(side)
     if sig.group or sig.kind == WITH_GROUP:
         advice = GROUP_ADVICE
-    elif sig.kind == "oom-kill":
-        advice = "the OOM killer ended it: give the job more memory, or fewer compile workers (compile_threads)"
+    elif sig.kind == OOM_KILL:
+        advice = OOM_ADVICE
     elif side.errors:
         advice = "its sidecar logged an error before it ended (see sidecar-never-served / its errors)"
     elif sig.signal is not None:
@@ -60,6 +70,55 @@ def pool_died(v: View) -> Finding | None:
     pids = sorted({x.sidecar.pid for x, _ in dead if x.sidecar is not None})
     return _finding("pool-died", "problem", text, pids, ending.evidence[:TEXT_PIDS + 2], advice,
                     {"processes": len(dead), **({"jobs_lost": jobs["jobs_lost"]} if jobs["jobs_lost"] else {})})
+
+
+def oom_killed(v: View) -> Finding | None:
+    """Processes of the run the OOM killer ended (an `oom-kill` ending: the cgroup's count rose at that end), or
+    may have (`oom-among`: it rose by fewer than the processes that ended then). A pool's sidecar is
+    pool-died's to tell (the pool's death, its lost jobs), not told twice."""
+    def told_by_pool(p: Process) -> bool:
+        return p.role in SIDECAR_ROLES and any(pool.sidecar is p for pool in v.pools)
+    sure = [p for p in v.procs if v.endings.of(p).kind == OOM_KILL and not told_by_pool(p)]
+    groups = {id(cands): (kills, cands) for p in v.procs if v.endings.of(p).kind == OOM_AMONG
+              for kills, cands in [v.endings.oom_among[id(p)]]}
+    if not sure and not groups:
+        return None
+    hit = sure + [q for _, c in groups.values() for q in c]
+    at = min((e for q in hit if (e := v.endings.of(q).at) is not None), default=None)
+    parts = []
+    if sure:
+        p = sure[0]
+        last = _last_reading(p)
+        held = f" (its last memory reading, at {v.rel(last[0]) or 0:.1f} s, was {size_text(last[1])})" if last else ""
+        more = f" (+{len(sure) - 1} more)" if len(sure) > 1 else ""
+        parts.append(f"The OOM killer ended {p.role} {p.pid} ({_name(p)}) at {v.rel(v.endings.of(p).at) or 0:.1f} s"
+                     f"{held}{more}.")
+    for kills, cands in groups.values():
+        who = ", ".join(f"{q.role} {q.pid}" for q in cands[:TEXT_PIDS])
+        parts.append(f"The OOM killer ended {kills} of {len(cands)} processes that ended together at "
+                     f"{v.rel(v.endings.of(cands[0]).at) or 0:.1f} s ({who}; which, the log does not say: the "
+                     f"cgroup counts kills, not whom).")
+    pools_then = [q for pool in v.pools for q in v.story(pool).procs if at is not None and q not in hit
+                  and (q.start is None or q.start <= at) and ((e := seen_end(q)) is None or e >= at)]
+    text = " ".join(parts) + (f" {len(pools_then)} compile pool process(es) were alive then." if pools_then else "")
+    pooled = pools_then or any(q.role == "compile-worker" for q in hit)
+    advice = OOM_ADVICE if pooled else ("the OOM killer ended it: give the job more memory (its cgroup's limit), "
+                                        "or lower what its processes hold at once")
+    kills_all = len(sure) + sum(k for k, _ in groups.values())
+    return _finding("oom-killed", "problem", text, sorted(q.pid for q in hit),
+                    [f"{q.pid}: {v.endings.of(q).evidence[-1]}" for q in hit[:TEXT_PIDS]], advice,
+                    {"processes": len(hit), "oom_kills": kills_all})
+
+
+def _name(p: Process) -> str:
+    return label_for(p.argv) if p.argv else p.name or "?"
+
+
+def _last_reading(p: Process) -> tuple[float, int] | None:
+    """p's last PSS reading (time, bytes); None unsampled (the watcher reads pool processes only). Its RSS
+    heartbeat has no time of its own: a figure from the process's start would read as what the OOM killer
+    saw."""
+    return (p.mem[-1][0], p.mem[-1][1]) if p.mem else None
 
 
 def jobs_lost(v: View) -> Finding | None:

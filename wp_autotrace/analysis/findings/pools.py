@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
+from ..endings import OOM_AMONG, OOM_KILL
 from ..facts import made_in
 from ..fmt import TEXT_PIDS, mib_s_text, pid_text, sidecar_name, site, size_text
 from ..pools import BY_TIMER, PoolStory, user_frame
@@ -90,7 +91,9 @@ def sidecars_never_served(v: View) -> Finding | None:
     """Traced sidecars that exited (or are left) without ever being asked to shut down."""
     idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
             and not pool.sidecar.served and _clean_end(pool.sidecar)]
-    idle += [p for p in v.procs if p.role in SIDECAR_ROLES and p.errors and p not in idle]
+    # a sidecar whose worker the OOM killer ended logs its broken pool: oom-killed tells that, not this
+    idle += [p for p in v.procs if p.role in SIDECAR_ROLES and p.errors and p not in idle
+             and not any(v.endings.of(w).kind in (OOM_KILL, OOM_AMONG) for w in p.children)]
     if not idle:
         return None
     pids = sorted({p.pid for p in idle})

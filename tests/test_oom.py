@@ -1,0 +1,261 @@
+"""A real OOM kill, in a memory cgroup of the test's own (docs/evidence.md, `oom-kill`): the only evidence the
+report accepts for "killed by the OOM killer" is the cgroup's OOM kill count rising at a process's end (the
+watcher's `oom` record). The kernel does the killing here: the test makes a memory cgroup below its own, sets
+its limit, starts the traced program inside it and reads the cgroup's count itself; it needs root and a
+writable memory controller (cgroup v1's memory.limit_in_bytes, or v2's memory.max), and skips otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import clean_env, needs_torch, report_json, wait_for_watcher, wait_until
+from .logs import T0, LogWriter, report
+from .procs import kill_run
+from .test_endings import COMPILE_MARK, _cmdline, _finish, _start, _stat, _tree
+
+MIB = 2**20
+CG_ROOT = "/sys/fs/cgroup"
+LIMIT_MIB = 256  # the child below allocates 600 MiB: well over the limit, whatever the interpreter holds
+HEADROOM_MIB = 384  # the pool scenario's limit: what the pool holds when ready, plus this (a worker asks 1 GiB)
+
+
+class MemCgroup:
+    """A memory cgroup below this process's own: v1 (memory controller) or v2 (unified, memory enabled)."""
+
+    def __init__(self, path: str, v1: bool) -> None:
+        self.path, self.v1 = path, v1
+
+    def write(self, name: str, value: str) -> None:
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(value)
+
+    def read(self, name: str) -> str:
+        with open(os.path.join(self.path, name)) as f:
+            return f.read()
+
+    def limit(self, nbytes: int) -> None:
+        self.write("memory.limit_in_bytes" if self.v1 else "memory.max", str(nbytes))
+
+    def usage(self) -> int:
+        return int(self.read("memory.usage_in_bytes" if self.v1 else "memory.current"))
+
+    def oom_kills(self) -> int:
+        """The kernel's count of OOM kills in this cgroup, read by the test itself."""
+        text = self.read("memory.oom_control" if self.v1 else "memory.events")
+        return next(int(line.split()[1]) for line in text.splitlines() if line.startswith("oom_kill "))
+
+    def enter(self) -> str:
+        """A shell prefix that moves the shell into the cgroup before it execs the program."""
+        return f"echo $$ > {shlex.quote(os.path.join(self.path, 'cgroup.procs'))} && exec "
+
+
+def _own_path(controller: str) -> str | None:
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, names, path = line.rstrip("\n").split(":", 2)
+            if controller in names.split(",") or (controller == "" and names == ""):
+                return path
+    return None
+
+
+def _make_cgroup() -> MemCgroup | None:
+    name = f"wp-autotrace-oom-{uuid.uuid4().hex[:8]}"
+    v1 = _own_path("memory")
+    if v1 is not None and os.path.isdir(os.path.join(CG_ROOT, "memory")):
+        path = os.path.join(CG_ROOT, "memory", v1.lstrip("/"), name)
+        try:
+            os.mkdir(path)
+            return MemCgroup(path, v1=True)
+        except OSError:
+            pass
+    v2 = _own_path("")
+    for base in (CG_ROOT, os.path.join(CG_ROOT, "unified")):
+        parent = os.path.join(base, (v2 or "/").lstrip("/"))
+        try:
+            with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+                if "memory" not in f.read().split():
+                    continue
+            path = os.path.join(parent, name)
+            os.mkdir(path)
+            return MemCgroup(path, v1=False)
+        except OSError:
+            continue
+    return None
+
+
+@pytest.fixture
+def cgroup() -> Iterator[MemCgroup]:
+    if os.geteuid() != 0:
+        pytest.skip("making a memory cgroup needs root")
+    cg = _make_cgroup()
+    if cg is None:
+        pytest.skip("no writable memory cgroup controller here")
+    try:
+        yield cg
+    finally:
+        procs = cg.read("cgroup.procs").split()
+        for pid in procs:  # what the test started and left there, by pid
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
+        wait_until(lambda: not cg.read("cgroup.procs").split(), timeout=30)
+        os.rmdir(cg.path)
+
+
+def _ending(rep: dict[str, Any], pid: int) -> dict[str, Any]:
+    return next(p for p in rep["processes"] if p["pid"] == pid)["ending"]
+
+
+def test_a_process_the_oom_killer_ends_is_named_with_its_record(tmp_path: Path, cgroup: MemCgroup) -> None:
+    """A traced child asks for more than its cgroup allows; the kernel kills it. The report names it as the
+    OOM killer's (the Answer first, the oom-killed finding), never as 'ended unseen', and the main process,
+    which exited, as exited."""
+    cgroup.limit(LIMIT_MIB * MIB)
+    script = tmp_path / "main.py"
+    script.write_text(textwrap.dedent('''
+        import subprocess, sys
+        r = subprocess.run([sys.executable, "-c", "b = b'\\\\x01' * (600 << 20)"])
+        print("child", r.returncode, flush=True)
+    '''))
+    log = tmp_path / "log.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_LINGER="2")
+    before = cgroup.oom_kills()
+    res = subprocess.run(["sh", "-c", cgroup.enter() + f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert res.returncode == 0 and "child -9" in res.stdout, (res.stdout, res.stderr[-2000:])
+    assert cgroup.oom_kills() == before + 1  # the kernel's own count: one OOM kill, the child
+    wait_for_watcher(log, timeout=60)
+    rep = report_json(log)
+    child = next(p for p in rep["processes"] if p["role"] == "child")
+    assert child["ending"]["kind"] == "oom-kill", child["ending"]
+    main = next(p for p in rep["processes"] if p["role"] == "main")
+    assert main["ending"]["kind"] == "exit"
+    found = [f for f in rep["findings"] if f["kind"] == "oom-killed"]
+    assert found and found[0]["pids"] == [child["pid"]] and found[0]["cost"]["oom_kills"] == 1
+    assert child["pid"] not in rep["no_exit_pids"]
+    assert "OOM killer ended child" in rep["answer"]
+
+
+@needs_torch
+@pytest.mark.torch
+@pytest.mark.slow
+def test_a_compile_worker_the_oom_killer_ends(tmp_path: Path, cgroup: MemCgroup) -> None:
+    """FBGEMM#5930's shape: a compile worker asks for more than the job's cgroup has left and the kernel
+    kills it. The report says that worker was the OOM killer's, that pool processes were alive then, and
+    leads with the setting (TORCHINDUCTOR_COMPILE_THREADS=1); no other process is called the OOM killer's."""
+    go = tmp_path / "go"
+    body = f'''
+        import operator, sys
+        AsyncCompile.wait_pool_ready()  # first Triton kernel
+        pool = AsyncCompile.process_pool()
+        print("sidecar", pool.process.pid, flush=True)
+        idle(1)
+        print("ready", flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.05)
+        try:
+            pool.submit(operator.mul, b"\\x01", 1 << 30).result(timeout=120)  # a job that needs 1 GiB
+        except Exception as exc:
+            print("job:", type(exc).__name__, flush=True)
+        idle(1)
+    '''
+    argv = ["sh", "-c", cgroup.enter() + f"{shlex.quote(sys.executable)} {shlex.quote(str(tmp_path / 'train.py'))}"]
+    proc, script, log = _start(tmp_path, body, argv=argv)
+    assert proc.stdout is not None
+    try:
+        side = int(proc.stdout.readline().split()[1])
+        assert proc.stdout.readline().strip() == "ready"
+        workers = [p for p in _tree(side) if COMPILE_MARK in _cmdline(p)]
+        assert workers
+        cgroup.limit(cgroup.usage() + HEADROOM_MIB * MIB)
+        before = cgroup.oom_kills()
+        go.touch()
+        wait_until(lambda: cgroup.oom_kills() > before, timeout=120)
+        # the test's own look: the first worker(s) seen gone once the kernel counted the kill
+        gone = wait_until(lambda: [w for w in workers if (st := _stat(w)) is None or st[0] == "Z"], timeout=60,
+                          interval=0.005)
+        out, err = _finish(proc, log)
+        assert proc.returncode == 0, err[-3000:]
+        wait_for_watcher(log, timeout=60)
+    finally:
+        kill_run(log)
+    killed = cgroup.oom_kills() - before
+    rep = report_json(log)
+    sure = [p["pid"] for p in rep["processes"] if p["ending"]["kind"] == "oom-kill"]
+    maybe = [p["pid"] for p in rep["processes"] if p["ending"]["kind"] == "oom-among"]
+    print(f"oom kills {killed}, workers first seen gone {gone} of {workers}; the report's OOM-killed {sure}, "
+          f"one of {maybe}; job: {out.strip().splitlines()[-1:]}")
+    assert killed >= 1 and gone
+    assert len(sure) <= killed  # never more named than the kernel killed: the pool terminated the others
+    assert set(sure) | set(maybe) <= set(workers) and set(gone) & (set(sure) | set(maybe)), (sure, maybe, gone)
+    assert _ending(rep, side)["kind"] not in ("oom-kill", "oom-among")
+    f = next(f for f in rep["findings"] if f["kind"] == "oom-killed")
+    assert f["cost"]["oom_kills"] == killed
+    assert "compile pool process(es) were alive then" in f["text"] or not set(workers) - set(sure) - set(maybe)
+    assert "TORCHINDUCTOR_COMPILE_THREADS=1" in rep["answer"]
+    assert rep["answer"].index("OOM killer") < rep["answer"].index("TORCHINDUCTOR_COMPILE_THREADS=1")
+
+
+def _children_log(rise: int, exited: tuple[int, ...] = ()) -> LogWriter:
+    """main 100 starts children 101 and 102 (traced); both end at about 2 s, and the watcher's `oom` record
+    says the cgroup's count rose by `rise` then; the children in `exited` wrote their process_exit."""
+    w = LogWriter()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, oom_kill=3, **run)
+    for pid in (101, 102):
+        w.add(0.5, pid, 100, "child", "process_start", argv=["-c", "work()"], python="3.11.7", forked=False,
+              env={}, **run)
+    w.add(0.6, 900, 100, "watcher", "tree", count=3, started=[
+        {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child"}
+        for p, pp in ((100, 1), (101, 100), (102, 100))], ended=[], **run)
+    for pid in exited:
+        w.add(1.95, pid, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(2.1, 900, 100, "watcher", "tree", count=1, started=[],
+          ended=[{"pid": 101, "end": T0 + 2.0}, {"pid": 102, "end": T0 + 2.05}], **run)
+    w.add(2.12, 900, 100, "watcher", "oom", before=3, oom_kill=3 + rise, **run)
+    w.add(3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(3.2, 900, 100, "watcher", "leftover", how="root-exit", count=0, pids=[], procs=[], **run)
+    return w
+
+
+@pytest.mark.parametrize(("rise", "exited", "sure", "maybe"), [
+    (2, (), [101, 102], []),  # two kills, two ends: each is the OOM killer's
+    (1, (), [], [101, 102]),  # one kill, two ends: one of them, not known which
+    (1, (102,), [101], []),  # one kill; 102 exited by itself: 101 is the OOM killer's
+])
+def test_an_oom_record_names_no_more_processes_than_it_counts(tmp_path: Path, rise: int, exited: tuple[int, ...],
+                                                             sure: list[int], maybe: list[int]) -> None:
+    """The cgroup counts kills, not whom: a record that rose by K is one process's only where K processes ended
+    unexplained around it; more, and each is 'one of' (a pool terminates its other workers right after the
+    kernel kills one). The finding counts the kernel's kills, and the Answer leads with it."""
+    rep = report(_children_log(rise, exited), tmp_path)
+    kinds = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
+    assert [pid for pid, k in sorted(kinds.items()) if k == "oom-kill"] == sure
+    assert [pid for pid, k in sorted(kinds.items()) if k == "oom-among"] == maybe
+    assert kinds[100] == "exit"
+    f = next(f for f in rep["findings"] if f["kind"] == "oom-killed")
+    assert f["cost"]["oom_kills"] == rise and f["pids"] == sorted(sure + maybe)
+    assert rep["answer"].lstrip("- ").startswith("The OOM killer ended")
+    assert not set(sure + maybe) & set(rep["no_exit_pids"])
+
+
+def test_no_oom_record_no_oom_words(tmp_path: Path) -> None:
+    """The same two ends without an `oom` record: nobody is the OOM killer's."""
+    w = _children_log(1)
+    w.lines = [r for r in w.lines if r["event"] != "oom"]
+    rep = report(w, tmp_path)
+    assert not [p for p in rep["processes"] if p["ending"]["kind"] in ("oom-kill", "oom-among")]
+    assert "oom-killed" not in {f["kind"] for f in rep["findings"]} and "OOM" not in rep["answer"]
