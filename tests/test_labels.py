@@ -29,6 +29,8 @@ PY = "/venv/bin/python3.11"
     ([PY, "-c", "from multiprocessing.forkserver import main; main(4, 5, ['__main__'], **{})"],
      "multiprocessing forkserver"),
     ([PY, "-c", "from multiprocessing.resource_tracker import main;main(6)"], "multiprocessing resource_tracker"),
+    # execnet's popen bootstrap line: how pytest-xdist starts each worker (docs/users.md, D5)
+    ([PY, "-c", "import sys;exec(eval(sys.stdin.readline()))"], "pytest-xdist worker (execnet)"),
     ([PY, "-c", '\nimport sys\nif sys.platform != "linux":\n    import torch\nfrom ctypes import cdll\n'
                'cdll.LoadLibrary("/tmp/x/avx512.so")\n'], "torch ISA probe (python -c ...LoadLibrary...)"),
     ([PY, "/site/torch/_inductor/compile_worker/__main__.py", "--workers=2"], "compile sidecar"),

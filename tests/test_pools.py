@@ -270,6 +270,18 @@ def test_child_exit_wait_names_the_users_frame(tmp_path: Path) -> None:
     assert "join() waits" in f["text"] and f["cost"]["exit_wait_s"] == pytest.approx(1.02)
 
 
+def test_an_xdist_worker_exit_wait_is_named_and_not_a_join(tmp_path: Path) -> None:
+    """pytest-xdist's worker (execnet's bootstrap line) spends its exit shutting its pool down: the finding
+    names it as one, and does not say multiprocessing's join() waits for it (docs/users.md, D5)."""
+    w = spawn_child_exit()
+    for r in w.lines:
+        if r["pid"] == 150 and r["event"] == "process_start":
+            r["argv"] = ["python", "-c", "import sys;exec(eval(sys.stdin.readline()))"]
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "child-exit-wait")
+    assert f["text"].startswith("Spawned child 150 (pytest-xdist worker (execnet)) spent 1.0 s")
+    assert "join()" not in f["text"] and "whatever waits for it to end" in f["text"]
+
+
 def test_stuck_child_shutdown_names_the_pool_site_not_string(tmp_path: Path) -> None:
     """A child killed inside its exit shutdown: the open call names the pool's line; no cleanup advice when
     nothing is left; no OOM guess for a sidecar that was sent its shutdown."""

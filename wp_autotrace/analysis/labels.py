@@ -26,6 +26,8 @@ KNOWN_CODE: tuple[tuple[str, str], ...] = (
     ("multiprocessing.forkserver", "multiprocessing forkserver"),
     ("multiprocessing.resource_tracker", "multiprocessing resource_tracker"),
     ("multiprocessing.semaphore_tracker", "multiprocessing resource_tracker"),
+    # execnet's popen bootstrap (gateway_io.popen_bootstrapline): a pytest-xdist worker.
+    ("exec(eval(sys.stdin.readline()))", "pytest-xdist worker (execnet)"),
     # torch._inductor.cpu_vec_isa's dlopen probe of a test .so (one per ISA check).
     ("LoadLibrary", "torch ISA probe (python -c ...LoadLibrary...)"),
 )

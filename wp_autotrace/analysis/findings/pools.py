@@ -10,6 +10,7 @@ from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..endings import OOM_AMONG, OOM_KILL
 from ..facts import made_in
 from ..fmt import TEXT_PIDS, mib_s_text, pid_text, sidecar_name, site, size_text
+from ..labels import label_for
 from ..pools import BY_TIMER, PoolStory, user_frame
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
@@ -326,11 +327,16 @@ def child_exit_wait(v: View) -> Finding | None:
     made = p.pools[-1].call
     how = "spawned" if not p.forked else "forked"
     still = "" if c.end is not None else ", and it never returned"
+    label = label_for(p.argv) if p.argv else ""
+    # multiprocessing's parent joins its child; another parent (an execnet gateway's) waits in its own way
+    waits = "its parent's join() waits that long" if p.forked or label.startswith("multiprocessing") else \
+        "whatever waits for it to end (its parent) waits that long"
+    named = f" ({label})" if label and not label.startswith("multiprocessing") else ""
     return Finding(
         "child-exit-wait", "warning",
-        f"{how.capitalize()} child {p.pid} spent {_took(v, c):.1f} s in {targets.short_label(c.target)} at its exit"
-        f"{still}, shutting down the pool it made at {site(user_frame(made.caller) or made.caller)}: its parent's "
-        f"join() waits that long" + (f" (+{len(slow) - 1} more child(ren))" if len(slow) > 1 else "") + ".",
+        f"{how.capitalize()} child {p.pid}{named} spent {_took(v, c):.1f} s in {targets.short_label(c.target)} at its "
+        f"exit{still}, shutting down the pool it made at {site(user_frame(made.caller) or made.caller)}: {waits}"
+        + (f" (+{len(slow) - 1} more child(ren))" if len(slow) > 1 else "") + ".",
         sorted({x.proc.pid for x in slow}), [f"{x.proc.pid}: {_took(v, x):.2f} s" for x in slow[:TEXT_PIDS]],
         f"call {shutdown_path(v, p)}() at the end of the child's work, so its exit does not hang on torch's "
         "exit-time shutdown (atexit, or the multiprocessing finalizer in a multiprocessing child); or compile in "
