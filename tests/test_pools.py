@@ -488,6 +488,28 @@ def test_sampler_stays_within_its_cpu_budget() -> None:
     assert memory.MemorySampler().pool_pids({5: {"pid": 5, "ppid": 1, "create_time": 0.0}}) == []
 
 
+def test_the_runs_pools_are_swept_in_one_tick() -> None:
+    """D8 (docs/users.md): two 3-process pools (an xdist run's), reads at 2 ms each so the bucket cannot pay for
+    both at every period. Every periodic sweep reads both pools in one tick (one memory record), so a sum
+    across pools is one moment's; the CPU stays within the share plus one sweep of both pools."""
+    s = _sampler_paying_per_read()
+    live: dict[int, dict[str, Any]] = {}
+    for side in (1, 10):
+        live[side] = {"pid": side, "ppid": 0, "create_time": 0.0, "role": "compile-sidecar"}
+        live.update({w: {"pid": w, "ppid": side, "create_time": 0.0, "role": "compile-worker"}
+                     for w in (side + 1, side + 2)})
+    records, t = [], 0.0
+    while t < 120.0:
+        got = s.tick(t, live)
+        if got:
+            records.append({e["pid"] for e in got["procs"]})
+        t += 0.1
+    assert len(records) >= 8  # read all along, not once
+    halves = [r for r in records[1:] if bool(r & {1, 2, 3}) != bool(r & {10, 11, 12})]
+    assert not halves, records
+    assert s.cpu_s <= 120 * memory.CPU_SHARE + 6 * 0.002 + memory.BURST_S
+
+
 def test_tree_figures_are_of_each_process_life_and_labelled(tmp_path: Path) -> None:
     """Review 2 #4, #2, #11. The sidecar read after its own process_exit (its workers gone: 700 MiB) keeps
     the figure it had while it lived (200 MiB); a worker never read for PSS shows its RSS labelled as

@@ -35,6 +35,11 @@ Bounded rate, two ways:
   largest pool + CPU_SHARE x T of CPU, plus the end- and join-triggered re-reads.
   (Without the join re-read, a 3-process pool at 5 ms a read under load was first
   swept whole 5 s after its workers forked: a 4 s idle span went unread.)
+- the periodic sweeps of the run's pools are one batch: made when the bucket holds
+  them all (it may hold one sweep of every pool, up to BATCH_S), every pool swept
+  over half a period ago taken along, so the pools are read in one tick and a sum
+  across them is one moment's (pools swept in turn, each when the bucket allowed,
+  never had a moment with all read: docs/users.md D8, 19% under the probe).
 
 Device files: a pool process's fd links are read with each of its memory samples
 (so at the same bounded rate, their CPU counted in the same bucket), and the ones
@@ -61,6 +66,9 @@ EVERY_S = 2.0  # a pool process's memory at most this often (idle spans last ten
 LOOK_S = 0.5  # how often the sampler looks at the live set at all (the watcher ticks every 0.1 s)
 CPU_SHARE = 0.004  # the sampler's CPU time as a share of one core: under issue 22's 0.5 %
 BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads come at once
+# The bucket may grow to one sweep of every pool, up to this many CPU seconds: the run's pools read in one tick
+# (a sum across pools at one moment) without one tick's reads delaying the watcher's other work for long.
+BATCH_S = 0.1
 # smaps_rollup lines kept, in kB: the field names are the kernel's (Documentation/filesystems/proc.rst).
 _KB_FIELDS = {b"Rss:": "rss", b"Pss:": "pss", b"Private_Clean:": "private_clean",
               b"Private_Dirty:": "private_dirty", b"SwapPss:": "swap_pss"}
@@ -197,21 +205,12 @@ class MemorySampler:
         self.looked = now
         groups = self.pools(live)
         self._note_ends(groups, live, root_ended)
-        cap = max(self.burst, max((len(g) for g in groups.values()), default=0) * self.read_cost)
+        sizes = [len(g) * self.read_cost for g in groups.values()]
+        cap = max(self.burst, max(sizes, default=0.0), min(sum(sizes), BATCH_S))
         self._fill(now, cap)
-        due = []
-        for key in groups:
-            last = self.swept_at.get(key)
-            forced = key in self.reread
-            if forced or last is None or now - last >= self.every:
-                due.append((not forced, last if last is not None else -1.0, key))
-        due.sort()  # re-reads first, then never swept, then the least recently swept
         procs: list[dict[str, Any]] = []
         devices: list[dict[str, Any]] = []
-        for planned, _, key in due:
-            cost = len(groups[key]) * self.read_cost
-            if planned and (self.tokens <= 0 or self.tokens < cost):
-                break  # within the budget: the re-reads alone may take the bucket below zero
+        for key in self._due(groups, now, cap):
             self.reread.discard(key)
             self.swept_at[key] = now
             procs.extend(self._sweep(groups[key], live, now, devices))
@@ -219,6 +218,33 @@ class MemorySampler:
         if not procs and not devices:
             return None
         return {"procs": procs, "devices": devices}
+
+    def _due(self, groups: dict[int, list[int]], now: float, cap: float) -> list[int]:
+        """The pools to sweep now, in order: re-reads (a co-sharer ended or joined: whatever the budget), new
+        pools, then the periodic sweeps as one batch. A periodic sweep waits until the bucket holds the whole
+        batch (or is full), and takes along every pool swept over half a period ago: the run's pools are read
+        in one tick, so a sum across them is one moment's (D8: two pools swept in turn never had a moment with
+        both read, and their sum 'at once' was 19% low)."""
+        forced = [k for k in groups if k in self.reread]
+        new = [k for k in groups if k not in self.reread and k not in self.swept_at]
+        old = sorted((self.swept_at[k], k) for k in groups if k not in self.reread and k in self.swept_at)
+        due = any(now - last >= self.every for last, _ in old)
+        batch = [k for last, k in old if now - last >= self.every / 2] if due else []
+        out, budget = list(forced), self.tokens  # what the bucket holds, less the sweeps chosen (_sweep pays)
+        for key in new:  # a pool's first reading comes as soon as one sweep of it is affordable
+            cost = len(groups[key]) * self.read_cost
+            if budget > 0 and budget >= cost:
+                out.append(key)
+                budget -= cost
+        want = sum(len(groups[k]) for k in batch) * self.read_cost
+        if batch and (budget >= want or budget >= cap):
+            for key in batch:
+                cost = len(groups[key]) * self.read_cost
+                if budget <= 0 or budget < cost:
+                    break  # a batch larger than the bucket: the least recently swept first
+                out.append(key)
+                budget -= cost
+        return out
 
     def _sweep(self, pids: list[int], live: dict[int, dict[str, Any]], now: float,
                devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
