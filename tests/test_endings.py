@@ -240,7 +240,9 @@ def test_sigkilled_main_leaves_its_sidecar_whose_figure_is_taken_after(tmp_path:
     """The main process is SIGKILLed while its pool's workers live: the orphaned sidecar reads the end of its
     pipe, stops its workers and exits by itself a moment later. Its figure is what it held alone after the
     main ended (the test's own smaps_rollup once its workers were gone), not its PSS while it shared pages
-    with them; its end is when it really ended (the test saw it gone), its exit record kept apart."""
+    with them; its end is when it really ended (the test saw it gone), its exit record kept apart. Where the
+    watcher had no reading of it alone (a niced watcher on a loaded host can miss that second), the figure is
+    the lower bound it is and says so (held_at_least)."""
     proc, script, log = _start(tmp_path, '''
         cfg.quiesce_async_compile_pool = False
         AsyncCompile.wait_pool_ready()  # first Triton kernel
@@ -258,6 +260,7 @@ def test_sigkilled_main_leaves_its_sidecar_whose_figure_is_taken_after(tmp_path:
         assert proc.stdout.readline().strip() == "ready"
         workers = [p for p in _tree(side) if COMPILE_MARK in _cmdline(p)]
         assert workers
+        killed_at = time.time()
         proc.kill()
         proc.wait()
         # the sidecar alone: its workers gone, itself still there (the test's passes, every 0.25 s)
@@ -278,14 +281,22 @@ def test_sigkilled_main_leaves_its_sidecar_whose_figure_is_taken_after(tmp_path:
           f"end {[round(x / MIB) for x in alone]} MiB; its end {sidecar['ending']['at']} s (exit record "
           f"{sidecar['ending']['exit_record_at']} s) vs the test saw it gone at {gone_at - t0:.2f} s")
     assert sidecar["left_behind"] and alone, "the sidecar was not seen alone"
-    assert 0.9 * min(alone) <= sidecar["held_bytes"] <= 1.1 * max(alone)  # alone, after the main ended
+    leftovers = _finding(rep, "leftovers")
+    if sidecar["held_at_least"]:
+        # the watcher (niced, on a loaded host) last read it while its workers still shared its pages: a lower
+        # bound, said so; never below what the probe saw it hold after the main's end, never above alone
+        since_kill = probe.held_after(side, killed_at)
+        assert 0.9 * min(since_kill) <= sidecar["held_bytes"] <= 1.1 * max(alone)
+        assert "holding at least" in leftovers["text"]
+    else:
+        assert 0.9 * min(alone) <= sidecar["held_bytes"] <= 1.1 * max(alone)  # alone, after the main ended
     # the end is when the watcher saw it go: not before the test last saw it alive
     assert sidecar["ending"]["at"] >= alone_from - t0 - 0.05
     if sidecar["ending"]["exit_record_at"] is not None:
         assert sidecar["ending"]["exit_record_at"] <= sidecar["ending"]["at"]
-    leftovers = _finding(rep, "leftovers")
     assert leftovers["cost"]["procs_left"] >= 1
-    assert 0.9 * min(alone) / MIB <= leftovers["cost"]["mib_left"] <= 1.1 * max(alone) / MIB + 1
+    low = min(probe.held_after(side, killed_at)) if sidecar["held_at_least"] else min(alone)
+    assert 0.9 * low / MIB <= leftovers["cost"]["mib_left"] <= 1.1 * max(alone) / MIB + 1
 
 
 def test_a_job_still_running_at_shutdown_is_cut_off(tmp_path: Path) -> None:

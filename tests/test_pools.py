@@ -679,3 +679,38 @@ def test_a_timer_quiesce_keeps_the_timer_advice(tmp_path: Path) -> None:
     """The quiesce timer acted: lowering its time is advice that applies."""
     (idle,) = [f for f in report(idle_pool(), tmp_path)["findings"] if f["kind"] == "idle-pool"]
     assert "lower quiesce_async_compile_time" in idle["advice"], idle["advice"]
+
+
+def _left_sidecar(reread_alone: bool) -> LogWriter:
+    """The main process ends at 40 s with its pool running; the watcher reads the pool at 40.2 s (the
+    workers still share the sidecar's pages: 200 MiB), the workers end at 41 s, the sidecar at 42 s; with
+    reread_alone, the watcher read the sidecar alone at 41.5 s (260 MiB)."""
+    w = idle_pool(quiesce_at=None)
+    w.lines = [r for r in w.lines if r["ts"] < T0 + 40]
+    tree = {"run": "r1", "root_pid": 100}
+    w.add(40.0, 900, 1, "watcher", "tree", count=3, started=[], ended=[{"pid": 100, "create_time": T0,
+                                                                         "end": T0 + 40.0}], **tree)
+    mem(w, 40.2, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    roles = ((200, 1, "compile-sidecar"), (301, 200, "compile-worker"), (302, 200, "compile-worker"))
+    left = [{"pid": p, "ppid": pp, "rss": 300 * MIB, "role": role} for p, pp, role in roles]
+    w.add(40.5, 900, 1, "watcher", "leftover", how="root-exit", count=3, pids=[200, 301, 302], procs=left, **tree)
+    w.add(41.0, 900, 1, "watcher", "tree", count=1, started=[], ended=[
+        {"pid": p, "create_time": T0 + 3.6, "end": T0 + 41.0} for p in (301, 302)], **tree)
+    if reread_alone:
+        mem(w, 41.5, [(200, 1.2, 260)])
+    w.add(42.0, 900, 1, "watcher", "tree", count=0, started=[], ended=[
+        {"pid": 200, "create_time": T0 + 1.2, "end": T0 + 42.0}], **tree)
+    return w
+
+
+@pytest.mark.parametrize(("reread_alone", "held_mib", "at_least"), [(True, 260, False), (False, 200, True)])
+def test_a_leftovers_figure_read_while_its_workers_shared_is_a_lower_bound(
+        tmp_path: Path, reread_alone: bool, held_mib: int, at_least: bool) -> None:
+    """A leftover sidecar's figure is its latest reading after the main ended; where that reading was taken
+    while its workers still shared its pages and they ended before it (a loaded host's niced watcher missed
+    the moment alone), the figure is a lower bound and is said so: held_at_least, 'holding at least'."""
+    rep = report(_left_sidecar(reread_alone), tmp_path)
+    side = next(p for p in rep["processes"] if p["pid"] == 200)
+    assert (side["held_bytes"], side["held_at_least"]) == (held_mib * MIB, at_least)
+    f = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert ("holding at least" in f["text"]) == at_least and ("holding about" in f["text"]) != at_least

@@ -98,7 +98,7 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
         "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
-        "held_bytes": v.held(p) or None, "held_kind": held_kind(p),
+        "held_bytes": v.held(p) or None, "held_kind": held_kind(p), "held_at_least": p.index in v.left_at_least,
         "device_files": p.devices,
         "reparented_to": p.reparented_to, "left_behind": p.index in leftover, "rank": p.rank or None,
         "cmd": p.cmd, "name": p.name, "errors": len(p.errors),

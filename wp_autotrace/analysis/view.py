@@ -47,6 +47,10 @@ class View:
         left_ends = {id(r): seen_end(r.root) if r.root is not None else None for r, _ in left}
         self.left_held = {p.index: after for r, p in left
                           if (end := left_ends[id(r)]) is not None and (after := held_after(p, end)) is not None}
+        # ... a lower bound where that reading was taken while a pool mate still shared its pages and that mate
+        # ended before it: its PSS rose then, unread (a loaded host's niced watcher missed the moment)
+        self.left_at_least = {p.index for r, p in left if p.index in self.left_held
+                              and _read_while_shared(p, left_ends[id(r)])}
         pss = [self.left_held.get(p.index) or (p.mem[-1][1] if p.mem else None) for _, p in left]
         self.leftover_pss = sum(x for x in pss if x is not None) if any(x is not None for x in pss) else None
         self.leftover_real = sum(self.real_left(p) for _, p in left)
@@ -113,6 +117,30 @@ def _open_for(v: View, c: Call) -> float:
     """How long a call was open: to its return, else to its process's end, else to the log's end."""
     end = c.end if c.end is not None else c.proc.end if c.proc.end is not None else v.t_end
     return max(0.0, end - c.ts)
+
+
+def _pool_mates(p: Process) -> list[Process]:
+    """The processes p shares pages with as a pool's: a sidecar's workers; a worker's sidecar and siblings."""
+    if p.role in SIDECAR_ROLES:
+        return [q for q in p.children if q.role == "compile-worker"]
+    if p.role == "compile-worker" and p.parent is not None and p.parent.role in SIDECAR_ROLES:
+        return [p.parent, *(q for q in p.parent.children if q is not p and q.role == "compile-worker")]
+    return []
+
+
+def _read_while_shared(p: Process, after: float | None) -> bool:
+    """p's figure after `after` (held_after: its latest sample then) was read while a pool mate lived that
+    ended before p did (or before the log's end): the figure is a lower bound of what p held alone."""
+    read = next((t for t, _, _ in reversed(p.mem) if after is not None and t >= after), None)
+    if read is None:
+        return False
+    own_end = seen_end(p)
+    for q in _pool_mates(p):
+        q_end = seen_end(q)
+        alive = (q.start is None or q.start <= read) and (q_end is None or q_end > read)
+        if alive and q_end is not None and (own_end is None or q_end < own_end):
+            return True
+    return False
 
 
 def _forked_worker(p: Process) -> bool:
