@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -115,6 +117,19 @@ def wait_until(predicate: Callable[[], T], timeout: float, interval: float = POL
             name = (what() if callable(what) else what) or getattr(predicate, "__name__", "a condition")
             raise WaitTimeout(f"waited {timeout:g} s for {name}; last saw {value!r:.300}")
         time.sleep(min(interval, left))
+
+
+@contextlib.contextmanager
+def tiny_tmpfs(mnt: Path, size: str = "64k") -> Iterator[Path]:
+    """A tmpfs of `size` mounted at mnt (made here) for a disk that fills; skips where it cannot be mounted
+    (needs root), lazily unmounted after."""
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
 
 
 def read_log(path: Any, partial: bool = False) -> list[dict[str, Any]]:

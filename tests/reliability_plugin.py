@@ -6,6 +6,11 @@ tree. Register it for the whole session with ``pytest_plugins =
 
 One row per test function (parametrized cases folded into one row); the
 "what is checked" column is the first line of the test's docstring.
+
+The tests/test_reliability_*.py files (fault injection by theme): every case runs real interpreters with
+tracing on through the installed .pth, compares exit code and output with an untraced run where that
+applies, and checks the log. Each run is bounded and its process group killed afterwards. The shared
+fixture `synth` and the log checks live in tests/conftest.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 
 from wp_autotrace.runtime.sink import HELD_FD_BELOW, HELD_FD_CEILING, Sink
 
-from .conftest import clean_env, events, read_log, run_python
+from .conftest import clean_env, events, read_log, run_python, tiny_tmpfs
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a tmpfs mount)")
 
@@ -152,11 +152,7 @@ def test_released_sink_follows_the_path_and_never_another_file(tmp_path: Path) -
 def test_records_lost_to_a_full_disk_are_counted_in_the_log(tmp_path: Path, mode: str) -> None:
     """A 64 KiB tmpfs fills: once space returns, the next record that lands is followed by a
     tracer_error with the count lost so far (fails where the count waited for process_exit)."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tiny_tmpfs(tmp_path / "mnt") as mnt:
         log = mnt / "full.jsonl"
         sink = Sink(str(log), "h", "main")
         sink.say_drops = True
@@ -175,8 +171,6 @@ def test_records_lost_to_a_full_disk_are_counted_in_the_log(tmp_path: Path, mode
         assert [(r["event"], r.get("dropped")) for r in tail] == [
             ("return", None), ("tracer_error", lost), ("return", None)]
         assert tail[1]["seq"] == tail[0]["seq"] + 1 == tail[2]["seq"] - 1
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)])
 
 
 def _records(log: Path) -> list[dict[str, Any]]:
@@ -252,11 +246,7 @@ def _full_disk_run(tmp_path: Path, then: str) -> tuple[list[dict[str, Any]], dic
     or exits with the disk still full (the space returns after its end); its log's records, and the report."""
     from .conftest import report_json
 
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tiny_tmpfs(tmp_path / "mnt") as mnt:
         log, script = mnt / "run.jsonl", tmp_path / "fill.py"
         script.write_text(FILL)
         env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_TARGETS="json:dumps",
@@ -277,8 +267,6 @@ def _full_disk_run(tmp_path: Path, then: str) -> tuple[list[dict[str, Any]], dic
         while not any(r["event"] == "watcher_exit" for r in _records(log)) and time.monotonic() < deadline:
             time.sleep(0.05)
         return _records(log), report_json(log)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)])
 
 
 @needs_root

@@ -24,7 +24,7 @@ from wp_autotrace.common import redact
 from wp_autotrace.common.vocab import HELPER_ROLES
 from wp_autotrace.runtime.sink import RECORD_START, Sink, default_log_name, open_log
 
-from .conftest import ROOT, clean_env, events, read_log, run_python
+from .conftest import ROOT, clean_env, events, read_log, run_python, tiny_tmpfs
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (foreign owners, tmpfs mounts)")
 # A uid with no passwd entry: the "other local user" of the threat model.
@@ -235,11 +235,7 @@ def test_each_record_is_framed_by_a_leading_newline(tmp_path: Path) -> None:
 @needs_root
 def test_enospc_then_every_later_record_parses(tmp_path: Path) -> None:
     """A 64 KiB tmpfs fills mid-record: the fragment is terminated; every record after space returns parses."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tiny_tmpfs(tmp_path / "mnt") as mnt:
         log = mnt / "full.jsonl"
         sink = Sink(str(log), "h", "main")
         filler = mnt / "filler"
@@ -254,8 +250,6 @@ def test_enospc_then_every_later_record_parses(tmp_path: Path) -> None:
         records, fragments = parse_framed(log.read_bytes())
         assert [r["call_id"] for r in records if r["event"] == "return"] == [100, 101, 102, 103, 104]
         assert len(fragments) <= 1
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)])
 
 
 FSIZE = textwrap.dedent('''
@@ -564,11 +558,7 @@ def test_log_moved_descendants_say_nothing_on_their_stderr(tmp_path: Path) -> No
 def test_full_disk_descendants_say_nothing_on_their_stderr(tmp_path: Path) -> None:
     """The log's disk is full (a 64 KiB tmpfs): a descendant's `cannot write the log ... No space left`
     never reaches its stderr; the root alone may say it, on its own stderr."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with tiny_tmpfs(tmp_path / "mnt") as mnt:
         log = mnt / "run.jsonl"
         prepare = textwrap.dedent(f'''
             try:
@@ -586,5 +576,3 @@ def test_full_disk_descendants_say_nothing_on_their_stderr(tmp_path: Path) -> No
         res = run_python(["-c", CHILD_STDERR.format(prepare=prepare)],
                          traced(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
         assert res.returncode == 0 and res.stdout == "'child ran\\n' '' ''\n", (res.stdout, res.stderr)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)])

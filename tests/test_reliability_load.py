@@ -1,11 +1,6 @@
 """Fault injection, load and size: many writers at once, records near the size cap.
 
-Every case runs real interpreters with tracing on through the installed
-.pth, compares exit code and output with an untraced run where that
-applies, and checks the log. Each run is bounded and its process group
-killed afterwards. With WP_AUTOTRACE_WRITE_DOCS=1 the outcomes are written
-to docs/reliability.md (see tests/reliability_plugin.py); the shared
-fixture `synth` and the log checks live in tests/conftest.py.
+How every case runs, and docs/reliability.md: tests/reliability_plugin.py.
 """
 
 from __future__ import annotations
