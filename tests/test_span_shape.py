@@ -1,6 +1,7 @@
 """One OTLP span shape: the watcher's live export (LiveSpans, fed record by record as the watcher reads
 them) and the finished-log export (to_otlp, through the run model) give the same spans for the same log:
-the same ids, parents, names, times and attributes, also for an exec, a reused pid, a worker that
+the same ids, parents, names, times and attributes, also for an exec (whose new program's call ids
+start again at 1: distinct span ids all the same), a reused pid, a worker that
 outlives its parent, a refused call, an error and a call that never returned."""
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def _log() -> LogWriter:
     # 300 execs into another Python (the same create_time: one process, one span); the call its first
     # program left open never returns and ends with the process.
     start(w, 3, 300, 100, "child", create_time=T0 + 3)
+    call(w, 3.05, 300, 100, "child", f"{AC}:AsyncCompile.warm_pool", 1, 3.08)  # call 1 of its first program
     call(w, 3.1, 300, 100, "child", f"{AC}:AsyncCompile.compile_worker_pool", 7, None)
     w.add(3.5, 300, 100, "child", "process_start", argv=["python", "exec.py"], python="3.11.7", forked=False,
           env={}, run=RUN, root_pid=100, create_time=T0 + 3)
@@ -70,6 +72,8 @@ def test_live_spans_equal_the_finished_log_export(tmp_path: Path) -> None:
     for r in data.records:
         spans.record(r)
     spans.close(data.records[-1]["ts"])
-    assert len(finished) == 11  # 5 processes (300 twice: reused), 4 calls of 100, 2 of the first 300
+    assert len(finished) == 12  # 5 processes (300 twice: reused), 4 calls of 100, 3 of the first 300
+    # each program of an exec'ing process numbers its calls from 1: a span id each all the same
+    assert len({s["spanId"] for s in finished}) == len(finished)
     assert sorted(live, key=_key) == sorted(finished, key=_key)
     assert live_resource == resource_of

@@ -39,11 +39,12 @@ class Call:
     """One traced call (or a refused one, ``blocked``)."""
 
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
-                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit")
+                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "gen")
 
     def __init__(self, proc: Process, r: dict[str, Any], blocked: bool) -> None:
         self.proc = proc
         self.call_id: int | None = r.get("call_id")
+        self.gen = proc.execs  # which of the process's programs made it (call ids restart after an exec)
         self.ts: float = r["ts"]
         self.target: str = r.get("target") or "?"
         self.tag: str = r.get("tag") or targets.USER_TAG

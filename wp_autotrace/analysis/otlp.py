@@ -55,8 +55,9 @@ def _call_span(c: Call, trace: str, proc_span: str, end: float) -> dict[str, Any
     """c's span; a call that never returned (killed, or still running at the end) ends at end."""
     parent = c.parent if c.parent is not None and _has_span(c.parent) else None
     unfinished = c.end is None and not c.blocked
-    return call_span(trace, call_span_id(proc_span, c.call_id or 0),
-                     call_span_id(_span_of(parent.proc), parent.call_id or 0) if parent is not None else proc_span,
+    return call_span(trace, call_span_id(proc_span, c.call_id or 0, c.gen),
+                     call_span_id(_span_of(parent.proc), parent.call_id or 0, parent.gen) if parent is not None
+                     else proc_span,
                      c.target, c.ts, end if unfinished else c.end, c.caller, c.tag, c.thread, c.blocked, c.error,
                      unfinished)
 

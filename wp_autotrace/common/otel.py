@@ -13,7 +13,8 @@ same ids.
   first 16 bytes of its SHA-256;
 - a process's span id: ``span_id(run, host, pid, start)``, start being
   process_start's ``create_time`` (else its ``ts``) as a float;
-- a call's span id: ``span_id(process_span_id, "call", call_id)``.
+- a call's span id: ``span_id(process_span_id, "call", call_id)``, with the process's exec count before
+  call_id once it has exec'd (``call_span_id``).
 
 Stdlib only (the watcher runs with ``python -I -S``).
 """
@@ -45,9 +46,10 @@ def process_span_id(run: str, host: str, pid: int, start: float) -> str:
     return span_id(run, host, pid, float(start))
 
 
-def call_span_id(process_span: str, call_id: int) -> str:
-    """A traced call's span, under its process's."""
-    return span_id(process_span, "call", call_id)
+def call_span_id(process_span: str, call_id: int, gen: int = 0) -> str:
+    """A traced call's span, under its process's. gen: the process's execs before the call (a new program
+    numbers its calls from 1 again); the first program's ids are as they always were."""
+    return span_id(process_span, "call", call_id) if not gen else span_id(process_span, "call", gen, call_id)
 
 
 # -- OTLP/JSON encoding shared by both exports ---------------------------------------------

@@ -128,7 +128,7 @@ class _Proc:
     """One traced process of the run, while its span is open: (host, pid, create_time), as the run model's."""
 
     __slots__ = ("key", "run", "pid", "ppid", "create_time", "start", "span_id", "parent_span", "info",
-                 "open_calls", "left_calls", "gone")
+                 "open_calls", "left_calls", "gone", "execs")
 
     def __init__(self, run: str, rec: dict[str, Any], parent_span: str | None) -> None:
         self.key = (rec["host"], rec["pid"])
@@ -140,9 +140,11 @@ class _Proc:
         self.span_id = process_span_id(run, rec["host"], rec["pid"], self.start)
         self.parent_span = parent_span  # its parent's span when it started (its parent may end first)
         self.info = rec
-        self.open_calls: dict[int, tuple[str, dict[str, Any]]] = {}  # call_id -> (parent span, its call record)
-        self.left_calls: list[tuple[int, str, dict[str, Any]]] = []  # open when it exec'd: they never return
+        # call_id -> (parent span, its call record, its own span id)
+        self.open_calls: dict[int, tuple[str, dict[str, Any], str]] = {}
+        self.left_calls: list[tuple[str, dict[str, Any], str]] = []  # open when it exec'd: they never return
         self.gone: float | None = None  # when the watcher saw it end (no process_exit yet)
+        self.execs = 0  # its execs so far: a new program numbers its calls from 1 again (call_span_id's gen)
 
     def is_same(self, rec: dict[str, Any]) -> bool:
         """Whether a process_start for this (host, pid) is this process again (an exec), not a reused pid:
@@ -192,8 +194,9 @@ class LiveSpans:
         old = self.procs.get(key)
         if old is not None and old.is_same(rec):
             old.info = rec  # its new program's argv, role, ... (the model keeps the latest)
-            old.left_calls += [(cid, parent, r) for cid, (parent, r) in old.open_calls.items()]
+            old.left_calls += old.open_calls.values()
             old.open_calls.clear()
+            old.execs += 1
             return
         if old is not None:
             del self.procs[key]
@@ -207,18 +210,20 @@ class LiveSpans:
         if not isinstance(cid, int):
             return
         pcid = r.get("parent_call")
-        parent = call_span_id(p.span_id, pcid) if isinstance(pcid, int) and pcid in p.open_calls else p.span_id
+        opened = p.open_calls.get(pcid) if isinstance(pcid, int) else None
+        parent = opened[2] if opened is not None else p.span_id
+        span = call_span_id(p.span_id, cid, p.execs)
         if r["event"] == "blocked":
-            self.out(p.key, self.process_resource(p), self.span_of_call(p, cid, parent, r, None))
+            self.out(p.key, self.process_resource(p), self.span_of_call(p, span, parent, r, None))
         else:
-            p.open_calls[cid] = (parent, r)
+            p.open_calls[cid] = (parent, r, span)
 
     @staticmethod
-    def span_of_call(p: _Proc, cid: int, parent: str, r: dict[str, Any], ret: dict[str, Any] | None,
+    def span_of_call(p: _Proc, span: str, parent: str, r: dict[str, Any], ret: dict[str, Any] | None,
                      end: float | None = None) -> dict[str, Any]:
         """The span of call record r, ended by its return record ret (else at end: unfinished)."""
         caller = r["caller"] if isinstance(r.get("caller"), dict) else None
-        return call_span(trace_id(p.run), call_span_id(p.span_id, cid), parent, str(r.get("target") or "?"),
+        return call_span(trace_id(p.run), span, parent, str(r.get("target") or "?"),
                          r["ts"], ret["ts"] if ret is not None else end, caller, r.get("tag"), r.get("thread"),
                          r["event"] == "blocked", ret.get("error") if ret is not None else None,
                          unfinished=ret is None and end is not None)
@@ -228,7 +233,7 @@ class LiveSpans:
         opened = p.open_calls.pop(cid, None) if isinstance(cid, int) else None
         if opened is None or not isinstance(cid, int):
             return
-        span = self.span_of_call(p, cid, opened[0], opened[1], r)
+        span = self.span_of_call(p, opened[2], opened[0], opened[1], r)
         if isinstance(r.get("sidecar_pid"), int):
             self.started_by.setdefault((r["host"], r["sidecar_pid"]), span["spanId"])
         self.out(p.key, self.process_resource(p), span)
@@ -257,9 +262,9 @@ class LiveSpans:
 
     def end_process(self, p: _Proc, end: float, exited: bool) -> None:
         resource = self.process_resource(p)
-        open_calls = [*p.left_calls, *((cid, parent, r) for cid, (parent, r) in p.open_calls.items())]
-        for cid, parent, r in sorted(open_calls, key=lambda c: c[2]["ts"]):  # never returned: killed, or running
-            self.out(p.key, resource, self.span_of_call(p, cid, parent, r, None, end))
+        open_calls = [*p.left_calls, *p.open_calls.values()]
+        for parent, r, own in sorted(open_calls, key=lambda c: c[1]["ts"]):  # never returned: killed, running
+            self.out(p.key, resource, self.span_of_call(p, own, parent, r, None, end))
         p.open_calls.clear()
         p.left_calls.clear()
         parent_proc = self.procs.get((p.key[0], p.ppid)) if isinstance(p.ppid, int) else None
