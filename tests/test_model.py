@@ -703,3 +703,22 @@ def test_jobs_lost_says_which_way_they_were_lost(tmp_path: Path) -> None:
     before = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "jobs-lost")
     assert "never answered" in before["text"] and "went to" not in before["text"], before["text"]
     assert before["cost"]["jobs_lost"] == 1
+
+
+@pytest.mark.parametrize("scenario", [with_cut_off_job, "in-flight-at-death"])
+def test_a_pool_with_a_job_pending_at_its_stop_was_not_idle(tmp_path: Path, scenario: Any) -> None:
+    """Idle starts at the last submit (job ends are not logged), but a job torch still held pending when the
+    shutdown came was running until then, or until its sidecar died with it: the pool was not idle, and is
+    not said to hold memory idle (docs/users.md D6: 'idle 1.0 s after its last job' of a pool whose last
+    job died with its sidecar)."""
+    if scenario == "in-flight-at-death":  # sent at 1.6 s, the sidecar killed at 2 s, shutdown at 3 s finds it
+        w = with_lost_job()
+        for r in w.lines:
+            if r["event"] == "process_exit" and r["pid"] == 100:
+                r["counts"] = {f"{SP}:SubprocPool.submit": 1}
+                r["count_times"] = {f"{SP}:SubprocPool.submit": [T0 + 1.6, T0 + 1.6]}
+    else:
+        w = scenario()
+    (pool,) = report(w, tmp_path)["pools"]
+    assert pool["idle_s"] == 0 and pool["idle_mib_s"] is None and pool["held_pss_bytes"] is None
+    assert pool["jobs_lost" if scenario == "in-flight-at-death" else "jobs_cut_off"] == 1

@@ -213,6 +213,12 @@ class PoolStory:
         side_end = seen_end(side) if side is not None else None
         if side_end is not None and self.busy_until > side_end:
             self.busy_until = side_end  # jobs sent after its sidecar ended were lost, not served
+        req = pool.shutdown_call
+        if req is not None and req.at_call.get("pending_jobs"):
+            # jobs still pending when the shutdown was asked (torch's own list, captured by the call record):
+            # the pool was working on them until then, or until its sidecar died with them (lost): not idle
+            stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
+            self.busy_until = max(self.busy_until, min(stops)) if stops else self.busy_until
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
         ends = [t for t in (pool.shutdown_at, side.end if side is not None else None) if t is not None]
         self.alive_at_end = side is not None and side.end is None
@@ -230,6 +236,8 @@ class PoolStory:
         # after exec, is a few MiB of what it holds once imported); else each one's first sample after.
         inside = peak_at_once(self.span_sampled, a, b)[0]
         self.held_bytes = inside if inside is not None else sum(x for x in held if x is not None) if held else None
+        if self.idle_s <= 0 and self.served:
+            self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
         self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
                            if self.span_sampled and self.idle_s > 0 else None)
         self.peak_bytes = self._peak()
