@@ -208,7 +208,8 @@ def test_a_compile_worker_the_oom_killer_ends(tmp_path: Path, cgroup: MemCgroup)
     assert rep["answer"].index("OOM killer") < rep["answer"].index("TORCHINDUCTOR_COMPILE_THREADS=1")
 
 
-def _children_log(rise: int, exited: tuple[int, ...] = ()) -> LogWriter:
+def _children_log(rise: int, exited: tuple[int, ...] = (), records: tuple[tuple[float, int], ...] = (),
+                  zombies: tuple[tuple[int, int], ...] = ()) -> LogWriter:
     """main 100 starts children 101 and 102 (traced); both end at about 2 s, and the watcher's `oom` record
     says the cgroup's count rose by `rise` then; the children in `exited` wrote their process_exit."""
     w = LogWriter()
@@ -225,7 +226,13 @@ def _children_log(rise: int, exited: tuple[int, ...] = ()) -> LogWriter:
         w.add(1.95, pid, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
     w.add(2.1, 900, 100, "watcher", "tree", count=1, started=[],
           ended=[{"pid": 101, "end": T0 + 2.0}, {"pid": 102, "end": T0 + 2.05}], **run)
-    w.add(2.12, 900, 100, "watcher", "oom", before=3, oom_kill=3 + rise, **run)
+    if zombies:  # (pid, wait status) the watcher read while each was defunct
+        w.add(2.11, 900, 100, "watcher", "tree", count=1, started=[], ended=[], zombies=[
+            {"pid": pid, "ppid": 100, "since": T0 + 2.05, "status": status} for pid, status in zombies], **run)
+    count = 3
+    for t, up in records or ((2.12, rise),):  # (when, how much the count rose)
+        w.add(t, 900, 100, "watcher", "oom", before=count, oom_kill=count + up, **run)
+        count += up
     w.add(3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
     w.add(3.2, 900, 100, "watcher", "leftover", how="root-exit", count=0, pids=[], procs=[], **run)
     return w
@@ -250,6 +257,24 @@ def test_an_oom_record_names_no_more_processes_than_it_counts(tmp_path: Path, ri
     assert f["cost"]["oom_kills"] == rise and f["pids"] == sorted(sure + maybe)
     assert rep["answer"].lstrip("- ").startswith("The OOM killer ended")
     assert not set(sure + maybe) & set(rep["no_exit_pids"])
+
+
+def test_oom_records_close_together_count_together(tmp_path: Path) -> None:
+    """Two records (3 -> 4, 4 -> 5) around two ends: two kills for two processes, both the OOM killer's (each
+    record alone would have said '1 of 2' twice)."""
+    rep = report(_children_log(0, records=((2.02, 1), (2.1, 1))), tmp_path)
+    assert {p["pid"]: p["ending"]["kind"] for p in rep["processes"] if p["pid"] != 100} == {
+        101: "oom-kill", 102: "oom-kill"}
+    f = next(f for f in rep["findings"] if f["kind"] == "oom-killed")
+    assert f["cost"]["oom_kills"] == 2 and f["pids"] == [101, 102]
+
+
+def test_an_exit_status_is_no_oom_candidate(tmp_path: Path) -> None:
+    """102 was seen defunct with exit code 1 (wait status 256): it ended by itself, so the one kill is 101's."""
+    rep = report(_children_log(1, zombies=((102, 256),)), tmp_path)
+    kinds = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
+    assert kinds[101] == "oom-kill" and kinds[102] != "oom-among" and kinds[102] != "oom-kill"
+    assert next(f for f in rep["findings"] if f["kind"] == "oom-killed")["pids"] == [101]
 
 
 def test_no_oom_record_no_oom_words(tmp_path: Path) -> None:

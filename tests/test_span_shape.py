@@ -39,7 +39,10 @@ def _log() -> LogWriter:
     call(w, 3.1, 300, 100, "child", f"{AC}:AsyncCompile.compile_worker_pool", 7, None)
     w.add(3.5, 300, 100, "child", "process_start", argv=["python", "exec.py"], python="3.11.7", forked=False,
           env={}, run=RUN, root_pid=100, create_time=T0 + 3)
-    call(w, 3.6, 300, 100, "child", f"{AC}:AsyncCompile.warm_pool", 1, 3.7)
+    # its second program's call 1 makes a pool: the sidecar hangs under that call, not the first program's call 1
+    call(w, 3.6, 300, 100, "child", f"{SP}:SubprocPool.__init__", 1, 3.7, sidecar_pid=350)
+    start(w, 3.65, 350, 300, "compile-sidecar", create_time=T0 + 3.65)
+    w.add(3.9, 350, 300, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
     w.add(4, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
     start(w, 5, 300, 100, "child", create_time=T0 + 5)  # pid 300 reused: another process, its own span
     w.add(6, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
@@ -72,7 +75,7 @@ def test_live_spans_equal_the_finished_log_export(tmp_path: Path) -> None:
     for r in data.records:
         spans.record(r)
     spans.close(data.records[-1]["ts"])
-    assert len(finished) == 12  # 5 processes (300 twice: reused), 4 calls of 100, 3 of the first 300
+    assert len(finished) == 13  # 6 processes (300 twice: reused), 4 calls of 100, 3 of the first 300
     # each program of an exec'ing process numbers its calls from 1: a span id each all the same
     assert len({s["spanId"] for s in finished}) == len(finished)
     assert sorted(live, key=_key) == sorted(finished, key=_key)

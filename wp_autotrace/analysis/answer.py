@@ -284,7 +284,8 @@ def headline(rep: dict[str, Any], f: dict[str, Any]) -> str:
     cut at a clause when long (Findings has all of it)."""
     if f["kind"] == "leftovers":
         real = rep["costs"].get("leftover_real_bytes")
-        mem = f" (about {size_text(real)})" if real else ""
+        about = "at least" if rep["costs"].get("leftover_at_least") else "about"  # View.left_sum_at_least
+        mem = f" ({about} {size_text(real)})" if real else ""
         nested = [e for e in rep["warm_pool_callers"] if e["depth"] > 0]
         cause = (f": compile sidecars that made pools of their own, nested {rep['max_sidecar_depth']} deep"
                  if nested and rep["max_sidecar_depth"] > 1 else "")

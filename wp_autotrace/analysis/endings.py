@@ -107,6 +107,12 @@ def _signal_evidence(p: Process, pools_by_sidecar: dict[int, Pool]) -> tuple[str
     return None, None, ""
 
 
+def _oom_possible(p: Process, pools_by_sidecar: dict[int, Pool]) -> bool:
+    """Whether p's records leave room for an OOM kill: no status, or SIGKILL's (the kernel's only signal)."""
+    sig, code, _ = _signal_evidence(p, pools_by_sidecar)
+    return sig == "SIGKILL" or (sig is None and code is None)
+
+
 class Endings:
     """Every process's and pool's ending for the selected runs (view.View), computed once."""
 
@@ -125,7 +131,7 @@ class Endings:
         self.torch = _version(torch_version)
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
-        self._oom_cands: dict[tuple[int, int], list[Process]] = {}  # (run, oom record) -> who may be its kill
+        self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: _group_ooms
         # id(process) -> (kills counted, the processes they may be): an OOM record shared by more processes
         # than it counts (a worker the kernel killed, the rest its pool then terminated)
         self.oom_among: dict[int, tuple[int, list[Process]]] = {}
@@ -235,35 +241,49 @@ class Endings:
                 "the same group lived on")
 
     def _oom(self, p: Process, at: float) -> tuple[str, bool]:
-        """(evidence, ambiguous): the cgroup's OOM kill count rose around p's end (the watcher's read before
-        it and after). Ambiguous where more processes ended unexplained around that record than it counts:
-        each of them is only possibly the OOM killer's (oom_among)."""
+        """(evidence, ambiguous): the cgroup's OOM kill count rose around p's end (_oom_groups). Ambiguous where
+        more processes ended unexplained around those records than they count: each of them is only possibly
+        the OOM killer's (oom_among)."""
         run = p.run
         if run is None or not run.ooms:
             return "", False
-        window = 2 * max(run.interval, 0.1) + GROUP_SLACK_S
-        for k, (ts, before, now) in enumerate(run.ooms):
-            if at - window <= ts <= at + window:
-                cands = self._oom_candidates(run, k, ts, window)
-                kills = max(1, now - before)
-                if len(cands) > kills:
-                    self.oom_among[id(p)] = (kills, cands)
-                    return (f"oom: the cgroup's OOM kill count rose {before} -> {now} as {len(cands)} processes "
-                            "ended", True)
-                return f"oom: the cgroup's OOM kill count rose {before} -> {now} at its end", False
-        return "", False
-
-    def _oom_candidates(self, run: Run, k: int, ts: float, window: float) -> list[Process]:
-        """The run's processes that ended around OOM record k with nothing else to say how: no process_exit,
-        no exec, no status but SIGKILL (a SIGTERM's status is its own ending)."""
-        key = (id(run), k)
-        found = self._oom_cands.get(key)
+        groups = self._oom_groups.get(id(run))
+        if groups is None:
+            groups = self._oom_groups[id(run)] = self._group_ooms(run)
+        found = groups.get(id(p))
         if found is None:
-            found = self._oom_cands[key] = [
-                q for q in self.procs if q.run is run and not q.exited and q.exec_into is None
-                and (e := seen_end(q)) is not None and ts - window <= e <= ts + window
-                and _signal_evidence(q, self.by_sidecar)[0] in (None, "SIGKILL")]
-        return found
+            return "", False
+        kills, cands, rose = found
+        if len(cands) > kills:
+            self.oom_among[id(p)] = (kills, cands)
+            return f"oom: the cgroup's OOM kill count rose {rose} as {len(cands)} processes ended", True
+        return f"oom: the cgroup's OOM kill count rose {rose} at its end", False
+
+    def _group_ooms(self, run: Run) -> dict[int, tuple[int, list[Process], str]]:
+        """id(process) -> (kills, the processes they may be, the rises in words), for each process of the run
+        that ended unexplained (no process_exit, no exec, no status but SIGKILL: an exit code or a SIGTERM's
+        status is its own ending) within WINDOW of an `oom` record. Records and ends within a window of each
+        other make one group (the kernel kills one worker after another; their pool terminates the rest):
+        its kills are all its records' rises, so a group names no more processes as sure than it counts."""
+        window = 2 * max(run.interval, 0.1) + GROUP_SLACK_S
+        ends = [(e, q) for q in self.procs if q.run is run and not q.exited and q.exec_into is None
+                and (e := seen_end(q)) is not None and _oom_possible(q, self.by_sidecar)]
+        events = sorted([(ts, 0, (before, now)) for ts, before, now in run.ooms]
+                        + [(e, 1, q) for e, q in ends], key=lambda x: (x[0], x[1]))
+        out: dict[int, tuple[int, list[Process], str]] = {}
+        group: list[tuple[float, int, Any]] = []
+        for ev in [*events, (float("inf"), 0, None)]:
+            if group and ev[0] - group[-1][0] > window:
+                rises = [x[2] for x in group if x[1] == 0]
+                cands = [x[2] for x in group if x[1] == 1]
+                if rises and cands:
+                    kills = sum(max(1, now - before) for before, now in rises)
+                    words = ", ".join(f"{before} -> {now}" for before, now in rises)
+                    for q in cands:
+                        out[id(q)] = (kills, cands, words)
+                group = []
+            group.append(ev)
+        return out
 
     # -- pools ----------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def _processes(model: Model) -> Iterator[tuple[list[dict[str, Any]], Iterator[di
     for c in model.calls:
         if _has_span(c):
             calls.setdefault(id(c.proc), []).append(c)
-    started_by = {id(pool.sidecar): call_span_id(_span_of(pool.creator), pool.call.call_id or 0)
+    started_by = {id(pool.sidecar): call_span_id(_span_of(pool.creator), pool.call.call_id or 0, pool.call.gen)
                   for pool in model.pools if pool.sidecar is not None and _has_span(pool.call)}
     for p in model.processes:
         if _wrote(p):

@@ -296,6 +296,7 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
         "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in vocab.SIDECAR_ROLES),
         "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
         "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
+        "leftover_at_least": v.left_sum_at_least,
         # Memory at once (docs/evidence.md): what every pool's processes held together at one moment.
         "pools": len(v.pools), "pool_peak_pss_bytes": peak_at_once(facts.pools_procs(v))[0],
         "idle_s": round(sum(v.story(p).idle_s for p in v.pools), 3),

@@ -49,8 +49,12 @@ class View:
                           if (end := left_ends[id(r)]) is not None and (after := held_after(p, end)) is not None}
         # ... a lower bound where that reading was taken while a pool mate still shared its pages and that mate
         # ended before it: its PSS rose then, unread (a loaded host's niced watcher missed the moment)
-        self.left_at_least = {p.index for r, p in left if p.index in self.left_held
-                              and _read_while_shared(p, left_ends[id(r)])}
+        gone_sharers = {p.index: _gone_sharers(p, left_ends[id(r)]) for r, p in left if p.index in self.left_held}
+        self.left_at_least = {i for i, sharers in gone_sharers.items() if sharers}
+        # the sum of the leftovers' figures is a lower bound only where a sharer that ended is not in it (where
+        # it is, the sum was what they held together at that reading, and it only shrank as they ended)
+        listed = {p.index for _, p in left}
+        self.left_sum_at_least = any(q.index not in listed for sharers in gone_sharers.values() for q in sharers)
         pss = [self.left_held.get(p.index) or (p.mem[-1][1] if p.mem else None) for _, p in left]
         self.leftover_pss = sum(x for x in pss if x is not None) if any(x is not None for x in pss) else None
         self.leftover_real = sum(self.real_left(p) for _, p in left)
@@ -128,19 +132,21 @@ def _pool_mates(p: Process) -> list[Process]:
     return []
 
 
-def _read_while_shared(p: Process, after: float | None) -> bool:
-    """p's figure after `after` (held_after: its latest sample then) was read while a pool mate lived that
-    ended before p did (or before the log's end): the figure is a lower bound of what p held alone."""
+def _gone_sharers(p: Process, after: float | None) -> list[Process]:
+    """The pool mates that lived when p's figure after `after` (held_after: its latest sample then) was read
+    and ended before p did (or before the log's end): with any, the figure is a lower bound of what p held
+    alone once they had gone."""
     read = next((t for t, _, _ in reversed(p.mem) if after is not None and t >= after), None)
     if read is None:
-        return False
+        return []
     own_end = seen_end(p)
+    found = []
     for q in _pool_mates(p):
         q_end = seen_end(q)
         alive = (q.start is None or q.start <= read) and (q_end is None or q_end > read)
         if alive and q_end is not None and (own_end is None or q_end < own_end):
-            return True
-    return False
+            found.append(q)
+    return found
 
 
 def _forked_worker(p: Process) -> bool:

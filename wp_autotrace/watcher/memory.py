@@ -230,7 +230,8 @@ class MemorySampler:
         old = sorted((self.swept_at[k], k) for k in groups if k not in self.reread and k in self.swept_at)
         due = any(now - last >= self.every for last, _ in old)
         batch = [k for last, k in old if now - last >= self.every / 2] if due else []
-        out, budget = list(forced), self.tokens  # what the bucket holds, less the sweeps chosen (_sweep pays)
+        # what the bucket holds, less the sweeps chosen (the re-reads' too: they come first); _sweep pays
+        out, budget = list(forced), self.tokens - sum(len(groups[k]) for k in forced) * self.read_cost
         for key in new:  # a pool's first reading comes as soon as one sweep of it is affordable
             cost = len(groups[key]) * self.read_cost
             if budget > 0 and budget >= cost:

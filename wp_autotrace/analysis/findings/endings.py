@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...common.vocab import SIDECAR_ROLES
 from ..endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
 from ..fmt import TEXT_PIDS, pid_text, site, size_text
 from ..labels import label_for
@@ -18,7 +17,8 @@ from ..pools import seen_end, user_frame
 from .base import Finding
 
 if TYPE_CHECKING:
-    from ..model import Process
+    from ..endings import Ending
+    from ..model import Pool, Process
     from ..view import View
 
 # Advice for a pool its process group's signal ended (the server's handler only logged): shield it.
@@ -40,11 +40,22 @@ def _finding(kind: str, severity: str, text: str, pids: list[int], evidence: lis
     return Finding(kind, severity, text, pids, evidence, advice, cost)
 
 
+def _sure_oom_sidecars(v: View, dead: list[tuple[Pool, Ending]]) -> int:
+    """Dead pools whose sidecar the OOM killer ended, surely: pool-died tells those (oom-killed does not)."""
+    return sum(1 for pool, _ in dead if pool.sidecar is not None and v.endings.of(pool.sidecar).kind == OOM_KILL)
+
+
+def _dead_pools(v: View) -> list[tuple[Pool, Ending]]:
+    """Pools whose sidecar ended before anything asked them to stop, or whose stop request found it dead, and
+    how their sidecar ended was no clean exit of its own."""
+    dead = [(pool, v.endings.of_pool(pool)) for pool in v.pools]
+    return [(pool, e) for pool, e in dead if e.kind in (SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED)
+            and pool.sidecar is not None and v.endings.of(pool.sidecar).kind not in ("exit", "os-exit", "shutdown")]
+
+
 def pool_died(v: View) -> Finding | None:
     """Pools whose sidecar ended before anything asked them to stop (or whose stop request found them dead)."""
-    dead = [(pool, v.endings.of_pool(pool)) for pool in v.pools]
-    dead = [(pool, e) for pool, e in dead if e.kind in (SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED)
-            and pool.sidecar is not None and v.endings.of(pool.sidecar).kind not in ("exit", "os-exit", "shutdown")]
+    dead = _dead_pools(v)
     if not dead:
         return None
     pool, ending = dead[0]
@@ -57,7 +68,7 @@ def pool_died(v: View) -> Finding | None:
     sig = v.endings.of(side)
     if sig.group or sig.kind == WITH_GROUP:
         advice = GROUP_ADVICE
-    elif sig.kind == OOM_KILL:
+    elif sig.kind in (OOM_KILL, OOM_AMONG):
         advice = OOM_ADVICE
     elif side.errors:
         advice = "its sidecar logged an error before it ended (see sidecar-never-served / its errors)"
@@ -69,16 +80,16 @@ def pool_died(v: View) -> Finding | None:
     jobs = v.endings.jobs(pool)
     pids = sorted({x.sidecar.pid for x, _ in dead if x.sidecar is not None})
     return _finding("pool-died", "problem", text, pids, ending.evidence[:TEXT_PIDS + 2], advice,
-                    {"processes": len(dead), **({"jobs_lost": jobs["jobs_lost"]} if jobs["jobs_lost"] else {})})
+                    {"processes": len(dead), **({"jobs_lost": jobs["jobs_lost"]} if jobs["jobs_lost"] else {}),
+                     **({"oom_kills": ooms} if (ooms := _sure_oom_sidecars(v, dead)) else {})})
 
 
 def oom_killed(v: View) -> Finding | None:
     """Processes of the run the OOM killer ended (an `oom-kill` ending: the cgroup's count rose at that end), or
     may have (`oom-among`: it rose by fewer than the processes that ended then). A pool's sidecar is
     pool-died's to tell (the pool's death, its lost jobs), not told twice."""
-    def told_by_pool(p: Process) -> bool:
-        return p.role in SIDECAR_ROLES and any(pool.sidecar is p for pool in v.pools)
-    sure = [p for p in v.procs if v.endings.of(p).kind == OOM_KILL and not told_by_pool(p)]
+    told = {id(pool.sidecar) for pool, _ in _dead_pools(v)}  # pool-died's, with its jobs and its oom_kills
+    sure = [p for p in v.procs if v.endings.of(p).kind == OOM_KILL and id(p) not in told]
     groups = {id(cands): (kills, cands) for p in v.procs if v.endings.of(p).kind == OOM_AMONG
               for kills, cands in [v.endings.oom_among[id(p)]]}
     if not sure and not groups:

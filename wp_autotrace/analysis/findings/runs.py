@@ -26,8 +26,8 @@ def leftovers(v: View) -> Finding | None:
     rss = v.leftover_rss
     unlisted = v.leftover_count - len(listed)
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
-    # "at least" where a figure was read while a pool mate still shared its pages (View.left_at_least)
-    about = "at least" if any(p.index in v.left_at_least for p in listed) else "about"
+    # "at least" where a figure was read while a pool mate not in the sum still shared its pages
+    about = "at least" if v.left_sum_at_least else "about"
     mb = f", holding {about} {size_text(v.leftover_real)}" if v.leftover_real else ""
     # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
     killed = next((_no_exit_how(r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
