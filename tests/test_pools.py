@@ -510,6 +510,18 @@ def test_the_runs_pools_are_swept_in_one_tick() -> None:
     assert s.cpu_s <= 120 * memory.CPU_SHARE + 6 * 0.002 + memory.BURST_S
 
 
+def test_a_sidecar_first_seen_before_its_exec_is_read_once_it_is_one() -> None:
+    """The watcher can see a sidecar between its fork and its exec: its parent's command line, no pool role.
+    Once its entry says compile-sidecar (after the exec: same pid and create_time) the sampler reads it (a
+    cached 'not a pool process' left one of three sidecars unread for a whole run under load)."""
+    s = _sampler_paying_per_read()
+    live: dict[int, dict[str, Any]] = {5: {"pid": 5, "ppid": 1, "create_time": 0.0, "role": "child"}}
+    assert s.tick(0.0, live) is None
+    live[5] = {"pid": 5, "ppid": 1, "create_time": 0.0, "role": "compile-sidecar"}  # exec'd
+    got = s.tick(memory.LOOK_S, live)
+    assert got is not None and [e["pid"] for e in got["procs"]] == [5]
+
+
 def test_tree_figures_are_of_each_process_life_and_labelled(tmp_path: Path) -> None:
     """Review 2 #4, #2, #11. The sidecar read after its own process_exit (its workers gone: 700 MiB) keeps
     the figure it had while it lived (200 MiB); a worker never read for PSS shows its RSS labelled as

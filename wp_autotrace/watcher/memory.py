@@ -150,22 +150,15 @@ class MemorySampler:
         self.read_cost = 0.0  # CPU seconds one read cost, as the last sweep measured it
         self.reads = 0
         self.looked: float | None = None
-        self.is_pool: dict[tuple[int, float], bool] = {}  # decided once per process
         self.devices_seen: dict[tuple[int, float], list[str]] = {}  # the device set last recorded per process
 
     def pool_pids(self, live: dict[int, dict[str, Any]]) -> list[int]:
         """The live pool processes: a sidecar, or a compile worker (a child of a sidecar running its command
         line: watcher/main.py's roles). Their descendants (a worker's g++ and cc1plus) are not sampled: short
         lived, and not the pool's memory."""
-        pool = []
-        for pid, entry in live.items():
-            key = (pid, entry["create_time"])
-            known = self.is_pool.get(key)
-            if known is None:
-                known = self.is_pool[key] = entry.get("role") in POOL_ROLES
-            if known:
-                pool.append(pid)
-        return pool
+        # Asked at every look, never cached: a sidecar first seen between its fork and its exec has its
+        # parent's command line and no pool role; its entry gets one after the exec (tree.py), same key.
+        return [pid for pid, entry in live.items() if entry.get("role") in POOL_ROLES]
 
     def pools(self, live: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
         """Pool key (the sidecar's pid; a worker whose parent is no live pool process keys itself) -> its
@@ -281,8 +274,6 @@ class MemorySampler:
             self.swept_at = {k: v for k, v in self.swept_at.items() if k in groups}
         if len(self.read_at) > 2 * len(alive) + 64:
             self.read_at = {k: v for k, v in self.read_at.items() if k in alive}
-        if len(self.is_pool) > 2 * len(alive) + 64:
-            self.is_pool = {k: v for k, v in self.is_pool.items() if k in alive}
         if len(self.devices_seen) > 2 * len(alive) + 64:
             self.devices_seen = {k: v for k, v in self.devices_seen.items() if k in alive}
 
