@@ -199,9 +199,12 @@ def test_a_compile_worker_the_oom_killer_ends(tmp_path: Path, cgroup: MemCgroup)
           f"one of {maybe}; job: {out.strip().splitlines()[-1:]}")
     assert killed >= 1 and gone
     assert len(sure) <= killed  # never more named than the kernel killed: the pool terminated the others
-    assert set(sure) | set(maybe) <= set(workers) and set(gone) & (set(sure) | set(maybe)), (sure, maybe, gone)
-    assert _ending(rep, side)["kind"] not in ("oom-kill", "oom-among")
     f = next(f for f in rep["findings"] if f["kind"] == "oom-killed")
+    # the processes the finding names (sure, or 'one of'; a worker seen defunct with SIGKILL's status keeps
+    # that as its ending, and is still one of the group): workers only, the first one gone among them
+    named = set(f["pids"])
+    assert set(sure) | set(maybe) <= named <= set(workers) and set(gone) & named, (sure, maybe, named, gone)
+    assert _ending(rep, side)["kind"] not in ("oom-kill", "oom-among")
     assert f["cost"]["oom_kills"] == killed
     assert "compile pool process(es) were alive then" in f["text"] or not set(workers) - set(sure) - set(maybe)
     assert "TORCHINDUCTOR_COMPILE_THREADS=1" in rep["answer"]
@@ -275,6 +278,17 @@ def test_an_exit_status_is_no_oom_candidate(tmp_path: Path) -> None:
     kinds = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
     assert kinds[101] == "oom-kill" and kinds[102] != "oom-among" and kinds[102] != "oom-kill"
     assert next(f for f in rep["findings"] if f["kind"] == "oom-killed")["pids"] == [101]
+
+
+def test_a_sigkill_status_keeps_its_signal_and_stays_in_the_group(tmp_path: Path) -> None:
+    """101 seen defunct with SIGKILL's status, 102 with none, one kill: 101 says 'killed by SIGKILL' (with the
+    oom record as evidence), 102 'one of', and the finding names both (the kernel's victim is one of them)."""
+    rep = report(_children_log(1, zombies=((101, 9),)), tmp_path)
+    ends = {p["pid"]: p["ending"] for p in rep["processes"]}
+    assert ends[101]["kind"] == "signal" and ends[101]["signal"] == "SIGKILL"
+    assert any(e.startswith("oom:") for e in ends[101]["evidence"]) and ends[102]["kind"] == "oom-among"
+    f = next(f for f in rep["findings"] if f["kind"] == "oom-killed")
+    assert f["pids"] == [101, 102] and f["cost"]["oom_kills"] == 1
 
 
 def test_no_oom_record_no_oom_words(tmp_path: Path) -> None:
