@@ -132,9 +132,6 @@ class Endings:
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
         self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: _group_ooms
-        # id(process) -> (kills counted, the processes they may be): an OOM record shared by more processes
-        # than it counts (a worker the kernel killed, the rest its pool then terminated)
-        self.oom_among: dict[int, tuple[int, list[Process]]] = {}
 
     def rel(self, ts: float | None) -> str:
         return f"{ts - self.t0:.1f} s" if ts is not None else "?"
@@ -188,7 +185,7 @@ class Endings:
             return Ending(OS_EXIT, f"left without its exit handlers (os._exit, code {code})", at, [why], code=code)
         oom, among = self._oom(p, at)
         if oom and among:
-            kills, cands = self.oom_among[id(p)]
+            kills, cands, _ = self.oom_group(p) or (0, [], "")
             return Ending(OOM_AMONG, f"ended as the OOM killer killed {kills} of the {len(cands)} processes that "
                           "ended then (which, the log does not say)", at, [oom])
         if oom:
@@ -240,22 +237,26 @@ class Endings:
                 f"(pids {', '.join(str(q.pid) for q in together[:6])}) while {lived[0].role} {lived[0].pid} of "
                 "the same group lived on")
 
-    def _oom(self, p: Process, at: float) -> tuple[str, bool]:
-        """(evidence, ambiguous): the cgroup's OOM kill count rose around p's end (_oom_groups). Ambiguous where
-        more processes ended unexplained around those records than they count: each of them is only possibly
-        the OOM killer's (oom_among)."""
+    def oom_group(self, p: Process) -> tuple[int, list[Process], str] | None:
+        """(kills, the processes they may be, the rises in words) of the OOM records around p's end
+        (_group_ooms); None where none is."""
         run = p.run
         if run is None or not run.ooms:
-            return "", False
+            return None
         groups = self._oom_groups.get(id(run))
         if groups is None:
             groups = self._oom_groups[id(run)] = self._group_ooms(run)
-        found = groups.get(id(p))
+        return groups.get(id(p))
+
+    def _oom(self, p: Process, at: float) -> tuple[str, bool]:
+        """(evidence, ambiguous): the cgroup's OOM kill count rose around p's end (oom_group). Ambiguous where
+        more processes ended unexplained around those records than they count: each of them is only possibly
+        the OOM killer's."""
+        found = self.oom_group(p)
         if found is None:
             return "", False
         kills, cands, rose = found
         if len(cands) > kills:
-            self.oom_among[id(p)] = (kills, cands)
             return f"oom: the cgroup's OOM kill count rose {rose} as {len(cands)} processes ended", True
         return f"oom: the cgroup's OOM kill count rose {rose} at its end", False
 

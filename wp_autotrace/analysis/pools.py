@@ -171,8 +171,7 @@ def peak_at_once(procs: list[Process], a: float | None = None, b: float | None =
         while k < len(samples) and samples[k][0] == t:
             latest[samples[k][1]] = (t, samples[k][2])
             k += 1
-        alive = [i for i, p in enumerate(procs) if (p.start is None or p.start <= t)
-                 and ((e := seen_end(p)) is None or e > t)]
+        alive = [i for i, p in enumerate(procs) if alive_at(p, t)]
         fresh = [i for i in alive if i in latest and t - latest[i][0] <= STALE_S]
         total = sum(latest[i][1] for i in fresh)
         if fresh and (best[0] is None or total > best[0]):
@@ -185,6 +184,11 @@ def held_after(p: Process, ts: float) -> int | None:
     process_exit notwithstanding: a leftover still holds what it holds (an orphaned sidecar whose workers
     ended holds their once-shared pages alone, issue #30 item 5), until the watcher sees it end."""
     return next((pss for t, pss, _ in reversed(p.mem) if t >= ts), None)
+
+
+def alive_at(p: Process, t: float) -> bool:
+    """p had started by t and had not ended (seen_end) by then."""
+    return (p.start is None or p.start <= t) and ((e := seen_end(p)) is None or e > t)
 
 
 def _overlaps(p: Process, a: float, b: float) -> bool:

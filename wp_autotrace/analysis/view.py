@@ -9,7 +9,7 @@ from ..common.vocab import HELPER_ROLES, SIDECAR_ROLES
 from .endings import Endings
 from .labels import rank_value
 from .model import Call, Model, Pool, Process, Run
-from .pools import PoolStory, held_after, lived_mem, seen_end, stories
+from .pools import PoolStory, alive_at, held_after, lived_mem, seen_end, stories
 from .verdict import run_state
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
@@ -140,13 +140,8 @@ def _gone_sharers(p: Process, after: float | None) -> list[Process]:
     if read is None:
         return []
     own_end = seen_end(p)
-    found = []
-    for q in _pool_mates(p):
-        q_end = seen_end(q)
-        alive = (q.start is None or q.start <= read) and (q_end is None or q_end > read)
-        if alive and q_end is not None and (own_end is None or q_end < own_end):
-            found.append(q)
-    return found
+    return [q for q in _pool_mates(p) if alive_at(q, read)
+            and (q_end := seen_end(q)) is not None and (own_end is None or q_end < own_end)]
 
 
 def _forked_worker(p: Process) -> bool:

@@ -91,7 +91,7 @@ def oom_killed(v: View) -> Finding | None:
     told = {id(pool.sidecar) for pool, _ in _dead_pools(v)}  # pool-died's, with its jobs and its oom_kills
     sure = [p for p in v.procs if v.endings.of(p).kind == OOM_KILL and id(p) not in told]
     groups = {id(cands): (kills, cands) for p in v.procs if v.endings.of(p).kind == OOM_AMONG
-              for kills, cands in [v.endings.oom_among[id(p)]]}
+              for kills, cands, _ in [v.endings.oom_group(p) or (0, [], "")]}
     if not sure and not groups:
         return None
     hit = sure + [q for _, c in groups.values() for q in c]
