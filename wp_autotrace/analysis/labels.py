@@ -20,6 +20,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .model import Process
+
 # Helpers started with `python -c CODE`, recognised by a piece of CODE; first match wins.
 KNOWN_CODE: tuple[tuple[str, str], ...] = (
     ("multiprocessing.spawn", "multiprocessing spawn child"),
@@ -120,3 +122,13 @@ def _tool(base: str) -> str | None:
     last = base.rsplit("-", 1)[-1]
     return last if last != base and last in TOOLCHAIN and base.count("-") >= 2 else None
 
+
+def process_label(p: Process) -> str:
+    """What a process runs, in a few words: its script/module/code (label_for), or its real name (a tool's)."""
+    tool = None if p.traced else tool_name(p.name, p.cmd)
+    if tool is not None:
+        return tool
+    argv = p.argv or p.cmd.split()
+    if argv and (p.traced or python_command(argv) is not None):
+        return label_for(argv)
+    return p.name or (label_for(argv) if argv else "?")

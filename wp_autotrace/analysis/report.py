@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..common import targets, vocab
-from ..common.cmdline import python_command
 from . import facts
 from .answer import answer_bullets, ranked
 from .endings import OOM_AMONG, OOM_KILL
 from .findings import find_all
 from .jobs import Job, group, identity_text, slurm_steps
-from .labels import label_for, rank_value, tool_name
+from .labels import process_label, rank_value, tool_name
 from .logread import LogData, LogStream, NoUsableLog
 from .model import Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .pools import peak_at_once, seen_end
@@ -26,17 +25,6 @@ from .view import BENIGN_LEFTOVER_ROLES, View, held_kind
 
 # Processes of a compile pool: what idle pool memory counts.
 POOL_ROLES = (*vocab.SIDECAR_ROLES, "compile-worker")
-
-
-def process_label(p: Process) -> str:
-    """What a process runs, in a few words (labels.py): its script/module/code, or its real name."""
-    tool = None if p.traced else tool_name(p.name, p.cmd)
-    if tool is not None:
-        return tool
-    argv = p.argv or p.cmd.split()
-    if argv and (p.traced or python_command(argv) is not None):
-        return label_for(argv)
-    return p.name or (label_for(argv) if argv else "?")
 
 
 def _warm_callers(v: View) -> list[dict[str, Any]]:

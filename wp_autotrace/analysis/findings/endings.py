@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
 from ..fmt import TEXT_PIDS, pid_text, site, size_text
-from ..labels import label_for
+from ..labels import process_label
 from ..pools import seen_end, user_frame
 from .base import Finding
 
@@ -102,8 +102,8 @@ def oom_killed(v: View) -> Finding | None:
         last = _last_reading(p)
         held = f" (its last memory reading, at {v.rel(last[0]) or 0:.1f} s, was {size_text(last[1])})" if last else ""
         more = f" (+{len(sure) - 1} more)" if len(sure) > 1 else ""
-        parts.append(f"The OOM killer ended {p.role} {p.pid} ({_name(p)}) at {v.rel(v.endings.of(p).at) or 0:.1f} s"
-                     f"{held}{more}.")
+        at_s = v.rel(v.endings.of(p).at) or 0
+        parts.append(f"The OOM killer ended {p.role} {p.pid} ({process_label(p)}) at {at_s:.1f} s{held}{more}.")
     for kills, cands in groups.values():
         who = ", ".join(f"{q.role} {q.pid}" for q in cands[:TEXT_PIDS])
         parts.append(f"The OOM killer ended {kills} of {len(cands)} processes that ended together at "
@@ -119,10 +119,6 @@ def oom_killed(v: View) -> Finding | None:
     return _finding("oom-killed", "problem", text, sorted(q.pid for q in hit),
                     [f"{q.pid}: {v.endings.of(q).evidence[-1]}" for q in hit[:TEXT_PIDS]], advice,
                     {"processes": len(hit), "oom_kills": kills_all})
-
-
-def _name(p: Process) -> str:
-    return label_for(p.argv) if p.argv else p.name or "?"
 
 
 def _last_reading(p: Process) -> tuple[float, int] | None:
