@@ -30,6 +30,7 @@ from wp_autotrace.analysis.memseries import STALE_S
 from wp_autotrace.analysis.report import analyze_view
 from wp_autotrace.watcher import memory
 
+from .conftest import run_python, traced_env, wait_for_watcher
 from .logs import seed_log
 from .test_pools import idle_pool
 from .test_scenarios import run_scenario
@@ -415,3 +416,17 @@ def test_a_parent_cycle_of_reused_pids_still_gets_every_lane(tmp_path: Path) -> 
     rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
     assert sorted(_marks(render_html(rep, view)).lanes) == sorted(p["pid"] for p in rep["processes"]) == [
         1, 100, 200, 300, 400]
+
+
+def test_page_of_a_clean_traced_run_says_nothing_unusual(tmp_path: Path) -> None:
+    """A traced `python -c pass` has no finding: its page is written (exit 0) and says "Nothing unusual",
+    as the text report does, never a crash that leaves no page."""
+    log = tmp_path / "run.jsonl"
+    assert run_python(["-c", "pass"], traced_env(log)).returncode == 0
+    wait_for_watcher(log)
+    page = tmp_path / "run.html"
+    out = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", "--html", "-o", str(page), str(log)],
+                         timeout=60, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    findings = page.read_text(encoding="utf-8").split('<section id="findings">')[1].split("</section>")[0]
+    assert "Nothing unusual." in findings

@@ -72,10 +72,11 @@ def render_html(rep: dict[str, Any], v: View, skipped: dict[str, int] | None = N
 
 
 def _findings(rep: dict[str, Any]) -> str:
-    """Each finding in the text report's words (render.findings_lines), its advice in bold 'what to do'."""
+    """Each finding in the text report's words (render.findings_lines), its advice in bold 'what to do'; no
+    finding: the text report's line for that (which reads the runs' exit codes)."""
     items = []
     for f in rep["findings"] or [None]:
-        lines = findings_lines({"findings": [f] if f else []})
+        lines = findings_lines({"findings": [f] if f else [], "runs": rep["runs"]})
         head, rest = lines[0].removeprefix("- "), [x.strip() for x in lines[1:]]
         body = "".join(f'<br><span class="advice"><b>{esc(x.partition(":")[0])}:</b>{esc(x.partition(":")[2])}'
                        "</span>" for x in rest)
