@@ -81,7 +81,14 @@ def with_oom_killed() -> LogWriter:
     w = clean_run()
     start(w, 1.0, 300, 100, "child")
     watcher(w, 2.0, "tree", count=2, started=[], ended=[{"pid": 300, "end": T0 + 2.0}])
-    watcher(w, 2.01, "oom", before=0, oom_kill=1)
+    watcher(w, 2.01, "oom", before=0, oom_kill=1, since=T0 + 1.91)
+    return w
+
+
+def with_oom_unnamed() -> LogWriter:
+    """The cgroup's OOM kill count rose with no end of the run's processes near it (a process outside the run)."""
+    w = clean_run()
+    watcher(w, 1.51, "oom", before=0, oom_kill=1, since=T0 + 1.41)
     return w
 
 
@@ -236,6 +243,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
     "oom-killed": with_oom_killed,
+    "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,
     "slow-exit-wait": with_slow_exit,
     "call-never-returned": with_unreturned,

@@ -113,6 +113,16 @@ def _oom_possible(p: Process, pools_by_sidecar: dict[int, Pool]) -> bool:
     return sig == "SIGKILL" or (sig is None and code is None)
 
 
+def _at_end(rec: tuple[float, int, int, float | None], end: float, slack: float) -> bool:
+    """Whether an `oom` record's rise (the count rose in (since, ts]) falls at a process end the watcher saw at
+    `end` (the process ended in the tick before that): the kill came before the end was seen (since < end),
+    and no earlier than a tick and a dying process's last moments before it (ts >= end - slack). A record
+    without `since` (an older watcher read the count only at ends, so the rise may be long before) never
+    names a process."""
+    ts, _, _, since = rec
+    return since is not None and since < end and ts >= end - slack
+
+
 class Endings:
     """Every process's and pool's ending for the selected runs (view.View), computed once."""
 
@@ -132,6 +142,7 @@ class Endings:
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
         self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: _group_ooms
+        self._unnamed: dict[int, list[tuple[float | None, float, int]]] = {}  # per run: unnamed_ooms
 
     def rel(self, ts: float | None) -> str:
         return f"{ts - self.t0:.1f} s" if ts is not None else "?"
@@ -238,15 +249,12 @@ class Endings:
                 "the same group lived on")
 
     def oom_group(self, p: Process) -> tuple[int, list[Process], str] | None:
-        """(kills, the processes they may be, the rises in words) of the OOM records around p's end
+        """(kills, the processes they may be, the rises in words) of the OOM records at p's end
         (_group_ooms); None where none is."""
         run = p.run
         if run is None or not run.ooms:
             return None
-        groups = self._oom_groups.get(id(run))
-        if groups is None:
-            groups = self._oom_groups[id(run)] = self._group_ooms(run)
-        return groups.get(id(p))
+        return self._ooms_of(run).get(id(p))
 
     def _oom(self, p: Process, at: float) -> tuple[str, bool]:
         """(evidence, ambiguous): the cgroup's OOM kill count rose around p's end (oom_group). Ambiguous where
@@ -260,30 +268,64 @@ class Endings:
             return f"oom: the cgroup's OOM kill count rose {rose} as {len(cands)} processes ended", True
         return f"oom: the cgroup's OOM kill count rose {rose} at its end", False
 
+    def unnamed_ooms(self, run: Run) -> list[tuple[float | None, float, int]]:
+        """(since, by, kills) of the run's cgroup's OOM kills that no end of the run's processes explains: a
+        process outside the run sharing its cgroup, or one whose end was not seen. `since` None: an older log,
+        whose watcher read the count only at ends, so when the kill happened is not bounded."""
+        if not run.ooms:
+            return []
+        self._ooms_of(run)
+        return self._unnamed[id(run)]
+
+    def _ooms_of(self, run: Run) -> dict[int, tuple[int, list[Process], str]]:
+        groups = self._oom_groups.get(id(run))
+        if groups is None:
+            groups = self._oom_groups[id(run)] = self._group_ooms(run)
+        return groups
+
     def _group_ooms(self, run: Run) -> dict[int, tuple[int, list[Process], str]]:
         """id(process) -> (kills, the processes they may be, the rises in words), for each process of the run
         that ended unexplained (no process_exit, no exec, no status but SIGKILL: an exit code or a SIGTERM's
-        status is its own ending) within WINDOW of an `oom` record. Records and ends within a window of each
-        other make one group (the kernel kills one worker after another; their pool terminates the rest):
-        its kills are all its records' rises, so a group names no more processes as sure than it counts."""
-        window = 2 * max(run.interval, 0.1) + GROUP_SLACK_S
+        status is its own ending) where an `oom` record's rise falls at that end (_at_end). Records and ends
+        linked that way make one group (the kernel kills one worker after another; their pool terminates the
+        rest): its kills are all its records' rises, so a group names no more processes as sure than it
+        counts. Rises at no end are the run's unnamed kills (unnamed_ooms)."""
+        slack = max(run.interval, 0.1) + GROUP_SLACK_S
         ends = [(e, q) for q in self.procs if q.run is run and not q.exited and q.exec_into is None
-                and (e := seen_end(q)) is not None and _oom_possible(q, self.by_sidecar)]
-        events = sorted([(ts, 0, (before, now)) for ts, before, now in run.ooms]
-                        + [(e, 1, q) for e, q in ends], key=lambda x: (x[0], x[1]))
+                and (e := seen_end(q)) is not None
+                and _oom_possible(q, self.by_sidecar)]
+        # one group per connected set of records and ends (union-find over the records)
+        parent = list(range(len(run.ooms)))
+
+        def top(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        first_hit: list[tuple[Process, int]] = []
+        for e, q in ends:
+            hits = [i for i, rec in enumerate(run.ooms) if _at_end(rec, e, slack)]
+            for i in hits[1:]:
+                parent[top(i)] = top(hits[0])
+            if hits:
+                first_hit.append((q, hits[0]))
+        by_group: dict[int, list[Process]] = {}
+        for q, i in first_hit:
+            by_group.setdefault(top(i), []).append(q)
         out: dict[int, tuple[int, list[Process], str]] = {}
-        group: list[tuple[float, int, Any]] = []
-        for ev in [*events, (float("inf"), 0, None)]:
-            if group and ev[0] - group[-1][0] > window:
-                rises = [x[2] for x in group if x[1] == 0]
-                cands = [x[2] for x in group if x[1] == 1]
-                if rises and cands:
-                    kills = sum(max(1, now - before) for before, now in rises)
-                    words = ", ".join(f"{before} -> {now}" for before, now in rises)
-                    for q in cands:
-                        out[id(q)] = (kills, cands, words)
-                group = []
-            group.append(ev)
+        unnamed: list[tuple[float | None, float, int]] = []
+        for g in sorted({top(i) for i in range(len(run.ooms))}):
+            rises = [rec for i, rec in enumerate(run.ooms) if top(i) == g]
+            kills = sum(max(1, now - before) for _, before, now, _ in rises)
+            cands = by_group.get(g, [])
+            if not cands:
+                unnamed.extend((since, ts, max(1, now - before)) for ts, before, now, since in rises)
+                continue
+            words = ", ".join(f"{before} -> {now}" for _, before, now, _ in rises)
+            for q in cands:
+                out[id(q)] = (kills, cands, words)
+        self._unnamed[id(run)] = unnamed
         return out
 
     # -- pools ----------------------------------------------------------------

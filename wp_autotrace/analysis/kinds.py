@@ -30,6 +30,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "oom-killed": ("processes of the run the OOM killer ended (the cgroup's OOM kill count rose at their end; a "
                    "pool's sidecar is told by pool-died)", "fewer compile workers where pools lived then "
                    "(TORCHINDUCTOR_COMPILE_THREADS=1), else more memory for the job"),
+    "oom-in-cgroup": ("OOM kills the run's cgroup counted at no end of the run's processes: when, never whom (a "
+                      "process outside the run sharing its cgroup, or an end not seen)",
+                      "the kernel log names it; more memory for the cgroup, or less beside the job"),
     "jobs-lost": ("jobs sent to (or in flight in) a pool whose sidecar had ended: they never return; the line "
                   "that sent the last one", "make a new pool after the old one died"),
     "jobs-cut-off": ("jobs still running in a pool when it was asked to stop, and what that means on the run's "

@@ -229,7 +229,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                            "in cgroup v1); absent where none is readable: then no OOM kill is ever named"))),
     OOM: ("the run's cgroup counted more OOM kills than before (the watcher, each time it rises)",
           _PART_FIELDS[:2] + (
-        ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"))),
+        ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"),
+        ("since", NUM, "when that previous read was (Unix seconds): the kills happened in (since, ts]; absent in "
+                       "older logs, whose watcher read the count only at ends: then no process is named from it"))),
     RUN_EXIT: ("`wp-autotrace run` waited for its program: the status it saw (so `report` says the same)",
                _PART_FIELDS[:2] + (
         ("status", INT, "the exit code, or -N for signal N"),

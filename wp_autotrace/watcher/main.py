@@ -152,8 +152,9 @@ class Watcher(Tree):
             lists["rss"] = rss
         if started or ended or rss or len(lists) > 2:
             self.emit_parts("tree", lists, count=len(self.live), final=False)
-        if ended and self.oom is not None and (rose := self.oom.rose()) is not None:
-            self.emit(V.OOM, before=rose[0], oom_kill=rose[1])  # the only evidence of an OOM kill (evidence.md)
+        if self.oom is not None and (rose := self.oom.rose()) is not None:
+            # every tick, ends or not: the only evidence of an OOM kill, and its time (evidence.md)
+            self.emit(V.OOM, before=rose[0], oom_kill=rose[1], since=round(rose[2], 3))
         memory = self.memory.tick(now, self.live, self.root_end is not None or self.root not in self.live) \
             if self.memory is not None else None
         if memory:

@@ -1,8 +1,10 @@
 """The run's cgroup's OOM kill count: the only evidence the report accepts for "killed by the OOM killer".
 
-The watcher reads it at its start (watcher_start.oom_kill) and again after each tick in which a process of
-the run ended, and writes an `oom` record each time it rose (docs/evidence.md). It reads the cgroup the
-watcher itself is in, which is the run's unless something moved one of them: cgroup v2's
+The watcher reads it at its start (watcher_start.oom_kill) and again every tick (one small read, about 10 us),
+and writes an `oom` record each time it rose, with the time of the read before (`since`): the kill happened
+in (since, the record's ts], so a reader can tell whether it falls at a process's end or not (a kill of a
+process outside the run that shares its cgroup happens at no end of the run's; docs/evidence.md). It reads
+the cgroup the watcher itself is in, which is the run's unless something moved one of them: cgroup v2's
 ``memory.events`` (``oom_kill N``), else cgroup v1's ``memory.oom_control`` (``oom_kill N``, Linux 4.13+).
 Where neither is readable the count is None and no OOM kill is ever named. Stdlib only; no privileges.
 """
@@ -10,6 +12,11 @@ Where neither is readable the count is None and no OOM kill is ever named. Stdli
 from __future__ import annotations
 
 import os
+import time
+
+TYPE_CHECKING = False  # typing is for the type checker only: the watcher starts without importing it
+if TYPE_CHECKING:
+    from typing import Any
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 # Where each hierarchy's files live: v2 unified (plain, or the hybrid layout's "unified"), then v1 memory.
@@ -67,19 +74,26 @@ def candidates(root: str = CGROUP_ROOT, proc: str = "/proc") -> list[str]:
 
 
 class OomCount:
-    """Reads the first readable candidate, found once."""
+    """Reads the first readable candidate, found once; remembers the last count read and when."""
 
-    def __init__(self, root: str = CGROUP_ROOT, proc: str = "/proc") -> None:
+    def __init__(self, root: str = CGROUP_ROOT, proc: str = "/proc", clock: Any = time.time) -> None:
         self.path = next((p for p in candidates(root, proc) if _count_in(p) is not None), None)
+        self.clock = clock
+        self.last_at = clock()
         self.last = self.read()
 
     def read(self) -> int | None:
         return _count_in(self.path) if self.path is not None else None
 
-    def rose(self) -> tuple[int, int] | None:
-        """(before, now) when the count rose since the last read; None otherwise."""
-        now = self.read()
-        before, self.last = self.last, now if now is not None else self.last
-        if now is not None and before is not None and now > before:
-            return before, now
+    def rose(self) -> tuple[int, int, float] | None:
+        """(before, now, since) when the count rose since the last read, `since` being that read's time (the
+        kills happened after it); None otherwise. A failed read keeps the last count and its time: the next
+        rise then spans the gap, as it should."""
+        at, now = self.clock(), self.read()
+        if now is None:
+            return None
+        before, since = self.last, self.last_at
+        self.last, self.last_at = now, at
+        if before is not None and now > before:
+            return before, now, since
         return None

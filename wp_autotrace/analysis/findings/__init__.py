@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from .base import Finding
-from .endings import jobs_cut_off, jobs_lost, oom_killed, pool_died, zombies
+from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, zombies
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
 from .pools import (
     NESTED_ADVICE,
@@ -62,6 +62,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     verdict_pending,
     leftovers,
     oom_killed,
+    oom_unnamed,
     pool_died,
     jobs_lost,
     jobs_cut_off,

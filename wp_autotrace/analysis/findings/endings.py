@@ -121,6 +121,25 @@ def oom_killed(v: View) -> Finding | None:
                     {"processes": len(hit), "oom_kills": kills_all})
 
 
+def oom_unnamed(v: View) -> Finding | None:
+    """OOM kills the run's cgroup counted at no end of the run's processes (analysis/endings.py's
+    unnamed_ooms): a process outside the run that shares its cgroup (a container's usual case), or one whose end
+    was not seen. Said with when it happened, never pinned on a process of the run."""
+    found = [(since, by, kills) for run in v.runs for since, by, kills in v.endings.unnamed_ooms(run)]
+    if not found:
+        return None
+    kills = sum(k for _, _, k in found)
+    whens = [f"between {v.rel(since) or 0:.1f} s and {v.rel(by) or 0:.1f} s" if since is not None
+             else f"before {v.rel(by) or 0:.1f} s" for since, by, _ in found]
+    text = (f"The run's cgroup counted {kills} OOM kill(s) ({'; '.join(whens[:TEXT_PIDS])}) in a process the log "
+            "cannot name: no process of the run ended then (a process outside the run that shares its cgroup, "
+            "or one whose end the watcher did not see).")
+    evidence = [f"oom: the cgroup's OOM kill count rose by {k} {w}" for (_, _, k), w in zip(found, whens)]
+    return _finding("oom-in-cgroup", "warning", text, [], evidence[:TEXT_PIDS],
+                    "the job's cgroup ran out of memory: the kernel log (dmesg) names the process; give the cgroup "
+                    "more memory, or run less beside the job", {"oom_kills_unnamed": kills})
+
+
 def _last_reading(p: Process) -> tuple[float, int] | None:
     """p's last PSS reading (time, bytes); None unsampled (the watcher reads pool processes only). Its RSS
     heartbeat has no time of its own: a figure from the process's start would read as what the OOM killer
