@@ -7,6 +7,10 @@ terminal signals its foreground group), SIGINT without a terminal, and a cgroup 
 every process of the cgroup, as systemd and slurmstepd do; here to every process of run's tree, which is
 what a cgroup holding only the run would get). Each is compared with the same program run untraced and
 sent the same signal the same way: the program's handler runs as often (once) either way.
+
+The program's group: with a child in the program's group, each way (and SIGKILL to the group, and stops of
+the group or the program alone) is compared untraced and under `run`, deliveries counted in the program and
+in its child: a group signal reaches the whole group, a signal to run's pid the program only.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import clean_env, read_log, report_json, wait_for_watcher
+from .conftest import WaitTimeout, clean_env, read_log, report_json, wait_for_watcher, wait_until
 
 # The program: counts each delivery of SIGTERM/SIGINT in a file, exits 3 s after the first (its own exit,
 # never the signal's), with code 5.
@@ -180,3 +184,173 @@ def test_report_says_a_ctrl_c_end(tmp_path: Path) -> None:
     data = read_logs([str(log)])
     text = render_text(analyze(data), data.skipped)
     assert "ended by SIGINT" in text
+
+
+# The program with a child in its process group (as a compile sidecar is): each counts the SIGTERM/SIGINT it
+# gets in one file; the program writes both pids once both handlers are set, and exits (code 5) 1 s after
+# its first signal; the child leaves once its parent is gone.
+CHILD = textwrap.dedent('''
+    import os, signal, sys, time
+    out, parent = sys.argv[1], os.getppid()
+    def handler(sig, frame):
+        with open(out, "a") as f:
+            f.write(f"child {sig}\\n")
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    open(out + ".child", "w").close()
+    start = time.monotonic()
+    while os.getppid() == parent and time.monotonic() - start < 60:
+        time.sleep(0.05)
+''')
+GROUP_PROGRAM = textwrap.dedent('''
+    import os, signal, subprocess, sys, time
+    out = sys.argv[1]
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[2], out], stdin=subprocess.DEVNULL)
+    while not os.path.exists(out + ".child"):
+        time.sleep(0.02)
+    first = []
+    def handler(sig, frame):
+        with open(out, "a") as f:
+            f.write(f"program {sig}\\n")
+        first.append(time.monotonic())
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    with open(out + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(out + ".tmp", out + ".ready")
+    start = time.monotonic()
+    while time.monotonic() - start < 60 and (not first or time.monotonic() - first[0] < 1):
+        time.sleep(0.05)
+    sys.exit(5)
+''')
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no such pid, or a zombie (pid 1 reaps orphans late)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
+
+
+def _group_run(cmd: list[str], how: str, out: Path) -> tuple[int, dict[str, int], list[int]]:
+    """Run cmd in a session of its own, send the signal `how` once the program and its child are ready:
+    (the status, deliveries counted per process, the program's and child's pids still alive 10 s after)."""
+    master = None
+    if how == "tty-ctrl-c":
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(cmd, env=clean_env(), stdin=slave, stdout=slave, stderr=slave,
+                                preexec_fn=lambda: _controlling_tty(slave))
+        os.close(slave)
+    else:
+        proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    ready = Path(str(out) + ".ready")
+    pids: list[int] = []
+    try:
+        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
+        pids = [int(p) for p in ready.read_text().split()]
+        if how == "group-sigkill":
+            os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+        else:
+            _deliver(how, proc, master)
+        deadline = time.monotonic() + TIMEOUT_S
+        while master is not None and proc.poll() is None and time.monotonic() < deadline:
+            try:
+                os.read(master, 4096)  # drain: a full pty would block the program
+            except OSError:
+                break
+        code = proc.wait(TIMEOUT_S)
+        try:
+            wait_until(lambda: all(_gone(p) for p in pids), 10, what="the program and its child gone")
+        except WaitTimeout:
+            pass
+        survivors = [p for p in pids if not _gone(p)]
+    finally:
+        for pid in [*pids, proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(TIMEOUT_S)
+        if master is not None:
+            os.close(master)
+    lines = out.read_text().splitlines() if out.exists() else []
+    counts = {who: sum(1 for line in lines if line.startswith(who)) for who in ("program", "child")}
+    return code, counts, survivors
+
+
+# Each way a signal reaches a program: its pid, its group (`kill -- -PGID`, also with SIGKILL, which no one
+# can pass on), every process of its cgroup (here every process of the tree, as a cgroup holding only the
+# job gets it), and the terminal's Ctrl-C (its foreground group).
+GROUP_WAYS = {"kill-pid": {"program": 1, "child": 0}, "kill-group": {"program": 1, "child": 1},
+              "cgroup-stop": {"program": 1, "child": 1}, "tty-ctrl-c": {"program": 1, "child": 1},
+              "group-sigkill": {"program": 0, "child": 0}}
+
+
+@pytest.mark.parametrize("how", list(GROUP_WAYS))
+def test_run_signals_the_programs_group_as_untraced(tmp_path: Path, how: str) -> None:
+    """A signal sent to run's group reaches the program's whole group (its child too), as the same signal
+    sent to the untraced program's group does; one sent to run's pid reaches the program only, as one sent
+    to the untraced program's pid does. Counted in the program and in its child, untraced and under run."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(GROUP_PROGRAM)
+    plain_out, traced_out = tmp_path / "plain.txt", tmp_path / "traced.txt"
+    plain = _group_run([sys.executable, str(prog), str(plain_out), CHILD], how, plain_out)
+    cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", sys.executable,
+           str(prog), str(traced_out), CHILD]
+    traced = _group_run(cmd, how, traced_out)
+    assert plain[1:] == (GROUP_WAYS[how], []), plain  # the untraced program: what the test expects
+    assert traced[1:] == plain[1:], (traced, plain)  # under run: the same deliveries, nothing left alive
+    assert traced[0] == plain[0], (traced, plain)  # code 5; SIGKILL ends run with its group
+
+
+def _wait_stopped(pid: int) -> bool:
+    """Whether our child pid reports itself stopped within TIMEOUT_S (as a shell's waitpid sees a job stop)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        got, status = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+        if got and os.WIFSTOPPED(status):
+            return True
+        if got:
+            return False
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("how", ["stop-group", "stop-program"])
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "run"])
+def test_a_stopped_program_stops_its_job(tmp_path: Path, how: str, traced: bool) -> None:
+    """The job's group stopped (Ctrl-Z's stop; a terminal's SIGTSTP is not sent to this test's orphaned
+    group, so SIGSTOP stands for it) or the program's pid alone: the job's process, run or the untraced
+    program, shows stopped to its parent, as a shell sees a job stop; `fg` (SIGCONT to the group)
+    continues all of it, and a later group signal reaches the program and its child once each."""
+    prog, out = tmp_path / "prog.py", tmp_path / "out.txt"
+    prog.write_text(GROUP_PROGRAM)
+    cmd = [sys.executable, str(prog), str(out), CHILD]
+    if traced:
+        cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *cmd]
+    proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ready = Path(str(out) + ".ready")
+    pids: list[int] = []
+    try:
+        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
+        pids = [int(p) for p in ready.read_text().split()]
+        if how == "stop-group":
+            os.killpg(proc.pid, signal.SIGSTOP)
+        else:
+            os.kill(pids[0], signal.SIGSTOP)
+        assert _wait_stopped(proc.pid), "the job did not show stopped"
+        os.killpg(proc.pid, signal.SIGCONT)  # fg
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(TIMEOUT_S) == 5
+    finally:
+        for pid in [*pids, proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(TIMEOUT_S)
+    assert sorted(out.read_text().split("\n")[:-1]) == [f"child {signal.SIGTERM}", f"program {signal.SIGTERM}"]

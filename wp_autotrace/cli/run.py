@@ -130,20 +130,21 @@ def run(args: argparse.Namespace) -> int:
         return NOT_FOUND
     _say(f"wp-autotrace: logging to {log}")
     try:
-        child, tty = signals.start(command, env)
+        forwarder = signals.Forwarder(command, env).start()
     except OSError as exc:
         _say(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run, no log "
              "was written")
         return NOT_FOUND
-    with signals.Forwarder(child, tty) as forwarder:
+    with forwarder:
         code = forwarder.wait()
     forwarded = tuple(forwarder.sent)
+    pid = forwarder.child.pid if forwarder.child is not None else 0
     from ..analysis.model import Waited
 
-    waited = Waited(child.pid, code, forwarded, os.uname().nodename)
+    waited = Waited(pid, code, forwarded, os.uname().nodename)
     if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
         waited = waited._replace(no_watcher=_why_no_watcher(env))
-    record_exit(log, child.pid, code, forwarded)
+    record_exit(log, pid, code, forwarded)
     _summarize(log, python if told else None, waited, command[0])
     return SIGNALLED - code if code < 0 else code
 

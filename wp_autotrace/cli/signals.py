@@ -1,26 +1,28 @@
-"""`wp-autotrace run`'s signals: the program gets each signal exactly once, however it was sent.
+"""`wp-autotrace run`'s signals: the program gets each signal as it would untraced, once, however it was sent.
 
-Untraced, `python train.py` started from a shell is alone in its job's process group. Under `run` the
-program used to share run's group, so a signal sent to the group (`kill -- -PGID`, SLURM, systemd,
-a shell's job control) reached it directly *and* through run's forwarding: twice (issue #30 item 2;
-servers such as uvicorn, vLLM or Ray take a second SIGTERM or SIGINT as "force quit").
+The program stays in the process group run was started in, as it would be untraced (run takes the place its
+shell, launcher or supervisor gave it): a signal sent to that group (`kill -- -PGID`, Ctrl-C and Ctrl-Z on a
+terminal, `timeout`, SLURM, a launcher that signals its job's group, `kill -9 -- -PGID` included) reaches the
+program and every process of its group (its compile sidecar and workers) from the kernel itself, stops and
+uncatchable signals too. run is in that group as well, so it must tell such a signal from one sent to its
+pid alone (`kill PID`, `docker stop`, a supervisor that knows only run's pid), which only run gets and
+passes on, once, to the program's pid (untraced, that pid would have been the program's):
 
-So the program gets a process group of its own (as init shims such as tini do), and run forwards
-what it is sent, once, to the program's pid:
+- run keeps a *sentinel*: a small forked process in run's own group, which nothing names by pid, that
+  catches FORWARDED and reports each one down a pipe. A signal the sentinel got too within SENTINEL_HOLD_S
+  was sent to more than run's pid (run's group, the terminal's foreground group, every process of the
+  cgroup as systemd, slurmstepd or a container runtime send it): the program has it already, and run does
+  not pass it on. Otherwise run passes it to the program's pid. The sentinel ends when run closes its pipe
+  (or run dies).
+- run catches FORWARDED itself, so a group signal does not end it before the program (it waits and exits
+  with the program's status); the program starts with the dispositions run was started with (a signal
+  ignored by run's parent, nohup's SIGHUP, is ignored in the program too).
+- Ctrl-Z stops the whole group, run with it: the shell sees its job stopped, and `fg` continues them all.
+  A stop of the program alone (`kill -STOP`, SIGTTIN) stops run too, so the shell sees the job stopped.
 
-- `kill PID` (run's pid), SIGINT without a terminal, `kill -- -PGID` of run's group: only run gets it,
-  and passes it on once.
-- Ctrl-C (and Ctrl-\\) on a terminal: the terminal signals its foreground group, which run hands to the
-  program's group while it runs (and takes back after): the program gets it from the terminal, run does
-  not. Ctrl-Z stops the program's group; run then stops itself too, so the shell sees its job stopped,
-  and on `fg` (SIGCONT) gives the terminal back to the program and continues it.
-- a cgroup stop (systemd, slurmstepd, a container runtime: the signal sent to every process of the cgroup):
-  the program gets it directly, and run too. Nothing in the signal tells run that sender from one that
-  signalled run alone, so run keeps a *sentinel*: a small forked process in a group of its own that
-  catches the forwarded signals and reports each one down a pipe, and that nothing else signals (no
-  terminal, no group, no `kill PID` names it). A signal the sentinel got too within SENTINEL_HOLD_S was
-  sent to every process: the program has it, and run does not pass it on. The sentinel ends when run
-  closes its pipe (or run dies).
+Why not a group of the program's own (what run did before): the group's stops, SIGKILL and the signals
+run does not catch could not reach the program's group at all, and a caught one reached the program's pid
+only, never its sidecar and workers (docs/guarantees.md, "`run` and signals", says what stays different).
 
 Every signal run passes on is recorded (`run_exit.forwarded`), and the status it waited for.
 """
@@ -35,14 +37,20 @@ import sys
 import time
 from typing import Any
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-# A signal sent to every process of a cgroup reaches them one after another within a few milliseconds:
+# Caught by run (and its sentinel) and passed on when sent to run's pid alone. SIGUSR1/SIGUSR2 too: their
+# default action would end run, not the program, when a launcher signals the group (a checkpoint request).
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+# A signal sent to a group or a cgroup reaches its processes one after another within a few milliseconds:
 # this long run waits for the sentinel's word before it passes a signal on (the cost of a `kill PID`).
 SENTINEL_HOLD_S = 0.1
+# The sentinel says it is ready (its handlers set) before run starts the program: a group signal sent at
+# once must find it. A sentinel not ready by then is given up (run passes on every signal it is sent).
+SENTINEL_READY_S = 5.0
+READY = 0  # the byte the sentinel writes once its handlers are set (no signal is numbered 0)
 
 
 class Sentinel:
-    """A forked process in a group of its own that only catches FORWARDED and tells run each one it got."""
+    """A forked process in run's group that only catches FORWARDED and tells run each one it got."""
 
     def __init__(self) -> None:
         self.pid = 0
@@ -51,6 +59,7 @@ class Sentinel:
         self.seen: dict[int, float] = {}  # signal -> when the sentinel last reported it
 
     def start(self) -> None:
+        """Fork it and wait until its handlers are set; an OSError when it cannot be had."""
         report_r, report_w = os.pipe()
         alive_r, alive_w = os.pipe()
         pid = os.fork()
@@ -61,20 +70,24 @@ class Sentinel:
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):  # holds none of run's (the program's) stdio open
                     os.dup2(null, fd)
-                os.setpgid(0, 0)
                 for sig in FORWARDED:
                     signal.signal(sig, lambda s, f: os.write(report_w, bytes((s,))))
+                os.write(report_w, bytes((READY,)))
                 while os.read(alive_r, 1):
                     pass
             finally:
                 os._exit(0)
         os.close(report_w)
         os.close(alive_r)
-        os.set_blocking(report_r, False)
         self.pid, self.report, self.alive = pid, report_r, alive_w
+        ready, _, _ = select.select([report_r], [], [], SENTINEL_READY_S)
+        if not ready or os.read(report_r, 1) != bytes((READY,)):
+            self.stop()
+            raise OSError("the signal sentinel did not start")
+        os.set_blocking(report_r, False)
 
     def got(self, sig: int, hold: float = SENTINEL_HOLD_S) -> bool:
-        """Whether the sentinel got sig as well (now, or within hold): then it was sent to every process."""
+        """Whether the sentinel got sig as well (now, or within hold): then it was sent to more than run."""
         deadline = time.monotonic() + hold
         while True:
             self._drain()
@@ -110,94 +123,80 @@ class Sentinel:
             self.pid = 0
 
 
-def _foreground_tty() -> int | None:
-    """The fd of our controlling terminal when our group is its foreground (an interactive shell's job)."""
-    for fd in (0, 1, 2):
-        try:
-            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
-                return fd
-        except OSError:
-            continue
-    return None
-
-
-def _give_tty(fd: int, pgid: int) -> None:
-    """Make pgid the terminal's foreground group; from the background too (SIGTTOU held off)."""
-    before = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+def _is_stopped(pid: int) -> bool:
+    """Whether pid is stopped now (/proc/PID/stat's state T); False where that cannot be read."""
     try:
-        os.tcsetpgrp(fd, pgid)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
     except OSError:
-        pass
-    finally:
-        signal.signal(signal.SIGTTOU, before)
-
-
-def start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int | None]:
-    """Start the program in a process group of its own (the terminal's foreground when run had it)."""
-    tty = _foreground_tty()
-
-    def own_group() -> None:  # in the child, before exec: both sides set it, so neither races the other
-        os.setpgid(0, 0)
-        if tty is not None:
-            _give_tty(tty, os.getpid())
-
-    child = subprocess.Popen(command, env=env, preexec_fn=own_group)  # noqa: PLW1509 (run has no threads)
-    try:
-        os.setpgid(child.pid, child.pid)
-    except OSError:
-        pass  # it exec'd already, having set it itself
-    if tty is not None:
-        _give_tty(tty, child.pid)
-    return child, tty
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] == b"T"
 
 
 class Forwarder:
-    """Passes on to the program what run is sent, once; follows the program's stops on a terminal."""
+    """Starts the program in run's group and passes on to it, once, what is sent to run's pid alone;
+    follows the program's stops. start(), then `with` it around wait()."""
 
-    def __init__(self, child: subprocess.Popen[bytes], tty: int | None) -> None:
-        self.child = child
-        self.tty = tty
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.command = command
+        self.env = env
+        self.child: subprocess.Popen[bytes] | None = None
         self.sent: list[int] = []
         self.before: dict[int, Any] = {}
+        self.continued = False  # run got SIGCONT since its last wait began (it was stopped with its group)
         self.sentinel = Sentinel()
 
-    def __enter__(self) -> Forwarder:
-        self.before = {sig: signal.signal(sig, self.forward) for sig in FORWARDED}
+    def start(self) -> Forwarder:
+        """The sentinel, run's handlers, then the program; an OSError (run's handlers undone) when it cannot
+        be started."""
         try:
             self.sentinel.start()
         except OSError:
             pass  # no sentinel: every signal run is sent is passed on
+        self.before = {sig: signal.signal(sig, self.forward) for sig in FORWARDED}
+        self.before[signal.SIGCONT] = signal.signal(signal.SIGCONT, self._continued)
+        ignored = [sig for sig, h in self.before.items() if h == signal.SIG_IGN]
+
+        def as_run_was() -> None:  # in the child, before exec: what run's parent ignored stays ignored
+            for sig in ignored:
+                signal.signal(sig, signal.SIG_IGN)
+
+        try:
+            self.child = subprocess.Popen(self.command, env=self.env,  # noqa: PLW1509 (run has no threads)
+                                          preexec_fn=as_run_was if ignored else None)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __enter__(self) -> Forwarder:
         return self
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.before.items():
             signal.signal(sig, handler)
+        self.before = {}
         self.sentinel.stop()
-        if self.tty is not None:
-            _give_tty(self.tty, os.getpgrp())
+
+    def _continued(self, sig: int, frame: Any) -> None:
+        self.continued = True
 
     def forward(self, sig: int, frame: Any) -> None:
-        if self.tty is not None and sig in (signal.SIGINT, signal.SIGQUIT) and self._tty_sent_child():
-            return  # the terminal signals the program's (foreground) group itself
         if self.sentinel.pid and self.sentinel.got(sig):
-            return  # sent to every process (a cgroup stop): the program has it already
-        if self.child.poll() is not None:
-            return  # it has ended: nothing to pass on
+            return  # sent to run's group, the terminal's or every process: the program has it already
+        if self.child is None or self.child.poll() is not None:
+            return  # not started, or it has ended: nothing to pass on
         try:
             self.child.send_signal(sig)
             self.sent.append(sig)
         except OSError:
             pass
 
-    def _tty_sent_child(self) -> bool:
-        try:
-            return self.tty is not None and os.tcgetpgrp(self.tty) == self.child.pid
-        except OSError:
-            return False
-
     def wait(self) -> int:
-        """The program's status (its code, or -N for signal N); a stopped program stops run too."""
+        """The program's status (its code, or -N for signal N); a program stopped alone stops run too."""
+        assert self.child is not None, "start() first"
         while True:
+            self.continued = False
             try:
                 _, status = os.waitpid(self.child.pid, os.WUNTRACED)
             except ChildProcessError:
@@ -211,25 +210,25 @@ class Forwarder:
             return self.child.returncode
 
     def _stopped(self) -> None:
-        """Ctrl-Z stopped the program's group: stop run as well (its shell sees the job stopped), and on
-        SIGCONT give the terminal back to the program and continue it."""
-        if self.tty is not None:
-            _give_tty(self.tty, os.getpgrp())
+        """The program stopped. With its group (Ctrl-Z, SIGSTOP to the group), run stopped too and was
+        continued with it: nothing to do. Alone (`kill -STOP PID`, SIGTTIN): stop run as well, so its shell
+        sees the job stopped; once run is continued, continue the program (`fg` did both already)."""
+        assert self.child is not None
+        if self.continued or not _is_stopped(self.child.pid):
+            return
         os.kill(os.getpid(), signal.SIGSTOP)
-        if self.tty is not None:
-            _give_tty(self.tty, self.child.pid)
         try:
-            os.killpg(self.child.pid, signal.SIGCONT)
+            os.kill(self.child.pid, signal.SIGCONT)
         except OSError:
             pass
 
 
 def run_and_wait(command: list[str], env: dict[str, str]) -> tuple[int, int, tuple[int, ...]]:
     """Start command, wait for it forwarding signals; (its pid, its status, the signals passed on)."""
-    child, tty = start(command, env)
-    with Forwarder(child, tty) as fwd:
+    with Forwarder(command, env).start() as fwd:
         status = fwd.wait()
-    return child.pid, status, tuple(fwd.sent)
+    assert fwd.child is not None
+    return fwd.child.pid, status, tuple(fwd.sent)
 
 
 if __name__ == "__main__":  # manual check: python -m wp_autotrace.cli.signals CMD...
