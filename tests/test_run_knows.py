@@ -16,7 +16,7 @@ import pytest
 
 from wp_autotrace.cli.run import _python_of
 
-from .conftest import clean_env, run_python
+from .conftest import clean_env, report_json, run_python
 from .procs import kill_run
 
 RUN = [sys.executable, "-m", "wp_autotrace", "run"]
@@ -87,6 +87,26 @@ def test_an_os_exit_main_is_not_called_killed(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "exited 0 without running its exit handlers (os._exit" in res.stderr
     assert "killed" not in res.stderr, res.stderr
+
+
+def test_a_main_that_execs_is_not_called_os_exit(tmp_path: Path) -> None:
+    """The main process execs a shell that exits 7: its exec record is its ending ("exec'd into sh"), and run's
+    summary and the report say the code, never "without running its exit handlers (os._exit)"."""
+    log = tmp_path / "e.jsonl"
+    program = "import os; os.execvp('sh', ['sh', '-c', 'exit 7'])"
+    try:
+        res = run_python([*RUN[1:], "--log", str(log), "--", sys.executable, "-c", program], clean_env(),
+                         cwd=tmp_path, timeout=120)
+        assert res.returncode == 7, res.stderr
+        said = " ".join(res.stderr.split())
+        assert "os._exit" not in said and "exit handlers" not in said and "exited with code 7" in said, said
+        rep = report_json(log)
+        main = next(p for p in rep["processes"] if p["role"] == "main")
+        assert main["ending"]["kind"] == "exec" and main["ending"]["code"] == 7, main["ending"]
+        assert "exec'd into sh" in main["ending"]["words"]
+        assert "root-os-exit" not in {f["kind"] for f in rep["findings"]}
+    finally:
+        kill_run(log)
 
 
 def test_a_forwarded_sigterm_is_no_oom_kill(tmp_path: Path) -> None:

@@ -171,7 +171,11 @@ class Endings:
             return Ending(RUNNING, "still running at the end of the log", None, [], exit_record_at=record)
         if p.exec_into is not None and not p.exited:
             name = p.exit_how.removeprefix("exec'd into ") if p.exit_how.startswith("exec'd") else "another program"
-            return Ending(EXEC, f"exec'd into {name}", at, ["exec record"], exit_record_at=record)
+            # what that program's end was, where a status is known (`run`'s wait, a zombie's status)
+            then = (f", which was killed by {sig}" if sig else
+                    f", which exited (code {code})" if code is not None else "")
+            return Ending(EXEC, f"exec'd into {name}{then}", at, ["exec record", *([why] if why else [])], sig,
+                          code=code, exit_record_at=record)
         group = self._with_group(p, at)
         if sig is not None:
             evidence = [why]

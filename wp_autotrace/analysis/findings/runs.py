@@ -237,9 +237,11 @@ def root_killed(v: View) -> Finding | None:
 
 
 def root_os_exit(v: View) -> Finding | None:
-    """`run` saw the main process exit with a code, and it wrote no process_exit: it left by os._exit."""
+    """`run` saw the main process exit with a code, and it wrote no process_exit: it left by os._exit. Not a
+    main that exec'd another program (its exec record says so): that program's code is run's, and it has no
+    exit handlers of Python's to skip."""
     runs = [r for r in v.runs if r.root is not None and r.waited is not None and r.waited.status >= 0
-            and not r.root.exited]
+            and not r.root.exited and r.root.exec_into is None]
     if not runs:
         return None
     r = runs[0]
