@@ -730,3 +730,28 @@ def test_a_pool_with_a_job_pending_at_its_stop_was_not_idle(tmp_path: Path, scen
     (pool,) = report(w, tmp_path)["pools"]
     assert pool["idle_s"] == 0 and pool["idle_mib_s"] is None and pool["held_pss_bytes"] is None
     assert pool["jobs_lost" if scenario == "in-flight-at-death" else "jobs_cut_off"] == 1
+
+
+def _two_runs_one_main_pid(second_waited: bool) -> LogWriter:
+    """Two runs in one log whose main processes got the same pid on one host (a restarted container): the first,
+    under `wp-autotrace run`, was killed (its run_exit: SIGKILL); the second exited 0 and wrote its
+    process_exit (with its own run_exit when second_waited)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", run="r1")
+    watcher(w, 0.9, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 0.9}])
+    w.add(1, 50, 1, "run", "run_exit", root_pid=100, status=-9, forwarded=[])
+    start(w, 5, 100, 1, "main", run="r2")
+    w.add(6, 100, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    if second_waited:
+        w.add(6.1, 51, 1, "run", "run_exit", root_pid=100, status=0, forwarded=[])
+    return w
+
+
+@pytest.mark.parametrize("second_waited", [False, True])
+def test_a_run_exit_is_its_own_runs_not_a_later_main_with_the_same_pid(tmp_path: Path, second_waited: bool) -> None:
+    """run_exit names its main by pid and host only: it is the run's whose main had that pid and started last
+    before the record, never a later run's main that got the pid again."""
+    rep = report(_two_runs_one_main_pid(second_waited), tmp_path)
+    mains = {p["run"]: p["ending"] for p in rep["processes"] if p["role"] == "main"}
+    assert mains["r2"]["kind"] == "exit" and mains["r2"]["code"] == 0, mains["r2"]
+    assert mains["r1"]["kind"] == "signal" and mains["r1"]["signal"] == "SIGKILL", mains["r1"]

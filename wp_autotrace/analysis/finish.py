@@ -73,6 +73,7 @@ class Finish(Identities):
         _set_depths(m.processes)
         for run in m.runs.values():
             self.finish_run(run)
+        self.match_waits()
 
     def finish_pools(self) -> None:
         for pool in self.model.pools:
@@ -112,26 +113,37 @@ class Finish(Identities):
         run.root = by_pid[0] if by_pid else mains[0] if mains else None
         if run.root is not None and run.root_pid is None:
             run.root_pid = run.root.pid
-        waited = self.waited
-        if waited is not None and run.root is not None and run.root.pid == waited.pid \
-                and waited.host in ("", run.root.host):
-            run.waited = waited
-        self.match_run_exit(run)
         listed = len(run.leftover)
         if run.leftover_count > listed:
             run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
 
 
-    def match_run_exit(self, run: Run) -> None:
-        """`run`'s run_exit for this run's main process: report reads what run saw (docs/evidence.md)."""
-        root = run.root
-        mine = [r for r in self.run_exits if root is not None and r.get("root_pid") == root.pid
-                and r["host"] == root.host and isinstance(r.get("status"), int)]
-        if not mine or root is None:
-            return
-        run.run_exit = mine[-1]
-        if run.waited is None:
-            run.waited = Waited(root.pid, mine[-1]["status"], tuple(mine[-1].get("forwarded") or ()), root.host)
+    def match_waits(self) -> None:
+        """`run`'s waited status (self.waited: the program it just ran) and its run_exit records, each to one run:
+        the run whose main process had that pid on that host and started last before it. Pid and host alone
+        are not a process: a restarted container's main gets the pid of an earlier run's main, whose run_exit
+        is not the later one's ending (docs/evidence.md)."""
+        runs = [r for r in self.model.runs.values() if r.root is not None]
+
+        def started(r: Run) -> float:
+            root = r.root
+            return root.start if root is not None and root.start is not None else r.start or 0.0
+
+        def owner(pid: object, host: str, ts: float) -> Run | None:
+            mine = [r for r in runs if r.root is not None and r.root.pid == pid and host in ("", r.root.host)
+                    and started(r) <= ts]
+            return max(mine, key=started, default=None)
+
+        waited = self.waited
+        if waited is not None and (run := owner(waited.pid, waited.host, float("inf"))) is not None:
+            run.waited = waited
+        for rec in self.run_exits:  # in log order: a later record of one run wins
+            if isinstance(rec.get("status"), int) and (run := owner(rec.get("root_pid"), rec["host"], rec["ts"])):
+                run.run_exit = rec
+        for run in runs:
+            seen = run.run_exit
+            if seen is not None and run.waited is None and run.root is not None:
+                run.waited = Waited(run.root.pid, seen["status"], tuple(seen.get("forwarded") or ()), run.root.host)
 
 
 def _credit_jobs(p: Process) -> None:
