@@ -3,6 +3,7 @@
 - a stdlib-named module in the package's site-packages (enum34's ``enum``) must not replace the stdlib's
   in the watcher (it puts the package's directory after the standard library on its sys.path);
 - the job's filesystem (the root's cwd) unmounts right after a short job: the watcher never had its cwd there;
+  nor the log's, with a leftover still alive: the watcher holds no fd of the log between two reads or writes;
 - an inherited fd at or above the soft RLIMIT_NOFILE (``exec 300>lock; ulimit -n 256``) neither stops the
   watcher's start (posix_spawn's close of it is EBADF) nor stays open in the long-lived watcher.
 """
@@ -23,7 +24,17 @@ import pytest
 from wp_autotrace.common import vocab as V
 from wp_autotrace.runtime import spawn
 
-from .conftest import ROOT, clean_env, events, run_python, wait_for_watcher, wait_until
+from .conftest import (
+    ROOT,
+    clean_env,
+    events,
+    read_log,
+    report_json,
+    run_python,
+    tiny_tmpfs,
+    wait_for_watcher,
+    wait_until,
+)
 from .test_watcher import alive, kill_pids
 
 # A stand-in for enum34 (a backport that shadows the stdlib's enum): `re` needs names it lacks.
@@ -84,6 +95,49 @@ def test_the_jobs_filesystem_unmounts_right_after_a_short_job(tmp_path: Path) ->
         finally:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
         _watcher_ran(log)
+
+
+# The job's main: leaves a `sleep` (its cwd /, no fd of the job's) and ends once the watcher has started.
+LEAVES_ONE = textwrap.dedent('''
+    import subprocess, sys, time
+    print(subprocess.Popen(["sleep", "60"], cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL).pid, flush=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(sys.argv[1], "rb") as f:
+            if b'"watcher_start"' in f.read():
+                break
+        time.sleep(0.02)
+''')
+
+
+def test_the_logs_filesystem_unmounts_right_after_the_job(tmp_path: Path) -> None:
+    """The log on the job's filesystem, a leftover lingering: an epilog keeps a copy of the log and
+    unmounts right after the job's main ended, at once (no retry: the watcher holds nothing there between
+    its reads and writes, not only once it noticed the main's end, one interval later: 5 s here). The
+    watcher, its log gone, leaves; a report of the copy says why no verdict came."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a tmpfs")
+    script, copy = tmp_path / "main.py", tmp_path / "kept.jsonl"
+    script.write_text(LEAVES_ONE)
+    leftover = 0
+    with tiny_tmpfs(tmp_path / "job", size="1m") as mnt:
+        log = mnt / "run.jsonl"
+        env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="5")
+        try:
+            res = run_python([str(script), str(log)], env, cwd=str(tmp_path), timeout=60)
+            assert res.returncode == 0, res.stderr
+            leftover = int(res.stdout)
+            shutil.copy(log, copy)  # the epilog keeps the log, then unmounts
+            umount = subprocess.run(["umount", str(mnt)], capture_output=True, text=True)
+            assert umount.returncode == 0, umount.stderr
+            (start,) = events(read_log(copy), "watcher_start")
+            wait_until(lambda: not alive(start["pid"]), 30, what="the watcher gone with its log")
+        finally:
+            if leftover:
+                kill_pids([leftover])
+    (run,) = report_json(copy)["runs"]
+    assert "unmounted" in run["no_verdict"], run
 
 
 @pytest.mark.parametrize("intermediate", ["shell", "python"])

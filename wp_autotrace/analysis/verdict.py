@@ -211,7 +211,11 @@ def verdict_lost(run: Run, end: float, reader: Reader) -> str:
         if not watchers_gone(run, here):
             return ""
         pids = ", ".join(str(pid) for _, pid in sorted(run.watcher_pids))
-        return f"{WATCHER_ENDED} (no leftover or watcher_exit record; its pid {pids} is gone)"
+        # It writes to the log's path alone (watcher/main.py): a path that stopped naming the log (moved,
+        # removed, its filesystem unmounted by an epilog) ends it without a word, as a kill does.
+        return (f"{WATCHER_ENDED} (no leftover or watcher_exit record; its pid {pids} is gone: it was killed, "
+                "or the log was moved, removed or its filesystem unmounted while it ran, and it leaves "
+                "without a word when the log's path no longer names the log)")
     late = now - end - 2 * run.interval
     if late > VERDICT_LATE_S:
         return (f"{WATCHER_ENDED} (no leftover or watcher_exit record {now - end:.0f} s after the main "

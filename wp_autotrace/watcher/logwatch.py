@@ -36,8 +36,8 @@ def _identity(fd: int) -> tuple[int, int] | None:
 
 
 class WatcherSink(Sink):
-    """The watcher's sink: once detached (the root has ended), it holds no fd between two
-    writes, so an epilog can unmount the job's filesystem while the watcher lingers.
+    """The watcher's sink: once detached (as soon as the watcher has checked which file the log is),
+    it holds no fd between two writes, so an epilog can unmount the job's filesystem at once.
 
     Detached is Sink's released mode (Sink.release, docs/contracts.md "The log's
     descriptor"): each write opens the path, checks it is the same file
@@ -59,7 +59,7 @@ class LogWatch:
         self.write_fd = write_fd
         self.path = path
         self.identity = _identity(write_fd)
-        self.detached = False  # after the root's end: no fd held between reads (detach)
+        self.detached = False  # no fd held between reads (detach, once the live export read back)
         self.host = host
         self.root = root
         self.root_ct = root_ct  # 0.0: unknown

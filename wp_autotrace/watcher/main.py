@@ -2,7 +2,7 @@
 
 The root starts it (runtime/spawn.py says how) so that no host process ever
 holds a tracer thread or a child it could wait for: it is an orphan in its
-own session, niced, with stdio on /dev/null and only the log's fd.
+own session, niced, with stdio on /dev/null, and holds no fd of the log between its reads and writes.
 
 Membership is by descent, never by process group or session: a process is
 the run's when it is the root, when it was seen as a child of a member
@@ -246,7 +246,6 @@ class Watcher(Tree):
             now = clock()
             if self.root_end is not None and root_gone_at is None:
                 root_gone_at = now
-                self._detach()
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
                     exited = self.root_exited()  # the whole log read: the root's below too
@@ -264,14 +263,6 @@ class Watcher(Tree):
             next_tick = min(next_tick + self.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
             next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
-
-    def _detach(self) -> None:
-        """The root has ended: from now on the log is open only while it is read or written."""
-        if self.log is not None:
-            self.log.scan(limit=1 << 62)  # what the held fd can still read
-            self.log.detach()
-        if isinstance(self.sink, WatcherSink) and self.log is not None:
-            self.sink.detach()
 
     def _verdict_due(self) -> bool:
         """The root wrote its process_exit (or is gone: killed), and the leftover is not written yet:
@@ -319,6 +310,13 @@ def main(args: list[str]) -> None:
     if not same or logwatch.gone():
         return
     export, why_not = _live_export(run, host, a["export"], logwatch)
+    # From here on nothing of the log's filesystem is held between two reads or writes (each opens the path,
+    # checks it is the same file, and closes it): an epilog can unmount the job's filesystem as soon as the
+    # job's main process has ended, while the watcher still samples or lingers for a leftover. A path that no
+    # longer names the log (moved, removed, unmounted) ends the watcher: its verdict is lost, and a reader
+    # of the log says so (analysis/verdict.py, verdict_lost).
+    logwatch.detach()
+    sink.detach()
     watcher = Watcher(sink, run, int(root), float(a["root_ct"]), float(a["interval"]), float(a["linger"]),
                       log=logwatch, redact=redact, export=export)
     if not proc_is_ours():
