@@ -225,3 +225,21 @@ def test_a_reader_gone_mid_write_is_output_closed(unbuffered: str) -> None:
     p.stdout.close()
     _, err = p.communicate(timeout=60)
     assert p.returncode == 74, err
+
+
+def test_nested_run_leaves_the_answer_to_the_inner_run(tmp_path: Path) -> None:
+    """`wp-autotrace run -- wp-autotrace run -- PROG`: the outer run has nothing of its own to trace (the
+    command never traces itself) and says nothing of its own; the inner run traces PROG and answers, once.
+    Never "tracing did not start; check with: wp-autotrace doctor" on a working install."""
+    env = clean_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    prog = [sys.executable, "-c", "print('hi')"]
+    res = run_python(["-m", "wp_autotrace", "run", "--", "wp-autotrace", "run", "--", *prog], env,
+                     cwd=str(tmp_path))
+    assert (res.returncode, res.stdout) == (0, "hi\n"), res.stderr
+    assert "did not start" not in res.stderr and res.stderr.count("full report:") == 1, res.stderr
+    outer, inner = tmp_path / "outer.jsonl", tmp_path / "inner.jsonl"
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(outer), "--", sys.executable, "-m", "wp_autotrace",
+                      "run", "--log", str(inner), "--", *prog], env, cwd=str(tmp_path))
+    assert (res.returncode, res.stdout) == (0, "hi\n"), res.stderr
+    assert "did not start" not in res.stderr and res.stderr.count("full report:") == 1, res.stderr
+    assert events(read_log(inner), "process_start") and not outer.exists()

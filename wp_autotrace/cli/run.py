@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ..analysis.logread import NoUsableLog, count_events, read_logs
-from ..common.cmdline import is_python, python_flags
+from ..common.cmdline import CLI_SCRIPT, is_python, python_flags, runs_own_cli
 from ..common.env import (
     ENABLE_ENV,
     GUARD_ENV,
@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
     env[LOG_ENV] = log
     if args.guard:
         env[GUARD_ENV] = GUARD_NESTED_POOLS
+    if _is_own_cli(command, env.get("PATH")):
+        return _run_nested(command, env, log if args.log else None)
     python, told = _python_of(command, env.get("PATH"))
     if python is not None and is_python(command[0]) and "S" in python_flags(command):
         _say(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run")
@@ -146,6 +148,32 @@ def run(args: argparse.Namespace) -> int:
         waited = waited._replace(no_watcher=_why_no_watcher(env))
     record_exit(log, pid, code, forwarded)
     _summarize(log, python if told else None, waited, command[0])
+    return SIGNALLED - code if code < 0 else code
+
+
+def _is_own_cli(command: list[str], path: str | None) -> bool:
+    """Whether the command is the wp-autotrace command itself (its console script, or python -m wp_autotrace)."""
+    exe = shutil.which(command[0], path=path)
+    if exe is not None and os.path.basename(exe) == CLI_SCRIPT:
+        return True
+    return is_python(command[0]) and runs_own_cli(command)
+
+
+def _run_nested(command: list[str], env: dict[str, str], log: str | None) -> int:
+    """`wp-autotrace run -- wp-autotrace …`: the wp-autotrace command never traces itself, so there is nothing
+    for this run to trace or summarise: the inner command runs as it is (its own `run` traces its program,
+    into its --log, else into this run's log, WP_AUTOTRACE_LOG) and speaks for itself; the code is its own.
+    Said only when this run was given a --log that the inner command left unwritten."""
+    try:
+        forwarder = signals.Forwarder(command, env).start()
+    except OSError as exc:
+        _say(f"wp-autotrace run: cannot run {command[0]}: {exc.strerror or exc}; nothing was run")
+        return NOT_FOUND
+    with forwarder:
+        code = forwarder.wait()
+    if log is not None and not os.path.exists(log):
+        _say(f"wp-autotrace run: no log was written ({log}): the command was wp-autotrace itself, which traces "
+             "nothing of its own; the log its own run named holds the trace")
     return SIGNALLED - code if code < 0 else code
 
 
