@@ -196,8 +196,10 @@ class Endings:
             code = p.exit_code if p.exit_code is not None else code
             return Ending(EXIT, f"exited (code {code})" if code is not None else "exited", at,
                           [f"process_exit (code {code})"], code=code, exit_record_at=record)
-        if code is not None:  # a code, and no process_exit: its exit handlers did not run
+        if code is not None and p.traced:  # a code, and no process_exit: its exit handlers did not run
             return Ending(OS_EXIT, f"left without its exit handlers (os._exit, code {code})", at, [why], code=code)
+        if code is not None:  # not traced: it wrote no records, and had no Python exit handlers to skip
+            return Ending(EXIT, f"exited (code {code})", at, [why], code=code)
         oom, among = self._oom(p, at)
         if oom and among:
             kills, cands, _ = self.oom_group(p) or (0, [], "")
