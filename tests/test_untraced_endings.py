@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import report_json, run_python, traced_env, wait_for_watcher
 
 # The main process starts an untraced child and reaps it only once the watcher wrote it off as a zombie (its
@@ -60,3 +62,24 @@ def test_an_untraced_child_seen_defunct_with_code_0_exited(tmp_path: Path) -> No
     assert any("wait status 0" in e for e in ending["evidence"]), ending
     said = " ".join([rep["answer"], *(f["text"] for f in rep["findings"]), ending["words"]])
     assert "exit handlers" not in said and "os._exit" not in said, said
+
+
+@pytest.mark.parametrize("after", ["", "; time.sleep(1.5)"], ids=["main-exits", "main-lives-on"])
+def test_a_child_its_parent_waited_for_did_not_die_with_it(tmp_path: Path, after: str) -> None:
+    """A shell wrapper: `sh -c "sleep 0.6; true"` waits for its sleep, then exits. Both ends fall in one watcher
+    tick (equal end times): that says nothing of which ended first, so sleep did not "die with its creator";
+    and while main lives on, the two ends together are no "signal to the process group" either (a parent and the
+    child it waited for, no signal status)."""
+    log = tmp_path / "run.jsonl"
+    code = f"import subprocess, time; print(subprocess.run(['sh', '-c', 'sleep 0.6; true']).returncode){after}"
+    res = run_python(["-c", code], traced_env(log))
+    assert res.returncode == 0 and res.stdout == "0\n", (res.stdout, res.stderr)
+    wait_for_watcher(log)
+    rep = report_json(log)
+    sleep = next(p for p in rep["processes"] if p["cmd"].startswith("sleep"))
+    sh = next(p for p in rep["processes"] if p["pid"] == sleep["ppid"])
+    print("sleep", sleep["ending"], "sh", sh["ending"])
+    for p in (sleep, sh):
+        assert p["ending"]["kind"] not in ("with-creator", "with-group"), p["ending"]
+    said = " ".join([rep["answer"], *(f["text"] for f in rep["findings"])])
+    assert "died with its creator" not in said and "process group" not in said, said

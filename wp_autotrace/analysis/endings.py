@@ -113,6 +113,16 @@ def _oom_possible(p: Process, pools_by_sidecar: dict[int, Pool]) -> bool:
     return sig == "SIGKILL" or (sig is None and code is None)
 
 
+def _ancestors(p: Process) -> list[Process]:
+    """p's parents up the tree (bounded: a cycle of reused pids ends it)."""
+    out: list[Process] = []
+    q = p.parent
+    while q is not None and len(out) < 64 and q is not p:
+        out.append(q)
+        q = q.parent
+    return out
+
+
 def _at_end(rec: tuple[float, int, int, float | None], end: float, slack: float) -> bool:
     """Whether an `oom` record's rise (the count rose in (since, ts]) falls at a process end the watcher saw at
     `end` (the process ended in the tick before that): the kill came before the end was seen (since < end),
@@ -217,7 +227,10 @@ class Endings:
         parent = p.parent
         pend = seen_end(parent) if parent is not None else None
         window = self._creator_window(p)
-        if parent is not None and pend is not None and pend <= at <= pend + window:
+        # The parent first only when p's end was seen at least a tick later: ends in one tick (equal times) say
+        # nothing of their order, and a parent that waited for its child (a shell wrapper) ends right after it.
+        tick = p.run.interval if p.run is not None else 0.0
+        if parent is not None and pend is not None and pend + tick / 2 < at <= pend + window:
             return Ending(WITH_CREATOR, f"died with its creator ({parent.role} {parent.pid})", at,
                           [f"no process_exit; {parent.role} {parent.pid} ended {at - pend:.1f} s before it "
                            f"(within {window:.0f} s)"])
@@ -248,11 +261,22 @@ class Endings:
         same = [q for q in p.run.processes if q.pgid == pgid and q.host == p.host]
         together = [q for q in same if not q.exited and (e := seen_end(q)) is not None and abs(e - at) <= window]
         lived = [q for q in same if (e := seen_end(q)) is None or e > at + LIVED_ON_S]
-        if len(together) < 2 or not lived:
+        if len(together) < 2 or not lived or not self._not_a_wait(together):
             return ""
         return (f"process group {pgid}: {len(together)} of its processes ended within {window:.1f} s "
                 f"(pids {', '.join(str(q.pid) for q in together[:6])}) while {lived[0].role} {lived[0].pid} of "
                 "the same group lived on")
+
+    def _not_a_wait(self, together: list[Process]) -> bool:
+        """Whether ends seen together can be a group signal's, not a parent that waited for its child and then
+        exited (a shell wrapper: `sh -c "sleep 1; true"`, both ends in one tick): two of them outside one line
+        of descent (siblings: a pool's workers), or one of them with a signal's status."""
+        def line(a: Process, b: Process) -> bool:
+            return any(x is b for x in _ancestors(a)) or any(x is a for x in _ancestors(b))
+
+        if any(_signal_evidence(q, self.by_sidecar)[0] for q in together):
+            return True
+        return any(not line(a, b) for i, a in enumerate(together) for b in together[i + 1:])
 
     def oom_group(self, p: Process) -> tuple[int, list[Process], str] | None:
         """(kills, the processes they may be, the rises in words) of the OOM records at p's end
