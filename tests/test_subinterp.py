@@ -10,13 +10,15 @@ a program untraced, with WP_AUTOTRACE=1 and with the guard alone, on the pyenv b
 3.12 and 3.13 (the issue's program also on 3.9 and 3.11; skipped where absent), and
 wants the same exit status, stdout and stderr every time.
 
-Each Python gets a venv in the checkout (.venv-subinterp/py3.X, ignored by git) with
-the package installed editable; it is reinstalled when its wp_autotrace.pth is not
+Each Python gets a venv outside the checkout (~/.cache/wp-autotrace-tests/venv-subinterp/<checkout>/py3.X)
+with the package installed editable; it is reinstalled when its wp_autotrace.pth is not
 the checkout's .pth line (the line is copied at install time).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import subprocess
 import textwrap
@@ -31,7 +33,10 @@ VERSIONS = ("3.12", "3.13")
 # but a second tracer all the same): the .pth line's test differs on them (wp_autotrace/_site.py says why).
 ALL_VERSIONS = ("3.9", "3.11", *VERSIONS)
 PYENV = Path.home() / ".pyenv" / "versions"
-VENVS = ROOT / ".venv-subinterp"
+# Made outside the checkout (about 76 MB a Python: nothing for `git status` to show), one folder per checkout
+# (each venv holds an editable install of its own checkout: another worktree's would test other code).
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wp-autotrace-tests"
+VENVS = CACHE / "venv-subinterp" / hashlib.sha256(str(ROOT.resolve()).encode()).hexdigest()[:12]
 PIP_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 300
 

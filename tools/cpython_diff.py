@@ -160,7 +160,7 @@ def compare(python: str, tests: list[str], jobs: int, out: str) -> int:
             print(f"  flaky (not repeated): {test_id}: untraced {a}, traced {b}")
     for test_id, (a, b) in diff.items():
         print(f"  DIFFERENT: {test_id}: untraced {a}, traced {b}")
-    print(f"{len(diff)} difference(s) that repeat; outputs in {out}")
+    print(f"{len(diff)} difference(s) that repeat")
     if starts == 0:
         print("the traced run logged no process_start: the tracer did not run (is wp-autotrace installed?)")
         return 1
@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         json.dump({"python": version, "tests": args.tests, "status": status}, f)
     if status == 0 and not args.out:  # nothing to look at: leave no temporary folder behind
         shutil.rmtree(out, ignore_errors=True)
+        print("the outputs were removed (nothing to look at; --out DIR keeps them)")
+    else:  # named only once it is sure to stay
+        print(f"outputs in {out}")
     return status
 
 
