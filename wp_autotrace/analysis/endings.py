@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..common import targets as T
 from ..common import vocab as V
+from .ooms import group_ooms
 from .pools import requester, seen_end
 
 if TYPE_CHECKING:
@@ -123,16 +124,6 @@ def _ancestors(p: Process) -> list[Process]:
     return out
 
 
-def _at_end(rec: tuple[float, int, int, float | None], end: float, slack: float) -> bool:
-    """Whether an `oom` record's rise (the count rose in (since, ts]) falls at a process end the watcher saw at
-    `end` (the process ended in the tick before that): the kill came before the end was seen (since < end),
-    and no earlier than a tick and a dying process's last moments before it (ts >= end - slack). A record
-    without `since` (an older watcher read the count only at ends, so the rise may be long before) never
-    names a process."""
-    ts, _, _, since = rec
-    return since is not None and since < end and ts >= end - slack
-
-
 class Endings:
     """Every process's and pool's ending for the selected runs (view.View), computed once."""
 
@@ -151,7 +142,7 @@ class Endings:
         self.torch = _version(torch_version)
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
-        self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: _group_ooms
+        self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: ooms.group_ooms
         self._unnamed: dict[int, list[tuple[float | None, float, int]]] = {}  # per run: unnamed_ooms
 
     def rel(self, ts: float | None) -> str:
@@ -280,7 +271,7 @@ class Endings:
 
     def oom_group(self, p: Process) -> tuple[int, list[Process], str] | None:
         """(kills, the processes they may be, the rises in words) of the OOM records at p's end
-        (_group_ooms); None where none is."""
+        (ooms.group_ooms); None where none is."""
         run = p.run
         if run is None or not run.ooms:
             return None
@@ -310,53 +301,10 @@ class Endings:
     def _ooms_of(self, run: Run) -> dict[int, tuple[int, list[Process], str]]:
         groups = self._oom_groups.get(id(run))
         if groups is None:
-            groups = self._oom_groups[id(run)] = self._group_ooms(run)
+            groups, self._unnamed[id(run)] = group_ooms(
+                run, self.procs, lambda q: _oom_possible(q, self.by_sidecar), max(run.interval, 0.1) + GROUP_SLACK_S)
+            self._oom_groups[id(run)] = groups
         return groups
-
-    def _group_ooms(self, run: Run) -> dict[int, tuple[int, list[Process], str]]:
-        """id(process) -> (kills, the processes they may be, the rises in words), for each process of the run
-        that ended unexplained (no process_exit, no exec, no status but SIGKILL: an exit code or a SIGTERM's
-        status is its own ending) where an `oom` record's rise falls at that end (_at_end). Records and ends
-        linked that way make one group (the kernel kills one worker after another; their pool terminates the
-        rest): its kills are all its records' rises, so a group names no more processes as sure than it
-        counts. Rises at no end are the run's unnamed kills (unnamed_ooms)."""
-        slack = max(run.interval, 0.1) + GROUP_SLACK_S
-        ends = [(e, q) for q in self.procs if q.run is run and not q.exited and q.exec_into is None
-                and (e := seen_end(q)) is not None
-                and _oom_possible(q, self.by_sidecar)]
-        # one group per connected set of records and ends (union-find over the records)
-        parent = list(range(len(run.ooms)))
-
-        def top(i: int) -> int:
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        first_hit: list[tuple[Process, int]] = []
-        for e, q in ends:
-            hits = [i for i, rec in enumerate(run.ooms) if _at_end(rec, e, slack)]
-            for i in hits[1:]:
-                parent[top(i)] = top(hits[0])
-            if hits:
-                first_hit.append((q, hits[0]))
-        by_group: dict[int, list[Process]] = {}
-        for q, i in first_hit:
-            by_group.setdefault(top(i), []).append(q)
-        out: dict[int, tuple[int, list[Process], str]] = {}
-        unnamed: list[tuple[float | None, float, int]] = []
-        for g in sorted({top(i) for i in range(len(run.ooms))}):
-            rises = [rec for i, rec in enumerate(run.ooms) if top(i) == g]
-            kills = sum(max(1, now - before) for _, before, now, _ in rises)
-            cands = by_group.get(g, [])
-            if not cands:
-                unnamed.extend((since, ts, max(1, now - before)) for ts, before, now, since in rises)
-                continue
-            words = ", ".join(f"{before} -> {now}" for _, before, now, _ in rises)
-            for q in cands:
-                out[id(q)] = (kills, cands, words)
-        self._unnamed[id(run)] = unnamed
-        return out
 
     # -- pools ----------------------------------------------------------------
 

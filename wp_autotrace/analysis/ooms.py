@@ -1,0 +1,74 @@
+"""Which ends of a run's processes the OOM killer may have made: the cgroup's count against the watcher's ends.
+
+The cgroup counts kills, not whom (docs/evidence.md, `oom-kill`, `oom-among`, `oom-in-cgroup`). An `oom` record
+says the count rose in (since, ts]; a rise is a process's only where it falls at that process's end (_at_end),
+and the process's records leave room for it (no exit code, no signal but SIGKILL: the caller's `possible`).
+Rises at no end are kills the log cannot name (a process outside the run sharing its cgroup).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from .pools import seen_end
+
+if TYPE_CHECKING:
+    from .model import Process, Run
+
+# (kills, the processes they may be, the rises in words), per process id
+Groups = dict[int, tuple[int, list["Process"], str]]
+# (since, by, kills) of each rise at no end
+Unnamed = list[tuple["float | None", float, int]]
+
+
+def _at_end(rec: tuple[float, int, int, float | None], end: float, slack: float) -> bool:
+    """Whether an `oom` record's rise (the count rose in (since, ts]) falls at a process end the watcher saw at
+    `end` (the process ended in the tick before that): the kill came before the end was seen (since < end),
+    and no earlier than a tick and a dying process's last moments before it (ts >= end - slack). A record
+    without `since` (an older watcher read the count only at ends, so the rise may be long before) never
+    names a process."""
+    ts, _, _, since = rec
+    return since is not None and since < end and ts >= end - slack
+
+
+def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], bool], slack: float
+               ) -> tuple[Groups, Unnamed]:
+    """id(process) -> (kills, the processes they may be, the rises in words), for each process of the run
+    that ended unexplained (no process_exit, no exec, and `possible`) where an `oom` record's rise falls at
+    that end (_at_end, within `slack`: a tick and a dying process's last moments). Records and ends linked
+    that way make one group (the kernel kills one worker after another; their pool terminates the rest): its
+    kills are all its records' rises, so a group names no more processes as sure than it counts. Also the
+    rises at no end (since, by, kills)."""
+    ends = [(e, q) for q in procs if q.run is run and not q.exited and q.exec_into is None
+            and (e := seen_end(q)) is not None and possible(q)]
+    parent = list(range(len(run.ooms)))  # one group per connected set of records and ends (union-find)
+
+    def top(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_hit: list[tuple[Process, int]] = []
+    for e, q in ends:
+        hits = [i for i, rec in enumerate(run.ooms) if _at_end(rec, e, slack)]
+        for i in hits[1:]:
+            parent[top(i)] = top(hits[0])
+        if hits:
+            first_hit.append((q, hits[0]))
+    by_group: dict[int, list[Process]] = {}
+    for q, i in first_hit:
+        by_group.setdefault(top(i), []).append(q)
+    out: Groups = {}
+    unnamed: Unnamed = []
+    for g in sorted({top(i) for i in range(len(run.ooms))}):
+        rises = [rec for i, rec in enumerate(run.ooms) if top(i) == g]
+        kills = sum(max(1, now - before) for _, before, now, _ in rises)
+        cands = by_group.get(g, [])
+        if not cands:
+            unnamed.extend((since, ts, max(1, now - before)) for ts, before, now, since in rises)
+            continue
+        words = ", ".join(f"{before} -> {now}" for _, before, now, _ in rises)
+        for q in cands:
+            out[id(q)] = (kills, cands, words)
+    return out, unnamed
