@@ -25,10 +25,12 @@ import termios
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .conftest import WaitTimeout, clean_env, read_log, report_json, wait_for_watcher, wait_until
+from .test_oom import cgroup  # noqa: F401 (a fixture: a memory cgroup of the test's own)
 
 # The program: counts each delivery of SIGTERM/SIGINT in a file, exits 3 s after the first (its own exit,
 # never the signal's), with code 5.
@@ -234,11 +236,22 @@ def _gone(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
 
 
-def _group_run(cmd: list[str], how: str, out: Path) -> tuple[int, dict[str, int], list[int]]:
-    """Run cmd in a session of its own, send the signal `how` once the program and its child are ready:
-    (the status, deliveries counted per process, the program's and child's pids still alive 10 s after)."""
+def _group_run(cmd: list[str], how: str, out: Path, cg: Any = None) -> tuple[int, dict[str, int], list[int]]:
+    """Run cmd in a session of its own (and in the cgroup cg, when given), send the signal `how` once the program
+    and its child are ready: (the status, deliveries counted per process, the program's and child's pids
+    still alive 10 s after)."""
     master = None
-    if how == "tty-ctrl-c":
+    if cg is not None:
+        procs = os.path.join(cg.path, "cgroup.procs")
+
+        def join() -> None:
+            os.setsid()
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+
+        proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, preexec_fn=join)
+    elif how == "tty-ctrl-c":
         master, slave = pty.openpty()
         proc = subprocess.Popen(cmd, env=clean_env(), stdin=slave, stdout=slave, stderr=slave,
                                 preexec_fn=lambda: _controlling_tty(slave))
@@ -253,6 +266,12 @@ def _group_run(cmd: list[str], how: str, out: Path) -> tuple[int, dict[str, int]
         pids = [int(p) for p in ready.read_text().split()]
         if how == "group-sigkill":
             os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
+        elif cg is not None:  # as systemd's stop does: each process the cgroup holds (here the last first)
+            for pid in sorted((int(p) for p in cg.read("cgroup.procs").split()), reverse=True):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         else:
             _deliver(how, proc, master)
         deadline = time.monotonic() + TIMEOUT_S
@@ -354,3 +373,18 @@ def test_a_stopped_program_stops_its_job(tmp_path: Path, how: str, traced: bool)
                 pass
         proc.wait(TIMEOUT_S)
     assert sorted(out.read_text().split("\n")[:-1]) == [f"child {signal.SIGTERM}", f"program {signal.SIGTERM}"]
+
+
+def test_run_takes_a_cgroup_wide_signal_as_untraced(tmp_path: Path, cgroup: Any) -> None:  # noqa: F811
+    """SIGTERM to every process of a real cgroup (systemd's, slurmstepd's stop; here a memory cgroup the
+    test makes and runs the job in): the program and its child get it once each, untraced and under run
+    (run's sentinel got it too: run passes nothing on)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(GROUP_PROGRAM)
+    plain_out, traced_out = tmp_path / "plain.txt", tmp_path / "traced.txt"
+    plain = _group_run([sys.executable, str(prog), str(plain_out), CHILD], "cgroup", plain_out, cgroup)
+    cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", sys.executable,
+           str(prog), str(traced_out), CHILD]
+    traced = _group_run(cmd, "cgroup", traced_out, cgroup)
+    assert plain == (5, {"program": 1, "child": 1}, []), plain
+    assert traced == plain, (traced, plain)
