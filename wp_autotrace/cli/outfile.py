@@ -91,12 +91,14 @@ class WriteFailed(Exception):
 
 
 def write_file(out: IO[str], path: str, write_all: Callable[[Callable[[str], Any]], T]) -> T:
-    """write_all(out.write), then close out; on an OSError the partial file is removed and WriteFailed
-    raised."""
+    """write_all(out.write), then close out. Whatever stops it (an OSError: WriteFailed raised; anything else,
+    Ctrl-C included: raised as it is) removes the partial file first: an output is whole or absent."""
     try:
         with out:
             return write_all(out.write)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(path)
-        raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}; the partial file was removed") from None
+        if isinstance(exc, OSError):
+            raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}; the partial file was removed") from None
+        raise

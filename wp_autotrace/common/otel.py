@@ -33,12 +33,18 @@ def trace_id(run: str) -> str:
     run = run.lower()
     if run and len(run) <= 32 and all(ch in "0123456789abcdef" for ch in run) and int(run, 16):
         return run.zfill(32)
-    return hashlib.sha256(run.encode()).hexdigest()[:32]
+    return hashlib.sha256(_bytes(run)).hexdigest()[:32]
 
 
 def span_id(*parts: Any) -> str:
     """8 bytes hex, stable for the same process or call (re-exports give the same ids)."""
-    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16]
+    return hashlib.sha256(_bytes("|".join(map(str, parts)))).hexdigest()[:16]
+
+
+def _bytes(text: str) -> bytes:
+    """text as UTF-8, lone surrogates included: a run id given as bytes that are not UTF-8 (Python holds each
+    odd byte as a surrogate; the log keeps it escaped) hashes the same in the live and the finished export."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def process_span_id(run: str, host: str, pid: int, start: float) -> str:
