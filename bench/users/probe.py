@@ -30,6 +30,7 @@ MIB = 2**20
 # A pool whose processes together used less CPU than this in one tick is idle in that tick.
 IDLE_CPU_PER_TICK_S = 0.02
 SIDECAR_MARK = "compile_worker/__main__.py"
+AUTOTUNE_MARK = "__autotune_main__.py"
 TOOL_MARKS = ("wp_autotrace", "wp-autotrace")
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / ".venv" / "bin" / "wp-autotrace"
@@ -65,6 +66,7 @@ class Tracked:
         self.cpu = 0.0
         self.pss_alone_after_main: int | None = None
         self.sidecar: int | None = None  # a worker's pool: the sidecar it was first seen under
+        self.max_threads = 0
 
     def alive(self) -> bool:
         return self.ended_at is None
@@ -75,6 +77,8 @@ def classify(t: Tracked, by_pid: dict[int, Tracked], main_pid: int) -> str:
         return "tool"
     if t.pid == main_pid:
         return "main"
+    if AUTOTUNE_MARK in t.cmd:
+        return "autotune"
     if SIDECAR_MARK in t.cmd:
         parent = by_pid.get(t.ppid)
         return "worker" if parent is not None and parent.role == "sidecar" else "sidecar"
@@ -94,8 +98,20 @@ class Probe:
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)
 
+    def session_members(self) -> list[psutil.Process]:
+        """Every process in the program's session (it was started in a new one): finds a child that was
+        re-parented before any tick saw it under its parent (a fork pool's workers whose creator crashed)."""
+        out = []
+        for pid in psutil.pids():
+            try:
+                if os.getsid(pid) == self.root.pid:
+                    out.append(psutil.Process(pid))
+            except (OSError, psutil.Error):
+                pass
+        return out
+
     def discover(self, now: float) -> None:
-        seeds = [self.root] + [t.proc for t in self.tracked.values() if t.alive()]
+        seeds = [self.root] + [t.proc for t in self.tracked.values() if t.alive()] + self.session_members()
         for seed in seeds:
             try:
                 kids = [seed] + seed.children(recursive=True)
@@ -129,7 +145,7 @@ class Probe:
         self.discover(now)
         pools: dict[int, dict[str, float]] = {}
         total = 0
-        alive = zombies = 0
+        alive = zombies = procs = threads = 0
         for t in self.tracked.values():
             if not t.alive():
                 continue
@@ -137,6 +153,7 @@ class Probe:
                 status = t.proc.status()
                 cpu = sum(t.proc.cpu_times()[:2])
                 ppid = t.proc.ppid()
+                nthreads = t.proc.num_threads()
             except psutil.NoSuchProcess:
                 t.ended_at = now
                 continue
@@ -152,6 +169,9 @@ class Probe:
             alive += 1
             if t.role == "tool":
                 continue
+            t.max_threads = max(t.max_threads, nthreads)
+            procs += 1
+            threads += nthreads
             total += pss
             if self.main_end is not None and t.pss_alone_after_main is None:
                 t.pss_alone_after_main = pss
@@ -162,7 +182,8 @@ class Probe:
                 pool["cpu"] += dcpu
                 pool["n"] += 1
         zombies = sum(1 for t in self.tracked.values() if t.alive() and t.zombie_since is not None)
-        self.ticks.append({"t": now, "total_pss": total, "pools": pools, "alive": alive, "zombies": zombies})
+        self.ticks.append({"t": now, "total_pss": total, "pools": pools, "alive": alive, "zombies": zombies,
+                           "procs": procs, "threads": threads})
 
     def program_alive(self) -> list[Tracked]:
         return [t for t in self.tracked.values() if t.alive() and t.role != "tool" and t.zombie_since is None]
@@ -269,8 +290,11 @@ def main() -> int:
         log.unlink()
     argv = [str(TOOL), "run", "--log", str(log), "--", *cmd] if args.via_run else cmd
     with open(out / "stdout.txt", "w") as so, open(out / "stderr.txt", "w") as se:
+        # A probe run from a background job inherits SIGINT ignored; the program must get the default, as
+        # it would from a terminal, or a Ctrl-C case cannot be told from one that ignores it.
         proc = subprocess.Popen(argv, env=build_env(args, log), stdout=so, stderr=se, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(out))
+                                start_new_session=True, cwd=str(out),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         probe = Probe(psutil.Process(proc.pid), args.via_run)
         rc = None
         start = time.monotonic()
@@ -303,11 +327,14 @@ def main() -> int:
         "peak_pools_pss_mib_at_once": round(max((sum(p["pss"] for p in tk["pools"].values())
                                                  for tk in probe.ticks), default=0) / MIB, 1),
         "max_pools_at_once": max((len(tk["pools"]) for tk in probe.ticks), default=0),
+        "max_procs_at_once": max((tk.get("procs", 0) for tk in probe.ticks), default=0),
+        "max_threads_at_once": max((tk.get("threads", 0) for tk in probe.ticks), default=0),
         "max_compile_procs_at_once": max((sum(p["n"] for p in tk["pools"].values()) for tk in probe.ticks),
                                          default=0),
         "pools": pool_summary(probe),
         "processes": [{"pid": t.pid, "role": t.role, "ppid": t.ppid, "first_seen": t.first_seen,
                        "ended_at": t.ended_at, "zombie_since": t.zombie_since, "zombie_parent": t.zombie_parent,
+                       "max_threads": t.max_threads, "cpu_s": round(t.cpu, 2),
                        "pss_alone_after_main_mib": None if t.pss_alone_after_main is None
                        else round(t.pss_alone_after_main / MIB, 1), "cmd": t.cmd}
                       for t in sorted(probe.tracked.values(), key=lambda x: x.first_seen)],
@@ -321,7 +348,8 @@ def main() -> int:
     if not args.untraced:
         run_report(log, out)
     brief = {k: result[k] for k in ("rc", "main_end_s", "peak_total_pss_mib_at_once", "peak_pools_pss_mib_at_once",
-                                    "max_pools_at_once", "max_compile_procs_at_once", "alive_after_main",
+                                    "max_pools_at_once", "max_procs_at_once", "max_threads_at_once",
+                                    "max_compile_procs_at_once", "alive_after_main",
                                     "alive_after_linger", "zombies", "ended_by_probe")}
     print(json.dumps(brief, indent=1))
     print(json.dumps(result["pools"], indent=1))

@@ -81,6 +81,10 @@ def main(out_s: str) -> None:
                          round(sum(x["pss_alone_after_main_mib"] or 0 for x in prb["processes"]
                                    if x["pid"] in prb["alive_after_main"]), 1)],
         "zombies_probe": prb["zombies"],
+        # ps lines and threads, as users count them: the report's peak concurrent processes beside the probe's
+        "procs_at_once": [rep.get("max_concurrent_processes"), prb.get("max_procs_at_once")],
+        "threads_at_once_probe": prb.get("max_threads_at_once"),
+        "main_end_s_probe": prb.get("main_end_s"),
     }
     for r in rows:
         print(json.dumps(r))

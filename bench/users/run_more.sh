@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs the six further user cases of docs/users.md ("Six more"), one at a time, each under the independent
+# probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
+set -u
+OUT=${1:-/tmp/users-more}; shift || true
+cd "$(dirname "$0")/../.."
+PY=$PWD/.venv/bin/python
+U=$PWD/bench/users
+run() {  # run NAME [probe options] -- command
+    local name=$1; shift
+    if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
+    timeout 400 "$PY" "$U/probe.py" --out "$OUT/$name" "$@" > "$OUT/$name.probe.txt" 2>&1
+    "$PY" "$U/score.py" "$OUT/$name" > "$OUT/$name/score.txt" 2>&1
+    echo "== $name"; grep -v '^ANSWER' "$OUT/$name/score.txt"
+}
+ONLY="$*"
+mkdir -p "$OUT"
+run pipe_held --timeout 150 --linger 6 -- "$PY" "$U/pipe_held.py"
+run shutdown_recompile --linger 6 -- "$PY" "$U/shutdown_recompile.py"
+run sidecar_start_fails --linger 6 -- "$PY" -m pytest -q -p no:cacheprovider "$U/sidecar_start_fails.py"
+run autotune_subproc --linger 6 -- "$PY" "$U/autotune_subproc.py"
+run launcher_killed --via-run --linger 12 -- "$PY" "$U/launcher_killed.py"
+run idle_cpu --linger 6 -- "$PY" "$U/idle_cpu.py"
