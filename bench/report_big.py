@@ -5,7 +5,7 @@ Usage: python bench/report_big.py [--records 1000000] [--rounds 3] [--ref REF] [
 Writes bench/report_scale.py's synthetic run at --records records, then, alternating round by
 round, in fresh interpreters: a bare ``json.loads`` of each line (the reference: no checks, no
 model, nothing kept), a bare ``msgspec.json.decode`` of each line (what a fast decoder alone
-costs), ``wp-autotrace report --json`` of this tree (the fast path: analysis/fastread.py),
+costs), ``wp-autotrace report --json`` of this tree (the fast path: analysis/read/fastread.py),
 the same with the fast path off (``logread.use_fast(False)``: the json path, what runs without
 msgspec), the fast report of a 2,000-record log of the same shape (its fixed cost: interpreter, modules,
 start-up), and with --ref, the same command of that git ref (git archive, on PYTHONPATH). Prints
@@ -48,7 +48,7 @@ BARE_MSGSPEC = ("import msgspec, sys\n"
                 "        if line.strip():\n"
                 "            decode(line)\n")
 REPORT = ("import sys\n"
-          "from wp_autotrace.analysis import logread\n"
+          "from wp_autotrace.analysis.read import logread\n"
           "logread.use_fast(sys.argv[2] == 'fast')\n"
           "from wp_autotrace.cli.main import main\n"
           "sys.exit(main(['report', '--json', sys.argv[1]]))\n")
@@ -61,8 +61,8 @@ REPORT = ("import sys\n"
 PARTS = """
 import gc, json, sys, time
 gc.disable()
-from wp_autotrace.analysis import fastread, logread as L
-from wp_autotrace.analysis.fold import Builder
+from wp_autotrace.analysis.read import fastread, logread as L
+from wp_autotrace.analysis.fold.fold import Builder
 path = sys.argv[1]
 table = fastread.decoders()
 def bare():

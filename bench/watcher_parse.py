@@ -71,7 +71,7 @@ def minimal(line: bytes) -> object:
 
 
 def through_logread(line: bytes) -> object:
-    from wp_autotrace.analysis.logread import parse_line
+    from wp_autotrace.analysis.read.logread import parse_line
 
     fixed: dict[str, int] = {}
     rec = parse_line(line.lstrip(b"\n"), lambda _why: None, fixed)
@@ -93,7 +93,7 @@ def main() -> int:
     os.nice(0)
     print(f"start-up, median of {args.starts} (ms): watcher alone "
           f"{start_ms('', args.starts):.1f}, with analysis.logread "
-          f"{start_ms(';import wp_autotrace.analysis.logread', args.starts):.1f}")
+          f"{start_ms(';import wp_autotrace.analysis.read.logread', args.starts):.1f}")
     through_logread(b"{}")  # its imports outside the timing
     for kind, lines in sample_lines(args.lines).items():
         a, b = us_per_line(minimal, lines), us_per_line(through_logread, lines)

@@ -240,7 +240,7 @@ def warm_pool_pids(records: list[dict[str, Any]]) -> set[int]:
 
 
 def report_json(*logs: Any) -> dict[str, Any]:
-    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
 
     return analyze(read_logs([str(p) for p in logs]))

@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.fold.verdict import Reader
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
-from wp_autotrace.analysis.verdict import Reader
 from wp_autotrace.common import targets as T
 
 T0 = 1_800_000_000.0

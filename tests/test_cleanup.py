@@ -529,8 +529,8 @@ def test_a_successor_whose_record_lands_late_is_waited_for(tmp_path: Path) -> No
     loaded host where it lands after them: cleanup waits for the newborn in the leftover's process group
     until the log names it, then ends it. Before, the round ended without it and the final count said it
     was alive and not signalled."""
-    from wp_autotrace.analysis.logread import stream_logs
-    from wp_autotrace.analysis.verdict import fold_and_judge
+    from wp_autotrace.analysis.fold.verdict import fold_and_judge
+    from wp_autotrace.analysis.read.logread import stream_logs
     from wp_autotrace.cli.cleanup import cleanup
 
     log, succ = tmp_path / "run.jsonl", tmp_path / "succ.pid"

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.analysis.logread import count_events
+from wp_autotrace.analysis.read.logread import count_events
 
 from .conftest import clean_env, read_log, run_python
 

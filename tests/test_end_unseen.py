@@ -2,7 +2,7 @@
 
 A main killed before any watcher ran (no process_exit, no watcher record) was "in progress" for 120 s
 after its last record, and a log cut mid-run (a watcher_start, no final record) for ever. The reader
-now asks this host (analysis/verdict.py look_now, with an explicit Reader): the main's pid and create
+now asks this host (analysis/fold/verdict.py look_now, with an explicit Reader): the main's pid and create
 time (alive: in progress; gone: ended without its exit record), else its watcher's pid; where nothing
 here can tell (another host's log), it says so, and "in progress" lasts only while the log is fresh.
 """
@@ -20,10 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.render import render_text
-from wp_autotrace.analysis.report import analyze
-from wp_autotrace.analysis.verdict import (
+from wp_autotrace.analysis.fold.verdict import (
     NO_WATCHER,
     RECENT_S,
     WATCHER_ENDED,
@@ -31,6 +28,9 @@ from wp_autotrace.analysis.verdict import (
     Reader,
     this_host,
 )
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.read.logread import read_logs
+from wp_autotrace.analysis.report import analyze
 from wp_autotrace.common.procfs import own_create_time
 
 from .conftest import WaitTimeout, clean_env, run_python, wait_until

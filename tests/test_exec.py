@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.analysis.fold import build
+from wp_autotrace.analysis.fold.fold import build
 
 from .conftest import events
 from .test_watcher import WAIT_SAMPLED, differential

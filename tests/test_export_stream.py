@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from wp_autotrace.analysis import jsonout
-from wp_autotrace.analysis.chrome import write_chrome_trace
-from wp_autotrace.analysis.logread import stream_logs
-from wp_autotrace.analysis.otlp import write_otlp
+from wp_autotrace.analysis.export import jsonout
+from wp_autotrace.analysis.export.chrome import write_chrome_trace
+from wp_autotrace.analysis.export.otlp import write_otlp
+from wp_autotrace.analysis.read.logread import stream_logs
 from wp_autotrace.cli.main import main
 
 from .logs import AC, PLUGIN, SP, T0

@@ -1,4 +1,4 @@
-"""The reader's fast path (analysis/fastread.py, msgspec) against its json path: the same records, byte for byte.
+"""The reader's fast path (analysis/read/fastread.py, msgspec) against its json path: the same records, byte for byte.
 
 Every line is read both ways: the records (keys, their order, values and types, compared through
 json.dumps), the skipped lines by reason, the dropped fields and the late count must be equal, and
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wp_autotrace.analysis import fastread, logread, schema
-from wp_autotrace.analysis.logread import MAX_LINE_BYTES, stream_logs
+from wp_autotrace.analysis.read import fastread, logread, schema
+from wp_autotrace.analysis.read.logread import MAX_LINE_BYTES, stream_logs
 from wp_autotrace.cli.main import main
 
 from . import test_report_text as shapes

@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.chrome import HELD_PSS, HELD_RSS, POOL_PSS, to_chrome_trace
-from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.memseries import STALE_S
+from wp_autotrace.analysis.derive.memseries import STALE_S
+from wp_autotrace.analysis.export.chrome import HELD_PSS, HELD_RSS, POOL_PSS, to_chrome_trace
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze_view
 from wp_autotrace.watcher import memory
 
@@ -200,7 +200,7 @@ def test_page_names_no_external_url(scenario: dict[str, Any]) -> None:
 def test_synthetic_page_names_no_url_and_escapes_markup(tmp_path: Path) -> None:
     """A page with leftovers and a command line holding a URL and markup: the URL is there only as escaped
     text (a title), not as a link, the markup is text, and each left-behind process is striped."""
-    from wp_autotrace.analysis.html import render_html
+    from wp_autotrace.analysis.present.html import render_html
 
     w = seed_log()
     w.lines[0]["argv"] = ["train.py", "--data", "https://example.invalid/x", "</title><script>x()</script>"]
@@ -294,7 +294,7 @@ def test_html_output_is_refused_like_exports(tmp_path: Path) -> None:
 def test_a_job_across_hosts_one_section_per_run_in_rank_order(tmp_path: Path) -> None:
     """Three nodes of one torchrun job, started in another order than their ranks: one section per run
     (per node), rank 0's first; each holds its own lanes and its pool's row."""
-    from wp_autotrace.analysis.html import render_html
+    from wp_autotrace.analysis.present.html import render_html
 
     from .test_jobs import node_log
 
@@ -320,7 +320,7 @@ def test_perfetto_rss_counter_of_processes_not_read_for_pss(tmp_path: Path) -> N
 def test_fills_differ_in_lightness_not_only_hue() -> None:
     """Busy, idle, shutting down and left behind (and the process roles) stay apart in greyscale: their base
     colours' grey levels are at least 25 apart (patterns add hatching on top)."""
-    from wp_autotrace.analysis.svg import FILLS, OTHER_FILL, ROLE_FILL
+    from wp_autotrace.analysis.present.svg import FILLS, OTHER_FILL, ROLE_FILL
 
     def grey(colour: str) -> int:
         c = colour.lstrip("#")
@@ -350,8 +350,8 @@ def test_page_of_a_non_utf8_argv_is_written(tmp_path: Path) -> None:
 def _at_once_by_definition(procs: list[Any]) -> list[Any]:
     """memseries' docstring read literally, one pass over every process per moment: at each sample time,
     the processes alive (by their span, or read then) and read within STALE_S, summed."""
-    from wp_autotrace.analysis.memseries import Point, end_of
-    from wp_autotrace.analysis.pools import lived_mem
+    from wp_autotrace.analysis.derive.memseries import Point, end_of
+    from wp_autotrace.analysis.derive.pools import lived_mem
 
     samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in (lived_mem(p) if p.mem else ()))
     out, latest = [], {}
@@ -372,7 +372,7 @@ def test_memory_at_once_is_its_definition_on_odd_lives() -> None:
     import random
     from types import SimpleNamespace
 
-    from wp_autotrace.analysis.memseries import at_once
+    from wp_autotrace.analysis.derive.memseries import at_once
 
     rnd = random.Random(33)
     for _ in range(2000):
@@ -407,7 +407,7 @@ def test_an_output_file_that_cannot_be_written_is_removed(tmp_path: Path, comman
 def test_a_parent_cycle_of_reused_pids_still_gets_every_lane(tmp_path: Path) -> None:
     """The main's parent's pid (1 here) taken later by one of the main's children: each has a parent in the
     log, so no process is a root; every process still gets its lane (the page drew none at all)."""
-    from wp_autotrace.analysis.html import render_html
+    from wp_autotrace.analysis.present.html import render_html
 
     w = seed_log()
     run = {"run": "r1", "root_pid": 100}

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.fmt import escape
-from wp_autotrace.analysis.fold import build
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.fold.fold import build
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.words.fmt import escape
 from wp_autotrace.cli.cleanup import cleanup
 
 from .conftest import ROOT, clean_env, events, needs_torch, run_python, wait_for_watcher
@@ -162,9 +162,9 @@ def test_tree_records_mask_per_argument_and_child_environment(tmp_path: Path) ->
 
 def test_old_logs_leak_no_secret_into_any_output(tmp_path: Path) -> None:
     """A log whose writer masked less (or not at all): report --json and text, chrome and OTLP mask it."""
-    from wp_autotrace.analysis.chrome import to_chrome_trace
-    from wp_autotrace.analysis.logread import read_logs
-    from wp_autotrace.analysis.otlp import to_otlp
+    from wp_autotrace.analysis.export.chrome import to_chrome_trace
+    from wp_autotrace.analysis.export.otlp import to_otlp
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
 
     w = LogWriter()

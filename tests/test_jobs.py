@@ -1,4 +1,4 @@
-"""Jobs: runs of one launch on several hosts, grouped by the launchers' ids (analysis/jobs.py).
+"""Jobs: runs of one launch on several hosts, grouped by the launchers' ids (analysis/derive/jobs.py).
 
 Synthetic logs for the rule (share an id and overlap: one job; reuse an id later:
 two jobs; share nothing: apart), then a SLURM-shaped launch of real traced
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.cli.main import main
 
 from .conftest import clean_env, read_log, report_json, wait_for_watcher
@@ -209,6 +209,6 @@ def test_node_and_rank_memory_is_real_memory_after_the_main_ended(tmp_path: Path
     assert (node["idle_pool_real_bytes"], node["leftover_real_bytes"]) == (240 << 20, 240 << 20), node
     (rank,) = job["per_rank"]
     assert rank["idle_pool_real_bytes"] == 240 << 20, rank
-    from wp_autotrace.analysis.render import _node_figures  # the words of the Job section's node and rank lines
+    from wp_autotrace.analysis.present.render import _node_figures  # the words of the Job section's node and rank lines
 
     assert _node_figures(node) == "1 pool(s), idle pool memory 240 MiB; 2 left (240 MiB); 0 error(s)"

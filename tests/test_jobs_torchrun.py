@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.present.render import render_text
 
 from .conftest import clean_env, needs_torch, report_json, wait_for_watcher
 from .procs import kill_run

@@ -296,7 +296,7 @@ def test_full_disk_at_exit_is_not_called_a_kill(tmp_path: Path) -> None:
     assert "its process_exit may be one of them" in text, text
     (killed,) = [f for f in report["findings"] if f["kind"] == "root-killed"]
     assert killed["severity"] == "warning"
-    from wp_autotrace.analysis.render import render_text
+    from wp_autotrace.analysis.present.render import render_text
 
     assert "(killed, or os._exit" not in render_text(report, {})
     assert report["runs"][0]["records_lost"] >= 1

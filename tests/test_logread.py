@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wp_autotrace.analysis import schema
-from wp_autotrace.analysis.logread import MAX_LINE_BYTES, read_logs
+from wp_autotrace.analysis.read import schema
+from wp_autotrace.analysis.read.logread import MAX_LINE_BYTES, read_logs
 from wp_autotrace.cli.main import main
 
 from .conftest import clean_env
@@ -237,8 +237,8 @@ def test_stream_is_the_sorted_read_in_one_pass(tmp_path: Path, monkeypatch: pyte
     """stream_logs yields what read_logs sorts, in the same order (writers interleaved within a file, two
     files, equal timestamps), holding at most REORDER_MAX records per file; a record later than the window
     comes late and is counted; the report of either reader is the same; nothing usable raises at the end."""
-    from wp_autotrace.analysis import logread
-    from wp_autotrace.analysis.logread import NoUsableLog, stream_logs
+    from wp_autotrace.analysis.read import logread
+    from wp_autotrace.analysis.read.logread import NoUsableLog, stream_logs
     from wp_autotrace.analysis.report import analyze
 
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
@@ -271,7 +271,7 @@ def test_stream_is_the_sorted_read_in_one_pass(tmp_path: Path, monkeypatch: pyte
 
 def _dup_reports(tmp_path: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     from tests.logs import seed_log
-    from wp_autotrace.analysis.logread import stream_logs
+    from wp_autotrace.analysis.read.logread import stream_logs
     from wp_autotrace.analysis.report import analyze
 
     log = seed_log().write(tmp_path / "a.jsonl")
@@ -299,7 +299,7 @@ def test_same_log_twice_or_a_copy_is_read_once(tmp_path: Any) -> None:
 
 
 def test_once_memory_is_bounded() -> None:
-    from wp_autotrace.analysis.logread import Once
+    from wp_autotrace.analysis.read.logread import Once
 
     once = Once(recent=3)
     recs = [{"host": "h", "pid": 1, "seq": i, "ts": float(i), "event": "call"} for i in range(10)]
@@ -314,7 +314,7 @@ def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: p
     is read, at most REORDER_MAX + 1 records are alive at once, whatever the log's length."""
     import weakref
 
-    from wp_autotrace.analysis import logread
+    from wp_autotrace.analysis.read import logread
 
     log = tmp_path / "big.jsonl"
     log.write_text("\n".join(json.dumps(_rec(10.0 + i * 1e-4, 100 + i % 7, i)) for i in range(5000)) + "\n")

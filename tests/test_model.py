@@ -10,11 +10,11 @@ from typing import Any, Callable
 import pytest
 
 from wp_autotrace.analysis.findings import FINDINGS
-from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.model import Waited
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.fold.model import Waited
+from wp_autotrace.analysis.fold.verdict import Reader
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
-from wp_autotrace.analysis.verdict import Reader
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_pools import device_pool, idle_pool, spawn_child_exit
@@ -578,7 +578,7 @@ def test_bypass_advice_knows_the_guard_is_on(tmp_path: Path) -> None:
 # -- the model itself: records folded, Model / Run / Process / Pool objects checked -----------------------
 
 def _fold(w: LogWriter) -> Any:
-    from wp_autotrace.analysis.verdict import fold_and_judge
+    from wp_autotrace.analysis.fold.verdict import fold_and_judge
 
     return fold_and_judge(dict(r) for r in w.lines)
 
@@ -615,7 +615,7 @@ def test_fold_two_container_runs_with_pid_1() -> None:
 def test_feed_answers_between_records_and_ends_as_build() -> None:
     """Builder.feed folds one record at a time and names its writer (None for the watcher's); the model
     it finishes is the one build() makes."""
-    from wp_autotrace.analysis.fold import Builder
+    from wp_autotrace.analysis.fold.fold import Builder
 
     w = seed_log()
     b = Builder()
@@ -667,7 +667,7 @@ def test_fold_possible_processes_are_not_members() -> None:
 def test_fold_exec_then_end_or_failure() -> None:
     """An exec record: the process becomes that program, its end the watcher's; a later record of it means
     the exec failed; a process_start after it is an exec into Python."""
-    from wp_autotrace.analysis.verdict import RUN_ENDED, RUN_KILLED, run_state
+    from wp_autotrace.analysis.fold.verdict import RUN_ENDED, RUN_KILLED, run_state
 
     def log(after: str) -> LogWriter:
         w = LogWriter()

@@ -8,12 +8,12 @@ import os
 import signal
 from pathlib import Path
 
-from wp_autotrace.analysis.fold import Builder
-from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.model import Model, Waited
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.fold.fold import Builder
+from wp_autotrace.analysis.fold.model import Model, Waited
+from wp_autotrace.analysis.fold.verdict import NO_WATCHER, WATCHER_ENDED, Reader, judge
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
-from wp_autotrace.analysis.verdict import NO_WATCHER, WATCHER_ENDED, Reader, judge
 from wp_autotrace.cli.candidates import find_candidates
 
 from .logs import T0, LogWriter, kinds, report, start

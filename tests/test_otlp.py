@@ -188,8 +188,8 @@ def test_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:
 def test_two_container_runs_with_pid_1_keep_their_own_spans(tmp_path: Path) -> None:
     """Two runs in one log whose main is pid 1 (containers): run A's calls stay under run A's process span,
     once, in run A's trace; run B's process has none (it was run A's, twice, under run B's trace)."""
-    from wp_autotrace.analysis.logread import read_logs
-    from wp_autotrace.analysis.otlp import to_otlp
+    from wp_autotrace.analysis.export.otlp import to_otlp
+    from wp_autotrace.analysis.read.logread import read_logs
 
     records = []
     for run, t0, warm in (("a" * 12, 10.0, True), ("b" * 12, 100.0, False)):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from wp_autotrace.analysis.logread import read_logs
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 
 from .conftest import clean_env, read_log

@@ -1,4 +1,4 @@
-"""The plugin table (wp_autotrace/analysis/plugins.py) against docs/plugin-coverage.md and the targets.
+"""The plugin table (wp_autotrace/analysis/derive/plugins.py) against docs/plugin-coverage.md and the targets.
 
 Also runs tools/check_plugins.py's reader on the stand-in plugins in
 tests/fixtures/plugins, zipped as wheels, so the tool's verdicts can fail.
@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from wp_autotrace.analysis.plugins import PLUGINS, advice_for, advice_for_frame, known_behaviour, version_key
+from wp_autotrace.analysis.derive.plugins import PLUGINS, advice_for, advice_for_frame, known_behaviour, version_key
 from wp_autotrace.common.targets import TARGETS
 
 from .conftest import ROOT
@@ -145,7 +145,7 @@ def test_summary_rows_render_and_parse_back(tmp_path: Path) -> None:
 
 def test_advice_for_a_nesting_release(monkeypatch: pytest.MonkeyPatch) -> None:
     """No release read nests; a row that did would name the guard as the way out."""
-    from wp_autotrace.analysis import plugins
+    from wp_autotrace.analysis.derive import plugins
 
     row = plugins.Behaviour("wp_fx_plain", "0.1", "0.2", "import-warm",
                             "calls warm_pool() at import without keeping itself out of sidecars",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis import logread
-from wp_autotrace.analysis.logread import LogStream
+from wp_autotrace.analysis.read import logread
+from wp_autotrace.analysis.read.logread import LogStream
 
 from .logs import T0
 

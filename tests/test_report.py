@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wp_autotrace.analysis.chrome import to_chrome_trace
-from wp_autotrace.analysis.logread import NoUsableLog, read_logs
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.export.chrome import to_chrome_trace
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.read.logread import NoUsableLog, read_logs
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.cli.main import main
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wp_autotrace.analysis.kinds import KINDS, kinds_table
+from wp_autotrace.analysis.findings.kinds import KINDS, kinds_table
 
 from .conftest import ROOT
 
@@ -31,7 +31,7 @@ def emitted_kinds() -> set[str]:
 
 
 def test_every_finding_kind_is_listed() -> None:
-    """A new finding kind must be added to analysis/kinds.py (and so to docs/report.md)."""
+    """A new finding kind must be added to analysis/findings/kinds.py (and so to docs/report.md)."""
     assert emitted_kinds() == set(KINDS)
     text = DOC.read_text()
     assert kinds_table() in text, "docs/report.md's kinds table is stale: run python tools/report_doc.py"

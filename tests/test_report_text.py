@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wp_autotrace.analysis.derive.plugins import advice_for
 from wp_autotrace.analysis.findings import NESTED_ADVICE
-from wp_autotrace.analysis.plugins import advice_for
-from wp_autotrace.analysis.render import render_text, summary_lines
-from wp_autotrace.analysis.verdict import Reader
+from wp_autotrace.analysis.fold.verdict import Reader
+from wp_autotrace.analysis.present.render import render_text, summary_lines
 from wp_autotrace.cli.run import short_answer
 
 from .logs import AC, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
@@ -185,7 +185,7 @@ def test_ranks_labelled_and_grouped_launcher_named(tmp_path: Path) -> None:
     assert "100 launcher (torchrun)" in text and "210 child (t.py) rank 1" not in text
     assert "in ranks 0, 1" in finding(rep, "nested-pools")["text"]
     paths = [x.write(tmp_path / f"{x.host}.jsonl") for x in ranked_run(("h1", "h2"))]
-    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
 
     rep = analyze(read_logs([str(p) for p in paths]))

@@ -171,8 +171,8 @@ def test_report_says_the_signal_run_saw(tmp_path: Path) -> None:
 def test_report_says_a_ctrl_c_end(tmp_path: Path) -> None:
     """A program ended by SIGINT (Ctrl-C, no handler: KeyboardInterrupt, then Python re-raises the signal):
     `run` exits 130, and the report's Run line says 'ended by SIGINT', not just 'ended' (issue #30 item 7)."""
-    from wp_autotrace.analysis.logread import read_logs
-    from wp_autotrace.analysis.render import render_text
+    from wp_autotrace.analysis.present.render import render_text
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
 
     prog = tmp_path / "prog.py"

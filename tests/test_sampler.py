@@ -450,7 +450,7 @@ def test_a_full_disk_does_not_end_the_watch_and_the_loss_is_counted(tmp_path: Pa
     (said,) = [e for e in events(recs, "tracer_error") if e.get("dropped")]
     (end,) = events(recs, "watcher_exit")
     assert said["dropped"] >= 1 and end["dropped"] == said["dropped"], (said, end)
-    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
 
     found = {f["kind"]: f for f in analyze(read_logs([str(log)]))["findings"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wp_autotrace.analysis import check, logread, schema
+from wp_autotrace.analysis.read import check, logread, schema
 from wp_autotrace.runtime import sink
 
 SCHEMA_DOC = Path(__file__).resolve().parent.parent / "docs" / "log-schema.md"
@@ -16,7 +16,7 @@ def test_schema_doc_table_is_generated_from_schema() -> None:
     start = text.index("-->\n", text.index("<!-- schema:start")) + 4
     end = text.index("<!-- schema:end -->")
     assert text[start:end] == schema.markdown_table(), (
-        "docs/log-schema.md's table is stale: paste python -c 'from wp_autotrace.analysis.schema import "
+        "docs/log-schema.md's table is stale: paste python -c 'from wp_autotrace.analysis.read.schema import "
         "markdown_table; print(markdown_table())' between the schema markers")
 
 
@@ -30,7 +30,7 @@ def test_one_version_and_every_event_checked() -> None:
 
 def test_model_has_a_handler_per_event() -> None:
     """A new event in the schema needs its visit_<event> in the model (else the fold fails loudly)."""
-    from wp_autotrace.analysis.fold import Builder
+    from wp_autotrace.analysis.fold.fold import Builder
 
     assert all(callable(getattr(Builder, "visit_" + event, None)) for event in schema.EVENTS)
 
@@ -55,7 +55,7 @@ def test_every_emitted_event_and_field_is_in_the_schema() -> None:
     """
     import ast
 
-    package = Path(schema.__file__).parent.parent
+    package = Path(schema.__file__).parent.parent.parent
     seen = set()
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.otlp import to_otlp
+from wp_autotrace.analysis.export.otlp import to_otlp
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.watcher.export import LiveSpans
 
 from .logs import AC, SP, T0, LogWriter, call, start, watcher

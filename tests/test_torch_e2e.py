@@ -87,8 +87,8 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
     assert any("outlived the main process" in f["text"] for f in rep["findings"])
 
     # the export of this run passes the Trace Event Format checks
-    from wp_autotrace.analysis.chrome import to_chrome_trace
-    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.export.chrome import to_chrome_trace
+    from wp_autotrace.analysis.read.logread import read_logs
 
     from .logs import check_chrome_trace
 

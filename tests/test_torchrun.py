@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.present.render import render_text
 
 from .conftest import STANDIN, clean_env, events, needs_torch, report_json
 from .procs import records, run_until

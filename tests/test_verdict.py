@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.logread import read_logs
-from wp_autotrace.analysis.render import render_text
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 
 from .conftest import clean_env, run_python

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.logread import Tail
+from wp_autotrace.analysis.read.logread import Tail
 from wp_autotrace.cli.watch import RunView
 
 from .conftest import clean_env, read_log, run_python, wait_until

@@ -138,7 +138,7 @@ def test_a_proc_of_another_pid_namespace_gives_no_verdict(tmp_path: Path) -> Non
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.skip("unshare is not installed")
-    from wp_autotrace.analysis.logread import read_logs
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
     from wp_autotrace.common import vocab as V
 
@@ -163,8 +163,8 @@ def test_the_roots_below_list_is_not_read_from_another_namespaces_proc(tmp_path:
     unshare = shutil.which("unshare")
     if unshare is None:
         pytest.skip("unshare is not installed")
-    from wp_autotrace.analysis.logread import read_logs
-    from wp_autotrace.analysis.render import render_text
+    from wp_autotrace.analysis.present.render import render_text
+    from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
 
     log, _ = _main_under_outer_proc(tmp_path, unshare)

@@ -1,4 +1,4 @@
-"""Regenerate docs/report.md's generated parts: the table of finding kinds (analysis/kinds.py) and, with
+"""Regenerate docs/report.md's generated parts: the table of finding kinds (analysis/findings/kinds.py) and, with
 --samples, the sample reports, from real traced runs on this machine (torch 2.13 CPU).
 
     python tools/report_doc.py             # the kinds table only (fast; tests/test_report_doc.py checks it)
@@ -93,7 +93,7 @@ def samples_text() -> str:
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from wp_autotrace.analysis.kinds import kinds_table
+    from wp_autotrace.analysis.findings.kinds import kinds_table
 
     text = replace_between(DOC.read_text(), KINDS, kinds_table())
     if "--samples" in sys.argv:

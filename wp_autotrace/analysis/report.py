@@ -11,17 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..common import targets, vocab
-from . import facts
-from .answer import answer_bullets, ranked
-from .endings import OOM_AMONG, OOM_KILL
+from .derive import facts
+from .derive.endings import OOM_AMONG, OOM_KILL
+from .derive.jobs import Job, group, identity_text, slurm_steps
+from .derive.labels import process_label, rank_value, tool_name
+from .derive.pools import peak_at_once, seen_end
+from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
-from .jobs import Job, group, identity_text, slurm_steps
-from .labels import process_label, rank_value, tool_name
-from .logread import LogData, LogStream, NoUsableLog
-from .model import Model, Pool, Process, Run, Waited, ended_by, exec_name
-from .pools import peak_at_once, seen_end
-from .verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
-from .view import BENIGN_LEFTOVER_ROLES, View, held_kind
+from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
+from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
+from .read.logread import LogData, LogStream, NoUsableLog
+from .words.answer import answer_bullets, ranked
 
 # Processes of a compile pool: what idle pool memory counts.
 POOL_ROLES = (*vocab.SIDECAR_ROLES, "compile-worker")

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from ..analysis.fmt import skipped_line
+from ..analysis.words.fmt import skipped_line
 
 # Exit statuses (sysexits.h numbers where one fits) that several commands return; their meanings:
 # main.py EXIT_STATUSES.
@@ -26,7 +26,7 @@ def text_width(stream: Any) -> int:
     pipe, a file or CI's log reads the same everywhere."""
     import shutil
 
-    from ..analysis.fmt import WIDTH
+    from ..analysis.words.fmt import WIDTH
 
     try:
         tty = stream is not None and stream.isatty()

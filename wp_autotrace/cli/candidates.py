@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from ..analysis.model import Model, Process, Run
+from ..analysis.fold.model import Model, Process, Run
 from ..common.procfs import ProcReader, same_process
 from ..common.vocab import WATCHER as WATCHER_ROLE
 

@@ -1,6 +1,6 @@
 """End a run's leftover processes safely: ``wp-autotrace cleanup LOG``.
 
-What the run left is read from the run model (analysis/model.py), one model
+What the run left is read from the run model (analysis/fold/model.py), one model
 per log: the watcher's verdict (``leftover``), or, while that verdict is not
 written yet, what the last sample after the main process's end (else the
 root's own ``below`` list) showed alive, and cleanup says so. Only proven
@@ -58,9 +58,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..analysis.fmt import escape, size_text
-from ..analysis.logread import NoUsableLog, stream_logs
-from ..analysis.model import Process, Run
+from ..analysis.fold.model import Process, Run
+from ..analysis.read.logread import NoUsableLog, stream_logs
+from ..analysis.words.fmt import escape, size_text
 from ..common.env import REDACT_ENV
 from ..common.procfs import same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
@@ -517,7 +517,7 @@ def _owned_model(path: str) -> tuple[Any, int]:
     """A log's model and the uid that owns the very file read. The owner comes from fstat of the fd
     that is read (reopened through /proc/self/fd, which names that open file, not the path): a
     second lookup of the path could find another file, swapped in by a user who can write the folder."""
-    from ..analysis.verdict import fold_and_judge as build
+    from ..analysis.fold.verdict import fold_and_judge as build
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO must not hang
     alias = f"/proc/self/fd/{fd}"

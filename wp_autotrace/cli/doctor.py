@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any, NamedTuple
 
-from ..analysis.logread import count_events
+from ..analysis.read.logread import count_events
 from ..common.env import without_tracer_env
 from ..common.vocab import PROCESS_START
 from .base import OK
@@ -77,7 +77,7 @@ def probe_interpreter(python: str) -> Probe:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.fmt import escape
+    from ..analysis.words.fmt import escape
 
     problems = 0
 

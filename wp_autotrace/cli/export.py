@@ -9,7 +9,7 @@ import sys
 import tempfile
 from typing import Any
 
-from ..analysis.logread import stream_logs
+from ..analysis.read.logread import stream_logs
 from .base import USAGE, OutputClosed, warn_inputs, write_out
 
 # export's own exit statuses (their meanings: main.py EXIT_STATUSES).
@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.chrome import write_chrome_trace
+    from ..analysis.export.chrome import write_chrome_trace
 
     if args.format == "otlp":
         return _export_otlp(args)
@@ -63,7 +63,7 @@ def _usable_stream(logs: list[str]) -> Any:
 
 def _export_otlp(args: argparse.Namespace) -> int:
     """OTLP/JSON to a file (default spans.json; none when only --endpoint is given) and/or an endpoint."""
-    from ..analysis.otlp import write_otlp
+    from ..analysis.export.otlp import write_otlp
 
     data = _usable_stream(args.logs)
     output = args.output or (None if args.endpoint else "spans.json")

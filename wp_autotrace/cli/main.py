@@ -9,7 +9,7 @@ import textwrap
 from typing import NamedTuple
 
 from .. import __version__
-from ..analysis.logread import NoUsableLog
+from ..analysis.read.logread import NoUsableLog
 from . import cleanup, doctor, export, report, run, watch
 from .base import INTERRUPTED, NO_USABLE_LOG, OK, OUTPUT_CLOSED, SOME_INPUT_UNREADABLE, USAGE, OutputClosed
 

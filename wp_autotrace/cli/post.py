@@ -12,7 +12,7 @@
   Authorization header, never printed: every message shows the URL masked as
   the log masks argv (common/redact.py: ``user:***@``, ``?token=***``).
 
-The CLI side only: analysis/otlp.py builds the request (``to_otlp``) and
+The CLI side only: analysis/export/otlp.py builds the request (``to_otlp``) and
 knows nothing of the network.
 """
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..analysis.logread import stream_logs
+from ..analysis.read.logread import stream_logs
 from . import export
 from .base import OUTPUT_CLOSED, USAGE, dumps, text_width, warn_inputs, write_out
 
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.render import render_text
+    from ..analysis.present.render import render_text
     from ..analysis.report import analyze
 
     data = stream_logs(args.logs)  # one streaming pass: memory grows with processes and calls, not records
@@ -49,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _html(args: argparse.Namespace, data: Any) -> int:
-    """The page (analysis/html.py) through the safe opener: never an input log, a symlink, an existing file
+    """The page (analysis/present/html.py) through the safe opener: never an input log, a symlink, an existing file
     without --force."""
-    from ..analysis.html import render_html
+    from ..analysis.present.html import render_html
     from ..analysis.report import analyze_view
     from .outfile import UnsafeOutput, WriteFailed, open_output, write_file
 

@@ -12,7 +12,7 @@ import shutil
 import sys
 from typing import Any
 
-from ..analysis.logread import NoUsableLog, count_events, read_logs
+from ..analysis.read.logread import NoUsableLog, count_events, read_logs
 from ..common.cmdline import CLI_SCRIPT, is_python, python_flags, runs_own_cli
 from ..common.env import (
     ENABLE_ENV,
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         code = forwarder.wait()
     forwarded = tuple(forwarder.sent)
     pid = forwarder.child.pid if forwarder.child is not None else 0
-    from ..analysis.model import Waited
+    from ..analysis.fold.model import Waited
 
     waited = Waited(pid, code, forwarded, os.uname().nodename)
     if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
@@ -210,9 +210,9 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
     incrementally into the run model."""
     import time
 
-    from ..analysis.fold import Builder
-    from ..analysis.logread import Tail
-    from ..analysis.verdict import watchers_gone
+    from ..analysis.fold.fold import Builder
+    from ..analysis.fold.verdict import watchers_gone
+    from ..analysis.read.logread import Tail
     from ..common.vocab import LEFTOVER_GRACE_S
 
     clock = clock or time.monotonic
@@ -263,9 +263,9 @@ def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> 
 def short_answer(log: str, waited: Any = None) -> list[str]:
     """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
     waited (analysis.model.Waited): what `run` saw of the program it ran."""
-    from ..analysis.fmt import escape
-    from ..analysis.render import summary_lines
+    from ..analysis.present.render import summary_lines
     from ..analysis.report import analyze
+    from ..analysis.words.fmt import escape
     from .base import text_width
 
     rep = analyze(read_logs([log]), None, waited)
@@ -287,7 +287,7 @@ def _summarize(log: str, python: str | None, waited: Any = None, program: str = 
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary
         lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
-    from ..analysis.fmt import escape
+    from ..analysis.words.fmt import escape
 
     if os.getpid() == 1:  # `unshare -fp wp-autotrace run …`, a container's entry point
         lines.append("wp-autotrace run is pid 1 here: its exit now ends every process left in this pid namespace")

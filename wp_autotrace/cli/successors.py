@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..analysis.model import Process, Run
+from ..analysis.fold.model import Process, Run
 from ..common.vocab import WATCHER as WATCHER_ROLE
 from .candidates import Candidate
 

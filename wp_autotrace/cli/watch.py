@@ -22,12 +22,12 @@ import sys
 import time
 from typing import Any
 
-from ..analysis.fmt import escape, size_text
-from ..analysis.fold import Builder
-from ..analysis.labels import rank_value
-from ..analysis.logread import NoUsableLog, Tail
-from ..analysis.model import Call, Process, Run
-from ..analysis.verdict import watchers_gone
+from ..analysis.derive.labels import rank_value
+from ..analysis.fold.fold import Builder
+from ..analysis.fold.model import Call, Process, Run
+from ..analysis.fold.verdict import watchers_gone
+from ..analysis.read.logread import NoUsableLog, Tail
+from ..analysis.words.fmt import escape, size_text
 from ..common import targets as T
 from ..common.procfs import make_reader, same_process
 from ..common.vocab import MAIN, WATCHER

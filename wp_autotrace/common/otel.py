@@ -1,6 +1,6 @@
 """OpenTelemetry spans of a run, its processes and its calls: one shape and one id derivation for both exports.
 
-``wp-autotrace export --format otlp`` (analysis/otlp.py, from the finished log)
+``wp-autotrace export --format otlp`` (analysis/export/otlp.py, from the finished log)
 and the watcher's live export (watcher/export.py, while the job runs) both
 build their spans and resources here (process_span, call_span,
 process_resource: plain values in, OTLP/JSON dicts out), so a span seen live

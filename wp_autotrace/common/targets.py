@@ -38,7 +38,7 @@ WATCHED_ENV = (
 
 # Rank and launcher variables recorded at process start (torchrun/elastic, Slurm,
 # Open MPI, MPICH/Intel MPI, PMIx): which rank a process serves, and under which
-# launch. The launch identities (analysis/jobs.py groups runs of several hosts
+# launch. The launch identities (analysis/derive/jobs.py groups runs of several hosts
 # into one job by them) are a few more reads of os.environ per process start.
 RANK_ENV = (
     "RANK",

@@ -1,12 +1,12 @@
 """The log's vocabulary, in one home: the schema version, event names, roles, leftover and exit reasons.
 
 Every writer (runtime, watcher) and every reader (analysis, cli) spells these
-through this module; analysis/schema.py adds each event's fields and types.
+through this module; analysis/read/schema.py adds each event's fields and types.
 Stdlib only, no imports: the host side loads it at start-up.
 """
 
 SCHEMA_VERSION = 1
-# The members every record starts with, in this order: runtime/sink.py writes them, analysis/fold.py
+# The members every record starts with, in this order: runtime/sink.py writes them, analysis/fold/fold.py
 # tells them from the fields a record carries.
 HEADER_KEYS = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
 # The watcher-reader timing contract: the watcher writes its verdict (leftover) this long after it first

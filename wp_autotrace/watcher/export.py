@@ -158,7 +158,7 @@ class _Proc:
 
 class LiveSpans:
     """Folds the run's records, as the watcher reads them, into finished spans (common/otel.py's shapes,
-    as analysis/otlp.py's)."""
+    as analysis/export/otlp.py's)."""
 
     def __init__(self, run: str, host: str, resource: dict[str, str], out: Callable[[Any, Any, Any], None]) -> None:
         self.run, self.host = run, host

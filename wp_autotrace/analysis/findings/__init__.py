@@ -43,7 +43,7 @@ from .runs import (
 )
 
 if TYPE_CHECKING:
-    from ..view import View
+    from ..derive.view import View
 
 __all__ = ["FINDINGS", "NESTED_ADVICE", "Finding", "find_all"]
 

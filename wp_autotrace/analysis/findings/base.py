@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..fmt import site
-from ..plugins import advice_for_frame
+from ..derive.plugins import advice_for_frame
+from ..words.fmt import site
 
 if TYPE_CHECKING:
-    from ..view import View
+    from ..derive.view import View
 
 class Finding(NamedTuple):
     """One finding: a stable kind, how bad, one sentence, the evidence, what to do, what it cost."""

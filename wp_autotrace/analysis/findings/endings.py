@@ -1,6 +1,6 @@
 """The findings that say how pools and processes ended, and what that cost (docs/evidence.md).
 
-Their words come from analysis/endings.py, with the records that back them in `evidence`: a pool that died before
+Their words come from analysis/derive/endings.py, with the records that back them in `evidence`: a pool that died before
 anything asked it to stop (how, from its sidecar's ending), jobs lost in a dead pool and jobs cut off at
 shutdown, processes the OOM killer ended, and zombies nobody reaped. Cost keys as docs/evidence.md names them
 (`jobs_lost`, `oom_kills`, `zombies`).
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
-from ..fmt import TEXT_PIDS, pid_text, site, size_text
-from ..labels import process_label
-from ..pools import seen_end, user_frame
+from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
+from ..derive.labels import process_label
+from ..derive.pools import seen_end, user_frame
+from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
 from .base import Finding
 
 if TYPE_CHECKING:
-    from ..endings import Ending
-    from ..model import Pool, Process
-    from ..view import View
+    from ..derive.endings import Ending
+    from ..derive.view import View
+    from ..fold.model import Pool, Process
 
 # Advice for a pool its process group's signal ended (the server's handler only logged): shield it.
 GROUP_ADVICE = ("a signal to the process group ended the pool while its creator lived on (systemd, SLURM and "

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ..fmt import TEXT_PIDS, pid_text, site
+from ..words.fmt import TEXT_PIDS, pid_text, site
 from .base import Finding
 
 if TYPE_CHECKING:
-    from ..view import View
+    from ..derive.view import View
 
 def guard_refused(v: View) -> Finding | None:
     if not v.blocked:

@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
-from ..endings import OOM_AMONG, OOM_KILL
-from ..facts import made_in
-from ..fmt import TEXT_PIDS, mib_s_text, pid_text, sidecar_name, site, size_text
-from ..labels import label_for
-from ..pools import BY_TIMER, PoolStory, user_frame
+from ..derive.endings import OOM_AMONG, OOM_KILL
+from ..derive.facts import made_in
+from ..derive.labels import label_for
+from ..derive.pools import BY_TIMER, PoolStory, user_frame
+from ..words.fmt import TEXT_PIDS, mib_s_text, pid_text, sidecar_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
 if TYPE_CHECKING:
-    from ..model import Call, Process
-    from ..view import View
+    from ..derive.view import View
+    from ..fold.model import Call, Process
 
 # The main process waiting longer than this at exit is worth a finding.
 SLOW_EXIT_WAIT_S = 5.0
@@ -244,7 +244,7 @@ def _idle_text(v: View, st: PoolStory) -> str:
         until = "to the end of the log (still running)"
     elif ending.kind == "shutdown-completed":
         until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
-    else:  # the words its evidence allows (analysis/endings.py): never "shut it down" for a pool found dead
+    else:  # the words its evidence allows (analysis/derive/endings.py): never "shut it down" for a pool found dead
         until = f"until {_at(rel(st.idle_to))} ({ending.words})"
     covered = (f" ({len(st.span_sampled)} of {len(st.in_span)} processes read)"
                if len(st.span_sampled) < len(st.in_span) else "")

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..fmt import TEXT_PIDS, pid_text, site, size_text
-from ..model import signal_name
-from ..pools import user_frame
-from ..verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
+from ..derive.pools import user_frame
+from ..fold.model import signal_name
+from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
+from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
 from .base import Finding, in_ranks, roles_text
 
 MIB = 2**20
 
 if TYPE_CHECKING:
-    from ..model import Call, Process, Run
-    from ..view import View
+    from ..derive.view import View
+    from ..fold.model import Call, Process, Run
 
 def leftovers(v: View) -> Finding | None:
     if not v.leftover_count:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
-from .model import Process
+from ..fold.model import Process
 from .pools import lived_mem
 
 # A sample this old still counts at a moment: the sampler's period, watcher/memory.py's EVERY_S + LOOK_S

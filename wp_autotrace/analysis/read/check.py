@@ -10,9 +10,9 @@ import math
 import os
 from typing import Any, Callable
 
-from ..common import vocab
-from ..common.env import REDACT_ENV
-from ..common.redact import parse_patterns, redact_argv, redact_cmd
+from ...common import vocab
+from ...common.env import REDACT_ENV
+from ...common.redact import parse_patterns, redact_argv, redact_cmd
 from . import schema
 from .schema import SCHEMA_VERSION
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fmt import mib_s_text, sidecar_name, size_text
-from .memseries import STALE_S, Point, at_once, thin
+from ..derive.memseries import STALE_S, Point, at_once, thin
+from ..derive.view import View
+from ..words.fmt import mib_s_text, sidecar_name, size_text
 from .render import _what, findings_lines, render_text
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
-from .view import View
 
 WIDTH = 1200  # the charts' drawing width (they scale down to the page)
 LABEL_W = 330  # the lane labels' column
@@ -378,6 +378,6 @@ def _idle_shade(pool: dict[str, Any], steps: list[tuple[float, float, Point]], s
 
 
 def _answer_list(answer: str, esc: Any) -> str:
-    """The Answer's bullets (one per line, '- ' first: analysis/answer.py) as a list."""
+    """The Answer's bullets (one per line, '- ' first: analysis/words/answer.py) as a list."""
     items = "".join(f"<li>{esc(line)}</li>" for line in answer.splitlines() if line.strip())
     return f'<ul class="answer">{items}</ul>'

@@ -11,9 +11,9 @@ import gc
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from ..common import targets, vocab
-from ..common.procfs import same_process
-from . import schema
+from ...common import targets, vocab
+from ...common.procfs import same_process
+from ..read import schema
 from .finish import Finish
 from .model import LIVE_EXPORT, Call, Model, Pool, Process, Run, Waited
 

@@ -10,17 +10,17 @@ the report can fold them into one line per parent.
 
 from __future__ import annotations
 
-from ..common.cmdline import basename, first_line, python_command
+from ...common.cmdline import basename, first_line, python_command
 
 # Their home is targets.py, next to RANK_ENV (the watcher reads ranks too); re-exported here.
-from ..common.targets import RANK_KEYS as RANK_KEYS
-from ..common.targets import rank_value as rank_value
+from ...common.targets import RANK_KEYS as RANK_KEYS
+from ...common.targets import rank_value as rank_value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .model import Process
+    from ..fold.model import Process
 
 # Helpers started with `python -c CODE`, recognised by a piece of CODE; first match wins.
 KNOWN_CODE: tuple[tuple[str, str], ...] = (

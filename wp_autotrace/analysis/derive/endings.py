@@ -12,13 +12,13 @@ from __future__ import annotations
 import signal as _signal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..common import targets as T
-from ..common import vocab as V
+from ...common import targets as T
+from ...common import vocab as V
 from .ooms import group_ooms
 from .pools import requester, seen_end
 
 if TYPE_CHECKING:
-    from .model import Pool, Process, Run
+    from ..fold.model import Pool, Process, Run
 
 # Ending kinds (processes[].ending.kind): docs/evidence.md's table, in the order they are checked.
 EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL = "exit", "os-exit", "exec", "signal", "oom-kill"

@@ -9,7 +9,7 @@ one entry here plus its ``visit_<event>`` handler in fold.py.
 from __future__ import annotations
 
 # The event names and the schema version, re-exported: the log's schema is read from this one module.
-from ..common.vocab import (
+from ...common.vocab import (
     BLOCKED,
     CALL,
     CONFIG,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .fmt import escape
+from ..words.fmt import escape
 
 # Fills: (id, what it means, the pattern's SVG). Lightness steps apart: busy darkest, idle lightest.
 FILLS = (

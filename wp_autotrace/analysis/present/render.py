@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, SIDECAR_ROLES
-from .fmt import escape, mib_s_text, pid_text, sidecar_name, site, size_text, skipped_line, wrap
+from ...common.vocab import COMPILE_WORKER, GUARDED_ROLES, SIDECAR_ROLES
+from ..words.fmt import escape, mib_s_text, pid_text, sidecar_name, site, size_text, skipped_line, wrap
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -220,7 +220,7 @@ def quiesce_words(pool: dict[str, Any]) -> str:
 
 
 def _shutdown_words(pool: dict[str, Any]) -> str:
-    """How the pool ended, in the words its evidence allows (analysis/endings.py): "BY shut it down" only when
+    """How the pool ended, in the words its evidence allows (analysis/derive/endings.py): "BY shut it down" only when
     the request returned and its sidecar ended after it."""
     words = (pool.get("ending") or {}).get("words")
     return f"; {words}" if words else ""

@@ -5,8 +5,8 @@ Also the crediting of a pool's calls to their pool, which the visits of `return`
 
 from __future__ import annotations
 
-from ..common import targets, vocab
-from ..common.vocab import SIDECAR_ROLES
+from ...common import targets, vocab
+from ...common.vocab import SIDECAR_ROLES
 from .identities import Identities
 from .model import LEFT_THEN_ENDED, Call, Pool, Process, Run, Waited, exec_name
 

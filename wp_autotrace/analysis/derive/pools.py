@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import targets, vocab
-from .model import SOURCELESS_FILES, Call, Pool, Process
+from ...common import targets, vocab
+from ..fold.model import SOURCELESS_FILES, Call, Pool, Process
 
 MIB = 2**20
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable
 from .pools import seen_end
 
 if TYPE_CHECKING:
-    from .model import Process, Run
+    from ..fold.model import Process, Run
 
 # (kills, the processes they may be, the rises in words), per process id
 Groups = dict[int, tuple[int, list["Process"], str]]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import vocab
-from ..common.procfs import same_process
+from ...common import vocab
+from ...common.procfs import same_process
 from .model import Model, Process, Run, Waited
 
 

@@ -26,14 +26,14 @@ import io
 import json
 from typing import Any, Callable
 
-from ..common import vocab
-from ..common.targets import short_label
-from .fold import Builder
+from ...common import vocab
+from ...common.targets import short_label
+from ..derive.memseries import at_once, end_of, held
+from ..fold.fold import Builder
+from ..fold.model import Model, Process
+from ..fold.verdict import judge
+from ..read.logread import LogData, LogStream
 from .jsonout import Chunks, dumps
-from .logread import LogData, LogStream
-from .memseries import at_once, end_of, held
-from .model import Model, Process
-from .verdict import judge
 
 # Trace pids are ints: each host gets its own range when logs of several merge
 # (above any pid_max, 2**22).
@@ -195,8 +195,8 @@ class _Trace:
 
     def story(self, model: Model, data: LogData | LogStream) -> None:
         """Memory counters and finding marks, from the report of the model this export folded."""
-        from .report import report_of
-        from .verdict import here_and_now
+        from ..fold.verdict import here_and_now
+        from ..report import report_of
 
         reader = here_and_now()
         judge(model, reader)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..common import targets
+from ...common import targets
 
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
 SOURCELESS_FILES = ("<string>", "<stdin>")
@@ -72,7 +72,7 @@ class Call:
 class Pool:
     """One compile pool instance: the call that made it and the sidecar it started.
 
-    Its lifecycle as the log shows it (analysis/pools.py derives the story: idle
+    Its lifecycle as the log shows it (analysis/derive/pools.py derives the story: idle
     spans, memory, who asked for the shutdown): when it was ready, its jobs
     (counted submits: count, first, last), each quiesce call, and its shutdown
     requests. A SubprocPool can be shut down once: the first shutdown call is the

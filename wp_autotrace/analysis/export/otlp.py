@@ -20,13 +20,13 @@ import json
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from .. import __version__
-from ..common.otel import call_span, call_span_id, process_resource, process_span, process_span_id, trace_id
-from ..common.targets import rank_value
-from .fold import build
+from ... import __version__
+from ...common.otel import call_span, call_span_id, process_resource, process_span, process_span_id, trace_id
+from ...common.targets import rank_value
+from ..fold.fold import build
+from ..fold.model import Call, Model, Process
+from ..read.logread import LogData, LogStream
 from .jsonout import Chunks, dumps
-from .logread import LogData, LogStream
-from .model import Call, Model, Process
 
 SERVICE = {"service.name": "wp-autotrace"}
 SCOPE = {"name": "wp-autotrace", "version": __version__}

@@ -30,8 +30,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from ..common.env import JOB_ENV
-from .model import Run
+from ...common.env import JOB_ENV
+from ..fold.model import Run
 
 # Two runs of one job on different hosts start and end on different clocks; NTP keeps
 # them within milliseconds, a host without it within seconds. Relaunches that reuse an

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..common import targets
-from ..common.vocab import HELPER_ROLES, SIDECAR_ROLES
+from ...common import targets
+from ...common.vocab import HELPER_ROLES, SIDECAR_ROLES
+from ..fold.model import Call, Model, Pool, Process, Run
+from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .model import Call, Model, Pool, Process, Run
 from .pools import PoolStory, alive_at, held_after, lived_mem, seen_end, stories
-from .verdict import run_state
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
 BENIGN_LEFTOVER_ROLES = HELPER_ROLES

@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..common import vocab
-from ..common.procfs import ProcReader, same_process
+from ...common import vocab
+from ...common.procfs import ProcReader, same_process
 from .fold import build
 from .model import Model, Run, Waited
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..common import targets
-from ..common.vocab import SIDECAR_ROLES
+from ...common import targets
+from ...common.vocab import SIDECAR_ROLES
 from .pools import peak_at_once
 
 if TYPE_CHECKING:
-    from .model import Call, Pool, Process
+    from ..fold.model import Call, Pool, Process
     from .view import View
 
 # pytest's PYTEST_CURRENT_TEST is "nodeid (phase)": the phase is cut off.
