@@ -30,8 +30,44 @@ HOST_LAYERS = ("common", "runtime")
 COSTLY_AT_TOP = {"typing", "json", "re", "dataclasses", "logging", "inspect", "importlib.metadata"}
 
 
+# The stages of analysis/, in reading order; what each stage may import of analysis/ besides itself. A
+# module directly in analysis/ is a stage of its own named after it (report.py). Words (sentences and
+# number words) are the ground every stage may stand on; the presenters read what derive made and never
+# the findings, and the findings never a presenter. No stage imports one listed after it.
+STAGES = ("words", "read", "fold", "derive", "findings", "present", "report", "export")
+STAGE_ALLOWED = {
+    "words": (),
+    "read": ("words",),
+    "fold": ("words", "read"),
+    "derive": ("words", "read", "fold"),
+    "findings": ("words", "read", "fold", "derive"),
+    "present": ("words", "read", "fold", "derive"),
+    "report": ("words", "read", "fold", "derive", "findings"),
+    "export": ("words", "read", "fold", "derive", "findings", "present", "report"),
+}
+ANALYSIS = PKG / "analysis"
+
+
+def _layer_of(path: Path) -> str:
+    return path.relative_to(PKG).parts[0]
+
+
 def _modules() -> list[Path]:
-    return sorted(p for p in PKG.rglob("*.py") if p.parent.name in LAYERS)
+    return sorted(p for p in PKG.rglob("*.py") if _layer_of(p) in LAYERS)
+
+
+def _stage_of_path(path: Path) -> str | None:
+    """The stage of an analysis/ module: its folder, or its own name when it sits in analysis/ itself."""
+    rel = path.relative_to(ANALYSIS).parts
+    if rel == ("__init__.py",):
+        return None
+    return rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
+
+
+def _stage_of_module(mod: str) -> str | None:
+    """The stage of an imported module name under wp_autotrace.analysis (None for the package itself)."""
+    parts = mod.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["wp_autotrace", "analysis"] else None
 
 
 def _name_of(path: Path) -> str:
@@ -74,15 +110,15 @@ def _allowed(layer: str, mod: str) -> bool:
     return any(mod == p or mod.startswith(p + ".") for p in (own, *ALLOWED[layer]))
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PKG)))
 def test_layer_imports(path: Path) -> None:
-    layer = path.parent.name
+    layer = _layer_of(path)
     bad = [f"{path.name}:{line} imports {mod}" for mod, line in _imports(path) if not _allowed(layer, mod)]
     assert not bad, f"layer {layer} may import only {ALLOWED[layer] or 'itself'}: {bad}"
 
 
-@pytest.mark.parametrize("path", [p for p in _modules() if p.parent.name in HOST_LAYERS],
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", [p for p in _modules() if _layer_of(p) in HOST_LAYERS],
+                         ids=lambda p: str(p.relative_to(PKG)))
 def test_host_side_top_level_stays_cheap(path: Path) -> None:
     tree = ast.parse(path.read_text(), str(path))
     costly = []
@@ -94,6 +130,43 @@ def test_host_side_top_level_stays_cheap(path: Path) -> None:
             names = [node.module or ""]
         costly += [f"{path.name}:{node.lineno} {n}" for n in names if n in COSTLY_AT_TOP]
     assert not costly, f"a host-side module imports at its top level: {costly}"
+
+
+def _stage_violations(path: Path, package: str | None = None) -> list[str]:
+    own = _stage_of_path(path) if package is None else package.split(".")[2]
+    bad = []
+    for mod, line in _imports(path, package):
+        stage = _stage_of_module(mod)
+        if stage is not None and stage != own and stage not in STAGE_ALLOWED[own or ""]:
+            bad.append(f"{path.name}:{line} imports {mod} (stage {stage})")
+    return bad
+
+
+def test_every_analysis_module_has_a_stage() -> None:
+    stages = {_stage_of_path(p) for p in ANALYSIS.rglob("*.py")} - {None}
+    assert stages == set(STAGES), f"analysis/ holds stages the order does not name: {stages ^ set(STAGES)}"
+    assert list(STAGE_ALLOWED) == list(STAGES)
+    # The order is an order: each stage may import only stages listed before it.
+    assert all(set(STAGE_ALLOWED[s]) <= set(STAGES[:i]) for i, s in enumerate(STAGES))
+
+
+@pytest.mark.parametrize("path", [p for p in ANALYSIS.rglob("*.py") if _stage_of_path(p)],
+                         ids=lambda p: str(p.relative_to(ANALYSIS)))
+def test_stage_imports(path: Path) -> None:
+    """The analysis reads, folds, derives, finds, words and presents in that order: no import goes back."""
+    bad = _stage_violations(path)
+    assert not bad, f"stage {_stage_of_path(path)} may import only {STAGE_ALLOWED[_stage_of_path(path) or '']}: {bad}"
+
+
+def test_the_stage_rule_catches_an_arrow_back(tmp_path: Path) -> None:
+    """The checker itself: the fold importing the report is found, as is words importing a presenter."""
+    bad = tmp_path / "fold.py"
+    bad.write_text((ANALYSIS / "fold" / "fold.py").read_text() + "\nfrom ..report import report_of\n")
+    assert _stage_violations(bad, "wp_autotrace.analysis.fold")
+    worse = tmp_path / "fmt.py"
+    worse.write_text("from ..present import render\n")
+    assert _stage_violations(worse, "wp_autotrace.analysis.words")
+    assert not _stage_violations(worse, "wp_autotrace.analysis.export")
 
 
 def test_the_rule_catches_a_forbidden_import(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ from typing import Any
 from ..derive.memseries import STALE_S, Point, at_once, thin
 from ..derive.view import View
 from ..words.fmt import mib_s_text, sidecar_name, size_text
-from .render import _what, findings_lines, render_text
+from ..words.sentences import process_words
+from .render import findings_lines, render_text
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
 
 WIDTH = 1200  # the charts' drawing width (they scale down to the page)
@@ -267,7 +268,7 @@ def _lane(p: dict[str, Any], y: float, scale: Scale, main_end: Any, hi: float, l
                                                   if p["end_s"] is not None else "not seen (running)"),
                  f"memory: {mem}" + (f", peak PSS {size_text(p['peak_pss'])}" if p["peak_pss"] else ""),
                  "left running after the main process ended" if p["left_behind"] else ""])
-    label = f"{p['pid']} {_what(p)}"  # the text report's words for it (its tree's)
+    label = f"{p['pid']} {process_words(p)}"  # the text report's words for it (its tree's)
     out = [f'<g class="lane" data-pid="{p["pid"]}" data-host="{esc(p["host"])}" data-role="{esc(p["role"])}">',
            text(8, y + BAR_H, label[:52], "lanelabel") if labelled else "",
            rect(scale.x(start), y + 2, scale.x(end) - scale.x(start), BAR_H, ROLE_FILL.get(p["role"], OTHER_FILL),

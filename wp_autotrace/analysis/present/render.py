@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ...common.vocab import COMPILE_WORKER, GUARDED_ROLES, SIDECAR_ROLES
-from ..words.fmt import escape, mib_s_text, pid_text, sidecar_name, site, size_text, skipped_line, wrap
+from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ..words.fmt import escape, mib_s_text, pid_text, seconds_text, sidecar_name, site, size_text, skipped_line, wrap
+from ..words.sentences import process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -27,11 +28,6 @@ POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER}
 
 def _mb(n: Any) -> str:
     return f"{n / 2**20:.0f} MiB" if n else "-"
-
-
-def _s(x: Any) -> str:
-    """Seconds from the first record, for sentences: '12.3 s'."""
-    return f"{x:.1f} s" if isinstance(x, (int, float)) else "?"
 
 
 def _t(x: Any) -> str:
@@ -179,53 +175,6 @@ def _state_text(r: dict[str, Any]) -> str:
     return "end not seen (no process_exit" + (f"; {r['end_check']})" if r.get("end_check") else ")")
 
 
-def covered_text(pool: dict[str, Any]) -> str:
-    """', N of M processes read' when the watcher read only some of the pool's processes during its idle
-    span (the others count in no figure: nothing is estimated); '' when it read them all."""
-    n, m = pool.get("span_sampled"), pool.get("span_processes")
-    return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
-
-
-def pool_sentence(pool: dict[str, Any]) -> str:
-    """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
-    n = len(pool["worker_pids"])
-    name = sidecar_name(pool["sidecar_pid"]) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
-    end = pool["sidecar_end"]
-    lived = ("" if pool["sidecar_pid"] is None  # nothing seen to live: how it ended says so
-             else f"; it lived {end - pool['sidecar_start']:.1f} s" if isinstance(end, (int, float))
-             and isinstance(pool["sidecar_start"], (int, float)) else "; it was still running at the end of the log")
-    idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
-    mem = ""
-    if pool["held_pss_bytes"]:
-        floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
-        mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
-        if pool["idle_mib_s"]:
-            mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
-    elif pool["peak_pss_bytes"]:
-        mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
-    by = _shutdown_words(pool)
-    return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
-            f"{site(pool['caller'])} ({_s(pool['created_at'])} in){lived}{idle}{mem}{quiesce_words(pool)}{by}.")
-
-
-def quiesce_words(pool: dict[str, Any]) -> str:
-    """What a quiesce in the idle span left: '; user code quiesced it at 78.2 s: its workers stopped, its
-    sidecar still held 240 MiB (PSS, read at 90.1 s)'; '' without a quiesce or a reading after it."""
-    after = pool.get("after_quiesce")
-    quiesced = [q for q in pool.get("quiesced") or () if after and q["at"] <= after["at"]]
-    if not after or not quiesced:
-        return ""
-    return (f"; {quiesced[0]['by']} quiesced it at {_s(quiesced[0]['at'])}: its workers stopped, its sidecar still "
-            f"held {size_text(after['sidecar_pss_bytes'])} (PSS, read at {_s(after['at'])})")
-
-
-def _shutdown_words(pool: dict[str, Any]) -> str:
-    """How the pool ended, in the words its evidence allows (analysis/derive/endings.py): "BY shut it down" only when
-    the request returned and its sidecar ended after it."""
-    words = (pool.get("ending") or {}).get("words")
-    return f"; {words}" if words else ""
-
-
 def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
     """Each finding, worst first (answer.ranked), with its advice, wrapped to width (verbose: every pid and
     the evidence)."""
@@ -294,19 +243,21 @@ def _lifecycle(pool: dict[str, Any]) -> str:
     """ready, jobs, idle span, quiesces and who asked for the shutdown, real memory: one line."""
     jobs = ("jobs ?" if pool["jobs"] is None and pool["last_job"] is None else
             f"jobs {pool['jobs'] if pool['jobs'] is not None else '?'}"
-            + (f" ({_s(pool['first_job'])} -> {_s(pool['last_job'])})" if pool["last_job"] is not None else ""))
-    parts = [f"ready {_s(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
-             f"idle {pool['idle_s']:.1f} s ({_s(pool['busy_until'])} -> {_s(pool['idle_to'])})"]
+            + (f" ({seconds_text(pool['first_job'])} -> {seconds_text(pool['last_job'])})"
+               if pool["last_job"] is not None else ""))
+    parts = [f"ready {seconds_text(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
+             f"idle {pool['idle_s']:.1f} s "
+             f"({seconds_text(pool['busy_until'])} -> {seconds_text(pool['idle_to'])})"]
     starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
     ends = [w["end"] for w in pool["workers"] if w["end"] is not None]
     if starts:
-        gone = _s(max(ends)) if len(ends) == len(pool["workers"]) else "?"
-        parts.append(f"workers {_s(min(starts))} -> {gone}")
-    parts += [f"quiesced {_s(q['at'])} by {q['by']}" for q in pool["quiesced"][:3]]
+        gone = seconds_text(max(ends)) if len(ends) == len(pool["workers"]) else "?"
+        parts.append(f"workers {seconds_text(min(starts))} -> {gone}")
+    parts += [f"quiesced {seconds_text(q['at'])} by {q['by']}" for q in pool["quiesced"][:3]]
     if pool["shutdown_by"]:
         who = pool["shutdown_by"] + (f" at {site(pool['shutdown_caller'])}" if pool["shutdown_caller"] else "")
         extra = f"; {pool['shutdown_calls'] - 1} later no-op call(s)" if pool["shutdown_calls"] > 1 else ""
-        parts.append(f"shutdown asked {_s(pool['shutdown_at'])} by {who}{extra}")
+        parts.append(f"shutdown asked {seconds_text(pool['shutdown_at'])} by {who}{extra}")
     if pool["peak_pss_bytes"]:
         parts.append(f"real memory peak {size_text(pool['peak_pss_bytes'])} (PSS)"
                      + (f", {mib_s_text(pool['idle_mib_s'])} idle" if pool["idle_mib_s"] else ""))
@@ -371,21 +322,6 @@ def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     return out
 
 
-def _what(p: dict[str, Any]) -> str:
-    """A process for people: role and label (traced), real name (untraced), rank, launcher."""
-    if p["launcher"]:
-        what = f"launcher ({p['label']})"
-    elif not p["traced"]:
-        what = f"{p['label']} (untraced{'' if p['role'] == 'child' else ' ' + p['role']})"
-    elif p["role"] in GUARDED_ROLES or p["role"] in ("resource-tracker", "forkserver"):
-        what = p["role"]
-    elif p["forked"] and p["role"] == "child":
-        what = f"child (forked from {p['label']})"
-    else:
-        what = f"{p['role']} ({p['label']})"
-    return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
-
-
 def _tree_line(p: dict[str, Any], indent: int, mixed: bool = False) -> str:
     left = p["left_behind"]
     end = _t(p["end_s"]) if p["end_s"] is not None else (" LEFT  " if left else "   -   ")
@@ -394,7 +330,7 @@ def _tree_line(p: dict[str, Any], indent: int, mixed: bool = False) -> str:
     mem = f"{p['held_kind']} {_mb(p['held_bytes'])}"  # the process's one figure (view.held_bytes)
     if mixed and p["held_kind"] == "rss" and p["role"] in POOL_ROLES:
         mem += " (PSS not read: RSS counts shared pages)"  # beside other pool processes' PSS
-    return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {_what(p)} {mem}"
+    return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {process_words(p)} {mem}"
             + (f"  [{', '.join(flags)}]" if flags else ""))
 
 

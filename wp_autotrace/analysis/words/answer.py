@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import GUARDED_ROLES
-from ..present.render import pool_sentence
 from .fmt import mib_s_text, site, size_text
+from .sentences import pool_sentence
 
 MIB = 2**20
 # Findings' cost keys (issue 30's evidence model), in the order the ranking weighs them: a process the OOM

@@ -39,6 +39,11 @@ def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
     return text + (f", ... ({len(items)} in all)" if len(items) > limit else "")
 
 
+def seconds_text(x: Any) -> str:
+    """Seconds from the first record, for sentences: '12.3 s' ('?' when unknown)."""
+    return f"{x:.1f} s" if isinstance(x, (int, float)) else "?"
+
+
 def sidecar_name(pid: Any) -> str:
     """'sidecar PID', or where the log saw no sidecar of the pool (warm_pool interrupted before it
     started one, or the sidecar untraced) 'sidecar not seen': never 'sidecar None'."""

@@ -1,0 +1,76 @@
+"""Sentences shared by the text report, the page and the Answer: one pool's story, how it ended, a process.
+
+They word the report dict (never the model): what is said lives here, on the ground of analysis, and
+how it is laid out lives in present/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...common.vocab import GUARDED_ROLES
+from .fmt import mib_s_text, seconds_text, sidecar_name, site, size_text
+
+
+def covered_text(pool: dict[str, Any]) -> str:
+    """', N of M processes read' when the watcher read only some of the pool's processes during its idle
+    span (the others count in no figure: nothing is estimated); '' when it read them all."""
+    n, m = pool.get("span_sampled"), pool.get("span_processes")
+    return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
+
+
+def pool_sentence(pool: dict[str, Any]) -> str:
+    """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
+    n = len(pool["worker_pids"])
+    name = sidecar_name(pool["sidecar_pid"]) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+    end = pool["sidecar_end"]
+    lived = ("" if pool["sidecar_pid"] is None  # nothing seen to live: how it ended says so
+             else f"; it lived {end - pool['sidecar_start']:.1f} s" if isinstance(end, (int, float))
+             and isinstance(pool["sidecar_start"], (int, float)) else "; it was still running at the end of the log")
+    idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
+    mem = ""
+    if pool["held_pss_bytes"]:
+        floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
+        mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
+        if pool["idle_mib_s"]:
+            mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
+    elif pool["peak_pss_bytes"]:
+        mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
+    by = shutdown_words(pool)
+    return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
+            f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
+            f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.")
+
+
+def quiesce_words(pool: dict[str, Any]) -> str:
+    """What a quiesce in the idle span left: '; user code quiesced it at 78.2 s: its workers stopped, its
+    sidecar still held 240 MiB (PSS, read at 90.1 s)'; '' without a quiesce or a reading after it."""
+    after = pool.get("after_quiesce")
+    quiesced = [q for q in pool.get("quiesced") or () if after and q["at"] <= after["at"]]
+    if not after or not quiesced:
+        return ""
+    return (f"; {quiesced[0]['by']} quiesced it at {seconds_text(quiesced[0]['at'])}: its workers stopped, "
+            f"its sidecar still "
+            f"held {size_text(after['sidecar_pss_bytes'])} (PSS, read at {seconds_text(after['at'])})")
+
+
+def shutdown_words(pool: dict[str, Any]) -> str:
+    """How the pool ended, in the words its evidence allows (analysis/derive/endings.py): "BY shut it down" only when
+    the request returned and its sidecar ended after it."""
+    words = (pool.get("ending") or {}).get("words")
+    return f"; {words}" if words else ""
+
+
+def process_words(p: dict[str, Any]) -> str:
+    """A process for people: role and label (traced), real name (untraced), rank, launcher."""
+    if p["launcher"]:
+        what = f"launcher ({p['label']})"
+    elif not p["traced"]:
+        what = f"{p['label']} (untraced{'' if p['role'] == 'child' else ' ' + p['role']})"
+    elif p["role"] in GUARDED_ROLES or p["role"] in ("resource-tracker", "forkserver"):
+        what = p["role"]
+    elif p["forked"] and p["role"] == "child":
+        what = f"child (forked from {p['label']})"
+    else:
+        what = f"{p['role']} ({p['label']})"
+    return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
