@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.candidates import Candidate, Checker
 from wp_autotrace.cli.cleanup import Sweep, _children_first
+from wp_autotrace.cli.cleanup.candidates import Candidate, Checker
 from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher, wait_until

@@ -14,7 +14,7 @@ from wp_autotrace.analysis.fold.verdict import NO_WATCHER, WATCHER_ENDED, Reader
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
-from wp_autotrace.cli.candidates import find_candidates
+from wp_autotrace.cli.cleanup.candidates import find_candidates
 
 from .logs import T0, LogWriter, kinds, report, start
 from .test_model import clean_run, with_root_killed, with_verdict_pending, with_watcher_gone

@@ -5,7 +5,7 @@ Maintainer tool, not part of the test run. For each release it downloads the
 small macOS-arm64 CPU wheel (without installing it) into a cache folder,
 extracts only the Python sources it needs into a temporary folder, and reports:
 
-* every default target and whether it resolves (``wp_autotrace.cli.resolve``);
+* every default target and whether it resolves (``wp_autotrace.cli.doctor.resolve``);
 * pool entry points found by ``ast`` that no target row covers;
 * module-level (import-time) calls to ``warm_pool`` / ``maybe_warm_pool``.
 
@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wp_autotrace.cli.resolve import Resolution, resolve  # noqa: E402
+from wp_autotrace.cli.doctor.resolve import Resolution, resolve  # noqa: E402
 from wp_autotrace.common.targets import TARGETS, Target  # noqa: E402
 
 RELEASES = (

@@ -1,9 +1,9 @@
 """cleanup's candidates and their proof: which processes a log says a run left behind, and whether
 the live process with that pid is still the one the log saw, and ours to signal.
 
-A pid in a log is only a name that the kernel hands out again: see cleanup.py's docstring for the
+A pid in a log is only a name that the kernel hands out again: see the package's docstring (__init__.py) for the
 whole argument; this module holds the reading of the model (find_candidates) and the checks made
-just before a signal (Checker). Signalling, rounds and the exit status are cleanup.py's.
+just before a signal (Checker). Signalling, rounds and the exit status are the package's (__init__.py).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
-from ..analysis.fold.model import Model, Process, Run
-from ..common.procfs import ProcReader, same_process
-from ..common.vocab import WATCHER as WATCHER_ROLE
+from ...analysis.fold.model import Model, Process, Run
+from ...common.procfs import ProcReader, same_process
+from ...common.vocab import WATCHER as WATCHER_ROLE
 
 # Interpreter start to the .pth's process_start record: well under this even on a loaded host.
 ROOT_START_WINDOW_S = 60.0

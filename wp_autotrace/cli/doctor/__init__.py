@@ -12,10 +12,10 @@ import sys
 import tempfile
 from typing import Any, NamedTuple
 
-from ..analysis.read.logread import count_events
-from ..common.env import without_tracer_env
-from ..common.vocab import PROCESS_START
-from .base import OK
+from ...analysis.read.logread import count_events
+from ...common.env import without_tracer_env
+from ...common.vocab import PROCESS_START
+from ..base import OK
 
 DOCTOR_PROBLEM = 1  # a problem was found
 INSTALL_ADVICE = "{python} -m pip install <path to a wp-autotrace checkout>"
@@ -77,7 +77,7 @@ def probe_interpreter(python: str) -> Probe:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.words.fmt import escape
+    from ...analysis.words.fmt import escape
 
     problems = 0
 

@@ -231,5 +231,5 @@ def run_and_wait(command: list[str], env: dict[str, str]) -> tuple[int, int, tup
     return fwd.child.pid, status, tuple(fwd.sent)
 
 
-if __name__ == "__main__":  # manual check: python -m wp_autotrace.cli.signals CMD...
+if __name__ == "__main__":  # manual check: python -m wp_autotrace.cli.run.signals CMD...
     print(run_and_wait(sys.argv[1:], dict(os.environ)))

@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..analysis.fold.model import Process, Run
-from ..common.vocab import WATCHER as WATCHER_ROLE
+from ...analysis.fold.model import Process, Run
+from ...common.vocab import WATCHER as WATCHER_ROLE
 from .candidates import Candidate
 
 # The sweep these functions take is cleanup.Sweep (its known/targets/models, its checker), typed Any: this

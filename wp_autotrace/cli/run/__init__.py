@@ -12,9 +12,9 @@ import shutil
 import sys
 from typing import Any
 
-from ..analysis.read.logread import NoUsableLog, count_events, read_logs
-from ..common.cmdline import CLI_SCRIPT, is_python, python_flags, runs_own_cli
-from ..common.env import (
+from ...analysis.read.logread import NoUsableLog, count_events, read_logs
+from ...common.cmdline import CLI_SCRIPT, is_python, python_flags, runs_own_cli
+from ...common.env import (
     ENABLE_ENV,
     GUARD_ENV,
     GUARD_NESTED_POOLS,
@@ -22,11 +22,11 @@ from ..common.env import (
     RUN_IDENTITY_ENV,
     TRUE_WORDS,
 )
-from ..common.vocab import RUN_EXIT, RUNNER, WATCHER
-from ..runtime.sink import Sink, default_log_name
+from ...common.vocab import RUN_EXIT, RUNNER, WATCHER
+from ...runtime.sink import Sink, default_log_name
+from ..base import USAGE
+from ..doctor import INSTALL_ADVICE, probe_interpreter
 from . import signals
-from .base import USAGE
-from .doctor import INSTALL_ADVICE, probe_interpreter
 
 # run's own exit statuses (their meanings: main.py EXIT_STATUSES); else the program's own code.
 NOT_TRACEABLE = 78  # run: the interpreter lacks the package or its .pth (a configuration problem)
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         code = forwarder.wait()
     forwarded = tuple(forwarder.sent)
     pid = forwarder.child.pid if forwarder.child is not None else 0
-    from ..analysis.fold.model import Waited
+    from ...analysis.fold.model import Waited
 
     waited = Waited(pid, code, forwarded, os.uname().nodename)
     if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
@@ -179,7 +179,7 @@ def _run_nested(command: list[str], env: dict[str, str], log: str | None) -> int
 
 def _why_no_watcher(env: dict[str, str]) -> str:
     """Why the program's run has no watcher, as far as `run` can tell from what it gave the program."""
-    from ..common.env import INTERVAL_ENV
+    from ...common.env import INTERVAL_ENV
 
     try:
         off = float(env.get(INTERVAL_ENV, "") or "nan") == 0
@@ -210,10 +210,10 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
     incrementally into the run model."""
     import time
 
-    from ..analysis.fold.fold import Builder
-    from ..analysis.fold.verdict import watchers_gone
-    from ..analysis.read.logread import Tail
-    from ..common.vocab import LEFTOVER_GRACE_S
+    from ...analysis.fold.fold import Builder
+    from ...analysis.fold.verdict import watchers_gone
+    from ...analysis.read.logread import Tail
+    from ...common.vocab import LEFTOVER_GRACE_S
 
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
@@ -263,10 +263,10 @@ def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> 
 def short_answer(log: str, waited: Any = None) -> list[str]:
     """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
     waited (analysis.model.Waited): what `run` saw of the program it ran."""
-    from ..analysis.present.render import summary_lines
-    from ..analysis.report import analyze
-    from ..analysis.words.fmt import escape
-    from .base import text_width
+    from ...analysis.present.render import summary_lines
+    from ...analysis.report import analyze
+    from ...analysis.words.fmt import escape
+    from ..base import text_width
 
     rep = analyze(read_logs([log]), None, waited)
     return [escape(line) for line in summary_lines(rep, text_width(sys.stderr))]
@@ -287,7 +287,7 @@ def _summarize(log: str, python: str | None, waited: Any = None, program: str = 
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary
         lines = [f"(the report failed: {type(exc).__name__}: {exc})"]
-    from ..analysis.words.fmt import escape
+    from ...analysis.words.fmt import escape
 
     if os.getpid() == 1:  # `unshare -fp wp-autotrace run …`, a container's entry point
         lines.append("wp-autotrace run is pid 1 here: its exit now ends every process left in this pid namespace")

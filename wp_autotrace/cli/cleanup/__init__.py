@@ -58,13 +58,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..analysis.fold.model import Process, Run
-from ..analysis.read.logread import NoUsableLog, stream_logs
-from ..analysis.words.fmt import escape, size_text
-from ..common.env import REDACT_ENV
-from ..common.procfs import same_process
-from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
-from .base import seconds
+from ...analysis.fold.model import Process, Run
+from ...analysis.read.logread import NoUsableLog, stream_logs
+from ...analysis.words.fmt import escape, size_text
+from ...common.env import REDACT_ENV
+from ...common.procfs import same_process
+from ...common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
+from ..base import seconds
 from .candidates import (
     Candidate,
     Checker,
@@ -517,7 +517,7 @@ def _owned_model(path: str) -> tuple[Any, int]:
     """A log's model and the uid that owns the very file read. The owner comes from fstat of the fd
     that is read (reopened through /proc/self/fd, which names that open file, not the path): a
     second lookup of the path could find another file, swapped in by a user who can write the folder."""
-    from ..analysis.fold.verdict import fold_and_judge as build
+    from ...analysis.fold.verdict import fold_and_judge as build
 
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO must not hang
     alias = f"/proc/self/fd/{fd}"

@@ -11,7 +11,7 @@ import ast
 import os
 from typing import Any, NamedTuple
 
-from ..common.targets import CONFIG, IMPORT, TARGETS, Target
+from ...common.targets import CONFIG, IMPORT, TARGETS, Target
 
 
 class Resolution(NamedTuple):
