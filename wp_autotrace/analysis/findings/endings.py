@@ -122,7 +122,7 @@ def oom_killed(v: View) -> Finding | None:
 
 
 def oom_unnamed(v: View) -> Finding | None:
-    """OOM kills the run's cgroup counted at no end of the run's processes (analysis/endings.py's
+    """OOM kills the run's cgroup counted at no end of the run's processes (analysis/derive/endings.py's
     unnamed_ooms): a process outside the run that shares its cgroup (a container's usual case), or one whose end
     was not seen. Said with when it happened, never pinned on a process of the run."""
     found = [(since, by, kills) for run in v.runs for since, by, kills in v.endings.unnamed_ooms(run)]

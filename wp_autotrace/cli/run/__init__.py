@@ -262,7 +262,7 @@ def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> 
 
 def short_answer(log: str, waited: Any = None) -> list[str]:
     """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
-    waited (analysis.model.Waited): what `run` saw of the program it ran."""
+    waited (analysis.fold.model.Waited): what `run` saw of the program it ran."""
     from ...analysis.present.render import summary_lines
     from ...analysis.report import analyze
     from ...analysis.words.fmt import escape
