@@ -314,7 +314,7 @@ def main(args: list[str]) -> None:
     # checks it is the same file, and closes it): an epilog can unmount the job's filesystem as soon as the
     # job's main process has ended, while the watcher still samples or lingers for a leftover. A path that no
     # longer names the log (moved, removed, unmounted) ends the watcher: its verdict is lost, and a reader
-    # of the log says so (analysis/verdict.py, verdict_lost).
+    # of the log says so (analysis/fold/verdict.py, verdict_lost).
     logwatch.detach()
     sink.detach()
     watcher = Watcher(sink, run, int(root), float(a["root_ct"]), float(a["interval"]), float(a["linger"]),
