@@ -17,7 +17,7 @@ from wp_autotrace.analysis.report import analyze
 from wp_autotrace.cli.cleanup.candidates import find_candidates
 
 from .logs import T0, LogWriter, kinds, report, start
-from .test_model import clean_run, with_root_killed, with_verdict_pending, with_watcher_gone
+from .test_model import GONE_WATCHER, clean_run, with_root_killed, with_verdict_pending, with_watcher_gone
 from .test_report_text import finding
 
 PID1_NOTE = ("not started: the main process is pid 1, which would adopt it as its child; no tree or leftover "
@@ -171,3 +171,29 @@ def test_no_cleanup_advice_when_what_was_left_has_ended(tmp_path: Path) -> None:
     log = str(with_root_killed().write(tmp_path / "alive.jsonl"))
     assert "cleanup LOG" in finding(analyze(read_logs([log])), "root-killed")["advice"]
     assert "cleanup LOG" in finding(analyze(read_logs([log]), None, Waited(100, 0)), "root-os-exit")["advice"]
+
+
+def test_no_verdict_from_the_last_sample_says_what_to_do(tmp_path: Path) -> None:
+    """The watcher sampled after the main process's end, then went without a verdict: what was left comes from
+    that sample, which may be stale; the finding says what to do about it (never an empty advice)."""
+    w = with_watcher_gone()
+    w.add(4.5, GONE_WATCHER, 100, "watcher", "tree", count=1, started=[], ended=[], run="r1", root_pid=100,
+          rss=[{"pid": 200, "rss": 5 << 20}])
+    rep = report(w, tmp_path)
+    (run,) = rep["runs"]
+    assert run["no_verdict"].startswith(WATCHER_ENDED)
+    f = next(f for f in rep["findings"] if f["kind"] == "no-verdict")
+    assert "comes from the last sample" in f["text"], f["text"]
+    assert f["advice"].strip(), f
+
+
+def test_every_finding_of_every_scenario_says_what_to_do(tmp_path: Path) -> None:
+    """Each finding the scenarios make has its 'what to do', except the kinds whose table entry has none."""
+    from wp_autotrace.analysis.kinds import KINDS
+
+    from .test_model import SCENARIOS
+
+    for name, make in SCENARIOS.items():
+        (tmp_path / name).mkdir()
+        for f in report(make(), tmp_path / name)["findings"]:
+            assert f["advice"] or not KINDS[f["kind"]][1], (name, f["kind"], f["text"])

@@ -269,12 +269,17 @@ def no_verdict(v: View) -> Finding | None:
     what = (f" What was left behind comes from {source}." if source else
             "" if r.root is not None and r.root.pid == 1 else " What was left behind is not known.")
     more = f" ({len(runs) - 1} more run(s) alike)" if len(runs) > 1 else ""
+    if r.root is not None and r.root.pid == 1:
+        advice = "nothing to end: its namespace's processes ended with it"
+    elif source:  # a list from before the end of what was seen: some may have ended since, others started
+        advice = ("check with `ps` whether what was left still runs (the list is from before any verdict); "
+                  "`wp-autotrace cleanup LOG` ends only what the log proves the run's")
+    else:
+        advice = "look for the run's processes with `ps`; cleanup acts only on what the log proves"
     return Finding(
         "no-verdict", "warning" if r.root is None or r.root.pid != 1 else "info",
         f"No verdict will come: {r.no_verdict}.{what}{more}",
-        sorted(x.root.pid for x in runs if x.root is not None), [],
-        "" if source or (r.root is not None and r.root.pid == 1) else
-        "look for the run's processes with `ps`; cleanup acts only on what the log proves", {})
+        sorted(x.root.pid for x in runs if x.root is not None), [], advice, {})
 
 
 def records_lost(v: View) -> Finding | None:
