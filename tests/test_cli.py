@@ -110,11 +110,12 @@ def test_run_checks_the_python_on_path_for_other_commands(tmp_path: Path) -> Non
 
 
 def test_run_prints_the_short_answer_and_keeps_signal_codes(tmp_path: Path) -> None:
-    """After the program: answer, findings and the log's path on stderr; stdout untouched; signal N exits 128+N."""
+    """After the program: answer, findings and the log's path on stderr; stdout untouched; a program ended by
+    signal N ends run by signal N too (its parent sees what it would see untraced)."""
     log = tmp_path / "r.jsonl"
     res = run_python(["-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
                       "import os, signal; print('out'); os.kill(os.getpid(), signal.SIGTERM)"], clean_env())
-    assert res.returncode == 128 + signal.SIGTERM
+    assert res.returncode == -signal.SIGTERM
     assert res.stdout == "out\n"
     lines = res.stderr.splitlines()
     after = lines[lines.index("wp-autotrace:") + 1:]

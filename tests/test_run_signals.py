@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import shlex
 import signal
 import subprocess
 import sys
@@ -158,7 +159,7 @@ def test_report_says_the_signal_run_saw(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable,
                           str(prog)], env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT_S,
                          stdin=subprocess.DEVNULL)
-    assert res.returncode == 128 + signal.SIGKILL
+    assert res.returncode == -signal.SIGKILL  # run ends by it too, after its summary
     assert "SIGKILL" in res.stderr
     wait_for_watcher(log, timeout=20)
     rep = report_json(log)
@@ -170,7 +171,7 @@ def test_report_says_the_signal_run_saw(tmp_path: Path) -> None:
 
 def test_report_says_a_ctrl_c_end(tmp_path: Path) -> None:
     """A program ended by SIGINT (Ctrl-C, no handler: KeyboardInterrupt, then Python re-raises the signal):
-    `run` exits 130, and the report's Run line says 'ended by SIGINT', not just 'ended' (issue #30 item 7)."""
+    `run` ends by SIGINT too, and the report's Run line says 'ended by SIGINT', not just 'ended' (issue #30 item 7)."""
     from wp_autotrace.analysis.present.render import render_text
     from wp_autotrace.analysis.read.logread import read_logs
     from wp_autotrace.analysis.report import analyze
@@ -181,7 +182,7 @@ def test_report_says_a_ctrl_c_end(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable,
                           str(prog)], env=clean_env(), capture_output=True, text=True, timeout=TIMEOUT_S,
                          stdin=subprocess.DEVNULL)
-    assert res.returncode == 128 + signal.SIGINT
+    assert res.returncode == -signal.SIGINT
     wait_for_watcher(log, timeout=20)
     data = read_logs([str(log)])
     text = render_text(analyze(data), data.skipped)
@@ -388,3 +389,28 @@ def test_run_takes_a_cgroup_wide_signal_as_untraced(tmp_path: Path, cgroup: Any)
     traced = _group_run(cmd, "cgroup", traced_out, cgroup)
     assert plain == (5, {"program": 1, "child": 1}, []), plain
     assert traced == plain, (traced, plain)
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "run"])
+def test_ctrl_c_stops_the_script_that_ran_it(tmp_path: Path, traced: bool) -> None:
+    """Ctrl-C (SIGINT to the job's group: the script's shell, run, the program) ends a Python program by
+    SIGINT; bash then stops its script there, as it does only when its child died of SIGINT: run, after its
+    summary, ends by SIGINT too (exiting 130 let the script run on)."""
+    ready = tmp_path / "ready"
+    prog = [sys.executable, "-c", f"import time; open({str(ready)!r}, 'w').close(); time.sleep(60)"]
+    if traced:
+        prog = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *prog]
+    script = f"{shlex.join(prog)}; echo after"
+    proc = subprocess.Popen(["bash", "-c", script], env=clean_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True, text=True)
+    try:
+        wait_until(ready.exists, TIMEOUT_S, what="the program ready")
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(TIMEOUT_S)
+    assert (proc.returncode, out) == (-signal.SIGINT, ""), (proc.returncode, out)

@@ -57,7 +57,8 @@ EXIT_STATUSES = (
                "`-S`): nothing was run"),
     ExitStatus(str(run.NOT_FOUND), "`run`", "the command was not found"),
     ExitStatus(str(INTERRUPTED), "all", "interrupted (Ctrl-C)"),
-    ExitStatus(f"{run.SIGNALLED}+N", "`run`", "the program was ended by signal N"),
+    ExitStatus(f"{run.SIGNALLED}+N", "`run`", "the program was ended by signal N: after its summary run "
+               "ends by signal N too (a shell's `$?` shows 128+N); where it cannot (pid 1) it exits 128+N"),
     ExitStatus("other", "`run`", "the program's own exit code"),
 )
 

@@ -148,7 +148,37 @@ def run(args: argparse.Namespace) -> int:
         waited = waited._replace(no_watcher=_why_no_watcher(env))
     record_exit(log, pid, code, forwarded)
     _summarize(log, python if told else None, waited, command[0])
+    if code < 0:
+        end_as(-code)
     return SIGNALLED - code if code < 0 else code
+
+
+def end_as(sig: int) -> None:
+    """End run by the signal that ended its program, so that run's parent sees what it would have seen of the
+    untraced program: a shell script that Ctrl-C ended the program of stops there (bash stops only when its
+    child died of SIGINT, not when it exited 130), a supervisor reads "killed by SIGTERM". With no core dump
+    of run's own (RLIMIT_CORE 0: the program's core, if any, is the one to look at). Returns where the signal
+    cannot end run (pid 1 of a pid namespace ignores it): run then exits 128 + N."""
+    import resource
+    import signal
+
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    except (ValueError, OSError):
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        if sig != signal.SIGKILL:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+    except (OSError, ValueError):
+        pass
 
 
 def _is_own_cli(command: list[str], path: str | None) -> bool:
@@ -174,6 +204,8 @@ def _run_nested(command: list[str], env: dict[str, str], log: str | None) -> int
     if log is not None and not os.path.exists(log):
         _say(f"wp-autotrace run: no log was written ({log}): the command was wp-autotrace itself, which traces "
              "nothing of its own; the log its own run named holds the trace")
+    if code < 0:
+        end_as(-code)
     return SIGNALLED - code if code < 0 else code
 
 
