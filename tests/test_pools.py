@@ -579,7 +579,7 @@ def test_interrupted_shutdown_is_asked_not_done(tmp_path: Path) -> None:
     assert "torch's atexit (shutdown_compile_workers) asked it to shut down (interrupted: KeyboardInterrupt)" in answer
     assert "findings above" not in render_text(rep, {})
     (left,) = [f for f in rep["findings"] if f["kind"] == "leftovers"]
-    assert "pools started where nothing shuts them down" in left["advice"]
+    assert "compile pools left running, made at /home/u/train.py:12" in left["advice"]
 
 
 def test_a_pool_is_swept_at_once_and_again_when_a_co_sharer_ends() -> None:
@@ -734,3 +734,35 @@ def test_a_leftovers_figure_read_while_its_workers_shared_is_a_lower_bound(
     assert ("holding at least" in f["text"]) == sum_at_least and ("holding about" in f["text"]) != sum_at_least
     about = "at least" if sum_at_least else "about"
     assert f"({about} " in rep["answer"] or "leftover" not in rep["answer"]
+
+
+def test_legacy_fork_executor_is_a_pool(tmp_path: Path) -> None:
+    """torch 2.1-2.7 build a fork ProcessPoolExecutor in AsyncCompile.process_pool with no
+    TrackedProcessPoolExecutor call to mark it: the compile workers the main forked after that call are the
+    evidence of a pool, with its caller; it is no 'sidecar not seen' and no 'Compiled without a process pool'."""
+    from .logs import LogWriter, call, start, watcher
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.3.1")
+    call(w, 2, 100, 1, "main", "torch._inductor.codecache:AsyncCompile.process_pool", 1, 2.01)
+    for pid in (201, 202):
+        w.add(2.1, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+              env={}, run="r1", root_pid=100)
+        w.add(2.2, pid, 100, "compile-worker", "role")
+    watcher(w, 3, "memory", procs=[{"pid": 201, "pss": 50 * MIB, "uss": MIB}, {"pid": 202, "pss": 50 * MIB,
+                                                                              "uss": MIB}])
+    watcher(w, 5, "memory", procs=[{"pid": 201, "pss": 50 * MIB, "uss": MIB}, {"pid": 202, "pss": 50 * MIB,
+                                                                              "uss": MIB}])
+    for pid in (201, 202):
+        w.add(9.5, pid, 100, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
+    w.add(10, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 10.5, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "executor" and pool["start_method"] == "fork" and pool["worker_pids"] == [201, 202]
+    assert pool["processes"] == 2 and pool["held_pss_bytes"] == 100 * MIB
+    assert pool["ending"]["kind"] == "ended-at-exit"
+    assert "made a compile pool (2 forked workers, no sidecar) at /site/plugin/_inductor/__init__.py:5" \
+        in rep["answer"] and "without a process pool" not in rep["answer"]

@@ -15,7 +15,7 @@ from .derive import facts
 from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
-from .derive.pools import peak_at_once, seen_end
+from .derive.pools import peak_at_once, seen_end, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
 from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
@@ -48,11 +48,14 @@ def _run_id(p: Process) -> str:
 
 def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
     side = pool.sidecar
-    workers = set(side.worker_pids) if side else set()
+    workers = set(side.worker_pids) if side else {q.pid for q in pool.members}
     if side is not None:
         workers.update(q.pid for q in side.children if q.role == "compile-worker")
     exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
     return {
+        # what kind of pool, and its processes as `ps` lists them: the sidecar (none for fork/spawn) + workers
+        "kind": pool.kind, "start_method": start_method(pool) or None,
+        "processes": (side is not None) + len(workers),
         **v.story(pool).as_dict(v.rel),
         "ending": v.endings.of_pool(pool).as_dict(v.rel), **_jobs_of(v, pool),
         "run": _run_id(pool.creator), "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,

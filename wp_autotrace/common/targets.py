@@ -269,6 +269,10 @@ TARGETS: "tuple[Target, ...]" = (
     Target(_SP, "SubprocMain._shutdown_pool", tag=SIDECAR_POOL_SHUTDOWN),
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.__init__",
            tag=TRACKED_POOL),
+    # A fork/spawn pool's jobs (2.8+; the sidecar's own executor counts here too, credited to no pool of its
+    # own): counted, as SubprocPool.submit is, for the pool's first and last job.
+    Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.submit", mode=COUNT,
+           tag=POOL_SUBMIT, last_caller=True),
     # 2.14: the health monitor noticed the sidecar died.
     Target(_SP, "SubprocPool._on_sidecar_death", capture=_SIDECAR, tag=POOL_DEATH),
     # Pools outside _pool_set, which shutdown_compile_workers never stops.

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 
 LOG_SCAN_BYTES = 1 << 20  # log bytes read per tick (process_start of the run, the root's process_exit)
 MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
+# A process saying it became a compile worker (torch's initializer ran in it): a fork or spawn pool's workers run
+# the main's command line or multiprocessing's, so only their own record tells the sampler they are a pool's.
+ROLE_MARK = b'"event":"role"'
+POOL_WORKER = "compile-worker"
+# A role record whose process has not joined the watcher's tree within this long is dropped (bounded memory).
+ROLE_KEEP_S = 60.0
 # What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
 EXPORT_MARKS = (b'"event":"call"', b'"event":"return"', b'"event":"blocked"')
 # The root's own process_start ends just before the watcher's offset; a record is at most 32 KiB.
@@ -87,6 +93,7 @@ class LogWatch:
         # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
         self.below: dict[int, float] = {}
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
+        self.roles: dict[int, float] = {}  # pid -> when it said it became a compile worker (role record)
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke, or its path names another file once detached)."""
@@ -133,8 +140,21 @@ class LogWatch:
             if len(self.partial) > MAX_PARTIAL:
                 self.partial = b""
             for line in lines:
-                if b'"process_' in line or (self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
+                if b'"process_' in line or ROLE_MARK in line or (
+                        self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
                     self._read_record(line)
+
+    def pool_roles(self, live: dict[int, dict[str, Any]], now: float) -> None:
+        """Give the compile-worker role to the live entries whose process said it took it (a role record written
+        after it started: the same process, not one that reused its pid before), so the sampler reads their
+        memory; forget what was applied, and what no live process claimed for ROLE_KEEP_S."""
+        for pid, ts in list(self.roles.items()):
+            entry = live.get(pid)
+            if entry is not None and entry.get("create_time", ts) <= ts + 0.05:
+                entry["role"] = POOL_WORKER
+                del self.roles[pid]
+            elif now - ts > ROLE_KEEP_S:
+                del self.roles[pid]
 
     def read_back(self) -> None:
         """The records just before the offset (the root's process_start), for the live export."""
@@ -161,7 +181,10 @@ class LogWatch:
         event, pid = rec.get("event"), rec.get("pid")
         if event == "process_start" and pid == self.root and self.root_ct and isinstance(rec.get("create_time"), float):
             self.root_reused = self.root_reused or not same_process(rec["create_time"], self.root_ct)
-        if event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
+        if event == "role" and rec.get("role") == POOL_WORKER and isinstance(pid, int) \
+                and isinstance(rec.get("ts"), float):
+            self.roles[pid] = rec["ts"]
+        elif event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
             if isinstance(rec.get("create_time"), float):
                 self.claimed[pid] = rec["create_time"]
         elif event == "process_exit" and pid == self.root and not self.root_reused:

@@ -155,6 +155,8 @@ class Watcher(Tree):
         if self.oom is not None and (rose := self.oom.rose()) is not None:
             # every tick, ends or not: the only evidence of an OOM kill, and its time (evidence.md)
             self.emit(V.OOM, before=rose[0], oom_kill=rose[1], since=round(rose[2], 3))
+        if self.log is not None and self.log.roles:
+            self.log.pool_roles(self.live, now)
         memory = self.memory.tick(now, self.live, self.root_end is not None or self.root not in self.live) \
             if self.memory is not None else None
         if memory:

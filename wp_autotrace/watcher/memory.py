@@ -161,14 +161,15 @@ class MemorySampler:
         return [pid for pid, entry in live.items() if entry.get("role") in POOL_ROLES]
 
     def pools(self, live: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
-        """Pool key (the sidecar's pid; a worker whose parent is no live pool process keys itself) -> its
-        live processes, sidecar first."""
+        """Pool key (the sidecar's pid; for a fork or spawn pool's workers, whose parent is the process that made
+        the pool and no pool process, that parent's pid; an orphaned worker keys itself) -> its live processes,
+        sidecar first."""
         pids = self.pool_pids(live)
         inside = set(pids)
         groups: dict[int, list[int]] = {}
         for pid in sorted(pids, key=lambda p: live[p].get("ppid") in inside):
             parent = live[pid].get("ppid")
-            key = parent if parent in inside and live[pid].get("role") == V.COMPILE_WORKER else pid
+            key = parent if live[pid].get("role") == V.COMPILE_WORKER and parent in live else pid
             groups.setdefault(key, []).append(pid)
         return groups
 

@@ -29,6 +29,11 @@ RUNNING, UNKNOWN = "running", "unknown"
 # Pool ending kinds (pools[].ending.kind).
 SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED = "shutdown-completed", "shutdown-never-returned"
 SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, LEFT_RUNNING = "shutdown-found-dead", "sidecar-ended", "left-running"
+# A fork/spawn pool (no sidecar): its workers ended as its creator exited, or ended on their own before.
+ENDED_AT_EXIT, WORKERS_ENDED = "ended-at-exit", "workers-ended"
+# concurrent.futures joins an executor's workers at interpreter exit (threading's exit hooks, before atexit):
+# workers ending this close before their creator's own end ended with its exit.
+AT_EXIT_S = 2.0
 
 # Ends seen together: within one watcher tick of each other, plus scheduling slack on a loaded host.
 GROUP_SLACK_S = 0.2
@@ -139,6 +144,8 @@ class Endings:
                 self.pool_of[id(side)] = pool
                 for q in side.children:
                     self.pool_of.setdefault(id(q), pool)
+            for q in pool.members:
+                self.pool_of.setdefault(id(q), pool)
         self.torch = _version(torch_version)
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
@@ -311,6 +318,8 @@ class Endings:
     def _pool_ending(self, pool: Pool) -> Ending:
         side = pool.sidecar
         req = pool.shutdown_call
+        if side is None and pool.members:
+            return self._executor_ending(pool)
         if side is None:
             return Ending(UNKNOWN, "how it ended is not known (its sidecar was not seen)", None, [])
         side_end = self.of(side)
@@ -353,6 +362,30 @@ class Endings:
                       [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
                       side_end.signal, group=side_end.group)
 
+    def _executor_ending(self, pool: Pool) -> Ending:
+        """A fork/spawn pool's ending, from its workers' (it has no sidecar and no traced shutdown call):
+        left running, ended as its creator exited (concurrent.futures' exit handler), or ended before."""
+        ends = [(self.of(q), q) for q in pool.members]
+        alive = [q for e, q in ends if e.at is None]
+        run = pool.creator.run
+        if alive:
+            if run is not None and any(q in run.leftover for q in alive):
+                return Ending(LEFT_RUNNING, f"{_plural(len(alive), 'worker')} left running after the main process",
+                              None, ["the watcher's leftover record"])
+            return Ending(RUNNING, "still running at the end of the log", None, [])
+        end = max(e.at for e, _ in ends if e.at is not None)
+        creator = pool.creator
+        c_end = seen_end(creator)
+        evidence = [f"its last worker's end at {self.rel(end)}"]
+        if c_end is not None and creator.end is not None and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
+            return Ending(ENDED_AT_EXIT, f"its workers ended as {creator.role} {creator.pid} exited "
+                          "(concurrent.futures stops an executor's workers at exit)", end,
+                          [*evidence, f"{creator.role} {creator.pid}'s process_exit at {self.rel(creator.end)}"],
+                          by=f"{creator.role} {creator.pid}'s exit")
+        last = max(ends, key=lambda x: x[0].at or 0.0)[0]
+        return Ending(WORKERS_ENDED, f"its workers ended (the last {_as_subject(last)})", end,
+                      [*evidence, *last.evidence], last.signal, group=last.group)
+
     # -- jobs -----------------------------------------------------------------
 
     def jobs(self, pool: Pool) -> dict[str, Any]:
@@ -386,6 +419,10 @@ class Endings:
 
 
 _SUBMIT_LABEL = next(t.label for t in T.TARGETS if t.tag == T.POOL_SUBMIT)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _as_subject(e: Ending) -> str:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common import targets, vocab
-from ..fold.model import SOURCELESS_FILES, Call, Pool, Process
+from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
 
 MIB = 2**20
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
@@ -74,11 +74,13 @@ def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
 
 
 def pool_processes(pool: Pool) -> list[Process]:
-    """The sidecar and its descendants (iteratively: the tree can be deep)."""
+    """The sidecar and its descendants (iteratively: the tree can be deep); a fork/spawn pool's: its workers
+    and theirs."""
     side = pool.sidecar
-    if side is None:
+    if side is None and not pool.members:
         return []
-    found, stack, seen = [], [side], set()
+    found: list[Process] = []
+    stack, seen = [side] if side is not None else list(pool.members), set()
     while stack:
         p = stack.pop()
         if p.index in seen:
@@ -90,11 +92,31 @@ def pool_processes(pool: Pool) -> list[Process]:
 
 
 def workers_of(pool: Pool) -> list[Process]:
-    """The compile workers of the pool's sidecar (its children in that role, or the pids it captured)."""
+    """The compile workers of the pool's sidecar (its children in that role, or the pids it captured); a
+    fork/spawn pool's own workers."""
     side = pool.sidecar
     if side is None:
-        return []
+        return list(pool.members)
     return [q for q in side.children if q.role == vocab.COMPILE_WORKER or q.pid in side.worker_pids]
+
+
+def pool_end(pool: Pool) -> float | None:
+    """When the pool's processes were gone: its sidecar's end; a fork/spawn pool's, its last worker's (None
+    while one was not seen to end, or it had none)."""
+    if pool.sidecar is not None or not pool.members:
+        return seen_end(pool.sidecar) if pool.sidecar is not None else None
+    ends = [seen_end(q) for q in pool.members]
+    return None if any(e is None for e in ends) else max(e for e in ends if e is not None)
+
+
+def start_method(pool: Pool) -> str:
+    """How a pool's workers were started, from the workers themselves: 'fork' (each forked from its creator),
+    'spawn' (each a fresh interpreter its creator started), '' when not known (none seen, or a SubprocPool:
+    its sidecar is started with subprocess and forks its workers)."""
+    if pool.kind != EXECUTOR or not pool.members:
+        return ""
+    forked = {q.forked for q in pool.members if q.traced}
+    return "fork" if forked == {True} else "spawn" if forked == {False} else ""
 
 
 def lived_mem(p: Process) -> list[tuple[float, int, int]]:
@@ -205,7 +227,8 @@ class PoolStory:
         self.procs = pool_processes(pool)
         self.workers = workers_of(pool)
         self.ready_at = pool.ready_at if pool.ready_at is not None else (
-            side.pool_starts[0] if side is not None and side.pool_starts else None)
+            side.pool_starts[0] if side is not None and side.pool_starts else
+            min((q.start for q in pool.members if q.start is not None), default=None))
         serving = min((c.ts for c in side.calls.values() if c.tag == targets.SIDECAR_MAIN), default=None) \
             if side is not None else None
         # A pool that never became ready, ran no job and whose sidecar never reached its serving loop
@@ -214,7 +237,7 @@ class PoolStory:
         self.busy_until = max((t for t in (pool.last_job, self.ready_at) if t is not None),
                               default=serving if serving is not None else
                               pool.call.end if pool.call.end is not None else pool.call.ts)
-        side_end = seen_end(side) if side is not None else None
+        side_end = pool_end(pool)
         if side_end is not None and self.busy_until > side_end:
             self.busy_until = side_end  # jobs sent after its sidecar ended were lost, not served
         req = pool.shutdown_call
@@ -224,10 +247,11 @@ class PoolStory:
             stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
             self.busy_until = max(self.busy_until, min(stops)) if stops else self.busy_until
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
-        ends = [t for t in (pool.shutdown_at, side.end if side is not None else None) if t is not None]
-        self.alive_at_end = side is not None and side.end is None
+        head_end = side.end if side is not None else side_end
+        ends = [t for t in (pool.shutdown_at, head_end) if t is not None]
+        self.alive_at_end = side.end is None if side is not None else bool(pool.members) and side_end is None
         self.idle_to = min(ends) if ends else t_end
-        self.idle_s = max(0.0, self.idle_to - self.busy_until) if side is not None and self.served else 0.0
+        self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]
         a, b = self.busy_until, self.idle_to

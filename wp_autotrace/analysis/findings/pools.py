@@ -10,8 +10,8 @@ from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
-from ..derive.pools import BY_TIMER, PoolStory, user_frame
-from ..words.fmt import TEXT_PIDS, mib_s_text, pid_text, sidecar_name, site, size_text
+from ..derive.pools import BY_TIMER, PoolStory, start_method, user_frame
+from ..words.fmt import TEXT_PIDS, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
 if TYPE_CHECKING:
@@ -226,8 +226,8 @@ def _quiesce_advice(v: View, settings: dict[str, Any], st: PoolStory | None) -> 
 
 
 def _pool_name(st: PoolStory) -> str:
-    n = len(st.workers)
-    return sidecar_name(st.pool.sidecar_pid) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+    return pool_name({"kind": st.pool.kind, "start_method": start_method(st.pool), "sidecar_pid": st.pool.sidecar_pid,
+                      "worker_pids": [q.pid for q in st.workers]})
 
 
 def _at(x: float | None) -> str:

@@ -11,7 +11,7 @@ from ..derive.pools import user_frame
 from ..fold.model import signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
-from .base import Finding, in_ranks, roles_text
+from .base import Finding, in_ranks, roles_text, sites_text
 
 MIB = 2**20
 
@@ -44,8 +44,12 @@ def leftovers(v: View) -> Finding | None:
             "then stop their cause")
     # Pools are one cause among others: named only when a pool process is among those left. The
     # Answer quotes this advice above the findings, so it points at no place in the report.
-    pool_left = any(p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER for p in listed)
-    cause = (": pools started where nothing shuts them down (each pool's finding says where)" if pool_left
+    left = set(listed)
+    made = [pool.call for pool in v.pools if left.intersection(v.story(pool).procs)]
+    pool_left = made or any(p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER for p in listed)
+    # Where the pools whose processes were left were made, named here: no other finding need exist to say it.
+    cause = (f": compile pools left running, made at {sites_text(made)}" if made else
+             ": compile pools left running (their makers were not traced)" if pool_left
              else ": what started them (the Process tree names each one's parent)")
     return Finding(
         "leftovers", "problem",

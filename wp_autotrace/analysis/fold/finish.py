@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES
 from .identities import Identities
-from .model import LEFT_THEN_ENDED, Call, Pool, Process, Run, Waited, exec_name
+from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
@@ -76,6 +76,7 @@ class Finish(Identities):
         self.match_waits()
 
     def finish_pools(self) -> None:
+        executor_members(self.model)
         for pool in self.model.pools:
             if pool.sidecar_pid is None:
                 continue
@@ -144,6 +145,36 @@ class Finish(Identities):
             seen = run.run_exit
             if seen is not None and run.waited is None and run.root is not None:
                 run.waited = Waited(run.root.pid, seen["status"], tuple(seen.get("forwarded") or ()), run.root.host)
+
+
+def executor_members(m: Model) -> None:
+    """Each fork/spawn pool's workers: the compile workers its creator started (torch's initializer ran in
+    them), each to the creator's executor pool made last before it started. A compile worker with no such pool
+    (torch 2.1-2.7 builds its ProcessPoolExecutor with no TrackedProcessPoolExecutor call to mark it) makes one
+    from its creator's last AsyncCompile.process_pool call before it: the workers are the evidence. A sidecar's
+    workers are its SubprocPool's, not an executor's."""
+    made = False
+    for p in m.processes:
+        workers = [q for q in p.children if q.role == vocab.COMPILE_WORKER]
+        if not workers or p.role in SIDECAR_ROLES:
+            continue
+        for q in sorted(workers, key=lambda q: q.start or 0.0):
+            at = (q.start or 0.0) + SIDECAR_START_SLACK_S
+            pool = next((x for x in reversed(p.pools) if x.kind == EXECUTOR and x.call.ts <= at), None)
+            if pool is None:
+                call = max((c for c in p.calls.values() if c.tag == targets.PROCESS_POOL and c.ts <= at),
+                           key=lambda c: c.ts, default=None)
+                if call is None or call.pool is not None:
+                    continue
+                pool = call.pool = Pool(p, call, EXECUTOR)
+                p.pools.append(pool)
+                m.pools.append(pool)
+                made = True
+            pool.members.append(q)
+    if made:
+        m.pools.sort(key=lambda x: x.call.ts)
+        for p in m.processes:
+            p.pools.sort(key=lambda x: x.call.ts)
 
 
 def _credit_jobs(p: Process) -> None:

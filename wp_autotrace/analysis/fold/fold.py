@@ -15,7 +15,7 @@ from ...common import targets, vocab
 from ...common.procfs import same_process
 from ..read import schema
 from .finish import Finish
-from .model import LIVE_EXPORT, Call, Model, Pool, Process, Run, Waited
+from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, Model, Pool, Process, Run, Waited
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
@@ -160,8 +160,11 @@ class Builder(Finish):
         if blocked:
             if p.run is not None:
                 p.run.blocked.append(c)
-        elif c.tag == targets.POOL_CREATE:
-            c.pool = Pool(p, c)
+        elif c.tag == targets.POOL_CREATE or (c.tag == targets.TRACKED_POOL and c.parent is not None
+                                              and c.parent.tag == targets.PROCESS_POOL):
+            # A TrackedProcessPoolExecutor made by AsyncCompile.process_pool (fork or spawn) is a pool of its
+            # own; the one a sidecar makes for its workers (SubprocMain._start_pool) is its SubprocPool's.
+            c.pool = Pool(p, c, SUBPROC if c.tag == targets.POOL_CREATE else EXECUTOR)
             p.pools.append(c.pool)
             p.open_pool = c.pool
             self.model.pools.append(c.pool)

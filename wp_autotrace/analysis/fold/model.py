@@ -69,6 +69,11 @@ class Call:
         self.at_exit: bool = self.target.endswith(_STOP_CALLS) and _from_mp_exit(r.get("stack"))
 
 
+# A pool's kind (Pool.kind).
+SUBPROC = "subproc"
+EXECUTOR = "executor"
+
+
 class Pool:
     """One compile pool instance: the call that made it and the sidecar it started.
 
@@ -81,11 +86,17 @@ class Pool:
     """
 
     __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at",
-                 "ready_at", "jobs", "first_job", "last_job", "quiesce_calls", "shutdown_call", "shutdown_calls")
+                 "ready_at", "jobs", "first_job", "last_job", "quiesce_calls", "shutdown_call", "shutdown_calls",
+                 "kind", "members")
 
-    def __init__(self, creator: Process, call: Call) -> None:
+    def __init__(self, creator: Process, call: Call, kind: str = SUBPROC) -> None:
         self.creator = creator
         self.call = call
+        # SUBPROC: a sidecar interpreter and the workers it forks. EXECUTOR: a ProcessPoolExecutor made in the
+        # creator itself (worker_start_method fork or spawn; torch 2.1-2.3's default): its workers are the
+        # creator's own children, in `members` (finish.py), and it has no sidecar.
+        self.kind = kind
+        self.members: list[Process] = []
         self.sidecar_pid: int | None = None
         self.sidecar: Process | None = None
         self.wakeups = 0

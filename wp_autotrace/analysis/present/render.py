@@ -11,8 +11,8 @@ import datetime
 from typing import Any
 
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..words.fmt import escape, mib_s_text, pid_text, seconds_text, sidecar_name, site, size_text, skipped_line, wrap
-from ..words.sentences import process_words
+from ..words.fmt import escape, mib_s_text, pid_text, pool_name, seconds_text, site, size_text, skipped_line, wrap
+from ..words.sentences import lifespan, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -274,10 +274,11 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if pool is None:
             out.append(_more(pools, limit))
             continue
-        end = _t(pool["sidecar_end"]).strip() if pool["sidecar_end"] is not None else "end"
-        out.append(f"- {sidecar_name(pool['sidecar_pid'])} created by {pool['creator_role']} {pool['creator_pid']} "
+        start, end = lifespan(pool)
+        how = pool["sidecar_exit"] if pool.get("kind") != "executor" else (pool.get("ending") or {}).get("kind")
+        out.append(f"- {pool_name(pool)} created by {pool['creator_role']} {pool['creator_pid']} "
                    f"at {_t(pool['created_at']).strip()} from {site(pool['caller'])}")
-        out.append(f"  alive {_t(pool['sidecar_start']).strip()} -> {end} ({pool['sidecar_exit']}); "
+        out.append(f"  alive {_t(start).strip()} -> {_t(end).strip() if end is not None else 'end'} ({how}); "
                    f"workers {_workers(pool['worker_pids'])}; wakeups {pool['wakeups']}, "
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")
         if pool.get("test"):

@@ -50,6 +50,16 @@ def sidecar_name(pid: Any) -> str:
     return f"sidecar {pid}" if pid is not None else "sidecar not seen"
 
 
+def pool_name(pool: dict[str, Any]) -> str:
+    """A pool as its processes: 'sidecar 12 + 2 workers'; a fork/spawn pool (no sidecar, its workers are its
+    creator's children): '2 forked workers, no sidecar'."""
+    n = len(pool.get("worker_pids") or ())
+    if pool.get("kind") == "executor":
+        how = {"fork": "forked ", "spawn": "spawned "}.get(pool.get("start_method") or "", "")
+        return f"{n} {how}worker{'s' if n != 1 else ''}, no sidecar"
+    return sidecar_name(pool.get("sidecar_pid")) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
+
+
 def size_text(n: int) -> str:
     """Bytes for people, in binary units as labelled: '600 MiB', '65.6 GiB' (--json keeps bytes)."""
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import GUARDED_ROLES
-from .fmt import mib_s_text, seconds_text, sidecar_name, site, size_text
+from .fmt import mib_s_text, pool_name, seconds_text, site, size_text
 
 
 def covered_text(pool: dict[str, Any]) -> str:
@@ -21,12 +21,11 @@ def covered_text(pool: dict[str, Any]) -> str:
 
 def pool_sentence(pool: dict[str, Any]) -> str:
     """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
-    n = len(pool["worker_pids"])
-    name = sidecar_name(pool["sidecar_pid"]) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
-    end = pool["sidecar_end"]
-    lived = ("" if pool["sidecar_pid"] is None  # nothing seen to live: how it ended says so
-             else f"; it lived {end - pool['sidecar_start']:.1f} s" if isinstance(end, (int, float))
-             and isinstance(pool["sidecar_start"], (int, float)) else "; it was still running at the end of the log")
+    name = pool_name(pool)
+    start, end = lifespan(pool)
+    lived = ("" if start is None  # nothing seen to live: how it ended says so
+             else f"; it lived {end - start:.1f} s" if end is not None
+             else "; it was still running at the end of the log")
     idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
     mem = ""
     if pool["held_pss_bytes"]:
@@ -40,6 +39,18 @@ def pool_sentence(pool: dict[str, Any]) -> str:
     return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
             f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
             f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.")
+
+
+def lifespan(pool: dict[str, Any]) -> tuple[float | None, float | None]:
+    """(start, end) of the pool's processes, seconds from the first record: its sidecar's; a fork/spawn pool's
+    first worker's start and last worker's end (None while one runs)."""
+    if pool.get("kind") != "executor":
+        start, end = pool["sidecar_start"], pool["sidecar_end"]
+        return (start if isinstance(start, (int, float)) else None, end if isinstance(end, (int, float)) else None)
+    starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
+    ends = [w["end"] for w in pool["workers"]]
+    return (min(starts) if starts else None,
+            max(ends) if ends and all(e is not None for e in ends) else None)
 
 
 def quiesce_words(pool: dict[str, Any]) -> str:
