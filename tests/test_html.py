@@ -31,7 +31,7 @@ from wp_autotrace.analysis.report import analyze_view
 from wp_autotrace.watcher import memory
 
 from .conftest import run_python, traced_env, wait_for_watcher
-from .logs import seed_log
+from .logs import T0, seed_log
 from .test_pools import idle_pool
 from .test_scenarios import run_scenario
 
@@ -430,3 +430,32 @@ def test_page_of_a_clean_traced_run_says_nothing_unusual(tmp_path: Path) -> None
     assert out.returncode == 0, out.stderr
     findings = page.read_text(encoding="utf-8").split('<section id="findings">')[1].split("</section>")[0]
     assert "Nothing unusual." in findings
+
+
+def test_perfetto_counters_are_one_per_track_name_and_moment(tmp_path: Path) -> None:
+    """A real traced run: the watcher's first tree record lists each process as started and in its keep-alive
+    RSS list; the trace holds one counter event per (track, counter, moment), never the same reading twice."""
+    import collections
+
+    log = tmp_path / "run.jsonl"
+    assert run_python(["-c", "import subprocess; subprocess.run(['sleep', '0.3'])"], traced_env(log)).returncode == 0
+    wait_for_watcher(log)
+    trace = to_chrome_trace(read_logs([str(log)]))["traceEvents"]
+    counts = collections.Counter((e["pid"], e["name"], e["ts"]) for e in trace if e["ph"] == "C")
+    assert counts and not [k for k, n in counts.items() if n > 1], counts
+
+
+def test_a_call_that_never_returned_ends_with_its_process(tmp_path: Path) -> None:
+    """Sidecar 200 was killed at 2 s inside a call (no return); the log goes on to 4 s. Its slice ends at the
+    sidecar's end (2 s), not at the log's: a call never outlives its process."""
+    from .logs import SP, call, watcher
+    from .test_model import clean_run
+
+    w = clean_run()
+    w.lines = [r for r in w.lines if not (r["pid"] == 200 and r["event"] in ("process_exit", "call", "return"))]
+    call(w, 1.5, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 7, None)
+    watcher(w, 2.0, "tree", count=1, started=[], ended=[{"pid": 200, "end": T0 + 2.0}])
+    trace = to_chrome_trace(read_logs([str(w.write(tmp_path / "log.jsonl"))]))["traceEvents"]
+    (cut,) = [e for e in trace if e["ph"] == "X" and e["args"].get("unfinished")]
+    t0 = min(float(r["ts"]) for r in w.lines)
+    assert cut["pid"] == 200 and abs((cut["ts"] + cut["dur"]) / 1e6 - (T0 + 2.0 - t0)) < 1e-3, cut

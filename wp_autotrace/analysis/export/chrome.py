@@ -29,6 +29,7 @@ from typing import Any, Callable
 from ...common import vocab
 from ...common.targets import short_label
 from ..derive.memseries import at_once, end_of, held
+from ..derive.pools import seen_end
 from ..fold.fold import Builder
 from ..fold.model import Model, Process
 from ..fold.verdict import judge
@@ -55,8 +56,8 @@ def write_chrome_trace(data: LogData | LogStream, write: Callable[[str], Any]) -
     for r in data.records:
         proc = builder.feed(r)
         trace.add(r, proc if proc is not None else ("watcher", str(r.get("host", "")), r["pid"]))
-    trace.finish()
     builder.finish()
+    trace.finish()
     trace.story(builder.model, data)
     out.add('], "displayTimeUnit": "ms", "otherData": ' + dumps({"generator": "wp-autotrace", "files": data.files})
             + "}")
@@ -97,6 +98,7 @@ class _Trace:
         self.threads: dict[tuple[int, str], int] = {}
         self.thread_count: dict[int, int] = {}  # per trace pid: tids handed out so far
         self.open_calls: dict[tuple[int, int], dict[str, Any]] = {}
+        self.open_procs: dict[tuple[int, int], Any] = {}  # the same calls' processes (the model's)
         self.by_pid: dict[tuple[str, int], int] = {}  # (host, pid) -> the trace pid of its latest process
         self.role_of: dict[int, str] = {}
 
@@ -145,11 +147,13 @@ class _Trace:
         if event == "call" and isinstance(r.get("call_id"), int):
             target = short_label(str(r.get("target", "?")))
             caller = r.get("caller") if isinstance(r.get("caller"), dict) else {}
+            self.open_procs[(p, r["call_id"])] = who
             self.open_calls[(p, r["call_id"])] = {
                 "ph": "X", "name": target, "cat": "call", "pid": p, "tid": self.tid(p, str(r.get("thread", ""))),
                 "ts": ts, "args": {"caller": f"{caller.get('file')}:{caller.get('line')}" if caller else None},
             }
         elif event == "return" and isinstance(r.get("call_id"), int):
+            self.open_procs.pop((p, r["call_id"]), None)
             ev = self.open_calls.pop((p, r["call_id"]), None)
             if ev is not None:
                 ev["dur"] = max(round(ts - ev["ts"], 1), 0.0)
@@ -166,21 +170,28 @@ class _Trace:
             self.rss(r)
 
     def finish(self) -> None:
-        """Calls that never returned (killed, or running at the end) run to the end."""
-        for ev in self.open_calls.values():
-            ev["dur"] = max(round(self.us(self.t_end) - ev["ts"], 1), 0.0)
+        """Calls that never returned run to their process's end (killed: a call never outlives its process),
+        or to the log's end for a process still running then. After the fold's own finish (every end known)."""
+        for key, ev in self.open_calls.items():
+            who = self.open_procs.get(key)
+            end = seen_end(who) if isinstance(who, Process) else None
+            ev["dur"] = max(round(self.us(end if end is not None else self.t_end) - ev["ts"], 1), 0.0)
             ev["args"]["unfinished"] = True
             self.put(ev)
         self.open_calls.clear()
+        self.open_procs.clear()
 
     def rss(self, r: dict[str, Any]) -> None:
         """A tree record's RSS readings as each process's RSS counter: the processes the watcher reads no
         PSS of (pool processes get their PSS counter at the end); only those that have a track."""
         host = str(r.get("host", ""))
+        latest: dict[int, int] = {}  # one reading per track and moment: a new process is in `started` and `rss`
         for entry in [*(r.get("started") or ()), *(r.get("rss") or ())]:
             n = self.by_pid.get((host, entry.get("pid")))
             if n is not None and isinstance(entry.get("rss"), int) and self.role_of.get(n) not in POOL_ROLES:
-                self.counter(n, HELD_RSS, r["ts"], round(entry["rss"] / MIB, 3))
+                latest[n] = entry["rss"]
+        for n, rss in latest.items():
+            self.counter(n, HELD_RSS, r["ts"], round(rss / MIB, 3))
 
     def counter(self, p: int, name: str, ts: float, mib: float) -> None:
         self.put({"ph": "C", "name": name, "pid": p, "tid": 0, "ts": self.us(ts), "args": {"MiB": mib}})
