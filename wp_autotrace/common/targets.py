@@ -75,9 +75,32 @@ def rank_value(rank: object) -> "str | None":
     return next((str(rank[k]) for k in RANK_KEYS if k in rank), None)
 
 
+def set_vars(names: "tuple[str, ...]") -> "dict[str, str]":
+    """{name: value} of the names set in os.environ now, in names' order.
+
+    Read from os.environ's own dict of encoded names where os.environ is the standard mapping:
+    ``name in os.environ`` raises and catches a KeyError inside for each name that is not set (about
+    0.7 µs each, and most of these are unset); a dict lookup does not. Another mapping (a host may
+    replace os.environ) is read through its own interface.
+    """
+    env = os.environ
+    data = getattr(env, "_data", None)
+    if type(env) is _ENVIRON and type(data) is dict:
+        keys = _encoded.get(names)
+        if keys is None:
+            keys = _encoded[names] = tuple((k, env.encodekey(k)) for k in names)
+        decode = env.decodevalue
+        return {k: decode(v) for k, key in keys if (v := data.get(key)) is not None}
+    return {k: env[k] for k in names if k in env}
+
+
+_ENVIRON = type(os.environ)
+_encoded: "dict[tuple[str, ...], tuple[tuple[str, object], ...]]" = {}  # names -> (name, os.environ's key)
+
+
 def watched_env() -> "dict[str, str]":
     """The environment variables that decide whether a pool starts, as set now."""
-    return {k: os.environ[k] for k in WATCHED_ENV if k in os.environ}
+    return set_vars(WATCHED_ENV)
 
 
 # Set by hand in many shells and containers: on their own they prove no launch.
@@ -86,7 +109,7 @@ _ONLY_WITH_OTHERS = ("MASTER_ADDR", "MASTER_PORT")
 
 def rank_env() -> "dict[str, str]":
     """The rank/launcher variables that are set (empty outside a distributed launch)."""
-    found = {k: os.environ[k] for k in RANK_ENV if k in os.environ}
+    found = set_vars(RANK_ENV)
     return found if set(found) - set(_ONLY_WITH_OTHERS) else {}
 
 

@@ -287,12 +287,30 @@ class Probes(_Stacks):
         return call
 
     def _tracing_call(self, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
-        begin, leave, child_role = self._begin, self._leave, target.child_role
+        """The wrapper of one traced target: its constant parts (the encoded prefix, whether its records
+        are plain) fixed here once, so a call runs one record function before and one after the host's."""
+        enter, leave, child_role, sink = self._enter, self._leave, target.child_role, self.sink
+        plain = self._plain_enter(target, label)  # None: this target's call record needs _enter
+        probes = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
             _adjust_limit(_HEADROOM)  # the tracer's own work never counts against the host's limit
             try:
-                call_id = begin(target, label, args[0] if method and args else None)
+                local = probes._local.__dict__
+                if local.get("busy"):
+                    call_id = _UNRECORDED  # called from inside the tracer itself (a target it uses)
+                else:
+                    local["busy"] = True
+                    try:
+                        if plain is not None and not (probes.guard and target.guard):
+                            call_id = plain(local)
+                        else:
+                            call_id = enter(target, label, args[0] if method and args else None, local)
+                    except Exception as exc:
+                        sink.error("record call", exc)
+                        call_id = _UNRECORDED
+                    finally:
+                        local["busy"] = False
             finally:
                 _adjust_limit(_STACK_COST - _HEADROOM)
             if call_id == _REFUSED:
@@ -320,22 +338,37 @@ class Probes(_Stacks):
 
         return call
 
-    def _begin(self, target: Target, label: str, instance: Any = None) -> int:
-        """Record the call: its id, _UNRECORDED (from inside the tracer, or a fault) or _REFUSED."""
-        local = self._thread_state()
-        if local.get("busy"):
-            return _UNRECORDED  # called from inside the tracer itself (a target it uses)
-        local["busy"] = True
-        try:
-            return self._enter(target, label, instance, local)
-        except Exception as exc:
-            self.sink.error("record call", exc)
-            return _UNRECORDED
-        finally:
-            local["busy"] = False
+    def _plain_enter(self, target: Target, label: str) -> Callable[[dict[str, Any]], int] | None:
+        """_enter for a target whose call record holds no capture, memory or role: the same record, its
+        prefix encoded here once; None for any other target. The guard is checked by the caller."""
+        if target.capture_call or target.mem or target.role:
+            return None
+        prefix, with_env, tag, probes, write = self._prefix(target, label), target.env, target.tag, self, self.sink._write
+        threads, stack_of = self._thread_json, self._stack
+
+        def plain(local: dict[str, Any]) -> int:
+            stack, caller, stack_json = stack_of()
+            open_calls = local.get("calls")
+            if open_calls is None:
+                open_calls = local["calls"] = []
+            call_id = next(probes._ids)
+            thread = thread_name()
+            body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},{stack_json}'
+            parent = open_calls[-1] if open_calls else None
+            if parent is not None:
+                body += f',"parent_call":{parent}'
+            env = watched_env() if with_env else None
+            if env is not None:
+                body += f',"env":{encode_json(env)}'
+            write("call", body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None, None))
+            open_calls.append(call_id)
+            return call_id
+
+        return plain
 
     def _enter(self, target: Target, label: str, instance: Any, local: dict[str, Any]) -> int:
-        """Write the call record; return its id, or _REFUSED if the guard refuses it (local: _thread_state())."""
+        """Write the call record; return its id, or _REFUSED if the guard refuses it (local: _thread_state()).
+        A target without capture, memory or role takes _plain_enter's copy of this instead."""
         stack, caller, stack_json = self._stack()
         at_call = {key: value for key, path in target.capture_call
                    if (value := resolve(path, instance, None)) is not None} if target.capture_call else None
@@ -386,7 +419,7 @@ class Probes(_Stacks):
     def _leave(self, call_id: int, start: int, target: Target, instance: Any, result: Any,
                error: BaseException | None) -> None:
         """Write the return record; never raises."""
-        local = self._thread_state()
+        local = self._local.__dict__
         local["busy"] = True
         try:
             open_calls = local.get("calls")
@@ -394,8 +427,8 @@ class Probes(_Stacks):
                 open_calls.pop()
             duration, duration_json = duration_since(start)
             if error is None and not target.capture and not target.mem:  # the common case: two numbers
-                self.sink.emit_encoded("return", f'"call_id":{call_id},"duration_s":{duration_json}', _return_fields,
-                                       call_id, duration)
+                self.sink._write("return", f'"call_id":{call_id},"duration_s":{duration_json}', _return_fields,
+                                 (call_id, duration))
                 return
             fields: dict[str, Any] = {"call_id": call_id, "duration_s": duration}
             if error is not None:
@@ -467,7 +500,7 @@ def _return_fields(call_id: int, duration: float) -> dict[str, Any]:
 
 # -- what makes a wrapper indistinguishable -----------------------------------
 
-# _begin's answers besides a call id (ids count from 1).
+# A call record's answers besides a call id (ids count from 1).
 _UNRECORDED, _REFUSED = 0, -1
 
 # Recursion-limit units one traced call adds beyond the wrapped function's own:
