@@ -4,7 +4,8 @@ Start-up: ``python -c pass`` in pip-less venvs (bench/startup_cost.py's), rounds
 rotating; each figure is the median of the per-round paired differences of child CPU (user+sys from
 ``os.wait4``'s rusage), with its p25-p75:
 
-- installed, WP_AUTOTRACE unset, over not installed (new, old);
+- installed, WP_AUTOTRACE unset, over not installed (new, old); its floor: a venv with one .pth file whose
+  line is ``import os`` (what site pays for reading any .pth line);
 - a traced child of a traced root (WP_AUTOTRACE=1, the run's root pid another's) over installed-off
   (new, old);
 - the floor: a one-module prototype (bench/floor_start.py: a finder holding the target module names,
@@ -91,7 +92,9 @@ def startup(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
     mk = startup_cost.make_venv
     venvs = {"bare": mk(tmp, "bare", base, None), "new": mk(tmp, "new", base, REPO / "wp_autotrace"),
              "old": mk(tmp, "old", base, startup_cost.export_ref(ref, tmp / "ref")),
-             "floor": mk(tmp, "floor", base, None)}
+             "floor": mk(tmp, "floor", base, None), "pth": mk(tmp, "pth", base, None)}
+    # The off row's floor: site reading one .pth file whose line imports nothing new (`import os`).
+    (next((venvs["pth"] / "lib").glob("python3*/site-packages")) / "wp_pth_floor.pth").write_text("import os\n")
     site = next((venvs["floor"] / "lib").glob("python3*/site-packages"))
     shutil.copy(BENCH / "floor_start.py", site / "wp_floor.py")
     sys.path.insert(0, str(BENCH))
@@ -100,7 +103,8 @@ def startup(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
     (site / "wp_floor.pth").write_text(FLOOR_PTH)
     clean = startup_cost._clean
     on = {"WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": str(log), "WP_AUTOTRACE_RUN": "x", "WP_AUTOTRACE_ROOT_PID": "1"}
-    variants = {"bare": ("bare", clean()), "off new": ("new", clean()), "off old": ("old", clean()),
+    variants = {"bare": ("bare", clean()), "pth floor": ("pth", clean()), "off new": ("new", clean()),
+                "off old": ("old", clean()),
                 "child new": ("new", clean(**on)), "child old": ("old", clean(**on)),
                 "floor": ("floor", clean(**on))}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
@@ -119,6 +123,7 @@ def startup(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
         "cpu_median_ms": {k: round(statistics.median(v) * 1e3, 3) for k, v in cpu.items()},
         "off_over_bare_new": paired(cpu["off new"], cpu["bare"]),
         "off_over_bare_old": paired(cpu["off old"], cpu["bare"]),
+        "pth_floor_over_bare": paired(cpu["pth floor"], cpu["bare"]),
         "child_over_off_new": paired(cpu["child new"], cpu["off new"]),
         "child_over_off_old": paired(cpu["child old"], cpu["off old"]),
         "floor_over_off": paired(cpu["floor"], cpu["off new"]),
@@ -155,7 +160,8 @@ def per_call(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
     logs = {k: tmp / f"call-{k}.jsonl" for k in ("new", "old")}
     for log in logs.values():
         os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
-    kids = {"new": _child(python, REPO, logs["new"], tmp, "new"), "old": _child(python, old_tree, logs["old"], tmp, "old")}
+    kids = {"new": _child(python, REPO, logs["new"], tmp, "new"),
+            "old": _child(python, old_tree, logs["old"], tmp, "old")}
     plan = [("new", "traced"), ("new", "untraced"), ("new", "floor"), ("old", "traced"), ("old", "untraced")]
     got: dict[tuple[str, str], list[float]] = {p: [] for p in plan}
     try:

@@ -39,11 +39,12 @@ def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
 # and start-up"). A module added to this path must be added here, with its cost measured.
 # Their own modules import no __future__ (annotations are quoted instead): that import alone cost a start-up
 # more than a module of ours does.
+# The target table, the full finder and json's C encoder load at a target module's first import only.
 START_MODULES = {
-    "_json", "atexit",
+    "atexit",
     "wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.runtime.bootstrap", "wp_autotrace.runtime.sink",
-    "wp_autotrace.runtime.finder", "wp_autotrace.runtime.host_patches",
-    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab", "wp_autotrace.common.targets",
+    "wp_autotrace.runtime.host_patches",
+    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab",
     "wp_autotrace.common.cmdline", "wp_autotrace.common.redact", "wp_autotrace.common.clock",
 }
 # Python 3.9 has no sys.orig_argv: the command line is read from /proc (procfs.proc_cmdline).
@@ -66,6 +67,14 @@ def test_a_traced_start_loads_only_the_start_modules(tmp_path: Path) -> None:
         want.discard("wp_autotrace")  # the .start entry point loads it untraced too
     assert added == want
     assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
+
+
+def test_the_start_path_holds_every_target_module() -> None:
+    """bootstrap.TARGET_MODULES (what the front finder holds at start-up) is the target table's modules."""
+    from wp_autotrace.common.targets import TARGETS
+    from wp_autotrace.runtime.bootstrap import TARGET_MODULES
+
+    assert {t.module for t in TARGETS} == TARGET_MODULES
 
 
 @pytest.mark.parametrize("value", ["1", "TRUE", "yes", "On"])

@@ -348,7 +348,8 @@ def test_call_records_are_canonical_and_an_oversized_one_is_shrunk_from_its_fiel
     """The call record assembled from cached parts (Probes._enter) is byte for byte the full encode of its
     own members, nested (parent_call) or not; one over the cap is rebuilt from the same fields, in the same
     order, and shrunk like any record (issue 32 took the closure out of that path)."""
-    from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, encode, frame
+    from wp_autotrace.runtime.jsonline import encode, frame
+    from wp_autotrace.runtime.sink import MAX_RECORD_BYTES
 
     sink = Sink(str(log), "testhost", "main")
     probes = Probes(sink, stack_limit=8, guard=False, notice=lambda info: None)

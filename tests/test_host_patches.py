@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,32 @@ def test_every_patch_is_in_the_inventory_tables() -> None:
         assert callable(getattr(host_patches, restore, None)), f"{name} has no {restore}"
         assert name in (host_patches.__doc__ or "") and restore in (host_patches.__doc__ or ""), name
         assert f"`{name}` / `{restore}`" in architecture, name
+
+
+def test_pytest_plugin_hook_registers_the_plugin_and_restores_consider_env() -> None:
+    """consider_env runs pytest's own, then imports the tracer's plugin (not when blocked); restore puts back
+    the very function it found."""
+    imported: list[str] = []
+
+    class Manager:
+        def consider_env(self) -> str:
+            return "real"
+
+        def is_blocked(self, name: str) -> bool:
+            return name in self.blocked
+
+        def import_plugin(self, name: str) -> None:
+            imported.append(name)
+
+        blocked: tuple[str, ...] = ()
+
+    real = Manager.__dict__["consider_env"]
+    module = types.SimpleNamespace(PytestPluginManager=Manager)
+    host_patches.install_pytest_plugin(module, "wp_autotrace.pytest_plugin")
+    try:
+        assert Manager().consider_env() == "real" and imported == ["wp_autotrace.pytest_plugin"]
+        Manager.blocked = ("wp_autotrace",)
+        assert Manager().consider_env() == "real" and imported == ["wp_autotrace.pytest_plugin"]
+    finally:
+        host_patches.restore_pytest_plugin()
+    assert Manager.__dict__["consider_env"] is real

@@ -458,8 +458,29 @@ sys.exit(code)
 """
 
 
+OFF_SESSION = """
+import contextlib, io, sys
+import pytest
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    code = pytest.main(["-p", "no:cacheprovider", "test_x.py"])
+print([m for m in sys.modules if m.startswith("wp_autotrace")], "plugins:" in out.getvalue(),
+      "wp-autotrace" in out.getvalue(), code)
+"""
+
+
+def test_an_untraced_pytest_session_has_no_trace_of_the_package(tmp_path: Path) -> None:
+    """Off means absent: with tracing off pytest neither imports the package nor lists it in its header (no
+    entry point: a traced session registers the plugin through the tracer's import hook)."""
+    write(tmp_path, {"test_x.py": "def test_a():\n    assert 1\n", "driver.py": OFF_SESSION})
+    res = run_python(["driver.py"], clean_env(), cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[-2] in ("[] True False 0", "[] False False 0"), res.stdout
+
+
 def test_a_pytest_session_reads_the_same_with_the_plugin(tmp_path: Path) -> None:
-    """pytest loads wp_autotrace.pytest_plugin by entry point: traced, it records each test's start and end,
+    """The tracer registers wp_autotrace.pytest_plugin when pytest loads: traced, it records each test's start and end,
     and pytest says exactly what it says untraced (no warning that the package the .pth imported could not
     have its asserts rewritten); a failing test's report too."""
     write(tmp_path, {"test_x.py": """

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.runtime.sink import HELD_FD_BELOW, HELD_FD_CEILING, Sink
+from wp_autotrace.runtime.held import HELD_FD_BELOW, HELD_FD_CEILING
+from wp_autotrace.runtime.sink import Sink
 
 from .conftest import clean_env, events, read_log, run_python, tiny_tmpfs
 
@@ -321,3 +322,45 @@ def _write_calls(pid: int) -> int:
     except OSError:
         return -1
     return int(text.split("syscw:")[1].split()[0])
+
+
+# A program that ends with every descriptor it may have in use (it opened files until EMFILE).
+FULL_TABLE = textwrap.dedent('''
+    import os
+    fds = []
+    try:
+        while True:
+            fds.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError as exc:
+        print("full", exc.errno, flush=True)
+''')
+# Starts FULL_TABLE traced (the root of its run) under a soft descriptor limit of 64: an untraced launcher
+# sets the limit and execs, so the program itself never loads `resource`.
+FULL_LAUNCHER = ("import os, resource, sys\n"
+                 "resource.setrlimit(resource.RLIMIT_NOFILE, (64, int(sys.argv[2])))\n"
+                 "env = dict(os.environ, WP_AUTOTRACE='1')\n"
+                 "os.execve(sys.executable, [sys.executable, '-c', sys.argv[1]], env)\n")
+
+
+@pytest.mark.parametrize("room", [True, False], ids=["hard-limit-above", "hard-limit-reached"])
+def test_a_program_that_exits_with_its_table_full_keeps_its_stderr_and_its_exit(tmp_path: Path, room: bool) -> None:
+    """Nothing is imported at exit (an import opens a file: with the table full it failed, printed a
+    `wp-autotrace: exit: OSError` line on the program's stderr and lost process_exit). Where the hard limit
+    leaves room, the exit record takes one descriptor above the soft limit for its write, and lands."""
+    import resource
+
+    log = tmp_path / "run.jsonl"
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1] if room else 64
+    if room and hard != resource.RLIM_INFINITY and hard <= 64:
+        pytest.skip("the hard descriptor limit leaves no room above 64")
+    env = clean_env(WP_AUTOTRACE="0", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    res = run_python(["-c", FULL_LAUNCHER, FULL_TABLE, str(hard)], env, cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "full 24\n", res.stderr
+    assert res.stderr == ""
+    recs = read_log(log)
+    assert [r["event"] for r in recs][0] == "process_start"
+    exits = events(recs, "process_exit")
+    if room:
+        assert len(exits) == 1 and exits[0]["how"] == "exit" and exits[0]["dropped"] == 0
+    else:  # nowhere to write it: lost (docs/guarantees.md says what a reader makes of that)
+        assert exits == []

@@ -13,7 +13,8 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink, _dumps, encode
+from wp_autotrace.runtime.jsonline import _dumps, encode, frame
+from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink
 
 from .conftest import read_log
 
@@ -116,7 +117,7 @@ def test_emit_writes_what_encode_gives(tmp_path_factory: Any, fields: dict[str, 
         record = {"v": 1, "event": ev, "ts": next(stamps), "pid": pid, "ppid": ppid, "host": "h\u00e9st",
                   "role": "main", "seq": seq}
         record.update(flds)
-        want.append(sink_mod.frame(encode(record)))
+        want.append(frame(encode(record)))
     assert got == want
 
 
@@ -207,3 +208,22 @@ def test_micros_json_matches_repr_for_every_duration_below_a_second() -> None:
     from wp_autotrace.runtime.reads import micros_json
 
     assert all(micros_json(us) == repr(us / 1e6) for us in range(1_000_001))
+
+
+def test_the_sinks_own_encoder_writes_what_json_writes() -> None:
+    """sink._encode_json (the start-up's and the exit's: no _json loaded) gives json's C encoder's bytes for
+    strings of every kind of character (escapes, controls, non-ASCII, lone and paired surrogates) and plain
+    containers, and hands anything else to the C encoder."""
+    import random
+
+    from wp_autotrace.runtime import sink
+    from wp_autotrace.runtime.jsonline import c_encoder
+
+    enc = c_encoder()
+    rng = random.Random(3)
+    chars = [chr(i) for i in range(300)] + ["\u202e", "\udcff", "\U0001f600", "\uffff", "\U00010000"]
+    for _ in range(5000):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 6)))
+        assert sink._encode_json(text) == enc(text), text
+    for value in ({"a": ["é", 1.5, None, True, -3, 10**30]}, float("nan"), b"x", {1: 2}, (1, "\n"), 1e-7):
+        assert sink._encode_json(value) == enc(value), value

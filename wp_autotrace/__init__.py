@@ -4,8 +4,8 @@ Install it, then run an unmodified program with ``WP_AUTOTRACE=1``; the
 ``.pth`` file installed beside the package activates tracing in every
 Python process of the run. Nothing here is imported when tracing is off.
 
-PYTEST_DONT_REWRITE: pytest loads wp_autotrace.pytest_plugin by entry point and would warn, in a traced
-session, that this package was imported (by the .pth) before it could rewrite its asserts: a difference
+PYTEST_DONT_REWRITE: a traced pytest session loads wp_autotrace.pytest_plugin and would warn
+that this package was imported (by the .pth) before it could rewrite its asserts: a difference
 on the host's output. Nothing here needs rewriting.
 """
 

@@ -7,11 +7,22 @@ the analysis labels recorded ones, the watcher names roles from it).
 import os
 import sys
 
-from .targets import ARGV_ROLES
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+# Roles recognised from a process's command line at start (script path,
+# -m module or -c code). Checked in order; the first marker found wins.
+ARGV_ROLES: "tuple[tuple[str, str], ...]" = (
+    ("_inductor/compile_worker/__main__.py", "compile-sidecar"),
+    ("_inductor/__autotune_main__.py", "autotune-worker"),
+    ("quack._compile_worker", "quack-worker"),
+    # Started by multiprocessing's spawn/forkserver pools; it outlives its
+    # starter by a moment, by design.
+    ("multiprocessing.resource_tracker", "resource-tracker"),
+    # multiprocessing's forkserver: started on demand, lives until its starter exits.
+    ("multiprocessing.forkserver", "forkserver"),
+)
 
 # Longest -c first line kept in a label.
 MAX_CODE = 40

@@ -16,6 +16,9 @@ is enough for name patterns. See docs/security.md for what is and is not
 covered.
 """
 
+import os
+import sys
+
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -284,6 +287,33 @@ def env_secrets(environ: "Mapping[str, str]", patterns: "tuple[str, ...]") -> "t
             if len(value) >= MIN_ENV_SECRET:
                 found.append(value)
     return tuple(found)
+
+
+def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[str, ...]":
+    """What redact_argv(argv, patterns, env_secrets(os.environ, patterns)) needs of os.environ, for a
+    fraction of the cost (a process start masks its own argv with it): the values of secret names,
+    leaving out each value that cannot change the masking, one found in no argument and holding no
+    ``*`` (a mask written before it could make one). Only those values' names are matched: the name
+    test is the cost of env_secrets, and most of a process's variables are nowhere in its argv."""
+    env = os.environ
+    data = getattr(env, "_data", None)
+    try:
+        if type(env) is not _ENVIRON or type(data) is not dict:
+            raise TypeError
+        joined = "\0".join(argv).encode(_FS_ENCODING, "surrogateescape")
+    except (TypeError, UnicodeError):
+        return env_secrets(env, patterns)
+    found = []
+    for key, raw in data.items():  # os.environ's own order, as env_secrets reads it
+        if len(raw) >= MIN_ENV_SECRET and (raw in joined or b"*" in raw) and is_secret(env.decodekey(key), patterns):
+            value = env.decodevalue(raw)
+            if len(value) >= MIN_ENV_SECRET:
+                found.append(value)
+    return tuple(found)
+
+
+_ENVIRON = type(os.environ)
+_FS_ENCODING = sys.getfilesystemencoding()
 
 
 def environ_secrets(data: bytes, patterns: "tuple[str, ...]") -> "tuple[str, ...]":

@@ -9,6 +9,12 @@ SCHEMA_VERSION = 1
 # The members every record starts with, in this order: runtime/sink.py writes them, analysis/fold/fold.py
 # tells them from the fields a record carries.
 HEADER_KEYS = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
+# Records are kept well below the size a local filesystem appends atomically
+# (70 KB lines were seen intact here); bigger ones are shrunk, never split.
+MAX_RECORD_BYTES = 32 * 1024
+# Record framing: a blank line before each record ends any fragment left by a
+# killed or short write, so the next record always starts a fresh line.
+RECORD_START = b"\n"
 # The watcher-reader timing contract: the watcher writes its verdict (leftover) this long after it first
 # misses the main process (processes the root's exit is just ending get this long to go). `run` waits this
 # long (plus two ticks and some slack) for the verdict before it summarises (cli/main.py await_verdict).

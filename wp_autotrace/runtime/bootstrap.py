@@ -7,15 +7,15 @@ to the same log. Everything here is contained: a failure prints one
 ``wp-autotrace:`` line and the program runs on untraced.
 """
 
+import _thread
 import os
 import sys
 
 from ..common.clock import own_create_time
-from ..common.cmdline import own_argv, runs_own_cli
+from ..common.cmdline import ARGV_ROLES, own_argv, runs_own_cli
 from ..common.env import (
     CHILD_ROLE_ENV,
     ENABLE_ENV,
-    EXPORT_ENV,
     FALSE_WORDS,
     GUARD_ENV,
     GUARD_NESTED_POOLS,
@@ -32,29 +32,27 @@ from ..common.env import (
     WARNED_ENV,
     WATCHED_ENV,
     is_true,
-)
-from ..common.redact import env_secrets, parse_patterns, redact_argv, redact_env
-from ..common.targets import (
-    ARGV_ROLES,
-    TARGETS,
-    Target,
-    parse_extra_targets,
+    pool_env,
     rank_env,
-    watched_env,
 )
+from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
+from . import imported_by_tracer
 from .host_patches import (
     install_exec_record,
     install_mp_exit_finalizer,
     install_process_hooks,
     reset_body_hooks_after_fork,
 )
-from .sink import Sink, default_log_name, warn
+from .sink import Sink, default_log_name, one_more_descriptor, put_back_limit, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
+
+    from ..common.targets import Target
+    from .finder import TargetFinder
 
 DEFAULT_STACK = 8
 DEFAULT_INTERVAL = 0.1
@@ -118,7 +116,12 @@ def read_settings() -> "Settings":
     guard = guard_raw in GUARD_MODES
     if not guard and guard_raw not in FALSE_WORDS:
         notes.append(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off")
-    extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
+    extra: list[Target] = []
+    rejected: list[str] = []
+    if env.get(TARGETS_ENV, "").strip():
+        from ..common.targets import parse_extra_targets  # the table only where the user adds to it
+
+        extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
     if rejected:
         notes.append(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)")
     nested = [t for t in extra if t.qualname.count(".") > 1]
@@ -214,6 +217,7 @@ class Runtime:
             settings.trace = False
             self.sink = Sink(None, self.host, MAIN)
         self._probes: Any = None  # made when a target module first loads
+        self._root: Any = None  # root.py, loaded by the root at start
         self.create_time: float | None = None  # set by write_start
         self.notice: str | None = None  # root only: the guard's notice file, read and removed at exit
         if self.is_root and settings.guard:
@@ -222,10 +226,44 @@ class Runtime:
             self.notice = create_notice_file(run_id)
             if self.notice:
                 env[NOTICE_ENV] = self.notice
-        from .finder import TargetFinder
+        self._finder: TargetFinder | None = None  # made by finder(), at the first target module's import
+        self._front = _Front(self)
 
-        self.finder = TargetFinder(TARGETS + settings.extra_targets, self._make_wrapper, self._notify,
-                                   self.sink.error)
+    def finder(self) -> "TargetFinder":
+        """The target finder, made on first use with the target table, in the front finder's place on
+        sys.meta_path: most traced processes never import a target module, and never load either."""
+        if self._finder is None:
+            from ..common.targets import TARGETS
+            from .finder import TargetFinder
+
+            after: dict[str, Callable[[Any], None]] = {PYTEST_CONFIG: _register_pytest_plugin}
+            if not self.settings.trace:
+                after.clear()
+            finder = TargetFinder(TARGETS + self.settings.extra_targets, self._make_wrapper, self._notify,
+                                  self.sink.error, after)
+            meta = sys.meta_path
+            try:
+                meta[meta.index(self._front)] = finder
+            except ValueError:
+                pass
+            self._finder = finder
+            finder.install()
+        return self._finder
+
+    def install_finder(self) -> None:
+        """Put the front finder first on sys.meta_path; the full one at once where a target module is
+        already loaded or the user added targets (a module the tracer itself may need)."""
+        if self.settings.extra_targets or any(name in sys.modules for name in TARGET_MODULES):
+            self.finder()
+        elif self._front not in sys.meta_path:
+            sys.meta_path.insert(0, self._front)
+
+    def uninstall_finder(self) -> None:
+        """Take either finder off sys.meta_path (wrapped objects stay wrapped)."""
+        while self._front in sys.meta_path:
+            sys.meta_path.remove(self._front)
+        if self._finder is not None:
+            self._finder.uninstall()
 
     def probes(self) -> "Any":
         """The wrappers' shared state, imported on first use: most processes never load a target."""
@@ -233,6 +271,7 @@ class Runtime:
             from .recorder import Probes
 
             self._probes = Probes(self.sink, self.settings.stack, self.settings.guard, _post_notice)
+            prepare_exit()
             self.sink.hold()  # call records from now on: a held fd (placed high) saves an open per record
         return self._probes
 
@@ -248,7 +287,7 @@ class Runtime:
             # A user target may be a module the wrappers themselves need (threading):
             # load them before the finder can patch such a module half-way through.
             self.probes()
-        self.finder.install()
+        self.install_finder()
         self.write_start(forked=False)
         if self.settings.trace:
             install_exec_record(self.record_exec)
@@ -256,10 +295,13 @@ class Runtime:
             from .catch import watch_role
 
             watch_role(self.sink)
-        # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
-        if (self.is_root and self.settings.trace and self.settings.interval > 0
-                and os.environ.get(WATCHED_ENV) != self.run_id):
-            self.start_watcher()
+        if self.is_root:
+            from . import root  # the root's own work: its watcher, and what its exit record lists
+
+            self._root = root
+            # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
+            if self.settings.trace and self.settings.interval > 0 and os.environ.get(WATCHED_ENV) != self.run_id:
+                root.start_watcher(self)
         if self._probes is None:
             # A program that lists or closes its descriptors must not find the log among them (issue 34):
             # its few records (exit, exec, errors) each open the log and close it.
@@ -274,28 +316,6 @@ class Runtime:
             secrets += env_secrets({os.fsdecode(k): os.fsdecode(v) for k, v in dict(env).items()}, patterns)
         self.sink.emit("exec", argv=redact_argv(argv, patterns, secrets), executable=executable)
 
-    def start_watcher(self) -> None:
-        """Start the run's watcher process, unless it would become the host's own child."""
-        if os.getpid() == 1:
-            # A pid namespace's init (`docker run … python train.py`) adopts every
-            # orphan, the watcher included: a host that waits for all its children
-            # would wait for it forever. Said in the log only: stderr stays the host's.
-            self.sink.emit("tracer_error", where="watcher",
-                           error="not started: the main process is pid 1, which would adopt it as its child; "
-                                 "no tree or leftover records")
-            return
-        from .spawn import spawn
-
-        os.environ[WATCHED_ENV] = self.run_id
-        try:
-            started = spawn(self.sink.fd, self.sink.path or "", self.run_id, self.create_time,
-                            self.settings.interval, self.settings.linger, os.environ.get(REDACT_ENV, ""),
-                            os.environ.get(EXPORT_ENV, ""))
-        except OSError:
-            started = False
-        if not started:
-            warn("could not start the process-tree watcher; no tree or leftover records", "watcher")
-
     def write_start(self, forked: bool) -> None:
         """The process_start record: who this process is and what it was told."""
         try:
@@ -308,7 +328,7 @@ class Runtime:
         self.sink.emit(
             "process_start",
             # The whole command line, interpreter and flags included; secrets masked.
-            argv=redact_argv(argv, patterns, env_secrets(os.environ, patterns)),
+            argv=redact_argv(argv, patterns, argv_env_secrets(argv, patterns)),
             executable=sys.executable,
             python=sys.version.split()[0],
             cwd=cwd,
@@ -316,7 +336,7 @@ class Runtime:
             root_pid=int(os.environ.get(ROOT_ENV) or 0),
             forked=forked,
             guard=self.settings.guard,
-            env=redact_env(watched_env(), patterns),
+            env=redact_env(pool_env(), patterns),
             **_rank_field(),
             # Absent where there is no /proc: readers then fall back to ts.
             **({} if self.create_time is None else {"create_time": self.create_time}),
@@ -345,13 +365,11 @@ class Runtime:
     def at_exit(self, how: str, code: "Any" = None) -> None:
         """process_exit; in the root, the guard's first notice (the watcher writes the leftovers)."""
         if self.notice is not None:
-            from .guard import print_and_remove_notice
-
             path, self.notice = self.notice, None
-            print_and_remove_notice(path)
+            sys.modules[__package__ + ".guard"].print_and_remove_notice(path)  # loaded with the notice file
         # Other threads' records in flight land first; process_exit is then this process's last record.
         # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
-        self.sink.close_to_others(EXIT_WRITE_WAIT_S if _no_other_interpreter() else 0)
+        self.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and _no_other_interpreter() else 0)
         counts = self._probes.counts if self._probes is not None else {}
         fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
         if self._probes is not None and self._probes.count_times:
@@ -360,9 +378,17 @@ class Runtime:
             fields["count_callers"] = _last_callers(self._probes.count_callers)
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
-        if self.is_root and self.sink.active:
-            fields.update(_below())
+        if self.is_root and self.sink.active and self._root is not None:
+            fields.update(self._root.below())
+        before = self.sink.dropped
         self.sink.emit("process_exit", **fields)
+        limits = one_more_descriptor(self.sink) if self.sink.dropped != before else None
+        if limits is not None:  # no descriptor was free: once more, one above the program's limit
+            try:
+                self.sink.dropped = before
+                self.sink.emit("process_exit", **fields)
+            finally:
+                put_back_limit(limits)
 
 
 def _last_callers(found: "dict[str, Any]") -> "dict[str, Any]":
@@ -400,12 +426,6 @@ def _forked_to_exec() -> bool:
 # sub-millisecond unless the host is loaded; bounded so an exit is never held up for long.
 EXIT_WRITE_WAIT_S = 0.2
 
-# The root's first verdict at exit: its live descendants, so a reader right after
-# the job has one before the watcher's leftover (docs/contracts.md, "The root's `below`").
-BELOW_KEEP = 200  # entries written (a record stays well under the sink's 32 KiB)
-BELOW_WALK = 10000  # processes visited at most: a bounded cost at exit
-
-
 def in_main_interpreter() -> bool:
     """Whether this is the process's main interpreter: the tracer never starts in a subinterpreter.
 
@@ -424,35 +444,37 @@ def _no_other_interpreter() -> bool:
     a subinterpreter has its own GIL and allocator, runs on meanwhile, and later frees that
     object with its own allocator (3.13: "free(): invalid pointer", issue #35). So the look is
     skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
-    one allocator for every interpreter: always safe. Imported at exit only, on 3.12+.
+    one allocator for every interpreter: always safe. Nothing is imported here (an exit may find
+    no descriptor free to load a module): the interpreters module is the one the program loaded,
+    or the one Runtime.probes() loaded for a process that records calls (prepare_exit).
     """
     if sys.version_info < (3, 12):
         return True
-    for name in ("_interpreters", "_xxsubinterpreters"):  # 3.13+, 3.12
-        try:
-            return len(__import__(name).list_all()) <= 1
-        except ImportError:
-            continue
-        except Exception:
-            return False
+    for name in _INTERPRETER_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            try:
+                return len(module.list_all()) <= 1
+            except Exception:
+                return False
     return False
 
 
-def _below() -> "dict[str, Any]":
-    """{"below": [...], "below_count": n} of the root's live descendants; nothing without /proc, or where
-    /proc is another pid namespace's (`unshare -p` without --mount-proc: our pid there is another process,
-    kthreadd for pid 2, and its children are not ours; the watcher says so in its watcher_exit)."""
-    try:
-        if os.readlink("/proc/self") != str(os.getpid()):
-            return {}
-    except OSError:
-        return {}
-    from ..common.procfs import ProcReader, descendants  # the root's exit only: not at start-up (clock.py)
+_INTERPRETER_MODULES = ("_interpreters", "_xxsubinterpreters")  # 3.13+, 3.12
+_thread_count = _thread._count  # other threads of this interpreter: with none, nothing to wait for
 
-    if not ProcReader.available():
-        return {}
-    found, count = descendants(os.getpid(), BELOW_KEEP, BELOW_WALK)
-    return {"below": found, "below_count": count}
+
+def prepare_exit() -> None:
+    """Load what the exit path of a process that records calls needs (3.12+: the interpreters module,
+    whose count of interpreters makes waiting for other threads' records safe), so that the exit
+    imports nothing."""
+    if sys.version_info >= (3, 12) and not any(name in sys.modules for name in _INTERPRETER_MODULES):
+        for name in _INTERPRETER_MODULES:
+            try:
+                __import__(name)
+                return
+            except ImportError:
+                continue
 
 
 def _rank_field() -> "dict[str, Any]":
@@ -465,6 +487,54 @@ def _post_notice(info: "dict[str, Any]") -> None:
     from .guard import post_notice
 
     post_notice(info)
+
+
+# Every module of targets.TARGETS, as a set the start-up path holds without loading the table
+# (tests/test_activation.py checks the two equal).
+TARGET_MODULES = frozenset((
+    "torch._inductor.async_compile", "torch._inductor.codecache", "torch._inductor.compile_worker.subproc_pool",
+    "torch._inductor.compile_worker.watchdog", "torch._inductor.compile_worker.utils",
+    "torch._inductor.compile_worker.tracked_process_pool", "torch._inductor.autotune_process",
+    "torch._inductor.compile_fx_subproc", "torch._vendor.quack.autotuner", "torch.utils.data._utils.worker",
+    "torch._dynamo.convert_frame", "torch_npu._inductor", "torch._inductor.config",
+))
+
+
+# pytest's module that makes its plugin manager: loaded, it has the tracer's plugin registered
+# (host_patches.install_pytest_plugin) in a traced session; no entry point loads it untraced.
+PYTEST_CONFIG = "_pytest.config"
+
+
+def _register_pytest_plugin(module: "Any") -> None:
+    from .host_patches import install_pytest_plugin
+
+    install_pytest_plugin(module, __package__.rpartition(".")[0] + ".pytest_plugin")
+
+
+class _Front:
+    """The meta-path finder a traced process starts with: the target module names and nothing else.
+
+    It answers None for every other module (the import goes on as untraced), and for a target module
+    hands the import to the full finder (Runtime.finder), which takes its place on sys.meta_path.
+    A top-level module the tracer's own code imports is looked up as the full finder would
+    (finder._trusted_spec: never from the cwd or the script's folder).
+    """
+
+    def __init__(self, runtime: "Runtime") -> None:
+        self._runtime = runtime
+
+    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and self._runtime.settings.trace):
+            return self._runtime.finder().find_spec(fullname, path, target)
+        if (path is None and "." not in fullname and fullname not in sys.builtin_module_names
+                and imported_by_tracer(_getframe(1))):
+            from .finder import _trusted_spec
+
+            return _trusted_spec(fullname)
+        return None
+
+    def invalidate_caches(self) -> None:
+        """Nothing cached here; present for the finder protocol."""
 
 
 _runtime: "Runtime | None" = None
@@ -523,5 +593,5 @@ def start() -> None:
     except Exception as exc:
         _runtime = None
         if runtime is not None:
-            runtime.finder.uninstall()
+            runtime.uninstall_finder()
         warn(f"tracing disabled: {type(exc).__name__}: {exc}", "start")

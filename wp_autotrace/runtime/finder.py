@@ -18,6 +18,7 @@ import os
 import sys
 
 from ..common.targets import CONFIG, IMPORT, Target
+from . import imported_by_tracer
 from .host_patches import install_body_hooks, restore_body_hooks
 from .sink import warn
 
@@ -93,10 +94,13 @@ class TargetFinder:
     """Meta-path finder for the modules in a target table; bails out by name."""
 
     def __init__(self, targets: "tuple[Target, ...] | list[Target]", make_wrapper: "MakeWrapper",
-                 notify: "Notify", report: "Report") -> None:
+                 notify: "Notify", report: "Report",
+                 after_load: "dict[str, Callable[[Any], None]] | None" = None) -> None:
         self._by_module: dict[str, list[Target]] = {}
         for target in targets:
             self._by_module.setdefault(target.module, []).append(target)
+        # module name -> what to call with the module once its body ran (no target of its own: no body hooks)
+        self._after_load = dict(after_load or {})
         self._make_wrapper = make_wrapper
         self._notify = notify
         self._report = report
@@ -127,9 +131,9 @@ class TargetFinder:
         threading, json, ...) is looked up without the cwd and sys.path[0], so a
         file there cannot shadow it.
         """
-        if path is None and "." not in fullname and _imported_by_tracer():
+        if path is None and "." not in fullname and imported_by_tracer(_getframe(1)):
             return _trusted_spec(fullname)
-        if fullname not in self._by_module or fullname in self._busy:
+        if (fullname not in self._by_module and fullname not in self._after_load) or fullname in self._busy:
             return None
         self._busy.add(fullname)
         try:
@@ -159,15 +163,18 @@ class TargetFinder:
         for t in self._by_module.get(module.__name__, []):
             if t.mode == IMPORT:
                 self._contained("notify", self._notify, "import", t, module)
-        if code is not None:
+        if code is not None and module.__name__ in self._by_module:
             install_body_hooks(module.__dict__, self, module.__name__)
 
     def after_body(self, module: "Any", code: "Any", done: bool) -> None:
         """Take the hooks away (always), then wrap what the body defined (if it finished)."""
-        if code is not None:
+        if code is not None and module.__name__ in self._by_module:
             restore_body_hooks(module.__dict__)
         if not done:
             return  # the body raised: the import fails as it would untraced
+        after = self._after_load.get(module.__name__)
+        if after is not None:
+            self._contained("after " + module.__name__, after, module)
         self._contained("patch " + module.__name__, self.patch_module, module)
         for t in self._by_module.get(module.__name__, []):
             if t.mode == CONFIG:
@@ -286,17 +293,10 @@ class TargetFinder:
             return None
 
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Bound once: a user may trace sys._getframe itself (WP_AUTOTRACE_TARGETS=sys:_getframe).
 _getframe = sys._getframe
-
-
-def _imported_by_tracer() -> bool:
-    """Whether the import statement being served is in this package's code."""
-    frame: Any = _getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
-        frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
+# Our own finders (this one, bootstrap's front) are never asked for a trusted spec.
+_PACKAGE = __name__.split(".")[0] + "."
 
 
 def _trusted_spec(name: str) -> "Any":
@@ -315,7 +315,7 @@ def _trusted_spec(name: str) -> "Any":
     folders = tuple(os.path.join(os.path.abspath(p), "") for p in untrusted)
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
-        if finder is path_finder or isinstance(finder, TargetFinder) or find is None:
+        if finder is path_finder or type(finder).__module__.startswith(_PACKAGE) or find is None:
             continue
         spec = find(name, None)
         if spec is not None and not str(spec.origin or "").startswith(folders):

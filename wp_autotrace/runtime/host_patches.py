@@ -19,6 +19,8 @@ install_mp_exit_finalizer         multiprocessing.util's after-fork registry   e
   / restore_mp_exit_finalizer     and one of its Finalize objects              (bootstrap._after_fork)
 install_exec_record               os.execv, os.execve (os.execl*, execvp*,     start-up, when tracing
   / restore_exec_record           pty and pexpect reach these)                 (bootstrap.Runtime.start)
+install_pytest_plugin             _pytest.config.PytestPluginManager           _pytest.config loaded, when tracing
+  / restore_pytest_plugin         .consider_env                                (finder, bootstrap.Runtime.finder)
 
 Why each: the body hooks wrap a target class's methods as its ``class``
 statement completes and hand ``atexit``/``register_at_fork`` the wrapper of a
@@ -29,7 +31,9 @@ child its new identity and write process_exit; the finalizer writes the
 process_exit of a multiprocessing worker, which leaves by os._exit; the exec
 record says that a process that vanishes without process_exit became another
 program (a hand-written fork()+exec() child, pty.fork() as pexpect uses it, a
-wrapper handing over to a script), not that it was killed.
+wrapper handing over to a script), not that it was killed; the pytest plugin hook registers the
+tracer's plugin (a ``test`` record as each test begins and ends) in a traced pytest session only,
+with no entry point: untraced, pytest never imports the package nor lists it among its plugins.
 
 Two more changes of host state are not replacements and live with their code:
 ``sys.meta_path`` holds the TargetFinder (finder.TargetFinder.install/uninstall),
@@ -539,3 +543,52 @@ def restore_exec_record() -> None:
     if os.execve is _execve:
         os.execve = _exec["execve"]
     _exec.clear()
+
+
+# -- pytest: the tracer's plugin, in a traced session only ------------------------------
+
+# What install_pytest_plugin replaced ("owner", "consider_env") and the plugin's module name ("plugin").
+_pytest: "dict[str, Any]" = {}
+
+
+def _consider_env(*args: "Any", **kwargs: "Any") -> "Any":
+    """PytestPluginManager.consider_env(self), where pytest imports the PYTEST_PLUGINS modules: the tracer's
+    plugin too, as pytest would import it by entry point (not where plugin autoload is off or the session
+    says `-p no:wp_autotrace`). A failure to register it is the tracer's, never the session's."""
+    try:
+        result = _pytest["consider_env"](*args, **kwargs)
+    except BaseException as exc:
+        _drop_own_frame(exc)
+        raise
+    try:
+        manager = args[0]
+        if not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") and not manager.is_blocked(_PLUGIN_NAME):
+            manager.import_plugin(_pytest["plugin"])
+    except Exception:
+        pass
+    return result
+
+
+_PLUGIN_NAME = "wp_autotrace"  # what `-p no:NAME` named the plugin by when it had an entry point
+
+
+def install_pytest_plugin(config_module: "Any", plugin: str) -> None:
+    """Have every plugin manager of pytest's config_module (_pytest.config, just loaded) import the plugin
+    module named plugin where it reads PYTEST_PLUGINS (consider_env). Once."""
+    owner: Any = getattr(config_module, "PytestPluginManager", None)
+    real = getattr(owner, "__dict__", {}).get("consider_env")
+    if _pytest or real is None:
+        return
+    _pytest.update(owner=owner, consider_env=real, plugin=plugin)
+    _look_like(_consider_env, real)
+    owner.consider_env = _consider_env
+
+
+def restore_pytest_plugin() -> None:
+    """Put consider_env back where it is still ours."""
+    if not _pytest:
+        return
+    owner = _pytest["owner"]
+    if owner.__dict__.get("consider_env") is _consider_env:
+        owner.consider_env = _pytest["consider_env"]
+    _pytest.clear()

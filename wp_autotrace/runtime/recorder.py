@@ -15,6 +15,7 @@ import os
 import sys
 import time
 
+from ..common.env import pool_env
 from ..common.targets import (
     CONFIG_KEYS,
     COUNT,
@@ -22,157 +23,32 @@ from ..common.targets import (
     INLINE_POOL,
     SKIP,
     Target,
-    watched_env,
 )
 from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
 from .catch import watch_role
-from .dists import attribute
 from .host_patches import clear_child_role, set_child_role
+from .jsonline import c_encoder
 from .reads import config_knobs, duration_since, read_rss, resolve, thread_name
-from .sink import Sink, encode_json
+from .sink import Sink
+from .stacks import _OWN_DIR, _USER, _Stacks
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+encode_json = c_encoder()  # json's C encoder: the recorder's records are many
 # Bound once: the tracer must not call itself through a traced stdlib function.
 _perf_counter_ns = time.perf_counter_ns
 _time = time.time  # the log's clock (sink.py): a counted call's first/last times are comparable to ts
 _getframe = sys._getframe
 _getpid = os.getpid
 
-# How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
-_SKIP, _LIBRARY, _USER = 0, 1, 2
-# Code objects whose kind is remembered; past this the cache starts over (generated code).
-MAX_CACHED_CODES = 20000
-# Distinct call sites whose stack is kept encoded (a traced target has a handful).
-MAX_CACHED_STACKS = 1024
 # Thread names whose JSON is kept (names are few; a bound for hosts that make many).
 MAX_CACHED_THREADS = 256
-
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
 _FIXED_ROLES = (GUARDED_ROLES - {COMPILE_WORKER}) | {MAIN}
-
-
-class _Stacks:
-    """The caller's stack and its attribution, cached per code object: the stack half of Probes (a base
-    class, not a member object, so the hot path's lookups stay one attribute deep). Probes.__init__ sets
-    the state declared here."""
-
-    stack_limit: int
-    _torch_dir: str | None
-    _kinds: dict[int, int]
-    _codes: list[Any]
-    _generation: int
-    _stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]]
-    _skip_dirs: tuple[str, ...]
-
-    def _frame_kind(self, code: Any) -> int:
-        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object.
-
-        Keyed by id(code), with the code object kept alive in _codes so the id
-        cannot be reused while cached: hashing a code object hashes its
-        constants and names (up to ~0.1 µs a frame, and a deep stack has 60).
-        """
-        filename = code.co_filename
-        if filename.startswith(self._skip_dirs) or filename.startswith("<frozen importlib"):
-            kind = _SKIP
-        elif (filename.startswith("<") or (self._torch_dir and filename.startswith(self._torch_dir))
-              or (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)):
-            kind = _LIBRARY
-        else:
-            kind = _USER
-        if len(self._kinds) > MAX_CACHED_CODES:
-            self._forget_codes()
-        self._kinds[id(code)] = kind
-        self._codes.append(code)
-        return kind
-
-    def _forget_codes(self) -> None:
-        """Clear the kind cache and, with it, every cached stack (their keys are code ids)."""
-        self._kinds.clear()
-        self._codes.clear()
-        self._stacks.clear()
-        self._generation += 1
-
-    def _learn_dirs(self) -> None:
-        """Note torch's folder once it is imported (the cache depends on it)."""
-        modules = sys.modules
-        if self._torch_dir is None and "torch" in modules:
-            path = getattr(modules["torch"], "__file__", None)
-            self._torch_dir = os.path.dirname(path) + os.sep if path else ""
-            self._forget_codes()
-
-    def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """The caller's frames (innermost last, ours and importlib's left out),
-        and the innermost frame outside torch and the stdlib."""
-        frames, caller, _ = self._stack()
-        return frames, caller
-
-    def _stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
-        """capture_stack's (frames, caller) and their JSON members ('"stack":[...],"caller":{...}').
-
-        The walk notes only (code id, f_lasti) of each kept frame and of the caller: f_lineno would scan
-        the code's line table (0.1 us a frame, more in a long function), and one offset of one code is one
-        line. The frames (with f_lineno), the caller's attribution (dists.attribute) and their encoding
-        are made once per such key and then reused. The cached objects are shared, never to be changed.
-        """
-        if self._torch_dir is None:
-            self._learn_dirs()
-        kinds = self._kinds
-        limit = 2 * self.stack_limit  # kept holds two entries a frame
-        kept: list[Any] = []
-        caller: Any = None
-        frame: Any = _getframe(1)
-        while frame is not None and len(kept) < limit:
-            code = frame.f_code
-            kind = kinds.get(id(code))
-            if kind is None:
-                kind = self._frame_kind(code)
-            if kind:  # not _SKIP
-                kept.append(id(code))
-                kept.append(frame.f_lasti)
-                if caller is None and kind == _USER:
-                    caller = frame
-            frame = frame.f_back
-        while caller is None and frame is not None:  # past the kept frames: only the caller is sought
-            code = frame.f_code
-            kind = kinds.get(id(code))
-            if kind == _USER or (kind is None and self._frame_kind(code) == _USER):
-                caller = frame
-            frame = frame.f_back
-        key = (tuple(kept), (id(caller.f_code), caller.f_lasti) if caller is not None else None)
-        found = self._stacks.get(key)
-        if found is None:
-            generation = self._generation
-            found = self._make_stack(_getframe(1), caller, len(kept) // 2)
-            if len(self._stacks) >= MAX_CACHED_STACKS:
-                self._stacks.clear()
-            if generation == self._generation:  # else some key ids are no longer held in _codes
-                self._stacks[key] = found
-        return found
-
-    def _make_stack(self, frame: Any, caller_frame: Any, count: int
-                    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
-        """The frames and caller of one walk, attributed and encoded (a cache miss of _stack)."""
-        kinds = self._kinds
-        frames: list[dict[str, Any]] = []
-        while frame is not None and len(frames) < count:
-            code = frame.f_code
-            kind = kinds.get(id(code))
-            if kind if kind is not None else self._frame_kind(code):
-                frames.append({"file": code.co_filename, "line": frame.f_lineno, "func": code.co_name})
-            frame = frame.f_back
-        frames.reverse()
-        caller = None
-        if caller_frame is not None:
-            code = caller_frame.f_code
-            caller = attribute({"file": code.co_filename, "line": caller_frame.f_lineno, "func": code.co_name})
-        return frames, caller, f'"stack":{encode_json(frames)},"caller":{encode_json(caller)}'
 
 
 class Probes(_Stacks):
@@ -343,8 +219,8 @@ class Probes(_Stacks):
         prefix encoded here once; None for any other target. The guard is checked by the caller."""
         if target.capture_call or target.mem or target.role:
             return None
-        prefix, with_env, tag, probes, write = self._prefix(target, label), target.env, target.tag, self, self.sink._write
-        threads, stack_of = self._thread_json, self._stack
+        prefix, with_env, tag, probes = self._prefix(target, label), target.env, target.tag, self
+        threads, stack_of, write = self._thread_json, self._stack, self.sink._write
 
         def plain(local: dict[str, Any]) -> int:
             stack, caller, stack_json = stack_of()
@@ -357,7 +233,7 @@ class Probes(_Stacks):
             parent = open_calls[-1] if open_calls else None
             if parent is not None:
                 body += f',"parent_call":{parent}'
-            env = watched_env() if with_env else None
+            env = pool_env() if with_env else None
             if env is not None:
                 body += f',"env":{encode_json(env)}'
             write("call", body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None, None))
@@ -378,7 +254,7 @@ class Probes(_Stacks):
         call_id = next(self._ids)
         thread = thread_name()
         parent = open_calls[-1] if open_calls else None
-        env = watched_env() if target.env else None
+        env = pool_env() if target.env else None
         rss = read_rss() if target.mem else None
         if target.role:
             self.take_role(target.role)
@@ -464,7 +340,7 @@ class Probes(_Stacks):
         """Record a target module's import, or the settings it holds."""
         if target.mode == IMPORT:
             stack, caller = self.capture_stack()
-            self.sink.emit("import", module=target.module, stack=stack, caller=caller, env=watched_env())
+            self.sink.emit("import", module=target.module, stack=stack, caller=caller, env=pool_env())
             return
         settings = {}
         for key in CONFIG_KEYS:

@@ -29,21 +29,13 @@ import sys
 import time
 
 from ..common.env import ROOT_ENV
-from ..common.vocab import HEADER_KEYS, SCHEMA_VERSION
+from ..common.vocab import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-# Records are kept well below the size a local filesystem appends atomically
-# (70 KB lines were seen intact here); bigger ones are shrunk, never split.
-MAX_RECORD_BYTES = 32 * 1024
-MAX_STRING = 2048
-
 _warned: "set[str]" = set()
-# Record framing: a blank line before each record ends any fragment left by a
-# killed or short write, so the next record always starts a fresh line.
-RECORD_START = b"\n"
 # Permission bits that would let another user write (or inject into) the log.
 FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 
@@ -66,7 +58,8 @@ def _counter() -> "Any":
 
 def _unreachable(code: "int | None") -> bool:
     """Why a released write may find no log to open, said nowhere (counted): the path no longer names it,
-    or no descriptor is free. errno is imported here, on that rare path only."""
+    or no descriptor is free. errno is imported here, on that rare path only: a built-in module, it
+    loads with no file to open (a program may have no descriptor free)."""
     import errno
 
     return code in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EMFILE, errno.ENFILE)
@@ -180,40 +173,58 @@ def open_log(path: str, create: bool = True) -> int:
     return fd
 
 
-def _shrink(value: "Any", chars: int, items: int, tail: bool = False) -> "Any":
-    """Truncate strings to chars and lists/dicts to items, so a record fits the cap.
-
-    Lists keep their head, except stacks, which keep their innermost (last) frames.
-    """
-    if isinstance(value, str):
-        return value if len(value) <= chars else value[:chars] + "...[truncated]"
-    if isinstance(value, list):
-        return [_shrink(v, chars, items) for v in (value[-items:] if tail else value[:items])]
-    if isinstance(value, dict):
-        return {k: _shrink(v, chars, items, k == "stack") for k, v in list(value.items())[:64]}
-    return value
+_INF = float("inf")
+# encode_basestring_ascii's escapes: these, then \\uXXXX (lower-case hex; a surrogate pair above U+FFFF)
+# for every other character outside printable ASCII.
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
-def _make_json_encoder() -> "Any":
-    """Compact ASCII JSON, as json.dumps(v, separators=(",", ":"), default=repr) gives.
+def _escaped(text: str) -> str:
+    """text as a JSON string, as encode_basestring_ascii writes it (a string with a character to escape)."""
+    out = []
+    for c in text:
+        if c in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[c])
+        elif " " <= c <= "~":
+            out.append(c)
+        else:
+            n = ord(c)
+            if n > 0xFFFF:
+                n -= 0x10000
+                out.append(f"\\u{0xD800 | (n >> 10):04x}\\u{0xDC00 | (n & 0x3FF):04x}")
+            else:
+                out.append(f"\\u{n:04x}")
+    return '"' + "".join(out) + '"'
 
-    json's own C encoder, made once: importing the json package (re, enum, ...)
-    would cost every traced interpreter milliseconds at start-up, and
-    json.dumps with options builds a new encoder on every call.
-    """
-    try:
-        from _json import encode_basestring_ascii, make_encoder
 
-        encoder = make_encoder(None, repr, encode_basestring_ascii, None, ":", ",", False, False, True)
-        return lambda value: "".join(encoder(value, 0))
-    except (ImportError, TypeError):  # not CPython, or its signature changed
-        import json
+def _encode_json(value: "Any") -> str:
+    """What jsonline.c_encoder() gives for value, exactly: plain values (exact str, int, float, bool, None,
+    and lists, tuples and str-keyed dicts of them) written here, the rest by the C encoder (which the
+    tracer's own records never need: an exit imports nothing)."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return f'"{value}"'
+        return _escaped(value)
+    elif kind is int:
+        return int.__repr__(value)
+    elif value is None:
+        return "null"
+    elif kind is bool:
+        return "true" if value else "false"
+    elif kind is float:
+        if -_INF < value < _INF:
+            return float.__repr__(value)
+    elif kind is list or kind is tuple:
+        return "[" + ",".join(map(_encode_json, value)) + "]"
+    elif kind is dict and all(type(k) is str for k in value):
+        return "{" + ",".join(f"{_encode_json(k)}:{_encode_json(v)}" for k, v in value.items()) + "}"
+    from .jsonline import c_encoder  # another type (the tracer's own records hold none at exit)
 
-        return json.JSONEncoder(separators=(",", ":"), default=repr).encode
+    return str(c_encoder()(value))
 
 
-_encode_json = _make_json_encoder()
-encode_json = _encode_json  # for the recorder, which encodes the parts of a record it caches
+encode_json = _encode_json  # exact for any value; the recorder binds jsonline.c_encoder() for its hot path
 # The members every record starts with, in this order (Sink._write).
 _HEADER_KEYS = frozenset(HEADER_KEYS)
 # encode's bound on a line, with the framing (RECORD_START) written before it.
@@ -222,29 +233,17 @@ _MAX_FRAMED = MAX_RECORD_BYTES + len(RECORD_START)
 _MAX_HEADS = 64
 
 
-def _dumps(value: "Any") -> bytes:
-    return str(_encode_json(value)).encode() + b"\n"
+def _header_field(name: str) -> "Any":
+    """A Sink attribute of the records' header (stored as name): setting it makes the cached header stale."""
 
+    def get(self: "Sink") -> "Any":
+        return getattr(self, name)
 
-def frame(line: bytes) -> bytes:
-    """The bytes written for one encoded record: RECORD_START, then the line."""
-    return RECORD_START + line
+    def set_(self: "Sink", value: "Any") -> None:
+        setattr(self, name, value)
+        self._middle = ""
 
-
-def encode(record: "dict[str, Any]") -> bytes:
-    """Encode one record as a single ASCII JSON line within MAX_RECORD_BYTES."""
-    line = _dumps(record)
-    # Shrink in steps, so small fields (run, root_pid, forked, ...) always survive.
-    chars, items = MAX_STRING, 32
-    while len(line) > MAX_RECORD_BYTES and chars >= 16:
-        line = _dumps(_shrink(record, chars, items))
-        chars, items = chars // 4, max(items // 2, 4)
-    if len(line) <= MAX_RECORD_BYTES:
-        return line
-    base = HEADER_KEYS
-    keep: dict[str, Any] = {k: record[k] for k in base if k in record}
-    keep["truncated"] = len(line)
-    return _dumps(keep)
+    return property(get, set_)
 
 
 class Sink:
@@ -281,43 +280,13 @@ class Sink:
         self._closer: int | None = None  # the exiting thread, once close_to_others ran: only it writes
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
         self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
+        self._open_errno: int | None = None  # why the last open of the log's path failed
 
     # The header's identity: each change re-encodes it (a stale cache would forge another process's pid).
-    @property
-    def role(self) -> str:
-        return self._role
-
-    @role.setter
-    def role(self, role: str) -> None:
-        self._role = role
-        self._middle = ""
-
-    @property
-    def pid(self) -> int:
-        return self._pid
-
-    @pid.setter
-    def pid(self, pid: int) -> None:
-        self._pid = pid
-        self._middle = ""
-
-    @property
-    def ppid(self) -> int:
-        return self._ppid
-
-    @ppid.setter
-    def ppid(self, ppid: int) -> None:
-        self._ppid = ppid
-        self._middle = ""
-
-    @property
-    def host(self) -> str:
-        return self._host
-
-    @host.setter
-    def host(self, host: str) -> None:
-        self._host = host
-        self._middle = ""
+    role = _header_field("_role")
+    pid = _header_field("_pid")
+    ppid = _header_field("_ppid")
+    host = _header_field("_host")
 
     def reset_after_fork(self, role: str) -> None:
         """Give a forked child its own identity; a held fd stays valid (shared, O_APPEND).
@@ -357,7 +326,9 @@ class Sink:
         if fd < 0:
             return
         try:
-            self.fd = _place_high(fd)
+            from .held import place_high  # a recording process's: not on the start-up path
+
+            self.fd = place_high(fd)
         except Exception:
             if self.fd < 0:  # stays released
                 _close_quietly(fd)
@@ -445,6 +416,8 @@ class Sink:
                 record = {"v": SCHEMA_VERSION, "event": event, "ts": ts, "pid": self.pid, "ppid": self.ppid,
                           "host": self.host, "role": self._role, "seq": seq}
                 record.update(fields)
+                from .jsonline import encode, frame  # an oversized record, or a field named as a header's
+
                 line = frame(encode(record))
             written = _write(fd, line)
             if written != len(line):
@@ -494,7 +467,9 @@ class Sink:
         if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
             raise OSError(f"{self.path} is no longer the file this process opened")
         try:
-            fd = _place_high(fd)
+            from .held import place_high
+
+            fd = place_high(fd)
         except OSError:
             pass
         self.fd = fd
@@ -509,6 +484,7 @@ class Sink:
         except OSError as exc:
             # ELOOP: O_NOFOLLOW met a symlink planted at the path. EMFILE/ENFILE: the program holds
             # every descriptor it may (a record then is lost, as the program's own open() would fail).
+            self._open_errno = exc.errno
             if _unreachable(exc.errno):
                 return -1
             raise
@@ -528,6 +504,35 @@ class Sink:
         self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
 
 
+def one_more_descriptor(sink: "Sink") -> "tuple[int, int] | None":
+    """Where the sink's last open of the log found no descriptor free (EMFILE: a program ending with its
+    table full), the soft RLIMIT_NOFILE raised by one, for the exit record's one write: the limits to put
+    back (put_back_limit), or None where the hard limit leaves no room or ``resource`` is not loaded (by
+    the root at start, or by a sink that held its descriptor). Imports nothing: an exit may have no
+    descriptor to load a module with; errno is built in."""
+    import errno
+
+    resource: Any = sys.modules.get("resource")
+    if sink._open_errno != errno.EMFILE or resource is None:
+        return None
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY or (hard != resource.RLIM_INFINITY and soft >= hard):
+            return None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft + 1, hard))
+    except (OSError, ValueError):
+        return None
+    return soft, hard
+
+
+def put_back_limit(limits: "tuple[int, int]") -> None:
+    """Put back the RLIMIT_NOFILE one_more_descriptor raised."""
+    try:
+        sys.modules["resource"].setrlimit(sys.modules["resource"].RLIMIT_NOFILE, limits)
+    except (OSError, ValueError):
+        pass
+
+
 def _terminate_fragment(fd: int) -> None:
     """After a short write, end the fragment with a newline (best effort)."""
     try:
@@ -541,34 +546,6 @@ def _close_quietly(fd: int) -> None:
         _close(fd)
     except OSError:
         pass
-
-
-# A held descriptor goes at or above this far below the descriptor ceiling, so the program's own
-# open() numbers (lowest free first) are the untraced ones; the ceiling is min(soft RLIMIT_NOFILE,
-# HELD_FD_CEILING): a bigger number would grow the process's descriptor table for nothing.
-HELD_FD_CEILING = 1024
-HELD_FD_BELOW = 64
-
-
-def _place_high(fd: int) -> int:
-    """fd moved to a free number near the descriptor ceiling (the old one closed); raises OSError
-    where none is free there, leaving fd as it was."""
-    import fcntl
-    import resource
-
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    ceiling = HELD_FD_CEILING if soft == resource.RLIM_INFINITY else min(soft, HELD_FD_CEILING)
-    low = ceiling - HELD_FD_BELOW
-    if fd >= low:
-        return fd
-    if low <= 2:
-        raise OSError("no descriptor number free above the program's own")
-    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
-    if high >= ceiling:
-        _close(high)
-        raise OSError("no descriptor number free below the ceiling")
-    _close(fd)
-    return high
 
 
 EXIT_POLL_S = 0.001  # close_to_others: how often it looks again (each look hands the GIL over)
