@@ -54,7 +54,7 @@ from .clock import (
     split_stat as split_stat,
 )
 
-TYPE_CHECKING = False  # imported by a traced root at exit (bootstrap._below): no typing there
+TYPE_CHECKING = False  # imported by a traced root at start (runtime/root.py): no typing there
 if TYPE_CHECKING:
     from typing import Any
 
