@@ -189,7 +189,7 @@ def test_no_verdict_from_the_last_sample_says_what_to_do(tmp_path: Path) -> None
 
 def test_every_finding_of_every_scenario_says_what_to_do(tmp_path: Path) -> None:
     """Each finding the scenarios make has its 'what to do', except the kinds whose table entry has none."""
-    from wp_autotrace.analysis.kinds import KINDS
+    from wp_autotrace.analysis.findings.kinds import KINDS
 
     from .test_model import SCENARIOS
 
