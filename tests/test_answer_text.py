@@ -174,3 +174,27 @@ def test_ranking_by_cost_keys_puts_a_zombie_after_idle_memory_and_a_hang() -> No
              finding("oom-killed", oom_kills=1)]
     assert [f["kind"] for f in ranked(found)] == ["oom-killed", "jobs-lost", "leftovers", "idle-pool", "slow-exit-wait",
                                                   "zombies"]
+
+
+def test_an_answer_over_several_runs_says_so(tmp_path: Path) -> None:
+    """The Quick start's `report wp_autotrace-*.jsonl` over two runs of two programs: the Answer says first that
+    it spans 2 runs (their figures together) and how to get one run's; with --run, one run's Answer says nothing
+    of it."""
+    import json
+
+    from .conftest import run_python, traced_env, wait_for_watcher
+
+    logs = []
+    for name, code in (("a", "pass"), ("b", "raise SystemExit(3)")):
+        log = tmp_path / f"wp_autotrace-{name}.jsonl"
+        run_python(["-c", code], traced_env(log))
+        wait_for_watcher(log)
+        logs.append(str(log))
+    wp = [sys.executable, "-m", "wp_autotrace", "report", "--json"]
+    both = json.loads(subprocess.run([*wp, *logs], capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert len(both["runs"]) == 2
+    first = both["answer"].splitlines()[0]
+    assert "2 runs" in first and "--run" in first, both["answer"]
+    one = json.loads(subprocess.run([*wp, "--run", both["runs"][0]["id"], *logs], capture_output=True, text=True,
+                                    timeout=120, check=True).stdout)
+    assert "runs" not in one["answer"].splitlines()[0] and "--run" not in one["answer"], one["answer"]

@@ -159,15 +159,27 @@ def _pool_lead(rep: dict[str, Any]) -> str:
     return pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool)
 
 
+def _spans_words(rep: dict[str, Any]) -> str:
+    """Said first when the report takes runs of several jobs together (a glob over the logs of unrelated
+    programs): its Answer and figures are theirs together, and --run gives one run's."""
+    jobs = rep.get("jobs") or []
+    if len(jobs) < 2:
+        return ""
+    ids = [r["id"] or "?" for r in rep["runs"]]
+    shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+    return (f"These logs hold {len(ids)} runs that are not one launch ({shown}): this Answer and the figures "
+            "below take them together; `wp-autotrace report --run ID LOG...` answers for one.")
+
+
 def _exit_words(rep: dict[str, Any]) -> str:
     """'The program exited with code 7.' when the main process's code is not 0 (run's waited status, else
-    its process_exit)."""
-    codes = [r.get("exit_code") for r in rep["runs"]]
-    bad = [c for c in codes if isinstance(c, int) and c != 0]
+    its process_exit); which run's, when the report holds several."""
+    bad = [(r, c) for r in rep["runs"] if isinstance(c := r.get("exit_code"), int) and c > 0]
     if not bad:
         return ""
-    c = bad[0]
-    return f"The program exited with code {c}." if c > 0 else ""
+    run, c = bad[0]
+    return (f"The program of run {run['id'] or '?'} exited with code {c}." if len(rep["runs"]) > 1 else
+            f"The program exited with code {c}.")
 
 
 # Findings the run-state sentence tells (_state_words): not again as a problem bullet.
@@ -195,7 +207,7 @@ def answer_bullets(rep: dict[str, Any]) -> list[str]:
     order = ranked(rep["findings"])
     # a process the kernel killed for memory is the user's question whatever else happened: before the pools
     first = [f for f in order[:1] if f["kind"] in FIRST_KINDS]
-    bullets = [headline(rep, f) for f in first]
+    bullets = [b for b in [_spans_words(rep)] if b] + [headline(rep, f) for f in first]
     if not rep["pools"]:
         bullets.append(no_pool_sentence(rep))
         grew = growth_sentence(rep)
