@@ -26,6 +26,7 @@ import pytest
 
 from wp_autotrace.analysis.derive.memseries import STALE_S
 from wp_autotrace.analysis.export.chrome import HELD_PSS, HELD_RSS, POOL_PSS, to_chrome_trace
+from wp_autotrace.analysis.fold.model import Process
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze_view
 from wp_autotrace.watcher import memory
@@ -347,41 +348,62 @@ def test_page_of_a_non_utf8_argv_is_written(tmp_path: Path) -> None:
     assert "caf\\udce9.txt" in page.read_text(encoding="utf-8")
 
 
-def _at_once_by_definition(procs: list[Any]) -> list[Any]:
-    """memseries' docstring read literally, one pass over every process per moment: at each sample time,
-    the processes alive (by their span, or read then) and read within STALE_S, summed."""
-    from wp_autotrace.analysis.derive.memseries import Point, end_of
-    from wp_autotrace.analysis.derive.pools import lived_mem
+def _at_once_by_definition(procs: list[Any], a: float | None = None, b: float | None = None) -> list[Any]:
+    """memseries' docstring read literally, one pass over every process per moment: at each sample time (of
+    the samples in [a, b]), the processes alive (started, not yet ended: the later of the watcher's end and
+    the exit record's, docs/evidence.md; or read then) and read within STALE_S, summed."""
+    from wp_autotrace.analysis.derive.memseries import Point
 
-    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in (lived_mem(p) if p.mem else ()))
+    def lived(p: Any) -> list[Any]:  # no sample after the process's own exit record, unless it has no other
+        kept = [m for m in p.mem if not (p.exited and p.end is not None and m[0] > p.end)]
+        return kept or p.mem
+
+    def end(p: Any) -> float | None:
+        ends = [x for x in (p.gone, p.end) if x is not None]
+        return max(ends) if ends else None
+
+    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived(p)
+                     if (a is None or ts >= a) and (b is None or ts <= b))
     out, latest = [], {}
     for t in sorted({s[0] for s in samples}):
         latest.update({i: (ts, pss) for ts, i, pss in samples if ts == t})
         alive = [i for i, p in enumerate(procs) if (p.start is None or p.start <= t)
-                 and (end_of(p) is None or end_of(p) > t) or latest.get(i, (None,))[0] == t]
+                 and (end(p) is None or end(p) > t) or latest.get(i, (None,))[0] == t]
         fresh = [i for i in alive if i in latest and t - latest[i][0] <= STALE_S]
         if fresh:
             out.append(Point(t, sum(latest[i][1] for i in fresh), len(fresh), len(alive)))
     return out
 
 
+def _process(start: float | None, end: float | None, gone: float | None, exited: bool,
+             mem: list[tuple[float, int, int]]) -> Process:
+    p = Process("h", 1, 0)
+    p.start, p.end, p.gone, p.exited, p.mem = start, end, gone, exited, mem
+    return p
+
+
 def test_memory_at_once_is_its_definition_on_odd_lives() -> None:
     """The swept sum (memseries.at_once) against the definition, on lives that start or end at a sample,
-    end before they start, have no start or end, are read twice at one time or after their exit, and samples
-    exactly STALE_S apart."""
+    end before they start, have no start or end, are read twice at one time or after their exit, whose
+    watcher's end comes before or after their exit record, and samples exactly STALE_S apart; whole, and
+    in a window (peak_at_once is its largest point)."""
     import random
-    from types import SimpleNamespace
 
-    from wp_autotrace.analysis.derive.memseries import at_once
+    from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once
 
     rnd = random.Random(33)
     for _ in range(2000):
-        procs = [SimpleNamespace(start=rnd.choice([None, rnd.randint(0, 10) / 2]),
-                                 end=rnd.choice([None, rnd.randint(0, 12) / 2]), gone=rnd.choice([None, 3.0]),
-                                 exited=rnd.random() < 0.5,
-                                 mem=[(rnd.randint(0, 24) / 2, rnd.randint(0, 5), 0) for _ in range(rnd.randint(0, 6))])
+        procs = [_process(rnd.choice([None, rnd.randint(0, 10) / 2]), rnd.choice([None, rnd.randint(0, 12) / 2]),
+                          rnd.choice([None, 3.0, rnd.randint(0, 14) / 2]), rnd.random() < 0.5,
+                          [(rnd.randint(0, 24) / 2, rnd.randint(0, 5), 0) for _ in range(rnd.randint(0, 6))])
                  for _ in range(rnd.randint(1, 6))]
-        assert at_once(procs) == _at_once_by_definition(procs), procs  # type: ignore[arg-type]
+        assert at_once(procs) == _at_once_by_definition(procs), procs
+        a, b = sorted(rnd.randint(0, 24) / 2 for _ in range(2))
+        window = _at_once_by_definition(procs, a, b)
+        assert at_once(procs, a, b) == window
+        best = max(window, key=lambda pt: pt.pss, default=None)
+        assert peak_at_once(procs, a, b) == ((best.pss, best.read, best.alive, best.ts) if best
+                                             else (None, 0, 0, None))
 
 
 @pytest.mark.parametrize("command", [["report", "--html"], ["export"], ["export", "--format", "otlp"]])
@@ -459,3 +481,35 @@ def test_a_call_that_never_returned_ends_with_its_process(tmp_path: Path) -> Non
     (cut,) = [e for e in trace if e["ph"] == "X" and e["args"].get("unfinished")]
     t0 = min(float(r["ts"]) for r in w.lines)
     assert cut["pid"] == 200 and abs((cut["ts"] + cut["dur"]) / 1e6 - (T0 + 2.0 - t0)) < 1e-3, cut
+
+
+def test_a_pool_read_after_its_workers_exit_records_peaks_alike_on_page_trace_and_report(tmp_path: Path) -> None:
+    """The workers write process_exit at 20.1 s; the watcher sees them go at 21.5 s (the common order: the
+    record comes before the interpreter's teardown). At 20.5 s it reads the sidecar alone (260 MiB); the
+    workers' 19 s readings (15 MiB each) are 1.5 s old and they are still alive, so memory at once then is
+    260 + 15 + 15 = 290 MiB: the report's peak, the page's and the Chrome counter's, one figure (they once
+    ended a process at different moments and disagreed: 290 against 260)."""
+    from wp_autotrace.analysis.present.html import render_html
+
+    from .logs import T0
+    from .test_pools import MIB, mem
+
+    w = idle_pool(quiesce_at=20.0)
+    at = next(i for i, r in enumerate(w.lines) if r["event"] == "memory" and r["ts"] == T0 + 30.0)
+    tail, w.lines = w.lines[at:], w.lines[:at]
+    mem(w, 19.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    mem(w, 20.5, [(200, 1.2, 260)])
+    w.add(21.5, 900, 100, "watcher", "tree", count=2, started=[], run="r1", root_pid=100,
+          ended=[{"pid": 301, "end": T0 + 21.5}, {"pid": 302, "end": T0 + 21.5}])
+    w.lines += tail
+    w.lines.sort(key=lambda r: r["ts"])
+    log = w.write(tmp_path / "log.jsonl")
+    rep, view = analyze_view(read_logs([str(log)]))
+    (pool,) = rep["pools"]
+    assert pool["peak_pss_bytes"] == 290 * MIB
+    assert rep["costs"]["pool_peak_pss_bytes"] == 290 * MIB
+    page = re.search(r"pool of sidecar 200: peak (\d+ MiB) at once", render_html(rep, view))
+    assert page is not None and page.group(1) == "290 MiB"
+    trace = to_chrome_trace(read_logs([str(log)]))["traceEvents"]
+    counters = [e["args"]["MiB"] for e in trace if e["ph"] == "C" and e["name"] == POOL_PSS]
+    assert max(counters) == 290.0

@@ -15,7 +15,8 @@ from .derive import facts
 from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
-from .derive.pools import peak_at_once, seen_end, start_method
+from .derive.memseries import peak_at_once
+from .derive.pools import start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
 from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
@@ -61,7 +62,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         "run": _run_id(pool.creator), "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
         "host": pool.creator.host, "created_at": v.rel(pool.call.ts), "caller": pool.call.caller,
         "sidecar_pid": pool.sidecar_pid, "sidecar_start": v.rel(side.start) if side else None,
-        "sidecar_end": v.rel(seen_end(side)) if side else None, "sidecar_exit": exit_how,
+        "sidecar_end": v.rel(side.ended_at) if side else None, "sidecar_exit": exit_how,
         "sidecar_served": bool(side and side.served), "worker_pids": sorted(workers),
         "wakeups": pool.wakeups, "quiesces": pool.quiesces, "shutdowns": pool.shutdowns,
         "test": None, "tests_outlived": [], **facts.pool_tests(v, pool), "made_in": facts.made_in(v, pool),
@@ -85,7 +86,7 @@ def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
     return {
         "pid": p.pid, "ppid": p.ppid, "host": p.host, "run": _run_id(p), "role": p.role, "traced": p.traced,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
-        "start_s": v.rel(p.start), "end_s": v.rel(seen_end(p)), "exit_record_s": v.rel(p.end) if p.exited else None,
+        "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at), "exit_record_s": v.rel(p.end) if p.exited else None,
         "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),
         "peak_rss": p.peak_rss or None, "last_rss": p.last_rss or None, "depth": p.depth,
         "peak_pss": max((m[1] for m in p.mem), default=None), "last_uss": p.mem[-1][2] if p.mem else None,
@@ -132,7 +133,7 @@ def _program_s(r: Run) -> float | None:
     """How long the program (the run's main process) lived: apart from the run, which lasts until its last
     process ended (a leftover stretches it)."""
     root = r.root
-    end = seen_end(root) if root is not None else None
+    end = root.ended_at if root is not None else None
     if root is None or root.start is None or end is None:
         return None
     return round(end - root.start, 3)

@@ -19,6 +19,13 @@ RECORD_START = b"\n"
 # misses the main process (processes the root's exit is just ending get this long to go). `run` waits this
 # long (plus two ticks and some slack) for the verdict before it summarises (cli/main.py await_verdict).
 LEFTOVER_GRACE_S = 0.2
+# The watcher-reader sampling contract: the watcher reads a pool process's memory at most every
+# MEMORY_EVERY_S and looks at the live set every MEMORY_LOOK_S (watcher/memory.py), so while it keeps up a
+# process's latest sample is at most MEMORY_STALE_S old: the most a sample may age and still count in a
+# sum at one moment (analysis/derive/memseries.py; docs/evidence.md, "Memory at once").
+MEMORY_EVERY_S = 2.0
+MEMORY_LOOK_S = 0.5
+MEMORY_STALE_S = MEMORY_EVERY_S + MEMORY_LOOK_S
 
 # Event names.
 PROCESS_START = "process_start"

@@ -62,8 +62,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-EVERY_S = 2.0  # a pool process's memory at most this often (idle spans last tens of seconds)
-LOOK_S = 0.5  # how often the sampler looks at the live set at all (the watcher ticks every 0.1 s)
+# A pool process's memory at most this often (idle spans last tens of seconds), and how often the sampler
+# looks at the live set at all (the watcher ticks every 0.1 s): the reader's staleness rule is their sum.
+EVERY_S = V.MEMORY_EVERY_S
+LOOK_S = V.MEMORY_LOOK_S
 CPU_SHARE = 0.004  # the sampler's CPU time as a share of one core: under issue 22's 0.5 %
 BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads come at once
 # The bucket may grow to one sweep of every pool, up to this many CPU seconds: the run's pools read in one tick

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ...common import targets as T
 from ...common import vocab as V
 from .ooms import group_ooms
-from .pools import requester, seen_end
+from .pools import requester
 
 if TYPE_CHECKING:
     from ..fold.model import Pool, Process, Run
@@ -45,7 +45,7 @@ LIVED_ON_S = 1.0
 WITH_CREATOR_S = 2.0
 WATCHDOG_OLD_S, WATCHDOG_NEW_S = 1.0, 60.0
 # A process's own exit record comes before its real end (its teardown follows): ended before a request only
-# by this margin. The watcher's end needs none: it saw the process gone by then, so it had ended (_ended_before).
+# by this margin. The watcher's end needs none: it saw the process gone by then, so it had ended (_proved_ended_before).
 SEEN_LATE_S = 0.05
 # torch 2.13's SubprocMain._shutdown stops the workers at once (_shutdown_pool, new in 2.13); before, the
 # sidecar let running jobs finish and its owner waited in process.wait(300) (pytorch#162199).
@@ -170,7 +170,7 @@ class Endings:
     # -- processes ------------------------------------------------------------
 
     def _process(self, p: Process) -> Ending:
-        at = seen_end(p)
+        at = p.ended_at
         record = p.end if p.exited else None
         sig, code, why = _signal_evidence(p, self.by_sidecar)
         if at is None and p.zombie is not None:
@@ -223,7 +223,7 @@ class Endings:
     def _by_relation(self, p: Process, at: float) -> Ending:
         """Died with its creator, stopped by its pool, quiesced; else unknown."""
         parent = p.parent
-        pend = seen_end(parent) if parent is not None else None
+        pend = parent.ended_at if parent is not None else None
         window = self._creator_window(p)
         # The parent first only when p's end was seen at least a tick later: ends in one tick (equal times) say
         # nothing of their order, and a parent that waited for its child (a shell wrapper) ends right after it.
@@ -233,7 +233,7 @@ class Endings:
                           [f"no process_exit; {parent.role} {parent.pid} ended {at - pend:.1f} s before it "
                            f"(within {window:.0f} s)"])
         pool = self.pool_of.get(id(p))
-        if pool is not None and pool.shutdown_at is not None and not _ended_before(p, pool.shutdown_at):
+        if pool is not None and pool.shutdown_at is not None and not _proved_ended_before(p, pool.shutdown_at):
             by = requester(pool.shutdown_call)[0] if pool.shutdown_call is not None else "its pool"
             return Ending(SHUTDOWN, f"stopped by its pool's shutdown ({by})", at,
                           [f"SubprocPool.shutdown asked at {self.rel(pool.shutdown_at)}, before its end"], by=by)
@@ -257,8 +257,8 @@ class Endings:
             return ""
         window = max(p.run.interval, 0.0) + GROUP_SLACK_S
         same = [q for q in p.run.processes if q.pgid == pgid and q.host == p.host]
-        together = [q for q in same if not q.exited and (e := seen_end(q)) is not None and abs(e - at) <= window]
-        lived = [q for q in same if (e := seen_end(q)) is None or e > at + LIVED_ON_S]
+        together = [q for q in same if not q.exited and (e := q.ended_at) is not None and abs(e - at) <= window]
+        lived = [q for q in same if (e := q.ended_at) is None or e > at + LIVED_ON_S]
         if len(together) < 2 or not lived or not self._not_a_wait(together):
             return ""
         return (f"process group {pgid}: {len(together)} of its processes ended within {window:.1f} s "
@@ -336,7 +336,7 @@ class Endings:
                               ["the watcher's leftover record"], by=by)
             return Ending(RUNNING, f"{asked}still running at the end of the log", None, [], by=by)
         side_words = _as_subject(side_end)
-        if req is not None and (_ended_before(side, req.ts) or req.at_call.get("pool_running") is False
+        if req is not None and (_proved_ended_before(side, req.ts) or req.at_call.get("pool_running") is False
                                 or _zombie_before(side, req.ts)):
             return Ending(SHUTDOWN_FOUND_DEAD, f"its sidecar {side_words}; {by} asked it to stop later and found "
                           "it already dead", end,
@@ -375,7 +375,7 @@ class Endings:
             return Ending(RUNNING, "still running at the end of the log", None, [])
         end = max(e.at for e, _ in ends if e.at is not None)
         creator = pool.creator
-        c_end = seen_end(creator)
+        c_end = creator.ended_at
         evidence = [f"its last worker's end at {self.rel(end)}"]
         if c_end is not None and creator.end is not None and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
             return Ending(ENDED_AT_EXIT, f"its workers ended as {creator.role} {creator.pid} exited "
@@ -430,9 +430,10 @@ def _as_subject(e: Ending) -> str:
     return f"was {e.words}" if e.kind in (SIGNAL, OOM_KILL) else e.words
 
 
-def _ended_before(p: Process, ts: float) -> bool:
-    """Had p ended before ts? The watcher's end (it first missed p then) is after the real one: before ts proves
-    it. Without one, p's own exit record, written before its teardown, proves it only SEEN_LATE_S earlier."""
+def _proved_ended_before(p: Process, ts: float) -> bool:
+    """Does the log prove p ended before ts? Not Process.ended_at (when it ended) but what proves an order: the
+    watcher's end (it first missed p then) is after the real one, so before ts proves it. Without one, p's own
+    exit record, written before its teardown, proves it only SEEN_LATE_S earlier."""
     if p.gone is not None:
         return p.gone < ts
     return p.end is not None and p.end < ts - SEEN_LATE_S

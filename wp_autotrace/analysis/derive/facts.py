@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import SIDECAR_ROLES
-from .pools import peak_at_once
+from .memseries import peak_at_once
 
 if TYPE_CHECKING:
     from ..fold.model import Call, Pool, Process
@@ -56,7 +56,7 @@ def pools_across(v: View) -> dict[str, Any] | None:
         creators.setdefault(pool.creator.index, pool.creator)
     sidecars = [pool.sidecar for pool in v.pools if pool.sidecar is not None]
     workers = {w.index: w for pool in v.pools for w in v.story(pool).workers}
-    # memory at once as docs/evidence.md defines it (pools.peak_at_once, as costs.pool_peak_pss_bytes): the
+    # memory at once as docs/evidence.md defines it (memseries.peak_at_once, as costs.pool_peak_pss_bytes): the
     # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
     at, read, alive, _ = peak_at_once(pools_procs(v))
     return {

@@ -1,16 +1,18 @@
-"""Memory over time, for the pictures (the HTML page, the Perfetto counters): what a pool's processes
-held together at each moment the watcher read them, and what each process held.
+"""Memory at once: what a set of processes (a pool's, or every pool's) held together at each moment the
+watcher read them. The one sum the report's figures, the HTML page and the Perfetto counters all take
+(docs/evidence.md, "Memory at once").
 
-A pool's real memory is a simultaneous sum ("memory at once", issue #30's evidence model): at each time t the
-watcher wrote a `memory` record holding one of the pool's processes, the sum over the pool's processes
-alive at t of each one's latest PSS sample taken in [t - STALE_S, t]. A process alive at t with no
-sample that fresh is left out of that point, and the point says so (read < alive): nothing is
-estimated. Samples a process's own process_exit outlived are not used (pools.lived_mem).
+At each time t the watcher wrote a `memory` record holding one of the processes, the sum over those alive
+at t (Process.alive_at: started, and not yet ended by Process.ended_at, the one end rule) of each one's
+latest PSS sample taken in [t - STALE_S, t]. A process alive at t with no sample that fresh is left out of
+that point, and the point says so (read < alive): nothing is estimated. A process read at t counts at t
+whatever its span says (the reading proves it was there). Samples a process's own process_exit outlived
+are not used (lived_mem).
 
-STALE_S is the sampler's own period (watcher/memory.py: each pool process at most every EVERY_S,
-looked at every LOOK_S), so a pool the sampler keeps up with is read whole at every point; on a
-loaded host with a large pool (the sampler's CPU budget stretches its period) the points say
-"N of M read" instead of summing stale figures.
+STALE_S is the sampler's own period (common/vocab.py MEMORY_STALE_S: each pool process at most every
+MEMORY_EVERY_S, looked at every MEMORY_LOOK_S; the watcher samples by the same constants), so a pool the
+sampler keeps up with is read whole at every point; on a loaded host with a large pool (the sampler's
+CPU budget stretches its period) the points say "N of M read" instead of summing stale figures.
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ from __future__ import annotations
 import heapq
 from typing import NamedTuple
 
+from ...common.vocab import MEMORY_STALE_S
 from ..fold.model import Process
-from .pools import lived_mem
 
-# A sample this old still counts at a moment: the sampler's period, watcher/memory.py's EVERY_S + LOOK_S
-# (analysis may not import the watcher; tests/test_html.py holds them equal).
-STALE_S = 2.5
+# A sample this old still counts at a moment: the watcher's sampling period.
+STALE_S = MEMORY_STALE_S
 
 
 class Point(NamedTuple):
@@ -35,22 +36,27 @@ class Point(NamedTuple):
     alive: int
 
 
-def end_of(p: Process) -> float | None:
-    """When p ended: its record's end, else the watcher's."""
-    return p.end if p.end is not None else p.gone
+def lived_mem(p: Process) -> list[tuple[float, int, int]]:
+    """p's memory samples taken while it lived: none after its own process_exit (a sidecar read after its
+    workers had gone holds their once-shared pages alone, 3.3x its idle PSS: docs/evidence.md, "Memory at
+    once"); all of them when it has no other."""
+    lived = [m for m in p.mem if not (p.exited and p.end is not None and m[0] > p.end)]
+    return lived or p.mem
 
 
-def at_once(procs: list[Process]) -> list[Point]:
-    """The simultaneous PSS sum of procs at each of their sample times (module docstring); [] unsampled.
+def at_once(procs: list[Process], a: float | None = None, b: float | None = None) -> list[Point]:
+    """The simultaneous PSS sum of procs at each of their sample times (module docstring), from the samples
+    taken in [a, b] only when a window is given (a sample before it is never carried into it); [] unsampled.
 
     Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
     point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
     for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
-    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in (lived_mem(p) if p.mem else ()))
-    spans = [(p.start, end_of(p)) for p in procs]
-    enters = sorted((a, i) for i, (a, _) in enumerate(spans) if a is not None)
-    leaves = sorted((b, i) for i, (_, b) in enumerate(spans) if b is not None)
-    in_span = [a is None for a, _ in spans]
+    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in (lived_mem(p) if p.mem else ())
+                     if (a is None or ts >= a) and (b is None or ts <= b))
+    spans = [(p.start, p.ended_at) for p in procs]
+    enters = sorted((s, i) for i, (s, _) in enumerate(spans) if s is not None)
+    leaves = sorted((e, i) for i, (_, e) in enumerate(spans) if e is not None)
+    in_span = [s is None for s, _ in spans]
     left = [False] * len(procs)
     latest: dict[int, tuple[float, int]] = {}
     recent: list[tuple[float, int]] = []  # heap of (sample time, i): who may still be fresh
@@ -103,6 +109,15 @@ def at_once(procs: list[Process]) -> list[Point]:
             out.append(Point(t, total + sum(latest[i][1] for i in extra), len(both) + len(extra),
                              spanned + len(extra)))
     return out
+
+
+def peak_at_once(procs: list[Process], a: float | None = None, b: float | None = None
+                 ) -> tuple[int | None, int, int, float | None]:
+    """The most PSS procs held together at one moment: at_once's largest point (its samples in [a, b] when
+    given; the first such moment on a tie). Returns (peak bytes, processes read at that moment, processes
+    alive then, t); (None, 0, 0, None) unsampled."""
+    best = max(at_once(procs, a, b), key=lambda pt: pt.pss, default=None)
+    return (None, 0, 0, None) if best is None else (best.pss, best.read, best.alive, best.ts)
 
 
 def held(p: Process) -> list[tuple[float, int]]:

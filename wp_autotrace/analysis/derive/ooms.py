@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from .pools import seen_end
-
 if TYPE_CHECKING:
     from ..fold.model import Process, Run
 
@@ -40,7 +38,7 @@ def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], boo
     kills are all its records' rises, so a group names no more processes as sure than it counts. Also the
     rises at no end (since, by, kills)."""
     ends = [(e, q) for q in procs if q.run is run and not q.exited and q.exec_into is None
-            and (e := seen_end(q)) is not None and possible(q)]
+            and (e := q.ended_at) is not None and possible(q)]
     parent = list(range(len(run.ooms)))  # one group per connected set of records and ends (union-find)
 
     def top(i: int) -> int:

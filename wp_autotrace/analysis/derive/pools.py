@@ -35,6 +35,7 @@ from typing import Any
 
 from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
+from .memseries import lived_mem, peak_at_once
 
 MIB = 2**20
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
@@ -104,8 +105,8 @@ def pool_end(pool: Pool) -> float | None:
     """When the pool's processes were gone: its sidecar's end; a fork/spawn pool's, its last worker's (None
     while one was not seen to end, or it had none)."""
     if pool.sidecar is not None or not pool.members:
-        return seen_end(pool.sidecar) if pool.sidecar is not None else None
-    ends = [seen_end(q) for q in pool.members]
+        return pool.sidecar.ended_at if pool.sidecar is not None else None
+    ends = [q.ended_at for q in pool.members]
     return None if any(e is None for e in ends) else max(e for e in ends if e is not None)
 
 
@@ -117,14 +118,6 @@ def start_method(pool: Pool) -> str:
         return ""
     forked = {q.forked for q in pool.members if q.traced}
     return "fork" if forked == {True} else "spawn" if forked == {False} else ""
-
-
-def lived_mem(p: Process) -> list[tuple[float, int, int]]:
-    """p's memory samples taken while it lived: none after its own process_exit (review 2 #4: a sidecar
-    read after its workers had gone holds their once-shared pages alone, 3.3x its idle PSS); all of
-    them when it has no other."""
-    lived = [m for m in p.mem if not (p.exited and p.end is not None and m[0] > p.end)]
-    return lived or p.mem
 
 
 def span_samples(p: Process, a: float, b: float) -> list[tuple[float, int]]:
@@ -149,7 +142,7 @@ def held_at(p: Process, a: float, b: float) -> int | None:
 def integral(p: Process, a: float, b: float, end: float) -> float:
     """Byte-seconds of p's PSS over [a, b] (clipped to its life; it ends at end when unknown), from its
     span samples only: between two, the earlier; before the first, the first. 0 when unsampled there."""
-    lo, hi = max(a, p.start if p.start is not None else a), min(b, p.end if p.end is not None else end)
+    lo, hi = max(a, p.start if p.start is not None else a), min(b, e if (e := p.ended_at) is not None else end)
     samples = span_samples(p, a, b)
     if hi <= lo or not samples:
         return 0.0
@@ -165,57 +158,11 @@ def integral(p: Process, a: float, b: float, end: float) -> float:
     return total + current * (hi - t)
 
 
-def seen_end(p: Process) -> float | None:
-    """When p ended: the watcher's end where it has one (it holds a pidfd: the real end, after the
-    interpreter's teardown), else its process_exit record's time, else None (not seen to end)."""
-    ends = [t for t in (p.gone, p.end) if t is not None]
-    return max(ends) if ends else None
-
-
-# Memory at once: a sample this old at an instant still counts in that instant's sum (the sampler's
-# EVERY_S plus its LOOK_S): docs/evidence.md, "Memory at once".
-STALE_S = 2.5
-
-
-def peak_at_once(procs: list[Process], a: float | None = None, b: float | None = None
-                 ) -> tuple[int | None, int, int, float | None]:
-    """The most PSS procs held together at one moment: at each sample time t (in [a, b] when given), the sum
-    over those alive at t of their latest sample taken in [t - STALE_S, t] (a pool's sweep is one record: one
-    t). Returns (peak bytes, processes read at that moment, processes alive then, t); (None, 0, 0, None)
-    unsampled."""
-    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived_mem(p)
-                     if (a is None or ts >= a) and (b is None or ts <= b))
-    latest: dict[int, tuple[float, int]] = {}
-    best: tuple[int | None, int, int, float | None] = (None, 0, 0, None)
-    k = 0
-    while k < len(samples):
-        t = samples[k][0]
-        while k < len(samples) and samples[k][0] == t:
-            latest[samples[k][1]] = (t, samples[k][2])
-            k += 1
-        alive = [i for i, p in enumerate(procs) if alive_at(p, t)]
-        fresh = [i for i in alive if i in latest and t - latest[i][0] <= STALE_S]
-        total = sum(latest[i][1] for i in fresh)
-        if fresh and (best[0] is None or total > best[0]):
-            best = (total, len(fresh), len(alive), t)
-    return best
-
-
 def held_after(p: Process, ts: float) -> int | None:
     """A leftover's figure: its latest PSS sample taken after ts (the main process's end), its own
     process_exit notwithstanding: a leftover still holds what it holds (an orphaned sidecar whose workers
     ended holds their once-shared pages alone, issue #30 item 5), until the watcher sees it end."""
     return next((pss for t, pss, _ in reversed(p.mem) if t >= ts), None)
-
-
-def alive_at(p: Process, t: float) -> bool:
-    """p had started by t and had not ended (seen_end) by then."""
-    return (p.start is None or p.start <= t) and ((e := seen_end(p)) is None or e > t)
-
-
-def _overlaps(p: Process, a: float, b: float) -> bool:
-    """p was alive at some time in [a, b]."""
-    return (p.start is None or p.start <= b) and (p.end is None or p.end > a)
 
 
 class PoolStory:
@@ -247,9 +194,8 @@ class PoolStory:
             stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
             self.busy_until = max(self.busy_until, min(stops)) if stops else self.busy_until
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
-        head_end = side.end if side is not None else side_end
-        ends = [t for t in (pool.shutdown_at, head_end) if t is not None]
-        self.alive_at_end = side.end is None if side is not None else bool(pool.members) and side_end is None
+        ends = [t for t in (pool.shutdown_at, side_end) if t is not None]
+        self.alive_at_end = side_end is None if side is not None else bool(pool.members) and side_end is None
         self.idle_to = min(ends) if ends else t_end
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
@@ -257,7 +203,7 @@ class PoolStory:
         a, b = self.busy_until, self.idle_to
         # The pool's processes during the idle span, and those of them the watcher read then: the held
         # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
-        self.in_span = [p for p in self.procs if _overlaps(p, a, b)]
+        self.in_span = [p for p in self.procs if p.alive_during(a, b)]
         self.span_sampled = [p for p in self.in_span if p.mem and span_samples(p, a, b)]  # mem: the cheap test
         held = [held_at(p, a, b) for p in self.span_sampled]
         # What it held while idle: the most at one moment inside the span (a sidecar's first sample, right
@@ -298,7 +244,7 @@ class PoolStory:
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,
             "shutdown_outcome": _outcome(pool.shutdown_call),
-            "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(seen_end(q))} for q in self.workers],
+            "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.ended_at)} for q in self.workers],
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "device_files": self.devices,

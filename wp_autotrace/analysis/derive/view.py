@@ -10,7 +10,8 @@ from ..fold.model import Call, Model, Pool, Process, Run
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .pools import PoolStory, alive_at, held_after, lived_mem, seen_end, stories
+from .memseries import lived_mem
+from .pools import PoolStory, held_after, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
 BENIGN_LEFTOVER_ROLES = HELPER_ROLES
@@ -44,7 +45,7 @@ class View:
         left = [(r, p) for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
         # A leftover's figure is what it held after the main process ended (docs/evidence.md): its first
         # PSS sample after that end (the watcher re-reads every pool then), else its latest figure.
-        left_ends = {id(r): seen_end(r.root) if r.root is not None else None for r, _ in left}
+        left_ends = {id(r): r.root.ended_at if r.root is not None else None for r, _ in left}
         self.left_held = {p.index: after for r, p in left
                           if (end := left_ends[id(r)]) is not None and (after := held_after(p, end)) is not None}
         # ... a lower bound where that reading was taken while a pool mate still shared its pages and that mate
@@ -139,9 +140,9 @@ def _gone_sharers(p: Process, after: float | None) -> list[Process]:
     read = next((t for t, _, _ in reversed(p.mem) if after is not None and t >= after), None)
     if read is None:
         return []
-    own_end = seen_end(p)
-    return [q for q in _pool_mates(p) if alive_at(q, read)
-            and (q_end := seen_end(q)) is not None and (own_end is None or q_end < own_end)]
+    own_end = p.ended_at
+    return [q for q in _pool_mates(p) if q.alive_at(read)
+            and (q_end := q.ended_at) is not None and (own_end is None or q_end < own_end)]
 
 
 def _forked_worker(p: Process) -> bool:
@@ -153,7 +154,7 @@ def held_bytes(p: Process) -> int:
     `run`'s summary): its latest PSS sample where the watcher took one, else its latest RSS sample (a
     leftover record's, when that came last). The latest sample is the exec'd program's: a fork sampled
     before its exec (a Python child about to become `sleep`) never lends it its RSS. No PSS sample taken
-    after the process wrote its process_exit (pools.lived_mem)."""
+    after the process wrote its process_exit (memseries.lived_mem)."""
     return lived_mem(p)[-1][1] if p.mem else p.last_rss
 
 

@@ -28,8 +28,7 @@ from typing import Any, Callable
 
 from ...common import vocab
 from ...common.targets import short_label
-from ..derive.memseries import at_once, end_of, held
-from ..derive.pools import seen_end
+from ..derive.memseries import at_once, held
 from ..fold.fold import Builder
 from ..fold.model import Model, Process
 from ..fold.verdict import judge
@@ -174,7 +173,7 @@ class _Trace:
         or to the log's end for a process still running then. After the fold's own finish (every end known)."""
         for key, ev in self.open_calls.items():
             who = self.open_procs.get(key)
-            end = seen_end(who) if isinstance(who, Process) else None
+            end = who.ended_at if isinstance(who, Process) else None
             ev["dur"] = max(round(self.us(end if end is not None else self.t_end) - ev["ts"], 1), 0.0)
             ev["args"]["unfinished"] = True
             self.put(ev)
@@ -220,7 +219,7 @@ class _Trace:
             n = self.track(side)
             for pt in points:
                 self.counter(n, POOL_PSS, pt.ts, round(pt.pss / MIB, 3))
-            gone = end_of(side)
+            gone = side.ended_at
             if gone is not None and gone > points[-1].ts:
                 self.counter(n, POOL_PSS, gone, 0.0)  # the pool is gone: it holds nothing
         for p in v.procs:
@@ -230,7 +229,7 @@ class _Trace:
             n = self.track(p)
             for ts, pss in samples:
                 self.counter(n, HELD_PSS, ts, round(pss / MIB, 3))
-            gone = end_of(p)
+            gone = p.ended_at
             if gone is not None and gone > samples[-1][0]:
                 self.counter(n, HELD_PSS, gone, 0.0)
         self.findings(rep, v.procs)
@@ -245,7 +244,7 @@ class _Trace:
             p = next((by_pid[x] for x in f["pids"] if x in by_pid), procs[0] if procs else None)
             if p is None:
                 continue
-            ts = end_of(p)
+            ts = p.ended_at
             self.put({"ph": "i", "s": "p", "name": f"finding: {f['kind']}", "cat": "finding", "pid": self.track(p),
                       "tid": 0, "ts": self.us(ts if ts is not None else self.t_end),
                       "args": {"severity": f["severity"], "text": f["text"], "advice": f["advice"],

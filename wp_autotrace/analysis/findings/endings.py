@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
 from ..derive.labels import process_label
-from ..derive.pools import seen_end, user_frame
+from ..derive.pools import user_frame
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
 from .base import Finding
 
@@ -110,7 +110,7 @@ def oom_killed(v: View) -> Finding | None:
                      f"{v.rel(v.endings.of(cands[0]).at) or 0:.1f} s ({who}; which, the log does not say: the "
                      f"cgroup counts kills, not whom).")
     pools_then = [q for pool in v.pools for q in v.story(pool).procs if at is not None and q not in hit
-                  and (q.start is None or q.start <= at) and ((e := seen_end(q)) is None or e >= at)]
+                  and (q.start is None or q.start <= at) and ((e := q.ended_at) is None or e >= at)]
     text = " ".join(parts) + (f" {len(pools_then)} compile pool process(es) were alive then." if pools_then else "")
     pooled = pools_then or any(q.role == "compile-worker" for q in hit)
     advice = OOM_ADVICE if pooled else ("the OOM killer ended it: give the job more memory (its cgroup's limit), "
@@ -157,7 +157,7 @@ def jobs_lost(v: View) -> Finding | None:
     total = sum(j["jobs_lost"] for _, j in lost)
     line = jobs["lost_line"]
     where = f", the last from {site(line)}" if line else ""
-    end = seen_end(pool.sidecar) if pool.sidecar is not None else None
+    end = pool.sidecar.ended_at if pool.sidecar is not None else None
     return _finding(
         "jobs-lost", "problem",
         (f"{total} job(s) went to a compile pool whose sidecar {pool.sidecar_pid} had ended (at "
@@ -198,7 +198,7 @@ def zombies(v: View) -> Finding | None:
     z = p.zombie
     assert z is not None
     parents = sorted({q.zombie["ppid"] for q in found if q.zombie and q.zombie.get("ppid") is not None})
-    members = {q.pid for q in v.procs if seen_end(q) is None}
+    members = {q.pid for q in v.procs if q.ended_at is None}
     init = any(pp == 1 or pp not in members for pp in parents)  # a reaper outside the run: a container's pid 1
     who = ", ".join(str(x) for x in parents)
     return _finding(

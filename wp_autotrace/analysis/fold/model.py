@@ -178,6 +178,25 @@ class Process:
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
 
+    @property
+    def ended_at(self) -> float | None:
+        """When this process ended, the one rule every reader uses (docs/evidence.md, "Memory at once"): the
+        watcher's end where it has one (it first missed the process, after the interpreter's teardown: the
+        real end), else its own process_exit record's time; never before that record (the later of the two);
+        None when it was not seen to end."""
+        gone, end = self.gone, self.end
+        if gone is None or end is None:
+            return end if gone is None else gone
+        return max(gone, end)
+
+    def alive_at(self, t: float) -> bool:
+        """Had this process started by t (or its start is unknown) and not ended (ended_at) by then?"""
+        return (self.start is None or self.start <= t) and ((e := self.ended_at) is None or e > t)
+
+    def alive_during(self, a: float, b: float) -> bool:
+        """Was this process alive at some moment of [a, b] (alive_at, over a span)?"""
+        return (self.start is None or self.start <= b) and ((e := self.ended_at) is None or e > a)
+
 
 class Run:
     """One run: its id, root, processes, and what the watcher saw of it."""
