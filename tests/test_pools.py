@@ -766,3 +766,33 @@ def test_legacy_fork_executor_is_a_pool(tmp_path: Path) -> None:
     assert pool["ending"]["kind"] == "ended-at-exit"
     assert "made a compile pool (2 forked workers, no sidecar) at /site/plugin/_inductor/__init__.py:5" \
         in rep["answer"] and "without a process pool" not in rep["answer"]
+
+
+def test_a_pool_whose_sidecar_never_served_is_neither_busy_nor_idle(tmp_path: Path) -> None:
+    """The bundled example's nested pools: a job sent to a pool whose traced sidecar never reached its serving
+    loop (its main() raised), then torch's atexit asked it to stop with that job pending. The pool was never
+    busy (nothing ran the job) nor idle after a job: the text says 'never served', the page draws that span
+    apart, not a busy bar for its whole life (whose end, and so any idle figure, was timing)."""
+    from wp_autotrace.analysis.present.html import render_html
+    from wp_autotrace.analysis.present.render import render_text
+    from wp_autotrace.analysis.read.logread import read_logs
+    from wp_autotrace.analysis.report import analyze_view
+
+    from .logs import PLUGIN, SP, LogWriter, call, start
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar")
+    w.add(1.8, 200, 100, "compile-sidecar", "error", where="SubprocMain.main", error="RuntimeError: nested")
+    w.add(2, 100, 1, "main", "call", target=f"{SP}:SubprocPool.shutdown", call_id=2, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN, pending_jobs=[1], pool_running=True)
+    w.add(2.1, 100, 1, "main", "return", call_id=2, duration_s=0.1, sidecar_pid=200)
+    w.add(2.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    (pool,) = rep["pools"]
+    assert pool["busy_until"] == 1.5 and pool["idle_s"] == 0 and pool.get("never_served"), pool
+    assert "never served (1.5 s -> 2.0 s)" in render_text(rep, {}), render_text(rep, {})
+    page = render_html(rep, view)
+    assert "url(#unserved)" in page and "busy 1.00 -> 2.00" not in page

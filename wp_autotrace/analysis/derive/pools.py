@@ -178,17 +178,24 @@ class PoolStory:
             min((q.start for q in pool.members if q.start is not None), default=None))
         serving = min((c.ts for c in side.calls.values() if c.tag == targets.SIDECAR_MAIN), default=None) \
             if side is not None else None
+        made = pool.call.end if pool.call.end is not None else pool.call.ts
+        side_end = pool_end(pool)
+        stopped = pool.shutdown_at is not None or side_end is not None
+        # A traced sidecar that never reached its serving loop (no SubprocMain.main call) in a pool that never
+        # became ready, and whose life is over: jobs sent to it waited for nothing; it was never busy, nor idle
+        # after a job (the page draws it apart; sidecar-never-served says why).
+        self.never_served = bool(side is not None and side.traced and serving is None and self.ready_at is None
+                                 and stopped)
         # A pool that never became ready, ran no job and whose sidecar never reached its serving loop
         # (it raised, or it is not traced) is not idle: it never served (findings say why).
-        self.served = any(t is not None for t in (pool.last_job, self.ready_at, serving))
-        self.busy_until = max((t for t in (pool.last_job, self.ready_at) if t is not None),
-                              default=serving if serving is not None else
-                              pool.call.end if pool.call.end is not None else pool.call.ts)
-        side_end = pool_end(pool)
+        self.served = not self.never_served and any(t is not None for t in (pool.last_job, self.ready_at, serving))
+        self.busy_until = made if self.never_served else max(
+            (t for t in (pool.last_job, self.ready_at) if t is not None),
+            default=serving if serving is not None else made)
         if side_end is not None and self.busy_until > side_end:
             self.busy_until = side_end  # jobs sent after its sidecar ended were lost, not served
         req = pool.shutdown_call
-        if req is not None and req.at_call.get("pending_jobs"):
+        if req is not None and req.at_call.get("pending_jobs") and not self.never_served:
             # jobs still pending when the shutdown was asked (torch's own list, captured by the call record):
             # the pool was working on them until then, or until its sidecar died with them (lost): not idle
             stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
@@ -239,7 +246,7 @@ class PoolStory:
         return {
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
-            "idle_s": round(self.idle_s, 3), "alive_at_end": self.alive_at_end,
+            "idle_s": round(self.idle_s, 3), "alive_at_end": self.alive_at_end, "never_served": self.never_served,
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,

@@ -222,13 +222,17 @@ def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: lis
 
 def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
     """The pool's span, split: busy (made to its last job), idle (to the shutdown request or the sidecar's
-    end), shutting down (from the request to the sidecar's end)."""
+    end), shutting down (from the request to the sidecar's end); a pool whose sidecar never served: that
+    span (made to the stop) instead of busy and idle."""
     made, busy, idle_to = pool["created_at"], pool["busy_until"], pool["idle_to"]
     gone = pool["sidecar_end"] if pool["sidecar_end"] is not None else scale.hi
     who = f"pool of {sidecar_name(pool['sidecar_pid'])} (made by {pool['creator_role']} {pool['creator_pid']})"
-    phases = [("busy", made, busy, f"busy {made:.2f} -> {busy:.2f} s; jobs "
-               + (str(pool["jobs"]) if pool["jobs"] is not None else "?"))]
-    if pool["idle_s"] > 0:
+    jobs = str(pool["jobs"]) if pool["jobs"] is not None else "?"
+    phases = [("busy", made, busy, f"busy {made:.2f} -> {busy:.2f} s; jobs {jobs}")]
+    if pool.get("never_served"):  # its sidecar never reached its serving loop: jobs waited, nothing ran
+        phases = [("unserved", made, idle_to, f"never served {made:.2f} -> {idle_to:.2f} s: its sidecar never "
+                                              f"reached its serving loop; jobs {jobs}")]
+    elif pool["idle_s"] > 0:
         held = f", holding {size_text(pool['held_pss_bytes'])} (PSS)" if pool["held_pss_bytes"] else ""
         cost = f"; {mib_s_text(pool['idle_mib_s'])} idle" if pool["idle_mib_s"] else ""
         phases.append(("idle", busy, idle_to, f"idle {pool['idle_s']:.1f} s ({busy:.2f} -> {idle_to:.2f} s){held}"

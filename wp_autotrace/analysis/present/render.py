@@ -245,9 +245,10 @@ def _lifecycle(pool: dict[str, Any]) -> str:
             f"jobs {pool['jobs'] if pool['jobs'] is not None else '?'}"
             + (f" ({seconds_text(pool['first_job'])} -> {seconds_text(pool['last_job'])})"
                if pool["last_job"] is not None else ""))
+    span = f"({seconds_text(pool['busy_until'])} -> {seconds_text(pool['idle_to'])})"
     parts = [f"ready {seconds_text(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
-             f"idle {pool['idle_s']:.1f} s "
-             f"({seconds_text(pool['busy_until'])} -> {seconds_text(pool['idle_to'])})"]
+             f"never served {span}: its sidecar never reached its serving loop" if pool.get("never_served")
+             else f"idle {pool['idle_s']:.1f} s {span}"]
     starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
     ends = [w["end"] for w in pool["workers"] if w["end"] is not None]
     if starts:

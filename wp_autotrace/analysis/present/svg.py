@@ -21,6 +21,9 @@ FILLS = (
      '<pattern id="idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
      '<rect width="6" height="6" fill="#fbe3b4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#8a5a00" '
      'stroke-width="1.5"/></pattern>'),
+    ("unserved", "pool never served (its sidecar never reached its serving loop; jobs sent to it waited)",
+     '<pattern id="unserved" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" '
+     'fill="#b8b8b8"/><circle cx="3" cy="3" r="1" fill="#333"/></pattern>'),
     ("stopping", "pool shutting down (asked to stop, sidecar not yet gone)",
      '<pattern id="stopping" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" '
      'fill="#c9706a"/><path d="M0 0L6 6M6 0L0 6" stroke="#4a1410" stroke-width="1"/></pattern>'),
