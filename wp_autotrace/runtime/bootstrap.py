@@ -37,14 +37,13 @@ from ..common.env import (
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
-from . import imported_by_tracer
 from .host_patches import (
     install_exec_record,
     install_mp_exit_finalizer,
     install_process_hooks,
     reset_body_hooks_after_fork,
 )
-from .sink import Sink, default_log_name, one_more_descriptor, put_back_limit, warn
+from .sink import Sink, default_log_name, imported_by_tracer, one_more_descriptor, put_back_limit, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
@@ -232,22 +231,20 @@ class Runtime:
     def finder(self) -> "TargetFinder":
         """The target finder, made on first use with the target table, in the front finder's place on
         sys.meta_path: most traced processes never import a target module, and never load either."""
-        if self._finder is None:
-            from ..common.targets import TARGETS
-            from .finder import TargetFinder
+        with _finder_lock:  # two threads may import their first target modules at once: one finder
+            if self._finder is None:
+                from ..common.targets import TARGETS
+                from .finder import TargetFinder
 
-            after: dict[str, Callable[[Any], None]] = {PYTEST_CONFIG: _register_pytest_plugin}
-            if not self.settings.trace:
-                after.clear()
-            finder = TargetFinder(TARGETS + self.settings.extra_targets, self._make_wrapper, self._notify,
-                                  self.sink.error, after)
-            meta = sys.meta_path
-            try:
-                meta[meta.index(self._front)] = finder
-            except ValueError:
-                pass
-            self._finder = finder
-            finder.install()
+                after: dict[str, Callable[[Any], None]] = {PYTEST_CONFIG: _register_pytest_plugin}
+                if not self.settings.trace:
+                    after.clear()
+                finder = self._finder = TargetFinder(TARGETS + self.settings.extra_targets, self._make_wrapper,
+                                                     self._notify, self.sink.error, after)
+                meta = sys.meta_path
+                if self._front in meta:
+                    meta[meta.index(self._front)] = finder
+                finder.install()  # first on sys.meta_path (where the front was not), then patch what is loaded
         return self._finder
 
     def install_finder(self) -> None:
@@ -538,6 +535,7 @@ class _Front:
 
 
 _runtime: "Runtime | None" = None
+_finder_lock = _thread.RLock()
 _started = False
 
 

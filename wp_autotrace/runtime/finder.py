@@ -18,9 +18,8 @@ import os
 import sys
 
 from ..common.targets import CONFIG, IMPORT, Target
-from . import imported_by_tracer
 from .host_patches import install_body_hooks, restore_body_hooks
-from .sink import warn
+from .sink import imported_by_tracer, warn
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:

@@ -56,6 +56,17 @@ def _counter() -> "Any":
     return iter(range(sys.maxsize))
 
 
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def imported_by_tracer(frame: "Any") -> bool:
+    """Whether the import being served (frame: the finder's caller, in importlib) is a statement in
+    this package's code: its finders then look a top-level module up where the cwd cannot shadow it."""
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
+
+
 def _unreachable(code: "int | None") -> bool:
     """Why a released write may find no log to open, said nowhere (counted): the path no longer names it,
     or no descriptor is free. errno is imported here, on that rare path only: a built-in module, it
