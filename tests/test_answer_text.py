@@ -11,7 +11,7 @@ from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.words.answer import ranked
 
 from .conftest import clean_env
-from .logs import report, seed_log
+from .logs import T0, LogWriter, report, seed_log, start, watcher
 from .test_report_text import example_shape
 
 WIDTH = 100  # the report's width when stdout is not a terminal
@@ -39,7 +39,8 @@ def test_answer_and_findings_fit_100_columns(tmp_path: Path) -> None:
         lines = answer_and_findings(text)
         assert lines and all(len(line) <= WIDTH for line in lines), [x for x in lines if len(x) > WIDTH]
         answer = text.split("== Answer\n", 1)[1].split("\n\n", 1)[0].splitlines()
-        assert answer[0].startswith("- ") and len(answer) <= 12
+        # a few bullets: the cause, up to three symptoms under it, what more there is, the fix
+        assert answer[0].startswith("- ") and len(answer) <= 14
         assert all(line.startswith(("- ", "  ")) for line in answer)
 
 
@@ -198,3 +199,53 @@ def test_an_answer_over_several_runs_says_so(tmp_path: Path) -> None:
     one = json.loads(subprocess.run([*wp, "--run", both["runs"][0]["id"], *logs], capture_output=True, text=True,
                                     timeout=120, check=True).stdout)
     assert "runs" not in one["answer"].splitlines()[0] and "--run" not in one["answer"], one["answer"]
+
+
+def test_the_cause_leads_its_symptoms(tmp_path: Path) -> None:
+    """The seed's shape (a backend's import warms a pool in every sidecar): what was left running, the calls
+    that never returned and the exit wait cost more than the nesting itself, yet they follow from it. The
+    Answer tells the nesting first with them under it, Findings in the same order, and "Fix first" is the
+    nesting's fix; no '(…)' or '(KeyboardInterrupt: )' is left in the text."""
+    from .test_report_text import example_shape
+
+    for w in (seed_log(), example_shape(30)):
+        rep = report(w, tmp_path)
+        lines = rep["answer"].splitlines()
+        assert "nested" in lines[0] and "made pools of their own" in lines[0], lines
+        subs = [x for x in lines if x.startswith("  - ")]
+        assert subs and any("left running after the main process" in x for x in subs), lines
+        assert not any("left running" in x for x in lines if x.startswith("- ")), lines
+        assert rep["findings"][0]["kind"] == "nested-pools"
+        fix = next(x for x in lines if x.startswith("- Fix first: "))
+        assert "keep it out of the sidecars" in fix and "WP_AUTOTRACE_GUARD=nested-pools" in fix
+        assert "(…)" not in rep["answer"] and "KeyboardInterrupt: )" not in rep["answer"]
+    assert "interrupted by Ctrl-C (KeyboardInterrupt)" in rep["answer"]
+
+
+def _zombie_run(since: float, last_look: float, ppid: int) -> LogWriter:
+    """main 100 ends at 5 s; its child 300 is defunct under ppid from `since`; the watcher's last look."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 300, 100, "resource-tracker")
+    w.add(4, 300, 100, "resource-tracker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, since, "tree", count=1, started=[], ended=[{"pid": 300, "end": T0 + since}],
+            zombies=[{"pid": 300, "ppid": ppid, "since": T0 + since, "status": 0}])
+    watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    watcher(w, last_look, "tree", count=0, started=[], ended=[], final=True)
+    return w
+
+
+def test_a_zombie_reaches_the_answer_only_when_it_stays(tmp_path: Path) -> None:
+    """A resource tracker defunct under pid 1 for a moment at exit (pid 1 reaps late) is listed, as seen
+    briefly, never in the Answer nor 'Fix first'; one still defunct under pid 1 seconds later, or under a parent
+    that is no init, is told."""
+    brief = report(_zombie_run(5.1, 5.3, 1), tmp_path)
+    (z,) = [f for f in brief["findings"] if f["kind"] == "zombies"]
+    assert z["severity"] == "info" and z["cost"]["zombies"] == 0 and "None was seen to stay" in z["text"]
+    assert "defunct" not in brief["answer"] and "--init" not in brief["answer"]
+    for w in (_zombie_run(5.1, 11.0, 1), _zombie_run(5.1, 5.3, 100)):
+        stays = report(w, tmp_path)
+        (z,) = [f for f in stays["findings"] if f["kind"] == "zombies"]
+        assert z["severity"] == "warning" and z["cost"]["zombies"] == 1
+        assert "defunct" in stays["answer"]

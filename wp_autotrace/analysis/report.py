@@ -22,6 +22,7 @@ from .findings import find_all
 from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
+from .words import causes
 from .words.answer import answer_bullets, ranked
 
 # Processes of a compile pool: what idle pool memory counts.
@@ -335,6 +336,7 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
     warm = _warm_callers(v)
     ranks = _ranks(v, leftover)
     jobs = _jobs(v, ranks)
+    ordered = ranked([f._asdict() for f in findings])
     rep = {
         "t0": v.t0,
         "runs": [_run_dict(v, r) for r in v.runs],
@@ -368,7 +370,7 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
                      "target": targets.short_label(c.target), "tag": c.tag, "caller": c.caller, "action": c.action}
                     for c in v.blocked],
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
-        "findings": ranked([f._asdict() for f in findings]),
+        "findings": ordered,
         "pools_across": facts.pools_across(v),
         "compiling": facts.compiling(v),
         "no_pool_why": facts.no_pool_why(v),
@@ -376,6 +378,7 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
                   "problems": data.problems, "files": data.files,
                   "notes": list(getattr(data, "notes", ()))},
     }
+    rep["findings"] = causes.in_order(rep, ordered)  # a cause before its symptoms, as the Answer tells them
     rep["answer"] = "\n".join(answer_bullets(rep))
     return rep, v
 

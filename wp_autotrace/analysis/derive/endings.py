@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common import targets as T
 from ...common import vocab as V
+from ..words.fmt import error_words
 from .ooms import group_ooms
 from .pools import requester
 
@@ -347,7 +348,7 @@ class Endings:
             # Asked, but the request did not end it: it never returned, was interrupted, or the sidecar
             # outlived the main process / ended by a signal afterwards (never "shut it down").
             how = ("the request never returned" if req.end is None else
-                   f"the request was interrupted: {req.error.rstrip(': ')}" if req.error else "the request returned")
+                   f"the request was interrupted by {error_words(req.error)}" if req.error else "the request returned")
             after = ("; left running after the main process, then its sidecar " + side_words if left else
                      f"; its sidecar {side_words}")
             return Ending(SHUTDOWN_NEVER_RETURNED, f"{by} asked it to stop ({how}){after}", end,

@@ -188,12 +188,35 @@ def jobs_cut_off(v: View) -> Finding | None:
         "down", {"jobs_lost": total})
 
 
+# A zombie stays (the Answer tells it) when its parent is no init and did not reap it while the watcher still
+# looked (the watcher waits REAP_WAIT_S for that: a parent that reaps at all does so at once), or when under pid 1
+# it was still defunct this long after it ended: pid 1 may reap late (a multiprocessing resource tracker defunct
+# for a moment at exit until pid 1 gets to it is no problem of the user's).
+ZOMBIE_STAYS_S = 5.0
+INIT_PID = 1
+
+
+def _stays(p: Process) -> bool:
+    """p was still defunct at the watcher's last look, under a parent other than pid 1, or under pid 1
+    ZOMBIE_STAYS_S after it ended."""
+    z, run = p.zombie, p.run
+    if z is None or z.get("reaped") is not None or run is None:
+        return False
+    if z.get("ppid") != INIT_PID:
+        return True
+    since = z.get("since") if isinstance(z.get("since"), (int, float)) else p.ended_at
+    return since is not None and run.last_sample is not None and run.last_sample - since >= ZOMBIE_STAYS_S
+
+
 def zombies(v: View) -> Finding | None:
     """Processes of the run left defunct: ended, never reaped by their parent (a container's pid 1 that
-    does not wait for orphans, pytorch#153593)."""
+    does not wait for orphans, pytorch#153593). A problem (the Answer's) only for those that stayed (_stays);
+    the others are listed, as seen briefly, at info."""
     found = [p for p in v.procs if p.zombie is not None and p.zombie.get("reaped") is None]
     if not found:
         return None
+    stayed = [p for p in found if _stays(p)]
+    found = stayed + [p for p in found if p not in stayed]
     p = found[0]
     z = p.zombie
     assert z is not None
@@ -201,12 +224,14 @@ def zombies(v: View) -> Finding | None:
     members = {q.pid for q in v.procs if q.ended_at is None}
     init = any(pp == 1 or pp not in members for pp in parents)  # a reaper outside the run: a container's pid 1
     who = ", ".join(str(x) for x in parents)
+    brief = "" if stayed else (f" None was seen to stay: each was under pid 1, which may reap late, and the "
+                               f"watcher's last look came less than {ZOMBIE_STAYS_S:g} s after it ended.")
     return _finding(
-        "zombies", "warning",
+        "zombies", "warning" if stayed else "info",
         f"{len(found)} process(es) of the run are defunct (zombies: ended, not reaped) under parent {who}: "
         f"pids {pid_text(q.pid for q in found)}; {p.role} {p.pid} since {v.rel(z.get('since')) or 0:.1f} s "
         f"({v.endings.of(p).words}). A zombie holds no memory, only its pid; only its parent can remove it, "
-        "by waiting for it.",
+        f"by waiting for it.{brief}",
         sorted(q.pid for q in found), [f"{q.pid}: defunct under {q.zombie.get('ppid')}" for q in found[:TEXT_PIDS]
                                       if q.zombie],
         ("its parent had not reaped it when the watcher last looked (a reaper may still come to it: check "
@@ -215,4 +240,4 @@ def zombies(v: View) -> Finding | None:
          "wait for its children") if init else
         (f"its parent ({who}) has not waited for it: it goes when that parent waits or ends; in a container "
          "without an init, use `docker run --init` (tini)"),
-        {"zombies": len(found)})
+        {"zombies": len(stayed)})

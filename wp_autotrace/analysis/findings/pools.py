@@ -11,7 +11,7 @@ from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, PoolStory, start_method, user_frame
-from ..words.fmt import TEXT_PIDS, mib_s_text, pid_text, pool_name, site, size_text
+from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def slow_exit_wait(v: View) -> Finding | None:
         return None
     waits = [(c.end if c.end is not None else v.t_end) - c.ts for c in slow]
     c = slow[0]
-    how = f", interrupted ({c.error})" if c.error else ""
+    how = f", interrupted by {error_words(c.error)}" if c.error else ""
     return Finding(
         "slow-exit-wait", "problem",
         f"The main process waited {waits[0]:.1f} s in shutdown_compile_workers at exit{how}.",

@@ -199,7 +199,9 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
 
 def answer_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:
     """The Answer's bullets, wrapped to width."""
-    return [line for bullet in rep["answer"].splitlines() for line in wrap(bullet, width)]
+    # a symptom's bullet ("  - ", under its cause's) continues deeper than a bullet
+    return [line for bullet in rep["answer"].splitlines()
+            for line in wrap(bullet, width, "    " if bullet.startswith("  - ") else "  ")]
 
 
 def summary_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import GUARDED_ROLES
+from . import causes
 from .fmt import mib_s_text, site, size_text
 from .sentences import pool_sentence
 
@@ -221,22 +222,31 @@ def answer_bullets(rep: dict[str, Any]) -> list[str]:
         bullets.append(state)
     problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)
                 and f not in first]
-    told = False
-    for f in problems[:1 + MORE_PROBLEMS - len(first)]:
-        if f["kind"] in POOL_KINDS and rep["pools"]:
+    told, counted = False, 0
+    # a cause leads its symptoms (causes.py), told under it, the pair where the worst of them ranks
+    for lead, symptoms in causes.units(rep, problems)[:1 + MORE_PROBLEMS - len(first)]:
+        if lead["kind"] in POOL_KINDS and rep["pools"]:
             if not told:
-                bullets.append(_pool_lead(rep))
+                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms else ""))
             told = True
         else:
-            bullets.append(headline(rep, f))
+            bullets.append(headline(rep, lead))
+        bullets += [SUB + headline(rep, f, under_cause=True) for f in symptoms[:SYMPTOMS_TOLD]]
+        counted += 1 + min(len(symptoms), SYMPTOMS_TOLD)
     if rep["pools"] and not told:
         bullets.append(_pool_lead(rep))
-    if len(problems) > 1 + MORE_PROBLEMS - len(first):
-        bullets.append(f"{len(problems) - 1 - MORE_PROBLEMS + len(first)} more under Findings.")
+    if len(problems) > counted:
+        bullets.append(f"{len(problems) - counted} more under Findings.")
     fix = fix_first(rep, order)
     if fix:
         bullets.append(f"Fix first: {fix}.")
-    return [f"- {b}" for b in bullets]
+    return [b if b.startswith(SUB) else f"- {b}" for b in bullets]
+
+
+# A symptom's bullet under its cause's (render.answer_lines indents its continuation lines deeper).
+SUB = "  - "
+# Symptoms told under their cause in the Answer; the others are under Findings.
+SYMPTOMS_TOLD = 3
 
 
 # Findings about the pools' own cost: the fix is the pool's, and who can act on it depends on who made it.
@@ -253,7 +263,8 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
         return ""
     pools = rep["pools"]
     nested = next((f for f in order if f["kind"] == "nested-pools" and f["advice"]), None)
-    if nested is not None and top["kind"] in POOL_COST_KINDS:  # the cause of what the pools cost
+    cause = causes.symptom_of(rep, top, order)
+    if nested is not None and (cause is nested or top["kind"] in POOL_COST_KINDS):  # the cause's fix first
         then = str(nested["advice"]).rstrip(".")
         if top["kind"] == "leftovers" and "cleanup" in top["advice"]:
             return f"end what is left with `wp-autotrace cleanup LOG`; then stop the cause: {then}"
@@ -287,25 +298,29 @@ def _test_terms(rep: dict[str, Any]) -> str:
             f"session, or pytest-forked); or TORCHINDUCTOR_COMPILE_THREADS=1 for the suite{_threads_now(rep)}")
 
 
-# The longest problem bullet told in the Answer: longer findings are cut at a clause (the whole is below).
+# The longest problem bullet told in the Answer: longer findings are cut at a clause (the whole is below); a
+# symptom's, under its cause, shorter.
 HEADLINE_CHARS = 220
+SYMPTOM_CHARS = 140
 
 
-def headline(rep: dict[str, Any], f: dict[str, Any]) -> str:
-    """A problem in a sentence for the Answer: the leftovers with their cause, else the finding's own text,
-    cut at a clause when long (Findings has all of it)."""
+def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) -> str:
+    """A problem in a sentence for the Answer: the leftovers with their cause (not again when told under it),
+    else the finding's own text, cut at a clause when long (Findings has all of it)."""
     if f["kind"] == "leftovers":
         real = rep["costs"].get("leftover_real_bytes")
         about = "at least" if rep["costs"].get("leftover_at_least") else "about"  # View.left_sum_at_least
         mem = f" ({about} {size_text(real)})" if real else ""
         nested = [e for e in rep["warm_pool_callers"] if e["depth"] > 0]
         cause = (f": compile sidecars that made pools of their own, nested {rep['max_sidecar_depth']} deep"
-                 if nested and rep["max_sidecar_depth"] > 1 else "")
+                 if nested and rep["max_sidecar_depth"] > 1 and not under_cause else "")
         n = rep["leftover_count"]
         were = "process was" if n == 1 else "processes were"
         return f"{n} {were} left running after the main process{mem}{cause}."
     text = str(f["text"])
-    if len(text) <= HEADLINE_CHARS:
+    limit = SYMPTOM_CHARS if under_cause else HEADLINE_CHARS
+    if len(text) <= limit:
         return text
-    cut = max(text.rfind(mark, 0, HEADLINE_CHARS) for mark in ("; ", ": "))
-    return (text[:cut] if cut > HEADLINE_CHARS // 2 else text[:HEADLINE_CHARS].rsplit(" ", 1)[0]) + " (…)."
+    # cut at the last clause that fits (a whole clause, no "(…)" left: Findings has the rest), else at a word
+    cut = max(text.rfind(mark, 0, limit) for mark in ("; ", ": ", ", e.g. "))
+    return (text[:cut].rstrip(".") + "." if cut > limit // 3 else text[:limit].rsplit(" ", 1)[0] + " …")

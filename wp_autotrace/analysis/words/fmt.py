@@ -99,3 +99,12 @@ def skipped_line(skipped: dict[str, int]) -> str:
         return ""
     parts = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items()))
     return f"skipped {sum(skipped.values())} line(s): {parts}"
+
+
+def error_words(error: str) -> str:
+    """A call's recorded error for people: 'KeyboardInterrupt: ' (SIGINT: Ctrl-C, or kill -INT) ->
+    'Ctrl-C (KeyboardInterrupt)'; another keeps its type and message, with no empty ': ' left over."""
+    text = error.strip().rstrip(":").strip()
+    if text == "KeyboardInterrupt":
+        return "Ctrl-C (KeyboardInterrupt)"
+    return text

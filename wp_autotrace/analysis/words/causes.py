@@ -1,0 +1,81 @@
+"""Causes and their symptoms: which findings follow from another, so the Answer tells the cause first with its
+symptoms under it, and "Fix first" is the cause's fix (each finding is still ranked by its own cost: a symptom
+can cost more than its cause, and the pair is placed where the worst of them ranks).
+
+One cause today: nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or workers, each
+call starting another sidecar). What follows from it, when every process the finding names is inside the
+nesting (the processes that made pools inside a pool, and those pools' sidecars and workers): processes left
+running, calls that never returned (the sidecars' shutdowns waiting on the sidecar below), zombies, sidecars that
+never served, pools that died, jobs cut off. Two follow from it by kind, whatever they name: the main process's
+wait at exit (torch waits for every pool it started, the nested ones included) and TORCH_WARM_POOL=0 bypassed
+(the nested warm_pool calls themselves).
+
+Built on the report dict only (its findings' kinds and pids, its pools), like the Answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...common.vocab import GUARDED_ROLES
+
+NESTING = "nested-pools"
+# Kinds that follow from the nesting when every pid they name is inside it.
+NESTING_SYMPTOMS = ("leftovers", "call-never-returned", "zombies", "sidecar-never-served", "pool-died",
+                    "jobs-cut-off", "jobs-lost")
+# Kinds that follow from the nesting whatever they name (the main's own wait at exit, the nested calls).
+NESTING_BY_KIND = ("slow-exit-wait", "warm-pool-bypass")
+
+
+def nesting_pids(rep: dict[str, Any]) -> set[int]:
+    """The processes of the nesting: each process that made a pool inside a pool (a sidecar or worker), and the
+    sidecars and workers of every pool of the run (the first pool's sidecar is where the nesting starts)."""
+    pools = rep.get("pools") or []
+    if not any(p.get("creator_role") in GUARDED_ROLES for p in pools):
+        return set()
+    pids: set[int] = set()
+    for p in pools:
+        if p.get("creator_role") in GUARDED_ROLES:
+            pids.add(p["creator_pid"])
+        if p.get("sidecar_pid") is not None:
+            pids.add(p["sidecar_pid"])
+        pids.update(p.get("worker_pids") or ())
+    return pids
+
+
+def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cause finding f follows from (one of findings), or None."""
+    cause = next((c for c in findings if c["kind"] == NESTING), None)
+    if cause is None or f is cause:
+        return None
+    if f["kind"] in NESTING_BY_KIND:
+        return cause
+    pids = set(f.get("pids") or ())
+    if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep):
+        return cause
+    return None
+
+
+def units(rep: dict[str, Any], problems: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The problems (worst first) as (lead, symptoms) pairs: a cause leads its symptoms, the pair placed where
+    the first of them ranks; a finding that is no cause's symptom stands alone."""
+    out: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    placed: set[int] = set()
+    for f in problems:
+        if id(f) in placed:
+            continue
+        cause = symptom_of(rep, f, problems) or (f if f["kind"] == NESTING else None)
+        if cause is None:
+            out.append((f, []))
+            placed.add(id(f))
+            continue
+        symptoms = [g for g in problems if symptom_of(rep, g, problems) is cause]
+        out.append((cause, symptoms))
+        placed.update(id(g) for g in (cause, *symptoms))
+    return out
+
+
+def in_order(rep: dict[str, Any], ranked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings (worst first) with each cause moved up to just before its first symptom, its symptoms after
+    it: the Findings section reads as the Answer does."""
+    return [f for lead, symptoms in units(rep, ranked) for f in (lead, *symptoms)]
