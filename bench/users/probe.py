@@ -146,6 +146,7 @@ class Probe:
         pools: dict[int, dict[str, float]] = {}
         total = 0
         alive = zombies = procs = threads = 0
+        by_pid: dict[int, int] = {}  # each process's PSS this tick: sums over any set of pids, at once
         for t in self.tracked.values():
             if not t.alive():
                 continue
@@ -173,6 +174,7 @@ class Probe:
             procs += 1
             threads += nthreads
             total += pss
+            by_pid[t.pid] = pss
             if self.main_end is not None and t.pss_alone_after_main is None:
                 t.pss_alone_after_main = pss
             sid = t.pid if t.role == "sidecar" else (t.sidecar if t.role == "worker" else None)
@@ -183,7 +185,7 @@ class Probe:
                 pool["n"] += 1
         zombies = sum(1 for t in self.tracked.values() if t.alive() and t.zombie_since is not None)
         self.ticks.append({"t": now, "total_pss": total, "pools": pools, "alive": alive, "zombies": zombies,
-                           "procs": procs, "threads": threads})
+                           "procs": procs, "threads": threads, "pss_by_pid": by_pid})
 
     def program_alive(self) -> list[Tracked]:
         return [t for t in self.tracked.values() if t.alive() and t.role != "tool" and t.zombie_since is None]

@@ -51,9 +51,14 @@ def main(out_s: str) -> None:
     prb = json.loads((out / "probe.json").read_text())
     truth = probe_pools(out)
     rows = []
+    ticks = json.loads((out / "ticks.json").read_text())
     for p in rep.get("pools", []):
         sid = p.get("sidecar_pid")
         t = truth.get(sid, {})
+        if sid is None and p.get("worker_pids"):  # a pool without a sidecar (fork, spawn): its workers at once
+            pids = {str(w) for w in p["worker_pids"]}
+            sums = [sum(v for k, v in tk.get("pss_by_pid", {}).items() if k in pids) for tk in ticks]
+            t = {"peak_pss_mib": round(max(sums, default=0) / MIB, 1)}
         caller = p.get("caller") or {}
         rows.append({
             "pool": sid, "creator": f"{p.get('creator_role')} {p.get('creator_pid')}",
