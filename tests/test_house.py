@@ -229,3 +229,53 @@ def test_the_module_index_names_every_module() -> None:
     sample = module_index("\n## Modules\n\n- `analysis/`: `fold.py`, `findings/` (`findings/runs.py`)\n\n## Next\n")
     assert sample == {"analysis/__init__.py", "analysis/fold.py", "analysis/findings/__init__.py",
                       "analysis/findings/runs.py"}
+
+
+# Names that have one home besides vocab.py's: the package defines each once (a module-level assignment, a
+# function or a class), and every other module imports it.
+ONE_HOME = {"MIB", "POOL_ROLES", "signal_name", "STALE_S", "run_id"}
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """Names path defines at its top level (assignments, functions, classes), and as properties of its classes."""
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                names.update(f.name for f in node.body if isinstance(f, ast.FunctionDef)
+                             and any(isinstance(d, ast.Name) and d.id == "property" for d in f.decorator_list))
+    return names
+
+
+def _definitions(names: set[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path in SOURCES:
+        for name in _top_level_names(path) & names:
+            found.setdefault(name, []).append(str(path.relative_to(PKG)))
+    return found
+
+
+def test_one_definition_per_vocabulary_name() -> None:
+    """common/vocab.py is the vocabulary's one home: no other module defines a name it defines (an event, a
+    role, POOL_ROLES, ...), and the few names with another home (ONE_HOME) are each defined once."""
+    vocab_names = _top_level_names(PKG / "common" / "vocab.py")
+    twice = {n: where for n, where in _definitions(vocab_names | ONE_HOME).items() if len(where) > 1}
+    assert not twice, f"defined in more than one module (import it from its home): {twice}"
+    assert {"POOL_ROLES", "COMPILE_WORKER", "MEMORY_STALE_S"} <= vocab_names  # the scan reads the module
+    assert set(_definitions(ONE_HOME)) == ONE_HOME  # each still has its home
+
+
+def test_the_compile_worker_role_is_spelled_through_vocab() -> None:
+    """The role is the vocabulary's: outside vocab.py (and the target table, data) no string spells it."""
+    from wp_autotrace.common.vocab import COMPILE_WORKER
+
+    spelled = [f"{p.relative_to(PKG)}:{node.lineno}" for p in SOURCES if p.name not in ("vocab.py", "targets.py")
+               for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.Constant)
+               and node.value == COMPILE_WORKER]
+    assert not spelled, f"spell it vocab.COMPILE_WORKER: {spelled}"

@@ -46,28 +46,40 @@ def test_every_target_row_has_a_tag_and_labels_round_trip() -> None:
 
 
 def test_every_emitted_event_and_field_is_in_the_schema() -> None:
-    """Each literal `emit("event", field=...)` (or `emit_encoded("event", ...)`) in the package names
-    a schema event and its fields.
+    """Each `emit(EVENT, field=...)` (or `emit_encoded`, `emit_parts`) in the package names a schema event
+    and its fields, EVENT spelled through common/vocab.py (`V.TREE`, `vocab.CALL`, an imported `RUN_EXIT`)
+    or as a literal (runtime/ still spells some so).
 
-    The writers keep string literals (importing schema.py would add a module to
-    every traced interpreter's start-up); this keeps them in step with the one
-    home, so a new event or field cannot be silently dropped by the reader.
+    This keeps the writers in step with the one home, so a new event or field cannot be silently dropped
+    by the reader.
     """
     import ast
+
+    from wp_autotrace.common import vocab
+
+    def event_of(arg: ast.expr) -> object:
+        if isinstance(arg, ast.Constant):
+            return arg.value
+        if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id in ("V", "vocab"):
+            return getattr(vocab, arg.attr, None)
+        if isinstance(arg, ast.Name) and arg.id.isupper():
+            return getattr(vocab, arg.id, None)
+        return arg  # a forwarding function's parameter: its callers are checked
 
     package = Path(schema.__file__).parent.parent.parent
     seen = set()
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("emit", "emit_encoded")
-                    and node.args and isinstance(node.args[0], ast.Constant)):
+                    and node.func.attr in ("emit", "emit_encoded", "emit_parts") and node.args):
                 continue
-            event = node.args[0].value
-            assert event in schema.EVENTS, f"{path.name}:{node.lineno}: unknown event {event!r}"
+            event = event_of(node.args[0])
+            if isinstance(event, ast.expr):
+                continue
+            assert event in schema.EVENTS, f"{path.name}:{node.lineno}: unknown event {ast.unparse(node.args[0])}"
             for kw in node.keywords:
                 if kw.arg is not None:
                     assert kw.arg in schema.FIELD_TYPES[event], f"{path.name}:{node.lineno}: {event}.{kw.arg}"
             seen.add(event)
-    # The writers of the main events are found (the scan itself works).
-    assert {"call", "return", "process_exit", "error", "tree", "watcher_exit"} <= seen
+    # The writers of the main events are found (the scan itself works), literal or through vocab.
+    assert {"call", "return", "process_exit", "error", "tree", "watcher_exit", "run_exit", "memory"} <= seen

@@ -25,9 +25,6 @@ from .read.logread import LogData, LogStream, NoUsableLog
 from .words import causes
 from .words.answer import answer_bullets, ranked
 
-# Processes of a compile pool: what idle pool memory counts.
-POOL_ROLES = (*vocab.SIDECAR_ROLES, "compile-worker")
-
 
 def _warm_callers(v: View) -> list[dict[str, Any]]:
     callers: dict[int, dict[str, Any]] = {}
@@ -36,7 +33,7 @@ def _warm_callers(v: View) -> list[dict[str, Any]]:
         entry = callers.get(p.index)
         if entry is None:
             entry = callers[p.index] = {
-                "pid": p.pid, "host": p.host, "run": _run_id(p), "role": p.role, "ppid": p.ppid,
+                "pid": p.pid, "host": p.host, "run": p.run_id, "role": p.role, "ppid": p.ppid,
                 "depth": p.depth, "calls": 0, "first_ts": v.rel(c.ts), "caller": c.caller,
                 "torch_warm_pool": c.env.get("TORCH_WARM_POOL"),
             }
@@ -44,15 +41,11 @@ def _warm_callers(v: View) -> list[dict[str, Any]]:
     return sorted(callers.values(), key=lambda e: (e["first_ts"], e["pid"]))
 
 
-def _run_id(p: Process) -> str:
-    return p.run.id if p.run is not None else ""
-
-
 def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
     side = pool.sidecar
     workers = set(side.worker_pids) if side else {q.pid for q in pool.members}
     if side is not None:
-        workers.update(q.pid for q in side.children if q.role == "compile-worker")
+        workers.update(q.pid for q in side.children if q.role == vocab.COMPILE_WORKER)
     exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
     return {
         # what kind of pool, and its processes as `ps` lists them: the sidecar (none for fork/spawn) + workers
@@ -60,7 +53,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         "processes": (side is not None) + len(workers),
         **v.story(pool).as_dict(v.rel),
         "ending": v.endings.of_pool(pool).as_dict(v.rel), **_jobs_of(v, pool),
-        "run": _run_id(pool.creator), "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
+        "run": pool.creator.run_id, "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
         "host": pool.creator.host, "created_at": v.rel(pool.call.ts), "caller": pool.call.caller,
         "sidecar_pid": pool.sidecar_pid, "sidecar_start": v.rel(side.start) if side else None,
         "sidecar_end": v.rel(side.ended_at) if side else None, "sidecar_exit": exit_how,
@@ -85,7 +78,7 @@ def _zombie(v: View, p: Process) -> dict[str, Any] | None:
 
 def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
     return {
-        "pid": p.pid, "ppid": p.ppid, "host": p.host, "run": _run_id(p), "role": p.role, "traced": p.traced,
+        "pid": p.pid, "ppid": p.ppid, "host": p.host, "run": p.run_id, "role": p.role, "traced": p.traced,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at), "exit_record_s": v.rel(p.end) if p.exited else None,
         "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),
@@ -211,12 +204,12 @@ def _left_rss(r: Run, p: Process) -> int:
 
 def _idle_pool_rss(r: Run, p: Process) -> int:
     """A pool process left running after its run's main process ended: nothing can give it work."""
-    return _left_rss(r, p) if p.role in POOL_ROLES else 0
+    return _left_rss(r, p) if p.role in vocab.POOL_ROLES else 0
 
 
 def _idle_pool_real(v: View, p: Process) -> int:
     """The real memory (View.real_left) of a pool process left running after its main process ended."""
-    return v.real_left(p) if p.role in POOL_ROLES else 0
+    return v.real_left(p) if p.role in vocab.POOL_ROLES else 0
 
 
 def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -366,7 +359,7 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
                                 and (p.end is None or p.exit_how == "vanished") and not _stopped_by_pool(p)
                                 and not _explained_end(v, p)}),
         "running_pids": sorted({p.pid for p in v.procs if _still_running(v, p)}),
-        "blocked": [{"pid": c.proc.pid, "host": c.proc.host, "run": _run_id(c.proc), "role": c.proc.role,
+        "blocked": [{"pid": c.proc.pid, "host": c.proc.host, "run": c.proc.run_id, "role": c.proc.role,
                      "target": targets.short_label(c.target), "tag": c.tag, "caller": c.caller, "action": c.action}
                     for c in v.blocked],
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
@@ -400,7 +393,7 @@ def _stopped_by_pool(p: Process) -> bool:
     """A compile worker that ended once its sidecar was asked to shut down: torch terminates those
     (no process_exit). One gone before that request was killed."""
     side = p.parent
-    if p.role != "compile-worker" or side is None or side.served_at is None:
+    if p.role != vocab.COMPILE_WORKER or side is None or side.served_at is None:
         return False
     return p.end is None or p.end >= side.served_at
 

@@ -13,12 +13,14 @@ tools/check_targets.py) where each row's name is defined.
 from .cmdline import ARGV_ROLES as ARGV_ROLES  # its home: what a command line runs
 from .env import RANK_ENV as RANK_ENV
 from .env import rank_env as rank_env
+from .vocab import CONFIG as CONFIG  # a mode (below): the module's settings, read once it has loaded
+from .vocab import IMPORT as IMPORT  # a mode (below): the module's import itself is the event
 
 # Modes: how a call is recorded.
 TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
-IMPORT = "import"  # the module's import itself is the event (qualname unused)
-CONFIG = "config"  # read settings from the module once it has loaded
+# IMPORT (the module's import itself is the event, qualname unused) and CONFIG (read settings from the module
+# once it has loaded) are named after the events they write: vocab's names, imported above.
 
 # Guard actions (WP_AUTOTRACE_GUARD=nested-pools), applied only in processes
 # whose role is in GUARDED_ROLES.

@@ -1,7 +1,9 @@
 """The log's vocabulary, in one home: the schema version, event names, roles, leftover and exit reasons.
 
-Every writer (runtime, watcher) and every reader (analysis, cli) spells these
-through this module; analysis/read/schema.py adds each event's fields and types.
+The watcher, the command and every reader (analysis, cli) spell these through this module; the host
+side's writers in runtime/ still spell some event names as literals. tests/test_schema.py checks every
+emit site, literal or not, against analysis/read/schema.py, which adds each event's fields and types, and
+tests/test_house.py that no other module defines a name this module defines.
 Stdlib only, no imports: the host side loads it at start-up.
 """
 
@@ -17,7 +19,8 @@ MAX_RECORD_BYTES = 32 * 1024
 RECORD_START = b"\n"
 # The watcher-reader timing contract: the watcher writes its verdict (leftover) this long after it first
 # misses the main process (processes the root's exit is just ending get this long to go). `run` waits this
-# long (plus two ticks and some slack) for the verdict before it summarises (cli/main.py await_verdict).
+# long (plus two ticks and some slack) for the verdict before it summarises (cli/run/__init__.py
+# await_verdict).
 LEFTOVER_GRACE_S = 0.2
 # The watcher-reader sampling contract: the watcher reads a pool process's memory at most every
 # MEMORY_EVERY_S and looks at the live set every MEMORY_LOOK_S (watcher/memory.py), so while it keeps up a
@@ -64,6 +67,9 @@ FORKSERVER = "forkserver"
 DATALOADER_WORKER = "dataloader-worker"
 # Sidecars: the processes that fork a compile pool's workers.
 SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
+# A compile pool's processes (its sidecars and their workers): the watcher reads their PSS, and the report
+# counts their memory as a pool's.
+POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER}
 # Every process whose only job is to serve a compile or autotune pool: a
 # warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
 GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}

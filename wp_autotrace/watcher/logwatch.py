@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ..common.procfs import same_process
+from ..common.vocab import COMPILE_WORKER
 from ..runtime.sink import Sink
 
 TYPE_CHECKING = False  # typing is for the type checker only: importing it would slow the watcher's start
@@ -24,7 +25,6 @@ MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 # A process saying it became a compile worker (torch's initializer ran in it): a fork or spawn pool's workers run
 # the main's command line or multiprocessing's, so only their own record tells the sampler they are a pool's.
 ROLE_MARK = b'"event":"role"'
-POOL_WORKER = "compile-worker"
 # A role record whose process has not joined the watcher's tree within this long is dropped (bounded memory).
 ROLE_KEEP_S = 60.0
 # What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
@@ -151,7 +151,7 @@ class LogWatch:
         for pid, ts in list(self.roles.items()):
             entry = live.get(pid)
             if entry is not None and entry.get("create_time", ts) <= ts + 0.05:
-                entry["role"] = POOL_WORKER
+                entry["role"] = COMPILE_WORKER
                 del self.roles[pid]
             elif now - ts > ROLE_KEEP_S:
                 del self.roles[pid]
@@ -181,7 +181,7 @@ class LogWatch:
         event, pid = rec.get("event"), rec.get("pid")
         if event == "process_start" and pid == self.root and self.root_ct and isinstance(rec.get("create_time"), float):
             self.root_reused = self.root_reused or not same_process(rec["create_time"], self.root_ct)
-        if event == "role" and rec.get("role") == POOL_WORKER and isinstance(pid, int) \
+        if event == "role" and rec.get("role") == COMPILE_WORKER and isinstance(pid, int) \
                 and isinstance(rec.get("ts"), float):
             self.roles[pid] = rec["ts"]
         elif event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):

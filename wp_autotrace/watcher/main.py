@@ -33,6 +33,7 @@ import os
 import time
 
 from ..common import vocab as V
+from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
 from .logwatch import LogWatch, WatcherSink
@@ -56,7 +57,6 @@ HEARTBEAT_S = 2.0
 KEEPALIVE_S = 60.0
 RSS_MOVE_FRACTION = 0.10
 RSS_MOVE_BYTES = 16 << 20
-LEFTOVER_GRACE_S = V.LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 # From the root's process_exit (read in the log) to the leftover record, the watcher
 # samples this often: the verdict is written ~LEFTOVER_GRACE_S after the root's end
 # rather than up to an interval (and STAT_EVERY intervals for a zombie root) later.
@@ -112,7 +112,7 @@ class Watcher(Tree):
         parts = pack(lists)
         for i, part in enumerate(parts, 1):
             extra: dict[str, Any] = {"part": i, "parts": len(parts)} if len(parts) > 1 else {}
-            if event == "leftover":
+            if event == V.LEFTOVER:
                 extra["pids"] = [p["pid"] for p in part["procs"]]
             self.emit(event, **fields, **part, **extra)
 
@@ -135,7 +135,7 @@ class Watcher(Tree):
             self.log.scan()
         first = self.sample(now)
         oom = {"oom_kill": self.oom.last} if self.oom is not None and self.oom.last is not None else {}
-        self.emit("watcher_start", interval=self.interval, linger=self.linger, **oom)
+        self.emit(V.WATCHER_START, interval=self.interval, linger=self.linger, **oom)
         self.write(now, *first)
 
     def write(self, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]]) -> None:
@@ -151,7 +151,7 @@ class Watcher(Tree):
         if rss:
             lists["rss"] = rss
         if started or ended or rss or len(lists) > 2:
-            self.emit_parts("tree", lists, count=len(self.live), final=False)
+            self.emit_parts(V.TREE, lists, count=len(self.live), final=False)
         if self.oom is not None and (rose := self.oom.rose()) is not None:
             # every tick, ends or not: the only evidence of an OOM kill, and its time (evidence.md)
             self.emit(V.OOM, before=rose[0], oom_kill=rose[1], since=round(rose[2], 3))
@@ -160,7 +160,7 @@ class Watcher(Tree):
         memory = self.memory.tick(now, self.live, self.root_end is not None or self.root not in self.live) \
             if self.memory is not None else None
         if memory:
-            self.emit_parts("memory", memory)
+            self.emit_parts(V.MEMORY, memory)
         if self.export is not None:
             self.export.tick(ended, now)
         if self.root_end is None and not self.is_root(self.root):
@@ -198,7 +198,7 @@ class Watcher(Tree):
     def _write_verdict(self, retry: bool = False) -> None:
         verdict = self.unwritten_verdict
         if verdict is not None and self._landed(lambda: self.emit_parts(
-                "leftover", {"procs": verdict["procs"]}, how=verdict["how"], count=len(verdict["procs"])), retry):
+                V.LEFTOVER, {"procs": verdict["procs"]}, how=verdict["how"], count=len(verdict["procs"])), retry):
             self.unwritten_verdict = None
 
     def _landed(self, write: Callable[[], None], retry: bool) -> bool:
@@ -220,7 +220,7 @@ class Watcher(Tree):
         self._write_verdict(retry=True)
         lost = self.sink.dropped
         if self.unwritten_verdict is None and self._landed(lambda: self.emit(
-                "tracer_error", where=V.WATCHER, dropped=lost,
+                V.TRACER_ERROR, where=V.WATCHER, dropped=lost,
                 error=f"{lost} record(s) could not be written (the log's disk full or unwritable); kept sampling"),
                 retry=True):
             self.drops_said = lost
@@ -276,17 +276,17 @@ class Watcher(Tree):
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE, V.EXIT_PROC_ELSEWHERE):
-            self.emit("tree", count=len(self.live), started=[], ended=[], final=True)
+            self.emit(V.TREE, count=len(self.live), started=[], ended=[], final=True)
         counts: dict[str, int] = {}
         if self.export is not None:
             unsent = self.export.close()
             if unsent is not None:
-                self.emit("tracer_error", **unsent)
+                self.emit(V.TRACER_ERROR, **unsent)
             counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
         if self.sink.dropped:
             counts["dropped"] = self.sink.dropped
-        self.emit("watcher_exit", reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
+        self.emit(V.WATCHER_EXIT, reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 
 def _moved(before: int, now: int) -> bool:
@@ -327,10 +327,10 @@ def main(args: list[str]) -> None:
     try:
         watcher.begin()
         if why_not:
-            watcher.emit("tracer_error", where="live-export", error=why_not)
+            watcher.emit(V.TRACER_ERROR, where="live-export", error=why_not)
         reason = watcher.run_loop()
     except Exception as exc:
-        sink.emit("tracer_error", where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
+        sink.emit(V.TRACER_ERROR, where="watcher", error=f"{type(exc).__name__}: {exc}", run=run,
                   root_pid=int(root))
         reason = V.EXIT_ERROR
     watcher.finish(reason)

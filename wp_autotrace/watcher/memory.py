@@ -77,8 +77,6 @@ _KB_FIELDS = {b"Rss:": "rss", b"Pss:": "pss", b"Private_Clean:": "private_clean"
 # fd link targets that are an accelerator's device files: NVIDIA, Ascend, DRM (AMD, Intel), accel (NPUs).
 DEVICE_PREFIXES = ("/dev/nvidia", "/dev/davinci", "/dev/dri/", "/dev/accel")
 MAX_DEVICES = 32  # distinct device paths kept per process
-# Roles whose processes belong to a compile pool (the sidecars and their workers).
-POOL_ROLES = V.SIDECAR_ROLES | {V.COMPILE_WORKER}
 
 
 def read_rollup(pid: int, proc: str = "/proc") -> dict[str, int] | None:
@@ -160,7 +158,7 @@ class MemorySampler:
         lived, and not the pool's memory."""
         # Asked at every look, never cached: a sidecar first seen between its fork and its exec has its
         # parent's command line and no pool role; its entry gets one after the exec (tree.py), same key.
-        return [pid for pid, entry in live.items() if entry.get("role") in POOL_ROLES]
+        return [pid for pid, entry in live.items() if entry.get("role") in V.POOL_ROLES]
 
     def pools(self, live: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
         """Pool key (the sidecar's pid; for a fork or spawn pool's workers, whose parent is the process that made

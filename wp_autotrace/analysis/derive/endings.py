@@ -9,11 +9,11 @@ ending is `unknown`, and said so. Also here: the jobs a pool lost or had cut off
 
 from __future__ import annotations
 
-import signal as _signal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common import targets as T
 from ...common import vocab as V
+from ..fold.model import signal_name
 from ..words.fmt import error_words
 from .ooms import group_ooms
 from .pools import requester
@@ -74,13 +74,6 @@ class Ending(NamedTuple):
         if self.by is not None:
             out["by"] = self.by
         return out
-
-
-def signal_name(n: int) -> str:
-    try:
-        return _signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
 
 
 def _status_words(status: int) -> tuple[str | None, int | None]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...common import targets
-from ...common.vocab import SIDECAR_ROLES
+from ...common.vocab import DATALOADER_WORKER, SIDECAR_ROLES
 from .memseries import peak_at_once
 
 if TYPE_CHECKING:
@@ -36,8 +36,8 @@ def _scales_with(v: View, creators: list[Process]) -> str | None:
     if all(p.index in v.rank_of for p in creators):
         return "rank"
     roles = {p.role for p in creators}
-    if roles == {"dataloader-worker"}:
-        return "dataloader-worker"
+    if roles == {DATALOADER_WORKER}:
+        return DATALOADER_WORKER
     # A pytest-xdist worker's command line is execnet's `-c "import sys;exec(eval(sys.stdin.readline()))"` and
     # its PYTEST_XDIST_WORKER is set after it started: the tests it ran (the pytest plugin's records) say it.
     if all(p.tests or "PYTEST_XDIST_WORKER" in (p.env or {}) or "pytest" in " ".join(p.argv[:3])

@@ -35,9 +35,9 @@ from typing import Any
 
 from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
+from ..words.fmt import MIB
 from .memseries import lived_mem, peak_at_once
 
-MIB = 2**20
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"
 READER_THREAD = "InductorSubproc"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common import targets
-from ...common.vocab import HELPER_ROLES, SIDECAR_ROLES
+from ...common.vocab import COMPILE_WORKER, HELPER_ROLES, SIDECAR_ROLES
 from ..fold.model import Call, Model, Pool, Process, Run
 from ..fold.verdict import run_state
 from .endings import Endings
@@ -127,9 +127,9 @@ def _open_for(v: View, c: Call) -> float:
 def _pool_mates(p: Process) -> list[Process]:
     """The processes p shares pages with as a pool's: a sidecar's workers; a worker's sidecar and siblings."""
     if p.role in SIDECAR_ROLES:
-        return [q for q in p.children if q.role == "compile-worker"]
-    if p.role == "compile-worker" and p.parent is not None and p.parent.role in SIDECAR_ROLES:
-        return [p.parent, *(q for q in p.parent.children if q is not p and q.role == "compile-worker")]
+        return [q for q in p.children if q.role == COMPILE_WORKER]
+    if p.role == COMPILE_WORKER and p.parent is not None and p.parent.role in SIDECAR_ROLES:
+        return [p.parent, *(q for q in p.parent.children if q is not p and q.role == COMPILE_WORKER)]
     return []
 
 
@@ -146,7 +146,7 @@ def _gone_sharers(p: Process, after: float | None) -> list[Process]:
 
 
 def _forked_worker(p: Process) -> bool:
-    return p.role == "compile-worker" and (p.forked or (p.parent is not None and p.parent.role in SIDECAR_ROLES))
+    return p.role == COMPILE_WORKER and (p.forked or (p.parent is not None and p.parent.role in SIDECAR_ROLES))
 
 
 def held_bytes(p: Process) -> int:

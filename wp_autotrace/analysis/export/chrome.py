@@ -26,24 +26,23 @@ import io
 import json
 from typing import Any, Callable
 
-from ...common import vocab
 from ...common.targets import short_label
+from ...common.vocab import POOL_ROLES
 from ..derive.memseries import at_once, held
 from ..fold.fold import Builder
 from ..fold.model import Model, Process
 from ..fold.verdict import judge
 from ..read.logread import LogData, LogStream
+from ..words.fmt import MIB
 from .jsonout import Chunks, dumps
 
 # Trace pids are ints: each host gets its own range when logs of several merge
 # (above any pid_max, 2**22).
 HOST_PID_STRIDE = 10_000_000
-MIB = 2**20
 # Counter names (tests/test_html.py and docs/export.md name them).
 POOL_PSS = "pool PSS at once (MiB)"
 HELD_PSS = "PSS (MiB)"
 HELD_RSS = "RSS (MiB)"  # a process the watcher reads no PSS of (not a pool's): its RSS, never summed
-POOL_ROLES = (*vocab.SIDECAR_ROLES, vocab.COMPILE_WORKER)
 
 
 def write_chrome_trace(data: LogData | LogStream, write: Callable[[str], Any]) -> int:

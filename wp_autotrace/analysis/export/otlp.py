@@ -32,14 +32,10 @@ SERVICE = {"service.name": "wp-autotrace"}
 SCOPE = {"name": "wp-autotrace", "version": __version__}
 
 
-def _run_id(p: Process) -> str:
-    return p.run.id if p.run is not None else ""
-
-
 def _span_of(p: Process) -> str:
     """Stable for the same process: its run, host, pid and start (create_time, else its first record's ts)."""
     start = p.create_time if p.create_time is not None else p.start
-    return process_span_id(_run_id(p), p.host, p.pid, float(start or 0.0))
+    return process_span_id(p.run_id, p.host, p.pid, float(start or 0.0))
 
 
 def _wrote(p: Process) -> bool:
@@ -78,7 +74,7 @@ def _processes(model: Model) -> Iterator[tuple[list[dict[str, Any]], Iterator[di
 
 
 def _spans(p: Process, calls: list[Call], started_by: str | None) -> Iterator[dict[str, Any]]:
-    run, span = _run_id(p), _span_of(p)
+    run, span = p.run_id, _span_of(p)
     trace = trace_id(run)
     parent = _span_of(p.parent) if p.parent is not None and p.parent is not p and _wrote(p.parent) else None
     start = float(p.create_time if p.create_time is not None else p.start or 0.0)

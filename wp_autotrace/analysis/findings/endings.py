@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...common.vocab import COMPILE_WORKER
 from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
 from ..derive.labels import process_label
 from ..derive.pools import user_frame
@@ -112,7 +113,7 @@ def oom_killed(v: View) -> Finding | None:
     pools_then = [q for pool in v.pools for q in v.story(pool).procs if at is not None and q not in hit
                   and (q.start is None or q.start <= at) and ((e := q.ended_at) is None or e >= at)]
     text = " ".join(parts) + (f" {len(pools_then)} compile pool process(es) were alive then." if pools_then else "")
-    pooled = pools_then or any(q.role == "compile-worker" for q in hit)
+    pooled = pools_then or any(q.role == COMPILE_WORKER for q in hit)
     advice = OOM_ADVICE if pooled else ("the OOM killer ended it: give the job more memory (its cgroup's limit), "
                                         "or lower what its processes hold at once")
     kills_all = len(sure) + sum(k for k, _ in groups.values())

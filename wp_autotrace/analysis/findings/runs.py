@@ -10,10 +10,8 @@ from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
 from ..derive.pools import user_frame
 from ..fold.model import signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
-from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
+from ..words.fmt import MIB, TEXT_PIDS, pid_text, site, size_text
 from .base import Finding, in_ranks, roles_text, sites_text
-
-MIB = 2**20
 
 if TYPE_CHECKING:
     from ..derive.view import View

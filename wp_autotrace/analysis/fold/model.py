@@ -179,6 +179,11 @@ class Process:
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
 
     @property
+    def run_id(self) -> str:
+        """The id of the run this process is one of ("" when the log names none)."""
+        return self.run.id if self.run is not None else ""
+
+    @property
     def ended_at(self) -> float | None:
         """When this process ended, the one rule every reader uses (docs/evidence.md, "Memory at once"): the
         watcher's end where it has one (it first missed the process, after the interpreter's teardown: the

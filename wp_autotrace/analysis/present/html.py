@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...common.vocab import COMPILE_WORKER
 from ..derive.memseries import STALE_S, Point, at_once, thin
 from ..derive.view import View
-from ..words.fmt import mib_s_text, sidecar_name, size_text
+from ..words.fmt import MIB, mib_s_text, sidecar_name, size_text
 from ..words.sentences import process_words
 from .render import findings_lines, render_text
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
@@ -35,7 +36,6 @@ AXIS_H = 22
 MEM_H = 170  # the memory chart's plot height
 MAX_LANES = 2500  # per run; the rest are counted, not drawn (--json lists them)
 MAX_RINGS = 60  # per pool: the points that read fewer processes than were alive, ringed (evenly spread)
-MIB = 2**20
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1240px;padding:0 1em;color:#111}
 h1{font-size:1.4em}h2{font-size:1.2em;border-bottom:1px solid #999;margin-top:1.6em}
@@ -117,7 +117,7 @@ def _rows(procs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         kids.setdefault(None if parent not in keys or p["ppid"] == p["pid"] else parent, []).append(p)
 
     def order(p: dict[str, Any]) -> tuple[Any, ...]:
-        return (p["role"] != "compile-worker", _rank_key(p.get("rank_label")), p["start_s"] or 0.0, p["pid"])
+        return (p["role"] != COMPILE_WORKER, _rank_key(p.get("rank_label")), p["start_s"] or 0.0, p["pid"])
 
     out: list[list[dict[str, Any]]] = []
     seen: set[Any] = set()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..words.fmt import escape, mib_s_text, pid_text, pool_name, seconds_text, site, size_text, skipped_line, wrap
+from ...common.vocab import POOL_ROLES
+from ..words.fmt import MIB, escape, mib_s_text, pid_text, pool_name, seconds_text, site, size_text, skipped_line, wrap
 from ..words.sentences import lifespan, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
@@ -22,12 +22,10 @@ MAX_INDENT = 8
 SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
 
 
-# The roles the watcher reads PSS for (watcher/memory.py POOL_ROLES): an RSS figure there is a missed read.
-POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER}
 
 
 def _mb(n: Any) -> str:
-    return f"{n / 2**20:.0f} MiB" if n else "-"
+    return f"{n / MIB:.0f} MiB" if n else "-"
 
 
 def _t(x: Any) -> str:
@@ -332,7 +330,7 @@ def _tree_line(p: dict[str, Any], indent: int, mixed: bool = False) -> str:
     flags = [x for x in ("forked" if p["forked"] else "", "left behind" if left else "",
                          f"re-parented to {p['reparented_to']}" if p["reparented_to"] else "") if x]
     mem = f"{p['held_kind']} {_mb(p['held_bytes'])}"  # the process's one figure (view.held_bytes)
-    if mixed and p["held_kind"] == "rss" and p["role"] in POOL_ROLES:
+    if mixed and p["held_kind"] == "rss" and p["role"] in POOL_ROLES:  # the watcher reads PSS there: a missed read
         mem += " (PSS not read: RSS counts shared pages)"  # beside other pool processes' PSS
     return (f"{_t(p['start_s'])} {end} {_pad(indent)}{p['pid']} {process_words(p)} {mem}"
             + (f"  [{', '.join(flags)}]" if flags else ""))

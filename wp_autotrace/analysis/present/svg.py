@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ...common.vocab import COMPILE_SIDECAR, COMPILE_WORKER, MAIN
 from ..words.fmt import escape
 
 # Fills: (id, what it means, the pattern's SVG). Lightness steps apart: busy darkest, idle lightest.
@@ -32,7 +33,7 @@ FILLS = (
      '<rect width="8" height="8" fill="#000"/><rect width="3" height="8" fill="#fff"/></pattern>'),
 )
 # Process bars by role: greys of distinct lightness (the role is also written beside each lane).
-ROLE_FILL = {"main": "#222", "compile-sidecar": "#2f6f4f", "compile-worker": "#8fbf9f"}
+ROLE_FILL = {MAIN: "#222", COMPILE_SIDECAR: "#2f6f4f", COMPILE_WORKER: "#8fbf9f"}
 OTHER_FILL = "#d9d9d9"
 # Memory lines: a dash pattern and a grey per pool, cycled.
 DASHES = ("", "7 3", "2 2", "10 3 2 3", "4 4")

@@ -33,7 +33,7 @@ KNOWN_EVENTS = schema.KNOWN_EVENTS
 # and is skipped rather than held in memory.
 MAX_LINE_BYTES = 1 << 20
 # How a record from a torn line is found: the writer's records all start so.
-RECORD_START = b'{"v":'
+RECORD_HEAD = b'{"v":'
 # Where the event name starts in a line as the writer writes it: `{"v":1,"event":"call",...`.
 _EVENT_AT = len(b'{"v":1,"event":"')
 
@@ -146,7 +146,7 @@ def _parse_json(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) 
     """parse_line on the json path: decode, recover a torn record, check every field."""
     record = _decode(raw)
     if type(record) is not dict:
-        cut = raw.rfind(RECORD_START)
+        cut = raw.rfind(RECORD_HEAD)
         recovered = _decode(raw[cut:]) if cut > 0 else _MISSING
         if type(recovered) is dict:
             skip("torn fragment")

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...common.vocab import GUARDED_ROLES
+from ...common.vocab import DATALOADER_WORKER, GUARDED_ROLES
 from . import causes
-from .fmt import mib_s_text, site, size_text
+from .fmt import MIB, mib_s_text, site, size_text
 from .sentences import pool_sentence
 
-MIB = 2**20
 # Findings' cost keys (issue 30's evidence model), in the order the ranking weighs them: a process the OOM
 # killer ended (all its work, and the job with it), what was lost (a job's work), then what is still there
 # after the program (processes, memory: someone must act), then memory held
@@ -35,7 +34,7 @@ FIRST_KINDS = ("oom-killed",)
 POOL_KINDS = ("idle-pool", "nested-pools")
 # What the pools scale with (pools_across.scales_with), in words.
 SCALES = {"rank": ("per rank", "it grows with the rank count"),
-          "dataloader-worker": ("per DataLoader worker", "it grows with num_workers"),
+          DATALOADER_WORKER: ("per DataLoader worker", "it grows with num_workers"),
           "test": ("per test process", "it grows with the test processes (pytest -n)"),
           "child": ("per child process", "it grows with the child processes")}
 

@@ -11,6 +11,8 @@ WIDTH = 100
 # Narrower than this, wrapping helps nobody: lines are broken at this width at least.
 MIN_WIDTH = 40
 
+MIB = 2**20  # bytes in a MiB: every figure is shown in binary units, as labelled
+
 # Pids named in a finding's text; the rest are in --json.
 TEXT_PIDS = 6
 
