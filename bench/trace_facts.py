@@ -5,7 +5,7 @@ Usage: python bench/trace_facts.py [--torch]   (about 10 s; medians of repeated 
 - dists.attribute: first call for a file (cold caches: folder listing and one
   metadata read), later calls for the same file (dict lookup), and a caller
   that is not attributed, against the bare frame dict it starts from.
-- targets.rank_env / process_start: the rank read added to every process's start.
+- env.rank_env / process_start: the rank read added to every process's start.
 - host_patches.install_error_capture in a fresh interpreter (a pool role loads logging and
   threading early; the process would load them with torch anyway).
 With --torch, torch is imported first (as in a real traced process: importlib.metadata is then loaded).
@@ -76,7 +76,7 @@ def per_call(fn, arg, n: int = 20000) -> float:  # type: ignore[no-untyped-def]
 def main() -> None:
     with_torch = "--torch" in sys.argv
     sys.path.insert(0, str(STANDIN))
-    from wp_autotrace.common import targets
+    from wp_autotrace.common import env
     from wp_autotrace.runtime import dists
 
     first = [child_first_call(with_torch) for _ in range(ROUNDS)]
@@ -95,12 +95,12 @@ def main() -> None:
     print(f"dists.attribute later call (unattributed): {unknown * 1e6:9.2f} us")
     print(f"  for scale, copying the frame dict:      {baseline * 1e6:9.2f} us")
     os.environ.pop("RANK", None)
-    none = per_call(lambda _: targets.rank_env(), None)
+    none = per_call(lambda _: env.rank_env(), None)
     os.environ.update(RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", TORCHELASTIC_RUN_ID="x")
-    some = per_call(lambda _: targets.rank_env(), None)
-    watched = per_call(lambda _: targets.watched_env(), None)
+    some = per_call(lambda _: env.rank_env(), None)
+    watched = per_call(lambda _: env.pool_env(), None)
     print(f"rank_env() no launcher: {none * 1e6:6.2f} us; under torchrun: {some * 1e6:6.2f} us "
-          f"(watched_env(), already in process_start: {watched * 1e6:6.2f} us)")
+          f"(pool_env(), already in process_start: {watched * 1e6:6.2f} us)")
     setup = [child_capture_setup() for _ in range(ROUNDS)]
     print("host_patches.install_error_capture in a fresh interpreter (imports logging, threading): "
           f"{_median_us(setup)}")

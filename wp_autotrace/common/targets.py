@@ -127,7 +127,7 @@ class Target:
         # (key, "self.attr.attr" or "result.attr") read after a successful call
         # and added to the return record; a dict is recorded as its keys.
         self.capture = capture
-        # Record WATCHED_ENV with the call.
+        # Record env.POOL_ENV with the call.
         self.env = env
         # Role for interpreters this call starts (via CHILD_ROLE_ENV).
         self.child_role = child_role

@@ -45,6 +45,8 @@ _getpid = os.getpid
 
 # Thread names whose JSON is kept (names are few; a bound for hosts that make many).
 MAX_CACHED_THREADS = 256
+# Environments whose JSON a plain target's wrapper keeps (its variables, as set at its calls).
+MAX_CACHED_ENVS = 64
 
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
@@ -166,7 +168,7 @@ class Probes(_Stacks):
         """The wrapper of one traced target: its constant parts (the encoded prefix, whether its records
         are plain) fixed here once, so a call runs one record function before and one after the host's."""
         enter, leave, child_role, sink = self._enter, self._leave, target.child_role, self.sink
-        plain = self._plain_enter(target, label)  # None: this target's call record needs _enter
+        plain = _plain_enter(self, target, label)  # None: this target's call record needs _enter
         probes = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -213,34 +215,6 @@ class Probes(_Stacks):
             return result
 
         return call
-
-    def _plain_enter(self, target: Target, label: str) -> Callable[[dict[str, Any]], int] | None:
-        """_enter for a target whose call record holds no capture, memory or role: the same record, its
-        prefix encoded here once; None for any other target. The guard is checked by the caller."""
-        if target.capture_call or target.mem or target.role:
-            return None
-        prefix, with_env, tag, probes = self._prefix(target, label), target.env, target.tag, self
-        threads, stack_of, write = self._thread_json, self._stack, self.sink._write
-
-        def plain(local: dict[str, Any]) -> int:
-            stack, caller, stack_json = stack_of()
-            open_calls = local.get("calls")
-            if open_calls is None:
-                open_calls = local["calls"] = []
-            call_id = next(probes._ids)
-            thread = thread_name()
-            body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},{stack_json}'
-            parent = open_calls[-1] if open_calls else None
-            if parent is not None:
-                body += f',"parent_call":{parent}'
-            env = pool_env() if with_env else None
-            if env is not None:
-                body += f',"env":{encode_json(env)}'
-            write("call", body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None, None))
-            open_calls.append(call_id)
-            return call_id
-
-        return plain
 
     def _enter(self, target: Target, label: str, instance: Any, local: dict[str, Any]) -> int:
         """Write the call record; return its id, or _REFUSED if the guard refuses it (local: _thread_state()).
@@ -353,6 +327,42 @@ class Probes(_Stacks):
                        knobs=config_knobs(module))
 
 
+def _plain_enter(self: Probes, target: Target, label: str) -> Callable[[dict[str, Any]], int] | None:
+    """Probes._enter for a target whose call record holds no capture, memory or role: the same record, its
+    prefix encoded here once; None for any other target. The guard is checked by the caller."""
+    if target.capture_call or target.mem or target.role:
+        return None
+    prefix, with_env, tag, probes = self._prefix(target, label), target.env, target.tag, self
+    threads, stack_of, write = self._thread_json, self._stack, self.sink._write
+    env_jsons: dict[tuple[tuple[str, str], ...], str] = {}  # the environment's items -> their JSON
+
+    def plain(local: dict[str, Any]) -> int:
+        stack, caller, stack_json = stack_of()
+        open_calls = local.get("calls")
+        if open_calls is None:
+            open_calls = local["calls"] = []
+        call_id = next(probes._ids)
+        thread = thread_name()
+        body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},{stack_json}'
+        parent = open_calls[-1] if open_calls else None
+        if parent is not None:
+            body += f',"parent_call":{parent}'
+        env = pool_env() if with_env else None
+        if env is not None:
+            key = tuple(env.items())  # the variables change rarely (pytest's test name per test)
+            env_json = env_jsons.get(key)
+            if env_json is None:
+                if len(env_jsons) >= MAX_CACHED_ENVS:
+                    env_jsons.clear()
+                env_json = env_jsons[key] = encode_json(env)
+            body += f',"env":{env_json}'
+        write("call", body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None, None))
+        open_calls.append(call_id)
+        return call_id
+
+    return plain
+
+
 def _call_fields(label: str, tag: str, call_id: int, thread: str, stack: Any, caller: Any, parent: int | None,
                  env: dict[str, str] | None, at_call: dict[str, Any] | None, rss: int | None) -> dict[str, Any]:
     """A call record's fields as a dict, in the order of its encoded body (Probes._enter)."""
@@ -403,13 +413,15 @@ _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 def _adjust_limit(delta: int) -> None:
     """Move the recursion limit by delta (under a lock: other threads move it too); never raises."""
     global _excess
-    with _limit_lock:
-        current = _getrecursionlimit()
-        try:
-            _setrecursionlimit(current + delta - _excess)
-            _excess = 0
-        except RecursionError:
-            _excess -= delta
+    lock = _limit_lock  # acquire/release: half the cost of a `with` (four moves a traced call)
+    lock.acquire()
+    try:
+        _setrecursionlimit(_getrecursionlimit() + delta - _excess)
+        _excess = 0
+    except RecursionError:
+        _excess -= delta
+    finally:
+        lock.release()
 
 
 def _after_call(child_role: str | None) -> None:
