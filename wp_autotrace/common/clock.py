@@ -3,7 +3,7 @@
 Every traced process reads its own create time at start-up (process_start), so
 this leaf is kept apart from procfs.py's readers, which only the watcher, the
 root's exit and the offline tools need: a traced start-up loads this module, not
-those (issue 32). procfs.py re-exports every name here.
+those (docs/scale.md, "Traced call and start-up"). procfs.py re-exports every name here.
 """
 
 import os

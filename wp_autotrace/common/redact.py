@@ -76,7 +76,8 @@ def _word(pattern: str) -> str:
 
 # patterns -> (the inner words of its ``*word*`` patterns, its patterns without a wildcard, the others),
 # made once per pattern tuple (a run has one or two): a name then costs one lower() and C-level tests,
-# and a traced start-up looks at every environment variable's name (env_secrets; issue 32).
+# and a traced start-up looks at every environment variable's name (env_secrets; docs/scale.md, "Traced call
+# and start-up").
 _compiled: "dict[tuple[str, ...], tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]]" = {}
 _MAX_COMPILED = 64  # pattern tuples kept compiled: a bound for callers that make many
 

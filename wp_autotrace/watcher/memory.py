@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 # looks at the live set at all (the watcher ticks every 0.1 s): the reader's staleness rule is their sum.
 EVERY_S = V.MEMORY_EVERY_S
 LOOK_S = V.MEMORY_LOOK_S
-CPU_SHARE = 0.004  # the sampler's CPU time as a share of one core: under issue 22's 0.5 %
+CPU_SHARE = 0.004  # the sampler's CPU time as a share of one core: under the watcher's 0.5 % budget (docs/scale.md)
 BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads come at once
 # The bucket may grow to one sweep of every pool, up to this many CPU seconds: the run's pools read in one tick
 # (a sum across pools at one moment) without one tick's reads delaying the watcher's other work for long.

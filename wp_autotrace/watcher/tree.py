@@ -47,9 +47,9 @@ STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, ex
 # tick. Only processes with a pidfd (ExitWatch) back off, so ends stay within one interval, and a
 # new child of a backed-off process is still seen within one interval: each tick the pids the
 # kernel handed out since the last (probe_new) are read, and a member that is the parent of one
-# is looked at that tick, whatever its back-off. 32, not 16 (issue 32): an idle process's stat
-# came every 32 ticks all the same (a look every 16, IDLE_STAT_EVERY passed at every second one),
-# and its children file is the probe's backstop only; half the looks of a thousand idle processes
+# is looked at that tick, whatever its back-off. 32, not 16 (docs/scale.md, "Watcher at 1,000 idle
+# run processes"): an idle process's stat came every 32 ticks all the same (a look every 16,
+# IDLE_STAT_EVERY passed at every second one), and its children file is the probe's backstop only; half the looks of a thousand idle processes
 # were a third of the watcher's CPU.
 MAX_BACKOFF = 32
 # New pids read one by one per tick at most; past this many since the last tick (a host forking
@@ -105,7 +105,7 @@ class Tree:
         self.backoff: dict[int, int] = {}  # pid -> ticks between two looks at it now
         self.next_look: dict[int, int] = {}  # pid -> the sample that looks at it next
         # The same, by sample (entries may be stale: next_look decides), and the members with no back-off:
-        # a tick visits only these, not a thousand idle members (issue 32).
+        # a tick visits only these, not a thousand idle members (docs/scale.md, the per-tick cost).
         self.wake: dict[int, list[int]] = {}
         self.every: set[int] = set()
         self.stat_at: dict[int, int] = {}  # pid -> the sample that last read its stat

@@ -1,4 +1,4 @@
-"""What the Answer counts and explains beyond one pool (issue 31), derived from the View:
+"""What the Answer counts and explains beyond one pool, derived from the View:
 
 - ``pools_across``: pools counted across the processes that made them (N creators: N sidecars + M workers =
   K compile processes), their memory together at once, and what their number scales with.

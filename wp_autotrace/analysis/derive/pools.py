@@ -161,7 +161,7 @@ def integral(p: Process, a: float, b: float, end: float) -> float:
 def held_after(p: Process, ts: float) -> int | None:
     """A leftover's figure: its latest PSS sample taken after ts (the main process's end), its own
     process_exit notwithstanding: a leftover still holds what it holds (an orphaned sidecar whose workers
-    ended holds their once-shared pages alone, issue #30 item 5), until the watcher sees it end."""
+    ended holds their once-shared pages alone: docs/evidence.md, "Memory at once"), until the watcher sees it end."""
     return next((pss for t, pss, _ in reversed(p.mem) if t >= ts), None)
 
 

@@ -195,7 +195,7 @@ def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
         parts.append("or compile without a pool: compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1 "
                      f"(now {settings.get('compile_threads', '?')})")
         made = made_in(v, st.pool) if st is not None else None
-        if made is not None:  # a library's line made it: the setting is what the user can apply (issue 31)
+        if made is not None:  # a library's line made it: the setting is the user's fix, not a change there
             parts[:2] = [f"set TORCHINDUCTOR_COMPILE_THREADS=1 in the environment that starts the program (its "
                          f"child processes inherit it; now {settings.get('compile_threads', '?')}): no pool is made",
                          f"or, in {made['dist']} {made['version']}".rstrip() + f" (its line made the pool, not "

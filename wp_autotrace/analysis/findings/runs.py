@@ -180,7 +180,8 @@ def _oom_words(r: Run) -> str:
     return "whether the OOM killer did is not in the log: dmesg says"
 
 
-# Issue 28 item 6: where the log refused records, a missing process_exit may be one of them.
+# Where the log refused records (its disk full), a missing process_exit may be one of them: no kill is inferred
+# from its absence (docs/evidence.md, "Process endings").
 LOST_EXIT = ("records of the run were lost, the log's disk full or unwritable: its process_exit may be one of "
              "them; whether it was killed is not known")
 

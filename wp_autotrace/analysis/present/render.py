@@ -377,7 +377,8 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     out = ["", "== Process tree (start/end seconds from the first record)"]
     procs = rep["processes"]
     kids = _tree_kids(procs)
-    # Some pool processes have PSS and others only RSS: the RSS rows say so (review 2 #2).
+    # Some pool processes have PSS and others only RSS (the watcher missed a read): the RSS rows say so, as
+    # RSS is never summed with PSS (docs/evidence.md, "Memory at once").
     mixed = any(p["held_kind"] == "pss" for p in procs)
     limit = MAX_TREE_LINES if verbose else SHORT_ROWS["tree"]
     shown: set[Any] = set()

@@ -11,7 +11,7 @@ Infinity is dropped and counted), and anything but a regular file (a FIFO,
 Secrets are masked again as records are read (process_start's argv, the
 tree and leftover entries' cmd; common/redact.py, the default patterns and
 WP_AUTOTRACE_REDACT's): a log from a writer that masked less (schema v1 as
-written before issue 24) leaks nothing into a report, a chart or a span.
+written by older releases) leaks nothing into a report, a chart or a span.
 """
 
 from __future__ import annotations

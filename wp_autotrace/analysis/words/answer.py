@@ -1,8 +1,9 @@
 """The Answer: the user's question on the first screen — how many compile processes, why, and the fix they
-can apply (issue 31). Built from the report dict (report.analyze), so it reads only what the report shows.
+can apply (a setting before a code change). Built from the report dict (report.analyze), so it reads only
+what the report shows.
 
-One ranking, here: ``ranked`` orders findings by what they cost (the cost keys of issue 30's evidence
-model), the worst first; the Answer leads with the worst and the Findings section lists them in the same order.
+One ranking, here: ``ranked`` orders findings by what they cost (the cost keys of docs/evidence.md,
+"Cost keys"), the worst first; the Answer leads with the worst and the Findings section lists them in the same order.
 
 The Answer is a few bullets (``answer_bullets``), each one sentence or two; render.py wraps them (and the
 findings) to the width: the terminal's, or fmt.WIDTH (100) when not a terminal.
@@ -17,7 +18,7 @@ from . import causes
 from .fmt import MIB, mib_s_text, site, size_text
 from .sentences import pool_sentence
 
-# Findings' cost keys (issue 30's evidence model), in the order the ranking weighs them: a process the OOM
+# Findings' cost keys (docs/evidence.md, "Cost keys"), in the order the ranking weighs them: a process the OOM
 # killer ended (all its work, and the job with it), what was lost (a job's work), then what is still there
 # after the program (processes, memory: someone must act), then memory held
 # by idle pools (it costs everyone on the host), then time spent waiting on what was not coming (it costs the
@@ -40,7 +41,7 @@ SCALES = {"rank": ("per rank", "it grows with the rank count"),
 
 
 def costs(f: dict[str, Any]) -> dict[str, float]:
-    """A finding's cost keys (issue 30's evidence model), from its `cost`; older keys stand in where a
+    """A finding's cost keys (docs/evidence.md, "Cost keys"), from its `cost`; older keys stand in where a
     finding has not got the new ones yet (exit_wait_s, idle_mib_s, leftover_real_bytes)."""
     c = f.get("cost") or {}
     keys = ("oom_kills", "jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s")
