@@ -49,8 +49,8 @@ STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, ex
 # kernel handed out since the last (probe_new) are read, and a member that is the parent of one
 # is looked at that tick, whatever its back-off. 32, not 16 (docs/scale.md, "Watcher at 1,000 idle
 # run processes"): an idle process's stat came every 32 ticks all the same (a look every 16,
-# IDLE_STAT_EVERY passed at every second one), and its children file is the probe's backstop only; half the looks of a thousand idle processes
-# were a third of the watcher's CPU.
+# IDLE_STAT_EVERY passed at every second one), and its children file is the probe's backstop only;
+# half the looks of a thousand idle processes were a third of the watcher's CPU.
 MAX_BACKOFF = 32
 # New pids read one by one per tick at most; past this many since the last tick (a host forking
 # fast, or the pid counter wrapped) one listing of /proc is cheaper, and is done instead.
