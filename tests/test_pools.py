@@ -796,3 +796,17 @@ def test_a_pool_whose_sidecar_never_served_is_neither_busy_nor_idle(tmp_path: Pa
     assert "never served (1.5 s -> 2.0 s)" in render_text(rep, {}), render_text(rep, {})
     page = render_html(rep, view)
     assert "url(#unserved)" in page and "busy 1.00 -> 2.00" not in page
+
+
+def test_a_nested_pools_memory_is_its_own_not_its_nested_pools(tmp_path: Path) -> None:
+    """seed_log's nesting (main -> sidecar 200 -> sidecar 300 -> sidecar 400), each sidecar read at 100, 200 and
+    300 MiB at one moment: each pool's peak is its own processes' (the outer one no longer adds the pools made
+    inside it: 600 MiB, 500, 300 once), so the rows add up to the pools' peak at once, never above it."""
+    w = seed_log()
+    mem = [{"pid": pid, "pss": mib * 2**20, "uss": mib * 2**20, "rss": mib * 2**20}
+           for pid, mib in ((200, 100), (300, 200), (400, 300))]
+    w.add(9.6, 900, 100, "watcher", "memory", procs=mem, run="r1", root_pid=100)
+    rep = report(w, tmp_path)
+    peaks = {p["sidecar_pid"]: p["peak_pss_bytes"] for p in rep["pools"]}
+    assert peaks == {200: 100 * 2**20, 300: 200 * 2**20, 400: 300 * 2**20}, peaks
+    assert sum(peaks.values()) == rep["costs"]["pool_peak_pss_bytes"] == 600 * 2**20

@@ -76,7 +76,8 @@ def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
 
 def pool_processes(pool: Pool) -> list[Process]:
     """The sidecar and its descendants (iteratively: the tree can be deep); a fork/spawn pool's: its workers
-    and theirs."""
+    and theirs. Not a pool made inside it (a nested pool's sidecar, members and theirs): each process counts
+    in one pool only, so adding the pools' rows never counts a process twice."""
     side = pool.sidecar
     if side is None and not pool.members:
         return []
@@ -88,7 +89,9 @@ def pool_processes(pool: Pool) -> list[Process]:
             continue
         seen.add(p.index)
         found.append(p)
-        stack.extend(p.children)
+        nested = {id(q) for other in p.pools if other is not pool
+                  for q in ([other.sidecar] if other.sidecar is not None else other.members)}
+        stack.extend(q for q in p.children if id(q) not in nested)
     return found
 
 
