@@ -513,3 +513,36 @@ def test_a_pool_read_after_its_workers_exit_records_peaks_alike_on_page_trace_an
     trace = to_chrome_trace(read_logs([str(log)]))["traceEvents"]
     counters = [e["args"]["MiB"] for e in trace if e["ph"] == "C" and e["name"] == POOL_PSS]
     assert max(counters) == 290.0
+
+
+def test_many_pools_draw_the_largest_and_the_rest_summed(tmp_path: Path) -> None:
+    """Six nested pools (main -> sidecar 200 -> 300 -> ... -> 700), each sidecar read at one moment (100 to 600
+    MiB): the chart draws the three largest pools' lines and one line for the other three, summed at that
+    moment (600 MiB = 100 + 200 + 300) and named so, not six dashed lines nobody can tell apart; each pool's
+    line is its own processes' (no nested pool inside it)."""
+    from wp_autotrace.analysis.present.html import render_html
+
+    from .logs import LogWriter
+
+    w = LogWriter()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
+    sides = [200, 300, 400, 500, 600, 700]
+    for k, (pid, parent) in enumerate(zip(sides, [100, *sides])):
+        w.warm(1 + k, parent, 1 if parent == 100 else 100, "main" if parent == 100 else "compile-sidecar", pid)
+        w.add(1.5 + k, pid, parent, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
+              forked=False, **run)
+    w.add(8, 900, 100, "watcher", "tree", count=7, ended=[], started=[
+        {"pid": p, "ppid": pp, "rss": 300 << 20, "via": "child"} for p, pp in zip(sides, [100, *sides])], **run)
+    w.add(8.5, 900, 100, "watcher", "memory", procs=[
+        {"pid": p, "pss": m << 20, "uss": m << 20, "rss": m << 20} for p, m in zip(sides, (100, 200, 300, 400, 500,
+                                                                                              600))], **run)
+    w.add(9, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    assert len(rep["pools"]) == 6
+    page = render_html(rep, view)
+    drawn = re.findall(r'<g class="pool-memory" data-sidecar="([^"]*)"', page)
+    assert drawn == ["700", "600", "500", ""], drawn
+    assert "the other 3 pools, summed at once (sidecars 400, 300, 200): peak 600 MiB at once" in page, page[-3000:]
+    assert "pool of sidecar 700: peak 600 MiB at once" in page

@@ -22,6 +22,7 @@ from typing import Any
 from ...common.vocab import COMPILE_WORKER
 from ..derive.memseries import STALE_S, Point, at_once, thin
 from ..derive.view import View
+from ..fold.model import Process
 from ..words.fmt import MIB, mib_s_text, sidecar_name, size_text
 from ..words.sentences import process_words
 from .render import findings_lines, render_text
@@ -35,6 +36,9 @@ BAR_H = 11
 AXIS_H = 22
 MEM_H = 170  # the memory chart's plot height
 MAX_LANES = 2500  # per run; the rest are counted, not drawn (--json lists them)
+# Memory lines a person tells apart (dash patterns, greys): past this many pools, the largest MEMORY_LINES - 1
+# are drawn each and the others as one summed line.
+MEMORY_LINES = 4
 MAX_RINGS = 60  # per pool: the points that read fewer processes than were alive, ringed (evenly spread)
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1240px;padding:0 1em;color:#111}
@@ -52,7 +56,8 @@ pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:12px}.meta{font:12
 
 def render_html(rep: dict[str, Any], v: View, skipped: dict[str, int] | None = None) -> str:
     """The page: Answer, findings, a section per run (ranks in order), the full text report."""
-    series = [at_once(v.story(pool).procs) for pool in v.pools]  # rep["pools"] is v.pools, in order
+    procs = [v.story(pool).procs for pool in v.pools]  # rep["pools"] is v.pools, in order
+    series = [(at_once(x), x) for x in procs]
     command = rep["runs"][0]["command"] if rep["runs"] else ""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width,initial-scale=1">',
@@ -146,10 +151,12 @@ def _rows(procs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return out
 
 
-def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[list[Point]], t0: float) -> str:
+def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[tuple[list[Point], list[Process]]],
+                 t0: float) -> str:
     """One run: its header (the text report's words), the timeline, the memory chart."""
     procs = [p for p in rep["processes"] if p["run"] == run["id"]]
-    pools = [(pool, series[i]) for i, pool in enumerate(rep["pools"]) if pool["run"] == run["id"]]
+    mine = [(pool, *series[i]) for i, pool in enumerate(rep["pools"]) if pool["run"] == run["id"]]
+    pools = [(pool, points) for pool, points, _ in mine]
     ends = [x for p in procs for x in (p["start_s"], p["end_s"]) if x is not None]
     lo = min([0.0 if run["start"] is None else run["start"] - t0, *ends])
     hi = max([lo + 1.0, *ends, *((run["end"] - t0,) if run["end"] is not None else ())])
@@ -162,7 +169,7 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[list[Poi
     if len(lanes) > MAX_LANES:
         more = sum(map(len, lanes[MAX_LANES:]))
         parts.append(f'<p class="note">… {more} more processes not drawn (--json lists them).</p>')
-    parts += [_memory(pools, scale, t0), "</section>"]
+    parts += [_memory(_memory_lines(mine), scale, t0), "</section>"]
     return "\n".join(parts)
 
 
@@ -284,6 +291,25 @@ def _lane(p: dict[str, Any], y: float, scale: Scale, main_end: Any, hi: float, l
     return "".join(out) + "</g>"
 
 
+def _memory_lines(pools: list[tuple[dict[str, Any], list[Point], list[Process]]]
+                  ) -> list[tuple[dict[str, Any], list[Point]]]:
+    """The lines the memory chart draws: every pool's, up to MEMORY_LINES; past that the largest (by peak)
+    each, and the others as one line: their processes' PSS summed at one moment (memseries.at_once over
+    them all: each process is in one pool), named for what it is. Nineteen dashed lines were unreadable."""
+    read = [x for x in pools if x[1]]
+    if len(read) <= MEMORY_LINES:
+        return [(pool, points) for pool, points, _ in pools]
+    read.sort(key=lambda x: -max(pt.pss for pt in x[1]))
+    top, rest = read[:MEMORY_LINES - 1], read[MEMORY_LINES - 1:]
+    ends = [pool["sidecar_end"] for pool, _, _ in rest]
+    others = {"label": f"the other {len(rest)} pools, summed at once (sidecars "
+                       f"{', '.join(str(pool['sidecar_pid']) for pool, _, _ in rest[:6])}"
+                       f"{', ...' if len(rest) > 6 else ''})",
+              "sidecar_pid": "", "sidecar_end": None if None in ends else max(ends), "idle_s": 0,
+              "busy_until": None, "idle_to": None, "idle_mib_s": None, "peak_pss_bytes": None}
+    return [(pool, points) for pool, points, _ in top] + [(others, at_once([q for _, _, x in rest for q in x]))]
+
+
 def _memory(pools: list[tuple[dict[str, Any], list[Point]]], scale: Scale, t0: float) -> str:
     """Each pool's PSS at once as a stepped line, its idle span shaded; one key row per pool under it."""
     drawn = [(pool, thin(points, int(scale.x1 - scale.x0))) for pool, points in pools if points]
@@ -306,12 +332,16 @@ def _memory(pools: list[tuple[dict[str, Any], list[Point]]], scale: Scale, t0: f
         ky = key_y + k * 16
         marks.append(f'<line x1="{LABEL_W}" y1="{num(ky)}" x2="{LABEL_W + 36}" y2="{num(ky)}" class="memline" '
                      f'stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" stroke-dasharray="{DASHES[k % len(DASHES)]}"/>')
-        marks.append(text(LABEL_W + 44, ky + 4, f"pool of sidecar {pool['sidecar_pid']}: peak "
+        marks.append(text(LABEL_W + 44, ky + 4, f"{_line_name(pool)}: peak "
                           f"{size_text(peak.pss)} at once (PSS), at {peak.ts - t0:.1f} s"))
     height = key_y + len(drawn) * 16
     return (f'<svg class="memory" viewBox="0 0 {WIDTH} {num(height)}" width="{WIDTH}" height="{num(height)}" '
             f'role="img" aria-label="pool memory">' + scale.axis(MEM_H + 6 + AXIS_H - 6, MEM_H + 6)
             + text(8, 16, "real memory (PSS) of each pool, at once", "lanelabel") + "".join(marks) + "</svg>")
+
+
+def _line_name(pool: dict[str, Any]) -> str:
+    return str(pool.get("label") or f"pool of sidecar {pool['sidecar_pid']}")
 
 
 def _mib_axis(top: float, y: Any) -> str:
@@ -345,7 +375,8 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
         last = b
     gaps = sum(1 for (_, b, _), (a, _, _) in zip(steps, steps[1:]) if a > b)
     partial = [(t, pt) for t, pt in rel if pt.read < pt.alive]
-    who = f"pool of sidecar {pool['sidecar_pid']} (made by {pool['creator_role']} {pool['creator_pid']})"
+    who = pool.get("label") or (f"pool of sidecar {pool['sidecar_pid']} (made by {pool['creator_role']} "
+                                f"{pool['creator_pid']})")
     out = [f'<g class="pool-memory" data-sidecar="{pool["sidecar_pid"]}">']
     a, b = pool["busy_until"], pool["idle_to"]
     if pool["idle_s"] > 0 and isinstance(a, (int, float)) and isinstance(b, (int, float)):
