@@ -16,7 +16,8 @@ Per call: two long-lived children (old tree, new tree) each trace torch's real
 the call itself returns at once) through the tree's own .pth line, as a traced child of a run; the
 parent drives rounds over a pipe, alternating; each loop is timed with the child's CPU clock
 (rusage of itself). Beside it, in the new child: the untraced call and the floor, two preformatted
-records of the real sizes and two os.write on the log's file.
+records of the real sizes and two os.write on the log's file; and a plain row, ``AsyncCompile.wakeup``
+(no environment, no capture; it returns at once without a process pool), traced and untraced in both.
 
 Usage: python bench/host_floor.py [--rounds N] [--call-rounds N] [--ref REF] [--json]
 """
@@ -65,10 +66,13 @@ ret = next(b"\n" + l for l in lines if b'"event":"return"' in l)
 def floor():
     os.write(fd, call)
     os.write(fd, ret)
-variants = {"traced": traced, "untraced": raw, "floor": floor}
+plain = AC.wakeup  # a plain row: no environment, no capture (returns at once: no process pool)
+plain_raw = AC.__dict__["wakeup"].__func__
+plain_raw = getattr(plain_raw, "__wrapped__", plain_raw).__get__(AC)
+variants = {"traced": traced, "untraced": raw, "floor": floor, "plain": plain, "plain untraced": plain_raw}
 print("ready", len(call), len(ret), flush=True)
 for cmd in sys.stdin:
-    name, n = cmd.split()
+    name, _, n = cmd.rpartition(" ")
     fn = variants[name]
     loops = range(int(n))
     t0 = time.process_time()
@@ -162,7 +166,8 @@ def per_call(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
         os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
     kids = {"new": _child(python, REPO, logs["new"], tmp, "new"),
             "old": _child(python, old_tree, logs["old"], tmp, "old")}
-    plan = [("new", "traced"), ("new", "untraced"), ("new", "floor"), ("old", "traced"), ("old", "untraced")]
+    plan = [("new", "traced"), ("new", "untraced"), ("new", "floor"), ("old", "traced"), ("old", "untraced"),
+            ("new", "plain"), ("new", "plain untraced"), ("old", "plain"), ("old", "plain untraced")]
     got: dict[tuple[str, str], list[float]] = {p: [] for p in plan}
     try:
         for r in range(rounds + 2):
@@ -186,7 +191,9 @@ def per_call(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
     return {"rounds": rounds, "calls_per_loop": CALLS,
             "traced_over_untraced_new_us": us(got[("new", "traced")], got[("new", "untraced")]),
             "traced_over_untraced_old_us": us(got[("old", "traced")], got[("old", "untraced")]),
-            "floor_two_writes_us": us(got[("new", "floor")])}
+            "floor_two_writes_us": us(got[("new", "floor")]),
+            "plain_wakeup_over_untraced_new_us": us(got[("new", "plain")], got[("new", "plain untraced")]),
+            "plain_wakeup_over_untraced_old_us": us(got[("old", "plain")], got[("old", "plain untraced")])}
 
 
 def main() -> int:
