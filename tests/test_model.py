@@ -76,6 +76,29 @@ def with_zombie() -> LogWriter:
     return w
 
 
+def with_fork_hang() -> LogWriter:
+    """main made a fork pool while running 3 threads; its AsyncCompile.wait on the pool was interrupted by
+    Ctrl-C after 3.5 s and the process lived on until killed (no process_exit)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    w.add(2, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.process_pool", call_id=1, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN)
+    w.add(2.001, 100, 1, "main", "call", call_id=2, parent_call=1, thread="MainThread", stack=[PLUGIN],
+          caller=PLUGIN, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+          ".__init__", threads=3)
+    w.add(2.002, 100, 1, "main", "return", call_id=2, duration_s=0.001)
+    w.add(2.003, 100, 1, "main", "return", call_id=1, duration_s=0.003)
+    w.add(2.4, 201, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+          env={}, run="r1", root_pid=100)
+    w.add(2.41, 201, 100, "compile-worker", "role")
+    call(w, 2.5, 100, 1, "main", f"{AC}:AsyncCompile.wait", 3, None)
+    w.add(6, 100, 1, "main", "return", call_id=3, duration_s=3.5, error="KeyboardInterrupt: ")
+    watcher(w, 9, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 9}, {"pid": 201, "end": T0 + 9}])
+    watcher(w, 9.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    return w
+
+
 def with_oom_killed() -> LogWriter:
     """A traced child of main ended unexplained as the cgroup's OOM kill count rose by one."""
     w = clean_run()
@@ -242,6 +265,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-lost": with_lost_job,
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
+    "fork-pool-hang": with_fork_hang,
     "oom-killed": with_oom_killed,
     "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,

@@ -11,6 +11,7 @@ report's are checked against them, never against the tool's own log.
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -101,3 +102,71 @@ def test_fork_and_spawn_pools_get_the_whole_story(tmp_path: Path, method: str) -
     assert "without a process pool" not in answer and "sidecar not seen" not in answer
     assert f"holding {round(pool['held_pss_bytes'] / MIB)} MiB real memory (PSS)" in " ".join(answer.split())
     assert "concurrent.futures stops an executor's workers at exit" in " ".join(answer.split())
+
+
+HANG = textwrap.dedent('''
+    import os, signal, sys, threading, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job's child inherits it ignored
+    import psutil
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+
+    lock, held = threading.Lock(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            time.sleep(600)
+
+    def job():
+        with lock:  # the forked worker's copy of the lock stays held: no thread there will release it
+            return 1
+
+    if __name__ == "__main__":
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        before = psutil.Process().num_threads()
+        pool = AsyncCompile.process_pool()  # first Triton kernel
+        after = psutil.Process().num_threads()
+        with open(sys.argv[1], "w") as f:
+            f.write(f"{before} {after}")
+        AsyncCompile().wait({"k": pool.submit(job)})  # blocks: the job never ends
+''')
+
+
+def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> None:
+    """A fork pool made while another thread holds a lock: the job that needs it never ends in the worker, the
+    main blocks in AsyncCompile.wait, a Ctrl-C raises KeyboardInterrupt there but the process does not end
+    (concurrent.futures' exit handler waits for the job). The report says how many threads ran at the pool's
+    making (the script's own psutil count), that the wait was interrupted and the process lived on, and advises
+    the subprocess start method or compile_threads=1."""
+    from .procs import run_until
+
+    script, out, log = tmp_path / "hang.py", tmp_path / "threads.txt", tmp_path / "log.jsonl"
+    script.write_text(HANG)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_WORKER_START="fork", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+
+    def blocked(recs: list[dict[str, Any]]) -> bool:
+        """The main has waited on the job for two of the watcher's memory sweeps (seconds) when Ctrl-C comes."""
+        wait = next((r["ts"] for r in recs if r["event"] == "call" and r.get("target", "").endswith(
+            "AsyncCompile.wait")), None)
+        return wait is not None and sum(r["event"] == "memory" and r["ts"] > wait for r in recs) >= 2
+
+    res, reached = run_until([sys.executable, str(script), str(out)], env, log, blocked, timeout=180, cwd=tmp_path,
+                             interrupts=1, interrupt_wait=3.0)
+    assert reached, res.stderr[-3000:]
+    before, after = map(int, out.read_text().split())
+    assert before >= 2  # the main thread and the one holding the lock, at least
+    rep = report_json(log)
+    (pool,) = rep["pools"]
+    assert pool["start_method"] == "fork"
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    told = int(hang["text"].split(" while it ran ")[1].split()[0])
+    assert pool["idle_s"] == 0 and pool["ending"]["kind"] != "ended-at-exit"  # busy with the job, then killed
+    assert before <= told <= after, (before, told, after)
+    assert "AsyncCompile.wait() on its fork compile pool was interrupted by Ctrl-C (KeyboardInterrupt)" in hang["text"]
+    assert "the process did not end then" in hang["text"]
+    assert 'worker_start_method="subprocess"' in hang["advice"] and "compile_threads=1" in hang["advice"]
+    assert "fork-pool-hang" in {f["kind"] for f in rep["findings"][:2]} and "on its fork compile pool" in rep["answer"]
+    assert 'worker_start_method="subprocess"' in rep["answer"].split("Fix first: ")[1]

@@ -56,6 +56,7 @@ EXIT_SHUTDOWN = "exit-shutdown"  # shutdown_compile_workers: torch's atexit stop
 ASYNC_WAKEUP = "async-wakeup"
 ASYNC_QUIESCE = "async-quiesce"
 WAIT_POOL_READY = "wait-pool-ready"
+ASYNC_WAIT = "async-wait"  # AsyncCompile.wait: the compiling process waits on its kernels' futures
 AFTER_FORK = "after-fork"
 WORKER_START = "worker-start"  # the compile-worker initializer
 POOL_CREATE = "pool-create"  # SubprocPool.__init__: a sidecar is started (its pid captured)
@@ -179,6 +180,9 @@ TARGETS: "tuple[Target, ...]" = (
     ),
     Target(_AC, "AsyncCompile.wakeup", tag=ASYNC_WAKEUP),
     Target(_AC, "AsyncCompile.wait_pool_ready", tag=WAIT_POOL_READY),
+    # The compiling process waiting on its kernels' futures (once per compiled graph): one that never returns, or
+    # a Ctrl-C interrupts, is a job the pool never finished.
+    Target(_AC, "AsyncCompile.wait", tag=ASYNC_WAIT),
     Target(_AC, "AsyncCompile.quiesce", tag=ASYNC_QUIESCE),
     Target(_AC, "maybe_warm_pool", env=True, tag=MAYBE_WARM_POOL),
     Target(_AC, "after_fork", tag=AFTER_FORK),
@@ -217,8 +221,10 @@ TARGETS: "tuple[Target, ...]" = (
     Target(_SP, "SubprocMain._quiesce", tag=SIDECAR_QUIESCE),
     Target(_SP, "SubprocMain._shutdown", tag=SIDECAR_SHUTDOWN),
     Target(_SP, "SubprocMain._shutdown_pool", tag=SIDECAR_POOL_SHUTDOWN),
+    # As a fork/spawn pool is made: the threads its process runs (a fork copies only the forking thread, and a
+    # lock another thread held then is never released in a worker: a job can hang for ever).
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.__init__",
-           tag=TRACKED_POOL),
+           tag=TRACKED_POOL, capture_call=(("threads", "process.threads"),)),
     # A fork/spawn pool's jobs (2.8+; the sidecar's own executor counts here too, credited to no pool of its
     # own): counted, as SubprocPool.submit is, for the pool's first and last job.
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.submit", mode=COUNT,

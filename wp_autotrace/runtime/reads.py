@@ -87,9 +87,32 @@ def read_rss() -> int | None:
         return None
 
 
+def read_threads() -> int | None:
+    """This process's threads, native ones included (an OpenMP or a C++ library's), from /proc/self/stat field
+    20; None where it cannot be read. A fork copies only the forking thread: a lock another held is never
+    released in the child."""
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY)
+        try:
+            data = os.read(fd, 1024)
+        finally:
+            os.close(fd)
+        return int(data[data.rindex(b")") + 2:].split()[17])  # after the name: field 3 is the first
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# "process.NAME" capture paths: a fact of the calling process, not of the call's instance.
+_PROCESS_FACTS = {"threads": read_threads}
+
+
 def resolve(path: str, instance: Any, result: Any) -> Any:
-    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists."""
+    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists. "process.threads" reads the
+    process (_PROCESS_FACTS)."""
     root, *attrs = path.split(".")
+    if root == "process":
+        fact = _PROCESS_FACTS.get(attrs[0]) if len(attrs) == 1 else None
+        return fact() if fact is not None else None
     value = instance if root == "self" else result
     for attr in attrs:
         value = getattr(value, attr, None)

@@ -371,7 +371,8 @@ class Endings:
         creator = pool.creator
         c_end = creator.ended_at
         evidence = [f"its last worker's end at {self.rel(end)}"]
-        if c_end is not None and creator.end is not None and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
+        if c_end is not None and creator.exited and creator.end is not None \
+                and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
             return Ending(ENDED_AT_EXIT, f"its workers ended as {creator.role} {creator.pid} exited "
                           "(concurrent.futures stops an executor's workers at exit)", end,
                           [*evidence, f"{creator.role} {creator.pid}'s process_exit at {self.rel(creator.end)}"],

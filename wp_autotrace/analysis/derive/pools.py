@@ -113,6 +113,24 @@ def pool_end(pool: Pool) -> float | None:
     return None if any(e is None for e in ends) else max(e for e in ends if e is not None)
 
 
+# The creator's calls that wait on a pool's jobs: AsyncCompile.wait (its kernels' futures), wait_pool_ready.
+WAIT_TAGS = (targets.ASYNC_WAIT, targets.WAIT_POOL_READY)
+
+
+def waited_until(pool: Pool, t_end: float) -> float | None:
+    """Until when the pool's creator waited on its jobs (a wait call begun after the pool's making, or the one that
+    made it): the last such wait's return; where one never returned, or was interrupted (its job never came
+    back), the pool's end, else the log's; None without such a call."""
+    made = pool.call.ts
+    waits = [c for c in pool.creator.calls.values() if c.tag in WAIT_TAGS and (c.end is None or c.end >= made)]
+    if not waits:
+        return None
+    if any(c.end is None or c.error for c in waits):
+        end = pool_end(pool)
+        return end if end is not None else t_end
+    return max(c.end for c in waits if c.end is not None)
+
+
 def start_method(pool: Pool) -> str:
     """How a pool's workers were started, from the workers themselves: 'fork' (each forked from its creator),
     'spawn' (each a fresh interpreter its creator started), '' when not known (none seen, or a SubprocPool:
@@ -203,6 +221,9 @@ class PoolStory:
             # the pool was working on them until then, or until its sidecar died with them (lost): not idle
             stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
             self.busy_until = max(self.busy_until, min(stops)) if stops else self.busy_until
+        waited = waited_until(pool, t_end)
+        if waited is not None and not self.never_served:
+            self.busy_until = max(self.busy_until, waited)  # its creator waited on its jobs until then: not idle
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
         ends = [t for t in (pool.shutdown_at, side_end) if t is not None]
         self.alive_at_end = side_end is None if side is not None else bool(pool.members) and side_end is None

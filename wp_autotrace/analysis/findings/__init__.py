@@ -23,6 +23,7 @@ from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_tro
 from .pools import (
     NESTED_ADVICE,
     child_exit_wait,
+    fork_pool_hang,
     idle_pools,
     nested_pools,
     pool_device_files,
@@ -54,6 +55,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     no_verdict,
     records_lost,
     run_in_progress,
+    fork_pool_hang,
     idle_pools,
     child_exit_wait,
     pool_device_files,

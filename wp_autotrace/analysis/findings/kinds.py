@@ -21,6 +21,10 @@ KINDS: dict[str, tuple[str, str]] = {
                        "shut the pool down after the last compile, or stop the nesting"),
     "child-exit-wait": ("a child process spent seconds shutting its pool down at its exit: its parent's "
                         "join() waits (pytorch#115366)", "shut the pool down at the end of the child's work"),
+    "fork-pool-hang": ("a fork pool made while its process ran other threads, and that process's wait on it "
+                       "never returned or was interrupted (a lock held at the fork is never released in a worker)",
+                       'worker_start_method="subprocess" or compile_threads=1, or make the pool before other '
+                       "threads start"),
     "pool-device-files": ("pool processes hold accelerator device files (pytorch#134084)",
                           "start the pool before the first device call"),
     "pool-died": ("a pool's sidecar ended before anything asked it to stop, or its stop request found it dead: "

@@ -343,3 +343,46 @@ def child_exit_wait(v: View) -> Finding | None:
         "the parent, so the child makes no pool (pytorch#115366)",
         {"processes": len(slow), "exit_wait_s": round(sum(_took(v, x) for x in slow), 3),
          "hang_s": round(sum(_took(v, x) for x in slow), 3)})
+
+
+# A wait on the pool that long, not returned or interrupted, is a hang (the same bar as the Answer's).
+HANG_S = 1.0
+FORK_ADVICE = ('start the workers without fork: worker_start_method="subprocess" (TORCHINDUCTOR_WORKER_START='
+               "subprocess, torch's default), or compile without a pool: compile_threads=1 "
+               "(TORCHINDUCTOR_COMPILE_THREADS=1); or make the pool before the process starts other threads")
+
+
+def fork_pool_hang(v: View) -> Finding | None:
+    """A fork pool made while its process ran other threads (the threads captured as it was made), and a wait of
+    that process on the pool (AsyncCompile.wait, wait_pool_ready) that never returned or was interrupted: a fork
+    copies only the forking thread, so a lock another held then is never released in a worker."""
+    for pool in v.pools:
+        threads = pool.call.at_call.get("threads")
+        if start_method(pool) != "fork" or not isinstance(threads, int) or threads < 2:
+            continue
+        creator = pool.creator
+        waits = [c for c in creator.calls.values() if c.tag in (targets.ASYNC_WAIT, targets.WAIT_POOL_READY)
+                 and (c.end is None or c.error) and (c.end is None or c.end >= pool.call.ts)]
+        if not waits:
+            continue
+        c = waits[0]
+        end = c.end if c.end is not None else creator.ended_at if creator.ended_at is not None else v.t_end
+        waited = end - c.ts
+        if waited < HANG_S:
+            continue
+        how = (f"was interrupted by {error_words(c.error)} after {waited:.1f} s" if c.error else
+               f"never returned ({waited:.1f} s, until the process ended)" if creator.ended_at is not None else
+               f"had not returned after {waited:.1f} s (the end of the log)")
+        after = ""
+        if c.error and not creator.exited and creator.ended_at is not None and creator.ended_at - end >= HANG_S:
+            after = (f"; the process did not end then: it ran {creator.ended_at - end:.1f} s more, with no exit "
+                     "of its own (concurrent.futures' exit handler waits for the pool's jobs)")
+        return Finding(
+            "fork-pool-hang", "problem",
+            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its fork compile pool {how}{after}. "
+            f"Its workers were forked while it ran {threads} threads (the pool made at {site(pool.call.caller)}): "
+            "a fork copies only the forking thread, so a lock another thread held then is never released in a "
+            "worker, and a job that needs it never ends.",
+            [creator.pid, *(q.pid for q in pool.members)], [f"threads at the pool's making: {threads}"],
+            FORK_ADVICE, {"hang_s": round(waited, 3)})
+    return None

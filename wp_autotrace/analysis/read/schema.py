@@ -93,6 +93,8 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
                            "flight, which torch then cancels"),
     ("pool_running", BOOL, "captured as the call starts (SubprocPool.shutdown): torch still held the pool "
                            "running (false: the call is a no-op)"),
+    ("threads", UINT, "captured as the call starts (TrackedProcessPoolExecutor.__init__): the threads its process "
+                      "ran, native ones included (/proc/self/stat)"),
 )
 _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("run", STR, "run id"),
