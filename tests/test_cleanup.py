@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.cli.cleanup import Sweep, _children_first
 from wp_autotrace.cli.cleanup.candidates import Candidate, Checker
+from wp_autotrace.cli.cleanup.sweep import Sweep, children_first
 from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher, wait_until
@@ -207,7 +207,7 @@ def test_children_first() -> None:
     """Deeper processes come first."""
     targets = [(Candidate("r", HOST, pid, 1.0, "x", "", None, None), {"ppid": ppid})
                for pid, ppid in ((10, 1), (12, 11), (11, 10))]
-    assert [c.pid for c, _ in _children_first(targets)] == [12, 11, 10]
+    assert [c.pid for c, _ in children_first(targets)] == [12, 11, 10]
 
 
 def test_never_init_itself_or_processes_outside_the_run(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:

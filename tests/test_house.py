@@ -304,3 +304,28 @@ def test_history_pending_lists_only_modules_still_citing() -> None:
     assert not [m for m in HISTORY_PENDING if not (PKG / m).exists() or not _history(PKG / m)]
     assert _HISTORY.search("see issue 30's model") and _HISTORY.search("(review 2 #4)")
     assert not _HISTORY.search("docs/evidence.md, \"Memory at once\"")
+
+
+# Modules that still import a private name of another module, waiting for another change to their
+# file to land first; the stale-entry check fails once one imports none, so the set only shrinks.
+PRIVATE_IMPORT_PENDING = {"runtime/bootstrap.py", "runtime/recorder.py"}
+
+
+def _private_imports(path: Path) -> list[str]:
+    """`from X import _name` where X is a module of the package: a name private to X used elsewhere."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.relative_to(PKG)}:{node.lineno} imports {a.name}" for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("wp_autotrace"))
+            for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_private_name_imported_from_another_module(path: Path) -> None:
+    """A name with a leading underscore is its module's own: another module that needs it needs a public
+    name (or the function belongs with it)."""
+    if str(path.relative_to(PKG)) not in PRIVATE_IMPORT_PENDING:
+        assert not _private_imports(path)
+
+
+def test_private_import_pending_lists_only_modules_still_importing() -> None:
+    assert not [m for m in PRIVATE_IMPORT_PENDING if not (PKG / m).exists() or not _private_imports(PKG / m)]

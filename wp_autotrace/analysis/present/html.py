@@ -25,7 +25,7 @@ from ..derive.view import View
 from ..fold.model import Process
 from ..words.fmt import MIB, mib_s_text, sidecar_name, size_text
 from ..words.sentences import process_words
-from .render import findings_lines, render_text
+from .render import findings_lines, render_text, run_lines
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
 
 WIDTH = 1200  # the charts' drawing width (they scale down to the page)
@@ -162,7 +162,7 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[tuple[li
     hi = max([lo + 1.0, *ends, *((run["end"] - t0,) if run["end"] is not None else ())])
     scale = Scale(lo, hi, LABEL_W, WIDTH - RIGHT_PAD)
     lanes = _rows(procs)
-    head = _run_header(rep, run)
+    head = _run_header(run)
     parts = [f'<section class="run" id="run-{esc(run["id"])}" data-run="{esc(run["id"])}">',
              f"<h2>Run {esc(run['id'] or '?')}</h2>", f'<div class="meta">{head}</div>',
              _timeline(run, lanes[:MAX_LANES], pools, scale)]
@@ -173,12 +173,9 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[tuple[li
     return "\n".join(parts)
 
 
-def _run_header(rep: dict[str, Any], run: dict[str, Any]) -> str:
-    """The text report's Run header lines for this one run (render._run_section's words)."""
-    from .render import _run_section as run_lines
-
-    lines = run_lines({"runs": [run], "input": rep["input"], "all_runs": 1, "jobs": []})[1:]
-    return "<br>".join(esc(x) for x in lines)
+def _run_header(run: dict[str, Any]) -> str:
+    """The text report's Run header lines for this one run (render.run_lines)."""
+    return "<br>".join(esc(x) for x in run_lines(run))
 
 
 def _pool_rows(lanes: list[list[dict[str, Any]]], pools: list[tuple[dict[str, Any], list[Point]]]

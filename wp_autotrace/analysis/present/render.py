@@ -68,13 +68,20 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     for r in runs:
         if len(runs) > 1:
             out.append(f"-- run {r['id'] or '?'}")
-        out.append(f"command:   {r['command'] or '?'}")
-        out.append(f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
-                   f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}")
-        out.append(f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
-                   f"guard: {'nested-pools' if r['guard'] else 'off'}    {_durations(r)}")
-        if r["inductor"]:
-            out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
+        out += run_lines(r)
+    return out
+
+
+def run_lines(r: dict[str, Any]) -> list[str]:
+    """One run's header (a `runs[]` entry of the report): command; root pid, hosts, times, state; python,
+    torch, guard, durations; the inductor settings at import. The text report's and the page's."""
+    out = [f"command:   {r['command'] or '?'}",
+           f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
+           f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}",
+           f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
+           f"guard: {'nested-pools' if r['guard'] else 'off'}    {_durations(r)}"]
+    if r["inductor"]:
+        out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
     return out
 
 

@@ -149,8 +149,9 @@ def _keep_if(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
 
 _MISSING = object()
 WRONG_FIELD = "field of the wrong type or out of range"
-# schema type -> cleaner: the value to keep, or None to drop the field.
-_CHECKS: dict[str, Callable[[Any], Any]] = {
+# schema type -> cleaner: the value to keep, or None to drop the field (fastread.py builds its typed
+# decoders' range checks from the same table).
+CHECKS: dict[str, Callable[[Any], Any]] = {
     schema.INT: _keep_if(lambda v: type(v) is int and -INT_LIMIT <= v < INT_LIMIT),
     schema.UINT: _keep_if(_is_uint),
     schema.NUM: _keep_if(_is_num),
@@ -211,7 +212,7 @@ def check_record(record: Any, fixed: dict[str, int]) -> str | None:
             del record[key]  # a newer writer's field: nothing reads it
             continue
         else:
-            kept = _CHECKS[kind](value)
+            kept = CHECKS[kind](value)
             if kept is _MISSING:
                 record[key] = None
                 continue

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Callable, Literal, Optional, TypedDict, Union
 
 from . import schema
-from .check import _CHECKS, ARGV_EVENTS, INT_LIMIT, NUM_LIMIT
+from .check import ARGV_EVENTS, CHECKS, INT_LIMIT, NUM_LIMIT
 
 try:
     import msgspec
@@ -78,7 +78,7 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
     rewritten = tuple(key for key, kind in fields.items() if kind in _REWRITTEN_KINDS)
     # Frames decode as plain dicts (every key kept, as json.loads keeps them): check_record's own
     # cleaner then gives what it gives on the json path (the same dict, or a rebuilt one in its order).
-    frames = tuple((key, _CHECKS[kind]) for key, kind in fields.items() if kind in (schema.FRAME, schema.FRAMES))
+    frames = tuple((key, CHECKS[kind]) for key, kind in fields.items() if kind in (schema.FRAME, schema.FRAMES))
 
     def fast(raw: bytes) -> dict[str, Any] | None:
         try:

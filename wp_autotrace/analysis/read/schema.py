@@ -41,7 +41,7 @@ __all__ = [  # what this module offers, its own names and the re-exported vocabu
     "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
 ]
 
-# Field types the reader checks (check._CHECKS): a field of the wrong type is
+# Field types the reader checks (check.CHECKS): a field of the wrong type is
 # dropped from its record, and counted.
 INT = "int"  # an integer in [-2**63, 2**63)
 UINT = "uint"  # an integer in [0, 2**63): pids, counts, bytes

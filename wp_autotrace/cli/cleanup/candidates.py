@@ -37,7 +37,7 @@ Key = tuple[str, int, "float | None"]  # (host, pid, create_time): one process, 
 Models = list[tuple[Model, "int | None"]]  # each log's model, with the uid that owns the log
 
 
-def _key(c: Candidate) -> Key:
+def key_of(c: Candidate) -> Key:
     return (c.host, c.pid, c.create_time)
 
 

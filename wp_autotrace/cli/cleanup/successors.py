@@ -32,9 +32,7 @@ from typing import Any
 from ...analysis.fold.model import Process, Run
 from ...common.vocab import WATCHER as WATCHER_ROLE
 from .candidates import Candidate
-
-# The sweep these functions take is cleanup.Sweep (its known/targets/models, its checker), typed Any: this
-# module is cleanup's, and importing Sweep here, even for types only, would be an import cycle.
+from .sweep import Sweep
 
 # A traced child writes its process_start within moments of its fork; the bound leaves room for a host whose
 # runnable processes outnumber its cores many times. Waited only while such a newborn lives, unnamed.
@@ -77,7 +75,7 @@ def _is_thread(pid: int) -> bool:
     return False
 
 
-def _selected(sweep: Any) -> list[tuple[Run, int | None]]:
+def selected_runs(sweep: Sweep) -> list[tuple[Run, int | None]]:
     """The selected runs of the logs, read again where a reader was given, each with its log's owner."""
     if sweep.reload is not None:
         sweep.models = sweep.reload() or sweep.models  # a log gone meanwhile: keep what was read
@@ -85,27 +83,27 @@ def _selected(sweep: Any) -> list[tuple[Run, int | None]]:
             if sweep.run_id is None or run.id == sweep.run_id]
 
 
-def _members_named(run: Run) -> list[Process]:
+def members_named(run: Run) -> list[Process]:
     """The processes the log says are the run's, apart from its root and its watchers."""
     return [p for p in run.processes if p is not run.root and p.role != WATCHER_ROLE
             and (p.host, p.pid) not in run.watcher_pids and p.create_time is not None]
 
 
-def logged_successors(sweep: Any, reread: bool = True) -> list[Candidate]:
+def logged_successors(sweep: Sweep, reread: bool = True) -> list[Candidate]:
     """Processes the logs (read again unless reread is False) name as descendants of a process a log
     claims for the run or of a target, not claimed themselves yet; each is then known. A traced child
     writes its own process_start (its ppid, its start) the moment it is forked, so a successor that a
     member's SIGTERM handler forks (re-parented to init as soon as the member exits, out of reach of
     any /proc walk) is found here; admit then checks it like any candidate (pid, start, owner)."""
     found: list[Candidate] = []
-    runs = _selected(sweep) if reread else [(run, owner) for model, owner in sweep.models
+    runs = selected_runs(sweep) if reread else [(run, owner) for model, owner in sweep.models
                                             for run in model.runs.values()
                                             if sweep.run_id is None or run.id == sweep.run_id]
     grew = True
     while grew:  # a chain of successors: each pass adds the children of the last one's finds
         grew = False
         for run, owner in runs:
-            for p in _members_named(run):
+            for p in members_named(run):
                 parent = p.parent
                 if (parent is None or sweep.is_known(p.host, p.pid, p.create_time)
                         or not sweep.is_known(p.host, parent.pid, parent.create_time)):
@@ -119,7 +117,7 @@ def logged_successors(sweep: Any, reread: bool = True) -> list[Candidate]:
     return found
 
 
-def await_newborns(sweep: Any, poll: Callable[[], None]) -> list[dict[str, Any]]:
+def await_newborns(sweep: Sweep, poll: Callable[[], None]) -> list[dict[str, Any]]:
     """Processes born during the last round in a member's process group and session: wait (bounded) until
     poll (which reads the logs again and admits what they name) has made each known, or it ended; the stats
     of those still alive and unnamed when the wait ends (said by the caller, never signalled)."""

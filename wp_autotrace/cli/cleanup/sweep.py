@@ -1,0 +1,281 @@
+"""What cleanup does to /proc and with signals: the verified targets of one cleanup (Sweep), pinned by
+pidfd where the kernel has them, walked for their children, signalled in rounds; and a live process's
+command line as a log would hold it (live_cmd).
+
+What the logs claim is read by candidates.py and successors.py; the rounds, the final count and the
+command are the package's (__init__.py), whose docstring holds the whole argument.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ...common.env import REDACT_ENV
+from ...common.procfs import same_process
+from ...common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
+from .candidates import Candidate, Checker, Models
+
+# Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
+CLEAN = 0  # every candidate ended or was already gone
+REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or survived SIGKILL
+
+POLL_S = 0.05
+KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anyway
+NAMED_MEMBER = "the log names it as the run's"  # and not as left behind (the package's _named_how)
+CLEANUP_BUDGET_S = 120.0
+MAX_TREE = 100_000  # processes walked per round: a ppid loop or a fork bomb cannot hang the walk
+CMD_SHOWN = 120  # characters of a command line in a message
+
+
+def _pin(pid: int) -> int | None:
+    """A pidfd for pid (signals through it cannot reach a later process with the same pid)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None
+
+
+def _exited(pidfd: int) -> bool:
+    """Whether the pinned process has ended (a pidfd polls readable once its process exits)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _signal(pid: int, pidfd: int | None, sig: int) -> bool:
+    """Send sig; False if the process is gone."""
+    try:
+        if pidfd is not None and hasattr(signal, "pidfd_send_signal"):
+            signal.pidfd_send_signal(pidfd, sig)
+        else:
+            os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def children_first(targets: list[tuple[Candidate, dict[str, Any]]]) -> list[tuple[Candidate, dict[str, Any]]]:
+    """Deepest first, by the live parent links among the targets."""
+    parent = {c.pid: info["ppid"] for c, info in targets}
+
+    def depth(pid: int) -> int:
+        d, seen = 0, {pid}
+        while parent.get(pid) in parent and parent[pid] not in seen:
+            pid = parent[pid]
+            seen.add(pid)
+            d += 1
+        return d
+
+    return sorted(targets, key=lambda t: (-depth(t[0].pid), t[0].pid))
+
+
+def target_label(c: Candidate) -> str:
+    return f"{c.pid} {c.role}"
+
+
+class Sweep:
+    """The verified targets of one cleanup, their pidfds, and what became of them."""
+
+    def __init__(self, checker: Checker, dry_run: bool, grace: float, say: Any) -> None:
+        self.checker = checker
+        self.dry_run = dry_run
+        self.grace = grace
+        self.say = say
+        self.deadline = time.monotonic() + CLEANUP_BUDGET_S  # every wait ends by then
+        self.run_id: str | None = None  # the run selected (None: every run in the logs)
+        self.models: Models = []  # the logs as last read
+        self.reload: Callable[[], Models] | None = None  # read the logs again (None: keep self.models)
+        self.known: dict[tuple[str, int], list[float]] = {}  # (host, pid) -> start times claimed or admitted
+        self.targets: dict[int, tuple[Candidate, dict[str, Any]]] = {}  # pid -> (candidate, live stat)
+        self.pins: dict[int, int | None] = {}
+        self.ended = 0
+        self.survivors: list[Candidate] = []
+        self.status = CLEAN
+        self.since: int | None = None  # the kernel's last pid before a round's SIGTERMs (successors.py)
+        # (host, pid) -> (start, why) of each claim refused: a live process the log names is then said refused.
+        self.refusals: dict[tuple[str, int], list[tuple[float | None, str]]] = {}
+
+    def know(self, c: Candidate) -> None:
+        if c.create_time is not None:
+            self.known.setdefault((c.host, c.pid), []).append(c.create_time)
+
+    def is_known(self, host: str, pid: int, create_time: float | None) -> bool:
+        """Is this process one a log claims for the run, or a target?"""
+        return create_time is not None and any(same_process(t, create_time)
+                                               for t in self.known.get((host, pid), ()))
+
+    def admit(self, c: Candidate, also: tuple[Candidate, ...] = ()) -> None:
+        """Pin, then judge every claim on this process (the checks then hold for the pidfd): c and the
+        same process as named by other logs. It joins only if no claim is refused: a process that some
+        log's owner may not have ended is not signalled, whichever log came first. Refusals are said
+        and counted."""
+        held = self.targets.get(c.pid)
+        if held is not None and c.create_time is not None and held[0].create_time is not None and same_process(
+                held[0].create_time, c.create_time):
+            return  # already a member (a log's start and the live one may differ by the clock's grain)
+        pidfd = _pin(c.pid)  # a dry run pins too: the walk's membership test uses the pin
+        verdicts = [(claim, self.checker.refusal(claim)) for claim in (c, *also)]
+        refused = [(claim, why) for claim, why in verdicts if why not in (None, "gone")]
+        info = self.checker.same(c.pid, c.create_time) if not refused and all(
+            why is None for _, why in verdicts) else None
+        if info is not None:
+            self.targets[c.pid] = (c, info)
+            self.pins[c.pid] = pidfd
+            self.know(c)
+            return
+        if pidfd is not None:
+            os.close(pidfd)
+        if not refused:
+            self.say(f"already gone: {target_label(c)}")
+            return
+        for claim, reason in refused:
+            self.say(f"refused: {target_label(claim)}: {reason}")
+            self.refusals.setdefault((claim.host, claim.pid), []).append((claim.create_time, reason))
+        for claim, verdict in verdicts:
+            if verdict is None:
+                self.say(f"refused: {target_label(claim)}: the log of uid {claim.owner} would admit it, but not every "
+                         "log that names it may: it is ended only if every log that names it may")
+        self.status = REFUSED
+
+    def refusal_of(self, c: Candidate) -> str:
+        """Why cleanup refused to signal this process ("" if it did not)."""
+        return "; ".join(dict.fromkeys(why for start, why in self.refusals.get((c.host, c.pid), ())
+                                       if same_process(start, c.create_time)))
+
+    def unsignalled(self, c: Candidate, named: str) -> None:
+        """Say why a live process the log names as the run's was not signalled: refused (and why), or never
+        listed left behind."""
+        why = self.refusal_of(c)
+        self.say(f"still alive, not signalled: {target_label(c)}: {named}" + (
+            f"; cleanup refused to signal it: {why}" if why else
+            ", but not as left behind" if named == NAMED_MEMBER else ", but it was not signalled (see above)"))
+
+    def close(self) -> None:
+        for fd in self.pins.values():
+            if fd is not None:
+                os.close(fd)
+        self.pins.clear()
+
+    def member_alive(self, pid: int) -> bool:
+        """Is pid still the member admitted? Its pidfd (where pinned) has not reported an exit, and the
+        live pid has the member's start time. False for a member that ended, even if its pid is reused."""
+        entry = self.targets.get(pid)
+        if entry is None:
+            return False
+        pidfd = self.pins.get(pid)
+        if pidfd is not None and _exited(pidfd):
+            return False
+        return self.checker.same(pid, entry[0].create_time) is not None
+
+    def signal(self, pid: int, sig: int) -> bool:
+        """Send sig to a member; False if it is gone. Through its pidfd where pinned; without one, only
+        while the live pid is still the member (never a later process that took an ended member's pid)."""
+        pidfd = self.pins.get(pid)
+        if pidfd is None and not self.member_alive(pid):
+            return False
+        return _signal(pid, pidfd, sig)
+
+    def send(self, pids: list[int], sig: int) -> None:
+        for pid in pids:
+            self.signal(pid, sig)
+
+    def _children(self, member: Candidate) -> list[tuple[int, dict[str, Any]]]:
+        """The live children of a live member, each with its stat; [] unless the member is still itself.
+
+        The member is re-verified AFTER its children list and their stats are read: a child whose ppid
+        named the member's pid while the member (pinned) was alive is the member's child. A member that
+        ended, or a pid reused since, yields nothing: its children are not the run's."""
+        reader = self.checker.reader
+        kids = []
+        for kid in reader.children(member.pid) or []:
+            info = reader.stat(kid)
+            if kid in self.targets or info is None or info["ppid"] != member.pid or member.create_time is None:
+                continue
+            if info["create_time"] < member.create_time and not same_process(info["create_time"],
+                                                                             member.create_time):
+                continue
+            kids.append((kid, info))
+        return kids if kids and self.member_alive(member.pid) else []
+
+    def descendants(self, pids: list[int]) -> list[Candidate]:
+        """Live children of the given live members, down the tree (born after the verdict: members by
+        descent), each admitted (pinned, checked) as it is found, so that its own children are walked
+        only while it is a live, pinned member too; the candidates admitted."""
+        found: list[Candidate] = []
+        queue = [pid for pid in pids if pid in self.targets]
+        walked = 0
+        while queue and walked < MAX_TREE:
+            member = self.targets[queue.pop()][0]
+            walked += 1
+            for kid, info in self._children(member):
+                c = Candidate(member.run, member.host, kid, info["create_time"], "child",
+                              live_cmd(self.checker.reader, kid), None, None, member.owner)
+                self.admit(c)
+                if kid in self.targets:
+                    found.append(c)
+                    queue.append(kid)
+        return found
+
+    def grow(self) -> list[int]:
+        """Stop every live target (not in a dry run), then add their descendants, stopping each as it
+        joins, until a walk finds nobody new; the pids added."""
+        added: list[int] = []
+        frontier = [pid for pid in self.targets if self.member_alive(pid)]
+        while frontier:
+            if not self.dry_run:
+                self.send(frontier, signal.SIGSTOP)  # a stopped process cannot fork while we walk
+            fresh = self.descendants(frontier)
+            frontier = []
+            for c in fresh:
+                frontier.append(c.pid)
+                added.append(c.pid)
+                self.say(f"found: {target_label(c)}, a descendant of the run's leftovers")
+        return added
+
+    def wait_gone(self, pids: list[int], seconds: float) -> list[int]:
+        """Wait up to seconds for pids to end; the ones still alive."""
+        deadline = time.monotonic() + seconds
+        left = pids
+        while True:
+            left = [pid for pid in left if self.checker.same(pid, self.targets[pid][0].create_time)]
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(POLL_S)
+
+    def end_round(self, pids: list[int]) -> list[int]:
+        """SIGTERM in order, SIGCONT, wait up to grace, SIGKILL what is left; the pids that survived."""
+        order = [c.pid for c, _ in children_first([self.targets[pid] for pid in pids])]
+        self.since = self.checker.reader.last_pid()  # every member is stopped: none has forked since
+        for pid in order:
+            if not self.signal(pid, signal.SIGTERM):
+                self.say(f"already gone: {target_label(self.targets[pid][0])}")
+        self.send(order, signal.SIGCONT)  # stopped for the walk: let each act on its SIGTERM
+        grace = min(self.grace, max(0.0, self.deadline - time.monotonic()))  # the budget bounds every wait
+        left = self.wait_gone(order, grace)
+        for pid in order:
+            if pid not in left:
+                self.say(f"ended: {target_label(self.targets[pid][0])} (SIGTERM)")
+                self.ended += 1
+        self.send(left, signal.SIGKILL)
+        survivors = self.wait_gone(left, KILL_WAIT_S)
+        for pid in left:
+            if pid not in survivors:
+                self.say(f"ended: {target_label(self.targets[pid][0])} (SIGKILL after {grace:.3g} s)")
+                self.ended += 1
+        return survivors
+
+
+def live_cmd(reader: Any, pid: int) -> str:
+    """A live process's command line as the log would hold it: masked argument by argument (redact.py),
+    with the secrets of its own environment and of this one's."""
+    patterns = parse_patterns(os.environ.get(REDACT_ENV, ""))
+    secrets = env_secrets(os.environ, patterns) + environ_secrets(reader.environ(pid), patterns)
+    return " ".join(redact_argv(reader.argv(pid), patterns, secrets)).strip()
