@@ -43,24 +43,53 @@ def test_no_function_over_80_lines(path: Path) -> None:
 
 
 # A module over this many lines holds several rooms; a class over this many, several jobs (the function
-# rule alone pushed code into ever larger classes).
+# rule alone pushed code into ever larger classes). A class counts with the package's classes it extends:
+# spreading one object over files by inheritance is not dividing it (compose instead: the object has a part).
 MAX_MODULE_LINES = 600
 MAX_CLASS_LINES = 300
 # Over their limit and being split elsewhere: each entry is over today, and the stale-entry test below
-# fails once one no longer is, so the lists only shrink.
+# fails once one no longer is, so the lists only shrink. Builder extends Finish(Identities) and Probes
+# _Stacks: one object each over two or three files, waiting for composition.
 BEING_SPLIT_MODULES: set[str] = set()
-BEING_SPLIT_CLASSES: set[str] = set()
+BEING_SPLIT_CLASSES: set[str] = {"analysis/fold/fold.py:Builder", "runtime/recorder.py:Probes"}
 
 
 def _lines(path: Path) -> int:
     return len(path.read_text().splitlines())
 
 
-def _long_classes(path: Path) -> list[str]:
+def _class_index() -> dict[str, tuple[int, list[str]]]:
+    """Every class of the package by name: (its own lines, the names of its bases as their modules spell
+    them, an `import X as Y` undone)."""
+    index: dict[str, tuple[int, list[str]]] = {}
+    for path in SOURCES:
+        tree = ast.parse(path.read_text(), str(path))
+        alias = {a.asname: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names if a.asname}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                bases = [b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                         if isinstance(b, (ast.Name, ast.Attribute))]
+                index[node.name] = (node.end_lineno - node.lineno + 1, [alias.get(b, b) for b in bases])
+    return index
+
+
+def _class_lines(name: str, index: dict[str, tuple[int, list[str]]], seen: frozenset[str] = frozenset()) -> int:
+    """A class's lines with those of every base it has in the package (transitively)."""
+    own, bases = index[name]
+    return own + sum(_class_lines(b, index, seen | {name}) for b in bases if b in index and b not in seen | {name})
+
+
+def _long_classes(path: Path, index: dict[str, tuple[int, list[str]]] | None = None) -> list[str]:
+    index = _class_index() if index is None else index
     tree = ast.parse(path.read_text(), str(path))
     return [f"{path.relative_to(PKG)}:{node.name}" for node in ast.walk(tree)
-            if isinstance(node, ast.ClassDef) and node.end_lineno is not None
-            and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES]
+            if isinstance(node, ast.ClassDef) and _class_lines(node.name, index) > MAX_CLASS_LINES]
+
+
+def test_a_class_counts_with_its_bases() -> None:
+    """The measure itself: a class's lines add those of the package classes it extends."""
+    index = {"A": (200, ["B", "object"]), "B": (90, ["C"]), "C": (30, []), "D": (10, ["D"])}
+    assert _class_lines("A", index) == 320 and _class_lines("B", index) == 120 and _class_lines("D", index) == 10
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
@@ -69,15 +98,18 @@ def test_no_module_over_600_lines(path: Path) -> None:
         assert _lines(path) <= MAX_MODULE_LINES, f"{path.relative_to(PKG)}: {_lines(path)} lines"
 
 
+CLASS_INDEX = _class_index()
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
 def test_no_class_over_300_lines(path: Path) -> None:
-    assert not [c for c in _long_classes(path) if c not in BEING_SPLIT_CLASSES]
+    assert not [c for c in _long_classes(path, CLASS_INDEX) if c not in BEING_SPLIT_CLASSES]
 
 
 def test_being_split_lists_only_what_is_still_over() -> None:
     """An entry whose module or class is back under its limit (or gone) is stale: remove it."""
     stale = [m for m in BEING_SPLIT_MODULES if not (PKG / m).exists() or _lines(PKG / m) <= MAX_MODULE_LINES]
-    long_classes = {c for path in SOURCES for c in _long_classes(path)}
+    long_classes = {c for path in SOURCES for c in _long_classes(path, CLASS_INDEX)}
     stale += [c for c in BEING_SPLIT_CLASSES if c not in long_classes]
     assert not stale, f"no longer over the limit: remove from BEING_SPLIT_*: {stale}"
 

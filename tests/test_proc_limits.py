@@ -192,13 +192,13 @@ def test_probe_reads_new_pids_only_and_lists_past_its_bound(tmp_path: Path) -> N
 
     reader = _ProbeReader()
     watcher = Watcher(Sink(str(tmp_path / "w.jsonl"), "h", "watcher"), "run1", 10, 1.0, 0.1, 60, reader=reader)
-    watcher.live = {10: {}, 20: {}}
-    watcher.samples = 1
-    assert watcher.probe_new() == (set(), False) and watcher.probe_new() == (set(), False) and not reader.read
+    watcher.tree.live = {10: {}, 20: {}}
+    watcher.tree.samples = 1
+    assert watcher.tree.probe_new() == (set(), False) and watcher.tree.probe_new() == (set(), False) and not reader.read
     reader.ppid = {1001: 20, 1003: 99, 1004: 10}
     reader.last = 1004
-    assert watcher.probe_new() == ({10, 20}, False) and reader.read == [1001, 1002, 1003, 1004]
+    assert watcher.tree.probe_new() == ({10, 20}, False) and reader.read == [1001, 1002, 1003, 1004]
     reader.last += PROBE_MAX + 1
-    assert watcher.probe_new() == (set(), True)
+    assert watcher.tree.probe_new() == (set(), True)
     reader.last = 300  # wrapped at pid_max
-    assert watcher.probe_new() == (set(), True) and len(reader.read) == 4
+    assert watcher.tree.probe_new() == (set(), True) and len(reader.read) == 4

@@ -135,8 +135,8 @@ class FakeReader:
 def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[Watcher, Path]:
     log = tmp_path / "w.jsonl"
     watcher = Watcher(Sink(str(log), "h", "watcher"), "run1", root, 1.0, 0.1, 60, reader=reader)
-    watcher.exclude = set()  # the fake pids may be this test's own
-    watcher.stat_every = 1  # every tick re-reads every stat: pid reuse is seen at once
+    watcher.tree.exclude = set()  # the fake pids may be this test's own
+    watcher.tree.stat_every = 1  # every tick re-reads every stat: pid reuse is seen at once
     return watcher, log
 
 
@@ -162,7 +162,7 @@ def test_reused_pid_is_a_new_process_and_state_is_bounded(tmp_path: Path) -> Non
     del r.procs[102]
     del r.procs[101]
     w.tick()
-    assert set(w.live) == {100} and w.tick() is None and set(w.live) == {100}
+    assert set(w.tree.live) == {100} and w.tick() is None and set(w.tree.live) == {100}
     assert deltas(log)[1] == [(101, 2.0), (101, 9.0), (102, 9.5)]
     trees = events(read_log(log), "tree")
     assert [t["count"] for t in trees] == [2, 3, 1] and all(t["run"] == "run1" and t["root_pid"] == 100 for t in trees)
@@ -220,7 +220,7 @@ def test_group_or_session_is_no_evidence(tmp_path: Path) -> None:
     r.add(100, 1, 1.0)
     r.procs[100]["groups"] = (100, 100)
     w, log = make_watcher(tmp_path, r)
-    w.scan_every = 1
+    w.tree.scan_every = 1
     w.tick()
     r.add(201, 50, 2.0)  # another task, put in the root's group by its launcher (pid 50)
     r.procs[201]["groups"] = (100, 7)
@@ -228,8 +228,8 @@ def test_group_or_session_is_no_evidence(tmp_path: Path) -> None:
     r.procs[202]["groups"] = (9, 100)
     r.add(101, 100, 2.0)  # the root's own child
     r.add(301, 1, 2.0)  # an orphan whose process_start claims the run
-    w.log = LogWatch(-1, "", "h", "run1", 100, 0)
-    w.log.claimed[301] = 2.0
+    w.tree.log = LogWatch(-1, "", "h", "run1", 100, 0)
+    w.tree.log.claimed[301] = 2.0
     w.tick()
     w.tick()
     del r.procs[100]
@@ -297,10 +297,10 @@ def test_verdict_follows_the_roots_exit_within_the_grace(tmp_path: Path) -> None
     r.add(100, 1, 1.0)
     r.add(101, 100, 2.0)
     w, log = make_watcher(tmp_path, r)
-    w.stat_every = 5  # as in a real run: the root must not wait for its turn
-    w.interval = 0.5  # a slow sampler: the verdict must not wait for it
+    w.tree.stat_every = 5  # as in a real run: the root must not wait for its turn
+    w.tree.interval = 0.5  # a slow sampler: the verdict must not wait for it
     w.linger = 1.0
-    w.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
+    w.tree.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
     t = [0.0]
     marks: dict[str, float] = {}
 
@@ -359,8 +359,8 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     for pid in range(101, 121):
         r.add(pid, 100, 2.0)
     w, log = make_watcher(tmp_path, r)
-    w.stat_every = 5
-    w.exits = FakeExits(r)  # type: ignore[assignment]
+    w.tree.stat_every = 5
+    w.tree.exits = FakeExits(r)  # type: ignore[assignment]
     for _ in range(3 * MAX_BACKOFF):
         w.tick()
     reads.clear()
@@ -376,13 +376,13 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     r.add(500, 110, 3.0)  # a child of an idle process
     for _ in range(MAX_BACKOFF):
         w.tick()
-        if 500 in w.live:
+        if 500 in w.tree.live:
             break
-    assert 500 in w.live  # within MAX_BACKOFF ticks
+    assert 500 in w.tree.live  # within MAX_BACKOFF ticks
     reads.clear()
     w.tick()
     w.tick()
-    assert reads.count(110) >= 1 and w.backoff[110] <= 2  # looked at again soon after its change
+    assert reads.count(110) >= 1 and w.tree.backoff[110] <= 2  # looked at again soon after its change
 
 
 def test_a_claimed_process_gone_before_any_sample_gets_its_end(tmp_path: Path) -> None:
@@ -392,11 +392,11 @@ def test_a_claimed_process_gone_before_any_sample_gets_its_end(tmp_path: Path) -
     r.add(100, 1, 1.0)
     r.add(302, 1, 3.0)
     w, log = make_watcher(tmp_path, r)
-    w.log = LogWatch(-1, "", "h", "run1", 100, 0)
+    w.tree.log = LogWatch(-1, "", "h", "run1", 100, 0)
     w.tick()
-    w.log.claimed.update({301: 2.0, 302: 3.0})
+    w.tree.log.claimed.update({301: 2.0, 302: 3.0})
     w.tick()
-    w.log.claimed[301] = 2.0  # read again (a log scan that lagged): no second end
+    w.tree.log.claimed[301] = 2.0  # read again (a log scan that lagged): no second end
     w.tick()
     trees = events(read_log(log), "tree")
     assert [(e["pid"], e["create_time"]) for t in trees for e in t["ended"]] == [(301, 2.0)]
@@ -416,8 +416,8 @@ def test_a_full_disk_does_not_end_the_watch_and_the_loss_is_counted(tmp_path: Pa
     r.add(100, 1, 1.0)
     r.add(101, 100, 2.0)
     w, log = make_watcher(tmp_path, r)
-    w.interval, w.linger = 0.5, 30.0
-    w.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
+    w.tree.interval, w.linger = 0.5, 30.0
+    w.tree.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
     w.tick()
     full = [True]
     real_write = sink_mod._write
@@ -474,7 +474,7 @@ def test_a_descendant_on_the_roots_pid_is_not_the_root(tmp_path: Path) -> None:
     started = [p for t in events(read_log(log), "tree") for p in t["started"] if p["pid"] == 100]
     assert [(p["create_time"], p.get("role"), p["via"]) for p in started] == [(1.0, "main", "root"),
                                                                               (5.0, None, "child")]
-    assert w.root_end is not None and not w.is_root(100)
+    assert w.tree.root_end is not None and not w.tree.is_root(100)
     w.leftover("root-killed")
     (verdict,) = events(read_log(log), "leftover")
     assert sorted((p["pid"], p["create_time"]) for p in verdict["procs"]) == [(100, 5.0), (101, 2.0)]

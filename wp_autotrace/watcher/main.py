@@ -83,12 +83,13 @@ def pack(lists: dict[str, list[dict[str, Any]]], budget: int = PART_BYTES) -> li
     return parts
 
 
-class Watcher(Tree):
-    """Samples one run's process tree (tree.py) and writes its tree / leftover records."""
+class Watcher:
+    """Writes one run's tree / leftover records from what its Tree (tree.py: membership and sampling) sees,
+    the pool memory and OOM count beside it, and the verdict; the Tree tells it each end (on_end)."""
 
     def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
                  reader: Any = None, log: LogWatch | None = None, redact: str = "", export: Any = None) -> None:
-        super().__init__(root, root_ct, interval, reader, log, redact)
+        self.tree = Tree(root, root_ct, interval, reader, log, redact, on_end=self._forget)
         self.sink = sink
         self.export = export  # export.LiveExport, when the run streams its spans
         self.run = run
@@ -105,7 +106,7 @@ class Watcher(Tree):
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
 
     def emit(self, event: str, **fields: Any) -> None:
-        self.sink.emit(event, run=self.run, root_pid=self.root, **fields)
+        self.sink.emit(event, run=self.run, root_pid=self.tree.root, **fields)
 
     def emit_parts(self, event: str, lists: dict[str, list[dict[str, Any]]], **fields: Any) -> None:
         """One record, or several (part i of parts) when the lists do not fit one."""
@@ -116,55 +117,56 @@ class Watcher(Tree):
                 extra["pids"] = [p["pid"] for p in part["procs"]]
             self.emit(event, **fields, **part, **extra)
 
-    def _end(self, pid: int, now: float, ended: list[dict[str, Any]]) -> None:
-        super()._end(pid, now, ended)
+    def _forget(self, pid: int) -> None:
+        """The tree wrote pid off: its last written rss goes with it."""
         self.written_rss.pop(pid, None)
 
     def tick(self) -> None:
         """Sample, write what changed, and notice the root's end."""
         now = time.time()
-        if self.log is not None:
-            self.log.scan()
-        self.write(now, *self.sample(now))
+        if self.tree.log is not None:
+            self.tree.log.scan()
+        self.write(now, *self.tree.sample(now))
 
     def begin(self) -> None:
         """The first sample, then watcher_start, then what the sample found: once watcher_start is in
         the log, every process then alive under the root is a member (a test may kill the root then)."""
         now = time.time()
-        if self.log is not None:
-            self.log.scan()
-        first = self.sample(now)
+        if self.tree.log is not None:
+            self.tree.log.scan()
+        first = self.tree.sample(now)
         oom = {"oom_kill": self.oom.last} if self.oom is not None and self.oom.last is not None else {}
-        self.emit(V.WATCHER_START, interval=self.interval, linger=self.linger, **oom)
+        self.emit(V.WATCHER_START, interval=self.tree.interval, linger=self.linger, **oom)
         self.write(now, *first)
 
     def write(self, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]]) -> None:
         """The tree record for one sample (if anything changed, or a heartbeat is due)."""
         lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
-        self.zombies.check(now)
-        lists.update(self.zombies.take())
-        if self.possible:
-            lists["possible"], self.possible = self.possible, []
+        self.tree.zombies.check(now)
+        lists.update(self.tree.zombies.take())
+        if self.tree.possible:
+            lists["possible"], self.tree.possible = self.tree.possible, []
         for entry in started:
             self.written_rss[entry["pid"]] = entry["rss"]
         rss = self._heartbeat(now)
         if rss:
             lists["rss"] = rss
         if started or ended or rss or len(lists) > 2:
-            self.emit_parts(V.TREE, lists, count=len(self.live), final=False)
+            self.emit_parts(V.TREE, lists, count=len(self.tree.live), final=False)
         if self.oom is not None and (rose := self.oom.rose()) is not None:
             # every tick, ends or not: the only evidence of an OOM kill, and its time (evidence.md)
             self.emit(V.OOM, before=rose[0], oom_kill=rose[1], since=round(rose[2], 3))
-        if self.log is not None and self.log.roles:
-            self.log.pool_roles(self.live, now)
-        memory = self.memory.tick(now, self.live, self.root_end is not None or self.root not in self.live) \
+        if self.tree.log is not None and self.tree.log.roles:
+            self.tree.log.pool_roles(self.tree.live, now)
+        tree = self.tree
+        memory = self.memory.tick(now, tree.live, tree.root_end is not None or tree.root not in tree.live) \
             if self.memory is not None else None
         if memory:
             self.emit_parts(V.MEMORY, memory)
         if self.export is not None:
             self.export.tick(ended, now)
-        if self.root_end is None and not self.is_root(self.root):
-            self.root_end = now
+        if self.tree.root_end is None and not self.tree.is_root(self.tree.root):
+            self.tree.root_end = now
 
     def _heartbeat(self, now: float) -> list[dict[str, Any]]:
         """The rss entries due now: every live process's at a keep-alive, else those that moved."""
@@ -176,7 +178,7 @@ class Watcher(Tree):
             self._last_keepalive = now
         due = []
         written = self.written_rss
-        for p in self.live.values():
+        for p in self.tree.live.values():
             rss, before = p["rss"], written.get(p["pid"])
             if everyone or before is None or _moved(before, rss):
                 written[p["pid"]] = rss
@@ -187,11 +189,11 @@ class Watcher(Tree):
         """The run's processes alive now (the root is gone); kept until the log takes it. Each one's parent
         and rss are read again first: a backed-off process's last stat may predate its re-parenting (the
         verdict named a dead child as the parent of the orphan it left)."""
-        for pid, entry in self.live.items():
-            info = self.reader.stat(pid)
+        for pid, entry in self.tree.live.items():
+            info = self.tree.reader.stat(pid)
             if info is not None and info["create_time"] == entry["create_time"]:
                 entry["rss"], entry["ppid"] = info["rss"], info["ppid"]
-        procs = sorted(self.live.values(), key=lambda p: p["pid"])
+        procs = sorted(self.tree.live.values(), key=lambda p: p["pid"])
         self.unwritten_verdict = {"procs": procs, "how": how}
         self._write_verdict()
 
@@ -227,56 +229,56 @@ class Watcher(Tree):
 
     def root_exited(self) -> bool:
         """Did the root run its exit code (process_exit in the log)?"""
-        if self.log is None:
+        if self.tree.log is None:
             return False
-        self.log.scan(limit=1 << 62)  # all of it: the record was written before the root ended
-        return self.log.root_exited
+        self.tree.log.scan(limit=1 << 62)  # all of it: the record was written before the root ended
+        return self.tree.log.root_exited
 
     def run_loop(self, clock: Any = time.monotonic, sleep: Any = time.sleep) -> str:
         """Tick until the run is over; the reason it stopped."""
         next_tick = clock()
         root_gone_at = None
         while True:
-            if os.getppid() == self.root:
+            if os.getppid() == self.tree.root:
                 # The root adopted us (a child subreaper): leave at once, so a host
                 # that waits for all its children is not kept waiting by a watcher.
                 return V.EXIT_ROOT_IS_REAPER
-            if self.log is not None and self.log.gone():
+            if self.tree.log is not None and self.tree.log.gone():
                 return V.EXIT_LOG_GONE
             self.catch_up()
             self.tick()
             now = clock()
-            if self.root_end is not None and root_gone_at is None:
+            if self.tree.root_end is not None and root_gone_at is None:
                 root_gone_at = now
             if root_gone_at is not None:
                 if not self.leftover_written and now - root_gone_at >= min(LEFTOVER_GRACE_S, self.linger):
                     exited = self.root_exited()  # the whole log read: the root's below too
-                    if self.log is not None and (self.log.below or self.log.claimed):
+                    if self.tree.log is not None and (self.tree.log.below or self.tree.log.claimed):
                         self.tick()  # they join before the verdict
                     self.leftover(V.ROOT_EXIT if exited else V.ROOT_KILLED)
                     self.leftover_written = True
-                if self.leftover_written and not self.live and self.unwritten_verdict is None \
-                        and not self.zombies.waiting(now):
+                if self.leftover_written and not self.tree.live and self.unwritten_verdict is None \
+                        and not self.tree.zombies.waiting(now):
                     return V.EXIT_RUN_ENDED
                 if now - root_gone_at >= self.linger and self.leftover_written:
                     self.leftover(V.LINGER_END)
                     return V.EXIT_LINGER_END if self.unwritten_verdict is None else V.EXIT_LOG_UNWRITABLE
-            step = FAST_TICK_S if self._verdict_due() else self.interval
-            next_tick = min(next_tick + self.interval, clock() + step)
+            step = FAST_TICK_S if self._verdict_due() else self.tree.interval
+            next_tick = min(next_tick + self.tree.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
-            next_tick = max(next_tick, clock() - self.interval)  # never catch up in a burst
+            next_tick = max(next_tick, clock() - self.tree.interval)  # never catch up in a burst
 
     def _verdict_due(self) -> bool:
         """The root wrote its process_exit (or is gone: killed), and the leftover is not written yet:
         sample fast."""
         if self.leftover_written:
             return False
-        return self.root_end is not None or (self.log is not None and self.log.root_exited)
+        return self.tree.root_end is not None or (self.tree.log is not None and self.tree.log.root_exited)
 
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE, V.EXIT_PROC_ELSEWHERE):
-            self.emit(V.TREE, count=len(self.live), started=[], ended=[], final=True)
+            self.emit(V.TREE, count=len(self.tree.live), started=[], ended=[], final=True)
         counts: dict[str, int] = {}
         if self.export is not None:
             unsent = self.export.close()
@@ -286,7 +288,7 @@ class Watcher(Tree):
         cpu = os.times()
         if self.sink.dropped:
             counts["dropped"] = self.sink.dropped
-        self.emit(V.WATCHER_EXIT, reason=reason, samples=self.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
+        self.emit(V.WATCHER_EXIT, reason=reason, samples=self.tree.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
 
 
 def _moved(before: int, now: int) -> bool:

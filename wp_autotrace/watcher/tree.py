@@ -38,7 +38,7 @@ from .zombies import ZombieWatch
 
 TYPE_CHECKING = False  # typing is for the type checker only: importing it would slow the watcher's start
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
 # Cost grows with what changes: a process whose children file showed nothing new is looked at
@@ -73,7 +73,8 @@ class Tree:
     """The run's processes as the last sample saw them, and how the next sample finds what changed."""
 
     def __init__(self, root: int, root_ct: float, interval: float, reader: Any = None, log: LogWatch | None = None,
-                 redact: str = "") -> None:
+                 redact: str = "", on_end: Callable[[int], None] | None = None) -> None:
+        self.on_end = on_end  # told each pid written off (the watcher forgets what it wrote of it)
         self.root = root
         self.root_ct = root_ct
         self.interval = interval
@@ -312,6 +313,8 @@ class Tree:
         if len(self.ended_keys) >= MAX_POSSIBLE:
             self.ended_keys.clear()
         self.ended_keys.add((pid, old["create_time"]))
+        if self.on_end is not None:
+            self.on_end(pid)
 
     def _adopt(self, candidates: set[int], started: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Candidates that belong join the run, then their own children, down the tree.
