@@ -6,7 +6,7 @@ Usage: python bench/trace_facts.py [--torch]   (about 10 s; medians of repeated 
   metadata read), later calls for the same file (dict lookup), and a caller
   that is not attributed, against the bare frame dict it starts from.
 - env.rank_env / process_start: the rank read added to every process's start.
-- host_patches.install_error_capture in a fresh interpreter (a pool role loads logging and
+- target_patches.install_error_capture in a fresh interpreter (a pool role loads logging and
   threading early; the process would load them with torch anyway).
 With --torch, torch is imported first (as in a real traced process: importlib.metadata is then loaded).
 """
@@ -54,8 +54,8 @@ def child_first_call(with_torch: bool, target: str = STANDIN_FILE) -> float:
 
 
 def child_capture_setup() -> float:
-    code = ("import time; t = time.perf_counter()\nfrom wp_autotrace.runtime import catch, host_patches\n"
-            "host_patches.install_error_capture(catch.LOGGERS, catch._on_log, catch._record)\n"
+    code = ("import time; t = time.perf_counter()\nfrom wp_autotrace.runtime import catch, target_patches\n"
+            "target_patches.install_error_capture(catch.LOGGERS, catch._on_log, catch._record)\n"
             "print(time.perf_counter() - t)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
@@ -102,7 +102,7 @@ def main() -> None:
     print(f"rank_env() no launcher: {none * 1e6:6.2f} us; under torchrun: {some * 1e6:6.2f} us "
           f"(pool_env(), already in process_start: {watched * 1e6:6.2f} us)")
     setup = [child_capture_setup() for _ in range(ROUNDS)]
-    print("host_patches.install_error_capture in a fresh interpreter (imports logging, threading): "
+    print("target_patches.install_error_capture in a fresh interpreter (imports logging, threading): "
           f"{_median_us(setup)}")
 
 

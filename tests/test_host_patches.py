@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.runtime import catch, host_patches
+from wp_autotrace.runtime import catch, host_patches, target_patches
 
 RUNTIME = Path(host_patches.__file__).parent
 
@@ -30,7 +30,8 @@ REPLACED = (
     (_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"), (os, "posix_spawn"), (os, "posix_spawnp"),
     (sys, "excepthook"), (threading, "excepthook"), (os, "execv"), (os, "execve"),
 )
-# Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py may.
+# Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py and
+# target_patches.py (the patches made with the first target module) may.
 REPLACED_NAMES = {name for _, name in REPLACED}
 REGISTRATIONS = {"register_at_fork", "addFilter", "register_after_fork", "Finalize"}
 
@@ -63,14 +64,14 @@ def test_body_hooks_restore_what_they_found() -> None:
     and undoes `from os import register_at_fork` run by the body."""
     before = host_objects()
     ns: dict[str, Any] = {}
-    host_patches.install_body_hooks(ns, FakeFinder(), "m")
+    target_patches.install_body_hooks(ns, FakeFinder(), "m")
     try:
         assert builtins.__build_class__ is not before["builtins.__build_class__"]
         assert atexit.register is not before["atexit.register"]
         exec("from os import register_at_fork", ns)
         assert ns["register_at_fork"] is not before["os.register_at_fork"]
     finally:
-        host_patches.restore_body_hooks(ns)
+        target_patches.restore_body_hooks(ns)
     assert host_objects() == before
     assert ns["register_at_fork"] is before["os.register_at_fork"]
 
@@ -78,12 +79,12 @@ def test_body_hooks_restore_what_they_found() -> None:
 def test_child_role_handover_restores_the_spawners() -> None:
     """The hand-over replaces every spawner of subprocess; restore puts each back."""
     before = host_objects()
-    host_patches.install_child_role_handover()
+    target_patches.install_child_role_handover()
     try:
         assert _posixsubprocess.fork_exec is not before["_posixsubprocess.fork_exec"]
         assert os.posix_spawn is not before["os.posix_spawn"]
     finally:
-        host_patches.restore_child_role_handover()
+        target_patches.restore_child_role_handover()
     assert host_objects() == before
 
 
@@ -91,26 +92,26 @@ def test_child_role_reaches_the_child_only_while_set() -> None:
     """A child started inside set_child_role gets the role in its own environment; os.environ never does."""
     show = [sys.executable, "-c", "import os; print(os.environ.get('WP_AUTOTRACE_CHILD_ROLE'))"]
     try:
-        host_patches.set_child_role("compile-worker")
+        target_patches.set_child_role("compile-worker")
         assert subprocess.run(show, capture_output=True, text=True, timeout=30).stdout.strip() == "compile-worker"
         assert "WP_AUTOTRACE_CHILD_ROLE" not in os.environ
-        host_patches.clear_child_role()
+        target_patches.clear_child_role()
         assert subprocess.run(show, capture_output=True, text=True, timeout=30).stdout.strip() == "None"
     finally:
-        host_patches.restore_child_role_handover()
+        target_patches.restore_child_role_handover()
 
 
 def test_error_capture_restores_hooks_and_filters() -> None:
     """The excepthooks and the logger filters come back as they were; what they saw was recorded."""
     before = host_objects()
     seen: list[Any] = []
-    host_patches.install_error_capture(catch.LOGGERS, seen.append, lambda source, exc: seen.append(source))
+    target_patches.install_error_capture(catch.LOGGERS, seen.append, lambda source, exc: seen.append(source))
     try:
         assert sys.excepthook is not before["sys.excepthook"]
         logging.getLogger(catch.LOGGERS[1]).warning("x")
         assert [r.msg for r in seen] == ["x"]
     finally:
-        host_patches.restore_error_capture()
+        target_patches.restore_error_capture()
     assert host_objects() == before
 
 
@@ -121,10 +122,10 @@ def test_restore_leaves_a_later_patch_alone() -> None:
     def theirs(*args: Any) -> None:
         pass
 
-    host_patches.install_error_capture((), lambda r: None, lambda s, e: None)
+    target_patches.install_error_capture((), lambda r: None, lambda s, e: None)
     sys.excepthook = theirs
     try:
-        host_patches.restore_error_capture()
+        target_patches.restore_error_capture()
         assert sys.excepthook is theirs
     finally:
         sys.excepthook = real
@@ -182,8 +183,8 @@ def _host_patches_in(path: Path) -> list[str]:
 
 
 def test_the_check_sees_every_patch_in_the_inventory() -> None:
-    """The AST check below recognises each kind of patch host_patches.py makes."""
-    seen = " ".join(_host_patches_in(RUNTIME / "host_patches.py"))
+    """The AST check below recognises each kind of patch host_patches.py and target_patches.py make."""
+    seen = " ".join(_host_patches_in(RUNTIME / "host_patches.py") + _host_patches_in(RUNTIME / "target_patches.py"))
     for word in ("assigns __build_class__", "assigns excepthook", "calls register_at_fork", "calls addFilter",
                  "calls register_after_fork", "calls Finalize", "calls register"):
         assert word in seen
@@ -191,20 +192,21 @@ def test_the_check_sees_every_patch_in_the_inventory() -> None:
 
 @pytest.mark.parametrize("path", sorted(RUNTIME.glob("*.py")), ids=lambda p: p.name)
 def test_no_host_patch_outside_the_inventory(path: Path) -> None:
-    """Only host_patches.py touches the functions a host patch replaces."""
-    if path.name == "host_patches.py":
+    """Only host_patches.py and target_patches.py touch the functions a host patch replaces."""
+    if path.name in ("host_patches.py", "target_patches.py"):
         return
     assert not _host_patches_in(path)
 
 
 def test_every_patch_is_in_the_inventory_tables() -> None:
     """Each install/restore pair is listed in the module's own table and in docs/architecture.md, with its pair."""
-    names = sorted(n for n in vars(host_patches) if n.startswith("install_") and callable(getattr(host_patches, n)))
+    names = sorted((n, m) for m in (host_patches, target_patches) for n in vars(m)
+                   if n.startswith("install_") and callable(getattr(m, n)) and getattr(m, n).__module__ == m.__name__)
     architecture = (RUNTIME.parent.parent / "docs" / "architecture.md").read_text()
     assert names
-    for name in names:
+    for name, module in names:
         restore = "restore_" + name.removeprefix("install_")
-        assert callable(getattr(host_patches, restore, None)), f"{name} has no {restore}"
+        assert callable(getattr(module, restore, None)), f"{name} has no {restore}"
         assert name in (host_patches.__doc__ or "") and restore in (host_patches.__doc__ or ""), name
         assert f"`{name}` / `{restore}`" in architecture, name
 
@@ -228,11 +230,11 @@ def test_pytest_plugin_hook_registers_the_plugin_and_restores_consider_env() -> 
 
     real = Manager.__dict__["consider_env"]
     module = types.SimpleNamespace(PytestPluginManager=Manager)
-    host_patches.install_pytest_plugin(module, "wp_autotrace.pytest_plugin")
+    target_patches.install_pytest_plugin(module, "wp_autotrace.pytest_plugin")
     try:
         assert Manager().consider_env() == "real" and imported == ["wp_autotrace.pytest_plugin"]
         Manager.blocked = ("wp_autotrace",)
         assert Manager().consider_env() == "real" and imported == ["wp_autotrace.pytest_plugin"]
     finally:
-        host_patches.restore_pytest_plugin()
+        target_patches.restore_pytest_plugin()
     assert Manager.__dict__["consider_env"] is real

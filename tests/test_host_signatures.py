@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import pytest
 
-from wp_autotrace.runtime import host_patches, recorder
+from wp_autotrace.runtime import host_patches, recorder, target_patches
 
 NOWHERE = "/nonexistent/wp-autotrace-no-such-program"
 
@@ -105,11 +105,11 @@ def test_spawners_take_what_they_replace() -> None:
     """posix_spawn[p] (path, argv, env, /) and fork_exec (no keywords), as the originals."""
     for owner, name, calls in ((os, "posix_spawn", SPAWN_CALLS), (os, "posix_spawnp", SPAWN_CALLS),
                                (_posixsubprocess, "fork_exec", FORK_EXEC_CALLS)):
-        compare(owner, name, calls, host_patches.install_child_role_handover,
-                host_patches.restore_child_role_handover)
+        compare(owner, name, calls, target_patches.install_child_role_handover,
+                target_patches.restore_child_role_handover)
     if hasattr(subprocess, "_fork_exec"):
-        compare(subprocess, "_fork_exec", FORK_EXEC_CALLS, host_patches.install_child_role_handover,
-                host_patches.restore_child_role_handover)
+        compare(subprocess, "_fork_exec", FORK_EXEC_CALLS, target_patches.install_child_role_handover,
+                target_patches.restore_child_role_handover)
 
 
 def test_excepthooks_take_what_they_replace() -> None:
@@ -122,8 +122,8 @@ def test_excepthooks_take_what_they_replace() -> None:
     try:
         for owner, name, calls in ((sys, "excepthook", HOOK_CALLS), (threading, "excepthook", THREAD_HOOK_CALLS)):
             compare(owner, name, calls,
-                    lambda: host_patches.install_error_capture((), seen.append, lambda s, e: seen.append(s)),
-                    host_patches.restore_error_capture)
+                    lambda: target_patches.install_error_capture((), seen.append, lambda s, e: seen.append(s)),
+                    target_patches.restore_error_capture)
     finally:
         sys.excepthook, threading.excepthook = sys_hook, thread_hook
     assert seen == []  # no call above had the hook's shape: nothing recorded
@@ -162,7 +162,7 @@ def test_body_hooks_take_what_they_replace() -> None:
     want = [outcome(real_build, a, k) for a, k in calls] + [outcome(real_register, a, k) for a, k in registered]
     atexit.unregister(print)
     want_sigs = (signature(real_build), signature(real_register), real_build.__name__, real_register.__name__)
-    host_patches.install_body_hooks(ns, FakeFinder(), "m")
+    target_patches.install_body_hooks(ns, FakeFinder(), "m")
     try:
         assert builtins.__build_class__ is not real_build and atexit.register is not real_register
         traced: dict[str, Any] = {}
@@ -173,7 +173,7 @@ def test_body_hooks_take_what_they_replace() -> None:
         got_sigs = (signature(builtins.__build_class__), signature(atexit.register), builtins.__build_class__.__name__,
                     atexit.register.__name__)
     finally:
-        host_patches.restore_body_hooks(ns)
+        target_patches.restore_body_hooks(ns)
     assert traced["result"] == untraced["result"] == {"name": "n", "func": "f"}
     assert got == want and got_sigs == want_sigs
 

@@ -123,13 +123,13 @@ def test_fork_storm_with_busy_sampler_and_writers(tmp_path: Path, synth: Path) -
 FORK_HELD_LOCKS = textwrap.dedent('''
     import os, time
     import synthmod
-    from wp_autotrace.runtime import host_patches
+    from wp_autotrace.runtime import target_patches
     from wp_autotrace.runtime import recorder as probes
 
     synthmod.work(0)
     # As if other threads were inside a traced call and a target module's body at the fork.
     probes._limit_lock.acquire()
-    host_patches._hooks_lock.acquire()
+    target_patches._hooks_lock.acquire()
     pid = os.fork()
     if pid == 0:
         synthmod.work(1)

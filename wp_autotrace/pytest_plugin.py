@@ -1,5 +1,5 @@
 """pytest plugin, registered by the tracer in a traced session (no entry point: untraced, pytest never loads
-it; host_patches.install_pytest_plugin): while tracing is on, a `test` record as each test begins and ends,
+it; target_patches.install_pytest_plugin): while tracing is on, a `test` record as each test begins and ends,
 so the report can say which test made a pool and which later tests it outlived (docs/report.md, "How it reads").
 
 Zero cost when tracing is off: this module imports only ``sys`` and defines no hook unless the tracer

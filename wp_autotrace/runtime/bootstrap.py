@@ -37,12 +37,7 @@ from ..common.env import (
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
-from .host_patches import (
-    install_exec_record,
-    install_mp_exit_finalizer,
-    install_process_hooks,
-    reset_body_hooks_after_fork,
-)
+from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks
 from .sink import Sink, default_log_name, imported_by_tracer, one_more_descriptor, put_back_limit, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
@@ -354,7 +349,9 @@ class Runtime:
             return
         role = COMPILE_WORKER if self.sink.role in SIDECAR_ROLES else CHILD
         self.sink.reset_after_fork(role)
-        reset_body_hooks_after_fork()
+        patches = sys.modules.get(__package__ + ".target_patches")  # loaded with a target module, if any
+        if patches is not None:
+            patches.reset_body_hooks_after_fork()
         if self._probes is not None:
             self._probes.reset_after_fork()
         self.write_start(forked=True)
@@ -498,12 +495,12 @@ TARGET_MODULES = frozenset((
 
 
 # pytest's module that makes its plugin manager: loaded, it has the tracer's plugin registered
-# (host_patches.install_pytest_plugin) in a traced session; no entry point loads it untraced.
+# (target_patches.install_pytest_plugin) in a traced session; no entry point loads it untraced.
 PYTEST_CONFIG = "_pytest.config"
 
 
 def _register_pytest_plugin(module: "Any") -> None:
-    from .host_patches import install_pytest_plugin
+    from .target_patches import install_pytest_plugin
 
     install_pytest_plugin(module, __package__.rpartition(".")[0] + ".pytest_plugin")
 

@@ -6,7 +6,7 @@ stderr that nobody reads, then exits. In pool-serving roles only
 (targets.GUARDED_ROLES) this module records those log records, and what
 reaches ``sys.excepthook`` / ``threading.excepthook``, as ``error`` records.
 
-What the host prints never changes: the hooks (host_patches.install_error_capture)
+What the host prints never changes: the hooks (target_patches.install_error_capture)
 are a ``logging.Filter`` on torch's loggers that always lets the record
 through, and excepthooks that call the hooks they replace. This module
 decides what is recorded.
@@ -15,7 +15,7 @@ decides what is recorded.
 from __future__ import annotations
 
 from ..common.vocab import GUARDED_ROLES
-from .host_patches import install_error_capture
+from .target_patches import install_error_capture
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:

@@ -10,16 +10,16 @@ wraps a target class's methods as the class statement completes, and
 ``os.register_at_fork`` / ``atexit.register`` are handed the wrapper of a
 target function the module registers. Every other target is wrapped right
 after the body. The hooks act only on code of the module being executed and
-are always restored; they live with the tracer's other host patches in
-host_patches.py.
+are always restored; they live in target_patches.py, listed with the tracer's
+other host patches in host_patches.py.
 """
 
 import os
 import sys
 
 from ..common.targets import CONFIG, IMPORT, Target
-from .host_patches import install_body_hooks, restore_body_hooks
 from .sink import imported_by_tracer, warn
+from .target_patches import install_body_hooks, restore_body_hooks
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:

@@ -26,11 +26,11 @@ from ..common.targets import (
 )
 from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
 from .catch import watch_role
-from .host_patches import clear_child_role, set_child_role
 from .jsonline import c_encoder
 from .reads import config_knobs, duration_since, read_rss, resolve, thread_name
 from .sink import Sink
 from .stacks import _OWN_DIR, _USER, _Stacks
+from .target_patches import clear_child_role, set_child_role
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
