@@ -67,7 +67,7 @@ _get_ident = _thread.get_ident
 _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 
 
-def _drop_own_frame(exc: "BaseException") -> None:
+def drop_own_frame(exc: "BaseException") -> None:
     """Keep a hook's own frame out of an exception's traceback (3.11+)."""
     tb = exc.__traceback__
     if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
@@ -78,7 +78,7 @@ def _drop_own_frame(exc: "BaseException") -> None:
 # changes), so the function it replaced accepts and rejects exactly what it did: keywords
 # (os.execv, the excepthooks and posix_spawn take none; os.execve takes path/argv/env), a wrong
 # count, a class keyword named `name` or `func`, each with the original's own TypeError.
-def _look_like(fn: "Any", real: "Any") -> None:
+def look_like(fn: "Any", real: "Any") -> None:
     """fn answers introspection as real: __name__, __doc__, and inspect.signature() through
     __wrapped__ (functools.wraps' convention). Its type and repr stay a Python function's."""
     for name in ("__name__", "__doc__"):
@@ -197,7 +197,7 @@ def _execv(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _exec["execv"](*args, **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -209,7 +209,7 @@ def _execve(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _exec["execve"](*args, **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -226,8 +226,8 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
     if _exec:
         return
     _exec.update(record=record, execv=os.execv, execve=os.execve)
-    _look_like(_execv, os.execv)
-    _look_like(_execve, os.execve)
+    look_like(_execv, os.execv)
+    look_like(_execve, os.execve)
     os.execv = _execv
     os.execve = _execve
 

@@ -16,7 +16,7 @@ import os
 import sys
 
 from ..common.env import CHILD_ROLE_ENV
-from .host_patches import _drop_own_frame, _look_like
+from .host_patches import drop_own_frame, look_like
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _build_class(*args: "Any", **kwds: "Any") -> "Any":
     try:
         cls = _real_build_class(*args, **kwds)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
     func, name = args[:2]  # the call above succeeded: both are there
     body = _bodies.get(id(getattr(func, "__globals__", None))) if _bodies else None
@@ -66,7 +66,7 @@ def _register_at_fork(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _real_register_at_fork(*args, **{k: _handover(v) for k, v in kwargs.items()})
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -76,7 +76,7 @@ def _atexit_register(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _real_atexit_register(*map(_handover, args[:1]), *args[1:], **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -88,12 +88,12 @@ def install_body_hooks(ns: "dict[str, Any]", finder: "Any", name: str) -> None:
             _real_build_class = builtins.__build_class__
             _real_atexit_register = atexit.register
             _real_register_at_fork = getattr(os, "register_at_fork", None)
-            _look_like(_build_class, _real_build_class)
-            _look_like(_atexit_register, _real_atexit_register)
+            look_like(_build_class, _real_build_class)
+            look_like(_atexit_register, _real_atexit_register)
             vars(builtins)["__build_class__"] = _build_class
             vars(atexit)["register"] = _atexit_register
             if _real_register_at_fork is not None:
-                _look_like(_register_at_fork, _real_register_at_fork)
+                look_like(_register_at_fork, _real_register_at_fork)
                 vars(os)["register_at_fork"] = _register_at_fork
         _bodies[id(ns)] = (finder, name)
 
@@ -162,7 +162,7 @@ def _fork_exec(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _real_spawners["fork_exec"](*args, **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -189,7 +189,7 @@ def _posix_spawn(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _real_spawners["posix_spawn"](*_args_with_role(args), **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -198,7 +198,7 @@ def _posix_spawnp(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return _real_spawners["posix_spawnp"](*_args_with_role(args), **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -230,7 +230,7 @@ def install_child_role_handover() -> None:
         real = getattr(owner, name, None)
         if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
             _real_spawners[key] = real
-            _look_like(ours, real)
+            look_like(ours, real)
             setattr(owner, name, ours)
 
 
@@ -263,7 +263,7 @@ def _excepthook(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return (_capture.get("excepthook") or sys.__excepthook__)(*args, **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -277,7 +277,7 @@ def _threading_excepthook(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         return previous(*args, **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
 
 
@@ -306,8 +306,8 @@ def install_error_capture(loggers: "tuple[str, ...]", on_log: "Callable[[Any], N
                     excepthook=sys.excepthook, threading_excepthook=threading.excepthook)
     for name in loggers:
         logging.getLogger(name).addFilter(_capture["filter"])
-    _look_like(_excepthook, sys.excepthook)
-    _look_like(_threading_excepthook, threading.excepthook)
+    look_like(_excepthook, sys.excepthook)
+    look_like(_threading_excepthook, threading.excepthook)
     sys.excepthook = _excepthook
     threading.excepthook = _threading_excepthook
 
@@ -341,7 +341,7 @@ def _consider_env(*args: "Any", **kwargs: "Any") -> "Any":
     try:
         result = _pytest["consider_env"](*args, **kwargs)
     except BaseException as exc:
-        _drop_own_frame(exc)
+        drop_own_frame(exc)
         raise
     try:
         manager = args[0]
@@ -363,7 +363,7 @@ def install_pytest_plugin(config_module: "Any", plugin: str) -> None:
     if _pytest or real is None:
         return
     _pytest.update(owner=owner, consider_env=real, plugin=plugin)
-    _look_like(_consider_env, real)
+    look_like(_consider_env, real)
     owner.consider_env = _consider_env
 
 
