@@ -22,6 +22,7 @@ import math
 import os
 import stat
 from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any, Callable, NamedTuple
 
 from . import schema
@@ -70,20 +71,6 @@ def _decode(raw: bytes) -> Any:
         return _DECODER.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return _MISSING
-
-
-def _lines(f: Any, skipped: dict[str, int]) -> Any:
-    """The file's lines, each at most MAX_LINE_BYTES; longer ones are skipped and counted."""
-    while True:
-        line = f.readline(MAX_LINE_BYTES + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE_BYTES:
-            while line and not line.endswith(b"\n"):  # drop the rest of the line, bounded reads
-                line = f.readline(MAX_LINE_BYTES)
-            skipped["line over 1 MiB"] = skipped.get("line over 1 MiB", 0) + 1
-            continue
-        yield line
 
 
 def _open_regular(path: str) -> Any:
@@ -164,16 +151,36 @@ def _parse_json(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) 
     return record  # type: ignore[no-any-return]
 
 
-def _read_file(f: Any, records: list[dict[str, Any]], skipped: dict[str, int], fixed: dict[str, int]) -> None:
+def _counter(skipped: dict[str, int]) -> Callable[[str], None]:
+    """skip(reason) for a reader that counts what it passes over, in skipped."""
     def skip(reason: str) -> None:
         skipped[reason] = skipped.get(reason, 0) + 1
+    return skip
 
-    for raw in _lines(f, skipped):
-        if not raw.strip():
-            continue  # the writer separates records by blank lines
-        record = parse_line(raw, skip, fixed)
-        if record is not None:
-            records.append(record)
+
+def _records(batches: Iterable[tuple[list[bytes], bool]], skip: Callable[[str], None],
+             fixed: dict[str, int]) -> Iterator[dict[str, Any]]:
+    """The one way from a log's lines to its checked records, in file order: every reader's (the stream,
+    read_logs, the live Tail, count_events). batches are _batches' (lines without their newlines, ended
+    False for an unfinished last line). A writer's line of a hot event is decoded and checked in C
+    (fastread.py); any other line, or one the fast path refuses, goes through parse_line's json path
+    (torn fragments recovered, every field checked); blank lines (the writer's framing) are passed over."""
+    if _fast is None:
+        use_fast()
+    fast_for, at = _fast.get, _EVENT_AT  # type: ignore[union-attr]
+    for lines, ended in batches:
+        for raw in lines:
+            fast = fast_for(raw[:raw.find(b'"', at)])
+            tried = fast is not None and raw.isascii()
+            record = fast(raw) if tried else None  # type: ignore[misc]
+            if record is None:
+                if not raw.strip():
+                    continue  # the writer separates records by blank lines
+                raw = raw + b"\n" if ended else raw
+                record = (_parse_json if tried else parse_line)(raw, skip, fixed)
+                if record is None:
+                    continue
+            yield record
 
 
 def read_logs(paths: list[str]) -> LogData:
@@ -190,7 +197,7 @@ def read_logs(paths: list[str]) -> LogData:
     for path in distinct_files(paths, notes):
         try:
             with _open_regular(path) as f:
-                _read_file(f, records, skipped, fixed)
+                records.extend(_records(_batches(f, skipped), _counter(skipped), fixed))
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
     if not records:
@@ -338,18 +345,11 @@ class LogStream:
     def _file(self, path: str) -> Any:
         """One file's records in (ts, seq) order, through the reorder buffer."""
         skipped, fixed = self.skipped, self.fixed
-
-        def skip(reason: str) -> None:
-            skipped[reason] = skipped.get(reason, 0) + 1
-
         try:
             f = _open_regular(path)
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
             return
-        if _fast is None:
-            use_fast()
-        fast_for, at = _fast.get, _EVENT_AT  # type: ignore[union-attr]
         # Held records by (ts, seq, arrival): the least comes out first, ties in the order the file has
         # them. Those that arrive in order (nearly all) are appended to `run`, O(1); the rest go to a heap,
         # O(log held) a record, also after the wall clock steps back (NTP, a resumed VM): every record
@@ -364,35 +364,23 @@ class LogStream:
         push = heapq.heappush
         try:
             with f:
-                for lines, ended in _batches(f, skipped):
-                    for raw in lines:
-                        # parse_line, inlined for the hot path: a writer's line of a fast event.
-                        fast = fast_for(raw[:raw.find(b'"', at)])
-                        tried = fast is not None and raw.isascii()
-                        record = fast(raw) if tried else None  # type: ignore[misc]
-                        if record is None:
-                            if not raw.strip():
-                                continue  # the writer separates records by blank lines
-                            raw = raw + b"\n" if ended else raw
-                            record = (_parse_json if tried else parse_line)(raw, skip, fixed)
-                            if record is None:
-                                continue
-                        ts = record["ts"]
-                        seq = record.get("seq", 0)
-                        arrival += 1
-                        if ts > run_ts or (ts == run_ts and seq >= run_seq) or not run:
-                            run.append((ts, seq, arrival, record))
-                            run_ts, run_seq = ts, seq
-                        else:
-                            push(held, (ts, seq, arrival, record))
-                        if ts > newest:
-                            newest = ts
-                        horizon = newest - window
-                        if not held:
-                            while run[0][0] < horizon or len(run) > most:
-                                yield run.popleft()[3]
-                        else:
-                            yield from _release(run, held, horizon, most)
+                for record in _records(_batches(f, skipped), _counter(skipped), fixed):
+                    ts = record["ts"]
+                    seq = record.get("seq", 0)
+                    arrival += 1
+                    if ts > run_ts or (ts == run_ts and seq >= run_seq) or not run:
+                        run.append((ts, seq, arrival, record))
+                        run_ts, run_seq = ts, seq
+                    else:
+                        push(held, (ts, seq, arrival, record))
+                    if ts > newest:
+                        newest = ts
+                    horizon = newest - window
+                    if not held:
+                        while run[0][0] < horizon or len(run) > most:
+                            yield run.popleft()[3]
+                    else:
+                        yield from _release(run, held, horizon, most)
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
         yield from _release(run, held, math.inf, 0)
@@ -482,8 +470,7 @@ class Tail:
         self.partial = lines.pop()  # b"" after a newline; else a line still being written
         if len(self.partial) > MAX_LINE_BYTES:
             self.partial = b""  # not one of ours: skipped, as the whole-file reader does
-        found = (parse_line(line, _ignore, self.fixed) for line in lines if line.strip())
-        return [r for r in found if r is not None]
+        return list(_records([(lines, True)], _ignore, self.fixed))
 
     def moved(self) -> bool:
         """Whether the path no longer names the file being read (moved, removed or replaced)."""
@@ -512,16 +499,12 @@ def count_events(path: str, event: str | None = None, role: str | None = None) -
     wanted = [b'"' + value.encode() + b'"' for value in (event, role) if value is not None]
     fixed: dict[str, int] = {}
     skipped: dict[str, int] = {}
-    found = 0
     try:
         with _open_regular(path) as f:
-            for line in _lines(f, skipped):
-                if not line.strip() or not all(w in line for w in wanted):
-                    continue
-                record = parse_line(line, _ignore, fixed)
-                if (record is not None and (event is None or record.get("event") == event)
-                        and (role is None or record.get("role") == role)):
-                    found += 1
+            batches = (([line for line in lines if all(w in line for w in wanted)], ended)
+                       for lines, ended in _batches(f, skipped))
+            return sum(1 for record in _records(batches, _ignore, fixed)
+                       if (event is None or record.get("event") == event)
+                       and (role is None or record.get("role") == role))
     except OSError:
         return 0
-    return found
