@@ -99,6 +99,17 @@ def with_fork_hang() -> LogWriter:
     return w
 
 
+def with_setting_overridden() -> LogWriter:
+    """main started with TORCHINDUCTOR_COMPILE_THREADS=4; inductor's config loaded with compile_threads=1."""
+    w = LogWriter()
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "main.py"], python="3.11.7", forked=False,
+          env={"TORCHINDUCTOR_COMPILE_THREADS": "4"}, run="r1", root_pid=100)
+    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 1}, torch_version="2.13.0")
+    call(w, 2, 100, 1, "main", "torch._dynamo.convert_frame:_compile", 1, 5)
+    w.add(6, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
 def with_oom_killed() -> LogWriter:
     """A traced child of main ended unexplained as the cgroup's OOM kill count rose by one."""
     w = clean_run()
@@ -266,6 +277,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
     "fork-pool-hang": with_fork_hang,
+    "setting-overridden": with_setting_overridden,
     "oom-killed": with_oom_killed,
     "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,
@@ -779,3 +791,14 @@ def test_a_run_exit_is_its_own_runs_not_a_later_main_with_the_same_pid(tmp_path:
     mains = {p["run"]: p["ending"] for p in rep["processes"] if p["role"] == "main"}
     assert mains["r2"]["kind"] == "exit" and mains["r2"]["code"] == 0, mains["r2"]
     assert mains["r1"]["kind"] == "signal" and mains["r1"]["signal"] == "SIGKILL", mains["r1"]
+
+
+def test_fork_hang_says_the_process_lived_on(tmp_path: Path) -> None:
+    """The interrupted wait, the threads at the pool's making, and that the process did not end after the Ctrl-C
+    (no process_exit, ended 3 s later): the words and the fix."""
+    rep = report(with_fork_hang(), tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "interrupted by Ctrl-C (KeyboardInterrupt) after 3.5 s" in hang["text"]
+    assert "the process did not end then: it ran 3.0 s more" in hang["text"] and "ran 3 threads" in hang["text"]
+    assert hang["cost"]["hang_s"] == 3.5 and 'worker_start_method="subprocess"' in hang["advice"]
+

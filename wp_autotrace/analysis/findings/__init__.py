@@ -42,6 +42,7 @@ from .runs import (
     run_in_progress,
     verdict_pending,
 )
+from .settings import setting_overridden
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -59,6 +60,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     idle_pools,
     child_exit_wait,
     pool_device_files,
+    setting_overridden,
     nested_pools,
     warm_pool_bypass,
     verdict_pending,

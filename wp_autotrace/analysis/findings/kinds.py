@@ -25,6 +25,9 @@ KINDS: dict[str, tuple[str, str]] = {
                        "never returned or was interrupted (a lock held at the fork is never released in a worker)",
                        'worker_start_method="subprocess" or compile_threads=1, or make the pool before other '
                        "threads start"),
+    "setting-overridden": ("a process started with a pool variable (TORCHINDUCTOR_COMPILE_THREADS) whose setting "
+                           "was another value when torch._inductor.config loaded: both values, what its compiles "
+                           "then took", "set the setting in code after the imports, before the first compile"),
     "pool-device-files": ("pool processes hold accelerator device files (pytorch#134084)",
                           "start the pool before the first device call"),
     "pool-died": ("a pool's sidecar ended before anything asked it to stop, or its stop request found it dead: "
