@@ -25,10 +25,11 @@ from wp_autotrace.watcher.main import PART_BYTES, Watcher, pack
 
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher, wait_until
 
-# tree_lists(key, pid): wait until a watcher `tree` record lists pid in its `key` list (bounded: 120 s, then the
-# test's own checks say what is missing). The program waits for what the watcher saw, not for a guessed time.
+# tree_lists(key, pid, name=None): wait until a watcher `tree` record lists pid in its `key` list, under that
+# name if one is given (bounded: 120 s, then the test's own checks say what is missing). The program waits for
+# what the watcher saw, not for a guessed time.
 TREE_LISTS = '''
-def tree_lists(key, pid):
+def tree_lists(key, pid, name=None):
     import json, os, time
     deadline = time.monotonic() + 120  # a niced watcher on a loaded box: wait for the event, bounded by time
     while time.monotonic() < deadline:
@@ -36,7 +37,8 @@ def tree_lists(key, pid):
             lines = [line for line in f if b'"tree"' in line]
         for line in lines:
             try:
-                if any(e["pid"] == pid for e in json.loads(line).get(key, [])):
+                if any(e["pid"] == pid and name in (None, e.get("name"))
+                       for e in json.loads(line).get(key, [])):
                     return
             except ValueError:
                 continue  # a line being written
@@ -46,10 +48,12 @@ ORPHANER = TREE_LISTS + textwrap.dedent('''
     import subprocess, sys
     # A child that starts a grandchild (not Python) and exits once the watcher has seen the grandchild under
     # it: the grandchild is re-parented, as sidecar chains are. It leaves the session, so the test
-    # harness's kill of the session does not end it before the watcher looks.
+    # harness's kill of the session does not end it before the watcher looks. "Seen" is seen as sleep: a
+    # first look between fork and exec lists it under the child's name, and the exec, seen only after the
+    # child's exit on a loaded box, is listed again with the new parent.
     child = subprocess.Popen([sys.executable, "-c", sys.argv[1] +
                               "import subprocess as s; p = s.Popen(['sleep', '30'], stdout=s.DEVNULL,"
-                              " stderr=s.DEVNULL, start_new_session=True); tree_lists('started', p.pid)"])
+                              " stderr=s.DEVNULL, start_new_session=True); tree_lists('started', p.pid, 'sleep')"])
     child.wait()
     tree_lists("ended", child.pid)  # the watcher has sampled the tree without the child: the orphan stays
     print("main done")
