@@ -3,13 +3,16 @@
 #
 #   tools/python_matrix.sh DIR [VERSION...]      (default versions: 3.9 3.10 3.11 3.12 3.13)
 #
-# For each version found under $PYENV_ROOT/versions (default ~/.pyenv): a fresh
-# venv DIR/py<version>, the repository installed into it (a wheel build, not
-# editable) with pytest and hypothesis (no torch), then the torch-free tests.
+# The repository is built into a wheel once (DIR/wheel; pure Python, py3-none-any: the same file every
+# Python installs, so building it per Python only repeated hatchling's isolated build env). For each
+# version found under $PYENV_ROOT/versions (default ~/.pyenv): a fresh venv DIR/py<version>, that wheel
+# installed into it (not editable) with pytest and hypothesis (no torch), then the torch-free tests.
+# JOBS Pythons (default 2) run at once: the per-Python install and the tests' own waits leave a core idle
+# much of the time, and the tests bound themselves by conditions, not by the box being quiet.
 # Each Python's output goes to DIR/py<version>.log; one summary line per Python
-# is printed as it finishes, then a total. Exit status: 0 if every Python found passed, 1 otherwise (a
+# is printed in the order given, then a total. Exit status: 0 if every Python found passed, 1 otherwise (a
 # version not installed under pyenv is reported as SKIP and does not fail).
-# TESTS overrides the test files; PIP_ARGS adds pip install options.
+# TESTS overrides the test files; PIP_ARGS adds pip install options; JOBS sets how many Pythons run at once.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +22,7 @@ versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.9 3.10 3.11 3.12 3.13)
 pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 tests=${TESTS:-tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py tests/test_startfile.py tests/test_sink.py tests/test_log_fd.py tests/test_sampler.py tests/test_watcher.py tests/test_cli.py tests/test_layers.py}
+jobs=${JOBS:-2}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -35,7 +39,7 @@ run_one() {
     rm -rf "$venv"
     "$py" -m venv "$venv" || return 10
     # shellcheck disable=SC2086  # PIP_ARGS is a list of options
-    timeout 900 "$venv/bin/python" -m pip install -q --disable-pip-version-check ${PIP_ARGS:-} "$repo" pytest \
+    timeout 900 "$venv/bin/python" -m pip install -q --disable-pip-version-check ${PIP_ARGS:-} "$wheel" pytest \
         hypothesis || return 11
     # The installed copy (not the checkout) must be what a fresh interpreter activates.
     (cd "$dir" && "$venv/bin/python" -c \
@@ -47,21 +51,49 @@ run_one() {
 }
 
 declare -A what=([10]="venv failed" [11]="pip install failed" [12]="installed copy not used" [13]="tests failed"
-                 [124]="timed out")
+                 [14]="no exit status written" [124]="timed out")
+# The wheel, once, by the first Python found (any will do: the wheel is the same for all).
+wheel=
+for v in "${versions[@]}"; do
+    py=$(find_python "$v") || continue
+    rm -rf "$dir/wheel"
+    # shellcheck disable=SC2086  # PIP_ARGS is a list of options
+    if timeout 900 "$py" -m pip wheel -q --disable-pip-version-check --no-deps ${PIP_ARGS:-} -w "$dir/wheel" "$repo" \
+            >"$dir/wheel.log" 2>&1; then
+        wheel=$(ls "$dir"/wheel/wp_autotrace-*-py3-none-any.whl 2>/dev/null | head -1)
+    fi
+    [ -n "$wheel" ] || { echo "wheel build failed (log $dir/wheel.log)"; cat "$dir/wheel.log"; exit 1; }
+    break
+done
+
+# Start every Python found, JOBS at a time, in the background; each writes its exit status and seconds to
+# DIR/py<version>.rc once done.
+declare -A pys=()
+for v in "${versions[@]}"; do
+    py=$(find_python "$v") || continue
+    pys[$v]=$py
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n
+    done
+    (
+        start=$SECONDS
+        run_one "$py" "$dir/py$v" >"$dir/py$v.log" 2>&1
+        echo "$? $((SECONDS - start))" >"$dir/py$v.rc"
+    ) &
+done
+wait
+
 failed=0
 passed=0
 ran=0
 for v in "${versions[@]}"; do
-    py=$(find_python "$v")
+    py=${pys[$v]:-}
     if [ -z "$py" ]; then
         echo "python $v: SKIP (not under $pyenv_root/versions)"
         continue
     fi
     log="$dir/py$v.log"
-    start=$SECONDS
-    run_one "$py" "$dir/py$v" >"$log" 2>&1
-    rc=$?
-    took=$((SECONDS - start))
+    read -r rc took <"$dir/py$v.rc" || { rc=14; took=0; }
     full=$("$py" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "$v")
     result=$(grep -E '^[0-9]+ (passed|failed)|^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$log" \
         | tail -1 | sed -E 's/^=+ //; s/ =+$//')
