@@ -1,9 +1,9 @@
 """The log's vocabulary, in one home: the schema version, event names, roles, leftover and exit reasons.
 
-The watcher, the command and every reader (analysis, cli) spell these through this module; the host
-side's writers in runtime/ still spell some event names as literals. tests/test_schema.py checks every
-emit site, literal or not, against analysis/read/schema.py, which adds each event's fields and types, and
-tests/test_house.py that no other module defines a name this module defines.
+Every writer (runtime, watcher, `run`) and every reader (analysis, cli) spells these through this
+module; the one literal left is pytest_plugin.py's "test", as that plugin imports nothing of ours.
+tests/test_schema.py checks every emit site against analysis/read/schema.py, which adds each event's
+fields and types, and tests/test_house.py that no other module defines a name this module defines.
 Stdlib only, no imports: the host side loads it at start-up.
 """
 

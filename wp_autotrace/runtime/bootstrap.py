@@ -36,7 +36,7 @@ from ..common.env import (
     rank_env,
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
-from ..common.vocab import CHILD, COMPILE_WORKER, GUARDED_ROLES, MAIN, SIDECAR_ROLES
+from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
 from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks
 from .sink import Sink, default_log_name, imported_by_tracer, one_more_descriptor, put_back_limit, warn
 
@@ -295,7 +295,7 @@ class Runtime:
             if self.settings.trace and self.settings.interval > 0 and os.environ.get(WATCHED_ENV) != self.run_id:
                 root.start_watcher(self)
         if self._probes is None:
-            # A program that lists or closes its descriptors must not find the log among them (issue 34):
+            # A program that lists or closes its descriptors must not find the log among them (guarantees.md):
             # its few records (exit, exec, errors) each open the log and close it.
             self.sink.release()
 
@@ -306,7 +306,7 @@ class Runtime:
         secrets = env_secrets(os.environ, patterns)
         if env is not None:  # execve's own environment may hold a secret os.environ does not
             secrets += env_secrets({os.fsdecode(k): os.fsdecode(v) for k, v in dict(env).items()}, patterns)
-        self.sink.emit("exec", argv=redact_argv(argv, patterns, secrets), executable=executable)
+        self.sink.emit(EXEC, argv=redact_argv(argv, patterns, secrets), executable=executable)
 
     def write_start(self, forked: bool) -> None:
         """The process_start record: who this process is and what it was told."""
@@ -375,12 +375,12 @@ class Runtime:
         if self.is_root and self.sink.active and self._root is not None:
             fields.update(self._root.below())
         before = self.sink.dropped
-        self.sink.emit("process_exit", **fields)
+        self.sink.emit(PROCESS_EXIT, **fields)
         limits = one_more_descriptor(self.sink) if self.sink.dropped != before else None
         if limits is not None:  # no descriptor was free: once more, one above the program's limit
             try:
                 self.sink.dropped = before
-                self.sink.emit("process_exit", **fields)
+                self.sink.emit(PROCESS_EXIT, **fields)
             finally:
                 put_back_limit(limits)
 
@@ -436,7 +436,7 @@ def _no_other_interpreter() -> bool:
     From 3.12 sys._current_frames() walks the threads of every interpreter of the process and
     makes a frame object, from the caller's interpreter's allocator, for each one's running frame;
     a subinterpreter has its own GIL and allocator, runs on meanwhile, and later frees that
-    object with its own allocator (3.13: "free(): invalid pointer", issue #35). So the look is
+    object with its own allocator (3.13: "free(): invalid pointer"). So the look is
     skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
     one allocator for every interpreter: always safe. Nothing is imported here (an exit may find
     no descriptor free to load a module): the interpreters module is the one the program loaded,
@@ -511,7 +511,7 @@ class _Front:
     It answers None for every other module (the import goes on as untraced), and for a target module
     hands the import to the full finder (Runtime.finder), which takes its place on sys.meta_path.
     A top-level module the tracer's own code imports is looked up as the full finder would
-    (finder._trusted_spec: never from the cwd or the script's folder).
+    (finder.trusted_spec: never from the cwd or the script's folder).
     """
 
     def __init__(self, runtime: "Runtime") -> None:
@@ -522,9 +522,9 @@ class _Front:
             return self._runtime.finder().find_spec(fullname, path, target)
         if (path is None and "." not in fullname and fullname not in sys.builtin_module_names
                 and imported_by_tracer(_getframe(1))):
-            from .finder import _trusted_spec
+            from .finder import trusted_spec
 
-            return _trusted_spec(fullname)
+            return trusted_spec(fullname)
         return None
 
     def invalidate_caches(self) -> None:
@@ -570,7 +570,7 @@ def start() -> None:
     global _started, _runtime
     # site runs the .pth again in every subinterpreter (the line tests this too; here for any
     # other caller): one tracer per process, in its main interpreter, and a subinterpreter sees
-    # exactly what it would untraced (issue #35; docs/guarantees.md, "Subinterpreters").
+    # exactly what it would untraced (docs/guarantees.md, one tracer per process).
     if _started or not in_main_interpreter():
         return
     _started = True

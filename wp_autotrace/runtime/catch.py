@@ -14,7 +14,7 @@ decides what is recorded.
 
 from __future__ import annotations
 
-from ..common.vocab import GUARDED_ROLES
+from ..common.vocab import ERROR, GUARDED_ROLES
 from .target_patches import install_error_capture
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -89,7 +89,7 @@ def _record(source: str, exc: BaseException | None, logger: str | None = None, l
             fields.update(message=message, frames=[site] if site else [], origin=site)
         elif logger is not None:
             fields["log_message"] = message  # torch's own words, e.g. "Uncaught exception in ..."
-        sink.emit("error", source=source, logger=logger, level=level, **fields)
+        sink.emit(ERROR, source=source, logger=logger, level=level, **fields)
     except Exception as err:
         sink.error("record error", err)
 

@@ -131,7 +131,7 @@ class TargetFinder:
         file there cannot shadow it.
         """
         if path is None and "." not in fullname and imported_by_tracer(_getframe(1)):
-            return _trusted_spec(fullname)
+            return trusted_spec(fullname)
         if (fullname not in self._by_module and fullname not in self._after_load) or fullname in self._busy:
             return None
         self._busy.add(fullname)
@@ -298,7 +298,7 @@ _getframe = sys._getframe
 _PACKAGE = __name__.split(".")[0] + "."
 
 
-def _trusted_spec(name: str) -> "Any":
+def trusted_spec(name: str) -> "Any":
     """name's spec from sys.path without the cwd and the script's folder (sys.path[0]).
 
     Other finders (built-in, frozen, an editable install's) are asked next; a

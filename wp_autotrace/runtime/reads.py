@@ -32,7 +32,7 @@ _POSITIONAL_BELOW_US = 10**15
 def duration_since(start_ns: int) -> tuple[float, str]:
     """Seconds since start_ns (a perf_counter_ns reading), to the microsecond, and their JSON (the float's
     repr, micros_json). From integers: rounding and printing a float took three dtoa passes, a tenth of a
-    traced call's instructions (issue 32)."""
+    traced call's instructions (docs/scale.md, "Traced call and start-up")."""
     us = (_perf_counter_ns() - start_ns + _NS_PER_US // 2) // _NS_PER_US
     return us / _US_PER_S, micros_json(us)
 

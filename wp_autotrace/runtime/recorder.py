@@ -24,12 +24,12 @@ from ..common.targets import (
     SKIP,
     Target,
 )
-from ..common.vocab import COMPILE_WORKER, GUARDED_ROLES, MAIN
+from ..common.vocab import BLOCKED, CALL, COMPILE_WORKER, CONFIG, GUARDED_ROLES, MAIN, RETURN, ROLE
 from .catch import watch_role
 from .jsonline import c_encoder
 from .reads import config_knobs, duration_since, read_rss, resolve, thread_name
 from .sink import Sink
-from .stacks import _OWN_DIR, _USER, _Stacks
+from .stacks import OWN_DIR, USER, Stacks
 from .target_patches import clear_child_role, set_child_role
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -53,7 +53,7 @@ MAX_CACHED_ENVS = 64
 _FIXED_ROLES = (GUARDED_ROLES - {COMPILE_WORKER}) | {MAIN}
 
 
-class Probes(_Stacks):
+class Probes(Stacks):
     """Per-process recording state shared by all wrappers."""
 
     def __init__(self, sink: Sink, stack_limit: int, guard: bool, notice: Callable[[dict[str, Any]], None]) -> None:
@@ -76,7 +76,7 @@ class Probes(_Stacks):
         self._stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]] = {}
         self._prefixes: dict[str, str] = {}  # label -> '"target":..,"tag":..,"call_id":'
         self._thread_json: dict[str, str] = {}  # thread name -> its JSON string
-        self._skip_dirs: tuple[str, ...] = (_OWN_DIR,)
+        self._skip_dirs: tuple[str, ...] = (OWN_DIR,)
         self._inline_pool: Any = None
 
     def reset_after_fork(self) -> None:
@@ -104,7 +104,7 @@ class Probes(_Stacks):
         """Adopt a role announced by a call (the worker initializer)."""
         if self.sink.role != role and self.sink.role not in _FIXED_ROLES:
             self.sink.role = role
-            self.sink.emit("role", role=role)
+            self.sink.emit(ROLE, role=role)
             watch_role(self.sink)
 
     # -- wrappers ---------------------------------------------------------
@@ -155,7 +155,7 @@ class Probes(_Stacks):
                     owner._learn_dirs()
                 kinds = owner._kinds
                 frame: Any = _getframe(1)
-                while frame is not None and (kinds.get(id(frame.f_code)) or owner._frame_kind(frame.f_code)) != _USER:
+                while frame is not None and (kinds.get(id(frame.f_code)) or owner._frame_kind(frame.f_code)) != USER:
                     frame = frame.f_back
                 owner.count_callers[label] = (frame.f_code, frame.f_lineno) if frame is not None else None
             except Exception:  # never the host's problem
@@ -236,7 +236,7 @@ class Probes(_Stacks):
         # The fields of an oversized record (emit_encoded) or a blocked one: no closure (cells slow every local).
         parts = (label, target.tag, call_id, thread, stack, caller, parent, env, at_call, rss)
         if self.guard and target.guard and self.sink.role in GUARDED_ROLES:
-            self.sink.emit("blocked", **_call_fields(*parts), action=target.guard)
+            self.sink.emit(BLOCKED, **_call_fields(*parts), action=target.guard)
             self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
             return _REFUSED
         prefix = self._prefixes.get(label) or self._prefix(target, label)
@@ -249,7 +249,7 @@ class Probes(_Stacks):
             body += f',{encode_json(key)}:{encode_json(value)}'
         if rss is not None:
             body += f',"rss":{rss}'
-        self.sink.emit_encoded("call", body, _call_fields, *parts)
+        self.sink.emit_encoded(CALL, body, _call_fields, *parts)
         open_calls.append(call_id)
         return call_id
 
@@ -291,7 +291,7 @@ class Probes(_Stacks):
             rss = read_rss() if target.mem else None
             if rss is not None:
                 fields["rss"] = rss
-            self.sink.emit("return", **fields)
+            self.sink.emit(RETURN, **fields)
         except Exception as exc:
             self.sink.error("record return", exc)
         finally:
@@ -314,7 +314,7 @@ class Probes(_Stacks):
         """Record a target module's import, or the settings it holds."""
         if target.mode == IMPORT:
             stack, caller = self.capture_stack()
-            self.sink.emit("import", module=target.module, stack=stack, caller=caller, env=pool_env())
+            self.sink.emit(IMPORT, module=target.module, stack=stack, caller=caller, env=pool_env())
             return
         settings = {}
         for key in CONFIG_KEYS:
@@ -323,7 +323,7 @@ class Probes(_Stacks):
             except Exception:
                 continue
         torch = sys.modules.get("torch")
-        self.sink.emit("config", settings=settings, torch_version=str(getattr(torch, "__version__", "")),
+        self.sink.emit(CONFIG, settings=settings, torch_version=str(getattr(torch, "__version__", "")),
                        knobs=config_knobs(module))
 
 

@@ -12,6 +12,7 @@ import resource  # noqa: F401  (loaded for the exit record: sink.one_more_descri
 
 from ..common.env import EXPORT_ENV, REDACT_ENV, WATCHED_ENV
 from ..common.procfs import ProcReader, descendants
+from ..common.vocab import TRACER_ERROR
 from .sink import warn
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -32,7 +33,7 @@ def start_watcher(runtime: "Any") -> None:
         # A pid namespace's init (`docker run … python train.py`) adopts every
         # orphan, the watcher included: a host that waits for all its children
         # would wait for it forever. Said in the log only: stderr stays the host's.
-        sink.emit("tracer_error", where="watcher",
+        sink.emit(TRACER_ERROR, where="watcher",
                   error="not started: the main process is pid 1, which would adopt it as its child; "
                         "no tree or leftover records")
         return

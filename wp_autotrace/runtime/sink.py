@@ -6,7 +6,7 @@ interleave, and no lock is needed (nothing to deadlock a forked child). The
 pid, ppid and sequence counter are reset in a forked child by
 ``Sink.reset_after_fork``.
 
-Two modes (issue 34): a sink *holds* a descriptor between writes (the cheap
+Two modes (docs/contracts.md, "The log's descriptor"): a sink *holds* a descriptor between writes (the cheap
 mode, for processes that record hot calls), or, *released*, holds none: each
 record opens the path, checks it is still the log, writes and closes. A
 program that lists, counts or closes its own descriptors (CPython's
@@ -29,7 +29,7 @@ import sys
 import time
 
 from ..common.env import ROOT_ENV
-from ..common.vocab import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION
+from ..common.vocab import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -51,7 +51,8 @@ _get_ident = _thread.get_ident
 _monotonic = time.monotonic
 _sleep = time.sleep
 # A record's seq counter: a C iterator, whose next() is atomic under the GIL as itertools.count()'s
-# is, without importing itertools in every traced start-up (issue 32). It ends after sys.maxsize records.
+# is, without importing itertools in every traced start-up (docs/scale.md, "Traced call and start-up"). It
+# ends after sys.maxsize records.
 def _counter() -> "Any":
     return iter(range(sys.maxsize))
 
@@ -124,7 +125,7 @@ def warn(message: str, key: "str | None" = None) -> None:
     _warned.add(key)
     if not stderr_is_ours():
         if _warning_sink is not None:
-            _warning_sink.emit("tracer_error", where="warning", error=message)
+            _warning_sink.emit(TRACER_ERROR, where="warning", error=message)
         return
     try:
         _write(2, f"wp-autotrace: {one_line(message)}\n".encode("utf-8", "backslashreplace"))
@@ -359,7 +360,7 @@ class Sink:
         """At exit, in the exiting thread: no other thread writes from now on, and those already
         writing get up to wait_s to land their record; then this thread's record is the last.
 
-        Why (issue 20 item 10): os.write releases the GIL before its syscall. A daemon
+        Why: os.write releases the GIL before its syscall. A daemon
         thread that took its seq and released the GIL there may not run again before the
         exiting thread ends the process (exit_group kills it before its write): a record
         numbered but never written, a gap a reader takes for a lost record. Waiting
@@ -447,7 +448,7 @@ class Sink:
 
     def _say_drops(self) -> None:
         """The count of records lost so far, once the log takes records again (a full disk freed):
-        the process's own word on them, even if its process_exit is lost later (issue 28 item 6).
+        the process's own word on them, even if its process_exit is lost later (the reader then infers no kill).
         If this record is lost too, the next write that lands says the count again."""
         self._drops_said = self.dropped
         self._write("tracer_error", None, {"where": "log", "dropped": self.dropped,
@@ -512,7 +513,7 @@ class Sink:
         """
         if stderr_is_ours():  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
-        self.emit("tracer_error", where=where, error=f"{type(exc).__name__}: {exc}")
+        self.emit(TRACER_ERROR, where=where, error=f"{type(exc).__name__}: {exc}")
 
 
 def one_more_descriptor(sink: "Sink") -> "tuple[int, int] | None":

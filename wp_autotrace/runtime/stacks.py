@@ -22,20 +22,17 @@ encode_json = c_encoder()
 _getframe = sys._getframe  # bound once: a user may trace sys._getframe itself
 
 # How a stack frame counts: left out, library (torch, stdlib), or user/plugin code.
-_SKIP, _LIBRARY, _USER = 0, 1, 2
+_SKIP, _LIBRARY, USER = 0, 1, 2
 # Code objects whose kind is remembered; past this the cache starts over (generated code).
 MAX_CACHED_CODES = 20000
 # Distinct call sites whose stack is kept encoded (a traced target has a handful).
 MAX_CACHED_STACKS = 1024
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
-
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 
-class _Stacks:
+class Stacks:
     """The caller's stack and its attribution, cached per code object: the stack half of Probes (a base
     class, not a member object, so the hot path's lookups stay one attribute deep). Probes.__init__ sets
     the state declared here."""
@@ -49,7 +46,7 @@ class _Stacks:
     _skip_dirs: tuple[str, ...]
 
     def _frame_kind(self, code: Any) -> int:
-        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or _USER, cached per code object.
+        """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or USER, cached per code object.
 
         Keyed by id(code), with the code object kept alive in _codes so the id
         cannot be reused while cached: hashing a code object hashes its
@@ -62,7 +59,7 @@ class _Stacks:
               or (filename.startswith(_STDLIB_DIR) and "-packages" not in filename)):
             kind = _LIBRARY
         else:
-            kind = _USER
+            kind = USER
         if len(self._kinds) > MAX_CACHED_CODES:
             self._forget_codes()
         self._kinds[id(code)] = kind
@@ -113,13 +110,13 @@ class _Stacks:
             if kind:  # not _SKIP
                 kept.append(id(code))
                 kept.append(frame.f_lasti)
-                if caller is None and kind == _USER:
+                if caller is None and kind == USER:
                     caller = frame
             frame = frame.f_back
         while caller is None and frame is not None:  # past the kept frames: only the caller is sought
             code = frame.f_code
             kind = kinds.get(id(code))
-            if kind == _USER or (kind is None and self._frame_kind(code) == _USER):
+            if kind == USER or (kind is None and self._frame_kind(code) == USER):
                 caller = frame
             frame = frame.f_back
         key = (tuple(kept), (id(caller.f_code), caller.f_lasti) if caller is not None else None)
