@@ -249,3 +249,16 @@ def test_a_zombie_reaches_the_answer_only_when_it_stays(tmp_path: Path) -> None:
         (z,) = [f for f in stays["findings"] if f["kind"] == "zombies"]
         assert z["severity"] == "warning" and z["cost"]["zombies"] == 1
         assert "defunct" in stays["answer"]
+
+
+def test_wrapping_never_splits_a_path_or_a_test_id() -> None:
+    """A path or a test id longer than the width stays whole on its own line (it can be copied and searched for);
+    the words around it wrap as before."""
+    from wp_autotrace.analysis.words.fmt import wrap
+
+    path = "/home/user/projects/" + "deeply/nested/" * 8 + "train.py:12"
+    test_id = "tests/test_compile.py::TestCompile::test_" + "x" * 90
+    for long in (path, test_id):
+        lines = wrap(f"- the pool made at {long} (<module>) idled 49.0 s holding 230 MiB", 100)
+        assert any(long in line for line in lines), lines
+        assert all(len(line) <= 100 for line in lines if long not in line)

@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent('''
         tracker spawn starts beside them) and their PSS summed."""
         kids = [c for c in psutil.Process().children() if "resource_tracker" not in " ".join(c.cmdline())]
         return {"pids": sorted(c.pid for c in kids), "pss": sum(pss(c.pid) for c in kids),
-                "main_pss": pss(os.getpid())}
+                "main_pss": pss(os.getpid()), "main_rss": psutil.Process().memory_info().rss}
 
     if __name__ == "__main__":
         AsyncCompile.wait_pool_ready()  # first Triton kernel
@@ -102,6 +102,12 @@ def test_fork_and_spawn_pools_get_the_whole_story(tmp_path: Path, method: str) -
     assert "without a process pool" not in answer and "sidecar not seen" not in answer
     assert f"holding {round(pool['held_pss_bytes'] / MIB)} MiB real memory (PSS)" in " ".join(answer.split())
     assert "concurrent.futures stops an executor's workers at exit" in " ".join(answer.split())
+    # the main's own memory beside the pool's, as top shows it: the watcher's largest RSS reading of it holds
+    # at least what the script read of itself (within 5 %: pages come and go between two readings)
+    main = next(p for p in rep["processes"] if p["role"] == "main")
+    assert main["peak_rss"] >= 0.95 * max(before["main_rss"], after["main_rss"]), (main, probe)
+    held = f"The main process itself held up to {round(main['peak_rss'] / MIB)} MiB resident (RSS"
+    assert held in " ".join(answer.split()), answer
 
 
 HANG = textwrap.dedent('''

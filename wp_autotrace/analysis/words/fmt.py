@@ -74,11 +74,12 @@ def mib_s_text(mib_s: float) -> str:
 
 def wrap(text: str, width: int | None, indent: str = "  ") -> list[str]:
     """One bullet or finding line wrapped to width (None: not wrapped), continuation lines indented. A word
-    longer than the width (a long path) is broken, so every line fits."""
+    longer than the width (a long path, a test id) stays whole on a line of its own, longer than the width: a
+    path split across lines can be neither copied nor searched for."""
     if width is None:
         return [text]
     return textwrap.wrap(text, width=max(width, MIN_WIDTH), subsequent_indent=indent, break_on_hyphens=False,
-                         break_long_words=True) or [""]
+                         break_long_words=False) or [""]
 
 
 def site(frame: dict[str, Any] | None) -> str:
