@@ -127,7 +127,7 @@ class RunView:
         procs = sorted(run.processes, key=lambda p: (p.create_time or p.start or 0.0, p.index))
         kids: dict[int | None, list[Process]] = {}
         for p in procs:
-            parent = p.parent or (self.builder.current.get((p.host, p.ppid)) if p.ppid is not None else None)
+            parent = p.parent or (self.builder.reg.current.get((p.host, p.ppid)) if p.ppid is not None else None)
             key = id(parent) if parent is not None and parent is not p and parent.run is run else None
             kids.setdefault(key, []).append(p)
         out: list[tuple[int, Process]] = []

@@ -134,7 +134,7 @@ class _Proc:
         self.key = (rec["host"], rec["pid"])
         self.run, self.pid, self.ppid = run, rec["pid"], rec.get("ppid")
         ct = rec.get("create_time")
-        # Rounded as the model rounds it (model.Builder.set_create_time): one span id for both exports.
+        # Rounded as the model rounds it (fold/identities.py, Registry.set_create_time): one span id for both exports.
         self.create_time = round(ct, 2) if isinstance(ct, float) else None
         self.start = float(self.create_time if self.create_time is not None else rec["ts"])
         self.span_id = process_span_id(run, rec["host"], rec["pid"], self.start)
@@ -148,7 +148,7 @@ class _Proc:
 
     def is_same(self, rec: dict[str, Any]) -> bool:
         """Whether a process_start for this (host, pid) is this process again (an exec), not a reused pid:
-        the run model's rule (model.Builder.is_new_start): the same create_time (procfs.same_process),
+        the run model's rule (fold/identities.py, Registry.is_new_start): the same create_time (procfs.same_process),
         else, without one, a non-forked start with the same ppid."""
         ct = rec.get("create_time")
         if isinstance(ct, float) and self.create_time is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES
-from .identities import Identities
+from .identities import Registry
 from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
@@ -20,131 +20,129 @@ _POOL_COUNTS = {targets.POOL_WAKEUP: "wakeups", targets.POOL_QUIESCE: "quiesces"
 _SUBMIT = {t.label: True for t in targets.TARGETS if t.tag == targets.POOL_SUBMIT}
 
 
-class Finish(Identities):
-    """What the fold does once every record is in (finish), and a pool's calls credited to it."""
+def credit_pool(c: Call) -> None:
+    """Count a wakeup/quiesce/shutdown for its own pool: by the sidecar pid it
+    captured, else the caller's latest pool still open."""
+    field = _POOL_COUNTS.get(c.tag)
+    if field is None:
+        return
+    p = c.proc
+    sidecar = c.ret.get("sidecar_pid")
+    pool = p.pool_by_sidecar.get(sidecar) if sidecar is not None else None
+    pool = pool or p.open_pool or (p.pools[-1] if p.pools else None)
+    if pool is None:
+        return
+    if c.tag == targets.POOL_SHUTDOWN:
+        pool.shutdown_calls += 1
+        if pool.shutdown_call is None or c.ts < pool.shutdown_call.ts:
+            pool.shutdown_call = c
+        pool.shutdowns = 1
+        pool.shutdown_at = pool.shutdown_call.ts
+        if pool is p.open_pool:
+            p.open_pool = None
+        return
+    if c.tag == targets.POOL_QUIESCE:
+        pool.quiesce_calls.append(c)
+    setattr(pool, field, getattr(pool, field) + 1)
 
-    def credit_pool(self, c: Call) -> None:
-        """Count a wakeup/quiesce/shutdown for its own pool: by the sidecar pid it
-        captured, else the caller's latest pool still open."""
-        field = _POOL_COUNTS.get(c.tag)
-        if field is None:
-            return
-        p = c.proc
-        sidecar = c.ret.get("sidecar_pid")
-        pool = p.pool_by_sidecar.get(sidecar) if sidecar is not None else None
-        pool = pool or p.open_pool or (p.pools[-1] if p.pools else None)
-        if pool is None:
-            return
-        if c.tag == targets.POOL_SHUTDOWN:
-            pool.shutdown_calls += 1
-            if pool.shutdown_call is None or c.ts < pool.shutdown_call.ts:
-                pool.shutdown_call = c
-            pool.shutdowns = 1
-            pool.shutdown_at = pool.shutdown_call.ts
-            if pool is p.open_pool:
-                p.open_pool = None
-            return
-        if c.tag == targets.POOL_QUIESCE:
-            pool.quiesce_calls.append(c)
-        setattr(pool, field, getattr(pool, field) + 1)
+def finish(reg: Registry) -> None:
+    """After the last record: parents and children, runs for the unclaimed, pools, ends, depths, roots, waits."""
+    m = reg.model
+    if m.processes or m.runs:
+        times = [r.start for r in m.runs.values() if r.start is not None]
+        ends = [r.end for r in m.runs.values() if r.end is not None]
+        m.t0 = min(times) if times else 0.0
+        m.t_end = max(ends) if ends else m.t0
+    orphan = None
+    for p in m.processes:
+        if p.parent is None and p.ppid is not None and p.ppid != p.pid:
+            q = reg.current.get((p.host, p.ppid))
+            p.parent = q if q is not p else None
+        if p.parent is not None:
+            p.parent.children.append(p)
+        if p.run is None:
+            run = p.parent.run if p.parent is not None and p.parent.run is not None else None
+            if run is None:
+                orphan = orphan or reg.run("")
+                run = orphan
+            reg.join(p, run)
+    finish_pools(reg)
+    finish_ends(reg)
+    _set_depths(m.processes)
+    for run in m.runs.values():
+        finish_run(run)
+    match_waits(reg)
 
-    def finish(self) -> None:
-        m = self.model
-        if m.processes or m.runs:
-            times = [r.start for r in m.runs.values() if r.start is not None]
-            ends = [r.end for r in m.runs.values() if r.end is not None]
-            m.t0 = min(times) if times else 0.0
-            m.t_end = max(ends) if ends else m.t0
-        orphan = None
-        for p in m.processes:
-            if p.parent is None and p.ppid is not None and p.ppid != p.pid:
-                q = self.current.get((p.host, p.ppid))
-                p.parent = q if q is not p else None
-            if p.parent is not None:
-                p.parent.children.append(p)
-            if p.run is None:
-                run = p.parent.run if p.parent is not None and p.parent.run is not None else None
-                if run is None:
-                    orphan = orphan or self.run("")
-                    run = orphan
-                self.join(p, run)
-        self.finish_pools()
-        self.finish_ends()
-        _set_depths(m.processes)
-        for run in m.runs.values():
-            self.finish_run(run)
-        self.match_waits()
+def finish_pools(reg: Registry) -> None:
+    executor_members(reg.model)
+    for pool in reg.model.pools:
+        if pool.sidecar_pid is None:
+            continue
+        candidates = reg.all_by_pid.get((pool.creator.host, pool.sidecar_pid), [])
+        after = pool.call.ts - SIDECAR_START_SLACK_S
+        pool.sidecar = next((q for q in candidates if (q.start or 0.0) >= after),
+                            candidates[-1] if candidates else None)
+    for c in reg.model.calls:  # calls that never returned still count for their pool
+        if c.end is None and not c.blocked:
+            credit_pool(c)
+    for p in reg.model.processes:
+        if p.pools and p.count_times:
+            _credit_jobs(p)
 
-    def finish_pools(self) -> None:
-        executor_members(self.model)
-        for pool in self.model.pools:
-            if pool.sidecar_pid is None:
-                continue
-            candidates = self.all_by_pid.get((pool.creator.host, pool.sidecar_pid), [])
-            after = pool.call.ts - SIDECAR_START_SLACK_S
-            pool.sidecar = next((q for q in candidates if (q.start or 0.0) >= after),
-                                candidates[-1] if candidates else None)
-        for c in self.model.calls:  # calls that never returned still count for their pool
-            if c.end is None and not c.blocked:
-                self.credit_pool(c)
-        for p in self.model.processes:
-            if p.pools and p.count_times:
-                _credit_jobs(p)
+def finish_ends(reg: Registry) -> None:
+    """A process with no process_exit ends when the watcher first missed it."""
+    in_leftover = {p for run in reg.model.runs.values() for p in run.leftover}
+    for p in reg.model.processes:
+        if p.role == "":
+            p.role = vocab.CHILD
+        if p.end is None and p.gone is not None and p.exec_into is not None:
+            p.end = p.gone  # it became another program; the watcher saw that one end
+            p.exit_how = f"exec'd into {exec_name(p.exec_into)}"
+        elif p.end is None and p.gone is not None and p not in in_leftover:
+            p.end = p.gone
+            p.exit_how = p.exit_how or "vanished"
+        elif p.end is None and p.gone is not None:
+            # Left behind, and the watcher saw it end later (killed, or it finished): not still running.
+            p.end = p.gone
+            p.exit_how = p.exit_how or LEFT_THEN_ENDED
 
-    def finish_ends(self) -> None:
-        """A process with no process_exit ends when the watcher first missed it."""
-        in_leftover = {p for run in self.model.runs.values() for p in run.leftover}
-        for p in self.model.processes:
-            if p.role == "":
-                p.role = vocab.CHILD
-            if p.end is None and p.gone is not None and p.exec_into is not None:
-                p.end = p.gone  # it became another program; the watcher saw that one end
-                p.exit_how = f"exec'd into {exec_name(p.exec_into)}"
-            elif p.end is None and p.gone is not None and p not in in_leftover:
-                p.end = p.gone
-                p.exit_how = p.exit_how or "vanished"
-            elif p.end is None and p.gone is not None:
-                # Left behind, and the watcher saw it end later (killed, or it finished): not still running.
-                p.end = p.gone
-                p.exit_how = p.exit_how or LEFT_THEN_ENDED
-
-    def finish_run(self, run: Run) -> None:
-        mains = [p for p in run.processes if p.role == "main"]
-        by_pid = [p for p in mains if p.pid == run.root_pid]
-        run.root = by_pid[0] if by_pid else mains[0] if mains else None
-        if run.root is not None and run.root_pid is None:
-            run.root_pid = run.root.pid
-        listed = len(run.leftover)
-        if run.leftover_count > listed:
-            run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
+def finish_run(run: Run) -> None:
+    mains = [p for p in run.processes if p.role == "main"]
+    by_pid = [p for p in mains if p.pid == run.root_pid]
+    run.root = by_pid[0] if by_pid else mains[0] if mains else None
+    if run.root is not None and run.root_pid is None:
+        run.root_pid = run.root.pid
+    listed = len(run.leftover)
+    if run.leftover_count > listed:
+        run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
 
 
-    def match_waits(self) -> None:
-        """`run`'s waited status (self.waited: the program it just ran) and its run_exit records, each to one run:
-        the run whose main process had that pid on that host and started last before it. Pid and host alone
-        are not a process: a restarted container's main gets the pid of an earlier run's main, whose run_exit
-        is not the later one's ending (docs/evidence.md)."""
-        runs = [r for r in self.model.runs.values() if r.root is not None]
+def match_waits(reg: Registry) -> None:
+    """`run`'s waited status (reg.waited: the program it just ran) and its run_exit records, each to one run:
+    the run whose main process had that pid on that host and started last before it. Pid and host alone
+    are not a process: a restarted container's main gets the pid of an earlier run's main, whose run_exit
+    is not the later one's ending (docs/evidence.md)."""
+    runs = [r for r in reg.model.runs.values() if r.root is not None]
 
-        def started(r: Run) -> float:
-            root = r.root
-            return root.start if root is not None and root.start is not None else r.start or 0.0
+    def started(r: Run) -> float:
+        root = r.root
+        return root.start if root is not None and root.start is not None else r.start or 0.0
 
-        def owner(pid: object, host: str, ts: float) -> Run | None:
-            mine = [r for r in runs if r.root is not None and r.root.pid == pid and host in ("", r.root.host)
-                    and started(r) <= ts]
-            return max(mine, key=started, default=None)
+    def owner(pid: object, host: str, ts: float) -> Run | None:
+        mine = [r for r in runs if r.root is not None and r.root.pid == pid and host in ("", r.root.host)
+                and started(r) <= ts]
+        return max(mine, key=started, default=None)
 
-        waited = self.waited
-        if waited is not None and (run := owner(waited.pid, waited.host, float("inf"))) is not None:
-            run.waited = waited
-        for rec in self.run_exits:  # in log order: a later record of one run wins
-            if isinstance(rec.get("status"), int) and (run := owner(rec.get("root_pid"), rec["host"], rec["ts"])):
-                run.run_exit = rec
-        for run in runs:
-            seen = run.run_exit
-            if seen is not None and run.waited is None and run.root is not None:
-                run.waited = Waited(run.root.pid, seen["status"], tuple(seen.get("forwarded") or ()), run.root.host)
+    waited = reg.waited
+    if waited is not None and (run := owner(waited.pid, waited.host, float("inf"))) is not None:
+        run.waited = waited
+    for rec in reg.run_exits:  # in log order: a later record of one run wins
+        if isinstance(rec.get("status"), int) and (run := owner(rec.get("root_pid"), rec["host"], rec["ts"])):
+            run.run_exit = rec
+    for run in runs:
+        seen = run.run_exit
+        if seen is not None and run.waited is None and run.root is not None:
+            run.waited = Waited(run.root.pid, seen["status"], tuple(seen.get("forwarded") or ()), run.root.host)
 
 
 def executor_members(m: Model) -> None:

@@ -1,7 +1,7 @@
 """The fold: log records, in time order, into a Model (model.py). One ``visit_<event>`` per event.
 
-Builder stands on identities.py (which process and run a record is about) and finish.py (what
-comes after the last record). A pure function of the records: what depends on when and where the
+Builder holds a Registry (identities.py: which process and run a record is about) and ends with
+finish.py (what comes after the last record). A pure function of the records: what depends on when and where the
 log is read is verdict.py's.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from typing import Any, Callable
 
 from ...common import targets, vocab
-from ...common.procfs import same_process
 from ..read import schema
-from .finish import Finish
+from .finish import credit_pool, finish
+from .identities import Registry
 from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, Model, Pool, Process, Run, Waited
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
@@ -26,11 +26,12 @@ def _argv_text(argv: Any) -> str:
     return " ".join(argv) if isinstance(argv, list) else ""
 
 
-class Builder(Finish):
-    """Folds records, in time order, into a Model. One ``visit_<event>`` per event."""
+class Builder:
+    """Folds records, in time order, into a Model. One ``visit_<event>`` per event; the state the visits
+    share, and who each record is about, is its Registry (identities.py)."""
 
     def __init__(self, waited: Waited | None = None) -> None:
-        super().__init__(waited)
+        self.reg = Registry(waited)
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             event: getattr(self, "visit_" + event) for event in schema.KNOWN_EVENTS}
 
@@ -49,7 +50,7 @@ class Builder(Finish):
             if collecting:
                 gc.enable()
         self.finish()
-        return self.model
+        return self.reg.model
 
     def feed(self, r: dict[str, Any]) -> Process | None:
         """Fold one record (in time order); the process that wrote it (None for the watcher's).
@@ -58,30 +59,39 @@ class Builder(Finish):
         links finish() adds (children, pool sidecars, roots, ends from `gone`) come once, at the end.
         """
         self._handlers[r["event"]](r)
-        if self.is_watcher(r):
+        if self.reg.is_watcher(r):
             return None
-        return self.current.get((r["host"], r["pid"]))
+        return self.reg.current.get((r["host"], r["pid"]))
+
+    @property
+    def model(self) -> Model:
+        """The model so far (whole once finish() ran)."""
+        return self.reg.model
+
+    def finish(self) -> None:
+        """After the last record (finish.py): links, pools, ends, roots; fold() calls it."""
+        finish(self.reg)
 
     def visit_process_start(self, r: dict[str, Any]) -> None:
         if r.get("role") == vocab.WATCHER:
             if r.get("run"):
-                self.record_run(r)
+                self.reg.record_run(r)
             return
         host, pid, ts, ct = r["host"], r["pid"], r["ts"], r.get("create_time")
-        run = self.run(r.get("run") or "")
-        p = self.by_start.get((host, pid, round(ct, 2))) if ct is not None else None
+        run = self.reg.run(r.get("run") or "")
+        p = self.reg.by_start.get((host, pid, round(ct, 2))) if ct is not None else None
         if p is None:
-            p = self.current.get((host, pid))
-            if p is not None and self.is_new_start(p, r):
+            p = self.reg.current.get((host, pid))
+            if p is not None and self.reg.is_new_start(p, r):
                 p = None
         if p is None:
-            p = self.new_process(host, pid, r.get("ppid"), ts if ct is None else ct, run)
+            p = self.reg.new_process(host, pid, r.get("ppid"), ts if ct is None else ct, run)
         elif p.traced:
             p.execs += 1  # the same process again: an exec into another Python (docs/contracts.md)
             p.exec_into = None
-        self.current[(host, pid)] = p
-        self.join(p, run)
-        self.set_create_time(p, ct)
+        self.reg.current[(host, pid)] = p
+        self.reg.join(p, run)
+        self.reg.set_create_time(p, ct)
         first = not p.traced
         p.traced = True
         p.role = r.get("role") or p.role
@@ -102,24 +112,10 @@ class Builder(Finish):
             run.root_pid = run.root_pid or r["root_pid"]
         run.seen(ts)
 
-    def is_new_start(self, p: Process, r: dict[str, Any]) -> bool:
-        """Whether a process_start for a known (host, pid) starts a new process."""
-        ct = r.get("create_time")
-        if p.run is not None and r.get("run") and p.run.id != r["run"]:
-            return True  # another run (pid 1 in a container, every run)
-        if p.exited:
-            return True  # an exec writes no process_exit: after one, this pid is a new process
-        if ct is not None and p.create_time is not None:
-            return not same_process(p.create_time, ct)
-        if not p.traced:
-            return not self.is_same(p, ct, r["ts"])
-        # A live traced process starting again: an exec (same ppid), else a reused pid.
-        return bool(r.get("forked")) or r.get("ppid") != p.ppid
-
     def visit_process_exit(self, r: dict[str, Any]) -> None:
-        if self.is_watcher(r):
+        if self.reg.is_watcher(r):
             return
-        p = self.writer(r)
+        p = self.reg.writer(r)
         p.end = r["ts"]
         p.exited = True
         p.exit_how = r.get("how") or "exit"
@@ -133,7 +129,7 @@ class Builder(Finish):
 
     def root_below(self, run: Run, r: dict[str, Any]) -> None:
         """The root's live descendants at its exit: members by descent, seen before the watcher's verdict."""
-        run.below = [self.subject(r["host"], e, r["ts"], run) for e in r.get("below") or ()]
+        run.below = [self.reg.subject(r["host"], e, r["ts"], run) for e in r.get("below") or ()]
         for q in run.below:
             q.via = q.via or "child"
         count = r.get("below_count")
@@ -141,22 +137,22 @@ class Builder(Finish):
 
     def visit_exec(self, r: dict[str, Any]) -> None:
         """A process about to exec: it becomes `executable` unless a later record of it says the exec failed."""
-        if not self.is_watcher(r):
-            self.writer(r).exec_into = r
+        if not self.reg.is_watcher(r):
+            self.reg.writer(r).exec_into = r
 
     def visit_call(self, r: dict[str, Any], blocked: bool = False) -> None:
-        if self.is_watcher(r):
+        if self.reg.is_watcher(r):
             return
-        p = self.writer(r)
+        p = self.reg.writer(r)
         c = Call(p, r, blocked)
-        shared = self._shared  # share() of the strings, inlined: this runs for every call
+        shared = self.reg._shared  # share() of the strings, inlined: this runs for every call
         c.target, c.tag, c.thread = (shared.setdefault(c.target, c.target), shared.setdefault(c.tag, c.tag),
                                      shared.setdefault(c.thread, c.thread))
         if c.caller is not None:
-            c.caller = self.share(c.caller)
+            c.caller = self.reg.share(c.caller)
         if c.call_id is not None and not blocked:
             p.calls[c.call_id] = c
-        self.model.calls.append(c)
+        self.reg.model.calls.append(c)
         if blocked:
             if p.run is not None:
                 p.run.blocked.append(c)
@@ -167,20 +163,20 @@ class Builder(Finish):
             c.pool = Pool(p, c, SUBPROC if c.tag == targets.POOL_CREATE else EXECUTOR)
             p.pools.append(c.pool)
             p.open_pool = c.pool
-            self.model.pools.append(c.pool)
+            self.reg.model.pools.append(c.pool)
 
     def visit_test(self, r: dict[str, Any]) -> None:
         """A pytest test began or ended in this process (the pytest plugin)."""
-        if not self.is_watcher(r):
-            self.writer(r).tests.append((r["ts"], r.get("nodeid") or "?", r.get("phase") or ""))
+        if not self.reg.is_watcher(r):
+            self.reg.writer(r).tests.append((r["ts"], r.get("nodeid") or "?", r.get("phase") or ""))
 
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
 
     def visit_return(self, r: dict[str, Any]) -> None:
-        if self.is_watcher(r):
+        if self.reg.is_watcher(r):
             return
-        p = self.writer(r)
+        p = self.reg.writer(r)
         c = p.calls.get(r.get("call_id", -1))
         if c is None or c.end is not None:
             return
@@ -205,28 +201,28 @@ class Builder(Finish):
         elif c.tag == targets.SIDECAR_SHUTDOWN:
             p.served = True
             p.served_at = c.ts if p.served_at is None else p.served_at
-        self.credit_pool(c)
+        credit_pool(c)
 
     def visit_import(self, r: dict[str, Any]) -> None:
-        if not self.is_watcher(r):
-            self.writer(r)
+        if not self.reg.is_watcher(r):
+            self.reg.writer(r)
 
     def visit_config(self, r: dict[str, Any]) -> None:
-        if self.is_watcher(r):
+        if self.reg.is_watcher(r):
             return
-        p = self.writer(r)
+        p = self.reg.writer(r)
         p.knobs = [k for k in r.get("knobs") or () if isinstance(k, str)]
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 
     def visit_role(self, r: dict[str, Any]) -> None:
-        if not self.is_watcher(r):
-            p = self.writer(r)
+        if not self.reg.is_watcher(r):
+            p = self.reg.writer(r)
             p.role = r.get("role") or p.role
 
     def visit_tracer_error(self, r: dict[str, Any]) -> None:
-        watcher = self.is_watcher(r)
-        run = self.record_run(r) if watcher else self.writer(r).run or self.run("")
+        watcher = self.reg.is_watcher(r)
+        run = self.reg.record_run(r) if watcher else self.reg.writer(r).run or self.reg.run("")
         if not watcher and r.get("where") == vocab.WATCHER and not run.no_watcher:
             run.no_watcher = str(r.get("error") or "")  # the root says why it started no watcher: not a fault
             return
@@ -234,7 +230,7 @@ class Builder(Finish):
             run.watcher_dropped = max(run.watcher_dropped, r["dropped"])
             return  # the count, said again in watcher_exit: a finding of its own, not an error
         if r.get("where") == "log" and isinstance(r.get("dropped"), int):  # the sink's count (runtime/sink.py)
-            count_dropped(self.writer(r), r["dropped"])
+            count_dropped(self.reg.writer(r), r["dropped"])
             return
         if r.get("where") == LIVE_EXPORT:
             run.export_errors.append(str(r.get("error") or ""))  # the receiver's failure: no record was lost
@@ -242,11 +238,11 @@ class Builder(Finish):
         run.tracer_errors.append(f"pid {r['pid']}: {r.get('where', '')}: {r.get('error', '')}")
 
     def visit_error(self, r: dict[str, Any]) -> None:
-        if not self.is_watcher(r):
-            self.writer(r).errors.append(r)
+        if not self.reg.is_watcher(r):
+            self.reg.writer(r).errors.append(r)
 
     def visit_watcher_start(self, r: dict[str, Any]) -> None:
-        run = self.record_run(r)
+        run = self.reg.record_run(r)
         run.watcher_started[(r["host"], r["pid"])] = r["ts"]
         if isinstance(r.get("oom_kill"), int):
             run.oom_start = r["oom_kill"]
@@ -254,74 +250,74 @@ class Builder(Finish):
             run.interval = max(run.interval, float(r["interval"]))
 
     def visit_watcher_exit(self, r: dict[str, Any]) -> None:
-        run = self.record_run(r)
+        run = self.reg.record_run(r)
         run.watcher_exit = r.get("reason") or vocab.EXIT_ERROR
         if isinstance(r.get("dropped"), int):
             run.watcher_dropped = max(run.watcher_dropped, r["dropped"])
 
     def visit_tree(self, r: dict[str, Any]) -> None:
-        run = self.record_run(r)
+        run = self.reg.record_run(r)
         host, ts = r["host"], r["ts"]
         run.last_sample = ts
         for entry in r.get("started") or ():
             if (host, entry["pid"]) not in run.watcher_pids:
-                p = self.subject(host, entry, ts, run)
+                p = self.reg.subject(host, entry, ts, run)
                 p.via = entry.get("via") or p.via
                 p.pgid = entry.get("pgid", p.pgid)
                 run.possible.pop((host, p.pid, p.create_time), None)
         for entry in r.get("possible") or ():
             ct = entry.get("create_time")
             key = (host, entry["pid"], round(ct, 2) if ct is not None else None)
-            if key[2] is None or key not in self.by_start:
+            if key[2] is None or key not in self.reg.by_start:
                 run.possible[key] = entry
         for entry in r.get("ended") or ():
-            gone = self.find(host, entry)
+            gone = self.reg.find(host, entry)
             if gone is not None and gone.gone is None:
                 gone.gone = entry.get("end", ts)
-        tree_zombies(self, host, r)
+        tree_zombies(self.reg, host, r)
         for entry in r.get("rss") or ():
-            seen = self.find(host, entry)
+            seen = self.reg.find(host, entry)
             if seen is not None:
-                self.note_rss(seen, entry.get("rss"))
+                self.reg.note_rss(seen, entry.get("rss"))
         if r.get("count") is not None:
             run.tree_counts.append((ts, r["count"]))
         run.final_seen = run.final_seen or bool(r.get("final"))
 
     def visit_run_exit(self, r: dict[str, Any]) -> None:
         """`wp-autotrace run`'s record of the status it waited for: its main process's (by root pid, at finish)."""
-        self.run_exits.append(r)
+        self.reg.run_exits.append(r)
 
     def visit_oom(self, r: dict[str, Any]) -> None:
-        run = self.record_run(r)
+        run = self.reg.record_run(r)
         if isinstance(r.get("oom_kill"), int) and isinstance(r.get("before"), int):
             since = r.get("since")
             run.ooms.append((r["ts"], r["before"], r["oom_kill"], since if isinstance(since, (int, float)) else None))
 
     def visit_memory(self, r: dict[str, Any]) -> None:
         """The watcher's PSS/USS samples of pool processes, and the device files they hold."""
-        run = self.record_run(r)
+        run = self.reg.record_run(r)
         host, ts = r["host"], r["ts"]
         for entry in r.get("procs") or ():
-            p = self.find(host, entry)
+            p = self.reg.find(host, entry)
             if p is not None and entry.get("pss") is not None:
                 p.mem.append((ts, entry["pss"], entry.get("uss") or 0))
         for entry in r.get("devices") or ():
-            p = self.find(host, entry)
+            p = self.reg.find(host, entry)
             if p is not None:
                 p.devices = sorted(set(p.devices) | set(entry.get("paths") or ()))
         del run
 
     def visit_leftover(self, r: dict[str, Any]) -> None:
-        run = self.record_run(r)
+        run = self.reg.record_run(r)
         run.leftover_seen = True
         run.leftover_how = r.get("how") or run.leftover_how or vocab.ROOT_EXIT
         host = r["host"]
         listed = {e["pid"] for e in r.get("procs") or ()}
         for entry in r.get("procs") or ():
-            run.leftover[self.subject(host, entry, r["ts"], run)] = dict(entry, seen_at=r["ts"])
+            run.leftover[self.reg.subject(host, entry, r["ts"], run)] = dict(entry, seen_at=r["ts"])
         for pid in r.get("pids") or ():
             if pid not in listed:
-                run.leftover[self.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid, "seen_at": r["ts"]}
+                run.leftover[self.reg.subject(host, {"pid": pid}, r["ts"], run)] = {"pid": pid, "seen_at": r["ts"]}
         count = r.get("count")
         run.leftover_count = max(run.leftover_count, count if count is not None else len(run.leftover))
 
@@ -331,23 +327,22 @@ def build(records: Iterable[dict[str, Any]], waited: Waited | None = None) -> Mo
     return Builder(waited).fold(records)
 
 
-def tree_zombies(b: Builder, host: str, r: dict[str, Any]) -> None:
+def tree_zombies(reg: Registry, host: str, r: dict[str, Any]) -> None:
     """Members the watcher wrote off while defunct (their parent, since when, their wait status), and
-    their reaping (docs/evidence.md). Beside Builder, not in it: the class's size rule."""
+    their reaping (docs/evidence.md): found through the registry, as any watcher record's subjects."""
     for entry in r.get("zombies") or ():
-        p = b.find(host, entry)
+        p = reg.find(host, entry)
         if p is not None:
             p.zombie = dict(entry)
     for entry in r.get("reaped") or ():
-        p = b.find(host, entry)
+        p = reg.find(host, entry)
         if p is not None and p.zombie is not None:
             p.zombie["reaped"] = entry.get("end", r["ts"])
 
 
 def count_dropped(p: Process, said: Any) -> None:
     """A process's lost records: its tracer_error (`where` log) once the log took records again, then its
-    process_exit, each the count so far; the run counts each process's largest once. Beside Builder, not in
-    it: the class's size rule."""
+    process_exit, each the count so far; the run counts each process's largest once."""
     if isinstance(said, int) and said > p.dropped and p.run is not None:
         p.run.dropped += said - p.dropped
         p.dropped = said

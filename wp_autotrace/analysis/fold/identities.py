@@ -1,4 +1,4 @@
-"""Who each record is about: the fold's state and its identity rules (the base of fold.Builder).
+"""Who each record is about: the fold's state and its identity rules (the Registry fold.Builder holds).
 
 A process is (host, pid, create_time): a reused pid is a new process; a run is its run id; a watcher
 record's subjects are found by (host, pid, create_time). See model.py's docstring for the rules.
@@ -13,9 +13,9 @@ from ...common.procfs import same_process
 from .model import Model, Process, Run, Waited
 
 
-class Identities:
-    """The fold's state (the model so far, the processes by pid and start) and how a record finds its
-    process and run."""
+class Registry:
+    """The fold's state (the model so far, the runs, the processes by pid and start) and how a record finds
+    its process and run. fold.Builder has one and visits records into it; finish.py ends it."""
 
     def __init__(self, waited: Waited | None = None) -> None:
         # waited: what `run` saw of its program (finish_run gives it to that program's run)
@@ -92,6 +92,20 @@ class Identities:
         # p's start is only known from its first record: ct must not be later.
         first = p.start or ts
         return (ct <= first or same_process(first, ct)) and not (p.exited and p.end is not None and ct > p.end)
+
+    def is_new_start(self, p: Process, r: dict[str, Any]) -> bool:
+        """Whether a process_start for a known (host, pid) starts a new process."""
+        ct = r.get("create_time")
+        if p.run is not None and r.get("run") and p.run.id != r["run"]:
+            return True  # another run (pid 1 in a container, every run)
+        if p.exited:
+            return True  # an exec writes no process_exit: after one, this pid is a new process
+        if ct is not None and p.create_time is not None:
+            return not same_process(p.create_time, ct)
+        if not p.traced:
+            return not self.is_same(p, ct, r["ts"])
+        # A live traced process starting again: an exec (same ppid), else a reused pid.
+        return bool(r.get("forked")) or r.get("ppid") != p.ppid
 
     def subject(self, host: str, entry: dict[str, Any], ts: float, run: Run) -> Process:
         """The process a watcher entry describes: found by (host, pid, create_time), or new."""
