@@ -12,7 +12,7 @@ import shutil
 import sys
 from typing import Any
 
-from ...analysis.read.logread import NoUsableLog, count_events, read_logs
+from ...analysis.read.logread import NoUsableLog, count_events, stream_logs
 from ...common.cmdline import CLI_SCRIPT, is_python, python_flags, runs_own_cli
 from ...common.env import (
     ENABLE_ENV,
@@ -300,7 +300,7 @@ def short_answer(log: str, waited: Any = None) -> list[str]:
     from ...analysis.words.fmt import escape
     from ..base import text_width
 
-    rep = analyze(read_logs([log]), None, waited)
+    rep = analyze(stream_logs([log]), None, waited)
     return [escape(line) for line in summary_lines(rep, text_width(sys.stderr))]
 
 
