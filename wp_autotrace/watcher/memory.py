@@ -48,6 +48,11 @@ under the accelerator device paths (DEVICE_PREFIXES) are recorded when they chan
 sample, they would never be seen: a sidecar is first sampled right after exec and
 a worker right after fork, before either opens a device (a worker's CUDA init
 runs in its first job).
+Counted as a user counts: each sample carries the process's threads (/proc/PID/stat num_threads, read with
+its smaps_rollup: ps's NLWP at the same moment, native threads included), and a pool's sweep reads its
+creator too (a sidecar's parent, a fork/spawn pool's maker: the main process or a rank) when that creator is
+no pool process itself, so the creator's own memory and the pool's come from one moment (the total htop
+shows), one more read per sweep paid from the same bucket.
 Everything here is stdlib; a process that vanished mid-read is skipped silently.
 """
 
@@ -103,6 +108,16 @@ def parse_rollup(data: bytes) -> dict[str, int] | None:
     if found.get("swap_pss"):
         out["swap_pss"] = found["swap_pss"]
     return out
+
+
+def read_threads(pid: int, proc: str = "/proc") -> int | None:
+    """pid's threads (num_threads, /proc/PID/stat field 20: native ones included); None if gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read(1024)
+        return int(data[data.rindex(b")") + 2:].split()[17])  # after the name: field 3 is the first
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def classify_fd_target(target: str) -> str | None:
@@ -173,6 +188,16 @@ class MemorySampler:
             groups.setdefault(key, []).append(pid)
         return groups
 
+    @staticmethod
+    def creator(key: int, pids: list[int], live: dict[int, dict[str, Any]], read: list[dict[str, Any]]) -> list[int]:
+        """[the pool's creator] to read in its sweep: the sidecar's parent (a fork/spawn pool is keyed by its
+        creator), when alive, no pool process (a nested pool's maker is read with its own pool) and not read
+        in this tick already (two pools of one maker); else []."""
+        maker = key if key not in pids else live[key].get("ppid")
+        if maker is None or maker not in live or live[maker].get("role") in V.POOL_ROLES:
+            return []
+        return [] if any(e["pid"] == maker for e in read) else [maker]
+
     def _fill(self, now: float, cap: float) -> None:
         if self.last_fill is not None:
             self.tokens = min(cap, self.tokens + (now - self.last_fill) * self.share)
@@ -207,7 +232,7 @@ class MemorySampler:
         for key in self._due(groups, now, cap):
             self.reread.discard(key)
             self.swept_at[key] = now
-            procs.extend(self._sweep(groups[key], live, now, devices))
+            procs.extend(self._sweep(groups[key] + self.creator(key, groups[key], live, procs), live, now, devices))
         self._forget({(pid, e["create_time"]) for pid, e in live.items()}, groups)
         if not procs and not devices:
             return None
@@ -267,7 +292,8 @@ class MemorySampler:
             devices.append({"pid": pid, "create_time": key[1], "paths": held})
         if mem is None:
             return None
-        return {"pid": pid, "create_time": key[1], **mem}
+        threads = read_threads(pid, self.proc)
+        return {"pid": pid, "create_time": key[1], **mem, **({"threads": threads} if threads else {})}
 
     def _forget(self, alive: set[tuple[int, float]], groups: dict[int, list[int]]) -> None:
         """Drop ended processes' read times and ended pools' sweep times (a long run churns through many)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import DATALOADER_WORKER, SIDECAR_ROLES
+from .counts import counts_at, sample_near
 from .memseries import peak_at_once
 
 if TYPE_CHECKING:
@@ -58,14 +59,31 @@ def pools_across(v: View) -> dict[str, Any] | None:
     workers = {w.index: w for pool in v.pools for w in v.story(pool).workers}
     # memory at once as docs/evidence.md defines it (memseries.peak_at_once, as costs.pool_peak_pss_bytes): the
     # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
-    at, read, alive, _ = peak_at_once(pools_procs(v))
-    return {
+    at, read, alive, t = peak_at_once(pools_procs(v))
+    return {**_counted(pools_procs(v), list(creators.values()), t),
         "creators": len(creators), "pools": len(v.pools),
         "sidecars": sum(1 for p in sidecars if p.role in SIDECAR_ROLES) or len(sidecars),
         "workers": len(workers), "processes": len(sidecars) + len(workers),
         "at_once_bytes": at, "at_once_all_read": at is not None and read == alive,
         "scales_with": _scales_with(v, list(creators.values())) if len(creators) > 1 else None,
     }
+
+
+def _counted(procs: list[Process], creators: list[Process], t: float | None) -> dict[str, Any]:
+    """At the moment of the pools' memory at once, as ps counts: the pool processes' threads (those read), and
+    the creators' own memory and threads when the watcher read every creator in those sweeps."""
+    c = counts_at(procs, None, t)
+    if c is None or t is None:
+        return {}
+    own = [sample_near(p, t) for p in creators]
+    out: dict[str, Any] = {"counted_at": t, "pool_threads": sum(c["threads"].values()) if c["threads"] else None,
+                           "pool_threads_all": len(c["threads"]) == c["processes"]}
+    if all(s is not None for s in own):
+        read = [(p, s) for p, s in zip(creators, own) if s is not None]
+        out["creators_pss_bytes"] = sum(s[1] for _, s in read)
+        threads = [p.threads.get(s[0]) for p, s in read]
+        out["creators_threads"] = sum(n for n in threads if n) if all(threads) else None
+    return out
 
 
 _INSTALLED = ("site-packages", "dist-packages")

@@ -36,6 +36,7 @@ from typing import Any
 from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
 from ..words.fmt import MIB
+from .counts import counts_at
 from .memseries import lived_mem, peak_at_once
 
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
@@ -239,13 +240,15 @@ class PoolStory:
         held = [held_at(p, a, b) for p in self.span_sampled]
         # What it held while idle: the most at one moment inside the span (a sidecar's first sample, right
         # after exec, is a few MiB of what it holds once imported); else each one's first sample after.
-        inside = peak_at_once(self.span_sampled, a, b)[0]
+        inside, _, _, inside_at = peak_at_once(self.span_sampled, a, b)
         self.held_bytes = inside if inside is not None else sum(x for x in held if x is not None) if held else None
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
         self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
                            if self.span_sampled and self.idle_s > 0 else None)
-        self.peak_bytes = self._peak()
+        self.peak_bytes, peak_at = self._peak()
+        # counted as ps counts, at the moment of the figure the text gives (the held one, else the peak)
+        self.counts = counts_at(self.procs, pool.creator, inside_at if self.held_bytes is not None else peak_at)
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
 
@@ -259,10 +262,11 @@ class PoolStory:
         after = [(ts, pss) for ts, pss in span_samples(side, quiesced[0], self.idle_to) if ts >= quiesced[0]]
         return after[-1] if after else None
 
-    def _peak(self) -> int | None:
-        """What the pool's processes held together at one moment (peak_at_once): never a sum of figures
-        from different moments."""
-        return peak_at_once(self.sampled)[0]  # the sum is over sampled processes: the others add nothing to it
+    def _peak(self) -> tuple[int | None, float | None]:
+        """What the pool's processes held together at one moment (peak_at_once), and when: never a sum of
+        figures from different moments."""
+        peak, _, _, at = peak_at_once(self.sampled)  # over sampled processes: the others add nothing to it
+        return peak, at
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
         """The JSON keys report.py adds to each pool (times relative to the run's first record)."""
@@ -278,10 +282,18 @@ class PoolStory:
             "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.ended_at)} for q in self.workers],
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
-            "device_files": self.devices,
+            "device_files": self.devices, "counts": self._counts_dict(rel),
             "after_quiesce": ({"at": rel(self.after_quiesce[0]), "sidecar_pss_bytes": self.after_quiesce[1]}
                               if self.after_quiesce else None),
         }
+
+
+    def _counts_dict(self, rel: Any) -> dict[str, Any] | None:
+        """The counts as report.py gives them: their moment relative, thread counts keyed by pid as text."""
+        if self.counts is None:
+            return None
+        return dict(self.counts, at=rel(self.counts["at"]),
+                    threads={str(k): v for k, v in self.counts["threads"].items()})
 
 
 def _outcome(call: Call | None) -> str | None:

@@ -301,6 +301,8 @@ class Builder:
             p = self.reg.find(host, entry)
             if p is not None and entry.get("pss") is not None:
                 p.mem.append((ts, entry["pss"], entry.get("uss") or 0))
+                if entry.get("threads"):
+                    p.threads[ts] = entry["threads"]
         for entry in r.get("devices") or ():
             p = self.reg.find(host, entry)
             if p is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...common.vocab import POOL_ROLES
 from ..words.fmt import MIB, escape, mib_s_text, pid_text, pool_name, seconds_text, site, size_text, skipped_line, wrap
-from ..words.sentences import lifespan, process_words
+from ..words.sentences import counts_words, lifespan, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -296,6 +296,8 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if pool["ready_at"] is not None or pool["last_job"] is not None or pool["shutdown_by"] \
                 or pool["peak_pss_bytes"] or pool["device_files"]:  # a pool that never served has no story
             out.append("  " + _lifecycle(pool))
+        if pool.get("counts"):  # as ps counts it, at the moment of its memory figure
+            out.append("  " + counts_words(pool).strip())
     if rep["blocked"]:
         out.append(f"guard refused {len(rep['blocked'])} call(s):")
         for b in rep["blocked"][:None if verbose else 10]:

@@ -89,7 +89,26 @@ def across_sentence(a: dict[str, Any]) -> str:
         mem += " (of those read: the watcher never read them all at one moment)"
     return (f"{a['creators']} processes each made a compile pool{f' ({per})' if per else ''}: "
             f"{_plural(a['sidecars'], 'sidecar')} + {_plural(a['workers'], 'worker')} = "
-            f"{a['processes']} compile processes{mem}" + (f"; {grows}" if grows else "") + ".")
+            f"{a['processes']} compile processes{mem}{_across_counts(a)}" + (f"; {grows}" if grows else "") + ".")
+
+
+def _across_counts(a: dict[str, Any]) -> str:
+    """'; with their 3 makers, ps listed 12 processes and 41 threads; the makers held 735 MiB of their own: 1.4
+    GiB in all (PSS)' at the same moment (derive/facts.py), or what of it was read; '' unread."""
+    own, threads, mine = a.get("creators_pss_bytes"), a.get("pool_threads"), a.get("creators_threads")
+    if own is None and threads is None:
+        return ""
+    n = a["processes"] + a["creators"]
+    if threads is not None and own is not None and mine is not None:
+        least = "" if a.get("pool_threads_all") else "at least "
+        said = f"; with their {a['creators']} makers, ps listed {n} processes and {least}{threads + mine} threads"
+    else:
+        said = f"; the pools' processes ran {'' if a.get('pool_threads_all') else 'at least '}{threads} threads" \
+            if threads is not None else ""
+    if own is not None and a.get("at_once_bytes"):
+        said += (f"; the makers held {size_text(own)} of their own: {size_text(own + a['at_once_bytes'])} "
+                 "in all (PSS)")
+    return said
 
 
 def _test_words(pool: dict[str, Any]) -> str:

@@ -38,7 +38,40 @@ def pool_sentence(pool: dict[str, Any]) -> str:
     by = shutdown_words(pool)
     return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
             f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
-            f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.")
+            f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.{counts_words(pool)}")
+
+
+def counts_words(pool: dict[str, Any]) -> str:
+    """The pool counted as its user counts it, at the moment of its memory figure (derive/counts.py):
+    ' At 4.7 s ps listed 4 processes (main + sidecar + 2 workers), 11 threads (3 + 4 + 2 + 2); main 27842
+    held 245 MiB of its own beside the pool's 253 MiB: 498 MiB in all (PSS).' '' without counts."""
+    c = pool.get("counts")
+    if not c:
+        return ""
+    threads = c["threads"]
+    side, workers = pool.get("sidecar_pid"), pool.get("worker_pids") or []
+    members = ([side] if side is not None else []) + list(workers)
+    order = [str(p) for p in members] + sorted(k for k in threads if int(k) not in members)
+    own, mine = c.get("creator_pss_bytes"), c.get("creator_threads")
+    counts = [mine] if own is not None and mine else []
+    counts += [threads[k] for k in order if k in threads]
+    n = c["processes"] + (own is not None)
+    names = (["sidecar"] if side is not None else []) + ([f"{len(workers)} worker{'s' * (len(workers) != 1)}"]
+                                                        if workers else [])
+    names = ([c["creator_role"]] if own is not None else []) + names
+    extra = c["processes"] - len(members)
+    names += [f"{extra} more"] if extra > 0 else []
+    unread = f", {c['read']} of {c['processes']} pool processes read" if c["read"] < c["processes"] else ""
+    # every process read has its threads, or the sum is of those that have
+    all_threads = len(counts) == c["read"] + (own is not None)
+    threads_text = (f", {'' if all_threads else 'at least '}{sum(counts)} threads ({' + '.join(map(str, counts))})"
+                    if counts else "")
+    text = f" At {seconds_text(c['at'])} ps listed {n} processes ({' + '.join(names)}){threads_text}{unread}"
+    if own is None:
+        return text + "."
+    pool_pss = c["pool_pss_bytes"]
+    return (text + f"; {c['creator_role']} {c['creator_pid']} held {size_text(own)} of its own beside the "
+            f"pool's {size_text(pool_pss)}: {size_text(own + pool_pss)} in all (PSS).")
 
 
 def lifespan(pool: dict[str, Any]) -> tuple[float | None, float | None]:

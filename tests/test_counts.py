@@ -1,0 +1,93 @@
+"""A pool counted as its user counts it: the processes `ps` lists, each one's threads, and the main process's own
+memory beside the pool's (the total htop shows), all at the moment of the pool's memory figure.
+
+Real torch 2.13 on CPU: AsyncCompile.wait_pool_ready() stands in for a GPU host's first Triton kernel and
+makes the real sidecar and its 2 workers (TORCHINDUCTOR_COMPILE_THREADS=2). The script counts for itself while
+the pool idles, twice (psutil: the main and its descendants, each one's num_threads; smaps_rollup Pss), and the
+report is checked against those readings, never against the tool's own log.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import clean_env, needs_torch, report_json, run_python, wait_for_watcher
+
+pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys, time
+    import psutil
+    from torch._inductor.async_compile import AsyncCompile
+
+    def sampled(n):
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            return f.read().count(b'"event":"memory"') >= n
+
+    def wait(cond, limit=30):
+        start = time.monotonic()
+        while not cond() and time.monotonic() - start < limit:
+            time.sleep(0.2)
+
+    def pss(pid):
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
+
+    def probe():
+        """What ps shows: this process and its descendants, each one's threads and PSS."""
+        procs = [psutil.Process()] + psutil.Process().children(recursive=True)
+        return {str(p.pid): {"threads": p.num_threads(), "pss": pss(p.pid)} for p in procs}
+
+    if __name__ == "__main__":
+        AsyncCompile.wait_pool_ready()  # first Triton kernel
+        pool = AsyncCompile.process_pool()
+        for job in [pool.submit(time.sleep, 0.5) for _ in range(2)]:
+            job.result(timeout=60)
+        wait(lambda: sampled(2))
+        before = probe()
+        wait(lambda: sampled(4))  # the pool idles while the watcher reads it again
+        after = probe()
+        with open(sys.argv[1], "w") as f:
+            json.dump({"before": before, "after": after, "main": os.getpid()}, f)
+''')
+
+
+def test_a_pool_is_counted_as_ps_counts_it(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    log, out = tmp_path / "log.jsonl", tmp_path / "probe.json"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script), str(out)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    rep, probe = report_json(log), json.loads(out.read_text())
+    before, after, main = probe["before"], probe["after"], str(probe["main"])
+    assert before.keys() == after.keys() and len(before) == 4  # the probe's own ps: main + sidecar + 2 workers
+    (pool,) = rep["pools"]
+    c = pool["counts"]
+    members = [str(pool["sidecar_pid"])] + [str(w) for w in pool["worker_pids"]]
+    assert {main, *members} == set(before)
+    assert c["processes"] == c["read"] == 3 and c["creator_pid"] == int(main)
+    # each process's threads as the probe read them while the pool idled (the same both times, or either)
+    for pid in members:
+        assert c["threads"][pid] in (before[pid]["threads"], after[pid]["threads"]), (pid, c, probe)
+    assert c["creator_threads"] in (before[main]["threads"], after[main]["threads"]), (c, probe)
+    # the main's own memory, read in the pool's sweep, within the probe's two readings (5 % either way)
+    low, high = sorted((before[main]["pss"], after[main]["pss"]))
+    assert low * 0.95 <= c["creator_pss_bytes"] <= high * 1.05, (c, probe)
+    low, high = sorted(sum(x[p]["pss"] for p in members) for x in (before, after))
+    assert low * 0.95 <= c["pool_pss_bytes"] <= high * 1.05, (c, probe)
+    # the Answer says it, first bullet, as a user counts: 4 ps lines and their threads
+    threads = [c["creator_threads"]] + [c["threads"][p] for p in members]
+    answer = rep["answer"]
+    first = " ".join(answer.split("\n- ")[0].split())
+    assert (f"ps listed 4 processes (main + sidecar + 2 workers), {sum(threads)} threads "
+            f"({' + '.join(map(str, threads))})") in first, answer
+    total = c["creator_pss_bytes"] + c["pool_pss_bytes"]
+    assert f"main {main} held {round(c['creator_pss_bytes'] / 2**20)} MiB of its own" in first
+    assert f"{round(total / 2**20)} MiB in all (PSS)" in first

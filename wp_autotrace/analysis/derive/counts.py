@@ -1,0 +1,49 @@
+"""A pool counted as its user counts it: the processes `ps` lists, each one's threads, and its creator's own
+memory beside the pool's, all at one moment.
+
+The moment is the one the pool's memory figure comes from (its held figure's peak inside the idle span, else
+its peak at once): the watcher read the pool's processes in one sweep then, each sample carrying the process's
+threads (/proc/PID/stat num_threads, read with its smaps_rollup), and it read the pool's creator in the same
+sweep (watcher/memory.py). A process the sweep did not read counts in no figure: the counts say how many
+were read of how many were alive (docs/evidence.md, "Counted as ps counts").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..fold.model import Process
+from .memseries import lived_mem
+
+# The creator's sample pairs with the pool's when this close in time: one sweep writes them in one tick
+# (a record split in parts is stamped part by part, milliseconds apart).
+SAME_SWEEP_S = 0.5
+
+
+def sample_near(p: Process, t: float) -> tuple[float, int] | None:
+    """(ts, pss) of p's sample nearest t, within SAME_SWEEP_S; None if none."""
+    near = [(abs(ts - t), ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if abs(ts - t) <= SAME_SWEEP_S]
+    if not near:
+        return None
+    _, ts, pss = min(near)
+    return ts, pss
+
+
+def counts_at(procs: list[Process], creator: Process | None, t: float | None) -> dict[str, Any] | None:
+    """At moment t: {at: t, processes (the pool's alive then, as ps lists them), read (those the sweep read),
+    threads (pid -> threads, those read), pool_pss_bytes, creator_pid, creator_role, creator_pss_bytes,
+    creator_threads}; None without a moment or a read process."""
+    if t is None:
+        return None
+    alive = [p for p in procs if p.alive_at(t) or sample_near(p, t) is not None]
+    read = {p.pid: (s, p) for p in alive if (s := sample_near(p, t)) is not None}
+    if not read:
+        return None
+    threads = {pid: p.threads[s[0]] for pid, (s, p) in read.items() if s[0] in p.threads}
+    own = sample_near(creator, t) if creator is not None else None
+    return {"at": t, "processes": len(alive), "read": len(read), "threads": threads,
+            "pool_pss_bytes": sum(s[1] for s, _ in read.values()),
+            "creator_pid": creator.pid if creator is not None else None,
+            "creator_role": creator.role if creator is not None else None,
+            "creator_pss_bytes": own[1] if own is not None else None,
+            "creator_threads": creator.threads.get(own[0]) if own is not None and creator is not None else None}
