@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from wp_autotrace.analysis.findings.rank import ranked
 from wp_autotrace.analysis.present.render import render_text
-from wp_autotrace.analysis.words.answer import ranked
 
 from .conftest import clean_env
 from .logs import T0, LogWriter, report, seed_log, start, watcher

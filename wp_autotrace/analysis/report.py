@@ -19,11 +19,12 @@ from .derive.memseries import peak_at_once
 from .derive.pools import start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
+from .findings.rank import ranked
 from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
 from .words import causes
-from .words.answer import answer_bullets, ranked
+from .words.answer import answer_bullets
 
 
 def _warm_callers(v: View) -> list[dict[str, Any]]:
@@ -371,8 +372,9 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
                   "problems": data.problems, "files": data.files,
                   "notes": list(getattr(data, "notes", ()))},
     }
-    rep["findings"] = causes.in_order(rep, ordered)  # a cause before its symptoms, as the Answer tells them
-    rep["answer"] = "\n".join(answer_bullets(rep))
+    told = causes.in_order(rep, ordered)  # a cause before its symptoms, as the Answer tells them
+    rep["findings"] = told
+    rep["answer"] = "\n".join(answer_bullets(rep, ranked(told)))
     return rep, v
 
 

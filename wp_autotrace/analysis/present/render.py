@@ -181,8 +181,8 @@ def _state_text(r: dict[str, Any]) -> str:
 
 
 def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
-    """Each finding, worst first (answer.ranked), with its advice, wrapped to width (verbose: every pid and
-    the evidence)."""
+    """Each finding, worst first (findings/rank.py, as report.py orders them), with its advice, wrapped to width
+    (verbose: every pid and the evidence)."""
     if not rep["findings"]:
         codes = [r.get("exit_code") for r in rep["runs"] if isinstance(r.get("exit_code"), int)]
         bad = next((c for c in codes if c != 0), None)

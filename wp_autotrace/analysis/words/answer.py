@@ -2,8 +2,8 @@
 can apply (a setting before a code change). Built from the report dict (report.analyze), so it reads only
 what the report shows.
 
-One ranking, here: ``ranked`` orders findings by what they cost (the cost keys of docs/evidence.md,
-"Cost keys"), the worst first; the Answer leads with the worst and the Findings section lists them in the same order.
+The findings come ranked (findings/rank.py: by what they cost, the worst first); the Answer leads with the
+worst and the Findings section lists them in the same order.
 
 The Answer is a few bullets (``answer_bullets``), each one sentence or two; render.py wraps them (and the
 findings) to the width: the terminal's, or fmt.WIDTH (100) when not a terminal.
@@ -18,15 +18,6 @@ from . import causes
 from .fmt import MIB, mib_s_text, site, size_text
 from .sentences import pool_sentence
 
-# Findings' cost keys (docs/evidence.md, "Cost keys"), in the order the ranking weighs them: a process the OOM
-# killer ended (all its work, and the job with it), what was lost (a job's work), then what is still there
-# after the program (processes, memory: someone must act), then memory held
-# by idle pools (it costs everyone on the host), then time spent waiting on what was not coming (it costs the
-# user's time), then zombies last: a zombie holds no memory, only its pid (an orphan a slow pid 1 had not
-# reaped yet must not lead an Answer about GiB·s held idle).
-SEVERITY = {"problem": 0, "warning": 1, "info": 2}
-# A wait shorter than this is noise on a loaded host: not ranked as a hang.
-HANG_S = 1.0
 # Bullets of problems after the lead (the rest are in Findings).
 MORE_PROBLEMS = 1
 # Kinds told before anything else when they rank first (the run's pools, its exit code).
@@ -38,41 +29,6 @@ SCALES = {"rank": ("per rank", "it grows with the rank count"),
           DATALOADER_WORKER: ("per DataLoader worker", "it grows with num_workers"),
           "test": ("per test process", "it grows with the test processes (pytest -n)"),
           "child": ("per child process", "it grows with the child processes")}
-
-
-def costs(f: dict[str, Any]) -> dict[str, float]:
-    """A finding's cost keys (docs/evidence.md, "Cost keys"), from its `cost`; older keys stand in where a
-    finding has not got the new ones yet (exit_wait_s, idle_mib_s, leftover_real_bytes)."""
-    c = f.get("cost") or {}
-    keys = ("oom_kills", "jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s")
-    out = {k: float(c[k]) for k in keys
-           if isinstance(c.get(k), (int, float))}
-    if "hang_s" not in out and isinstance(c.get("exit_wait_s"), (int, float)):
-        out["hang_s"] = float(c["exit_wait_s"])
-    if "idle_gib_s" not in out and isinstance(c.get("idle_mib_s"), (int, float)):
-        out["idle_gib_s"] = c["idle_mib_s"] / 1024
-    if f.get("kind") == "leftovers":
-        out.setdefault("procs_left", float(c.get("processes") or 0))
-        if isinstance(c.get("leftover_real_bytes"), (int, float)):
-            out.setdefault("mib_left", c["leftover_real_bytes"] / MIB)
-    return out
-
-
-def rank_key(f: dict[str, Any]) -> tuple[float, ...]:
-    """Worst first: OOM kills, jobs lost, then left behind (processes and memory), idle memory, hang, zombies; within a
-    class the larger figure; findings without a cost by severity."""
-    c = costs(f)
-    lost, left, mib = c.get("jobs_lost", 0.0), c.get("procs_left", 0.0), c.get("mib_left", 0.0)
-    zombies, hang, idle = c.get("zombies", 0.0), c.get("hang_s", 0.0), c.get("idle_gib_s", 0.0)
-    oom = c.get("oom_kills", 0.0)
-    classes = (oom > 0, lost > 0, left > 0 or mib > 0, idle > 0, hang >= HANG_S, zombies > 0)
-    first = next((i for i, hit in enumerate(classes) if hit), len(classes))
-    return (first, -oom, -lost, -mib, -left, -idle, -hang, -zombies, SEVERITY.get(f.get("severity", ""), 3))
-
-
-def ranked(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The findings, worst first (stable: equal costs keep their registry order)."""
-    return sorted(findings, key=rank_key)
 
 
 def _plural(n: int, word: str) -> str:
@@ -233,11 +189,11 @@ def _state_words(rep: dict[str, Any]) -> str:
     return ""
 
 
-def answer_bullets(rep: dict[str, Any]) -> list[str]:
+def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str]:
     """The Answer as bullets (unwrapped), worst first: why no pool (and the compiling process's growth) when
     none was made; the program's exit code when not 0; the worst problems by cost, the pools' story told
-    where their own problem ranks (else after the problems); then the first thing to do."""
-    order = ranked(rep["findings"])
+    where their own problem ranks (else after the problems); then the first thing to do. order: rep's
+    findings ranked (findings/rank.py), the worst first."""
     # a process the kernel killed for memory is the user's question whatever else happened: before the pools
     first = [f for f in order[:1] if f["kind"] in FIRST_KINDS]
     bullets = [b for b in [_spans_words(rep)] if b] + [headline(rep, f) for f in first]
