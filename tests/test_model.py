@@ -110,6 +110,23 @@ def with_setting_overridden() -> LogWriter:
     return w
 
 
+def with_spawn_reimport() -> LogWriter:
+    """A spawned child imported the unguarded main script again: its wait_pool_ready raised multiprocessing's
+    bootstrapping error."""
+    w = clean_run()
+    w.add(1.0, 300, 100, "child", "process_start", python="3.11.7", forked=False, env={}, run="r1", root_pid=100,
+          argv=["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"])
+    main = {"file": "/home/u/train.py", "line": 3, "func": "<module>"}
+    stack = [{"file": "/usr/lib/python3.11/multiprocessing/spawn.py", "line": 297, "func": "_fixup_main_from_path"},
+             main]
+    w.add(1.5, 300, 100, "child", "call", target=f"{AC}:AsyncCompile.wait_pool_ready", call_id=1,
+          thread="MainThread", stack=stack, caller=main)
+    w.add(1.6, 300, 100, "child", "return", call_id=1, duration_s=0.1,
+          error="RuntimeError: An attempt has been made to start a new process before the current process has "
+                "finished its bootstrapping phase.")
+    return w
+
+
 def with_oom_killed() -> LogWriter:
     """A traced child of main ended unexplained as the cgroup's OOM kill count rose by one."""
     w = clean_run()
@@ -278,6 +295,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "zombies": with_zombie,
     "fork-pool-hang": with_fork_hang,
     "setting-overridden": with_setting_overridden,
+    "spawn-main-reimport": with_spawn_reimport,
     "oom-killed": with_oom_killed,
     "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,

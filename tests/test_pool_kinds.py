@@ -220,3 +220,31 @@ def test_a_library_that_overwrites_compile_threads_is_told(tmp_path: Path) -> No
     seconds = float(text.split(" then took ")[1].split(" s")[0])
     assert 0 < seconds <= float(took) + 0.1, (seconds, took)
     assert "torch._inductor.config.compile_threads = 4 " in found["advice"]
+
+
+UNGUARDED = textwrap.dedent('''
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+    AsyncCompile.wait_pool_ready()  # first Triton kernel
+''')
+
+
+def test_a_spawn_pool_under_an_unguarded_script_is_told(tmp_path: Path) -> None:
+    """With the spawn start method each worker imports the main script again (as __mp_main__); a script without
+    `if __name__ == "__main__":` runs its top level there, the worker dies as it starts and the pool breaks
+    (the program's own stderr shows BrokenProcessPool). The Answer leads with it and the fix is the guard."""
+    script, log = tmp_path / "train.py", tmp_path / "log.jsonl"
+    script.write_text(UNGUARDED)
+    line = next(i for i, x in enumerate(UNGUARDED.splitlines(), 1) if "# first Triton kernel" in x)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_WORKER_START="spawn", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode != 0 and "BrokenProcessPool" in res.stderr, res.stderr[-3000:]  # the program's own word
+    wait_for_watcher(log, timeout=30)
+    rep = report_json(log)
+    (found,) = [f for f in rep["findings"] if f["kind"] == "spawn-main-reimport"]
+    assert found["severity"] == "problem" and "died as it started, breaking its pool" in found["text"]
+    assert f"AsyncCompile.wait_pool_ready() at {script}:{line} (<module>)" in found["text"]
+    assert 'if __name__ == "__main__":' in found["advice"]
+    first = rep["answer"].splitlines()[0]
+    assert "died as it started" in first and 'if __name__ == "__main__":' in rep["answer"].split("Fix first:")[1]

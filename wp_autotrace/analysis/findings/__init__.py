@@ -29,6 +29,7 @@ from .pools import (
     pool_device_files,
     sidecars_never_served,
     slow_exit_wait,
+    spawn_main_reimport,
     wakeup_no_pool,
     warm_pool_bypass,
 )
@@ -57,6 +58,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     records_lost,
     run_in_progress,
     fork_pool_hang,
+    spawn_main_reimport,
     idle_pools,
     child_exit_wait,
     pool_device_files,

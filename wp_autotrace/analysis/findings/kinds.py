@@ -28,6 +28,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "setting-overridden": ("a process started with a pool variable (TORCHINDUCTOR_COMPILE_THREADS) whose setting "
                            "was another value when torch._inductor.config loaded: both values, what its compiles "
                            "then took", "set the setting in code after the imports, before the first compile"),
+    "spawn-main-reimport": ("a spawned child (a spawn pool's worker) imported the main script again as __mp_main__ "
+                            "and its unguarded top level ran there; where it raised, the child died and its pool "
+                            "broke", 'the script\'s top level under `if __name__ == "__main__":`, or '
+                            'worker_start_method="subprocess"'),
     "pool-device-files": ("pool processes hold accelerator device files (pytorch#134084)",
                           "start the pool before the first device call"),
     "pool-died": ("a pool's sidecar ended before anything asked it to stop, or its stop request found it dead: "

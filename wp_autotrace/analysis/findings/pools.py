@@ -386,3 +386,39 @@ def fork_pool_hang(v: View) -> Finding | None:
             [creator.pid, *(q.pid for q in pool.members)], [f"threads at the pool's making: {threads}"],
             FORK_ADVICE, {"hang_s": round(waited, 3)})
     return None
+
+
+GUARD_ADVICE = ('put the script\'s top-level work under `if __name__ == "__main__":` (a spawned process imports the '
+                "main script again, as __mp_main__, and runs all of its unguarded top level); or start the pool's "
+                'workers without spawn: worker_start_method="subprocess" (TORCHINDUCTOR_WORKER_START=subprocess)')
+
+
+def spawn_main_reimport(v: View) -> Finding | None:
+    """A spawned child (a spawn pool's worker, say) re-imported the main script as __mp_main__ and its top level
+    made traced calls there (the script has no `if __name__ == "__main__":` around them): from the calls' own
+    stacks. Where one raised multiprocessing's bootstrapping error, the child died and its pool broke."""
+    calls = [c for c in v.calls if c.mp_main]
+    if not calls:
+        return None
+    c = next((x for x in calls if x.error), calls[0])
+    child = c.proc
+    parent = child.parent
+    started = (child.start or c.ts) + 1.0  # create times are rounded: allow a moment before the pool's making
+    pool = next((x for x in reversed(v.pools) if x.creator is parent and x.call.ts <= started), None)
+    of = (f", a worker of the spawn compile pool {parent.role} {parent.pid} made at {site(pool.call.caller)}"
+          if pool is not None and parent is not None else "")
+    ran = f"{targets.short_label(c.target)}() at {site(c.caller)}"
+    if c.error and "bootstrapping phase" in c.error:
+        text = (f"Spawned process {child.pid}{of}{',' if of else ''} died as it started, breaking its pool "
+                "(BrokenProcessPool in its parent): it imported the main script again (as __mp_main__) and the "
+                f"script's unguarded top level ran {ran}, which raised {c.error.split(':', 1)[0]} (it tried to "
+                "start processes before its own start had finished).")
+    else:
+        raised = f" and raised {error_words(c.error)[:120]}" if c.error else ""
+        text = (f"The main script's top level ran again in spawned process {child.pid}{of}, which imported it as "
+                f"__mp_main__: {ran} ran in the child{raised}.")
+    return Finding(
+        "spawn-main-reimport", "problem" if c.error else "warning", text,
+        sorted({x.proc.pid for x in calls}), [f"call stack through multiprocessing.spawn._fixup_main_from_path "
+                                              f"in {x.proc.pid}" for x in calls[:TEXT_PIDS]],
+        GUARD_ADVICE, {})

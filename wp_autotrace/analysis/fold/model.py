@@ -39,7 +39,7 @@ class Call:
     """One traced call (or a refused one, ``blocked``)."""
 
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
-                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "gen")
+                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "gen", "mp_main")
 
     def __init__(self, proc: Process, r: dict[str, Any], blocked: bool) -> None:
         self.proc = proc
@@ -67,6 +67,10 @@ class Call:
         # the process was forked at, inherited, never what asked for the call (docs/users.md D4). Only a stop
         # request's caller is read for that (pools.requester): no other call pays the walk of its stack.
         self.at_exit: bool = self.target.endswith(_STOP_CALLS) and _from_mp_exit(r.get("stack"))
+        # Made while a spawned process re-imported the main script as __mp_main__ (multiprocessing.spawn's
+        # _fixup_main_from_path): the script's top level running again in a spawned child. Only a spawned
+        # child's calls pay the walk of their stack.
+        self.mp_main: bool = SPAWNED_ARG in proc.argv and _from_mp_main(r.get("stack"))
 
 
 # A pool's kind (Pool.kind).
@@ -300,6 +304,16 @@ class Model:
 
 
 _STOP_CALLS = (".shutdown", ".quiesce")  # SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce: requester's calls
+
+
+# The last argument of the command line multiprocessing's spawn start method runs a child with.
+SPAWNED_ARG = "--multiprocessing-fork"
+
+
+def _from_mp_main(stack: Any) -> bool:
+    """Does the stack pass through multiprocessing.spawn's re-import of the main script (_fixup_main_from_path)?"""
+    return any(isinstance(f, dict) and f.get("func") == "_fixup_main_from_path"
+               and str(f.get("file", "")).endswith("multiprocessing/spawn.py") for f in stack or ())
 
 
 def _from_mp_exit(stack: Any) -> bool:
