@@ -132,20 +132,8 @@ def _pool_lead(rep: dict[str, Any]) -> str:
         return across_sentence(a) + (f" They held {mib_s_text(idle)} idle in all." if idle else "")
     pool = pools[0]
     more = f" (+{len(pools) - 1} more pools)" if len(pools) > 1 else ""
-    return pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool) + _main_words(rep, pool)
+    return pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool)
 
-
-def _main_words(rep: dict[str, Any], pool: dict[str, Any]) -> str:
-    """' The main process itself held up to 1.2 GiB resident (RSS, as top and htop show it).': beside the pool's
-    real memory, the figure a user reads for the process they started (the watcher's largest RSS reading of it;
-    '' without one, or when the pool's creator is not the main process)."""
-    if pool.get("creator_role") != "main":
-        return ""
-    main = next((p for p in rep.get("processes") or () if p.get("pid") == pool.get("creator_pid")
-                 and p.get("host") == pool.get("host")), None)
-    rss = main.get("peak_rss") if main is not None else None
-    return f" The main process itself held up to {size_text(rss)} resident (RSS, as top and htop show it)." \
-        if isinstance(rss, int) and rss > 0 else ""
 
 
 def _spans_words(rep: dict[str, Any]) -> str:
