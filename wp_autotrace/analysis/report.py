@@ -60,7 +60,8 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         "sidecar_end": v.rel(side.ended_at) if side else None, "sidecar_exit": exit_how,
         "sidecar_served": bool(side and side.served), "worker_pids": sorted(workers),
         "wakeups": pool.wakeups, "quiesces": pool.quiesces, "shutdowns": pool.shutdowns,
-        "test": None, "tests_outlived": [], **facts.pool_tests(v, pool), "made_in": facts.made_in(v, pool),
+        "test": None, "tests_outlived": [], "tests_used": [], **facts.pool_tests(v, pool),
+        "made_in": facts.made_in(v, pool),
     }
 
 

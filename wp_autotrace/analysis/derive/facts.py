@@ -189,4 +189,26 @@ def pool_tests(v: View, pool: Pool) -> dict[str, Any]:
     end = st.idle_to if not st.alive_at_end else v.t_end
     starts = [(ts, nodeid) for ts, nodeid, phase in getattr(pool.creator, "tests", ())
               if phase == "start" and pool.call.ts < ts <= end and nodeid != test]
-    return {"test": test, "tests_outlived": [nodeid for _, nodeid in sorted(starts)]}
+    return {"test": test, "tests_outlived": [nodeid for _, nodeid in sorted(starts)],
+            "tests_used": tests_used(pool, test, end)}
+
+
+# The creator's calls that reach its cached pool: asking for it (every Triton kernel's compile, 2.4+), waiting for
+# it to be ready, waiting on its kernels' futures. A submit is counted, not recorded: its times are not known.
+_USES = frozenset((targets.PROCESS_POOL, targets.WAIT_POOL_READY, targets.ASYNC_WAIT))
+
+
+def tests_used(pool: Pool, made_by: str, end: float) -> list[str]:
+    """The later tests (pytest plugin's `test` start/end records of the creator) during which the creator reached
+    the pool (a _USES call after the pool's making, before its end), in the order they ran."""
+    spans: list[tuple[float, float, str]] = []
+    open_at: dict[str, float] = {}
+    for ts, nodeid, phase in sorted(getattr(pool.creator, "tests", ())):
+        if phase == "start":
+            open_at[nodeid] = ts
+        elif nodeid in open_at:
+            spans.append((open_at.pop(nodeid), ts, nodeid))
+    spans += [(ts, float("inf"), nodeid) for nodeid, ts in open_at.items()]  # a test that never ended
+    uses = [c.ts for c in pool.creator.calls.values() if c.tag in _USES and pool.call.ts < c.ts <= end]
+    return [nodeid for a, b, nodeid in sorted(spans)
+            if nodeid != made_by and any(a <= t <= b for t in uses)]

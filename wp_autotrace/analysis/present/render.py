@@ -292,7 +292,10 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if pool.get("test"):
             outlived = pool.get("tests_outlived") or []
             names = f": {', '.join(outlived)}" if verbose and outlived else ""
-            out.append(f"  made by test {pool['test']}; outlived {len(outlived)} later test(s){names}")
+            used = pool.get("tests_used") or []
+            by = f"; used by {len(used)} later test(s): {', '.join(used[:None if verbose else 3])}" if used else ""
+            more = f" (+{len(used) - 3} more)" if used and not verbose and len(used) > 3 else ""
+            out.append(f"  made by test {pool['test']}{by}{more}; outlived {len(outlived)} later test(s){names}")
         if pool["ready_at"] is not None or pool["last_job"] is not None or pool["shutdown_by"] \
                 or pool["peak_pss_bytes"] or pool["device_files"]:  # a pool that never served has no story
             out.append("  " + _lifecycle(pool))

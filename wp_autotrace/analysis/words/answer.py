@@ -73,7 +73,18 @@ def _test_words(pool: dict[str, Any]) -> str:
     if not test:
         return ""
     n = len(pool.get("tests_outlived") or ())
+    used = pool.get("tests_used") or []
+    if used:  # named: they are the tests that share the pool's state (its settings, a dead sidecar)
+        shown = used[:USED_NAMED]
+        names = (", ".join(shown) + f" and {len(used) - len(shown)} more" if len(used) > len(shown)
+                 else " and ".join([", ".join(shown[:-1]), shown[-1]]) if len(shown) > 1 else shown[0])
+        return (f" It was made by test {test} and used again by {_plural(len(used), 'later test')}: "
+                f"{names}" + (f" (it outlived {_plural(n, 'test')} in all)." if n > len(used) else "."))
     return f" It was made by test {test}" + (f" and outlived the {_plural(n, 'test')} after it." if n else ".")
+
+
+# Later tests that used a pool, named in the Answer (the Pools section names them all with -v).
+USED_NAMED = 3
 
 
 def no_pool_sentence(rep: dict[str, Any]) -> str:
@@ -269,6 +280,13 @@ def _settings_first(rep: dict[str, Any], made: dict[str, Any]) -> str:
 
 
 def _test_terms(rep: dict[str, Any]) -> str:
+    if any(p.get("tests_used") for p in rep["pools"]):
+        # the later tests reach the pool made before them: a shutdown fixture only has the next compile make a
+        # new pool (with the settings torch read at import); what stops it is a process per test, or no pool
+        return (f"stop the tests sharing the pool: run each compile test in its own process (pytest-forked's "
+                f"--forked, or a pytest session of its own), or TORCHINDUCTOR_COMPILE_THREADS=1 for "
+                f"the suite (no pool is made){_threads_now(rep)}; a fixture that calls {SHUTDOWN}() does not "
+                "stop it: the next compile makes a new pool")
     return (f"shut the pool down when the compile tests end: a fixture (module or session scope) or a teardown "
             f"that calls {SHUTDOWN}(); or run the compile tests in their own process (a separate pytest "
             f"session, or pytest-forked); or TORCHINDUCTOR_COMPILE_THREADS=1 for the suite{_threads_now(rep)}")
