@@ -297,3 +297,27 @@ def test_a_parent_cycle_of_reused_pids_still_shows_the_tree(tmp_path: Path) -> N
     tree = out.split("== Process tree")[1].split("\n\n")[0]
     assert "more process(es)" not in tree, tree
     assert [line.split()[2] for line in tree.splitlines()[1:]] == ["100", "1", "200", "300", "400"], tree
+
+
+def test_the_tree_shows_the_pool_before_short_lived_helpers(tmp_path: Path) -> None:
+    """A CPU compile starts a dozen ISA probes and the compiler before the first Triton kernel makes the pool: the
+    default Process tree listed the probes one per line in start order, and the sidecar was among '… N more
+    process(es)'. Now the pool's processes come first, and the probes and the toolchain are one line each."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    code = "import ctypes; ctypes.cdll.LoadLibrary('/tmp/x.so')"  # torch's cpu_vec_isa check, one per ISA
+    for i in range(12):
+        w.add(0.1 + 0.1 * i, 300 + i, 100, "child", "process_start", argv=["python3", "-c", code], python="3.11.7",
+              forked=False, env={}, run="r1", root_pid=100)
+        w.add(0.15 + 0.1 * i, 300 + i, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    gxx = {"pid": 500, "ppid": 100, "name": "g++", "cmd": "g++ -c k.cpp", "create_time": T0 + 1.5, "rss": 9 << 20}
+    watcher(w, 1.6, "tree", count=2, started=[gxx], ended=[])
+    watcher(w, 2.0, "tree", count=1, started=[], ended=[{"pid": 500, "create_time": T0 + 1.5, "end": T0 + 1.9}])
+    start(w, 3.0, 200, 100, "compile-sidecar")
+    w.add(4.0, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    tree = render_text(report(w, tmp_path), {}).split("== Process tree")[1].split("\n\n")[0].splitlines()[1:]
+    assert "more process(es)" not in "\n".join(tree), tree
+    assert tree[0].split()[2] == "100" and tree[1].split()[2:4] == ["200", "compile-sidecar"], tree
+    (folded,) = [line for line in tree if "torch ISA probe" in line]
+    assert "12 process(es)" in folded, tree
+    assert len(tree) == 4 and "toolchain: 1 process(es) (1 g++)" in tree[3], tree

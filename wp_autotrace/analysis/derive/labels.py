@@ -33,6 +33,9 @@ KNOWN_CODE: tuple[tuple[str, str], ...] = (
     # torch._inductor.cpu_vec_isa's dlopen probe of a test .so (one per ISA check).
     ("LoadLibrary", "torch ISA probe (python -c ...LoadLibrary...)"),
 )
+# Short-lived helpers a process starts by the dozen (one per ISA check): the default Process tree folds them
+# into one line per parent, as it does the compiler toolchain.
+SHORT_HELPERS = frozenset(("torch ISA probe (python -c ...LoadLibrary...)",))
 # Modules run with -m that are better known by another name.
 KNOWN_MODULES = {
     "torch.distributed.run": "torchrun",

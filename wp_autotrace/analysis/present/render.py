@@ -11,6 +11,7 @@ import datetime
 from typing import Any
 
 from ...common.vocab import POOL_ROLES
+from ..derive.labels import SHORT_HELPERS
 from ..words.fmt import MIB, escape, mib_s_text, pid_text, pool_name, seconds_text, site, size_text, skipped_line, wrap
 from ..words.sentences import counts_words, lifespan, process_words
 
@@ -363,6 +364,35 @@ def _tools_line(tools: list[dict[str, Any]], indent: int) -> str:
     return f"{_t(start)}    ...   {_pad(indent)}toolchain: {len(tools)} process(es) ({counts}); peak rss {_mb(peak)}"
 
 
+def _helpers_line(helpers: tuple[dict[str, Any], ...], indent: int) -> str:
+    """A parent's short-lived helpers of one kind (ISA probes) in one line: count, longest life, peak RSS."""
+    lives = [p["end_s"] - p["start_s"] for p in helpers if p["start_s"] is not None and p["end_s"] is not None]
+    start = min((p["start_s"] for p in helpers if p["start_s"] is not None), default=None)
+    peak = max((p["peak_rss"] or 0 for p in helpers), default=0)
+    longest = f", each at most {max(lives):.1f} s" if len(lives) == len(helpers) else ""
+    return (f"{_t(start)}    ...   {_pad(indent)}{helpers[0]['label']}: {len(helpers)} process(es){longest}; "
+            f"peak rss {_mb(peak)}")
+
+
+def _is_helper(p: dict[str, Any], kids: dict[Any, list[dict[str, Any]]]) -> bool:
+    """A short-lived helper the default tree folds: its label is one of SHORT_HELPERS, it ended, nothing
+    marks it (left behind, re-parented) and it has no children of its own."""
+    return (p["label"] in SHORT_HELPERS and p["end_s"] is not None and not p["left_behind"]
+            and not p["reparented_to"] and not kids.get((p["run"], p["host"], p["pid"])))
+
+
+def _pool_lines(procs: list[dict[str, Any]]) -> set[Any]:
+    """The processes that are pool processes or have one below them: listed before their siblings."""
+    parent = {(p["run"], p["host"], p["pid"]): (p["run"], p["host"], p["ppid"]) for p in procs}
+    found: set[Any] = set()
+    for p in procs:
+        key = (p["run"], p["host"], p["pid"])
+        while p["role"] in POOL_ROLES and key in parent and key not in found:  # up to the top (or a cycle)
+            found.add(key)
+            key = parent[key]
+    return found
+
+
 def _tree_kids(procs: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
     keys = {(p["run"], p["host"], p["pid"]) for p in procs}
     kids: dict[Any, list[dict[str, Any]]] = {}
@@ -393,6 +423,7 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     # RSS is never summed with PSS (docs/evidence.md, "Memory at once").
     mixed = any(p["held_kind"] == "pss" for p in procs)
     limit = MAX_TREE_LINES if verbose else SHORT_ROWS["tree"]
+    pooled = _pool_lines(procs)
     shown: set[Any] = set()
     stack: list[tuple[Any, int]] = [(p, 0) for p in reversed(kids.get(None, []))]
     lines = 0
@@ -403,6 +434,11 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if not stack:
             stack.append((unreached.pop(), 0))
         p, indent = stack.pop()
+        if isinstance(p, tuple):  # folded short-lived helpers
+            out.append(_helpers_line(p, indent))
+            shown.update((t["run"], t["host"], t["pid"]) for t in p)
+            lines += 1
+            continue
         if isinstance(p, list):  # a folded toolchain group
             out.append(_tools_line(p, indent))
             shown.update((t["run"], t["host"], t["pid"]) for t in p)
@@ -415,12 +451,17 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         out.append(_tree_line(p, indent, mixed))
         lines += 1
         children = kids.get(key, [])
-        # compiler toolchain children: one line per parent unless --verbose
+        # unless --verbose: the pools' processes first, then the others, then one line for the short-lived
+        # helpers and one for the compiler toolchain (the stack pops the last pushed first)
         tools = [k for k in children if k["tool"]] if not verbose else []
-        rest = [k for k in children if not (tools and k["tool"])]
-        stack.extend((k, indent + 1) for k in reversed(rest))
+        helpers = tuple(k for k in children if not verbose and _is_helper(k, kids))
+        rest = sorted((k for k in children if not (tools and k["tool"]) and k not in helpers),
+                      key=lambda k: (k["run"], k["host"], k["pid"]) not in pooled)
         if tools:
             stack.append((_toolchain_under(kids, tools), indent + 1))
+        if helpers:
+            stack.append((helpers, indent + 1))
+        stack.extend((k, indent + 1) for k in reversed(rest))
     if len(procs) > len(shown):
         out.append(f"… {len(procs) - len(shown)} more process(es) (--verbose, or --json)")
     return out
