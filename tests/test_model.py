@@ -127,6 +127,21 @@ def with_spawn_reimport() -> LogWriter:
     return w
 
 
+def with_setting_too_late() -> LogWriter:
+    """main made a SubprocPool at 2 s; an AsyncCompile.wait at 4 s, while it lived, began with
+    TORCHINDUCTOR_WORKER_START=fork."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 2, 100, 1, "main", f"{SP}:SubprocPool.__init__", 10, 2.5, sidecar_pid=300)
+    start(w, 2.2, 300, 100, "compile-sidecar")
+    w.add(4, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait", call_id=20, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN, env={"TORCHINDUCTOR_WORKER_START": "fork"})
+    w.add(4.1, 100, 1, "main", "return", call_id=20, duration_s=0.1)
+    w.add(5, 300, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(5.1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
 def with_oom_killed() -> LogWriter:
     """A traced child of main ended unexplained as the cgroup's OOM kill count rose by one."""
     w = clean_run()
@@ -296,6 +311,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "fork-pool-hang": with_fork_hang,
     "setting-overridden": with_setting_overridden,
     "spawn-main-reimport": with_spawn_reimport,
+    "setting-too-late": with_setting_too_late,
     "oom-killed": with_oom_killed,
     "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,

@@ -248,3 +248,36 @@ def test_a_spawn_pool_under_an_unguarded_script_is_told(tmp_path: Path) -> None:
     assert 'if __name__ == "__main__":' in found["advice"]
     first = rep["answer"].splitlines()[0]
     assert "died as it started" in first and 'if __name__ == "__main__":' in rep["answer"].split("Fix first:")[1]
+
+
+TOO_LATE = textwrap.dedent('''
+    import os
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+
+    AsyncCompile.wait_pool_ready()  # first Triton kernel: the pool of the first test
+    os.environ["TORCHINDUCTOR_WORKER_START"] = "fork"  # a later test's setUp
+
+    @torch.compile
+    def f(x):
+        return (x * 3).cos().relu() + x.sin()
+
+    f(torch.randn(8, 8))
+    print(AsyncCompile.process_pool().__class__.__name__)
+''')
+
+
+def test_a_start_method_set_after_the_pool_exists_is_told(tmp_path: Path) -> None:
+    """TORCHINDUCTOR_WORKER_START set after the pool exists changes nothing (the program itself prints the pool
+    it still uses: a SubprocPool); the report says so and why, and what works."""
+    script, log = tmp_path / "train.py", tmp_path / "log.jsonl"
+    script.write_text(TOO_LATE)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
+    res = run_python([str(script)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.strip() == "SubprocPool", res.stderr[-3000:]  # the program's own view
+    wait_for_watcher(log, timeout=30)
+    rep = report_json(log)
+    (found,) = [f for f in rep["findings"] if f["kind"] == "setting-too-late"]
+    assert "TORCHINDUCTOR_WORKER_START=fork was set" in found["text"] and "changed nothing" in found["text"]
+    assert "kept its subprocess workers" in found["text"] and "before torch is imported" in found["advice"]

@@ -182,7 +182,9 @@ TARGETS: "tuple[Target, ...]" = (
     Target(_AC, "AsyncCompile.wait_pool_ready", tag=WAIT_POOL_READY),
     # The compiling process waiting on its kernels' futures (once per compiled graph): one that never returns, or
     # a Ctrl-C interrupts, is a job the pool never finished.
-    Target(_AC, "AsyncCompile.wait", tag=ASYNC_WAIT),
+    # env: the pool variables as each wait begins: one set after the pool exists (a later test's setUp) is seen
+    # here, though the cached pool never reads it.
+    Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT),
     Target(_AC, "AsyncCompile.quiesce", tag=ASYNC_QUIESCE),
     Target(_AC, "maybe_warm_pool", env=True, tag=MAYBE_WARM_POOL),
     Target(_AC, "after_fork", tag=AFTER_FORK),

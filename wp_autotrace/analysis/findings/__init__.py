@@ -43,7 +43,7 @@ from .runs import (
     run_in_progress,
     verdict_pending,
 )
-from .settings import setting_overridden
+from .settings import setting_overridden, setting_too_late
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -63,6 +63,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     child_exit_wait,
     pool_device_files,
     setting_overridden,
+    setting_too_late,
     nested_pools,
     warm_pool_bypass,
     verdict_pending,

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
+from ..derive.pools import pool_end, start_method
+from ..fold.model import EXECUTOR
 from .base import Finding
 
 if TYPE_CHECKING:
     from ..derive.view import View
-    from ..fold.model import Process
+    from ..fold.model import Pool, Process
 
 # The variables torch reads into a setting at config's import, and that setting's name.
 READ_AT_IMPORT = (("TORCHINDUCTOR_COMPILE_THREADS", "compile_threads"),
@@ -52,4 +54,40 @@ def setting_overridden(v: View) -> Finding | None:
                 f"{value} (torch reads it when the pool is made); or find the import that sets "
                 f"os.environ[{var!r}] and set the variable again after it",
                 {})
+    return None
+
+
+START_VAR = "TORCHINDUCTOR_WORKER_START"
+
+
+def _pool_start(pool: Pool) -> str:
+    """The start method a pool really has: 'subprocess' for a SubprocPool, its workers' for a fork/spawn one."""
+    return start_method(pool) if pool.kind == EXECUTOR else "subprocess"
+
+
+def setting_too_late(v: View) -> Finding | None:
+    """TORCHINDUCTOR_WORKER_START set to another start method while a pool of its process already lived (seen in
+    the environment a later AsyncCompile.wait began with): it changed nothing, since torch read it into
+    worker_start_method when its config loaded and AsyncCompile.process_pool keeps the pool it made."""
+    for pool in v.pools:
+        have = _pool_start(pool)
+        end = pool_end(pool)
+        later = [c for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT and c.ts > pool.call.ts
+                 and (end is None or c.ts < end) and c.env.get(START_VAR) not in (None, have)]
+        if not have or not later:
+            continue
+        c = later[0]
+        p = pool.creator
+        test = f" (during {c.env['PYTEST_CURRENT_TEST'].rsplit(' ', 1)[0]})" if c.env.get("PYTEST_CURRENT_TEST") else ""
+        return Finding(
+            "setting-too-late", "warning",
+            f"{START_VAR}={c.env[START_VAR]} was set in {p.role} {p.pid} after its compile pool existed{test}, "
+            f"and changed nothing: the pool made at {v.rel(pool.call.ts):.1f} s kept its {have} workers. torch "
+            "reads the variable once, into worker_start_method, when torch._inductor.config loads, and "
+            "AsyncCompile.process_pool keeps the pool it made.",
+            [p.pid], [f"AsyncCompile.wait at {v.rel(c.ts):.1f} s began with {START_VAR}={c.env[START_VAR]}"],
+            f"set {START_VAR} before torch is imported (in the environment that starts the process, or a conftest.py "
+            "that runs first); to change it inside a running process, set torch._inductor.config.worker_start_method "
+            "and call torch._inductor.async_compile.shutdown_compile_workers() so the next compile makes a new pool",
+            {})
     return None
