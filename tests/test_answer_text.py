@@ -237,14 +237,18 @@ def _zombie_run(since: float, last_look: float, ppid: int) -> LogWriter:
 
 
 def test_a_zombie_reaches_the_answer_only_when_it_stays(tmp_path: Path) -> None:
-    """A resource tracker defunct under pid 1 for a moment at exit (pid 1 reaps late) is listed, as seen
-    briefly, never in the Answer nor 'Fix first'; one still defunct under pid 1 seconds later, or under a parent
-    that is no init, is told."""
+    """A resource tracker defunct under pid 1 for a moment at exit (pid 1 reaps late), or under a parent that
+    ended right after, is listed, as seen briefly, never in the Answer nor 'Fix first'; one still defunct under
+    pid 1 seconds later, or under a live parent that is no init, is told."""
     brief = report(_zombie_run(5.1, 5.3, 1), tmp_path)
     (z,) = [f for f in brief["findings"] if f["kind"] == "zombies"]
     assert z["severity"] == "info" and z["cost"]["zombies"] == 0 and "None was seen to stay" in z["text"]
     assert "defunct" not in brief["answer"] and "--init" not in brief["answer"]
-    for w in (_zombie_run(5.1, 11.0, 1), _zombie_run(5.1, 5.3, 100)):
+    # under its parent, the main, that ended right after: handed to pid 1, judged as pid 1's
+    handed = report(_zombie_run(5.1, 5.3, 100), tmp_path)
+    assert [f["severity"] for f in handed["findings"] if f["kind"] == "zombies"] == ["info"]
+    # still defunct 5 s later under pid 1, or under a live reaper that does not reap (a subreaper outside the run)
+    for w in (_zombie_run(5.1, 11.0, 1), _zombie_run(5.1, 5.3, 150)):
         stays = report(w, tmp_path)
         (z,) = [f for f in stays["findings"] if f["kind"] == "zombies"]
         assert z["severity"] == "warning" and z["cost"]["zombies"] == 1
@@ -262,3 +266,13 @@ def test_wrapping_never_splits_a_path_or_a_test_id() -> None:
         lines = wrap(f"- the pool made at {long} (<module>) idled 49.0 s holding 230 MiB", 100)
         assert any(long in line for line in lines), lines
         assert all(len(line) <= 100 for line in lines if long not in line)
+
+
+def test_fork_pools_across_processes_name_no_sidecar() -> None:
+    """Fork/spawn pools made by several processes: their workers are the pools' processes; no '0 sidecars +'."""
+    from wp_autotrace.analysis.words.answer import across_sentence
+
+    text = across_sentence({"creators": 3, "sidecars": 0, "workers": 6, "processes": 6, "scales_with": "rank"})
+    assert text.startswith("3 processes each made a compile pool (per rank): 6 workers, no sidecar: 6 compile "
+                           "processes"), text
+    assert "0 sidecars" not in text

@@ -198,15 +198,20 @@ INIT_PID = 1
 
 
 def _stays(p: Process) -> bool:
-    """p was still defunct at the watcher's last look, under a parent other than pid 1, or under pid 1
-    ZOMBIE_STAYS_S after it ended."""
+    """p was still defunct at the watcher's last look, under a parent other than pid 1 that was still alive, or
+    (under pid 1, or under a parent that ended, which hands it to pid 1) ZOMBIE_STAYS_S after it ended and after
+    that parent ended."""
     z, run = p.zombie, p.run
     if z is None or z.get("reaped") is not None or run is None:
         return False
-    if z.get("ppid") != INIT_PID:
-        return True
     since = z.get("since") if isinstance(z.get("since"), (int, float)) else p.ended_at
-    return since is not None and run.last_sample is not None and run.last_sample - since >= ZOMBIE_STAYS_S
+    # a parent of the run that ended since hands its zombies to pid 1 (or a subreaper): judged as pid 1's then
+    parent = p.parent if p.parent is not None and p.parent.pid == z.get("ppid") else None
+    handed = parent.ended_at if parent is not None else None
+    if z.get("ppid") != INIT_PID and handed is None:
+        return True
+    start = max(t for t in (since, handed) if t is not None) if since is not None or handed is not None else None
+    return start is not None and run.last_sample is not None and run.last_sample - start >= ZOMBIE_STAYS_S
 
 
 def zombies(v: View) -> Finding | None:

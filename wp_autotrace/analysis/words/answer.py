@@ -43,9 +43,12 @@ def across_sentence(a: dict[str, Any]) -> str:
     mem = f", {size_text(at_once)} together at once" if at_once else ""
     if at_once and not a.get("at_once_all_read"):
         mem += " (of those read: the watcher never read them all at one moment)"
+    # fork/spawn pools have no sidecar: their workers alone are the pools' processes
+    parts = (f"{_plural(a['sidecars'], 'sidecar')} + {_plural(a['workers'], 'worker')} = "
+             if a["sidecars"] else f"{_plural(a['workers'], 'worker')}, no sidecar: ")
     return (f"{a['creators']} processes each made a compile pool{f' ({per})' if per else ''}: "
-            f"{_plural(a['sidecars'], 'sidecar')} + {_plural(a['workers'], 'worker')} = "
-            f"{a['processes']} compile processes{mem}{_across_counts(a)}" + (f"; {grows}" if grows else "") + ".")
+            f"{parts}{a['processes']} compile processes{mem}{_across_counts(a)}" + (f"; {grows}" if grows else "")
+            + ".")
 
 
 def _across_counts(a: dict[str, Any]) -> str:
