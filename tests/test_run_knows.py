@@ -145,3 +145,25 @@ def test_the_python_a_shell_script_names_is_the_one_checked(tmp_path: Path) -> N
     res = run_python([*RUN[1:], "--log", str(log), "--", "sh", "-c", "exit 0"], clean_env(PATH=path),
                      cwd=tmp_path, timeout=120)
     assert "it does not say which" in res.stderr, res.stderr
+
+
+def test_the_program_inherits_the_descriptors_run_was_given(tmp_path: Path) -> None:
+    """A descriptor its launcher passed on (make's jobserver pipe, systemd's LISTEN_FDS socket, a harness's
+    status pipe, a shell's `flock 9`) is the program's under run as it is untraced: run passes on every
+    descriptor it inherited, and nothing of its own (its own are close-on-exec)."""
+    r, w = os.pipe()
+    os.set_inheritable(w, True)
+    prog = f"import os, sys; os.write({w}, b'x'); sys.exit(len(os.listdir('/proc/self/fd')))"
+    codes = []
+    try:
+        for cmd in ([sys.executable, "-c", prog],
+                    [*RUN, "--log", str(tmp_path / "log.jsonl"), "--", sys.executable, "-c", prog]):
+            done = subprocess.run(cmd, pass_fds=(w,), env=clean_env(), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+            codes.append(done.returncode)
+            assert b"Bad file descriptor" not in done.stderr, done.stderr
+    finally:
+        os.close(w)
+    with os.fdopen(r, "rb") as f:
+        assert f.read() == b"xx"  # written by the untraced program and by the program under run
+    assert codes[1] == codes[0], codes  # the same descriptors open: stdio, w, listdir's own

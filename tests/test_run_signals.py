@@ -414,3 +414,40 @@ def test_ctrl_c_stops_the_script_that_ran_it(tmp_path: Path, traced: bool) -> No
             pass
         proc.wait(TIMEOUT_S)
     assert (proc.returncode, out) == (-signal.SIGINT, ""), (proc.returncode, out)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("names", ["run-alone", "run-and-program"])
+def test_a_signal_sent_by_name_reaches_the_program_once(tmp_path: Path, names: str) -> None:
+    """`pkill -f PATTERN` signals each process whose command line matches, one pid at a time. A pattern only
+    run's command line holds (its --log: `pkill -f 'wp-autotrace run'`) is addressed to run, which passes it
+    on; one the program's holds too (`pkill -f train.py`) reaches the program itself, and run must not pass
+    it on a second time. Either way the program handles it once (here: its pkill limited to run's tree, so
+    no other process on this machine is touched)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    log, out = tmp_path / "log.jsonl", tmp_path / "traced.txt"
+    cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, str(prog), str(out)]
+    pattern = str(log) if names == "run-alone" else str(prog)
+    proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(Path(str(out) + ".ready").exists, TIMEOUT_S, what="the program ready")
+        matched = [pid for pid in _tree(proc.pid) if pattern in _cmdline(pid)]
+        for pid in matched:
+            os.kill(pid, signal.SIGTERM)
+        code = proc.wait(TIMEOUT_S)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(TIMEOUT_S)
+    assert len(out.read_text().splitlines()) == 1, (names, matched, out.read_text())
+    assert code == 5

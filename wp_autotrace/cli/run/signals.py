@@ -46,13 +46,42 @@ SENTINEL_HOLD_S = 0.1
 # The sentinel says it is ready (its handlers set) before run starts the program: a group signal sent at
 # once must find it. A sentinel not ready by then is given up (run passes on every signal it is sent).
 SENTINEL_READY_S = 5.0
+SENTINEL_MARK = b" [signal sentinel]"  # ends the sentinel's command line (the program's): ps tells them apart
 READY = 0  # the byte the sentinel writes once its handlers are set (no signal is numbered 0)
 
 
-class Sentinel:
-    """A forked process in run's group that only catches FORWARDED and tells run each one it got."""
+def _named_as(command: list[str]) -> None:
+    """In the sentinel: take the program's name (comm) and command line, best effort (setproctitle's way:
+    the argument area rewritten in place, never longer than it was, which run's own argv, holding the
+    program's, always is). A signal sent by name (`pkill -f PATTERN`, `killall NAME`) then reaches the
+    sentinel exactly when it reaches the program: one that names run alone (`pkill -f 'wp-autotrace run'`)
+    is passed on, one that names the program too (`pkill -f train.py`) is not passed on a second time.
+    Its command line ends with SENTINEL_MARK, so ps shows which is the program."""
+    import ctypes
 
-    def __init__(self) -> None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, ctypes.c_char_p(os.fsencode(os.path.basename(command[0]))[:15]), 0, 0, 0)  # PR_SET_NAME
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rfind(b")") + 2:].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (stat fields 48, 49)
+        if end - start < 2:
+            return
+        # Marked for whoever reads ps, with words no pattern for run or the program would hold.
+        title = (b" ".join(os.fsencode(word) for word in command) + SENTINEL_MARK)[:end - start - 2] + b"\0"
+        # The area's last byte not NUL: the kernel then reads the command line up to the first NUL.
+        ctypes.memmove(start, title.ljust(end - start - 1, b"\0") + b" ", end - start)
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+
+
+class Sentinel:
+    """A forked process in run's group that only catches FORWARDED and tells run each one it got. It goes by
+    the program's name and command line (_named_as)."""
+
+    def __init__(self, command: list[str] | None = None) -> None:
+        self.command = command or []
         self.pid = 0
         self.report = -1  # run reads the signals the sentinel got here
         self.alive = -1  # run holds this open: its end (run closed it, or died) ends the sentinel
@@ -70,6 +99,10 @@ class Sentinel:
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in (0, 1, 2):  # holds none of run's (the program's) stdio open
                     os.dup2(null, fd)
+                if null > 2:
+                    os.close(null)
+                if self.command:
+                    _named_as(self.command)
                 for sig in FORWARDED:
                     signal.signal(sig, lambda s, f: os.write(report_w, bytes((s,))))
                 os.write(report_w, bytes((READY,)))
@@ -144,7 +177,7 @@ class Forwarder:
         self.sent: list[int] = []
         self.before: dict[int, Any] = {}
         self.continued = False  # run got SIGCONT since its last wait began (it was stopped with its group)
-        self.sentinel = Sentinel()
+        self.sentinel = Sentinel(command)
 
     def start(self) -> Forwarder:
         """The sentinel, run's handlers, then the program; an OSError (run's handlers undone) when it cannot
@@ -162,8 +195,10 @@ class Forwarder:
                 signal.signal(sig, signal.SIG_IGN)
 
         try:
-            self.child = subprocess.Popen(self.command, env=self.env,  # noqa: PLW1509 (run has no threads)
-                                          preexec_fn=as_run_was if ignored else None)
+            # close_fds=False: the descriptors run inherited (make's jobserver, LISTEN_FDS, a harness's pipe)
+            # are the program's, as untraced; run's own are all close-on-exec (PEP 446), so none leaks.
+            self.child = subprocess.Popen(self.command, env=self.env, close_fds=False,  # noqa: PLW1509
+                                          preexec_fn=as_run_was if ignored else None)  # (run has no threads)
         except BaseException:
             self.__exit__()
             raise
