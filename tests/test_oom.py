@@ -360,6 +360,20 @@ def test_an_oom_kill_outside_the_run_is_not_pinned_on_a_later_end(tmp_path: Path
     assert rec["since"] < t_after and rec["ts"] > t_before, (rec, t_before, t_after)
 
 
+def test_an_oom_on_another_host_names_no_process_of_this_one(tmp_path: Path) -> None:
+    """One run on two hosts (its environment carried there by srun or mpirun, a main that is pid 1 in its
+    container on each), each with its watcher, one log: a cgroup's count is its host's. A rise host h2's
+    watcher read names no process of host h1, even one that ended unexplained in that very tick."""
+    w = _children_log(1)
+    w.lines.insert(2, dict(w.lines[1], host="h2", ts=T0 + 0.06))  # h2's watcher_start
+    rec = next(r for r in w.lines if r["event"] == "oom")
+    rec["host"] = "h2"
+    rep = report(w, tmp_path)
+    assert not [p for p in rep["processes"] if p["ending"]["kind"] in ("oom-kill", "oom-among")], rep["processes"]
+    f = next(f for f in rep["findings"] if f["kind"] == "oom-in-cgroup")
+    assert f["cost"]["oom_kills_unnamed"] == 1 and not f["pids"]
+
+
 @pytest.mark.parametrize("since", [T0 + 0.3, None])
 def test_a_rise_at_no_end_names_no_process(tmp_path: Path, since: float | None) -> None:
     """The count rose in (since, 0.4 s], long before the children's ends at about 2 s: nobody of the run is the

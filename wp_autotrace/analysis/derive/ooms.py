@@ -1,8 +1,9 @@
 """Which ends of a run's processes the OOM killer may have made: the cgroup's count against the watcher's ends.
 
 The cgroup counts kills, not whom (docs/evidence.md, `oom-kill`, `oom-among`, `oom-in-cgroup`). An `oom` record
-says the count rose in (since, ts]; a rise is a process's only where it falls at that process's end (_at_end),
-and the process's records leave room for it (no exit code, no signal but SIGKILL: the caller's `possible`).
+says the count rose in (since, ts] in its host's cgroup; a rise is a process's only where it falls at that
+process's end on that host (_at_end), and the process's records leave room for it (no exit code, no signal but
+SIGKILL: the caller's `possible`).
 Rises at no end are kills the log cannot name (a process outside the run sharing its cgroup).
 """
 
@@ -19,13 +20,13 @@ Groups = dict[int, tuple[int, list["Process"], str]]
 Unnamed = list[tuple["float | None", float, int]]
 
 
-def _at_end(rec: tuple[float, int, int, float | None], end: float, slack: float) -> bool:
+def _at_end(rec: tuple[float, int, int, float | None, str], end: float, slack: float) -> bool:
     """Whether an `oom` record's rise (the count rose in (since, ts]) falls at a process end the watcher saw at
     `end` (the process ended in the tick before that): the kill came before the end was seen (since < end),
     and no earlier than a tick and a dying process's last moments before it (ts >= end - slack). A record
     without `since` (an older watcher read the count only at ends, so the rise may be long before) never
     names a process."""
-    ts, _, _, since = rec
+    ts, _, _, since, _ = rec
     return since is not None and since < end and ts >= end - slack
 
 
@@ -49,7 +50,8 @@ def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], boo
 
     first_hit: list[tuple[Process, int]] = []
     for e, q in ends:
-        hits = [i for i, rec in enumerate(run.ooms) if _at_end(rec, e, slack)]
+        # A cgroup's count is its host's: a run on several hosts has a watcher, and a count, on each.
+        hits = [i for i, rec in enumerate(run.ooms) if rec[4] == q.host and _at_end(rec, e, slack)]
         for i in hits[1:]:
             parent[top(i)] = top(hits[0])
         if hits:
@@ -61,12 +63,12 @@ def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], boo
     unnamed: Unnamed = []
     for g in sorted({top(i) for i in range(len(run.ooms))}):
         rises = [rec for i, rec in enumerate(run.ooms) if top(i) == g]
-        kills = sum(max(1, now - before) for _, before, now, _ in rises)
+        kills = sum(max(1, now - before) for _, before, now, _, _ in rises)
         cands = by_group.get(g, [])
         if not cands:
-            unnamed.extend((since, ts, max(1, now - before)) for ts, before, now, since in rises)
+            unnamed.extend((since, ts, max(1, now - before)) for ts, before, now, since, _ in rises)
             continue
-        words = ", ".join(f"{before} -> {now}" for _, before, now, _ in rises)
+        words = ", ".join(f"{before} -> {now}" for _, before, now, _, _ in rises)
         for q in cands:
             out[id(q)] = (kills, cands, words)
     return out, unnamed

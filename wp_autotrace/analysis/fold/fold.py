@@ -291,7 +291,8 @@ class Builder:
         run = self.reg.record_run(r)
         if isinstance(r.get("oom_kill"), int) and isinstance(r.get("before"), int):
             since = r.get("since")
-            run.ooms.append((r["ts"], r["before"], r["oom_kill"], since if isinstance(since, (int, float)) else None))
+            run.ooms.append((r["ts"], r["before"], r["oom_kill"], since if isinstance(since, (int, float)) else None,
+                             r["host"]))
 
     def visit_memory(self, r: dict[str, Any]) -> None:
         """The watcher's PSS/USS samples of pool processes, and the device files they hold."""

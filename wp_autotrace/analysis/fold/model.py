@@ -253,7 +253,7 @@ class Run:
         self.no_verdict = ""
         self.run_exit: dict[str, Any] | None = None  # `wp-autotrace run`'s record of the status it waited for
         # (ts, before, now, since): the cgroup's OOM kill count rose in (since, ts]; since None in older logs
-        self.ooms: list[tuple[float, int, int, float | None]] = []
+        self.ooms: list[tuple[float, int, int, float | None, str]] = []  # (ts, before, now, since, host)
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)
         # The reader's own look (verdict.look_now) at a main process the log saw no end of: alive_now True
         # or False where this host can tell (its pid and create time; else its watchers' pids), None where
