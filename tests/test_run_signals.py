@@ -376,6 +376,39 @@ def test_a_stopped_program_stops_its_job(tmp_path: Path, how: str, traced: bool)
     assert sorted(out.read_text().split("\n")[:-1]) == [f"child {signal.SIGTERM}", f"program {signal.SIGTERM}"]
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["untraced", "run"])
+def test_a_program_stopped_and_continued_alone_ends_its_job(tmp_path: Path, traced: bool) -> None:
+    """`kill -STOP PID; kill -CONT PID` of the program alone (pausing a job to free its GPU, a debugger):
+    the job shows stopped, then runs on and ends with the program's code, as untraced. Under run, the
+    continue never reaches run, which followed the program's stop: without the sentinel continuing it, run
+    stayed stopped after the program's end and the job never ended."""
+    prog, out = tmp_path / "prog.py", tmp_path / "out.txt"
+    prog.write_text(GROUP_PROGRAM)
+    cmd = [sys.executable, str(prog), str(out), CHILD]
+    if traced:
+        cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *cmd]
+    proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ready = Path(str(out) + ".ready")
+    pids: list[int] = []
+    try:
+        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
+        pids = [int(p) for p in ready.read_text().split()]
+        os.kill(pids[0], signal.SIGSTOP)
+        assert _wait_stopped(proc.pid), "the job did not show stopped"
+        os.kill(pids[0], signal.SIGCONT)
+        os.kill(pids[0], signal.SIGTERM)  # the program's pid: it ends 3 s later with code 5
+        code = proc.wait(TIMEOUT_S)
+    finally:
+        for pid in [*pids, proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(TIMEOUT_S)
+    assert code == 5
+
+
 def test_run_takes_a_cgroup_wide_signal_as_untraced(tmp_path: Path, cgroup: Any) -> None:  # noqa: F811
     """SIGTERM to every process of a real cgroup (systemd's, slurmstepd's stop; here a memory cgroup the
     test makes and runs the job in): the program and its child get it once each, untraced and under run

@@ -47,6 +47,9 @@ SENTINEL_HOLD_S = 0.1
 # once must find it. A sentinel not ready by then is given up (run passes on every signal it is sent).
 SENTINEL_READY_S = 5.0
 SENTINEL_MARK = b" [signal sentinel]"  # ends the sentinel's command line (the program's): ps tells them apart
+# While run is stopped following its program, the sentinel looks this often whether the program runs again.
+FOLLOW_POLL_S = 0.05
+PID_BYTES = 4  # run tells the sentinel a pid in this many bytes (pid_max is at most 2**22)
 READY = 0  # the byte the sentinel writes once its handlers are set (no signal is numbered 0)
 
 
@@ -74,6 +77,23 @@ def _named_as(command: list[str]) -> None:
         ctypes.memmove(start, title.ljust(end - start - 1, b"\0") + b" ", end - start)
     except (OSError, ValueError, IndexError, AttributeError):
         pass
+
+
+def _serve(alive: int, run: int) -> None:
+    """The sentinel's loop, until run closes `alive` (or dies). A pid read there: run stopped itself because
+    that program stopped alone (`kill -STOP PID`); once the program runs again (`kill -CONT PID`, which never
+    reaches run) or has ended, continue run, which would otherwise stay stopped, its job never ending. 0: run
+    runs again (continued with the program, or by `fg`): nothing to watch."""
+    child = 0
+    while True:
+        ready, _, _ = select.select([alive], [], [], FOLLOW_POLL_S if child else None)
+        if ready:
+            data = os.read(alive, PID_BYTES)
+            if len(data) < PID_BYTES:
+                return
+            child = int.from_bytes(data, "little")
+        elif not _is_stopped(child) and _is_stopped(run):
+            os.kill(run, signal.SIGCONT)  # run then says it resumed (0)
 
 
 class Sentinel:
@@ -106,8 +126,7 @@ class Sentinel:
                 for sig in FORWARDED:
                     signal.signal(sig, lambda s, f: os.write(report_w, bytes((s,))))
                 os.write(report_w, bytes((READY,)))
-                while os.read(alive_r, 1):
-                    pass
+                _serve(alive_r, os.getppid())
             finally:
                 os._exit(0)
         os.close(report_w)
@@ -118,6 +137,21 @@ class Sentinel:
             self.stop()
             raise OSError("the signal sentinel did not start")
         os.set_blocking(report_r, False)
+
+    def follow(self, child: int) -> None:
+        """run is about to stop itself because child stopped alone: the sentinel continues run once child
+        runs again or ends (_serve); resumed() says run runs again."""
+        self._tell(child)
+
+    def resumed(self) -> None:
+        self._tell(0)
+
+    def _tell(self, pid: int) -> None:
+        if self.alive >= 0:
+            try:
+                os.write(self.alive, pid.to_bytes(PID_BYTES, "little"))
+            except OSError:
+                pass
 
     def got(self, sig: int, hold: float = SENTINEL_HOLD_S) -> bool:
         """Whether the sentinel got sig as well (now, or within hold): then it was sent to more than run."""
@@ -247,11 +281,14 @@ class Forwarder:
     def _stopped(self) -> None:
         """The program stopped. With its group (Ctrl-Z, SIGSTOP to the group), run stopped too and was
         continued with it: nothing to do. Alone (`kill -STOP PID`, SIGTTIN): stop run as well, so its shell
-        sees the job stopped; once run is continued, continue the program (`fg` did both already)."""
+        sees the job stopped; once run is continued, continue the program (`fg` did both already). A
+        continue of the program alone (`kill -CONT PID`) continues run too, through the sentinel."""
         assert self.child is not None
         if self.continued or not _is_stopped(self.child.pid):
             return
+        self.sentinel.follow(self.child.pid)  # a `kill -CONT` of the program alone must continue run too
         os.kill(os.getpid(), signal.SIGSTOP)
+        self.sentinel.resumed()
         try:
             os.kill(self.child.pid, signal.SIGCONT)
         except OSError:
