@@ -5,6 +5,7 @@ These read the raw watcher records (`tree`, `leftover`), never the report.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -499,5 +500,37 @@ def test_the_root_pids_process_exit_after_its_reuse_is_not_the_roots(tmp_path: P
         unknown = LogWatch(fd, str(log), "h", "run1", 100, 0)  # no create_time for the root: the pid decides
         unknown.scan()
         assert unknown.root_exited
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(("err", "gone"), [(errno.EIO, False), (errno.ETIMEDOUT, False), (errno.EACCES, False),
+                                           (errno.ENOENT, True), (errno.ESTALE, True)])
+def test_a_detached_watcher_ends_only_when_the_log_is_gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           err: int, gone: bool) -> None:
+    """Detached, the watcher looks the log up by path every tick, for the whole run. An error that says
+    nothing of the file (a soft NFS mount's EIO or timeout, a directory's permissions changed for a moment)
+    is not the log's end: the watcher samples on, and its verdict is written; only a path that names no file
+    any more (ENOENT, NFS's ESTALE) or another file ends it."""
+    log = tmp_path / "l.jsonl"
+    log.write_bytes(b"")
+    fd = os.open(log, os.O_RDONLY)
+    try:
+        watch = LogWatch(fd, str(log), "h", "run1", 100, 0)
+        watch.detach()
+        assert not watch.gone()
+        real = os.stat
+
+        def failing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+            if str(path) == str(log):
+                raise OSError(err, os.strerror(err))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", failing)
+        assert watch.gone() is gone
+        monkeypatch.undo()
+        assert not watch.gone()
+        log.unlink()
+        assert watch.gone()
     finally:
         os.close(fd)

@@ -10,6 +10,7 @@ parse_line re-redacts every process_start's argv, 7 times the cost per line (ben
 
 from __future__ import annotations
 
+import errno
 import os
 
 from ..common.procfs import same_process
@@ -31,6 +32,10 @@ ROLE_KEEP_S = 60.0
 EXPORT_MARKS = (b'"event":"call"', b'"event":"return"', b'"event":"blocked"')
 # The root's own process_start ends just before the watcher's offset; a record is at most 32 KiB.
 READ_BACK_BYTES = 33 * 1024
+
+
+# What os.stat of the log's path says when the path names no file any more (NFS: removed on the server).
+NAMES_NO_FILE = (errno.ENOENT, errno.ENOTDIR, errno.ESTALE)
 
 
 def _identity(fd: int) -> tuple[int, int] | None:
@@ -96,11 +101,13 @@ class LogWatch:
         self.roles: dict[int, float] = {}  # pid -> when it said it became a compile worker (role record)
 
     def gone(self) -> bool:
-        """The log was removed (or its fd broke, or its path names another file once detached)."""
+        """The log was removed (or its fd broke, or its path names another file once detached). Detached,
+        only an error that says the path names no file (NAMES_NO_FILE) is an end: a soft NFS mount's EIO or
+        timeout, met once in a days-long run, must not end the watcher and lose its verdict."""
         try:
             st = os.stat(self.path) if self.detached else os.fstat(self.write_fd)
-        except OSError:
-            return True
+        except OSError as exc:
+            return not self.detached or exc.errno in NAMES_NO_FILE
         return st.st_nlink == 0 or (self.detached and (st.st_dev, st.st_ino) != self.identity)
 
     def detach(self) -> None:
