@@ -16,7 +16,7 @@ import pytest
 
 from wp_autotrace.cli.run import _python_of
 
-from .conftest import clean_env, report_json, run_python
+from .conftest import clean_env, read_log, report_json, run_python, wait_until
 from .procs import kill_run
 
 RUN = [sys.executable, "-m", "wp_autotrace", "run"]
@@ -167,3 +167,28 @@ def test_the_program_inherits_the_descriptors_run_was_given(tmp_path: Path) -> N
     with os.fdopen(r, "rb") as f:
         assert f.read() == b"xx"  # written by the untraced program and by the program under run
     assert codes[1] == codes[0], codes  # the same descriptors open: stdio, w, listdir's own
+
+
+def test_a_signal_after_the_program_ended_keeps_its_status(tmp_path: Path) -> None:
+    """Ctrl-C (or a supervisor's SIGTERM) while run waits for the verdict and writes its summary, after the
+    program exited 0: untraced, that 0 was the parent's already and the signal met nothing. run exits 0,
+    still writes run_exit, and says its summary was cut short. (The program stops its watcher, so run waits
+    its whole bound for a verdict that does not come: the signal lands in that wait; the test ends them.)"""
+    log = tmp_path / "log.jsonl"
+    program = KILLS_ITS_WATCHER.replace("signal.SIGKILL", "signal.SIGSTOP")
+    proc = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", program],
+                            env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        def reaped() -> bool:  # run has waited for its program: it is finishing
+            mains = [r["pid"] for r in read_log(log) if r["event"] == "process_start" and r.get("role") == "main"]
+            return bool(mains) and not os.path.exists(f"/proc/{mains[0]}")
+
+        wait_until(lambda: log.exists() and reaped(), 120, what="the program ended and reaped")
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        kill_run(log)
+    assert proc.returncode == 0, err
+    assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [0]
+    assert b"cut short" in err

@@ -141,13 +141,26 @@ def run(args: argparse.Namespace) -> int:
         code = forwarder.wait()
     forwarded = tuple(forwarder.sent)
     pid = forwarder.child.pid if forwarder.child is not None else 0
-    from ...analysis.fold.model import Waited
+    recorded = False
+    with signals.CutShort() as cut:
+        try:
+            from ...analysis.fold.model import Waited
 
-    waited = Waited(pid, code, forwarded, os.uname().nodename)
-    if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
-        waited = waited._replace(no_watcher=_why_no_watcher(env))
-    record_exit(log, pid, code, forwarded)
-    _summarize(log, python if told else None, waited, command[0])
+            waited = Waited(pid, code, forwarded, os.uname().nodename)
+            if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
+                waited = waited._replace(no_watcher=_why_no_watcher(env))
+            with cut.held():
+                record_exit(log, pid, code, forwarded)
+                recorded = True
+            _summarize(log, python if told else None, waited, command[0])
+        except signals.Interrupted:
+            cut.ignore()  # one signal is enough: nothing more interrupts the last record and line
+            if not recorded:
+                record_exit(log, pid, code, forwarded)
+            from ...analysis.words.fmt import escape
+
+            _say(f"\nwp-autotrace: the summary was cut short by a signal; the program's own status is run's. "
+                 f"Full report: wp-autotrace report {escape(log)}")
     if code < 0:
         end_as(-code)
     return SIGNALLED - code if code < 0 else code

@@ -242,10 +242,12 @@ class Forwarder:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # The sentinel first (its end takes a moment): run's handlers stay until the last step, and what run
+        # does next (CutShort) takes over right after them.
+        self.sentinel.stop()
         for sig, handler in self.before.items():
             signal.signal(sig, handler)
         self.before = {}
-        self.sentinel.stop()
 
     def _continued(self, sig: int, frame: Any) -> None:
         self.continued = True
@@ -293,6 +295,54 @@ class Forwarder:
             os.kill(self.child.pid, signal.SIGCONT)
         except OSError:
             pass
+
+
+class Interrupted(BaseException):
+    """A signal run got after its program ended, while it finished (CutShort). A BaseException, as
+    KeyboardInterrupt is: the summary's own `except Exception` (a report that fails) must not take it."""
+
+
+class CutShort:
+    """Around what run does after its program ended (the verdict's wait, run_exit, the summary): a FORWARDED
+    signal (Ctrl-C, a supervisor's or SLURM's SIGTERM) raises Interrupted, so run finishes at once with its
+    program's status. Untraced, the program's status was its parent's already; the signal would have met
+    nothing. Signals run's parent ignored stay ignored."""
+
+    def __init__(self) -> None:
+        self.before: dict[int, Any] = {}
+
+    def __enter__(self) -> CutShort:
+        for sig in FORWARDED:
+            handler = signal.getsignal(sig)
+            if handler != signal.SIG_IGN:
+                self.before[sig] = signal.signal(sig, self._raise)
+        return self
+
+    def _raise(self, sig: int, frame: Any) -> None:
+        raise Interrupted(sig)
+
+    def held(self) -> Any:
+        """A context in which the signals wait (blocked) and arrive after it: run_exit is written once."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def blocked() -> Any:
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, list(self.before))
+            try:
+                yield
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+        return blocked()
+
+    def ignore(self) -> None:
+        for sig in self.before:
+            signal.signal(sig, signal.SIG_IGN)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.before.items():
+            signal.signal(sig, handler)
+        self.before = {}
 
 
 def run_and_wait(command: list[str], env: dict[str, str]) -> tuple[int, int, tuple[int, ...]]:
