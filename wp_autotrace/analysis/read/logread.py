@@ -97,11 +97,21 @@ def use_fast(on: bool = True) -> None:
     """Take the fast path where msgspec is installed (the default), or only the json path (off):
     the same records either way (tests/test_fastread.py; bench/report_big.py times both)."""
     global _fast
-    if on:
-        from .fastread import decoders
-        _fast = decoders()
-    else:
+    if not on:
         _fast = {}
+        return
+    import signal
+
+    # Signals wait until the decoders are built: msgspec's Decoder() calls back into Python to read the
+    # types, and a signal handler that raises there (Ctrl-C's KeyboardInterrupt, run's own) crashes the
+    # process with SIGSEGV instead of raising. They arrive, and raise, right after.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        from .fastread import decoders
+
+        _fast = decoders()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def parse_line(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -> dict[str, Any] | None:
