@@ -192,3 +192,18 @@ def test_a_signal_after_the_program_ended_keeps_its_status(tmp_path: Path) -> No
     assert proc.returncode == 0, err
     assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [0]
     assert b"cut short" in err
+
+
+def test_run_ending_by_a_core_signal_files_no_crash_of_its_own() -> None:
+    """A program that died of SIGSEGV ends run by SIGSEGV too (its parent sees what it would see untraced),
+    but a crash report belongs to the program: RLIMIT_CORE 0 does not stop a pipe core_pattern
+    (systemd-coredump, apport run their helper anyway), so run makes itself not dumpable before it kills
+    itself. Read at the moment of the kill (os.kill stood in for)."""
+    code = ("import ctypes, os, resource\n"
+            "from wp_autotrace.cli.run import end_as\n"
+            "os.kill = lambda pid, sig: print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0),"  # PR_GET_DUMPABLE
+            " resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
+            "end_as(11)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0"], done.stdout  # not dumpable, no core

@@ -32,6 +32,7 @@ from . import signals
 NOT_TRACEABLE = 78  # run: the interpreter lacks the package or its .pth (a configuration problem)
 NOT_FOUND = 127  # run: no such command, as shells say
 SIGNALLED = 128  # run: a program ended by signal N exits 128 + N
+PR_SET_DUMPABLE = 4  # prctl(2)
 
 
 def add_parser(sub: Any) -> None:
@@ -178,6 +179,14 @@ def end_as(sig: int) -> None:
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     except (ValueError, OSError):
+        pass
+    # RLIMIT_CORE 0 does not stop a pipe core_pattern (systemd-coredump, apport): the kernel runs the helper
+    # anyway, which would file a crash of run's own. Not dumpable, the kernel skips the dump altogether.
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
         pass
     for stream in (sys.stdout, sys.stderr):
         try:
