@@ -188,7 +188,12 @@ def test_a_signal_after_the_program_ended_keeps_its_status(tmp_path: Path) -> No
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
-        kill_run(log)
+        kill_run(log)  # and the watcher the program stopped: its environment does not name the log
+        for pid in {r["pid"] for r in (read_log(log) if log.exists() else []) if r["event"] == "watcher_start"}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     assert proc.returncode == 0, err
     assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [0]
     assert b"cut short" in err
