@@ -177,7 +177,11 @@ def test_14808_each_rank_makes_a_pool_counted_across_processes(tmp_path: Path) -
 
     def probe(root: int) -> dict[str, Any]:
         sidecars, workers = compile_processes(root)
-        probed.update(sidecars=sidecars, workers=workers, pss=sum(pss(p) for p in sidecars + workers))
+        ranks = [psutil.Process(p).ppid() for p in sidecars]  # each sidecar's maker: a rank
+        threads = {p: psutil.Process(p).num_threads() for p in ranks + sidecars + workers}
+        probed.update(sidecars=sidecars, workers=workers, pss=sum(pss(p) for p in sidecars + workers), at=time.time(),
+                      ranks_pss=sum(pss(p) for p in ranks), pool_threads=sum(threads[p] for p in sidecars + workers),
+                      ranks_threads=sum(threads[p] for p in ranks))
         return probed
 
     rc, seen, err = run_probed(["serve.py", str(tmp_path)], env, tmp_path, ready, probe, tmp_path / "go")
@@ -204,6 +208,20 @@ def test_14808_each_rank_makes_a_pool_counted_across_processes(tmp_path: Path) -
     text = report_text(log)
     assert_fits(text)
     assert text.splitlines()[1].startswith("- 3 processes each made a compile pool")
+    # counted as ps counts, at that moment: the 3 ranks and their 9 pool processes, their threads (the probe's
+    # psutil num_threads while they idled), and the ranks' own memory beside the pools' (its smaps_rollup sum).
+    # The moment is the pools' peak at once: while they idled, before the probe, or as they ended at exit (a
+    # sidecar's PSS rises as its workers go), when the ranks had exited and their figures are not told.
+    assert across["counted_at"] is not None
+    if rep["t0"] + across["counted_at"] > seen["at"]:
+        assert "ranks held" not in first or "creators_pss_bytes" in across, first
+        return
+    assert (across["pool_threads"], across["creators_threads"]) == (seen["pool_threads"], seen["ranks_threads"])
+    own = across["creators_pss_bytes"]
+    assert abs(own - seen["ranks_pss"]) <= AT_ONCE_TOLERANCE * seen["ranks_pss"], (own, seen["ranks_pss"])
+    threads = seen["pool_threads"] + seen["ranks_threads"]
+    assert f"with the 3 ranks, ps listed 12 processes and {threads} threads" in " ".join(first.split()), first
+    assert f"the ranks held {round(own / MIB)} MiB of their own" in first
 
 
 COMPILE_GROWTH = textwrap.dedent('''

@@ -4,7 +4,8 @@ memory beside the pool's, all at one moment.
 The moment is the one the pool's memory figure comes from (its held figure's peak inside the idle span, else
 its peak at once): the watcher read the pool's processes in one sweep then, each sample carrying the process's
 threads (/proc/PID/stat num_threads, read with its smaps_rollup), and it read the pool's creator in the same
-sweep (watcher/memory.py). A process the sweep did not read counts in no figure: the counts say how many
+sweep (watcher/memory.py). Each process counts by its latest reading at most STALE_S old, as memory at
+once counts it. A process the sweep did not read counts in no figure: the counts say how many
 were read of how many were alive (docs/evidence.md, "Counted as ps counts").
 """
 
@@ -13,20 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..fold.model import Process
-from .memseries import lived_mem
-
-# The creator's sample pairs with the pool's when this close in time: one sweep writes them in one tick
-# (a record split in parts is stamped part by part, milliseconds apart).
-SAME_SWEEP_S = 0.5
+from .memseries import STALE_S, lived_mem
 
 
 def sample_near(p: Process, t: float) -> tuple[float, int] | None:
-    """(ts, pss) of p's sample nearest t, within SAME_SWEEP_S; None if none."""
-    near = [(abs(ts - t), ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if abs(ts - t) <= SAME_SWEEP_S]
-    if not near:
-        return None
-    _, ts, pss = min(near)
-    return ts, pss
+    """(ts, pss) of p's latest sample in [t - STALE_S, t]: the rule memory at once counts a process by
+    (memseries.at_once), so the counts and the figure they stand beside take the same readings; None if none."""
+    near = [(ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if t - STALE_S <= ts <= t]
+    return max(near) if near else None
 
 
 def counts_at(procs: list[Process], creator: Process | None, t: float | None) -> dict[str, Any] | None:

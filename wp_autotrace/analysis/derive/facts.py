@@ -60,7 +60,7 @@ def pools_across(v: View) -> dict[str, Any] | None:
     # memory at once as docs/evidence.md defines it (memseries.peak_at_once, as costs.pool_peak_pss_bytes): the
     # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
     at, read, alive, t = peak_at_once(pools_procs(v))
-    return {**_counted(pools_procs(v), list(creators.values()), t),
+    return {**_counted(pools_procs(v), list(creators.values()), t, v.rel),
         "creators": len(creators), "pools": len(v.pools),
         "sidecars": sum(1 for p in sidecars if p.role in SIDECAR_ROLES) or len(sidecars),
         "workers": len(workers), "processes": len(sidecars) + len(workers),
@@ -69,14 +69,14 @@ def pools_across(v: View) -> dict[str, Any] | None:
     }
 
 
-def _counted(procs: list[Process], creators: list[Process], t: float | None) -> dict[str, Any]:
+def _counted(procs: list[Process], creators: list[Process], t: float | None, rel: Any) -> dict[str, Any]:
     """At the moment of the pools' memory at once, as ps counts: the pool processes' threads (those read), and
     the creators' own memory and threads when the watcher read every creator in those sweeps."""
     c = counts_at(procs, None, t)
     if c is None or t is None:
         return {}
     own = [sample_near(p, t) for p in creators]
-    out: dict[str, Any] = {"counted_at": t, "pool_threads": sum(c["threads"].values()) if c["threads"] else None,
+    out: dict[str, Any] = {"counted_at": rel(t), "pool_threads": sum(c["threads"].values()) if c["threads"] else None,
                            "pool_threads_all": len(c["threads"]) == c["processes"]}
     if all(s is not None for s in own):
         read = [(p, s) for p, s in zip(creators, own) if s is not None]

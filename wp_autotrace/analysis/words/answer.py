@@ -51,22 +51,28 @@ def across_sentence(a: dict[str, Any]) -> str:
             + ".")
 
 
+# The processes that made the pools, by what their number scales with (facts._scales_with).
+MAKERS = {"rank": "ranks", "dataloader-worker": "DataLoader workers", "test": "test processes",
+          "child": "child processes"}
+
+
 def _across_counts(a: dict[str, Any]) -> str:
-    """'; with their 3 makers, ps listed 12 processes and 41 threads; the makers held 735 MiB of their own: 1.4
-    GiB in all (PSS)' at the same moment (derive/facts.py), or what of it was read; '' unread."""
+    """'; with the 3 ranks, ps listed 12 processes and 41 threads; the ranks held 735 MiB of their own: 1.4 GiB
+    in all (PSS)' at the same moment (derive/facts.py), or what of it was read; '' unread."""
+    makers = MAKERS.get(a.get("scales_with") or "", "processes that made them")
     own, threads, mine = a.get("creators_pss_bytes"), a.get("pool_threads"), a.get("creators_threads")
     if own is None and threads is None:
         return ""
     n = a["processes"] + a["creators"]
     if threads is not None and own is not None and mine is not None:
         least = "" if a.get("pool_threads_all") else "at least "
-        said = f"; with their {a['creators']} makers, ps listed {n} processes and {least}{threads + mine} threads"
+        said = f"; with the {a['creators']} {makers}, ps listed {n} processes and {least}{threads + mine} threads"
     else:
         said = f"; the pools' processes ran {'' if a.get('pool_threads_all') else 'at least '}{threads} threads" \
             if threads is not None else ""
     if own is not None and a.get("at_once_bytes"):
-        said += (f"; the makers held {size_text(own)} of their own: {size_text(own + a['at_once_bytes'])} "
-                 "in all (PSS)")
+        who = makers.split(" that ")[0]
+        said += f"; the {who} held {size_text(own)} of their own: {size_text(own + a['at_once_bytes'])} in all (PSS)"
     return said
 
 
