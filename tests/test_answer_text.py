@@ -276,3 +276,23 @@ def test_fork_pools_across_processes_name_no_sidecar() -> None:
     assert text.startswith("3 processes each made a compile pool (per rank): 6 workers, no sidecar: 6 compile "
                            "processes"), text
     assert "0 sidecars" not in text
+
+
+def test_a_ctrl_c_the_program_handled_is_told_in_user_words(tmp_path: Path) -> None:
+    """`run` waited for status -2 (SIGINT) and the main wrote its process_exit (its exit handlers ran): the user
+    stopped it with Ctrl-C. The report says so, never 'killed by signal 2' nor 'killed by SIGINT', and it does
+    not lead the Answer (it cost nothing)."""
+    from wp_autotrace.analysis.present.render import render_text
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(5.2, 50, 1, "run", "run_exit", root_pid=100, status=-2, forwarded=[2])
+    watcher(w, 5.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    rep = report(w, tmp_path)
+    text = render_text(rep, {})
+    assert "stopped with Ctrl-C (SIGINT)" in text
+    assert "killed by signal 2" not in text and "killed by SIGINT" not in text
+    main = next(p for p in rep["processes"] if p["pid"] == 100)
+    assert main["ending"]["words"] == "stopped with Ctrl-C (SIGINT; its exit handlers ran)"
+    assert "Ctrl-C" not in rep["answer"].splitlines()[0]

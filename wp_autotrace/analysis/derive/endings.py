@@ -187,7 +187,9 @@ class Endings:
             elif oom:
                 return Ending(OOM_KILL, "killed by the OOM killer (SIGKILL)", at, [why, oom], sig,
                               exit_record_at=record)
-            words = f"killed by {sig}"
+            # a Ctrl-C the program handled: it wrote its process_exit, so its exit handlers ran (the user's stop)
+            words = ("stopped with Ctrl-C (SIGINT; its exit handlers ran)" if sig == "SIGINT" and p.exited
+                     else f"killed by {sig}")
             if group:
                 words += ", with the rest of its process group (a signal to the process group)"
                 evidence.append(group)

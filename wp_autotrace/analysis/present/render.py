@@ -12,7 +12,19 @@ from typing import Any
 
 from ...common.vocab import POOL_ROLES
 from ..derive.labels import SHORT_HELPERS
-from ..words.fmt import MIB, escape, mib_s_text, pid_text, pool_name, seconds_text, site, size_text, skipped_line, wrap
+from ..words.fmt import (
+    MIB,
+    escape,
+    mib_s_text,
+    pid_text,
+    pool_name,
+    seconds_text,
+    site,
+    size_text,
+    skipped_line,
+    status_words,
+    wrap,
+)
 from ..words.sentences import counts_words, lifespan, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
@@ -92,7 +104,7 @@ def _durations(r: dict[str, Any]) -> str:
     prog, run = r.get("program_s"), r["duration_s"]
     code = r.get("exit_code")
     exit_words = (f"    exit code {code}" if isinstance(code, int) and code > 0 else
-                  f"    killed by signal {-code}" if isinstance(code, int) and code < 0 else "")
+                  f"    {status_words(code)}" if isinstance(code, int) and code < 0 else "")
     if isinstance(prog, (int, float)) and run - prog >= 1:
         return f"program {prog:.1f} s, run {run:.1f} s (until its last process ended){exit_words}"
     return f"duration {run:.1f} s{exit_words}"
@@ -189,7 +201,7 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
         bad = next((c for c in codes if c != 0), None)
         if bad is not None:  # not "Nothing unusual" about a program that failed
             return [f"- No finding about its processes or pools; the program exited with code {bad}."
-                    if bad > 0 else f"- No finding about its processes or pools; it was killed by signal {-bad}."]
+                    if bad > 0 else f"- No finding about its processes or pools; it was {status_words(bad)}."]
         return ["- Nothing unusual."]
     out = []
     for f in rep["findings"]:

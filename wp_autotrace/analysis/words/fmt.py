@@ -111,3 +111,13 @@ def error_words(error: str) -> str:
     if text == "KeyboardInterrupt":
         return "Ctrl-C (KeyboardInterrupt)"
     return text
+
+
+def status_words(code: int) -> str:
+    """A program's end from its status (`run`'s wait: -N for signal N), in the words a user uses: 'exited with
+    code 3', 'stopped with Ctrl-C (SIGINT)', 'stopped by SIGTERM (a time limit, a scheduler or kill)', else
+    'killed by signal N'."""
+    if code >= 0:
+        return f"exited with code {code}"
+    return {2: "stopped with Ctrl-C (SIGINT)", 15: "stopped by SIGTERM (a time limit, a scheduler or kill)"}.get(
+        -code, f"killed by signal {-code}")
