@@ -810,3 +810,16 @@ def test_a_nested_pools_memory_is_its_own_not_its_nested_pools(tmp_path: Path) -
     peaks = {p["sidecar_pid"]: p["peak_pss_bytes"] for p in rep["pools"]}
     assert peaks == {200: 100 * 2**20, 300: 200 * 2**20, 400: 300 * 2**20}, peaks
     assert sum(peaks.values()) == rep["costs"]["pool_peak_pss_bytes"] == 600 * 2**20
+
+
+def test_a_pools_creator_is_read_in_its_sweep_unless_it_is_large() -> None:
+    """The main that made a pool is read in the pool's own sweep (its memory and the pool's one moment's), but
+    not when it is resident beyond CREATOR_MAX_RSS: its smaps_rollup read (~9 ms a GiB resident) would stretch
+    every pool's sweep period under the sampler's CPU share."""
+    for rss, read in ((300 * MIB, True), (memory.CREATOR_MAX_RSS + 1, False)):
+        s = _sampler_paying_per_read()
+        live = {1: {"pid": 1, "ppid": 0, "create_time": 0.0, "role": "main", "rss": rss},
+                2: {"pid": 2, "ppid": 1, "create_time": 0.0, "role": "compile-sidecar", "rss": MIB},
+                3: {"pid": 3, "ppid": 2, "create_time": 0.0, "role": "compile-worker", "rss": MIB}}
+        got = s.tick(0.0, live)
+        assert got is not None and [e["pid"] for e in got["procs"]] == ([2, 3, 1] if read else [2, 3]), (rss, got)

@@ -82,6 +82,11 @@ _KB_FIELDS = {b"Rss:": "rss", b"Pss:": "pss", b"Private_Clean:": "private_clean"
 # fd link targets that are an accelerator's device files: NVIDIA, Ascend, DRM (AMD, Intel), accel (NPUs).
 DEVICE_PREFIXES = ("/dev/nvidia", "/dev/davinci", "/dev/dri/", "/dev/accel")
 MAX_DEVICES = 32  # distinct device paths kept per process
+# A pool's creator is read in its sweeps only up to this resident size: smaps_rollup walks the page tables, about
+# 9 ms a GiB resident on a loaded 2-core box (18 ms for 2 GiB; a 300 MiB worker 2-4 ms), and at CPU_SHARE one
+# read of a 20 GiB main would stretch every pool's sweep period to ~45 s. Above it the creator's own figure is
+# not told (docs/evidence.md, "Counted as ps counts"); the tree keeps its RSS.
+CREATOR_MAX_RSS = 1 << 30
 
 
 def read_rollup(pid: int, proc: str = "/proc") -> dict[str, int] | None:
@@ -191,10 +196,12 @@ class MemorySampler:
     @staticmethod
     def creator(key: int, pids: list[int], live: dict[int, dict[str, Any]], read: list[dict[str, Any]]) -> list[int]:
         """[the pool's creator] to read in its sweep: the sidecar's parent (a fork/spawn pool is keyed by its
-        creator), when alive, no pool process (a nested pool's maker is read with its own pool) and not read
-        in this tick already (two pools of one maker); else []."""
+        creator), when alive, no pool process (a nested pool's maker is read with its own pool), resident at
+        most CREATOR_MAX_RSS (its stat's, in the tree entry) and not read in this tick already (two pools of
+        one maker); else []."""
         maker = key if key not in pids else live[key].get("ppid")
-        if maker is None or maker not in live or live[maker].get("role") in V.POOL_ROLES:
+        if maker is None or maker not in live or live[maker].get("role") in V.POOL_ROLES \
+                or (live[maker].get("rss") or 0) > CREATOR_MAX_RSS:
             return []
         return [] if any(e["pid"] == maker for e in read) else [maker]
 
