@@ -91,3 +91,18 @@ def test_a_pool_is_counted_as_ps_counts_it(tmp_path: Path) -> None:
     total = c["creator_pss_bytes"] + c["pool_pss_bytes"]
     assert f"main {main} held {round(c['creator_pss_bytes'] / 2**20)} MiB of its own" in first
     assert f"{round(total / 2**20)} MiB in all (PSS)" in first
+
+
+def test_a_creator_not_read_is_still_a_ps_line_and_its_threads_make_the_sum_a_floor() -> None:
+    """A main too large to read in the pool's sweep (watcher/memory.py CREATOR_MAX_RSS) is still one of the lines
+    ps lists: counted, its threads unknown (the sum says "at least"), no figure of its own; a worker that had
+    ended by that moment is not one of them."""
+    from wp_autotrace.analysis.words.sentences import counts_words
+
+    pool = {"sidecar_pid": 20, "worker_pids": [21, 22, 23],  # 23 ended before the moment
+            "counts": {"at": 4.7, "processes": 3, "pids": [20, 21, 22], "read": 3,
+                       "threads": {"20": 4, "21": 2, "22": 2}, "creator_alive": True, "pool_pss_bytes": 250 << 20,
+                       "creator_pid": 10, "creator_role": "main", "creator_pss_bytes": None,
+                       "creator_threads": None}}
+    text = counts_words(pool)
+    assert text == " At 4.7 s ps listed 4 processes (main + sidecar + 2 workers), at least 8 threads (4 + 2 + 2).", text

@@ -25,7 +25,8 @@ def sample_near(p: Process, t: float) -> tuple[float, int] | None:
 
 
 def counts_at(procs: list[Process], creator: Process | None, t: float | None) -> dict[str, Any] | None:
-    """At moment t: {at: t, processes (the pool's alive then, as ps lists them), read (those the sweep read),
+    """At moment t: {at: t, processes (the pool's alive then, as ps lists them), pids (theirs), read (those
+    read), creator_alive (the creator is a ps line then, read or not),
     threads (pid -> threads, those read), pool_pss_bytes, creator_pid, creator_role, creator_pss_bytes,
     creator_threads}; None without a moment or a read process."""
     if t is None:
@@ -36,7 +37,8 @@ def counts_at(procs: list[Process], creator: Process | None, t: float | None) ->
         return None
     threads = {pid: p.threads[s[0]] for pid, (s, p) in read.items() if s[0] in p.threads}
     own = sample_near(creator, t) if creator is not None else None
-    return {"at": t, "processes": len(alive), "read": len(read), "threads": threads,
+    return {"at": t, "processes": len(alive), "pids": sorted(p.pid for p in alive), "read": len(read),
+            "threads": threads, "creator_alive": creator is not None and creator.alive_at(t),
             "pool_pss_bytes": sum(s[1] for s, _ in read.values()),
             "creator_pid": creator.pid if creator is not None else None,
             "creator_role": creator.role if creator is not None else None,

@@ -49,21 +49,23 @@ def counts_words(pool: dict[str, Any]) -> str:
     if not c:
         return ""
     threads = c["threads"]
-    side, workers = pool.get("sidecar_pid"), pool.get("worker_pids") or []
-    members = ([side] if side is not None else []) + list(workers)
+    side = pool.get("sidecar_pid")
+    alive = c.get("pids") or []  # the pool's processes alive at that moment (older reports: none listed)
+    workers = [p for p in pool.get("worker_pids") or [] if p in alive] if alive else pool.get("worker_pids") or []
+    members = ([side] if side is not None and (side in alive or not alive) else []) + list(workers)
     order = [str(p) for p in members] + sorted(k for k in threads if int(k) not in members)
     own, mine = c.get("creator_pss_bytes"), c.get("creator_threads")
+    creator = own is not None or bool(c.get("creator_alive"))  # a ps line then, read or not
     counts = [mine] if own is not None and mine else []
     counts += [threads[k] for k in order if k in threads]
-    n = c["processes"] + (own is not None)
-    names = (["sidecar"] if side is not None else []) + ([f"{len(workers)} worker{'s' * (len(workers) != 1)}"]
-                                                        if workers else [])
-    names = ([c["creator_role"]] if own is not None else []) + names
+    n = c["processes"] + creator
+    names = ([c["creator_role"]] if creator else []) + (["sidecar"] if side in members else []) + (
+        [f"{len(workers)} worker{'s' * (len(workers) != 1)}"] if workers else [])
     extra = c["processes"] - len(members)
     names += [f"{extra} more"] if extra > 0 else []
     unread = f", {c['read']} of {c['processes']} pool processes read" if c["read"] < c["processes"] else ""
-    # every process read has its threads, or the sum is of those that have
-    all_threads = len(counts) == c["read"] + (own is not None)
+    # every process ps lists has its threads read, or the sum is of those that have: "at least"
+    all_threads = len(counts) == n
     threads_text = (f", {'' if all_threads else 'at least '}{sum(counts)} threads ({' + '.join(map(str, counts))})"
                     if counts else "")
     text = f" At {seconds_text(c['at'])} ps listed {n} processes ({' + '.join(names)}){threads_text}{unread}"
