@@ -129,3 +129,14 @@ def test_python_flags_are_the_interpreters_options_only(argv: list[str], flags: 
 def test_runs_own_cli(argv: list[str], own: bool) -> None:
     """The interpreters that run the wp-autotrace command itself (never traced), and only those."""
     assert runs_own_cli(argv) is own
+
+
+def test_an_untraced_python_c_is_known_by_its_whole_code() -> None:
+    """The watcher's command line joins the arguments with spaces: `-c`'s code was cut at its first space, and
+    an untraced ISA probe read '-c import' (not folded in the Process tree with the others)."""
+    from wp_autotrace.analysis.derive.labels import cmd_argv
+
+    argv = cmd_argv("/usr/bin/python3 -c import ctypes; ctypes.cdll.LoadLibrary('/tmp/x.so')")
+    assert argv == ["/usr/bin/python3", "-c", "import ctypes; ctypes.cdll.LoadLibrary('/tmp/x.so')"]
+    assert label_for(argv) == "torch ISA probe (python -c ...LoadLibrary...)"
+    assert cmd_argv("python3 train.py -c a b") == ["python3", "train.py", "-c", "a", "b"]  # the script's own -c

@@ -126,12 +126,24 @@ def _tool(base: str) -> str | None:
     return last if last != base and last in TOOLCHAIN and base.count("-") >= 2 else None
 
 
+def cmd_argv(cmd: str) -> list[str]:
+    """An argv from the watcher's command line (its arguments joined by spaces): split at spaces, but a Python
+    `-c` code, which has spaces of its own, kept whole from there to the end (an untraced ISA probe's
+    `python -c import ctypes; ...LoadLibrary...` is then known by its code, not '-c import')."""
+    parts = cmd.split()
+    kind = python_command(parts)
+    if kind is not None and kind[0] == "-c" and "-c" in parts[1:]:  # not a script's own -c argument
+        i = parts.index("-c", 1)
+        return parts[:i + 1] + [" ".join(parts[i + 1:])] if i + 1 < len(parts) else parts
+    return parts
+
+
 def process_label(p: Process) -> str:
     """What a process runs, in a few words: its script/module/code (label_for), or its real name (a tool's)."""
     tool = None if p.traced else tool_name(p.name, p.cmd)
     if tool is not None:
         return tool
-    argv = p.argv or p.cmd.split()
+    argv = p.argv or cmd_argv(p.cmd)
     if argv and (p.traced or python_command(argv) is not None):
         return label_for(argv)
     return p.name or (label_for(argv) if argv else "?")
