@@ -176,7 +176,9 @@ def test_an_inherited_fd_above_the_soft_nofile_limit(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     code = textwrap.dedent('''
         import subprocess
-        print(subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL).pid)
+        # every stream DEVNULL: a leftover holding the test's stderr pipe kept subprocess.run waiting its 30 s
+        print(subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL).pid)
     ''')
     script = f'exec {HIGH_FD}>"{lock}"; ulimit -n {LOW_NOFILE}; exec "{sys.executable}" -c "$0"'
     res = subprocess.run(["bash", "-c", script, code], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
