@@ -823,3 +823,14 @@ def test_a_pools_creator_is_read_in_its_sweep_unless_it_is_large() -> None:
                 3: {"pid": 3, "ppid": 2, "create_time": 0.0, "role": "compile-worker", "rss": MIB}}
         got = s.tick(0.0, live)
         assert got is not None and [e["pid"] for e in got["procs"]] == ([2, 3, 1] if read else [2, 3]), (rss, got)
+
+
+def test_a_wait_begun_after_a_pool_stopped_is_not_on_that_pool(tmp_path: Path) -> None:
+    """A wait its creator began once the pool was shut down (on the pool made again, or on nothing) does not
+    make the stopped pool busy: its idle span still runs from its last job to its shutdown, forwards."""
+    w = idle_pool()
+    exit_record = w.lines.pop()  # main's process_exit: the wait comes before it
+    call(w, 60.62, 100, 1, "main", f"{AC}:AsyncCompile.wait", 30, 60.65, caller=USER)
+    w.lines.append(exit_record)
+    (pool,) = report(w, tmp_path)["pools"]
+    assert pool["busy_until"] == 10.0 and pool["idle_to"] == 60.01 and pool["idle_s"] == 50.01, pool

@@ -120,16 +120,22 @@ WAIT_TAGS = (targets.ASYNC_WAIT, targets.WAIT_POOL_READY)
 
 def waited_until(pool: Pool, t_end: float) -> float | None:
     """Until when the pool's creator waited on its jobs (a wait call begun after the pool's making, or the one that
-    made it): the last such wait's return; where one never returned, or was interrupted (its job never came
-    back), the pool's end, else the log's; None without such a call."""
+    made it, and before the pool stopped: a later wait is on another pool, or on none): the last such wait's
+    return; where one never returned, or was interrupted (its job never came back), the pool's end, else the
+    log's; never past the pool's stop; None without such a call."""
     made = pool.call.ts
-    waits = [c for c in pool.creator.calls.values() if c.tag in WAIT_TAGS and (c.end is None or c.end >= made)]
+    stops = [t for t in (pool.shutdown_at, pool_end(pool)) if t is not None]
+    stop = min(stops) if stops else None
+    waits = [c for c in pool.creator.calls.values() if c.tag in WAIT_TAGS and (c.end is None or c.end >= made)
+             and (stop is None or c.ts < stop)]
     if not waits:
         return None
     if any(c.end is None or c.error for c in waits):
         end = pool_end(pool)
-        return end if end is not None else t_end
-    return max(c.end for c in waits if c.end is not None)
+        until = end if end is not None else t_end
+    else:
+        until = max(c.end for c in waits if c.end is not None)
+    return until if stop is None else min(until, stop)
 
 
 def start_method(pool: Pool) -> str:
