@@ -71,15 +71,20 @@ def thread_name() -> str:
 _page_size: list[int] = []  # os.sysconf's, read at the first read_rss
 
 
+def _read_self(name: str, size: int) -> bytes:
+    """/proc/self/NAME in one short read (an OSError where it cannot be read)."""
+    fd = os.open(f"/proc/self/{name}", os.O_RDONLY)
+    try:
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
 def read_rss() -> int | None:
     """This process's resident memory in bytes, from /proc/self/statm (one short read, ~10 us); None where
     there is no such file (macOS) or it cannot be read."""
     try:
-        fd = os.open("/proc/self/statm", os.O_RDONLY)
-        try:
-            data = os.read(fd, 256)
-        finally:
-            os.close(fd)
+        data = _read_self("statm", 256)
         if not _page_size:
             _page_size.append(os.sysconf("SC_PAGE_SIZE"))
         return int(data.split()[1]) * _page_size[0]
@@ -92,11 +97,7 @@ def read_threads() -> int | None:
     20; None where it cannot be read. A fork copies only the forking thread: a lock another held is never
     released in the child."""
     try:
-        fd = os.open("/proc/self/stat", os.O_RDONLY)
-        try:
-            data = os.read(fd, 1024)
-        finally:
-            os.close(fd)
+        data = _read_self("stat", 1024)
         return int(data[data.rindex(b")") + 2:].split()[17])  # after the name: field 3 is the first
     except (OSError, ValueError, IndexError):
         return None
