@@ -12,11 +12,32 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from .conftest import Result, WaitTimeout, read_log, wait_for_watcher, wait_until
+
+# The start of a scenario script that measures its own pool beside the tracer: the waits for the watcher's
+# samples, and smaps_rollup's PSS (the independent reading the tests compare the report's figures with).
+PROBE_PRELUDE = textwrap.dedent('''
+    import json, os, sys, time
+    import psutil
+
+    def sampled(n):
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            return f.read().count(b'"event":"memory"') >= n
+
+    def wait(cond, limit=30):
+        start = time.monotonic()
+        while not cond() and time.monotonic() - start < limit:
+            time.sleep(0.2)
+
+    def pss(pid):
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
+''')
 
 # How long kill_run keeps sweeping: a dying sidecar chain may still fork for a moment.
 SWEEP_S = 5.0

@@ -19,28 +19,14 @@ from typing import Any
 import pytest
 
 from .conftest import clean_env, needs_torch, report_json, run_python, wait_for_watcher
+from .procs import PROBE_PRELUDE
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
 MIB = 2**20
-SCRIPT = textwrap.dedent('''
-    import json, os, sys, time
-    import psutil
+SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
     import torch
     from torch._inductor.async_compile import AsyncCompile
-
-    def sampled(n):
-        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
-            return f.read().count(b'"event":"memory"') >= n
-
-    def wait(cond, limit=30):
-        start = time.monotonic()
-        while not cond() and time.monotonic() - start < limit:
-            time.sleep(0.2)
-
-    def pss(pid):
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            return next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
 
     def probe():
         """What ps and smaps_rollup show of this process's pool now: its worker children (not the resource
