@@ -15,6 +15,7 @@ in its child: a group signal reaches the whole group, a signal to run's pid the 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -25,6 +26,7 @@ import sys
 import termios
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -288,17 +290,43 @@ def _group_run(cmd: list[str], how: str, out: Path, cg: Any = None) -> tuple[int
             pass
         survivors = [p for p in pids if not _gone(p)]
     finally:
-        for pid in [*pids, proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait(TIMEOUT_S)
+        _kill_all([*pids, proc.pid], proc)
         if master is not None:
             os.close(master)
     lines = out.read_text().splitlines() if out.exists() else []
     counts = {who: sum(1 for line in lines if line.startswith(who)) for who in ("program", "child")}
     return code, counts, survivors
+
+
+def _kill_all(pids: list[int], proc: subprocess.Popen[Any]) -> None:
+    """End what a test started, by pid (the program, its child, run), and reap run."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def _group_job(tmp_path: Path, traced: bool) -> Iterator[tuple[subprocess.Popen[Any], list[int]]]:
+    """GROUP_PROGRAM (and its child) as a job in a session of its own, under run where traced; yields the job's
+    process and the program's and child's pids once both are ready; ends them all after."""
+    prog, out = tmp_path / "prog.py", tmp_path / "out.txt"
+    prog.write_text(GROUP_PROGRAM)
+    cmd = [sys.executable, str(prog), str(out), CHILD]
+    if traced:
+        cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *cmd]
+    proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ready = Path(str(out) + ".ready")
+    pids: list[int] = []
+    try:
+        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
+        pids = [int(p) for p in ready.read_text().split()]
+        yield proc, pids
+    finally:
+        _kill_all([*pids, proc.pid], proc)
 
 
 # Each way a signal reaches a program: its pid, its group (`kill -- -PGID`, also with SIGKILL, which no one
@@ -346,18 +374,8 @@ def test_a_stopped_program_stops_its_job(tmp_path: Path, how: str, traced: bool)
     group, so SIGSTOP stands for it) or the program's pid alone: the job's process, run or the untraced
     program, shows stopped to its parent, as a shell sees a job stop; `fg` (SIGCONT to the group)
     continues all of it, and a later group signal reaches the program and its child once each."""
-    prog, out = tmp_path / "prog.py", tmp_path / "out.txt"
-    prog.write_text(GROUP_PROGRAM)
-    cmd = [sys.executable, str(prog), str(out), CHILD]
-    if traced:
-        cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *cmd]
-    proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    ready = Path(str(out) + ".ready")
-    pids: list[int] = []
-    try:
-        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
-        pids = [int(p) for p in ready.read_text().split()]
+    out = tmp_path / "out.txt"
+    with _group_job(tmp_path, traced) as (proc, pids):
         if how == "stop-group":
             os.killpg(proc.pid, signal.SIGSTOP)
         else:
@@ -366,13 +384,6 @@ def test_a_stopped_program_stops_its_job(tmp_path: Path, how: str, traced: bool)
         os.killpg(proc.pid, signal.SIGCONT)  # fg
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(TIMEOUT_S) == 5
-    finally:
-        for pid in [*pids, proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait(TIMEOUT_S)
     assert sorted(out.read_text().split("\n")[:-1]) == [f"child {signal.SIGTERM}", f"program {signal.SIGTERM}"]
 
 
@@ -382,30 +393,12 @@ def test_a_program_stopped_and_continued_alone_ends_its_job(tmp_path: Path, trac
     the job shows stopped, then runs on and ends with the program's code, as untraced. Under run, the
     continue never reaches run, which followed the program's stop: without the sentinel continuing it, run
     stayed stopped after the program's end and the job never ended."""
-    prog, out = tmp_path / "prog.py", tmp_path / "out.txt"
-    prog.write_text(GROUP_PROGRAM)
-    cmd = [sys.executable, str(prog), str(out), CHILD]
-    if traced:
-        cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *cmd]
-    proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    ready = Path(str(out) + ".ready")
-    pids: list[int] = []
-    try:
-        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
-        pids = [int(p) for p in ready.read_text().split()]
+    with _group_job(tmp_path, traced) as (proc, pids):
         os.kill(pids[0], signal.SIGSTOP)
         assert _wait_stopped(proc.pid), "the job did not show stopped"
         os.kill(pids[0], signal.SIGCONT)
         os.kill(pids[0], signal.SIGTERM)  # the program's pid: it ends 3 s later with code 5
         code = proc.wait(TIMEOUT_S)
-    finally:
-        for pid in [*pids, proc.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait(TIMEOUT_S)
     assert code == 5
 
 
