@@ -28,8 +28,9 @@ IDLE_POOL_S = 5.0
 
 
 # A child process spending this long shutting its pool down at exit delays whoever joins it
-# (pytorch#115366 measured ~1 s per spawn child).
-CHILD_EXIT_WAIT_S = 0.5
+# (pytorch#115366 measured ~1 s per spawn child). Not lower: torch 2.13's own shutdown of a ready
+# sidecar takes 0.47-0.52 s untraced, so a bar at 0.5 s flickered on a pool that was stopped normally.
+CHILD_EXIT_WAIT_S = 1.0
 
 
 NESTED_ADVICE = (
@@ -319,7 +320,7 @@ def _took(v: View, c: Call) -> float:
 
 def child_exit_wait(v: View) -> Finding | None:
     """A child spends seconds shutting its own pool down at exit: whoever joins it waits (pytorch#115366)."""
-    slow = _exit_shutdowns(v)
+    slow = sorted(_exit_shutdowns(v), key=lambda x: -_took(v, x))  # the longest wait leads
     if not slow:
         return None
     c = slow[0]
