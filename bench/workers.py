@@ -151,7 +151,7 @@ def _call_parts(probes: Probes, sink: Sink, log: Path, fd: int, repeats: int, ca
 
     lines = [line for line in log.read_bytes().split(b"\n") if line][-2:]  # the last call + return record
     call_rec, ret_rec = (b"\n" + line + b"\n" for line in lines)
-    stack_json = probes._stack()[2]
+    stack_json = probes.stacks.stack()[2]
 
     def write2() -> None:
         os.write(fd, call_rec)
@@ -177,7 +177,7 @@ def _call_parts(probes: Probes, sink: Sink, log: Path, fd: int, repeats: int, ca
         sink.emit_encoded("return", '"call_id":1,"duration_s":3e-06', dict)
 
     steps: dict[str, Callable[[], Any]] = {
-        "os.write of the two records": write2, "stack walk (cache hit)": probes._stack,
+        "os.write of the two records": write2, "stack walk (cache hit)": probes.stacks.stack,
         "fstat log identity x2": fstat2, "recursion limit x4": limit4,
         "record assembly x2 (to /dev/null, with its fstat)": assemble2}
     samples: dict[str, list[float]] = {k: [] for k in steps}

@@ -308,10 +308,10 @@ def test_body_hooks_leave_other_threads_alone_and_are_restored(tmp_path: Path, m
 
 
 def test_cached_stacks_follow_lines_depth_and_caller(synth: Path, log: Path) -> None:
-    """The stack and caller kept encoded per call site (Probes._stack) are those of each call:
+    """The stack and caller kept encoded per call site (Stacks.stack) are those of each call:
     another line, a deeper stack past the frame limit, or a cleared code cache give their own."""
     finder, probes = make_finder(log)
-    probes.stack_limit = 3
+    probes.stacks.stack_limit = 3
     finder.install()
     try:
         mod = importlib.import_module("synthpkg.pool")
@@ -329,7 +329,7 @@ def test_cached_stacks_follow_lines_depth_and_caller(synth: Path, log: Path) -> 
             mod.AsyncCompile.warm_pool(3)
         deep(0)
         deep(5)
-        probes._forget_codes()
+        probes.stacks.forget_codes()
         mod.AsyncCompile.warm_pool(4)
 
     site()

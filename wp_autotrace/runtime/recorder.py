@@ -29,7 +29,7 @@ from .catch import watch_role
 from .jsonline import c_encoder
 from .reads import config_knobs, duration_since, read_rss, resolve, thread_name
 from .sink import Sink
-from .stacks import OWN_DIR, USER, Stacks
+from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -53,12 +53,13 @@ MAX_CACHED_ENVS = 64
 _FIXED_ROLES = (GUARDED_ROLES - {COMPILE_WORKER}) | {MAIN}
 
 
-class Probes(Stacks):
-    """Per-process recording state shared by all wrappers."""
+class Probes:
+    """Per-process recording state shared by all wrappers; the caller's stack is its Stacks' job (stacks)."""
 
     def __init__(self, sink: Sink, stack_limit: int, guard: bool, notice: Callable[[dict[str, Any]], None]) -> None:
         self.sink = sink
-        self.stack_limit = stack_limit
+        self.stacks = Stacks(stack_limit)
+        self._stack_of = self.stacks.stack  # bound once: _enter's lookup stays one attribute deep
         self.guard = guard
         self.notice = notice
         self.counts: dict[str, int] = {}
@@ -68,15 +69,8 @@ class Probes(Stacks):
         self.count_callers: dict[str, tuple[Any, int] | None] = {}  # label -> last call's user (code, line)
         self._ids = itertools.count(1)
         self._local: Any = None  # a threading.local, made with the first wrapper
-        self._torch_dir: str | None = None  # "" once torch is known to have no file
-        self._kinds: dict[int, int] = {}  # id(code) -> kind; the codes kept alive in _codes
-        self._codes: list[Any] = []
-        self._generation = 0  # counts _forget_codes calls
-        # (kept frames' code ids and lines, caller's) -> (frames, caller, their JSON): see _stack
-        self._stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]] = {}
         self._prefixes: dict[str, str] = {}  # label -> '"target":..,"tag":..,"call_id":'
         self._thread_json: dict[str, str] = {}  # thread name -> its JSON string
-        self._skip_dirs: tuple[str, ...] = (OWN_DIR,)
         self._inline_pool: Any = None
 
     def reset_after_fork(self) -> None:
@@ -146,18 +140,11 @@ class Probes(Stacks):
     def _counting_call_site(self, label: str, raw: Any) -> Callable[..., Any]:
         """_counting_call that also keeps the last call's innermost user frame (code, line): a walk of
         cached frame kinds, no encoding; process_exit attributes it once (count_callers)."""
-        counted = self._counting_call(label, raw)
-        owner = self
+        counted, call_site, owner = self._counting_call(label, raw), self.stacks.call_site, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                if owner._torch_dir is None:
-                    owner._learn_dirs()
-                kinds = owner._kinds
-                frame: Any = _getframe(1)
-                while frame is not None and (kinds.get(id(frame.f_code)) or owner._frame_kind(frame.f_code)) != USER:
-                    frame = frame.f_back
-                owner.count_callers[label] = (frame.f_code, frame.f_lineno) if frame is not None else None
+                owner.count_callers[label] = call_site()  # looked up per call: a fork replaces the dict
             except Exception:  # never the host's problem
                 pass
             return counted(*args, **kwargs)
@@ -219,7 +206,7 @@ class Probes(Stacks):
     def _enter(self, target: Target, label: str, instance: Any, local: dict[str, Any]) -> int:
         """Write the call record; return its id, or _REFUSED if the guard refuses it (local: _thread_state()).
         A target without capture, memory or role takes _plain_enter's copy of this instead."""
-        stack, caller, stack_json = self._stack()
+        stack, caller, stack_json = self._stack_of()
         at_call = {key: value for key, path in target.capture_call
                    if (value := resolve(path, instance, None)) is not None} if target.capture_call else None
         open_calls = local.get("calls")
@@ -313,7 +300,7 @@ class Probes(Stacks):
     def notify(self, kind: str, target: Target, module: Any) -> None:
         """Record a target module's import, or the settings it holds."""
         if target.mode == IMPORT:
-            stack, caller = self.capture_stack()
+            stack, caller = self.stacks.capture_stack()
             self.sink.emit(IMPORT, module=target.module, stack=stack, caller=caller, env=pool_env())
             return
         settings = {}
@@ -333,7 +320,7 @@ def _plain_enter(self: Probes, target: Target, label: str) -> Callable[[dict[str
     if target.capture_call or target.mem or target.role:
         return None
     prefix, with_env, tag, probes = self._prefix(target, label), target.env, target.tag, self
-    threads, stack_of, write = self._thread_json, self._stack, self.sink._write
+    threads, stack_of, write = self._thread_json, self.stacks.stack, self.sink._write
     env_jsons: dict[tuple[tuple[str, str], ...], str] = {}  # the environment's items -> their JSON
 
     def plain(local: dict[str, Any]) -> int:

@@ -1,4 +1,4 @@
-"""The caller's stack and its attribution, cached per code object: the stack half of recorder.Probes.
+"""The caller's stack and its attribution, cached per code object: a Recorder's (recorder.Probes) Stacks.
 
 A traced call records the frames above it (ours and importlib's left out) and its caller, the innermost
 frame outside torch and the standard library, attributed to its installed distribution (dists.py). The
@@ -33,17 +33,21 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 
 class Stacks:
-    """The caller's stack and its attribution, cached per code object: the stack half of Probes (a base
-    class, not a member object, so the hot path's lookups stay one attribute deep). Probes.__init__ sets
-    the state declared here."""
+    """The caller's stack and its attribution, cached per code object. A Probes holds one (probes.stacks);
+    its wrappers bind the methods they call (stack, call_site) once, when the wrapper is made, so a traced
+    call pays no more lookups than when Stacks was Probes' base class (BENCHMARKS.md, "Probes has its
+    Stacks"). Not thread-safe by locks: the caches are dicts and lists whose single operations are atomic,
+    and a lost entry is only made again."""
 
-    stack_limit: int
-    _torch_dir: str | None
-    _kinds: dict[int, int]
-    _codes: list[Any]
-    _generation: int
-    _stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]]
-    _skip_dirs: tuple[str, ...]
+    def __init__(self, stack_limit: int) -> None:
+        self.stack_limit = stack_limit  # frames kept per stack (a call's record)
+        self._torch_dir: str | None = None  # "" once torch is known to have no file
+        self._kinds: dict[int, int] = {}  # id(code) -> kind; the codes kept alive in _codes
+        self._codes: list[Any] = []
+        self._generation = 0  # counts forget_codes calls
+        # (kept frames' code ids and lines, caller's) -> (frames, caller, their JSON): see stack
+        self._stacks: dict[Any, tuple[list[dict[str, Any]], dict[str, Any] | None, str]] = {}
+        self._skip_dirs: tuple[str, ...] = (OWN_DIR,)
 
     def _frame_kind(self, code: Any) -> int:
         """_SKIP (ours, importlib's), _LIBRARY (torch, stdlib) or USER, cached per code object.
@@ -61,12 +65,12 @@ class Stacks:
         else:
             kind = USER
         if len(self._kinds) > MAX_CACHED_CODES:
-            self._forget_codes()
+            self.forget_codes()
         self._kinds[id(code)] = kind
         self._codes.append(code)
         return kind
 
-    def _forget_codes(self) -> None:
+    def forget_codes(self) -> None:
         """Clear the kind cache and, with it, every cached stack (their keys are code ids)."""
         self._kinds.clear()
         self._codes.clear()
@@ -79,15 +83,15 @@ class Stacks:
         if self._torch_dir is None and "torch" in modules:
             path = getattr(modules["torch"], "__file__", None)
             self._torch_dir = os.path.dirname(path) + os.sep if path else ""
-            self._forget_codes()
+            self.forget_codes()
 
     def capture_stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """The caller's frames (innermost last, ours and importlib's left out),
         and the innermost frame outside torch and the stdlib."""
-        frames, caller, _ = self._stack()
+        frames, caller, _ = self.stack()
         return frames, caller
 
-    def _stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+    def stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
         """capture_stack's (frames, caller) and their JSON members ('"stack":[...],"caller":{...}').
 
         The walk notes only (code id, f_lasti) of each kept frame and of the caller: f_lineno would scan
@@ -130,9 +134,20 @@ class Stacks:
                 self._stacks[key] = found
         return found
 
+    def call_site(self) -> tuple[Any, int] | None:
+        """The innermost user frame above the caller as (code, line), or None: a walk of cached frame kinds,
+        nothing attributed or encoded (a counted target's last caller; process_exit attributes it once)."""
+        if self._torch_dir is None:
+            self._learn_dirs()
+        kinds = self._kinds
+        frame: Any = _getframe(2)  # the caller's caller: above the wrapper that asks
+        while frame is not None and (kinds.get(id(frame.f_code)) or self._frame_kind(frame.f_code)) != USER:
+            frame = frame.f_back
+        return (frame.f_code, frame.f_lineno) if frame is not None else None
+
     def _make_stack(self, frame: Any, caller_frame: Any, count: int
                     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
-        """The frames and caller of one walk, attributed and encoded (a cache miss of _stack)."""
+        """The frames and caller of one walk, attributed and encoded (a cache miss of stack)."""
         kinds = self._kinds
         frames: list[dict[str, Any]] = []
         while frame is not None and len(frames) < count:
