@@ -296,3 +296,36 @@ def test_a_ctrl_c_the_program_handled_is_told_in_user_words(tmp_path: Path) -> N
     main = next(p for p in rep["processes"] if p["pid"] == 100)
     assert main["ending"]["words"] == "stopped with Ctrl-C (SIGINT; its exit handlers ran)"
     assert "Ctrl-C" not in rep["answer"].splitlines()[0]
+
+
+def _main_killed(w: LogWriter) -> LogWriter:
+    """w with its main process killed: no process_exit of its own, the watcher saw it end, root-killed."""
+    root = w.lines[0]["pid"]
+    w.lines = [r for r in w.lines if not (r["event"] == "process_exit" and r["pid"] == root)]
+    for r in w.lines:
+        if r["event"] == "leftover":
+            r["how"] = "root-killed"
+            end = r["ts"] - 0.05
+    watcher(w, end - T0, "tree", count=0, started=[], ended=[{"pid": root, "end": end}])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_killed_main_is_told_under_the_pools_cause(tmp_path: Path) -> None:
+    """A launcher that SIGKILLs a hung main: the pools' cause (the nesting, a fork pool's hang) still leads the
+    Answer, the main's ending is one of its symptoms under it, and "Fix first" is the cause's fix; a zombie gone
+    a moment after the killed main is never in the Answer."""
+    from .test_model import with_fork_hang
+
+    for w in (_main_killed(seed_log()), _main_killed(example_shape(30)), with_fork_hang()):
+        rep = report(w, tmp_path)
+        assert any(f["kind"] == "root-killed" for f in rep["findings"])
+        lines = rep["answer"].splitlines()
+        assert "ended without process_exit" not in lines[0], lines
+        assert ("nested" in lines[0]) or ("fork compile pool" in lines[0]), lines
+        (state,) = [x for x in lines if "ended without process_exit" in x]
+        assert state.startswith("  - "), lines
+        fix = next(x for x in lines if x.startswith("- Fix first: "))
+        assert "find what ended it" not in fix, fix
+    brief = report(_main_killed(_zombie_run(5.1, 5.3, 100)), tmp_path)
+    assert "defunct" not in brief["answer"] and "--init" not in brief["answer"], brief["answer"]

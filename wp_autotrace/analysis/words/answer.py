@@ -197,6 +197,11 @@ def _state_words(rep: dict[str, Any]) -> str:
     return ""
 
 
+def _main_killed(rep: dict[str, Any]) -> bool:
+    """Did a main process end without its process_exit (killed, os._exit), rather than still run?"""
+    return any(r["state"] == "killed" for r in rep["runs"])
+
+
 def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str]:
     """The Answer as bullets (unwrapped), worst first: why no pool (and the compiling process's growth) when
     none was made; the program's exit code when not 0; the worst problems by cost, the pools' story told
@@ -214,20 +219,26 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     if exit_words:
         bullets.append(exit_words)
     state = _state_words(rep)
-    if state:
-        bullets.append(state)
     problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)
                 and f not in first]
+    units = causes.units(rep, problems)[:1 + MORE_PROBLEMS - len(first)]
+    # a main killed (a launcher's SIGKILL after a hang) while the pools had a problem: the pools' cause leads,
+    # the main's ending is told under it as what followed
+    under = [state] if state and units and rep["pools"] and _main_killed(rep) else []
+    if state and not under:
+        bullets.append(state)
     told, counted = False, 0
     # a cause leads its symptoms (causes.py), told under it, the pair where the worst of them ranks
-    for lead, symptoms in causes.units(rep, problems)[:1 + MORE_PROBLEMS - len(first)]:
+    for lead, symptoms in units:
         if lead["kind"] in POOL_KINDS and rep["pools"]:
             if not told:
-                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms else ""))
+                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms or under else ""))
             told = True
         else:
             bullets.append(headline(rep, lead))
         bullets += [SUB + headline(rep, f, under_cause=True) for f in symptoms[:SYMPTOMS_TOLD]]
+        bullets += [SUB + s for s in under]
+        under = []
         counted += 1 + min(len(symptoms), SYMPTOMS_TOLD)
     if rep["pools"] and not told:
         bullets.append(_pool_lead(rep))
@@ -254,7 +265,9 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
     """The first thing to do, by who can act: the worst finding's advice; but where its cost is the pools'
     and a line of an installed library (not the user's code) made every pool, the setting the user can
     apply comes first and the library is named; in a pytest session, advice in test terms."""
-    top = next((f for f in order if f["advice"] and f["severity"] != "info"), None)
+    acted = [f for f in order if f["advice"] and f["severity"] != "info"]
+    # the main's ending is told under the pools' problem (answer_bullets): the fix is that problem's
+    top = next((f for f in acted if not (rep["pools"] and f["kind"] in STATE_KINDS)), acted[0] if acted else None)
     if top is None:
         return ""
     pools = rep["pools"]
