@@ -534,3 +534,63 @@ def test_a_detached_watcher_ends_only_when_the_log_is_gone(tmp_path: Path, monke
         assert watch.gone()
     finally:
         os.close(fd)
+
+
+# A sidecar its parent forked and the watcher listed before the exec (a python that execs python: the same
+# name), then a worker it forks; it waits for a memory record holding both, bounded (the test says what lacks).
+SAME_NAME_SIDECAR = '''
+import json, os, sys, time
+def seen(test):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            recs = [json.loads(x) for x in f.read().split(b"\\n") if x.endswith(b"}")]
+        if any(test(r) for r in recs):
+            return
+        time.sleep(0.05)
+me = os.getpid()
+seen(lambda r: r["event"] == "tree" and any(e["pid"] == me and e.get("role") for e in r["started"]))
+worker = os.fork()
+if worker == 0:
+    time.sleep(120)
+    os._exit(0)
+seen(lambda r: r["event"] == "memory" and {me, worker} <= {e["pid"] for e in r["procs"]})
+os.kill(worker, 9)
+os.waitpid(worker, 0)
+'''
+SAME_NAME_MAIN = TREE_LISTS + '''
+import os, sys
+child = os.fork()
+if child == 0:
+    tree_lists("started", os.getpid())  # listed before the exec: the main's command line, no role
+    fake = os.path.join(os.path.dirname(__file__), "fake", "_inductor", "compile_worker", "__main__.py")
+    os.execv(sys.executable, [sys.executable, fake])  # (not in the main's argv: that would make it a sidecar)
+os.waitpid(child, 0)
+print("main done")
+'''
+
+
+def test_an_exec_that_keeps_the_name_is_seen_and_the_pool_read_whole(tmp_path: Path, log: Path) -> None:
+    """A sidecar first listed between its fork and its exec of the same interpreter (its comm unchanged) is
+    listed again after the exec, with its role: its forked worker is a compile worker of its pool, and one
+    memory record reads the sidecar, the worker and their creator together. (Before, the exec went unseen: the
+    sidecar kept the main's command line and no role, each worker was taken for a sidecar of a pool of its
+    own and the main was never read; under load the pool's PSS counter came out as its workers alone.)"""
+    fake = tmp_path / "fake" / "_inductor" / "compile_worker" / "__main__.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(SAME_NAME_SIDECAR)
+    script = tmp_path / "main.py"
+    script.write_text(SAME_NAME_MAIN)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_LINGER="0")
+    res = run_python([str(script)], env, timeout=300)
+    assert res.returncode == 0 and res.stdout == "main done\n", res.stderr
+    recs = wait_for_watcher(log)
+    main = events(recs, "process_start")[0]["pid"]
+    listed = [e for tree in events(recs, "tree") for e in tree["started"]]
+    (side,) = {e["pid"] for e in listed if e["ppid"] == main}
+    roles = [(e.get("role"), str(fake) in e["cmd"]) for e in listed if e["pid"] == side]
+    assert roles == [(None, False), ("compile-sidecar", True)]  # before the exec, then after it
+    (worker,) = {e["pid"] for e in listed if e["ppid"] == side}
+    assert {e.get("role") for e in listed if e["pid"] == worker} == {"compile-worker"}
+    read = [{e["pid"] for e in r["procs"]} for r in events(recs, "memory")]
+    assert any({side, worker, main} <= pids for pids in read), read

@@ -18,6 +18,10 @@ STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, ST
 # the exit code in bits 8-15). Readable by the process's owner; the kernel shows 0 to others, so it is
 # evidence only when read by the same user (the watcher runs as the run's user).
 STAT_EXIT_CODE = 49
+# (48) arg_start (Linux 3.5+): where the kernel put the command line in the process's memory, set by an exec
+# only (a fork's copy keeps its parent's). The one exec sign a python that execs python shows: its comm stays
+# the same. Shown to the process's owner (0 to others: no sign then, as before).
+STAT_ARG_START = 45
 # A stat line is well under this (52 fields; comm at most 64 bytes).
 STAT_BYTES = 4096
 

@@ -15,6 +15,9 @@ from .clock import (
     SAME_START_S as SAME_START_S,
 )
 from .clock import (
+    STAT_ARG_START as STAT_ARG_START,
+)
+from .clock import (
     STAT_EXIT_CODE as STAT_EXIT_CODE,
 )
 from .clock import (
@@ -209,7 +212,8 @@ class ProcReader:
         return {int(name) for name in os.listdir("/proc") if name.isdigit()}
 
     def stat(self, pid: int) -> dict[str, Any] | None:
-        """ppid, name, create_time, rss of a live process; None if gone or a zombie."""
+        """ppid, name, create_time, rss, threads, groups and image (arg_start: a new value after each exec, 0
+        where the kernel does not show it) of a live process; None if gone or a zombie."""
         kept = self.kept.get(pid)
         data = _read(f"/proc/{pid}/stat", pid=pid, strict=self.strict) if kept is None else \
             _pread(kept[0], f"/proc/{pid}/stat", 4096, pid, self.strict)
@@ -220,7 +224,8 @@ class ProcReader:
         return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
                 "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
                 "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
-                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION]))}
+                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION])),
+                "image": int(fields[STAT_ARG_START]) if len(fields) > STAT_ARG_START else 0}
 
     def zombie(self, pid: int) -> dict[str, Any] | None:
         """A defunct process's {ppid, create_time, status}: it has ended and its parent has not reaped it

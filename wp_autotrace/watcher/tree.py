@@ -111,6 +111,7 @@ class Tree:
         self.every: set[int] = set()
         self.stat_at: dict[int, int] = {}  # pid -> the sample that last read its stat
         self.joined: dict[int, int] = {}  # pid -> the sample it joined the run in (young ones: stat as busy)
+        self.images: dict[int, int | None] = {}  # pid -> its stat's image (arg_start) at the last read: exec sign
         self.last_pid: int | None = None  # the kernel's last pid at the last probe (probe_new)
         self.zombies = ZombieWatch(self.reader)  # members written off while defunct (zombies.py)
 
@@ -290,7 +291,10 @@ class Tree:
             return False
         old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
         self.threads[pid] = info["threads"]
-        if info["name"] != old["name"] or not old["cmd"]:  # exec'd (or /proc showed no cmd yet)
+        image, self.images[pid] = self.images.get(pid), info.get("image")
+        # exec'd (or /proc showed no cmd yet): its name changed, or its image did (a python that execs python
+        # keeps its name: first seen between fork and exec, a sidecar kept its parent's command line, no role)
+        if info["name"] != old["name"] or not old["cmd"] or (image and info.get("image") != image):
             again = self._entry(info, old["via"])
             if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
                 self.live[pid] = again
@@ -306,6 +310,7 @@ class Tree:
         self.every.discard(pid)
         self.stat_at.pop(pid, None)
         self.joined.pop(pid, None)
+        self.images.pop(pid, None)
         if self.exits is not None:
             self.exits.remove(pid)
         ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
@@ -344,6 +349,7 @@ class Tree:
                             self.root_ct = info["create_time"]  # unknown to the root: pinned at first sight
                         self.threads[pid] = info["threads"]
                         self.stat_at[pid] = self.joined[pid] = self.samples
+                        self.images[pid] = info.get("image")
                         self.every.add(pid)  # looked at every tick until its first look schedules it
                         if self.exits is not None:
                             # Opened just after its stat was read: a pid is not reused within that moment
