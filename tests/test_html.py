@@ -27,8 +27,10 @@ import pytest
 from wp_autotrace.analysis.derive.memseries import STALE_S
 from wp_autotrace.analysis.export.chrome import HELD_PSS, HELD_RSS, POOL_PSS, to_chrome_trace
 from wp_autotrace.analysis.fold.model import Process
+from wp_autotrace.analysis.present.html import render_html
+from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
-from wp_autotrace.analysis.report import analyze_view
+from wp_autotrace.analysis.report import analyze
 from wp_autotrace.watcher import memory
 
 from .conftest import run_python, traced_env, wait_for_watcher
@@ -37,6 +39,11 @@ from .test_pools import idle_pool
 from .test_scenarios import run_scenario
 
 MIB = 2**20
+
+
+def _page(rep: dict[str, Any]) -> str:
+    """The page of a report dict, with its text report as the CLI hands it in."""
+    return render_html(rep, render_text(rep, {}))
 CHROMIUM = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser")) if p), None)
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium (apt-get install chromium)")
 CHROMIUM_TIMEOUT_S = 120
@@ -76,12 +83,12 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         AsyncCompile.wait_pool_ready()  # first Triton kernel
     ''', READ_TREE, "idle(3)\n")))
     log = tmp / "log.jsonl"
-    rep, view = analyze_view(read_logs([str(log)]))
+    rep = analyze(read_logs([str(log)]))
     page = tmp / "run.html"
     res = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", "--html", "-o", str(page), str(log)],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    return {"tmp": tmp, "log": log, "rep": rep, "view": view, "page": page,
+    return {"tmp": tmp, "log": log, "rep": rep, "page": page,
             "own": json.loads((tmp / "tree.json").read_text())}
 
 
@@ -201,13 +208,11 @@ def test_page_names_no_external_url(scenario: dict[str, Any]) -> None:
 def test_synthetic_page_names_no_url_and_escapes_markup(tmp_path: Path) -> None:
     """A page with leftovers and a command line holding a URL and markup: the URL is there only as escaped
     text (a title), not as a link, the markup is text, and each left-behind process is striped."""
-    from wp_autotrace.analysis.present.html import render_html
-
     w = seed_log()
     w.lines[0]["argv"] = ["train.py", "--data", "https://example.invalid/x", "</title><script>x()</script>"]
     log = w.write(tmp_path / "log.jsonl")
-    rep, view = analyze_view(read_logs([str(log)]))
-    html = render_html(rep, view)
+    rep = analyze(read_logs([str(log)]))
+    html = _page(rep)
     assert "example.invalid" in html and "&lt;/title&gt;&lt;script&gt;" in html  # in a title, as text
     _offline(html.replace("https://example.invalid/x", "X"))
     marks = _marks(html)
@@ -298,13 +303,11 @@ def test_html_output_is_refused_like_exports(tmp_path: Path) -> None:
 def test_a_job_across_hosts_one_section_per_run_in_rank_order(tmp_path: Path) -> None:
     """Three nodes of one torchrun job, started in another order than their ranks: one section per run
     (per node), rank 0's first; each holds its own lanes and its pool's row."""
-    from wp_autotrace.analysis.present.html import render_html
-
     from .test_jobs import node_log
 
     logs = [node_log(tmp_path, "n0", 2), node_log(tmp_path, "n1", 0, t=0.4), node_log(tmp_path, "n2", 1, t=0.8)]
-    rep, view = analyze_view(read_logs([str(x) for x in logs]))
-    html = render_html(rep, view)
+    rep = analyze(read_logs([str(x) for x in logs]))
+    html = _page(rep)
     sections = re.findall(r'<section class="run" id="run-([^"]+)"', html)
     host_of = {r["id"]: r["hosts"][0] for r in rep["runs"]}
     assert [host_of[s] for s in sections] == ["n1", "n2", "n0"]
@@ -432,14 +435,12 @@ def test_an_output_file_that_cannot_be_written_is_removed(tmp_path: Path, comman
 def test_a_parent_cycle_of_reused_pids_still_gets_every_lane(tmp_path: Path) -> None:
     """The main's parent's pid (1 here) taken later by one of the main's children: each has a parent in the
     log, so no process is a root; every process still gets its lane (the page drew none at all)."""
-    from wp_autotrace.analysis.present.html import render_html
-
     w = seed_log()
     run = {"run": "r1", "root_pid": 100}
     w.add(2.0, 1, 100, "child", "process_start", argv=["python", "c.py"], python="3.11.7", forked=False, env={}, **run)
     w.add(2.5, 1, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
-    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
-    assert sorted(_marks(render_html(rep, view)).lanes) == sorted(p["pid"] for p in rep["processes"]) == [
+    rep = analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    assert sorted(_marks(_page(rep)).lanes) == sorted(p["pid"] for p in rep["processes"]) == [
         1, 100, 200, 300, 400]
 
 
@@ -492,8 +493,6 @@ def test_a_pool_read_after_its_workers_exit_records_peaks_alike_on_page_trace_an
     workers' 19 s readings (15 MiB each) are 1.5 s old and they are still alive, so memory at once then is
     260 + 15 + 15 = 290 MiB: the report's peak, the page's and the Chrome counter's, one figure (they once
     ended a process at different moments and disagreed: 290 against 260)."""
-    from wp_autotrace.analysis.present.html import render_html
-
     from .logs import T0
     from .test_pools import MIB, mem
 
@@ -507,11 +506,11 @@ def test_a_pool_read_after_its_workers_exit_records_peaks_alike_on_page_trace_an
     w.lines += tail
     w.lines.sort(key=lambda r: r["ts"])
     log = w.write(tmp_path / "log.jsonl")
-    rep, view = analyze_view(read_logs([str(log)]))
+    rep = analyze(read_logs([str(log)]))
     (pool,) = rep["pools"]
     assert pool["peak_pss_bytes"] == 290 * MIB
     assert rep["costs"]["pool_peak_pss_bytes"] == 290 * MIB
-    page = re.search(r"pool of sidecar 200: peak (\d+ MiB) at once", render_html(rep, view))
+    page = re.search(r"pool of sidecar 200: peak (\d+ MiB) at once", _page(rep))
     assert page is not None and page.group(1) == "290 MiB"
     trace = to_chrome_trace(read_logs([str(log)]))["traceEvents"]
     counters = [e["args"]["MiB"] for e in trace if e["ph"] == "C" and e["name"] == POOL_PSS]
@@ -523,8 +522,6 @@ def test_many_pools_draw_the_largest_and_the_rest_summed(tmp_path: Path) -> None
     MiB): the chart draws the three largest pools' lines and one line for the other three, summed at that
     moment (600 MiB = 100 + 200 + 300) and named so, not six dashed lines nobody can tell apart; each pool's
     line is its own processes' (no nested pool inside it)."""
-    from wp_autotrace.analysis.present.html import render_html
-
     from .logs import LogWriter
 
     w = LogWriter()
@@ -542,10 +539,55 @@ def test_many_pools_draw_the_largest_and_the_rest_summed(tmp_path: Path) -> None
         {"pid": p, "pss": m << 20, "uss": m << 20, "rss": m << 20} for p, m in zip(sides, (100, 200, 300, 400, 500,
                                                                                               600))], **run)
     w.add(9, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    rep = analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
     assert len(rep["pools"]) == 6
-    page = render_html(rep, view)
+    page = _page(rep)
     drawn = re.findall(r'<g class="pool-memory" data-sidecar="([^"]*)"', page)
     assert drawn == ["700", "600", "500", ""], drawn
     assert "the other 3 pools, summed at once (sidecars 400, 300, 200): peak 600 MiB at once" in page, page[-3000:]
     assert "pool of sidecar 700: peak 600 MiB at once" in page
+
+
+def test_the_memory_series_are_in_the_report_bounded_and_the_page_draws_them_alone(tmp_path: Path) -> None:
+    """Six pools read every 0.5 s for 25 min (3,000 moments): the report's runs[].memory_at_once holds four
+    series (the three largest pools each, the other three summed at once), each thinned to the stated bound
+    (at most 2 x MEMORY_POINTS + 1 points) with its peak kept: the pools' own peaks and the summed peak, each
+    computed here from the samples written. The page of the --json object read back is the page of the
+    dict: the dict is its whole input."""
+    from wp_autotrace.analysis.derive.memseries import MEMORY_LINES, MEMORY_POINTS
+
+    from .logs import LogWriter
+
+    w = LogWriter()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
+    sides = [200, 300, 400, 500, 600, 700]
+    for k, (pid, parent) in enumerate(zip(sides, [100, *sides])):
+        w.warm(1 + k, parent, 1 if parent == 100 else 100, "main" if parent == 100 else "compile-sidecar", pid)
+        w.add(1.5 + k, pid, parent, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
+              forked=False, **run)
+    w.add(8, 900, 100, "watcher", "tree", count=7, ended=[], started=[
+        {"pid": p, "ppid": pp, "rss": 300 << 20, "via": "child"} for p, pp in zip(sides, [100, *sides])], **run)
+    moments = 3000
+    own: dict[int, list[int]] = {p: [] for p in sides}
+    for j in range(moments):
+        procs = []
+        for k, p in enumerate(sides):
+            pss = ((k + 1) * 100 + (j * 7919 + k * 104729) % 97) << 20  # each pool's own wiggle
+            own[p].append(pss)
+            procs.append({"pid": p, "pss": pss, "uss": pss, "rss": pss})
+        w.add(8.5 + j * 0.5, 900, 100, "watcher", "memory", procs=procs, **run)
+    w.add(8.5 + moments * 0.5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    (r,) = rep["runs"]
+    series = r["memory_at_once"]
+    assert len(series) == MEMORY_LINES
+    sidecars = [[rep["pools"][i]["sidecar_pid"] for i in s["pools"]] for s in series]
+    assert sidecars == [[700], [600], [500], [400, 300, 200]], sidecars
+    for s, pids in zip(series, sidecars):
+        assert len(s["points"]) <= 2 * MEMORY_POINTS + 1
+        at_each = [sum(own[p][j] for p in pids) for j in range(moments)]  # all read at every moment
+        assert max(pt[1] for pt in s["points"]) == max(at_each)
+    assert len(json.dumps(series)) < 4 * (2 * MEMORY_POINTS + 1) * 60  # bounded whatever the run's length
+    assert _page(json.loads(json.dumps(rep))) == _page(rep)

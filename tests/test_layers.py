@@ -169,6 +169,45 @@ def test_the_stage_rule_catches_an_arrow_back(tmp_path: Path) -> None:
     assert not _stage_violations(worse, "wp_autotrace.analysis.export")
 
 
+# The presenters: each lays the report out its own way and none imports another (shared lines live in
+# words/). The page's pieces are its own: html draws with svg (the page's drawing kit, which imports no
+# presenter). The page's input is the report dict alone: it imports nothing the dict is made from.
+PRESENT = ANALYSIS / "present"
+PRESENTER_MAY_IMPORT = {"html": {"svg"}}
+DICT_ONLY = {"html", "svg"}
+MADE_FROM = ("read", "fold", "derive", "findings", "report")
+
+
+def _presenter_violations(path: Path, package: str = "wp_autotrace.analysis.present") -> list[str]:
+    own, bad = path.stem, []
+    for mod, line in _imports(path, package):
+        parts = mod.split(".")
+        if parts[:3] == ["wp_autotrace", "analysis", "present"] and len(parts) > 3:
+            if parts[3] != own and parts[3] not in PRESENTER_MAY_IMPORT.get(own, set()):
+                bad.append(f"{path.name}:{line} imports the presenter {mod}")
+        elif own in DICT_ONLY and _stage_of_module(mod) in MADE_FROM:
+            bad.append(f"{path.name}:{line} imports {mod}: the page reads the report dict alone")
+    return bad
+
+
+@pytest.mark.parametrize("path", [p for p in PRESENT.glob("*.py") if p.name != "__init__.py"], ids=lambda p: p.name)
+def test_presenters_import_no_other_presenter_and_the_page_reads_the_dict(path: Path) -> None:
+    """Text, page and SVG each their own room: no presenter imports another (but the page its SVG pieces), and
+    the page and its pieces import nothing the report dict is made from (no View, no model: the dict alone)."""
+    bad = _presenter_violations(path)
+    assert not bad, bad
+
+
+def test_the_presenter_rule_catches_a_crossing(tmp_path: Path) -> None:
+    """The checker itself: the page importing the text presenter, or the View, is found; svg into html is not."""
+    page = tmp_path / "html.py"
+    page.write_text("from .render import render_text\nfrom ..derive.view import View\nfrom .svg import rect\n")
+    assert len(_presenter_violations(page)) == 2
+    text = tmp_path / "render.py"
+    text.write_text("from .svg import esc\n")
+    assert _presenter_violations(text)
+
+
 def test_the_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
     """The checker itself: a runtime module importing analysis is found (mutation of the rule's input)."""
     fake = PKG / "runtime" / "recorder.py"

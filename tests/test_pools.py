@@ -776,7 +776,7 @@ def test_a_pool_whose_sidecar_never_served_is_neither_busy_nor_idle(tmp_path: Pa
     from wp_autotrace.analysis.present.html import render_html
     from wp_autotrace.analysis.present.render import render_text
     from wp_autotrace.analysis.read.logread import read_logs
-    from wp_autotrace.analysis.report import analyze_view
+    from wp_autotrace.analysis.report import analyze
 
     from .logs import PLUGIN, SP, LogWriter, call, start
 
@@ -790,11 +790,11 @@ def test_a_pool_whose_sidecar_never_served_is_neither_busy_nor_idle(tmp_path: Pa
     w.add(2.1, 100, 1, "main", "return", call_id=2, duration_s=0.1, sidecar_pid=200)
     w.add(2.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
     w.add(3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    rep = analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
     (pool,) = rep["pools"]
     assert pool["busy_until"] == 1.5 and pool["idle_s"] == 0 and pool.get("never_served"), pool
     assert "never served (1.5 s -> 2.0 s)" in render_text(rep, {}), render_text(rep, {})
-    page = render_html(rep, view)
+    page = render_html(rep, render_text(rep, {}))
     assert "url(#unserved)" in page and "busy 1.00 -> 2.00" not in page
 
 

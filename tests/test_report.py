@@ -99,7 +99,8 @@ JSON_KEYS: dict[str, Any] = {
     "possible": list, "t0": float, "pools_across": (dict, type(None)), "compiling": list,
     "no_pool_why": (dict, type(None)),
 }
-RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str}
+RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str,
+            "memory_at_once": list}
 FINDING_KEYS = {"kind": str, "severity": str, "text": str, "pids": list, "evidence": list, "advice": str,
                 "cost": dict}
 

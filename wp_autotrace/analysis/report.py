@@ -15,7 +15,7 @@ from .derive import facts
 from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
-from .derive.memseries import peak_at_once
+from .derive.memseries import peak_at_once, run_series
 from .derive.pools import start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
@@ -116,6 +116,16 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "records_lost": r.dropped + r.watcher_dropped,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None}
+
+
+def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:
+    """The run's pools' memory at once (memseries.run_series: bounded, thinned): per series the indices of its
+    pools in the report's `pools` and its points [seconds from t0, PSS bytes, processes read, processes alive]."""
+    mine = [(i, v.story(pool).procs) for i, pool in enumerate(v.pools) if pool.creator.run_id == run.id]
+    # t unrounded (unlike the report's other times): the page places each point from it, to a tenth of a pixel
+    return [{"pools": [mine[k][0] for k in which], "points": [[pt.ts - v.t0, pt.pss, pt.read, pt.alive]
+                                                               for pt in points]}
+            for which, points in run_series([procs for _, procs in mine])]
 
 
 def _exit_code(r: Run) -> int | None:
@@ -316,7 +326,7 @@ def analyze(data: LogData | LogStream, run_id: str | None = None, waited: Waited
 
 def analyze_view(data: LogData | LogStream, run_id: str | None = None, waited: Waited | None = None,
                  reader: Reader | None = None) -> tuple[dict[str, Any], View]:
-    """analyze's dict and the View it was made from (the HTML page draws the View's memory samples)."""
+    """analyze's dict and the View it was made from."""
     reader = reader or here_and_now()
     return report_of(fold_and_judge(data.records, waited, reader), data, run_id, reader.now)
 
@@ -334,7 +344,7 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
     ordered = ranked([f._asdict() for f in findings])
     rep = {
         "t0": v.t0,
-        "runs": [_run_dict(v, r) for r in v.runs],
+        "runs": [{**_run_dict(v, r), "memory_at_once": _memory_at_once(v, r)} for r in v.runs],
         "ranks": ranks,
         # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
         "jobs": jobs,

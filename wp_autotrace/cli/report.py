@@ -52,11 +52,12 @@ def _html(args: argparse.Namespace, data: Any) -> int:
     """The page (analysis/present/html.py) through the safe opener: never an input log, a symlink, an existing file
     without --force."""
     from ..analysis.present.html import render_html
-    from ..analysis.report import analyze_view
+    from ..analysis.present.render import render_text
+    from ..analysis.report import analyze
     from .outfile import UnsafeOutput, WriteFailed, open_output, write_file
 
-    rep, view = analyze_view(data, args.run)
-    page = render_html(rep, view, data.skipped)
+    rep = analyze(data, args.run)
+    page = render_html(rep, render_text(rep, data.skipped))  # the page embeds the text report, unwrapped
     output = args.output or "report.html"
     try:
         out = open_output(output, args.logs, args.force)

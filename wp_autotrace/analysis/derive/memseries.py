@@ -25,6 +25,12 @@ from ..fold.model import Process
 
 # A sample this old still counts at a moment: the watcher's sampling period.
 STALE_S = MEMORY_STALE_S
+# The report's memory series (run_series), bounded whatever the run's length and pool count: at most
+# MEMORY_LINES series a run, each thinned to MEMORY_POINTS equal time buckets (at most 2 x MEMORY_POINTS + 1
+# points: a bucket's first and largest, and the last point). MEMORY_POINTS is the page's chart width in pixels
+# (present/html.py): a finer series draws nothing more. Four lines are what a reader tells apart (dashes, greys).
+MEMORY_LINES = 4
+MEMORY_POINTS = 830
 
 
 class Point(NamedTuple):
@@ -140,3 +146,19 @@ def thin(points: list[Point], buckets: int) -> list[Point]:
             got[1] = pt
     out = sorted({x for pair in chosen.values() for x in pair})
     return out if out[-1] == points[-1] else [*out, points[-1]]
+
+
+def run_series(pools: list[list[Process]]) -> list[tuple[list[int], list[Point]]]:
+    """A run's memory at once as the report holds it: (indices into pools, thinned points) per series, pools
+    being each pool's processes (a pool's never include a pool made inside it). Every sampled pool's own
+    series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak each (in that
+    order) and one series of the others' processes summed at once (at_once over them all). Unsampled pools
+    have no series."""
+    read = [(i, points) for i, points in ((i, at_once(procs)) for i, procs in enumerate(pools)) if points]
+    if len(read) <= MEMORY_LINES:
+        return [([i], thin(points, MEMORY_POINTS)) for i, points in read]
+    read.sort(key=lambda x: -max(pt.pss for pt in x[1]))
+    top, rest = read[:MEMORY_LINES - 1], read[MEMORY_LINES - 1:]
+    summed = at_once([q for i, _ in rest for q in pools[i]])
+    return [([i], thin(points, MEMORY_POINTS)) for i, points in top] + [([i for i, _ in rest],
+                                                                           thin(summed, MEMORY_POINTS))]

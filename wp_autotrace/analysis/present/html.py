@@ -2,8 +2,11 @@
 
 Nothing on the page comes from elsewhere: no script, no font, no stylesheet, no URL; the charts are
 inline SVG drawn here (svg.py), so the page works offline and without JavaScript, and attaches to an
-issue as one file. The words are the text report's own (render.py's answer and findings, the whole
-text report at the bottom): the page draws, it never re-words. Logged strings (command lines, already
+issue as one file. The words are the text report's own (words/lines.py's run headers and findings, words/sentences.py's
+process words, the whole text report at the bottom, which the caller hands in: present/render.py is
+another presenter, never imported here): the page draws, it never re-words. Its input is the report dict
+alone (runs[].memory_at_once holds the memory series, already bounded and thinned to the chart's width:
+derive/memseries.py run_series). Logged strings (command lines, already
 masked as the log was read: common/redact.py via check.py) are escaped twice: control characters as
 the text report shows them, then HTML.
 
@@ -17,15 +20,13 @@ small: calls are not drawn (a pool's jobs are its busy span), memory lines are t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...common.vocab import COMPILE_WORKER
-from ..derive.memseries import STALE_S, Point, at_once, thin
-from ..derive.view import View
-from ..fold.model import Process
+from ...common.vocab import MEMORY_STALE_S as STALE_S
 from ..words.fmt import MIB, mib_s_text, sidecar_name, size_text
+from ..words.lines import finding_lines, no_finding_line, run_lines
 from ..words.sentences import process_words
-from .render import findings_lines, render_text, run_lines
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
 
 WIDTH = 1200  # the charts' drawing width (they scale down to the page)
@@ -36,9 +37,6 @@ BAR_H = 11
 AXIS_H = 22
 MEM_H = 170  # the memory chart's plot height
 MAX_LANES = 2500  # per run; the rest are counted, not drawn (--json lists them)
-# Memory lines a person tells apart (dash patterns, greys): past this many pools, the largest MEMORY_LINES - 1
-# are drawn each and the others as one summed line.
-MEMORY_LINES = 4
 MAX_RINGS = 60  # per pool: the points that read fewer processes than were alive, ringed (evenly spread)
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1240px;padding:0 1em;color:#111}
@@ -54,10 +52,18 @@ pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:12px}.meta{font:12
 """
 
 
-def render_html(rep: dict[str, Any], v: View, skipped: dict[str, int] | None = None) -> str:
-    """The page: Answer, findings, a section per run (ranks in order), the full text report."""
-    procs = [v.story(pool).procs for pool in v.pools]  # rep["pools"] is v.pools, in order
-    series = [(at_once(x), x) for x in procs]
+class Point(NamedTuple):
+    """A memory series' point as the report holds it: seconds from t0, PSS bytes, processes read / alive."""
+
+    t: float
+    pss: int
+    read: int
+    alive: int
+
+
+def render_html(rep: dict[str, Any], text_report: str) -> str:
+    """The page of the report dict: Answer, findings, a section per run (ranks in order), then text_report
+    (the text report of the same dict, as the caller rendered it)."""
     command = rep["runs"][0]["command"] if rep["runs"] else ""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width,initial-scale=1">',
@@ -71,18 +77,18 @@ def render_html(rep: dict[str, Any], v: View, skipped: dict[str, int] | None = N
            f"{STALE_S:g} s old; a point with fewer processes read than alive is ringed; no sample that fresh: "
            "a gap).</p>"]
     for run in _runs_in_rank_order(rep):
-        out.append(_run_section(rep, run, series, v.t0))
+        out.append(_run_section(rep, run))
     out += ["<h2>The text report</h2><details><summary>wp-autotrace report (text)</summary><pre>",
-            esc(render_text(rep, skipped or {})), "</pre></details></body></html>"]
+            esc(text_report), "</pre></details></body></html>"]
     return "\n".join(out) + "\n"
 
 
 def _findings(rep: dict[str, Any]) -> str:
-    """Each finding in the text report's words (render.findings_lines), its advice in bold 'what to do'; no
+    """Each finding in the text report's words (words/lines.py), its advice in bold 'what to do'; no
     finding: the text report's line for that (which reads the runs' exit codes)."""
     items = []
     for f in rep["findings"] or [None]:
-        lines = findings_lines({"findings": [f] if f else [], "runs": rep["runs"]})
+        lines = finding_lines(f) if f else [no_finding_line(rep["runs"])]
         head, rest = lines[0].removeprefix("- "), [x.strip() for x in lines[1:]]
         body = "".join(f'<br><span class="advice"><b>{esc(x.partition(":")[0])}:</b>{esc(x.partition(":")[2])}'
                        "</span>" for x in rest)
@@ -151,12 +157,11 @@ def _rows(procs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return out
 
 
-def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[tuple[list[Point], list[Process]]],
-                 t0: float) -> str:
+def _run_section(rep: dict[str, Any], run: dict[str, Any]) -> str:
     """One run: its header (the text report's words), the timeline, the memory chart."""
+    t0 = rep["t0"]
     procs = [p for p in rep["processes"] if p["run"] == run["id"]]
-    mine = [(pool, *series[i]) for i, pool in enumerate(rep["pools"]) if pool["run"] == run["id"]]
-    pools = [(pool, points) for pool, points, _ in mine]
+    pools = [pool for pool in rep["pools"] if pool["run"] == run["id"]]
     ends = [x for p in procs for x in (p["start_s"], p["end_s"]) if x is not None]
     lo = min([0.0 if run["start"] is None else run["start"] - t0, *ends])
     hi = max([lo + 1.0, *ends, *((run["end"] - t0,) if run["end"] is not None else ())])
@@ -169,7 +174,7 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any], series: list[tuple[li
     if len(lanes) > MAX_LANES:
         more = sum(map(len, lanes[MAX_LANES:]))
         parts.append(f'<p class="note">… {more} more processes not drawn (--json lists them).</p>')
-    parts += [_memory(_memory_lines(mine), scale, t0), "</section>"]
+    parts += [_memory(_memory_lines(rep, run), scale, bool(pools)), "</section>"]
     return "\n".join(parts)
 
 
@@ -178,12 +183,11 @@ def _run_header(run: dict[str, Any]) -> str:
     return "<br>".join(esc(x) for x in run_lines(run))
 
 
-def _pool_rows(lanes: list[list[dict[str, Any]]], pools: list[tuple[dict[str, Any], list[Point]]]
-               ) -> dict[int, Any]:
+def _pool_rows(lanes: list[list[dict[str, Any]]], pools: list[dict[str, Any]]) -> dict[int, Any]:
     """row index of each pool's sidecar -> (pool, index of its last worker row)."""
     where = {(row[0]["host"], row[0]["pid"]): i for i, row in enumerate(lanes) if len(row) == 1}
     rows: dict[int, Any] = {}
-    for pool, _ in pools:
+    for pool in pools:
         i = where.get((pool["host"], pool["sidecar_pid"]))
         if i is None:
             continue
@@ -192,8 +196,8 @@ def _pool_rows(lanes: list[list[dict[str, Any]]], pools: list[tuple[dict[str, An
     return rows
 
 
-def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: list[tuple[dict[str, Any], list[Point]]],
-              scale: Scale) -> str:
+def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: list[dict[str, Any]], scale: Scale
+              ) -> str:
     """Lanes (a pool row above each pool's sidecar and workers), the main's end, the time axis."""
     rows = _pool_rows(lanes, pools)
     ys, y = [], 4.0
@@ -288,29 +292,30 @@ def _lane(p: dict[str, Any], y: float, scale: Scale, main_end: Any, hi: float, l
     return "".join(out) + "</g>"
 
 
-def _memory_lines(pools: list[tuple[dict[str, Any], list[Point], list[Process]]]
-                  ) -> list[tuple[dict[str, Any], list[Point]]]:
-    """The lines the memory chart draws: every pool's, up to MEMORY_LINES; past that the largest (by peak)
-    each, and the others as one line: their processes' PSS summed at one moment (memseries.at_once over
-    them all: each process is in one pool), named for what it is. Nineteen dashed lines were unreadable."""
-    read = [x for x in pools if x[1]]
-    if len(read) <= MEMORY_LINES:
-        return [(pool, points) for pool, points, _ in pools]
-    read.sort(key=lambda x: -max(pt.pss for pt in x[1]))
-    top, rest = read[:MEMORY_LINES - 1], read[MEMORY_LINES - 1:]
-    ends = [pool["sidecar_end"] for pool, _, _ in rest]
-    others = {"label": f"the other {len(rest)} pools, summed at once (sidecars "
-                       f"{', '.join(str(pool['sidecar_pid']) for pool, _, _ in rest[:6])}"
-                       f"{', ...' if len(rest) > 6 else ''})",
-              "sidecar_pid": "", "sidecar_end": None if None in ends else max(ends), "idle_s": 0,
-              "busy_until": None, "idle_to": None, "idle_mib_s": None, "peak_pss_bytes": None}
-    return [(pool, points) for pool, points, _ in top] + [(others, at_once([q for _, _, x in rest for q in x]))]
+def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[str, Any], list[Point]]]:
+    """The lines the memory chart draws, the run's memory_at_once series (the report bounds them: a pool's
+    own, or past four pools the largest three each and one of the others summed at once), each with the pool
+    dict it stands for; the summed one with a dict of its own, named for what it is."""
+    out = []
+    for series in run.get("memory_at_once") or ():
+        points = [Point(*pt) for pt in series["points"]]
+        pools = [rep["pools"][i] for i in series["pools"]]
+        if len(pools) == 1:
+            out.append((pools[0], points))
+            continue
+        ends = [pool["sidecar_end"] for pool in pools]
+        others = {"label": f"the other {len(pools)} pools, summed at once (sidecars "
+                           f"{', '.join(str(pool['sidecar_pid']) for pool in pools[:6])}"
+                           f"{', ...' if len(pools) > 6 else ''})",
+                  "sidecar_pid": "", "sidecar_end": None if None in ends else max(ends), "idle_s": 0,
+                  "busy_until": None, "idle_to": None, "idle_mib_s": None, "peak_pss_bytes": None}
+        out.append((others, points))
+    return out
 
 
-def _memory(pools: list[tuple[dict[str, Any], list[Point]]], scale: Scale, t0: float) -> str:
+def _memory(drawn: list[tuple[dict[str, Any], list[Point]]], scale: Scale, any_pool: bool) -> str:
     """Each pool's PSS at once as a stepped line, its idle span shaded; one key row per pool under it."""
-    drawn = [(pool, thin(points, int(scale.x1 - scale.x0))) for pool, points in pools if points]
-    if not pools:
+    if not any_pool:
         return ""
     if not drawn:
         return ('<p class="note">No memory line: the watcher read no pool process\'s PSS in this run '
@@ -322,7 +327,7 @@ def _memory(pools: list[tuple[dict[str, Any], list[Point]]], scale: Scale, t0: f
 
     marks = [_mib_axis(top, y)]
     for k, (pool, points) in enumerate(drawn):
-        marks.append(_pool_memory(k, pool, points, scale, t0, y))
+        marks.append(_pool_memory(k, pool, points, scale, y))
     key_y = MEM_H + 6 + AXIS_H + 8
     for k, (pool, points) in enumerate(drawn):
         peak = max(points, key=lambda pt: pt.pss)
@@ -330,7 +335,7 @@ def _memory(pools: list[tuple[dict[str, Any], list[Point]]], scale: Scale, t0: f
         marks.append(f'<line x1="{LABEL_W}" y1="{num(ky)}" x2="{LABEL_W + 36}" y2="{num(ky)}" class="memline" '
                      f'stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" stroke-dasharray="{DASHES[k % len(DASHES)]}"/>')
         marks.append(text(LABEL_W + 44, ky + 4, f"{_line_name(pool)}: peak "
-                          f"{size_text(peak.pss)} at once (PSS), at {peak.ts - t0:.1f} s"))
+                          f"{size_text(peak.pss)} at once (PSS), at {peak.t:.1f} s"))
     height = key_y + len(drawn) * 16
     return (f'<svg class="memory" viewBox="0 0 {WIDTH} {num(height)}" width="{WIDTH}" height="{num(height)}" '
             f'role="img" aria-label="pool memory">' + scale.axis(MEM_H + 6 + AXIS_H - 6, MEM_H + 6)
@@ -361,9 +366,9 @@ def _steps(rel: list[tuple[float, Point]], end: float) -> list[tuple[float, floa
     return out
 
 
-def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale, t0: float, y: Any) -> str:
+def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale, y: Any) -> str:
     """One pool's line (and its idle shading, its unread points ringed, its peak marked)."""
-    rel = [(pt.ts - t0, pt) for pt in points]
+    rel = [(pt.t, pt) for pt in points]
     end = pool["sidecar_end"] if pool["sidecar_end"] is not None else rel[-1][0]
     steps = _steps(rel, end)
     d, last = "", None

@@ -7,7 +7,6 @@ must never interpret them. The JSON output is the dict itself, exact.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from ...common.vocab import POOL_ROLES
@@ -22,9 +21,9 @@ from ..words.fmt import (
     site,
     size_text,
     skipped_line,
-    status_words,
     wrap,
 )
+from ..words.lines import findings_lines, run_lines, when_text
 from ..words.sentences import counts_words, lifespan, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
@@ -35,23 +34,12 @@ MAX_INDENT = 8
 SHORT_ROWS = {"callers": 5, "pools": 3, "ranks": 8, "tree": 12}
 
 
-
-
 def _mb(n: Any) -> str:
     return f"{n / MIB:.0f} MiB" if n else "-"
 
 
 def _t(x: Any) -> str:
     return f"{x:7.2f}s" if isinstance(x, (int, float)) else "      ?"
-
-
-def _when(ts: Any) -> str:
-    if not isinstance(ts, (int, float)):
-        return "?"
-    try:
-        return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (OverflowError, OSError, ValueError):
-        return f"{ts:.0f}"
 
 
 def _clip(rows: list[Any], limit: int | None = MAX_ROWS) -> list[Any]:
@@ -85,31 +73,6 @@ def _run_section(rep: dict[str, Any]) -> list[str]:
     return out
 
 
-def run_lines(r: dict[str, Any]) -> list[str]:
-    """One run's header (a `runs[]` entry of the report): command; root pid, hosts, times, state; python,
-    torch, guard, durations; the inductor settings at import. The text report's and the page's."""
-    out = [f"command:   {r['command'] or '?'}",
-           f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
-           f"{_when(r['start'])} -> {_when(r['end'])}    {_state_text(r)}",
-           f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
-           f"guard: {'nested-pools' if r['guard'] else 'off'}    {_durations(r)}"]
-    if r["inductor"]:
-        out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
-    return out
-
-
-def _durations(r: dict[str, Any]) -> str:
-    """'duration 19.7 s', or the program's apart from the run's when a process outlived it: 'program 19.7 s,
-    run 73.5 s (until its last process ended)'; with the program's exit code when not 0."""
-    prog, run = r.get("program_s"), r["duration_s"]
-    code = r.get("exit_code")
-    exit_words = (f"    exit code {code}" if isinstance(code, int) and code > 0 else
-                  f"    {status_words(code)}" if isinstance(code, int) and code < 0 else "")
-    if isinstance(prog, (int, float)) and run - prog >= 1:
-        return f"program {prog:.1f} s, run {run:.1f} s (until its last process ended){exit_words}"
-    return f"duration {run:.1f} s{exit_words}"
-
-
 def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     """Each job of several runs (several hosts or launches): header, then per node and per rank."""
     out: list[str] = []
@@ -119,7 +82,7 @@ def _job_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if len(job["runs"]) < 2:
             continue  # one run: its Run header says it all
         # Two launches that reuse an id are two jobs: their start and runs tell them apart.
-        which = (f", launched {_when(job['start'])}, runs {', '.join(r or '?' for r in job['runs'])}"
+        which = (f", launched {when_text(job['start'])}, runs {', '.join(r or '?' for r in job['runs'])}"
                  if ids.count(job["id"]) > 1 else "")
         out.append(f"== Job: {job['id']}{which} ({len(job['runs'])} runs, {job['nodes']} node(s))")
         out.extend(_job_header(job))
@@ -147,7 +110,7 @@ def _job_header(job: dict[str, Any]) -> list[str]:
            f"launchers: {', '.join(job['launchers']) or 'none traced'}"
            + (f"    identities: {'; '.join(job['identities'])}" if job["identities"] else "")
            + (f" (steps {', '.join(job['steps'])})" if job["steps"] else ""),
-           f"{_when(job['start'])} -> {_when(job['end'])}    {state}"
+           f"{when_text(job['start'])} -> {when_text(job['end'])}    {state}"
            + (f" (exit codes: {ends})" if ends else "")]
     return out
 
@@ -165,54 +128,6 @@ def _node_figures(e: dict[str, Any]) -> str:
     left = (f"{e['leftovers']} left" + (f" ({size_text(left_b)})" if left_b else "")) if e["leftovers"] \
         else "nothing left"
     return f"{e['pools']} pool(s){idle}; {left}; {e['errors']} error(s)"
-
-
-def _state_text(r: dict[str, Any]) -> str:
-    """How the run ended, in words: ended / in progress / main process killed / end not seen."""
-    state = r["state"]
-    status = r.get("exit_status")  # what `wp-autotrace run` waited for (its run_exit record): evidence
-    how = (f" by {r['ended_by']} (wp-autotrace run saw it)" if r.get("ended_by") else
-           f" with exit code {status} (wp-autotrace run saw it)" if isinstance(status, int) and status > 0 else "")
-    if state == "killed":
-        after = f"; {r['alive_after_root']} process(es) still alive after it" if r["alive_after_root"] else ""
-        if how:
-            return f"main process ended{how}, without process_exit{after}"
-        if r.get("records_lost") and not r.get("ended_by"):  # its process_exit may be a lost record
-            return f"main process ended without a process_exit in the log ({r['records_lost']} records lost{after})"
-        return f"main process ended without process_exit (killed, or os._exit{after})"
-    if state == "ended" and how:
-        return f"ended{how}"
-    if state == "in progress":
-        return "in progress"
-    if state == "ended" and r.get("exec_into"):
-        return f"ended (the main process exec'd into {r['exec_into']}; its end seen by the watcher)"
-    if state == "ended":
-        return "ended"
-    if r.get("alive_now") is False:  # the reader found its pid gone: it ended, its exit record not written
-        return f"ended without its exit record (no process_exit; {r['end_check']})"
-    return "end not seen (no process_exit" + (f"; {r['end_check']})" if r.get("end_check") else ")")
-
-
-def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
-    """Each finding, worst first (findings/rank.py, as report.py orders them), with its advice, wrapped to width
-    (verbose: every pid and the evidence)."""
-    if not rep["findings"]:
-        codes = [r.get("exit_code") for r in rep["runs"] if isinstance(r.get("exit_code"), int)]
-        bad = next((c for c in codes if c != 0), None)
-        if bad is not None:  # not "Nothing unusual" about a program that failed
-            return [f"- No finding about its processes or pools; the program exited with code {bad}."
-                    if bad > 0 else f"- No finding about its processes or pools; it was {status_words(bad)}."]
-        return ["- Nothing unusual."]
-    out = []
-    for f in rep["findings"]:
-        out.extend(wrap(f"- {f['text']}", width))
-        if f["advice"]:
-            out.extend(wrap(f"  what to do: {f['advice']}", width, "    "))
-        if verbose and len(f["pids"]) > 1:
-            out.append(f"  pids: {', '.join(map(str, f['pids']))}")
-        if verbose:
-            out.extend(f"  evidence: {e}" for e in f["evidence"])
-    return out
 
 
 def answer_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:

@@ -1,0 +1,98 @@
+"""Lines that the text report and the page both show, worded from the report dict: a run's header (its
+command, times, how it ended) and the findings with what to do. The presenters lay them out (text lines,
+HTML), neither words them itself nor imports the other.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from .fmt import status_words, wrap
+
+
+def when_text(ts: Any) -> str:
+    """A Unix time as UTC date and time; '?' for none."""
+    if not isinstance(ts, (int, float)):
+        return "?"
+    try:
+        return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return f"{ts:.0f}"
+
+def run_lines(r: dict[str, Any]) -> list[str]:
+    """One run's header (a `runs[]` entry of the report): command; root pid, hosts, times, state; python,
+    torch, guard, durations; the inductor settings at import. The text report's and the page's."""
+    out = [f"command:   {r['command'] or '?'}",
+           f"root pid:  {r['root_pid'] or '?'}    host(s): {', '.join(r['hosts'])}    "
+           f"{when_text(r['start'])} -> {when_text(r['end'])}    {state_text(r)}",
+           f"python {r['python'] or '?'}    torch {r['torch'] or '?'}    "
+           f"guard: {'nested-pools' if r['guard'] else 'off'}    {durations_text(r)}"]
+    if r["inductor"]:
+        out.append("inductor (at import): " + ", ".join(f"{k}={v}" for k, v in r["inductor"].items()))
+    return out
+
+def durations_text(r: dict[str, Any]) -> str:
+    """'duration 19.7 s', or the program's apart from the run's when a process outlived it: 'program 19.7 s,
+    run 73.5 s (until its last process ended)'; with the program's exit code when not 0."""
+    prog, run = r.get("program_s"), r["duration_s"]
+    code = r.get("exit_code")
+    exit_words = (f"    exit code {code}" if isinstance(code, int) and code > 0 else
+                  f"    {status_words(code)}" if isinstance(code, int) and code < 0 else "")
+    if isinstance(prog, (int, float)) and run - prog >= 1:
+        return f"program {prog:.1f} s, run {run:.1f} s (until its last process ended){exit_words}"
+    return f"duration {run:.1f} s{exit_words}"
+
+def state_text(r: dict[str, Any]) -> str:
+    """How the run ended, in words: ended / in progress / main process killed / end not seen."""
+    state = r["state"]
+    status = r.get("exit_status")  # what `wp-autotrace run` waited for (its run_exit record): evidence
+    how = (f" by {r['ended_by']} (wp-autotrace run saw it)" if r.get("ended_by") else
+           f" with exit code {status} (wp-autotrace run saw it)" if isinstance(status, int) and status > 0 else "")
+    if state == "killed":
+        after = f"; {r['alive_after_root']} process(es) still alive after it" if r["alive_after_root"] else ""
+        if how:
+            return f"main process ended{how}, without process_exit{after}"
+        if r.get("records_lost") and not r.get("ended_by"):  # its process_exit may be a lost record
+            return f"main process ended without a process_exit in the log ({r['records_lost']} records lost{after})"
+        return f"main process ended without process_exit (killed, or os._exit{after})"
+    if state == "ended" and how:
+        return f"ended{how}"
+    if state == "in progress":
+        return "in progress"
+    if state == "ended" and r.get("exec_into"):
+        return f"ended (the main process exec'd into {r['exec_into']}; its end seen by the watcher)"
+    if state == "ended":
+        return "ended"
+    if r.get("alive_now") is False:  # the reader found its pid gone: it ended, its exit record not written
+        return f"ended without its exit record (no process_exit; {r['end_check']})"
+    return "end not seen (no process_exit" + (f"; {r['end_check']})" if r.get("end_check") else ")")
+
+def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
+    """Each finding, worst first (findings/rank.py, as report.py orders them), with its advice, wrapped to width
+    (verbose: every pid and the evidence); none: no_finding_line."""
+    if not rep["findings"]:
+        return [no_finding_line(rep["runs"])]
+    return [line for f in rep["findings"] for line in finding_lines(f, verbose, width)]
+
+
+def no_finding_line(runs: list[dict[str, Any]]) -> str:
+    """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code)."""
+    codes = [r.get("exit_code") for r in runs if isinstance(r.get("exit_code"), int)]
+    bad = next((c for c in codes if c != 0), None)
+    if bad is not None:  # not "Nothing unusual" about a program that failed
+        return (f"- No finding about its processes or pools; the program exited with code {bad}."
+                if bad > 0 else f"- No finding about its processes or pools; it was {status_words(bad)}.")
+    return "- Nothing unusual."
+
+
+def finding_lines(f: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
+    """One finding: its text, 'what to do' (its advice), and with verbose its pids and evidence."""
+    out = wrap(f"- {f['text']}", width)
+    if f["advice"]:
+        out.extend(wrap(f"  what to do: {f['advice']}", width, "    "))
+    if verbose and len(f["pids"]) > 1:
+        out.append(f"  pids: {', '.join(map(str, f['pids']))}")
+    if verbose:
+        out.extend(f"  evidence: {e}" for e in f["evidence"])
+    return out
