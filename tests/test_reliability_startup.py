@@ -35,16 +35,29 @@ MAIN_INTERPRETER_CHECK = ('sys.modules.get("_thread", sys).__dict__.get("_is_mai
                           'lambda: "_signal" in sys.modules)()')
 
 
+# The line's outer test: whether either variable is set at all (the common case: neither). Only then is the
+# guard below compiled (exec of its text): site compiles every .pth line in every interpreter start, and the
+# full guard's compile was most of what an installed, untraced interpreter paid (docs/scale.md).
+PTH_OUTER = 'import os; (os.environ.get("WP_AUTOTRACE") or os.environ.get("WP_AUTOTRACE_GUARD")) and exec({guard})'
+
+
 def check_pth_line(text: str) -> None:
-    """The .pth holds one import line that reads only our two variables and imports only our bootstrap."""
+    """The .pth holds one import line that reads only our two variables and imports only our bootstrap:
+    PTH_OUTER, whose guard is one string literal checked node by node below."""
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    assert len(lines) == 1 and lines[0].startswith("import os, sys; "), lines
-    assert lines[0].count(MAIN_INTERPRETER_CHECK) == 1, "the main-interpreter check must stand as written"
-    tree = ast.parse(lines[0].replace(MAIN_INTERPRETER_CHECK, "True"))
+    assert len(lines) == 1, lines
+    outer = ast.parse(lines[0])
+    guard = outer.body[-1].value.values[-1].args[0]  # type: ignore[attr-defined]
+    assert isinstance(guard, ast.Constant) and isinstance(guard.value, str), ast.dump(guard)
+    assert lines[0] == PTH_OUTER.format(guard=repr(guard.value)), lines[0]
+    inner = guard.value
+    assert inner.startswith("import sys; "), inner
+    assert inner.count(MAIN_INTERPRETER_CHECK) == 1, "the main-interpreter check must stand as written"
+    tree = ast.parse(inner.replace(MAIN_INTERPRETER_CHECK, "True"))
     imported: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            assert isinstance(node, ast.Import) and [a.name for a in node.names] == ["os", "sys"]
+            assert isinstance(node, ast.Import) and [a.name for a in node.names] == ["sys"]
         elif isinstance(node, ast.Name):
             assert node.id in ("os", "__import__"), node.id
         elif isinstance(node, ast.Attribute):

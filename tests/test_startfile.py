@@ -126,7 +126,7 @@ def pth_says_on(env: dict[str, str]) -> bool:
     try:
         os.environ.clear()
         os.environ.update(env)
-        exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import}})
+        exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import, "exec": exec}})
     finally:
         os.environ.clear()
         os.environ.update(saved)
