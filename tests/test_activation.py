@@ -44,11 +44,8 @@ START_MODULES = {
     "atexit",
     "wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.runtime.bootstrap", "wp_autotrace.runtime.sink",
     "wp_autotrace.runtime.host_patches",
-    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab",
-    "wp_autotrace.common.cmdline", "wp_autotrace.common.redact", "wp_autotrace.common.clock",
+    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab", "wp_autotrace.common.redact",
 }
-# Python 3.9 has no sys.orig_argv: the command line is read from /proc (procfs.proc_cmdline).
-START_MODULES_PY39 = {"wp_autotrace.common.procfs", "errno", "__future__"}
 
 
 def test_a_traced_start_loads_only_the_start_modules(tmp_path: Path) -> None:
@@ -62,7 +59,7 @@ def test_a_traced_start_loads_only_the_start_modules(tmp_path: Path) -> None:
     on = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_RUN="r", WP_AUTOTRACE_ROOT_PID="1"), cwd=tmp_path)
     assert off.stderr == on.stderr == "", on.stderr
     added = set(on.stdout.split()) - set(off.stdout.split())
-    want = START_MODULES | (START_MODULES_PY39 if sys.version_info < (3, 10) else set())
+    want = set(START_MODULES)  # 3.9 too: its command line (no sys.orig_argv) is read from /proc by env.py
     if sys.version_info >= (3, 15):
         want.discard("wp_autotrace")  # the .start entry point loads it untraced too
     assert added == want

@@ -1,12 +1,29 @@
-"""Every WP_AUTOTRACE* environment variable, in one home, with the words that turn one on or off; and
-the other variables a traced process records (POOL_ENV, RANK_ENV), read without a KeyError per unset name.
+"""What a process is started with, in one home: its environment, its command line, its start time.
 
-The one-line ``wp_autotrace.pth`` and ``_site.py`` keep their own literals (they
-must import nothing); tests/test_startfile.py checks them equal to these.
-Stdlib only: the host side loads it at start-up.
+Each side reads these (a traced process at start-up, the watcher, `run`, the offline reader), and a
+traced start-up needs all three, so they are one module: a traced child pays the fixed price of
+finding and loading a file (about 0.1 ms each) once for them, not three times (docs/scale.md).
+
+- The environment: every WP_AUTOTRACE* variable, with the words that turn one on or off; and the
+  other variables a traced process records (POOL_ENV, RANK_ENV), read without a KeyError per unset
+  name. The one-line ``wp_autotrace.pth`` and ``_site.py`` keep their own literals (they must
+  import nothing); tests/test_startfile.py checks them equal to these.
+- The command line: Python's own argv grammar, parsed in one place (the host side reads its own
+  command line with it, the analysis labels recorded ones, the watcher names roles from it).
+- The one process clock: a process's create time from /proc/PID/stat, and the identity rule
+  (procfs.py, which only the watcher, the root's exit and the offline tools load, re-exports it).
+
+Stdlib only, import-cheap: the host side loads it at start-up.
 """
 
 import os
+import sys
+import time
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("", "0", "false", "no", "off")
@@ -132,3 +149,235 @@ def rank_env() -> "dict[str, str]":
     """The rank/launcher variables that are set (empty outside a distributed launch)."""
     found = set_vars(RANK_ENV)
     return found if set(found) - set(_ONLY_WITH_OTHERS) else {}
+
+
+# -- the command line: what it runs ------------------------------------------------------------
+
+
+
+# Roles recognised from a process's command line at start (script path,
+# -m module or -c code). Checked in order; the first marker found wins.
+ARGV_ROLES: "tuple[tuple[str, str], ...]" = (
+    ("_inductor/compile_worker/__main__.py", "compile-sidecar"),
+    ("_inductor/__autotune_main__.py", "autotune-worker"),
+    ("quack._compile_worker", "quack-worker"),
+    # Started by multiprocessing's spawn/forkserver pools; it outlives its
+    # starter by a moment, by design.
+    ("multiprocessing.resource_tracker", "resource-tracker"),
+    # multiprocessing's forkserver: started on demand, lives until its starter exits.
+    ("multiprocessing.forkserver", "forkserver"),
+)
+
+# Longest -c first line kept in a label.
+MAX_CODE = 40
+# Python options that take a value (the next argument, or the rest of this one).
+_VALUE_OPTIONS = "WX"
+# Long options that take a value.
+_LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
+
+
+def basename(path: str) -> str:
+    """The last part of a path as a command line names it (trailing slashes ignored)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_python(program: str) -> bool:
+    """Whether a program name or path is a Python interpreter (python, python3.11, pypy3)."""
+    name = basename(program)
+    return name.startswith(("python", "pypy")) and name.rstrip("0123456789.mdu").endswith(("python", "pypy"))
+
+
+def python_command(argv: "Sequence[str]") -> "tuple[str, str] | None":
+    """What a Python command line runs: ("script", path), ("-m", module), ("-c", code),
+    ("stdin", "") or ("repl", ""); None if argv[0] is not a Python interpreter."""
+    if not argv or not is_python(argv[0]):
+        return None
+    return _program(argv)
+
+
+def _program(argv: "Sequence[str]") -> "tuple[str, str]":
+    """python_command's answer for an interpreter's argv, whatever argv[0] is called."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            return ("stdin", "") if arg == "-" else ("script", arg)
+        if arg.startswith("--"):
+            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
+            continue
+        for j, flag in enumerate(arg[1:], 1):
+            if flag in "cm" or flag in _VALUE_OPTIONS:
+                rest = arg[j + 1:]
+                if not rest:
+                    i += 1
+                    rest = argv[i] if i < len(argv) else ""
+                if flag in "cm":
+                    return ("-" + flag, rest)
+                break
+        i += 1
+    return ("repl", "")
+
+
+def python_flags(argv: "Sequence[str]") -> str:
+    """The one-letter options a Python command line gives the interpreter before what it runs
+    ("IS" for ``python -I -S SCRIPT`` or ``python -IS SCRIPT``; -c/-m end the options)."""
+    letters = ""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-" or not arg.startswith("-"):
+            break
+        if arg.startswith("--"):
+            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
+            continue
+        for j, flag in enumerate(arg[1:], 1):
+            if flag in "cm":
+                return letters
+            if flag in _VALUE_OPTIONS:
+                i += 0 if arg[j + 1:] else 1  # the value is the rest of this argument, or the next one
+                break
+            letters += flag
+        i += 1
+    return letters
+
+
+# How the wp-autotrace command shows in a command line: it never traces itself
+# (`run` execs the program, which is traced as its own interpreter starts).
+CLI_SCRIPT = "wp-autotrace"
+CLI_MODULE = "wp_autotrace"
+
+
+def runs_own_cli(argv: "Sequence[str]") -> bool:
+    """Whether an interpreter's argv runs the wp-autotrace command (its console script, or
+    python -m wp_autotrace); argv[0] may be any interpreter's name."""
+    kind, what = _program(argv) if argv else ("repl", "")
+    return (kind, what) == ("-m", CLI_MODULE) or (kind == "script" and basename(what) == CLI_SCRIPT)
+
+
+def first_line(code: str, limit: int = MAX_CODE) -> str:
+    """The first non-blank line of code, shortened to limit characters."""
+    line = next((s.strip() for s in code.splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def own_argv() -> "list[str]":
+    """This interpreter's full command line (sys.orig_argv; /proc on Python < 3.10)."""
+    argv = getattr(sys, "orig_argv", None)
+    if argv:
+        return list(argv)
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            data = f.read(65536).decode(errors="replace")
+    except OSError:
+        return []
+    # Each argument ends with a NUL: the last split piece is not an argument.
+    return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
+
+
+def role_from_cmd(cmd: str) -> "str | None":
+    """The role a command line shows (a compile sidecar, say), if any."""
+    for suffix, role in ARGV_ROLES:
+        if suffix in cmd.replace(os.sep, "/"):
+            return role
+    return None
+
+
+# -- the one process clock --------------------------------------------------------------------
+
+
+# /proc/PID/stat (man proc(5)): (1) pid, (2) comm in parentheses (it may hold
+# spaces and ")", so fields are counted from the last ")"), then (3) state,
+# (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
+# clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
+STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
+# (52) exit_code (Linux 3.5+): the wait status a zombie holds for its parent (signal in the low 7 bits, else
+# the exit code in bits 8-15). Readable by the process's owner; the kernel shows 0 to others, so it is
+# evidence only when read by the same user (the watcher runs as the run's user).
+STAT_EXIT_CODE = 49
+# (48) arg_start (Linux 3.5+): where the kernel put the command line in the process's memory, set by an exec
+# only (a fork's copy keeps its parent's). The one exec sign a python that execs python shows: its comm stays
+# the same. Shown to the process's owner (0 to others: no sign then, as before).
+STAT_ARG_START = 45
+# A stat line is well under this (52 fields; comm at most 64 bytes).
+STAT_BYTES = 4096
+
+# The one identity rule: two create times closer than this name one process
+# (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
+# from the same kernel numbers; boot (boot_time()) is computed once per process
+# from two clocks, microseconds apart between processes, so one process's values
+# may differ by one 0.01 rounding step; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
+# processes that got one pid 20 ms apart. A pid reused within 15 ms of the
+# first start cannot be told apart by any tool.
+SAME_START_S = 0.015
+
+
+def same_process(create_time: "float | None", other: "float | None") -> bool:
+    """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
+    return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
+
+
+def split_stat(data: bytes) -> "tuple[str, list[bytes]] | None":
+    """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
+    head, sep, tail = data.rpartition(b")")
+    fields = tail.split()
+    if not sep or len(fields) <= STAT_RSS:
+        return None
+    return head.partition(b"(")[2].decode(errors="replace"), fields
+
+
+_boot_time: "float | None" = None
+
+
+def boot_time() -> float:
+    """The boot time on the wall clock, exact to microseconds: computed once per process.
+
+    /proc/PID/stat's starttime counts ticks of CLOCK_BOOTTIME (suspend included,
+    proc(5)); /proc/stat's btime is that boot time cut to an integer second (up
+    to 1 s early), which put every start up to 1 s before the records' clock.
+    Where CLOCK_BOOTTIME is missing, btime.
+    """
+    global _boot_time
+    if _boot_time is None:
+        try:
+            _boot_time = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        except (AttributeError, OSError):
+            _boot_time = _btime()
+    return _boot_time
+
+
+def _btime() -> float:
+    with open("/proc/stat", "rb") as f:
+        for line in f:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    return 0.0
+
+
+class ProcClock:
+    """Turns a stat starttime into a create time: Unix seconds on the records' clock, 2 decimals.
+
+    Every process of a run (process_start), the watcher (tree entries), the
+    root's exit (below) and cleanup use this one clock and rounding, so
+    (host, pid, create_time) names one process; compare two with same_process().
+    """
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.boot = boot_time()
+
+    def create_time(self, starttime: bytes) -> float:
+        return round(self.boot + int(starttime) / self.tick, 2)
+
+
+def own_create_time() -> "float | None":
+    """This process's create time from /proc/self/stat; None where there is no /proc."""
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)  # a third of open()'s cost (procfs._read)
+        try:
+            data = os.read(fd, STAT_BYTES)
+        finally:
+            os.close(fd)
+        parsed = split_stat(data)
+        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
+    except (OSError, ValueError):
+        return None

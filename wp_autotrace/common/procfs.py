@@ -1,9 +1,9 @@
-"""Facts read from /proc: one parser per file, the readers; the one process clock is clock.py's.
+"""Facts read from /proc: one parser per file, the readers; the process clock and own argv are env.py's.
 
 Stdlib only, import-cheap: the watcher, cleanup, watch and the root's exit
 read every process through here, so a process is named the same way
 everywhere: (host, pid, create_time), the create time from ``ProcClock``
-(clock.py, re-exported here; a traced start-up loads only that leaf).
+(env.py, re-exported here; a traced start-up loads only that leaf).
 """
 
 from __future__ import annotations
@@ -11,49 +11,49 @@ from __future__ import annotations
 import errno
 import os
 
-from .clock import (
+from .env import (
     SAME_START_S as SAME_START_S,
 )
-from .clock import (
+from .env import (
     STAT_ARG_START as STAT_ARG_START,
 )
-from .clock import (
+from .env import (
     STAT_EXIT_CODE as STAT_EXIT_CODE,
 )
-from .clock import (
+from .env import (
     STAT_PGRP as STAT_PGRP,
 )
-from .clock import (
+from .env import (
     STAT_PPID as STAT_PPID,
 )
-from .clock import (
+from .env import (
     STAT_RSS as STAT_RSS,
 )
-from .clock import (
+from .env import (
     STAT_SESSION as STAT_SESSION,
 )
-from .clock import (
+from .env import (
     STAT_STARTTIME as STAT_STARTTIME,
 )
-from .clock import (
+from .env import (
     STAT_STATE as STAT_STATE,
 )
-from .clock import (
+from .env import (
     STAT_THREADS as STAT_THREADS,
 )
-from .clock import (
+from .env import (
     ProcClock as ProcClock,
 )
-from .clock import (
+from .env import (
     boot_time as boot_time,
 )
-from .clock import (
+from .env import (
     own_create_time as own_create_time,
 )
-from .clock import (
+from .env import (
     same_process as same_process,
 )
-from .clock import (
+from .env import (
     split_stat as split_stat,
 )
 
@@ -84,17 +84,6 @@ READ_CHUNK = 65536  # bytes asked per read(): a bound on each buffer, whatever t
 # Errors that mean the process (or thread) is gone. Any other error of a /proc read (EMFILE,
 # ENFILE, ENOMEM, EACCES...) says nothing about the process: it must never be read as an end.
 GONE_ERRNOS = (errno.ENOENT, errno.ESRCH)
-
-def proc_cmdline() -> list[str]:
-    """The full command line where sys.orig_argv is missing (Python < 3.10)."""
-    try:
-        with open("/proc/self/cmdline", "rb") as f:
-            data = f.read(65536).decode(errors="replace")
-    except OSError:
-        return []
-    # Each argument ends with a NUL: the last split piece is not an argument.
-    return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
-
 
 class Unreadable(OSError):
     """A live process's /proc file could not be read (EMFILE, ENFILE, ENOMEM, EACCES...): not an end."""

@@ -10,7 +10,7 @@ tools/check_targets.py) where each row's name is defined.
 
 # The environment read at process start and with a call has its home in env.py (a traced start-up reads
 # it without loading this table); re-exported here under the names the readers use.
-from .cmdline import ARGV_ROLES as ARGV_ROLES  # its home: what a command line runs
+from .env import ARGV_ROLES as ARGV_ROLES  # its home: what a command line runs (env.py)
 from .env import RANK_ENV as RANK_ENV
 from .env import rank_env as rank_env
 from .vocab import CONFIG as CONFIG  # a mode (below): the module's settings, read once it has loaded

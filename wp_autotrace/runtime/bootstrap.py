@@ -11,9 +11,8 @@ import _thread
 import os
 import sys
 
-from ..common.clock import own_create_time
-from ..common.cmdline import ARGV_ROLES, own_argv, runs_own_cli
 from ..common.env import (
+    ARGV_ROLES,
     CHILD_ROLE_ENV,
     ENABLE_ENV,
     FALSE_WORDS,
@@ -32,8 +31,11 @@ from ..common.env import (
     WARNED_ENV,
     WATCHED_ENV,
     is_true,
+    own_argv,
+    own_create_time,
     pool_env,
     rank_env,
+    runs_own_cli,
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 
 from ..common import vocab as V
-from ..common.cmdline import role_from_cmd
+from ..common.env import role_from_cmd
 from ..common.procfs import Unreadable, make_reader, same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
 from .logwatch import LogWatch

@@ -13,14 +13,17 @@ import sys
 from typing import Any
 
 from ...analysis.read.logread import NoUsableLog, count_events, stream_logs
-from ...common.cmdline import CLI_SCRIPT, is_python, python_flags, runs_own_cli
 from ...common.env import (
+    CLI_SCRIPT,
     ENABLE_ENV,
     GUARD_ENV,
     GUARD_NESTED_POOLS,
     LOG_ENV,
     RUN_IDENTITY_ENV,
     TRUE_WORDS,
+    is_python,
+    python_flags,
+    runs_own_cli,
 )
 from ...common.vocab import RUN_EXIT, RUNNER, WATCHER
 from ...runtime.sink import Sink, default_log_name
