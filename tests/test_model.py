@@ -346,6 +346,40 @@ def test_finding_scenario(kind: str, tmp_path: Path) -> None:
     json.dumps(rep, allow_nan=False)
 
 
+def _threads_too_late(env: dict[str, str], at_call: dict[str, object]) -> LogWriter:
+    """main made a SubprocPool for 2 workers (its sidecar's --workers=2); a later AsyncCompile.wait began with
+    env and captured at_call (inductor's settings then)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 2, 100, 1, "main", f"{SP}:SubprocPool.__init__", 10, 2.5, sidecar_pid=300)
+    w.add(2.2, 300, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py", "--workers=2"],
+          python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
+    w.add(4, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait", call_id=20, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN, env=env, **at_call)
+    w.add(4.1, 100, 1, "main", "return", call_id=20, duration_s=0.1)
+    w.add(5, 300, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(5.1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_compile_threads_changed_after_the_pool_exists(tmp_path: Path) -> None:
+    """compile_threads set in code (the config's value at a later wait) or TORCHINDUCTOR_COMPILE_THREADS set in
+    the environment after torch read it, while a pool made for 2 workers lived: changed nothing, said with the
+    pool's own size; the same value as the pool's, or compile_threads=1 (then torch compiles in the process, a
+    real change), is not told."""
+    by_code = report(_threads_too_late({}, {"compile_threads": 4}), tmp_path)
+    (f,) = [f for f in by_code["findings"] if f["kind"] == "setting-too-late"]
+    assert f["text"].startswith("compile_threads=4 was set in main 100") and "kept its 2 workers" in f["text"]
+    assert "before the first compile" in f["advice"]
+    by_env = report(_threads_too_late({"TORCHINDUCTOR_COMPILE_THREADS": "4"}, {"compile_threads": 2}), tmp_path)
+    (f,) = [f for f in by_env["findings"] if f["kind"] == "setting-too-late"]
+    assert f["text"].startswith("TORCHINDUCTOR_COMPILE_THREADS=4 was set") and "compile_threads=2" in f["text"]
+    assert "before torch is imported" in f["advice"]
+    for env, at_call in (({}, {"compile_threads": 2}), ({}, {"compile_threads": 1}),
+                         ({"TORCHINDUCTOR_COMPILE_THREADS": "2"}, {"compile_threads": 2})):
+        assert "setting-too-late" not in kinds(report(_threads_too_late(env, at_call), tmp_path))
+
+
 def test_slow_exit_cost_and_guard_idle_wording(tmp_path: Path) -> None:
     """The slow exit says how long, and costs it; guard idle says so in one line."""
     rep = report(with_slow_exit(), tmp_path)

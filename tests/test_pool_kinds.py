@@ -267,3 +267,35 @@ def test_a_start_method_set_after_the_pool_exists_is_told(tmp_path: Path) -> Non
     (found,) = [f for f in rep["findings"] if f["kind"] == "setting-too-late"]
     assert "TORCHINDUCTOR_WORKER_START=fork was set" in found["text"] and "changed nothing" in found["text"]
     assert "kept its subprocess workers" in found["text"] and "before torch is imported" in found["advice"]
+
+
+THREADS_TOO_LATE = textwrap.dedent('''
+    import psutil
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+
+    AsyncCompile.wait_pool_ready()  # first Triton kernel: the pool, made with compile_threads=2
+    torch._inductor.config.compile_threads = 4  # set in code after the pool exists
+    AsyncCompile().wait({})  # the wait each compiled graph makes
+    side = psutil.Process(AsyncCompile.process_pool().process.pid)
+    print(len(side.children()))  # the workers the pool still has, as the program sees them
+''')
+
+
+def test_compile_threads_set_after_the_pool_exists_is_told(tmp_path: Path) -> None:
+    """compile_threads set in code after the pool exists changes nothing (the program counts its sidecar's
+    workers itself with psutil: still 2); the report says so, with the pool's own worker count, why, and what
+    works (set it before the pool is made, or shut the pool down after changing it)."""
+    script, log = tmp_path / "train.py", tmp_path / "log.jsonl"
+    script.write_text(THREADS_TOO_LATE)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2")
+    res = run_python([str(script)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    workers = int(res.stdout.strip())
+    assert workers == 2
+    wait_for_watcher(log, timeout=30)
+    rep = report_json(log)
+    (found,) = [f for f in rep["findings"] if f["kind"] == "setting-too-late"]
+    assert found["text"].startswith("compile_threads=4 was set in main") and "changed nothing" in found["text"]
+    assert f"kept its {workers} workers" in found["text"] and "compile_threads=4 was set" in rep["answer"]
+    assert "shutdown_compile_workers()" in found["advice"] and "before the first compile" in found["advice"]

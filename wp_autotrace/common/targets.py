@@ -165,6 +165,7 @@ _SP = "torch._inductor.compile_worker.subproc_pool"
 _AT = "torch._inductor.autotune_process"
 
 _SIDECAR = (("sidecar_pid", "self.process.pid"),)
+_SETTINGS_NOW = (("compile_threads", "config.compile_threads"), ("worker_start_method", "config.worker_start_method"))
 _WORKERS = (("worker_pids", "self.pool._processes"),)
 
 TARGETS: "tuple[Target, ...]" = (
@@ -184,7 +185,9 @@ TARGETS: "tuple[Target, ...]" = (
     # a Ctrl-C interrupts, is a job the pool never finished.
     # env: the pool variables as each wait begins: one set after the pool exists (a later test's setUp) is seen
     # here, though the cached pool never reads it.
-    Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT),
+    # capture_call: the settings as each wait begins: compile_threads or worker_start_method changed in code after
+    # the pool exists is seen here, though the cached pool keeps what it read when it was made.
+    Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT, capture_call=_SETTINGS_NOW),
     Target(_AC, "AsyncCompile.quiesce", tag=ASYNC_QUIESCE),
     Target(_AC, "maybe_warm_pool", env=True, tag=MAYBE_WARM_POOL),
     Target(_AC, "after_fork", tag=AFTER_FORK),
@@ -225,8 +228,10 @@ TARGETS: "tuple[Target, ...]" = (
     Target(_SP, "SubprocMain._shutdown_pool", tag=SIDECAR_POOL_SHUTDOWN),
     # As a fork/spawn pool is made: the threads its process runs (a fork copies only the forking thread, and a
     # lock another thread held then is never released in a worker: a job can hang for ever).
+    # max_workers: the workers it may start (it starts them as jobs come): what compile_threads was as it was made.
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.__init__",
-           tag=TRACKED_POOL, capture_call=(("threads", "process.threads"),)),
+           tag=TRACKED_POOL, capture_call=(("threads", "process.threads"),),
+           capture=(("max_workers", "self._max_workers"),)),
     # A fork/spawn pool's jobs (2.8+; the sidecar's own executor counts here too, credited to no pool of its
     # own): counted, as SubprocPool.submit is, for the pool's first and last job.
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.submit", mode=COUNT,

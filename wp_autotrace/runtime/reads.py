@@ -107,14 +107,19 @@ def read_threads() -> int | None:
 _PROCESS_FACTS = {"threads": read_threads}
 
 
+# "config.NAME" capture paths: inductor's setting as the call runs (a later change to it is seen; the pool
+# torch made before keeps the value it read then).
+INDUCTOR_CONFIG = "torch._inductor.config"
+
+
 def resolve(path: str, instance: Any, result: Any) -> Any:
     """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists. "process.threads" reads the
-    process (_PROCESS_FACTS)."""
+    process (_PROCESS_FACTS); "config.NAME" inductor's config module, when it is loaded."""
     root, *attrs = path.split(".")
     if root == "process":
         fact = _PROCESS_FACTS.get(attrs[0]) if len(attrs) == 1 else None
         return fact() if fact is not None else None
-    value = instance if root == "self" else result
+    value = sys.modules.get(INDUCTOR_CONFIG) if root == "config" else instance if root == "self" else result
     for attr in attrs:
         value = getattr(value, attr, None)
         if value is None:

@@ -105,6 +105,19 @@ def workers_of(pool: Pool) -> list[Process]:
     return [q for q in side.children if q.role == vocab.COMPILE_WORKER or q.pid in side.worker_pids]
 
 
+WORKERS_ARG = "--workers="  # the sidecar's argument: the workers its pool starts (SubprocPool's nprocs)
+
+
+def pool_size(pool: Pool) -> int | None:
+    """The workers the pool was made for (compile_threads as torch read it then): a sidecar's --workers=N, a
+    fork/spawn pool's max_workers as captured; None when the log does not say."""
+    if pool.sidecar is not None:
+        arg = next((a for a in pool.sidecar.argv if a.startswith(WORKERS_ARG)), "")
+        return int(arg[len(WORKERS_ARG):]) if arg[len(WORKERS_ARG):].isdigit() else None
+    n = pool.call.ret.get("max_workers")
+    return n if isinstance(n, int) else None
+
+
 def pool_end(pool: Pool) -> float | None:
     """When the pool's processes were gone: its sidecar's end; a fork/spawn pool's, its last worker's (None
     while one was not seen to end, or it had none)."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ..derive.pools import pool_end, start_method
+from ..derive.pools import pool_end, pool_size, start_method
 from ..fold.model import EXECUTOR
 from .base import Finding
 
 if TYPE_CHECKING:
     from ..derive.view import View
-    from ..fold.model import Pool, Process
+    from ..fold.model import Call, Pool, Process
 
 # The variables torch reads into a setting at config's import, and that setting's name.
 READ_AT_IMPORT = (("TORCHINDUCTOR_COMPILE_THREADS", "compile_threads"),
@@ -58,6 +58,7 @@ def setting_overridden(v: View) -> Finding | None:
 
 
 START_VAR = "TORCHINDUCTOR_WORKER_START"
+THREADS_VAR = "TORCHINDUCTOR_COMPILE_THREADS"
 
 
 def _pool_start(pool: Pool) -> str:
@@ -65,29 +66,61 @@ def _pool_start(pool: Pool) -> str:
     return start_method(pool) if pool.kind == EXECUTOR else "subprocess"
 
 
+def _late_change(pool: Pool, c: Call, have: str, at: str) -> tuple[str, str, str] | None:
+    """What a wait c, while pool lived, shows set since the pool was made and ignored by it: (what was set, what
+    the pool kept, the evidence), or None. Torch reads the variables once, into the config, when
+    torch._inductor.config loads; it reads the config's compile_threads and worker_start_method when
+    AsyncCompile.process_pool makes its pool, and keeps that pool."""
+    workers = pool_size(pool)
+    at = f"AsyncCompile.wait at {at} began with"
+    if c.env.get(START_VAR) not in (None, have):
+        return f"{START_VAR}={c.env[START_VAR]}", f"its {have} workers", f"{at} {START_VAR}={c.env[START_VAR]}"
+    method = c.at_call.get("worker_start_method")
+    if method not in (None, have):
+        return (f"worker_start_method={method!r}", f"its {have} workers",
+                f"{at} worker_start_method={method!r} (config)")
+    threads = c.at_call.get("compile_threads")
+    if isinstance(threads, int) and threads > 1 and workers and threads != workers:
+        return f"compile_threads={threads}", f"its {workers} workers", f"{at} compile_threads={threads} (config)"
+    var = c.env.get(THREADS_VAR)
+    if isinstance(threads, int) and var is not None and str(var).strip() != str(threads):
+        return (f"{THREADS_VAR}={var}", f"compile_threads={threads}" + (f" and its {workers} workers" if workers
+                                                                          else ""),
+                f"{at} {THREADS_VAR}={var} and compile_threads={threads} (config)")
+    return None
+
+
 def setting_too_late(v: View) -> Finding | None:
-    """TORCHINDUCTOR_WORKER_START set to another start method while a pool of its process already lived (seen in
-    the environment a later AsyncCompile.wait began with): it changed nothing, since torch read it into
-    worker_start_method when its config loaded and AsyncCompile.process_pool keeps the pool it made."""
+    """A pool setting changed while a pool of its process already lived (seen at a later AsyncCompile.wait: the
+    variable in its environment, or the config's value then): it changed nothing, since torch reads the variable
+    into the config when the config loads, and the config's value when AsyncCompile.process_pool makes the pool
+    it then keeps."""
     for pool in v.pools:
         have = _pool_start(pool)
         end = pool_end(pool)
-        later = [c for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT and c.ts > pool.call.ts
-                 and (end is None or c.ts < end) and c.env.get(START_VAR) not in (None, have)]
-        if not have or not later:
+        later = ((c, change) for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT
+                 and c.ts > pool.call.ts and (end is None or c.ts < end) and have
+                 and (change := _late_change(pool, c, have, f"{v.rel(c.ts):.1f} s")) is not None)
+        c, (what, kept, evidence) = next(later, (None, ("", "", "")))
+        if c is None:
             continue
-        c = later[0]
         p = pool.creator
         test = f" (during {c.env['PYTEST_CURRENT_TEST'].rsplit(' ', 1)[0]})" if c.env.get("PYTEST_CURRENT_TEST") else ""
+        name = "compile_threads" if "THREADS" in what or "threads" in what else "worker_start_method"
+        var = THREADS_VAR if name == "compile_threads" else START_VAR
+        in_code = not what.startswith("TORCHINDUCTOR_")  # set in code (the config), not the environment
+        advice = (f"set torch._inductor.config.{name} before the first compile makes the pool, or call "
+                  "torch._inductor.async_compile.shutdown_compile_workers() after changing it so the next compile "
+                  "makes a new pool" if in_code else
+                  f"set {var} before torch is imported (in the environment that starts the process, or a "
+                  f"conftest.py that runs first); to change it inside a running process, set "
+                  f"torch._inductor.config.{name} and call torch._inductor.async_compile.shutdown_compile_workers() "
+                  "so the next compile makes a new pool")
         return Finding(
             "setting-too-late", "warning",
-            f"{START_VAR}={c.env[START_VAR]} was set in {p.role} {p.pid} after its compile pool existed{test}, "
-            f"and changed nothing: the pool made at {v.rel(pool.call.ts):.1f} s kept its {have} workers. torch "
-            "reads the variable once, into worker_start_method, when torch._inductor.config loads, and "
-            "AsyncCompile.process_pool keeps the pool it made.",
-            [p.pid], [f"AsyncCompile.wait at {v.rel(c.ts):.1f} s began with {START_VAR}={c.env[START_VAR]}"],
-            f"set {START_VAR} before torch is imported (in the environment that starts the process, or a conftest.py "
-            "that runs first); to change it inside a running process, set torch._inductor.config.worker_start_method "
-            "and call torch._inductor.async_compile.shutdown_compile_workers() so the next compile makes a new pool",
-            {})
+            f"{what} was set in {p.role} {p.pid} after its compile pool existed{test}; it changed nothing, the "
+            f"pool made at {v.rel(pool.call.ts):.1f} s kept {kept}: torch reads {var} once, into {name}, when "
+            f"torch._inductor.config loads, and reads {name} when AsyncCompile.process_pool makes the pool it "
+            "then keeps.",
+            [p.pid], [evidence], advice, {})
     return None

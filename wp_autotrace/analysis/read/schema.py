@@ -95,6 +95,9 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
                            "running (false: the call is a no-op)"),
     ("threads", UINT, "captured as the call starts (TrackedProcessPoolExecutor.__init__): the threads its process "
                       "ran, native ones included (/proc/self/stat)"),
+    ("compile_threads", INT, "captured as the call starts (AsyncCompile.wait): inductor's compile_threads then"),
+    ("worker_start_method", STR, "captured as the call starts (AsyncCompile.wait): inductor's worker_start_method "
+                                 "then"),
 )
 _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("run", STR, "run id"),
@@ -135,6 +138,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("quiesce_after_s", NUM, "captured (SubprocPool.__init__, torch 2.10+): the pool's quiesce delay as it "
                                  "was made (quiesce_async_compile_time then); absent when quiesce was off"),
         ("worker_pids", INTS, "captured: the sidecar's workers"),
+        ("max_workers", UINT, "captured (TrackedProcessPoolExecutor.__init__): the workers a fork/spawn pool may "
+                              "start (compile_threads as it was made)"),
         ("autotune_pid", UINT, "captured: the autotune process"),
         ("sidecar_returncode", INT, "captured (SubprocPool.shutdown): the sidecar's status as torch's own "
                                     "process.wait() saw it (-N: signal N); absent when torch did not wait"),
