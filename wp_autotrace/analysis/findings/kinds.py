@@ -29,8 +29,8 @@ KINDS: dict[str, tuple[str, str]] = {
                            "was another value when torch._inductor.config loaded: both values, what its compiles "
                            "then took", "set the setting in code after the imports, before the first compile"),
     "setting-too-late": ("worker_start_method or compile_threads (the variable or the config) set after the "
-                         "process's pool existed (seen at a later AsyncCompile.wait): it changed nothing, and why", "set it before torch is imported, or "
-                         "set the config and shut the pool down"),
+                         "process's pool existed (seen at a later AsyncCompile.wait): it changed nothing, and why",
+                         "set it before torch is imported, or set the config and shut the pool down"),
     "spawn-main-reimport": ("a spawned child (a spawn pool's worker) imported the main script again as __mp_main__ "
                             "and its unguarded top level ran there; where it raised, the child died and its pool "
                             "broke", 'the script\'s top level under `if __name__ == "__main__":`, or '
