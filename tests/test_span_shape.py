@@ -48,6 +48,10 @@ def _log() -> LogWriter:
     w.add(6, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
     w.add(7, 201, 200, "compile-worker", "process_exit", how="exit", counts={}, dropped=0)
     w.add(8, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    # The watcher sees the worker and the main go after their process_exit (the interpreter's teardown):
+    # their spans end then, at Process.ended_at, the one end rule.
+    watcher(w, 8.4, "tree", count=0, started=[], ended=[{"pid": 201, "end": T0 + 7.3, "create_time": T0 + 1.3},
+                                                         {"pid": 100, "end": T0 + 8.3, "create_time": T0}])
     return w
 
 
@@ -72,11 +76,19 @@ def test_live_spans_equal_the_finished_log_export(tmp_path: Path) -> None:
             live_resource[span["spanId"]] = resource
 
     spans = LiveSpans(RUN, "h1", SERVICE, out)
+    last_tick = data.records[0]["ts"]
     for r in data.records:
         spans.record(r)
+        if r["event"] == "tree":  # what the watcher's tick hands the live export (LiveExport.tick)
+            spans.settle(last_tick)
+            for e in r["ended"]:
+                spans.gone(e["pid"], e["end"], e.get("create_time"))
+            last_tick = r["ts"]
     spans.close(data.records[-1]["ts"])
     assert len(finished) == 13  # 6 processes (300 twice: reused), 4 calls of 100, 3 of the first 300
     # each program of an exec'ing process numbers its calls from 1: a span id each all the same
     assert len({s["spanId"] for s in finished}) == len(finished)
     assert sorted(live, key=_key) == sorted(finished, key=_key)
     assert live_resource == resource_of
+    ends = {s["name"]: int(s["endTimeUnixNano"]) for s in finished if s["name"].split()[-1] in ("100", "201")}
+    assert ends == {"main 100": round((T0 + 8.3) * 1e9), "compile-worker 201": round((T0 + 7.3) * 1e9)}, ends

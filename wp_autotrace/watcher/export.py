@@ -14,8 +14,10 @@ only, as the root's own; never put in argv, which ps shows):
 What is sent, and when (the same spans and ids as ``wp-autotrace export
 --format otlp`` of the finished log, common/otel.py): a call's span when
 its return is in the log (a refused call at once); a process's span, in a
-resource of its own, when its process_exit is in the log or the watcher saw it
-end; at the watcher's end, what is still open, ended then.
+resource of its own, when the watcher saw it end (its span ends at the later of
+that end and its process_exit record: the run model's one end rule, Process.ended_at),
+or, gone without a process_exit, once the log was read past that end; at the
+watcher's end, what is still open, ended then (at its process_exit when it wrote one).
 
 Invariants:
 - Never blocks the watcher's sampling: spans go to a bounded queue
@@ -128,7 +130,7 @@ class _Proc:
     """One traced process of the run, while its span is open: (host, pid, create_time), as the run model's."""
 
     __slots__ = ("key", "run", "pid", "ppid", "create_time", "start", "span_id", "parent_span", "info",
-                 "open_calls", "left_calls", "gone", "execs")
+                 "open_calls", "left_calls", "gone", "exited_at", "execs")
 
     def __init__(self, run: str, rec: dict[str, Any], parent_span: str | None) -> None:
         self.key = (rec["host"], rec["pid"])
@@ -143,8 +145,15 @@ class _Proc:
         # call_id -> (parent span, its call record, its own span id)
         self.open_calls: dict[int, tuple[str, dict[str, Any], str]] = {}
         self.left_calls: list[tuple[str, dict[str, Any], str]] = []  # open when it exec'd: they never return
-        self.gone: float | None = None  # when the watcher saw it end (no process_exit yet)
+        self.gone: float | None = None  # when the watcher saw it end
+        self.exited_at: float | None = None  # its process_exit record's time
         self.execs = 0  # its execs so far: a new program numbers its calls from 1 again (call_span_id's gen)
+
+    def ended_at(self, otherwise: float) -> float:
+        """The run model's end rule (fold/model.py Process.ended_at): the watcher's end, never before the
+        process_exit record; otherwise when neither is known."""
+        ends = [t for t in (self.gone, self.exited_at) if t is not None]
+        return max(ends) if ends else otherwise
 
     def is_same(self, rec: dict[str, Any]) -> bool:
         """Whether a process_start for this (host, pid) is this process again (an exec), not a reused pid:
@@ -185,8 +194,11 @@ class LiveSpans:
         elif event == "return":
             self.returned(p, rec)
         elif event == "process_exit":
-            del self.procs[key]
-            self.end_process(p, rec["ts"], exited=True)
+            # Its span waits for the watcher to see it go (the real end, after the interpreter's teardown).
+            p.exited_at = rec["ts"] if p.exited_at is None else p.exited_at
+            if p.gone is not None:
+                del self.procs[key]
+                self.end_process(p, p.ended_at(rec["ts"]), exited=True)
 
     def started(self, key: tuple[str, int], rec: dict[str, Any]) -> None:
         """A process_start: a new process (a reused pid's earlier span ends here), or an exec of an open one
@@ -198,9 +210,9 @@ class LiveSpans:
             old.open_calls.clear()
             old.execs += 1
             return
-        if old is not None:
+        if old is not None:  # a reused pid: the earlier process ended (at its process_exit, if it wrote one)
             del self.procs[key]
-            self.end_process(old, rec["ts"], exited=False)
+            self.end_process(old, old.ended_at(rec["ts"]), exited=old.exited_at is not None)
         ppid = rec.get("ppid")
         parent = self.procs.get((key[0], ppid)) if isinstance(ppid, int) and ppid != key[1] else None
         self.procs[key] = _Proc(self.run, rec, parent.span_id if parent is not None else None)
@@ -239,26 +251,31 @@ class LiveSpans:
         self.out(p.key, self.process_resource(p), span)
 
     def gone(self, pid: int, when: float, create_time: float | None = None) -> None:
-        """The watcher saw this process end; its span ends at the next settle unless its process_exit comes.
-        A create_time that is not the open process's names another process (a reused pid): ignored."""
+        """The watcher saw this process end: after its process_exit, its span ends now (ended_at); without one,
+        at the next settle unless its process_exit comes. A create_time that is not the open process's names
+        another process (a reused pid): ignored."""
         p = self.procs.get((self.host, pid))
         if p is None or p.gone is not None:
             return
         if create_time is None or p.create_time is None or same_process(p.create_time, create_time):
             p.gone = when
+            if p.exited_at is not None:
+                del self.procs[p.key]
+                self.end_process(p, p.ended_at(when), exited=True)
 
     def settle(self, before: float) -> None:
         """End the spans of processes gone (no process_exit) before `before`: the log was read since."""
         for key, p in list(self.procs.items()):
             if p.gone is not None and p.gone < before:
                 del self.procs[key]
-                self.end_process(p, p.gone, exited=False)
+                self.end_process(p, p.ended_at(p.gone), exited=p.exited_at is not None)
 
     def close(self, now: float) -> None:
-        """The watcher's end: every span still open ends now (or when its process was seen gone)."""
+        """The watcher's end: every span still open ends now (or when its process was seen gone, or at its
+        process_exit when the watcher did not see it go)."""
         for key, p in list(self.procs.items()):
             del self.procs[key]
-            self.end_process(p, p.gone if p.gone is not None else now, exited=False)
+            self.end_process(p, p.ended_at(now), exited=p.exited_at is not None)
 
     def end_process(self, p: _Proc, end: float, exited: bool) -> None:
         resource = self.process_resource(p)

@@ -78,7 +78,8 @@ def _spans(p: Process, calls: list[Call], started_by: str | None) -> Iterator[di
     trace = trace_id(run)
     parent = _span_of(p.parent) if p.parent is not None and p.parent is not p and _wrote(p.parent) else None
     start = float(p.create_time if p.create_time is not None else p.start or 0.0)
-    end = p.end if p.end is not None else p.run.end if p.run is not None and p.run.end else start
+    ended = p.ended_at  # the one end rule: the watcher's end, never before the process_exit record
+    end = ended if ended is not None else p.run.end if p.run is not None and p.run.end else start
     yield process_span(trace, span, started_by or parent, p.role or "child", p.pid, run, rank_value(p.rank),
                        start, end, p.exited)
     for c in calls:
