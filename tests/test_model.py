@@ -99,6 +99,37 @@ def with_fork_hang() -> LogWriter:
     return w
 
 
+def with_orphaned_fork_pool() -> LogWriter:
+    """pytorch#87335's shape: main (a harness) runs child 150, which makes a fork pool at 3 s and dies at 3.2 s
+    without an exit of its own; its workers live on (re-parented) until 63.2 s; main ends only then."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    w.add(0.1, 150, 100, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
+          forked=False, env={}, run="r1", root_pid=100)
+    user = {"file": "/home/u/main.py", "line": 27, "func": "<module>"}
+    call(w, 3, 150, 100, "child", f"{AC}:AsyncCompile.wait_pool_ready", 1, 3.1, caller=user)
+    w.add(3.001, 150, 100, "child", "call", target=f"{AC}:AsyncCompile.process_pool", call_id=2, parent_call=1,
+          thread="MainThread", stack=[user], caller=user)
+    w.add(3.002, 150, 100, "child", "call", call_id=3, parent_call=2, thread="MainThread", stack=[user],
+          caller=user, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+          ".__init__", threads=1)
+    w.add(3.003, 150, 100, "child", "return", call_id=3, duration_s=0.001)
+    w.add(3.004, 150, 100, "child", "return", call_id=2, duration_s=0.003)
+    for pid in (201, 202):
+        w.add(3.05, pid, 150, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
+              forked=True, env={}, run="r1", root_pid=100)
+        w.add(3.06, pid, 150, "compile-worker", "role")
+    watcher(w, 3.2, "tree", count=3, started=[], ended=[{"pid": 150, "end": T0 + 3.2}])
+    for t in (4.0, 30.0, 60.0):
+        watcher(w, t, "memory", procs=[{"pid": pid, "pss": 100 * 2**20, "uss": 2**20} for pid in (201, 202)])
+    watcher(w, 63.2, "tree", count=1, started=[],
+            ended=[{"pid": 201, "end": T0 + 63.2}, {"pid": 202, "end": T0 + 63.2}])
+    w.add(63.25, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 63.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
 def with_setting_overridden() -> LogWriter:
     """main started with TORCHINDUCTOR_COMPILE_THREADS=4; inductor's config loaded with compile_threads=1."""
     w = LogWriter()
@@ -309,6 +340,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
     "fork-pool-hang": with_fork_hang,
+    "pool-outlived-creator": with_orphaned_fork_pool,
     "setting-overridden": with_setting_overridden,
     "spawn-main-reimport": with_spawn_reimport,
     "setting-too-late": with_setting_too_late,

@@ -834,3 +834,27 @@ def test_a_wait_begun_after_a_pool_stopped_is_not_on_that_pool(tmp_path: Path) -
     w.lines.append(exit_record)
     (pool,) = report(w, tmp_path)["pools"]
     assert pool["busy_until"] == 10.0 and pool["idle_to"] == 60.01 and pool["idle_s"] == 50.01, pool
+
+
+def test_a_pool_that_outlived_its_crashed_creator_is_told_with_the_fix_that_works(tmp_path: Path) -> None:
+    """pytorch#87335: a child made a fork pool and died (no process_exit) at 3.2 s; its workers lived until 63.2 s
+    and its parent (the harness) ended only then. The Answer says the pool outlived its creator by 60 s, with
+    the creator's end and the parent's, not "idle 60 s after its last job"; Fix first is the start method
+    (a shutdown call cannot run in a process that crashed), and no idle-pool finding counts the orphan span."""
+    from .test_model import with_orphaned_fork_pool
+
+    rep = report(with_orphaned_fork_pool(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["outlived_creator"]["s"] == pytest.approx(60.0, abs=0.01), pool["outlived_creator"]
+    assert pool["outlived_creator"]["held_pss_bytes"] == 200 * MIB
+    assert pool["idle_to"] == pytest.approx(3.2, abs=0.01), pool
+    kinds = [f["kind"] for f in rep["findings"]]
+    assert "pool-outlived-creator" in kinds and "idle-pool" not in kinds, kinds
+    answer = rep["answer"]
+    assert "Child 150 ended at 3.2 s with no exit of its own (how, the log does not say)" in answer, answer
+    assert "outlived it by 60.0 s; main 100, its parent, ended only then" in answer, answer
+    assert "died with its creator" not in answer, answer
+    assert "idle 60" not in answer, answer
+    fix = answer.split("Fix first: ", 1)[1]
+    assert fix.startswith('start the workers without fork: worker_start_method="subprocess"'), fix
+    assert "compile_threads=1" in fix and "shutdown_compile_workers" not in fix, fix

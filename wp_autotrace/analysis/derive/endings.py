@@ -225,7 +225,11 @@ class Endings:
         # nothing of their order, and a parent that waited for its child (a shell wrapper) ends right after it.
         tick = p.run.interval if p.run is not None else 0.0
         if parent is not None and pend is not None and pend + tick / 2 < at <= pend + window:
-            return Ending(WITH_CREATOR, f"died with its creator ({parent.role} {parent.pid})", at,
+            # a pool process notices its creator's end only at its watchdog's next poll: a late end is said as late
+            words = (f"ended {at - pend:.1f} s after its creator ({parent.role} {parent.pid}), whose end torch's "
+                     "worker watchdog polls for" if at - pend >= 1.0 and window > WITH_CREATOR_S + 2 * tick
+                     else f"died with its creator ({parent.role} {parent.pid})")
+            return Ending(WITH_CREATOR, words, at,
                           [f"no process_exit; {parent.role} {parent.pid} ended {at - pend:.1f} s before it "
                            f"(within {window:.0f} s)"])
         pool = self.pool_of.get(id(p))

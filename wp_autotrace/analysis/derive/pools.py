@@ -151,6 +151,21 @@ def waited_until(pool: Pool, t_end: float) -> float | None:
     return until if stop is None else min(until, stop)
 
 
+# A pool whose processes lived this long after its creator ended outlived it (orphans: nobody can use or stop
+# them; whoever waits on what they inherited waits too). Far from what a normal end takes: a creator's exit
+# stops its pool before it ends, and a SubprocPool's sidecar sees its creator's pipe close at once.
+OUTLIVED_S = 5.0
+
+
+def outlived_creator(pool: Pool) -> tuple[float, float] | None:
+    """(the creator's end, the pool's end) when the pool's processes were seen to end OUTLIVED_S or more after
+    its creator ended; None otherwise (a pool still running at the end of the log is a leftover's story)."""
+    made_end, end = pool.creator.ended_at, pool_end(pool)
+    if made_end is None or end is None or end - made_end < OUTLIVED_S:
+        return None
+    return made_end, end
+
+
 def start_method(pool: Pool) -> str:
     """How a pool's workers were started, from the workers themselves: 'fork' (each forked from its creator),
     'spawn' (each a fresh interpreter its creator started), '' when not known (none seen, or a SubprocPool:
@@ -247,6 +262,12 @@ class PoolStory:
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
         ends = [t for t in (pool.shutdown_at, side_end) if t is not None]
         self.alive_at_end = side_end is None if side is not None else bool(pool.members) and side_end is None
+        # A pool that outlived its creator was idle only while its creator lived: after that it was an orphan
+        # (findings' pool-outlived-creator tells that span, with what it held), not an idle pool to shut down.
+        self.orphaned = outlived_creator(pool)
+        if self.orphaned is not None:
+            ends.append(self.orphaned[0])
+            self.busy_until = min(self.busy_until, self.orphaned[0])
         self.idle_to = min(ends) if ends else t_end
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
@@ -270,6 +291,19 @@ class PoolStory:
         self.counts = counts_at(self.procs, pool.creator, inside_at if self.held_bytes is not None else peak_at)
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
+        self.orphan_mib_s, self.orphan_held = self._orphan_memory(t_end)
+
+    def _orphan_memory(self, t_end: float) -> tuple[float | None, int | None]:
+        """What the pool's processes held after their creator ended: (MiB·s over that span, the most at one
+        moment in it); (None, None) when it did not outlive its creator or nothing was read then."""
+        if self.orphaned is None:
+            return None, None
+        a, b = self.orphaned
+        read = [p for p in self.procs if p.alive_during(a, b) and p.mem and span_samples(p, a, b)]
+        if not read:
+            return None, None
+        held = peak_at_once(read, a, b)[0]
+        return round(sum(integral(p, a, b, t_end) for p in read) / MIB, 1), held
 
     def _after_quiesce(self, side: Process | None) -> tuple[float, int] | None:
         """(ts, pss) of the sidecar's last reading after the idle span's first quiesce: what the pool still
@@ -302,6 +336,9 @@ class PoolStory:
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "device_files": self.devices, "counts": self._counts_dict(rel),
+            "outlived_creator": ({"creator_end": rel(self.orphaned[0]), "end": rel(self.orphaned[1]),
+                                  "s": round(self.orphaned[1] - self.orphaned[0], 3), "mib_s": self.orphan_mib_s,
+                                  "held_pss_bytes": self.orphan_held} if self.orphaned else None),
             "after_quiesce": ({"at": rel(self.after_quiesce[0]), "sidecar_pss_bytes": self.after_quiesce[1]}
                               if self.after_quiesce else None),
         }

@@ -282,6 +282,52 @@ def idle_pools(v: View) -> Finding | None:
          "idle_gib_s": round(total / 1024, 3), "held_pss_bytes": sum(st.held_bytes or 0 for st in idle) or None})
 
 
+OUTLIVED_FORK_ADVICE = (
+    'start the workers without fork: worker_start_method="subprocess" (TORCHINDUCTOR_WORKER_START=subprocess, '
+    "torch's default, set before torch's import): its sidecar reads its creator's pipe and ends, with its "
+    "workers, as soon as the creator does; or compile without a pool: compile_threads=1 "
+    "(TORCHINDUCTOR_COMPILE_THREADS=1)")
+
+
+def pool_outlived_creator(v: View) -> Finding | None:
+    """A pool whose processes lived on after the process that made them ended (derive/pools.outlived_creator):
+    nobody could use or stop them; a forked worker holds what it inherited (the creator's stdout and stderr), so
+    whoever reads those to their end waits for it. Told with the creator's end, the parent's, and what it held."""
+    orphans = [st for pool in v.pools if (st := v.story(pool)).orphaned is not None]
+    if not orphans:
+        return None
+    st = max(orphans, key=lambda x: x.orphaned[1] - x.orphaned[0] if x.orphaned else 0.0)
+    assert st.orphaned is not None
+    pool, (gone, end) = st.pool, st.orphaned
+    creator, rel = pool.creator, v.rel
+    ending = v.endings.of(creator)
+    how = "" if creator.exited else f", {ending.words}" if ending.kind != "unknown" and ending.evidence else \
+        " with no exit of its own (how, the log does not say)"
+    forked = start_method(pool) == "fork"
+    who = "its workers" if pool.sidecar is None else f"its sidecar {pool.sidecar.pid}"
+    parent = creator.parent
+    after = ""
+    if parent is not None and (p_end := parent.ended_at) is not None and p_end >= end - 1.0:
+        gap = f"{abs(p_end - end):.1f} s {'after' if p_end >= end else 'before'} them"
+        after = f"; {parent.role} {parent.pid}, its parent, ended only then ({gap})"
+    held = f", holding {size_text(st.orphan_held)} (PSS)" if st.orphan_held else ""
+    pipes = (": forked workers inherit the creator's stdout and stderr, so a parent reading them to their end "
+             "(subprocess's communicate()) waits as long") if forked else ""
+    made = site(user_frame(pool.call.caller) or pool.call.caller)
+    return Finding(
+        "pool-outlived-creator", "problem",
+        f"{creator.role.capitalize()} {creator.pid} ended at {_at(rel(gone))}{how}, and its compile pool "
+        f"({_pool_name(st)}) outlived it by {end - gone:.1f} s{after or ', until ' + _at(rel(end))}; {who} lived on "
+        f"until {_at(rel(end))} with "
+        f"nobody to use or stop them{held} (the pool made at {made}){pipes}.",
+        sorted({p.pid for p in st.procs}), [f"{x.pool.creator.role} {x.pool.creator.pid} ended at "
+                                            f"{_at(rel(x.orphaned[0]))}; its pool at {_at(rel(x.orphaned[1]))}"
+                                            for x in orphans[:TEXT_PIDS] if x.orphaned is not None],
+        OUTLIVED_FORK_ADVICE if forked else (
+            f"end the pool before its creator ends: call {shutdown_path(v, creator)}() when its compiles are done"),
+        {"hang_s": round(end - gone, 3), **({"idle_mib_s": st.orphan_mib_s} if st.orphan_mib_s else {})})
+
+
 def pool_device_files(v: View) -> Finding | None:
     """Pool processes holding accelerator device files (pytorch#134084)."""
     holding = [p for pool in v.pools for p in v.story(pool).procs if p.devices]

@@ -27,11 +27,15 @@ def pool_sentence(pool: dict[str, Any]) -> str:
              else f"; it lived {end - start:.1f} s" if end is not None
              else "; it was still running at the end of the log")
     idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
+    orphan = pool.get("outlived_creator")
+    if orphan:  # after its creator ended it was no idle pool: nobody could use or stop it
+        idle += (f", outliving its creator by {orphan['s']:.1f} s (ended at {seconds_text(orphan['creator_end'])}; "
+                 f"the pool at {seconds_text(orphan['end'])})")
     mem = ""
     if pool["held_pss_bytes"]:
         floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
         mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
-        if pool["idle_mib_s"]:
+        if pool["idle_mib_s"] and pool["idle_s"] >= 1:
             mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
