@@ -14,7 +14,7 @@ from wp_autotrace.analysis.fold.model import Waited
 from wp_autotrace.analysis.fold.verdict import Reader
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
-from wp_autotrace.analysis.report import analyze
+from wp_autotrace.analysis.report import analyze, analyze_view
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_pools import device_pool, idle_pool, spawn_child_exit
@@ -601,8 +601,10 @@ def test_deep_chain_and_many_pools_are_linear(tmp_path: Path) -> None:
               forked=False, run="r1")
     for i in range(8000):
         call(w, 2 + i * 1e-4, 100, 1, "main", f"{SP}:SubprocPool.__init__", i + 1, 2 + i * 1e-4, sidecar_pid=1000 + i)
-    rep = report(w, tmp_path)
+    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "chain.jsonl"))]))
     assert rep["max_sidecar_depth"] == 8000 and len(rep["pools"]) == 8000
+    # each process counts in one pool (each sidecar heads its own): the rows add up, and the walks are linear
+    assert [[p.pid for p in view.story(pool).procs] for pool in view.pools] == [[1000 + i] for i in range(8000)]
     render_text(rep, {})
 
 

@@ -31,7 +31,7 @@ Definitions (one home; the report's JSON keys carry these names):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
@@ -75,10 +75,32 @@ def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
     return BY_FINALIZER, None
 
 
-def pool_processes(pool: Pool) -> list[Process]:
+# The creator's calls that wait on a pool's jobs: AsyncCompile.wait (its kernels' futures), wait_pool_ready.
+WAIT_TAGS = (targets.ASYNC_WAIT, targets.WAIT_POOL_READY)
+
+
+class PoolIndex(NamedTuple):
+    """What each pool's story looks up across the model, indexed once for all the stories (8,000 pools of one
+    creator, each scanning that creator's 8,000 calls and walking the chain of sidecars below its own, took
+    minutes): who heads which pool (id(process) -> pool: each pool's sidecar, or a fork/spawn pool's workers),
+    and each creator's calls that wait on pool jobs (id(creator) -> its WAIT_TAGS calls)."""
+
+    heads: dict[int, Pool]
+    waits: dict[int, list[Call]]
+
+
+def pool_index(pools: list[Pool]) -> PoolIndex:
+    """The index of pools (all the model's: a pool of a run not chosen still has its own processes)."""
+    heads = {id(q): pool for pool in pools for q in ([pool.sidecar] if pool.sidecar is not None else pool.members)}
+    creators = {id(pool.creator): pool.creator for pool in pools}
+    return PoolIndex(heads, {k: [c for c in p.calls.values() if c.tag in WAIT_TAGS] for k, p in creators.items()})
+
+
+def pool_processes(pool: Pool, heads: dict[int, Pool]) -> list[Process]:
     """The sidecar and its descendants (iteratively: the tree can be deep); a fork/spawn pool's: its workers
-    and theirs. Not a pool made inside it (a nested pool's sidecar, members and theirs): each process counts
-    in one pool only, so adding the pools' rows never counts a process twice."""
+    and theirs. Not another pool's (a nested pool's sidecar, members and theirs: `heads`, pool_index's of every
+    pool): each process counts in one pool only, so adding the pools' rows never counts a process twice, and
+    all pools' walks together visit each process once (8,000 pools each a child of the one before: linear)."""
     side = pool.sidecar
     if side is None and not pool.members:
         return []
@@ -90,9 +112,7 @@ def pool_processes(pool: Pool) -> list[Process]:
             continue
         seen.add(p.index)
         found.append(p)
-        nested = {id(q) for other in p.pools if other is not pool
-                  for q in ([other.sidecar] if other.sidecar is not None else other.members)}
-        stack.extend(q for q in p.children if id(q) not in nested)
+        stack.extend(q for q in p.children if heads.get(id(q), pool) is pool)
     return found
 
 
@@ -127,19 +147,16 @@ def pool_end(pool: Pool) -> float | None:
     return None if any(e is None for e in ends) else max(e for e in ends if e is not None)
 
 
-# The creator's calls that wait on a pool's jobs: AsyncCompile.wait (its kernels' futures), wait_pool_ready.
-WAIT_TAGS = (targets.ASYNC_WAIT, targets.WAIT_POOL_READY)
-
-
-def waited_until(pool: Pool, t_end: float) -> float | None:
+def waited_until(pool: Pool, t_end: float, calls: list[Call]) -> float | None:
     """Until when the pool's creator waited on its jobs (a wait call begun after the pool's making, or the one that
     made it, and before the pool stopped: a later wait is on another pool, or on none): the last such wait's
     return; where one never returned, or was interrupted (its job never came back), the pool's end, else the
-    log's; never past the pool's stop; None without such a call."""
+    log's; never past the pool's stop; None without such a call. calls: the creator's (its WAIT_TAGS ones
+    will do: pool_index)."""
     made = pool.call.ts
     stops = [t for t in (pool.shutdown_at, pool_end(pool)) if t is not None]
     stop = min(stops) if stops else None
-    waits = [c for c in pool.creator.calls.values() if c.tag in WAIT_TAGS and (c.end is None or c.end >= made)
+    waits = [c for c in calls if c.tag in WAIT_TAGS and (c.end is None or c.end >= made)
              and (stop is None or c.ts < stop)]
     if not waits:
         return None
@@ -224,10 +241,10 @@ def held_after(p: Process, ts: float) -> int | None:
 class PoolStory:
     """One pool's lifecycle, derived once (see the module docstring for each term)."""
 
-    def __init__(self, pool: Pool, t_end: float) -> None:
+    def __init__(self, pool: Pool, t_end: float, index: PoolIndex) -> None:
         self.pool = pool
         side = pool.sidecar
-        self.procs = pool_processes(pool)
+        self.procs = pool_processes(pool, index.heads)
         self.workers = workers_of(pool)
         self.ready_at = pool.ready_at if pool.ready_at is not None else (
             side.pool_starts[0] if side is not None and side.pool_starts else
@@ -256,7 +273,8 @@ class PoolStory:
             # the pool was working on them until then, or until its sidecar died with them (lost): not idle
             stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
             self.busy_until = max(self.busy_until, min(stops)) if stops else self.busy_until
-        waited = waited_until(pool, t_end)
+        waits = index.waits.get(id(pool.creator))
+        waited = waited_until(pool, t_end, list(pool.creator.calls.values()) if waits is None else waits)
         if waited is not None and not self.never_served:
             self.busy_until = max(self.busy_until, waited)  # its creator waited on its jobs until then: not idle
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
@@ -361,6 +379,8 @@ def _outcome(call: Call | None) -> str | None:
     return "returned" if call.end is not None else "never returned"
 
 
-def stories(pools: list[Pool], t_end: float) -> dict[int, PoolStory]:
-    """id(pool) -> its story."""
-    return {id(pool): PoolStory(pool, t_end) for pool in pools}
+def stories(pools: list[Pool], t_end: float, every: list[Pool]) -> dict[int, PoolStory]:
+    """id(pool) -> its story; `every`: all the model's pools (a pool of a run not chosen still has its own
+    processes)."""
+    index = pool_index(every)
+    return {id(pool): PoolStory(pool, t_end, index) for pool in pools}

@@ -64,7 +64,7 @@ class View:
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)
         self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
                           and any(rank_value(q.rank) for q in p.children)}
-        self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end)
+        self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end, model.pools)
         root = next((r.root for r in runs if r.root is not None), None)
         self.endings = Endings(self.procs, self.pools, self.config_of(root)[1] if root is not None else "", self.t0)
         self.exit_wait_s = sum(_open_for(self, c) for c in self.calls

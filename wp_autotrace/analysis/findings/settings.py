@@ -95,11 +95,15 @@ def setting_too_late(v: View) -> Finding | None:
     variable in its environment, or the config's value then): it changed nothing, since torch reads the variable
     into the config when the config loads, and the config's value when AsyncCompile.process_pool makes the pool
     it then keeps."""
+    waits: dict[int, list[Call]] = {}  # each creator's, once (thousands of pools of one creator: linear)
     for pool in v.pools:
         have = _pool_start(pool)
         end = pool_end(pool)
-        later = ((c, change) for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT
-                 and c.ts > pool.call.ts and (end is None or c.ts < end) and have
+        mine = waits.get(id(pool.creator))
+        if mine is None:
+            mine = waits[id(pool.creator)] = [c for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT]
+        later = ((c, change) for c in mine
+                 if c.ts > pool.call.ts and (end is None or c.ts < end) and have
                  and (change := _late_change(pool, c, have, f"{v.rel(c.ts):.1f} s")) is not None)
         c, (what, kept, evidence) = next(later, (None, ("", "", "")))
         if c is None:
