@@ -445,6 +445,12 @@ def test_bundled_example_has_no_contradiction(tmp_path: Path) -> None:
         if pool["sidecar_pid"] in left:
             assert pool["ending"]["kind"] != "shutdown-completed", pool
     assert "shut it down" not in rep["answer"] or not left
+    # what the leftovers (every one a pool's sidecar) held together is a moment of the pools' own sum at once:
+    # never above its peak (their latest readings, of different moments, summed to 2.1 GiB beside 1.7 GiB)
+    costs = rep["costs"]
+    if costs["leftover_real_bytes"] and all("sidecar" in p["role"] or "worker" in p["role"]
+                                            for p in rep["processes"] if p["left_behind"]):
+        assert costs["leftover_real_bytes"] <= costs["pool_peak_pss_bytes"], costs
     for p in rep["processes"]:
         e = p.get("ending")
         if e and e["kind"] not in ("unknown", "running"):

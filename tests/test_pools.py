@@ -858,3 +858,34 @@ def test_a_pool_that_outlived_its_crashed_creator_is_told_with_the_fix_that_work
     fix = answer.split("Fix first: ", 1)[1]
     assert fix.startswith('start the workers without fork: worker_start_method="subprocess"'), fix
     assert "compile_threads=1" in fix and "shutdown_compile_workers" not in fix, fix
+
+
+def test_the_leftovers_memory_is_one_moments_never_above_the_peak_at_once(tmp_path: Path) -> None:
+    """seed_log's leftovers 300 and 400, read together at 9.6 s (200 + 300 MiB), then 300 alone at 12.0 s (250)
+    and 400 alone at 15.0 s (350: 300's reading is 3 s old then, stale). Their latest readings summed (600 MiB)
+    were never held at one moment; what they held together is a point of the same sum at once the pools' peak
+    is the largest of: 12.0 s, 250 + 300 = 550 MiB, the peak itself."""
+    w = seed_log()
+    for ts, mem in ((9.6, ((300, 200), (400, 300))), (12.0, ((300, 250),)), (15.0, ((400, 350),))):
+        w.add(ts, 900, 100, "watcher", "memory", run="r1", root_pid=100,
+              procs=[{"pid": pid, "pss": mib * MIB, "uss": mib * MIB, "rss": mib * MIB} for pid, mib in mem])
+    rep = report(w, tmp_path)
+    costs = rep["costs"]
+    assert costs["pool_peak_pss_bytes"] == 550 * MIB, costs
+    assert costs["leftover_real_bytes"] == 550 * MIB, costs
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "holding about 550 MiB:" in left["text"], left["text"]
+
+
+def test_leftovers_read_together_only_before_the_main_ended_say_when(tmp_path: Path) -> None:
+    """No reading after the main process's end (11 s), 300 and 400 read together only at 9.6 s: their figure is
+    that moment's, and the text says so rather than pass it for what was left after the end."""
+    w = seed_log()
+    w.add(9.6, 900, 100, "watcher", "memory", run="r1", root_pid=100,
+          procs=[{"pid": pid, "pss": mib * MIB, "uss": mib * MIB, "rss": mib * MIB} for pid, mib in ((300, 200),
+                                                                                                   (400, 300))])
+    rep = report(w, tmp_path)
+    assert rep["costs"]["leftover_real_bytes"] == 500 * MIB == rep["costs"]["pool_peak_pss_bytes"], rep["costs"]
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "(all 2 read together, at 9.6 s, before the main process ended)" in left["text"], left["text"]
+    assert "at 9.6 s, before the main process ended" in rep["answer"], rep["answer"]

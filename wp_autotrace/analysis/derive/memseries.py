@@ -50,14 +50,18 @@ def lived_mem(p: Process) -> list[tuple[float, int, int]]:
     return lived or p.mem
 
 
-def at_once(procs: list[Process], a: float | None = None, b: float | None = None) -> list[Point]:
+def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True
+            ) -> list[Point]:
     """The simultaneous PSS sum of procs at each of their sample times (module docstring), from the samples
     taken in [a, b] only when a window is given (a sample before it is never carried into it); [] unsampled.
+    lived=False also takes the samples a process's own process_exit outlived: what a process left behind
+    still held then (held_after), until the watcher saw it end.
 
     Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
     point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
     for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
-    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in (lived_mem(p) if p.mem else ())
+    samples = sorted((ts, i, pss) for i, p in enumerate(procs)
+                     for ts, pss, _ in ((lived_mem(p) if lived else p.mem) if p.mem else ())
                      if (a is None or ts >= a) and (b is None or ts <= b))
     spans = [(p.start, p.ended_at) for p in procs]
     enters = sorted((s, i) for i, (s, _) in enumerate(spans) if s is not None)
@@ -124,6 +128,16 @@ def peak_at_once(procs: list[Process], a: float | None = None, b: float | None =
     alive then, t); (None, 0, 0, None) unsampled."""
     best = max(at_once(procs, a, b), key=lambda pt: pt.pss, default=None)
     return (None, 0, 0, None) if best is None else (best.pss, best.read, best.alive, best.ts)
+
+
+def left_at_once(procs: list[Process], after: float | None) -> Point | None:
+    """What processes left behind held together, as one at_once point of theirs (the same readings and
+    staleness as every peak, so the leftovers' figure is never a sum of readings from different moments):
+    the point that read the most of them, one after `after` (the main process's end) before one before it,
+    the latest on a tie. Its samples include those taken after a process's own process_exit (lived=False):
+    a leftover holds what it holds until it is gone. None when none of them was read."""
+    return max(at_once(procs, lived=False), default=None,
+               key=lambda pt: (pt.read, after is not None and pt.ts >= after, pt.ts))
 
 
 def held(p: Process) -> list[tuple[float, int]]:

@@ -10,7 +10,7 @@ from ..fold.model import Call, Model, Pool, Process, Run
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .memseries import lived_mem
+from .memseries import left_at_once, lived_mem
 from .pools import PoolStory, held_after, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
@@ -58,7 +58,17 @@ class View:
         self.left_sum_at_least = any(q.index not in listed for sharers in gone_sharers.values() for q in sharers)
         pss = [self.left_held.get(p.index) or (p.mem[-1][1] if p.mem else None) for _, p in left]
         self.leftover_pss = sum(x for x in pss if x is not None) if any(x is not None for x in pss) else None
-        self.leftover_real = sum(self.real_left(p) for _, p in left)
+        # Their real memory together: one at_once point of the pool processes among them (left_at_once: the
+        # same readings and staleness as the pools' peak, never latest figures of different moments summed; a
+        # pool process never read for PSS counts as not read), plus the RSS figure of each other leftover.
+        main_ends = [e for e in left_ends.values() if e is not None]
+        pooled = [p for _, p in left if p.mem or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER]
+        in_pool = {p.index for p in pooled}
+        self.left_point = left_at_once([p for p in pooled if p.mem], min(main_ends, default=None))
+        self.left_sampled = len(pooled)
+        # Where none was read for PSS, each one's figure (RSS from the watcher's leftover record: one moment's).
+        self.leftover_real = sum(self.real_left(p) for _, p in left) if self.left_point is None else \
+            self.left_point.pss + sum(self.real_left(p) for _, p in left if not p.mem and p.index not in in_pool)
         self.states = {r.id: run_state(r, now) for r in runs}  # now: the reader's time
         self.multi_host = len({p.host for p in self.procs}) > 1
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)

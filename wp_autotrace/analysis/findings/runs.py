@@ -26,7 +26,7 @@ def leftovers(v: View) -> Finding | None:
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     # "at least" where a figure was read while a pool mate not in the sum still shared its pages
     about = "at least" if v.left_sum_at_least else "about"
-    mb = f", holding {about} {size_text(v.leftover_real)}" if v.leftover_real else ""
+    mb = f", holding {about} {size_text(v.leftover_real)}{left_read_text(v)}" if v.leftover_real else ""
     # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
     killed = next((_no_exit_how(r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
     pending = _provisional(v)
@@ -58,7 +58,24 @@ def leftovers(v: View) -> Finding | None:
         todo + cause,
         {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
          "leftover_real_bytes": v.leftover_real, "procs_left": v.leftover_count,
-         "mib_left": round(v.leftover_real / MIB, 1) if v.leftover_real else None})
+         "mib_left": round(v.leftover_real / MIB, 1) if v.leftover_real else None,
+         "left_read_text": left_read_text(v)})
+
+
+def left_read_text(v: View) -> str:
+    """When the leftovers' memory is not all of them read at one moment after the main process ended, which
+    moment and how many ('' when it is): their figure is one at_once point (View.left_point), never latest
+    figures of different moments summed, so it says what it covers."""
+    pt, n = v.left_point, v.left_sampled
+    if pt is None:
+        return ""
+    ends = [r.root.ended_at for r in v.runs if r.root is not None and r.root.ended_at is not None]
+    before = bool(ends) and pt.ts < min(ends)
+    if pt.read >= n and not before:
+        return ""
+    who = f"{pt.read} of the {n}" if pt.read < n else f"all {n}"
+    when = "before the main process ended" if before else "after the main process ended"
+    return f" ({who} read together, at {v.rel(pt.ts):.1f} s, {when})"
 
 
 def _provisional(v: View) -> str:

@@ -326,7 +326,8 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
     if f["kind"] == "leftovers":
         real = rep["costs"].get("leftover_real_bytes")
         about = "at least" if rep["costs"].get("leftover_at_least") else "about"  # View.left_sum_at_least
-        mem = f" ({about} {size_text(real)})" if real else ""
+        read = f["cost"].get("left_read_text", "")
+        mem = f" ({about} {size_text(real)}{read.replace(' (', ': ', 1)[:-1] if read else ''})" if real else ""
         nested = [e for e in rep["warm_pool_callers"] if e["depth"] > 0]
         cause = (f": compile sidecars that made pools of their own, nested {rep['max_sidecar_depth']} deep"
                  if nested and rep["max_sidecar_depth"] > 1 and not under_cause else "")
