@@ -329,3 +329,30 @@ def test_a_killed_main_is_told_under_the_pools_cause(tmp_path: Path) -> None:
         assert "find what ended it" not in fix, fix
     brief = report(_main_killed(_zombie_run(5.1, 5.3, 100)), tmp_path)
     assert "defunct" not in brief["answer"] and "--init" not in brief["answer"], brief["answer"]
+
+
+def test_one_log_holding_two_runs_answers_each_run(tmp_path: Path) -> None:
+    """One log, two unrelated runs: r1 the seed's nested pools (leftovers), r2 a later program that made no pool
+    and exited 3. The Answer answers each run under its own line (its cause, symptoms and fix: r1's nesting
+    and its leftovers, r2's exit code and no pool), never their figures merged; the first bullet says so."""
+    w = seed_log()
+    run = {"run": "r2", "root_pid": 500}
+    w.add(20, 500, 1, "main", "process_start", argv=["other.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(20.05, 901, 500, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
+    w.add(21, 500, 1, "main", "process_exit", how="exit", code=3, counts={}, dropped=0)
+    w.add(21.2, 901, 500, "watcher", "leftover", how="root-exit", count=0, procs=[], **run)
+    rep = report(w, tmp_path)
+    lines = rep["answer"].splitlines()
+    assert "2 runs" in lines[0] and "--run" in lines[0], lines
+    heads = [i for i, x in enumerate(lines) if x.startswith("Run ")]
+    assert [lines[i].split(" (")[0] for i in heads] == ["Run r1", "Run r2"], lines
+    first, second = lines[heads[0] + 1:heads[1]], lines[heads[1] + 1:]
+    assert "nested" in first[0] and any("left running after the main process" in x for x in first), first
+    assert any(x.startswith("- Fix first: ") for x in first), first
+    assert not any("code 3" in x for x in first), first
+    assert any("exited with code 3" in x for x in second), second
+    assert not any("nested" in x or "left running" in x for x in second), second
+    assert "other.py" in lines[heads[1]], lines[heads[1]]
+    # one run asked for: its own Answer, nothing of the other
+    one = report(w, tmp_path, run="r2")
+    assert "nested" not in one["answer"] and "Run r1" not in one["answer"], one["answer"]

@@ -24,7 +24,7 @@ from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
 from .words import causes
-from .words.answer import answer_bullets
+from .words.answer import RUNS_ANSWERED, answer_bullets, runs_answer
 
 
 def _warm_callers(v: View) -> list[dict[str, Any]]:
@@ -333,8 +333,21 @@ def analyze_view(data: LogData | LogStream, run_id: str | None = None, waited: W
 
 def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: float
               ) -> tuple[dict[str, Any], View]:
-    """The report of a model already folded and judged (the Chrome export folds as it writes)."""
-    v = View(model, select_runs(model, run_id), now)
+    """The report of a model already folded and judged (the Chrome export folds as it writes). Over runs of
+    several jobs, the Answer is each job's own (its runs' report alone), the sections take them together."""
+    rep, v = _report_for(model, data, select_runs(model, run_id), now)
+    jobs = group(v.runs)
+    if len(jobs) > 1:
+        each = [([r.id for r in job.runs], _report_for(model, data, job.runs, now)[0] if i < RUNS_ANSWERED else {})
+                for i, job in enumerate(jobs)]
+        rep["answer"] = runs_answer(rep, each)
+    return rep, v
+
+
+def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: float
+                ) -> tuple[dict[str, Any], View]:
+    """The report of these runs of the model, taken together."""
+    v = View(model, runs, now)
     leftover = {p.index for r in v.runs for p in r.leftover}
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]

@@ -156,16 +156,30 @@ def _pool_lead(rep: dict[str, Any]) -> str:
 
 
 
-def _spans_words(rep: dict[str, Any]) -> str:
-    """Said first when the report takes runs of several jobs together (a glob over the logs of unrelated
-    programs): its Answer and figures are theirs together, and --run gives one run's."""
-    jobs = rep.get("jobs") or []
-    if len(jobs) < 2:
-        return ""
+# The most runs the Answer answers one by one; the others are named, with how to get each one's.
+RUNS_ANSWERED = 6
+# A run's command line in its Answer header, cut to this many characters.
+COMMAND_CHARS = 60
+
+
+def runs_answer(rep: dict[str, Any], each: list[tuple[list[str], dict[str, Any]]]) -> str:
+    """The Answer of a report over runs of several jobs (a glob over the logs of unrelated programs): each
+    job's own Answer (its cause, its symptoms, its fix: a report of its runs alone) under a line naming it,
+    first a bullet saying so. each: per job, in the report's order, its run ids and its own report."""
     ids = [r["id"] or "?" for r in rep["runs"]]
-    shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
-    return (f"These logs hold {len(ids)} runs that are not one launch ({shown}): this Answer and the figures "
-            "below take them together; `wp-autotrace report --run ID LOG...` answers for one.")
+    out = [f"- These logs hold {len(ids)} runs that are not one launch: each is answered on its own below; the "
+           "sections after the Answer take them together (`wp-autotrace report --run ID LOG...` gives one run's "
+           "whole report)."]
+    for run_ids, sub in each[:RUNS_ANSWERED]:
+        command = str((sub["runs"][0]["command"] if sub["runs"] else "") or "?")
+        command = command if len(command) <= COMMAND_CHARS else command[:COMMAND_CHARS - 3] + "..."
+        out.append(f"Run {', '.join(i or '?' for i in run_ids)} ({command}):")
+        out.extend(sub["answer"].splitlines())
+    rest = [i for run_ids, _ in each[RUNS_ANSWERED:] for i in run_ids]
+    if rest:
+        out.append(f"- {len(rest)} more run(s) not answered here ({', '.join(i or '?' for i in rest[:4])}"
+                   f"{', ...' if len(rest) > 4 else ''}): `wp-autotrace report --run ID LOG...` answers each.")
+    return "\n".join(out)
 
 
 def _exit_words(rep: dict[str, Any]) -> str:
@@ -209,7 +223,7 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     findings ranked (findings/rank.py), the worst first."""
     # a process the kernel killed for memory is the user's question whatever else happened: before the pools
     first = [f for f in order[:1] if f["kind"] in FIRST_KINDS]
-    bullets = [b for b in [_spans_words(rep)] if b] + [headline(rep, f) for f in first]
+    bullets = [headline(rep, f) for f in first]
     if not rep["pools"]:
         bullets.append(no_pool_sentence(rep))
         grew = growth_sentence(rep)
