@@ -26,7 +26,7 @@ RUNTIME = Path(host_patches.__file__).parent
 
 # Every host object some patch replaces: (owner, attribute).
 REPLACED = (
-    (builtins, "__build_class__"), (atexit, "register"), (os, "register_at_fork"),
+    (builtins, "__build_class__"), (atexit, "register"), (os, "register_at_fork"), (threading, "_register_atexit"),
     (_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"), (os, "posix_spawn"), (os, "posix_spawnp"),
     (sys, "excepthook"), (threading, "excepthook"), (os, "execv"), (os, "execve"),
 )

@@ -130,6 +130,14 @@ def with_orphaned_fork_pool() -> LogWriter:
     return w
 
 
+def with_exit_hang() -> LogWriter:
+    """with_fork_hang, and its exit: concurrent.futures' join (_python_exit) began at 6.1 s and never returned."""
+    w = with_fork_hang()
+    call(w, 6.1, 100, 1, "main", "concurrent.futures.process:_python_exit", 4, None)
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
 def with_setting_overridden() -> LogWriter:
     """main started with TORCHINDUCTOR_COMPILE_THREADS=4; inductor's config loaded with compile_threads=1."""
     w = LogWriter()
@@ -344,6 +352,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "setting-overridden": with_setting_overridden,
     "spawn-main-reimport": with_spawn_reimport,
     "setting-too-late": with_setting_too_late,
+    "exit-hang": with_exit_hang,
     "oom-killed": with_oom_killed,
     "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,
@@ -392,6 +401,21 @@ def _threads_too_late(env: dict[str, str], at_call: dict[str, object]) -> LogWri
     w.add(5, 300, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
     w.add(5.1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
     return w
+
+
+def test_a_hang_at_exit_is_told_with_its_seconds_under_its_cause(tmp_path: Path) -> None:
+    """concurrent.futures' exit join that never returned (the main killed inside it at 9 s): told with its seconds
+    (2.9 s), as a symptom under the fork pool's hang that caused it, not as a call that never returned; a join
+    that returned at once is no hang."""
+    rep = report(with_exit_hang(), tmp_path)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
+    assert f["text"].startswith("At exit main 100 waited 2.9 s in concurrent.futures' join") and f["pids"] == [100]
+    assert "call-never-returned" not in kinds(rep)
+    lines = rep["answer"].splitlines()
+    assert "fork compile pool" in lines[0] and lines[1].startswith("  - At exit main 100 waited 2.9 s"), lines
+    quick = with_fork_hang()
+    call(quick, 6.1, 100, 1, "main", "concurrent.futures.process:_python_exit", 4, 6.2)
+    assert "exit-hang" not in kinds(report(quick, tmp_path))
 
 
 def test_compile_threads_changed_after_the_pool_exists(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,11 @@ HANG = textwrap.dedent('''
         after = psutil.Process().num_threads()
         with open(sys.argv[1], "w") as f:
             f.write(f"{before} {after}")
+        def exiting():  # the script's own reading of when its exit began (runs before concurrent.futures' join)
+            with open(sys.argv[1] + ".exit", "w") as f:
+                f.write(repr(time.time()))
+
+        threading._register_atexit(exiting)
         AsyncCompile().wait({"k": pool.submit(job)})  # blocks: the job never ends
 ''')
 
@@ -146,7 +152,8 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
         return wait is not None and sum(r["event"] == "memory" and r["ts"] > wait for r in recs) >= 2
 
     res, reached = run_until([sys.executable, str(script), str(out)], env, log, blocked, timeout=180, cwd=tmp_path,
-                             interrupts=1, interrupt_wait=3.0)
+                             interrupts=1, interrupt_wait=6.0)
+    ended_by = time.time()  # the run's processes are gone: the hang at exit ended before this
     assert reached, res.stderr[-3000:]
     before, after = map(int, out.read_text().split())
     assert before >= 2  # the main thread and the one holding the lock, at least
@@ -163,6 +170,12 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
     assert 'worker_start_method="subprocess"' in hang["advice"] and "compile_threads=1" in hang["advice"]
     assert "fork-pool-hang" in {f["kind"] for f in rep["findings"][:2]} and "on its fork compile pool" in rep["answer"]
     assert 'worker_start_method="subprocess"' in rep["answer"].split("Fix first: ")[1]
+    # the hang at exit: concurrent.futures' join, from the script's own reading of its exit's start to the kill
+    exit_began = float(Path(str(out) + ".exit").read_text())
+    (at_exit,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
+    waited = at_exit["cost"]["exit_wait_s"]
+    assert 1.0 <= waited <= ended_by - exit_began + 0.5, (waited, ended_by - exit_began)
+    assert f"waited {waited:.1f} s in concurrent.futures' join" in rep["answer"]
 
 
 LIBRARY = 'import os\nos.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # a library that pins it at import\n'

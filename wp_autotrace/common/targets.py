@@ -53,6 +53,7 @@ WARM_POOL = "warm-pool"  # AsyncCompile.warm_pool: starts a compile pool now
 MAYBE_WARM_POOL = "maybe-warm-pool"  # torch's own, TORCH_WARM_POOL-honouring entry
 PROCESS_POOL = "process-pool"  # AsyncCompile.process_pool: makes (or returns) the pool
 EXIT_SHUTDOWN = "exit-shutdown"  # shutdown_compile_workers: torch's atexit stop of every pool
+EXIT_JOIN = "exit-join"  # concurrent.futures' exit handler: joins every process pool's workers
 ASYNC_WAKEUP = "async-wakeup"
 ASYNC_QUIESCE = "async-quiesce"
 WAIT_POOL_READY = "wait-pool-ready"
@@ -236,6 +237,9 @@ TARGETS: "tuple[Target, ...]" = (
     # own): counted, as SubprocPool.submit is, for the pool's first and last job.
     Target("torch._inductor.compile_worker.tracked_process_pool", "TrackedProcessPoolExecutor.submit", mode=COUNT,
            tag=POOL_SUBMIT, last_caller=True),
+    # concurrent.futures' exit join (registered with threading._register_atexit: it runs before atexit's handlers,
+    # torch's shutdown included): it waits for every process pool's jobs, so a job that never ends hangs the exit.
+    Target("concurrent.futures.process", "_python_exit", tag=EXIT_JOIN),
     # 2.14: the health monitor noticed the sidecar died.
     Target(_SP, "SubprocPool._on_sidecar_death", capture=_SIDECAR, tag=POOL_DEATH),
     # Pools outside _pool_set, which shutdown_compile_workers never stops.

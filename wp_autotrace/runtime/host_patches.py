@@ -11,7 +11,8 @@ pytest's config, never at start-up.
 install / restore                 host objects                                 when (caller)
 --------------------------------  -------------------------------------------  ---------------------------------
 install_body_hooks (T)            builtins.__build_class__, atexit.register,   while a target module's body runs
-  / restore_body_hooks            os.register_at_fork                          (finder.before_body / after_body)
+  / restore_body_hooks            os.register_at_fork,                         (finder.before_body / after_body)
+                                  threading._register_atexit
 install_child_role_handover (T)   _posixsubprocess.fork_exec,                  first call of a child_role target
   / restore_child_role_handover   subprocess._fork_exec, os.posix_spawn[p]     (recorder.set_child_role)
 install_error_capture (T)         sys.excepthook, threading.excepthook,        the process serves a pool
@@ -26,8 +27,8 @@ install_pytest_plugin (T)         _pytest.config.PytestPluginManager           _
   / restore_pytest_plugin         .consider_env                                (finder, bootstrap.Runtime.finder)
 
 Why each: the body hooks wrap a target class's methods as its ``class``
-statement completes and hand ``atexit``/``register_at_fork`` the wrapper of a
-target function; the hand-over tells a pool's processes their role
+statement completes and hand ``atexit``/``register_at_fork``/``threading._register_atexit`` the
+wrapper of a target function; the hand-over tells a pool's processes their role
 (CHILD_ROLE_ENV in the child's own environment, never os.environ); the error
 capture records what a pool process swallows; the process hooks give a forked
 child its new identity and write process_exit; the finalizer writes the

@@ -36,6 +36,7 @@ _bodies: "dict[int, tuple[Any, str]]" = {}
 _real_build_class: "Any" = None
 _real_register_at_fork: "Any" = None
 _real_atexit_register: "Any" = None
+_real_thread_atexit: "Any" = None
 _hooks_lock = _thread.allocate_lock()
 
 
@@ -80,14 +81,26 @@ def _atexit_register(*args: "Any", **kwargs: "Any") -> "Any":
         raise
 
 
+def _thread_atexit_register(*args: "Any", **kwargs: "Any") -> "Any":
+    """threading._register_atexit(func, *args, **kwargs) while a target module runs: registers the wrapper of a
+    target function (concurrent.futures.process registers its exit join there, before atexit's handlers run)."""
+    try:
+        return _real_thread_atexit(*map(_handover, args[:1]), *args[1:], **kwargs)
+    except BaseException as exc:
+        drop_own_frame(exc)
+        raise
+
+
 def install_body_hooks(ns: "dict[str, Any]", finder: "Any", name: str) -> None:
-    """Put the three hooks in place for a module body (nested bodies share them)."""
-    global _real_build_class, _real_register_at_fork, _real_atexit_register
+    """Put the four hooks in place for a module body (nested bodies share them)."""
+    global _real_build_class, _real_register_at_fork, _real_atexit_register, _real_thread_atexit
     with _hooks_lock:
         if not _bodies:
             _real_build_class = builtins.__build_class__
             _real_atexit_register = atexit.register
             _real_register_at_fork = getattr(os, "register_at_fork", None)
+            threading = sys.modules.get("threading")
+            _real_thread_atexit = getattr(threading, "_register_atexit", None)
             look_like(_build_class, _real_build_class)
             look_like(_atexit_register, _real_atexit_register)
             vars(builtins)["__build_class__"] = _build_class
@@ -95,6 +108,9 @@ def install_body_hooks(ns: "dict[str, Any]", finder: "Any", name: str) -> None:
             if _real_register_at_fork is not None:
                 look_like(_register_at_fork, _real_register_at_fork)
                 vars(os)["register_at_fork"] = _register_at_fork
+            if _real_thread_atexit is not None:
+                look_like(_thread_atexit_register, _real_thread_atexit)
+                vars(threading)["_register_atexit"] = _thread_atexit_register
         _bodies[id(ns)] = (finder, name)
 
 
@@ -106,8 +122,10 @@ def restore_body_hooks(ns: "dict[str, Any]") -> None:
             return
         for owner, name, ours, real in ((builtins, "__build_class__", _build_class, _real_build_class),
                                         (atexit, "register", _atexit_register, _real_atexit_register),
-                                        (os, "register_at_fork", _register_at_fork, _real_register_at_fork)):
-            if real is not None and getattr(owner, name, None) is ours:
+                                        (os, "register_at_fork", _register_at_fork, _real_register_at_fork),
+                                        (sys.modules.get("threading"), "_register_atexit", _thread_atexit_register,
+                                         _real_thread_atexit)):
+            if real is not None and owner is not None and getattr(owner, name, None) is ours:
                 setattr(owner, name, real)
     for key, value in list(ns.items()):
         if value is _register_at_fork or value is _atexit_register:

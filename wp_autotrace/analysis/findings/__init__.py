@@ -23,6 +23,7 @@ from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_tro
 from .pools import (
     NESTED_ADVICE,
     child_exit_wait,
+    exit_join_hang,
     fork_pool_hang,
     idle_pools,
     nested_pools,
@@ -59,6 +60,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     records_lost,
     run_in_progress,
     fork_pool_hang,
+    exit_join_hang,
     pool_outlived_creator,
     spawn_main_reimport,
     idle_pools,

@@ -469,3 +469,31 @@ def spawn_main_reimport(v: View) -> Finding | None:
         sorted({x.proc.pid for x in calls}), [f"call stack through multiprocessing.spawn._fixup_main_from_path "
                                               f"in {x.proc.pid}" for x in calls[:TEXT_PIDS]],
         GUARD_ADVICE, {})
+
+
+EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a job that waits on its parent); a "
+                    "process that must exit anyway ends its pool's workers first (they are its own children) or "
+                    "shuts the pool down before exit, where a job that hangs can be cancelled")
+
+
+def exit_join_hang(v: View) -> Finding | None:
+    """concurrent.futures' exit handler (_python_exit: threading's exit hook, run before atexit's handlers, torch's
+    shutdown included) joins every process pool's workers, waiting for their jobs: one that never returned (the
+    process was killed inside it) or took HANG_S or more is a hang at exit, told with its seconds."""
+    hung = [c for c in v.calls if c.tag == targets.EXIT_JOIN and (c.end is None or c.end - c.ts >= HANG_S)
+            and (c.end is not None or c.proc.ended_at is not None)]
+    if not hung:
+        return None
+    c = hung[0]
+    p = c.proc
+    end = c.end if c.end is not None else p.ended_at
+    waited = (end if end is not None else v.t_end) - c.ts
+    pools = [pool for pool in p.pools if pool.call.ts <= c.ts]
+    of = f" of the pool made at {site(pools[-1].call.caller)}" if pools else ""
+    how = "before it could end" if c.end is not None else "until the process ended inside it, without its own exit"
+    return Finding(
+        "exit-hang", "problem",
+        f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
+        f"workers, {how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s).",
+        sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
+        EXIT_JOIN_ADVICE, {"exit_wait_s": round(waited, 3), "hang_s": round(waited, 3)})

@@ -2,7 +2,8 @@
 symptoms under it, and "Fix first" is the cause's fix (each finding is still ranked by its own cost: a symptom
 can cost more than its cause, and the pair is placed where the worst of them ranks).
 
-One cause today: nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or workers, each
+Two causes today. A fork pool's hung job (`fork-pool-hang`) leads the hang at exit of the same process
+(`exit-hang`). Nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or workers, each
 call starting another sidecar). What follows from it, when every process the finding names is inside the
 nesting (the processes that made pools inside a pool, and those pools' sidecars and workers): processes left
 running, calls that never returned (the sidecars' shutdowns waiting on the sidecar below), zombies, sidecars that
@@ -43,14 +44,23 @@ def nesting_pids(rep: dict[str, Any]) -> set[int]:
     return pids
 
 
+# A cause by kind: its symptoms' kinds, when they name one of the cause's processes (a fork pool's hung job keeps
+# its process from ending: concurrent.futures' exit join waits for it).
+BY_KIND = {"fork-pool-hang": ("exit-hang",)}
+
+
 def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The cause finding f follows from (one of findings), or None."""
+    pids = set(f.get("pids") or ())
+    by_kind = next((c for c in findings if c is not f and f["kind"] in BY_KIND.get(c["kind"], ())
+                    and pids & set(c.get("pids") or ())), None)
+    if by_kind is not None:
+        return by_kind
     cause = next((c for c in findings if c["kind"] == NESTING), None)
     if cause is None or f is cause:
         return None
     if f["kind"] in NESTING_BY_KIND:
         return cause
-    pids = set(f.get("pids") or ())
     if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep):
         return cause
     return None
@@ -64,7 +74,8 @@ def units(rep: dict[str, Any], problems: list[dict[str, Any]]) -> list[tuple[dic
     for f in problems:
         if id(f) in placed:
             continue
-        cause = symptom_of(rep, f, problems) or (f if f["kind"] == NESTING else None)
+        cause = symptom_of(rep, f, problems) or (f if f["kind"] == NESTING or any(
+            symptom_of(rep, g, problems) is f for g in problems) else None)
         if cause is None:
             out.append((f, []))
             placed.add(id(f))
