@@ -28,6 +28,11 @@ KINDS: dict[str, tuple[str, str]] = {
                        "never returned or was interrupted (a lock held at the fork is never released in a worker)",
                        'worker_start_method="subprocess" or compile_threads=1, or make the pool before other '
                        "threads start"),
+    "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
+                              "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
+                              "so a parent reading those to their end waits as long",
+                              'worker_start_method="subprocess" or compile_threads=1 (a fork pool); else shut the '
+                              "pool down before its creator ends"),
     "setting-overridden": ("a process started with a pool variable (TORCHINDUCTOR_COMPILE_THREADS) whose setting "
                            "was another value when torch._inductor.config loaded: both values, what its compiles "
                            "then took", "set the setting in code after the imports, before the first compile"),
