@@ -12,6 +12,7 @@ from typing import Any
 
 from ..common import targets, vocab
 from .derive import facts
+from .derive.autotune import Kill, kills
 from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
@@ -20,7 +21,7 @@ from .derive.pools import start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
 from .findings.rank import ranked
-from .fold.model import Model, Pool, Process, Run, Waited, ended_by, exec_name
+from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
 from .words import causes
@@ -62,7 +63,19 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         "wakeups": pool.wakeups, "quiesces": pool.quiesces, "shutdowns": pool.shutdowns,
         "test": None, "tests_outlived": [], "tests_used": [], **facts.pool_tests(v, pool),
         "made_in": facts.made_in(v, pool),
+        "kills": [_kill_dict(v, k) for k in kills(pool)] if pool.kind == AUTOTUNE else [],
     }
+
+
+def _kill_dict(v: View, k: Kill) -> dict[str, Any]:
+    """An autotune pool's kill (derive/autotune.py), times relative to the run's first record."""
+    creator = k.call.proc
+    return {"pid": k.pid, "at": v.rel(k.call.ts), "waited_s": None if k.waited_s is None else round(k.waited_s, 3),
+            "caller": k.caller, "signal": v.endings.of(k.proc).signal if k.proc is not None else None,
+            "replacement_pid": k.replacement.pid if k.replacement is not None else None,
+            "zombie_from": v.rel(k.zombie_from), "zombie_to": v.rel(k.zombie_to),
+            "zombie_under_creator": k.zombie_under_creator,
+            "zombie_until_creator_end": k.zombie_to is not None and k.zombie_to == creator.ended_at}
 
 
 def _jobs_of(v: View, pool: Pool) -> dict[str, Any]:

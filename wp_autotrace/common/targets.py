@@ -75,6 +75,8 @@ TRACKED_POOL = "tracked-pool"
 AUTOTUNE_POOL = "autotune-pool"
 AUTOTUNE_START = "autotune-start"
 AUTOTUNE_STOP = "autotune-stop"
+AUTOTUNE_KILL = "autotune-kill"  # TuningProcess.kill: SIGKILL to the autotune subprocess (its get timed out)
+AUTOTUNE_GET = "autotune-get"  # TuningProcess.get: the autotuning process waits on one benchmark's answer
 FX_POOL = "fx-pool"
 QUACK_PRECOMPILE = "quack-precompile"
 QUACK_SHUTDOWN = "quack-shutdown"
@@ -168,6 +170,7 @@ _AT = "torch._inductor.autotune_process"
 _SIDECAR = (("sidecar_pid", "self.process.pid"),)
 _SETTINGS_NOW = (("compile_threads", "config.compile_threads"), ("worker_start_method", "config.worker_start_method"))
 _WORKERS = (("worker_pids", "self.pool._processes"),)
+_AUTOTUNE_PID = (("autotune_pid", "self.process.pid"),)
 
 TARGETS: "tuple[Target, ...]" = (
     # AsyncCompile: in codecache up to 2.3, in async_compile from 2.4.
@@ -248,8 +251,15 @@ TARGETS: "tuple[Target, ...]" = (
     Target(_AT, "TuningProcess.initialize", child_role="autotune-worker", tag=AUTOTUNE_START),
     Target(_AT, "TuningProcess.start", capture=(("autotune_pid", "self.process.pid"),), tag=AUTOTUNE_START),
     Target(_AT, "TuningProcess.terminate", tag=AUTOTUNE_STOP),
-    Target(_AT, "TuningProcess.kill", tag=AUTOTUNE_STOP),
-    Target(_AT, "TuningProcess.shutdown", tag=AUTOTUNE_STOP),
+    # kill: torch's answer to a benchmark that did not answer in time (get's TimeoutError): which subprocess,
+    # and whether it still ran (a kill of a stopped one sends nothing). It never waits: the killed one stays a
+    # zombie under its creator until the next start's Popen (or the creator's end) reaps it.
+    Target(_AT, "TuningProcess.kill", capture_call=_AUTOTUNE_PID + (("running", "self.running"),),
+           tag=AUTOTUNE_KILL),
+    # get: one benchmark's wait (one call per candidate kernel, from the pool's threads): its start and end are
+    # the job's, and a kill inside it (its TimeoutError) says how long the hung job was waited for.
+    Target(_AT, "TuningProcess.get", capture_call=_AUTOTUNE_PID, tag=AUTOTUNE_GET),
+    Target(_AT, "TuningProcess.shutdown", capture_call=_AUTOTUNE_PID, tag=AUTOTUNE_STOP),
     Target(_AT, "TuningProcessPool.__init__", tag=AUTOTUNE_POOL),
     Target(_AT, "TuningProcessPool.initialize", tag=AUTOTUNE_START),
     Target(_AT, "TuningProcessPool.terminate", tag=AUTOTUNE_STOP),
@@ -258,6 +268,10 @@ TARGETS: "tuple[Target, ...]" = (
     # rebuilt by _init_pool after an idle shutdown.
     Target(_AT, "AutotuneProcessPool.__init__", tag=AUTOTUNE_POOL),
     Target(_AT, "AutotuneProcessPool._init_pool", child_role="autotune-worker", tag=AUTOTUNE_START),
+    # Its worker is spawned by the first submit (the executor starts workers lazily), not by _init_pool:
+    # the role is handed over there.
+    Target(_AT, "AutotuneProcessPool.warm_up", child_role="autotune-worker", tag=AUTOTUNE_START),
+    Target(_AT, "AutotuneProcessPool.submit", child_role="autotune-worker", tag=AUTOTUNE_START),
     Target(_AT, "AutotuneProcessPool._shutdown", tag=AUTOTUNE_STOP),
     Target(_AT, "AutotuneProcessPool.shutdown_instance", tag=AUTOTUNE_STOP),
     # FX-subprocess compile (2.7+): a SubprocPool(1, kind=SPAWN) of its own.

@@ -67,9 +67,9 @@ FORKSERVER = "forkserver"
 DATALOADER_WORKER = "dataloader-worker"
 # Sidecars: the processes that fork a compile pool's workers.
 SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
-# A compile pool's processes (its sidecars and their workers): the watcher reads their PSS, and the report
-# counts their memory as a pool's.
-POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER}
+# A pool's processes (compile sidecars and their workers; autotune subprocesses and quack's compile workers,
+# which their creator starts itself): the watcher reads their PSS, and the report counts their memory as a pool's.
+POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
 # Every process whose only job is to serve a compile or autotune pool: a
 # warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
 GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}

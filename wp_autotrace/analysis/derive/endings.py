@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common import targets as T
 from ...common import vocab as V
-from ..fold.model import signal_name
+from ..fold.model import AUTOTUNE, signal_name
 from ..words.fmt import error_words
 from .ooms import group_ooms
 from .pools import requester
@@ -318,6 +318,8 @@ class Endings:
     def _pool_ending(self, pool: Pool) -> Ending:
         side = pool.sidecar
         req = pool.shutdown_call
+        if side is None and pool.members and pool.kind == AUTOTUNE:
+            return _autotune_ending(self, pool)
         if side is None and pool.members:
             return self._executor_ending(pool)
         if side is None:
@@ -424,6 +426,27 @@ _SUBMIT_LABEL = next(t.label for t in T.TARGETS if t.tag == T.POOL_SUBMIT)
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _autotune_ending(self: Endings, pool: Pool) -> Ending:
+    """An autotune pool's ending, from its last subprocess's and its stop call (TuningProcess.shutdown,
+    TuningProcessPool.shutdown: they send the subprocess its stop and wait for it)."""
+    last = max(pool.members, key=lambda q: q.start or 0.0)
+    end = self.of(last)
+    req = pool.shutdown_call
+    by = requester(req)[0] if req is not None else None
+    if end.at is None:
+        run = pool.creator.run
+        left = run is not None and last in run.leftover
+        return Ending(LEFT_RUNNING if left else RUNNING, "its autotune subprocess was left running after the "
+                      "main process" if left else "still running at the end of the log", None,
+                      ["the watcher's leftover record"] if left else [], by=by)
+    if req is not None and req.end is not None and not req.error and not _proved_ended_before(last, req.ts):
+        return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end.at,
+                      [f"{T.short_label(req.target)} asked at {self.rel(req.ts)} and returned",
+                       f"its last subprocess ended at {self.rel(end.at)}"], by=by)
+    return Ending(WORKERS_ENDED, f"its last autotune subprocess {_as_subject(end)}", end.at,
+                  [f"its last subprocess's end at {self.rel(end.at)}", *end.evidence], end.signal)
 
 
 def _as_subject(e: Ending) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from .autotune import autotune_killed
 from .base import Finding
 from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, zombies
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
@@ -62,6 +63,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     fork_pool_hang,
     exit_join_hang,
     pool_outlived_creator,
+    autotune_killed,
     spawn_main_reimport,
     idle_pools,
     child_exit_wait,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES
+from .autotune import autotune_members
 from .identities import Registry
 from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
 
@@ -75,6 +76,7 @@ def finish(reg: Registry) -> None:
 
 def finish_pools(reg: Registry) -> None:
     executor_members(reg.model)
+    autotune_members(reg.model)
     for pool in reg.model.pools:
         if pool.sidecar_pid is None:
             continue

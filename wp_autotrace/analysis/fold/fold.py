@@ -13,12 +13,16 @@ from typing import Any, Callable
 
 from ...common import targets, vocab
 from ..read import schema
+from . import autotune
 from .finish import credit_pool, finish
 from .identities import Registry
 from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, Model, Pool, Process, Run, Waited
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
+# The calls fold/autotune.py folds into autotune pools.
+AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, targets.AUTOTUNE_STOP,
+                           targets.AUTOTUNE_KILL))
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
 
 
@@ -164,6 +168,8 @@ class Builder:
             p.pools.append(c.pool)
             p.open_pool = c.pool
             self.reg.model.pools.append(c.pool)
+        elif c.tag in AUTOTUNE_TAGS:
+            autotune.on_call(c, self.reg.model)
 
     def visit_test(self, r: dict[str, Any]) -> None:
         """A pytest test began or ended in this process (the pytest plugin)."""

@@ -29,7 +29,8 @@ SOURCELESS_FILES = ("<string>", "<stdin>")
 LEFT_THEN_ENDED = "ended after the main process"
 
 # Call-record fields captured as the call started (targets.Target.capture_call).
-_AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method"))
+_AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method",
+                      "autotune_pid", "running"))
 _NO_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing at its start; never changed
 # tracer_error's `where` for spans the live export could not send (watcher/export.py WHERE).
 LIVE_EXPORT = "live-export"
@@ -76,6 +77,9 @@ class Call:
 # A pool's kind (Pool.kind).
 SUBPROC = "subproc"
 EXECUTOR = "executor"
+# torch's autotune subprocesses (TuningProcess, one per device, restarted after a kill; AutotuneProcessPool's
+# one spawned worker): started by the autotuning process itself, its members (fold/autotune.py).
+AUTOTUNE = "autotune"
 
 
 class Pool:
@@ -91,7 +95,7 @@ class Pool:
 
     __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at",
                  "ready_at", "jobs", "first_job", "last_job", "quiesce_calls", "shutdown_call", "shutdown_calls",
-                 "kind", "members")
+                 "kind", "members", "kills")
 
     def __init__(self, creator: Process, call: Call, kind: str = SUBPROC) -> None:
         self.creator = creator
@@ -101,6 +105,8 @@ class Pool:
         # creator's own children, in `members` (finish.py), and it has no sidecar.
         self.kind = kind
         self.members: list[Process] = []
+        # AUTOTUNE: its creator's TuningProcess.kill calls that found the subprocess running (a SIGKILL sent)
+        self.kills: list[Call] = []
         self.sidecar_pid: int | None = None
         self.sidecar: Process | None = None
         self.wakeups = 0

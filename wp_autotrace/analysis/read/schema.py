@@ -98,6 +98,10 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("compile_threads", INT, "captured as the call starts (AsyncCompile.wait): inductor's compile_threads then"),
     ("worker_start_method", STR, "captured as the call starts (AsyncCompile.wait): inductor's worker_start_method "
                                  "then"),
+    ("autotune_pid", UINT, "captured as the call starts (TuningProcess.kill, .get, .shutdown): its autotune "
+                           "subprocess"),
+    ("running", BOOL, "captured as the call starts (TuningProcess.kill): torch still held the subprocess running "
+                      "(false: the kill sends nothing)"),
 )
 _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("run", STR, "run id"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import DATALOADER_WORKER, GUARDED_ROLES
-from . import causes
+from . import autotune, causes
 from .fmt import MIB, mib_s_text, site, size_text
 from .sentences import pool_sentence
 
@@ -92,6 +92,8 @@ def _test_words(pool: dict[str, Any]) -> str:
     return f" It was made by test {test}" + (f" and outlived the {_plural(n, 'test')} after it." if n else ".")
 
 
+# A benchmark an autotune subprocess never answered (findings/autotune.py): told with its own words.
+AUTOTUNE_KILLED = "autotune-killed"
 # Later tests that used a pool, named in the Answer (the Pools section names them all with -v).
 USED_NAMED = 3
 
@@ -248,6 +250,11 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
             if not told:
                 bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms or under else ""))
             told = True
+        elif lead["kind"] == AUTOTUNE_KILLED and autotune.cause_words(rep):
+            # the hung benchmark and torch's kill (the cause), the zombie it left under it (its own figures)
+            after = autotune.symptom_words(rep)
+            bullets.append(autotune.cause_words(rep) + (" What follows from it:" if after else ""))
+            bullets += [SUB + x for x in after]
         else:
             bullets.append(headline(rep, lead))
         bullets += [SUB + headline(rep, f, under_cause=True) for f in symptoms[:SYMPTOMS_TOLD]]

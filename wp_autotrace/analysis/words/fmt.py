@@ -56,6 +56,8 @@ def pool_name(pool: dict[str, Any]) -> str:
     """A pool as its processes: 'sidecar 12 + 2 workers'; a fork/spawn pool (no sidecar, its workers are its
     creator's children): '2 forked workers, no sidecar'."""
     n = len(pool.get("worker_pids") or ())
+    if pool.get("kind") == "autotune":  # its creator starts them itself, one per device, again after a kill
+        return f"{n} autotune subprocess{'es' if n != 1 else ''} in all, no sidecar"
     if pool.get("kind") == "executor":
         how = {"fork": "forked ", "spawn": "spawned "}.get(pool.get("start_method") or "", "")
         return f"{n} {how}worker{'s' if n != 1 else ''}, no sidecar"

@@ -40,7 +40,8 @@ def pool_sentence(pool: dict[str, Any]) -> str:
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
     by = shutdown_words(pool)
-    return (f"{pool['creator_role']} {pool['creator_pid']} made a compile pool ({name}) at "
+    what = "an autotune pool" if pool.get("kind") == "autotune" else "a compile pool"
+    return (f"{pool['creator_role']} {pool['creator_pid']} made {what} ({name}) at "
             f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
             f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.{counts_words(pool)}")
 
@@ -62,11 +63,14 @@ def counts_words(pool: dict[str, Any]) -> str:
     creator = own is not None or bool(c.get("creator_alive"))  # a ps line then, read or not
     counts = [mine] if own is not None and mine else []
     counts += [threads[k] for k in order if k in threads]
-    n = c["processes"] + creator
+    defunct = _defunct_at(pool, c["at"])
+    n = c["processes"] + creator + len(defunct)
+    noun = "autotune subprocess" if pool.get("kind") == "autotune" else "worker"
     names = ([c["creator_role"]] if creator else []) + (["sidecar"] if side in members else []) + (
-        [f"{len(workers)} worker{'s' * (len(workers) != 1)}"] if workers else [])
+        [f"{len(workers)} {noun}{('es' if noun.endswith('s') else 's') * (len(workers) != 1)}"] if workers else [])
     extra = c["processes"] - len(members)
     names += [f"{extra} more"] if extra > 0 else []
+    names += [f"{len(defunct)} defunct"] if defunct else []
     unread = f", {c['read']} of {c['processes']} pool processes read" if c["read"] < c["processes"] else ""
     # every process ps lists has its threads read, or the sum is of those that have: "at least"
     all_threads = len(counts) == n
@@ -80,10 +84,16 @@ def counts_words(pool: dict[str, Any]) -> str:
             f"pool's {size_text(pool_pss)}: {size_text(own + pool_pss)} in all (PSS).")
 
 
+def _defunct_at(pool: dict[str, Any], at: float) -> list[dict[str, Any]]:
+    """The pool's killed autotune subprocesses still defunct at `at`: `ps` lists them too (<defunct>)."""
+    return [k for k in pool.get("kills") or () if isinstance(k.get("zombie_from"), (int, float))
+            and k["zombie_from"] <= at and (k.get("zombie_to") is None or at < k["zombie_to"])]
+
+
 def lifespan(pool: dict[str, Any]) -> tuple[float | None, float | None]:
     """(start, end) of the pool's processes, seconds from the first record: its sidecar's; a fork/spawn pool's
     first worker's start and last worker's end (None while one runs)."""
-    if pool.get("kind") != "executor":
+    if pool.get("kind") not in ("executor", "autotune"):  # a sidecar's; else its members' (no sidecar)
         start, end = pool["sidecar_start"], pool["sidecar_end"]
         return (start if isinstance(start, (int, float)) else None, end if isinstance(end, (int, float)) else None)
     starts = [w["start"] for w in pool["workers"] if w["start"] is not None]

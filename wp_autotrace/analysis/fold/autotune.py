@@ -1,0 +1,88 @@
+"""torch's autotune subprocesses as a pool (model.AUTOTUNE): made by the autotuning process itself, one
+subprocess per device (TuningProcess, a Popen of __autotune_main__.py, 2.8+; a spawned Process before), or
+AutotuneProcessPool's one spawned worker (2.11+).
+
+Protocol: a TuningProcessPool.__init__ / AutotuneProcessPool.__init__ call makes the pool; a TuningProcess.start
+(or initialize, _init_pool) outside such a call, while its process has no autotune pool still open, makes one too
+(a TuningProcess used on its own, or one whose pool call is not traced). A pool stays open until a stop call
+(TuningProcess.shutdown, TuningProcessPool.shutdown, AutotuneProcessPool._shutdown ...) not inside another:
+a kill is no stop (torch starts a new subprocess at the next put). Its members are its creator's children in
+the autotune-worker role started after it was made (finish: autotune_members); its jobs are the get calls
+(each one benchmark's wait), and its kills the kill calls that found the subprocess running.
+"""
+
+from __future__ import annotations
+
+from ...common import targets, vocab
+from .model import AUTOTUNE, Call, Model, Pool, Process
+
+_OWN_TAGS = (targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, targets.AUTOTUNE_STOP, targets.AUTOTUNE_KILL,
+             targets.AUTOTUNE_GET)
+# A member starts after its pool's making: allow clock skew (as finish.SIDECAR_START_SLACK_S).
+START_SLACK_S = 1.0
+
+
+def _inside_own(c: Call) -> bool:
+    """Is c called from inside another autotune call (TuningProcessPool.__init__ starting its TuningProcesses,
+    TuningProcessPool.shutdown stopping them, get's kill)?"""
+    q = c.parent
+    while q is not None:
+        if q.tag in _OWN_TAGS:
+            return True
+        q = q.parent
+    return False
+
+
+def is_kill(c: Call) -> bool:
+    """A TuningProcess.kill call (logs written before it had a tag of its own call it a stop)."""
+    return c.tag == targets.AUTOTUNE_KILL or c.target.endswith(KILL_QUALNAME)
+
+
+KILL_QUALNAME = targets.LABEL_SEP + "TuningProcess.kill"
+
+
+def open_pool(p: Process) -> Pool | None:
+    """p's latest autotune pool not yet stopped, or None."""
+    return next((x for x in reversed(p.pools) if x.kind == AUTOTUNE and x.shutdown_call is None), None)
+
+
+def on_call(c: Call, model: Model) -> None:
+    """Fold one autotune call of c.proc: make its pool, or credit the stop, kill or job to the open one."""
+    p = c.proc
+    pool = open_pool(p)
+    if c.tag == targets.AUTOTUNE_POOL or (c.tag == targets.AUTOTUNE_START and pool is None and not _inside_own(c)):
+        c.pool = Pool(p, c, AUTOTUNE)
+        p.pools.append(c.pool)
+        model.pools.append(c.pool)
+    elif pool is None:
+        return
+    elif is_kill(c):
+        if c.at_call.get("running") is not False:
+            pool.kills.append(c)
+    elif c.tag == targets.AUTOTUNE_STOP and not _inside_own(c):
+        pool.shutdown_call, pool.shutdown_at = c, c.ts
+        pool.shutdowns = 1
+        pool.shutdown_calls += 1
+
+
+def autotune_members(m: Model) -> None:
+    """Each autotune pool's members (its creator's autotune-worker children, each to the pool made last before
+    it started) and jobs (its creator's get calls while it was open: count, first start, last end)."""
+    for p in m.processes:
+        pools = [x for x in p.pools if x.kind == AUTOTUNE]
+        if not pools:
+            continue
+        for q in p.children:
+            if q.role != vocab.AUTOTUNE_WORKER:
+                continue
+            at = (q.start or 0.0) + START_SLACK_S
+            pool = next((x for x in reversed(pools) if x.call.ts <= at), None)
+            if pool is not None:
+                pool.members.append(q)
+        gets = sorted((c for c in p.calls.values() if c.tag == targets.AUTOTUNE_GET), key=lambda c: c.ts)
+        for pool in pools:
+            stop = pool.shutdown_at if pool.shutdown_at is not None else float("inf")
+            mine = [c for c in gets if pool.call.ts <= c.ts <= stop]
+            if mine:
+                pool.jobs, pool.first_job = len(mine), mine[0].ts
+                pool.last_job = max(c.end if c.end is not None else c.ts for c in mine)
