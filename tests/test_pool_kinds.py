@@ -312,3 +312,70 @@ def test_compile_threads_set_after_the_pool_exists_is_told(tmp_path: Path) -> No
     assert found["text"].startswith("compile_threads=4 was set in main") and "changed nothing" in found["text"]
     assert f"kept its {workers} workers" in found["text"] and "compile_threads=4 was set" in rep["answer"]
     assert "shutdown_compile_workers()" in found["advice"] and "before the first compile" in found["advice"]
+
+
+AUTOTUNE = PROBE_PRELUDE + textwrap.dedent('''
+    import functools
+    import torch
+    from torch._inductor.autotune_process import TuningProcess
+
+    if __name__ == "__main__":
+        proc = TuningProcess(device=None)  # max-autotune's subprocess (TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC=1)
+        killed = proc.process.pid
+        proc.put(functools.partial(time.sleep, 600))  # a candidate whose benchmark hangs
+        try:
+            proc.get(timeout=1)  # the benchmark's wait: torch kills the subprocess on its timeout
+        except TimeoutError:
+            pass
+        proc.put(functools.partial(sum, [1, 2, 3]))  # the next candidate: torch starts a new subprocess
+        new = proc.process.pid
+        assert proc.get(timeout=120) == 6
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            seen = f.read().count(b'"event":"memory"')
+        first = pss(new)
+        wait(lambda: sampled(seen + 1))  # the watcher reads the new subprocess while it idles, torch imported
+        zombie = psutil.Process(killed)
+        probe = {"killed": killed, "new": new, "status": zombie.status(), "ppid": zombie.ppid(),
+                 "children": sorted(c.pid for c in psutil.Process().children()), "pss": [first, pss(new)]}
+        proc.shutdown()
+        with open(sys.argv[1], "w") as f:
+            json.dump(probe, f)
+''')
+
+
+def test_an_autotune_subprocess_killed_on_its_timeout_is_told(tmp_path: Path) -> None:
+    """max-autotune's benchmark subprocess (torch's TuningProcess) whose benchmark hangs: torch SIGKILLs it on
+    get's timeout and starts another for the next candidate; kill() never waits, so the killed one stays defunct
+    under the living main. The autotune subprocesses are a pool (who made it, where, its processes as ps lists
+    them, its memory); the Answer tells the hang and the kill first, the zombie under it, and the setting that
+    bounds what a hang costs. Checked against the script's own psutil and smaps_rollup readings."""
+    script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
+    script.write_text(AUTOTUNE)
+    line = next(i for i, x in enumerate(AUTOTUNE.splitlines(), 1) if "# max-autotune's subprocess" in x)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script), str(out)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    probe = json.loads(out.read_text())
+    rep = report_json(log)
+    main = rep["runs"][0]["root_pid"]
+    assert probe["status"] == "zombie" and probe["ppid"] == main  # ps: <defunct> under the living main
+    assert probe["children"] == sorted((probe["killed"], probe["new"]))
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "autotune" and pool["sidecar_pid"] is None
+    assert pool["caller"]["file"] == str(script) and pool["caller"]["line"] == line
+    assert pool["worker_pids"] == probe["children"] and pool["processes"] == 2
+    (kill,) = pool["kills"]
+    assert kill["pid"] == probe["killed"] and kill["replacement_pid"] == probe["new"]
+    assert kill["signal"] == "SIGKILL" and kill["zombie_under_creator"] and kill["waited_s"] >= 1.0
+    # memory: what the pool held at once, against the script's own smaps_rollup of the new subprocess (the
+    # killed one died importing torch, the zombie holds none): 10 % either way, the readings bound the moment
+    low, high = sorted(probe["pss"])
+    assert pool["peak_pss_bytes"] and low * 0.9 <= pool["peak_pss_bytes"] <= high * 1.1, (pool, probe)
+    answer = " ".join(rep["answer"].split())
+    assert answer.startswith(f"- Autotune subprocess {probe['killed']} gave no answer to a benchmark for "), answer
+    assert f"main {main} killed it with SIGKILL" in answer and f"started {probe['new']} in its place" in answer
+    assert f"- {probe['killed']} stayed a zombie under main {main} (`ps` lists it <defunct>)" in answer
+    assert f"made an autotune pool (2 autotune subprocesses in all, no sidecar) at {script}:{line}" in answer
+    assert "No compile pool was made" not in answer
+    assert "max_autotune_subproc_result_timeout_seconds" in answer.split("Fix first:")[1]
