@@ -138,6 +138,37 @@ def with_exit_hang() -> LogWriter:
     return w
 
 
+AT = "torch._inductor.autotune_process"
+
+
+def with_autotune_kill() -> LogWriter:
+    """main started a TuningProcess (201); its benchmark's get waited 3 s, then torch killed 201 (running) and
+    started 202 for the next candidate; 201 stayed defunct under main (status 9) until main ended."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    call(w, 1, 100, 1, "main", f"{AT}:TuningProcess.start", 1, 1.01, autotune_pid=201)
+    w.add(1.1, 201, 100, "autotune-worker", "process_start", argv=["python", "__autotune_main__.py"],
+          python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
+    call(w, 1.2, 100, 1, "main", f"{AT}:TuningProcess.get", 2, None)
+    w.add(4.2, 100, 1, "main", "call", target=f"{AT}:TuningProcess.kill", call_id=3, parent_call=2,
+          thread="MainThread", stack=[PLUGIN], caller=PLUGIN, autotune_pid=201, running=True)
+    w.add(4.21, 100, 1, "main", "return", call_id=3, duration_s=0.01)
+    w.add(4.22, 100, 1, "main", "return", call_id=2, duration_s=3.02, error="TimeoutError: Timeout")
+    call(w, 4.3, 100, 1, "main", f"{AT}:TuningProcess.start", 4, 4.31, autotune_pid=202)
+    w.add(4.4, 202, 100, "autotune-worker", "process_start", argv=["python", "__autotune_main__.py"],
+          python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
+    watcher(w, 4.5, "tree", count=2, started=[], ended=[{"pid": 201, "end": T0 + 4.4}],
+            zombies=[{"pid": 201, "ppid": 100, "since": T0 + 4.4, "status": 9}])
+    call(w, 4.6, 100, 1, "main", f"{AT}:TuningProcess.get", 5, 6)
+    call(w, 7, 100, 1, "main", f"{AT}:TuningProcess.shutdown", 6, 7.5)
+    w.add(7.4, 202, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(9, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 9.2, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 9.1}, {"pid": 202, "end": T0 + 7.5}])
+    watcher(w, 9.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
 def with_setting_overridden() -> LogWriter:
     """main started with TORCHINDUCTOR_COMPILE_THREADS=4; inductor's config loaded with compile_threads=1."""
     w = LogWriter()
@@ -349,6 +380,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "zombies": with_zombie,
     "fork-pool-hang": with_fork_hang,
     "pool-outlived-creator": with_orphaned_fork_pool,
+    "autotune-killed": with_autotune_kill,
     "setting-overridden": with_setting_overridden,
     "spawn-main-reimport": with_spawn_reimport,
     "setting-too-late": with_setting_too_late,
@@ -369,6 +401,25 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
 # has not ended, read on another host right after its last record (nothing here can check it; only the
 # log's age says it goes on).
 SCENARIO_READERS = {"in-progress": Reader(T0 + 4, "elsewhere")}
+
+
+def test_an_autotune_kill_is_told_cause_first(tmp_path: Path) -> None:
+    """The hung benchmark and torch's SIGKILL lead the Answer, the zombie under the living main under it; the
+    autotune subprocesses are one pool, counted and ended by its shutdown."""
+    rep = report(with_autotune_kill(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "autotune" and pool["worker_pids"] == [201, 202] and pool["jobs"] == 2
+    assert pool["ending"]["kind"] == "shutdown-completed"
+    (kill,) = pool["kills"]
+    assert kill["pid"] == 201 and kill["replacement_pid"] == 202 and kill["waited_s"] == 3.0
+    assert kill["signal"] == "SIGKILL" and kill["zombie_under_creator"] and kill["zombie_until_creator_end"]
+    lines = rep["answer"].splitlines()
+    assert lines[0].startswith("- Autotune subprocess 201 gave no answer to a benchmark for 3.0 s"), lines
+    answer = " ".join(rep["answer"].split())
+    assert "main 100 killed it with SIGKILL at 4.2 s, on its timeout, and started 202 in its place" in answer
+    assert "- 201 stayed a zombie under main 100 (`ps` lists it <defunct>) from 4.4 s until main 100 ended" in answer
+    assert "made an autotune pool (2 autotune subprocesses in all, no sidecar)" in answer
+    assert "No compile pool" not in answer and "docker run --init" not in answer
 
 
 def test_every_finding_kind_has_a_scenario(tmp_path: Path) -> None:
