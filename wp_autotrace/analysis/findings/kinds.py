@@ -33,6 +33,11 @@ KINDS: dict[str, tuple[str, str]] = {
                               "so a parent reading those to their end waits as long",
                               'worker_start_method="subprocess" or compile_threads=1 (a fork pool); else shut the '
                               "pool down before its creator ends"),
+    "autotune-killed": ("a benchmark an autotune subprocess never answered: torch's TuningProcess.kill on get's "
+                        "timeout (SIGKILL), the subprocess started in its place, and the zombie the killed one "
+                        "stayed under its creator (kill() never waits)",
+                        "lower torch._inductor.config.max_autotune_subproc_result_timeout_seconds: each hung "
+                        "candidate costs the whole timeout"),
     "setting-overridden": ("a process started with a pool variable (TORCHINDUCTOR_COMPILE_THREADS) whose setting "
                            "was another value when torch._inductor.config loaded: both values, what its compiles "
                            "then took", "set the setting in code after the imports, before the first compile"),
