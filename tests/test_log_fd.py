@@ -364,3 +364,29 @@ def test_a_program_that_exits_with_its_table_full_keeps_its_stderr_and_its_exit(
         assert len(exits) == 1 and exits[0]["how"] == "exit" and exits[0]["dropped"] == 0
     else:  # nowhere to write it: lost (docs/guarantees.md says what a reader makes of that)
         assert exits == []
+
+
+def test_an_exit_record_no_descriptor_could_hold_is_counted_lost_not_a_kill(tmp_path: Path) -> None:
+    """Soft and hard NOFILE limits equal (64) and the table full at exit: process_exit has no descriptor to be
+    written with, not even one above the soft limit. The program leaves a note (a symlink: no descriptor
+    needed), the watcher turns it into an exit_unwritten record when it sees the program end, and the report
+    counts the record lost: the main process is never said killed, nor to have skipped its exit handlers."""
+    from .conftest import report_json, wait_for_watcher
+
+    log = tmp_path / "run.jsonl"
+    env = clean_env(WP_AUTOTRACE="0", WP_AUTOTRACE_LOG=str(log))
+    res = run_python(["-c", FULL_LAUNCHER, FULL_TABLE, "64"], env, cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "full 24\n" and res.stderr == "", res.stderr
+    recs = wait_for_watcher(log, timeout=60)
+    (start,) = [r for r in events(recs, "process_start") if r["role"] == "main"]
+    assert events(recs, "process_exit") == []
+    (lost,) = events(recs, "exit_unwritten")
+    assert lost["exited_pid"] == start["pid"] and lost["how"] == "exit" and lost["dropped"] >= 1, lost
+    assert not list(tmp_path.glob("run.jsonl.exit-unwritten.*"))  # the watcher removed the note it read
+    rep = report_json(log)
+    (run,) = rep["runs"]
+    assert run["state"] != "killed" and run["records_lost"] >= 1, run
+    main = next(p for p in rep["processes"] if p["pid"] == start["pid"])
+    text = json.dumps(main["ending"]) + rep["answer"] + json.dumps(rep["findings"])
+    for word in ("killed", "os._exit", "exit handlers did not run", "SIGKILL"):
+        assert word not in text, (word, main["ending"], rep["answer"])

@@ -49,6 +49,11 @@ MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/me
 EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
 RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for (docs/evidence.md)
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
+# the watcher: a process's process_exit found no descriptor to be written with; its note said so (EXIT_NOTE)
+EXIT_UNWRITTEN = "exit_unwritten"
+# A note beside the log (LOG + EXIT_NOTE + pid): a symlink, which needs no descriptor, whose target holds what an
+# exit record that could not be written would have said; the watcher reads it when it sees that process end.
+EXIT_NOTE = ".exit-unwritten."
 TEST = "test"  # a pytest test began or ended (the pytest plugin, only while tracing is on)
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).

@@ -40,7 +40,7 @@ from ..common.env import (
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
 from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks
-from .sink import Sink, default_log_name, imported_by_tracer, one_more_descriptor, put_back_limit, warn
+from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, one_more_descriptor, put_back_limit, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
@@ -385,6 +385,8 @@ class Runtime:
                 self.sink.emit(PROCESS_EXIT, **fields)
             finally:
                 put_back_limit(limits)
+        if self.sink.dropped != before:  # still lost: a note the watcher turns into exit_unwritten
+            leave_exit_note(self.sink, {"how": how, "code": fields.get("code"), "dropped": self.sink.dropped})
 
 
 def _last_callers(found: "dict[str, Any]") -> "dict[str, Any]":

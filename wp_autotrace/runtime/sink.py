@@ -29,7 +29,7 @@ import sys
 import time
 
 from ..common.env import ROOT_ENV
-from ..common.vocab import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
+from ..common.vocab import EXIT_NOTE, HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 # and the tracer must not call itself through them.
 _write = os.write
 _close = os.close
+_symlink = os.symlink
 _fstat = os.fstat
 _getpid = os.getpid
 _getppid = os.getppid
@@ -535,6 +536,29 @@ def one_more_descriptor(sink: "Sink") -> "tuple[int, int] | None":
     except (OSError, ValueError):
         return None
     return soft, hard
+
+
+def leave_exit_note(sink: "Sink", fields: "dict[str, Any]") -> None:
+    """Where the exit record found no descriptor (EMFILE, soft RLIMIT_NOFILE at the hard one), what it would have
+    said as a note the watcher reads when it sees this process end: a symlink (it needs no descriptor) beside
+    the log, LOG + EXIT_NOTE + pid, its target the fields' JSON; so the log says the record was lost, never a
+    kill. A stale note of ours under that name is replaced. Imports nothing, never raises."""
+    import errno
+
+    if sink._open_errno != errno.EMFILE or not sink.active:
+        return
+    path, note = f"{sink.path}{EXIT_NOTE}{_getpid()}", _encode_json(fields)
+    try:
+        for _ in range(2):
+            try:
+                _symlink(note, path)
+                return
+            except FileExistsError:
+                if os.lstat(path).st_uid != os.geteuid():
+                    return
+                os.unlink(path)
+    except Exception:
+        pass
 
 
 def put_back_limit(limits: "tuple[int, int]") -> None:

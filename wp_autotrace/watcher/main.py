@@ -29,7 +29,9 @@ its own sends, and sampling never waits for the receiver.
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import time
 
 from ..common import vocab as V
@@ -153,6 +155,8 @@ class Watcher:
             lists["rss"] = rss
         if started or ended or rss or len(lists) > 2:
             self.emit_parts(V.TREE, lists, count=len(self.tree.live), final=False)
+        for entry in ended:
+            self._exit_note(entry)
         if self.oom is not None and (rose := self.oom.rose()) is not None:
             # every tick, ends or not: the only evidence of an OOM kill, and its time (evidence.md)
             self.emit(V.OOM, before=rose[0], oom_kill=rose[1], since=round(rose[2], 3))
@@ -167,6 +171,30 @@ class Watcher:
             self.export.tick(ended, now)
         if self.tree.root_end is None and not self.tree.is_root(self.tree.root):
             self.tree.root_end = now
+
+    def _exit_note(self, entry: dict[str, Any]) -> None:
+        """An ended process's note that its process_exit could not be written (sink.leave_exit_note), as an
+        exit_unwritten record; the note is removed. Only this user's symlink made during that process's life
+        (a stale note of an earlier process with the pid is not its). One lstat per end: ENOENT as a rule."""
+        path = f"{self.sink.path}{V.EXIT_NOTE}{entry['pid']}"
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+                return
+            note = os.readlink(path)
+            os.unlink(path)
+        except OSError:
+            return
+        ct = entry.get("create_time")
+        if ct is not None and st.st_mtime < ct - 1.0:
+            return
+        try:
+            said = json.loads(note)
+        except ValueError:
+            said = None
+        said = said if isinstance(said, dict) else {}
+        fields = {k: said[k] for k in ("how", "code", "dropped") if k in said}
+        self.emit(V.EXIT_UNWRITTEN, exited_pid=entry["pid"], create_time=ct, noted=round(st.st_mtime, 3), **fields)
 
     def _heartbeat(self, now: float) -> list[dict[str, Any]]:
         """The rss entries due now: every live process's at a keep-alive, else those that moved."""

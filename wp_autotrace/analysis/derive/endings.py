@@ -200,6 +200,8 @@ class Endings:
             code = p.exit_code if p.exit_code is not None else code
             return Ending(EXIT, f"exited (code {code})" if code is not None else "exited", at,
                           [f"process_exit (code {code})"], code=code, exit_record_at=record)
+        if p.exit_unwritten is not None:  # it reached its exit record, which found no descriptor: lost, not a kill
+            return _unwritten(p.exit_unwritten, code, at)
         if code is not None and p.traced:  # a code, and no process_exit: its exit handlers did not run
             return Ending(OS_EXIT, f"left without its exit handlers (os._exit, code {code})", at, [why], code=code)
         if code is not None:  # not traced: it wrote no records, and had no Python exit handlers to skip
@@ -473,3 +475,12 @@ def _version(text: str) -> tuple[int, int] | None:
     return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(x.isdigit() for x in parts) else None
 
 
+def _unwritten(said: dict[str, Any], code: int | None, at: float) -> Ending:
+    """The ending of a process whose process_exit found no descriptor (the watcher read the note its exit left):
+    it exited, through its exit handlers; the record is lost, never read as a kill."""
+    noted = said.get("code")
+    code = code if code is not None else noted if isinstance(noted, int) else None
+    return Ending(EXIT, "exited; its process_exit found no descriptor free (its file table full at its hard "
+                  "limit), so the log lacks it" + (f" (code {code})" if code is not None else ""), at,
+                  [f"exit_unwritten: the watcher read the note its exit left (how {said.get('how') or '?'})"],
+                  code=code)

@@ -37,7 +37,9 @@ def tracer_trouble(v: View) -> Finding | None:
     return Finding(
         "tracer-errors", "warning",
         f"The tracer reported {len(errors)} error(s) and dropped {dropped} record(s): this report may miss events.",
-        [], errors[:TEXT_PIDS], "see the errors; a dropped record usually means the log's disk was full",
+        [], errors[:TEXT_PIDS], "see the errors; a dropped record usually means the log's disk was full"
+        + ("; an exit record lost to a full file table is said in that process's ending" if any(
+            p.exit_unwritten is not None for p in v.procs) else ""),
         {"records_dropped": dropped})
 
 

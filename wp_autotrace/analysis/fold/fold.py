@@ -255,6 +255,9 @@ class Builder:
         if isinstance(r.get("interval"), (int, float)):
             run.interval = max(run.interval, float(r["interval"]))
 
+    def visit_exit_unwritten(self, r: dict[str, Any]) -> None:
+        note_unwritten(self.reg, r)
+
     def visit_watcher_exit(self, r: dict[str, Any]) -> None:
         run = self.reg.record_run(r)
         run.watcher_exit = r.get("reason") or vocab.EXIT_ERROR
@@ -347,6 +350,18 @@ def tree_zombies(reg: Registry, host: str, r: dict[str, Any]) -> None:
         p = reg.find(host, entry)
         if p is not None and p.zombie is not None:
             p.zombie["reaped"] = entry.get("end", r["ts"])
+
+
+def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
+    """A process_exit that found no descriptor (the watcher's exit_unwritten): its records are counted lost, and
+    what it would have said is kept; its ending says so (never a kill). Only a process of the record's run."""
+    run = reg.record_run(r)
+    p = reg.find(r["host"], {"pid": r["exited_pid"], "create_time": r.get("create_time")}) \
+        if isinstance(r.get("exited_pid"), int) else None
+    if p is None or p.run is not run:
+        return
+    p.exit_unwritten = {k: r[k] for k in ("how", "code") if k in r}
+    count_dropped(p, r.get("dropped") if isinstance(r.get("dropped"), int) else p.dropped + 1)
 
 
 def count_dropped(p: Process, said: Any) -> None:

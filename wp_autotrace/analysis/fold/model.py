@@ -129,7 +129,7 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index", "argv", "last", "exit_code", "via", "exec_into", "executable",
+                 "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads")
 
@@ -184,6 +184,8 @@ class Process:
         self.executable = ""  # sys.executable, from its process_start
         self.via = ""  # how the watcher proved it the run's: root, child, claim ("" in older logs: a member)
         self.exec_into: dict[str, Any] | None = None  # its exec record, while no later record says it failed
+        # what its process_exit would have said, where that record found no descriptor (the watcher read its note)
+        self.exit_unwritten: dict[str, Any] | None = None
         self.pgid: int | None = None  # its process group, as the watcher first saw it
         self.zombie: dict[str, Any] | None = None  # the watcher's zombie entry: {ppid, since, status, reaped?}
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame

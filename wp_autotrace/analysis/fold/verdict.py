@@ -250,6 +250,8 @@ def run_state(run: Run, now: float) -> str:
         return RUN_ENDED  # it exec'd into another program, whose end the watcher saw: not killed
     if run.waited is not None and run.waited.status >= 0:
         return RUN_ENDED  # `run` saw it exit with a code (os._exit: no exit handlers, no process_exit)
+    if root.exit_unwritten is not None and (run.waited is None or run.waited.status >= 0):
+        return RUN_ENDED  # it reached its exit record, which found no descriptor (its note, read by the watcher)
     if run.leftover_how == vocab.ROOT_KILLED or root.gone is not None:
         return RUN_KILLED
     if run.leftover_seen:

@@ -15,6 +15,7 @@ from ...common.vocab import (
     CONFIG,
     ERROR,
     EXEC,
+    EXIT_UNWRITTEN,
     IMPORT,
     LEFTOVER,
     MEMORY,
@@ -35,6 +36,7 @@ from ...common.vocab import (
 
 __all__ = [  # what this module offers, its own names and the re-exported vocabulary
     "ANY", "BASE_FIELDS", "BLOCKED", "BOOL", "CALL", "CONFIG", "DEVS", "DICT", "ENDED", "ERROR", "EVENTS", "EXEC",
+    "EXIT_UNWRITTEN",
     "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "KNOWN_EVENTS", "LEFTOVER", "MEMORY", "MEMS", "NUM",
     "OOM", "OPT_STR", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
@@ -243,6 +245,14 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"),
         ("since", NUM, "when that previous read was (Unix seconds): the kills happened in (since, ts]; absent in "
                        "older logs, whose watcher read the count only at ends: then no process is named from it"))),
+    EXIT_UNWRITTEN: ("a process's process_exit could not be written (no descriptor free: its table full at its hard "
+                     "limit); the watcher read the note it left (a symlink beside the log) when it saw it end",
+                     _PART_FIELDS[:2] + (
+        ("exited_pid", UINT, "the process whose record was lost"),
+        ("create_time", NUM, "its start (Unix seconds), as the watcher's `ended` entry has it"),
+        ("noted", NUM, "when it left the note (Unix seconds)"),
+        ("how", STR, "process_exit's `how`"), ("code", ANY, "process_exit's `code`"),
+        ("dropped", UINT, "records it could not write, this one included"))),
     RUN_EXIT: ("`wp-autotrace run` waited for its program: the status it saw (so `report` says the same)",
                _PART_FIELDS[:2] + (
         ("status", INT, "the exit code, or -N for signal N"),
