@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
+from functools import partial
 from typing import Any, Callable
 
 from ...common import targets, vocab
@@ -31,13 +32,14 @@ def _argv_text(argv: Any) -> str:
 
 
 class Builder:
-    """Folds records, in time order, into a Model. One ``visit_<event>`` per event; the state the visits
-    share, and who each record is about, is its Registry (identities.py)."""
+    """Folds records, in time order, into a Model. One ``visit_<event>`` per event (or REGISTRY_VISITS'); the
+    state the visits share, and who each record is about, is its Registry (identities.py)."""
 
     def __init__(self, waited: Waited | None = None) -> None:
         self.reg = Registry(waited)
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            event: getattr(self, "visit_" + event) for event in schema.KNOWN_EVENTS}
+            event: getattr(self, "visit_" + event, None) or partial(REGISTRY_VISITS[event], self.reg)
+            for event in schema.KNOWN_EVENTS}
 
     def fold(self, records: Iterable[dict[str, Any]]) -> Model:
         """Every record, then finish(): the whole log's model."""
@@ -255,9 +257,6 @@ class Builder:
         if isinstance(r.get("interval"), (int, float)):
             run.interval = max(run.interval, float(r["interval"]))
 
-    def visit_exit_unwritten(self, r: dict[str, Any]) -> None:
-        note_unwritten(self.reg, r)
-
     def visit_watcher_exit(self, r: dict[str, Any]) -> None:
         run = self.reg.record_run(r)
         run.watcher_exit = r.get("reason") or vocab.EXIT_ERROR
@@ -362,6 +361,10 @@ def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
         return
     p.exit_unwritten = {k: r[k] for k in ("how", "code") if k in r}
     count_dropped(p, r.get("dropped") if isinstance(r.get("dropped"), int) else p.dropped + 1)
+
+
+# Visits that need only the Registry, outside the Builder (which is at its size).
+REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten}
 
 
 def count_dropped(p: Process, said: Any) -> None:
