@@ -36,14 +36,25 @@ SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
         return {"pids": sorted(c.pid for c in kids), "pss": sum(pss(c.pid) for c in kids),
                 "main_pss": pss(os.getpid()), "main_rss": psutil.Process().memory_info().rss}
 
+    def read_all(pids, since):
+        """Whether one watcher memory record after `since` holds every one of pids."""
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            recs = [json.loads(x) for x in f.read().split(b"\\n") if b'"event":"memory"' in x and x.endswith(b"}")]
+        return any(r["ts"] > since and set(pids) <= {e["pid"] for e in r["procs"]} for r in recs)
+
     if __name__ == "__main__":
         AsyncCompile.wait_pool_ready()  # first Triton kernel
         pool = AsyncCompile.process_pool()
         for job in [pool.submit(time.sleep, 0.5) for _ in range(2)]:
             job.result(timeout=60)
-        wait(lambda: sampled(1))
-        before = probe()
-        wait(lambda: sampled(3))  # the pool idles while the watcher reads it again
+        # Settled first: a spawned worker the second job started may still be importing torch (8 s on a loaded
+        # box; its PSS grew 345 -> 454 MiB between two readings) and the watcher reads it as the pool's only
+        # once torch's initializer ran in it. So: until the watcher has read every worker, then the probe, then
+        # until it has read them all again (the pool idles meanwhile), then the probe again.
+        kids = probe()["pids"]
+        wait(lambda: read_all(kids, 0.0), limit=120)
+        before, at = probe(), time.time()
+        wait(lambda: read_all(kids, at))
         after = probe()
         with open(sys.argv[1], "w") as f:
             json.dump({"before": before, "after": after}, f)
