@@ -16,7 +16,7 @@ from .derive.autotune import Kill, kills
 from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
-from .derive.memseries import peak_at_once, run_series
+from .derive.memseries import run_series
 from .derive.pools import start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
@@ -134,11 +134,11 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:
     """The run's pools' memory at once (memseries.run_series: bounded, thinned): per series the indices of its
     pools in the report's `pools` and its points [seconds from t0, PSS bytes, processes read, processes alive]."""
-    mine = [(i, v.story(pool).procs) for i, pool in enumerate(v.pools) if pool.creator.run_id == run.id]
+    mine = [(i, v.story(pool)) for i, pool in enumerate(v.pools) if pool.creator.run_id == run.id]
     # t unrounded (unlike the report's other times): the page places each point from it, to a tenth of a pixel
     return [{"pools": [mine[k][0] for k in which], "points": [[pt.ts - v.t0, pt.pss, pt.read, pt.alive]
                                                                for pt in points]}
-            for which, points in run_series([procs for _, procs in mine])]
+            for which, points in run_series([s.procs for _, s in mine], [s.series for _, s in mine])]
 
 
 def _exit_code(r: Run) -> int | None:
@@ -300,7 +300,7 @@ def _jobs(v: View, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [_job_dict(v, job, ranks) for job in group(v.runs)]
 
 
-def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
+def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[str, Any]:
     """What the run cost, in total: processes, what was left (memory), the main process's wait at exit."""
     never = next((f.cost.get("processes", 0) for f in findings if f.kind == "sidecar-never-served"), 0)
     return {
@@ -309,7 +309,8 @@ def _costs(v: View, findings: list[Any]) -> dict[str, Any]:
         "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
         "leftover_at_least": v.left_sum_at_least,
         # Memory at once (docs/evidence.md): what every pool's processes held together at one moment.
-        "pools": len(v.pools), "pool_peak_pss_bytes": peak_at_once(facts.pools_procs(v))[0],
+        # (facts.pools_across's figure: the one sum over every pool's processes, taken once)
+        "pools": len(v.pools), "pool_peak_pss_bytes": across["at_once_bytes"] if across is not None else None,
         "idle_s": round(sum(v.story(p).idle_s for p in v.pools), 3),
         "idle_mib_s": round(sum(v.story(p).idle_mib_s or 0.0 for p in v.pools), 1),
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
@@ -368,13 +369,14 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
     ranks = _ranks(v, leftover)
     jobs = _jobs(v, ranks)
     ordered = ranked([f._asdict() for f in findings])
+    across = facts.pools_across(v)
     rep = {
         "t0": v.t0,
         "runs": [{**_run_dict(v, r), "memory_at_once": _memory_at_once(v, r)} for r in v.runs],
         "ranks": ranks,
         # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
         "jobs": jobs,
-        "costs": _costs(v, findings),
+        "costs": _costs(v, findings, across),
         "all_runs": len(model.runs),
         "warm_pool_pids": sorted({e["pid"] for e in warm}),
         "distinct_warm_pool_pids": len(warm),
@@ -402,7 +404,7 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
                     for c in v.blocked],
         "tracer_errors": [e for r in v.runs for e in r.tracer_errors][:20],
         "findings": ordered,
-        "pools_across": facts.pools_across(v),
+        "pools_across": across,
         "compiling": facts.compiling(v),
         "no_pool_why": facts.no_pool_why(v),
         "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,

@@ -162,13 +162,13 @@ def thin(points: list[Point], buckets: int) -> list[Point]:
     return out if out[-1] == points[-1] else [*out, points[-1]]
 
 
-def run_series(pools: list[list[Process]]) -> list[tuple[list[int], list[Point]]]:
+def run_series(pools: list[list[Process]], series: list[list[Point]]) -> list[tuple[list[int], list[Point]]]:
     """A run's memory at once as the report holds it: (indices into pools, thinned points) per series, pools
-    being each pool's processes (a pool's never include a pool made inside it). Every sampled pool's own
-    series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak each (in that
-    order) and one series of the others' processes summed at once (at_once over them all). Unsampled pools
-    have no series."""
-    read = [(i, points) for i, points in ((i, at_once(procs)) for i, procs in enumerate(pools)) if points]
+    being each pool's processes (a pool's never include a pool made inside it) and series each one's
+    at_once (PoolStory.series). Every sampled pool's own series when there are at most MEMORY_LINES; else
+    the MEMORY_LINES - 1 largest by peak each (in that order) and one series of the others' processes summed
+    at once (at_once over them all). Unsampled pools have no series."""
+    read = [(i, points) for i, points in enumerate(series) if points]
     if len(read) <= MEMORY_LINES:
         return [([i], thin(points, MEMORY_POINTS)) for i, points in read]
     read.sort(key=lambda x: -max(pt.pss for pt in x[1]))

@@ -37,7 +37,7 @@ from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
 from ..words.fmt import MIB
 from .counts import counts_at
-from .memseries import lived_mem, peak_at_once
+from .memseries import Point, at_once, lived_mem, peak_at_once
 
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"
@@ -290,6 +290,8 @@ class PoolStory:
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]
+        # Its memory at once over its whole life (the report's series and its peak: summed once, not twice).
+        self.series: list[Point] = at_once(self.procs)
         a, b = self.busy_until, self.idle_to
         # The pool's processes during the idle span, and those of them the watcher read then: the held
         # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
@@ -336,8 +338,8 @@ class PoolStory:
     def _peak(self) -> tuple[int | None, float | None]:
         """What the pool's processes held together at one moment (peak_at_once), and when: never a sum of
         figures from different moments."""
-        peak, _, _, at = peak_at_once(self.sampled)  # over sampled processes: the others add nothing to it
-        return peak, at
+        best = max(self.series, key=lambda pt: pt.pss, default=None)  # peak_at_once's rule, on the series
+        return (best.pss, best.ts) if best is not None else (None, None)
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
         """The JSON keys report.py adds to each pool (times relative to the run's first record)."""
