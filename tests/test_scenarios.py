@@ -172,32 +172,27 @@ def test_183003_quiesce_timer_stops_workers_sidecar_stays(tmp_path: Path) -> Non
 
 def test_115366_spawn_child_exit_wait(tmp_path: Path) -> None:
     """A spawn child makes a pool and returns before its sidecar is ready: at its exit torch's finalizer
-    shuts the pool down, and the parent's join() waits for the sidecar's start-up. The finding says how long,
-    names the user's line (not <string>:1); a child whose ready pool stops in torch's usual ~0.5 s is not
-    told (that is the cost of any pool, not a wait worth a finding)."""
+    shuts the pool down, and the parent's join() waits for the sidecar's start-up. The finding says how long and
+    names the user's line (not <string>:1). (A ready pool stopped in torch's usual ~0.5 s is below the finding's
+    bar; tests/test_pools.py checks that on a crafted log, since a loaded box can stretch it past the bar.)"""
     rep, script, line = run_scenario(tmp_path, '''
         import multiprocessing as mp
 
-        def work(ready):
-            if ready:
-                AsyncCompile.wait_pool_ready()
-            else:
-                AsyncCompile.process_pool()  # first Triton kernel
+        def work():
+            AsyncCompile.process_pool()  # first Triton kernel
 
         if __name__ == "__main__":
-            for ready in (True, False):
-                child = mp.get_context("spawn").Process(target=work, args=(ready,))
-                child.start()
-                child.join()
+            child = mp.get_context("spawn").Process(target=work)
+            child.start()
+            child.join()
     ''')
-    (early,) = [p for p in rep["pools"] if p["caller"]["line"] == line]
-    child = early["creator_pid"]
-    assert early["creator_role"] == "child" and early["caller"]["line"] == line and early["caller"]["func"] == "work"
+    (pool,) = rep["pools"]
+    child = pool["creator_pid"]
+    assert pool["creator_role"] == "child" and pool["caller"]["line"] == line and pool["caller"]["func"] == "work"
     wait = finding(rep, "child-exit-wait")
     assert wait["text"].startswith(f"Spawned child {child} spent ") and "at its exit" in wait["text"]
     assert f"the pool it made at {script}:{line} (work)" in wait["text"] and "<string>" not in wait["text"]
-    assert "join() waits" in wait["text"] and "more child" not in wait["text"] and wait["pids"] == [child]
-    assert wait["cost"]["exit_wait_s"] >= 1.0
+    assert "join() waits" in wait["text"] and wait["cost"]["exit_wait_s"] >= 1.0
     assert "pool-died" not in {f["kind"] for f in rep["findings"]}
 
 
