@@ -390,3 +390,51 @@ def test_an_autotune_subprocess_killed_on_its_timeout_is_told(tmp_path: Path) ->
     assert f"made an autotune pool (2 autotune subprocesses in all, no sidecar) at {script}:{line}" in answer
     assert "No compile pool was made" not in answer
     assert "max_autotune_subproc_result_timeout_seconds" in answer.split("Fix first:")[1]
+
+
+FORK_CHILD = textwrap.dedent('''
+    import multiprocessing as mp
+    import sys
+    import time
+
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+
+
+    def work():
+        pool = AsyncCompile.process_pool()  # first Triton kernel
+        pool.submit(time.sleep, 3)  # a compile job still running as the child's work returns
+
+
+    if __name__ == "__main__":
+        child = mp.get_context("fork").Process(target=work)
+        child.start()
+        start = time.monotonic()
+        child.join()
+        with open(sys.argv[1], "w") as f:
+            f.write(f"{child.pid} {time.monotonic() - start:.3f}")
+''')
+
+
+def test_a_fork_pools_shutdown_at_a_childs_exit_is_a_child_exit_wait(tmp_path: Path) -> None:
+    """A multiprocessing child makes a fork pool (TORCHINDUCTOR_WORKER_START=fork) and returns while its job runs:
+    at its exit multiprocessing's finalizer calls the pool's ProcessPoolExecutor.shutdown (torch 2.13 registers
+    it), which waits for the job, and the parent's join() waits as long. The finding says so, as it does for a
+    SubprocPool's shutdown; its seconds are bounded by the parent's own timing of the join."""
+    script, out, log = tmp_path / "train.py", tmp_path / "join.txt", tmp_path / "log.jsonl"
+    script.write_text(FORK_CHILD)
+    line = next(i for i, x in enumerate(FORK_CHILD.splitlines(), 1) if "# first Triton kernel" in x)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_WORKER_START="fork", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script), str(out)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    pid, joined = out.read_text().split()
+    rep = report_json(log)
+    (found,) = [f for f in rep["findings"] if f["kind"] == "child-exit-wait"]
+    assert found["pids"] == [int(pid)]
+    assert found["text"].startswith(f"Forked child {pid} (train.py) spent ")
+    assert "in ProcessPoolExecutor.shutdown at its exit" in found["text"]
+    assert f"the pool it made at {script}:{line} (work)" in found["text"]
+    # the job ran 3 s: well over the 1 s bar, and never longer than the parent's own join
+    assert 1.5 <= found["cost"]["exit_wait_s"] <= float(joined), (found, joined)

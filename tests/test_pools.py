@@ -282,6 +282,40 @@ def test_a_child_exit_in_torchs_usual_time_is_not_a_wait(tmp_path: Path) -> None
     assert "child-exit-wait" not in {f["kind"] for f in report(w, tmp_path)["findings"]}
 
 
+def executor_child_exit(executor_class: str) -> LogWriter:
+    """A forked multiprocessing child made a fork pool at train.py:12 and spent 2.5 s at its exit in an executor's
+    ProcessPoolExecutor.shutdown (multiprocessing's exit handler: the stack keeps the frame it was forked at)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 150, 100, "child", forked=True)
+    w.add(2, 150, 100, "child", "call", target=f"{AC}:AsyncCompile.process_pool", call_id=1, thread="MainThread",
+          stack=[USER], caller=USER)
+    w.add(2.001, 150, 100, "child", "call", call_id=2, parent_call=1, thread="MainThread", stack=[USER], caller=USER,
+          target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor.__init__", threads=1)
+    w.add(2.002, 150, 100, "child", "return", call_id=2, duration_s=0.001)
+    w.add(2.003, 150, 100, "child", "return", call_id=1, duration_s=0.003)
+    forked_at = {"file": "/home/u/train.py", "line": 20, "func": "<module>"}
+    mp_exit = {"file": "/usr/lib/python3.11/multiprocessing/util.py", "line": 334, "func": "_exit_function"}
+    w.add(3, 150, 100, "child", "call", target="concurrent.futures.process:ProcessPoolExecutor.shutdown", call_id=3,
+          thread="MainThread", stack=[forked_at, mp_exit], caller=forked_at, executor_class=executor_class)
+    w.add(5.5, 150, 100, "child", "return", call_id=3, duration_s=2.5)
+    w.add(5.6, 150, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(6, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_a_fork_pools_executor_shutdown_at_exit_is_a_child_exit_wait(tmp_path: Path) -> None:
+    """torch's fork pool (a TrackedProcessPoolExecutor) shut down by multiprocessing's exit handler counts as
+    SubprocPool.shutdown does; another executor's shutdown (the program's own) never does."""
+    f = next(f for f in report(executor_child_exit("TrackedProcessPoolExecutor"), tmp_path)["findings"]
+             if f["kind"] == "child-exit-wait")
+    assert f["text"].startswith("Forked child 150 (child.py) spent 2.5 s in ProcessPoolExecutor.shutdown at its exit")
+    assert "the pool it made at /home/u/train.py:12 (main)" in f["text"]
+    (tmp_path / "own").mkdir()
+    kinds = {f["kind"] for f in report(executor_child_exit("ProcessPoolExecutor"), tmp_path / "own")["findings"]}
+    assert "child-exit-wait" not in kinds
+
+
 def test_an_xdist_worker_exit_wait_is_named_and_not_a_join(tmp_path: Path) -> None:
     """pytest-xdist's worker (execnet's bootstrap line) spends its exit shutting its pool down: the finding
     names it as one, and does not say multiprocessing's join() waits for it (docs/users.md, D5)."""

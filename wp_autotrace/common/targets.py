@@ -65,6 +65,7 @@ POOL_SUBMIT = "pool-submit"
 POOL_QUIESCE = "pool-quiesce"
 POOL_WAKEUP = "pool-wakeup"
 POOL_SHUTDOWN = "pool-shutdown"
+EXECUTOR_SHUTDOWN = "executor-shutdown"  # ProcessPoolExecutor.shutdown (a fork/spawn pool's, at a child's exit)
 POOL_DEATH = "pool-sidecar-death"
 SIDECAR_POOL_START = "sidecar-pool-start"  # the sidecar builds its worker pool (worker pids captured)
 SIDECAR_MAIN = "sidecar-main"  # the sidecar's serving loop
@@ -243,6 +244,11 @@ TARGETS: "tuple[Target, ...]" = (
     # concurrent.futures' exit join (registered with threading._register_atexit: it runs before atexit's handlers,
     # torch's shutdown included): it waits for every process pool's jobs, so a job that never ends hangs the exit.
     Target("concurrent.futures.process", "_python_exit", tag=EXIT_JOIN),
+    # An executor's shutdown (TrackedProcessPoolExecutor inherits it, so it is wrapped where it is defined): torch
+    # registers a fork/spawn pool's with multiprocessing's Finalize, which a multiprocessing child runs at its exit
+    # (it waits for the pool's jobs and workers). The executor's class tells torch's pool from any other.
+    Target("concurrent.futures.process", "ProcessPoolExecutor.shutdown", tag=EXECUTOR_SHUTDOWN,
+           capture_call=(("executor_class", "self.__class__.__name__"),)),
     # 2.14: the health monitor noticed the sidecar died.
     Target(_SP, "SubprocPool._on_sidecar_death", capture=_SIDECAR, tag=POOL_DEATH),
     # Pools outside _pool_set, which shutdown_compile_workers never stops.

@@ -350,14 +350,21 @@ def pool_device_files(v: View) -> Finding | None:
         + start, {"processes": len(pids)})
 
 
+# The executor class torch's fork/spawn pool is (2.8+): its ProcessPoolExecutor.shutdown is the pool's.
+TORCH_EXECUTOR = "TrackedProcessPoolExecutor"
+
+
 def _exit_shutdowns(v: View) -> list[Call]:
     """Pool shutdowns at a non-main process's own exit that took CHILD_EXIT_WAIT_S or more: torch's atexit
     shutdown_compile_workers, or (a multiprocessing child, whose atexit never runs) the finalizer torch
-    registers with each pool calling SubprocPool.shutdown. Either way no user frame asked for it."""
-    shutdowns = (targets.EXIT_SHUTDOWN, targets.POOL_SHUTDOWN)
+    registers with each pool calling SubprocPool.shutdown, or a fork/spawn pool's ProcessPoolExecutor.shutdown.
+    Either way no user frame asked for it (a forked child's stack keeps the frame it was forked at: multiprocessing's
+    exit handler, Call.at_exit, is no user's request)."""
+    shutdowns = (targets.EXIT_SHUTDOWN, targets.POOL_SHUTDOWN, targets.EXECUTOR_SHUTDOWN)
     return [c for c in v.calls if c.tag in shutdowns and (c.parent is None or c.parent.tag not in shutdowns)
+            and (c.tag != targets.EXECUTOR_SHUTDOWN or c.at_call.get("executor_class") == TORCH_EXECUTOR)
             and c.proc.role not in ("main", *GUARDED_ROLES) and c.thread in ("MainThread", "")
-            and user_frame(c.caller) is None and c.proc.pools and _took(v, c) >= CHILD_EXIT_WAIT_S]
+            and (user_frame(c.caller) is None or c.at_exit) and c.proc.pools and _took(v, c) >= CHILD_EXIT_WAIT_S]
 
 
 def _took(v: View, c: Call) -> float:

@@ -104,6 +104,8 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
                            "subprocess"),
     ("running", BOOL, "captured as the call starts (TuningProcess.kill): torch still held the subprocess running "
                       "(false: the kill sends nothing)"),
+    ("executor_class", STR, "captured as the call starts (ProcessPoolExecutor.shutdown): the executor's class "
+                            "(`TrackedProcessPoolExecutor`: torch's fork/spawn pool)"),
 )
 _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("run", STR, "run id"),
