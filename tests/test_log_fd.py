@@ -390,3 +390,29 @@ def test_an_exit_record_no_descriptor_could_hold_is_counted_lost_not_a_kill(tmp_
     text = json.dumps(main["ending"]) + rep["answer"] + json.dumps(rep["findings"])
     for word in ("killed", "os._exit", "exit handlers did not run", "SIGKILL"):
         assert word not in text, (word, main["ending"], rep["answer"])
+
+
+def test_a_childs_exit_record_lost_to_a_full_table_is_its_ending_not_a_kill(tmp_path: Path) -> None:
+    """A traced child (not the main) whose process_exit found no descriptor: the watcher's exit_unwritten makes
+    its ending "exited; ... no descriptor free", its record counted lost; one naming the same pid from another
+    run's watcher says nothing of it."""
+    from .logs import T0, LogWriter, report, start, watcher
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    start(w, 1, 101, 100, "child")
+    watcher(w, 1.1, "tree", count=2, ended=[], started=[{"pid": 101, "ppid": 100, "rss": 5 << 20, "via": "child",
+                                                          "create_time": T0 + 1}])
+    watcher(w, 3.0, "tree", count=1, started=[], ended=[{"pid": 101, "create_time": T0 + 1, "end": T0 + 3.0}])
+    w.add(3.0, 900, 100, "watcher", "exit_unwritten", run="other", root_pid=100, exited_pid=101,
+          create_time=T0 + 1, how="exit", dropped=5)
+    plain = report(w, tmp_path)
+    (child,) = [p for p in plain["processes"] if p["pid"] == 101]
+    assert "descriptor" not in child["ending"]["words"] and plain["runs"][0]["records_lost"] == 0, plain["runs"]
+    watcher(w, 3.0, "exit_unwritten", exited_pid=101, create_time=T0 + 1, noted=T0 + 2.9, how="exit", dropped=1)
+    w.add(4, 100, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    (child,) = [p for p in rep["processes"] if p["pid"] == 101]
+    assert child["ending"]["kind"] == "exit" and "no descriptor free" in child["ending"]["words"], child["ending"]
+    assert rep["runs"][0]["records_lost"] == 1 and 101 not in rep["no_exit_pids"], rep["runs"][0]
