@@ -935,3 +935,25 @@ def test_leftovers_read_together_only_before_the_main_ended_say_when(tmp_path: P
     left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
     assert "(all 2 read together, at 9.6 s, before the main process ended)" in left["text"], left["text"]
     assert "at 9.6 s, before the main process ended" in rep["answer"], rep["answer"]
+
+
+def test_the_fx_subprocess_pool_is_named_and_gets_its_own_advice(tmp_path: Path) -> None:
+    """The pool TORCHINDUCTOR_FX_COMPILE_MODE=subprocess makes (its SubprocPool made inside
+    _SubprocessFxCompile.process_pool) is named so, and its idle advice is not shutdown_compile_workers(), which
+    never stops it (it is outside torch's _pool_set)."""
+    w = idle_pool(quiesce_at=None)
+    for r in w.lines:
+        if r.get("target", "").endswith("SubprocPool.__init__"):
+            r["parent_call"] = 9
+    fx = {"file": "/home/u/train.py", "line": 12, "func": "main"}
+    w.add(1.05, 100, 1, "main", "call", target="torch._inductor.compile_fx_subproc:_SubprocessFxCompile.process_pool",
+          call_id=9, parent_call=1, thread="MainThread", stack=[fx], caller=fx)
+    w.add(1.6, 100, 1, "main", "return", call_id=9, duration_s=0.55)
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["fx_subprocess"]
+    idle = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert idle["advice"].startswith("this is the FX-subprocess compile pool (TORCHINDUCTOR_FX_COMPILE_MODE=")
+    assert "shutdown_compile_workers() after your last compile" not in idle["advice"]
+    assert "made an FX-subprocess compile pool (sidecar 200 + 2 workers)" in " ".join(rep["answer"].split())

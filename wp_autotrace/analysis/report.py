@@ -17,7 +17,7 @@ from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
 from .derive.memseries import run_series
-from .derive.pools import start_method
+from .derive.pools import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
 from .findings.rank import ranked
@@ -51,7 +51,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
     exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
     return {
         # what kind of pool, and its processes as `ps` lists them: the sidecar (none for fork/spawn) + workers
-        "kind": pool.kind, "start_method": start_method(pool) or None,
+        "kind": pool.kind, "start_method": start_method(pool) or None, "fx_subprocess": fx_subprocess(pool),
         "processes": (side is not None) + len(workers),
         **v.story(pool).as_dict(v.rel),
         "ending": v.endings.of_pool(pool).as_dict(v.rel), **_jobs_of(v, pool),

@@ -75,6 +75,15 @@ def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
     return BY_FINALIZER, None
 
 
+def fx_subprocess(pool: Pool) -> bool:
+    """Is the pool the FX-subprocess compile pool (TORCHINDUCTOR_FX_COMPILE_MODE=subprocess, torch 2.7+): a
+    SubprocPool(1, kind=SPAWN) made inside _SubprocessFxCompile.process_pool, or whose sidecar has that role?
+    torch's shutdown_compile_workers() never stops it (it is outside _pool_set): atexit does."""
+    parent = pool.call.parent
+    return bool((parent is not None and parent.tag == targets.FX_POOL)
+                or (pool.sidecar is not None and pool.sidecar.role == vocab.FX_COMPILE_SIDECAR))
+
+
 # The creator's calls that wait on a pool's jobs: AsyncCompile.wait (its kernels' futures), wait_pool_ready.
 WAIT_TAGS = (targets.ASYNC_WAIT, targets.WAIT_POOL_READY)
 

@@ -10,7 +10,7 @@ from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
-from ..derive.pools import BY_TIMER, PoolStory, start_method, user_frame
+from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, start_method, user_frame
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
@@ -187,9 +187,21 @@ QUIESCE_POOL = "quiesce_async_compile_pool"
 QUIESCE_TIME = "quiesce_async_compile_time"
 
 
+# The FX-subprocess pool (derive/pools.fx_subprocess): one worker whatever compile_threads says, no quiesce,
+# outside _pool_set (shutdown_compile_workers() leaves it), stopped by torch's atexit.
+FX_ADVICE = (
+    "this is the FX-subprocess compile pool (TORCHINDUCTOR_FX_COMPILE_MODE=subprocess): torch's "
+    "shutdown_compile_workers(), compile_threads and the quiesce settings do not touch it, and it stays until exit; "
+    "where its memory matters compile in the process (unset TORCHINDUCTOR_FX_COMPILE_MODE), or after your last "
+    "compile call torch._inductor.compile_fx_subproc._SubprocessFxCompile.process_pool().shutdown() (a later "
+    "compile would find it shut down: the pool is cached)")
+
+
 def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
     """What ends an idle pool, in the names the run's torch has (its config record's knobs), with the
     quiesce settings the pool itself used (its SubprocPool.__init__ capture) over the import-time ones."""
+    if st is not None and fx_subprocess(st.pool):
+        return FX_ADVICE
     settings, _, knobs = v.config_of(p)
     parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
     if "compile_threads" in knobs or "compile_threads" in settings:

@@ -40,7 +40,8 @@ def pool_sentence(pool: dict[str, Any]) -> str:
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
     by = shutdown_words(pool)
-    what = "an autotune pool" if pool.get("kind") == "autotune" else "a compile pool"
+    what = ("an autotune pool" if pool.get("kind") == "autotune" else
+            "an FX-subprocess compile pool" if pool.get("fx_subprocess") else "a compile pool")
     return (f"{pool['creator_role']} {pool['creator_pid']} made {what} ({name}) at "
             f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
             f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.{counts_words(pool)}")
