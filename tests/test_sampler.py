@@ -390,6 +390,49 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     assert reads.count(110) >= 1 and w.tree.backoff[110] <= 2  # looked at again soon after its change
 
 
+class ProbingReader(FakeReader):
+    """FakeReader with the kernel's last pid (ProcReader.last_pid): the highest pid handed out."""
+
+    def last_pid(self) -> int:
+        return max(self.procs)
+
+
+def test_the_root_with_idle_children_is_stat_every_tick_and_its_children_read_when_due(tmp_path: Path) -> None:
+    """Where the probe reads the kernel's last pid, the root's children file backs off as any member's (its
+    thousand idle children were listed every tick, most of the watcher's CPU); its stat is still read every
+    tick, a new child of the root joins in the tick after it appeared, and the root's end in its tick."""
+    from wp_autotrace.watcher.tree import MAX_BACKOFF
+
+    r = ProbingReader()
+    reads: list[int] = []
+    stats: list[int] = []
+    plain_children, plain_stat = r.children, r.stat
+    r.children = lambda pid, threads: (reads.append(pid), plain_children(pid, threads))[1]  # type: ignore[method-assign]
+    r.stat = lambda pid: (stats.append(pid), plain_stat(pid))[1]  # type: ignore[method-assign]
+    r.add(100, 1, 1.0)
+    for pid in range(101, 121):
+        r.add(pid, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.tree.stat_every = 5
+    w.tree.exits = FakeExits(r)  # type: ignore[assignment]
+    for _ in range(3 * MAX_BACKOFF):
+        w.tick()
+    reads.clear()
+    stats.clear()
+    for _ in range(MAX_BACKOFF):
+        w.tick()
+    assert reads.count(100) <= 1, reads.count(100)  # the root's children: once in MAX_BACKOFF ticks at most
+    assert stats.count(100) == MAX_BACKOFF  # its stat: every tick
+    r.add(600, 100, 3.0)  # a new child of the root: the probe names its parent
+    w.tick()
+    assert 600 in w.tree.live
+    del r.procs[100]
+    before = time.time()
+    w.tick()
+    ends = [e for t in events(read_log(log), "tree") for e in t["ended"] if e["pid"] == 100]
+    assert len(ends) == 1 and ends[0]["end"] >= before and w.tree.root_end is not None
+
+
 def test_a_claimed_process_gone_before_any_sample_gets_its_end(tmp_path: Path) -> None:
     """A pool worker that wrote its process_start and ended between two samples: the watcher writes its end
     (the sample that found it gone), once; a claimed process alive joins instead."""

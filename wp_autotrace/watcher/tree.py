@@ -7,9 +7,10 @@ process that exited since the last tick, however seldom its files are
 read, so an end is written within one interval. A known process then
 costs one read of its children file (of every thread's, when it has
 several) when it is due: every tick while it changes, else twice as
-late each time nothing new showed, up to MAX_BACKOFF ticks (the root
-every tick, pool processes up to POOL_BACKOFF; no back-off at all
-without a pidfd). Its stat (zombie, pid reused, exec'd, rss, threads)
+late each time nothing new showed, up to MAX_BACKOFF ticks (pool
+processes up to POOL_BACKOFF; the root's stat every tick, its children
+file backed off only while the probe below reads the kernel's last pid;
+no back-off at all without a pidfd). Its stat (zombie, pid reused, exec'd, rss, threads)
 is re-read every STAT_EVERY ticks while busy, IDLE_STAT_EVERY when
 backed off; a young process (YOUNG_TICKS) is looked at, stat included,
 every tick: an exec right after fork is seen at once. A backed-off
@@ -178,6 +179,8 @@ class Tree:
             self.every = {pid for pid in live if pid not in waits}
             return [pid for pid in live if waits.get(pid, 0) <= samples or pid in parents]
         due = dict.fromkeys(self.every)
+        if self.root in live:
+            due[self.root] = None  # its stat every tick (_look_at)
         due.update(dict.fromkeys(pid for pid in woken if waits.get(pid) == samples))
         due.update(dict.fromkeys(parents))
         return list(due)
@@ -186,9 +189,10 @@ class Tree:
                  ended: list[dict[str, Any]], candidates: set[int]) -> None:
         """One member's look this tick, when it is due (see sample): its stat when due, its children."""
         samples = self.samples
-        if self.root_end is None and self.next_look.get(pid, 0) > samples and not forked:
+        backed_off = self.root_end is None and self.next_look.get(pid, 0) > samples and not forked
+        if backed_off and not self.is_root(pid):
             return  # backed off: its end still comes from its pidfd this tick
-        # the root every tick: a zombie root (its parent has not reaped it yet) still has children files
+        # the root's stat every tick (its rss, an exec); its children file when due, as any member's (_schedule)
         since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
         young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
         busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
@@ -197,6 +201,8 @@ class Tree:
             since >= self.stat_every and busy)
         try:
             if restat and not self._restat(pid, now, started, ended, candidates):
+                return
+            if backed_off:
                 return
             kids = self.reader.children(pid, self.threads[pid])
         except Unreadable:
@@ -258,16 +264,21 @@ class Tree:
     def _schedule(self, pid: int, changed: bool) -> None:
         """When to look at pid again: next tick after a change, else twice as late as last time.
 
-        Only a process whose end its pidfd tells is backed off (the root never, pool processes
-        to POOL_BACKOFF ticks, others to MAX_BACKOFF): its end is still seen within one
-        interval; a child it forks is seen within one interval too (probe_new names its parent).
+        Only a process whose end its pidfd tells is backed off (pool processes to POOL_BACKOFF ticks,
+        others to MAX_BACKOFF; the root only while probe_new reads the kernel's last pid, and then only
+        its children file: its stat stays every tick): its end is still seen within one interval; a
+        child it forks is seen within one interval too (probe_new names its parent). The root's
+        children file listed a thousand idle children every tick: the kernel's walk of them was most of
+        the watcher's CPU (docs/scale.md, "Watcher at 1,000 idle run processes").
         """
-        if self.exits is None or pid not in self.exits or self.is_root(pid) or self.root_end is not None:
+        if self.exits is None or pid not in self.exits or self.root_end is not None or (
+                self.is_root(pid) and self.last_pid is None):
             self.backoff.pop(pid, None)  # once the root ended, every process every tick: the verdict is near
             self.next_look.pop(pid, None)
             self.every.add(pid)
             return
-        cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES else MAX_BACKOFF
+        # The root (role main, a busy role) as an idle member: the probe names its new children, its pidfd its end
+        cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES and not self.is_root(pid) else MAX_BACKOFF
         young = self.samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
         ticks = 1 if changed or young else min(self.backoff.get(pid, 1) * 2, cap)
         self.backoff[pid] = ticks
