@@ -178,9 +178,7 @@ class Tree:
         if len(self.every) + len(waits) != len(live):  # a member came in some other way: count again
             self.every = {pid for pid in live if pid not in waits}
             return [pid for pid in live if waits.get(pid, 0) <= samples or pid in parents]
-        due = dict.fromkeys(self.every)
-        if self.root in live:
-            due[self.root] = None  # its stat every tick (_look_at)
+        due = dict.fromkeys((self.root, *self.every) if self.root in live else self.every)  # the root: its stat
         due.update(dict.fromkeys(pid for pid in woken if waits.get(pid) == samples))
         due.update(dict.fromkeys(parents))
         return list(due)
@@ -190,9 +188,8 @@ class Tree:
         """One member's look this tick, when it is due (see sample): its stat when due, its children."""
         samples = self.samples
         backed_off = self.root_end is None and self.next_look.get(pid, 0) > samples and not forked
-        if backed_off and not self.is_root(pid):
+        if backed_off and not self.is_root(pid):  # the root's stat every tick (rss, exec), its children when due
             return  # backed off: its end still comes from its pidfd this tick
-        # the root's stat every tick (its rss, an exec); its children file when due, as any member's (_schedule)
         since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
         young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
         busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
@@ -202,7 +199,7 @@ class Tree:
         try:
             if restat and not self._restat(pid, now, started, ended, candidates):
                 return
-            if backed_off:
+            if backed_off:  # the root's
                 return
             kids = self.reader.children(pid, self.threads[pid])
         except Unreadable:
@@ -264,12 +261,9 @@ class Tree:
     def _schedule(self, pid: int, changed: bool) -> None:
         """When to look at pid again: next tick after a change, else twice as late as last time.
 
-        Only a process whose end its pidfd tells is backed off (pool processes to POOL_BACKOFF ticks,
-        others to MAX_BACKOFF; the root only while probe_new reads the kernel's last pid, and then only
-        its children file: its stat stays every tick): its end is still seen within one interval; a
-        child it forks is seen within one interval too (probe_new names its parent). The root's
-        children file listed a thousand idle children every tick: the kernel's walk of them was most of
-        the watcher's CPU (docs/scale.md, "Watcher at 1,000 idle run processes").
+        Only a process whose end its pidfd tells is backed off (pool processes to POOL_BACKOFF ticks, others
+        and the root to MAX_BACKOFF; the root's children file only, where probe_new reads the last pid: docs/scale.md,
+        "Watcher at 1,000 idle run processes"): its end is still seen within one interval; a child it forks too.
         """
         if self.exits is None or pid not in self.exits or self.root_end is not None or (
                 self.is_root(pid) and self.last_pid is None):
@@ -277,7 +271,6 @@ class Tree:
             self.next_look.pop(pid, None)
             self.every.add(pid)
             return
-        # The root (role main, a busy role) as an idle member: the probe names its new children, its pidfd its end
         cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES and not self.is_root(pid) else MAX_BACKOFF
         young = self.samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
         ticks = 1 if changed or young else min(self.backoff.get(pid, 1) * 2, cap)
