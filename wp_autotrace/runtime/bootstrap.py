@@ -494,7 +494,7 @@ TARGET_MODULES = frozenset((
     "torch._inductor.compile_worker.watchdog", "torch._inductor.compile_worker.utils",
     "torch._inductor.compile_worker.tracked_process_pool", "torch._inductor.autotune_process",
     "torch._inductor.compile_fx_subproc", "torch._vendor.quack.autotuner", "torch.utils.data._utils.worker",
-    "torch._dynamo.convert_frame", "torch_npu._inductor", "torch._inductor.config",
+    "torch._dynamo.convert_frame", "torch_npu._inductor", "torch._inductor.config", "concurrent.futures.process",
 ))
 
 
