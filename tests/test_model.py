@@ -420,6 +420,12 @@ def test_an_autotune_kill_is_told_cause_first(tmp_path: Path) -> None:
     assert "- 201 stayed a zombie under main 100 (`ps` lists it <defunct>) from 4.4 s until main 100 ended" in answer
     assert "made an autotune pool (2 autotune subprocesses in all, no sidecar)" in answer
     assert "No compile pool" not in answer and "docker run --init" not in answer
+    # the zombie finding says where it was (under the main, which ended), never "under pid 1"; it follows the kill
+    kinds = [f["kind"] for f in rep["findings"]]
+    (zombie,) = [f for f in rep["findings"] if f["kind"] == "zombies"]
+    assert "its parent ended since, handing it to pid 1" in zombie["text"]
+    assert "each was under pid 1" not in zombie["text"]
+    assert kinds.index("zombies") == kinds.index("autotune-killed") + 1
 
 
 def test_every_finding_kind_has_a_scenario(tmp_path: Path) -> None:

@@ -227,11 +227,15 @@ def zombies(v: View) -> Finding | None:
     z = p.zombie
     assert z is not None
     parents = sorted({q.zombie["ppid"] for q in found if q.zombie and q.zombie.get("ppid") is not None})
-    members = {q.pid for q in v.procs if q.ended_at is None}
+    members = {q.pid for q in v.procs}
     init = any(pp == 1 or pp not in members for pp in parents)  # a reaper outside the run: a container's pid 1
     who = ", ".join(str(x) for x in parents)
-    brief = "" if stayed else (f" None was seen to stay: each was under pid 1, which may reap late, and the "
-                               f"watcher's last look came less than {ZOMBIE_STAYS_S:g} s after it ended.")
+    # not seen to stay: under pid 1 at the last look, or under a parent of the run that ended since (which hands
+    # it to pid 1): said as it was, never "under pid 1" for a zombie whose parent was the main
+    under = ("each was under pid 1, which may reap late" if all(pp == INIT_PID for pp in parents) else
+             "its parent ended since, handing it to pid 1, which may reap late")
+    brief = "" if stayed else (f" None was seen to stay: {under}, and the watcher's last look came less than "
+                               f"{ZOMBIE_STAYS_S:g} s after that.")
     return _finding(
         "zombies", "warning" if stayed else "info",
         f"{len(found)} process(es) of the run are defunct (zombies: ended, not reaped) under parent {who}: "

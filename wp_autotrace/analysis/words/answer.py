@@ -255,6 +255,7 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
             after = autotune.symptom_words(rep)
             bullets.append(autotune.cause_words(rep) + (" What follows from it:" if after else ""))
             bullets += [SUB + x for x in after]
+            symptoms = [g for g in symptoms if g["kind"] != "zombies"]  # told just now, with its own figures
         else:
             bullets.append(headline(rep, lead))
         bullets += [SUB + headline(rep, f, under_cause=True) for f in symptoms[:SYMPTOMS_TOLD]]
