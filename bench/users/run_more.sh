@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the six further user cases of docs/users.md ("Six more"), one at a time, each under the independent
+# Runs the further user cases of docs/users.md ("Six more", then "Three more"), one at a time, each under the independent
 # probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -21,3 +21,6 @@ run sidecar_start_fails --linger 6 -- "$PY" -m pytest -q -p no:cacheprovider "$U
 run autotune_subproc --linger 6 -- "$PY" "$U/autotune_subproc.py"
 run launcher_killed --via-run --linger 12 -- "$PY" "$U/launcher_killed.py"
 run idle_cpu --linger 6 -- "$PY" "$U/idle_cpu.py"
+run worker_oom --linger 6 -- "$PY" "$U/worker_oom.py"
+run spawn_main --linger 6 -- "$PY" "$U/spawn_main.py"
+run collector_threads --linger 6 -- "$PY" "$U/collector_threads.py"
