@@ -94,16 +94,48 @@ def records(log: Path) -> list[dict[str, Any]]:
     return read_log(log, partial=True)
 
 
+def end_children_first(root: int) -> None:
+    """Stop root (SIGSTOP: it cannot react to what follows), SIGKILL its descendants, and wait (bounded) until
+    each has ended (a zombie, or gone): killed next, root ends after every one of them. Killed in one sweep
+    (kill_run), root first in pid order, its children live on for as long as the sweep is descheduled between
+    two kills, over the watcher's LEFTOVER_GRACE_S under load, and the report then rightly says them left
+    running after the main process: a run that ends by the test's kill ends with no leftover only this way."""
+    import psutil
+
+    try:
+        os.kill(root, signal.SIGSTOP)
+        children = psutil.Process(root).children(recursive=True)
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+    def ended() -> bool:
+        try:
+            return all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
+        except psutil.NoSuchProcess:
+            return False  # one went between the two reads: ask again
+
+    try:
+        wait_until(ended, SWEEP_S, interval=0.05, what=f"the descendants of {root} ended")
+    except WaitTimeout:
+        pass  # called from a `finally:` block: kill_run still ends them
+
+
 def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[list[dict[str, Any]]], Any],
               timeout: float = 120, cwd: Any = None, interrupts: int = 3, interrupt_wait: float = 3.0,
-              ) -> tuple[Result, bool]:
+              children_first: bool = False) -> tuple[Result, bool]:
     """Run cmd until ready(records) holds (or timeout, or cmd exits), then stop the run; (result, reached).
 
     stdin is DEVNULL and stdout/stderr go to files beside the log, so a chatty run never blocks on a full
     pipe. Then SIGINT is sent up to `interrupts` times, `interrupt_wait` s apart, so the program's atexit
     handlers run (torch's may wait on a sidecar chain) and a launcher stops its ranks; when the root has
     ended, the watcher gets a moment to list what it left. Last, every process of the run is killed:
-    the root's group and whatever else runs with this log (kill_run).
+    the root's group and whatever else runs with this log (kill_run); with children_first, a root still
+    running is stopped and its descendants end before it (end_children_first): none outlives it.
     """
     assert env.get("WP_AUTOTRACE_LOG") == str(log), "kill_run finds the run by its log"
     out_path, err_path = log.with_suffix(".stdout"), log.with_suffix(".stderr")
@@ -131,6 +163,8 @@ def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[l
             except WaitTimeout:
                 pass  # a test that needs the leftover record asserts on it itself
     finally:
+        if children_first and proc.poll() is None:
+            end_children_first(proc.pid)
         kill_run(log)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
