@@ -187,6 +187,29 @@ def test_end_is_the_first_sample_without_it(tmp_path: Path) -> None:
     assert before <= ended["end"] <= time.time()
 
 
+def test_an_exiting_process_is_not_listed_again(tmp_path: Path) -> None:
+    """A process that is exiting (SIGKILLed, its memory released, not yet a zombie) shows arg_start 0 and an
+    empty command line: that is no exec, so it keeps its entry (command line, role) until it ends; an exec (a
+    new arg_start) is still listed again. (Before, every dying process was listed again with no command line
+    and no role: a compile worker read then was a nameless leftover.)"""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    r.procs[101]["image"] = 5000
+    argv = {101: ["python", "torch/_inductor/compile_worker/__main__.py"]}
+    r.argv = lambda pid: argv.get(pid, ["p"]) if pid in r.procs else []  # type: ignore[method-assign]
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    (side,) = [e for t in events(read_log(log), "tree") for e in t["started"] if e["pid"] == 101]
+    assert side["role"] == "compile-sidecar"
+    r.procs[101]["image"], argv[101] = 0, []  # exiting: the kernel shows neither its image nor its argv
+    w.tick()
+    assert deltas(log)[0] == [(100, 1.0), (101, 2.0)] and w.tree.live[101]["role"] == "compile-sidecar"
+    r.procs[101]["image"], argv[101] = 7000, ["python", "other.py"]  # an exec of the same name
+    w.tick()
+    assert deltas(log)[0] == [(100, 1.0), (101, 2.0), (101, 2.0)] and w.tree.live[101]["cmd"] == "python other.py"
+
+
 def test_big_sets_are_split_never_cut(tmp_path: Path) -> None:
     """3,000 processes with 300-char command lines: tree and leftover records split in parts, none lost."""
     r = FakeReader()

@@ -295,10 +295,11 @@ class Tree:
             return False
         old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
         self.threads[pid] = info["threads"]
-        image, self.images[pid] = self.images.get(pid), info.get("image")
+        image, self.images[pid] = self.images.get(pid), info.get("image") or self.images.get(pid)
         # exec'd (or /proc showed no cmd yet): its name changed, or its image did (a python that execs python
-        # keeps its name: first seen between fork and exec, a sidecar kept its parent's command line, no role)
-        if info["name"] != old["name"] or not old["cmd"] or (image and info.get("image") != image):
+        # keeps its name: first seen between fork and exec, a sidecar kept its parent's command line, no role);
+        # an image of 0 is no exec: the process is exiting (its memory released, its argv empty, not yet a zombie)
+        if info["name"] != old["name"] or not old["cmd"] or (image and self.images[pid] != image):
             again = self._entry(info, old["via"])
             if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
                 self.live[pid] = again
