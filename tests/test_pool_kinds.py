@@ -172,6 +172,9 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
                              interrupts=1, interrupt_wait=6.0, children_first=True)
     ended_by = time.time()  # the run's processes are gone: the hang at exit ended before this
     assert reached, res.stderr[-3000:]
+    # the watcher writes the killed main's end after this (niced, on a loaded box: seconds); a report read
+    # before had no exit-hang (its end unseen yet): read the log once the watcher is done with it
+    wait_for_watcher(log, timeout=60)
     before, after = map(int, out.read_text().split())
     assert before >= 2  # the main thread and the one holding the lock, at least
     rep = report_json(log)
