@@ -473,6 +473,33 @@ def test_a_hang_at_exit_is_told_with_its_seconds_under_its_cause(tmp_path: Path)
     quick = with_fork_hang()
     call(quick, 6.1, 100, 1, "main", "concurrent.futures.process:_python_exit", 4, 6.2)
     assert "exit-hang" not in kinds(report(quick, tmp_path))
+    # its worker outlives the killed main: what was left follows from the hang too, and Fix first is the hang's
+    left = with_exit_hang()
+    for r in left.lines:
+        if r["event"] == "tree":
+            r["ended"] = [e for e in r["ended"] if e["pid"] != 201]
+        if r["event"] == "leftover":
+            r.update(count=1, pids=[201], procs=[{"pid": 201, "ppid": 1, "rss": 100 << 20}])
+    watcher(left, 12, "tree", count=0, started=[], ended=[{"pid": 201, "end": T0 + 12}])
+    rep = report(left, tmp_path)
+    lines = rep["answer"].splitlines()
+    assert "fork compile pool" in lines[0] and any(x.startswith("  - 1 process was left running") for x in lines)
+    assert 'worker_start_method="subprocess"' in lines[-1] and lines[-1].startswith("- Fix first: "), lines
+
+
+def test_who_changed_a_variable_before_the_config_loaded(tmp_path: Path) -> None:
+    """The config record's env_changed (the imports around the change) names who changed the variable: the
+    import of somelib, with both values; without it the finding says the log does not tell."""
+    w = with_setting_overridden()
+    (cfg,) = [r for r in w.lines if r["event"] == "config"]
+    cfg["env_changed"] = [{"var": "TORCHINDUCTOR_COMPILE_THREADS", "old": "4", "new": "1", "before": "somelib",
+                           "at": "torch"}]
+    (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "setting-overridden"]
+    assert "TORCHINDUCTOR_COMPILE_THREADS=4, but the import of somelib changed it to '1'" in f["text"], f["text"]
+    assert "as the next import (torch) began" in f["text"] and "the log does not say" not in f["text"]
+    assert "after importing somelib" in f["advice"]
+    (f,) = [f for f in report(with_setting_overridden(), tmp_path)["findings"] if f["kind"] == "setting-overridden"]
+    assert "the log does not say which" in f["text"]
 
 
 def test_compile_threads_changed_after_the_pool_exists(tmp_path: Path) -> None:

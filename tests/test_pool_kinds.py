@@ -220,8 +220,9 @@ OVERRIDDEN = textwrap.dedent('''
 
 def test_a_library_that_overwrites_compile_threads_is_told(tmp_path: Path) -> None:
     """The user exports TORCHINDUCTOR_COMPILE_THREADS=4; a library's import sets it to 1 before torch's config
-    loads. The report says both values and what the compile then took; the script reads the setting in effect and
-    times its own first call (compile and run), which bounds the report's compile seconds."""
+    loads. The report says both values, that the library's import changed it, and what the compile then took;
+    the script reads the setting in effect and times its own first call (compile and run), which bounds the
+    report's compile seconds."""
     (tmp_path / "somelib.py").write_text(LIBRARY)
     script, out, log = tmp_path / "train.py", tmp_path / "probe.txt", tmp_path / "log.jsonl"
     script.write_text(OVERRIDDEN)
@@ -239,6 +240,9 @@ def test_a_library_that_overwrites_compile_threads_is_told(tmp_path: Path) -> No
     seconds = float(text.split(" then took ")[1].split(" s")[0])
     assert 0 < seconds <= float(took) + 0.1, (seconds, took)
     assert "torch._inductor.config.compile_threads = 4 " in found["advice"]
+    # who changed it: somelib's import (the only code that sets it here), as the imports around the change show
+    assert "but the import of somelib changed it to '1'" in text, text
+    assert "the import of somelib" in rep["answer"] and "then took" in rep["answer"], rep["answer"]
 
 
 UNGUARDED = textwrap.dedent('''

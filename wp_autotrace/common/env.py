@@ -381,3 +381,62 @@ def own_create_time() -> "float | None":
         return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
     except (OSError, ValueError):
         return None
+
+
+# The variables torch reads into inductor's config as torch._inductor.config loads (compile_threads,
+# worker_start_method): a change of one before that import changes the setting (EnvWatch finds who).
+READ_AT_CONFIG = ("TORCHINDUCTOR_COMPILE_THREADS", "TORCHINDUCTOR_WORKER_START")
+
+
+class EnvWatch:
+    """Which import saw READ_AT_CONFIG change in-process: checked as each import begins (the finders' find_spec),
+    until inductor's config loads (finish). Protocol: check(fullname) at every import; `changes` lists
+    {var, old, new, before, at}: the value was `old` when the import of module `before` began and `new` when
+    the import of `at` began, so the change was made by `before`'s import (its top level after its own last
+    import) or by the importing code between the two imports.
+
+    Cost per import: two lookups in os.environ's own dict and two identity tests (an assignment makes a new
+    value object); nothing when os.environ is not the standard mapping.
+    """
+
+    __slots__ = ("_data", "_keys", "_seen", "_before", "changes")
+
+    def __init__(self) -> None:
+        env = os.environ
+        data = getattr(env, "_data", None)
+        ok = type(env) is _ENVIRON and type(data) is dict
+        self._data: dict[object, object] | None = data if ok else None
+        self._keys = tuple(env.encodekey(k) for k in READ_AT_CONFIG) if ok else ()
+        self._seen = [data.get(k) for k in self._keys] if ok and data is not None else []
+        self._before = ""
+        self.changes: list[dict[str, object]] = []
+
+    def check(self, fullname: str) -> None:
+        """At the start of fullname's import: note a change of a watched variable since the last import."""
+        data = self._data
+        if data is not None:
+            seen, keys = self._seen, self._keys
+            if data.get(keys[0]) is not seen[0] or data.get(keys[1]) is not seen[1]:
+                self._note(fullname)
+        self._before = fullname
+
+    def finish(self) -> "list[dict[str, object]]":
+        """Inductor's config has loaded (it read the variables): stop watching; the changes seen until now."""
+        self._data = None
+        return self.changes
+
+    def _note(self, fullname: str) -> None:
+        data = self._data
+        if data is None:
+            return
+        for i, key in enumerate(self._keys):
+            old, new = self._seen[i], data.get(key)
+            self._seen[i] = new
+            if old != new:
+                self.changes.append({"var": READ_AT_CONFIG[i], "old": _text(old), "new": _text(new),
+                                     "before": self._before, "at": fullname})
+
+
+def _text(value: "object") -> "str | None":
+    """A value of os.environ's own dict (bytes on POSIX) as the str os.environ gives."""
+    return None if value is None else os.fsdecode(value) if isinstance(value, bytes) else str(value)

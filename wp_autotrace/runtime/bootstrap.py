@@ -30,6 +30,7 @@ from ..common.env import (
     TRUE_WORDS,
     WARNED_ENV,
     WATCHED_ENV,
+    EnvWatch,
     is_true,
     own_argv,
     own_create_time,
@@ -224,6 +225,7 @@ class Runtime:
                 env[NOTICE_ENV] = self.notice
         self._finder: TargetFinder | None = None  # made by finder(), at the first target module's import
         self._front = _Front(self)
+        self.env_watch = EnvWatch()  # who changed a variable inductor's config reads, until it loads
 
     def finder(self) -> "TargetFinder":
         """The target finder, made on first use with the target table, in the front finder's place on
@@ -237,7 +239,7 @@ class Runtime:
                 if not self.settings.trace:
                     after.clear()
                 finder = self._finder = TargetFinder(TARGETS + self.settings.extra_targets, self._make_wrapper,
-                                                     self._notify, self.sink.error, after)
+                                                     self._notify, self.sink.error, after, self.env_watch.check)
                 meta = sys.meta_path
                 if self._front in meta:
                     meta[meta.index(self._front)] = finder
@@ -273,7 +275,7 @@ class Runtime:
         return self.probes().make_wrapper(target, label)
 
     def _notify(self, kind: str, target: "Target", module: "Any") -> None:
-        self.probes().notify(kind, target, module)
+        self.probes().notify(kind, target, module, self.env_watch.finish() if kind == "loaded" else None)
 
     def start(self) -> None:
         """Hook imports, write process_start; the root starts the run's watcher process."""
@@ -522,6 +524,7 @@ class _Front:
         self._runtime = runtime
 
     def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        self._runtime.env_watch.check(fullname)  # every import's start: who changed what inductor's config reads
         if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and self._runtime.settings.trace):
             return self._runtime.finder().find_spec(fullname, path, target)
         if (path is None and "." not in fullname and fullname not in sys.builtin_module_names

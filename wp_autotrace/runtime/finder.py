@@ -94,7 +94,8 @@ class TargetFinder:
 
     def __init__(self, targets: "tuple[Target, ...] | list[Target]", make_wrapper: "MakeWrapper",
                  notify: "Notify", report: "Report",
-                 after_load: "dict[str, Callable[[Any], None]] | None" = None) -> None:
+                 after_load: "dict[str, Callable[[Any], None]] | None" = None,
+                 on_import: "Callable[[str], None] | None" = None) -> None:
         self._by_module: dict[str, list[Target]] = {}
         for target in targets:
             self._by_module.setdefault(target.module, []).append(target)
@@ -104,6 +105,7 @@ class TargetFinder:
         self._notify = notify
         self._report = report
         self._busy: set[str] = set()
+        self._on_import = on_import  # told of every import's start (common/env.EnvWatch.check)
 
     # -- installation -----------------------------------------------------
 
@@ -130,6 +132,8 @@ class TargetFinder:
         threading, json, ...) is looked up without the cwd and sys.path[0], so a
         file there cannot shadow it.
         """
+        if self._on_import is not None:
+            self._on_import(fullname)  # first: every import, the tracer's own included
         if path is None and "." not in fullname and imported_by_tracer(_getframe(1)):
             return trusted_spec(fullname)
         if (fullname not in self._by_module and fullname not in self._after_load) or fullname in self._busy:

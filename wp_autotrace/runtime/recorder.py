@@ -297,8 +297,9 @@ class Probes:
 
     # -- module events ----------------------------------------------------
 
-    def notify(self, kind: str, target: Target, module: Any) -> None:
-        """Record a target module's import, or the settings it holds."""
+    def notify(self, kind: str, target: Target, module: Any, env_changed: list[dict[str, Any]] | None = None) -> None:
+        """Record a target module's import, or the settings it holds (with env_changed: common/env.EnvWatch's
+        changes of the variables it reads, seen before it loaded)."""
         if target.mode == IMPORT:
             stack, caller = self.stacks.capture_stack()
             self.sink.emit(IMPORT, module=target.module, stack=stack, caller=caller, env=pool_env())
@@ -310,8 +311,9 @@ class Probes:
             except Exception:
                 continue
         torch = sys.modules.get("torch")
+        extra = {"env_changed": env_changed} if env_changed else {}
         self.sink.emit(CONFIG, settings=settings, torch_version=str(getattr(torch, "__version__", "")),
-                       knobs=config_knobs(module))
+                       knobs=config_knobs(module), **extra)
 
 
 def _plain_enter(self: Probes, target: Target, label: str) -> Callable[[dict[str, Any]], int] | None:

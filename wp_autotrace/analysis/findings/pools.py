@@ -509,10 +509,11 @@ def exit_join_hang(v: View) -> Finding | None:
     waited = (end if end is not None else v.t_end) - c.ts
     pools = [pool for pool in p.pools if pool.call.ts <= c.ts]
     of = f" of the pool made at {site(pools[-1].call.caller)}" if pools else ""
-    how = "before it could end" if c.end is not None else "until the process ended inside it, without its own exit"
+    how = "" if c.end is not None else ", until it ended inside it"
     return Finding(
         "exit-hang", "problem",
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
-        f"workers, {how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s).",
+        f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
+        + ("; the process wrote no exit of its own)." if c.end is None else ")."),
         sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
         EXIT_JOIN_ADVICE, {"exit_wait_s": round(waited, 3), "hang_s": round(waited, 3)})

@@ -26,11 +26,30 @@ def _compile_s(p: Process) -> tuple[int, float]:
     return len(done), sum(c.end - c.ts for c in done if c.end is not None)
 
 
+def _who_changed(p: Process, var: str) -> tuple[str, str, str, list[str]]:
+    """Who changed var in p before its config loaded: (who, in words; the detail; the module to set it again
+    after; the evidence), from the imports around the change (config's env_changed); else that the log does not
+    say."""
+    changes = [c for c in p.env_changed if c.get("var") == var]
+    if not changes:
+        return ("something in the process changed it first (an imported library, typically; the log does not say "
+                "which)"), "", "", []
+    c = changes[-1]
+    old, new = (repr(c.get(k)) if c.get(k) is not None else "unset" for k in ("old", "new"))
+    before, at = str(c.get("before") or ""), str(c.get("at") or "?")
+    who = (f"the import of {before} changed it to {new}" if before else
+           f"code that ran before the first import the tracer saw ({at}) changed it to {new}")
+    detail = (f": it was {old} as the import of {before} began and {new} as the next import ({at}) began, so that "
+              "import or the code right after it changed it" if before else "")
+    return who, detail, before, [f"config env_changed {var}: {old} -> {new} between the imports of "
+                                 f"{before or '(start)'} and {at}"]
+
+
 def setting_overridden(v: View) -> Finding | None:
     """A process started with a pool variable set (TORCHINDUCTOR_COMPILE_THREADS=4) whose setting was another
-    value when torch._inductor.config loaded (compile_threads=1): something in the process changed it first
-    (a library's import, typically). Says both values and what its compiles then took; the log does not say
-    what changed it."""
+    value when torch._inductor.config loaded (compile_threads=1): something in the process changed it first (a
+    library's import, typically: named from the imports around the change where the config record has them).
+    Says both values, who, what its compiles then took, and what works."""
     for p in v.procs:
         settings = next((s for q, s, _ in (p.run.configs if p.run is not None else []) if q is p), None)
         if not settings:
@@ -41,18 +60,19 @@ def setting_overridden(v: View) -> Finding | None:
                 continue
             n, seconds = _compile_s(p)
             value = str(started).strip() if str(started).strip().isdigit() else repr(str(started))
-            took = (f" Its {n} compile{'s' if n != 1 else ''} then took {seconds:.1f} s"
-                    + (" in the process itself: with compile_threads=1 inductor makes no compile pool."
-                       if name == "compile_threads" and str(loaded) == "1" else ".")) if n else ""
+            took = (f"; its {n} compile{'s' if n != 1 else ''} then took {seconds:.1f} s"
+                    + (" in the process itself, with no compile pool" if name == "compile_threads"
+                       and str(loaded) == "1" else "")) if n else ""
+            who, detail, module, evidence = _who_changed(p, var)
+            again = (f"set the variable again after importing {module}" if module else
+                     f"find the import that sets os.environ[{var!r}] and set the variable again after it")
             return Finding(
                 "setting-overridden", "warning",
-                f"{p.role} {p.pid} started with {var}={started} in its environment, but inductor's {name} was "
-                f"{loaded!s} when torch._inductor.config loaded: something in the process changed it before that "
-                f"import (an imported library, typically; the log does not say which).{took}",
-                [p.pid], [f"process_start env {var}={started}", f"config record {name}={loaded}"],
+                f"{p.role} {p.pid} started with {var}={started}, but {who}, so inductor's {name} was {loaded!s}"
+                f"{took}{detail}; torch read it when torch._inductor.config loaded.",
+                [p.pid], [f"process_start env {var}={started}", f"config record {name}={loaded}", *evidence],
                 f"set it in code after the imports, before the first compile: torch._inductor.config.{name} = "
-                f"{value} (torch reads it when the pool is made); or find the import that sets "
-                f"os.environ[{var!r}] and set the variable again after it",
+                f"{value} (torch reads it when the pool is made); or {again}",
                 {})
     return None
 

@@ -220,6 +220,7 @@ class Builder:
             return
         p = self.reg.writer(r)
         p.knobs = [k for k in r.get("knobs") or () if isinstance(k, str)]
+        p.env_changed = [c for c in r.get("env_changed") or () if isinstance(c, dict) and isinstance(c.get("var"), str)]
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 

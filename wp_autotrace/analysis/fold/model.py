@@ -131,7 +131,7 @@ class Process:
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
-                 "count_callers", "tests", "cwd", "dropped", "threads")
+                 "count_callers", "tests", "cwd", "dropped", "threads", "env_changed")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -174,6 +174,9 @@ class Process:
         self.last: dict[str, Any] | None = None  # the last record it wrote: where it was when last seen
         self.mem: list[tuple[float, int, int]] = []  # watcher's (ts, pss, uss) samples, bytes
         self.threads: dict[float, int] = {}  # its threads at each of those samples (by ts), where read
+        # A variable torch reads into its config changed in-process before it loaded (config's env_changed):
+        # {var, old, new, before, at}, the imports around the change.
+        self.env_changed: list[dict[str, Any]] = []
         self.devices: list[str] = []  # accelerator device files it held (watcher, read once)
         self.counts: dict[str, int] = {}  # counted hot calls (process_exit)
         self.count_times: dict[str, list[float]] = {}  # their first and last times

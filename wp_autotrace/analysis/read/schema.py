@@ -166,6 +166,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("knobs", STRS, "the pool settings this torch's config has (its names with `compile_threads` or "
                         "`quiesce`): what advice may name"),
         ("torch_version", STR, "torch.__version__"),
+        ("env_changed", ANY, "`[{var, old, new, before, at}]`: a variable torch reads into this config "
+                             "(TORCHINDUCTOR_COMPILE_THREADS, TORCHINDUCTOR_WORKER_START) changed in the process "
+                             "before it loaded: `old` as the import of module `before` began, `new` as the next import "
+                             "(`at`) began; absent when none changed"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
     TREE: ("the run's process set changed (the watcher)", _PART_FIELDS + (

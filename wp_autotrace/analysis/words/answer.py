@@ -301,7 +301,9 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
             return f"end what is left with `wp-autotrace cleanup LOG`; then stop the cause: {then}"
         return then
     if cause is not None and cause["advice"]:  # a symptom ranked first: its cause's fix
-        return str(cause["advice"]).rstrip(".")
+        then = str(cause["advice"]).rstrip(".")
+        left = top["kind"] == "leftovers" and "cleanup" in top["advice"]
+        return f"end what is left with `wp-autotrace cleanup LOG`; then stop the cause: {then}" if left else then
     if pools and top["kind"] in POOL_COST_KINDS:
         theirs = [p["made_in"] for p in pools if p.get("made_in")]
         if len(theirs) == len(pools):
