@@ -31,6 +31,11 @@ def _argv_text(argv: Any) -> str:
     return " ".join(argv) if isinstance(argv, list) else ""
 
 
+def _env_changed(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """A config record's env_changed entries that name their variable (EnvWatch's changes before it loaded)."""
+    return [c for c in r.get("env_changed") or () if isinstance(c, dict) and isinstance(c.get("var"), str)]
+
+
 class Builder:
     """Folds records, in time order, into a Model. One ``visit_<event>`` per event (or REGISTRY_VISITS'); the
     state the visits share, and who each record is about, is its Registry (identities.py)."""
@@ -219,8 +224,7 @@ class Builder:
         if self.reg.is_watcher(r):
             return
         p = self.reg.writer(r)
-        p.knobs = [k for k in r.get("knobs") or () if isinstance(k, str)]
-        p.env_changed = [c for c in r.get("env_changed") or () if isinstance(c, dict) and isinstance(c.get("var"), str)]
+        p.knobs, p.env_changed = [k for k in r.get("knobs") or () if isinstance(k, str)], _env_changed(r)
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 
