@@ -957,3 +957,26 @@ def test_the_fx_subprocess_pool_is_named_and_gets_its_own_advice(tmp_path: Path)
     assert idle["advice"].startswith("this is the FX-subprocess compile pool (TORCHINDUCTOR_FX_COMPILE_MODE=")
     assert "shutdown_compile_workers() after your last compile" not in idle["advice"]
     assert "made an FX-subprocess compile pool (sidecar 200 + 2 workers)" in " ".join(rep["answer"].split())
+
+
+def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:
+    """torch._vendor.quack's precompile Popens its compile workers (2.13+; GPU only, so a crafted log): they are a
+    pool of kind quack, made at the user's line, its workers as ps lists them, its memory at once, ended by its
+    handle's shutdown."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", "torch._vendor.quack.autotuner:Autotuner._precompile", 1, 1.5, caller=USER)
+    for pid in (201, 202):
+        start(w, 1.1, pid, 100, "quack-worker", argv=["python", "-m", "torch._vendor.quack._compile_worker"])
+    mem(w, 2.0, [(201, 1.1, 90), (202, 1.1, 110)])
+    mem(w, 4.0, [(201, 1.1, 95), (202, 1.1, 120)])
+    call(w, 5, 100, 1, "main", "torch._vendor.quack.autotuner:_PrecompileHandle.shutdown", 2, 5.5, caller=USER)
+    for pid in (201, 202):
+        w.add(5.3, pid, 100, "quack-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(6, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "quack" and pool["worker_pids"] == [201, 202] and pool["processes"] == 2
+    assert pool["peak_pss_bytes"] == 215 * MIB and pool["ending"]["kind"] == "shutdown-completed"
+    assert ("made a quack compile pool (torch._vendor.quack's precompile) (2 quack compile workers, no sidecar) at "
+            "/home/u/train.py:12 (main)") in " ".join(rep["answer"].split())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common import targets as T
 from ...common import vocab as V
-from ..fold.model import AUTOTUNE, signal_name
+from ..fold.model import AUTOTUNE, QUACK, signal_name
 from ..words.fmt import error_words
 from .ooms import group_ooms
 from .pools import requester
@@ -320,7 +320,7 @@ class Endings:
     def _pool_ending(self, pool: Pool) -> Ending:
         side = pool.sidecar
         req = pool.shutdown_call
-        if side is None and pool.members and pool.kind == AUTOTUNE:
+        if side is None and pool.members and pool.kind in (AUTOTUNE, QUACK):
             return _autotune_ending(self, pool)
         if side is None and pool.members:
             return self._executor_ending(pool)

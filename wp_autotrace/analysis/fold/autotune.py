@@ -1,20 +1,20 @@
 """torch's autotune subprocesses as a pool (model.AUTOTUNE): made by the autotuning process itself, one
 subprocess per device (TuningProcess, a Popen of __autotune_main__.py, 2.8+; a spawned Process before), or
-AutotuneProcessPool's one spawned worker (2.11+).
+AutotuneProcessPool's one spawned worker (2.11+). quack's compile workers (model.QUACK, torch._vendor.quack
+2.13+) likewise: each Autotuner._precompile call Popens a pool of them, its handle's shutdown stops it.
 
 Protocol: a TuningProcessPool.__init__ / AutotuneProcessPool.__init__ call makes the pool; a TuningProcess.start
 (or initialize, _init_pool) outside such a call, while its process has no autotune pool still open, makes one too
 (a TuningProcess used on its own, or one whose pool call is not traced). A pool stays open until a stop call
 (TuningProcess.shutdown, TuningProcessPool.shutdown, AutotuneProcessPool._shutdown ...) not inside another:
 a kill is no stop (torch starts a new subprocess at the next put). Its members are its creator's children in
-the autotune-worker role started after it was made (finish: autotune_members); its jobs are the get calls
-(each one benchmark's wait), and its kills the kill calls that found the subprocess running.
+the autotune-worker role (quack: quack-worker) started after it was made (finish: autotune_members); its jobs
+are the get calls (each one benchmark's wait), and its kills the kill calls that found the subprocess running.
 """
-
 from __future__ import annotations
 
 from ...common import targets, vocab
-from .model import AUTOTUNE, Call, Model, Pool, Process
+from .model import AUTOTUNE, QUACK, Call, Model, Pool, Process
 
 _OWN_TAGS = (targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, targets.AUTOTUNE_STOP, targets.AUTOTUNE_KILL,
              targets.AUTOTUNE_GET)
@@ -41,13 +41,30 @@ def is_kill(c: Call) -> bool:
 KILL_QUALNAME = targets.LABEL_SEP + "TuningProcess.kill"
 
 
-def open_pool(p: Process) -> Pool | None:
-    """p's latest autotune pool not yet stopped, or None."""
-    return next((x for x in reversed(p.pools) if x.kind == AUTOTUNE and x.shutdown_call is None), None)
+def open_pool(p: Process, kind: str = AUTOTUNE) -> Pool | None:
+    """p's latest autotune (or quack) pool not yet stopped, or None."""
+    return next((x for x in reversed(p.pools) if x.kind == kind and x.shutdown_call is None), None)
+
+
+def on_quack_call(c: Call, model: Model) -> None:
+    """quack's precompile makes a pool of compile workers (one per call: each Popens its own); its handle's
+    shutdown stops the open one."""
+    p = c.proc
+    if c.tag == targets.QUACK_PRECOMPILE:
+        c.pool = Pool(p, c, QUACK)
+        p.pools.append(c.pool)
+        model.pools.append(c.pool)
+    elif (pool := open_pool(p, QUACK)) is not None:
+        pool.shutdown_call, pool.shutdown_at = c, c.ts
+        pool.shutdowns = 1
+        pool.shutdown_calls += 1
 
 
 def on_call(c: Call, model: Model) -> None:
     """Fold one autotune call of c.proc: make its pool, or credit the stop, kill or job to the open one."""
+    if c.tag in (targets.QUACK_PRECOMPILE, targets.QUACK_SHUTDOWN):
+        on_quack_call(c, model)
+        return
     p = c.proc
     pool = open_pool(p)
     if c.tag == targets.AUTOTUNE_POOL or (c.tag == targets.AUTOTUNE_START and pool is None and not _inside_own(c)):
@@ -66,19 +83,20 @@ def on_call(c: Call, model: Model) -> None:
 
 
 def autotune_members(m: Model) -> None:
-    """Each autotune pool's members (its creator's autotune-worker children, each to the pool made last before
-    it started) and jobs (its creator's get calls while it was open: count, first start, last end)."""
+    """Each autotune (quack) pool's members: its creator's autotune-worker (quack-worker) children, each to the
+    pool of its kind made last before it started; and an autotune pool's jobs: its creator's get calls while it
+    was open (count, first start, last end)."""
     for p in m.processes:
+        for kind, role in ((QUACK, vocab.QUACK_WORKER), (AUTOTUNE, vocab.AUTOTUNE_WORKER)):
+            of_kind = [x for x in p.pools if x.kind == kind]
+            for q in (q for q in p.children if q.role == role) if of_kind else ():
+                at = (q.start or 0.0) + START_SLACK_S
+                pool = next((x for x in reversed(of_kind) if x.call.ts <= at), None)
+                if pool is not None:
+                    pool.members.append(q)
         pools = [x for x in p.pools if x.kind == AUTOTUNE]
         if not pools:
             continue
-        for q in p.children:
-            if q.role != vocab.AUTOTUNE_WORKER:
-                continue
-            at = (q.start or 0.0) + START_SLACK_S
-            pool = next((x for x in reversed(pools) if x.call.ts <= at), None)
-            if pool is not None:
-                pool.members.append(q)
         gets = sorted((c for c in p.calls.values() if c.tag == targets.AUTOTUNE_GET), key=lambda c: c.ts)
         for pool in pools:
             stop = pool.shutdown_at if pool.shutdown_at is not None else float("inf")

@@ -23,7 +23,7 @@ from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, Model, Pool, Process, R
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
 # The calls fold/autotune.py folds into autotune pools.
 AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, targets.AUTOTUNE_STOP,
-                           targets.AUTOTUNE_KILL))
+                           targets.AUTOTUNE_KILL, targets.QUACK_PRECOMPILE, targets.QUACK_SHUTDOWN))
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
 
 

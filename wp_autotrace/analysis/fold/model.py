@@ -80,6 +80,9 @@ EXECUTOR = "executor"
 # torch's autotune subprocesses (TuningProcess, one per device, restarted after a kill; AutotuneProcessPool's
 # one spawned worker): started by the autotuning process itself, its members (fold/autotune.py).
 AUTOTUNE = "autotune"
+# quack's compile workers (torch._vendor.quack, 2.13+): Autotuner._precompile Popens them, its handle's shutdown
+# stops them; folded as autotune pools are (fold/autotune.py).
+QUACK = "quack"
 
 
 class Pool:

@@ -58,6 +58,8 @@ def pool_name(pool: dict[str, Any]) -> str:
     n = len(pool.get("worker_pids") or ())
     if pool.get("kind") == "autotune":  # its creator starts them itself, one per device, again after a kill
         return f"{n} autotune subprocess{'es' if n != 1 else ''} in all, no sidecar"
+    if pool.get("kind") == "quack":  # quack's precompile Popens them itself
+        return f"{n} quack compile worker{'s' if n != 1 else ''}, no sidecar"
     if pool.get("kind") == "executor":
         how = {"fork": "forked ", "spawn": "spawned "}.get(pool.get("start_method") or "", "")
         return f"{n} {how}worker{'s' if n != 1 else ''}, no sidecar"

@@ -41,6 +41,7 @@ def pool_sentence(pool: dict[str, Any]) -> str:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
     by = shutdown_words(pool)
     what = ("an autotune pool" if pool.get("kind") == "autotune" else
+            "a quack compile pool (torch._vendor.quack's precompile)" if pool.get("kind") == "quack" else
             "an FX-subprocess compile pool" if pool.get("fx_subprocess") else "a compile pool")
     return (f"{pool['creator_role']} {pool['creator_pid']} made {what} ({name}) at "
             f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
@@ -94,7 +95,7 @@ def _defunct_at(pool: dict[str, Any], at: float) -> list[dict[str, Any]]:
 def lifespan(pool: dict[str, Any]) -> tuple[float | None, float | None]:
     """(start, end) of the pool's processes, seconds from the first record: its sidecar's; a fork/spawn pool's
     first worker's start and last worker's end (None while one runs)."""
-    if pool.get("kind") not in ("executor", "autotune"):  # a sidecar's; else its members' (no sidecar)
+    if pool.get("kind") not in ("executor", "autotune", "quack"):  # a sidecar's; else its members' (no sidecar)
         start, end = pool["sidecar_start"], pool["sidecar_end"]
         return (start if isinstance(start, (int, float)) else None, end if isinstance(end, (int, float)) else None)
     starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
