@@ -29,6 +29,13 @@ PROBE_PRELUDE = textwrap.dedent('''
         with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
             return f.read().count(b'"event":"memory"') >= n
 
+    def read_all(pids, since):
+        """Whether one watcher memory record after `since` holds every one of pids (a sweep of the whole pool:
+        sweeps counted alone may all come before its workers exist, on a loaded box)."""
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            recs = [json.loads(x) for x in f.read().split(b"\\n") if b'"event":"memory"' in x and x.endswith(b"}")]
+        return any(r["ts"] > since and set(pids) <= {e["pid"] for e in r["procs"]} for r in recs)
+
     def wait(cond, limit=30):
         start = time.monotonic()
         while not cond() and time.monotonic() - start < limit:

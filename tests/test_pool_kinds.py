@@ -36,12 +36,6 @@ SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
         return {"pids": sorted(c.pid for c in kids), "pss": sum(pss(c.pid) for c in kids),
                 "main_pss": pss(os.getpid()), "main_rss": psutil.Process().memory_info().rss}
 
-    def read_all(pids, since):
-        """Whether one watcher memory record after `since` holds every one of pids."""
-        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
-            recs = [json.loads(x) for x in f.read().split(b"\\n") if b'"event":"memory"' in x and x.endswith(b"}")]
-        return any(r["ts"] > since and set(pids) <= {e["pid"] for e in r["procs"]} for r in recs)
-
     if __name__ == "__main__":
         AsyncCompile.wait_pool_ready()  # first Triton kernel
         pool = AsyncCompile.process_pool()
