@@ -980,3 +980,26 @@ def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:
     assert pool["peak_pss_bytes"] == 215 * MIB and pool["ending"]["kind"] == "shutdown-completed"
     assert ("made a quack compile pool (torch._vendor.quack's precompile) (2 quack compile workers, no sidecar) at "
             "/home/u/train.py:12 (main)") in " ".join(rep["answer"].split())
+
+
+def test_an_idle_autotune_pool_is_not_advised_shutdown_compile_workers(tmp_path: Path) -> None:
+    """An autotune subprocess idle for 13 s: its advice names what stops it (shutdown_compile_workers() and
+    compile_threads never touch it)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    at = "torch._inductor.autotune_process"
+    call(w, 1, 100, 1, "main", f"{at}:TuningProcess.start", 1, 1.01, caller=USER, autotune_pid=201)
+    start(w, 1.1, 201, 100, "autotune-worker", argv=["python", "__autotune_main__.py"])
+    call(w, 1.5, 100, 1, "main", f"{at}:TuningProcess.get", 2, 2.0, caller=USER)
+    mem(w, 3.0, [(201, 1.1, 250)])
+    mem(w, 10.0, [(201, 1.1, 250)])
+    call(w, 15, 100, 1, "main", f"{at}:TuningProcess.shutdown", 3, 15.5, caller=USER)
+    w.add(15.4, 201, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(16, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "autotune" and pool["idle_s"] == 13.0
+    idle = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert idle["advice"].startswith("these are max-autotune's benchmark subprocesses")
+    assert "shutdown_compile_workers() after your last compile" not in idle["advice"]

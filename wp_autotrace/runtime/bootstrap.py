@@ -39,7 +39,7 @@ from ..common.env import (
     runs_own_cli,
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
-from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
+from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, HELPER_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
 from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks
 from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, one_more_descriptor, put_back_limit, warn
 
@@ -173,13 +173,14 @@ def detect_role(is_root: bool) -> str:
     given = os.environ.pop(CHILD_ROLE_ENV, "")
     if is_root:
         return MAIN
-    if given in GUARDED_ROLES:
-        return given
     argv = own_argv()[:4] + list(sys.argv or [])[:1]
-    for marker, role in ARGV_ROLES:
-        if any(marker in str(arg).replace(os.sep, "/") for arg in argv):
-            return role
-    return CHILD
+    seen = next((role for marker, role in ARGV_ROLES if any(marker in str(arg).replace(os.sep, "/") for arg in argv)),
+                CHILD)
+    # a helper multiprocessing starts inside the pool call (its resource tracker, beside a spawned worker) stays
+    # the helper: the handed role is the worker's
+    if given in GUARDED_ROLES and seen not in HELPER_ROLES:
+        return given
+    return seen
 
 
 class Runtime:

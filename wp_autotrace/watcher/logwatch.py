@@ -14,8 +14,12 @@ import errno
 import os
 
 from ..common.procfs import same_process
-from ..common.vocab import COMPILE_WORKER
+from ..common.vocab import AUTOTUNE_WORKER, COMPILE_WORKER, QUACK_WORKER
 from ..runtime.sink import Sink
+
+# Pool roles a process can only say itself (its command line is multiprocessing's): a compile worker in its role
+# record; an autotune subprocess a pool call spawned (AutotuneProcessPool) in its process_start.
+SAID_ROLES = (AUTOTUNE_WORKER, QUACK_WORKER)
 
 TYPE_CHECKING = False  # typing is for the type checker only: importing it would slow the watcher's start
 if TYPE_CHECKING:
@@ -98,7 +102,8 @@ class LogWatch:
         # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
         self.below: dict[int, float] = {}
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
-        self.roles: dict[int, float] = {}  # pid -> when it said it became a compile worker (role record)
+        # pid -> (when it said its pool role, the role): a compile worker's role record, an autotune worker's start
+        self.roles: dict[int, tuple[float, str]] = {}
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke, or its path names another file once detached). Detached,
@@ -152,13 +157,13 @@ class LogWatch:
                     self._read_record(line)
 
     def pool_roles(self, live: dict[int, dict[str, Any]], now: float) -> None:
-        """Give the compile-worker role to the live entries whose process said it took it (a role record written
-        after it started: the same process, not one that reused its pid before), so the sampler reads their
+        """Give the pool role to the live entries whose process said it took it (a role record or its process_start,
+        written after it started: the same process, not one that reused its pid before), so the sampler reads their
         memory; forget what was applied, and what no live process claimed for ROLE_KEEP_S."""
-        for pid, ts in list(self.roles.items()):
+        for pid, (ts, role) in list(self.roles.items()):
             entry = live.get(pid)
             if entry is not None and entry.get("create_time", ts) <= ts + 0.05:
-                entry["role"] = COMPILE_WORKER
+                entry["role"] = role
                 del self.roles[pid]
             elif now - ts > ROLE_KEEP_S:
                 del self.roles[pid]
@@ -190,8 +195,10 @@ class LogWatch:
             self.root_reused = self.root_reused or not same_process(rec["create_time"], self.root_ct)
         if event == "role" and rec.get("role") == COMPILE_WORKER and isinstance(pid, int) \
                 and isinstance(rec.get("ts"), float):
-            self.roles[pid] = rec["ts"]
+            self.roles[pid] = (rec["ts"], COMPILE_WORKER)
         elif event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
+            if rec.get("role") in SAID_ROLES and isinstance(rec.get("ts"), float):
+                self.roles[pid] = (rec["ts"], rec["role"])
             if isinstance(rec.get("create_time"), float):
                 self.claimed[pid] = rec["create_time"]
         elif event == "process_exit" and pid == self.root and not self.root_reused:

@@ -11,6 +11,7 @@ from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, start_method, user_frame
+from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
@@ -197,11 +198,26 @@ FX_ADVICE = (
     "compile would find it shut down: the pool is cached)")
 
 
+# Autotune subprocesses and quack's compile workers: outside _pool_set (shutdown_compile_workers() and
+# compile_threads never touch them), each with its own stop.
+IDLE_ADVICE_BY_KIND = {
+    AUTOTUNE: ("these are max-autotune's benchmark subprocesses, which torch's shutdown_compile_workers() and "
+               "compile_threads do not touch: after your last autotune call "
+               "torch._inductor.autotune_process.AutotuneProcessPool.shutdown_instance() (pipelined GEMM "
+               "autotuning) or the TuningProcessPool's shutdown(); or autotune in the process where their memory "
+               "matters (TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC and TORCHINDUCTOR_PIPELINE_GEMM_AUTOTUNING unset)"),
+    QUACK: ("these are quack's compile workers, which torch's shutdown_compile_workers() does not touch: call "
+            "shutdown() on the handle its precompile returned once its benchmarks are done"),
+}
+
+
 def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
     """What ends an idle pool, in the names the run's torch has (its config record's knobs), with the
     quiesce settings the pool itself used (its SubprocPool.__init__ capture) over the import-time ones."""
     if st is not None and fx_subprocess(st.pool):
         return FX_ADVICE
+    if st is not None and st.pool.kind in IDLE_ADVICE_BY_KIND:
+        return IDLE_ADVICE_BY_KIND[st.pool.kind]
     settings, _, knobs = v.config_of(p)
     parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
     if "compile_threads" in knobs or "compile_threads" in settings:
