@@ -1003,3 +1003,133 @@ def test_an_idle_autotune_pool_is_not_advised_shutdown_compile_workers(tmp_path:
     idle = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
     assert idle["advice"].startswith("these are max-autotune's benchmark subprocesses")
     assert "shutdown_compile_workers() after your last compile" not in idle["advice"]
+
+
+def _pool_made_again() -> LogWriter:
+    """tnt#713's shape: main makes a pool through a helper (compile_step, train.py:21) called from train.py:26,
+    user code shuts it down at 10 s, and the same helper, called from train.py:31, makes a second one at 20 s."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    step = {"file": "/home/u/train.py", "line": 21, "func": "compile_step"}
+    torch_frame = {"file": "/v/lib/python3.11/site-packages/torch/_inductor/async_compile.py", "line": 353,
+                   "func": "wait_pool_ready"}
+    for n, (t, outer_line, side) in enumerate(((1.0, 26, 200), (20.0, 31, 400))):
+        outer = {"file": "/home/u/train.py", "line": outer_line, "func": "<module>"}
+        cid = 10 * (n + 1)
+        w.add(t, 100, 1, "main", "call", target=f"{SP}:SubprocPool.__init__", call_id=cid, thread="MainThread",
+              stack=[outer, step, torch_frame], caller=step)
+        w.add(t + 0.5, 100, 1, "main", "return", call_id=cid, duration_s=0.5, sidecar_pid=side)
+        start(w, t + 0.2, side, 100, "compile-sidecar")
+        call(w, t + 1, side, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, None)
+        stop = t + 9
+        call(w, stop, 100, 1, "main", f"{SP}:SubprocPool.shutdown", cid + 1, stop + 0.2, caller=outer,
+             sidecar_pid=side)
+        call(w, stop + 0.05, side, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 2, stop + 0.06, parent=1)
+        w.add(stop + 0.1, side, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(30.7, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[], procs=[])
+    w.add(30.7, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_a_pool_made_again_is_told_with_the_caller_that_tells_it_apart(tmp_path: Path) -> None:
+    """Two pools one process made one after the other at one helper's line: the Answer tells each (not "+1 more
+    pools"), each with where the helper was called from, the frame that differs (train.py:26, train.py:31)."""
+    rep = report(_pool_made_again(), tmp_path)
+    first, second = rep["pools"]
+    assert first["called_from"]["line"] == 26 and second["called_from"]["line"] == 31, rep["pools"]
+    answer = rep["answer"]
+    assert "more pools" not in answer, answer
+    assert ("made a compile pool (sidecar 200) at /home/u/train.py:21 (compile_step), called from "
+            "/home/u/train.py:26 (<module>)") in answer, answer
+    assert ("Then main 100 made another compile pool (sidecar 400) at /home/u/train.py:21 (compile_step), called "
+            "from /home/u/train.py:31 (<module>)") in answer, answer
+    # a pool alone at its line is told by its line only
+    assert report(idle_pool(), tmp_path)["pools"][0]["called_from"] is None
+
+
+def _sidecar_start_failed() -> LogWriter:
+    """pytorch#196972's shape under pytest: test_a's first compile makes a pool whose sidecar dies as it starts
+    (its import of typing found a stale backport in a folder the main put on sys.path); test_a and test_b each
+    wait on the pool's ready job until their timeout; torch's atexit finds one job pending in the dead pool."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    step = {"file": "/home/u/tests/test_model.py", "line": 24, "func": "compile_once"}
+    for n, (a, b) in enumerate(((1.0, 9.1), (9.2, 17.1))):
+        nodeid = f"tests/test_model.py::test_{'ab'[n]}"
+        w.add(a, 100, 1, "main", "test", nodeid=nodeid, phase="start")
+        cid = 10 * (n + 1)
+        w.add(a + 0.05, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait_pool_ready", call_id=cid,
+              thread="MainThread", stack=[step], caller=step)
+        if n == 0:
+            w.add(1.1, 100, 1, "main", "call", target=f"{SP}:SubprocPool.__init__", call_id=2, parent_call=cid,
+                  thread="MainThread", stack=[step], caller=step, env={"PYTEST_CURRENT_TEST": f"{nodeid} (call)"})
+            w.add(1.2, 100, 1, "main", "return", call_id=2, duration_s=0.1, sidecar_pid=200)
+            start(w, 1.3, 200, 100, "compile-sidecar")
+            bad = {"file": "/home/u/tests/vendored/typing.py", "line": 4, "func": "<module>"}
+            w.add(1.5, 200, 100, "compile-sidecar", "error", source="excepthook", exc_type="ImportError",
+                  message="typing 3.7.4.3 backport: incompatible with this Python",
+                  frames=[{"file": "/v/lib/python3.11/site-packages/torch/_inductor/compile_worker/__main__.py",
+                           "line": 9, "func": "<module>"}, bad], origin=bad)
+            w.add(1.6, 200, 100, "compile-sidecar", "process_exit", how="exit", code=1, counts={}, dropped=0)
+        w.add(b - 0.1, 100, 1, "main", "return", call_id=cid, duration_s=8.0, error="TimeoutError: ")
+        w.add(b, 100, 1, "main", "test", nodeid=nodeid, phase="end")
+    w.add(20, 100, 1, "main", "call", target=f"{SP}:SubprocPool.shutdown", call_id=30, thread="MainThread",
+          stack=[], pending_jobs=[1], pool_running=True)
+    w.add(20.1, 100, 1, "main", "return", call_id=30, duration_s=0.1, sidecar_pid=200)
+    label = f"{SP}:SubprocPool.submit"
+    w.add(21, 100, 1, "main", "process_exit", how="exit", counts={label: 1}, dropped=0,
+          count_times={label: [T0 + 1.25, T0 + 1.25]})
+    return w
+
+
+def test_a_sidecar_that_died_as_it_started_leads_with_its_cause_and_its_fix(tmp_path: Path) -> None:
+    """The failed start is the cause, its lost job under it, and Fix first removes the shadowing module (a new
+    pool, "make a new pool after the old one died", would die the same way); the later test that waited on the
+    dead pool's ready job used it (waiting on it is use)."""
+    rep = report(_sidecar_start_failed(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["test"] == "tests/test_model.py::test_a", pool
+    assert pool["tests_used"] == ["tests/test_model.py::test_b"], pool
+    answer = rep["answer"]
+    lines = answer.splitlines()
+    assert lines[0].startswith("- 1 compile sidecar(s) never served their pool"), answer
+    assert lines[1].startswith("  - ") and "never answered" in lines[1], answer
+    fix = answer.split("Fix first: ", 1)[1]
+    assert fix.startswith("take /home/u/tests/vendored off sys.path before the first compile"), fix
+    assert "make a new pool" not in fix and "as the standard library's `typing`" in fix, fix
+    assert "used again by 1 later test: tests/test_model.py::test_b" in answer, answer
+
+
+def test_a_pools_idle_cpu_is_told_where_its_samples_show_it(tmp_path: Path) -> None:
+    """The watcher's samples carry each process's CPU so far (the stat read its thread count already takes): the
+    pool's CPU over the idle span is each process's last reading in the span less its first, said with the part
+    of the span read; a log without those readings says nothing of CPU."""
+    w = idle_pool()
+    cpu = {(5.0, 200): 2.31, (15.0, 200): 2.33, (30.0, 200): 2.36, (5.0, 301): 0.5, (15.0, 301): 0.5}
+    for r in w.lines:
+        if r["event"] == "memory":
+            for e in r["procs"]:
+                e["cpu_s"] = cpu.get((round(r["ts"] - T0, 1), e["pid"]))
+    (pool,) = report(w, tmp_path)["pools"]
+    # idle from 10 s (its last job): the sidecar read at 15 and 30 s (+0.03 s), worker 301 once (nothing told)
+    assert pool["idle_cpu"] == {"cpu_s": 0.03, "from": 15.0, "to": 30.0}, pool["idle_cpu"]
+    assert "its processes used 0.03 s of CPU in the 15.0 s of it read" in render_text(report(w, tmp_path), {})
+    (plain,) = report(idle_pool(), tmp_path)["pools"]
+    assert plain["idle_cpu"] is None
+
+
+def test_the_watchers_cpu_reading_agrees_with_psutil() -> None:
+    """read_stat's CPU of a process (utime + stime) lies between psutil's readings taken just before and after."""
+    import psutil
+
+    me = psutil.Process()
+    end = time.process_time() + 0.3
+    while time.process_time() < end:  # some CPU of our own, so the figure is not 0
+        pass
+    before = sum(me.cpu_times()[:2])
+    threads, cpu = memory.read_stat(os.getpid())
+    after = sum(me.cpu_times()[:2])
+    assert threads == me.num_threads() and cpu is not None
+    assert before - 0.011 <= cpu <= after + 0.011, (before, cpu, after)

@@ -62,7 +62,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         "sidecar_served": bool(side and side.served), "worker_pids": sorted(workers),
         "wakeups": pool.wakeups, "quiesces": pool.quiesces, "shutdowns": pool.shutdowns,
         "test": None, "tests_outlived": [], "tests_used": [], **facts.pool_tests(v, pool),
-        "made_in": facts.made_in(v, pool),
+        "made_in": facts.made_in(v, pool), "called_from": facts.called_from(v, pool),
         "kills": [_kill_dict(v, k) for k in kills(pool)] if pool.kind == AUTOTUNE else [],
     }
 

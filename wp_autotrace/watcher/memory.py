@@ -117,12 +117,22 @@ def parse_rollup(data: bytes) -> dict[str, int] | None:
 
 def read_threads(pid: int, proc: str = "/proc") -> int | None:
     """pid's threads (num_threads, /proc/PID/stat field 20: native ones included); None if gone."""
+    return read_stat(pid, proc)[0]
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def read_stat(pid: int, proc: str = "/proc") -> tuple[int | None, float | None]:
+    """pid's threads (num_threads, field 20: native ones included) and the CPU it has used (utime + stime,
+    fields 14 and 15, seconds), from one read of /proc/PID/stat; (None, None) if gone."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as f:
             data = f.read(1024)
-        return int(data[data.rindex(b")") + 2:].split()[17])  # after the name: field 3 is the first
+        fields = data[data.rindex(b")") + 2:].split()  # after the name: field 3 is the first
+        return int(fields[17]), (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (OSError, ValueError, IndexError):
-        return None
+        return None, None
 
 
 def classify_fd_target(target: str) -> str | None:
@@ -299,8 +309,9 @@ class MemorySampler:
             devices.append({"pid": pid, "create_time": key[1], "paths": held})
         if mem is None:
             return None
-        threads = read_threads(pid, self.proc)
-        return {"pid": pid, "create_time": key[1], **mem, **({"threads": threads} if threads else {})}
+        threads, cpu = read_stat(pid, self.proc)  # the one stat read the threads already took: its CPU is free
+        return {"pid": pid, "create_time": key[1], **mem, **({"threads": threads} if threads else {}),
+                **({"cpu_s": round(cpu, 2)} if cpu is not None else {})}
 
     def _forget(self, alive: set[tuple[int, float]], groups: dict[int, list[int]]) -> None:
         """Drop ended processes' read times and ended pools' sweep times (a long run churns through many)."""

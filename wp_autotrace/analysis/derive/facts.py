@@ -107,6 +107,43 @@ def made_in(v: View, pool: Pool) -> dict[str, Any] | None:
             "line": frame.get("line")}
 
 
+def _users(frame: dict[str, Any]) -> bool:
+    """A frame of the user's own code: a file outside installed packages and the standard library."""
+    file = frame.get("file")
+    return isinstance(file, str) and not any(x in file.split("/") for x in _INSTALLED) and "/lib/python" not in file
+
+
+def called_from(v: View, pool: Pool) -> dict[str, Any] | None:
+    """Where the pool's making was called from, when another pool of its creator was made at the same line (a
+    helper's): the innermost user frame above the caller whose line differs from every such pool's frame at
+    that depth (train vs eval calling one compile_step). None when its line alone tells it apart, nothing above
+    it does, or more than TWINS_TOLD pools share the line (no Answer names each of them)."""
+    caller = pool.call.caller or {}
+    here = (caller.get("file"), caller.get("line"))
+    twins = [x for x in v.same_line.get((pool.creator.index, *here), ()) if x is not pool]
+    if not twins or len(twins) > TWINS_TOLD:
+        return None
+    mine = _above(pool, here)
+    theirs = [_above(x, here) for x in twins]
+    for depth, frame in enumerate(mine):
+        if all(depth >= len(t) or (t[depth].get("file"), t[depth].get("line")) !=
+               (frame.get("file"), frame.get("line")) for t in theirs):
+            return frame
+    return None
+
+
+# The most pools made at one line that are each told by where the line was called from.
+TWINS_TOLD = 8
+
+
+def _above(pool: Pool, here: tuple[Any, Any]) -> list[dict[str, Any]]:
+    """The user frames above the caller's (innermost first) in the pool's making stack."""
+    frames = pool.stack
+    at = next((i for i in range(len(frames) - 1, -1, -1)
+               if (frames[i].get("file"), frames[i].get("line")) == here), None)
+    return [f for f in reversed(frames[:at]) if _users(f)] if at is not None else []
+
+
 def _top_compiles(v: View) -> dict[int, list[Call]]:
     """Each process's compile calls that are not inside another (dynamo recompiles inside a compile)."""
     found: dict[int, list[Call]] = {}
@@ -179,14 +216,22 @@ def _test_name(env_value: Any) -> str | None:
     return env_value
 
 
+def reachable_until(v: View, pool: Pool) -> float:
+    """Until when the creator's compiles reached the pool: torch caches it until a shutdown drops it (or another
+    pool replaces it), whatever its sidecar did; a dead sidecar's pool still answers process_pool(), and its
+    ready future is what a later wait_pool_ready waits on. Else the creator's end, else the log's."""
+    ends = [t for t in (pool.shutdown_at, v.next_made.get(id(pool))) if t is not None]
+    made_end = pool.creator.ended_at
+    return min(ends) if ends else made_end if made_end is not None else v.t_end
+
+
 def pool_tests(v: View, pool: Pool) -> dict[str, Any]:
     """The test that made the pool (PYTEST_CURRENT_TEST at SubprocPool.__init__) and the later tests of its
-    creator that started while the pool lived (the pytest plugin's `test` records)."""
+    creator that started while the pool was torch's (reachable_until; the pytest plugin's `test` records)."""
     test = _test_name(pool.call.env.get("PYTEST_CURRENT_TEST"))
     if test is None:
         return {}
-    st = v.story(pool)
-    end = st.idle_to if not st.alive_at_end else v.t_end
+    end = reachable_until(v, pool)
     starts = [(ts, nodeid) for ts, nodeid, phase in getattr(pool.creator, "tests", ())
               if phase == "start" and pool.call.ts < ts <= end and nodeid != test]
     return {"test": test, "tests_outlived": [nodeid for _, nodeid in sorted(starts)],

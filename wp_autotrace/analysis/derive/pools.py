@@ -23,6 +23,8 @@ Definitions (one home; the report's JSON keys carry these names):
   seconds (before a process's first span sample: that sample). A process alive in
   the span with no such sample counts in neither: span_processes / span_sampled
   say how many were covered, and the text says "N of M" when not all.
+- idle CPU: the CPU seconds (utime + stime) the pool's processes used in the idle span, from the watcher's
+  samples inside it (each process's last less its first); said with the part of the span those samples cover.
 - who asked for the shutdown: user code (a user frame called SubprocPool.shutdown
   or shutdown_compile_workers), torch's atexit (shutdown_compile_workers with no
   user frame), the pool's reader thread (its sidecar closed the pipe first), or
@@ -321,6 +323,22 @@ class PoolStory:
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.orphan_mib_s, self.orphan_held = self._orphan_memory(t_end)
+        self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
+
+    def _idle_cpu(self) -> tuple[float, float, float] | None:
+        """(CPU seconds the pool's processes used, from, to) over the part of the idle span the watcher's samples
+        cover: each process's utime + stime at its last sample in the span less at its first (a process read
+        once there adds nothing it can tell). None where no process was read twice in the span."""
+        a, b = self.busy_until, self.idle_to
+        used, lo, hi = 0.0, None, None
+        for p in self.in_span:
+            times = [t for t in p.cpu if a <= t <= b]
+            if len(times) < 2:
+                continue
+            first, last = min(times), max(times)
+            used += p.cpu[last] - p.cpu[first]
+            lo, hi = first if lo is None else min(lo, first), last if hi is None else max(hi, last)
+        return (round(used, 2), lo, hi) if lo is not None and hi is not None and hi > lo else None
 
     def _orphan_memory(self, t_end: float) -> tuple[float | None, int | None]:
         """What the pool's processes held after their creator ended: (MiB·s over that span, the most at one
@@ -365,6 +383,8 @@ class PoolStory:
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "device_files": self.devices, "counts": self._counts_dict(rel),
+            "idle_cpu": ({"cpu_s": self.idle_cpu[0], "from": rel(self.idle_cpu[1]), "to": rel(self.idle_cpu[2])}
+                         if self.idle_cpu else None),
             "outlived_creator": ({"creator_end": rel(self.orphaned[0]), "end": rel(self.orphaned[1]),
                                   "s": round(self.orphaned[1] - self.orphaned[0], 3), "mib_s": self.orphan_mib_s,
                                   "held_pss_bytes": self.orphan_held} if self.orphaned else None),

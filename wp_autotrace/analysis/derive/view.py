@@ -75,6 +75,17 @@ class View:
         self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
                           and any(rank_value(q.rank) for q in p.children)}
         self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end, model.pools)
+        # each pool's creator's next pool (its making), and the pools one creator made at one line: read per pool
+        # by facts.reachable_until / called_from, built once here (a run can hold thousands of pools)
+        self.next_made: dict[int, float] = {}
+        self.same_line: dict[tuple[int, Any, Any], list[Pool]] = {}
+        for pool in self.pools:
+            caller = pool.call.caller
+            if caller:
+                self.same_line.setdefault((pool.creator.index, caller.get("file"), caller.get("line")), []).append(pool)
+        for p in self.procs:
+            made = sorted(p.pools, key=lambda x: x.call.ts)
+            self.next_made.update((id(a), b.call.ts) for a, b in zip(made, made[1:]))
         root = next((r.root for r in runs if r.root is not None), None)
         self.endings = Endings(self.procs, self.pools, self.config_of(root)[1] if root is not None else "", self.t0)
         self.exit_wait_s = sum(_open_for(self, c) for c in self.calls

@@ -90,6 +90,31 @@ def _error_text(p: Process) -> str:
     return f"{err.get('exc_type') or 'an exception'}: {err.get('message', '')[:120]}{where}"
 
 
+def _shadow_advice(p: Process) -> str:
+    """Where a sidecar's error came from a module named like one of the standard library's, outside it (a stale
+    backport, a folder put on sys.path): what to remove. torch starts the sidecar with the main process's sys.path
+    as its PYTHONPATH (TORCH_CUSTOM_PYTHONPATH overrides it), so such a module comes before the standard
+    library's there, and each new sidecar imports it again. '' otherwise."""
+    import sys
+
+    origin = p.errors[0].get("origin") or {}
+    file = origin.get("file")
+    if not isinstance(file, str) or not file.endswith(".py"):
+        return ""
+    folder, _, base = file.rpartition("/")
+    name = folder.rpartition("/")[2] if base == "__init__.py" else base[:-3]
+    where = folder.rpartition("/")[0] if base == "__init__.py" else folder
+    in_stdlib = "/lib/python" in file and not any(x in file.split("/") for x in ("site-packages", "dist-packages"))
+    if name not in sys.stdlib_module_names or in_stdlib:
+        return ""
+    installed = where.rpartition("/")[2] in ("site-packages", "dist-packages")
+    remove = (f"uninstall the stale `{name}` from {where} (pip uninstall {name})" if installed else
+              f"take {where} off sys.path before the first compile, or remove its {name}; or set "
+              f"TORCH_CUSTOM_PYTHONPATH (the sidecar's PYTHONPATH) without it")
+    return (f"{remove}: the sidecar imported {file} as the standard library's `{name}` (torch starts it with the "
+            "main process's sys.path as its PYTHONPATH), and a new pool would die the same way")
+
+
 def sidecars_never_served(v: View) -> Finding | None:
     """Traced sidecars that exited (or are left) without ever being asked to shut down."""
     idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
@@ -109,7 +134,8 @@ def sidecars_never_served(v: View) -> Finding | None:
         advice = ("its own import started a pool (see nested-pools) and its main() then failed: keeping the "
                   "backend out of the sidecars fixes both")
     elif raised:
-        advice = f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then"
+        advice = _shadow_advice(raised[0]) or (
+            f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then")
     else:
         advice = ("nothing asked it to stop: its pool was never shut down (torch's shutdown_compile_workers "
                   "never ran, or ran in another process); shut the pool down before exit")

@@ -172,6 +172,7 @@ class Builder:
             # A TrackedProcessPoolExecutor made by AsyncCompile.process_pool (fork or spawn) is a pool of its
             # own; the one a sidecar makes for its workers (SubprocMain._start_pool) is its SubprocPool's.
             c.pool = Pool(p, c, SUBPROC if c.tag == targets.POOL_CREATE else EXECUTOR)
+            c.pool.stack = [f for f in r.get("stack") or () if isinstance(f, dict)]
             p.pools.append(c.pool)
             p.open_pool = c.pool
             self.reg.model.pools.append(c.pool)
@@ -317,6 +318,8 @@ class Builder:
                 p.mem.append((ts, entry["pss"], entry.get("uss") or 0))
                 if entry.get("threads"):
                     p.threads[ts] = entry["threads"]
+                if isinstance(entry.get("cpu_s"), (int, float)):
+                    p.cpu[ts] = entry["cpu_s"]
         for entry in r.get("devices") or ():
             p = self.reg.find(host, entry)
             if p is not None:

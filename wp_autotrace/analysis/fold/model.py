@@ -98,11 +98,14 @@ class Pool:
 
     __slots__ = ("creator", "call", "sidecar_pid", "sidecar", "wakeups", "quiesces", "shutdowns", "shutdown_at",
                  "ready_at", "jobs", "first_job", "last_job", "quiesce_calls", "shutdown_call", "shutdown_calls",
-                 "kind", "members", "kills")
+                 "kind", "members", "kills", "stack")
 
     def __init__(self, creator: Process, call: Call, kind: str = SUBPROC) -> None:
         self.creator = creator
         self.call = call
+        # The making call's stack as recorded (outermost first): the frames above its caller tell apart two
+        # pools made at one line (a helper's), called from different places. Kept for pools only (few).
+        self.stack: list[dict[str, Any]] = []
         # SUBPROC: a sidecar interpreter and the workers it forks. EXECUTOR: a ProcessPoolExecutor made in the
         # creator itself (worker_start_method fork or spawn; torch 2.1-2.3's default): its workers are the
         # creator's own children, in `members` (finish.py), and it has no sidecar.
@@ -134,7 +137,7 @@ class Process:
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
-                 "count_callers", "tests", "cwd", "dropped", "threads", "env_changed")
+                 "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -180,6 +183,7 @@ class Process:
         # A variable torch reads into its config changed in-process before it loaded (config's env_changed):
         # {var, old, new, before, at}, the imports around the change.
         self.env_changed: list[dict[str, Any]] = []
+        self.cpu: dict[float, float] = {}  # the CPU seconds it had used at each of those samples, where read
         self.devices: list[str] = []  # accelerator device files it held (watcher, read once)
         self.counts: dict[str, int] = {}  # counted hot calls (process_exit)
         self.count_times: dict[str, list[float]] = {}  # their first and last times

@@ -24,7 +24,7 @@ from ..words.fmt import (
     wrap,
 )
 from ..words.lines import findings_lines, run_lines, when_text
-from ..words.sentences import counts_words, lifespan, process_words
+from ..words.sentences import counts_words, lifespan, made_at, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -213,7 +213,7 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         start, end = lifespan(pool)
         how = pool["sidecar_exit"] if pool.get("kind") != "executor" else (pool.get("ending") or {}).get("kind")
         out.append(f"- {pool_name(pool)} created by {pool['creator_role']} {pool['creator_pid']} "
-                   f"at {_t(pool['created_at']).strip()} from {site(pool['caller'])}")
+                   f"at {_t(pool['created_at']).strip()} from {made_at(pool)}")
         out.append(f"  alive {_t(start).strip()} -> {_t(end).strip() if end is not None else 'end'} ({how}); "
                    f"workers {_workers(pool['worker_pids'])}; wakeups {pool['wakeups']}, "
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")

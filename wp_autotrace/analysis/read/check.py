@@ -123,7 +123,7 @@ def _rss(v: Any) -> Any:
 
 
 def _mem(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("pss", "uss", "rss", "swap_pss", "threads"), ())
+    return _clean_entry(v, ("create_time", "cpu_s"), ("pss", "uss", "rss", "swap_pss", "threads"), ())
 
 
 def _devices(v: Any) -> Any:

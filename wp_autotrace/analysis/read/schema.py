@@ -60,7 +60,7 @@ FRAMES = "list[frame]"
 PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
 ENDED = "list[ended]"  # {pid, create_time, end}
 RSS = "list[rss]"  # {pid, create_time, rss}
-MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?, threads?}
+MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?, threads?, cpu_s?}
 DEVS = "list[devices]"  # {pid, create_time, paths}
 ZOMBIES = "list[zombie]"  # {pid, create_time, ppid, since, status}
 TIMES = "dict[str,list[num]]"  # label -> [first, last]
@@ -237,8 +237,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     )),
     MEMORY: ("real memory of the run's pool processes (watcher: sidecars, compile workers, and each pool's "
              "creator in the same sweep; each at most every 2 s, within 0.4 % of a core)", _PART_FIELDS + (
-        ("procs", MEMS, "`{pid, create_time, pss, uss, rss, swap_pss?, threads?}`: bytes from /proc/PID/smaps_rollup "
-                        "(uss = Private_Clean + Private_Dirty), threads from /proc/PID/stat read with it"),
+        ("procs", MEMS, "`{pid, create_time, pss, uss, rss, swap_pss?, threads?, cpu_s?}`: bytes from "
+                        "/proc/PID/smaps_rollup (uss = Private_Clean + Private_Dirty), threads and cpu_s (utime + "
+                        "stime so far, seconds) from /proc/PID/stat read with it"),
         ("devices", DEVS, "accelerator device files a pool process holds, read once at its first sample: "
                           "`{pid, create_time, paths}`"),
     )),

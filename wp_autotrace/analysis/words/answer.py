@@ -153,8 +153,16 @@ def _pool_lead(rep: dict[str, Any]) -> str:
         idle = rep["costs"].get("idle_mib_s")
         return across_sentence(a) + (f" They held {mib_s_text(idle)} idle in all." if idle else "")
     pool = pools[0]
-    more = f" (+{len(pools) - 1} more pools)" if len(pools) > 1 else ""
-    return pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool)
+    # one process made its pools one after another (made again after a shutdown): each is told, in order
+    again = [p for p in pools[1:] if (p["creator_pid"], p["run"]) == (pool["creator_pid"], pool["run"])]
+    told = again[:AGAIN_TOLD]
+    more = f" (+{len(pools) - 1 - len(told)} more pools)" if len(pools) > 1 + len(told) else ""
+    return (pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool)
+            + "".join(" " + pool_sentence(p, again=True) for p in told))
+
+
+# Later pools of the pools' one creator told in the Answer after its first (the Pools section has them all).
+AGAIN_TOLD = 2
 
 
 
@@ -257,7 +265,7 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
             bullets += [SUB + x for x in after]
             symptoms = [g for g in symptoms if g["kind"] != "zombies"]  # told just now, with its own figures
         else:
-            bullets.append(headline(rep, lead))
+            bullets.append(headline(rep, lead) + (" What follows from it:" if symptoms[:SYMPTOMS_TOLD] else ""))
         bullets += [SUB + headline(rep, f, under_cause=True) for f in symptoms[:SYMPTOMS_TOLD]]
         bullets += [SUB + s for s in under]
         under = []

@@ -11,6 +11,11 @@ never served, pools that died, jobs cut off. Two follow from it by kind, whateve
 wait at exit (torch waits for every pool it started, the nested ones included) and TORCH_WARM_POOL=0 bypassed
 (the nested warm_pool calls themselves).
 
+A second: a sidecar that died as it started (`sidecar-never-served` with what its main() raised). What follows
+from it, when every process the finding names is that pool's creator, sidecar or workers: jobs sent to the pool
+that were never answered or cut off, the pool's death, calls that never returned; its fix (what the sidecar
+raised) comes first, never "make a new pool", which would die the same way.
+
 Built on the report dict only (its findings' kinds and pids, its pools), like the Answer.
 """
 
@@ -44,6 +49,21 @@ def nesting_pids(rep: dict[str, Any]) -> set[int]:
     return pids
 
 
+START_FAILED = "sidecar-never-served"
+# Kinds that follow from a sidecar's failed start when every pid they name is of its pool.
+START_SYMPTOMS = ("jobs-lost", "jobs-cut-off", "pool-died", "call-never-returned")
+
+
+def failed_start_pids(rep: dict[str, Any], cause: dict[str, Any]) -> set[int]:
+    """The processes of the pools whose sidecar the failed-start finding names: creator, sidecar, workers."""
+    sidecars = set(cause.get("pids") or ())
+    pids: set[int] = set()
+    for p in rep.get("pools") or []:
+        if p.get("sidecar_pid") in sidecars:
+            pids.update((p["creator_pid"], p["sidecar_pid"], *(p.get("worker_pids") or ())))
+    return pids
+
+
 # A cause by kind: its symptoms' kinds, when they name one of the cause's processes (a fork pool's hung job keeps
 # its process from ending: concurrent.futures' exit join waits for it; a main killed there leaves the workers).
 # An autotune subprocess torch killed (autotune-killed) stays a zombie: kill() never waits for it.
@@ -58,12 +78,15 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
     if by_kind is not None:
         return by_kind
     cause = next((c for c in findings if c["kind"] == NESTING), None)
-    if cause is None or f is cause:
-        return None
-    if f["kind"] in NESTING_BY_KIND:
-        return cause
-    if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep):
-        return cause
+    if cause is not None and f is not cause:
+        if f["kind"] in NESTING_BY_KIND:
+            return cause
+        if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep):
+            return cause
+    if f["kind"] in START_SYMPTOMS and pids:
+        for c in findings:  # only one that raised: a sidecar that simply never served explains no lost job
+            if c["kind"] == START_FAILED and c["severity"] == "problem" and pids <= failed_start_pids(rep, c):
+                return c
     return None
 
 

@@ -19,14 +19,31 @@ def covered_text(pool: dict[str, Any]) -> str:
     return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
 
 
-def pool_sentence(pool: dict[str, Any]) -> str:
-    """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory."""
+def idle_cpu_words(pool: dict[str, Any]) -> str:
+    """' (0.00 s of CPU over the 58.1 s of it the watcher read)': the pool's CPU while idle, where its samples
+    show it (derive/pools.py, "idle CPU"); '' where they do not."""
+    cpu = pool.get("idle_cpu")
+    if not cpu:
+        return ""
+    return f" (its processes used {cpu['cpu_s']:.2f} s of CPU in the {cpu['to'] - cpu['from']:.1f} s of it read)"
+
+
+def made_at(pool: dict[str, Any]) -> str:
+    """Where the pool was made: its caller, and where that was called from when another pool of its creator was
+    made at the same line ('train.py:21 (compile_step), called from train.py:35 (<module>)')."""
+    outer = pool.get("called_from")
+    return site(pool["caller"]) + (f", called from {site(outer)}" if outer else "")
+
+
+def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
+    """One pool's story in a sentence: who made it where, how long it lived and idled, its real memory. again:
+    a later pool of the same creator ('made another compile pool'), told without the counts."""
     name = pool_name(pool)
     start, end = lifespan(pool)
     lived = ("" if start is None  # nothing seen to live: how it ended says so
              else f"; it lived {end - start:.1f} s" if end is not None
              else "; it was still running at the end of the log")
-    idle = f", idle {pool['idle_s']:.1f} s after its last job" if pool["idle_s"] >= 1 else ""
+    idle = f", idle {pool['idle_s']:.1f} s after its last job{idle_cpu_words(pool)}" if pool["idle_s"] >= 1 else ""
     orphan = pool.get("outlived_creator")
     if orphan:  # after its creator ended it was no idle pool: nobody could use or stop it
         idle += (f", outliving its creator by {orphan['s']:.1f} s (ended at {seconds_text(orphan['creator_end'])}; "
@@ -43,9 +60,11 @@ def pool_sentence(pool: dict[str, Any]) -> str:
     what = ("an autotune pool" if pool.get("kind") == "autotune" else
             "a quack compile pool (torch._vendor.quack's precompile)" if pool.get("kind") == "quack" else
             "an FX-subprocess compile pool" if pool.get("fx_subprocess") else "a compile pool")
-    return (f"{pool['creator_role']} {pool['creator_pid']} made {what} ({name}) at "
-            f"{site(pool['caller'])} ({seconds_text(pool['created_at'])} in)"
-            f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.{counts_words(pool)}")
+    if again:
+        what = "another " + what.split(" ", 1)[1]
+    return (f"{'Then ' if again else ''}{pool['creator_role']} {pool['creator_pid']} made {what} ({name}) "
+            f"at {made_at(pool)} ({seconds_text(pool['created_at'])} in)"
+            f"{lived}{idle}{mem}{quiesce_words(pool)}{by}.{'' if again else counts_words(pool)}")
 
 
 def counts_words(pool: dict[str, Any]) -> str:
