@@ -171,8 +171,7 @@ class Builder:
                                               and c.parent.tag == targets.PROCESS_POOL):
             # A TrackedProcessPoolExecutor made by AsyncCompile.process_pool (fork or spawn) is a pool of its
             # own; the one a sidecar makes for its workers (SubprocMain._start_pool) is its SubprocPool's.
-            c.pool = Pool(p, c, SUBPROC if c.tag == targets.POOL_CREATE else EXECUTOR)
-            c.pool.stack = [f for f in r.get("stack") or () if isinstance(f, dict)]
+            c.pool = Pool(p, c, SUBPROC if c.tag == targets.POOL_CREATE else EXECUTOR, r.get("stack"))
             p.pools.append(c.pool)
             p.open_pool = c.pool
             self.reg.model.pools.append(c.pool)
@@ -315,11 +314,7 @@ class Builder:
         for entry in r.get("procs") or ():
             p = self.reg.find(host, entry)
             if p is not None and entry.get("pss") is not None:
-                p.mem.append((ts, entry["pss"], entry.get("uss") or 0))
-                if entry.get("threads"):
-                    p.threads[ts] = entry["threads"]
-                if isinstance(entry.get("cpu_s"), (int, float)):
-                    p.cpu[ts] = entry["cpu_s"]
+                add_sample(p, ts, entry)
         for entry in r.get("devices") or ():
             p = self.reg.find(host, entry)
             if p is not None:
@@ -381,3 +376,12 @@ def count_dropped(p: Process, said: Any) -> None:
     if isinstance(said, int) and said > p.dropped and p.run is not None:
         p.run.dropped += said - p.dropped
         p.dropped = said
+
+
+def add_sample(p: Process, ts: float, entry: dict[str, Any]) -> None:
+    """One watcher sample of p: its PSS and USS, and the threads and CPU so far read with them, where read."""
+    p.mem.append((ts, entry["pss"], entry.get("uss") or 0))
+    if entry.get("threads"):
+        p.threads[ts] = entry["threads"]
+    if isinstance(entry.get("cpu_s"), (int, float)):
+        p.cpu[ts] = entry["cpu_s"]

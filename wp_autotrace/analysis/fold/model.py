@@ -100,12 +100,12 @@ class Pool:
                  "ready_at", "jobs", "first_job", "last_job", "quiesce_calls", "shutdown_call", "shutdown_calls",
                  "kind", "members", "kills", "stack")
 
-    def __init__(self, creator: Process, call: Call, kind: str = SUBPROC) -> None:
+    def __init__(self, creator: Process, call: Call, kind: str = SUBPROC, stack: Any = None) -> None:
         self.creator = creator
         self.call = call
         # The making call's stack as recorded (outermost first): the frames above its caller tell apart two
         # pools made at one line (a helper's), called from different places. Kept for pools only (few).
-        self.stack: list[dict[str, Any]] = []
+        self.stack: list[dict[str, Any]] = [f for f in stack or () if isinstance(f, dict)]
         # SUBPROC: a sidecar interpreter and the workers it forks. EXECUTOR: a ProcessPoolExecutor made in the
         # creator itself (worker_start_method fork or spawn; torch 2.1-2.3's default): its workers are the
         # creator's own children, in `members` (finish.py), and it has no sidecar.
