@@ -537,6 +537,22 @@ def test_sidecar_error_explains_never_served(tmp_path: Path) -> None:
     assert "_functools.py:50" in text
 
 
+def test_a_jobs_error_the_sidecar_logged_is_not_its_main_raising(tmp_path: Path) -> None:
+    """A worker ended abruptly under a sidecar that went on serving: torch's job callback logs that one job's
+    BrokenProcessPool in the sidecar (and the sidecar makes new workers). That is a job's failure, not the
+    sidecar's main() raising: no 'never served' claim about a sidecar that served and was shut down."""
+    w = clean_run()
+    frames = [{"file": "/site/torch/_inductor/compile_worker/subproc_pool.py", "line": 437, "func": "callback"},
+              {"file": "/usr/lib/python3.11/concurrent/futures/_base.py", "line": 449, "func": "result"}]
+    w.add(2.5, 200, 100, "compile-sidecar", "error", source="logging",
+          logger="torch._inductor.compile_worker.subproc_pool", level="ERROR", exc_type="BrokenProcessPool",
+          message="A process in the process pool was terminated abruptly while the future was running or pending.",
+          frames=frames)
+    rep = report(w, tmp_path)
+    assert "sidecar-never-served" not in {f["kind"] for f in rep["findings"]}, rep["findings"]
+    assert "never served" not in rep["answer"]
+
+
 def test_golden_text_report(tmp_path: Path) -> None:
     """The seed scenario's text report, line for line (regenerate: WP_AUTOTRACE_GOLDEN=1)."""
     import os

@@ -15,7 +15,7 @@ from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_E
 from ..derive.labels import process_label
 from ..derive.pools import user_frame
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
-from .base import Finding
+from .base import Finding, own_errors
 
 if TYPE_CHECKING:
     from ..derive.endings import Ending
@@ -71,7 +71,7 @@ def pool_died(v: View) -> Finding | None:
         advice = GROUP_ADVICE
     elif sig.kind in (OOM_KILL, OOM_AMONG):
         advice = OOM_ADVICE
-    elif side.errors:
+    elif own_errors(side):
         advice = "its sidecar logged an error before it ended (see sidecar-never-served / its errors)"
     elif sig.signal is not None:
         advice = f"find what sent {sig.signal} to the sidecar (a time limit, a scheduler, a user, a cleanup script)"

@@ -13,7 +13,7 @@ from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
-from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
+from .base import Finding, in_ranks, own_errors, plugin_advice, roles_text, sites_text
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -84,7 +84,7 @@ def _ended_before(p: Process, asked: float | None) -> bool:
 
 
 def _error_text(p: Process) -> str:
-    err = p.errors[0]
+    err = own_errors(p)[0]
     origin = err.get("origin")
     where = f" ({site(origin)})" if origin else ""
     return f"{err.get('exc_type') or 'an exception'}: {err.get('message', '')[:120]}{where}"
@@ -120,12 +120,12 @@ def sidecars_never_served(v: View) -> Finding | None:
     idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
             and not pool.sidecar.served and _clean_end(pool.sidecar)]
     # a sidecar whose worker the OOM killer ended logs its broken pool: oom-killed tells that, not this
-    idle += [p for p in v.procs if p.role in SIDECAR_ROLES and p.errors and p not in idle
+    idle += [p for p in v.procs if p.role in SIDECAR_ROLES and own_errors(p) and p not in idle
              and not any(v.endings.of(w).kind in (OOM_KILL, OOM_AMONG) for w in p.children)]
     if not idle:
         return None
     pids = sorted({p.pid for p in idle})
-    raised = [p for p in idle if p.errors]
+    raised = [p for p in idle if own_errors(p)]
     why = (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
            + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
         ": its main loop never served the pool (no SubprocMain._shutdown)"
