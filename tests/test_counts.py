@@ -101,3 +101,23 @@ def test_a_creator_not_read_is_still_a_ps_line_and_its_threads_make_the_sum_a_fl
                        "creator_threads": None}}
     text = counts_words(pool)
     assert text == " At 4.7 s ps listed 4 processes (main + sidecar + 2 workers), at least 8 threads (4 + 2 + 2).", text
+
+
+def test_a_worker_ended_before_the_moment_is_not_a_ps_line_nor_in_the_sum() -> None:
+    """A worker killed 0.1 s before the moment (its last reading is still within STALE_S of it) is not one of the
+    lines ps lists then, nor in the pool's memory then: the counts take the processes alive at that moment, as
+    memory at once does (the worker_oom case said 6 processes and 641 MiB where ps showed 4 and 494 MiB)."""
+    from wp_autotrace.analysis.derive.counts import counts_at
+    from wp_autotrace.analysis.fold.model import Process
+
+    def proc(pid: int, start: float, end: float | None, pss_mib: int) -> Process:
+        p = Process("vm", pid, pid)
+        p.start, p.gone = start, end
+        p.mem = [(start + 0.5, pss_mib << 20, 0), (4.9, pss_mib << 20, 0)]
+        p.threads = {4.9: 2}
+        return p
+
+    sidecar, dead, live = proc(20, 1.0, None, 100), proc(21, 2.0, 5.0, 80), proc(22, 2.0, None, 80)
+    counts = counts_at([sidecar, dead, live], None, 5.1)
+    assert counts is not None and counts["pids"] == [20, 22] and counts["processes"] == 2
+    assert counts["pool_pss_bytes"] == 180 << 20 and set(counts["threads"]) == {20, 22}

@@ -31,7 +31,9 @@ def counts_at(procs: list[Process], creator: Process | None, t: float | None) ->
     creator_threads}; None without a moment or a read process."""
     if t is None:
         return None
-    alive = [p for p in procs if p.alive_at(t) or sample_near(p, t) is not None]
+    # A reading before its start (a start read late) still shows it alive; one before its end never does.
+    alive = [p for p in procs if (p.alive_at(t) or sample_near(p, t) is not None)
+             and ((e := p.ended_at) is None or e > t)]
     read = {p.pid: (s, p) for p in alive if (s := sample_near(p, t)) is not None}
     if not read:
         return None
