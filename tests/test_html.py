@@ -517,11 +517,9 @@ def test_a_pool_read_after_its_workers_exit_records_peaks_alike_on_page_trace_an
     assert max(counters) == 290.0
 
 
-def test_many_pools_draw_the_largest_and_the_rest_summed(tmp_path: Path) -> None:
-    """Six nested pools (main -> sidecar 200 -> 300 -> ... -> 700), each sidecar read at one moment (100 to 600
-    MiB): the chart draws the three largest pools' lines and one line for the other three, summed at that
-    moment (600 MiB = 100 + 200 + 300) and named so, not six dashed lines nobody can tell apart; each pool's
-    line is its own processes' (no nested pool inside it)."""
+def _six_nested_pools() -> tuple[Any, dict[str, Any], list[int]]:
+    """A log of six nested pools, main -> sidecar 200 -> 300 -> ... -> 700, all listed by the watcher at 8 s and
+    none read yet: (the writer, the run fields, the sidecars)."""
     from .logs import LogWriter
 
     w = LogWriter()
@@ -535,6 +533,15 @@ def test_many_pools_draw_the_largest_and_the_rest_summed(tmp_path: Path) -> None
               forked=False, **run)
     w.add(8, 900, 100, "watcher", "tree", count=7, ended=[], started=[
         {"pid": p, "ppid": pp, "rss": 300 << 20, "via": "child"} for p, pp in zip(sides, [100, *sides])], **run)
+    return w, run, sides
+
+
+def test_many_pools_draw_the_largest_and_the_rest_summed(tmp_path: Path) -> None:
+    """Six nested pools (main -> sidecar 200 -> 300 -> ... -> 700), each sidecar read at one moment (100 to 600
+    MiB): the chart draws the three largest pools' lines and one line for the other three, summed at that
+    moment (600 MiB = 100 + 200 + 300) and named so, not six dashed lines nobody can tell apart; each pool's
+    line is its own processes' (no nested pool inside it)."""
+    w, run, sides = _six_nested_pools()
     w.add(8.5, 900, 100, "watcher", "memory", procs=[
         {"pid": p, "pss": m << 20, "uss": m << 20, "rss": m << 20} for p, m in zip(sides, (100, 200, 300, 400, 500,
                                                                                               600))], **run)
@@ -556,19 +563,7 @@ def test_the_memory_series_are_in_the_report_bounded_and_the_page_draws_them_alo
     dict: the dict is its whole input."""
     from wp_autotrace.analysis.derive.memseries import MEMORY_LINES, MEMORY_POINTS
 
-    from .logs import LogWriter
-
-    w = LogWriter()
-    run = {"run": "r1", "root_pid": 100}
-    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
-    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
-    sides = [200, 300, 400, 500, 600, 700]
-    for k, (pid, parent) in enumerate(zip(sides, [100, *sides])):
-        w.warm(1 + k, parent, 1 if parent == 100 else 100, "main" if parent == 100 else "compile-sidecar", pid)
-        w.add(1.5 + k, pid, parent, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
-              forked=False, **run)
-    w.add(8, 900, 100, "watcher", "tree", count=7, ended=[], started=[
-        {"pid": p, "ppid": pp, "rss": 300 << 20, "via": "child"} for p, pp in zip(sides, [100, *sides])], **run)
+    w, run, sides = _six_nested_pools()
     moments = 3000
     own: dict[int, list[int]] = {p: [] for p in sides}
     for j in range(moments):
