@@ -7,7 +7,11 @@ the process's CPU clock (user+sys: waiting for a core on a loaded machine does n
 the median µs per call over untraced of each side and their ratio. The log is a real file
 (held descriptor), or /dev/null with --devnull (the tracer's own CPU without the file system's).
 
-Usage: python bench/call_cost.py [--rounds N] [--ref REF] [--devnull] [--json]
+--pool-jobs: both sides' target captures AsyncCompile.wait's "process.pool_jobs" as the call starts, with a
+stand-in torch._inductor.async_compile whose _pool_set holds two pools with jobs pending (a ref that knows no
+such fact resolves it to None: a dict lookup), so new over old is that fact's cost.
+
+Usage: python bench/call_cost.py [--rounds N] [--ref REF] [--devnull] [--pool-jobs] [--json]
 """
 
 from __future__ import annotations
@@ -31,7 +35,22 @@ SYNTH = "class Pool:\n    @classmethod\n    def traced(cls, x):\n        return 
 TRACED_LOOP, PLAIN_LOOP = 1000, 20000  # calls per timed loop
 
 
-def wrapped_pool(package: str, tmp: Path, devnull: bool) -> Any:
+POOL_JOBS = (("pool_jobs", "process.pool_jobs"),)
+
+
+def stand_in_pools() -> None:
+    """torch's pool module as the pool_jobs fact reads it: a SubprocPool (pending_futures) and a fork/spawn
+    executor (_pending_work_items), 2 and 1 jobs pending."""
+    import types
+
+    pools = [types.SimpleNamespace(pending_futures={1: None, 2: None}),
+             types.SimpleNamespace(_pending_work_items={1: None})]
+    module = types.ModuleType("torch._inductor.async_compile")
+    module._pool_set = pools  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+
+
+def wrapped_pool(package: str, tmp: Path, devnull: bool, capture: tuple[tuple[str, str], ...] = ()) -> Any:
     """The synthetic Pool class of module synth_<package>, its traced method wrapped by that package."""
     module = f"synth_{package}"
     (tmp / f"{module}.py").write_text(SYNTH)
@@ -40,7 +59,7 @@ def wrapped_pool(package: str, tmp: Path, devnull: bool) -> Any:
     probes_cls = importlib.import_module(package + ".runtime.recorder").Probes
     sink = importlib.import_module(package + ".runtime.sink").Sink(str(tmp / f"{package}.jsonl"), "h", "main")
     probes = probes_cls(sink, 8, False, lambda info: None)
-    finder = finder_cls((target(module, "Pool.traced"),), probes.make_wrapper, probes.notify, print)
+    finder = finder_cls((target(module, "Pool.traced", capture_call=capture),), probes.make_wrapper, probes.notify, print)
     finder.install()
     try:
         pool = importlib.import_module(module).Pool
@@ -67,6 +86,7 @@ def main() -> int:
     parser.add_argument("--ref", default="main")
     parser.add_argument("--devnull", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--pool-jobs", action="store_true")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-call-"))
     try:
@@ -75,8 +95,11 @@ def main() -> int:
         subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
         (tmp / "wp_autotrace").rename(tmp / "wp_autotrace_old")
         sys.path[:0] = [str(tmp), str(REPO)]
-        pools = {"old": wrapped_pool("wp_autotrace_old", tmp, args.devnull),
-                 "new": wrapped_pool("wp_autotrace", tmp, args.devnull)}
+        capture = POOL_JOBS if args.pool_jobs else ()
+        if args.pool_jobs:
+            stand_in_pools()
+        pools = {"old": wrapped_pool("wp_autotrace_old", tmp, args.devnull, capture),
+                 "new": wrapped_pool("wp_autotrace", tmp, args.devnull, capture)}
         samples: dict[str, list[float]] = {"old": [], "new": [], "untraced": []}
         for r in range(args.rounds):
             order = ["old", "new", "untraced"]
@@ -85,7 +108,7 @@ def main() -> int:
                 samples[name].append(per_call(fn, PLAIN_LOOP if name == "untraced" else TRACED_LOOP))
         med = {k: statistics.median(v) * 1e6 for k, v in samples.items()}
         over = {k: round(med[k] - med["untraced"], 3) for k in ("old", "new")}
-        out = {"ref": args.ref, "rounds": args.rounds, "log": "/dev/null" if args.devnull else "file",
+        out = {"ref": args.ref, "pool_jobs": args.pool_jobs, "rounds": args.rounds, "log": "/dev/null" if args.devnull else "file",
                "load": os.getloadavg(), "cpu_us_over_untraced": over,
                "new_over_old": round(over["new"] / over["old"], 3)}
         print(json.dumps(out, indent=None if args.json else 1))

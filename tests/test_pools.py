@@ -1133,3 +1133,74 @@ def test_the_watchers_cpu_reading_agrees_with_psutil() -> None:
     after = sum(me.cpu_times()[:2])
     assert threads == me.num_threads() and cpu is not None
     assert before - 0.011 <= cpu <= after + 0.011, (before, cpu, after)
+
+
+def async_wait(w: LogWriter, t: float, end: float, cid: int, pool_jobs: int | None) -> None:
+    """main's AsyncCompile.wait, with the pool jobs pending as it began (None: a log written before that capture)."""
+    at_call = {"pool_jobs": pool_jobs} if pool_jobs is not None else {}
+    w.add(t, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait", call_id=cid, thread="MainThread",
+          stack=[USER], caller=USER, compile_threads=2, **at_call)
+    w.add(end, 100, 1, "main", "return", call_id=cid, duration_s=end - t)
+
+
+def test_a_wait_begun_with_no_pool_job_pending_does_not_keep_the_pool_busy(tmp_path: Path) -> None:
+    """CPU torch compiles C++ in the process: its AsyncCompile.wait then waits on no pool job. A wait begun with
+    pool jobs pending (9 -> 12 s) keeps the pool busy until it returns; a later one begun with none pending
+    (30 -> 40 s) does not: the idle span starts at 12 s, not 40 s. A wait without the capture (older logs) is
+    still counted as one on the pool."""
+    w = idle_pool(quiesce_at=None)
+    async_wait(w, 9.0, 12.0, 10, pool_jobs=3)
+    async_wait(w, 30.0, 40.0, 11, pool_jobs=0)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["busy_until"] == 12.0 and pool["idle_s"] == pytest.approx(48.01), pool
+    assert "idle 48.0 s after its last job" in render_text(rep, {})
+    old = idle_pool(quiesce_at=None)
+    async_wait(old, 9.0, 12.0, 10, pool_jobs=3)
+    async_wait(old, 30.0, 40.0, 11, pool_jobs=None)
+    (pool,) = report(old, tmp_path)["pools"]
+    assert pool["busy_until"] == 40.0, pool
+
+
+class _Subproc:
+    def __init__(self, n: int) -> None:
+        self.pending_futures = {i: object() for i in range(n)}
+
+
+class _Executor:
+    def __init__(self, n: int) -> None:
+        self._pending_work_items = {i: object() for i in range(n)}
+
+
+def test_pool_jobs_sums_the_live_pools_pending_jobs_and_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """process.pool_jobs: the pending jobs of every pool in torch's _pool_set (a SubprocPool's pending_futures, a
+    ProcessPoolExecutor's _pending_work_items), from whichever module keeps the set; None when unknown."""
+    import types
+
+    from wp_autotrace.runtime.reads import read_pool_jobs, resolve
+
+    for name in ("torch._inductor.async_compile", "torch._inductor.codecache"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert read_pool_jobs() is None  # torch's pool module not imported: unknown, and nothing imported
+    assert "torch._inductor.async_compile" not in sys.modules
+    ac = types.ModuleType("torch._inductor.async_compile")
+    monkeypatch.setitem(sys.modules, ac.__name__, ac)
+    assert read_pool_jobs() is None  # a torch keeping no pool set (2.1, 2.2)
+    ac._pool_set = {_Subproc(2), _Executor(3), _Subproc(0)}  # type: ignore[attr-defined]
+    assert read_pool_jobs() == 5 and resolve("process.pool_jobs", None, None) == 5
+    ac._pool_set = set()  # type: ignore[attr-defined]
+    assert read_pool_jobs() == 0
+    ac._pool_set = {object()}  # type: ignore[attr-defined]  # a pool whose pending jobs cannot be read
+    assert read_pool_jobs() is None
+
+    class Raising:
+        def __iter__(self) -> Any:
+            raise RuntimeError("Set changed size during iteration")
+
+    ac._pool_set = Raising()  # type: ignore[attr-defined]
+    assert read_pool_jobs() is None
+    monkeypatch.delitem(sys.modules, ac.__name__)
+    cc = types.ModuleType("torch._inductor.codecache")  # torch 2.3 keeps the set in codecache
+    cc._pool_set = {_Executor(1)}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, cc.__name__, cc)
+    assert read_pool_jobs() == 1

@@ -192,7 +192,10 @@ TARGETS: "tuple[Target, ...]" = (
     # here, though the cached pool never reads it.
     # capture_call: the settings as each wait begins: compile_threads or worker_start_method changed in code after
     # the pool exists is seen here, though the cached pool keeps what it read when it was made.
-    Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT, capture_call=_SETTINGS_NOW),
+    # pool_jobs: the jobs pending in the live pools as the wait begins: 0 means it waits on in-process work (CPU
+    # C++ compiles), so it does not keep a pool busy.
+    Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT,
+           capture_call=_SETTINGS_NOW + (("pool_jobs", "process.pool_jobs"),)),
     Target(_AC, "AsyncCompile.quiesce", tag=ASYNC_QUIESCE),
     Target(_AC, "maybe_warm_pool", env=True, tag=MAYBE_WARM_POOL),
     Target(_AC, "after_fork", tag=AFTER_FORK),

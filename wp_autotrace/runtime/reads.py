@@ -103,8 +103,40 @@ def read_threads() -> int | None:
         return None
 
 
+# Where torch keeps its live compile pools (`_pool_set`): async_compile from 2.4, codecache in 2.3; 2.1-2.2 keep
+# none (pool_jobs is then None: unknown). Each pool's jobs not yet answered: a SubprocPool's `pending_futures`,
+# a ProcessPoolExecutor's `_pending_work_items` (both dicts, a job removed once its result is in).
+_POOL_SET_HOMES = ("torch._inductor.async_compile", "torch._inductor.codecache")
+_PENDING_ATTRS = ("pending_futures", "_pending_work_items")
+
+
+def read_pool_jobs() -> int | None:
+    """The jobs pending in this process's live compile pools (torch's `_pool_set`), summed; None where torch
+    keeps no such set (not imported: nothing is imported here) or a pool's pending jobs cannot be read. A
+    wait begun with 0 pending waits on work in the process (CPU C++ compiles), not on any pool. getattr and
+    len only: the sidecar's reader thread may change a dict meanwhile (a len is atomic; a set changed while
+    copied gives None)."""
+    try:
+        pools = None
+        for home in _POOL_SET_HOMES:
+            pools = getattr(sys.modules.get(home), "_pool_set", None)
+            if pools is not None:
+                break
+        if pools is None:
+            return None
+        total = 0
+        for pool in list(pools):
+            pending = next((d for d in (getattr(pool, a, None) for a in _PENDING_ATTRS) if d is not None), None)
+            if not isinstance(pending, dict):
+                return None
+            total += len(pending)
+        return total
+    except Exception:
+        return None
+
+
 # "process.NAME" capture paths: a fact of the calling process, not of the call's instance.
-_PROCESS_FACTS = {"threads": read_threads}
+_PROCESS_FACTS = {"threads": read_threads, "pool_jobs": read_pool_jobs}
 
 
 # "config.NAME" capture paths: inductor's setting as the call runs (a later change to it is seen; the pool
@@ -113,8 +145,9 @@ INDUCTOR_CONFIG = "torch._inductor.config"
 
 
 def resolve(path: str, instance: Any, result: Any) -> Any:
-    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists. "process.threads" reads the
-    process (_PROCESS_FACTS); "config.NAME" inductor's config module, when it is loaded."""
+    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists. "process.threads" (or
+    "process.pool_jobs") reads the process (_PROCESS_FACTS); "config.NAME" inductor's config module, when it is
+    loaded."""
     root, *attrs = path.split(".")
     if root == "process":
         fact = _PROCESS_FACTS.get(attrs[0]) if len(attrs) == 1 else None

@@ -30,7 +30,7 @@ LEFT_THEN_ENDED = "ended after the main process"
 
 # Call-record fields captured as the call started (targets.Target.capture_call).
 _AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method",
-                      "autotune_pid", "running", "executor_class"))
+                      "autotune_pid", "running", "executor_class", "pool_jobs"))
 _NO_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing at its start; never changed
 # tracer_error's `where` for spans the live export could not send (watcher/export.py WHERE).
 LIVE_EXPORT = "live-export"

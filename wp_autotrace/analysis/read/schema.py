@@ -100,6 +100,9 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("compile_threads", INT, "captured as the call starts (AsyncCompile.wait): inductor's compile_threads then"),
     ("worker_start_method", STR, "captured as the call starts (AsyncCompile.wait): inductor's worker_start_method "
                                  "then"),
+    ("pool_jobs", UINT, "captured as the call starts (AsyncCompile.wait): the jobs pending in the process's live "
+                        "compile pools (torch's `_pool_set`), summed; absent where unknown. 0: the wait is on "
+                        "in-process work (CPU C++ compiles), not on a pool"),
     ("autotune_pid", UINT, "captured as the call starts (TuningProcess.kill, .get, .shutdown): its autotune "
                            "subprocess"),
     ("running", BOOL, "captured as the call starts (TuningProcess.kill): torch still held the subprocess running "
