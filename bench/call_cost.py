@@ -59,7 +59,8 @@ def wrapped_pool(package: str, tmp: Path, devnull: bool, capture: tuple[tuple[st
     probes_cls = importlib.import_module(package + ".runtime.recorder").Probes
     sink = importlib.import_module(package + ".runtime.sink").Sink(str(tmp / f"{package}.jsonl"), "h", "main")
     probes = probes_cls(sink, 8, False, lambda info: None)
-    finder = finder_cls((target(module, "Pool.traced", capture_call=capture),), probes.make_wrapper, probes.notify, print)
+    finder = finder_cls((target(module, "Pool.traced", capture_call=capture),), probes.make_wrapper, probes.notify,
+                        print)
     finder.install()
     try:
         pool = importlib.import_module(module).Pool
@@ -108,7 +109,8 @@ def main() -> int:
                 samples[name].append(per_call(fn, PLAIN_LOOP if name == "untraced" else TRACED_LOOP))
         med = {k: statistics.median(v) * 1e6 for k, v in samples.items()}
         over = {k: round(med[k] - med["untraced"], 3) for k in ("old", "new")}
-        out = {"ref": args.ref, "pool_jobs": args.pool_jobs, "rounds": args.rounds, "log": "/dev/null" if args.devnull else "file",
+        out = {"ref": args.ref, "pool_jobs": args.pool_jobs, "rounds": args.rounds,
+               "log": "/dev/null" if args.devnull else "file",
                "load": os.getloadavg(), "cpu_us_over_untraced": over,
                "new_over_old": round(over["new"] / over["old"], 3)}
         print(json.dumps(out, indent=None if args.json else 1))
