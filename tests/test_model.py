@@ -59,6 +59,28 @@ def with_lost_job() -> LogWriter:
     return w
 
 
+def with_worker_lost() -> LogWriter:
+    """Sidecar 200 forks workers 300, 301; at 2.5 s torch's job callback logs a job's BrokenProcessPool (a worker
+    ended abruptly), the watcher misses both by 2.55 s, and the sidecar forks 302, 303 and serves on."""
+    w = clean_run()
+    frames = [{"file": "/site/torch/_inductor/compile_worker/subproc_pool.py", "line": 437, "func": "callback"},
+              {"file": "/usr/lib/python3.11/concurrent/futures/_base.py", "line": 449, "func": "result"}]
+    call(w, 1.25, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._start_pool", 10, 1.3, worker_pids=[300, 301])
+    start(w, 1.26, 300, 200, "compile-worker")
+    start(w, 1.27, 301, 200, "compile-worker")
+    w.add(2.5, 200, 100, "compile-sidecar", "error", source="logging",
+          logger="torch._inductor.compile_worker.subproc_pool", level="ERROR", exc_type="BrokenProcessPool",
+          message="A process in the process pool was terminated abruptly while the future was running or pending.",
+          frames=frames, log_message="Error in subprocess")
+    watcher(w, 2.55, "tree", count=4, started=[], ended=[{"pid": 300, "end": T0 + 2.55},
+                                                         {"pid": 301, "end": T0 + 2.55}])
+    call(w, 2.51, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._start_pool", 11, 2.52, worker_pids=[300, 301])
+    call(w, 2.52, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._start_pool", 12, 2.6, worker_pids=[302, 303])
+    start(w, 2.56, 302, 200, "compile-worker")
+    start(w, 2.58, 303, 200, "compile-worker")
+    return w
+
+
 def with_cut_off_job() -> LogWriter:
     """User code asked the live pool to stop while a job was in flight."""
     w = clean_run()
@@ -375,6 +397,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "warm-pool-bypass": seed_log,
     "leftovers": seed_log,
     "pool-died": with_killed_sidecar,
+    "worker-lost": with_worker_lost,
     "jobs-lost": with_lost_job,
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
@@ -551,6 +574,19 @@ def test_a_jobs_error_the_sidecar_logged_is_not_its_main_raising(tmp_path: Path)
     rep = report(w, tmp_path)
     assert "sidecar-never-served" not in {f["kind"] for f in rep["findings"]}, rep["findings"]
     assert "never served" not in rep["answer"]
+
+
+def test_a_worker_lost_under_a_live_sidecar_is_told_with_its_job_and_the_new_workers(tmp_path: Path) -> None:
+    """A compile worker that ended under a sidecar that served on leads the Answer: which workers ended, that
+    the job in flight failed with BrokenProcessPool, the new workers; how they ended only where a record says
+    (here none: no 'killed', no 'OOM')."""
+    rep = report(with_worker_lost(), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "worker-lost")
+    assert "300, 301 of sidecar 200" in f["text"] and "no record shows how" in f["text"], f["text"]
+    assert "BrokenProcessPool at 2.5 s" in f["text"] and "2 new worker(s) (302, 303)" in f["text"], f["text"]
+    assert "killed" not in f["text"] and "OOM" not in f["text"]
+    assert f["cost"]["jobs_lost"] == 1 and "dmesg" in f["advice"]
+    assert rep["answer"].lstrip("- ").startswith("Compile worker(s) 300, 301"), rep["answer"]
 
 
 def test_golden_text_report(tmp_path: Path) -> None:

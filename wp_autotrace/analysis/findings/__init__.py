@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .autotune import autotune_killed
 from .base import Finding
-from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, zombies
+from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, worker_lost, zombies
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
 from .pools import (
     NESTED_ADVICE,
@@ -77,6 +77,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     oom_killed,
     oom_unnamed,
     pool_died,
+    worker_lost,
     jobs_lost,
     jobs_cut_off,
     zombies,

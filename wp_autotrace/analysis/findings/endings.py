@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...common.vocab import COMPILE_WORKER
-from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, WITH_GROUP
+from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
 from ..derive.labels import process_label
 from ..derive.pools import user_frame
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
@@ -251,3 +251,73 @@ def zombies(v: View) -> Finding | None:
         (f"its parent ({who}) has not waited for it: it goes when that parent waits or ends; in a container "
          "without an init, use `docker run --init` (tini)"),
         {"zombies": len(stayed)})
+
+
+# A worker's end is seen by the watcher's next tick after the executor noticed it (the job's error): ends this
+# long after that error still belong to it.
+WORKER_END_SLACK_S = 1.0
+# Endings whose words come from a record that shows how the process ended (a status, the OOM kill count).
+SHOWN_ENDINGS = (SIGNAL, OOM_KILL, OOM_AMONG)
+
+# What the user can do when a compile worker ended under a sidecar that lived on: find how it ended, then the
+# setting that removes or shrinks the workers; the pool itself serves on.
+WORKER_LOST_ADVICE = ("find why the worker ended: the kernel log (dmesg) says whether the kernel ended it for "
+                      "lack of memory; fewer workers hold less memory (TORCHINDUCTOR_COMPILE_THREADS=1 compiles in "
+                      "the main with no worker to lose), or give the job more memory; the failed compile can be run "
+                      "again: the pool serves on with its new workers")
+
+
+def _broken_jobs(side: Process) -> list[dict[str, Any]]:
+    """The sidecar's job errors (torch's job callback logged them, not its main()) that say a worker ended
+    abruptly: BrokenProcessPool."""
+    own = {id(e) for e in own_errors(side)}
+    return [e for e in side.errors if id(e) not in own and e.get("exc_type") == "BrokenProcessPool"]
+
+
+def _lost_and_new(side: Process, at: float) -> tuple[list[Process], list[Process], float | None]:
+    """Around one BrokenProcessPool at `at`: the sidecar's workers that had started before it and ended with no
+    exit record by WORKER_END_SLACK_S after it, the workers it started after it (by its first pool start after
+    it that made any: a pool start that found its executor running returns the old ones), and that start's time."""
+    workers = [q for q in side.children if q.role == COMPILE_WORKER]
+    ended = [q for q in workers if (q.start is None or q.start <= at) and not q.exited
+             and (e := q.ended_at) is not None and e <= at + WORKER_END_SLACK_S]
+    for t in (t for t in side.pool_starts if t >= at):
+        new = [q for q in workers if q.start is not None and at <= q.start <= t]
+        if new:
+            return ended, new, t
+    return ended, [], None
+
+
+def worker_lost(v: View) -> Finding | None:
+    """Compile workers that ended under a sidecar that lived on, with a job in flight: the job's
+    BrokenProcessPool (logged by torch's job callback in the sidecar, returned to the compile that sent it),
+    which workers ended and how (only where a record shows it), and the new workers the sidecar started."""
+    found = [(pool, e) for pool in v.pools if pool.sidecar is not None for e in _broken_jobs(pool.sidecar)]
+    if not found:
+        return None
+    pool, err = found[0]
+    side = pool.sidecar
+    assert side is not None
+    ended, new, restart = _lost_and_new(side, err["ts"])
+    hows = {q.pid: v.endings.of(q) for q in ended}
+    shown = [f"{pid}: {e.words}" for pid, e in hows.items() if e.kind in SHOWN_ENDINGS]
+    how = f" ({'; '.join(shown)})" if shown else " (no record shows how)"
+    when = max((e for q in ended if (e := q.ended_at) is not None), default=err["ts"])
+    who = (f"Compile worker(s) {pid_text([q.pid for q in ended], TEXT_PIDS)} of sidecar {side.pid} ended by "
+           f"{v.rel(when) or 0:.1f} s{how}" if ended else f"A compile worker of sidecar {side.pid} ended")
+    after = (f", and the sidecar started {len(new)} new worker(s) ({pid_text([q.pid for q in new], TEXT_PIDS)}) at "
+             f"{v.rel(restart) or 0:.1f} s" if new and restart is not None else
+             ", and the sidecar started no new workers after it")
+    more = f" ({len(found) - 1} more job(s) failed alike)" if len(found) > 1 else ""
+    text = (f"{who}, failing the job in flight (BrokenProcessPool at {v.rel(err['ts']) or 0:.1f} s){after}; "
+            f"the pool served on (the one {pool.creator.role} {pool.creator.pid} made at "
+            f"{site(user_frame(pool.call.caller) or pool.call.caller)}). Torch's job callback in the sidecar logged "
+            f"the error and returns it to the compile that sent the job{more}.")
+    oom = any(e.kind in (OOM_KILL, OOM_AMONG) for e in hows.values())
+    evidence = [f"{side.pid}: error at {v.rel(err['ts']) or 0:.3f} s ({err.get('log_message') or 'logged'}): "
+                f"{err.get('exc_type')}: {err.get('message', '')}"]
+    evidence += [f"{q.pid}: ended {v.rel(q.ended_at) or 0:.3f} s, no process_exit" for q in ended[:TEXT_PIDS]]
+    return _finding("worker-lost", "problem", text, sorted({side.pid, *(q.pid for q in ended)}), evidence,
+                    OOM_ADVICE if oom else WORKER_LOST_ADVICE,
+                    {"jobs_lost": len(found), "processes": len(ended),
+                     **({"oom_kills": 1} if any(e.kind == OOM_KILL for e in hows.values()) else {})})

@@ -60,6 +60,11 @@ KINDS: dict[str, tuple[str, str]] = {
     "oom-in-cgroup": ("OOM kills the run's cgroup counted at no end of the run's processes: when, never whom (a "
                       "process outside the run sharing its cgroup, or an end not seen)",
                       "the kernel log names it; more memory for the cgroup, or less beside the job"),
+    "worker-lost": ("compile workers ended under a sidecar that lived on, with a job in flight: the job's "
+                    "BrokenProcessPool (torch's job callback logs it in the sidecar), which workers ended and how "
+                    "(only where a record shows it), the new workers the sidecar started",
+                    "the kernel log (dmesg) for why it ended; TORCHINDUCTOR_COMPILE_THREADS=1, or more memory; run the "
+                    "compile again (the pool serves on)"),
     "jobs-lost": ("jobs sent to (or in flight in) a pool whose sidecar had ended: they never return; the line "
                   "that sent the last one", "make a new pool after the old one died"),
     "jobs-cut-off": ("jobs still running in a pool when it was asked to stop, and what that means on the run's "
