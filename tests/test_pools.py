@@ -1146,11 +1146,13 @@ def async_wait(w: LogWriter, t: float, end: float, cid: int, pool_jobs: int | No
 def test_a_wait_begun_with_no_pool_job_pending_does_not_keep_the_pool_busy(tmp_path: Path) -> None:
     """CPU torch compiles C++ in the process: its AsyncCompile.wait then waits on no pool job. A wait begun with
     pool jobs pending (9 -> 12 s) keeps the pool busy until it returns; a later one begun with none pending
-    (30 -> 40 s) does not: the idle span starts at 12 s, not 40 s. A wait without the capture (older logs) is
-    still counted as one on the pool."""
+    (30 -> 40 s) does not, nor a wait_pool_ready on the pool already ready (45 s): the idle span starts at 12 s,
+    not 45 s. A wait without the capture (older logs) is still counted as one on the pool."""
     w = idle_pool(quiesce_at=None)
     async_wait(w, 9.0, 12.0, 10, pool_jobs=3)
     async_wait(w, 30.0, 40.0, 11, pool_jobs=0)
+    # a later test's wait_pool_ready on the pool already ready: it sends no job (torch keeps the done future)
+    call(w, 45.0, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 12, 45.001, caller=USER)
     rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert pool["busy_until"] == 12.0 and pool["idle_s"] == pytest.approx(48.01), pool

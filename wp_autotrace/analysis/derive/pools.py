@@ -158,25 +158,28 @@ def pool_end(pool: Pool) -> float | None:
     return None if any(e is None for e in ends) else max(e for e in ends if e is not None)
 
 
-def in_process_wait(call: Call) -> bool:
-    """An AsyncCompile.wait begun with no job pending in any live compile pool (its captured pool_jobs is 0):
-    it waited on work done in the process itself (on CPU, C++ compiled in the caller), so no pool was busy for
-    it. A wait without that capture (an older log, a torch keeping no pool set) is not known to be one."""
+def waits_on_no_job(call: Call, pool: Pool) -> bool:
+    """A wait that kept no pool busy: an AsyncCompile.wait begun with no job pending in any live compile pool (its
+    captured pool_jobs is 0: it waited on work done in the process itself, on CPU the C++ compiled in the
+    caller), or a wait_pool_ready begun once the pool was ready (torch keeps the done ready future until the
+    pool is shut down: the call sends no job; each test of a suite calls it again). An AsyncCompile.wait without
+    the capture (an older log, a torch keeping no pool set) is not known to be one."""
+    if call.tag == targets.WAIT_POOL_READY:
+        return pool.ready_at is not None and call.ts >= pool.ready_at
     return call.tag == targets.ASYNC_WAIT and call.at_call.get("pool_jobs") == 0
 
 
 def waited_until(pool: Pool, t_end: float, calls: list[Call]) -> float | None:
     """Until when the pool's creator waited on its jobs (a wait call begun after the pool's making, or the one that
-    made it, and before the pool stopped: a later wait is on another pool, or on none; not an in_process_wait,
-    begun with no pool job pending): the last such wait's
-    return; where one never returned, or was interrupted (its job never came back), the pool's end, else the
-    log's; never past the pool's stop; None without such a call. calls: the creator's (its WAIT_TAGS ones
-    will do: pool_index)."""
+    made it, and before the pool stopped: a later wait is on another pool, or on none; not one that
+    waits_on_no_job): the last such wait's return; where one never returned, or was interrupted (its job never
+    came back), the pool's end, else the log's; never past the pool's stop; None without such a call. calls: the
+    creator's (its WAIT_TAGS ones will do: pool_index)."""
     made = pool.call.ts
     stops = [t for t in (pool.shutdown_at, pool_end(pool)) if t is not None]
     stop = min(stops) if stops else None
     waits = [c for c in calls if c.tag in WAIT_TAGS and (c.end is None or c.end >= made)
-             and (stop is None or c.ts < stop) and not in_process_wait(c)]
+             and (stop is None or c.ts < stop) and not waits_on_no_job(c, pool)]
     if not waits:
         return None
     if any(c.end is None or c.error for c in waits):
