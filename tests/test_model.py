@@ -589,6 +589,56 @@ def test_a_worker_lost_under_a_live_sidecar_is_told_with_its_job_and_the_new_wor
     assert rep["answer"].lstrip("- ").startswith("Compile worker(s) 300, 301"), rep["answer"]
 
 
+def _spawn_pool_broken_by_its_worker() -> LogWriter:
+    """main 100's wait_pool_ready makes a spawn executor (1.0 s) whose one worker 300 re-imports the unguarded
+    script: there its own wait_pool_ready makes an executor and raises multiprocessing's bootstrapping error
+    before starting any process; 300 exits at 2.05 s and the main's wait raises BrokenProcessPool at 3.4 s."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    tracked = "torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor.__init__"
+    main = {"file": "/home/u/train.py", "line": 3, "func": "<module>"}
+    spawn = [{"file": "/usr/lib/python3.11/multiprocessing/spawn.py", "line": 297, "func": "_fixup_main_from_path"},
+             main]
+    for pid, t, stack in ((100, 1.0, [main]), (300, 2.0, spawn)):
+        role = "main" if pid == 100 else "child"
+        for cid, target in ((1, f"{AC}:AsyncCompile.wait_pool_ready"), (2, f"{AC}:AsyncCompile.process_pool"),
+                            (3, tracked)):
+            w.add(t + cid * 0.001, pid, 1 if pid == 100 else 100, role, "call", target=target, call_id=cid,
+                  thread="MainThread", stack=stack, caller=main, **({"parent_call": cid - 1} if cid > 1 else {}))
+        for cid in (3, 2):
+            w.add(t + 0.01, pid, 1 if pid == 100 else 100, role, "return", call_id=cid, duration_s=0.01)
+        if pid == 100:
+            w.add(1.02, 300, 100, "child", "process_start", python="3.11.7", forked=False, env={}, run="r1",
+                  root_pid=100, argv=["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()",
+                                      "--multiprocessing-fork"])
+    w.add(2.02, 300, 100, "child", "return", call_id=1, duration_s=0.02,
+          error="RuntimeError: An attempt has been made to start a new process before the current process has "
+                "finished its bootstrapping phase.")
+    w.add(2.05, 300, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 2.5, "tree", count=1, started=[], ended=[{"pid": 300, "end": T0 + 2.5}])
+    w.add(3.4, 100, 1, "main", "return", call_id=1, duration_s=2.4,
+          error="BrokenProcessPool: A process in the process pool was terminated abruptly")
+    call(w, 3.5, 100, 1, "main", "concurrent.futures.process:_python_exit", 9, 3.51)
+    w.add(4, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(4, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_a_spawn_workers_failed_attempt_is_no_pool_and_its_parents_wait_is_told(tmp_path: Path) -> None:
+    """The spawned worker's own attempt (it raised before starting any process) is not a second pool; the worker
+    that died as it started is the main's pool's, which ended when it did (not at the main's exit); and the
+    main's wait for it (2.4 s in wait_pool_ready, then BrokenProcessPool) is said."""
+    rep = report(_spawn_pool_broken_by_its_worker(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["creator_pid"] == 100 and pool["worker_pids"] == [300], pool
+    assert pool["ending"]["kind"] != "ended-at-exit", pool["ending"]
+    assert "each made a compile pool" not in rep["answer"]
+    spawn = next(f for f in rep["findings"] if f["kind"] == "spawn-main-reimport")
+    assert "main 100 waited 2.4 s in AsyncCompile.wait_pool_ready() from 1.0 s, then got BrokenProcessPool" in \
+        spawn["text"], spawn["text"]
+    assert "waited 2.4 s" in rep["answer"]
+
+
 def test_golden_text_report(tmp_path: Path) -> None:
     """The seed scenario's text report, line for line (regenerate: WP_AUTOTRACE_GOLDEN=1)."""
     import os

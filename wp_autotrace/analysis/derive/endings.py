@@ -113,6 +113,14 @@ def _oom_possible(p: Process, pools_by_sidecar: dict[int, Pool]) -> bool:
     return sig == "SIGKILL" or (sig is None and code is None)
 
 
+def _ended_before_exit(pool: Pool) -> bool:
+    """Did every worker of the pool write its own exit before its creator's exit handler began (a spawned child
+    that died as it started)? Then they ended on their own, however close to that exit the watcher saw them go.
+    Without a traced exit handler (older logs) nothing says so: False."""
+    began = min((c.ts for c in pool.creator.calls.values() if c.tag == T.EXIT_JOIN), default=None)
+    return began is not None and all(q.exited and q.end is not None and q.end < began for q in pool.members)
+
+
 def _ancestors(p: Process) -> list[Process]:
     """p's parents up the tree (bounded: a cycle of reused pids ends it)."""
     out: list[Process] = []
@@ -381,7 +389,7 @@ class Endings:
         creator = pool.creator
         c_end = creator.ended_at
         evidence = [f"its last worker's end at {self.rel(end)}"]
-        if c_end is not None and creator.exited and creator.end is not None \
+        if c_end is not None and creator.exited and creator.end is not None and not _ended_before_exit(pool) \
                 and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
             return Ending(ENDED_AT_EXIT, f"its workers ended as {creator.role} {creator.pid} exited "
                           "(concurrent.futures stops an executor's workers at exit)", end,

@@ -17,7 +17,7 @@ from .base import Finding, in_ranks, own_errors, plugin_advice, roles_text, site
 
 if TYPE_CHECKING:
     from ..derive.view import View
-    from ..fold.model import Call, Process
+    from ..fold.model import Call, Pool, Process
 
 # The main process waiting longer than this at exit is worth a finding.
 SLOW_EXIT_WAIT_S = 5.0
@@ -501,6 +501,19 @@ GUARD_ADVICE = ('put the script\'s top-level work under `if __name__ == "__main_
                 'workers without spawn: worker_start_method="subprocess" (TORCHINDUCTOR_WORKER_START=subprocess)')
 
 
+def _parent_wait(v: View, pool: Pool | None) -> str:
+    """How long the pool's creator waited in the call that made the pool (the compile, or wait_pool_ready) for
+    the spawned worker that died, where that call ended with an error: the wait a user sees as a hang."""
+    outer = pool.call if pool is not None else None
+    while outer is not None and outer.parent is not None and outer.parent is not outer:
+        outer = outer.parent
+    if pool is None or outer is None or outer.end is None or not outer.error:
+        return "BrokenProcessPool in its parent"
+    return (f"{pool.creator.role} {pool.creator.pid} waited {outer.end - outer.ts:.1f} s in "
+            f"{targets.short_label(outer.target)}() from {v.rel(outer.ts) or 0:.1f} s, then got "
+            f"{outer.error.split(':', 1)[0]}")
+
+
 def spawn_main_reimport(v: View) -> Finding | None:
     """A spawned child (a spawn pool's worker, say) re-imported the main script as __mp_main__ and its top level
     made traced calls there (the script has no `if __name__ == "__main__":` around them): from the calls' own
@@ -513,18 +526,18 @@ def spawn_main_reimport(v: View) -> Finding | None:
     parent = child.parent
     started = (child.start or c.ts) + 1.0  # create times are rounded: allow a moment before the pool's making
     pool = next((x for x in reversed(v.pools) if x.creator is parent and x.call.ts <= started), None)
-    of = (f", a worker of the spawn compile pool {parent.role} {parent.pid} made at {site(pool.call.caller)}"
+    of = (f", a worker of the spawn compile pool {parent.role} {parent.pid} made,"
           if pool is not None and parent is not None else "")
     ran = f"{targets.short_label(c.target)}() at {site(c.caller)}"
     if c.error and "bootstrapping phase" in c.error:
-        text = (f"Spawned process {child.pid}{of}{',' if of else ''} died as it started, breaking its pool "
-                "(BrokenProcessPool in its parent): it imported the main script again (as __mp_main__) and the "
+        text = (f"Spawned process {child.pid}{of} died as it started, breaking its pool "
+                f"({_parent_wait(v, pool)}): it imported the main script again (as __mp_main__) and the "
                 f"script's unguarded top level ran {ran}, which raised {c.error.split(':', 1)[0]} (it tried to "
                 "start processes before its own start had finished).")
     else:
         raised = f" and raised {error_words(c.error)[:120]}" if c.error else ""
-        text = (f"The main script's top level ran again in spawned process {child.pid}{of}, which imported it as "
-                f"__mp_main__: {ran} ran in the child{raised}.")
+        text = (f"The main script's top level ran again in spawned process {child.pid}{of.rstrip(',')}, which "
+                f"imported it as __mp_main__: {ran} ran in the child{raised}.")
     return Finding(
         "spawn-main-reimport", "problem" if c.error else "warning", text,
         sorted({x.proc.pid for x in calls}), [f"call stack through multiprocessing.spawn._fixup_main_from_path "

@@ -9,7 +9,7 @@ from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES
 from .autotune import autotune_members
 from .identities import Registry
-from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
+from .model import EXECUTOR, LEFT_THEN_ENDED, SPAWNED_ARG, Call, Model, Pool, Process, Run, Waited, exec_name
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
@@ -76,6 +76,7 @@ def finish(reg: Registry) -> None:
 
 def finish_pools(reg: Registry) -> None:
     executor_members(reg.model)
+    spawned_members(reg.model)
     autotune_members(reg.model)
     for pool in reg.model.pools:
         if pool.sidecar_pid is None:
@@ -175,6 +176,40 @@ def executor_members(m: Model) -> None:
         m.pools.sort(key=lambda x: x.call.ts)
         for p in m.processes:
             p.pools.sort(key=lambda x: x.call.ts)
+
+
+# Create times are rounded to 10 ms: a child started by a call can read as started just before the call.
+CREATE_ROUNDING_S = 0.05
+
+
+def _outermost(c: Call) -> Call:
+    """The outermost traced call around c in its process (its parent_call chain; bounded)."""
+    seen = 0
+    while c.parent is not None and c.parent is not c and seen < 64:
+        c, seen = c.parent, seen + 1
+    return c
+
+
+def spawned_members(m: Model) -> None:
+    """A spawn pool's worker that died as it started (before torch's initializer ran in it, so no compile worker
+    by its role: an unguarded main script re-imported there raised) is still its pool's: a spawned child
+    (SPAWNED_ARG) its creator started inside the call that made the pool. And a pool whose making started no
+    process and raised (a spawned child re-running the script: multiprocessing refuses to start processes while
+    the child bootstraps) was an attempt, not a pool: dropped, its calls kept."""
+    dropped = []
+    for pool in m.pools:
+        if pool.kind != EXECUTOR or pool.members:
+            continue
+        outer = _outermost(pool.call)
+        started = [q for q in pool.creator.children if q.start is not None
+                   and q.start >= outer.ts - CREATE_ROUNDING_S and (outer.end is None or q.start <= outer.end)]
+        pool.members.extend(q for q in started if SPAWNED_ARG in q.argv)
+        if not started and outer.error and outer.end is not None:
+            dropped.append(pool)
+    for pool in dropped:
+        m.pools.remove(pool)
+        pool.creator.pools.remove(pool)
+        pool.call.pool = None
 
 
 def _credit_jobs(p: Process) -> None:
