@@ -356,3 +356,19 @@ def test_one_log_holding_two_runs_answers_each_run(tmp_path: Path) -> None:
     # one run asked for: its own Answer, nothing of the other
     one = report(w, tmp_path, run="r2")
     assert "nested" not in one["answer"] and "Run r1" not in one["answer"], one["answer"]
+
+
+def test_a_cause_that_is_also_a_symptom_is_told_once() -> None:
+    """A sidecar that died as it started (the cause of a call that never returned) is also a symptom of the
+    nesting that started it: every finding is told once (a torchrun run under load listed sidecar-never-served
+    twice, as the lost call's cause and again under the nesting)."""
+    from wp_autotrace.analysis.words.causes import in_order
+
+    rep = {"pools": [{"creator_pid": 100, "creator_role": "main", "sidecar_pid": 200, "worker_pids": [201]},
+                     {"creator_pid": 200, "creator_role": "compile-sidecar", "sidecar_pid": 300, "worker_pids": []}]}
+    died = {"kind": "sidecar-never-served", "severity": "problem", "pids": [200]}
+    call = {"kind": "call-never-returned", "severity": "problem", "pids": [100, 200]}
+    nested = {"kind": "nested-pools", "severity": "problem", "pids": [200, 300]}
+    for order in ([died, call, nested], [call, died, nested], [nested, call, died], [call, nested, died]):
+        told = in_order(rep, order)
+        assert sorted(map(id, told)) == sorted(map(id, order)), [f["kind"] for f in told]

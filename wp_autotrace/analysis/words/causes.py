@@ -100,11 +100,13 @@ def units(rep: dict[str, Any], problems: list[dict[str, Any]]) -> list[tuple[dic
             continue
         cause = symptom_of(rep, f, problems) or (f if f["kind"] == NESTING or any(
             symptom_of(rep, g, problems) is f for g in problems) else None)
-        if cause is None:
+        if cause is None or id(cause) in placed:  # no cause, or one told already (as another cause's symptom)
             out.append((f, []))
             placed.add(id(f))
             continue
-        symptoms = [g for g in problems if symptom_of(rep, g, problems) is cause]
+        # a finding is told once: one that is a cause (a sidecar that died as it started) may also be a symptom
+        # of another (the nesting), and is told where it was placed first
+        symptoms = [g for g in problems if id(g) not in placed and symptom_of(rep, g, problems) is cause]
         out.append((cause, symptoms))
         placed.update(id(g) for g in (cause, *symptoms))
     return out
