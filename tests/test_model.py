@@ -81,6 +81,28 @@ def with_worker_lost() -> LogWriter:
     return w
 
 
+def _slow_ready(ready_at: float) -> LogWriter:
+    """main 100 (4 threads at 1.5 s) calls wait_pool_ready at 1.0 s; the pool it makes there gets its sidecar 200
+    at 21.0 s; the wait returns at ready_at."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(1.0, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait_pool_ready", call_id=1, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN)
+    w.add(1.01, 100, 1, "main", "call", target=f"{SP}:SubprocPool.__init__", call_id=2, thread="MainThread",
+          stack=[PLUGIN], caller=PLUGIN, parent_call=1)
+    watcher(w, 1.5, "memory", procs=[{"pid": 100, "pss": 200 << 20, "uss": 1 << 20, "threads": 4}])
+    side_at = min(21.0, ready_at - 1.0)
+    start(w, side_at, 200, 100, "compile-sidecar")
+    w.add(side_at + 0.1, 100, 1, "main", "return", call_id=2, duration_s=side_at - 0.91, sidecar_pid=200)
+    w.add(ready_at, 100, 1, "main", "return", call_id=1, duration_s=ready_at - 1.0)
+    call(w, ready_at + 1, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 3, ready_at + 1.1, sidecar_pid=200)
+    call(w, ready_at + 1.05, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 1, ready_at + 1.06)
+    w.add(ready_at + 1.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(ready_at + 2, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(ready_at + 2, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
 def with_cut_off_job() -> LogWriter:
     """User code asked the live pool to stop while a job was in flight."""
     w = clean_run()
@@ -398,6 +420,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "leftovers": seed_log,
     "pool-died": with_killed_sidecar,
     "worker-lost": with_worker_lost,
+    "pool-ready-wait": lambda: _slow_ready(61.0),
     "jobs-lost": with_lost_job,
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
@@ -1114,3 +1137,17 @@ def test_fork_hang_says_the_process_lived_on(tmp_path: Path) -> None:
     assert "the process did not end then: it ran 3.0 s more" in hang["text"] and "ran 3 threads" in hang["text"]
     assert hang["cost"]["hang_s"] == 3.5 and 'worker_start_method="subprocess"' in hang["advice"]
 
+
+
+def test_a_long_wait_for_a_new_pool_to_be_ready_is_told_with_the_threads_then(tmp_path: Path) -> None:
+    """A first compile that waited 60 s for its pool to be ready (the sidecar itself appeared 20 s after the call)
+    in a process running 4 threads is told in the Answer with those figures; a 5 s start is no finding."""
+    rep = report(_slow_ready(61.0), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "pool-ready-wait")
+    assert f["text"].startswith("Main 100 waited 60.0 s (1.0 s -> 61.0 s) for its new compile pool to become "
+                                "ready while it ran 4 threads"), f["text"]
+    assert "its sidecar 200 starting only 20.0 s after the call" in f["text"] and f["cost"]["hang_s"] == 60.0
+    assert "warm_pool()" in f["advice"]
+    assert "Main 100 waited 60.0 s" in rep["answer"]
+    (tmp_path / "fast").mkdir()
+    assert "pool-ready-wait" not in kinds(report(_slow_ready(6.0), tmp_path / "fast"))

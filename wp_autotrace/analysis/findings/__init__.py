@@ -4,7 +4,8 @@ A finding function takes the View (view.View: the selected runs' model
 plus what is derived from it) and returns a Finding or None. FINDINGS,
 here, is the one registry: it lists them in the order they are shown. The
 findings themselves live by theme: runs.py (how a run ended, the verdict),
-pools.py (compile pools), endings.py (how pools ended, from evidence: docs/evidence.md), host.py (the tracer
+pools.py (compile pools), waits.py (a wait for a new pool to be ready),
+endings.py (how pools ended, from evidence: docs/evidence.md), host.py (the tracer
 itself); base.py holds what
 they share. One finding per kind, aggregated (counts and the first few
 pids), never one line per process; the full pid lists are in ``pids`` (--json).
@@ -47,6 +48,7 @@ from .runs import (
     verdict_pending,
 )
 from .settings import setting_overridden, setting_too_late
+from .waits import ready_wait
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -83,6 +85,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     zombies,
     sidecars_never_served,
     slow_exit_wait,
+    ready_wait,
     calls_never_returned,
     wakeup_no_pool,
     guard_refused,
