@@ -270,7 +270,8 @@ class PoolStory:
         self.workers = workers_of(pool)
         self.ready_at = pool.ready_at if pool.ready_at is not None else (
             side.pool_starts[0] if side is not None and side.pool_starts else
-            min((q.start for q in pool.members if q.start is not None), default=None))
+            # a member torch's initializer never ran in (a spawned child that died as it started) made it no ready
+            min((q.start for q in pool.members if q.start is not None and q.role != vocab.CHILD), default=None))
         serving = min((c.ts for c in side.calls.values() if c.tag == targets.SIDECAR_MAIN), default=None) \
             if side is not None else None
         made = pool.call.end if pool.call.end is not None else pool.call.ts
