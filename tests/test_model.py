@@ -610,6 +610,13 @@ def test_a_worker_lost_under_a_live_sidecar_is_told_with_its_job_and_the_new_wor
     assert "killed" not in f["text"] and "OOM" not in f["text"]
     assert f["cost"]["jobs_lost"] == 1 and "dmesg" in f["advice"]
     assert rep["answer"].lstrip("- ").startswith("Compile worker(s) 300, 301"), rep["answer"]
+    # the same error after the sidecar was asked to stop (3.05 s) is the shutdown cutting a job off
+    w = with_worker_lost()
+    for r in w.lines:
+        if r["event"] == "error":
+            r["ts"] = T0 + 3.07
+    (tmp_path / "at-stop").mkdir()
+    assert "worker-lost" not in kinds(report(w, tmp_path / "at-stop"))
 
 
 def _spawn_pool_broken_by_its_worker() -> LogWriter:

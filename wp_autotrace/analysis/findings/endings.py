@@ -269,9 +269,12 @@ WORKER_LOST_ADVICE = ("find why the worker ended: the kernel log (dmesg) says wh
 
 def _broken_jobs(side: Process) -> list[dict[str, Any]]:
     """The sidecar's job errors (torch's job callback logged them, not its main()) that say a worker ended
-    abruptly: BrokenProcessPool."""
+    abruptly: BrokenProcessPool, before anything asked the sidecar to stop (torch 2.13's shutdown ends the
+    workers at once: the jobs it cuts off are jobs-cut-off's, no worker lost)."""
     own = {id(e) for e in own_errors(side)}
-    return [e for e in side.errors if id(e) not in own and e.get("exc_type") == "BrokenProcessPool"]
+    stop = side.served_at
+    return [e for e in side.errors if id(e) not in own and e.get("exc_type") == "BrokenProcessPool"
+            and (stop is None or e["ts"] < stop)]
 
 
 def _lost_and_new(side: Process, at: float) -> tuple[list[Process], list[Process], float | None]:
