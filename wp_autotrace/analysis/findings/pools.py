@@ -504,9 +504,7 @@ GUARD_ADVICE = ('put the script\'s top-level work under `if __name__ == "__main_
 def _parent_wait(v: View, pool: Pool | None) -> str:
     """How long the pool's creator waited in the call that made the pool (the compile, or wait_pool_ready) for
     the spawned worker that died, where that call ended with an error: the wait a user sees as a hang."""
-    outer = pool.call if pool is not None else None
-    while outer is not None and outer.parent is not None and outer.parent is not outer:
-        outer = outer.parent
+    outer = pool.call.outermost() if pool is not None else None
     if pool is None or outer is None or outer.end is None or not outer.error:
         return "BrokenProcessPool in its parent"
     return (f"{pool.creator.role} {pool.creator.pid} waited {outer.end - outer.ts:.1f} s in "

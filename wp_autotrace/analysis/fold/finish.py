@@ -182,14 +182,6 @@ def executor_members(m: Model) -> None:
 CREATE_ROUNDING_S = 0.05
 
 
-def _outermost(c: Call) -> Call:
-    """The outermost traced call around c in its process (its parent_call chain; bounded)."""
-    seen = 0
-    while c.parent is not None and c.parent is not c and seen < 64:
-        c, seen = c.parent, seen + 1
-    return c
-
-
 def spawned_members(m: Model) -> None:
     """A spawn pool's worker that died as it started (before torch's initializer ran in it, so no compile worker
     by its role: an unguarded main script re-imported there raised) is still its pool's: a spawned child
@@ -200,7 +192,7 @@ def spawned_members(m: Model) -> None:
     for pool in m.pools:
         if pool.kind != EXECUTOR or pool.members:
             continue
-        outer = _outermost(pool.call)
+        outer = pool.call.outermost()
         started = [q for q in pool.creator.children if q.start is not None
                    and q.start >= outer.ts - CREATE_ROUNDING_S and (outer.end is None or q.start <= outer.end)]
         pool.members.extend(q for q in started if SPAWNED_ARG in q.argv)

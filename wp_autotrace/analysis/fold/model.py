@@ -73,6 +73,14 @@ class Call:
         # child's calls pay the walk of their stack.
         self.mp_main: bool = SPAWNED_ARG in proc.argv and _from_mp_main(r.get("stack"))
 
+    def outermost(self) -> Call:
+        """The outermost traced call around this one in its process (the parent_call chain; bounded): the call the
+        user's line made, whose wait the user sees."""
+        c, seen = self, 0
+        while c.parent is not None and c.parent is not c and seen < 64:
+            c, seen = c.parent, seen + 1
+        return c
+
 
 # A pool's kind (Pool.kind).
 SUBPROC = "subproc"
