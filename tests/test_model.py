@@ -619,6 +619,23 @@ def test_a_worker_lost_under_a_live_sidecar_is_told_with_its_job_and_the_new_wor
     assert "worker-lost" not in kinds(report(w, tmp_path / "at-stop"))
 
 
+def test_workers_ended_by_their_sidecar_are_not_a_group_signal(tmp_path: Path) -> None:
+    """All of the run in one process group (as a launcher starts it): the two workers that ended together as their
+    sidecar logged a broken pool, and the two its shutdown ended, are not 'ended with the rest of its process
+    group (a signal to the process group)': no record shows a signal; their sidecar explains each end."""
+    w = with_worker_lost()
+    watcher(w, 0.5, "tree", count=4, ended=[], started=[
+        {"pid": pid, "ppid": ppid, "rss": 1 << 20, "via": "child", "pgid": 100}
+        for pid, ppid in ((100, 1), (200, 100), (300, 200), (301, 200))])
+    watcher(w, 2.6, "tree", count=4, ended=[], started=[
+        {"pid": pid, "ppid": 200, "rss": 1 << 20, "via": "child", "pgid": 100} for pid in (302, 303)])
+    watcher(w, 3.15, "tree", count=2, started=[], ended=[{"pid": 302, "end": T0 + 3.12},
+                                                         {"pid": 303, "end": T0 + 3.12}])
+    rep = report(w, tmp_path)
+    endings = {p["pid"]: p["ending"]["kind"] for p in rep["processes"] if p["pid"] in (300, 301, 302, 303)}
+    assert endings and "with-group" not in endings.values(), endings
+
+
 def _spawn_pool_broken_by_its_worker() -> LogWriter:
     """main 100's wait_pool_ready makes a spawn executor (1.0 s) whose one worker 300 re-imports the unguarded
     script: there its own wait_pool_ready makes an executor and raises multiprocessing's bootstrapping error

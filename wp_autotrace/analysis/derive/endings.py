@@ -16,7 +16,7 @@ from ...common import vocab as V
 from ..fold.model import AUTOTUNE, QUACK, signal_name
 from ..words.fmt import error_words
 from .ooms import group_ooms
-from .pools import requester
+from .pools import broken_jobs, requester
 
 if TYPE_CHECKING:
     from ..fold.model import Pool, Process, Run
@@ -119,6 +119,17 @@ def _ended_before_exit(pool: Pool) -> bool:
     Without a traced exit handler (older logs) nothing says so: False."""
     began = min((c.ts for c in pool.creator.calls.values() if c.tag == T.EXIT_JOIN), default=None)
     return began is not None and all(q.exited and q.end is not None and q.end < began for q in pool.members)
+
+
+def _parent_ended_them(q: Process, at: float, window: float) -> bool:
+    """Whether q's parent explains q's end at `at` with no signal to the group: its sidecar was asked to stop by
+    then (torch 2.13's sidecar ends its workers as it stops), or logged a broken pool then (one worker ended
+    abruptly and the executor ended the rest: worker-lost tells it)."""
+    side = q.parent
+    if side is None:
+        return False
+    return (side.served_at is not None and side.served_at <= at + window) or any(
+        abs(e["ts"] - at) <= window for e in broken_jobs(side))
 
 
 def _ancestors(p: Process) -> list[Process]:
@@ -270,6 +281,8 @@ class Endings:
         together = [q for q in same if not q.exited and (e := q.ended_at) is not None and abs(e - at) <= window]
         lived = [q for q in same if (e := q.ended_at) is None or e > at + LIVED_ON_S]
         if len(together) < 2 or not lived or not self._not_a_wait(together):
+            return ""
+        if any(_parent_ended_them(q, at, window) for q in together):
             return ""
         return (f"process group {pgid}: {len(together)} of its processes ended within {window:.1f} s "
                 f"(pids {', '.join(str(q.pid) for q in together[:6])}) while {lived[0].role} {lived[0].pid} of "

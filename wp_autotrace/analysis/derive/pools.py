@@ -52,6 +52,29 @@ BY_FINALIZER = "torch's multiprocessing finalizer at exit"
 BY_TIMER = "the quiesce timer"
 
 
+# Where a sidecar logs one job's failure (torch's done-callback for each job, SubprocMain._submit_inner): the job
+# raised, or its worker ended abruptly (BrokenProcessPool, after which the sidecar makes new workers). The sidecar
+# goes on serving: such an error is not its main() raising.
+JOB_ERROR_FRAME = ("compile_worker/subproc_pool.py", "callback")
+
+
+def own_errors(p: Process) -> list[dict[str, Any]]:
+    """The process's error records that are its own failure, not one job's failure its sidecar logged."""
+    path, func = JOB_ERROR_FRAME
+    return [e for e in p.errors if not any(isinstance(f, dict) and f.get("func") == func
+                                           and str(f.get("file", "")).endswith(path) for f in e.get("frames") or ())]
+
+
+def broken_jobs(side: Process) -> list[dict[str, Any]]:
+    """The sidecar's job errors (torch's job callback logged them, not its main()) that say a worker ended
+    abruptly: BrokenProcessPool, before anything asked the sidecar to stop (torch 2.13's shutdown ends the
+    workers at once: the jobs it cuts off are jobs-cut-off's, no worker lost)."""
+    own = {id(e) for e in own_errors(side)}
+    stop = side.served_at
+    return [e for e in side.errors if id(e) not in own and e.get("exc_type") == "BrokenProcessPool"
+            and (stop is None or e["ts"] < stop)]
+
+
 def user_frame(frame: dict[str, Any] | None) -> dict[str, Any] | None:
     """frame if it is user code with a file (not python -c's <string>), else None."""
     return frame if frame and frame.get("file") not in SOURCELESS_FILES else None

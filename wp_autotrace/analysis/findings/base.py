@@ -9,19 +9,6 @@ from ..words.fmt import site
 
 if TYPE_CHECKING:
     from ..derive.view import View
-    from ..fold.model import Process
-
-# Where a sidecar logs one job's failure (torch's done-callback for each job, SubprocMain._submit_inner): the job
-# raised, or its worker ended abruptly (BrokenProcessPool, after which the sidecar makes new workers). The sidecar
-# goes on serving: such an error is not its main() raising.
-JOB_ERROR_FRAME = ("compile_worker/subproc_pool.py", "callback")
-
-
-def own_errors(p: Process) -> list[dict[str, Any]]:
-    """The process's error records that are its own failure, not one job's failure its sidecar logged."""
-    path, func = JOB_ERROR_FRAME
-    return [e for e in p.errors if not any(isinstance(f, dict) and f.get("func") == func
-                                           and str(f.get("file", "")).endswith(path) for f in e.get("frames") or ())]
 
 class Finding(NamedTuple):
     """One finding: a stable kind, how bad, one sentence, the evidence, what to do, what it cost."""

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from ...common.vocab import COMPILE_WORKER
 from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
 from ..derive.labels import process_label
-from ..derive.pools import user_frame
+from ..derive.pools import broken_jobs, own_errors, user_frame
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
-from .base import Finding, own_errors
+from .base import Finding
 
 if TYPE_CHECKING:
     from ..derive.endings import Ending
@@ -267,16 +267,6 @@ WORKER_LOST_ADVICE = ("find why the worker ended: the kernel log (dmesg) says wh
                       "again: the pool serves on with its new workers")
 
 
-def _broken_jobs(side: Process) -> list[dict[str, Any]]:
-    """The sidecar's job errors (torch's job callback logged them, not its main()) that say a worker ended
-    abruptly: BrokenProcessPool, before anything asked the sidecar to stop (torch 2.13's shutdown ends the
-    workers at once: the jobs it cuts off are jobs-cut-off's, no worker lost)."""
-    own = {id(e) for e in own_errors(side)}
-    stop = side.served_at
-    return [e for e in side.errors if id(e) not in own and e.get("exc_type") == "BrokenProcessPool"
-            and (stop is None or e["ts"] < stop)]
-
-
 def _lost_and_new(side: Process, at: float) -> tuple[list[Process], list[Process], float | None]:
     """Around one BrokenProcessPool at `at`: the sidecar's workers that had started before it and ended with no
     exit record by WORKER_END_SLACK_S after it, the workers it started after it (by its first pool start after
@@ -295,7 +285,7 @@ def worker_lost(v: View) -> Finding | None:
     """Compile workers that ended under a sidecar that lived on, with a job in flight: the job's
     BrokenProcessPool (logged by torch's job callback in the sidecar, returned to the compile that sent it),
     which workers ended and how (only where a record shows it), and the new workers the sidecar started."""
-    found = [(pool, e) for pool in v.pools if pool.sidecar is not None for e in _broken_jobs(pool.sidecar)]
+    found = [(pool, e) for pool in v.pools if pool.sidecar is not None for e in broken_jobs(pool.sidecar)]
     if not found:
         return None
     pool, err = found[0]

@@ -10,10 +10,10 @@ from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
-from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, start_method, user_frame
+from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, own_errors, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
-from .base import Finding, in_ranks, own_errors, plugin_advice, roles_text, sites_text
+from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 
 if TYPE_CHECKING:
     from ..derive.view import View
