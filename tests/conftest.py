@@ -250,9 +250,10 @@ def report_json(*logs: Any) -> dict[str, Any]:
 
 def wait_for_watcher(log: Any, timeout: float = 20, event: str = "watcher_exit") -> list[dict[str, Any]]:
     """The log's records once the run's watcher process wrote `event` (it writes after the root exits);
-    WaitTimeout if it has not within timeout."""
+    WaitTimeout if it has not within timeout. Read as a log still being written (a record of several KB is
+    more than one page: a read beside its write can see part of it), so a torn last line is not yet a record."""
     def written() -> list[dict[str, Any]]:
-        recs = read_log(log) if os.path.exists(log) else []
+        recs = read_log(log, partial=True)
         return recs if any(r["event"] == event for r in recs) else []
 
     return wait_until(written, timeout, what=f"the watcher's {event!r} record in {log}")
