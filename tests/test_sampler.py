@@ -373,13 +373,11 @@ class FakeExits:
         return [p for p in self.pids if p not in self.reader.procs]
 
 
-def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) -> None:
-    """With pidfds, an idle process's children file is read ever more seldom (up to MAX_BACKOFF ticks), the
-    root's every tick; an end is written in the tick it happened, backed off or not; a new child is found
-    within the back-off and makes its parent looked at every tick again."""
+def _settled_watcher(tmp_path: Path, r: FakeReader) -> tuple[Watcher, Path, list[int]]:
+    """A root (100) with 20 idle children (101-120) on reader r, watched with pidfds until every back-off has
+    settled (3 x MAX_BACKOFF ticks): (the watcher, its log, the pids whose children file is read from now on)."""
     from wp_autotrace.watcher.tree import MAX_BACKOFF
 
-    r = FakeReader()
     reads: list[int] = []
     plain_children = r.children
     r.children = lambda pid, threads: (reads.append(pid), plain_children(pid, threads))[1]  # type: ignore[method-assign]
@@ -392,6 +390,17 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     for _ in range(3 * MAX_BACKOFF):
         w.tick()
     reads.clear()
+    return w, log, reads
+
+
+def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) -> None:
+    """With pidfds, an idle process's children file is read ever more seldom (up to MAX_BACKOFF ticks), the
+    root's every tick; an end is written in the tick it happened, backed off or not; a new child is found
+    within the back-off and makes its parent looked at every tick again."""
+    from wp_autotrace.watcher.tree import MAX_BACKOFF
+
+    r = FakeReader()
+    w, log, reads = _settled_watcher(tmp_path, r)
     for _ in range(MAX_BACKOFF):
         w.tick()
     assert reads.count(100) == MAX_BACKOFF  # the root: every tick
@@ -427,20 +436,10 @@ def test_the_root_with_idle_children_is_stat_every_tick_and_its_children_read_wh
     from wp_autotrace.watcher.tree import MAX_BACKOFF
 
     r = ProbingReader()
-    reads: list[int] = []
     stats: list[int] = []
-    plain_children, plain_stat = r.children, r.stat
-    r.children = lambda pid, threads: (reads.append(pid), plain_children(pid, threads))[1]  # type: ignore[method-assign]
+    plain_stat = r.stat
     r.stat = lambda pid: (stats.append(pid), plain_stat(pid))[1]  # type: ignore[method-assign]
-    r.add(100, 1, 1.0)
-    for pid in range(101, 121):
-        r.add(pid, 100, 2.0)
-    w, log = make_watcher(tmp_path, r)
-    w.tree.stat_every = 5
-    w.tree.exits = FakeExits(r)  # type: ignore[assignment]
-    for _ in range(3 * MAX_BACKOFF):
-        w.tick()
-    reads.clear()
+    w, log, reads = _settled_watcher(tmp_path, r)
     stats.clear()
     for _ in range(MAX_BACKOFF):
         w.tick()
