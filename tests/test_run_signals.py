@@ -262,11 +262,9 @@ def _group_run(cmd: list[str], how: str, out: Path, cg: Any = None) -> tuple[int
     else:
         proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
-    ready = Path(str(out) + ".ready")
     pids: list[int] = []
     try:
-        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
-        pids = [int(p) for p in ready.read_text().split()]
+        pids = _ready_pids(out)
         if how == "group-sigkill":
             os.killpg(os.getpgid(proc.pid), signal.SIGKILL)
         elif cg is not None:  # as systemd's stop does: each process the cgroup holds (here the last first)
@@ -298,6 +296,13 @@ def _group_run(cmd: list[str], how: str, out: Path, cg: Any = None) -> tuple[int
     return code, counts, survivors
 
 
+def _ready_pids(out: Path) -> list[int]:
+    """The program's and its child's pids, once the program wrote OUT.ready (both are then ready)."""
+    ready = Path(str(out) + ".ready")
+    wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
+    return [int(p) for p in ready.read_text().split()]
+
+
 def _kill_all(pids: list[int], proc: subprocess.Popen[Any]) -> None:
     """End what a test started, by pid (the program, its child, run), and reap run."""
     for pid in pids:
@@ -319,11 +324,9 @@ def _group_job(tmp_path: Path, traced: bool) -> Iterator[tuple[subprocess.Popen[
         cmd = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "log.jsonl"), "--", *cmd]
     proc = subprocess.Popen(cmd, env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    ready = Path(str(out) + ".ready")
     pids: list[int] = []
     try:
-        wait_until(ready.exists, TIMEOUT_S, what="the program and its child ready")
-        pids = [int(p) for p in ready.read_text().split()]
+        pids = _ready_pids(out)
         yield proc, pids
     finally:
         _kill_all([*pids, proc.pid], proc)
