@@ -303,6 +303,15 @@ def _ready_pids(out: Path) -> list[int]:
     return [int(p) for p in ready.read_text().split()]
 
 
+def _end_session(proc: subprocess.Popen[Any]) -> None:
+    """End the process group a test started in a session of its own (proc leads it), and reap proc."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(TIMEOUT_S)
+
+
 def _kill_all(pids: list[int], proc: subprocess.Popen[Any]) -> None:
     """End what a test started, by pid (the program, its child, run), and reap run."""
     for pid in pids:
@@ -437,11 +446,7 @@ def test_ctrl_c_stops_the_script_that_ran_it(tmp_path: Path, traced: bool) -> No
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=TIMEOUT_S)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(TIMEOUT_S)
+        _end_session(proc)
     assert (proc.returncode, out) == (-signal.SIGINT, ""), (proc.returncode, out)
 
 
@@ -473,10 +478,6 @@ def test_a_signal_sent_by_name_reaches_the_program_once(tmp_path: Path, names: s
             os.kill(pid, signal.SIGTERM)
         code = proc.wait(TIMEOUT_S)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(TIMEOUT_S)
+        _end_session(proc)
     assert len(out.read_text().splitlines()) == 1, (names, matched, out.read_text())
     assert code == 5
