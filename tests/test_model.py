@@ -272,9 +272,13 @@ def with_oom_unnamed() -> LogWriter:
     return w
 
 
-def with_slow_exit() -> LogWriter:
+def with_slow_exit(own: bool = False) -> LogWriter:
+    """torch's own shutdown_compile_workers at exit took 12 s: its atexit handler calls it from no frame (stack [],
+    caller None, as torch 2.13 writes it); own: the user's code called it (a user frame, PLUGIN here)."""
     w = clean_run()
     call(w, 3.5, 100, 1, "main", f"{AC}:shutdown_compile_workers", 9, 3.5 + 12)
+    if not own:
+        w.lines[-2].update(stack=[], caller=None)
     return w
 
 
@@ -573,6 +577,20 @@ def test_slow_exit_cost_and_guard_idle_wording(tmp_path: Path) -> None:
     assert "12.0 s" in slow["text"] and slow["cost"]["exit_wait_s"] == pytest.approx(12.0)
     rep = report(with_guard(False)(), tmp_path)
     assert [f["text"] for f in rep["findings"]] == ["Guard nested-pools was on and refused nothing."]
+
+
+def test_a_slow_shutdown_the_user_called_is_told_as_theirs(tmp_path: Path) -> None:
+    """The user's own shutdown_compile_workers() took 12 s: told as their call, at its line, never as a wait "at
+    exit" whose fix is the call they made; torch's own call at exit keeps its words and its advice."""
+    own = next(f for f in report(with_slow_exit(own=True), tmp_path)["findings"] if f["kind"] == "slow-exit-wait")
+    assert own["text"].startswith("The main process waited 12.0 s in its own call of shutdown_compile_workers() "
+                                  "at /site/plugin/_inductor/__init__.py:5"), own["text"]
+    assert "at exit" not in own["text"] and "shutdown_compile_workers" not in own["advice"], own
+    assert "nothing in the call shortens it" in own["advice"] and own["cost"]["hang_s"] == pytest.approx(12.0)
+    (tmp_path / "torch").mkdir()
+    torchs = next(f for f in report(with_slow_exit(), tmp_path / "torch")["findings"] if f["kind"] == "slow-exit-wait")
+    assert torchs["text"] == "The main process waited 12.0 s in shutdown_compile_workers at exit."
+    assert "shutdown_compile_workers() after your last compile" in torchs["advice"]
 
 
 def test_sidecar_error_explains_never_served(tmp_path: Path) -> None:

@@ -17,8 +17,10 @@ KINDS: dict[str, tuple[str, str]] = {
                      "keep the backend out of the sidecars, or WP_AUTOTRACE_GUARD=nested-pools"),
     "warm-pool-bypass": ("TORCH_WARM_POOL=0 was set where warm_pool was still called directly",
                          "stop the direct call at its source, or the guard"),
-    "slow-exit-wait": ("the main process waited seconds in shutdown_compile_workers at exit",
-                       "shut the pool down after the last compile, or stop the nesting"),
+    "slow-exit-wait": ("the main process waited seconds in shutdown_compile_workers: torch's own call at exit, "
+                       "or the user's own call (told as theirs, at its line)",
+                       "at exit: shut the pool down after the last compile, or stop the nesting; the user's own "
+                       "call: nothing in it shortens the wait (no pool: compile_threads=1)"),
     "child-exit-wait": ("a child process spent seconds shutting its pool down at its exit: its parent's "
                         "join() waits (pytorch#115366)", "shut the pool down at the end of the child's work"),
     "exit-hang": ("the process waited at exit in concurrent.futures' join of its process pool's workers (a job "
