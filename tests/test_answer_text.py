@@ -372,3 +372,54 @@ def test_a_cause_that_is_also_a_symptom_is_told_once() -> None:
     for order in ([died, call, nested], [call, died, nested], [nested, call, died], [call, nested, died]):
         told = in_order(rep, order)
         assert sorted(map(id, told)) == sorted(map(id, order)), [f["kind"] for f in told]
+
+
+def _launcher_killed() -> LogWriter:
+    """A launcher (main 100) whose 2 children each made a compile pool (sidecar + 2 workers) is SIGKILLed at 5 s
+    (`run` waited -9); the children, their sidecars and workers run on (vllm#55510's engines, as
+    bench/users/launcher_killed.py reproduces it)."""
+    from .test_pools import SP, USER, call, mem
+    from .test_pools import start as pstart
+
+    w = LogWriter()
+    pstart(w, 0, 100, 1, "main")
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    procs = []
+    for child, side in ((110, 210), (120, 220)):
+        pstart(w, 0.5, child, 100, "child")
+        call(w, 1, child, 100, "child", f"{SP}:SubprocPool.__init__", 1, 1.5, caller=USER, sidecar_pid=side)
+        pstart(w, 1.2, side, child, "compile-sidecar")
+        for k in (1, 2):
+            pstart(w, 2, side + k, side, "compile-worker", forked=True)
+        procs += [(child, 0.5, 300), (side, 1.2, 200), (side + 1, 2, 15), (side + 2, 2, 15)]
+    mem(w, 3.0, procs)
+    watcher(w, 5.1, "tree", count=8, started=[], ended=[{"pid": 100, "end": T0 + 5.0}])
+    mem(w, 5.3, procs)
+    left = [{"pid": pid, "ppid": 1, "rss": 4 * pss << 20} for pid, _, pss in procs]
+    watcher(w, 5.4, "leftover", how="root-killed", count=8, pids=[x["pid"] for x in left], procs=left)
+    w.add(5.5, 50, 1, "run", "run_exit", root_pid=100, status=-9, forwarded=[])
+    return w
+
+
+def test_a_killed_launchers_children_are_told_from_the_kill(tmp_path: Path) -> None:
+    """A main SIGKILLed alone leaves its children and the pools they made: the Answer leads with the kill (a signal
+    to one process ends it alone) and the children that ran on, the pools' processes and memory under it, and
+    "Fix first" is the kill's (the process group, children that end with their parent), never "compile pools left
+    running". A main killed with only its own pool left keeps the pools' words."""
+    from .test_model import with_root_killed
+
+    rep = report(_launcher_killed(), tmp_path)
+    lines = rep["answer"].splitlines()
+    assert lines[0] == ("- The main process was killed by SIGKILL, which ends that one process: its 2 child processes "
+                        "ran on, with the 2 compile pools they made (6 processes, 460 MiB); 8 processes were left "
+                        "running after it (about 1.0 GiB)."), lines
+    assert not any(x.strip("- ").startswith("The main process was ended by") for x in lines), lines
+    fix = next(x for x in lines if x.startswith("- Fix first: "))
+    assert "whole process group" in fix and "PR_SET_PDEATHSIG" in fix and "compile pools left running" not in fix
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "its 2 child process(es) ran on, with the 2 compile pool(s) they made (6 processes, 460 MiB of it)" in \
+        left["text"], left["text"]
+    (tmp_path / "own").mkdir()
+    own = report(with_root_killed(), tmp_path / "own")
+    fix = next(x for x in own["answer"].splitlines() if x.startswith("- Fix first: "))
+    assert "process group" not in fix, own["answer"]

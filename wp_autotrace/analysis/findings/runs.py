@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ..derive.memseries import left_at_once
 from ..derive.pools import user_frame
 from ..fold.model import signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
@@ -40,6 +41,14 @@ def leftovers(v: View) -> Finding | None:
     todo = ("nothing is left of them to end; stop their cause" if since.startswith("; all") else
             "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
             "then stop their cause")
+    orphaned = _children_left(v)
+    if orphaned is not None:  # the kill is the cause: the pools the children made are what they left, under it
+        text, cause, cost = _killed_launcher(v, *orphaned)
+        return Finding(
+            "leftovers", "problem",
+            f"{v.leftover_count} process(es) outlived the main process{in_ranks(v, listed)} ({roles_text(listed)})"
+            f"{mb}: {text}; pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
+            sorted(p.pid for p in listed), [], f"{todo}: {cause}", {**_left_cost(v, rss), **cost})
     # Pools are one cause among others: named only when a pool process is among those left. The
     # Answer quotes this advice above the findings, so it points at no place in the report.
     left = set(listed)
@@ -55,11 +64,59 @@ def leftovers(v: View) -> Finding | None:
         f"({f'it {killed}; ' if killed else ''}{roles_text(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
-        todo + cause,
-        {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
-         "leftover_real_bytes": v.leftover_real, "procs_left": v.leftover_count,
-         "mib_left": round(v.leftover_real / MIB, 1) if v.leftover_real else None,
-         "left_read_text": left_read_text(v)})
+        todo + cause, _left_cost(v, rss))
+
+
+def _left_cost(v: View, rss: int) -> dict[str, object]:
+    return {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
+            "leftover_real_bytes": v.leftover_real, "procs_left": v.leftover_count,
+            "mib_left": round(v.leftover_real / MIB, 1) if v.leftover_real else None,
+            "left_read_text": left_read_text(v)}
+
+
+def _is_pool_process(p: Process) -> bool:
+    return p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER
+
+
+def _children_left(v: View) -> tuple[Run, list[Process]] | None:
+    """A main process that ended without its exit (killed, or os._exit: RUN_KILLED) whose own children, not
+    compile pool processes, outlived it: a signal to one process ends it alone, and its children run on with
+    what they started (their pools included), re-parented. Its own pools' processes left are not this: those are
+    told as pools left running."""
+    for r in v.runs:
+        if r.root is None or v.states[r.id] != RUN_KILLED:
+            continue
+        kids = [p for p in v.leftover_procs if p.parent is r.root and not _is_pool_process(p)]
+        if kids:
+            return r, kids
+    return None
+
+
+# A launcher killed alone leaves its children: what the user can do, before finding what sent the signal.
+GROUP_ADVICE = ("stop the program with a signal to its whole process group (`kill -TERM -- -PGID`, as Ctrl-C in a "
+                "terminal does) or with one it handles by stopping its children first, or have each child end with "
+                "its parent (on Linux prctl(PR_SET_PDEATHSIG) in the child)")
+
+
+def _killed_launcher(v: View, r: Run, kids: list[Process]) -> tuple[str, str, dict[str, object]]:
+    """The leftovers told from their cause, a main that ended killed (or by os._exit) and left its children: the
+    finding's words, its advice, and its cost keys (what the Answer says of it). The pools the children made are
+    under it: their processes among the leftovers and what those held together at one moment (left_at_once, the
+    one rule for leftovers' memory; its moment after the main's end where one read them)."""
+    how, _, find = _no_exit_how(r)
+    assert r.root is not None
+    left = set(v.leftover_procs)
+    pools = [pool for pool in v.pools if pool.creator in kids or left.intersection(v.story(pool).procs)]
+    pooled = [p for p in v.leftover_procs if _is_pool_process(p)]
+    point = left_at_once([p for p in pooled if p.mem], r.root.ended_at)
+    mem = f", {size_text(point.pss)} of it" if point is not None and point.pss else ""
+    with_pools = (f", with the {len(pools)} compile pool(s) they made ({len(pooled)} processes{mem})"
+                  if pools and pooled else "")
+    text = (f"the main process {r.root.pid} {how}, which ends that one process, and its {len(kids)} child "
+            f"process(es) ran on{with_pools}")
+    cost = {"children_left": len(kids), "main_how": how, "pools_left": len(pools) if pooled else 0,
+            "pool_procs_left": len(pooled), "pools_left_bytes": point.pss if point is not None and pooled else None}
+    return text, f"the main process {how} and its children ran on: {GROUP_ADVICE}; {find}", cost
 
 
 def left_read_text(v: View) -> str:

@@ -249,6 +249,8 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     # a main killed (a launcher's SIGKILL after a hang) while the pools had a problem: the pools' cause leads,
     # the main's ending is told under it as what followed
     under = [state] if state and units and rep["pools"] and _main_killed(rep) else []
+    if any(lead["kind"] == "leftovers" and lead["cost"].get("children_left") for lead, _ in units):
+        state, under = "", []  # the leftovers' bullet tells the kill as their cause
     if state and not under:
         bullets.append(state)
     told, counted = False, 0
@@ -312,7 +314,8 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
         then = str(cause["advice"]).rstrip(".")
         left = top["kind"] == "leftovers" and "cleanup" in top["advice"]
         return f"end what is left with `wp-autotrace cleanup LOG`; then stop the cause: {then}" if left else then
-    if pools and top["kind"] in POOL_COST_KINDS:
+    # leftovers of a main killed alone: the kill is the cause (findings/runs.py), not the pools the children made
+    if pools and top["kind"] in POOL_COST_KINDS and not top["cost"].get("children_left"):
         theirs = [p["made_in"] for p in pools if p.get("made_in")]
         if len(theirs) == len(pools):
             return _settings_first(rep, theirs[0])
@@ -348,6 +351,23 @@ def _test_terms(rep: dict[str, Any]) -> str:
             f"session, or pytest-forked); or TORCHINDUCTOR_COMPILE_THREADS=1 for the suite{_threads_now(rep)}")
 
 
+def _killed_launcher(rep: dict[str, Any], f: dict[str, Any]) -> str:
+    """Leftovers whose cause is their main killed alone (findings/runs.py): the kill first, the children that ran
+    on, the pools they made under it with what those held, then what was left in all."""
+    c = f["cost"]
+    kids, pools = c["children_left"], c.get("pools_left") or 0
+    held = f", {size_text(c['pools_left_bytes'])}" if c.get("pools_left_bytes") else ""
+    made = (f", with the {_plural(pools, 'compile pool')} they made ({c['pool_procs_left']} processes{held})"
+            if pools else "")
+    real = rep["costs"].get("leftover_real_bytes")
+    about = "at least" if rep["costs"].get("leftover_at_least") else "about"
+    mem = f" ({about} {size_text(real)})" if real else ""
+    n = rep["leftover_count"]
+    were = "process was" if n == 1 else "processes were"
+    return (f"The main process {c['main_how']}, which ends that one process: its {kids} child "
+            f"{'process' if kids == 1 else 'processes'} ran on{made}; {n} {were} left running after it{mem}.")
+
+
 # The longest problem bullet told in the Answer: longer findings are cut at a clause (the whole is below); a
 # symptom's, under its cause, shorter.
 HEADLINE_CHARS = 220
@@ -357,6 +377,8 @@ SYMPTOM_CHARS = 140
 def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) -> str:
     """A problem in a sentence for the Answer: the leftovers with their cause (not again when told under it),
     else the finding's own text, cut at a clause when long (Findings has all of it)."""
+    if f["kind"] == "leftovers" and f["cost"].get("children_left"):
+        return _killed_launcher(rep, f)
     if f["kind"] == "leftovers":
         real = rep["costs"].get("leftover_real_bytes")
         about = "at least" if rep["costs"].get("leftover_at_least") else "about"  # View.left_sum_at_least
