@@ -81,9 +81,10 @@ def with_worker_lost() -> LogWriter:
     return w
 
 
-def _slow_ready(ready_at: float) -> LogWriter:
+def _slow_ready(ready_at: float, side_at: float | None = None, idle_s: float = 0.0) -> LogWriter:
     """main 100 (4 threads at 1.5 s) calls wait_pool_ready at 1.0 s; the pool it makes there gets its sidecar 200
-    at 21.0 s; the wait returns at ready_at."""
+    at side_at (default: 21.0 s, or 1 s before ready_at); the wait returns at ready_at; idle_s: the pool then
+    idles that long, read at 250 MiB, before main shuts it down."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     w.add(1.0, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait_pool_ready", call_id=1, thread="MainThread",
@@ -91,10 +92,13 @@ def _slow_ready(ready_at: float) -> LogWriter:
     w.add(1.01, 100, 1, "main", "call", target=f"{SP}:SubprocPool.__init__", call_id=2, thread="MainThread",
           stack=[PLUGIN], caller=PLUGIN, parent_call=1)
     watcher(w, 1.5, "memory", procs=[{"pid": 100, "pss": 200 << 20, "uss": 1 << 20, "threads": 4}])
-    side_at = min(21.0, ready_at - 1.0)
+    side_at = min(21.0, ready_at - 1.0) if side_at is None else side_at
     start(w, side_at, 200, 100, "compile-sidecar")
     w.add(side_at + 0.1, 100, 1, "main", "return", call_id=2, duration_s=side_at - 0.91, sidecar_pid=200)
     w.add(ready_at, 100, 1, "main", "return", call_id=1, duration_s=ready_at - 1.0)
+    for t in (ready_at + 0.5, ready_at + idle_s / 2, ready_at + idle_s):
+        watcher(w, t, "memory", procs=[{"pid": 200, "pss": 250 << 20, "uss": 1 << 20, "threads": 4}])
+    ready_at += idle_s
     call(w, ready_at + 1, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 3, ready_at + 1.1, sidecar_pid=200)
     call(w, ready_at + 1.05, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 1, ready_at + 1.06)
     w.add(ready_at + 1.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
@@ -1192,4 +1196,24 @@ def test_a_long_wait_for_a_new_pool_to_be_ready_is_told_with_the_threads_then(tm
     assert "warm_pool()" in f["advice"]
     assert "Main 100 waited 60.0 s" in rep["answer"]
     (tmp_path / "fast").mkdir()
-    assert "pool-ready-wait" not in kinds(report(_slow_ready(6.0), tmp_path / "fast"))
+    assert "pool-ready-wait" not in kinds(report(_slow_ready(6.0, side_at=1.2), tmp_path / "fast"))
+
+
+def test_a_short_wait_for_a_pool_is_told_where_the_waiting_process_slowed_its_start(tmp_path: Path) -> None:
+    """A 7 s wait for a new pool whose sidecar started only 2 s after the call (the waiting process's own part of
+    the start, slowed by its 4 threads), the sidecar ready 5 s later: told, and it leads the Answer before the
+    pool's 20 s idle afterwards (the program stood still for it). Natural starts are not told: the sidecar 0.2 s
+    after the call (idle box), or 1.0 s after it and ready 13 s later (a loaded box: both parts slow)."""
+    rep = report(_slow_ready(8.0, side_at=3.0, idle_s=20.0), tmp_path)
+    assert {"pool-ready-wait", "idle-pool"} <= kinds(rep), kinds(rep)
+    f = next(f for f in rep["findings"] if f["kind"] == "pool-ready-wait")
+    assert f["text"].startswith("Main 100 waited 7.0 s (1.0 s -> 8.0 s) for its new compile pool to become ready "
+                                "while it ran 4 threads (ps count at 1.5 s), its sidecar 200 starting only 2.0 s "
+                                "after the call; that part of the start is the waiting process's own"), f["text"]
+    assert "the sidecar then took 5.0 s to be ready" in f["text"] and f["cost"]["blocked_s"] == 7.0
+    assert rep["findings"][0]["kind"] == "pool-ready-wait"
+    assert rep["answer"].startswith("- Main 100 waited 7.0 s"), rep["answer"]
+    assert "warm_pool()" in rep["answer"].split("Fix first: ")[1]
+    for n, (side_at, ready_at) in enumerate(((1.2, 5.0), (2.0, 15.0))):
+        (tmp_path / str(n)).mkdir()
+        assert "pool-ready-wait" not in kinds(report(_slow_ready(ready_at, side_at=side_at), tmp_path / str(n)))

@@ -76,8 +76,10 @@ KINDS: dict[str, tuple[str, str]] = {
                 "an init that reaps orphans (`docker run --init`, tini), or a parent that waits"),
     "sidecar-never-served": ("a sidecar never served its pool (its main() raised, or nothing asked it to stop)",
                              "fix what it raised, or shut the pool down before exit"),
-    "pool-ready-wait": ("a process waited 30 s or more for the compile pool it made to become ready "
-                        "(AsyncCompile.wait_pool_ready): its seconds, its threads then, when the sidecar appeared",
+    "pool-ready-wait": ("a process waited for the compile pool it made to become ready (AsyncCompile."
+                        "wait_pool_ready), 30 s or more, or 1 s or more of it and a quarter of the sidecar's own "
+                        "start passed before its sidecar started: its seconds, its threads then, when the sidecar "
+                        "appeared",
                         "start the pool before the program's threads (AsyncCompile.warm_pool() at startup), or "
                         "compile_threads=1"),
     "call-never-returned": ("a traced call was entered and never left in a process that ended",

@@ -10,7 +10,8 @@ from ..words.fmt import MIB
 
 # Findings' cost keys (docs/evidence.md, "Cost keys"), in the order the ranking weighs them: a process the OOM
 # killer ended (all its work, and the job with it), what was lost (a job's work), then what is still there
-# after the program (processes, memory: someone must act), then memory held
+# after the program (processes, memory: someone must act), then the program standing still in the middle of
+# its work (blocked_s: a first compile waiting for its pool; the user waits with it), then memory held
 # by idle pools (it costs everyone on the host), then time spent waiting on what was not coming (it costs the
 # user's time), then zombies last: a zombie holds no memory, only its pid (an orphan a slow pid 1 had not
 # reaped yet must not lead an Answer about GiB·s held idle).
@@ -23,7 +24,7 @@ def costs(f: dict[str, Any]) -> dict[str, float]:
     """A finding's cost keys (docs/evidence.md, "Cost keys"), from its `cost`; older keys stand in where a
     finding has not got the new ones yet (exit_wait_s, idle_mib_s, leftover_real_bytes)."""
     c = f.get("cost") or {}
-    keys = ("oom_kills", "jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s")
+    keys = ("oom_kills", "jobs_lost", "procs_left", "mib_left", "zombies", "hang_s", "idle_gib_s", "blocked_s")
     out = {k: float(c[k]) for k in keys
            if isinstance(c.get(k), (int, float))}
     if "hang_s" not in out and isinstance(c.get("exit_wait_s"), (int, float)):
@@ -38,15 +39,15 @@ def costs(f: dict[str, Any]) -> dict[str, float]:
 
 
 def rank_key(f: dict[str, Any]) -> tuple[float, ...]:
-    """Worst first: OOM kills, jobs lost, then left behind (processes and memory), idle memory, hang, zombies; within a
-    class the larger figure; findings without a cost by severity."""
+    """Worst first: OOM kills, jobs lost, then left behind (processes and memory), the program blocked mid-work, idle
+    memory, hang, zombies; within a class the larger figure; findings without a cost by severity."""
     c = costs(f)
     lost, left, mib = c.get("jobs_lost", 0.0), c.get("procs_left", 0.0), c.get("mib_left", 0.0)
     zombies, hang, idle = c.get("zombies", 0.0), c.get("hang_s", 0.0), c.get("idle_gib_s", 0.0)
-    oom = c.get("oom_kills", 0.0)
-    classes = (oom > 0, lost > 0, left > 0 or mib > 0, idle > 0, hang >= HANG_S, zombies > 0)
+    oom, blocked = c.get("oom_kills", 0.0), c.get("blocked_s", 0.0)
+    classes = (oom > 0, lost > 0, left > 0 or mib > 0, blocked >= HANG_S, idle > 0, hang >= HANG_S, zombies > 0)
     first = next((i for i, hit in enumerate(classes) if hit), len(classes))
-    return (first, -oom, -lost, -mib, -left, -idle, -hang, -zombies, SEVERITY.get(f.get("severity", ""), 3))
+    return (first, -oom, -lost, -mib, -left, -blocked, -idle, -hang, -zombies, SEVERITY.get(f.get("severity", ""), 3))
 
 
 def ranked(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
