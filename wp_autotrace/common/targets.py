@@ -82,6 +82,8 @@ FX_POOL = "fx-pool"
 QUACK_PRECOMPILE = "quack-precompile"
 QUACK_SHUTDOWN = "quack-shutdown"
 BACKEND_IMPORT = "backend-import"
+DYNAMO_IMPORT = "dynamo-import"  # torch._dynamo starts importing: torch.compile's lazy imports begin
+DYNAMO_MODULE = "torch._dynamo"
 DATALOADER_LOOP = "dataloader-loop"  # torch.utils.data's worker loop: the process is a DataLoader worker
 COMPILE = "compile"  # dynamo compiles one frame (dynamo and inductor): the process's memory is read around it
 CONFIG_TAG = "config"
@@ -295,6 +297,9 @@ TARGETS: "tuple[Target, ...]" = (
     # One frame compiled by dynamo (and inductor): the process's memory before its first compile and after
     # its last, whether or not a pool was made (pytorch#140795). Once per compiled frame, never per step.
     Target("torch._dynamo.convert_frame", "_compile", mem=True, tag=COMPILE),
+    # torch.compile's first use imports dynamo and inductor (100+ MiB) before the first compile begins: the
+    # memory read as that import starts lets the growth be split into imports and compiling.
+    Target(DYNAMO_MODULE, "", mode=IMPORT, mem=True, tag=DYNAMO_IMPORT),
     # Device plugins: importing torch_npu's inductor package warms a pool.
     Target("torch_npu._inductor", "", mode=IMPORT, tag=BACKEND_IMPORT),
     Target("torch._inductor.config", "", mode=CONFIG, tag=CONFIG_TAG),

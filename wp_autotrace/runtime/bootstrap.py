@@ -494,7 +494,7 @@ def _post_notice(info: "dict[str, Any]") -> None:
 # (tests/test_activation.py checks the two equal).
 TARGET_MODULES = frozenset((
     "torch._inductor.async_compile", "torch._inductor.codecache", "torch._inductor.compile_worker.subproc_pool",
-    "torch._inductor.compile_worker.watchdog", "torch._inductor.compile_worker.utils",
+    "torch._inductor.compile_worker.watchdog", "torch._inductor.compile_worker.utils", "torch._dynamo",
     "torch._inductor.compile_worker.tracked_process_pool", "torch._inductor.autotune_process",
     "torch._inductor.compile_fx_subproc", "torch._vendor.quack.autotuner", "torch.utils.data._utils.worker",
     "torch._dynamo.convert_frame", "torch_npu._inductor", "torch._inductor.config", "concurrent.futures.process",

@@ -302,7 +302,9 @@ class Probes:
         changes of the variables it reads, seen before it loaded)."""
         if target.mode == IMPORT:
             stack, caller = self.stacks.capture_stack()
-            self.sink.emit(IMPORT, module=target.module, stack=stack, caller=caller, env=pool_env())
+            rss = read_rss() if target.mem else None
+            mem = {"rss": rss} if rss is not None else {}
+            self.sink.emit(IMPORT, module=target.module, stack=stack, caller=caller, env=pool_env(), **mem)
             return
         settings = {}
         for key in CONFIG_KEYS:

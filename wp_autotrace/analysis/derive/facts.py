@@ -155,7 +155,8 @@ def _top_compiles(v: View) -> dict[int, list[Call]]:
 
 def compiling(v: View) -> list[dict[str, Any]]:
     """Per compiling process: compiles, resident memory before the first and after the last (bytes, from
-    the tracer's read at those calls), and when."""
+    the tracer's read at those calls), and when; and as torch._dynamo began importing (torch.compile's lazy
+    imports of dynamo and inductor come before the first compile), where that read precedes the first."""
     out = []
     for calls in _top_compiles(v).values():
         p = calls[0].proc
@@ -163,10 +164,15 @@ def compiling(v: View) -> list[dict[str, Any]]:
         last = done[-1] if done else None
         before = getattr(calls[0], "rss", None)
         after = last.ret.get("rss") if last is not None else None
+        imported = p.imports.get(targets.DYNAMO_MODULE)
+        if imported is not None and (imported[0] > calls[0].ts or imported[1] is None):
+            imported = None  # an import after the first compile (another image) does not precede it
         out.append({"pid": p.pid, "host": p.host, "role": p.role, "compiles": len(calls),
                     "first_s": v.rel(calls[0].ts), "last_s": v.rel(last.end) if last is not None else None,
                     "before_bytes": before if isinstance(before, int) else None,
-                    "after_bytes": after if isinstance(after, int) else None})
+                    "after_bytes": after if isinstance(after, int) else None,
+                    "import_s": v.rel(imported[0]) if imported else None,
+                    "import_bytes": imported[1] if imported else None})
     return sorted(out, key=lambda e: (-((e["after_bytes"] or 0) - (e["before_bytes"] or 0)), e["pid"]))
 
 

@@ -218,7 +218,7 @@ class Builder:
 
     def visit_import(self, r: dict[str, Any]) -> None:
         if not self.reg.is_watcher(r):
-            self.reg.writer(r)
+            note_import(self.reg.writer(r), r)
 
     def visit_config(self, r: dict[str, Any]) -> None:
         if self.reg.is_watcher(r):
@@ -368,6 +368,13 @@ def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
 
 # Visits that need only the Registry, outside the Builder (which is at its size).
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten}
+
+
+def note_import(p: Process, r: dict[str, Any]) -> None:
+    """A watched import: when it began and the memory then (the latest: an exec'd image imports it again)."""
+    module, rss = r.get("module"), r.get("rss")
+    if isinstance(module, str):
+        p.imports[module] = (r["ts"], rss if isinstance(rss, int) else None)
 
 
 def count_dropped(p: Process, said: Any) -> None:

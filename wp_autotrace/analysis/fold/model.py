@@ -145,7 +145,8 @@ class Process:
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
-                 "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu")
+                 "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
+                 "imports")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -192,6 +193,8 @@ class Process:
         # {var, old, new, before, at}, the imports around the change.
         self.env_changed: list[dict[str, Any]] = []
         self.cpu: dict[float, float] = {}  # the CPU seconds it had used at each of those samples, where read
+        # watched imports (import records): module -> (when the latest began, resident bytes then or None)
+        self.imports: dict[str, tuple[float, int | None]] = {}
         self.devices: list[str] = []  # accelerator device files it held (watcher, read once)
         self.counts: dict[str, int] = {}  # counted hot calls (process_exit)
         self.count_times: dict[str, list[float]] = {}  # their first and last times

@@ -157,11 +157,13 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("rss", UINT, "the process's resident memory as the call returned, bytes (`compile` calls)"),
     )),
     BLOCKED: ("the guard refused a call", _CALL_FIELDS + (("action", STR, "`skip` or `inline-pool`"),)),
-    IMPORT: ("a watched module (`torch_npu._inductor`) started importing", (
+    IMPORT: ("a watched module (`torch_npu._inductor`, `torch._dynamo`) started importing", (
         ("module", STR, "module name"),
         ("stack", FRAMES, "as in call"),
         ("caller", FRAME, "as in call"),
         ("env", DICT, "as in call"),
+        ("rss", UINT, "the process's resident memory as the import began, bytes (`torch._dynamo`: before "
+                      "torch.compile's lazy imports)"),
     )),
     CONFIG: ("torch._inductor.config loaded", (
         ("settings", DICT, "compile_threads, worker_start_method, quiesce_async_compile_pool, "

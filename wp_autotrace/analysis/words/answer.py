@@ -120,15 +120,25 @@ def no_pool_sentence(rep: dict[str, Any]) -> str:
 
 
 def growth_sentence(rep: dict[str, Any]) -> str:
-    """How much each compiling process grew across its compiles (when no pool explains it)."""
+    """How much each compiling process grew from torch._dynamo's import (where read before its first compile)
+    and across its compiles (when no pool explains it)."""
     parts = []
     for e in (rep.get("compiling") or ())[:2]:
         before, after = e.get("before_bytes"), e.get("after_bytes")
         if not isinstance(before, int) or not isinstance(after, int):
             continue
         grew = round((after - before) / MIB)
-        parts.append(f"{e['role']} {e['pid']} grew {grew:+d} MiB across its {_plural(e['compiles'], 'compile')} "
-                     f"({size_text(before)} resident before the first, {size_text(after)} after the last)")
+        across = (f"{grew:+d} MiB across its {_plural(e['compiles'], 'compile')} ({size_text(before)} resident "
+                  f"before the first, {size_text(after)} after the last)")
+        imported = e.get("import_bytes")
+        if not isinstance(imported, int):
+            parts.append(f"{e['role']} {e['pid']} grew {across}")
+            continue
+        # torch.compile's lazy imports come before its first compile: the growth a user sees starts there
+        total, lazy = round((after - imported) / MIB), round((before - imported) / MIB)
+        parts.append(f"{e['role']} {e['pid']} grew {total:+d} MiB from importing torch._dynamo "
+                     f"({size_text(imported)} at {e['import_s']:.1f} s): {lazy:+d} MiB before its first compile "
+                     f"(importing dynamo and inductor, and what ran until {e['first_s']:.1f} s), then {across}")
     if not parts:
         return ""
     held = "no pool holds it: the compiling process itself does"
