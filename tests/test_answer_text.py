@@ -424,3 +424,18 @@ def test_a_killed_launchers_children_are_told_from_the_kill(tmp_path: Path) -> N
     own = report(with_root_killed(), tmp_path / "own")
     fix = next(x for x in own["answer"].splitlines() if x.startswith("- Fix first: "))
     assert "process group" not in fix, own["answer"]
+
+
+def test_a_cut_headline_leaves_no_parenthesis_open() -> None:
+    """A symptom's bullet cut to fit ends before a list in parentheses it would cut in the middle ("13 traced
+    call(s) never returned (1 AsyncCompile.process_pool, ..., 5 …" was the bundled example's)."""
+    from wp_autotrace.analysis.words.answer import headline
+
+    text = ("13 traced call(s) never returned (1 AsyncCompile.process_pool, 1 AsyncCompile.warm_pool, 1 "
+            "SubprocPool.__init__, 5 SubprocPool.shutdown, 5 shutdown_compile_workers), e.g. shutdown_compile_workers "
+            "in compile-sidecar 20218, open 32.9 s until the process ended.")
+    cut = headline({}, {"kind": "call-never-returned", "text": text}, under_cause=True)
+    assert cut == "13 traced call(s) never returned …", cut
+    inside = "A wait (" + "; ".join(["the sidecar was still starting"] * 6) + ") was told."
+    cut = headline({}, {"kind": "call-never-returned", "text": inside}, under_cause=True)
+    assert cut == "A wait.", cut

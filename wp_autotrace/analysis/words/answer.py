@@ -406,4 +406,14 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
         return text
     # cut at the last clause that fits (a whole clause, no "(…)" left: Findings has the rest), else at a word
     cut = max(text.rfind(mark, 0, limit) for mark in ("; ", ": ", ", e.g. "))
-    return (text[:cut].rstrip(".") + "." if cut > limit // 3 else text[:limit].rsplit(" ", 1)[0] + " …")
+    if cut > limit // 3:
+        return _closed(text[:cut]).rstrip(".") + "."
+    return _closed(text[:limit].rsplit(" ", 1)[0]) + " …"
+
+
+def _closed(cut: str) -> str:
+    """A cut text with no parenthesis left open: cut again before the last one it opened (a list cut in its
+    middle reads as whole, "(1 process_pool, 5 …")."""
+    while cut.count("(") > cut.count(")") and " (" in cut:
+        cut = cut[:cut.rfind(" (")]
+    return cut
