@@ -11,13 +11,15 @@ kernel's whole process group (LocalProvisioner.send_signal: os.killpg), and the 
 The user asks: after my cell ran, why do 3 more python processes stay (and what do they hold)? What did Interrupt do
 to them (does the next cell still compile)? Does Restart leave them behind?
 
-Flow: start a kernel (this venv's python), cell 1 makes the pool the way a GPU host's first Triton kernel does
-(AsyncCompile.wait_pool_ready()) and compiles a small function; the pool stays while the notebook sits idle; cell 2 sends
-a long compile job to the pool and is interrupted after 2 s (KernelManager.interrupt_kernel: SIGINT to the group); cell 3
-compiles through the pool again; then Restart (restart_kernel(now=False): a shutdown_request, SIGKILL to the group after
-shutdown_wait_time); the new kernel is shut down. Every step prints what psutil sees (the independent reading); at the
-end anything of the first kernel's tree still alive is printed and ended by pid. Bench only: jupyter_client and
-ipykernel are never runtime dependencies. Standalone: `python bench/users/jupyter_kernel.py`.
+Flow: start a kernel (this venv's python); cell 1 makes the pool the way a GPU host's first Triton kernel does
+(AsyncCompile.wait_pool_ready()) and compiles a small function; the pool stays while the notebook sits idle; cell 2
+sends a long compile job to the pool and is interrupted 2 s later (KernelManager.interrupt_kernel: SIGINT to the
+group; torch's sidecar and workers ignore SIGINT, so the job runs on); cell 3 compiles through the pool again; then
+Restart (restart_kernel(now=False): an interrupt, a shutdown_request, on which ipykernel SIGTERMs each child of its
+group, then SIGTERM/SIGKILL to the group after half of shutdown_wait_time); the new kernel is shut down. Every step
+prints what psutil sees (the independent reading); at the end anything of the first kernel's tree still alive is
+printed and ended by pid. Bench only: jupyter_client and ipykernel are never runtime dependencies.
+Standalone: `python bench/users/jupyter_kernel.py`.
 """
 import os
 import sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the further user cases of docs/users.md ("Six more", then "Three more"), one at a time, each under the independent
+# Runs the further user cases of docs/users.md ("Six more", "Three more", then "Two more"), one at a time, each under the independent
 # probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -24,3 +24,5 @@ run idle_cpu --linger 6 -- "$PY" "$U/idle_cpu.py"
 run worker_oom --linger 6 -- "$PY" "$U/worker_oom.py"
 run spawn_main --linger 6 -- "$PY" "$U/spawn_main.py"
 run collector_threads --linger 6 -- "$PY" "$U/collector_threads.py"
+run jupyter_kernel --timeout 300 --linger 6 -- "$PY" "$U/jupyter_kernel.py"
+run actor_ranks --timeout 300 --linger 6 -- "$PY" "$U/actor_ranks.py"
