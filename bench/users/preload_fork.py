@@ -20,7 +20,7 @@ in READY_S (gunicorn's worker timeout), kills it (SIGKILL), waits for them, and 
 What it shows on torch 2.13 CPU: the forked worker's recompile never returns. after_fork resets the process pool but
 not AsyncCompile.pool(), the ThreadPoolExecutor the master's C++ compile made; in the child that executor has no
 threads (threads do not survive fork) yet counts its idle ones, so the compile job waits for ever.
-Standalone: `python bench/users/preload_fork.py`.
+Standalone: `python bench/users/preload_fork.py` (SHUTDOWN_BEFORE_FORK=1: shut the master's pools down first).
 """
 import os
 import select
@@ -30,11 +30,19 @@ import time
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
 import torch  # noqa: E402
-from torch._inductor.async_compile import AsyncCompile  # noqa: E402
+from torch._inductor.async_compile import AsyncCompile, get_compile_threads  # noqa: E402
 
 WORKERS = 2
 SERVE_S = 8
 READY_S = 90  # a worker's recompile takes under a minute on this box, loaded
+
+
+def first_triton_kernel() -> str:
+    """What a GPU host's first Triton kernel does: make the pool and wait for it (none with compile_threads=1)."""
+    if get_compile_threads() <= 1:
+        return "none (compile_threads=1)"
+    AsyncCompile.wait_pool_ready()
+    return f"sidecar {AsyncCompile.process_pool().process.pid}"
 
 
 def worker(n: int, ready_w: int) -> None:
@@ -43,9 +51,8 @@ def worker(n: int, ready_w: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     model(torch.ones(8))  # the preloaded shape: no compile
     model(torch.ones(8 + n + 1))  # a new shape: a recompile
-    AsyncCompile.wait_pool_ready()  # the recompile's first Triton kernel
-    print(f"worker {os.getpid()} recompiled; its pool's sidecar {AsyncCompile.process_pool().process.pid}",
-          flush=True)
+    pool = first_triton_kernel()  # the recompile's first Triton kernel
+    print(f"worker {os.getpid()} recompiled; its pool: {pool}", flush=True)
     os.write(ready_w, b"r")
     deadline = time.monotonic() + 120
     while not stop and time.monotonic() < deadline:
@@ -54,10 +61,13 @@ def worker(n: int, ready_w: int) -> None:
 
 
 if __name__ == "__main__":
-    AsyncCompile.wait_pool_ready()  # first Triton kernel, at preload
+    pool = first_triton_kernel()  # at preload
     model = torch.compile(lambda x: (x * 2).sin() + 1, dynamic=False)
     model(torch.ones(8))
-    print(f"master {os.getpid()} preloaded; its pool's sidecar {AsyncCompile.process_pool().process.pid}", flush=True)
+    print(f"master {os.getpid()} preloaded; its pool: {pool}", flush=True)
+    if os.environ.get("SHUTDOWN_BEFORE_FORK") == "1":  # the report's first advice, tried
+        torch._inductor.async_compile.shutdown_compile_workers()
+        print("master: shutdown_compile_workers() before the fork", flush=True)
     pids, (ready_r, ready_w) = [], os.pipe()
     for n in range(WORKERS):
         pid = os.fork()

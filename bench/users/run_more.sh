@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the further user cases of docs/users.md ("Six more", "Three more", then "Two more"), one at a time, each under the independent
-# probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
+# Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor and pre-fork cases),
+# one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
 cd "$(dirname "$0")/../.."
@@ -26,3 +26,4 @@ run spawn_main --linger 6 -- "$PY" "$U/spawn_main.py"
 run collector_threads --linger 6 -- "$PY" "$U/collector_threads.py"
 run jupyter_kernel --timeout 300 --linger 6 -- "$PY" "$U/jupyter_kernel.py"
 run actor_ranks --timeout 300 --linger 6 -- "$PY" "$U/actor_ranks.py"
+run preload_fork --timeout 300 --linger 6 -- "$PY" "$U/preload_fork.py"
