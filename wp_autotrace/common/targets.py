@@ -19,6 +19,8 @@ from .vocab import IMPORT as IMPORT  # a mode (below): the module's import itsel
 # Modes: how a call is recorded.
 TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
+# A worker's job loop: a `job` record as each job it takes starts and ends (runtime/jobs.py), no call record.
+JOBS = "jobs"
 # IMPORT (the module's import itself is the event, qualname unused) and CONFIG (read settings from the module
 # once it has loaded) are named after the events they write: vocab's names, imported above.
 
@@ -62,6 +64,7 @@ AFTER_FORK = "after-fork"
 WORKER_START = "worker-start"  # the compile-worker initializer
 POOL_CREATE = "pool-create"  # SubprocPool.__init__: a sidecar is started (its pid captured)
 POOL_SUBMIT = "pool-submit"
+POOL_JOB = "pool-job"  # a process pool worker's loop: each job it ran, from its start to its end
 POOL_QUIESCE = "pool-quiesce"
 POOL_WAKEUP = "pool-wakeup"
 POOL_SHUTDOWN = "pool-shutdown"
@@ -195,9 +198,9 @@ TARGETS: "tuple[Target, ...]" = (
     # capture_call: the settings as each wait begins: compile_threads or worker_start_method changed in code after
     # the pool exists is seen here, though the cached pool keeps what it read when it was made.
     # pool_jobs: the jobs pending in the live pools as the wait begins: 0 means it waits on in-process work (CPU
-    # C++ compiles), so it does not keep a pool busy.
+    # C++ compiles), so it does not keep a pool busy. pool_pending: the same per pool (which pool a hung job's was).
     Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT,
-           capture_call=_SETTINGS_NOW + (("pool_jobs", "process.pool_jobs"),)),
+           capture_call=_SETTINGS_NOW + (("pool_jobs", "process.pool_jobs"), ("pool_pending", "process.pool_pending"))),
     Target(_AC, "AsyncCompile.quiesce", tag=ASYNC_QUIESCE),
     Target(_AC, "maybe_warm_pool", env=True, tag=MAYBE_WARM_POOL),
     Target(_AC, "after_fork", tag=AFTER_FORK),
@@ -249,6 +252,10 @@ TARGETS: "tuple[Target, ...]" = (
     # concurrent.futures' exit join (registered with threading._register_atexit: it runs before atexit's handlers,
     # torch's shutdown included): it waits for every process pool's jobs, so a job that never ends hangs the exit.
     Target("concurrent.futures.process", "_python_exit", tag=EXIT_JOIN),
+    # A process pool worker's loop (every ProcessPoolExecutor's: torch's fork/spawn pool, a sidecar's own): each
+    # job it takes, as it starts and ends, in the worker (runtime/jobs.py). A start without an end is the job it
+    # held: which worker, since when, what. Nothing per job in a process that only makes a pool.
+    Target("concurrent.futures.process", "_process_worker", mode=JOBS, tag=POOL_JOB),
     # An executor's shutdown (TrackedProcessPoolExecutor inherits it, so it is wrapped where it is defined): torch
     # registers a fork/spawn pool's with multiprocessing's Finalize, which a multiprocessing child runs at its exit
     # (it waits for the pool's jobs and workers). The executor's class tells torch's pool from any other.

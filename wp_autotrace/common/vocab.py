@@ -54,6 +54,8 @@ EXIT_UNWRITTEN = "exit_unwritten"
 # A note beside the log (LOG + EXIT_NOTE + pid): a symlink, which needs no descriptor, whose target holds what an
 # exit record that could not be written would have said; the watcher reads it when it sees that process end.
 EXIT_NOTE = ".exit-unwritten."
+# A pool worker began or ended one job (runtime/jobs.py): its start without an end is a job it held.
+JOB = "job"
 TEST = "test"  # a pytest test began or ended (the pytest plugin, only while tracing is on)
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).

@@ -135,8 +135,37 @@ def read_pool_jobs() -> int | None:
         return None
 
 
+def read_pool_pending() -> list[dict[str, Any]] | None:
+    """Each live compile pool's pending jobs (read_pool_jobs' count, per pool), with what names the pool in the
+    log: a SubprocPool's sidecar pid, a ProcessPoolExecutor's worker pids (its `_processes`' keys); None where
+    torch keeps no pool set or a pool cannot be read. The same getattr/len reads as read_pool_jobs."""
+    try:
+        pools = None
+        for home in _POOL_SET_HOMES:
+            pools = getattr(sys.modules.get(home), "_pool_set", None)
+            if pools is not None:
+                break
+        if pools is None:
+            return None
+        out: list[dict[str, Any]] = []
+        for pool in list(pools):
+            pending = next((d for d in (getattr(pool, a, None) for a in _PENDING_ATTRS) if d is not None), None)
+            if not isinstance(pending, dict):
+                return None
+            side = getattr(getattr(pool, "process", None), "pid", None)
+            if isinstance(side, int):
+                out.append({"sidecar_pid": side, "pending": len(pending)})
+            else:
+                workers = getattr(pool, "_processes", None) or {}
+                out.append({"worker_pids": sorted(k for k in list(workers) if isinstance(k, int)),
+                            "pending": len(pending)})
+        return out
+    except Exception:
+        return None
+
+
 # "process.NAME" capture paths: a fact of the calling process, not of the call's instance.
-_PROCESS_FACTS = {"threads": read_threads, "pool_jobs": read_pool_jobs}
+_PROCESS_FACTS = {"threads": read_threads, "pool_jobs": read_pool_jobs, "pool_pending": read_pool_pending}
 
 
 # "config.NAME" capture paths: inductor's setting as the call runs (a later change to it is seen; the pool

@@ -21,6 +21,7 @@ from ..common.targets import (
     COUNT,
     IMPORT,
     INLINE_POOL,
+    JOBS,
     SKIP,
     Target,
 )
@@ -115,11 +116,33 @@ class Probes:
             import threading
 
             self._local = threading.local()
+        if target.mode == JOBS:
+            return lambda raw, method: _dress(self._job_loop(raw), raw)
         if target.mode == COUNT:
             if target.last_caller:
                 return lambda raw, method: _dress(self._counting_call_site(label, raw), raw)
             return lambda raw, method: _dress(self._counting_call(label, raw), raw)
         return lambda raw, method: _dress(self._tracing_call(target, label, raw, method), raw)
+
+    def _job_loop(self, raw: Any) -> Callable[..., Any]:
+        """A worker loop's wrapper: its jobs recorded by runtime/jobs.py, loaded only where the loop runs."""
+        sink = self.sink
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from .jobs import drop_get_frame, watch_queue
+
+            queue, args = watch_queue(sink, args)
+            try:
+                return raw(*args, **kwargs)
+            except BaseException as exc:  # a Ctrl-C in the queue's wait: printed by multiprocessing as untraced
+                drop_get_frame(exc)
+                _drop_own_frame(exc)
+                raise
+            finally:
+                if queue is not None:
+                    queue.end()  # a loop that returned after its last job (max_tasks) ends it
+
+        return call
 
     def _counting_call(self, label: str, raw: Any) -> Callable[..., Any]:
         counts_owner = self

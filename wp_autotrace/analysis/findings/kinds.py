@@ -30,6 +30,11 @@ KINDS: dict[str, tuple[str, str]] = {
                        "never returned or was interrupted (a lock held at the fork is never released in a worker)",
                        'worker_start_method="subprocess" or compile_threads=1, or make the pool before other '
                        "threads start"),
+    "pool-job-hang": ("a process's wait on its compile pool (not a fork pool made beside threads: fork-pool-hang) "
+                      "never returned or was interrupted while a worker of that pool held a job: which worker, "
+                      "since when, the job's function, from the worker's own job records",
+                      "see what that worker is doing (py-spy dump --pid PID); compile_threads=1 runs the job in "
+                      "the main process, where it hangs with a traceback"),
     "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
                               "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
                               "so a parent reading those to their end waits as long",

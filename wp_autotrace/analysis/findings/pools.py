@@ -14,6 +14,8 @@ from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, own_errors, start
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
+from .held import held_words, wait_end, wait_how
+from .rank import HANG_S
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -469,8 +471,6 @@ def child_exit_wait(v: View) -> Finding | None:
          "hang_s": round(sum(_took(v, x) for x in slow), 3)})
 
 
-# A wait on the pool that long, not returned or interrupted, is a hang (the same bar as the Answer's).
-HANG_S = 1.0
 FORK_ADVICE = ('start the workers without fork: worker_start_method="subprocess" (TORCHINDUCTOR_WORKER_START='
                "subprocess, torch's default), or compile without a pool: compile_threads=1 "
                "(TORCHINDUCTOR_COMPILE_THREADS=1); or make the pool before the process starts other threads")
@@ -490,20 +490,18 @@ def fork_pool_hang(v: View) -> Finding | None:
         if not waits:
             continue
         c = waits[0]
-        end = c.end if c.end is not None else creator.ended_at if creator.ended_at is not None else v.t_end
+        end = wait_end(v, c)
         waited = end - c.ts
         if waited < HANG_S:
             continue
-        how = (f"was interrupted by {error_words(c.error)} after {waited:.1f} s" if c.error else
-               f"never returned ({waited:.1f} s, until the process ended)" if creator.ended_at is not None else
-               f"had not returned after {waited:.1f} s (the end of the log)")
         after = ""
         if c.error and not creator.exited and creator.ended_at is not None and creator.ended_at - end >= HANG_S:
             after = (f"; the process did not end then: it ran {creator.ended_at - end:.1f} s more, with no exit "
                      "of its own (concurrent.futures' exit handler waits for the pool's jobs)")
         return Finding(
             "fork-pool-hang", "problem",
-            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its fork compile pool {how}{after}. "
+            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its fork compile pool "
+            f"{wait_how(v, c)}{after}. {held_words(v, pool, c.ts, end, c)}. "
             f"Its workers were forked while it ran {threads} threads (the pool made at {site(pool.call.caller)}): "
             "a fork copies only the forking thread, so a lock another thread held then is never released in a "
             "worker, and a job that needs it never ends.",
@@ -579,10 +577,11 @@ def exit_join_hang(v: View) -> Finding | None:
     pools = [pool for pool in p.pools if pool.call.ts <= c.ts]
     of = f" of the pool made at {site(pools[-1].call.caller)}" if pools else ""
     how = "" if c.end is not None else ", until it ended inside it"
+    held = f" {held_words(v, pools[-1], c.ts, end if end is not None else v.t_end)}." if pools else ""
     return Finding(
         "exit-hang", "problem",
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
         f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
-        + ("; the process wrote no exit of its own)." if c.end is None else ")."),
+        + ("; the process wrote no exit of its own" if c.end is None else "") + f").{held}",
         sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
         EXIT_JOIN_ADVICE, {"exit_wait_s": round(waited, 3), "hang_s": round(waited, 3)})

@@ -17,7 +17,7 @@ from ..read import schema
 from . import autotune
 from .finish import credit_pool, finish
 from .identities import Registry
-from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, Model, Pool, Process, Run, Waited
+from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, JobSpan, Model, Pool, Process, Run, Waited
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
@@ -367,7 +367,19 @@ def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
 
 
 # Visits that need only the Registry, outside the Builder (which is at its size).
-REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten}
+def add_job(reg: Registry, r: dict[str, Any]) -> None:
+    """A pool worker took a job, or ended the one it took (runtime/jobs.py): one span per job."""
+    if reg.is_watcher(r):
+        return
+    jobs = reg.writer(r).jobs_run
+    if r.get("state") == "start":
+        jobs.append(JobSpan(r))
+    elif r.get("state") == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == r.get("work_id"):
+        jobs[-1].end = r["ts"]  # a worker runs one job at a time: an end is its last start's
+
+
+REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
+                                                                          schema.JOB: add_job}
 
 
 def note_import(p: Process, r: dict[str, Any]) -> None:

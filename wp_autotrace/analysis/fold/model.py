@@ -30,7 +30,7 @@ LEFT_THEN_ENDED = "ended after the main process"
 
 # Call-record fields captured as the call started (targets.Target.capture_call).
 _AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method",
-                      "autotune_pid", "running", "executor_class", "pool_jobs"))
+                      "autotune_pid", "running", "executor_class", "pool_jobs", "pool_pending"))
 _NO_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing at its start; never changed
 # tracer_error's `where` for spans the live export could not send (watcher/export.py WHERE).
 LIVE_EXPORT = "live-export"
@@ -136,6 +136,20 @@ class Pool:
         self.shutdown_calls = 0
 
 
+class JobSpan:
+    """One job a pool worker took (its `job` records): from its start to its end; end None: no end was written
+    (the worker held it until it ended, or the log's end)."""
+
+    __slots__ = ("work_id", "fn", "arg", "start", "end")
+
+    def __init__(self, r: dict[str, Any]) -> None:
+        self.work_id: int | None = r.get("work_id")
+        self.fn: str | None = r.get("fn")
+        self.arg: str | None = r.get("arg")
+        self.start: float = r["ts"]
+        self.end: float | None = None
+
+
 class Process:
     """Everything the log says about one process (host, pid, create_time)."""
 
@@ -146,7 +160,7 @@ class Process:
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
-                 "imports")
+                 "imports", "jobs_run")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -211,6 +225,7 @@ class Process:
         self.zombie: dict[str, Any] | None = None  # the watcher's zombie entry: {ppid, since, status, reaped?}
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
+        self.jobs_run: list[JobSpan] = []  # a pool worker: the jobs it took, in order (job records)
 
     @property
     def run_id(self) -> str:

@@ -17,6 +17,7 @@ from ...common.vocab import (
     EXEC,
     EXIT_UNWRITTEN,
     IMPORT,
+    JOB,
     LEFTOVER,
     MEMORY,
     OOM,
@@ -37,7 +38,8 @@ from ...common.vocab import (
 __all__ = [  # what this module offers, its own names and the re-exported vocabulary
     "ANY", "BASE_FIELDS", "BLOCKED", "BOOL", "CALL", "CONFIG", "DEVS", "DICT", "ENDED", "ERROR", "EVENTS", "EXEC",
     "EXIT_UNWRITTEN",
-    "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "KNOWN_EVENTS", "LEFTOVER", "MEMORY", "MEMS", "NUM",
+    "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMORY", "MEMS",
+    "NUM",
     "OOM", "OPT_STR", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
     "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
@@ -103,6 +105,9 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pool_jobs", UINT, "captured as the call starts (AsyncCompile.wait): the jobs pending in the process's live "
                         "compile pools (torch's `_pool_set`), summed; absent where unknown. 0: the wait is on "
                         "in-process work (CPU C++ compiles), not on a pool"),
+    ("pool_pending", ANY, "captured as the call starts (AsyncCompile.wait): each live compile pool's pending jobs, "
+                          "`[{sidecar_pid, pending}]` (a SubprocPool) or `[{worker_pids, pending}]` (a fork/spawn "
+                          "pool); absent where unknown"),
     ("autotune_pid", UINT, "captured as the call starts (TuningProcess.kill, .get, .shutdown): its autotune "
                            "subprocess"),
     ("running", BOOL, "captured as the call starts (TuningProcess.kill): torch still held the subprocess running "
@@ -220,6 +225,15 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     TEST: ("a pytest test began or ended (the pytest plugin, only while tracing is on)", (
         ("nodeid", STR, "the test's node id (`FILE::TEST`)"),
         ("phase", STR, "`start` or `end`"),
+    )),
+    JOB: ("a process pool worker began or ended one job (its worker loop, concurrent.futures' `_process_worker`: "
+          "torch's fork/spawn pools' workers and a sidecar's); a start without an end is a job the worker held "
+          "until it ended", (
+        ("state", STR, "`start` or `end`"),
+        ("work_id", UINT, "the job's number in its executor (an end names the start it ends)"),
+        ("fn", STR, "start: the job's function, `module:qualname` (through functools.partial; a SubprocPool "
+                    "job's from its pickle's first bytes, never unpickled); absent when unknown"),
+        ("arg", STR, "start: its first argument that is a name (a Triton kernel's); absent when none"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "

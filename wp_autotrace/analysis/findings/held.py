@@ -1,0 +1,112 @@
+"""A wait on a pool's job that never returned, and the worker that held the job: from the workers' own job
+records (derive/held.py), never guessed. Where no worker of the pool recorded its jobs, who held it is unknown,
+and said so.
+
+The words here are shared by every hang finding that waits on a pool's job: the fork pool's (findings/pools.py
+fork_pool_hang), the exit join's (exit_join_hang), and this module's own `pool-job-hang`, for any other pool.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...common import targets
+from ..derive.held import Held, held_during, job_name, pending_as_called, recorded
+from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
+from ..words.fmt import error_words, site
+from .base import Finding
+from .rank import HANG_S
+
+if TYPE_CHECKING:
+    from ..derive.view import View
+    from ..fold.model import Call, Pool
+
+# How many held jobs a sentence names (the rest counted).
+NAMED = 2
+
+JOB_HANG_ADVICE = ("see what the worker named is doing (`py-spy dump --pid PID` prints its stack; "
+                   "/proc/PID/wchan says where it sleeps); run the same compile without the pool to get the hung "
+                   "job's traceback in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
+
+
+def wait_end(v: View, c: Call) -> float:
+    """When a wait stopped waiting: its return (or the error that interrupted it), else its process's end, else
+    the log's."""
+    p = c.proc
+    return c.end if c.end is not None else p.ended_at if p.ended_at is not None else v.t_end
+
+
+def wait_how(v: View, c: Call) -> str:
+    """How a wait that hung ended, with its seconds: interrupted by an error, never returned."""
+    waited = wait_end(v, c) - c.ts
+    if c.error:
+        return f"was interrupted by {error_words(c.error)} after {waited:.1f} s"
+    if c.proc.ended_at is not None:
+        return f"never returned ({waited:.1f} s, until the process ended)"
+    return f"had not returned after {waited:.1f} s (the end of the log)"
+
+
+def hung_jobs(v: View, pool: Pool, a: float, b: float) -> list[Held]:
+    """The jobs the pool's workers held while a wait hung ([a, b]) and had not ended by its end: those whose end
+    was never written (held until the worker ended, or the log did), or came at or after b."""
+    return [h for h in held_during(pool, a, b, v.t_end) if not h.ended or h.until >= b]
+
+
+def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -> str:
+    """Who held the pool's jobs while a wait hung ([a, b]) and had not ended them by b, its workers counted as ps
+    lists them then, with the pool's pending jobs as the wait c began where it was captured: a sentence, no
+    final stop."""
+    pending = pending_as_called(c, pool) if c is not None else None
+    queued = f"; {pending} job(s) were pending in this pool as the wait began" if pending is not None else ""
+    if not recorded(pool):
+        return f"Which worker held its job is not known: no worker of the pool recorded its jobs{queued}"
+    held = hung_jobs(v, pool, a, b)
+    alive = [w for w in workers_of(pool) if w.alive_during(a, b)]
+    if not held:
+        return f"None of its {len(alive)} workers held an unfinished job then (a job still queued){queued}"
+    said = []
+    for h in held[:NAMED]:
+        ran = f"worker {h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s"
+        if h.ended:
+            said.append(f"{ran} and ended it at {v.rel(h.until) or 0:.1f} s ({h.until - h.job.start:.1f} s)")
+        elif h.worker.ended_at is not None:
+            said.append(f"{ran} and never ended it ({h.until - h.job.start:.1f} s, until the worker ended at "
+                        f"{v.rel(h.until) or 0:.1f} s)")
+        else:
+            said.append(f"{ran} and never ended it ({h.until - h.job.start:.1f} s, to the end of the log)")
+    more = f" (+{len(held) - NAMED} more)" if len(held) > NAMED else ""
+    busy = len({h.worker.index for h in held})
+    return (f"{busy} of its {len(alive)} workers held a job then: " + "; ".join(said) + more + queued)
+
+
+def _fork_hang_pool(pool: Pool) -> bool:
+    """A fork pool made beside other threads: fork_pool_hang tells its hangs, with the cause."""
+    threads = pool.call.at_call.get("threads")
+    return start_method(pool) == "fork" and isinstance(threads, int) and threads >= 2
+
+
+def pool_job_hang(v: View) -> Finding | None:
+    """A process's wait on its pool (AsyncCompile.wait, wait_pool_ready) that never returned or was interrupted
+    after HANG_S or more, while a worker of that pool held a job (its start without an end, or one open then):
+    which worker, since when, what it was. A fork pool made beside threads is fork_pool_hang's."""
+    for pool in v.pools:
+        if _fork_hang_pool(pool) or not recorded(pool):
+            continue
+        creator, made = pool.creator, pool.call.ts
+        waits = [c for c in creator.calls.values() if c.tag in WAIT_TAGS and (c.end is None or c.error)
+                 and wait_end(v, c) >= made and not waits_on_no_job(c, pool) and wait_end(v, c) - c.ts >= HANG_S]
+        for c in waits:
+            at = wait_end(v, c)
+            held = hung_jobs(v, pool, c.ts, at)
+            if not held:
+                continue
+            of = f"sidecar {pool.sidecar_pid}" if pool.sidecar_pid is not None else f"made at {site(pool.call.caller)}"
+            return Finding(
+                "pool-job-hang", "problem",
+                f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({of}) "
+                f"{wait_how(v, c)}. {held_words(v, pool, c.ts, at, c)}.",
+                [creator.pid, *(h.worker.pid for h in held)],
+                [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
+                 + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]],
+                JOB_HANG_ADVICE, {"hang_s": round(at - c.ts, 3)})
+    return None
