@@ -147,6 +147,33 @@ def with_fork_hang() -> LogWriter:
     return w
 
 
+def with_sidecar_hang() -> LogWriter:
+    """main made a SubprocPool (sidecar 150, workers 201/202); worker 201 took the ready job and ended it just
+    after the wait began, then took slowjob:hang at 3.0 s and never ended it; main's AsyncCompile.wait from 2.9 s
+    was interrupted by Ctrl-C at 8 s; torch's atexit then stopped the pool (the workers ended at 8.3 s)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    call(w, 1, 100, 1, "main", "torch._inductor.compile_worker.subproc_pool:SubprocPool.__init__", 1, None)
+    w.add(1.5, 100, 1, "main", "return", call_id=1, duration_s=0.5, sidecar_pid=150)
+    w.add(1.2, 150, 100, "compile-sidecar", "process_start", argv=["python", "__main__.py", "--workers=2"],
+          python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
+    for pid in (201, 202):
+        w.add(2.0, pid, 150, "compile-worker", "process_start", argv=["python", "__main__.py"], python="3.11.7",
+              forked=True, env={}, run="r1", root_pid=100)
+    w.add(2.5, 201, 150, "compile-worker", "job", state="start", work_id=0, fn=f"{AC}:AsyncCompile._get_ready")
+    w.add(2.95, 201, 150, "compile-worker", "job", state="end", work_id=0)  # not the hung job
+    call(w, 2.9, 100, 1, "main", f"{AC}:AsyncCompile.wait", 2, None)
+    w.lines[-1].update(pool_jobs=1, pool_pending=[{"sidecar_pid": 150, "pending": 1}])  # captured as it began
+    w.add(3.0, 201, 150, "compile-worker", "job", state="start", work_id=1, fn="slowjob:hang")
+    w.add(8, 100, 1, "main", "return", call_id=2, duration_s=5.1, error="KeyboardInterrupt: ")
+    watcher(w, 8.3, "tree", count=2, started=[], ended=[{"pid": p, "end": T0 + 8.3} for p in (201, 202, 150)])
+    w.add(8.5, 100, 1, "main", "process_exit", how="exit", code=1)
+    watcher(w, 8.6, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 8.6}])
+    watcher(w, 8.7, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
 def with_orphaned_fork_pool() -> LogWriter:
     """pytorch#87335's shape: main (a harness) runs child 150, which makes a fork pool at 3 s and dies at 3.2 s
     without an exit of its own; its workers live on (re-parented) until 63.2 s; main ends only then."""
@@ -433,6 +460,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
     "fork-pool-hang": with_fork_hang,
+    "pool-job-hang": with_sidecar_hang,
     "pool-outlived-creator": with_orphaned_fork_pool,
     "autotune-killed": with_autotune_kill,
     "setting-overridden": with_setting_overridden,

@@ -116,7 +116,9 @@ HANG = textwrap.dedent('''
             held.set()
             time.sleep(600)
 
-    def job():
+    def job(marker):
+        with open(marker, "w") as f:  # the worker that took the job, by its own word
+            f.write(str(os.getpid()))
         with lock:  # the forked worker's copy of the lock stays held: no thread there will release it
             return 1
 
@@ -133,7 +135,10 @@ HANG = textwrap.dedent('''
                 f.write(repr(time.time()))
 
         threading._register_atexit(exiting)
-        AsyncCompile().wait({"k": pool.submit(job)})  # blocks: the job never ends
+        future = pool.submit(job, sys.argv[1] + ".worker")
+        with open(sys.argv[1] + ".workers", "w") as f:  # the pool's workers as ps lists them (fork starts all)
+            f.write(str(len(psutil.Process().children())))
+        AsyncCompile().wait({"k": future})  # blocks: the job never ends
 ''')
 
 
@@ -182,7 +187,12 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
     # (whether it lived on after the Ctrl-C depends on the host's timing here: tests/test_model.py's
     # with_fork_hang scenario checks those words on a log where it did)
     assert 'worker_start_method="subprocess"' in hang["advice"] and "compile_threads=1" in hang["advice"]
+    # which worker held the job: the one the job itself says ran it, of the workers the script counted
+    worker, workers = (Path(str(out) + x).read_text() for x in (".worker", ".workers"))
+    assert f"1 of its {workers} workers held a job then: worker {worker} ran __main__:job from " in hang["text"]
+    assert f"worker {worker} ran __main__:job" in " ".join(hang["text"].split()) and "never ended it" in hang["text"]
     assert "fork-pool-hang" in {f["kind"] for f in rep["findings"][:2]} and "on its fork compile pool" in rep["answer"]
+    assert f"worker {worker} held its job (__main__:job) from " in " ".join(rep["answer"].split())
     assert 'worker_start_method="subprocess"' in rep["answer"].split("Fix first: ")[1]
     # the hang at exit: concurrent.futures' join, from the script's own reading of its exit's start to the kill
     exit_began = float(Path(str(out) + ".exit").read_text())
@@ -190,6 +200,72 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
     waited = at_exit["cost"]["exit_wait_s"]
     assert 1.0 <= waited <= ended_by - exit_began + 0.5, (waited, ended_by - exit_began)
     assert f"waited {waited:.1f} s in concurrent.futures' join" in rep["answer"]
+
+
+SLOWJOB = textwrap.dedent('''
+    import os, time
+
+    def hang(marker):
+        with open(marker, "w") as f:  # the worker that took the job, by its own word
+            f.write(str(os.getpid()))
+        time.sleep(600)
+''')
+SIDECAR_HANG = textwrap.dedent('''
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job's child inherits it ignored
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+    import slowjob
+
+    if __name__ == "__main__":
+        AsyncCompile.wait_pool_ready()  # first Triton kernel
+        pool = AsyncCompile.process_pool()
+        AsyncCompile().wait({"k": pool.submit(slowjob.hang, sys.argv[1])})  # blocks: the job never ends
+''')
+
+
+def test_a_hung_sidecar_job_names_the_worker_that_held_it(tmp_path: Path) -> None:
+    """A SubprocPool job that never returns: the main's wait blocks until Ctrl-C. The report names the worker
+    that held the job (the job's own marker says which pid ran it; psutil, while it hung, that this pid was a
+    live child of the sidecar, asleep), what the job was, and the pool's one pending job as the wait began."""
+    import psutil
+
+    from .procs import run_until
+
+    (tmp_path / "slowjob.py").write_text(SLOWJOB)
+    script, marker, log = tmp_path / "main.py", tmp_path / "worker.txt", tmp_path / "log.jsonl"
+    script.write_text(SIDECAR_HANG)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    seen: dict[str, Any] = {}
+
+    def hung(recs: list[dict[str, Any]]) -> bool:
+        """The job started in a worker and the main has waited 2 s by the log's clock (the watcher's sweeps of
+        the pool, after the wait began); then the test's own look at the worker the job names."""
+        wait = next((r["ts"] for r in recs if r["event"] == "call" and r.get("target", "").endswith(
+            "AsyncCompile.wait")), None)
+        started = any(r["event"] == "job" and r.get("fn") == "slowjob:hang" for r in recs)
+        sweeps = [r["ts"] for r in recs if r["event"] == "memory" and wait is not None and r["ts"] > wait]
+        if not (started and marker.exists() and marker.read_text() and sweeps and sweeps[-1] >= wait + 2.0):
+            return False
+        worker = psutil.Process(int(marker.read_text()))
+        seen.update(pid=worker.pid, status=worker.status(), parent=" ".join(worker.parent().cmdline()))
+        return True
+
+    res, reached = run_until([sys.executable, str(script), str(marker)], env, log, hung, timeout=180,
+                             cwd=tmp_path, interrupts=1, interrupt_wait=6.0)
+    assert reached, res.stderr[-3000:]
+    assert seen["status"] == psutil.STATUS_SLEEPING and "compile_worker/__main__.py" in seen["parent"], seen
+    wait_for_watcher(log, timeout=60)
+    rep = report_json(log)
+    (pool,) = rep["pools"]
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
+    text = " ".join(hang["text"].split())
+    assert f"on its compile pool (sidecar {pool['sidecar_pid']}) was interrupted by Ctrl-C" in text, text
+    assert f"worker {seen['pid']} ran slowjob:hang from " in text and "never ended it" in text, text
+    assert "1 job(s) were pending in this pool as the wait began" in text, text
+    assert seen["pid"] in hang["pids"] and seen["pid"] in pool["worker_pids"]
+    assert f"worker {seen['pid']} held its job (slowjob:hang) from " in " ".join(rep["answer"].split())
 
 
 LIBRARY = 'import os\nos.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # a library that pins it at import\n'

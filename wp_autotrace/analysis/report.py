@@ -368,7 +368,7 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
     warm = _warm_callers(v)
     ranks = _ranks(v, leftover)
     jobs = _jobs(v, ranks)
-    ordered = ranked([f._asdict() for f in findings])
+    ordered = ranked([{k: x for k, x in f._asdict().items() if k != "headline" or x} for f in findings])
     across = facts.pools_across(v)
     rep = {
         "t0": v.t0,

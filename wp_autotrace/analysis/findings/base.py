@@ -20,6 +20,9 @@ class Finding(NamedTuple):
     evidence: list[str]
     advice: str
     cost: dict[str, Any]
+    # The finding in one short sentence for the Answer, where its text is too long to be told there whole and
+    # a cut at a clause would drop what the user asked (which worker held a hung job); "": the text's own clauses.
+    headline: str = ""
 
 
 def sites_text(calls: Any) -> str:

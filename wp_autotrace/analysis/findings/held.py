@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 # How many held jobs a sentence names (the rest counted).
 NAMED = 2
 
-JOB_HANG_ADVICE = ("see what the worker named is doing (`py-spy dump --pid PID` prints its stack; "
-                   "/proc/PID/wchan says where it sleeps); run the same compile without the pool to get the hung "
+JOB_HANG_ADVICE = ("see what worker {pid} is doing while it hangs (`py-spy dump --pid {pid}` prints its stack; "
+                   "/proc/{pid}/wchan says where it sleeps); run the same compile without the pool to get the hung "
                    "job's traceback in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
 
 
@@ -79,6 +79,19 @@ def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -
     return (f"{busy} of its {len(alive)} workers held a job then: " + "; ".join(said) + more + queued)
 
 
+def held_short(v: View, pool: Pool, a: float, b: float) -> str:
+    """The first job held while a wait hung, for the Answer: "worker W held its job (F) from T s and never ended
+    it"; "which worker held it is not known" without job records; "" where none was held."""
+    if not recorded(pool):
+        return "which worker held its job is not known"
+    held = hung_jobs(v, pool, a, b)
+    if not held:
+        return ""
+    h = held[0]
+    done = f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else "never ended it"
+    return f"worker {h.worker.pid} held its job ({job_name(h.job)}) from {v.rel(h.job.start) or 0:.1f} s and {done}"
+
+
 def _fork_hang_pool(pool: Pool) -> bool:
     """A fork pool made beside other threads: fork_pool_hang tells its hangs, with the cause."""
     threads = pool.call.at_call.get("threads")
@@ -108,5 +121,7 @@ def pool_job_hang(v: View) -> Finding | None:
                 [creator.pid, *(h.worker.pid for h in held)],
                 [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
                  + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]],
-                JOB_HANG_ADVICE, {"hang_s": round(at - c.ts, 3)})
+                JOB_HANG_ADVICE.format(pid=held[0].worker.pid), {"hang_s": round(at - c.ts, 3)},
+                f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
+                f"{wait_how(v, c)}: {held_short(v, pool, c.ts, at)}.")
     return None

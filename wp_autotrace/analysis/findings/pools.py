@@ -14,7 +14,7 @@ from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, own_errors, start
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
-from .held import held_words, wait_end, wait_how
+from .held import held_short, held_words, wait_end, wait_how
 from .rank import HANG_S
 
 if TYPE_CHECKING:
@@ -506,7 +506,11 @@ def fork_pool_hang(v: View) -> Finding | None:
             "a fork copies only the forking thread, so a lock another thread held then is never released in a "
             "worker, and a job that needs it never ends.",
             [creator.pid, *(q.pid for q in pool.members)], [f"threads at the pool's making: {threads}"],
-            FORK_ADVICE, {"hang_s": round(waited, 3)})
+            FORK_ADVICE, {"hang_s": round(waited, 3)},
+            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its fork compile pool "
+            f"{wait_how(v, c)}" + ("; the process did not end then" if after else "")
+            + (f"; {short}" if (short := held_short(v, pool, c.ts, end)) else "")
+            + f"; its workers were forked while it ran {threads} threads.")
     return None
 
 

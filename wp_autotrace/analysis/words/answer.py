@@ -404,6 +404,8 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
     limit = SYMPTOM_CHARS if under_cause else HEADLINE_CHARS
     if len(text) <= limit:
         return text
+    if f.get("headline") and not under_cause:
+        return str(f["headline"])
     # cut at the last clause that fits (a whole clause, no "(…)" left: Findings has the rest), else at a word
     cut = max(text.rfind(mark, 0, limit) for mark in ("; ", ": ", ", e.g. "))
     if cut > limit // 3:

@@ -1,0 +1,126 @@
+"""Which worker held a hung job: the worker's own job records (runtime/jobs.py) and what the hang findings say of
+them (derive/held.py, findings/held.py). Crafted logs and the recording pieces in-process; the real torch
+scenarios are tests/test_pool_kinds.py's fork hang and sidecar hang."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names
+
+from .logs import AC, LogWriter, kinds, report
+from .test_model import with_fork_hang, with_sidecar_hang
+
+
+def job(w: LogWriter, t: float, pid: int, ppid: int, state: str, work_id: int, **extra: Any) -> None:
+    w.add(t, pid, ppid, "compile-worker", "job", state=state, work_id=work_id, **extra)
+
+
+def test_a_fork_hang_names_the_worker_whose_job_started_and_never_ended(tmp_path: Path) -> None:
+    """Worker 201 took job 0 at 2.6 s and wrote no end: it held the hung job, told with its function, since when
+    and for how long (until the worker ended at 9 s); worker 202's job ended before the wait: not named. The
+    pool's pending jobs as the wait began (its capture) are told per pool. Without job records: unknown."""
+    w = with_fork_hang()
+    w.add(2.45, 202, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+          env={}, run="r1", root_pid=100)
+    w.add(2.451, 202, 100, "compile-worker", "role")
+    job(w, 2.46, 202, 100, "start", 5, fn="mod:quick")
+    job(w, 2.47, 202, 100, "end", 5)
+    job(w, 2.6, 201, 100, "start", 0, fn="__main__:job", arg="triton_poi_fused_0")
+    for r in w.lines:
+        if r.get("target") == f"{AC}:AsyncCompile.wait":
+            r["pool_pending"] = [{"worker_pids": [201, 202], "pending": 1}, {"sidecar_pid": 999, "pending": 4}]
+    rep = report(w, tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    text = " ".join(hang["text"].split())
+    assert ("1 of its 2 workers held a job then: worker 201 ran __main__:job(triton_poi_fused_0) from 2.6 s and "
+            "never ended it (6.4 s, until the worker ended at 9.0 s); 1 job(s) were pending in this pool as the "
+            "wait began.") in text, text
+    assert "202" not in text.split("held a job then")[1]
+    # without the workers' records, who held it is not guessed
+    rep = report(with_fork_hang(), tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "Which worker held its job is not known: no worker of the pool recorded its jobs" in hang["text"]
+
+
+def test_a_hung_sidecar_job_names_its_worker(tmp_path: Path) -> None:
+    """pool-job-hang: the wait on a SubprocPool interrupted after 5.1 s, the worker that took the job and never
+    ended it (201, slowjob:hang, from 3.0 s, 5.3 s until it ended), the pool's 1 pending job; the ready job that
+    ended before the wait is not named. A wait interrupted while no worker held a job is no pool-job-hang."""
+    rep = report(with_sidecar_hang(), tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
+    text = " ".join(hang["text"].split())
+    assert text.startswith("main 100's AsyncCompile.wait() on its compile pool (sidecar 150) was interrupted by "
+                           "Ctrl-C (KeyboardInterrupt) after 5.1 s."), text
+    assert ("1 of its 2 workers held a job then: worker 201 ran slowjob:hang from 3.0 s and never ended it (5.3 s, "
+            "until the worker ended at 8.3 s); 1 job(s) were pending in this pool as the wait began.") in text
+    assert "_get_ready" not in text and hang["pids"] == [100, 201] and hang["cost"]["hang_s"] == 5.1
+    w = with_sidecar_hang()
+    w.lines = [r for r in w.lines if not (r["event"] == "job" and r["work_id"] == 1)]
+    assert "pool-job-hang" not in kinds(report(w, tmp_path))
+
+
+def test_the_worker_loops_queue_records_each_jobs_start_and_end() -> None:
+    """JobQueue: a job's start as get() hands it over (its function through a partial, its first name argument),
+    its end at the next get() (the loop sent the result and asks for more) or at end(); the None that stops the
+    loop starts nothing; a queue's other attributes are its own."""
+    class Item:
+        def __init__(self, work_id: int, fn: Any, args: tuple[Any, ...]) -> None:
+            self.work_id, self.fn, self.args = work_id, fn, args
+
+    class Sink:
+        def __init__(self) -> None:
+            self.records: list[tuple[str, dict[str, Any]]] = []
+
+        def emit(self, event: str, **fields: Any) -> None:
+            self.records.append((event, fields))
+
+    items = [Item(3, functools.partial(os.path.join, "a"), ("kernel_x",)), Item(4, print, ("not a name!",)), None]
+    sink = Sink()
+    q = JobQueue(type("Q", (), {"get": lambda self, block=True: items.pop(0), "size": 7})(), sink)  # type: ignore
+    assert q.get(block=True).work_id == 3 and q.size == 7
+    assert sink.records == [("job", {"state": "start", "work_id": 3, "fn": f"{os.path.__name__}:join",
+                                     "arg": "a"})]
+    q.get(block=True)
+    q.get(block=True)  # None: the loop's stop
+    q.end()
+    assert [r[1]["state"] for r in sink.records] == ["start", "end", "start", "end"]
+    assert sink.records[2][1] == {"state": "start", "work_id": 4, "fn": "builtins:print"}
+
+
+def test_a_sidecar_jobs_names_come_from_its_pickle_without_unpickling() -> None:
+    """SubprocMain.do_job's data is the pickled job: its function and a kernel's name are read from the bytes,
+    as torch's SubprocPickler writes them (pickle protocol 5; a Triton job's shape)."""
+    inner = functools.partial(os.path.join, "triton_poi_fused_add_0", "import triton\n" * 3)
+    data = pickle.dumps(functools.partial(os.path.normpath, inner, {}, {}), protocol=5)
+    assert pickled_names(data) == (f"{os.path.normpath.__module__}:normpath", "triton_poi_fused_add_0")
+    do_job = type("SubprocMain", (), {})
+    fn = functools.partial(lambda pickler, data: None, object(), data)
+    fn.func.__qualname__ = "SubprocMain.do_job"  # type: ignore[attr-defined]
+    assert job_names(fn, ())[0] == f"{os.path.normpath.__module__}:normpath" and do_job
+    assert pickled_names(b"\x80\x05garbage\x8c\xff") == (None, None)
+
+
+def test_a_ctrl_c_in_the_queues_wait_prints_as_untraced() -> None:
+    """multiprocessing prints a worker's KeyboardInterrupt with its traceback: JobQueue.get's frame is taken out,
+    so it reads as it would untraced."""
+    def blocked(block: bool = True) -> None:
+        raise KeyboardInterrupt
+
+    q = JobQueue(type("Q", (), {"get": staticmethod(blocked)})(), None)  # type: ignore[arg-type]
+    try:
+        q.get(block=True)
+    except KeyboardInterrupt as exc:
+        drop_get_frame(exc)
+        frames = []
+        tb = exc.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+    assert "get" not in frames and frames[-1] == "blocked", frames
+    assert sys.version_info >= (3, 9)
