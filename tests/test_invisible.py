@@ -494,3 +494,38 @@ def test_a_pytest_session_reads_the_same_with_the_plugin(tmp_path: Path) -> None
     assert [(r["nodeid"], r["phase"]) for r in events(records, "test")] == [
         ("test_x.py::test_a", "start"), ("test_x.py::test_a", "end"),
         ("test_x.py::test_b", "start"), ("test_x.py::test_b", "end")]
+
+
+def test_a_process_pools_workers_record_their_jobs_and_run_as_untraced(tmp_path: Path) -> None:
+    """concurrent.futures' worker loop (traced by default: each job's start and end) runs as untraced under fork and
+    spawn: results, a job's exception with its remote traceback printed uncaught, and a worker that stops after
+    each job (max_tasks_per_child) all read the same; the traced workers wrote a start and an end for every job,
+    and the main, which ran none, never loaded the job recorder."""
+    write(tmp_path, {"jobsmod.py": """
+        def square(x):
+            return x * x
+
+        def fail(x):
+            raise ValueError(f"boom {x}")
+    """, "main.py": """
+        import sys
+        from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing as mp
+        import jobsmod
+
+        if __name__ == "__main__":
+            for method in ("fork", "spawn"):
+                extra = {"max_tasks_per_child": 1} if sys.version_info >= (3, 11) and method == "spawn" else {}
+                with ProcessPoolExecutor(2, mp_context=mp.get_context(method), **extra) as pool:
+                    print(method, list(pool.map(jobsmod.square, range(4))), flush=True)
+            # the process that only made the pools never loads the job recorder (False untraced too)
+            print("recorder of jobs loaded:", "wp_autotrace.runtime.jobs" in sys.modules, flush=True)
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
+                pool.submit(jobsmod.fail, 3).result()
+    """})
+    recs = three_ways(tmp_path, ["main.py"], targets="", timeout=120, expect_calls=False)
+    jobs = [r for r in recs if r["event"] == "job"]
+    starts = [r for r in jobs if r["state"] == "start"]
+    assert len(starts) == 9 and {r["fn"] for r in starts} == {"jobsmod:square", "jobsmod:fail"}, jobs
+    ends = {(r["pid"], r["work_id"]) for r in jobs if r["state"] == "end"}
+    assert {(r["pid"], r["work_id"]) for r in starts} == ends, jobs  # each job ended, in the worker that took it

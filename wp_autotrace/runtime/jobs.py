@@ -40,6 +40,8 @@ _STACK_GLOBAL = 0x93
 _PARTIAL = ("functools", "partial")
 # The sidecar's per-job function: its real job is the pickle it is given.
 _DO_JOB = "SubprocMain.do_job"
+# Executor.map's per-chunk function: its real job is the function it is given first.
+_CHUNK = "concurrent.futures.process:_process_chunk"
 
 
 def watch_queue(sink: Sink, args: tuple[Any, ...]) -> tuple[JobQueue | None, tuple[Any, ...]]:
@@ -122,6 +124,8 @@ def job_names(fn: Any, args: Any) -> tuple[str | None, str | None]:
         args = (*fn.args, *(args or ()))
         fn = fn.func
     name = _name_of(fn)
+    if name == _CHUNK and args and callable(args[0]):
+        return _name_of(args[0]) or name, None
     if name is not None and name.endswith(_DO_JOB):
         data = next((a for a in args or () if isinstance(a, (bytes, bytearray))), None)
         if data is not None:
