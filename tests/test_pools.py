@@ -202,8 +202,14 @@ def test_quiesce_advice_uses_the_pools_own_setting_and_never_enables_what_is_on(
 
 def test_user_shutdown_is_credited_to_user_code(tmp_path: Path) -> None:
     """shutdown_compile_workers() from the user's own line: `user code` at that line, not torch's atexit."""
-    (pool,) = report(idle_pool(shutdown_by_user=True), tmp_path)["pools"]
+    rep = report(idle_pool(shutdown_by_user=True), tmp_path)
+    (pool,) = rep["pools"]
     assert pool["shutdown_by"] == "user code" and pool["shutdown_caller"]["line"] == 12
+    # the idle pool's fix is to move that call, never to make the call the program made
+    idle = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert idle["advice"].startswith("your code's shutdown_compile_workers() at /home/u/train.py:12 (main) shut it "
+                                     "down 50.0 s after its last job: call it right after the last compile"), idle
+    assert "after your last compile (it stops" not in rep["answer"], rep["answer"]
 
 
 def test_no_pool_is_said_plainly(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
-from ..derive.pools import BY_TIMER, PoolStory, fx_subprocess, own_errors, start_method, user_frame
+from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
@@ -264,6 +264,11 @@ def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
         return IDLE_ADVICE_BY_KIND[st.pool.kind]
     settings, _, knobs = v.config_of(p)
     parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
+    if st is not None and st.shutdown_by == BY_USER and st.shutdown_frame is not None and st.pool.shutdown_at:
+        # the program made that call itself, later than its last compile: the advice is to move it, not to add it
+        parts = [f"your code's {shutdown_path(v, p).rsplit('.', 1)[-1]}() at {site(st.shutdown_frame)} shut it "
+                 f"down {st.pool.shutdown_at - st.busy_until:.1f} s after its last job: call it right after the "
+                 "last compile that needs the pool"]
     if "compile_threads" in knobs or "compile_threads" in settings:
         parts.append("or compile without a pool: compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1 "
                      f"(now {settings.get('compile_threads', '?')})")
