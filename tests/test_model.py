@@ -439,7 +439,27 @@ def with_early_wakeup() -> LogWriter:
     return w
 
 
+def with_forked_compile_hang(threads: int = 2, fork_at: float = 4.0, returns: bool = False) -> LogWriter:
+    """main 100 (compile_threads=threads) compiles with async compile (its AsyncCompile.wait 2 -> 3 s), then forks
+    child 300 at fork_at (a pre-forking server's worker: not exec'd), whose compile waits in AsyncCompile.wait from
+    5 s; the master kills it at 95 s (gunicorn's worker timeout), or (returns) the wait returns at 6 s."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings={"compile_threads": threads}, torch_version="2.13.0")
+    call(w, 2, 100, 1, "main", f"{AC}:AsyncCompile.wait", 1, 3.0)
+    w.add(fork_at, 300, 100, "child", "process_start", argv=["python", "serve.py"], python="3.11.7", forked=True,
+          env={}, run="r1", root_pid=100)
+    call(w, 4.5, 300, 100, "child", "torch._dynamo.convert_frame:_compile", 1, 6.1 if returns else None)
+    call(w, 5, 300, 100, "child", f"{AC}:AsyncCompile.wait", 2, 6.0 if returns else None)
+    w.lines[-1 if not returns else -2]["parent_call"] = 1
+    watcher(w, 95.1, "tree", count=1, started=[], ended=[{"pid": 300, "end": T0 + 95.0}])
+    w.add(100, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(100, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "forked-compile-hang": with_forked_compile_hang,
     "idle-pool": idle_pool,
     "child-exit-wait": spawn_child_exit,
     "pool-device-files": device_pool,
@@ -1245,3 +1265,23 @@ def test_a_short_wait_for_a_pool_is_told_where_the_waiting_process_slowed_its_st
     for n, (side_at, ready_at) in enumerate(((1.2, 5.0), (2.0, 15.0))):
         (tmp_path / str(n)).mkdir()
         assert "pool-ready-wait" not in kinds(report(_slow_ready(ready_at, side_at=side_at), tmp_path / str(n)))
+
+
+def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_path: Path) -> None:
+    """A worker forked after its master compiled with compile threads waits in AsyncCompile.wait for ever (a real
+    torch 2.13 hang: AsyncCompile.pool() has no threads in the child): the Answer leads with it, the calls that
+    never returned under it, and Fix first is TORCHINDUCTOR_COMPILE_THREADS=1, not the master's idle pool. Not
+    told where the master compiled without compile threads, forked before it compiled, or the wait returned."""
+    rep = report(with_forked_compile_hang(), tmp_path)
+    lines = rep["answer"].splitlines()[1:]  # after "Compiled without a process pool" (none was made here)
+    assert lines[0] == ("- Child 300, forked from main 100 after it had compiled with compile threads, waited in "
+                        "AsyncCompile.wait for ever (90.0 s, until it ended): the compile thread pool torch keeps in "
+                        "the parent has no threads in a forked process. What follows from it:"), lines
+    assert lines[1].startswith("  - 2 traced call(s) never returned"), lines
+    fix = next(x for x in lines if x.startswith("- Fix first: "))
+    assert fix.startswith("- Fix first: set TORCHINDUCTOR_COMPILE_THREADS=1"), fix
+    f = next(f for f in rep["findings"] if f["kind"] == "forked-compile-hang")
+    assert f["pids"] == [300] and f["cost"]["blocked_s"] == 90.0 and "called at /site/plugin" in f["text"]
+    for n, kw in enumerate(({"threads": 1}, {"fork_at": 1.5}, {"returns": True})):
+        (tmp_path / str(n)).mkdir()
+        assert "forked-compile-hang" not in kinds(report(with_forked_compile_hang(**kw), tmp_path / str(n))), kw

@@ -49,7 +49,7 @@ from .runs import (
     verdict_pending,
 )
 from .settings import setting_overridden, setting_too_late
-from .waits import ready_wait
+from .waits import forked_compile_hang, ready_wait
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -88,6 +88,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     sidecars_never_served,
     slow_exit_wait,
     ready_wait,
+    forked_compile_hang,
     calls_never_returned,
     wakeup_no_pool,
     guard_refused,

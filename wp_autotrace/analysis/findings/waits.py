@@ -1,4 +1,5 @@
-"""Findings about a process waiting on its own pool while it runs: the wait for a new pool to become ready.
+"""Findings about a process waiting on its own compiles while it runs: the wait for a new pool to become ready, and
+a forked process's wait on the compile thread pool its parent made before the fork.
 
 The wait is read from the process's own traced call (AsyncCompile.wait_pool_ready: the ready future of the pool
 it makes), its seconds from that call's record and its return; what else ran in the process then from the
@@ -10,9 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
+from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
 from ..derive.pools import user_frame
-from ..words.fmt import site
+from ..words.fmt import pid_text, site
 from .base import Finding
+from .rank import HANG_S
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -100,3 +103,59 @@ def ready_wait(v: View) -> Finding | None:
                     f"{'returned at ' + str(v.rel(x.end)) + ' s' if x.end is not None else 'no return'}"
                     for x in slow[:3]],
                    READY_WAIT_ADVICE, {"hang_s": waits, "blocked_s": waits})
+
+
+# What the user can do when processes forked after their parent compiled wait for ever on compiles: compile
+# threads make torch's compile thread pool in the parent, which a fork does not bring along.
+FORKED_AFTER_COMPILE_ADVICE = ("set TORCHINDUCTOR_COMPILE_THREADS=1 in the environment that starts the program (no "
+                               "compile thread pool is made, and the forked processes compile in-process); or "
+                               "compile only in the forked processes, not before the fork; or start them with spawn "
+                               "(a fresh interpreter)")
+
+
+def _compiled_before(parent: Process, t: float) -> bool:
+    """Whether parent compiled with async compile (an AsyncCompile.wait that returned) before t."""
+    return any(c.tag == targets.ASYNC_WAIT and c.end is not None and c.end <= t for c in parent.calls.values())
+
+
+def forked_compile_hang(v: View) -> Finding | None:
+    """Processes forked (not exec'd) from a parent that had compiled with compile threads (compile_threads > 1 in its
+    config: torch's AsyncCompile.pool(), a thread pool cached in the parent), whose own AsyncCompile.wait never
+    returned or was interrupted after HANG_S: in the child that pool has no threads (a fork copies only the
+    forking thread), so futures sent to it never run. Each such child's wait, the parent, and the fork's time."""
+    hung = []
+    for c in v.calls:
+        p, parent = c.proc, c.proc.parent
+        if c.tag != targets.ASYNC_WAIT or (c.end is not None and not c.error) or not p.forked or parent is None:
+            continue
+        threads = v.config_of(parent)[0].get("compile_threads")
+        if (p.start is None or not isinstance(threads, int) or threads <= 1 or not _compiled_before(parent, p.start)
+                or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER):
+            continue
+        end = c.end if c.end is not None else p.ended_at if p.ended_at is not None else v.t_end
+        if end - c.ts >= HANG_S:
+            hung.append((c, end - c.ts))
+    if not hung:
+        return None
+    c, waited = hung[0]
+    p, parent = c.proc, c.proc.parent
+    assert parent is not None and p.start is not None
+    how = (f"was interrupted by {c.error} after {waited:.1f} s" if c.error else
+           f"never returned ({waited:.1f} s, until it ended{f', {p.exit_how}' if p.exit_how else ''})"
+           if c.proc.ended_at is not None else f"never returned ({waited:.1f} s, until the log ended)")
+    more = f" ({len(hung) - 1} more forked process(es) alike: pids {pid_text(x.proc.pid for x, _ in hung[1:])})" \
+        if len(hung) > 1 else ""
+    text = (f"{p.role.capitalize()} {p.pid}, forked (not exec'd) from {parent.role} {parent.pid} at "
+            f"{v.rel(p.start) or 0:.1f} s after {parent.role} {parent.pid} had compiled with compile threads, waited "
+            f"in AsyncCompile.wait (its compile called at {site(c.outermost().caller)}), which {how}{more}: the "
+            "compile thread pool torch keeps in the parent has no threads in a forked process, so its compiles never "
+            "run.")
+    total = round(sum(w for _, w in hung), 3)
+    who = f"{p.role.capitalize()} {p.pid}" + (f" and {len(hung) - 1} more" if len(hung) > 1 else "")
+    short = (f"{who}, forked from {parent.role} {parent.pid} after it had compiled with compile threads, waited in "
+             f"AsyncCompile.wait for ever ({waited:.1f} s{', until it ended' if p.ended_at is not None else ''}): "
+             "the compile thread pool torch keeps in the parent has no threads in a forked process.")
+    return Finding("forked-compile-hang", "problem", text, sorted({x.proc.pid for x, _ in hung}),
+                   [f"{x.proc.pid}: forked at {v.rel(x.proc.start)} s, AsyncCompile.wait from {v.rel(x.ts)} s"
+                    for x, _ in hung[:3]], FORKED_AFTER_COMPILE_ADVICE, {"hang_s": total, "blocked_s": total},
+                   short if not c.error else "")
