@@ -103,21 +103,24 @@ def test_emit_writes_what_encode_gives(tmp_path_factory: Any, fields: dict[str, 
     from wp_autotrace.runtime import sink as sink_mod
 
     tmp = tmp_path_factory.mktemp("emit")
-    stamps = iter([1796136809.2509384, 12.0, 1e-07] * 4)
-    real_now = sink_mod._now
-    sink_mod._now = lambda: next(stamps)
+    clock_ns = (1796136809250938437, 12_000_000_000, 100)
+    stamps = iter(clock_ns * 4)
+    real_clock = sink_mod._time_ns
+    sink_mod._time_ns = lambda: next(stamps)
     try:
         got = _written(tmp, "a.jsonl", lambda s: [s.emit(event, **fields), s.emit("x"), s.emit(event, **fields)])
     finally:
-        sink_mod._now = real_now
-    stamps = iter([1796136809.2509384, 12.0, 1e-07])
+        sink_mod._time_ns = real_clock
     pid, ppid = os.getpid(), os.getppid()
     want = []
-    for seq, (ev, flds) in enumerate(((event, fields), ("x", {}), (event, fields))):
-        record = {"v": 1, "event": ev, "ts": next(stamps), "pid": pid, "ppid": ppid, "host": "h\u00e9st",
+    for seq, ((ev, flds), ns) in enumerate(zip(((event, fields), ("x", {}), (event, fields)), clock_ns)):
+        record = {"v": 1, "event": ev, "ts": ns / 1e9, "pid": pid, "ppid": ppid, "host": "h\u00e9st",
                   "role": "main", "seq": seq}
         record.update(flds)
         want.append(frame(encode(record)))
+        if b'"ts":%de-9,' % ns in got[seq]:  # the header written from the integer: the same seconds, exactly
+            assert json.loads(got[seq])["ts"] == float(f"{ns}e-9")
+            got[seq] = got[seq].replace(b'"ts":%de-9,' % ns, b'"ts":%s,' % repr(ns / 1e9).encode(), 1)
     assert got == want
 
 

@@ -47,7 +47,10 @@ _symlink = os.symlink
 _fstat = os.fstat
 _getpid = os.getpid
 _getppid = os.getppid
-_now = time.time
+# The log's clock (time.time's), read as integer nanoseconds: a record's ts is written from the integer
+# with an exponent (`"ts":1764912345123456789e-9`, Unix seconds to the clock's resolution): a float's
+# shortest repr (dtoa) was a tenth of a traced call's instructions (docs/scale.md, "The call").
+_time_ns = time.time_ns
 _get_ident = _thread.get_ident
 _monotonic = time.monotonic
 _sleep = time.sleep
@@ -266,8 +269,9 @@ class Sink:
     the header (v, event, ts, pid, ppid, host, role, seq), then the fields as
     given. The header's constant parts are encoded once per (event, identity)
     and the fields once, so a record costs one encode of what changes; the
-    bytes are exactly those ``frame(encode(record))`` gives for the same record
-    (tests/test_sink.py).
+    bytes are exactly those ``frame(encode(record))`` gives for the same record, but for ts,
+    written from the clock's integer nanoseconds as ``<ns>e-9`` (the same number of seconds;
+    a record over the cap, re-encoded whole, has it as the float ns / 1e9) (tests/test_sink.py).
     """
 
     def __init__(self, path: "str | None", host: str, role: str, create: bool = True) -> None:
@@ -411,7 +415,7 @@ class Sink:
                     same = False
                 if not same:
                     fd = self._reopen()
-            ts = _now()
+            ts = _time_ns()
             seq = next(self._seq)
             line = None
             if body is None and not fields.keys() & _HEADER_KEYS:  # else a field replaces a header value
@@ -419,14 +423,13 @@ class Sink:
             if body is not None:
                 head = self._heads.get(event) or self._head(event)
                 middle = self._middle or self._make_middle()
-                stamp = repr(ts) if type(ts) is float else _encode_json(ts)
-                text = f"\n{head}{stamp}{middle}{seq}{',' if body else ''}{body}}}\n"
+                text = f"\n{head}{ts}e-9{middle}{seq}{',' if body else ''}{body}}}\n"
                 if len(text) <= _MAX_FRAMED:
                     line = text.encode()
             if line is None:
                 if callable(fields):
                     fields = fields(*args)
-                record = {"v": SCHEMA_VERSION, "event": event, "ts": ts, "pid": self.pid, "ppid": self.ppid,
+                record = {"v": SCHEMA_VERSION, "event": event, "ts": ts / 1e9, "pid": self.pid, "ppid": self.ppid,
                           "host": self.host, "role": self._role, "seq": seq}
                 record.update(fields)
                 from .jsonline import encode, frame  # an oversized record, or a field named as a header's
@@ -585,7 +588,7 @@ def _close_quietly(fd: int) -> None:
 
 
 EXIT_POLL_S = 0.001  # close_to_others: how often it looks again (each look hands the GIL over)
-WRITER_DEPTH = 6  # frames looked up from a thread's innermost for Sink._write (encode, _now... are callees)
+WRITER_DEPTH = 6  # frames looked up from a thread's innermost for Sink._write (encode, _time_ns... are callees)
 
 
 def _other_thread_writing(me: int) -> bool:
