@@ -8,7 +8,6 @@ from __future__ import annotations
 import _thread
 import os
 import sys
-import time
 
 from ..common.targets import KNOB_MARKS
 
@@ -18,10 +17,9 @@ if TYPE_CHECKING:
 
 # Bound once: the tracer must not call itself through a traced stdlib function.
 _get_ident = _thread.get_ident
-_perf_counter_ns = time.perf_counter_ns
 
-_US_PER_S = 1_000_000
-_NS_PER_US = 1000
+US_PER_S = 1_000_000
+NS_PER_US = 1000
 # Below 1e-4 s a float's repr is in exponent form (3e-06, 1.2e-05).
 _EXPONENT_BELOW_US = 100
 # Below 1e9 s a microsecond count has at most 15 significant digits: its decimal is then exactly the repr
@@ -29,20 +27,12 @@ _EXPONENT_BELOW_US = 100
 _POSITIONAL_BELOW_US = 10**15
 
 
-def duration_since(start_ns: int) -> tuple[float, str]:
-    """Seconds since start_ns (a perf_counter_ns reading), to the microsecond, and their JSON (the float's
-    repr, micros_json). From integers: rounding and printing a float took three dtoa passes, a tenth of a
-    traced call's instructions (docs/scale.md, "Traced call and start-up")."""
-    us = (_perf_counter_ns() - start_ns + _NS_PER_US // 2) // _NS_PER_US
-    return us / _US_PER_S, micros_json(us)
-
-
 def micros_json(us: int) -> str:
     """repr(us / 1e6) for us >= 0, written from the integer (tests/test_hooks.py checks it against repr)."""
     if us >= _POSITIONAL_BELOW_US:
-        return repr(us / _US_PER_S)
+        return repr(us / US_PER_S)
     if us >= _EXPONENT_BELOW_US:
-        whole, frac = divmod(us, _US_PER_S)
+        whole, frac = divmod(us, US_PER_S)
         return f"{whole}.{f'{frac:06d}'.rstrip('0') or '0'}"
     if us < 10:
         return f"{us}e-06" if us else "0.0"

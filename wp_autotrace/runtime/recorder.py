@@ -28,7 +28,7 @@ from ..common.targets import (
 from ..common.vocab import BLOCKED, CALL, COMPILE_WORKER, CONFIG, GUARDED_ROLES, MAIN, RETURN, ROLE
 from .catch import watch_role
 from .jsonline import c_encoder
-from .reads import config_knobs, duration_since, read_rss, resolve, thread_name
+from .reads import NS_PER_US, US_PER_S, config_knobs, micros_json, read_rss, resolve, thread_name
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
@@ -44,6 +44,7 @@ _time = time.time  # the log's clock (sink.py): a counted call's first/last time
 _getframe = sys._getframe
 _getpid = os.getpid
 
+_NS_HALF_US = NS_PER_US // 2  # rounds a duration to the nearest microsecond
 # Thread names whose JSON is kept (names are few; a bound for hosts that make many).
 MAX_CACHED_THREADS = 256
 # Environments whose JSON a plain target's wrapper keeps (its variables, as set at its calls).
@@ -179,6 +180,8 @@ class Probes:
         are plain) fixed here once, so a call runs one record function before and one after the host's."""
         enter, leave, child_role, sink = self._enter, self._leave, target.child_role, self.sink
         plain = _plain_enter(self, target, label)  # None: this target's call record needs _enter
+        if self.guard and target.guard:
+            plain = None  # a guarded target's call may be refused: _enter decides
         probes = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -190,7 +193,7 @@ class Probes:
                 else:
                     local["busy"] = True
                     try:
-                        if plain is not None and not (probes.guard and target.guard):
+                        if plain is not None:
                             call_id = plain(local)
                         else:
                             call_id = enter(target, label, args[0] if method and args else None, local)
@@ -285,12 +288,13 @@ class Probes:
             open_calls = local.get("calls")
             if open_calls and open_calls[-1] == call_id:
                 open_calls.pop()
-            duration, duration_json = duration_since(start)
+            # To the microsecond, written from the integer (reads.micros_json: the float's repr, no dtoa).
+            us = (_perf_counter_ns() - start + _NS_HALF_US) // NS_PER_US
             if error is None and not target.capture and not target.mem:  # the common case: two numbers
-                self.sink._write("return", f'"call_id":{call_id},"duration_s":{duration_json}', _return_fields,
-                                 (call_id, duration))
+                self.sink._write("return", f'"call_id":{call_id},"duration_s":{micros_json(us)}', _return_fields,
+                                 (call_id, us))
                 return
-            fields: dict[str, Any] = {"call_id": call_id, "duration_s": duration}
+            fields: dict[str, Any] = {"call_id": call_id, "duration_s": us / US_PER_S}
             if error is not None:
                 fields["error"] = f"{type(error).__name__}: {error}"[:500]
             else:
@@ -393,9 +397,9 @@ def _call_fields(label: str, tag: str, call_id: int, thread: str, stack: Any, ca
     return out
 
 
-def _return_fields(call_id: int, duration: float) -> dict[str, Any]:
-    """A plain return record's fields as a dict (Probes._leave)."""
-    return {"call_id": call_id, "duration_s": duration}
+def _return_fields(call_id: int, us: int) -> dict[str, Any]:
+    """A plain return record's fields as a dict (Probes._leave; us: the duration in microseconds)."""
+    return {"call_id": call_id, "duration_s": us / US_PER_S}
 
 
 # -- what makes a wrapper indistinguishable -----------------------------------
@@ -430,8 +434,11 @@ def _adjust_limit(delta: int) -> None:
     lock = _limit_lock  # acquire/release: half the cost of a `with` (four moves a traced call)
     lock.acquire()
     try:
-        _setrecursionlimit(_getrecursionlimit() + delta - _excess)
-        _excess = 0
+        if _excess:  # rare: a lowering was refused; made good here
+            _setrecursionlimit(_getrecursionlimit() + delta - _excess)
+            _excess = 0
+        else:  # the common case stores no global
+            _setrecursionlimit(_getrecursionlimit() + delta)
     except RecursionError:
         _excess -= delta
     finally:
