@@ -6,6 +6,7 @@ import functools
 import importlib
 import inspect
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -368,6 +369,12 @@ def test_call_records_are_canonical_and_an_oversized_one_is_shrunk_from_its_fiel
     lines = [line for line in log.read_bytes().split(b"\n") if line]
     records = [json.loads(line) for line in lines]
     for line, rec in zip(lines, records):
+        # ts is written from the clock's integer nanoseconds (`<ns>e-9`), the encoder writes the float's repr
+        # (as a record over the cap has it: rebuilt from its fields)
+        ns = re.match(rb'\{"v":1,"event":"\w+","ts":(\d+)e-9,', line)
+        if ns is not None:
+            line = line.replace(b"%se-9," % ns[1], b"%s," % repr(json.loads(ns[1] + b"e-9")).encode(), 1)
+        assert (ns is None) == (b"...[truncated]" in line), line[:80]
         assert frame(encode(rec)) == b"\n" + line + b"\n", rec["event"]
     small, nested, big = [r for r in records if r["event"] == "call"][-4:-1]
     assert list(small)[8:] == ["target", "tag", "call_id", "thread", "stack", "caller", "payload"]
