@@ -47,10 +47,7 @@ _symlink = os.symlink
 _fstat = os.fstat
 _getpid = os.getpid
 _getppid = os.getppid
-# The log's clock (time.time's), read as integer nanoseconds: a record's ts is written from the integer
-# with an exponent (`"ts":1764912345123456789e-9`, Unix seconds to the clock's resolution): a float's
-# shortest repr (dtoa) was a tenth of a traced call's instructions (docs/scale.md, "The call").
-_time_ns = time.time_ns
+_time_ns = time.time_ns  # ts, written `<ns>e-9`: a float's repr (dtoa) cost a tenth of a call (docs/scale.md)
 _get_ident = _thread.get_ident
 _monotonic = time.monotonic
 _sleep = time.sleep
@@ -269,9 +266,8 @@ class Sink:
     the header (v, event, ts, pid, ppid, host, role, seq), then the fields as
     given. The header's constant parts are encoded once per (event, identity)
     and the fields once, so a record costs one encode of what changes; the
-    bytes are exactly those ``frame(encode(record))`` gives for the same record, but for ts,
-    written from the clock's integer nanoseconds as ``<ns>e-9`` (the same number of seconds;
-    a record over the cap, re-encoded whole, has it as the float ns / 1e9) (tests/test_sink.py).
+    bytes are exactly those ``frame(encode(record))`` gives for the same record, but for ts, written
+    ``<ns>e-9`` (ns / 1e9 where a record is re-encoded whole) (tests/test_sink.py).
     """
 
     def __init__(self, path: "str | None", host: str, role: str, create: bool = True) -> None:
