@@ -383,3 +383,32 @@ def test_call_records_are_canonical_and_an_oversized_one_is_shrunk_from_its_fiel
     assert list(big)[8:] == list(small)[8:] and big["call_id"] > nested["call_id"]
     assert big["payload"].endswith("[truncated]") and len(big["payload"]) < MAX_RECORD_BYTES
     assert big["stack"] == small["stack"][:-1] + [dict(small["stack"][-1], line=big["stack"][-1]["line"])]
+
+
+def test_call_env_is_the_environment_at_each_call(synth: Path, log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call record's env is the pool variables as set at that call: the JSON kept by their stored values is
+    made again when one changes, unset, set back or set to a value that decodes differently."""
+    from wp_autotrace.common.env import POOL_ENV
+
+    for name in POOL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    sink = Sink(str(log), "testhost", "main")
+    probes = Probes(sink, stack_limit=8, guard=False, notice=lambda info: None)
+    finder = TargetFinder((Target("synthpkg.pool", "AsyncCompile.warm_pool", env=True),), probes.make_wrapper,
+                          probes.notify, lambda where, exc: None)
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    settings: list[dict[str, str]] = [{}, {"TORCH_WARM_POOL": "0"}, {"TORCH_WARM_POOL": "1"}, {},
+                                      {"TORCH_WARM_POOL": "1", "PYTEST_CURRENT_TEST": "t\u00e9 (call)"},
+                                      {"TORCH_WARM_POOL": "1"}, {"TORCH_WARM_POOL": "0"}]
+    for setting in settings:
+        for name in POOL_ENV:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in setting.items():
+            monkeypatch.setenv(name, value)
+        mod.AsyncCompile.warm_pool(1)
+    calls = [r for r in read_log(log) if r["event"] == "call"][1:]  # after the module's own top-level call
+    assert [c["env"] for c in calls] == settings

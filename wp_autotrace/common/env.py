@@ -23,6 +23,7 @@ import time
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -134,6 +135,33 @@ def set_vars(names: "tuple[str, ...]") -> "dict[str, str]":
 
 _ENVIRON = type(os.environ)
 _encoded: "dict[tuple[str, ...], tuple[tuple[str, object], ...]]" = {}  # names -> (name, os.environ's key)
+
+
+def pool_env_key() -> "tuple[object, ...] | None":
+    """os.environ's own stored values of POOL_ENV's names (None where unset), in order: one C lookup a name,
+    nothing decoded, and a key that changes whenever pool_env() would (a traced call's environment JSON is
+    kept by it); None where os.environ is not the standard mapping (then read pool_env())."""
+    env = os.environ
+    data = getattr(env, "_data", None)
+    if type(env) is _ENVIRON and type(data) is dict:
+        return tuple(map(data.get, _POOL_KEYS or _pool_keys()))
+    return None
+
+
+_POOL_KEYS: "list[object]" = []  # POOL_ENV's names as os.environ's dict holds them (encodekey), made once
+
+
+def _pool_keys() -> "list[object]":
+    _POOL_KEYS[:] = [os.environ.encodekey(name) for name in POOL_ENV]  # type: ignore[attr-defined]
+    return _POOL_KEYS
+
+
+def pool_env_of(key: "tuple[object, ...] | None") -> "dict[str, str]":
+    """pool_env() as of the stored values pool_env_key() read (the same moment: no change between)."""
+    if key is None:
+        return pool_env()
+    decode: Any = os.environ.decodevalue  # type: ignore[attr-defined]
+    return {name: decode(value) for name, value in zip(POOL_ENV, key) if value is not None}
 
 
 def pool_env() -> "dict[str, str]":

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from ..common.env import pool_env
+from ..common.env import pool_env, pool_env_key, pool_env_of
 from ..common.targets import (
     CONFIG_KEYS,
     COUNT,
@@ -352,7 +352,9 @@ def _plain_enter(self: Probes, target: Target, label: str) -> Callable[[dict[str
         return None
     prefix, with_env, tag, probes = self._prefix(target, label), target.env, target.tag, self
     threads, stack_of, write = self._thread_json, self.stacks.stack, self.sink._write
-    env_jsons: dict[tuple[tuple[str, str], ...], str] = {}  # the environment's items -> their JSON
+    # The environment's stored values (pool_env_key) -> (pool_env(), its JSON): the variables change rarely
+    # (pytest's test name per test); the dict is shared by the records, never changed.
+    env_jsons: dict[tuple[object, ...], tuple[dict[str, str], str]] = {}
 
     def plain(local: dict[str, Any]) -> int:
         stack, caller, stack_json = stack_of()
@@ -365,15 +367,19 @@ def _plain_enter(self: Probes, target: Target, label: str) -> Callable[[dict[str
         parent = open_calls[-1] if open_calls else None
         if parent is not None:
             body += f',"parent_call":{parent}'
-        env = pool_env() if with_env else None
-        if env is not None:
-            key = tuple(env.items())  # the variables change rarely (pytest's test name per test)
-            env_json = env_jsons.get(key)
-            if env_json is None:
-                if len(env_jsons) >= MAX_CACHED_ENVS:
-                    env_jsons.clear()
-                env_json = env_jsons[key] = encode_json(env)
-            body += f',"env":{env_json}'
+        env = None
+        if with_env:
+            key = pool_env_key()
+            known = env_jsons.get(key) if key is not None else None
+            if known is None:
+                env = pool_env_of(key)
+                known = (env, encode_json(env))
+                if key is not None:
+                    if len(env_jsons) >= MAX_CACHED_ENVS:
+                        env_jsons.clear()
+                    env_jsons[key] = known
+            env = known[0]
+            body += f',"env":{known[1]}'
         write("call", body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None, None))
         open_calls.append(call_id)
         return call_id
