@@ -124,3 +124,19 @@ def test_a_ctrl_c_in_the_queues_wait_prints_as_untraced() -> None:
             tb = tb.tb_next
     assert "get" not in frames and frames[-1] == "blocked", frames
     assert sys.version_info >= (3, 9)
+
+
+def test_a_slow_ready_wait_says_when_a_worker_took_the_ready_probe(tmp_path: Path) -> None:
+    """pool-ready-wait: the sidecar's worker took the pool's first job (its ready probe) at 59.5 s, 58.5 s into the
+    61 s wait: the wait was the workers' start, not the job. Without job records nothing is said of it."""
+    from .test_model import _slow_ready
+
+    w = _slow_ready(61.0)
+    w.add(58.0, 201, 200, "compile-worker", "process_start", argv=["python", "__main__.py"], python="3.11.7",
+          forked=True, env={}, run="r1", root_pid=100)
+    w.add(59.5, 201, 200, "compile-worker", "job", state="start", work_id=0, fn=f"{AC}:AsyncCompile._get_ready")
+    w.add(59.6, 201, 200, "compile-worker", "job", state="end", work_id=0)
+    (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "pool-ready-wait"]
+    assert "; worker 201 took its ready probe (the pool's first job) at 59.5 s, 58.5 s in; " in f["text"], f["text"]
+    (f,) = [f for f in report(_slow_ready(61.0), tmp_path)["findings"] if f["kind"] == "pool-ready-wait"]
+    assert "ready probe" not in f["text"]

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..derive.pools import user_frame
+from ..derive.held import recorded
+from ..derive.pools import user_frame, workers_of
 from ..words.fmt import pid_text, site
 from .base import Finding
 from .rank import HANG_S
@@ -64,6 +65,18 @@ def _own_part(c: Call, pool: Pool | None, end: float) -> float | None:
     return own if own >= OWN_PART_S and own >= OWN_SHARE * (end - side.start) else None
 
 
+def _probe_taken(v: View, c: Call, pool: Pool | None, end: float) -> str:
+    """When a worker took the pool's ready probe (its first job after the call: the workers' job records), or that
+    none had by the wait's end; "" where the pool's workers recorded no jobs (not known)."""
+    if pool is None or not recorded(pool):
+        return ""
+    jobs = sorted((j.start, w.pid) for w in workers_of(pool) for j in w.jobs_run if c.ts <= j.start <= end)
+    if not jobs:
+        return "; no worker of it had taken a job (its ready probe) by then"
+    t, pid = jobs[0]
+    return f"; worker {pid} took its ready probe (the pool's first job) at {v.rel(t) or 0:.1f} s, {t - c.ts:.1f} s in"
+
+
 def ready_wait(v: View) -> Finding | None:
     """A process waited in AsyncCompile.wait_pool_ready for the pool it made to become ready, READY_WAIT_S or
     more, or less where its own part of the start was slow (_own_part): its seconds, its threads then (as ps
@@ -96,7 +109,8 @@ def ready_wait(v: View) -> Finding | None:
     ends = "until the log ended" if c.end is None else f"{v.rel(c.ts) or 0:.1f} s -> {v.rel(end) or 0:.1f} s"
     more = f" (+{len(slow) - 1} more such wait(s))" if len(slow) > 1 else ""
     text = (f"{p.role.capitalize()} {p.pid} waited {wait:.1f} s ({ends}) for its new compile pool to become ready"
-            f"{threads}{appeared}; the wait is AsyncCompile.wait_pool_ready at {where}{more}.")
+            f"{threads}{appeared}{_probe_taken(v, c, pool, end)}; the wait is AsyncCompile.wait_pool_ready at "
+            f"{where}{more}.")
     waits = round(sum((x.end if x.end is not None else v.t_end) - x.ts for x in slow), 3)
     return Finding("pool-ready-wait", "problem", text, sorted({x.proc.pid for x in slow}),
                    [f"{x.proc.pid}: wait_pool_ready call at {v.rel(x.ts)} s, "
