@@ -669,6 +669,44 @@ def test_a_pool_is_swept_again_when_a_worker_joins_it() -> None:
     assert s.tick(2 * memory.LOOK_S, live) is None  # once per join
 
 
+def test_a_pool_process_that_grew_is_read_again_before_its_periodic_sweep() -> None:
+    """A pool process whose resident size (the tree's stat, in its entry) grew by GROWN_BYTES and GROWN_FRACTION
+    since its last reading is read at the next look the bucket pays for, not EVERY_S after the last: an
+    autotune subprocess that grew after the watcher's last reading and ended before the next was read 11 %
+    under the probe. A small move is no reason; each growth is read once."""
+    s = _sampler_paying_per_read()
+    live = {7: {"pid": 7, "ppid": 0, "create_time": 0.0, "role": "autotune-worker", "rss": 100 * MIB}}
+    assert s.tick(0.0, live) is not None
+    s.tokens = 1.0  # the bucket can pay: what decides is whether the pool is due
+    live[7]["rss"] += memory.GROWN_BYTES // 2  # under both bars: no re-read
+    assert s.tick(memory.LOOK_S, live) is None
+    live[7]["rss"] = 150 * MIB
+    grown = s.tick(2 * memory.LOOK_S, live)
+    assert grown is not None and [e["pid"] for e in grown["procs"]] == [7]
+    assert 2 * memory.LOOK_S < memory.EVERY_S  # before the periodic sweep was due
+    assert s.tick(3 * memory.LOOK_S, live) is None  # once per growth
+    s.tokens = -1.0  # an empty bucket: a growth waits for it (the CPU bound holds)
+    live[7]["rss"] = 300 * MIB
+    assert s.tick(4 * memory.LOOK_S, live) is None
+
+
+def test_a_pool_process_is_read_as_it_writes_its_process_exit() -> None:
+    """The tick that reads a pool process's process_exit in the log sweeps its pool at once, whatever the look's
+    period and the bucket: the last reading of what it held as it ended (the kernel frees its memory before a
+    pidfd or a zombie could say it ended: later there is nothing to read). Another process's exit record, or
+    one written before this process started (its pid's earlier holder), is no reason."""
+    s = _sampler_paying_per_read()
+    live = {1: {"pid": 1, "ppid": 0, "create_time": 0.0, "role": "compile-sidecar"},
+            2: {"pid": 2, "ppid": 1, "create_time": 5.0, "role": "compile-worker"},
+            9: {"pid": 9, "ppid": 0, "create_time": 0.0, "role": "main"}}
+    assert s.tick(0.0, live) is not None
+    s.tokens = -1.0
+    assert s.tick(0.1, live, ending={9: 0.1}) is None  # not a pool process
+    assert s.tick(0.2, live, ending={2: 4.0}) is None  # an earlier holder of pid 2
+    got = s.tick(0.3, live, ending={2: 6.0})
+    assert got is not None and {e["pid"] for e in got["procs"]} == {1, 2}  # its pool, whole: one moment
+
+
 def test_nested_pools_memory_at_once_counts_each_process_once(tmp_path: Path) -> None:
     """A nested pool's processes are its creator pool's too (a pool's processes are its sidecar's
     descendants): the seed's three nested sidecars, read in one sweep at 100 + 200 + 300 MiB, held 600 MiB at

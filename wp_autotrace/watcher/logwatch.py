@@ -104,6 +104,9 @@ class LogWatch:
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
         # pid -> (when it said its pool role, the role): a compile worker's role record, an autotune worker's start
         self.roles: dict[int, tuple[float, str]] = {}
+        # pid -> ts of the process_exit records read since the watcher last took them (take_exits): the memory
+        # sampler reads a pool process once more as it ends. Taken every tick, so bounded by one scan's records.
+        self.exits: dict[int, float] = {}
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke, or its path names another file once detached). Detached,
@@ -168,6 +171,11 @@ class LogWatch:
             elif now - ts > ROLE_KEEP_S:
                 del self.roles[pid]
 
+    def take_exits(self) -> dict[int, float]:
+        """The process_exit records (pid -> ts) read since the last call: each handed over once."""
+        exits, self.exits = self.exits, {}
+        return exits
+
     def read_back(self) -> None:
         """The records just before the offset (the root's process_start), for the live export."""
         if self.read_fd < 0 or self.on_record is None:
@@ -201,6 +209,9 @@ class LogWatch:
                 self.roles[pid] = (rec["ts"], rec["role"])
             if isinstance(rec.get("create_time"), float):
                 self.claimed[pid] = rec["create_time"]
+        elif event == "process_exit" and isinstance(pid, int) and pid != self.root:
+            if isinstance(rec.get("ts"), float):
+                self.exits[pid] = rec["ts"]
         elif event == "process_exit" and pid == self.root and not self.root_reused:
             self.root_exited = True
             below = rec.get("below")

@@ -163,8 +163,9 @@ class Watcher:
         if self.tree.log is not None and self.tree.log.roles:
             self.tree.log.pool_roles(self.tree.live, now)
         tree = self.tree
-        memory = self.memory.tick(now, tree.live, tree.root_end is not None or tree.root not in tree.live) \
-            if self.memory is not None else None
+        ending = tree.log.take_exits() if tree.log is not None else None
+        memory = self.memory.tick(now, tree.live, tree.root_end is not None or tree.root not in tree.live,
+                                  ending) if self.memory is not None else None
         if memory:
             self.emit_parts(V.MEMORY, memory)
         if self.export is not None:

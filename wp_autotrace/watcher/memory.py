@@ -40,6 +40,17 @@ Bounded rate, two ways:
   over half a period ago taken along, so the pools are read in one tick and a sum
   across them is one moment's (pools swept in turn, each when the bucket allowed,
   never had a moment with all read: docs/users.md D8, 19% under the probe).
+- a pool one of whose processes grew since its last reading (its resident size in the tree's entry, which the
+  tree's stat refreshes every STAT_EVERY ticks for a pool process: no read of its own) by GROWN_BYTES and
+  GROWN_FRACTION is swept at the next look the bucket can pay for, before its periodic sweep is due: a
+  process that grows and then ends between two periodic sweeps was read at its size before the growth (an
+  autotune subprocess's peak read 11 % under the probe's: docs/users.md).
+- a pool one of whose processes wrote its process_exit (the log's record, handed in by the watcher's tick) is
+  swept in that very tick, the look's period and the bucket notwithstanding: the last reading of what it
+  held as it ended (one per process end). This is as late as a reading can be: the kernel frees a process's
+  memory before its pidfd becomes readable or it turns zombie (a zombie has no smaps), so a pidfd or the
+  tree's end come too late to read anything; a process killed by a signal writes no process_exit, and its
+  last reading is the last periodic or growth one.
 
 Device files: a pool process's fd links are read with each of its memory samples
 (so at the same bounded rate, their CPU counted in the same bucket), and the ones
@@ -76,6 +87,11 @@ BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads 
 # The bucket may grow to one sweep of every pool, up to this many CPU seconds: the run's pools read in one tick
 # (a sum across pools at one moment) without one tick's reads delaying the watcher's other work for long.
 BATCH_S = 0.1
+# A pool process whose resident size (its stat's, in the tree entry) grew by both of these since the reading
+# before is read again before its periodic sweep: its peak is within about GROWN_FRACTION of the truth,
+# where the bucket can pay.
+GROWN_BYTES = 4 << 20
+GROWN_FRACTION = 0.05
 # smaps_rollup lines kept, in kB: the field names are the kernel's (Documentation/filesystems/proc.rst).
 _KB_FIELDS = {b"Rss:": "rss", b"Pss:": "pss", b"Private_Clean:": "private_clean",
               b"Private_Dirty:": "private_dirty", b"SwapPss:": "swap_pss"}
@@ -175,6 +191,8 @@ class MemorySampler:
         self.swept_at: dict[int, float] = {}  # pool key (its sidecar's pid) -> when last swept
         self.members: dict[int, set[tuple[int, float]]] = {}  # pool key -> its processes at the last look
         self.reread: set[int] = set()  # pools to sweep at this look whatever the budget (a co-sharer ended)
+        self.grown: set[int] = set()  # pools to sweep as soon as the bucket pays: one of theirs grew since
+        self.read_rss: dict[tuple[int, float], int] = {}  # (pid, create_time) -> its entry's rss at its last read
         self.root_ended = False
         self.cpu_s = 0.0  # CPU seconds spent reading, in all (the bench reads it)
         self.read_cost = 0.0  # CPU seconds one read cost, as the last sweep measured it
@@ -233,14 +251,19 @@ class MemorySampler:
         self.root_ended = self.root_ended or root_ended
         self.members = now_members
 
-    def tick(self, now: float, live: dict[int, dict[str, Any]], root_ended: bool = False
-             ) -> dict[str, list[dict[str, Any]]] | None:
-        """Sweep what is due and affordable: the `memory` record's lists, or None when nothing was read."""
-        if self.looked is not None and now - self.looked < LOOK_S:
+    def tick(self, now: float, live: dict[int, dict[str, Any]], root_ended: bool = False,
+             ending: dict[int, float] | None = None) -> dict[str, list[dict[str, Any]]] | None:
+        """Sweep what is due and affordable: the `memory` record's lists, or None when nothing was read.
+        ending: pid -> ts of the process_exit records the log showed since the last tick (any process's: those
+        of a live pool process, written after it started, have its pool swept now)."""
+        ending_pools = self._ending(live, ending) if ending else set()
+        if self.looked is not None and now - self.looked < LOOK_S and not ending_pools:
             return None
         self.looked = now
         groups = self.pools(live)
         self._note_ends(groups, live, root_ended)
+        self.reread.update(key for key, pids in groups.items() if ending_pools.intersection(pids))
+        self._note_growth(groups, live)
         sizes = [len(g) * self.read_cost for g in groups.values()]
         cap = max(self.burst, max(sizes, default=0.0), min(sum(sizes), BATCH_S))
         self._fill(now, cap)
@@ -248,6 +271,7 @@ class MemorySampler:
         devices: list[dict[str, Any]] = []
         for key in self._due(groups, now, cap):
             self.reread.discard(key)
+            self.grown.discard(key)
             self.swept_at[key] = now
             procs.extend(self._sweep(groups[key] + self.creator(key, groups[key], live, procs), live, now, devices))
         self._forget({(pid, e["create_time"]) for pid, e in live.items()}, groups)
@@ -255,20 +279,40 @@ class MemorySampler:
             return None
         return {"procs": procs, "devices": devices}
 
+    @staticmethod
+    def _ending(live: dict[int, dict[str, Any]], ending: dict[int, float]) -> set[int]:
+        """The live pool processes whose process_exit was just read (the record is this process's: written
+        after it started, not by an earlier holder of its pid)."""
+        return {pid for pid, ts in ending.items() if pid in live and live[pid].get("role") in V.POOL_ROLES
+                and live[pid].get("create_time", ts) <= ts + 0.05}
+
+    def _note_growth(self, groups: dict[int, list[int]], live: dict[int, dict[str, Any]]) -> None:
+        """Flag the pools one of whose processes grew by GROWN_BYTES and GROWN_FRACTION since its last read."""
+        for key, pids in groups.items():
+            for pid in pids:
+                before = self.read_rss.get((pid, live[pid]["create_time"]))
+                rss = live[pid].get("rss")
+                if before is not None and isinstance(rss, int) and rss - before >= max(
+                        GROWN_BYTES, before * GROWN_FRACTION):
+                    self.grown.add(key)
+                    break
+
     def _due(self, groups: dict[int, list[int]], now: float, cap: float) -> list[int]:
-        """The pools to sweep now, in order: re-reads (a co-sharer ended or joined: whatever the budget), new
-        pools, then the periodic sweeps as one batch. A periodic sweep waits until the bucket holds the whole
+        """The pools to sweep now, in order: re-reads (a co-sharer ended or joined, or one of its processes is
+        ending: whatever the budget), new pools and pools that grew (as affordable), then the periodic sweeps
+        as one batch. A periodic sweep waits until the bucket holds the whole
         batch (or is full), and takes along every pool swept over half a period ago: the run's pools are read
         in one tick, so a sum across them is one moment's (D8: two pools swept in turn never had a moment with
         both read, and their sum 'at once' was 19% low)."""
         forced = [k for k in groups if k in self.reread]
-        new = [k for k in groups if k not in self.reread and k not in self.swept_at]
-        old = sorted((self.swept_at[k], k) for k in groups if k not in self.reread and k in self.swept_at)
+        new = [k for k in groups if k not in self.reread and (k not in self.swept_at or k in self.grown)]
+        old = sorted((self.swept_at[k], k) for k in groups if k not in self.reread and k in self.swept_at
+                     and k not in self.grown)
         due = any(now - last >= self.every for last, _ in old)
         batch = [k for last, k in old if now - last >= self.every / 2] if due else []
         # what the bucket holds, less the sweeps chosen (the re-reads' too: they come first); _sweep pays
         out, budget = list(forced), self.tokens - sum(len(groups[k]) for k in forced) * self.read_cost
-        for key in new:  # a pool's first reading comes as soon as one sweep of it is affordable
+        for key in new:  # a pool's first reading (or one after it grew) as soon as one sweep of it is affordable
             cost = len(groups[key]) * self.read_cost
             if budget > 0 and budget >= cost:
                 out.append(key)
@@ -292,6 +336,9 @@ class MemorySampler:
             key = (pid, live[pid]["create_time"])
             entry = self._read(pid, key, devices)
             self.read_at[key] = now
+            rss = live[pid].get("rss")
+            if isinstance(rss, int):
+                self.read_rss[key] = rss
             if entry is not None:
                 found.append(entry)
         spent = max(0.0, self.cpu_clock() - start)
@@ -319,6 +366,9 @@ class MemorySampler:
             self.swept_at = {k: v for k, v in self.swept_at.items() if k in groups}
         if len(self.read_at) > 2 * len(alive) + 64:
             self.read_at = {k: v for k, v in self.read_at.items() if k in alive}
+        if len(self.read_rss) > 2 * len(alive) + 64:
+            self.read_rss = {k: v for k, v in self.read_rss.items() if k in alive}
+        self.grown.intersection_update(groups)
         if len(self.devices_seen) > 2 * len(alive) + 64:
             self.devices_seen = {k: v for k, v in self.devices_seen.items() if k in alive}
 

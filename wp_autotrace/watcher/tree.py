@@ -64,7 +64,10 @@ IDLE_STAT_EVERY = 20
 # A process that joined the run less than this many ticks ago is looked at, stat included, every
 # tick: a fork is often followed at once by an exec (sh, then its command), and by children.
 YOUNG_TICKS = 10
-BUSY_ROLES = frozenset((V.MAIN, *V.SIDECAR_ROLES, V.COMPILE_WORKER))
+# Looked at often and their stat (rss) read every STAT_EVERY ticks: the main, and every pool process (the memory
+# sampler re-reads a pool process whose rss grew: an autotune subprocess backed off like an idle process had its
+# growth seen 2 s late, by when it could have ended)
+BUSY_ROLES = frozenset((V.MAIN, *V.POOL_ROLES))
 SCAN_S = 2.0  # seconds between /proc scans for processes of the root's group or session ("possible")
 CMD_CHARS = 1000  # command line kept per process; `cmd_len` says when it was cut
 ENTRY_KEYS = ("pid", "ppid", "name", "create_time", "rss")  # a tree entry's fields from stat
