@@ -6,8 +6,10 @@ At each time t the watcher wrote a `memory` record holding one of the processes,
 at t (Process.alive_at: started, and not yet ended by Process.ended_at, the one end rule) of each one's
 latest PSS sample taken in [t - STALE_S, t]. A process alive at t with no sample that fresh is left out of
 that point, and the point says so (read < alive): nothing is estimated. A process read at t counts at t
-whatever its span says (the reading proves it was there). Samples a process's own process_exit outlived
-are not used (lived_mem).
+whatever its span says (the reading proves it was there). A sample taken after the process's own
+process_exit is used only while none of the processes it shares pages with had begun to end (lived_mem): the
+watcher reads a pool process once more as it writes its process_exit (its last size, often its peak), but a
+sidecar read after its forked workers went holds their once-shared pages alone.
 
 STALE_S is the sampler's own period (common/vocab.py MEMORY_STALE_S: each pool process at most every
 MEMORY_EVERY_S, looked at every MEMORY_LOOK_S; the watcher samples by the same constants), so a pool the
@@ -43,11 +45,100 @@ class Point(NamedTuple):
 
 
 def lived_mem(p: Process) -> list[tuple[float, int, int]]:
-    """p's memory samples taken while it lived: none after its own process_exit (a sidecar read after its
-    workers had gone holds their once-shared pages alone, 3.3x its idle PSS: docs/evidence.md, "Memory at
-    once"); all of them when it has no other."""
-    lived = [m for m in p.mem if not (p.exited and p.end is not None and m[0] > p.end)]
+    """p's memory samples taken while it lived; one taken after its own process_exit only while none of the
+    processes it shares pages with (its children; a forked process's parent and siblings too) had begun to end
+    (their own process_exit, or the watcher's end): a sidecar read after its workers had gone holds their
+    once-shared pages alone, 3.3x its idle PSS (docs/evidence.md, "Memory at once"). The watcher's read at a
+    pool process's process_exit (watcher/memory.py) is then what it held as it ended: an exec'd process that
+    forked nothing (an autotune subprocess) always. All of them when it has no other."""
+    end = p.end if p.exited else None
+    if end is None or not any(m[0] > end for m in p.mem):
+        return p.mem
+    sharers = list(p.children)
+    if p.forked and p.parent is not None:
+        sharers += [p.parent, *(q for q in p.parent.children if q is not p)]
+    went = (min(e for e in (q.end if q.exited else None, q.ended_at) if e is not None) for q in sharers
+            if q.ended_at is not None)
+    gone = min(went, default=None)
+    lived = [m for m in p.mem if m[0] <= end or gone is None or m[0] < gone]
     return lived or p.mem
+
+
+class _Sum:
+    """at_once's running state: who is alive by its span, read within STALE_S (`both`), and whose reading
+    predates the fork of a child counted beside it (`early`: left out of the point, as unread)."""
+
+    def __init__(self, procs: list[Process]) -> None:
+        self.latest: dict[int, tuple[float, int]] = {}
+        self.both: set[int] = set()  # alive by its span and read within STALE_S
+        self.total = 0  # PSS of `both`
+        at = {id(p): i for i, p in enumerate(procs)}
+        # a forked child's index -> its parent's (both in procs), and the child's start: the fork
+        self.parent = {i: at[id(p.parent)] for i, p in enumerate(procs)
+                       if p.forked and p.parent is not None and id(p.parent) in at and p.start is not None}
+        self.fork = {i: procs[i].start for i in self.parent}
+        self.kids: dict[int, list[int]] = {}
+        for kid, parent in self.parent.items():
+            self.kids.setdefault(parent, []).append(kid)
+        self.newer: dict[int, int] = {}  # parent -> its counted children forked after its latest reading
+        # i -> its process_exit's time, once the sweep has passed it: a reading before it is of a process that
+        # has begun to end since (its pages are going, its sharers' PSS rising)
+        self.exit = {i: p.end for i, p in enumerate(procs) if p.exited and p.end is not None}
+        self.exited: set[int] = set()
+        self.early: set[int] = set()
+        self.early_total = 0
+
+    def _after_reading(self, kid: int, parent: int) -> bool:
+        return parent in self.latest and self.fork[kid] > self.latest[parent][0]  # type: ignore[operator]
+
+    def exits(self, i: int) -> None:
+        """The sweep passed i's process_exit."""
+        self.exited.add(i)
+        self._settle(i)
+
+    def _settle(self, i: int) -> None:
+        """i out of the point while a child forked after i's latest reading is counted (a pre-fork reading
+        holds the pages its children share since: summed with theirs, they count twice), and once i wrote its
+        process_exit after its latest reading (it is ending: its pages go, a sharer read since holds them)."""
+        want = i in self.both and (self.newer.get(i, 0) > 0 or (
+            i in self.exited and self.latest[i][0] < self.exit[i]))
+        if want and i not in self.early:
+            self.early.add(i)
+            self.early_total += self.latest[i][1]
+        elif not want and i in self.early:
+            self.early.discard(i)
+            self.early_total -= self.latest[i][1]
+
+    def set_both(self, i: int, want: bool) -> None:
+        if want == (i in self.both):
+            return
+        if want:
+            self.both.add(i)
+            self.total += self.latest[i][1]
+        else:
+            self._settle_out(i)
+            self.both.discard(i)
+            self.total -= self.latest[i][1]
+        parent = self.parent.get(i)
+        if parent is not None and self._after_reading(i, parent):
+            self.newer[parent] = self.newer.get(parent, 0) + (1 if want else -1)
+            self._settle(parent)
+        self._settle(i)
+
+    def _settle_out(self, i: int) -> None:
+        if i in self.early:
+            self.early.discard(i)
+            self.early_total -= self.latest[i][1]
+
+    def read(self, i: int, t: float, pss: int) -> None:
+        """A new reading of i: out with its old figure, in with the new one (set_both, by the caller)."""
+        self.set_both(i, False)
+        self.latest[i] = (t, pss)
+        self.newer[i] = sum(1 for k in self.kids.get(i, ()) if k in self.both and self._after_reading(k, i))
+
+    def point(self, t: float, spanned: int, extra: list[int]) -> Point:
+        return Point(t, self.total - self.early_total + sum(self.latest[i][1] for i in extra),
+                     len(self.both) - len(self.early) + len(extra), spanned + len(extra))
 
 
 def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True
@@ -55,7 +146,13 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
     """The simultaneous PSS sum of procs at each of their sample times (module docstring), from the samples
     taken in [a, b] only when a window is given (a sample before it is never carried into it); [] unsampled.
     lived=False also takes the samples a process's own process_exit outlived: what a process left behind
-    still held then (held_after), until the watcher saw it end.
+    still held then (held_after), until the watcher saw it end. Readings of processes that share pages are
+    summed only where no fork or end came between them: a process whose latest reading was taken before a
+    child it forked (in procs, counted at that moment) started, or before its own process_exit that the
+    moment follows, is left out of the point, as unread (a pre-fork reading holds the pages the child shares
+    since; a process read before it began to end held pages a sharer read since holds alone: a sidecar read
+    after its workers' exit, summed with their earlier readings, counted those pages twice, 290 against 260
+    MiB; docs/users.md D29 saw 11.5 % over the probe under pytest-xdist).
 
     Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
     point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
@@ -68,33 +165,23 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
     leaves = sorted((e, i) for i, (_, e) in enumerate(spans) if e is not None)
     in_span = [s is None for s, _ in spans]
     left = [False] * len(procs)
-    latest: dict[int, tuple[float, int]] = {}
+    state = _Sum(procs)
+    exits = sorted((end, i) for i, end in state.exit.items())
     recent: list[tuple[float, int]] = []  # heap of (sample time, i): who may still be fresh
-    both: set[int] = set()  # alive by its span and read within STALE_S
-    total = 0  # PSS of `both`
     spanned = sum(in_span)  # alive by its span
 
     def sync(i: int) -> None:
-        nonlocal total
-        want = in_span[i] and not left[i] and i in latest and t - latest[i][0] <= STALE_S
-        if want and i not in both:
-            both.add(i)
-            total += latest[i][1]
-        elif not want and i in both:
-            both.discard(i)
-            total -= latest[i][1]
+        latest = state.latest
+        state.set_both(i, in_span[i] and not left[i] and i in latest and t - latest[i][0] <= STALE_S)
 
     out: list[Point] = []
-    k = e = g = 0
+    k = e = g = x = 0
     while k < len(samples):
         t = samples[k][0]
         read_now = []
         while k < len(samples) and samples[k][0] == t:
             i = samples[k][1]
-            if i in both:  # its figure changes: out with the old one, in with the new below
-                both.discard(i)
-                total -= latest[i][1]
-            latest[i] = (t, samples[k][2])
+            state.read(i, t, samples[k][2])
             heapq.heappush(recent, (t, i))
             read_now.append(i)
             k += 1
@@ -110,14 +197,16 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
             left[i] = True
             sync(i)
             g += 1
+        while x < len(exits) and exits[x][0] <= t:
+            state.exits(exits[x][1])
+            x += 1
         while recent and t - recent[0][0] > STALE_S:
             sync(heapq.heappop(recent)[1])
         for i in set(read_now):
             sync(i)
-        extra = [i for i in set(read_now) if i not in both]  # read at t, though its span says it was not alive
-        if both or extra:
-            out.append(Point(t, total + sum(latest[i][1] for i in extra), len(both) + len(extra),
-                             spanned + len(extra)))
+        extra = [i for i in set(read_now) if i not in state.both]  # read at t, though its span says it was not alive
+        if state.both or extra:
+            out.append(state.point(t, spanned, extra))
     return out
 
 
