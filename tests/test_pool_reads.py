@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once
 from wp_autotrace.analysis.fold.fold import build
 from wp_autotrace.analysis.fold.model import Process
+from wp_autotrace.watcher import memory
+from wp_autotrace.watcher.tree import make_entry
 
 from .conftest import clean_env, run_python, wait_for_watcher
 
@@ -117,3 +121,35 @@ def test_a_reading_before_a_fork_or_an_exit_is_not_summed_with_readings_after_it
     assert (points[11.0].pss, points[11.0].read, points[11.0].alive) == (80 * MIB, 2, 3)
     assert (points[20.5].pss, points[20.5].read, points[20.5].alive) == (230 * MIB, 1, 3)
     assert peak_at_once([side, w1, w2])[:3] == (240 * MIB, 3, 3)  # at 12 s, and again at 19 s: all read
+
+
+SPAWNED = ["/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, "
+           "pipe_handle=7)", "--multiprocessing-fork"]
+SIDECAR = ["/usr/bin/python3", "/x/torch/_inductor/compile_worker/__main__.py", "--workers=2"]
+FORKSERVER = ["/usr/bin/python3", "-c", "from multiprocessing.forkserver import main; main(8, 9, ['__main__'])"]
+
+
+def _entry_of(argv: list[str], ppid: int, live: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The watcher's tree entry for a process with this command line and parent, among these live entries."""
+    reader = SimpleNamespace(environ=lambda pid: b"", argv=lambda pid: argv)
+    tree = SimpleNamespace(secrets=(), patterns=(), reader=reader, live=live)
+    info = {"pid": 50, "ppid": ppid, "name": "python3", "create_time": 5.0, "rss": 1 << 20}
+    return make_entry(tree, info, "child")  # type: ignore[arg-type]
+
+
+def test_a_worker_a_sidecar_spawned_is_a_compile_worker_while_it_still_imports() -> None:
+    """A sidecar's spawn (or forkserver) pool's worker re-imports torch for seconds before torch's initializer
+    writes its role record: from its first look it is a compile worker (the memory sampler reads it, and the
+    pool's figure counts it or says it is unread), by its command line and its parent. The same command line
+    under the main process (a user's own multiprocessing) is not, nor the sidecar's resource tracker."""
+    live: dict[int, dict[str, Any]] = {
+        1: {"pid": 1, "ppid": 0, "role": "main", "cmd": "python3 train.py"},
+        10: {"pid": 10, "ppid": 1, "role": "compile-sidecar", "cmd": " ".join(SIDECAR)},
+        11: {"pid": 11, "ppid": 10, "role": "forkserver", "cmd": " ".join(FORKSERVER)}}
+    assert _entry_of(SPAWNED, 10, live).get("role") == "compile-worker"
+    assert _entry_of(FORKSERVER, 11, live).get("role") == "compile-worker"  # forked by the sidecar's forkserver
+    assert _entry_of(SPAWNED, 1, live).get("role") is None
+    tracker = ["/usr/bin/python3", "-c", "from multiprocessing.resource_tracker import main;main(5)"]
+    assert _entry_of(tracker, 10, live).get("role") == "resource-tracker"
+    assert _entry_of(FORKSERVER, 10, live).get("role") == "forkserver"  # the forkserver itself
+    assert memory.MemorySampler().pool_pids({50: _entry_of(SPAWNED, 10, live) | {"pid": 50}}) == [50]

@@ -77,6 +77,8 @@ SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
 # A pool's processes (compile sidecars and their workers; autotune subprocesses and quack's compile workers,
 # which their creator starts itself): the watcher reads their PSS, and the report counts their memory as a pool's.
 POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
+# The last argument of the command line multiprocessing's spawn start method runs a child with.
+SPAWNED_ARG = "--multiprocessing-fork"
 # Every process whose only job is to serve a compile or autotune pool: a
 # warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
 GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}

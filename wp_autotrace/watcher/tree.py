@@ -430,7 +430,23 @@ def make_entry(tree: Tree, info: dict[str, Any], via: str) -> dict[str, Any]:
     parent = tree.live.get(info["ppid"])
     if role == V.COMPILE_SIDECAR and parent and parent.get("cmd") == entry["cmd"]:
         role = V.COMPILE_WORKER  # forked by the sidecar: same command line
+    elif parent and spawned_by_a_sidecar(tree, role, cmd, parent):
+        # A sidecar's spawn or forkserver pool: the worker re-imports torch for seconds before torch's initializer
+        # says its role; read as one of its pool from its start (the pool's figure counts it, or says it is unread)
+        role = V.COMPILE_WORKER
     if role:
         entry["role"] = role
     entry["via"] = via
     return entry
+
+
+def spawned_by_a_sidecar(tree: Tree, role: str | None, cmd: str, parent: dict[str, Any]) -> bool:
+    """Whether a process is a compile worker a sidecar's pool started with multiprocessing's spawn (its command
+    line is spawn_main's, its parent the sidecar) or forkserver (forked by the forkserver the sidecar started,
+    with its command line): nothing else a sidecar starts runs these (its resource tracker's is its own)."""
+    if role is None and cmd.endswith(V.SPAWNED_ARG):
+        return parent.get("role") in V.SIDECAR_ROLES
+    if role == V.FORKSERVER and parent.get("role") == V.FORKSERVER and parent.get("cmd") == cmd:
+        server = tree.live.get(parent.get("ppid", -1))
+        return server is not None and server.get("role") in V.SIDECAR_ROLES
+    return False

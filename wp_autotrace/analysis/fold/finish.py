@@ -6,10 +6,10 @@ Also the crediting of a pool's calls to their pool, which the visits of `return`
 from __future__ import annotations
 
 from ...common import targets, vocab
-from ...common.vocab import SIDECAR_ROLES
+from ...common.vocab import SIDECAR_ROLES, SPAWNED_ARG
 from .autotune import autotune_members
 from .identities import Registry
-from .model import EXECUTOR, LEFT_THEN_ENDED, SPAWNED_ARG, Call, Model, Pool, Process, Run, Waited, exec_name
+from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0

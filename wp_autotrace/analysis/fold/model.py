@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ...common import targets
+from ...common.vocab import SPAWNED_ARG
 
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
 SOURCELESS_FILES = ("<string>", "<stdin>")
@@ -350,8 +351,6 @@ class Model:
 _STOP_CALLS = (".shutdown", ".quiesce")  # SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce: requester's calls
 
 
-# The last argument of the command line multiprocessing's spawn start method runs a child with.
-SPAWNED_ARG = "--multiprocessing-fork"
 
 
 def _from_mp_main(stack: Any) -> bool:
