@@ -46,6 +46,7 @@ def test_a_fork_hang_names_the_worker_whose_job_started_and_never_ended(tmp_path
     rep = report(with_fork_hang(), tmp_path)
     (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
     assert "Which worker held its job is not known: no worker of the pool recorded its jobs" in hang["text"]
+    assert rep["pools"][0]["unended_jobs"] is None
 
 
 def test_a_hung_sidecar_job_names_its_worker(tmp_path: Path) -> None:
@@ -60,6 +61,9 @@ def test_a_hung_sidecar_job_names_its_worker(tmp_path: Path) -> None:
     assert ("1 of its 2 workers held a job then: worker 201 ran slowjob:hang from 3.0 s and never ended it (5.3 s, "
             "until the worker ended at 8.3 s); 1 job(s) were pending in this pool as the wait began.") in text
     assert "_get_ready" not in text and hang["pids"] == [100, 201] and hang["cost"]["hang_s"] == 5.1
+    (pool,) = rep["pools"]
+    assert pool["unended_jobs"] == [{"worker_pid": 201, "fn": "slowjob:hang", "arg": None, "since": 3.0,
+                                     "until": 8.3, "held_s": 5.3, "worker_ended": True}]
     w = with_sidecar_hang()
     w.lines = [r for r in w.lines if not (r["event"] == "job" and r["work_id"] == 1)]
     assert "pool-job-hang" not in kinds(report(w, tmp_path))

@@ -265,6 +265,7 @@ def test_a_hung_sidecar_job_names_the_worker_that_held_it(tmp_path: Path) -> Non
     assert f"worker {seen['pid']} ran slowjob:hang from " in text and "never ended it" in text, text
     assert "1 job(s) were pending in this pool as the wait began" in text, text
     assert seen["pid"] in hang["pids"] and seen["pid"] in pool["worker_pids"]
+    assert [(j["worker_pid"], j["fn"]) for j in pool["unended_jobs"]] == [(seen["pid"], "slowjob:hang")]
     assert f"worker {seen['pid']} held its job (slowjob:hang) from " in " ".join(rep["answer"].split())
 
 

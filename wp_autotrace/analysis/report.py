@@ -14,6 +14,7 @@ from ..common import targets, vocab
 from .derive import facts
 from .derive.autotune import Kill, kills
 from .derive.endings import OOM_AMONG, OOM_KILL
+from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
 from .derive.memseries import run_series
@@ -55,6 +56,7 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
         "processes": (side is not None) + len(workers),
         **v.story(pool).as_dict(v.rel),
         "ending": v.endings.of_pool(pool).as_dict(v.rel), **_jobs_of(v, pool),
+        "unended_jobs": unended(pool, v.t_end, v.rel),
         "run": pool.creator.run_id, "creator_pid": pool.creator.pid, "creator_role": pool.creator.role,
         "host": pool.creator.host, "created_at": v.rel(pool.call.ts), "caller": pool.call.caller,
         "sidecar_pid": pool.sidecar_pid, "sidecar_start": v.rel(side.start) if side else None,

@@ -14,7 +14,7 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..fold.model import Call, JobSpan, Pool, Process
 from .pools import workers_of
@@ -76,3 +76,14 @@ def job_name(j: JobSpan) -> str:
     fn = j.fn or "a job whose function is not known"
     return f"{fn}({j.arg})" if j.arg else fn
 
+
+
+def unended(pool: Pool, t_end: float, rel: Any) -> list[dict[str, Any]] | None:
+    """The report's `unended_jobs`: each job a worker of the pool took and never wrote the end of (it held it
+    until it ended, or the log did), earliest first; None where no worker of the pool recorded its jobs."""
+    if not recorded(pool):
+        return None
+    out = [_held(w, j, t_end) for w in workers_of(pool) for j in w.jobs_run if j.end is None]
+    return [{"worker_pid": h.worker.pid, "fn": h.job.fn, "arg": h.job.arg, "since": rel(h.job.start),
+             "until": rel(h.until), "held_s": round(h.until - h.job.start, 3),
+             "worker_ended": h.worker.ended_at is not None} for h in sorted(out, key=lambda h: h.job.start)]
