@@ -144,3 +144,18 @@ def test_a_slow_ready_wait_says_when_a_worker_took_the_ready_probe(tmp_path: Pat
     assert "; worker 201 took its ready probe (the pool's first job) at 59.5 s, 58.5 s in; " in f["text"], f["text"]
     (f,) = [f for f in report(_slow_ready(61.0), tmp_path)["findings"] if f["kind"] == "pool-ready-wait"]
     assert "ready probe" not in f["text"]
+
+
+def test_a_main_killed_in_its_wait_tells_the_held_job_first(tmp_path: Path) -> None:
+    """The main killed inside its wait (no return, no exit): the held job leads the Answer, naming the worker, and
+    the wait that never returned is told under it, not as a problem of its own."""
+    w = with_sidecar_hang()
+    w.lines = [r for r in w.lines if r["event"] != "process_exit"
+               and not (r["event"] == "return" and r["pid"] == 100 and r.get("call_id") == 2)]
+    for r in w.lines:
+        if r["event"] == "leftover":
+            r["how"] = "root-killed"
+    lines = report(w, tmp_path)["answer"].splitlines()
+    assert lines[0].startswith("- main 100's AsyncCompile.wait() on its compile pool never returned (5.7 s, until "
+                               "the process ended): worker 201 held its job (slowjob:hang) from 3.0 s"), lines
+    assert lines[1].startswith("  - 1 traced call(s) never returned"), lines

@@ -65,10 +65,12 @@ def failed_start_pids(rep: dict[str, Any], cause: dict[str, Any]) -> set[int]:
 
 
 # A cause by kind: its symptoms' kinds, when they name one of the cause's processes (a fork pool's hung job keeps
-# its process from ending: concurrent.futures' exit join waits for it; a main killed there leaves the workers).
+# its process from ending: concurrent.futures' exit join waits for it; a main killed there leaves the workers, and
+# its wait is a call that never returned; a pool's shutdown at exit cuts the hung job off).
 # An autotune subprocess torch killed (autotune-killed) stays a zombie: kill() never waits for it. A forked child
 # waiting on its parent's compile thread pool (forked-compile-hang) leaves its compile calls open.
-BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers"), "pool-job-hang": ("exit-hang", "leftovers", "jobs-cut-off"),
+BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
+           "pool-job-hang": ("exit-hang", "leftovers", "jobs-cut-off", "call-never-returned"),
            "autotune-killed": ("zombies",), "forked-compile-hang": ("call-never-returned", "leftovers")}
 
 
