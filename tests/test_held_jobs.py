@@ -159,3 +159,20 @@ def test_a_main_killed_in_its_wait_tells_the_held_job_first(tmp_path: Path) -> N
     assert lines[0].startswith("- main 100's AsyncCompile.wait() on its compile pool never returned (5.7 s, until "
                                "the process ended): worker 201 held its job (slowjob:hang) from 3.0 s"), lines
     assert lines[1].startswith("  - 1 traced call(s) never returned"), lines
+
+
+def test_the_chrome_trace_shows_each_workers_jobs_and_the_one_it_held(tmp_path: Path) -> None:
+    """Each job is a slice on its worker's "jobs" track: the ready probe with its length; the hung job without an
+    end runs to the worker's end (8.3 s), marked unfinished."""
+    from wp_autotrace.analysis.export.chrome import to_chrome_trace
+    from wp_autotrace.analysis.read.logread import read_logs
+
+    from .logs import check_chrome_trace
+
+    trace = to_chrome_trace(read_logs([str(with_sidecar_hang().write(tmp_path / "log.jsonl"))]))
+    check_chrome_trace(trace)
+    jobs = {e["name"]: e for e in trace["traceEvents"] if e.get("cat") == "job"}
+    assert set(jobs) == {f"{AC}:AsyncCompile._get_ready", "slowjob:hang"}
+    assert jobs[f"{AC}:AsyncCompile._get_ready"]["dur"] == 450000.0
+    hung = jobs["slowjob:hang"]
+    assert hung["dur"] == 5300000.0 and hung["args"]["unfinished"] and hung["args"]["work_id"] == 1

@@ -2,7 +2,8 @@
 
 One track per process, named by role and pid (and host, when several logs
 are merged); calls as complete ("X") slices; starts, exits, forks and guard
-refusals as instant events; the run's process count as a counter track.
+refusals as instant events; the run's process count as a counter track; a pool worker's jobs as slices on its
+"jobs" track (one without an end, the job it held, to the worker's end: unfinished).
 After the calls (the log read), the memory and the findings (``story``): each
 pool's real memory as a counter on its sidecar's track (PSS summed at one
 moment: memseries.at_once, the same points the HTML page draws), each sampled
@@ -95,8 +96,9 @@ class _Trace:
         self.names: dict[int, str] = {}
         self.threads: dict[tuple[int, str], int] = {}
         self.thread_count: dict[int, int] = {}  # per trace pid: tids handed out so far
-        self.open_calls: dict[tuple[int, int], dict[str, Any]] = {}
-        self.open_procs: dict[tuple[int, int], Any] = {}  # the same calls' processes (the model's)
+        # (track, call id), or (track, ("job", work id)) for a worker's job (job())
+        self.open_calls: dict[tuple[int, Any], dict[str, Any]] = {}
+        self.open_procs: dict[tuple[int, Any], Any] = {}  # the same calls' processes (the model's)
         self.by_pid: dict[tuple[str, int], int] = {}  # (host, pid) -> the trace pid of its latest process
         self.role_of: dict[int, str] = {}
 
@@ -158,6 +160,8 @@ class _Trace:
                 if r.get("error"):
                     ev["args"]["error"] = str(r["error"])
                 self.put(ev)
+        elif event == "job" and isinstance(r.get("work_id"), int):
+            self.job(r, p, ts, who)
         elif event in _INSTANT_EVENTS:
             self.put({"ph": "i", "s": "p", "name": _instant_name(r), "cat": "process", "pid": p, "tid": 0,
                                 "ts": ts, "args": {k: r[k] for k in _INSTANT_ARGS if k in r}})
@@ -166,6 +170,22 @@ class _Trace:
             self.put({"ph": "C", "name": "processes", "pid": p, "tid": 0, "ts": ts,
                                 "args": {"count": count}})
             self.rss(r)
+
+    def job(self, r: dict[str, Any], p: int, ts: float, who: Any) -> None:
+        """A pool worker's job as a slice on its own "jobs" track, from its start record to its end record; one
+        without an end runs to the worker's end (finish), marked unfinished: the job it held."""
+        key = (p, ("job", r["work_id"]))
+        if r.get("state") == "start":
+            self.open_procs[key] = who
+            self.open_calls[key] = {"ph": "X", "name": str(r.get("fn") or "job"), "cat": "job", "pid": p,
+                                    "tid": self.tid(p, "jobs"), "ts": ts,
+                                    "args": {"work_id": r["work_id"], "arg": r.get("arg")}}
+        elif r.get("state") == "end":
+            self.open_procs.pop(key, None)
+            ev = self.open_calls.pop(key, None)
+            if ev is not None:
+                ev["dur"] = max(round(ts - ev["ts"], 1), 0.0)
+                self.put(ev)
 
     def finish(self) -> None:
         """Calls that never returned run to their process's end (killed: a call never outlives its process),
