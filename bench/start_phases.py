@@ -1,0 +1,97 @@
+"""Where a traced child's start-up goes, as user-space instruction counts (valgrind cachegrind).
+
+A count does not move with the machine's load, so each part is seen without hundreds of rounds
+(bench/host_floor.py gives the CPU figures). One pip-less venv of this tree (bench/startup_cost.py's);
+every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE unset:
+
+- ``traced_child``: the whole added cost of a traced child of a traced root (its start, its exit).
+- ``modules``: importing the start path's modules untraced (``import wp_autotrace.runtime.bootstrap``),
+  each module's share as its added count when imported after the ones before it (``per_module``,
+  in the order the start path loads them; a package's share includes its folder's first look-up),
+  and an empty module in runtime/ (``one_more_file``): the import system's fixed price of one file.
+- ``pth_guard``: the .pth line's inner guard (the string it execs once either variable is set at all),
+  compiled and run with both variables unset.
+- ``start_and_exit``: the rest, bootstrap.start() and the exit record (traced_child - modules - pth_guard).
+
+Usage: python bench/start_phases.py [--json]   (needs valgrind; about two minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import startup_cost  # noqa: E402
+from instructions import instructions  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+# The modules a traced start loads, in the order it loads them (tests/test_activation.py START_MODULES
+# holds the set; a module missing from this tree is skipped).
+ORDER = ("wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.env",
+         "wp_autotrace.common.redact", "wp_autotrace.common.vocab", "wp_autotrace.runtime.host_patches",
+         "wp_autotrace.runtime.sink", "wp_autotrace.runtime.bootstrap")
+
+
+def pth_guard() -> str:
+    """The string the .pth line execs (its one str constant that is Python code)."""
+    line = (REPO / "wp_autotrace" / "_bootstrap.pth").read_text()
+    return next(node.value for node in ast.walk(ast.parse(line))
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("import"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="wp-bench-phases-"))
+    try:
+        log = tmp / "log.jsonl"
+        os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))  # a descendant opens the log its root made
+        off = startup_cost._clean()
+        on = startup_cost._clean(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_RUN="x",
+                                 WP_AUTOTRACE_ROOT_PID="1")
+        venv = startup_cost.make_venv(tmp, "tree", sys.executable, REPO / "wp_autotrace")
+        python = str(venv / "bin" / "python")
+        empty = next((venv / "lib").glob("python3*/site-packages")) / "wp_autotrace" / "runtime" / "wp_bench_empty.py"
+        empty.write_text('"""An empty module: the fixed price of one file."""\n')
+        subprocess.run([python, "-m", "py_compile", str(empty)], check=True, env=startup_cost._clean())
+
+        def count(code: str, env: dict[str, str] = off) -> int:
+            return instructions([python, "-c", code], env, tmp)
+
+        count("pass", on)  # warm: the first run of a venv
+        # Every code string below is "pass" and lines of equal cost to parse, so the differences are the imports'.
+        base = count("pass")
+        traced = count("pass", on) - base
+        shares: dict[str, int] = {}
+        lines = ["pass"]
+        before = base
+        for name in ORDER:
+            if not (REPO / (name.replace(".", "/") + ".py")).exists() and not (REPO / name.replace(".", "/")).is_dir():
+                continue
+            lines.append(f"import {name}")
+            now = count("\n".join(lines))
+            shares[name] = now - before
+            before = now
+        modules = before - base
+        one_more = count("\n".join([*lines, "import wp_autotrace.runtime.wp_bench_empty"])) - before
+        guard = pth_guard()
+        guard_cost = count(f"import os\ns = {guard!r}\nexec(s)") - count(f"import os\ns = {guard!r}\npass")
+        out = {"traced_child": traced, "modules": modules, "per_module": shares, "one_more_file": one_more,
+               "pth_guard": guard_cost, "start_and_exit": traced - modules - guard_cost}
+        print(json.dumps(out, indent=None if args.json else 1))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
