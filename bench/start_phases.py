@@ -9,9 +9,10 @@ every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE uns
   each module's share as its added count when imported after the ones before it (``per_module``,
   in the order the start path loads them; a package's share includes its folder's first look-up),
   and an empty module in runtime/ (``one_more_file``): the import system's fixed price of one file.
-- ``pth_guard``: the .pth line's inner guard (the string it execs once either variable is set at all),
-  compiled and run with both variables unset.
-- ``start_and_exit``: the rest, bootstrap.start() and the exit record (traced_child - modules - pth_guard).
+- ``pth_guard``: what the .pth line execs once either variable is set at all, compiled and run with
+  both unset: the first of the line's two runs in a venv (site reads a venv's site-packages twice).
+- ``start_and_exit``: the rest (traced_child - modules - pth_guard): bootstrap.start(), the exit record,
+  and the line's second run (its short test that bootstrap is loaded).
 
 Usage: python bench/start_phases.py [--json]   (needs valgrind; about two minutes)
 """
