@@ -41,18 +41,26 @@ MAIN_INTERPRETER_CHECK = ('sys.modules.get("_thread", sys).__dict__.get("_is_mai
 # os.environ's own bytes-keyed dict (POSIX; the .pth line runs on 3.9-3.14 only, PEP 829's .start after): two
 # dict lookups, where environ.get raised and caught a KeyError per unset name, and fewer tokens to parse.
 PTH_OUTER = ('import os; (b"WP_AUTOTRACE" in os.environ._data or b"WP_AUTOTRACE_GUARD" in os.environ._data)'
-             ' and exec({guard})')
+             ' and exec({once})')
+# What the outer test execs: the guard, unless bootstrap is loaded already. site reads a venv's site-packages
+# twice (site.venv, then site.main; CPython 3.9-3.13), so the line runs twice in every venv start, and
+# compiling the guard was the line's largest cost in a traced one (docs/scale.md); bootstrap.start() ran
+# once all the same (its run-once flag). The guard in triple quotes: no backslash in the line, whose
+# literal site then reads (in every interpreter start, traced or not) without decoding escapes.
+PTH_ONCE = 'import sys; "wp_autotrace.runtime.bootstrap" in sys.modules or exec("""{guard}""")'
 
 
 def check_pth_line(text: str) -> None:
     """The .pth holds one import line that reads only our two variables and imports only our bootstrap:
-    PTH_OUTER, whose guard is one string literal checked node by node below."""
+    PTH_OUTER around PTH_ONCE, whose guard is one string literal checked node by node below."""
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert len(lines) == 1, lines
-    outer = ast.parse(lines[0])
-    guard = outer.body[-1].value.values[-1].args[0]  # type: ignore[attr-defined]
+    once = ast.parse(lines[0]).body[-1].value.values[-1].args[0]  # type: ignore[attr-defined]
+    assert isinstance(once, ast.Constant) and isinstance(once.value, str), ast.dump(once)
+    assert lines[0] == PTH_OUTER.format(once=repr(once.value)), lines[0]
+    guard = ast.parse(once.value).body[-1].value.values[-1].args[0]  # type: ignore[attr-defined]
     assert isinstance(guard, ast.Constant) and isinstance(guard.value, str), ast.dump(guard)
-    assert lines[0] == PTH_OUTER.format(guard=repr(guard.value)), lines[0]
+    assert once.value == PTH_ONCE.format(guard=guard.value) and "\\" not in lines[0], once.value
     inner = guard.value
     assert inner.startswith("import sys; "), inner
     assert inner.count(MAIN_INTERPRETER_CHECK) == 1, "the main-interpreter check must stand as written"

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import textwrap
+import types
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from .conftest import ROOT, clean_env, events, read_log, run_python
 PTH = ROOT / "wp_autotrace" / "_bootstrap.pth"
 START = ROOT / "wp_autotrace" / "_bootstrap.start"
 ENTRY = "wp_autotrace._site:start"
+BOOTSTRAP = "wp_autotrace.runtime.bootstrap"
 
 # Mirrors CPython 3.15's site.StartupState: read .pth files (sorted), then .start
 # files (sorted); run .pth import lines unless a same-named .start exists
@@ -108,8 +110,10 @@ def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site-packages"]
 
 
-def pth_says_on(env: dict[str, str]) -> bool:
-    """Run the .pth line with a stand-in for wp_autotrace.runtime.bootstrap; did it call start()?"""
+def pth_starts(env: dict[str, str], runs: int = 1) -> int:
+    """Run the .pth line `runs` times, as site would, with a stand-in for wp_autotrace.runtime.bootstrap
+    and a sys whose modules are this process's less that one (loaded only by the line's own import, as a
+    real import would): how many times did it call start()?"""
     called: list[bool] = []
 
     class Stub:
@@ -119,18 +123,29 @@ def pth_says_on(env: dict[str, str]) -> bool:
                 def start() -> None:
                     called.append(True)
 
+    fake_sys = types.SimpleNamespace(modules={k: v for k, v in sys.modules.items() if k != BOOTSTRAP})
+
     def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        return Stub if name == "wp_autotrace.runtime.bootstrap" else __import__(name, *args, **kwargs)
+        if name == BOOTSTRAP:
+            fake_sys.modules[name] = Stub.runtime.bootstrap
+            return Stub
+        return fake_sys if name == "sys" else __import__(name, *args, **kwargs)
 
     saved = dict(os.environ)
     try:
         os.environ.clear()
         os.environ.update(env)
-        exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import, "exec": exec}})
+        for _ in range(runs):
+            exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import, "exec": exec}})
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    return bool(called)
+    return len(called)
+
+
+def pth_says_on(env: dict[str, str]) -> bool:
+    """Whether the .pth line, run once, calls start()."""
+    return pth_starts(env) > 0
 
 
 VALUES = [None, "", "0", "1", "TRUE", " yes ", "off", "2", "nested-pools"]
@@ -150,3 +165,10 @@ def test_entry_point_decides_like_the_pth(trace: str | None, guard: str | None,
         monkeypatch.setenv(key, value)
     assert _site.wanted() == pth_says_on(env)
 
+
+@pytest.mark.parametrize("env", [{"WP_AUTOTRACE": "1"}, {"WP_AUTOTRACE_GUARD": "nested-pools"}, {"WP_AUTOTRACE": "0"}])
+def test_the_line_run_twice_starts_at_most_once(env: dict[str, str]) -> None:
+    """site reads a venv's site-packages twice (site.venv, then site.main; CPython 3.9-3.13), so the line runs
+    twice in every venv start: once bootstrap is loaded, the second run neither compiles the guard again
+    (the most costly part of the line) nor calls start() again; off, it stays off."""
+    assert pth_starts(env, runs=2) == int(pth_says_on(env))
