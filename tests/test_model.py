@@ -1267,6 +1267,18 @@ def test_a_short_wait_for_a_pool_is_told_where_the_waiting_process_slowed_its_st
         assert "pool-ready-wait" not in kinds(report(_slow_ready(ready_at, side_at=side_at), tmp_path / str(n)))
 
 
+def test_a_long_wait_that_is_the_sidecars_own_start_is_no_finding(tmp_path: Path) -> None:
+    """A 44 s wait for a new pool whose sidecar started 3.7 s after the call and took 40 s to be ready (a loaded box:
+    three ranks starting their sidecars at once beside another job, both parts slow; 0.09 of the sidecar's part
+    was the waiting process's own): the box, not the program. No pool-ready-wait, and the pool's idle span leads
+    the Answer as it does on a quick box; the same wait with a slow own part (20 s against 24 s) is told."""
+    rep = report(_slow_ready(45.0, side_at=4.7, idle_s=20.0), tmp_path)
+    assert "pool-ready-wait" not in kinds(rep), rep["answer"]
+    assert rep["findings"][0]["kind"] == "idle-pool", rep["answer"]
+    (tmp_path / "own").mkdir()
+    assert "pool-ready-wait" in kinds(report(_slow_ready(45.0, side_at=21.0, idle_s=20.0), tmp_path / "own"))
+
+
 def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_path: Path) -> None:
     """A worker forked after its master compiled with compile threads waits in AsyncCompile.wait for ever (a real
     torch 2.13 hang: AsyncCompile.pool() has no threads in the child): the Answer leads with it, the calls that

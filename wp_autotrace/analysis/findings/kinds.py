@@ -83,9 +83,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "sidecar-never-served": ("a sidecar never served its pool (its main() raised, or nothing asked it to stop)",
                              "fix what it raised, or shut the pool down before exit"),
     "pool-ready-wait": ("a process waited for the compile pool it made to become ready (AsyncCompile."
-                        "wait_pool_ready), 30 s or more, or 1 s or more of it and a quarter of the sidecar's own "
-                        "start passed before its sidecar started: its seconds, its threads then, when the sidecar "
-                        "appeared",
+                        "wait_pool_ready), and 1 s or more of it and a quarter of the sidecar's own start passed "
+                        "before its sidecar started: its seconds, its threads then, when the sidecar appeared",
                         "start the pool before the program's threads (AsyncCompile.warm_pool() at startup), or "
                         "compile_threads=1"),
     "forked-compile-hang": ("a process forked (not exec'd) after its parent compiled with compile threads waited "

@@ -23,14 +23,15 @@ if TYPE_CHECKING:
     from ..fold.model import Call, Pool, Process
 
 # A pool's sidecar imports torch and forks its workers before it is ready: seconds on an idle host, and on a
-# loaded 2-core box up to about 20 s. A wait this long is more than that start.
-READY_WAIT_S = 30.0
-# A shorter wait is told where the waiting process's own part of the start was slow: from the call to its
-# sidecar's start (SubprocPool.__init__ starting the sidecar: Python work in the waiting process, which threads
-# of that process running Python slow down). Measured (bench/users): 0.2-1.0 s against the sidecar's own 3.8-14 s
-# from its start to ready (a share of 0.04-0.07, idle or loaded box), but 2.2-22 s (a share of 0.39-0.59)
-# where three other threads of the main ran Python. Both bars must hold: the share is what load does not move
-# (a loaded box slows both parts), the seconds keep a quick start out.
+# loaded 2-core box 40 s and more (three ranks starting theirs at once beside another job: 39.5 s from the
+# sidecar's start to ready). No length of wait alone tells a slow program from a slow box, so a wait is told
+# where the waiting process's own part of the start was slow: from the call to its sidecar's start
+# (SubprocPool.__init__ starting the sidecar: Python work in the waiting process, which threads of that process
+# running Python slow down). Measured (bench/users): 0.2-1.0 s against the sidecar's own 3.8-14 s from its start
+# to ready (a share of 0.04-0.07, idle or loaded box; the three ranks above: 3.7 s against 39.5 s, 0.09), but
+# 2.2-22 s (a share of 0.39-0.59) where three other threads of the main ran Python (a 59 s wait: 22 s against
+# 37 s). Both bars must hold: the share is what load does not move (a loaded box slows both parts), the seconds
+# keep a quick start out.
 OWN_PART_S = 1.0
 OWN_SHARE = 0.25
 
@@ -78,13 +79,13 @@ def _probe_taken(v: View, c: Call, pool: Pool | None, end: float) -> str:
 
 
 def ready_wait(v: View) -> Finding | None:
-    """A process waited in AsyncCompile.wait_pool_ready for the pool it made to become ready, READY_WAIT_S or
-    more, or less where its own part of the start was slow (_own_part): its seconds, its threads then (as ps
-    counts them), and how long its sidecar took to appear. Its cost is the wait (hang_s) and, the waiting process
-    standing still meanwhile, blocked_s: it ranks before memory held idle (findings/rank.py)."""
+    """A process waited in AsyncCompile.wait_pool_ready for the pool it made to become ready, and its own part of
+    the start was slow (_own_part; a long wait that is the sidecar's own start is a slow box, not the program's):
+    its seconds, its threads then (as ps counts them), and how long its sidecar took to appear. Its cost is the
+    wait (hang_s) and, the waiting process standing still meanwhile, blocked_s: it ranks before memory held idle
+    (findings/rank.py)."""
     def long(x: Call) -> bool:
-        end = x.end if x.end is not None else v.t_end
-        return end - x.ts >= READY_WAIT_S or _own_part(x, _made_in(v, x), end) is not None
+        return _own_part(x, _made_in(v, x), x.end if x.end is not None else v.t_end) is not None
 
     slow = [c for c in v.calls if c.tag == targets.WAIT_POOL_READY and not c.error and long(c)]
     if not slow:
