@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from wp_autotrace.analysis.derive.counts import counts_at
 from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once
 from wp_autotrace.analysis.fold.fold import build
 from wp_autotrace.analysis.fold.model import Process
@@ -113,7 +114,8 @@ def test_a_reading_before_a_fork_or_an_exit_is_not_summed_with_readings_after_it
     each, their pages shared with it since) and the sidecar again at 12 s (160 MiB): at 11 s the sidecar's
     pre-fork figure is left out (2 of 3 read), never 238 + 80. Then the workers write process_exit at 20.1 s
     (the watcher sees them gone at 21.5 s) and the sidecar, read alone at 20.5 s, holds their once-shared pages
-    (230 MiB): their 19 s readings are left out then, never summed with it."""
+    (230 MiB): their 19 s readings are left out then, never summed with it. The counts told beside a figure
+    (derive/counts.py) take the same readings."""
     side = _proc(200, 1.0, [(10.0, 238), (12.0, 160), (19.0, 160), (20.5, 230)])
     w1 = _proc(301, 10.5, [(11.0, 40), (12.0, 40), (19.0, 40)], side, end=20.1, gone=21.5)
     w2 = _proc(302, 10.5, [(11.0, 40), (12.0, 40), (19.0, 40)], side, end=20.1, gone=21.5)
@@ -121,6 +123,9 @@ def test_a_reading_before_a_fork_or_an_exit_is_not_summed_with_readings_after_it
     assert (points[11.0].pss, points[11.0].read, points[11.0].alive) == (80 * MIB, 2, 3)
     assert (points[20.5].pss, points[20.5].read, points[20.5].alive) == (230 * MIB, 1, 3)
     assert peak_at_once([side, w1, w2])[:3] == (240 * MIB, 3, 3)  # at 12 s, and again at 19 s: all read
+    for t in (11.0, 12.0, 20.5):  # the counts told beside a figure take the readings the figure took
+        c = counts_at([side, w1, w2], None, t)
+        assert c is not None and (c["pool_pss_bytes"], c["read"]) == (points[t].pss, points[t].read), t
 
 
 SPAWNED = ["/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, "

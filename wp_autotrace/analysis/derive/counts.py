@@ -4,8 +4,9 @@ memory beside the pool's, all at one moment.
 The moment is the one the pool's memory figure comes from (its held figure's peak inside the idle span, else
 its peak at once): the watcher read the pool's processes in one sweep then, each sample carrying the process's
 threads (/proc/PID/stat num_threads, read with its smaps_rollup), and it read the pool's creator in the same
-sweep (watcher/memory.py). Each process counts by its latest reading at most STALE_S old, as memory at
-once counts it. A process the sweep did not read counts in no figure: the counts say how many
+sweep (watcher/memory.py). Each process counts by the reading memory at once counts it by at that moment
+(memseries.counted_at: its latest at most STALE_S old, unless a fork or an exit record came after it).
+A process the sweep did not read counts in no figure: the counts say how many
 were read of how many were alive (docs/evidence.md, "Counted as ps counts").
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..fold.model import Process
-from .memseries import STALE_S, lived_mem
+from .memseries import STALE_S, counted_at, lived_mem
 
 
 def sample_near(p: Process, t: float) -> tuple[float, int] | None:
@@ -34,7 +35,10 @@ def counts_at(procs: list[Process], creator: Process | None, t: float | None) ->
     # A reading before its start (a start read late) still shows it alive; one before its end never does.
     alive = [p for p in procs if (p.alive_at(t) or sample_near(p, t) is not None)
              and ((e := p.ended_at) is None or e > t)]
-    read = {p.pid: (s, p) for p in alive if (s := sample_near(p, t)) is not None}
+    # the readings memory at once counts then (memseries.counted_at): a reading from before a fork or an exit
+    # record is not counted beside readings after it, in the figure or in these counts
+    counted = {id(procs[i]): s for i, s in counted_at(procs, t).items()}
+    read = {p.pid: (s, p) for p in alive if (s := counted.get(id(p))) is not None}
     if not read:
         return None
     threads = {pid: p.threads[s[0]] for pid, (s, p) in read.items() if s[0] in p.threads}

@@ -20,6 +20,7 @@ CPU budget stretches its period) the points say "N of M read" instead of summing
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ...common.vocab import MEMORY_STALE_S
@@ -141,22 +142,11 @@ class _Sum:
                      len(self.both) - len(self.early) + len(extra), spanned + len(extra))
 
 
-def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True
-            ) -> list[Point]:
-    """The simultaneous PSS sum of procs at each of their sample times (module docstring), from the samples
-    taken in [a, b] only when a window is given (a sample before it is never carried into it); [] unsampled.
-    lived=False also takes the samples a process's own process_exit outlived: what a process left behind
-    still held then (held_after), until the watcher saw it end. Readings of processes that share pages are
-    summed only where no fork or end came between them: a process whose latest reading was taken before a
-    child it forked (in procs, counted at that moment) started, or before its own process_exit that the
-    moment follows, is left out of the point, as unread (a pre-fork reading holds the pages the child shares
-    since; a process read before it began to end held pages a sharer read since holds alone: a sidecar read
-    after its workers' exit, summed with their earlier readings, counted those pages twice, 290 against 260
-    MiB; docs/users.md D29 saw 11.5 % over the probe under pytest-xdist).
-
-    Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
-    point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
-    for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
+def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool
+           ) -> Iterator[tuple[float, _Sum, int, list[int]]]:
+    """at_once's sweep: at each sample time with something read, (t, the running state, processes alive by
+    their span, those read at t though their span says they were not alive). The state changes as the sweep
+    goes on: read it before the next step."""
     samples = sorted((ts, i, pss) for i, p in enumerate(procs)
                      for ts, pss, _ in ((lived_mem(p) if lived else p.mem) if p.mem else ())
                      if (a is None or ts >= a) and (b is None or ts <= b))
@@ -174,7 +164,6 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
         latest = state.latest
         state.set_both(i, in_span[i] and not left[i] and i in latest and t - latest[i][0] <= STALE_S)
 
-    out: list[Point] = []
     k = e = g = x = 0
     while k < len(samples):
         t = samples[k][0]
@@ -206,8 +195,35 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
             sync(i)
         extra = [i for i in set(read_now) if i not in state.both]  # read at t, though its span says it was not alive
         if state.both or extra:
-            out.append(state.point(t, spanned, extra))
-    return out
+            yield t, state, spanned, extra
+
+
+def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True
+            ) -> list[Point]:
+    """The simultaneous PSS sum of procs at each of their sample times (module docstring), from the samples
+    taken in [a, b] only when a window is given (a sample before it is never carried into it); [] unsampled.
+    lived=False also takes the samples a process's own process_exit outlived: what a process left behind
+    still held then (held_after), until the watcher saw it end. Readings of processes that share pages are
+    summed only where no fork or end came between them: a process whose latest reading was taken before a
+    child it forked (in procs, counted at that moment) started, or before its own process_exit that the
+    moment follows, is left out of the point, as unread (a pre-fork reading holds the pages the child shares
+    since; a process read before it began to end held pages a sharer read since holds alone: a sidecar read
+    after its workers' exit, summed with their earlier readings, counted those pages twice, 290 against 260
+    MiB; docs/users.md D29 saw 11.5 % over the probe under pytest-xdist).
+
+    Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
+    point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
+    for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
+    return [state.point(t, spanned, extra) for t, state, spanned, extra in _sweep(procs, a, b, lived)]
+
+
+def counted_at(procs: list[Process], t: float) -> dict[int, tuple[float, int]]:
+    """The readings memory at once counts at moment t (its latest point at or before t): index in procs ->
+    (sample time, PSS). What a figure at t is the sum of, for anything told beside it (derive/counts.py)."""
+    counted: dict[int, tuple[float, int]] = {}
+    for _, state, _, extra in _sweep(procs, None, t, True):
+        counted = {i: state.latest[i] for i in (*state.both, *extra) if i not in state.early}
+    return counted
 
 
 def peak_at_once(procs: list[Process], a: float | None = None, b: float | None = None
