@@ -84,17 +84,54 @@ def test_the_worker_loops_queue_records_each_jobs_start_and_end() -> None:
         def emit(self, event: str, **fields: Any) -> None:
             self.records.append((event, fields))
 
-    items = [Item(3, functools.partial(os.path.join, "a"), ("kernel_x",)), Item(4, print, ("not a name!",)), None]
+    def compile_kernel(name: str, source: str) -> None:
+        """Stands for torch's job function (its module is torch's: its first name argument is written)."""
+
+    compile_kernel.__module__ = "torch._inductor.async_compile"
+    compile_kernel.__qualname__ = "compile_kernel"
+    items = [Item(3, functools.partial(compile_kernel, "a"), ("kernel_x",)), Item(4, print, ("not a name!",)),
+             None]
     sink = Sink()
     q = JobQueue(type("Q", (), {"get": lambda self, block=True: items.pop(0), "size": 7})(), sink)  # type: ignore
     assert q.get(block=True).work_id == 3 and q.size == 7
-    assert sink.records == [("job", {"state": "start", "work_id": 3, "fn": f"{os.path.__name__}:join",
-                                     "arg": "a"})]
+    assert sink.records == [("job", {"state": "start", "work_id": 3,
+                                     "fn": "torch._inductor.async_compile:compile_kernel", "arg": "a"})]
     q.get(block=True)
     q.get(block=True)  # None: the loop's stop
     q.end()
     assert [r[1]["state"] for r in sink.records] == ["start", "end", "start", "end"]
     assert sink.records[2][1] == {"state": "start", "work_id": 4, "fn": "builtins:print"}
+
+
+def test_a_users_own_pool_job_writes_its_function_never_its_arguments() -> None:
+    """A user's ProcessPoolExecutor runs the same worker loop: its job's first string (a token here) is never
+    written, only torch's jobs' (a kernel's name); nothing of a job's objects is asked but a partial's fields (a
+    user object whose __getattr__ does work, or answers itself for ever, is never asked), a callable object
+    named by its class."""
+    def fetch(token: str) -> None:
+        """A user's job."""
+
+    assert job_names(fetch, ("ghp_abcdEFGH1234secret",)) == (f"{__name__}:{fetch.__qualname__}", None)
+    assert job_names(functools.partial(fetch, "AKIAIOSFODNN7EXAMPLE"), ())[1] is None
+    asked: list[str] = []
+
+    class Lazy:
+        """A user's object that loads what it is asked for (and answers itself for ever)."""
+
+        def __getattr__(self, name: str) -> Any:
+            asked.append(name)
+            return self
+
+        def __iter__(self) -> Any:
+            return iter(())
+
+        def __call__(self) -> None:
+            pass
+
+    fetch.__module__ = "torch._inductor.fake"  # even torch's own job: an object argument is not asked
+    assert job_names(fetch, (Lazy(), "kernel_a"))[1] == "kernel_a"
+    assert job_names(Lazy(), ()) == (f"{__name__}:{Lazy.__qualname__}", None)  # returns: no loop through it
+    assert asked == []
 
 
 def test_a_sidecar_jobs_names_come_from_its_pickle_without_unpickling() -> None:

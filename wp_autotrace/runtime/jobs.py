@@ -12,11 +12,19 @@ the workers a SubprocPool's sidecar forks, whose job is ``SubprocMain.do_job`` o
 function and first name argument (a Triton kernel's name) are read from the pickle's first bytes, without
 unpickling (short strings only: a bounded scan).
 
+A user's own ProcessPoolExecutor runs the same loop, so its jobs are recorded too: only the function's name is
+written for them, never an argument (a job's first string may be a token or a user's name: torch's are kernel
+names), and nothing of the job's objects is asked but functools.partial's own fields and a function's name (a
+user object's __getattr__ may do work or never end).
+
 Loaded only by a process that runs the loop (a worker), never by one that only makes a pool. Never raises
 into the worker: a fault is reported once and the job runs untouched.
 """
 
 from __future__ import annotations
+
+from functools import partial as _partial  # loaded already: concurrent.futures imports it
+from types import BuiltinFunctionType, FunctionType, MethodType
 
 from ..common.vocab import JOB
 
@@ -38,6 +46,12 @@ _SHORT_UNICODE = 0x8C  # pickle's SHORT_BINUNICODE: one length byte, then the UT
 _MEMOIZE = 0x94
 _STACK_GLOBAL = 0x93
 _PARTIAL = ("functools", "partial")
+# Callables named by their own __module__/__qualname__ (any other is named by its class: nothing of it is asked).
+_NAMED_KINDS = (FunctionType, BuiltinFunctionType, MethodType, type)
+# Only torch's own jobs have an argument written (a kernel's name); a user's job's arguments are never written.
+_ARG_OWNERS = ("torch.", "torch:")
+# How many functools.partial layers a job's function is unwrapped through (a partial subclass nests).
+MAX_PARTIALS = 8
 # The sidecar's per-job function: its real job is the pickle it is given.
 _DO_JOB = "SubprocMain.do_job"
 # Executor.map's per-chunk function: its real job is the function it is given first.
@@ -118,10 +132,13 @@ _GET_CODE = JobQueue.get.__code__
 
 
 def job_names(fn: Any, args: Any) -> tuple[str | None, str | None]:
-    """A job's function ("module:qualname", through functools.partial) and its first name argument (a str that
-    is an identifier: a kernel's name), or None for either; a SubprocPool job's from its pickle."""
-    while hasattr(fn, "func") and hasattr(fn, "args"):  # functools.partial: the function and its own arguments
-        args = (*fn.args, *(args or ()))
+    """A job's function ("module:qualname", through functools.partial) and, for torch's own functions only, its
+    first name argument (a str that is an identifier: a kernel's name), or None for either; a SubprocPool job's
+    from its pickle. Nothing of a job's objects is asked but a partial's fields and a function's name."""
+    for _ in range(MAX_PARTIALS):
+        if not isinstance(fn, _partial):
+            break
+        args = (*fn.args, *(args or ()))  # functools.partial: the function and its own arguments
         fn = fn.func
     name = _name_of(fn)
     if name == _CHUNK and args and callable(args[0]):
@@ -130,12 +147,16 @@ def job_names(fn: Any, args: Any) -> tuple[str | None, str | None]:
         data = next((a for a in args or () if isinstance(a, (bytes, bytearray))), None)
         if data is not None:
             inner, arg = pickled_names(bytes(data[:PICKLE_SCAN]))
-            return inner or name, arg
+            fn_name = inner or name
+            return fn_name, arg if fn_name.startswith(_ARG_OWNERS) else None
+    if name is None or not name.startswith(_ARG_OWNERS):
+        return name, None
     return name, _first_name(args, ARG_DEPTH)
 
 
 def _name_of(fn: Any) -> str | None:
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    owner = fn if isinstance(fn, _NAMED_KINDS) else type(fn)
+    module, qualname = getattr(owner, "__module__", None), getattr(owner, "__qualname__", None)
     if not isinstance(qualname, str):
         return None
     return f"{module}:{qualname}"[:MAX_NAME] if isinstance(module, str) else qualname[:MAX_NAME]
@@ -148,7 +169,7 @@ def _first_name(values: Any, depth: int) -> str | None:
             if isinstance(value, str):
                 if value.isidentifier():
                     return value[:MAX_ARG]
-            elif depth > 0 and hasattr(value, "func") and hasattr(value, "args"):
+            elif depth > 0 and isinstance(value, _partial):
                 found = _first_name(value.args, depth - 1)
                 if found is not None:
                     return found

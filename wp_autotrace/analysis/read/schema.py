@@ -233,7 +233,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("work_id", UINT, "the job's number in its executor (an end names the start it ends)"),
         ("fn", STR, "start: the job's function, `module:qualname` (through functools.partial; a SubprocPool "
                     "job's from its pickle's first bytes, never unpickled); absent when unknown"),
-        ("arg", STR, "start: its first argument that is a name (a Triton kernel's); absent when none"),
+        ("arg", STR, "start: its first argument that is a name (a Triton kernel's), for torch's own job functions "
+                     "only (a program's own pool's arguments are never written); absent when none"),
     )),
     TRACER_ERROR: ("a fault inside the tracer", (
         ("where", STR, "what it was doing (`warning`: a warning that could not go to the original stderr; "
