@@ -13,7 +13,7 @@ from typing import Any
 
 from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names
 
-from .logs import AC, LogWriter, kinds, report
+from .logs import AC, T0, LogWriter, call, kinds, report, start, watcher
 from .test_model import with_fork_hang, with_sidecar_hang
 
 
@@ -213,3 +213,33 @@ def test_the_chrome_trace_shows_each_workers_jobs_and_the_one_it_held(tmp_path: 
     assert jobs[f"{AC}:AsyncCompile._get_ready"]["dur"] == 450000.0
     hung = jobs["slowjob:hang"]
     assert hung["dur"] == 5300000.0 and hung["args"]["unfinished"] and hung["args"]["work_id"] == 1
+
+
+def test_a_hang_at_exit_in_the_programs_own_pool_is_not_told_as_the_compile_pools(tmp_path: Path) -> None:
+    """concurrent.futures' exit join waits on every executor of the process: where the job that never ended is
+    one a worker of the program's own ProcessPoolExecutor held (its job records), that pool is named, with the
+    worker, not the compile pool beside it (a SubprocPool, whose executor is its sidecar's, with no job open),
+    and no 'job still queued' is said of a pool that held none."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    call(w, 1, 100, 1, "main", "torch._inductor.compile_worker.subproc_pool:SubprocPool.__init__", 1, None)
+    w.add(1.5, 100, 1, "main", "return", call_id=1, duration_s=0.5, sidecar_pid=150)
+    w.add(1.2, 150, 100, "compile-sidecar", "process_start", argv=["python", "__main__.py", "--workers=2"],
+          python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
+    w.add(2.0, 201, 150, "compile-worker", "process_start", argv=["python", "__main__.py"], python="3.11.7",
+          forked=True, env={}, run="r1", root_pid=100)
+    job(w, 2.5, 201, 150, "start", 0, fn=f"{AC}:AsyncCompile._get_ready")
+    job(w, 2.6, 201, 150, "end", 0)
+    w.add(3.0, 301, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+          env={}, run="r1", root_pid=100)
+    w.add(3.2, 301, 100, "child", "job", state="start", work_id=0, fn="app:stuck")
+    call(w, 6.1, 100, 1, "main", "concurrent.futures.process:_python_exit", 4, None)
+    watcher(w, 9, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 9} for p in (100, 150, 201, 301)])
+    watcher(w, 9.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "exit-hang"]
+    text = " ".join(f["text"].split())
+    assert "a job of a process pool the program made itself (not a compile pool) had not ended" in text, text
+    assert "Worker 301 ran app:stuck from 3.2 s and never ended it (5.8 s, until the worker ended at 9.0 s)" in text
+    assert "plugin" not in text and "queued" not in text, text

@@ -37,8 +37,13 @@ def recorded(pool: Pool) -> bool:
 
 def held_during(pool: Pool, a: float, b: float, t_end: float) -> list[Held]:
     """The jobs the pool's workers held at some moment of [a, b], earliest start first."""
+    return held_by(workers_of(pool), a, b, t_end)
+
+
+def held_by(workers: list[Process], a: float, b: float, t_end: float) -> list[Held]:
+    """The jobs these workers held at some moment of [a, b], earliest start first."""
     out = []
-    for w in workers_of(pool):
+    for w in workers:
         for j in w.jobs_run:
             if j.start <= b:
                 h = _held(w, j, t_end)

@@ -11,15 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ..derive.held import Held, held_during, job_name, pending_as_called, recorded
+from ..derive.held import Held, held_by, held_during, job_name, pending_as_called, recorded
 from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
+from ..fold.model import EXECUTOR
 from ..words.fmt import error_words, site
 from .base import Finding
 from .rank import HANG_S
 
 if TYPE_CHECKING:
     from ..derive.view import View
-    from ..fold.model import Call, Pool
+    from ..fold.model import Call, Pool, Process
 
 # How many held jobs a sentence names (the rest counted).
 NAMED = 2
@@ -50,6 +51,41 @@ def hung_jobs(v: View, pool: Pool, a: float, b: float) -> list[Held]:
     """The jobs the pool's workers held while a wait hung ([a, b]) and had not ended by its end: those whose end
     was never written (held until the worker ended, or the log did), or came at or after b."""
     return [h for h in held_during(pool, a, b, v.t_end) if not h.ended or h.until >= b]
+
+
+def joined_pool_words(v: View, p: Process, a: float, b: float) -> tuple[str, str]:
+    """Which pool concurrent.futures' exit join of p ([a, b]) waited on, and who held its job: (" of the pool ...",
+    " sentence."), or ("", "") where p made no pool. The join waits on the executors made in p: its fork/spawn
+    compile pools (a SubprocPool's executor is its sidecar's) and the program's own, whose workers' job records
+    say which held the job."""
+    pools = [pool for pool in p.pools if pool.call.ts <= a and pool.kind == EXECUTOR]
+    own = own_pool_hung_jobs(v, p, a, b)
+    if own and not any(hung_jobs(v, pool, a, b) for pool in pools):
+        return " of a process pool the program made itself (not a compile pool)", f" {own_held_words(v, own)}."
+    if not pools:
+        return "", ""
+    return f" of the pool made at {site(pools[-1].call.caller)}", f" {held_words(v, pools[-1], a, b)}."
+
+
+def own_pool_hung_jobs(v: View, p: Process, a: float, b: float) -> list[Held]:
+    """hung_jobs of the process pools p made itself that are not compile pools (a program's own
+    ProcessPoolExecutor: its workers, p's children in no compile pool, record their jobs too)."""
+    pooled = {q for pool in v.pools for q in (*workers_of(pool), *pool.members)}
+    mine = [q for q in p.children if q not in pooled and q.jobs_run]
+    return [h for h in held_by(mine, a, b, v.t_end) if not h.ended or h.until >= b]
+
+
+def own_held_words(v: View, held: list[Held]) -> str:
+    """Held jobs of a program's own process pool (own_pool_hung_jobs), as held_words says a compile pool's."""
+    said = []
+    for h in held[:NAMED]:
+        end = (f"until the worker ended at {v.rel(h.until) or 0:.1f} s" if h.worker.ended_at is not None
+               else "to the end of the log")
+        said.append(f"worker {h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s and "
+                    + (f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else
+                       f"never ended it ({h.until - h.job.start:.1f} s, {end})"))
+    more = f" (+{len(held) - NAMED} more)" if len(held) > NAMED else ""
+    return ("; ".join(said) + more)[:1].upper() + ("; ".join(said) + more)[1:]
 
 
 def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -> str:

@@ -14,7 +14,7 @@ from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_erro
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
-from .held import held_short, held_words, wait_end, wait_how
+from .held import held_short, held_words, joined_pool_words, wait_end, wait_how
 from .rank import HANG_S
 
 if TYPE_CHECKING:
@@ -583,10 +583,8 @@ def exit_join_hang(v: View) -> Finding | None:
     p = c.proc
     end = c.end if c.end is not None else p.ended_at
     waited = (end if end is not None else v.t_end) - c.ts
-    pools = [pool for pool in p.pools if pool.call.ts <= c.ts]
-    of = f" of the pool made at {site(pools[-1].call.caller)}" if pools else ""
+    of, held = joined_pool_words(v, p, c.ts, end if end is not None else v.t_end)
     how = "" if c.end is not None else ", until it ended inside it"
-    held = f" {held_words(v, pools[-1], c.ts, end if end is not None else v.t_end)}." if pools else ""
     return Finding(
         "exit-hang", "problem",
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
