@@ -47,11 +47,13 @@ BARE_MSGSPEC = ("import msgspec, sys\n"
                 "    for line in f:\n"
                 "        if line.strip():\n"
                 "            decode(line)\n")
+# The command as its console script runs it (main() reading sys.argv: the process's own command line).
 REPORT = ("import sys\n"
           "from wp_autotrace.analysis.read import logread\n"
           "logread.use_fast(sys.argv[2] == 'fast')\n"
           "from wp_autotrace.cli.main import main\n"
-          "sys.exit(main(['report', '--json', sys.argv[1]]))\n")
+          "sys.argv = ['wp-autotrace', 'report', '--json', sys.argv[1]]\n"
+          "sys.exit(main())\n")
 
 # Where the fast report's CPU goes, each stage timed cumulatively in one process (CPU s, the cyclic
 # collector off as the fold has it), against a bare json.loads pass in the same process (so each

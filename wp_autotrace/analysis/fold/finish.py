@@ -14,7 +14,8 @@ from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, W
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
 
-_POOL_COUNTS = {targets.POOL_WAKEUP: "wakeups", targets.POOL_QUIESCE: "quiesces", targets.POOL_SHUTDOWN: "shutdowns"}
+# The tags of the calls credit_pool counts (fold.py calls it for these only: every return passes there).
+POOL_COUNTS = {targets.POOL_WAKEUP: "wakeups", targets.POOL_QUIESCE: "quiesces", targets.POOL_SHUTDOWN: "shutdowns"}
 
 
 # The counted (COUNT-mode) labels that are a pool's jobs: process_exit's counts are keyed by label.
@@ -24,7 +25,7 @@ _SUBMIT = {t.label: True for t in targets.TARGETS if t.tag == targets.POOL_SUBMI
 def credit_pool(c: Call) -> None:
     """Count a wakeup/quiesce/shutdown for its own pool: by the sidecar pid it
     captured, else the caller's latest pool still open."""
-    field = _POOL_COUNTS.get(c.tag)
+    field = POOL_COUNTS.get(c.tag)
     if field is None:
         return
     p = c.proc

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from ...common import targets, vocab
 from ..read import schema
 from . import autotune
-from .finish import credit_pool, finish
+from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
 from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, JobSpan, Model, Pool, Process, Run, Waited
 
@@ -124,9 +124,9 @@ class Builder:
         run.seen(ts)
 
     def visit_process_exit(self, r: dict[str, Any]) -> None:
-        if self.reg.is_watcher(r):
-            return
         p = self.reg.writer(r)
+        if p is None:
+            return
         p.end = r["ts"]
         p.exited = True
         p.exit_how = r.get("how") or "exit"
@@ -148,13 +148,14 @@ class Builder:
 
     def visit_exec(self, r: dict[str, Any]) -> None:
         """A process about to exec: it becomes `executable` unless a later record of it says the exec failed."""
-        if not self.reg.is_watcher(r):
-            self.reg.writer(r).exec_into = r
+        p = self.reg.writer(r)
+        if p is not None:
+            p.exec_into = r
 
     def visit_call(self, r: dict[str, Any], blocked: bool = False) -> None:
-        if self.reg.is_watcher(r):
-            return
         p = self.reg.writer(r)
+        if p is None:
+            return
         c = Call(p, r, blocked)
         shared = self.reg._shared  # share() of the strings, inlined: this runs for every call
         c.target, c.tag, c.thread = (shared.setdefault(c.target, c.target), shared.setdefault(c.tag, c.tag),
@@ -180,16 +181,17 @@ class Builder:
 
     def visit_test(self, r: dict[str, Any]) -> None:
         """A pytest test began or ended in this process (the pytest plugin)."""
-        if not self.reg.is_watcher(r):
-            self.reg.writer(r).tests.append((r["ts"], r.get("nodeid") or "?", r.get("phase") or ""))
+        p = self.reg.writer(r)
+        if p is not None:
+            p.tests.append((r["ts"], r.get("nodeid") or "?", r.get("phase") or ""))
 
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
 
     def visit_return(self, r: dict[str, Any]) -> None:
-        if self.reg.is_watcher(r):
-            return
         p = self.reg.writer(r)
+        if p is None:
+            return
         c = p.calls.get(r.get("call_id", -1))
         if c is None or c.end is not None:
             return
@@ -214,36 +216,39 @@ class Builder:
         elif c.tag == targets.SIDECAR_SHUTDOWN:
             p.served = True
             p.served_at = c.ts if p.served_at is None else p.served_at
-        credit_pool(c)
+        elif c.tag in POOL_COUNTS:
+            credit_pool(c)
 
     def visit_import(self, r: dict[str, Any]) -> None:
-        if not self.reg.is_watcher(r):
-            note_import(self.reg.writer(r), r)
+        p = self.reg.writer(r)
+        if p is not None:
+            note_import(p, r)
 
     def visit_config(self, r: dict[str, Any]) -> None:
-        if self.reg.is_watcher(r):
-            return
         p = self.reg.writer(r)
+        if p is None:
+            return
         p.knobs, p.env_changed = [k for k in r.get("knobs") or () if isinstance(k, str)], _env_changed(r)
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 
     def visit_role(self, r: dict[str, Any]) -> None:
-        if not self.reg.is_watcher(r):
-            p = self.reg.writer(r)
+        p = self.reg.writer(r)
+        if p is not None:
             p.role = r.get("role") or p.role
 
     def visit_tracer_error(self, r: dict[str, Any]) -> None:
-        watcher = self.reg.is_watcher(r)
-        run = self.reg.record_run(r) if watcher else self.reg.writer(r).run or self.reg.run("")
+        p = self.reg.writer(r)
+        watcher = p is None
+        run = self.reg.record_run(r) if p is None else p.run or self.reg.run("")
         if not watcher and r.get("where") == vocab.WATCHER and not run.no_watcher:
             run.no_watcher = str(r.get("error") or "")  # the root says why it started no watcher: not a fault
             return
         if watcher and isinstance(r.get("dropped"), int):
             run.watcher_dropped = max(run.watcher_dropped, r["dropped"])
             return  # the count, said again in watcher_exit: a finding of its own, not an error
-        if r.get("where") == "log" and isinstance(r.get("dropped"), int):  # the sink's count (runtime/sink.py)
-            count_dropped(self.reg.writer(r), r["dropped"])
+        if p is not None and r.get("where") == "log" and isinstance(r.get("dropped"), int):  # the sink's count
+            count_dropped(p, r["dropped"])  # (runtime/sink.py; a watcher's count returned above)
             return
         if r.get("where") == LIVE_EXPORT:
             run.export_errors.append(str(r.get("error") or ""))  # the receiver's failure: no record was lost
@@ -251,8 +256,9 @@ class Builder:
         run.tracer_errors.append(f"pid {r['pid']}: {r.get('where', '')}: {r.get('error', '')}")
 
     def visit_error(self, r: dict[str, Any]) -> None:
-        if not self.reg.is_watcher(r):
-            self.reg.writer(r).errors.append(r)
+        p = self.reg.writer(r)
+        if p is not None:
+            p.errors.append(r)
 
     def visit_watcher_start(self, r: dict[str, Any]) -> None:
         run = self.reg.record_run(r)
@@ -369,9 +375,10 @@ def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
 # Visits that need only the Registry, outside the Builder (which is at its size).
 def add_job(reg: Registry, r: dict[str, Any]) -> None:
     """A pool worker took a job, or ended the one it took (runtime/jobs.py): one span per job."""
-    if reg.is_watcher(r):
+    p = reg.writer(r)
+    if p is None:
         return
-    jobs = reg.writer(r).jobs_run
+    jobs = p.jobs_run
     if r.get("state") == "start":
         jobs.append(JobSpan(r))
     elif r.get("state") == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == r.get("work_id"):

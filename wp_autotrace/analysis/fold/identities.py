@@ -60,17 +60,22 @@ class Registry:
             p.start = ct if p.start is None or not p.traced else min(p.start, ct)
             self.by_start[(p.host, p.pid, p.create_time)] = p
 
-    def writer(self, r: dict[str, Any]) -> Process:
-        """The process that wrote r (not the watcher's subjects)."""
+    def writer(self, r: dict[str, Any]) -> Process | None:
+        """The process that wrote r, or None for the watcher's records (whose subjects are found by `subject`
+        and `find`, never by who wrote them). Every record a process writes passes here once, and one step
+        here is every record's: the writer's role, its last record, a failed exec, its run's time span."""
         key = (r["host"], r["pid"])
+        if key in self.watchers or r.get("role") == vocab.WATCHER:  # is_watcher, inlined
+            return None
         p = self.current.get(key)
         if p is None:
             p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
         if not p.role and r.get("role"):
             p.role = r["role"]
-        if r["event"] != vocab.PROCESS_EXIT:
+        event = r["event"]
+        if event != vocab.PROCESS_EXIT:
             p.last = r
-        if p.exec_into is not None and r["event"] != vocab.EXEC:
+        if p.exec_into is not None and event != vocab.EXEC:
             p.exec_into = None  # it wrote again: the exec failed
         run = p.run
         if run is not None:
@@ -80,7 +85,7 @@ class Registry:
             if run.end is None or ts > run.end:
                 run.end = ts
             if r.get("truncated") is not None:
-                run.cut.append(f"a {r['event']} record of pid {p.pid} was cut to fit 32 KiB")
+                run.cut.append(f"a {event} record of pid {p.pid} was cut to fit 32 KiB")
         return p
 
     def is_same(self, p: Process, ct: float | None, ts: float) -> bool:
@@ -167,8 +172,9 @@ class Registry:
         return r.get("role") == vocab.WATCHER or (r["host"], r["pid"]) in self.watchers
 
     def share(self, value: Any) -> Any:
-        """The one kept object equal to value (a str, or a frame dict of plain values)."""
-        key = tuple(value.items()) if type(value) is dict else value
+        """The one kept object equal to value (a str, or a frame dict of plain values): a dict's key is its keys
+        then its values, in order (one flat tuple: equal exactly when the items are, in the same order)."""
+        key = (*value, *value.values()) if type(value) is dict else value
         try:
             return self._shared.setdefault(key, value)
         except TypeError:  # an unhashable frame value (a crafted log): kept as it is

@@ -78,7 +78,8 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
     rewritten = tuple(key for key, kind in fields.items() if kind in _REWRITTEN_KINDS)
     # Frames decode as plain dicts (every key kept, as json.loads keeps them): check_record's own
     # cleaner then gives what it gives on the json path (the same dict, or a rebuilt one in its order).
-    frames = tuple((key, CHECKS[kind]) for key, kind in fields.items() if kind in (schema.FRAME, schema.FRAMES))
+    frames = tuple((key, kind == schema.FRAMES, CHECKS[kind]) for key, kind in fields.items()
+                   if kind in (schema.FRAME, schema.FRAMES))
 
     def fast(raw: bytes) -> dict[str, Any] | None:
         try:
@@ -91,14 +92,23 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
         for key in rewritten:
             if key in r:
                 return None
-        for key, clean in frames:
+        for key, many, clean in frames:
             v = r.get(key)
-            if v is not None:
-                kept = clean(v)
-                if kept is not v:
-                    if kept is None:
-                        return None  # dropped and counted: the json path does both
-                    r[key] = kept
+            if v is None:
+                continue
+            # The common frame, {file, line, func} (msgspec has checked that each value is a str or an
+            # integer in range), is what clean_frame keeps as it is: checked here, without its calls.
+            for f in v if many else (v,):
+                if len(f) != 3 or type(f.get("file")) is not str or type(f.get("line")) is not int \
+                        or type(f.get("func")) is not str:
+                    break
+            else:
+                continue
+            kept = clean(v)
+            if kept is not v:
+                if kept is None:
+                    return None  # dropped and counted: the json path does both
+                r[key] = kept
         return r
 
     return fast
