@@ -306,13 +306,6 @@ class Builder:
         """`wp-autotrace run`'s record of the status it waited for: its main process's (by root pid, at finish)."""
         self.reg.run_exits.append(r)
 
-    def visit_oom(self, r: dict[str, Any]) -> None:
-        run = self.reg.record_run(r)
-        if isinstance(r.get("oom_kill"), int) and isinstance(r.get("before"), int):
-            since = r.get("since")
-            run.ooms.append((r["ts"], r["before"], r["oom_kill"], since if isinstance(since, (int, float)) else None,
-                             r["host"]))
-
     def visit_memory(self, r: dict[str, Any]) -> None:
         """The watcher's PSS/USS samples of pool processes, and the device files they hold."""
         run = self.reg.record_run(r)
@@ -372,6 +365,15 @@ def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
     count_dropped(p, r.get("dropped") if isinstance(r.get("dropped"), int) else p.dropped + 1)
 
 
+def note_oom(reg: Registry, r: dict[str, Any]) -> None:
+    """The watcher's count of its run's cgroup OOM kills went up: when, from what to what, since when."""
+    run = reg.record_run(r)
+    if isinstance(r.get("oom_kill"), int) and isinstance(r.get("before"), int):
+        since = r.get("since")
+        run.ooms.append((r["ts"], r["before"], r["oom_kill"], since if isinstance(since, (int, float)) else None,
+                         r["host"]))
+
+
 # Visits that need only the Registry, outside the Builder (which is at its size).
 def add_job(reg: Registry, r: dict[str, Any]) -> None:
     """A pool worker took a job, or ended the one it took (runtime/jobs.py): one span per job."""
@@ -386,7 +388,7 @@ def add_job(reg: Registry, r: dict[str, Any]) -> None:
 
 
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
-                                                                          schema.JOB: add_job}
+                                                                          schema.JOB: add_job, vocab.OOM: note_oom}
 
 
 def note_import(p: Process, r: dict[str, Any]) -> None:
