@@ -156,10 +156,7 @@ class Builder:
         p = self.reg.writer(r)
         if p is None:
             return
-        c = Call(p, r, blocked)
-        shared = self.reg._shared  # share() of the strings, inlined: this runs for every call
-        c.target, c.tag, c.thread = (shared.setdefault(c.target, c.target), shared.setdefault(c.tag, c.tag),
-                                     shared.setdefault(c.thread, c.thread))
+        c = Call(p, r, blocked, self.reg.shared)
         if c.caller is not None:
             c.caller = self.reg.share(c.caller)
         if c.call_id is not None and not blocked:

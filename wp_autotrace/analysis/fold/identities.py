@@ -28,7 +28,7 @@ class Registry:
         self.run_exits: list[dict[str, Any]] = []  # run_exit records, matched to their runs at finish
         # One object per distinct value a call holds (target, tag, thread, caller frame): a long
         # run's calls repeat a few call sites, and memory then grows with the calls' count only.
-        self._shared: dict[Any, Any] = {}
+        self.shared: dict[Any, Any] = {}
 
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)
@@ -176,7 +176,7 @@ class Registry:
         then its values, in order (one flat tuple: equal exactly when the items are, in the same order)."""
         key = (*value, *value.values()) if type(value) is dict else value
         try:
-            return self._shared.setdefault(key, value)
+            return self.shared.setdefault(key, value)
         except TypeError:  # an unhashable frame value (a crafted log): kept as it is
             return value
 

@@ -45,19 +45,22 @@ class Call:
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
                  "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "gen", "mp_main")
 
-    def __init__(self, proc: Process, r: dict[str, Any], blocked: bool) -> None:
+    def __init__(self, proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any]) -> None:
+        """shared: one object per distinct string (the fold's Registry keeps it), for the call's target, tag and
+        thread: a long run's calls repeat a few, and memory then grows with the calls' count only."""
         get = r.get  # one call made per call record: its lookups bound once
         self.proc = proc
         self.call_id: int | None = get("call_id")
         self.gen = proc.execs  # which of the process's programs made it (call ids restart after an exec)
         self.ts: float = r["ts"]
-        self.target: str = get("target") or "?"
-        self.tag: str = get("tag") or targets.USER_TAG
+        target, tag, thread = get("target") or "?", get("tag") or targets.USER_TAG, get("thread") or ""
+        self.target: str = shared.setdefault(target, target)
+        self.tag: str = shared.setdefault(tag, tag)
         self.caller: dict[str, Any] | None = get("caller") or _sourceless_frame(get("stack"))
         parent = get("parent_call")
         self.parent: Call | None = proc.calls.get(parent) if parent is not None else None
         self.env: dict[str, Any] = get("env") or _NO_FIELDS
-        self.thread: str = get("thread") or ""
+        self.thread: str = shared.setdefault(thread, thread)
         self.end: float | None = None
         self.error: str | None = None
         self.ret: dict[str, Any] = _NO_FIELDS
