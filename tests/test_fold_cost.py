@@ -1,0 +1,85 @@
+"""What the fold keeps per call, and how a one-pass command leaves its model: the report's cost at a million
+records without a change in what it says (docs/scale.md, "Where the report's time goes")."""
+
+from __future__ import annotations
+
+import gc
+import io
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+from wp_autotrace.analysis.fold.fold import Builder
+from wp_autotrace.cli.main import main
+
+from .logs import AC, LogWriter, call, start
+
+T0 = 1_800_000_000.0
+
+
+def _call(pid: int, call_id: int, ts: float, caller: dict[str, Any], thread: str) -> dict[str, Any]:
+    return {"v": 1, "event": "call", "ts": T0 + ts, "pid": pid, "ppid": 1, "host": "h", "role": "main",
+            "seq": call_id, "target": "".join(["m:", "f"]), "tag": "".join(["us", "er"]), "call_id": call_id,
+            "thread": "".join(thread), "caller": caller}
+
+
+def test_equal_call_sites_are_one_object_and_different_ones_stay_apart() -> None:
+    """Calls from one site share its frame and strings (a long run's memory grows with its calls' count only);
+    a frame with the same items in another order, one more item, or the same values under another key is its
+    own (its JSON says it as logged)."""
+    site = {"file": "/u/a.py", "line": 3, "func": "f"}
+    frames = [dict(site), dict(site), {"line": 3, "file": "/u/a.py", "func": "f"},
+              dict(site, rel="a.py"), {"file": "/u/a.py", "line": 4, "func": "f"},
+              {"file": "/u/a.py", "line": 3, "src": "f"}]
+    b = Builder()
+    b.fold([_call(10, i + 1, i, frame, ["Main", "Thread"]) for i, frame in enumerate(frames)])
+    calls = b.model.calls
+    assert [c.caller for c in calls] == frames
+    assert calls[0].caller is calls[1].caller
+    assert len({id(c.caller) for c in calls}) == 5
+    assert list(calls[2].caller) == ["line", "file", "func"]
+    assert all(c.target is calls[0].target and c.tag is calls[0].tag and c.thread is calls[0].thread
+               for c in calls)
+
+
+def _log(tmp_path: Path) -> Path:
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    for i in range(3):
+        call(w, 1 + i, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", i + 1, 1.5 + i)
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    path = tmp_path / "log.jsonl"
+    w.write(path)
+    return path
+
+
+def test_a_one_pass_command_leaves_its_model_to_the_exit(tmp_path: Path) -> None:
+    """As the process's own command line, report runs without the cyclic collector and freezes what it made as
+    it returns: the exit frees the model at once, never walked object by object (the same output)."""
+    log = _log(tmp_path)
+    probe = ("import gc, sys\n"
+             "from wp_autotrace.cli.main import main\n"
+             "sys.argv = ['wp-autotrace', 'report', '--json', sys.argv[1]]\n"
+             "code = main()\n"
+             "print(code, gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(log)], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.stderr.split()[-3:] == ["0", "False", "True"], done.stderr
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["report", "--json", str(log)]) == 0
+    assert done.stdout == out.getvalue()
+
+
+def test_a_callers_argv_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
+    """main(argv) runs the command alone: a process that goes on (a test, a tool) keeps its collector on and
+    nothing frozen (freezing there would keep each report's garbage for the process's life)."""
+    log = _log(tmp_path)
+    frozen = gc.get_freeze_count()
+    with redirect_stdout(io.StringIO()):
+        assert main(["report", "--json", str(log)]) == 0
+        assert main(["export", "-o", "-", str(log)]) == 0
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen
