@@ -1297,3 +1297,10 @@ def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_pat
     for n, kw in enumerate(({"threads": 1}, {"fork_at": 1.5}, {"returns": True})):
         (tmp_path / str(n)).mkdir()
         assert "forked-compile-hang" not in kinds(report(with_forked_compile_hang(**kw), tmp_path / str(n))), kw
+    # compile_threads set to 1 in code after torch loaded its config (8): the master's wait captured 1, so it made
+    # no compile thread pool, and its child's wait is not this
+    one = with_forked_compile_hang(threads=8)
+    next(r for r in one.lines if r.get("call_id") == 1 and r["pid"] == 100 and r["event"] == "call")[
+        "compile_threads"] = 1
+    (tmp_path / "set-in-code").mkdir()
+    assert "forked-compile-hang" not in kinds(report(one, tmp_path / "set-in-code"))

@@ -128,9 +128,15 @@ FORKED_AFTER_COMPILE_ADVICE = ("set TORCHINDUCTOR_COMPILE_THREADS=1 in the envir
                                "(a fresh interpreter)")
 
 
-def _compiled_before(parent: Process, t: float) -> bool:
-    """Whether parent compiled with async compile (an AsyncCompile.wait that returned) before t."""
-    return any(c.tag == targets.ASYNC_WAIT and c.end is not None and c.end <= t for c in parent.calls.values())
+def _threads_at_fork(v: View, parent: Process, t: float) -> object:
+    """compile_threads as parent last compiled with async compile before t (its latest AsyncCompile.wait that
+    returned by t: the setting that wait captured, else parent's config as torch loaded it; a setting changed in
+    code after the import is seen only by the wait); None where no such wait returned by t."""
+    waits = [c for c in parent.calls.values() if c.tag == targets.ASYNC_WAIT and c.end is not None and c.end <= t]
+    if not waits:
+        return None
+    captured = max(waits, key=lambda c: c.ts).at_call.get("compile_threads")
+    return captured if isinstance(captured, int) else v.config_of(parent)[0].get("compile_threads")
 
 
 def forked_compile_hang(v: View) -> Finding | None:
@@ -143,9 +149,8 @@ def forked_compile_hang(v: View) -> Finding | None:
         p, parent = c.proc, c.proc.parent
         if c.tag != targets.ASYNC_WAIT or (c.end is not None and not c.error) or not p.forked or parent is None:
             continue
-        threads = v.config_of(parent)[0].get("compile_threads")
-        if (p.start is None or not isinstance(threads, int) or threads <= 1 or not _compiled_before(parent, p.start)
-                or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER):
+        threads = _threads_at_fork(v, parent, p.start) if p.start is not None else None
+        if (not isinstance(threads, int) or threads <= 1 or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER):
             continue
         end = c.end if c.end is not None else p.ended_at if p.ended_at is not None else v.t_end
         if end - c.ts >= HANG_S:
