@@ -243,3 +243,16 @@ def test_a_hang_at_exit_in_the_programs_own_pool_is_not_told_as_the_compile_pool
     assert "a job of a process pool the program made itself (not a compile pool) had not ended" in text, text
     assert "Worker 301 ran app:stuck from 3.2 s and never ended it (5.8 s, until the worker ended at 9.0 s)" in text
     assert "plugin" not in text and "queued" not in text, text
+
+
+def test_a_job_whose_end_record_was_lost_is_not_told_as_held_for_ever(tmp_path: Path) -> None:
+    """A worker runs one job at a time: its next start proves the job before it ended by then, though that job's
+    end record was lost (a full disk drops records); only the job left open at the end is told as never ended."""
+    w = with_fork_hang()
+    job(w, 2.55, 201, 100, "start", 0, fn="mod:first")  # its end was never written
+    job(w, 2.6, 201, 100, "start", 1, fn="mod:second")
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    assert [j["fn"] for j in rep["pools"][0]["unended_jobs"]] == ["mod:second"]
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "mod:first" not in hang["text"] and "worker 201 ran mod:second from 2.6 s" in hang["text"], hang["text"]

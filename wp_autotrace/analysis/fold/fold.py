@@ -379,6 +379,8 @@ def add_job(reg: Registry, r: dict[str, Any]) -> None:
         return
     jobs = p.jobs_run
     if r.get("state") == "start":
+        if jobs and jobs[-1].end is None:  # its end record was lost (a full disk): it ended by this next start
+            jobs[-1].end = r["ts"]
         jobs.append(JobSpan(r))
     elif r.get("state") == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == r.get("work_id"):
         jobs[-1].end = r["ts"]  # a worker runs one job at a time: an end is its last start's
