@@ -1287,8 +1287,8 @@ def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_pat
     rep = report(with_forked_compile_hang(), tmp_path)
     lines = rep["answer"].splitlines()[1:]  # after "Compiled without a process pool" (none was made here)
     assert lines[0] == ("- Child 300, forked from main 100 after it had compiled with compile threads, waited in "
-                        "AsyncCompile.wait for ever (90.0 s, until it ended): the compile thread pool torch keeps in "
-                        "the parent has no threads in a forked process. What follows from it:"), lines
+                        "AsyncCompile.wait, which never returned (90.0 s, until it ended): the compile thread pool "
+                        "torch keeps in the parent has no threads in a forked process. What follows from it:"), lines
     assert lines[1].startswith("  - 2 traced call(s) never returned"), lines
     fix = next(x for x in lines if x.startswith("- Fix first: "))
     assert fix.startswith("- Fix first: set TORCHINDUCTOR_COMPILE_THREADS=1"), fix

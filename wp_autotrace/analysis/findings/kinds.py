@@ -88,9 +88,9 @@ KINDS: dict[str, tuple[str, str]] = {
                         "start the pool before the program's threads (AsyncCompile.warm_pool() at startup), or "
                         "compile_threads=1"),
     "forked-compile-hang": ("a process forked (not exec'd) after its parent compiled with compile threads waited "
-                            "in AsyncCompile.wait for ever (or until interrupted): the parent's compile thread pool "
-                            "has no threads in the child", "TORCHINDUCTOR_COMPILE_THREADS=1, or compile only after "
-                            "the fork, or spawn"),
+                            "in AsyncCompile.wait, which never returned (or was interrupted): the parent's compile "
+                            "thread pool has no threads in the child",
+                            "TORCHINDUCTOR_COMPILE_THREADS=1, or compile only after the fork, or spawn"),
     "call-never-returned": ("a traced call was entered and never left in a process that ended",
                             "where it was called from, and the process's last record"),
     "wakeup-no-pool": ("AsyncCompile.wakeup() returned without waking a sidecar", "check compile_threads"),

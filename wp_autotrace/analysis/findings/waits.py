@@ -172,9 +172,12 @@ def forked_compile_hang(v: View) -> Finding | None:
             "run.")
     total = round(sum(w for _, w in hung), 3)
     who = f"{p.role.capitalize()} {p.pid}" + (f" and {len(hung) - 1} more" if len(hung) > 1 else "")
+    # what the records show: the wait never returned before its process ended, or before the log did
+    stuck = (f"never returned ({waited:.1f} s, until it ended)" if p.ended_at is not None else
+             f"had not returned after {waited:.1f} s (the end of the log)")
     short = (f"{who}, forked from {parent.role} {parent.pid} after it had compiled with compile threads, waited in "
-             f"AsyncCompile.wait for ever ({waited:.1f} s{', until it ended' if p.ended_at is not None else ''}): "
-             "the compile thread pool torch keeps in the parent has no threads in a forked process.")
+             f"AsyncCompile.wait, which {stuck}: the compile thread pool torch keeps in the parent has no threads "
+             "in a forked process.")
     return Finding("forked-compile-hang", "problem", text, sorted({x.proc.pid for x, _ in hung}),
                    [f"{x.proc.pid}: forked at {v.rel(x.proc.start)} s, AsyncCompile.wait from {v.rel(x.ts)} s"
                     for x, _ in hung[:3]], FORKED_AFTER_COMPILE_ADVICE, {"hang_s": total, "blocked_s": total},
