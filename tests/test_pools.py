@@ -1208,6 +1208,35 @@ def test_a_wait_begun_with_no_pool_job_pending_does_not_keep_the_pool_busy(tmp_p
     assert pool["busy_until"] == 40.0, pool
 
 
+def test_where_its_workers_recorded_their_jobs_a_pool_is_busy_only_while_one_held_a_job(tmp_path: Path) -> None:
+    """The workers' own job records are the evidence: a pool is busy while one of its workers held a job (their
+    union), idle the rest. Here the creator waits 30 -> 40 s with its pending jobs not captured (a torch keeping no
+    pool set): from its side alone the pool was busy until 40 s, but no worker held a job after 10.5 s. The ready
+    probe (3.6 -> 3.8 s) is a job like the others, inside the pool's start. A job never ended holds the pool busy
+    until its worker ended."""
+    def with_jobs(w: LogWriter) -> LogWriter:
+        for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 5.0, 6.0), (302, 2, 9.0, 10.5)):
+            w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+            w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+        return w
+
+    older = idle_pool(quiesce_at=None)
+    async_wait(older, 30.0, 40.0, 10, pool_jobs=None)
+    (pool,) = report(older, tmp_path)["pools"]
+    assert pool["busy_until"] == 40.0, pool  # no job records: the creator's wait is all the log says
+    w = with_jobs(idle_pool(quiesce_at=None))
+    async_wait(w, 30.0, 40.0, 10, pool_jobs=None)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["busy_until"] == 10.5 and pool["idle_s"] == pytest.approx(60.0 - 10.5, abs=0.05), pool
+    assert "idle 49.5 s after its last job" in render_text(rep, {})
+    held = with_jobs(idle_pool(quiesce_at=None))
+    held.add(50.0, 302, 200, "compile-worker", "job", state="start", work_id=3, fn="m:f")
+    held.add(55.0, 302, 200, "compile-worker", "process_exit", how="exit", counts={}, dropped=0)
+    (pool,) = report(held, tmp_path)["pools"]
+    assert pool["busy_until"] == 55.0, pool
+
+
 class _Subproc:
     def __init__(self, n: int) -> None:
         self.pending_futures = {i: object() for i in range(n)}

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..fold.model import Call, JobSpan, Pool, Process
-from .pools import workers_of
+from .pools import job_until, workers_of
 
 
 class Held(NamedTuple):
@@ -53,10 +53,7 @@ def held_by(workers: list[Process], a: float, b: float, t_end: float) -> list[He
 
 
 def _held(w: Process, j: JobSpan, t_end: float) -> Held:
-    if j.end is not None:
-        return Held(w, j, j.end, True)
-    end = w.ended_at
-    return Held(w, j, end if end is not None else t_end, False)
+    return Held(w, j, job_until(w, j, t_end), j.end is not None)
 
 
 def pending_as_called(call: Call, pool: Pool) -> int | None:

@@ -7,8 +7,11 @@ process and the watcher's PSS samples); findings/pools.py and report.py read it.
 Definitions (one home; the report's JSON keys carry these names):
 
 - pool processes: the sidecar and its descendants (the compile workers it forks).
-- busy until: the pool's last job (its creator's last counted submit), else when
-  it was ready, else when it was made.
+- busy spans: the union of its workers' job spans (each worker's `job` records, from a job's start to its end;
+  one never ended, to its worker's end), the ready probe included. busy until: the end of the last of them, or
+  when it was ready if later. Only where no worker wrote job records (older logs), from its creator's side: its
+  last job (its creator's last counted submit), else when it was ready, else when it was made; until its
+  creator's last wait on its jobs returned (waited_until); until its shutdown with jobs pending.
 - idle span: from busy-until to the first of: the shutdown request, the sidecar's
   end, the run's last record. A quiesce inside the span stops the workers; the
   sidecar holds its own memory until the span ends.
@@ -36,7 +39,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ...common import targets, vocab
-from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, Pool, Process
+from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, JobSpan, Pool, Process
 from ..words.fmt import MIB
 from .counts import counts_at
 from .memseries import Point, at_once, lived_mem, peak_at_once
@@ -213,6 +216,49 @@ def waited_until(pool: Pool, t_end: float, calls: list[Call]) -> float | None:
     return until if stop is None else min(until, stop)
 
 
+def job_until(w: Process, j: JobSpan, t_end: float) -> float:
+    """Until when worker w held job j: the job's end; one whose end was never written, until the worker ended,
+    else until the log's end."""
+    if j.end is not None:
+        return j.end
+    end = w.ended_at
+    return end if end is not None else t_end
+
+
+def busy_spans(pool: Pool, t_end: float) -> list[tuple[float, float]]:
+    """The union of the pool's workers' job spans (each job from its start to job_until), merged, earliest
+    first: when at least one worker of the pool held a job. The ready probe (the pool's first job) is one of
+    them: it ends before the pool is ready. [] where no worker of the pool wrote a job record."""
+    spans = sorted((j.start, job_until(w, j, t_end)) for w in workers_of(pool) for j in w.jobs_run)
+    out: list[tuple[float, float]] = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def creator_busy_until(pool: Pool, t_end: float, index: PoolIndex, ready_at: float | None, start: float) -> float:
+    """Until when a pool whose workers wrote no job records (older logs) was busy, inferred from its creator's
+    side: its last counted submit, else when it was ready, else start (its serving loop's, else its making);
+    never past its sidecar's end; until its shutdown where jobs were pending as it was asked; until its creator's
+    last wait on its jobs returned (waited_until)."""
+    side_end = pool_end(pool)
+    busy = max((t for t in (pool.last_job, ready_at) if t is not None), default=start)
+    if side_end is not None and busy > side_end:
+        busy = side_end  # jobs sent after its sidecar ended were lost, not served
+    req = pool.shutdown_call
+    if req is not None and req.at_call.get("pending_jobs"):
+        # jobs still pending when the shutdown was asked (torch's own list, captured by the call record):
+        # the pool was working on them until then, or until its sidecar died with them (lost): not idle
+        stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
+        busy = max(busy, min(stops)) if stops else busy
+    waits = index.waits.get(id(pool.creator))
+    waited = waited_until(pool, t_end, list(pool.creator.calls.values()) if waits is None else waits)
+    return busy if waited is None else max(busy, waited)  # its creator waited on its jobs until then: not idle
+
+
 # A pool whose processes lived this long after its creator ended outlived it (orphans: nobody can use or stop
 # them; whoever waits on what they inherited waits too). Far from what a normal end takes: a creator's exit
 # stops its pool before it ends, and a SubprocPool's sidecar sees its creator's pipe close at once.
@@ -308,21 +354,15 @@ class PoolStory:
         # A pool that never became ready, ran no job and whose sidecar never reached its serving loop
         # (it raised, or it is not traced) is not idle: it never served (findings say why).
         self.served = not self.never_served and any(t is not None for t in (pool.last_job, self.ready_at, serving))
-        self.busy_until = made if self.never_served else max(
-            (t for t in (pool.last_job, self.ready_at) if t is not None),
-            default=serving if serving is not None else made)
-        if side_end is not None and self.busy_until > side_end:
-            self.busy_until = side_end  # jobs sent after its sidecar ended were lost, not served
-        req = pool.shutdown_call
-        if req is not None and req.at_call.get("pending_jobs") and not self.never_served:
-            # jobs still pending when the shutdown was asked (torch's own list, captured by the call record):
-            # the pool was working on them until then, or until its sidecar died with them (lost): not idle
-            stops = [t for t in (pool.shutdown_at, side_end) if t is not None]
-            self.busy_until = max(self.busy_until, min(stops)) if stops else self.busy_until
-        waits = index.waits.get(id(pool.creator))
-        waited = waited_until(pool, t_end, list(pool.creator.calls.values()) if waits is None else waits)
-        if waited is not None and not self.never_served:
-            self.busy_until = max(self.busy_until, waited)  # its creator waited on its jobs until then: not idle
+        # The workers' own job records, where they wrote them: busy exactly while one of them held a job.
+        self.busy_spans = [] if self.never_served else busy_spans(pool, t_end)
+        start = serving if serving is not None else made
+        if self.never_served:
+            self.busy_until = made
+        elif self.busy_spans:
+            self.busy_until = max(start if self.ready_at is None else self.ready_at, self.busy_spans[-1][1])
+        else:  # an older log (no worker wrote job records): inferred from its creator's side
+            self.busy_until = creator_busy_until(pool, t_end, index, self.ready_at, start)
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
         ends = [t for t in (pool.shutdown_at, side_end) if t is not None]
         self.alive_at_end = side_end is None if side is not None else bool(pool.members) and side_end is None
