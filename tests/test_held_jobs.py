@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names
+from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names, watch_queue
 
 from .logs import AC, T0, LogWriter, call, kinds, report, start, watcher
 from .test_model import with_fork_hang, with_sidecar_hang
@@ -101,6 +101,27 @@ def test_the_worker_loops_queue_records_each_jobs_start_and_end() -> None:
     q.end()
     assert [r[1]["state"] for r in sink.records] == ["start", "end", "start", "end"]
     assert sink.records[2][1] == {"state": "start", "work_id": 4, "fn": "builtins:print"}
+
+
+def test_only_a_loop_started_with_torchs_compile_initializer_is_watched() -> None:
+    """A worker loop's queue is watched (its jobs recorded) only where its initializer is torch's compile
+    initializer, through partials; a program's own pool (no initializer, its own, another torch function) is left
+    alone: its jobs may number millions and hold its secrets."""
+    def _async_compile_initializer(orig_ppid: int) -> None:
+        """Stands for torch's (its module is torch's)."""
+
+    def manual_seed(seed: int) -> None:
+        """Another torch function: not the compile initializer."""
+
+    for fn in (_async_compile_initializer, manual_seed):
+        fn.__module__ = "torch._inductor.compile_worker.utils"
+    queue = type("Q", (), {"get": lambda self: None})()
+    torch_init = functools.partial(_async_compile_initializer, 1)
+    for init, watched in ((torch_init, True), (functools.partial(torch_init), True), (None, False),
+                          (print, False), (functools.partial(manual_seed, 0), False)):
+        found, args = watch_queue(None, (queue, "results", init, ()))  # type: ignore[arg-type]
+        assert (found is not None) == watched, init
+        assert (args[0] is found) if watched else (args[0] is queue)
 
 
 def test_a_users_own_pool_job_writes_its_function_never_its_arguments() -> None:

@@ -496,11 +496,12 @@ def test_a_pytest_session_reads_the_same_with_the_plugin(tmp_path: Path) -> None
         ("test_x.py::test_b", "start"), ("test_x.py::test_b", "end")]
 
 
-def test_a_process_pools_workers_record_their_jobs_and_run_as_untraced(tmp_path: Path) -> None:
-    """concurrent.futures' worker loop (traced by default: each job's start and end) runs as untraced under fork and
-    spawn: results, a job's exception with its remote traceback printed uncaught, and a worker that stops after
-    each job (max_tasks_per_child) all read the same; the traced workers wrote a start and an end for every job,
-    and the main, which ran none, never loaded the job recorder."""
+def test_a_programs_own_process_pool_runs_as_untraced_and_writes_no_job_records(tmp_path: Path) -> None:
+    """concurrent.futures' worker loop (traced by default) runs as untraced under fork and spawn: results, a job's
+    exception with its remote traceback printed uncaught, and a worker that stops after each job
+    (max_tasks_per_child) all read the same; the program's own pools (no torch compile initializer) write no job
+    records (millions of a program's jobs are not the tracer's business), and the main never loaded the job
+    recorder. torch's pools' job records: test_held_jobs and test_pool_kinds."""
     write(tmp_path, {"jobsmod.py": """
         def square(x):
             return x * x
@@ -524,8 +525,4 @@ def test_a_process_pools_workers_record_their_jobs_and_run_as_untraced(tmp_path:
                 pool.submit(jobsmod.fail, 3).result()
     """})
     recs = three_ways(tmp_path, ["main.py"], targets="", timeout=120, expect_calls=False)
-    jobs = [r for r in recs if r["event"] == "job"]
-    starts = [r for r in jobs if r["state"] == "start"]
-    assert len(starts) == 9 and {r["fn"] for r in starts} == {"jobsmod:square", "jobsmod:fail"}, jobs
-    ends = {(r["pid"], r["work_id"]) for r in jobs if r["state"] == "end"}
-    assert {(r["pid"], r["work_id"]) for r in starts} == ends, jobs  # each job ended, in the worker that took it
+    assert [r for r in recs if r["event"] == "job"] == []

@@ -12,10 +12,11 @@ the workers a SubprocPool's sidecar forks, whose job is ``SubprocMain.do_job`` o
 function and first name argument (a Triton kernel's name) are read from the pickle's first bytes, without
 unpickling (short strings only: a bounded scan).
 
-A user's own ProcessPoolExecutor runs the same loop, so its jobs are recorded too: only the function's name is
-written for them, never an argument (a job's first string may be a token or a user's name: torch's are kernel
-names), and nothing of the job's objects is asked but functools.partial's own fields and a function's name (a
-user object's __getattr__ may do work or never end).
+A user's own ProcessPoolExecutor runs the same loop, but its jobs are not recorded: only a loop started with
+torch's compile initializer (``_async_compile_initializer``, through functools.partial) is watched. A program's
+own pool may run millions of jobs (two records each, unbounded in the log) that are not the tracer's business,
+and its arguments may hold tokens. Of a torch job nothing is asked but functools.partial's own fields and a
+function's name.
 
 Loaded only by a process that runs the loop (a worker), never by one that only makes a pool. Never raises
 into the worker: a fault is reported once and the job runs untouched.
@@ -52,6 +53,8 @@ _NAMED_KINDS = (FunctionType, BuiltinFunctionType, MethodType, type)
 _ARG_OWNERS = ("torch.", "torch:")
 # How many functools.partial layers a job's function is unwrapped through (a partial subclass nests).
 MAX_PARTIALS = 8
+# torch's compile initializer ("module:qualname" ends so): the workers of torch's compile pools run it first.
+_INITIALIZER = "_async_compile_initializer"
 # The sidecar's per-job function: its real job is the pickle it is given.
 _DO_JOB = "SubprocMain.do_job"
 # Executor.map's per-chunk function: its real job is the function it is given first.
@@ -59,14 +62,27 @@ _CHUNK = "concurrent.futures.process:_process_chunk"
 
 
 def watch_queue(sink: Sink, args: tuple[Any, ...]) -> tuple[JobQueue | None, tuple[Any, ...]]:
-    """The worker loop's arguments with its call queue (args[0]) watched, and the stand-in (None: left alone)."""
+    """The worker loop's arguments with its call queue (args[0]) watched, and the stand-in (None: left alone, as
+    for a pool whose initializer (args[2]) is not torch's compile initializer)."""
     try:
-        if args and hasattr(args[0], "get"):
+        if len(args) > 2 and compile_pool_initializer(args[2]) and hasattr(args[0], "get"):
             queue = JobQueue(args[0], sink)
             return queue, (queue, *args[1:])
     except Exception as exc:
         sink.error("job loop", exc)
     return None, args
+
+
+def compile_pool_initializer(initializer: Any) -> bool:
+    """Whether a worker loop's initializer is torch's compile initializer (torch's every compile pool starts its
+    workers with it, in whichever module a release keeps it; 2.1's is an inner function): only partial's own
+    fields and the function's names are read."""
+    for _ in range(MAX_PARTIALS):
+        if not isinstance(initializer, _partial):
+            break
+        initializer = initializer.func
+    name = _name_of(initializer)
+    return name is not None and name.startswith(_ARG_OWNERS) and name.endswith(_INITIALIZER)
 
 
 def drop_get_frame(exc: BaseException) -> None:
