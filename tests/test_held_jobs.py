@@ -61,6 +61,9 @@ def test_a_hung_sidecar_job_names_its_worker(tmp_path: Path) -> None:
     assert ("1 of its 2 workers held a job then: worker 201 ran slowjob:hang from 3.0 s and never ended it (5.3 s, "
             "until the worker ended at 8.3 s); 1 job(s) were pending in this pool as the wait began.") in text
     assert "_get_ready" not in text and hang["pids"] == [100, 201] and hang["cost"]["hang_s"] == 5.1
+    # interrupted, the job was running then: nothing says it would never have ended
+    assert hang["advice"].startswith("the log shows worker 201's job still running when the wait was interrupted, "
+                                     "not that it would never have ended; if it hangs again, see what worker 201"), hang
     (pool,) = rep["pools"]
     assert pool["unended_jobs"] == [{"worker_pid": 201, "fn": "slowjob:hang", "arg": None, "since": 3.0,
                                      "until": 8.3, "held_s": 5.3, "worker_ended": True}]

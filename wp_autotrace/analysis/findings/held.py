@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 # How many held jobs a sentence names (the rest counted).
 NAMED = 2
 
+# A wait the user interrupted shows the job still running then, not that it would never have ended (a first
+# compile's jobs take seconds): the advice says so before it says how to look.
+INTERRUPTED_JOB_ADVICE = ("the log shows worker {pid}'s job still running when the wait was interrupted, not that it "
+                          "would never have ended; if it hangs again, ")
 JOB_HANG_ADVICE = ("see what worker {pid} is doing while it hangs (`py-spy dump --pid {pid}` prints its stack; "
                    "/proc/{pid}/wchan says where it sleeps); run the same compile without the pool to get the hung "
                    "job's traceback in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
@@ -157,7 +161,8 @@ def pool_job_hang(v: View) -> Finding | None:
                 [creator.pid, *(h.worker.pid for h in held)],
                 [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
                  + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]],
-                JOB_HANG_ADVICE.format(pid=held[0].worker.pid), {"hang_s": round(at - c.ts, 3)},
+                ((INTERRUPTED_JOB_ADVICE if c.error else "") + JOB_HANG_ADVICE).format(pid=held[0].worker.pid),
+                {"hang_s": round(at - c.ts, 3)},
                 f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
                 f"{wait_how(v, c)}: {held_short(v, pool, c.ts, at)}.")
     return None
