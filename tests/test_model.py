@@ -81,10 +81,12 @@ def with_worker_lost() -> LogWriter:
     return w
 
 
-def _slow_ready(ready_at: float, side_at: float | None = None, idle_s: float = 0.0) -> LogWriter:
+def _slow_ready(ready_at: float, side_at: float | None = None, idle_s: float = 0.0,
+                cpu: float | None = 0.5) -> LogWriter:
     """main 100 (4 threads at 1.5 s) calls wait_pool_ready at 1.0 s; the pool it makes there gets its sidecar 200
     at side_at (default: 21.0 s, or 1 s before ready_at); the wait returns at ready_at; idle_s: the pool then
-    idles that long, read at 250 MiB, before main shuts it down."""
+    idles that long, read at 250 MiB, before main shuts it down. cpu: the share of a core main used while it
+    waited (the watcher's CPU readings of it 0.5 s after the sidecar's start and 0.2 s before ready; None: none)."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     w.add(1.0, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait_pool_ready", call_id=1, thread="MainThread",
@@ -94,6 +96,11 @@ def _slow_ready(ready_at: float, side_at: float | None = None, idle_s: float = 0
     watcher(w, 1.5, "memory", procs=[{"pid": 100, "pss": 200 << 20, "uss": 1 << 20, "threads": 4}])
     side_at = min(21.0, ready_at - 1.0) if side_at is None else side_at
     start(w, side_at, 200, 100, "compile-sidecar")
+    if cpu is not None:
+        a, b = side_at + 0.5, ready_at - 0.2
+        for t, used in ((a, 3.0), (b, 3.0 + cpu * (b - a))):
+            watcher(w, t, "memory", procs=[{"pid": 100, "pss": 200 << 20, "uss": 1 << 20, "threads": 4,
+                                            "cpu_s": used}])
     w.add(side_at + 0.1, 100, 1, "main", "return", call_id=2, duration_s=side_at - 0.91, sidecar_pid=200)
     w.add(ready_at, 100, 1, "main", "return", call_id=1, duration_s=ready_at - 1.0)
     for t in (ready_at + 0.5, ready_at + idle_s / 2, ready_at + idle_s):
@@ -1277,6 +1284,24 @@ def test_a_long_wait_that_is_the_sidecars_own_start_is_no_finding(tmp_path: Path
     assert rep["findings"][0]["kind"] == "idle-pool", rep["answer"]
     (tmp_path / "own").mkdir()
     assert "pool-ready-wait" in kinds(report(_slow_ready(45.0, side_at=21.0, idle_s=20.0), tmp_path / "own"))
+
+
+def test_a_slow_own_start_is_told_only_where_the_waiting_process_was_read_running_threads(tmp_path: Path) -> None:
+    """An 8 s wait whose own part was 2 s against the sidecar's 6 s (over the bars), in a process of 4 threads: told
+    only where the watcher read the process using CPU while its waiting thread stood in the wait (0.3 of a core:
+    its other threads ran, which slow its own part through the GIL). Idle threads on a loaded box (pytest-xdist's
+    test-runner threads: 0.000 of a core, a loaded box slowing the own part by itself) and a process whose CPU was
+    not read then are no finding: no evidence the threads ran, so nothing blames them."""
+    rep = report(_slow_ready(9.0, side_at=3.0, idle_s=20.0, cpu=0.3), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "pool-ready-wait")
+    assert "its other threads slow where they run Python (the GIL), and they ran: it used 0.30 of a core while " \
+           "its waiting thread stood in the wait" in f["text"], f["text"]
+    assert rep["findings"][0]["kind"] == "pool-ready-wait"
+    for n, cpu in enumerate((0.0, 0.02, None)):
+        (tmp_path / str(n)).mkdir()
+        rep = report(_slow_ready(9.0, side_at=3.0, idle_s=20.0, cpu=cpu), tmp_path / str(n))
+        assert "pool-ready-wait" not in kinds(rep), (cpu, rep["answer"])
+        assert rep["findings"][0]["kind"] == "idle-pool", rep["answer"]
 
 
 def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_path: Path) -> None:

@@ -35,6 +35,16 @@ if TYPE_CHECKING:
 OWN_PART_S = 1.0
 OWN_SHARE = 0.25
 
+# A slow own part alone does not show threads slowed it (a loaded box slows it too: three idle test-runner
+# threads under pytest-xdist, a 1.3-2.1 s own part). The threads are told only where the watcher read them
+# running: the waiting process's CPU seconds over its wait, from its sidecar's start on (the waiting thread stands
+# blocked in the wait then, so what it used is its other threads'; the watcher reads a creator only once its pool
+# has a sidecar, so no reading falls inside the own part of a first pool). Measured (bench/users, its saved logs):
+# 0.000 of a core in every one of 22 waits with idle threads (idle and loaded box, load 9-39), 0.16-0.58 where three
+# threads ran Python (0.58 on a quiet box, 0.47 and 0.22 loaded, 0.16 at the heaviest load): the bar sits under the
+# lowest and far from the idle 0.
+THREADS_CPU = 0.1
+
 # What the user can do when the first compile waited long for its pool: have the pool ready before the threads
 # that compete with it start, or need none.
 READY_WAIT_ADVICE = ("start the pool before the program's own threads start: call "
@@ -56,14 +66,28 @@ def _made_in(v: View, c: Call) -> Pool | None:
     return next((pool for pool in c.proc.pools if c.ts <= pool.call.ts <= end), None)
 
 
+def _threads_ran(p: Process, a: float, b: float) -> float | None:
+    """The share of a core p used from a to b (its CPU seconds at its last watcher reading in the span less at its
+    first, over the seconds between them); None where it was not read twice there."""
+    times = [t for t in p.cpu if a <= t <= b]
+    if len(times) < 2 or max(times) <= min(times):
+        return None
+    return (p.cpu[max(times)] - p.cpu[min(times)]) / (max(times) - min(times))
+
+
 def _own_part(c: Call, pool: Pool | None, end: float) -> float | None:
     """Seconds from the wait's call to its pool's sidecar's start, where that is at least OWN_PART_S and
-    OWN_SHARE of the sidecar's own start (its start to the wait's end); else None."""
+    OWN_SHARE of the sidecar's own start (its start to the wait's end), and the waiting process's other threads
+    were read running (_threads_ran over the wait from the sidecar's start: at least THREADS_CPU of a core);
+    else None (also where its CPU then was not read: no evidence, nothing said)."""
     side = pool.sidecar if pool is not None else None
     if side is None or side.start is None or not c.ts < side.start < end:
         return None
     own = side.start - c.ts
-    return own if own >= OWN_PART_S and own >= OWN_SHARE * (end - side.start) else None
+    if own < OWN_PART_S or own < OWN_SHARE * (end - side.start):
+        return None
+    ran = _threads_ran(c.proc, side.start, end)
+    return own if ran is not None and ran >= THREADS_CPU else None
 
 
 def _probe_taken(v: View, c: Call, pool: Pool | None, end: float) -> str:
@@ -104,9 +128,11 @@ def ready_wait(v: View) -> Finding | None:
                 if side is not None and side.start is not None and side.start > c.ts else "")
     own = _own_part(c, pool, end)
     if own is not None and side is not None and side.start is not None:
-        busy = ", which its other threads slow where they run Python (the GIL)" if threads else ""
+        ran = _threads_ran(p, side.start, end) or 0.0
         appeared += (f"; that part of the start is the waiting process's own (SubprocPool.__init__ starting the "
-                     f"sidecar){busy}, and the sidecar then took {end - side.start:.1f} s to be ready")
+                     f"sidecar), which its other threads slow where they run Python (the GIL), and they ran: it "
+                     f"used {ran:.2f} of a core while its waiting thread stood in the wait (the watcher's CPU "
+                     f"readings of it); the sidecar then took {end - side.start:.1f} s to be ready")
     ends = "until the log ended" if c.end is None else f"{v.rel(c.ts) or 0:.1f} s -> {v.rel(end) or 0:.1f} s"
     more = f" (+{len(slow) - 1} more such wait(s))" if len(slow) > 1 else ""
     text = (f"{p.role.capitalize()} {p.pid} waited {wait:.1f} s ({ends}) for its new compile pool to become ready"
