@@ -950,6 +950,37 @@ def test_a_pool_that_outlived_its_crashed_creator_is_told_with_the_fix_that_work
     assert "compile_threads=1" in fix and "shutdown_compile_workers" not in fix, fix
 
 
+def test_a_pool_that_outlived_its_creator_is_told_by_what_it_held_once_orphaned(tmp_path: Path) -> None:
+    """bench/users/pipe_held's log: the watcher read one of the 2 forked workers (77,508,608 B) beside its creator
+    (138,117,120 B) 0.05 s before the creator died, inside the pool's 0.1 s idle span (it ends at the creator's
+    end), then both workers every few seconds for the 60 s they outlived it: 113,459,200 + 113,448,960 B, where
+    the user's probe read 108.2 + 108.2 = 216.4 MiB. The Answer told the idle span's 74 MiB, counted "1 of 2
+    read" beside the dead creator's pages; what the pool held while the sentence says it outlived its creator
+    is the 216 MiB, counted at that moment (2 workers, their threads, no creator line)."""
+    from .test_model import with_orphaned_fork_pool
+
+    w = with_orphaned_fork_pool()
+    w.lines = [r for r in w.lines if r["event"] != "memory"]
+    w.add(3.15, 900, 100, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
+        {"pid": 201, "pss": 77508608, "uss": 5718016, "threads": 2}, {"pid": 150, "pss": 138117120, "uss": 2**20}])
+    for t in (8.0, 30.0, 60.0):
+        w.add(t, 900, 100, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
+            {"pid": 201, "pss": 113459200, "uss": 6328320, "threads": 2},
+            {"pid": 202, "pss": 113448960, "uss": 6324224, "threads": 2}])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["idle_to"] == pytest.approx(3.2, abs=0.01) and pool["held_pss_bytes"] == 77508608, pool
+    probe_mib = 108.2 + 108.2
+    held = pool["outlived_creator"]["held_pss_bytes"]
+    assert abs(held / MIB - probe_mib) < 0.1 * probe_mib, held
+    answer = rep["answer"]
+    assert "outliving its creator by 60.0 s (ended at 3.2 s; the pool at 63.2 s), holding 216 MiB real memory " \
+           "(PSS)" in answer, answer
+    assert "74 MiB" not in answer and "1 of 2" not in answer, answer
+    assert "ps listed 2 processes (2 workers), 4 threads (2 + 2)." in answer, answer
+
+
 def test_the_leftovers_memory_is_one_moments_never_above_the_peak_at_once(tmp_path: Path) -> None:
     """seed_log's leftovers 300 and 400, read together at 9.6 s (200 + 300 MiB), then 300 alone at 12.0 s (250)
     and 400 alone at 15.0 s (350: 300's reading is 3 s old then, stale). Their latest readings summed (600 MiB)

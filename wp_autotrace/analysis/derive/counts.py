@@ -42,7 +42,9 @@ def counts_at(procs: list[Process], creator: Process | None, t: float | None) ->
     if not read:
         return None
     threads = {pid: p.threads[s[0]] for pid, (s, p) in read.items() if s[0] in p.threads}
-    own = sample_near(creator, t) if creator is not None else None
+    # the creator's own memory only while it is a ps line: a reading from before its end is of no one then
+    own = (sample_near(creator, t) if creator is not None and ((e := creator.ended_at) is None or e > t)
+           else None)
     return {"at": t, "processes": len(alive), "pids": sorted(p.pid for p in alive), "read": len(read),
             "threads": threads, "creator_alive": creator is not None and creator.alive_at(t),
             "pool_pss_bytes": sum(s[1] for s, _ in read.values()),

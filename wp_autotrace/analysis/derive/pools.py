@@ -393,11 +393,15 @@ class PoolStory:
         self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
                            if self.span_sampled and self.idle_s > 0 else None)
         self.peak_bytes, peak_at = self._peak()
-        # counted as ps counts, at the moment of the figure the text gives (the held one, else the peak)
-        self.counts = counts_at(self.procs, pool.creator, inside_at if self.held_bytes is not None else peak_at)
+        self.orphan_mib_s, self.orphan_held, orphan_at, self.orphan_read = self._orphan_memory(t_end)
+        # counted as ps counts, at the moment of the figure the text gives: a pool that outlived its creator is
+        # told by what it held once orphaned (its idle span ends at its creator's end, often under a second in,
+        # read then in part while the creator still shared its pages: 74 of the 216 MiB 2 forked workers held
+        # for the 60 s after); else the held one, else the peak
+        told_at = orphan_at if self.orphan_held is not None else inside_at if self.held_bytes is not None else peak_at
+        self.counts = counts_at(self.procs, pool.creator, told_at)
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
-        self.orphan_mib_s, self.orphan_held = self._orphan_memory(t_end)
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
 
     def _idle_cpu(self) -> tuple[float, float, float] | None:
@@ -415,17 +419,19 @@ class PoolStory:
             lo, hi = first if lo is None else min(lo, first), last if hi is None else max(hi, last)
         return (round(used, 2), lo, hi) if lo is not None and hi is not None and hi > lo else None
 
-    def _orphan_memory(self, t_end: float) -> tuple[float | None, int | None]:
+    def _orphan_memory(self, t_end: float) -> tuple[float | None, int | None, float | None, tuple[int, int] | None]:
         """What the pool's processes held after their creator ended: (MiB·s over that span, the most at one
-        moment in it); (None, None) when it did not outlive its creator or nothing was read then."""
+        moment in it, that moment, (processes read, alive) then); all None when it did not outlive its creator
+        or nothing was read then."""
         if self.orphaned is None:
-            return None, None
+            return None, None, None, None
         a, b = self.orphaned
         read = [p for p in self.procs if p.alive_during(a, b) and p.mem and span_samples(p, a, b)]
         if not read:
-            return None, None
-        held = peak_at_once(read, a, b)[0]
-        return round(sum(integral(p, a, b, t_end) for p in read) / MIB, 1), held
+            return None, None, None, None
+        held, n_read, n_alive, at = peak_at_once(read, a, b)
+        return (round(sum(integral(p, a, b, t_end) for p in read) / MIB, 1), held, at,
+                (n_read, n_alive) if held is not None else None)
 
     def _after_quiesce(self, side: Process | None) -> tuple[float, int] | None:
         """(ts, pss) of the sidecar's last reading after the idle span's first quiesce: what the pool still
@@ -462,7 +468,10 @@ class PoolStory:
                          if self.idle_cpu else None),
             "outlived_creator": ({"creator_end": rel(self.orphaned[0]), "end": rel(self.orphaned[1]),
                                   "s": round(self.orphaned[1] - self.orphaned[0], 3), "mib_s": self.orphan_mib_s,
-                                  "held_pss_bytes": self.orphan_held} if self.orphaned else None),
+                                  "held_pss_bytes": self.orphan_held,
+                                  "read": self.orphan_read[0] if self.orphan_read else None,
+                                  "processes": self.orphan_read[1] if self.orphan_read else None}
+                                 if self.orphaned else None),
             "after_quiesce": ({"at": rel(self.after_quiesce[0]), "sidecar_pss_bytes": self.after_quiesce[1]}
                               if self.after_quiesce else None),
         }

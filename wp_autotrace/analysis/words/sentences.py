@@ -49,7 +49,12 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
         idle += (f", outliving its creator by {orphan['s']:.1f} s (ended at {seconds_text(orphan['creator_end'])}; "
                  f"the pool at {seconds_text(orphan['end'])})")
     mem = ""
-    if pool["held_pss_bytes"]:
+    if orphan and orphan.get("held_pss_bytes"):  # what it held once orphaned: the span told (derive/pools.py)
+        n, m = orphan.get("read"), orphan.get("processes")
+        part = isinstance(n, int) and isinstance(m, int) and n < m
+        mem = (f", holding {'at least ' if part else ''}{size_text(orphan['held_pss_bytes'])} real memory (PSS"
+               f"{f', {n} of {m} processes read' if part else ''})")
+    elif pool["held_pss_bytes"]:
         floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
         mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
         if pool["idle_mib_s"] and pool["idle_s"] >= 1:
