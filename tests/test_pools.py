@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.derive.pools import IDLE_GAP_S
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
@@ -1266,6 +1267,39 @@ def test_where_its_workers_recorded_their_jobs_a_pool_is_busy_only_while_one_hel
     held.add(55.0, 302, 200, "compile-worker", "process_exit", how="exit", counts={}, dropped=0)
     (pool,) = report(held, tmp_path)["pools"]
     assert pool["busy_until"] == 55.0, pool
+
+
+def test_a_pool_idle_between_its_uses_is_told_from_its_workers_job_records(tmp_path: Path) -> None:
+    """A pool idle between its uses (a notebook's next cell compiles a minute after the first) is told from its
+    workers' job records: each stretch of IDLE_GAP_S or more with no job held, from its ready (4 s) to its first
+    job after it (30 s), and between two jobs (33 -> 50 s); the total idle counts them with the span after its
+    last job (51 -> 60 s); the MiB·s over each is what its processes held there (the crafted samples: sidecar
+    200 MiB, two workers 15 MiB each). Without job records nothing tells the gaps: none is told."""
+    assert IDLE_GAP_S == 10.0  # the bar the figures below sit far from (gaps of 26 and 17 s; merged jobs 30-33 s)
+    w = idle_pool(quiesce_at=None)
+    for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 30.5, 33.0), (301, 3, 50.0, 51.0)):
+        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    for t in (40.0, 55.0):
+        mem(w, t, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert [(g["from_s"], g["to_s"], g["s"], g["first"]) for g in pool["idle_gaps"]] == [
+        (4.0, 30.0, 26.0, True), (33.0, 50.0, 17.0, False)], pool["idle_gaps"]
+    assert [g["mib_s"] for g in pool["idle_gaps"]] == [pytest.approx(200 * 26 + 2 * 15 * 26, abs=0.1),
+                                                      pytest.approx(230 * 17, abs=0.1)]
+    after = 60.01 - 51.0  # to the pool's shutdown
+    assert pool["idle_s"] == pytest.approx(after) and pool["idle_mib_s"] == pytest.approx(230 * after, abs=0.1)
+    assert pool["idle_total_s"] == pytest.approx(26 + 17 + after), pool
+    assert pool["idle_total_mib_s"] == pytest.approx((200 + 2 * 15) * 26 + 230 * 17 + 230 * after, abs=0.3)
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert "idle 26.0 s between its ready at 4.0 s and its first job at 30.0 s (52.0 s idle in all" in idle["text"]
+    assert "; idle 9.0 s after its last job (from 51.0 s)" in idle["text"], idle["text"]
+    assert idle["cost"]["idle_s"] == pytest.approx(26 + 17 + after)
+    assert idle["cost"]["idle_mib_s"] == pytest.approx(pool["idle_total_mib_s"], abs=0.1)
+    older = idle_pool(quiesce_at=None)  # no job records: the creator's side cannot tell when no job was held
+    (pool,) = report(older, tmp_path)["pools"]
+    assert pool["idle_gaps"] == [] and pool["idle_total_s"] == pool["idle_s"], pool
 
 
 class _Subproc:

@@ -259,6 +259,39 @@ def creator_busy_until(pool: Pool, t_end: float, index: PoolIndex, ready_at: flo
     return busy if waited is None else max(busy, waited)  # its creator waited on its jobs until then: not idle
 
 
+# A stretch this long with no job held, inside a pool's life (from its ready to its first job, or between two
+# jobs), is told as an idle gap: the compile jobs of one graph come within a second or two of each other (its
+# kernels are submitted together), so a gap this long is a pause between compiles (a notebook's next cell, an
+# eval between epochs); far from any natural figure of one compile.
+IDLE_GAP_S = 10.0
+
+
+class IdleGap(NamedTuple):
+    """One idle gap inside a pool's life: from (its ready, else a job's end) to (the next job's start), and what
+    its processes held over it (MiB·s, the same sum as the idle span's; None where none was read in it)."""
+    start: float
+    end: float
+    first: bool  # from its ready to its first job after it
+    mib_s: float | None
+
+
+def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, until: float) -> list[tuple[float, float]]:
+    """The stretches of IDLE_GAP_S or more, from ready_at (else the first job's start) to until, in which no job
+    of `spans` (busy_spans: merged, earliest first) was held. [] without job records: no other evidence tells
+    when a pool held no job between its uses."""
+    if not spans:
+        return []
+    out: list[tuple[float, float]] = []
+    t = ready_at if ready_at is not None else spans[0][0]
+    for a, b in spans:
+        if a >= until:
+            break
+        if a - t >= IDLE_GAP_S:
+            out.append((t, a))
+        t = max(t, b)
+    return out
+
+
 # A pool whose processes lived this long after its creator ended outlived it (orphans: nobody can use or stop
 # them; whoever waits on what they inherited waits too). Far from what a normal end takes: a creator's exit
 # stops its pool before it ends, and a SubprocPool's sidecar sees its creator's pipe close at once.
@@ -403,6 +436,17 @@ class PoolStory:
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
+        self.gaps = [IdleGap(ga, gb, ga == self.ready_at, self._gap_mib_s(ga, gb, t_end))
+                     for ga, gb in idle_gaps(self.busy_spans, self.ready_at, self.busy_until)] if self.served else []
+        self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
+        mibs = [m for m in [self.idle_mib_s, *(g.mib_s for g in self.gaps)] if m is not None]
+        self.idle_total_mib_s = round(sum(mibs), 1) if mibs else None
+
+    def _gap_mib_s(self, a: float, b: float, t_end: float) -> float | None:
+        """MiB·s the pool's processes held over an idle gap [a, b], as the idle span's: the processes read inside
+        it only (a sample after the gap is a busy moment's); None where none was."""
+        read = [p for p in self.procs if p.alive_during(a, b) and any(a <= ts <= b for ts, _, _ in lived_mem(p))]
+        return round(sum(integral(p, a, b, t_end) for p in read) / MIB, 1) if read else None
 
     def _idle_cpu(self) -> tuple[float, float, float] | None:
         """(CPU seconds the pool's processes used, from, to) over the part of the idle span the watcher's samples
@@ -455,7 +499,11 @@ class PoolStory:
         return {
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
-            "idle_s": round(self.idle_s, 3), "alive_at_end": self.alive_at_end, "never_served": self.never_served,
+            "idle_s": round(self.idle_s, 3), "idle_total_s": round(self.idle_total_s, 3),
+            "idle_total_mib_s": self.idle_total_mib_s,
+            "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
+                           "first": g.first, "mib_s": g.mib_s} for g in self.gaps],
+            "alive_at_end": self.alive_at_end, "never_served": self.never_served,
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,

@@ -10,7 +10,8 @@ from __future__ import annotations
 KINDS: dict[str, tuple[str, str]] = {
     "leftovers": ("processes of the run outlived its main process: how many, their roles, their memory",
                   "`wp-autotrace cleanup LOG`, then stop their cause"),
-    "idle-pool": ("a pool sat idle after its last job: seconds, real memory (PSS), GiB·s, who shut it down",
+    "idle-pool": ("a pool sat idle after its last job, or 10 s or more between its uses: seconds, real memory "
+                  "(PSS), GiB·s, who shut it down",
                   "shutdown_compile_workers() after the last compile, compile_threads=1, or a lower quiesce "
                   "time; a setting first where a library made the pool"),
     "nested-pools": ("warm_pool ran inside compile sidecars or workers: each call starts another sidecar",

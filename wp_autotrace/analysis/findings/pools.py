@@ -12,7 +12,7 @@ from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
-from ..words.fmt import TEXT_PIDS, error_words, mib_s_text, pid_text, pool_name, site, size_text
+from ..words.fmt import TEXT_PIDS, error_words, gap_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import held_short, held_words, joined_pool_words, wait_end, wait_how
 from .rank import HANG_S
@@ -315,8 +315,8 @@ def _at(x: float | None) -> str:
 def _idle_text(v: View, st: PoolStory) -> str:
     pool = st.pool
     rel = v.rel
-    last = "its last job" if pool.last_job is not None else "it was ready" if st.ready_at is not None \
-        else "its sidecar started serving"
+    last = "its last job" if pool.last_job is not None or st.busy_spans and st.busy_until > (st.ready_at or 0.0) \
+        else "it was ready" if st.ready_at is not None else "its sidecar started serving"  # a worker's job record
     ending = v.endings.of_pool(pool)
     if st.alive_at_end:
         until = "to the end of the log (still running)"
@@ -337,17 +337,23 @@ def _idle_text(v: View, st: PoolStory) -> str:
         if st.after_quiesce is not None:
             q += f", holding {size_text(st.after_quiesce[1])} (read at {_at(rel(st.after_quiesce[0]))})"
     made = site(user_frame(pool.call.caller) or pool.call.caller)
-    return (f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle "
-            f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}")
+    idle = f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}"
+    if (big := max(st.gaps, key=lambda g: g.end - g.start, default=None)) is not None:  # the job records tell gaps
+        gap = gap_words(_at(rel(big.start)), _at(rel(big.end)), big.end - big.start, big.first) + (
+            f" ({st.idle_total_s:.1f} s idle in all" + (f": {mib_s_text(st.idle_total_mib_s)})"
+                                                       if st.idle_total_mib_s else ")"))
+        idle = f"{gap}; idle {idle}" if big.end - big.start > st.idle_s else f"{idle}; idle {gap}"
+    return f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle {idle}"
 
 
 def idle_pools(v: View) -> Finding | None:
-    """Pools that sat idle after their last job, holding memory: how long, how much, and what ends them."""
-    idle = sorted((st for pool in v.pools if (st := v.story(pool)).idle_s >= IDLE_POOL_S),
-                  key=lambda st: (-(st.idle_mib_s or 0.0), -st.idle_s))
+    """Pools that sat idle after their last job, or between their uses (idle gaps, from job records), holding
+    memory: how long, how much, and what ends them; the values count the gaps too."""
+    idle = sorted((st for pool in v.pools if (st := v.story(pool)).idle_s >= IDLE_POOL_S or st.gaps),
+                  key=lambda st: (-(st.idle_total_mib_s or 0.0), -st.idle_total_s))
     if not idle:
         return None
-    total = sum(st.idle_mib_s or 0.0 for st in idle)
+    total = sum(st.idle_total_mib_s or 0.0 for st in idle)
     more = (f" (+{len(idle) - 1} more idle pool(s)" + (f"; {mib_s_text(total)} in all" if total else "") + ")"
             if len(idle) > 1 else "")
     pids = sorted({p.pid for st in idle for p in st.procs})
@@ -355,7 +361,7 @@ def idle_pools(v: View) -> Finding | None:
     return Finding(
         "idle-pool", "warning", f"A {_idle_text(v, first)}{more}.", pids,
         [_idle_text(v, st) for st in idle[:TEXT_PIDS]], knob_advice(v, first.pool.creator, first),
-        {"pools": len(idle), "idle_s": round(sum(st.idle_s for st in idle), 3), "idle_mib_s": round(total, 1),
+        {"pools": len(idle), "idle_s": round(sum(st.idle_total_s for st in idle), 3), "idle_mib_s": round(total, 1),
          "idle_gib_s": round(total / 1024, 3), "held_pss_bytes": sum(st.held_bytes or 0 for st in idle) or None})
 
 
