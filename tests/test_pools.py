@@ -1317,7 +1317,7 @@ def test_pool_jobs_sums_the_live_pools_pending_jobs_and_never_raises(monkeypatch
     ProcessPoolExecutor's _pending_work_items), from whichever module keeps the set; None when unknown."""
     import types
 
-    from wp_autotrace.runtime.reads import read_pool_jobs, resolve
+    from wp_autotrace.runtime.reads import read_pool_jobs, read_pool_pending, resolve
 
     for name in ("torch._inductor.async_compile", "torch._inductor.codecache"):
         monkeypatch.delitem(sys.modules, name, raising=False)
@@ -1344,3 +1344,12 @@ def test_pool_jobs_sums_the_live_pools_pending_jobs_and_never_raises(monkeypatch
     cc._pool_set = {_Executor(1)}  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, cc.__name__, cc)
     assert read_pool_jobs() == 1
+    # process.pool_pending: the same reads, per pool, named by its sidecar's pid or its workers' pids
+    side, executor = _Subproc(2), _Executor(1)
+    side.process = types.SimpleNamespace(pid=150)  # type: ignore[attr-defined]
+    executor._processes = {202: object(), 201: object()}  # type: ignore[attr-defined]
+    cc._pool_set = [side, executor]  # type: ignore[attr-defined]
+    assert resolve("process.pool_pending", None, None) == [{"sidecar_pid": 150, "pending": 2},
+                                                           {"worker_pids": [201, 202], "pending": 1}]
+    cc._pool_set = [side, object()]  # type: ignore[attr-defined]
+    assert read_pool_pending() is None

@@ -100,12 +100,11 @@ _POOL_SET_HOMES = ("torch._inductor.async_compile", "torch._inductor.codecache")
 _PENDING_ATTRS = ("pending_futures", "_pending_work_items")
 
 
-def read_pool_jobs() -> int | None:
-    """The jobs pending in this process's live compile pools (torch's `_pool_set`), summed; None where torch
-    keeps no such set (not imported: nothing is imported here) or a pool's pending jobs cannot be read. A
-    wait begun with 0 pending waits on work in the process (CPU C++ compiles), not on any pool. getattr and
-    len only: the sidecar's reader thread may change a dict meanwhile (a len is atomic; a set changed while
-    copied gives None)."""
+def _pools_pending() -> list[tuple[Any, int]] | None:
+    """Each live compile pool of this process (torch's `_pool_set`) with its pending jobs' count; None where
+    torch keeps no such set (not imported: nothing is imported here) or a pool's pending jobs cannot be read.
+    getattr and len only: the sidecar's reader thread may change a dict meanwhile (a len is atomic; a set changed
+    while copied gives None)."""
     try:
         pools = None
         for home in _POOL_SET_HOMES:
@@ -114,41 +113,41 @@ def read_pool_jobs() -> int | None:
                 break
         if pools is None:
             return None
-        total = 0
+        out = []
         for pool in list(pools):
             pending = next((d for d in (getattr(pool, a, None) for a in _PENDING_ATTRS) if d is not None), None)
             if not isinstance(pending, dict):
                 return None
-            total += len(pending)
-        return total
+            out.append((pool, len(pending)))
+        return out
     except Exception:
         return None
+
+
+def read_pool_jobs() -> int | None:
+    """The jobs pending in this process's live compile pools, summed (None: _pools_pending's unknown). A wait
+    begun with 0 pending waits on work in the process (CPU C++ compiles), not on any pool."""
+    pools = _pools_pending()
+    return None if pools is None else sum(n for _, n in pools)
 
 
 def read_pool_pending() -> list[dict[str, Any]] | None:
     """Each live compile pool's pending jobs (read_pool_jobs' count, per pool), with what names the pool in the
     log: a SubprocPool's sidecar pid, a ProcessPoolExecutor's worker pids (its `_processes`' keys); None where
-    torch keeps no pool set or a pool cannot be read. The same getattr/len reads as read_pool_jobs."""
+    torch keeps no pool set or a pool cannot be read."""
+    pools = _pools_pending()
+    if pools is None:
+        return None
     try:
-        pools = None
-        for home in _POOL_SET_HOMES:
-            pools = getattr(sys.modules.get(home), "_pool_set", None)
-            if pools is not None:
-                break
-        if pools is None:
-            return None
         out: list[dict[str, Any]] = []
-        for pool in list(pools):
-            pending = next((d for d in (getattr(pool, a, None) for a in _PENDING_ATTRS) if d is not None), None)
-            if not isinstance(pending, dict):
-                return None
+        for pool, pending in pools:
             side = getattr(getattr(pool, "process", None), "pid", None)
             if isinstance(side, int):
-                out.append({"sidecar_pid": side, "pending": len(pending)})
+                out.append({"sidecar_pid": side, "pending": pending})
             else:
                 workers = getattr(pool, "_processes", None) or {}
                 out.append({"worker_pids": sorted(k for k in list(workers) if isinstance(k, int)),
-                            "pending": len(pending)})
+                            "pending": pending})
         return out
     except Exception:
         return None
