@@ -13,8 +13,8 @@ from typing import Any
 
 from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names, watch_queue
 
-from .logs import AC, T0, LogWriter, call, kinds, report, start, watcher
-from .test_model import with_fork_hang, with_sidecar_hang
+from .logs import AC, T0, LogWriter, call, kinds, report, watcher
+from .test_model import with_fork_hang, with_sidecar_hang, with_sidecar_pool
 
 
 def job(w: LogWriter, t: float, pid: int, ppid: int, state: str, work_id: int, **extra: Any) -> None:
@@ -244,15 +244,7 @@ def test_a_hang_at_exit_in_the_programs_own_pool_is_not_told_as_the_compile_pool
     one a worker of the program's own ProcessPoolExecutor held (its job records), that pool is named, with the
     worker, not the compile pool beside it (a SubprocPool, whose executor is its sidecar's, with no job open),
     and no 'job still queued' is said of a pool that held none."""
-    w = LogWriter()
-    start(w, 0, 100, 1, "main")
-    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
-    call(w, 1, 100, 1, "main", "torch._inductor.compile_worker.subproc_pool:SubprocPool.__init__", 1, None)
-    w.add(1.5, 100, 1, "main", "return", call_id=1, duration_s=0.5, sidecar_pid=150)
-    w.add(1.2, 150, 100, "compile-sidecar", "process_start", argv=["python", "__main__.py", "--workers=2"],
-          python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
-    w.add(2.0, 201, 150, "compile-worker", "process_start", argv=["python", "__main__.py"], python="3.11.7",
-          forked=True, env={}, run="r1", root_pid=100)
+    w = with_sidecar_pool(workers=(201,))
     job(w, 2.5, 201, 150, "start", 0, fn=f"{AC}:AsyncCompile._get_ready")
     job(w, 2.6, 201, 150, "end", 0)
     w.add(3.0, 301, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,

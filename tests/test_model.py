@@ -154,10 +154,8 @@ def with_fork_hang() -> LogWriter:
     return w
 
 
-def with_sidecar_hang() -> LogWriter:
-    """main made a SubprocPool (sidecar 150, workers 201/202); worker 201 took the ready job and ended it just
-    after the wait began, then took slowjob:hang at 3.0 s and never ended it; main's AsyncCompile.wait from 2.9 s
-    was interrupted by Ctrl-C at 8 s; torch's atexit then stopped the pool (the workers ended at 8.3 s)."""
+def with_sidecar_pool(workers: tuple[int, ...] = (201, 202)) -> LogWriter:
+    """main 100 made a SubprocPool at 1 s (call 1): its sidecar 150 started at 1.2 s, its workers at 2.0 s."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
@@ -165,9 +163,17 @@ def with_sidecar_hang() -> LogWriter:
     w.add(1.5, 100, 1, "main", "return", call_id=1, duration_s=0.5, sidecar_pid=150)
     w.add(1.2, 150, 100, "compile-sidecar", "process_start", argv=["python", "__main__.py", "--workers=2"],
           python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
-    for pid in (201, 202):
+    for pid in workers:
         w.add(2.0, pid, 150, "compile-worker", "process_start", argv=["python", "__main__.py"], python="3.11.7",
               forked=True, env={}, run="r1", root_pid=100)
+    return w
+
+
+def with_sidecar_hang() -> LogWriter:
+    """main made a SubprocPool (sidecar 150, workers 201/202); worker 201 took the ready job and ended it just
+    after the wait began, then took slowjob:hang at 3.0 s and never ended it; main's AsyncCompile.wait from 2.9 s
+    was interrupted by Ctrl-C at 8 s; torch's atexit then stopped the pool (the workers ended at 8.3 s)."""
+    w = with_sidecar_pool()
     w.add(2.5, 201, 150, "compile-worker", "job", state="start", work_id=0, fn=f"{AC}:AsyncCompile._get_ready")
     w.add(2.95, 201, 150, "compile-worker", "job", state="end", work_id=0)  # not the hung job
     call(w, 2.9, 100, 1, "main", f"{AC}:AsyncCompile.wait", 2, None)
