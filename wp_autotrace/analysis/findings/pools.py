@@ -107,7 +107,7 @@ def _shadow_advice(p: Process) -> str:
     name = folder.rpartition("/")[2] if base == "__init__.py" else base[:-3]
     where = folder.rpartition("/")[0] if base == "__init__.py" else folder
     in_stdlib = "/lib/python" in file and not any(x in file.split("/") for x in ("site-packages", "dist-packages"))
-    if name not in sys.stdlib_module_names or in_stdlib:
+    if name not in getattr(sys, "stdlib_module_names", ()) or in_stdlib:  # 3.9 has no such set: no advice
         return ""
     installed = where.rpartition("/")[2] in ("site-packages", "dist-packages")
     remove = (f"uninstall the stale `{name}` from {where} (pip uninstall {name})" if installed else
