@@ -426,6 +426,22 @@ def test_a_killed_launchers_children_are_told_from_the_kill(tmp_path: Path) -> N
     assert "process group" not in fix, own["answer"]
 
 
+def test_a_launcher_whose_exit_a_full_disk_may_have_lost_is_not_told_killed(tmp_path: Path) -> None:
+    """The same launcher's children run on, but no `run` waited for the main and its log refused records (a full
+    disk): its missing process_exit may be one of them, so nothing shows a signal ended it alone. The leftovers
+    are told as left, never "which ends that one process" with the process-group advice (the kill would be
+    inferred from a missing record only)."""
+    w = _launcher_killed()
+    w.lines = [r for r in w.lines if r["event"] != "run_exit"]
+    w.add(4.0, 100, 1, "main", "tracer_error", where="log", error="OSError: [Errno 28] No space left on device",
+          dropped=40)
+    rep = report(w, tmp_path)
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "which ends that one process" not in left["text"] and "process group" not in left["advice"], left
+    assert "children_left" not in left["cost"], left
+    assert "which ends that one process" not in rep["answer"], rep["answer"]
+
+
 def test_a_cut_headline_leaves_no_parenthesis_open() -> None:
     """A symptom's bullet cut to fit ends before a list in parentheses it would cut in the middle ("13 traced
     call(s) never returned (1 AsyncCompile.process_pool, ..., 5 …" was the bundled example's)."""

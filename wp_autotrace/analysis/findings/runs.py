@@ -82,9 +82,10 @@ def _children_left(v: View) -> tuple[Run, list[Process]] | None:
     """A main process that ended without its exit (killed, or os._exit: RUN_KILLED) whose own children, not
     compile pool processes, outlived it: a signal to one process ends it alone, and its children run on with
     what they started (their pools included), re-parented. Its own pools' processes left are not this: those are
-    told as pools left running."""
+    told as pools left running. Not where the only sign of that end is the missing process_exit while the log
+    refused records (_exit_maybe_lost): a main that exited on a full disk also leaves daemon children."""
     for r in v.runs:
-        if r.root is None or v.states[r.id] != RUN_KILLED:
+        if r.root is None or v.states[r.id] != RUN_KILLED or _exit_maybe_lost(r):
             continue
         kids = [p for p in v.leftover_procs if p.parent is r.root and not _is_pool_process(p)]
         if kids:
@@ -230,7 +231,7 @@ def _no_exit_how(r: Run) -> tuple[str, str, str]:
     cause: from `run`'s waited status when it ran the program, else both possibilities."""
     waited = r.waited
     oom = _oom_words(r)
-    if (waited is None or waited.status >= 0) and _lost_records(r):
+    if _exit_maybe_lost(r):
         return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
@@ -259,6 +260,12 @@ def _oom_words(r: Run) -> str:
 # from its absence (docs/evidence.md, "Process endings").
 LOST_EXIT = ("records of the run were lost, the log's disk full or unwritable: its process_exit may be one of "
              "them; whether it was killed is not known")
+
+
+def _exit_maybe_lost(r: Run) -> bool:
+    """Whether a main's missing process_exit may be a lost record (LOST_EXIT): records of its run were lost and
+    no waited status shows a signal. Then nothing but a missing record says it ended unlike an exit."""
+    return (r.waited is None or r.waited.status >= 0) and _lost_records(r)
 
 
 def _lost_records(r: Run) -> bool:

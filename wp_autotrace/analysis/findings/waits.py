@@ -79,9 +79,11 @@ def _own_part(c: Call, pool: Pool | None, end: float) -> float | None:
     """Seconds from the wait's call to its pool's sidecar's start, where that is at least OWN_PART_S and
     OWN_SHARE of the sidecar's own start (its start to the wait's end), and the waiting process's other threads
     were read running (_threads_ran over the wait from the sidecar's start: at least THREADS_CPU of a core);
-    else None (also where its CPU then was not read: no evidence, nothing said)."""
+    else None (also where its CPU then was not read: no evidence, nothing said). The sidecar's start is its
+    fork's create_time: without it (an older writer) its start is its own process_start record, written after
+    its interpreter's start-up, which a loaded box slows: the "own part" would count that too, so nothing is said."""
     side = pool.sidecar if pool is not None else None
-    if side is None or side.start is None or not c.ts < side.start < end:
+    if side is None or side.start is None or side.create_time is None or not c.ts < side.start < end:
         return None
     own = side.start - c.ts
     if own < OWN_PART_S or own < OWN_SHARE * (end - side.start):
