@@ -11,6 +11,7 @@ import builtins
 import logging
 import multiprocessing.util
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -28,7 +29,8 @@ RUNTIME = Path(host_patches.__file__).parent
 REPLACED = (
     (builtins, "__build_class__"), (atexit, "register"), (os, "register_at_fork"), (threading, "_register_atexit"),
     (_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec"), (os, "posix_spawn"), (os, "posix_spawnp"),
-    (sys, "excepthook"), (threading, "excepthook"), (os, "execv"), (os, "execve"),
+    (sys, "excepthook"), (threading, "excepthook"), (os, "execv"), (os, "execve"), (os, "kill"), (os, "killpg"),
+    (signal, "pidfd_send_signal"),
 )
 # Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py and
 # target_patches.py (the patches made with the first target module) may.
@@ -238,3 +240,20 @@ def test_pytest_plugin_hook_registers_the_plugin_and_restores_consider_env() -> 
     finally:
         target_patches.restore_pytest_plugin()
     assert Manager.__dict__["consider_env"] is real
+
+
+def test_signal_record_restores_what_it_found() -> None:
+    """install_signal_record replaces os.kill, os.killpg (and signal.pidfd_send_signal where it exists);
+    restore_signal_record puts back those very objects, and a second install changes nothing."""
+    before = host_objects()
+    host_patches.install_signal_record(lambda event, **fields: None)
+    try:
+        replaced = host_objects()
+        host_patches.install_signal_record(lambda event, **fields: None)
+        assert host_objects() == replaced
+        assert os.kill is not before["os.kill"] and os.killpg is not before["os.killpg"]
+        if before["signal.pidfd_send_signal"] is not None:
+            assert signal.pidfd_send_signal is not before["signal.pidfd_send_signal"]
+    finally:
+        host_patches.restore_signal_record()
+    assert host_objects() == before

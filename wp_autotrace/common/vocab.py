@@ -47,6 +47,9 @@ WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
 MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/memory.py)
 EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
+# written by a process just before it signals another (os.kill, os.killpg, signal.pidfd_send_signal); again, with
+# `error`, where that failed
+SIGNAL_SENT = "signal_sent"
 RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for (docs/evidence.md)
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
 # the watcher: a process's process_exit found no descriptor to be written with; its note said so (EXIT_NOTE)

@@ -40,7 +40,7 @@ from ..common.env import (
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, HELPER_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
-from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks
+from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks, install_signal_record
 from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, one_more_descriptor, put_back_limit, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
@@ -281,13 +281,13 @@ class Runtime:
     def start(self) -> None:
         """Hook imports, write process_start; the root starts the run's watcher process."""
         if self.settings.extra_targets:
-            # A user target may be a module the wrappers themselves need (threading):
-            # load them before the finder can patch such a module half-way through.
+            # A user target may be a module the wrappers need (threading): load them before the finder patches it.
             self.probes()
         self.install_finder()
         self.write_start(forked=False)
         if self.settings.trace:
             install_exec_record(self.record_exec)
+            install_signal_record(self.sink.emit)
         if self.sink.role in GUARDED_ROLES:
             from .catch import watch_role
 

@@ -25,6 +25,9 @@ install_exec_record               os.execv, os.execve (os.execl*, execvp*,     s
   / restore_exec_record           pty and pexpect reach these)                 (bootstrap.Runtime.start)
 install_pytest_plugin (T)         _pytest.config.PytestPluginManager           _pytest.config loaded, when tracing
   / restore_pytest_plugin         .consider_env                                (finder, bootstrap.Runtime.finder)
+install_signal_record             os.kill, os.killpg,                          start-up, when tracing
+  / restore_signal_record         signal.pidfd_send_signal (psutil, subprocess (bootstrap.Runtime.start)
+                                  and multiprocessing reach os.kill)
 
 Why each: the body hooks wrap a target class's methods as its ``class``
 statement completes and hand ``atexit``/``register_at_fork``/``threading._register_atexit`` the
@@ -35,7 +38,9 @@ child its new identity and write process_exit; the finalizer writes the
 process_exit of a multiprocessing worker, which leaves by os._exit; the exec
 record says that a process that vanishes without process_exit became another
 program (a hand-written fork()+exec() child, pty.fork() as pexpect uses it, a
-wrapper handing over to a script), not that it was killed; the pytest plugin hook registers the
+wrapper handing over to a script), not that it was killed; the signal record names who sent
+the signal another process ended by (a driver's SIGKILL to each actor, a kernel's SIGTERM to its own
+children), which tells a signal to one process from one to its whole group; the pytest plugin hook registers the
 tracer's plugin (a ``test`` record as each test begins and ends) in a traced pytest session only,
 with no entry point: untraced, pytest never imports the package nor lists it among its plugins.
 
@@ -51,10 +56,13 @@ restores only what is still ours (someone may have patched it after us), and
 costs nothing until installed: importing this module replaces nothing.
 """
 
+import _signal  # type: ignore[import-not-found]  # signal.py would import enum (milliseconds)
 import _thread
 import atexit
 import os
 import sys
+
+from ..common.vocab import SIGNAL_SENT
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -242,3 +250,152 @@ def restore_exec_record() -> None:
     if os.execve is _execve:
         os.execve = _exec["execve"]
     _exec.clear()
+
+
+# -- signals: the record a process writes as it signals another -------------------------
+
+# What install_signal_record replaced ("kill", "killpg", "pidfd_send_signal") and its writer ("record": the
+# sink's emit).
+_signals: "dict[str, Any]" = {}
+# Frames kept per signal record, innermost first: enough to pass psutil/subprocess/a library's own
+# send_signal and reach the line that asked.
+SIGNAL_FRAMES = 8
+
+
+def _frames(f: "Any") -> "list[dict[str, Any]]":
+    """From frame f outwards (the host's caller of the patched function first): file, line, func."""
+    out: list[dict[str, Any]] = []
+    while f is not None and len(out) < SIGNAL_FRAMES:
+        code = f.f_code
+        out.append({"file": code.co_filename, "line": f.f_lineno, "func": code.co_name})
+        f = f.f_back
+    return out
+
+
+def _record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", error: "str | None") -> None:
+    """Hand one signal about to be sent (error None), or one that failed, to the recorder; contained: never
+    raises, prints nothing. Only a well-formed call with a real signal: signal 0 (a liveness probe:
+    psutil.pid_exists), a number no signal has and a call os rejects are no signal sent."""
+    try:
+        counts = (2, 3, 4) if how == "pidfd_send_signal" else (2,)  # (pidfd, sig, siginfo=None, flags=0, /)
+        if kwargs or len(args) not in counts or type(args[0]) is not int or not 0 < args[1] < _signals["nsig"]:
+            return
+        target: int = args[0]
+        extra: dict[str, Any] = {} if error is None else {"error": error}
+        if how == "pidfd_send_signal":
+            extra["pidfd"], target = target, _pidfd_pid(target)
+        # _getframe(3): past this function, _send and the replacement, the host's own caller
+        _signals["record"](SIGNAL_SENT, how=how, target=target, signal=int(args[1]), frames=_frames(_getframe(3)),
+                           **extra)
+    except Exception:
+        pass
+
+
+def _pidfd_pid(fd: int) -> int:
+    """The process a pidfd refers to (/proc/self/fdinfo/FD's `Pid:` line; -1 if it has ended); 0 unknown."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _send(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
+    """The record before the signal goes (a signal that ends this very process, or its group with it, is
+    recorded too, and nothing of ours runs between the signal and the host's next step); a failure is recorded
+    after it, with its errno, and raised as it was."""
+    _record_signal(how, args, kwargs, None)
+    try:
+        return _signals[how](*args, **kwargs)
+    except OSError as exc:
+        _record_signal(how, args, kwargs, _errno_name(exc))
+        drop_own_frame(exc)
+        raise
+    except BaseException as exc:
+        drop_own_frame(exc)
+        raise
+
+
+def _errno_name(exc: OSError) -> str:
+    import errno  # already loaded by os at start-up: a dict lookup
+
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+
+
+def _kill(*args: "Any", **kwargs: "Any") -> "Any":
+    """os.kill(pid, signal, /): psutil's send_signal/terminate/kill, subprocess's and multiprocessing's reach it."""
+    try:
+        return _send("kill", args, kwargs)
+    except BaseException as exc:
+        drop_own_frame(exc)
+        raise
+
+
+def _killpg(*args: "Any", **kwargs: "Any") -> "Any":
+    """os.killpg(pgid, signal, /): a signal to a whole process group (jupyter_client's interrupt and restart)."""
+    try:
+        return _send("killpg", args, kwargs)
+    except BaseException as exc:
+        drop_own_frame(exc)
+        raise
+
+
+def _pidfd_send_signal(*args: "Any", **kwargs: "Any") -> "Any":
+    """signal.pidfd_send_signal(pidfd, sig, siginfo=None, flags=0, /): recorded with the descriptor; the
+    reader names its process only where the log says which process the descriptor was opened for."""
+    try:
+        return _send("pidfd_send_signal", args, kwargs)
+    except BaseException as exc:
+        drop_own_frame(exc)
+        raise
+
+
+_SENDERS = (("kill", os, _kill), ("killpg", os, _killpg))
+
+
+def install_signal_record(emit: "Callable[..., None]") -> None:
+    """Call emit(SIGNAL_SENT, how=, target=, signal=, frames=) as this process signals another through os.kill,
+    os.killpg or signal.pidfd_send_signal: before the signal goes, and again with error= (the errno's name) if
+    it failed. target is kill's pid (0 and negatives are groups, as kill(2) has them), killpg's pgid, or the
+    pidfd's process (pidfd= the descriptor). Each replacement calls the function it replaced with the very
+    arguments, returns what it returned and raises what it raised (errno and all).
+
+    pidfd_send_signal is replaced in _signal (built in, loaded by every interpreter's start-up), which the
+    signal module copies its functions from when it is first imported, and in signal where that is loaded
+    already: importing signal here would cost every traced process its enum import."""
+    if _signals:
+        return
+    _signals.update(record=emit, nsig=_signal.NSIG)
+    for name, owner, fn in _SENDERS:
+        _signals[name] = getattr(owner, name)
+        look_like(fn, _signals[name])
+        setattr(owner, name, fn)
+    real = getattr(_signal, "pidfd_send_signal", None)
+    if real is not None:
+        _signals["pidfd_send_signal"] = real
+        look_like(_pidfd_send_signal, real)
+        for owner in _pidfd_owners():
+            if getattr(owner, "pidfd_send_signal", None) is real:
+                owner.pidfd_send_signal = _pidfd_send_signal
+
+
+def _pidfd_owners() -> "list[Any]":
+    signal = sys.modules.get("signal")
+    return [_signal] if signal is None else [_signal, signal]
+
+
+def restore_signal_record() -> None:
+    """Put os.kill, os.killpg and pidfd_send_signal (_signal's, signal's) back where they are still ours."""
+    if not _signals:
+        return
+    for name, owner, fn in _SENDERS:
+        if getattr(owner, name, None) is fn:
+            setattr(owner, name, _signals[name])
+    if "pidfd_send_signal" in _signals:
+        for owner in _pidfd_owners():
+            if getattr(owner, "pidfd_send_signal", None) is _pidfd_send_signal:
+                owner.pidfd_send_signal = _signals["pidfd_send_signal"]
+    _signals.clear()

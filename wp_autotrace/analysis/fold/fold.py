@@ -362,6 +362,22 @@ def note_unwritten(reg: Registry, r: dict[str, Any]) -> None:
     count_dropped(p, r.get("dropped") if isinstance(r.get("dropped"), int) else p.dropped + 1)
 
 
+def note_signal(reg: Registry, r: dict[str, Any]) -> None:
+    """A signal about to go to another process (signal_sent); the same record with `error` marks that one as
+    failed (the signal did not go)."""
+    p = reg.writer(r)
+    if p is None:
+        return
+    if r.get("error"):
+        key = (r.get("how"), r.get("target"), r.get("signal"))
+        sent = next((s for s in reversed(p.sent) if (s.get("how"), s.get("target"), s.get("signal")) == key
+                     and not s.get("error")), None)
+        if sent is not None:
+            sent["error"] = r["error"]
+        return
+    p.sent.append(r)
+
+
 def note_oom(reg: Registry, r: dict[str, Any]) -> None:
     """The watcher's count of its run's cgroup OOM kills went up: when, from what to what, since when."""
     run = reg.record_run(r)
@@ -387,7 +403,8 @@ def add_job(reg: Registry, r: dict[str, Any]) -> None:
 
 
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
-                                                                          schema.JOB: add_job, vocab.OOM: note_oom}
+                                                                          schema.JOB: add_job, vocab.OOM: note_oom,
+                                                                          vocab.SIGNAL_SENT: note_signal}
 
 
 def note_import(p: Process, r: dict[str, Any]) -> None:

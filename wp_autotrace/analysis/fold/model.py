@@ -168,7 +168,7 @@ class Process:
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
-                 "imports", "jobs_run")
+                 "imports", "jobs_run", "sent")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -234,6 +234,8 @@ class Process:
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
         self.jobs_run: list[JobSpan] = []  # a pool worker: the jobs it took, in order (job records)
+        # the signals it sent (signal_sent records, in order); one whose call failed carries its `error`
+        self.sent: list[dict[str, Any]] = []
 
     @property
     def run_id(self) -> str:

@@ -27,6 +27,7 @@ from ...common.vocab import (
     ROLE,
     RUN_EXIT,
     SCHEMA_VERSION,
+    SIGNAL_SENT,
     TEST,
     TRACER_ERROR,
     TREE,
@@ -41,7 +42,7 @@ __all__ = [  # what this module offers, its own names and the re-exported vocabu
     "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMORY", "MEMS",
     "NUM",
     "OOM", "OPT_STR", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
-    "SCHEMA_VERSION", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
+    "SCHEMA_VERSION", "SIGNAL_SENT", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
     "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
 ]
 
@@ -221,6 +222,17 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     EXEC: ("a traced process is about to exec another program (a later record of it means the exec failed)", (
         ("argv", STRS, "the new command line, masked as process_start's"),
         ("executable", STR, "the program it execs"),
+    )),
+    SIGNAL_SENT: ("a traced process is about to signal a process or a process group (os.kill, os.killpg, "
+                  "signal.pidfd_send_signal: psutil's, subprocess's and multiprocessing's kill and terminate "
+                  "reach os.kill); again, with `error`, where the call failed; never for signal 0", (
+        ("how", STR, "`kill`, `killpg` or `pidfd_send_signal`"),
+        ("target", INT, "kill's pid as given (0 and negatives are process groups, as kill(2) reads them), "
+                        "killpg's pgid, or the pidfd's process (-1: it had ended; 0: not known)"),
+        ("signal", UINT, "the signal's number"),
+        ("frames", FRAMES, "the sender's frames, innermost first (the caller of os.kill first), at most 8"),
+        ("pidfd", UINT, "pidfd_send_signal's descriptor"),
+        ("error", STR, "the failure's errno name (`ESRCH`, `EPERM`): the signal was not sent"),
     )),
     TEST: ("a pytest test began or ended (the pytest plugin, only while tracing is on)", (
         ("nodeid", STR, "the test's node id (`FILE::TEST`)"),
