@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.derive.pools import IDLE_GAP_S
+from wp_autotrace.analysis.derive.pools import IDLE_GAP_S, shadowing
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
@@ -1176,6 +1176,26 @@ def test_a_sidecar_that_died_as_it_started_leads_with_its_cause_and_its_fix(tmp_
     assert fix.startswith("take /home/u/tests/vendored off sys.path before the first compile"), fix
     assert "make a new pool" not in fix and "as the standard library's `typing`" in fix, fix
     assert "used again by 1 later test: tests/test_model.py::test_b" in answer, answer
+
+
+@pytest.mark.parametrize("has_names", [True, False], ids=["stdlib_module_names", "python3.9"])
+def test_a_module_shadowing_the_standard_librarys_is_found_on_every_python(
+        has_names: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sidecar's shadowed-module advice reads the log, not the analyzing Python: where sys has no
+    stdlib_module_names (3.9) the standard library's own folders give the names, so a 3.9 reader gives the same
+    advice (a plain module, a package, a compiled one, a built-in one); the standard library's own files, the
+    test package and third-party names are no shadow."""
+    if not has_names:
+        monkeypatch.delattr(sys, "stdlib_module_names", raising=False)
+    assert shadowing("/home/u/tests/vendored/typing.py") == ("typing", "/home/u/tests/vendored")
+    assert shadowing("/v/lib/python3.9/site-packages/enum.py") == ("enum", "/v/lib/python3.9/site-packages")
+    assert shadowing("/home/u/src/json/__init__.py") == ("json", "/home/u/src")
+    assert shadowing("/home/u/src/math.py") == ("math", "/home/u/src")
+    assert shadowing("/home/u/src/sys.py") == ("sys", "/home/u/src")
+    assert shadowing("/usr/lib/python3.9/typing.py") is None
+    assert shadowing("/home/u/src/test/__init__.py") is None
+    assert shadowing("/home/u/src/numpy/__init__.py") is None
+    assert shadowing("/home/u/src/typing.so") is None
 
 
 def test_a_pools_idle_cpu_is_told_where_its_samples_show_it(tmp_path: Path) -> None:

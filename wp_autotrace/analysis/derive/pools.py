@@ -78,6 +78,38 @@ def broken_jobs(side: Process) -> list[dict[str, Any]]:
             and (stop is None or e["ts"] < stop)]
 
 
+def _stdlib_names() -> frozenset[str]:
+    """The standard library's top-level module names: sys.stdlib_module_names (3.10+); on 3.9, which has no
+    such set, the modules in this interpreter's standard library folders and its built-in ones, less the
+    test package (3.10's set leaves it out). The same log then gets the same advice on every supported
+    Python, as far as their standard libraries agree."""
+    import sys
+
+    names: frozenset[str] | None = getattr(sys, "stdlib_module_names", None)
+    if names is None:
+        import pkgutil
+        import sysconfig
+
+        folders = {sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")}
+        folders |= {f"{f}/lib-dynload" for f in folders}
+        names = frozenset(m.name for m in pkgutil.iter_modules(sorted(folders))) - {"test"}
+        names |= frozenset(sys.builtin_module_names)
+    return names
+
+
+def shadowing(file: str) -> tuple[str, str] | None:
+    """(name, folder) where the module file `file` is named like a standard library module but is not the
+    standard library's (a stale backport in site-packages, a folder put on sys.path); None otherwise. folder is
+    where the name is found (a package's parent folder)."""
+    if not file.endswith(".py"):
+        return None
+    folder, _, base = file.rpartition("/")
+    name = folder.rpartition("/")[2] if base == "__init__.py" else base[:-3]
+    where = folder.rpartition("/")[0] if base == "__init__.py" else folder
+    in_stdlib = "/lib/python" in file and not any(x in file.split("/") for x in ("site-packages", "dist-packages"))
+    return None if in_stdlib or name not in _stdlib_names() else (name, where)
+
+
 def user_frame(frame: dict[str, Any] | None) -> dict[str, Any] | None:
     """frame if it is user code with a file (not python -c's <string>), else None."""
     return frame if frame and frame.get("file") not in SOURCELESS_FILES else None

@@ -10,7 +10,7 @@ from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
-from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, start_method, user_frame
+from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
@@ -97,18 +97,12 @@ def _shadow_advice(p: Process) -> str:
     backport, a folder put on sys.path): what to remove. torch starts the sidecar with the main process's sys.path
     as its PYTHONPATH (TORCH_CUSTOM_PYTHONPATH overrides it), so such a module comes before the standard
     library's there, and each new sidecar imports it again. '' otherwise."""
-    import sys
-
     origin = p.errors[0].get("origin") or {}
     file = origin.get("file")
-    if not isinstance(file, str) or not file.endswith(".py"):
+    found = shadowing(file) if isinstance(file, str) else None
+    if found is None:
         return ""
-    folder, _, base = file.rpartition("/")
-    name = folder.rpartition("/")[2] if base == "__init__.py" else base[:-3]
-    where = folder.rpartition("/")[0] if base == "__init__.py" else folder
-    in_stdlib = "/lib/python" in file and not any(x in file.split("/") for x in ("site-packages", "dist-packages"))
-    if name not in getattr(sys, "stdlib_module_names", ()) or in_stdlib:  # 3.9 has no such set: no advice
-        return ""
+    name, where = found
     installed = where.rpartition("/")[2] in ("site-packages", "dist-packages")
     remove = (f"uninstall the stale `{name}` from {where} (pip uninstall {name})" if installed else
               f"take {where} off sys.path before the first compile, or remove its {name}; or set "
