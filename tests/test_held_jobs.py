@@ -49,6 +49,39 @@ def test_a_fork_hang_names_the_worker_whose_job_started_and_never_ended(tmp_path
     assert rep["pools"][0]["unended_jobs"] is None
 
 
+def test_a_hang_names_the_jobs_queued_behind_it_that_no_worker_took(tmp_path: Path) -> None:
+    """The wait's capture names the fork pool's newest pending jobs (work ids 0, 2, 3): job 0 is the one worker
+    201 held; job 2 worker 202 took during the wait; job 3 no worker ever took: only it is told as queued behind
+    (a job named by the capture is told as never taken only where no worker's job record has its work id). The
+    exit join's capture of the same pool is told the same way, as the join began."""
+    from .test_model import with_exit_hang
+
+    named = [{"work_id": 0, "fn": "__main__:job", "arg": "triton_poi_fused_0"},
+             {"work_id": 2, "fn": "torch.x:_worker_compile_triton", "arg": "triton_poi_fused_2"},
+             {"work_id": 3, "fn": "torch.x:_worker_compile_triton", "arg": "triton_poi_fused_3"}]
+    for build, tag in ((with_fork_hang, "AsyncCompile.wait"), (with_exit_hang, "_python_exit")):
+        w = build()
+        w.add(2.45, 202, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+              env={}, run="r1", root_pid=100)
+        w.add(2.451, 202, 100, "compile-worker", "role")
+        job(w, 2.6, 201, 100, "start", 0, fn="__main__:job", arg="triton_poi_fused_0")
+        job(w, 4.0, 202, 100, "start", 2, fn="torch.x:_worker_compile_triton", arg="triton_poi_fused_2")
+        job(w, 4.1, 202, 100, "end", 2)
+        for r in w.lines:
+            if r.get("target", "").endswith(tag):
+                r["pool_pending"] = [{"worker_pids": [201, 202], "pending": 3, "jobs": named}]
+        w.lines.sort(key=lambda r: r["ts"])
+        (tmp_path / tag).mkdir()
+        rep = report(w, tmp_path / tag)
+        kind = "fork-pool-hang" if tag == "AsyncCompile.wait" else "exit-hang"
+        (hang,) = [f for f in rep["findings"] if f["kind"] == kind]
+        text = " ".join(hang["text"].split())
+        began = "the wait began" if kind == "fork-pool-hang" else "the exit join began"
+        assert (f"3 job(s) were pending in this pool as {began}; no worker took 1 of them before it ended "
+                "(queued): torch.x:_worker_compile_triton(triton_poi_fused_3)") in text, text
+        assert "triton_poi_fused_2" not in text, text
+
+
 def test_a_hung_sidecar_job_names_its_worker(tmp_path: Path) -> None:
     """pool-job-hang: the wait on a SubprocPool interrupted after 5.1 s, the worker that took the job and never
     ended it (201, slowjob:hang, from 3.0 s, 5.3 s until it ended), the pool's 1 pending job; the ready job that

@@ -200,6 +200,13 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
     waited = at_exit["cost"]["exit_wait_s"]
     assert 1.0 <= waited <= ended_by - exit_began + 0.5, (waited, ended_by - exit_began)
     assert f"waited {waited:.1f} s in concurrent.futures' join" in rep["answer"]
+    # the exit join's capture, as it began: the pool it joins (by its workers), the job still pending, by name
+    assert "1 job(s) were pending in this pool as the exit join began" in " ".join(at_exit["text"].split())
+    recs = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    (join,) = [r for r in recs if r["event"] == "call" and r.get("target", "").endswith(":_python_exit")
+               and r["role"] == "main"]
+    (entry,) = join["pool_pending"]
+    assert entry["pending"] == 1 and entry["jobs"] == [{"work_id": 0, "fn": "__main__:job"}], entry
 
 
 SLOWJOB = textwrap.dedent('''

@@ -1373,3 +1373,74 @@ def test_pool_jobs_sums_the_live_pools_pending_jobs_and_never_raises(monkeypatch
                                                            {"worker_pids": [201, 202], "pending": 1}]
     cc._pool_set = [side, object()]  # type: ignore[attr-defined]
     assert read_pool_pending() is None
+
+
+def _torch_job(kernel: str) -> None:
+    """Stands in for torch's per-kernel compile function (named torch.* below)."""
+
+
+_torch_job.__module__ = "torch._inductor.fake"
+
+
+def test_a_fork_pools_pending_jobs_are_named_newest_first_as_a_worker_names_them() -> None:
+    """named_work: the newest PENDING_NAMED of an executor's pending work items, each named as a worker's job
+    record names the job it takes (a torch function's first name argument; a user's function by name only); only
+    concurrent.futures' own _WorkItem is read (a stand-in whose attribute access would run code is skipped)."""
+    import functools
+    from concurrent.futures import Future
+    from concurrent.futures.process import _WorkItem
+
+    from wp_autotrace.runtime.reads import PENDING_NAMED, named_work
+
+    class Trap:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError("a pending item's own __getattr__ was called")
+
+    pending: dict[Any, Any] = {i: _WorkItem(Future(), _torch_job, (f"triton_poi_fused_{i}",), {})
+                               for i in range(PENDING_NAMED + 4)}
+    pending[100] = _WorkItem(Future(), functools.partial(_torch_job, "triton_red_fused_9"), (), {})
+    pending[101] = _WorkItem(Future(), os.getpid, ("secret-token",), {})
+    pending[102] = Trap()
+    got = named_work(pending)
+    assert [j["work_id"] for j in got] == list(range(7, PENDING_NAMED + 4)) + [100, 101], got
+    assert got[0] == {"work_id": 7, "fn": "torch._inductor.fake:_torch_job", "arg": "triton_poi_fused_7"}
+    assert got[-2]["arg"] == "triton_red_fused_9" and got[-1] == {"work_id": 101, "fn": "posix:getpid"}, got
+
+
+def _blocking_job(fd: int) -> int:
+    return len(os.read(fd, 1))
+
+
+def test_the_exit_joins_capture_counts_and_names_a_torch_pools_pending_jobs() -> None:
+    """process.exit_pending, read as concurrent.futures' exit join starts: each executor with a manager thread
+    whose initializer is torch's compile initializer, its worker pids, pending jobs and their names (a real fork
+    executor: one worker holding a job blocked on a pipe, two more queued); an executor started without torch's
+    initializer is not read."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from wp_autotrace.runtime.reads import resolve
+
+    def _async_compile_initializer() -> None:
+        pass
+
+    _async_compile_initializer.__module__ = "torch._inductor.async_compile"
+    _async_compile_initializer.__qualname__ = "_async_compile_initializer"
+    ctx = multiprocessing.get_context("fork")
+    r, w = os.pipe()
+    torch_pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_async_compile_initializer)
+    own_pool = ProcessPoolExecutor(1, mp_context=ctx)
+    try:
+        futures = [torch_pool.submit(_blocking_job, r) for _ in range(3)]
+        assert own_pool.submit(os.getpid).result(timeout=60) > 0
+        got = resolve("process.exit_pending", None, None)
+        workers = sorted(torch_pool._processes)  # type: ignore[attr-defined]
+        assert got == [{"worker_pids": workers, "pending": 3,
+                        "jobs": [{"work_id": i, "fn": f"{__name__}:_blocking_job"} for i in range(3)]}], got
+    finally:
+        os.write(w, b"xxx")
+        assert [f.result(timeout=60) for f in futures] == [1, 1, 1]
+        torch_pool.shutdown(wait=True)
+        own_pool.shutdown(wait=True)
+        os.close(r)
+        os.close(w)

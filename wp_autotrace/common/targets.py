@@ -251,7 +251,10 @@ TARGETS: "tuple[Target, ...]" = (
            tag=POOL_SUBMIT, last_caller=True),
     # concurrent.futures' exit join (registered with threading._register_atexit: it runs before atexit's handlers,
     # torch's shutdown included): it waits for every process pool's jobs, so a job that never ends hangs the exit.
-    Target("concurrent.futures.process", "_python_exit", tag=EXIT_JOIN),
+    # pool_pending: as it starts, the torch compile pools it is about to join, each with its pending jobs (the
+    # count, the newest named): a job queued behind a hung one is one the exit also waits for.
+    Target("concurrent.futures.process", "_python_exit", tag=EXIT_JOIN,
+           capture_call=(("pool_pending", "process.exit_pending"),)),
     # A process pool worker's loop (every ProcessPoolExecutor's: torch's fork/spawn pool, a sidecar's own): each
     # job it takes, as it starts and ends, in the worker (runtime/jobs.py). A start without an end is the job it
     # held: which worker, since when, what. Nothing per job in a process that only makes a pool.

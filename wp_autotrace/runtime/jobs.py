@@ -18,8 +18,9 @@ own pool may run millions of jobs (two records each, unbounded in the log) that 
 and its arguments may hold tokens. Of a torch job nothing is asked but functools.partial's own fields and a
 function's name.
 
-Loaded only by a process that runs the loop (a worker), never by one that only makes a pool. Never raises
-into the worker: a fault is reported once and the job runs untouched.
+Loaded by a process that runs the loop (a worker); in one that only makes a pool, only where a traced wait or
+exit join finds a torch compile pool's jobs pending (runtime/reads.py names them with job_names, as a worker
+would). Never raises into the worker: a fault is reported once and the job runs untouched.
 """
 
 from __future__ import annotations

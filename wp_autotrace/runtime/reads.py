@@ -100,8 +100,8 @@ _POOL_SET_HOMES = ("torch._inductor.async_compile", "torch._inductor.codecache")
 _PENDING_ATTRS = ("pending_futures", "_pending_work_items")
 
 
-def _pools_pending() -> list[tuple[Any, int]] | None:
-    """Each live compile pool of this process (torch's `_pool_set`) with its pending jobs' count; None where
+def _pools_pending() -> list[tuple[Any, dict[Any, Any]]] | None:
+    """Each live compile pool of this process (torch's `_pool_set`) with its pending jobs (the dict); None where
     torch keeps no such set (not imported: nothing is imported here) or a pool's pending jobs cannot be read.
     getattr and len only: the sidecar's reader thread may change a dict meanwhile (a len is atomic; a set changed
     while copied gives None)."""
@@ -118,7 +118,7 @@ def _pools_pending() -> list[tuple[Any, int]] | None:
             pending = next((d for d in (getattr(pool, a, None) for a in _PENDING_ATTRS) if d is not None), None)
             if not isinstance(pending, dict):
                 return None
-            out.append((pool, len(pending)))
+            out.append((pool, pending))
         return out
     except Exception:
         return None
@@ -128,13 +128,14 @@ def read_pool_jobs() -> int | None:
     """The jobs pending in this process's live compile pools, summed (None: _pools_pending's unknown). A wait
     begun with 0 pending waits on work in the process (CPU C++ compiles), not on any pool."""
     pools = _pools_pending()
-    return None if pools is None else sum(n for _, n in pools)
+    return None if pools is None else sum(len(d) for _, d in pools)
 
 
 def read_pool_pending() -> list[dict[str, Any]] | None:
     """Each live compile pool's pending jobs (read_pool_jobs' count, per pool), with what names the pool in the
-    log: a SubprocPool's sidecar pid, a ProcessPoolExecutor's worker pids (its `_processes`' keys); None where
-    torch keeps no pool set or a pool cannot be read."""
+    log: a SubprocPool's sidecar pid, a ProcessPoolExecutor's worker pids (its `_processes`' keys) and its newest
+    pending jobs by name (named_work: a SubprocPool keeps only a Future per job here, its job pickled and sent at
+    submit, so its jobs are counted, not named); None where torch keeps no pool set or a pool cannot be read."""
     pools = _pools_pending()
     if pools is None:
         return None
@@ -143,18 +144,83 @@ def read_pool_pending() -> list[dict[str, Any]] | None:
         for pool, pending in pools:
             side = getattr(getattr(pool, "process", None), "pid", None)
             if isinstance(side, int):
-                out.append({"sidecar_pid": side, "pending": pending})
+                out.append({"sidecar_pid": side, "pending": len(pending)})
             else:
-                workers = getattr(pool, "_processes", None) or {}
-                out.append({"worker_pids": sorted(k for k in list(workers) if isinstance(k, int)),
-                            "pending": pending})
+                out.append(_executor_entry(getattr(pool, "_processes", None), pending))
+        return out
+    except Exception:
+        return None
+
+
+# concurrent.futures' process module: its work items and executor manager threads are what is read of a pool.
+_CF_PROCESS = "concurrent.futures.process"
+# How many of a pool's pending jobs are named, the newest: its oldest are those its workers took first, which
+# their own job records name; the newest are those still queued.
+PENDING_NAMED = 16
+
+
+def _executor_entry(workers: Any, pending: dict[Any, Any]) -> dict[str, Any]:
+    """A ProcessPoolExecutor's pool_pending entry: its worker pids, pending jobs' count, its newest named."""
+    entry: dict[str, Any] = {"worker_pids": sorted(k for k in list(workers or {}) if isinstance(k, int)),
+                             "pending": len(pending)}
+    jobs = named_work(pending)
+    if jobs:
+        entry["jobs"] = jobs
+    return entry
+
+
+def named_work(pending: dict[Any, Any]) -> list[dict[str, Any]]:
+    """The newest PENDING_NAMED of an executor's pending work items (work id -> concurrent.futures' _WorkItem),
+    each {"work_id", "fn", "arg"} named as a worker names the job it takes (runtime/jobs.py job_names: a
+    function's names, a torch function's first name argument; nothing unpickled, nothing of the job's objects
+    called). Only concurrent.futures' own _WorkItem is read; [] where none can be. Called only by a traced wait on
+    a torch compile pool (the pools whose workers record their jobs), never on the submit path."""
+    cls = getattr(sys.modules.get(_CF_PROCESS), "_WorkItem", None)
+    if cls is None:
+        return []
+    items = list(pending.items())[-PENDING_NAMED:]  # one C-level copy: the manager thread may change the dict
+    from .jobs import job_names  # loaded only where a compile pool's jobs are pending at a wait
+
+    out = []
+    for work_id, item in items:
+        if type(item) is cls and isinstance(work_id, int):
+            fn, arg = job_names(item.fn, item.args)
+            out.append({k: v for k, v in (("work_id", work_id), ("fn", fn), ("arg", arg)) if v is not None})
+    return out
+
+
+def read_exit_pending() -> list[dict[str, Any]] | None:
+    """The torch compile pools concurrent.futures' exit join (_python_exit) is about to wait on, as it starts: each
+    executor with a manager thread (the module's `_threads_wakeups`, the threads the join joins) whose initializer
+    is torch's compile initializer (a fork/spawn pool in the main, a sidecar's own pool), as read_pool_pending's
+    executor entries; None where they cannot be read. A program's own pools are not read (their jobs are not the
+    tracer's business: runtime/jobs.py)."""
+    try:
+        module = sys.modules.get(_CF_PROCESS)
+        manager, executor_cls = (getattr(module, n, None) for n in ("_ExecutorManagerThread", "ProcessPoolExecutor"))
+        if manager is None or executor_cls is None:
+            return None
+        out = []
+        for thread in list(getattr(module, "_threads_wakeups", None) or ()):
+            executor = thread.executor_reference() if type(thread) is manager else None
+            # only the stdlib's executor or torch's subclass is read: no attribute of a user's class is asked
+            if not isinstance(executor, executor_cls) or not (
+                    type(executor) is executor_cls or type(executor).__module__.startswith("torch.")):
+                continue
+            if executor._initializer is None:  # no compile pool: nothing loaded for a program's own pools
+                continue
+            from .jobs import compile_pool_initializer
+
+            if compile_pool_initializer(executor._initializer):
+                out.append(_executor_entry(thread.processes, thread.pending_work_items))
         return out
     except Exception:
         return None
 
 
 # "process.NAME" capture paths: a fact of the calling process, not of the call's instance.
-_PROCESS_FACTS = {"threads": read_threads, "pool_jobs": read_pool_jobs, "pool_pending": read_pool_pending}
+_PROCESS_FACTS = {"threads": read_threads, "pool_jobs": read_pool_jobs, "pool_pending": read_pool_pending,
+                  "exit_pending": read_exit_pending}
 
 
 # "config.NAME" capture paths: inductor's setting as the call runs (a later change to it is seen; the pool

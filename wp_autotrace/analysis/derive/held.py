@@ -9,7 +9,11 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
   ending's evidence) or until the log ended. Only such a start without its end says a worker "held" a job that
   never returned; where no worker of the pool wrote job records, who held it is unknown.
 - pending as a wait began: AsyncCompile.wait's capture of each live pool's unanswered jobs (`pool_pending`:
-  queued ones included, which no worker has taken yet), matched to the pool by its sidecar's pid or a worker's.
+  queued ones included, which no worker has taken yet), matched to the pool by its sidecar's pid or a worker's;
+  concurrent.futures' exit join captures the same of the compile pools it joins.
+- queued, never taken: a job the capture names (a fork/spawn pool's newest pending, by work id) that no worker
+  of the pool took by the wait's end (no job record of that work id): the wait waited on it too, and no worker
+  ever ran it. A SubprocPool's pending jobs are counted only (the main keeps no job of it but a Future).
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def _held(w: Process, j: JobSpan, t_end: float) -> Held:
     return Held(w, j, job_until(w, j, t_end), j.end is not None)
 
 
-def pending_as_called(call: Call, pool: Pool) -> int | None:
-    """The pool's unanswered jobs as the call began (its `pool_pending` entry for this pool), else None."""
+def _pending_entry(call: Call, pool: Pool) -> dict[str, Any] | None:
+    """The call's `pool_pending` entry for this pool (by its sidecar's pid, else a worker's), else None."""
     entries = call.at_call.get("pool_pending")
     if not isinstance(entries, list):
         return None
@@ -69,11 +73,42 @@ def pending_as_called(call: Call, pool: Pool) -> int | None:
         workers = e.get("worker_pids")
         if (pool.sidecar_pid is not None and side == pool.sidecar_pid) or (
                 side is None and isinstance(workers, list) and pids & set(workers)):
-            return int(e["pending"])
+            return e
     return None
 
 
-def job_name(j: JobSpan) -> str:
+def pending_as_called(call: Call, pool: Pool) -> int | None:
+    """The pool's unanswered jobs as the call began (its `pool_pending` entry for this pool), else None."""
+    e = _pending_entry(call, pool)
+    return None if e is None else int(e["pending"])
+
+
+class Queued(NamedTuple):
+    """A job pending as a wait began that no worker of its pool took by the wait's end: its work id and names."""
+
+    work_id: int
+    fn: str | None
+    arg: str | None
+
+
+def never_taken(call: Call, pool: Pool, b: float) -> list[Queued]:
+    """The jobs the call's capture names pending in this pool that no worker of it took by b (no job record of
+    their work id starting at or before b), oldest first; [] where none is named or no worker recorded jobs
+    (then whether one took it is unknown)."""
+    e = _pending_entry(call, pool)
+    named = e.get("jobs") if e is not None else None
+    if not isinstance(named, list) or not recorded(pool):
+        return []
+    taken = {j.work_id for w in workers_of(pool) for j in w.jobs_run if j.start <= b}
+    out = []
+    for j in named:
+        if isinstance(j, dict) and isinstance(j.get("work_id"), int) and j["work_id"] not in taken:
+            fn, arg = j.get("fn"), j.get("arg")
+            out.append(Queued(j["work_id"], fn if isinstance(fn, str) else None, arg if isinstance(arg, str) else None))
+    return sorted(out, key=lambda q: q.work_id)
+
+
+def job_name(j: JobSpan | Queued) -> str:
     """A job for people: its function's name (module:qualname as recorded), with its first name argument."""
     fn = j.fn or "a job whose function is not known"
     return f"{fn}({j.arg})" if j.arg else fn

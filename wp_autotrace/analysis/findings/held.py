@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ..derive.held import Held, held_by, held_during, job_name, pending_as_called, recorded
+from ..derive.held import Held, held_by, held_during, job_name, never_taken, pending_as_called, recorded
 from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import error_words, site
@@ -57,18 +57,18 @@ def hung_jobs(v: View, pool: Pool, a: float, b: float) -> list[Held]:
     return [h for h in held_during(pool, a, b, v.t_end) if not h.ended or h.until >= b]
 
 
-def joined_pool_words(v: View, p: Process, a: float, b: float) -> tuple[str, str]:
+def joined_pool_words(v: View, p: Process, a: float, b: float, c: Call | None = None) -> tuple[str, str]:
     """Which pool concurrent.futures' exit join of p ([a, b]) waited on, and who held its job: (" of the pool ...",
     " sentence."), or ("", "") where p made no pool. The join waits on the executors made in p: its fork/spawn
     compile pools (a SubprocPool's executor is its sidecar's) and the program's own, whose workers' job records
-    say which held the job."""
+    say which held the job; c: the join's call, whose capture counts (and names) the pool's pending jobs."""
     pools = [pool for pool in p.pools if pool.call.ts <= a and pool.kind == EXECUTOR]
     own = own_pool_hung_jobs(v, p, a, b)
     if own and not any(hung_jobs(v, pool, a, b) for pool in pools):
         return " of a process pool the program made itself (not a compile pool)", f" {own_held_words(v, own)}."
     if not pools:
         return "", ""
-    return f" of the pool made at {site(pools[-1].call.caller)}", f" {held_words(v, pools[-1], a, b)}."
+    return f" of the pool made at {site(pools[-1].call.caller)}", f" {held_words(v, pools[-1], a, b, c)}."
 
 
 def own_pool_hung_jobs(v: View, p: Process, a: float, b: float) -> list[Held]:
@@ -97,7 +97,13 @@ def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -
     lists them then, with the pool's pending jobs as the wait c began where it was captured: a sentence, no
     final stop."""
     pending = pending_as_called(c, pool) if c is not None else None
-    queued = f"; {pending} job(s) were pending in this pool as the wait began" if pending is not None else ""
+    began = "the exit join began" if c is not None and c.tag == targets.EXIT_JOIN else "the wait began"
+    queued = f"; {pending} job(s) were pending in this pool as {began}" if pending is not None else ""
+    behind = never_taken(c, pool, b) if c is not None else []
+    if behind:
+        names = ", ".join(job_name(q) for q in behind[:NAMED])
+        more = f" (+{len(behind) - NAMED} more)" if len(behind) > NAMED else ""
+        queued += f"; no worker took {len(behind)} of them before it ended (queued): {names}{more}"
     if not recorded(pool):
         return f"Which worker held its job is not known: no worker of the pool recorded its jobs{queued}"
     held = hung_jobs(v, pool, a, b)

@@ -583,7 +583,7 @@ def exit_join_hang(v: View) -> Finding | None:
     p = c.proc
     end = c.end if c.end is not None else p.ended_at
     waited = (end if end is not None else v.t_end) - c.ts
-    of, held = joined_pool_words(v, p, c.ts, end if end is not None else v.t_end)
+    of, held = joined_pool_words(v, p, c.ts, end if end is not None else v.t_end, c)
     how = "" if c.end is not None else ", until it ended inside it"
     return Finding(
         "exit-hang", "problem",

@@ -106,9 +106,11 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pool_jobs", UINT, "captured as the call starts (AsyncCompile.wait): the jobs pending in the process's live "
                         "compile pools (torch's `_pool_set`), summed; absent where unknown. 0: the wait is on "
                         "in-process work (CPU C++ compiles), not on a pool"),
-    ("pool_pending", ANY, "captured as the call starts (AsyncCompile.wait): each live compile pool's pending jobs, "
-                          "`[{sidecar_pid, pending}]` (a SubprocPool) or `[{worker_pids, pending}]` (a fork/spawn "
-                          "pool); absent where unknown"),
+    ("pool_pending", ANY, "captured as the call starts (AsyncCompile.wait; concurrent.futures' _python_exit: the "
+                          "torch compile pools its exit join waits on): each compile pool's pending jobs, "
+                          "`[{sidecar_pid, pending}]` (a SubprocPool) or `[{worker_pids, pending, jobs?}]` (a "
+                          "fork/spawn pool, a sidecar's own at its exit), `jobs` the newest 16 pending by name, "
+                          "`[{work_id, fn, arg?}]` as a worker's `job` record names them; absent where unknown"),
     ("autotune_pid", UINT, "captured as the call starts (TuningProcess.kill, .get, .shutdown): its autotune "
                            "subprocess"),
     ("running", BOOL, "captured as the call starts (TuningProcess.kill): torch still held the subprocess running "
