@@ -171,22 +171,29 @@ def with_sidecar_pool(workers: tuple[int, ...] = (201, 202)) -> LogWriter:
     return w
 
 
-def with_sidecar_hang() -> LogWriter:
+def with_sidecar_hang(at: float = 8.0, error: str = "KeyboardInterrupt: ") -> LogWriter:
     """main made a SubprocPool (sidecar 150, workers 201/202); worker 201 took the ready job and ended it just
     after the wait began, then took slowjob:hang at 3.0 s and never ended it; main's AsyncCompile.wait from 2.9 s
-    was interrupted by Ctrl-C at 8 s; torch's atexit then stopped the pool (the workers ended at 8.3 s)."""
+    was interrupted (error: by Ctrl-C) at `at` (8 s: 5.0 s into the job); torch's atexit then stopped the pool (the
+    workers ended 0.3 s later)."""
     w = with_sidecar_pool()
     w.add(2.5, 201, 150, "compile-worker", "job", state="start", work_id=0, fn=f"{AC}:AsyncCompile._get_ready")
     w.add(2.95, 201, 150, "compile-worker", "job", state="end", work_id=0)  # not the hung job
     call(w, 2.9, 100, 1, "main", f"{AC}:AsyncCompile.wait", 2, None)
     w.lines[-1].update(pool_jobs=1, pool_pending=[{"sidecar_pid": 150, "pending": 1}])  # captured as it began
     w.add(3.0, 201, 150, "compile-worker", "job", state="start", work_id=1, fn="slowjob:hang")
-    w.add(8, 100, 1, "main", "return", call_id=2, duration_s=5.1, error="KeyboardInterrupt: ")
-    watcher(w, 8.3, "tree", count=2, started=[], ended=[{"pid": p, "end": T0 + 8.3} for p in (201, 202, 150)])
-    w.add(8.5, 100, 1, "main", "process_exit", how="exit", code=1)
-    watcher(w, 8.6, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 8.6}])
-    watcher(w, 8.7, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    w.add(at, 100, 1, "main", "return", call_id=2, duration_s=at - 2.9, error=error)
+    ended = at + 0.3
+    watcher(w, ended, "tree", count=2, started=[], ended=[{"pid": p, "end": T0 + ended} for p in (201, 202, 150)])
+    w.add(at + 0.5, 100, 1, "main", "process_exit", how="exit", code=1)
+    watcher(w, at + 0.6, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + at + 0.6}])
+    watcher(w, at + 0.7, "leftover", how="root-exit", count=0, pids=[], procs=[])
     return w
+
+
+def with_stuck_sidecar_job() -> LogWriter:
+    """with_sidecar_hang, the Ctrl-C coming 405 s into the job: past torch's own bar for a stuck compile job."""
+    return with_sidecar_hang(at=408.0)
 
 
 def with_orphaned_fork_pool() -> LogWriter:
@@ -495,7 +502,8 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,
     "fork-pool-hang": with_fork_hang,
-    "pool-job-hang": with_sidecar_hang,
+    "pool-job-hang": with_stuck_sidecar_job,
+    "pool-wait-interrupted": with_sidecar_hang,
     "pool-outlived-creator": with_orphaned_fork_pool,
     "autotune-killed": with_autotune_kill,
     "setting-overridden": with_setting_overridden,

@@ -232,9 +232,11 @@ SIDECAR_HANG = textwrap.dedent('''
 
 
 def test_a_hung_sidecar_job_names_the_worker_that_held_it(tmp_path: Path) -> None:
-    """A SubprocPool job that never returns: the main's wait blocks until Ctrl-C. The report names the worker
-    that held the job (the job's own marker says which pid ran it; psutil, while it hung, that this pid was a
-    live child of the sidecar, asleep), what the job was, and the pool's one pending job as the wait began."""
+    """A SubprocPool job that never returns: the main's wait blocks until Ctrl-C, seconds into the job. The report
+    names the worker that held the job (the job's own marker says which pid ran it; psutil, while it hung, that
+    this pid was a live child of the sidecar, asleep), what the job was, and the pool's one pending job as the wait
+    began; a Ctrl-C seconds into a job is told as an interrupted wait, never a hang (no record shows one: the
+    crafted logs of tests/test_held_jobs.py check the 300 s bar)."""
     import psutil
 
     from .procs import run_until
@@ -266,14 +268,16 @@ def test_a_hung_sidecar_job_names_the_worker_that_held_it(tmp_path: Path) -> Non
     wait_for_watcher(log, timeout=60)
     rep = report_json(log)
     (pool,) = rep["pools"]
-    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
+    assert "pool-job-hang" not in {f["kind"] for f in rep["findings"]}, rep["answer"]
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-wait-interrupted"]
     text = " ".join(hang["text"].split())
     assert f"on its compile pool (sidecar {pool['sidecar_pid']}) was interrupted by Ctrl-C" in text, text
+    assert "nothing in the log shows a hang" in text and "hang_s" not in hang["cost"], text
     assert f"worker {seen['pid']} ran slowjob:hang from " in text and "never ended it" in text, text
     assert "1 job(s) were pending in this pool as the wait began" in text, text
     assert seen["pid"] in hang["pids"] and seen["pid"] in pool["worker_pids"]
     assert [(j["worker_pid"], j["fn"]) for j in pool["unended_jobs"]] == [(seen["pid"], "slowjob:hang")]
-    assert f"worker {seen['pid']} held its job (slowjob:hang) from " in " ".join(rep["answer"].split())
+    assert f"worker {seen['pid']} ran its job (slowjob:hang) from " in " ".join(rep["answer"].split())
 
 
 LIBRARY = 'import os\nos.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # a library that pins it at import\n'

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from .autotune import autotune_killed
 from .base import Finding
 from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, worker_lost, zombies
-from .held import pool_job_hang
+from .held import pool_job_hang, pool_wait_interrupted
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
 from .pools import (
     NESTED_ADVICE,
@@ -65,6 +65,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     run_in_progress,
     fork_pool_hang,
     pool_job_hang,
+    pool_wait_interrupted,
     exit_join_hang,
     pool_outlived_creator,
     autotune_killed,

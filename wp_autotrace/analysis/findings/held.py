@@ -16,7 +16,7 @@ from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import error_words, site
 from .base import Finding
-from .rank import HANG_S
+from .rank import HANG_S, STUCK_JOB_S
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -25,10 +25,13 @@ if TYPE_CHECKING:
 # How many held jobs a sentence names (the rest counted).
 NAMED = 2
 
-# A wait the user interrupted shows the job still running then, not that it would never have ended (a first
-# compile's jobs take seconds): the advice says so before it says how to look.
-INTERRUPTED_JOB_ADVICE = ("the log shows worker {pid}'s job still running when the wait was interrupted, not that it "
-                          "would never have ended; if it hangs again, ")
+# A wait interrupted on a job that had not run STUCK_JOB_S: a setting makes torch itself tell a stuck job, with
+# the kernel's name, before the user has to guess.
+INTERRUPTED_JOB_ADVICE = ("nothing to fix from this log; if a compile seems stuck again, set "
+                          "TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT=300 (torch then raises, naming the kernel whose "
+                          "job did not finish) and ")
+# torch's own error where a wait's job outlived compile_worker_wait_timeout: torch's verdict of a stuck job.
+TORCH_TIMEOUT_MARK = "did not complete within"
 JOB_HANG_ADVICE = ("see what worker {pid} is doing while it hangs (`py-spy dump --pid {pid}` prints its stack; "
                    "/proc/{pid}/wchan says where it sleeps); run the same compile without the pool to get the hung "
                    "job's traceback in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
@@ -144,31 +147,91 @@ def _fork_hang_pool(pool: Pool) -> bool:
     return start_method(pool) == "fork" and isinstance(threads, int) and threads >= 2
 
 
-def pool_job_hang(v: View) -> Finding | None:
-    """A process's wait on its pool (AsyncCompile.wait, wait_pool_ready) that never returned or was interrupted
-    after HANG_S or more, while a worker of that pool held a job (its start without an end, or one open then):
-    which worker, since when, what it was. A fork pool made beside threads is fork_pool_hang's."""
+def _stuck_waits(v: View) -> list[tuple[Pool, Call, float, list[Held]]]:
+    """Each wait of a pool's creator on it (AsyncCompile.wait, wait_pool_ready) that never returned or was
+    interrupted after HANG_S or more while a worker of that pool held a job (its start without an end, or one open
+    then): the pool, the wait, when it stopped waiting, the held jobs. A fork pool made beside threads is
+    fork_pool_hang's; a pool whose workers recorded no jobs has none to tell."""
+    out = []
     for pool in v.pools:
         if _fork_hang_pool(pool) or not recorded(pool):
             continue
         creator, made = pool.creator, pool.call.ts
-        waits = [c for c in creator.calls.values() if c.tag in WAIT_TAGS and (c.end is None or c.error)
-                 and wait_end(v, c) >= made and not waits_on_no_job(c, pool) and wait_end(v, c) - c.ts >= HANG_S]
-        for c in waits:
-            at = wait_end(v, c)
-            held = hung_jobs(v, pool, c.ts, at)
-            if not held:
-                continue
-            of = f"sidecar {pool.sidecar_pid}" if pool.sidecar_pid is not None else f"made at {site(pool.call.caller)}"
-            return Finding(
-                "pool-job-hang", "problem",
-                f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({of}) "
-                f"{wait_how(v, c)}. {held_words(v, pool, c.ts, at, c)}.",
-                [creator.pid, *(h.worker.pid for h in held)],
-                [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
-                 + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]],
-                ((INTERRUPTED_JOB_ADVICE if c.error else "") + JOB_HANG_ADVICE).format(pid=held[0].worker.pid),
-                {"hang_s": round(at - c.ts, 3)},
-                f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
-                f"{wait_how(v, c)}: {held_short(v, pool, c.ts, at)}.")
+        for c in creator.calls.values():
+            if c.tag in WAIT_TAGS and (c.end is None or c.error) and wait_end(v, c) >= made \
+                    and not waits_on_no_job(c, pool) and wait_end(v, c) - c.ts >= HANG_S:
+                held = hung_jobs(v, pool, c.ts, wait_end(v, c))
+                if held:
+                    out.append((pool, c, wait_end(v, c), held))
+    return out
+
+
+def is_hang(c: Call, held: list[Held]) -> bool:
+    """Whether a stuck wait is a hang by the log's evidence: it never returned (the process ended in it, or the
+    log did), torch itself raised on the job's time (compile_worker_wait_timeout), or a job it waited on was held
+    STUCK_JOB_S or more (to its end, else its worker's or the log's). A wait interrupted sooner shows a job still
+    running, not one that would never have ended."""
+    if not c.error or TORCH_TIMEOUT_MARK in c.error:
+        return True
+    return max(h.until - h.job.start for h in held) >= STUCK_JOB_S
+
+
+def _pool_of(pool: Pool) -> str:
+    return f"sidecar {pool.sidecar_pid}" if pool.sidecar_pid is not None else f"made at {site(pool.call.caller)}"
+
+
+def pool_job_hang(v: View) -> Finding | None:
+    """A process's wait on its pool that hung (_stuck_waits, is_hang) while a worker of that pool held a job: which
+    worker, since when, what it was."""
+    for pool, c, at, held in _stuck_waits(v):
+        if not is_hang(c, held):
+            continue
+        creator = pool.creator
+        return Finding(
+            "pool-job-hang", "problem",
+            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
+            f"{wait_how(v, c)}. {held_words(v, pool, c.ts, at, c)}.",
+            [creator.pid, *(h.worker.pid for h in held)],
+            [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
+             + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]],
+            JOB_HANG_ADVICE.format(pid=held[0].worker.pid), {"hang_s": round(at - c.ts, 3)},
+            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
+            f"{wait_how(v, c)}: {held_short(v, pool, c.ts, at)}.")
+    return None
+
+
+def pool_wait_interrupted(v: View) -> Finding | None:
+    """A wait on a pool the user interrupted (an error, not torch's timeout) while a worker held a job that had
+    run less than STUCK_JOB_S (is_hang false): the job still running then, which worker, and what the log says
+    came of it (it ended after the interrupt, or was held until its worker ended). A warning: no record shows a hang.
+    Its cost is the seconds waited (`waited_s`), never `hang_s`: it does not rank as a hang."""
+    for pool, c, at, held in _stuck_waits(v):
+        if is_hang(c, held):
+            continue
+        creator, h = pool.creator, held[0]
+        job = f"worker {h.worker.pid}'s job"
+        if h.ended:
+            then = (f"{job} ended at {v.rel(h.until) or 0:.1f} s, {h.until - at:.1f} s after it: it was running, "
+                    "not hung")
+        else:
+            until = (f"until the worker ended at {v.rel(h.until) or 0:.1f} s" if h.worker.ended_at is not None
+                     else "to the end of the log")
+            then = (f"{job} had run {at - h.job.start:.1f} s then, {h.until - h.job.start:.1f} s in all ({until}), "
+                    f"under the {STUCK_JOB_S:.0f} s torch's own CI allows a compile job before calling it stuck "
+                    "(TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT there)")
+        short = (f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
+                 f"{wait_how(v, c)} while worker {h.worker.pid} ran its job ({job_name(h.job)}) from "
+                 f"{v.rel(h.job.start) or 0:.1f} s: nothing in the log shows a hang ("
+                 + (f"the job ended {h.until - at:.1f} s later)." if h.ended else
+                    f"the job had run {at - h.job.start:.1f} s; torch's own CI calls a compile job stuck "
+                    f"at {STUCK_JOB_S:.0f} s)."))
+        return Finding(
+            "pool-wait-interrupted", "warning",
+            f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
+            f"{wait_how(v, c)}; nothing in the log shows a hang: {then}. {held_words(v, pool, c.ts, at, c)}.",
+            [creator.pid, *(x.worker.pid for x in held)],
+            [f"job record: worker {x.worker.pid} took work {x.job.work_id} at {v.rel(x.job.start)} s, "
+             + (f"ended at {v.rel(x.until)} s" if x.ended else "no end") for x in held[:3]],
+            (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},
+            short)
     return None

@@ -33,10 +33,16 @@ KINDS: dict[str, tuple[str, str]] = {
                        'worker_start_method="subprocess" or compile_threads=1, or make the pool before other '
                        "threads start"),
     "pool-job-hang": ("a process's wait on its compile pool (not a fork pool made beside threads: fork-pool-hang) "
-                      "never returned or was interrupted while a worker of that pool held a job: which worker, "
+                      "never returned, or was interrupted on a job held 300 s or more (torch's own bar for a stuck "
+                      "compile job) or by torch's own timeout, while a worker of that pool held a job: which worker, "
                       "since when, the job's function, from the worker's own job records",
                       "see what that worker is doing (py-spy dump --pid PID); compile_threads=1 runs the job in "
                       "the main process, where it hangs with a traceback"),
+    "pool-wait-interrupted": ("a process's wait on its compile pool was interrupted (Ctrl-C) while a worker ran a job "
+                              "that had run less than the 300 s torch's own CI allows a compile job: which worker, the "
+                              "job, and whether it ended after the interrupt; no record shows a hang",
+                              "nothing to fix from the log; TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT=300 makes torch "
+                              "name a job that does not finish; py-spy on the worker shows what it does"),
     "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
                               "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
                               "so a parent reading those to their end waits as long",

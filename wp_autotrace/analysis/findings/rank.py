@@ -18,6 +18,11 @@ from ..words.fmt import MIB
 SEVERITY = {"problem": 0, "warning": 1, "info": 2}
 # A wait shorter than this is noise on a loaded host: not ranked as a hang.
 HANG_S = 1.0
+# How long a compile job must have run for a wait the user interrupted on it to be told as a hang: torch's own bar
+# for a stuck compile job (its CI sets TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT=300 "so a stuck compile doesn't
+# burn the whole shard budget"; precompilation_timeout_seconds defaults to 300 too). A first Triton compile's jobs
+# take seconds: a Ctrl-C a few seconds into one is the user's impatience, and nothing in the log shows more.
+STUCK_JOB_S = 300.0
 
 
 def costs(f: dict[str, Any]) -> dict[str, float]:
