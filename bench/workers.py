@@ -146,7 +146,7 @@ def micro(repeats: int, calls: int) -> dict[str, Any]:
 def _call_parts(probes: Probes, sink: Sink, log: Path, fd: int, repeats: int, calls: int) -> dict[str, float]:
     """Where a traced call's microseconds go, each part timed alone in the same process:
     median µs per traced call (a call record and a return record) of each step."""
-    from wp_autotrace.runtime import recorder
+    from wp_autotrace.runtime import unseen
     from wp_autotrace.runtime.sink import _identity
 
     lines = [line for line in log.read_bytes().split(b"\n") if line][-2:]  # the last call + return record
@@ -158,10 +158,10 @@ def _call_parts(probes: Probes, sink: Sink, log: Path, fd: int, repeats: int, ca
         os.write(fd, ret_rec)
 
     def limit4() -> None:
-        recorder._adjust_limit(64)
-        recorder._adjust_limit(-63)
-        recorder._adjust_limit(63)
-        recorder._adjust_limit(-64)
+        unseen.adjust_limit(64)
+        unseen.adjust_limit(-63)
+        unseen.adjust_limit(63)
+        unseen.adjust_limit(-64)
 
     def fstat2() -> None:
         _identity(sink.fd)

@@ -345,6 +345,31 @@ def test_cached_stacks_follow_lines_depth_and_caller(synth: Path, log: Path) -> 
     assert recs[7]["stack"][-1]["line"] != recs[7]["stack"][0]["line"]
 
 
+def test_a_caller_past_the_kept_frames_keys_its_own_stack(synth: Path, log: Path) -> None:
+    """Where the kept frames are all library ones (threading's Thread.run, one frame kept), the caller found
+    past them is part of the cached stack's key: two lines calling through the same library frame each get
+    their own caller, the first again on its second call (a key of the kept frames alone would give both
+    the first caller)."""
+    import threading
+
+    finder, probes = make_finder(log)
+    probes.stacks.stack_limit = 1
+    finder.install()
+    try:
+        mod = importlib.import_module("synthpkg.pool")
+    finally:
+        finder.uninstall()
+    warm = mod.AsyncCompile.warm_pool
+    line = sys._getframe().f_lineno
+    threading.Thread(target=warm, args=(1,)).run()  # run() here, in this thread: Thread.run calls warm
+    threading.Thread(target=warm, args=(1,)).run()
+    for _ in range(2):
+        threading.Thread(target=warm, args=(1,)).run()
+    recs = [r for r in read_log(log) if r["event"] == "call" and r["target"].endswith("warm_pool")][-4:]
+    assert [r["caller"]["line"] for r in recs] == [line + 1, line + 2, line + 4, line + 4]
+    assert [[f["func"] for f in r["stack"]] for r in recs] == [["run"]] * 4
+
+
 def test_call_records_are_canonical_and_an_oversized_one_is_shrunk_from_its_fields(synth: Path, log: Path) -> None:
     """The call record assembled from cached parts (Probes._enter) is byte for byte the full encode of its
     own members, nested (parent_call) or not; one over the cap is rebuilt from the same fields, in the same

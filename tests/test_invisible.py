@@ -106,6 +106,53 @@ def test_traced_builtin_keeps_keywords_signature_and_identity(tmp_path: Path) ->
     assert calls(recs) == ["os:_exit"]
 
 
+# -- a plain target's edge calls ---------------------------------------------------------
+
+EDGES = """
+    import sys
+
+    def gen(n):
+        yield from range(n)
+
+    def boom(x):
+        raise ValueError(f"no {x}")
+
+    def again(n):
+        return n if n <= 0 else again(n - 1) + 1
+
+    def late(what):
+        print("late", what, flush=True)
+        return what
+
+    class Held:
+        def __del__(self):
+            late("at shutdown")
+
+    kept = Held()  # collected as the interpreter finalizes its modules
+"""
+
+
+def test_plain_targets_raise_recurse_yield_and_run_at_shutdown_as_untraced(tmp_path: Path) -> None:
+    """Targets written by the one-function wrapper (no capture, memory or role): a generator, a raising one
+    (its traceback as untraced), one that calls itself, and one called from a __del__ as the interpreter
+    finalizes: the same output, exit code and stderr traced, guard-only and untraced."""
+    write(tmp_path, {"edges.py": EDGES})
+    recs = three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import edges
+        print(list(edges.gen(3)), edges.again(5), edges.late("now"))
+        try:
+            edges.boom(1)
+        except ValueError as exc:
+            print(repr(exc), exc.__traceback__.tb_next.tb_frame.f_code.co_name)
+        edges.boom(2)
+    """)], targets="edges:gen,edges:boom,edges:again,edges:late", allow_wrapper_frame=True)
+    returns = {r["call_id"]: r for r in recs if r["event"] == "return"}
+    again = [r for r in recs if r["event"] == "call" and r["target"] == "edges:again"]
+    assert len(again) == 6 and all(r["call_id"] in returns for r in again)
+    assert [returns[r["call_id"]].get("error") for r in recs if r["event"] == "call"
+            and r["target"] == "edges:boom"] == ["ValueError: no 1", "ValueError: no 2"]
+
+
 # -- recursion ----------------------------------------------------------------------
 
 RECURSIVE = """

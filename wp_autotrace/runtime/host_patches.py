@@ -48,7 +48,7 @@ Two more changes of host state are not replacements and live with their code:
 ``sys.meta_path`` holds the front finder, then the TargetFinder (bootstrap.Runtime.install_finder,
 finder.TargetFinder.install/uninstall),
 and a traced call moves ``sys.setrecursionlimit`` by its own cost and back
-(recorder._adjust_limit: balanced per call, so there is nothing to restore).
+(unseen.adjust_limit: balanced per call, so there is nothing to restore).
 
 Rules every patch here keeps: it calls what it replaced (found at install, not
 at import), passes the host's exceptions through without its own frame (3.11+),

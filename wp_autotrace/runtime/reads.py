@@ -58,6 +58,17 @@ def thread_name() -> str:
     return str(thread.name) if thread is not None else f"Thread-{ident}"
 
 
+def thread_name_kept(local: dict[str, Any]) -> str:
+    """thread_name(), keeping the calling thread's Thread object in local (its per-thread dict, as
+    local["thread"]) once threading knows it, so the next call reads only its name (which may change)."""
+    ident = _get_ident()
+    thread = sys.modules["threading"]._active.get(ident)
+    if thread is None:
+        return f"Thread-{ident}"
+    local["thread"] = thread
+    return str(thread.name)
+
+
 _page_size: list[int] = []  # os.sysconf's, read at the first read_rss
 
 

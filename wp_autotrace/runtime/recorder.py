@@ -9,7 +9,6 @@ through unchanged, and from 3.11 without the wrapper's frame.
 
 from __future__ import annotations
 
-import _thread
 import itertools
 import os
 import sys
@@ -28,10 +27,11 @@ from ..common.targets import (
 from ..common.vocab import BLOCKED, CALL, COMPILE_WORKER, CONFIG, GUARDED_ROLES, MAIN, RETURN, ROLE
 from .catch import watch_role
 from .jsonline import c_encoder
-from .reads import NS_PER_US, US_PER_S, config_knobs, micros_json, read_rss, resolve, thread_name
+from .reads import NS_PER_US, US_PER_S, config_knobs, micros_json, read_rss, resolve, thread_name, thread_name_kept
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
+from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, new_limit_lock
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -77,10 +77,7 @@ class Probes:
 
     def reset_after_fork(self) -> None:
         """Forget the parent's counters and open calls in a forked child; a fresh limit lock."""
-        global _limit_lock
-        # Another thread of the parent may have held it at the fork: in the child it
-        # would stay held forever, and the first traced call would hang.
-        _limit_lock = _thread.allocate_lock()
+        new_limit_lock()
         self.counts = {}
         self.count_times = {}
         self.count_callers = {}
@@ -137,7 +134,7 @@ class Probes:
                 return raw(*args, **kwargs)
             except BaseException as exc:  # a Ctrl-C in the queue's wait: printed by multiprocessing as untraced
                 drop_get_frame(exc)
-                _drop_own_frame(exc)
+                drop_own_frame(exc)
                 raise
             finally:
                 if queue is not None:
@@ -178,14 +175,13 @@ class Probes:
     def _tracing_call(self, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
         """The wrapper of one traced target: its constant parts (the encoded prefix, whether its records
         are plain) fixed here once, so a call runs one record function before and one after the host's."""
-        enter, leave, child_role, sink = self._enter, self._leave, target.child_role, self.sink
-        plain = _plain_enter(self, target, label)  # None: this target's call record needs _enter
-        if self.guard and target.guard:
-            plain = None  # a guarded target's call may be refused: _enter decides
-        probes = self
+        fused = _plain_call(self, target, label, raw, method)
+        if fused is not None:
+            return fused
+        enter, leave, child_role, sink, probes = self._enter, self._leave, target.child_role, self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            _adjust_limit(_HEADROOM)  # the tracer's own work never counts against the host's limit
+            adjust_limit(HEADROOM)  # the tracer's own work never counts against the host's limit
             try:
                 local = probes._local.__dict__
                 if local.get("busy"):
@@ -193,19 +189,16 @@ class Probes:
                 else:
                     local["busy"] = True
                     try:
-                        if plain is not None:
-                            call_id = plain(local)
-                        else:
-                            call_id = enter(target, label, args[0] if method and args else None, local)
+                        call_id = enter(target, label, args[0] if method and args else None, local)
                     except Exception as exc:
                         sink.error("record call", exc)
                         call_id = _UNRECORDED
                     finally:
                         local["busy"] = False
             finally:
-                _adjust_limit(_STACK_COST - _HEADROOM)
+                adjust_limit(STACK_COST - HEADROOM)
             if call_id == _REFUSED:
-                _adjust_limit(-_STACK_COST)
+                adjust_limit(-STACK_COST)
                 return self._refuse(target)
             start = _perf_counter_ns()
             if child_role:
@@ -216,15 +209,15 @@ class Probes:
                 _after_call(child_role)
                 if call_id > 0:
                     leave(call_id, start, target, args[0] if method and args else None, None, exc)
-                _adjust_limit(-_HEADROOM)
-                _drop_own_frame(exc)
-                raise  # bare: re-raises with the traceback as _drop_own_frame left it
+                adjust_limit(-HEADROOM)
+                drop_own_frame(exc)
+                raise  # bare: re-raises with the traceback as drop_own_frame left it
             if child_role:  # _after_call, inline on the common path
                 clear_child_role()
-            _adjust_limit(_HEADROOM - _STACK_COST)
+            adjust_limit(HEADROOM - STACK_COST)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
-            _adjust_limit(-_HEADROOM)
+            adjust_limit(-HEADROOM)
             return result
 
         return call
@@ -345,46 +338,98 @@ class Probes:
                        knobs=config_knobs(module), **extra)
 
 
-def _plain_enter(self: Probes, target: Target, label: str) -> Callable[[dict[str, Any]], int] | None:
-    """Probes._enter for a target whose call record holds no capture, memory or role: the same record, its
-    prefix encoded here once; None for any other target. The guard is checked by the caller."""
-    if target.capture_call or target.mem or target.role:
+def _plain_call(self: Probes, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any] | None:
+    """_tracing_call's wrapper for a target whose call record holds no capture, memory or role and whose call
+    no guard may refuse; None for any other. Both records are written here, with what _enter and _leave
+    check (the busy flag, the open calls, the environment as set at this call, the cached stack) inline, and
+    Sink._write's one frame for each write; a return capture takes _leave."""
+    if target.capture_call or target.mem or target.role or (self.guard and target.guard):
         return None
-    prefix, with_env, tag, probes = self._prefix(target, label), target.env, target.tag, self
-    threads, stack_of, write = self._thread_json, self.stacks.stack, self.sink._write
-    # The environment's stored values (pool_env_key) -> (pool_env(), its JSON): the variables change rarely
-    # (pytest's test name per test); the dict is shared by the records, never changed.
-    env_jsons: dict[tuple[object, ...], tuple[dict[str, str], str]] = {}
+    prefix, with_env, tag, child_role, probes = self._prefix(target, label), target.env, target.tag, \
+        target.child_role, self
+    threads, stack_of, sink, leave = self._thread_json, self.stacks.stack, self.sink, self._leave
+    write, plain_return = sink._write, not target.capture  # bound once: one frame a record
+    env_jsons: dict[Any, tuple[dict[str, str], str]] = {}  # _env_json's
 
-    def plain(local: dict[str, Any]) -> int:
-        stack, caller, stack_json = stack_of()
-        open_calls = local.get("calls")
-        if open_calls is None:
-            open_calls = local["calls"] = []
-        call_id = next(probes._ids)
-        thread = thread_name()
-        body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},{stack_json}'
-        parent = open_calls[-1] if open_calls else None
-        if parent is not None:
-            body += f',"parent_call":{parent}'
-        env = None
-        if with_env:
-            key = pool_env_key()
-            known = env_jsons.get(key) if key is not None else None
-            if known is None:
-                env = pool_env_of(key)
-                known = (env, encode_json(env))
-                if key is not None:
-                    if len(env_jsons) >= MAX_CACHED_ENVS:
-                        env_jsons.clear()
-                    env_jsons[key] = known
-            env = known[0]
-            body += f',"env":{known[1]}'
-        write("call", body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None, None))
-        open_calls.append(call_id)
-        return call_id
+    def call(*args: Any, **kwargs: Any) -> Any:
+        adjust_limit(HEADROOM)  # the tracer's own work never counts against the host's limit
+        try:
+            local = probes._local.__dict__
+            if local.get("busy"):
+                call_id = _UNRECORDED  # called from inside the tracer itself (a target it uses)
+            else:
+                local["busy"] = True
+                try:
+                    stack, caller, stack_json = stack_of(2)  # from this frame's caller
+                    open_calls = local.get("calls")
+                    if open_calls is None:
+                        open_calls = local["calls"] = []
+                    call_id = next(probes._ids)
+                    known = local.get("thread")  # this thread's Thread, once found (reads.thread_name_kept)
+                    thread = str(known.name) if known is not None else thread_name_kept(local)
+                    body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
+                    parent = open_calls[-1] if open_calls else None
+                    body += stack_json if parent is None else f'{stack_json},"parent_call":{parent}'
+                    env = None
+                    if with_env:  # its JSON kept while os.environ's stored values stay
+                        env, env_json = env_jsons.get(pool_env_key()) or _env_json(env_jsons)
+                        body += f',"env":{env_json}'
+                    write(CALL, body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None,
+                                                     None))
+                    open_calls.append(call_id)
+                except Exception as exc:
+                    sink.error("record call", exc)
+                    call_id = _UNRECORDED
+                finally:
+                    local["busy"] = False
+        finally:
+            adjust_limit(STACK_COST - HEADROOM)
+        start = _perf_counter_ns()
+        if child_role:
+            set_child_role(child_role)
+        try:
+            result = raw(*args, **kwargs)
+        except BaseException as exc:
+            _after_call(child_role)
+            if call_id:
+                leave(call_id, start, target, None, None, exc)
+            adjust_limit(-HEADROOM)
+            drop_own_frame(exc)
+            raise  # bare: re-raises with the traceback as drop_own_frame left it
+        if child_role:  # _after_call, inline on the common path
+            clear_child_role()
+        adjust_limit(HEADROOM - STACK_COST)
+        if call_id and plain_return:  # _leave's common case, inline: two numbers
+            local["busy"] = True
+            try:
+                if open_calls and open_calls[-1] == call_id:
+                    open_calls.pop()
+                us = (_perf_counter_ns() - start + _NS_HALF_US) // NS_PER_US
+                write(RETURN, f'"call_id":{call_id},"duration_s":{micros_json(us)}', _return_fields, (call_id, us))
+            except Exception as exc:
+                sink.error("record return", exc)
+            finally:
+                local["busy"] = False
+        elif call_id:
+            leave(call_id, start, target, args[0] if method and args else None, result, None)
+        adjust_limit(-HEADROOM)
+        return result
 
-    return plain
+    return call
+
+
+def _env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:
+    """pool_env() and its JSON, kept in env_jsons by os.environ's stored values of its names (pool_env_key):
+    the variables change rarely (pytest's test name per test); the dict is shared by the records, never
+    changed. Bounded; nothing kept where os.environ is not the standard mapping (key None)."""
+    key = pool_env_key()
+    env = pool_env_of(key)
+    known = (env, str(encode_json(env)))
+    if key is not None:
+        if len(env_jsons) >= MAX_CACHED_ENVS:
+            env_jsons.clear()
+        env_jsons[key] = known
+    return known
 
 
 def _call_fields(label: str, tag: str, call_id: int, thread: str, stack: Any, caller: Any, parent: int | None,
@@ -413,56 +458,11 @@ def _return_fields(call_id: int, us: int) -> dict[str, Any]:
 # A call record's answers besides a call id (ids count from 1).
 _UNRECORDED, _REFUSED = 0, -1
 
-# Recursion-limit units one traced call adds beyond the wrapped function's own:
-# the wrapper's frame (bench/recursion.py measures 1 on 3.9 - 3.13). The wrapper
-# raises the limit by this much for the length of the call, so a traced
-# recursive function reaches the depth it would untraced.
-_STACK_COST = 1
-# Recursion-limit room the tracer's own recording may use (capture, JSON, write),
-# so a traced call at the host's limit raises where the untraced one would and
-# the record is still written.
-_HEADROOM = 64
-_limit_lock = _thread.allocate_lock()
-_getrecursionlimit = sys.getrecursionlimit
-_setrecursionlimit = sys.setrecursionlimit
-# How far the limit is above where it should be: a lowering refused because the
-# stack was too deep at that moment, made good by the next adjustment.
-_excess = 0
-# Tracebacks keep the wrapper's frame out from 3.11, where a bare raise re-raises
-# with the exception's own (trimmed) traceback; 3.9/3.10 re-raise the one saved
-# when the exception was caught, which starts at the wrapper.
-_TRIM_TRACEBACK = sys.version_info >= (3, 11)
-
-
-def _adjust_limit(delta: int) -> None:
-    """Move the recursion limit by delta (under a lock: other threads move it too); never raises."""
-    global _excess
-    lock = _limit_lock  # acquire/release: half the cost of a `with` (four moves a traced call)
-    lock.acquire()
-    try:
-        if _excess:  # rare: a lowering was refused; made good here
-            _setrecursionlimit(_getrecursionlimit() + delta - _excess)
-            _excess = 0
-        else:  # the common case stores no global
-            _setrecursionlimit(_getrecursionlimit() + delta)
-    except RecursionError:
-        _excess -= delta
-    finally:
-        lock.release()
-
-
 def _after_call(child_role: str | None) -> None:
     """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
     if child_role:
         clear_child_role()
-    _adjust_limit(_HEADROOM - _STACK_COST)
-
-
-def _drop_own_frame(exc: BaseException) -> None:
-    """Take the wrapper's own frame off the head of exc's traceback (3.11+)."""
-    tb = exc.__traceback__
-    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
-        exc.__traceback__ = tb.tb_next
+    adjust_limit(HEADROOM - STACK_COST)
 
 
 # Attributes a wrapper copies from what it wraps (functools.WRAPPER_ASSIGNMENTS,
@@ -521,7 +521,7 @@ class ObjectWrapper:
         try:
             return self._wp_call(*args, **kwargs)
         except BaseException as exc:
-            _drop_own_frame(exc)
+            drop_own_frame(exc)
             raise
 
     def __getattr__(self, name: str) -> Any:

@@ -91,13 +91,15 @@ class Stacks:
         frames, caller, _ = self.stack()
         return frames, caller
 
-    def stack(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
+    def stack(self, depth: int = 1) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str]:
         """capture_stack's (frames, caller) and their JSON members ('"stack":[...],"caller":{...}').
 
         The walk notes only (code id, f_lasti) of each kept frame and of the caller: f_lineno would scan
         the code's line table (0.1 us a frame, more in a long function), and one offset of one code is one
         line. The frames (with f_lineno), the caller's attribution (dists.attribute) and their encoding
         are made once per such key and then reused. The cached objects are shared, never to be changed.
+        depth: where the walk starts (sys._getframe's): 2 from a wrapper that calls this itself skips its
+        own frame, which would be left out anyway, without making a frame object of it.
         """
         if self._torch_dir is None:
             self._learn_dirs()
@@ -105,7 +107,11 @@ class Stacks:
         limit = 2 * self.stack_limit  # kept holds two entries a frame
         kept: list[Any] = []
         caller: Any = None
-        frame: Any = _getframe(1)
+        first: Any
+        try:
+            first = frame = _getframe(depth)
+        except ValueError:  # no frame there: the wrapper called from C (an atexit callback, a new thread)
+            first = frame = None
         while frame is not None and len(kept) < limit:
             code = frame.f_code
             kind = kinds.get(id(code))
@@ -117,17 +123,19 @@ class Stacks:
                 if caller is None and kind == USER:
                     caller = frame
             frame = frame.f_back
+        # The caller among the kept frames is named by them (the first USER one): the key is those alone.
+        key: Any = tuple(kept)
         while caller is None and frame is not None:  # past the kept frames: only the caller is sought
             code = frame.f_code
             kind = kinds.get(id(code))
             if kind == USER or (kind is None and self._frame_kind(code) == USER):
                 caller = frame
+                key = (key, id(code), frame.f_lasti)
             frame = frame.f_back
-        key = (tuple(kept), (id(caller.f_code), caller.f_lasti) if caller is not None else None)
         found = self._stacks.get(key)
         if found is None:
             generation = self._generation
-            found = self._make_stack(_getframe(1), caller, len(kept) // 2)
+            found = self._make_stack(first, caller, len(kept) // 2)
             if len(self._stacks) >= MAX_CACHED_STACKS:
                 self._stacks.clear()
             if generation == self._generation:  # else some key ids are no longer held in _codes
