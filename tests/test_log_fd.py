@@ -416,3 +416,33 @@ def test_a_childs_exit_record_lost_to_a_full_table_is_its_ending_not_a_kill(tmp_
     (child,) = [p for p in rep["processes"] if p["pid"] == 101]
     assert child["ending"]["kind"] == "exit" and "no descriptor free" in child["ending"]["words"], child["ending"]
     assert rep["runs"][0]["records_lost"] == 1 and 101 not in rep["no_exit_pids"], rep["runs"][0]
+
+
+def test_a_held_descriptor_is_known_by_its_mark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held descriptor carries the log's mark (held.mark: its description's owner), so each record's check
+    is one fcntl and no fstat; a file the program puts at that number (dup2) carries none: the record goes to
+    the log, reopened, never into that file (fails where every record's check was fstat's st_dev/st_ino)."""
+    from wp_autotrace.runtime import sink as sink_module
+
+    log, mine = tmp_path / "run.jsonl", tmp_path / "mine.txt"
+    sink = Sink(str(log), "h", "main")
+    sink.hold()
+    if sink._mark is None:
+        pytest.skip("no F_SETOWN_EX mark here (not Linux, or an architecture with other fcntl numbers)")
+    looked: list[int] = []
+    real = sink_module._fstat
+    monkeypatch.setattr(sink_module, "_fstat", lambda fd: looked.append(fd) or real(fd))
+    for event in ("a", "b", "c"):
+        sink.emit(event)
+    assert looked == []
+    held = sink.fd
+    fd = os.open(mine, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, held)  # the program's own file at the log's number
+    sink.emit("d")
+    assert looked and sink.fd != held  # the mark missing: st_dev/st_ino looked at, and the log reopened
+    sink.emit("e")
+    os.write(held, b"mine\n")
+    assert mine.read_bytes() == b"mine\n"
+    assert [r["event"] for r in read_log(log)] == ["a", "b", "c", "d", "e"]
+    for n in (fd, held):
+        os.close(n)

@@ -51,13 +51,9 @@ _time_ns = time.time_ns  # ts, written `<ns>e-9`: a float's repr (dtoa) cost a t
 _get_ident = _thread.get_ident
 _monotonic = time.monotonic
 _sleep = time.sleep
-# A record's seq counter: a C iterator, whose next() is atomic under the GIL as itertools.count()'s
-# is, without importing itertools in every traced start-up (docs/scale.md, "Traced call and start-up"). It
-# ends after sys.maxsize records.
-def _counter() -> "Any":
-    return iter(range(sys.maxsize))
-
-
+# Sink._seq counts over this: a C iterator, whose next() is atomic under the GIL as itertools.count()'s is,
+# without importing itertools at start (docs/scale.md, "Traced call and start-up"); sys.maxsize records.
+_SEQ_RANGE = range(sys.maxsize)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -276,6 +272,7 @@ class Sink:
         # The held descriptor, or -1: none held (released, or no log).
         self.fd = open_log(path, create) if path else -1
         self.identity = _identity(self.fd) if path else None
+        self._mark: Any = None  # held.mark's check of the held descriptor, or None: fstat checks it
         self.active = bool(path)  # records are written at all (stop() ends that)
         if path:
             _warning_sink = self
@@ -289,7 +286,7 @@ class Sink:
         self.say_drops = False
         self._drops_said = 0
         self._in_flight: set[int] = set()  # descriptors a released write has open right now
-        self._seq = _counter()
+        self._seq = iter(_SEQ_RANGE)
         self._closer: int | None = None  # the exiting thread, once close_to_others ran: only it writes
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
         self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
@@ -313,7 +310,7 @@ class Sink:
         self.role = role
         self.dropped = 0
         self._drops_said = 0
-        self._seq = _counter()
+        self._seq = iter(_SEQ_RANGE)
         self._closer = None  # a child forked after its parent's exit began writes as itself
         for fd in list(self._in_flight):
             _close_quietly(fd)
@@ -339,23 +336,24 @@ class Sink:
         if fd < 0:
             return
         try:
-            from .held import place_high  # a recording process's: not on the start-up path
+            from .held import mark, place_high  # a recording process's: not on the start-up path
 
             self.fd = place_high(fd)
+            self._mark = mark(self.fd)
         except Exception:
             if self.fd < 0:  # stays released
                 _close_quietly(fd)
 
     def release(self) -> None:
         """Hold no descriptor between writes from now on: each record opens the log, writes, closes."""
-        fd, self.fd = self.fd, -1
+        fd, self.fd, self._mark = self.fd, -1, None
         if fd >= 0:
             _close_quietly(fd)
 
     def stop(self) -> None:
         """Write nothing more (a child about to exec). A held fd is left open: it is close-on-exec."""
         self.active = False
-        self.fd = -1
+        self.fd, self._mark = -1, None
 
     def close_to_others(self, wait_s: float) -> None:
         """At exit, in the exiting thread: no other thread writes from now on, and those already
@@ -403,10 +401,13 @@ class Sink:
                     return
                 opened = True
                 self._in_flight.add(fd)
-            else:  # _identity(fd), inline: every record of a hot writer passes here
+            else:  # still the log: its description's mark (held.mark), else _identity(fd) inline
                 try:
-                    st = _fstat(fd)
-                    same = (st.st_dev, st.st_ino) == self.identity
+                    mark = self._mark
+                    same = mark is not None and mark[0](fd, mark[1], mark[2]) == mark[3]
+                    if not same:
+                        st = _fstat(fd)
+                        same = (st.st_dev, st.st_ino) == self.identity
                 except OSError:
                     same = False
                 if not same:
@@ -474,17 +475,17 @@ class Sink:
         sink stays released (each later record tries the path again), so no
         record can land in another file.
         """
-        self.fd = -1
+        self.fd, self._mark = -1, None
         fd = self._open_same()
         if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
             raise OSError(f"{self.path} is no longer the file this process opened")
-        try:
-            from .held import place_high
+        from .held import mark, place_high
 
+        try:
             fd = place_high(fd)
         except OSError:
             pass
-        self.fd = fd
+        self.fd, self._mark = fd, mark(fd)
         return fd
 
     def _open_same(self) -> int:
