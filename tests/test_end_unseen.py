@@ -81,6 +81,17 @@ def test_a_main_gone_before_any_watcher_ran_is_not_in_progress(tmp_path: Path) -
     assert "in progress" not in out and "left behind at main exit: not known (no verdict will come: no watcher" in out
 
 
+def test_a_main_whose_last_record_is_the_signal_it_sent_itself(tmp_path: Path) -> None:
+    """A main that killed itself: its last record is its signal_sent, whose target is a pid, not a call's label;
+    the report tells where it was last seen from it (it raised AttributeError on the int)."""
+    w = killed_before_the_watcher()
+    w.add(0.7, GONE_PID, 1, "main", "signal_sent", how="kill", target=GONE_PID, signal=9,
+          frames=[{"file": "<string>", "line": 1, "func": "<module>"}])
+    rep = report(w, tmp_path, reader=Reader(T0 + 5, this_host()))
+    text = finding(rep, "root-killed")["text"]
+    assert f"last record signal_sent SIGKILL to pid {GONE_PID} at 0.7 s" in text, text
+
+
 def test_a_reused_pid_is_not_the_main(tmp_path: Path) -> None:
     """The main's pid is alive, but another process's (its create time differs): the main is gone."""
     rep = report(killed_before_the_watcher(pid=os.getpid(), create_time=T0), tmp_path,

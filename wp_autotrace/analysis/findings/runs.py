@@ -173,11 +173,17 @@ _SERVING_LOOPS = (targets.SIDECAR_MAIN, targets.DATALOADER_LOOP, targets.EXIT_JO
 
 
 def _last_seen(v: View, p: Process) -> str:
-    """Where a process was when last seen: its last record (not process_exit)."""
+    """Where a process was when last seen: its last record (not process_exit). A call's target is its label; a
+    signal_sent's is the pid it signalled (a process that kills itself: its last record)."""
     r = p.last
     if not r:
         return "no record"
-    what = r["event"] + (f" {targets.short_label(r['target'])}" if r.get("target") else "")
+    target = r.get("target")
+    if r["event"] == "signal_sent":
+        sig = r.get("signal")
+        what = f"signal_sent {signal_name(sig) if isinstance(sig, int) else '?'} to pid {target}"
+    else:
+        what = r["event"] + (f" {targets.short_label(target)}" if isinstance(target, str) and target else "")
     return f"last record {what} at {r['ts'] - v.t0:.1f} s"
 
 
