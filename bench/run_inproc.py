@@ -110,14 +110,14 @@ def bench_sampler(made: dict[str, Path], levels: list[int], duration: float, rep
     worst = max(r["thread_cpu_pct"] for r in busiest)
     rep.row(f"watcher process at 0.1 s, ~{busiest[0]['descendants']} descendants, host ≥ 1,000 processes",
             f"{worst:.2f}% of one core", "≤ 0.5% of one core", worst <= 0.5,
-            f"one `Watcher.sample()` of the {busiest[0]['descendants']} descendants costs "
+            f"one `Watcher.tree.sample()` of the {busiest[0]['descendants']} descendants costs "
             f"{busiest[0]['proc_walk_ms']} ms in this run: at 10 samples/s, {busiest[0]['proc_walk_ms']:.2f}% of a "
             f"core of the watcher process's {worst:.2f}% (which also lists /proc every 2 s, growing with the host)")
     lines = [f"The watcher (ProcReader) with {results[0]['descendants']} descendants (8 shells × 4 `sleep`), "
              "the host filled with `sleep` processes outside the traced tree. Walk cost: median of "
-             f"{repeats} alternating calls of `Watcher.sample()` and `psutil.Process().children(recursive=True)`; "
+             f"{repeats} alternating calls of `Watcher.tree.sample()` and `psutil.Process().children(recursive=True)`; "
              f"CPU: the real watcher process for {duration:g} s, from /proc/PID/stat (utime + stime).",
-             "", "| host processes | Watcher.sample (children files) ms | psutil children(recursive) ms | "
+             "", "| host processes | Watcher.tree.sample (children files) ms | psutil children(recursive) ms | "
              "watcher process CPU % of one core | samples |", "|---|---|---|---|---|"]
     lines += [f"| {r['host_procs']} | {r['proc_walk_ms']} | {r['psutil_ms']} | {r['thread_cpu_pct']} | "
               f"{r['thread_samples']} in {r['thread_s']} s |" for r in results]

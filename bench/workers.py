@@ -7,7 +7,7 @@ Kinds:
   pth    REPEATS                what site pays for wp_autotrace.pth with the tracer off
   micro  REPEATS CALLS          traced / counted / untraced call cost (in-process)
   sink   WRITERS RECORDS        writer processes appending through Sink, then a tear/loss check
-  sampler DURATION_S REPEATS    Watcher.sample (children files) vs psutil children(recursive=True),
+  sampler DURATION_S REPEATS    Watcher.tree.sample (children files) vs psutil children(recursive=True),
                                 and the watcher process's CPU at the default interval
 """
 
@@ -279,7 +279,7 @@ def _host_procs() -> int:
 
 
 def sampler(duration: float, repeats: int) -> dict[str, Any]:
-    """~40 descendants under this process; time one Watcher.sample (children files)
+    """~40 descendants under this process; time one Watcher.tree.sample (children files)
     against psutil's children(recursive=True), then run the real watcher process
     (this process as its root) for `duration` seconds and read its CPU time from
     /proc/PID/stat."""
@@ -299,13 +299,13 @@ def sampler(duration: float, repeats: int) -> dict[str, Any]:
         descendants = len(me.children(recursive=True))
         watcher = Watcher(Sink(str(tmp / "s.jsonl"), HOST, "watcher"), "bench", os.getpid(), 0.0, 0.1, 0,
                           reader=ProcReader())
-        watcher.exclude = set()  # this process is the root here, not the watcher
+        watcher.tree.exclude = set()  # this process is the root here, not the watcher
         watcher.tick()  # the first sample reads every stat and command line; later ones do not
         proc_s: list[float] = []
         psutil_s: list[float] = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            watcher.sample(time.time())
+            watcher.tree.sample(time.time())
             t1 = time.perf_counter()
             me.children(recursive=True)
             t2 = time.perf_counter()
