@@ -143,7 +143,10 @@ def test_plain_targets_raise_recurse_yield_and_run_at_shutdown_as_untraced(tmp_p
         try:
             edges.boom(1)
         except ValueError as exc:
-            print(repr(exc), exc.__traceback__.tb_next.tb_frame.f_code.co_name)
+            tb = exc.__traceback__
+            while tb.tb_next is not None:
+                tb = tb.tb_next
+            print(repr(exc), tb.tb_frame.f_code.co_name)  # the innermost frame: boom's own
         edges.boom(2)
     """)], targets="edges:gen,edges:boom,edges:again,edges:late", allow_wrapper_frame=True)
     returns = {r["call_id"]: r for r in recs if r["event"] == "return"}
