@@ -1444,3 +1444,86 @@ def test_the_exit_joins_capture_counts_and_names_a_torch_pools_pending_jobs() ->
         own_pool.shutdown(wait=True)
         os.close(r)
         os.close(w)
+
+
+def _gapped_pool() -> LogWriter:
+    """idle_pool whose workers wrote job records: the ready probe, jobs at 30-33 s and 50-51 s; gaps 4 -> 30 s
+    and 33 -> 50 s (the gaps test's log)."""
+    w = idle_pool(quiesce_at=None)
+    for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 30.5, 33.0), (301, 3, 50.0, 51.0)):
+        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    for t in (40.0, 55.0):
+        mem(w, t, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    return w
+
+
+def test_a_pools_idle_gaps_are_told_where_the_user_reads_with_one_figure(tmp_path: Path) -> None:
+    """The gaps between a pool's uses (26 s from its ready to its first job, 17 s between jobs) are told wherever
+    its idle time is: the run's costs (`costs.idle_s` / `idle_mib_s` and the cost line), the Pools section and
+    the Answer's pool sentence, each with the pool's one figure (idle_total_s: 26 + 17 + 9.01 s after its last
+    job; idle_total_mib_s), not the 9 s after its last job alone; the page draws each gap as an idle phase and
+    shades it under the memory line with its report's seconds and MiB·s."""
+    rep = report(_gapped_pool(), tmp_path)
+    (pool,) = rep["pools"]
+    total_s, total_mib_s = 26 + 17 + (60.01 - 51.0), (200 + 2 * 15) * 26 + 230 * 17 + 230 * (60.01 - 51.0)
+    assert pool["idle_total_s"] == pytest.approx(total_s) and pool["idle_total_mib_s"] == pytest.approx(
+        total_mib_s, abs=0.3), pool
+    costs = rep["costs"]
+    assert costs["idle_s"] == pytest.approx(total_s) and costs["idle_mib_s"] == pytest.approx(total_mib_s, abs=0.3)
+    text = render_text(rep, {})
+    assert f"; pools idle {total_s:.1f} s ({total_mib_s / 1024:.1f} GiB·s)" in text, text
+    assert ("idle 9.0 s (51.0 s -> 60.0 s); idle gaps 26.0 s (4.0 s -> 30.0 s), 17.0 s (33.0 s -> 50.0 s); idle in "
+            f"all {total_s:.1f} s") in text, text
+    assert f"real memory peak 230 MiB (PSS), {total_mib_s / 1024:.1f} GiB·s idle" in text, text
+    answer = text.split("\n")[1]
+    assert ("idle 26.0 s between its ready at 4.0 s and its first job at 30.0 s (+1 more idle gap of 17.0 s), "
+            f"idle 9.0 s after its last job ({total_s:.1f} s idle in all), holding 230 MiB real memory (PSS): "
+            f"{total_mib_s / 1024:.1f} GiB·s idle") in answer, answer
+    from wp_autotrace.analysis.present.html import render_html
+
+    page = render_html(rep, text)
+    assert page.count('class="phase idle"') == 3, page  # two gaps and the span after its last job
+    assert "idle 26.0 s between its ready (4.00 -&gt; 30.00 s); 5.8 GiB·s idle" in page, page
+    assert "idle 17.0 s between its uses (33.00 -&gt; 50.00 s): 3.8 GiB·s held idle" in page, page
+
+
+def test_a_held_figure_from_a_moment_that_read_some_of_the_pool_says_how_many(tmp_path: Path) -> None:
+    """The held figure is the most the pool held at one moment of its idle span; where that moment read only
+    some of its processes alive (one worker unread then, though read later), every text of it says "N of M" and
+    "at least": the Findings, the Answer and the page's idle phase (which said "holding 215 MiB" unqualified).
+    pipe_held's orphan (one of its two workers read in the 0.09 s span, 74 MiB) says "1 of 2" too, and its page
+    tells the 216 MiB it held once orphaned, as the Answer does."""
+    w = idle_pool(quiesce_at=None)
+    _set_mem(w, 15.0, [(200, 1.2, 200), (301, 3.6, 15)])  # 302 not read at 15 s (its 5 s reading is before)
+    mem(w, 40.0, [(302, 3.6, 15)])  # 302 read in the span, alone: read, not at the held moment
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["held_pss_bytes"] == 215 * MIB and (pool["held_read"], pool["held_processes"]) == (2, 3), pool
+    assert pool["span_sampled"] == 3  # every one was read in the span: at the held moment, not all
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert "holding at least 215 MiB (2 of 3 processes read)" in idle["text"], idle["text"]
+    assert "holding at least 215 MiB real memory (PSS, 2 of 3 processes read)" in rep["answer"], rep["answer"]
+    from wp_autotrace.analysis.present.html import render_html
+
+    page = render_html(rep, render_text(rep, {}))
+    assert "holding at least 215 MiB (PSS, 2 of 3 processes read)" in page, page
+    assert "holding 215 MiB" not in page
+
+    from .test_model import with_orphaned_fork_pool
+
+    w = with_orphaned_fork_pool()
+    w.lines = [r for r in w.lines if r["event"] != "memory"]
+    w.add(3.15, 900, 100, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
+        {"pid": 201, "pss": 77508608, "uss": 5718016, "threads": 2}, {"pid": 150, "pss": 138117120, "uss": 2**20}])
+    for t in (8.0, 30.0, 60.0):
+        w.add(t, 900, 100, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
+            {"pid": 201, "pss": 113459200, "uss": 6328320, "threads": 2},
+            {"pid": 202, "pss": 113448960, "uss": 6324224, "threads": 2}])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["held_pss_bytes"] == 77508608 and (pool["held_read"], pool["held_processes"]) == (1, 2), pool
+    page = render_html(rep, render_text(rep, {}))
+    assert "outlived its creator 60.0 s (3.20 -&gt; 63.20 s), holding 216 MiB (PSS)" in page, page

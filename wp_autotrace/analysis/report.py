@@ -313,8 +313,10 @@ def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[
         # Memory at once (docs/evidence.md): what every pool's processes held together at one moment.
         # (facts.pools_across's figure: the one sum over every pool's processes, taken once)
         "pools": len(v.pools), "pool_peak_pss_bytes": across["at_once_bytes"] if across is not None else None,
-        "idle_s": round(sum(v.story(p).idle_s for p in v.pools), 3),
-        "idle_mib_s": round(sum(v.story(p).idle_mib_s or 0.0 for p in v.pools), 1),
+        # Every idle stretch of every pool: between its uses (its gaps) and after its last job (derive/pools.py's
+        # idle_total_*), the figures the idle-pool finding, the Pools section and the Answer tell.
+        "idle_s": round(sum(v.story(p).idle_total_s for p in v.pools), 3),
+        "idle_mib_s": round(sum(v.story(p).idle_total_mib_s or 0.0 for p in v.pools), 1),
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
         # The log records no CPU time per process (the watcher samples RSS only): not guessed.
         "never_served_cpu_s": None,

@@ -451,8 +451,13 @@ class PoolStory:
         held = [held_at(p, a, b) for p in self.span_sampled]
         # What it held while idle: the most at one moment inside the span (a sidecar's first sample, right
         # after exec, is a few MiB of what it holds once imported); else each one's first sample after.
-        inside, _, _, inside_at = peak_at_once(self.span_sampled, a, b)
+        # (over every process alive in the span: one never read in it adds nothing to a sum, but counts as alive)
+        inside, n_read, n_alive, inside_at = peak_at_once(self.in_span, a, b)
         self.held_bytes = inside if inside is not None else sum(x for x in held if x is not None) if held else None
+        # (processes the held figure sums, processes alive then): its moment's where it is one moment inside the
+        # span (a moment may read fewer than span_sampled: one process read only after the span counts there,
+        # not at the moment), else the span's. Every text of the figure says "N of M" from this one pair.
+        self.held_read = ((n_read, n_alive) if inside is not None else (len(self.span_sampled), len(self.in_span)))
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
         self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
@@ -543,6 +548,8 @@ class PoolStory:
             "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.ended_at)} for q in self.workers],
             "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
+            "held_read": self.held_read[0] if self.held_bytes is not None else None,
+            "held_processes": self.held_read[1] if self.held_bytes is not None else None,
             "device_files": self.devices, "counts": self._counts_dict(rel),
             "idle_cpu": ({"cpu_s": self.idle_cpu[0], "from": rel(self.idle_cpu[1]), "to": rel(self.idle_cpu[2])}
                          if self.idle_cpu else None),

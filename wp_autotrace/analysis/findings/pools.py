@@ -318,8 +318,8 @@ def _idle_text(v: View, st: PoolStory) -> str:
         until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
     else:  # the words its evidence allows (analysis/derive/endings.py): never "shut it down" for a pool found dead
         until = f"until {_at(rel(st.idle_to))} ({ending.words})"
-    covered = (f" ({len(st.span_sampled)} of {len(st.in_span)} processes read)"
-               if len(st.span_sampled) < len(st.in_span) else "")
+    n_read, n_alive = st.held_read
+    covered = f" ({n_read} of {n_alive} processes read)" if n_read < n_alive else ""
     # Where only some processes were read, the figure is a floor (the others count in no figure): say so.
     held = (f", holding {'at least ' if covered else ''}{size_text(st.held_bytes)}{covered}" if st.held_bytes
             else "") + (

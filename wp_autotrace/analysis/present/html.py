@@ -26,7 +26,7 @@ from ...common.vocab import COMPILE_WORKER
 from ...common.vocab import MEMORY_STALE_S as STALE_S
 from ..words.fmt import MIB, mib_s_text, sidecar_name, size_text
 from ..words.lines import finding_lines, no_finding_line, run_lines
-from ..words.sentences import process_words
+from ..words.sentences import covered_text, process_words
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
 
 WIDTH = 1200  # the charts' drawing width (they scale down to the page)
@@ -236,15 +236,20 @@ def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
     gone = pool["sidecar_end"] if pool["sidecar_end"] is not None else scale.hi
     who = f"pool of {sidecar_name(pool['sidecar_pid'])} (made by {pool['creator_role']} {pool['creator_pid']})"
     jobs = str(pool["jobs"]) if pool["jobs"] is not None else "?"
-    phases = [("busy", made, busy, f"busy {made:.2f} -> {busy:.2f} s; jobs {jobs}")]
+    phases = _busy_phases(pool, made, busy, jobs)
     if pool.get("never_served"):  # its sidecar never reached its serving loop: jobs waited, nothing ran
         phases = [("unserved", made, idle_to, f"never served {made:.2f} -> {idle_to:.2f} s: its sidecar never "
                                               f"reached its serving loop; jobs {jobs}")]
     elif pool["idle_s"] > 0:
-        held = f", holding {size_text(pool['held_pss_bytes'])} (PSS)" if pool["held_pss_bytes"] else ""
+        part = covered_text(pool)  # the held figure's own moment: "N of M processes read" where it read fewer
+        held = (f", holding {'at least ' if part else ''}{size_text(pool['held_pss_bytes'])} (PSS{part})"
+                if pool["held_pss_bytes"] else "")
         cost = f"; {mib_s_text(pool['idle_mib_s'])} idle" if pool["idle_mib_s"] else ""
         phases.append(("idle", busy, idle_to, f"idle {pool['idle_s']:.1f} s ({busy:.2f} -> {idle_to:.2f} s){held}"
                                                f"{cost}"))
+    orphan = pool.get("outlived_creator")
+    if orphan:  # after its creator ended: no idle pool but an orphan, told by what it held then (the Answer's)
+        phases.append(("orphaned", orphan["creator_end"], orphan["end"], _orphan_words(orphan)))
     if pool["shutdown_at"] is not None:
         phases.append(("stopping", max(idle_to, pool["shutdown_at"]), gone,
                        f"shutting down: asked at {pool['shutdown_at']:.2f} s by {pool['shutdown_by']}, sidecar "
@@ -257,6 +262,32 @@ def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
             out.append(rect(scale.x(a), y + 2, scale.x(b) - scale.x(a), BAR_H, f"url(#{kind})",
                             title([who, words]), f"phase {kind}", ' stroke="#000" stroke-width="0.4"'))
     return "".join(out) + "</g>"
+
+
+def _orphan_words(orphan: dict[str, Any]) -> str:
+    """A pool's span after its creator ended, with what it held then (pools[].outlived_creator: the figure the
+    Answer and the Findings tell)."""
+    n, m, held = orphan.get("read"), orphan.get("processes"), orphan.get("held_pss_bytes")
+    part = f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
+    return (f"outlived its creator {orphan['s']:.1f} s ({orphan['creator_end']:.2f} -> {orphan['end']:.2f} s)"
+            + (f", holding {'at least ' if part else ''}{size_text(held)} (PSS{part})" if held else "")
+            + (f"; {mib_s_text(orphan['mib_s'])}" if orphan.get("mib_s") else ""))
+
+
+def _busy_phases(pool: dict[str, Any], made: float, busy: float, jobs: str) -> list[tuple[str, Any, Any, str]]:
+    """From its making to busy_until: busy, cut by each idle gap between its uses (pools[].idle_gaps, from its
+    workers' job records), each gap drawn as idle with the report's seconds and MiB·s."""
+    out: list[tuple[str, Any, Any, str]] = []
+    t = made
+    for g in pool.get("idle_gaps") or ():
+        a, b = g["from_s"], g["to_s"]
+        out.append(("busy", t, a, f"busy {t:.2f} -> {a:.2f} s"))
+        cost = f"; {mib_s_text(g['mib_s'])} idle" if g["mib_s"] else ""
+        out.append(("idle", a, b, f"idle {g['s']:.1f} s between its {'ready' if g['first'] else 'jobs'} "
+                                  f"({a:.2f} -> {b:.2f} s){cost}"))
+        t = b
+    out.append(("busy", t, busy, f"busy {t:.2f} -> {busy:.2f} s; jobs {jobs}"))
+    return out
 
 
 def _toolchain_words(row: list[dict[str, Any]]) -> str:
@@ -382,13 +413,21 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
     out = [f'<g class="pool-memory" data-sidecar="{pool["sidecar_pid"]}">']
     a, b = pool["busy_until"], pool["idle_to"]
     if pool["idle_s"] > 0 and isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        out.append(_idle_shade(pool, steps, scale, y, a, b, who))
+        cost = f": {mib_s_text(pool['idle_mib_s'])} held idle" if pool["idle_mib_s"] else ""
+        out.append(_idle_shade(steps, scale, y, a, b, [who, f"idle {pool['idle_s']:.1f} s ({a:.2f} -> {b:.2f} s)"
+                                                            f"{cost}"]))
+    for g in pool.get("idle_gaps") or ():  # idle between its uses: the same shade, the report's figures
+        cost = f": {mib_s_text(g['mib_s'])} held idle" if g["mib_s"] else ""
+        out.append(_idle_shade(steps, scale, y, g["from_s"], g["to_s"],
+                               [who, f"idle {g['s']:.1f} s between its uses ({g['from_s']:.2f} -> {g['to_s']:.2f} s)"
+                                     f"{cost}"]))
     out.append(f'<path class="memline" d="{d}" stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" '
                f'stroke-dasharray="{DASHES[k % len(DASHES)]}">'
                + title([who, f"PSS of its processes summed at one moment: {len(points)} points drawn",
                         f"{gaps} gap(s): no sample for more than {STALE_S:g} s" if gaps else "",
                         f"{len(partial)} point(s) read fewer processes than were alive (ringed)" if partial else "",
-                        f"report: peak {size_text(pool['peak_pss_bytes'])} (PSS)" if pool["peak_pss_bytes"] else ""])
+                        f"report: peak {size_text(pool['peak_pss_bytes'])} (PSS)" if pool["peak_pss_bytes"] else "",
+                        _orphan_words(orphan) if (orphan := pool.get("outlived_creator")) else ""])
                + "</path>")
     for t, pt in partial[::max(1, -(-len(partial) // MAX_RINGS))]:  # evenly spread: the page stays small
         out.append(f'<circle cx="{num(scale.x(t))}" cy="{num(y(pt.pss))}" r="3" fill="#fff" stroke="#000">'
@@ -401,18 +440,17 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
     return "".join(out) + "</g>"
 
 
-def _idle_shade(pool: dict[str, Any], steps: list[tuple[float, float, Point]], scale: Scale, y: Any, a: float,
-                b: float, who: str) -> str:
-    """The area under the line over the idle span (where the line is known): the memory held for nothing.
-    Its MiB·s in the title is the report's (pools.py's integral of each process's own samples)."""
+def _idle_shade(steps: list[tuple[float, float, Point]], scale: Scale, y: Any, a: float, b: float,
+                words: list[str]) -> str:
+    """The area under the line over an idle stretch (the span after its last job, or a gap between its uses;
+    where the line is known): the memory held for nothing. words: its title, the report's figures (the MiB·s
+    is pools.py's integral of each process's own samples)."""
     d = ""
     for s, e, pt in steps:
         lo, hi = max(s, a), min(e, b)
         if hi > lo:
             d += f"M{num(scale.x(lo))} {num(y(0))}V{num(y(pt.pss))}H{num(scale.x(hi))}V{num(y(0))}Z"
-    cost = f": {mib_s_text(pool['idle_mib_s'])} held idle" if pool["idle_mib_s"] else ""
-    return (f'<path class="idle-shade" d="{d}" fill="url(#idle)" stroke="none">'
-            + title([who, f"idle {pool['idle_s']:.1f} s ({a:.2f} -> {b:.2f} s){cost}"]) + "</path>")
+    return f'<path class="idle-shade" d="{d}" fill="url(#idle)" stroke="none">' + title(words) + "</path>"
 
 
 def _answer_list(answer: str, esc: Any) -> str:

@@ -174,6 +174,10 @@ def _workers(pids: list[int]) -> str:
     return f"{len(pids)} ({pid_text(pids)})" if pids else "none"
 
 
+# The idle gaps a pool's line lists (the JSON has them all; the Answer tells the largest).
+GAPS_LISTED = 3
+
+
 def _lifecycle(pool: dict[str, Any]) -> str:
     """ready, jobs, idle span, quiesces and who asked for the shutdown, real memory: one line."""
     jobs = ("jobs ?" if pool["jobs"] is None and pool["last_job"] is None else
@@ -184,6 +188,12 @@ def _lifecycle(pool: dict[str, Any]) -> str:
     parts = [f"ready {seconds_text(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
              f"never served {span}: its sidecar never reached its serving loop" if pool.get("never_served")
              else f"idle {pool['idle_s']:.1f} s {span}"]
+    gaps = pool.get("idle_gaps") or []
+    if gaps:  # idle between its uses (its workers' job records): each gap, then every idle second in all
+        parts.append("idle gaps " + ", ".join(f"{g['s']:.1f} s ({seconds_text(g['from_s'])} -> "
+                                               f"{seconds_text(g['to_s'])})" for g in gaps[:GAPS_LISTED])
+                     + (f" (+{len(gaps) - GAPS_LISTED} more)" if len(gaps) > GAPS_LISTED else "")
+                     + f"; idle in all {pool['idle_total_s']:.1f} s")
     starts = [w["start"] for w in pool["workers"] if w["start"] is not None]
     ends = [w["end"] for w in pool["workers"] if w["end"] is not None]
     if starts:
@@ -196,7 +206,8 @@ def _lifecycle(pool: dict[str, Any]) -> str:
         parts.append(f"shutdown asked {seconds_text(pool['shutdown_at'])} by {who}{extra}")
     if pool["peak_pss_bytes"]:
         parts.append(f"real memory peak {size_text(pool['peak_pss_bytes'])} (PSS)"
-                     + (f", {mib_s_text(pool['idle_mib_s'])} idle" if pool["idle_mib_s"] else ""))
+                     + (f", {mib_s_text(idle_mib_s)} idle" if (idle_mib_s := pool.get("idle_total_mib_s") if gaps
+                                                                  else pool["idle_mib_s"]) else ""))
     if pool["device_files"]:
         parts.append(f"device files {', '.join(pool['device_files'][:4])}")
     return "; ".join(parts)

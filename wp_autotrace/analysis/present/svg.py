@@ -18,13 +18,16 @@ FILLS = (
     ("busy", "pool busy (made, starting, serving jobs)",
      '<pattern id="busy" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" '
      'fill="#1d3f6e"/></pattern>'),
-    ("idle", "pool idle after its last job (holding memory)",
+    ("idle", "pool idle, between its uses or after its last job (holding memory)",
      '<pattern id="idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
      '<rect width="6" height="6" fill="#fbe3b4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#8a5a00" '
      'stroke-width="1.5"/></pattern>'),
     ("unserved", "pool never served (its sidecar never reached its serving loop; jobs sent to it waited)",
      '<pattern id="unserved" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" '
      'fill="#b8b8b8"/><circle cx="3" cy="3" r="1" fill="#333"/></pattern>'),
+    ("orphaned", "pool outliving the process that made it (nobody can use or stop it)",
+     '<pattern id="orphaned" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" '
+     'fill="#5e4b7a"/><line x1="0" y1="3" x2="6" y2="3" stroke="#fff" stroke-width="1"/></pattern>'),
     ("stopping", "pool shutting down (asked to stop, sidecar not yet gone)",
      '<pattern id="stopping" width="6" height="6" patternUnits="userSpaceOnUse"><rect width="6" height="6" '
      'fill="#c9706a"/><path d="M0 0L6 6M6 0L0 6" stroke="#4a1410" stroke-width="1"/></pattern>'),

@@ -9,14 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import GUARDED_ROLES
-from .fmt import mib_s_text, pool_name, seconds_text, site, size_text
+from .fmt import gap_words, mib_s_text, pool_name, seconds_text, site, size_text
 
 
 def covered_text(pool: dict[str, Any]) -> str:
-    """', N of M processes read' when the watcher read only some of the pool's processes during its idle
-    span (the others count in no figure: nothing is estimated); '' when it read them all."""
-    n, m = pool.get("span_sampled"), pool.get("span_processes")
+    """', N of M processes read' when the pool's held figure sums only some of its processes alive then (the
+    report's held_read of held_processes: the figure's own moment; older reports: the idle span's span_sampled of
+    span_processes); the others count in no figure: nothing is estimated. '' when it read them all."""
+    n, m = ((pool["held_read"], pool["held_processes"]) if pool.get("held_read") is not None
+            else (pool.get("span_sampled"), pool.get("span_processes")))
     return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
+
+
+def gaps_words(gaps: list[dict[str, Any]]) -> str:
+    """', idle 51.5 s between its ready at 15.7 s and its first job at 67.2 s (+1 more idle gap of 17.0 s)': a
+    pool's largest idle gap between its uses (the report's pools[].idle_gaps, derive/pools.idle_gaps), the others
+    counted; '' without gaps."""
+    if not gaps:
+        return ""
+    big = max(gaps, key=lambda g: g["s"])
+    rest = [g["s"] for g in gaps if g is not big]
+    more = (f" (+{len(rest)} more idle gap{'s' if len(rest) > 1 else ''} of {sum(rest):.1f} s)" if rest else "")
+    return f", idle {gap_words(seconds_text(big['from_s']), seconds_text(big['to_s']), big['s'], big['first'])}{more}"
 
 
 def idle_cpu_words(pool: dict[str, Any]) -> str:
@@ -43,7 +57,10 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
     lived = ("" if start is None  # nothing seen to live: how it ended says so
              else f"; it lived {end - start:.1f} s" if end is not None
              else "; it was still running at the end of the log")
-    idle = f", idle {pool['idle_s']:.1f} s after its last job{idle_cpu_words(pool)}" if pool["idle_s"] >= 1 else ""
+    gaps = pool.get("idle_gaps") or []
+    idle = gaps_words(gaps)
+    idle += f", idle {pool['idle_s']:.1f} s after its last job{idle_cpu_words(pool)}" if pool["idle_s"] >= 1 else ""
+    idle += f" ({pool['idle_total_s']:.1f} s idle in all)" if gaps else ""
     orphan = pool.get("outlived_creator")
     if orphan:  # after its creator ended it was no idle pool: nobody could use or stop it
         idle += (f", outliving its creator by {orphan['s']:.1f} s (ended at {seconds_text(orphan['creator_end'])}; "
@@ -57,8 +74,9 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
     elif pool["held_pss_bytes"]:
         floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
         mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
-        if pool["idle_mib_s"] and pool["idle_s"] >= 1:
-            mem += f": {mib_s_text(pool['idle_mib_s'])} idle"
+        idle_mib_s = pool.get("idle_total_mib_s") if gaps else pool["idle_mib_s"]
+        if idle_mib_s and (pool["idle_s"] >= 1 or gaps):
+            mem += f": {mib_s_text(idle_mib_s)} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
     by = shutdown_words(pool)
