@@ -354,3 +354,58 @@ def test_a_job_whose_end_record_was_lost_is_not_told_as_held_for_ever(tmp_path: 
     assert [j["fn"] for j in rep["pools"][0]["unended_jobs"]] == ["mod:second"]
     (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
     assert "mod:first" not in hang["text"] and "worker 201 ran mod:second from 2.6 s" in hang["text"], hang["text"]
+
+
+def _slow_ready_then_jobs(jobs: list[tuple[float, float]], wait: tuple[float, float] | None = None) -> LogWriter:
+    """_slow_ready's 60 s wait (4 threads running: 0.5 of a core), its worker 201 taking the ready probe at 59.5 s,
+    then these jobs (start, end) after the pool was ready at 61 s; wait: the main's AsyncCompile.wait on them
+    (call, return), captured with 30 jobs pending."""
+    from .test_model import _slow_ready
+
+    w = _slow_ready(61.0, idle_s=20.0)
+    w.add(58.0, 201, 200, "compile-worker", "process_start", argv=["python", "__main__.py"], python="3.11.7",
+          forked=True, env={}, run="r1", root_pid=100)
+    for i, (a, b) in enumerate([(59.5, 59.6), *jobs]):
+        w.add(a, 201, 200, "compile-worker", "job", state="start", work_id=i, fn=f"{AC}:AsyncCompile._get_ready")
+        w.add(b, 201, 200, "compile-worker", "job", state="end", work_id=i)
+    if wait is not None:
+        w.add(wait[0], 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait", call_id=9, thread="MainThread",
+              stack=[], caller=None, pool_jobs=30)
+        w.add(wait[1], 100, 1, "main", "return", call_id=9, duration_s=wait[1] - wait[0])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_the_results_after_a_slow_pool_start_are_told_with_the_seconds_the_jobs_ran(tmp_path: Path) -> None:
+    """collector_threads' second figure (30 results in 2.2 s loaded, 9.7 s on the first run, 0.1 s without the
+    threads): after the ready wait, the pool's 30 jobs took 2.2 s from the first one's start to the last one's end
+    while its workers held a job for 6 ms of it (their job records): the time went outside the jobs, and the
+    Answer tells both figures. The same 2.2 s run by the jobs themselves (3 jobs of 0.7 s) is told as slow
+    compiles; a main's AsyncCompile.wait on the jobs gives the wait's own seconds; a 0.5 s stretch (the quiet
+    control's order) is not told."""
+    quick = [(61.2 + i * 2.2 / 29, 61.2 + i * 2.2 / 29 + 0.0002) for i in range(30)]
+    rep = report(_slow_ready_then_jobs(quick), tmp_path)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "pool-ready-wait"]
+    assert ("; then its pool's 30 jobs took 2.2 s (61.2 s -> 63.4 s, the first job start to the last job end), its "
+            "workers running jobs for 6 ms of it (the union of their job records): the rest went outside the jobs"
+            ) in f["text"], f["text"]
+    assert rep["answer"].startswith("- Main 100 waited 60.0 s (1.0 s -> 61.0 s) for its new compile pool to become "
+                                    "ready while it ran 4 threads (ps count at 1.5 s); then its pool's 30 jobs took "
+                                    "2.2 s (61.2 s -> 63.4 s), its workers running jobs for 6 ms of it."), rep["answer"]
+    (tmp_path / "slow").mkdir()
+    slow = [(61.2, 61.9), (61.95, 62.65), (62.7, 63.4)]
+    (f,) = [f for f in report(_slow_ready_then_jobs(slow), tmp_path / "slow")["findings"]
+            if f["kind"] == "pool-ready-wait"]
+    assert ("its pool's 3 jobs took 2.2 s (61.2 s -> 63.4 s, the first job start to the last job end), its workers "
+            "running jobs for 2.10 s of it (the union of their job records): the jobs' own run time: slow compiles, "
+            "not the pool") in f["text"], f["text"]
+    (tmp_path / "waited").mkdir()
+    (f,) = [f for f in report(_slow_ready_then_jobs(quick, wait=(61.1, 63.6)), tmp_path / "waited")["findings"]
+            if f["kind"] == "pool-ready-wait"]
+    assert ("; then it waited 2.5 s in AsyncCompile.wait on its pool's 30 jobs (61.1 s -> 63.6 s), its workers "
+            "running jobs for 6 ms of it (the union of their job records): the rest went outside") in f["text"]
+    (tmp_path / "quiet").mkdir()
+    brief = [(61.2 + i * 0.5 / 29, 61.2 + i * 0.5 / 29 + 0.0002) for i in range(30)]
+    (f,) = [f for f in report(_slow_ready_then_jobs(brief), tmp_path / "quiet")["findings"]
+            if f["kind"] == "pool-ready-wait"]
+    assert "then its pool" not in f["text"] and "jobs for" not in f["text"], f["text"]

@@ -8,6 +8,11 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
 - never ended: a job whose end was never written: the worker held it until the worker ended (how: its own
   ending's evidence) or until the log ended. Only such a start without its end says a worker "held" a job that
   never returned; where no worker of the pool wrote job records, who held it is unknown.
+- a use: a run of the pool's jobs from its ready on (the jobs a worker took after it), no two of them further apart
+  than IDLE_GAP_S (an idle gap ends a use): from its first job's start to its last one's until (job_until), its
+  jobs counted, and `ran_s`, the seconds in it at least one worker held a job (ran_during over busy_spans).
+  The ready probe (taken before ready) is no use's. What a use's seconds are beside its ran_s tells a slow
+  compile (the jobs ran all along) from a slow way to and from the pool (they ran for little of it).
 - pending as a wait began: AsyncCompile.wait's capture of each live pool's unanswered jobs (`pool_pending`:
   queued ones included, which no worker has taken yet), matched to the pool by its sidecar's pid or a worker's;
   concurrent.futures' exit join captures the same of the compile pools it joins.
@@ -21,7 +26,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..fold.model import Call, JobSpan, Pool, Process
-from .pools import job_until, workers_of
+from .pools import IDLE_GAP_S, busy_spans, job_until, workers_of
 
 
 class Held(NamedTuple):
@@ -32,6 +37,38 @@ class Held(NamedTuple):
     job: JobSpan
     until: float
     ended: bool
+
+
+class Use(NamedTuple):
+    """One use of a pool (the module docstring): its first job's start, its last one's until, its jobs, and the
+    seconds in it at least one worker held a job."""
+
+    start: float
+    end: float
+    jobs: int
+    ran_s: float
+
+
+def ran_during(spans: list[tuple[float, float]], a: float, b: float) -> float:
+    """Seconds of [a, b] covered by spans (busy_spans: merged, so none is counted twice)."""
+    return sum(max(0.0, min(y, b) - max(x, a)) for x, y in spans)
+
+
+def uses(pool: Pool, ready_at: float | None, t_end: float) -> list[Use]:
+    """The pool's uses from ready_at on (its workers' job records), earliest first; [] where it has no ready or
+    none of its workers recorded a job after it."""
+    if ready_at is None:
+        return []
+    jobs = sorted((j.start, job_until(w, j, t_end)) for w in workers_of(pool) for j in w.jobs_run
+                  if j.start >= ready_at)
+    runs: list[list[float]] = []  # [start, until, jobs]
+    for a, b in jobs:
+        if runs and a - runs[-1][1] < IDLE_GAP_S:
+            runs[-1][1], runs[-1][2] = max(runs[-1][1], b), runs[-1][2] + 1
+        else:
+            runs.append([a, b, 1])
+    spans = busy_spans(pool, t_end)
+    return [Use(a, b, int(n), ran_during(spans, a, b)) for a, b, n in runs]
 
 
 def recorded(pool: Pool) -> bool:

@@ -448,16 +448,7 @@ class PoolStory:
         # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
         self.in_span = [p for p in self.procs if p.alive_during(a, b)]
         self.span_sampled = [p for p in self.in_span if p.mem and span_samples(p, a, b)]  # mem: the cheap test
-        held = [held_at(p, a, b) for p in self.span_sampled]
-        # What it held while idle: the most at one moment inside the span (a sidecar's first sample, right
-        # after exec, is a few MiB of what it holds once imported); else each one's first sample after.
-        # (over every process alive in the span: one never read in it adds nothing to a sum, but counts as alive)
-        inside, n_read, n_alive, inside_at = peak_at_once(self.in_span, a, b)
-        self.held_bytes = inside if inside is not None else sum(x for x in held if x is not None) if held else None
-        # (processes the held figure sums, processes alive then): its moment's where it is one moment inside the
-        # span (a moment may read fewer than span_sampled: one process read only after the span counts there,
-        # not at the moment), else the span's. Every text of the figure says "N of M" from this one pair.
-        self.held_read = ((n_read, n_alive) if inside is not None else (len(self.span_sampled), len(self.in_span)))
+        self.held_bytes, self.held_read, inside_at = self._held(a, b)
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
         self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
@@ -478,6 +469,19 @@ class PoolStory:
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         mibs = [m for m in [self.idle_mib_s, *(g.mib_s for g in self.gaps)] if m is not None]
         self.idle_total_mib_s = round(sum(mibs), 1) if mibs else None
+
+    def _held(self, a: float, b: float) -> tuple[int | None, tuple[int, int], float | None]:
+        """What it held while idle over [a, b]: the most at one moment inside the span (a sidecar's first sample,
+        right after exec, is a few MiB of what it holds once imported), else each one's first sample after; the
+        processes that figure sums and those alive then (its moment's: a moment may read fewer than span_sampled,
+        one process read only after the span counting there, not at the moment; else the span's: every text of
+        the figure says "N of M" from this one pair); and that moment (None without one)."""
+        # over every process alive in the span: one never read in it adds nothing to a sum, but counts as alive
+        inside, n_read, n_alive, at = peak_at_once(self.in_span, a, b)
+        if inside is not None:
+            return inside, (n_read, n_alive), at
+        held = [x for x in (held_at(p, a, b) for p in self.span_sampled) if x is not None]
+        return (sum(held) if held else None), (len(self.span_sampled), len(self.in_span)), None
 
     def _gap_mib_s(self, a: float, b: float, t_end: float) -> float | None:
         """MiB·s the pool's processes held over an idle gap [a, b], as the idle span's: the processes read inside

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..derive.held import recorded
-from ..derive.pools import user_frame, workers_of
+from ..derive.held import ran_during, recorded, uses
+from ..derive.pools import busy_spans, user_frame, waits_on_no_job, workers_of
 from ..words.fmt import pid_text, site
 from .base import Finding
 from .rank import HANG_S
@@ -44,6 +44,17 @@ OWN_SHARE = 0.25
 # threads ran Python (0.58 on a quiet box, 0.47 and 0.22 loaded, 0.16 at the heaviest load): the bar sits under the
 # lowest and far from the idle 0.
 THREADS_CPU = 0.1
+
+# The first use of the pool after the ready wait (derive/held.py `uses`: its jobs, from the first one's start to the
+# last one's end, or the waiting process's AsyncCompile.wait calls on them where it made such calls) is told where
+# it took RESULTS_S or more, with the seconds its workers held a job in it: measured on the saved bench/users logs,
+# the 30 results of collector_threads (three threads running Python in the waiting process) took 2.2 s loaded
+# (9.7 s on the first run; 0.1 s with no threads running) while the workers ran jobs for 0.005 s of it (a share
+# of 0.002); where the jobs themselves were slow (a job that sleeps, a hung job, a dying worker's: jupyter_kernel,
+# sidecar_killed, worker_oom) they ran for 0.89-1.0 of it. SLOW_JOBS_SHARE sits far from both: at or above it
+# the time was the jobs' own (slow compiles), under it the way to and from the pool.
+RESULTS_S = 1.0
+SLOW_JOBS_SHARE = 0.5
 
 # What the user can do when the first compile waited long for its pool: have the pool ready before the threads
 # that compete with it start, or need none.
@@ -104,6 +115,37 @@ def _probe_taken(v: View, c: Call, pool: Pool | None, end: float) -> str:
     return f"; worker {pid} took its ready probe (the pool's first job) at {v.rel(t) or 0:.1f} s, {t - c.ts:.1f} s in"
 
 
+def _results_words(v: View, c: Call, pool: Pool | None) -> tuple[str, str]:
+    """The pool's first use after the ready wait c, where it took RESULTS_S or more: its seconds (the waiting
+    process's AsyncCompile.wait calls on its jobs, from the first one's call to the last one's return, where it
+    made such calls; else the jobs' own stretch) and the seconds its workers held a job in them (the union of
+    their job spans), with what the share says; and its short form for the Answer. ("", "") where the job
+    records tell no such use."""
+    use = next((u for u in uses(pool, v.story(pool).ready_at, v.t_end) if u.start >= c.ts), None) \
+        if pool is not None else None
+    if pool is None or use is None:
+        return "", ""
+    waits = [x for x in c.proc.calls.values() if x.tag == targets.ASYNC_WAIT and not waits_on_no_job(x, pool)
+             and x.ts <= use.end and (x.end is None or x.end >= use.start)]
+    a, b = use.start, use.end
+    if waits:
+        a, b = min(x.ts for x in waits), max(x.end if x.end is not None else v.t_end for x in waits)
+    if b - a < RESULTS_S:
+        return "", ""
+    ran = ran_during(busy_spans(pool, v.t_end), a, b)
+    jobs = f"{use.jobs} job{'s' if use.jobs > 1 else ''}"
+    what = (f"it waited {b - a:.1f} s in AsyncCompile.wait on its pool's {jobs}" if waits
+            else f"its pool's {jobs} took {b - a:.1f} s")
+    ran_text = f"{ran:.2f} s" if ran >= 0.1 else f"{ran * 1000:.0f} ms"
+    span = f"{v.rel(a) or 0:.1f} s -> {v.rel(b) or 0:.1f} s"
+    ran_words = f"its workers running jobs for {ran_text} of it"
+    why = ("the jobs' own run time: slow compiles, not the pool" if ran >= SLOW_JOBS_SHARE * (b - a) else
+           "the rest went outside the jobs, on the way to and from the pool (sending each job and its result "
+           "through the sidecar, and the waiting process's own Python)")
+    return (f"; then {what} ({span}{'' if waits else ', the first job start to the last job end'}), {ran_words} "
+            f"(the union of their job records): {why}", f"; then {what} ({span}), {ran_words}")
+
+
 def ready_wait(v: View) -> Finding | None:
     """A process waited in AsyncCompile.wait_pool_ready for the pool it made to become ready, and its own part of
     the start was slow (_own_part; a long wait that is the sidecar's own start is a slow box, not the program's):
@@ -135,17 +177,21 @@ def ready_wait(v: View) -> Finding | None:
                      f"sidecar), which its other threads slow where they run Python (the GIL), and they ran: it "
                      f"used {ran:.2f} of a core while its waiting thread stood in the wait (the watcher's CPU "
                      f"readings of it); the sidecar then took {end - side.start:.1f} s to be ready")
+    results, results_short = _results_words(v, c, pool)
     ends = "until the log ended" if c.end is None else f"{v.rel(c.ts) or 0:.1f} s -> {v.rel(end) or 0:.1f} s"
     more = f" (+{len(slow) - 1} more such wait(s))" if len(slow) > 1 else ""
     text = (f"{p.role.capitalize()} {p.pid} waited {wait:.1f} s ({ends}) for its new compile pool to become ready"
             f"{threads}{appeared}{_probe_taken(v, c, pool, end)}; the wait is AsyncCompile.wait_pool_ready at "
-            f"{where}{more}.")
+            f"{where}{more}{results}.")
     waits = round(sum((x.end if x.end is not None else v.t_end) - x.ts for x in slow), 3)
     return Finding("pool-ready-wait", "problem", text, sorted({x.proc.pid for x in slow}),
                    [f"{x.proc.pid}: wait_pool_ready call at {v.rel(x.ts)} s, "
                     f"{'returned at ' + str(v.rel(x.end)) + ' s' if x.end is not None else 'no return'}"
                     for x in slow[:3]],
-                   READY_WAIT_ADVICE, {"hang_s": waits, "blocked_s": waits})
+                   READY_WAIT_ADVICE, {"hang_s": waits, "blocked_s": waits},
+                   # where the results are told, the Answer tells them too: what the user timed after the start
+                   f"{p.role.capitalize()} {p.pid} waited {wait:.1f} s ({ends}) for its new compile pool to become "
+                   f"ready{threads}{results_short}." if results_short else "")
 
 
 # What the user can do when processes forked after their parent compiled wait for ever on compiles: compile

@@ -79,6 +79,8 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
             mem += f": {mib_s_text(idle_mib_s)} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
+        if gaps and pool.get("idle_total_mib_s"):  # idle between its uses, none after its last job
+            mem += f": {mib_s_text(pool['idle_total_mib_s'])} idle"
     by = shutdown_words(pool)
     what = ("an autotune pool" if pool.get("kind") == "autotune" else
             "a quack compile pool (torch._vendor.quack's precompile)" if pool.get("kind") == "quack" else
