@@ -91,7 +91,10 @@ KINDS: dict[str, tuple[str, str]] = {
                              "fix what it raised, or shut the pool down before exit"),
     "pool-ready-wait": ("a process waited for the compile pool it made to become ready (AsyncCompile."
                         "wait_pool_ready), and 1 s or more of it and a quarter of the sidecar's own start passed "
-                        "before its sidecar started: its seconds, its threads then, when the sidecar appeared",
+                        "before its sidecar started: its seconds, its threads then, when the sidecar appeared; where "
+                        "its workers recorded jobs, the pool's first use after it (1 s or more): its seconds and the "
+                        "seconds its workers ran jobs in them, a slow compile told from a slow way to and from the "
+                        "pool",
                         "start the pool before the program's threads (AsyncCompile.warm_pool() at startup), or "
                         "compile_threads=1"),
     "forked-compile-hang": ("a process forked (not exec'd) after its parent compiled with compile threads waited "
