@@ -76,12 +76,17 @@ READ_TREE = '''
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One real run for every test here: its log, report, View and the script's own reading."""
+    """One real run for every test here: its log, report, View and the script's own reading. After the reading,
+    one job through the pool (a later cell's compile), then idle: the reading falls inside the pool's idle
+    stretch between its ready and that job."""
     tmp = tmp_path_factory.mktemp("html")
     run_scenario(tmp, "\n".join(textwrap.dedent(x) for x in ('''
         cfg.quiesce_async_compile_pool = False
         AsyncCompile.wait_pool_ready()  # first Triton kernel
-    ''', READ_TREE, "idle(3)\n")))
+    ''', READ_TREE, '''
+        AsyncCompile.process_pool().submit(os.getpid).result(timeout=120)
+        idle(6)
+    ''')))
     log = tmp / "log.jsonl"
     rep = analyze(read_logs([str(log)]))
     page = tmp / "run.html"
@@ -605,3 +610,29 @@ def test_the_memory_series_are_in_the_report_bounded_and_the_page_draws_them_alo
         assert max(pt[1] for pt in s["points"]) == max(at_each)
     assert len(json.dumps(series)) < 4 * (2 * MEMORY_POINTS + 1) * 60  # bounded whatever the run's length
     assert _page(json.loads(json.dumps(rep))) == _page(rep)
+
+
+def test_an_idle_gap_between_uses_holds_what_the_script_read_and_is_told_alike(
+        scenario: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real run's pool idled between its ready and its next job (the script read its own tree and the pool's
+    PSS from smaps_rollup in that stretch), a few seconds: under IDLE_GAP_S, so read here with the bar lowered to
+    1 s. The gap's MiB·s over its seconds is what the pool held then: within 15 % of the script's own sum; the
+    run's costs, the text report and the page tell the same idle total."""
+    from wp_autotrace.analysis.derive import held, pools
+
+    monkeypatch.setattr(pools, "IDLE_GAP_S", 1.0)
+    monkeypatch.setattr(held, "IDLE_GAP_S", 1.0)
+    own = scenario["own"]
+    rep = analyze(read_logs([str(scenario["log"])]))
+    (pool,) = rep["pools"]
+    t0 = min(json.loads(x)["ts"] for x in scenario["log"].read_text().split("\n") if x.strip())
+    gap = next((g for g in pool["idle_gaps"] if g["from_s"] + t0 <= own["at"] <= g["to_s"] + t0), None)
+    assert gap is not None and gap["first"], (pool["idle_gaps"], own["at"] - t0)
+    assert gap["mib_s"] is not None, gap
+    held_mib = gap["mib_s"] / gap["s"]
+    assert abs(held_mib * MIB - own["pool_pss"]) <= 0.15 * own["pool_pss"], (held_mib, own["pool_pss"] / MIB)
+    assert rep["costs"]["idle_s"] == pytest.approx(pool["idle_total_s"], abs=0.002)
+    text = render_text(rep, {})
+    assert f"pools idle {pool['idle_total_s']:.1f} s" in text and f"idle in all {pool['idle_total_s']:.1f} s" in text
+    page = render_html(rep, text)
+    assert f"idle {gap['s']:.1f} s between its ready" in page

@@ -64,6 +64,11 @@ def main(out_s: str) -> None:
             "pool": sid, "creator": f"{p.get('creator_role')} {p.get('creator_pid')}",
             "caller": f"{caller.get('file', '?').split('/')[-1]}:{caller.get('line')}",
             "idle_s": [p.get("idle_s"), t.get("idle_s"), pct(p.get("idle_s"), t.get("idle_s"))],
+            # every idle stretch the report tells (its gaps between uses and the span after its last job): the
+            # probe's one stretch is the pool's longest, which may be a gap (a notebook idle before its next cell)
+            "idle_total_s": [p.get("idle_total_s"), t.get("idle_s"), pct(p.get("idle_total_s"), t.get("idle_s"))],
+            "idle_total_gib_s": [None if p.get("idle_total_mib_s") is None else round(p["idle_total_mib_s"] / 1024, 2),
+                                 t.get("idle_gib_s")],
             "held_mib": [mib(p.get("held_pss_bytes")), t.get("idle_pss_mib"),
                          pct(mib(p.get("held_pss_bytes")), t.get("idle_pss_mib")),
                          f"{p.get('span_sampled')}/{p.get('span_processes')} read"],
