@@ -44,7 +44,8 @@ def place_high(fd: int) -> int:
 F_SETOWN_EX, F_GETOWN_EX, F_OWNER_TID = 15, 16, 0
 _GENERIC_FCNTL = ("x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "i686", "armv7l")
 NO_OWNER = bytes(8)  # F_GETOWN_EX's answer buffer: struct f_owner_ex {int type; pid_t pid;}
-# The mark: "owned" by thread 1, init's, at which no program directs SIGIO.
+# The mark: "owned" by thread 1, init's, at which no program directs SIGIO (one that is pid 1 itself aside:
+# docs/security.md, "Residual risks").
 _MARK = F_OWNER_TID.to_bytes(4, sys.byteorder) + (1).to_bytes(4, sys.byteorder)
 
 
