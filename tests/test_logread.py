@@ -342,3 +342,15 @@ def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(logread, "parse_line", parse)
     count = sum(1 for _ in logread.stream_logs([str(log)]))
     assert count == 5000 and alive[1] <= 100 + 2, alive
+
+
+@pytest.mark.parametrize("value", [1, "x", {"var": "A"}, None])
+def test_a_config_whose_env_changed_is_not_a_list_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          value: Any) -> None:
+    """env_changed is kept as written (ANY): a crafted value of another type gives no change, never a crash."""
+    lines = [json.dumps(r) for r in seed_log().lines]
+    lines.insert(0, json.dumps({"v": 1, "event": "config", "ts": 1_800_000_005.0, "pid": 100, "env_changed": value}))
+    path = tmp_path / "config.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["report", "--json", str(path)]) == 0
+    strict_json(capsys.readouterr().out)
