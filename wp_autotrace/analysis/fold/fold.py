@@ -25,6 +25,9 @@ _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
 AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, targets.AUTOTUNE_STOP,
                            targets.AUTOTUNE_KILL, targets.QUACK_PRECOMPILE, targets.QUACK_SHUTDOWN))
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
+# The tags whose call (visit_call) or return (visit_return) folds more than the Call: one set test for the rest.
+_CALL_TAGS = frozenset((targets.POOL_CREATE, targets.TRACKED_POOL, *AUTOTUNE_TAGS))
+_RETURN_TAGS = frozenset((targets.SIDECAR_POOL_START, targets.WAIT_POOL_READY, targets.SIDECAR_SHUTDOWN, *POOL_COUNTS))
 
 
 def _argv_text(argv: Any) -> str:
@@ -159,15 +162,15 @@ class Builder:
         p = self.reg.writer(r)
         if p is None:
             return
-        c = Call(p, r, blocked, self.reg.shared)
-        if c.caller is not None:
-            c.caller = self.reg.share(c.caller)
+        c = Call(p, r, blocked, self.reg.shared, self.reg.share)
         if c.call_id is not None and not blocked:
             p.calls[c.call_id] = c
         self.reg.model.calls.append(c)
         if blocked:
             if p.run is not None:
                 p.run.blocked.append(c)
+        elif c.tag not in _CALL_TAGS:
+            return  # nearly every call: nothing more to fold at its start
         elif c.tag == targets.POOL_CREATE or (c.tag == targets.TRACKED_POOL and c.parent is not None
                                               and c.parent.tag == targets.PROCESS_POOL):
             # A TrackedProcessPoolExecutor made by AsyncCompile.process_pool (fork or spawn) is a pool of its
@@ -199,12 +202,15 @@ class Builder:
         c.error = r.get("error")
         # What the return captured (sidecar_pid, worker_pids, ...); not the record itself, which a
         # long run has hundreds of thousands of.
-        c.ret = (_NO_RETURN_FIELDS if r.keys() <= _RETURN_OWN
+        c.ret = (_NO_RETURN_FIELDS if _RETURN_OWN.issuperset(r)
                  else {k: v for k, v in r.items() if k not in _RETURN_OWN})
-        sidecar = r.get("sidecar_pid")
-        if c.pool is not None and sidecar is not None:
-            c.pool.sidecar_pid = sidecar
-            p.pool_by_sidecar[sidecar] = c.pool
+        if c.pool is not None:
+            sidecar = r.get("sidecar_pid")
+            if sidecar is not None:
+                c.pool.sidecar_pid = sidecar
+                p.pool_by_sidecar[sidecar] = c.pool
+        if c.tag not in _RETURN_TAGS:
+            return  # nearly every return: nothing more to fold at its end
         if c.tag == targets.SIDECAR_POOL_START:
             p.worker_pids.update(r.get("worker_pids") or ())
             if r.get("worker_pids"):  # SubprocMain.__init__ from 2.9 starts none (lazy _start_pool)

@@ -12,6 +12,9 @@ from ...common import vocab
 from ...common.procfs import same_process
 from .model import Model, Process, Run, Waited
 
+# Read for every record (writer): bound once.
+_WATCHER, _PROCESS_EXIT, _EXEC = vocab.WATCHER, vocab.PROCESS_EXIT, vocab.EXEC
+
 
 class Registry:
     """The fold's state (the model so far, the runs, the processes by pid and start) and how a record finds
@@ -65,17 +68,18 @@ class Registry:
         and `find`, never by who wrote them). Every record a process writes passes here once, and one step
         here is every record's: the writer's role, its last record, a failed exec, its run's time span."""
         key = (r["host"], r["pid"])
-        if key in self.watchers or r.get("role") == vocab.WATCHER:  # is_watcher, inlined
+        role = r.get("role")
+        if role == _WATCHER or key in self.watchers:  # is_watcher, inlined
             return None
         p = self.current.get(key)
         if p is None:
             p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
-        if not p.role and r.get("role"):
-            p.role = r["role"]
+        if role and not p.role:
+            p.role = role
         event = r["event"]
-        if event != vocab.PROCESS_EXIT:
+        if event != _PROCESS_EXIT:
             p.last = r
-        if p.exec_into is not None and event != vocab.EXEC:
+        if p.exec_into is not None and event != _EXEC:
             p.exec_into = None  # it wrote again: the exec failed
         run = p.run
         if run is not None:

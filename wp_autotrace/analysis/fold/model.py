@@ -19,7 +19,7 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ...common import targets
 from ...common.vocab import SPAWNED_ARG
@@ -45,9 +45,11 @@ class Call:
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
                  "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "gen", "mp_main")
 
-    def __init__(self, proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any]) -> None:
+    def __init__(self, proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any],
+                 share: Callable[[Any], Any]) -> None:
         """shared: one object per distinct string (the fold's Registry keeps it), for the call's target, tag and
-        thread: a long run's calls repeat a few, and memory then grows with the calls' count only."""
+        thread; share: the same table's one kept frame equal to a frame (Registry.share), for its caller: a long
+        run's calls repeat a few, and memory then grows with the calls' count only."""
         get = r.get  # one call made per call record: its lookups bound once
         self.proc = proc
         self.call_id: int | None = get("call_id")
@@ -56,7 +58,8 @@ class Call:
         target, tag, thread = get("target") or "?", get("tag") or targets.USER_TAG, get("thread") or ""
         self.target: str = shared.setdefault(target, target)
         self.tag: str = shared.setdefault(tag, tag)
-        self.caller: dict[str, Any] | None = get("caller") or _sourceless_frame(get("stack"))
+        caller = get("caller") or _sourceless_frame(get("stack"))
+        self.caller: dict[str, Any] | None = share(caller) if caller is not None else None
         parent = get("parent_call")
         self.parent: Call | None = proc.calls.get(parent) if parent is not None else None
         self.env: dict[str, Any] = get("env") or _NO_FIELDS
@@ -69,7 +72,7 @@ class Call:
         self.pool: Pool | None = None
         # What the call record captured as the call started (SubprocPool.shutdown: the jobs in flight,
         # whether torch still held the pool running): docs/evidence.md.
-        self.at_call: dict[str, Any] = (_NO_FIELDS if r.keys().isdisjoint(_AT_CALL)
+        self.at_call: dict[str, Any] = (_NO_FIELDS if _AT_CALL.isdisjoint(r)
                                         else {k: r[k] for k in _AT_CALL if k in r})
         self.rss: int | None = get("rss")  # resident memory as the call began (compile calls)
         # Called by multiprocessing's exit handler (a child's finalizers): its caller is then only the frame
