@@ -18,6 +18,7 @@ without it every line takes the json path (slower, the same result).
 
 from __future__ import annotations
 
+import typing
 from typing import Annotated, Any, Callable, Literal, Optional, TypedDict, Union
 
 from . import schema
@@ -27,6 +28,12 @@ try:
     import msgspec
 except ImportError:  # pragma: no cover - msgspec missing: the json path only
     msgspec = None  # type: ignore[assignment]
+
+# check_record's "not a record" (no pid, ts) and its host default are the json path's to say: a record
+# without one of these takes it. Required in the typed decode where typing has it (3.11+: one test in C
+# as the record is decoded), else tested after it.
+Required: Any = getattr(typing, "Required", None)
+_IDENTITY = ("pid", "ts", "host")
 
 # A record's decoder is picked by its first bytes, as the writer writes them: `{"v":1,"event":"`.
 # A line that starts otherwise (other spacing, another key order) takes the json path.
@@ -72,6 +79,9 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
     """The fast decode of one event's records: the record, or None for the json path to decide."""
     annotations = {key: types[kind] for key, kind in fields.items()}
     annotations.update(v=types["v"], ts=types["ts"], event=Literal[event])  # type: ignore[valid-type]
+    tested = Required is None  # the identity keys tested after the decode
+    if not tested:
+        annotations.update((key, Required[annotations[key]]) for key in _IDENTITY)
     typed = TypedDict(f"Fast_{event}", annotations, total=False)  # type: ignore[misc]
     decode = msgspec.json.Decoder(typed).decode
     failed = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
@@ -86,8 +96,7 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
             r: dict[str, Any] = decode(raw)  # type: ignore[assignment]
         except failed:
             return None
-        # check_record's "not a record" (pid, ts) and its host default: the json path says so.
-        if "pid" not in r or "ts" not in r or "host" not in r:
+        if tested and ("pid" not in r or "ts" not in r or "host" not in r):
             return None
         for key in rewritten:
             if key in r:
