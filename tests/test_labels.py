@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from wp_autotrace.analysis.derive.labels import TOOLCHAIN, label_for, tool_name
-from wp_autotrace.common.env import first_line, is_python, python_command, python_flags, runs_own_cli
+from wp_autotrace.common.cmdline import first_line, is_python, python_command, python_flags
+from wp_autotrace.common.env import runs_own_cli
 
 PY = "/venv/bin/python3.11"
 

@@ -8,8 +8,8 @@ finding and loading a file (about 0.1 ms each) once for them, not three times (d
   other variables a traced process records (POOL_ENV, RANK_ENV), read without a KeyError per unset
   name. The one-line ``wp_autotrace.pth`` and ``_site.py`` keep their own literals (they must
   import nothing); tests/test_startfile.py checks them equal to these.
-- The command line: Python's own argv grammar, parsed in one place (the host side reads its own
-  command line with it, the analysis labels recorded ones, the watcher names roles from it).
+- The command line: this process's own (own_argv), the roles a command line shows, and whether it
+  runs the wp-autotrace command; Python's argv grammar itself is cmdline.py's, loaded only where needed.
 - The one process clock: a process's create time from /proc/PID/stat, and the identity rule
   (procfs.py, which only the watcher, the root's exit and the offline tools load, re-exports it).
 
@@ -196,79 +196,6 @@ ARGV_ROLES: "tuple[tuple[str, str], ...]" = (
     ("multiprocessing.forkserver", "forkserver"),
 )
 
-# Longest -c first line kept in a label.
-MAX_CODE = 40
-# Python options that take a value (the next argument, or the rest of this one).
-_VALUE_OPTIONS = "WX"
-# Long options that take a value.
-_LONG_VALUE_OPTIONS = ("--check-hash-based-pycs",)
-
-
-def basename(path: str) -> str:
-    """The last part of a path as a command line names it (trailing slashes ignored)."""
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-def is_python(program: str) -> bool:
-    """Whether a program name or path is a Python interpreter (python, python3.11, pypy3)."""
-    name = basename(program)
-    return name.startswith(("python", "pypy")) and name.rstrip("0123456789.mdu").endswith(("python", "pypy"))
-
-
-def python_command(argv: "Sequence[str]") -> "tuple[str, str] | None":
-    """What a Python command line runs: ("script", path), ("-m", module), ("-c", code),
-    ("stdin", "") or ("repl", ""); None if argv[0] is not a Python interpreter."""
-    if not argv or not is_python(argv[0]):
-        return None
-    return _program(argv)
-
-
-def _program(argv: "Sequence[str]") -> "tuple[str, str]":
-    """python_command's answer for an interpreter's argv, whatever argv[0] is called."""
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "-" or not arg.startswith("-"):
-            return ("stdin", "") if arg == "-" else ("script", arg)
-        if arg.startswith("--"):
-            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
-            continue
-        for j, flag in enumerate(arg[1:], 1):
-            if flag in "cm" or flag in _VALUE_OPTIONS:
-                rest = arg[j + 1:]
-                if not rest:
-                    i += 1
-                    rest = argv[i] if i < len(argv) else ""
-                if flag in "cm":
-                    return ("-" + flag, rest)
-                break
-        i += 1
-    return ("repl", "")
-
-
-def python_flags(argv: "Sequence[str]") -> str:
-    """The one-letter options a Python command line gives the interpreter before what it runs
-    ("IS" for ``python -I -S SCRIPT`` or ``python -IS SCRIPT``; -c/-m end the options)."""
-    letters = ""
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "-" or not arg.startswith("-"):
-            break
-        if arg.startswith("--"):
-            i += 2 if arg in _LONG_VALUE_OPTIONS else 1
-            continue
-        for j, flag in enumerate(arg[1:], 1):
-            if flag in "cm":
-                return letters
-            if flag in _VALUE_OPTIONS:
-                i += 0 if arg[j + 1:] else 1  # the value is the rest of this argument, or the next one
-                break
-            letters += flag
-        i += 1
-    return letters
-
-
 # How the wp-autotrace command shows in a command line: it never traces itself
 # (`run` execs the program, which is traced as its own interpreter starts).
 CLI_SCRIPT = "wp-autotrace"
@@ -277,15 +204,18 @@ CLI_MODULE = "wp_autotrace"
 
 def runs_own_cli(argv: "Sequence[str]") -> bool:
     """Whether an interpreter's argv runs the wp-autotrace command (its console script, or
-    python -m wp_autotrace); argv[0] may be any interpreter's name."""
-    kind, what = _program(argv) if argv else ("repl", "")
+    python -m wp_autotrace); argv[0] may be any interpreter's name.
+
+    Every traced start asks. Either answer needs one of the two names inside an argument, so where neither
+    is (one C search of the joined arguments) the answer is no without loading the argv grammar (cmdline.py).
+    """
+    joined = "\0".join(argv)
+    if CLI_MODULE not in joined and CLI_SCRIPT not in joined:
+        return False
+    from .cmdline import basename, program
+
+    kind, what = program(argv) if argv else ("repl", "")
     return (kind, what) == ("-m", CLI_MODULE) or (kind == "script" and basename(what) == CLI_SCRIPT)
-
-
-def first_line(code: str, limit: int = MAX_CODE) -> str:
-    """The first non-blank line of code, shortened to limit characters."""
-    line = next((s.strip() for s in code.splitlines() if s.strip()), "")
-    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def own_argv() -> "list[str]":

@@ -46,7 +46,7 @@ from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, o
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any
 
     from ..common.targets import Target
     from .finder import TargetFinder
@@ -233,19 +233,10 @@ class Runtime:
         sys.meta_path: most traced processes never import a target module, and never load either."""
         with _finder_lock:  # two threads may import their first target modules at once: one finder
             if self._finder is None:
-                from ..common.targets import TARGETS
-                from .finder import TargetFinder
+                from .first_target import make_finder
 
-                after: dict[str, Callable[[Any], None]] = {PYTEST_CONFIG: _register_pytest_plugin}
-                if not self.settings.trace:
-                    after.clear()
-                finder = self._finder = TargetFinder(TARGETS + self.settings.extra_targets, self._make_wrapper,
-                                                     self._notify, self.sink.error, after, self.env_watch.check)
-                meta = sys.meta_path
-                if self._front in meta:
-                    meta[meta.index(self._front)] = finder
-                finder.install()  # first on sys.meta_path (where the front was not), then patch what is loaded
-        return self._finder
+                make_finder(self, PYTEST_CONFIG)
+        return self._finder  # type: ignore[return-value]
 
     def install_finder(self) -> None:
         """Put the front finder first on sys.meta_path; the full one at once where a target module is
@@ -265,18 +256,10 @@ class Runtime:
     def probes(self) -> "Any":
         """The wrappers' shared state, imported on first use: most processes never load a target."""
         if self._probes is None:
-            from .recorder import Probes
+            from .first_target import make_probes
 
-            self._probes = Probes(self.sink, self.settings.stack, self.settings.guard, _post_notice)
-            prepare_exit()
-            self.sink.hold()  # call records from now on: a held fd (placed high) saves an open per record
+            self._probes = make_probes(self, INTERPRETER_MODULES)
         return self._probes
-
-    def _make_wrapper(self, target: "Target", label: str) -> "Any":
-        return self.probes().make_wrapper(target, label)
-
-    def _notify(self, kind: str, target: "Target", module: "Any") -> None:
-        self.probes().notify(kind, target, module, self.env_watch.finish() if kind == "loaded" else None)
 
     def start(self) -> None:
         """Hook imports, write process_start; the root starts the run's watcher process."""
@@ -447,11 +430,11 @@ def _no_other_interpreter() -> bool:
     skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
     one allocator for every interpreter: always safe. Nothing is imported here (an exit may find
     no descriptor free to load a module): the interpreters module is the one the program loaded,
-    or the one Runtime.probes() loaded for a process that records calls (prepare_exit).
+    or the one Runtime.probes() loaded for a process that records calls (first_target.prepare_exit).
     """
     if sys.version_info < (3, 12):
         return True
-    for name in _INTERPRETER_MODULES:
+    for name in INTERPRETER_MODULES:
         module = sys.modules.get(name)
         if module is not None:
             try:
@@ -461,33 +444,14 @@ def _no_other_interpreter() -> bool:
     return False
 
 
-_INTERPRETER_MODULES = ("_interpreters", "_xxsubinterpreters")  # 3.13+, 3.12
+INTERPRETER_MODULES = ("_interpreters", "_xxsubinterpreters")  # 3.13+, 3.12 (first_target.prepare_exit loads one)
 _thread_count = _thread._count  # other threads of this interpreter: with none, nothing to wait for
-
-
-def prepare_exit() -> None:
-    """Load what the exit path of a process that records calls needs (3.12+: the interpreters module,
-    whose count of interpreters makes waiting for other threads' records safe), so that the exit
-    imports nothing."""
-    if sys.version_info >= (3, 12) and not any(name in sys.modules for name in _INTERPRETER_MODULES):
-        for name in _INTERPRETER_MODULES:
-            try:
-                __import__(name)
-                return
-            except ImportError:
-                continue
 
 
 def _rank_field() -> "dict[str, Any]":
     """{"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")."""
     rank = rank_env()
     return {"rank": rank} if rank else {}
-
-
-def _post_notice(info: "dict[str, Any]") -> None:
-    from .guard import post_notice
-
-    post_notice(info)
 
 
 # Every module of targets.TARGETS, as a set the start-up path holds without loading the table
@@ -504,12 +468,6 @@ TARGET_MODULES = frozenset((
 # pytest's module that makes its plugin manager: loaded, it has the tracer's plugin registered
 # (target_patches.install_pytest_plugin) in a traced session; no entry point loads it untraced.
 PYTEST_CONFIG = "_pytest.config"
-
-
-def _register_pytest_plugin(module: "Any") -> None:
-    from .target_patches import install_pytest_plugin
-
-    install_pytest_plugin(module, __package__.rpartition(".")[0] + ".pytest_plugin")
 
 
 class _Front:

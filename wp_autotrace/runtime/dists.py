@@ -233,7 +233,8 @@ def _scan(root: str) -> dict[str, tuple[str, str]]:
 
 def command_source() -> str | None:
     """The first line of this interpreter's -c code, shortened; None if it has none."""
-    from ..common.env import first_line, own_argv, python_command
+    from ..common.cmdline import first_line, python_command
+    from ..common.env import own_argv
 
     command = python_command(own_argv())
     if command is None or command[0] != "-c":

@@ -10,7 +10,7 @@ the report can fold them into one line per parent.
 
 from __future__ import annotations
 
-from ...common.env import basename, first_line, python_command
+from ...common.cmdline import basename, first_line, python_command
 
 # Their home is targets.py, next to RANK_ENV (the watcher reads ranks too); re-exported here.
 from ...common.targets import RANK_KEYS as RANK_KEYS

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from ...analysis.read.logread import NoUsableLog, count_events, stream_logs
+from ...common.cmdline import is_python, python_flags
 from ...common.env import (
     CLI_SCRIPT,
     ENABLE_ENV,
@@ -21,8 +22,6 @@ from ...common.env import (
     LOG_ENV,
     RUN_IDENTITY_ENV,
     TRUE_WORDS,
-    is_python,
-    python_flags,
     runs_own_cli,
 )
 from ...common.vocab import RUN_EXIT, RUNNER, WATCHER
