@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from wp_autotrace.analysis.derive.labels import TOOLCHAIN, label_for, tool_name
@@ -141,3 +145,16 @@ def test_an_untraced_python_c_is_known_by_its_whole_code() -> None:
     assert argv == ["/usr/bin/python3", "-c", "import ctypes; ctypes.cdll.LoadLibrary('/tmp/x.so')"]
     assert label_for(argv) == "torch ISA probe (python -c ...LoadLibrary...)"
     assert cmd_argv("python3 train.py -c a b") == ["python3", "train.py", "-c", "a", "b"]  # the script's own -c
+
+
+def test_runs_own_cli_reads_the_grammar_only_where_an_argument_names_the_command() -> None:
+    """Every traced start asks runs_own_cli: where no argument holds either name of the command the answer is
+    no without loading the argv grammar (cmdline.py); where one does, the grammar decides, as before."""
+    code = ("import sys\nfrom wp_autotrace.common.env import runs_own_cli\n"
+            "g = 'wp_autotrace.common.cmdline'\n"
+            "print(runs_own_cli([sys.executable, '-m', 'pytest', 'wp_autotrac', 'wp-autotrac']), g in sys.modules)\n"
+            "print(runs_own_cli([sys.executable, 'x', 'wp_autotrace']), g in sys.modules)\n"
+            "print(runs_own_cli([sys.executable, '-Imwp_autotrace']), g in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")})
+    assert out.stdout.split("\n")[:3] == ["False False", "False True", "True True"], out.stderr

@@ -127,7 +127,7 @@ def set_vars(names: "tuple[str, ...]") -> "dict[str, str]":
     if type(env) is _ENVIRON and type(data) is dict:
         keys = _encoded.get(names)
         if keys is None:
-            keys = _encoded[names] = tuple((k, env.encodekey(k)) for k in names)
+            keys = _encoded[names] = tuple(zip(names, map(env.encodekey, names)))
         decode = env.decodevalue
         return {k: decode(v) for k, key in keys if (v := data.get(key)) is not None}
     return {k: env[k] for k in names if k in env}
@@ -364,8 +364,8 @@ class EnvWatch:
         data = getattr(env, "_data", None)
         ok = type(env) is _ENVIRON and type(data) is dict
         self._data: dict[object, object] | None = data if ok else None
-        self._keys = tuple(env.encodekey(k) for k in READ_AT_CONFIG) if ok else ()
-        self._seen = [data.get(k) for k in self._keys] if ok and data is not None else []
+        self._keys = tuple(map(env.encodekey, READ_AT_CONFIG)) if ok else ()
+        self._seen = list(map(data.get, self._keys)) if ok and data is not None else []
         self._before = ""
         self.changes: list[dict[str, object]] = []
 

@@ -83,13 +83,19 @@ _MAX_COMPILED = 64  # pattern tuples kept compiled: a bound for callers that mak
 
 
 def _compile(patterns: "tuple[str, ...]") -> "tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]":
-    words = tuple(_word(p) for p in patterns if _word(p))
-    wild = tuple(p for p in patterns if not _word(p) and ("*" in p or "?" in p))
-    whole = frozenset(p for p in patterns if not _word(p) and p not in wild)
+    words: list[str] = []
+    wild: list[str] = []
+    whole: list[str] = []
+    for p in patterns:  # one pass (a traced start-up compiles the defaults once)
+        word = _word(p)
+        if word:
+            words.append(word)
+        else:
+            (wild if "*" in p or "?" in p else whole).append(p)
     if len(_compiled) >= _MAX_COMPILED:
         _compiled.clear()
-    _compiled[patterns] = (words, whole, wild)
-    return words, whole, wild
+    compiled = _compiled[patterns] = (tuple(words), frozenset(whole), tuple(wild))
+    return compiled
 
 
 def is_secret(name: str, patterns: "tuple[str, ...]") -> bool:

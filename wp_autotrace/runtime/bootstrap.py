@@ -173,9 +173,10 @@ def detect_role(is_root: bool) -> str:
     given = os.environ.pop(CHILD_ROLE_ENV, "")
     if is_root:
         return MAIN
-    argv = own_argv()[:4] + list(sys.argv or [])[:1]
-    seen = next((role for marker, role in ARGV_ROLES if any(marker in str(arg).replace(os.sep, "/") for arg in argv)),
-                CHILD)
+    # A marker holds no NUL: it is in one of the arguments exactly when it is in them joined by NULs (one C
+    # search a marker, not one a marker and argument).
+    argv = "\0".join(map(str, own_argv()[:4] + list(sys.argv or [])[:1])).replace(os.sep, "/")
+    seen = next((role for marker, role in ARGV_ROLES if marker in argv), CHILD)
     # a helper multiprocessing starts inside the pool call (its resource tracker, beside a spawned worker) stays
     # the helper: the handed role is the worker's
     if given in GUARDED_ROLES and seen not in HELPER_ROLES:
@@ -241,7 +242,7 @@ class Runtime:
     def install_finder(self) -> None:
         """Put the front finder first on sys.meta_path; the full one at once where a target module is
         already loaded or the user added targets (a module the tracer itself may need)."""
-        if self.settings.extra_targets or any(name in sys.modules for name in TARGET_MODULES):
+        if self.settings.extra_targets or not TARGET_MODULES.isdisjoint(sys.modules):
             self.finder()
         elif self._front not in sys.meta_path:
             sys.meta_path.insert(0, self._front)
