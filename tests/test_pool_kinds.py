@@ -41,12 +41,22 @@ SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
         pool = AsyncCompile.process_pool()
         for job in [pool.submit(time.sleep, 0.5) for _ in range(2)]:
             job.result(timeout=60)
-        # Settled first: a spawned worker the second job started may still be importing torch (8 s on a loaded
-        # box; its PSS grew 345 -> 454 MiB between two readings) and the watcher reads it as the pool's only
-        # once torch's initializer ran in it. So: until the watcher has read every worker, then the probe, then
-        # until it has read them all again (the pool idles meanwhile), then the probe again.
+        # Settled first: a spawned worker the second job started may still be importing torch (8-18 s on a loaded
+        # box; its PSS grew 14 -> 242 MiB meanwhile), and the watcher reads it as the pool's from its start (the
+        # main's worker_spawned record). So: until every worker said its role (torch's initializer ran in it: its
+        # import is done) and the watcher has read them all, then the probe, then until it has read them all
+        # again (the pool idles meanwhile), then the probe again.
         kids = probe()["pids"]
-        wait(lambda: read_all(kids, 0.0), limit=120)
+
+        def said_role():
+            """When the last of kids wrote its role record, or None while one has not."""
+            with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+                recs = [json.loads(x) for x in f.read().split(b"\\n") if b'"event":"role"' in x and x.endswith(b"}")]
+            said = {r["pid"]: r["ts"] for r in recs if r["pid"] in kids}
+            return max(said.values()) if len(said) == len(kids) else None
+
+        wait(said_role, limit=120)
+        wait(lambda: read_all(kids, said_role() or time.time()), limit=120)
         before, at = probe(), time.time()
         wait(lambda: read_all(kids, at))
         after = probe()
@@ -82,6 +92,11 @@ def test_fork_and_spawn_pools_get_the_whole_story(tmp_path: Path, method: str) -
     assert pool["worker_pids"] == before["pids"] and pool["processes"] == len(before["pids"])
     # its jobs: the ready probe and the two sleeps
     assert pool["jobs"] == 3 and pool["idle_s"] > 0
+    # each worker named by the main as concurrent.futures started it (the watcher's sign while it imports)
+    recs = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines() if x.strip()]
+    named = sorted(r["worker_pid"] for r in recs if r["event"] == "worker_spawned" and r["role"] == "main")
+    assert named and all(r["pid"] == pool["creator_pid"] for r in recs if r["event"] == "worker_spawned"), named
+    assert named == sorted(pool["worker_pids"]), (named, pool["worker_pids"])
     # real memory at once, against the probe's own smaps_rollup sum taken while it idled (PSS moves a little
     # as pages are touched: the probe's two readings bound it, with 5 % either way)
     low, high = sorted((before["pss"], after["pss"]))

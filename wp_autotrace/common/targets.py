@@ -21,6 +21,10 @@ TRACE = "trace"  # a call record (with stack) and a return record
 COUNT = "count"  # a per-process counter, written at process exit (hot paths)
 # A worker's job loop: a `job` record as each job it takes starts and ends (runtime/jobs.py), no call record.
 JOBS = "jobs"
+# An executor starting one worker: a `worker_spawned` record where the executor is a torch compile pool
+# (runtime/jobs.py note_spawned), no call record (a program's own pools, which may start a worker per job, write
+# nothing).
+SPAWN = "spawn"
 # IMPORT (the module's import itself is the event, qualname unused) and CONFIG (read settings from the module
 # once it has loaded) are named after the events they write: vocab's names, imported above.
 
@@ -64,6 +68,7 @@ AFTER_FORK = "after-fork"
 WORKER_START = "worker-start"  # the compile-worker initializer
 POOL_CREATE = "pool-create"  # SubprocPool.__init__: a sidecar is started (its pid captured)
 POOL_SUBMIT = "pool-submit"
+WORKER_SPAWN = "worker-spawn"  # an executor starting one worker process (its pid named at once)
 POOL_JOB = "pool-job"  # a process pool worker's loop: each job it ran, from its start to its end
 POOL_QUIESCE = "pool-quiesce"
 POOL_WAKEUP = "pool-wakeup"
@@ -259,6 +264,10 @@ TARGETS: "tuple[Target, ...]" = (
     # job it takes, as it starts and ends, in the worker (runtime/jobs.py). A start without an end is the job it
     # held: which worker, since when, what. Nothing per job in a process that only makes a pool.
     Target("concurrent.futures.process", "_process_worker", mode=JOBS, tag=POOL_JOB),
+    # An executor starting a worker (each one, in the process that owns the executor; 3.9-3.13 keep it in
+    # _spawn_process): for a torch compile pool, the worker's pid at once, so a spawned worker importing torch for
+    # seconds is read as the pool's before it can say so itself (its role record comes after torch's import).
+    Target("concurrent.futures.process", "ProcessPoolExecutor._spawn_process", mode=SPAWN, tag=WORKER_SPAWN),
     # An executor's shutdown (TrackedProcessPoolExecutor inherits it, so it is wrapped where it is defined): torch
     # registers a fork/spawn pool's with multiprocessing's Finalize, which a multiprocessing child runs at its exit
     # (it waits for the pool's jobs and workers). The executor's class tells torch's pool from any other.

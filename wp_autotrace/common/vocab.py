@@ -59,6 +59,9 @@ EXIT_UNWRITTEN = "exit_unwritten"
 EXIT_NOTE = ".exit-unwritten."
 # A pool worker began or ended one job (runtime/jobs.py): its start without an end is a job it held.
 JOB = "job"
+# Written by a process that just started a worker of its torch compile executor (a fork/spawn pool in the main):
+# the worker's pid, so the watcher reads it as a compile worker while it still imports, before its own role record.
+WORKER_SPAWNED = "worker_spawned"
 TEST = "test"  # a pytest test began or ended (the pytest plugin, only while tracing is on)
 
 # Roles: what a process is to the run (process_start's and the watcher's `role`).

@@ -28,7 +28,7 @@ from __future__ import annotations
 from functools import partial as _partial  # loaded already: concurrent.futures imports it
 from types import BuiltinFunctionType, FunctionType, MethodType
 
-from ..common.vocab import JOB
+from ..common.vocab import JOB, WORKER_SPAWNED
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -84,6 +84,25 @@ def compile_pool_initializer(initializer: Any) -> bool:
         initializer = initializer.func
     name = _name_of(initializer)
     return name is not None and name.startswith(_ARG_OWNERS) and name.endswith(_INITIALIZER)
+
+
+def note_spawned(sink: Sink, executor: Any) -> None:
+    """After an executor started a worker (_spawn_process put it last in its `_processes`): where the executor is
+    a torch compile pool (its initializer), write that worker's pid (`worker_spawned`). Only the stdlib's executor
+    or torch's subclass is read (no attribute of a program's own class asked). Never raises."""
+    try:
+        cls = type(executor)
+        base = next((k for k in cls.__mro__ if k.__name__ == "ProcessPoolExecutor"
+                     and k.__module__ == "concurrent.futures.process"), None)
+        if base is None or not (cls is base or cls.__module__.startswith(_ARG_OWNERS)):
+            return
+        if not compile_pool_initializer(executor._initializer):
+            return
+        pids = list(executor._processes)  # one C-level copy: insertion order, the new worker last
+        if pids and isinstance(pids[-1], int):
+            sink.emit(WORKER_SPAWNED, worker_pid=pids[-1])  # a compile worker: the event says it
+    except Exception as exc:
+        sink.error("worker spawned", exc)
 
 
 def drop_get_frame(exc: BaseException) -> None:

@@ -22,6 +22,7 @@ from ..common.targets import (
     INLINE_POOL,
     JOBS,
     SKIP,
+    SPAWN,
     Target,
 )
 from ..common.vocab import BLOCKED, CALL, COMPILE_WORKER, CONFIG, GUARDED_ROLES, MAIN, RETURN, ROLE
@@ -116,6 +117,8 @@ class Probes:
             self._local = threading.local()
         if target.mode == JOBS:
             return lambda raw, method: _dress(self._job_loop(raw), raw)
+        if target.mode == SPAWN:
+            return lambda raw, method: _dress(_spawning(self.sink, raw), raw)
         if target.mode == COUNT:
             if target.last_caller:
                 return lambda raw, method: _dress(self._counting_call_site(label, raw), raw)
@@ -463,6 +466,30 @@ def _after_call(child_role: str | None) -> None:
     if child_role:
         clear_child_role()
     adjust_limit(HEADROOM - STACK_COST)
+
+
+# The executors whose worker starts are looked at (runtime/jobs.py note_spawned): the stdlib's, torch's subclass.
+_SPAWN_OWNERS = ("concurrent.futures.", "torch.")
+
+
+def _spawning(sink: Sink, raw: Any) -> Callable[..., Any]:
+    """An executor's worker start's wrapper: the worker's pid written where the executor is a torch compile pool
+    (runtime/jobs.py note_spawned, loaded only for an executor with an initializer)."""
+
+    def call(executor: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = raw(executor, *args, **kwargs)
+        except BaseException as exc:  # a worker that could not start: its traceback reads as untraced
+            drop_own_frame(exc)
+            raise
+        # the stdlib's executor or torch's (a class attribute: no instance hook of a program's class runs)
+        if type(executor).__module__.startswith(_SPAWN_OWNERS) and executor._initializer is not None:
+            from .jobs import note_spawned
+
+            note_spawned(sink, executor)
+        return result
+
+    return call
 
 
 # Attributes a wrapper copies from what it wraps (functools.WRAPPER_ASSIGNMENTS,

@@ -14,7 +14,7 @@ import errno
 import os
 
 from ..common.procfs import same_process
-from ..common.vocab import AUTOTUNE_WORKER, COMPILE_WORKER, QUACK_WORKER
+from ..common.vocab import AUTOTUNE_WORKER, COMPILE_WORKER, QUACK_WORKER, WORKER_SPAWNED
 from ..runtime.sink import Sink
 
 # Pool roles a process can only say itself (its command line is multiprocessing's): a compile worker in its role
@@ -30,6 +30,8 @@ MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 # A process saying it became a compile worker (torch's initializer ran in it): a fork or spawn pool's workers run
 # the main's command line or multiprocessing's, so only their own record tells the sampler they are a pool's.
 ROLE_MARK = b'"event":"role"'
+# Its creator naming it as it started it (a fork/spawn compile pool's worker, still importing torch): the same role.
+SPAWNED_MARK = b'"event":"worker_spawned"'
 # A role record whose process has not joined the watcher's tree within this long is dropped (bounded memory).
 ROLE_KEEP_S = 60.0
 # What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
@@ -155,7 +157,7 @@ class LogWatch:
             if len(self.partial) > MAX_PARTIAL:
                 self.partial = b""
             for line in lines:
-                if b'"process_' in line or ROLE_MARK in line or (
+                if b'"process_' in line or ROLE_MARK in line or SPAWNED_MARK in line or (
                         self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
                     self._read_record(line)
 
@@ -204,6 +206,8 @@ class LogWatch:
         if event == "role" and rec.get("role") == COMPILE_WORKER and isinstance(pid, int) \
                 and isinstance(rec.get("ts"), float):
             self.roles[pid] = (rec["ts"], COMPILE_WORKER)
+        elif event == WORKER_SPAWNED and isinstance(rec.get("worker_pid"), int) and isinstance(rec.get("ts"), float):
+            self.roles.setdefault(rec["worker_pid"], (rec["ts"], COMPILE_WORKER))  # started before the record
         elif event == "process_start" and rec.get("run") == self.run and isinstance(pid, int):
             if rec.get("role") in SAID_ROLES and isinstance(rec.get("ts"), float):
                 self.roles[pid] = (rec["ts"], rec["role"])

@@ -238,6 +238,11 @@ class Builder:
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 
+    def visit_worker_spawned(self, r: dict[str, Any]) -> None:
+        """Nothing in the model: the record is the watcher's (it reads the named worker as a compile worker while
+        the worker imports); the model's pool member is still the worker's own `role` record, written once torch's
+        initializer runs in it."""
+
     def visit_role(self, r: dict[str, Any]) -> None:
         p = self.reg.writer(r)
         if p is not None:

@@ -34,6 +34,7 @@ from ...common.vocab import (
     WATCHER_EXIT,
     WATCHER_EXIT_REASONS,
     WATCHER_START,
+    WORKER_SPAWNED,
 )
 
 __all__ = [  # what this module offers, its own names and the re-exported vocabulary
@@ -185,6 +186,11 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                              "(`at`) began; absent when none changed"),
     )),
     ROLE: ("the process took a new role", (("role", STR, "the new role"),)),
+    WORKER_SPAWNED: ("the process just started a worker of its torch compile executor (a fork/spawn pool; "
+                     "concurrent.futures' _spawn_process returned)", (
+        ("worker_pid", UINT, "the worker's pid (the watcher reads it as a compile worker from then on, while it "
+                             "still imports, before its own `role` record)"),
+    )),
     TREE: ("the run's process set changed (the watcher)", _PART_FIELDS + (
         ("count", UINT, "the run's processes alive now (the true number)"),
         ("started", PROCS, "processes first seen now, " + _PROC_NOTE + _VIA_NOTE),
