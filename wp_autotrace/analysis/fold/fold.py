@@ -238,11 +238,6 @@ class Builder:
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
 
-    def visit_worker_spawned(self, r: dict[str, Any]) -> None:
-        """Nothing in the model: the record is the watcher's (it reads the named worker as a compile worker while
-        the worker imports); the model's pool member is still the worker's own `role` record, written once torch's
-        initializer runs in it."""
-
     def visit_role(self, r: dict[str, Any]) -> None:
         p = self.reg.writer(r)
         if p is not None:
@@ -416,9 +411,16 @@ def add_job(reg: Registry, r: dict[str, Any]) -> None:
         jobs[-1].end = r["ts"]  # a worker runs one job at a time: an end is its last start's
 
 
+def watchers_only(reg: Registry, r: dict[str, Any]) -> None:
+    """Nothing in the model (worker_spawned): the record is the watcher's, which reads the named worker as a
+    compile worker while it imports; the model's pool member is still the worker's own `role` record, written once
+    torch's initializer runs in it."""
+
+
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
                                                                           schema.JOB: add_job, vocab.OOM: note_oom,
-                                                                          vocab.SIGNAL_SENT: note_signal}
+                                                                          vocab.SIGNAL_SENT: note_signal,
+                                                                          vocab.WORKER_SPAWNED: watchers_only}
 
 
 def note_import(p: Process, r: dict[str, Any]) -> None:
