@@ -480,6 +480,13 @@ def with_forked_compile_hang(threads: int = 2, fork_at: float = 4.0, returns: bo
     return w
 
 
+def kernel_interrupted() -> LogWriter:
+    """A Jupyter kernel interrupted while its pool's worker held a job (test_senders.kernel)."""
+    from .test_senders import kernel
+
+    return kernel()
+
+
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "forked-compile-hang": with_forked_compile_hang,
     "idle-pool": idle_pool,
@@ -505,6 +512,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "pool-job-hang": with_stuck_sidecar_job,
     "pool-wait-interrupted": with_sidecar_hang,
     "pool-outlived-creator": with_orphaned_fork_pool,
+    "interrupted-job": kernel_interrupted,
     "autotune-killed": with_autotune_kill,
     "setting-overridden": with_setting_overridden,
     "spawn-main-reimport": with_spawn_reimport,

@@ -428,8 +428,11 @@ def _still_running(v: View, p: Process) -> bool:
 
 def _explained_end(v: View, p: Process) -> bool:
     """No process_exit, but something says why: still running, the main process killed (said apart), the
-    OOM killer (its own record; the oom-killed finding says it), or its exit record found no descriptor."""
-    if _still_running(v, p) or v.endings.of(p).kind in (OOM_KILL, OOM_AMONG) or p.exit_unwritten is not None:
+    OOM killer (its own record; the oom-killed finding says it), a signal a traced process of the run sent
+    (its signal_sent record), or its exit record found no descriptor."""
+    ending = v.endings.of(p)
+    if _still_running(v, p) or ending.kind in (OOM_KILL, OOM_AMONG) or ending.sender is not None \
+            or p.exit_unwritten is not None:
         return True
     return p.run is not None and p is p.run.root and v.states.get(p.run.id) == RUN_KILLED
 

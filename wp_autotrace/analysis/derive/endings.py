@@ -17,6 +17,7 @@ from ..fold.model import AUTOTUNE, QUACK, signal_name
 from ..words.fmt import error_words
 from .ooms import group_ooms
 from .pools import broken_jobs, requester
+from .senders import Senders
 
 if TYPE_CHECKING:
     from ..fold.model import Pool, Process, Run
@@ -30,6 +31,8 @@ RUNNING, UNKNOWN = "running", "unknown"
 # Pool ending kinds (pools[].ending.kind).
 SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED = "shutdown-completed", "shutdown-never-returned"
 SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, LEFT_RUNNING = "shutdown-found-dead", "sidecar-ended", "left-running"
+# Its sidecar ended by a signal its creator (or one of the creator's parents) sent: the program ended its own pool.
+ENDED_BY_CREATOR = "ended-by-creator"
 # A fork/spawn pool (no sidecar): its workers ended as its creator exited, or ended on their own before.
 ENDED_AT_EXIT, WORKERS_ENDED = "ended-at-exit", "workers-ended"
 # concurrent.futures joins an executor's workers at interpreter exit (threading's exit hooks, before atexit):
@@ -66,6 +69,7 @@ class Ending(NamedTuple):
     exit_record_at: float | None = None  # its process_exit record's time, kept apart
     by: str | None = None  # a pool's: who asked it to stop
     group: bool = False  # it ended with the rest of its process group
+    sender: Process | None = None  # the traced process whose signal ended it (a signal_sent record)
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "words": self.words, "at": rel(self.at),
@@ -73,6 +77,8 @@ class Ending(NamedTuple):
                                "exit_record_at": rel(self.exit_record_at), "group": self.group}
         if self.by is not None:
             out["by"] = self.by
+        if self.sender is not None:
+            out["sender"] = self.sender.pid
         return out
 
 
@@ -160,6 +166,7 @@ class Endings:
             for q in pool.members:
                 self.pool_of.setdefault(id(q), pool)
         self.torch = _version(torch_version)
+        self.senders = Senders(procs)
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
         self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: ooms.group_ooms
@@ -197,6 +204,8 @@ class Endings:
                     f", which exited (code {code})" if code is not None else "")
             return Ending(EXEC, f"exec'd into {name}{then}", at, ["exec record", *([why] if why else [])], sig,
                           code=code, exit_record_at=record)
+        if (sent := _sent(self, p, at, sig, why)) is not None:
+            return sent
         group = self._with_group(p, at)
         if sig is not None:
             evidence = [why]
@@ -278,26 +287,16 @@ class Endings:
             return ""
         window = max(p.run.interval, 0.0) + GROUP_SLACK_S
         same = [q for q in p.run.processes if q.pgid == pgid and q.host == p.host]
-        together = [q for q in same if not q.exited and (e := q.ended_at) is not None and abs(e - at) <= window]
+        together = [q for q in same if not q.exited and (e := q.ended_at) is not None and abs(e - at) <= window
+                    and not _killed_alone(self, q, e, window)]
         lived = [q for q in same if (e := q.ended_at) is None or e > at + LIVED_ON_S]
-        if len(together) < 2 or not lived or not self._not_a_wait(together):
+        if len(together) < 2 or not lived or not _not_a_wait(self, together):
             return ""
         if any(_parent_ended_them(q, at, window) for q in together):
             return ""
         return (f"process group {pgid}: {len(together)} of its processes ended within {window:.1f} s "
                 f"(pids {', '.join(str(q.pid) for q in together[:6])}) while {lived[0].role} {lived[0].pid} of "
                 "the same group lived on")
-
-    def _not_a_wait(self, together: list[Process]) -> bool:
-        """Whether ends seen together can be a group signal's, not a parent that waited for its child and then
-        exited (a shell wrapper: `sh -c "sleep 1; true"`, both ends in one tick): two of them outside one line
-        of descent (siblings: a pool's workers), or one of them with a signal's status."""
-        def line(a: Process, b: Process) -> bool:
-            return any(x is b for x in _ancestors(a)) or any(x is a for x in _ancestors(b))
-
-        if any(_signal_evidence(q, self.by_sidecar)[0] for q in together):
-            return True
-        return any(not line(a, b) for i, a in enumerate(together) for b in together[i + 1:])
 
     def oom_group(self, p: Process) -> tuple[int, list[Process], str] | None:
         """(kills, the processes they may be, the rises in words) of the OOM records at p's end
@@ -383,6 +382,8 @@ class Endings:
             return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end,
                           [f"SubprocPool.shutdown asked at {self.rel(req.ts)} and returned",
                            f"its sidecar ended at {self.rel(end)}"], by=by)
+        if (own := _by_creator(self, pool, side_end)) is not None:
+            return own
         return Ending(SIDECAR_ENDED, f"its sidecar {side_words}", end,
                       [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
                       side_end.signal, group=side_end.group)
@@ -445,6 +446,59 @@ class Endings:
 
 
 _SUBMIT_LABEL = next(t.label for t in T.TARGETS if t.tag == T.POOL_SUBMIT)
+
+
+def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
+    """p's ending by a signal a traced process of the run sent to it or to its group (senders.py), where it
+    wrote no process_exit (its exit handlers did not run). "killed by S" where its status says S, or S is
+    SIGKILL (no process can outlive it); "ended on S" otherwise."""
+    if p.exited or not self.senders:
+        return None
+    tick = p.run.interval if p.run is not None else 0.0
+    found = self.senders.to(p, at, max(tick, 0.0) + GROUP_SLACK_S, sig)
+    if found is None:
+        return None
+    base = f"killed by {found.signal}" if sig == found.signal or found.signal == "SIGKILL" else \
+        f"ended on {found.signal}"
+    words = (f"{base}, sent by {found.who} ({found.call})" if found.group is None else
+             f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
+             f"({found.call})")
+    to = f"pid {p.pid}" if found.group is None else f"process group {found.group}"
+    evidence = [f"signal_sent: {found.who} sent {found.signal} to {to} at {self.rel(found.ts)} ({found.call}); "
+                f"it ended {max(at - found.ts, 0.0):.1f} s later", *([why] if why else [])]
+    return Ending(SIGNAL, words, at, evidence, found.signal, exit_record_at=p.end if p.exited else None,
+                  by=found.who, group=found.group is not None, sender=found.sender)
+
+
+def _by_creator(self: Endings, pool: Pool, side_end: Ending) -> Ending | None:
+    """The pool's ending where its sidecar ended by a signal its creator (or one of the creator's parents) sent:
+    the program ended its own pool (a Jupyter kernel's shutdown SIGTERMs its children)."""
+    owner, end = side_end.sender, side_end.at
+    if owner is None or not (owner is pool.creator or owner in _ancestors(pool.creator)):
+        return None
+    sent = f"{side_end.signal} to its sidecar" + (f" ({side_end.words.split('(', 1)[1]}"
+                                                    if "(" in side_end.words else "")
+    return Ending(ENDED_BY_CREATOR, f"{owner.role} {owner.pid} ended it itself, sending {sent}", end,
+                  [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
+                  side_end.signal, by=f"{owner.role} {owner.pid}", group=side_end.group, sender=owner)
+
+
+def _not_a_wait(self: Endings, together: list[Process]) -> bool:
+    """Whether ends seen together can be a group signal's, not a parent that waited for its child and then
+    exited (a shell wrapper: `sh -c "sleep 1; true"`, both ends in one tick): two of them outside one line
+    of descent (siblings: a pool's workers), or one of them with a signal's status."""
+    def line(a: Process, b: Process) -> bool:
+        return any(x is b for x in _ancestors(a)) or any(x is a for x in _ancestors(b))
+
+    if any(_signal_evidence(q, self.by_sidecar)[0] for q in together):
+        return True
+    return any(not line(a, b) for i, a in enumerate(together) for b in together[i + 1:])
+
+
+def _killed_alone(self: Endings, q: Process, at: float, window: float) -> bool:
+    """A record shows q's end was a signal to q alone (os.kill of its pid): no part of a group's."""
+    found = self.senders.to(q, at, window) if self.senders else None
+    return found is not None and found.group is None
 
 
 def _plural(n: int, word: str) -> str:

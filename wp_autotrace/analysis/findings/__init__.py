@@ -5,8 +5,8 @@ plus what is derived from it) and returns a Finding or None. FINDINGS,
 here, is the one registry: it lists them in the order they are shown. The
 findings themselves live by theme: runs.py (how a run ended, the verdict),
 pools.py (compile pools), waits.py (a wait for a new pool to be ready),
-endings.py (how pools ended, from evidence: docs/evidence.md), host.py (the tracer
-itself); base.py holds what
+endings.py (how pools ended, from evidence: docs/evidence.md), signals.py (what the
+signals the run's processes sent did), host.py (the tracer itself); base.py holds what
 they share. One finding per kind, aggregated (counts and the first few
 pids), never one line per process; the full pid lists are in ``pids`` (--json).
 
@@ -49,6 +49,7 @@ from .runs import (
     verdict_pending,
 )
 from .settings import setting_overridden, setting_too_late
+from .signals import interrupted_job
 from .waits import forked_compile_hang, ready_wait
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     fork_pool_hang,
     pool_job_hang,
     pool_wait_interrupted,
+    interrupted_job,
     exit_join_hang,
     pool_outlived_creator,
     autotune_killed,

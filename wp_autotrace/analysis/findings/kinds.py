@@ -43,6 +43,10 @@ KINDS: dict[str, tuple[str, str]] = {
                               "job, and whether it ended after the interrupt; no record shows a hang",
                               "nothing to fix from the log; TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT=300 makes torch "
                               "name a job that does not finish; py-spy on the worker shows what it does"),
+    "interrupted-job": ("a pool's creator got SIGINT (a traced process's signal: Jupyter's Interrupt, a Ctrl-C a "
+                        "launcher passed on) while a worker of its pool held a job: the job ran on, how long, and the "
+                        "workers the pool started beside it meanwhile",
+                        "let the job finish, or end the pool (shutdown_compile_workers()) or the process"),
     "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
                               "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
                               "so a parent reading those to their end waits as long",

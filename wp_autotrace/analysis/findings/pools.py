@@ -16,6 +16,7 @@ from ..words.fmt import TEXT_PIDS, error_words, gap_words, mib_s_text, pid_text,
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import held_short, held_words, joined_pool_words, wait_end, wait_how
 from .rank import HANG_S
+from .signals import killed_alike
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -370,16 +371,15 @@ def pool_outlived_creator(v: View) -> Finding | None:
     """A pool whose processes lived on after the process that made them ended (derive/pools.outlived_creator):
     nobody could use or stop them; a forked worker holds what it inherited (the creator's stdout and stderr), so
     whoever reads those to their end waits for it. Told with the creator's end, the parent's, and what it held."""
-    orphans = [st for pool in v.pools if (st := v.story(pool)).orphaned is not None]
+    orphans = [(st, span) for pool in v.pools if (span := (st := v.story(pool)).orphaned) is not None]
     if not orphans:
         return None
-    st = max(orphans, key=lambda x: x.orphaned[1] - x.orphaned[0] if x.orphaned else 0.0)
-    assert st.orphaned is not None
-    pool, (gone, end) = st.pool, st.orphaned
-    creator, rel = pool.creator, v.rel
+    st, (gone, end) = max(orphans, key=lambda x: x[1][1] - x[1][0])
+    pool, creator, rel = st.pool, st.pool.creator, v.rel
     ending = v.endings.of(creator)
     how = "" if creator.exited else f", {ending.words}" if ending.kind != "unknown" and ending.evidence else \
         " with no exit of its own (how, the log does not say)"
+    alike, also = killed_alike(v, creator, [x for x, _ in orphans if x is not st])
     forked = start_method(pool) == "fork"
     who = "its workers" if pool.sidecar is None else f"its sidecar {pool.sidecar.pid}"
     parent = creator.parent
@@ -396,10 +396,10 @@ def pool_outlived_creator(v: View) -> Finding | None:
         f"{creator.role.capitalize()} {creator.pid} ended at {_at(rel(gone))}{how}, and its compile pool "
         f"({_pool_name(st)}) outlived it by {end - gone:.1f} s{after or ', until ' + _at(rel(end))}; {who} lived on "
         f"until {_at(rel(end))} with "
-        f"nobody to use or stop them{held} (the pool made at {made}){pipes}.",
-        sorted({p.pid for p in st.procs}), [f"{x.pool.creator.role} {x.pool.creator.pid} ended at "
-                                            f"{_at(rel(x.orphaned[0]))}; its pool at {_at(rel(x.orphaned[1]))}"
-                                            for x in orphans[:TEXT_PIDS] if x.orphaned is not None],
+        f"nobody to use or stop them{held} (the pool made at {made}){pipes}.{also}",
+        sorted({p.pid for x in [st, *alike] for p in x.procs}), [f"{x.pool.creator.role} {x.pool.creator.pid} ended "
+                                                                 f"at {_at(rel(a))}; its pool at {_at(rel(b))}"
+                                                                 for x, (a, b) in orphans[:TEXT_PIDS]],
         OUTLIVED_FORK_ADVICE if forked else (
             f"end the pool before its creator ends: call {shutdown_path(v, creator)}() when its compiles are done"),
         {"hang_s": round(end - gone, 3), **({"idle_mib_s": st.orphan_mib_s} if st.orphan_mib_s else {})})

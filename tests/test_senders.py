@@ -1,0 +1,171 @@
+"""Endings by the signals the run's traced processes sent (analysis/derive/senders.py, from signal_sent records):
+a kill of one process is told as that, with its sender and line, never as a signal to the process group; a
+program that ends its own pool is no pool that died; an interrupt of a pool's creator while a worker held a job
+is told; and without a record the group rule stands (systemd, SLURM: a sender the log cannot see)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .logs import SP, T0, LogWriter, call, kinds, report, start, watcher
+
+DRIVER = {"file": "/home/u/actors.py", "line": 79, "func": "<module>"}
+PSUTIL = {"file": "/venv/lib/python3.11/site-packages/psutil/__init__.py", "line": 1273, "func": "_send_signal"}
+KERNEL = {"file": "/venv/lib/python3.11/site-packages/ipykernel/kernelbase.py", "line": 1586,
+          "func": "_signal_children"}
+CLIENT = {"file": "/venv/lib/python3.11/site-packages/jupyter_client/provisioning/local_provisioner.py",
+          "line": 91, "func": "send_signal"}
+
+
+def proc(pid: int, ppid: int, pgid: int, t: float, role: str = "child") -> dict[str, Any]:
+    return {"pid": pid, "ppid": ppid, "name": "python", "cmd": role, "create_time": T0 + t, "rss": 5 << 20,
+            "pgid": pgid, "role": role}
+
+
+def sent(w: LogWriter, t: float, pid: int, ppid: int, role: str, how: str, target: int, sig: int,
+         frames: list[dict[str, Any]], error: str | None = None) -> None:
+    w.add(t, pid, ppid, role, "signal_sent", how=how, target=target, signal=sig, frames=frames,
+          **({"error": error} if error else {}))
+
+
+def actors(records: bool = True) -> LogWriter:
+    """Ray-style: main 100 (group 100) starts actors 110-112 (same group), each makes a pool (sidecar 21x); at
+    5.0 s main SIGKILLs each actor by pid (os.kill); the actors end in one tick; their sidecars, which a group
+    signal would have reached, end 7.5 s later by their parent watchdog (exit code 0)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    actors_, sides = (110, 111, 112), (210, 211, 212)
+    for a in actors_:
+        start(w, 0.2, a, 100, "child")
+    for i, (a, s) in enumerate(zip(actors_, sides)):
+        call(w, 1 + i * 0.1, a, 100, "child", f"{SP}:SubprocPool.__init__", 1, 1.5 + i * 0.1, sidecar_pid=s)
+    watcher(w, 2.0, "tree", count=7, ended=[], started=[proc(100, 1, 100, 0, "main")]
+            + [proc(a, 100, 100, 0.2) for a in actors_]
+            + [proc(s, a, 100, 1.2, "compile-sidecar") for a, s in zip(actors_, sides)])
+    if records:
+        for a in actors_:
+            sent(w, 5.0, 100, 1, "main", "kill", a, 9, [DRIVER])
+    watcher(w, 5.5, "tree", count=4, started=[], ended=[{"pid": a, "create_time": T0 + 0.2, "end": T0 + 5.4}
+                                                        for a in actors_])
+    watcher(w, 12.5, "tree", count=1, started=[],
+            ended=[{"pid": s, "create_time": T0 + 1.2, "end": T0 + 12.5 + i * 0.1} for i, s in enumerate(sides)],
+            zombies=[{"pid": s, "create_time": T0 + 1.2, "ppid": 1, "since": T0 + 12.5, "status": 0}
+                     for s in sides])
+    w.add(13, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(13, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def texts(rep: dict[str, Any]) -> str:
+    return json.dumps([rep["answer"], rep["findings"], [p["ending"] for p in rep["processes"]]])
+
+
+def test_actors_killed_by_pid_are_told_as_killed_by_their_driver_all_three(tmp_path: Path) -> None:
+    """Each actor: 'killed by SIGKILL, sent by main 100 (os.kill at actors.py:79)', not a group signal; the
+    finding about the pools that outlived them names all three actors, counted."""
+    rep = report(actors(), tmp_path)
+    ends = {p["pid"]: p["ending"] for p in rep["processes"] if p["pid"] in (110, 111, 112)}
+    for e in ends.values():
+        assert e["kind"] == "signal" and e["signal"] == "SIGKILL" and not e["group"], e
+        assert e["words"] == "killed by SIGKILL, sent by main 100 (os.kill at /home/u/actors.py:79 in <module>)", e
+        assert e["sender"] == 100 and "signal_sent: main 100 sent SIGKILL to pid" in e["evidence"][0], e
+    assert "process group" not in texts(rep)
+    f = next(f for f in rep["findings"] if f["kind"] == "pool-outlived-creator")
+    assert "killed by SIGKILL, sent by main 100" in f["text"], f["text"]
+    assert "ended the same way (SIGKILL from main 100)" in f["text"] and "their compile pools outlived them" \
+        in f["text"], f["text"]
+    named = [pid for pid in (110, 111, 112) if f"hild {pid}" in f["text"]]
+    assert len(named) == 3 and {210, 211, 212} <= set(f["pids"]), (f["text"], f["pids"])
+    assert 110 not in rep["no_exit_pids"] and 111 not in rep["no_exit_pids"], rep["no_exit_pids"]
+
+
+def test_without_a_record_the_group_rule_stands(tmp_path: Path) -> None:
+    """The same ends with no signal_sent record (a sender the log cannot see: systemd, SLURM, `kill`): three
+    siblings ending in one tick while their group lived on is read as before, a signal to the process group."""
+    rep = report(actors(records=False), tmp_path)
+    ends = [p["ending"] for p in rep["processes"] if p["pid"] in (110, 111, 112)]
+    assert all(e["kind"] == "with-group" and "sender" not in e for e in ends), ends
+
+
+def test_a_failed_kill_and_a_late_one_explain_nothing(tmp_path: Path) -> None:
+    """A kill whose call failed (ESRCH: the record's error), and one sent before the process started (to an
+    earlier process with its pid), are no evidence: the group rule is back."""
+    w = actors()
+    lines = []
+    for r in w.lines:
+        lines.append(r)
+        if r["event"] == "signal_sent" and r["target"] == 110:
+            r["ts"] = T0 + 0.1  # before actor 110 started (0.2 s): a process that had its pid before
+        elif r["event"] == "signal_sent":
+            lines.append({**r, "seq": 99, "error": "ESRCH"})
+    w.lines = lines
+    rep = report(w, tmp_path)
+    ends = {p["pid"]: p["ending"]["kind"] for p in rep["processes"] if p["pid"] in (110, 111, 112)}
+    assert set(ends.values()) == {"with-group"}, ends
+
+
+def kernel(interrupt: bool = True) -> LogWriter:
+    """A Jupyter kernel: main 100 (the driver, group 100) starts kernel 110 in its own group 110; the kernel
+    makes a pool (sidecar 210 + worker 310, group 110); worker 310 takes a job at 5.5 s (ends at 9.0 s); main
+    interrupts the kernel at 6.0 s (killpg(110, SIGINT)); at Restart the kernel SIGTERMs its children by pid
+    (psutil, from ipykernel) at 10.0 s, they end (statuses 15), and main SIGTERMs group 110 at 12.0 s: the
+    kernel ends. Nothing is left."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    start(w, 0.2, 110, 100, "child")
+    call(w, 1, 110, 100, "child", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=210)
+    watcher(w, 2.0, "tree", count=4, ended=[], started=[
+        proc(100, 1, 100, 0, "main"), proc(110, 100, 110, 0.2), proc(210, 110, 110, 1.2, "compile-sidecar"),
+        proc(310, 210, 110, 1.6, "compile-worker")])
+    w.add(5.5, 310, 210, "compile-worker", "job", state="start", work_id=1, fn="time:sleep")
+    if interrupt:
+        sent(w, 6.0, 100, 1, "main", "killpg", 110, 2, [CLIENT])
+    w.add(9.0, 310, 210, "compile-worker", "job", state="end", work_id=1)
+    for t in (10.0, 10.05):
+        for pid in (210, 310):
+            sent(w, t, 110, 100, "child", "kill", pid, 15, [PSUTIL, KERNEL])
+    watcher(w, 10.5, "tree", count=2, started=[], ended=[
+        {"pid": 210, "create_time": T0 + 1.2, "end": T0 + 10.4}, {"pid": 310, "create_time": T0 + 1.6,
+                                                                  "end": T0 + 10.4}],
+            zombies=[{"pid": 210, "create_time": T0 + 1.2, "ppid": 110, "since": T0 + 10.4, "status": 15}])
+    sent(w, 12.0, 100, 1, "main", "killpg", 110, 15, [CLIENT])
+    watcher(w, 12.5, "tree", count=1, started=[], ended=[{"pid": 110, "create_time": T0 + 0.2, "end": T0 + 12.2}])
+    w.add(13, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(13, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_a_kernel_that_ends_its_own_pool_is_no_pool_death_and_no_group_signal(tmp_path: Path) -> None:
+    """The kernel's own SIGTERMs to its children (by pid) end its pool: 'child 110 ended it itself', no
+    pool-died finding, no setsid advice; the kernel's own end is the driver's signal to its group, with the
+    driver named."""
+    rep = report(kernel(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["ending"]["kind"] == "ended-by-creator", pool["ending"]
+    assert pool["ending"]["words"].startswith("child 110 ended it itself, sending SIGTERM to its sidecar (os.kill "
+                                              "at ipykernel/kernelbase.py:1586 in _signal_children)"), pool["ending"]
+    assert "pool-died" not in kinds(rep)
+    assert "setsid" not in texts(rep) and "own session" not in texts(rep)
+    ends = {p["pid"]: p["ending"] for p in rep["processes"]}
+    assert ends[210]["words"].startswith("killed by SIGTERM, sent by child 110") and not ends[210]["group"]
+    assert ends[310]["words"].startswith("ended on SIGTERM, sent by child 110"), ends[310]  # no status read
+    assert ends[110]["words"].startswith("ended on SIGTERM, with the rest of its process group: main 100 "
+                                         "signalled group 110 (os.killpg at jupyter_client/"), ends[110]
+    assert ends[110]["group"] and ends[110]["sender"] == 100
+
+
+def test_an_interrupt_while_a_worker_held_a_job_is_told(tmp_path: Path) -> None:
+    """SIGINT to the kernel's group at 6.0 s (the driver's killpg) while worker 310 held a job since 5.5 s:
+    the job ran on until 9.0 s. Without the record, nothing is said."""
+    rep = report(kernel(), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "interrupted-job")
+    assert "Child 110 got SIGINT at 6.0 s (main 100 signalled its process group 110 (os.killpg at" in f["text"], f
+    assert "compile worker 310 of its pool held a job (time:sleep), since 5.5 s: the job ran on until 9.0 s (3.0 s " \
+           "after the interrupt)" in f["text"], f["text"]
+    assert f["pids"] == [110, 310]
+    (tmp_path / "none").mkdir()
+    assert "interrupted-job" not in kinds(report(kernel(interrupt=False), tmp_path / "none"))
