@@ -169,3 +169,13 @@ def test_an_interrupt_while_a_worker_held_a_job_is_told(tmp_path: Path) -> None:
     assert f["pids"] == [110, 310]
     (tmp_path / "none").mkdir()
     assert "interrupted-job" not in kinds(report(kernel(interrupt=False), tmp_path / "none"))
+
+
+def test_an_interrupted_traced_wait_is_told_once(tmp_path: Path) -> None:
+    """Where the interrupt ended a traced wait of the creator (AsyncCompile.wait raising KeyboardInterrupt),
+    that wait's own finding tells it and its job: interrupted-job stays silent (one story, one finding)."""
+    w = kernel()
+    call(w, 5.6, 110, 100, "child", "torch._inductor.async_compile:AsyncCompile.wait", 7, 6.1,
+         error="KeyboardInterrupt: ")
+    rep = report(w, tmp_path)
+    assert "interrupted-job" not in kinds(rep), kinds(rep)
