@@ -1488,6 +1488,25 @@ def test_a_pools_idle_gaps_are_told_where_the_user_reads_with_one_figure(tmp_pat
     assert "idle 17.0 s between its uses (33.00 -&gt; 50.00 s): 3.8 GiB·s held idle" in page, page
 
 
+def test_a_pool_stopped_while_a_worker_held_a_job_tells_no_idle_span_running_backwards(tmp_path: Path) -> None:
+    """A worker took a job at 50 s that no record ends; torch's atexit shut the pool down at 60.01 s while it was
+    still held: its busy time runs past the stop, so there was no idle span after its last job. The Pools line
+    said "idle 0.0 s (60.7 s -> 60.0 s)" and the idle-pool finding "idle 0.0 s after its last job (from 60.7 s)
+    until ... at 60.0 s": a span running backwards. The gap before that job is still told."""
+    w = idle_pool(quiesce_at=None)
+    w.add(50.0, 301, 200, "compile-worker", "job", state="start", work_id=0, fn="m:f")
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["busy_past_stop"] and pool["idle_s"] == 0 and pool["busy_until"] > pool["idle_to"], pool
+    text = render_text(rep, {})
+    assert "not idle after its last job: a job still held at its stop (60.0 s), busy to 60.7 s" in text, text
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert "idle 46.0 s between its ready at 4.0 s and its first job at 50.0 s" in idle["text"], idle["text"]
+    assert "0 s after its last job: a job was still held until torch's atexit" in idle["text"], idle["text"]
+    assert "(from 60.7 s)" not in idle["text"] and "(60.7 s -> 60.0 s)" not in text
+
+
 def test_a_held_figure_from_a_moment_that_read_some_of_the_pool_says_how_many(tmp_path: Path) -> None:
     """The held figure is the most the pool held at one moment of its idle span; where that moment read only
     some of its processes alive (one worker unread then, though read later), every text of it says "N of M" and

@@ -439,6 +439,9 @@ class PoolStory:
             self.busy_until = min(self.busy_until, self.orphaned[0])
         self.idle_to = min(ends) if ends else t_end
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
+        # A worker still held a job when the pool stopped (its sidecar died, its shutdown was asked): no idle
+        # span after its last job at all, and none to tell as "idle 0 s (X -> Y)" running backwards.
+        self.busy_past_stop = self.served and not self.never_served and self.busy_until > self.idle_to
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]
         # Its memory at once over its whole life (the report's series and its peak: summed once, not twice).
@@ -544,7 +547,7 @@ class PoolStory:
             "idle_total_mib_s": self.idle_total_mib_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
                            "first": g.first, "mib_s": g.mib_s} for g in self.gaps],
-            "alive_at_end": self.alive_at_end, "never_served": self.never_served,
+            "alive_at_end": self.alive_at_end, "never_served": self.never_served, "busy_past_stop": self.busy_past_stop,
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,
