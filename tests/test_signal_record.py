@@ -77,6 +77,65 @@ def test_signal_calls_answer_as_untraced() -> None:
     assert not [f for _, f in seen if f["target"] == child.pid], seen  # signal 0 and rejected calls: none
 
 
+class _HostSig(int):
+    """A host's int subclass whose comparisons and conversions are its own code: os.kill reads its int value
+    through int's slots and calls none of them."""
+
+    ran: list[str] = []
+
+    def __lt__(self, other: Any) -> bool:
+        _HostSig.ran.append("__lt__")
+        return int(self) < other
+
+    def __gt__(self, other: Any) -> bool:
+        _HostSig.ran.append("__gt__")
+        return int(self) > other
+
+    def __int__(self) -> int:
+        _HostSig.ran.append("__int__")
+        return int.__index__(self)
+
+
+def test_a_call_os_rejects_before_the_kernel_is_no_signal_sent_and_no_host_code_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.kill(pid, 1.5) raises TypeError and a pid past pid_t's range OverflowError, before any signal: neither
+    is an OSError, so no failure record would follow, and a record before the call told SIGHUP sent to a live
+    child that got nothing. A host's int subclass as the signal is recorded by its int value without running its
+    __lt__/__gt__/__int__ (untraced, os.kill runs none), and a pidfd's process is read without builtins.open (a
+    host's replacement of open saw the tracer's /proc/self/fdinfo read)."""
+    seen: list[dict[str, Any]] = []
+    child = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    host_patches.install_signal_record(lambda event, **f: seen.append(f))
+    try:
+        for bad in ((child.pid, 1.5), (2**40, signal.SIGCONT), (child.pid, True, None)):
+            with pytest.raises((TypeError, OverflowError)):
+                os.kill(*bad)
+        assert seen == [] and child.poll() is None, seen
+        _HostSig.ran.clear()
+        os.kill(child.pid, _HostSig(signal.SIGCONT))
+        assert _HostSig.ran == [] and [(f["target"], f["signal"]) for f in seen] == [(child.pid, signal.SIGCONT)]
+        assert type(seen[0]["signal"]) is int, seen
+        if hasattr(os, "pidfd_open") and hasattr(signal, "pidfd_send_signal"):
+            import builtins
+
+            opened: list[Any] = []
+            real_open = builtins.open
+            monkeypatch.setattr(builtins, "open", lambda *a, **k: opened.append(a) or real_open(*a, **k))
+            fd = os.pidfd_open(child.pid)
+            try:
+                with pytest.raises(TypeError):
+                    signal.pidfd_send_signal(fd, signal.SIGCONT, "siginfo")
+                signal.pidfd_send_signal(fd, signal.SIGCONT)
+            finally:
+                os.close(fd)
+            monkeypatch.undo()
+            assert opened == [] and [(f["target"], f.get("pidfd")) for f in seen[1:]] == [(child.pid, fd)], seen
+    finally:
+        host_patches.restore_signal_record()
+        child.kill()
+        child.wait()
+
+
 HOST = '''
 import os, signal, subprocess, sys
 

@@ -277,30 +277,58 @@ def _record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", 
     raises, prints nothing. Only a well-formed call with a real signal: signal 0 (a liveness probe:
     psutil.pid_exists), a number no signal has and a call os rejects are no signal sent."""
     try:
-        counts = (2, 3, 4) if how == "pidfd_send_signal" else (2,)  # (pidfd, sig, siginfo=None, flags=0, /)
-        if kwargs or len(args) not in counts or type(args[0]) is not int or not 0 < args[1] < _signals["nsig"]:
+        sig = 0 if kwargs else _signal_of(how, args)
+        if not sig:
             return
         target: int = args[0]
         extra: dict[str, Any] = {} if error is None else {"error": error}
         if how == "pidfd_send_signal":
             extra["pidfd"], target = target, _pidfd_pid(target)
         # _getframe(3): past this function, _send and the replacement, the host's own caller
-        _signals["record"](SIGNAL_SENT, how=how, target=target, signal=int(args[1]), frames=_frames(_getframe(3)),
-                           **extra)
+        _signals["record"](SIGNAL_SENT, how=how, target=target, signal=sig, frames=_frames(_getframe(3)), **extra)
     except Exception:
         pass
 
 
+# pid_t and a C int: a pid or descriptor outside this range is rejected by os (OverflowError) before any signal.
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _signal_of(how: str, args: "tuple[Any, ...]") -> int:
+    """The signal a call of these positional arguments sends, or 0 where the call sends none: signal 0 (a
+    liveness probe: psutil.pid_exists), a number no signal has, and any call os rejects before the kernel sees
+    it (a float, a pid out of pid_t's range, siginfo not None): a record for one of those would tell a signal
+    that never went (os raises TypeError/OverflowError, not OSError: no failure record follows). Runs no host
+    code: a host's int subclass is read through int's own slots, never its __lt__/__int__; a non-int with
+    __index__, which os accepts, is not recorded rather than calling that __index__ a second time."""
+    counts = (2, 3, 4) if how == "pidfd_send_signal" else (2,)  # (pidfd, sig, siginfo=None, flags=0, /)
+    if len(args) not in counts or type(args[0]) is not int or not _INT_MIN <= args[0] <= _INT_MAX:
+        return 0
+    if not issubclass(type(args[1]), int):
+        return 0
+    sig: int = int.__index__(args[1])  # bool, IntEnum, signal.Signals: their int value, no method of theirs
+    if len(args) > 2 and (args[2] is not None or len(args) > 3 and not issubclass(type(args[3]), int)):
+        return 0
+    return sig if 0 < sig < _signals["nsig"] else 0
+
+
 def _pidfd_pid(fd: int) -> int:
     """The process a pidfd refers to (/proc/self/fdinfo/FD's `Pid:` line; -1 if it has ended); 0 unknown."""
-    try:
-        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
-            for line in f:
-                if line.startswith(b"Pid:"):
-                    return int(line.split()[1])
+    try:  # os's own calls bound at start-up, never builtins.open: a host may have replaced open (pyfakefs)
+        fd_info = _os_open(f"/proc/self/fdinfo/{fd}", _RDONLY)
+        try:
+            data = _os_read(fd_info, 4096)
+        finally:
+            _os_close(fd_info)
+        for line in data.splitlines():
+            if line.startswith(b"Pid:"):
+                return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+_os_open, _os_read, _os_close, _RDONLY = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
 
 
 def _send(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
