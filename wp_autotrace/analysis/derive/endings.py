@@ -450,9 +450,9 @@ _SUBMIT_LABEL = next(t.label for t in T.TARGETS if t.tag == T.POOL_SUBMIT)
 
 def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
     """p's ending by a signal a traced process of the run sent to it or to its group (senders.py), where it
-    wrote no process_exit (its exit handlers did not run). "killed by S" where its status says S, or S is
-    SIGKILL (no process can outlive it); "ended on S" otherwise."""
-    if p.exited or not self.senders:
+    wrote no process_exit (its exit handlers did not run), or its wait status names a signal all the same.
+    "killed by S" where its status says S, or S is SIGKILL (no process can outlive it); "ended on S" otherwise."""
+    if (p.exited and sig is None) or not self.senders:
         return None
     tick = p.run.interval if p.run is not None else 0.0
     found = self.senders.to(p, at, max(tick, 0.0) + GROUP_SLACK_S, sig)
@@ -464,7 +464,7 @@ def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> En
              f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
              f"({found.call})")
     to = f"pid {p.pid}" if found.group is None else f"process group {found.group}"
-    evidence = [f"signal_sent: {found.who} sent {found.signal} to {to} at {self.rel(found.ts)} ({found.call}); "
+    evidence = [f"signal_sent: {found.who} sent {found.signal} to {to} at {self.rel(found.ts)} ({found.call_path}); "
                 f"it ended {max(at - found.ts, 0.0):.1f} s later", *([why] if why else [])]
     return Ending(SIGNAL, words, at, evidence, found.signal, exit_record_at=p.end if p.exited else None,
                   by=found.who, group=found.group is not None, sender=found.sender)
@@ -478,7 +478,10 @@ def _by_creator(self: Endings, pool: Pool, side_end: Ending) -> Ending | None:
         return None
     sent = f"{side_end.signal} to its sidecar" + (f" ({side_end.words.split('(', 1)[1]}"
                                                     if "(" in side_end.words else "")
-    return Ending(ENDED_BY_CREATOR, f"{owner.role} {owner.pid} ended it itself, sending {sent}", end,
+    creator = f"{pool.creator.role} {pool.creator.pid}"
+    who = f"{owner.role} {owner.pid}" + (" ended it itself" if owner is pool.creator else
+                                         f", the parent of its creator {creator}, ended it")
+    return Ending(ENDED_BY_CREATOR, f"{who}, sending {sent}", end,
                   [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
                   side_end.signal, by=f"{owner.role} {owner.pid}", group=side_end.group, sender=owner)
 

@@ -51,8 +51,16 @@ class Sent(NamedTuple):
 
     @property
     def call(self) -> str:
-        """'os.kill at train.py:79 in <module>': the call and the line that asked."""
-        where = frame_text(self.frame)
+        """'os.kill at train.py:79 in <module>': the call and the line that asked (the file's name; `evidence`
+        has its path)."""
+        return self._call(short=True)
+
+    @property
+    def call_path(self) -> str:
+        return self._call(short=False)
+
+    def _call(self, short: bool) -> str:
+        where = frame_text(self.frame, short)
         return f"{_CALLS.get(self.how, self.how)}{' at ' + where if where else ''}"
 
 
@@ -73,15 +81,14 @@ def asking_frame(frames: Any) -> dict[str, Any] | None:
     return next((f for f in kept if not _is_library(f["file"])), kept[-1] if kept else None)
 
 
-def frame_text(frame: dict[str, Any] | None) -> str:
+def frame_text(frame: dict[str, Any] | None, short: bool = False) -> str:
     """'ipykernel/kernelbase.py:1586 in _signal_children' for a package's file (its path below site-packages),
-    the normalised path for the program's own: 'FILE:LINE in FUNC'."""
+    the normalised path for the program's own (short: its name): 'FILE:LINE in FUNC'."""
     if not frame:
         return ""
     path = os.path.normpath(str(frame.get("file")))
-    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
-        if marker in path:
-            path = path.split(marker, 1)[1]
+    package = [path.split(m, 1)[1] for m in ("site-packages" + os.sep, "dist-packages" + os.sep) if m in path]
+    path = package[0] if package else os.path.basename(path) if short else path
     return f"{path}:{frame.get('line')} in {frame.get('func') or '?'}"
 
 

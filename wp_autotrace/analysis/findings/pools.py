@@ -380,7 +380,7 @@ def pool_outlived_creator(v: View) -> Finding | None:
     ending = v.endings.of(creator)
     how = "" if creator.exited else f", {ending.words}" if ending.kind != "unknown" and ending.evidence else \
         " with no exit of its own (how, the log does not say)"
-    alike, also = killed_alike(v, creator, [x for x, _ in orphans if x is not st])
+    alike, more, theirs = killed_alike(v, creator, [x for x, _ in orphans if x is not st])
     forked = start_method(pool) == "fork"
     who = "its workers" if pool.sidecar is None else f"its sidecar {pool.sidecar.pid}"
     parent = creator.parent
@@ -394,10 +394,11 @@ def pool_outlived_creator(v: View) -> Finding | None:
     made = site(user_frame(pool.call.caller) or pool.call.caller)
     return Finding(
         "pool-outlived-creator", "problem",
-        f"{creator.role.capitalize()} {creator.pid} ended at {_at(rel(gone))}{how}, and its compile pool "
-        f"({_pool_name(st)}) outlived it by {end - gone:.1f} s{after or ', until ' + _at(rel(end))}; {who} lived on "
+        f"{creator.role.capitalize()} {creator.pid}{more} ended at {_at(rel(gone))}{how}, and its compile pool "
+        f"({_pool_name(st)}) outlived it by {end - gone:.1f} s{theirs}{after or ', until ' + _at(rel(end))}; {who} "
+        "lived on "
         f"until {_at(rel(end))} with "
-        f"nobody to use or stop them{held} (the pool made at {made}){pipes}.{also}",
+        f"nobody to use or stop them{held} (the pool made at {made}){pipes}.",
         sorted({p.pid for x in [st, *alike] for p in x.procs}), [f"{x.pool.creator.role} {x.pool.creator.pid} ended "
                                                                  f"at {_at(rel(a))}; its pool at {_at(rel(b))}"
                                                                  for x, (a, b) in orphans[:TEXT_PIDS]],

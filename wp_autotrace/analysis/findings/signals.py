@@ -86,21 +86,18 @@ def interrupted_job(v: View) -> Finding | None:
                    evidence, INTERRUPT_ADVICE, {"processes": len({id(w) for _, _, w, _ in found})})
 
 
-def killed_alike(v: View, creator: Process, others: list[PoolStory]) -> tuple[list[PoolStory], str]:
+def killed_alike(v: View, creator: Process, others: list[PoolStory]) -> tuple[list[PoolStory], str, str]:
     """Of `others` (pools that outlived their creators too), those whose creator the same process's signal
-    ended as it ended `creator`, and a sentence for them: ' Child 3217 and child 3218 ended the same way
-    (SIGKILL from main 3205), and their pools outlived them too (by 7.6-8.1 s).' ('' where none did)."""
+    ended as it ended `creator`, and the words that count them: (' and 2 more (3217, 3218)', ' (theirs by
+    7.6-8.1 s)'); ('', '') where none did."""
     mine = v.endings.of(creator)
     if mine.sender is None:
-        return [], ""
+        return [], "", ""
     alike = [x for x in others if x.orphaned is not None and (e := v.endings.of(x.pool.creator)).sender is
              mine.sender and e.signal == mine.signal]
     if not alike:
-        return [], ""
+        return [], "", ""
     spans = sorted(x.orphaned[1] - x.orphaned[0] for x in alike if x.orphaned is not None)
     by = f"{spans[0]:.1f} s" if spans[-1] - spans[0] < 0.05 else f"{spans[0]:.1f}-{spans[-1]:.1f} s"
-    names = [f"{x.pool.creator.role} {x.pool.creator.pid}" for x in alike[:TEXT_PIDS]]
-    names += [f"{len(alike) - TEXT_PIDS} more"] if len(alike) > TEXT_PIDS else []
-    who = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-    return alike, (f" {who[0].upper() + who[1:]} ended the same way ({mine.signal} from {mine.by}), and their "
-                   f"compile pools outlived them too (by {by}).")
+    return alike, f" and {len(alike)} more ({pid_text([x.pool.creator.pid for x in alike], TEXT_PIDS)})", \
+        f" (theirs by {by})"
