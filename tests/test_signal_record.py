@@ -6,9 +6,11 @@ errno, the same signature. The targets' ends are read independently: the sender'
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +134,27 @@ def test_a_call_os_rejects_before_the_kernel_is_no_signal_sent_and_no_host_code_
             assert opened == [] and [(f["target"], f.get("pidfd")) for f in seen[1:]] == [(child.pid, fd)], seen
     finally:
         host_patches.restore_signal_record()
+        child.kill()
+        child.wait()
+
+
+def test_a_signal_sent_with_no_python_frame_below_is_recorded() -> None:
+    """atexit.register(os.kill, pid, sig): atexit calls the replacement from C, with no Python frame below it
+    (a process group cleaned up at exit: atexit.register(os.killpg, pgid, SIGTERM)). The record's frame walk
+    asked for a frame that is not there, and the record was lost; it is written, with no frames."""
+    child = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    code = ("import atexit, json, os, signal, sys\n"
+            "from wp_autotrace.runtime import host_patches\n"
+            "host_patches.install_signal_record(lambda e, **f: print(json.dumps(f), flush=True))\n"
+            f"atexit.register(os.kill, {child.pid}, signal.SIGCONT)\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0 and out.stderr == "", out
+        got = [json.loads(line) for line in out.stdout.splitlines()]
+        assert [(r["how"], r["target"], r["signal"], r["frames"]) for r in got] == [
+            ("kill", child.pid, signal.SIGCONT, [])], got
+    finally:
         child.kill()
         child.wait()
 

@@ -284,8 +284,11 @@ def _record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", 
         extra: dict[str, Any] = {} if error is None else {"error": error}
         if how == "pidfd_send_signal":
             extra["pidfd"], target = target, _pidfd_pid(target)
-        # _getframe(3): past this function, _send and the replacement, the host's own caller
-        _signals["record"](SIGNAL_SENT, how=how, target=target, signal=sig, frames=_frames(_getframe(3)), **extra)
+        # past this function, _send and the replacement: the host's own caller, None where C called the
+        # replacement with no Python frame below (atexit.register(os.kill, pid, sig) runs it so: _getframe(3)
+        # raised there, and the record was lost)
+        _signals["record"](SIGNAL_SENT, how=how, target=target, signal=sig, frames=_frames(_getframe(2).f_back),
+                           **extra)
     except Exception:
         pass
 
