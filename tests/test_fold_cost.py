@@ -1,5 +1,6 @@
-"""What the fold keeps per call, and how a one-pass command leaves its model: the report's cost at a million
-records without a change in what it says (docs/scale.md, "Where the report's time goes")."""
+"""What the fold keeps per call, how a one-pass command leaves its model, and what a finding walks per call: the
+report's cost at a million records without a change in what it says (docs/scale.md, "Where the report's time
+goes")."""
 
 from __future__ import annotations
 
@@ -83,3 +84,33 @@ def test_a_callers_argv_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
         assert main(["export", "-o", "-", str(log)]) == 0
     assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
+
+
+def test_a_ready_wait_looks_for_a_pool_only_in_processes_that_made_one(tmp_path: Path, monkeypatch: Any) -> None:
+    """The slow-ready-wait finding looks for the pool made inside each wait_pool_ready call: only in a process that
+    made one (a long log's waits are mostly in processes that made none, each a walk for nothing); the report
+    is the same."""
+    from wp_autotrace.analysis.findings import waits
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.warm(0.5, 100, 1, "main", 200)
+    for i in range(3):
+        call(w, 1 + i, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 10 + i, 1.5 + i)
+    start(w, 0.1, 101, 100, "child")
+    for i in range(4):
+        call(w, 1 + i, 101, 100, "child", f"{AC}:AsyncCompile.wait_pool_ready", i + 1, 1.5 + i)
+    path = w.write(tmp_path / "log.jsonl")
+    looked: list[int] = []
+    real = waits._made_in
+
+    def made_in(v: Any, c: Any) -> Any:
+        looked.append(c.proc.pid)
+        return real(v, c)
+
+    with redirect_stdout(io.StringIO()) as plain:
+        assert main(["report", "--json", str(path)]) == 0
+    monkeypatch.setattr(waits, "_made_in", made_in)
+    with redirect_stdout(io.StringIO()) as counted:
+        assert main(["report", "--json", str(path)]) == 0
+    assert looked == [100, 100, 100] and counted.getvalue() == plain.getvalue()

@@ -153,7 +153,9 @@ def ready_wait(v: View) -> Finding | None:
     wait (hang_s) and, the waiting process standing still meanwhile, blocked_s: it ranks before memory held idle
     (findings/rank.py)."""
     def long(x: Call) -> bool:
-        return _own_part(x, _made_in(v, x), x.end if x.end is not None else v.t_end) is not None
+        # A process that made no pool has none to have made inside the wait (_made_in): nothing to look for
+        # (a long log's waits are mostly such: each would walk the process's pools for nothing).
+        return bool(x.proc.pools) and _own_part(x, _made_in(v, x), x.end if x.end is not None else v.t_end) is not None
 
     slow = [c for c in v.calls if c.tag == targets.WAIT_POOL_READY and not c.error and long(c)]
     if not slow:
