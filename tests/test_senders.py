@@ -168,6 +168,8 @@ def test_an_interrupt_while_a_worker_held_a_job_is_told(tmp_path: Path) -> None:
     assert "compile worker 310 of its pool held a job (time:sleep), since 5.5 s: the job ran on until 9.0 s (3.0 s " \
            "after the interrupt)" in f["text"], f["text"]
     assert f["pids"] == [110, 310]
+    assert "Child 110 got SIGINT at 6.0 s (main 100's os.killpg), but the job compile worker 310 held ran on until " \
+           "9.0 s (3.0 s after the interrupt)" in rep["answer"], rep["answer"]
     (tmp_path / "none").mkdir()
     assert "interrupted-job" not in kinds(report(kernel(interrupt=False), tmp_path / "none"))
 

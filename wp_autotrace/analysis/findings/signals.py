@@ -82,8 +82,11 @@ def interrupted_job(v: View) -> Finding | None:
     evidence = [f"signal_sent: {sent.who} sent SIGINT at {rel(sent.ts) or 0:.1f} s ({sent.call})",
                 f"job: worker {worker.pid} started job {job.work_id} at {rel(job.start) or 0:.1f} s"
                 + (f", ended it at {rel(job.end) or 0:.1f} s" if job.end is not None else ", wrote no end")]
+    headline = (f"{creator.role.capitalize()} {creator.pid} got SIGINT at {rel(sent.ts) or 0:.1f} s ({sent.who}'s "
+                f"{sent.call.split(' at ')[0]}), but the job compile worker {worker.pid} held ran on {until}: torch's "
+                "pool processes ignore SIGINT.")
     return Finding("interrupted-job", "warning", text, sorted({creator.pid, *(w.pid for _, _, w, _ in found)}),
-                   evidence, INTERRUPT_ADVICE, {"processes": len({id(w) for _, _, w, _ in found})})
+                   evidence, INTERRUPT_ADVICE, {"processes": len({id(w) for _, _, w, _ in found})}, headline)
 
 
 def killed_alike(v: View, creator: Process, others: list[PoolStory]) -> tuple[list[PoolStory], str, str]:
