@@ -1500,10 +1500,10 @@ def test_a_pool_stopped_while_a_worker_held_a_job_tells_no_idle_span_running_bac
     (pool,) = rep["pools"]
     assert pool["busy_past_stop"] and pool["idle_s"] == 0 and pool["busy_until"] > pool["idle_to"], pool
     text = render_text(rep, {})
-    assert "not idle after its last job: a job still held at its stop (60.0 s), busy to 60.7 s" in text, text
+    assert "not idle after its last job: busy until 60.7 s, past its stop at 60.0 s" in text, text
     (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
     assert "idle 46.0 s between its ready at 4.0 s and its first job at 50.0 s" in idle["text"], idle["text"]
-    assert "0 s after its last job: a job was still held until torch's atexit" in idle["text"], idle["text"]
+    assert "0 s after its last job: still busy until torch's atexit" in idle["text"], idle["text"]
     assert "(from 60.7 s)" not in idle["text"] and "(60.7 s -> 60.0 s)" not in text
 
 

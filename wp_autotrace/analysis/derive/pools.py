@@ -439,8 +439,9 @@ class PoolStory:
             self.busy_until = min(self.busy_until, self.orphaned[0])
         self.idle_to = min(ends) if ends else t_end
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
-        # A worker still held a job when the pool stopped (its sidecar died, its shutdown was asked): no idle
-        # span after its last job at all, and none to tell as "idle 0 s (X -> Y)" running backwards.
+        # Still busy when the pool stopped (its sidecar died or its shutdown was asked while a worker held a job,
+        # or, without job records, while its creator waited on its jobs): no idle span after its last job at
+        # all, and none to tell as "idle 0 s (X -> Y)" running backwards.
         self.busy_past_stop = self.served and not self.never_served and self.busy_until > self.idle_to
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]

@@ -187,8 +187,8 @@ def _lifecycle(pool: dict[str, Any]) -> str:
     span = f"({seconds_text(pool['busy_until'])} -> {seconds_text(pool['idle_to'])})"
     parts = [f"ready {seconds_text(pool['ready_at'])}" if pool["ready_at"] is not None else "ready ?", jobs,
              f"never served {span}: its sidecar never reached its serving loop" if pool.get("never_served")
-             else f"not idle after its last job: a job still held at its stop ({seconds_text(pool['idle_to'])}), "
-                  f"busy to {seconds_text(pool['busy_until'])}" if pool.get("busy_past_stop")
+             else f"not idle after its last job: busy until {seconds_text(pool['busy_until'])}, past its stop at "
+                  f"{seconds_text(pool['idle_to'])}" if pool.get("busy_past_stop")
              else f"idle {pool['idle_s']:.1f} s {span}"]
     gaps = pool.get("idle_gaps") or []
     if gaps:  # idle between its uses (its workers' job records): each gap, then every idle second in all
