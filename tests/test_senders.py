@@ -182,3 +182,15 @@ def test_an_interrupted_traced_wait_is_told_once(tmp_path: Path) -> None:
          error="KeyboardInterrupt: ")
     rep = report(w, tmp_path)
     assert "interrupted-job" not in kinds(rep), kinds(rep)
+
+
+def test_an_exit_code_wins_over_a_signal_sent(tmp_path: Path) -> None:
+    """A worker SIGTERMed by pid whose wait status is an exit code (it handled the signal and exited) exited:
+    the status says how it ended; the record does not make it a kill."""
+    w = kernel()
+    for r in w.lines:
+        if r["event"] == "tree" and r.get("zombies"):
+            r["zombies"].append({"pid": 310, "create_time": T0 + 1.6, "ppid": 210, "since": T0 + 10.4, "status": 0})
+    rep = report(w, tmp_path)
+    end = next(p["ending"] for p in rep["processes"] if p["pid"] == 310)
+    assert end["kind"] != "signal" and "SIGTERM" not in end["words"] and end["code"] == 0, end

@@ -204,7 +204,7 @@ class Endings:
                     f", which exited (code {code})" if code is not None else "")
             return Ending(EXEC, f"exec'd into {name}{then}", at, ["exec record", *([why] if why else [])], sig,
                           code=code, exit_record_at=record)
-        if (sent := _sent(self, p, at, sig, why)) is not None:
+        if code is None and (sent := _sent(self, p, at, sig, why)) is not None:  # an exit code: it exited
             return sent
         group = self._with_group(p, at)
         if sig is not None:
