@@ -96,11 +96,29 @@ def test_seed_scenario_nested_sidecars(tmp_path: Path, log: Path) -> None:
 
 
 WORKERS = textwrap.dedent('''
-    import time
+    import json, os, sys, time
     from torch._inductor.async_compile import AsyncCompile
     AsyncCompile.warm_pool()
     AsyncCompile.wakeup()       # as a GPU compile's first job would
-    time.sleep(float(__import__("sys").argv[1]))
+    if sys.argv[1] == "workers":
+        # until both workers ran the pool's initializer (their call records in this run's own log): a loaded
+        # box's sidecar takes longer than any fixed sleep to import torch and fork them, and a worker forked
+        # as the main exits is ended before its initializer runs
+        deadline = time.monotonic() + 150
+        seen = set()
+        while len(seen) < 2 and time.monotonic() < deadline:
+            with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+                for line in f:
+                    if b"_async_compile_initializer" in line:
+                        try:
+                            r = json.loads(line)
+                        except ValueError:
+                            continue  # a record still being written
+                        if r.get("event") == "call":
+                            seen.add(r["pid"])
+            time.sleep(0.1)
+    else:
+        time.sleep(float(sys.argv[1]))
     print("bye")
 ''')
 
@@ -110,7 +128,7 @@ def test_pool_lifecycle_sidecar_and_forked_workers(tmp_path: Path, log: Path) ->
     script = tmp_path / "workers.py"
     script.write_text(WORKERS)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2")
-    res = run_python([str(script), "10"], env, timeout=120)
+    res = run_python([str(script), "workers"], env, timeout=240)
     assert res.returncode == 0 and res.stdout == "bye\n", res.stderr[-2000:]
     recs = read_log(log)
     starts = {r["pid"]: r for r in events(recs, "process_start")}
@@ -139,20 +157,23 @@ GUARDED = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.timing
 @pytest.mark.parametrize("trace", [True, False])
 def test_guard_stops_the_chain(trace: bool, tmp_path: Path, log: Path) -> None:
-    """Guard on the seed scenario: one sidecar, same result, prompt exit, one stderr line."""
+    """Guard on the seed scenario: one sidecar (no chain, so no 300 s wait at exit), same result, one stderr
+    line."""
     script = tmp_path / "guarded.py"
     script.write_text(GUARDED)
     env = seed_env(log, WP_AUTOTRACE_GUARD="nested-pools", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
     if not trace:
         env.pop("WP_AUTOTRACE")
         env.pop("WP_AUTOTRACE_LOG")
-    res = run_python([str(script)], env, timeout=180, cwd=tmp_path)
+    # The prompt exit is the chain's absence (a chain's exit waits 300 s in torch's handler: SubprocPool.shutdown's
+    # process.wait(300)), shown by evidence, not by the clock: the sidecar's refusal on stderr, and in the log
+    # one sidecar whose warm_pool was blocked. This compile with caches disabled took 121 s at load ~15 and
+    # 182 s at load ~20 (a wall-clock assert at 120 s failed there): the bound only ends a stuck run.
+    res = run_python([str(script)], env, timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout == "same result: True\n"
-    assert res.elapsed < 120  # no 300 s wait in torch's exit handler
     notes = [line for line in res.stderr.splitlines() if line.startswith("wp-autotrace:")]
     assert len(notes) == 1 and "refused" in notes[0] and "compile-sidecar" in notes[0], res.stderr[-2000:]
     if not trace:
