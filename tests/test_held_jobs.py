@@ -245,11 +245,13 @@ def test_a_sidecar_jobs_names_come_from_its_pickle_without_unpickling() -> None:
     as torch's SubprocPickler writes them (pickle protocol 5; a Triton job's shape)."""
     inner = functools.partial(os.path.join, "triton_poi_fused_add_0", "import triton\n" * 3)
     data = pickle.dumps(functools.partial(os.path.normpath, inner, {}, {}), protocol=5)
-    assert pickled_names(data) == (f"{os.path.normpath.__module__}:normpath", "triton_poi_fused_add_0")
+    # pickle names a function by its module and qualname: 3.13's os.path.normpath is posix:_path_normpath (C)
+    normpath = f"{os.path.normpath.__module__}:{os.path.normpath.__qualname__}"
+    assert pickled_names(data) == (normpath, "triton_poi_fused_add_0")
     do_job = type("SubprocMain", (), {})
     fn = functools.partial(lambda pickler, data: None, object(), data)
     fn.func.__qualname__ = "SubprocMain.do_job"  # type: ignore[attr-defined]
-    assert job_names(fn, ())[0] == f"{os.path.normpath.__module__}:normpath" and do_job
+    assert job_names(fn, ())[0] == normpath and do_job
     assert pickled_names(b"\x80\x05garbage\x8c\xff") == (None, None)
 
 
