@@ -612,6 +612,8 @@ def test_the_memory_series_are_in_the_report_bounded_and_the_page_draws_them_alo
     assert _page(json.loads(json.dumps(rep))) == _page(rep)
 
 
+@pytest.mark.torch  # its scenario is a real torch run: the torch-free matrix leaves it out
+@pytest.mark.slow
 def test_an_idle_gap_between_uses_holds_what_the_script_read_and_is_told_alike(
         scenario: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The real run's pool idled between its ready and its next job (the script read its own tree and the pool's
