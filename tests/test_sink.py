@@ -230,3 +230,19 @@ def test_the_sinks_own_encoder_writes_what_json_writes() -> None:
         assert sink._encode_json(text) == enc(text), text
     for value in ({"a": ["é", 1.5, None, True, -3, 10**30]}, float("nan"), b"x", {1: 2}, (1, "\n"), 1e-7):
         assert sink._encode_json(value) == enc(value), value
+
+
+def test_thread_name_as_the_interpreter_finalizes(monkeypatch: Any) -> None:
+    """A traced call from a __del__ late in finalization finds threading gone from sys.modules (3.13 took it out
+    before the test's `late` target ran): the wrapper names the thread by its ident, and writes no
+    "record call: KeyError: 'threading'" line to the host's stderr."""
+    import sys
+    import threading
+
+    from wp_autotrace.runtime.reads import thread_name, thread_name_kept
+
+    assert thread_name() == threading.current_thread().name
+    monkeypatch.delitem(sys.modules, "threading")
+    ident = f"Thread-{threading.get_ident()}"
+    kept: dict[str, Any] = {}
+    assert thread_name() == ident and thread_name_kept(kept) == ident and kept == {}

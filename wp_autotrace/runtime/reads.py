@@ -52,9 +52,11 @@ def config_knobs(module: Any) -> list[str]:
 
 
 def thread_name() -> str:
-    """The calling thread's name, without creating a _DummyThread for a foreign thread."""
+    """The calling thread's name, without creating a _DummyThread for a foreign thread. A call as the
+    interpreter finalizes (a __del__) may come after threading has left sys.modules: the ident's name then."""
     ident = _get_ident()
-    thread = sys.modules["threading"]._active.get(ident)
+    threading = sys.modules.get("threading")
+    thread = threading._active.get(ident) if threading is not None else None
     return str(thread.name) if thread is not None else f"Thread-{ident}"
 
 
@@ -62,7 +64,8 @@ def thread_name_kept(local: dict[str, Any]) -> str:
     """thread_name(), keeping the calling thread's Thread object in local (its per-thread dict, as
     local["thread"]) once threading knows it, so the next call reads only its name (which may change)."""
     ident = _get_ident()
-    thread = sys.modules["threading"]._active.get(ident)
+    threading = sys.modules.get("threading")  # gone from sys.modules late in finalization, as above
+    thread = threading._active.get(ident) if threading is not None else None
     if thread is None:
         return f"Thread-{ident}"
     local["thread"] = thread
