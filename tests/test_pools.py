@@ -1507,6 +1507,28 @@ def test_a_pool_stopped_while_a_worker_held_a_job_tells_no_idle_span_running_bac
     assert "(from 60.7 s)" not in idle["text"] and "(60.7 s -> 60.0 s)" not in text
 
 
+def test_a_pool_shut_down_before_its_sidecar_served_is_not_told_busy_nor_idle_backwards(tmp_path: Path) -> None:
+    """A child makes its pool and shuts it down at once (its exit): the shutdown is asked at 1.5 s, before its
+    sidecar reaches its serving loop at 3.0 s. No job record: its busy time is inferred (serving), and ran past
+    the stop; the Pools line said "idle 0.0 s (3.0 s -> 1.5 s)" (a saved two-child log said "(9.5 s -> 7.9 s)"),
+    and no record shows it busy: it stopped first."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1.1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.2, caller=USER, sidecar_pid=200)
+    start(w, 1.15, 200, 100, "compile-sidecar")
+    call(w, 1.5, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 3.6, sidecar_pid=200)
+    call(w, 3.0, 200, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 3.4)
+    mem(w, 3.1, [(200, 1.15, 60)])
+    w.add(3.5, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(3.7, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["stopped_first"] and not pool["busy_past_stop"] and pool["idle_s"] == 0, pool
+    text = render_text(rep, {})
+    assert "not idle: stopped at 1.5 s, before 3.0 s (its serving or ready came after)" in text, text
+    assert "(3.0 s -> 1.5 s)" not in text and "busy until" not in text, text
+
+
 def test_a_held_figure_from_a_moment_that_read_some_of_the_pool_says_how_many(tmp_path: Path) -> None:
     """The held figure is the most the pool held at one moment of its idle span; where that moment read only
     some of its processes alive (one worker unread then, though read later), every text of it says "N of M" and

@@ -442,7 +442,10 @@ class PoolStory:
         # Still busy when the pool stopped (its sidecar died or its shutdown was asked while a worker held a job,
         # or, without job records, while its creator waited on its jobs): no idle span after its last job at
         # all, and none to tell as "idle 0 s (X -> Y)" running backwards.
-        self.busy_past_stop = self.served and not self.never_served and self.busy_until > self.idle_to
+        self.busy_past_stop = bool(self.busy_spans) and self.busy_spans[-1][1] > self.idle_to
+        # Stopped before its busy time began, by the inferred path (its sidecar began serving, or its ready came,
+        # after its shutdown was asked: a pool made and shut down at once): no idle span, and nothing held.
+        self.stopped_first = not self.busy_past_stop and self.served and self.busy_until > self.idle_to
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]
         # Its memory at once over its whole life (the report's series and its peak: summed once, not twice).
@@ -549,6 +552,7 @@ class PoolStory:
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
                            "first": g.first, "mib_s": g.mib_s} for g in self.gaps],
             "alive_at_end": self.alive_at_end, "never_served": self.never_served, "busy_past_stop": self.busy_past_stop,
+            "stopped_first": self.stopped_first,
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
             "shutdown_at": rel(pool.shutdown_at), "shutdown_by": self.shutdown_by or None,
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,

@@ -332,8 +332,9 @@ def _idle_text(v: View, st: PoolStory) -> str:
         if st.after_quiesce is not None:
             q += f", holding {size_text(st.after_quiesce[1])} (read at {_at(rel(st.after_quiesce[0]))})"
     made = site(user_frame(pool.call.caller) or pool.call.caller)
-    idle = (f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}" if not st.busy_past_stop
-            else f"0 s after its last job: still busy {until}")  # never a span running backwards
+    idle = (f"0 s after its last job: still busy {until}" if st.busy_past_stop  # never a span running backwards
+            else f"0 s after {last}: stopped first, {until}" if st.stopped_first
+            else f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}")
     if (big := max(st.gaps, key=lambda g: g.end - g.start, default=None)) is not None:  # the job records tell gaps
         gap = gap_words(_at(rel(big.start)), _at(rel(big.end)), big.end - big.start, big.first) + (
             f" ({st.idle_total_s:.1f} s idle in all" + (f": {mib_s_text(st.idle_total_mib_s)})"

@@ -189,6 +189,8 @@ def _lifecycle(pool: dict[str, Any]) -> str:
              f"never served {span}: its sidecar never reached its serving loop" if pool.get("never_served")
              else f"not idle after its last job: busy until {seconds_text(pool['busy_until'])}, past its stop at "
                   f"{seconds_text(pool['idle_to'])}" if pool.get("busy_past_stop")
+             else f"not idle: stopped at {seconds_text(pool['idle_to'])}, before {seconds_text(pool['busy_until'])}"
+                  " (its serving or ready came after)" if pool.get("stopped_first")
              else f"idle {pool['idle_s']:.1f} s {span}"]
     gaps = pool.get("idle_gaps") or []
     if gaps:  # idle between its uses (its workers' job records): each gap, then every idle second in all
