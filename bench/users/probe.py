@@ -32,6 +32,7 @@ IDLE_CPU_PER_TICK_S = 0.02
 SIDECAR_MARK = "compile_worker/__main__.py"
 AUTOTUNE_MARK = "__autotune_main__.py"
 TOOL_MARKS = ("wp_autotrace", "wp-autotrace")
+SENTINEL_MARK = "[signal sentinel]"  # how `wp-autotrace run` names its signal sentinel (cli/run/signals.py)
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / ".venv" / "bin" / "wp-autotrace"
 
@@ -94,6 +95,7 @@ class Probe:
         self.main_pid = root.pid if not via_run else 0
         self.ticks: list[dict[str, Any]] = []
         self.main_end: float | None = None
+        self.program = ""  # the program's last argument (its script), as its command line shows it
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -126,7 +128,10 @@ class Probe:
                     self.tracked[key] = Tracked(p, now)
         if self.via_run and not self.main_pid:
             for t in self.tracked.values():
-                if t.ppid == self.root.pid and not any(m in t.cmd for m in TOOL_MARKS):
+                # run's child that runs the program: not run's signal sentinel (a fork of run named as the
+                # program, plus SENTINEL_MARK), nor a fork of run before its exec (no command line yet)
+                if (t.ppid == self.root.pid and not any(m in t.cmd for m in TOOL_MARKS)
+                        and self.program in t.cmd and SENTINEL_MARK not in t.cmd and t.alive()):
                     self.main_pid = t.pid
         by_pid = {t.pid: t for t in self.tracked.values() if t.alive()}
         for t in sorted(self.tracked.values(), key=lambda x: x.first_seen):
@@ -298,6 +303,7 @@ def main() -> int:
                                 start_new_session=True, cwd=str(out),
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         probe = Probe(psutil.Process(proc.pid), args.via_run)
+        probe.program = cmd[-1]
         rc = None
         start = time.monotonic()
         while rc is None and time.monotonic() - start < args.timeout:
