@@ -283,6 +283,20 @@ def test_one_clock_boot_time_to_the_microsecond() -> None:
     assert same_process(1.0, 1.01) and not same_process(1.0, 1.0 + 2 * SAME_START_S)
 
 
+def test_a_boot_time_read_across_a_preemption_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process preempted between its wall-clock and boot-clock reads (the wall clock jumps 40 ms inside the
+    bracket) still computes the boot time another process does, within one SAME_START_S: the tight read wins."""
+    from wp_autotrace.common import env
+    from wp_autotrace.common.procfs import SAME_START_S
+
+    truth = 1_000_000.0
+    walls = iter([truth + 10.0, truth + 10.04, truth + 10.05, truth + 10.0501])  # 1st bracket preempted
+    ups = iter([10.0, 10.0502])
+    monkeypatch.setattr(env.time, "time", lambda: next(walls))
+    monkeypatch.setattr(env.time, "clock_gettime", lambda _clock: next(ups))
+    assert abs(env._bracketed_boot() - truth) < SAME_START_S / 10
+
+
 def test_rss_heartbeats_only_on_a_move_or_keepalive(tmp_path: Path) -> None:
     """Idle processes write no rss between keep-alives; a move of >= 10% or >= 16 MiB is written at the
     next heartbeat; a keep-alive writes every live process's rss; the records stay plain tree records."""
