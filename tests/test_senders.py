@@ -194,3 +194,30 @@ def test_an_exit_code_wins_over_a_signal_sent(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     end = next(p["ending"] for p in rep["processes"] if p["pid"] == 310)
     assert end["kind"] != "signal" and "SIGTERM" not in end["words"] and end["code"] == 0, end
+
+
+def test_a_pool_killed_by_a_process_of_the_run_is_advised_about_that_sender(tmp_path: Path) -> None:
+    """Child 110 makes a pool (sidecar 210); its sibling 120 (a watchdog) SIGKILLs the sidecar by pid: the pool
+    died, and the advice names the sender that the report already names, never 'find what sent SIGKILL'."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    start(w, 0.2, 110, 100, "child")
+    start(w, 0.3, 120, 100, "child")
+    call(w, 1, 110, 100, "child", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=210)
+    watcher(w, 2.0, "tree", count=4, ended=[], started=[
+        proc(100, 1, 100, 0, "main"), proc(110, 100, 100, 0.2), proc(120, 100, 100, 0.3),
+        proc(210, 110, 100, 1.2, "compile-sidecar")])
+    sent(w, 5.0, 120, 100, "child", "kill", 210, 9, [DRIVER])
+    watcher(w, 5.5, "tree", count=3, started=[], ended=[{"pid": 210, "create_time": T0 + 1.2, "end": T0 + 5.4}],
+            zombies=[{"pid": 210, "create_time": T0 + 1.2, "ppid": 110, "since": T0 + 5.4, "status": 9}])
+    for pid in (110, 120):
+        w.add(8, pid, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(9, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(9, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "pool-died")
+    assert "sent by child 120" in f["text"], f["text"]
+    assert f["advice"].startswith("child 120 sent the SIGKILL itself (os.kill at actors.py:79 in <module>): "), \
+        f["advice"]
+    assert "find what sent" not in texts(rep)

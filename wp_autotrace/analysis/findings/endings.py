@@ -67,7 +67,12 @@ def pool_died(v: View) -> Finding | None:
     text = (f"The compile pool of sidecar {side.pid} (made by {pool.creator.role} {pool.creator.pid} at "
             f"{site(user_frame(pool.call.caller) or pool.call.caller)}) died at {at:.1f} s: {ending.words}{more}.")
     sig = v.endings.of(side)
-    if sig.group or sig.kind == WITH_GROUP:
+    if sig.sender is not None:  # a traced process of the run sent it: the cause is named, not to be looked for
+        call = sig.words.rsplit("(", 1)[1].rstrip(")") if "(" in sig.words else "its line is above"
+        advice = (f"{sig.by} sent the {sig.signal} itself ({call}): to stop a pool, call torch's "
+                  "shutdown_compile_workers() in the process that made it, after its last job; else keep that "
+                  "signal off the pool's processes")
+    elif sig.group or sig.kind == WITH_GROUP:
         advice = GROUP_ADVICE
     elif sig.kind in (OOM_KILL, OOM_AMONG):
         advice = OOM_ADVICE
