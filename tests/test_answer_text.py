@@ -444,14 +444,31 @@ def test_a_launcher_whose_exit_a_full_disk_may_have_lost_is_not_told_killed(tmp_
 
 def test_a_cut_headline_leaves_no_parenthesis_open() -> None:
     """A symptom's bullet cut to fit ends before a list in parentheses it would cut in the middle ("13 traced
-    call(s) never returned (1 AsyncCompile.process_pool, ..., 5 …" was the bundled example's)."""
+    call(s) never returned (1 AsyncCompile.process_pool, ..., 5 …" was the bundled example's); where that leaves
+    the subject alone, the text without its asides is cut instead, and keeps the clause after them."""
     from wp_autotrace.analysis.words.answer import headline
 
     text = ("13 traced call(s) never returned (1 AsyncCompile.process_pool, 1 AsyncCompile.warm_pool, 1 "
             "SubprocPool.__init__, 5 SubprocPool.shutdown, 5 shutdown_compile_workers), e.g. shutdown_compile_workers "
             "in compile-sidecar 20218, open 32.9 s until the process ended.")
     cut = headline({}, {"kind": "call-never-returned", "text": text}, under_cause=True)
-    assert cut == "13 traced call(s) never returned …", cut
+    assert cut == ("13 traced call(s) never returned, e.g. shutdown_compile_workers in compile-sidecar 20218, open "
+                   "32.9 s until the process ended."), cut  # the list was an aside: without it the rest fits
     inside = "A wait (" + "; ".join(["the sidecar was still starting"] * 6) + ") was told."
     cut = headline({}, {"kind": "call-never-returned", "text": inside}, under_cause=True)
-    assert cut == "A wait.", cut
+    assert cut == "A wait was told.", cut
+
+
+def test_a_cut_that_would_keep_the_subject_alone_keeps_the_clause_after_the_asides() -> None:
+    """A sender's words in parentheses after the subject took the room: the Answer said only "Compile worker(s)
+    7888, 7889 of sidecar 7383 ended by 41.0 s." Without the asides the clause that answers fits; "worker(s)" is a
+    word, not an aside."""
+    from wp_autotrace.analysis.words.answer import headline
+
+    text = ("Compile worker(s) 7888, 7889 of sidecar 7383 ended by 41.0 s (7888: ended on SIGTERM, sent by "
+            "compile-sidecar 7383 (os.kill at process.py:507 in terminate_broken); 7889: ended on SIGTERM, sent by "
+            "compile-sidecar 7383 (os.kill at process.py:507 in terminate_broken)): the job in flight failed "
+            "(BrokenProcessPool), and the sidecar started 2 new worker(s) at 41.1 s.")
+    cut = headline({}, {"kind": "worker-lost", "text": text})
+    assert cut == ("Compile worker(s) 7888, 7889 of sidecar 7383 ended by 41.0 s: the job in flight failed, and the "
+                   "sidecar started 2 new worker(s) at 41.1 s."), cut

@@ -406,11 +406,43 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
         return text
     if f.get("headline") and not under_cause:
         return str(f["headline"])
-    # cut at the last clause that fits (a whole clause, no "(…)" left: Findings has the rest), else at a word
+    out = _cut(text, limit)
+    if len(out) < limit // 2:
+        # the clause that fit sat inside an aside (a sender's "(os.kill at …)"), and closing it left the subject
+        # alone: the text without its asides keeps the clause that answers. Only then: an aside may be a
+        # qualifier ("(how, the log does not say)", "(1 of 2 read)") that a longer cut keeps.
+        plain = _cut(_without_asides(text), limit)
+        out = plain if len(plain) > len(out) else out
+    return out
+
+
+def _cut(text: str, limit: int) -> str:
+    """text within limit: cut at the last clause that fits (a whole clause, no "(…)" left: Findings has the
+    rest), else at a word."""
+    if len(text) <= limit:
+        return text
     cut = max(text.rfind(mark, 0, limit) for mark in ("; ", ": ", ", e.g. "))
     if cut > limit // 3:
         return _closed(text[:cut]).rstrip(".") + "."
     return _closed(text[:limit].rsplit(" ", 1)[0]) + " …"
+
+
+def _without_asides(text: str) -> str:
+    """text with each outermost " (…)" taken out (nested ones with it); an unclosed one is kept as written."""
+    # the parentheses inside an aside count whatever precedes them
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "(" and (depth or text[i - 1:i] == " "):  # "worker(s)" is a word, not an aside
+            if depth == 0:
+                out.append(text[start:i].rstrip(" "))
+                start = i
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                start = i + 1
+    out.append(text[start:])
+    return "".join(out)
 
 
 def _closed(cut: str) -> str:
