@@ -221,3 +221,26 @@ def test_a_pool_killed_by_a_process_of_the_run_is_advised_about_that_sender(tmp_
     assert f["advice"].startswith("child 120 sent the SIGKILL itself (os.kill at actors.py:79 in <module>): "), \
         f["advice"]
     assert "find what sent" not in texts(rep)
+
+
+def test_the_cleanup_of_a_broken_pool_is_no_workers_cause(tmp_path: Path) -> None:
+    """Worker 310 of sidecar 210's pool ends abruptly at 5.0 s (nothing recorded: an OOM kill); the sidecar's
+    ProcessPoolExecutor then runs terminate_broken, SIGTERMing both workers; both ends are seen in one tick.
+    Those records explain neither end (the cleanup follows the break): no worker is told as ended by the sidecar."""
+    broken = {"file": "/usr/lib/python3.11/concurrent/futures/process.py", "line": 507, "func": "terminate_broken"}
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=210)
+    watcher(w, 2.0, "tree", count=4, ended=[], started=[
+        proc(100, 1, 100, 0, "main"), proc(210, 100, 100, 1.2, "compile-sidecar"),
+        proc(310, 210, 100, 1.6, "compile-worker"), proc(311, 210, 100, 1.6, "compile-worker")])
+    for pid in (310, 311):
+        sent(w, 5.05, 210, 100, "compile-sidecar", "kill", pid, 15, [broken])
+    watcher(w, 5.5, "tree", count=2, started=[], ended=[{"pid": q, "create_time": T0 + 1.6, "end": T0 + 5.4}
+                                                        for q in (310, 311)])
+    w.add(9, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(9, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    ends = {p["pid"]: p["ending"] for p in rep["processes"] if p["pid"] in (310, 311)}
+    assert len(ends) == 2 and all("sender" not in e and "sent by" not in e["words"] for e in ends.values()), ends

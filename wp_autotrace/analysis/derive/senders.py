@@ -92,6 +92,16 @@ def frame_text(frame: dict[str, Any] | None, short: bool = False) -> str:
     return f"{path}:{frame.get('line')} in {frame.get('func') or '?'}"
 
 
+def _after_a_break(r: dict[str, Any]) -> bool:
+    """A signal concurrent.futures' terminate_broken sent: it runs only after a worker of the pool ended abruptly,
+    and signals every worker, the one already ended too; so it tells no worker's end (which one broke the pool,
+    and of what, the log does not say), and matching it named the cleanup as the cause."""
+    frames = r.get("frames")
+    return isinstance(frames, list) and any(
+        isinstance(f, dict) and f.get("func") == "terminate_broken"
+        and str(f.get("file", "")).replace(os.sep, "/").endswith("concurrent/futures/process.py") for f in frames)
+
+
 class Senders:
     """The signals the run's traced processes sent, indexed by the pid and the process group they went to."""
 
@@ -104,7 +114,7 @@ class Senders:
 
     def _index(self, p: Process, r: dict[str, Any]) -> None:
         target, how = r.get("target"), r.get("how")
-        if r.get("error") or not isinstance(target, int) or not isinstance(r.get("signal"), int):
+        if r.get("error") or not isinstance(target, int) or not isinstance(r.get("signal"), int) or _after_a_break(r):
             return
         if how == "killpg" or (how == "kill" and target <= 0):
             group = -target if how == "kill" and target < -1 else target
