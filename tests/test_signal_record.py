@@ -230,3 +230,18 @@ def test_restore_leaves_a_later_patch_alone(name: str) -> None:
         assert getattr(os, name) is later
     finally:
         setattr(os, name, real)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pidfd_send_signal"), reason="no pidfd_send_signal on this platform")
+def test_the_replaced_signal_function_answers_as_the_signal_modules() -> None:
+    """CPython's test_signal (test_functions_module_attr) asks each of signal's functions that is no builtin for
+    __module__ "signal"; pickle finds it by reference there, the same object back."""
+    import pickle
+
+    host_patches.install_signal_record(lambda event, **f: None)
+    try:
+        fn = signal.pidfd_send_signal
+        assert not inspect.isbuiltin(fn) and fn.__module__ == "signal", fn.__module__
+        assert pickle.loads(pickle.dumps(fn)) is fn
+    finally:
+        host_patches.restore_signal_record()

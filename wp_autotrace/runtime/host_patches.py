@@ -408,6 +408,9 @@ def install_signal_record(emit: "Callable[..., None]") -> None:
     if real is not None:
         _signals["pidfd_send_signal"] = real
         look_like(_pidfd_send_signal, real)
+        # Where a reader finds it: pydoc's and CPython's own test ask a signal function that is no builtin for
+        # __module__ "signal", and pickle finds it by reference there (the same object: ours, where installed).
+        _pidfd_send_signal.__module__, _pidfd_send_signal.__qualname__ = "signal", "pidfd_send_signal"
         for owner in _pidfd_owners():
             if getattr(owner, "pidfd_send_signal", None) is real:
                 owner.pidfd_send_signal = _pidfd_send_signal
