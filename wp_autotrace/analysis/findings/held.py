@@ -192,12 +192,17 @@ def pool_job_hang(v: View) -> Finding | None:
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
             f"{wait_how(v, c)}. {held_words(v, pool, c.ts, at, c)}.",
             [creator.pid, *(h.worker.pid for h in held)],
-            [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
-             + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]],
+            _job_evidence(v, held),
             JOB_HANG_ADVICE.format(pid=held[0].worker.pid), {"hang_s": round(at - c.ts, 3)},
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
             f"{wait_how(v, c)}: {held_short(v, pool, c.ts, at)}.")
     return None
+
+
+def _job_evidence(v: View, held: list[Held]) -> list[str]:
+    """The job records behind a held job (the first three workers'): who took which work when, and its end."""
+    return [f"job record: worker {h.worker.pid} took work {h.job.work_id} at {v.rel(h.job.start)} s, "
+            + (f"ended at {v.rel(h.until)} s" if h.ended else "no end") for h in held[:3]]
 
 
 def pool_wait_interrupted(v: View) -> Finding | None:
@@ -230,8 +235,7 @@ def pool_wait_interrupted(v: View) -> Finding | None:
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
             f"{wait_how(v, c)}; nothing in the log shows a hang: {then}. {held_words(v, pool, c.ts, at, c)}.",
             [creator.pid, *(x.worker.pid for x in held)],
-            [f"job record: worker {x.worker.pid} took work {x.job.work_id} at {v.rel(x.job.start)} s, "
-             + (f"ended at {v.rel(x.until)} s" if x.ended else "no end") for x in held[:3]],
+            _job_evidence(v, held),
             (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},
             short)
     return None
