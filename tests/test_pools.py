@@ -951,13 +951,9 @@ def test_a_pool_that_outlived_its_crashed_creator_is_told_with_the_fix_that_work
     assert "compile_threads=1" in fix and "shutdown_compile_workers" not in fix, fix
 
 
-def test_a_pool_that_outlived_its_creator_is_told_by_what_it_held_once_orphaned(tmp_path: Path) -> None:
-    """bench/users/pipe_held's log: the watcher read one of the 2 forked workers (77,508,608 B) beside its creator
-    (138,117,120 B) 0.05 s before the creator died, inside the pool's 0.1 s idle span (it ends at the creator's
-    end), then both workers every few seconds for the 60 s they outlived it: 113,459,200 + 113,448,960 B, where
-    the user's probe read 108.2 + 108.2 = 216.4 MiB. The Answer told the idle span's 74 MiB, counted "1 of 2
-    read" beside the dead creator's pages; what the pool held while the sentence says it outlived its creator
-    is the 216 MiB, counted at that moment (2 workers, their threads, no creator line)."""
+def orphaned_pool_read_late() -> Any:
+    """with_orphaned_fork_pool's log with its own readings: at 3.15 s (the idle span) worker 201 and the dying
+    creator 150 only (1 of the pool's 2 read); from 8 s on, both workers (108.2 MiB each), the creator gone."""
     from .test_model import with_orphaned_fork_pool
 
     w = with_orphaned_fork_pool()
@@ -969,6 +965,17 @@ def test_a_pool_that_outlived_its_creator_is_told_by_what_it_held_once_orphaned(
             {"pid": 201, "pss": 113459200, "uss": 6328320, "threads": 2},
             {"pid": 202, "pss": 113448960, "uss": 6324224, "threads": 2}])
     w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_pool_that_outlived_its_creator_is_told_by_what_it_held_once_orphaned(tmp_path: Path) -> None:
+    """bench/users/pipe_held's log: the watcher read one of the 2 forked workers (77,508,608 B) beside its creator
+    (138,117,120 B) 0.05 s before the creator died, inside the pool's 0.1 s idle span (it ends at the creator's
+    end), then both workers every few seconds for the 60 s they outlived it: 113,459,200 + 113,448,960 B, where
+    the user's probe read 108.2 + 108.2 = 216.4 MiB. The Answer told the idle span's 74 MiB, counted "1 of 2
+    read" beside the dead creator's pages; what the pool held while the sentence says it outlived its creator
+    is the 216 MiB, counted at that moment (2 workers, their threads, no creator line)."""
+    w = orphaned_pool_read_late()
     rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert pool["idle_to"] == pytest.approx(3.2, abs=0.01) and pool["held_pss_bytes"] == 77508608, pool
@@ -1552,17 +1559,7 @@ def test_a_held_figure_from_a_moment_that_read_some_of_the_pool_says_how_many(tm
     assert "holding at least 215 MiB (PSS, 2 of 3 processes read)" in page, page
     assert "holding 215 MiB" not in page
 
-    from .test_model import with_orphaned_fork_pool
-
-    w = with_orphaned_fork_pool()
-    w.lines = [r for r in w.lines if r["event"] != "memory"]
-    w.add(3.15, 900, 100, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
-        {"pid": 201, "pss": 77508608, "uss": 5718016, "threads": 2}, {"pid": 150, "pss": 138117120, "uss": 2**20}])
-    for t in (8.0, 30.0, 60.0):
-        w.add(t, 900, 100, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
-            {"pid": 201, "pss": 113459200, "uss": 6328320, "threads": 2},
-            {"pid": 202, "pss": 113448960, "uss": 6324224, "threads": 2}])
-    w.lines.sort(key=lambda r: r["ts"])
+    w = orphaned_pool_read_late()
     rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert pool["held_pss_bytes"] == 77508608 and (pool["held_read"], pool["held_processes"]) == (1, 2), pool
