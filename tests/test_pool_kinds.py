@@ -447,6 +447,7 @@ AUTOTUNE = PROBE_PRELUDE + textwrap.dedent('''
     if __name__ == "__main__":
         proc = TuningProcess(device=None)  # max-autotune's subprocess (TORCHINDUCTOR_AUTOTUNE_IN_SUBPROC=1)
         killed = proc.process.pid
+        held = proc.process  # a Popen reaps its child in __del__ if dead by then: hold it, so the zombie stays
         proc.put(functools.partial(time.sleep, 600))  # a candidate whose benchmark hangs
         try:
             proc.get(timeout=1)  # the benchmark's wait: torch kills the subprocess on its timeout
