@@ -21,6 +21,11 @@ pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plugins"
 POOL_WAIT_S = 4  # long enough for the sidecar and its workers to start and log
+# Each run's bound: two chained torch imports (the main's, its sidecar's) took 40-46 s at load 9-19 (CI, 2 cores
+# beside other jobs), where a 60 s bound had been; the bound only ends a stuck run, so it is far from that.
+RUN_S = 240
+# A job's bound inside the program: the sidecar's start (its torch import) comes first, ~20 s of it on that box.
+JOB_S = 120
 
 
 def plugin_env(log: Path, name: str, **extra: str) -> dict[str, str]:
@@ -58,7 +63,7 @@ def test_reset_shape_one_sidecar_no_nesting(tmp_path: Path, log: Path) -> None:
     """Autoload off around warm_pool(): the main process warms one pool; its sidecar does not load the plugin."""
     script = tmp_path / "prog.py"
     script.write_text(IDLE_THEN_EXIT)
-    res = run_python([str(script)], plugin_env(log, "wp_fx_reset"), timeout=60)
+    res = run_python([str(script)], plugin_env(log, "wp_fx_reset"), timeout=RUN_S)
     assert res.returncode == 0 and res.stdout == "bye\n", res.stderr[-2000:]
     recs = read_log(log)
     starts = {r["pid"]: r for r in events(recs, "process_start")}
@@ -103,10 +108,10 @@ def test_plain_shape_nests_sidecars(tmp_path: Path, log: Path) -> None:
     assert nested["text"].startswith("Nested compile pools") and "wp_fx_plain/_inductor/__init__.py" in nested["text"]
 
 
-SUBCLASS_PROG = textwrap.dedent('''
+SUBCLASS_PROG = textwrap.dedent(f'''
     import torch
     from wp_fx_subclass._inductor import DeviceAsyncCompile
-    print(DeviceAsyncCompile().device_kernel(5).result(timeout=40))
+    print(DeviceAsyncCompile().device_kernel(5).result(timeout={JOB_S}))
     DeviceAsyncCompile.process_pool().shutdown()
     print("bye")
 ''')
@@ -116,7 +121,7 @@ def test_subclass_pool_recorded_through_subclass_rule(tmp_path: Path, log: Path)
     """A CustomAsyncCompile-style subclass: its process_pool() and the pool it builds are recorded."""
     script = tmp_path / "prog.py"
     script.write_text(SUBCLASS_PROG)
-    res = run_python([str(script)], plugin_env(log, "wp_fx_subclass"), timeout=60)
+    res = run_python([str(script)], plugin_env(log, "wp_fx_subclass"), timeout=RUN_S)
     assert res.returncode == 0 and res.stdout == "5\nbye\n", res.stderr[-2000:]
     recs = read_log(log)
     starts = {r["pid"]: r for r in events(recs, "process_start")}
@@ -141,11 +146,23 @@ def test_subclass_pool_recorded_through_subclass_rule(tmp_path: Path, log: Path)
 
 
 JOB_PROG = textwrap.dedent(f'''
-    import time
+    import json, os, sys, time
     import torch
     from torch._inductor.async_compile import AsyncCompile
     from wp_fx_jobs._inductor.jobs import negate
-    print(AsyncCompile.process_pool().submit(negate, 5).result(timeout=40), flush=True)
+    print(AsyncCompile.process_pool().submit(negate, 5).result(timeout={JOB_S}), flush=True)
+
+    def sidecars():
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            recs = [json.loads(x) for x in f.read().split(b"\\n") if b'"process_start"' in x and x.endswith(b"}}")]
+        return sum(r["event"] == "process_start" and r["role"] == "compile-sidecar" for r in recs)
+
+    # Until the log holds the sidecars argv[1] names (the main's, and the one a worker's warm starts where no
+    # guard refuses it), bounded: the run's end kills its session, and after a fixed sleep a loaded box had not
+    # always started the worker's sidecar yet. Then the idle a refused warm had to start one, if it were not.
+    deadline = time.monotonic() + {JOB_S}
+    while sidecars() < int(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.2)
     time.sleep({POOL_WAIT_S})
     print("bye")
 ''')
@@ -155,7 +172,7 @@ def test_ungated_warm_runs_in_a_worker_unpickling_a_plugin_job(tmp_path: Path, l
     """Autoload reset but no TORCH_WARM_POOL gate: the worker importing the plugin for a job warms a pool."""
     script = tmp_path / "prog.py"
     script.write_text(JOB_PROG)
-    res = run_python([str(script)], plugin_env(log, "wp_fx_jobs"), timeout=60)
+    res = run_python([str(script), "2"], plugin_env(log, "wp_fx_jobs"), timeout=RUN_S)
     assert res.returncode == 0 and res.stdout == "-5\nbye\n", res.stderr[-2000:]
     recs = read_log(log)
     starts = {r["pid"]: r for r in events(recs, "process_start")}
@@ -172,7 +189,8 @@ def test_ungated_warm_in_worker_refused_by_guard(tmp_path: Path, log: Path) -> N
     """The same run under WP_AUTOTRACE_GUARD=nested-pools: the worker's warm_pool is refused, the job still runs."""
     script = tmp_path / "prog.py"
     script.write_text(JOB_PROG)
-    res = run_python([str(script)], plugin_env(log, "wp_fx_jobs", WP_AUTOTRACE_GUARD="nested-pools"), timeout=60)
+    res = run_python([str(script), "1"], plugin_env(log, "wp_fx_jobs", WP_AUTOTRACE_GUARD="nested-pools"),
+                     timeout=RUN_S)
     assert res.returncode == 0 and res.stdout == "-5\nbye\n", res.stderr[-2000:]
     recs = read_log(log)
     roles = [s["role"] for s in events(recs, "process_start")]
