@@ -91,6 +91,10 @@ POOL_ENV = (
 # Open MPI, MPICH/Intel MPI, PMIx): which rank a process serves, and under which
 # launch. The launch identities (analysis/derive/jobs.py groups runs of several hosts
 # into one job by them) are a few more reads of os.environ per process start.
+#
+# torchrun (elastic agent) sets it in every rank it starts: 0 for the first attempt, N after N restarts of the
+# worker group; a rank's processes of two attempts are one rank started twice (analysis/derive/attempts.py).
+RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
 RANK_ENV = (
     "RANK",
     "LOCAL_RANK",
@@ -101,6 +105,8 @@ RANK_ENV = (
     "OMPI_COMM_WORLD_RANK",
     "PMI_RANK",
     "TORCHELASTIC_RUN_ID",
+    # the attempt: torchrun starts every rank again after a failure, each time with this one higher
+    RESTART_COUNT_ENV,
     # launch identities
     "MASTER_ADDR",
     "MASTER_PORT",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import DATALOADER_WORKER, SIDECAR_ROLES
+from .attempts import restart_story
 from .counts import counts_at, sample_near
 from .memseries import peak_at_once
 
@@ -60,26 +61,37 @@ def pools_across(v: View) -> dict[str, Any] | None:
     # memory at once as docs/evidence.md defines it (memseries.peak_at_once, as costs.pool_peak_pss_bytes): the
     # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
     at, read, alive, t = peak_at_once(pools_procs(v))
-    return {**_counted(pools_procs(v), list(creators.values()), t, v.rel),
+    makers = list(creators.values())
+    return {**_counted(v, pools_procs(v), makers, t),
         "creators": len(creators), "pools": len(v.pools),
         "sidecars": sum(1 for p in sidecars if p.role in SIDECAR_ROLES) or len(sidecars),
         "workers": len(workers), "processes": len(sidecars) + len(workers),
         "at_once_bytes": at, "at_once_all_read": at is not None and read == alive,
-        "scales_with": _scales_with(v, list(creators.values())) if len(creators) > 1 else None,
+        "scales_with": _scales_with(v, makers) if len(creators) > 1 else None,
+        # the ranks among them, by the rank each was started as: two processes of one rank are one rank
+        "ranks": len({v.rank_of[p.index] for p in makers if p.index in v.rank_of}),
+        # a launcher that started its ranks again: the same ranks, once per attempt (attempts.py)
+        "restart": restart_story(v, makers) if len(creators) > 1 else None,
     }
 
 
-def _counted(procs: list[Process], creators: list[Process], t: float | None, rel: Any) -> dict[str, Any]:
-    """At the moment of the pools' memory at once, as ps counts: the pool processes' threads (those read), and
-    the creators' own memory and threads when the watcher read every creator in those sweeps."""
+def _counted(v: View, procs: list[Process], creators: list[Process], t: float | None) -> dict[str, Any]:
+    """At the moment of the pools' memory at once, as ps counts: every process of the run alive then (the main,
+    the launcher, helpers and compilers included: what ps lists of the run), the pool processes alive then and
+    their threads (those read), and the makers alive then with their own memory and threads when the watcher
+    read each of them in those sweeps (a maker that had ended, another attempt's rank, is no ps line then)."""
     c = counts_at(procs, None, t)
     if c is None or t is None:
         return {}
-    own = [sample_near(p, t) for p in creators]
-    out: dict[str, Any] = {"counted_at": rel(t), "pool_threads": sum(c["threads"].values()) if c["threads"] else None,
-                           "pool_threads_all": len(c["threads"]) == c["processes"]}
-    if all(s is not None for s in own):
-        read = [(p, s) for p, s in zip(creators, own) if s is not None]
+    out: dict[str, Any] = {"counted_at": v.rel(t), "pool_threads": sum(c["threads"].values()) if c["threads"] else None,
+                           "pool_threads_all": len(c["threads"]) == c["processes"],
+                           "pool_processes_alive": c["processes"],
+                           "run_processes": sum(1 for p in v.procs if p.alive_at(t))}
+    live = [p for p in creators if p.alive_at(t)]
+    own = [sample_near(p, t) for p in live]
+    if live and all(s is not None for s in own):
+        read = [(p, s) for p, s in zip(live, own) if s is not None]
+        out["creators_alive"] = len(live)
         out["creators_pss_bytes"] = sum(s[1] for _, s in read)
         threads = [p.threads.get(s[0]) for p, s in read]
         out["creators_threads"] = sum(n for n in threads if n) if all(threads) else None

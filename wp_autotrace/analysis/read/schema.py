@@ -145,7 +145,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
         ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
                        "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
-                       "TORCHELASTIC_RUN_ID, and the launch ids that group runs into jobs: MASTER_ADDR, MASTER_PORT, "
+                       "TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT (the attempt: 0, then 1 after torchrun's first "
+                       "restart of the ranks), and the launch ids that group runs into jobs: MASTER_ADDR, MASTER_PORT, "
                        "SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NODEID, OMPI_MCA_ess_base_jobid, PMIX_NAMESPACE, "
                        "PMI_JOBID, WP_AUTOTRACE_JOB); absent when none is"),
     )),

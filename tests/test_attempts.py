@@ -1,0 +1,172 @@
+"""A torchrun restart told as its user counts it (analysis/derive/attempts.py): ranks, each started once per
+attempt, not more ranks; the restart, what it followed and what it cost. And the pools' counts at one moment
+as what they are: every process of the run alive then, of which the ranks and their pools were read.
+
+The log is crafted as torch 2.13's torchrun writes it (bench/users/torchrun_restart.py ran it live; the
+Answer before and after is in docs/users.md, D44 and D34): launcher 100 (`python -m torch.distributed.run`)
+starts ranks 110 and 120 (TORCHELASTIC_RESTART_COUNT 0), each makes its pool (sidecar + 2 workers); rank 1
+exits with code 1 at 20 s; the launcher sends SIGTERM to rank 0's process group (os.killpg), which ends rank 0
+and its pool; it starts ranks 130 and 140 (count 1) at 22 s, each makes its pool again (ready 2 s later) and
+compiles again; both end normally at 30 s. multiprocessing's resource tracker of the launcher lives throughout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wp_autotrace.analysis.read.logread import read_logs
+from wp_autotrace.analysis.report import analyze
+
+from .logs import AC, SP, T0, LogWriter
+
+MIB = 2**20
+USER = {"file": "/home/u/train.py", "line": 50, "func": "main"}
+RUN = {"run": "r1", "root_pid": 100}
+# (rank, attempt): (rank pid, sidecar pid, start)
+RANKS = {(0, 0): (110, 210, 1.0), (1, 0): (120, 220, 1.0), (0, 1): (130, 230, 22.0), (1, 1): (140, 240, 22.0)}
+THREADS = {"rank": 3, "compile-sidecar": 4, "compile-worker": 2}
+PSS_MIB = {"rank": 250, "compile-sidecar": 200, "compile-worker": 15}
+
+
+def _start(w: LogWriter, t: float, pid: int, ppid: int, role: str, rank: dict[str, str] | None,
+           argv: list[str], forked: bool = False) -> None:
+    w.add(t, pid, ppid, role, "process_start", argv=argv, python="3.11.7", forked=forked, env={},
+          create_time=T0 + t, **({"rank": rank} if rank else {}), **RUN)
+
+
+def _call(w: LogWriter, t: float, pid: int, ppid: int, role: str, target: str, cid: int, end: float,
+          parent: int | None = None, **ret: Any) -> None:
+    w.add(t, pid, ppid, role, "call", target=target, call_id=cid, thread="MainThread", stack=[USER], caller=USER,
+          **({"parent_call": parent} if parent is not None else {}))
+    w.add(end, pid, ppid, role, "return", call_id=cid, duration_s=end - t, **ret)
+
+
+def _mem(w: LogWriter, t: float, procs: list[tuple[int, float, str]]) -> None:
+    """A watcher memory sweep: each (pid, start, kind) with its PSS and its threads."""
+    w.add(t, 900, 1, "watcher", "memory", procs=[
+        {"pid": pid, "create_time": T0 + st, "pss": PSS_MIB[kind] * MIB, "uss": PSS_MIB[kind] * MIB // 2,
+         "rss": 2 * PSS_MIB[kind] * MIB, "threads": THREADS[kind]} for pid, st, kind in procs], devices=[], **RUN)
+
+
+def _attempt(w: LogWriter, attempt: int, with_count: bool) -> list[tuple[int, float, str]]:
+    """Both ranks of one attempt: each makes its pool (ready 2 s after it is made), then compiles."""
+    procs = []
+    for rank in (0, 1):
+        pid, side, t = RANKS[(rank, attempt)]
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+               "TORCHELASTIC_RUN_ID": "x1", "MASTER_ADDR": "localhost", "MASTER_PORT": "29500",
+               **({"TORCHELASTIC_RESTART_COUNT": str(attempt)} if with_count else {})}
+        _start(w, t, pid, 100, "child", env, ["python", "-u", "train.py"])
+        w.add(t + 0.2, pid, 100, "child", "config", settings={"compile_threads": 2}, torch_version="2.13.0+cpu")
+        _call(w, t + 1, pid, 100, "child", f"{AC}:AsyncCompile.wait_pool_ready", 1, t + 3)
+        _call(w, t + 1.1, pid, 100, "child", f"{SP}:SubprocPool.__init__", 2, t + 1.5, parent=1, sidecar_pid=side)
+        _start(w, t + 1.2, side, pid, "compile-sidecar", env, ["python", "x/compile_worker/__main__.py"])
+        _call(w, t + 2.5, side, pid, "compile-sidecar", f"{SP}:SubprocMain._start_pool", 1, t + 2.9,
+              worker_pids=[side + 1, side + 2])
+        for k in (1, 2):
+            _start(w, t + 2.6, side + k, side, "compile-worker", env, ["python", "x/compile_worker/__main__.py"],
+                   forked=True)
+        _call(w, t + 3.1, pid, 100, "child", "torch._dynamo.convert_frame:_compile", 3, t + 5)
+        procs += [(pid, t, "rank"), (side, t + 1.2, "compile-sidecar"), (side + 1, t + 2.6, "compile-worker"),
+                  (side + 2, t + 2.6, "compile-worker")]
+    return procs
+
+
+def restart_log(with_count: bool = True) -> LogWriter:
+    """The module docstring's run; with_count False: a tracer that did not record TORCHELASTIC_RESTART_COUNT."""
+    w = LogWriter()
+    _start(w, 0, 100, 1, "main", None, ["python", "-m", "torch.distributed.run", "--nproc-per-node=2",
+                                        "--max-restarts=1", "train.py"])
+    w.add(0.05, 900, 1, "watcher", "watcher_start", interval=0.5, linger=5.0, **RUN)
+    _start(w, 0.5, 101, 100, "resource-tracker", None, ["python", "-c", "from multiprocessing.resource_tracker "
+                                                                           "import main;main(5)"])
+    first = _attempt(w, 0, with_count)
+    _mem(w, 8.0, first)
+    _mem(w, 12.0, first)
+    w.add(20.0, 120, 100, "child", "error", source="excepthook", exc_type="RuntimeError", message="loss is NaN")
+    w.add(20.0, 120, 100, "child", "process_exit", how="exit", code=1, counts={}, dropped=0)
+    ended = [{"pid": p, "end": T0 + 20.0} for p in (120, 220, 221, 222)]
+    w.add(20.1, 900, 1, "watcher", "tree", count=8, started=[], ended=ended, **RUN)
+    w.add(20.5, 100, 1, "main", "signal_sent", how="killpg", target=110, signal=15, frames=[
+        {"file": "/site/torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py",
+         "line": 85, "func": "close"}])
+    ended = [{"pid": p, "end": T0 + 21.0} for p in (110, 210, 211, 212)]
+    w.add(21.1, 900, 1, "watcher", "tree", count=2, started=[], ended=ended, **RUN)
+    second = _attempt(w, 1, with_count)
+    _mem(w, 28.0, second)
+    for rank in (0, 1):
+        pid, side, _ = RANKS[(rank, 1)]
+        _call(w, 29.0, pid, 100, "child", f"{AC}:shutdown_compile_workers", 4, 29.5)
+        _call(w, 29.01, pid, 100, "child", f"{SP}:SubprocPool.shutdown", 5, 29.4, parent=4, sidecar_pid=side)
+        for q in (side + 1, side + 2, side):
+            w.add(29.3, q, side if q != side else pid, "compile-worker" if q != side else "compile-sidecar",
+                  "process_exit", how="exit", code=0, counts={}, dropped=0)
+        w.add(30.0, pid, 100, "child", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    w.add(30.5, 101, 100, "resource-tracker", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    w.add(31.0, 100, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    w.add(31.2, 900, 1, "watcher", "leftover", how="root-exit", count=0, pids=[], procs=[], **RUN)
+    return w
+
+
+def _report(w: LogWriter, tmp_path: Path) -> dict[str, Any]:
+    return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+
+
+def test_a_restart_counts_ranks_once_and_tells_the_restart_and_its_cost(tmp_path: Path) -> None:
+    """Two ranks started twice are 2 ranks that each made a pool twice, not 4 ranks; each attempt's memory at once
+    is its own pools' sum at one moment (2 x (200 + 2 x 15) MiB); the restart follows rank 1's exit (code 1), and
+    its cost is told: the pools made again, each ready 1.9 s after it was made (SubprocPool.__init__ to
+    wait_pool_ready's return), the compiles done again at 27.0 s, 7.0 s after the failure; nothing of the first
+    attempt's pools was alive when the new ranks started."""
+    rep = _report(restart_log(), tmp_path)
+    across = rep["pools_across"]
+    story = across["restart"]
+    assert (story["launcher"], story["restarts"], story["ranks"]) == ("torchrun", 1, 2), story
+    first, second = story["attempts"]
+    for a in (first, second):
+        assert (a["ranks"], a["pools"], a["sidecars"], a["workers"], a["processes"]) == (2, 2, 2, 4, 6), a
+        assert a["at_once_bytes"] == 2 * (200 + 2 * 15) * MIB and a["at_once_all_read"], a
+    assert first["failed"] == {"rank": "rank 1", "pid": 120, "at": 20.0, "words": "exited (code 1)"}, first
+    assert first["left_alive"] == 0 and second["left_alive"] is None
+    assert (second["started_at"], second["ready_s"], second["compiled_at"]) == (22.0, [1.9, 1.9], 27.0), second
+    lead = rep["answer"].splitlines()[0]
+    assert lead.startswith("- 2 ranks each made a compile pool, twice: torchrun restarted them once, after rank 1 "
+                           "exited (code 1) at 20.0 s. Each time 2 sidecars + 4 workers = 6 compile processes, "
+                           "460 MiB together at once; at 8.0 s"), lead
+    assert "it grows with the rank count." in lead and "4 processes" not in lead and "per rank" not in lead
+    assert ("The restart made 2 pools again: the new ranks started at 22.0 s, their pools ready 1.9 s and 1.9 s "
+            "after they were made, and their compiles done again at 27.0 s (7.0 s after rank 1 ended); none of the "
+            "first attempt's pool processes was alive when they started.") in lead, lead
+    json.dumps(rep)
+
+
+def test_the_counts_at_one_moment_say_what_ps_lists_and_what_was_read(tmp_path: Path) -> None:
+    """At the pools' memory peak (8.0 s, the first attempt's) ps lists every process of the run alive then: the
+    launcher, its resource tracker, the 2 ranks and their 6 pool processes, 10 (the old words said "ps listed 16
+    processes": the pools' processes of both attempts and all 4 ranks' processes, never alive together). The
+    threads and memory told are those read: the 2 ranks' and their pools' (2 x 3 + 2 x (4 + 2 + 2) = 22 threads;
+    2 x 250 + 460 MiB)."""
+    rep = _report(restart_log(), tmp_path)
+    across = rep["pools_across"]
+    assert (across["counted_at"], across["run_processes"], across["pool_processes_alive"],
+            across["creators_alive"]) == (8.0, 10, 6, 2), across
+    assert (across["pool_threads"], across["creators_threads"]) == (16, 6), across
+    assert across["creators_pss_bytes"] == 500 * MIB
+    lead = rep["answer"].splitlines()[0]
+    assert ("; at 8.0 s the run had 10 processes: the 2 ranks and their 6 pool processes ran 22 threads and held "
+            "960 MiB together (PSS; the ranks 500 MiB of their own)") in lead, lead
+    assert "ps listed" not in lead
+
+
+def test_without_the_restart_count_no_attempt_is_guessed(tmp_path: Path) -> None:
+    """A log whose ranks carry no TORCHELASTIC_RESTART_COUNT (an older tracer): no restart is told, but the 4
+    processes are counted as what they were started as, 2 ranks (RANK 0 and 1, each twice)."""
+    rep = _report(restart_log(with_count=False), tmp_path)
+    across = rep["pools_across"]
+    assert across["restart"] is None and across["ranks"] == 2
+    lead = rep["answer"].splitlines()[0]
+    assert lead.startswith("- 4 processes of 2 ranks each made a compile pool (per rank): 4 sidecars + 8 workers "
+                           "= 12 compile processes, 460 MiB together at once"), lead
+    assert "restart" not in lead
