@@ -179,6 +179,9 @@ def test_14808_each_rank_makes_a_pool_counted_across_processes(tmp_path: Path) -
         sidecars, workers = compile_processes(root)
         ranks = [psutil.Process(p).ppid() for p in sidecars]  # each sidecar's maker: a rank
         threads = {p: psutil.Process(p).num_threads() for p in ranks + sidecars + workers}
+        # every process ps lists of the run now, with its start: those started by the report's moment were alive then
+        everyone = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
+        probed.update(started=[p.create_time() for p in everyone if p.status() != psutil.STATUS_ZOMBIE])
         probed.update(sidecars=sidecars, workers=workers, pss=sum(pss(p) for p in sidecars + workers), at=time.time(),
                       ranks_pss=sum(pss(p) for p in ranks), pool_threads=sum(threads[p] for p in sidecars + workers),
                       ranks_threads=sum(threads[p] for p in ranks))
@@ -220,8 +223,13 @@ def test_14808_each_rank_makes_a_pool_counted_across_processes(tmp_path: Path) -
     own = across["creators_pss_bytes"]
     assert abs(own - seen["ranks_pss"]) <= AT_ONCE_TOLERANCE * seen["ranks_pss"], (own, seen["ranks_pss"])
     threads = seen["pool_threads"] + seen["ranks_threads"]
-    assert f"with the 3 ranks, ps listed 12 processes and {threads} threads" in " ".join(first.split()), first
-    assert f"the ranks held {round(own / MIB)} MiB of their own" in first
+    assert f"the 3 ranks and their 9 pool processes ran {threads} threads" in " ".join(first.split()), first
+    assert f"the ranks {round(own / MIB)} MiB of their own" in first
+    # what ps listed of the run then: at least every process the probe saw that had started by that moment (alive
+    # at both moments, so between them too), the main and multiprocessing's resource tracker among them
+    before = sum(1 for t in seen["started"] if t <= rep["t0"] + across["counted_at"])
+    assert across["run_processes"] >= max(before, 1 + 3 + 9), (across, seen["started"])
+    assert f"the run had {across['run_processes']} processes" in " ".join(first.split()), first
 
 
 COMPILE_GROWTH = textwrap.dedent('''

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 
@@ -139,6 +140,9 @@ def test_a_restart_counts_ranks_once_and_tells_the_restart_and_its_cost(tmp_path
     assert ("The restart made 2 pools again: the new ranks started at 22.0 s, their pools ready 1.9 s and 1.9 s "
             "after they were made, and their compiles done again at 27.0 s (7.0 s after rank 1 ended); none of the "
             "first attempt's pool processes was alive when they started.") in lead, lead
+    # the Ranks section: each rank once, with the processes torchrun started as it
+    assert [(r["rank"], r["started"]) for r in rep["ranks"]] == [("rank 0", [110, 130]), ("rank 1", [120, 140])]
+    assert "- rank 0: child 110 (train.py), started 2 times (110, 130); " in render_text(rep, {})
     json.dumps(rep)
 
 

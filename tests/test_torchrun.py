@@ -89,6 +89,8 @@ def test_torchrun_two_ranks(tmp_path: Path) -> None:
         assert s["rank"]["LOCAL_RANK"] == r and s["rank"]["WORLD_SIZE"] == "2"
         assert s["rank"]["LOCAL_WORLD_SIZE"] == "2" and s["rank"]["GROUP_RANK"] == "0"
         assert s["rank"]["TORCHELASTIC_RUN_ID"]
+        # the attempt torchrun started it in (no restart yet): the one sign that tells a restarted rank apart
+        assert s["rank"]["TORCHELASTIC_RESTART_COUNT"] == "0"
     # sidecars inherit their rank's variables: pools can be grouped per rank
     sidecars = [s for s in starts if s["role"] == "compile-sidecar"]
     assert {s.get("rank", {}).get("RANK") for s in sidecars} >= {"0", "1"}

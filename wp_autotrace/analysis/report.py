@@ -180,8 +180,9 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
     labels = [label for _, label in groups]
     rows = []
     for (run, label), procs in groups.items():
-        top = next((p for p in procs if rank_value(p.rank) and not (p.parent and v.rank_of.get(p.parent.index)
-                                                                     == label)), procs[0])
+        # the processes the launcher started as this rank: one per attempt where it restarted the ranks
+        heads = [p for p in procs if rank_value(p.rank) and not (p.parent and v.rank_of.get(p.parent.index) == label)]
+        top = heads[0] if heads else procs[0]
         members = {p.index for p in procs}
         left = [p for p in procs if p.index in leftover]
         step = top.rank.get("SLURM_STEP_ID") if top.rank else None
@@ -189,6 +190,7 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
             "rank": label, "run": run, "step": str(step) if step is not None else None,
             "name": _rank_name(label, run, step, labels.count(label) > 1),
             "pid": top.pid, "host": top.host, "role": top.role, "label": process_label(top),
+            "started": [p.pid for p in sorted(heads, key=lambda p: (p.start or 0.0, p.index))],
             "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in vocab.SIDECAR_ROLES),
             "pools": sum(1 for pool in v.pools if pool.creator.index in members),
             "max_depth": max(p.depth for p in procs) - top.depth,

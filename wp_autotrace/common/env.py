@@ -94,7 +94,7 @@ POOL_ENV = (
 #
 # torchrun (elastic agent) sets it in every rank it starts: 0 for the first attempt, N after N restarts of the
 # worker group; a rank's processes of two attempts are one rank started twice (analysis/derive/attempts.py).
-RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
+ELASTIC_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"
 RANK_ENV = (
     "RANK",
     "LOCAL_RANK",
@@ -106,7 +106,7 @@ RANK_ENV = (
     "PMI_RANK",
     "TORCHELASTIC_RUN_ID",
     # the attempt: torchrun starts every rank again after a failure, each time with this one higher
-    RESTART_COUNT_ENV,
+    ELASTIC_RESTART_COUNT,
     # launch identities
     "MASTER_ADDR",
     "MASTER_PORT",

@@ -12,7 +12,6 @@ tools/check_targets.py) where each row's name is defined.
 # it without loading this table); re-exported here under the names the readers use.
 from .env import ARGV_ROLES as ARGV_ROLES  # its home: what a command line runs (env.py)
 from .env import RANK_ENV as RANK_ENV
-from .env import RESTART_COUNT_ENV as RESTART_COUNT_ENV
 from .env import rank_env as rank_env
 from .vocab import CONFIG as CONFIG  # a mode (below): the module's settings, read once it has loaded
 from .vocab import IMPORT as IMPORT  # a mode (below): the module's import itself is the event

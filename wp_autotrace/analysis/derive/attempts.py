@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...common import targets
-from ...common.env import RESTART_COUNT_ENV
+from ...common.env import ELASTIC_RESTART_COUNT
 from .labels import process_label, rank_value
 from .memseries import peak_at_once
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def attempt_of(p: Process) -> int | None:
     """The attempt p's launcher started it in (its TORCHELASTIC_RESTART_COUNT), or None where not recorded."""
-    value = p.rank.get(RESTART_COUNT_ENV) if isinstance(p.rank, dict) else None
+    value = p.rank.get(ELASTIC_RESTART_COUNT) if isinstance(p.rank, dict) else None
     try:
         return int(value) if value is not None else None
     except (TypeError, ValueError):

@@ -273,7 +273,9 @@ def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             out.append(_more(ranks, limit))
             continue
         left = f", {e['leftovers']} left" if e["leftovers"] else ""
-        out.append(f"- {e['name']}: {e['role']} {e['pid']} ({e['label']}); {e['processes']} process(es), "
+        started = e.get("started") or []
+        again = f", started {len(started)} times ({', '.join(map(str, started))})" if len(started) > 1 else ""
+        out.append(f"- {e['name']}: {e['role']} {e['pid']} ({e['label']}){again}; {e['processes']} process(es), "
                    f"{e['pools']} pool(s), {e['sidecars']} sidecar(s) {e['max_depth']} deep{left}"
                    + (f", {e['errors']} error(s)" if e["errors"] else ""))
     return out
