@@ -81,11 +81,11 @@ def test_a_pool_is_counted_as_ps_counts_it(tmp_path: Path) -> None:
     bullets = [" ".join(b.split()) for b in answer.split("\n- ")]
     exit_wait = "The main process waited " in bullets[0] and " s in shutdown_compile_workers at exit." in bullets[0]
     first = bullets[1 if exit_wait else 0]
-    assert (f"ps listed 4 processes (main + sidecar + 2 workers), {sum(threads)} threads "
+    assert (f"the pool and its main were 4 processes (main + sidecar + 2 workers), {sum(threads)} threads "
             f"({' + '.join(map(str, threads))})") in first, answer
     total = c["creator_pss_bytes"] + c["pool_pss_bytes"]
     assert f"main {main} held {round(c['creator_pss_bytes'] / 2**20)} MiB of its own" in first
-    assert f"{round(total / 2**20)} MiB in all (PSS)" in first
+    assert f"{round(total / 2**20)} MiB together (PSS)" in first
 
 
 def test_a_creator_not_read_is_still_a_ps_line_and_its_threads_make_the_sum_a_floor() -> None:
@@ -100,7 +100,8 @@ def test_a_creator_not_read_is_still_a_ps_line_and_its_threads_make_the_sum_a_fl
                        "creator_pid": 10, "creator_role": "main", "creator_pss_bytes": None,
                        "creator_threads": None}}
     text = counts_words(pool)
-    assert text == " At 4.7 s ps listed 4 processes (main + sidecar + 2 workers), at least 8 threads (4 + 2 + 2).", text
+    assert text == (" At 4.7 s the pool and its main were 4 processes (main + sidecar + 2 workers), at least 8 threads "
+                    "(4 + 2 + 2)."), text
 
 
 def test_a_worker_ended_before_the_moment_is_not_a_ps_line_nor_in_the_sum() -> None:

@@ -986,7 +986,7 @@ def test_a_pool_that_outlived_its_creator_is_told_by_what_it_held_once_orphaned(
     assert "outliving its creator by 60.0 s (ended at 3.2 s; the pool at 63.2 s), holding 216 MiB real memory " \
            "(PSS)" in answer, answer
     assert "74 MiB" not in answer and "1 of 2" not in answer, answer
-    assert "ps listed 2 processes (2 workers), 4 threads (2 + 2)." in answer, answer
+    assert "the pool was 2 processes (2 workers), 4 threads (2 + 2)." in answer, answer
 
 
 def test_the_leftovers_memory_is_one_moments_never_above_the_peak_at_once(tmp_path: Path) -> None:

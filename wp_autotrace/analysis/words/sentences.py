@@ -94,8 +94,8 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
 
 def counts_words(pool: dict[str, Any]) -> str:
     """The pool counted as its user counts it, at the moment of its memory figure (derive/counts.py):
-    ' At 4.7 s ps listed 4 processes (main + sidecar + 2 workers), 11 threads (3 + 4 + 2 + 2); main 27842
-    held 245 MiB of its own beside the pool's 253 MiB: 498 MiB in all (PSS).' '' without counts."""
+    ' At 4.7 s the pool and its main were 4 processes (main + sidecar + 2 workers), 11 threads (3 + 4 + 2 + 2);
+    main 27842 held 245 MiB of its own beside the pool's 253 MiB: 498 MiB together (PSS).' '' without counts."""
     c = pool.get("counts")
     if not c:
         return ""
@@ -122,12 +122,14 @@ def counts_words(pool: dict[str, Any]) -> str:
     all_threads = len(counts) == n
     threads_text = (f", {'' if all_threads else 'at least '}{sum(counts)} threads ({' + '.join(map(str, counts))})"
                     if counts else "")
-    text = f" At {seconds_text(c['at'])} ps listed {n} processes ({' + '.join(names)}){threads_text}{unread}"
+    # the pool and its maker, not all that ps lists of the run then (a launcher, other ranks' pools, compilers)
+    who = f"the pool and its {c['creator_role']} were" if creator else "the pool was"
+    text = f" At {seconds_text(c['at'])} {who} {n} processes ({' + '.join(names)}){threads_text}{unread}"
     if own is None:
         return text + "."
     pool_pss = c["pool_pss_bytes"]
     return (text + f"; {c['creator_role']} {c['creator_pid']} held {size_text(own)} of its own beside the "
-            f"pool's {size_text(pool_pss)}: {size_text(own + pool_pss)} in all (PSS).")
+            f"pool's {size_text(pool_pss)}: {size_text(own + pool_pss)} together (PSS).")
 
 
 def _defunct_at(pool: dict[str, Any], at: float) -> list[dict[str, Any]]:
