@@ -124,11 +124,10 @@ FORK_HELD_LOCKS = textwrap.dedent('''
     import os, time
     import synthmod
     from wp_autotrace.runtime import target_patches
-    from wp_autotrace.runtime import unseen
 
     synthmod.work(0)
-    # As if other threads were inside a traced call and a target module's body at the fork.
-    unseen._limit_lock.acquire()
+    # As if another thread were inside a target module's body at the fork (the recursion limit's moves
+    # take no lock: unseen.mover).
     target_patches._hooks_lock.acquire()
     pid = os.fork()
     if pid == 0:

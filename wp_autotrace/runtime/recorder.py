@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from ..common.env import pool_env, pool_env_key, pool_env_of
+from ..common.env import pool_env
 from ..common.targets import (
     CONFIG_KEYS,
     COUNT,
@@ -28,11 +28,20 @@ from ..common.targets import (
 from ..common.vocab import BLOCKED, CALL, COMPILE_WORKER, CONFIG, GUARDED_ROLES, MAIN, RETURN, ROLE
 from .catch import watch_role
 from .jsonline import c_encoder
-from .reads import NS_PER_US, US_PER_S, config_knobs, micros_json, read_rss, resolve, thread_name, thread_name_kept
+from .plain import NS_HALF_US, UNRECORDED, after_call, call_fields, plain_call, return_fields
+from .reads import (
+    NS_PER_US,
+    US_PER_S,
+    config_knobs,
+    micros_json,
+    read_rss,
+    resolve,
+    thread_name,
+)
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, new_limit_lock
+from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -45,11 +54,8 @@ _time = time.time  # the log's clock (sink.py): a counted call's first/last time
 _getframe = sys._getframe
 _getpid = os.getpid
 
-_NS_HALF_US = NS_PER_US // 2  # rounds a duration to the nearest microsecond
 # Thread names whose JSON is kept (names are few; a bound for hosts that make many).
 MAX_CACHED_THREADS = 256
-# Environments whose JSON a plain target's wrapper keeps (its variables, as set at its calls).
-MAX_CACHED_ENVS = 64
 
 # Roles that a later call may not overwrite (a sidecar also runs the worker
 # initializer on itself).
@@ -77,8 +83,8 @@ class Probes:
         self._inline_pool: Any = None
 
     def reset_after_fork(self) -> None:
-        """Forget the parent's counters and open calls in a forked child; a fresh limit lock."""
-        new_limit_lock()
+        """Forget the parent's counters and open calls in a forked child (the limit's moves hold no lock that
+        another thread of the parent could have held at the fork: unseen.mover)."""
         self.counts = {}
         self.count_times = {}
         self.count_callers = {}
@@ -178,9 +184,8 @@ class Probes:
     def _tracing_call(self, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
         """The wrapper of one traced target: its constant parts (the encoded prefix, whether its records
         are plain) fixed here once, so a call runs one record function before and one after the host's."""
-        fused = _plain_call(self, target, label, raw, method)
-        if fused is not None:
-            return fused
+        if not (target.capture_call or target.mem or target.role or (self.guard and target.guard)):
+            return plain_call(self, target, label, raw, method)  # the common case's one-frame wrapper
         enter, leave, child_role, sink, probes = self._enter, self._leave, target.child_role, self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -188,14 +193,14 @@ class Probes:
             try:
                 local = probes._local.__dict__
                 if local.get("busy"):
-                    call_id = _UNRECORDED  # called from inside the tracer itself (a target it uses)
+                    call_id = UNRECORDED  # called from inside the tracer itself (a target it uses)
                 else:
                     local["busy"] = True
                     try:
                         call_id = enter(target, label, args[0] if method and args else None, local)
                     except Exception as exc:
                         sink.error("record call", exc)
-                        call_id = _UNRECORDED
+                        call_id = UNRECORDED
                     finally:
                         local["busy"] = False
             finally:
@@ -209,7 +214,7 @@ class Probes:
             try:
                 result = raw(*args, **kwargs)
             except BaseException as exc:
-                _after_call(child_role)
+                after_call(child_role)
                 if call_id > 0:
                     leave(call_id, start, target, args[0] if method and args else None, None, exc)
                 adjust_limit(-HEADROOM)
@@ -245,7 +250,7 @@ class Probes:
         # The fields of an oversized record (emit_encoded) or a blocked one: no closure (cells slow every local).
         parts = (label, target.tag, call_id, thread, stack, caller, parent, env, at_call, rss)
         if self.guard and target.guard and self.sink.role in GUARDED_ROLES:
-            self.sink.emit(BLOCKED, **_call_fields(*parts), action=target.guard)
+            self.sink.emit(BLOCKED, **call_fields(*parts), action=target.guard)
             self.notice({"pid": _getpid(), "role": self.sink.role, "target": label, "caller": caller})
             return _REFUSED
         prefix = self._prefixes.get(label) or self._prefix(target, label)
@@ -258,7 +263,7 @@ class Probes:
             body += f',{encode_json(key)}:{encode_json(value)}'
         if rss is not None:
             body += f',"rss":{rss}'
-        self.sink.emit_encoded(CALL, body, _call_fields, *parts)
+        self.sink.emit_encoded(CALL, body, call_fields, *parts)
         open_calls.append(call_id)
         return call_id
 
@@ -285,9 +290,9 @@ class Probes:
             if open_calls and open_calls[-1] == call_id:
                 open_calls.pop()
             # To the microsecond, written from the integer (reads.micros_json: the float's repr, no dtoa).
-            us = (_perf_counter_ns() - start + _NS_HALF_US) // NS_PER_US
+            us = (_perf_counter_ns() - start + NS_HALF_US) // NS_PER_US
             if error is None and not target.capture and not target.mem:  # the common case: two numbers
-                self.sink._write("return", f'"call_id":{call_id},"duration_s":{micros_json(us)}', _return_fields,
+                self.sink._write("return", f'"call_id":{call_id},"duration_s":{micros_json(us)}', return_fields,
                                  (call_id, us))
                 return
             fields: dict[str, Any] = {"call_id": call_id, "duration_s": us / US_PER_S}
@@ -341,132 +346,10 @@ class Probes:
                        knobs=config_knobs(module), **extra)
 
 
-def _plain_call(self: Probes, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any] | None:
-    """_tracing_call's wrapper for a target whose call record holds no capture, memory or role and whose call
-    no guard may refuse; None for any other. Both records are written here, with what _enter and _leave
-    check (the busy flag, the open calls, the environment as set at this call, the cached stack) inline, and
-    Sink._write's one frame for each write; a return capture takes _leave."""
-    if target.capture_call or target.mem or target.role or (self.guard and target.guard):
-        return None
-    prefix, with_env, tag, child_role, probes = self._prefix(target, label), target.env, target.tag, \
-        target.child_role, self
-    threads, stack_of, sink, leave = self._thread_json, self.stacks.stack, self.sink, self._leave
-    write, plain_return = sink._write, not target.capture  # bound once: one frame a record
-    env_jsons: dict[Any, tuple[dict[str, str], str]] = {}  # _env_json's
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        adjust_limit(HEADROOM)  # the tracer's own work never counts against the host's limit
-        try:
-            local = probes._local.__dict__
-            if local.get("busy"):
-                call_id = _UNRECORDED  # called from inside the tracer itself (a target it uses)
-            else:
-                local["busy"] = True
-                try:
-                    stack, caller, stack_json = stack_of(2)  # from this frame's caller
-                    open_calls = local.get("calls")
-                    if open_calls is None:
-                        open_calls = local["calls"] = []
-                    call_id = next(probes._ids)
-                    known = local.get("thread")  # this thread's Thread, once found (reads.thread_name_kept)
-                    thread = str(known.name) if known is not None else thread_name_kept(local)
-                    body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
-                    parent = open_calls[-1] if open_calls else None
-                    body += stack_json if parent is None else f'{stack_json},"parent_call":{parent}'
-                    env = None
-                    if with_env:  # its JSON kept while os.environ's stored values stay
-                        env, env_json = env_jsons.get(pool_env_key()) or _env_json(env_jsons)
-                        body += f',"env":{env_json}'
-                    write(CALL, body, _call_fields, (label, tag, call_id, thread, stack, caller, parent, env, None,
-                                                     None))
-                    open_calls.append(call_id)
-                except Exception as exc:
-                    sink.error("record call", exc)
-                    call_id = _UNRECORDED
-                finally:
-                    local["busy"] = False
-        finally:
-            adjust_limit(STACK_COST - HEADROOM)
-        start = _perf_counter_ns()
-        if child_role:
-            set_child_role(child_role)
-        try:
-            result = raw(*args, **kwargs)
-        except BaseException as exc:
-            _after_call(child_role)
-            if call_id:
-                leave(call_id, start, target, None, None, exc)
-            adjust_limit(-HEADROOM)
-            drop_own_frame(exc)
-            raise  # bare: re-raises with the traceback as drop_own_frame left it
-        if child_role:  # _after_call, inline on the common path
-            clear_child_role()
-        adjust_limit(HEADROOM - STACK_COST)
-        if call_id and plain_return:  # _leave's common case, inline: two numbers
-            local["busy"] = True
-            try:
-                if open_calls and open_calls[-1] == call_id:
-                    open_calls.pop()
-                us = (_perf_counter_ns() - start + _NS_HALF_US) // NS_PER_US
-                write(RETURN, f'"call_id":{call_id},"duration_s":{micros_json(us)}', _return_fields, (call_id, us))
-            except Exception as exc:
-                sink.error("record return", exc)
-            finally:
-                local["busy"] = False
-        elif call_id:
-            leave(call_id, start, target, args[0] if method and args else None, result, None)
-        adjust_limit(-HEADROOM)
-        return result
-
-    return call
-
-
-def _env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:
-    """pool_env() and its JSON, kept in env_jsons by os.environ's stored values of its names (pool_env_key):
-    the variables change rarely (pytest's test name per test); the dict is shared by the records, never
-    changed. Bounded; nothing kept where os.environ is not the standard mapping (key None)."""
-    key = pool_env_key()
-    env = pool_env_of(key)
-    known = (env, str(encode_json(env)))
-    if key is not None:
-        if len(env_jsons) >= MAX_CACHED_ENVS:
-            env_jsons.clear()
-        env_jsons[key] = known
-    return known
-
-
-def _call_fields(label: str, tag: str, call_id: int, thread: str, stack: Any, caller: Any, parent: int | None,
-                 env: dict[str, str] | None, at_call: dict[str, Any] | None, rss: int | None) -> dict[str, Any]:
-    """A call record's fields as a dict, in the order of its encoded body (Probes._enter)."""
-    out: dict[str, Any] = {"target": label, "tag": tag, "call_id": call_id, "thread": thread,
-                           "stack": stack, "caller": caller}
-    if parent is not None:
-        out["parent_call"] = parent
-    if env is not None:
-        out["env"] = env
-    if at_call:
-        out.update(at_call)
-    if rss is not None:
-        out["rss"] = rss
-    return out
-
-
-def _return_fields(call_id: int, us: int) -> dict[str, Any]:
-    """A plain return record's fields as a dict (Probes._leave; us: the duration in microseconds)."""
-    return {"call_id": call_id, "duration_s": us / US_PER_S}
-
-
 # -- what makes a wrapper indistinguishable -----------------------------------
 
-# A call record's answers besides a call id (ids count from 1).
-_UNRECORDED, _REFUSED = 0, -1
-
-def _after_call(child_role: str | None) -> None:
-    """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
-    if child_role:
-        clear_child_role()
-    adjust_limit(HEADROOM - STACK_COST)
-
+# A refused call's answer besides a call id (ids count from 1; plain.UNRECORDED: none written).
+_REFUSED = -1
 
 # The executors whose worker starts are looked at (runtime/jobs.py note_spawned): the stdlib's, torch's subclass.
 _SPAWN_OWNERS = ("concurrent.futures.", "torch.")

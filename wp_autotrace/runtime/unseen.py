@@ -4,8 +4,11 @@ frame, and the room its recording uses), and its own frame taken off the traceba
 Loaded with the recorder (recorder.py), whose wrappers call these around each traced call.
 """
 
-import _thread
 import sys
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _getframe = sys._getframe  # bound once: a user may trace sys._getframe itself
 
@@ -18,40 +21,41 @@ STACK_COST = 1
 # so a traced call at the host's limit raises where the untraced one would and
 # the record is still written.
 HEADROOM = 64
-_limit_lock = _thread.allocate_lock()
 _getrecursionlimit = sys.getrecursionlimit
 _setrecursionlimit = sys.setrecursionlimit
-# How far the limit is above where it should be: a lowering refused because the
-# stack was too deep at that moment, made good by the next adjustment.
-_excess = 0
+# Lowerings refused (RecursionError: the stack was too deep at that moment), each as the units the limit stayed
+# above where it should be; made good by the next adjust_limit. Appended and popped one item at a time (each
+# one C call, atomic under the GIL), so threads need no lock for it.
+refused: "list[int]" = []
 # Tracebacks keep the wrapper's frame out from 3.11, where a bare raise re-raises
 # with the exception's own (trimmed) traceback; 3.9/3.10 re-raise the one saved
 # when the exception was caught, which starts at the wrapper.
 _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 
 
+def mover(delta: int) -> "Iterator[None]":
+    """An endless iterator whose each next() moves the recursion limit by delta: get, add and set run as one
+    chain of C calls (map over a callable iterator), with no bytecode between the read and the write, so no
+    other thread (which runs only between bytecodes, under the GIL) can move the limit in between. A
+    lock-free read-modify-write: a traced call makes four moves, and the lock each took cost more than the
+    move (BENCHMARKS.md). next() raises RecursionError where a lowering is refused; the limit is then
+    unchanged, and the iterator stays usable."""
+    return map(_setrecursionlimit, map(delta.__add__, iter(_getrecursionlimit, None)))
+
+
 def adjust_limit(delta: int) -> None:
-    """Move the recursion limit by delta (under a lock: other threads move it too); never raises."""
-    global _excess
-    lock = _limit_lock  # acquire/release: half the cost of a `with` (four moves a traced call)
-    lock.acquire()
-    try:
-        if _excess:  # rare: a lowering was refused; made good here
-            _setrecursionlimit(_getrecursionlimit() + delta - _excess)
-            _excess = 0
-        else:  # the common case stores no global
-            _setrecursionlimit(_getrecursionlimit() + delta)
+    """Move the recursion limit by delta, making good the lowerings refused before (refused); never raises
+    but where the stack is at the limit itself (a traced call there raises as the untraced one would)."""
+    excess = 0
+    while refused:  # rare: a lowering was refused; made good here
+        try:
+            excess += refused.pop()
+        except IndexError:  # another thread took the last one
+            break
+    try:  # mover's chain, made here: a call of mover would be one frame more at the stack's limit
+        next(map(_setrecursionlimit, map((delta - excess).__add__, iter(_getrecursionlimit, None))))
     except RecursionError:
-        _excess -= delta
-    finally:
-        lock.release()
-
-
-def new_limit_lock() -> None:
-    """A fresh lock in a forked child: another thread of the parent may have held it at the fork, where it
-    would stay held forever and the first traced call would hang."""
-    global _limit_lock
-    _limit_lock = _thread.allocate_lock()
+        refused.append(excess - delta)
 
 
 def drop_own_frame(exc: BaseException) -> None:

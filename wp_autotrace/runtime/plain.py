@@ -1,0 +1,172 @@
+"""A plain target's wrapper, the hot path of a traced call: a target whose call record holds no capture,
+memory or role and whose call no guard may refuse (most of them; recorder.Probes makes the others).
+
+Protocol (as recorder.Probes._enter/_leave's): the call record is on disk before the host's call starts, the
+return record after it returns, each in one os.write (Sink._write); the busy flag keeps a target the tracer
+itself calls from recording; the open calls give a nested call its parent; the environment is the one set
+at this call; the recursion limit gives the host the depth it has untraced (unseen). Per call, only what
+changes is made: a target's members, a call site's stack, an environment's and a thread name's JSON and
+a duration's text are kept.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..common.env import pool_env_key, pool_env_of
+from ..common.vocab import CALL, RETURN
+from .jsonline import c_encoder
+from .reads import NS_PER_US, US_PER_S, micros_json_kept, micros_kept, thread_name_kept
+from .target_patches import clear_child_role, set_child_role
+from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, mover, refused
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from ..common.targets import Target
+
+encode_json = c_encoder()
+_perf_counter_ns = time.perf_counter_ns  # bound once: the tracer must not call itself through a traced function
+NS_HALF_US = NS_PER_US // 2  # rounds a duration to the nearest microsecond
+# Environments whose JSON a plain target's wrapper keeps (its variables, as set at its calls).
+MAX_CACHED_ENVS = 64
+# A call record's answer where none was written (ids count from 1).
+UNRECORDED = 0
+# The plain wrapper's four moves of the recursion limit (unseen.mover: one C call each, no lock): before its
+# call record, before the host's call (the wrapper's own frame still allowed for), after it (for the return
+# record), and at its end.
+_UP, _TO_CALL, _FROM_CALL, _DOWN = map(mover, (HEADROOM, STACK_COST - HEADROOM, HEADROOM - STACK_COST, -HEADROOM))
+
+
+def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
+    """A plain target's wrapper (probes: recorder.Probes'): _enter's and _leave's checks inline; a capture: _leave."""
+    prefix, with_env, tag, child_role = probes._prefix(target, label), target.env, target.tag, target.child_role
+    threads, stack_of, sink, leave = probes._thread_json, probes.stacks.stack, probes.sink, probes._leave
+    write, plain_return, durations = sink._write, not target.capture, micros_kept  # bound once
+    env_jsons: dict[Any, tuple[dict[str, str], str]] = {}  # env_json's
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        next(_UP)  # the tracer's own work never counts against the host's limit (_UP ... _DOWN)
+        try:
+            local = probes._local.__dict__
+            if local.get("busy"):
+                call_id = UNRECORDED  # called from inside the tracer itself (a target it uses)
+            else:
+                local["busy"] = True
+                try:
+                    stack, caller, stack_json = stack_of(2)  # from this frame's caller
+                    open_calls = local.get("calls")
+                    if open_calls is None:
+                        open_calls = local["calls"] = []
+                    call_id = next(probes._ids)
+                    known = local.get("thread")  # this thread's Thread, once found (reads.thread_name_kept)
+                    thread = known._name if known is not None else thread_name_kept(local)
+                    body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
+                    parent = open_calls[-1] if open_calls else None
+                    body += stack_json if parent is None else f'{stack_json},"parent_call":{parent}'
+                    env = None
+                    if with_env:  # its JSON kept while os.environ's stored values stay
+                        env, env_text = env_jsons.get(pool_env_key()) or env_json(env_jsons)
+                        body += f',"env":{env_text}'
+                    write(CALL, body, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
+                    open_calls.append(call_id)
+                except Exception as exc:
+                    sink.error("record call", exc)
+                    call_id = UNRECORDED
+                finally:
+                    local["busy"] = False
+        finally:
+            try:
+                next(_TO_CALL)
+            except RecursionError:  # refused (the stack too deep now): made good by a later adjust_limit
+                refused.append(HEADROOM - STACK_COST)
+        start = _perf_counter_ns()
+        if child_role:
+            set_child_role(child_role)
+        try:
+            result = raw(*args, **kwargs)
+        except BaseException as exc:
+            next(_FROM_CALL)  # first: at the stack's limit (a RecursionError) it needs no more of it than _UP did
+            if child_role:
+                clear_child_role()
+            if call_id:
+                leave(call_id, start, target, None, None, exc)
+            _down()
+            drop_own_frame(exc)
+            raise  # bare: re-raises with the traceback as drop_own_frame left it
+        next(_FROM_CALL)
+        if child_role:
+            clear_child_role()
+        if call_id and plain_return:  # _leave's common case, inline: two numbers
+            local["busy"] = True
+            try:
+                if open_calls and open_calls[-1] == call_id:
+                    open_calls.pop()
+                us = (_perf_counter_ns() - start + NS_HALF_US) // NS_PER_US
+                write(RETURN, f'"call_id":{call_id},"duration_s":{durations.get(us) or micros_json_kept(us)}',
+                      return_fields, (call_id, us))
+            except Exception as exc:
+                sink.error("record return", exc)
+            finally:
+                local["busy"] = False
+        elif call_id:
+            leave(call_id, start, target, args[0] if method and args else None, result, None)
+        try:
+            next(_DOWN) if not refused else adjust_limit(-HEADROOM)  # which makes good the lowerings refused
+        except RecursionError:  # refused now (the stack too deep): made good by a later one
+            refused.append(HEADROOM)
+        return result
+
+    return call
+
+
+def _down() -> None:
+    """_DOWN, where a lowering was refused before (made good here), or this one is."""
+    try:
+        next(_DOWN) if not refused else adjust_limit(-HEADROOM)
+    except RecursionError:
+        refused.append(HEADROOM)
+
+
+def after_call(child_role: str | None) -> None:
+    """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
+    if child_role:
+        clear_child_role()
+    adjust_limit(HEADROOM - STACK_COST)
+
+
+def env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:
+    """pool_env() and its JSON, kept in env_jsons by os.environ's stored values of its names (pool_env_key):
+    the variables change rarely (pytest's test name per test); the dict is shared by the records, never
+    changed. Bounded; nothing kept where os.environ is not the standard mapping (key None)."""
+    key = pool_env_key()
+    env = pool_env_of(key)
+    known = (env, str(encode_json(env)))
+    if key is not None:
+        if len(env_jsons) >= MAX_CACHED_ENVS:
+            env_jsons.clear()
+        env_jsons[key] = known
+    return known
+
+
+def call_fields(label: str, tag: str, call_id: int, thread: str, stack: Any, caller: Any, parent: int | None,
+                env: dict[str, str] | None, at_call: dict[str, Any] | None = None, rss: int | None = None
+                ) -> dict[str, Any]:
+    """A call record's fields as a dict, in the order of its encoded body (Probes._enter)."""
+    out: dict[str, Any] = {"target": label, "tag": tag, "call_id": call_id, "thread": thread,
+                           "stack": stack, "caller": caller}
+    if parent is not None:
+        out["parent_call"] = parent
+    if env is not None:
+        out["env"] = env
+    if at_call:
+        out.update(at_call)
+    if rss is not None:
+        out["rss"] = rss
+    return out
+
+
+def return_fields(call_id: int, us: int) -> dict[str, Any]:
+    """A plain return record's fields as a dict (Probes._leave; us: the duration in microseconds)."""
+    return {"call_id": call_id, "duration_s": us / US_PER_S}
