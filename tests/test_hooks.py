@@ -437,3 +437,56 @@ def test_call_env_is_the_environment_at_each_call(synth: Path, log: Path, monkey
         mod.AsyncCompile.warm_pool(1)
     calls = [r for r in read_log(log) if r["event"] == "call"][1:]  # after the module's own top-level call
     assert [c["env"] for c in calls] == settings
+
+
+def test_a_thread_is_named_as_its_name_reads(synth: Path, log: Path) -> None:
+    """The thread a call record names is the calling thread's `name` as it reads at that call: renamed between
+    calls, and through the property of a Thread class that replaces it (the plain wrapper reads Thread's own
+    property's _name directly only where the class keeps that property)."""
+    import threading
+
+    mod = import_traced(log)
+
+    class Named(threading.Thread):
+        @property  # type: ignore[override]
+        def name(self) -> str:
+            return "named by its class"
+
+    def twice() -> None:
+        mod.AsyncCompile.warm_pool(1)
+        threading.current_thread().name = "renamed"
+        mod.AsyncCompile.warm_pool(1)
+
+    def two_calls() -> None:
+        mod.AsyncCompile.warm_pool(1)
+        mod.AsyncCompile.warm_pool(1)
+
+    for thread in (threading.Thread(target=twice, name="first"), Named(target=two_calls)):
+        thread.start()
+        thread.join()
+    names = [r["thread"] for r in read_log(log) if r["event"] == "call" and r["target"].endswith("warm_pool")]
+    assert names[1:] == ["first", "renamed", "named by its class", "named by its class"]
+
+
+def test_a_refused_lowering_of_the_recursion_limit_is_made_good() -> None:
+    """A lowering of the recursion limit refused (the stack deeper than the new limit) is kept in unseen.refused
+    and made good by the next move, so the moves of traced calls still add up to nothing."""
+    from wp_autotrace.runtime import unseen
+
+    limit = sys.getrecursionlimit()
+    depth = len(inspect.stack())
+    sys.setrecursionlimit(depth + 1000)
+    try:
+        def deep(n: int) -> None:
+            if n:
+                return deep(n - 1)
+            unseen.adjust_limit(-900)  # to depth + 100, below this frame's depth: refused
+            return None
+
+        deep(200)
+        assert sys.getrecursionlimit() == depth + 1000 and unseen.refused == [900]
+        unseen.adjust_limit(0)  # here, above depth + 100: made good
+        assert sys.getrecursionlimit() == depth + 100 and unseen.refused == []
+    finally:
+        unseen.refused.clear()
+        sys.setrecursionlimit(limit)

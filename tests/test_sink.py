@@ -246,3 +246,31 @@ def test_thread_name_as_the_interpreter_finalizes(monkeypatch: Any) -> None:
     ident = f"Thread-{threading.get_ident()}"
     kept: dict[str, Any] = {}
     assert thread_name() == ident and thread_name_kept(kept) == ident and kept == {}
+
+
+def test_the_hot_path_writer_writes_what_write_writes(tmp_path: Path, monkeypatch: Any) -> None:
+    """plain.record_writer's put writes Sink._write's bytes, record for record: on a held, marked descriptor
+    (its own fast path), with an oversized body, and after the program closed the log's number (both through
+    _write, which opens the log again)."""
+    from wp_autotrace.runtime import plain
+    from wp_autotrace.runtime import sink as sink_module
+
+    for module in (plain, sink_module):
+        monkeypatch.setattr(module, "_time_ns", lambda: 1796470280467159796)
+    big = {"call_id": 2, "stack": [{"file": "f" * 300, "line": i} for i in range(500)]}
+    records = [('"call_id":1,"thread":"MainThread","x":"\\u00e9"', dict), ('"call_id":1,"duration_s":5e-06', dict),
+               (json.dumps(big, separators=(",", ":"))[1:-1], lambda: big)]
+    written = {}
+    for how in ("_write", "put"):
+        log = tmp_path / f"{how}.jsonl"
+        sink = Sink(str(log), "h\u00e9st", "main")
+        sink.hold()
+        assert sink.held and (sink._mark is not None or not sys.platform.startswith("linux"))
+        put = plain.record_writer(sink, "call")
+        for closed in (False, True):
+            if closed:
+                os.close(sink.fd)  # as a program closing every descriptor it did not open does
+            for body, fields in records:
+                put(body, fields, ()) if how == "put" else sink._write("call", body, fields, ())
+        written[how] = log.read_bytes()
+    assert written["put"] == written["_write"] and written["put"].count(b'"event":"call"') == 6

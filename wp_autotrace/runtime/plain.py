@@ -11,12 +11,14 @@ a duration's text are kept.
 
 from __future__ import annotations
 
+import os
 import time
 
 from ..common.env import pool_env_key, pool_env_of
-from ..common.vocab import CALL, RETURN
+from ..common.vocab import CALL, MAX_RECORD_BYTES, RETURN
 from .jsonline import c_encoder
 from .reads import NS_PER_US, US_PER_S, micros_json_kept, micros_kept, thread_name_kept
+from .sink import writer_codes
 from .target_patches import clear_child_role, set_child_role
 from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, mover, refused
 
@@ -25,9 +27,14 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from ..common.targets import Target
+    from .sink import Sink
 
 encode_json = c_encoder()
-_perf_counter_ns = time.perf_counter_ns  # bound once: the tracer must not call itself through a traced function
+# Bound once: the tracer must not call itself through a traced function.
+_perf_counter_ns, _time_ns, _write = time.perf_counter_ns, time.time_ns, os.write
+# A body up to this long always fits a record with its header (whose host name is at most 255 bytes, 1.5K
+# escaped): a longer one is written by Sink._write, which shrinks an oversized record.
+FAST_BODY = MAX_RECORD_BYTES - 4096
 NS_HALF_US = NS_PER_US // 2  # rounds a duration to the nearest microsecond
 # Environments whose JSON a plain target's wrapper keeps (its variables, as set at its calls).
 MAX_CACHED_ENVS = 64
@@ -43,7 +50,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
     """A plain target's wrapper (probes: recorder.Probes'): _enter's and _leave's checks inline; a capture: _leave."""
     prefix, with_env, tag, child_role = probes._prefix(target, label), target.env, target.tag, target.child_role
     threads, stack_of, sink, leave = probes._thread_json, probes.stacks.stack, probes.sink, probes._leave
-    write, plain_return, durations = sink._write, not target.capture, micros_kept  # bound once
+    put_call, put_return, plain_return = record_writer(sink, CALL), record_writer(sink, RETURN), not target.capture
     env_jsons: dict[Any, tuple[dict[str, str], str]] = {}  # env_json's
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -69,7 +76,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                     if with_env:  # its JSON kept while os.environ's stored values stay
                         env, env_text = env_jsons.get(pool_env_key()) or env_json(env_jsons)
                         body += f',"env":{env_text}'
-                    write(CALL, body, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
+                    put_call(body, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
                     open_calls.append(call_id)
                 except Exception as exc:
                     sink.error("record call", exc)
@@ -104,8 +111,8 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 if open_calls and open_calls[-1] == call_id:
                     open_calls.pop()
                 us = (_perf_counter_ns() - start + NS_HALF_US) // NS_PER_US
-                write(RETURN, f'"call_id":{call_id},"duration_s":{durations.get(us) or micros_json_kept(us)}',
-                      return_fields, (call_id, us))
+                put_return(f'"call_id":{call_id},"duration_s":{micros_kept.get(us) or micros_json_kept(us)}',
+                           return_fields, (call_id, us))
             except Exception as exc:
                 sink.error("record return", exc)
             finally:
@@ -119,6 +126,34 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         return result
 
     return call
+
+
+def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]], None]:
+    """put(body, fields, args): what sink._write(event, body, fields, args) writes, the same bytes
+    (tests/test_sink.py), in one frame with only the checks a plain record needs where the sink holds a
+    marked descriptor (held.mark): active, no exit closing it to this thread, no drop to be said, the body
+    short enough, and the log's identity read on its description's mark, per record (docs/security.md).
+    Any other case goes to _write before a seq is taken; a failed write after it is Sink.lost's."""
+    head, slow = sink._heads.get(event) or sink._head(event), sink._write
+
+    def put(body: str, fields: Any, args: tuple[Any, ...]) -> None:
+        mark, fd = sink._mark, sink.fd
+        try:
+            if (mark is None or not sink.active or sink._closer is not None or sink.dropped
+                    or len(body) > FAST_BODY or mark[0](fd, mark[1], mark[2]) != mark[3]):
+                return slow(event, body, fields, args)
+        except OSError:  # the descriptor closed: _write opens the log again
+            return slow(event, body, fields, args)
+        line = f"\n{head}{_time_ns()}e-9{sink._middle or sink._make_middle()}{next(sink._seq)},{body}}}\n".encode()
+        try:
+            if _write(fd, line) != len(line):
+                sink.lost(OSError("short write"), fd)
+        except OSError as exc:
+            sink.lost(exc)
+        return None
+
+    writer_codes.add(put.__code__)  # close_to_others waits for a thread inside it
+    return put
 
 
 def _down() -> None:

@@ -41,18 +41,12 @@ FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 
 # Bound once: a user may trace these very functions (WP_AUTOTRACE_TARGETS=os:getpid),
 # and the tracer must not call itself through them.
-_write = os.write
-_close = os.close
-_symlink = os.symlink
-_fstat = os.fstat
-_getpid = os.getpid
-_getppid = os.getppid
+_write, _close, _symlink, _fstat, _getpid, _getppid = os.write, os.close, os.symlink, os.fstat, os.getpid, os.getppid
 _time_ns = time.time_ns  # ts, written `<ns>e-9`: a float's repr (dtoa) cost a tenth of a call (docs/scale.md)
 _get_ident = _thread.get_ident
-_monotonic = time.monotonic
-_sleep = time.sleep
-# Sink._seq counts over this: a C iterator, whose next() is atomic under the GIL as itertools.count()'s is,
-# without importing itertools at start (docs/scale.md, "Traced call and start-up"); sys.maxsize records.
+_monotonic, _sleep = time.monotonic, time.sleep
+# Sink._seq counts over this: a C iterator, whose next() is atomic under the GIL as itertools.count()'s is, without
+# importing itertools at start (docs/scale.md, "Traced call and start-up"); sys.maxsize records.
 _SEQ_RANGE = range(sys.maxsize)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -247,7 +241,6 @@ def _header_field(name: str) -> "Any":
 
     def get(self: "Sink") -> "Any":
         return getattr(self, name)
-
     def set_(self: "Sink", value: "Any") -> None:
         setattr(self, name, value)
         self._middle = ""
@@ -440,12 +433,18 @@ class Sink:
             if self.dropped != self._drops_said and self.say_drops and event != "process_exit":
                 self._say_drops()
         except Exception as exc:
-            self.dropped += 1
-            warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
+            self.lost(exc)
         finally:
             if opened:
                 self._in_flight.discard(fd)
                 _close_quietly(fd)
+
+    def lost(self, exc: "BaseException", fd: int = -1) -> None:
+        """A record lost after its seq was taken: counted, said once (fd: a short write's, its fragment ended)."""
+        if fd >= 0:
+            _terminate_fragment(fd)
+        self.dropped += 1
+        warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
 
     def _say_drops(self) -> None:
         """The count of records lost so far, once the log takes records again (a full disk freed):
@@ -585,16 +584,17 @@ def _close_quietly(fd: int) -> None:
 
 
 EXIT_POLL_S = 0.001  # close_to_others: how often it looks again (each look hands the GIL over)
-WRITER_DEPTH = 6  # frames looked up from a thread's innermost for Sink._write (encode, _time_ns... are callees)
+WRITER_DEPTH = 6  # frames looked up from a thread's innermost for a writer (encode, _time_ns... are callees)
+# The code of each function that takes a seq and writes (Sink._write; plain.record_writer's put adds its own).
+writer_codes = {Sink._write.__code__}
 
 
 def _other_thread_writing(me: int) -> bool:
-    """Whether a thread other than me is inside Sink._write (seq taken or about to be, write not returned)."""
-    code = Sink._write.__code__
+    """Whether a thread other than me is inside a writer (writer_codes: seq taken or about to be, not written)."""
     for ident, frame in sys._current_frames().items():
         depth = 0
         while ident != me and frame is not None and depth < WRITER_DEPTH:
-            if frame.f_code is code:
+            if frame.f_code in writer_codes:
                 return True
             frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
     return False
