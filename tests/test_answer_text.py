@@ -256,6 +256,30 @@ def test_a_zombie_reaches_the_answer_only_when_it_stays(tmp_path: Path) -> None:
         assert "defunct" in stays["answer"]
 
 
+def test_the_main_defunct_under_its_launcher_is_the_launchers_to_reap(tmp_path: Path) -> None:
+    """The main itself defunct under the program that launched it (outside the run) when the watcher last looked,
+    0.5 s after its end: a launcher that polls (a Popen.poll loop) reaps it later than the watcher stays, so it is
+    listed, as seen briefly, never the Answer's; still defunct ZOMBIE_STAYS_S later, it is told."""
+    def run(last_look: float) -> LogWriter:
+        w = LogWriter()
+        start(w, 0, 100, 50, "main")
+        w.add(5, 100, 50, "main", "process_exit", how="exit", counts={}, dropped=0)
+        watcher(w, 5.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 5.1}],
+                zombies=[{"pid": 100, "ppid": 50, "since": T0 + 5.1, "status": 1}])
+        watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+        watcher(w, last_look, "tree", count=0, started=[], ended=[], final=True)
+        return w
+
+    brief = report(run(5.6), tmp_path)
+    (z,) = [f for f in brief["findings"] if f["kind"] == "zombies"]
+    assert z["severity"] == "info" and z["cost"]["zombies"] == 0, z
+    assert "under the launcher that started the run" in z["text"]
+    assert "defunct" not in brief["answer"]
+    stays = report(run(11.0), tmp_path)
+    (z,) = [f for f in stays["findings"] if f["kind"] == "zombies"]
+    assert z["severity"] == "warning" and "defunct" in stays["answer"]
+
+
 def test_wrapping_never_splits_a_path_or_a_test_id() -> None:
     """A path or a test id longer than the width stays whole on its own line (it can be copied and searched for);
     the words around it wrap as before."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork and torchrun cases),
+# Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun and thread cases),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -29,3 +29,5 @@ run actor_ranks --timeout 300 --linger 6 -- "$PY" "$U/actor_ranks.py"
 run preload_fork --timeout 300 --linger 6 -- "$PY" "$U/preload_fork.py"
 run torchrun_restart --timeout 380 --linger 6 -- "$PY" -m torch.distributed.run --standalone --nproc-per-node=2 \
     --max-restarts=1 --monitor-interval=0.5 "$U/torchrun_restart.py"
+run thread_after_exit --linger 6 -- "$PY" "$U/thread_after_exit.py"
+run threads_race --linger 6 -- "$PY" "$U/threads_race.py"

@@ -202,10 +202,18 @@ ZOMBIE_STAYS_S = 5.0
 INIT_PID = 1
 
 
+def _under_its_launcher(p: Process) -> bool:
+    """p is the run's root, defunct under the parent it started under: the launcher outside the run (a shell, a
+    job runner, a test harness) reaps it at its own pace, and one that polls (a Popen.poll loop) takes longer than
+    the watcher stays after the root's end; so it is judged as pid 1's are (ZOMBIE_STAYS_S), never as a parent of
+    the run that does not reap."""
+    return p.parent is None and p.zombie is not None and p.zombie.get("ppid") == p.ppid
+
+
 def _stays(p: Process) -> bool:
     """p was still defunct at the watcher's last look, under a parent other than pid 1 that was still alive, or
-    (under pid 1, or under a parent that ended, which hands it to pid 1) ZOMBIE_STAYS_S after it ended and after
-    that parent ended."""
+    (under pid 1, under a parent that ended, which hands it to pid 1, or the root under its launcher)
+    ZOMBIE_STAYS_S after it ended and after that parent ended."""
     z, run = p.zombie, p.run
     if z is None or z.get("reaped") is not None or run is None:
         return False
@@ -213,7 +221,7 @@ def _stays(p: Process) -> bool:
     # a parent of the run that ended since hands its zombies to pid 1 (or a subreaper): judged as pid 1's then
     parent = p.parent if p.parent is not None and p.parent.pid == z.get("ppid") else None
     handed = parent.ended_at if parent is not None else None
-    if z.get("ppid") != INIT_PID and handed is None:
+    if z.get("ppid") != INIT_PID and handed is None and not _under_its_launcher(p):
         return True
     start = max(t for t in (since, handed) if t is not None) if since is not None or handed is not None else None
     return start is not None and run.last_sample is not None and run.last_sample - start >= ZOMBIE_STAYS_S
@@ -238,6 +246,8 @@ def zombies(v: View) -> Finding | None:
     # not seen to stay: under pid 1 at the last look, or under a parent of the run that ended since (which hands
     # it to pid 1): said as it was, never "under pid 1" for a zombie whose parent was the main
     under = ("each was under pid 1, which may reap late" if all(pp == INIT_PID for pp in parents) else
+             "it was under the launcher that started the run, which reaps it at its own pace"
+             if all(_under_its_launcher(q) for q in found) else
              "its parent ended since, handing it to pid 1, which may reap late")
     brief = "" if stayed else (f" None was seen to stay: {under}, and the watcher's last look came less than "
                                f"{ZOMBIE_STAYS_S:g} s after that.")
