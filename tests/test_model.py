@@ -1326,6 +1326,11 @@ def test_a_slow_own_start_is_told_only_where_the_waiting_process_was_read_runnin
     assert "its other threads slow where they run Python (the GIL), and they ran: it used 0.30 of a core while " \
            "its waiting thread stood in the wait" in f["text"], f["text"]
     assert rep["findings"][0]["kind"] == "pool-ready-wait"
+    # three threads running Python at load 36 on 2 cores read 0.097 of a core (a runnable thread got about 0.06):
+    # they ran, and the wait is told
+    (tmp_path / "loaded").mkdir()
+    rep = report(_slow_ready(9.0, side_at=3.0, idle_s=20.0, cpu=0.097), tmp_path / "loaded")
+    assert rep["findings"][0]["kind"] == "pool-ready-wait", rep["answer"]
     for n, cpu in enumerate((0.0, 0.02, None)):
         (tmp_path / str(n)).mkdir()
         rep = report(_slow_ready(9.0, side_at=3.0, idle_s=20.0, cpu=cpu), tmp_path / str(n))

@@ -41,9 +41,12 @@ OWN_SHARE = 0.25
 # blocked in the wait then, so what it used is its other threads'; the watcher reads a creator only once its pool
 # has a sidecar, so no reading falls inside the own part of a first pool). Measured (bench/users, its saved logs):
 # 0.000 of a core in every one of 22 waits with idle threads (idle and loaded box, load 9-39), 0.16-0.58 where three
-# threads ran Python (0.58 on a quiet box, 0.47 and 0.22 loaded, 0.16 at the heaviest load): the bar sits under the
-# lowest and far from the idle 0.
-THREADS_CPU = 0.1
+# threads ran Python (0.58 on a quiet box, 0.47 and 0.22 loaded, 0.16 at the heaviest load). Again over 57 saved logs
+# of two full runs (load 9-36): 0.000-0.001 in all 45 idle-thread waits read, and the threads that ran Python read
+# 0.097 at load 36 (2 cores: a runnable thread got about 0.06 of a core then) with an own part of 20.7 s, ten times
+# the idle waits' 0.2-2.7 s beside it, while a bar of 0.1 kept that 59 s wait out of the report. The bar sits three
+# times under that lowest reading and thirty times over the idle ones.
+THREADS_CPU = 0.03
 
 # The first use of the pool after the ready wait (derive/held.py `uses`: its jobs, from the first one's start to the
 # last one's end, or the waiting process's AsyncCompile.wait calls on them where it made such calls) is told where
