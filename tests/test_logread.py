@@ -354,3 +354,44 @@ def test_a_config_whose_env_changed_is_not_a_list_is_read(tmp_path: Path, capsys
     path.write_text("\n".join(lines) + "\n")
     assert main(["report", "--json", str(path)]) == 0
     strict_json(capsys.readouterr().out)
+
+
+_LINES = [b'{"v":1,"event":"call","ts":1.5}', b'{"v":1,"event":"call","ts":1.5}\n', b' {"a":1}', b'{"a":1} ',
+          b'{"a":1}\r\n', b'{"a":1}\n\n', b'{"a":1}{"b":2}', b'{"a":1} x', b'', b'\n', b'   ', b'[1, 2]', b'7',
+          b'"s"\n', b'null', b'{"a":NaN}', b'{"a":Infinity}\n', b'{"a":', b'{"a":1', b'x{"a":1}', b'\xff{"a":1}',
+          b'{"a":"\xc3\xa9"}', b'{"a":"\t"}', b'{"a":1}\x0b', b'{"a":1}\xc2\xa0', b'[' * 100_000, b'{"a":1}\n ']
+
+
+@pytest.mark.parametrize("raw", _LINES)
+def test_the_line_decoder_gives_what_json_decode_gives(raw: bytes) -> None:
+    """A line is decoded to what JSONDecoder.decode gives it (strict: NaN/Infinity as null), or refused where
+    decode refuses it: whatever spacing, extra data or bytes it holds."""
+    from wp_autotrace.analysis.read import logread
+
+    decoder = json.JSONDecoder(parse_constant=lambda _name: None)
+    try:
+        want: Any = decoder.decode(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        want = logread._MISSING  # noqa: SLF001 - the reader's own "not JSON"
+    assert logread._decode(raw) == want  # noqa: SLF001
+
+
+def test_a_writers_line_is_scanned_once_on_the_json_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the json path a line as the writer writes it (a value up to its end or its newline) costs one scan,
+    never JSONDecoder.decode's whitespace matches around it (a quarter of the decode at a million records)."""
+    from wp_autotrace.analysis.read import logread
+
+    class Counted(json.JSONDecoder):
+        decoded = 0
+
+        def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+            Counted.decoded += 1
+            return super().decode(s, *args, **kwargs)
+
+    counted = Counted(parse_constant=lambda _name: None)
+    monkeypatch.setattr(logread, "_DECODER", counted)
+    monkeypatch.setattr(logread, "_SCAN", counted.scan_once, raising=False)
+    lines = [b'{"v":1,"event":"call","ts":1.5,"pid":3}', b'{"v":1,"event":"return","ts":2,"pid":3}\n']
+    assert [logread._decode(raw) for raw in lines] == [json.loads(raw) for raw in lines]  # noqa: SLF001
+    assert Counted.decoded == 0
+    assert logread._decode(b' {"a":1}') == {"a": 1} and Counted.decoded == 1  # noqa: SLF001 - decode decides

@@ -40,6 +40,7 @@ _EVENT_AT = len(b'{"v":1,"event":"')
 
 # Strict JSON: NaN/Infinity literals decode as null (then fail their type check).
 _DECODER = json.JSONDecoder(parse_constant=lambda _name: None)
+_SCAN = _DECODER.scan_once
 
 
 class LogData(NamedTuple):
@@ -68,7 +69,18 @@ _MISSING = object()
 
 def _decode(raw: bytes) -> Any:
     try:
-        return _DECODER.decode(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        # A line as the writer writes it (a value from its first character to its end or its newline) is
+        # scanned at once: JSONDecoder.decode's two whitespace matches are what it adds to that, and
+        # anything else (leading or other trailing whitespace, extra data, no value) takes decode() itself,
+        # which decides and raises as it always did.
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:
+            return _DECODER.decode(text)
+        if end == len(text) or (end == len(text) - 1 and text[end] == "\n"):
+            return value
+        return _DECODER.decode(text)
     except (UnicodeDecodeError, ValueError, RecursionError):
         return _MISSING
 
