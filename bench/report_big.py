@@ -8,7 +8,7 @@ model, nothing kept), a bare ``msgspec.json.decode`` of each line (what a fast d
 costs), ``wp-autotrace report --json`` of this tree (the fast path: analysis/read/fastread.py),
 the same with the fast path off (``logread.use_fast(False)``: the json path, what runs without
 msgspec), the fast report of a 2,000-record log of the same shape (its fixed cost: interpreter, modules,
-start-up), and with --ref, the same command of that git ref (git archive, on PYTHONPATH). Prints
+start-up), and with --ref, the same command of that git ref (git archive, on PYTHONPATH), on both paths. Prints
 CPU (user+sys) and peak RSS (ru_maxrss from wait4) of each, medians, and their ratios to the bare
 json.loads pass and to the log's size; then where the fast report's CPU goes, stage by stage
 (cumulative, in one process per round against its own bare pass). --write puts the figures in BENCHMARKS.md between
@@ -59,7 +59,8 @@ REPORT = ("import sys\n"
 # collector off as the fold has it), against a bare json.loads pass in the same process (so each
 # stage's ratio holds whatever the load did between processes): the file's lines (64 KiB reads),
 # + the typed decode of each, + the time-order stream (checks, json path for the lines that need
-# it, reorder heap), + the run model's fold. Run once per round, alternating with the variants.
+# it, reorder heap), + the run model's fold, + the report from it and its JSON (the command less
+# start-up). Run once per round, alternating with the variants.
 PARTS = """
 import gc, json, sys, time
 gc.disable()
@@ -89,8 +90,11 @@ def stream():
         pass
 def fold():
     Builder().fold(L.stream_logs([path]))
+def report():
+    from wp_autotrace.analysis.report import analyze
+    json.dumps(analyze(L.stream_logs([path])), indent=2, allow_nan=False, default=str)
 out = {}
-for fn in (bare, lines, decode, stream, fold):
+for fn in (bare, lines, decode, stream, fold, report):
     t = time.process_time()
     fn()
     out[fn.__name__] = round(time.process_time() - t, 2)
@@ -150,6 +154,9 @@ def measure(py: str, records: int, rounds: int, ref: str | None = None, pythonpa
             subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
             variants[f"report --json ({ref})"] = ([py, "-m", "wp_autotrace", "report", "--json", str(log)],
                                                   dict(env, PYTHONPATH=str(old)))
+            # the ref's json path too: what a reader without msgspec had before, beside what it has now
+            variants[f"report --json ({ref}, json path)"] = ([py, "-c", REPORT, str(log), "json"],
+                                                             dict(env, PYTHONPATH=str(old)))
         got: dict[str, list[tuple[float, float, int]]] = {k: [] for k in variants}
         names = list(variants)
         loads = [os.getloadavg()[0]]
@@ -215,6 +222,8 @@ def markdown(res: dict[str, Any]) -> str:
             "| stage | cumulative CPU s | over bare json.loads |", "|---|---|---|"]
     labels = {"lines": "the lines (64 KiB reads, split)", "decode": "+ the typed msgspec decode of each line",
               "stream": "the time-order stream (+ checks, reorder heap)", "fold": "+ the run model's fold"}
+    if "report" in st:  # measured since the stage was added: the model's report (derive, findings, words), its JSON
+        labels["report"] = "+ the report from the model (derive, findings, words) and its JSON"
     for key, label in labels.items():
         out.append(f"| {label} | {st[key]:.2f} | {st[key] / st['bare']:.2f}× |")
     out.append(f"| the whole command (+ the report, its JSON, start-up; separate processes, alternated) | "
