@@ -40,7 +40,8 @@ _EVENT_AT = len(b'{"v":1,"event":"')
 
 # Strict JSON: NaN/Infinity literals decode as null (then fail their type check).
 _DECODER = json.JSONDecoder(parse_constant=lambda _name: None)
-_SCAN = _DECODER.scan_once
+# The decoder's own scanner (the C one where it loads; typeshed does not declare the attribute): (value, end).
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 class LogData(NamedTuple):
