@@ -16,6 +16,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
@@ -75,11 +77,12 @@ def _attempt(w: LogWriter, attempt: int, with_count: bool) -> list[tuple[int, fl
     return procs
 
 
-def restart_log(with_count: bool = True) -> LogWriter:
-    """The module docstring's run; with_count False: a tracer that did not record TORCHELASTIC_RESTART_COUNT."""
+def restart_log(with_count: bool = True, launcher_rank: dict[str, str] | None = None) -> LogWriter:
+    """The module docstring's run; with_count False: a tracer that did not record TORCHELASTIC_RESTART_COUNT;
+    launcher_rank: the launcher's own rank variables (torchrun under srun carries SLURM_PROCID)."""
     w = LogWriter()
-    _start(w, 0, 100, 1, "main", None, ["python", "-m", "torch.distributed.run", "--nproc-per-node=2",
-                                        "--max-restarts=1", "train.py"])
+    _start(w, 0, 100, 1, "main", launcher_rank, ["python", "-m", "torch.distributed.run", "--nproc-per-node=2",
+                                                 "--max-restarts=1", "train.py"])
     w.add(0.05, 900, 1, "watcher", "watcher_start", interval=0.5, linger=5.0, **RUN)
     _start(w, 0.5, 101, 100, "resource-tracker", None, ["python", "-c", "from multiprocessing.resource_tracker "
                                                                            "import main;main(5)"])
@@ -115,13 +118,16 @@ def _report(w: LogWriter, tmp_path: Path) -> dict[str, Any]:
     return analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
 
 
-def test_a_restart_counts_ranks_once_and_tells_the_restart_and_its_cost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher_rank", [None, {"SLURM_PROCID": "0", "SLURM_JOB_ID": "7"}], ids=["torchrun", "srun"])
+def test_a_restart_counts_ranks_once_and_tells_the_restart_and_its_cost(tmp_path: Path,
+                                                                       launcher_rank: dict[str, str] | None) -> None:
     """Two ranks started twice are 2 ranks that each made a pool twice, not 4 ranks; each attempt's memory at once
     is its own pools' sum at one moment (2 x (200 + 2 x 15) MiB); the restart follows rank 1's exit (code 1), and
     its cost is told: the pools made again, each ready 1.9 s after it was made (SubprocPool.__init__ to
     wait_pool_ready's return), the compiles done again at 27.0 s, 7.0 s after the failure; nothing of the first
-    attempt's pools was alive when the new ranks started."""
-    rep = _report(restart_log(), tmp_path)
+    attempt's pools was alive when the new ranks started. The same where torchrun runs under srun and carries a
+    rank of its own (SLURM_PROCID): its children are still the ranks it started, each attempt's."""
+    rep = _report(restart_log(launcher_rank=launcher_rank), tmp_path)
     across = rep["pools_across"]
     story = across["restart"]
     assert (story["launcher"], story["restarts"], story["ranks"]) == ("torchrun", 1, 2), story
@@ -140,6 +146,9 @@ def test_a_restart_counts_ranks_once_and_tells_the_restart_and_its_cost(tmp_path
     assert ("The restart made 2 pools again: the new ranks started at 22.0 s, their pools ready 1.9 s and 1.9 s "
             "after they were made, and their compiles done again at 27.0 s (7.0 s after rank 1 ended); none of the "
             "first attempt's pool processes was alive when they started.") in lead, lead
+    json.dumps(rep)
+    if launcher_rank:  # (the Ranks section groups by the rank label: torchrun's own SLURM_PROCID is one)
+        return
     # the Ranks section: each rank once, with the processes torchrun started as it
     assert [(r["rank"], r["started"]) for r in rep["ranks"]] == [("rank 0", [110, 130]), ("rank 1", [120, 140])]
     assert "- rank 0: child 110 (train.py), started 2 times (110, 130); " in render_text(rep, {})

@@ -39,9 +39,10 @@ def attempt_of(p: Process) -> int | None:
 
 
 def _heads(v: View, n: int) -> list[Process]:
-    """The rank processes the launcher started for attempt n: a rank whose parent is no rank of its own."""
+    """The rank processes the launcher started for attempt n: one with that restart count whose parent has none
+    (the agent itself carries none; under Slurm it may carry a rank of its own, SLURM_PROCID)."""
     return [p for p in v.procs if rank_value(p.rank) is not None and attempt_of(p) == n
-            and (p.parent is None or rank_value(p.parent.rank) is None)]
+            and (p.parent is None or attempt_of(p.parent) is None)]
 
 
 def _first_end(v: View, heads: list[Process]) -> dict[str, Any] | None:
@@ -50,7 +51,7 @@ def _first_end(v: View, heads: list[Process]) -> dict[str, Any] | None:
     ended = sorted((p for p in heads if p.ended_at is not None), key=lambda p: (p.ended_at, p.pid))
     for p in ended:
         e = v.endings.of(p)
-        if e.sender is not None and e.sender.index in v.launchers:
+        if e.sender is not None and p.parent is not None and e.sender.index == p.parent.index:
             continue
         return {"rank": v.rank_of.get(p.index), "pid": p.pid, "at": v.rel(p.ended_at), "words": e.words}
     return None
@@ -109,8 +110,7 @@ def restart_story(v: View, creators: list[Process]) -> dict[str, Any] | None:
     for i, n in enumerate(counts):
         pools = [pool for pool in v.pools if found.get(pool.creator.index) == n]
         out.append(_attempt(v, n, pools, firsts[counts[i + 1]] if i + 1 < len(counts) else None))
-    parents = {p.parent.index: p.parent for n in counts for p in heads[n]
-               if p.parent is not None and p.parent.index in v.launchers}
+    parents = {p.parent.index: p.parent for n in counts for p in heads[n] if p.parent is not None}
     launcher = process_label(next(iter(parents.values()))) if len(parents) == 1 else None
     return {"launcher": launcher, "restarts": _restarts(v),
             "ranks": len({v.rank_of.get(c.index) for c in creators}), "attempts": out}
