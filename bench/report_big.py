@@ -32,7 +32,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 START, END = "<!-- report-big:start -->", "<!-- report-big:end -->"
-TARGET_CPU = 1.0  # issue 32: report --json's CPU at most a bare json.loads pass
+TARGET_CPU = 1.5  # issue 41: report --json's CPU at most 1.5x a bare json.loads pass (1.0x the goal)
+GOAL_CPU = 1.0
 TARGET_RSS = 1.0  # peak RSS at most the log's size
 SMALL_RECORDS = 2_000  # the same synthetic run's shape, small: what the report costs at any size
 FIXED = f"report --json of a {SMALL_RECORDS:,}-record log (fixed cost)"
@@ -213,7 +214,7 @@ def markdown(res: dict[str, Any]) -> str:
     for name, row in rows.items():
         out.append(f"| {name} | {row['cpu_s']:.2f} | {row['cpu_over_bare']:.2f}× | {row['peak_rss_mib']} MiB | "
                    f"{row['peak_over_log']:.2f}× |")
-    out += ["", f"Targets (issue 32): CPU ≤ {TARGET_CPU:.1f}× the bare json.loads pass — "
+    out += ["", f"Targets (issue 41): CPU ≤ {TARGET_CPU:.1f}× the bare json.loads pass (goal {GOAL_CPU:.1f}×) — "
             f"{'met' if fast['cpu_over_bare'] <= TARGET_CPU else '**not met**'} ({fast['cpu_over_bare']:.2f}×); "
             f"peak RSS ≤ {TARGET_RSS:.1f}× the log — {'met' if fast['peak_over_log'] <= TARGET_RSS else '**not met**'} "
             f"({fast['peak_over_log']:.2f}×).", "",
@@ -239,9 +240,10 @@ def markdown(res: dict[str, Any]) -> str:
             "(find the writing process and its run, one `Call` object per call with its strings shared, the "
             f"return matched to it), and the rest (the report built from the model, start-up) {rest}, "
             f"of which a {SMALL_RECORDS:,}-record log's whole report is {fl['fixed']:.2f}×."
-            + (f" The fold alone is over the {TARGET_CPU:.1f}× budget: meeting it needs the fold of the hot events "
+            + (f" The fold alone is over the {GOAL_CPU:.1f}× goal: meeting it needs the fold of the hot events "
                "(call, return) out of Python, or a model that keeps per-call-site counts instead of a `Call` per "
-               "call (which the findings read today)." if fl["fold_adds"] > TARGET_CPU else "")
+               "call (which the findings and the OTLP export read today; docs/scale.md)." if fl["fold_adds"] > GOAL_CPU
+               else "")
             + " The json path (no msgspec) is the old reader's cost.", "",
             f"Command: `python bench/report_big.py --records {res['records']} --rounds {res['rounds']}"
             + (f" --ref {res['ref']}" if res.get("ref") else "") + " --write`."]
