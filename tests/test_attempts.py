@@ -183,3 +183,103 @@ def test_without_the_restart_count_no_attempt_is_guessed(tmp_path: Path) -> None
     assert lead.startswith("- 4 processes of 2 ranks each made a compile pool (per rank): 4 sidecars + 8 workers "
                            "= 12 compile processes, 460 MiB together at once"), lead
     assert "restart" not in lead
+
+
+def _ranks(w: LogWriter, launcher: int, base: int, t: float, count: int, workers: int = 2,
+           fail: int | None = None) -> float:
+    """One launcher's 2 ranks started at t with restart count `count` (pids from base): each makes its pool
+    (a sidecar and `workers` workers), compiles, and ends at t + 8 (rank `fail` first, with code 1)."""
+    procs = []
+    for rank in (0, 1):
+        pid, side = base + rank * 10, base + 100 + rank * 10
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "TORCHELASTIC_RESTART_COUNT": str(count)}
+        _start(w, t, pid, launcher, "child", env, ["python", "-u", "train.py"])
+        _call(w, t + 1, pid, launcher, "child", f"{AC}:AsyncCompile.wait_pool_ready", 1, t + 3)
+        _call(w, t + 1.1, pid, launcher, "child", f"{SP}:SubprocPool.__init__", 2, t + 1.5, parent=1, sidecar_pid=side)
+        _start(w, t + 1.2, side, pid, "compile-sidecar", env, ["python", "x/compile_worker/__main__.py"])
+        kids = [side + k for k in range(1, workers + 1)]
+        _call(w, t + 2.5, side, pid, "compile-sidecar", f"{SP}:SubprocMain._start_pool", 1, t + 2.9, worker_pids=kids)
+        for q in kids:
+            _start(w, t + 2.6, q, side, "compile-worker", env, ["python", "x/compile_worker/__main__.py"], forked=True)
+        _call(w, t + 3.1, pid, launcher, "child", "torch._dynamo.convert_frame:_compile", 3, t + 5)
+        procs += [(pid, t, "rank"), (side, t + 1.2, "compile-sidecar")] + [(q, t + 2.6, "compile-worker") for q in kids]
+        for q in [*kids, side]:
+            w.add(t + 7.9, q, side if q != side else pid, "compile-worker" if q != side else "compile-sidecar",
+                  "process_exit", how="exit", code=0, counts={}, dropped=0)
+        w.add(t + (8 if fail == rank else 8.5), pid, launcher, "child", "process_exit", how="exit",
+              code=1 if fail == rank else 0, counts={}, dropped=0)
+    _mem(w, t + 6, procs)
+    return t + 9
+
+
+def _runs(runs: list[list[tuple[int, int, int | None]]]) -> LogWriter:
+    """A root that runs one torchrun after another (pids 100, 500, ...): each run a list of attempts
+    (restart count, workers per pool, the rank that fails or None), one after the other in time."""
+    w = LogWriter()
+    _start(w, 0, 50, 1, "main", None, ["python", "run_all.py"])
+    w.add(0.05, 900, 1, "watcher", "watcher_start", interval=0.5, linger=5.0, run="r1", root_pid=50)
+    t, base = 0.5, 1000
+    for i, attempts in enumerate(runs):
+        launcher = 100 + 400 * i
+        _start(w, t, launcher, 50, "child", None, ["python", "-m", "torch.distributed.run", "train.py"])
+        for count, workers, fail in attempts:
+            t = _ranks(w, launcher, base, t + 0.5, count, workers, fail)
+            base += 1000
+        w.add(t, launcher, 50, "child", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    w.add(t + 1, 50, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    w.add(t + 1.2, 900, 1, "watcher", "leftover", how="root-exit", count=0, pids=[], procs=[], run="r1", root_pid=50)
+    return w
+
+
+def _lead(rep: dict[str, Any]) -> str:
+    return next(line for line in rep["answer"].splitlines() if "compile pool" in line)
+
+
+def test_two_torchrun_runs_in_one_log_are_no_restart(tmp_path: Path) -> None:
+    """A script that runs torchrun twice (the first restarts once, the second not): the second run's ranks are
+    no restart of the first's, and no attempt holds both runs' ranks (the old story said 'their launcher
+    restarted them once ... the first time 4 sidecars + 8 workers')."""
+    rep = _report(_runs([[(0, 2, 1), (1, 2, None)], [(0, 2, None)]]), tmp_path)
+    assert rep["pools_across"]["restart"] is None, rep["pools_across"]["restart"]
+    lead = _lead(rep)
+    assert "restart" not in lead and lead.startswith("- 6 processes of 2 ranks each made a compile pool"), lead
+
+
+def test_restart_counts_out_of_time_order_tell_no_restart(tmp_path: Path) -> None:
+    """Ranks of count 1 that started before those of count 0 (a log no one launcher writes): no story, where the
+    old one said 'compiles done again at 6.0 s (-12.5 s after rank 0 ended)'."""
+    rep = _report(_runs([[(1, 2, 1), (0, 2, None)]]), tmp_path)
+    assert rep["pools_across"]["restart"] is None
+    assert " s after" not in _lead(rep)
+
+
+def test_attempts_of_other_shapes_keep_their_units_and_ordinals(tmp_path: Path) -> None:
+    """Five attempts whose pools differ (2 and 3 workers): each told with its own parts, 'MiB' as written (the
+    old text lowercased all of it: '460 mib'), and 'the fourth time' (the old: "the attempt 4's time")."""
+    rep = _report(_runs([[(n, 2 + n % 2, 1 if n < 4 else None) for n in range(5)]]), tmp_path)
+    lead = _lead(rep)
+    assert ("The first time 2 sidecars + 4 workers = 6 compile processes, 460 MiB together at once; the second "
+            "time 2 sidecars + 6 workers = 8 compile processes, 490 MiB together at once; the third time") in lead, lead
+    assert "the fourth time 2 sidecars + 6 workers" in lead and "the fifth time" in lead and "mib" not in lead
+    assert "torchrun restarted them 4 times" in lead and "The second restart made 2 pools again" in lead
+
+
+def test_a_restart_after_an_attempt_without_pools_is_named_and_timed_by_its_own_failure(tmp_path: Path) -> None:
+    """Attempt 1's ranks died (code 1) before making pools, attempt 2's made them: that is the second restart, and
+    its compiles are timed from attempt 1's failure, not attempt 0's (the old text: 'The restart made 2 pools
+    again ... (7.0 s after rank 1 ended)', from attempt 0's rank 1 at 9.0 s)."""
+    w = _runs([[(0, 2, 1), (2, 2, None)]])
+    # attempt 1 (count 1): its ranks start at 9.6 s, exit with code 1 at 10.0 s, no pool; attempt 2 at 10.5 s
+    for r in (0, 1):
+        env = {"RANK": str(r), "TORCHELASTIC_RESTART_COUNT": "1"}
+        _start(w, 9.6, 1500 + r, 100, "child", env, ["python", "train.py"])
+        w.add(10.0 + r / 10, 1500 + r, 100, "child", "process_exit", how="exit", code=1, counts={}, dropped=0)
+    w.lines.sort(key=lambda rec: rec["ts"])
+    rep = _report(w, tmp_path)
+    story = rep["pools_across"]["restart"]
+    assert story["restarts"] == 2 and [a["attempt"] for a in story["attempts"]] == [0, 2], story
+    assert story["attempts"][1]["after"] == {"rank": "rank 0", "pid": 1500, "at": 10.0, "words": "exited (code 1)"}
+    lead = _lead(rep)
+    assert "torchrun restarted them twice, after rank 1 exited (code 1) at 9.0 s" in lead, lead
+    assert "The second restart made 2 pools again: the new ranks started at 10.5 s" in lead, lead
+    assert "(5.5 s after rank 0 ended)" in lead, lead

@@ -96,20 +96,37 @@ def _restarts(v: View) -> int:
                default=0)
 
 
+def _one_launcher(v: View) -> bool:
+    """Whether on each host one launcher started every rank that carries a restart count: two torchrun runs
+    one after the other (each counting from 0) are two launchers, whose count-0 ranks are no one attempt."""
+    launchers: dict[str, set[int | None]] = {}
+    for p in v.procs:
+        if rank_value(p.rank) is not None and attempt_of(p) is not None and (
+                p.parent is None or attempt_of(p.parent) is None):
+            launchers.setdefault(p.host, set()).add(p.parent.index if p.parent is not None else None)
+    return all(len(parents) == 1 for parents in launchers.values())
+
+
 def restart_story(v: View, creators: list[Process]) -> dict[str, Any] | None:
     """The ranks' restarts as the pools saw them: {launcher (its label: torchrun), restarts, ranks (distinct rank
     labels among the creators), attempts: per attempt in order (module docstring)}; None unless every creator
-    carries a restart count and they are not all one attempt's."""
+    carries a restart count and they are not all one attempt's, one launcher per host started the ranks, and
+    the counts' first starts come in their order (each attempt's "after": the failure of the attempt before it)."""
     found = {c.index: attempt_of(c) for c in creators}
     counts = sorted({n for n in found.values() if n is not None})
-    if None in found.values() or len(counts) < 2:
+    if None in found.values() or len(counts) < 2 or not _one_launcher(v):
         return None
     heads = {n: _heads(v, n) for n in counts}
     firsts = {n: min((p.start for p in heads[n] if p.start is not None), default=None) for n in counts}
+    known = [f for n in counts if (f := firsts[n]) is not None]
+    if known != sorted(known) or len(set(known)) < len(known):  # counts out of time order: no restart story
+        return None
     out = []
     for i, n in enumerate(counts):
         pools = [pool for pool in v.pools if found.get(pool.creator.index) == n]
         out.append(_attempt(v, n, pools, firsts[counts[i + 1]] if i + 1 < len(counts) else None))
+        # the failure this attempt's start followed: the attempt just before it, whether or not it made a pool
+        out[-1]["after"] = _first_end(v, _heads(v, n - 1)) if n > 0 else None
     parents = {p.parent.index: p.parent for n in counts for p in heads[n] if p.parent is not None}
     launcher = process_label(next(iter(parents.values()))) if len(parents) == 1 else None
     return {"launcher": launcher, "restarts": _restarts(v),

@@ -69,8 +69,15 @@ def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
+
+
 def _nth(i: int) -> str:
-    return ("first", "second", "third")[i] if i < 3 else f"attempt {i + 1}'s"
+    """The (i + 1)-th's word: 'first' for 0."""
+    if i < len(ORDINALS):
+        return ORDINALS[i]
+    n = i + 1
+    return f"{n}{'th' if n % 100 in (11, 12, 13) else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def restart_sentence(a: dict[str, Any], r: dict[str, Any]) -> str:
@@ -94,21 +101,22 @@ def restart_sentence(a: dict[str, Any], r: dict[str, Any]) -> str:
             f" ({', '.join(mems)} the {' and '.join(_nth(i + 1) for i in range(len(mems)))} time)"
             if first and len(mems) == len(tries) - 1 and set(mems) != {size_text(first)} else "")
     else:
-        each = " " + "; ".join(f"the {_nth(i)} time {_parts(t)}{_mem(t)}" for i, t in enumerate(tries)).capitalize()
-    return lead + each + f"{_across_counts(a)}; it grows with the rank count." + _restart_cost(tries)
+        each = " T" + "; ".join(f"the {_nth(i)} time {_parts(t)}{_mem(t)}" for i, t in enumerate(tries))[1:]
+    return lead + each + f"{_across_counts(a)}; it grows with the rank count." + _restart_cost(tries, r["restarts"])
 
 
 # Restarts told one by one in the Answer (the rest are in --json's pools_across.restart).
 RESTARTS_TOLD = 2
 
 
-def _restart_cost(tries: list[dict[str, Any]]) -> str:
+def _restart_cost(tries: list[dict[str, Any]], restarts: int) -> str:
     """What each restart cost: the pools made again, how long each took to be ready, when the new ranks'
-    compiles were done (and how long after the failure), and what the attempt before left alive."""
+    compiles were done (and how long after the failure of the attempt just before: "after", which may have
+    made no pool), and what the attempt with pools before it left alive. A restart is named by its count."""
     out = []
     for i in range(1, min(len(tries), RESTARTS_TOLD + 1)):
         before, t = tries[i - 1], tries[i]
-        failed = before["failed"]
+        failed = t.get("after")
         ready = (f", their pools ready {' and '.join(f'{x:.1f} s' for x in t['ready_s'])} after they were made"
                  if t.get("ready_s") else "")
         done = ""
@@ -117,10 +125,10 @@ def _restart_cost(tries: list[dict[str, Any]]) -> str:
                      if failed and failed.get("at") is not None else "")
             done = f", and their compiles done again at {seconds_text(t['compiled_at'])}{after}"
         left = before.get("left_alive")
-        whose = f"the {_nth(i - 1)} attempt's pool processes"
+        whose = f"the {_nth(before['attempt'])} attempt's pool processes"
         kept = ("" if left is None else f"; none of {whose} was alive when they started" if left == 0
                 else f"; {left} of {whose} were alive when they started")
-        which = "The restart" if len(tries) == 2 else f"The {_nth(i - 1)} restart"
+        which = "The restart" if restarts == 1 else f"The {_nth(t['attempt'] - 1)} restart"
         out.append(f" {which} made {_plural(t['pools'], 'pool')} again: the new ranks started at "
                    f"{seconds_text(t['started_at'])}{ready}{done}{kept}.")
     return "".join(out)
