@@ -203,25 +203,24 @@ def _escaped(text: str) -> str:
 def _encode_json(value: "Any") -> str:
     """What jsonline.c_encoder() gives for value, exactly: plain values (exact str, int, float, bool, None,
     and lists, tuples and str-keyed dicts of them) written here, the rest by the C encoder (which the
-    tracer's own records never need: an exit imports nothing)."""
+    tracer's own records never need: an exit imports nothing). No generator: a frame's dict cost half again."""
     kind = type(value)
     if kind is str:
         if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
             return f'"{value}"'
         return _escaped(value)
-    elif kind is int:
-        return int.__repr__(value)
+    elif kind is int or kind is float and -_INF < value < _INF:
+        return f"{value}"  # an exact int's or float's str is its repr, which the C encoder writes
     elif value is None:
         return "null"
     elif kind is bool:
         return "true" if value else "false"
-    elif kind is float:
-        if -_INF < value < _INF:
-            return float.__repr__(value)
     elif kind is list or kind is tuple:
-        return "[" + ",".join(map(_encode_json, value)) + "]"
-    elif kind is dict and all(type(k) is str for k in value):
-        return "{" + ",".join(f"{_encode_json(k)}:{_encode_json(v)}" for k, v in value.items()) + "}"
+        return "[" + ",".join([_encode_json(v) for v in value]) + "]"
+    elif kind is dict:
+        parts = [f"{_encode_json(k)}:{_encode_json(v)}" for k, v in value.items() if type(k) is str]
+        if len(parts) == len(value):  # else a key of another type: the C encoder's
+            return "{" + ",".join(parts) + "}"
     from .jsonline import c_encoder  # another type (the tracer's own records hold none at exit)
 
     return str(c_encoder()(value))
