@@ -66,10 +66,10 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                     open_calls = local.get("calls")
                     if open_calls is None:
                         open_calls = local["calls"] = []
-                    call_id = next(probes._ids)
+                    cid = str(call_id := next(probes._ids))  # its digits once, for both records
                     known = local.get("thread")  # this thread's Thread, once found (reads.thread_name_kept)
                     thread = known._name if known is not None else thread_name_kept(local)
-                    body = f'{prefix}{call_id},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
+                    body = f'{prefix}{cid},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
                     parent = open_calls[-1] if open_calls else None
                     body += stack_json if parent is None else f'{stack_json},"parent_call":{parent}'
                     env = None
@@ -111,7 +111,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 if open_calls and open_calls[-1] == call_id:
                     open_calls.pop()
                 us = (_perf_counter_ns() - start + NS_HALF_US) // NS_PER_US
-                put_return(f'"call_id":{call_id},"duration_s":{micros_kept.get(us) or micros_json_kept(us)}',
+                put_return(f'"call_id":{cid},"duration_s":{micros_kept.get(us) or micros_json_kept(us)}',
                            return_fields, (call_id, us))
             except Exception as exc:
                 sink.error("record return", exc)

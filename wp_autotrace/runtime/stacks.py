@@ -114,12 +114,11 @@ class Stacks:
             first = frame = None
         while frame is not None and len(kept) < limit:
             code = frame.f_code
-            kind = kinds.get(id(code))
+            kind = kinds.get(code_id := id(code))
             if kind is None:
                 kind = self._frame_kind(code)
             if kind:  # not _SKIP
-                kept.append(id(code))
-                kept.append(frame.f_lasti)
+                kept += code_id, frame.f_lasti
                 if caller is None and kind == USER:
                     caller = frame
             frame = frame.f_back
