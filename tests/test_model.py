@@ -18,6 +18,7 @@ from wp_autotrace.analysis.report import analyze, analyze_view
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_pools import device_pool, idle_pool, spawn_child_exit
+from .test_threads import _two_threads_pools
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -505,6 +506,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "pool-died": with_killed_sidecar,
     "worker-lost": with_worker_lost,
     "pool-ready-wait": lambda: _slow_ready(61.0),
+    "pools-made-at-once": lambda: _two_threads_pools(0.01),
     "jobs-lost": with_lost_job,
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,

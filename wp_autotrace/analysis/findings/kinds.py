@@ -14,6 +14,11 @@ KINDS: dict[str, tuple[str, str]] = {
                   "(PSS), GiB·s, who shut it down",
                   "shutdown_compile_workers() after the last compile, compile_threads=1, or a lower quiesce "
                   "time; a setting first where a library made the pool"),
+    "pools-made-at-once": ("threads of one process each made a compile pool at once (AsyncCompile.process_pool() "
+                           "lets every caller in while its first call starts the sidecar): the threads, the "
+                           "processes, which pool ran the jobs since and what the others held idle",
+                           "make the pool once before the threads start (AsyncCompile.warm_pool() in the main "
+                           "thread), or compile_threads=1"),
     "nested-pools": ("warm_pool ran inside compile sidecars or workers: each call starts another sidecar",
                      "keep the backend out of the sidecars, or WP_AUTOTRACE_GUARD=nested-pools"),
     "warm-pool-bypass": ("TORCH_WARM_POOL=0 was set where warm_pool was still called directly",
