@@ -18,7 +18,7 @@ from wp_autotrace.analysis.report import analyze, analyze_view
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_pools import device_pool, idle_pool, spawn_child_exit
-from .test_threads import _two_threads_pools
+from .test_threads import _renderer, _two_threads_pools
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -507,6 +507,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "worker-lost": with_worker_lost,
     "pool-ready-wait": lambda: _slow_ready(61.0),
     "pools-made-at-once": lambda: _two_threads_pools(0.01),
+    "compile-after-exit": lambda: _renderer(2.0),
     "jobs-lost": with_lost_job,
     "jobs-cut-off": with_cut_off_job,
     "zombies": with_zombie,

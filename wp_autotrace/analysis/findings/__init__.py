@@ -4,8 +4,8 @@ A finding function takes the View (view.View: the selected runs' model
 plus what is derived from it) and returns a Finding or None. FINDINGS,
 here, is the one registry: it lists them in the order they are shown. The
 findings themselves live by theme: runs.py (how a run ended, the verdict),
-pools.py (compile pools), threads.py (pools a process's threads made at once), waits.py (a wait for a new pool
-to be ready),
+pools.py (compile pools), threads.py (a process's threads: pools made at once, a
+compile after the main thread returned), waits.py (a wait for a new pool to be ready),
 endings.py (how pools ended, from evidence: docs/evidence.md), signals.py (what the
 signals the run's processes sent did), host.py (the tracer itself); base.py holds what
 they share. One finding per kind, aggregated (counts and the first few
@@ -51,7 +51,7 @@ from .runs import (
 )
 from .settings import setting_overridden, setting_too_late
 from .signals import interrupted_job
-from .threads import pools_made_at_once
+from .threads import compile_after_exit, pools_made_at_once
 from .waits import forked_compile_hang, ready_wait
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     pool_outlived_creator,
     autotune_killed,
     spawn_main_reimport,
+    compile_after_exit,
     pools_made_at_once,
     idle_pools,
     child_exit_wait,

@@ -14,6 +14,10 @@ KINDS: dict[str, tuple[str, str]] = {
                   "(PSS), GiB·s, who shut it down",
                   "shutdown_compile_workers() after the last compile, compile_threads=1, or a lower quiesce "
                   "time; a setting first where a library made the pool"),
+    "compile-after-exit": ("a thread's compile failed because the process's main thread had returned: Python "
+                           "refuses new work to concurrent.futures executors (inductor's compile thread pool) from "
+                           "then on; the thread, when the main thread returned, the pool made since",
+                           "join the compiling threads before the main thread returns, or compile_threads=1"),
     "pools-made-at-once": ("threads of one process each made a compile pool at once (AsyncCompile.process_pool() "
                            "lets every caller in while its first call starts the sidecar): the threads, the "
                            "processes, which pool ran the jobs since and what the others held idle",

@@ -1,4 +1,5 @@
-"""Findings about a process's threads and its pools: pools one process made at once from several threads.
+"""Findings about a process's threads and its pools: pools one process made at once from several threads, and a
+thread's compile that the interpreter's exit refused.
 
 `AsyncCompile.process_pool()` is a `functools.lru_cache(1)`: while its first call runs (SubprocPool.__init__
 starting a sidecar takes a second or more), it holds no other caller back, so threads whose first compiles come
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..derive.pools import user_frame, workers_of
-from ..words.fmt import mib_s_text, pid_text, site, size_text
+from ...common import targets
+from ..derive.pools import PoolStory, start_method, user_frame, workers_of
+from ..words.fmt import mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -78,3 +80,50 @@ def pools_made_at_once(v: View) -> Finding | None:
                    AT_ONCE_ADVICE,
                    {"pools": len(group) - 1, "idle_mib_s": round(idle_mib_s, 1),
                     "idle_gib_s": round(idle_mib_s / 1024, 3)}, short)
+
+
+# concurrent.futures' refusal once the interpreter's exit has begun (its executors' submit(), thread and process
+# pools alike): set by its `_python_exit`, which threading runs as the main thread returns, before it joins the
+# other threads.
+SHUTDOWN_REFUSAL = "cannot schedule new futures after interpreter shutdown"
+# What the user can do when a thread compiles after the main thread returned (huggingface/diffusers#3764).
+AFTER_EXIT_ADVICE = ("keep the main thread alive while other threads compile: join them before it returns "
+                     "(thread.join() at the end of the main script); or compile without a pool: compile_threads=1 / "
+                     "TORCHINDUCTOR_COMPILE_THREADS=1 (the thread then compiles in itself)")
+
+
+def _name(st: PoolStory) -> str:
+    return pool_name({"kind": st.pool.kind, "start_method": start_method(st.pool), "sidecar_pid": st.pool.sidecar_pid,
+                      "worker_pids": [q.pid for q in st.workers]})
+
+
+def compile_after_exit(v: View) -> Finding | None:
+    """A compile (dynamo's `_compile`) that raised concurrent.futures' refusal in a thread of a process whose main
+    thread had returned (its `_python_exit` call, on the main thread, before the compile ended): the thread, when
+    the main thread returned, the error, and what the pools the process made since did (they ran no job of it)."""
+    for c in v.calls:
+        if c.tag != targets.COMPILE or not c.error or SHUTDOWN_REFUSAL not in c.error or c.end is None:
+            continue
+        p = c.proc
+        exits = [x.ts for x in p.calls.values() if x.tag == targets.EXIT_JOIN and x.thread in ("MainThread", "")
+                 and x.ts <= c.end]
+        if not exits:
+            continue
+        returned = min(exits)
+        made = [pool for pool in p.pools if pool.call.ts >= returned]
+        procs = [q for pool in made for q in v.story(pool).procs]
+        pools = (f"; the compile pool it made after that ({', '.join(_name(v.story(pool)) for pool in made)}, at "
+                 f"{site(user_frame(made[0].call.caller) or made[0].call.caller)}) served none of it") if made else ""
+        error = c.error.strip().splitlines()[0]
+        told = (f"{p.role.capitalize()} {p.pid}'s thread {c.thread or '?'} compiled after the main thread had "
+                f"returned (at {v.rel(returned) or 0:.1f} s), and the compile failed at {v.rel(c.end) or 0:.1f} s: "
+                "Python refuses new work to concurrent.futures executors, inductor's compile thread pool included, "
+                "once the main thread has returned")
+        return Finding(
+            "compile-after-exit", "problem",
+            f"{told} ({error}; the compile began at {v.rel(c.ts) or 0:.1f} s; the thread ran on, its compile did "
+            f"not){pools}.",
+            sorted({p.pid, *(q.pid for q in procs)}),
+            [f"{p.pid}: _python_exit (the main thread's return) at {v.rel(returned)} s; _compile in thread "
+             f"{c.thread or '?'} raised at {v.rel(c.end)} s"], AFTER_EXIT_ADVICE, {"compiles_failed": 1}, f"{told}.")
+    return None

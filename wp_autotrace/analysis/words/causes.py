@@ -69,14 +69,15 @@ def failed_start_pids(rep: dict[str, Any], cause: dict[str, Any]) -> set[int]:
 # its wait is a call that never returned; a pool's shutdown at exit cuts the hung job off).
 # An autotune subprocess torch killed (autotune-killed) stays a zombie: kill() never waits for it. A forked child
 # waiting on its parent's compile thread pool (forked-compile-hang) leaves its compile calls open. Pools threads made
-# at once (pools-made-at-once) sit idle: all but the one inductor hands out ran no job.
+# at once (pools-made-at-once) sit idle: all but the one inductor hands out ran no job; so does a pool made for a
+# compile that the interpreter's exit then refused (compile-after-exit).
 # A wait the user interrupted on a running job (pool-wait-interrupted): torch's exit then cuts that job off
 # (jobs-cut-off), whose own advice ("wait for the jobs before shutting down") is not the user's to follow.
 BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
            "pool-job-hang": ("exit-hang", "leftovers", "jobs-cut-off", "call-never-returned"),
            "pool-wait-interrupted": ("jobs-cut-off",),
            "autotune-killed": ("zombies",), "forked-compile-hang": ("call-never-returned", "leftovers"),
-           "pools-made-at-once": ("idle-pool",)}
+           "pools-made-at-once": ("idle-pool",), "compile-after-exit": ("idle-pool",)}
 
 
 def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
