@@ -1329,6 +1329,24 @@ def test_a_pool_idle_between_its_uses_is_told_from_its_workers_job_records(tmp_p
     assert pool["idle_gaps"] == [] and pool["idle_total_s"] == pool["idle_s"], pool
 
 
+def test_a_ready_probe_whose_end_record_lands_after_the_ready_still_opens_the_first_gap(tmp_path: Path) -> None:
+    """The worker writes its job's end record after it sends the result: on a loaded box the main's
+    wait_pool_ready returned first (the ready probe's end 12 ms after the ready, in a CI run). The gap after the
+    probe is still the one from the pool's ready to its first job (the probe began before the ready; no job came
+    between): its start is the probe's recorded end, and it is told as after the ready, as on a quiet box."""
+    w = idle_pool(quiesce_at=None)
+    for pid, wid, a, b in ((301, 0, 3.6, 4.012), (301, 1, 30.0, 31.0), (301, 2, 50.0, 51.0)):
+        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["ready_at"] == 4.0
+    assert [(g["from_s"], g["to_s"], g["first"]) for g in pool["idle_gaps"]] == [
+        (4.012, 30.0, True), (31.0, 50.0, False)], pool["idle_gaps"]
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert "between its ready at 4.0 s and its first job at 30.0 s" in idle["text"], idle["text"]
+
+
 class _Subproc:
     def __init__(self, n: int) -> None:
         self.pending_futures = {i: object() for i in range(n)}

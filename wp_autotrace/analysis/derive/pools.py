@@ -307,19 +307,19 @@ class IdleGap(NamedTuple):
     mib_s: float | None
 
 
-def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, until: float) -> list[tuple[float, float]]:
-    """The stretches of IDLE_GAP_S or more, from ready_at (else the first job's start) to until, in which no job
-    of `spans` (busy_spans: merged, earliest first) was held. [] without job records: no other evidence tells
-    when a pool held no job between its uses."""
+def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: float) -> list[tuple[float, float, bool]]:
+    """The stretches of IDLE_GAP_S or more, from ready_at (else the first job's start) to end, in which no job of
+    `spans` (busy_spans: merged, earliest first) was held, as (start, end, first: from the ready, no job begun
+    between them). [] without job records: no other evidence tells when a pool held no job between its uses."""
     if not spans:
         return []
-    out: list[tuple[float, float]] = []
+    out: list[tuple[float, float, bool]] = []
     t = ready_at if ready_at is not None else spans[0][0]
-    for a, b in spans:
-        if a >= until:
+    for i, (a, b) in enumerate(spans):
+        if a >= end:
             break
-        if a - t >= IDLE_GAP_S:
-            out.append((t, a))
+        if a - t >= IDLE_GAP_S:  # the ready probe's end record may come after the ready: a worker writes it late
+            out.append((t, a, ready_at is not None and (i == 0 or spans[i - 1][0] <= ready_at)))
         t = max(t, b)
     return out
 
@@ -471,8 +471,8 @@ class PoolStory:
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
-        self.gaps = [IdleGap(ga, gb, ga == self.ready_at, self._gap_mib_s(ga, gb, t_end))
-                     for ga, gb in idle_gaps(self.busy_spans, self.ready_at, self.busy_until)] if self.served else []
+        gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until) if self.served else []
+        self.gaps = [IdleGap(ga, gb, first, self._gap_mib_s(ga, gb, t_end)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         mibs = [m for m in [self.idle_mib_s, *(g.mib_s for g in self.gaps)] if m is not None]
         self.idle_total_mib_s = round(sum(mibs), 1) if mibs else None
