@@ -117,6 +117,94 @@ def test_fork_and_spawn_pools_get_the_whole_story(tmp_path: Path, method: str) -
     assert f"held {round(own / MIB)} MiB of its own beside the pool's" in " ".join(answer.split()), answer
 
 
+STALL = textwrap.dedent('''
+    import os, sys, time
+    if "--multiprocessing-fork" in sys.orig_argv:  # a spawned worker, importing the main script again (__mp_main__)
+        with open(os.environ["STALL_MARK"], "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(600)  # stands in for an import that takes long (torch's: 8-18 s on a loaded box)
+''')
+IMPORTING = textwrap.dedent('''
+    import stall  # noqa: F401
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+
+    if __name__ == "__main__":
+        AsyncCompile.warm_pool()  # torch.compile's inductor backend makes the pool (spawn starts no worker yet)
+        AsyncCompile.wait_pool_ready()  # first Triton kernel: its ready job starts a worker
+''')
+
+
+def test_a_spawn_worker_killed_while_it_imports_is_its_pools(tmp_path: Path) -> None:
+    """A spawn pool's worker killed (SIGKILL, as the OOM killer would) while it still imports, before torch's
+    initializer ran in it: it never writes its role record, yet it is its pool's, from the record its creator
+    wrote as concurrent.futures started it. The test finds the worker itself (its marker; psutil: the main's child
+    on multiprocessing's spawn command line; its /proc maps: no libtorch loaded yet), reads its PSS (smaps_rollup)
+    around the watcher's reading, kills it by pid and checks the report's pool: its processes as ps listed them,
+    its memory, and its end (the kill has no record: how is not known) as the pool's breaking."""
+    import os
+    import signal
+    import subprocess
+
+    import psutil
+
+    from .conftest import read_log, wait_until
+
+    (tmp_path / "stall.py").write_text(STALL)
+    script, mark, log = tmp_path / "train.py", tmp_path / "worker.txt", tmp_path / "log.jsonl"
+    script.write_text(IMPORTING)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_WORKER_START="spawn", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"),
+                    STALL_MARK=str(mark))
+    main = subprocess.Popen([sys.executable, str(script)], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True)
+
+    def pss(pid: int) -> int:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(x.split()[1]) * 1024 for x in f if x.startswith("Pss:"))
+
+    def read_since(pid: int, since: float) -> bool:
+        """A watcher memory record after `since` holds pid."""
+        recs = [json.loads(x) for x in log.read_bytes().split(b"\n") if b'"event":"memory"' in x and x.endswith(b"}")]
+        return any(r["ts"] > since and pid in {e["pid"] for e in r["procs"]} for r in recs)
+
+    try:
+        pid = int(wait_until(lambda: mark.exists() and mark.read_text(), 150, what="the worker's marker"))
+        worker = psutil.Process(pid)
+        kids = [c.pid for c in psutil.Process(main.pid).children() if "resource_tracker" not in " ".join(c.cmdline())]
+        assert kids == [pid] and worker.cmdline()[-1] == "--multiprocessing-fork", (kids, worker.cmdline())
+        with open(f"/proc/{pid}/maps") as f:  # still importing: torch's library not loaded in it yet
+            assert "libtorch" not in f.read()
+        before, at = pss(pid), time.time()
+        wait_until(lambda: read_since(pid, at), 60, what="the watcher's reading of the importing worker")
+        after = pss(pid)
+        os.kill(pid, signal.SIGKILL)
+        # the main got BrokenProcessPool and exited through its handlers (its process_exit): its teardown of torch
+        # takes seconds more on a loaded box and is not what this test reads, so it ends here
+        wait_until(lambda: any(r["event"] == "process_exit" and r["pid"] == main.pid
+                               for r in read_log(log, partial=True)), 120, what="the main's process_exit")
+    finally:
+        try:
+            os.killpg(main.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        err = main.communicate()[1]
+    assert "BrokenProcessPool" in err, err[-3000:]  # the program's own word
+    wait_for_watcher(log, timeout=60)
+    rep = report_json(log)
+    (pool,) = rep["pools"]
+    # counted as ps listed it, its memory in the pool's (the probe's two readings bound it, 5 % either way)
+    assert pool["worker_pids"] == [pid] and pool["processes"] == 1 and pool["counts"]["pids"] == [pid], pool
+    low, high = sorted((before, after))
+    assert low * 0.95 <= pool["peak_pss_bytes"] <= high * 1.05, (pool, before, after)
+    # its end, under its pool: the kill left no record, so how is not known; the pool broke
+    assert pool["ending"]["kind"] == "broke", pool["ending"]
+    answer = " ".join(rep["answer"].split())
+    assert "made a compile pool (1 spawned worker, no sidecar)" in answer, answer
+    assert f"it broke: worker {pid} ended (how is not known) while it still imported" in answer, answer
+    assert "AsyncCompile.wait_pool_ready() got BrokenProcessPool" in answer, answer
+
+
 HANG = textwrap.dedent('''
     import os, signal, sys, threading, time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job's child inherits it ignored

@@ -859,6 +859,73 @@ def test_legacy_fork_executor_is_a_pool(tmp_path: Path) -> None:
         in rep["answer"] and "without a process pool" not in rep["answer"]
 
 
+def spawn_pool_worker_killed_importing(named: bool = True) -> LogWriter:
+    """main 100's spawn pool: worker 201 (its ready job) wrote its role at 2.8 s; worker 203, started at 3.0 s for
+    the next job (the pid an earlier helper child of main had until 1.5 s), was still importing (no role record)
+    when it ended at 4.0 s, unseen how; main's AsyncCompile.wait got BrokenProcessPool at 4.01 s, concurrent.futures
+    SIGTERMed 201, and main exited. The watcher read 203 twice (30 MiB) beside 201 (50 MiB). named: main wrote
+    worker_spawned for both as concurrent.futures started them."""
+    from .logs import call, start, watcher
+
+    tracked = "torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+    spawned = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"]
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    w.add(1.0, 203, 100, "child", "process_start", argv=["ldconfig", "-p"], python="", forked=False, env={},
+          run="r1", root_pid=100)
+    w.add(1.5, 203, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 1.6, "tree", count=1, started=[], ended=[{"pid": 203, "end": T0 + 1.55}])
+    call(w, 2, 100, 1, "main", f"{AC}:AsyncCompile.process_pool", 1, None)
+    call(w, 2.001, 100, 1, "main", f"{tracked}.__init__", 2, 2.01, max_workers=2)
+    w.add(2.02, 100, 1, "main", "return", call_id=1, duration_s=0.02)
+    for pid, at in ((201, 2.1), (203, 3.0)):
+        if named:
+            w.add(at + 0.001, 100, 1, "main", "worker_spawned", worker_pid=pid)
+        watcher(w, at + 0.05, "tree", count=2, started=[{"pid": pid, "ppid": 100, "create_time": T0 + at,
+                                                         "cmd": " ".join(spawned)}], ended=[])
+        w.add(at + 0.2, pid, 100, "child", "process_start", argv=spawned, python="3.11.7", forked=False, env={},
+              run="r1", root_pid=100)
+    w.add(2.8, 201, 100, "compile-worker", "role")
+    call(w, 3.0, 100, 1, "main", f"{AC}:AsyncCompile.wait", 3, None)
+    for t in (3.5, 3.9):
+        watcher(w, t, "memory", procs=[{"pid": 201, "pss": 50 * MIB, "uss": MIB},
+                                       {"pid": 203, "pss": 30 * MIB, "uss": MIB}])
+    watcher(w, 4.0, "tree", count=2, started=[], ended=[{"pid": 203, "end": T0 + 4.0}])
+    w.add(4.01, 100, 1, "main", "return", call_id=3, duration_s=1.01, error="BrokenProcessPool: A process in the "
+          "process pool was terminated abruptly while the future was running or pending.")
+    w.add(4.02, 100, 1, "main", "signal_sent", how="kill", target=201, signal=15, frames=[
+        {"file": "/usr/lib/python3.11/concurrent/futures/process.py", "line": 484, "func": "terminate_broken"}])
+    watcher(w, 4.1, "tree", count=1, started=[], ended=[{"pid": 201, "end": T0 + 4.1}])
+    w.add(4.2, 100, 1, "main", "process_exit", how="exit", code=1, counts={}, dropped=0)
+    watcher(w, 4.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
+def test_a_worker_killed_while_it_imports_is_its_pools_from_its_creators_word(tmp_path: Path) -> None:
+    """A fork/spawn pool's worker that ended before torch's initializer ran in it (no role record: still importing)
+    is its pool's all the same, from the record its creator wrote as concurrent.futures started it: counted in the
+    pool's processes as ps listed them, its memory in the pool's at once, and its end told as the pool's breaking
+    (how it ended: unknown, no record shows it). A child of the creator that had the same pid earlier is not it."""
+    rep = report(spawn_pool_worker_killed_importing(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["worker_pids"] == [201, 203] and pool["processes"] == 2, pool
+    assert pool["counts"]["pids"] == [201, 203] and pool["counts"]["pool_pss_bytes"] == 80 * MIB, pool["counts"]
+    assert pool["peak_pss_bytes"] == 80 * MIB, pool
+    ending = pool["ending"]
+    assert ending["kind"] == "broke" and ending["at"] == pytest.approx(4.1), ending
+    words = " ".join(rep["answer"].split())
+    assert "worker 203 ended (how is not known) while it still imported (torch's initializer never ran in it)" \
+        in words, words
+    assert "main 100's AsyncCompile.wait() got BrokenProcessPool at 4.0 s" in words, words
+    assert "killed" not in ending["words"] and "ended as main 100 exited" not in words
+    # the earlier child of pid 203 (ldconfig, ended at 1.5 s) is no worker of the pool: the worker is the one read
+    assert sorted(p["start_s"] for p in rep["processes"] if p["pid"] == 203) == [1.0, 3.0]
+    # without the creator's word, the worker that never said its role is no member (the old reading)
+    (old,) = report(spawn_pool_worker_killed_importing(named=False), tmp_path)["pools"]
+    assert old["worker_pids"] == [201] and old["processes"] == 1, old
+
+
 def test_a_pool_whose_sidecar_never_served_is_neither_busy_nor_idle(tmp_path: Path) -> None:
     """The bundled example's nested pools: a job sent to a pool whose traced sidecar never reached its serving
     loop (its main() raised), then torch's atexit asked it to stop with that job pending. The pool was never

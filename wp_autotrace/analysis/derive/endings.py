@@ -38,6 +38,12 @@ ENDED_AT_EXIT, WORKERS_ENDED = "ended-at-exit", "workers-ended"
 # concurrent.futures joins an executor's workers at interpreter exit (threading's exit hooks, before atexit):
 # workers ending this close before their creator's own end ended with its exit.
 AT_EXIT_S = 2.0
+# A fork/spawn pool its creator got BrokenProcessPool from (concurrent.futures' word that a worker ended abruptly;
+# it then fails every pending job and ends the other workers): the pool broke.
+BROKE, BROKEN_POOL = "broke", "BrokenProcessPool"
+# A worker's end is seen by the watcher's next tick after the executor noticed it (the job's error): ends this
+# long after that error still belong to it.
+WORKER_END_SLACK_S = 1.0
 
 # Ends seen together: within one watcher tick of each other, plus scheduling slack on a loaded host.
 GROUP_SLACK_S = 0.2
@@ -399,6 +405,8 @@ class Endings:
                 return Ending(LEFT_RUNNING, f"{_plural(len(alive), 'worker')} left running after the main process",
                               None, ["the watcher's leftover record"])
             return Ending(RUNNING, "still running at the end of the log", None, [])
+        if (broke := _broke(self, pool)) is not None:
+            return broke
         end = max(e.at for e, _ in ends if e.at is not None)
         creator = pool.creator
         c_end = creator.ended_at
@@ -529,9 +537,36 @@ def _autotune_ending(self: Endings, pool: Pool) -> Ending:
                   [f"its last subprocess's end at {self.rel(end.at)}", *end.evidence], end.signal)
 
 
+def _broke(self: Endings, pool: Pool) -> Ending | None:
+    """A fork/spawn pool that broke: its creator's first traced call that got BrokenProcessPool, and the workers
+    that had started by then and ended by WORKER_END_SLACK_S after it, each with its own ending (a worker that
+    never wrote its role record ended before torch's initializer ran in it: while it still imported). Which of
+    them ended first is not told: concurrent.futures ends the rest once one has."""
+    creator = pool.creator
+    c = min((c for c in creator.calls.values() if c.end is not None and c.end >= pool.call.ts
+             and (c.error or "").startswith(BROKEN_POOL)), key=lambda c: c.end or 0.0, default=None)
+    if c is None or c.end is None:
+        return None
+    at = c.end
+    lost = [q for q in pool.members if (q.start is None or q.start <= at)
+            and (e := q.ended_at) is not None and e <= at + WORKER_END_SLACK_S]
+    if not lost:
+        return None
+    who = "; ".join(f"worker {q.pid} {_as_subject(self.of(q))}" + (
+        "" if q.role == V.COMPILE_WORKER else " while it still imported (torch's initializer never ran in it)")
+        for q in lost)
+    c = c.outermost()
+    end = max(q.ended_at or at for q in lost)
+    return Ending(BROKE, f"it broke: {who}; {creator.role} {creator.pid}'s {T.short_label(c.target)}() got "
+                  f"{BROKEN_POOL} at {self.rel(at)} (concurrent.futures' word for a worker that ended abruptly)", end,
+                  [f"{BROKEN_POOL} returned to {T.short_label(c.target)}() at {self.rel(at)}",
+                   *(f"worker {q.pid}'s end at {self.rel(q.ended_at)}" for q in lost)],
+                  self.of(lost[0]).signal if len(lost) == 1 else None)
+
+
 def _as_subject(e: Ending) -> str:
     """A process ending's words after "its sidecar": "was killed by SIGTERM", "exited (code 0)"."""
-    return f"was {e.words}" if e.kind in (SIGNAL, OOM_KILL) else e.words
+    return f"was {e.words}" if e.kind in (SIGNAL, OOM_KILL) and not e.words.startswith("ended") else e.words
 
 
 def _proved_ended_before(p: Process, ts: float) -> bool:

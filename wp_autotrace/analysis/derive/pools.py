@@ -186,12 +186,9 @@ def pool_processes(pool: Pool, heads: dict[int, Pool]) -> list[Process]:
 
 
 def workers_of(pool: Pool) -> list[Process]:
-    """The compile workers of the pool's sidecar (its children in that role, or the pids it captured); a
-    fork/spawn pool's own workers."""
+    """The compile workers of the pool's sidecar (Process.compile_workers); a fork/spawn pool's own workers."""
     side = pool.sidecar
-    if side is None:
-        return list(pool.members)
-    return [q for q in side.children if q.role == vocab.COMPILE_WORKER or q.pid in side.worker_pids]
+    return list(pool.members) if side is None else side.compile_workers()
 
 
 WORKERS_ARG = "--workers="  # the sidecar's argument: the workers its pool starts (SubprocPool's nprocs)

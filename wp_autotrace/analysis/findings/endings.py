@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...common.vocab import COMPILE_WORKER
-from ..derive.endings import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
+from ..derive.endings import (
+    OOM_AMONG,
+    OOM_KILL,
+    SHUTDOWN_FOUND_DEAD,
+    SIDECAR_ENDED,
+    SIGNAL,
+    WITH_GROUP,
+    WORKER_END_SLACK_S,
+)
 from ..derive.labels import process_label
 from ..derive.pools import broken_jobs, own_errors, user_frame
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
@@ -268,9 +276,6 @@ def zombies(v: View) -> Finding | None:
         {"zombies": len(stayed)})
 
 
-# A worker's end is seen by the watcher's next tick after the executor noticed it (the job's error): ends this
-# long after that error still belong to it.
-WORKER_END_SLACK_S = 1.0
 # Endings whose words come from a record that shows how the process ended (a status, the OOM kill count).
 SHOWN_ENDINGS = (SIGNAL, OOM_KILL, OOM_AMONG)
 
@@ -286,7 +291,7 @@ def _lost_and_new(side: Process, at: float) -> tuple[list[Process], list[Process
     """Around one BrokenProcessPool at `at`: the sidecar's workers that had started before it and ended with no
     exit record by WORKER_END_SLACK_S after it, the workers it started after it (by its first pool start after
     it that made any: a pool start that found its executor running returns the old ones), and that start's time."""
-    workers = [q for q in side.children if q.role == COMPILE_WORKER]
+    workers = side.compile_workers()
     ended = [q for q in workers if (q.start is None or q.start <= at) and not q.exited
              and (e := q.ended_at) is not None and e <= at + WORKER_END_SLACK_S]
     for t in (t for t in side.pool_starts if t >= at):

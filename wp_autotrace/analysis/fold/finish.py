@@ -9,7 +9,7 @@ from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES, SPAWNED_ARG
 from .autotune import autotune_members
 from .identities import Registry
-from .model import EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
+from .model import CREATE_ROUNDING_S, EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
@@ -150,14 +150,15 @@ def match_waits(reg: Registry) -> None:
 
 
 def executor_members(m: Model) -> None:
-    """Each fork/spawn pool's workers: the compile workers its creator started (torch's initializer ran in
-    them), each to the creator's executor pool made last before it started. A compile worker with no such pool
-    (torch 2.1-2.7 builds its ProcessPoolExecutor with no TrackedProcessPoolExecutor call to mark it) makes one
-    from its creator's last AsyncCompile.process_pool call before it: the workers are the evidence. A sidecar's
-    workers are its SubprocPool's, not an executor's."""
+    """Each fork/spawn pool's workers: the compile workers its creator started (torch's initializer ran in them:
+    their `role` records) and the workers it named as it started them (Process.compile_workers: one killed while it
+    imported never wrote its role), each to the creator's executor pool made last before it started. A compile
+    worker with no such pool (torch 2.1-2.7 builds its ProcessPoolExecutor with no TrackedProcessPoolExecutor call
+    to mark it) makes one from its creator's last AsyncCompile.process_pool call before it: the workers are the
+    evidence. A sidecar's workers are its SubprocPool's, not an executor's."""
     made = False
     for p in m.processes:
-        workers = [q for q in p.children if q.role == vocab.COMPILE_WORKER]
+        workers = p.compile_workers()
         if not workers or p.role in SIDECAR_ROLES:
             continue
         for q in sorted(workers, key=lambda q: q.start or 0.0):
@@ -177,10 +178,6 @@ def executor_members(m: Model) -> None:
         m.pools.sort(key=lambda x: x.call.ts)
         for p in m.processes:
             p.pools.sort(key=lambda x: x.call.ts)
-
-
-# Create times are rounded to 10 ms: a child started by a call can read as started just before the call.
-CREATE_ROUNDING_S = 0.05
 
 
 def spawned_members(m: Model) -> None:

@@ -411,16 +411,19 @@ def add_job(reg: Registry, r: dict[str, Any]) -> None:
         jobs[-1].end = r["ts"]  # a worker runs one job at a time: an end is its last start's
 
 
-def watchers_only(reg: Registry, r: dict[str, Any]) -> None:
-    """Nothing in the model (worker_spawned): the record is the watcher's, which reads the named worker as a
-    compile worker while it imports; the model's pool member is still the worker's own `role` record, written once
-    torch's initializer runs in it."""
+def note_spawned(reg: Registry, r: dict[str, Any]) -> None:
+    """A worker of the writer's torch compile executor, named by the writer as concurrent.futures started it
+    (worker_spawned): its pool's from its start (finish.executor_members), before the worker's own `role` record,
+    which a worker killed while it imports never writes."""
+    p, pid = reg.writer(r), r.get("worker_pid")
+    if p is not None and isinstance(pid, int):
+        p.spawned.append((pid, r["ts"]))
 
 
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
                                                                           schema.JOB: add_job, vocab.OOM: note_oom,
                                                                           vocab.SIGNAL_SENT: note_signal,
-                                                                          vocab.WORKER_SPAWNED: watchers_only}
+                                                                          vocab.WORKER_SPAWNED: note_spawned}
 
 
 def note_import(p: Process, r: dict[str, Any]) -> None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from ...common import targets
-from ...common.vocab import SPAWNED_ARG
+from ...common.vocab import COMPILE_WORKER, SPAWNED_ARG
 
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
 SOURCELESS_FILES = ("<string>", "<stdin>")
 # What a process left behind (in a leftover record) that the watcher later saw end: its exit_how.
 LEFT_THEN_ENDED = "ended after the main process"
+# Create times are rounded to 10 ms: a child started by a call can read as started just before the call.
+CREATE_ROUNDING_S = 0.05
 
 # Call-record fields captured as the call started (targets.Target.capture_call).
 _AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method",
@@ -171,7 +173,7 @@ class Process:
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
-                 "imports", "jobs_run", "sent")
+                 "imports", "jobs_run", "sent", "spawned")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -239,6 +241,8 @@ class Process:
         self.jobs_run: list[JobSpan] = []  # a pool worker: the jobs it took, in order (job records)
         # the signals it sent (signal_sent records, in order); one whose call failed carries its `error`
         self.sent: list[dict[str, Any]] = []
+        # the workers its torch compile executor started, as it named them (worker_spawned): (pid, when named)
+        self.spawned: list[tuple[int, float]] = []
 
     @property
     def run_id(self) -> str:
@@ -263,6 +267,21 @@ class Process:
     def alive_during(self, a: float, b: float) -> bool:
         """Was this process alive at some moment of [a, b] (alive_at, over a span)?"""
         return (self.start is None or self.start <= b) and ((e := self.ended_at) is None or e > a)
+
+    def compile_workers(self) -> list[Process]:
+        """Its children that are workers of its compile pool, in the order the log first showed them: in the
+        compile-worker role (torch's initializer ran in them: their own `role` record), whose pids its pool's start
+        captured (a sidecar's), or named by it as it started them (worker_spawned: a worker killed while it
+        imported never wrote its role). A name is its child of that pid started last by the name's time (create
+        times are rounded: CREATE_ROUNDING_S later at most): a child started after it (its pid reused) is not."""
+        named: set[int] = set()
+        for pid, ts in self.spawned:
+            q = max((q for q in self.children if q.pid == pid
+                     and (q.start if q.start is not None else ts) <= ts + CREATE_ROUNDING_S),
+                    key=lambda q: q.start or 0.0, default=None)
+            if q is not None:
+                named.add(q.index)
+        return [q for q in self.children if q.role == COMPILE_WORKER or q.pid in self.worker_pids or q.index in named]
 
 
 class Run:
