@@ -411,3 +411,49 @@ def test_the_results_after_a_slow_pool_start_are_told_with_the_seconds_the_jobs_
     (f,) = [f for f in report(_slow_ready_then_jobs(brief), tmp_path / "quiet")["findings"]
             if f["kind"] == "pool-ready-wait"]
     assert "then its pool" not in f["text"] and "jobs for" not in f["text"], f["text"]
+
+
+def sidecar_exit_hang(captured: bool = True) -> LogWriter:
+    """main 100's SubprocPool (sidecar 150, workers 201/202): 201 took slowjob:hang at 3.0 s and never ended it; 202
+    ran job 2 from 3.1 s to 3.2 s. main was killed at 5.0 s; the sidecar read the end of its pipe (SubprocMain.main
+    raised) and its exit join (_python_exit) began at 5.1 s, captured (captured=True) with 2 jobs pending: the held
+    one and job 3, which no worker took. Torch's watchdog ended the sidecar at 65.1 s, its workers at 66 s."""
+    w = with_sidecar_pool()
+    job(w, 3.0, 201, 150, "start", 1, fn="slowjob:hang")
+    job(w, 3.1, 202, 150, "start", 2, fn="slowjob:quick")
+    job(w, 3.2, 202, 150, "end", 2)
+    watcher(w, 5.0, "tree", count=3, started=[], ended=[{"pid": 100, "end": T0 + 5.0}])
+    call(w, 1.3, 150, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 5.05)
+    w.lines[-1]["error"] = "error: unpack requires a buffer of 16 bytes"
+    call(w, 5.1, 150, 100, "compile-sidecar", "concurrent.futures.process:_python_exit", 2, None)
+    if captured:
+        w.lines[-1]["pool_pending"] = [{"worker_pids": [201, 202], "pending": 2, "jobs": [
+            {"work_id": 1, "fn": "slowjob:hang"}, {"work_id": 3, "fn": "slowjob:other"}]}]
+    watcher(w, 65.1, "tree", count=2, started=[], ended=[{"pid": 150, "end": T0 + 65.1}])
+    watcher(w, 66.0, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 66.0} for p in (201, 202)])
+    watcher(w, 66.1, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_sidecars_own_exit_hang_names_its_pending_jobs_and_who_held_them(tmp_path: Path) -> None:
+    """A sidecar blocked at exit in concurrent.futures' join of its workers (its main was killed; its job never
+    ends): the exit hang names the pool it serves, its jobs pending as the join began (the sidecar's own capture),
+    which worker held which job since when, and the one no worker took. Without the capture, how many were
+    pending is not known, and said so; which worker held the job still comes from the workers' records."""
+    rep = report(sidecar_exit_hang(), tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
+    text = " ".join(hang["text"].split())
+    assert text.startswith("At exit compile-sidecar 150 waited 60.0 s in concurrent.futures' join of its process "
+                           "pool's workers, until it ended inside it: a job of the compile pool it serves, made by "
+                           "main 100 at /site/plugin/_inductor/__init__.py:5 (<module>), had not ended"), text
+    assert ("1 of its 2 workers held a job then: worker 201 ran slowjob:hang from 3.0 s and never ended it (63.0 s, "
+            "until the worker ended at 66.0 s); 2 job(s) were pending in this pool as the exit join began; no worker "
+            "took 1 of them before it ended (queued): slowjob:other.") in text, text
+    assert "slowjob:quick" not in text
+    (tmp_path / "uncaptured").mkdir()
+    rep = report(sidecar_exit_hang(captured=False), tmp_path / "uncaptured")
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
+    text = " ".join(hang["text"].split())
+    assert ("worker 201 ran slowjob:hang from 3.0 s and never ended it (63.0 s, until the worker ended at 66.0 s); "
+            "how many jobs were pending in this pool as the exit join began is not known.") in text, text

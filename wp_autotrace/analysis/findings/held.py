@@ -62,13 +62,18 @@ def hung_jobs(v: View, pool: Pool, a: float, b: float) -> list[Held]:
 
 def joined_pool_words(v: View, p: Process, a: float, b: float, c: Call | None = None) -> tuple[str, str]:
     """Which pool concurrent.futures' exit join of p ([a, b]) waited on, and who held its job: (" of the pool ...",
-    " sentence."), or ("", "") where p made no pool. The join waits on the executors made in p: its fork/spawn
-    compile pools (a SubprocPool's executor is its sidecar's) and the program's own, whose workers' job records
-    say which held the job; c: the join's call, whose capture counts (and names) the pool's pending jobs."""
+    " sentence."), or ("", "") where p made no pool and serves none. The join waits on the executors made in p:
+    its fork/spawn compile pools, the program's own, and, in a sidecar, the executor of the SubprocPool it serves
+    (its workers); their workers' job records say which held the job; c: the join's call, whose capture counts
+    (and names) the pool's pending jobs."""
     pools = [pool for pool in p.pools if pool.call.ts <= a and pool.kind == EXECUTOR]
     own = own_pool_hung_jobs(v, p, a, b)
     if own and not any(hung_jobs(v, pool, a, b) for pool in pools):
         return " of a process pool the program made itself (not a compile pool)", f" {own_held_words(v, own)}."
+    served = next((pool for pool in v.pools if pool.sidecar is p), None)
+    if not pools and served is not None:
+        made = f"made by {served.creator.role} {served.creator.pid} at {site(served.call.caller)}"
+        return f" of the compile pool it serves, {made},", f" {held_words(v, served, a, b, c)}."
     if not pools:
         return "", ""
     return f" of the pool made at {site(pools[-1].call.caller)}", f" {held_words(v, pools[-1], a, b, c)}."
@@ -100,8 +105,11 @@ def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -
     lists them then, with the pool's pending jobs as the wait c began where it was captured: a sentence, no
     final stop."""
     pending = pending_as_called(c, pool) if c is not None else None
-    began = "the exit join began" if c is not None and c.tag == targets.EXIT_JOIN else "the wait began"
-    queued = f"; {pending} job(s) were pending in this pool as {began}" if pending is not None else ""
+    at_exit = c is not None and c.tag == targets.EXIT_JOIN
+    began = "the exit join began" if at_exit else "the wait began"
+    # an exit join whose capture did not read this pool (an older log): its pending jobs are unknown, and said so
+    queued = (f"; {pending} job(s) were pending in this pool as {began}" if pending is not None else
+              f"; how many jobs were pending in this pool as {began} is not known" if at_exit else "")
     behind = never_taken(c, pool, b) if c is not None else []
     if behind:
         names = ", ".join(job_name(q) for q in behind[:NAMED])

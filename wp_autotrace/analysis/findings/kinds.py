@@ -34,7 +34,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "child-exit-wait": ("a child process spent seconds shutting its pool down at its exit: its parent's "
                         "join() waits (pytorch#115366)", "shut the pool down at the end of the child's work"),
     "exit-hang": ("the process waited at exit in concurrent.futures' join of its process pool's workers (a job "
-                  "never ended): its seconds, until it ended or was killed, and the worker that held the job",
+                  "never ended; a sidecar's: of the pool it serves): its seconds, until it ended or was killed, the "
+                  "jobs pending as the join began and which worker held which since when",
                   "find why the job never ends; end the pool's workers or shut the pool down before exit"),
     "fork-pool-hang": ("a fork pool made while its process ran other threads, and that process's wait on it "
                        "never returned or was interrupted (a lock held at the fork is never released in a worker); "
