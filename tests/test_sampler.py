@@ -210,6 +210,37 @@ def test_an_exiting_process_is_not_listed_again(tmp_path: Path) -> None:
     assert deltas(log)[0] == [(100, 1.0), (101, 2.0), (101, 2.0)] and w.tree.live[101]["cmd"] == "python other.py"
 
 
+def test_a_worker_named_before_its_exec_keeps_its_role_after_it(tmp_path: Path) -> None:
+    """A spawn pool's worker first listed between its fork and its exec (no command line yet), given the
+    compile-worker role by its creator's worker_spawned record, is listed again once it exec'd: the new entry keeps
+    that role, so the sampler reads it while it imports. (Before, the role went with the old entry, the record was
+    used up, and the worker went unread until it ended: seen in a loaded run, a worker killed 60 s later unread.)
+    A later process that took the pid is not given it."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    r.procs[101]["image"] = 5000
+    argv: dict[int, list[str]] = {101: []}  # forked, its exec in progress: no command line yet
+    r.argv = lambda pid: argv.get(pid, ["p"]) if pid in r.procs else []  # type: ignore[method-assign]
+    w, log = make_watcher(tmp_path, r)
+    w.tree.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
+    with open(log, "ab") as f:  # the creator's record, as concurrent.futures started it
+        f.write(b'{"v":1,"event":"worker_spawned","pid":100,"host":"h","role":"main","ts":2.05,"seq":9,'
+                b'"worker_pid":101}\n')
+    w.tick()
+    assert w.tree.live[101]["role"] == "compile-worker"
+    r.procs[101]["image"] = 7000  # the exec
+    argv[101] = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"]
+    w.tick()
+    listed = [e for t in events(read_log(log), "tree") for e in t["started"] if e["pid"] == 101]
+    # the first listing was written before the record was read that tick; the second carries the role
+    assert [e.get("role") for e in listed] == [None, "compile-worker"], listed
+    assert w.tree.live[101]["role"] == "compile-worker" and "--multiprocessing-fork" in w.tree.live[101]["cmd"]
+    r.add(101, 100, 9.0)  # it ended and a new child took the pid
+    w.tick()
+    assert "role" not in w.tree.live[101] and 101 not in w.tree.log.given
+
+
 def test_big_sets_are_split_never_cut(tmp_path: Path) -> None:
     """3,000 processes with 300-char command lines: tree and leftover records split in parts, none lost."""
     r = FakeReader()

@@ -106,6 +106,9 @@ class LogWatch:
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
         # pid -> (when it said its pool role, the role): a compile worker's role record, an autotune worker's start
         self.roles: dict[int, tuple[float, str]] = {}
+        # pid -> (create_time, role): the roles pool_roles gave live entries, until the process ends (keep_said):
+        # a process the tree lists again after its exec gets a fresh entry, which keeps the role said of it
+        self.given: dict[int, tuple[float, str]] = {}
         # pid -> ts of the process_exit records read since the watcher last took them (take_exits): the memory
         # sampler reads a pool process once more as it ends. Taken every tick, so bounded by one scan's records.
         self.exits: dict[int, float] = {}
@@ -169,9 +172,17 @@ class LogWatch:
             entry = live.get(pid)
             if entry is not None and entry.get("create_time", ts) <= ts + 0.05:
                 entry["role"] = role
+                self.given[pid] = (entry.get("create_time", ts), role)
                 del self.roles[pid]
             elif now - ts > ROLE_KEEP_S:
                 del self.roles[pid]
+
+    def keep_said(self, pid: int, entry: dict[str, Any]) -> None:
+        """A process the tree lists again (its exec) keeps in its fresh entry the role said of it before (given:
+        its creator's record named it between its fork and its exec), where its command line gives it none."""
+        said = self.given.get(pid)
+        if "role" not in entry and said is not None and said[0] == entry.get("create_time"):
+            entry["role"] = said[1]
 
     def take_exits(self) -> dict[int, float]:
         """The process_exit records (pid -> ts) read since the last call: each handed over once."""

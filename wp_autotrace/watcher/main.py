@@ -120,8 +120,10 @@ class Watcher:
             self.emit(event, **fields, **part, **extra)
 
     def _forget(self, pid: int) -> None:
-        """The tree wrote pid off: its last written rss goes with it."""
+        """The tree wrote pid off: its last written rss goes with it, and the role said of it."""
         self.written_rss.pop(pid, None)
+        if self.tree.log is not None:
+            self.tree.log.given.pop(pid, None)
 
     def tick(self) -> None:
         """Sample, write what changed, and notice the root's end."""
@@ -144,6 +146,9 @@ class Watcher:
     def write(self, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]]) -> None:
         """The tree record for one sample (if anything changed, or a heartbeat is due)."""
         lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
+        if self.tree.log is not None:  # one listed again after its exec keeps the role said of it before
+            for entry in started:
+                self.tree.log.keep_said(entry["pid"], entry)
         self.tree.zombies.check(now)
         lists.update(self.tree.zombies.take())
         if self.tree.possible:
