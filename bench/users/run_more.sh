@@ -29,5 +29,5 @@ run actor_ranks --timeout 300 --linger 6 -- "$PY" "$U/actor_ranks.py"
 run preload_fork --timeout 300 --linger 6 -- "$PY" "$U/preload_fork.py"
 run torchrun_restart --timeout 380 --linger 6 -- "$PY" -m torch.distributed.run --standalone --nproc-per-node=2 \
     --max-restarts=1 --monitor-interval=0.5 "$U/torchrun_restart.py"
-run thread_after_exit --linger 6 -- "$PY" "$U/thread_after_exit.py"
-run threads_race --linger 6 -- "$PY" "$U/threads_race.py"
+run thread_after_exit --timeout 360 --linger 6 -- "$PY" "$U/thread_after_exit.py"
+run threads_race --timeout 360 --linger 6 -- "$PY" "$U/threads_race.py"
