@@ -35,6 +35,7 @@ from wp_autotrace.watcher import memory
 
 from .conftest import run_python, traced_env, wait_for_watcher
 from .logs import T0, seed_log
+from .memdef import at_once_by_definition, integral_by_definition
 from .test_pools import idle_pool
 from .test_scenarios import run_scenario
 
@@ -359,47 +360,6 @@ def test_page_of_a_non_utf8_argv_is_written(tmp_path: Path) -> None:
     assert "caf\\udce9.txt" in page.read_text(encoding="utf-8")
 
 
-def _at_once_by_definition(procs: list[Any], a: float | None = None, b: float | None = None) -> list[Any]:
-    """memseries' docstring read literally, one pass over every process per moment: at each sample time (of
-    the samples in [a, b]), the processes alive (started, not yet ended: the later of the watcher's end and
-    the exit record's, docs/evidence.md; or read then) and read within STALE_S, summed."""
-    from wp_autotrace.analysis.derive.memseries import Point
-
-    def end(p: Any) -> float | None:
-        ends = [x for x in (p.gone, p.end) if x is not None]
-        return max(ends) if ends else None
-
-    def began_to_end(q: Any) -> float | None:  # its own exit record, or the watcher's end, whichever came first
-        signs = [x for x in (q.end if q.exited else None, end(q)) if x is not None]
-        return min(signs) if signs else None
-
-    def lived(p: Any) -> list[Any]:  # no sample after the process's own exit record once a page sharer had begun to
-        sharers = list(p.children) + ([p.parent] + [q for q in p.parent.children if q is not p]  # end; unless
-                                      if p.forked and p.parent is not None else [])  # it has no other
-        kept = [m for m in p.mem if not (p.exited and p.end is not None and m[0] > p.end and any(
-            (e := began_to_end(q)) is not None and e <= m[0] for q in sharers))]
-        return kept or p.mem
-
-    samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived(p)
-                     if (a is None or ts >= a) and (b is None or ts <= b))
-    out, latest = [], {}
-    for t in sorted({s[0] for s in samples}):
-        latest.update({i: (ts, pss) for ts, i, pss in samples if ts == t})
-        alive = [i for i, p in enumerate(procs) if (p.start is None or p.start <= t)
-                 and (end(p) is None or end(p) > t) or latest.get(i, (None,))[0] == t]
-        fresh = [i for i in alive if i in latest and t - latest[i][0] <= STALE_S]
-        by_span = {i for i in fresh if (procs[i].start is None or procs[i].start <= t)
-                   and (end(procs[i]) is None or end(procs[i]) > t)}
-        # out: a process read before a forked child of its, counted by its span, started (a pre-fork reading),
-        fresh = [i for i in fresh if not any(
-            q.forked and q.parent is procs[i] and q.start is not None and q.start > latest[i][0]
-            for j, q in enumerate(procs) if j in by_span) and not (  # nor one read before its own exit record
-            procs[i].exited and procs[i].end is not None and latest[i][0] < procs[i].end <= t)]
-        if fresh:
-            out.append(Point(t, sum(latest[i][1] for i in fresh), len(fresh), len(alive)))
-    return out
-
-
 def _process(start: float | None, end: float | None, gone: float | None, exited: bool,
              mem: list[tuple[float, int, int]]) -> Process:
     p = Process("h", 1, 0)
@@ -426,13 +386,41 @@ def test_memory_at_once_is_its_definition_on_odd_lives() -> None:
             if rnd.random() < 0.4:
                 q.parent, q.forked = procs[rnd.randrange(k)], rnd.random() < 0.5
                 q.parent.children.append(q)
-        assert at_once(procs) == _at_once_by_definition(procs), procs
+        assert at_once(procs) == at_once_by_definition(procs), procs
         a, b = sorted(rnd.randint(0, 24) / 2 for _ in range(2))
-        window = _at_once_by_definition(procs, a, b)
+        window = at_once_by_definition(procs, a, b)
         assert at_once(procs, a, b) == window
         best = max(window, key=lambda pt: pt.pss, default=None)
         assert peak_at_once(procs, a, b) == ((best.pss, best.read, best.alive, best.ts) if best
                                              else (None, 0, 0, None))
+
+
+def test_memory_over_time_is_the_integral_of_memory_at_once() -> None:
+    """One sweep (memseries.Memory) gives both: its points are at_once's, and its integral over any stretch is
+    memory at once, its definition evaluated at every moment, integrated (so an idle MiB·s is the area under
+    the series whose largest point is the pool's memory at once): a reading counts until a newer one, the
+    process's end, or STALE_S after it was taken, never carried further; the seconds where a process alive had
+    no reading counted are told apart. Lives as odd as the test above."""
+    import random
+
+    from wp_autotrace.analysis.derive.memseries import Memory, at_once
+
+    rnd = random.Random(39)
+    for _ in range(1500):
+        procs = [_process(rnd.choice([None, rnd.randint(0, 10) / 2]), rnd.choice([None, rnd.randint(0, 12) / 2]),
+                          rnd.choice([None, 3.0, rnd.randint(0, 14) / 2]), rnd.random() < 0.5,
+                          [(rnd.randint(0, 48) / 4, rnd.randint(0, 5), 0) for _ in range(rnd.randint(0, 6))])
+                 for _ in range(rnd.randint(1, 6))]
+        for k, q in enumerate(procs[1:], 1):
+            if rnd.random() < 0.4:
+                q.parent, q.forked = procs[rnd.randrange(k)], rnd.random() < 0.5
+                q.parent.children.append(q)
+        memory = Memory(procs)
+        assert memory.points == at_once(procs) == at_once_by_definition(procs), procs
+        a, b = sorted(rnd.randint(-4, 60) / 4 for _ in range(2))
+        byte_s, unread_s = integral_by_definition(procs, a, b)
+        got = memory.integral(a, b)
+        assert got.byte_s == pytest.approx(byte_s) and got.unread_s == pytest.approx(unread_s), (procs, a, b)
 
 
 @pytest.mark.parametrize("command", [["report", "--html"], ["export"], ["export", "--format", "otlp"]])

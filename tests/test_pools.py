@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.derive.memseries import STALE_S
 from wp_autotrace.analysis.derive.pools import IDLE_GAP_S, shadowing
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
+from wp_autotrace.analysis.words.fmt import mib_s_text
 from wp_autotrace.watcher import memory
 
 from .logs import PLUGIN, T0, LogWriter, seed_log
@@ -58,6 +60,20 @@ def mem(w: LogWriter, t: float, procs: list[tuple[int, float, int]], devices: An
           procs=[{"pid": pid, "create_time": T0 + st, "pss": pss * MIB, "uss": pss * MIB // 4, "rss": 4 * pss * MIB}
                  for pid, st, pss in procs],
           devices=[{"pid": pid, "create_time": T0 + st, "paths": paths} for pid, st, paths in devices])
+
+
+def keep_up(w: LogWriter, a: float, b: float, procs: list[tuple[int, float, int, float]]) -> None:
+    """The watcher keeping up with a pool (watcher/memory.py reads each pool process every MEMORY_EVERY_S): a
+    reading of each of procs (pid, start offset, PSS MiB, alive until) every 2 s from a to b. Memory at once
+    counts a reading STALE_S at most (memseries): a log read every 10 s holds its figure for 2.5 s of the 10."""
+    t = a
+    while t <= b:
+        mem(w, t, [(pid, st, pss) for pid, st, pss, until in procs if t < until])
+        t = round(t + 2.0, 6)
+
+
+# idle_pool's processes as the watcher reads them: the sidecar until its exit, the workers until the quiesce
+KEPT_UP = [(200, 1.2, 200, 60.3), (301, 3.6, 15, 20.1), (302, 3.6, 15, 20.1)]
 
 
 def idle_pool(quiesce_at: float | None = 20.0, shutdown_by_user: bool = False, devices: Any = (),
@@ -104,7 +120,9 @@ def idle_pool(quiesce_at: float | None = 20.0, shutdown_by_user: bool = False, d
 def test_lifecycle_of_an_idle_pool(tmp_path: Path) -> None:
     """Made where, ready, jobs (count, first, last), idle from the last job to the shutdown, the quiesce timer,
     who asked for the shutdown (torch's atexit), one request among three calls, workers' lifetimes."""
-    rep = report(idle_pool(), tmp_path)
+    w = idle_pool()
+    keep_up(w, 3.7, 60.0, KEPT_UP)
+    rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert pool["caller"]["file"] == USER["file"] and pool["ready_at"] == 4.0
     assert (pool["jobs"], pool["first_job"], pool["last_job"]) == (7, 3.5, 10.0)
@@ -140,6 +158,7 @@ def test_held_comes_from_the_idle_span_never_a_stale_earlier_sample(tmp_path: Pa
     (200 + 15 + 15 MiB at 15 s), never from that one ("holding 32 MiB … 10.1 GiB·s" contradicted itself)."""
     w = idle_pool()
     _set_mem(w, 5.0, [(200, 1.2, 2), (301, 3.6, 15), (302, 3.6, 15)])
+    keep_up(w, 10.0, 60.0, KEPT_UP)  # from the span's start on
     (pool,) = report(w, tmp_path)["pools"]
     assert pool["held_pss_bytes"] == 230 * MIB
     assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=1)
@@ -161,7 +180,9 @@ def test_unread_pool_processes_are_said_not_counted_as_zero(tmp_path: Path) -> N
 
 def test_idle_pool_finding_names_this_torchs_knobs(tmp_path: Path) -> None:
     """idle-pool: seconds, real MiB, MiB·s, and the knobs the run's torch config has (none it lacks)."""
-    rep = report(idle_pool(), tmp_path)
+    w = idle_pool()
+    keep_up(w, 3.7, 60.0, KEPT_UP)
+    rep = report(w, tmp_path)
     f = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
     assert "pool of sidecar 200 + 2 workers" in f["text"] and "idle 50.0 s after its last job" in f["text"]
     assert "holding 230 MiB: 10.1 GiB·s" in f["text"]
@@ -1370,13 +1391,7 @@ def test_a_pool_idle_between_its_uses_is_told_from_its_workers_job_records(tmp_p
     last job (51 -> 60 s); the MiB·s over each is what its processes held there (the crafted samples: sidecar
     200 MiB, two workers 15 MiB each). Without job records nothing tells the gaps: none is told."""
     assert IDLE_GAP_S == 10.0  # the bar the figures below sit far from (gaps of 26 and 17 s; merged jobs 30-33 s)
-    w = idle_pool(quiesce_at=None)
-    for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 30.5, 33.0), (301, 3, 50.0, 51.0)):
-        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
-        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
-    for t in (40.0, 55.0):
-        mem(w, t, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
-    rep = report(w, tmp_path)
+    rep = report(_gapped_pool(), tmp_path)
     (pool,) = rep["pools"]
     assert [(g["from_s"], g["to_s"], g["s"], g["first"]) for g in pool["idle_gaps"]] == [
         (4.0, 30.0, 26.0, True), (33.0, 50.0, 17.0, False)], pool["idle_gaps"]
@@ -1540,13 +1555,12 @@ def test_the_exit_joins_capture_counts_and_names_a_torch_pools_pending_jobs() ->
 
 def _gapped_pool() -> LogWriter:
     """idle_pool whose workers wrote job records: the ready probe, jobs at 30-33 s and 50-51 s; gaps 4 -> 30 s
-    and 33 -> 50 s (the gaps test's log)."""
+    and 33 -> 50 s (the gaps tests' log); read every 2 s from the workers' start on."""
     w = idle_pool(quiesce_at=None)
     for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 30.5, 33.0), (301, 3, 50.0, 51.0)):
         w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
         w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
-    for t in (40.0, 55.0):
-        mem(w, t, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    keep_up(w, 3.7, 60.0, [(200, 1.2, 200, 60.3), (301, 3.6, 15, 60.3), (302, 3.6, 15, 60.3)])
     return w
 
 
@@ -1650,3 +1664,58 @@ def test_a_held_figure_from_a_moment_that_read_some_of_the_pool_says_how_many(tm
     assert pool["held_pss_bytes"] == 77508608 and (pool["held_read"], pool["held_processes"]) == (1, 2), pool
     page = render_html(rep, render_text(rep, {}))
     assert "outlived its creator 60.0 s (3.20 -&gt; 63.20 s), holding 216 MiB (PSS)" in page, page
+
+
+def _watcher_stopped() -> LogWriter:
+    """idle_pool read every 2 s until 30.0 s, then never again (a watcher killed, or a sampler far behind) while
+    the pool idles on to its shutdown request at 60.01 s: the sidecar's last reading (30.0 s, 200 MiB) is the
+    last word on it for the 30 s after."""
+    w = idle_pool()
+    keep_up(w, 3.7, 28.0, KEPT_UP)
+    return w
+
+
+def test_a_reading_older_than_the_staleness_window_adds_nothing_to_an_idle_pools_mib_s(tmp_path: Path) -> None:
+    """Memory at once counts a reading STALE_S at most (memseries: a stale reading is not memory at that moment);
+    the idle MiB·s is its integral, so the sidecar's last reading (30.0 s) counts until 32.5 s, not to the end of
+    the idle span at 60.01 s: 230 MiB x 10.1 s (workers until their quiesce exit at 20.1 s) + 200 MiB x 12.4 s,
+    and the 27.5 s no reading covered are told as unread. (A second rule carried each process's last reading to
+    the span's end: 10.1 GiB·s, with nothing read for half of it.)"""
+    rep = report(_watcher_stopped(), tmp_path)
+    (pool,) = rep["pools"]
+    assert (pool["busy_until"], pool["idle_to"]) == (10.0, 60.01)
+    stale = 30.0 + STALE_S
+    assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (stale - 20.1), abs=0.1), pool
+    assert pool["idle_unread_s"] == pytest.approx(60.01 - stale), pool
+    assert rep["costs"]["idle_mib_s"] == pool["idle_total_mib_s"] == pool["idle_mib_s"]
+    assert f"holding 230 MiB real memory (PSS): {mib_s_text(pool['idle_mib_s'])} idle" in rep["answer"], rep["answer"]
+
+
+@pytest.mark.parametrize("log", ["sparse", "watcher_stopped", "gapped", "kept_up"])
+def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Path, log: str) -> None:
+    """Every MiB·s of a pool (its idle span, each idle gap, the costs) is memory at once, its definition read at
+    every moment (tests/memdef.py, not the report's code), integrated over that stretch; and the pool's series
+    (whose largest point is its peak) is that same definition at each reading."""
+    from wp_autotrace.analysis.report import analyze_view
+
+    from .memdef import at_once_by_definition, integral_by_definition
+
+    w = {"sparse": idle_pool, "watcher_stopped": _watcher_stopped, "gapped": _gapped_pool}.get(log, idle_pool)()
+    if log == "kept_up":
+        keep_up(w, 3.7, 60.0, KEPT_UP)
+    rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    (pool,), (model_pool,) = rep["pools"], view.pools
+    story = view.story(model_pool)
+    series = at_once_by_definition(story.procs)
+    assert story.series == series and pool["peak_pss_bytes"] == max(pt.pss for pt in series)
+    assert pool["idle_s"] > 0
+    byte_s, unread_s = integral_by_definition(story.procs, story.busy_until, story.idle_to)
+    assert pool["idle_mib_s"] == round(byte_s / MIB, 1), (pool, byte_s / MIB)
+    gaps = [integral_by_definition(story.procs, g.start, g.end) for g in story.gaps]
+    assert [g["mib_s"] for g in pool["idle_gaps"]] == [round(b / MIB, 1) for b, _ in gaps]
+    assert pool["idle_unread_s"] == pytest.approx(unread_s + sum(u for _, u in gaps), abs=1e-3)
+    assert rep["costs"]["idle_mib_s"] == pytest.approx((byte_s + sum(b for b, _ in gaps)) / MIB, abs=0.2)
+    if log == "sparse":  # read at 5, 15 and 30 s only: each reading holds 2.5 s of the 50 s span
+        assert pool["idle_mib_s"] == pytest.approx(230 * STALE_S + 200 * STALE_S, abs=0.1)
+    if log == "kept_up":
+        assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=0.1) and pool["idle_unread_s"] == 0

@@ -19,7 +19,9 @@ CPU budget stretches its period) the points say "N of M read" instead of summing
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -142,11 +144,14 @@ class _Sum:
                      len(self.both) - len(self.early) + len(extra), spanned + len(extra))
 
 
-def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool
-           ) -> Iterator[tuple[float, _Sum, int, list[int]]]:
+def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, steps: bool = False
+           ) -> Iterator[tuple[float, _Sum, int, list[int] | None]]:
     """at_once's sweep: at each sample time with something read, (t, the running state, processes alive by
     their span, those read at t though their span says they were not alive). The state changes as the sweep
-    goes on: read it before the next step."""
+    goes on: read it before the next step. steps=True also stops at every moment the sum can change between
+    two sample times (a process's start or end, its process_exit, a reading turning STALE_S old) and yields
+    (t, state, alive, None) there, and after each point, once the readings STALE_S old at t have left: the
+    state from t until the next yield (Memory's steps)."""
     samples = sorted((ts, i, pss) for i, p in enumerate(procs)
                      for ts, pss, _ in ((lived_mem(p) if lived else p.mem) if p.mem else ())
                      if (a is None or ts >= a) and (b is None or ts <= b))
@@ -160,13 +165,21 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool
     recent: list[tuple[float, int]] = []  # heap of (sample time, i): who may still be fresh
     spanned = sum(in_span)  # alive by its span
 
-    def sync(i: int) -> None:
-        latest = state.latest
-        state.set_both(i, in_span[i] and not left[i] and i in latest and t - latest[i][0] <= STALE_S)
+    def sync(i: int, after: bool = False) -> None:
+        # at a point a reading exactly STALE_S old still counts; from that moment on (after) it does not
+        seen = state.latest.get(i)
+        fresh = seen is not None and (seen[0] + STALE_S > t if after else t - seen[0] <= STALE_S)
+        state.set_both(i, in_span[i] and not left[i] and fresh)
 
     k = e = g = x = 0
-    while k < len(samples):
-        t = samples[k][0]
+    never = math.inf
+    while True:
+        t = samples[k][0] if k < len(samples) else never
+        if steps:  # the next moment anything changes, not only the next reading
+            t = min(t, enters[e][0] if e < len(enters) else never, leaves[g][0] if g < len(leaves) else never,
+                    exits[x][0] if x < len(exits) else never, recent[0][0] + STALE_S if recent else never)
+        if t == never:
+            return
         read_now = []
         while k < len(samples) and samples[k][0] == t:
             i = samples[k][1]
@@ -194,8 +207,57 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool
         for i in set(read_now):
             sync(i)
         extra = [i for i in set(read_now) if i not in state.both]  # read at t, though its span says it was not alive
-        if state.both or extra:
+        if read_now and (state.both or extra):
             yield t, state, spanned, extra
+        if steps:
+            while recent and recent[0][0] + STALE_S <= t:
+                sync(heapq.heappop(recent)[1], after=True)
+            yield t, state, spanned, None
+
+
+class Memory:
+    """A set of processes' memory at once from one sweep over their readings: `points`, the sums at each
+    sample time (at_once's, the series every peak and the page's line are taken from), and `steps`, the same
+    sum as a function of time (each step holds from its ts until the next: a reading counts from when it was
+    taken until a newer one, the process's end, or STALE_S later, whichever comes first; the rules of the
+    module docstring at every moment, not only at a sample). integral() is that function's integral, so any
+    MiB·s the report gives (a pool idle, orphaned) is the area under the same series whose largest point is
+    its memory at once, and a stretch no reading covers adds nothing (it is told as unread, never carried)."""
+
+    def __init__(self, procs: list[Process]) -> None:
+        self.points: list[Point] = []
+        # before any event: nothing read, those with no start alive
+        self.steps: list[Point] = [Point(-math.inf, 0, 0, sum(p.start is None for p in procs))]
+        for t, state, spanned, extra in _sweep(procs, None, None, True, steps=True):
+            if extra is not None:
+                self.points.append(state.point(t, spanned, extra))
+                continue
+            step = state.point(t, spanned, [])
+            if step[1:] != self.steps[-1][1:]:
+                self.steps.append(step)
+        self._times = [s.ts for s in self.steps]
+
+    def integral(self, a: float, b: float) -> Held:
+        """The sum's integral over [a, b] (byte-seconds), and the seconds of [a, b] in which a process alive
+        (by its span) had no reading counted: there the integral holds less than was held, by an unknown
+        amount."""
+        i = bisect.bisect_right(self._times, a) - 1
+        total = unread = 0.0
+        t = a
+        while t < b:
+            step = self.steps[i]
+            hi = min(b, self._times[i + 1]) if i + 1 < len(self._times) else b
+            total += step.pss * (hi - t)
+            unread += (hi - t) if step.read < step.alive else 0.0
+            t, i = hi, i + 1
+        return Held(total, unread)
+
+
+class Held(NamedTuple):
+    """Memory over a stretch: byte-seconds, and the seconds of it some process alive was not read."""
+
+    byte_s: float
+    unread_s: float
 
 
 def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True
@@ -214,7 +276,8 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
     Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
     point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
     for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
-    return [state.point(t, spanned, extra) for t, state, spanned, extra in _sweep(procs, a, b, lived)]
+    return [state.point(t, spanned, extra) for t, state, spanned, extra in _sweep(procs, a, b, lived)
+            if extra is not None]
 
 
 def counted_at(procs: list[Process], t: float) -> dict[int, tuple[float, int]]:
@@ -222,7 +285,7 @@ def counted_at(procs: list[Process], t: float) -> dict[int, tuple[float, int]]:
     (sample time, PSS). What a figure at t is the sum of, for anything told beside it (derive/counts.py)."""
     counted: dict[int, tuple[float, int]] = {}
     for _, state, _, extra in _sweep(procs, None, t, True):
-        counted = {i: state.latest[i] for i in (*state.both, *extra) if i not in state.early}
+        counted = {i: state.latest[i] for i in (*state.both, *(extra or ())) if i not in state.early}
     return counted
 
 

@@ -42,7 +42,7 @@ from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, JobSpan, Pool, Process
 from ..words.fmt import MIB
 from .counts import counts_at
-from .memseries import Point, at_once, lived_mem, peak_at_once
+from .memseries import Memory, Point, lived_mem, peak_at_once
 
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"
@@ -365,25 +365,6 @@ def held_at(p: Process, a: float, b: float) -> int | None:
     return samples[0][1] if samples else None
 
 
-def integral(p: Process, a: float, b: float, end: float) -> float:
-    """Byte-seconds of p's PSS over [a, b] (clipped to its life; it ends at end when unknown), from its
-    span samples only: between two, the earlier; before the first, the first. 0 when unsampled there."""
-    lo, hi = max(a, p.start if p.start is not None else a), min(b, e if (e := p.ended_at) is not None else end)
-    samples = span_samples(p, a, b)
-    if hi <= lo or not samples:
-        return 0.0
-    current, i = samples[0][1], 0
-    while i < len(samples) and samples[i][0] <= lo:
-        current = samples[i][1]
-        i += 1
-    total, t = 0.0, lo
-    while i < len(samples) and samples[i][0] < hi:
-        total += current * (samples[i][0] - t)
-        t, current = samples[i][0], samples[i][1]
-        i += 1
-    return total + current * (hi - t)
-
-
 def held_after(p: Process, ts: float) -> int | None:
     """A leftover's figure: its latest PSS sample taken after ts (the main process's end), its own
     process_exit notwithstanding: a leftover still holds what it holds (an orphaned sidecar whose workers
@@ -445,8 +426,10 @@ class PoolStory:
         self.stopped_first = not self.busy_past_stop and self.served and self.busy_until > self.idle_to
         self.quiesced = [(c.ts, requester(c)[0]) for c in pool.quiesce_calls]
         self.sampled = [p for p in self.procs if p.mem]
-        # Its memory at once over its whole life (the report's series and its peak: summed once, not twice).
-        self.series: list[Point] = at_once(self.procs)
+        # Its memory at once over its whole life, one sweep: the report's series and its peak, and every MiB·s
+        # below (its integral over the stretch), so a MiB·s is the area under the line whose top is the peak.
+        self.memory = Memory(self.procs)
+        self.series: list[Point] = self.memory.points
         a, b = self.busy_until, self.idle_to
         # The pool's processes during the idle span, and those of them the watcher read then: the held
         # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
@@ -455,10 +438,9 @@ class PoolStory:
         self.held_bytes, self.held_read, inside_at = self._held(a, b)
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
-        self.idle_mib_s = (round(sum(integral(p, a, b, t_end) for p in self.span_sampled) / MIB, 1)
-                           if self.span_sampled and self.idle_s > 0 else None)
+        self.idle_mib_s = self._mib_s(a, b) if self.idle_s > 0 else None
         self.peak_bytes, peak_at = self._peak()
-        self.orphan_mib_s, self.orphan_held, orphan_at, self.orphan_read = self._orphan_memory(t_end)
+        self.orphan_mib_s, self.orphan_held, orphan_at, self.orphan_read = self._orphan_memory()
         # counted as ps counts, at the moment of the figure the text gives: a pool that outlived its creator is
         # told by what it held once orphaned (its idle span ends at its creator's end, often under a second in,
         # read then in part while the creator still shared its pages: 74 of the 216 MiB 2 forked workers held
@@ -469,10 +451,14 @@ class PoolStory:
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
         gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until) if self.served else []
-        self.gaps = [IdleGap(ga, gb, first, self._gap_mib_s(ga, gb, t_end)) for ga, gb, first in gaps]
+        self.gaps = [IdleGap(ga, gb, first, self._mib_s(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         mibs = [m for m in [self.idle_mib_s, *(g.mib_s for g in self.gaps)] if m is not None]
         self.idle_total_mib_s = round(sum(mibs), 1) if mibs else None
+        # the seconds of those stretches the MiB·s could not cover: a process alive with no reading counted
+        idle = [(a, b)] if self.idle_s > 0 else []
+        self.idle_unread_s = round(sum(self.memory.integral(x, y).unread_s
+                                       for x, y in [*idle, *((g.start, g.end) for g in self.gaps)]), 3)
 
     def _held(self, a: float, b: float) -> tuple[int | None, tuple[int, int], float | None]:
         """What it held while idle over [a, b]: the most at one moment inside the span (a sidecar's first sample,
@@ -487,11 +473,11 @@ class PoolStory:
         held = [x for x in (held_at(p, a, b) for p in self.span_sampled) if x is not None]
         return (sum(held) if held else None), (len(self.span_sampled), len(self.in_span)), None
 
-    def _gap_mib_s(self, a: float, b: float, t_end: float) -> float | None:
-        """MiB·s the pool's processes held over an idle gap [a, b], as the idle span's: the processes read inside
-        it only (a sample after the gap is a busy moment's); None where none was."""
-        read = [p for p in self.procs if p.alive_during(a, b) and any(a <= ts <= b for ts, _, _ in lived_mem(p))]
-        return round(sum(integral(p, a, b, t_end) for p in read) / MIB, 1) if read else None
+    def _mib_s(self, a: float, b: float) -> float | None:
+        """MiB·s the pool's processes held together over [a, b]: its memory at once integrated there
+        (memseries.Memory); None where no reading counts in it."""
+        held = self.memory.integral(a, b)
+        return round(held.byte_s / MIB, 1) if held.byte_s > 0 else None
 
     def _idle_cpu(self) -> tuple[float, float, float] | None:
         """(CPU seconds the pool's processes used, from, to) over the part of the idle span the watcher's samples
@@ -508,7 +494,7 @@ class PoolStory:
             lo, hi = first if lo is None else min(lo, first), last if hi is None else max(hi, last)
         return (round(used, 2), lo, hi) if lo is not None and hi is not None and hi > lo else None
 
-    def _orphan_memory(self, t_end: float) -> tuple[float | None, int | None, float | None, tuple[int, int] | None]:
+    def _orphan_memory(self) -> tuple[float | None, int | None, float | None, tuple[int, int] | None]:
         """What the pool's processes held after their creator ended: (MiB·s over that span, the most at one
         moment in it, that moment, (processes read, alive) then); all None when it did not outlive its creator
         or nothing was read then."""
@@ -519,7 +505,7 @@ class PoolStory:
         if not read:
             return None, None, None, None
         held, n_read, n_alive, at = peak_at_once(read, a, b)
-        return (round(sum(integral(p, a, b, t_end) for p in read) / MIB, 1), held, at,
+        return (self._mib_s(a, b), held, at,
                 (n_read, n_alive) if held is not None else None)
 
     def _after_quiesce(self, side: Process | None) -> tuple[float, int] | None:
@@ -545,7 +531,7 @@ class PoolStory:
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
             "idle_s": round(self.idle_s, 3), "idle_total_s": round(self.idle_total_s, 3),
-            "idle_total_mib_s": self.idle_total_mib_s,
+            "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": self.idle_unread_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
                            "first": g.first, "mib_s": g.mib_s} for g in self.gaps],
             "alive_at_end": self.alive_at_end, "never_served": self.never_served, "busy_past_stop": self.busy_past_stop,
