@@ -15,17 +15,17 @@ Definitions (one home; the report's JSON keys carry these names):
 - idle span: from busy-until to the first of: the shutdown request, the sidecar's
   end, the run's last record. A quiesce inside the span stops the workers; the
   sidecar holds its own memory until the span ends.
-- real memory: the watcher's PSS samples (watcher/memory.py). A process's memory
-  between two samples is its earlier sample (its first sample before that). PSS
-  splits shared pages among the processes sharing them, so a pool's memory is the
-  sum of its processes' PSS; RSS is never summed. Over the idle span only samples
-  taken inside it count (else a process's first after its start): a sample from
-  before is stale (a sidecar's first comes right after exec, before its imports).
-  held = the sum, over the pool's processes alive in the span, of each one's first
-  span sample; idle_mib_s = the integral of their PSS over the span, in MiB x
-  seconds (before a process's first span sample: that sample). A process alive in
-  the span with no such sample counts in neither: span_processes / span_sampled
-  say how many were covered, and the text says "N of M" when not all.
+- real memory: the watcher's PSS samples (watcher/memory.py). PSS splits shared
+  pages among the processes sharing them, so a pool's memory is the sum of its
+  processes' PSS at one moment (memseries: memory at once); RSS is never summed.
+  held = the most at one moment inside the idle span, from the samples taken inside
+  it (a sample from before is stale: a sidecar's first comes right after exec,
+  before its imports). idle_mib_s (and each gap's, and the orphaned span's) = the
+  pool's memory at once integrated over the span, in MiB x seconds (memseries.Memory:
+  the one sweep that makes its series and peak), so a reading counts STALE_S at most
+  and a process unread then adds nothing (idle_unread_s: for how long). A process
+  alive in the span with no sample in it counts in neither: span_processes /
+  span_sampled say how many were covered, and the text says "N of M" when not all.
 - idle CPU: the CPU seconds (utime + stime) the pool's processes used in the idle span, from the watcher's
   samples inside it (each process's last less its first); said with the part of the span those samples cover.
 - who asked for the shutdown: user code (a user frame called SubprocPool.shutdown
@@ -453,12 +453,15 @@ class PoolStory:
         gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until) if self.served else []
         self.gaps = [IdleGap(ga, gb, first, self._mib_s(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
+        self.idle_total_mib_s, self.idle_unread_s = self._idle_totals()
+
+    def _idle_totals(self) -> tuple[float | None, float]:
+        """Over the idle span and its gaps: MiB·s (None where none was read), and the seconds the MiB·s could
+        not cover (a process alive with no reading counted)."""
         mibs = [m for m in [self.idle_mib_s, *(g.mib_s for g in self.gaps)] if m is not None]
-        self.idle_total_mib_s = round(sum(mibs), 1) if mibs else None
-        # the seconds of those stretches the MiB·s could not cover: a process alive with no reading counted
-        idle = [(a, b)] if self.idle_s > 0 else []
-        self.idle_unread_s = round(sum(self.memory.integral(x, y).unread_s
-                                       for x, y in [*idle, *((g.start, g.end) for g in self.gaps)]), 3)
+        idle = [(self.busy_until, self.idle_to)] if self.idle_s > 0 else []
+        unread = sum(self.memory.integral(x, y).unread_s for x, y in [*idle, *((g.start, g.end) for g in self.gaps)])
+        return (round(sum(mibs), 1) if mibs else None), round(unread, 3)
 
     def _held(self, a: float, b: float) -> tuple[int | None, tuple[int, int], float | None]:
         """What it held while idle over [a, b]: the most at one moment inside the span (a sidecar's first sample,

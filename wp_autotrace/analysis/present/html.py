@@ -444,7 +444,7 @@ def _idle_shade(steps: list[tuple[float, float, Point]], scale: Scale, y: Any, a
                 words: list[str]) -> str:
     """The area under the line over an idle stretch (the span after its last job, or a gap between its uses;
     where the line is known): the memory held for nothing. words: its title, the report's figures (the MiB·s
-    is pools.py's integral of each process's own samples)."""
+    is the integral of the same memory at once this line draws: memseries.Memory)."""
     d = ""
     for s, e, pt in steps:
         lo, hi = max(s, a), min(e, b)
