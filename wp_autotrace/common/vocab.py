@@ -29,6 +29,10 @@ LEFTOVER_GRACE_S = 0.2
 MEMORY_EVERY_S = 2.0
 MEMORY_LOOK_S = 0.5
 MEMORY_STALE_S = MEMORY_EVERY_S + MEMORY_LOOK_S
+# An idle MiB·s whose stretch went unread (a process alive with no reading STALE_S fresh) for more than this
+# share of it is a floor, told "at least ... (read for N of M s)": a watcher that keeps up leaves a few tenths
+# of a second unread at a worker's start; one stretched on a loaded box (readings every 8-9 s) leaves 70 %.
+IDLE_UNREAD_SHARE = 0.1
 
 # Event names.
 PROCESS_START = "process_start"

@@ -463,6 +463,10 @@ class PoolStory:
         unread = sum(self.memory.integral(x, y).unread_s for x, y in [*idle, *((g.start, g.end) for g in self.gaps)])
         return (round(sum(mibs), 1) if mibs else None), round(unread, 3)
 
+    def span_unread_s(self) -> float:
+        """Of the idle span after its last job, the seconds a process alive had no reading counted."""
+        return self.memory.integral(self.busy_until, self.idle_to).unread_s if self.idle_s > 0 else 0.0
+
     def _held(self, a: float, b: float) -> tuple[int | None, tuple[int, int], float | None]:
         """What it held while idle over [a, b]: the most at one moment inside the span (a sidecar's first sample,
         right after exec, is a few MiB of what it holds once imported), else each one's first sample after; the
@@ -536,7 +540,8 @@ class PoolStory:
             "idle_s": round(self.idle_s, 3), "idle_total_s": round(self.idle_total_s, 3),
             "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": self.idle_unread_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
-                           "first": g.first, "mib_s": g.mib_s} for g in self.gaps],
+                           "first": g.first, "mib_s": g.mib_s,
+                           "unread_s": round(self.memory.integral(g.start, g.end).unread_s, 3)} for g in self.gaps],
             "alive_at_end": self.alive_at_end, "never_served": self.never_served, "busy_past_stop": self.busy_past_stop,
             "stopped_first": self.stopped_first,
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],

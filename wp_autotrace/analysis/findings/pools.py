@@ -12,7 +12,17 @@ from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
-from ..words.fmt import TEXT_PIDS, error_words, gap_words, mib_s_text, pid_text, pool_name, site, size_text
+from ..words.fmt import (
+    TEXT_PIDS,
+    error_words,
+    gap_words,
+    idle_mib_s_text,
+    mib_s_text,
+    pid_text,
+    pool_name,
+    site,
+    size_text,
+)
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import held_short, held_words, joined_pool_words, wait_end, wait_how
 from .rank import HANG_S
@@ -324,7 +334,7 @@ def _idle_text(v: View, st: PoolStory) -> str:
     # Where only some processes were read, the figure is a floor (the others count in no figure): say so.
     held = (f", holding {'at least ' if covered else ''}{size_text(st.held_bytes)}{covered}" if st.held_bytes
             else "") + (
-        f": {mib_s_text(st.idle_mib_s)}" if st.idle_mib_s else "")
+        f": {idle_mib_s_text(st.idle_mib_s, st.span_unread_s(), st.idle_s)}" if st.idle_mib_s else "")
     quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to]
     q = ""
     if quiesced:
@@ -337,7 +347,8 @@ def _idle_text(v: View, st: PoolStory) -> str:
             else f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}")
     if (big := max(st.gaps, key=lambda g: g.end - g.start, default=None)) is not None:  # the job records tell gaps
         gap = gap_words(_at(rel(big.start)), _at(rel(big.end)), big.end - big.start, big.first) + (
-            f" ({st.idle_total_s:.1f} s idle in all" + (f": {mib_s_text(st.idle_total_mib_s)})"
+            f" ({st.idle_total_s:.1f} s idle in all" + (
+                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_unread_s, st.idle_total_s)})"
                                                        if st.idle_total_mib_s else ")"))
         idle = f"{gap}; idle {idle}" if big.end - big.start > st.idle_s else f"{idle}; idle {gap}"
     return f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle {idle}"

@@ -13,8 +13,8 @@ from ...common.vocab import POOL_ROLES
 from ..derive.labels import SHORT_HELPERS
 from ..words.fmt import (
     MIB,
+    costs_idle_text,
     escape,
-    mib_s_text,
     pid_text,
     pool_name,
     seconds_text,
@@ -24,7 +24,7 @@ from ..words.fmt import (
     wrap,
 )
 from ..words.lines import findings_lines, run_lines, when_text
-from ..words.sentences import counts_words, lifespan, made_at, process_words
+from ..words.sentences import counts_words, lifespan, made_at, pool_idle_text, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -209,9 +209,9 @@ def _lifecycle(pool: dict[str, Any]) -> str:
         extra = f"; {pool['shutdown_calls'] - 1} later no-op call(s)" if pool["shutdown_calls"] > 1 else ""
         parts.append(f"shutdown asked {seconds_text(pool['shutdown_at'])} by {who}{extra}")
     if pool["peak_pss_bytes"]:
+        idle_mib_s = pool.get("idle_total_mib_s") if gaps else pool["idle_mib_s"]
         parts.append(f"real memory peak {size_text(pool['peak_pss_bytes'])} (PSS)"
-                     + (f", {mib_s_text(idle_mib_s)} idle" if (idle_mib_s := pool.get("idle_total_mib_s") if gaps
-                                                                  else pool["idle_mib_s"]) else ""))
+                     + (f", {pool_idle_text(pool, idle_mib_s, gaps)} idle" if idle_mib_s else ""))
     if pool["device_files"]:
         parts.append(f"device files {', '.join(pool['device_files'][:4])}")
     return "; ".join(parts)
@@ -450,7 +450,7 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"left behind at main exit: {listed} (not checked: no leftover record)")
     costs = rep["costs"]
     real = costs.get("leftover_real_bytes")
-    idle = (f"; pools idle {costs['idle_s']:.1f} s" + (f" ({mib_s_text(costs['idle_mib_s'])})"
+    idle = (f"; pools idle {costs['idle_s']:.1f} s" + (f" ({costs_idle_text(costs)})"
                                                        if costs["idle_mib_s"] else "")) if costs["idle_s"] >= 1 else ""
     out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s)"
                + (f", pools' peak real memory {size_text(costs['pool_peak_pss_bytes'])} (PSS)"

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...common.vocab import DATALOADER_WORKER, GUARDED_ROLES
 from . import autotune, causes
-from .fmt import MIB, mib_s_text, seconds_text, site, size_text
+from .fmt import MIB, costs_idle_text, seconds_text, site, size_text
 from .sentences import pool_sentence
 
 # Bullets of problems after the lead (the rest are in Findings).
@@ -248,7 +248,7 @@ def _pool_lead(rep: dict[str, Any]) -> str:
                 f"{rep['max_sidecar_depth']} deep{mem}.")
     if a.get("creators", 0) > 1:
         idle = rep["costs"].get("idle_mib_s")
-        return across_sentence(a) + (f" They held {mib_s_text(idle)} idle in all." if idle else "")
+        return across_sentence(a) + (f" They held {costs_idle_text(rep['costs'])} idle in all." if idle else "")
     pool = pools[0]
     # one process made its pools one after another (made again after a shutdown): each is told, in order
     again = [p for p in pools[1:] if (p["creator_pid"], p["run"]) == (pool["creator_pid"], pool["run"])]

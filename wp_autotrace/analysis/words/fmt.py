@@ -6,6 +6,8 @@ import os
 import textwrap
 from typing import Any
 
+from ...common.vocab import IDLE_UNREAD_SHARE
+
 # Columns of the text report when stdout is not a terminal (a pipe, a file, CI's log).
 WIDTH = 100
 # Narrower than this, wrapping helps nobody: lines are broken at this width at least.
@@ -132,3 +134,17 @@ def gap_words(a: str, b: str, s: float, first: bool) -> str:
     seconds and its ends, from (its ready | a job's end) at a to (its first | its next) job at b."""
     return (f"{s:.1f} s between its ready at {a} and its first job at {b}" if first
             else f"{s:.1f} s between a job's end at {a} and its next job at {b}")
+
+
+def idle_mib_s_text(mib_s: float, unread_s: float, total_s: float) -> str:
+    """An idle MiB·s for people: memory at once integrated over total_s seconds, of which unread_s had a process
+    alive and unread (counted as nothing): past IDLE_UNREAD_SHARE of them, 'at least 7.4 GiB·s (read for 37 of
+    157 s)', a floor, never a figure carried over the unread seconds."""
+    if total_s > 0 and unread_s > IDLE_UNREAD_SHARE * total_s:
+        return f"at least {mib_s_text(mib_s)} (read for {total_s - unread_s:.0f} of {total_s:.0f} s)"
+    return mib_s_text(mib_s)
+
+
+def costs_idle_text(costs: dict[str, Any]) -> str:
+    """Every pool's idle MiB·s together (report's `costs`), as idle_mib_s_text says one."""
+    return idle_mib_s_text(costs["idle_mib_s"], costs.get("idle_unread_s") or 0.0, costs["idle_s"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import GUARDED_ROLES
-from .fmt import gap_words, mib_s_text, pool_name, seconds_text, site, size_text
+from .fmt import gap_words, idle_mib_s_text, pool_name, seconds_text, site, size_text
 
 
 def covered_text(pool: dict[str, Any]) -> str:
@@ -76,11 +76,11 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
         mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
         idle_mib_s = pool.get("idle_total_mib_s") if gaps else pool["idle_mib_s"]
         if idle_mib_s and (pool["idle_s"] >= 1 or gaps):
-            mem += f": {mib_s_text(idle_mib_s)} idle"
+            mem += f": {pool_idle_text(pool, idle_mib_s, gaps)} idle"
     elif pool["peak_pss_bytes"]:
         mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
         if gaps and pool.get("idle_total_mib_s"):  # idle between its uses, none after its last job
-            mem += f": {mib_s_text(pool['idle_total_mib_s'])} idle"
+            mem += f": {pool_idle_text(pool, pool['idle_total_mib_s'], gaps)} idle"
     by = shutdown_words(pool)
     what = ("an autotune pool" if pool.get("kind") == "autotune" else
             "a quack compile pool (torch._vendor.quack's precompile)" if pool.get("kind") == "quack" else
@@ -182,3 +182,10 @@ def process_words(p: dict[str, Any]) -> str:
     else:
         what = f"{p['role']} ({p['label']})"
     return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
+
+
+def pool_idle_text(pool: dict[str, Any], mib_s: float, gaps: list[Any]) -> str:
+    """A pool's idle MiB·s as its sentence and the Pools line give it: over its idle span, with its gaps where
+    it had any (then idle_total_s; else the span alone, whose unread seconds are then all of idle_unread_s)."""
+    total_s = pool["idle_total_s"] if gaps else pool["idle_s"]
+    return idle_mib_s_text(mib_s, pool.get("idle_unread_s") or 0.0, total_s)
