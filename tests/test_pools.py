@@ -7,6 +7,7 @@ shapes come from real runs: tests/test_scenarios.py runs them end to end).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -1688,7 +1689,10 @@ def test_a_reading_older_than_the_staleness_window_adds_nothing_to_an_idle_pools
     assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (stale - 20.1), abs=0.1), pool
     assert pool["idle_unread_s"] == pytest.approx(60.01 - stale), pool
     assert rep["costs"]["idle_mib_s"] == pool["idle_total_mib_s"] == pool["idle_mib_s"]
-    assert f"holding 230 MiB real memory (PSS): {mib_s_text(pool['idle_mib_s'])} idle" in rep["answer"], rep["answer"]
+    # the floor is told as one: 22.5 of the 50.0 s read
+    assert re.search(r"holding 230 MiB real memory \(PSS\): at least 4\.7 GiB·s \(read for 2[23] of 50 s\) idle",
+                     rep["answer"]), rep["answer"]
+    assert mib_s_text(pool["idle_mib_s"]) == "4.7 GiB·s"
 
 
 @pytest.mark.parametrize("log", ["sparse", "watcher_stopped", "gapped", "kept_up"])

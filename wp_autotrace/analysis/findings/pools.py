@@ -12,17 +12,7 @@ from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
-from ..words.fmt import (
-    TEXT_PIDS,
-    error_words,
-    gap_words,
-    idle_mib_s_text,
-    mib_s_text,
-    pid_text,
-    pool_name,
-    site,
-    size_text,
-)
+from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import held_short, held_words, joined_pool_words, wait_end, wait_how
 from .rank import HANG_S
@@ -348,8 +338,8 @@ def _idle_text(v: View, st: PoolStory) -> str:
     if (big := max(st.gaps, key=lambda g: g.end - g.start, default=None)) is not None:  # the job records tell gaps
         gap = gap_words(_at(rel(big.start)), _at(rel(big.end)), big.end - big.start, big.first) + (
             f" ({st.idle_total_s:.1f} s idle in all" + (
-                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_unread_s, st.idle_total_s)})"
-                                                       if st.idle_total_mib_s else ")"))
+                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_unread_s, st.idle_total_s)})" if st.idle_total_mib_s
+                else ")"))
         idle = f"{gap}; idle {idle}" if big.end - big.start > st.idle_s else f"{idle}; idle {gap}"
     return f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle {idle}"
 
@@ -362,8 +352,9 @@ def idle_pools(v: View) -> Finding | None:
     if not idle:
         return None
     total = sum(st.idle_total_mib_s or 0.0 for st in idle)
-    more = (f" (+{len(idle) - 1} more idle pool(s)" + (f"; {mib_s_text(total)} in all" if total else "") + ")"
-            if len(idle) > 1 else "")
+    unread, seconds = sum(st.idle_unread_s for st in idle), sum(st.idle_total_s for st in idle)
+    more = (f" (+{len(idle) - 1} more idle pool(s)" + (f"; {idle_mib_s_text(total, unread, seconds)} in all"
+                                                        if total else "") + ")" if len(idle) > 1 else "")
     pids = sorted({p.pid for st in idle for p in st.procs})
     first = idle[0]
     return Finding(
