@@ -1717,7 +1717,9 @@ def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Pat
     assert pool["idle_mib_s"] == round(byte_s / MIB, 1), (pool, byte_s / MIB)
     gaps = [integral_by_definition(story.procs, g.start, g.end) for g in story.gaps]
     assert [g["mib_s"] for g in pool["idle_gaps"]] == [round(b / MIB, 1) for b, _ in gaps]
-    assert pool["idle_unread_s"] == pytest.approx(unread_s + sum(u for _, u in gaps), abs=1e-3)
+    assert pool["idle_unread_s"] == pytest.approx(unread_s, abs=1e-3)
+    assert [g["unread_s"] for g in pool["idle_gaps"]] == [pytest.approx(u, abs=1e-3) for _, u in gaps]
+    assert pool["idle_total_unread_s"] == pytest.approx(unread_s + sum(u for _, u in gaps), abs=1e-3)
     assert rep["costs"]["idle_mib_s"] == pytest.approx((byte_s + sum(b for b, _ in gaps)) / MIB, abs=0.2)
     if log == "sparse":  # read at 5, 15 and 30 s only: each reading holds 2.5 s of the 50 s span
         assert pool["idle_mib_s"] == pytest.approx(230 * STALE_S + 200 * STALE_S, abs=0.1)

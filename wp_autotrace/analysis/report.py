@@ -319,7 +319,7 @@ def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[
         # idle_total_*), the figures the idle-pool finding, the Pools section and the Answer tell.
         "idle_s": round(sum(v.story(p).idle_total_s for p in v.pools), 3),
         "idle_mib_s": round(sum(v.story(p).idle_total_mib_s or 0.0 for p in v.pools), 1),
-        "idle_unread_s": round(sum(v.story(p).idle_unread_s for p in v.pools), 3),
+        "idle_unread_s": round(sum(v.story(p).idle_total_unread_s for p in v.pools), 3),
         "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
         # The log records no CPU time per process (the watcher samples RSS only): not guessed.
         "never_served_cpu_s": None,

@@ -23,7 +23,7 @@ Definitions (one home; the report's JSON keys carry these names):
   before its imports). idle_mib_s (and each gap's, and the orphaned span's) = the
   pool's memory at once integrated over the span, in MiB x seconds (memseries.Memory:
   the one sweep that makes its series and peak), so a reading counts STALE_S at most
-  and a process unread then adds nothing (idle_unread_s: for how long). A process
+  and a process unread then adds nothing (idle_unread_s, idle_total_unread_s: for how long). A process
   alive in the span with no sample in it counts in neither: span_processes /
   span_sampled say how many were covered, and the text says "N of M" when not all.
 - idle CPU: the CPU seconds (utime + stime) the pool's processes used in the idle span, from the watcher's
@@ -453,7 +453,7 @@ class PoolStory:
         gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until) if self.served else []
         self.gaps = [IdleGap(ga, gb, first, self._mib_s(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
-        self.idle_total_mib_s, self.idle_unread_s = self._idle_totals()
+        self.idle_total_mib_s, self.idle_total_unread_s = self._idle_totals()
 
     def _idle_totals(self) -> tuple[float | None, float]:
         """Over the idle span and its gaps: MiB·s (None where none was read), and the seconds the MiB·s could
@@ -463,7 +463,8 @@ class PoolStory:
         unread = sum(self.memory.integral(x, y).unread_s for x, y in [*idle, *((g.start, g.end) for g in self.gaps)])
         return (round(sum(mibs), 1) if mibs else None), round(unread, 3)
 
-    def span_unread_s(self) -> float:
+    @property
+    def idle_unread_s(self) -> float:
         """Of the idle span after its last job, the seconds a process alive had no reading counted."""
         return self.memory.integral(self.busy_until, self.idle_to).unread_s if self.idle_s > 0 else 0.0
 
@@ -538,7 +539,8 @@ class PoolStory:
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
             "idle_s": round(self.idle_s, 3), "idle_total_s": round(self.idle_total_s, 3),
-            "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": self.idle_unread_s,
+            "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": round(self.idle_unread_s, 3),
+            "idle_total_unread_s": self.idle_total_unread_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
                            "first": g.first, "mib_s": g.mib_s,
                            "unread_s": round(self.memory.integral(g.start, g.end).unread_s, 3)} for g in self.gaps],

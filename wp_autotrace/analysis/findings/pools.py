@@ -324,7 +324,7 @@ def _idle_text(v: View, st: PoolStory) -> str:
     # Where only some processes were read, the figure is a floor (the others count in no figure): say so.
     held = (f", holding {'at least ' if covered else ''}{size_text(st.held_bytes)}{covered}" if st.held_bytes
             else "") + (
-        f": {idle_mib_s_text(st.idle_mib_s, st.span_unread_s(), st.idle_s)}" if st.idle_mib_s else "")
+        f": {idle_mib_s_text(st.idle_mib_s, st.idle_unread_s, st.idle_s)}" if st.idle_mib_s else "")
     quiesced = [(ts, by) for ts, by in st.quiesced if st.busy_until <= ts <= st.idle_to]
     q = ""
     if quiesced:
@@ -338,8 +338,8 @@ def _idle_text(v: View, st: PoolStory) -> str:
     if (big := max(st.gaps, key=lambda g: g.end - g.start, default=None)) is not None:  # the job records tell gaps
         gap = gap_words(_at(rel(big.start)), _at(rel(big.end)), big.end - big.start, big.first) + (
             f" ({st.idle_total_s:.1f} s idle in all" + (
-                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_unread_s, st.idle_total_s)})" if st.idle_total_mib_s
-                else ")"))
+                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_total_unread_s, st.idle_total_s)})"
+                if st.idle_total_mib_s else ")"))
         idle = f"{gap}; idle {idle}" if big.end - big.start > st.idle_s else f"{idle}; idle {gap}"
     return f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle {idle}"
 
@@ -352,7 +352,7 @@ def idle_pools(v: View) -> Finding | None:
     if not idle:
         return None
     total = sum(st.idle_total_mib_s or 0.0 for st in idle)
-    unread, seconds = sum(st.idle_unread_s for st in idle), sum(st.idle_total_s for st in idle)
+    unread, seconds = sum(st.idle_total_unread_s for st in idle), sum(st.idle_total_s for st in idle)
     more = (f" (+{len(idle) - 1} more idle pool(s)" + (f"; {idle_mib_s_text(total, unread, seconds)} in all"
                                                         if total else "") + ")" if len(idle) > 1 else "")
     pids = sorted({p.pid for st in idle for p in st.procs})

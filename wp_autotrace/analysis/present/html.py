@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from ...common.vocab import COMPILE_WORKER
 from ...common.vocab import MEMORY_STALE_S as STALE_S
-from ..words.fmt import MIB, mib_s_text, sidecar_name, size_text
+from ..words.fmt import MIB, idle_mib_s_text, mib_s_text, sidecar_name, size_text
 from ..words.lines import finding_lines, no_finding_line, run_lines
 from ..words.sentences import covered_text, process_words
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
@@ -244,7 +244,8 @@ def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
         part = covered_text(pool)  # the held figure's own moment: "N of M processes read" where it read fewer
         held = (f", holding {'at least ' if part else ''}{size_text(pool['held_pss_bytes'])} (PSS{part})"
                 if pool["held_pss_bytes"] else "")
-        cost = f"; {mib_s_text(pool['idle_mib_s'])} idle" if pool["idle_mib_s"] else ""
+        cost = (f"; {idle_mib_s_text(pool['idle_mib_s'], pool.get('idle_unread_s') or 0.0, pool['idle_s'])} idle"
+                if pool["idle_mib_s"] else "")
         phases.append(("idle", busy, idle_to, f"idle {pool['idle_s']:.1f} s ({busy:.2f} -> {idle_to:.2f} s){held}"
                                                f"{cost}"))
     orphan = pool.get("outlived_creator")
@@ -282,7 +283,7 @@ def _busy_phases(pool: dict[str, Any], made: float, busy: float, jobs: str) -> l
     for g in pool.get("idle_gaps") or ():
         a, b = g["from_s"], g["to_s"]
         out.append(("busy", t, a, f"busy {t:.2f} -> {a:.2f} s"))
-        cost = f"; {mib_s_text(g['mib_s'])} idle" if g["mib_s"] else ""
+        cost = f"; {idle_mib_s_text(g['mib_s'], g.get('unread_s') or 0.0, g['s'])} idle" if g["mib_s"] else ""
         out.append(("idle", a, b, f"idle {g['s']:.1f} s between its {'ready' if g['first'] else 'jobs'} "
                                   f"({a:.2f} -> {b:.2f} s){cost}"))
         t = b
@@ -413,11 +414,12 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
     out = [f'<g class="pool-memory" data-sidecar="{pool["sidecar_pid"]}">']
     a, b = pool["busy_until"], pool["idle_to"]
     if pool["idle_s"] > 0 and isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        cost = f": {mib_s_text(pool['idle_mib_s'])} held idle" if pool["idle_mib_s"] else ""
+        cost = (f": {idle_mib_s_text(pool['idle_mib_s'], pool.get('idle_unread_s') or 0.0, pool['idle_s'])} held "
+                "idle" if pool["idle_mib_s"] else "")
         out.append(_idle_shade(steps, scale, y, a, b, [who, f"idle {pool['idle_s']:.1f} s ({a:.2f} -> {b:.2f} s)"
                                                             f"{cost}"]))
     for g in pool.get("idle_gaps") or ():  # idle between its uses: the same shade, the report's figures
-        cost = f": {mib_s_text(g['mib_s'])} held idle" if g["mib_s"] else ""
+        cost = f": {idle_mib_s_text(g['mib_s'], g.get('unread_s') or 0.0, g['s'])} held idle" if g["mib_s"] else ""
         out.append(_idle_shade(steps, scale, y, g["from_s"], g["to_s"],
                                [who, f"idle {g['s']:.1f} s between its uses ({g['from_s']:.2f} -> {g['to_s']:.2f} s)"
                                      f"{cost}"]))

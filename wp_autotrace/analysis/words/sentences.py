@@ -186,6 +186,7 @@ def process_words(p: dict[str, Any]) -> str:
 
 def pool_idle_text(pool: dict[str, Any], mib_s: float, gaps: list[Any]) -> str:
     """A pool's idle MiB·s as its sentence and the Pools line give it: over its idle span, with its gaps where
-    it had any (then idle_total_s; else the span alone, whose unread seconds are then all of idle_unread_s)."""
-    total_s = pool["idle_total_s"] if gaps else pool["idle_s"]
-    return idle_mib_s_text(mib_s, pool.get("idle_unread_s") or 0.0, total_s)
+    it had any (its totals; else the span alone)."""
+    if gaps:
+        return idle_mib_s_text(mib_s, pool.get("idle_total_unread_s") or 0.0, pool["idle_total_s"])
+    return idle_mib_s_text(mib_s, pool.get("idle_unread_s") or 0.0, pool["idle_s"])
