@@ -302,6 +302,7 @@ class IdleGap(NamedTuple):
     end: float
     first: bool  # from its ready to its first job after it
     mib_s: float | None
+    unread_s: float  # of its seconds, those a process of the pool, alive, was not read (the MiB·s counts none)
 
 
 def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: float) -> list[tuple[float, float, bool]]:
@@ -438,7 +439,7 @@ class PoolStory:
         self.held_bytes, self.held_read, inside_at = self._held(a, b)
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
-        self.idle_mib_s = self._mib_s(a, b) if self.idle_s > 0 else None
+        self.idle_mib_s, self.idle_unread_s = self._over(a, b) if self.idle_s > 0 else (None, 0.0)
         self.peak_bytes, peak_at = self._peak()
         self.orphan_mib_s, self.orphan_held, orphan_at, self.orphan_read = self._orphan_memory()
         # counted as ps counts, at the moment of the figure the text gives: a pool that outlived its creator is
@@ -451,7 +452,7 @@ class PoolStory:
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
         gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until) if self.served else []
-        self.gaps = [IdleGap(ga, gb, first, self._mib_s(ga, gb)) for ga, gb, first in gaps]
+        self.gaps = [IdleGap(ga, gb, first, *self._over(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         self.idle_total_mib_s, self.idle_total_unread_s = self._idle_totals()
 
@@ -459,14 +460,8 @@ class PoolStory:
         """Over the idle span and its gaps: MiB·s (None where none was read), and the seconds the MiB·s could
         not cover (a process alive with no reading counted)."""
         mibs = [m for m in [self.idle_mib_s, *(g.mib_s for g in self.gaps)] if m is not None]
-        idle = [(self.busy_until, self.idle_to)] if self.idle_s > 0 else []
-        unread = sum(self.memory.integral(x, y).unread_s for x, y in [*idle, *((g.start, g.end) for g in self.gaps)])
+        unread = self.idle_unread_s + sum(g.unread_s for g in self.gaps)
         return (round(sum(mibs), 1) if mibs else None), round(unread, 3)
-
-    @property
-    def idle_unread_s(self) -> float:
-        """Of the idle span after its last job, the seconds a process alive had no reading counted."""
-        return self.memory.integral(self.busy_until, self.idle_to).unread_s if self.idle_s > 0 else 0.0
 
     def _held(self, a: float, b: float) -> tuple[int | None, tuple[int, int], float | None]:
         """What it held while idle over [a, b]: the most at one moment inside the span (a sidecar's first sample,
@@ -481,11 +476,12 @@ class PoolStory:
         held = [x for x in (held_at(p, a, b) for p in self.span_sampled) if x is not None]
         return (sum(held) if held else None), (len(self.span_sampled), len(self.in_span)), None
 
-    def _mib_s(self, a: float, b: float) -> float | None:
+    def _over(self, a: float, b: float) -> tuple[float | None, float]:
         """MiB·s the pool's processes held together over [a, b]: its memory at once integrated there
-        (memseries.Memory); None where no reading counts in it."""
+        (memseries.Memory), None where no reading counts in it; and the seconds of [a, b] in which a process of
+        the pool, alive, had no reading counted (the MiB·s is a floor by as much as they held then)."""
         held = self.memory.integral(a, b)
-        return round(held.byte_s / MIB, 1) if held.byte_s > 0 else None
+        return (round(held.byte_s / MIB, 1) if held.byte_s > 0 else None), round(held.unread_s, 3)
 
     def _idle_cpu(self) -> tuple[float, float, float] | None:
         """(CPU seconds the pool's processes used, from, to) over the part of the idle span the watcher's samples
@@ -513,7 +509,7 @@ class PoolStory:
         if not read:
             return None, None, None, None
         held, n_read, n_alive, at = peak_at_once(read, a, b)
-        return (self._mib_s(a, b), held, at,
+        return (self._over(a, b)[0], held, at,
                 (n_read, n_alive) if held is not None else None)
 
     def _after_quiesce(self, side: Process | None) -> tuple[float, int] | None:
@@ -539,11 +535,10 @@ class PoolStory:
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
             "idle_s": round(self.idle_s, 3), "idle_total_s": round(self.idle_total_s, 3),
-            "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": round(self.idle_unread_s, 3),
+            "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": self.idle_unread_s,
             "idle_total_unread_s": self.idle_total_unread_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),
-                           "first": g.first, "mib_s": g.mib_s,
-                           "unread_s": round(self.memory.integral(g.start, g.end).unread_s, 3)} for g in self.gaps],
+                           "first": g.first, "mib_s": g.mib_s, "unread_s": g.unread_s} for g in self.gaps],
             "alive_at_end": self.alive_at_end, "never_served": self.never_served, "busy_past_stop": self.busy_past_stop,
             "stopped_first": self.stopped_first,
             "quiesced": [{"at": rel(ts), "by": by} for ts, by in self.quiesced],
