@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from ...common.targets import short_label
 from ...common.vocab import POOL_ROLES
-from ..derive.memseries import at_once, held
+from ..derive.memseries import held
 from ..fold.fold import Builder
 from ..fold.model import Model, Process
 from ..fold.verdict import judge
@@ -232,7 +232,7 @@ class _Trace:
         rep, v = report_of(model, data, None, reader.now)
         for pool in v.pools:
             side = pool.sidecar
-            points = at_once(v.story(pool).procs)
+            points = v.story(pool).series  # the one sweep the report made: the same points its peak is of
             if side is None or not points:
                 continue
             n = self.track(side)
