@@ -137,11 +137,10 @@ def restore_process_hooks() -> None:
 _LAST_FINALIZER = -(2**31)
 
 
-class _Token:
-    """A weak-referenceable key for multiprocessing's after-fork registry."""
-
-
-_mp_exit_token = _Token()
+def _mp_exit_token() -> None:
+    """The key of this hook in multiprocessing's after-fork registry (a WeakValueDictionary: its values must be
+    weak-referenceable), never called. A function, not an instance of a class of its own: a class made at
+    import costs every traced start ~70K instructions, a function ~6K (BENCHMARKS.md, seventh round)."""
 # The function the finalizer calls ("record_exit"), and the Finalize once made ("finalizer").
 _mp_exit: "dict[str, Any]" = {}
 
