@@ -415,17 +415,20 @@ def test_the_results_after_a_slow_pool_start_are_told_with_the_seconds_the_jobs_
 
 def sidecar_exit_hang(captured: bool = True) -> LogWriter:
     """main 100's SubprocPool (sidecar 150, workers 201/202): 201 took slowjob:hang at 3.0 s and never ended it; 202
-    ran job 2 from 3.1 s to 3.2 s. main was killed at 5.0 s; the sidecar read the end of its pipe (SubprocMain.main
-    raised) and its exit join (_python_exit) began at 5.1 s, captured (captured=True) with 2 jobs pending: the held
-    one and job 3, which no worker took. Torch's watchdog ended the sidecar at 65.1 s, its workers at 66 s."""
+    ran job 2 from 3.1 s to 3.2 s. The sidecar quiesced its pool at 4.0 s (torch 2.13: shutdown(wait=False), the
+    workers left to finish); main was killed at 5.0 s, the sidecar read the end of its pipe and shut down (its pool
+    already handed off: nothing terminated), and its exit join (_python_exit) began at 5.1 s, captured
+    (captured=True) with 2 jobs pending: the held one and job 3, which no worker took. Torch's watchdog ended the
+    sidecar at 65.1 s, its workers at 66 s."""
     w = with_sidecar_pool()
     job(w, 3.0, 201, 150, "start", 1, fn="slowjob:hang")
     job(w, 3.1, 202, 150, "start", 2, fn="slowjob:quick")
     job(w, 3.2, 202, 150, "end", 2)
+    call(w, 1.3, 150, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 5.06)
+    call(w, 4.0, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._quiesce", 2, 4.01)
     watcher(w, 5.0, "tree", count=3, started=[], ended=[{"pid": 100, "end": T0 + 5.0}])
-    call(w, 1.3, 150, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 5.05)
-    w.lines[-1]["error"] = "error: unpack requires a buffer of 16 bytes"
-    call(w, 5.1, 150, 100, "compile-sidecar", "concurrent.futures.process:_python_exit", 2, None)
+    call(w, 5.05, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 5.055)
+    call(w, 5.1, 150, 100, "compile-sidecar", "concurrent.futures.process:_python_exit", 4, None)
     if captured:
         w.lines[-1]["pool_pending"] = [{"worker_pids": [201, 202], "pending": 2, "jobs": [
             {"work_id": 1, "fn": "slowjob:hang"}, {"work_id": 3, "fn": "slowjob:other"}]}]
