@@ -442,7 +442,7 @@ def sidecar_exit_hang(captured: bool = True) -> LogWriter:
 def test_a_sidecars_own_exit_hang_names_its_pending_jobs_and_who_held_them(tmp_path: Path) -> None:
     """A sidecar blocked at exit in concurrent.futures' join of its workers (its main was killed; its job never
     ends): the exit hang names the pool it serves, its jobs pending as the join began (the sidecar's own capture),
-    which worker held which job since when, and the one no worker took. Without the capture, how many were
+    which worker held which job since when, and the one no worker took; its advice is the held job's. Without the capture, how many were
     pending is not known, and said so; which worker held the job still comes from the workers' records."""
     rep = report(sidecar_exit_hang(), tmp_path)
     (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
@@ -454,6 +454,8 @@ def test_a_sidecars_own_exit_hang_names_its_pending_jobs_and_who_held_them(tmp_p
             "until the worker ended at 66.0 s); 2 job(s) were pending in this pool as the exit join began; no worker "
             "took 1 of them before it ended (queued): slowjob:other.") in text, text
     assert "slowjob:quick" not in text
+    # the program cannot end a sidecar's workers at its exit: the advice is the held job's, naming its worker
+    assert hang["advice"].startswith("see what worker 201 is doing while it hangs"), hang["advice"]
     (tmp_path / "uncaptured").mkdir()
     rep = report(sidecar_exit_hang(captured=False), tmp_path / "uncaptured")
     (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]

@@ -70,13 +70,30 @@ def joined_pool_words(v: View, p: Process, a: float, b: float, c: Call | None = 
     own = own_pool_hung_jobs(v, p, a, b)
     if own and not any(hung_jobs(v, pool, a, b) for pool in pools):
         return " of a process pool the program made itself (not a compile pool)", f" {own_held_words(v, own)}."
-    served = next((pool for pool in v.pools if pool.sidecar is p), None)
+    served = served_pool(v, p, a)
     if not pools and served is not None:
         made = f"made by {served.creator.role} {served.creator.pid} at {site(served.call.caller)}"
         return f" of the compile pool it serves, {made},", f" {held_words(v, served, a, b, c)}."
     if not pools:
         return "", ""
     return f" of the pool made at {site(pools[-1].call.caller)}", f" {held_words(v, pools[-1], a, b, c)}."
+
+
+def served_pool(v: View, p: Process, a: float) -> Pool | None:
+    """The SubprocPool a sidecar p serves, where p made no fork/spawn pool of its own by a: the executor its exit
+    join waits on is that pool's (its workers)."""
+    if any(pool.call.ts <= a and pool.kind == EXECUTOR for pool in p.pools):
+        return None
+    return next((pool for pool in v.pools if pool.sidecar is p), None)
+
+
+def exit_join_advice(v: View, p: Process, a: float, b: float, default: str) -> str:
+    """A sidecar's exit join waits on a job of the pool it serves, whose workers the program cannot end there: the
+    held job's advice (what its worker is doing; the compile without the pool, for the job's traceback); else
+    default."""
+    served = served_pool(v, p, a)
+    held = hung_jobs(v, served, a, b) if served is not None else []
+    return JOB_HANG_ADVICE.format(pid=held[0].worker.pid) if held else default
 
 
 def own_pool_hung_jobs(v: View, p: Process, a: float, b: float) -> list[Held]:

@@ -14,7 +14,7 @@ from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_erro
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
-from .held import held_short, held_words, joined_pool_words, wait_end, wait_how
+from .held import exit_join_advice, held_short, held_words, joined_pool_words, wait_end, wait_how
 from .rank import HANG_S
 from .signals import killed_alike
 
@@ -587,8 +587,9 @@ def exit_join_hang(v: View) -> Finding | None:
     c = hung[0]
     p = c.proc
     end = c.end if c.end is not None else p.ended_at
-    waited = (end if end is not None else v.t_end) - c.ts
-    of, held = joined_pool_words(v, p, c.ts, end if end is not None else v.t_end, c)
+    b = end if end is not None else v.t_end
+    waited = round(b - c.ts, 3)
+    of, held = joined_pool_words(v, p, c.ts, b, c)
     how = "" if c.end is not None else ", until it ended inside it"
     return Finding(
         "exit-hang", "problem",
@@ -596,4 +597,4 @@ def exit_join_hang(v: View) -> Finding | None:
         f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
         + ("; the process wrote no exit of its own" if c.end is None else "") + f").{held}",
         sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
-        EXIT_JOIN_ADVICE, {"exit_wait_s": round(waited, 3), "hang_s": round(waited, 3)})
+        exit_join_advice(v, p, c.ts, b, EXIT_JOIN_ADVICE), {"exit_wait_s": waited, "hang_s": waited})
