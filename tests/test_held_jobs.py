@@ -440,10 +440,11 @@ def sidecar_exit_hang(captured: bool = True) -> LogWriter:
 
 
 def test_a_sidecars_own_exit_hang_names_its_pending_jobs_and_who_held_them(tmp_path: Path) -> None:
-    """A sidecar blocked at exit in concurrent.futures' join of its workers (its main was killed; its job never
-    ends): the exit hang names the pool it serves, its jobs pending as the join began (the sidecar's own capture),
-    which worker held which job since when, and the one no worker took; its advice is the held job's. Without the capture, how many were
-    pending is not known, and said so; which worker held the job still comes from the workers' records."""
+    """A sidecar blocked at exit in concurrent.futures' join of its workers (its pool quiesced while a job ran, whose
+    job never ends): the exit hang names the pool it serves, its jobs pending as the join began (the sidecar's own
+    capture), which worker held which job since when, and the one no worker took; its advice is the held job's.
+    Without the capture, how many were pending is not known, and said so; which worker held the job still comes
+    from the workers' records."""
     rep = report(sidecar_exit_hang(), tmp_path)
     (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
     text = " ".join(hang["text"].split())
