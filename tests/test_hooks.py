@@ -490,3 +490,21 @@ def test_a_refused_lowering_of_the_recursion_limit_is_made_good() -> None:
     finally:
         unseen.refused.clear()
         sys.setrecursionlimit(limit)
+
+
+def test_a_move_of_the_recursion_limit_past_a_c_int_is_kept_and_made_good() -> None:
+    """At a C int's largest limit (2**31 - 1) a raise by the tracer's room is no int setrecursionlimit takes: the
+    move is kept in unseen.refused (the limit below where it should be) instead of raising OverflowError into
+    the host, and the lowering that follows makes it good, so the host's limit comes back as it set it."""
+    from wp_autotrace.runtime import unseen
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(2**31 - 1)
+    try:
+        unseen.adjust_limit(unseen.HEADROOM)
+        assert sys.getrecursionlimit() == 2**31 - 1 and unseen.refused == [-unseen.HEADROOM]
+        unseen.adjust_limit(-unseen.HEADROOM)
+        assert sys.getrecursionlimit() == 2**31 - 1 and unseen.refused == []
+    finally:
+        unseen.refused.clear()
+        sys.setrecursionlimit(limit)

@@ -181,6 +181,40 @@ def test_traced_recursion_reaches_the_untraced_depth(tmp_path: Path) -> None:
     """)], targets="recmod:down")
 
 
+LIMITS = """
+    import sys
+    def plain(x):
+        return x + 1
+    def set_max():
+        sys.setrecursionlimit(2**31 - 1)
+        return "set"
+"""
+
+
+def test_a_traced_call_at_the_largest_recursion_limit_returns_as_untraced(tmp_path: Path) -> None:
+    """A host whose recursion limit is a C int's largest (2**31 - 1: the tracer's own room above it is no int
+    setrecursionlimit takes) still gets its traced call's result, and its limit back as it left it; one that
+    sets that limit inside a traced call gets its result too. Before, both raised OverflowError out of the
+    host's call (the first from the move before its call record, the second after the function had run)."""
+    write(tmp_path, {"limmod.py": LIMITS})
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import sys, limmod
+        def step(name, f, *args):
+            try:
+                print(name, f(*args))
+            except BaseException as exc:
+                print(name, "raised", type(exc).__name__)
+        sys.setrecursionlimit(2**31 - 1)
+        step("at the largest", limmod.plain, 1)
+        step("again", limmod.plain, 2)
+        print(sys.getrecursionlimit() == 2**31 - 1 or sys.getrecursionlimit())
+        sys.setrecursionlimit(5000)
+        step("inside", limmod.set_max)  # (the limit it leaves: a separate matter, docs/guarantees.md)
+        sys.setrecursionlimit(5000)
+        print(limmod.plain(2), sys.getrecursionlimit())
+    """)], targets="limmod:plain,limmod:set_max")
+
+
 # -- copy, pickle, multiprocessing ------------------------------------------------
 
 PKG = {

@@ -20,7 +20,7 @@ from .jsonline import c_encoder
 from .reads import NS_PER_US, US_PER_S, micros_json_kept, micros_kept, thread_name_kept
 from .sink import writer_codes
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, mover, refused
+from .unseen import HEADROOM, MOVE_REFUSED, STACK_COST, adjust_limit, drop_own_frame, mover, refused
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ FAST_BODY = MAX_RECORD_BYTES - 4096
 NS_HALF_US = NS_PER_US // 2  # rounds a duration to the nearest microsecond
 # Environments whose JSON a plain target's wrapper keeps (its variables, as set at its calls).
 MAX_CACHED_ENVS = 64
+# What a target that records no environment adds to its call record (env_json's for one that does).
+NO_ENV: tuple[None, str] = (None, "")
 # A call record's answer where none was written (ids count from 1).
 UNRECORDED = 0
 # The plain wrapper's four moves of the recursion limit (unseen.mover: one C call each, no lock): before its
@@ -54,7 +56,10 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
     env_jsons: dict[Any, tuple[dict[str, str], str]] = {}  # env_json's
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        next(_UP)  # the tracer's own work never counts against the host's limit (_UP ... _DOWN)
+        try:
+            next(_UP)  # the tracer's own work never counts against the host's limit (_UP ... _DOWN)
+        except OverflowError:  # a limit within HEADROOM of a C int's largest: it stays HEADROOM below ours
+            refused.append(-HEADROOM)
         try:
             local = probes._local.__dict__
             if local.get("busy"):
@@ -63,20 +68,16 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 local["busy"] = True
                 try:
                     stack, caller, stack_json = stack_of(2)  # from this frame's caller
-                    open_calls = local.get("calls")
-                    if open_calls is None:
+                    if (open_calls := local.get("calls")) is None:
                         open_calls = local["calls"] = []
                     cid = str(call_id := next(probes._ids))  # its digits once, for both records
-                    known = local.get("thread")  # this thread's Thread, once found (reads.thread_name_kept)
-                    thread = known._name if known is not None else thread_name_kept(local)
+                    thread = known._name if (known := local.get("thread")) is not None else thread_name_kept(local)
                     body = f'{prefix}{cid},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
                     parent = open_calls[-1] if open_calls else None
                     body += stack_json if parent is None else f'{stack_json},"parent_call":{parent}'
-                    env = None
-                    if with_env:  # its JSON kept while os.environ's stored values stay
-                        env, env_text = env_jsons.get(pool_env_key()) or env_json(env_jsons)
-                        body += f',"env":{env_text}'
-                    put_call(body, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
+                    # its JSON kept while os.environ's stored values stay
+                    env, env_text = (env_jsons.get(pool_env_key()) or env_json(env_jsons)) if with_env else NO_ENV
+                    put_call(body + env_text, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
                     open_calls.append(call_id)
                 except Exception as exc:
                     sink.error("record call", exc)
@@ -86,7 +87,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         finally:
             try:
                 next(_TO_CALL)
-            except RecursionError:  # refused (the stack too deep now): made good by a later adjust_limit
+            except MOVE_REFUSED:  # refused (the stack too deep now): made good by a later adjust_limit
                 refused.append(HEADROOM - STACK_COST)
         start = _perf_counter_ns()
         if child_role:
@@ -94,15 +95,16 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         try:
             result = raw(*args, **kwargs)
         except BaseException as exc:
-            next(_FROM_CALL)  # first: at the stack's limit (a RecursionError) it needs no more of it than _UP did
-            if child_role:
-                clear_child_role()
-            if call_id:
-                leave(call_id, start, target, None, None, exc)
-            _down()
-            drop_own_frame(exc)
+            try:  # first: at the stack's limit (a RecursionError) it needs no more of it than _UP did
+                next(_FROM_CALL)
+            except OverflowError:  # the host set a limit near a C int's largest in its call
+                refused.append(STACK_COST - HEADROOM)
+            raised(exc, call_id, start, target, child_role, leave)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
-        next(_FROM_CALL)
+        try:
+            next(_FROM_CALL)
+        except OverflowError:  # the host set a limit near a C int's largest in its call
+            refused.append(STACK_COST - HEADROOM)
         if child_role:
             clear_child_role()
         if call_id and plain_return:  # _leave's common case, inline: two numbers
@@ -120,8 +122,8 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         elif call_id:
             leave(call_id, start, target, args[0] if method and args else None, result, None)
         try:
-            next(_DOWN) if not refused else adjust_limit(-HEADROOM)  # which makes good the lowerings refused
-        except RecursionError:  # refused now (the stack too deep): made good by a later one
+            next(_DOWN) if not refused else adjust_limit(-HEADROOM)  # which makes good the moves refused
+        except MOVE_REFUSED:  # refused now (the stack too deep): made good by a later one
             refused.append(HEADROOM)
         return result
 
@@ -156,11 +158,24 @@ def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]
     return put
 
 
+def raised(exc: BaseException, call_id: int, start: int, target: Target, child_role: str | None,
+           leave: Callable[..., None]) -> None:
+    """The host's call raised exc (the limit already moved back for recording): its role cleared, its return
+    record written (leave), the limit lowered (_down), the wrapper's frame, the caller's, taken off exc's
+    traceback."""
+    if child_role:
+        clear_child_role()
+    if call_id:
+        leave(call_id, start, target, None, None, exc)
+    _down()
+    drop_own_frame(exc, 2)
+
+
 def _down() -> None:
     """_DOWN, where a lowering was refused before (made good here), or this one is."""
     try:
         next(_DOWN) if not refused else adjust_limit(-HEADROOM)
-    except RecursionError:
+    except MOVE_REFUSED:
         refused.append(HEADROOM)
 
 
@@ -172,12 +187,13 @@ def after_call(child_role: str | None) -> None:
 
 
 def env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:
-    """pool_env() and its JSON, kept in env_jsons by os.environ's stored values of its names (pool_env_key):
-    the variables change rarely (pytest's test name per test); the dict is shared by the records, never
-    changed. Bounded; nothing kept where os.environ is not the standard mapping (key None)."""
+    """pool_env() and its JSON as a call record's field (',"env":{...}'), kept in env_jsons by os.environ's
+    stored values of its names (pool_env_key): the variables change rarely (pytest's test name per test); the
+    dict is shared by the records, never changed. Bounded; nothing kept where os.environ is not the standard
+    mapping (key None)."""
     key = pool_env_key()
     env = pool_env_of(key)
-    known = (env, str(encode_json(env)))
+    known = (env, f',"env":{encode_json(env)}')
     if key is not None:
         if len(env_jsons) >= MAX_CACHED_ENVS:
             env_jsons.clear()

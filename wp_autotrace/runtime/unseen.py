@@ -31,6 +31,10 @@ refused: "list[int]" = []
 # with the exception's own (trimmed) traceback; 3.9/3.10 re-raise the one saved
 # when the exception was caught, which starts at the wrapper.
 _TRIM_TRACEBACK = sys.version_info >= (3, 11)
+# What a move of the limit can raise and leaves it unchanged: RecursionError (a lowering below the stack's
+# depth), OverflowError (a raise past a C int: a host that set 2**31 - 1), ValueError (a lowering below 1,
+# where another thread set a tiny limit between two moves). Each is kept in refused, never passed to the host.
+MOVE_REFUSED = (RecursionError, OverflowError, ValueError)
 
 
 def mover(delta: int) -> "Iterator[None]":
@@ -38,13 +42,13 @@ def mover(delta: int) -> "Iterator[None]":
     chain of C calls (map over a callable iterator), with no bytecode between the read and the write, so no
     other thread (which runs only between bytecodes, under the GIL) can move the limit in between. A
     lock-free read-modify-write: a traced call makes four moves, and the lock each took cost more than the
-    move (BENCHMARKS.md). next() raises RecursionError where a lowering is refused; the limit is then
+    move (BENCHMARKS.md). next() raises one of MOVE_REFUSED where the move is refused; the limit is then
     unchanged, and the iterator stays usable."""
     return map(_setrecursionlimit, map(delta.__add__, iter(_getrecursionlimit, None)))
 
 
 def adjust_limit(delta: int) -> None:
-    """Move the recursion limit by delta, making good the lowerings refused before (refused); never raises
+    """Move the recursion limit by delta, making good the moves refused before (refused); never raises
     but where the stack is at the limit itself (a traced call there raises as the untraced one would)."""
     excess = 0
     while refused:  # rare: a lowering was refused; made good here
@@ -54,12 +58,12 @@ def adjust_limit(delta: int) -> None:
             break
     try:  # mover's chain, made here: a call of mover would be one frame more at the stack's limit
         next(map(_setrecursionlimit, map((delta - excess).__add__, iter(_getrecursionlimit, None))))
-    except RecursionError:
+    except MOVE_REFUSED:
         refused.append(excess - delta)
 
 
-def drop_own_frame(exc: BaseException) -> None:
-    """Take the wrapper's own frame off the head of exc's traceback (3.11+)."""
+def drop_own_frame(exc: BaseException, up: int = 1) -> None:
+    """Take the wrapper's own frame (up frames above this call) off the head of exc's traceback (3.11+)."""
     tb = exc.__traceback__
-    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(up):
         exc.__traceback__ = tb.tb_next
