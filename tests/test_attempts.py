@@ -283,3 +283,19 @@ def test_a_restart_after_an_attempt_without_pools_is_named_and_timed_by_its_own_
     assert "torchrun restarted them twice, after rank 1 exited (code 1) at 9.0 s" in lead, lead
     assert "The second restart made 2 pools again: the new ranks started at 10.5 s" in lead, lead
     assert "(5.5 s after rank 0 ended)" in lead, lead
+
+
+def test_the_first_restart_is_told_after_attempt_0s_failure_where_attempt_0_made_no_pool(tmp_path: Path) -> None:
+    """Attempt 0's ranks died (code 1) before making pools; attempts 1 and 2 made them: the lead's 'after ...' is
+    attempt 0's failure, the one the first restart followed (the old text named attempt 1's, at 9.0 s)."""
+    w = _runs([[(1, 2, 1), (2, 2, None)]])
+    for r in (0, 1):  # attempt 0 (count 0): its ranks start at 0.6 s, exit with code 1 at 0.8 and 0.9 s, no pool
+        _start(w, 0.6, 700 + r, 100, "child", {"RANK": str(r), "TORCHELASTIC_RESTART_COUNT": "0"}, ["python", "x.py"])
+        w.add(0.8 + r / 10, 700 + r, 100, "child", "process_exit", how="exit", code=1, counts={}, dropped=0)
+    w.lines.sort(key=lambda rec: rec["ts"])
+    rep = _report(w, tmp_path)
+    story = rep["pools_across"]["restart"]
+    assert story["restarts"] == 2 and [a["attempt"] for a in story["attempts"]] == [1, 2], story
+    lead = _lead(rep)
+    assert "torchrun restarted them twice, after rank 0 exited (code 1) at 0.8 s." in lead, lead
+    assert "The second restart made 2 pools again" in lead, lead

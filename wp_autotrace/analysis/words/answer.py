@@ -89,7 +89,8 @@ def restart_sentence(a: dict[str, Any], r: dict[str, Any]) -> str:
     same = all(t["pools"] == r["ranks"] for t in tries)
     lead = (f"{_plural(r['ranks'], 'rank')} each made a compile pool, {_times(len(tries))}" if same else
             f"{_plural(r['ranks'], 'rank')} made {a['pools']} compile pools in {len(tries)} attempts")
-    failed = tries[0]["failed"]
+    # what the first restart followed: the failure of attempt 0, which may have made no pool
+    failed = tries[0]["after"] if tries[0]["attempt"] > 0 else tries[0]["failed"]
     why = f", after {failed['rank']} {failed['words']} at {seconds_text(failed['at'])}" if failed else ""
     lead += f": {r['launcher'] or 'their launcher'} restarted them {_times(r['restarts'])}{why}."
     shapes = {(t["sidecars"], t["workers"], t["processes"]) for t in tries}
