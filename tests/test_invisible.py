@@ -215,6 +215,39 @@ def test_a_traced_call_at_the_largest_recursion_limit_returns_as_untraced(tmp_pa
     """)], targets="limmod:plain,limmod:set_max")
 
 
+SETS_LIMIT = """
+    import sys
+    def lift():  # torch's compile_fx inside dynamo's _compile
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 2000))
+    def lower(n):
+        sys.setrecursionlimit(n)
+    def fails(n):
+        sys.setrecursionlimit(n)
+        raise ValueError(n)
+"""
+
+
+def test_a_limit_the_host_sets_inside_a_traced_call_is_the_one_it_reads_after(tmp_path: Path) -> None:
+    """A traced call that sets the recursion limit itself (torch raises it to 2000 inside dynamo's _compile) leaves
+    the value it set, returning or raising, as untraced: the wrapper's moves around it are relative, and would
+    leave it one frame's allowance lower."""
+    write(tmp_path, {"limits.py": SETS_LIMIT})
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import sys, limits
+        sys.setrecursionlimit(1000)
+        limits.lift()
+        print(sys.getrecursionlimit())
+        limits.lower(1500)
+        print(sys.getrecursionlimit())
+        try:
+            limits.fails(1700)
+        except ValueError:
+            print(sys.getrecursionlimit())
+        limits.lift()
+        print(sys.getrecursionlimit())
+    """)], targets="limits:lift,limits:lower,limits:fails", allow_wrapper_frame=True)
+
+
 # -- copy, pickle, multiprocessing ------------------------------------------------
 
 PKG = {

@@ -12,6 +12,7 @@ a duration's text are kept.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from ..common.env import pool_env_key, pool_env_of
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 encode_json = c_encoder()
 # Bound once: the tracer must not call itself through a traced function.
 _perf_counter_ns, _time_ns, _write = time.perf_counter_ns, time.time_ns, os.write
+_getrecursionlimit = sys.getrecursionlimit
 # A body up to this long always fits a record with its header (whose host name is at most 255 bytes, 1.5K
 # escaped): a longer one is written by Sink._write, which shrinks an oversized record.
 FAST_BODY = MAX_RECORD_BYTES - 4096
@@ -44,7 +46,9 @@ NO_ENV: tuple[None, str] = (None, "")
 UNRECORDED = 0
 # The plain wrapper's four moves of the recursion limit (unseen.mover: one C call each, no lock): before its
 # call record, before the host's call (the wrapper's own frame still allowed for), after it (for the return
-# record), and at its end.
+# record), and at its end. A host call that set the limit itself (torch's compile_fx raises it to 2000 inside
+# dynamo's _compile) set an absolute value the host reads back after the call: the move after it is then _UP,
+# so that _DOWN leaves exactly the host's value (the relative _FROM_CALL would leave it STACK_COST lower).
 _UP, _TO_CALL, _FROM_CALL, _DOWN = map(mover, (HEADROOM, STACK_COST - HEADROOM, HEADROOM - STACK_COST, -HEADROOM))
 
 
@@ -89,22 +93,26 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 next(_TO_CALL)
             except MOVE_REFUSED:  # refused (the stack too deep now): made good by a later adjust_limit
                 refused.append(HEADROOM - STACK_COST)
+        set_at = _getrecursionlimit()  # a host that sets the limit in its call sets it absolutely: kept after
         start = _perf_counter_ns()
         if child_role:
             set_child_role(child_role)
         try:
             result = raw(*args, **kwargs)
         except BaseException as exc:
-            try:  # first: at the stack's limit (a RecursionError) it needs no more of it than _UP did
-                next(_FROM_CALL)
+            # first: at the stack's limit (a RecursionError) it needs no more of it than _UP did; C calls only
+            back = _FROM_CALL if refused or _getrecursionlimit() == set_at else _UP  # the host's own setting kept
+            try:
+                next(back)
             except OverflowError:  # the host set a limit near a C int's largest in its call
-                refused.append(STACK_COST - HEADROOM)
+                refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
             raised(exc, call_id, start, target, child_role, leave)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
+        back = _FROM_CALL if refused or _getrecursionlimit() == set_at else _UP  # the host's own setting kept
         try:
-            next(_FROM_CALL)
+            next(back)
         except OverflowError:  # the host set a limit near a C int's largest in its call
-            refused.append(STACK_COST - HEADROOM)
+            refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
         if child_role:
             clear_child_role()
         if call_id and plain_return:  # _leave's common case, inline: two numbers
@@ -179,11 +187,12 @@ def _down() -> None:
         refused.append(HEADROOM)
 
 
-def after_call(child_role: str | None) -> None:
-    """The wrapped call returned or raised: its stack allowance becomes recording headroom."""
+def after_call(child_role: str | None, set_at: int) -> None:
+    """The wrapped call returned or raised: its stack allowance becomes recording headroom (set_at: the limit as
+    the call began; where the host set another itself, that value is kept: the move is then HEADROOM alone)."""
     if child_role:
         clear_child_role()
-    adjust_limit(HEADROOM - STACK_COST)
+    adjust_limit(HEADROOM - STACK_COST if refused or _getrecursionlimit() == set_at else HEADROOM)
 
 
 def env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:

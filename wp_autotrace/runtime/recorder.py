@@ -41,7 +41,7 @@ from .reads import (
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame
+from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, refused
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ _perf_counter_ns = time.perf_counter_ns
 _time = time.time  # the log's clock (sink.py): a counted call's first/last times are comparable to ts
 _getframe = sys._getframe
 _getpid = os.getpid
+_getrecursionlimit = sys.getrecursionlimit
 
 # Thread names whose JSON is kept (names are few; a bound for hosts that make many).
 MAX_CACHED_THREADS = 256
@@ -208,13 +209,14 @@ class Probes:
             if call_id == _REFUSED:
                 adjust_limit(-STACK_COST)
                 return self._refuse(target)
+            set_at = _getrecursionlimit()  # a host that sets the limit in its call sets it absolutely: kept after
             start = _perf_counter_ns()
             if child_role:
                 set_child_role(child_role)
             try:
                 result = raw(*args, **kwargs)
             except BaseException as exc:
-                after_call(child_role)
+                after_call(child_role, set_at)
                 if call_id > 0:
                     leave(call_id, start, target, args[0] if method and args else None, None, exc)
                 adjust_limit(-HEADROOM)
@@ -222,7 +224,7 @@ class Probes:
                 raise  # bare: re-raises with the traceback as drop_own_frame left it
             if child_role:  # _after_call, inline on the common path
                 clear_child_role()
-            adjust_limit(HEADROOM - STACK_COST)
+            adjust_limit(HEADROOM - STACK_COST if refused or _getrecursionlimit() == set_at else HEADROOM)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
             adjust_limit(-HEADROOM)
