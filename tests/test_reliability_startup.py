@@ -38,12 +38,9 @@ MAIN_INTERPRETER_CHECK = ('sys.modules.get("_thread", sys).__dict__.get("_is_mai
 # The line's outer test: whether either variable is set at all (the common case: neither). Only then is the
 # guard below compiled (exec of its text): site compiles every .pth line in every interpreter start, and the
 # full guard's compile was most of what an installed, untraced interpreter paid (docs/scale.md). The test reads
-# posix.environ, the bytes-keyed dict os.environ stores its values in (os.environ._data is that very dict on
-# POSIX; the .pth line runs on 3.9-3.14 only, PEP 829's .start after): two dict lookups, where environ.get
-# raised and caught a KeyError per unset name. What an untraced start pays for the line is its compile (twice in
-# a venv), by the token and the character: `p.environ` is two tokens fewer than `os.environ._data` a lookup
-# (16K instructions fewer a start than the os form, docs/scale.md), and the guard imports os itself.
-PTH_OUTER = ('import posix as p; (b"WP_AUTOTRACE" in p.environ or b"WP_AUTOTRACE_GUARD" in p.environ)'
+# os.environ's own bytes-keyed dict (POSIX; the .pth line runs on 3.9-3.14 only, PEP 829's .start after): two
+# dict lookups, where environ.get raised and caught a KeyError per unset name, and fewer tokens to parse.
+PTH_OUTER = ('import os; (b"WP_AUTOTRACE" in os.environ._data or b"WP_AUTOTRACE_GUARD" in os.environ._data)'
              ' and exec({once})')
 # What the outer test execs: the guard, unless bootstrap is loaded already. site reads a venv's site-packages
 # twice (site.venv, then site.main; CPython 3.9-3.13), so the line runs twice in every venv start, and
@@ -65,13 +62,13 @@ def check_pth_line(text: str) -> None:
     assert isinstance(guard, ast.Constant) and isinstance(guard.value, str), ast.dump(guard)
     assert once.value == PTH_ONCE.format(guard=guard.value) and "\\" not in lines[0], once.value
     inner = guard.value
-    assert inner.startswith("import os; "), inner
+    assert inner.startswith("import sys; "), inner
     assert inner.count(MAIN_INTERPRETER_CHECK) == 1, "the main-interpreter check must stand as written"
     tree = ast.parse(inner.replace(MAIN_INTERPRETER_CHECK, "True"))
     imported: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            assert isinstance(node, ast.Import) and [a.name for a in node.names] == ["os"]
+            assert isinstance(node, ast.Import) and [a.name for a in node.names] == ["sys"]
         elif isinstance(node, ast.Name):
             assert node.id in ("os", "__import__"), node.id
         elif isinstance(node, ast.Attribute):
