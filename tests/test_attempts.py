@@ -147,9 +147,8 @@ def test_a_restart_counts_ranks_once_and_tells_the_restart_and_its_cost(tmp_path
             "after they were made, and their compiles done again at 27.0 s (7.0 s after rank 1 ended); none of the "
             "first attempt's pool processes was alive when they started.") in lead, lead
     json.dumps(rep)
-    if launcher_rank:  # (the Ranks section groups by the rank label: torchrun's own SLURM_PROCID is one)
-        return
-    # the Ranks section: each rank once, with the processes torchrun started as it
+    # the Ranks section: each rank once, with the processes torchrun started as it (under srun torchrun's own
+    # SLURM_PROCID 0 is no rank 0: before, rank 0's row was torchrun, started once)
     assert [(r["rank"], r["started"]) for r in rep["ranks"]] == [("rank 0", [110, 130]), ("rank 1", [120, 140])]
     assert "- rank 0: child 110 (train.py), started 2 times (110, 130); " in render_text(rep, {})
     json.dumps(rep)

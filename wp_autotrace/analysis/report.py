@@ -12,6 +12,7 @@ from typing import Any
 
 from ..common import targets, vocab
 from .derive import facts
+from .derive.attempts import launchers
 from .derive.autotune import Kill, kills
 from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.held import unended
@@ -173,17 +174,18 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
     A rank is keyed by its run and its label: two launches that reuse a job id, or two Slurm steps,
     each have their own "rank n0:0" (the label alone would give the later one the earlier's row)."""
     groups: dict[tuple[str, str], list[Process]] = {}
+    agents = launchers(v)  # torchrun under srun carries a rank of its own (SLURM_PROCID): no rank's process
     for p in v.procs:
         label = v.rank_of.get(p.index)
-        if label:
+        if label and p.index not in agents:
             groups.setdefault((p.run.id if p.run is not None else "", label), []).append(p)
     labels = [label for _, label in groups]
     rows = []
     for (run, label), procs in groups.items():
-        # the processes the launcher started as this rank: one per attempt where it restarted the ranks
-        heads = [p for p in procs if rank_value(p.rank) and not (p.parent and v.rank_of.get(p.parent.index) == label)]
-        top = heads[0] if heads else procs[0]
         members = {p.index for p in procs}
+        # the processes the launcher started as this rank: one per attempt where it restarted the ranks
+        heads = [p for p in procs if rank_value(p.rank) and not (p.parent and p.parent.index in members)]
+        top = heads[0] if heads else procs[0]
         left = [p for p in procs if p.index in leftover]
         step = top.rank.get("SLURM_STEP_ID") if top.rank else None
         rows.append({

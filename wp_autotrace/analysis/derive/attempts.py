@@ -45,6 +45,13 @@ def _heads(v: View, n: int) -> list[Process]:
             and (p.parent is None or attempt_of(p.parent) is None)]
 
 
+def launchers(v: View) -> set[int]:
+    """The indexes of the processes that started ranks with a restart count and carry none themselves: torchrun's
+    elastic agents (a rank of their own only where a launcher above gave them one, srun's SLURM_PROCID)."""
+    return {p.parent.index for p in v.procs if p.parent is not None and rank_value(p.rank) is not None
+            and attempt_of(p) is not None and attempt_of(p.parent) is None}
+
+
 def _first_end(v: View, heads: list[Process]) -> dict[str, Any] | None:
     """The first of an attempt's ranks to end by something other than its launcher's signal (the failure the
     launcher answered by stopping the rest): its rank, pid, when, and its ending's words."""
