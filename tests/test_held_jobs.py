@@ -13,7 +13,7 @@ from typing import Any
 
 from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names, watch_queue
 
-from .logs import AC, SP, T0, LogWriter, call, kinds, report, watcher
+from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, start, watcher
 from .test_model import with_fork_hang, with_sidecar_hang, with_sidecar_pool
 
 
@@ -343,6 +343,55 @@ def test_a_hang_at_exit_in_the_programs_own_pool_is_not_told_as_the_compile_pool
     assert "a job of a process pool the program made itself (not a compile pool) had not ended" in text, text
     assert "Worker 301 ran app:stuck from 3.2 s and never ended it (5.8 s, until the worker ended at 9.0 s)" in text
     assert "plugin" not in text and "queued" not in text, text
+
+
+def _spawn_pool_exit(held: bool = False, own_child: bool = False) -> LogWriter:
+    """main 100 made a spawn pool (workers 201, 202) beside no thread; 201 ran its three jobs by 3.1 s (202 none);
+    at exit concurrent.futures' join ran 6.0 -> 13.9 s, its capture reading the pool with 0 pending, the workers
+    ending at 13.8 s: their own exit (torch loaded, a loaded box) took the join's 7.9 s. held: 201 also took a
+    job at 5.0 s and never ended it. own_child: a child of main in no compile pool (a program's own pool's
+    worker, which records no jobs) was alive during the join."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    call(w, 2, 100, 1, "main", f"{AC}:AsyncCompile.process_pool", 1, 2.003)
+    w.add(2.001, 100, 1, "main", "call", call_id=2, parent_call=1, thread="MainThread", stack=[PLUGIN],
+          caller=PLUGIN, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+          ".__init__", threads=1)
+    w.add(2.002, 100, 1, "main", "return", call_id=2, duration_s=0.001)
+    for pid in (201, 202):
+        w.add(2.1, pid, 100, "child", "process_start", argv=["python", "-c", "from multiprocessing.spawn ..."],
+              python="3.11.7", forked=False, env={}, run="r1", root_pid=100)
+        w.add(2.5, pid, 100, "compile-worker", "role")
+    for n in range(3):
+        job(w, 2.6 + n * 0.2, 201, 100, "start", n, fn="time:sleep")
+        job(w, 2.7 + n * 0.2, 201, 100, "end", n)
+    if held:
+        job(w, 5.0, 201, 100, "start", 3, fn="__main__:job")
+    if own_child:
+        w.add(3.5, 301, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+              env={}, run="r1", root_pid=100)
+    call(w, 6.0, 100, 1, "main", "concurrent.futures.process:_python_exit", 4, 13.9)
+    w.lines[-2]["pool_pending"] = [{"worker_pids": [201, 202], "pending": 0}]
+    watcher(w, 13.8, "tree", count=1, started=[], ended=[{"pid": p, "end": T0 + 13.8} for p in (201, 202, 301)])
+    w.add(14.0, 100, 1, "main", "process_exit", how="exit", code=0)
+    watcher(w, 14.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 14.1}])
+    watcher(w, 14.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_an_exit_join_that_waited_on_no_job_is_no_hang(tmp_path: Path) -> None:
+    """A spawn pool's exit join took 7.9 s (a real run at load 20) while its capture said 0 jobs pending and no
+    worker held a job: the workers' own exit took it, and no hang is told (it read "a job ... had not ended ...
+    None of its 2 workers held an unfinished job then (a job still queued); 0 job(s) were pending"). With a job
+    held, or a child of unknown jobs beside the pool's workers, the hang is told as before."""
+    quiet = report(_spawn_pool_exit(), tmp_path)
+    assert "exit-hang" not in {f["kind"] for f in quiet["findings"]}, quiet["answer"]
+    assert "concurrent.futures' join" not in quiet["answer"], quiet["answer"]
+    for w in (_spawn_pool_exit(held=True), _spawn_pool_exit(own_child=True)):
+        (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "exit-hang"]
+        assert f["cost"]["hang_s"] == 7.9, f
 
 
 def test_a_job_whose_end_record_was_lost_is_not_told_as_held_for_ever(tmp_path: Path) -> None:

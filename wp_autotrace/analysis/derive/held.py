@@ -19,12 +19,17 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
 - queued, never taken: a job the capture names (a fork/spawn pool's newest pending, by work id) that no worker
   of the pool took by the wait's end (no job record of that work id): the wait waited on it too, and no worker
   ever ran it. A SubprocPool's pending jobs are counted only (the main keeps no job of it but a Future).
+- an exit join that waited on no job: concurrent.futures' exit join (in a main, its fork/spawn pools' workers;
+  in a sidecar, its pool's) whose capture read each pool it joins with none pending, while every child it could
+  join was a compile worker, some wrote job records and none held a job during the join: its seconds went to
+  the workers' own exit (two spawned workers with torch loaded took 7.9 s at load 20), no job kept it.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from ...common.vocab import COMPILE_WORKER, HELPER_ROLES
 from ..fold.model import Call, JobSpan, Pool, Process
 from .pools import IDLE_GAP_S, busy_spans, job_until, workers_of
 
@@ -118,6 +123,22 @@ def pending_as_called(call: Call, pool: Pool) -> int | None:
     """The pool's unanswered jobs as the call began (its `pool_pending` entry for this pool), else None."""
     e = _pending_entry(call, pool)
     return None if e is None else int(e["pending"])
+
+
+def join_held_no_job(call: Call, proc: Process, end: float, t_end: float) -> bool:
+    """Whether proc's exit join ([call.ts, end], returned) is shown to have waited on no job (the module
+    docstring): a capture with every entry at 0 pending; the children it could join alive then (not
+    multiprocessing's helpers) all compile workers, whose loop records their jobs (a program's own pool's
+    workers write none: their jobs are unknown, so such a child keeps the join a possible hang); some job record
+    among them, and none of their jobs held during the join."""
+    entries = call.at_call.get("pool_pending")
+    if not isinstance(entries, list) or not entries or any(
+            not isinstance(e, dict) or e.get("pending") != 0 for e in entries):
+        return False
+    joined = [q for q in proc.children if q.role not in HELPER_ROLES and q.alive_during(call.ts, end)]
+    if not joined or any(q.role != COMPILE_WORKER for q in joined) or not any(q.jobs_run for q in joined):
+        return False
+    return not held_by(joined, call.ts, end, t_end)
 
 
 class Queued(NamedTuple):

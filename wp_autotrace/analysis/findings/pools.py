@@ -9,6 +9,7 @@ from ...common import targets
 from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
+from ..derive.held import join_held_no_job
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
@@ -579,9 +580,11 @@ EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a j
 def exit_join_hang(v: View) -> Finding | None:
     """concurrent.futures' exit handler (_python_exit: threading's exit hook, run before atexit's handlers, torch's
     shutdown included) joins every process pool's workers, waiting for their jobs: one that never returned (the
-    process was killed inside it) or took HANG_S or more is a hang at exit, told with its seconds."""
+    process was killed inside it) or took HANG_S or more is a hang at exit, told with its seconds; not one that
+    returned and is shown to have waited on no job (derive/held.join_held_no_job: its workers' own exit)."""
     hung = [c for c in v.calls if c.tag == targets.EXIT_JOIN and (c.end is None or c.end - c.ts >= HANG_S)
-            and (c.end is not None or c.proc.ended_at is not None)]
+            and (c.end is not None or c.proc.ended_at is not None)
+            and not (c.end is not None and join_held_no_job(c, c.proc, c.end, v.t_end))]
     if not hung:
         return None
     c = hung[0]
