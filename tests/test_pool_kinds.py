@@ -25,6 +25,7 @@ from .procs import PROBE_PRELUDE
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
 MIB = 2**20
+SLACK_S = 2.0  # a worker's job end record against the script's own clock: written after the result went back
 SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
     import torch
     from torch._inductor.async_compile import AsyncCompile
@@ -39,8 +40,10 @@ SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
     if __name__ == "__main__":
         AsyncCompile.wait_pool_ready()  # first Triton kernel
         pool = AsyncCompile.process_pool()
+        sent = time.time()  # the script's own clock (the log's too): the jobs start after it, end before done
         for job in [pool.submit(time.sleep, 0.5) for _ in range(2)]:
             job.result(timeout=60)
+        done = time.time()
         # Settled first: a spawned worker the second job started may still be importing torch (8-18 s on a loaded
         # box; its PSS grew 14 -> 242 MiB meanwhile), and the watcher reads it as the pool's from its start (the
         # main's worker_spawned record). So: until every worker said its role (torch's initializer ran in it: its
@@ -61,7 +64,7 @@ SCRIPT = PROBE_PRELUDE + textwrap.dedent('''
         wait(lambda: read_all(kids, at))
         after = probe()
         with open(sys.argv[1], "w") as f:
-            json.dump({"before": before, "after": after}, f)
+            json.dump({"before": before, "after": after, "sent": sent, "done": done, "idled_to": time.time()}, f)
 ''')
 
 
@@ -90,8 +93,15 @@ def test_fork_and_spawn_pools_get_the_whole_story(tmp_path: Path, method: str) -
     assert pool["kind"] == "executor" and pool["start_method"] == method and pool["sidecar_pid"] is None
     assert pool["caller"]["file"] == script and pool["caller"]["line"] == line
     assert pool["worker_pids"] == before["pids"] and pool["processes"] == len(before["pids"])
-    # its jobs: the ready probe and the two sleeps
-    assert pool["jobs"] == 3 and pool["idle_s"] > 0
+    # its jobs: the ready probe and the two sleeps; busy and idle against the script's own clock: the last job
+    # (a 0.5 s sleep sent at `sent`) ended no sooner than sent + 0.5 and by the script's `done` (its end record
+    # is written as the worker asks for its next job: a descheduled worker writes it late, hence the slack); the
+    # pool then idled at least until the script's last reading, and its workers ended after that
+    t0 = rep["t0"]
+    assert pool["jobs"] == 3
+    assert probe["sent"] + 0.5 <= t0 + pool["busy_until"] <= probe["done"] + SLACK_S, (pool, probe)
+    assert pool["idle_s"] >= probe["idled_to"] - probe["done"] - SLACK_S, (pool, probe)
+    assert t0 + pool["ending"]["at"] >= probe["idled_to"], (pool, probe)
     # each worker named by the main as concurrent.futures started it (the watcher's sign while it imports)
     recs = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines() if x.strip()]
     named = sorted(r["worker_pid"] for r in recs if r["event"] == "worker_spawned" and r["role"] == "main")
@@ -103,6 +113,9 @@ def test_fork_and_spawn_pools_get_the_whole_story(tmp_path: Path, method: str) -
     assert pool["held_pss_bytes"] and low * 0.95 <= pool["held_pss_bytes"] <= high * 1.05, (pool, probe)
     # how it ended: the workers ended as the main exited (concurrent.futures' exit handler), never "unknown"
     assert pool["ending"]["kind"] == "ended-at-exit"
+    # no job kept the exit: its join's capture found none pending and no worker held one (spawned workers' own
+    # exit took 7.9 s at load 20, once told as a hang at exit)
+    assert "exit-hang" not in {f["kind"] for f in rep["findings"]}, rep["answer"]
     answer = rep["answer"]
     worded = "forked" if method == "fork" else "spawned"
     assert f"made a compile pool (2 {worded} workers, no sidecar) at {script}:{line}" in answer, answer
