@@ -399,6 +399,28 @@ def test_a_cause_that_is_also_a_symptom_is_told_once() -> None:
         assert sorted(map(id, told)) == sorted(map(id, order)), [f["kind"] for f in told]
 
 
+def test_a_cause_that_follows_from_another_hands_its_symptoms_to_the_first_cause() -> None:
+    """The real seed run (torch 2.13, 2 deep): the call its dead sidecar left open follows from the sidecar's failed
+    start, which follows from the nesting: the nesting leads with both under it, in whatever order they rank, and
+    "Fix first" is the nesting's fix (the Answer led with "1 compile sidecar(s) never served their pool" and told
+    the nesting as a second lead beside it)."""
+    from wp_autotrace.analysis.words.answer import fix_first
+    from wp_autotrace.analysis.words.causes import units
+
+    rep = {"pools": [{"creator_pid": 100, "creator_role": "main", "sidecar_pid": 200, "worker_pids": []},
+                     {"creator_pid": 200, "creator_role": "compile-sidecar", "sidecar_pid": 300, "worker_pids": []}],
+           "runs": []}
+    died = {"kind": "sidecar-never-served", "severity": "problem", "pids": [200], "advice": "fix what it raised",
+            "cost": {}}
+    call = {"kind": "call-never-returned", "severity": "problem", "pids": [100, 200], "advice": "look", "cost": {}}
+    nested = {"kind": "nested-pools", "severity": "problem", "pids": [200], "advice": "keep it out of the sidecars",
+              "cost": {}}
+    for order in ([died, call, nested], [call, died, nested], [nested, call, died], [call, nested, died]):
+        ((lead, symptoms),) = units(rep, order)
+        assert lead is nested and sorted(map(id, symptoms)) == sorted(map(id, (died, call))), order
+        assert fix_first(rep, order) == "keep it out of the sidecars"
+
+
 def _launcher_killed() -> LogWriter:
     """A launcher (main 100) whose 2 children each made a compile pool (sidecar + 2 workers) is SIGKILLed at 5 s
     (`run` waited -9); the children, their sidecars and workers run on (vllm#55510's engines, as

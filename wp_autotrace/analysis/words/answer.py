@@ -402,7 +402,7 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
         return ""
     pools = rep["pools"]
     nested = next((f for f in order if f["kind"] == "nested-pools" and f["advice"]), None)
-    cause = causes.symptom_of(rep, top, order)
+    cause = causes.root_cause(rep, top, order)
     if nested is not None and (cause is nested or top["kind"] in POOL_COST_KINDS):  # the cause's fix first
         then = str(nested["advice"]).rstrip(".")
         if top["kind"] == "leftovers" and "cleanup" in top["advice"]:

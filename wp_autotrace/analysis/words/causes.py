@@ -100,23 +100,39 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
     return None
 
 
+def root_cause(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first cause of f's chain: a cause that follows from another (a sidecar that died as it started because
+    the nesting's import started a pool in it) hands its symptoms up, so the call its death left open is told
+    under the nesting with it, never under a second lead beside the nesting. None where f follows from nothing."""
+    cause = symptom_of(rep, f, findings)
+    seen = {id(f)}
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        up = symptom_of(rep, cause, findings)
+        if up is None or id(up) in seen:
+            break
+        cause = up
+    return cause
+
+
 def units(rep: dict[str, Any], problems: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """The problems (worst first) as (lead, symptoms) pairs: a cause leads its symptoms, the pair placed where
-    the first of them ranks; a finding that is no cause's symptom stands alone."""
+    """The problems (worst first) as (lead, symptoms) pairs: a first cause (root_cause) leads every finding that
+    follows from it, directly or through another cause, the pair placed where the first of them ranks; a finding
+    that is no cause's symptom stands alone."""
     out: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     placed: set[int] = set()
     for f in problems:
         if id(f) in placed:
             continue
-        cause = symptom_of(rep, f, problems) or (f if f["kind"] == NESTING or any(
+        cause = root_cause(rep, f, problems) or (f if f["kind"] == NESTING or any(
             symptom_of(rep, g, problems) is f for g in problems) else None)
         if cause is None or id(cause) in placed:  # no cause, or one told already (as another cause's symptom)
             out.append((f, []))
             placed.add(id(f))
             continue
-        # a finding is told once: one that is a cause (a sidecar that died as it started) may also be a symptom
-        # of another (the nesting), and is told where it was placed first
-        symptoms = [g for g in problems if id(g) not in placed and symptom_of(rep, g, problems) is cause]
+        # a finding is told once, under its first cause
+        symptoms = [g for g in problems if id(g) not in placed and g is not cause
+                    and root_cause(rep, g, problems) is cause]
         out.append((cause, symptoms))
         placed.update(id(g) for g in (cause, *symptoms))
     return out
