@@ -269,6 +269,17 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
     assert "wp-standin-backend 0.1.0: wp_standin_backend/_inductor/__init__.py:3 (<module>)" in findings, text
     assert "sidecar-never-served" in {f["kind"] for f in rep["findings"]}
     assert len(text.splitlines()) <= 76, text  # the Answer is a few bullets now (issue 31): up to 6 lines
+    # the cause first, its symptoms under it: the nesting leads; the sidecar that died as it started (its import
+    # started a pool) and what that death left (calls never returned, the main's end) are told under it, never as
+    # a second lead; "Fix first" is the nesting's; no "(…)" nor an empty exception's "(KeyboardInterrupt: )"
+    lines = [x for x in rep["answer"].splitlines() if not x.startswith("- The program exited with code")]
+    assert "made pools of their own" in lines[0] and lines[0].endswith("What follows from it:"), lines
+    leads = [x for x in lines if x.startswith("- ") and not x.startswith("- Fix first")]
+    assert not any("never served" in x for x in leads), lines
+    assert any("never served" in x for x in lines if x.startswith("  - ")), lines
+    fix = next(x for x in lines if x.startswith("- Fix first: "))
+    assert "keep it out of the sidecars" in fix, fix
+    assert "(…)" not in text and "KeyboardInterrupt: )" not in text, text
 
 
 # -- ranks --------------------------------------------------------------------
