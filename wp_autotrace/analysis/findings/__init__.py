@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING, Callable
 from .autotune import autotune_killed
 from .base import Finding
 from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, worker_lost, zombies
-from .held import pool_job_hang, pool_wait_interrupted
+from .held import exit_join_hang, pool_job_hang, pool_wait_interrupted
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
 from .pools import (
     NESTED_ADVICE,
     child_exit_wait,
-    exit_join_hang,
     fork_pool_hang,
     idle_pools,
     nested_pools,

@@ -3,7 +3,8 @@ records (derive/held.py), never guessed. Where no worker of the pool recorded it
 and said so.
 
 The words here are shared by every hang finding that waits on a pool's job: the fork pool's (findings/pools.py
-fork_pool_hang), the exit join's (exit_join_hang), and this module's own `pool-job-hang`, for any other pool.
+fork_pool_hang), the exit join's (this module's exit_join_hang), and this module's own `pool-job-hang`, for any
+other pool.
 """
 
 from __future__ import annotations
@@ -11,10 +12,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ..derive.held import Held, held_by, held_during, job_name, never_taken, pending_as_called, recorded
+from ..derive.held import (
+    Held,
+    held_by,
+    held_during,
+    job_name,
+    join_held_no_job,
+    never_taken,
+    pending_as_called,
+    recorded,
+)
 from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
 from ..fold.model import EXECUTOR
-from ..words.fmt import error_words, site
+from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding
 from .rank import HANG_S, STUCK_JOB_S
 
@@ -264,3 +274,34 @@ def pool_wait_interrupted(v: View) -> Finding | None:
             (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},
             short)
     return None
+
+
+EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a job that waits on its parent); a "
+                    "process that must exit anyway ends its pool's workers first (they are its own children) or "
+                    "shuts the pool down before exit, where a job that hangs can be cancelled")
+
+
+def exit_join_hang(v: View) -> Finding | None:
+    """concurrent.futures' exit handler (_python_exit: threading's exit hook, run before atexit's handlers, torch's
+    shutdown included) joins every process pool's workers, waiting for their jobs: one that never returned (the
+    process was killed inside it) or took HANG_S or more is a hang at exit, told with its seconds; not one that
+    returned and is shown to have waited on no job (derive/held.join_held_no_job: its workers' own exit)."""
+    hung = [c for c in v.calls if c.tag == targets.EXIT_JOIN and (c.end is None or c.end - c.ts >= HANG_S)
+            and (c.end is not None or c.proc.ended_at is not None)
+            and not (c.end is not None and join_held_no_job(c, c.proc, c.end, v.t_end))]
+    if not hung:
+        return None
+    c = hung[0]
+    p = c.proc
+    end = c.end if c.end is not None else p.ended_at
+    b = end if end is not None else v.t_end
+    waited = round(b - c.ts, 3)
+    of, held = joined_pool_words(v, p, c.ts, b, c)
+    how = "" if c.end is not None else ", until it ended inside it"
+    return Finding(
+        "exit-hang", "problem",
+        f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
+        f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
+        + ("; the process wrote no exit of its own" if c.end is None else "") + f").{held}",
+        sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
+        exit_join_advice(v, p, c.ts, b, EXIT_JOIN_ADVICE), {"exit_wait_s": waited, "hang_s": waited})

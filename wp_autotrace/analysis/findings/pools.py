@@ -9,13 +9,12 @@ from ...common import targets
 from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
 from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
-from ..derive.held import join_held_no_job
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
-from .held import exit_join_advice, held_short, held_words, joined_pool_words, wait_end, wait_how
+from .held import held_short, held_words, wait_end, wait_how
 from .rank import HANG_S
 from .signals import killed_alike
 
@@ -570,34 +569,3 @@ def spawn_main_reimport(v: View) -> Finding | None:
         sorted({x.proc.pid for x in calls}), [f"call stack through multiprocessing.spawn._fixup_main_from_path "
                                               f"in {x.proc.pid}" for x in calls[:TEXT_PIDS]],
         GUARD_ADVICE, {})
-
-
-EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a job that waits on its parent); a "
-                    "process that must exit anyway ends its pool's workers first (they are its own children) or "
-                    "shuts the pool down before exit, where a job that hangs can be cancelled")
-
-
-def exit_join_hang(v: View) -> Finding | None:
-    """concurrent.futures' exit handler (_python_exit: threading's exit hook, run before atexit's handlers, torch's
-    shutdown included) joins every process pool's workers, waiting for their jobs: one that never returned (the
-    process was killed inside it) or took HANG_S or more is a hang at exit, told with its seconds; not one that
-    returned and is shown to have waited on no job (derive/held.join_held_no_job: its workers' own exit)."""
-    hung = [c for c in v.calls if c.tag == targets.EXIT_JOIN and (c.end is None or c.end - c.ts >= HANG_S)
-            and (c.end is not None or c.proc.ended_at is not None)
-            and not (c.end is not None and join_held_no_job(c, c.proc, c.end, v.t_end))]
-    if not hung:
-        return None
-    c = hung[0]
-    p = c.proc
-    end = c.end if c.end is not None else p.ended_at
-    b = end if end is not None else v.t_end
-    waited = round(b - c.ts, 3)
-    of, held = joined_pool_words(v, p, c.ts, b, c)
-    how = "" if c.end is not None else ", until it ended inside it"
-    return Finding(
-        "exit-hang", "problem",
-        f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
-        f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
-        + ("; the process wrote no exit of its own" if c.end is None else "") + f").{held}",
-        sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
-        exit_join_advice(v, p, c.ts, b, EXIT_JOIN_ADVICE), {"exit_wait_s": waited, "hang_s": waited})
