@@ -638,6 +638,16 @@ def test_who_changed_a_variable_before_the_config_loaded(tmp_path: Path) -> None
     assert "the log does not say which" in f["text"]
 
 
+def test_an_overridden_setting_that_left_no_pool_leads_the_answer(tmp_path: Path) -> None:
+    """The user exported TORCHINDUCTOR_COMPILE_THREADS=4 and a library's import set 1: no pool, one process
+    compiling. Their question is why: the override leads the Answer, before "Compiled without a process pool:
+    compile_threads=1" (which says only the value in effect; it led, the override came third)."""
+    lines = report(with_setting_overridden(), tmp_path)["answer"].splitlines()
+    assert lines[0].startswith("- main 100 started with TORCHINDUCTOR_COMPILE_THREADS=4, but "), lines
+    assert lines[1].startswith("- Compiled without a process pool"), lines
+    assert sum("TORCHINDUCTOR_COMPILE_THREADS=4" in x for x in lines) == 1, lines  # told once
+
+
 def test_compile_threads_changed_after_the_pool_exists(tmp_path: Path) -> None:
     """compile_threads set in code (the config's value at a later wait) or TORCHINDUCTOR_COMPILE_THREADS set in
     the environment after torch read it, while a pool made for 2 workers lived: changed nothing, said with the

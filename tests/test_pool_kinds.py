@@ -451,6 +451,8 @@ def test_a_library_that_overwrites_compile_threads_is_told(tmp_path: Path) -> No
     # who changed it: somelib's import (the only code that sets it here), as the imports around the change show
     assert "but the import of somelib changed it to '1'" in text, text
     assert "the import of somelib" in rep["answer"] and "then took" in rep["answer"], rep["answer"]
+    # the user's question (why one process compiled) is answered first: the override leads the Answer
+    assert rep["answer"].startswith("- main ") and "the import of somelib" in rep["answer"].splitlines()[0]
 
 
 UNGUARDED = textwrap.dedent('''

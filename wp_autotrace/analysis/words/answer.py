@@ -22,6 +22,7 @@ from .sentences import pool_sentence
 MORE_PROBLEMS = 1
 # Kinds told before anything else when they rank first (the run's pools, its exit code).
 FIRST_KINDS = ("oom-killed",)
+OVERRIDDEN = "setting-overridden"
 # Kinds the pools' story tells (_pool_lead), not again as a problem bullet of their own.
 POOL_KINDS = ("idle-pool", "nested-pools")
 # What the pools scale with (pools_across.scales_with), in words.
@@ -329,8 +330,10 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     none was made; the program's exit code when not 0; the worst problems by cost, the pools' story told
     where their own problem ranks (else after the problems); then the first thing to do. order: rep's
     findings ranked (findings/rank.py), the worst first."""
-    # a process the kernel killed for memory is the user's question whatever else happened: before the pools
-    first = [f for f in order[:1] if f["kind"] in FIRST_KINDS]
+    # a process the kernel killed for memory is the user's question whatever else happened: before the pools;
+    # so is a setting overridden where no pool was made (why did it compile in one process?): before the no-pool
+    # sentence, which says only the value in effect
+    first = [f for f in order[:1] if f["kind"] in FIRST_KINDS or (f["kind"] == OVERRIDDEN and not rep["pools"])]
     bullets = [headline(rep, f) for f in first]
     if not rep["pools"]:
         bullets.append(no_pool_sentence(rep))
