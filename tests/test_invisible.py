@@ -248,6 +248,36 @@ def test_a_limit_the_host_sets_inside_a_traced_call_is_the_one_it_reads_after(tm
     """)], targets="limits:lift,limits:lower,limits:fails", allow_wrapper_frame=True)
 
 
+THREADED = """
+    def work(n):
+        total = 0
+        for i in range(n):  # bytecode: other threads run inside the call
+            total += i
+        return total
+"""
+
+
+def test_traced_calls_in_threads_at_once_leave_the_recursion_limit_as_it_was(tmp_path: Path) -> None:
+    """Eight threads making 20,000 traced calls each, switching every microsecond: another thread's call in
+    flight moves the limit too, and no call may take that for a limit its host set (it would keep a frame's
+    allowance for good: drift up with every such overlap; seen 1000 -> 1002..1005). The limit after is 1000."""
+    write(tmp_path, {"thrmod.py": THREADED})
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import sys, threading, thrmod
+        sys.setswitchinterval(1e-6)
+        sys.setrecursionlimit(1000)
+        def run():
+            for _ in range(20000):
+                thrmod.work(200)
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(sys.getrecursionlimit())
+    """)], targets="thrmod:work", guard=False, timeout=240)
+
+
 # -- copy, pickle, multiprocessing ------------------------------------------------
 
 PKG = {

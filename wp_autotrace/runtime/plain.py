@@ -12,8 +12,8 @@ a duration's text are kept.
 from __future__ import annotations
 
 import os
-import sys
 import time
+from itertools import repeat
 
 from ..common.env import pool_env_key, pool_env_of
 from ..common.vocab import CALL, MAX_RECORD_BYTES, RETURN
@@ -21,7 +21,18 @@ from .jsonline import c_encoder
 from .reads import NS_PER_US, US_PER_S, micros_json_kept, micros_kept, thread_name_kept
 from .sink import writer_codes
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, MOVE_REFUSED, STACK_COST, adjust_limit, drop_own_frame, mover, refused
+from .unseen import (
+    HEADROOM,
+    MOVE_REFUSED,
+    READ,
+    STACK_COST,
+    active,
+    adjust_limit,
+    drop_own_frame,
+    host_set,
+    mover,
+    refused,
+)
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -33,7 +44,6 @@ if TYPE_CHECKING:
 encode_json = c_encoder()
 # Bound once: the tracer must not call itself through a traced function.
 _perf_counter_ns, _time_ns, _write = time.perf_counter_ns, time.time_ns, os.write
-_getrecursionlimit = sys.getrecursionlimit
 # A body up to this long always fits a record with its header (whose host name is at most 255 bytes, 1.5K
 # escaped): a longer one is written by Sink._write, which shrinks an oversized record.
 FAST_BODY = MAX_RECORD_BYTES - 4096
@@ -49,7 +59,9 @@ UNRECORDED = 0
 # record), and at its end. A host call that set the limit itself (torch's compile_fx raises it to 2000 inside
 # dynamo's _compile) set an absolute value the host reads back after the call: the move after it is then _UP,
 # so that _DOWN leaves exactly the host's value (the relative _FROM_CALL would leave it STACK_COST lower).
-_UP, _TO_CALL, _FROM_CALL, _DOWN = map(mover, (HEADROOM, STACK_COST - HEADROOM, HEADROOM - STACK_COST, -HEADROOM))
+# _UP counts the call in unseen.active before its move, _DOWN uncounts it first: one C call chain each.
+_HEAD, _TO_CALL, _FROM_CALL = map(mover, (HEADROOM, STACK_COST - HEADROOM, HEADROOM - STACK_COST))
+_UP, _DOWN = zip(map(active.append, repeat(1)), _HEAD), zip(iter(active.pop, None), mover(-HEADROOM))
 
 
 def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
@@ -93,26 +105,22 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 next(_TO_CALL)
             except MOVE_REFUSED:  # refused (the stack too deep now): made good by a later adjust_limit
                 refused.append(HEADROOM - STACK_COST)
-        set_at = _getrecursionlimit()  # a host that sets the limit in its call sets it absolutely: kept after
+        set_at, alone = next(READ)  # a host that sets the limit in its call sets it absolutely: kept after
         start = _perf_counter_ns()
         if child_role:
             set_child_role(child_role)
         try:
             result = raw(*args, **kwargs)
         except BaseException as exc:
-            # first: at the stack's limit (a RecursionError) it needs no more of it than _UP did; C calls only
-            back = _FROM_CALL if refused or _getrecursionlimit() == set_at else _UP  # the host's own setting kept
+            # first, C calls only (unseen.host_set inline): at the stack's limit it needs no more than _UP did
+            back = _HEAD if not refused and alone == 1 == (r := next(READ))[1] and r[0] != set_at else _FROM_CALL
             try:
                 next(back)
             except OverflowError:  # the host set a limit near a C int's largest in its call
                 refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
             raised(exc, call_id, start, target, child_role, leave)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
-        back = _FROM_CALL if refused or _getrecursionlimit() == set_at else _UP  # the host's own setting kept
-        try:
-            next(back)
-        except OverflowError:  # the host set a limit near a C int's largest in its call
-            refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
+        back_from(set_at, alone)
         if child_role:
             clear_child_role()
         if call_id and plain_return:  # _leave's common case, inline: two numbers
@@ -130,7 +138,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         elif call_id:
             leave(call_id, start, target, args[0] if method and args else None, result, None)
         try:
-            next(_DOWN) if not refused else adjust_limit(-HEADROOM)  # which makes good the moves refused
+            next(_DOWN) if not refused else adjust_limit(-HEADROOM, -1)  # which makes good the moves refused
         except MOVE_REFUSED:  # refused now (the stack too deep): made good by a later one
             refused.append(HEADROOM)
         return result
@@ -182,17 +190,27 @@ def raised(exc: BaseException, call_id: int, start: int, target: Target, child_r
 def _down() -> None:
     """_DOWN, where a lowering was refused before (made good here), or this one is."""
     try:
-        next(_DOWN) if not refused else adjust_limit(-HEADROOM)
+        next(_DOWN) if not refused else adjust_limit(-HEADROOM, -1)
     except MOVE_REFUSED:
         refused.append(HEADROOM)
 
 
-def after_call(child_role: str | None, set_at: int) -> None:
+def back_from(set_at: int, alone: int) -> None:
+    """The host's call returned: its stack allowance becomes recording headroom, or the headroom alone where the
+    host set the limit itself (unseen.host_set: that value is kept)."""
+    back = _HEAD if host_set(set_at, alone) else _FROM_CALL
+    try:
+        next(back)
+    except OverflowError:  # the host set a limit near a C int's largest in its call
+        refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
+
+
+def after_call(child_role: str | None, set_at: int, alone: int) -> None:
     """The wrapped call returned or raised: its stack allowance becomes recording headroom (set_at: the limit as
     the call began; where the host set another itself, that value is kept: the move is then HEADROOM alone)."""
     if child_role:
         clear_child_role()
-    adjust_limit(HEADROOM - STACK_COST if refused or _getrecursionlimit() == set_at else HEADROOM)
+    adjust_limit(HEADROOM if host_set(set_at, alone) else HEADROOM - STACK_COST)
 
 
 def env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:

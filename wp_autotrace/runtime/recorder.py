@@ -41,7 +41,7 @@ from .reads import (
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, STACK_COST, adjust_limit, drop_own_frame, refused
+from .unseen import HEADROOM, READ, STACK_COST, adjust_limit, drop_own_frame, host_set
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -53,7 +53,6 @@ _perf_counter_ns = time.perf_counter_ns
 _time = time.time  # the log's clock (sink.py): a counted call's first/last times are comparable to ts
 _getframe = sys._getframe
 _getpid = os.getpid
-_getrecursionlimit = sys.getrecursionlimit
 
 # Thread names whose JSON is kept (names are few; a bound for hosts that make many).
 MAX_CACHED_THREADS = 256
@@ -190,7 +189,7 @@ class Probes:
         enter, leave, child_role, sink, probes = self._enter, self._leave, target.child_role, self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            adjust_limit(HEADROOM)  # the tracer's own work never counts against the host's limit
+            adjust_limit(HEADROOM, 1)  # the tracer's own work never counts against the host's limit
             try:
                 local = probes._local.__dict__
                 if local.get("busy"):
@@ -207,27 +206,27 @@ class Probes:
             finally:
                 adjust_limit(STACK_COST - HEADROOM)
             if call_id == _REFUSED:
-                adjust_limit(-STACK_COST)
+                adjust_limit(-STACK_COST, -1)
                 return self._refuse(target)
-            set_at = _getrecursionlimit()  # a host that sets the limit in its call sets it absolutely: kept after
+            set_at, alone = next(READ)  # a host that sets the limit in its call sets it absolutely: kept after
             start = _perf_counter_ns()
             if child_role:
                 set_child_role(child_role)
             try:
                 result = raw(*args, **kwargs)
             except BaseException as exc:
-                after_call(child_role, set_at)
+                after_call(child_role, set_at, alone)
                 if call_id > 0:
                     leave(call_id, start, target, args[0] if method and args else None, None, exc)
-                adjust_limit(-HEADROOM)
+                adjust_limit(-HEADROOM, -1)
                 drop_own_frame(exc)
                 raise  # bare: re-raises with the traceback as drop_own_frame left it
             if child_role:  # _after_call, inline on the common path
                 clear_child_role()
-            adjust_limit(HEADROOM - STACK_COST if refused or _getrecursionlimit() == set_at else HEADROOM)
+            adjust_limit(HEADROOM if host_set(set_at, alone) else HEADROOM - STACK_COST)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
-            adjust_limit(-HEADROOM)
+            adjust_limit(-HEADROOM, -1)
             return result
 
         return call

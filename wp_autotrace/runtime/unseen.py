@@ -37,6 +37,22 @@ _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 MOVE_REFUSED = (RecursionError, OverflowError, ValueError)
 
 
+# The traced calls whose moves of the limit are outstanding, in every thread: one item from before a call's first
+# move to after its last (it may count a call a moment too long, never too short). Read with the limit in one C
+# call chain (READ: (limit, calls in flight)), it tells a limit the host set in its call from another thread's
+# moves in flight, which would read as one (and leave a frame's allowance behind for good with each overlap).
+active: "list[int]" = []
+READ = zip(iter(_getrecursionlimit, None), iter(active.__len__, None))
+
+
+def host_set(set_at: int, alone: int) -> bool:
+    """Whether the host set the limit itself during its call: the limit differs from set_at (READ as the call
+    began, when alone calls were in flight), and this call was the only one in flight at both reads, with no
+    move of ours refused."""
+    now, calls = next(READ)
+    return not refused and alone == 1 == calls and now != set_at
+
+
 def mover(delta: int) -> "Iterator[None]":
     """An endless iterator whose each next() moves the recursion limit by delta: get, add and set run as one
     chain of C calls (map over a callable iterator), with no bytecode between the read and the write, so no
@@ -47,9 +63,12 @@ def mover(delta: int) -> "Iterator[None]":
     return map(_setrecursionlimit, map(delta.__add__, iter(_getrecursionlimit, None)))
 
 
-def adjust_limit(delta: int) -> None:
+def adjust_limit(delta: int, track: int = 0) -> None:
     """Move the recursion limit by delta, making good the moves refused before (refused); never raises
-    but where the stack is at the limit itself (a traced call there raises as the untraced one would)."""
+    but where the stack is at the limit itself (a traced call there raises as the untraced one would).
+    track 1: a traced call's first move (counted in active before it), -1: its last (uncounted after it)."""
+    if track > 0:
+        active.append(1)
     excess = 0
     while refused:  # rare: a lowering was refused; made good here
         try:
@@ -60,6 +79,8 @@ def adjust_limit(delta: int) -> None:
         next(map(_setrecursionlimit, map((delta - excess).__add__, iter(_getrecursionlimit, None))))
     except MOVE_REFUSED:
         refused.append(excess - delta)
+    if track < 0:
+        active.pop()
 
 
 def drop_own_frame(exc: BaseException, up: int = 1) -> None:
