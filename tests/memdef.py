@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wp_autotrace.analysis.derive.memseries import STALE_S
+from wp_autotrace.analysis.derive.memseries import stale_s
 
 
 def end_by_definition(p: Any) -> float | None:
@@ -30,11 +30,11 @@ def lived_by_definition(p: Any) -> list[Any]:
 
 def sum_by_definition(procs: list[Any], t: float, latest: dict[int, Any], fresh_s: Any) -> Any:
     """memseries' docstring read literally at moment t, from each process's latest reading (`latest`) that
-    fresh_s(age) accepts: (PSS summed, read, alive)."""
+    fresh_s(process, its reading's time, t) accepts: (PSS summed, read, alive)."""
     end = end_by_definition
     alive = [i for i, p in enumerate(procs) if (p.start is None or p.start <= t)
              and (end(p) is None or end(p) > t) or latest.get(i, (None,))[0] == t]
-    fresh = [i for i in alive if i in latest and fresh_s(t - latest[i][0])]
+    fresh = [i for i in alive if i in latest and fresh_s(procs[i], latest[i][0], t)]
     by_span = {i for i in fresh if (procs[i].start is None or procs[i].start <= t)
                and (end(procs[i]) is None or end(procs[i]) > t)}
     # out: a process read before a forked child of its, counted by its span, started (a pre-fork reading),
@@ -48,7 +48,7 @@ def sum_by_definition(procs: list[Any], t: float, latest: dict[int, Any], fresh_
 def at_once_by_definition(procs: list[Any], a: float | None = None, b: float | None = None) -> list[Any]:
     """memseries' docstring read literally, one pass over every process per moment: at each sample time (of
     the samples in [a, b]), the processes alive (started, not yet ended: the later of the watcher's end and
-    the exit record's, docs/evidence.md; or read then) and read within STALE_S, summed."""
+    the exit record's, docs/evidence.md; or read then) and read within the run's window (stale_s), summed."""
     from wp_autotrace.analysis.derive.memseries import Point
 
     samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived_by_definition(p)
@@ -56,7 +56,7 @@ def at_once_by_definition(procs: list[Any], a: float | None = None, b: float | N
     out, latest = [], {}
     for t in sorted({s[0] for s in samples}):
         latest.update({i: (ts, pss) for ts, i, pss in samples if ts == t})
-        pss, read, alive = sum_by_definition(procs, t, latest, lambda age: age <= STALE_S)
+        pss, read, alive = sum_by_definition(procs, t, latest, lambda p, ts, t: ts + stale_s(p) >= t)
         if read:
             out.append(Point(t, pss, read, alive))
     return out
@@ -64,11 +64,11 @@ def at_once_by_definition(procs: list[Any], a: float | None = None, b: float | N
 
 def integral_by_definition(procs: list[Any], a: float, b: float) -> tuple[float, float]:
     """Memory at once as a function of time, integrated over [a, b] by its definition: between any two moments
-    where it can change (a reading, STALE_S after one, a start, an end, an exit record), its value at the
-    middle (no reading there: one counts while younger than STALE_S); and the seconds some process alive was
+    where it can change (a reading, its window after one, a start, an end, an exit record), its value at the
+    middle (no reading there: one counts while younger than its window, stale_s); and the seconds some process alive was
     not read."""
     samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived_by_definition(p))
-    edges = {a, b, *(s[0] for s in samples), *(s[0] + STALE_S for s in samples)}
+    edges = {a, b, *(s[0] for s in samples), *(s[0] + stale_s(procs[s[1]]) for s in samples)}
     edges |= {x for p in procs for x in (p.start, end_by_definition(p), p.end) if x is not None}
     cut = sorted(x for x in edges if a <= x <= b)
     total = unread = 0.0
@@ -78,7 +78,7 @@ def integral_by_definition(procs: list[Any], a: float, b: float) -> tuple[float,
         for ts, i, pss in samples:
             if ts <= mid:
                 latest[i] = (ts, pss)
-        pss, read, alive = sum_by_definition(procs, mid, latest, lambda age: age < STALE_S)
+        pss, read, alive = sum_by_definition(procs, mid, latest, lambda p, ts, t: ts + stale_s(p) > t)
         total += pss * (hi - lo)
         unread += (hi - lo) if read < alive else 0.0
     return total, unread

@@ -22,6 +22,7 @@ from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.analysis.words.fmt import mib_s_text
+from wp_autotrace.common.vocab import MEMORY_KEPT_K
 from wp_autotrace.watcher import memory
 
 from .logs import PLUGIN, T0, LogWriter, seed_log
@@ -63,14 +64,16 @@ def mem(w: LogWriter, t: float, procs: list[tuple[int, float, int]], devices: An
           devices=[{"pid": pid, "create_time": T0 + st, "paths": paths} for pid, st, paths in devices])
 
 
-def keep_up(w: LogWriter, a: float, b: float, procs: list[tuple[int, float, int, float]]) -> None:
+def keep_up(w: LogWriter, a: float, b: float, procs: list[tuple[int, float, int, float]], every: float = 2.0
+            ) -> None:
     """The watcher keeping up with a pool (watcher/memory.py reads each pool process every MEMORY_EVERY_S): a
-    reading of each of procs (pid, start offset, PSS MiB, alive until) every 2 s from a to b. Memory at once
-    counts a reading STALE_S at most (memseries): a log read every 10 s holds its figure for 2.5 s of the 10."""
+    reading of each of procs (pid, start offset, PSS MiB, alive until) every 2 s from a to b (every: a loaded
+    watcher's longer period). Memory at once counts a reading 1.5 x the period the watcher kept at most
+    (memseries.stale_s), STALE_S at least."""
     t = a
     while t <= b:
         mem(w, t, [(pid, st, pss) for pid, st, pss, until in procs if t < until])
-        t = round(t + 2.0, 6)
+        t = round(t + every, 6)
 
 
 # idle_pool's processes as the watcher reads them: the sidecar until its exit, the workers until the quiesce
@@ -78,9 +81,10 @@ KEPT_UP = [(200, 1.2, 200, 60.3), (301, 3.6, 15, 20.1), (302, 3.6, 15, 20.1)]
 
 
 def idle_pool(quiesce_at: float | None = 20.0, shutdown_by_user: bool = False, devices: Any = (),
-              quiesced_by_user: bool = False) -> LogWriter:
+              quiesced_by_user: bool = False, later: float = 0.0, read: bool = True) -> LogWriter:
     """torch 2.13's ordinary path: main makes the pool at train.py:12 (first Triton kernel), the pool is ready
-    at 4 s, jobs 3.5 - 10 s, the quiesce timer stops the workers at 20 s, torch's atexit shuts it down at 60 s."""
+    at 4 s, jobs 3.5 - 10 s, the quiesce timer stops the workers at 20 s, torch's atexit shuts it down at 60 s
+    (later: that many seconds later, and everything after it). read: the watcher's readings at 5, 15 and 30 s."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
@@ -92,28 +96,31 @@ def idle_pool(quiesce_at: float | None = 20.0, shutdown_by_user: bool = False, d
          worker_pids=[301, 302])
     for pid in (301, 302):
         start(w, 3.6, pid, 200, "compile-worker", forked=True)
-    mem(w, 5.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)], devices)
-    mem(w, 15.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
+    if read:
+        mem(w, 5.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)], devices)
+        mem(w, 15.0, [(200, 1.2, 200), (301, 3.6, 15), (302, 3.6, 15)])
     if quiesce_at is not None:
         who: dict[str, Any] = {"caller": USER} if quiesced_by_user else {"thread": "subproc_worker_timer"}
         call(w, quiesce_at, 100, 1, "main", f"{SP}:SubprocPool.quiesce", 3, quiesce_at + 0.01, sidecar_pid=200,
              **who)
         for pid in (301, 302):
             w.add(quiesce_at + 0.1, pid, 200, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
-    mem(w, 30.0, [(200, 1.2, 200)])
+    if read:
+        mem(w, 30.0, [(200, 1.2, 200)])
     if shutdown_by_user:
-        call(w, 60, 100, 1, "main", f"{AC}:shutdown_compile_workers", 4, 60.5, caller=USER)
+        call(w, 60 + later, 100, 1, "main", f"{AC}:shutdown_compile_workers", 4, 60.5 + later, caller=USER)
     else:
-        call(w, 60, 100, 1, "main", f"{AC}:shutdown_compile_workers", 4, 60.5)
-    call(w, 60.01, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 5, 60.4, parent=4, sidecar_pid=200)
-    call(w, 60.02, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 6, 60.03, thread="InductorSubproc",
+        call(w, 60 + later, 100, 1, "main", f"{AC}:shutdown_compile_workers", 4, 60.5 + later)
+    call(w, 60.01 + later, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 5, 60.4 + later, parent=4, sidecar_pid=200)
+    call(w, 60.02 + later, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 6, 60.03 + later, thread="InductorSubproc",
          sidecar_pid=200)
-    call(w, 60.05, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 60.06, parent=1)
-    w.add(60.3, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
-    call(w, 60.6, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 7, 60.61, sidecar_pid=200)
-    w.add(60.7, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[], procs=[])
+    call(w, 60.05 + later, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 60.06 + later, parent=1)
+    w.add(60.3 + later, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    call(w, 60.6 + later, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 7, 60.61 + later, sidecar_pid=200)
+    w.add(60.7 + later, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[],
+          procs=[])
     label = f"{SP}:SubprocPool.submit"
-    w.add(60.7, 100, 1, "main", "process_exit", how="exit", counts={label: 7}, dropped=0,
+    w.add(60.7 + later, 100, 1, "main", "process_exit", how="exit", counts={label: 7}, dropped=0,
           count_times={label: [T0 + 3.5, T0 + 10.0]})
     return w
 
@@ -1079,12 +1086,14 @@ def test_a_pool_that_outlived_its_creator_is_told_by_what_it_held_once_orphaned(
 
 
 def test_the_leftovers_memory_is_one_moments_never_above_the_peak_at_once(tmp_path: Path) -> None:
-    """seed_log's leftovers 300 and 400, read together at 9.6 s (200 + 300 MiB), then 300 alone at 12.0 s (250)
-    and 400 alone at 15.0 s (350: 300's reading is 3 s old then, stale). Their latest readings summed (600 MiB)
-    were never held at one moment; what they held together is a point of the same sum at once the pools' peak
-    is the largest of: 12.0 s, 250 + 300 = 550 MiB, the peak itself."""
+    """seed_log's leftovers 300 and 400, read together at 7.2 and 9.6 s (200 + 300 MiB), then 300 alone at 12.0 s
+    (250) and 400 alone at 16.0 s (350: 300's reading is 4 s old then, stale: the watcher kept a 2.4 s period, a
+    reading counts 3.6 s). Their latest readings summed (600 MiB) were never held at one moment; what they held
+    together is a point of the same sum at once the pools' peak is the largest of: 12.0 s, 250 + 300 = 550 MiB,
+    the peak itself."""
     w = seed_log()
-    for ts, mem in ((9.6, ((300, 200), (400, 300))), (12.0, ((300, 250),)), (15.0, ((400, 350),))):
+    for ts, mem in ((7.2, ((300, 200), (400, 300))), (9.6, ((300, 200), (400, 300))), (12.0, ((300, 250),)),
+                    (16.0, ((400, 350),))):
         w.add(ts, 900, 100, "watcher", "memory", run="r1", root_pid=100,
               procs=[{"pid": pid, "pss": mib * MIB, "uss": mib * MIB, "rss": mib * MIB} for pid, mib in mem])
     rep = report(w, tmp_path)
@@ -1403,7 +1412,7 @@ def test_a_pool_idle_between_its_uses_is_told_from_its_workers_job_records(tmp_p
     assert pool["idle_total_s"] == pytest.approx(26 + 17 + after), pool
     assert pool["idle_total_mib_s"] == pytest.approx((200 + 2 * 15) * 26 + 230 * 17 + 230 * after, abs=0.3)
     (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
-    assert "idle 26.0 s between its ready at 4.0 s and its first job at 30.0 s (52.0 s idle in all" in idle["text"]
+    assert "idle 26.0 s between its ready at 4.0 s and its first job at 30.0 s, 52.0 s idle in all" in idle["text"]
     assert "; idle 9.0 s after its last job (from 51.0 s)" in idle["text"], idle["text"]
     assert idle["cost"]["idle_s"] == pytest.approx(26 + 17 + after)
     assert idle["cost"]["idle_mib_s"] == pytest.approx(pool["idle_total_mib_s"], abs=0.1)
@@ -1579,7 +1588,7 @@ def test_a_pools_idle_gaps_are_told_where_the_user_reads_with_one_figure(tmp_pat
     costs = rep["costs"]
     assert costs["idle_s"] == pytest.approx(total_s) and costs["idle_mib_s"] == pytest.approx(total_mib_s, abs=0.3)
     text = render_text(rep, {})
-    assert f"; pools idle {total_s:.1f} s ({total_mib_s / 1024:.1f} GiB·s)" in text, text
+    assert f"; pools idle {total_s:.1f} s: {total_mib_s / 1024:.1f} GiB·s" in text, text
     assert ("idle 9.0 s (51.0 s -> 60.0 s); idle gaps 26.0 s (4.0 s -> 30.0 s), 17.0 s (33.0 s -> 50.0 s); idle in "
             f"all {total_s:.1f} s") in text, text
     assert f"real memory peak 230 MiB (PSS), {total_mib_s / 1024:.1f} GiB·s idle" in text, text
@@ -1677,25 +1686,59 @@ def _watcher_stopped() -> LogWriter:
 
 
 def test_a_reading_older_than_the_staleness_window_adds_nothing_to_an_idle_pools_mib_s(tmp_path: Path) -> None:
-    """Memory at once counts a reading STALE_S at most (memseries: a stale reading is not memory at that moment);
-    the idle MiB·s is its integral, so the sidecar's last reading (30.0 s) counts until 32.5 s, not to the end of
-    the idle span at 60.01 s: 230 MiB x 10.1 s (workers until their quiesce exit at 20.1 s) + 200 MiB x 12.4 s,
-    and the 27.5 s no reading covered are told as unread. (A second rule carried each process's last reading to
-    the span's end: 10.1 GiB·s, with nothing read for half of it.)"""
+    """Memory at once counts a reading for its run's window at most (memseries.stale_s: 1.5 x the 2 s period the
+    watcher kept here = 3 s; a stale reading is not memory at that moment); the idle MiB·s is its integral, so
+    the sidecar's last reading (30.0 s) counts until 33 s, not to the end of the idle span at 60.01 s: the
+    watcher stopped, a gap far beyond its own pace. 230 MiB x 10.1 s (workers until their quiesce exit at
+    20.1 s) + 200 MiB x 12.9 s, and the 27 s no reading covered are told as unread. (A second rule carried each
+    process's last reading to the span's end: 10.1 GiB·s, with nothing read for half of it.)"""
     rep = report(_watcher_stopped(), tmp_path)
     (pool,) = rep["pools"]
     assert (pool["busy_until"], pool["idle_to"]) == (10.0, 60.01)
-    stale = 30.0 + STALE_S
+    stale = 30.0 + max(STALE_S, MEMORY_KEPT_K * 2.0)  # the run's kept period: a reading every 2 s
     assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (stale - 20.1), abs=0.1), pool
     assert pool["idle_unread_s"] == pytest.approx(60.01 - stale), pool
     assert rep["costs"]["idle_mib_s"] == pool["idle_total_mib_s"] == pool["idle_mib_s"]
-    # the floor is told as one: 22.5 of the 50.0 s read
-    assert re.search(r"holding 230 MiB real memory \(PSS\): at least 4\.7 GiB·s \(read for 2[23] of 50 s\) idle",
+    # the floor is told as one: 23 of the 50.0 s read
+    assert re.search(r"holding 230 MiB real memory \(PSS\): at least 4\.8 GiB·s \(read for 23 of 50 s\) idle",
                      rep["answer"]), rep["answer"]
-    assert mib_s_text(pool["idle_mib_s"]) == "4.7 GiB·s"
+    assert mib_s_text(pool["idle_mib_s"]) == "4.8 GiB·s"
 
 
-@pytest.mark.parametrize("log", ["sparse", "watcher_stopped", "gapped", "kept_up"])
+def test_a_pool_a_loaded_watcher_read_every_9_s_is_read_for_its_whole_idle_span(tmp_path: Path) -> None:
+    """A loaded watcher (its CPU budget, smaps_rollup slower under load) swept an idle pool every 9 s, not its
+    2 s: a reading counts 1.5 x the period the watcher kept (13.5 s), so each holds until the next, and the idle
+    MiB·s is the sample-and-hold integral of the pool's constant PSS: 230 MiB until the workers' exit at 20.1 s,
+    200 MiB to the shutdown request at 60.01 s, as a watcher keeping up reads it (IDLE_MIB_S), with nothing
+    unread and no floor. (A window of the watcher's nominal 2.5 s counted 2.5 s of every 9: 'at least'.)"""
+    w = idle_pool(read=False)
+    keep_up(w, 3.7, 60.0, KEPT_UP, every=9.0)  # 3.7, 12.7, ..., 57.7 s
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert (pool["busy_until"], pool["idle_to"]) == (10.0, 60.01)
+    assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=0.1) and pool["idle_unread_s"] == 0, pool
+    assert rep["costs"]["idle_mib_s"] == pool["idle_mib_s"] and rep["costs"]["idle_unread_s"] == 0
+    assert "holding 230 MiB real memory (PSS): 10.1 GiB·s idle" in rep["answer"], rep["answer"]
+    assert "at least" not in rep["answer"]
+
+
+def test_a_watcher_that_stopped_reading_leaves_the_rest_of_the_idle_span_unread(tmp_path: Path) -> None:
+    """The same 9 s pace until 48.7 s, then no reading for the 71 s the pool idles on (the watcher stopped, or
+    died): a gap far beyond the pace it kept is not carried. The last reading counts its 13.5 s (to 62.2 s), the
+    57.8 s after are unread and the MiB·s is told as a floor."""
+    w = idle_pool(read=False, later=60.0)  # shutdown request at 120.01 s
+    keep_up(w, 3.7, 50.0, KEPT_UP, every=9.0)  # 3.7, 12.7, ..., 48.7 s
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert (pool["busy_until"], pool["idle_to"]) == (10.0, 120.01)
+    held_to = 48.7 + MEMORY_KEPT_K * 9.0
+    assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (held_to - 20.1), abs=0.1), pool
+    assert pool["idle_unread_s"] == pytest.approx(120.01 - held_to, abs=1e-3), pool
+    assert re.search(r"holding 230 MiB real memory \(PSS\): at least 10\.5 GiB·s \(read for 52 of 110 s\) idle",
+                     rep["answer"]), rep["answer"]
+
+
+@pytest.mark.parametrize("log", ["sparse", "watcher_stopped", "gapped", "kept_up", "every_9_s", "stopped_9_s"])
 def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Path, log: str) -> None:
     """Every MiB·s of a pool (its idle span, each idle gap, the costs) is memory at once, its definition read at
     every moment (tests/memdef.py, not the report's code), integrated over that stretch; and the pool's series
@@ -1707,6 +1750,9 @@ def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Pat
     w = {"sparse": idle_pool, "watcher_stopped": _watcher_stopped, "gapped": _gapped_pool}.get(log, idle_pool)()
     if log == "kept_up":
         keep_up(w, 3.7, 60.0, KEPT_UP)
+    if log in ("every_9_s", "stopped_9_s"):  # a loaded watcher's pace; one that stopped after 48.7 s
+        w = idle_pool(read=False, later=60.0 if log == "stopped_9_s" else 0.0)
+        keep_up(w, 3.7, 50.0 if log == "stopped_9_s" else 60.0, KEPT_UP, every=9.0)
     rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
     (pool,), (model_pool,) = rep["pools"], view.pools
     story = view.story(model_pool)
@@ -1721,7 +1767,9 @@ def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Pat
     assert [g["unread_s"] for g in pool["idle_gaps"]] == [pytest.approx(u, abs=1e-3) for _, u in gaps]
     assert pool["idle_total_unread_s"] == pytest.approx(unread_s + sum(u for _, u in gaps), abs=1e-3)
     assert rep["costs"]["idle_mib_s"] == pytest.approx((byte_s + sum(b for b, _ in gaps)) / MIB, abs=0.2)
-    if log == "sparse":  # read at 5, 15 and 30 s only: each reading holds 2.5 s of the 50 s span
-        assert pool["idle_mib_s"] == pytest.approx(230 * STALE_S + 200 * STALE_S, abs=0.1)
+    if log == "sparse":  # read at 5, 15 and 30 s only: the watcher kept a 10 s period (median gap), so each
+        # reading holds until the next or 15 s: the workers to their exit at 20.1 s, the sidecar's 30 s one to 45 s
+        assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (30 + MEMORY_KEPT_K * 10 - 20.1), abs=0.1)
+        assert pool["idle_unread_s"] == pytest.approx(60.01 - 45.0, abs=1e-3)
     if log == "kept_up":
         assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=0.1) and pool["idle_unread_s"] == 0

@@ -381,7 +381,8 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
     across = facts.pools_across(v)
     rep = {
         "t0": v.t0,
-        "runs": [{**_run_dict(v, r), "memory_at_once": _memory_at_once(v, r)} for r in v.runs],
+        "runs": [{**_run_dict(v, r), "memory_at_once": _memory_at_once(v, r), "memory_stale_s": round(r.stale_s, 3)}
+                 for r in v.runs],
         "ranks": ranks,
         # The selected runs grouped by their launchers' ids (jobs.py): one entry per job.
         "jobs": jobs,

@@ -5,7 +5,8 @@ The moment is the one the pool's memory figure comes from (its held figure's pea
 its peak at once): the watcher read the pool's processes in one sweep then, each sample carrying the process's
 threads (/proc/PID/stat num_threads, read with its smaps_rollup), and it read the pool's creator in the same
 sweep (watcher/memory.py). Each process counts by the reading memory at once counts it by at that moment
-(memseries.counted_at: its latest at most STALE_S old, unless a fork or an exit record came after it).
+(memseries.counted_at: its latest at most its run's window old, memseries.stale_s, unless a fork or an exit
+record came after it).
 A process the sweep did not read counts in no figure: the counts say how many
 were read of how many were alive (docs/evidence.md, "Counted as ps counts").
 """
@@ -15,13 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..fold.model import Process
-from .memseries import STALE_S, counted_at, lived_mem
+from .memseries import counted_at, lived_mem, stale_s
 
 
 def sample_near(p: Process, t: float) -> tuple[float, int] | None:
-    """(ts, pss) of p's latest sample in [t - STALE_S, t]: the rule memory at once counts a process by
-    (memseries.at_once), so the counts and the figure they stand beside take the same readings; None if none."""
-    near = [(ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if t - STALE_S <= ts <= t]
+    """(ts, pss) of p's latest sample in [t - its window, t] (memseries.stale_s): the rule memory at once counts
+    a process by (memseries.at_once), so the counts and the figure they stand beside take the same readings;
+    None if none."""
+    near = [(ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if t <= ts + stale_s(p) and ts <= t]
     return max(near) if near else None
 
 

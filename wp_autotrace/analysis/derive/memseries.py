@@ -162,13 +162,15 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
     left = [False] * len(procs)
     state = _Sum(procs)
     exits = sorted((end, i) for i, end in state.exit.items())
-    recent: list[tuple[float, int]] = []  # heap of (sample time, i): who may still be fresh
+    window = [stale_s(p) for p in procs]
+    recent: list[tuple[float, int]] = []  # heap of (when the reading turns stale, i): who may still be fresh
     spanned = sum(in_span)  # alive by its span
 
     def sync(i: int, after: bool = False) -> None:
-        # at a point a reading exactly STALE_S old still counts; from that moment on (after) it does not
+        # at a point a reading exactly its window old still counts; from that moment on (after) it does not
         seen = state.latest.get(i)
-        fresh = seen is not None and (seen[0] + STALE_S > t if after else t - seen[0] <= STALE_S)
+        # (the same sum as the heap's key, so a reading popped as stale is never found fresh by rounding)
+        fresh = seen is not None and (seen[0] + window[i] > t if after else seen[0] + window[i] >= t)
         state.set_both(i, in_span[i] and not left[i] and fresh)
 
     k = e = g = x = 0
@@ -177,14 +179,14 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         t = samples[k][0] if k < len(samples) else never
         if steps:  # the next moment anything changes, not only the next reading
             t = min(t, enters[e][0] if e < len(enters) else never, leaves[g][0] if g < len(leaves) else never,
-                    exits[x][0] if x < len(exits) else never, recent[0][0] + STALE_S if recent else never)
+                    exits[x][0] if x < len(exits) else never, recent[0][0] if recent else never)
         if t == never:
             return
         read_now = []
         while k < len(samples) and samples[k][0] == t:
             i = samples[k][1]
             state.read(i, t, samples[k][2])
-            heapq.heappush(recent, (t, i))
+            heapq.heappush(recent, (t + window[i], i))
             read_now.append(i)
             k += 1
         while e < len(enters) and enters[e][0] <= t:
@@ -202,7 +204,7 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         while x < len(exits) and exits[x][0] <= t:
             state.exits(exits[x][1])
             x += 1
-        while recent and t - recent[0][0] > STALE_S:
+        while recent and recent[0][0] < t:
             sync(heapq.heappop(recent)[1])
         for i in set(read_now):
             sync(i)
@@ -210,9 +212,15 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         if read_now and (state.both or extra):
             yield t, state, spanned, extra
         if steps:
-            while recent and recent[0][0] + STALE_S <= t:
+            while recent and recent[0][0] <= t:
                 sync(heapq.heappop(recent)[1], after=True)
             yield t, state, spanned, None
+
+
+def stale_s(p: Process) -> float:
+    """How long p's reading counts, at a point and in an integral alike: its run's window (fold/finish.py
+    kept_stale_s: 1.5 x the period the watcher kept in that run, STALE_S at least); STALE_S outside a run."""
+    return p.run.stale_s if p.run is not None else STALE_S
 
 
 class Memory:

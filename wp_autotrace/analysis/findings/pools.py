@@ -337,9 +337,9 @@ def _idle_text(v: View, st: PoolStory) -> str:
             else f"{st.idle_s:.1f} s after {last} (from {_at(rel(st.busy_until))}) {until}{held}{q}")
     if (big := max(st.gaps, key=lambda g: g.end - g.start, default=None)) is not None:  # the job records tell gaps
         gap = gap_words(_at(rel(big.start)), _at(rel(big.end)), big.end - big.start, big.first) + (
-            f" ({st.idle_total_s:.1f} s idle in all" + (
-                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_total_unread_s, st.idle_total_s)})"
-                if st.idle_total_mib_s else ")"))
+            f", {st.idle_total_s:.1f} s idle in all" + (  # a comma: the floor's parentheses never nest
+                f": {idle_mib_s_text(st.idle_total_mib_s, st.idle_total_unread_s, st.idle_total_s)}"
+                if st.idle_total_mib_s else ""))
         idle = f"{gap}; idle {idle}" if big.end - big.start > st.idle_s else f"{idle}; idle {gap}"
     return f"pool of {_pool_name(st)} (made by {pool.creator.role} {pool.creator.pid} at {made}) idle {idle}"
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from ...common import targets
-from ...common.vocab import COMPILE_WORKER, SPAWNED_ARG
+from ...common.vocab import COMPILE_WORKER, MEMORY_STALE_S, SPAWNED_ARG
 
 # Frames that hold a user's code without a file: python -c, stdin, a REPL.
 SOURCELESS_FILES = ("<string>", "<stdin>")
@@ -312,6 +312,8 @@ class Run:
         self.watcher_exit = ""  # the watcher's exit reason, once written
         self.watcher_started: dict[tuple[str, int], float] = {}  # (host, pid) -> its watcher_start's ts
         self.interval = 0.0  # the watcher's sampling interval (watcher_start)
+        # How long one of its memory readings counts (finish.kept_stale_s: from the period the watcher kept)
+        self.stale_s = MEMORY_STALE_S
         self.watcher_dropped = 0  # records the watcher could not write (a full disk), as it last said
         # (self.dropped: the run's processes' own, each process's largest count once)
         self.no_watcher = ""  # the root's tracer_error saying why it started no watcher

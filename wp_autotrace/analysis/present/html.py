@@ -73,8 +73,8 @@ def render_html(rep: dict[str, Any], text_report: str) -> str:
            '<section id="findings"><h2>Findings</h2>', _findings(rep), "</section>",
            "<h2>How to read the charts</h2>", legend(),
            '<p class="note">Hover a mark for its pid, role, command line, times and figures. Memory: PSS '
-           "of each pool's processes summed at one moment (samples at most "
-           f"{STALE_S:g} s old; a point with fewer processes read than alive is ringed; no sample that fresh: "
+           "of each pool's processes summed at one moment (samples at most 1.5 x the period the watcher kept old, "
+           f"{STALE_S:g} s at least; a point with fewer processes read than alive is ringed; no sample that fresh: "
            "a gap).</p>"]
     for run in _runs_in_rank_order(rep):
         out.append(_run_section(rep, run))
@@ -174,7 +174,8 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any]) -> str:
     if len(lanes) > MAX_LANES:
         more = sum(map(len, lanes[MAX_LANES:]))
         parts.append(f'<p class="note">… {more} more processes not drawn (--json lists them).</p>')
-    parts += [_memory(_memory_lines(rep, run), scale, bool(pools)), "</section>"]
+    parts += [_memory(_memory_lines(rep, run), scale, bool(pools), run.get("memory_stale_s") or STALE_S),
+              "</section>"]
     return "\n".join(parts)
 
 
@@ -345,8 +346,9 @@ def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[s
     return out
 
 
-def _memory(drawn: list[tuple[dict[str, Any], list[Point]]], scale: Scale, any_pool: bool) -> str:
-    """Each pool's PSS at once as a stepped line, its idle span shaded; one key row per pool under it."""
+def _memory(drawn: list[tuple[dict[str, Any], list[Point]]], scale: Scale, any_pool: bool, stale_s: float) -> str:
+    """Each pool's PSS at once as a stepped line, its idle span shaded; one key row per pool under it. stale_s:
+    how long a reading of the run counts (the report's memory_stale_s)."""
     if not any_pool:
         return ""
     if not drawn:
@@ -359,7 +361,7 @@ def _memory(drawn: list[tuple[dict[str, Any], list[Point]]], scale: Scale, any_p
 
     marks = [_mib_axis(top, y)]
     for k, (pool, points) in enumerate(drawn):
-        marks.append(_pool_memory(k, pool, points, scale, y))
+        marks.append(_pool_memory(k, pool, points, scale, y, stale_s))
     key_y = MEM_H + 6 + AXIS_H + 8
     for k, (pool, points) in enumerate(drawn):
         peak = max(points, key=lambda pt: pt.pss)
@@ -388,21 +390,21 @@ def _mib_axis(top: float, y: Any) -> str:
     return "".join(out)
 
 
-def _steps(rel: list[tuple[float, Point]], end: float) -> list[tuple[float, float, Point]]:
-    """(from, to, point): each point holds until the next, or STALE_S at most (then nothing is known: a
-    gap in the line, never a figure carried on), the last one until the pool's end."""
+def _steps(rel: list[tuple[float, Point]], end: float, stale_s: float) -> list[tuple[float, float, Point]]:
+    """(from, to, point): each point holds until the next, or stale_s at most (the run's window: then nothing
+    is known, a gap in the line, never a figure carried on), the last one until the pool's end."""
     out = []
     for i, (t, pt) in enumerate(rel):
         nxt = rel[i + 1][0] if i + 1 < len(rel) else max(end, t)
-        out.append((t, min(nxt, t + STALE_S), pt))
+        out.append((t, min(nxt, t + stale_s), pt))
     return out
 
 
-def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale, y: Any) -> str:
+def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale, y: Any, stale_s: float) -> str:
     """One pool's line (and its idle shading, its unread points ringed, its peak marked)."""
     rel = [(pt.t, pt) for pt in points]
     end = pool["sidecar_end"] if pool["sidecar_end"] is not None else rel[-1][0]
-    steps = _steps(rel, end)
+    steps = _steps(rel, end, stale_s)
     d, last = "", None
     for a, b, pt in steps:
         d += (f"V{num(y(pt.pss))}" if last == a else f"M{num(scale.x(a))} {num(y(pt.pss))}") + f"H{num(scale.x(b))}"
@@ -426,7 +428,7 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
     out.append(f'<path class="memline" d="{d}" stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" '
                f'stroke-dasharray="{DASHES[k % len(DASHES)]}">'
                + title([who, f"PSS of its processes summed at one moment: {len(points)} points drawn",
-                        f"{gaps} gap(s): no sample for more than {STALE_S:g} s" if gaps else "",
+                        f"{gaps} gap(s): no sample for more than {stale_s:g} s" if gaps else "",
                         f"{len(partial)} point(s) read fewer processes than were alive (ringed)" if partial else "",
                         f"report: peak {size_text(pool['peak_pss_bytes'])} (PSS)" if pool["peak_pss_bytes"] else "",
                         _orphan_words(orphan) if (orphan := pool.get("outlived_creator")) else ""])

@@ -450,7 +450,8 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"left behind at main exit: {listed} (not checked: no leftover record)")
     costs = rep["costs"]
     real = costs.get("leftover_real_bytes")
-    idle = (f"; pools idle {costs['idle_s']:.1f} s" + (f" ({costs_idle_text(costs)})"
+    # "13.1 s: at least 2.0 GiB·s (read for 8 of 13 s)": the floor's own parentheses never nest in others
+    idle = (f"; pools idle {costs['idle_s']:.1f} s" + (f": {costs_idle_text(costs)}"
                                                        if costs["idle_mib_s"] else "")) if costs["idle_s"] >= 1 else ""
     out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s)"
                + (f", pools' peak real memory {size_text(costs['pool_peak_pss_bytes'])} (PSS)"
