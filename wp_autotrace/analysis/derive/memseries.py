@@ -4,17 +4,20 @@ watcher read them. The one sum the report's figures, the HTML page and the Perfe
 
 At each time t the watcher wrote a `memory` record holding one of the processes, the sum over those alive
 at t (Process.alive_at: started, and not yet ended by Process.ended_at, the one end rule) of each one's
-latest PSS sample taken in [t - STALE_S, t]. A process alive at t with no sample that fresh is left out of
-that point, and the point says so (read < alive): nothing is estimated. A process read at t counts at t
-whatever its span says (the reading proves it was there). A sample taken after the process's own
+latest PSS sample taken in [t - W, t], W its run's window (stale_s). A process alive at t with no sample
+that fresh is left out of that point, and the point says so (read < alive): nothing is estimated. A process
+read at t counts at t whatever its span says (the reading proves it was there). A sample taken after the process's own
 process_exit is used only while none of the processes it shares pages with had begun to end (lived_mem): the
 watcher reads a pool process once more as it writes its process_exit (its last size, often its peak), but a
 sidecar read after its forked workers went holds their once-shared pages alone.
 
 STALE_S is the sampler's own period (common/vocab.py MEMORY_STALE_S: each pool process at most every
 MEMORY_EVERY_S, looked at every MEMORY_LOOK_S; the watcher samples by the same constants), so a pool the
-sampler keeps up with is read whole at every point; on a loaded host with a large pool (the sampler's
-CPU budget stretches its period) the points say "N of M read" instead of summing stale figures.
+sampler keeps up with is read whole at every point. A loaded host stretches that period (the sampler's CPU
+budget), so W is 1.5 x the period the watcher kept in the run, STALE_S at least (fold/finish.py
+kept_stale_s): a pool swept every 9 s is read whole; where the watcher went far beyond its own pace (it
+stopped, stalled, or a large pool outran its budget) the points say "N of M read" instead of summing stale
+figures.
 """
 
 from __future__ import annotations
@@ -68,12 +71,12 @@ def lived_mem(p: Process) -> list[tuple[float, int, int]]:
 
 
 class _Sum:
-    """at_once's running state: who is alive by its span, read within STALE_S (`both`), and whose reading
+    """at_once's running state: who is alive by its span, read within its window (`both`), and whose reading
     predates the fork of a child counted beside it (`early`: left out of the point, as unread)."""
 
     def __init__(self, procs: list[Process]) -> None:
         self.latest: dict[int, tuple[float, int]] = {}
-        self.both: set[int] = set()  # alive by its span and read within STALE_S
+        self.both: set[int] = set()  # alive by its span and read within its window
         self.total = 0  # PSS of `both`
         at = {id(p): i for i, p in enumerate(procs)}
         # a forked child's index -> its parent's (both in procs), and the child's start: the fork
@@ -149,8 +152,8 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
     """at_once's sweep: at each sample time with something read, (t, the running state, processes alive by
     their span, those read at t though their span says they were not alive). The state changes as the sweep
     goes on: read it before the next step. steps=True also stops at every moment the sum can change between
-    two sample times (a process's start or end, its process_exit, a reading turning STALE_S old) and yields
-    (t, state, alive, None) there, and after each point, once the readings STALE_S old at t have left: the
+    two sample times (a process's start or end, its process_exit, a reading turning its window old) and yields
+    (t, state, alive, None) there, and after each point, once the readings their window old at t have left: the
     state from t until the next yield (Memory's steps)."""
     samples = sorted((ts, i, pss) for i, p in enumerate(procs)
                      for ts, pss, _ in ((lived_mem(p) if lived else p.mem) if p.mem else ())
@@ -227,7 +230,7 @@ class Memory:
     """A set of processes' memory at once from one sweep over their readings: `points`, the sums at each
     sample time (at_once's, the series every peak and the page's line are taken from), and `steps`, the same
     sum as a function of time (each step holds from its ts until the next: a reading counts from when it was
-    taken until a newer one, the process's end, or STALE_S later, whichever comes first; the rules of the
+    taken until a newer one, the process's end, or its window (stale_s) later, whichever comes first; the rules of the
     module docstring at every moment, not only at a sample). integral() is that function's integral, so any
     MiB·s the report gives (a pool idle, orphaned) is the area under the same series whose largest point is
     its memory at once, and a stretch no reading covers adds nothing (it is told as unread, never carried)."""
@@ -281,7 +284,7 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
     after its workers' exit, summed with their earlier readings, counted those pages twice, 290 against 260
     MiB; docs/users.md D29 saw 11.5 % over the probe under pytest-xdist).
 
-    Swept in time order, each set kept as it changes (alive by its span, read within STALE_S), so a
+    Swept in time order, each set kept as it changes (alive by its span, read within its window), so a
     point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
     for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
     return [state.point(t, spanned, extra) for t, state, spanned, extra in _sweep(procs, a, b, lived)

@@ -22,7 +22,7 @@ Definitions (one home; the report's JSON keys carry these names):
   it (a sample from before is stale: a sidecar's first comes right after exec,
   before its imports). idle_mib_s (and each gap's, and the orphaned span's) = the
   pool's memory at once integrated over the span, in MiB x seconds (memseries.Memory:
-  the one sweep that makes its series and peak), so a reading counts STALE_S at most
+  the one sweep that makes its series and peak), so a reading counts its run's window at most (stale_s)
   and a process unread then adds nothing (idle_unread_s, idle_total_unread_s: for how long). A process
   alive in the span with no sample in it counts in neither: span_processes /
   span_sampled say how many were covered, and the text says "N of M" when not all.
