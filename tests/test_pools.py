@@ -1723,18 +1723,20 @@ def test_a_pool_a_loaded_watcher_read_every_9_s_is_read_for_its_whole_idle_span(
 
 
 def test_a_watcher_that_stopped_reading_leaves_the_rest_of_the_idle_span_unread(tmp_path: Path) -> None:
-    """The same 9 s pace until 48.7 s, then no reading for the 71 s the pool idles on (the watcher stopped, or
-    died): a gap far beyond the pace it kept is not carried. The last reading counts its 13.5 s (to 62.2 s), the
-    57.8 s after are unread and the MiB·s is told as a floor."""
+    """The same 9 s pace until 48.7 s, then no reading for 63 s while the pool idles on (the watcher stopped),
+    one at 111.7 s: a gap far beyond the pace the watcher kept is not carried, nor does it set the pace (the
+    median gap, 9 s). The 48.7 s reading counts its 13.5 s (to 62.2 s), the 49.5 s after are unread, the
+    111.7 s reading holds to the shutdown request at 120.01 s, and the MiB·s is told as a floor."""
     w = idle_pool(read=False, later=60.0)  # shutdown request at 120.01 s
     keep_up(w, 3.7, 50.0, KEPT_UP, every=9.0)  # 3.7, 12.7, ..., 48.7 s
+    mem(w, 111.7, [(200, 1.2, 200)])
     rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert (pool["busy_until"], pool["idle_to"]) == (10.0, 120.01)
     held_to = 48.7 + MEMORY_KEPT_K * 9.0
-    assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (held_to - 20.1), abs=0.1), pool
-    assert pool["idle_unread_s"] == pytest.approx(120.01 - held_to, abs=1e-3), pool
-    assert re.search(r"holding 230 MiB real memory \(PSS\): at least 10\.5 GiB·s \(read for 52 of 110 s\) idle",
+    assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (held_to - 20.1 + 120.01 - 111.7), abs=0.1), pool
+    assert pool["idle_unread_s"] == pytest.approx(111.7 - held_to, abs=1e-3), pool
+    assert re.search(r"holding 230 MiB real memory \(PSS\): at least 12\.1 GiB·s \(read for 61 of 110 s\) idle",
                      rep["answer"]), rep["answer"]
 
 
@@ -1753,6 +1755,8 @@ def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Pat
     if log in ("every_9_s", "stopped_9_s"):  # a loaded watcher's pace; one that stopped after 48.7 s
         w = idle_pool(read=False, later=60.0 if log == "stopped_9_s" else 0.0)
         keep_up(w, 3.7, 50.0 if log == "stopped_9_s" else 60.0, KEPT_UP, every=9.0)
+        if log == "stopped_9_s":
+            mem(w, 111.7, [(200, 1.2, 200)])
     rep, view = analyze_view(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
     (pool,), (model_pool,) = rep["pools"], view.pools
     story = view.story(model_pool)
