@@ -298,3 +298,12 @@ def test_the_first_restart_is_told_after_attempt_0s_failure_where_attempt_0_made
     lead = _lead(rep)
     assert "torchrun restarted them twice, after rank 0 exited (code 1) at 0.8 s." in lead, lead
     assert "The second restart made 2 pools again" in lead, lead
+
+
+def test_ranks_restarted_with_the_same_count_tell_no_restart(tmp_path: Path) -> None:
+    """torchrun restarts its ranks for a node that joins (elastic membership) without raising the count: count 0
+    started each rank twice, then a failure restart (count 1). The counts cannot tell the attempts apart, so no
+    story (the old one said '2 ranks made 6 compile pools in 2 attempts', the first '4 sidecars + 8 workers')."""
+    rep = _report(_runs([[(0, 2, None), (0, 2, 1), (1, 2, None)]]), tmp_path)
+    assert rep["pools_across"]["restart"] is None, rep["pools_across"]["restart"]
+    assert "restart" not in _lead(rep)

@@ -124,6 +124,10 @@ def restart_story(v: View, creators: list[Process]) -> dict[str, Any] | None:
     if None in found.values() or len(counts) < 2 or not _one_launcher(v):
         return None
     heads = {n: _heads(v, n) for n in counts}
+    # one process per rank and count: torchrun restarts its ranks for a new node (elastic membership) with the
+    # same count, so a count that started a rank twice is two attempts the count cannot tell apart
+    if any(len(hs) != len({(p.host, rank_value(p.rank)) for p in hs}) for hs in heads.values()):
+        return None
     firsts = {n: min((p.start for p in heads[n] if p.start is not None), default=None) for n in counts}
     known = [f for n in counts if (f := firsts[n]) is not None]
     if known != sorted(known) or len(set(known)) < len(known):  # counts out of time order: no restart story
