@@ -1277,6 +1277,37 @@ def test_fork_hang_says_the_process_lived_on(tmp_path: Path) -> None:
 
 
 
+def with_fork_hang_caught() -> LogWriter:
+    """with_fork_hang, but the program caught the KeyboardInterrupt and lived on: at 8.9 s it killed its pool's
+    one worker (SIGKILL from its own line), its exit began at 8.95 s (process_exit, code 3), and it ended at 9.5 s."""
+    w = LogWriter()
+    w.lines = [r for r in with_fork_hang().lines if r["event"] not in ("tree", "leftover") or r["ts"] < T0 + 9]
+    w.add(8.9, 100, 1, "main", "signal_sent", how="kill", target=201, signal=9, frames=[
+        {"file": "/home/u/main.py", "line": 30, "func": "<module>"}])
+    w.add(8.95, 100, 1, "main", "process_exit", how="exit", code=3, counts={}, dropped=0)
+    watcher(w, 9.0, "tree", count=1, started=[], ended=[{"pid": 201, "end": T0 + 9.0}])
+    watcher(w, 9.5, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 9.5}])
+    watcher(w, 9.6, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
+def test_a_ctrl_c_the_program_caught_is_told_with_how_it_lived_on_and_ended(tmp_path: Path) -> None:
+    """A Ctrl-C whose KeyboardInterrupt the program caught: the interrupted wait, then that the process lived on
+    (to its end as seen, 3.5 s after the interrupt) and how it ended (its own exit, code 3), in the finding and the
+    Answer; its pool's workers, killed by its own SIGKILL just before its exit, were ended by the program itself,
+    not "as main exited"."""
+    rep = report(with_fork_hang_caught(), tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "interrupted by Ctrl-C (KeyboardInterrupt) after 3.5 s; the process did not end then: it ran 3.5 s " \
+           "more, then exited (code 3)" in hang["text"], hang["text"]
+    words = " ".join(rep["answer"].split())
+    assert "after 3.5 s; the process lived on 3.5 s after it, then exited (code 3)" in words, words
+    (pool,) = rep["pools"]
+    assert pool["ending"]["kind"] == "ended-by-creator", pool["ending"]
+    assert "main 100 ended its workers itself, sending SIGKILL (os.kill at main.py:30 in <module>)" in words, words
+    assert "as main 100 exited" not in words
+
+
 def test_a_long_wait_for_a_new_pool_to_be_ready_is_told_with_the_threads_then(tmp_path: Path) -> None:
     """A first compile that waited 60 s for its pool to be ready (the sidecar itself appeared 20 s after the call)
     in a process running 4 threads is told in the Answer with those figures; a 5 s start is no finding."""

@@ -11,6 +11,8 @@ report's are checked against them, never against the tool's own log.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import clean_env, needs_torch, report_json, run_python, wait_for_watcher
+from .conftest import clean_env, needs_torch, report_json, run_python, wait_for_watcher, wait_until
 from .procs import PROBE_PRELUDE
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
@@ -264,6 +266,17 @@ HANG = textwrap.dedent('''
 ''')
 
 
+def blocked(recs: list[dict[str, Any]]) -> bool:
+    """The main has waited on the job for two of the watcher's memory sweeps, the last 2 s after the wait began,
+    when Ctrl-C comes: two sweeps alone may be one look apart (a worker seen after the wait began has its pool
+    swept again at once), and a wait interrupted within a second is no hang. The records' times are the wait's
+    clock, so the wait surely lasted 2 s."""
+    wait = next((r["ts"] for r in recs if r["event"] == "call" and r.get("target", "").endswith(
+        "AsyncCompile.wait")), None)
+    sweeps = [r["ts"] for r in recs if r["event"] == "memory" and wait is not None and r["ts"] > wait]
+    return wait is not None and len(sweeps) >= 2 and sweeps[-1] >= wait + 2.0
+
+
 def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> None:
     """A fork pool made while another thread holds a lock: the job that needs it never ends in the worker, the
     main blocks in AsyncCompile.wait, a Ctrl-C raises KeyboardInterrupt there but the process does not end
@@ -276,16 +289,6 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
     script.write_text(HANG)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
                     TORCHINDUCTOR_WORKER_START="fork", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
-
-    def blocked(recs: list[dict[str, Any]]) -> bool:
-        """The main has waited on the job for two of the watcher's memory sweeps, the last 2 s after the wait
-        began, when Ctrl-C comes: two sweeps alone may be one look apart (a worker seen after the wait began
-        has its pool swept again at once), and a wait interrupted within a second is no hang. The records'
-        times are the wait's clock, so the wait surely lasted 2 s."""
-        wait = next((r["ts"] for r in recs if r["event"] == "call" and r.get("target", "").endswith(
-            "AsyncCompile.wait")), None)
-        sweeps = [r["ts"] for r in recs if r["event"] == "memory" and wait is not None and r["ts"] > wait]
-        return wait is not None and len(sweeps) >= 2 and sweeps[-1] >= wait + 2.0
 
     # children first: the workers end before the main, as they would by its group's kill on a quiet box (one
     # kill after another, under load they outlived it by a descheduled moment and were rightly told left running)
@@ -333,6 +336,106 @@ def test_a_fork_pool_made_beside_a_thread_hangs_and_is_told(tmp_path: Path) -> N
                and r["role"] == "main"]
     (entry,) = join["pool_pending"]
     assert entry["pending"] == 1 and entry["jobs"] == [{"work_id": 0, "fn": "__main__:job"}], entry
+
+
+# HANG's program, but one that catches the KeyboardInterrupt and lives on (saving its work, say) until the test
+# says go, then ends its pool's workers itself (their job can never end: concurrent.futures' exit join would wait
+# on it) and exits with code 3. Its own clock: when its wait began, when it caught the interrupt, when it left.
+CAUGHT = HANG.split('if __name__ == "__main__":')[0] + textwrap.dedent('''
+    if __name__ == "__main__":
+        import json
+        out = sys.argv[1]
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        pool = AsyncCompile.process_pool()  # first Triton kernel
+        future = pool.submit(job, out + ".worker")
+        began = time.time()
+        try:
+            AsyncCompile().wait({"k": future})  # blocks: the job never ends
+        except KeyboardInterrupt:
+            caught = time.time()
+        workers = [c.pid for c in psutil.Process().children()]
+        with open(out + ".caught", "w") as f:
+            json.dump({"began": began, "caught": caught, "workers": workers}, f)
+        limit = time.monotonic() + 60  # bounded: the test says go
+        while not os.path.exists(out + ".go") and time.monotonic() < limit:
+            time.sleep(0.05)
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        with open(out + ".leaving", "w") as f:
+            f.write(repr(time.time()))
+        sys.exit(3)
+''')
+# How late an end is seen at most, past the test's own reading of it: the watcher notes a process gone at its
+# next look (every 0.1 s, niced: seconds late under load).
+SEEN_LATE_S = 5.0
+
+
+def test_a_ctrl_c_the_program_caught_is_told_with_how_long_it_lived_on_and_how_it_ended(tmp_path: Path) -> None:
+    """A Ctrl-C during a wait on a job that never ends (a fork pool's, made beside a thread holding a lock), whose
+    KeyboardInterrupt the program catches: it lives on until the test says go, then kills its pool's workers and
+    exits with code 3. The test sends SIGINT itself and sees the process alive after it (psutil); the Answer tells
+    the interrupted wait with its seconds (within the script's own clock: its wait began, it caught the interrupt),
+    that the process lived on (at least as long as the test saw it alive after the catch, at most to the end the
+    test saw) and how it ended (its exit code, the one the test got), and that the program ended its own pool."""
+    import psutil
+
+    from .procs import kill_run, records
+
+    script, out, log = tmp_path / "caught.py", tmp_path / "run", tmp_path / "log.jsonl"
+    script.write_text(CAUGHT)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_WORKER_START="fork", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    caught_file = Path(str(out) + ".caught")
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen([sys.executable, str(script), str(out)], env=env, cwd=tmp_path,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+    try:
+        wait_until(lambda: proc.poll() is not None or blocked(records(log)), 180, interval=0.5,
+                   what=lambda: (tmp_path / "stderr").read_text()[-3000:])
+        assert proc.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
+        sent = time.time()
+        proc.send_signal(signal.SIGINT)
+        wait_until(lambda: caught_file.exists() and caught_file.read_text(), 60, what="the script's catch")
+        mine = json.loads(caught_file.read_text())
+        # lived on: the test's own looks at the process after the catch, until 2 s past it by the script's clock
+        seen_alive = 0.0
+        while seen_alive < mine["caught"] + 2.0:
+            assert psutil.Process(proc.pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+            seen_alive = time.time()
+            wait_until(lambda at=seen_alive: time.time() >= min(at + 0.2, mine["caught"] + 2.0), 5)
+        Path(str(out) + ".go").write_text("")
+        rc = wait_until(lambda: proc.poll() is not None, 60, what="the script's exit")
+        ended_by = time.time()  # ended before this (polled every 0.05 s)
+        del rc
+    finally:
+        kill_run(log)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    assert proc.returncode == 3, (tmp_path / "stderr").read_text()[-3000:]
+    wait_for_watcher(log, timeout=60)
+    rep = report_json(log)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    text = " ".join(hang["text"].split())
+    # the interrupted wait: from its call (after the script's `began`) to the KeyboardInterrupt it raised (after
+    # the test's SIGINT, before the script's `caught`); 0.05 s for the text's rounding
+    waited = hang["cost"]["hang_s"]
+    assert sent - 0.05 <= mine["began"] + waited <= mine["caught"] + 0.05, (waited, mine, sent)
+    told = f"interrupted by Ctrl-C (KeyboardInterrupt) after {waited:.1f} s; the process did not end then: it ran "
+    assert told in text, text
+    lived = float(text.split(told)[1].split()[0])
+    # at least as long as the test saw it alive after the catch; at most to the end the test saw, seen late
+    assert seen_alive - mine["caught"] - 0.05 <= lived <= ended_by - sent + SEEN_LATE_S, (lived, seen_alive, mine)
+    assert f"it ran {lived:.1f} s more, then exited (code 3)" in text, text
+    words = " ".join(rep["answer"].split())
+    assert f"after {waited:.1f} s; the process lived on {lived:.1f} s after it, then exited (code 3)" in words, words
+    # its pool: the workers the script counted and killed, ended by the program itself, not by its exit
+    (pool,) = rep["pools"]
+    assert sorted(pool["worker_pids"]) == sorted(mine["workers"]), (pool, mine)
+    assert pool["ending"]["kind"] == "ended-by-creator", pool["ending"]
+    assert f"main {proc.pid} ended its workers itself, sending SIGKILL (os.kill at caught.py:" in words, words
 
 
 SLOWJOB = textwrap.dedent('''

@@ -18,6 +18,7 @@ from .derive.endings import OOM_AMONG, OOM_KILL
 from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
+from .derive.lostjobs import pool_jobs
 from .derive.memseries import run_series
 from .derive.pools import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
@@ -82,7 +83,7 @@ def _kill_dict(v: View, k: Kill) -> dict[str, Any]:
 
 
 def _jobs_of(v: View, pool: Pool) -> dict[str, Any]:
-    jobs = v.endings.jobs(pool)
+    jobs = pool_jobs(v.endings, pool)
     return {**jobs, "lost_line": jobs["lost_line"]}
 
 

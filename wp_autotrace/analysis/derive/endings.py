@@ -4,7 +4,7 @@ Every verb the report says about an ending comes from here, with the records tha
 "killed by SIGTERM" only with a signal number the log holds (`run`'s waited status, a zombie's wait status,
 the pool owner's own process.wait()), "shut it down" only for a shutdown request that returned with the
 sidecar ending after it, "the OOM killer" only with the cgroup's OOM kill count rising. Otherwise the
-ending is `unknown`, and said so. Also here: the jobs a pool lost or had cut off, and memory at once.
+ending is `unknown`, and said so. The jobs a pool lost or had cut off, read from these endings: lostjobs.py.
 """
 
 from __future__ import annotations
@@ -57,10 +57,6 @@ WATCHDOG_OLD_S, WATCHDOG_NEW_S = 1.0, 60.0
 # A process's own exit record comes before its real end (its teardown follows): ended before a request only
 # by this margin. The watcher's end needs none: it saw the process gone by then, so it had ended (_proved_ended_before).
 SEEN_LATE_S = 0.05
-# torch 2.13's SubprocMain._shutdown stops the workers at once (_shutdown_pool, new in 2.13); before, the
-# sidecar let running jobs finish and its owner waited in process.wait(300) (pytorch#162199).
-CUTS_OFF_FROM = (2, 13)
-OLD_WAIT_S = 300
 
 
 class Ending(NamedTuple):
@@ -388,7 +384,7 @@ class Endings:
             return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end,
                           [f"SubprocPool.shutdown asked at {self.rel(req.ts)} and returned",
                            f"its sidecar ended at {self.rel(end)}"], by=by)
-        if (own := _by_creator(self, pool, side_end)) is not None:
+        if (own := _by_creator(self, pool, [side_end], end)) is not None:
             return own
         return Ending(SIDECAR_ENDED, f"its sidecar {side_words}", end,
                       [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
@@ -409,6 +405,8 @@ class Endings:
             return broke
         end = max(e.at for e, _ in ends if e.at is not None)
         creator = pool.creator
+        if (own := _by_creator(self, pool, [e for e, _ in ends], end)) is not None:
+            return own
         c_end = creator.ended_at
         evidence = [f"its last worker's end at {self.rel(end)}"]
         if c_end is not None and creator.exited and creator.end is not None and not _ended_before_exit(pool) \
@@ -420,40 +418,6 @@ class Endings:
         last = max(ends, key=lambda x: x[0].at or 0.0)[0]
         return Ending(WORKERS_ENDED, f"its workers ended (the last {_as_subject(last)})", end,
                       [*evidence, *last.evidence], last.signal, group=last.group)
-
-    # -- jobs -----------------------------------------------------------------
-
-    def jobs(self, pool: Pool) -> dict[str, Any]:
-        """Jobs lost (sent to, or in flight in, a pool whose sidecar had died) and cut off (in flight when a
-        live pool was asked to stop), with the line that sent the last one and what that means on this torch."""
-        ending = self.of_pool(pool)
-        req = pool.shutdown_call
-        pending = len(req.at_call.get("pending_jobs") or []) if req is not None and "pending_jobs" in req.at_call \
-            else None
-        side_end = ending.at
-        lost = cut = None
-        after_death = pool.last_job is not None and side_end is not None and pool.last_job > side_end + SEEN_LATE_S
-        if ending.kind in (SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED):
-            lost = max(pending or 0, 1 if after_death else 0)
-        elif ending.kind in (SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED) and (
-                pool.sidecar is None or pool.sidecar.served):
-            # A sidecar that never reached its serving loop ran no job of the user's: its pending job is the
-            # pool's own warm-up, and sidecar-never-served tells why (the bundled example's nested pools).
-            cut = pending
-        line = pool.creator.count_callers.get(_SUBMIT_LABEL) if after_death else None
-        # Which way they were lost is told apart: sent after the sidecar's end (a submit later than it), or
-        # only still pending at the shutdown that found the pool dead (sent before it died, never answered).
-        return {"jobs_lost": lost, "jobs_cut_off": cut, "lost_line": line, "lost_after_end": bool(after_death),
-                "cut_off_means": self.cut_off_means() if cut else None}
-
-    def cut_off_means(self) -> str:
-        if self.torch and self.torch >= CUTS_OFF_FROM:
-            return "on torch 2.13 and later the sidecar stops its workers at once: the jobs are cut off"
-        return (f"before torch 2.13 (pytorch#162199) the sidecar lets them run, and the shutdown waits in "
-                f"process.wait({OLD_WAIT_S}): up to five minutes at exit")
-
-
-_SUBMIT_LABEL = next(t.label for t in T.TARGETS if t.tag == T.POOL_SUBMIT)
 
 
 def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
@@ -478,20 +442,25 @@ def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> En
                   by=found.who, group=found.group is not None, sender=found.sender)
 
 
-def _by_creator(self: Endings, pool: Pool, side_end: Ending) -> Ending | None:
-    """The pool's ending where its sidecar ended by a signal its creator (or one of the creator's parents) sent:
-    the program ended its own pool (a Jupyter kernel's shutdown SIGTERMs its children)."""
-    owner, end = side_end.sender, side_end.at
-    if owner is None or not (owner is pool.creator or owner in _ancestors(pool.creator)):
+def _by_creator(self: Endings, pool: Pool, ends: list[Ending], end: float | None) -> Ending | None:
+    """The pool's ending where a signal its creator (or one of the creator's parents) sent ended its sidecar (ends:
+    the sidecar's ending) or, a fork/spawn pool, every one of its workers (ends: theirs, one sender): the program
+    ended its own pool (a Jupyter kernel's shutdown SIGTERMs its children; a process that kills its hung workers
+    before it exits, so concurrent.futures' exit join does not wait on their jobs), however close to its exit."""
+    owner, first = ends[0].sender, ends[0]
+    if owner is None or any(e.sender is not owner for e in ends) or not (
+            owner is pool.creator or owner in _ancestors(pool.creator)):
         return None
-    sent = f"{side_end.signal} to its sidecar" + (f" ({side_end.words.split('(', 1)[1]}"
-                                                    if "(" in side_end.words else "")
-    creator = f"{pool.creator.role} {pool.creator.pid}"
-    who = f"{owner.role} {owner.pid}" + (" ended it itself" if owner is pool.creator else
-                                         f", the parent of its creator {creator}, ended it")
-    return Ending(ENDED_BY_CREATOR, f"{who}, sending {sent}", end,
-                  [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
-                  side_end.signal, by=f"{owner.role} {owner.pid}", group=side_end.group, sender=owner)
+    call = f" ({first.words.split('(', 1)[1]}" if "(" in first.words else ""
+    creator, it = f"{pool.creator.role} {pool.creator.pid}", "it" if pool.sidecar is not None else "its workers"
+    who = f"{owner.role} {owner.pid}" + (f" ended {it} itself" if owner is pool.creator else
+                                         f", the parent of its creator {creator}, ended {it}")
+    sent = f"{first.signal} to its sidecar" if pool.sidecar is not None else " and ".join(
+        sorted({e.signal for e in ends if e.signal}))
+    evidence = ([f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *first.evidence]
+                if pool.sidecar is not None else [e.evidence[0] for e in ends if e.evidence][:3])
+    return Ending(ENDED_BY_CREATOR, f"{who}, sending {sent}{call}", end, evidence, first.signal,
+                  by=f"{owner.role} {owner.pid}", group=first.group, sender=owner)
 
 
 def _not_a_wait(self: Endings, together: list[Process]) -> bool:

@@ -21,6 +21,7 @@ from ..derive.endings import (
     WORKER_END_SLACK_S,
 )
 from ..derive.labels import process_label
+from ..derive.lostjobs import pool_jobs
 from ..derive.pools import broken_jobs, own_errors, user_frame
 from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
 from .base import Finding
@@ -91,7 +92,7 @@ def pool_died(v: View) -> Finding | None:
     else:
         advice = ("how its sidecar ended is not in the log (no status was readable): the kernel log (dmesg) "
                   "says whether the kernel chose it for lack of memory")
-    jobs = v.endings.jobs(pool)
+    jobs = pool_jobs(v.endings, pool)
     pids = sorted({x.sidecar.pid for x, _ in dead if x.sidecar is not None})
     return _finding("pool-died", "problem", text, pids, ending.evidence[:TEXT_PIDS + 2], advice,
                     {"processes": len(dead), **({"jobs_lost": jobs["jobs_lost"]} if jobs["jobs_lost"] else {}),
@@ -163,7 +164,7 @@ def _last_reading(p: Process) -> tuple[float, int] | None:
 
 def jobs_lost(v: View) -> Finding | None:
     """Jobs sent to a pool whose sidecar had already ended (or in flight in it): they never come back."""
-    lost = [(pool, v.endings.jobs(pool)) for pool in v.pools]
+    lost = [(pool, pool_jobs(v.endings, pool)) for pool in v.pools]
     lost = [(pool, j) for pool, j in lost if j["jobs_lost"]]
     if not lost:
         return None
@@ -187,7 +188,7 @@ def jobs_lost(v: View) -> Finding | None:
 
 def jobs_cut_off(v: View) -> Finding | None:
     """Jobs still running in a live pool when it was asked to stop."""
-    cut = [(pool, v.endings.jobs(pool)) for pool in v.pools]
+    cut = [(pool, pool_jobs(v.endings, pool)) for pool in v.pools]
     cut = [(pool, j) for pool, j in cut if j["jobs_cut_off"]]
     if not cut:
         return None

@@ -64,6 +64,23 @@ def wait_how(v: View, c: Call) -> str:
     return f"had not returned after {waited:.1f} s (the end of the log)"
 
 
+def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
+    """(the finding's words, the Answer's) for a wait an error interrupted (a Ctrl-C's KeyboardInterrupt) whose
+    process lived on HANG_S or more after it, to its end as seen (the watcher's, after its teardown): how long,
+    and how it then ended (its own exit with its code, a signal: endings.py's words); with no exit of its own,
+    concurrent.futures' exit join is what kept it (exit-hang tells that wait). ("", "") otherwise."""
+    p = c.proc
+    if not c.error or p.ended_at is None or p.ended_at - end < HANG_S:
+        return "", ""
+    ran = p.ended_at - end
+    if not p.exited:
+        return (f"; the process did not end then: it ran {ran:.1f} s more, with no exit of its own "
+                "(concurrent.futures' exit handler waits for the pool's jobs)"), "; the process did not end then"
+    how = v.endings.of(p).words
+    return (f"; the process did not end then: it ran {ran:.1f} s more, then {how}",
+            f"; the process lived on {ran:.1f} s after it, then {how}")
+
+
 def hung_jobs(v: View, pool: Pool, a: float, b: float) -> list[Held]:
     """The jobs the pool's workers held while a wait hung ([a, b]) and had not ended by its end: those whose end
     was never written (held until the worker ended, or the log did), or came at or after b."""
@@ -225,12 +242,12 @@ def pool_job_hang(v: View) -> Finding | None:
         return Finding(
             "pool-job-hang", "problem",
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
-            f"{wait_how(v, c)}. {held_words(v, pool, c.ts, at, c)}.",
+            f"{wait_how(v, c)}{lived_on(v, c, at)[0]}. {held_words(v, pool, c.ts, at, c)}.",
             [creator.pid, *(h.worker.pid for h in held)],
             _job_evidence(v, held),
             JOB_HANG_ADVICE.format(pid=held[0].worker.pid), {"hang_s": round(at - c.ts, 3)},
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
-            f"{wait_how(v, c)}: {held_short(v, pool, c.ts, at)}.")
+            f"{wait_how(v, c)}{lived_on(v, c, at)[1]}: {held_short(v, pool, c.ts, at)}.")
     return None
 
 
@@ -260,7 +277,8 @@ def pool_wait_interrupted(v: View) -> Finding | None:
                     f"under the {STUCK_JOB_S:.0f} s torch's own CI allows a compile job before calling it stuck "
                     "(TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT there)")
         short = (f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
-                 f"{wait_how(v, c)} while worker {h.worker.pid} ran its job ({job_name(h.job)}) from "
+                 f"{wait_how(v, c)}{lived_on(v, c, at)[1]} while worker {h.worker.pid} ran its job "
+                 f"({job_name(h.job)}) from "
                  f"{v.rel(h.job.start) or 0:.1f} s: nothing in the log shows a hang ("
                  + (f"the job ended {h.until - at:.1f} s later)." if h.ended else
                     f"the job had run {at - h.job.start:.1f} s; torch's own CI calls a compile job stuck "
@@ -268,7 +286,8 @@ def pool_wait_interrupted(v: View) -> Finding | None:
         return Finding(
             "pool-wait-interrupted", "warning",
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
-            f"{wait_how(v, c)}; nothing in the log shows a hang: {then}. {held_words(v, pool, c.ts, at, c)}.",
+            f"{wait_how(v, c)}{lived_on(v, c, at)[0]}; nothing in the log shows a hang: {then}. "
+            f"{held_words(v, pool, c.ts, at, c)}.",
             [creator.pid, *(x.worker.pid for x in held)],
             _job_evidence(v, held),
             (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},

@@ -14,7 +14,7 @@ from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_erro
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
-from .held import held_short, held_words, wait_end, wait_how
+from .held import held_short, held_words, lived_on, wait_end, wait_how
 from .rank import HANG_S
 from .signals import killed_alike
 
@@ -504,10 +504,7 @@ def fork_pool_hang(v: View) -> Finding | None:
         waited = end - c.ts
         if waited < HANG_S:
             continue
-        after = ""
-        if c.error and not creator.exited and creator.ended_at is not None and creator.ended_at - end >= HANG_S:
-            after = (f"; the process did not end then: it ran {creator.ended_at - end:.1f} s more, with no exit "
-                     "of its own (concurrent.futures' exit handler waits for the pool's jobs)")
+        after, lived = lived_on(v, c, end)
         return Finding(
             "fork-pool-hang", "problem",
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its fork compile pool "
@@ -518,7 +515,7 @@ def fork_pool_hang(v: View) -> Finding | None:
             [creator.pid, *(q.pid for q in pool.members)], [f"threads at the pool's making: {threads}"],
             FORK_ADVICE, {"hang_s": round(waited, 3)},
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its fork compile pool "
-            f"{wait_how(v, c)}" + ("; the process did not end then" if after else "")
+            f"{wait_how(v, c)}{lived}"
             + (f"; {short}" if (short := held_short(v, pool, c.ts, end)) else "")
             + f"; its workers were forked while it ran {threads} threads.")
     return None
