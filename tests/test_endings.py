@@ -456,3 +456,99 @@ def test_bundled_example_has_no_contradiction(tmp_path: Path) -> None:
         e = p.get("ending")
         if e and e["kind"] not in ("unknown", "running"):
             assert e["evidence"], p
+
+
+SLOWJOB = textwrap.dedent('''
+    import os, time
+
+    def held(out):
+        """A compile job that runs until the test releases it (bounded): its worker and its start, by its own word."""
+        with open(out + ".job", "w") as f:
+            f.write(f"{os.getpid()} {time.time()!r}")
+        limit = time.monotonic() + 60
+        while not os.path.exists(out + ".release") and time.monotonic() < limit:
+            time.sleep(0.05)
+        return os.getpid()
+''')
+EXIT_WAIT = textwrap.dedent('''
+    import atexit, os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def ended():  # registered before torch's exit handler: runs after it
+        with open(sys.argv[1] + ".ended", "w") as f:
+            f.write(repr(time.time()))
+
+    atexit.register(ended)
+    import torch
+    from torch._inductor.async_compile import AsyncCompile
+    import slowjob
+
+    def began():  # registered after torch's: runs before it
+        with open(sys.argv[1] + ".began", "w") as f:
+            f.write(repr(time.time()))
+
+    if __name__ == "__main__":
+        out = sys.argv[1]
+        AsyncCompile.wait_pool_ready()  # first Triton kernel
+        pool = AsyncCompile.process_pool()
+        pool.submit(slowjob.held, out)
+        while not os.path.exists(out + ".job"):
+            time.sleep(0.05)
+        pool.quiesce()  # as its idle timer does: the executor is handed off, its job runs on
+        atexit.register(began)
+''')
+# The job runs this long into the main's exit before the test releases it: clearly over the finding's 5 s bar.
+HELD_INTO_EXIT_S = 6.0
+# Exit handlers other than torch's may run between the script's mark and torch's call (descheduled under load).
+MARK_SLACK_S = 1.0
+
+
+def test_torchs_exit_time_shutdown_waits_for_a_job_and_is_told_with_its_seconds(tmp_path: Path) -> None:
+    """torch's own exit-time wait: a SubprocPool quiesced while a job runs (the executor handed off, as its idle timer
+    does), then the main exits; torch's atexit shutdown_compile_workers waits in process.wait() until the sidecar's
+    own exit join has waited for the job. The test holds the job HELD_INTO_EXIT_S into the exit by its own clock,
+    sees it running then (psutil: its worker alive, a child of the sidecar; the main still alive), then releases it.
+    The Answer leads with the wait, its seconds between the test's release and the script's own marks around torch's
+    handler; the job is not told as cut off (it ran to its end); the sidecar's join names the job it waited for."""
+    import psutil
+
+    (tmp_path / "slowjob.py").write_text(SLOWJOB)
+    script, out, log = tmp_path / "exitwait.py", str(tmp_path / "run"), tmp_path / "log.jsonl"
+    script.write_text(EXIT_WAIT)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_COMPILE_THREADS="2",
+                    TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen([sys.executable, str(script), out], env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        began_file = Path(out + ".began")
+        _wait_for(lambda: proc.poll() is not None or (began_file.exists() and began_file.read_text()), TIMEOUT_S)
+        assert proc.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
+        began = float(began_file.read_text())
+        worker = int(Path(out + ".job").read_text().split()[0])
+        _wait_for(lambda: time.time() >= began + HELD_INTO_EXIT_S, HELD_INTO_EXIT_S + 5)
+        # still in its exit, the job still running in the sidecar's worker: the test's own look
+        parent = " ".join(psutil.Process(worker).parent().cmdline())
+        assert psutil.Process(worker).status() != psutil.STATUS_ZOMBIE and COMPILE_MARK in parent, parent
+        assert psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE
+        released = time.time()
+        Path(out + ".release").write_text("")
+        _wait_for(lambda: proc.poll() is not None, 120)
+    finally:
+        kill_run(log)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+    assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
+    ended = float(Path(out + ".ended").read_text())
+    wait_for_watcher(log, timeout=60)
+    rep = report_json(log)
+    slow = _finding(rep, "slow-exit-wait")
+    waited = slow["cost"]["exit_wait_s"]
+    assert released - began - MARK_SLACK_S <= waited <= ended - began + 0.05, (waited, began, released, ended)
+    assert rep["answer"].startswith(f"- The main process waited {waited:.1f} s in shutdown_compile_workers at exit"), \
+        rep["answer"]
+    (pool,) = rep["pools"]
+    assert "jobs-cut-off" not in {f["kind"] for f in rep["findings"]} and not pool["jobs_cut_off"], rep["answer"]
+    hang = _finding(rep, "exit-hang")
+    assert f"worker {worker} ran slowjob:held from " in " ".join(hang["text"].split()), hang["text"]

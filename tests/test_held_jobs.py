@@ -512,3 +512,57 @@ def test_a_sidecars_own_exit_hang_names_its_pending_jobs_and_who_held_them(tmp_p
     text = " ".join(hang["text"].split())
     assert ("worker 201 ran slowjob:hang from 3.0 s and never ended it (63.0 s, until the worker ended at 66.0 s); "
             "how many jobs were pending in this pool as the exit join began is not known.") in text, text
+
+
+def quiesced_job_at_exit() -> LogWriter:
+    """torch 2.13; main 100's SubprocPool (sidecar 150, workers 201/202): 201 took slowjob:held at 3.0 s; the pool
+    quiesced at 4.0 s (the executor handed off, its job running on); main's exit at 4.1 s: torch's atexit
+    shutdown_compile_workers (no user frame) asked the sidecar to stop with that job pending; the sidecar's stop
+    found no pool to end and its exit join (captured: 1 pending) waited until 201 ended the job at 10.0 s and the
+    workers exited; main's shutdown returned at 10.4 s."""
+    w = with_sidecar_pool()
+    w.add(0.5, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.13.0+cpu")
+    job(w, 3.0, 201, 150, "start", 1, fn="slowjob:held")
+    call(w, 1.3, 150, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 4.12)
+    call(w, 4.0, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._quiesce", 2, 4.01)
+    for cid, (target, end) in enumerate(((f"{AC}:shutdown_compile_workers", 10.4),
+                                         (f"{SP}:SubprocPool.shutdown", 10.39)), 10):
+        w.add(4.1, 100, 1, "main", "call", target=target, call_id=cid, thread="MainThread", stack=[], caller=None,
+              **({"parent_call": 10, "pending_jobs": [1]} if cid == 11 else {}))
+        w.add(end, 100, 1, "main", "return", call_id=cid, duration_s=end - 4.1,
+              **({"sidecar_pid": 150} if cid == 11 else {}))
+    call(w, 4.11, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 4.115)
+    w.add(4.13, 150, 100, "compile-sidecar", "call", target="concurrent.futures.process:_python_exit", call_id=4,
+          thread="MainThread", stack=[], caller=None,
+          pool_pending=[{"worker_pids": [201, 202], "pending": 1, "jobs": [{"work_id": 1, "fn": "slowjob:held"}]}])
+    job(w, 10.0, 201, 150, "end", 1)
+    for pid in (201, 202):
+        w.add(10.05, pid, 150, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
+    w.add(10.1, 150, 100, "compile-sidecar", "return", call_id=4, duration_s=5.97)
+    watcher(w, 10.1, "tree", count=2, started=[], ended=[{"pid": p, "end": T0 + 10.08} for p in (201, 202)])
+    w.add(10.2, 150, 100, "compile-sidecar", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    watcher(w, 10.35, "tree", count=1, started=[], ended=[{"pid": 150, "end": T0 + 10.3}])
+    w.add(10.5, 100, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    watcher(w, 10.6, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 10.6}])
+    watcher(w, 10.7, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_job_that_ran_on_past_torchs_exit_shutdown_is_waited_for_not_cut_off(tmp_path: Path) -> None:
+    """torch 2.13's sidecar stops its workers at once, but a job of a pool it had quiesced runs on, and its worker
+    ended it after the request (its end record): that job was not cut off. The main's exit-time wait leads, and the
+    sidecar's exit join names the job it waited for (held as the join began, ended as it returned), never "None of
+    its workers held an unfinished job then (a job still queued)"."""
+    rep = report(quiesced_job_at_exit(), tmp_path)
+    assert "jobs-cut-off" not in kinds(rep), rep["answer"]
+    (pool,) = rep["pools"]
+    assert not pool["jobs_cut_off"], pool
+    assert rep["findings"][0]["kind"] == "slow-exit-wait", rep["answer"]
+    assert rep["answer"].startswith("- The main process waited 6.3 s in shutdown_compile_workers at exit."), \
+        rep["answer"]
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
+    text = " ".join(hang["text"].split())
+    assert "1 of its 2 workers held a job then: worker 201 ran slowjob:held from 3.0 s and ended it at 10.0 s " \
+           "(7.0 s); 1 job(s) were pending in this pool as the exit join began" in text, text
+    assert "a job still queued" not in text

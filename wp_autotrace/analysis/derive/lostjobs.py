@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets as T
 from .endings import SEEN_LATE_S, SHUTDOWN_COMPLETED, SHUTDOWN_FOUND_DEAD, SHUTDOWN_NEVER_RETURNED, SIDECAR_ENDED
+from .held import held_during
 
 if TYPE_CHECKING:
     from ..fold.model import Pool
@@ -36,6 +37,13 @@ def pool_jobs(endings: Endings, pool: Pool) -> dict[str, Any]:
         # A sidecar that never reached its serving loop ran no job of the user's: its pending job is the
         # pool's own warm-up, and sidecar-never-served tells why (the bundled example's nested pools).
         cut = pending
+        if cut and endings.torch is not None and endings.torch >= CUTS_OFF_FROM and req is not None:
+            # 2.13's sidecar stops its workers at once, but a job its worker ended after the request (its end
+            # record says so) was not cut off: an executor the sidecar had quiesced before is gone from it, so its
+            # stop ends no worker, and the job runs to its end while the shutdown waits (slow-exit-wait; the
+            # sidecar's own exit join, exit-hang). Jobs never ended are the ones cut off.
+            cut = max(0, cut - len([h for h in held_during(pool, req.ts, req.ts, req.ts)
+                                    if h.ended and h.until > req.ts]))
     line = pool.creator.count_callers.get(_SUBMIT_LABEL) if after_death else None
     # Which way they were lost is told apart: sent after the sidecar's end (a submit later than it), or
     # only still pending at the shutdown that found the pool dead (sent before it died, never answered).

@@ -161,7 +161,7 @@ def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -
         queued += f"; no worker took {len(behind)} of them before it ended (queued): {names}{more}"
     if not recorded(pool):
         return f"Which worker held its job is not known: no worker of the pool recorded its jobs{queued}"
-    held = hung_jobs(v, pool, a, b)
+    held = hung_jobs(v, pool, a, b) or waited_for(v, pool, a, b, c)
     alive = [w for w in workers_of(pool) if w.alive_during(a, b)]
     if not held:
         return f"None of its {len(alive)} workers held an unfinished job then (a job still queued){queued}"
@@ -178,6 +178,15 @@ def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -
     more = f" (+{len(held) - NAMED} more)" if len(held) > NAMED else ""
     busy = len({h.worker.index for h in held})
     return (f"{busy} of its {len(alive)} workers held a job then: " + "; ".join(said) + more + queued)
+
+
+def waited_for(v: View, pool: Pool, a: float, b: float, c: Call | None) -> list[Held]:
+    """The jobs a wait that returned ([a, b], c: it raised nothing) waited on: those held as it began, which its
+    workers ended while it waited (an exit join returns as the last job ends and its worker exits: the job's end
+    comes just before b, so hung_jobs, whose jobs outlast the wait, has none). [] for a wait that did not return."""
+    if c is None or c.end is None or c.error:
+        return []
+    return [h for h in held_during(pool, a, a, v.t_end) if h.ended and a < h.until <= b]
 
 
 def held_short(v: View, pool: Pool, a: float, b: float) -> str:
