@@ -54,6 +54,27 @@ AsyncCompile.warm_pool()   # a call from the module's own top level, as torch 2.
 '''
 
 
+# torch 2.2-2.3's codecache: the compile initializer is a top-level function defined above AsyncCompile, and the
+# body's own warm_pool() hands it to the fork pool it makes before the import ends.
+INIT_MODULE = '''
+import functools
+import os
+
+class Before:            # a class built before the initializer exists: nothing to wrap yet
+    pass
+
+def _async_compile_initializer(orig_ppid):
+    return ("initialized", orig_ppid)
+
+class AsyncCompile:
+    @classmethod
+    def warm_pool(cls):
+        return functools.partial(_async_compile_initializer, os.getpid())
+
+HANDED = AsyncCompile.warm_pool()   # what the pool's workers will run first
+'''
+
+
 @pytest.fixture
 def synth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A fresh package 'synthpkg' on sys.path, and cleanup of what it imported."""
@@ -61,6 +82,7 @@ def synth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "pool.py").write_text(POOL_MODULE)
+    (pkg / "cc23.py").write_text(INIT_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield pkg
     for name in [m for m in sys.modules if m.startswith("synthpkg")]:
@@ -72,6 +94,8 @@ TARGETS = (
     Target("synthpkg.pool", "AsyncCompile.process_pool", guard=INLINE_POOL),
     Target("synthpkg.pool", "AsyncCompile.fail"),
     Target("synthpkg.pool", "after_fork"),
+    Target("synthpkg.cc23", "AsyncCompile.warm_pool"),
+    Target("synthpkg.cc23", "_async_compile_initializer", role="compile-worker"),
     Target("synthpkg.absent", "Nothing.here"),
     Target("synthpkg.pool", "Missing.method"),
 )
@@ -122,6 +146,16 @@ def test_function_captured_at_definition_is_the_wrapper(synth: Path, log: Path) 
     # atexit.register(after_fork) during the body was handed the wrapper.
     mod.REGISTERED[0]()
     assert "after_fork" in calls(read_log(log))
+
+
+def test_a_function_the_body_hands_on_after_a_class_is_the_wrapper(synth: Path, log: Path) -> None:
+    """A top-level target function defined above a class, handed on by the body's own later call (torch 2.2-2.3's
+    import-time warm_pool gives its fork pool the compile initializer before the import ends), is the wrapper: the
+    pool's workers run it traced, and so say they are compile workers."""
+    mod = import_traced(log, module="synthpkg.cc23")
+    assert is_wrapper(mod.HANDED.func) and mod._async_compile_initializer is mod.HANDED.func
+    assert mod.HANDED()[0] == "initialized"
+    assert calls(read_log(log)) == ["AsyncCompile.warm_pool", "_async_compile_initializer"]
 
 
 def test_binding_signature_and_cache_attributes_are_kept(synth: Path, log: Path) -> None:

@@ -856,7 +856,12 @@ def test_a_leftovers_figure_read_while_its_workers_shared_is_a_lower_bound(
     assert f"({about} " in rep["answer"] or "leftover" not in rep["answer"]
 
 
-def test_legacy_fork_executor_is_a_pool(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("torch_version", "stop"), [
+    ("2.3.1", "torch._inductor.codecache.shutdown_compile_workers()"),
+    # 2.1-2.2 have no shutdown_compile_workers (nor async_compile): their one pool stops by its own shutdown()
+    ("2.2.2", "torch._inductor.codecache.AsyncCompile.process_pool().shutdown()"),
+])
+def test_legacy_fork_executor_is_a_pool(tmp_path: Path, torch_version: str, stop: str) -> None:
     """torch 2.1-2.7 build a fork ProcessPoolExecutor in AsyncCompile.process_pool with no
     TrackedProcessPoolExecutor call to mark it: the compile workers the main forked after that call are the
     evidence of a pool, with its caller; it is no 'sidecar not seen' and no 'Compiled without a process pool'."""
@@ -865,7 +870,7 @@ def test_legacy_fork_executor_is_a_pool(tmp_path: Path) -> None:
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
-    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.3.1")
+    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version=torch_version)
     call(w, 2, 100, 1, "main", "torch._inductor.codecache:AsyncCompile.process_pool", 1, 2.01)
     for pid in (201, 202):
         w.add(2.1, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
@@ -886,6 +891,11 @@ def test_legacy_fork_executor_is_a_pool(tmp_path: Path) -> None:
     assert pool["ending"]["kind"] == "ended-at-exit"
     assert "made a compile pool (2 forked workers, no sidecar) at /site/plugin/_inductor/__init__.py:5" \
         in rep["answer"] and "without a process pool" not in rep["answer"]
+    # It ran no job (torch 2.1-2.3 warm it at import, and a CPU host never sends it one): idle from its ready, told
+    # so; torch's shutdown stops its workers, and there is no sidecar to stop.
+    assert pool["idle_after"] == "ready" and pool["jobs"] is None
+    assert "idle 7.4 s after it was ready" in rep["answer"] and "after its last job" not in rep["answer"]
+    assert f"call {stop} after your last compile (it stops the pool's workers)" in rep["answer"]
 
 
 def spawn_pool_worker_killed_importing(named: bool = True) -> LogWriter:

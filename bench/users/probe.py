@@ -73,11 +73,18 @@ class Tracked:
         return self.ended_at is None
 
 
-def classify(t: Tracked, by_pid: dict[int, Tracked], main_pid: int) -> str:
+def classify(t: Tracked, by_pid: dict[int, Tracked], main_pid: int, fork_pool: bool = False,
+             now: float = 0.0) -> str:
     if any(m in t.cmd for m in TOOL_MARKS) and t.pid != main_pid:
         return "tool"
     if t.pid == main_pid:
         return "main"
+    main = by_pid.get(main_pid)
+    if fork_pool and main is not None and t.ppid == main_pid and t.cmd == main.cmd and now - t.first_seen >= 1.0:
+        # --fork-pool: a fork of the main that has not exec'd for a second (its command line is still the main's:
+        # not a subprocess between its fork and exec) is a worker of the main's fork pool (torch 2.1-2.3's
+        # default); only for a program whose sole lasting forks are that pool's
+        return "worker"
     if AUTOTUNE_MARK in t.cmd:
         return "autotune"
     if SIDECAR_MARK in t.cmd:
@@ -87,9 +94,10 @@ def classify(t: Tracked, by_pid: dict[int, Tracked], main_pid: int) -> str:
 
 
 class Probe:
-    def __init__(self, root: psutil.Process, via_run: bool) -> None:
+    def __init__(self, root: psutil.Process, via_run: bool, fork_pool: bool = False) -> None:
         self.root = root
         self.via_run = via_run
+        self.fork_pool = fork_pool
         self.t0 = time.monotonic()
         self.tracked: dict[tuple[int, float], Tracked] = {}
         self.main_pid = root.pid if not via_run else 0
@@ -141,9 +149,9 @@ class Probe:
                         t.cmd = " ".join(t.proc.cmdline())[:200] or t.cmd
                     except psutil.Error:
                         pass
-                t.role = classify(t, by_pid, self.main_pid)
+                t.role = classify(t, by_pid, self.main_pid, self.fork_pool, now)
                 if t.role == "worker":
-                    t.sidecar = t.ppid
+                    t.sidecar = t.ppid  # a fork pool's: its creator's pid keys the pool
 
     def sample(self) -> None:
         now = self.now()
@@ -287,6 +295,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="leave what the program left (for trying `cleanup`);"
                     " its pids are in probe.json's alive_after_linger")
     ap.add_argument("--env", action="append", default=[], help="K=V for the program")
+    ap.add_argument("--fork-pool", action="store_true", help="the main's forks that never exec are its fork pool's"
+                    " workers (torch 2.1-2.3's default pool; a program with no other forks)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     cmd = args.cmd[1:] if args.cmd and args.cmd[0] == "--" else args.cmd
@@ -302,7 +312,7 @@ def main() -> int:
         proc = subprocess.Popen(argv, env=build_env(args, log), stdout=so, stderr=se, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=str(out),
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        probe = Probe(psutil.Process(proc.pid), args.via_run)
+        probe = Probe(psutil.Process(proc.pid), args.via_run, args.fork_pool)
         probe.program = cmd[-1]
         rc = None
         start = time.monotonic()

@@ -55,7 +55,9 @@ def main(out_s: str) -> None:
     for p in rep.get("pools", []):
         sid = p.get("sidecar_pid")
         t = truth.get(sid, {})
-        if sid is None and p.get("worker_pids"):  # a pool without a sidecar (fork, spawn): its workers at once
+        if sid is None and p.get("creator_pid") in truth:  # a fork pool the probe found itself (--fork-pool)
+            t = truth[p["creator_pid"]]
+        elif sid is None and p.get("worker_pids"):  # a pool without a sidecar (fork, spawn): its workers at once
             pids = {str(w) for w in p["worker_pids"]}
             sums = [sum(v for k, v in tk.get("pss_by_pid", {}).items() if k in pids) for tk in ticks]
             t = {"peak_pss_mib": round(max(sums, default=0) / MIB, 1)}

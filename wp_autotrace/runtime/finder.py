@@ -6,7 +6,9 @@ codecache/async_compile, and too late for ``os.register_at_fork`` and
 ``atexit.register``, which capture functions at definition time. So while a
 target module's body runs (with its own dict as globals and locals, exactly as
 importlib runs it), three hooks are in place: ``builtins.__build_class__``
-wraps a target class's methods as the class statement completes, and
+wraps a target class's methods as the class statement completes (and the
+module's top-level target functions defined above it: torch 2.2 - 2.3's
+import-time warm hands its pool the compile initializer defined there), and
 ``os.register_at_fork`` / ``atexit.register`` are handed the wrapper of a
 target function the module registers. Every other target is wrapped right
 after the body. The hooks act only on code of the module being executed and
@@ -204,6 +206,14 @@ class TargetFinder:
         if module is not None and vars(module).get(key) is fn:
             setattr(module, key, value)
         return value
+
+    def wrap_defined(self, module_name: str, ns: "dict[str, Any]") -> None:
+        """Wrap the top-level function targets already bound in a module body that is still running (body
+        hooks, at each class it builds); the rest are wrapped as the body ends (patch_module)."""
+        for t in self._by_module.get(module_name, []):
+            fn = ns.get(t.qualname) if t.qualname and "." not in t.qualname else None
+            if fn is not None:
+                ns[t.qualname] = self.wrap_function(module_name, fn)
 
     def patch_value(self, module_name: str, key: str, value: "Any") -> "Any":
         """Wrap a top-level function, or the target methods of a class, in place.

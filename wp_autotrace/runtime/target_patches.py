@@ -53,6 +53,10 @@ def _build_class(*args: "Any", **kwds: "Any") -> "Any":
     if body is not None and isinstance(cls, type) and cls.__qualname__ == name:
         finder, module_name = body
         finder._contained("patch " + module_name, finder.patch_value, module_name, name, cls)
+        # And the body's top-level function targets defined by now: a function's def is no hook, and what the
+        # body runs after a class may hand one on (torch 2.2-2.3's import-time warm_pool gives its fork pool
+        # partial(_async_compile_initializer, ...), defined above AsyncCompile, before the import ends).
+        finder._contained("patch " + module_name, finder.wrap_defined, module_name, func.__globals__)
     return cls
 
 

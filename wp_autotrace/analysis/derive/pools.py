@@ -418,6 +418,10 @@ class PoolStory:
             self.busy_until = min(self.busy_until, self.orphaned[0])
         self.idle_to = min(ends) if ends else t_end
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
+        # What that idle span follows (words/fmt.py's IDLE_AFTER_WORDS): its last job where it ran one (a worker's
+        # job record, a counted submit), else its ready, else its sidecar's serving loop's start.
+        self.idle_after = ("job" if pool.last_job is not None or self.busy_spans and self.busy_until > (
+            self.ready_at or 0.0) else "ready" if self.ready_at is not None else "serving")
         # Still busy when the pool stopped (its sidecar died or its shutdown was asked while a worker held a job,
         # or, without job records, while its creator waited on its jobs): no idle span after its last job at
         # all, and none to tell as "idle 0 s (X -> Y)" running backwards.
@@ -534,7 +538,7 @@ class PoolStory:
         return {
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
-            "idle_s": round(self.idle_s, 3), "idle_total_s": round(self.idle_total_s, 3),
+            "idle_s": round(self.idle_s, 3), "idle_after": self.idle_after, "idle_total_s": round(self.idle_total_s, 3),
             "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": self.idle_unread_s,
             "idle_total_unread_s": self.idle_total_unread_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),

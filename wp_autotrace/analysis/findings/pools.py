@@ -11,8 +11,18 @@ from ..derive.endings import OOM_AMONG, OOM_KILL
 from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
-from ..fold.model import AUTOTUNE, QUACK
-from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
+from ..fold.model import AUTOTUNE, EXECUTOR, QUACK
+from ..words.fmt import (
+    IDLE_AFTER_WORDS,
+    TEXT_PIDS,
+    error_words,
+    gap_words,
+    idle_mib_s_text,
+    pid_text,
+    pool_name,
+    site,
+    size_text,
+)
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import held_short, held_words, lived_on, wait_end, wait_how
 from .rank import HANG_S
@@ -208,13 +218,16 @@ def wakeup_no_pool(v: View) -> Finding | None:
 
 def shutdown_path(v: View, p: Process) -> str:
     """torch's shutdown_compile_workers as this run's torch names it: from a traced call of it, else from
-    where it lives by release (docs/torch-coverage.md: codecache in 2.3, async_compile from 2.4)."""
+    where it lives by release (docs/torch-coverage.md: codecache in 2.3, async_compile from 2.4). 2.1-2.2 have
+    none: their one pool is AsyncCompile.process_pool()'s (lru-cached), stopped by its own shutdown()."""
     seen = next((c.target for c in v.calls if c.tag == targets.EXIT_SHUTDOWN), None)
     if seen:
         module, name = targets.split_label(seen)
         return f"{module}.{name}"
     version = v.config_of(p)[1]
     major_minor = tuple(int(x) for x in version.split("+")[0].split(".")[:2] if x.isdigit())
+    if major_minor in ((2, 1), (2, 2)):
+        return "torch._inductor.codecache.AsyncCompile.process_pool().shutdown"
     module = "torch._inductor.codecache" if major_minor == (2, 3) else "torch._inductor.async_compile"
     return f"{module}.shutdown_compile_workers"
 
@@ -258,7 +271,8 @@ def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
     if st is not None and st.pool.kind in IDLE_ADVICE_BY_KIND:
         return IDLE_ADVICE_BY_KIND[st.pool.kind]
     settings, _, knobs = v.config_of(p)
-    parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops the sidecar and its workers)"]
+    stops = "the pool's workers" if st is not None and st.pool.kind == EXECUTOR else "the sidecar and its workers"
+    parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops {stops})"]
     if st is not None and st.shutdown_by == BY_USER and st.shutdown_frame is not None and st.pool.shutdown_at:
         # the program made that call itself, later than its last compile: the advice is to move it, not to add it
         parts = [f"your code's {shutdown_path(v, p).rsplit('.', 1)[-1]}() at {site(st.shutdown_frame)} shut it "
@@ -310,8 +324,7 @@ def _at(x: float | None) -> str:
 def _idle_text(v: View, st: PoolStory) -> str:
     pool = st.pool
     rel = v.rel
-    last = "its last job" if pool.last_job is not None or st.busy_spans and st.busy_until > (st.ready_at or 0.0) \
-        else "it was ready" if st.ready_at is not None else "its sidecar started serving"  # a worker's job record
+    last = IDLE_AFTER_WORDS[st.idle_after]
     ending = v.endings.of_pool(pool)
     if st.alive_at_end:
         until = "to the end of the log (still running)"

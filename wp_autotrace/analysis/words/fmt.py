@@ -17,6 +17,9 @@ MIB = 2**20  # bytes in a MiB: every figure is shown in binary units, as labelle
 
 # Pids named in a finding's text; the rest are in --json.
 TEXT_PIDS = 6
+# What a pool's idle span after busy_until follows (derive/pools.py's idle_after), in words: a pool that ran no job
+# (torch 2.1-2.3's import-time warm on a CPU host) idled from its ready, not "after its last job".
+IDLE_AFTER_WORDS = {"job": "its last job", "ready": "it was ready", "serving": "its sidecar started serving"}
 
 
 # C0 controls, DEL and C1 controls (ESC included) shown as \xNN: never sent to a terminal.
