@@ -56,6 +56,9 @@ _ARG_OWNERS = ("torch.", "torch:")
 MAX_PARTIALS = 8
 # torch's compile initializer ("module:qualname" ends so): the workers of torch's compile pools run it first.
 _INITIALIZER = "_async_compile_initializer"
+# torch 2.1's: an inner function of AsyncCompile.process_pool in its codecache module (docs/torch-coverage.md), no
+# target of its own.
+_INITIALIZER_21 = "torch._inductor.codecache:AsyncCompile.process_pool.<locals>.init"
 # The sidecar's per-job function: its real job is the pickle it is given.
 _DO_JOB = "SubprocMain.do_job"
 # Executor.map's per-chunk function: its real job is the function it is given first.
@@ -83,6 +86,8 @@ def compile_pool_initializer(initializer: Any) -> bool:
             break
         initializer = initializer.func
     name = _name_of(initializer)
+    if name == _INITIALIZER_21:
+        return True
     return name is not None and name.startswith(_ARG_OWNERS) and name.endswith(_INITIALIZER)
 
 

@@ -133,12 +133,14 @@ class Probes:
 
     def _job_loop(self, raw: Any) -> Callable[..., Any]:
         """A worker loop's wrapper: its jobs recorded by runtime/jobs.py, loaded only where the loop runs."""
-        sink = self.sink
+        sink, owner = self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
             from .jobs import drop_get_frame, watch_queue
 
             queue, args = watch_queue(sink, args)
+            if queue is not None:  # a torch compile pool's worker: so it says before its initializer runs (2.1's
+                owner.take_role(COMPILE_WORKER)  # is an inner function, no target, and says nothing)
             try:
                 return raw(*args, **kwargs)
             except BaseException as exc:  # a Ctrl-C in the queue's wait: printed by multiprocessing as untraced

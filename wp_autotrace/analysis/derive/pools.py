@@ -418,10 +418,6 @@ class PoolStory:
             self.busy_until = min(self.busy_until, self.orphaned[0])
         self.idle_to = min(ends) if ends else t_end
         self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
-        # What that idle span follows (words/fmt.py's IDLE_AFTER_WORDS): its last job where it ran one (a worker's
-        # job record, a counted submit), else its ready, else its sidecar's serving loop's start.
-        self.idle_after = ("job" if pool.last_job is not None or self.busy_spans and self.busy_until > (
-            self.ready_at or 0.0) else "ready" if self.ready_at is not None else "serving")
         # Still busy when the pool stopped (its sidecar died or its shutdown was asked while a worker held a job,
         # or, without job records, while its creator waited on its jobs): no idle span after its last job at
         # all, and none to tell as "idle 0 s (X -> Y)" running backwards.
@@ -459,6 +455,14 @@ class PoolStory:
         self.gaps = [IdleGap(ga, gb, first, *self._over(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         self.idle_total_mib_s, self.idle_total_unread_s = self._idle_totals()
+
+    @property
+    def idle_after(self) -> str:
+        """What the idle span after busy_until follows (words/fmt.py's IDLE_AFTER_WORDS): its last job where it
+        ran one (a worker's job record, a counted submit), else its ready, else its sidecar's serving loop's start."""
+        if self.pool.last_job is not None or self.busy_spans and self.busy_until > (self.ready_at or 0.0):
+            return "job"
+        return "ready" if self.ready_at is not None else "serving"
 
     def _idle_totals(self) -> tuple[float | None, float]:
         """Over the idle span and its gaps: MiB·s (None where none was read), and the seconds the MiB·s could
