@@ -45,6 +45,10 @@ def _async_compile_initializer(orig_ppid):  # 2.2-2.3: top-level, above AsyncCom
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+if config.RELEASE == "2.3":
+    _pool_set = set()  # 2.3: every pool made, for shutdown_compile_workers
+
+
 class AsyncCompile:
     @staticmethod
     @functools.lru_cache(1)
@@ -57,8 +61,14 @@ class AsyncCompile:
         initializer = init if config.RELEASE == "2.1" else partial(_async_compile_initializer, orig_ppid)
         pool = ProcessPoolExecutor(config.compile_threads, mp_context=multiprocessing.get_context("fork"),
                                    initializer=initializer)
+        if config.RELEASE == "2.3":
+            _pool_set.add(pool)
         multiprocessing.util.Finalize(None, pool.shutdown, exitpriority=sys.maxsize)
         return pool
+
+    def wait(self, scope):  # the compiling process waits on its kernels' futures
+        for key, result in scope.items():
+            scope[key] = result.result()
 
     @classmethod
     def warm_pool(cls):
@@ -75,7 +85,9 @@ MAIN = textwrap.dedent('''
     import json, os, sys
     import torch._inductor.codecache as cc
     pool = cc.AsyncCompile.process_pool()
-    print(json.dumps({"workers": sorted(pool._processes), "job": pool.submit(os.getpid).result(timeout=60)}))
+    scope = {"kernel": pool.submit(os.getpid)}
+    cc.AsyncCompile().wait(scope)
+    print(json.dumps({"main": os.getpid(), "workers": sorted(pool._processes), "job": scope["kernel"]}))
 ''')
 
 
@@ -107,6 +119,11 @@ def test_an_import_time_fork_pool_is_a_ready_pool_of_compile_workers(tmp_path: P
     assert all(roles.get(pid) == "compile-worker" for pid in seen["workers"]), roles
     jobs = [r for r in recs if r["event"] == "job" and r.get("state") == "start"]
     assert [r["pid"] for r in jobs] == [seen["job"]], jobs
+    # the main's wait on that job (AsyncCompile.wait lived in codecache up to 2.3), with the job pending as it began
+    (wait,) = [r for r in recs if r["event"] == "call" and r.get("tag") == "async-wait"]
+    assert wait["target"] == "torch._inductor.codecache:AsyncCompile.wait" and wait["pid"] == seen["main"], wait
+    # its pool's pending jobs as it began, read from codecache's _pool_set (2.3; 2.1-2.2 keep none: unknown)
+    assert isinstance(wait.get("pool_jobs"), int) if release == "2.3" else wait.get("pool_jobs") is None, wait
     rep = report_json(log)
     (pool,) = rep["pools"]
     assert sorted(pool["worker_pids"]) == seen["workers"] and pool["ready_at"] is not None, pool

@@ -204,8 +204,11 @@ TARGETS: "tuple[Target, ...]" = (
     # the pool exists is seen here, though the cached pool keeps what it read when it was made.
     # pool_jobs: the jobs pending in the live pools as the wait begins: 0 means it waits on in-process work (CPU
     # C++ compiles), so it does not keep a pool busy. pool_pending: the same per pool (which pool a hung job's was).
-    Target(_AC, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT,
-           capture_call=_SETTINGS_NOW + (("pool_jobs", "process.pool_jobs"), ("pool_pending", "process.pool_pending"))),
+    # In codecache with the rest of AsyncCompile up to 2.3 (line 2696 in 2.3.1), in async_compile from 2.4.
+    *(Target(mod, "AsyncCompile.wait", env=True, tag=ASYNC_WAIT,
+             capture_call=_SETTINGS_NOW + (("pool_jobs", "process.pool_jobs"),
+                                           ("pool_pending", "process.pool_pending")))
+      for mod in (_CC, _AC)),
     Target(_AC, "AsyncCompile.quiesce", tag=ASYNC_QUIESCE),
     Target(_AC, "maybe_warm_pool", env=True, tag=MAYBE_WARM_POOL),
     Target(_AC, "after_fork", tag=AFTER_FORK),
