@@ -419,6 +419,9 @@ def test_zombie_leftover_under_a_reaper_that_does_not_reap(tmp_path: Path) -> No
         st = _wait_for(lambda: (s := _stat(side)) is not None and s[0] == "Z" and s, timeout=30)
         assert st[1] == proc.pid and st[2] & 0x7F == signal.SIGKILL  # the test's own reading
         wait_for_watcher(log, timeout=90)
+        # at the watcher's last look and after it: the parent alive and not reaping, the zombie still defunct
+        still = _stat(side)
+        assert proc.poll() is None and still is not None and still[0] == "Z" and still[1] == proc.pid, still
         rep = report_json(log)
     finally:
         kill_run(log)
@@ -431,6 +434,9 @@ def test_zombie_leftover_under_a_reaper_that_does_not_reap(tmp_path: Path) -> No
     assert str(side) in z["text"] and str(proc.pid) in z["text"]
     assert "--init" in z["advice"] and "tini" in z["advice"]
     assert z["cost"]["zombies"] >= 1
+    # a zombie that stays (its parent alive and not reaping at the last look) reaches the Answer, with its parent
+    words = " ".join(rep["answer"].split())
+    assert f"are defunct (zombies: ended, not reaped) under parent {proc.pid}" in words and str(side) in words, words
 
 
 def test_bundled_example_has_no_contradiction(tmp_path: Path) -> None:

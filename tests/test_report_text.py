@@ -322,3 +322,28 @@ def test_the_tree_shows_the_pool_before_short_lived_helpers(tmp_path: Path) -> N
     (folded,) = [line for line in tree if "torch ISA probe" in line]
     assert "12 process(es)" in folded, tree
     assert len(tree) == 4 and "toolchain: 1 process(es) (1 g++)" in tree[3], tree
+
+
+def test_a_compiler_driver_first_seen_before_its_exec_is_folded_as_the_compiler(tmp_path: Path) -> None:
+    """torch forks a g++ driver from the main: the watcher may list it between fork and exec, with the main's
+    command line and memory (a real run's "train.py (untraced) rss 3 MiB" beside its own toolchain line, its peak
+    351 MiB of the main's pages), then again once it exec'd. The exec's name and command name it: it folds into the
+    parent's one toolchain line, its peak from the exec on."""
+    w = clean_run()
+    ct = T0 + 2
+    early = {"pid": 300, "ppid": 100, "name": "python3.11", "cmd": "python3.11 train.py", "create_time": ct,
+             "rss": 350 << 20}
+    execd = {**early, "name": "g++", "cmd": "g++ k.cpp -shared -o k.so", "rss": 3 << 20}
+    cc1 = {"pid": 301, "ppid": 300, "name": "cc1plus", "cmd": "cc1plus k.cpp", "create_time": ct + 0.1,
+           "rss": 50 << 20}
+    watcher(w, 2.01, "tree", count=2, started=[early], ended=[])
+    watcher(w, 2.05, "tree", count=2, started=[execd], ended=[])
+    watcher(w, 2.2, "tree", count=3, started=[cc1], ended=[])
+    watcher(w, 2.6, "tree", count=1, started=[], ended=[{"pid": p, "create_time": t, "end": T0 + 2.5}
+                                                       for p, t in ((300, ct), (301, ct + 0.1))])
+    rep = report(w, tmp_path)
+    assert {p["pid"]: p["label"] for p in rep["processes"]}[300] == "g++"
+    tree = render_text(rep, {}).split("== Process tree")[1].split("\n\n")[0]
+    assert "train.py (untraced)" not in tree, tree
+    (folded,) = [line for line in tree.splitlines() if "toolchain:" in line]
+    assert "2 process(es) (1 cc1plus, 1 g++); peak rss 50 MiB" in folded, tree

@@ -152,6 +152,20 @@ def test_123329_workers_live_until_the_program_stops(tmp_path: Path) -> None:
     idle = finding(rep, "idle-pool")
     assert "until torch's atexit (shutdown_compile_workers) shut it down" in idle["text"]
     assert "shutdown_compile_workers() after your last compile" in idle["advice"]
+    # the default Process tree of this real CPU compile (fresh cache: torch's ISA probes and g++ runs, some of
+    # them forked from the main and listed before their exec): the pool's processes right under the main, before
+    # any short-lived helper; the probes one line, the compiler runs one line, no compiler process on its own line
+    from wp_autotrace.analysis.present.render import render_text
+
+    tree = render_text(rep, {}).split("== Process tree")[1].split("\n\n")[0].splitlines()[1:]
+    pool_pids = [str(pool["sidecar_pid"]), *map(str, sorted(pool["worker_pids"]))]
+    assert [line.split()[2] for line in tree[1:1 + len(pool_pids)]] == pool_pids, tree
+    probes = [i for i, line in enumerate(tree) if "torch ISA probe" in line]
+    tools = [i for i, line in enumerate(tree) if "toolchain:" in line]
+    assert probes and tools and min(probes + tools) > len(pool_pids), tree
+    assert all("process(es)" in tree[i] for i in probes + tools), tree
+    single = ("g++ (untraced)", "cc1plus (untraced)", "ld (untraced)", "train.py (untraced)", "-c import ctypes")
+    assert not [line for line in tree if any(x in line for x in single)], tree
 
 
 def test_183003_quiesce_timer_stops_workers_sidecar_stays(tmp_path: Path) -> None:

@@ -122,6 +122,12 @@ class Registry:
         if ct is not None:
             p = self.by_start.get((host, pid, round(ct, 2)))
             if p is not None:
+                if entry.get("name") and not p.traced and entry["name"] != p.name:
+                    # the watcher lists a process again once it exec'd (first seen between fork and exec, with
+                    # its parent's command line and memory: a g++ driver torch forked read as a 351 MiB
+                    # "train.py"): the program it runs now names it and its memory starts there; a traced
+                    # process's own process_start argv names it anyway
+                    p.cmd, p.name, p.peak_rss = entry.get("cmd") or p.cmd, entry["name"], 0
                 self.note_rss(p, entry.get("rss"))  # a later sample (a leftover's last RSS) is its peak too
                 return p
         p = self.current.get((host, pid))
