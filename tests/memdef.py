@@ -56,7 +56,7 @@ def at_once_by_definition(procs: list[Any], a: float | None = None, b: float | N
     out, latest = [], {}
     for t in sorted({s[0] for s in samples}):
         latest.update({i: (ts, pss) for ts, i, pss in samples if ts == t})
-        pss, read, alive = sum_by_definition(procs, t, latest, lambda p, ts, t: ts + stale_s(p) >= t)
+        pss, read, alive = sum_by_definition(procs, t, latest, lambda p, ts, t: ts + stale_s(p, ts) >= t)
         if read:
             out.append(Point(t, pss, read, alive))
     return out
@@ -68,7 +68,7 @@ def integral_by_definition(procs: list[Any], a: float, b: float) -> tuple[float,
     middle (no reading there: one counts while younger than its window, stale_s); and the seconds some process alive was
     not read."""
     samples = sorted((ts, i, pss) for i, p in enumerate(procs) for ts, pss, _ in lived_by_definition(p))
-    edges = {a, b, *(s[0] for s in samples), *(s[0] + stale_s(procs[s[1]]) for s in samples)}
+    edges = {a, b, *(s[0] for s in samples), *(s[0] + stale_s(procs[s[1]], s[0]) for s in samples)}
     edges |= {x for p in procs for x in (p.start, end_by_definition(p), p.end) if x is not None}
     cut = sorted(x for x in edges if a <= x <= b)
     total = unread = 0.0
@@ -78,7 +78,7 @@ def integral_by_definition(procs: list[Any], a: float, b: float) -> tuple[float,
         for ts, i, pss in samples:
             if ts <= mid:
                 latest[i] = (ts, pss)
-        pss, read, alive = sum_by_definition(procs, mid, latest, lambda p, ts, t: ts + stale_s(p) > t)
+        pss, read, alive = sum_by_definition(procs, mid, latest, lambda p, ts, t: ts + stale_s(p, ts) > t)
         total += pss * (hi - lo)
         unread += (hi - lo) if read < alive else 0.0
     return total, unread

@@ -1781,9 +1781,29 @@ def test_an_idle_mib_s_is_the_integral_of_the_pools_memory_at_once(tmp_path: Pat
     assert [g["unread_s"] for g in pool["idle_gaps"]] == [pytest.approx(u, abs=1e-3) for _, u in gaps]
     assert pool["idle_total_unread_s"] == pytest.approx(unread_s + sum(u for _, u in gaps), abs=1e-3)
     assert rep["costs"]["idle_mib_s"] == pytest.approx((byte_s + sum(b for b, _ in gaps)) / MIB, abs=0.2)
-    if log == "sparse":  # read at 5, 15 and 30 s only: the watcher kept a 10 s period (median gap), so each
-        # reading holds until the next or 15 s: the workers to their exit at 20.1 s, the sidecar's 30 s one to 45 s
-        assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (30 + MEMORY_KEPT_K * 10 - 20.1), abs=0.1)
-        assert pool["idle_unread_s"] == pytest.approx(60.01 - 45.0, abs=1e-3)
+    if log == "sparse":  # read at 5, 15 and 30 s only: near the last reading the watcher kept 10 and 15 s
+        # (the median of the sweeps near it, 12.5 s), so each reading holds until the next or 18.75 s: the workers
+        # to their exit at 20.1 s, the sidecar's 30 s one to 48.75 s
+        assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (30 + MEMORY_KEPT_K * 12.5 - 20.1), abs=0.1)
+        assert pool["idle_unread_s"] == pytest.approx(60.01 - 48.75, abs=1e-3)
     if log == "kept_up":
         assert pool["idle_mib_s"] == pytest.approx(IDLE_MIB_S, abs=0.1) and pool["idle_unread_s"] == 0
+
+
+def test_a_watcher_whose_pace_changed_mid_run_is_read_at_the_pace_it_kept_there(tmp_path: Path) -> None:
+    """The watcher swept the pool every 2.5 s until 33.7 s, then every 6 s (the box got busier) to 81.7 s, the
+    pool idle from 10 s to the shutdown request at 90.01 s. Most of the run's sweep periods are 2.5 s, so one
+    window for the whole run (1.5 x the median, 3.75 s) left 2.25 s of every 6 s gap unread (a plain figure
+    10-13 % under the probe on saved logs where the pace changed so). A reading counts for 1.5 x the pace kept
+    near it (fold/pace.py): each 6 s gap is read, and the MiB·s is the sample-and-hold integral of the pool's
+    constant PSS, with nothing unread and no floor."""
+    w = idle_pool(read=False, later=30.0)
+    procs = [(200, 1.2, 200, 90.3), *KEPT_UP[1:]]  # the sidecar lives to 90.3 s (later)
+    keep_up(w, 3.7, 33.7, procs, every=2.5)
+    keep_up(w, 39.7, 82.0, procs, every=6.0)  # 39.7, 45.7, ..., 81.7 s
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert (pool["busy_until"], pool["idle_to"]) == (10.0, 90.01)
+    assert pool["idle_unread_s"] == 0, pool
+    assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (90.01 - 20.1), abs=0.1), pool
+    assert "holding 230 MiB real memory (PSS): 15.9 GiB·s idle" in rep["answer"], rep["answer"]

@@ -29,11 +29,13 @@ LEFTOVER_GRACE_S = 0.2
 MEMORY_EVERY_S = 2.0
 MEMORY_LOOK_S = 0.5
 MEMORY_STALE_S = MEMORY_EVERY_S + MEMORY_LOOK_S
-# A loaded host stretches that period (the sampler's CPU budget: an idle pool read every 8-9 s at load 9-20), so
-# a run's readings count for MEMORY_KEPT_K x the period the watcher kept in that run (the median gap between two
-# readings of one process), MEMORY_STALE_S at least: a sweep a little late still counts, a gap far beyond the
-# run's own pace (the watcher stopped or died) is still unread (analysis/fold/finish.py kept_stale_s).
+# A loaded host stretches that period (the sampler's CPU budget: an idle pool read every 8-9 s at load 9-20), and
+# it changes within a run with the load and the pools' sizes, so a reading counts for MEMORY_KEPT_K x the pace
+# the watcher kept near it (the median of the MEMORY_PACE_N sweep periods nearest it), MEMORY_STALE_S at least: a
+# sweep a little late still counts, a gap far beyond the pace around it (the watcher stopped, stalled or died) is
+# still unread (analysis/fold/pace.py).
 MEMORY_KEPT_K = 1.5
+MEMORY_PACE_N = 8
 # An idle MiB·s whose stretch went unread (a process alive with no reading STALE_S fresh) for more than this
 # share of it is a floor, told "at least ... (read for N of M s)": a watcher that keeps up leaves a few tenths
 # of a second unread at a worker's start; one stretched on a loaded box (readings every 8-9 s) leaves 70 %.

@@ -23,7 +23,7 @@ def sample_near(p: Process, t: float) -> tuple[float, int] | None:
     """(ts, pss) of p's latest sample in [t - its window, t] (memseries.stale_s): the rule memory at once counts
     a process by (memseries.at_once), so the counts and the figure they stand beside take the same readings;
     None if none."""
-    near = [(ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if t <= ts + stale_s(p) and ts <= t]
+    near = [(ts, pss) for ts, pss, _ in (lived_mem(p) if p.mem else ()) if t <= ts + stale_s(p, ts) and ts <= t]
     return max(near) if near else None
 
 

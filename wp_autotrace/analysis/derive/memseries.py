@@ -165,15 +165,14 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
     left = [False] * len(procs)
     state = _Sum(procs)
     exits = sorted((end, i) for i, end in state.exit.items())
-    window = [stale_s(p) for p in procs]
+    until: dict[int, float] = {}  # i -> when its latest reading turns its window old
     recent: list[tuple[float, int]] = []  # heap of (when the reading turns stale, i): who may still be fresh
     spanned = sum(in_span)  # alive by its span
 
     def sync(i: int, after: bool = False) -> None:
         # at a point a reading exactly its window old still counts; from that moment on (after) it does not
-        seen = state.latest.get(i)
-        # (the same sum as the heap's key, so a reading popped as stale is never found fresh by rounding)
-        fresh = seen is not None and (seen[0] + window[i] > t if after else seen[0] + window[i] >= t)
+        # (the same figure as the heap's key, so a reading popped as stale is never found fresh by rounding)
+        fresh = i in until and (until[i] > t if after else until[i] >= t)
         state.set_both(i, in_span[i] and not left[i] and fresh)
 
     k = e = g = x = 0
@@ -189,7 +188,8 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         while k < len(samples) and samples[k][0] == t:
             i = samples[k][1]
             state.read(i, t, samples[k][2])
-            heapq.heappush(recent, (t + window[i], i))
+            until[i] = t + stale_s(procs[i], t)
+            heapq.heappush(recent, (until[i], i))
             read_now.append(i)
             k += 1
         while e < len(enters) and enters[e][0] <= t:
@@ -220,10 +220,11 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
             yield t, state, spanned, None
 
 
-def stale_s(p: Process) -> float:
-    """How long p's reading counts, at a point and in an integral alike: its run's window (fold/finish.py
-    kept_stale_s: 1.5 x the period the watcher kept in that run, STALE_S at least); STALE_S outside a run."""
-    return p.run.stale_s if p.run is not None else STALE_S
+def stale_s(p: Process, ts: float) -> float:
+    """How long p's reading taken at ts counts, at a point and in an integral alike: its window (fold/pace.py:
+    1.5 x the pace the watcher kept near it, STALE_S at least); STALE_S outside a run."""
+    pace = p.run.pace if p.run is not None else None
+    return pace.windows(p).get(ts, STALE_S) if pace is not None else STALE_S
 
 
 class Memory:

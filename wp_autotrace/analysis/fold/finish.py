@@ -5,13 +5,12 @@ Also the crediting of a pool's calls to their pool, which the visits of `return`
 
 from __future__ import annotations
 
-import statistics
-
 from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES, SPAWNED_ARG
 from .autotune import autotune_members
 from .identities import Registry
 from .model import CREATE_ROUNDING_S, EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
+from .pace import Pace
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
@@ -121,27 +120,8 @@ def finish_run(run: Run) -> None:
     listed = len(run.leftover)
     if run.leftover_count > listed:
         run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
-    run.stale_s = kept_stale_s(run.processes)
-
-
-def kept_stale_s(processes: list[Process]) -> float:
-    """How long a memory reading of the run counts (memseries, for memory at once and its integral alike):
-    MEMORY_KEPT_K x the period the watcher kept, MEMORY_STALE_S at least. The kept period is the median gap
-    between two consecutive readings of one process, over all the run's processes: the watcher sweeps the run's
-    pools in one batch from one CPU budget (watcher/memory.py), so its pace is the run's, and a process read
-    only a few times (a worker that lived 30 s under a stalled sampler) borrows the run's pace rather than
-    stretching its own readings over the stall. Gaps between records would understate it (each pool's sweep,
-    end and join re-reads are records of their own); so would a gap under MEMORY_EVERY_S, which only a re-read
-    (a join, an end, a growth) makes: the periodic sweep of a pool comes at most every MEMORY_EVERY_S. A
-    median, so a stop of the watcher (a gap far beyond the others) leaves its stretch unread instead of setting
-    the pace."""
-    gaps: list[float] = []
-    for p in processes:
-        ts = sorted(m[0] for m in p.mem)
-        gaps += (b - a for a, b in zip(ts, ts[1:]) if b - a >= vocab.MEMORY_EVERY_S)
-    if not gaps:
-        return vocab.MEMORY_STALE_S
-    return max(vocab.MEMORY_STALE_S, vocab.MEMORY_KEPT_K * statistics.median(gaps))
+    run.pace = Pace(run.processes)
+    run.stale_s = run.pace.widest
 
 
 def match_waits(reg: Registry) -> None:

@@ -19,7 +19,7 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Protocol
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, MEMORY_STALE_S, SPAWNED_ARG
@@ -284,6 +284,12 @@ class Process:
         return [q for q in self.children if q.role == COMPILE_WORKER or q.pid in self.worker_pids or q.index in named]
 
 
+class Pace(Protocol):
+    """How long each memory reading of a run counts (fold/pace.py)."""
+
+    def windows(self, p: Process) -> dict[float, float]: ...
+
+
 class Run:
     """One run: its id, root, processes, and what the watcher saw of it."""
 
@@ -312,7 +318,9 @@ class Run:
         self.watcher_exit = ""  # the watcher's exit reason, once written
         self.watcher_started: dict[tuple[str, int], float] = {}  # (host, pid) -> its watcher_start's ts
         self.interval = 0.0  # the watcher's sampling interval (watcher_start)
-        # How long one of its memory readings counts (finish.kept_stale_s: from the period the watcher kept)
+        # How long each of its memory readings counts (fold/pace.py: from the pace the watcher kept near it),
+        # and the longest any counts (the report's memory_stale_s)
+        self.pace: Pace | None = None  # fold/pace.py's Pace (it reads the model: a Protocol here, no cycle)
         self.stale_s = MEMORY_STALE_S
         self.watcher_dropped = 0  # records the watcher could not write (a full disk), as it last said
         # (self.dropped: the run's processes' own, each process's largest count once)
