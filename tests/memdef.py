@@ -42,7 +42,9 @@ def sum_by_definition(procs: list[Any], t: float, latest: dict[int, Any], fresh_
         q.forked and q.parent is procs[i] and q.start is not None and q.start > latest[i][0]
         for j, q in enumerate(procs) if j in by_span) and not (  # nor one read before its own exit record
         procs[i].exited and procs[i].end is not None and latest[i][0] < procs[i].end <= t)]
-    return sum(latest[i][1] for i in fresh), len(fresh), len(alive)
+    # the oldest reading summed, as seconds before t (0 where all were taken at t): memseries.Point.apart
+    apart = max((t - latest[i][0] for i in fresh), default=0.0)
+    return sum(latest[i][1] for i in fresh), len(fresh), len(alive), apart
 
 
 def at_once_by_definition(procs: list[Any], a: float | None = None, b: float | None = None) -> list[Any]:
@@ -56,9 +58,9 @@ def at_once_by_definition(procs: list[Any], a: float | None = None, b: float | N
     out, latest = [], {}
     for t in sorted({s[0] for s in samples}):
         latest.update({i: (ts, pss) for ts, i, pss in samples if ts == t})
-        pss, read, alive = sum_by_definition(procs, t, latest, lambda p, ts, t: ts + stale_s(p, ts) >= t)
+        pss, read, alive, apart = sum_by_definition(procs, t, latest, lambda p, ts, t: ts + stale_s(p, ts) >= t)
         if read:
-            out.append(Point(t, pss, read, alive))
+            out.append(Point(t, pss, read, alive, apart))
     return out
 
 
@@ -78,7 +80,7 @@ def integral_by_definition(procs: list[Any], a: float, b: float) -> tuple[float,
         for ts, i, pss in samples:
             if ts <= mid:
                 latest[i] = (ts, pss)
-        pss, read, alive = sum_by_definition(procs, mid, latest, lambda p, ts, t: ts + stale_s(p, ts) > t)
+        pss, read, alive, _ = sum_by_definition(procs, mid, latest, lambda p, ts, t: ts + stale_s(p, ts) > t)
         total += pss * (hi - lo)
         unread += (hi - lo) if read < alive else 0.0
     return total, unread

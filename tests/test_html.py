@@ -390,7 +390,7 @@ def test_memory_at_once_is_its_definition_on_odd_lives() -> None:
         a, b = sorted(rnd.randint(0, 24) / 2 for _ in range(2))
         window = at_once_by_definition(procs, a, b)
         assert at_once(procs, a, b) == window
-        best = max(window, key=lambda pt: pt.pss, default=None)
+        best = max([pt for pt in window if pt.apart <= STALE_S] or window, key=lambda pt: pt.pss, default=None)
         assert peak_at_once(procs, a, b) == ((best.pss, best.read, best.alive, best.ts) if best
                                              else (None, 0, 0, None))
 
@@ -628,3 +628,30 @@ def test_an_idle_gap_between_uses_holds_what_the_script_read_and_is_told_alike(
     assert f"pools idle {pool['idle_total_s']:.1f} s" in text and f"idle in all {pool['idle_total_s']:.1f} s" in text
     page = render_html(rep, text)
     assert f"idle {gap['s']:.1f} s between its ready" in page
+
+
+def test_a_peak_is_never_a_sum_of_two_sweeps_readings() -> None:
+    """A watcher at a 9 s pace: a reading counts 13.5 s (fold/pace.py), so between sweeps a point sums one
+    process's reading of now with another's of seconds ago. B burst to 400 MiB in the 27 s sweep, A in a
+    re-read of its own at 31 s, both back to 100 MiB at 36 s: the 31 s point (A 400 + B's 400 of 4 s before)
+    is on the line, but 800 MiB never was held together as far as any one sweep saw; the peak is the largest
+    point whose readings were taken within STALE_S of it (the 27 s sweep: 500 MiB, both read)."""
+    from types import SimpleNamespace
+
+    from wp_autotrace.analysis.derive.memseries import Memory, at_once, peak_at_once
+    from wp_autotrace.analysis.fold.pace import Pace
+
+    m = MIB
+    a = _process(0.0, 100.0, 100.0, True, [(0.0, 100 * m, 0), (9.0, 100 * m, 0), (18.0, 100 * m, 0),
+                                          (27.0, 100 * m, 0), (31.0, 400 * m, 0), (36.0, 100 * m, 0)])
+    b = _process(0.0, 100.0, 100.0, True, [(0.0, 100 * m, 0), (9.0, 100 * m, 0), (18.0, 100 * m, 0),
+                                          (27.0, 400 * m, 0), (36.0, 100 * m, 0)])
+    b.index = 1
+    run = SimpleNamespace(pace=Pace([a, b]))
+    a.run = b.run = run  # type: ignore[assignment]
+    points = at_once([a, b])
+    assert points == at_once_by_definition([a, b])
+    assert [(pt.ts, pt.pss // m, pt.read, pt.apart) for pt in points if pt.ts in (27.0, 31.0)] == [
+        (27.0, 500, 2, 0.0), (31.0, 800, 2, 4.0)]
+    assert peak_at_once([a, b]) == (500 * m, 2, 2, 27.0)
+    assert max(pt.pss for pt in Memory([a, b]).points) == 800 * m  # the line still holds it

@@ -42,12 +42,14 @@ MEMORY_POINTS = 830
 
 
 class Point(NamedTuple):
-    """One moment of a pool's memory: absolute time, bytes held together, processes read / alive."""
+    """One moment of a pool's memory: absolute time, bytes held together, processes read / alive, and how long
+    before ts the oldest reading it sums was taken (0 where one sweep read all it sums; `peak`)."""
 
     ts: float
     pss: int
     read: int
     alive: int
+    apart: float = 0.0
 
 
 def lived_mem(p: Process) -> list[tuple[float, int, int]]:
@@ -93,6 +95,11 @@ class _Sum:
         self.exited: set[int] = set()
         self.early: set[int] = set()
         self.early_total = 0
+        # (reading time, i) of the readings a point sums, lazily cleared: the oldest is the point's `apart`
+        self.oldest: list[tuple[float, int]] = []
+
+    def _counts(self, i: int) -> None:
+        heapq.heappush(self.oldest, (self.latest[i][0], i))
 
     def _after_reading(self, kid: int, parent: int) -> bool:
         return parent in self.latest and self.fork[kid] > self.latest[parent][0]  # type: ignore[operator]
@@ -114,6 +121,7 @@ class _Sum:
         elif not want and i in self.early:
             self.early.discard(i)
             self.early_total -= self.latest[i][1]
+            self._counts(i)
 
     def set_both(self, i: int, want: bool) -> None:
         if want == (i in self.both):
@@ -121,6 +129,7 @@ class _Sum:
         if want:
             self.both.add(i)
             self.total += self.latest[i][1]
+            self._counts(i)
         else:
             self._settle_out(i)
             self.both.discard(i)
@@ -143,8 +152,13 @@ class _Sum:
         self.newer[i] = sum(1 for k in self.kids.get(i, ()) if k in self.both and self._after_reading(k, i))
 
     def point(self, t: float, spanned: int, extra: list[int]) -> Point:
+        heap = self.oldest
+        while heap and (heap[0][1] not in self.both or heap[0][1] in self.early
+                        or self.latest[heap[0][1]][0] != heap[0][0]):
+            heapq.heappop(heap)  # no longer summed (a newer reading, left the window, out as early)
         return Point(t, self.total - self.early_total + sum(self.latest[i][1] for i in extra),
-                     len(self.both) - len(self.early) + len(extra), spanned + len(extra))
+                     len(self.both) - len(self.early) + len(extra), spanned + len(extra),
+                     t - heap[0][0] if heap else 0.0)
 
 
 def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, steps: bool = False
@@ -245,7 +259,7 @@ class Memory:
                 self.points.append(state.point(t, spanned, extra))
                 continue
             step = state.point(t, spanned, [])
-            if step[1:] != self.steps[-1][1:]:
+            if step[1:4] != self.steps[-1][1:4]:
                 self.steps.append(step)
         self._times = [s.ts for s in self.steps]
 
@@ -306,8 +320,18 @@ def peak_at_once(procs: list[Process], a: float | None = None, b: float | None =
     """The most PSS procs held together at one moment: at_once's largest point (its samples in [a, b] when
     given; the first such moment on a tie). Returns (peak bytes, processes read at that moment, processes
     alive then, t); (None, 0, 0, None) unsampled."""
-    best = max(at_once(procs, a, b), key=lambda pt: pt.pss, default=None)
+    best = peak(at_once(procs, a, b))
     return (None, 0, 0, None) if best is None else (best.pss, best.read, best.alive, best.ts)
+
+
+def peak(points: list[Point]) -> Point | None:
+    """The most held at one moment: the largest of the points whose readings were all taken within STALE_S
+    of it (apart: the sampler's own period, one sweep's moment), the first on a tie; the largest of all
+    where none was. A reading counts for the pace the watcher kept (fold/pace.py), up to 13.5 s at a 9 s pace,
+    so a point between two sweeps may sum one process's reading of now with another's of 13 s ago: the line
+    and its MiB·s hold them, but a burst read in two sweeps is no peak that existed together (principle 6)."""
+    at_one = [pt for pt in points if pt.apart <= STALE_S]
+    return max(at_one or points, key=lambda pt: pt.pss, default=None)
 
 
 def left_at_once(procs: list[Process], after: float | None) -> Point | None:

@@ -42,7 +42,7 @@ from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, JobSpan, Pool, Process
 from ..words.fmt import MIB
 from .counts import counts_at
-from .memseries import Memory, Point, lived_mem, peak_at_once
+from .memseries import Memory, Point, lived_mem, peak, peak_at_once
 
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"
@@ -533,7 +533,7 @@ class PoolStory:
     def _peak(self) -> tuple[int | None, float | None]:
         """What the pool's processes held together at one moment (peak_at_once), and when: never a sum of
         figures from different moments."""
-        best = max(self.series, key=lambda pt: pt.pss, default=None)  # peak_at_once's rule, on the series
+        best = peak(self.series)  # peak_at_once's rule, on the series
         return (best.pss, best.ts) if best is not None else (None, None)
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
