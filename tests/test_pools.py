@@ -1807,3 +1807,19 @@ def test_a_watcher_whose_pace_changed_mid_run_is_read_at_the_pace_it_kept_there(
     assert pool["idle_unread_s"] == 0, pool
     assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (90.01 - 20.1), abs=0.1), pool
     assert "holding 230 MiB real memory (PSS): 15.9 GiB·s idle" in rep["answer"], rep["answer"]
+
+
+def test_the_first_gap_after_a_slow_phase_counts_at_the_runs_own_pace(tmp_path: Path) -> None:
+    """Swept every 6 s to 63.7 s (the run's pace), then 8.5 s to the next sweep (its budget still paying for
+    the slow phase) and every 2.5 s after. The sweeps around that gap are half 6 s, half 2.5 s (a local pace of
+    4.25 s, a 6.4 s window); a reading never counts less than 1.5 x the run's own period (9 s), so the gap is
+    read, as the run-wide rule read it, and nothing of the idle span is unread."""
+    w = idle_pool(read=False, later=30.0)
+    procs = [(200, 1.2, 200, 90.3), *KEPT_UP[1:]]
+    keep_up(w, 3.7, 63.7, procs, every=6.0)
+    keep_up(w, 72.2, 82.2, procs, every=2.5)  # 72.2, 74.7, ..., 82.2 s
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert (pool["busy_until"], pool["idle_to"]) == (10.0, 90.01)
+    assert pool["idle_unread_s"] == 0, pool
+    assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (90.01 - 20.1), abs=0.1), pool

@@ -4,7 +4,7 @@ watcher read them. The one sum the report's figures, the HTML page and the Perfe
 
 At each time t the watcher wrote a `memory` record holding one of the processes, the sum over those alive
 at t (Process.alive_at: started, and not yet ended by Process.ended_at, the one end rule) of each one's
-latest PSS sample taken in [t - W, t], W its run's window (stale_s). A process alive at t with no sample
+latest PSS sample taken in [t - W, t], W that sample's window (stale_s). A process alive at t with no sample
 that fresh is left out of that point, and the point says so (read < alive): nothing is estimated. A process
 read at t counts at t whatever its span says (the reading proves it was there). A sample taken after the process's own
 process_exit is used only while none of the processes it shares pages with had begun to end (lived_mem): the
@@ -14,10 +14,10 @@ sidecar read after its forked workers went holds their once-shared pages alone.
 STALE_S is the sampler's own period (common/vocab.py MEMORY_STALE_S: each pool process at most every
 MEMORY_EVERY_S, looked at every MEMORY_LOOK_S; the watcher samples by the same constants), so a pool the
 sampler keeps up with is read whole at every point. A loaded host stretches that period (the sampler's CPU
-budget), so W is 1.5 x the period the watcher kept in the run, STALE_S at least (fold/finish.py
-kept_stale_s): a pool swept every 9 s is read whole; where the watcher went far beyond its own pace (it
-stopped, stalled, or a large pool outran its budget) the points say "N of M read" instead of summing stale
-figures.
+budget), so W is 1.5 x the pace the watcher kept near that reading, STALE_S at least (fold/pace.py): a pool
+swept every 9 s is read whole; where the watcher went far beyond the pace around it (it stopped or stalled) the
+points say "N of M read" instead of summing stale figures. A point between two sweeps may so sum readings up
+to W apart (Point.apart): every peak is the largest point whose readings one moment holds (`peak`).
 """
 
 from __future__ import annotations

@@ -1,18 +1,24 @@
 """The pace the watcher kept near each memory reading of a run: how long that reading counts (memseries, at a
 moment and in every MiB·s alike; docs/evidence.md, "Memory over time").
 
-A reading counts for max(MEMORY_STALE_S, MEMORY_KEPT_K x the local period): the median of the MEMORY_PACE_N
-sweep periods of the run nearest in time to the gap it opens (from it to the process's next reading; to the
-reading itself for a process's last). A sweep period is a gap between two consecutive readings of one process,
-MEMORY_EVERY_S or more (a shorter one is a re-read at a join, an end or a growth, not the periodic sweep), each
-distinct gap once (a pool's processes are read in one tick: their gaps are one sweep's). Why local and not one
-figure for the run: the watcher's pace follows the load and the pools' sizes (its reads come from a CPU budget,
-watcher/memory.py), so it changes within a run (a notebook's kernel read every 2.7 s, then every 5-7 s while
-its pool was bigger): one run-wide median left each gap of the slower phase partly unread and its MiB·s 10-13 %
-under the probe. Why the neighbours and not the gap itself: a stall (the watcher stopped, or every process at
-once waited 20-32 s) is far beyond the sweeps around it, so it stays unread instead of setting its own pace;
-a process read only a few times across a stall borrows the run's nearby pace rather than stretching its own
-readings over it."""
+A reading counts for MEMORY_KEPT_K x the longer of two periods, MEMORY_STALE_S at least: the run's kept period
+(the median gap between two consecutive readings of one process, over all the run's processes) and the local
+pace (the median of the MEMORY_PACE_N sweep periods of the run nearest the gap the reading opens, to the
+process's next reading; to the reading itself for a process's last). A sweep period is a gap between two
+consecutive readings of one process, MEMORY_EVERY_S or more (a shorter one is a re-read at a join, an end or a
+growth, not the periodic sweep); for the local pace each distinct gap once (a pool's processes are read in one
+tick: their gaps are one sweep's), half of them before the gap and half after (counted by sweeps, so a faster
+phase beside it, more sweeps in the same seconds, does not outvote a slower one), the gap itself left out.
+
+Why local: the watcher's pace follows the load and the pools' sizes (its reads come from a CPU budget,
+watcher/memory.py), so it changes within a run (a notebook's kernel read every 2.7 s, then every 5-7 s while its
+pool was bigger): the run's median alone left each gap of the slower phase partly unread and its MiB·s 10-13 %
+under the probe. Why never under the run's period: the first gap after a phase ends (a pool's workers went, the
+budget still paying for the bigger sweeps) is 2-4x the sweeps after it, and a short pool's few gaps sit beside
+faster ones; by the local pace alone they went unread (12 plain figures over 5 % under the probe on the saved
+logs, against 4). Why the neighbours and not the gap itself: a stall (the watcher stopped, or every process at
+once waited 20-32 s) is far beyond both, so it stays unread instead of setting its own pace, and a process read
+only a few times across a stall borrows the run's pace rather than stretching its own readings over it."""
 
 from __future__ import annotations
 
@@ -29,9 +35,14 @@ class Pace:
     def __init__(self, processes: list[Process]) -> None:
         self._procs = processes
         gaps: set[tuple[float, float]] = set()
+        every: list[float] = []  # per process, as the run's kept period counts them
         for p in processes:
             ts = sorted({m[0] for m in p.mem})
-            gaps.update((a, b) for a, b in zip(ts, ts[1:]) if b - a >= vocab.MEMORY_EVERY_S)
+            mine = [(a, b) for a, b in zip(ts, ts[1:]) if b - a >= vocab.MEMORY_EVERY_S]
+            gaps.update(mine)
+            every += (b - a for a, b in mine)
+        # the run's kept period: the median over all its processes' gaps (a stall is far beyond it)
+        self.kept = float(statistics.median(every)) if every else 0.0
         ordered = sorted(((a + b) / 2, b - a, a, b) for a, b in gaps)
         self._mids = [g[0] for g in ordered]
         self._gaps = ordered
@@ -40,9 +51,9 @@ class Pace:
 
     def window(self, a: float, b: float | None) -> float:
         """How long a reading taken at a counts when the same process's next reading came at b (None: none
-        came): MEMORY_KEPT_K x the median of the MEMORY_PACE_N sweep periods nearest [a, b] (in midpoint
-        order, half before it and half after, the gap [a, b] itself left out), MEMORY_STALE_S at least;
-        MEMORY_STALE_S where the run has none."""
+        came): MEMORY_KEPT_K x the longer of the run's kept period and the local pace (the median of the
+        MEMORY_PACE_N sweep periods nearest [a, b] in midpoint order, half before it and half after, the gap
+        [a, b] itself left out), MEMORY_STALE_S at least (where the run has no sweep period)."""
         mid = a if b is None else (a + b) / 2
         at = bisect.bisect_left(self._mids, mid)
         before = [g[1] for g in self._gaps[max(0, at - vocab.MEMORY_PACE_N):at] if (g[2], g[3]) != (a, b)]
@@ -52,9 +63,8 @@ class Pace:
         half = vocab.MEMORY_PACE_N // 2
         take_b = min(len(before), max(half, vocab.MEMORY_PACE_N - len(after)))
         near = before[len(before) - take_b:] + after[:vocab.MEMORY_PACE_N - take_b]
-        if not near:
-            return vocab.MEMORY_STALE_S
-        return max(vocab.MEMORY_STALE_S, vocab.MEMORY_KEPT_K * float(statistics.median(near)))
+        local = float(statistics.median(near)) if near else 0.0
+        return max(vocab.MEMORY_STALE_S, vocab.MEMORY_KEPT_K * max(self.kept, local))
 
     def windows(self, p: Process) -> dict[float, float]:
         """p's reading time -> how long that reading counts (window: from the gap to p's next reading)."""
