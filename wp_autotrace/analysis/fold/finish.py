@@ -121,7 +121,7 @@ def finish_run(run: Run) -> None:
     if run.leftover_count > listed:
         run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
     run.pace = Pace(run.processes)
-    run.stale_s = run.pace.widest
+    run.stale_s = run.pace.run_window
 
 
 def match_waits(reg: Registry) -> None:

@@ -319,7 +319,7 @@ class Run:
         self.watcher_started: dict[tuple[str, int], float] = {}  # (host, pid) -> its watcher_start's ts
         self.interval = 0.0  # the watcher's sampling interval (watcher_start)
         # How long each of its memory readings counts (fold/pace.py: from the pace the watcher kept near it),
-        # and the longest any counts (the report's memory_stale_s)
+        # and the run's own window, the least any counts (the report's memory_stale_s)
         self.pace: Pace | None = None  # fold/pace.py's Pace (it reads the model: a Protocol here, no cycle)
         self.stale_s = MEMORY_STALE_S
         self.watcher_dropped = 0  # records the watcher could not write (a full disk), as it last said

@@ -47,7 +47,8 @@ class Pace:
         self._mids = [g[0] for g in ordered]
         self._gaps = ordered
         self._cache: dict[int, dict[float, float]] = {}
-        self.widest = max((self.window(a, b) for _, _, a, b in ordered), default=vocab.MEMORY_STALE_S)
+        # the run's own window (runs[].memory_stale_s, the page's hold): a reading counts at least this long
+        self.run_window = max(vocab.MEMORY_STALE_S, vocab.MEMORY_KEPT_K * self.kept)
 
     def window(self, a: float, b: float | None) -> float:
         """How long a reading taken at a counts when the same process's next reading came at b (None: none

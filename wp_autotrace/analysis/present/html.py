@@ -73,7 +73,7 @@ def render_html(rep: dict[str, Any], text_report: str) -> str:
            '<section id="findings"><h2>Findings</h2>', _findings(rep), "</section>",
            "<h2>How to read the charts</h2>", legend(),
            '<p class="note">Hover a mark for its pid, role, command line, times and figures. Memory: PSS '
-           "of each pool's processes summed at one moment (samples at most 1.5 x the period the watcher kept old, "
+           "of each pool's processes summed at one moment (samples at most 1.5 x the pace the watcher kept old, "
            f"{STALE_S:g} s at least; a point with fewer processes read than alive is ringed; no sample that fresh: "
            "a gap).</p>"]
     for run in _runs_in_rank_order(rep):
