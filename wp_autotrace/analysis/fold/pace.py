@@ -47,6 +47,7 @@ class Pace:
         self._mids = [g[0] for g in ordered]
         self._gaps = ordered
         self._cache: dict[int, dict[float, float]] = {}
+        self._by_gap: dict[tuple[float, float | None], float] = {}
         # the run's own window (runs[].memory_stale_s, the page's hold): a reading counts at least this long
         self.run_window = max(vocab.MEMORY_STALE_S, vocab.MEMORY_KEPT_K * self.kept)
 
@@ -72,6 +73,8 @@ class Pace:
         got = self._cache.get(p.index)
         if got is None:
             ts = sorted({m[0] for m in p.mem})
-            got = {a: self.window(a, b) for a, b in zip(ts, [*ts[1:], None])}
+            # a pool's processes are read in one tick: one window per distinct gap, not per process
+            got = {a: self._by_gap[(a, b)] if (a, b) in self._by_gap else self._by_gap.setdefault(
+                (a, b), self.window(a, b)) for a, b in zip(ts, [*ts[1:], None])}
             self._cache[p.index] = got
         return got
