@@ -31,3 +31,13 @@ run torchrun_restart --timeout 380 --linger 6 -- "$PY" -m torch.distributed.run 
     --max-restarts=1 --monitor-interval=0.5 "$U/torchrun_restart.py"
 run thread_after_exit --timeout 360 --linger 6 -- "$PY" "$U/thread_after_exit.py"
 run threads_race --timeout 360 --linger 6 -- "$PY" "$U/threads_race.py"
+# A container whose /dev/shm an earlier job's leftover buffers fill (a 64 MB tmpfs in a mount namespace).
+run shm_full --timeout 300 --linger 6 -- unshare -rm sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm &&
+    { dd if=/dev/zero of=/dev/shm/deepspeed_allreduce_buffer_0 bs=1M count=64 2>/dev/null; exec "$0" "$1"; }' \
+    "$PY" "$U/shm_full.py"
+# A node's `ulimit -u` (RLIMIT_NPROC): root is exempt, so the job runs as nobody, with a python nobody can reach.
+if [ -z "$ONLY" ] || [[ " $ONLY " == *" nproc_limit "* ]]; then
+    NPY=$(bash "$U/nobody_python.sh") && mkdir -p "$OUT/nproc_limit" && chmod 777 "$OUT/nproc_limit"
+    run nproc_limit --timeout 300 --linger 6 -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+        prlimit --nproc=24:24 "$NPY" "$U/nproc_limit.py"
+fi

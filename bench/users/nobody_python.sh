@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Prints a python that uid nobody can run with this checkout's .venv packages (torch, wp_autotrace, psutil):
+# the .venv's own interpreter may sit under a home directory nobody cannot enter (pyenv in /root). A venv of the
+# system python3.11 whose one .pth adds the .venv's site-packages (site.addsitedir: their .pth files run too).
+set -eu
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+SITE=$REPO/.venv/lib/python3.11/site-packages
+V=${TMPDIR:-/tmp}/wp-users-nobody-venv
+if [ ! -x "$V/bin/python" ]; then
+    /usr/bin/python3.11 -m venv --without-pip "$V" >&2
+    echo "import site; site.addsitedir('$SITE')" > "$V/lib/python3.11/site-packages/zz_checkout.pth"
+    chmod -R a+rX "$V"
+fi
+echo "$V/bin/python"
