@@ -12,8 +12,10 @@ what holds the processes, and what do I change?
 Run by bench/users/run_more.sh in a user namespace under `prlimit --nproc=NPROC` (the node's limit; root outside a
 user namespace is exempt from it). Stand-ins on torch 2.13 CPU: the pool is made the way a GPU host's first Triton
 kernel makes it (wait_pool_ready()), and each of KERNELS kernels is linked in the pool by a linker that starts
-LINK_THREADS threads (ld.lld's --threads), a Python stand-in run with subprocess. The job reports each kernel's
-outcome as the user saw it (the linker's own error goes to the job's stderr, as ld.lld's does), then ends (1 when a kernel failed). The control is the same run with no limit.
+LINK_THREADS threads (ld.lld's --threads), a Python stand-in run with subprocess. The job waits for them as a
+compiled module does (AsyncCompile.wait) and reports each kernel's outcome as the user saw it (the linker's own
+error goes to the job's stderr, as ld.lld's does), then ends (1 when a kernel failed). The control is the same run
+with no limit.
 Standalone: `python bench/users/nproc_limit.py` (no limit: the control).
 """
 import os
@@ -39,15 +41,21 @@ soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
 print(f"ulimit -u: {soft if soft != resource.RLIM_INFINITY else 'unlimited'}", flush=True)
 AsyncCompile.wait_pool_ready()  # first Triton kernel
 pool = AsyncCompile.process_pool()
-links = [pool.submit(subprocess.run, [sys.executable, "-c", LINKER], check=True) for _ in range(KERNELS)]
+# A compiled module's kernels: each a future of the pool, waited for as the module's own code does
+# (`async_compile.wait(globals())`, AsyncCompile.wait: it raises the first kernel's error).
+scope = {f"triton_kernel_{i}": pool.submit(subprocess.run, [sys.executable, "-c", LINKER], check=True)
+         for i in range(KERNELS)}
+links = list(scope.values())
+try:
+    AsyncCompile().wait(scope)
+    print("compiled", flush=True)
+except Exception as e:  # noqa: BLE001 - the user sees whatever the wait raised
+    print(f"compile failed: {type(e).__name__}: {str(e).strip().splitlines()[-1][-80:]}", flush=True)
 failed = 0
 for i, link in enumerate(links):
-    try:
-        link.result(timeout=120)
-        print(f"kernel {i}: linked", flush=True)
-    except Exception as e:  # noqa: BLE001 - the user sees whatever the pool raised
-        failed += 1
-        last = str(e).strip().splitlines()[-1]
-        print(f"kernel {i}: {type(e).__name__}: {last.split(':')[0]}: ...{last[-40:]}", flush=True)
+    error = link.exception(timeout=120)
+    failed += error is not None
+    print(f"kernel {i}: " + (f"{type(error).__name__}: ...{str(error).strip()[-60:]}" if error else "linked"),
+          flush=True)
 print(f"{failed} of {KERNELS} kernels failed", flush=True)
 sys.exit(1 if failed else 0)
