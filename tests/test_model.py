@@ -697,6 +697,60 @@ def test_sidecar_error_explains_never_served(tmp_path: Path) -> None:
     assert "_functools.py:50" in text
 
 
+def _sidecar_raised(file: str) -> LogWriter:
+    """with_raising_sidecar, whose main() raised ENOSPC where `file` made something."""
+    w = with_raising_sidecar()
+    origin = {"file": file, "line": 57, "func": "__init__"}
+    for r in w.lines:
+        if r["event"] == "error":
+            r.update(exc_type="OSError", message="[Errno 28] No space left on device", frames=[origin], origin=origin)
+    return w
+
+
+def test_a_sidecar_that_found_dev_shm_full_is_told_with_the_shm_fix(tmp_path: Path) -> None:
+    """A sidecar whose main() raised ENOSPC where multiprocessing made its pool's lock (a POSIX semaphore, a file
+    in /dev/shm) found /dev/shm full (a container's 64 MB, filled by an earlier job's leftovers): the fix is room
+    in /dev/shm, a setting (--shm-size), not 'fix what its main() raised' in the standard library. The same
+    errno where torch wrote a file of its own (a full disk) keeps the general words."""
+    rep = report(_sidecar_raised("/usr/lib/python3.11/multiprocessing/synchronize.py"), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "sidecar-never-served")
+    assert "No space left on device" in f["text"] and "): /dev/shm was full, where" in f["text"], f["text"]
+    assert "--shm-size" in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"], f["advice"]
+    assert "/dev/shm was full" in rep["answer"] and "--shm-size" in rep["answer"], rep["answer"]
+    (tmp_path / "disk").mkdir()
+    rep = report(_sidecar_raised("/site/torch/_inductor/codecache.py"), tmp_path / "disk")
+    f = next(f for f in rep["findings"] if f["kind"] == "sidecar-never-served")
+    assert "/dev/shm" not in f["text"] + f["advice"] and f["advice"].startswith("fix what its main() raised"), f
+
+
+def test_a_lost_jobs_wait_is_told_with_its_length_and_how_it_ended(tmp_path: Path) -> None:
+    """A job its pool never answered costs the user the wait on it: main's wait_pool_ready() in flight when the
+    sidecar died (at 2 s) ran until the job's own step timeout raised in it (at 3.5 s). jobs-lost says who waited,
+    how long and how the wait ended, in the Answer too (its line would be cut before the wait). Without such a
+    wait, the words are as before."""
+    w = with_lost_job()
+    call(w, 1.5, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 7, None)
+    w.add(3.5, 100, 1, "main", "return", call_id=7, duration_s=2.0,
+          error="TimeoutError: the first compile was still waiting after 90 s")
+    rep = report(w, tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "jobs-lost")
+    waited = ("main 100 waited 2.0 s in wait_pool_ready() (1.5 -> 3.5 s), until TimeoutError: the first compile "
+              "was still waiting after 90 s")
+    assert waited in f["text"] and waited in f["headline"], f
+    assert waited in rep["answer"].replace("\n  ", " ").replace("\n", " "), rep["answer"]
+    # under its cause (the sidecar's main() raised: /dev/shm was full) the Answer keeps the wait whole too
+    origin = {"file": "/usr/lib/python3.11/multiprocessing/synchronize.py", "line": 57, "func": "__init__"}
+    w.add(1.9, 200, 100, "compile-sidecar", "error", source="logging", logger="torch._inductor", level="ERROR",
+          exc_type="OSError", message="[Errno 28] No space left on device", frames=[origin], origin=origin)
+    (tmp_path / "cause").mkdir()
+    answer = report(w, tmp_path / "cause")["answer"].replace("\n  ", " ").replace("\n", " ")
+    assert "/dev/shm was full" in answer and "- 1 job(s) the compile pool of sidecar 200 never answered (it " \
+        f"ended at 2.0 s): {waited}." in answer, answer
+    (tmp_path / "none").mkdir()
+    f = next(f for f in report(with_lost_job(), tmp_path / "none")["findings"] if f["kind"] == "jobs-lost")
+    assert "waited" not in f["text"] and not f.get("headline"), f
+
+
 def test_a_jobs_error_the_sidecar_logged_is_not_its_main_raising(tmp_path: Path) -> None:
     """A worker ended abruptly under a sidecar that went on serving: torch's job callback logs that one job's
     BrokenProcessPool in the sidecar (and the sidecar makes new workers). That is a job's failure, not the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...common import targets
 from ...common.vocab import COMPILE_WORKER
 from ..derive.endings import (
     OOM_AMONG,
@@ -23,7 +24,7 @@ from ..derive.endings import (
 from ..derive.labels import process_label
 from ..derive.lostjobs import pool_jobs
 from ..derive.pools import broken_jobs, own_errors, user_frame
-from ..words.fmt import TEXT_PIDS, pid_text, site, size_text
+from ..words.fmt import TEXT_PIDS, error_words, pid_text, site, size_text
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -162,6 +163,33 @@ def _last_reading(p: Process) -> tuple[float, int] | None:
     return (p.mem[-1][0], p.mem[-1][1]) if p.mem else None
 
 
+# The creator's calls that wait on its pool's answers: the first Triton kernel's wait for the pool's ready probe,
+# and a compiled module's wait on its kernels.
+POOL_WAITS = (targets.WAIT_POOL_READY, targets.ASYNC_WAIT)
+# How much of the error that ended such a wait is told beside it (the Answer's line stays one sentence).
+ERROR_CHARS = 70
+
+
+def _waited(v: View, pool: Pool, end: float | None) -> str:
+    """'; main P waited S s on it in AsyncCompile.X() (a -> b s), until E' for the creator's longest wait on the
+    pool that was in flight when its sidecar ended (E: the error that ended it, else 'it never returned'); ''
+    where none was. A lost job's cost is the wait that no answer ever ended."""
+    if end is None:
+        return ""
+    waits = [c for c in pool.creator.calls.values() if c.tag in POOL_WAITS and c.ts <= end
+             and (c.end is None or c.end >= end)]
+    if not waits:
+        return ""
+    c = max(waits, key=lambda c: (c.end if c.end is not None else v.t_end) - c.ts)
+    stop = c.end if c.end is not None else v.t_end
+    error = error_words(c.error).splitlines()[0] if c.error else ""
+    how = (f"until {error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS].rsplit(' ', 1)[0] + ' …'}" if error else
+           "until it ended" if c.end is not None else "and it never returned")
+    return (f"; {pool.creator.role} {pool.creator.pid} waited {stop - c.ts:.1f} s in "
+            f"{c.target.rpartition('.')[2] if '.' in c.target else c.target}() ({v.rel(c.ts) or 0:.1f} -> "
+            f"{v.rel(stop) or 0:.1f} s), {how}")
+
+
 def jobs_lost(v: View) -> Finding | None:
     """Jobs sent to a pool whose sidecar had already ended (or in flight in it): they never come back."""
     lost = [(pool, pool_jobs(v.endings, pool)) for pool in v.pools]
@@ -173,17 +201,22 @@ def jobs_lost(v: View) -> Finding | None:
     line = jobs["lost_line"]
     where = f", the last from {site(line)}" if line else ""
     end = pool.sidecar.ended_at if pool.sidecar is not None else None
-    return _finding(
+    waited = _waited(v, pool, end)
+    head = ((f"{total} job(s) went to a compile pool whose sidecar {pool.sidecar_pid} had ended (at "
+             if any(j["lost_after_end"] for _, j in lost) else
+             f"{total} job(s) sent to the compile pool of sidecar {pool.sidecar_pid} were never answered: it ended "
+             "(at ") + f"{v.rel(end) or 0:.1f} s){where}{waited}")
+    return Finding(
         "jobs-lost", "problem",
-        (f"{total} job(s) went to a compile pool whose sidecar {pool.sidecar_pid} had ended (at "
-         if any(j["lost_after_end"] for _, j in lost) else
-         f"{total} job(s) sent to the compile pool of sidecar {pool.sidecar_pid} were never answered: it ended (at ")
-        + f"{v.rel(end) or 0:.1f} s){where}: they never return (a future's result() waits for ever, or until "
-        "its timeout); in torch 2.13 the pool does not notice its sidecar's end.",
+        head + ": they never return (a future's result() waits for ever, or until its timeout); in torch 2.13 the "
+        "pool does not notice its sidecar's end.",
         sorted({p.creator.pid for p, _ in lost}),
         [f"pool of sidecar {p.sidecar_pid}: {j['jobs_lost']} lost" for p, j in lost[:TEXT_PIDS]],
         "make a new pool after the old one died (shutdown_compile_workers(), then the next compile starts one); "
-        "see pool-died for why it died", {"jobs_lost": total})
+        "see pool-died for why it died", {"jobs_lost": total},
+        # the Answer keeps the wait (what the lost job cost the user) whole: a cut at a clause would drop it
+        (f"{total} job(s) the compile pool of sidecar {pool.sidecar_pid} never answered (it ended at "
+         f"{v.rel(end) or 0:.1f} s): {waited.removeprefix('; ')}.") if waited else "")
 
 
 def jobs_cut_off(v: View) -> Finding | None:

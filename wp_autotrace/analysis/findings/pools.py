@@ -122,6 +122,22 @@ def _shadow_advice(p: Process) -> str:
             "main process's sys.path as its PYTHONPATH), and a new pool would die the same way")
 
 
+# multiprocessing's locks (a worker pool's queues make them) are POSIX semaphores, each a file in /dev/shm (glibc's
+# sem_open): ENOSPC where one is made is a full /dev/shm, a container's 64 MB by default.
+SEMAPHORE_FILE = "multiprocessing/synchronize.py"
+NO_SPACE = "[Errno 28]"
+SHM_FULL_ADVICE = ("/dev/shm is full: remove what fills it (files earlier jobs left there: ls -la /dev/shm), or give "
+                   "the container a larger one (docker run --shm-size=1g; on Kubernetes an emptyDir of medium Memory "
+                   "on /dev/shm); meanwhile TORCHINDUCTOR_COMPILE_THREADS=1 compiles without a pool")
+
+
+def _shm_full(p: Process) -> bool:
+    """p's own first error is ENOSPC where multiprocessing made a semaphore: its pool found /dev/shm full."""
+    err = own_errors(p)[0]
+    file = (err.get("origin") or {}).get("file")
+    return isinstance(file, str) and file.endswith(SEMAPHORE_FILE) and NO_SPACE in str(err.get("message", ""))
+
+
 def sidecars_never_served(v: View) -> Finding | None:
     """Traced sidecars that exited (or are left) without ever being asked to shut down."""
     idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
@@ -133,13 +149,17 @@ def sidecars_never_served(v: View) -> Finding | None:
         return None
     pids = sorted({p.pid for p in idle})
     raised = [p for p in idle if own_errors(p)]
+    shm = bool(raised) and _shm_full(raised[0])
     why = (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
-           + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
+           + (": /dev/shm was full, where its worker pool makes its locks (POSIX semaphores are files there)"
+              if shm else "") + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
         ": its main loop never served the pool (no SubprocMain._shutdown)"
     warmed = {c.proc.index for c in v.warm_calls}
     if any(p.index in warmed for p in raised):
         advice = ("its own import started a pool (see nested-pools) and its main() then failed: keeping the "
                   "backend out of the sidecars fixes both")
+    elif raised and _shm_full(raised[0]):
+        advice = SHM_FULL_ADVICE
     elif raised:
         advice = _shadow_advice(raised[0]) or (
             f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then")
@@ -150,7 +170,11 @@ def sidecars_never_served(v: View) -> Finding | None:
         "sidecar-never-served", "problem" if raised else "warning",
         f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)} (pids {pid_text(pids)}){why}.",
         pids, [_error_text(p) for p in raised[:TEXT_PIDS]], advice,
-        {"processes": len(pids), "cpu_s": None})
+        {"processes": len(pids), "cpu_s": None},
+        # the Answer keeps /dev/shm, which a cut before the error's place would drop
+        f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)}: /dev/shm was full, where "
+        f"sidecar {raised[0].pid}'s worker pool makes its locks (OSError: [Errno 28] No space left on device)."
+        if shm else "")
 
 
 def slow_exit_wait(v: View) -> Finding | None:

@@ -495,7 +495,8 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
     limit = SYMPTOM_CHARS if under_cause else HEADLINE_CHARS
     if len(text) <= limit:
         return text
-    if f.get("headline") and not under_cause:
+    if f.get("headline") and (not under_cause or len(str(f["headline"])) <= HEADLINE_CHARS):
+        # written for the Answer: under its cause too, where it fits a lead's length (a lost job's wait)
         return str(f["headline"])
     out = _cut(text, limit)
     if len(out) < limit // 2:
