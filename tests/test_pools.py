@@ -1823,3 +1823,22 @@ def test_the_first_gap_after_a_slow_phase_counts_at_the_runs_own_pace(tmp_path: 
     assert (pool["busy_until"], pool["idle_to"]) == (10.0, 90.01)
     assert pool["idle_unread_s"] == 0, pool
     assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (90.01 - 20.1), abs=0.1), pool
+
+
+def test_a_pools_peak_is_a_moment_one_sweep_read_on_the_report_and_the_page(tmp_path: Path) -> None:
+    """A watcher at a 9 s pace (a reading counts 13.5 s) read one worker alone at 16.0 s, 3.3 s after the pool's
+    12.7 s sweep, at 500 MiB: that point sums it with the sidecar's and the other worker's readings of 3.3 s
+    before (715 MiB), a sum no one sweep saw. It stays on the report's line; the pool's peak, the report's
+    series peak and the page's key row are the largest point one moment read (230 MiB, the 3.7 s sweep)."""
+    from wp_autotrace.analysis.present.html import render_html
+    from wp_autotrace.analysis.present.render import render_text
+
+    w = idle_pool(read=False)
+    keep_up(w, 3.7, 60.0, KEPT_UP, every=9.0)  # 3.7, 12.7, 21.7, ... s
+    mem(w, 16.0, [(301, 3.6, 500)])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    (series,) = rep["runs"][0]["memory_at_once"]
+    assert max(pt[1] for pt in series["points"]) == 715 * MIB  # on the line
+    assert pool["peak_pss_bytes"] == 230 * MIB and series["peak"][1] == 230 * MIB, (pool["peak_pss_bytes"], series)
+    assert "pool of sidecar 200: peak 230 MiB at once" in render_html(rep, render_text(rep, {}))

@@ -366,17 +366,20 @@ def thin(points: list[Point], buckets: int) -> list[Point]:
     return out if out[-1] == points[-1] else [*out, points[-1]]
 
 
-def run_series(pools: list[list[Process]], series: list[list[Point]]) -> list[tuple[list[int], list[Point]]]:
-    """A run's memory at once as the report holds it: (indices into pools, thinned points) per series, pools
-    being each pool's processes (a pool's never include a pool made inside it) and series each one's
-    at_once (PoolStory.series). Every sampled pool's own series when there are at most MEMORY_LINES; else
-    the MEMORY_LINES - 1 largest by peak each (in that order) and one series of the others' processes summed
-    at once (at_once over them all). Unsampled pools have no series."""
-    read = [(i, points) for i, points in enumerate(series) if points]
+def run_series(pools: list[list[Process]], series: list[list[Point]]
+               ) -> list[tuple[list[int], list[Point], Point]]:
+    """A run's memory at once as the report holds it: (indices into pools, thinned points, its peak: `peak` of
+    the whole series, so the page tells the report's figure) per series, pools being each pool's processes (a
+    pool's never include a pool made inside it) and series each one's at_once (PoolStory.series). Every
+    sampled pool's own series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak
+    each (in that order) and one series of the others' processes summed at once (at_once over them all).
+    Unsampled pools have no series."""
+    read = [(i, points, best) for i, points in enumerate(series) if (best := peak(points)) is not None]
     if len(read) <= MEMORY_LINES:
-        return [([i], thin(points, MEMORY_POINTS)) for i, points in read]
-    read.sort(key=lambda x: -max(pt.pss for pt in x[1]))
+        return [([i], thin(points, MEMORY_POINTS), best) for i, points, best in read]
+    read.sort(key=lambda x: -x[2].pss)
     top, rest = read[:MEMORY_LINES - 1], read[MEMORY_LINES - 1:]
-    summed = at_once([q for i, _ in rest for q in pools[i]])
-    return [([i], thin(points, MEMORY_POINTS)) for i, points in top] + [([i for i, _ in rest],
-                                                                           thin(summed, MEMORY_POINTS))]
+    summed = at_once([q for i, _, _ in rest for q in pools[i]])
+    out = [([i], thin(points, MEMORY_POINTS), best) for i, points, best in top]
+    best = peak(summed)
+    return out + ([([i for i, _, _ in rest], thin(summed, MEMORY_POINTS), best)] if best is not None else [])

@@ -325,16 +325,19 @@ def _lane(p: dict[str, Any], y: float, scale: Scale, main_end: Any, hi: float, l
     return "".join(out) + "</g>"
 
 
-def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[str, Any], list[Point]]]:
+def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[str, Any], list[Point], Point]]:
     """The lines the memory chart draws, the run's memory_at_once series (the report bounds them: a pool's
     own, or past four pools the largest three each and one of the others summed at once), each with the pool
     dict it stands for; the summed one with a dict of its own, named for what it is."""
     out = []
     for series in run.get("memory_at_once") or ():
         points = [Point(*pt) for pt in series["points"]]
+        # the report's peak (memseries.peak: a point one moment read); a report without it: the largest point
+        told = series.get("peak")
+        best = Point(told[0], told[1], 0, 0) if told else max(points, key=lambda pt: pt.pss)
         pools = [rep["pools"][i] for i in series["pools"]]
         if len(pools) == 1:
-            out.append((pools[0], points))
+            out.append((pools[0], points, best))
             continue
         ends = [pool["sidecar_end"] for pool in pools]
         others = {"label": f"the other {len(pools)} pools, summed at once (sidecars "
@@ -342,11 +345,12 @@ def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[s
                            f"{', ...' if len(pools) > 6 else ''})",
                   "sidecar_pid": "", "sidecar_end": None if None in ends else max(ends), "idle_s": 0,
                   "busy_until": None, "idle_to": None, "idle_mib_s": None, "peak_pss_bytes": None}
-        out.append((others, points))
+        out.append((others, points, best))
     return out
 
 
-def _memory(drawn: list[tuple[dict[str, Any], list[Point]]], scale: Scale, any_pool: bool, stale_s: float) -> str:
+def _memory(drawn: list[tuple[dict[str, Any], list[Point], Point]], scale: Scale, any_pool: bool,
+            stale_s: float) -> str:
     """Each pool's PSS at once as a stepped line, its idle span shaded; one key row per pool under it. stale_s:
     how long a reading of the run counts (the report's memory_stale_s)."""
     if not any_pool:
@@ -354,17 +358,16 @@ def _memory(drawn: list[tuple[dict[str, Any], list[Point]]], scale: Scale, any_p
     if not drawn:
         return ('<p class="note">No memory line: the watcher read no pool process\'s PSS in this run '
                 "(it samples compile sidecars and workers, about every 2 s).</p>")
-    top = max(pt.pss for _, points in drawn for pt in points) * 1.1 or 1.0
+    top = max(pt.pss for _, points, _ in drawn for pt in points) * 1.1 or 1.0
 
     def y(pss: float) -> float:
         return 6 + MEM_H * (1 - pss / top)
 
     marks = [_mib_axis(top, y)]
-    for k, (pool, points) in enumerate(drawn):
+    for k, (pool, points, _) in enumerate(drawn):
         marks.append(_pool_memory(k, pool, points, scale, y, stale_s))
     key_y = MEM_H + 6 + AXIS_H + 8
-    for k, (pool, points) in enumerate(drawn):
-        peak = max(points, key=lambda pt: pt.pss)
+    for k, (pool, _, peak) in enumerate(drawn):
         ky = key_y + k * 16
         marks.append(f'<line x1="{LABEL_W}" y1="{num(ky)}" x2="{LABEL_W + 36}" y2="{num(ky)}" class="memline" '
                      f'stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" stroke-dasharray="{DASHES[k % len(DASHES)]}"/>')
