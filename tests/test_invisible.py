@@ -278,6 +278,47 @@ def test_traced_calls_in_threads_at_once_leave_the_recursion_limit_as_it_was(tmp
     """)], targets="thrmod:work", guard=False, timeout=240)
 
 
+FORKS = """
+    import os
+    def spawn(work):  # a fork pool's worker start: the child never returns through the wrapper
+        pid = os.fork()
+        if pid == 0:
+            work()
+        return pid
+    def fork():
+        return os.fork()
+    def outer():  # a traced call inside another
+        return fork()
+"""
+
+
+def test_a_process_forked_inside_a_traced_call_reads_its_hosts_recursion_limit(tmp_path: Path) -> None:
+    """A child forked inside a traced call (torch's fork-start pools fork their workers so) reads the recursion limit
+    as untraced, for good: where it never returns through the wrapper (a worker), where it does (the move back is
+    not made twice), and where the fork is two traced calls deep. Before, the child read the limit one frame's
+    allowance higher (STACK_COST for each traced call it was forked in) for life, or lower after returning."""
+    write(tmp_path, {"forks.py": FORKS})
+    three_ways(tmp_path, ["-c", textwrap.dedent("""
+        import os, sys, forks
+        sys.setrecursionlimit(1000)
+        def report(tag):
+            print(tag, sys.getrecursionlimit(), flush=True)
+        def worker():
+            report("worker")
+            os._exit(0)
+        os.waitpid(forks.spawn(worker), 0)
+        for how in (forks.fork, forks.outer):
+            pid = how()
+            if pid == 0:
+                report("returned " + how.__name__)
+                forks.fork() or os._exit(0)  # a traced call in the child moves as in any process
+                report("after a call")
+                os._exit(0)
+            os.waitpid(pid, 0)
+        report("parent")
+    """)], targets="forks:spawn,forks:fork,forks:outer", guard=False)
+
+
 # -- copy, pickle, multiprocessing ------------------------------------------------
 
 PKG = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from itertools import repeat
+from itertools import repeat, starmap
 
 from ..common.env import pool_env_key, pool_env_of
 from ..common.vocab import CALL, MAX_RECORD_BYTES, RETURN
@@ -28,9 +28,12 @@ from .unseen import (
     STACK_COST,
     active,
     adjust_limit,
+    calls_reader,
     drop_own_frame,
-    host_set,
+    kept_setting,
+    limit_reader,
     mover,
+    moving_codes,
     refused,
 )
 
@@ -54,14 +57,17 @@ MAX_CACHED_ENVS = 64
 NO_ENV: tuple[None, str] = (None, "")
 # A call record's answer where none was written (ids count from 1).
 UNRECORDED = 0
-# The plain wrapper's four moves of the recursion limit (unseen.mover: one C call each, no lock): before its
-# call record, before the host's call (the wrapper's own frame still allowed for), after it (for the return
-# record), and at its end. A host call that set the limit itself (torch's compile_fx raises it to 2000 inside
-# dynamo's _compile) set an absolute value the host reads back after the call: the move after it is then _UP,
-# so that _DOWN leaves exactly the host's value (the relative _FROM_CALL would leave it STACK_COST lower).
-# _UP counts the call in unseen.active before its move, _DOWN uncounts it first: one C call chain each.
-_HEAD, _TO_CALL, _FROM_CALL = map(mover, (HEADROOM, STACK_COST - HEADROOM, HEADROOM - STACK_COST))
-_UP, _DOWN = zip(map(active.append, repeat(1)), _HEAD), zip(iter(active.pop, None), mover(-HEADROOM))
+# The plain wrapper's four moves of the recursion limit (unseen.mover: one C call chain each, no lock): before
+# its call record, before the host's call (the wrapper's own frame still allowed for), after it (for the return
+# record), and at its end. _UP counts the call in unseen.active before its move, _DOWN uncounts it first.
+# _TO_CALL reads the limit it leaves and the calls in flight (set_at, alone), _FROM_CALL the limit it finds and
+# the calls then, each in the move's own chain: a host call that set the limit itself (torch's compile_fx raises
+# it to 2000 inside dynamo's _compile) set an absolute value the host reads back after the call, which
+# unseen.kept_setting keeps where the two differ (the relative moves would leave it STACK_COST lower).
+_UP = zip(map(active.append, repeat(1)), mover(HEADROOM))
+_TO_CALL = zip(mover(STACK_COST - HEADROOM), limit_reader(), calls_reader())
+_FROM_CALL = zip(limit_reader(), calls_reader(), mover(HEADROOM - STACK_COST))
+_DOWN = zip(starmap(active.pop, repeat(())), mover(-HEADROOM))
 
 
 def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
@@ -102,25 +108,31 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                     local["busy"] = False
         finally:
             try:
-                next(_TO_CALL)
+                _, set_at, alone = next(_TO_CALL)  # a host that sets the limit in its call: kept after
             except MOVE_REFUSED:  # refused (the stack too deep now): made good by a later adjust_limit
                 refused.append(HEADROOM - STACK_COST)
-        set_at, alone = next(READ)  # a host that sets the limit in its call sets it absolutely: kept after
+                set_at = alone = 0
         start = _perf_counter_ns()
         if child_role:
             set_child_role(child_role)
         try:
             result = raw(*args, **kwargs)
         except BaseException as exc:
-            # first, C calls only (unseen.host_set inline): at the stack's limit it needs no more than _UP did
-            back = _HEAD if not refused and alone == 1 == (r := next(READ))[1] and r[0] != set_at else _FROM_CALL
+            # first, C calls only: at the stack's limit it needs no more than _UP did
             try:
-                next(back)
+                now, calls, _ = next(_FROM_CALL)
+                if now != set_at:
+                    kept_setting(alone, calls)
             except OverflowError:  # the host set a limit near a C int's largest in its call
-                refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
+                refused.append(STACK_COST - HEADROOM)
             raised(exc, call_id, start, target, child_role, leave)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
-        back_from(set_at, alone)
+        try:
+            now, calls, _ = next(_FROM_CALL)
+            if now != set_at:  # rare: the host set the limit in its call, or another thread's moves
+                kept_setting(alone, calls)
+        except OverflowError:  # the host set a limit near a C int's largest in its call
+            refused.append(STACK_COST - HEADROOM)
         if child_role:
             clear_child_role()
         if call_id and plain_return:  # _leave's common case, inline: two numbers
@@ -143,6 +155,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
             refused.append(HEADROOM)
         return result
 
+    moving_codes.add(call.__code__)
     return call
 
 
@@ -195,22 +208,16 @@ def _down() -> None:
         refused.append(HEADROOM)
 
 
-def back_from(set_at: int, alone: int) -> None:
-    """The host's call returned: its stack allowance becomes recording headroom, or the headroom alone where the
-    host set the limit itself (unseen.host_set: that value is kept)."""
-    back = _HEAD if host_set(set_at, alone) else _FROM_CALL
-    try:
-        next(back)
-    except OverflowError:  # the host set a limit near a C int's largest in its call
-        refused.append(STACK_COST - HEADROOM if back is _FROM_CALL else -HEADROOM)
-
-
 def after_call(child_role: str | None, set_at: int, alone: int) -> None:
     """The wrapped call returned or raised: its stack allowance becomes recording headroom (set_at: the limit as
-    the call began; where the host set another itself, that value is kept: the move is then HEADROOM alone)."""
+    the call began; where the host set another itself, that value is kept: unseen.kept_setting). Called by the
+    wrapper itself (kept_setting reads its frame)."""
     if child_role:
         clear_child_role()
-    adjust_limit(HEADROOM if host_set(set_at, alone) else HEADROOM - STACK_COST)
+    now, calls = next(READ)
+    adjust_limit(HEADROOM - STACK_COST)
+    if now != set_at:
+        kept_setting(alone, calls, 2)
 
 
 def env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:

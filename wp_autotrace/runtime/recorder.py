@@ -41,7 +41,7 @@ from .reads import (
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, READ, STACK_COST, adjust_limit, drop_own_frame, host_set
+from .unseen import HEADROOM, READ, STACK_COST, adjust_limit, after_fork, drop_own_frame, kept_setting, moving_codes
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -83,8 +83,10 @@ class Probes:
         self._inline_pool: Any = None
 
     def reset_after_fork(self) -> None:
-        """Forget the parent's counters and open calls in a forked child (the limit's moves hold no lock that
-        another thread of the parent could have held at the fork: unseen.mover)."""
+        """Forget the parent's counters and open calls in a forked child, and give it its host's recursion limit
+        (unseen.after_fork: the forking thread's calls in flight had raised it; the limit's moves hold no lock
+        that another thread of the parent could have held at the fork: unseen.mover)."""
+        after_fork()
         self.counts = {}
         self.count_times = {}
         self.count_callers = {}
@@ -223,14 +225,18 @@ class Probes:
                 adjust_limit(-HEADROOM, -1)
                 drop_own_frame(exc)
                 raise  # bare: re-raises with the traceback as drop_own_frame left it
-            if child_role:  # _after_call, inline on the common path
+            if child_role:  # after_call, inline on the common path
                 clear_child_role()
-            adjust_limit(HEADROOM if host_set(set_at, alone) else HEADROOM - STACK_COST)
+            now, calls = next(READ)
+            adjust_limit(HEADROOM - STACK_COST)
+            if now != set_at:  # rare: the host set the limit in its call, or another thread's moves
+                kept_setting(alone, calls)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
             adjust_limit(-HEADROOM, -1)
             return result
 
+        moving_codes.add(call.__code__)
         return call
 
     def _enter(self, target: Target, label: str, instance: Any, local: dict[str, Any]) -> int:

@@ -5,10 +5,13 @@ Loaded with the recorder (recorder.py), whose wrappers call these around each tr
 """
 
 import sys
+from itertools import repeat, starmap
+from operator import add
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
 
 _getframe = sys._getframe  # bound once: a user may trace sys._getframe itself
 
@@ -42,25 +45,86 @@ MOVE_REFUSED = (RecursionError, OverflowError, ValueError)
 # call chain (READ: (limit, calls in flight)), it tells a limit the host set in its call from another thread's
 # moves in flight, which would read as one (and leave a frame's allowance behind for good with each overlap).
 active: "list[int]" = []
-READ = zip(iter(_getrecursionlimit, None), iter(active.__len__, None))
+# The code objects of the wrappers that move the limit around their host's call (plain.call, the recorder's):
+# their frames on a thread's stack are that thread's calls in active (own_calls, after_fork).
+moving_codes: "set[object]" = set()
+# Wrapper frames of the thread that forked this process, whose move for their host's call after_fork undid: each
+# moves HEADROOM back after its call, not HEADROOM - STACK_COST (kept_setting). Empty but in a forked child.
+forked: "set[object]" = set()
 
 
-def host_set(set_at: int, alone: int) -> bool:
-    """Whether the host set the limit itself during its call: the limit differs from set_at (READ as the call
-    began, when alone calls were in flight), and this call was the only one in flight at both reads, with no
-    move of ours refused."""
-    now, calls = next(READ)
-    return not refused and alone == 1 == calls and now != set_at
+def limit_reader() -> "Iterator[int]":
+    """An endless iterator of the recursion limit: a C call chain's link (starmap calls with no sentinel compare)."""
+    return starmap(_getrecursionlimit, repeat(()))
+
+
+def calls_reader() -> "Iterator[int]":
+    """An endless iterator of len(active): the calls in flight, a C call chain's link."""
+    return starmap(len, repeat((active,)))
+
+
+READ = zip(limit_reader(), calls_reader())
 
 
 def mover(delta: int) -> "Iterator[None]":
     """An endless iterator whose each next() moves the recursion limit by delta: get, add and set run as one
-    chain of C calls (map over a callable iterator), with no bytecode between the read and the write, so no
-    other thread (which runs only between bytecodes, under the GIL) can move the limit in between. A
-    lock-free read-modify-write: a traced call makes four moves, and the lock each took cost more than the
-    move (BENCHMARKS.md). next() raises one of MOVE_REFUSED where the move is refused; the limit is then
+    chain of C calls (map over starmap), with no bytecode between the read and the write, so no other
+    thread (which runs only between bytecodes, under the GIL) can move the limit in between. A lock-free
+    read-modify-write: a traced call makes four moves, and the lock each took cost more than the move
+    (BENCHMARKS.md). next() raises one of MOVE_REFUSED where the move is refused; the limit is then
     unchanged, and the iterator stays usable."""
-    return map(_setrecursionlimit, map(delta.__add__, iter(_getrecursionlimit, None)))
+    return map(_setrecursionlimit, map(add, limit_reader(), repeat(delta)))
+
+
+_FRAME_BACK = mover(STACK_COST)
+
+
+def kept_setting(alone: int, calls: int, up: int = 1) -> None:
+    """Called by a wrapper (its frame: up frames above this call) where the limit, read with its move back after
+    its host's call (calls in flight then: calls), differs from set_at, read as the call began (alone calls in
+    flight then): where its host set the limit itself in that call, that absolute value is what the host reads
+    after, so the move back, HEADROOM - STACK_COST, is made HEADROOM here (the last move then leaves the host's
+    value). The host set it where no other thread's call was in flight at both reads (the calls counted are this
+    thread's own: its wrapper frames, own_calls) and no move of ours was refused; or where after_fork undid this
+    call's STACK_COST already (forked)."""
+    wrapper = _getframe(up)
+    if wrapper in forked:
+        forked.discard(wrapper)
+    elif refused or alone != calls or (alone != 1 and alone != own_calls(wrapper)):
+        return
+    try:
+        next(_FRAME_BACK)
+    except OverflowError:  # the host set a limit near a C int's largest in its call
+        refused.append(-STACK_COST)
+
+
+def own_calls(frame: "Any") -> int:
+    """The wrapper frames (moving_codes) from frame up to the thread's first: its traced calls in flight."""
+    count = 0
+    while frame is not None:
+        count += frame.f_code in moving_codes
+        frame = frame.f_back
+    return count
+
+
+def after_fork() -> None:
+    """In a forked child (Probes.reset_after_fork, from the at-fork hook, in the thread that forked): the
+    limit the child reads is its host's, as untraced. The forking thread's traced calls (its wrapper frames)
+    each held their host call's STACK_COST: undone here, and each such call then moves HEADROOM back after
+    its call (forked), so one that returns in the child nets nothing more (a fork pool's worker never does:
+    without this it read the limit one higher for life). The other threads' calls do not exist in the child:
+    dropped from active (their moves in flight, HEADROOM or STACK_COST each as the fork found them, stay)."""
+    own = []
+    frame: "Any" = _getframe(1)
+    while frame is not None:
+        if frame.f_code in moving_codes:
+            own.append(frame)
+        frame = frame.f_back
+    del active[len(own):]
+    forked.clear()
+    forked.update(own)
+    if own:
+        adjust_limit(-STACK_COST * len(own))
 
 
 def adjust_limit(delta: int, track: int = 0) -> None:
