@@ -224,13 +224,17 @@ SETS_LIMIT = """
     def fails(n):
         sys.setrecursionlimit(n)
         raise ValueError(n)
+    def outer(n):  # a traced call whose host calls another that sets the limit
+        lower(n)
+        return sys.getrecursionlimit()
 """
 
 
 def test_a_limit_the_host_sets_inside_a_traced_call_is_the_one_it_reads_after(tmp_path: Path) -> None:
     """A traced call that sets the recursion limit itself (torch raises it to 2000 inside dynamo's _compile) leaves
     the value it set, returning or raising, as untraced: the wrapper's moves around it are relative, and would
-    leave it one frame's allowance lower."""
+    leave it one frame's allowance lower; also where that call is inside another traced call (the calls in flight
+    then are the thread's own: before, only a lone call kept the host's value, and the nested one left 2499)."""
     write(tmp_path, {"limits.py": SETS_LIMIT})
     three_ways(tmp_path, ["-c", textwrap.dedent("""
         import sys, limits
@@ -245,7 +249,8 @@ def test_a_limit_the_host_sets_inside_a_traced_call_is_the_one_it_reads_after(tm
             print(sys.getrecursionlimit())
         limits.lift()
         print(sys.getrecursionlimit())
-    """)], targets="limits:lift,limits:lower,limits:fails", allow_wrapper_frame=True)
+        print(limits.outer(2500), sys.getrecursionlimit())
+    """)], targets="limits:lift,limits:lower,limits:fails,limits:outer", allow_wrapper_frame=True)
 
 
 THREADED = """
