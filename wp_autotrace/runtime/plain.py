@@ -118,19 +118,11 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         try:
             result = raw(*args, **kwargs)
         except BaseException as exc:
-            # first, C calls only: at the stack's limit it needs no more than _UP did
-            try:
-                now, calls, _ = next(_FROM_CALL)
-                if now != set_at:
-                    kept_setting(alone, calls)
-            except OverflowError:  # the host set a limit near a C int's largest in its call
-                refused.append(STACK_COST - HEADROOM)
-            raised(exc, call_id, start, target, child_role, leave)
+            raised(exc, call_id, start, target, child_role, leave, set_at, alone)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
         try:
-            now, calls, _ = next(_FROM_CALL)
-            if now != set_at:  # rare: the host set the limit in its call, or another thread's moves
-                kept_setting(alone, calls)
+            if (back := next(_FROM_CALL))[0] != set_at:  # rare: the host set the limit, or another thread moved
+                kept_setting(alone, back[1])
         except OverflowError:  # the host set a limit near a C int's largest in its call
             refused.append(STACK_COST - HEADROOM)
         if child_role:
@@ -188,10 +180,16 @@ def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]
 
 
 def raised(exc: BaseException, call_id: int, start: int, target: Target, child_role: str | None,
-           leave: Callable[..., None]) -> None:
-    """The host's call raised exc (the limit already moved back for recording): its role cleared, its return
-    record written (leave), the limit lowered (_down), the wrapper's frame, the caller's, taken off exc's
-    traceback."""
+           leave: Callable[..., None], set_at: int, alone: int) -> None:
+    """The host's call raised exc: the limit moved back for recording first (_FROM_CALL, C calls only: at the
+    stack's limit this frame is where the host's function's was; set_at, alone: as plain_call's), its role
+    cleared, its return record written (leave), the limit lowered (_down), the wrapper's frame, the caller's,
+    taken off exc's traceback."""
+    try:
+        if (back := next(_FROM_CALL))[0] != set_at:
+            kept_setting(alone, back[1], 2)
+    except OverflowError:  # the host set a limit near a C int's largest in its call
+        refused.append(STACK_COST - HEADROOM)
     if child_role:
         clear_child_role()
     if call_id:

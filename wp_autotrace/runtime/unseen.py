@@ -115,7 +115,7 @@ def after_fork() -> None:
     without this it read the limit one higher for life). The other threads' calls do not exist in the child:
     dropped from active (their moves in flight, HEADROOM or STACK_COST each as the fork found them, stay)."""
     own = []
-    frame: "Any" = _getframe(1)
+    frame: Any = _getframe(1)
     while frame is not None:
         if frame.f_code in moving_codes:
             own.append(frame)
