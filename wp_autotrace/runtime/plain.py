@@ -55,6 +55,8 @@ NS_HALF_US = NS_PER_US // 2  # rounds a duration to the nearest microsecond
 MAX_CACHED_ENVS = 64
 # What a target that records no environment adds to its call record (env_json's for one that does).
 NO_ENV: tuple[None, str] = (None, "")
+# A nested call's member before its parent's call id.
+PARENT = ',"parent_call":'
 # A call record's answer where none was written (ids count from 1).
 UNRECORDED = 0
 # The plain wrapper's four moves of the recursion limit (unseen.mover: one C call chain each, no lock): before
@@ -94,12 +96,11 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                         open_calls = local["calls"] = []
                     cid = str(call_id := next(probes._ids))  # its digits once, for both records
                     thread = known._name if (known := local.get("thread")) is not None else thread_name_kept(local)
-                    body = f'{prefix}{cid},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
                     parent = open_calls[-1] if open_calls else None
-                    body += stack_json if parent is None else f'{stack_json},"parent_call":{parent}'
-                    # its JSON kept while os.environ's stored values stay
                     env, env_text = (env_jsons.get(pool_env_key()) or env_json(env_jsons)) if with_env else NO_ENV
-                    put_call(body + env_text, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
+                    put_call(f'{prefix}{cid},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
+                             f'{stack_json}{"" if parent is None else PARENT + str(parent)}{env_text}',
+                             call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
                     open_calls.append(call_id)
                 except Exception as exc:
                     sink.error("record call", exc)
@@ -116,15 +117,17 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         if child_role:
             set_child_role(child_role)
         try:
-            result = raw(*args, **kwargs)
+            try:
+                result = raw(*args, **kwargs)
+            finally:  # returned or raised, C calls first: at the stack's limit this frame may call no other
+                try:
+                    if (back := next(_FROM_CALL))[0] != set_at:  # rare: the host set it, or another thread moved
+                        kept_setting(alone, back[1])
+                except OverflowError:  # the host set a limit near a C int's largest in its call
+                    refused.append(STACK_COST - HEADROOM)
         except BaseException as exc:
-            raised(exc, call_id, start, target, child_role, leave, set_at, alone)
+            raised(exc, call_id, start, target, child_role, leave)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
-        try:
-            if (back := next(_FROM_CALL))[0] != set_at:  # rare: the host set the limit, or another thread moved
-                kept_setting(alone, back[1])
-        except OverflowError:  # the host set a limit near a C int's largest in its call
-            refused.append(STACK_COST - HEADROOM)
         if child_role:
             clear_child_role()
         if call_id and plain_return:  # _leave's common case, inline: two numbers
@@ -180,16 +183,10 @@ def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]
 
 
 def raised(exc: BaseException, call_id: int, start: int, target: Target, child_role: str | None,
-           leave: Callable[..., None], set_at: int, alone: int) -> None:
-    """The host's call raised exc: the limit moved back for recording first (_FROM_CALL, C calls only: at the
-    stack's limit this frame is where the host's function's was; set_at, alone: as plain_call's), its role
-    cleared, its return record written (leave), the limit lowered (_down), the wrapper's frame, the caller's,
-    taken off exc's traceback."""
-    try:
-        if (back := next(_FROM_CALL))[0] != set_at:
-            kept_setting(alone, back[1], 2)
-    except OverflowError:  # the host set a limit near a C int's largest in its call
-        refused.append(STACK_COST - HEADROOM)
+           leave: Callable[..., None]) -> None:
+    """The host's call raised exc (the limit already moved back for recording): its role cleared, its return
+    record written (leave), the limit lowered (_down), the wrapper's frame, the caller's, taken off exc's
+    traceback."""
     if child_role:
         clear_child_role()
     if call_id:
