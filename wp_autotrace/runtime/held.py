@@ -39,34 +39,30 @@ def place_high(fd: int) -> int:
     return high
 
 
-# F_SETOWN_EX and F_GETOWN_EX (Linux 2.6.32+), which Python's fcntl module does not name: the values of
-# asm-generic/fcntl.h, taken only on the architectures that use them (others keep the fstat check).
-F_SETOWN_EX, F_GETOWN_EX, F_OWNER_TID = 15, 16, 0
-_GENERIC_FCNTL = ("x86_64", "aarch64", "riscv64", "ppc64le", "s390x", "i686", "armv7l")
-NO_OWNER = bytes(8)  # F_GETOWN_EX's answer buffer: struct f_owner_ex {int type; pid_t pid;}
-# The mark: "owned" by thread 1, init's, at which no program directs SIGIO (one that is pid 1 itself aside:
-# docs/security.md, "Residual risks").
-_MARK = F_OWNER_TID.to_bytes(4, sys.byteorder) + (1).to_bytes(4, sys.byteorder)
+# The mark: the description's I/O readiness signal (F_SETSIG) set to SIGKILL's number, which no program gives a
+# file of its own (its first readiness signal would kill it). The owner stays unset, so no signal is sent at
+# all (a signal needs an owner, and the log is never O_ASYNC, holds no lease and is no socket).
+MARK_SIGNAL = 9
 
 
-def mark(fd: int) -> "tuple[Any, int, bytes, bytes] | None":
+def mark(fd: int) -> "tuple[Any, int, int] | None":
     """Mark the log's open file description (fd) as the log's, so Sink._write can tell a held descriptor is
-    still the log with one F_GETOWN_EX (~0.9K instructions) instead of fstat's st_dev/st_ino (~6.9K, most of
-    it the stat_result Python builds): its owner set to thread 1, init's (F_SETOWN_EX, F_OWNER_TID). A
-    description the program opens has no owner, or the one it set (itself, its process group, one of its
-    threads, a lease's holder), never init's thread; the mark goes with the description (dup, fork), never
-    with the number, so a number the program closed and reused reads no mark. The mark is the same in every
-    process (a description shared by fork reads it in each). The owner only says where SIGIO/SIGURG would
-    go: the log is never O_ASYNC, holds no lease and is no socket, so none is ever sent (docs/security.md).
+    still the log with one F_GETSIG (~1.0K instructions, an int answer) instead of fstat's st_dev/st_ino (~6.9K,
+    most of it the stat_result Python builds): its I/O signal set to MARK_SIGNAL (F_SETSIG). A description the
+    program opens has signal 0, or the one it set for its own asynchronous I/O (never SIGKILL); the mark goes
+    with the description (dup, fork), never with the number, so a number the program closed and reused reads
+    no mark. The mark is the same in every process (a description shared by fork reads it in each). The
+    signal is sent only to an owner, which the log never has (docs/security.md).
 
-    Answers (fcntl.fcntl, F_GETOWN_EX, its buffer, what it reads while marked), or None where no mark could
-    be set (not Linux, another architecture's numbers, a refused call): the check stays fstat's."""
-    if not sys.platform.startswith("linux") or os.uname().machine not in _GENERIC_FCNTL:
+    Answers (fcntl.fcntl, F_GETSIG, what it reads while marked), or None where no mark could be set (not Linux,
+    a refused call): the check stays fstat's."""
+    getsig, setsig = getattr(fcntl, "F_GETSIG", None), getattr(fcntl, "F_SETSIG", None)
+    if not sys.platform.startswith("linux") or getsig is None or setsig is None:
         return None
     try:
-        fcntl.fcntl(fd, F_SETOWN_EX, _MARK)
-        if fcntl.fcntl(fd, F_GETOWN_EX, NO_OWNER) != _MARK:
+        fcntl.fcntl(fd, setsig, MARK_SIGNAL)
+        if fcntl.fcntl(fd, getsig) != MARK_SIGNAL:
             return None
     except OSError:
         return None
-    return fcntl.fcntl, F_GETOWN_EX, NO_OWNER, _MARK
+    return fcntl.fcntl, getsig, MARK_SIGNAL

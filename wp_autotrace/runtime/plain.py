@@ -166,7 +166,7 @@ def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]
         mark, fd = sink._mark, sink.fd
         try:
             if (mark is None or not sink.active or sink._closer is not None or sink.dropped
-                    or len(body) > FAST_BODY or mark[0](fd, mark[1], mark[2]) != mark[3]):
+                    or len(body) > FAST_BODY or mark[0](fd, mark[1]) != mark[2]):
                 return slow(event, body, fields, args)
         except OSError:  # the descriptor closed: _write opens the log again
             return slow(event, body, fields, args)

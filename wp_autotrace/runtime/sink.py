@@ -396,7 +396,7 @@ class Sink:
             else:  # still the log: its description's mark (held.mark), else _identity(fd) inline
                 try:
                     mark = self._mark
-                    same = mark is not None and mark[0](fd, mark[1], mark[2]) == mark[3]
+                    same = mark is not None and mark[0](fd, mark[1]) == mark[2]
                     if not same:
                         st = _fstat(fd)
                         same = (st.st_dev, st.st_ino) == self.identity
