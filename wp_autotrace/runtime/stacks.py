@@ -118,7 +118,8 @@ class Stacks:
             if kind is None:
                 kind = self._frame_kind(code)
             if kind:  # not _SKIP
-                kept += code_id, frame.f_lasti
+                kept.append(code_id)  # two appends: no tuple made per frame
+                kept.append(frame.f_lasti)
                 if caller is None and kind == USER:
                     caller = frame
             frame = frame.f_back
