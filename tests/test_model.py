@@ -648,6 +648,40 @@ def test_an_overridden_setting_that_left_no_pool_leads_the_answer(tmp_path: Path
     assert sum("TORCHINDUCTOR_COMPILE_THREADS=4" in x for x in lines) == 1, lines  # told once
 
 
+def test_a_start_variable_torch_does_not_read_is_told_so(tmp_path: Path) -> None:
+    """torch 2.2-2.3 have worker_start_method (fork) but read no TORCHINDUCTOR_WORKER_START (from 2.4): a main
+    started with it set to spawn got fork workers because its torch ignores the variable, not because something
+    changed it first, nor because it was set after the pool existed (live on 2.3.1 both were said); the fix is the
+    setting in code. On 2.4+ the same log is the override it was."""
+    def run(version: str) -> dict[str, Any]:
+        w = LogWriter()
+        env = {"TORCHINDUCTOR_WORKER_START": "spawn"}
+        w.add(0, 100, 1, "main", "process_start", argv=["python", "main.py"], python="3.11.7", forked=False,
+              env=env, run="r1", root_pid=100)
+        w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2, "worker_start_method": "fork"},
+              torch_version=version)
+        call(w, 2, 100, 1, "main", "torch._inductor.codecache:AsyncCompile.process_pool", 1, 2.01)
+        for pid in (201, 202):
+            w.add(2.1, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7",
+                  forked=True, env=env, run="r1", root_pid=100)
+            w.add(2.2, pid, 100, "compile-worker", "role")
+        w.add(4, 100, 1, "main", "call", target="torch._inductor.codecache:AsyncCompile.wait", call_id=20,
+              thread="MainThread", stack=[PLUGIN], caller=PLUGIN, env=env)
+        w.add(4.1, 100, 1, "main", "return", call_id=20, duration_s=0.1)
+        w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        return report(w, tmp_path)
+
+    rep = run("2.3.1+cu121")
+    assert "setting-too-late" not in kinds(rep), rep["findings"]
+    (f,) = [f for f in rep["findings"] if f["kind"] == "setting-overridden"]
+    assert f["text"] == ("main 100 started with TORCHINDUCTOR_WORKER_START=spawn, which torch 2.3.1+cu121 does not "
+                         "read (torch reads it from 2.4), so inductor's worker_start_method was fork."), f["text"]
+    assert f["advice"].startswith("set it in code before the first compile: "
+                                  "torch._inductor.config.worker_start_method = 'spawn'"), f["advice"]
+    (f,) = [f for f in run("2.5.1")["findings"] if f["kind"] == "setting-overridden"]
+    assert "but something in the process changed it first" in f["text"], f["text"]
+
+
 def test_compile_threads_changed_after_the_pool_exists(tmp_path: Path) -> None:
     """compile_threads set in code (the config's value at a later wait) or TORCHINDUCTOR_COMPILE_THREADS set in
     the environment after torch read it, while a pool made for 2 workers lived: changed nothing, said with the

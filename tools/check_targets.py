@@ -55,6 +55,16 @@ ENTRY_CLASSES = ("SubprocPool", "TuningProcess*", "AutotuneProcessPool")
 POPEN_MARKERS = ("__main__.py", "__autotune_main__", "_compile_worker")
 WARM_CALLS = frozenset({"warm_pool", "maybe_warm_pool"})
 
+# The releases that were installed and run traced, not only read (newest first): what ran on each, and what it
+# showed. Kept by hand here (the tool renders it; nothing here is measured by the tool): rerun the named tests
+# with that release's interpreter (bench/versions.sh says how) and update the row.
+LIVE_RUNS: tuple[tuple[str, str, str], ...] = (
+    ("2.14.1", "the CUDA build (`pip install torch==2.14.1`), run on the CPU; 2026-12-05",
+     "LIVE_2141"),
+    ("2.13.0", "the CPU build CI installs; every CI run", "every test file, the torch-marked ones included (CI)"),
+    ("2.3.1", "the CUDA build from PyPI, run on the CPU; 2026-12-05", "LIVE_231"),
+)
+
 # "module:qualname" of an entry point -> why no target row needs to cover it.
 # Add an entry only when wrapping it would add nothing; a real gap wants a row
 # in wp_autotrace/common/targets.py instead.
@@ -263,6 +273,16 @@ def found_cell(res: Resolution) -> str:
     return "no (name)" if res.module_found else "no (module)"
 
 
+def render_live() -> list[str]:
+    """The releases run traced (LIVE_RUNS), as a section: the table below says where names are, this one where
+    they were seen to work."""
+    out = ["## Run live", "",
+           "Installed and traced on this project's machine (x86_64, Python 3.11), not only read from a wheel.", "",
+           "| release | build, when | what ran, and what it showed |", "|---|---|---|"]
+    out += [f"| {release} | {build} | {what} |" for release, build, what in LIVE_RUNS]
+    return out + [""]
+
+
 def render(reports: list[Report], command: str) -> str:
     """Render all reports as one Markdown document."""
     today = datetime.date.today().isoformat()
@@ -276,6 +296,7 @@ def render(reports: list[Report], command: str) -> str:
         "shown without that prefix. A target whose module is not in a release is skipped at run time, "
         "so `no` is expected for rows that belong to other releases.",
         "",
+        *render_live(),
         "## Summary",
         "",
     ]

@@ -167,7 +167,7 @@ class Endings:
                     self.pool_of.setdefault(id(q), pool)
             for q in pool.members:
                 self.pool_of.setdefault(id(q), pool)
-        self.torch = _version(torch_version)
+        self.torch = torch_release(torch_version)
         self.senders = Senders(procs)
         self._proc: dict[int, Ending] = {}
         self._pool: dict[int, Ending] = {}
@@ -552,7 +552,8 @@ def _zombie_before(p: Process, ts: float) -> bool:
     return z is not None and z.get("since") is not None and z["since"] < ts - SEEN_LATE_S
 
 
-def _version(text: str) -> tuple[int, int] | None:
+def torch_release(text: str) -> tuple[int, int] | None:
+    """A torch version's (major, minor): '2.3.1+cu121' -> (2, 3); None where it does not read so."""
     parts = text.split("+")[0].split(".")[:2]
     return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(x.isdigit() for x in parts) else None
 

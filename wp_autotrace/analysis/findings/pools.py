@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import GUARDED_ROLES, SIDECAR_ROLES
-from ..derive.endings import OOM_AMONG, OOM_KILL
+from ..derive.endings import OOM_AMONG, OOM_KILL, torch_release
 from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
@@ -248,8 +248,7 @@ def shutdown_path(v: View, p: Process) -> str:
     if seen:
         module, name = targets.split_label(seen)
         return f"{module}.{name}"
-    version = v.config_of(p)[1]
-    major_minor = tuple(int(x) for x in version.split("+")[0].split(".")[:2] if x.isdigit())
+    major_minor = torch_release(v.config_of(p)[1])
     if major_minor in ((2, 1), (2, 2)):
         return "torch._inductor.codecache.AsyncCompile.process_pool().shutdown"
     module = "torch._inductor.codecache" if major_minor == (2, 3) else "torch._inductor.async_compile"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
+from ..derive.endings import torch_release
 from ..derive.pools import pool_end, pool_size, start_method
 from ..fold.model import EXECUTOR
 from .base import Finding
@@ -17,6 +18,13 @@ if TYPE_CHECKING:
 # The variables torch reads into a setting at config's import, and that setting's name.
 READ_AT_IMPORT = (("TORCHINDUCTOR_COMPILE_THREADS", "compile_threads"),
                   ("TORCHINDUCTOR_WORKER_START", "worker_start_method"))
+
+
+def reads_start_var(version: str) -> bool:
+    """Whether the run's torch reads TORCHINDUCTOR_WORKER_START: from 2.4 (docs/torch-coverage.md; 2.2-2.3 have the
+    setting, fork, but no variable; 2.1 neither); an unknown version is taken to read it."""
+    release = torch_release(version)
+    return release is None or release >= (2, 4)
 
 
 def _compile_s(p: Process) -> tuple[int, float]:
@@ -58,6 +66,15 @@ def setting_overridden(v: View) -> Finding | None:
             started, loaded = p.env.get(var), settings.get(name)
             if started is None or loaded is None or str(started).strip() == str(loaded):
                 continue
+            if var == START_VAR and not reads_start_var(version := v.config_of(p)[1]):
+                return Finding(
+                    "setting-overridden", "warning",
+                    f"{p.role} {p.pid} started with {var}={started}, which torch {version} does not read (torch "
+                    f"reads it from 2.4), so inductor's {name} was {loaded!s}.",
+                    [p.pid], [f"process_start env {var}={started}", f"config record {name}={loaded}",
+                              f"config record torch_version={version}"],
+                    f"set it in code before the first compile: torch._inductor.config.{name} = {str(started)!r}; "
+                    "or compile without a pool: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)", {})
             n, seconds = _compile_s(p)
             value = str(started).strip() if str(started).strip().isdigit() else repr(str(started))
             took = (f"; its {n} compile{'s' if n != 1 else ''} then took {seconds:.1f} s"
@@ -86,14 +103,15 @@ def _pool_start(pool: Pool) -> str:
     return start_method(pool) if pool.kind == EXECUTOR else "subprocess"
 
 
-def _late_change(pool: Pool, c: Call, have: str, at: str) -> tuple[str, str, str] | None:
+def _late_change(pool: Pool, c: Call, have: str, at: str, reads: bool) -> tuple[str, str, str] | None:
     """What a wait c, while pool lived, shows set since the pool was made and ignored by it: (what was set, what
     the pool kept, the evidence), or None. Torch reads the variables once, into the config, when
     torch._inductor.config loads; it reads the config's compile_threads and worker_start_method when
-    AsyncCompile.process_pool makes its pool, and keeps that pool."""
+    AsyncCompile.process_pool makes its pool, and keeps that pool. reads: whether the run's torch reads
+    TORCHINDUCTOR_WORKER_START at all (a torch that never does ignored it from the start, not too late)."""
     workers = pool_size(pool)
     at = f"AsyncCompile.wait at {at} began with"
-    if c.env.get(START_VAR) not in (None, have):
+    if c.env.get(START_VAR) not in (None, have) and reads:
         return f"{START_VAR}={c.env[START_VAR]}", f"its {have} workers", f"{at} {START_VAR}={c.env[START_VAR]}"
     method = c.at_call.get("worker_start_method")
     if method not in (None, have):
@@ -124,7 +142,8 @@ def setting_too_late(v: View) -> Finding | None:
             mine = waits[id(pool.creator)] = [c for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT]
         later = ((c, change) for c in mine
                  if c.ts > pool.call.ts and (end is None or c.ts < end) and have
-                 and (change := _late_change(pool, c, have, f"{v.rel(c.ts):.1f} s")) is not None)
+                 and (change := _late_change(pool, c, have, f"{v.rel(c.ts):.1f} s",
+                                             reads_start_var(v.config_of(pool.creator)[1]))) is not None)
         c, (what, kept, evidence) = next(later, (None, ("", "", "")))
         if c is None:
             continue
