@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.words.fmt import size_text
+
 from .conftest import clean_env, needs_torch, read_log, report_json, run_python, wait_for_watcher
 
 # A private mount namespace whose /dev is a tmpfs holding the real null/zero/urandom/random and /dev/shm,
@@ -118,7 +120,7 @@ def test_105832_idle_pool_holds_real_memory(tmp_path: Path) -> None:
     # a loaded box stretches the watcher's period past STALE_S: the MiB·s is then told as a floor, with its read seconds
     assert "MiB real memory (PSS)" in answer and re.search(r"[GM]iB·s( \(read for \d+ of \d+ s\))? idle", answer)
     idle = finding(rep, "idle-pool")
-    assert f"holding {round(pool['held_pss_bytes'] / MIB)} MiB" in idle["text"]
+    assert f"holding {size_text(pool['held_pss_bytes'])}" in idle["text"]
     assert "torch._inductor.async_compile.shutdown_compile_workers()" in idle["advice"]
     assert "TORCHINDUCTOR_COMPILE_THREADS=1" in idle["advice"] and "quiesce_async_compile_time" in idle["advice"]
     # real memory, never a sum of RSS: the pool's PSS is below its processes' summed RSS

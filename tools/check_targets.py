@@ -44,7 +44,9 @@ PYTHON_VERSION = "3.11"
 DEFAULT_CACHE = Path.home() / ".cache" / "wp-autotrace-wheels"
 
 # Wheel members to extract (fnmatch's "*" also matches "/").
-EXTRACT = ("torch/__init__.py", "torch/_inductor/*.py", "torch/_vendor/quack/*.py")
+EXTRACT = ("torch/__init__.py", "torch/_inductor/*.py", "torch/_vendor/quack/*.py",
+           # the rows outside inductor: dynamo's compile of a frame, a DataLoader worker's loop
+           "torch/_dynamo/__init__.py", "torch/_dynamo/convert_frame.py", "torch/utils/data/_utils/worker.py")
 # Folders (under the extraction root) scanned for entry points and warm calls.
 SCAN_DIRS = ("torch/_inductor", "torch/_vendor/quack")
 
