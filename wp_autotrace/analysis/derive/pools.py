@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, JobSpan, Pool, Process
-from ..words.fmt import MIB
+from ..words.fmt import IDLE_AFTER_WORDS, MIB
 from .counts import counts_at
 from .memseries import Memory, Point, lived_mem, peak, peak_at_once
 
@@ -458,11 +458,14 @@ class PoolStory:
 
     @property
     def idle_after(self) -> str:
-        """What the idle span after busy_until follows (words/fmt.py's IDLE_AFTER_WORDS): its last job where it
-        ran one (a worker's job record, a counted submit), else its ready, else its sidecar's serving loop's start."""
+        """What the idle span follows: its last job where it ran one, else its ready, else its sidecar's serving."""
         if self.pool.last_job is not None or self.busy_spans and self.busy_until > (self.ready_at or 0.0):
             return "job"
         return "ready" if self.ready_at is not None else "serving"
+
+    @property
+    def idle_after_words(self) -> str:
+        return IDLE_AFTER_WORDS[self.idle_after]  # for people: 'its last job', 'it was ready', ...
 
     def _idle_totals(self) -> tuple[float | None, float]:
         """Over the idle span and its gaps: MiB·s (None where none was read), and the seconds the MiB·s could

@@ -12,17 +12,7 @@ from ..derive.facts import made_in
 from ..derive.labels import label_for
 from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, own_errors, shadowing, start_method, user_frame
 from ..fold.model import AUTOTUNE, EXECUTOR, QUACK
-from ..words.fmt import (
-    IDLE_AFTER_WORDS,
-    TEXT_PIDS,
-    error_words,
-    gap_words,
-    idle_mib_s_text,
-    pid_text,
-    pool_name,
-    site,
-    size_text,
-)
+from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import held_short, held_words, lived_on, wait_end, wait_how
 from .rank import HANG_S
@@ -347,7 +337,7 @@ def _at(x: float | None) -> str:
 def _idle_text(v: View, st: PoolStory) -> str:
     pool = st.pool
     rel = v.rel
-    last = IDLE_AFTER_WORDS[st.idle_after]
+    last = st.idle_after_words
     ending = v.endings.of_pool(pool)
     if st.alive_at_end:
         until = "to the end of the log (still running)"
