@@ -32,7 +32,6 @@ from .pools import (
     nested_pools,
     pool_device_files,
     pool_outlived_creator,
-    sidecars_never_served,
     slow_exit_wait,
     spawn_main_reimport,
     wakeup_no_pool,
@@ -49,6 +48,7 @@ from .runs import (
     verdict_pending,
 )
 from .settings import setting_overridden, setting_too_late
+from .sidecars import sidecars_never_served
 from .signals import interrupted_job
 from .threads import compile_after_exit, pools_made_at_once
 from .waits import forked_compile_hang, ready_wait

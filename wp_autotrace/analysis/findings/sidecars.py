@@ -1,0 +1,102 @@
+"""A compile sidecar that never served its pool: what its main() raised and what the user can change about it
+(a module shadowing the standard library on the sidecar's PYTHONPATH, a full /dev/shm), or that nothing asked it
+to stop."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...common.vocab import SIDECAR_ROLES
+from ..derive.endings import OOM_AMONG, OOM_KILL
+from ..derive.pools import own_errors, shadowing
+from ..words.fmt import TEXT_PIDS, pid_text, site
+from .base import Finding, in_ranks
+
+if TYPE_CHECKING:
+    from ..derive.view import View
+    from ..fold.model import Process
+
+
+def _clean_end(p: Process) -> bool:
+    return p.exit_how in ("exit", "os._exit")
+
+
+def _error_text(p: Process) -> str:
+    err = own_errors(p)[0]
+    origin = err.get("origin")
+    where = f" ({site(origin)})" if origin else ""
+    return f"{err.get('exc_type') or 'an exception'}: {err.get('message', '')[:120]}{where}"
+
+
+def _shadow_advice(p: Process) -> str:
+    """Where a sidecar's error came from a module named like one of the standard library's, outside it (a stale
+    backport, a folder put on sys.path): what to remove. torch starts the sidecar with the main process's sys.path
+    as its PYTHONPATH (TORCH_CUSTOM_PYTHONPATH overrides it), so such a module comes before the standard
+    library's there, and each new sidecar imports it again. '' otherwise."""
+    origin = p.errors[0].get("origin") or {}
+    file = origin.get("file")
+    found = shadowing(file) if isinstance(file, str) else None
+    if found is None:
+        return ""
+    name, where = found
+    installed = where.rpartition("/")[2] in ("site-packages", "dist-packages")
+    remove = (f"uninstall the stale `{name}` from {where} (pip uninstall {name})" if installed else
+              f"take {where} off sys.path before the first compile, or remove its {name}; or set "
+              f"TORCH_CUSTOM_PYTHONPATH (the sidecar's PYTHONPATH) without it")
+    return (f"{remove}: the sidecar imported {file} as the standard library's `{name}` (torch starts it with the "
+            "main process's sys.path as its PYTHONPATH), and a new pool would die the same way")
+
+
+# multiprocessing's locks (a worker pool's queues make them) are POSIX semaphores, each a file in /dev/shm (glibc's
+# sem_open): ENOSPC where one is made is a full /dev/shm, a container's 64 MB by default.
+SEMAPHORE_FILE = "multiprocessing/synchronize.py"
+NO_SPACE = "[Errno 28]"
+SHM_FULL_ADVICE = ("/dev/shm is full: remove what fills it (files earlier jobs left there: ls -la /dev/shm), or give "
+                   "the container a larger one (docker run --shm-size=1g; on Kubernetes an emptyDir of medium Memory "
+                   "on /dev/shm); meanwhile TORCHINDUCTOR_COMPILE_THREADS=1 compiles without a pool")
+
+
+def _shm_full(p: Process) -> bool:
+    """p's own first error is ENOSPC where multiprocessing made a semaphore: its pool found /dev/shm full."""
+    err = own_errors(p)[0]
+    file = (err.get("origin") or {}).get("file")
+    return isinstance(file, str) and file.endswith(SEMAPHORE_FILE) and NO_SPACE in str(err.get("message", ""))
+
+
+def sidecars_never_served(v: View) -> Finding | None:
+    """Traced sidecars that exited (or are left) without ever being asked to shut down."""
+    idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
+            and not pool.sidecar.served and _clean_end(pool.sidecar)]
+    # a sidecar whose worker the OOM killer ended logs its broken pool: oom-killed tells that, not this
+    idle += [p for p in v.procs if p.role in SIDECAR_ROLES and own_errors(p) and p not in idle
+             and not any(v.endings.of(w).kind in (OOM_KILL, OOM_AMONG) for w in p.children)]
+    if not idle:
+        return None
+    pids = sorted({p.pid for p in idle})
+    raised = [p for p in idle if own_errors(p)]
+    shm = bool(raised) and _shm_full(raised[0])
+    why = (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
+           + (": /dev/shm was full, where its worker pool makes its locks (POSIX semaphores are files there)"
+              if shm else "") + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
+        ": its main loop never served the pool (no SubprocMain._shutdown)"
+    warmed = {c.proc.index for c in v.warm_calls}
+    if any(p.index in warmed for p in raised):
+        advice = ("its own import started a pool (see nested-pools) and its main() then failed: keeping the "
+                  "backend out of the sidecars fixes both")
+    elif raised and _shm_full(raised[0]):
+        advice = SHM_FULL_ADVICE
+    elif raised:
+        advice = _shadow_advice(raised[0]) or (
+            f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then")
+    else:
+        advice = ("nothing asked it to stop: its pool was never shut down (torch's shutdown_compile_workers "
+                  "never ran, or ran in another process); shut the pool down before exit")
+    return Finding(
+        "sidecar-never-served", "problem" if raised else "warning",
+        f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)} (pids {pid_text(pids)}){why}.",
+        pids, [_error_text(p) for p in raised[:TEXT_PIDS]], advice,
+        {"processes": len(pids), "cpu_s": None},
+        # the Answer keeps /dev/shm, which a cut before the error's place would drop
+        f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)}: /dev/shm was full, where "
+        f"sidecar {raised[0].pid}'s worker pool makes its locks (OSError: [Errno 28] No space left on device)."
+        if shm else "")
