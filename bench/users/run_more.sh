@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun and thread cases),
+# Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun,
+# thread and container (/dev/shm, ulimit -u) cases),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
