@@ -14,7 +14,7 @@
 set -u
 VENV=$1; OUT=$2; WHAT=$3; shift 3
 cd "$(dirname "$0")/.."
-mkdir -p "$OUT"
+mkdir -p "$OUT/tmp"  # pytest makes each --basetemp, not its parent
 if [ "$WHAT" = tests ]; then
     for f in "$@"; do
         echo "== $f start $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/meta.txt"

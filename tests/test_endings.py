@@ -194,7 +194,8 @@ def test_group_sigterm_kills_the_pool_and_the_next_job_is_lost(tmp_path: Path) -
         try:
             pool.submit(int, "7").result(timeout=2)  # the next request
         except Exception as exc:
-            print("job lost:", type(exc).__name__, flush=True)
+            watched = "monitored" if hasattr(pool, "_on_sidecar_death") else "unmonitored"
+            print("job lost:", type(exc).__name__, watched, flush=True)
         idle(1)
     ''')
     assert proc.stdout is not None
@@ -205,7 +206,9 @@ def test_group_sigterm_kills_the_pool_and_the_next_job_is_lost(tmp_path: Path) -
     probe.stop.set()
     probe.join()
     assert proc.returncode == 0, err[-3000:]
-    assert "job lost: TimeoutError" in out
+    # torch 2.14 (the release with a sidecar health monitor) fails the next job at once with RuntimeError: the pool
+    # knows its sidecar is gone (its reader thread saw the pipe close); up to 2.13 that job waits out its timeout
+    assert "job lost: RuntimeError monitored" in out or "job lost: TimeoutError unmonitored" in out, out
     wait_for_watcher(log, timeout=30)
     rep = report_json(log)
     # The test's own reading: the sidecar was a zombie with a SIGTERM status (its parent had not reaped it).
