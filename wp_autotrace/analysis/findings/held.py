@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
+from ...common.vocab import SIDECAR_ROLES
 from ..derive.held import (
     Held,
     held_by,
@@ -302,6 +303,39 @@ def pool_wait_interrupted(v: View) -> Finding | None:
             (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},
             short)
     return None
+
+
+# torch's exit-time shutdown waited on a sidecar whose own exit waited for a job still running in a pool it had
+# quiesced: a wait for the job, which no earlier shutdown call shortens.
+RAN_ON_ADVICE = ("a job still running in the pool at exit keeps it: torch 2.13 stops a live pool's workers at once, "
+                 "but not those of a pool quiesced while its job ran (the sidecar's own exit waits for that job); "
+                 "wait for the pool's jobs (their futures) before the program exits, or find why the job runs that "
+                 "long")
+
+
+def sidecar_exit_join(v: View, c: Call) -> tuple[str, bool]:
+    """Where torch's exit-time shutdown (c) waited on a sidecar of c's process whose own exit join (concurrent.futures'
+    _python_exit) waited HANG_S or more inside that wait on a job a worker's record shows it held: (": its sidecar
+    S's own exit waited N s for a job still running in its pool (worker W ran F from T s and ended it at T2 s)",
+    True); ("", False) where none did."""
+    end = c.end if c.end is not None else v.t_end
+    for j in v.calls:
+        side = j.proc
+        if j.tag != targets.EXIT_JOIN or side.role not in SIDECAR_ROLES or side.parent is not c.proc \
+                or not c.ts <= j.ts <= end:
+            continue
+        b = j.end if j.end is not None else side.ended_at if side.ended_at is not None else v.t_end
+        pool = served_pool(v, side, j.ts)
+        if b - j.ts < HANG_S or pool is None:
+            continue
+        held = hung_jobs(v, pool, j.ts, b) or waited_for(v, pool, j.ts, b, j)
+        if not held:  # a join that waited on no job a worker's record shows: the workers' own exit, no job's
+            continue
+        h = held[0]
+        done = f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else "never ended it"
+        return (f": its sidecar {side.pid}'s own exit waited {b - j.ts:.1f} s for a job still running in its pool "
+                f"(worker {h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s and {done})"), True
+    return "", False
 
 
 EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a job that waits on its parent); a "

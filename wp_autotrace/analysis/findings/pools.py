@@ -14,7 +14,7 @@ from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, start_me
 from ..fold.model import AUTOTUNE, EXECUTOR, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
-from .held import held_short, held_words, lived_on, wait_end, wait_how
+from .held import RAN_ON_ADVICE, held_short, held_words, lived_on, sidecar_exit_join, wait_end, wait_how
 from .rank import HANG_S
 from .signals import killed_alike
 
@@ -93,9 +93,11 @@ def slow_exit_wait(v: View) -> Finding | None:
     nested = ("torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
               "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else ""
     if torchs:
-        text = f"The main process waited {wait:.1f} s in shutdown_compile_workers at exit{how}."
-        advice = nested or (f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() "
-                            "after your last compile, where a slow pool shutdown costs you least")
+        joined, ran_on = sidecar_exit_join(v, c)
+        text = f"The main process waited {wait:.1f} s in shutdown_compile_workers at exit{how}{joined}."
+        advice = nested or RAN_ON_ADVICE if ran_on else nested or (
+            f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
+            "compile, where a slow pool shutdown costs you least")
     else:
         text = (f"The main process waited {wait:.1f} s in its own call of shutdown_compile_workers() at "
                 f"{site(c.caller)}{how}: the call waits until each sidecar has ended its workers and itself.")
