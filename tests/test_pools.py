@@ -1057,6 +1057,41 @@ def test_a_pool_that_outlived_its_crashed_creator_is_told_with_the_fix_that_work
     assert "compile_threads=1" in fix and "shutdown_compile_workers" not in fix, fix
 
 
+def test_an_orphaned_fork_pool_on_torch_2_3_is_told_the_fix_it_has(tmp_path: Path) -> None:
+    """torch 2.1-2.3 have no sidecar start method and read no TORCHINDUCTOR_WORKER_START: a fork pool (codecache's)
+    that outlived its crashed creator there is told to compile without a pool, not to start its workers with
+    worker_start_method="subprocess" (which 2.3 does not have); from 2.4 the start method leads, as before."""
+    from .logs import call, start, watcher
+
+    def run(version: str) -> dict[str, Any]:
+        w = LogWriter()
+        start(w, 0, 100, 1, "main")
+        watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+        w.add(0.1, 150, 100, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
+              forked=False, env={}, run="r1", root_pid=100)
+        w.add(1, 150, 100, "child", "config", settings={"compile_threads": 2, "worker_start_method": "fork"},
+              torch_version=version)
+        call(w, 3, 150, 100, "child", "torch._inductor.codecache:AsyncCompile.process_pool", 1, 3.01, caller=USER)
+        for pid in (201, 202):
+            w.add(3.05, pid, 150, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
+                  forked=True, env={}, run="r1", root_pid=100)
+            w.add(3.06, pid, 150, "compile-worker", "role")
+        watcher(w, 3.2, "tree", count=3, started=[], ended=[{"pid": 150, "end": T0 + 3.2}])
+        for t in (4.0, 30.0):
+            watcher(w, t, "memory", procs=[{"pid": pid, "pss": 100 * MIB, "uss": MIB} for pid in (201, 202)])
+        watcher(w, 33.2, "tree", count=1, started=[],
+                ended=[{"pid": 201, "end": T0 + 33.2}, {"pid": 202, "end": T0 + 33.2}])
+        w.add(33.25, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        watcher(w, 33.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+        return report(w, tmp_path)
+
+    advice = {v: next(f["advice"] for f in run(v)["findings"] if f["kind"] == "pool-outlived-creator")
+              for v in ("2.3.1", "2.5.1")}
+    assert advice["2.3.1"].startswith("compile without a pool: compile_threads=1") and \
+        "TORCHINDUCTOR_WORKER_START" not in advice["2.3.1"], advice
+    assert advice["2.5.1"].startswith('start the workers without fork: worker_start_method="subprocess"'), advice
+
+
 def orphaned_pool_read_late() -> Any:
     """with_orphaned_fork_pool's log with its own readings: at 3.15 s (the idle span) worker 201 and the dying
     creator 150 only (1 of the pool's 2 read); from 8 s on, both workers (108.2 MiB each), the creator gone."""

@@ -309,6 +309,12 @@ OUTLIVED_FORK_ADVICE = (
     "(TORCHINDUCTOR_COMPILE_THREADS=1)")
 
 
+# torch 2.1-2.3 have no sidecar to start the workers in (nor TORCHINDUCTOR_WORKER_START): no pool is the fix there.
+LEGACY_OUTLIVED_ADVICE = ("compile without a pool: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1); torch "
+                          "2.1-2.3 start compile workers only by fork or spawn, and from 2.4 "
+                          'worker_start_method="subprocess" starts them in a sidecar that ends with its creator')
+
+
 def pool_outlived_creator(v: View) -> Finding | None:
     """A pool whose processes lived on after the process that made them ended (derive/pools.outlived_creator):
     nobody could use or stop them; a forked worker holds what it inherited (the creator's stdout and stderr), so
@@ -343,7 +349,8 @@ def pool_outlived_creator(v: View) -> Finding | None:
         sorted({p.pid for x in [st, *alike] for p in x.procs}), [f"{x.pool.creator.role} {x.pool.creator.pid} ended "
                                                                  f"at {_at(rel(a))}; its pool at {_at(rel(b))}"
                                                                  for x, (a, b) in orphans[:TEXT_PIDS]],
-        OUTLIVED_FORK_ADVICE if forked else (
+        (OUTLIVED_FORK_ADVICE if (torch_release(v.config_of(creator)[1]) or (2, 4)) >= (2, 4) else
+         LEGACY_OUTLIVED_ADVICE) if forked else (
             f"end the pool before its creator ends: call {shutdown_path(v, creator)}() when its compiles are done"),
         {"hang_s": round(end - gone, 3), **({"idle_mib_s": st.orphan_mib_s} if st.orphan_mib_s else {})})
 
