@@ -655,3 +655,31 @@ def test_a_peak_is_never_a_sum_of_two_sweeps_readings() -> None:
         (27.0, 500, 2, 0.0), (31.0, 800, 2, 4.0)]
     assert peak_at_once([a, b]) == (500 * m, 2, 2, 27.0)
     assert max(pt.pss for pt in Memory([a, b]).points) == 800 * m  # the line still holds it
+
+
+def test_a_peak_of_two_pools_swept_in_turn_is_never_a_sum_of_two_sweeps() -> None:
+    """Two pools the watcher sweeps in turn, 4.5 s apart, each every 9 s (a loaded host: 'the least recently
+    swept first'): no point sums readings one moment holds (each point's oldest reading is 4.5 s old), so
+    a peak taken among the line's points that one moment holds had only the first (A's 100 MiB at 0 s). A burst to 400 MiB in A's 27 s sweep and B's 31.5 s one: 800 MiB is no
+    figure any sweep saw together; the peak is a sum of readings within STALE_S of one moment (here each
+    pool's own, the other unread: 400 + nothing, 1 of 2 read), never the 800 the line holds."""
+    from types import SimpleNamespace
+
+    from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once, run_series
+    from wp_autotrace.analysis.fold.pace import Pace
+
+    m = MIB
+    a = _process(0.0, 100.0, 100.0, True, [(0.0, 100 * m, 0), (9.0, 100 * m, 0), (18.0, 100 * m, 0),
+                                          (27.0, 400 * m, 0), (36.0, 100 * m, 0), (45.0, 100 * m, 0)])
+    b = _process(0.0, 100.0, 100.0, True, [(4.5, 100 * m, 0), (13.5, 100 * m, 0), (22.5, 100 * m, 0),
+                                          (31.5, 400 * m, 0), (40.5, 100 * m, 0), (49.5, 100 * m, 0)])
+    b.index = 1
+    run = SimpleNamespace(pace=Pace([a, b]))
+    a.run = b.run = run  # type: ignore[assignment]
+    points = at_once([a, b])
+    assert all(pt.apart > 2.5 for pt in points if pt.read == 2)
+    assert max(pt.pss for pt in points) == 800 * m  # the line holds it
+    got, read, alive, _ = peak_at_once([a, b])
+    assert (got, read, alive) == (400 * m, 1, 2)
+    (_, _, best), = run_series([[a, b]], [points])
+    assert (best.pss, best.read) == (400 * m, 1)

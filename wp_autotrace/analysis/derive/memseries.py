@@ -161,14 +161,15 @@ class _Sum:
                      t - heap[0][0] if heap else 0.0)
 
 
-def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, steps: bool = False
-           ) -> Iterator[tuple[float, _Sum, int, list[int] | None]]:
+def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, steps: bool = False,
+           window: float | None = None) -> Iterator[tuple[float, _Sum, int, list[int] | None]]:
     """at_once's sweep: at each sample time with something read, (t, the running state, processes alive by
     their span, those read at t though their span says they were not alive). The state changes as the sweep
     goes on: read it before the next step. steps=True also stops at every moment the sum can change between
     two sample times (a process's start or end, its process_exit, a reading turning its window old) and yields
     (t, state, alive, None) there, and after each point, once the readings their window old at t have left: the
-    state from t until the next yield (Memory's steps)."""
+    state from t until the next yield (Memory's steps). window: how long every reading counts (`peak`'s
+    one-moment sums), instead of each one's own (stale_s)."""
     samples = sorted((ts, i, pss) for i, p in enumerate(procs)
                      for ts, pss, _ in ((lived_mem(p) if lived else p.mem) if p.mem else ())
                      if (a is None or ts >= a) and (b is None or ts <= b))
@@ -202,7 +203,7 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         while k < len(samples) and samples[k][0] == t:
             i = samples[k][1]
             state.read(i, t, samples[k][2])
-            until[i] = t + stale_s(procs[i], t)
+            until[i] = t + (stale_s(procs[i], t) if window is None else window)
             heapq.heappush(recent, (until[i], i))
             read_now.append(i)
             k += 1
@@ -286,8 +287,8 @@ class Held(NamedTuple):
     unread_s: float
 
 
-def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True
-            ) -> list[Point]:
+def at_once(procs: list[Process], a: float | None = None, b: float | None = None, lived: bool = True,
+            window: float | None = None) -> list[Point]:
     """The simultaneous PSS sum of procs at each of their sample times (module docstring), from the samples
     taken in [a, b] only when a window is given (a sample before it is never carried into it); [] unsampled.
     lived=False also takes the samples a process's own process_exit outlived: what a process left behind
@@ -301,8 +302,9 @@ def at_once(procs: list[Process], a: float | None = None, b: float | None = None
 
     Swept in time order, each set kept as it changes (alive by its span, read within its window), so a
     point costs what changed since the last one, not a pass over the pool: a pool of 99 processes read
-    for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool."""
-    return [state.point(t, spanned, extra) for t, state, spanned, extra in _sweep(procs, a, b, lived)
+    for an hour (143,000 points) took 10 s a pool, the page and the export paying it for every pool.
+    window: every reading counts that long instead of its own window (`peak`)."""
+    return [state.point(t, spanned, extra) for t, state, spanned, extra in _sweep(procs, a, b, lived, False, window)
             if extra is not None]
 
 
@@ -320,18 +322,20 @@ def peak_at_once(procs: list[Process], a: float | None = None, b: float | None =
     """The most PSS procs held together at one moment: at_once's largest point (its samples in [a, b] when
     given; the first such moment on a tie). Returns (peak bytes, processes read at that moment, processes
     alive then, t); (None, 0, 0, None) unsampled."""
-    best = peak(at_once(procs, a, b))
+    best = peak(procs, a, b)
     return (None, 0, 0, None) if best is None else (best.pss, best.read, best.alive, best.ts)
 
 
-def peak(points: list[Point]) -> Point | None:
-    """The most held at one moment: the largest of the points whose readings were all taken within STALE_S
-    of it (apart: the sampler's own period, one sweep's moment), the first on a tie; the largest of all
-    where none was. A reading counts for the pace the watcher kept (fold/pace.py), up to 13.5 s at a 9 s pace,
-    so a point between two sweeps may sum one process's reading of now with another's of 13 s ago: the line
-    and its MiB·s hold them, but a burst read in two sweeps is no peak that existed together (principle 6)."""
-    at_one = [pt for pt in points if pt.apart <= STALE_S]
-    return max(at_one or points, key=lambda pt: pt.pss, default=None)
+def peak(procs: list[Process], a: float | None = None, b: float | None = None) -> Point | None:
+    """The most procs held at one moment (their samples in [a, b] when given): the largest point of at_once
+    with every reading counting STALE_S (the sampler's own period, one sweep's moment), the first on a tie; a
+    process with no reading that fresh is unread at that point (read < alive: "N of M read"). A reading
+    counts for the pace the watcher kept (fold/pace.py), up to 13.5 s at a 9 s pace, so a point of the line
+    between two sweeps may sum one process's reading of now with another's of 13 s ago: the line and its
+    MiB·s hold them, but a burst read in two sweeps is no peak that existed together (principle 6). Nor is a
+    peak taken only among the line's points whose readings are all that fresh: where pools are swept in turn
+    seconds apart none may be but the first, and a 400 MiB reading was told as a 100 MiB peak."""
+    return max(at_once(procs, a, b, window=STALE_S), key=lambda pt: pt.pss, default=None)
 
 
 def left_at_once(procs: list[Process], after: float | None) -> Point | None:
@@ -374,12 +378,14 @@ def run_series(pools: list[list[Process]], series: list[list[Point]]
     sampled pool's own series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak
     each (in that order) and one series of the others' processes summed at once (at_once over them all).
     Unsampled pools have no series."""
-    read = [(i, points, best) for i, points in enumerate(series) if (best := peak(points)) is not None]
+    read = [(i, points, best) for i, points in enumerate(series)
+            if points and (best := peak(pools[i])) is not None]
     if len(read) <= MEMORY_LINES:
         return [([i], thin(points, MEMORY_POINTS), best) for i, points, best in read]
     read.sort(key=lambda x: -x[2].pss)
     top, rest = read[:MEMORY_LINES - 1], read[MEMORY_LINES - 1:]
-    summed = at_once([q for i, _, _ in rest for q in pools[i]])
+    others = [q for i, _, _ in rest for q in pools[i]]
+    summed = at_once(others)
     out = [([i], thin(points, MEMORY_POINTS), best) for i, points, best in top]
-    best = peak(summed)
+    best = peak(others)
     return out + ([([i for i, _, _ in rest], thin(summed, MEMORY_POINTS), best)] if best is not None else [])
