@@ -659,10 +659,10 @@ def test_a_peak_is_never_a_sum_of_two_sweeps_readings() -> None:
 
 def test_a_peak_of_two_pools_swept_in_turn_is_never_a_sum_of_two_sweeps() -> None:
     """Two pools the watcher sweeps in turn, 4.5 s apart, each every 9 s (a loaded host: 'the least recently
-    swept first'): no point sums readings one moment holds (each point's oldest reading is 4.5 s old), so
-    a peak taken among the line's points that one moment holds had only the first (A's 100 MiB at 0 s). A burst to 400 MiB in A's 27 s sweep and B's 31.5 s one: 800 MiB is no
-    figure any sweep saw together; the peak is a sum of readings within STALE_S of one moment (here each
-    pool's own, the other unread: 400 + nothing, 1 of 2 read), never the 800 the line holds."""
+    swept first'): each point of the line sums one reading 4.5 s old, so a peak taken among the line's points
+    that one moment holds had only the first (A's 100 MiB at 0 s). A burst to 400 MiB in A's 27 s sweep and
+    B's 31.5 s one: 800 MiB is no figure any sweep saw together; the peak is a sum of readings within STALE_S
+    of one moment (here each pool's own, the other unread: 400 MiB, 1 of 2 read), neither 800 nor 100."""
     from types import SimpleNamespace
 
     from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once, run_series
