@@ -785,6 +785,19 @@ def test_a_lost_jobs_wait_is_told_with_its_length_and_how_it_ended(tmp_path: Pat
     assert "waited" not in f["text"] and not f.get("headline"), f
 
 
+def test_a_lost_jobs_wait_that_never_returned_lasts_until_its_process_ended(tmp_path: Path) -> None:
+    """The main, in wait_pool_ready() on a pool whose sidecar died, was killed at 4 s (no process_exit: the
+    watcher missed it then) while something else of the run went on until 60 s: its wait lasted 2.5 s as far
+    as any record shows, not until the log's last record (58.5 s), and it ended with its process, not 'never'."""
+    w = with_lost_job()
+    w.lines = [r for r in w.lines if not (r["pid"] == 100 and r["event"] == "process_exit")]
+    call(w, 1.5, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 7, None)
+    watcher(w, 4.0, "tree", count=1, started=[], ended=[{"pid": 100, "end": T0 + 4.0}])
+    watcher(w, 60.0, "tree", count=1, started=[], ended=[])
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "jobs-lost")
+    assert "main 100 waited 2.5 s in wait_pool_ready() (1.5 -> 4.0 s), until its process ended" in f["text"], f
+
+
 def test_a_jobs_error_the_sidecar_logged_is_not_its_main_raising(tmp_path: Path) -> None:
     """A worker ended abruptly under a sidecar that went on serving: torch's job callback logs that one job's
     BrokenProcessPool in the sidecar (and the sidecar makes new workers). That is a job's failure, not the

@@ -180,11 +180,15 @@ def _waited(v: View, pool: Pool, end: float | None) -> str:
              and (c.end is None or c.end >= end)]
     if not waits:
         return ""
-    c = max(waits, key=lambda c: (c.end if c.end is not None else v.t_end) - c.ts)
-    stop = c.end if c.end is not None else v.t_end
+    # a wait with no return lasted until its process ended (Process.ended_at), where the log shows that end;
+    # only a process still running at the log's end waited up to it
+    died = pool.creator.ended_at
+    c = max(waits, key=lambda c: (c.end if c.end is not None else died or v.t_end) - c.ts)
+    stop = c.end if c.end is not None else died or v.t_end
     error = error_words(c.error).splitlines()[0] if c.error else ""
     how = (f"until {error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS].rsplit(' ', 1)[0] + ' …'}" if error else
-           "until it ended" if c.end is not None else "and it never returned")
+           "until it ended" if c.end is not None else "until its process ended" if died is not None else
+           "and it never returned")
     return (f"; {pool.creator.role} {pool.creator.pid} waited {stop - c.ts:.1f} s in "
             f"{c.target.rpartition('.')[2] if '.' in c.target else c.target}() ({v.rel(c.ts) or 0:.1f} -> "
             f"{v.rel(stop) or 0:.1f} s), {how}")
