@@ -322,20 +322,25 @@ def peak_at_once(procs: list[Process], a: float | None = None, b: float | None =
     """The most PSS procs held together at one moment: at_once's largest point (its samples in [a, b] when
     given; the first such moment on a tie). Returns (peak bytes, processes read at that moment, processes
     alive then, t); (None, 0, 0, None) unsampled."""
-    best = peak(procs, a, b)
+    best = peak(at_once(procs, a, b), procs, a, b)
     return (None, 0, 0, None) if best is None else (best.pss, best.read, best.alive, best.ts)
 
 
-def peak(procs: list[Process], a: float | None = None, b: float | None = None) -> Point | None:
-    """The most procs held at one moment (their samples in [a, b] when given): the largest point of at_once
-    with every reading counting STALE_S (the sampler's own period, one sweep's moment), the first on a tie; a
-    process with no reading that fresh is unread at that point (read < alive: "N of M read"). A reading
-    counts for the pace the watcher kept (fold/pace.py), up to 13.5 s at a 9 s pace, so a point of the line
-    between two sweeps may sum one process's reading of now with another's of 13 s ago: the line and its
-    MiB·s hold them, but a burst read in two sweeps is no peak that existed together (principle 6). Nor is a
-    peak taken only among the line's points whose readings are all that fresh: where pools are swept in turn
-    seconds apart none may be but the first, and a 400 MiB reading was told as a 100 MiB peak."""
-    return max(at_once(procs, a, b, window=STALE_S), key=lambda pt: pt.pss, default=None)
+def peak(points: list[Point], procs: list[Process], a: float | None = None, b: float | None = None
+         ) -> Point | None:
+    """The most procs held at one moment (points: their at_once, in [a, b] when given): the largest of the
+    points whose readings were all taken within STALE_S of it (apart: the sampler's own period, one sweep's
+    moment), the first on a tie, where one of those read every process alive. A reading counts for the pace
+    the watcher kept (fold/pace.py), up to 13.5 s at a 9 s pace, so a point of the line between two sweeps may
+    sum one process's reading of now with another's of 13 s ago: the line and its MiB·s hold them, but a burst
+    read in two sweeps is no peak that existed together (principle 6). Where no moment was read whole (pools
+    swept in turn seconds apart: then only the first point may be that fresh, and a 400 MiB reading was told
+    as a 100 MiB peak), the largest point of at_once with every reading counting STALE_S: still one moment's
+    sum, a process with no reading that fresh unread (read < alive: "N of M read")."""
+    at_one = [pt for pt in points if pt.apart <= STALE_S]
+    if not any(pt.read >= pt.alive for pt in at_one):
+        at_one = at_once(procs, a, b, window=STALE_S) if points else []
+    return max(at_one, key=lambda pt: pt.pss, default=None)
 
 
 def left_at_once(procs: list[Process], after: float | None) -> Point | None:
@@ -379,7 +384,7 @@ def run_series(pools: list[list[Process]], series: list[list[Point]]
     each (in that order) and one series of the others' processes summed at once (at_once over them all).
     Unsampled pools have no series."""
     read = [(i, points, best) for i, points in enumerate(series)
-            if points and (best := peak(pools[i])) is not None]
+            if (best := peak(points, pools[i])) is not None]
     if len(read) <= MEMORY_LINES:
         return [([i], thin(points, MEMORY_POINTS), best) for i, points, best in read]
     read.sort(key=lambda x: -x[2].pss)
@@ -387,5 +392,5 @@ def run_series(pools: list[list[Process]], series: list[list[Point]]
     others = [q for i, _, _ in rest for q in pools[i]]
     summed = at_once(others)
     out = [([i], thin(points, MEMORY_POINTS), best) for i, points, best in top]
-    best = peak(others)
+    best = peak(summed, others)
     return out + ([([i for i, _, _ in rest], thin(summed, MEMORY_POINTS), best)] if best is not None else [])

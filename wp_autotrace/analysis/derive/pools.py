@@ -536,7 +536,7 @@ class PoolStory:
     def _peak(self) -> tuple[int | None, float | None]:
         """What the pool's processes held together at one moment (peak_at_once), and when: never a sum of
         figures from different moments."""
-        best = peak(self.procs)  # peak_at_once's rule
+        best = peak(self.series, self.procs)  # peak_at_once's rule, on the series
         return (best.pss, best.ts) if best is not None else (None, None)
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
