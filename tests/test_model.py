@@ -1378,6 +1378,18 @@ def test_fork_hang_says_the_process_lived_on(tmp_path: Path) -> None:
 
 
 
+
+def test_a_ctrl_c_then_a_kill_is_told_as_the_kill_not_as_an_exit_handlers_wait(tmp_path: Path) -> None:
+    """with_fork_hang, and `run` waited for the main: SIGKILL. The process lived on after the Ctrl-C and was
+    killed: the words say so (the status is the evidence), never 'concurrent.futures' exit handler waits for the
+    pool's jobs', a cause no record shows."""
+    w = with_fork_hang()
+    w.add(9.1, 51, 1, "run", "run_exit", root_pid=100, status=-9, forwarded=[])
+    rep = report(w, tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "the process did not end then: it ran 3.0 s more, then killed by SIGKILL" in hang["text"], hang["text"]
+    assert "concurrent.futures" not in hang["text"], hang["text"]
+
 def with_fork_hang_caught() -> LogWriter:
     """with_fork_hang, but the program caught the KeyboardInterrupt and lived on: at 8.9 s it killed its pool's
     one worker (SIGKILL from its own line), its exit began at 8.95 s (process_exit, code 3), and it ended at 9.5 s."""

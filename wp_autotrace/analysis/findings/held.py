@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import SIDECAR_ROLES
+from ..derive.endings import EXEC, EXIT, OOM_AMONG, OOM_KILL, OS_EXIT, SIGNAL, WITH_GROUP
 from ..derive.held import (
     Held,
     held_by,
@@ -65,19 +66,26 @@ def wait_how(v: View, c: Call) -> str:
     return f"had not returned after {waited:.1f} s (the end of the log)"
 
 
+# Endings a record shows (a status, the kernel's log, its own exit): told as how a process that lived on ended;
+# without one, no exit of its own is all the log says.
+SHOWN_ENDINGS = (EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL, OOM_AMONG, WITH_GROUP)
+
+
 def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
     """(the finding's words, the Answer's) for a wait an error interrupted (a Ctrl-C's KeyboardInterrupt) whose
     process lived on HANG_S or more after it, to its end as seen (the watcher's, after its teardown): how long,
-    and how it then ended (its own exit with its code, a signal: endings.py's words); with no exit of its own,
-    concurrent.futures' exit join is what kept it (exit-hang tells that wait). ("", "") otherwise."""
+    and how it then ended where a record shows it (its own exit with its code, a status's signal, the kernel's
+    OOM log: endings.py's words, SHOWN_ENDINGS); with no exit of its own and no such record, concurrent.futures'
+    exit join is what kept it (exit-hang tells that wait). ("", "") otherwise."""
     p = c.proc
     if not c.error or p.ended_at is None or p.ended_at - end < HANG_S:
         return "", ""
     ran = p.ended_at - end
-    if not p.exited:
+    ending = v.endings.of(p)
+    if not p.exited and ending.kind not in SHOWN_ENDINGS:
         return (f"; the process did not end then: it ran {ran:.1f} s more, with no exit of its own "
                 "(concurrent.futures' exit handler waits for the pool's jobs)"), "; the process did not end then"
-    how = v.endings.of(p).words
+    how = ending.words
     return (f"; the process did not end then: it ran {ran:.1f} s more, then {how}",
             f"; the process lived on {ran:.1f} s after it, then {how}")
 
