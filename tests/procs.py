@@ -134,7 +134,7 @@ def end_children_first(root: int) -> None:
 
 def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[list[dict[str, Any]]], Any],
               timeout: float = 120, cwd: Any = None, interrupts: int = 3, interrupt_wait: float = 3.0,
-              children_first: bool = False) -> tuple[Result, bool]:
+              children_first: bool = False, on_exit: Callable[[], Any] | None = None) -> tuple[Result, bool]:
     """Run cmd until ready(records) holds (or timeout, or cmd exits), then stop the run; (result, reached).
 
     stdin is DEVNULL and stdout/stderr go to files beside the log, so a chatty run never blocks on a full
@@ -143,6 +143,8 @@ def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[l
     ended, the watcher gets a moment to list what it left. Last, every process of the run is killed:
     the root's group and whatever else runs with this log (kill_run); with children_first, a root still
     running is stopped and its descendants end before it (end_children_first): none outlives it.
+    on_exit, where given, is called once the root has ended (by itself or by the interrupts), before the
+    leftover wait and the kill: what the run left is the test's to read then, before the kill ends it.
     """
     assert env.get("WP_AUTOTRACE_LOG") == str(log), "kill_run finds the run by its log"
     out_path, err_path = log.with_suffix(".stdout"), log.with_suffix(".stderr")
@@ -164,6 +166,8 @@ def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[l
                 proc.wait(interrupt_wait)
             except subprocess.TimeoutExpired:
                 pass
+        if on_exit is not None and proc.poll() is not None:
+            on_exit()
         if proc.poll() is not None and b'"watcher_start"' in (log.read_bytes() if log.exists() else b""):
             try:
                 wait_for_watcher(log, LEFTOVER_WAIT_S, event="leftover")  # the watcher lists what the root left

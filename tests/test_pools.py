@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from wp_autotrace.analysis.derive.memseries import STALE_S
-from wp_autotrace.analysis.derive.pools import IDLE_GAP_S, shadowing
+from wp_autotrace.analysis.derive.pools import BY_POOL_ATEXIT, IDLE_GAP_S, shadowing
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
@@ -1183,6 +1183,88 @@ def test_the_fx_subprocess_pool_is_named_and_gets_its_own_advice(tmp_path: Path)
     assert idle["advice"].startswith("this is the FX-subprocess compile pool (TORCHINDUCTOR_FX_COMPILE_MODE=")
     assert "shutdown_compile_workers() after your last compile" not in idle["advice"]
     assert "made an FX-subprocess compile pool (sidecar 200 + 2 workers)" in " ".join(rep["answer"].split())
+
+
+def fx_pool(job_at: float = 2.1, caller: dict[str, Any] = USER) -> LogWriter:
+    """torch 2.13 under TORCHINDUCTOR_FX_COMPILE_MODE=subprocess, as its records come (compile_threads=2 at import,
+    never changed): the first compile makes the FX pool inside _SubprocessFxCompile.process_pool (sidecar 200,
+    its one spawned worker 301), the compile job 2-4 s, the main's AsyncCompile.wait inside it captures
+    compile_threads=2; at exit atexit runs pool.shutdown itself (no Python frame above it: an empty stack) at
+    10 s, then shutdown_compile_workers (the pool is not in its _pool_set). job_at: when the worker began the job
+    (submitted at 1.45 s); caller: the frame that made the pool."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    call(w, 1, 100, 1, "main", "torch._inductor.compile_fx_subproc:_SubprocessFxCompile.process_pool", 1, 1.5,
+         caller=caller)
+    call(w, 1.1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 2, 1.4, caller=caller, parent=1, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "fx-compile-sidecar", argv=["python", "x/compile_worker/__main__.py", "--workers=1",
+                                                         "--kind=spawn"])
+    call(w, 1.8, 200, 100, "fx-compile-sidecar", f"{SP}:SubprocMain.main", 1, None)
+    call(w, 2.0, 200, 100, "fx-compile-sidecar", f"{SP}:SubprocMain._start_pool", 2, 2.1, parent=1,
+         worker_pids=[301])  # at the first job's submit (SubprocMain.submit): spawn's worker, started then
+    start(w, 2.05, 301, 200, "compile-worker")
+    w.add(job_at, 301, 200, "compile-worker", "job", state="start", work_id=0, fn="builtins:getattr")
+    w.add(job_at + 1.9, 301, 200, "compile-worker", "job", state="end", work_id=0)
+    w.add(job_at + 1.8, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait", call_id=3, thread="MainThread",
+          stack=[caller], caller=caller, env={}, compile_threads=2)
+    w.add(job_at + 1.85, 100, 1, "main", "return", call_id=3, duration_s=0.05)
+    d = job_at - 2.1  # what follows the job moves with it
+    mem(w, d + 5.0, [(200, 1.2, 200), (301, 2.05, 300)])
+    mem(w, d + 8.0, [(200, 1.2, 200), (301, 2.05, 300)])
+    # no caller: stack [] (atexit called it)
+    call(w, d + 10.0, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 4, d + 10.4, sidecar_pid=200)
+    call(w, d + 10.05, 200, 100, "fx-compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, d + 10.1, parent=1)
+    w.add(d + 10.2, 301, 200, "compile-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(d + 10.3, 200, 100, "fx-compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    call(w, d + 10.5, 100, 1, "main", f"{AC}:shutdown_compile_workers", 5, d + 10.6)
+    w.add(d + 10.7, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[],
+          procs=[])
+    label = f"{SP}:SubprocPool.submit"
+    w.add(d + 10.7, 100, 1, "main", "process_exit", how="exit", counts={label: 1}, dropped=0,
+          count_times={label: [T0 + 1.45, T0 + 1.45]})
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_the_fx_pools_own_atexit_is_named_and_no_setting_is_told_late(tmp_path: Path) -> None:
+    """torch registers the FX pool's shutdown with atexit itself (compile_fx_subproc: atexit.register(
+    pool.shutdown)): a shutdown with no Python frame above it, in the main thread, is that handler's, not
+    multiprocessing's finalizer (whose stack passes through util._exit_function). And compile_threads, 2 from
+    import on, sizes nothing here (torch makes the FX pool with 1 worker whatever it says): no setting-too-late,
+    which led the Answer of a real run with "compile_threads=2 was set ... after its compile pool existed"."""
+    rep = report(fx_pool(), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["fx_subprocess"] and pool["worker_pids"] == [301]
+    assert pool["shutdown_by"] == BY_POOL_ATEXIT and pool["ending"]["kind"] == "shutdown-completed", pool
+    assert f"{BY_POOL_ATEXIT} shut it down" in " ".join(rep["answer"].split()), rep["answer"]
+    assert "setting-too-late" not in {f["kind"] for f in rep["findings"]}, rep["answer"]
+    assert rep["answer"].startswith("- main 100 made an FX-subprocess compile pool"), rep["answer"]
+
+
+def test_a_library_made_fx_pools_fix_is_its_mode_not_compile_threads(tmp_path: Path) -> None:
+    """An installed library's line made the FX pool: the setting the user can apply comes first, but for this pool
+    it is TORCHINDUCTOR_FX_COMPILE_MODE (torch makes it whatever compile_threads says, and
+    shutdown_compile_workers() never stops it): a real run's Fix first said "set TORCHINDUCTOR_COMPILE_THREADS=1
+    ... no pool is made", which would have changed nothing."""
+    lib = {"file": "/venv/lib/python3.11/site-packages/wp_fx_serve/fxstep.py", "line": 14, "func": "warm",
+           "dist": "wp-fx-serve", "dist_version": "0.1", "rel": "wp_fx_serve/fxstep.py"}
+    rep = report(fx_pool(caller=lib), tmp_path)
+    assert rep["pools"][0]["made_in"]["dist"] == "wp-fx-serve"
+    fix = rep["answer"].split("Fix first: ")[1]
+    assert fix.startswith("unset TORCHINDUCTOR_FX_COMPILE_MODE in the environment"), fix
+    assert "wp-fx-serve 0.1" in fix and "_SubprocessFxCompile.process_pool().shutdown()" in fix, fix
+    assert "TORCHINDUCTOR_COMPILE_THREADS=1 in the environment" not in fix, fix
+
+
+def test_a_job_queued_before_the_worker_was_ready_leaves_no_idle_gap(tmp_path: Path) -> None:
+    """The FX pool's one job is submitted (1.45 s) before its spawned worker is up (2.05 s); the worker begins it
+    only at 14 s, having imported what the job's function needs (12 s on a loaded box, real torch). The pool had
+    work pending all along: no idle stretch "between its ready and its first job" (a real run told 11.8 s)."""
+    rep = report(fx_pool(job_at=14.0), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["jobs"] == 1 and pool["idle_gaps"] == [], pool["idle_gaps"]
+    assert "between its ready" not in rep["answer"], rep["answer"]
 
 
 def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:

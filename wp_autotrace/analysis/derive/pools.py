@@ -47,11 +47,13 @@ from .memseries import Memory, Point, lived_mem, peak, peak_at_once
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"
 READER_THREAD = "InductorSubproc"
+MAIN_THREAD = "MainThread"  # threading's name for the interpreter's main thread, where atexit runs
 # Who asked a pool to stop (the story's `shutdown_by`).
 BY_USER = "user code"
 BY_ATEXIT = "torch's atexit (shutdown_compile_workers)"
 BY_READER = "the pool's reader thread (its sidecar had closed the pipe)"
 BY_FINALIZER = "torch's multiprocessing finalizer at exit"
+BY_POOL_ATEXIT = "torch's atexit (the pool's own shutdown, registered as the pool was made)"
 BY_TIMER = "the quiesce timer"
 
 
@@ -132,6 +134,8 @@ def requester(c: Call) -> tuple[str, dict[str, Any] | None]:
         return BY_USER, own
     if c.thread == READER_THREAD:
         return BY_READER, None
+    if c.by_interpreter and parent is None and c.thread == MAIN_THREAD:  # atexit ran pool.shutdown itself
+        return BY_POOL_ATEXIT, None
     return BY_FINALIZER, None
 
 
@@ -305,10 +309,15 @@ class IdleGap(NamedTuple):
     unread_s: float  # of its seconds, those a process of the pool, alive, was not read (the MiB·s counts none)
 
 
-def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: float) -> list[tuple[float, float, bool]]:
+def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: float,
+              queued: float | None = None) -> list[tuple[float, float, bool]]:
     """The stretches of IDLE_GAP_S or more, from ready_at (else the first job's start) to end, in which no job of
     `spans` (busy_spans: merged, earliest first) was held, as (start, end, first: from the ready, no job begun
-    between them). [] without job records: no other evidence tells when a pool held no job between its uses."""
+    between them). [] without job records: no other evidence tells when a pool held no job between its uses.
+    queued: when the pool's first job was submitted, where its ready is its workers' start (no wait_pool_ready
+    probe came back); submitted by the time a stretch before that job begins, the job waited on the worker then
+    (a spawned worker imports what the job's function needs before it starts it: 12 s under load, FX-subprocess
+    compile), which is no idle time."""
     if not spans:
         return []
     out: list[tuple[float, float, bool]] = []
@@ -316,7 +325,8 @@ def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: flo
     for i, (a, b) in enumerate(spans):
         if a >= end:
             break
-        if a - t >= IDLE_GAP_S:  # the ready probe's end record may come after the ready: a worker writes it late
+        waited = i == 0 and queued is not None and queued <= t
+        if a - t >= IDLE_GAP_S and not waited:  # the ready probe's end record may come after the ready: late
             out.append((t, a, ready_at is not None and (i == 0 or spans[i - 1][0] <= ready_at)))
         t = max(t, b)
     return out
@@ -451,7 +461,8 @@ class PoolStory:
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
-        gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until) if self.served else []
+        gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until, None if pool.ready_at else pool.first_job) \
+            if self.served else []
         self.gaps = [IdleGap(ga, gb, first, *self._over(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         self.idle_total_mib_s, self.idle_total_unread_s = self._idle_totals()

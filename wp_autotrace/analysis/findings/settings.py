@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ..derive.endings import torch_release
-from ..derive.pools import pool_end, pool_size, start_method
+from ..derive.pools import fx_subprocess, pool_end, pool_size, start_method
 from ..fold.model import EXECUTOR
 from .base import Finding
 
@@ -132,9 +132,11 @@ def setting_too_late(v: View) -> Finding | None:
     """A pool setting changed while a pool of its process already lived (seen at a later AsyncCompile.wait: the
     variable in its environment, or the config's value then): it changed nothing, since torch reads the variable
     into the config when the config loads, and the config's value when AsyncCompile.process_pool makes the pool
-    it then keeps."""
+    it then keeps. Never about the FX-subprocess pool: neither setting sizes nor starts it."""
     waits: dict[int, list[Call]] = {}  # each creator's, once (thousands of pools of one creator: linear)
     for pool in v.pools:
+        if fx_subprocess(pool):  # SubprocPool(1, kind=SPAWN) whatever these settings say: none is read for it
+            continue
         have = _pool_start(pool)
         end = pool_end(pool)
         mine = waits.get(id(pool.creator))

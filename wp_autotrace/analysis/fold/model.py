@@ -45,7 +45,8 @@ class Call:
     """One traced call (or a refused one, ``blocked``)."""
 
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
-                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "gen", "mp_main")
+                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "by_interpreter",
+                 "gen", "mp_main")
 
     def __init__(self, proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any],
                  share: Callable[[Any], Any]) -> None:
@@ -81,6 +82,10 @@ class Call:
         # the process was forked at, inherited, never what asked for the call (docs/users.md D4). Only a stop
         # request's caller is read for that (pools.requester): no other call pays the walk of its stack.
         self.at_exit: bool = self.target.endswith(_STOP_CALLS) and _from_mp_exit(get("stack"))
+        # A stop request with no Python frame above it (its recorded stack empty, not absent): the interpreter
+        # itself called it, i.e. atexit ran the pool's own shutdown registered as a handler (torch's
+        # _SubprocessFxCompile.process_pool registers pool.shutdown so), not a finalizer of multiprocessing's.
+        self.by_interpreter: bool = self.target.endswith(_STOP_CALLS) and get("stack") == []
         # Made while a spawned process re-imported the main script as __mp_main__ (multiprocessing.spawn's
         # _fixup_main_from_path): the script's top level running again in a spawned child. Only a spawned
         # child's calls pay the walk of their stack.

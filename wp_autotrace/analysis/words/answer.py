@@ -392,6 +392,7 @@ SYMPTOMS_TOLD = 3
 # Findings about the pools' own cost: the fix is the pool's, and who can act on it depends on who made it.
 POOL_COST_KINDS = ("idle-pool", "child-exit-wait", "slow-exit-wait", "leftovers", "pool-device-files")
 SHUTDOWN = "torch._inductor.async_compile.shutdown_compile_workers"
+FX_SHUTDOWN = "torch._inductor.compile_fx_subproc._SubprocessFxCompile.process_pool().shutdown"
 
 
 def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
@@ -433,10 +434,17 @@ def _threads_now(rep: dict[str, Any]) -> str:
 def _settings_first(rep: dict[str, Any], made: dict[str, Any]) -> str:
     where = f"{made['rel']}:{made['line']}" if made.get("line") is not None else made["rel"]
     dist = f"{made['dist']} {made['version']}".rstrip()
+    fx = sum(1 for p in rep["pools"] if p.get("fx_subprocess"))
+    if fx == len(rep["pools"]):  # torch makes it whatever compile_threads says; shutdown_compile_workers() leaves it
+        return ("unset TORCHINDUCTOR_FX_COMPILE_MODE in the environment that starts the program (the processes it "
+                "starts inherit it): each compiles in-process and no FX-subprocess pool is made (compile_threads=1 "
+                f"does not stop it). The pool is made inside {dist} ({where}), not your code: calling "
+                f"{FX_SHUTDOWN}() after its last compile is a change to that library")
+    also = "; the FX-subprocess pool stays even so: unset TORCHINDUCTOR_FX_COMPILE_MODE" if fx else ""
     return (f"set TORCHINDUCTOR_COMPILE_THREADS=1 in the environment that starts the program (the processes it "
             f"starts inherit it): each compiles in-process and no pool is made{_threads_now(rep)}. The pools "
             f"are made inside {dist} ({where}), not your code: calling {SHUTDOWN}() after its last compile is "
-            "a change to that library")
+            f"a change to that library{also}")
 
 
 def _test_terms(rep: dict[str, Any]) -> str:
