@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from wp_autotrace.analysis.derive.pools import BY_POOL_ATEXIT
+from wp_autotrace.analysis.findings.pools import IDLE_POOL_S
 
 from .conftest import (
     WaitTimeout,
@@ -57,6 +58,7 @@ FX = PROBE_PRELUDE + textwrap.dedent('''
     before, at = probe(), time.time()
     wait(lambda: read_all(pool, at), limit=120)
     after = probe()
+    wait(lambda: time.time() - done >= float(sys.argv[2]), limit=60)  # a server idles on: past the idle-pool bar
     with open(sys.argv[1], "w") as f:
         json.dump({"before": before, "after": after, "sent": sent, "done": done, "idled_to": time.time()}, f)
 ''')
@@ -113,7 +115,8 @@ def test_fx_subprocess_compile_pool_tells_its_whole_story(tmp_path: Path) -> Non
             pass
         left["after"] = running()
 
-    res, reached = run_until([sys.executable, str(script), str(out)], env, log, main_ended, timeout=240,
+    idles = IDLE_POOL_S + 3.0  # the scenario's length, far from the idle-pool finding's bar (which gives Fix first)
+    res, reached = run_until([sys.executable, str(script), str(out), str(idles)], env, log, main_ended, timeout=240,
                              cwd=tmp_path, on_exit=look)
     assert reached and res.returncode == 0, f"torch hung at exit (or failed): {res.stderr[-3000:]}"
     wait_for_watcher(log, timeout=60)
@@ -151,6 +154,7 @@ def test_fx_subprocess_compile_pool_tells_its_whole_story(tmp_path: Path) -> Non
     assert pool["jobs"] == 1 and probe["sent"] <= t0 + pool["first_job"] + ROUND_S, (pool, probe)
     assert probe["sent"] <= t0 + pool["busy_until"] + ROUND_S <= probe["done"] + SLACK_S, (pool, probe)
     assert pool["idle_s"] >= probe["idled_to"] - probe["done"] - SLACK_S, (pool, probe)
+    assert probe["idled_to"] - probe["done"] >= idles, probe
     assert t0 + pool["shutdown_at"] + ROUND_S >= probe["idled_to"], (pool, probe)
     # its memory at once while it idled, against the probe's smaps_rollup sum of the same two processes (PSS
     # moves a little as pages are touched: the probe's two readings bound it, 5 % either way); the tracker,
