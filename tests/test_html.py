@@ -608,9 +608,9 @@ def test_an_idle_gap_between_uses_holds_what_the_script_read_and_is_told_alike(
     PSS from smaps_rollup in that stretch), a few seconds: under IDLE_GAP_S, so read here with the bar lowered to
     1 s. The gap's MiB·s (memory at once integrated) over its read seconds is what the pool held then: within
     15 % of the script's own sum; the run's costs, the text report and the page tell the same idle total."""
-    from wp_autotrace.analysis.derive import held, pools
+    from wp_autotrace.analysis.derive import gaps, held
 
-    monkeypatch.setattr(pools, "IDLE_GAP_S", 1.0)
+    monkeypatch.setattr(gaps, "IDLE_GAP_S", 1.0)
     monkeypatch.setattr(held, "IDLE_GAP_S", 1.0)
     own = scenario["own"]
     rep = analyze(read_logs([str(scenario["log"])]))

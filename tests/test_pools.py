@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.derive.gaps import IDLE_GAP_S
 from wp_autotrace.analysis.derive.memseries import STALE_S
-from wp_autotrace.analysis.derive.pools import BY_POOL_ATEXIT, IDLE_GAP_S, shadowing
+from wp_autotrace.analysis.derive.pools import BY_POOL_ATEXIT, shadowing
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze

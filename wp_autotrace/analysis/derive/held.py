@@ -31,7 +31,8 @@ from typing import Any, NamedTuple
 
 from ...common.vocab import COMPILE_WORKER, HELPER_ROLES
 from ..fold.model import Call, JobSpan, Pool, Process
-from .pools import IDLE_GAP_S, busy_spans, job_until, workers_of
+from .gaps import IDLE_GAP_S
+from .pools import busy_spans, job_until, workers_of
 
 
 class Held(NamedTuple):

@@ -42,6 +42,7 @@ from ...common import targets, vocab
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, JobSpan, Pool, Process
 from ..words.fmt import IDLE_AFTER_WORDS, MIB
 from .counts import counts_at
+from .gaps import IdleGap, idle_gaps
 from .memseries import Memory, Point, lived_mem, peak, peak_at_once
 
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
@@ -290,46 +291,6 @@ def creator_busy_until(pool: Pool, t_end: float, index: PoolIndex, ready_at: flo
     waits = index.waits.get(id(pool.creator))
     waited = waited_until(pool, t_end, list(pool.creator.calls.values()) if waits is None else waits)
     return busy if waited is None else max(busy, waited)  # its creator waited on its jobs until then: not idle
-
-
-# A stretch this long with no job held, inside a pool's life (from its ready to its first job, or between two
-# jobs), is told as an idle gap: the compile jobs of one graph come within a second or two of each other (its
-# kernels are submitted together), so a gap this long is a pause between compiles (a notebook's next cell, an
-# eval between epochs); far from any natural figure of one compile.
-IDLE_GAP_S = 10.0
-
-
-class IdleGap(NamedTuple):
-    """One idle gap inside a pool's life: from (its ready, else a job's end) to (the next job's start), and what
-    its processes held over it (MiB·s, the same sum as the idle span's; None where none was read in it)."""
-    start: float
-    end: float
-    first: bool  # from its ready to its first job after it
-    mib_s: float | None
-    unread_s: float  # of its seconds, those a process of the pool, alive, was not read (the MiB·s counts none)
-
-
-def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: float,
-              queued: float | None = None) -> list[tuple[float, float, bool]]:
-    """The stretches of IDLE_GAP_S or more, from ready_at (else the first job's start) to end, in which no job of
-    `spans` (busy_spans: merged, earliest first) was held, as (start, end, first: from the ready, no job begun
-    between them). [] without job records: no other evidence tells when a pool held no job between its uses.
-    queued: when the pool's first job was submitted, where its ready is its workers' start (no wait_pool_ready
-    probe came back); submitted by the time a stretch before that job begins, the job waited on the worker then
-    (a spawned worker imports what the job's function needs before it starts it: 12 s under load, FX-subprocess
-    compile), which is no idle time."""
-    if not spans:
-        return []
-    out: list[tuple[float, float, bool]] = []
-    t = ready_at if ready_at is not None else spans[0][0]
-    for i, (a, b) in enumerate(spans):
-        if a >= end:
-            break
-        waited = i == 0 and queued is not None and queued <= t
-        if a - t >= IDLE_GAP_S and not waited:  # the ready probe's end record may come after the ready: late
-            out.append((t, a, ready_at is not None and (i == 0 or spans[i - 1][0] <= ready_at)))
-        t = max(t, b)
-    return out
 
 
 # A pool whose processes lived this long after its creator ended outlived it (orphans: nobody can use or stop

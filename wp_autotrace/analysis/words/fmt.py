@@ -133,7 +133,7 @@ def status_words(code: int) -> str:
 
 
 def gap_words(a: str, b: str, s: float, first: bool) -> str:
-    """An idle gap inside a pool's life (derive/pools.idle_gaps), as the idle-pool finding tells it: its
+    """An idle gap inside a pool's life (derive/gaps.idle_gaps), as the idle-pool finding tells it: its
     seconds and its ends, from (its ready | a job's end) at a to (its first | its next) job at b."""
     return (f"{s:.1f} s between its ready at {a} and its first job at {b}" if first
             else f"{s:.1f} s between a job's end at {a} and its next job at {b}")

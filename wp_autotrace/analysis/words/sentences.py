@@ -23,7 +23,7 @@ def covered_text(pool: dict[str, Any]) -> str:
 
 def gaps_words(gaps: list[dict[str, Any]]) -> str:
     """', idle 51.5 s between its ready at 15.7 s and its first job at 67.2 s (+1 more idle gap of 17.0 s)': a
-    pool's largest idle gap between its uses (the report's pools[].idle_gaps, derive/pools.idle_gaps), the others
+    pool's largest idle gap between its uses (the report's pools[].idle_gaps, derive/gaps.idle_gaps), the others
     counted; '' without gaps."""
     if not gaps:
         return ""
