@@ -682,6 +682,32 @@ def test_a_start_variable_torch_does_not_read_is_told_so(tmp_path: Path) -> None
     assert "but something in the process changed it first" in f["text"], f["text"]
 
 
+def test_a_setting_changed_after_a_2_3_pool_is_told_the_fix_that_release_has(tmp_path: Path) -> None:
+    """TORCHINDUCTOR_COMPILE_THREADS set after torch 2.3's fork pool exists: no shutdown lets a later compile make a new
+    pool there (codecache's shutdown_compile_workers leaves AsyncCompile.process_pool's cache; 2.1-2.2 have no
+    shutdown), so the advice is to set it before the pool is made, never async_compile's shutdown (absent)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2, "worker_start_method": "fork"},
+          torch_version="2.3.1")
+    call(w, 2, 100, 1, "main", "torch._inductor.codecache:AsyncCompile.process_pool", 1, 2.01)
+    for pid in (201, 202):
+        w.add(2.1, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7", forked=True,
+              env={}, run="r1", root_pid=100)
+        w.add(2.2, pid, 100, "compile-worker", "role")
+    w.add(4, 100, 1, "main", "call", target="torch._inductor.codecache:AsyncCompile.wait", call_id=20,
+          thread="MainThread", stack=[PLUGIN], caller=PLUGIN, env={"TORCHINDUCTOR_COMPILE_THREADS": "4"},
+          compile_threads=2)
+    w.add(4.1, 100, 1, "main", "return", call_id=20, duration_s=0.1)
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "setting-too-late"]
+    assert f["text"].startswith("TORCHINDUCTOR_COMPILE_THREADS=4 was set in main 100"), f["text"]
+    assert f["advice"].startswith("set torch._inductor.config.compile_threads (or TORCHINDUCTOR_COMPILE_THREADS "
+                                  "before torch is imported) before the first compile makes the pool: torch 2.3.1 "
+                                  "keeps the one pool it made"), f["advice"]
+    assert "async_compile" not in f["advice"]
+
+
 def test_compile_threads_changed_after_the_pool_exists(tmp_path: Path) -> None:
     """compile_threads set in code (the config's value at a later wait) or TORCHINDUCTOR_COMPILE_THREADS set in
     the environment after torch read it, while a pool made for 2 workers lived: changed nothing, said with the

@@ -161,6 +161,11 @@ def setting_too_late(v: View) -> Finding | None:
                   f"conftest.py that runs first); to change it inside a running process, set "
                   f"torch._inductor.config.{name} and call torch._inductor.async_compile.shutdown_compile_workers() "
                   "so the next compile makes a new pool")
+        version = v.config_of(p)[1]
+        if (torch_release(version) or (2, 4)) < (2, 4):  # no shutdown that lets a later compile make a new pool
+            advice = (f"set torch._inductor.config.{name} (or {var} before torch is imported) before the first compile "
+                      f"makes the pool: torch {version} keeps the one pool it made (AsyncCompile.process_pool is "
+                      "cached, and torch never clears it), so no later setting reaches a pool")
         return Finding(
             "setting-too-late", "warning",
             f"{what} was set in {p.role} {p.pid} after its compile pool existed{test}; it changed nothing, the "
