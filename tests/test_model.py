@@ -1403,8 +1403,6 @@ def test_fork_hang_says_the_process_lived_on(tmp_path: Path) -> None:
     assert hang["cost"]["hang_s"] == 3.5 and 'worker_start_method="subprocess"' in hang["advice"]
 
 
-
-
 def test_a_ctrl_c_then_a_kill_is_told_as_the_kill_not_as_an_exit_handlers_wait(tmp_path: Path) -> None:
     """with_fork_hang, and `run` waited for the main: SIGKILL. The process lived on after the Ctrl-C and was
     killed: the words say so (the status is the evidence), never 'concurrent.futures' exit handler waits for the
@@ -1416,16 +1414,19 @@ def test_a_ctrl_c_then_a_kill_is_told_as_the_kill_not_as_an_exit_handlers_wait(t
     assert "the process did not end then: it ran 3.0 s more, then killed by SIGKILL" in hang["text"], hang["text"]
     assert "concurrent.futures" not in hang["text"], hang["text"]
 
-def with_fork_hang_caught() -> LogWriter:
+
+def with_fork_hang_caught(sigint: bool = False) -> LogWriter:
     """with_fork_hang, but the program caught the KeyboardInterrupt and lived on: at 8.9 s it killed its pool's
-    one worker (SIGKILL from its own line), its exit began at 8.95 s (process_exit, code 3), and it ended at 9.5 s."""
+    one worker (SIGKILL from its own line), its exit began at 8.95 s (process_exit, code 3), and it ended at 9.5 s.
+    sigint: it did not catch it; its exit handlers ran until 9.5 s, and its wait status says SIGINT."""
     w = LogWriter()
     w.lines = [r for r in with_fork_hang().lines if r["event"] not in ("tree", "leftover") or r["ts"] < T0 + 9]
     w.add(8.9, 100, 1, "main", "signal_sent", how="kill", target=201, signal=9, frames=[
         {"file": "/home/u/main.py", "line": 30, "func": "<module>"}])
-    w.add(8.95, 100, 1, "main", "process_exit", how="exit", code=3, counts={}, dropped=0)
+    w.add(8.95, 100, 1, "main", "process_exit", how="exit", **({} if sigint else {"code": 3}), counts={}, dropped=0)
     watcher(w, 9.0, "tree", count=1, started=[], ended=[{"pid": 201, "end": T0 + 9.0}])
-    watcher(w, 9.5, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 9.5}])
+    watcher(w, 9.5, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 9.5}],
+            **({"zombies": [{"pid": 100, "ppid": 1, "since": T0 + 9.5, "status": 2}]} if sigint else {}))
     watcher(w, 9.6, "leftover", how="root-exit", count=0, pids=[], procs=[])
     return w
 
@@ -1445,6 +1446,13 @@ def test_a_ctrl_c_the_program_caught_is_told_with_how_it_lived_on_and_ended(tmp_
     assert pool["ending"]["kind"] == "ended-by-creator", pool["ending"]
     assert "main 100 ended its workers itself, sending SIGKILL (os.kill at main.py:30 in <module>)" in words, words
     assert "as main 100 exited" not in words
+    # a Ctrl-C that went uncaught ended it as its exit handlers ran (wait status SIGINT): it did not live on
+    (tmp_path / "uncaught").mkdir()
+    rep = report(with_fork_hang_caught(sigint=True), tmp_path / "uncaught")
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "after 3.5 s; the process ended on a Ctrl-C (SIGINT) 3.5 s later, after its exit handlers ran" \
+        in hang["text"], hang["text"]
+    assert "lived on" not in rep["answer"] and "did not end then" not in rep["answer"], rep["answer"]
 
 
 def test_a_long_wait_for_a_new_pool_to_be_ready_is_told_with_the_threads_then(tmp_path: Path) -> None:
