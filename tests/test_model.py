@@ -1415,6 +1415,16 @@ def test_a_ctrl_c_then_a_kill_is_told_as_the_kill_not_as_an_exit_handlers_wait(t
     assert "concurrent.futures" not in hang["text"], hang["text"]
 
 
+
+def test_a_second_ctrl_c_that_killed_the_process_is_no_exit_handlers_run(tmp_path: Path) -> None:
+    """with_fork_hang, and `run` waited for the main: SIGINT, with no process_exit (a Ctrl-C under SIGINT's default
+    action, or a second one, killed it outright): nothing shows its exit handlers ran; it lived on and was killed."""
+    w = with_fork_hang()
+    w.add(9.1, 51, 1, "run", "run_exit", root_pid=100, status=-2, forwarded=[])
+    (hang,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "exit handlers ran" not in hang["text"], hang["text"]
+    assert "the process did not end then: it ran 3.0 s more, then killed by SIGINT" in hang["text"], hang["text"]
+
 def with_fork_hang_caught(sigint: bool = False) -> LogWriter:
     """with_fork_hang, but the program caught the KeyboardInterrupt and lived on: at 8.9 s it killed its pool's
     one worker (SIGKILL from its own line), its exit began at 8.95 s (process_exit, code 3), and it ended at 9.5 s.

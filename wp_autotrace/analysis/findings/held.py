@@ -77,14 +77,14 @@ def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
     and how it then ended where a record shows it (its own exit with its code, a status's signal, the kernel's
     OOM log: endings.py's words, SHOWN_ENDINGS); with no exit of its own and no such record, concurrent.futures'
     exit join is what kept it (exit-hang tells that wait). A process a Ctrl-C ended (its wait status SIGINT: the
-    interrupt went uncaught, its exit handlers ran meanwhile) did not live on: said in the finding only. ("", "")
-    otherwise."""
+    interrupt went uncaught, its exit handlers ran meanwhile: its process_exit shows it) did not live on: said in
+    the finding only. ("", "") otherwise."""
     p = c.proc
     if not c.error or p.ended_at is None or p.ended_at - end < HANG_S:
         return "", ""
     ran = p.ended_at - end
     ending = v.endings.of(p)
-    if ending.signal == "SIGINT":  # a Ctrl-C ended it (this one, its KeyboardInterrupt uncaught) as its exit ran
+    if ending.signal == "SIGINT" and p.exited:  # a Ctrl-C ended it (its KeyboardInterrupt uncaught) as its exit ran
         return f"; the process ended on a Ctrl-C (SIGINT) {ran:.1f} s later, after its exit handlers ran", ""
     if not p.exited and ending.kind not in SHOWN_ENDINGS:
         return (f"; the process did not end then: it ran {ran:.1f} s more, with no exit of its own "
