@@ -1268,6 +1268,24 @@ def test_a_job_queued_before_the_worker_was_ready_leaves_no_idle_gap(tmp_path: P
     assert "between its ready" not in rep["answer"], rep["answer"]
 
 
+def test_an_autotune_pools_own_atexit_is_named(tmp_path: Path) -> None:
+    """torch 2.11+'s AutotuneProcessPool registers its own _shutdown with atexit as it makes its executor
+    (autotune_process.py: atexit.register(self._shutdown)); a real CPU run's end (the call with no Python frame
+    above it, in the main thread) was told as multiprocessing's finalizer."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", "torch._inductor.autotune_process:AutotuneProcessPool.__init__", 1, 1.1, caller=USER)
+    start(w, 1.5, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import spawn_main",
+                                                      "--multiprocessing-fork"])
+    mem(w, 3.0, [(301, 1.5, 240)])
+    call(w, 5.0, 100, 1, "main", "torch._inductor.autotune_process:AutotuneProcessPool._shutdown", 2, 5.01)
+    w.add(5.2, 301, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(5.3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    (pool,) = report(w, tmp_path)["pools"]
+    assert pool["kind"] == "autotune" and pool["worker_pids"] == [301], pool
+    assert pool["shutdown_by"] == BY_POOL_ATEXIT, pool["shutdown_by"]
+
+
 def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:
     """torch._vendor.quack's precompile Popens its compile workers (2.13+; GPU only, so a crafted log): they are a
     pool of kind quack, made at the user's line, its workers as ps lists them, its memory at once, ended by its

@@ -394,7 +394,8 @@ class Model:
         self.t_end = 0.0
 
 
-_STOP_CALLS = (".shutdown", ".quiesce")  # SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce: requester's calls
+# SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce, AutotuneProcessPool._shutdown: requester's calls
+_STOP_CALLS = (".shutdown", ".quiesce", "._shutdown")
 
 
 
