@@ -81,7 +81,8 @@ LIVE_RUNS: tuple[tuple[str, str, str], ...] = (
      "(torch._inductor.async_compile, wait_pool_ready, a sidecar, TORCHINDUCTOR_WORKER_START, the FX-subprocess "
      "pool, 2.8's autotune process): test_torch_e2e 6, test_torch_pools 2, test_torchrun 1, test_counts 1, "
      "test_pool_kinds 11 failed so, by design. The default pool (import-time warm_pool, fork executor) live beside "
-     "the probe, bench/users/legacy_fork_pool.py: answered after five fixes (docs/users.md, 'torch 2.3.1, live'). "
+     "the probe, bench/users/legacy_fork_pool.py: answered once V1-V5 were fixed; V6-V7 found beside it "
+     "(docs/users.md, 'torch 2.3.1, live'). "
      "Seen firing: codecache:AsyncCompile.warm_pool, process_pool, wait, _async_compile_initializer (each worker), "
      "concurrent.futures' worker start, exit join and executor shutdown, _compile, the config"),
 )
