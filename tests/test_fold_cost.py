@@ -114,3 +114,71 @@ def test_a_ready_wait_looks_for_a_pool_only_in_processes_that_made_one(tmp_path:
     with redirect_stdout(io.StringIO()) as counted:
         assert main(["report", "--json", str(path)]) == 0
     assert looked == [100, 100, 100] and counted.getvalue() == plain.getvalue()
+
+
+RARE = {"env": {"TORCH_WARM_POOL": "0"}, "action": "skip", "rss": 123456, "pending_jobs": 3}
+
+
+def _calls_of_every_kind() -> tuple[Any, list[Any]]:
+    """The fold of one call of each kind: plain; with each field few calls have; blocked; after an exec; a stop
+    request from multiprocessing's exit handler; one made as a spawned child re-imported its main script."""
+    frame = {"file": "/u/a.py", "line": 3, "func": "f"}
+    mp_exit = {"file": "/py/multiprocessing/util.py", "line": 300, "func": "_exit_function"}
+    mp_main = {"file": "/py/multiprocessing/spawn.py", "line": 280, "func": "_fixup_main_from_path"}
+    records: list[dict[str, Any]] = [
+        {"v": 1, "event": "process_start", "ts": T0, "pid": 10, "ppid": 1, "host": "h", "role": "main",
+         "seq": 0, "argv": ["python", "a.py"], "forked": False},
+        {**_call(10, 1, 0.1, frame, ["Main"]), "stack": [frame]},
+        *({**_call(10, 2 + i, 0.2 + i / 10, frame, ["Main"]), key: value} for i, (key, value) in enumerate(RARE.items())),
+        {**_call(10, 9, 0.9, frame, ["Main"]), "event": "blocked"},
+        {**_call(10, 10, 1.0, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": [mp_exit, frame]},
+        {**_call(10, 11, 1.1, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": [frame]},
+        {"v": 1, "event": "process_start", "ts": T0 + 2, "pid": 11, "ppid": 10, "host": "h", "role": "child",
+         "seq": 0, "argv": ["python", "-c", "x", "--multiprocessing-fork"], "forked": False},
+        {**_call(11, 1, 2.1, frame, ["Main"]), "stack": [mp_main, frame]},
+        {**_call(11, 2, 2.2, frame, ["Main"]), "stack": [frame]},
+        {"v": 1, "event": "process_start", "ts": T0 + 3, "pid": 10, "ppid": 1, "host": "h", "role": "main",
+         "seq": 0, "argv": ["python", "b.py"], "forked": False},  # an exec: the same process, its second program
+        {**_call(10, 1, 3.1, frame, ["Main"]), "ppid": 1},
+    ]
+    for r in records:
+        r["ppid"] = 1 if r["pid"] == 10 else 10
+    b = Builder()
+    b.fold(records)
+    return b.model, b.model.calls
+
+
+def test_a_plain_call_keeps_no_slot_for_what_few_calls_hold() -> None:
+    """A call whose record holds none of the fields few calls have is a plain Call: 8 bytes less a field it does
+    not hold (a long run's calls are nearly all plain: docs/scale.md, "Memory per call"), and it reads them as
+    exactly what a RichCall made from the same record would hold: each reader reads both alike."""
+    from wp_autotrace.analysis.fold.model import Call, RichCall
+
+    _, calls = _calls_of_every_kind()
+    plain = [c for c in calls if type(c) is Call]
+    rich = [c for c in calls if type(c) is RichCall]
+    # the plain ones: the first call, the stop request not from the exit handler, the spawned child's other call
+    assert [(c.proc.pid, c.call_id) for c in plain] == [(10, 1), (10, 11), (11, 2)]
+    assert len(rich) == len(calls) - 3
+    assert sys.getsizeof(rich[0]) - sys.getsizeof(plain[0]) == 8 * len(RichCall.__slots__)
+    for c in plain:
+        assert (c.env, c.gen, c.blocked, c.action, c.at_call, c.rss, c.at_exit, c.mp_main) == \
+            ({}, 0, False, "", {}, None, False, False)
+        assert not hasattr(c, "__dict__")
+
+
+def test_each_field_few_calls_hold_is_kept_on_its_call() -> None:
+    """Each field that makes a RichCall is the one its record gives, the others as a plain Call reads them."""
+    model, calls = _calls_of_every_kind()
+    by = {(c.proc.pid, c.gen, c.call_id): c for c in calls}
+    assert by[(10, 0, 2)].env == RARE["env"] and by[(10, 0, 2)].action == ""
+    assert by[(10, 0, 3)].action == "skip" and by[(10, 0, 3)].env == {}
+    assert by[(10, 0, 4)].rss == 123456 and by[(10, 0, 4)].at_call == {}
+    assert by[(10, 0, 5)].at_call == {"pending_jobs": 3} and by[(10, 0, 5)].rss is None
+    blocked = by[(10, 0, 9)]
+    assert blocked.blocked and blocked.action == "" and blocked.call_id not in blocked.proc.calls
+    assert by[(10, 0, 10)].at_exit and not by[(10, 0, 11)].at_exit
+    assert by[(11, 0, 1)].mp_main and not by[(11, 0, 2)].mp_main
+    after = by[(10, 1, 1)]
+    assert after.gen == 1 and after.proc is by[(10, 0, 1)].proc and after is not by[(10, 0, 1)]
+    assert len(model.calls) == 11

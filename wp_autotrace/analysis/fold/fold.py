@@ -17,7 +17,7 @@ from ..read import schema
 from . import autotune
 from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
-from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, JobSpan, Model, Pool, Process, Run, Waited
+from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, new_call
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
@@ -162,7 +162,7 @@ class Builder:
         p = self.reg.writer(r)
         if p is None:
             return
-        c = Call(p, r, blocked, self.reg.shared, self.reg.share)
+        c = new_call(p, r, blocked, self.reg.shared, self.reg.share)
         if c.call_id is not None and not blocked:
             p.calls[c.call_id] = c
         self.reg.model.calls.append(c)

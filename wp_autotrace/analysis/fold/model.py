@@ -19,7 +19,7 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Protocol, cast
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, MEMORY_STALE_S, SPAWNED_ARG
@@ -34,6 +34,8 @@ CREATE_ROUNDING_S = 0.05
 # Call-record fields captured as the call started (targets.Target.capture_call).
 _AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method",
                       "autotune_pid", "running", "executor_class", "pool_jobs", "pool_pending"))
+# A call record's fields that make its Call a RichCall (new_call): each read by RichCall alone.
+_RARE_FIELDS = _AT_CALL | {"env", "action", "rss"}
 # The one empty dict every call without captured fields, env or return fields shares (one allocation per
 # call less, at a million calls); never changed: the findings only read them.
 _NO_FIELDS: dict[str, Any] = {}
@@ -42,54 +44,48 @@ LIVE_EXPORT = "live-export"
 
 
 class Call:
-    """One traced call (or a refused one, ``blocked``)."""
+    """One traced call (or a refused one, ``blocked``), made by new_call only. A call whose record holds none of
+    the fields few calls have (_RARE_FIELDS), made in a process that never exec'd, neither refused nor a stop
+    request from multiprocessing's exit handler nor made by a spawned child's re-import of its main script, is a
+    Call; any other is a RichCall, which keeps those fields in slots of its own. A plain Call reads them as the
+    class's values below, which are exactly what its record gives: the two read alike. Each slot is 8 bytes a
+    call, and a long run's calls are nearly all plain (docs/scale.md, "Memory per call")."""
 
-    __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "env", "thread",
-                 "end", "error", "ret", "blocked", "action", "pool", "at_call", "rss", "at_exit", "by_interpreter",
-                 "gen", "mp_main")
+    __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "thread", "end", "error", "ret",
+                 "pool")
 
-    def __init__(self, proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any],
-                 share: Callable[[Any], Any]) -> None:
-        """shared: one object per distinct string (the fold's Registry keeps it), for the call's target, tag and
-        thread; share: the same table's one kept frame equal to a frame (Registry.share), for its caller: a long
-        run's calls repeat a few, and memory then grows with the calls' count only."""
-        get = r.get  # one call made per call record: its lookups bound once
-        self.proc = proc
-        self.call_id: int | None = get("call_id")
-        self.gen = proc.execs  # which of the process's programs made it (call ids restart after an exec)
-        self.ts: float = r["ts"]
-        target, tag, thread = get("target") or "?", get("tag") or targets.USER_TAG, get("thread") or ""
-        self.target: str = shared.setdefault(target, target)
-        self.tag: str = shared.setdefault(tag, tag)
-        caller = get("caller") or _sourceless_frame(get("stack"))
-        self.caller: dict[str, Any] | None = share(caller) if caller is not None else None
-        parent = get("parent_call")
-        self.parent: Call | None = proc.calls.get(parent) if parent is not None else None
-        self.env: dict[str, Any] = get("env") or _NO_FIELDS
-        self.thread: str = shared.setdefault(thread, thread)
-        self.end: float | None = None
-        self.error: str | None = None
-        self.ret: dict[str, Any] = _NO_FIELDS
-        self.blocked = blocked
-        self.action: str = get("action") or ""
-        self.pool: Pool | None = None
-        # What the call record captured as the call started (SubprocPool.shutdown: the jobs in flight,
-        # whether torch still held the pool running): docs/evidence.md.
-        self.at_call: dict[str, Any] = (_NO_FIELDS if _AT_CALL.isdisjoint(r)
-                                        else {k: r[k] for k in _AT_CALL if k in r})
-        self.rss: int | None = get("rss")  # resident memory as the call began (compile calls)
-        # Called by multiprocessing's exit handler (a child's finalizers): its caller is then only the frame
-        # the process was forked at, inherited, never what asked for the call (docs/users.md D4). Only a stop
-        # request's caller is read for that (pools.requester): no other call pays the walk of its stack.
-        self.at_exit: bool = self.target.endswith(_STOP_CALLS) and _from_mp_exit(get("stack"))
-        # A stop request with no Python frame above it (its recorded stack empty, not absent): the interpreter
-        # itself called it, i.e. atexit ran the pool's own shutdown registered as a handler (torch's
-        # _SubprocessFxCompile.process_pool registers pool.shutdown so), not a finalizer of multiprocessing's.
-        self.by_interpreter: bool = self.target.endswith(_STOP_CALLS) and get("stack") == []
-        # Made while a spawned process re-imported the main script as __mp_main__ (multiprocessing.spawn's
-        # _fixup_main_from_path): the script's top level running again in a spawned child. Only a spawned
-        # child's calls pay the walk of their stack.
-        self.mp_main: bool = SPAWNED_ARG in proc.argv and _from_mp_main(get("stack"))
+    proc: Process
+    call_id: int | None
+    ts: float
+    target: str  # one object per distinct string (the fold's Registry.shared): tag and thread too
+    tag: str
+    caller: dict[str, Any] | None  # the one kept frame equal to the record's (Registry.share)
+    parent: Call | None
+    thread: str
+    end: float | None
+    error: str | None
+    ret: dict[str, Any]  # what the return captured (sidecar_pid, worker_pids, ...)
+    pool: Pool | None
+
+    # A plain Call's values of RichCall's own fields (never set on a plain Call: it has no slot for them).
+    env: dict[str, Any] = _NO_FIELDS
+    gen = 0  # which of the process's programs made it (call ids restart after an exec)
+    blocked = False
+    action = ""
+    # What the call record captured as the call started (SubprocPool.shutdown: the jobs in flight, whether
+    # torch still held the pool running): docs/evidence.md.
+    at_call: dict[str, Any] = _NO_FIELDS
+    rss: int | None = None  # resident memory as the call began (compile calls)
+    # Called by multiprocessing's exit handler (a child's finalizers): its caller is then only the frame the
+    # process was forked at, inherited, never what asked for the call (docs/users.md D4).
+    at_exit = False
+    # A stop request with no Python frame above it (its recorded stack empty, not absent): the interpreter itself
+    # called it, i.e. atexit ran the pool's own shutdown registered as a handler (torch's
+    # _SubprocessFxCompile.process_pool registers pool.shutdown so), not a finalizer of multiprocessing's.
+    by_interpreter = False
+    # Made while a spawned process re-imported the main script as __mp_main__ (multiprocessing.spawn's
+    # _fixup_main_from_path): the script's top level running again in a spawned child.
+    mp_main = False
 
     def outermost(self) -> Call:
         """The outermost traced call around this one in its process (the parent_call chain; bounded): the call the
@@ -99,6 +95,57 @@ class Call:
             c, seen = c.parent, seen + 1
         return c
 
+
+
+class RichCall(Call):
+    """A call that holds what few calls hold (new_call decides): its own values of Call's class-level fields."""
+
+    __slots__ = ("env", "gen", "blocked", "action", "at_call", "rss", "at_exit", "by_interpreter", "mp_main")
+
+
+_new = object.__new__
+
+
+def new_call(proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any],
+             share: Callable[[Any], Any]) -> Call:
+    """The Call (or RichCall) of a call record (or a blocked one) of proc. shared: one object per distinct string
+    (the fold's Registry keeps it), for the call's target, tag and thread; share: the same table's one kept frame
+    equal to a frame (Registry.share), for its caller: a long run's calls repeat a few, and memory then grows with
+    the calls' count only. One function, no __init__: it runs once per call record."""
+    get = r.get
+    target, tag, thread, stack = get("target") or "?", get("tag") or targets.USER_TAG, get("thread") or "", get("stack")
+    # Only a stop request's caller is read for at_exit (pools.requester), and only a spawned child's calls for
+    # mp_main: no other call pays the walk of its stack.
+    stop = target.endswith(_STOP_CALLS)
+    at_exit = stop and _from_mp_exit(stack)
+    by_interpreter = stop and stack == []
+    mp_main = SPAWNED_ARG in proc.argv and _from_mp_main(stack)
+    rich = blocked or proc.execs or at_exit or by_interpreter or mp_main or not _RARE_FIELDS.isdisjoint(r)
+    c: Call = _new(RichCall if rich else Call)
+    c.proc = proc
+    c.call_id = get("call_id")
+    c.ts = r["ts"]
+    c.target = shared.setdefault(target, target)
+    c.tag = shared.setdefault(tag, tag)
+    caller = get("caller") or _sourceless_frame(stack)
+    c.caller = share(caller) if caller is not None else None
+    parent = get("parent_call")
+    c.parent = proc.calls.get(parent) if parent is not None else None
+    c.thread = shared.setdefault(thread, thread)
+    c.end = c.error = c.pool = None
+    c.ret = _NO_FIELDS
+    if rich:
+        rc = cast(RichCall, c)
+        rc.gen = proc.execs
+        rc.env = get("env") or _NO_FIELDS
+        rc.blocked = blocked
+        rc.action = get("action") or ""
+        rc.at_call = _NO_FIELDS if _AT_CALL.isdisjoint(r) else {k: r[k] for k in _AT_CALL if k in r}
+        rc.rss = get("rss")
+        rc.at_exit = at_exit
+        rc.by_interpreter = by_interpreter
+        rc.mp_main = mp_main
+    return c
 
 # A pool's kind (Pool.kind).
 SUBPROC = "subproc"
