@@ -129,7 +129,8 @@ def _calls_of_every_kind() -> tuple[Any, list[Any]]:
         {"v": 1, "event": "process_start", "ts": T0, "pid": 10, "ppid": 1, "host": "h", "role": "main",
          "seq": 0, "argv": ["python", "a.py"], "forked": False},
         {**_call(10, 1, 0.1, frame, ["Main"]), "stack": [frame]},
-        *({**_call(10, 2 + i, 0.2 + i / 10, frame, ["Main"]), key: value} for i, (key, value) in enumerate(RARE.items())),
+        *({**_call(10, 2 + i, 0.2 + i / 10, frame, ["Main"]), key: value}
+          for i, (key, value) in enumerate(RARE.items())),
         {**_call(10, 9, 0.9, frame, ["Main"]), "event": "blocked"},
         {**_call(10, 10, 1.0, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": [mp_exit, frame]},
         {**_call(10, 11, 1.1, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": [frame]},
@@ -182,3 +183,27 @@ def test_each_field_few_calls_hold_is_kept_on_its_call() -> None:
     after = by[(10, 1, 1)]
     assert after.gen == 1 and after.proc is by[(10, 0, 1)].proc and after is not by[(10, 0, 1)]
     assert len(model.calls) == 11
+
+
+def test_a_view_of_some_runs_keeps_their_calls_and_of_every_run_all_in_order() -> None:
+    """The view's calls are its chosen processes' calls in the model's order: every call when every process is
+    chosen (a copy: the findings' list is their own), only the chosen run's otherwise, never a process outside a
+    run."""
+    from wp_autotrace.analysis.derive.view import View
+
+    frame = {"file": "/u/a.py", "line": 3, "func": "f"}
+    records: list[dict[str, Any]] = []
+    for pid, run in ((10, "r1"), (20, "r2")):
+        records.append({"v": 1, "event": "process_start", "ts": T0 + pid / 100, "pid": pid, "ppid": 1, "host": "h",
+                        "role": "main", "seq": 0, "argv": ["python", "a.py"], "forked": False, "run": run})
+    records += [_call(10 if i % 2 else 20, i + 1, 1 + i / 10, frame, ["Main"]) for i in range(6)]
+    records.append(_call(30, 1, 2.0, frame, ["Main"]))  # no process_start: the run "" (finish.py)
+    model = Builder().fold(sorted(records, key=lambda r: r["ts"]))
+    runs = {r.id: r for r in model.runs.values()}
+    assert len(model.calls) == 7 and sorted(runs) == ["", "r1", "r2"]
+    both = View(model, [runs["r1"], runs["r2"]], T0 + 3)
+    assert both.calls == [c for c in model.calls if c.proc.pid != 30] and len(both.calls) == 6
+    r2 = View(model, [runs["r2"]], T0 + 3)
+    assert [c.proc.pid for c in r2.calls] == [20, 20, 20] and r2.calls == [c for c in model.calls if c.proc.pid == 20]
+    every = View(model, list(runs.values()), T0 + 3)  # every process chosen: every call, in order, a list of its own
+    assert every.calls == model.calls and every.calls is not model.calls

@@ -26,7 +26,10 @@ class View:
         chosen = {id(r) for r in runs}
         self.procs: list[Process] = [p for p in model.processes if p.run is not None and id(p.run) in chosen]
         keep = {id(p) for p in self.procs}
-        self.calls: list[Call] = [c for c in model.calls if id(c.proc) in keep]
+        # Every call's process is one of the model's (the fold makes them together): with every process chosen,
+        # every call is, and the filter's walk of a long log's calls is a copy.
+        self.calls: list[Call] = (list(model.calls) if len(self.procs) == len(model.processes)
+                                  else [c for c in model.calls if id(c.proc) in keep])
         self.pools: list[Pool] = [pool for pool in model.pools if id(pool.creator) in keep]
         self.blocked: list[Call] = [c for r in runs for c in r.blocked]
         starts = [r.start for r in runs if r.start is not None]

@@ -156,11 +156,11 @@ def ready_wait(v: View) -> Finding | None:
     wait (hang_s) and, the waiting process standing still meanwhile, blocked_s: it ranks before memory held idle
     (findings/rank.py)."""
     def long(x: Call) -> bool:
-        # A process that made no pool has none to have made inside the wait (_made_in): nothing to look for
-        # (a long log's waits are mostly such: each would walk the process's pools for nothing).
-        return bool(x.proc.pools) and _own_part(x, _made_in(v, x), x.end if x.end is not None else v.t_end) is not None
+        return _own_part(x, _made_in(v, x), x.end if x.end is not None else v.t_end) is not None
 
-    slow = [c for c in v.calls if c.tag == targets.WAIT_POOL_READY and not c.error and long(c)]
+    # A process that made no pool has none to have made inside the wait (_made_in): nothing to look for (a long
+    # log's waits are mostly such: each would walk the process's pools for nothing, or cost a call to say so).
+    slow = [c for c in v.calls if c.tag == targets.WAIT_POOL_READY and not c.error and c.proc.pools and long(c)]
     if not slow:
         return None
     c = slow[0]
@@ -225,8 +225,10 @@ def forked_compile_hang(v: View) -> Finding | None:
     forking thread), so futures sent to it never run. Each such child's wait, the parent, and the fork's time."""
     hung = []
     for c in v.calls:
+        if c.tag != targets.ASYNC_WAIT:
+            continue  # nearly every call: one test each
         p, parent = c.proc, c.proc.parent
-        if c.tag != targets.ASYNC_WAIT or (c.end is not None and not c.error) or not p.forked or parent is None:
+        if (c.end is not None and not c.error) or not p.forked or parent is None:
             continue
         threads = _threads_at_fork(v, parent, p.start) if p.start is not None else None
         if (not isinstance(threads, int) or threads <= 1 or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER):
