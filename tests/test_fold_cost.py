@@ -151,7 +151,7 @@ def _calls_of_every_kind() -> tuple[Any, list[Any]]:
 
 def test_a_plain_call_keeps_no_slot_for_what_few_calls_hold() -> None:
     """A call whose record holds none of the fields few calls have is a plain Call: 8 bytes less a field it does
-    not hold (a long run's calls are nearly all plain: docs/scale.md, "Memory per call"), and it reads them as
+    not hold (docs/scale.md, "Memory per call"), and it reads them as
     exactly what a RichCall made from the same record would hold: each reader reads both alike."""
     from wp_autotrace.analysis.fold.model import Call, RichCall
 
