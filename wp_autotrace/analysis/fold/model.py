@@ -49,8 +49,8 @@ class Call:
     request from multiprocessing's exit handler nor made by a spawned child's re-import of its main script, is a
     Call; any other is a RichCall, which keeps those fields in slots of its own. A plain Call reads them as the
     class's values below, which are exactly what its record gives: the two read alike. Each slot is 8 bytes a
-    call: most calls of most tags are plain, not a compile call (its rss) nor an AsyncCompile.wait (its env)
-    (docs/scale.md, "Memory per call")."""
+    call: most calls of most tags are plain; not a compile call (its rss) nor an AsyncCompile.wait (its env, its
+    captured state): docs/scale.md, "Memory per call"."""
 
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "thread", "end", "error", "ret",
                  "pool")
