@@ -121,7 +121,8 @@ RARE = {"env": {"TORCH_WARM_POOL": "0"}, "action": "skip", "rss": 123456, "pendi
 
 def _calls_of_every_kind() -> tuple[Any, list[Any]]:
     """The fold of one call of each kind: plain; with each field few calls have; blocked; after an exec; a stop
-    request from multiprocessing's exit handler; one made as a spawned child re-imported its main script."""
+    request from multiprocessing's exit handler, and one the interpreter made (atexit: no frame above it); one made
+    as a spawned child re-imported its main script."""
     frame = {"file": "/u/a.py", "line": 3, "func": "f"}
     mp_exit = {"file": "/py/multiprocessing/util.py", "line": 300, "func": "_exit_function"}
     mp_main = {"file": "/py/multiprocessing/spawn.py", "line": 280, "func": "_fixup_main_from_path"}
@@ -134,6 +135,7 @@ def _calls_of_every_kind() -> tuple[Any, list[Any]]:
         {**_call(10, 9, 0.9, frame, ["Main"]), "event": "blocked"},
         {**_call(10, 10, 1.0, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": [mp_exit, frame]},
         {**_call(10, 11, 1.1, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": [frame]},
+        {**_call(10, 12, 1.2, frame, ["Main"]), "target": "m:SubprocPool.shutdown", "stack": []},  # atexit's
         {"v": 1, "event": "process_start", "ts": T0 + 2, "pid": 11, "ppid": 10, "host": "h", "role": "child",
          "seq": 0, "argv": ["python", "-c", "x", "--multiprocessing-fork"], "forked": False},
         {**_call(11, 1, 2.1, frame, ["Main"]), "stack": [mp_main, frame]},
@@ -163,8 +165,8 @@ def test_a_plain_call_keeps_no_slot_for_what_few_calls_hold() -> None:
     assert len(rich) == len(calls) - 3
     assert sys.getsizeof(rich[0]) - sys.getsizeof(plain[0]) == 8 * len(RichCall.__slots__)
     for c in plain:
-        assert (c.env, c.gen, c.blocked, c.action, c.at_call, c.rss, c.at_exit, c.mp_main) == \
-            ({}, 0, False, "", {}, None, False, False)
+        assert (c.env, c.gen, c.blocked, c.action, c.at_call, c.rss, c.at_exit, c.by_interpreter, c.mp_main) == \
+            ({}, 0, False, "", {}, None, False, False, False)
         assert not hasattr(c, "__dict__")
 
 
@@ -179,10 +181,12 @@ def test_each_field_few_calls_hold_is_kept_on_its_call() -> None:
     blocked = by[(10, 0, 9)]
     assert blocked.blocked and blocked.action == "" and blocked.call_id not in blocked.proc.calls
     assert by[(10, 0, 10)].at_exit and not by[(10, 0, 11)].at_exit
+    assert by[(10, 0, 12)].by_interpreter and not by[(10, 0, 11)].by_interpreter \
+        and not by[(10, 0, 10)].by_interpreter and type(by[(10, 0, 12)]).__name__ == "RichCall"
     assert by[(11, 0, 1)].mp_main and not by[(11, 0, 2)].mp_main
     after = by[(10, 1, 1)]
     assert after.gen == 1 and after.proc is by[(10, 0, 1)].proc and after is not by[(10, 0, 1)]
-    assert len(model.calls) == 11
+    assert len(model.calls) == 12
 
 
 def test_a_view_of_some_runs_keeps_their_calls_and_of_every_run_all_in_order() -> None:
