@@ -1425,6 +1425,27 @@ def test_a_second_ctrl_c_that_killed_the_process_is_no_exit_handlers_run(tmp_pat
     assert "exit handlers ran" not in hang["text"], hang["text"]
     assert "the process did not end then: it ran 3.0 s more, then killed by SIGINT" in hang["text"], hang["text"]
 
+def test_a_ctrl_c_whose_exit_began_at_once_is_not_told_as_living_on(tmp_path: Path) -> None:
+    """with_sidecar_hang's Ctrl-C went uncaught: the exit join and torch's shutdown began 0.1 s after the interrupt,
+    then the harness killed the process 6 s later (run's status SIGKILL). It was exiting, not living on: the
+    finding says its exit began then, the Answer no 'lived on'. (A real run under load said 'the process lived on
+    6.1 s after it, then killed by SIGKILL'.)"""
+    w = with_sidecar_hang()
+    w.lines = [r for r in w.lines if r["event"] not in ("process_exit", "tree", "leftover") or r["pid"] != 100
+               and r["ts"] < T0 + 8.6]
+    call(w, 8.1, 100, 1, "main", "concurrent.futures.process:_python_exit", 7, 8.12)
+    call(w, 8.13, 100, 1, "main", f"{AC}:shutdown_compile_workers", 8, None)
+    watcher(w, 14.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 14.1}])
+    w.add(14.2, 51, 1, "run", "run_exit", root_pid=100, status=-9, forwarded=[])
+    watcher(w, 14.3, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (f,) = [f for f in rep["findings"] if f["kind"] == "pool-wait-interrupted"]
+    assert "after 5.1 s; its exit began then (8.1 s) and it ended 6.1 s later, killed by SIGKILL" in f["text"], \
+        f["text"]
+    assert "lived on" not in rep["answer"] and "did not end then" not in rep["answer"], rep["answer"]
+
+
 def with_fork_hang_caught(sigint: bool = False) -> LogWriter:
     """with_fork_hang, but the program caught the KeyboardInterrupt and lived on: at 8.9 s it killed its pool's
     one worker (SIGKILL from its own line), its exit began at 8.95 s (process_exit, code 3), and it ended at 9.5 s.

@@ -78,7 +78,8 @@ def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
     OOM log: endings.py's words, SHOWN_ENDINGS); with no exit of its own and no such record, concurrent.futures'
     exit join is what kept it (exit-hang tells that wait). A process a Ctrl-C ended (its wait status SIGINT: the
     interrupt went uncaught, its exit handlers ran meanwhile: its process_exit shows it) did not live on: said in
-    the finding only. ("", "") otherwise."""
+    the finding only; nor one whose exit handlers (the exit join, torch's shutdown) began within HANG_S of the
+    interrupt (it was exiting when it ended). ("", "") otherwise."""
     p = c.proc
     if not c.error or p.ended_at is None or p.ended_at - end < HANG_S:
         return "", ""
@@ -86,6 +87,12 @@ def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
     ending = v.endings.of(p)
     if ending.signal == "SIGINT" and p.exited:  # a Ctrl-C ended it (its KeyboardInterrupt uncaught) as its exit ran
         return f"; the process ended on a Ctrl-C (SIGINT) {ran:.1f} s later, after its exit handlers ran", ""
+    exiting = min((x.ts for x in p.calls.values() if x.tag in (targets.EXIT_JOIN, targets.EXIT_SHUTDOWN)
+                   and x.ts >= end), default=None)
+    if exiting is not None and exiting - end < HANG_S and (p.exited or ending.kind in SHOWN_ENDINGS):
+        # its exit handlers began at once: the interrupt went uncaught and the process was exiting, not living on
+        return (f"; its exit began then ({v.rel(exiting) or 0:.1f} s) and it ended {ran:.1f} s later, "
+                f"{ending.words}"), ""
     if not p.exited and ending.kind not in SHOWN_ENDINGS:
         return (f"; the process did not end then: it ran {ran:.1f} s more, with no exit of its own "
                 "(concurrent.futures' exit handler waits for the pool's jobs)"), "; the process did not end then"
