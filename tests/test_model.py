@@ -1535,6 +1535,11 @@ def test_a_long_wait_that_is_the_sidecars_own_start_is_no_finding(tmp_path: Path
     assert rep["findings"][0]["kind"] == "idle-pool", rep["answer"]
     (tmp_path / "own").mkdir()
     assert "pool-ready-wait" in kinds(report(_slow_ready(45.0, side_at=21.0, idle_s=20.0), tmp_path / "own"))
+    # three threads running Python (0.106 of a core) at load 20: the sidecar's own start took 39.1 s, the waiting
+    # process's part 7.6 s (0.19 of it): load slowed both parts, the threads still slowed the own part: told
+    (tmp_path / "loaded").mkdir()
+    rep = report(_slow_ready(47.7, side_at=8.6, idle_s=20.0, cpu=0.106), tmp_path / "loaded")
+    assert rep["findings"][0]["kind"] == "pool-ready-wait", rep["answer"]
 
 
 def test_a_slow_own_start_is_told_only_where_the_waiting_process_was_read_running_threads(tmp_path: Path) -> None:
