@@ -394,6 +394,44 @@ def test_an_exit_join_that_waited_on_no_job_is_no_hang(tmp_path: Path) -> None:
         assert f["cost"]["hang_s"] == 7.9, f
 
 
+def _autotune_exit(left: float | None = 6.3, held: bool = False) -> LogWriter:
+    """main 100 made torch's AutotuneProcessPool (its own ProcessPoolExecutor: one spawned worker 201, beside
+    multiprocessing's resource tracker 150); at exit concurrent.futures' join ran 6.0 -> 35.8 s, its capture
+    finding no compile pool (`pool_pending: []`). left: when 201 wrote its process_exit (None: never); it ended
+    at 35.8 s (a real run at load 40: 0.3 s into a 29.8 s join, torch's teardown the rest). held: 201 took a job
+    at 5.0 s and never ended it."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    start(w, 2.0, 150, 100, "resource-tracker")
+    start(w, 2.1, 201, 100, "autotune-worker")
+    if held:
+        job(w, 5.0, 201, 100, "start", 0, fn="__main__:job")
+    call(w, 6.0, 100, 1, "main", "concurrent.futures.process:_python_exit", 4, 35.8)
+    w.lines[-2]["pool_pending"] = []
+    if left is not None:
+        w.add(left, 201, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 35.8, "tree", count=2, started=[], ended=[{"pid": 201, "end": T0 + 35.8}])
+    w.add(36.0, 100, 1, "main", "process_exit", how="exit", code=0)
+    watcher(w, 36.1, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 36.1} for p in (100, 150)])
+    watcher(w, 36.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_an_exit_join_whose_workers_left_their_loop_at_once_is_no_hang(tmp_path: Path) -> None:
+    """An exit join whose every child wrote its process_exit (left its worker loop) early in the join, holding no
+    job, waited on their teardown, not a job: no hang is told (it read "At exit main waited 29.8 s in
+    concurrent.futures' join ...: a job had not ended"). A worker that held a job, never wrote its exit, or left
+    its loop only HANG_S or more into the join (a job may have kept it) keeps the hang told."""
+    quiet = report(_autotune_exit(), tmp_path)
+    assert "exit-hang" not in kinds(quiet), quiet["answer"]
+    assert "concurrent.futures' join" not in quiet["answer"], quiet["answer"]
+    for w in (_autotune_exit(left=None), _autotune_exit(held=True), _autotune_exit(left=20.0)):
+        (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "exit-hang"]
+        assert f["cost"]["hang_s"] == 29.8, f
+
+
 def test_a_job_whose_end_record_was_lost_is_not_told_as_held_for_ever(tmp_path: Path) -> None:
     """A worker runs one job at a time: its next start proves the job before it ended by then, though that job's
     end record was lost (a full disk drops records); only the job left open at the end is told as never ended."""

@@ -23,6 +23,10 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
   in a sidecar, its pool's) whose capture read each pool it joins with none pending, while every child it could
   join was a compile worker, some wrote job records and none held a job during the join: its seconds went to
   the workers' own exit (two spawned workers with torch loaded took 7.9 s at load 20), no job kept it.
+- the moment a join's children had left their loops: where every child the exit join could join wrote its
+  process_exit inside the join and none held a job then (job records; a capture, even an empty one, with none
+  pending), the latest such record. What follows it is their interpreters' teardown, no job: an
+  AutotuneProcessPool's one worker wrote it 0.3 s into a 29.8 s join at load 40 and ended 29.5 s later.
 """
 
 from __future__ import annotations
@@ -140,6 +144,21 @@ def join_held_no_job(call: Call, proc: Process, end: float, t_end: float) -> boo
     if not joined or any(q.role != COMPILE_WORKER for q in joined) or not any(q.jobs_run for q in joined):
         return False
     return not held_by(joined, call.ts, end, t_end)
+
+
+def join_left_at(call: Call, proc: Process, end: float, t_end: float) -> float | None:
+    """When every child proc's exit join ([call.ts, end], returned) could join had left its loop (the module
+    docstring): the latest process_exit among them, each written inside the join, with a capture of none pending
+    (an empty one included: it found no compile pool) and none of them holding a job (job records) during the
+    join; else None. The join's seconds after it went to their own teardown; the ones before it may have been a
+    job's, whose length is the reader's to judge."""
+    entries = call.at_call.get("pool_pending")
+    if not isinstance(entries, list) or any(not isinstance(e, dict) or e.get("pending") != 0 for e in entries):
+        return None
+    joined = [q for q in proc.children if q.role not in HELPER_ROLES and q.alive_during(call.ts, end)]
+    if not joined or any(not q.exited or q.end is None or not call.ts <= q.end <= end for q in joined):
+        return None
+    return None if held_by(joined, call.ts, end, t_end) else max(q.end for q in joined if q.end is not None)
 
 
 class Queued(NamedTuple):

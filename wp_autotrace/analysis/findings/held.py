@@ -20,6 +20,7 @@ from ..derive.held import (
     held_during,
     job_name,
     join_held_no_job,
+    join_left_at,
     never_taken,
     pending_as_called,
     recorded,
@@ -366,10 +367,13 @@ def exit_join_hang(v: View) -> Finding | None:
     """concurrent.futures' exit handler (_python_exit: threading's exit hook, run before atexit's handlers, torch's
     shutdown included) joins every process pool's workers, waiting for their jobs: one that never returned (the
     process was killed inside it) or took HANG_S or more is a hang at exit, told with its seconds; not one that
-    returned and is shown to have waited on no job (derive/held.join_held_no_job: its workers' own exit)."""
+    returned and is shown to have waited on no job (derive/held.join_held_no_job: its workers' own exit), nor
+    one whose children had all left their loops, holding no job, within HANG_S of its start (join_left_at: the
+    rest was their teardown)."""
     hung = [c for c in v.calls if c.tag == targets.EXIT_JOIN and (c.end is None or c.end - c.ts >= HANG_S)
-            and (c.end is not None or c.proc.ended_at is not None)
-            and not (c.end is not None and join_held_no_job(c, c.proc, c.end, v.t_end))]
+            and (c.end is not None or c.proc.ended_at is not None) and not (c.end is not None and (
+                join_held_no_job(c, c.proc, c.end, v.t_end)
+                or ((left := join_left_at(c, c.proc, c.end, v.t_end)) is not None and left - c.ts < HANG_S)))]
     if not hung:
         return None
     c = hung[0]
