@@ -745,6 +745,73 @@ def test_an_autotune_subprocess_killed_on_its_timeout_is_told(tmp_path: Path) ->
     assert "max_autotune_subproc_result_timeout_seconds" in answer.split("Fix first:")[1]
 
 
+TUNING = PROBE_PRELUDE + textwrap.dedent('''
+    import functools
+    import torch
+    from torch._inductor.autotune_process import TuningProcessPool
+
+    def probe():
+        """What ps and smaps_rollup show of this process's autotune subprocesses now: pids, threads, PSS summed."""
+        kids = psutil.Process().children()
+        return {"pids": sorted(c.pid for c in kids), "threads": {str(c.pid): c.num_threads() for c in kids},
+                "pss": sum(pss(c.pid) for c in kids)}
+
+    if __name__ == "__main__":
+        pool = TuningProcessPool()  # max-autotune's benchmark pool (its device list is [None] without CUDA)
+        proc = pool.process_queue.get()
+        proc.put(functools.partial(sum, [1, 2, 3]))  # a benchmark's stand-in, run in the subprocess
+        assert proc.get(timeout=120) == 6
+        done = time.time()
+        pool.process_queue.put(proc)
+        kids, since = probe()["pids"], time.time()
+        wait(lambda: read_all(kids, since), limit=60)  # the watcher read the idle subprocess, torch imported
+        before, at = probe(), time.time()
+        wait(lambda: read_all(kids, at), limit=60)
+        after, shut = probe(), time.time()
+        pool.shutdown()  # kills nothing: asks each subprocess to end and waits for it
+        with open(sys.argv[1], "w") as f:
+            json.dump({"before": before, "after": after, "done": done, "shut": shut, "shut_done": time.time(),
+                       "alive_after": [p for p in kids if psutil.pid_exists(p)]}, f)
+''')
+
+
+def test_a_tuning_process_pool_gets_the_whole_story(tmp_path: Path) -> None:
+    """max-autotune's TuningProcessPool (one benchmark subprocess per device; [None] on CPU) made, given a job,
+    left idle, then shut down by the program: who made it where, its processes and threads as ps shows them,
+    its real memory, how it ended (the program's own shutdown, not torch's exit) and nothing left over, against
+    the script's own psutil and smaps_rollup readings."""
+    script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
+    script.write_text(TUNING)
+    line = next(i for i, x in enumerate(TUNING.splitlines(), 1) if "# max-autotune's benchmark pool" in x)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script), str(out)], env, timeout=240, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    probe, rep = json.loads(out.read_text()), report_json(log)
+    before, after = probe["before"], probe["after"]
+    assert len(before["pids"]) == 1 and before["pids"] == after["pids"]  # the probe's own count: 1 subprocess
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "autotune" and pool["sidecar_pid"] is None
+    assert pool["caller"]["file"] == str(script) and pool["caller"]["line"] == line
+    assert pool["worker_pids"] == before["pids"] and pool["processes"] == 1
+    (pid,) = before["pids"]
+    assert pool["counts"]["threads"][str(pid)] in {before["threads"][str(pid)], after["threads"][str(pid)]}, pool
+    # real memory at once while it idled: the probe's two smaps_rollup sums bound it, 5 % either way
+    low, high = sorted((before["pss"], after["pss"]))
+    assert pool["held_pss_bytes"] and low * 0.95 <= pool["held_pss_bytes"] <= high * 1.05, (pool, probe)
+    # its one job, then idle until the program's shutdown, which ended it (the script saw it gone)
+    t0 = rep["t0"]
+    assert pool["jobs"] == 1 and t0 + pool["busy_until"] <= probe["done"] + SLACK_S, (pool, probe)
+    assert pool["idle_s"] >= probe["shut"] - probe["done"] - SLACK_S, (pool, probe)
+    assert pool["ending"]["kind"] == "shutdown-completed" and pool["ending"]["by"] == "user code", pool["ending"]
+    assert probe["shut"] <= t0 + pool["ending"]["at"] <= probe["shut_done"] + SLACK_S, (pool, probe)
+    assert probe["alive_after"] == [] and rep["leftover_count"] == 0 and rep["leftover_pids"] == []
+    assert not {"exit-hang", "zombies"} & {f["kind"] for f in rep["findings"]}, rep["answer"]
+    answer = " ".join(rep["answer"].split())
+    assert f"made an autotune pool (1 autotune subprocess in all, no sidecar) at {script}:{line}" in answer, answer
+    assert "user code shut it down" in answer, answer
+
+
 FORK_CHILD = textwrap.dedent('''
     import multiprocessing as mp
     import sys
