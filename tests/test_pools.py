@@ -1150,6 +1150,23 @@ def test_the_leftovers_memory_is_one_moments_never_above_the_peak_at_once(tmp_pa
     assert "holding about 550 MiB:" in left["text"], left["text"]
 
 
+def test_the_leftovers_memory_under_a_slow_watcher_is_one_moments_too(tmp_path: Path) -> None:
+    """A loaded watcher swept seed_log's leftovers 300 and 400 in turn, 4.5 s apart, after reading them together
+    at 12.0 s (250 + 300 MiB): a reading counts for 1.5 x that pace, so a point sums 400's reading with 300's of
+    4.5 s before (250 + 350 = 600 MiB), a sum no moment held, which the pools' peak (550 MiB, 12.0 s) leaves out.
+    The leftovers' figure is read the same way, one moment's: 550 MiB at 12.0 s, never above the peak."""
+    w = seed_log()
+    sweeps = [(12.0, ((300, 250), (400, 300)))] + [(t, ((300, 250),) if n % 2 == 0 else ((400, 350),))
+                                                    for n, t in enumerate((21.0, 25.5, 30.0, 34.5))]
+    for ts, mem in sweeps:
+        w.add(ts, 900, 100, "watcher", "memory", run="r1", root_pid=100,
+              procs=[{"pid": pid, "pss": mib * MIB, "uss": mib * MIB, "rss": mib * MIB} for pid, mib in mem])
+    rep = report(w, tmp_path)
+    costs = rep["costs"]
+    assert costs["pool_peak_pss_bytes"] == 550 * MIB, costs
+    assert costs["leftover_real_bytes"] == 550 * MIB, costs
+
+
 def test_leftovers_read_together_only_before_the_main_ended_say_when(tmp_path: Path) -> None:
     """No reading after the main process's end (11 s), 300 and 400 read together only at 9.6 s: their figure is
     that moment's, and the text says so rather than pass it for what was left after the end."""
