@@ -812,6 +812,66 @@ def test_a_tuning_process_pool_gets_the_whole_story(tmp_path: Path) -> None:
     assert "user code shut it down" in answer, answer
 
 
+PIPELINED = PROBE_PRELUDE + textwrap.dedent('''
+    import torch
+    import torch._inductor.config as config
+    from torch._inductor.autotune_process import AutotuneProcessPool
+
+    def probe():
+        """ps and smaps_rollup of this process's autotune worker now (not spawn's resource tracker beside it)."""
+        kids = [c for c in psutil.Process().children() if "resource_tracker" not in " ".join(c.cmdline())]
+        return {"pids": sorted(c.pid for c in kids), "threads": {str(c.pid): c.num_threads() for c in kids},
+                "pss": sum(pss(c.pid) for c in kids)}
+
+    if __name__ == "__main__":
+        config.pipeline_max_autotune_gemm = True
+        pool = AutotuneProcessPool.get_instance()  # max-autotune's pipelined GEMM autotuning
+        pool.warm_up().result(timeout=240)  # its one spawned worker; touches CUDA only where it is available
+        assert pool.submit(sum, [1, 2, 3]).result(timeout=60) == 6
+        kids, since = probe()["pids"], time.time()
+        wait(lambda: read_all(kids, since), limit=60)
+        before, at = probe(), time.time()
+        wait(lambda: read_all(kids, at), limit=60)
+        after = probe()
+        with open(sys.argv[1], "w") as f:
+            json.dump({"before": before, "after": after, "exit_at": time.time()}, f)
+        # no shutdown: concurrent.futures' exit join, then the pool's own atexit _shutdown
+''')
+
+
+def test_an_autotune_process_pool_left_to_exit_gets_the_whole_story(tmp_path: Path) -> None:
+    """torch's AutotuneProcessPool (pipelined GEMM autotuning; a ProcessPoolExecutor of one spawned worker)
+    made, warmed up, given a job and left to the program's exit: who made it where, its process and threads as ps
+    shows them, its real memory, how it ended (concurrent.futures' exit join ended the worker before torch's
+    atexit _shutdown ran; that join, which waited on the worker's teardown, is no hang), and nothing left, against
+    the script's own psutil and smaps_rollup readings."""
+    script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
+    script.write_text(PIPELINED)
+    line = next(i for i, x in enumerate(PIPELINED.splitlines(), 1) if "# max-autotune's pipelined" in x)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script), str(out)], env, timeout=300, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    probe, rep = json.loads(out.read_text()), report_json(log)
+    before, after = probe["before"], probe["after"]
+    assert len(before["pids"]) == 1 and before["pids"] == after["pids"]
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "autotune" and pool["sidecar_pid"] is None
+    assert pool["caller"]["file"] == str(script) and pool["caller"]["line"] == line
+    assert pool["worker_pids"] == before["pids"] and pool["processes"] == 1
+    (pid,) = before["pids"]
+    assert pool["counts"]["threads"][str(pid)] in {before["threads"][str(pid)], after["threads"][str(pid)]}, pool
+    low, high = sorted((before["pss"], after["pss"]))
+    assert pool["held_pss_bytes"] and low * 0.95 <= pool["held_pss_bytes"] <= high * 1.05, (pool, probe)
+    main = rep["runs"][0]["root_pid"]
+    assert pool["ending"]["kind"] == "ended-at-exit" and pool["ending"]["by"] == f"main {main}'s exit", pool["ending"]
+    assert rep["t0"] + pool["ending"]["at"] >= probe["exit_at"], (pool, probe)
+    assert rep["leftover_count"] == 0 and "exit-hang" not in {f["kind"] for f in rep["findings"]}, rep["answer"]
+    answer = " ".join(rep["answer"].split())
+    assert f"made an autotune pool (1 autotune subprocess in all, no sidecar) at {script}:{line}" in answer, answer
+    assert f"its subprocess ended as main {main} exited" in answer, answer
+
+
 FORK_CHILD = textwrap.dedent('''
     import multiprocessing as mp
     import sys

@@ -1303,6 +1303,31 @@ def test_an_autotune_pools_own_atexit_is_named(tmp_path: Path) -> None:
     assert pool["shutdown_by"] == BY_POOL_ATEXIT, pool["shutdown_by"]
 
 
+def test_an_autotune_pool_ended_by_the_exit_join_before_its_atexit_is_told_so(tmp_path: Path) -> None:
+    """concurrent.futures' exit join runs before any atexit handler and joins every executor's workers: an
+    AutotuneProcessPool's worker that wrote its exit inside the main's join, which returned before torch's atexit
+    _shutdown was called, was ended by the join (a real CPU run: told as "torch's atexit ... shut it down", which
+    found nothing to stop). Without the join, the atexit shutdown is still what ended it."""
+    def log(join: bool) -> LogWriter:
+        w = LogWriter()
+        start(w, 0, 100, 1, "main")
+        call(w, 1, 100, 1, "main", "torch._inductor.autotune_process:AutotuneProcessPool.__init__", 1, 1.1, caller=USER)
+        start(w, 1.5, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import x"])
+        mem(w, 3.0, [(301, 1.5, 240)])
+        if join:
+            call(w, 4.0, 100, 1, "main", "concurrent.futures.process:_python_exit", 3, 4.9)
+        w.add(4.1 if join else 5.2, 301, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+        call(w, 5.0, 100, 1, "main", "torch._inductor.autotune_process:AutotuneProcessPool._shutdown", 2, 5.01)
+        w.add(5.3, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        w.lines.sort(key=lambda r: r["ts"])
+        return w
+
+    (pool,) = report(log(join=True), tmp_path)["pools"]
+    assert pool["ending"]["kind"] == "ended-at-exit" and pool["ending"]["by"] == "main 100's exit", pool["ending"]
+    (pool,) = report(log(join=False), tmp_path)["pools"]
+    assert pool["ending"]["kind"] == "shutdown-completed" and pool["ending"]["by"] == BY_POOL_ATEXIT, pool["ending"]
+
+
 def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:
     """torch._vendor.quack's precompile Popens its compile workers (2.13+; GPU only, so a crafted log): they are a
     pool of kind quack, made at the user's line, its workers as ps lists them, its memory at once, ended by its

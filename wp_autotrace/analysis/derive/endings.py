@@ -129,6 +129,18 @@ def _ended_before_exit(pool: Pool) -> bool:
     return began is not None and all(q.exited and q.end is not None and q.end < began for q in pool.members)
 
 
+def _joined_at_exit(pool: Pool, asked: float | None) -> tuple[float, float] | None:
+    """The creator's exit join (concurrent.futures' _python_exit, before any atexit handler) that ended the
+    pool's subprocesses: one that returned before the pool's stop call (if any), inside which every member wrote
+    its process_exit. Its return proves them ended (the executor's manager joins its workers first): an
+    AutotuneProcessPool's worker, whose own atexit _shutdown then finds nothing to stop. (start, end) or None."""
+    for c in pool.creator.calls.values():
+        if c.tag == T.EXIT_JOIN and c.end is not None and (asked is None or c.end <= asked) and all(
+                q.exited and q.end is not None and c.ts <= q.end <= c.end for q in pool.members):
+            return c.ts, c.end
+    return None
+
+
 def _parent_ended_them(q: Process, at: float, window: float) -> bool:
     """Whether q's parent explains q's end at `at` with no signal to the group: its sidecar was asked to stop by
     then (torch 2.13's sidecar ends its workers as it stops), or logged a broken pool then (one worker ended
@@ -498,6 +510,13 @@ def _autotune_ending(self: Endings, pool: Pool) -> Ending:
         return Ending(LEFT_RUNNING if left else RUNNING, "its autotune subprocess was left running after the "
                       "main process" if left else "still running at the end of the log", None,
                       ["the watcher's leftover record"] if left else [], by=by)
+    join = _joined_at_exit(pool, req.ts if req is not None else None)
+    if join is not None:
+        return Ending(ENDED_AT_EXIT, f"its subprocess ended as {pool.creator.role} {pool.creator.pid} exited "
+                      "(concurrent.futures stops an executor's workers at exit, before torch's atexit)", end.at,
+                      [f"its subprocesses' process_exit inside {pool.creator.role} {pool.creator.pid}'s exit join "
+                       f"({self.rel(join[0])} -> {self.rel(join[1])}), which returned"],
+                      by=f"{pool.creator.role} {pool.creator.pid}'s exit")
     if req is not None and req.end is not None and not req.error and not _proved_ended_before(last, req.ts):
         return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end.at,
                       [f"{T.short_label(req.target)} asked at {self.rel(req.ts)} and returned",
