@@ -1328,6 +1328,43 @@ def test_an_autotune_pool_ended_by_the_exit_join_before_its_atexit_is_told_so(tm
     assert pool["ending"]["kind"] == "shutdown-completed" and pool["ending"]["by"] == BY_POOL_ATEXIT, pool["ending"]
 
 
+def test_an_autotune_pool_handed_jobs_no_record_bounds_has_no_idle_told(tmp_path: Path) -> None:
+    """AutotuneProcessPool.warm_up and submit return the job's future at once, and its worker's loop writes no job
+    record: a real CPU run whose worker spent 2.13 s of CPU on its warm-up and a submitted job was told "idle 6.6 s
+    after it was ready", 1.2 GiB·s, and advised its shutdown. Its idle is not known: no idle seconds, no idle MiB·s,
+    no idle-pool finding, and the text says so. The same pool handed nothing is still told idle."""
+    at = "torch._inductor.autotune_process:AutotuneProcessPool"
+
+    def log(handed: bool) -> LogWriter:
+        w = LogWriter()
+        start(w, 0, 100, 1, "main")
+        call(w, 1, 100, 1, "main", f"{at}.__init__", 1, 1.01, caller=USER)
+        if handed:
+            call(w, 1.02, 100, 1, "main", f"{at}.warm_up", 2, 1.03, caller=USER)
+            call(w, 4.0, 100, 1, "main", f"{at}.submit", 3, 4.001, caller=USER)
+        start(w, 1.1, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import x"])
+        for t in (2.0, 6.0, 10.0, 14.0):
+            mem(w, t, [(301, 1.1, 260)])
+        call(w, 15, 100, 1, "main", f"{at}._shutdown", 4, 15.5)
+        w.add(15.4, 301, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+        w.add(16, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        w.lines.sort(key=lambda r: r["ts"])
+        return w
+
+    rep = report(log(handed=True), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["idle_known"] is False and pool["idle_s"] == 0 and pool["idle_total_s"] == 0, pool
+    assert pool["idle_mib_s"] is None and pool["held_pss_bytes"] is None and pool["idle_cpu"] is None, pool
+    assert pool["peak_pss_bytes"] == 260 * MIB, pool
+    assert "idle-pool" not in {f["kind"] for f in rep["findings"]}, rep["findings"]
+    answer = " ".join(rep["answer"].split())
+    assert "idle not known (its jobs' ends are not recorded" in answer and "idle 1" not in answer, answer
+    control = report(log(handed=False), tmp_path)
+    (pool,) = control["pools"]
+    assert pool["idle_known"] is True and pool["idle_s"] > 10 and pool["held_pss_bytes"] == 260 * MIB, pool
+    assert "idle-pool" in {f["kind"] for f in control["findings"]}, control["findings"]
+
+
 def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:
     """torch._vendor.quack's precompile Popens its compile workers (2.13+; GPU only, so a crafted log): they are a
     pool of kind quack, made at the user's line, its workers as ps lists them, its memory at once, ended by its

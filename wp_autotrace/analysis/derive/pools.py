@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ...common import targets, vocab
+from ..fold.autotune import jobs_unbounded
 from ..fold.model import EXECUTOR, SOURCELESS_FILES, Call, JobSpan, Pool, Process
 from ..words.fmt import IDLE_AFTER_WORDS, MIB
 from .counts import counts_at
@@ -366,8 +367,7 @@ class PoolStory:
         # after a job (the page draws it apart; sidecar-never-served says why).
         self.never_served = bool(side is not None and side.traced and serving is None and self.ready_at is None
                                  and stopped)
-        # A pool that never became ready, ran no job and whose sidecar never reached its serving loop
-        # (it raised, or it is not traced) is not idle: it never served (findings say why).
+        # Never ready, no job, its sidecar never serving (it raised, or not traced): never served, so not idle.
         self.served = not self.never_served and any(t is not None for t in (pool.last_job, self.ready_at, serving))
         # The workers' own job records, where they wrote them: busy exactly while one of them held a job.
         self.busy_spans = [] if self.never_served else busy_spans(pool, t_end)
@@ -388,10 +388,11 @@ class PoolStory:
             ends.append(self.orphaned[0])
             self.busy_until = min(self.busy_until, self.orphaned[0])
         self.idle_to = min(ends) if ends else t_end
-        self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served else 0.0
-        # Still busy when the pool stopped (its sidecar died or its shutdown was asked while a worker held a job,
-        # or, without job records, while its creator waited on its jobs): no idle span after its last job at
-        # all, and none to tell as "idle 0 s (X -> Y)" running backwards.
+        self.idle_known = not jobs_unbounded(pool)  # handed jobs no record bounds: its idle is not known, none told
+        self.idle_s = max(0.0, self.idle_to - self.busy_until) if self.procs and self.served and self.idle_known \
+            else 0.0
+        # Still busy when the pool stopped (its sidecar died, or its shutdown was asked, while a worker held a job):
+        # no idle span after its last job at all, and none to tell as "idle 0 s (X -> Y)" running backwards.
         self.busy_past_stop = bool(self.busy_spans) and self.busy_spans[-1][1] > self.idle_to
         # Stopped before its busy time began, by the inferred path (its sidecar began serving, or its ready came,
         # after its shutdown was asked: a pool made and shut down at once): no idle span, and nothing held.
@@ -423,7 +424,7 @@ class PoolStory:
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
         gaps = idle_gaps(self.busy_spans, self.ready_at, self.busy_until, None if pool.ready_at else pool.first_job) \
-            if self.served else []
+            if self.served and self.idle_known else []
         self.gaps = [IdleGap(ga, gb, first, *self._over(ga, gb)) for ga, gb, first in gaps]
         self.idle_total_s = self.idle_s + sum(g.end - g.start for g in self.gaps)
         self.idle_total_mib_s, self.idle_total_unread_s = self._idle_totals()
@@ -517,7 +518,8 @@ class PoolStory:
         return {
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
-            "idle_s": round(self.idle_s, 3), "idle_after": self.idle_after, "idle_total_s": round(self.idle_total_s, 3),
+            "idle_s": round(self.idle_s, 3), "idle_known": self.idle_known, "idle_after": self.idle_after,
+            "idle_total_s": round(self.idle_total_s, 3),
             "idle_total_mib_s": self.idle_total_mib_s, "idle_unread_s": self.idle_unread_s,
             "idle_total_unread_s": self.idle_total_unread_s,
             "idle_gaps": [{"from_s": rel(g.start), "to_s": rel(g.end), "s": round(g.end - g.start, 3),

@@ -39,6 +39,19 @@ def is_kill(c: Call) -> bool:
 
 
 KILL_QUALNAME = targets.LABEL_SEP + "TuningProcess.kill"
+# AutotuneProcessPool's calls that hand its worker a job and return its future at once: the job's end is
+# recorded nowhere (the worker's loop is not watched, and waiting on the future is no traced call).
+HAND_QUALNAMES = tuple(targets.LABEL_SEP + f"AutotuneProcessPool.{n}" for n in ("warm_up", "submit"))
+
+
+def jobs_unbounded(pool: Pool) -> bool:
+    """Did the autotune pool's creator hand it a job whose end no record bounds (a HAND_QUALNAMES call while
+    the pool was open)? Then when its worker was busy, and so idle, is not known."""
+    if pool.kind != AUTOTUNE:
+        return False
+    stop = pool.shutdown_at if pool.shutdown_at is not None else float("inf")
+    return any(c.target.endswith(HAND_QUALNAMES) and pool.call.ts <= c.ts <= stop
+               for c in pool.creator.calls.values())
 
 
 def open_pool(p: Process, kind: str = AUTOTUNE) -> Pool | None:

@@ -13,6 +13,7 @@ from ...common.vocab import POOL_ROLES
 from ..derive.labels import SHORT_HELPERS
 from ..words.fmt import (
     MIB,
+    UNKNOWN_IDLE,
     costs_idle_text,
     escape,
     pid_text,
@@ -191,6 +192,7 @@ def _lifecycle(pool: dict[str, Any]) -> str:
                   f"{seconds_text(pool['idle_to'])}" if pool.get("busy_past_stop")
              else f"not idle: stopped at {seconds_text(pool['idle_to'])}, before {seconds_text(pool['busy_until'])}"
                   " (its serving or ready came after)" if pool.get("stopped_first")
+             else f"idle {UNKNOWN_IDLE}" if pool.get("idle_known") is False
              else f"idle {pool['idle_s']:.1f} s {span}"]
     gaps = pool.get("idle_gaps") or []
     if gaps:  # idle between its uses (its workers' job records): each gap, then every idle second in all

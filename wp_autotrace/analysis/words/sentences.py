@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...common.vocab import GUARDED_ROLES
-from .fmt import IDLE_AFTER_WORDS, gap_words, idle_mib_s_text, pool_name, seconds_text, site, size_text
+from .fmt import IDLE_AFTER_WORDS, UNKNOWN_IDLE, gap_words, idle_mib_s_text, pool_name, seconds_text, site, size_text
 
 
 def covered_text(pool: dict[str, Any]) -> str:
@@ -60,7 +60,8 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
     gaps = pool.get("idle_gaps") or []
     idle = gaps_words(gaps)
     after = IDLE_AFTER_WORDS[pool.get("idle_after") or "job"]
-    idle += f", idle {pool['idle_s']:.1f} s after {after}{idle_cpu_words(pool)}" if pool["idle_s"] >= 1 else ""
+    idle += f", idle {pool['idle_s']:.1f} s after {after}{idle_cpu_words(pool)}" if pool["idle_s"] >= 1 else \
+        "" if pool.get("idle_known", True) else f", idle {UNKNOWN_IDLE}"
     idle += f" ({pool['idle_total_s']:.1f} s idle in all)" if gaps else ""
     orphan = pool.get("outlived_creator")
     if orphan:  # after its creator ended it was no idle pool: nobody could use or stop it
