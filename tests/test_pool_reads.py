@@ -158,3 +158,38 @@ def test_a_worker_a_sidecar_spawned_is_a_compile_worker_while_it_still_imports()
     assert _entry_of(tracker, 10, live).get("role") == "resource-tracker"
     assert _entry_of(FORKSERVER, 10, live).get("role") == "forkserver"  # the forkserver itself
     assert memory.MemorySampler().pool_pids({50: _entry_of(SPAWNED, 10, live) | {"pid": 50}}) == [50]
+
+
+def _rollup(pss_kb: int) -> bytes:
+    return f"0-1 ---p 00000000 00:00 0 [rollup]\nRss: {2 * pss_kb} kB\nPss: {pss_kb} kB\n".encode()
+
+
+def test_a_pools_resource_tracker_and_forkserver_are_read_in_its_sweep(tmp_path: Path) -> None:
+    """A spawn pool's sidecar starts multiprocessing's resource tracker beside its worker (torch's FX-subprocess
+    pool): alive for the pool's life, one of its processes as ps lists them. It is read in the same sweep as the
+    sidecar and worker (one record: a moment's sum of all three), and so is a sidecar's forkserver and the
+    worker it forked; the main's own resource tracker (its parent no pool process) is not read. A crafted /proc
+    stands in (each process's smaps_rollup)."""
+    live: dict[int, dict[str, Any]] = {
+        1: {"role": "main", "ppid": 0, "rss": 1 << 20},
+        2: {"role": "resource-tracker", "ppid": 1},  # the main's own: no pool's
+        10: {"role": "fx-compile-sidecar", "ppid": 1},
+        11: {"role": "compile-worker", "ppid": 10},
+        12: {"role": "resource-tracker", "ppid": 10},
+        20: {"role": "compile-sidecar", "ppid": 1},
+        21: {"role": "forkserver", "ppid": 20},
+        22: {"role": "compile-worker", "ppid": 21}}
+    for pid, entry in live.items():
+        entry.update(pid=pid, create_time=5.0)
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "smaps_rollup").write_bytes(_rollup(1000 + pid))
+    s = memory.MemorySampler(proc=str(tmp_path), burst=1.0)
+    assert s.pools(live) == {10: [10, 11, 12], 20: [20, 21, 22]}
+    got = s.tick(0.0, live)
+    assert got is not None
+    read = {e["pid"]: e["pss"] for e in got["procs"]}
+    assert set(read) == {1, 10, 11, 12, 20, 21, 22}, read  # the pools whole, their creator; not pid 2
+    assert read[12] == (1000 + 12) * 1024 and read[21] == (1000 + 21) * 1024
+    # its process_exit has its pool swept at once, like any pool process's
+    again = s.tick(0.01, live, ending={12: 6.0})
+    assert again is not None and {10, 11, 12} <= {e["pid"] for e in again["procs"]}

@@ -5,7 +5,8 @@ The watcher's tick hands ``MemorySampler.tick`` its live entries (watcher/main.p
 ``memory`` record's lists to write, or None.
 
 What is sampled: pool processes only, i.e. compile sidecars and compile workers
-(their role in the entry). Their memory is read
+(their role in the entry), and the helpers beside them (a resource tracker or forkserver whose parent is one
+of those), read in their pool's sweeps. Their memory is read
 from ``/proc/PID/smaps_rollup``: PSS (each shared page split among the processes
 sharing it, so PSS adds up across forked workers to the real memory) and USS
 (Private_Clean + Private_Dirty: what the process alone holds, freed when it
@@ -202,23 +203,37 @@ class MemorySampler:
 
     def pool_pids(self, live: dict[int, dict[str, Any]]) -> list[int]:
         """The live pool processes: a sidecar, or a compile worker (a child of a sidecar running its command
-        line: watcher/main.py's roles). Their descendants (a worker's g++ and cc1plus) are not sampled: short
-        lived, and not the pool's memory."""
+        line: watcher/main.py's roles), and a pool's helpers: a resource tracker or forkserver whose parent is one
+        of those (a spawn pool's sidecar starts multiprocessing's tracker beside its worker: alive for the pool's
+        life, it is one of the pool's processes as ps lists them, and a pool figure without it is no whole
+        moment's). The main's own tracker (its parent no pool process) is not read. Their other descendants (a
+        worker's g++ and cc1plus) are not sampled: short lived, and not the pool's memory."""
         # Asked at every look, never cached: a sidecar first seen between its fork and its exec has its
         # parent's command line and no pool role; its entry gets one after the exec (tree.py), same key.
-        return [pid for pid, entry in live.items() if entry.get("role") in V.POOL_ROLES]
+        pool = {pid for pid, entry in live.items() if entry.get("role") in V.POOL_ROLES}
+        return [pid for pid, entry in live.items() if pid in pool
+                or (entry.get("role") in V.HELPER_ROLES and entry.get("ppid") in pool)]
 
     def pools(self, live: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
         """Pool key (the sidecar's pid; for a fork or spawn pool's workers, whose parent is the process that made
         the pool and no pool process, that parent's pid; an orphaned worker keys itself) -> its live processes,
-        sidecar first."""
+        sidecar first. A helper is in its parent's pool, and so is a worker its helper (a forkserver) forked:
+        one sweep reads them all."""
         pids = self.pool_pids(live)
         inside = set(pids)
+
+        def key_of(pid: int) -> int:
+            for _ in range(len(inside)):  # up through helpers (bounded: a stale entry's ppid cannot loop it)
+                role, parent = live[pid].get("role"), live[pid].get("ppid")
+                if not (role in V.HELPER_ROLES or (role == V.COMPILE_WORKER and parent in inside
+                                                   and live[parent].get("role") in V.HELPER_ROLES)):
+                    break
+                pid = live[pid]["ppid"]  # a helper's parent is a pool process, in `inside`
+            return parent if role == V.COMPILE_WORKER and parent in live else pid
+
         groups: dict[int, list[int]] = {}
         for pid in sorted(pids, key=lambda p: live[p].get("ppid") in inside):
-            parent = live[pid].get("ppid")
-            key = parent if live[pid].get("role") == V.COMPILE_WORKER and parent in live else pid
-            groups.setdefault(key, []).append(pid)
+            groups.setdefault(key_of(pid), []).append(pid)
         return groups
 
     @staticmethod
@@ -279,12 +294,11 @@ class MemorySampler:
             return None
         return {"procs": procs, "devices": devices}
 
-    @staticmethod
-    def _ending(live: dict[int, dict[str, Any]], ending: dict[int, float]) -> set[int]:
+    def _ending(self, live: dict[int, dict[str, Any]], ending: dict[int, float]) -> set[int]:
         """The live pool processes whose process_exit was just read (the record is this process's: written
         after it started, not by an earlier holder of its pid)."""
-        return {pid for pid, ts in ending.items() if pid in live and live[pid].get("role") in V.POOL_ROLES
-                and live[pid].get("create_time", ts) <= ts + 0.05}
+        pool = set(self.pool_pids(live))
+        return {pid for pid, ts in ending.items() if pid in pool and live[pid].get("create_time", ts) <= ts + 0.05}
 
     def _note_growth(self, groups: dict[int, list[int]], live: dict[int, dict[str, Any]]) -> None:
         """Flag the pools one of whose processes grew by GROWN_BYTES and GROWN_FRACTION since its last read."""
