@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -80,7 +81,7 @@ def test_fx_subprocess_compile_pool_tells_its_whole_story(tmp_path: Path) -> Non
     line = next(i for i, x in enumerate(lib.read_text().splitlines(), 1) if "# first compile" in x)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_FX_COMPILE_MODE="subprocess",
                     TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"),
-                    PYTHONPATH=str(SERVING))
+                    PYTHONPATH=os.pathsep.join(filter(None, (str(SERVING), os.environ.get("PYTHONPATH")))))
     left: dict[str, Any] = {}
 
     def main_ended(recs: list[dict[str, Any]]) -> bool:
