@@ -775,19 +775,25 @@ TUNING = PROBE_PRELUDE + textwrap.dedent('''
 ''')
 
 
+def _run_autotune(tmp_path: Path, text: str, marker: str, timeout: int) -> tuple[Path, int, Any, Any]:
+    """Run an autotune scenario traced: its script, the line marked `marker` (where it makes the pool), the
+    script's own probe readings and the report of its log."""
+    script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
+    script.write_text(text)
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if marker in x)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    res = run_python([str(script), str(out)], env, timeout=timeout, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    wait_for_watcher(log, timeout=30)
+    return script, line, json.loads(out.read_text()), report_json(log)
+
+
 def test_a_tuning_process_pool_gets_the_whole_story(tmp_path: Path) -> None:
     """max-autotune's TuningProcessPool (one benchmark subprocess per device; [None] on CPU) made, given a job,
     left idle, then shut down by the program: who made it where, its processes and threads as ps shows them,
     its real memory, how it ended (the program's own shutdown, not torch's exit) and nothing left over, against
     the script's own psutil and smaps_rollup readings."""
-    script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
-    script.write_text(TUNING)
-    line = next(i for i, x in enumerate(TUNING.splitlines(), 1) if "# max-autotune's benchmark pool" in x)
-    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
-    res = run_python([str(script), str(out)], env, timeout=240, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    wait_for_watcher(log, timeout=30)
-    probe, rep = json.loads(out.read_text()), report_json(log)
+    script, line, probe, rep = _run_autotune(tmp_path, TUNING, "# max-autotune's benchmark pool", 240)
     before, after = probe["before"], probe["after"]
     assert len(before["pids"]) == 1 and before["pids"] == after["pids"]  # the probe's own count: 1 subprocess
     (pool,) = rep["pools"]
@@ -845,14 +851,7 @@ def test_an_autotune_process_pool_left_to_exit_gets_the_whole_story(tmp_path: Pa
     shows them, its real memory (its idle not known: no record bounds its jobs), how it ended (concurrent.futures'
     exit join ended the worker before torch's atexit _shutdown ran; that join, which waited on the worker's
     teardown, is no hang), and nothing left, against the script's own psutil and smaps_rollup readings."""
-    script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
-    script.write_text(PIPELINED)
-    line = next(i for i, x in enumerate(PIPELINED.splitlines(), 1) if "# max-autotune's pipelined" in x)
-    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
-    res = run_python([str(script), str(out)], env, timeout=300, cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    wait_for_watcher(log, timeout=30)
-    probe, rep = json.loads(out.read_text()), report_json(log)
+    script, line, probe, rep = _run_autotune(tmp_path, PIPELINED, "# max-autotune's pipelined", 300)
     before, after = probe["before"], probe["after"]
     assert len(before["pids"]) == 1 and before["pids"] == after["pids"]
     (pool,) = rep["pools"]
