@@ -42,8 +42,8 @@ class AsyncCompile:
         return f"warmed {n}"
 
     @classmethod
-    def fail(cls):
-        raise ValueError("boom from fail")
+    def fail(cls, message="boom from fail"):
+        raise ValueError(message)
 
 def after_fork():
     AsyncCompile.process_pool.cache_clear()
@@ -185,6 +185,24 @@ def test_exceptions_pass_through_unchanged(synth: Path, log: Path) -> None:
     assert info.traceback[-1].name == "fail"  # the origin is the wrapped function
     ret = [r for r in read_log(log) if r["event"] == "return" and "error" in r]
     assert ret and ret[-1]["error"] == "ValueError: boom from fail"
+
+
+def test_a_long_error_keeps_its_head_and_its_own_last_line(synth: Path, log: Path) -> None:
+    """A pool job's error arrives as a long traceback whose last line is the job's own exception: the return
+    record keeps the head (the kind of failure, the kernel's name) and that tail, within a bounded size."""
+    from wp_autotrace.common.vocab import ERROR_CUT, ERROR_HEAD, ERROR_TAIL
+
+    mod = import_traced(log)
+    frames = "".join(f'  File "/site-packages/pkg/mod{i}.py", line {i}, in f{i}\n    g{i}()\n' for i in range(40))
+    message = ("An exception occurred in a subprocess:\n\nName=triton_poi_fused_0\nTraceback (most recent call "
+               f"last):\n{frames}RuntimeError: can't start new thread\n")
+    with pytest.raises(ValueError):
+        mod.AsyncCompile.fail(message)
+    error = [r for r in read_log(log) if r["event"] == "return" and "error" in r][-1]["error"]
+    assert len(error) <= ERROR_HEAD + ERROR_TAIL + len(ERROR_CUT) < len(message)
+    assert error.startswith("ValueError: An exception occurred in a subprocess:\n\nName=triton_poi_fused_0")
+    assert error.rstrip().splitlines()[-1] == "RuntimeError: can't start new thread"
+    assert ERROR_CUT in error
 
 
 def test_subclass_override_is_wrapped_wherever_defined(synth: Path, log: Path) -> None:

@@ -10,6 +10,7 @@ import os
 import sys
 
 from ..common.targets import KNOB_MARKS
+from ..common.vocab import ERROR_CUT, ERROR_HEAD, ERROR_TAIL
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -25,6 +26,15 @@ _EXPONENT_BELOW_US = 100
 # Below 1e9 s a microsecond count has at most 15 significant digits: its decimal is then exactly the repr
 # of the float it names (no shorter string reads back as that float, and no other float is nearer).
 _POSITIONAL_BELOW_US = 10**15
+
+
+def error_text(error: BaseException) -> str:
+    """A return record's `error`: `Type: message`, its head and its tail where longer than ERROR_HEAD + ERROR_TAIL
+    (vocab.py: the head names the failure's kind, the tail holds the job's own exception line)."""
+    text = f"{type(error).__name__}: {error}"
+    if len(text) <= ERROR_HEAD + ERROR_TAIL:
+        return text
+    return text[:ERROR_HEAD] + ERROR_CUT + text[-ERROR_TAIL:]
 
 
 def micros_json(us: int) -> str:

@@ -33,6 +33,7 @@ from .reads import (
     NS_PER_US,
     US_PER_S,
     config_knobs,
+    error_text,
     micros_json,
     read_rss,
     resolve,
@@ -306,7 +307,7 @@ class Probes:
                 return
             fields: dict[str, Any] = {"call_id": call_id, "duration_s": us / US_PER_S}
             if error is not None:
-                fields["error"] = f"{type(error).__name__}: {error}"[:500]
+                fields["error"] = error_text(error)
             else:
                 for key, path in target.capture:
                     value = resolve(path, instance, result)

@@ -14,6 +14,9 @@ from ...common.vocab import (
     CALL,
     CONFIG,
     ERROR,
+    ERROR_CUT,
+    ERROR_HEAD,
+    ERROR_TAIL,
     EXEC,
     EXIT_UNWRITTEN,
     IMPORT,
@@ -154,7 +157,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     RETURN: ("it returned", (
         ("call_id", UINT, "the call"),
         ("duration_s", NUM, "seconds"),
-        ("error", STR, "`Type: message` when the call raised"),
+        ("error", STR, "`Type: message` when the call raised; past "
+                        f"{ERROR_HEAD + ERROR_TAIL} characters its first {ERROR_HEAD} and its last {ERROR_TAIL} "
+                        f"with `{ERROR_CUT.strip()}` between (the tail: a pool job's own exception line)"),
         ("sidecar_pid", UINT, "captured: the pool's sidecar"),
         ("quiesce_after_s", NUM, "captured (SubprocPool.__init__, torch 2.10+): the pool's quiesce delay as it "
                                  "was made (quiesce_async_compile_time then); absent when quiesce was off"),
