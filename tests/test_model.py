@@ -521,6 +521,7 @@ SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "spawn-main-reimport": with_spawn_reimport,
     "setting-too-late": with_setting_too_late,
     "exit-hang": with_exit_hang,
+    "compile-failed": lambda: _kernel_failed("RuntimeError: can't start new thread", 24),
     "oom-killed": with_oom_killed,
     "oom-in-cgroup": with_oom_unnamed,
     "sidecar-never-served": with_raising_sidecar,
@@ -1590,3 +1591,59 @@ def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_pat
         "compile_threads"] = 1
     (tmp_path / "set-in-code").mkdir()
     assert "forked-compile-hang" not in kinds(report(one, tmp_path / "set-in-code"))
+
+
+def _kernel_failed(line: str, threads: int) -> LogWriter:
+    """main 100's pool (sidecar 200, workers 300 and 301), all run under ulimit -u 24 as uid 65534 (the watcher's
+    tree entries); one sweep at 2.0 s read `threads` processes and threads of theirs at once; the compiled
+    module's wait (2.0 -> 2.1 s) raised a kernel's job error whose own last line is `line`, past the record's
+    head, as the runtime keeps it (head and tail)."""
+    from wp_autotrace.runtime.reads import error_text
+
+    w = clean_run()
+    watcher(w, 1.3, "tree", count=4, started=[
+        {"pid": pid, "ppid": ppid, "name": "python", "cmd": "python", "role": role, "via": "child",
+         "nproc": 24, "uid": 65534}
+        for pid, ppid, role in ((100, 1, "main"), (200, 100, "compile-sidecar"), (300, 200, "compile-worker"),
+                                (301, 200, "compile-worker"))], ended=[])
+    start(w, 1.26, 300, 200, "compile-worker")
+    start(w, 1.27, 301, 200, "compile-worker")
+    split = [threads // 4] * 3
+    watcher(w, 2.0, "memory", procs=[{"pid": pid, "pss": 90 << 20, "uss": 1 << 20, "threads": n} for pid, n in
+                                     zip((100, 200, 300, 301), (*split, threads - sum(split)))])
+    frames = "".join(f'  File "/site/triton/compiler/m{i}.py", line {i}, in f{i}\n    g{i}()\n' for i in range(30))
+    details = ("An exception occurred in a subprocess:\n\nName=triton_poi_fused_add_0\nTraceback (most recent "
+               f"call last):\n{frames}{line}\n")
+
+    class SubprocException(Exception):
+        pass
+
+    call(w, 2.0, 100, 1, "main", "torch._inductor.async_compile:AsyncCompile.wait", 5, 2.1,
+         error=error_text(SubprocException(details)))
+    return w
+
+
+def test_a_kernel_that_failed_in_the_pool_is_told_with_its_own_line_and_the_limit_only_where_reached(
+        tmp_path: Path) -> None:
+    """A compiled module's wait raised a kernel's job error (the pool's SubprocException): the Answer names the
+    kernel, the job's own last line, and "the process limit (ulimit -u 24) was reached" only where that line is
+    EAGAIN (a thread start refused) and one watcher sweep counted 24 processes and threads of the uid at once; with
+    fewer counted, or another error, the failure is told and its cause is unknown (no limit claimed)."""
+    rep = report(_kernel_failed("RuntimeError: can't start new thread", 24), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
+    answer = rep["answer"].replace("\n  ", " ").replace("\n", " ")
+    for said in ("1 kernel (triton_poi_fused_add_0) failed to compile in the pool",
+                 "the job's own error: RuntimeError: can't start new thread",
+                 "the process limit (ulimit -u 24) was reached: 24 processes and threads of uid 65534 at once"):
+        assert said in f["text"] and said in answer, (said, answer)
+    assert "ulimit -u" in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"], f["advice"]
+    assert f["cost"]["limit_reached"] and f["cost"]["nproc_limit"] == 24 and f["cost"]["uid"] == 65534, f["cost"]
+    for sub, line, threads in (("short", "RuntimeError: can't start new thread", 20),
+                               ("other", "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero "
+                                         "exit status 1.", 24)):
+        (tmp_path / sub).mkdir()
+        f = next(f for f in report(_kernel_failed(line, threads), tmp_path / sub)["findings"]
+                 if f["kind"] == "compile-failed")
+        assert f"the job's own error: {line}" in f["text"] and "24) was reached" not in f["text"], f["text"]
+        assert "no record shows why the job failed (its processes ran under ulimit -u 24" in f["text"], f["text"]
+        assert not f["cost"]["limit_reached"], f["cost"]

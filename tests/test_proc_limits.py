@@ -13,6 +13,7 @@ import resource
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from wp_autotrace.common import procfs
 from wp_autotrace.common.pidfd import FD_RESERVE_MIN, ExitWatch, pidfd_cap
 from wp_autotrace.common.procfs import ProcReader, Unreadable, descendants
 
-from .conftest import clean_env, events, wait_for_watcher
+from .conftest import clean_env, events, wait_for_watcher, wait_until
 from .procs import kill_run
 
 # More children than one 4 KiB page of "PID " entries holds (5- to 7-digit pids: 6 to 8 bytes each).
@@ -202,3 +203,36 @@ def test_probe_reads_new_pids_only_and_lists_past_its_bound(tmp_path: Path) -> N
     assert watcher.tree.probe_new() == (set(), True)
     reader.last = 300  # wrapped at pid_max
     assert watcher.tree.probe_new() == (set(), True) and len(reader.read) == 4
+
+
+def test_the_tree_entry_carries_each_members_process_limit_and_uid() -> None:
+    """Each member's tree entry has its ulimit -u (RLIMIT_NPROC soft) and real uid, read by the watcher from
+    /proc; checked against the kernel's own answer (resource.prlimit on that pid) and os.getuid()."""
+    from wp_autotrace.watcher.tree import Tree
+
+    limited = subprocess.Popen(["prlimit", "--nproc=37:4000", "sleep", "60"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    plain = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    tree = Tree(os.getpid(), 0.0, 0.1)
+    try:
+        tree.exclude = set()
+
+        def limited_now() -> bool:  # prlimit sets the limit, then execs sleep: read once sleep runs
+            return resource.prlimit(limited.pid, resource.RLIMIT_NPROC)[0] == 37 and \
+                ProcReader().cmdline(limited.pid).startswith("sleep")
+
+        wait_until(limited_now, 20, what="prlimit's exec of sleep")
+        started = {e["pid"]: e for e in tree.sample(time.time())[0]}
+        assert (started[limited.pid]["nproc"], started[limited.pid]["uid"]) == (37, os.getuid())
+        soft = resource.prlimit(plain.pid, resource.RLIMIT_NPROC)[0]
+        if soft == resource.RLIM_INFINITY:
+            assert "nproc" not in started[plain.pid]
+        else:
+            assert started[plain.pid]["nproc"] == soft
+    finally:
+        for p in (limited, plain):
+            p.kill()
+            p.wait(timeout=20)
+        if tree.exits is not None:
+            tree.exits.close()

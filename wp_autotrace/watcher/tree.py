@@ -426,6 +426,9 @@ def make_entry(tree: Tree, info: dict[str, Any], via: str) -> dict[str, Any]:
         entry["pgid"] = info["groups"][0]  # its process group: what a group's signal reached (evidence.md)
     if len(cmd) > CMD_CHARS:
         entry["cmd_len"] = len(cmd)
+    nproc = tree.reader.nproc(pid)  # its ulimit -u and uid, read once here: a compile job's failure to fork or
+    if nproc is not None:           # start a thread is told against them (analysis/findings/compile.py)
+        entry["nproc"], entry["uid"] = nproc
     role = V.MAIN if via == V.VIA_ROOT else role_from_cmd(cmd)  # not by pid: one may take the root's
     parent = tree.live.get(info["ppid"])
     if role == V.COMPILE_SIDECAR and parent and parent.get("cmd") == entry["cmd"]:

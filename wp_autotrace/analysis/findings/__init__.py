@@ -5,7 +5,8 @@ plus what is derived from it) and returns a Finding or None. FINDINGS,
 here, is the one registry: it lists them in the order they are shown. The
 findings themselves live by theme: runs.py (how a run ended, the verdict),
 pools.py (compile pools), threads.py (a process's threads: pools made at once, a
-compile after the main thread returned), waits.py (a wait for a new pool to be ready),
+compile after the main thread returned), compile.py (kernels whose compile job failed in the pool),
+waits.py (a wait for a new pool to be ready),
 endings.py (how pools ended, from evidence: docs/evidence.md), signals.py (what the
 signals the run's processes sent did), host.py (the tracer itself); base.py holds what
 they share. One finding per kind, aggregated (counts and the first few
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .autotune import autotune_killed
 from .base import Finding
+from .compile import compile_failed
 from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, worker_lost, zombies
 from .held import exit_join_hang, pool_job_hang, pool_wait_interrupted
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
@@ -70,6 +72,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     pool_wait_interrupted,
     interrupted_job,
     exit_join_hang,
+    compile_failed,
     pool_outlived_creator,
     autotune_killed,
     spawn_main_reimport,

@@ -57,6 +57,12 @@ KINDS: dict[str, tuple[str, str]] = {
                         "launcher passed on) while a worker of its pool held a job: the job ran on, how long, and the "
                         "workers the pool started beside it meanwhile",
                         "let the job finish, or end the pool (shutdown_compile_workers()) or the process"),
+    "compile-failed": ("kernels whose compile job failed in the pool, as the compiling process's wait raised it: "
+                       "how many the records name, the job's own error line; \"the process limit (ulimit -u N) was "
+                       "reached: M processes and threads of uid U at once\" only where the error is EAGAIN and one "
+                       "watcher sweep counted that many; else the cause unknown",
+                       "where the limit was reached: a higher `ulimit -u` (SLURM's, the container's), or "
+                       "TORCHINDUCTOR_COMPILE_THREADS=1 for fewer workers; else the job's own error line"),
     "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
                               "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
                               "so a parent reading those to their end waits as long",

@@ -289,6 +289,8 @@ class Builder:
                 p = self.reg.subject(host, entry, ts, run)
                 p.via = entry.get("via") or p.via
                 p.pgid = entry.get("pgid", p.pgid)
+                if "nproc" in entry and "uid" in entry:
+                    p.nproc = (entry["nproc"], entry["uid"])
                 run.possible.pop((host, p.pid, p.create_time), None)
         for entry in r.get("possible") or ():
             ct = entry.get("create_time")

@@ -224,7 +224,7 @@ class Process:
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
-                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "zombie",
+                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
                  "imports", "jobs_run", "sent", "spawned")
 
@@ -288,6 +288,7 @@ class Process:
         # what its process_exit would have said, where that record found no descriptor (the watcher read its note)
         self.exit_unwritten: dict[str, Any] | None = None
         self.pgid: int | None = None  # its process group, as the watcher first saw it
+        self.nproc: tuple[int, int] | None = None  # (its ulimit -u (RLIMIT_NPROC soft), its uid): the watcher's read
         self.zombie: dict[str, Any] | None = None  # the watcher's zombie entry: {ppid, since, status, reaped?}
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)

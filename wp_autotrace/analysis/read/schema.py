@@ -128,8 +128,10 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?}` "
-              "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group)")
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?}` "
+              "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
+              "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
+              "real uid, whose threads the kernel counts against it)")
 _VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
              "process_start names the run); absent in older logs, where every entry is a member")
 

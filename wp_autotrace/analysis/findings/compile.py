@@ -1,0 +1,121 @@
+"""A compile whose kernels failed in the pool: the job's error as the compiling process got it, and its cause only
+where a record shows it.
+
+A SubprocPool job that raises comes back to the process that sent it as torch's SubprocException ("An exception
+occurred in a subprocess: Name=KERNEL Traceback ... <the job's own exception line>"); a compiled module's wait for
+its kernels (AsyncCompile.wait) raises the first one it meets. The return record keeps the error's head (the
+kernel's name) and its tail (the job's own line: runtime/reads.error_text). The kernel counts every thread of
+every process of a uid against RLIMIT_NPROC (`ulimit -u`), which the watcher reads per process (tree entries'
+`nproc`, `uid`) with each memory sweep's thread counts at one moment: "the process limit was reached" only where
+the job's error is EAGAIN (a fork or a thread start refused) and one sweep counted that uid's processes and
+threads at the limit; else the failure with its own line, and the cause unknown (docs/evidence.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ...common.vocab import ERROR_CUT
+from ..words.fmt import site
+from .base import Finding
+
+if TYPE_CHECKING:
+    from ..derive.view import View
+    from ..fold.model import Call, Process
+
+# torch's wrapper of a pool job's error, as the sending process raises it (subproc_pool.SubprocException).
+JOB_ERROR = "SubprocException:"
+KERNEL_NAME = re.compile(r"Name=([^\s<>]+)")
+# An exception's own line: "module.Type: message" or a bare "Type".
+OWN_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
+# What a refused fork or thread start says (errno 11, EAGAIN): RLIMIT_NPROC's refusal, among others (memory for a
+# thread's stack, the cgroup's pids.max).
+EAGAIN_MARKS = ("Resource temporarily unavailable", "[Errno 11]", "can't start new thread", "EAGAIN")
+LIMIT_ADVICE = ("ask for a higher process limit (`ulimit -u`; under SLURM or a container, the job's or the "
+                "container's limit), or make fewer workers and threads: TORCHINDUCTOR_COMPILE_THREADS=1 compiles "
+                "in the process itself")
+UNKNOWN_ADVICE = "read the job's own error line above; rerun with TORCHINDUCTOR_COMPILE_THREADS=1 to see it in-process"
+
+
+def own_line(error: str) -> str | None:
+    """The job's own exception line: the error's last line that reads as one, or None (an old record cut before
+    it)."""
+    lines = [x.strip() for x in error.replace(ERROR_CUT, "\n").splitlines() if x.strip()]
+    return lines[-1] if lines and OWN_LINE.match(lines[-1]) else None
+
+
+def _failed_calls(v: View) -> list[Call]:
+    """Per process, its traced calls that raised a pool job's error, outermost left out (a call whose traced
+    child raised the same text says nothing more)."""
+    failed = [c for c in v.calls if c.error and c.error.startswith(JOB_ERROR)]
+    inner_parents = {id(c.parent) for c in failed if c.parent is not None and c.parent.error == c.error}
+    return [c for c in failed if id(c) not in inner_parents]
+
+
+def _uid_peak(v: View, uid: int, since: float, until: float) -> tuple[int, float | None]:
+    """The most processes and threads of uid one memory sweep read at once between since and until: (count,
+    when)."""
+    by_ts: dict[float, int] = {}
+    for p in v.procs:
+        if p.nproc is not None and p.nproc[1] == uid:
+            for ts, n in p.threads.items():
+                if since <= ts <= until:
+                    by_ts[ts] = by_ts.get(ts, 0) + n
+    if not by_ts:
+        return 0, None
+    ts = max(by_ts, key=lambda t: (by_ts[t], -t))
+    return by_ts[ts], ts
+
+
+def _limited(v: View, creator: Process) -> tuple[int, int] | None:
+    """(ulimit -u, uid) of the pool's processes: its creator's, or the first of its pools' processes read."""
+    if creator.nproc is not None:
+        return creator.nproc
+    for pool in v.pools:
+        if pool.creator is creator:
+            for p in v.story(pool).procs:
+                if p.nproc is not None:
+                    return p.nproc
+    return None
+
+
+def compile_failed(v: View) -> Finding | None:
+    """Kernels whose compile job failed in the pool: how many the records name, the job's own line, and the
+    process limit where the records show it reached (module docstring)."""
+    failed = _failed_calls(v)
+    if not failed:
+        return None
+    first = min(failed, key=lambda c: c.ts)
+    p, error = first.proc, first.error or ""
+    kernels = sorted({m.group(1) for c in failed if (m := KERNEL_NAME.search(c.error or ""))})
+    line = own_line(error)
+    named = f" ({', '.join(kernels[:4])}{' ...' if len(kernels) > 4 else ''})" if kernels else ""
+    count = max(len(kernels), len({(c.proc.index, c.error) for c in failed}))
+    raised = v.rel(first.end or first.ts) or 0.0
+    what = (f"{count} kernel{'s' if count > 1 else ''}{named} failed to compile in the pool: {p.role} {p.pid}'s "
+            f"{first.target.rsplit(':', 1)[-1]}() at {site(first.caller)} raised at {raised:.1f} s in (it stops at "
+            "the first failed kernel: others may have failed too)")
+    said = f"the job's own error: {line}" if line else "the job's own error line is not in the record"
+    limit = _limited(v, p)
+    eagain = any(mark in error for mark in EAGAIN_MARKS)
+    cause, advice = "no record shows why the job failed", UNKNOWN_ADVICE
+    if limit is not None:
+        n, uid = limit
+        count_at, at = _uid_peak(v, uid, min((pool.call.ts for pool in v.pools if pool.creator is p),
+                                             default=first.ts), first.end or first.ts)
+        seen = f"{count_at} processes and threads of uid {uid} at once" + (f" at {v.rel(at) or 0:.1f} s" if at else "")
+        if eagain and count_at >= n:
+            cause, advice = f"the process limit (ulimit -u {n}) was reached: {seen}", LIMIT_ADVICE
+        else:
+            cause = (f"{cause} (its processes ran under ulimit -u {n}; the watcher's sweeps read at most {seen}"
+                     f"{': whether the limit was reached, no record shows' if eagain else ''})")
+            if eagain and count_at >= n:
+                advice = f"if the process limit caused it: {LIMIT_ADVICE}"
+    text = f"{what}; {said}; {cause}."
+    return Finding("compile-failed", "problem", text, sorted({c.proc.pid for c in failed}),
+                   [f"{c.proc.role} {c.proc.pid} {c.target}: {c.error}" for c in failed[:3]], advice,
+                   {"kernels_failed": count, "kernels": kernels, "error_line": line,
+                    "nproc_limit": limit[0] if limit else None, "uid": limit[1] if limit else None,
+                    "limit_reached": cause.startswith("the process limit")},
+                   headline=text)  # whole in the Answer: the job's own line and the cause are what the user asked
