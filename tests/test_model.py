@@ -1640,7 +1640,7 @@ def test_a_kernel_that_failed_in_the_pool_is_told_with_its_own_line_and_the_limi
     assert f["cost"]["limit_reached"] and f["cost"]["nproc_limit"] == 24 and f["cost"]["uid"] == 65534, f["cost"]
     for sub, line, threads in (("short", "RuntimeError: can't start new thread", 20),
                                ("other", "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero "
-                                         "exit status 1.", 24)):
+                                         "exit status 1", 24)):
         (tmp_path / sub).mkdir()
         f = next(f for f in report(_kernel_failed(line, threads), tmp_path / sub)["findings"]
                  if f["kind"] == "compile-failed")

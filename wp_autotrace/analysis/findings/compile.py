@@ -96,7 +96,7 @@ def compile_failed(v: View) -> Finding | None:
     what = (f"{count} kernel{'s' if count > 1 else ''}{named} failed to compile in the pool: {p.role} {p.pid}'s "
             f"{first.target.rsplit(':', 1)[-1]}() at {site(first.caller)} raised at {raised:.1f} s in (it stops at "
             "the first failed kernel: others may have failed too)")
-    said = f"the job's own error: {line}" if line else "the job's own error line is not in the record"
+    said = f"the job's own error: {line.rstrip('.')}" if line else "the job's own error line is not in the record"
     limit = _limited(v, p)
     eagain = any(mark in error for mark in EAGAIN_MARKS)
     cause, advice = "no record shows why the job failed", UNKNOWN_ADVICE
