@@ -42,7 +42,8 @@ def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
 # The target table, the full finder and json's C encoder load at a target module's first import only.
 START_MODULES = {
     "atexit",
-    "wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.runtime.bootstrap", "wp_autotrace.runtime.sink",
+    "wp_autotrace", "wp_autotrace._preload",
+    "wp_autotrace.runtime", "wp_autotrace.runtime.bootstrap", "wp_autotrace.runtime.sink",
     "wp_autotrace.runtime.host_patches",
     "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab", "wp_autotrace.common.redact",
 }

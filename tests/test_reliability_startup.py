@@ -25,8 +25,8 @@ def _installed_startup_files() -> list[Path]:
 
 
 ENV_NAMES = {"WP_AUTOTRACE", "WP_AUTOTRACE_GUARD"}
-PTH_STRINGS = ENV_NAMES | {"", "1", "true", "yes", "on", "0", "false", "no", "off", "wp_autotrace.runtime.bootstrap"}
-PTH_ATTRS = {"environ", "get", "strip", "lower", "runtime", "bootstrap", "start"}
+PTH_STRINGS = ENV_NAMES | {"", "1", "true", "yes", "on", "0", "false", "no", "off", "wp_autotrace._preload"}
+PTH_ATTRS = {"environ", "get", "strip", "lower", "_preload", "start"}
 # Issue 35: the line starts the tracer in the main interpreter only (site runs again in every
 # subinterpreter). This one expression, and nothing else, may use sys and a lambda: it reads
 # _thread._is_main_interpreter (3.12+) or, before 3.12, whether _signal is loaded yet (only the main
@@ -80,19 +80,20 @@ def check_pth_line(text: str) -> None:
             if isinstance(func, ast.Name):
                 assert func.id == "__import__"
                 args = [ast.literal_eval(a) for a in node.args]
-                assert args == ["wp_autotrace.runtime.bootstrap"] and not node.keywords
+                assert args == ["wp_autotrace._preload"] and not node.keywords
                 imported.append(node.args[0].value)  # type: ignore[attr-defined]
             elif isinstance(func, ast.Attribute) and func.attr == "get":
                 assert ast.unparse(func.value) == "os.environ"
                 assert ast.literal_eval(node.args[0]) in ENV_NAMES
         elif isinstance(node, (ast.Subscript, ast.Lambda, ast.Starred)):
             raise AssertionError(f"unexpected {type(node).__name__} in the .pth line")
-    assert imported == ["wp_autotrace.runtime.bootstrap"]
-    assert ast.unparse(tree).endswith("bootstrap.start()")
+    assert imported == ["wp_autotrace._preload"]
+    assert ast.unparse(tree).endswith("_preload.start()")
 
 
 def test_pth_line_can_only_import_our_bootstrap() -> None:
-    """The installed .pth line imports only wp_autotrace.runtime.bootstrap and reads only WP_AUTOTRACE(_GUARD)."""
+    """The installed .pth line imports only wp_autotrace._preload (which loads bootstrap) and reads only
+    WP_AUTOTRACE(_GUARD)."""
     files = _installed_startup_files()
     pths = [p for p in files if p.suffix == ".pth" and p.name == "wp_autotrace.pth"]
     assert pths, f"wp_autotrace.pth not installed in {sysconfig.get_paths()['purelib']}"

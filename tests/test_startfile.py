@@ -111,23 +111,22 @@ def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> No
 
 
 def pth_starts(env: dict[str, str], runs: int = 1) -> int:
-    """Run the .pth line `runs` times, as site would, with a stand-in for wp_autotrace.runtime.bootstrap
-    and a sys whose modules are this process's less that one (loaded only by the line's own import, as a
-    real import would): how many times did it call start()?"""
+    """Run the .pth line `runs` times, as site would, with a stand-in for wp_autotrace._preload and a sys
+    whose modules are this process's less bootstrap (loaded only by the line's own call, as _preload.start()
+    loads it): how many times did it call start()?"""
     called: list[bool] = []
 
     class Stub:
-        class runtime:  # noqa: N801 - mimics the package attributes the line reaches for
-            class bootstrap:  # noqa: N801
-                @staticmethod
-                def start() -> None:
-                    called.append(True)
+        class _preload:  # noqa: N801 - mimics the package attributes the line reaches for
+            @staticmethod
+            def start() -> None:
+                fake_sys.modules[BOOTSTRAP] = Stub
+                called.append(True)
 
     fake_sys = types.SimpleNamespace(modules={k: v for k, v in sys.modules.items() if k != BOOTSTRAP})
 
     def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == BOOTSTRAP:
-            fake_sys.modules[name] = Stub.runtime.bootstrap
+        if name == "wp_autotrace._preload":
             return Stub
         return fake_sys if name == "sys" else __import__(name, *args, **kwargs)
 

@@ -41,7 +41,7 @@ def start() -> None:
     try:
         if not wanted() or not in_main_interpreter():
             return
-        from .runtime.bootstrap import start as _start
+        from ._preload import start as _start  # the start modules from their pack, then bootstrap.start()
 
         _start()
     except Exception as exc:  # bootstrap.start() never raises; this is its import failing

@@ -1,0 +1,132 @@
+"""The start modules' pack (wp_autotrace/_preload.py): the same modules as importlib makes, never stale.
+
+Each test copies the package into its own folder (no pycs, no pack) and runs a fresh, untraced interpreter
+that imports that copy, so the pack it writes is its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .conftest import clean_env, run_python
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What a module looks like after its import: every attribute importlib's path finder sets, in order.
+DESCRIBE = r'''
+import json, sys
+def describe(name):
+    m = sys.modules[name]
+    s = m.__spec__
+    return {"keys": list(vars(m))[:8], "file": m.__file__, "cached": m.__cached__, "package": m.__package__,
+            "path": getattr(m, "__path__", None), "loader": [type(m.__loader__).__name__, m.__loader__.name,
+            m.__loader__.path], "same_loader": m.__loader__ is s.loader, "spec": [s.name, s.origin, s.cached,
+            s.parent, s.has_location, s.submodule_search_locations, s.loader_state, type(s).__name__],
+            "path_is_spec's": getattr(m, "__path__", None) is s.submodule_search_locations,
+            "names": sorted(vars(m)), "parent_attr": getattr(sys.modules[name.rpartition(".")[0]],
+            name.rpartition(".")[2], None) is m}
+'''
+
+LOAD = DESCRIBE + r'''
+imported = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        imported.append(name)
+sys.meta_path.insert(0, Watch())
+import wp_autotrace._preload as p
+p.load()
+print(json.dumps({"imported": imported, "modules": {n: describe(n) for n in p.START}}))
+'''
+
+PLAIN = DESCRIBE + r'''
+import wp_autotrace._preload as p
+import wp_autotrace.runtime.bootstrap
+print(json.dumps({"modules": {n: describe(n) for n in p.START}}))
+'''
+
+
+def _copy(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "wp_autotrace", site / "wp_autotrace", ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+def _run(site: Path, code: str, *flags: str) -> dict:  # type: ignore[type-arg]
+    env = clean_env(PYTHONPATH=str(site))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the pack is written only where pycs may be
+    res = run_python([*flags, "-c", code], env, cwd=site)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    return json.loads(res.stdout)  # type: ignore[no-any-return]
+
+
+def _pack(site: Path) -> Path:
+    found = sorted((site / "wp_autotrace" / "__pycache__").glob("start.*.pack"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> None:
+    """Written (no pack yet) and read (pack current): every START module has importlib's spec, loader,
+    __file__, __cached__, __path__, attribute order and names, and no START module went through a finder."""
+    site = _copy(tmp_path)
+    plain = _run(site, PLAIN)["modules"]
+    assert not list((site / "wp_autotrace" / "__pycache__").glob("start.*.pack"))  # a plain import writes none
+    first = _run(site, LOAD)
+    stamp = _pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino
+    second = _run(site, LOAD)
+    assert (_pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino) == stamp  # read, not written again
+    for got in (first, second):
+        assert got["modules"] == plain
+        assert not [n for n in got["imported"] if n in plain], got["imported"]  # each START module after its imports
+    assert plain["wp_autotrace.runtime.bootstrap"]["cached"].startswith(str(site))
+
+
+def test_a_changed_source_is_run_and_the_pack_written_again(tmp_path: Path) -> None:
+    """A pack older than one of its sources is never used: the changed module runs its new code."""
+    site = _copy(tmp_path)
+    probe = "import wp_autotrace._preload as p; p.load(); import sys; print(sys.modules[{!r}].PRELOAD_PROBE)"
+    vocab = site / "wp_autotrace" / "common" / "vocab.py"
+    with vocab.open("a") as f:
+        f.write("PRELOAD_PROBE = 1\n")
+    assert _run(site, probe.format("wp_autotrace.common.vocab")) == 1
+    before = _pack(site).read_bytes()
+    with vocab.open("a") as f:
+        f.write("PRELOAD_PROBE = 2\n")
+    st = vocab.stat()
+    os.utime(vocab, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a coarse clock: still later
+    assert _run(site, probe.format("wp_autotrace.common.vocab")) == 2
+    assert _pack(site).read_bytes() != before
+
+
+def test_a_corrupt_pack_is_replaced_and_no_write_under_dont_write_bytecode(tmp_path: Path) -> None:
+    """A pack that is not ours is ignored and written anew; -B leaves none behind but loads all the same."""
+    site = _copy(tmp_path)
+    code = "import wp_autotrace._preload as p; p.load(); import sys; print(sorted(set(p.START) - set(sys.modules)))"
+    assert _run(site, code, "-B") == []
+    assert not (site / "wp_autotrace" / "__pycache__").exists() or not _pack_list(site)
+    assert _run(site, code) == []
+    pack = _pack(site)
+    pack.write_bytes(b"\x00not a pack")
+    assert _run(site, code) == []
+    assert _pack(site).read_bytes() != b"\x00not a pack"
+    assert not [p for p in pack.parent.iterdir() if p.name.startswith(pack.name + ".")]  # no temporary left
+
+
+def _pack_list(site: Path) -> list[Path]:
+    return sorted((site / "wp_autotrace" / "__pycache__").glob("start.*.pack"))
+
+
+def test_start_lists_what_bootstrap_imports() -> None:
+    """START is every module of the package that importing bootstrap loads (but the package and _preload)."""
+    code = ("import sys; import wp_autotrace._preload as p; before = set(sys.modules); "
+            "import wp_autotrace.runtime.bootstrap; print(sorted(m for m in set(sys.modules) - before "
+            "if m.startswith('wp_autotrace')))")
+    res = run_python(["-c", code], clean_env(), cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    from wp_autotrace._preload import START
+    assert sorted(START) == json.loads(res.stdout.replace("'", '"'))
+    assert sys.executable  # the interpreter under test ran it

@@ -1,0 +1,164 @@
+"""A traced start's modules loaded from one cached file: what the .pth line (and _site.py) call.
+
+A traced process that imports no target module needs eight modules of this package (START) to run
+bootstrap.start() and its exit. Found and loaded one by one through importlib's path finder, each cost
+about 0.25M instructions beside its own code (the path search, its spec, its pyc's stat, read and check,
+the module locks): a fifth of a traced child's whole start-up (docs/scale.md). Here their code objects
+are kept together in one file beside their pycs (the pack, ``start.<cache tag>.pack`` in this package's
+__pycache__, or sys.pycache_prefix's mirror of it) and read in one go.
+
+Invariants:
+
+- Each module is made as importlib's path finder makes it (the same spec, SourceFileLoader, __file__,
+  __cached__, __path__, parent attribute; tests/test_preload.py compares them) and runs its own code,
+  compiled from its own source: the pack is only a cache, each fact keeps its one home in its module.
+- The pack is used only when it was written by this Python (magic number, cache tag and -O level in its
+  name) for these sources in this folder, each source's size and mtime_ns as when its code was read.
+  Anything else (missing, unreadable, corrupt, stale) loads the modules one by one through their
+  loaders, which read or write their pycs as importlib would, and then writes a fresh pack atomically
+  (a temporary file renamed over it) unless bytecode may not be written (-B, PYTHONDONTWRITEBYTECODE).
+- A module already in sys.modules is never loaded again. A source that is not a file (a zip, a frozen
+  or sourceless install) leaves the rest to the plain import statement.
+- Nothing here raises for the cache; what a module's own body raises propagates as from an import.
+"""
+
+import marshal
+import os
+import sys
+
+# Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType, ModuleType
+
+# The modules bootstrap.start() imports, each after the ones it imports (tests/test_activation.py holds
+# what a traced start loads; tests/test_preload.py that this list is that set and in this order).
+START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.vocab", "wp_autotrace.common.env",
+         "wp_autotrace.common.redact", "wp_autotrace.runtime.host_patches", "wp_autotrace.runtime.sink",
+         "wp_autotrace.runtime.bootstrap")
+PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
+_FORMAT = 1  # the pack's layout: (format, magic, folder, ((name, mtime_ns, size), ...), ((pyc path, code), ...))
+
+
+def _source(base: str, name: str) -> str:
+    parts = name.split(".")[1:]
+    if name in PACKAGES:
+        return os.path.join(base, *parts, "__init__.py")
+    return os.path.join(base, *parts[:-1], parts[-1] + ".py")
+
+
+def _pack_path(base: str) -> str:
+    """The pack's path: beside this package's own __init__ pyc, named by the same cache tag and -O level."""
+    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(os.path.join(base, "__init__.py"))
+    folder, pyc = os.path.split(cached)  # __init__.cpython-311.pyc, __init__.cpython-311.opt-1.pyc
+    return os.path.join(folder, "start" + pyc[len("__init__"):-len(".pyc")] + ".pack")
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _write(path: str, data: bytes, mode: int) -> None:
+    """Atomically: a reader sees the old pack or the whole new one. Any failure leaves no pack behind."""
+    tmp = f"{path}.{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode & 0o666)
+    except OSError:
+        return
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _new_module(name: str, path: str, cached: str) -> "ModuleType":
+    """The module importlib's path finder makes for this source before running it (spec_from_file_location
+    and module_from_spec's attributes, in their order), built directly: those two cost ~0.1M instructions
+    a module. cached is its pyc's path (cache_from_source's, kept in the pack)."""
+    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(name, path)
+    is_package = name in PACKAGES
+    spec = sys.modules["_frozen_importlib"].ModuleSpec(name, loader, origin=path, is_package=is_package)
+    spec.has_location = True
+    spec.cached = cached
+    module = type(sys)(name)  # its __dict__ starts as __name__, __doc__, __package__, __loader__, __spec__
+    attrs = module.__dict__
+    attrs.update(__loader__=loader, __package__=spec.parent, __spec__=spec)
+    if is_package:
+        spec.submodule_search_locations.append(os.path.dirname(path))
+        attrs["__path__"] = spec.submodule_search_locations
+    attrs.update(__file__=path, __cached__=cached)
+    return module
+
+
+def _run(name: str, module: "ModuleType", code: "CodeType") -> None:
+    """exec the module's code as importlib does: in sys.modules while it runs, out again if it raises."""
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+
+
+def load() -> None:
+    """Put every START module in sys.modules (from the pack when it is current), in START's order."""
+    base = os.path.dirname(__file__)
+    try:
+        stamps = []
+        for name in START:
+            st = os.stat(_source(base, name))
+            stamps.append((name, st.st_mtime_ns, st.st_size))
+        pack = _pack_path(base)
+    except (OSError, KeyError, ValueError, AttributeError, NotImplementedError):
+        return  # not plain source files here: bootstrap's own import statement loads them
+    ext = sys.modules["_frozen_importlib_external"]
+    want = (_FORMAT, ext.MAGIC_NUMBER, base, tuple(stamps))
+    try:
+        fmt, magic, folder, got_stamps, entries = marshal.loads(_read(pack))
+        current = (fmt, magic, folder, got_stamps) == want and len(entries) == len(START)
+    except Exception:  # missing, unreadable or not a pack of ours: it is only a cache
+        current, entries = False, ()
+    made = []
+    for i, name in enumerate(START):
+        loaded = sys.modules.get(name)
+        if current and loaded is not None:
+            continue
+        path = _source(base, name)
+        if current:
+            cached, code = entries[i]
+        else:  # the module's own loader reads its pyc (or compiles its source and writes the pyc)
+            cached = ext.cache_from_source(path)
+            code = ext.SourceFileLoader(name, path).get_code(name)
+            made.append((cached, code))
+        if loaded is None:
+            _run(name, _new_module(name, path, cached), code)
+    if not current and not sys.dont_write_bytecode:
+        mode = os.stat(os.path.join(base, "__init__.py")).st_mode | 0o200
+        _write(pack, marshal.dumps((*want, tuple(made))), mode)
+
+
+def start() -> None:
+    """The .pth line's call: load the start modules, then bootstrap.start() (which never raises)."""
+    load()
+    __import__("wp_autotrace.runtime.bootstrap")
+    sys.modules["wp_autotrace.runtime.bootstrap"].start()  # type: ignore[attr-defined]
