@@ -92,8 +92,7 @@ def check_pth_line(text: str) -> None:
 
 
 def test_pth_line_can_only_import_our_bootstrap() -> None:
-    """The installed .pth line imports only wp_autotrace._preload (which loads bootstrap) and reads only
-    WP_AUTOTRACE(_GUARD)."""
+    """The installed .pth line imports only wp_autotrace._preload and reads only WP_AUTOTRACE(_GUARD)."""
     files = _installed_startup_files()
     pths = [p for p in files if p.suffix == ".pth" and p.name == "wp_autotrace.pth"]
     assert pths, f"wp_autotrace.pth not installed in {sysconfig.get_paths()['purelib']}"

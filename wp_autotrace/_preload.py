@@ -67,11 +67,13 @@ def _read(path: str) -> bytes:
         os.close(fd)
 
 
-def _write(path: str, data: bytes, mode: int) -> None:
-    """Atomically: a reader sees the old pack or the whole new one. Any failure leaves no pack behind."""
+def _write(path: str, data: bytes, like: str) -> None:
+    """Atomically: a reader sees the old pack or the whole new one; any failure leaves no file behind. Its
+    mode is the source like's, writable by its owner (as importlib gives a pyc)."""
     tmp = f"{path}.{os.getpid()}"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode & 0o666)
+        mode = (os.stat(like).st_mode | 0o200) & 0o666
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     except OSError:
         return
     try:
@@ -124,6 +126,7 @@ def load() -> None:
     """Put every START module in sys.modules (from the pack when it is current), in START's order."""
     base = os.path.dirname(__file__)
     try:
+        ext = sys.modules["_frozen_importlib_external"]
         stamps = []
         for name in START:
             st = os.stat(_source(base, name))
@@ -131,7 +134,6 @@ def load() -> None:
         pack = _pack_path(base)
     except (OSError, KeyError, ValueError, AttributeError, NotImplementedError):
         return  # not plain source files here: bootstrap's own import statement loads them
-    ext = sys.modules["_frozen_importlib_external"]
     want = (_FORMAT, ext.MAGIC_NUMBER, base, tuple(stamps))
     try:
         fmt, magic, folder, got_stamps, entries = marshal.loads(_read(pack))
@@ -153,8 +155,7 @@ def load() -> None:
         if loaded is None:
             _run(name, _new_module(name, path, cached), code)
     if not current and not sys.dont_write_bytecode:
-        mode = os.stat(os.path.join(base, "__init__.py")).st_mode | 0o200
-        _write(pack, marshal.dumps((*want, tuple(made))), mode)
+        _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
 
 
 def start() -> None:
