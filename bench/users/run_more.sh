@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun,
-# thread and container (/dev/shm, ulimit -u) cases),
+# thread and container (/dev/shm, ulimit -u) cases, and the shared host's (a wiped cache, a job's memory cgroup)),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -41,4 +41,25 @@ if [ -z "$ONLY" ] || [[ " $ONLY " == *" nproc_limit "* ]]; then
     NPY=$(bash "$U/nobody_python.sh") && mkdir -p "$OUT/nproc_limit" && chmod 777 "$OUT/nproc_limit"
     run nproc_limit --timeout 300 --linger 6 -- setpriv --reuid=65534 --regid=65534 --clear-groups \
         prlimit --nproc=24:24 "$NPY" "$U/nproc_limit.py"
+fi
+# A compile cache shared with another runner on the host, whose install step wipes it while this job's pool loads
+# its kernels: the wiper runs outside the traced tree, 4 s after the job's first kernel module is in the cache.
+if [ -z "$ONLY" ] || [[ " $ONLY " == *" cache_wiped "* ]]; then
+    CACHE=$OUT/cache_wiped.cache && rm -rf "$CACHE" && mkdir -p "$CACHE"
+    ( for _ in $(seq 1500); do grep -rlq triton_poi_fused "$CACHE" 2>/dev/null && break; sleep 0.2; done
+      sleep 4; echo "wiped $CACHE at $(date -u +%T.%N)"; rm -rf "${CACHE:?}"/* ) > "$OUT/cache_wiped.wiper.txt" 2>&1 &
+    WIPER=$!
+    run cache_wiped --timeout 300 --linger 6 --env TORCHINDUCTOR_CACHE_DIR="$CACHE" -- "$PY" "$U/cache_wiped.py"
+    kill $WIPER 2>/dev/null; wait $WIPER 2>/dev/null
+fi
+# A batch job's memory limit: a memory cgroup (v1, as slurmstepd makes one per step) whose limit fits the job
+# without a compile pool (about 660 MiB charged with TORCHINDUCTOR_COMPILE_THREADS=1) and not with one (about 900).
+if [ -z "$ONLY" ] || [[ " $ONLY " == *" slurm_oom "* ]]; then
+    CG=/sys/fs/cgroup/memory$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)/wp_users_step_$$
+    mkdir -p "$CG" && echo $((768 << 20)) > "$CG/memory.limit_in_bytes"
+    run slurm_oom --timeout 300 --linger 6 -- sh -c 'echo $$ > "$0/cgroup.procs" && exec "$1" "$2"' "$CG" \
+        "$PY" "$U/slurm_oom.py"
+    grep -E '^(oom_kill|under_oom)' "$CG/memory.oom_control" > "$OUT/slurm_oom.cgroup.txt" 2>&1
+    cat "$CG/memory.max_usage_in_bytes" "$CG/memory.failcnt" >> "$OUT/slurm_oom.cgroup.txt" 2>&1
+    rmdir "$CG" 2>/dev/null
 fi
