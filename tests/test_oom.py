@@ -393,3 +393,40 @@ def test_a_rise_at_no_end_names_no_process(tmp_path: Path, since: float | None) 
     f = next(f for f in rep["findings"] if f["kind"] == "oom-in-cgroup")
     assert f["cost"]["oom_kills_unnamed"] == 1 and not f["pids"]
     assert ("between 0.3 s and 0.4 s" if since is not None else "before 2.1 s") in f["text"], f["text"]
+
+
+def test_a_main_the_oom_killer_ended_is_told_so_in_every_sentence(tmp_path: Path) -> None:
+    """A main ended by the OOM killer (the cgroup's count rose by one as it alone ended; no `run` waited for it) that
+    left its pool's sidecar: every sentence of its ending says the OOM killer. Not 'killed, or os._exit' in the
+    Answer, nor 'whether the OOM killer did is not in the log' beside the finding that says it did (a real batch
+    step's memory cgroup gave both). Control: the same log without the `oom` record keeps 'killed, or
+    os._exit'."""
+    def log(oom: bool) -> LogWriter:
+        w = LogWriter()
+        run = {"run": "r1", "root_pid": 100}
+        w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
+        w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, oom_kill=0, **run)
+        w.warm(0.3, 100, 1, "main", 101)
+        w.add(0.5, 101, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
+              python="3.11.7", forked=False, env={"TORCH_WARM_POOL": "0"}, **run)
+        w.add(0.6, 900, 100, "watcher", "tree", count=2, started=[
+            {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child"}
+            for p, pp in ((100, 1), (101, 100))], ended=[], **run)
+        if oom:
+            w.add(2.06, 900, 100, "watcher", "oom", before=0, oom_kill=1, since=T0 + 1.96, **run)
+        w.add(2.1, 900, 100, "watcher", "tree", count=1, started=[], ended=[{"pid": 100, "end": T0 + 2.0}], **run)
+        w.add(2.5, 900, 100, "watcher", "leftover", how="root-killed", count=1, pids=[101],
+              procs=[{"pid": 101, "ppid": 1, "rss": 10 << 20}], **run)
+        return w
+
+    rep = report(log(True), tmp_path)
+    assert _ending(rep, 100)["kind"] == "oom-kill"
+    texts = {f["kind"]: f["text"] + " " + f["advice"] for f in rep["findings"]}
+    assert "The OOM killer ended main 100" in texts["oom-killed"]
+    assert "by the OOM killer" in texts["root-killed"] and "not in the log" not in texts["root-killed"]
+    assert "by the OOM killer" in texts["leftovers"], texts["leftovers"]
+    assert "os._exit" not in rep["answer"] and "not in the log" not in rep["answer"], rep["answer"]
+    (tmp_path / "plain").mkdir()
+    plain = report(log(False), tmp_path / "plain")
+    assert _ending(plain, 100)["kind"] != "oom-kill"
+    assert "(killed, or os._exit)" in plain["answer"] and "killed by the OOM killer" not in plain["answer"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ..derive.endings import OOM_KILL
 from ..derive.memseries import left_at_once
 from ..derive.pools import user_frame
 from ..fold.model import signal_name
@@ -29,7 +30,7 @@ def leftovers(v: View) -> Finding | None:
     about = "at least" if v.left_sum_at_least else "about"
     mb = f", holding {about} {size_text(v.leftover_real)}{left_read_text(v)}" if v.leftover_real else ""
     # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
-    killed = next((_no_exit_how(r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
+    killed = next((_no_exit_how(v, r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
     pending = _provisional(v)
     # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
     ended = [p for p in listed if p.end is not None]
@@ -104,7 +105,7 @@ def _killed_launcher(v: View, r: Run, kids: list[Process]) -> tuple[str, str, di
     finding's words, its advice, and its cost keys (what the Answer says of it). The pools the children made are
     under it: their processes among the leftovers and what those held together at one moment (left_at_once, the
     one rule for leftovers' memory; its moment after the main's end where one read them)."""
-    how, _, find = _no_exit_how(r)
+    how, _, find = _no_exit_how(v, r)
     assert r.root is not None
     left = set(v.leftover_procs)
     pools = [pool for pool in v.pools if pool.creator in kids or left.intersection(v.story(pool).procs)]
@@ -232,13 +233,20 @@ def _root_runs(v: View, state: str) -> list[Run]:
     return [r for r in v.runs if v.states.get(r.id) == state and r.root is not None]
 
 
-def _no_exit_how(r: Run) -> tuple[str, str, str]:
+# The cause's fix where the OOM killer ended a main: what to change, not what to look for.
+OOM_MAIN_CAUSE = "give the job more memory, or make it need less (fewer compile workers: compile_threads)"
+
+
+def _no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     """How a main process without process_exit ended, in words, a note, and where to look for the
-    cause: from `run`'s waited status when it ran the program, else both possibilities."""
+    cause: from `run`'s waited status when it ran the program, else from its ending where the cgroup's OOM kill
+    count names it (derive/endings.py's oom-kill: the one evidence for the OOM killer), else both possibilities."""
     waited = r.waited
     oom = _oom_words(r)
     if _exit_maybe_lost(r):
         return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
+    if waited is None and r.root is not None and v.endings.of(r.root).kind == OOM_KILL:
+        return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
                 f"find what ended it (os._exit in the code; {oom}; a time limit)")
@@ -249,8 +257,7 @@ def _no_exit_how(r: Run) -> tuple[str, str, str]:
                 f"it was asked to stop: find what sent {name} to wp-autotrace run, if that was not you")
     if name == "SIGKILL":
         if r.ooms:
-            return ("was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "",
-                    "give the job more memory, or make it need less (fewer compile workers: compile_threads)")
+            return "was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "", OOM_MAIN_CAUSE
         return "was killed by SIGKILL", "", f"find what sent it ({oom}; a time limit, a user, a scheduler)"
     return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
 
@@ -301,13 +308,13 @@ def root_killed(v: View) -> Finding | None:
     assert root is not None
     advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
     if not _pools_left_open(r):  # every pool's sidecar seen gone (or no pool): only the cause to find
-        advice = _no_exit_how(r)[2]
+        advice = _no_exit_how(v, r)[2]
     if v.states[r.id] == RUN_KILLED:
         when = root.gone if root.gone is not None else r.end
         at = f" at {when - v.t0:.1f} s" if when is not None else ""
         alive = r.leftover_count or max((n for ts, n in r.tree_counts if when is not None and ts >= when),
                                         default=0)
-        how, note, cause = _no_exit_how(r)
+        how, note, cause = _no_exit_how(v, r)
         lost = note == f" ({LOST_EXIT})"
         handlers = "" if lost else "; its exit handlers did not run"
         if lost:

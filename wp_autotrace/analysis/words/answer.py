@@ -314,8 +314,12 @@ def _state_words(rep: dict[str, Any]) -> str:
     if "killed" in states:
         by = sorted({r["ended_by"] for r in rep["runs"] if r.get("ended_by")})
         lost = any(r.get("records_lost") for r in rep["runs"])
+        ends = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
+        oom = any(r["state"] == "killed" and ends.get(r["root_pid"]) == "oom-kill" for r in rep["runs"])
         return (f"The main process was ended by {', '.join(by)}." if by else
                 "The main process ended without a process_exit in the log, where records were lost." if lost else
+                "The main process was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)."
+                if oom else
                 "The main process ended without process_exit (killed, or os._exit).")
     return ""
 
