@@ -608,3 +608,23 @@ def test_a_job_that_ran_on_past_torchs_exit_shutdown_is_waited_for_not_cut_off(t
     assert "1 of its 2 workers held a job then: worker 201 ran slowjob:held from 3.0 s and ended it at 10.0 s " \
            "(7.0 s); 1 job(s) were pending in this pool as the exit join began" in text, text
     assert "a job still queued" not in text
+
+
+def test_a_wait_that_raised_a_jobs_own_error_is_no_interrupt_and_no_hang(tmp_path: Path) -> None:
+    """A compiled module's wait that raised a kernel's job error (torch's SubprocException: the pool answered, with
+    the job's exception) while another worker still ran its job: compile-failed tells it, with the job's own line.
+    Not 'interrupted by SubprocException: <the job's traceback>' with 'nothing in the log shows a hang' (a real run
+    whose shared compile cache another job wiped gave both, the traceback's lines raw in the Answer), nor a hang at
+    any length. Control: the same wait ended by Ctrl-C is still told as interrupted."""
+    job_error = ("SubprocException: An exception occurred in a subprocess:\n\nName=<unknown>\nTraceback (most "
+                 'recent call last):\n  File "/site/torch/_inductor/codecache.py", line 4690, in '
+                 "_load_triton_kernel_from_source\n    return getattr(PyCodeCache.load(source_code), kernel_name)\n"
+                 "OSError: source code not available")
+    for at in (8.0, 408.0):
+        (tmp_path / str(at)).mkdir()
+        rep = report(with_sidecar_hang(at=at, error=job_error), tmp_path / str(at))
+        assert not {"pool-job-hang", "pool-wait-interrupted"} & kinds(rep), kinds(rep)
+        (f,) = [f for f in rep["findings"] if f["kind"] == "compile-failed"]
+        assert "the job's own error: OSError: source code not available" in f["text"], f["text"]
+        assert "interrupted" not in rep["answer"] and "Traceback" not in rep["answer"], rep["answer"]
+    assert "pool-wait-interrupted" in kinds(report(with_sidecar_hang(), tmp_path))

@@ -29,6 +29,7 @@ from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding
+from .compile import JOB_ERROR
 from .rank import HANG_S, STUCK_JOB_S
 
 if TYPE_CHECKING:
@@ -233,7 +234,8 @@ def _stuck_waits(v: View) -> list[tuple[Pool, Call, float, list[Held]]]:
     """Each wait of a pool's creator on it (AsyncCompile.wait, wait_pool_ready) that never returned or was
     interrupted after HANG_S or more while a worker of that pool held a job (its start without an end, or one open
     then): the pool, the wait, when it stopped waiting, the held jobs. A fork pool made beside threads is
-    fork_pool_hang's; a pool whose workers recorded no jobs has none to tell."""
+    fork_pool_hang's; a pool whose workers recorded no jobs has none to tell. A wait that raised a job's own error
+    (JOB_ERROR) was answered by the pool, neither interrupted nor hung: compile-failed tells it."""
     out = []
     for pool in v.pools:
         if _fork_hang_pool(pool) or not recorded(pool):
@@ -241,6 +243,7 @@ def _stuck_waits(v: View) -> list[tuple[Pool, Call, float, list[Held]]]:
         creator, made = pool.creator, pool.call.ts
         for c in creator.calls.values():
             if c.tag in WAIT_TAGS and (c.end is None or c.error) and wait_end(v, c) >= made \
+                    and not (c.error or "").startswith(JOB_ERROR) \
                     and not waits_on_no_job(c, pool) and wait_end(v, c) - c.ts >= HANG_S:
                 held = hung_jobs(v, pool, c.ts, wait_end(v, c))
                 if held:
