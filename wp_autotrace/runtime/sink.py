@@ -227,6 +227,8 @@ def _encode_json(value: "Any") -> str:
 
 
 encode_json = _encode_json  # exact for any value; the recorder binds jsonline.c_encoder() for its hot path
+# Sink attributes whose every set recomputes Sink._fast.
+_FAST_INPUTS = frozenset(("_mark", "active", "_closer", "dropped"))
 # The members every record starts with, in this order (Sink._write).
 _HEADER_KEYS = frozenset(HEADER_KEYS)
 # encode's bound on a line, with the framing (RECORD_START) written before it.
@@ -257,6 +259,28 @@ class Sink:
     bytes are exactly those ``frame(encode(record))`` gives for the same record, but for ts, written
     ``<ns>e-9`` (ns / 1e9 where a record is re-encoded whole) (tests/test_sink.py).
     """
+
+    # The state a plain record's writer (plain.record_writer) checks, kept as one attribute: _fast is the
+    # held descriptor's mark where records may take the short way (a mark held, active, no exit closing the log
+    # to other threads, no drop to be said), else None. Every set of an input recomputes it (__setattr__), so
+    # no writer of the four can leave it stale; the class values stand until __init__ sets its own.
+    _fast: "Any" = None
+    _mark: "Any" = None
+    active = False
+    _closer: "int | None" = None
+    dropped = 0
+
+    def __setattr__(self, name: str, value: "Any") -> None:
+        object.__setattr__(self, name, value)
+        if name in _FAST_INPUTS:
+            # Read again after the store: a set in another thread (or a signal handler's, in this one) between
+            # the reads and the store would leave a stale mark; the loop ends once the store matches the state
+            # read after it, so the last store is what every input says after the last set.
+            while True:
+                fast = self._mark if self.active and self._closer is None and not self.dropped else None
+                object.__setattr__(self, "_fast", fast)
+                if fast is (self._mark if self.active and self._closer is None and not self.dropped else None):
+                    return
 
     def __init__(self, path: "str | None", host: str, role: str, create: bool = True) -> None:
         global _warning_sink
