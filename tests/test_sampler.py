@@ -704,3 +704,38 @@ def test_an_exec_that_keeps_the_name_is_seen_and_the_pool_read_whole(tmp_path: P
     assert {e.get("role") for e in listed if e["pid"] == worker} == {"compile-worker"}
     read = [{e["pid"] for e in r["procs"]} for r in events(recs, "memory")]
     assert any({side, worker, main} <= pids for pids in read), read
+
+
+def test_proc_is_listed_again_only_after_a_pid_was_handed_out(tmp_path: Path) -> None:
+    """The periodic /proc listing (a look for processes of the root's group or session) is skipped while the
+    kernel's last pid stands still: no process can have appeared. Once one is handed out, the next periodic
+    listing is made and finds it."""
+
+    class Counting(FakeReader):
+        def __init__(self) -> None:
+            super().__init__()
+            self.last, self.listings = 101, 0
+
+        def last_pid(self) -> int:
+            return self.last
+
+        def pids(self) -> set[int]:
+            self.listings += 1
+            return super().pids()
+
+    r = Counting()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    every = w.tree.scan_every
+    for _ in range(3 * every):
+        w.tick()
+    assert r.listings == 1  # the first sample's only
+    r.add(102, 1, 3.0)  # not a child of the run, but in the root's group: a "possible"
+    r.procs[102]["groups"] = (100, 100)
+    r.last = 102
+    for _ in range(every):
+        w.tick()
+    assert r.listings == 2
+    possible = [p["pid"] for t in events(read_log(log), "tree") for p in t.get("possible") or ()]
+    assert possible == [102]

@@ -125,6 +125,7 @@ def _read(path: str, size: int = 4096, pid: int = 0, strict: bool = False) -> by
 
 def _pread(fd: int, path: str, size: int, pid: int, strict: bool) -> bytes | None:
     """_read through a kept descriptor (pidfd.ExitWatch.kept): pread from offset 0, to the end as _read does.
+    path: the file's path under /proc/PID (its name in an error: formatted only then).
 
     A seq_file (stat, children) read at offset 0 starts again from its first record: each call reads
     the file as it is now, never what an earlier read left in the buffer. ESRCH once its process is
@@ -143,7 +144,7 @@ def _pread(fd: int, path: str, size: int, pid: int, strict: bool) -> bytes | Non
                 break
         return b"".join(chunks)
     except OSError as exc:
-        _failed(exc, path, pid, strict)
+        _failed(exc, f"/proc/{pid}/{path}", pid, strict)
         return None
 
 
@@ -162,6 +163,10 @@ def _failed(exc: OSError, path: str, pid: int, strict: bool) -> None:
     raise Unreadable(exc.errno, f"{path}: {exc.strerror}")
 
 
+# Start times whose create_time ProcReader.stat keeps (one a live process; past this it starts over).
+MAX_CREATED = 65536
+
+
 class ProcReader:
     """pids, stat and command lines straight from /proc.
 
@@ -178,6 +183,7 @@ class ProcReader:
         # pid -> (stat, children) descriptors kept open by the watcher's ExitWatch (exit_watch()): read
         # with pread; other processes' files are opened by path.
         self.kept: dict[int, tuple[int, int]] = {}
+        self.created: dict[bytes, float] = {}  # stat's start time (clock ticks since boot) -> create_time
         self.parsed: dict[int, tuple[bytes, list[int]]] = {}  # pid -> its last long children file, parsed
 
     @staticmethod
@@ -198,20 +204,24 @@ class ProcReader:
 
     @staticmethod
     def pids() -> set[int]:
-        return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        return set(map(int, filter(str.isdigit, os.listdir("/proc"))))  # in C: the host may hold thousands
 
     def stat(self, pid: int) -> dict[str, Any] | None:
         """ppid, name, create_time, rss, threads, groups and image (arg_start: a new value after each exec, 0
         where the kernel does not show it) of a live process; None if gone or a zombie."""
         kept = self.kept.get(pid)
         data = _read(f"/proc/{pid}/stat", pid=pid, strict=self.strict) if kept is None else \
-            _pread(kept[0], f"/proc/{pid}/stat", 4096, pid, self.strict)
+            _pread(kept[0], "stat", 4096, pid, self.strict)
         parsed = None if data is None else split_stat(data)
         if parsed is None or parsed[1][STAT_STATE] in DEAD_STATES:
             return None
         name, fields = parsed
-        return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name,
-                "create_time": self.clock.create_time(fields[STAT_STARTTIME]),
+        started = fields[STAT_STARTTIME]
+        if (create_time := self.created.get(started)) is None:  # a process's is read at every look: kept
+            if len(self.created) >= MAX_CREATED:
+                self.created.clear()
+            create_time = self.created[started] = self.clock.create_time(started)
+        return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name, "create_time": create_time,
                 "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
                 "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION])),
                 "image": int(fields[STAT_ARG_START]) if len(fields) > STAT_ARG_START else 0}
@@ -234,10 +244,9 @@ class ProcReader:
     def children(self, pid: int, threads: int = 0) -> list[int] | None:
         """Children of every thread of pid (any thread may fork); None if pid is gone."""
         if threads == 1:  # most processes of a run: one read, no directory listing
-            path = f"/proc/{pid}/task/{pid}/children"
             kept = self.kept.get(pid)
-            data = _read(path, CHILDREN_BYTES, pid, self.strict) if kept is None else \
-                _pread(kept[1], path, CHILDREN_BYTES, pid, self.strict)
+            data = _read(f"/proc/{pid}/task/{pid}/children", CHILDREN_BYTES, pid, self.strict) if kept is None \
+                else _pread(kept[1], f"task/{pid}/children", CHILDREN_BYTES, pid, self.strict)
             return None if data is None else self._pids_in(pid, data)
         try:
             tids = os.listdir(f"/proc/{pid}/task")

@@ -211,8 +211,12 @@ class Watcher:
         if everyone:
             self._last_keepalive = now
         due = []
-        written = self.written_rss
-        for p in self.tree.live.values():
+        written, live = self.written_rss, self.tree.live
+        # Between keep-alives only the entries whose stat was read since the last heartbeat can have moved
+        # (an entry's rss changes at a read, tree._restat; a new entry's is written as it starts): a thousand
+        # idle processes are not visited each time.
+        restated, self.tree.restated = self.tree.restated, set()
+        for p in live.values() if everyone else map(live.__getitem__, filter(restated.__contains__, live)):
             rss, before = p["rss"], written.get(p["pid"])
             if everyone or before is None or _moved(before, rss):
                 written[p["pid"]] = rss
@@ -227,6 +231,7 @@ class Watcher:
             info = self.tree.reader.stat(pid)
             if info is not None and info["create_time"] == entry["create_time"]:
                 entry["rss"], entry["ppid"] = info["rss"], info["ppid"]
+                self.tree.restated.add(pid)  # its rss read: the next heartbeat weighs it
         procs = sorted(self.tree.live.values(), key=lambda p: p["pid"])
         self.unwritten_verdict = {"procs": procs, "how": how}
         self._write_verdict()

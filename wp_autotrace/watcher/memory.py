@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import os
 import time
+from itertools import compress, repeat
 
 from ..common import vocab as V
 
@@ -99,6 +100,8 @@ _KB_FIELDS = {b"Rss:": "rss", b"Pss:": "pss", b"Private_Clean:": "private_clean"
 # fd link targets that are an accelerator's device files: NVIDIA, Ascend, DRM (AMD, Intel), accel (NPUs).
 DEVICE_PREFIXES = ("/dev/nvidia", "/dev/davinci", "/dev/dri/", "/dev/accel")
 MAX_DEVICES = 32  # distinct device paths kept per process
+# The roles pool_pids reads: a pool process, or a helper whose parent may be one.
+_SAMPLED_ROLES = V.POOL_ROLES | V.HELPER_ROLES
 # A pool's creator is read in its sweeps only up to this resident size: smaps_rollup walks the page tables, about
 # 9 ms a GiB resident on a loaded 2-core box (18 ms for 2 GiB; a 300 MiB worker 2-4 ms), and at CPU_SHARE one
 # read of a 20 GiB main would stretch every pool's sweep period to ~45 s. Above it the creator's own figure is
@@ -209,10 +212,12 @@ class MemorySampler:
         moment's). The main's own tracker (its parent no pool process) is not read. Their other descendants (a
         worker's g++ and cc1plus) are not sampled: short lived, and not the pool's memory."""
         # Asked at every look, never cached: a sidecar first seen between its fork and its exec has its
-        # parent's command line and no pool role; its entry gets one after the exec (tree.py), same key.
-        pool = {pid for pid, entry in live.items() if entry.get("role") in V.POOL_ROLES}
-        return [pid for pid, entry in live.items() if pid in pool
-                or (entry.get("role") in V.HELPER_ROLES and entry.get("ppid") in pool)]
+        # parent's command line and no pool role; its entry gets one after the exec (tree.py), same key. The
+        # roles are read in C (a run of a thousand idle processes holds none of these): the Python test runs
+        # over those picked only.
+        picked = list(compress(live, map(_SAMPLED_ROLES.__contains__, map(dict.get, live.values(), repeat("role")))))
+        pool = {pid for pid in picked if live[pid].get("role") in V.POOL_ROLES}
+        return [pid for pid in picked if pid in pool or live[pid].get("ppid") in pool]
 
     def pools(self, live: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
         """Pool key (the sidecar's pid; for a fork or spawn pool's workers, whose parent is the process that made
@@ -289,7 +294,7 @@ class MemorySampler:
             self.grown.discard(key)
             self.swept_at[key] = now
             procs.extend(self._sweep(groups[key] + self.creator(key, groups[key], live, procs), live, now, devices))
-        self._forget({(pid, e["create_time"]) for pid, e in live.items()}, groups)
+        self._forget(live, groups)
         if not procs and not devices:
             return None
         return {"procs": procs, "devices": devices}
@@ -374,16 +379,22 @@ class MemorySampler:
         return {"pid": pid, "create_time": key[1], **mem, **({"threads": threads} if threads else {}),
                 **({"cpu_s": round(cpu, 2)} if cpu is not None else {})}
 
-    def _forget(self, alive: set[tuple[int, float]], groups: dict[int, list[int]]) -> None:
-        """Drop ended processes' read times and ended pools' sweep times (a long run churns through many)."""
+    def _forget(self, live: dict[int, dict[str, Any]], groups: dict[int, list[int]]) -> None:
+        """Drop ended processes' read times and ended pools' sweep times (a long run churns through many).
+        The live keys are made only when one of those has grown past its bound (not at every look)."""
         if len(self.swept_at) > 2 * len(groups) + 64:
             self.swept_at = {k: v for k, v in self.swept_at.items() if k in groups}
-        if len(self.read_at) > 2 * len(alive) + 64:
+        bound = 2 * len(live) + 64
+        if max(len(self.read_at), len(self.read_rss), len(self.devices_seen)) <= bound:
+            self.grown.intersection_update(groups)
+            return
+        alive = {(pid, e["create_time"]) for pid, e in live.items()}
+        if len(self.read_at) > bound:
             self.read_at = {k: v for k, v in self.read_at.items() if k in alive}
-        if len(self.read_rss) > 2 * len(alive) + 64:
+        if len(self.read_rss) > bound:
             self.read_rss = {k: v for k, v in self.read_rss.items() if k in alive}
         self.grown.intersection_update(groups)
-        if len(self.devices_seen) > 2 * len(alive) + 64:
+        if len(self.devices_seen) > bound:
             self.devices_seen = {k: v for k, v in self.devices_seen.items() if k in alive}
 
 

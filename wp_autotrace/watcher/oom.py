@@ -1,6 +1,6 @@
 """The run's cgroup's OOM kill count: the only evidence the report accepts for "killed by the OOM killer".
 
-The watcher reads it at its start (watcher_start.oom_kill) and again every tick (one small read, about 10 us),
+The watcher reads it at its start (watcher_start.oom_kill) and again every tick (one pread of the file it holds open),
 and writes an `oom` record each time it rose, with the time of the read before (`since`): the kill happened
 in (since, the record's ts], so a reader can tell whether it falls at a process's end or not (a kill of a
 process outside the run that shares its cgroup happens at no end of the run's; docs/evidence.md). It reads
@@ -51,6 +51,15 @@ def _count_in(path: str) -> int | None:
     return None
 
 
+def _count_of(data: bytes) -> int | None:
+    """_count_in's answer from the file's bytes."""
+    for line in data.splitlines():
+        key, _, value = line.partition(b" ")
+        if key == b"oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
 def candidates(root: str = CGROUP_ROOT, proc: str = "/proc") -> list[str]:
     """The files that may hold this process's cgroup's OOM kill count, the most specific first: the cgroup's
     own, then (inside a container, whose cgroup namespace shows its own cgroup as /) the mount's root."""
@@ -78,12 +87,32 @@ class OomCount:
 
     def __init__(self, root: str = CGROUP_ROOT, proc: str = "/proc", clock: Any = time.time) -> None:
         self.path = next((p for p in candidates(root, proc) if _count_in(p) is not None), None)
+        self._fd: int | None = None  # the path held open between reads (read())
         self.clock = clock
         self.last_at = clock()
         self.last = self.read()
 
     def read(self) -> int | None:
-        return _count_in(self.path) if self.path is not None else None
+        """The count now: one pread of the file held open (an open and a text parse every tick was a
+        tenth of an idle run's tick); the file is opened again after any failed read."""
+        if self.path is None:
+            return None
+        try:
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            data = os.pread(self._fd, 4096, 0)
+        except OSError:
+            self.close()
+            return None
+        return _count_of(data)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def rose(self) -> tuple[int, int, float] | None:
         """(before, now, since) when the count rose since the last read, `since` being that read's time (the

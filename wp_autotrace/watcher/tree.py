@@ -117,6 +117,8 @@ class Tree:
         self.joined: dict[int, int] = {}  # pid -> the sample it joined the run in (young ones: stat as busy)
         self.images: dict[int, int | None] = {}  # pid -> its stat's image (arg_start) at the last read: exec sign
         self.last_pid: int | None = None  # the kernel's last pid at the last probe (probe_new)
+        self.listed_last_pid: int | None = None  # last_pid as the last listing of /proc began (_gather)
+        self.restated: set[int] = set()  # members whose stat (rss) was read since the watcher's last heartbeat
         self.zombies = ZombieWatch(self.reader)  # members written off while defunct (zombies.py)
 
     def _entry(self, info: dict[str, Any], via: str) -> dict[str, Any]:
@@ -191,14 +193,14 @@ class Tree:
         """One member's look this tick, when it is due (see sample): its stat when due, its children."""
         samples = self.samples
         backed_off = self.root_end is None and self.next_look.get(pid, 0) > samples and not forked
-        if backed_off and not self.is_root(pid):  # the root's stat every tick (rss, exec), its children when due
+        if backed_off and not (pid == self.root and self.is_root(pid)):  # the root's stat every tick, children when due
             return  # backed off: its end still comes from its pidfd this tick
         since = samples - self.stat_at.get(pid, -IDLE_STAT_EVERY)
-        young = samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
-        busy = self.backoff.get(pid, 1) <= POOL_BACKOFF
-        # forked: its stat too, for its thread count (a new thread's child is in that thread's file)
-        restat = self.is_root(pid) or young or forked or since >= IDLE_STAT_EVERY or (
-            since >= self.stat_every and busy)
+        # forked: its stat too, for its thread count (a new thread's child is in that thread's file). Asked
+        # cheapest first: a backed-off process's look is as a rule IDLE_STAT_EVERY or more after its last stat.
+        restat = (since >= IDLE_STAT_EVERY or forked or (pid == self.root and self.is_root(pid))
+                  or samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS  # young
+                  or (since >= self.stat_every and self.backoff.get(pid, 1) <= POOL_BACKOFF))  # busy
         try:
             if restat and not self._restat(pid, now, started, ended, candidates):
                 return
@@ -224,10 +226,15 @@ class Tree:
         if self.log is not None:
             candidates.update(self.log.claimed)
             candidates.update(self.log.below)
-        if scan or self.samples % self.scan_every == 0 or (self.root_end is not None and not self.scanned_after_root):
+        after_root = self.root_end is not None and not self.scanned_after_root
+        if scan or after_root or (self.samples % self.scan_every == 0 and (
+                self.last_pid is None or self.last_pid != self.listed_last_pid)):
+            # A periodic listing is made only where the kernel handed out a pid since the last (its last pid
+            # moved): else every pid it would list was listed then, and its new pids are none.
             self.scanned_after_root = self.root_end is not None
             try:
                 listed = self.reader.pids()
+                self.listed_last_pid = self.last_pid  # read before the listing: any pid after it is listed again
             except OSError:  # EMFILE...: no listing this time; the next scan diffs against the last one
                 listed = self.listed
             candidates.update(listed - self.listed)
@@ -269,14 +276,17 @@ class Tree:
         "Watcher at 1,000 idle run processes"): its end is still seen within one interval; a child it forks too.
         """
         if self.exits is None or pid not in self.exits or self.root_end is not None or (
-                self.is_root(pid) and self.last_pid is None):
+                pid == self.root and self.is_root(pid) and self.last_pid is None):
             self.backoff.pop(pid, None)  # once the root ended, every process every tick: the verdict is near
             self.next_look.pop(pid, None)
             self.every.add(pid)
             return
-        cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES and not self.is_root(pid) else MAX_BACKOFF
-        young = self.samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS
-        ticks = 1 if changed or young else min(self.backoff.get(pid, 1) * 2, cap)
+        if changed or self.samples - self.joined.get(pid, -YOUNG_TICKS) < YOUNG_TICKS:  # or young
+            ticks = 1
+        else:
+            cap = POOL_BACKOFF if self.live[pid].get("role") in BUSY_ROLES and not (
+                pid == self.root and self.is_root(pid)) else MAX_BACKOFF
+            ticks = min(self.backoff.get(pid, 1) * 2, cap)
         self.backoff[pid] = ticks
         self.every.discard(pid)
         self._wake_at(pid, self.samples + ticks)
@@ -297,6 +307,7 @@ class Tree:
                 candidates.add(pid)
             return False
         old["rss"], old["ppid"] = info["rss"], info["ppid"]  # the parent now: re-parented?
+        self.restated.add(pid)
         self.threads[pid] = info["threads"]
         image, self.images[pid] = self.images.get(pid), info.get("image") or self.images.get(pid)
         # exec'd (or /proc showed no cmd yet): its name changed, or its image did (a python that execs python
