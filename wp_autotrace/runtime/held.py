@@ -1,8 +1,8 @@
 """Where a held descriptor of the log sits: high, just below the descriptor ceiling, so that the
 program's own open() gets the numbers it gets untraced (docs/contracts.md, "The log's descriptor").
 
-Loaded when a sink first holds its descriptor (a process that records calls, sink.Sink.hold), never on
-the start-up path of a process that records none.
+Loaded when a sink first holds its descriptor (a process that records calls, sink.Sink.hold) or opens the log
+again (reopen), never on the start-up path of a process that records none.
 """
 
 import fcntl
@@ -66,3 +66,22 @@ def mark(fd: int) -> "tuple[Any, int, int] | None":
     except OSError:
         return None
     return fcntl.fcntl, getsig, MARK_SIGNAL
+
+
+def reopen(sink: "Any") -> int:
+    """sink's held fd is no longer the log (closed, maybe reused by the host): the log's path opened again, placed
+    high and marked, as sink.Sink._write's new descriptor.
+
+    The old number is left alone: it may be the host's file now. Only the same file (same st_dev/st_ino, same
+    checks: Sink._open_same) is accepted; otherwise the sink stays released (each later record tries the path
+    again), so no record can land in another file."""
+    sink.fd, sink._mark = -1, None
+    fd: int = sink._open_same()
+    if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
+        raise OSError(f"{sink.path} is no longer the file this process opened")
+    try:
+        fd = place_high(fd)
+    except OSError:
+        pass
+    sink.fd, sink._mark = fd, mark(fd)
+    return fd

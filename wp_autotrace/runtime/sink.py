@@ -260,10 +260,10 @@ class Sink:
     ``<ns>e-9`` (ns / 1e9 where a record is re-encoded whole) (tests/test_sink.py).
     """
 
-    # The state a plain record's writer (plain.record_writer) checks, kept as one attribute: _fast is the
-    # held descriptor's mark where records may take the short way (a mark held, active, no exit closing the log
-    # to other threads, no drop to be said), else None. Every set of an input recomputes it (__setattr__), so
-    # no writer of the four can leave it stale; the class values stand until __init__ sets its own.
+    # put's (plain.record_writer) four non-mark checks as one: _fast is the held mark where a record may take the
+    # short way (a mark held, active, no exit closing the log, no drop to say), else None. Each set of an input
+    # recomputes it, whoever sets it, and again until a read after the store agrees (a set between, by another
+    # thread or a signal handler, leaves no stale mark). The class values stand until __init__ sets its own.
     _fast: "Any" = None
     _mark: "Any" = None
     active = False
@@ -272,15 +272,11 @@ class Sink:
 
     def __setattr__(self, name: str, value: "Any") -> None:
         object.__setattr__(self, name, value)
-        if name in _FAST_INPUTS:
-            # Read again after the store: a set in another thread (or a signal handler's, in this one) between
-            # the reads and the store would leave a stale mark; the loop ends once the store matches the state
-            # read after it, so the last store is what every input says after the last set.
-            while True:
-                fast = self._mark if self.active and self._closer is None and not self.dropped else None
-                object.__setattr__(self, "_fast", fast)
-                if fast is (self._mark if self.active and self._closer is None and not self.dropped else None):
-                    return
+        while name in _FAST_INPUTS:
+            fast = self._mark if self.active and self._closer is None and not self.dropped else None
+            object.__setattr__(self, "_fast", fast)
+            if fast is (self._mark if self.active and self._closer is None and not self.dropped else None):
+                return
 
     def __init__(self, path: "str | None", host: str, role: str, create: bool = True) -> None:
         global _warning_sink
@@ -427,7 +423,9 @@ class Sink:
                 except OSError:
                     same = False
                 if not same:
-                    fd = self._reopen()
+                    from .held import reopen  # loaded by hold, or now: the rare case opens the log anyway
+
+                    fd = reopen(self)
             ts = _time_ns()
             seq = next(self._seq)
             line = None
@@ -488,27 +486,6 @@ class Sink:
         self._middle = (f',"pid":{_encode_json(self.pid)},"ppid":{_encode_json(self.ppid)},'
                         f'"host":{_encode_json(self.host)},"role":{_encode_json(self._role)},"seq":')
         return self._middle
-
-    def _reopen(self) -> int:
-        """The held fd is no longer the log (closed, maybe reused by the host): open the path again.
-
-        The old number is left alone: it may be the host's file now. Only the
-        same file (same st_dev/st_ino, same checks) is accepted; otherwise the
-        sink stays released (each later record tries the path again), so no
-        record can land in another file.
-        """
-        self.fd, self._mark = -1, None
-        fd = self._open_same()
-        if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
-            raise OSError(f"{self.path} is no longer the file this process opened")
-        from .held import mark, place_high
-
-        try:
-            fd = place_high(fd)
-        except OSError:
-            pass
-        self.fd, self._mark = fd, mark(fd)
-        return fd
 
     def _open_same(self) -> int:
         """A new descriptor of the log's path, if it still names the file this process opened; -1 where

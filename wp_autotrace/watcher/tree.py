@@ -117,7 +117,7 @@ class Tree:
         self.joined: dict[int, int] = {}  # pid -> the sample it joined the run in (young ones: stat as busy)
         self.images: dict[int, int | None] = {}  # pid -> its stat's image (arg_start) at the last read: exec sign
         self.last_pid: int | None = None  # the kernel's last pid at the last probe (probe_new)
-        self.listed_last_pid: int | None = None  # last_pid as the last listing of /proc began (_gather)
+        self.listed_last_pid: int | None = None  # last_pid as the last listing of /proc began (gather)
         self.restated: set[int] = set()  # members whose stat (rss) was read since the watcher's last heartbeat
         self.zombies = ZombieWatch(self.reader)  # members written off while defunct (zombies.py)
 
@@ -159,7 +159,7 @@ class Tree:
         for pid in self._due(parents):
             if pid in self.live:
                 self._look_at(pid, pid in parents, now, started, ended, candidates)
-        self._gather(candidates, scan)
+        gather(self, candidates, scan)
         strangers = self._adopt(candidates.difference(self.exclude, self.live), started)
         note_possible(self, strangers)
         if self.samples == 0 and not self.is_root(self.root) and self.root_ct:
@@ -217,30 +217,6 @@ class Tree:
             fresh = set(kids).difference(self.live)  # in C: the root's thousand children cost microseconds
             candidates.update(fresh)
             self._schedule(pid, bool(fresh))
-
-    def _gather(self, candidates: set[int], scan: bool) -> None:
-        """Add the pids that may join besides members' children: the root at first, the log's claims and
-        the root's below list, a /proc listing's new pids when one is due, reads retried from last tick."""
-        if self.samples == 0:
-            candidates.add(self.root)
-        if self.log is not None:
-            candidates.update(self.log.claimed)
-            candidates.update(self.log.below)
-        after_root = self.root_end is not None and not self.scanned_after_root
-        if scan or after_root or (self.samples % self.scan_every == 0 and (
-                self.last_pid is None or self.last_pid != self.listed_last_pid)):
-            # A periodic listing is made only where the kernel handed out a pid since the last (its last pid
-            # moved): else every pid it would list was listed then, and its new pids are none.
-            self.scanned_after_root = self.root_end is not None
-            try:
-                listed = self.reader.pids()
-                self.listed_last_pid = self.last_pid  # read before the listing: any pid after it is listed again
-            except OSError:  # EMFILE...: no listing this time; the next scan diffs against the last one
-                listed = self.listed
-            candidates.update(listed - self.listed)
-            self.listed = listed
-        candidates.update(self.unread)
-        self.unread.clear()
 
     def probe_new(self) -> tuple[set[int], bool]:
         """(members that are the parent of a pid handed out since the last tick, whether to list /proc now).
@@ -384,6 +360,31 @@ class Tree:
                         candidates.update(k for k in kids if k not in self.live and k not in self.exclude)
             strangers.update(fresh)
         return [info for pid, info in strangers.items() if pid not in self.live]
+
+def gather(tree: Tree, candidates: set[int], scan: bool) -> None:
+    """Tree.sample's: add the pids that may join besides members' children: the root at first, the log's claims
+    and the root's below list, a /proc listing's new pids when one is due, reads retried from last tick."""
+    if tree.samples == 0:
+        candidates.add(tree.root)
+    if tree.log is not None:
+        candidates.update(tree.log.claimed)
+        candidates.update(tree.log.below)
+    after_root = tree.root_end is not None and not tree.scanned_after_root
+    if scan or after_root or (tree.samples % tree.scan_every == 0 and (
+            tree.last_pid is None or tree.last_pid != tree.listed_last_pid)):
+        # A periodic listing is made only where the kernel handed out a pid since the last (its last pid
+        # moved): else every pid it would list was listed then, and its new pids are none.
+        tree.scanned_after_root = tree.root_end is not None
+        try:
+            listed = tree.reader.pids()
+            tree.listed_last_pid = tree.last_pid  # read before the listing: any pid after it is listed again
+        except OSError:  # EMFILE...: no listing this time; the next scan diffs against the last one
+            listed = tree.listed
+        candidates.update(listed - tree.listed)
+        tree.listed = listed
+    candidates.update(tree.unread)
+    tree.unread.clear()
+
 
 def claims_already_gone(tree: Tree, now: float, ended: list[dict[str, Any]]) -> None:
     """A process whose process_start claims the run but that was gone before any sample saw it
