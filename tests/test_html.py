@@ -683,3 +683,85 @@ def test_a_peak_of_two_pools_swept_in_turn_is_never_a_sum_of_two_sweeps() -> Non
     assert (got, read, alive) == (400 * m, 1, 2)
     (_, _, best), = run_series([[a, b]], [points])
     assert (best.pss, best.read) == (400 * m, 1)
+
+
+def test_a_runs_peak_is_never_under_one_pools_own_peak() -> None:
+    """Two pools A and B read together every 9 s (a loaded watcher: a reading counts 13.5 s) at 100 MiB each,
+    until A burst to 400 MiB in a re-read of its own at 27 s, B's latest reading then 9 s old. A's own peak is
+    that moment (400 MiB, its one process read). The run's points that one moment read whole are the sweeps'
+    (200 MiB); the 27 s one sums B's reading of 9 s before, no one moment's. What the run held then was at least
+    what A held: the run's peak is its STALE_S point at A's peak moment (400 MiB, 1 of 2 read), never 200."""
+    from types import SimpleNamespace
+
+    from wp_autotrace.analysis.derive.memseries import at_once, peak, peak_at_once, run_series
+    from wp_autotrace.analysis.fold.pace import Pace
+
+    m = MIB
+    sweeps = [(0.0, 100 * m, 0), (9.0, 100 * m, 0), (18.0, 100 * m, 0)]
+    a = _process(0.0, 100.0, 100.0, True, [*sweeps, (27.0, 400 * m, 0), (36.0, 100 * m, 0)])
+    b = _process(0.0, 100.0, 100.0, True, [*sweeps, (36.0, 100 * m, 0)])
+    b.index = 1
+    run = SimpleNamespace(pace=Pace([a, b]))
+    a.run = b.run = run  # type: ignore[assignment]
+    own = peak(at_once([a]), [a])
+    assert own is not None and (own.ts, own.pss) == (27.0, 400 * m)
+    assert [(pt.ts, pt.pss // m, pt.read, pt.apart) for pt in at_once([a, b]) if pt.ts == 27.0] == [
+        (27.0, 500, 2, 9.0)]  # on the line, no one moment's
+    assert peak_at_once([a, b])[0] == 200 * m  # the whole's own moments only
+    assert peak_at_once([a, b], moments=[own.ts]) == (400 * m, 1, 2, 27.0)
+    # the others' line of a run with more pools than lines (three bigger ones): its peak never under one of theirs
+    big = [_process(0.0, 100.0, 100.0, True, [(t, 500 * m, 0) for t in (0.0, 9.0, 18.0, 27.0, 36.0)])
+           for _ in range(3)]
+    for i, q in enumerate(big, 2):
+        q.index, q.run = i, run  # type: ignore[assignment]
+    pools = [[q] for q in big] + [[a], [b]]
+    rows = run_series(pools, [at_once(pool) for pool in pools])
+    assert rows[-1][0] == [3, 4] and rows[-1][2].pss == 400 * m, rows[-1]
+
+
+def test_a_peak_over_pools_is_at_least_each_pools_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a set of processes held at one moment is never under what a part of them held then: on random pools
+    read at random paces (sweeps together, in turn, re-reads of one pool alone, processes that start and end,
+    forked workers), the peak over every pool's processes, given each pool's peak moment, is at least each
+    pool's own peak, and never above the largest sum of readings the watcher took within STALE_S of a moment;
+    the same whether its moments are swept one by one or in one sweep of all (a run of many pools)."""
+    import random
+    from types import SimpleNamespace
+
+    from wp_autotrace.analysis.derive import memseries
+    from wp_autotrace.analysis.derive.memseries import at_once, peak, peak_at_once
+    from wp_autotrace.analysis.fold.pace import Pace
+
+    rnd = random.Random(41)
+    for _ in range(400):
+        pools: list[list[Process]] = []
+        every = rnd.choice([2.0, 4.0, 6.0, 9.0])
+        for _k in range(rnd.randint(2, 4)):
+            times = sorted({round(rnd.randint(0, 60) * every / 4, 2) for _ in range(rnd.randint(1, 12))})
+            pool = []
+            for w in range(rnd.randint(1, 3)):
+                start, end = rnd.choice([None, rnd.randint(0, 20)]), rnd.choice([None, rnd.randint(30, 140)])
+                own = [(t, rnd.randint(1, 50) * MIB, 0) for t in times if rnd.random() < 0.9]
+                q = _process(start, end, end, rnd.random() < 0.5, own)
+                if w and rnd.random() < 0.5:
+                    q.parent, q.forked = pool[0], True
+                    pool[0].children.append(q)
+                pool.append(q)
+            pools.append(pool)
+        procs = [q for pool in pools for q in pool]
+        for i, q in enumerate(procs):
+            q.index = i
+        run = SimpleNamespace(pace=Pace(procs))
+        for q in procs:
+            q.run = run  # type: ignore[assignment]
+        peaks = [peak(at_once(pool), pool) for pool in pools]
+        moments = [pt.ts for pt in peaks if pt is not None]
+        full = peak_at_once(procs, moments=moments)
+        with monkeypatch.context() as m:
+            m.setattr(memseries, "MOMENTS_APART", 0)
+            assert peak_at_once(procs, moments=moments) == full
+        got = full[0]
+        for pt in peaks:
+            assert pt is None or (got is not None and got >= pt.pss), (got, peaks)
+        fresh = at_once(procs, window=STALE_S)
+        assert got is None or got <= max(pt.pss for pt in fresh), (got, fresh)

@@ -1167,6 +1167,24 @@ def test_the_leftovers_memory_under_a_slow_watcher_is_one_moments_too(tmp_path: 
     assert costs["leftover_real_bytes"] == 550 * MIB, costs
 
 
+def test_the_pools_peak_at_once_is_never_under_one_pools_own(tmp_path: Path) -> None:
+    """seed_log's sidecars 300 and 400 (each its own pool; 200 ended at 10 s) read together at 10.5 and 12.9 s
+    (100 + 100 MiB), then 400 alone at 16.3 s at 350 MiB: a reading counts 3.6 s (1.5 x the 2.4 s the watcher
+    kept), so the run's 16.3 s point sums 300's reading of 3.4 s before, no one moment's (STALE_S 2.5 s). Pool
+    400's own peak is that moment, 350 MiB; the pools' peak at once over every pool's processes is at least that
+    (what it read then: 400's 350 MiB, 300's reading too old to count), never the 200 MiB of the sweeps it read
+    whole."""
+    w = seed_log()
+    for ts, mem in ((10.5, ((300, 100), (400, 100))), (12.9, ((300, 100), (400, 100))), (16.3, ((400, 350),))):
+        w.add(ts, 900, 100, "watcher", "memory", run="r1", root_pid=100,
+              procs=[{"pid": pid, "pss": mib * MIB, "uss": mib * MIB, "rss": mib * MIB} for pid, mib in mem])
+    rep = report(w, tmp_path)
+    peaks = {p["sidecar_pid"]: p["peak_pss_bytes"] for p in rep["pools"]}
+    assert peaks[400] == 350 * MIB, peaks
+    assert rep["costs"]["pool_peak_pss_bytes"] == 350 * MIB, rep["costs"]
+    assert rep["pools_across"]["at_once_bytes"] == 350 * MIB and not rep["pools_across"]["at_once_all_read"]
+
+
 def test_leftovers_read_together_only_before_the_main_ended_say_when(tmp_path: Path) -> None:
     """No reading after the main process's end (11 s), 300 and 400 read together only at 9.6 s: their figure is
     that moment's, and the text says so rather than pass it for what was left after the end."""

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from ...common import targets
 from ...common.env import ELASTIC_RESTART_COUNT
 from .labels import process_label, rank_value
-from .memseries import peak_at_once
 
 if TYPE_CHECKING:
     from ..fold.model import Pool, Process
@@ -72,8 +71,8 @@ def _compiled_by(creators: list[Process]) -> float | None:
 
 def _attempt(v: View, n: int, pools: list[Pool], next_start: float | None) -> dict[str, Any]:
     """One attempt's pools and ranks (module docstring)."""
-    procs = list({q.index: q for pool in pools for q in v.story(pool).procs}.values())
-    at, read, alive, _ = peak_at_once(procs)
+    procs = v.pool_procs(pools)
+    at, read, alive, _ = v.pools_at_once(pools)
     heads = _heads(v, n)
     starts = [p.start for p in heads if p.start is not None]
     ends = [p.ended_at for p in heads]

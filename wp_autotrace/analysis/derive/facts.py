@@ -16,7 +16,6 @@ from ...common import targets
 from ...common.vocab import DATALOADER_WORKER, SIDECAR_ROLES
 from .attempts import restart_story
 from .counts import counts_at, sample_near
-from .memseries import peak_at_once
 
 if TYPE_CHECKING:
     from ..fold.model import Call, Pool, Process
@@ -24,13 +23,6 @@ if TYPE_CHECKING:
 
 # pytest's PYTEST_CURRENT_TEST is "nodeid (phase)": the phase is cut off.
 _PHASES = (" (setup)", " (call)", " (teardown)")
-
-
-def pools_procs(v: View) -> list[Process]:
-    """Every pool process once: a pool's processes are its sidecar's descendants, so a nested pool's are its
-    creator pool's too (counted per pool, the bundled example's 15 nested pools summed to 24 GiB at once
-    where its 15 sidecars held 3.1 GiB)."""
-    return list({q.index: q for pool in v.pools for q in v.story(pool).procs}.values())
 
 
 def _scales_with(v: View, creators: list[Process]) -> str | None:
@@ -60,9 +52,9 @@ def pools_across(v: View) -> dict[str, Any] | None:
     workers = {w.index: w for pool in v.pools for w in v.story(pool).workers}
     # memory at once as docs/evidence.md defines it (memseries.peak_at_once, as costs.pool_peak_pss_bytes): the
     # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
-    at, read, alive, t = peak_at_once(pools_procs(v))
+    at, read, alive, t = v.pools_at_once(v.pools)
     makers = list(creators.values())
-    return {**_counted(v, pools_procs(v), makers, t),
+    return {**_counted(v, v.pool_procs(v.pools), makers, t),
         "creators": len(creators), "pools": len(v.pools),
         "sidecars": sum(1 for p in sidecars if p.role in SIDECAR_ROLES) or len(sidecars),
         "workers": len(workers), "processes": len(sidecars) + len(workers),

@@ -412,13 +412,14 @@ class PoolStory:
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
         self.idle_mib_s, self.idle_unread_s = self._over(a, b) if self.idle_s > 0 else (None, 0.0)
-        self.peak_bytes, peak_at = self._peak()
+        self.peak_bytes, self.peak_at = self._peak()
         self.orphan_mib_s, self.orphan_held, orphan_at, self.orphan_read = self._orphan_memory()
         # counted as ps counts, at the moment of the figure the text gives: a pool that outlived its creator is
         # told by what it held once orphaned (its idle span ends at its creator's end, often under a second in,
         # read then in part while the creator still shared its pages: 74 of the 216 MiB 2 forked workers held
         # for the 60 s after); else the held one, else the peak
-        told_at = orphan_at if self.orphan_held is not None else inside_at if self.held_bytes is not None else peak_at
+        told_at = (orphan_at if self.orphan_held is not None
+                   else inside_at if self.held_bytes is not None else self.peak_at)
         self.counts = counts_at(self.procs, pool.creator, told_at)
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})

@@ -10,7 +10,7 @@ from ..fold.model import Call, Model, Pool, Process, Run
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .memseries import left_at_once, lived_mem
+from .memseries import left_at_once, lived_mem, peak_at_once
 from .pools import PoolStory, held_after, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
@@ -109,6 +109,18 @@ class View:
 
     def story(self, pool: Pool) -> PoolStory:
         return self.stories[id(pool)]
+
+    def pool_procs(self, pools: list[Pool]) -> list[Process]:
+        """These pools' processes, each once (pools.pool_processes gives a process to one pool only, a nested
+        pool's to itself: counted under both, the bundled example's 15 nested pools summed to 24 GiB at once
+        where its 15 sidecars held 3.1 GiB)."""
+        return list({q.index: q for pool in pools for q in self.story(pool).procs}.values())
+
+    def pools_at_once(self, pools: list[Pool]) -> tuple[int | None, int, int, float | None]:
+        """The most these pools' processes held together at one moment (memseries.peak_at_once: bytes, read,
+        alive, t), never under one pool's own peak: each pool's peak moment is one of its candidates."""
+        return peak_at_once(self.pool_procs(pools),
+                            moments=[at for pool in pools if (at := self.story(pool).peak_at) is not None])
 
     def config_of(self, p: Process) -> tuple[dict[str, Any], str, list[str]]:
         """The inductor settings, torch version and pool knobs p's torch has (its own config record,

@@ -49,7 +49,7 @@ def _mem(a: dict[str, Any]) -> str:
     at_once = a.get("at_once_bytes")
     mem = f", {size_text(at_once)} together at once" if at_once else ""
     if at_once and not a.get("at_once_all_read"):
-        mem += " (of those read: the watcher never read them all at one moment)"
+        mem += " (of those read then: the watcher did not read them all at that moment)"
     return mem
 
 
