@@ -522,7 +522,8 @@ def test_a_pool_read_after_its_workers_exit_records_peaks_alike_on_page_trace_an
     (pool,) = rep["pools"]
     assert pool["peak_pss_bytes"] == 260 * MIB
     assert rep["costs"]["pool_peak_pss_bytes"] == 260 * MIB
-    page = re.search(r"pool of sidecar 200: peak (\d+ MiB) at once", _page(rep))
+    # that moment read the sidecar alone, the ending workers unread: a floor, and the page says so
+    page = re.search(r"pool of sidecar 200: peak at least (\d+ MiB) at once \(PSS, 1 of 3 read\)", _page(rep))
     assert page is not None and page.group(1) == "260 MiB"
     trace = to_chrome_trace(read_logs([str(log)]))["traceEvents"]
     counters = [e["args"]["MiB"] for e in trace if e["ph"] == "C" and e["name"] == POOL_PSS]
@@ -665,7 +666,7 @@ def test_a_peak_of_two_pools_swept_in_turn_is_never_a_sum_of_two_sweeps() -> Non
     of one moment (here each pool's own, the other unread: 400 MiB, 1 of 2 read), neither 800 nor 100."""
     from types import SimpleNamespace
 
-    from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once, run_series
+    from wp_autotrace.analysis.derive.memseries import at_once, peak, peak_at_once, run_series
     from wp_autotrace.analysis.fold.pace import Pace
 
     m = MIB
@@ -681,7 +682,7 @@ def test_a_peak_of_two_pools_swept_in_turn_is_never_a_sum_of_two_sweeps() -> Non
     assert max(pt.pss for pt in points) == 800 * m  # the line holds it
     got, read, alive, _ = peak_at_once([a, b])
     assert (got, read, alive) == (400 * m, 1, 2)
-    (_, _, best), = run_series([[a, b]], [points])
+    (_, _, best), = run_series([[a, b]], [points], [peak(points, [a, b])])
     assert (best.pss, best.read) == (400 * m, 1)
 
 
@@ -715,7 +716,7 @@ def test_a_runs_peak_is_never_under_one_pools_own_peak() -> None:
     for i, q in enumerate(big, 2):
         q.index, q.run = i, run  # type: ignore[assignment]
     pools = [[q] for q in big] + [[a], [b]]
-    rows = run_series(pools, [at_once(pool) for pool in pools])
+    rows = run_series(pools, [at_once(pool) for pool in pools], [peak(at_once(pool), pool) for pool in pools])
     assert rows[-1][0] == [3, 4] and rows[-1][2].pss == 400 * m, rows[-1]
 
 
@@ -765,3 +766,27 @@ def test_a_peak_over_pools_is_at_least_each_pools_own(monkeypatch: pytest.Monkey
             assert pt is None or (got is not None and got >= pt.pss), (got, peaks)
         fresh = at_once(procs, window=STALE_S)
         assert got is None or got <= max(pt.pss for pt in fresh), (got, fresh)
+
+
+def test_the_runs_memory_lines_take_each_pools_peak_as_its_story_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_series tells each pool's line by the peak its PoolStory took (memseries.peak, once per pool): it
+    sweeps nothing for a pool's own line (a pool never read whole costs a sweep for its peak; taken again here,
+    it cost two), only for the summed line of the pools past the first three."""
+    from wp_autotrace.analysis.derive import memseries
+    from wp_autotrace.analysis.derive.memseries import Point, at_once, peak, run_series
+
+    procs = [_process(0.0, 100.0, 100.0, True, [(t, (k + 1) * MIB, 0) for t in (0.0, 2.0, 4.0)]) for k in range(5)]
+    for k, q in enumerate(procs):
+        q.index = k
+    pools = [[q] for q in procs]
+    series = [at_once(pool) for pool in pools]
+    peaks = [peak(points, pool) for points, pool in zip(series, pools, strict=True)]
+    swept: list[int] = []
+    real = memseries.at_once
+    monkeypatch.setattr(memseries, "at_once", lambda procs, *a, **k: swept.append(len(procs)) or real(procs, *a, **k))
+    told = Point(4.0, 7 * MIB, 1, 1)  # the story's figure, whatever a sweep here would make of it
+    rows = run_series(pools[:4], series[:4], [*peaks[:3], told])
+    assert [best for _, _, best in rows] == [*peaks[:3], told] and swept == []
+    rows = run_series(pools, series, peaks)
+    assert swept and set(swept) == {2}, swept  # the summed line's two processes, never one pool's own
+    assert rows[-1][0] == [1, 0] and rows[-1][2].pss == 3 * MIB, rows[-1]

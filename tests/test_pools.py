@@ -2058,6 +2058,26 @@ def test_the_first_gap_after_a_slow_phase_counts_at_the_runs_own_pace(tmp_path: 
     assert pool["idle_mib_s"] == pytest.approx(230 * 10.1 + 200 * (90.01 - 20.1), abs=0.1), pool
 
 
+def test_a_pools_peak_that_read_some_of_its_processes_says_so(tmp_path: Path) -> None:
+    """The watcher read the sidecar and one worker of idle_pool, never worker 302: no moment read the pool whole,
+    so its peak is a floor (200 + 15 MiB, 2 of the 3 alive read). The report carries the point's read and alive
+    (pools[].peak_read / peak_processes, the series' peak), and the pool's line, the page's key row say "at
+    least ... (2 of 3 ... read)", never the bare figure as if all were read."""
+    from wp_autotrace.analysis.present.html import render_html
+    from wp_autotrace.analysis.present.render import render_text
+
+    w = idle_pool(read=False)
+    keep_up(w, 5.0, 19.0, [(200, 1.2, 200, 60.3), (301, 3.6, 15, 20.1)])
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert (pool["peak_pss_bytes"], pool["peak_read"], pool["peak_processes"]) == (215 * MIB, 2, 3), pool
+    (series,) = rep["runs"][0]["memory_at_once"]
+    assert series["peak"][1:] == [215 * MIB, 2, 3], series["peak"]
+    text = render_text(rep, {})
+    assert "real memory peak at least 215 MiB (PSS, 2 of 3 processes read)" in text, text
+    assert "peak at least 215 MiB at once (PSS, 2 of 3 read), at " in render_html(rep, text)
+
+
 def test_a_pools_peak_is_a_moment_one_sweep_read_on_the_report_and_the_page(tmp_path: Path) -> None:
     """A watcher at a 9 s pace (a reading counts 13.5 s) read one worker alone at 16.0 s, 3.3 s after the pool's
     12.7 s sweep, at 500 MiB: that point sums it with the sidecar's and the other worker's readings of 3.3 s

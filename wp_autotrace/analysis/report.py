@@ -138,13 +138,15 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:
     """The run's pools' memory at once (memseries.run_series: bounded, thinned): per series the indices of its
     pools in the report's `pools`, its points [seconds from t0, PSS bytes, processes read, processes alive], and
-    its peak [seconds from t0, PSS bytes] (memseries.peak: a point one moment read)."""
+    its peak [seconds from t0, PSS bytes, processes read, processes alive] (memseries.peak: a point one moment
+    read)."""
     mine = [(i, v.story(pool)) for i, pool in enumerate(v.pools) if pool.creator.run_id == run.id]
     # t unrounded (unlike the report's other times): the page places each point from it, to a tenth of a pixel
+    lines = run_series([s.procs for _, s in mine], [s.series for _, s in mine], [s.peak for _, s in mine])
     return [{"pools": [mine[k][0] for k in which], "points": [[pt.ts - v.t0, pt.pss, pt.read, pt.alive]
                                                                for pt in points],
-             "peak": [best.ts - v.t0, best.pss]}
-            for which, points, best in run_series([s.procs for _, s in mine], [s.series for _, s in mine])]
+             "peak": [best.ts - v.t0, best.pss, best.read, best.alive]}
+            for which, points, best in lines]
 
 
 def _exit_code(r: Run) -> int | None:

@@ -407,16 +407,17 @@ def thin(points: list[Point], buckets: int) -> list[Point]:
     return out if out[-1] == points[-1] else [*out, points[-1]]
 
 
-def run_series(pools: list[list[Process]], series: list[list[Point]]
+def run_series(pools: list[list[Process]], series: list[list[Point]], peaks: list[Point | None]
                ) -> list[tuple[list[int], list[Point], Point]]:
     """A run's memory at once as the report holds it: (indices into pools, thinned points, its peak: `peak` of
     the whole series, so the page tells the report's figure) per series, pools being each pool's processes (a
-    pool's never include a pool made inside it) and series each one's at_once (PoolStory.series). Every
-    sampled pool's own series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak
-    each (in that order) and one series of the others' processes summed at once (at_once over them all; its
-    peak never under one of theirs). Unsampled pools have no series."""
-    read = [(i, points, best) for i, points in enumerate(series)
-            if (best := peak(points, pools[i])) is not None]
+    pool's never include a pool made inside it), series each one's at_once and peaks each one's `peak` of it
+    (PoolStory.series, PoolStory.peak: taken once, a pool never read whole costs a sweep for it). Every sampled
+    pool's own series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak each (in
+    that order) and one series of the others' processes summed at once (at_once over them all; its peak never
+    under one of theirs). Unsampled pools have no series."""
+    read = [(i, points, best) for i, (points, best) in enumerate(zip(series, peaks, strict=True))
+            if best is not None]
     if len(read) <= MEMORY_LINES:
         return [([i], thin(points, MEMORY_POINTS), best) for i, points, best in read]
     read.sort(key=lambda x: -x[2].pss)

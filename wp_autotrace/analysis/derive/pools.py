@@ -403,6 +403,7 @@ class PoolStory:
         # below (its integral over the stretch), so a MiB·s is the area under the line whose top is the peak.
         self.memory = Memory(self.procs)
         self.series: list[Point] = self.memory.points
+        self.peak: Point | None = peak(self.series, self.procs)  # its largest point one moment read
         a, b = self.busy_until, self.idle_to
         # The pool's processes during the idle span, and those of them the watcher read then: the held
         # figure and the MiB·s cover only those read (the text says "N of M" when some were not).
@@ -412,15 +413,8 @@ class PoolStory:
         if self.idle_s <= 0 and self.served:
             self.held_bytes = None  # no idle span: nothing was held idle (its peak says what it held)
         self.idle_mib_s, self.idle_unread_s = self._over(a, b) if self.idle_s > 0 else (None, 0.0)
-        self.peak_bytes, self.peak_at = self._peak()
         self.orphan_mib_s, self.orphan_held, orphan_at, self.orphan_read = self._orphan_memory()
-        # counted as ps counts, at the moment of the figure the text gives: a pool that outlived its creator is
-        # told by what it held once orphaned (its idle span ends at its creator's end, often under a second in,
-        # read then in part while the creator still shared its pages: 74 of the 216 MiB 2 forked workers held
-        # for the 60 s after); else the held one, else the peak
-        told_at = (orphan_at if self.orphan_held is not None
-                   else inside_at if self.held_bytes is not None else self.peak_at)
-        self.counts = counts_at(self.procs, pool.creator, told_at)
+        self.counts = self._counts(orphan_at, inside_at)
         self.after_quiesce = self._after_quiesce(side)
         self.devices = sorted({d for p in self.procs for d in p.devices})
         self.idle_cpu = self._idle_cpu() if self.idle_s > 0 else None
@@ -440,6 +434,15 @@ class PoolStory:
     @property
     def idle_after_words(self) -> str:
         return IDLE_AFTER_WORDS[self.idle_after]  # for people: 'its last job', 'it was ready', ...
+
+    def _counts(self, orphan_at: float | None, inside_at: float | None) -> dict[str, Any] | None:
+        """The pool counted as ps counts, at the moment of the figure the text gives: a pool that outlived its
+        creator is told by what it held once orphaned (its idle span ends at its creator's end, often under a
+        second in, read then in part while the creator still shared its pages: 74 of the 216 MiB 2 forked
+        workers held for the 60 s after); else the held one, else the peak."""
+        told_at = orphan_at if self.orphan_held is not None else inside_at if self.held_bytes is not None else \
+            self.peak.ts if self.peak is not None else None
+        return counts_at(self.procs, self.pool.creator, told_at)
 
     def _idle_totals(self) -> tuple[float | None, float]:
         """Over the idle span and its gaps: MiB·s (None where none was read), and the seconds the MiB·s could
@@ -507,15 +510,9 @@ class PoolStory:
         after = [(ts, pss) for ts, pss in span_samples(side, quiesced[0], self.idle_to) if ts >= quiesced[0]]
         return after[-1] if after else None
 
-    def _peak(self) -> tuple[int | None, float | None]:
-        """What the pool's processes held together at one moment (peak_at_once), and when: never a sum of
-        figures from different moments."""
-        best = peak(self.series, self.procs)  # peak_at_once's rule, on the series
-        return (best.pss, best.ts) if best is not None else (None, None)
-
     def as_dict(self, rel: Any) -> dict[str, Any]:
         """The JSON keys report.py adds to each pool (times relative to the run's first record)."""
-        pool = self.pool
+        pool, best = self.pool, self.peak
         return {
             "ready_at": rel(self.ready_at), "jobs": pool.jobs, "first_job": rel(pool.first_job),
             "last_job": rel(pool.last_job), "busy_until": rel(self.busy_until), "idle_to": rel(self.idle_to),
@@ -532,7 +529,11 @@ class PoolStory:
             "shutdown_caller": self.shutdown_frame, "shutdown_calls": pool.shutdown_calls,
             "shutdown_outcome": _outcome(pool.shutdown_call),
             "workers": [{"pid": q.pid, "start": rel(q.start), "end": rel(q.ended_at)} for q in self.workers],
-            "held_pss_bytes": self.held_bytes, "peak_pss_bytes": self.peak_bytes, "idle_mib_s": self.idle_mib_s,
+            "held_pss_bytes": self.held_bytes, "idle_mib_s": self.idle_mib_s,
+            # its peak, and the processes that point read of those alive then (fewer: a floor, "N of M read")
+            "peak_pss_bytes": best.pss if best is not None else None,
+            "peak_read": best.read if best is not None else None,
+            "peak_processes": best.alive if best is not None else None,
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "held_read": self.held_read[0] if self.held_bytes is not None else None,
             "held_processes": self.held_read[1] if self.held_bytes is not None else None,

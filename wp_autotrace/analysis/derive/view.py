@@ -120,7 +120,7 @@ class View:
         """The most these pools' processes held together at one moment (memseries.peak_at_once: bytes, read,
         alive, t), never under one pool's own peak: each pool's peak moment is one of its candidates."""
         return peak_at_once(self.pool_procs(pools),
-                            moments=[at for pool in pools if (at := self.story(pool).peak_at) is not None])
+                            moments=[best.ts for pool in pools if (best := self.story(pool).peak) is not None])
 
     def config_of(self, p: Process) -> tuple[dict[str, Any], str, list[str]]:
         """The inductor settings, torch version and pool knobs p's torch has (its own config record,

@@ -26,7 +26,7 @@ from ...common.vocab import COMPILE_WORKER
 from ...common.vocab import MEMORY_STALE_S as STALE_S
 from ..words.fmt import MIB, idle_mib_s_text, mib_s_text, sidecar_name, size_text
 from ..words.lines import finding_lines, no_finding_line, run_lines
-from ..words.sentences import covered_text, process_words
+from ..words.sentences import covered_text, floor_text, process_words
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
 
 WIDTH = 1200  # the charts' drawing width (they scale down to the page)
@@ -333,8 +333,8 @@ def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[s
     for series in run.get("memory_at_once") or ():
         points = [Point(*pt) for pt in series["points"]]
         # the report's peak (memseries.peak: a point one moment read); a report without it: the largest point
-        told = series.get("peak")
-        best = Point(told[0], told[1], 0, 0) if told else max(points, key=lambda pt: pt.pss)
+        told = series.get("peak")  # [t, PSS, read, alive]; older reports: [t, PSS]
+        best = Point(*told, *(0, 0)[len(told) - 2:]) if told else max(points, key=lambda pt: pt.pss)
         pools = [rep["pools"][i] for i in series["pools"]]
         if len(pools) == 1:
             out.append((pools[0], points, best))
@@ -371,8 +371,9 @@ def _memory(drawn: list[tuple[dict[str, Any], list[Point], Point]], scale: Scale
         ky = key_y + k * 16
         marks.append(f'<line x1="{LABEL_W}" y1="{num(ky)}" x2="{LABEL_W + 36}" y2="{num(ky)}" class="memline" '
                      f'stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" stroke-dasharray="{DASHES[k % len(DASHES)]}"/>')
-        marks.append(text(LABEL_W + 44, ky + 4, f"{_line_name(pool)}: peak "
-                          f"{size_text(peak.pss)} at once (PSS), at {peak.t:.1f} s"))
+        told, part = floor_text(peak.pss, peak.read, peak.alive, "read")
+        marks.append(text(LABEL_W + 44, ky + 4,
+                          f"{_line_name(pool)}: peak {told} at once (PSS{part}), at {peak.t:.1f} s"))
     height = key_y + len(drawn) * 16
     return (f'<svg class="memory" viewBox="0 0 {WIDTH} {num(height)}" width="{WIDTH}" height="{num(height)}" '
             f'role="img" aria-label="pool memory">' + scale.axis(MEM_H + 6 + AXIS_H - 6, MEM_H + 6)

@@ -25,7 +25,7 @@ from ..words.fmt import (
     wrap,
 )
 from ..words.lines import findings_lines, run_lines, when_text
-from ..words.sentences import counts_words, lifespan, made_at, pool_idle_text, process_words
+from ..words.sentences import counts_words, floor_text, lifespan, made_at, pool_idle_text, process_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -212,7 +212,8 @@ def _lifecycle(pool: dict[str, Any]) -> str:
         parts.append(f"shutdown asked {seconds_text(pool['shutdown_at'])} by {who}{extra}")
     if pool["peak_pss_bytes"]:
         idle_mib_s = pool.get("idle_total_mib_s") if gaps else pool["idle_mib_s"]
-        parts.append(f"real memory peak {size_text(pool['peak_pss_bytes'])} (PSS)"
+        told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"))
+        parts.append(f"real memory peak {told} (PSS{part})"
                      + (f", {pool_idle_text(pool, idle_mib_s, gaps)} idle" if idle_mib_s else ""))
     if pool["device_files"]:
         parts.append(f"device files {', '.join(pool['device_files'][:4])}")

@@ -21,6 +21,16 @@ def covered_text(pool: dict[str, Any]) -> str:
     return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
 
 
+def floor_text(pss: int, n: Any, m: Any, read: str = "processes read") -> tuple[str, str]:
+    """('240 MiB', ''), or ('at least 240 MiB', ', 2 of 3 processes read') where a figure's moment read n of the m
+    processes alive then (a peak's pools[].peak_read of peak_processes, a memory_at_once series' peak, the
+    orphaned span's read of processes): the others count in no figure, so it is a floor. Older reports carry no
+    n, m: the figure alone."""
+    if isinstance(n, int) and isinstance(m, int) and n < m:
+        return f"at least {size_text(pss)}", f", {n} of {m} {read}"
+    return size_text(pss), ""
+
+
 def gaps_words(gaps: list[dict[str, Any]]) -> str:
     """', idle 51.5 s between its ready at 15.7 s and its first job at 67.2 s (+1 more idle gap of 17.0 s)': a
     pool's largest idle gap between its uses (the report's pools[].idle_gaps, derive/gaps.idle_gaps), the others
@@ -69,10 +79,8 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
                  f"the pool at {seconds_text(orphan['end'])})")
     mem = ""
     if orphan and orphan.get("held_pss_bytes"):  # what it held once orphaned: the span told (derive/pools.py)
-        n, m = orphan.get("read"), orphan.get("processes")
-        part = isinstance(n, int) and isinstance(m, int) and n < m
-        mem = (f", holding {'at least ' if part else ''}{size_text(orphan['held_pss_bytes'])} real memory (PSS"
-               f"{f', {n} of {m} processes read' if part else ''})")
+        told, part = floor_text(orphan["held_pss_bytes"], orphan.get("read"), orphan.get("processes"))
+        mem = f", holding {told} real memory (PSS{part})"
     elif pool["held_pss_bytes"]:
         floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
         mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
@@ -80,7 +88,8 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
         if idle_mib_s and (pool["idle_s"] >= 1 or gaps):
             mem += f": {pool_idle_text(pool, idle_mib_s, gaps)} idle"
     elif pool["peak_pss_bytes"]:
-        mem = f", peak {size_text(pool['peak_pss_bytes'])} real memory (PSS)"
+        told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"))
+        mem = f", peak {told} real memory (PSS{part})"
         if gaps and pool.get("idle_total_mib_s"):  # idle between its uses, none after its last job
             mem += f": {pool_idle_text(pool, pool['idle_total_mib_s'], gaps)} idle"
     by = shutdown_words(pool)
