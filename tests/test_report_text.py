@@ -324,6 +324,26 @@ def test_the_tree_shows_the_pool_before_short_lived_helpers(tmp_path: Path) -> N
     assert len(tree) == 4 and "toolchain: 1 process(es) (1 g++)" in tree[3], tree
 
 
+def test_a_process_that_renamed_itself_keeps_its_peak_rss(tmp_path: Path) -> None:
+    """An untraced child that renames itself (prctl PR_SET_NAME, setproctitle: gunicorn's workers) is listed
+    again by the watcher with its new name and command line, but the same image (`exec` false): its new name
+    names it, and its peak RSS from before the rename stays (it is the same program's memory). One that exec'd
+    (`exec` true) starts its memory at the exec, and so does one listed again by an older watcher (no `exec`)."""
+    w = clean_run()
+    ct = T0 + 2
+    for pid, execd in ((300, False), (301, True), (302, None)):
+        first = {"pid": pid, "ppid": 100, "name": "python3.11", "cmd": "python3.11 serve.py", "create_time": ct,
+                 "rss": 300 << 20}
+        again = {**first, "name": "worker", "cmd": "worker: serving", "rss": 120 << 20}
+        if execd is not None:
+            again["exec"] = execd
+        watcher(w, 2.01, "tree", count=2, started=[first], ended=[])
+        watcher(w, 2.5, "tree", count=2, started=[again], ended=[])
+    rep = report(w, tmp_path)
+    got = {p["pid"]: (p["label"], p["peak_rss"] >> 20) for p in rep["processes"] if p["pid"] in (300, 301, 302)}
+    assert got == {300: ("worker", 300), 301: ("worker", 120), 302: ("worker", 120)}, got
+
+
 def test_a_compiler_driver_first_seen_before_its_exec_is_folded_as_the_compiler(tmp_path: Path) -> None:
     """torch forks a g++ driver from the main: the watcher may list it between fork and exec, with the main's
     command line and memory (a real run's "train.py (untraced) rss 3 MiB" beside its own toolchain line, its peak

@@ -213,6 +213,26 @@ def test_an_exiting_process_is_not_listed_again(tmp_path: Path) -> None:
     assert deltas(log)[0] == [(100, 1.0), (101, 2.0), (101, 2.0)] and w.tree.live[101]["cmd"] == "python other.py"
 
 
+def test_a_process_listed_again_says_whether_it_execd_or_renamed_itself(tmp_path: Path) -> None:
+    """A process that renames itself (prctl PR_SET_NAME, setproctitle) keeps its image: listed again with its
+    new name, `exec` false (the fold keeps its peak RSS); an exec (a new arg_start) is listed with `exec` true.
+    Where its image was never read the watcher cannot tell, and says nothing."""
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0, name="python")
+    r.add(102, 100, 3.0, name="python")
+    r.procs[101]["image"] = 5000
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    r.procs[101]["name"] = r.procs[102]["name"] = "gunicorn"  # a rename: same image
+    w.tick()
+    r.procs[101]["image"], r.procs[101]["name"] = 7000, "gcc"  # an exec
+    w.tick()
+    listed = [(e["pid"], e.get("exec")) for t in events(read_log(log), "tree") for e in t["started"]
+              if e["pid"] in (101, 102)]
+    assert listed == [(101, None), (102, None), (101, False), (102, None), (101, True)], listed
+
+
 def test_a_worker_named_before_its_exec_keeps_its_role_after_it(tmp_path: Path) -> None:
     """A spawn pool's worker first listed between its fork and its exec (no command line yet), given the
     compile-worker role by its creator's worker_spawned record, is listed again once it exec'd: the new entry keeps

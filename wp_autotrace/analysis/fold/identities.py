@@ -126,8 +126,12 @@ class Registry:
                     # the watcher lists a process again once it exec'd (first seen between fork and exec, with
                     # its parent's command line and memory: a g++ driver torch forked read as a 351 MiB
                     # "train.py"): the program it runs now names it and its memory starts there; a traced
-                    # process's own process_start argv names it anyway
-                    p.cmd, p.name, p.peak_rss = entry.get("cmd") or p.cmd, entry["name"], 0
+                    # process's own process_start argv names it anyway. Also once it renamed itself (prctl,
+                    # setproctitle: gunicorn's workers): its name is the new one, its memory its own all along.
+                    # `exec` says which where the watcher saw its image; older logs: a new name was the sign.
+                    p.cmd, p.name = entry.get("cmd") or p.cmd, entry["name"]
+                    if entry.get("exec", True):
+                        p.peak_rss = 0
                 self.note_rss(p, entry.get("rss"))  # a later sample (a leftover's last RSS) is its peak too
                 return p
         p = self.current.get((host, pid))
