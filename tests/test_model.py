@@ -1404,6 +1404,20 @@ def test_fork_hang_says_the_process_lived_on(tmp_path: Path) -> None:
     assert hang["cost"]["hang_s"] == 3.5 and 'worker_start_method="subprocess"' in hang["advice"]
 
 
+def test_what_kept_a_process_alive_after_a_ctrl_c_is_told_only_from_a_record(tmp_path: Path) -> None:
+    """with_fork_hang: after the Ctrl-C the process ran 3 s more, with no exit of its own and no record of what it
+    did: the finding says no record says what kept it (never "concurrent.futures' exit handler waits", a cause
+    nothing shows). With concurrent.futures' exit join traced from 6.2 s, it names that wait and when it began."""
+    (hang,) = [f for f in report(with_fork_hang(), tmp_path)["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "it ran 3.0 s more, with no exit of its own (no record says what kept it)" in hang["text"], hang["text"]
+    assert "concurrent.futures" not in hang["text"], hang["text"]
+    w = with_fork_hang()
+    call(w, 6.2, 100, 1, "main", "concurrent.futures.process:_python_exit", 9, None)
+    (hang,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "fork-pool-hang"]
+    assert "with no exit of its own (concurrent.futures' exit handler waited for the pool's jobs from 6.2 s)" \
+        in hang["text"], hang["text"]
+
+
 def test_a_ctrl_c_then_a_kill_is_told_as_the_kill_not_as_an_exit_handlers_wait(tmp_path: Path) -> None:
     """with_fork_hang, and `run` waited for the main: SIGKILL. The process lived on after the Ctrl-C and was
     killed: the words say so (the status is the evidence), never 'concurrent.futures' exit handler waits for the

@@ -78,7 +78,8 @@ def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
     process lived on HANG_S or more after it, to its end as seen (the watcher's, after its teardown): how long,
     and how it then ended where a record shows it (its own exit with its code, a status's signal, the kernel's
     OOM log: endings.py's words, SHOWN_ENDINGS); with no exit of its own and no such record, concurrent.futures'
-    exit join is what kept it (exit-hang tells that wait). A process a Ctrl-C ended (its wait status SIGINT: the
+    exit join kept it where its traced call shows it began (exit-hang tells that wait), else no record says what
+    did. A process a Ctrl-C ended (its wait status SIGINT: the
     interrupt went uncaught, its exit handlers ran meanwhile: its process_exit shows it) did not live on: said in
     the finding only; nor one whose exit handlers (the exit join, torch's shutdown) began within HANG_S of the
     interrupt (it was exiting when it ended). ("", "") otherwise."""
@@ -96,8 +97,12 @@ def lived_on(v: View, c: Call, end: float) -> tuple[str, str]:
         return (f"; its exit began then ({v.rel(exiting) or 0:.1f} s) and it ended {ran:.1f} s later, "
                 f"{ending.words}"), ""
     if not p.exited and ending.kind not in SHOWN_ENDINGS:
-        return (f"; the process did not end then: it ran {ran:.1f} s more, with no exit of its own "
-                "(concurrent.futures' exit handler waits for the pool's jobs)"), "; the process did not end then"
+        # what kept it is told only where its record is: the exit join's traced call (exit-hang tells that wait)
+        join = min((x.ts for x in p.calls.values() if x.tag == targets.EXIT_JOIN and x.ts >= end), default=None)
+        why = (f"concurrent.futures' exit handler waited for the pool's jobs from {v.rel(join) or 0:.1f} s"
+               if join is not None else "no record says what kept it")
+        return (f"; the process did not end then: it ran {ran:.1f} s more, with no exit of its own ({why})",
+                "; the process did not end then")
     how = ending.words
     return (f"; the process did not end then: it ran {ran:.1f} s more, then {how}",
             f"; the process lived on {ran:.1f} s after it, then {how}")
