@@ -560,3 +560,43 @@ def test_a_move_of_the_recursion_limit_past_a_c_int_is_kept_and_made_good() -> N
     finally:
         unseen.refused.clear()
         sys.setrecursionlimit(limit)
+
+
+def test_a_recording_wrapper_at_the_stack_limit_raises_the_hosts_error_and_leaves_the_limit(log: Path) -> None:
+    """The recorder's wrapper (a target with a role, capture or memory reading) called at every depth up to and
+    past the recursion limit: whatever the host's call raised there is the host's own RecursionError (no second
+    one raised by the tracer's frames over it, after the host's, or before its call), no traced call stays
+    counted in flight, and a traced call made again from a shallow stack leaves the limit as the host set it.
+    (Its exception path called Python functions before moving the limit back: at the limit they raised again,
+    over the host's error, and left the limit moved and the call counted.)"""
+    from wp_autotrace.runtime import unseen
+
+    probes = Probes(Sink(str(log), "testhost", "main"), stack_limit=8, guard=False, notice=lambda info: None)
+
+    def host(n: int) -> int:
+        return n
+
+    wrapped = probes.make_wrapper(Target("synthpkg.limits", "host", mem=True), "synthpkg.limits:host")(host, False)
+
+    def at_depth(k: int) -> int:
+        return at_depth(k - 1) if k else wrapped(1)
+
+    limit = sys.getrecursionlimit()
+    depth = len(inspect.stack())
+    sys.setrecursionlimit(depth + 200)
+    try:
+        raised = 0
+        for k in range(150, 205):
+            try:
+                assert at_depth(k) == 1
+            except RecursionError as exc:
+                raised += 1
+                assert exc.__context__ is None and exc.__cause__ is None, (k, repr(exc.__context__))
+            assert unseen.active == [], (k, unseen.active)
+            assert wrapped(2) == 2  # from here, shallow: a lowering refused deep down is made good
+            assert sys.getrecursionlimit() == depth + 200 and unseen.refused == [], (k, unseen.refused)
+        assert raised, "no call reached the limit: the test would pass on any wrapper"
+    finally:
+        unseen.refused.clear()
+        unseen.active.clear()
+        sys.setrecursionlimit(limit)

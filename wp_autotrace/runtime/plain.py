@@ -24,7 +24,6 @@ from .target_patches import clear_child_role, set_child_role
 from .unseen import (
     HEADROOM,
     MOVE_REFUSED,
-    READ,
     STACK_COST,
     active,
     adjust_limit,
@@ -59,17 +58,17 @@ NO_ENV: tuple[None, str] = (None, "")
 PARENT = ',"parent_call":'
 # A call record's answer where none was written (ids count from 1).
 UNRECORDED = 0
-# The plain wrapper's four moves of the recursion limit (unseen.mover: one C call chain each, no lock): before
-# its call record, before the host's call (the wrapper's own frame still allowed for), after it (for the return
-# record), and at its end. _UP counts the call in unseen.active before its move, _DOWN uncounts it first.
-# _TO_CALL reads the limit it leaves and the calls in flight (set_at, alone), _FROM_CALL the limit it finds and
+# The wrappers' four moves of the recursion limit (plain's and the recorder's; unseen.mover: one C call chain each,
+# no lock): before its call record, before the host's call (the wrapper's own frame still allowed for), after it
+# (for the return record), and at its end. UP counts the call in unseen.active before its move, DOWN uncounts it first.
+# TO_CALL reads the limit it leaves and the calls in flight (set_at, alone), FROM_CALL the limit it finds and
 # the calls then, each in the move's own chain: a host call that set the limit itself (torch's compile_fx raises
 # it to 2000 inside dynamo's _compile) set an absolute value the host reads back after the call, which
 # unseen.kept_setting keeps where the two differ (the relative moves would leave it STACK_COST lower).
-_UP = zip(map(active.append, repeat(1)), mover(HEADROOM))
-_TO_CALL = zip(mover(STACK_COST - HEADROOM), limit_reader(), calls_reader())
-_FROM_CALL = zip(limit_reader(), calls_reader(), mover(HEADROOM - STACK_COST))
-_DOWN = zip(starmap(active.pop, repeat(())), mover(-HEADROOM))
+UP = zip(map(active.append, repeat(1)), mover(HEADROOM))
+TO_CALL = zip(mover(STACK_COST - HEADROOM), limit_reader(), calls_reader())
+FROM_CALL = zip(limit_reader(), calls_reader(), mover(HEADROOM - STACK_COST))
+DOWN = zip(starmap(active.pop, repeat(())), mover(-HEADROOM))
 
 
 def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
@@ -81,7 +80,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            next(_UP)  # the tracer's own work never counts against the host's limit (_UP ... _DOWN)
+            next(UP)  # the tracer's own work never counts against the host's limit (UP ... DOWN)
         except OverflowError:  # a limit within HEADROOM of a C int's largest: it stays HEADROOM below ours
             refused.append(-HEADROOM)
         try:
@@ -109,7 +108,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                     local["busy"] = False
         finally:
             try:
-                _, set_at, alone = next(_TO_CALL)  # a host that sets the limit in its call: kept after
+                _, set_at, alone = next(TO_CALL)  # a host that sets the limit in its call: kept after
             except MOVE_REFUSED:  # refused (the stack too deep now): made good by a later adjust_limit
                 refused.append(HEADROOM - STACK_COST)
                 set_at = alone = 0
@@ -121,7 +120,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 result = raw(*args, **kwargs)
             finally:  # returned or raised, C calls first: at the stack's limit this frame may call no other
                 try:
-                    if (back := next(_FROM_CALL))[0] != set_at:  # rare: the host set it, or another thread moved
+                    if (back := next(FROM_CALL))[0] != set_at:  # rare: the host set it, or another thread moved
                         kept_setting(alone, back[1])
                 except OverflowError:  # the host set a limit near a C int's largest in its call
                     refused.append(STACK_COST - HEADROOM)
@@ -145,7 +144,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
         elif call_id:
             leave(call_id, start, target, args[0] if method and args else None, result, None)
         try:
-            next(_DOWN) if not refused else adjust_limit(-HEADROOM, -1)  # which makes good the moves refused
+            next(DOWN) if not refused else adjust_limit(-HEADROOM, -1)  # which makes good the moves refused
         except MOVE_REFUSED:  # refused now (the stack too deep): made good by a later one
             refused.append(HEADROOM)
         return result
@@ -185,34 +184,22 @@ def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]
 def raised(exc: BaseException, call_id: int, start: int, target: Target, child_role: str | None,
            leave: Callable[..., None]) -> None:
     """The host's call raised exc (the limit already moved back for recording): its role cleared, its return
-    record written (leave), the limit lowered (_down), the wrapper's frame, the caller's, taken off exc's
+    record written (leave), the limit lowered (down), the wrapper's frame, the caller's, taken off exc's
     traceback."""
     if child_role:
         clear_child_role()
     if call_id:
         leave(call_id, start, target, None, None, exc)
-    _down()
+    down()
     drop_own_frame(exc, 2)
 
 
-def _down() -> None:
-    """_DOWN, where a lowering was refused before (made good here), or this one is."""
+def down() -> None:
+    """DOWN, where a lowering was refused before (made good here), or this one is."""
     try:
-        next(_DOWN) if not refused else adjust_limit(-HEADROOM, -1)
+        next(DOWN) if not refused else adjust_limit(-HEADROOM, -1)
     except MOVE_REFUSED:
         refused.append(HEADROOM)
-
-
-def after_call(child_role: str | None, set_at: int, alone: int) -> None:
-    """The wrapped call returned or raised: its stack allowance becomes recording headroom (set_at: the limit as
-    the call began; where the host set another itself, that value is kept: unseen.kept_setting). Called by the
-    wrapper itself (kept_setting reads its frame)."""
-    if child_role:
-        clear_child_role()
-    now, calls = next(READ)
-    adjust_limit(HEADROOM - STACK_COST)
-    if now != set_at:
-        kept_setting(alone, calls, 2)
 
 
 def env_json(env_jsons: dict[Any, tuple[dict[str, str], str]]) -> tuple[dict[str, str], str]:

@@ -28,7 +28,18 @@ from ..common.targets import (
 from ..common.vocab import BLOCKED, CALL, COMPILE_WORKER, CONFIG, GUARDED_ROLES, MAIN, RETURN, ROLE
 from .catch import watch_role
 from .jsonline import c_encoder
-from .plain import NS_HALF_US, UNRECORDED, after_call, call_fields, plain_call, return_fields
+from .plain import (
+    FROM_CALL,
+    NS_HALF_US,
+    TO_CALL,
+    UNRECORDED,
+    UP,
+    call_fields,
+    down,
+    plain_call,
+    raised,
+    return_fields,
+)
 from .reads import (
     NS_PER_US,
     US_PER_S,
@@ -42,7 +53,17 @@ from .reads import (
 from .sink import Sink
 from .stacks import Stacks
 from .target_patches import clear_child_role, set_child_role
-from .unseen import HEADROOM, READ, STACK_COST, adjust_limit, after_fork, drop_own_frame, kept_setting, moving_codes
+from .unseen import (
+    HEADROOM,
+    MOVE_REFUSED,
+    STACK_COST,
+    adjust_limit,
+    after_fork,
+    drop_own_frame,
+    kept_setting,
+    moving_codes,
+    refused,
+)
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -194,7 +215,13 @@ class Probes:
         enter, leave, child_role, sink, probes = self._enter, self._leave, target.child_role, self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            adjust_limit(HEADROOM, 1)  # the tracer's own work never counts against the host's limit
+            # The limit's moves as plain's wrapper makes them (plain.UP ... DOWN), each a C call chain: at the
+            # stack's limit this frame may call no Python function before its move, nor after the host raised
+            # there (a call would raise RecursionError again, over the host's, and leave the limit moved)
+            try:
+                next(UP)  # the tracer's own work never counts against the host's limit
+            except OverflowError:  # a limit within HEADROOM of a C int's largest: it stays HEADROOM below ours
+                refused.append(-HEADROOM)
             try:
                 local = probes._local.__dict__
                 if local.get("busy"):
@@ -209,32 +236,34 @@ class Probes:
                     finally:
                         local["busy"] = False
             finally:
-                adjust_limit(STACK_COST - HEADROOM)
+                try:
+                    _, set_at, alone = next(TO_CALL)  # a host that sets the limit in its call: kept after
+                except MOVE_REFUSED:  # refused (the stack too deep now): made good by a later adjust_limit
+                    refused.append(HEADROOM - STACK_COST)
+                    set_at = alone = 0
             if call_id == _REFUSED:
                 adjust_limit(-STACK_COST, -1)
                 return self._refuse(target)
-            set_at, alone = next(READ)  # a host that sets the limit in its call sets it absolutely: kept after
             start = _perf_counter_ns()
             if child_role:
                 set_child_role(child_role)
             try:
-                result = raw(*args, **kwargs)
+                try:
+                    result = raw(*args, **kwargs)
+                finally:  # returned or raised, C calls first
+                    try:
+                        if (back := next(FROM_CALL))[0] != set_at:  # rare: the host set it, or another thread's
+                            kept_setting(alone, back[1])
+                    except OverflowError:  # the host set a limit near a C int's largest in its call
+                        refused.append(STACK_COST - HEADROOM)
             except BaseException as exc:
-                after_call(child_role, set_at, alone)
-                if call_id > 0:
-                    leave(call_id, start, target, args[0] if method and args else None, None, exc)
-                adjust_limit(-HEADROOM, -1)
-                drop_own_frame(exc)
+                raised(exc, call_id, start, target, child_role, leave)
                 raise  # bare: re-raises with the traceback as drop_own_frame left it
-            if child_role:  # after_call, inline on the common path
+            if child_role:
                 clear_child_role()
-            now, calls = next(READ)
-            adjust_limit(HEADROOM - STACK_COST)
-            if now != set_at:  # rare: the host set the limit in its call, or another thread's moves
-                kept_setting(alone, calls)
             if call_id > 0:
                 leave(call_id, start, target, args[0] if method and args else None, result, None)
-            adjust_limit(-HEADROOM, -1)
+            down()
             return result
 
         moving_codes.add(call.__code__)
