@@ -286,10 +286,9 @@ class Tree:
         self.restated.add(pid)
         self.threads[pid] = info["threads"]
         image, self.images[pid] = self.images.get(pid), info.get("image") or self.images.get(pid)
-        # exec'd (or /proc showed no cmd yet): its name changed, or its image did (a python that execs python
-        # keeps its name: first seen between fork and exec, a sidecar kept its parent's command line, no role);
-        # an image of 0 is no exec: the process is exiting (its memory released, its argv empty, not a zombie yet);
-        # `exec` where both images are known: it exec'd, or only renamed itself (prctl, setproctitle: one image)
+        # exec'd (or no cmd yet): its name or image changed (a python that execs python keeps its name: seen between
+        # fork and exec, a sidecar had its parent's command line, no role); an image of 0 is no exec but an exit (its
+        # memory released, argv empty, no zombie yet). `exec`, both images known: exec'd, or renamed (setproctitle)
         if info["name"] != old["name"] or not old["cmd"] or (image and self.images[pid] != image):
             again = self._entry(info, old["via"]) | ({"exec": self.images[pid] != image} if image else {})
             if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
