@@ -589,21 +589,26 @@ def quiesced_job_at_exit() -> LogWriter:
 
 def test_a_job_that_ran_on_past_torchs_exit_shutdown_is_waited_for_not_cut_off(tmp_path: Path) -> None:
     """torch 2.13's sidecar stops its workers at once, but a job of a pool it had quiesced runs on, and its worker
-    ended it after the request (its end record): that job was not cut off. The main's exit-time wait leads, and the
-    sidecar's exit join names the job it waited for (held as the join began, ended as it returned), never "None of
-    its workers held an unfinished job then (a job still queued)"."""
+    ended it after the request (its end record): that job was not cut off. The sidecar's exit join on that job is
+    the cause and leads the Answer, the main's exit-time wait on the sidecar told under it (one cause, its symptom:
+    not two bullets), the fix the job's; the join names the job it waited for (held as the join began, ended as it
+    returned), never "None of its workers held an unfinished job then (a job still queued)"."""
     rep = report(quiesced_job_at_exit(), tmp_path)
     assert "jobs-cut-off" not in kinds(rep), rep["answer"]
     (pool,) = rep["pools"]
     assert not pool["jobs_cut_off"], pool
-    assert rep["findings"][0]["kind"] == "slow-exit-wait", rep["answer"]
-    # the main's wait says what it waited for: its sidecar's own exit, on that job; the advice is the job's
-    assert rep["answer"].startswith("- The main process waited 6.3 s in shutdown_compile_workers at exit: its sidecar "
-                                    "150's own exit waited 6.0 s for a job still running in its pool (worker 201 ran "
-                                    "slowjob:held from 3.0 s and ended it at 10.0 s)."), rep["answer"]
-    assert rep["findings"][0]["advice"].startswith("a job still running in the pool at exit keeps it"), \
-        rep["findings"][0]["advice"]
+    assert [f["kind"] for f in rep["findings"][:2]] == ["exit-hang", "slow-exit-wait"], rep["answer"]
+    assert rep["answer"].startswith(
+        "- Sidecar 150's own exit waited 6.0 s for a job still running in its pool (worker 201 ran slowjob:held from "
+        "3.0 s and ended it at 10.0 s). What follows from it:\n  - The main process waited 6.3 s in "
+        "shutdown_compile_workers at exit.\n"), rep["answer"]
+    assert "Fix first: a job still running in the pool at exit keeps it" in rep["answer"], rep["answer"]
+    # the main's wait says what it waited for in full (its sidecar's own exit, on that job), its advice the job's
+    slow = rep["findings"][1]
+    assert "at exit: its sidecar 150's own exit waited 6.0 s for a job still running in its pool" in slow["text"]
+    assert slow["advice"].startswith("a job still running in the pool at exit keeps it"), slow["advice"]
     (hang,) = [f for f in rep["findings"] if f["kind"] == "exit-hang"]
+    assert hang["advice"] == slow["advice"], hang["advice"]
     text = " ".join(hang["text"].split())
     assert "1 of its 2 workers held a job then: worker 201 ran slowjob:held from 3.0 s and ended it at 10.0 s " \
            "(7.0 s); 1 job(s) were pending in this pool as the exit join began" in text, text

@@ -341,11 +341,28 @@ RAN_ON_ADVICE = ("a job still running in the pool at exit keeps it: torch 2.13 s
                  "long")
 
 
-def sidecar_exit_join(v: View, c: Call) -> tuple[str, bool]:
+def sidecar_job(v: View, side: Process, a: float, b: float, j: Call | None) -> Held | None:
+    """The first job a sidecar's exit join ([a, b], j: its call) waited on that a worker's record shows: one of the
+    pool it serves held as the join began and still held as it ended (hung_jobs), else ended while it waited
+    (waited_for); None where it waited on no such job (its workers' own exit)."""
+    pool = served_pool(v, side, a)
+    held = (hung_jobs(v, pool, a, b) or waited_for(v, pool, a, b, j)) if pool is not None else []
+    return held[0] if held else None
+
+
+def job_waited_words(v: View, side: Process, waited: float, h: Held) -> str:
+    """"sidecar S's own exit waited N s for a job still running in its pool (worker W ran F from T s and ended it
+    at T2 s)": the one wording of a sidecar's exit join on a job, told by the main's wait on it and by its own."""
+    done = f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else "never ended it"
+    return (f"sidecar {side.pid}'s own exit waited {waited:.1f} s for a job still running in its pool (worker "
+            f"{h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s and {done})")
+
+
+def sidecar_exit_join(v: View, c: Call) -> tuple[str, int | None]:
     """Where torch's exit-time shutdown (c) waited on a sidecar of c's process whose own exit join (concurrent.futures'
     _python_exit) waited HANG_S or more inside that wait on a job a worker's record shows it held: (": its sidecar
     S's own exit waited N s for a job still running in its pool (worker W ran F from T s and ended it at T2 s)",
-    True); ("", False) where none did."""
+    S); ("", None) where none did. That join's exit-hang is the cause the main's wait follows from (words/causes)."""
     end = c.end if c.end is not None else v.t_end
     for j in v.calls:
         side = j.proc
@@ -353,17 +370,10 @@ def sidecar_exit_join(v: View, c: Call) -> tuple[str, bool]:
                 or not c.ts <= j.ts <= end:
             continue
         b = j.end if j.end is not None else side.ended_at if side.ended_at is not None else v.t_end
-        pool = served_pool(v, side, j.ts)
-        if b - j.ts < HANG_S or pool is None:
-            continue
-        held = hung_jobs(v, pool, j.ts, b) or waited_for(v, pool, j.ts, b, j)
-        if not held:  # a join that waited on no job a worker's record shows: the workers' own exit, no job's
-            continue
-        h = held[0]
-        done = f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else "never ended it"
-        return (f": its sidecar {side.pid}'s own exit waited {b - j.ts:.1f} s for a job still running in its pool "
-                f"(worker {h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s and {done})"), True
-    return "", False
+        h = sidecar_job(v, side, j.ts, b, j) if b - j.ts >= HANG_S else None
+        if h is not None:
+            return f": its {job_waited_words(v, side, b - j.ts, h)}", side.pid
+    return "", None
 
 
 EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a job that waits on its parent); a "
@@ -391,10 +401,15 @@ def exit_join_hang(v: View) -> Finding | None:
     waited = round(b - c.ts, 3)
     of, held = joined_pool_words(v, p, c.ts, b, c)
     how = "" if c.end is not None else ", until it ended inside it"
+    # a sidecar's join on a job a worker's record shows: told for the Answer by that job (the cause of the main's
+    # exit wait on it, told under it), and a job that ran on and ended is waited for, not hung
+    job = sidecar_job(v, p, c.ts, b, c) if p.role in SIDECAR_ROLES else None
+    advice = RAN_ON_ADVICE if job is not None and job.ended else exit_join_advice(v, p, c.ts, b, EXIT_JOIN_ADVICE)
     return Finding(
         "exit-hang", "problem",
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
         f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
         + ("; the process wrote no exit of its own" if c.end is None else "") + f").{held}",
         sorted({x.proc.pid for x in hung}), [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
-        exit_join_advice(v, p, c.ts, b, EXIT_JOIN_ADVICE), {"exit_wait_s": waited, "hang_s": waited})
+        advice, {"exit_wait_s": waited, "hang_s": waited},
+        f"S{job_waited_words(v, p, waited, job)[1:]}." if job is not None else "")

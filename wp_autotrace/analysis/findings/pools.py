@@ -92,10 +92,11 @@ def slow_exit_wait(v: View) -> Finding | None:
     how = f", interrupted by {error_words(c.error)}" if c.error else ""
     nested = ("torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
               "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else ""
+    waited_on = None
     if torchs:
-        joined, ran_on = sidecar_exit_join(v, c)
+        joined, waited_on = sidecar_exit_join(v, c)
         text = f"The main process waited {wait:.1f} s in shutdown_compile_workers at exit{how}{joined}."
-        advice = nested or RAN_ON_ADVICE if ran_on else nested or (
+        advice = nested or RAN_ON_ADVICE if waited_on is not None else nested or (
             f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
             "compile, where a slow pool shutdown costs you least")
     else:
@@ -104,7 +105,9 @@ def slow_exit_wait(v: View) -> Finding | None:
         advice = nested or OWN_SHUTDOWN_ADVICE
     return Finding(
         "slow-exit-wait", "problem" if torchs else "warning", text, sorted({x.proc.pid for x in slow}), [],
-        advice, {"exit_wait_s": round(sum(waits), 3), "hang_s": round(sum(waits), 3)})
+        advice, {"exit_wait_s": round(sum(waits), 3), "hang_s": round(sum(waits), 3),
+                 # the sidecar whose own exit join it waited on (its exit-hang: the cause, words/causes.py)
+                 **({"waited_on": [waited_on]} if waited_on is not None else {})})
 
 
 # The user's own shutdown_compile_workers() was slow: the call is already what torch would do at exit; its

@@ -3,8 +3,9 @@ symptoms under it, and "Fix first" is the cause's fix (each finding is still ran
 can cost more than its cause, and the pair is placed where the worst of them ranks).
 
 Two causes today. A fork pool's hung job (`fork-pool-hang`) leads the hang at exit of the same process
-(`exit-hang`). Nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or workers, each
-call starting another sidecar). What follows from it, when every process the finding names is inside the
+(`exit-hang`); a sidecar's exit join on a job (its `exit-hang`) leads the main's exit-time wait on that sidecar
+(`slow-exit-wait`, WAITS_ON). Nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or
+workers, each call starting another sidecar). What follows from it, when every process the finding names is inside the
 nesting (the processes that made pools inside a pool, and those pools' sidecars and workers): processes left
 running, calls that never returned (the sidecars' shutdowns waiting on the sidecar below), zombies, sidecars that
 never served, pools that died, jobs cut off. Two follow from it by kind, whatever they name: the main process's
@@ -80,9 +81,20 @@ BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
            "pools-made-at-once": ("idle-pool",), "compile-after-exit": ("idle-pool",)}
 
 
+# A wait on another process's hang: the main's exit-time wait (slow-exit-wait) on a sidecar whose own exit join
+# waited on a job (its exit-hang) follows from that join, the processes it waited on being its cost's waited_on
+# (never its own pids: a main's own exit-hang shares the main's pid, and is no cause of its wait).
+WAITS_ON = {"slow-exit-wait": ("exit-hang",)}
+
+
 def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The cause finding f follows from (one of findings), or None."""
     pids = set(f.get("pids") or ())
+    waited_on = set((f.get("cost") or {}).get("waited_on") or ())
+    on = next((c for c in findings if c is not f and c["kind"] in WAITS_ON.get(f["kind"], ())
+               and waited_on & set(c.get("pids") or ())), None)
+    if on is not None:
+        return on
     by_kind = next((c for c in findings if c is not f and f["kind"] in BY_KIND.get(c["kind"], ())
                     and pids & set(c.get("pids") or ())), None)
     if by_kind is not None:
