@@ -4,11 +4,17 @@ A count does not move with the machine's load, so each part is seen without hund
 (bench/host_floor.py gives the CPU figures). One pip-less venv of this tree (bench/startup_cost.py's);
 every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE unset:
 
-- ``traced_child``: the whole added cost of a traced child of a traced root (its start, its exit).
-- ``modules``: importing the start path's modules untraced (``import wp_autotrace.runtime.bootstrap``),
-  each module's share as its added count when imported after the ones before it (``per_module``,
-  in the order the start path loads them; a package's share includes its folder's first look-up),
-  and an empty module in runtime/ (``one_more_file``): the import system's fixed price of one file.
+- ``traced_child``: the whole added cost of a traced child of a traced root (its start, its exit), the
+  start modules read from their pack (wp_autotrace/_preload.py; the warm-up run writes it).
+- ``no_pack``: the same with no pack and none written (PYTHONDONTWRITEBYTECODE=1): a first start after an
+  install or an edit, or a folder it cannot write.
+- ``modules``: loading the start modules untraced as a traced start does (``import wp_autotrace._preload``,
+  then ``load()`` from the pack): ``preload_module`` (the package and _preload, with site-packages' first
+  look-up) and ``pack_load``.
+- ``plain_imports``: the same modules found and loaded one by one (``import wp_autotrace.runtime.bootstrap``,
+  the path before the pack), each module's share as its added count when imported after the ones before it
+  (``per_module``; a package's share includes its folder's first look-up), and an empty module in runtime/
+  (``one_more_file``): the import system's fixed price of one file.
 - ``pth_guard``: what the .pth line execs once either variable is set at all, compiled and run with
   both unset: the first of the line's two runs in a venv (site reads a venv's site-packages twice).
 - ``start_and_exit``: the rest (traced_child - modules - pth_guard): bootstrap.start(), the exit record,
@@ -82,12 +88,18 @@ def main() -> int:
             now = count("\n".join(lines))
             shares[name] = now - before
             before = now
-        modules = before - base
+        plain_imports = before - base
         one_more = count("\n".join([*lines, "import wp_autotrace.runtime.wp_bench_empty"])) - before
+        preload = count("pass\nimport wp_autotrace._preload as p") - base
+        modules = count("pass\nimport wp_autotrace._preload as p\np.load()") - base
         guard = pth_guard()
         guard_cost = count(f"import os\ns = {guard!r}\nexec(s)") - count(f"import os\ns = {guard!r}\npass")
-        out = {"traced_child": traced, "modules": modules, "per_module": shares, "one_more_file": one_more,
-               "pth_guard": guard_cost, "start_and_exit": traced - modules - guard_cost}
+        for pack in (venv / "lib").glob("python3*/site-packages/wp_autotrace/__pycache__/start.*.pack"):
+            pack.unlink()
+        no_pack = count("pass", {**on, "PYTHONDONTWRITEBYTECODE": "1"}) - base
+        out = {"traced_child": traced, "no_pack": no_pack, "modules": modules, "preload_module": preload,
+               "pack_load": modules - preload, "plain_imports": plain_imports, "per_module": shares,
+               "one_more_file": one_more, "pth_guard": guard_cost, "start_and_exit": traced - modules - guard_cost}
         print(json.dumps(out, indent=None if args.json else 1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
