@@ -395,31 +395,38 @@ def test_a_rise_at_no_end_names_no_process(tmp_path: Path, since: float | None) 
     assert ("between 0.3 s and 0.4 s" if since is not None else "before 2.1 s") in f["text"], f["text"]
 
 
+def _killed_main_log(oom: bool, memory: bool = False) -> LogWriter:
+    """main 100 made a pool (sidecar 101) and ended at 2.0 s with no process_exit, the sidecar left; the cgroup's
+    OOM count rose by one then where `oom`; `memory`: one sweep at 1.5 s read main 400 MiB and the sidecar 250 MiB."""
+    w = LogWriter()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, oom_kill=0, **run)
+    w.warm(0.3, 100, 1, "main", 101)
+    w.add(0.5, 101, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
+          python="3.11.7", forked=False, env={"TORCH_WARM_POOL": "0"}, **run)
+    w.add(0.6, 900, 100, "watcher", "tree", count=2, started=[
+        {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child"}
+        for p, pp in ((100, 1), (101, 100))], ended=[], **run)
+    if memory:
+        w.add(1.5, 900, 100, "watcher", "memory", procs=[{"pid": 100, "pss": 400 << 20, "uss": 1 << 20, "threads": 3},
+                                                         {"pid": 101, "pss": 250 << 20, "uss": 1 << 20, "threads": 4}],
+              **run)
+    if oom:
+        w.add(2.06, 900, 100, "watcher", "oom", before=0, oom_kill=1, since=T0 + 1.96, **run)
+    w.add(2.1, 900, 100, "watcher", "tree", count=1, started=[], ended=[{"pid": 100, "end": T0 + 2.0}], **run)
+    w.add(2.5, 900, 100, "watcher", "leftover", how="root-killed", count=1, pids=[101],
+          procs=[{"pid": 101, "ppid": 1, "rss": 10 << 20}], **run)
+    return w
+
+
 def test_a_main_the_oom_killer_ended_is_told_so_in_every_sentence(tmp_path: Path) -> None:
     """A main ended by the OOM killer (the cgroup's count rose by one as it alone ended; no `run` waited for it) that
     left its pool's sidecar: every sentence of its ending says the OOM killer. Not 'killed, or os._exit' in the
     Answer, nor 'whether the OOM killer did is not in the log' beside the finding that says it did (a real batch
     step's memory cgroup gave both). Control: the same log without the `oom` record keeps 'killed, or
     os._exit'."""
-    def log(oom: bool) -> LogWriter:
-        w = LogWriter()
-        run = {"run": "r1", "root_pid": 100}
-        w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
-        w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, oom_kill=0, **run)
-        w.warm(0.3, 100, 1, "main", 101)
-        w.add(0.5, 101, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
-              python="3.11.7", forked=False, env={"TORCH_WARM_POOL": "0"}, **run)
-        w.add(0.6, 900, 100, "watcher", "tree", count=2, started=[
-            {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child"}
-            for p, pp in ((100, 1), (101, 100))], ended=[], **run)
-        if oom:
-            w.add(2.06, 900, 100, "watcher", "oom", before=0, oom_kill=1, since=T0 + 1.96, **run)
-        w.add(2.1, 900, 100, "watcher", "tree", count=1, started=[], ended=[{"pid": 100, "end": T0 + 2.0}], **run)
-        w.add(2.5, 900, 100, "watcher", "leftover", how="root-killed", count=1, pids=[101],
-              procs=[{"pid": 101, "ppid": 1, "rss": 10 << 20}], **run)
-        return w
-
-    rep = report(log(True), tmp_path)
+    rep = report(_killed_main_log(True), tmp_path)
     assert _ending(rep, 100)["kind"] == "oom-kill"
     texts = {f["kind"]: f["text"] + " " + f["advice"] for f in rep["findings"]}
     assert "The OOM killer ended main 100" in texts["oom-killed"]
@@ -427,6 +434,19 @@ def test_a_main_the_oom_killer_ended_is_told_so_in_every_sentence(tmp_path: Path
     assert "by the OOM killer" in texts["leftovers"], texts["leftovers"]
     assert "os._exit" not in rep["answer"] and "not in the log" not in rep["answer"], rep["answer"]
     (tmp_path / "plain").mkdir()
-    plain = report(log(False), tmp_path / "plain")
+    plain = report(_killed_main_log(False), tmp_path / "plain")
     assert _ending(plain, 100)["kind"] != "oom-kill"
     assert "(killed, or os._exit)" in plain["answer"] and "killed by the OOM killer" not in plain["answer"]
+
+
+def test_what_held_the_memory_when_the_oom_killer_ended_the_main_is_summed_at_one_moment(tmp_path: Path) -> None:
+    """The user asks what held the memory: the Answer gives the main's last reading (400 MiB at 1.5 s) and what its
+    compile pool held beside it at that same moment (250 MiB), together 650 MiB (a real batch step's main was told
+    with its own 401 MiB alone, the pool's 252 MiB nowhere). Control: the main unread, no sum is made up."""
+    rep = report(_killed_main_log(True, memory=True), tmp_path)
+    said = ("The OOM killer ended main 100 (train.py) at 2.0 s. At its last memory reading (1.5 s) it held 400 MiB; "
+            "its compile pool's 1 process held 250 MiB beside it then: 650 MiB together (PSS).")
+    assert said in rep["answer"].replace("\n  ", " "), rep["answer"]
+    (tmp_path / "unread").mkdir()
+    plain = report(_killed_main_log(True), tmp_path / "unread")
+    assert "together" not in next(f["text"] for f in plain["findings"] if f["kind"] == "oom-killed")

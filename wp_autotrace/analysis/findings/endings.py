@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER
+from ..derive.counts import counts_at
 from ..derive.endings import (
     OOM_AMONG,
     OOM_KILL,
@@ -47,8 +48,8 @@ OOM_ADVICE = ("the OOM killer ended it: fewer compile workers (TORCHINDUCTOR_COM
 
 
 def _finding(kind: str, severity: str, text: str, pids: list[int], evidence: list[str], advice: str,
-             cost: dict[str, Any]) -> Finding:
-    return Finding(kind, severity, text, pids, evidence, advice, cost)
+             cost: dict[str, Any], headline: str = "") -> Finding:
+    return Finding(kind, severity, text, pids, evidence, advice, cost, headline)
 
 
 def _sure_oom_sidecars(v: View, dead: list[tuple[Pool, Ending]]) -> int:
@@ -112,14 +113,20 @@ def oom_killed(v: View) -> Finding | None:
         return None
     hit = sure + [q for _, c in groups.values() for q in c]
     at = min((e for q in hit if (e := v.endings.of(q).at) is not None), default=None)
-    parts = []
+    parts, short = [], ""
     if sure:
         p = sure[0]
         last = _last_reading(p)
-        held = f" (its last memory reading, at {v.rel(last[0]) or 0:.1f} s, was {size_text(last[1])})" if last else ""
+        beside = _pools_beside(v, p, last[0]) if last else ""
+        held = (f" (its last memory reading, at {v.rel(last[0]) or 0:.1f} s, was {size_text(last[1])}{beside})"
+                if last else "")
         more = f" (+{len(sure) - 1} more)" if len(sure) > 1 else ""
         at_s = v.rel(v.endings.of(p).at) or 0
-        parts.append(f"The OOM killer ended {p.role} {p.pid} ({process_label(p)}) at {at_s:.1f} s{held}{more}.")
+        lead = f"The OOM killer ended {p.role} {p.pid} ({process_label(p)}) at {at_s:.1f} s"
+        parts.append(f"{lead}{held}{more}.")
+        if last and beside and not groups:  # the Answer's: what held the memory, the clause a cut would drop
+            short = (f"{lead}{more}. At its last memory reading ({v.rel(last[0]) or 0:.1f} s) it held "
+                     f"{size_text(last[1])}{beside}.")
     for kills, cands in groups.values():
         who = ", ".join(f"{q.role} {q.pid}" for q in cands[:TEXT_PIDS])
         parts.append(f"The OOM killer ended {kills} of {len(cands)} processes that ended together at "
@@ -134,7 +141,7 @@ def oom_killed(v: View) -> Finding | None:
     kills_all = len(sure) + sum(k for k, _ in groups.values())
     return _finding("oom-killed", "problem", text, sorted(q.pid for q in hit),
                     [f"{q.pid}: {v.endings.of(q).evidence[-1]}" for q in hit[:TEXT_PIDS]], advice,
-                    {"processes": len(hit), "oom_kills": kills_all})
+                    {"processes": len(hit), "oom_kills": kills_all}, short)
 
 
 def oom_unnamed(v: View) -> Finding | None:
@@ -154,6 +161,23 @@ def oom_unnamed(v: View) -> Finding | None:
     return _finding("oom-in-cgroup", "warning", text, [], evidence[:TEXT_PIDS],
                     "the job's cgroup ran out of memory: the kernel log (dmesg) names the process; give the cgroup "
                     "more memory, or run less beside the job", {"oom_kills_unnamed": kills})
+
+
+def _pools_beside(v: View, p: Process, t: float) -> str:
+    """What the compile pools p made held beside p at its last reading t, at that one moment (derive/counts.py,
+    the rule every pool count uses): '; its compile pool's 3 processes held 265 MiB beside it then: 666 MiB
+    together (PSS)'. What the OOM killer weighed was the cgroup's whole charge; the user asks what held it. ''
+    where p made no pool alive then, or none of its processes was read at that moment."""
+    counts = [c for pool in p.pools if (c := counts_at(v.story(pool).procs, p, t)) is not None]
+    if not counts or any(c["creator_pss_bytes"] is None for c in counts):
+        return ""
+    own = counts[0]["creator_pss_bytes"]
+    pools = sum(c["pool_pss_bytes"] for c in counts)
+    read, alive = sum(c["read"] for c in counts), sum(c["processes"] for c in counts)
+    of = f"{read} of {alive}" if read < alive else f"{alive}"
+    whose = "its compile pool's" if len(counts) == 1 else f"its {len(counts)} compile pools'"
+    return (f"; {whose} {of} process{'es' * (alive != 1)} held {size_text(pools)} beside it then: "
+            f"{size_text(own + pools)} together (PSS)")
 
 
 def _last_reading(p: Process) -> tuple[float, int] | None:
