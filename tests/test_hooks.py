@@ -190,7 +190,7 @@ def test_exceptions_pass_through_unchanged(synth: Path, log: Path) -> None:
 def test_a_long_error_keeps_its_head_and_its_own_last_line(synth: Path, log: Path) -> None:
     """A pool job's error arrives as a long traceback whose last line is the job's own exception: the return
     record keeps the head (the kind of failure, the kernel's name) and that tail, within a bounded size."""
-    from wp_autotrace.common.vocab import ERROR_CUT, ERROR_HEAD, ERROR_TAIL
+    from wp_autotrace.runtime.reads import ERROR_CUT, ERROR_HEAD, ERROR_TAIL
 
     mod = import_traced(log)
     frames = "".join(f'  File "/site-packages/pkg/mod{i}.py", line {i}, in f{i}\n    g{i}()\n' for i in range(40))

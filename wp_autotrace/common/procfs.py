@@ -292,12 +292,6 @@ class ProcReader:
             return b""
         return _read(f"/proc/{pid}/environ", ENVIRON_BYTES) or b""
 
-    @staticmethod
-    def nproc(pid: int) -> tuple[int, int] | None:
-        """(RLIMIT_NPROC's soft value, the real uid) of a process, read from /proc/PID/limits and /proc/PID/status
-        by the watcher (the traced process pays nothing); None where the limit is unlimited or a file unreadable.
-        The kernel counts every thread of every process of that uid against it (``ulimit -u``)."""
-        return parse_nproc(_read(f"/proc/{pid}/limits"), _read(f"/proc/{pid}/status"))
 
     def exit_watch(self) -> Any:
         """A pidfd.ExitWatch where the kernel and Python have pidfds (Linux 5.3+, Python 3.9+), else None;
@@ -310,20 +304,6 @@ class ProcReader:
         if watch is not None:
             self.kept = watch.kept
         return watch
-
-
-def parse_nproc(limits: bytes | None, status: bytes | None) -> tuple[int, int] | None:
-    """The "Max processes" soft value of a /proc/PID/limits and the first (real) uid of a /proc/PID/status's
-    "Uid:" line; None where either is missing or the limit reads "unlimited"."""
-    if not limits or not status:
-        return None
-    try:
-        line = next(x for x in limits.split(b"\n") if x.startswith(b"Max processes"))
-        uid = next(x for x in status.split(b"\n") if x.startswith(b"Uid:")).split()[1]
-        soft = line[len(b"Max processes"):].split()[0]
-        return None if soft == b"unlimited" else (int(soft), int(uid))
-    except (StopIteration, IndexError, ValueError):
-        return None
 
 
 class PsutilReader:
@@ -373,11 +353,6 @@ class PsutilReader:
 
     def cmdline(self, pid: int) -> str:
         return " ".join(self.argv(pid))
-
-    @staticmethod
-    def nproc(pid: int) -> tuple[int, int] | None:
-        """Not read without /proc: no process limit is claimed (docs/evidence.md)."""
-        return None
 
     def environ(self, pid: int) -> bytes:
         """The process's environment as /proc would give it (psutil reads only this user's)."""

@@ -40,13 +40,6 @@ MEMORY_PACE_N = 8
 # share of it is a floor, told "at least ... (read for N of M s)": a watcher that keeps up leaves a few tenths
 # of a second unread at a worker's start; one stretched on a loaded box (readings every 8-9 s) leaves 70 %.
 IDLE_UNREAD_SHARE = 0.1
-# A traced call's error (`Type: message`) is kept whole up to ERROR_HEAD + ERROR_TAIL characters; a longer one as its
-# first ERROR_HEAD and its last ERROR_TAIL with ERROR_CUT between. A job's error from a pool (SubprocException) opens
-# with the pool's words and the kernel's name and ends with the job's own exception line: a cut after the head alone
-# lost that line, the one that says what failed.
-ERROR_HEAD = 240
-ERROR_TAIL = 560
-ERROR_CUT = " [...] "
 
 # Event names.
 PROCESS_START = "process_start"

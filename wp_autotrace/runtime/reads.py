@@ -10,7 +10,6 @@ import os
 import sys
 
 from ..common.targets import KNOB_MARKS
-from ..common.vocab import ERROR_CUT, ERROR_HEAD, ERROR_TAIL
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -27,10 +26,19 @@ _EXPONENT_BELOW_US = 100
 # of the float it names (no shorter string reads back as that float, and no other float is nearer).
 _POSITIONAL_BELOW_US = 10**15
 
+# A traced call's error (`Type: message`) is kept whole up to ERROR_HEAD + ERROR_TAIL characters; a longer one as its
+# first ERROR_HEAD and its last ERROR_TAIL with ERROR_CUT between. A job's error from a pool (SubprocException) opens
+# with the pool's words and the kernel's name and ends with the job's own exception line: a cut after the head alone
+# lost that line, the one that says what failed. Here, not in common/vocab.py: vocab loads at every traced start,
+# this module with the recorder (bench/instructions.py counted vocab's three more names at every start).
+ERROR_HEAD = 240
+ERROR_TAIL = 560
+ERROR_CUT = " [...] "
+
 
 def error_text(error: BaseException) -> str:
     """A return record's `error`: `Type: message`, its head and its tail where longer than ERROR_HEAD + ERROR_TAIL
-    (vocab.py: the head names the failure's kind, the tail holds the job's own exception line)."""
+    (the head names the failure's kind, the tail holds the job's own exception line)."""
     text = f"{type(error).__name__}: {error}"
     if len(text) <= ERROR_HEAD + ERROR_TAIL:
         return text

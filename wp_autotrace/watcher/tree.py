@@ -32,8 +32,9 @@ import os
 
 from ..common import vocab as V
 from ..common.env import role_from_cmd
-from ..common.procfs import Unreadable, make_reader, same_process
+from ..common.procfs import ProcReader, Unreadable, make_reader, same_process
 from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
+from .limits import read_nproc
 from .logwatch import LogWatch
 from .zombies import ZombieWatch
 
@@ -438,8 +439,10 @@ def make_entry(tree: Tree, info: dict[str, Any], via: str) -> dict[str, Any]:
         entry["pgid"] = info["groups"][0]  # its process group: what a group's signal reached (evidence.md)
     if len(cmd) > CMD_CHARS:
         entry["cmd_len"] = len(cmd)
-    nproc = tree.reader.nproc(pid)  # its ulimit -u and uid, read once here: a compile job's failure to fork or
-    if nproc is not None:           # start a thread is told against them (analysis/findings/compile.py)
+    # its ulimit -u and uid, read once here (not through psutil: without /proc none is claimed); a compile job's
+    # failure to fork or start a thread is told against them (analysis/findings/compile.py)
+    nproc = read_nproc(pid) if isinstance(tree.reader, ProcReader) else None
+    if nproc is not None:
         entry["nproc"], entry["uid"] = nproc
     role = V.MAIN if via == V.VIA_ROOT else role_from_cmd(cmd)  # not by pid: one may take the root's
     parent = tree.live.get(info["ppid"])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ...common.vocab import ERROR_CUT
 from ..words.fmt import site
 from .base import Finding
 
@@ -41,7 +40,7 @@ UNKNOWN_ADVICE = "read the job's own error line above; rerun with TORCHINDUCTOR_
 def own_line(error: str) -> str | None:
     """The job's own exception line: the error's last line that reads as one, or None (an old record cut before
     it)."""
-    lines = [x.strip() for x in error.replace(ERROR_CUT, "\n").splitlines() if x.strip()]
+    lines = [x.strip() for x in error.splitlines() if x.strip()]  # a cut in the middle leaves the last line whole
     return lines[-1] if lines and OWN_LINE.match(lines[-1]) else None
 
 

@@ -14,9 +14,6 @@ from ...common.vocab import (
     CALL,
     CONFIG,
     ERROR,
-    ERROR_CUT,
-    ERROR_HEAD,
-    ERROR_TAIL,
     EXEC,
     EXIT_UNWRITTEN,
     IMPORT,
@@ -161,9 +158,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     RETURN: ("it returned", (
         ("call_id", UINT, "the call"),
         ("duration_s", NUM, "seconds"),
-        ("error", STR, "`Type: message` when the call raised; past "
-                        f"{ERROR_HEAD + ERROR_TAIL} characters its first {ERROR_HEAD} and its last {ERROR_TAIL} "
-                        f"with `{ERROR_CUT.strip()}` between (the tail: a pool job's own exception line)"),
+        ("error", STR, "`Type: message` when the call raised; a long one as its head and its tail with `[...]` "
+                        "between (runtime/reads.py's ERROR_HEAD and ERROR_TAIL; the tail: a pool job's own "
+                        "exception line)"),
         ("sidecar_pid", UINT, "captured: the pool's sidecar"),
         ("quiesce_after_s", NUM, "captured (SubprocPool.__init__, torch 2.10+): the pool's quiesce delay as it "
                                  "was made (quiesce_async_compile_time then); absent when quiesce was off"),
