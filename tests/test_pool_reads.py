@@ -136,7 +136,7 @@ FORKSERVER = ["/usr/bin/python3", "-c", "from multiprocessing.forkserver import 
 
 def _entry_of(argv: list[str], ppid: int, live: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """The watcher's tree entry for a process with this command line and parent, among these live entries."""
-    reader = SimpleNamespace(environ=lambda pid: b"", argv=lambda pid: argv, nproc=lambda pid: None)
+    reader = SimpleNamespace(environ=lambda pid: b"", argv=lambda pid: argv)
     tree = SimpleNamespace(secrets=(), patterns=(), reader=reader, live=live)
     info = {"pid": 50, "ppid": ppid, "name": "python3", "create_time": 5.0, "rss": 1 << 20}
     return make_entry(tree, info, "child")  # type: ignore[arg-type]

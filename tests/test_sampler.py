@@ -136,9 +136,6 @@ class FakeReader:
     def environ(self, pid: int) -> bytes:
         return b""
 
-    def nproc(self, pid: int) -> tuple[int, int] | None:
-        return None  # no process limit read, as PsutilReader's
-
 
 def make_watcher(tmp_path: Path, reader: FakeReader, root: int = 100) -> tuple[Watcher, Path]:
     log = tmp_path / "w.jsonl"
