@@ -130,3 +130,31 @@ def test_start_lists_what_bootstrap_imports() -> None:
     from wp_autotrace._preload import START
     assert sorted(START) == json.loads(res.stdout.replace("'", '"'))
     assert sys.executable  # the interpreter under test ran it
+
+
+def test_processes_that_write_the_pack_at_once_leave_one_whole_pack(tmp_path: Path) -> None:
+    """Eight interpreters started together with no pack each write one (a run's sidecar and workers start
+    so): every one loads all START modules, one current pack is left (the next start reads it, writes
+    nothing) and no temporary file."""
+    import subprocess
+
+    site = _copy(tmp_path)
+    assert _run(site, "import wp_autotrace.runtime.bootstrap; print(0)") == 0  # the pycs, as an install makes them
+    env = clean_env(PYTHONPATH=str(site))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    code = "import wp_autotrace._preload as p; p.load(); import sys; print(sorted(set(p.START) - set(sys.modules)))"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, cwd=site, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(p.returncode == 0 for p in procs) and outs == [("[]\n", "")] * 8, outs
+    pack = _pack(site)
+    stamp = pack.stat().st_mtime_ns, pack.stat().st_ino
+    assert _run(site, code) == []
+    assert (pack.stat().st_mtime_ns, pack.stat().st_ino) == stamp
+    assert [p.name for p in pack.parent.iterdir() if p.name.startswith("start.")] == [pack.name]
