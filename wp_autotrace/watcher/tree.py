@@ -20,7 +20,8 @@ interval is seen however idle its parent was.
 Once the root has ended nothing backs off: the verdict is near. Orphans whose parent ended
 between two ticks are found by their process_start in the log only. A scan of /proc every
 SCAN_S (a listing costs in proportion to the whole host, so not every
-tick) finds new processes of the root's group or session: those that
+tick; and none while the kernel's last pid stands still: it would find no new pid)
+finds new processes of the root's group or session: those that
 are not proven members go to ``possible`` (written once each).
 
 What the samples become in the log (tree records, the verdict) is main.py's (Watcher).
