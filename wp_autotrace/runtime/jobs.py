@@ -18,13 +18,15 @@ own pool may run millions of jobs (two records each, unbounded in the log) that 
 and its arguments may hold tokens. Of a torch job nothing is asked but functools.partial's own fields and a
 function's name.
 
-Loaded by a process that runs the loop (a worker); in one that only makes a pool, only where a traced wait or
+Loaded by a process that runs the loop (a worker); in one that makes a pool, as the pool starts a worker (it keeps
+the pool in compile_pools, for a wait's pending jobs where torch keeps no pool set), and where a traced wait or
 exit join finds a torch compile pool's jobs pending (runtime/reads.py names them with job_names, as a worker
 would). Never raises into the worker: a fault is reported once and the job runs untouched.
 """
 
 from __future__ import annotations
 
+from _weakrefset import WeakSet  # loaded already: threading imports it, and concurrent.futures threading
 from functools import partial as _partial  # loaded already: concurrent.futures imports it
 from types import BuiltinFunctionType, FunctionType, MethodType
 
@@ -91,6 +93,12 @@ def compile_pool_initializer(initializer: Any) -> bool:
     return name is not None and name.startswith(_ARG_OWNERS) and name.endswith(_INITIALIZER)
 
 
+# The torch compile pools (executors) this process started a worker for (note_spawned), for a wait's pending jobs
+# where torch keeps no pool set of its own (2.1-2.2: runtime/reads.py reads this one then). Weak: the tracer never
+# keeps alive an executor the program dropped (its finalizers run when they would untraced).
+compile_pools: WeakSet[Any] = WeakSet()
+
+
 def note_spawned(sink: Sink, executor: Any) -> None:
     """After an executor started a worker (_spawn_process put it last in its `_processes`): where the executor is
     a torch compile pool (its initializer), write that worker's pid (`worker_spawned`). Only the stdlib's executor
@@ -106,6 +114,7 @@ def note_spawned(sink: Sink, executor: Any) -> None:
         pids = list(executor._processes)  # one C-level copy: insertion order, the new worker last
         if pids and isinstance(pids[-1], int):
             sink.emit(WORKER_SPAWNED, worker_pid=pids[-1])  # a compile worker: the event says it
+        compile_pools.add(executor)  # last: a class without weak references still has its worker told
     except Exception as exc:
         sink.error("worker spawned", exc)
 

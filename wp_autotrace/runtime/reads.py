@@ -143,15 +143,18 @@ def read_threads() -> int | None:
 
 
 # Where torch keeps its live compile pools (`_pool_set`): async_compile from 2.4, codecache in 2.3; 2.1-2.2 keep
-# none (pool_jobs is then None: unknown). Each pool's jobs not yet answered: a SubprocPool's `pending_futures`,
-# a ProcessPoolExecutor's `_pending_work_items` (both dicts, a job removed once its result is in).
+# none, so there the compile executors this process started workers for are read instead (runtime/jobs.py's
+# compile_pools; none such: pool_jobs None, unknown). Each pool's jobs not yet answered: a SubprocPool's
+# `pending_futures`, a ProcessPoolExecutor's `_pending_work_items` (both dicts, a job removed once its result is in).
 _POOL_SET_HOMES = ("torch._inductor.async_compile", "torch._inductor.codecache")
+_OWN_POOLS_HOME = __name__.rpartition(".")[0] + ".jobs"
 _PENDING_ATTRS = ("pending_futures", "_pending_work_items")
 
 
 def _pools_pending() -> list[tuple[Any, dict[Any, Any]]] | None:
-    """Each live compile pool of this process (torch's `_pool_set`) with its pending jobs (the dict); None where
-    torch keeps no such set (not imported: nothing is imported here) or a pool's pending jobs cannot be read.
+    """Each live compile pool of this process (torch's `_pool_set`, else the tracer's compile_pools) with its
+    pending jobs (the dict); None where neither is kept (not imported: nothing is imported here) or a pool's
+    pending jobs cannot be read.
     getattr and len only: the sidecar's reader thread may change a dict meanwhile (a len is atomic; a set changed
     while copied gives None)."""
     try:
@@ -160,6 +163,8 @@ def _pools_pending() -> list[tuple[Any, dict[Any, Any]]] | None:
             pools = getattr(sys.modules.get(home), "_pool_set", None)
             if pools is not None:
                 break
+        if pools is None:  # torch keeps no set (2.1-2.2): the tracer's own, where a worker start loaded it
+            pools = getattr(sys.modules.get(_OWN_POOLS_HOME), "compile_pools", None)
         if pools is None:
             return None
         out = []

@@ -105,7 +105,8 @@ _CALL_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("worker_start_method", STR, "captured as the call starts (AsyncCompile.wait): inductor's worker_start_method "
                                  "then"),
     ("pool_jobs", UINT, "captured as the call starts (AsyncCompile.wait): the jobs pending in the process's live "
-                        "compile pools (torch's `_pool_set`), summed; absent where unknown. 0: the wait is on "
+                        "compile pools (torch's `_pool_set`; 2.1-2.2, which keep none: the compile executors "
+                        "the process started workers for), summed; absent where unknown. 0: the wait is on "
                         "in-process work (CPU C++ compiles), not on a pool"),
     ("pool_pending", ANY, "captured as the call starts (AsyncCompile.wait; concurrent.futures' _python_exit: the "
                           "torch compile pools its exit join waits on): each compile pool's pending jobs, "
