@@ -683,6 +683,35 @@ def test_a_start_variable_torch_does_not_read_is_told_so(tmp_path: Path) -> None
     assert "but something in the process changed it first" in f["text"], f["text"]
 
 
+def test_a_start_variable_on_torch_2_1_is_told_it_has_no_start_method(tmp_path: Path) -> None:
+    """torch 2.1 has no worker_start_method at all (its process_pool forks, hard-coded; its config record has no
+    such setting): a main started with TORCHINDUCTOR_WORKER_START=spawn got fork workers and, live on 2.1.2, nothing
+    said so. The fix there is no pool; the start method is a setting from 2.2. A variable asking for fork is
+    what 2.1 does anyway: nothing to tell."""
+    def run(method: str) -> dict[str, Any]:
+        w = LogWriter()
+        env = {"TORCHINDUCTOR_WORKER_START": method}
+        w.add(0, 100, 1, "main", "process_start", argv=["python", "main.py"], python="3.11.7", forked=False,
+              env=env, run="r1", root_pid=100)
+        w.add(1, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.1.2+cu121")
+        call(w, 2, 100, 1, "main", "torch._inductor.codecache:AsyncCompile.process_pool", 1, 2.01)
+        for pid in (201, 202):
+            w.add(2.1, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7",
+                  forked=True, env=env, run="r1", root_pid=100)
+            w.add(2.2, pid, 100, "compile-worker", "role")
+        w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        return report(w, tmp_path)
+
+    rep = run("spawn")
+    (f,) = [f for f in rep["findings"] if f["kind"] == "setting-overridden"]
+    assert f["text"] == ("main 100 started with TORCHINDUCTOR_WORKER_START=spawn, which torch 2.1.2+cu121 does not "
+                         "read (torch reads it from 2.4); torch 2.1.2+cu121 has no start-method setting either: its "
+                         "compile pool always forks its workers."), f["text"]
+    assert f["advice"].startswith("compile without a pool: compile_threads=1"), f["advice"]
+    assert "worker_start_method = 'spawn'" in f["advice"], f["advice"]
+    assert "setting-overridden" not in kinds(run("fork")), run("fork")["findings"]
+
+
 def test_a_setting_changed_after_a_2_3_pool_is_told_the_fix_that_release_has(tmp_path: Path) -> None:
     """TORCHINDUCTOR_COMPILE_THREADS set after torch 2.3's fork pool exists: no shutdown lets a later compile make a new
     pool there (codecache's shutdown_compile_workers leaves AsyncCompile.process_pool's cache; 2.1-2.2 have no

@@ -27,6 +27,38 @@ def reads_start_var(version: str) -> bool:
     return release is None or release >= (2, 4)
 
 
+# torch 2.1's process_pool forks, hard-coded: its config has no worker_start_method (2.2 added it).
+START_SETTING_FROM = (2, 2)
+ALWAYS_FORKS = "fork"
+
+
+def _unread_start_var(p: Process, started: str, loaded: object, version: str) -> Finding | None:
+    """TORCHINDUCTOR_WORKER_START in p's environment on a torch that does not read it (reads_start_var): what
+    inductor had instead, and what that release takes. 2.2-2.3 have the setting (fork unless set in code);
+    2.1 has none, its pool forks whatever is set (its config record has no worker_start_method). None where the
+    variable asks for what the release does anyway."""
+    release = torch_release(version)
+    said = (f"{p.role} {p.pid} started with {START_VAR}={started}, which torch {version} does not read (torch reads it "
+            "from 2.4)")
+    evidence = [f"process_start env {START_VAR}={started}", f"config record torch_version={version}"]
+    if loaded is None and release is not None and release < START_SETTING_FROM:
+        if str(started).strip() == ALWAYS_FORKS:
+            return None
+        return Finding(
+            "setting-overridden", "warning",
+            f"{said}; torch {version} has no start-method setting either: its compile pool always forks its "
+            "workers.", [p.pid], [*evidence, "config record: no worker_start_method"],
+            "compile without a pool: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1); from torch 2.2 the start "
+            f"method is set in code: torch._inductor.config.worker_start_method = {str(started).strip()!r}", {})
+    if loaded is None or str(started).strip() == str(loaded):
+        return None
+    return Finding(
+        "setting-overridden", "warning", f"{said}, so inductor's worker_start_method was {loaded!s}.",
+        [p.pid], [*evidence, f"config record worker_start_method={loaded}"],
+        f"set it in code before the first compile: torch._inductor.config.worker_start_method = {str(started)!r}; "
+        "or compile without a pool: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)", {})
+
+
 def _compile_s(p: Process) -> tuple[int, float]:
     """p's finished compiles that are not inside another (dynamo's _compile), and their seconds together."""
     done = [c for c in p.calls.values() if c.tag == targets.COMPILE and c.end is not None
@@ -64,17 +96,13 @@ def setting_overridden(v: View) -> Finding | None:
             continue
         for var, name in READ_AT_IMPORT:
             started, loaded = p.env.get(var), settings.get(name)
+            if started is not None and var == START_VAR and not reads_start_var(version := v.config_of(p)[1]):
+                unread = _unread_start_var(p, started, loaded, version)
+                if unread is not None:
+                    return unread
+                continue
             if started is None or loaded is None or str(started).strip() == str(loaded):
                 continue
-            if var == START_VAR and not reads_start_var(version := v.config_of(p)[1]):
-                return Finding(
-                    "setting-overridden", "warning",
-                    f"{p.role} {p.pid} started with {var}={started}, which torch {version} does not read (torch "
-                    f"reads it from 2.4), so inductor's {name} was {loaded!s}.",
-                    [p.pid], [f"process_start env {var}={started}", f"config record {name}={loaded}",
-                              f"config record torch_version={version}"],
-                    f"set it in code before the first compile: torch._inductor.config.{name} = {str(started)!r}; "
-                    "or compile without a pool: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)", {})
             n, seconds = _compile_s(p)
             value = str(started).strip() if str(started).strip().isdigit() else repr(str(started))
             took = (f"; its {n} compile{'s' if n != 1 else ''} then took {seconds:.1f} s"
