@@ -85,6 +85,26 @@ LIVE_RUNS: tuple[tuple[str, str, str], ...] = (
      "(docs/users.md, 'torch 2.3.1, live'). "
      "Seen firing: codecache:AsyncCompile.warm_pool, process_pool, wait, _async_compile_initializer (each worker), "
      "concurrent.futures' worker start, exit join and executor shutdown, _compile, the config"),
+    ("2.2.2", "the CUDA build from PyPI, run on the CPU; 2026-12-05",
+     "test_legacy_pools and test_jobs_torchrun passed. Failed by what 2.2 lacks, as on 2.3.1 (async_compile, a "
+     "sidecar, TORCHINDUCTOR_WORKER_START, the FX-subprocess pool, 2.8's autotune pool): test_torch_pools 2, "
+     "test_torch_e2e 6, test_pool_kinds 13 (1 passed), test_scenarios 5 (1 passed), test_counts 1 (2 passed), "
+     "test_torchrun 1. The default pool live beside the probe (bench/users/legacy_fork_pool.py): told busy while the "
+     "main compiled (V8: no _pool_set, so a CPU wait's pending jobs were unknown), answered once fixed "
+     "(docs/users.md, 'torch 2.2.2 and 2.1.2, live'). No target moved: every row's line read from the installed "
+     "sources equals the table's. Seen firing: codecache:AsyncCompile.warm_pool, process_pool, wait, "
+     "_async_compile_initializer (each worker), concurrent.futures' worker start, exit join and executor shutdown, "
+     "_compile, the config; in the test files also the DataLoader worker loop and TuningProcessPool.__init__"),
+    ("2.1.2", "the CUDA build from PyPI, run on the CPU; 2026-12-05",
+     "test_legacy_pools and test_jobs_torchrun passed; the rest failed by what 2.1 lacks, as on 2.2.2 (also 2.1's "
+     "autotune process takes no device): test_torch_pools 2, test_torch_e2e 6, test_pool_kinds 13 (1 passed), "
+     "test_scenarios 5 (1 passed), test_counts 1 (2 passed), test_torchrun 1. The default pool live beside the "
+     "probe: answered (V8 fixed first); its workers, started with process_pool's inner init(), took the "
+     "compile-worker role from their job loop (V2, until then shown on a stand-in only). "
+     "TORCHINDUCTOR_WORKER_START=spawn exported was told nowhere (V9: 2.1 has no worker_start_method), now told. "
+     "No target moved: every row's line read from the installed sources equals the table's. Seen firing: "
+     "codecache:AsyncCompile.warm_pool, process_pool, wait, concurrent.futures' worker start, exit join and "
+     "executor shutdown, _compile, the config (no worker_start_method in it)"),
 )
 
 # "module:qualname" of an entry point -> why no target row needs to cover it.
