@@ -1681,6 +1681,7 @@ def test_a_kernel_that_failed_in_the_pool_is_told_with_its_own_line_and_the_limi
         assert said in f["text"] and said in answer, (said, answer)
     assert "ulimit -u" in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"], f["advice"]
     assert f["cost"]["limit_reached"] and f["cost"]["nproc_limit"] == 24 and f["cost"]["uid"] == 65534, f["cost"]
+    assert "Fix first: ask for a higher process limit" in answer, answer  # the failed compile's, before an exit wait
     for sub, line, threads in (("short", "RuntimeError: can't start new thread", 20),
                                ("other", "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero "
                                          "exit status 1", 24)):

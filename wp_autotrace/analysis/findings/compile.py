@@ -114,7 +114,7 @@ def compile_failed(v: View) -> Finding | None:
     text = f"{what}; {said}; {cause}."
     return Finding("compile-failed", "problem", text, sorted({c.proc.pid for c in failed}),
                    [f"{c.proc.role} {c.proc.pid} {c.target}: {c.error}" for c in failed[:3]], advice,
-                   {"kernels_failed": count, "kernels": kernels, "error_line": line,
+                   {"kernels_failed": count, "jobs_lost": count, "kernels": kernels, "error_line": line,
                     "nproc_limit": limit[0] if limit else None, "uid": limit[1] if limit else None,
                     "limit_reached": cause.startswith("the process limit")},
                    headline=text)  # whole in the Answer: the job's own line and the cause are what the user asked
