@@ -90,11 +90,6 @@ WAITS_ON = {"slow-exit-wait": ("exit-hang",)}
 def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The cause finding f follows from (one of findings), or None."""
     pids = set(f.get("pids") or ())
-    waited_on = set((f.get("cost") or {}).get("waited_on") or ())
-    on = next((c for c in findings if c is not f and c["kind"] in WAITS_ON.get(f["kind"], ())
-               and waited_on & set(c.get("pids") or ())), None)
-    if on is not None:
-        return on
     by_kind = next((c for c in findings if c is not f and f["kind"] in BY_KIND.get(c["kind"], ())
                     and pids & set(c.get("pids") or ())), None)
     if by_kind is not None:
@@ -105,6 +100,12 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
             return cause
         if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep):
             return cause
+    # after the nesting: torch's exit wait on nested pools is the nesting's, whatever one sidecar's join waited on
+    waited_on = set((f.get("cost") or {}).get("waited_on") or ())
+    on = next((c for c in findings if c is not f and c["kind"] in WAITS_ON.get(f["kind"], ())
+               and waited_on & set(c.get("pids") or ())), None)
+    if on is not None:
+        return on
     if f["kind"] in START_SYMPTOMS and pids:
         for c in findings:  # only one that raised: a sidecar that simply never served explains no lost job
             if c["kind"] == START_FAILED and c["severity"] == "problem" and pids <= failed_start_pids(rep, c):
