@@ -5,13 +5,17 @@ scenarios are tests/test_pool_kinds.py's fork hang and sidecar hang."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import sys
 from pathlib import Path
 from typing import Any
 
+from wp_autotrace.common.targets import JOBS, TARGETS
 from wp_autotrace.runtime.jobs import JobQueue, drop_get_frame, job_names, pickled_names, watch_queue
+from wp_autotrace.runtime.recorder import Probes
+from wp_autotrace.runtime.sink import Sink
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, start, watcher
 from .test_model import with_fork_hang, with_sidecar_hang, with_sidecar_pool
@@ -207,6 +211,33 @@ def test_only_a_loop_started_with_torchs_compile_initializer_is_watched() -> Non
         found, args = watch_queue(None, (queue, "results", init, ()))  # type: ignore[arg-type]
         assert (found is not None) == watched, init
         assert (args[0] is found) if watched else (args[0] is queue)
+
+
+def test_an_autotune_pool_workers_loop_is_watched_in_the_role_its_pool_handed_it(tmp_path: Path) -> None:
+    """AutotuneProcessPool's worker runs concurrent.futures' loop with no initializer (a plain spawn executor): the
+    table's row watches it in the autotune-worker role warm_up/submit handed it (loop_roles), each job's start and
+    end written, and the worker keeps its role (no compile-worker role record); the same loop with no initializer
+    in a process of another role (a program's own pool's worker) writes nothing."""
+    (row,) = [t for t in TARGETS if t.mode == JOBS]
+    Item = type("Item", (), {"__init__": lambda self, i: setattr(self, "work_id", i), "fn": print, "args": ()})
+
+    def loop(call_queue: Any, result_queue: Any, initializer: Any, initargs: Any, max_tasks: Any = None) -> None:
+        """Stands for concurrent.futures.process._process_worker: runs jobs until the None that stops it."""
+        while call_queue.get(block=True) is not None:
+            result_queue.append("done")
+
+    for role, watched in (("autotune-worker", True), ("child", False)):
+        log = tmp_path / f"{role}.jsonl"
+        sink = Sink(str(log), "testhost", role)
+        wrap = Probes(sink, stack_limit=8, guard=False, notice=lambda info: None).make_wrapper(row, row.label)
+        items, results = [Item(0), Item(1), None], []  # type: ignore[call-arg]
+        queue = type("Q", (), {"items": items, "get": lambda self, block=True: self.items.pop(0)})()
+        wrap(loop, False)(queue, results, None, ())
+        recs = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+        jobs = [(r["state"], r["work_id"]) for r in recs if r["event"] == "job"]
+        assert results == ["done", "done"], role
+        assert jobs == ([("start", 0), ("end", 0), ("start", 1), ("end", 1)] if watched else []), (role, jobs)
+        assert not [r for r in recs if r["event"] == "role"] and sink.role == role, recs
 
 
 def test_a_users_own_pool_job_writes_its_function_never_its_arguments() -> None:

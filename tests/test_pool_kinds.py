@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.findings.pools import IDLE_POOL_S
+
 from .conftest import clean_env, needs_torch, report_json, run_python, wait_for_watcher, wait_until
 from .procs import PROBE_PRELUDE
 
@@ -775,14 +777,14 @@ TUNING = PROBE_PRELUDE + textwrap.dedent('''
 ''')
 
 
-def _run_autotune(tmp_path: Path, text: str, marker: str, timeout: int) -> tuple[Path, int, Any, Any]:
-    """Run an autotune scenario traced: its script, the line marked `marker` (where it makes the pool), the
-    script's own probe readings and the report of its log."""
+def _run_autotune(tmp_path: Path, text: str, marker: str, timeout: int, *args: str) -> tuple[Path, int, Any, Any]:
+    """Run an autotune scenario traced (args: its own, after the probe's file): its script, the line marked
+    `marker` (where it makes the pool), the script's own probe readings and the report of its log."""
     script, out, log = tmp_path / "tune.py", tmp_path / "probe.json", tmp_path / "log.jsonl"
     script.write_text(text)
     line = next(i for i, x in enumerate(text.splitlines(), 1) if marker in x)
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
-    res = run_python([str(script), str(out)], env, timeout=timeout, cwd=tmp_path)
+    res = run_python([str(script), str(out), *args], env, timeout=timeout, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     wait_for_watcher(log, timeout=30)
     return script, line, json.loads(out.read_text()), report_json(log)
@@ -832,26 +834,35 @@ PIPELINED = PROBE_PRELUDE + textwrap.dedent('''
     if __name__ == "__main__":
         config.pipeline_max_autotune_gemm = True
         pool = AutotuneProcessPool.get_instance()  # max-autotune's pipelined GEMM autotuning
+        asked = time.time()  # the script's own clock (the log's too) around each job
         pool.warm_up().result(timeout=240)  # its one spawned worker; touches CUDA only where it is available
-        assert pool.submit(sum, [1, 2, 3]).result(timeout=60) == 6
-        kids, since = probe()["pids"], time.time()
-        wait(lambda: read_all(kids, since), limit=60)
+        warmed = sent = time.time()
+        assert pool.submit(time.sleep, 0.5).result(timeout=60) is None
+        done = time.time()
+        kids = probe()["pids"]
+        wait(lambda: read_all(kids, done), limit=60)  # idle, read by the watcher, then probed
         before, at = probe(), time.time()
-        wait(lambda: read_all(kids, at), limit=60)
+        # left idle past the idle-pool finding's bar (by the script's clock), read by the watcher then, probed
+        wait(lambda: read_all(kids, max(at, done + float(sys.argv[2]))), limit=60)
         after = probe()
         with open(sys.argv[1], "w") as f:
-            json.dump({"before": before, "after": after, "exit_at": time.time()}, f)
+            json.dump({"before": before, "after": after, "asked": asked, "warmed": warmed, "sent": sent,
+                       "done": done, "exit_at": time.time()}, f)
         # no shutdown: concurrent.futures' exit join, then the pool's own atexit _shutdown
 ''')
 
 
 def test_an_autotune_process_pool_left_to_exit_gets_the_whole_story(tmp_path: Path) -> None:
     """torch's AutotuneProcessPool (pipelined GEMM autotuning; a ProcessPoolExecutor of one spawned worker)
-    made, warmed up, given a job and left to the program's exit: who made it where, its process and threads as ps
-    shows them, its real memory (its idle not known: no record bounds its jobs), how it ended (concurrent.futures'
-    exit join ended the worker before torch's atexit _shutdown ran; that join, which waited on the worker's
-    teardown, is no hang), and nothing left, against the script's own psutil and smaps_rollup readings."""
-    script, line, probe, rep = _run_autotune(tmp_path, PIPELINED, "# max-autotune's pipelined", 300)
+    made, warmed up, given a job and left idle to the program's exit: who made it where, its process and threads
+    as ps shows them, its jobs as its worker recorded them (its loop is watched in the role warm_up handed it), busy
+    and idle against the script's own clock, its real memory held idle against the script's smaps_rollup, the
+    idle-pool advice, how it ended (concurrent.futures' exit join ended the worker before torch's atexit _shutdown
+    ran; that join, which waited on the worker's teardown, is no hang), and nothing left."""
+    # the script's idle after its job, by its own clock: past the idle-pool finding's bar though its job's end record
+    # came late by the slack
+    idles = IDLE_POOL_S + SLACK_S
+    script, line, probe, rep = _run_autotune(tmp_path, PIPELINED, "# max-autotune's pipelined", 300, str(idles))
     before, after = probe["before"], probe["after"]
     assert len(before["pids"]) == 1 and before["pids"] == after["pids"]
     (pool,) = rep["pools"]
@@ -860,17 +871,37 @@ def test_an_autotune_process_pool_left_to_exit_gets_the_whole_story(tmp_path: Pa
     assert pool["worker_pids"] == before["pids"] and pool["processes"] == 1
     (pid,) = before["pids"]
     assert pool["counts"]["threads"][str(pid)] in {before["threads"][str(pid)], after["threads"][str(pid)]}, pool
+    # each job as the worker took and ended it, within the script's own marks around its call and its result
+    # (an end record is written as the worker asks for its next job: a descheduled worker writes it late)
+    t0 = rep["t0"]
+    recs = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines() if x.strip()]
+    jobs = [(r["state"], r["ts"], r.get("fn")) for r in recs if r["event"] == "job" and r["pid"] == pid]
+    (_, warm_a, warm_fn), (_, warm_b, _), (_, job_a, job_fn), (_, job_b, _) = jobs
+    assert [s for s, _, _ in jobs] == ["start", "end"] * 2, jobs
+    assert warm_fn.endswith(":_init_autotune_subprocess") and job_fn == "time:sleep", jobs
+    assert probe["asked"] <= warm_a <= warm_b <= probe["warmed"] + SLACK_S, (jobs, probe)
+    assert probe["sent"] <= job_a and job_a + 0.5 <= job_b <= probe["done"] + SLACK_S, (jobs, probe)
+    # busy while a job ran, then idle (known: every job handed was recorded) at least until the script's readings;
+    # the worker's import before its first job (queued all along) is no idle gap
+    assert pool["idle_known"] is True and pool["jobs"] == 2 and pool["idle_gaps"] == [], pool
+    assert probe["sent"] + 0.5 <= t0 + pool["busy_until"] <= probe["done"] + SLACK_S, (pool, probe)
+    assert pool["idle_s"] >= probe["exit_at"] - probe["done"] - SLACK_S >= IDLE_POOL_S, (pool, probe)
+    assert t0 + pool["busy_until"] + pool["idle_s"] <= t0 + pool["ending"]["at"], pool
+    # real memory held idle, at once: the probe's two smaps_rollup sums bound it, 5 % either way
     low, high = sorted((before["pss"], after["pss"]))
-    # its jobs' ends are recorded nowhere (warm_up and submit return futures): no idle span, so no held figure
-    assert pool["idle_known"] is False and pool["idle_s"] == 0 and pool["held_pss_bytes"] is None, pool
-    assert pool["peak_pss_bytes"] and low * 0.95 <= pool["peak_pss_bytes"] <= high * 1.05, (pool, probe)
+    assert pool["held_pss_bytes"] and low * 0.95 <= pool["held_pss_bytes"] <= high * 1.05, (pool, probe)
+    assert 0 < pool["idle_mib_s"] <= pool["held_pss_bytes"] / MIB * pool["idle_s"], pool  # its area under the peak
     main = rep["runs"][0]["root_pid"]
     assert pool["ending"]["kind"] == "ended-at-exit" and pool["ending"]["by"] == f"main {main}'s exit", pool["ending"]
-    assert rep["t0"] + pool["ending"]["at"] >= probe["exit_at"], (pool, probe)
+    assert t0 + pool["ending"]["at"] >= probe["exit_at"], (pool, probe)
     assert rep["leftover_count"] == 0 and "exit-hang" not in {f["kind"] for f in rep["findings"]}, rep["answer"]
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert idle["pids"] == [pid] and "AutotuneProcessPool.shutdown_instance()" in idle["advice"], idle
     answer = " ".join(rep["answer"].split())
     assert f"made an autotune pool (1 autotune subprocess in all, no sidecar) at {script}:{line}" in answer, answer
-    assert f"its subprocess ended as main {main} exited" in answer and "idle not known" in answer, answer
+    assert f"its subprocess ended as main {main} exited" in answer and "idle not known" not in answer, answer
+    assert f"idle {pool['idle_s']:.1f} s after its last job" in answer, answer
+    assert f"holding {round(pool['held_pss_bytes'] / MIB)} MiB real memory (PSS)" in answer, answer
 
 
 FORK_CHILD = textwrap.dedent('''

@@ -1347,40 +1347,72 @@ def test_an_autotune_pool_ended_by_the_exit_join_before_its_atexit_is_told_so(tm
 
 
 def test_an_autotune_pool_handed_jobs_no_record_bounds_has_no_idle_told(tmp_path: Path) -> None:
-    """AutotuneProcessPool.warm_up and submit return the job's future at once, and its worker's loop writes no job
-    record: a real CPU run whose worker spent 2.13 s of CPU on its warm-up and a submitted job was told "idle 6.6 s
-    after it was ready", 1.2 GiB·s, and advised its shutdown. Its idle is not known: no idle seconds, no idle MiB·s,
-    no idle-pool finding, and the text says so. The same pool handed nothing is still told idle."""
-    at = "torch._inductor.autotune_process:AutotuneProcessPool"
-
-    def log(handed: bool) -> LogWriter:
-        w = LogWriter()
-        start(w, 0, 100, 1, "main")
-        call(w, 1, 100, 1, "main", f"{at}.__init__", 1, 1.01, caller=USER)
-        if handed:
-            call(w, 1.02, 100, 1, "main", f"{at}.warm_up", 2, 1.03, caller=USER)
-            call(w, 4.0, 100, 1, "main", f"{at}.submit", 3, 4.001, caller=USER)
-        start(w, 1.1, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import x"])
-        for t in (2.0, 6.0, 10.0, 14.0):
-            mem(w, t, [(301, 1.1, 260)])
-        call(w, 15, 100, 1, "main", f"{at}._shutdown", 4, 15.5)
-        w.add(15.4, 301, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
-        w.add(16, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-        w.lines.sort(key=lambda r: r["ts"])
-        return w
-
-    rep = report(log(handed=True), tmp_path)
+    """AutotuneProcessPool.warm_up and submit return the job's future at once: where its worker's loop wrote no job
+    record (an older log, a worker not traced), a real CPU run whose worker spent 2.13 s of CPU on its warm-up and a
+    submitted job was told "idle 6.6 s after it was ready", 1.2 GiB·s, and advised its shutdown. Its idle is not
+    known: no idle seconds, no idle MiB·s, no idle-pool finding, and the text says so; so too where its worker
+    recorded fewer jobs than were handed (one job's end bounded by nothing). The same pool handed nothing is
+    still told idle."""
+    rep = report(autotune_pool(handed=True), tmp_path)
     (pool,) = rep["pools"]
     assert pool["idle_known"] is False and pool["idle_s"] == 0 and pool["idle_total_s"] == 0, pool
     assert pool["idle_mib_s"] is None and pool["held_pss_bytes"] is None and pool["idle_cpu"] is None, pool
     assert pool["peak_pss_bytes"] == 260 * MIB, pool
     assert "idle-pool" not in {f["kind"] for f in rep["findings"]}, rep["findings"]
     answer = " ".join(rep["answer"].split())
-    assert "idle not known (its jobs' ends are not recorded" in answer and "idle 1" not in answer, answer
-    control = report(log(handed=False), tmp_path)
+    assert "idle not known (its worker recorded fewer jobs than it was handed" in answer, answer
+    assert "idle 1" not in answer, answer
+    (pool,) = report(autotune_pool(handed=True, recorded=1), tmp_path)["pools"]
+    assert pool["idle_known"] is False and pool["idle_s"] == 0 and pool["held_pss_bytes"] is None, pool
+    control = report(autotune_pool(handed=False), tmp_path)
     (pool,) = control["pools"]
     assert pool["idle_known"] is True and pool["idle_s"] > 10 and pool["held_pss_bytes"] == 260 * MIB, pool
     assert "idle-pool" in {f["kind"] for f in control["findings"]}, control["findings"]
+
+
+def test_an_autotune_pool_whose_worker_recorded_its_jobs_is_told_busy_and_idle(tmp_path: Path) -> None:
+    """An AutotuneProcessPool's worker recorded each job it ran (its loop watched in the role warm_up handed it):
+    busy exactly while it held one (the warm-up 12.0 -> 12.2 s, the job 12.3 -> 12.8 s), idle from the last one's
+    end to the pool's shutdown (18 s: 5.2 s), holding what the watcher read then, with the idle-pool finding and its
+    advice. The worker's import before its first job (spawned at 1.1 s, the warm-up handed at 1.02 s: queued all
+    along) is no idle gap, though longer than one."""
+    rep = report(autotune_pool(handed=True, recorded=2), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["idle_known"] is True and pool["jobs"] == 2 and pool["idle_gaps"] == [], pool
+    assert pool["busy_until"] == pytest.approx(12.8) and pool["idle_s"] == pytest.approx(5.2), pool
+    assert pool["held_pss_bytes"] == 260 * MIB and pool["idle_mib_s"] == pytest.approx(5.2 * 260, rel=0.05), pool
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert idle["pids"] == [301] and "AutotuneProcessPool.shutdown_instance()" in idle["advice"], idle
+    answer = " ".join(rep["answer"].split())
+    assert "idle 5.2 s after its last job" in answer and "idle not known" not in answer, answer
+    assert "holding 260 MiB real memory (PSS)" in answer, answer
+
+
+def autotune_pool(handed: bool, recorded: int = 0) -> LogWriter:
+    """main 100 makes an AutotuneProcessPool at 1 s; handed: warms it up (1.02 s), submits a job (1.5 s) and warms
+    it up again (14 s: compile_fx_inner does so for each graph, and torch hands its worker nothing then); its
+    worker 301 (spawned at 1.1 s, 260 MiB) records the first `recorded` of its two jobs (the warm-up 12.0 -> 12.2 s,
+    the job 12.3 -> 12.8 s: it imported torch first, 10.9 s); the pool is shut down at 18 s."""
+    at = "torch._inductor.autotune_process:AutotuneProcessPool"
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", f"{at}.__init__", 1, 1.01, caller=USER)
+    if handed:
+        call(w, 1.02, 100, 1, "main", f"{at}.warm_up", 2, 1.03, caller=USER)
+        call(w, 1.5, 100, 1, "main", f"{at}.submit", 3, 1.501, caller=USER)
+        call(w, 14.0, 100, 1, "main", f"{at}.warm_up", 5, 14.001, caller=USER)  # the next graph's: hands nothing
+    start(w, 1.1, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import x"])
+    for work_id, (a, b, fn) in enumerate([(12.0, 12.2, "torch._inductor.autotune_process:_init_autotune_subprocess"),
+                                          (12.3, 12.8, "time:sleep")][:recorded]):
+        w.add(a, 301, 100, "autotune-worker", "job", state="start", work_id=work_id, fn=fn)
+        w.add(b, 301, 100, "autotune-worker", "job", state="end", work_id=work_id)
+    for t in (2.0, 6.0, 10.0, 13.0, 15.0, 17.0):
+        mem(w, t, [(301, 1.1, 260)])
+    call(w, 18, 100, 1, "main", f"{at}._shutdown", 4, 18.5)
+    w.add(18.4, 301, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(19, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
 
 
 def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ tools/check_targets.py) where each row's name is defined.
 from .env import ARGV_ROLES as ARGV_ROLES  # its home: what a command line runs (env.py)
 from .env import RANK_ENV as RANK_ENV
 from .env import rank_env as rank_env
+from .vocab import AUTOTUNE_WORKER
 from .vocab import CONFIG as CONFIG  # a mode (below): the module's settings, read once it has loaded
 from .vocab import IMPORT as IMPORT  # a mode (below): the module's import itself is the event
 
@@ -125,13 +126,13 @@ class Target:
     """
 
     __slots__ = ("module", "qualname", "mode", "role", "guard", "capture", "env", "child_role", "tag",
-                 "capture_call", "last_caller", "mem")
+                 "capture_call", "last_caller", "mem", "loop_roles")
 
     def __init__(self, module: str, qualname: str, mode: str = TRACE, role: "str | None" = None,
                  guard: "str | None" = None, capture: "tuple[tuple[str, str], ...]" = (), env: bool = False,
                  child_role: "str | None" = None, tag: str = USER_TAG,
                  capture_call: "tuple[tuple[str, str], ...]" = (), last_caller: bool = False,
-                 mem: bool = False) -> None:
+                 mem: bool = False, loop_roles: "tuple[str, ...]" = ()) -> None:
         self.module = module
         self.qualname = qualname
         self.mode = mode
@@ -157,6 +158,10 @@ class Target:
         self.last_caller = last_caller
         # Record the process's resident memory (/proc/self/statm) with the call and its return.
         self.mem = mem
+        # JOBS mode: the roles whose worker loop is watched though its initializer is not torch's compile
+        # initializer: a role the torch call that started the worker handed it (child_role), for a torch pool
+        # whose executor has no initializer of its own.
+        self.loop_roles = loop_roles
 
     @property
     def label(self) -> str:
@@ -266,7 +271,10 @@ TARGETS: "tuple[Target, ...]" = (
     # A process pool worker's loop (every ProcessPoolExecutor's: torch's fork/spawn pool, a sidecar's own): each
     # job it takes, as it starts and ends, in the worker (runtime/jobs.py). A start without an end is the job it
     # held: which worker, since when, what. Nothing per job in a process that only makes a pool.
-    Target("concurrent.futures.process", "_process_worker", mode=JOBS, tag=POOL_JOB),
+    # loop_roles: AutotuneProcessPool's one worker (2.11+; a plain spawn ProcessPoolExecutor, no initializer) runs
+    # this same loop, in the role its warm_up/submit handed it: its jobs' ends are what bound its busy time.
+    Target("concurrent.futures.process", "_process_worker", mode=JOBS, tag=POOL_JOB,
+           loop_roles=(AUTOTUNE_WORKER,)),
     # An executor starting a worker (each one, in the process that owns the executor; 3.9-3.13 keep it in
     # _spawn_process): for a torch compile pool, the worker's pid at once, so a spawned worker importing torch for
     # seconds is read as the pool's before it can say so itself (its role record comes after torch's import).

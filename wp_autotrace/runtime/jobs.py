@@ -13,9 +13,11 @@ function and first name argument (a Triton kernel's name) are read from the pick
 unpickling (short strings only: a bounded scan).
 
 A user's own ProcessPoolExecutor runs the same loop, but its jobs are not recorded: only a loop started with
-torch's compile initializer (``_async_compile_initializer``, through functools.partial) is watched. A program's
-own pool may run millions of jobs (two records each, unbounded in the log) that are not the tracer's business,
-and its arguments may hold tokens. Of a torch job nothing is asked but functools.partial's own fields and a
+torch's compile initializer (``_async_compile_initializer``, through functools.partial) is watched, or one run by a
+process whose role a torch pool's starting call handed it (the target row's loop_roles): AutotuneProcessPool's
+one spawned worker, whose plain executor has no initializer, is the autotune-worker its warm_up/submit named.
+A program's own pool may run millions of jobs (two records each, unbounded in the log) that are not the tracer's
+business, and its arguments may hold tokens. Of a torch job nothing is asked but functools.partial's own fields and a
 function's name.
 
 Loaded by a process that runs the loop (a worker); in one that makes a pool, as the pool starts a worker (it keeps
@@ -67,11 +69,14 @@ _DO_JOB = "SubprocMain.do_job"
 _CHUNK = "concurrent.futures.process:_process_chunk"
 
 
-def watch_queue(sink: Sink, args: tuple[Any, ...]) -> tuple[JobQueue | None, tuple[Any, ...]]:
+def watch_queue(sink: Sink, args: tuple[Any, ...], roles: tuple[str, ...] = ()) -> tuple[JobQueue | None,
+                                                                                        tuple[Any, ...]]:
     """The worker loop's arguments with its call queue (args[0]) watched, and the stand-in (None: left alone, as
-    for a pool whose initializer (args[2]) is not torch's compile initializer)."""
+    for a pool whose initializer (args[2]) is not torch's compile initializer, in a process whose role is not one
+    of `roles`: the target row's loop_roles, a torch pool's worker its starting call named)."""
     try:
-        if len(args) > 2 and compile_pool_initializer(args[2]) and hasattr(args[0], "get"):
+        if len(args) > 2 and (roles and sink.role in roles or compile_pool_initializer(args[2])) \
+                and hasattr(args[0], "get"):
             queue = JobQueue(args[0], sink)
             return queue, (queue, *args[1:])
     except Exception as exc:

@@ -146,7 +146,7 @@ class Probes:
 
             self._local = threading.local()
         if target.mode == JOBS:
-            return lambda raw, method: _dress(self._job_loop(raw), raw)
+            return lambda raw, method: _dress(self._job_loop(raw, target.loop_roles), raw)
         if target.mode == SPAWN:
             return lambda raw, method: _dress(_spawning(self.sink, raw), raw)
         if target.mode == COUNT:
@@ -155,16 +155,18 @@ class Probes:
             return lambda raw, method: _dress(self._counting_call(label, raw), raw)
         return lambda raw, method: _dress(self._tracing_call(target, label, raw, method), raw)
 
-    def _job_loop(self, raw: Any) -> Callable[..., Any]:
-        """A worker loop's wrapper: its jobs recorded by runtime/jobs.py, loaded only where the loop runs."""
+    def _job_loop(self, raw: Any, roles: tuple[str, ...]) -> Callable[..., Any]:
+        """A worker loop's wrapper: its jobs recorded by runtime/jobs.py, loaded only where the loop runs; roles:
+        those whose loop is watched whatever its initializer (the target row's loop_roles)."""
         sink, owner = self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
             from .jobs import drop_get_frame, watch_queue
 
-            queue, args = watch_queue(sink, args)
+            queue, args = watch_queue(sink, args, roles)
             if queue is not None:  # a torch compile pool's worker: so it says before its initializer runs (2.1's
-                owner.take_role(COMPILE_WORKER)  # is an inner function, no target, and says nothing)
+                owner.take_role(COMPILE_WORKER)  # is an inner function, no target, and says nothing); a loop_roles
+                # worker keeps the role its pool's call handed it (take_role leaves a fixed role as it is)
             try:
                 return raw(*args, **kwargs)
             except BaseException as exc:  # a Ctrl-C in the queue's wait: printed by multiprocessing as untraced

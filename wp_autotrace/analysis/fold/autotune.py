@@ -10,6 +10,9 @@ Protocol: a TuningProcessPool.__init__ / AutotuneProcessPool.__init__ call makes
 a kill is no stop (torch starts a new subprocess at the next put). Its members are its creator's children in
 the autotune-worker role (quack: quack-worker) started after it was made (finish: autotune_members); its jobs
 are the get calls (each one benchmark's wait), and its kills the kill calls that found the subprocess running.
+An AutotuneProcessPool's jobs are the ones its warm_up/submit calls handed its worker (handed): their ends are
+told by its worker's own job records (runtime/jobs.py: its loop is watched in the role those calls gave it), and
+where fewer jobs were recorded than handed (an older log, a worker not traced), by nothing (jobs_unbounded).
 """
 from __future__ import annotations
 
@@ -39,19 +42,30 @@ def is_kill(c: Call) -> bool:
 
 
 KILL_QUALNAME = targets.LABEL_SEP + "TuningProcess.kill"
-# AutotuneProcessPool's calls that hand its worker a job and return its future at once: the job's end is
-# recorded nowhere (the worker's loop is not watched, and waiting on the future is no traced call).
-HAND_QUALNAMES = tuple(targets.LABEL_SEP + f"AutotuneProcessPool.{n}" for n in ("warm_up", "submit"))
+# AutotuneProcessPool's calls that hand its worker a job and return its future at once: the call's end says
+# nothing of the job's (waiting on the future is no traced call); only the worker's own job records do.
+WARM_UP_QUALNAME = targets.LABEL_SEP + "AutotuneProcessPool.warm_up"
+HAND_QUALNAMES = (WARM_UP_QUALNAME, targets.LABEL_SEP + "AutotuneProcessPool.submit")
+
+
+def handed(pool: Pool) -> list[Call]:
+    """The creator's calls that handed the autotune pool's worker a job while the pool was open, earliest first:
+    each submit, and the first warm_up (torch keeps its future: a later one hands nothing). A call that raised
+    handed none."""
+    if pool.kind != AUTOTUNE:
+        return []
+    stop = pool.shutdown_at if pool.shutdown_at is not None else float("inf")
+    calls = sorted((c for c in pool.creator.calls.values() if c.target.endswith(HAND_QUALNAMES)
+                    and c.error is None and pool.call.ts <= c.ts <= stop), key=lambda c: c.ts)
+    warm = next((c for c in calls if c.target.endswith(WARM_UP_QUALNAME)), None)
+    return [c for c in calls if c is warm or not c.target.endswith(WARM_UP_QUALNAME)]
 
 
 def jobs_unbounded(pool: Pool) -> bool:
-    """Did the autotune pool's creator hand it a job whose end no record bounds (a HAND_QUALNAMES call while
-    the pool was open)? Then when its worker was busy, and so idle, is not known."""
-    if pool.kind != AUTOTUNE:
-        return False
-    stop = pool.shutdown_at if pool.shutdown_at is not None else float("inf")
-    return any(c.target.endswith(HAND_QUALNAMES) and pool.call.ts <= c.ts <= stop
-               for c in pool.creator.calls.values())
+    """Was the autotune pool handed more jobs (handed) than its workers recorded (job records: each one's start
+    and end)? Then a job's end no record bounds, and when its worker was busy, and so idle, is not known."""
+    n = len(handed(pool))
+    return n > 0 and sum(len(w.jobs_run) for w in pool.members) < n
 
 
 def open_pool(p: Process, kind: str = AUTOTUNE) -> Pool | None:
@@ -117,3 +131,5 @@ def autotune_members(m: Model) -> None:
             if mine:
                 pool.jobs, pool.first_job = len(mine), mine[0].ts
                 pool.last_job = max(c.end if c.end is not None else c.ts for c in mine)
+            elif hands := handed(pool):  # counted as a SubprocPool's submits are: first and last handed
+                pool.jobs, pool.first_job, pool.last_job = len(hands), hands[0].ts, hands[-1].ts

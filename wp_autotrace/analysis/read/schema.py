@@ -255,7 +255,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("phase", STR, "`start` or `end`"),
     )),
     JOB: ("a process pool worker began or ended one job (its worker loop, concurrent.futures' `_process_worker`: "
-          "torch's fork/spawn pools' workers and a sidecar's: a loop started with torch's compile initializer, never a "
+          "torch's fork/spawn pools' workers and a sidecar's: a loop started with torch's compile initializer; "
+          "AutotuneProcessPool's worker: a loop run in the autotune-worker role its pool's call handed it; never a "
           "program's own pool's); a start without an end is a job the worker held "
           "until it ended", (
         ("state", STR, "`start` or `end`"),

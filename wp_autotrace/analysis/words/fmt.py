@@ -20,7 +20,7 @@ TEXT_PIDS = 6
 # What a pool's idle span after busy_until follows (derive/pools.py's idle_after), in words: a pool that ran no job
 # (torch 2.1-2.3's import-time warm on a CPU host) idled from its ready, not "after its last job".
 # A pool handed jobs whose ends no record bounds (derive/pools.py idle_known): its idle time, told as unknown.
-UNKNOWN_IDLE = "not known (its jobs' ends are not recorded: its worker's loop is not watched)"
+UNKNOWN_IDLE = "not known (its worker recorded fewer jobs than it was handed: their ends are not known)"
 IDLE_AFTER_WORDS = {"job": "its last job", "ready": "it was ready", "serving": "its sidecar started serving"}
 
 
