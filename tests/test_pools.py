@@ -1374,8 +1374,9 @@ def test_an_autotune_pool_whose_worker_recorded_its_jobs_is_told_busy_and_idle(t
     """An AutotuneProcessPool's worker recorded each job it ran (its loop watched in the role warm_up handed it):
     busy exactly while it held one (the warm-up 12.0 -> 12.2 s, the job 12.3 -> 12.8 s), idle from the last one's
     end to the pool's shutdown (18 s: 5.2 s), holding what the watcher read then, with the idle-pool finding and its
-    advice. The worker's import before its first job (spawned at 1.1 s, the warm-up handed at 1.02 s: queued all
-    along) is no idle gap, though longer than one."""
+    advice. The worker's import before its first job (the warm-up handed at 1.02 s, the worker read as started at
+    1.015 s: its create_time's clock is coarser than the log's; queued all along) is no idle gap, though longer than
+    one."""
     rep = report(autotune_pool(handed=True, recorded=2), tmp_path)
     (pool,) = rep["pools"]
     assert pool["idle_known"] is True and pool["jobs"] == 2 and pool["idle_gaps"] == [], pool
@@ -1391,7 +1392,7 @@ def test_an_autotune_pool_whose_worker_recorded_its_jobs_is_told_busy_and_idle(t
 def autotune_pool(handed: bool, recorded: int = 0) -> LogWriter:
     """main 100 makes an AutotuneProcessPool at 1 s; handed: warms it up (1.02 s), submits a job (1.5 s) and warms
     it up again (14 s: compile_fx_inner does so for each graph, and torch hands its worker nothing then); its
-    worker 301 (spawned at 1.1 s, 260 MiB) records the first `recorded` of its two jobs (the warm-up 12.0 -> 12.2 s,
+    worker 301 (spawned at 1.015 s, 260 MiB) records the first `recorded` of its two jobs (the warm-up 12.0 -> 12.2 s,
     the job 12.3 -> 12.8 s: it imported torch first, 10.9 s); the pool is shut down at 18 s."""
     at = "torch._inductor.autotune_process:AutotuneProcessPool"
     w = LogWriter()
@@ -1401,13 +1402,14 @@ def autotune_pool(handed: bool, recorded: int = 0) -> LogWriter:
         call(w, 1.02, 100, 1, "main", f"{at}.warm_up", 2, 1.03, caller=USER)
         call(w, 1.5, 100, 1, "main", f"{at}.submit", 3, 1.501, caller=USER)
         call(w, 14.0, 100, 1, "main", f"{at}.warm_up", 5, 14.001, caller=USER)  # the next graph's: hands nothing
-    start(w, 1.1, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import x"])
+    # spawned inside the warm-up call, its start (a create_time) read a little before that call's, as a real one was
+    start(w, 1.015, 301, 100, "autotune-worker", argv=["python", "-c", "from multiprocessing.spawn import x"])
     for work_id, (a, b, fn) in enumerate([(12.0, 12.2, "torch._inductor.autotune_process:_init_autotune_subprocess"),
                                           (12.3, 12.8, "time:sleep")][:recorded]):
         w.add(a, 301, 100, "autotune-worker", "job", state="start", work_id=work_id, fn=fn)
         w.add(b, 301, 100, "autotune-worker", "job", state="end", work_id=work_id)
     for t in (2.0, 6.0, 10.0, 13.0, 15.0, 17.0):
-        mem(w, t, [(301, 1.1, 260)])
+        mem(w, t, [(301, 1.015, 260)])
     call(w, 18, 100, 1, "main", f"{at}._shutdown", 4, 18.5)
     w.add(18.4, 301, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
     w.add(19, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)

@@ -12,6 +12,13 @@ from typing import NamedTuple
 IDLE_GAP_S = 10.0
 
 
+# A ready that is its workers' start is a create_time, whose clock (the kernel's boot time, in whole seconds, plus
+# clock ticks) may read up to a second off the log's own: a first job handed that soon after it was handed as it
+# started (a real AutotuneProcessPool's worker, spawned inside the warm_up call that handed it its first job, read
+# as started 2.6 ms before that call).
+START_SKEW_S = 1.0
+
+
 class IdleGap(NamedTuple):
     """One idle gap inside a pool's life: from (its ready, else a job's end) to (the next job's start), and what
     its processes held over it (MiB·s, the same sum as the idle span's; None where none was read in it)."""
@@ -38,7 +45,7 @@ def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: flo
     for i, (a, b) in enumerate(spans):
         if a >= end:
             break
-        waited = i == 0 and queued is not None and queued <= t
+        waited = i == 0 and queued is not None and queued <= t + START_SKEW_S
         if a - t >= IDLE_GAP_S and not waited:  # the ready probe's end record may come after the ready: late
             out.append((t, a, ready_at is not None and (i == 0 or spans[i - 1][0] <= ready_at)))
         t = max(t, b)
