@@ -271,6 +271,25 @@ def test_a_users_own_pool_job_writes_its_function_never_its_arguments() -> None:
     assert asked == []
 
 
+def test_a_job_torch_214s_autotune_pool_wraps_is_named_by_the_function_it_carries() -> None:
+    """torch 2.14's AutotuneProcessPool.submit hands every job (warm_up's too) as _run_with_subprocess_env(fn, env,
+    *args): the job is fn, with its first name argument where fn is torch's; the env dict is never read."""
+    def _run_with_subprocess_env(fn: Any, extra_env: Any, *args: Any) -> None:
+        """Stands for torch 2.14's wrapper (its module is torch's)."""
+
+    def benchmark(name: str) -> None:
+        """Stands for a torch job function."""
+
+    _run_with_subprocess_env.__module__ = benchmark.__module__ = "torch._inductor.autotune_process"
+    _run_with_subprocess_env.__qualname__, benchmark.__qualname__ = "_run_with_subprocess_env", "benchmark"
+    env = {"TOKEN_KERNEL": "secret_value"}
+    assert job_names(_run_with_subprocess_env, (benchmark, env, "kernel_a")) == (
+        "torch._inductor.autotune_process:benchmark", "kernel_a")
+    assert job_names(_run_with_subprocess_env, (sum, env, "a_name")) == ("builtins:sum", None)
+    assert job_names(_run_with_subprocess_env, ()) == ("torch._inductor.autotune_process:_run_with_subprocess_env",
+                                                       None)
+
+
 def test_a_sidecar_jobs_names_come_from_its_pickle_without_unpickling() -> None:
     """SubprocMain.do_job's data is the pickled job: its function and a kernel's name are read from the bytes,
     as torch's SubprocPickler writes them (pickle protocol 5; a Triton job's shape)."""

@@ -1377,6 +1377,8 @@ def test_an_autotune_pool_whose_worker_recorded_its_jobs_is_told_busy_and_idle(t
     advice. The worker's import before its first job (the warm-up handed at 1.02 s, the worker read as started at
     1.015 s: its create_time's clock is coarser than the log's; queued all along) is no idle gap, though longer than
     one."""
+    (pool,) = report(autotune_pool(handed=True, recorded=2, nested=True), tmp_path)["pools"]
+    assert pool["idle_known"] is True and pool["jobs"] == 2, pool  # 2.14's warm_up hands its job by submit: one job
     rep = report(autotune_pool(handed=True, recorded=2), tmp_path)
     (pool,) = rep["pools"]
     assert pool["idle_known"] is True and pool["jobs"] == 2 and pool["idle_gaps"] == [], pool
@@ -1389,17 +1391,20 @@ def test_an_autotune_pool_whose_worker_recorded_its_jobs_is_told_busy_and_idle(t
     assert "holding 260 MiB real memory (PSS)" in answer, answer
 
 
-def autotune_pool(handed: bool, recorded: int = 0) -> LogWriter:
+def autotune_pool(handed: bool, recorded: int = 0, nested: bool = False) -> LogWriter:
     """main 100 makes an AutotuneProcessPool at 1 s; handed: warms it up (1.02 s), submits a job (1.5 s) and warms
     it up again (14 s: compile_fx_inner does so for each graph, and torch hands its worker nothing then); its
     worker 301 (spawned at 1.015 s, 260 MiB) records the first `recorded` of its two jobs (the warm-up 12.0 -> 12.2 s,
-    the job 12.3 -> 12.8 s: it imported torch first, 10.9 s); the pool is shut down at 18 s."""
+    the job 12.3 -> 12.8 s: it imported torch first, 10.9 s); the pool is shut down at 18 s. nested: the first
+    warm_up hands its job by a submit call inside it (torch 2.14's)."""
     at = "torch._inductor.autotune_process:AutotuneProcessPool"
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     call(w, 1, 100, 1, "main", f"{at}.__init__", 1, 1.01, caller=USER)
     if handed:
         call(w, 1.02, 100, 1, "main", f"{at}.warm_up", 2, 1.03, caller=USER)
+        if nested:
+            call(w, 1.021, 100, 1, "main", f"{at}.submit", 6, 1.022, caller=USER, parent=2)
         call(w, 1.5, 100, 1, "main", f"{at}.submit", 3, 1.501, caller=USER)
         call(w, 14.0, 100, 1, "main", f"{at}.warm_up", 5, 14.001, caller=USER)  # the next graph's: hands nothing
     # spawned inside the warm-up call, its start (a create_time) read a little before that call's, as a real one was

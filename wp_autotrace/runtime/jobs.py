@@ -67,6 +67,9 @@ _INITIALIZER_21 = "torch._inductor.codecache:AsyncCompile.process_pool.<locals>.
 _DO_JOB = "SubprocMain.do_job"
 # Executor.map's per-chunk function: its real job is the function it is given first.
 _CHUNK = "concurrent.futures.process:_process_chunk"
+# torch 2.14's AutotuneProcessPool.submit hands its worker every job (warm_up's too) through this: it sets the
+# worker's environment from its second argument, then calls its first with the rest: that call is the real job.
+_ENV_RUN = "torch._inductor.autotune_process:_run_with_subprocess_env"
 
 
 def watch_queue(sink: Sink, args: tuple[Any, ...], roles: tuple[str, ...] = ()) -> tuple[JobQueue | None,
@@ -189,7 +192,8 @@ _GET_CODE = JobQueue.get.__code__
 def job_names(fn: Any, args: Any) -> tuple[str | None, str | None]:
     """A job's function ("module:qualname", through functools.partial) and, for torch's own functions only, its
     first name argument (a str that is an identifier: a kernel's name), or None for either; a SubprocPool job's
-    from its pickle. Nothing of a job's objects is asked but a partial's fields and a function's name."""
+    from its pickle; an Executor.map chunk's, or a job torch 2.14's AutotuneProcessPool wraps (_ENV_RUN), the
+    function it carries. Nothing of a job's objects is asked but a partial's fields and a function's name."""
     for _ in range(MAX_PARTIALS):
         if not isinstance(fn, _partial):
             break
@@ -198,6 +202,11 @@ def job_names(fn: Any, args: Any) -> tuple[str | None, str | None]:
     name = _name_of(fn)
     if name == _CHUNK and args and callable(args[0]):
         return _name_of(args[0]) or name, None
+    if name == _ENV_RUN and args and callable(args[0]):
+        args = tuple(args)
+        inner = _name_of(args[0])
+        if inner is not None:
+            return inner, _first_name(args[2:], ARG_DEPTH) if inner.startswith(_ARG_OWNERS) else None
     if name is not None and name.endswith(_DO_JOB):
         data = next((a for a in args or () if isinstance(a, (bytes, bytearray))), None)
         if data is not None:

@@ -50,15 +50,26 @@ HAND_QUALNAMES = (WARM_UP_QUALNAME, targets.LABEL_SEP + "AutotuneProcessPool.sub
 
 def handed(pool: Pool) -> list[Call]:
     """The creator's calls that handed the autotune pool's worker a job while the pool was open, earliest first:
-    each submit, and the first warm_up (torch keeps its future: a later one hands nothing). A call that raised
-    handed none."""
+    each submit, and the first warm_up (torch keeps its future: a later one hands nothing); a submit inside a
+    warm_up is that warm_up's job (2.14's warm_up hands it so), not another. A call that raised handed none."""
     if pool.kind != AUTOTUNE:
         return []
     stop = pool.shutdown_at if pool.shutdown_at is not None else float("inf")
     calls = sorted((c for c in pool.creator.calls.values() if c.target.endswith(HAND_QUALNAMES)
-                    and c.error is None and pool.call.ts <= c.ts <= stop), key=lambda c: c.ts)
+                    and c.error is None and pool.call.ts <= c.ts <= stop and not _inside_hand(c)),
+                   key=lambda c: c.ts)
     warm = next((c for c in calls if c.target.endswith(WARM_UP_QUALNAME)), None)
     return [c for c in calls if c is warm or not c.target.endswith(WARM_UP_QUALNAME)]
+
+
+def _inside_hand(c: Call) -> bool:
+    """Is c called from inside a call that hands the pool a job (2.14's warm_up calls submit)?"""
+    q = c.parent
+    while q is not None:
+        if q.target.endswith(HAND_QUALNAMES):
+            return True
+        q = q.parent
+    return False
 
 
 def jobs_unbounded(pool: Pool) -> bool:
