@@ -76,7 +76,8 @@ def watch_queue(sink: Sink, args: tuple[Any, ...], roles: tuple[str, ...] = ()) 
                                                                                         tuple[Any, ...]]:
     """The worker loop's arguments with its call queue (args[0]) watched, and the stand-in (None: left alone, as
     for a pool whose initializer (args[2]) is not torch's compile initializer, in a process whose role is not one
-    of `roles`: the target row's loop_roles, a torch pool's worker its starting call named)."""
+    of `roles`: the target row's loop_roles, a torch pool's worker its starting call named, which keeps that role:
+    the compile-worker role the wrapper then takes leaves a pool's fixed role as it is)."""
     try:
         if len(args) > 2 and (roles and sink.role in roles or compile_pool_initializer(args[2])) \
                 and hasattr(args[0], "get"):

@@ -156,8 +156,7 @@ class Probes:
         return lambda raw, method: _dress(self._tracing_call(target, label, raw, method), raw)
 
     def _job_loop(self, raw: Any, roles: tuple[str, ...]) -> Callable[..., Any]:
-        """A worker loop's wrapper: its jobs recorded by runtime/jobs.py, loaded only where the loop runs; roles:
-        those whose loop is watched whatever its initializer (the target row's loop_roles)."""
+        """A worker loop's wrapper: jobs recorded by runtime/jobs.py (loaded where the loop runs; roles: loop_roles)."""
         sink, owner = self.sink, self
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -165,8 +164,7 @@ class Probes:
 
             queue, args = watch_queue(sink, args, roles)
             if queue is not None:  # a torch compile pool's worker: so it says before its initializer runs (2.1's
-                owner.take_role(COMPILE_WORKER)  # is an inner function, no target, and says nothing); a loop_roles
-                # worker keeps the role its pool's call handed it (take_role leaves a fixed role as it is)
+                owner.take_role(COMPILE_WORKER)  # is an inner function, no target, and says nothing)
             try:
                 return raw(*args, **kwargs)
             except BaseException as exc:  # a Ctrl-C in the queue's wait: printed by multiprocessing as untraced
