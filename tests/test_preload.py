@@ -158,3 +158,25 @@ def test_processes_that_write_the_pack_at_once_leave_one_whole_pack(tmp_path: Pa
     assert _run(site, code) == []
     assert (pack.stat().st_mtime_ns, pack.stat().st_ino) == stamp
     assert [p.name for p in pack.parent.iterdir() if p.name.startswith("start.")] == [pack.name]
+
+
+def test_a_source_installed_again_with_its_old_mtime_and_size_is_run_anew(tmp_path: Path) -> None:
+    """An installer that keeps the archive's mtimes (a reproducible wheel's fixed date, tar, rsync -t) can
+    put a new version whose changed module has the old one's size and mtime_ns, and compiles its pyc anew
+    (pip's compileall) while the pack, in no RECORD, stays: the plain import runs the new code, so must the
+    pack's start. The source's ctime, which no utime can set back, tells the install apart."""
+    site = _copy(tmp_path)
+    probe = "import wp_autotrace._preload as p; p.load(); import sys; print(sys.modules[{!r}].PRELOAD_PROBE)"
+    vocab = site / "wp_autotrace" / "common" / "vocab.py"
+    with vocab.open("a") as f:
+        f.write("PRELOAD_PROBE = 1\n")
+    assert _run(site, probe.format("wp_autotrace.common.vocab")) == 1
+    st = vocab.stat()
+    text = vocab.read_text()
+    vocab.unlink()  # the uninstall, then the new version's file
+    vocab.write_text(text.replace("PRELOAD_PROBE = 1\n", "PRELOAD_PROBE = 2\n"))
+    os.utime(vocab, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (vocab.stat().st_size, vocab.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    _run(site, f"import py_compile; py_compile.compile({str(vocab)!r}, doraise=True); print(1)")
+    assert _run(site, "import wp_autotrace.common.vocab as v; print(v.PRELOAD_PROBE)") == 2  # untraced
+    assert _run(site, probe.format("wp_autotrace.common.vocab")) == 2

@@ -37,7 +37,7 @@ START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.voc
          "wp_autotrace.common.redact", "wp_autotrace.runtime.host_patches", "wp_autotrace.runtime.sink",
          "wp_autotrace.runtime.bootstrap")
 PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
-_FORMAT = 1  # the pack's layout: (format, magic, folder, ((name, mtime_ns, size), ...), ((pyc path, code), ...))
+_FORMAT = 2  # the layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...))
 
 
 def _source(base: str, name: str) -> str:
@@ -136,7 +136,9 @@ def load() -> None:
         stamps = []
         for name in START:
             st = os.stat(_source(base, name))
-            stamps.append((name, st.st_mtime_ns, st.st_size))
+            # ctime too: an installer that keeps an archive's mtimes can put a new source of the old size and
+            # mtime_ns (and compile its pyc anew), but no utime sets a ctime back
+            stamps.append((name, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
         pack = _pack_path(base)
     except (OSError, KeyError, ValueError, AttributeError, NotImplementedError):
         return  # not plain source files here: bootstrap's own import statement loads them
