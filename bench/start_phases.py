@@ -94,7 +94,7 @@ def main() -> int:
         modules = count("pass\nimport wp_autotrace._preload as p\np.load()") - base
         guard = pth_guard()
         guard_cost = count(f"import os\ns = {guard!r}\nexec(s)") - count(f"import os\ns = {guard!r}\npass")
-        for pack in (venv / "lib").glob("python3*/site-packages/wp_autotrace/__pycache__/start.*.pack"):
+        for pack in (venv / "lib").glob("python3*/site-packages/wp_autotrace/__pycache__/_startpack.*.pyc"):
             pack.unlink()
         no_pack = count("pass", {**on, "PYTHONDONTWRITEBYTECODE": "1"}) - base
         out = {"traced_child": traced, "no_pack": no_pack, "modules": modules, "preload_module": preload,

@@ -184,11 +184,15 @@ def test_uv_route(src: Path, uv: str, env_dir: Venv, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("editable", [False, True], ids=["wheel", "editable"])
 def test_uninstall_leaves_nothing(editable: bool, src: Path, env_dir: Venv, tmp_path: Path) -> None:
-    """pip uninstall removes the .pth and .start files; tracing no longer starts."""
+    """pip uninstall removes the .pth and .start files, after a traced run too; tracing no longer starts."""
     env_dir.pip("install", "--no-deps", *(["-e"] if editable else []), str(src))
     check_files(env_dir, editable=editable)
+    traced = {k: v for k, v in tool_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    traced.update(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(tmp_path / "before.jsonl"), WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    res = run_python(["-c", "pass"], traced, timeout=60, cwd=tmp_path, python=env_dir.python)
+    assert res.returncode == 0 and (tmp_path / "before.jsonl").exists(), res.stderr  # its start pack written too
     env_dir.pip("uninstall", "-y", "wp-autotrace")
-    assert env_dir.ours() == []  # no .pth, .start, package, dist-info or editable hook left
+    assert env_dir.ours() == []  # no .pth, .start, package (nor the start pack), dist-info or editable hook left
     log = tmp_path / "after.jsonl"
     env = {**tool_env(), "WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": str(log), "WP_AUTOTRACE_SAMPLE_INTERVAL": "0"}
     res = run_python(["-c", "pass"], env, timeout=60, cwd=tmp_path, python=env_dir.python)

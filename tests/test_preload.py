@@ -6,9 +6,11 @@ that imports that copy, so the pack it writes is its own.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,7 +66,7 @@ def _run(site: Path, code: str, *flags: str) -> dict:  # type: ignore[type-arg]
 
 
 def _pack(site: Path) -> Path:
-    found = sorted((site / "wp_autotrace" / "__pycache__").glob("start.*.pack"))
+    found = sorted((site / "wp_autotrace" / "__pycache__").glob("_startpack.*.pyc"))
     assert len(found) == 1, found
     return found[0]
 
@@ -74,7 +76,7 @@ def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> N
     __file__, __cached__, __path__, attribute order and names, and no START module went through a finder."""
     site = _copy(tmp_path)
     plain = _run(site, PLAIN)["modules"]
-    assert not list((site / "wp_autotrace" / "__pycache__").glob("start.*.pack"))  # a plain import writes none
+    assert not list((site / "wp_autotrace" / "__pycache__").glob("_startpack.*.pyc"))  # a plain import writes none
     first = _run(site, LOAD)
     stamp = _pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino
     second = _run(site, LOAD)
@@ -103,13 +105,19 @@ def test_a_changed_source_is_run_and_the_pack_written_again(tmp_path: Path) -> N
 
 
 def test_a_corrupt_pack_is_replaced_and_no_write_under_dont_write_bytecode(tmp_path: Path) -> None:
-    """A pack that is not ours is ignored and written anew; -B leaves none behind but loads all the same."""
+    """A pack that is not ours (garbage, or the slot's own pyc as an install compiles it) is ignored and written
+    anew; -B leaves none behind but loads all the same."""
     site = _copy(tmp_path)
     code = "import wp_autotrace._preload as p; p.load(); import sys; print(sorted(set(p.START) - set(sys.modules)))"
     assert _run(site, code, "-B") == []
     assert not (site / "wp_autotrace" / "__pycache__").exists() or not _pack_list(site)
     assert _run(site, code) == []
     pack = _pack(site)
+    subprocess.run([sys.executable, "-m", "py_compile", str(site / "wp_autotrace" / "_startpack.py")], check=True,
+                   env=clean_env())  # what pip's compile at install leaves in the pack's slot: a real pyc
+    assert pack.read_bytes()[:4] == importlib.util.MAGIC_NUMBER
+    assert _run(site, code) == []
+    assert pack.read_bytes()[:4] != importlib.util.MAGIC_NUMBER  # the pack again
     pack.write_bytes(b"\x00not a pack")
     assert _run(site, code) == []
     assert _pack(site).read_bytes() != b"\x00not a pack"
@@ -117,7 +125,7 @@ def test_a_corrupt_pack_is_replaced_and_no_write_under_dont_write_bytecode(tmp_p
 
 
 def _pack_list(site: Path) -> list[Path]:
-    return sorted((site / "wp_autotrace" / "__pycache__").glob("start.*.pack"))
+    return sorted((site / "wp_autotrace" / "__pycache__").glob("_startpack.*.pyc"))
 
 
 def test_start_lists_what_bootstrap_imports() -> None:
@@ -136,8 +144,6 @@ def test_processes_that_write_the_pack_at_once_leave_one_whole_pack(tmp_path: Pa
     """Eight interpreters started together with no pack each write one (a run's sidecar and workers start
     so): every one loads all START modules, one current pack is left (the next start reads it, writes
     nothing) and no temporary file."""
-    import subprocess
-
     site = _copy(tmp_path)
     assert _run(site, "import wp_autotrace.runtime.bootstrap; print(0)") == 0  # the pycs, as an install makes them
     env = clean_env(PYTHONPATH=str(site))
@@ -157,7 +163,7 @@ def test_processes_that_write_the_pack_at_once_leave_one_whole_pack(tmp_path: Pa
     stamp = pack.stat().st_mtime_ns, pack.stat().st_ino
     assert _run(site, code) == []
     assert (pack.stat().st_mtime_ns, pack.stat().st_ino) == stamp
-    assert [p.name for p in pack.parent.iterdir() if p.name.startswith("start.")] == [pack.name]
+    assert [p.name for p in pack.parent.iterdir() if p.name.startswith("_startpack.")] == [pack.name]
 
 
 def test_a_source_installed_again_with_its_old_mtime_and_size_is_run_anew(tmp_path: Path) -> None:

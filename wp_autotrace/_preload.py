@@ -4,8 +4,9 @@ A traced process that imports no target module needs eight modules of this packa
 bootstrap.start() and its exit. Found and loaded one by one through importlib's path finder, each cost
 about 0.25M instructions beside its own code (the path search, its spec, its pyc's stat, read and check,
 the module locks): a fifth of a traced child's whole start-up (docs/scale.md). Here their code objects
-are kept together in one file beside their pycs (the pack, ``start.<cache tag>.pack`` in this package's
-__pycache__, or sys.pycache_prefix's mirror of it) and read in one go.
+are kept together in one file beside their pycs (the pack: ``_startpack.py``'s pyc slot,
+``__pycache__/_startpack.<cache tag>.pyc``, a name pip uninstall removes; or sys.pycache_prefix's mirror of
+it) and read in one go.
 
 Invariants:
 
@@ -48,10 +49,9 @@ def _source(base: str, name: str) -> str:
 
 
 def _pack_path(base: str) -> str:
-    """The pack's path: beside this package's own __init__ pyc, named by the same cache tag and -O level."""
-    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(os.path.join(base, "__init__.py"))
-    folder, pyc = os.path.split(cached)  # __init__.cpython-311.pyc, __init__.cpython-311.opt-1.pyc
-    return os.path.join(folder, "start" + pyc[len("__init__"):-len(".pyc")] + ".pack")
+    """The pack's path: _startpack.py's pyc slot (its cache tag and -O level), which pip uninstall removes."""
+    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(os.path.join(base, "_startpack.py"))
+    return cached
 
 
 def _read(path: str) -> bytes:
