@@ -168,9 +168,10 @@ def test_processes_that_write_the_pack_at_once_leave_one_whole_pack(tmp_path: Pa
 
 def test_a_source_installed_again_with_its_old_mtime_and_size_is_run_anew(tmp_path: Path) -> None:
     """An installer that keeps the archive's mtimes (a reproducible wheel's fixed date, tar, rsync -t) can
-    put a new version whose changed module has the old one's size and mtime_ns, and compiles its pyc anew
-    (pip's compileall) while the pack, in no RECORD, stays: the plain import runs the new code, so must the
-    pack's start. The source's ctime, which no utime can set back, tells the install apart."""
+    put a new version whose changed module has the old one's size and mtime_ns and compile its pyc anew,
+    while a pack stays where nothing removed it (tar, rsync: pip's uninstall does remove it): the plain
+    import runs the new code, so must the pack's start. The source's ctime, which no utime can set back,
+    tells the install apart."""
     site = _copy(tmp_path)
     probe = "import wp_autotrace._preload as p; p.load(); import sys; print(sys.modules[{!r}].PRELOAD_PROBE)"
     vocab = site / "wp_autotrace" / "common" / "vocab.py"
