@@ -759,3 +759,16 @@ def test_proc_is_listed_again_only_after_a_pid_was_handed_out(tmp_path: Path) ->
     assert r.listings == 2
     possible = [p["pid"] for t in events(read_log(log), "tree") for p in t.get("possible") or ()]
     assert possible == [102]
+
+
+def test_a_last_pid_that_reads_0_is_unknown_so_proc_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The periodic listing is skipped while the last pid stands still. A sandbox's /proc/loadavg that prints a
+    constant 0 as the last pid (gVisor's) would keep it still forever, and no process the listing alone finds
+    (a child whose parent ended before its look) would join: 0 is no kernel's answer, so it reads as unknown,
+    and an unknown last pid lists /proc every tick."""
+    from wp_autotrace.common import procfs
+
+    lines = {"gvisor": b"0.00 0.00 0.00 0/0 0\n", "linux": b"0.52 0.58 0.59 2/912 48213\n"}
+    for kind, line in lines.items():
+        monkeypatch.setattr(procfs, "_read", lambda *a, line=line, **k: line)
+        assert procfs.ProcReader.last_pid() == (None if kind == "gvisor" else 48213)

@@ -195,10 +195,12 @@ class ProcReader:
     @staticmethod
     def last_pid() -> int | None:
         """The pid the kernel handed out last in this pid namespace (/proc/loadavg's last field; threads
-        count too), or None where it cannot be read: a new process since a read has a pid after it."""
+        count too), or None where it cannot be read: a new process since a read has a pid after it. 0 is None:
+        no kernel's namespace holding a process has handed out no pid, and a sandbox's /proc that prints a
+        constant 0 there (gVisor's) would stop every listing the watcher skips while it stands still."""
         data = _read("/proc/loadavg", 256)
         try:
-            return int(data.rsplit(None, 1)[1]) if data else None
+            return int(data.rsplit(None, 1)[1]) or None if data else None
         except (IndexError, ValueError):
             return None
 
