@@ -345,7 +345,8 @@ class Endings:
         groups = self._oom_groups.get(id(run))
         if groups is None:
             groups, self._unnamed[id(run)] = group_ooms(
-                run, self.procs, lambda q: _oom_possible(q, self.by_sidecar), max(run.interval, 0.1) + GROUP_SLACK_S)
+                run, self.procs, lambda q: _oom_possible(q, self.by_sidecar), max(run.interval, 0.1) + GROUP_SLACK_S,
+                lambda q: _signal_evidence(q, self.by_sidecar)[0] == "SIGKILL")
             self._oom_groups[id(run)] = groups
         return groups
 

@@ -30,14 +30,21 @@ def _at_end(rec: tuple[float, int, int, float | None, str], end: float, slack: f
     return since is not None and since < end and ts >= end - slack
 
 
-def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], bool], slack: float
-               ) -> tuple[Groups, Unnamed]:
+# How long a SIGKILLed process may take to be seen gone after the count rose: the kernel kills by SIGKILL, and a
+# process killed while it holds hundreds of MiB is a zombie only once its memory is torn down (a real batch step's
+# 600 MiB main, at load 20: seen ended 0.30 s after the watcher read the rise, past a tick and a moment).
+DYING_S = 1.0
+
+
+def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], bool], slack: float,
+               sigkilled: Callable[[Process], bool] = lambda q: False) -> tuple[Groups, Unnamed]:
     """id(process) -> (kills, the processes they may be, the rises in words), for each process of the run
     that ended unexplained (no process_exit, no exec, and `possible`) where an `oom` record's rise falls at
     that end (_at_end, within `slack`: a tick and a dying process's last moments). Records and ends linked
     that way make one group (the kernel kills one worker after another; their pool terminates the rest): its
-    kills are all its records' rises, so a group names no more processes as sure than it counts. Also the
-    rises at no end (since, by, kills)."""
+    kills are all its records' rises, so a group names no more processes as sure than it counts. A process whose
+    own status says SIGKILL (`sigkilled`: seen defunct with it) is at the rise within DYING_S. Also the rises at
+    no end (since, by, kills)."""
     ends = [(e, q) for q in procs if q.run is run and not q.exited and q.exec_into is None
             and (e := q.ended_at) is not None and possible(q)]
     parent = list(range(len(run.ooms)))  # one group per connected set of records and ends (union-find)
@@ -51,7 +58,8 @@ def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], boo
     first_hit: list[tuple[Process, int]] = []
     for e, q in ends:
         # A cgroup's count is its host's: a run on several hosts has a watcher, and a count, on each.
-        hits = [i for i, rec in enumerate(run.ooms) if rec[4] == q.host and _at_end(rec, e, slack)]
+        within = max(slack, DYING_S) if sigkilled(q) else slack
+        hits = [i for i, rec in enumerate(run.ooms) if rec[4] == q.host and _at_end(rec, e, within)]
         for i in hits[1:]:
             parent[top(i)] = top(hits[0])
         if hits:
