@@ -450,3 +450,20 @@ def test_what_held_the_memory_when_the_oom_killer_ended_the_main_is_summed_at_on
     (tmp_path / "unread").mkdir()
     plain = report(_killed_main_log(True), tmp_path / "unread")
     assert "together" not in next(f["text"] for f in plain["findings"] if f["kind"] == "oom-killed")
+
+
+def test_a_sigkilled_process_seen_dead_a_moment_after_the_rise_is_the_oom_killers(tmp_path: Path) -> None:
+    """The kernel's OOM kill is a SIGKILL, and a process killed while it holds hundreds of MiB takes a moment to
+    die (its memory torn down) before the watcher sees it gone: a real batch step's main (600 MiB, load 20) was
+    seen ended 0.30 s after the watcher read the rise, 2 ms past the tick-and-a-moment bar, and the kill was told
+    as 'in a process the log cannot name' while its own wait status said SIGKILL. Seen defunct with SIGKILL's
+    status, it is the OOM killer's within a second of the rise; with no status the bar stays a tick and a moment
+    (control: unnamed)."""
+    rep = report(_children_log(0, exited=(102,), records=((1.65, 1),), zombies=((101, 9),)), tmp_path)
+    assert _ending(rep, 101)["kind"] == "oom-kill", _ending(rep, 101)
+    assert "oom-in-cgroup" not in {f["kind"] for f in rep["findings"]}
+    assert rep["answer"].lstrip("- ").startswith("The OOM killer ended"), rep["answer"]
+    (tmp_path / "nostatus").mkdir()
+    plain = report(_children_log(0, exited=(102,), records=((1.65, 1),)), tmp_path / "nostatus")
+    assert _ending(plain, 101)["kind"] not in ("oom-kill", "oom-among")
+    assert "oom-in-cgroup" in {f["kind"] for f in plain["findings"]}
