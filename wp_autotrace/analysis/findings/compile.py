@@ -104,11 +104,14 @@ def compile_failed(v: View) -> Finding | None:
         count_at, at = _uid_peak(v, uid, min((pool.call.ts for pool in v.pools if pool.creator is p),
                                              default=first.ts), first.end or first.ts)
         seen = f"{count_at} processes and threads of uid {uid} at once" + (f" at {v.rel(at) or 0:.1f} s" if at else "")
-        if eagain and count_at >= n:
+        # The kernel exempts root (uid 0 outside a user namespace, which the log does not say) from the limit:
+        # its EAGAIN there is another refusal's (a cgroup's pids.max), so the limit is only a possibility.
+        if eagain and count_at >= n and uid != 0:
             cause, advice = f"the process limit (ulimit -u {n}) was reached: {seen}", LIMIT_ADVICE
         else:
+            root = "; root's processes are held to it only inside a user namespace" if uid == 0 else ""
             cause = (f"{cause} (its processes ran under ulimit -u {n}; the watcher's sweeps read at most {seen}"
-                     f"{': whether the limit was reached, no record shows' if eagain else ''})")
+                     f"{root}{': whether the limit was reached, no record shows' if eagain else ''})")
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
     text = f"{what}; {said}; {cause}."
