@@ -772,3 +772,26 @@ def test_a_last_pid_that_reads_0_is_unknown_so_proc_is_listed(monkeypatch: pytes
     for kind, line in lines.items():
         monkeypatch.setattr(procfs, "_read", lambda *a, line=line, **k: line)
         assert procfs.ProcReader.last_pid() == (None if kind == "gvisor" else 48213)
+
+
+def test_proc_is_listed_at_its_backstop_while_the_last_pid_stands_still(tmp_path: Path) -> None:
+    """A last pid that stands still while processes appear (a virtualized /proc/loadavg lagging the kernel's
+    cursor) delays the periodic listing to its backstop, never for good: a process of the root's group that only
+    a listing finds joins the possible within LISTING_BACKSTOP listing periods."""
+    from wp_autotrace.watcher.tree import LISTING_BACKSTOP
+
+    class Still(FakeReader):
+        def last_pid(self) -> int:
+            return 101
+
+    r = Still()
+    r.add(100, 1, 1.0)
+    r.add(101, 100, 2.0)
+    w, log = make_watcher(tmp_path, r)
+    w.tick()
+    r.add(102, 1, 3.0)  # not a child of the run, but in the root's group; the last pid did not move
+    r.procs[102]["groups"] = (100, 100)
+    for _ in range(w.tree.scan_every * LISTING_BACKSTOP):
+        w.tick()
+    possible = [p["pid"] for t in events(read_log(log), "tree") for p in t.get("possible") or ()]
+    assert possible == [102]

@@ -59,6 +59,10 @@ MAX_BACKOFF = 32
 # fast, or the pid counter wrapped) one listing of /proc is cheaper, and is done instead.
 PROBE_MAX = 64
 POOL_BACKOFF = 2
+# The periodic /proc listing waits for the kernel's last pid to move, but is made at least every this many
+# periods (16 s at the default): a virtualized /proc/loadavg (LXCFS's, refreshed on its own clock) may lag the
+# kernel's cursor or stand still, and a process only a listing finds would otherwise never join.
+LISTING_BACKSTOP = 8
 # A backed-off process's stat (rss, exec, threads) is read at its first look this many ticks after
 # the last (2 s at the default interval: the rss heartbeat's own period): every 32 ticks once fully
 # backed off (MAX_BACKOFF); a busy one's every STAT_EVERY.
@@ -373,7 +377,8 @@ def gather(tree: Tree, candidates: set[int], scan: bool) -> None:
         candidates.update(tree.log.below)
     after_root = tree.root_end is not None and not tree.scanned_after_root
     if scan or after_root or (tree.samples % tree.scan_every == 0 and (
-            tree.last_pid is None or tree.last_pid != tree.listed_last_pid)):
+            tree.last_pid is None or tree.last_pid != tree.listed_last_pid
+            or tree.samples % (tree.scan_every * LISTING_BACKSTOP) == 0)):
         # A periodic listing is made only where the kernel handed out a pid since the last (its last pid
         # moved): else every pid it would list was listed then, and its new pids are none.
         tree.scanned_after_root = tree.root_end is not None
