@@ -1738,7 +1738,9 @@ def test_pool_jobs_sums_the_live_pools_pending_jobs_and_never_raises(monkeypatch
 
     from wp_autotrace.runtime.reads import read_pool_jobs, read_pool_pending, resolve
 
-    for name in ("torch._inductor.async_compile", "torch._inductor.codecache"):
+    # the tracer's own set of compile executors too (runtime/jobs.py): another test file importing it (collected
+    # in the same session) must not make the reads below find an empty one
+    for name in ("torch._inductor.async_compile", "torch._inductor.codecache", "wp_autotrace.runtime.jobs"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     assert read_pool_jobs() is None  # torch's pool module not imported: unknown, and nothing imported
     assert "torch._inductor.async_compile" not in sys.modules
