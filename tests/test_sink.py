@@ -276,11 +276,34 @@ def test_the_hot_path_writer_writes_what_write_writes(tmp_path: Path, monkeypatc
     assert written["put"] == written["_write"] and written["put"].count(b'"event":"call"') == 6
 
 
+def test_every_set_of_what_the_fast_attribute_folds_recomputes_it() -> None:
+    """Sink._fast folds _mark, active and _closer: every function of the package that sets one of them (but
+    __init__, where no mark is held yet) calls set_fast after it, or put would read a stale mark."""
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "wp_autotrace"
+    missing, found = [], 0
+    for path in package.rglob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
+                continue
+            targets = [t for node in ast.walk(fn) if isinstance(node, (ast.Assign, ast.AugAssign))
+                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+            names = {e.attr for t in targets for e in ast.walk(t) if isinstance(e, ast.Attribute)}
+            if names & {"_mark", "active", "_closer"}:
+                found += 1
+                calls = {c.func.attr for c in ast.walk(fn)
+                         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+                if "set_fast" not in calls:
+                    missing.append(f"{path.name}:{fn.name}")
+    assert found >= 6 and not missing
+
+
 def test_the_hot_path_writer_sees_every_change_of_what_it_checks(tmp_path: Path) -> None:
-    """put reads four of its checks as one attribute (Sink._fast): each way the program's code changes one of
-    them sends the next record where _write sends it. Drops set from outside (bootstrap's exit, the watcher) are
-    said after the next record that lands; a log stopped, or closed to this thread by another's exit, takes
-    nothing; a forked child's reset writes again."""
+    """put reads three of its checks as one attribute (Sink._fast, with sink.dropped beside it): each way the
+    program's code changes one of them sends the next record where _write sends it. Drops set from outside
+    (bootstrap's exit, the watcher) are said after the next record that lands; a log stopped, or closed to this
+    thread by another's exit, takes nothing; a forked child's reset writes again."""
     import threading
 
     from wp_autotrace.runtime import plain

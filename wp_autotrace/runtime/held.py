@@ -76,6 +76,7 @@ def reopen(sink: "Any") -> int:
     checks: Sink._open_same) is accepted; otherwise the sink stays released (each later record tries the path
     again), so no record can land in another file."""
     sink.fd, sink._mark = -1, None
+    sink.set_fast()
     fd: int = sink._open_same()
     if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
         raise OSError(f"{sink.path} is no longer the file this process opened")
@@ -84,4 +85,5 @@ def reopen(sink: "Any") -> int:
     except OSError:
         pass
     sink.fd, sink._mark = fd, mark(fd)
+    sink.set_fast()
     return fd

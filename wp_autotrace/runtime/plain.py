@@ -158,14 +158,14 @@ def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]
     (tests/test_sink.py), in one frame with only the checks a plain record needs where the sink holds a
     marked descriptor (held.mark): active, no exit closing it to this thread, no drop to be said, the body
     short enough, and the log's identity read on its description's mark, per record (docs/security.md). The
-    first four are one attribute (Sink._fast, recomputed at each set of any of them).
+    first three are one attribute (Sink._fast, recomputed at each set of any of them: Sink.set_fast).
     Any other case goes to _write before a seq is taken; a failed write after it is Sink.lost's."""
     head, slow = sink._heads.get(event) or sink._head(event), sink._write
 
     def put(body: str, fields: Any, args: tuple[Any, ...]) -> None:
-        mark, fd = sink._fast, sink.fd  # the mark where no other check sends it to _write (Sink._fast)
+        mark, fd = sink._fast, sink.fd  # the mark where no other check sends it to _write (Sink.set_fast)
         try:
-            if mark is None or len(body) > FAST_BODY or mark[0](fd, mark[1]) != mark[2]:
+            if mark is None or sink.dropped or len(body) > FAST_BODY or mark[0](fd, mark[1]) != mark[2]:
                 return slow(event, body, fields, args)
         except OSError:  # the descriptor closed: _write opens the log again
             return slow(event, body, fields, args)

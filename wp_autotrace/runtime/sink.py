@@ -227,8 +227,6 @@ def _encode_json(value: "Any") -> str:
 
 
 encode_json = _encode_json  # exact for any value; the recorder binds jsonline.c_encoder() for its hot path
-# Sink attributes whose every set recomputes Sink._fast.
-_FAST_INPUTS = frozenset(("_mark", "active", "_closer", "dropped"))
 # The members every record starts with, in this order (Sink._write).
 _HEADER_KEYS = frozenset(HEADER_KEYS)
 # encode's bound on a line, with the framing (RECORD_START) written before it.
@@ -260,22 +258,18 @@ class Sink:
     ``<ns>e-9`` (ns / 1e9 where a record is re-encoded whole) (tests/test_sink.py).
     """
 
-    # put's (plain.record_writer) four non-mark checks as one: _fast is the held mark where a record may take the
-    # short way (a mark held, active, no exit closing the log, no drop to say), else None. Each set of an input
-    # recomputes it, whoever sets it, and again until a read after the store agrees (a set between, by another
-    # thread or a signal handler, leaves no stale mark). The class values stand until __init__ sets its own.
-    _fast: "Any" = None
-    _mark: "Any" = None
-    active = False
-    _closer: "int | None" = None
-    dropped = 0
+    _fast: "Any" = None  # put's three checks as one (set_fast); None until a held descriptor is marked
 
-    def __setattr__(self, name: str, value: "Any") -> None:
-        object.__setattr__(self, name, value)
-        while name in _FAST_INPUTS:
-            fast = self._mark if self.active and self._closer is None and not self.dropped else None
-            object.__setattr__(self, "_fast", fast)
-            if fast is (self._mark if self.active and self._closer is None and not self.dropped else None):
+    def set_fast(self) -> None:
+        """_fast again after a set of _mark, active or _closer (each such set calls it; tests/test_sink.py checks
+        every one does): the held mark where plain.record_writer's put may take the short way (a mark held,
+        active, no exit closing the log), else None. Stored until a read after the store agrees: a set between,
+        by another thread or a signal handler, leaves no stale mark. (Not a __setattr__: every attribute set
+        would pay a Python call, ~58K instructions for a traced start's Sink.)"""
+        while True:
+            fast = self._mark if self.active and self._closer is None else None
+            self._fast = fast
+            if fast is (self._mark if self.active and self._closer is None else None):
                 return
 
     def __init__(self, path: "str | None", host: str, role: str, create: bool = True) -> None:
@@ -324,6 +318,7 @@ class Sink:
         self._drops_said = 0
         self._seq = iter(_SEQ_RANGE)
         self._closer = None  # a child forked after its parent's exit began writes as itself
+        self.set_fast()
         for fd in list(self._in_flight):
             _close_quietly(fd)
         self._in_flight.clear()
@@ -352,6 +347,7 @@ class Sink:
 
             self.fd = place_high(fd)
             self._mark = mark(self.fd)
+            self.set_fast()
         except Exception:
             if self.fd < 0:  # stays released
                 _close_quietly(fd)
@@ -359,6 +355,7 @@ class Sink:
     def release(self) -> None:
         """Hold no descriptor between writes from now on: each record opens the log, writes, closes."""
         fd, self.fd, self._mark = self.fd, -1, None
+        self.set_fast()
         if fd >= 0:
             _close_quietly(fd)
 
@@ -366,6 +363,7 @@ class Sink:
         """Write nothing more (a child about to exec). A held fd is left open: it is close-on-exec."""
         self.active = False
         self.fd, self._mark = -1, None
+        self.set_fast()
 
     def close_to_others(self, wait_s: float) -> None:
         """At exit, in the exiting thread: no other thread writes from now on, and those already
@@ -381,6 +379,7 @@ class Sink:
         """
         me = _get_ident()
         self._closer = me
+        self.set_fast()
         deadline = _monotonic() + wait_s
         while _monotonic() < deadline and _other_thread_writing(me):
             _sleep(EXIT_POLL_S)
