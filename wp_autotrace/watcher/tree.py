@@ -294,9 +294,11 @@ class Tree:
         image, self.images[pid] = self.images.get(pid), info.get("image") or self.images.get(pid)
         # exec'd (or no cmd yet): its name or image changed (a python that execs python keeps its name: seen between
         # fork and exec, a sidecar had its parent's command line, no role); an image of 0 is no exec but an exit (its
-        # memory released, argv empty, no zombie yet). `exec`, both images known: exec'd, or renamed (setproctitle)
+        # memory released, argv empty, no zombie yet). `exec`, both images known: exec'd, or renamed (setproctitle);
+        # an image read as 0 now (an exec into a setuid program: not dumpable, its arg_start hidden) tells neither
         if info["name"] != old["name"] or not old["cmd"] or (image and self.images[pid] != image):
-            again = self._entry(info, old["via"]) | ({"exec": self.images[pid] != image} if image else {})
+            again = self._entry(info, old["via"]) | ({"exec": self.images[pid] != image}
+                                                     if image and info.get("image") else {})
             if (again["name"], again["cmd"]) != (old["name"], old["cmd"]):
                 self.live[pid] = again
                 started.append(again)
