@@ -467,3 +467,18 @@ def test_a_sigkilled_process_seen_dead_a_moment_after_the_rise_is_the_oom_killer
     plain = report(_children_log(0, exited=(102,), records=((1.65, 1),)), tmp_path / "nostatus")
     assert _ending(plain, 101)["kind"] not in ("oom-kill", "oom-among")
     assert "oom-in-cgroup" in {f["kind"] for f in plain["findings"]}
+
+
+def test_a_process_another_process_signalled_is_no_oom_candidate(tmp_path: Path) -> None:
+    """One kill; 101 seen defunct with SIGKILL's status; 102 ended on a SIGTERM that main 100 recorded sending it
+    (a sidecar terminating its workers as its main died): 102's end is explained, so the kill is 101's alone.
+    A real batch step's main (SIGKILL status) shared the rise with the two workers its sidecar SIGTERMed; the
+    kill was then 'as 3 processes ended' in the main's evidence and told in no finding at all."""
+    w = _children_log(1, zombies=((101, 9),))
+    w.add(1.95, 100, 1, "main", "signal_sent", how="kill", target=102, signal=15, frames=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    assert _ending(rep, 101)["kind"] == "oom-kill", _ending(rep, 101)
+    assert "SIGTERM" in _ending(rep, 102)["words"], _ending(rep, 102)
+    f = next(f for f in rep["findings"] if f["kind"] == "oom-killed")
+    assert f["pids"] == [101] and f["cost"]["oom_kills"] == 1, f

@@ -345,10 +345,19 @@ class Endings:
         groups = self._oom_groups.get(id(run))
         if groups is None:
             groups, self._unnamed[id(run)] = group_ooms(
-                run, self.procs, lambda q: _oom_possible(q, self.by_sidecar), max(run.interval, 0.1) + GROUP_SLACK_S,
-                lambda q: _signal_evidence(q, self.by_sidecar)[0] == "SIGKILL")
+                run, self.procs, lambda q: _oom_possible(q, self.by_sidecar) and not self._signalled(q),
+                max(run.interval, 0.1) + GROUP_SLACK_S, lambda q: _signal_evidence(q, self.by_sidecar)[0] == "SIGKILL")
             self._oom_groups[id(run)] = groups
         return groups
+
+    def _signalled(self, q: Process) -> bool:
+        """Whether a traced process recorded sending q the signal that ended it (senders.py): that end is explained,
+        so no OOM kill is q's (a sidecar SIGTERMs its workers as its main dies: they end with the main's kill)."""
+        at = q.ended_at
+        if at is None or not self.senders:
+            return False
+        tick = q.run.interval if q.run is not None else 0.0
+        return self.senders.to(q, at, max(tick, 0.0) + GROUP_SLACK_S) is not None
 
     # -- pools ----------------------------------------------------------------
 
