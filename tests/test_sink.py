@@ -278,7 +278,8 @@ def test_the_hot_path_writer_writes_what_write_writes(tmp_path: Path, monkeypatc
 
 def test_every_set_of_what_the_fast_attribute_folds_recomputes_it() -> None:
     """Sink._fast folds _mark, active and _closer: every function of the package that sets one of them (but
-    __init__, where no mark is held yet) calls set_fast after it, or put would read a stale mark."""
+    __init__, where no mark is held yet) calls set_fast after each such statement, or put would read a stale
+    mark."""
     import ast
 
     package = Path(__file__).resolve().parent.parent / "wp_autotrace"
@@ -287,14 +288,20 @@ def test_every_set_of_what_the_fast_attribute_folds_recomputes_it() -> None:
         for fn in ast.walk(ast.parse(path.read_text())):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
                 continue
-            targets = [t for node in ast.walk(fn) if isinstance(node, (ast.Assign, ast.AugAssign))
-                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
-            names = {e.attr for t in targets for e in ast.walk(t) if isinstance(e, ast.Attribute)}
-            if names & {"_mark", "active", "_closer"}:
+            sets = []  # lines of statements that set one of the three on a sink: self's in sink.py, else a sink's
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                        isinstance(e, ast.Attribute) and e.attr in ("_mark", "active", "_closer")
+                        and (ast.unparse(e.value).endswith("sink")
+                             or (path.name == "sink.py" and ast.unparse(e.value) == "self"))
+                        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                        for e in ast.walk(t)):
+                    sets.append(node.lineno)
+            if sets:
                 found += 1
-                calls = {c.func.attr for c in ast.walk(fn)
-                         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
-                if "set_fast" not in calls:
+                calls = [c.lineno for c in ast.walk(fn)
+                         if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "set_fast"]
+                if any(all(call < line for call in calls) for line in sets):  # a set with no set_fast after it
                     missing.append(f"{path.name}:{fn.name}")
     assert found >= 6 and not missing
 
