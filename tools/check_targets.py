@@ -74,7 +74,10 @@ LIVE_RUNS: tuple[tuple[str, str, str], ...] = (
      "SubprocPool.__init__/shutdown, SubprocMain.__init__/main/_start_pool/_shutdown/_shutdown_pool, "
      "_async_compile_initializer (cw.utils, each worker), TrackedProcessPoolExecutor.__init__, concurrent.futures' "
      "worker start, job loop, exit join and executor shutdown; not _on_sidecar_death (its reader thread saw the "
-     "sidecar gone first)"),
+     "sidecar gone first). Later, the AutotuneProcessPool e2e (test_pool_kinds, its worker's loop watched in the "
+     "autotune-worker role): failed first on 2.14's AutotuneProcessPool.submit, which wraps every job in "
+     "_run_with_subprocess_env and which warm_up calls (fixed: the job named by the function it carries, a submit "
+     "inside warm_up counted as its one job); then passed, its worker's job loop seen firing"),
     ("2.13.0", "the CPU build CI installs; every CI run", "every test file, the torch-marked ones included (CI)"),
     ("2.3.1", "the CUDA build from PyPI, run on the CPU; 2026-12-05",
      "test_legacy_pools and test_jobs_torchrun passed. The torch scenario tests need what 2.3 lacks "
