@@ -1702,3 +1702,19 @@ def test_a_kernel_that_failed_under_root_is_not_told_the_process_limit(tmp_path:
     assert "24) was reached" not in f["text"] and not f["cost"]["limit_reached"], f["text"]
     assert "root's processes are held to it only inside a user namespace" in f["text"], f["text"]
     assert f["advice"].startswith("if the process limit caused it: "), f["advice"]
+
+
+def test_a_kernel_whose_file_was_gone_is_told_with_the_shared_cache_advice(tmp_path: Path) -> None:
+    """A job whose own line says the file it read back was gone ("OSError: source code not available", what
+    inspect says as @triton.jit reads a kernel's module; FileNotFoundError): Fix first says, as an "if", what a
+    compile cache shared with other jobs does and gives each job its own. A real run whose shared cache another
+    job wiped got "read the job's own error line above". Control: another error keeps that advice."""
+    rep = report(_kernel_failed("OSError: source code not available", 8), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
+    assert f["advice"].startswith("a file the job read back was gone") and "TORCHINDUCTOR_CACHE_DIR" in f["advice"]
+    fix = rep["answer"].split("Fix first:", 1)[1].replace("\n  ", " ")
+    assert "TORCHINDUCTOR_CACHE_DIR" in fix, rep["answer"]
+    (tmp_path / "other").mkdir()
+    other = report(_kernel_failed("ValueError: bad kernel", 8), tmp_path / "other")
+    f = next(f for f in other["findings"] if f["kind"] == "compile-failed")
+    assert "CACHE_DIR" not in f["advice"] and f["advice"].startswith("read the job's own error line"), f["advice"]

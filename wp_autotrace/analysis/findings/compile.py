@@ -35,6 +35,13 @@ LIMIT_ADVICE = ("ask for a higher process limit (`ulimit -u`; under SLURM or a c
                 "container's limit), or make fewer workers and threads: TORCHINDUCTOR_COMPILE_THREADS=1 compiles "
                 "in the process itself")
 UNKNOWN_ADVICE = "read the job's own error line above; rerun with TORCHINDUCTOR_COMPILE_THREADS=1 to see it in-process"
+# A job's own line that says a file it read back was gone (a kernel's module read by inspect, as @triton.jit does,
+# or a file opened again): what a compile cache shared with other jobs does when one of them wipes it, or on a
+# network filesystem. An "if": the record's bound cuts the file's path out of the traceback.
+MISSING_MARKS = ("source code not available", "FileNotFoundError", "No such file or directory")
+CACHE_ADVICE = ("a file the job read back was gone: if the compile cache is shared with other jobs (one that wipes "
+                "it, or TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on a shared or network filesystem), give each "
+                "job its own (TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR per job), and never wipe a cache in use")
 
 
 def own_line(error: str) -> str | None:
@@ -114,6 +121,8 @@ def compile_failed(v: View) -> Finding | None:
                      f"{root}{': whether the limit was reached, no record shows' if eagain else ''})")
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
+    if advice == UNKNOWN_ADVICE and line and any(mark in line for mark in MISSING_MARKS):
+        advice = CACHE_ADVICE
     text = f"{what}; {said}; {cause}."
     return Finding("compile-failed", "problem", text, sorted({c.proc.pid for c in failed}),
                    [f"{c.proc.role} {c.proc.pid} {c.target}: {c.error}" for c in failed[:3]], advice,

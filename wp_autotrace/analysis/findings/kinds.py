@@ -62,7 +62,10 @@ KINDS: dict[str, tuple[str, str]] = {
                        "reached: M processes and threads of uid U at once\" only where the error is EAGAIN and one "
                        "watcher sweep counted that many; else the cause unknown",
                        "where the limit was reached: a higher `ulimit -u` (SLURM's, the container's), or "
-                       "TORCHINDUCTOR_COMPILE_THREADS=1 for fewer workers; else the job's own error line"),
+                       "TORCHINDUCTOR_COMPILE_THREADS=1 for fewer workers; where the job's own line says a file it "
+                       "read back was gone (\"source code not available\", FileNotFoundError): if the compile cache is "
+                       "shared with other jobs, one per job (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR), never wiped "
+                       "while in use; else the job's own error line"),
     "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
                               "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
                               "so a parent reading those to their end waits as long",
