@@ -1636,7 +1636,7 @@ def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_pat
     assert "forked-compile-hang" not in kinds(report(one, tmp_path / "set-in-code"))
 
 
-def _kernel_failed(line: str, threads: int, uid: int = 65534) -> LogWriter:
+def _kernel_failed(line: str, threads: int, uid: int = 65534, nproc: int = 24) -> LogWriter:
     """main 100's pool (sidecar 200, workers 300 and 301), all run under ulimit -u 24 as uid 65534 (the watcher's
     tree entries); one sweep at 2.0 s read `threads` processes and threads of theirs at once; the compiled
     module's wait (2.0 -> 2.1 s) raised a kernel's job error whose own last line is `line`, past the record's
@@ -1646,7 +1646,7 @@ def _kernel_failed(line: str, threads: int, uid: int = 65534) -> LogWriter:
     w = clean_run()
     watcher(w, 1.3, "tree", count=4, started=[
         {"pid": pid, "ppid": ppid, "name": "python", "cmd": "python", "role": role, "via": "child",
-         "nproc": 24, "uid": uid}
+         "nproc": nproc, "uid": uid}
         for pid, ppid, role in ((100, 1, "main"), (200, 100, "compile-sidecar"), (300, 200, "compile-worker"),
                                 (301, 200, "compile-worker"))], ended=[])
     start(w, 1.26, 300, 200, "compile-worker")
@@ -1691,6 +1691,21 @@ def test_a_kernel_that_failed_in_the_pool_is_told_with_its_own_line_and_the_limi
         assert f"the job's own error: {line}" in f["text"] and "24) was reached" not in f["text"], f["text"]
         assert "no record shows why the job failed (its processes ran under ulimit -u 24" in f["text"], f["text"]
         assert not f["cost"]["limit_reached"], f["cost"]
+
+
+def test_a_limit_far_above_what_was_counted_is_not_told_beside_a_failed_kernel(tmp_path: Path) -> None:
+    """A job error under a limit many times the uid's processes and threads counted (ulimit -u 96369, 24 read)
+    says nothing of the limit: it is no cause and no lead, only noise beside the job's own line. Within a few
+    times the count (24 under 24, or 24 under 90: the sweeps saw a tenth of a second's peak at most) it is told."""
+    line = "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero exit status 1"
+    far = next(f for f in report(_kernel_failed(line, 24, nproc=96369), tmp_path)["findings"]
+               if f["kind"] == "compile-failed")
+    assert "ulimit" not in far["text"] and "no record shows why the job failed." in far["text"], far["text"]
+    assert far["cost"]["nproc_limit"] == 96369 and not far["cost"]["limit_reached"], far["cost"]
+    (tmp_path / "near").mkdir()
+    near = next(f for f in report(_kernel_failed(line, 24, nproc=90), tmp_path / "near")["findings"]
+                if f["kind"] == "compile-failed")
+    assert "its processes ran under ulimit -u 90" in near["text"], near["text"]
 
 
 def test_a_kernel_that_failed_under_root_is_not_told_the_process_limit(tmp_path: Path) -> None:

@@ -31,6 +31,10 @@ OWN_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)
 # What a refused fork or thread start says (errno 11, EAGAIN): RLIMIT_NPROC's refusal, among others (memory for a
 # thread's stack, the cgroup's pids.max).
 EAGAIN_MARKS = ("Resource temporarily unavailable", "[Errno 11]", "can't start new thread", "EAGAIN")
+# A limit told beside an error that does not say EAGAIN only within this factor of the most the sweeps counted:
+# they read a tenth of a second apart at best, and a linker's threads can multiply the count between two of them
+# (a /proc reader every 2 ms saw 24 under ulimit -u 24 where the sweeps read at most 9-11).
+NEAR_FACTOR = 4
 LIMIT_ADVICE = ("ask for a higher process limit (`ulimit -u`; under SLURM or a container, the job's or the "
                 "container's limit), or make fewer workers and threads: TORCHINDUCTOR_COMPILE_THREADS=1 compiles "
                 "in the process itself")
@@ -115,6 +119,8 @@ def compile_failed(v: View) -> Finding | None:
         # its EAGAIN there is another refusal's (a cgroup's pids.max), so the limit is only a possibility.
         if eagain and count_at >= n and uid != 0:
             cause, advice = f"the process limit (ulimit -u {n}) was reached: {seen}", LIMIT_ADVICE
+        elif not eagain and count_at * NEAR_FACTOR < n:
+            pass  # far above anything counted: no cause, and beside the job's own line only noise
         else:
             root = "; root's processes are held to it only inside a user namespace" if uid == 0 else ""
             cause = (f"{cause} (its processes ran under ulimit -u {n}; the watcher's sweeps read at most {seen}"
