@@ -491,6 +491,31 @@ def test_idle_processes_are_looked_at_less_and_ends_stay_prompt(tmp_path: Path) 
     assert reads.count(110) >= 1 and w.tree.backoff[110] <= 2  # looked at again soon after its change
 
 
+def test_an_end_says_the_last_sample_that_saw_the_process_alive(tmp_path: Path) -> None:
+    """With pidfds (polled every tick), an ended process's entry carries `seen`: the sample before its end, the
+    last that saw it alive, an idle (backed-off) one's too; a report bounds an OOM kill by it. Without pidfds a
+    backed-off process's last look is not the last tick: no `seen` (control)."""
+    r = FakeReader()
+    w, log, _ = _settled_watcher(tmp_path, r)
+    before = time.time()
+    w.tick()
+    after = time.time()
+    del r.procs[105]
+    w.tick()
+    (ended,) = [e for t in events(read_log(log), "tree") for e in t["ended"]]
+    assert ended["pid"] == 105 and before <= ended["seen"] <= after <= ended["end"], (before, after, ended)
+    plain = FakeReader()
+    plain.add(100, 1, 1.0)
+    plain.add(101, 100, 2.0)
+    (tmp_path / "plain").mkdir()
+    w, log = make_watcher(tmp_path / "plain", plain)
+    w.tick()
+    del plain.procs[101]
+    w.tick()
+    (ended,) = [e for t in events(read_log(log), "tree") for e in t["ended"]]
+    assert ended["pid"] == 101 and "seen" not in ended
+
+
 class ProbingReader(FakeReader):
     """FakeReader with the kernel's last pid (ProcReader.last_pid): the highest pid handed out."""
 

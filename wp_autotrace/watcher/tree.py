@@ -109,6 +109,7 @@ class Tree:
         self.stat_every = STAT_EVERY
         self.scanned_after_root = False
         self.samples = 0
+        self.sampled_at: float | None = None  # the last sample's time (an end's `seen`: see _end)
         self.root_end: float | None = None  # when a sample first found the root gone (set by the writer)
         # Back-off (see sample()): ends come from pidfds, where the reader has them.
         exit_watch = getattr(self.reader, "exit_watch", None)
@@ -177,6 +178,7 @@ class Tree:
             self.log.claimed.clear()
             self.log.below.clear()
         self.samples += 1
+        self.sampled_at = now
         return started, ended
 
     def _due(self, parents: set[int]) -> list[int]:
@@ -305,8 +307,13 @@ class Tree:
         return True
 
     def _end(self, pid: int, now: float, ended: list[dict[str, Any]]) -> None:
-        """Write off a process: its end is now, the first sample where it was gone."""
+        """Write off a process: its end is now, the first sample where it was gone; `seen`, where known, the last
+        sample that saw it alive: the one before, where its pidfd (polled every tick, as each sample begins) was
+        not yet readable and it was a member already. It ended in (seen, end]: an `oom` record read after that
+        sample's tree look may hold its kill (evidence.md). Absent where that look is not known (no pidfd)."""
         old = self.live.pop(pid)
+        seen = (self.sampled_at if self.exits is not None and pid in self.exits
+                and self.joined.get(pid, self.samples) < self.samples else None)
         self.threads.pop(pid, None)
         self.backoff.pop(pid, None)
         self.next_look.pop(pid, None)
@@ -316,7 +323,8 @@ class Tree:
         self.images.pop(pid, None)
         if self.exits is not None:
             self.exits.remove(pid)
-        ended.append({"pid": pid, "create_time": old["create_time"], "end": now})
+        ended.append({"pid": pid, "create_time": old["create_time"], "end": now}
+                     | ({"seen": seen} if seen is not None else {}))
         self.zombies.ended(pid, old["create_time"], now)
         if len(self.ended_keys) >= MAX_POSSIBLE:
             self.ended_keys.clear()

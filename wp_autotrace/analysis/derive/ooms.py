@@ -20,31 +20,41 @@ Groups = dict[int, tuple[int, list["Process"], str]]
 Unnamed = list[tuple["float | None", float, int]]
 
 
-def _at_end(rec: tuple[float, int, int, float | None, str], end: float, slack: float) -> bool:
+def _at_end(rec: tuple[float, int, int, float | None, str], end: float, bar: float) -> bool:
     """Whether an `oom` record's rise (the count rose in (since, ts]) falls at a process end the watcher saw at
-    `end` (the process ended in the tick before that): the kill came before the end was seen (since < end),
-    and no earlier than a tick and a dying process's last moments before it (ts >= end - slack). A record
-    without `since` (an older watcher read the count only at ends, so the rise may be long before) never
-    names a process."""
+    `end`: the kill came before the end was seen (since < end), and the record was read no earlier than `bar`
+    (_bar). A record without `since` (an older watcher read the count only at ends, so the rise may be long
+    before) never names a process."""
     ts, _, _, since, _ = rec
-    return since is not None and since < end and ts >= end - slack
+    return since is not None and since < end and ts >= bar
 
 
-# How long a SIGKILLed process may take to be seen gone after the count rose: the kernel kills by SIGKILL, and a
+# How long an OOM-killed process may take to be seen gone after the count rose: the kernel kills by SIGKILL, and a
 # process killed while it holds hundreds of MiB is a zombie only once its memory is torn down (a real batch step's
-# 600 MiB main, at load 20: seen ended 0.30 s after the watcher read the rise, past a tick and a moment).
+# 600 MiB main, at load 20: seen ended 0.30 s after the watcher read the rise, past a tick and a moment; a 250 MiB
+# child at load 17, ticks 0.1 s apart: still alive in two samples after the read, 0.25 s after it).
 DYING_S = 1.0
+
+
+def _bar(q: Process, end: float, slack: float, sigkilled: bool) -> float:
+    """The earliest read of a rise that may be q's end. Where the watcher wrote the last sample that saw q alive
+    (`seen`): DYING_S before it (killed by the read, alive at `seen`: a victim dies within DYING_S). Older logs,
+    and a watcher with no pidfd, have no `seen`: a tick and a moment before the end (`slack`: a victim seen gone
+    at once), or DYING_S before it where q's own status says SIGKILL (`sigkilled`: seen defunct with it)."""
+    if q.seen is not None:
+        return q.seen - DYING_S
+    return end - max(slack, DYING_S) if sigkilled else end - slack
 
 
 def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], bool], slack: float,
                sigkilled: Callable[[Process], bool] = lambda q: False) -> tuple[Groups, Unnamed]:
     """id(process) -> (kills, the processes they may be, the rises in words), for each process of the run
     that ended unexplained (no process_exit, no exec, and `possible`) where an `oom` record's rise falls at
-    that end (_at_end, within `slack`: a tick and a dying process's last moments). Records and ends linked
-    that way make one group (the kernel kills one worker after another; their pool terminates the rest): its
-    kills are all its records' rises, so a group names no more processes as sure than it counts. A process whose
-    own status says SIGKILL (`sigkilled`: seen defunct with it) is at the rise within DYING_S. Also the rises at
-    no end (since, by, kills)."""
+    that end (_at_end, from _bar: DYING_S before the last sample that saw it alive, else a tick and a moment
+    `slack`). Records and ends linked that way make one group (the kernel kills one worker after another; their
+    pool terminates the rest): its kills are all its records' rises, so a group names no more processes as sure
+    than it counts. A process whose own status says SIGKILL (`sigkilled`: seen defunct with it) is at the rise
+    within DYING_S of its end too. Also the rises at no end (since, by, kills)."""
     ends = [(e, q) for q in procs if q.run is run and not q.exited and q.exec_into is None
             and (e := q.ended_at) is not None and possible(q)]
     parent = list(range(len(run.ooms)))  # one group per connected set of records and ends (union-find)
@@ -58,8 +68,8 @@ def group_ooms(run: Run, procs: list[Process], possible: Callable[[Process], boo
     first_hit: list[tuple[Process, int]] = []
     for e, q in ends:
         # A cgroup's count is its host's: a run on several hosts has a watcher, and a count, on each.
-        within = max(slack, DYING_S) if sigkilled(q) else slack
-        hits = [i for i, rec in enumerate(run.ooms) if rec[4] == q.host and _at_end(rec, e, within)]
+        bar = _bar(q, e, slack, sigkilled(q))
+        hits = [i for i, rec in enumerate(run.ooms) if rec[4] == q.host and _at_end(rec, e, bar)]
         for i in hits[1:]:
             parent[top(i)] = top(hits[0])
         if hits:

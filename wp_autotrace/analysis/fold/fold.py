@@ -301,6 +301,7 @@ class Builder:
             gone = self.reg.find(host, entry)
             if gone is not None and gone.gone is None:
                 gone.gone = entry.get("end", ts)
+                gone.seen = entry.get("seen")
         tree_zombies(self.reg, host, r)
         for entry in r.get("rss") or ():
             seen = self.reg.find(host, entry)

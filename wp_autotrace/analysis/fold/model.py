@@ -220,7 +220,7 @@ class Process:
     """Everything the log says about one process (host, pid, create_time)."""
 
     __slots__ = ("host", "pid", "create_time", "run", "ppid", "parent", "children", "role", "traced",
-                 "forked", "execs", "start", "end", "exit_how", "exited", "gone", "peak_rss", "last_rss",
+                 "forked", "execs", "start", "end", "exit_how", "exited", "gone", "seen", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
@@ -247,6 +247,7 @@ class Process:
         self.exit_code: int | None = None  # process_exit's code
         self.exited = False  # a process_exit was written
         self.gone: float | None = None  # when the watcher first missed it
+        self.seen: float | None = None  # the watcher's last sample that saw it alive, before gone (None: not known)
         self.peak_rss = 0
         self.last_rss = 0
         self.cmd = ""

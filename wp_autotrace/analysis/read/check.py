@@ -114,7 +114,7 @@ def _proc(v: Any) -> Any:
 
 
 def _ended(v: Any) -> Any:
-    return _clean_entry(v, ("create_time", "end"), (), ())
+    return _clean_entry(v, ("create_time", "end", "seen"), (), ())
 
 
 def _zombie(v: Any) -> Any:
