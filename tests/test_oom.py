@@ -486,8 +486,8 @@ def test_a_process_another_process_signalled_is_no_oom_candidate(tmp_path: Path)
 
 def test_a_process_seen_alive_after_the_rise_dies_of_it(tmp_path: Path) -> None:
     """An OOM victim dies only once it runs and its memory is torn down: at load 17 a 250 MiB child was still
-    alive in the two samples after the watcher read the rise (ticks 0.1 s apart; rise read at 2.035 s, last seen
-    alive 2.286 s, seen gone 2.383 s), with no wait status read (its parent reaped it first), and the kill was told
+    alive in the two samples after the watcher read the rise (ticks 0.1 s apart; rise read at 2.27 s, last seen
+    alive 2.52 s, seen gone 2.62 s), with no wait status read (its parent reaped it first), and the kill was told
     as in a process the log cannot name (1 run in 2-6 of the real OOM test under load). The `ended` entry's
     `seen` (the last sample that saw it alive) bounds it: killed by the read, alive at `seen`, it is the OOM
     killer's where the read is within DYING_S before `seen`. Controls: a rise read well before (0.4 s) names
