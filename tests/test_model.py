@@ -1733,3 +1733,58 @@ def test_a_kernel_whose_file_was_gone_is_told_with_the_shared_cache_advice(tmp_p
     other = report(_kernel_failed("ValueError: bad kernel", 8), tmp_path / "other")
     f = next(f for f in other["findings"] if f["kind"] == "compile-failed")
     assert "CACHE_DIR" not in f["advice"] and f["advice"].startswith("read the job's own error line"), f["advice"]
+
+
+def with_killed_main_fork_pool(last_end: float | None) -> LogWriter:
+    """torch 2.1's shape: main 100 makes a fork pool at 3 s and is SIGKILLed at 5.0 s; torch's worker watchdog
+    (its 1 s poll) ends worker 201 at 5.15 s and 202 at `last_end` (None: never seen to end). The watcher's
+    verdict, 0.2 s after the main's end, names 202 left running."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=5.0)
+    user = {"file": "/home/u/main.py", "line": 12, "func": "<module>"}
+    call(w, 3, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 1, 3.1, caller=user)
+    w.add(3.001, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.process_pool", call_id=2, parent_call=1,
+          thread="MainThread", stack=[user], caller=user)
+    w.add(3.002, 100, 1, "main", "call", call_id=3, parent_call=2, thread="MainThread", stack=[user],
+          caller=user, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+          ".__init__", threads=2)
+    w.add(3.003, 100, 1, "main", "return", call_id=3, duration_s=0.001)
+    w.add(3.004, 100, 1, "main", "return", call_id=2, duration_s=0.003)
+    for pid in (201, 202):
+        w.add(3.05, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7",
+              forked=True, env={}, run="r1", root_pid=100)
+        w.add(3.06, pid, 100, "compile-worker", "role")
+    watcher(w, 4.0, "memory", procs=[{"pid": pid, "pss": 100 * 2**20, "uss": 2**20} for pid in (201, 202)])
+    watcher(w, 5.05, "tree", count=2, started=[], ended=[{"pid": 100, "end": T0 + 5.0}])
+    watcher(w, 5.15, "tree", count=1, started=[], ended=[{"pid": 201, "end": T0 + 5.15}])
+    watcher(w, 5.2, "leftover", how="root-killed", count=1, pids=[202],
+            procs=[{"pid": 202, "ppid": 1, "name": "python", "cmd": "x", "rss": 240 << 20, "role": "compile-worker"}])
+    if last_end is not None:
+        watcher(w, last_end, "tree", count=0, started=[], ended=[{"pid": 202, "end": T0 + last_end}])
+    return w
+
+
+def test_a_worker_ending_just_after_a_killed_main_is_not_left_running(tmp_path: Path) -> None:
+    """A worker the verdict named, whose end the log shows 0.3 s after the main's kill (torch's watchdog), was not
+    left running: no leftover finding or cleanup advice leads; its pool's story tells when it ended."""
+    rep = report(with_killed_main_fork_pool(5.3), tmp_path)
+    assert "leftovers" not in kinds(rep), rep["findings"]
+    assert rep["leftover_count"] == 0 and rep["leftover_pids"] == []
+    assert not any(p["left_behind"] for p in rep["processes"])
+    answer = " ".join(rep["answer"].split())
+    assert "left running" not in answer and "nothing is left of them to end" not in answer, answer
+    assert "its workers ended 0.3 s after main 100" in answer, answer
+    assert "The main process ended without process_exit" in answer, answer
+    (killed,) = [f for f in rep["findings"] if f["kind"] == "root-killed"]
+    assert "the last ended 0.3 s after it (none left running)" in killed["text"], killed["text"]
+
+
+@pytest.mark.parametrize("last_end", [None, 20.0])
+def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: float | None, tmp_path: Path) -> None:
+    """The control: a worker never seen to end, or seen to end long after the main (well past torch's watchdog),
+    stays a leftover, and the leftover finding tells it."""
+    rep = report(with_killed_main_fork_pool(last_end), tmp_path)
+    assert "leftovers" in kinds(rep), rep["findings"]
+    assert rep["leftover_pids"] == [202]
+    assert "1 process was left running after the main process" in " ".join(rep["answer"].split())

@@ -298,6 +298,16 @@ def _pools_left_open(r: Run) -> bool:
     return any(pool.sidecar is None or pool.sidecar.end is None for p in r.processes for pool in p.pools)
 
 
+def _ended_soon_text(r: Run, root: Process) -> str:
+    """', the last ended 0.3 s after it (none left running)' where the verdict's leftovers all ended that soon
+    (run.ended_soon: fold/finish.settle_leftovers), told from the log's ends (Process.ended_at); else ''."""
+    main_end = root.ended_at
+    if not r.ended_soon or r.leftover_count or main_end is None:
+        return ""
+    last = max(e for p in r.processes if (e := p.ended_at) is not None and e > main_end)
+    return f", the last ended {last - main_end:.1f} s after it (none left running)"
+
+
 def root_killed(v: View) -> Finding | None:
     """The main process ended without process_exit: the watcher saw it go, or nothing saw it end."""
     runs = _root_runs(v, RUN_KILLED) + _root_runs(v, RUN_END_UNSEEN)
@@ -320,7 +330,7 @@ def root_killed(v: View) -> Finding | None:
         if lost:
             advice = "end what is left with `wp-autotrace cleanup LOG`; give the log's filesystem room"
         text = (f"The main process {root.pid} {how}{at}{note}{handlers}; "
-                f"seen after it: {alive} process(es) of the run still alive.")
+                f"seen after it: {alive} process(es) of the run still alive{_ended_soon_text(r, root)}.")
         if r.leftover_seen and not _left_alive(r):  # the verdict, and what the log saw end since
             advice = f"nothing of the run is left to end; {cause}"
     elif r.alive_now is False:  # gone when the log was read: it ended after the log's last record of it

@@ -117,11 +117,29 @@ def finish_run(run: Run) -> None:
     run.root = by_pid[0] if by_pid else mains[0] if mains else None
     if run.root is not None and run.root_pid is None:
         run.root_pid = run.root.pid
+    settle_leftovers(run)
     listed = len(run.leftover)
     if run.leftover_count > listed:
         run.cut.append(f"leftover: {listed} of {run.leftover_count} processes listed")
     run.pace = Pace(run.processes)
     run.stale_s = run.pace.run_window
+
+
+def settle_leftovers(run: Run) -> None:
+    """Move out of run.leftover (into run.ended_soon) each process whose end (Process.ended_at: its process_exit,
+    or the watcher saw it gone) came within vocab.LEFTOVER_ENDED_S of the main process's end: it was ending with
+    the main (torch's worker watchdog kills its workers within its 1 s poll), a moment after the verdict's grace,
+    not left running. A process with no end in the log stays a leftover: its end is never assumed."""
+    main_end = run.root.ended_at if run.root is not None else None
+    if main_end is None:
+        return
+    soon = {p: entry for p, entry in run.leftover.items()
+            if (end := p.ended_at) is not None and end - main_end <= vocab.LEFTOVER_ENDED_S}
+    for p in soon:
+        del run.leftover[p]
+    run.ended_soon.update(soon)
+    # the verdict's count names them too; an unlisted rest (a cut list) stays counted
+    run.leftover_count = max(run.leftover_count - len(soon), len(run.leftover))
 
 
 def match_waits(reg: Registry) -> None:

@@ -358,6 +358,9 @@ class Run:
         self.tree_counts: list[tuple[float, int]] = []
         self.leftover: dict[Process, dict[str, Any]] = {}
         self.leftover_count = 0
+        # Named by the verdict, but the log shows each end within vocab.LEFTOVER_ENDED_S of the main's: they were
+        # ending with it (torch's worker watchdog), not left running (finish.settle_leftovers)
+        self.ended_soon: dict[Process, dict[str, Any]] = {}
         self.leftover_how = ""
         self.leftover_seen = False
         self.final_seen = False
