@@ -25,9 +25,10 @@ LEFTOVER_GRACE_S = 0.2
 # A process the watcher's verdict names left running, but whose end the log shows (its process_exit, or the
 # watcher saw it gone) this soon after the main process's, was ending with it, not left running: torch's own
 # worker watchdog (2.1-2.9) polls its creator every 1 s and then SIGKILLs the worker, so its workers end up to
-# about 1 s after the grace above; three polls leave room for a loaded host's late thread and the watcher's own
-# late look, and stay far below what anyone would call "left running" (analysis/fold/finish.py settle_leftovers).
-LEFTOVER_ENDED_S = 3.0
+# about 1 s after the main; two and a half polls leave a loaded host's watchdog a poll late and the watcher's own
+# late look room, sit on no multiple of the poll, and stay far below what anyone would call "left running"
+# (analysis/fold/finish.py settle_leftovers).
+LEFTOVER_ENDED_S = 2.5
 # The watcher-reader sampling contract: the watcher reads a pool process's memory at most every
 # MEMORY_EVERY_S and looks at the live set every MEMORY_LOOK_S (watcher/memory.py), so while it keeps up a
 # process's latest sample is at most MEMORY_STALE_S old: the most a sample may age and still count in a
