@@ -148,8 +148,9 @@ def test_a_watcher_that_left_without_a_verdict_says_why(tmp_path: Path) -> None:
 def _left_then_ended() -> LogWriter:
     """with_root_killed, and the watcher later saw the left-behind sidecar 200 end: nothing is left."""
     w = with_root_killed()
-    w.add(4.0, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=0, started=[],
-          ended=[{"pid": 200, "end": T0 + 4.0}])
+    # well after the main's end at 3.5 s (LEFTOVER_ENDED_S): left running, then ended
+    w.add(9.0, 900, 1, "watcher", "tree", run="r1", root_pid=100, count=0, started=[],
+          ended=[{"pid": 200, "end": T0 + 9.0}])
     return w
 
 
