@@ -438,18 +438,10 @@ class Endings:
                           [*evidence, f"{creator.role} {creator.pid}'s process_exit at {self.rel(creator.end)}"],
                           by=f"{creator.role} {creator.pid}'s exit")
         last = max(ends, key=lambda x: x[0].at or 0.0)[0]
-        return Ending(WORKERS_ENDED, f"its workers ended{_soon_after(pool, end)} (the last {_as_subject(last)})",
-                      end, [*evidence, *last.evidence], last.signal, group=last.group)
-
-
-def _soon_after(pool: Pool, end: float) -> str:
-    """' 0.3 s after main 7950' where the verdict named a worker left running but the log shows it ended that
-    soon after its creator, the run's main (run.ended_soon, fold/finish.settle_leftovers); else ''."""
-    run, creator = pool.creator.run, pool.creator
-    c_end = creator.ended_at
-    if run is None or c_end is None or creator is not run.root or not any(q in run.ended_soon for q in pool.members):
-        return ""
-    return f" {max(end - c_end, 0.0):.1f} s after {creator.role} {creator.pid}"
+        after = run.ended_soon_by(pool.members) if run is not None and creator is run.root else None
+        soon = "" if after is None else f" {after:.1f} s after {creator.role} {creator.pid}"
+        return Ending(WORKERS_ENDED, f"its workers ended{soon} (the last {_as_subject(last)})", end,
+                      [*evidence, *last.evidence], last.signal, group=last.group)
 
 
 def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> Ending | None:

@@ -407,6 +407,15 @@ class Run:
         self.now_how = ""
         self.root_gone = False
 
+    def ended_soon_by(self, procs: list[Process]) -> float | None:
+        """How long after the main's end (Process.ended_at) the last of procs ended, where the verdict named one of
+        them left running but its end came within vocab.LEFTOVER_ENDED_S (ended_soon); else None."""
+        main_end = self.root.ended_at if self.root is not None else None
+        ends = [e for p in procs if (e := p.ended_at) is not None]
+        if main_end is None or not ends or not any(p in self.ended_soon for p in procs):
+            return None
+        return max(max(ends) - main_end, 0.0)
+
     @property
     def verdict(self) -> bool:
         """The watcher has written what the run left behind (leftover), or has stopped (watcher_exit)."""
