@@ -816,8 +816,9 @@ def test_a_timer_quiesce_keeps_the_timer_advice(tmp_path: Path) -> None:
 
 def _left_sidecar(reread_alone: bool, workers_listed: bool = False) -> LogWriter:
     """The main process ends at 40 s with its pool running; the watcher reads the pool at 40.2 s (the
-    workers still share the sidecar's pages: 200 MiB), the workers end at 41 s, the sidecar at 42 s; with
-    reread_alone, the watcher read the sidecar alone at 41.5 s (260 MiB)."""
+    workers still share the sidecar's pages: 200 MiB), the workers end at 44 s, the sidecar at 45 s (both past
+    LEFTOVER_ENDED_S: left running, then ended); with reread_alone, the watcher read the sidecar alone at 44.5 s
+    (260 MiB)."""
     w = idle_pool(quiesce_at=None)
     w.lines = [r for r in w.lines if r["ts"] < T0 + 40]
     tree = {"run": "r1", "root_pid": 100}
@@ -829,12 +830,12 @@ def _left_sidecar(reread_alone: bool, workers_listed: bool = False) -> LogWriter
     left = left if workers_listed else left[:1]
     w.add(40.5, 900, 1, "watcher", "leftover", how="root-exit", count=len(left), pids=[e["pid"] for e in left],
           procs=left, **tree)
-    w.add(41.0, 900, 1, "watcher", "tree", count=1, started=[], ended=[
-        {"pid": p, "create_time": T0 + 3.6, "end": T0 + 41.0} for p in (301, 302)], **tree)
+    w.add(44.0, 900, 1, "watcher", "tree", count=1, started=[], ended=[
+        {"pid": p, "create_time": T0 + 3.6, "end": T0 + 44.0} for p in (301, 302)], **tree)
     if reread_alone:
-        mem(w, 41.5, [(200, 1.2, 260)])
-    w.add(42.0, 900, 1, "watcher", "tree", count=0, started=[], ended=[
-        {"pid": 200, "create_time": T0 + 1.2, "end": T0 + 42.0}], **tree)
+        mem(w, 44.5, [(200, 1.2, 260)])
+    w.add(45.0, 900, 1, "watcher", "tree", count=0, started=[], ended=[
+        {"pid": 200, "create_time": T0 + 1.2, "end": T0 + 45.0}], **tree)
     return w
 
 
