@@ -1735,10 +1735,11 @@ def test_a_kernel_whose_file_was_gone_is_told_with_the_shared_cache_advice(tmp_p
     assert "CACHE_DIR" not in f["advice"] and f["advice"].startswith("read the job's own error line"), f["advice"]
 
 
-def with_killed_main_fork_pool(last_end: float | None) -> LogWriter:
+def with_killed_main_fork_pool(last_end: float | None, own_kill: bool = True) -> LogWriter:
     """torch 2.1's shape: main 100 makes a fork pool at 3 s and is SIGKILLed at 5.0 s; torch's worker watchdog
-    (its 1 s poll) ends worker 201 at 5.15 s and 202 at `last_end` (None: never seen to end). The watcher's
-    verdict, 0.2 s after the main's end, names 202 left running."""
+    (its 1 s poll) ends worker 201 at 5.15 s and 202 at `last_end` (None: never seen to end), each by its own
+    SIGKILL (signal_sent; own_kill False: 202 ended with no record of how, as `cleanup` or a runner ends it). The
+    watcher's verdict, 0.2 s after the main's end, names 202 left running."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=5.0)
@@ -1760,7 +1761,12 @@ def with_killed_main_fork_pool(last_end: float | None) -> LogWriter:
     watcher(w, 5.15, "tree", count=1, started=[], ended=[{"pid": 201, "end": T0 + 5.15}])
     watcher(w, 5.2, "leftover", how="root-killed", count=1, pids=[202],
             procs=[{"pid": 202, "ppid": 1, "name": "python", "cmd": "x", "rss": 240 << 20, "role": "compile-worker"}])
+    watchdog = [{"file": "/site/torch/_inductor/codecache.py", "line": 1319, "func": "run"}]
+    w.add(5.14, 201, 100, "compile-worker", "signal_sent", how="kill", target=201, signal=9, frames=watchdog)
     if last_end is not None:
+        if own_kill:
+            w.add(last_end - 0.01, 202, 100, "compile-worker", "signal_sent", how="kill", target=202, signal=9,
+                  frames=watchdog)
         watcher(w, last_end, "tree", count=0, started=[], ended=[{"pid": 202, "end": T0 + last_end}])
     return w
 
@@ -1780,11 +1786,12 @@ def test_a_worker_ending_just_after_a_killed_main_is_not_left_running(tmp_path: 
     assert "the last ended 0.3 s after it (none left running)" in killed["text"], killed["text"]
 
 
-@pytest.mark.parametrize("last_end", [None, 20.0])
-def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: float | None, tmp_path: Path) -> None:
-    """The control: a worker never seen to end, or seen to end long after the main (well past torch's watchdog),
-    stays a leftover, and the leftover finding tells it."""
-    rep = report(with_killed_main_fork_pool(last_end), tmp_path)
+@pytest.mark.parametrize(("last_end", "own_kill"), [(None, True), (20.0, True), (5.3, False)])
+def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: float | None, own_kill: bool,
+                                                                   tmp_path: Path) -> None:
+    """The control: a worker never seen to end, seen to end long after the main (well past torch's watchdog), or
+    ended soon with no record of how (`cleanup`'s own kill), stays a leftover, and the leftover finding tells it."""
+    rep = report(with_killed_main_fork_pool(last_end, own_kill), tmp_path)
     assert "leftovers" in kinds(rep), rep["findings"]
     assert rep["leftover_pids"] == [202]
     assert "1 process was left running after the main process" in " ".join(rep["answer"].split())
