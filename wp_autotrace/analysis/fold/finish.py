@@ -127,16 +127,17 @@ def finish_run(run: Run) -> None:
 
 def settle_leftovers(run: Run) -> None:
     """Move out of run.leftover (into run.ended_soon) each process whose end (Process.ended_at) came within
-    vocab.LEFTOVER_ENDED_S of the main process's end, and whose log tells how (its own process_exit, or a signal a
-    traced process of the run sent it: torch's worker watchdog SIGKILLs its own worker within its 1 s poll): it was
-    ending with the main, a moment after the verdict's grace, not left running. The watcher's "gone" alone is not
-    enough: `cleanup` or a runner ending a leftover a second later leaves no record of its own. A process with no
-    end in the log stays a leftover: its end is never assumed."""
+    vocab.LEFTOVER_ENDED_S of the main process's end by a signal a traced process of the run sent it (torch's
+    worker watchdog SIGKILLs its own worker within its 1 s poll): it was ending with the main, a moment after the
+    verdict's grace, not left running. The watcher's "gone" alone is not enough: `cleanup` or a runner ending a
+    leftover a second later leaves no record of its own. A process with no end in the log stays a leftover: its
+    end is never assumed. (An orphaned 2.13 sidecar's own process_exit a second later still counts as left, then
+    ended: its held figure is read as a leftover's, tests/test_endings.py.)"""
     main_end = run.root.ended_at if run.root is not None else None
     if main_end is None:
         return
     signalled = {s.get("target") for q in run.processes for s in q.sent if not s.get("error")}
-    soon = {p: entry for p, entry in run.leftover.items() if (p.exited or p.pid in signalled)
+    soon = {p: entry for p, entry in run.leftover.items() if p.pid in signalled
             and (end := p.ended_at) is not None and end - main_end <= vocab.LEFTOVER_ENDED_S}
     for p in soon:
         del run.leftover[p]
