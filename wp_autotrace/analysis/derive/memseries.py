@@ -416,7 +416,7 @@ def run_series(pools: list[list[Process]], series: list[list[Point]], peaks: lis
     pool's own series when there are at most MEMORY_LINES; else the MEMORY_LINES - 1 largest by peak each (in
     that order) and one series of the others' processes summed at once (at_once over them all; its peak never
     under one of theirs). Unsampled pools have no series."""
-    read = [(i, points, best) for i, (points, best) in enumerate(zip(series, peaks, strict=True))
+    read = [(i, points, best) for i, (points, best) in enumerate(zip(series, peaks))
             if best is not None]
     if len(read) <= MEMORY_LINES:
         return [([i], thin(points, MEMORY_POINTS), best) for i, points, best in read]
