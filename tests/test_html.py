@@ -780,7 +780,7 @@ def test_the_runs_memory_lines_take_each_pools_peak_as_its_story_has_it(monkeypa
         q.index = k
     pools = [[q] for q in procs]
     series = [at_once(pool) for pool in pools]
-    peaks = [peak(points, pool) for points, pool in zip(series, pools, strict=True)]
+    peaks = [peak(points, pool) for points, pool in zip(series, pools)]
     swept: list[int] = []
     real = memseries.at_once
     monkeypatch.setattr(memseries, "at_once", lambda procs, *a, **k: swept.append(len(procs)) or real(procs, *a, **k))
