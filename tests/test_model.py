@@ -15,6 +15,7 @@ from wp_autotrace.analysis.fold.verdict import Reader
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze, analyze_view
+from wp_autotrace.analysis.words.fmt import MIB
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, seed_log, start, watcher
 from .test_pools import device_pool, idle_pool, spawn_child_exit
@@ -239,9 +240,10 @@ def with_exit_hang() -> LogWriter:
 AT = "torch._inductor.autotune_process"
 
 
-def with_autotune_kill() -> LogWriter:
+def with_autotune_kill(shutdown_at: float = 7.0, mib: int = 0) -> LogWriter:
     """main started a TuningProcess (201); its benchmark's get waited 3 s, then torch killed 201 (running) and
-    started 202 for the next candidate; 201 stayed defunct under main (status 9) until main ended."""
+    started 202 for the next candidate; 201 stayed defunct under main (status 9) until main ended. mib: 202's PSS
+    as the watcher read it every 2 s from its last get to its shutdown (at shutdown_at)."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
@@ -259,11 +261,18 @@ def with_autotune_kill() -> LogWriter:
     watcher(w, 4.5, "tree", count=2, started=[], ended=[{"pid": 201, "end": T0 + 4.4}],
             zombies=[{"pid": 201, "ppid": 100, "since": T0 + 4.4, "status": 9}])
     call(w, 4.6, 100, 1, "main", f"{AT}:TuningProcess.get", 5, 6)
-    call(w, 7, 100, 1, "main", f"{AT}:TuningProcess.shutdown", 6, 7.5)
-    w.add(7.4, 202, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
-    w.add(9, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    watcher(w, 9.2, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 9.1}, {"pid": 202, "end": T0 + 7.5}])
-    watcher(w, 9.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    t = 6.5
+    while mib and t < shutdown_at:
+        w.add(t, 900, 1, "watcher", "memory", run="r1", root_pid=100, devices=[], procs=[
+            {"pid": 202, "create_time": T0 + 4.4, "pss": mib * MIB, "uss": mib * MIB // 4, "rss": 4 * mib * MIB}])
+        t += 2.0
+    end = shutdown_at + 2
+    call(w, shutdown_at, 100, 1, "main", f"{AT}:TuningProcess.shutdown", 6, shutdown_at + 0.5)
+    w.add(shutdown_at + 0.4, 202, 100, "autotune-worker", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(end, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, end + 0.2, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + end + 0.1},
+                                                              {"pid": 202, "end": T0 + shutdown_at + 0.5}])
+    watcher(w, end + 0.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
     return w
 
 
@@ -563,6 +572,19 @@ def test_an_autotune_kill_is_told_cause_first(tmp_path: Path) -> None:
     assert "its parent ended since, handing it to pid 1" in zombie["text"]
     assert "each was under pid 1" not in zombie["text"]
     assert kinds.index("zombies") == kinds.index("autotune-killed") + 1
+
+
+def test_an_autotune_kill_leads_an_idle_pool_after_it(tmp_path: Path) -> None:
+    """The killed benchmark is lost work (torch scores its candidate inf and ignores it): it leads the Answer even
+    where the pool then idled long enough for an idle-pool finding (202 holding 300 MiB for 8 s after its last
+    get, then shut down): the cause first, the memory its pool held after it later. A real run told the idle
+    pool first whenever its script's wait for a reading stretched the idle past IDLE_POOL_S."""
+    w = with_autotune_kill(shutdown_at=14.0, mib=300)
+    rep = report(w, tmp_path)
+    found = [f["kind"] for f in rep["findings"]]
+    assert "idle-pool" in found, found
+    assert found.index("autotune-killed") < found.index("idle-pool"), found
+    assert rep["answer"].startswith("- Autotune subprocess 201 gave no answer to a benchmark"), rep["answer"]
 
 
 def test_every_finding_kind_has_a_scenario(tmp_path: Path) -> None:

@@ -66,4 +66,7 @@ def autotune_killed(v: View) -> Finding | None:
         f"{site(made.caller)}.",
         pids, [f"{k.pid}: TuningProcess.kill at {v.rel(k.call.ts) or 0:.1f} s" for _, k in found[:TEXT_PIDS]],
         AUTOTUNE_ADVICE,
-        {"processes": len(found), "hang_s": round(waited, 3), "killed": len(found), "zombies": len(zombies)})
+        # each kill lost its benchmark: torch scores the candidate inf and ignores it ("It will be ignored"), so it
+        # ranks as lost work, before what the pool idled (a cause before the memory its pool held after it)
+        {"processes": len(found), "hang_s": round(waited, 3), "killed": len(found), "zombies": len(zombies),
+         "jobs_lost": len(found)})
