@@ -198,6 +198,25 @@ def with_stuck_sidecar_job() -> LogWriter:
     return with_sidecar_hang(at=408.0)
 
 
+def fork_pool_at_3(w: LogWriter, pid: int, ppid: int, role: str, line: int, threads: int, argv: list[str]
+                   ) -> None:
+    """pid's first Triton kernel at 3 s (main.py:line) made torch's fork pool (process_pool's
+    TrackedProcessPoolExecutor, while pid ran `threads` threads), which forked compile workers 201 and 202."""
+    user = {"file": "/home/u/main.py", "line": line, "func": "<module>"}
+    call(w, 3, pid, ppid, role, f"{AC}:AsyncCompile.wait_pool_ready", 1, 3.1, caller=user)
+    w.add(3.001, pid, ppid, role, "call", target=f"{AC}:AsyncCompile.process_pool", call_id=2, parent_call=1,
+          thread="MainThread", stack=[user], caller=user)
+    w.add(3.002, pid, ppid, role, "call", call_id=3, parent_call=2, thread="MainThread", stack=[user],
+          caller=user, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+          ".__init__", threads=threads)
+    w.add(3.003, pid, ppid, role, "return", call_id=3, duration_s=0.001)
+    w.add(3.004, pid, ppid, role, "return", call_id=2, duration_s=0.003)
+    for worker in (201, 202):
+        w.add(3.05, worker, pid, "child", "process_start", argv=argv, python="3.11.7", forked=True, env={},
+              run="r1", root_pid=100)
+        w.add(3.06, worker, pid, "compile-worker", "role")
+
+
 def with_orphaned_fork_pool() -> LogWriter:
     """pytorch#87335's shape: main (a harness) runs child 150, which makes a fork pool at 3 s and dies at 3.2 s
     without an exit of its own; its workers live on (re-parented) until 63.2 s; main ends only then."""
@@ -206,19 +225,7 @@ def with_orphaned_fork_pool() -> LogWriter:
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
     w.add(0.1, 150, 100, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
           forked=False, env={}, run="r1", root_pid=100)
-    user = {"file": "/home/u/main.py", "line": 27, "func": "<module>"}
-    call(w, 3, 150, 100, "child", f"{AC}:AsyncCompile.wait_pool_ready", 1, 3.1, caller=user)
-    w.add(3.001, 150, 100, "child", "call", target=f"{AC}:AsyncCompile.process_pool", call_id=2, parent_call=1,
-          thread="MainThread", stack=[user], caller=user)
-    w.add(3.002, 150, 100, "child", "call", call_id=3, parent_call=2, thread="MainThread", stack=[user],
-          caller=user, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
-          ".__init__", threads=1)
-    w.add(3.003, 150, 100, "child", "return", call_id=3, duration_s=0.001)
-    w.add(3.004, 150, 100, "child", "return", call_id=2, duration_s=0.003)
-    for pid in (201, 202):
-        w.add(3.05, pid, 150, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
-              forked=True, env={}, run="r1", root_pid=100)
-        w.add(3.06, pid, 150, "compile-worker", "role")
+    fork_pool_at_3(w, 150, 100, "child", 27, 1, ["python", "main.py", "child"])
     watcher(w, 3.2, "tree", count=3, started=[], ended=[{"pid": 150, "end": T0 + 3.2}])
     for t in (4.0, 30.0, 60.0):
         watcher(w, t, "memory", procs=[{"pid": pid, "pss": 100 * 2**20, "uss": 2**20} for pid in (201, 202)])
@@ -1765,19 +1772,7 @@ def with_killed_main_fork_pool(last_end: float | None, own_kill: bool = True) ->
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=5.0)
-    user = {"file": "/home/u/main.py", "line": 12, "func": "<module>"}
-    call(w, 3, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 1, 3.1, caller=user)
-    w.add(3.001, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.process_pool", call_id=2, parent_call=1,
-          thread="MainThread", stack=[user], caller=user)
-    w.add(3.002, 100, 1, "main", "call", call_id=3, parent_call=2, thread="MainThread", stack=[user],
-          caller=user, target="torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
-          ".__init__", threads=2)
-    w.add(3.003, 100, 1, "main", "return", call_id=3, duration_s=0.001)
-    w.add(3.004, 100, 1, "main", "return", call_id=2, duration_s=0.003)
-    for pid in (201, 202):
-        w.add(3.05, pid, 100, "child", "process_start", argv=["python", "main.py"], python="3.11.7",
-              forked=True, env={}, run="r1", root_pid=100)
-        w.add(3.06, pid, 100, "compile-worker", "role")
+    fork_pool_at_3(w, 100, 1, "main", 12, 2, ["python", "main.py"])
     watcher(w, 4.0, "memory", procs=[{"pid": pid, "pss": 100 * 2**20, "uss": 2**20} for pid in (201, 202)])
     watcher(w, 5.05, "tree", count=2, started=[], ended=[{"pid": 100, "end": T0 + 5.0}])
     watcher(w, 5.15, "tree", count=1, started=[], ended=[{"pid": 201, "end": T0 + 5.15}])
