@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun,
-# thread and container (/dev/shm, ulimit -u) cases, and the shared host's (a wiped cache, a job's memory cgroup)),
+# thread and container (/dev/shm, ulimit -u) cases, the shared host's (a wiped cache, a job's memory cgroup), and a
+# container's pids limit and a restarted server's port),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -63,3 +64,15 @@ if [ -z "$ONLY" ] || [[ " $ONLY " == *" slurm_oom "* ]]; then
     cat "$CG/memory.max_usage_in_bytes" "$CG/memory.failcnt" >> "$OUT/slurm_oom.cgroup.txt" 2>&1
     rmdir "$CG" 2>/dev/null
 fi
+# A container's pids limit (podman's --pids-limit: a pids cgroup, which counts root's tasks too; ulimit -u is far
+# away): it fits the job and its pool (12 tasks at ready), not its linkers' threads (46 at once without the limit).
+if [ -z "$ONLY" ] || [[ " $ONLY " == *" pids_limit "* ]]; then
+    PCG=/sys/fs/cgroup/pids/wp_users_pids_$$
+    mkdir -p "$PCG" && echo 24 > "$PCG/pids.max"
+    run pids_limit --timeout 300 --linger 6 -- sh -c 'echo $$ > "$0/cgroup.procs" && exec "$1" "$2"' "$PCG" \
+        "$PY" "$U/pids_limit.py"
+    cat "$PCG/pids.max" "$PCG/pids.peak" "$PCG/pids.events" > "$OUT/pids_limit.cgroup.txt" 2>&1
+    for _ in 1 2 3 4 5; do rmdir "$PCG" 2>/dev/null && break; sleep 1; done
+fi
+# A server restarted after a hard crash, whose fork pool's workers still hold its listening socket.
+run port_held --timeout 300 --linger 6 -- "$PY" "$U/port_held.py"
