@@ -1653,6 +1653,8 @@ def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_pat
     assert fix.startswith("- Fix first: set TORCHINDUCTOR_COMPILE_THREADS=1"), fix
     f = next(f for f in rep["findings"] if f["kind"] == "forked-compile-hang")
     assert f["pids"] == [300] and f["cost"]["blocked_s"] == 90.0 and "called at /site/plugin" in f["text"]
+    # how the child ended, in the words the Process tree uses, never the fold's internal "vanished"
+    assert "(90.0 s, until it ended (how is not known))" in f["text"] and "vanished" not in f["text"], f["text"]
     for n, kw in enumerate(({"threads": 1}, {"fork_at": 1.5}, {"returns": True})):
         (tmp_path / str(n)).mkdir()
         assert "forked-compile-hang" not in kinds(report(with_forked_compile_hang(**kw), tmp_path / str(n))), kw

@@ -220,6 +220,12 @@ def _threads_at_fork(v: View, parent: Process, t: float) -> object:
     return captured if isinstance(captured, int) else v.config_of(parent)[0].get("compile_threads")
 
 
+def _ended_words(words: str) -> str:
+    """'ended (how is not known)' / 'ended: killed by SIGKILL, sent by ...': a process's ending in the words the
+    Process tree uses, after 'until it'."""
+    return words if words.startswith("ended") else f"ended: {words}"
+
+
 def forked_compile_hang(v: View) -> Finding | None:
     """Processes forked (not exec'd) from a parent that had compiled with compile threads (compile_threads > 1 in its
     config: torch's AsyncCompile.pool(), a thread pool cached in the parent), whose own AsyncCompile.wait never
@@ -244,7 +250,7 @@ def forked_compile_hang(v: View) -> Finding | None:
     p, parent = c.proc, c.proc.parent
     assert parent is not None and p.start is not None
     how = (f"was interrupted by {c.error} after {waited:.1f} s" if c.error else
-           f"never returned ({waited:.1f} s, until it ended{f', {p.exit_how}' if p.exit_how else ''})"
+           f"never returned ({waited:.1f} s, until it {_ended_words(v.endings.of(p).words)})"
            if c.proc.ended_at is not None else f"never returned ({waited:.1f} s, until the log ended)")
     more = f" ({len(hung) - 1} more forked process(es) alike: pids {pid_text(x.proc.pid for x, _ in hung[1:])})" \
         if len(hung) > 1 else ""
