@@ -7,6 +7,7 @@ writable memory controller (cgroup v1's memory.limit_in_bytes, or v2's memory.ma
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from wp_autotrace.watcher.limits import MemoryCgroups, memory_limit, parse_memcg
 
 from .conftest import WaitTimeout, clean_env, needs_torch, read_log, report_json, wait_for_watcher, wait_until
 from .logs import T0, LogWriter, report
@@ -115,6 +118,45 @@ def cgroup() -> Iterator[MemCgroup]:
         os.rmdir(cg.path)
 
 
+def test_the_least_memory_limit_over_a_cgroup_is_read_once_per_cgroup(tmp_path: Path) -> None:
+    """The watcher's reading (watcher/limits.py) on a made /proc and /sys/fs/cgroup: a process's memory cgroup from
+    /proc/PID/cgroup (v1's memory line first, else v2's), then the least limit on it or above it, and which cgroup
+    set it (SLURM limits the job, not its step); `max` and v1's unlimited number are no limit; no readable file is
+    unknown (None, no record); a second process in a cgroup already read reads no limit again."""
+    root, proc = tmp_path / "cg", tmp_path / "proc"
+
+    def put(rel: str, name: str, text: str) -> None:
+        (root / rel).mkdir(parents=True, exist_ok=True)
+        (root / rel / name).write_text(text + "\n")
+
+    step, job = "/slurm/uid_1000/job_7/step_batch", "/slurm/uid_1000/job_7"
+    for rel, value in ((step, "max"), (job, str(768 << 20)), ("/slurm", "max")):
+        put(rel.lstrip("/"), "memory.max", value)
+    assert memory_limit(2, step, str(root)) == {"version": 2, "path": step, "file": "memory.max",
+                                                 "limit": 768 << 20, "limit_path": job}
+    put(step.lstrip("/"), "memory.max", str(512 << 20))  # the step's own, tighter, wins
+    assert memory_limit(2, step, str(root)) == {"version": 2, "path": step, "file": "memory.max", "limit": 512 << 20}
+    put("other", "memory.max", "max")
+    assert memory_limit(2, "/other", str(root)) == {"version": 2, "path": "/other", "file": "memory.max"}
+    put("memory/api/x", "memory.limit_in_bytes", "9223372036854771712")  # v1's unlimited
+    put("memory", "memory.limit_in_bytes", "9223372036854771712")
+    assert "limit" not in (memory_limit(1, "/api/x", str(root)) or {"limit": 0})
+    put("unified/box", "memory.max", str(64 << 20))  # a hybrid host's v2 hierarchy
+    assert (memory_limit(2, "/box", str(root)) or {}).get("limit") == 64 << 20
+    assert memory_limit(2, "/nowhere", str(tmp_path / "empty")) is None  # unknown: no memory controller there
+    assert parse_memcg(b"9:name=systemd:/\n4:memory:/api/x\n0::/\n") == (1, "/api/x")
+    assert parse_memcg(b"0::/user.slice/job\n") == (2, "/user.slice/job")
+    assert parse_memcg(b"0::/../outside\n") is None and parse_memcg(None) is None
+    for pid in (11, 12):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cgroup").write_text(f"0::{step}\n")
+    cgroups = MemoryCgroups(str(proc), str(root))
+    first, second = {"pid": 11}, {"pid": 12}
+    assert (cgroups.join(first) or {}).get("limit") == 512 << 20 and cgroups.join(second) is None
+    assert first["memcg"] == second["memcg"] == step
+    assert cgroups.join({"pid": 13}) is None  # gone: no entry field, no record
+
+
 def _ending(rep: dict[str, Any], pid: int) -> dict[str, Any]:
     return next(p for p in rep["processes"] if p["pid"] == pid)["ending"]
 
@@ -147,6 +189,13 @@ def test_a_process_the_oom_killer_ends_is_named_with_its_record(tmp_path: Path, 
     assert found and found[0]["pids"] == [child["pid"]] and found[0]["cost"]["oom_kills"] == 1
     assert child["pid"] not in rep["no_exit_pids"]
     assert "OOM killer ended child" in rep["answer"]
+    # the limit the kernel enforced, read by the watcher once for the cgroup, against the test's own read of it
+    limit = int(cgroup.read("memory.limit_in_bytes" if cgroup.v1 else "memory.max"))
+    memcgs = [r for r in read_log(log) if r["event"] == "memcg"]
+    own = os.path.basename(cgroup.path)
+    assert [(r["path"].rsplit("/", 1)[-1], r["limit"]) for r in memcgs] == [(own, limit)]
+    said = f"Its memory cgroup's limit was {LIMIT_MIB} MiB ({memcgs[0]['file']} of {memcgs[0]['path']})."
+    assert said in found[0]["text"], found[0]["text"]
 
 
 @needs_torch
@@ -395,9 +444,13 @@ def test_a_rise_at_no_end_names_no_process(tmp_path: Path, since: float | None) 
     assert ("between 0.3 s and 0.4 s" if since is not None else "before 2.1 s") in f["text"], f["text"]
 
 
-def _killed_main_log(oom: bool, memory: bool = False) -> LogWriter:
+STEP_CG = "/slurm/uid_1000/job_7/step_batch"
+
+
+def _killed_main_log(oom: bool, memory: bool = False, memcg: dict[str, Any] | None = None) -> LogWriter:
     """main 100 made a pool (sidecar 101) and ended at 2.0 s with no process_exit, the sidecar left; the cgroup's
-    OOM count rose by one then where `oom`; `memory`: one sweep at 1.5 s read main 400 MiB and the sidecar 250 MiB."""
+    OOM count rose by one then where `oom`; `memory`: one sweep at 1.5 s read main 400 MiB and the sidecar 250 MiB;
+    `memcg`: both joined in memory cgroup STEP_CG, whose memcg record has these fields."""
     w = LogWriter()
     run = {"run": "r1", "root_pid": 100}
     w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
@@ -405,9 +458,12 @@ def _killed_main_log(oom: bool, memory: bool = False) -> LogWriter:
     w.warm(0.3, 100, 1, "main", 101)
     w.add(0.5, 101, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
           python="3.11.7", forked=False, env={"TORCH_WARM_POOL": "0"}, **run)
+    if memcg is not None:
+        w.add(0.6, 900, 100, "watcher", "memcg", member=100, version=2, path=STEP_CG, file="memory.max", **memcg,
+              **run)
     w.add(0.6, 900, 100, "watcher", "tree", count=2, started=[
-        {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child"}
-        for p, pp in ((100, 1), (101, 100))], ended=[], **run)
+        {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child",
+         **({"memcg": STEP_CG} if memcg is not None else {})} for p, pp in ((100, 1), (101, 100))], ended=[], **run)
     if memory:
         w.add(1.5, 900, 100, "watcher", "memory", procs=[{"pid": 100, "pss": 400 << 20, "uss": 1 << 20, "threads": 3},
                                                          {"pid": 101, "pss": 250 << 20, "uss": 1 << 20, "threads": 4}],
@@ -450,6 +506,29 @@ def test_what_held_the_memory_when_the_oom_killer_ended_the_main_is_summed_at_on
     (tmp_path / "unread").mkdir()
     plain = report(_killed_main_log(True), tmp_path / "unread")
     assert "together" not in next(f["text"] for f in plain["findings"] if f["kind"] == "oom-killed")
+
+
+def test_the_memory_limit_the_oom_killer_enforced_is_told_beside_what_held_the_memory(tmp_path: Path) -> None:
+    """The user asks how far over its limit the job was: the Answer gives the limit of the killed main's memory
+    cgroup as the watcher read it (memory.max 768 MiB) beside the 650 MiB its processes held at one moment, and
+    names the cgroup that set it where that is one above the main's own (SLURM sets the job's, not the step's).
+    Controls: a cgroup whose limit reads `max` (no limit), and a log with no memcg record (an older watcher, no
+    /proc), say nothing of a limit."""
+    rep = report(_killed_main_log(True, memory=True, memcg={"limit": 768 << 20}), tmp_path)
+    said = ("650 MiB together (PSS). Its memory cgroup's limit was 768 MiB (memory.max of "
+            f"{STEP_CG}).")
+    assert said in rep["answer"].replace("\n  ", " "), rep["answer"]
+    assert said.split(". ", 1)[1] in next(f["text"] for f in rep["findings"] if f["kind"] == "oom-killed")
+    (tmp_path / "above").mkdir()
+    above = report(_killed_main_log(True, memcg={"limit": 768 << 20, "limit_path": "/slurm/uid_1000/job_7"}),
+                   tmp_path / "above")
+    assert (f"Its memory cgroup's limit was 768 MiB (memory.max of /slurm/uid_1000/job_7, above its own {STEP_CG})."
+            in above["answer"].replace("\n  ", " ")), above["answer"]
+    for name, memcg in (("max", {}), ("none", None)):
+        (tmp_path / name).mkdir()
+        plain = report(_killed_main_log(True, memory=True, memcg=memcg), tmp_path / name)
+        assert "650 MiB together (PSS)." in plain["answer"].replace("\n  ", " ")
+        assert "limit was" not in plain["answer"] and "memory.max" not in json.dumps(plain["findings"])
 
 
 def test_a_sigkilled_process_seen_dead_a_moment_after_the_rise_is_the_oom_killers(tmp_path: Path) -> None:

@@ -35,9 +35,11 @@ import stat
 import time
 
 from ..common import vocab as V
+from ..common.procfs import ProcReader
 from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
+from .limits import MemoryCgroups
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
 from .oom import OomCount
@@ -106,6 +108,9 @@ class Watcher:
             self.oom = None
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
+        # each joining process's memory cgroup, and each cgroup's limit once (not through psutil: without /proc
+        # none is claimed); an OOM kill is told beside it (analysis/findings/endings.py)
+        self.memcgs = MemoryCgroups() if isinstance(self.tree.reader, ProcReader) else None
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.tree.root, **fields)
@@ -155,6 +160,8 @@ class Watcher:
             lists["possible"], self.tree.possible = self.tree.possible, []
         for entry in started:
             self.written_rss[entry["pid"]] = entry["rss"]
+            if self.memcgs is not None and (limit := self.memcgs.join(entry)) is not None:
+                self.emit(V.MEMCG, member=entry["pid"], **limit)
         rss = self._heartbeat(now)
         if rss:
             lists["rss"] = rss

@@ -123,15 +123,16 @@ def oom_killed(v: View) -> Finding | None:
         more = f" (+{len(sure) - 1} more)" if len(sure) > 1 else ""
         at_s = v.rel(v.endings.of(p).at) or 0
         lead = f"The OOM killer ended {p.role} {p.pid} ({process_label(p)}) at {at_s:.1f} s"
-        parts.append(f"{lead}{held}{more}.")
-        if last and beside and not groups:  # the Answer's: what held the memory, the clause a cut would drop
-            short = (f"{lead}{more}. At its last memory reading ({v.rel(last[0]) or 0:.1f} s) it held "
-                     f"{size_text(last[1])}{beside}.")
+        limit = memory_limit(v, sure[:1])
+        parts.append(f"{lead}{held}{more}.{limit}")
+        if (last and beside or limit) and not groups:  # the Answer's: what held the memory, the clause a cut drops
+            short = (f"{lead}{more}." + (f" At its last memory reading ({v.rel(last[0]) or 0:.1f} s) it held "
+                                         f"{size_text(last[1])}{beside}." if last and beside else "") + limit)
     for kills, cands in groups.values():
         who = ", ".join(f"{q.role} {q.pid}" for q in cands[:TEXT_PIDS])
         parts.append(f"The OOM killer ended {kills} of {len(cands)} processes that ended together at "
                      f"{v.rel(v.endings.of(cands[0]).at) or 0:.1f} s ({who}; which, the log does not say: the "
-                     f"cgroup counts kills, not whom).")
+                     f"cgroup counts kills, not whom).{memory_limit(v, cands)}")
     pools_then = [q for pool in v.pools for q in v.story(pool).procs if at is not None and q not in hit
                   and (q.start is None or q.start <= at) and ((e := q.ended_at) is None or e >= at)]
     text = " ".join(parts) + (f" {len(pools_then)} compile pool process(es) were alive then." if pools_then else "")
@@ -178,6 +179,22 @@ def _pools_beside(v: View, p: Process, t: float) -> str:
     whose = "its compile pool's" if len(counts) == 1 else f"its {len(counts)} compile pools'"
     return (f"; {whose} {of} process{'es' * (alive != 1)} held {size_text(pools)} beside it then: "
             f"{size_text(own + pools)} together (PSS)")
+
+
+def memory_limit(v: View, procs: list[Process]) -> str:
+    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7).': the limit the watcher read on the one
+    memory cgroup all of procs were in (its memcg record), or on a cgroup above it, which it names. '' where one of
+    them was unread, they were in different cgroups, its record is missing, or it set none (`max` is no limit)."""
+    where = {(q.host, q.memcg) for q in procs}
+    if len(where) != 1:
+        return ""
+    host, path = next(iter(where))
+    rec = next((r for run in v.runs if (r := run.memcgs.get((host, path or ""))) is not None), None)
+    if rec is None or not isinstance(rec.get("limit"), int):
+        return ""
+    at = rec.get("limit_path")
+    on = f"{at}, above its own {path}" if isinstance(at, str) else path
+    return f" Its memory cgroup's limit was {size_text(rec['limit'])} ({rec.get('file') or 'its limit'} of {on})."
 
 
 def _last_reading(p: Process) -> tuple[float, int] | None:

@@ -93,7 +93,8 @@ KINDS: dict[str, tuple[str, str]] = {
                   "pool's own session, or shut down and re-create it in the handler; an OOM kill -> memory; a "
                   "signal -> who sent it; unknown -> the kernel log"),
     "oom-killed": ("processes of the run the OOM killer ended (the cgroup's OOM kill count rose at their end; a "
-                   "pool's sidecar is told by pool-died)", "fewer compile workers where pools lived then "
+                   "pool's sidecar is told by pool-died), with their memory cgroup's limit where the watcher read "
+                   "one", "fewer compile workers where pools lived then "
                    "(TORCHINDUCTOR_COMPILE_THREADS=1), else more memory for the job"),
     "oom-in-cgroup": ("OOM kills the run's cgroup counted at no end of the run's processes: when, never whom (a "
                       "process outside the run sharing its cgroup, or an end not seen)",

@@ -289,8 +289,7 @@ class Builder:
                 p = self.reg.subject(host, entry, ts, run)
                 p.via = entry.get("via") or p.via
                 p.pgid = entry.get("pgid", p.pgid)
-                if "nproc" in entry and "uid" in entry:
-                    p.nproc = (entry["nproc"], entry["uid"])
+                note_limits(p, entry)
                 run.possible.pop((host, p.pid, p.create_time), None)
         for entry in r.get("possible") or ():
             ct = entry.get("create_time")
@@ -399,6 +398,19 @@ def note_oom(reg: Registry, r: dict[str, Any]) -> None:
                          r["host"]))
 
 
+def note_limits(p: Process, entry: dict[str, Any]) -> None:
+    """What the watcher read of a joining process's limits: its ulimit -u with its uid, and its memory cgroup."""
+    if "nproc" in entry and "uid" in entry:
+        p.nproc = (entry["nproc"], entry["uid"])
+    p.memcg = entry.get("memcg", p.memcg)
+
+
+def note_memcg(reg: Registry, r: dict[str, Any]) -> None:
+    """A memory cgroup of the run's processes, read once by the watcher: its limit, where one is set."""
+    if isinstance(r.get("path"), str):
+        reg.record_run(r).memcgs[(r["host"], r["path"])] = r
+
+
 # Visits that need only the Registry, outside the Builder (which is at its size).
 def add_job(reg: Registry, r: dict[str, Any]) -> None:
     """A pool worker took a job, or ended the one it took (runtime/jobs.py): one span per job."""
@@ -425,6 +437,7 @@ def note_spawned(reg: Registry, r: dict[str, Any]) -> None:
 
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
                                                                           schema.JOB: add_job, vocab.OOM: note_oom,
+                                                                          vocab.MEMCG: note_memcg,
                                                                           vocab.SIGNAL_SENT: note_signal,
                                                                           vocab.WORKER_SPAWNED: note_spawned}
 

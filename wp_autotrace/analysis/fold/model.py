@@ -224,7 +224,7 @@ class Process:
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
-                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "zombie",
+                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
                  "imports", "jobs_run", "sent", "spawned")
 
@@ -290,6 +290,7 @@ class Process:
         self.exit_unwritten: dict[str, Any] | None = None
         self.pgid: int | None = None  # its process group, as the watcher first saw it
         self.nproc: tuple[int, int] | None = None  # (its ulimit -u (RLIMIT_NPROC soft), its uid): the watcher's read
+        self.memcg: str | None = None  # its memory cgroup's path, as the watcher read it (the run's memcgs: its limit)
         self.zombie: dict[str, Any] | None = None  # the watcher's zombie entry: {ppid, since, status, reaped?}
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
@@ -399,6 +400,8 @@ class Run:
         # (ts, before, now, since): the cgroup's OOM kill count rose in (since, ts]; since None in older logs
         self.ooms: list[tuple[float, int, int, float | None, str]] = []  # (ts, before, now, since, host)
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)
+        # (host, path) -> the watcher's memcg record of that memory cgroup: its limit, where one is set
+        self.memcgs: dict[tuple[str, str], dict[str, Any]] = {}
         # The reader's own look (verdict.look_now) at a main process the log saw no end of: alive_now True
         # or False where this host can tell (its pid and create time; else its watchers' pids), None where
         # it cannot; now_how says what was seen, or why nothing could be. root_gone: the main's own pid

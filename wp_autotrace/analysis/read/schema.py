@@ -19,6 +19,7 @@ from ...common.vocab import (
     IMPORT,
     JOB,
     LEFTOVER,
+    MEMCG,
     MEMORY,
     OOM,
     PROCESS_EXIT,
@@ -40,7 +41,8 @@ from ...common.vocab import (
 __all__ = [  # what this module offers, its own names and the re-exported vocabulary
     "ANY", "BASE_FIELDS", "BLOCKED", "BOOL", "CALL", "CONFIG", "DEVS", "DICT", "ENDED", "ERROR", "EVENTS", "EXEC",
     "EXIT_UNWRITTEN",
-    "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMORY", "MEMS",
+    "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMCG", "MEMORY",
+    "MEMS",
     "NUM",
     "OOM", "OPT_STR", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "SIGNAL_SENT", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
@@ -126,11 +128,13 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, exec?}` "
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, memcg?, exec?}` "
               "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
               "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
-              "real uid, whose threads the kernel counts against it; `exec`: in a process listed again, whether its "
-              "image changed (an exec, its memory starts there) or only its name or command line (a rename), "
+              "real uid, whose threads the kernel counts against it; `memcg`: the path of its memory cgroup "
+              "(/proc/PID/cgroup's v1 memory line, else its v2 line; its `memcg` record has the limit); `exec`: "
+              "in a process listed again, whether its image changed (an exec, its memory starts there) or only its "
+              "name or command line (a rename), "
               "absent where the watcher could not tell)")
 _VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
              "process_start names the run); absent in older logs, where every entry is a member")
@@ -305,6 +309,16 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"),
         ("since", NUM, "when that previous read was (Unix seconds): the kills happened in (since, ts]; absent in "
                        "older logs, whose watcher read the count only at ends: then no process is named from it"))),
+    MEMCG: ("a memory cgroup of the run's processes and the memory limit it is held to (the watcher, once per "
+               "cgroup, as the first process in it joins)", _PART_FIELDS[:2] + (
+        ("member", UINT, "the process whose joining read it (its tree entry's `memcg` is `path`)"),
+        ("version", UINT, "1 (v1's memory hierarchy) or 2 (the unified one)"),
+        ("path", STR, "the cgroup, as /proc/PID/cgroup names it"),
+        ("file", STR, "the limit's file: `memory.max` (v2) or `memory.limit_in_bytes` (v1)"),
+        ("limit", UINT, "the least limit set on it or on a cgroup above it, bytes: its charge (every page its "
+                        "processes use, page cache too) past it calls its OOM killer; absent where none is set "
+                        "(`max`, or v1's unlimited)"),
+        ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"))),
     EXIT_UNWRITTEN: ("a process's process_exit could not be written (no descriptor free: its table full at its hard "
                      "limit); the watcher read the note it left (a symlink beside the log) when it saw it end",
                      _PART_FIELDS[:2] + (
