@@ -14,7 +14,7 @@ from ..common import targets, vocab
 from .derive import facts
 from .derive.attempts import launchers
 from .derive.autotune import Kill, kills
-from .derive.endings import OOM_AMONG, OOM_KILL
+from .derive.ending import OOM_AMONG, OOM_KILL
 from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name

@@ -1,6 +1,7 @@
-"""How each process and each pool ended, chosen from evidence and named with it (docs/evidence.md).
+"""How each process ended, chosen from evidence and named with it (docs/evidence.md), and Endings, which computes
+every process's and pool's ending once (a pool's is decided in poolends.py; the record and its kinds: ending.py).
 
-Every verb the report says about an ending comes from here, with the records that back it (`evidence`):
+Every verb the report says about an ending comes from here or poolends.py, with the records that back it (`evidence`):
 "killed by SIGTERM" only with a signal number the log holds (`run`'s waited status, a zombie's wait status,
 the pool owner's own process.wait()), "shut it down" only for a shutdown request that returned with the
 sidecar ending after it, "the OOM killer" only with the cgroup's OOM kill count rising. Otherwise the
@@ -9,44 +10,36 @@ ending is `unknown`, and said so. The jobs a pool lost or had cut off, read from
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from ...common import targets as T
 from ...common import vocab as V
-from ..fold.model import AUTOTUNE, QUACK, signal_name
-from ..words.fmt import error_words
+from ..fold.model import signal_name
+from .ending import (
+    EXEC,
+    EXIT,
+    GROUP_SLACK_S,
+    OOM_AMONG,
+    OOM_KILL,
+    OS_EXIT,
+    QUIESCED,
+    RUNNING,
+    SHUTDOWN,
+    SIGNAL,
+    UNKNOWN,
+    WITH_CREATOR,
+    WITH_GROUP,
+    Ending,
+    ancestors,
+    proved_ended_before,
+)
 from .ooms import group_ooms
+from .poolends import pool_ending
 from .pools import broken_jobs, requester
 from .senders import Senders
 
 if TYPE_CHECKING:
     from ..fold.model import Pool, Process, Run
 
-# Ending kinds (processes[].ending.kind): docs/evidence.md's table, in the order they are checked.
-EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL = "exit", "os-exit", "exec", "signal", "oom-kill"
-# The OOM kill count rose by fewer than the processes that ended unexplained then: one of them, not known which.
-OOM_AMONG = "oom-among"
-WITH_GROUP, WITH_CREATOR, SHUTDOWN, QUIESCED = "with-group", "with-creator", "shutdown", "quiesced"
-RUNNING, UNKNOWN = "running", "unknown"
-# Pool ending kinds (pools[].ending.kind).
-SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED = "shutdown-completed", "shutdown-never-returned"
-SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, LEFT_RUNNING = "shutdown-found-dead", "sidecar-ended", "left-running"
-# Its sidecar ended by a signal its creator (or one of the creator's parents) sent: the program ended its own pool.
-ENDED_BY_CREATOR = "ended-by-creator"
-# A fork/spawn pool (no sidecar): its workers ended as its creator exited, or ended on their own before.
-ENDED_AT_EXIT, WORKERS_ENDED = "ended-at-exit", "workers-ended"
-# concurrent.futures joins an executor's workers at interpreter exit (threading's exit hooks, before atexit):
-# workers ending this close before their creator's own end ended with its exit.
-AT_EXIT_S = 2.0
-# A fork/spawn pool its creator got BrokenProcessPool from (concurrent.futures' word that a worker ended abruptly;
-# it then fails every pending job and ends the other workers): the pool broke.
-BROKE, BROKEN_POOL = "broke", "BrokenProcessPool"
-# A worker's end is seen by the watcher's next tick after the executor noticed it (the job's error): ends this
-# long after that error still belong to it.
-WORKER_END_SLACK_S = 1.0
-
-# Ends seen together: within one watcher tick of each other, plus scheduling slack on a loaded host.
-GROUP_SLACK_S = 0.2
 # A process still alive this long after the others of its group ended lived on (the group's signal
 # did not end it: it has a handler).
 LIVED_ON_S = 1.0
@@ -54,34 +47,6 @@ LIVED_ON_S = 1.0
 # in torch's _async_compile_initializer (compile_worker/utils.py): every 1 s up to 2.9, every 60 s from 2.10.
 WITH_CREATOR_S = 2.0
 WATCHDOG_OLD_S, WATCHDOG_NEW_S = 1.0, 60.0
-# A process's own exit record comes before its real end (its teardown follows): ended before a request only
-# by this margin. The watcher's end needs none: it saw the process gone by then, so it had ended (_proved_ended_before).
-SEEN_LATE_S = 0.05
-
-
-class Ending(NamedTuple):
-    """How one process or pool ended: a stable kind, the words, when, and the records that back it."""
-
-    kind: str
-    words: str
-    at: float | None  # when it ended (the watcher's end, else its record's), absolute seconds
-    evidence: list[str]
-    signal: str | None = None
-    code: int | None = None
-    exit_record_at: float | None = None  # its process_exit record's time, kept apart
-    by: str | None = None  # a pool's: who asked it to stop
-    group: bool = False  # it ended with the rest of its process group
-    sender: Process | None = None  # the traced process whose signal ended it (a signal_sent record)
-
-    def as_dict(self, rel: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "words": self.words, "at": rel(self.at),
-                               "evidence": self.evidence, "signal": self.signal, "code": self.code,
-                               "exit_record_at": rel(self.exit_record_at), "group": self.group}
-        if self.by is not None:
-            out["by"] = self.by
-        if self.sender is not None:
-            out["sender"] = self.sender.pid
-        return out
 
 
 def _status_words(status: int) -> tuple[str | None, int | None]:
@@ -121,26 +86,6 @@ def _oom_possible(p: Process, pools_by_sidecar: dict[int, Pool]) -> bool:
     return sig == "SIGKILL" or (sig is None and code is None)
 
 
-def _ended_before_exit(pool: Pool) -> bool:
-    """Did every worker of the pool write its own exit before its creator's exit handler began (a spawned child
-    that died as it started)? Then they ended on their own, however close to that exit the watcher saw them go.
-    Without a traced exit handler (older logs) nothing says so: False."""
-    began = min((c.ts for c in pool.creator.calls.values() if c.tag == T.EXIT_JOIN), default=None)
-    return began is not None and all(q.exited and q.end is not None and q.end < began for q in pool.members)
-
-
-def _joined_at_exit(pool: Pool, asked: float | None) -> tuple[float, float] | None:
-    """The creator's exit join (concurrent.futures' _python_exit, before any atexit handler) that ended the
-    pool's subprocesses: one that returned before the pool's stop call (if any), inside which every member wrote
-    its process_exit. Its return proves them ended (the executor's manager joins its workers first): an
-    AutotuneProcessPool's worker, whose own atexit _shutdown then finds nothing to stop. (start, end) or None."""
-    for c in pool.creator.calls.values():
-        if c.tag == T.EXIT_JOIN and c.end is not None and (asked is None or c.end <= asked) and all(
-                q.exited and q.end is not None and c.ts <= q.end <= c.end for q in pool.members):
-            return c.ts, c.end
-    return None
-
-
 def _parent_ended_them(q: Process, at: float, window: float) -> bool:
     """Whether q's parent explains q's end at `at` with no signal to the group: its sidecar was asked to stop by
     then (torch 2.13's sidecar ends its workers as it stops), or logged a broken pool then (one worker ended
@@ -150,16 +95,6 @@ def _parent_ended_them(q: Process, at: float, window: float) -> bool:
         return False
     return (side.served_at is not None and side.served_at <= at + window) or any(
         abs(e["ts"] - at) <= window for e in broken_jobs(side))
-
-
-def _ancestors(p: Process) -> list[Process]:
-    """p's parents up the tree (bounded: a cycle of reused pids ends it)."""
-    out: list[Process] = []
-    q = p.parent
-    while q is not None and len(out) < 64 and q is not p:
-        out.append(q)
-        q = q.parent
-    return out
 
 
 class Endings:
@@ -198,7 +133,7 @@ class Endings:
     def of_pool(self, pool: Pool) -> Ending:
         found = self._pool.get(id(pool))
         if found is None:
-            found = self._pool[id(pool)] = self._pool_ending(pool)
+            found = self._pool[id(pool)] = pool_ending(self, pool)
         return found
 
     # -- processes ------------------------------------------------------------
@@ -277,7 +212,7 @@ class Endings:
                           [f"no process_exit; {parent.role} {parent.pid} ended {at - pend:.1f} s before it "
                            f"(within {window:.0f} s)"])
         pool = self.pool_of.get(id(p))
-        if pool is not None and pool.shutdown_at is not None and not _proved_ended_before(p, pool.shutdown_at):
+        if pool is not None and pool.shutdown_at is not None and not proved_ended_before(p, pool.shutdown_at):
             by = requester(pool.shutdown_call)[0] if pool.shutdown_call is not None else "its pool"
             return Ending(SHUTDOWN, f"stopped by its pool's shutdown ({by})", at,
                           [f"SubprocPool.shutdown asked at {self.rel(pool.shutdown_at)}, before its end"], by=by)
@@ -359,90 +294,6 @@ class Endings:
         tick = q.run.interval if q.run is not None else 0.0
         return self.senders.to(q, at, max(tick, 0.0) + GROUP_SLACK_S) is not None
 
-    # -- pools ----------------------------------------------------------------
-
-    def _pool_ending(self, pool: Pool) -> Ending:
-        side = pool.sidecar
-        req = pool.shutdown_call
-        if side is None and pool.members and pool.kind in (AUTOTUNE, QUACK):
-            return _autotune_ending(self, pool)
-        if side is None and pool.members:
-            return self._executor_ending(pool)
-        if side is None:
-            return Ending(UNKNOWN, "how it ended is not known (its sidecar was not seen)", None, [])
-        side_end = self.of(side)
-        end = side_end.at
-        by = requester(req)[0] if req is not None else None
-        if end is None:
-            asked = ""
-            if req is not None:  # asked, and still running: never "shut it down"
-                how = (f"interrupted: {req.error}" if req.error else "the request never returned" if req.end is None
-                       else "it kept running")
-                asked = f"{by} asked it to shut down ({how}); "
-            if side.run is not None and side in side.run.leftover:
-                return Ending(LEFT_RUNNING, f"{asked}left running after the main process", None,
-                              ["the watcher's leftover record"], by=by)
-            return Ending(RUNNING, f"{asked}still running at the end of the log", None, [], by=by)
-        side_words = _as_subject(side_end)
-        if req is not None and (_proved_ended_before(side, req.ts) or req.at_call.get("pool_running") is False
-                                or _zombie_before(side, req.ts)):
-            return Ending(SHUTDOWN_FOUND_DEAD, f"its sidecar {side_words}; {by} asked it to stop later and found "
-                          "it already dead", end,
-                          [f"SubprocPool.shutdown asked at {self.rel(req.ts)}", f"its sidecar's end at {self.rel(end)}",
-                           *side_end.evidence], side_end.signal, by=by, group=side_end.group)
-        left = side.run is not None and side in side.run.leftover
-        if req is not None and (req.end is None or req.error or left or side_end.kind in (SIGNAL, OOM_KILL)):
-            # Asked, but the request did not end it: it never returned, was interrupted, or the sidecar
-            # outlived the main process / ended by a signal afterwards (never "shut it down").
-            how = ("the request never returned" if req.end is None else
-                   f"the request was interrupted by {error_words(req.error)}" if req.error else "the request returned")
-            after = ("; left running after the main process, then its sidecar " + side_words if left else
-                     f"; its sidecar {side_words}")
-            return Ending(SHUTDOWN_NEVER_RETURNED, f"{by} asked it to stop ({how}){after}", end,
-                          [f"SubprocPool.shutdown asked at {self.rel(req.ts)}: {how}",
-                           *(["the watcher's leftover record"] if left else []), *side_end.evidence], side_end.signal,
-                          by=by)
-        if req is not None:
-            return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end,
-                          [f"SubprocPool.shutdown asked at {self.rel(req.ts)} and returned",
-                           f"its sidecar ended at {self.rel(end)}"], by=by)
-        if (own := _by_creator(self, pool, [side_end], end)) is not None:
-            return own
-        return Ending(SIDECAR_ENDED, f"its sidecar {side_words}", end,
-                      [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
-                      side_end.signal, group=side_end.group)
-
-    def _executor_ending(self, pool: Pool) -> Ending:
-        """A fork/spawn pool's ending, from its workers' (it has no sidecar and no traced shutdown call):
-        left running, ended as its creator exited (concurrent.futures' exit handler), or ended before."""
-        ends = [(self.of(q), q) for q in pool.members]
-        alive = [q for e, q in ends if e.at is None]
-        run = pool.creator.run
-        if alive:
-            if run is not None and any(q in run.leftover for q in alive):
-                return Ending(LEFT_RUNNING, f"{_plural(len(alive), 'worker')} left running after the main process",
-                              None, ["the watcher's leftover record"])
-            return Ending(RUNNING, "still running at the end of the log", None, [])
-        if (broke := _broke(self, pool)) is not None:
-            return broke
-        end = max(e.at for e, _ in ends if e.at is not None)
-        creator = pool.creator
-        if (own := _by_creator(self, pool, [e for e, _ in ends], end)) is not None:
-            return own
-        c_end = creator.ended_at
-        evidence = [f"its last worker's end at {self.rel(end)}"]
-        if c_end is not None and creator.exited and creator.end is not None and not _ended_before_exit(pool) \
-                and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
-            return Ending(ENDED_AT_EXIT, f"its workers ended as {creator.role} {creator.pid} exited "
-                          "(concurrent.futures stops an executor's workers at exit)", end,
-                          [*evidence, f"{creator.role} {creator.pid}'s process_exit at {self.rel(creator.end)}"],
-                          by=f"{creator.role} {creator.pid}'s exit")
-        last = max(ends, key=lambda x: x[0].at or 0.0)[0]
-        after = run.ended_soon_by(pool.members) if run is not None and creator is run.root else None
-        soon = "" if after is None else f" {after:.1f} s after {creator.role} {creator.pid}"
-        return Ending(WORKERS_ENDED, f"its workers ended{soon} (the last {_as_subject(last)})", end,
-                      [*evidence, *last.evidence], last.signal, group=last.group)
-
 
 def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
     """p's ending by a signal a traced process of the run sent to it or to its group (senders.py), where it
@@ -466,33 +317,12 @@ def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> En
                   by=found.who, group=found.group is not None, sender=found.sender)
 
 
-def _by_creator(self: Endings, pool: Pool, ends: list[Ending], end: float | None) -> Ending | None:
-    """The pool's ending where a signal its creator (or one of the creator's parents) sent ended its sidecar (ends:
-    the sidecar's ending) or, a fork/spawn pool, every one of its workers (ends: theirs, one sender): the program
-    ended its own pool (a Jupyter kernel's shutdown SIGTERMs its children; a process that kills its hung workers
-    before it exits, so concurrent.futures' exit join does not wait on their jobs), however close to its exit."""
-    owner, first = ends[0].sender, ends[0]
-    if owner is None or any(e.sender is not owner for e in ends) or not (
-            owner is pool.creator or owner in _ancestors(pool.creator)):
-        return None
-    call = f" ({first.words.split('(', 1)[1]}" if "(" in first.words else ""
-    creator, it = f"{pool.creator.role} {pool.creator.pid}", "it" if pool.sidecar is not None else "its workers"
-    who = f"{owner.role} {owner.pid}" + (f" ended {it} itself" if owner is pool.creator else
-                                         f", the parent of its creator {creator}, ended {it}")
-    sent = f"{first.signal} to its sidecar" if pool.sidecar is not None else " and ".join(
-        sorted({e.signal for e in ends if e.signal}))
-    evidence = ([f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *first.evidence]
-                if pool.sidecar is not None else [e.evidence[0] for e in ends if e.evidence][:3])
-    return Ending(ENDED_BY_CREATOR, f"{who}, sending {sent}{call}", end, evidence, first.signal,
-                  by=f"{owner.role} {owner.pid}", group=first.group, sender=owner)
-
-
 def _not_a_wait(self: Endings, together: list[Process]) -> bool:
     """Whether ends seen together can be a group signal's, not a parent that waited for its child and then
     exited (a shell wrapper: `sh -c "sleep 1; true"`, both ends in one tick): two of them outside one line
     of descent (siblings: a pool's workers), or one of them with a signal's status."""
     def line(a: Process, b: Process) -> bool:
-        return any(x is b for x in _ancestors(a)) or any(x is a for x in _ancestors(b))
+        return any(x is b for x in ancestors(a)) or any(x is a for x in ancestors(b))
 
     if any(_signal_evidence(q, self.by_sidecar)[0] for q in together):
         return True
@@ -503,84 +333,6 @@ def _killed_alone(self: Endings, q: Process, at: float, window: float) -> bool:
     """A record shows q's end was a signal to q alone (os.kill of its pid): no part of a group's."""
     found = self.senders.to(q, at, window) if self.senders else None
     return found is not None and found.group is None
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _autotune_ending(self: Endings, pool: Pool) -> Ending:
-    """An autotune pool's ending, from its last subprocess's and its stop call (TuningProcess.shutdown,
-    TuningProcessPool.shutdown: they send the subprocess its stop and wait for it)."""
-    last = max(pool.members, key=lambda q: q.start or 0.0)
-    end = self.of(last)
-    req = pool.shutdown_call
-    by = requester(req)[0] if req is not None else None
-    if end.at is None:
-        run = pool.creator.run
-        left = run is not None and last in run.leftover
-        return Ending(LEFT_RUNNING if left else RUNNING, "its autotune subprocess was left running after the "
-                      "main process" if left else "still running at the end of the log", None,
-                      ["the watcher's leftover record"] if left else [], by=by)
-    join = _joined_at_exit(pool, req.ts if req is not None else None)
-    if join is not None:
-        return Ending(ENDED_AT_EXIT, f"its subprocess ended as {pool.creator.role} {pool.creator.pid} exited "
-                      "(concurrent.futures stops an executor's workers at exit, before torch's atexit)", end.at,
-                      [f"its subprocesses' process_exit inside {pool.creator.role} {pool.creator.pid}'s exit join "
-                       f"({self.rel(join[0])} -> {self.rel(join[1])}), which returned"],
-                      by=f"{pool.creator.role} {pool.creator.pid}'s exit")
-    if req is not None and req.end is not None and not req.error and not _proved_ended_before(last, req.ts):
-        return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end.at,
-                      [f"{T.short_label(req.target)} asked at {self.rel(req.ts)} and returned",
-                       f"its last subprocess ended at {self.rel(end.at)}"], by=by)
-    return Ending(WORKERS_ENDED, f"its last autotune subprocess {_as_subject(end)}", end.at,
-                  [f"its last subprocess's end at {self.rel(end.at)}", *end.evidence], end.signal)
-
-
-def _broke(self: Endings, pool: Pool) -> Ending | None:
-    """A fork/spawn pool that broke: its creator's first traced call that got BrokenProcessPool, and the workers
-    that had started by then and ended by WORKER_END_SLACK_S after it, each with its own ending (a worker that
-    never wrote its role record ended before torch's initializer ran in it: while it still imported). Which of
-    them ended first is not told: concurrent.futures ends the rest once one has."""
-    creator = pool.creator
-    c = min((c for c in creator.calls.values() if c.end is not None and c.end >= pool.call.ts
-             and (c.error or "").startswith(BROKEN_POOL)), key=lambda c: c.end or 0.0, default=None)
-    if c is None or c.end is None:
-        return None
-    at = c.end
-    lost = [q for q in pool.members if (q.start is None or q.start <= at)
-            and (e := q.ended_at) is not None and e <= at + WORKER_END_SLACK_S]
-    if not lost:
-        return None
-    who = "; ".join(f"worker {q.pid} {_as_subject(self.of(q))}" + (
-        "" if q.role == V.COMPILE_WORKER else " while it still imported (torch's initializer never ran in it)")
-        for q in lost)
-    c = c.outermost()
-    end = max(q.ended_at or at for q in lost)
-    return Ending(BROKE, f"it broke: {who}; {creator.role} {creator.pid}'s {T.short_label(c.target)}() got "
-                  f"{BROKEN_POOL} at {self.rel(at)} (concurrent.futures' word for a worker that ended abruptly)", end,
-                  [f"{BROKEN_POOL} returned to {T.short_label(c.target)}() at {self.rel(at)}",
-                   *(f"worker {q.pid}'s end at {self.rel(q.ended_at)}" for q in lost)],
-                  self.of(lost[0]).signal if len(lost) == 1 else None)
-
-
-def _as_subject(e: Ending) -> str:
-    """A process ending's words after "its sidecar": "was killed by SIGTERM", "exited (code 0)"."""
-    return f"was {e.words}" if e.kind in (SIGNAL, OOM_KILL) and not e.words.startswith("ended") else e.words
-
-
-def _proved_ended_before(p: Process, ts: float) -> bool:
-    """Does the log prove p ended before ts? Not Process.ended_at (when it ended) but what proves an order: the
-    watcher's end (it first missed p then) is after the real one, so before ts proves it. Without one, p's own
-    exit record, written before its teardown, proves it only SEEN_LATE_S earlier."""
-    if p.gone is not None:
-        return p.gone < ts
-    return p.end is not None and p.end < ts - SEEN_LATE_S
-
-
-def _zombie_before(p: Process, ts: float) -> bool:
-    z = p.zombie
-    return z is not None and z.get("since") is not None and z["since"] < ts - SEEN_LATE_S
 
 
 def torch_release(text: str) -> tuple[int, int] | None:

@@ -1,5 +1,5 @@
 """The jobs a pool lost (sent to, or in flight in, a pool whose sidecar had died) or had cut off (in flight when a
-live pool was asked to stop), read from the pool's ending (endings.py): a count only where a record shows it.
+live pool was asked to stop), read from the pool's ending (poolends.py): a count only where a record shows it.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...common import targets as T
-from .endings import SEEN_LATE_S, SHUTDOWN_COMPLETED, SHUTDOWN_FOUND_DEAD, SHUTDOWN_NEVER_RETURNED, SIDECAR_ENDED
+from .ending import SEEN_LATE_S, SHUTDOWN_COMPLETED, SHUTDOWN_FOUND_DEAD, SHUTDOWN_NEVER_RETURNED, SIDECAR_ENDED
 from .held import held_during
 
 if TYPE_CHECKING:

@@ -13,23 +13,16 @@ from typing import TYPE_CHECKING, Any
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER
 from ..derive.counts import counts_at
-from ..derive.endings import (
-    OOM_AMONG,
-    OOM_KILL,
-    SHUTDOWN_FOUND_DEAD,
-    SIDECAR_ENDED,
-    SIGNAL,
-    WITH_GROUP,
-    WORKER_END_SLACK_S,
-)
+from ..derive.ending import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
 from ..derive.labels import process_label
 from ..derive.lostjobs import pool_jobs
+from ..derive.poolends import WORKER_END_SLACK_S
 from ..derive.pools import broken_jobs, own_errors, user_frame
 from ..words.fmt import TEXT_PIDS, error_words, pid_text, site, size_text
 from .base import Finding
 
 if TYPE_CHECKING:
-    from ..derive.endings import Ending
+    from ..derive.ending import Ending
     from ..derive.view import View
     from ..fold.model import Pool, Process
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import SIDECAR_ROLES
-from ..derive.endings import EXEC, EXIT, OOM_AMONG, OOM_KILL, OS_EXIT, SIGNAL, WITH_GROUP
+from ..derive.ending import EXEC, EXIT, OOM_AMONG, OOM_KILL, OS_EXIT, SIGNAL, WITH_GROUP
 from ..derive.held import (
     Held,
     held_by,

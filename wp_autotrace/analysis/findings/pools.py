@@ -258,7 +258,7 @@ def _idle_text(v: View, st: PoolStory) -> str:
         until = "to the end of the log (still running)"
     elif ending.kind == "shutdown-completed":
         until = f"until {st.shutdown_by} shut it down at {_at(rel(pool.shutdown_at))}"
-    else:  # the words its evidence allows (analysis/derive/endings.py): never "shut it down" for a pool found dead
+    else:  # the words its evidence allows (analysis/derive/poolends.py): never "shut it down" for a pool found dead
         until = f"until {_at(rel(st.idle_to))} ({ending.words})"
     n_read, n_alive = st.held_read
     covered = f" ({n_read} of {n_alive} processes read)" if n_read < n_alive else ""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..derive.endings import OOM_KILL
+from ..derive.ending import OOM_KILL
 from ..derive.memseries import left_at_once
 from ..derive.pools import user_frame
 from ..fold.model import signal_name

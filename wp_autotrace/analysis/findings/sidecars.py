@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common.vocab import SIDECAR_ROLES
-from ..derive.endings import OOM_AMONG, OOM_KILL
+from ..derive.ending import OOM_AMONG, OOM_KILL
 from ..derive.pools import own_errors, shadowing
 from ..words.fmt import TEXT_PIDS, pid_text, site
 from .base import Finding, in_ranks

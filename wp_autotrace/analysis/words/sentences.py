@@ -174,7 +174,7 @@ def quiesce_words(pool: dict[str, Any]) -> str:
 
 
 def shutdown_words(pool: dict[str, Any]) -> str:
-    """How the pool ended, in the words its evidence allows (analysis/derive/endings.py): "BY shut it down" only when
+    """How the pool ended, in the words its evidence allows (analysis/derive/poolends.py): "BY shut it down" only when
     the request returned and its sidecar ended after it."""
     words = (pool.get("ending") or {}).get("words")
     return f"; {words}" if words else ""
