@@ -91,6 +91,27 @@ def test_on_writes_start_and_exit_once(value: str, log: Path) -> None:
     assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
 
 
+def test_after_the_exit_record_no_tracer_finder_is_left(log: Path) -> None:
+    """Once process_exit is written, the front finder leaves sys.meta_path (CPython keeps that list to the
+    interpreter's end: the tracer's modules would outlive finalization's first collection); a child forked after
+    it writes nothing, as before."""
+    code = textwrap.dedent("""
+        import os, sys
+        b = sys.modules["wp_autotrace.runtime.bootstrap"]
+        front = b._runtime._front
+        print(front in sys.meta_path)
+        b._record_exit("exit")
+        print(front in sys.meta_path, any(type(f).__module__.startswith("wp_autotrace") for f in sys.meta_path))
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    """)
+    res = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
+    assert (res.stdout.split(), res.stderr) == (["True", "False", "False"], "")
+    assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
+
+
 def test_default_log_path_is_in_cwd(tmp_path: Path) -> None:
     """Without WP_AUTOTRACE_LOG the log is created in the working directory."""
     res = run_python(["-c", "pass"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)

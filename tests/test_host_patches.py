@@ -148,6 +148,25 @@ def test_process_hooks_restore_the_exit_callback_and_disarm_the_fork_hook() -> N
     assert (gone.stdout.split(), gone.stderr) == (["forked"], "")
 
 
+def test_the_fork_hook_holds_only_its_own_dict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPython keeps the at-fork hook to the interpreter's end: its globals are the hook's own dict, which the exit
+    empties (drop_fork_hook), so it keeps none of the tracer's modules alive through finalization."""
+    got: list[Any] = []
+    monkeypatch.setattr(os, "register_at_fork", lambda **kw: got.append(kw["after_in_child"]))
+    monkeypatch.setattr(host_patches, "_at_fork_registered", False)
+    calls: list[str] = []
+    host_patches.install_process_hooks(lambda: calls.append("fork"), lambda: None)
+    try:
+        [hook] = got
+        assert set(hook.__globals__) == {"_fork_hook", "__builtins__"}
+        hook()
+        host_patches.drop_fork_hook()
+        hook()
+        assert calls == ["fork"] and hook.__globals__["_fork_hook"] == {}
+    finally:
+        host_patches.restore_process_hooks()
+
+
 def test_mp_exit_finalizer_restores_the_registries() -> None:
     """The after-fork entry and the finalizer it makes both leave multiprocessing's registries."""
     before = host_objects()

@@ -40,7 +40,13 @@ from ..common.env import (
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, HELPER_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
-from .host_patches import install_exec_record, install_mp_exit_finalizer, install_process_hooks, install_signal_record
+from .host_patches import (
+    drop_fork_hook,
+    install_exec_record,
+    install_mp_exit_finalizer,
+    install_process_hooks,
+    install_signal_record,
+)
 from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, one_more_descriptor, put_back_limit, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
@@ -526,6 +532,23 @@ def _record_exit(how: str, code: "int | None" = None) -> None:
         rt.at_exit(how, code)
     except Exception as exc:
         rt.sink.error("exit", exc)
+    finally:
+        _let_go(rt)
+
+
+def _let_go(rt: "Runtime") -> None:
+    """After the exit record nothing of the tracer runs (the at-fork hook found no runtime, the front finder
+    served imports whose records could no longer be written): the two references CPython keeps to the
+    interpreter's end (its at-fork list; sys.meta_path, through sys's saved dict) are dropped, so the
+    tracer's modules are freed with the program's at finalization's first collection, not walked by
+    every collection after it (~1M instructions of a traced start's exit, docs/scale.md). A full finder
+    (a target module loaded) stays: its wrappers may still be running."""
+    drop_fork_hook()
+    try:
+        while rt._front in sys.meta_path:
+            sys.meta_path.remove(rt._front)
+    except Exception:
+        pass
 
 
 def _at_exit() -> None:

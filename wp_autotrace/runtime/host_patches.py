@@ -100,14 +100,15 @@ def look_like(fn: "Any", real: "Any") -> None:
 
 # -- process hooks: the at-fork hook and process_exit ----------------------------
 
-# The functions install_process_hooks was given: "after_fork", "at_exit".
+# The functions install_process_hooks was given: "after_fork" (_fork_hook), "at_exit" (_process_hooks).
 _process_hooks: "dict[str, Any]" = {}
+_fork_hook: "dict[str, Any]" = {}
 _at_fork_registered = False
 
 
 def _after_fork_in_child() -> None:
     """The at-fork hook (CPython cannot unregister one: restore disarms it instead)."""
-    after_fork = _process_hooks.get("after_fork")
+    after_fork = _fork_hook.get("after_fork")
     if after_fork is not None:
         after_fork()
 
@@ -116,11 +117,22 @@ def install_process_hooks(after_fork: "Callable[[], None]", at_exit: "Callable[[
     """Call after_fork in every forked child and at_exit at interpreter exit."""
     global _at_fork_registered
     restore_process_hooks()
-    _process_hooks.update(after_fork=after_fork, at_exit=at_exit)
+    _fork_hook["after_fork"] = after_fork
+    _process_hooks["at_exit"] = at_exit
     if not _at_fork_registered:
-        os.register_at_fork(after_in_child=_after_fork_in_child)
+        # CPython keeps an at-fork hook to the interpreter's very end: this copy's globals are _fork_hook alone, so
+        # once the exit empties it (drop_fork_hook) it keeps none of the tracer's modules alive through
+        # finalization, whose every collection would walk them again (docs/scale.md).
+        function: Any = type(_after_fork_in_child)
+        os.register_at_fork(after_in_child=function(
+            _after_fork_in_child.__code__, {"_fork_hook": _fork_hook, "__builtins__": __builtins__}))
         _at_fork_registered = True
     atexit.register(at_exit)
+
+
+def drop_fork_hook() -> None:
+    """After the exit record: the at-fork hook calls nothing from now on (a child forked later writes nothing)."""
+    _fork_hook.clear()
 
 
 def restore_process_hooks() -> None:
@@ -128,7 +140,7 @@ def restore_process_hooks() -> None:
     at_exit = _process_hooks.pop("at_exit", None)
     if at_exit is not None:
         atexit.unregister(at_exit)
-    _process_hooks.pop("after_fork", None)
+    _fork_hook.clear()
 
 
 # -- a multiprocessing worker's exit ------------------------------------------------
