@@ -1667,17 +1667,25 @@ def test_a_forked_process_waiting_on_its_parents_compile_threads_is_told(tmp_pat
     assert "forked-compile-hang" not in kinds(report(one, tmp_path / "set-in-code"))
 
 
-def _kernel_failed(line: str, threads: int, uid: int = 65534, nproc: int = 24) -> LogWriter:
+PIDS_CG = "/wp_users_pids_1"
+
+
+def _kernel_failed(line: str, threads: int, uid: int = 65534, nproc: int = 24,
+                   refused: tuple[int, ...] = ()) -> LogWriter:
     """main 100's pool (sidecar 200, workers 300 and 301), all run under ulimit -u 24 as uid 65534 (the watcher's
     tree entries); one sweep at 2.0 s read `threads` processes and threads of theirs at once; the compiled
     module's wait (2.0 -> 2.1 s) raised a kernel's job error whose own last line is `line`, past the record's
-    head, as the runtime keeps it (head and tail)."""
+    head, as the runtime keeps it (head and tail). `refused`: all in pids cgroup PIDS_CG (pids.max 24), whose
+    pidcg records at 1.3 s and (`final`) at 2.5 s read these pids.events max counts."""
     from wp_autotrace.runtime.reads import error_text
 
     w = clean_run()
+    for at, count in zip((1.3, 2.5), refused):
+        watcher(w, at, "pidcg", member=100, version=1, path=PIDS_CG, file="pids.max", limit=24, refused=count,
+                **({"final": True} if at > 2 else {}))
     watcher(w, 1.3, "tree", count=4, started=[
         {"pid": pid, "ppid": ppid, "name": "python", "cmd": "python", "role": role, "via": "child",
-         "nproc": nproc, "uid": uid}
+         "nproc": nproc, "uid": uid, **({"pidcg": PIDS_CG} if refused else {})}
         for pid, ppid, role in ((100, 1, "main"), (200, 100, "compile-sidecar"), (300, 200, "compile-worker"),
                                 (301, 200, "compile-worker"))], ended=[])
     start(w, 1.26, 300, 200, "compile-worker")
@@ -1748,6 +1756,30 @@ def test_a_kernel_that_failed_under_root_is_not_told_the_process_limit(tmp_path:
     assert "24) was reached" not in f["text"] and not f["cost"]["limit_reached"], f["text"]
     assert "root's processes are held to it only inside a user namespace" in f["text"], f["text"]
     assert f["advice"].startswith("if the process limit caused it: "), f["advice"]
+
+
+def test_a_kernel_that_failed_under_a_containers_task_limit_is_told_the_kernels_count_of_refusals(
+        tmp_path: Path) -> None:
+    """A container's pids limit (podman's --pids-limit) counts root's tasks too, while ulimit -u is far away: a real
+    job's linkers were refused threads and its kernels failed with the linker's exit status only. The kernel's own
+    count of the refusals (pids.events max, the watcher's pidcg records at the cgroup's first join and at its end:
+    0 -> 4) is the evidence: the cause told is the cgroup's task limit, with the container's advice. Controls: the
+    count did not rise, or its end was not read (no `final` record): the cause stays unknown."""
+    line = "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero exit status 1"
+    rep = report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4)), tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
+    said = (f"the task limit of its cgroup was reached: pids.max 24 ({PIDS_CG}; each process and each thread in it "
+            "counts, root's too); the kernel refused 4 fork(s) or thread start(s) there between ")
+    assert said in f["text"] and "(pids.events max 0 -> 4)." in f["text"], f["text"]
+    assert said in rep["answer"].replace("\n  ", " ").replace("\n", " "), rep["answer"]
+    assert "--pids-limit" in f["advice"] and f["cost"]["limit_reached"], (f["advice"], f["cost"])
+    assert (f["cost"]["pids_max"], f["cost"]["pids_refused"]) == (24, 4), f["cost"]
+    for sub, refused in (("flat", (4, 4)), ("unread", (0,))):
+        (tmp_path / sub).mkdir()
+        f = next(f for f in report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=refused),
+                                   tmp_path / sub)["findings"] if f["kind"] == "compile-failed")
+        assert "pids" not in f["text"] and "no record shows why the job failed" in f["text"], f["text"]
+        assert not f["cost"]["limit_reached"] and "pids_max" not in f["cost"], f["cost"]
 
 
 def test_a_kernel_whose_file_was_gone_is_told_with_the_shared_cache_advice(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.watcher.limits import MemoryCgroups, memory_limit, parse_memcg
+from wp_autotrace.watcher.cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, memory_limit, parse_cgroup
 
 from .conftest import WaitTimeout, clean_env, needs_torch, read_log, report_json, wait_for_watcher, wait_until
 from .logs import T0, LogWriter, report
@@ -120,10 +120,10 @@ def cgroup() -> Iterator[MemCgroup]:
 
 def test_the_least_memory_limit_over_a_cgroup_is_read_once_per_cgroup(tmp_path: Path) -> None:
     """The watcher's reading (watcher/limits.py) on a made /proc and /sys/fs/cgroup: a process's memory cgroup from
-    /proc/PID/cgroup (v1's memory line first, else v2's), then the least limit on it or above it, and which cgroup
+    its /proc/PID/cgroup (v1's memory line first, else v2's), then the least limit on it or above it, and which cgroup
     set it (SLURM limits the job, not its step); `max` and v1's unlimited number are no limit; no readable file is
     unknown (None, no record); a second process in a cgroup already read reads no limit again."""
-    root, proc = tmp_path / "cg", tmp_path / "proc"
+    root = tmp_path / "cg"
 
     def put(rel: str, name: str, text: str) -> None:
         (root / rel).mkdir(parents=True, exist_ok=True)
@@ -144,17 +144,125 @@ def test_the_least_memory_limit_over_a_cgroup_is_read_once_per_cgroup(tmp_path: 
     put("unified/box", "memory.max", str(64 << 20))  # a hybrid host's v2 hierarchy
     assert (memory_limit(2, "/box", str(root)) or {}).get("limit") == 64 << 20
     assert memory_limit(2, "/nowhere", str(tmp_path / "empty")) is None  # unknown: no memory controller there
-    assert parse_memcg(b"9:name=systemd:/\n4:memory:/api/x\n0::/\n") == (1, "/api/x")
-    assert parse_memcg(b"0::/user.slice/job\n") == (2, "/user.slice/job")
-    assert parse_memcg(b"0::/../outside\n") is None and parse_memcg(None) is None
-    for pid in (11, 12):
-        (proc / str(pid)).mkdir(parents=True)
-        (proc / str(pid) / "cgroup").write_text(f"0::{step}\n")
-    cgroups = MemoryCgroups(str(proc), str(root))
+    assert parse_cgroup(b"9:name=systemd:/\n4:memory:/api/x\n0::/\n") == (1, "/api/x")
+    assert parse_cgroup(b"0::/user.slice/job\n") == (2, "/user.slice/job")
+    assert parse_cgroup(b"0::/../outside\n") is None and parse_cgroup(None) is None
+    cgroups = Cgroups(MEMORY_KIND, str(root))
     first, second = {"pid": 11}, {"pid": 12}
-    assert (cgroups.join(first) or {}).get("limit") == 512 << 20 and cgroups.join(second) is None
-    assert first["memcg"] == second["memcg"] == step
-    assert cgroups.join({"pid": 13}) is None  # gone: no entry field, no record
+    own = f"0::{step}\n".encode()
+    assert (cgroups.join(first, own) or {}).get("limit") == 512 << 20 and cgroups.join(second, own) is None
+    assert first["memcg"] == second["memcg"] == step and "pidcg" not in first
+    assert cgroups.join({"pid": 13}, None) is None  # gone: no entry field, no record
+
+
+def test_a_pids_limit_and_its_refusals_are_read_where_the_kernel_counts_them(tmp_path: Path) -> None:
+    """A container's pids cgroup (watcher/cgroups.py on a made /sys/fs/cgroup): pids.max, least over the cgroup and
+    those above it, and pids.events' `max` count of refused forks and thread starts, read as the cgroup's first
+    process joins and again at the watcher's end (again(): `final`). v1 counts in the forking task's own cgroup, v2
+    in the one whose limit refused: each is read there. A cgroup with no limit has no count to read again."""
+    root = tmp_path / "cg"
+
+    def put(rel: str, name: str, text: str) -> None:
+        (root / rel).mkdir(parents=True, exist_ok=True)
+        (root / rel / name).write_text(text + "\n")
+
+    put("pids/box", "pids.max", "24")  # v1: the container's limit, its task's own counts
+    put("pids/box", "pids.events", "max 0")
+    put("ctr", "pids.max", "32")  # v2: the limit one level up, the count there
+    put("ctr", "pids.events", "max 2")
+    put("ctr/step", "pids.max", "max")
+    put("ctr/step", "pids.events", "max 0")
+    put("free", "pids.max", "max")
+    put("free", "pids.events", "max 0")
+    cgroups = Cgroups(PIDS_KIND, str(root))
+    v1, v2, free = {"pid": 21}, {"pid": 22}, {"pid": 23}
+    assert cgroups.join(v1, b"12:pids:/box\n0::/\n") == {"version": 1, "path": "/box", "file": "pids.max",
+                                                           "limit": 24, "refused": 0, "member": 21}
+    assert cgroups.join(v2, b"0::/ctr/step\n") == {"version": 2, "path": "/ctr/step", "file": "pids.max",
+                                                     "limit": 32, "limit_path": "/ctr", "refused": 2, "member": 22}
+    assert cgroups.join(free, b"0::/free\n") == {"version": 2, "path": "/free", "file": "pids.max", "member": 23}
+    assert v1["pidcg"] == "/box" and v2["pidcg"] == "/ctr/step"
+    put("pids/box", "pids.events", "max 4")
+    put("ctr", "pids.events", "max 3")
+    again = [(r["path"], r["refused"], r["final"]) for r in cgroups.again()]
+    assert again == [("/box", 4, True), ("/ctr/step", 3, True)], again
+
+
+def _pids_cgroup() -> str | None:
+    """A pids cgroup below this process's own (v1's pids hierarchy, else v2 with pids enabled), made; None where
+    none can be."""
+    name = f"wp-autotrace-pids-{uuid.uuid4().hex[:8]}"
+    v1, v2 = _own_path("pids"), _own_path("")
+    places = [os.path.join(CG_ROOT, "pids", v1.lstrip("/"))] if v1 is not None else []
+    for base in (CG_ROOT, os.path.join(CG_ROOT, "unified")):
+        parent = os.path.join(base, (v2 or "/").lstrip("/"))
+        try:
+            with open(os.path.join(parent, "cgroup.subtree_control")) as f:
+                if "pids" in f.read().split():
+                    places.append(parent)
+        except OSError:
+            continue
+    for parent in places:
+        try:
+            os.mkdir(os.path.join(parent, name))
+            return os.path.join(parent, name)
+        except OSError:
+            continue
+    return None
+
+
+def test_the_refusals_of_a_real_pids_limit_are_counted_by_the_watcher(tmp_path: Path) -> None:
+    """A real pids cgroup (a container's --pids-limit) with room for the traced main, its watcher and a few threads:
+    the main waits until the watcher has read the cgroup, then starts threads until the kernel refuses them. The
+    watcher's pidcg records (at the main's join, and `final` at its end) give the limit the test set and a rise of
+    the kernel's count equal to the test's own reading of pids.events, and to the refusals the main saw."""
+    if os.geteuid() != 0:
+        pytest.skip("making a pids cgroup needs root")
+    cg = _pids_cgroup()
+    if cg is None:
+        pytest.skip("no writable pids cgroup controller here")
+    log = tmp_path / "log.jsonl"
+    script = tmp_path / "main.py"
+    script.write_text(textwrap.dedent(f'''
+        import threading, time
+        deadline = time.monotonic() + 60
+        while '"pidcg"' not in open({str(log)!r}).read() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        go, started, refused = threading.Event(), [], 0
+        for _ in range(40):
+            t = threading.Thread(target=go.wait)
+            try:
+                t.start()
+                started.append(t)
+            except RuntimeError:
+                refused += 1
+        go.set()
+        [t.join() for t in started]
+        print("refused", refused, flush=True)
+    '''))
+    try:
+        with open(os.path.join(cg, "pids.max"), "w") as f:
+            f.write("16")
+        with open(os.path.join(cg, "pids.events")) as f:
+            before = int(f.read().split()[1])
+        env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_LINGER="1")
+        res = subprocess.run(["sh", "-c", f"echo $$ > {shlex.quote(os.path.join(cg, 'cgroup.procs'))} && exec "
+                              f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        seen = int(res.stdout.split()[-1]) if res.stdout.startswith("refused") else 0
+        wait_for_watcher(log, timeout=60)
+        with open(os.path.join(cg, "pids.events")) as f:
+            after = int(f.read().split()[1])
+    finally:
+        procs = Path(cg, "cgroup.procs")
+        for pid in procs.read_text().split():  # what the test started, by pid
+            os.kill(int(pid), 9)
+        wait_until(lambda: not procs.read_text().split(), timeout=30)
+        os.rmdir(cg)
+    assert res.returncode == 0 and seen > 0, (res.stdout, res.stderr[-2000:])
+    recs = [r for r in read_log(log) if r["event"] == "pidcg"]
+    assert [(r["limit"], r.get("final", False)) for r in recs] == [(16, False), (16, True)], recs
+    assert recs[1]["refused"] - recs[0]["refused"] == after - before == seen, (recs, before, after, seen)
 
 
 def _ending(rep: dict[str, Any], pid: int) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from ..common.procfs import ProcReader
 from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
-from .limits import MemoryCgroups
+from .cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
 from .oom import OomCount
@@ -108,9 +108,9 @@ class Watcher:
             self.oom = None
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
-        # each joining process's memory cgroup, and each cgroup's limit once (not through psutil: without /proc
-        # none is claimed); an OOM kill is told beside it (analysis/findings/endings.py)
-        self.memcgs = MemoryCgroups() if isinstance(self.tree.reader, ProcReader) else None
+        # each joining process's memory and pids cgroups, and each cgroup's limit once (not through psutil: without
+        # /proc none is claimed); an OOM kill is told beside it, a failed compile with the pids limit's refusals
+        self.cgroups = (Cgroups(MEMORY_KIND), Cgroups(PIDS_KIND)) if isinstance(self.tree.reader, ProcReader) else ()
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.tree.root, **fields)
@@ -160,8 +160,10 @@ class Watcher:
             lists["possible"], self.tree.possible = self.tree.possible, []
         for entry in started:
             self.written_rss[entry["pid"]] = entry["rss"]
-            if self.memcgs is not None and (limit := self.memcgs.join(entry)) is not None:
-                self.emit(V.MEMCG, member=entry["pid"], **limit)
+            data = cgroup_file(entry["pid"]) if self.cgroups else None  # one read for both controllers
+            for cgroups in self.cgroups:
+                if (limit := cgroups.join(entry, data)) is not None:
+                    self.emit(cgroups.kind[1], **limit)
         rss = self._heartbeat(now)
         if rss:
             lists["rss"] = rss
@@ -324,6 +326,8 @@ class Watcher:
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE, V.EXIT_PROC_ELSEWHERE):
+            for fields in self.cgroups[1].again() if self.cgroups else ():  # the pids limits' refusals since
+                self.emit(V.PIDCG, **fields)
             self.emit(V.TREE, count=len(self.tree.live), started=[], ended=[], final=True)
         counts: dict[str, int] = {}
         if self.export is not None:

@@ -38,6 +38,10 @@ NEAR_FACTOR = 4
 LIMIT_ADVICE = ("ask for a higher process limit (`ulimit -u`; under SLURM or a container, the job's or the "
                 "container's limit), or make fewer workers and threads: TORCHINDUCTOR_COMPILE_THREADS=1 compiles "
                 "in the process itself")
+# A pids cgroup's limit (a container's): the kernel counts each task (process and thread, root's too) against it.
+PIDS_ADVICE = ("raise the task limit of the job's cgroup (podman's or docker's --pids-limit, a pod's pid limit, "
+               "systemd's TasksMax; ulimit -u does not lift it), or make fewer workers and threads: "
+               "TORCHINDUCTOR_COMPILE_THREADS=1 compiles in the process itself")
 UNKNOWN_ADVICE = "read the job's own error line above; rerun with TORCHINDUCTOR_COMPILE_THREADS=1 to see it in-process"
 # A job's own line that says a file it read back was gone (a kernel's module read by inspect, as @triton.jit does,
 # or a file opened again): what a compile cache shared with other jobs does when one of them wipes it, or on a
@@ -90,6 +94,27 @@ def _limited(v: View, creator: Process) -> tuple[int, int] | None:
     return None
 
 
+def _pids_refused(v: View, creator: Process) -> tuple[str, int, int] | None:
+    """(words, pids.max, refusals) where a pids cgroup of the compiling process or of its pools' processes has a
+    limit and the kernel's count of the forks and thread starts it refused rose between the watcher's two reads of
+    it (its pidcg records: as the first process in it joined, and `final` at the watcher's end); else None."""
+    procs = [creator] + [q for pool in v.pools if pool.creator is creator for q in v.story(pool).procs]
+    for host, path in dict.fromkeys((q.host, q.pidcg) for q in procs if q.pidcg is not None):
+        recs = next((r for run in v.runs if (r := run.pidcgs.get((host, path or "")))), [])
+        first, last = (recs[0], recs[-1]) if recs else ({}, {})
+        before, after = first.get("refused"), last.get("refused")
+        if (isinstance(first.get("limit"), int) and last.get("final") is True and isinstance(before, int)
+                and isinstance(after, int) and after > before):
+            at = first.get("limit_path")
+            on = f"{at}, above its own {path}" if isinstance(at, str) else path
+            words = (f"the task limit of its cgroup was reached: pids.max {first['limit']} ({on}; each process and "
+                     f"each thread in it counts, root's too); the kernel refused {after - before} fork(s) or thread "
+                     f"start(s) there between {v.rel(first['ts']) or 0:.1f} s and {v.rel(last['ts']) or 0:.1f} s "
+                     f"(pids.events max {before} -> {after})")
+            return words, first["limit"], after - before
+    return None
+
+
 def compile_failed(v: View) -> Finding | None:
     """Kernels whose compile job failed in the pool: how many the records name, the job's own line, and the
     process limit where the records show it reached (module docstring)."""
@@ -127,6 +152,9 @@ def compile_failed(v: View) -> Finding | None:
                      f"{root}{': whether the limit was reached, no record shows' if eagain else ''})")
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
+    pids = _pids_refused(v, p)
+    if pids is not None:  # the kernel's own count of refusals: the limit was reached, whatever ulimit -u says
+        cause, advice = pids[0], PIDS_ADVICE
     if advice == UNKNOWN_ADVICE and line and any(mark in line for mark in MISSING_MARKS):
         advice = CACHE_ADVICE
     text = f"{what}; {said}; {cause}."
@@ -134,5 +162,6 @@ def compile_failed(v: View) -> Finding | None:
                    [f"{c.proc.role} {c.proc.pid} {c.target}: {c.error}" for c in failed[:3]], advice,
                    {"kernels_failed": count, "jobs_lost": count, "kernels": kernels, "error_line": line,
                     "nproc_limit": limit[0] if limit else None, "uid": limit[1] if limit else None,
-                    "limit_reached": cause.startswith("the process limit")},
+                    "limit_reached": cause.startswith(("the process limit", "the task limit")),
+                    **({"pids_max": pids[1], "pids_refused": pids[2]} if pids else {})},
                    headline=text)  # whole in the Answer: the job's own line and the cause are what the user asked

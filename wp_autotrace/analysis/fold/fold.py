@@ -403,12 +403,19 @@ def note_limits(p: Process, entry: dict[str, Any]) -> None:
     if "nproc" in entry and "uid" in entry:
         p.nproc = (entry["nproc"], entry["uid"])
     p.memcg = entry.get("memcg", p.memcg)
+    p.pidcg = entry.get("pidcg", p.pidcg)
 
 
 def note_memcg(reg: Registry, r: dict[str, Any]) -> None:
     """A memory cgroup of the run's processes, read once by the watcher: its limit, where one is set."""
     if isinstance(r.get("path"), str):
         reg.record_run(r).memcgs[(r["host"], r["path"])] = r
+
+
+def note_pidcg(reg: Registry, r: dict[str, Any]) -> None:
+    """A pids cgroup of the run's processes, read as its first process joined and again at the watcher's end."""
+    if isinstance(r.get("path"), str):
+        reg.record_run(r).pidcgs.setdefault((r["host"], r["path"]), []).append(r)
 
 
 # Visits that need only the Registry, outside the Builder (which is at its size).
@@ -438,6 +445,7 @@ def note_spawned(reg: Registry, r: dict[str, Any]) -> None:
 REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
                                                                           schema.JOB: add_job, vocab.OOM: note_oom,
                                                                           vocab.MEMCG: note_memcg,
+                                                                          vocab.PIDCG: note_pidcg,
                                                                           vocab.SIGNAL_SENT: note_signal,
                                                                           vocab.WORKER_SPAWNED: note_spawned}
 

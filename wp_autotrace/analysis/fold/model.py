@@ -224,7 +224,8 @@ class Process:
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
-                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "zombie",
+                 "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "pidcg",
+                 "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
                  "imports", "jobs_run", "sent", "spawned")
 
@@ -291,6 +292,7 @@ class Process:
         self.pgid: int | None = None  # its process group, as the watcher first saw it
         self.nproc: tuple[int, int] | None = None  # (its ulimit -u (RLIMIT_NPROC soft), its uid): the watcher's read
         self.memcg: str | None = None  # its memory cgroup's path, as the watcher read it (the run's memcgs: its limit)
+        self.pidcg: str | None = None  # its pids cgroup's path, alike (the run's pidcgs)
         self.zombie: dict[str, Any] | None = None  # the watcher's zombie entry: {ppid, since, status, reaped?}
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
@@ -402,6 +404,8 @@ class Run:
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)
         # (host, path) -> the watcher's memcg record of that memory cgroup: its limit, where one is set
         self.memcgs: dict[tuple[str, str], dict[str, Any]] = {}
+        # (host, path) -> the watcher's pidcg records of that pids cgroup: as it joined, then `final` at its end
+        self.pidcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # The reader's own look (verdict.look_now) at a main process the log saw no end of: alive_now True
         # or False where this host can tell (its pid and create time; else its watchers' pids), None where
         # it cannot; now_how says what was seen, or why nothing could be. root_gone: the main's own pid

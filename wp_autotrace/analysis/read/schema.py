@@ -22,6 +22,7 @@ from ...common.vocab import (
     MEMCG,
     MEMORY,
     OOM,
+    PIDCG,
     PROCESS_EXIT,
     PROCESS_START,
     RETURN,
@@ -44,7 +45,7 @@ __all__ = [  # what this module offers, its own names and the re-exported vocabu
     "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMCG", "MEMORY",
     "MEMS",
     "NUM",
-    "OOM", "OPT_STR", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
+    "OOM", "OPT_STR", "PIDCG", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "SIGNAL_SENT", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
     "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
 ]
@@ -128,11 +129,13 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, memcg?, exec?}` "
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, memcg?, pidcg?, "
+              "exec?}` "
               "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
               "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
               "real uid, whose threads the kernel counts against it; `memcg`: the path of its memory cgroup "
-              "(/proc/PID/cgroup's v1 memory line, else its v2 line; its `memcg` record has the limit); `exec`: "
+              "(/proc/PID/cgroup's v1 memory line, else its v2 line; its `memcg` record has the limit); `pidcg`: its "
+              "pids cgroup's, alike (its `pidcg` record); `exec`: "
               "in a process listed again, whether its image changed (an exec, its memory starts there) or only its "
               "name or command line (a rename), "
               "absent where the watcher could not tell)")
@@ -319,6 +322,19 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                         "processes use, page cache too) past it calls its OOM killer; absent where none is set "
                         "(`max`, or v1's unlimited)"),
         ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"))),
+    PIDCG: ("a pids cgroup of the run's processes, the task limit it is held to and the kernel's count of the forks "
+            "and thread starts that limit refused (the watcher, once per cgroup as the first process in it joins, "
+            "and again with `final` at its end where a limit is set)", _PART_FIELDS[:2] + (
+        ("member", UINT, "the process whose joining read it (its tree entry's `pidcg` is `path`)"),
+        ("version", UINT, "1 (v1's pids hierarchy) or 2 (the unified one)"),
+        ("path", STR, "the cgroup, as /proc/PID/cgroup names it"),
+        ("file", STR, "`pids.max`"),
+        ("limit", UINT, "the least pids.max on it or on a cgroup above it: its tasks (each process and each "
+                        "thread, root's too) past it are refused (EAGAIN); absent where none is set (`max`)"),
+        ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"),
+        ("refused", UINT, "pids.events `max` then (v1: of `path`; v2: of the limit's cgroup): the forks and thread "
+                          "starts the limit refused so far; absent where unread"),
+        ("final", BOOL, "true in the record written at the watcher's end: `refused` read again"))),
     EXIT_UNWRITTEN: ("a process's process_exit could not be written (no descriptor free: its table full at its hard "
                      "limit); the watcher read the note it left (a symlink beside the log) when it saw it end",
                      _PART_FIELDS[:2] + (

@@ -1,0 +1,158 @@
+"""The cgroups of the run's processes and the limits they are held to, read by the watcher as each process joins.
+
+Memory: the kernel charges a cgroup for every page its processes use (page cache too); its OOM killer ends one of
+them when a charge would pass the least limit set on that cgroup or on one above it (what slurmstepd and docker
+set): v2's memory.max ("max": none), v1's memory.limit_in_bytes (none reads as PAGE_COUNTER_MAX pages,
+9223372036854771712 on 4 KiB pages). Pids: the pids controller counts every task (each process and each thread,
+root's too) against pids.max (podman's and docker's --pids-limit, a pod's pid limit, systemd's TasksMax); a fork
+or a thread start past it fails with EAGAIN, and the kernel counts each refusal in pids.events ("max N"): in v1 in
+the forking task's cgroup, in v2 in the cgroup whose limit refused it. That count is read as the cgroup is first
+seen and once more at the watcher's end (again()): never per tick. Nothing is read in the traced process.
+"""
+
+from __future__ import annotations
+
+import os
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+READ_BYTES = 4096  # /proc/PID/cgroup is a line per hierarchy (about 400 bytes on a v1 host)
+NO_LIMIT_FROM = 1 << 60  # v1's "none" and anything near it: no host has an exbibyte
+MAX_DEPTH = 32  # cgroup levels walked up at most (slurm's is 4: /slurm/uid_U/job_J/step_S)
+MAX_CGROUPS = 64  # distinct cgroups read per run: a run whose processes each have their own stops being read there
+# controller -> (its tree entry field and record, its v1 limit file, its v2 limit file)
+MEMORY_KIND = ("memory", "memcg", "memory.limit_in_bytes", "memory.max")
+PIDS_KIND = ("pids", "pidcg", "pids.max", "pids.max")
+PIDS_EVENTS = "pids.events"
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, READ_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def cgroup_file(pid: int, proc: str = "/proc") -> bytes | None:
+    """A live process's /proc/PID/cgroup; None unread (gone)."""
+    return _read(f"{proc}/{pid}/cgroup")
+
+
+def parse_cgroup(data: bytes | None, controller: str = MEMORY_KIND[0]) -> tuple[int, str] | None:
+    """(1, path) from a /proc/PID/cgroup's v1 line of that controller, else (2, path) from its v2 line ("0::path");
+    None where it has neither or the path lies outside the reader's cgroup namespace ("/.." first)."""
+    found = None
+    for line in (data or b"").split(b"\n"):
+        parts = line.split(b":", 2)
+        if len(parts) != 3 or not parts[2].startswith(b"/") or parts[2].startswith(b"/.."):
+            continue
+        path = parts[2].decode(errors="replace")
+        if controller.encode() in parts[1].split(b","):
+            return 1, path
+        if parts[0] == b"0" and not parts[1]:
+            found = (2, path)
+    return found
+
+
+def _limit_in(data: bytes | None) -> tuple[bool, int | None]:
+    """(read, limit) of a limit file: its number, or None for "max" or v1's none."""
+    text = (data or b"").strip()
+    if text == b"max":
+        return True, None
+    if not text.isdigit():
+        return False, None
+    return True, int(text) if int(text) < NO_LIMIT_FROM else None
+
+
+def _bases(version: int, root: str, controller: str) -> tuple[str, ...]:
+    return (os.path.join(root, controller),) if version == 1 else (root, os.path.join(root, "unified"))
+
+
+def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[str, str, str, str] = MEMORY_KIND
+                ) -> dict[str, object] | None:
+    """A memcg / pidcg record's fields for a cgroup: `version`, `path`, `file` (the limit's file name), `limit` (the
+    least set on it or above; absent where none is) and `limit_path` (the cgroup that sets it, where that is one
+    above). None where no limit file of it or above could be read (no such controller mounted there: unknown)."""
+    name = kind[2] if version == 1 else kind[3]
+    for base in _bases(version, root, kind[0]):
+        read, least, at, here = False, None, "", path
+        for _ in range(MAX_DEPTH):
+            ok, limit = _limit_in(_read(os.path.join(base, here.lstrip("/"), name)))
+            read = read or ok
+            if limit is not None and (least is None or limit < least):
+                least, at = limit, here
+            if here == "/":
+                break
+            here = os.path.dirname(here.rstrip("/")) or "/"
+        if read:
+            out: dict[str, object] = {"version": version, "path": path, "file": name}
+            if least is not None:
+                out["limit"] = least
+                if at != path:
+                    out["limit_path"] = at
+            return out
+    return None
+
+
+def memory_limit(version: int, path: str, root: str = CGROUP_ROOT) -> dict[str, object] | None:
+    """least_limit of a memory cgroup."""
+    return least_limit(version, path, root, MEMORY_KIND)
+
+
+def refused(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
+    """The kernel's count of forks and thread starts a pids limit refused (pids.events "max N"), read where it
+    counts them: v1 in the process's own cgroup, v2 in the one whose limit it is. None unread."""
+    version, path = fields["version"], str(fields["path"])
+    at = path if version == 1 else str(fields.get("limit_path", path))
+    for base in _bases(int(str(version)), root, PIDS_KIND[0]):
+        for line in (_read(os.path.join(base, at.lstrip("/"), PIDS_EVENTS)) or b"").split(b"\n"):
+            key, _, value = line.partition(b" ")
+            if key == b"max" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
+class Cgroups:
+    """The cgroups of one controller the run's processes are in: each process's path, read as it joins, and each
+    cgroup's limit, read the first time one of them is in it; for pids, the refusals' count with it."""
+
+    def __init__(self, kind: tuple[str, str, str, str] = MEMORY_KIND, root: str = CGROUP_ROOT) -> None:
+        self.kind, self.root = kind, root
+        self.seen: set[tuple[int, str]] = set()
+        self.counted: list[dict[str, object]] = []  # pids cgroups with a limit whose count was read: read again
+
+    def join(self, entry: dict[str, object], data: bytes | None) -> dict[str, object] | None:
+        """Sets a joining process's tree entry's field (its cgroup's path, from data: its /proc/PID/cgroup) where
+        readable; returns the record's fields where its cgroup is new (least_limit, `member`: its pid, and
+        `refused` for a pids limit), else None."""
+        found = parse_cgroup(data, self.kind[0])
+        if found is None:
+            return None
+        entry[self.kind[1]] = found[1]
+        if found in self.seen or len(self.seen) >= MAX_CGROUPS:
+            return None
+        self.seen.add(found)
+        fields = least_limit(found[0], found[1], self.root, self.kind)
+        if fields is not None:
+            fields["member"] = entry["pid"]  # the process whose joining read it
+        if fields is not None and self.kind is PIDS_KIND and "limit" in fields:
+            count = refused(fields, self.root)
+            if count is not None:
+                fields["refused"] = count
+                self.counted.append(fields)
+        return fields
+
+    def again(self) -> list[dict[str, object]]:
+        """The pids cgroups read at their join, with their refusals' count read now (`final`): the rise is the
+        forks and thread starts the limit refused in between."""
+        out = []
+        for fields in self.counted:
+            count = refused(fields, self.root)
+            if count is not None:
+                out.append({**fields, "refused": count, "final": True})
+        return out
