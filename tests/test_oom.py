@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.words.fmt import size_text
 from wp_autotrace.watcher.cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, memory_limit, parse_cgroup
 
 from .conftest import WaitTimeout, clean_env, needs_torch, read_log, report_json, wait_for_watcher, wait_until
@@ -150,7 +151,10 @@ def test_the_least_memory_limit_over_a_cgroup_is_read_once_per_cgroup(tmp_path: 
     cgroups = Cgroups(MEMORY_KIND, str(root))
     first, second = {"pid": 11}, {"pid": 12}
     own = f"0::{step}\n".encode()
+    put(step.lstrip("/"), "memory.peak", str(300 << 20))  # the peak charge of the limit's cgroup, read with it
     assert (cgroups.join(first, own) or {}).get("limit") == 512 << 20 and cgroups.join(second, own) is None
+    put(step.lstrip("/"), "memory.peak", str(512 << 20))
+    assert [(r["path"], r["peak"], r["final"]) for r in cgroups.again()] == [(step, 512 << 20, True)]
     assert first["memcg"] == second["memcg"] == step and "pidcg" not in first
     assert cgroups.join({"pid": 13}, None) is None  # gone: no entry field, no record
 
@@ -301,8 +305,13 @@ def test_a_process_the_oom_killer_ends_is_named_with_its_record(tmp_path: Path, 
     limit = int(cgroup.read("memory.limit_in_bytes" if cgroup.v1 else "memory.max"))
     memcgs = [r for r in read_log(log) if r["event"] == "memcg"]
     own = os.path.basename(cgroup.path)
-    assert [(r["path"].rsplit("/", 1)[-1], r["limit"]) for r in memcgs] == [(own, limit)]
-    said = f"Its memory cgroup's limit was {LIMIT_MIB} MiB ({memcgs[0]['file']} of {memcgs[0]['path']})."
+    assert [(r["path"].rsplit("/", 1)[-1], r["limit"], r.get("final")) for r in memcgs] == [
+        (own, limit, None), (own, limit, True)], memcgs
+    # and its peak charge: read at the join and at the watcher's end, against the test's own read after the run
+    peak = int(cgroup.read("memory.max_usage_in_bytes" if cgroup.v1 else "memory.peak"))
+    assert memcgs[1]["peak"] == peak and memcgs[0]["peak"] < peak, (memcgs, peak)
+    said = (f"Its memory cgroup's limit was {LIMIT_MIB} MiB ({memcgs[0]['file']} of {memcgs[0]['path']}); its "
+            f"charge peaked at {size_text(peak)} during the run.")
     assert said in found[0]["text"], found[0]["text"]
 
 
@@ -555,10 +564,12 @@ def test_a_rise_at_no_end_names_no_process(tmp_path: Path, since: float | None) 
 STEP_CG = "/slurm/uid_1000/job_7/step_batch"
 
 
-def _killed_main_log(oom: bool, memory: bool = False, memcg: dict[str, Any] | None = None) -> LogWriter:
+def _killed_main_log(oom: bool, memory: bool = False, memcg: dict[str, Any] | None = None,
+                     peak_after: int = 768 << 20) -> LogWriter:
     """main 100 made a pool (sidecar 101) and ended at 2.0 s with no process_exit, the sidecar left; the cgroup's
     OOM count rose by one then where `oom`; `memory`: one sweep at 1.5 s read main 400 MiB and the sidecar 250 MiB;
-    `memcg`: both joined in memory cgroup STEP_CG, whose memcg record has these fields."""
+    `memcg`: both joined in memory cgroup STEP_CG, whose memcg record has these fields; with a `peak`, the
+    watcher's `final` one at its end read `peak_after`."""
     w = LogWriter()
     run = {"run": "r1", "root_pid": 100}
     w.add(0, 100, 1, "main", "process_start", argv=["train.py"], python="3.11.7", forked=False, env={}, **run)
@@ -567,8 +578,10 @@ def _killed_main_log(oom: bool, memory: bool = False, memcg: dict[str, Any] | No
     w.add(0.5, 101, 100, "compile-sidecar", "process_start", argv=["x/compile_worker/__main__.py"],
           python="3.11.7", forked=False, env={"TORCH_WARM_POOL": "0"}, **run)
     if memcg is not None:
-        w.add(0.6, 900, 100, "watcher", "memcg", member=100, version=2, path=STEP_CG, file="memory.max", **memcg,
-              **run)
+        fields = {"member": 100, "version": 2, "path": STEP_CG, "file": "memory.max", **memcg, **run}
+        w.add(0.6, 900, 100, "watcher", "memcg", **fields)
+        if "peak" in memcg:  # the watcher's end: the peak read again
+            w.add(2.4, 900, 100, "watcher", "memcg", **{**fields, "peak": peak_after, "final": True})
     w.add(0.6, 900, 100, "watcher", "tree", count=2, started=[
         {"pid": p, "ppid": pp, "rss": 10 << 20, "via": "root" if p == 100 else "child",
          **({"memcg": STEP_CG} if memcg is not None else {})} for p, pp in ((100, 1), (101, 100))], ended=[], **run)
@@ -619,9 +632,10 @@ def test_what_held_the_memory_when_the_oom_killer_ended_the_main_is_summed_at_on
 def test_the_memory_limit_the_oom_killer_enforced_is_told_beside_what_held_the_memory(tmp_path: Path) -> None:
     """The user asks how far over its limit the job was: the Answer gives the limit of the killed main's memory
     cgroup as the watcher read it (memory.max 768 MiB) beside the 650 MiB its processes held at one moment, and
-    names the cgroup that set it where that is one above the main's own (SLURM sets the job's, not the step's).
-    Controls: a cgroup whose limit reads `max` (no limit), and a log with no memcg record (an older watcher, no
-    /proc), say nothing of a limit."""
+    names the cgroup that set it where that is one above the main's own (SLURM sets the job's, not the step's),
+    and its peak charge where the kernel's count at the watcher's end is above the one at the join. Controls: a
+    cgroup whose limit reads `max` (no limit), and a log with no memcg record (an older watcher, no /proc), say
+    nothing of a limit."""
     rep = report(_killed_main_log(True, memory=True, memcg={"limit": 768 << 20}), tmp_path)
     said = ("650 MiB together (PSS). Its memory cgroup's limit was 768 MiB (memory.max of "
             f"{STEP_CG}).")
@@ -632,6 +646,13 @@ def test_the_memory_limit_the_oom_killer_enforced_is_told_beside_what_held_the_m
                    tmp_path / "above")
     assert (f"Its memory cgroup's limit was 768 MiB (memory.max of /slurm/uid_1000/job_7, above its own {STEP_CG})."
             in above["answer"].replace("\n  ", " ")), above["answer"]
+    (tmp_path / "peak").mkdir()
+    peaked = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 100 << 20}), tmp_path / "peak")
+    assert (f"(memory.max of {STEP_CG}); its charge peaked at 768 MiB during the run."
+            in peaked["answer"].replace("\n  ", " ")), peaked["answer"]
+    (tmp_path / "old-peak").mkdir()  # the peak at the end no higher than at the join: reached before the run
+    old = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 768 << 20}), tmp_path / "old-peak")
+    assert "limit was 768 MiB" in old["answer"] and "peaked" not in old["answer"], old["answer"]
     for name, memcg in (("max", {}), ("none", None)):
         (tmp_path / name).mkdir()
         plain = report(_killed_main_log(True, memory=True, memcg=memcg), tmp_path / name)

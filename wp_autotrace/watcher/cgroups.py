@@ -7,7 +7,8 @@ set): v2's memory.max ("max": none), v1's memory.limit_in_bytes (none reads as P
 root's too) against pids.max (podman's and docker's --pids-limit, a pod's pid limit, systemd's TasksMax); a fork
 or a thread start past it fails with EAGAIN, and the kernel counts each refusal in pids.events ("max N"): in v1 in
 the forking task's cgroup, in v2 in the cgroup whose limit refused it. That count is read as the cgroup is first
-seen and once more at the watcher's end (again()): never per tick. Nothing is read in the traced process.
+seen and once more at the watcher's end (again()): never per tick; so is a memory limit's cgroup's peak charge
+(v1 memory.max_usage_in_bytes, v2 memory.peak). Nothing is read in the traced process.
 """
 
 from __future__ import annotations
@@ -117,9 +118,26 @@ def refused(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
     return None
 
 
+def peak(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
+    """The most the kernel has charged the cgroup whose memory limit it is, bytes (v1 memory.max_usage_in_bytes,
+    v2 memory.peak: Linux 5.19+), over that cgroup's life so far. None unread."""
+    version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
+    name = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
+    for base in _bases(version, root, MEMORY_KIND[0]):
+        text = (_read(os.path.join(base, at.lstrip("/"), name)) or b"").strip()
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+# controller -> the record's field for the kernel's count read at the join and again at the end, and its reader
+COUNTS = {PIDS_KIND[0]: ("refused", refused), MEMORY_KIND[0]: ("peak", peak)}
+
+
 class Cgroups:
     """The cgroups of one controller the run's processes are in: each process's path, read as it joins, and each
-    cgroup's limit, read the first time one of them is in it; for pids, the refusals' count with it."""
+    cgroup's limit, read the first time one of them is in it, with the kernel's count beside a limit: the refusals
+    (pids), the peak charge (memory)."""
 
     def __init__(self, kind: tuple[str, str, str, str] = MEMORY_KIND, root: str = CGROUP_ROOT) -> None:
         self.kind, self.root = kind, root
@@ -140,19 +158,21 @@ class Cgroups:
         fields = least_limit(found[0], found[1], self.root, self.kind)
         if fields is not None:
             fields["member"] = entry["pid"]  # the process whose joining read it
-        if fields is not None and self.kind is PIDS_KIND and "limit" in fields:
-            count = refused(fields, self.root)
+        if fields is not None and "limit" in fields:
+            key, read = COUNTS[self.kind[0]]
+            count = read(fields, self.root)
             if count is not None:
-                fields["refused"] = count
+                fields[key] = count
                 self.counted.append(fields)
         return fields
 
     def again(self) -> list[dict[str, object]]:
-        """The pids cgroups read at their join, with their refusals' count read now (`final`): the rise is the
-        forks and thread starts the limit refused in between."""
+        """The cgroups with a limit read at their join, with their count read now (`final`): for pids, the rise is
+        the forks and thread starts the limit refused in between; for memory, a higher peak is one reached then."""
         out = []
+        key, read = COUNTS[self.kind[0]]
         for fields in self.counted:
-            count = refused(fields, self.root)
+            count = read(fields, self.root)
             if count is not None:
-                out.append({**fields, "refused": count, "final": True})
+                out.append({**fields, key: count, "final": True})
         return out

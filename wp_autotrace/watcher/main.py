@@ -326,8 +326,9 @@ class Watcher:
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE, V.EXIT_PROC_ELSEWHERE):
-            for fields in self.cgroups[1].again() if self.cgroups else ():  # the pids limits' refusals since
-                self.emit(V.PIDCG, **fields)
+            for cgroups in self.cgroups:  # the pids limits' refusals since, the memory limits' peaks
+                for fields in cgroups.again():
+                    self.emit(cgroups.kind[1], **fields)
             self.emit(V.TREE, count=len(self.tree.live), started=[], ended=[], final=True)
         counts: dict[str, int] = {}
         if self.export is not None:

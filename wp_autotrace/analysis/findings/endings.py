@@ -175,19 +175,26 @@ def _pools_beside(v: View, p: Process, t: float) -> str:
 
 
 def memory_limit(v: View, procs: list[Process]) -> str:
-    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7).': the limit the watcher read on the one
-    memory cgroup all of procs were in (its memcg record), or on a cgroup above it, which it names. '' where one of
-    them was unread, they were in different cgroups, its record is missing, or it set none (`max` is no limit)."""
+    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7); its charge peaked at 768 MiB during the
+    run.': the limit the watcher read on the one memory cgroup all of procs were in (its memcg record), or on a
+    cgroup above it, which it names; the peak only where the kernel's count at the watcher's end (`final`) is
+    above the one read at the join (a peak reached in between). '' where one of them was unread, they were in
+    different cgroups, its record is missing, or it set none (`max` is no limit)."""
     where = {(q.host, q.memcg) for q in procs}
     if len(where) != 1:
         return ""
     host, path = next(iter(where))
-    rec = next((r for run in v.runs if (r := run.memcgs.get((host, path or ""))) is not None), None)
-    if rec is None or not isinstance(rec.get("limit"), int):
+    recs = next((r for run in v.runs if (r := run.memcgs.get((host, path or "")))), [])
+    rec = recs[0] if recs else {}
+    if not isinstance(rec.get("limit"), int):
         return ""
     at = rec.get("limit_path")
     on = f"{at}, above its own {path}" if isinstance(at, str) else path
-    return f" Its memory cgroup's limit was {size_text(rec['limit'])} ({rec.get('file') or 'its limit'} of {on})."
+    before, after = rec.get("peak"), recs[-1].get("peak") if recs[-1].get("final") is True else None
+    peaked = (f"; its charge peaked at {size_text(after)} during the run" if isinstance(before, int)
+              and isinstance(after, int) and after > before else "")
+    limit = size_text(rec["limit"])
+    return f" Its memory cgroup's limit was {limit} ({rec.get('file') or 'its limit'} of {on}){peaked}."
 
 
 def _last_reading(p: Process) -> tuple[float, int] | None:

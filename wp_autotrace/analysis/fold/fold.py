@@ -407,9 +407,10 @@ def note_limits(p: Process, entry: dict[str, Any]) -> None:
 
 
 def note_memcg(reg: Registry, r: dict[str, Any]) -> None:
-    """A memory cgroup of the run's processes, read once by the watcher: its limit, where one is set."""
+    """A memory cgroup of the run's processes, read by the watcher as its first process joined (its limit, where one
+    is set) and, with a limit, again at its end (`final`: the peak charge then)."""
     if isinstance(r.get("path"), str):
-        reg.record_run(r).memcgs[(r["host"], r["path"])] = r
+        reg.record_run(r).memcgs.setdefault((r["host"], r["path"]), []).append(r)
 
 
 def note_pidcg(reg: Registry, r: dict[str, Any]) -> None:

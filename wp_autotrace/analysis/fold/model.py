@@ -402,8 +402,8 @@ class Run:
         # (ts, before, now, since): the cgroup's OOM kill count rose in (since, ts]; since None in older logs
         self.ooms: list[tuple[float, int, int, float | None, str]] = []  # (ts, before, now, since, host)
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)
-        # (host, path) -> the watcher's memcg record of that memory cgroup: its limit, where one is set
-        self.memcgs: dict[tuple[str, str], dict[str, Any]] = {}
+        # (host, path) -> the watcher's memcg records of that memory cgroup: its limit, and its peak then and at the end
+        self.memcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # (host, path) -> the watcher's pidcg records of that pids cgroup: as it joined, then `final` at its end
         self.pidcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # The reader's own look (verdict.look_now) at a main process the log saw no end of: alive_now True

@@ -313,7 +313,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("since", NUM, "when that previous read was (Unix seconds): the kills happened in (since, ts]; absent in "
                        "older logs, whose watcher read the count only at ends: then no process is named from it"))),
     MEMCG: ("a memory cgroup of the run's processes and the memory limit it is held to (the watcher, once per "
-               "cgroup, as the first process in it joins)", _PART_FIELDS[:2] + (
+               "cgroup, as the first process in it joins, and again with `final` at its end where a limit is set)",
+           _PART_FIELDS[:2] + (
         ("member", UINT, "the process whose joining read it (its tree entry's `memcg` is `path`)"),
         ("version", UINT, "1 (v1's memory hierarchy) or 2 (the unified one)"),
         ("path", STR, "the cgroup, as /proc/PID/cgroup names it"),
@@ -321,7 +322,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("limit", UINT, "the least limit set on it or on a cgroup above it, bytes: its charge (every page its "
                         "processes use, page cache too) past it calls its OOM killer; absent where none is set "
                         "(`max`, or v1's unlimited)"),
-        ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"))),
+        ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"),
+        ("peak", UINT, "with a limit: the most the kernel has charged the limit's cgroup so far, bytes (v1 "
+                       "memory.max_usage_in_bytes, v2 memory.peak); absent where unread"),
+        ("final", BOOL, "true in the record written at the watcher's end: `peak` read again"))),
     PIDCG: ("a pids cgroup of the run's processes, the task limit it is held to and the kernel's count of the forks "
             "and thread starts that limit refused (the watcher, once per cgroup as the first process in it joins, "
             "and again with `final` at its end where a limit is set)", _PART_FIELDS[:2] + (
