@@ -1846,3 +1846,37 @@ def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: flo
     assert "leftovers" in kinds(rep), rep["findings"]
     assert rep["leftover_pids"] == [202]
     assert "1 process was left running after the main process" in " ".join(rep["answer"].split())
+
+
+def with_orphan_sidecar_own_exit(exit_at: float) -> LogWriter:
+    """torch 2.13's shape: main 100 is SIGKILLed at 3.5 s; its orphaned sidecar 200 reads the end of its pipe and
+    returns from main(): its own process_exit at `exit_at`, then its interpreter's teardown, so the watcher sees it
+    gone only 2.7 s after the main (past LEFTOVER_ENDED_S), defunct under pid 1 with status 0. No traced process
+    signalled it. The verdict, 0.2 s after the main's end, names it left running."""
+    w = with_root_killed()
+    made = T0 + 1.2  # its create time, as the watcher reads it: the verdict names the process that wrote the exit
+    for r in w.lines:
+        if r["event"] == "leftover":
+            r["procs"][0]["create_time"] = made
+    w.add(exit_at, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    gone = max(exit_at, 3.5) + 2.7
+    watcher(w, gone, "tree", count=0, started=[], ended=[{"pid": 200, "create_time": made, "end": T0 + gone}],
+            zombies=[{"pid": 200, "create_time": made, "ppid": 1, "since": T0 + gone, "status": 0}])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(tmp_path: Path) -> None:
+    """The orphaned sidecar's own exit record came 0.05 s after the main's kill: it ended by itself (its exit
+    handlers ran), however long its teardown took after that record; not left running, no leftover finding nor
+    cleanup advice. The control: its own exit 10 s after the main's end leaves it a leftover, then ended."""
+    rep = report(with_orphan_sidecar_own_exit(3.55), tmp_path)
+    assert "leftovers" not in kinds(rep), rep["findings"]
+    assert rep["leftover_count"] == 0 and not any(p["left_behind"] for p in rep["processes"])
+    answer = " ".join(rep["answer"].split())
+    assert "left running" not in answer and "cleanup" not in answer, answer
+    (killed,) = [f for f in rep["findings"] if f["kind"] == "root-killed"]
+    assert "(none left running)" in killed["text"], killed["text"]
+    (tmp_path / "late").mkdir()
+    late = report(with_orphan_sidecar_own_exit(13.5), tmp_path / "late")
+    assert "leftovers" in kinds(late) and late["leftover_pids"] == [200], late["findings"]

@@ -126,24 +126,35 @@ def finish_run(run: Run) -> None:
 
 
 def settle_leftovers(run: Run) -> None:
-    """Move out of run.leftover (into run.ended_soon) each process whose end (Process.ended_at) came within
-    vocab.LEFTOVER_ENDED_S of the main process's end by a signal a traced process of the run sent it (torch's
-    worker watchdog SIGKILLs its own worker within its 1 s poll): it was ending with the main, a moment after the
-    verdict's grace, not left running. The watcher's "gone" alone is not enough: `cleanup` or a runner ending a
-    leftover a second later leaves no record of its own. A process with no end in the log stays a leftover: its
-    end is never assumed. (An orphaned 2.13 sidecar's own process_exit a second later still counts as left, then
-    ended: its held figure is read as a leftover's, tests/test_endings.py.)"""
+    """Move out of run.leftover (into run.ended_soon) each process whose end came within vocab.LEFTOVER_ENDED_S of
+    the main process's end (Process.ended_at), a moment after the verdict's grace: it was ending with the main, not
+    left running. Two records show that end. A signal a traced process of the run sent it (torch's worker watchdog
+    on 2.1-2.9 SIGKILLs its own worker within its 1 s poll), with the end seen that soon. Or its own process_exit
+    written that soon (its exit handlers ran: it ended by itself; torch 2.13's orphaned sidecar reads the end of
+    its pipe, stops its workers and returns from main() a moment after its main is killed), with the end seen at
+    all: the interpreter's teardown after that record (measured 1.5-2.6 s for the sidecar on an idle host) frees
+    its memory, it runs no more of the program's code. The watcher's "gone" alone is not enough: `cleanup` or a
+    runner ending a leftover a second later leaves no record of its own. A process with no end in the log stays
+    a leftover: its end is never assumed."""
     main_end = run.root.ended_at if run.root is not None else None
     if main_end is None:
         return
     signalled = {s.get("target") for q in run.processes for s in q.sent if not s.get("error")}
-    soon = {p: entry for p, entry in run.leftover.items() if p.pid in signalled
-            and (end := p.ended_at) is not None and end - main_end <= vocab.LEFTOVER_ENDED_S}
-    for p in soon:
+
+    def soon(p: Process) -> bool:
+        end = p.ended_at
+        if end is None:
+            return False
+        if p.exited and p.end is not None and p.end - main_end <= vocab.LEFTOVER_ENDED_S:
+            return True  # its own exit record: it ended by itself
+        return p.pid in signalled and end - main_end <= vocab.LEFTOVER_ENDED_S
+
+    ended = {p: entry for p, entry in run.leftover.items() if soon(p)}
+    for p in ended:
         del run.leftover[p]
-    run.ended_soon.update(soon)
+    run.ended_soon.update(ended)
     # the verdict's count names them too; an unlisted rest (a cut list) stays counted
-    run.leftover_count = max(run.leftover_count - len(soon), len(run.leftover))
+    run.leftover_count = max(run.leftover_count - len(ended), len(run.leftover))
 
 
 def match_waits(reg: Registry) -> None:
