@@ -518,3 +518,73 @@ def test_a_cut_that_would_keep_the_subject_alone_keeps_the_clause_after_the_asid
     cut = headline({}, {"kind": "worker-lost", "text": text})
     assert cut == ("Compile worker(s) 7888, 7889 of sidecar 7383 ended by 41.0 s: the job in flight failed, and the "
                    "sidecar started 2 new worker(s) at 41.1 s."), cut
+
+
+def _killed_while_idle(kill_at: float) -> LogWriter:
+    """torch 2.13's pool (tests/test_pools.py idle_pool: ready at 4 s, no quiesce) whose main is SIGKILLed at
+    kill_at: its orphaned sidecar reads the end of its pipe, SIGTERMs its workers (its own signal_sent) and writes
+    its own process_exit 0.05 s after the main's end; the watcher sees it gone 2.7 s after (its teardown)."""
+    from .test_pools import idle_pool, keep_up
+
+    w = idle_pool(quiesce_at=None)
+    w.lines = [r for r in w.lines if r["ts"] < T0 + min(kill_at, 30)]
+    if kill_at > 16.0:
+        keep_up(w, 16.0, kill_at - 0.5, [(200, 1.2, 200, kill_at + 2.7), (301, 3.6, 15, kill_at),
+                                          (302, 3.6, 15, kill_at)])
+    made, tree = T0 + 1.2, {"run": "r1", "root_pid": 100}
+    w.add(kill_at, 900, 1, "watcher", "tree", count=3, started=[], ended=[{"pid": 100, "create_time": T0,
+                                                                            "end": T0 + kill_at}], **tree)
+    from .logs import call
+    from .test_pools import SP
+
+    call(w, kill_at + 0.01, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, kill_at + 0.03, parent=1)
+    w.add(kill_at + 0.035, 200, 100, "compile-sidecar", "return", call_id=1, duration_s=kill_at - 3.0)
+    for pid in (301, 302):
+        w.add(kill_at + 0.02, 200, 100, "compile-sidecar", "signal_sent", how="kill", target=pid, signal=15, frames=[
+            {"file": "/site/torch/_inductor/compile_worker/subproc_pool.py", "line": 502,
+             "func": "_terminate_process_pool"}])
+    w.add(kill_at + 0.04, 900, 1, "watcher", "tree", count=1, started=[], ended=[
+        {"pid": pid, "create_time": T0 + 3.6, "end": T0 + kill_at + 0.04} for pid in (301, 302)], **tree)
+    w.add(kill_at + 0.05, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(kill_at + 0.2, 900, 1, "watcher", "leftover", how="root-killed", count=1, pids=[200],
+          procs=[{"pid": 200, "ppid": 1, "create_time": made, "rss": 800 * 2**20, "role": "compile-sidecar"}], **tree)
+    w.add(kill_at + 2.7, 900, 1, "watcher", "tree", count=0, started=[], ended=[
+        {"pid": 200, "create_time": made, "end": T0 + kill_at + 2.7}], **tree)
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_main_killed_while_its_pool_idled_is_told_first_not_under_the_idle_pool(tmp_path: Path) -> None:
+    """A main SIGKILLed while its pool idled (its sidecar ended by itself right after): the idle memory is the
+    pool's own cost, which ends nothing, so the kill is no symptom of it. The Answer tells the kill first on its
+    own, the pool's story after it with no "What follows from it", and "Fix first" is the idle pool's; the same
+    first line whether the idle crossed IDLE_POOL_S (38.7 s idle) or not (4.2 s, from its readiness at 4 s to its
+    sidecar's end), never "left running"."""
+    firsts = []
+    for kill_at in (40.0, 5.5):
+        (tmp_path / str(kill_at)).mkdir()
+        rep = report(_killed_while_idle(kill_at), tmp_path / str(kill_at))
+        lines = rep["answer"].splitlines()
+        assert ("idle-pool" in {f["kind"] for f in rep["findings"]}) == (kill_at == 40.0), rep["findings"]
+        assert lines[0] == "- The main process ended without process_exit (killed, or os._exit).", lines
+        assert not any(x.startswith("  - ") for x in lines) and "What follows from it" not in rep["answer"], lines
+        assert "left running" not in rep["answer"], lines
+        firsts.append(lines[0])
+        if kill_at == 40.0:
+            fix = next(x for x in lines if x.startswith("- Fix first: "))
+            assert "shutdown" in fix and "find what ended it" not in fix, fix
+    assert firsts[0] == firsts[1]
+
+
+def test_what_a_killed_main_left_running_is_told_under_the_kill(tmp_path: Path) -> None:
+    """A main killed with its own pool's sidecar left running: the kill is the leftovers' cause (a killed main never
+    reaches torch's atexit shutdown), so it leads and the leftovers are told under it (the Answer told the kill
+    under the leftovers, as if it followed from them); "Fix first" still ends what is left."""
+    from .test_model import with_root_killed
+
+    lines = report(with_root_killed(), tmp_path)["answer"].splitlines()
+    assert lines[0] == ("- The main process ended without process_exit (killed, or os._exit). What follows from "
+                        "it:"), lines
+    assert lines[1] == "  - 1 process was left running after the main process (about 280 MiB).", lines
+    assert sum("left running after the main process (" in x for x in lines) == 1, lines
+    assert "cleanup" in next(x for x in lines if x.startswith("- Fix first: "))

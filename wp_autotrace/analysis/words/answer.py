@@ -25,6 +25,14 @@ FIRST_KINDS = ("oom-killed",)
 OVERRIDDEN = "setting-overridden"
 # Kinds the pools' story tells (_pool_lead), not again as a problem bullet of their own.
 POOL_KINDS = ("idle-pool", "nested-pools")
+# The problems a kill can follow from: the main stood waiting (a hang, a wait at exit, the nesting's exit wait, a
+# pool that never served), which a launcher ends by a SIGKILL after its timeout. A main killed after one is told
+# under it, as what followed. Any other problem (memory held idle, device files, a zombie) ends nothing: the kill
+# is told first, on its own; and pools left running after it follow from the kill (a killed main never reaches
+# torch's atexit shutdown): told under it.
+KILL_CAUSES = ("nested-pools", "fork-pool-hang", "pool-job-hang", "exit-hang", "slow-exit-wait", "child-exit-wait",
+               "call-never-returned", "forked-compile-hang", "pool-ready-wait", "pool-wait-interrupted",
+               "sidecar-never-served")
 # What the pools scale with (pools_across.scales_with), in words.
 SCALES = {"rank": ("per rank", "it grows with the rank count"),
           DATALOADER_WORKER: ("per DataLoader worker", "it grows with num_workers"),
@@ -351,19 +359,28 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)
                 and f not in first]
     units = causes.units(rep, problems)[:1 + MORE_PROBLEMS - len(first)]
-    # a main killed (a launcher's SIGKILL after a hang) while the pools had a problem: the pools' cause leads,
-    # the main's ending is told under it as what followed
-    under = [state] if state and units and rep["pools"] and _main_killed(rep) else []
+    # a main killed (a launcher's SIGKILL after a hang) while the pools had a problem it can follow from: that
+    # cause leads, the main's ending is told under it as what followed; the pools' own idle cost is no such cause
+    killed = bool(state and rep["pools"] and _main_killed(rep))
+    cause_at = next((i for i, (lead, _) in enumerate(units) if lead["kind"] in KILL_CAUSES), None) \
+        if killed else None
+    under = [state] if cause_at is not None else []
     if any(lead["kind"] == "leftovers" and lead["cost"].get("children_left") for lead, _ in units):
         state, under = "", []  # the leftovers' bullet tells the kill as their cause
+    # what the kill left running follows from it: told under it
+    left = [u for u in units if u[0]["kind"] == "leftovers"] if killed and state and cause_at is None else []
     if state and not under:
-        bullets.append(state)
+        bullets.append(state + (" What follows from it:" if left else ""))
+    for lead, symptoms in left:
+        bullets += [SUB + headline(rep, f, under_cause=True) for f in (lead, *symptoms[:SYMPTOMS_TOLD])]
+    units = [u for u in units if u not in left]
     told, counted = False, 0
     # a cause leads its symptoms (causes.py), told under it, the pair where the worst of them ranks
-    for lead, symptoms in units:
+    for i, (lead, symptoms) in enumerate(units):
+        then = under if i == cause_at else []
         if lead["kind"] in POOL_KINDS and rep["pools"]:
             if not told:
-                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms or under else ""))
+                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms or then else ""))
             told = True
         elif lead["kind"] == AUTOTUNE_KILLED and autotune.cause_words(rep):
             # the hung benchmark and torch's kill (the cause), the zombie it left under it (its own figures)
@@ -374,9 +391,9 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
         else:
             bullets.append(headline(rep, lead) + (" What follows from it:" if symptoms[:SYMPTOMS_TOLD] else ""))
         bullets += [SUB + headline(rep, f, under_cause=True) for f in symptoms[:SYMPTOMS_TOLD]]
-        bullets += [SUB + s for s in under]
-        under = []
+        bullets += [SUB + s for s in then]
         counted += 1 + min(len(symptoms), SYMPTOMS_TOLD)
+    counted += sum(1 + min(len(symptoms), SYMPTOMS_TOLD) for _, symptoms in left)
     if rep["pools"] and not told:
         bullets.append(_pool_lead(rep))
     if len(problems) > counted:
