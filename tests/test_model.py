@@ -1848,18 +1848,20 @@ def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: flo
     assert "1 process was left running after the main process" in " ".join(rep["answer"].split())
 
 
-def with_orphan_sidecar_own_exit(exit_at: float) -> LogWriter:
+def with_orphan_sidecar_own_exit(exit_at: float, seen_gone: bool = True) -> LogWriter:
     """torch 2.13's shape: main 100 is SIGKILLed at 3.5 s; its orphaned sidecar 200 reads the end of its pipe and
-    returns from main(): its own process_exit at `exit_at`, then its interpreter's teardown, so the watcher sees it
-    gone only 2.7 s after the main (past LEFTOVER_ENDED_S), defunct under pid 1 with status 0. No traced process
-    signalled it. The verdict, 0.2 s after the main's end, names it left running."""
+    returns from main(): its own process_exit at `exit_at`, then its interpreter's teardown: the watcher sees it
+    gone 2.65 s after that record (2.7 s after the main: past LEFTOVER_ENDED_S), defunct under pid 1 with status 0.
+    No traced process signalled it. The verdict, 0.2 s after the main's end, names it left running."""
     w = with_root_killed()
     made = T0 + 1.2  # its create time, as the watcher reads it: the verdict names the process that wrote the exit
     for r in w.lines:
         if r["event"] == "leftover":
             r["procs"][0]["create_time"] = made
     w.add(exit_at, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
-    gone = max(exit_at, 3.5) + 2.7
+    gone = round(exit_at + 2.65, 2)
+    if not seen_gone:  # its teardown never ended, as far as the log shows
+        return w
     watcher(w, gone, "tree", count=0, started=[], ended=[{"pid": 200, "create_time": made, "end": T0 + gone}],
             zombies=[{"pid": 200, "create_time": made, "ppid": 1, "since": T0 + gone, "status": 0}])
     w.lines.sort(key=lambda r: r["ts"])
@@ -1869,7 +1871,8 @@ def with_orphan_sidecar_own_exit(exit_at: float) -> LogWriter:
 def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(tmp_path: Path) -> None:
     """The orphaned sidecar's own exit record came 0.05 s after the main's kill: it ended by itself (its exit
     handlers ran), however long its teardown took after that record; not left running, no leftover finding nor
-    cleanup advice. The control: its own exit 10 s after the main's end leaves it a leftover, then ended."""
+    cleanup advice. The controls: its own exit 10 s after the main's end leaves it a leftover, then ended; its own
+    exit with no end seen after it (its teardown may hang) leaves it a leftover."""
     rep = report(with_orphan_sidecar_own_exit(3.55), tmp_path)
     assert "leftovers" not in kinds(rep), rep["findings"]
     assert rep["leftover_count"] == 0 and not any(p["left_behind"] for p in rep["processes"])
@@ -1877,6 +1880,14 @@ def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(
     assert "left running" not in answer and "cleanup" not in answer, answer
     (killed,) = [f for f in rep["findings"] if f["kind"] == "root-killed"]
     assert "(none left running)" in killed["text"], killed["text"]
+    side = next(p for p in rep["processes"] if p["pid"] == 200)
+    assert side["ending"]["words"] == "ended by itself 2.7 s after main 100 (exit code 0)", side["ending"]
+    assert side["ending"]["exit_record_at"] == 3.55 and side["ending"]["at"] == 6.2
     (tmp_path / "late").mkdir()
     late = report(with_orphan_sidecar_own_exit(13.5), tmp_path / "late")
     assert "leftovers" in kinds(late) and late["leftover_pids"] == [200], late["findings"]
+    side = next(p for p in late["processes"] if p["pid"] == 200)
+    assert "by itself" not in side["ending"]["words"], side["ending"]
+    (tmp_path / "unseen").mkdir()  # its exit record, but never seen gone: its end is not assumed
+    unseen = report(with_orphan_sidecar_own_exit(3.55, seen_gone=False), tmp_path / "unseen")
+    assert unseen["leftover_pids"] == [200], unseen["findings"]

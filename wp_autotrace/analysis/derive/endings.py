@@ -175,8 +175,15 @@ class Endings:
             if p.exit_how == "os._exit":
                 return Ending(OS_EXIT, "left by os._exit", at, ["process_exit how os._exit"], exit_record_at=record)
             code = p.exit_code if p.exit_code is not None else code
-            return Ending(EXIT, f"exited (code {code})" if code is not None else "exited", at,
-                          [f"process_exit (code {code})"], code=code, exit_record_at=record)
+            words = f"exited (code {code})" if code is not None else "exited"
+            evidence = [f"process_exit (code {code})"]
+            if (main := _killed_main(p)) is not None and record is not None:  # fold/finish.py settle_leftovers
+                m_end = main.ended_at or at
+                evidence.append(f"its process_exit {record - m_end:.1f} s after {main.role} {main.pid}'s end, where "
+                                "the watcher's verdict named it left running; seen gone then")
+                how = f"exit code {code}" if code is not None else "its own exit"
+                words = f"ended by itself {max(at - m_end, 0.0):.1f} s after {main.role} {main.pid} ({how})"
+            return Ending(EXIT, words, at, evidence, code=code, exit_record_at=record)
         if p.exit_unwritten is not None:  # it reached its exit record, which found no descriptor: lost, not a kill
             return _unwritten(p.exit_unwritten, code, at)
         if code is not None and p.traced:  # a code, and no process_exit: its exit handlers did not run
@@ -350,3 +357,11 @@ def _unwritten(said: dict[str, Any], code: int | None, at: float) -> Ending:
                   "limit), so the log lacks it" + (f" (code {code})" if code is not None else ""), at,
                   [f"exit_unwritten: the watcher read the note its exit left (how {said.get('how') or '?'})"],
                   code=code)
+
+
+def _killed_main(p: Process) -> Process | None:
+    """The run's main process, where the verdict named p left running after it but p's own exit record came that
+    soon after the main's end (run.ended_soon): p ended by itself as the main ended (torch 2.13's orphaned sidecar
+    reads the end of its pipe); None otherwise."""
+    run = p.run
+    return run.root if run is not None and run.root is not None and p in run.ended_soon and p.exited else None
