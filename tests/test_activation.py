@@ -67,6 +67,24 @@ def test_a_traced_start_loads_only_the_start_modules(tmp_path: Path) -> None:
     assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
 
 
+# Code a traced start, its exit, a fork child, an exec and a signal never run, kept out of the start modules
+# (every traced process read and unmarshalled it: ~0.1M instructions of a start, docs/scale.md): a recording
+# process's environment reads (runtime/plain.py), the watcher's and cleanup's (watcher/tree.py, common/procfs.py),
+# the command's (cli/doctor) and the analysis' (analysis/read/check.py).
+NOT_ON_THE_START_PATH = {
+    "wp_autotrace.common.env": ("pool_env_key", "pool_env_of", "role_from_cmd", "without_tracer_env"),
+    "wp_autotrace.common.redact": ("environ_secrets", "redact_cmd"),
+}
+
+
+def test_the_start_modules_hold_no_code_only_later_stages_run() -> None:
+    """The functions only a recording process, the watcher, the command or the analysis call live with them."""
+    import importlib
+
+    for module, names in NOT_ON_THE_START_PATH.items():
+        assert not [n for n in names if hasattr(importlib.import_module(module), n)], module
+
+
 def test_the_start_path_holds_every_target_module() -> None:
     """bootstrap.TARGET_MODULES (what the front finder holds at start-up) is the target table's modules."""
     from wp_autotrace.common.targets import TARGETS

@@ -119,7 +119,7 @@ def test_watcher_starts_without_forking_a_threaded_host(tmp_path: Path) -> None:
 
 def test_redact_per_argument_forms() -> None:
     """One argument is masked whole: --token=two words leaves no word; URLs, headers, --passwd/--pass."""
-    from wp_autotrace.common import redact
+    from wp_autotrace.common import procfs, redact
 
     pats = redact.DEFAULT_PATTERNS
     argv = ["curl", "--token=two words", "-H", "Authorization: Bearer abc.def", "postgres://u:pw@db:5432/x",
@@ -129,7 +129,7 @@ def test_redact_per_argument_forms() -> None:
         "curl", "--token=***", "-H", "Authorization: Bearer ***", "postgres://u:***@db:5432/x",
         "--passwd", "***", "--pass", "***", "X-Api-Key: ***", "sh -c 'train --token *** --lr 1'",
         "--db=mysql://root:***@h/x?y=1", "--lr", "0.1", "https://host/path", "PASS=***"]
-    assert redact.environ_secrets(b"A=1\0CHILD_TOKEN=abcdefgh\0X_SECRET=cut", pats) == ("abcdefgh",)
+    assert procfs.environ_secrets(b"A=1\0CHILD_TOKEN=abcdefgh\0X_SECRET=cut", pats) == ("abcdefgh",)
 
 
 CHILD_SECRETS = '''

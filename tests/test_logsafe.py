@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.read.check import redact_cmd
 from wp_autotrace.cli.export import CANT_CREATE
 from wp_autotrace.cli.main import main
 from wp_autotrace.common import redact
@@ -488,7 +489,7 @@ def test_redact_argv_forms() -> None:
         "python", "train.py", "--token=***", "--api-key", "***", "--password", "--verbose", "HF_TOKEN=***",
         "--session-id", "***", "--lr", "0.1", "--Secret=***"]
     assert redact.redact_argv(["-c", "print('envsecret77')"], pats, ("envsecret77",)) == ["-c", "print('***')"]
-    assert redact.redact_cmd("python x.py --api-key k1 --n 2") == "python x.py --api-key *** --n 2"
+    assert redact_cmd("python x.py --api-key k1 --n 2") == "python x.py --api-key *** --n 2"
     assert redact.redact_env({"HF_TOKEN": "x", "TORCH_WARM_POOL": "0"}, pats) == {
         "HF_TOKEN": "***", "TORCH_WARM_POOL": "0"}
 
@@ -514,7 +515,7 @@ def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     args = ["-c", "print('ok')", "--token=tok-SECRET-1", "--api-key", "key-SECRET-2", "--hf", "env-SECRET-3",
             "--session=sess-SECRET-4", "--lr", "0.1"]
-    # Sampler off: its tree records' `cmd` is the watcher's to redact (redact.redact_cmd).
+    # Sampler off: its tree records' `cmd` is the watcher's to redact (analysis/read/check.py's redact_cmd).
     env = traced(log, HF_TOKEN="env-SECRET-3", WP_AUTOTRACE_REDACT="*session*", WP_AUTOTRACE_SAMPLE_INTERVAL="0")
     res = run_python(args, env)
     assert (res.returncode, res.stdout, res.stderr) == (0, "ok\n", "")

@@ -23,7 +23,6 @@ import time
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -69,10 +68,6 @@ def is_true(value: "str | None") -> bool:
     """A switch's value read as on (1, true, yes, on; case and spaces ignored)."""
     return (value or "").strip().lower() in TRUE_WORDS
 
-
-def without_tracer_env(environ: "dict[str, str]") -> "dict[str, str]":
-    """A copy of an environment with every WP_AUTOTRACE* variable removed."""
-    return {k: v for k, v in environ.items() if not k.startswith(PREFIX)}
 
 
 # Environment variables recorded at process start and at each warm_pool call,
@@ -143,35 +138,6 @@ _ENVIRON = type(os.environ)
 _encoded: "dict[tuple[str, ...], tuple[tuple[str, object], ...]]" = {}  # names -> (name, os.environ's key)
 
 
-def pool_env_key() -> "tuple[object, ...] | None":
-    """os.environ's own stored values of POOL_ENV's names (None where unset), in order: one C lookup a name,
-    nothing decoded, and a key that changes whenever pool_env() would (a traced call's environment JSON is
-    kept by it); None where os.environ is not the standard mapping (then read pool_env())."""
-    env = os.environ
-    data = getattr(env, "_data", None)
-    if type(env) is _ENVIRON and type(data) is dict:
-        get = data.get  # six calls written out: a third of map()'s cost, and POOL_ENV has six names
-        a, b, c, d, e, f = _POOL_KEYS or _pool_keys()
-        return get(a), get(b), get(c), get(d), get(e), get(f)
-    return None
-
-
-_POOL_KEYS: "list[object]" = []  # POOL_ENV's names as os.environ's dict holds them (encodekey), made once
-
-
-def _pool_keys() -> "list[object]":
-    _POOL_KEYS[:] = [os.environ.encodekey(name) for name in POOL_ENV]  # type: ignore[attr-defined]
-    return _POOL_KEYS
-
-
-def pool_env_of(key: "tuple[object, ...] | None") -> "dict[str, str]":
-    """pool_env() as of the stored values pool_env_key() read (the same moment: no change between)."""
-    if key is None:
-        return pool_env()
-    decode: Any = os.environ.decodevalue  # type: ignore[attr-defined]
-    return {name: decode(value) for name, value in zip(POOL_ENV, key) if value is not None}
-
-
 def pool_env() -> "dict[str, str]":
     """The environment variables that decide whether a pool starts, as set now."""
     return set_vars(POOL_ENV)
@@ -238,14 +204,6 @@ def own_argv() -> "list[str]":
         return []
     # Each argument ends with a NUL: the last split piece is not an argument.
     return data.split("\0")[:-1] if data.endswith("\0") else data.split("\0")
-
-
-def role_from_cmd(cmd: str) -> "str | None":
-    """The role a command line shows (a compile sidecar, say), if any."""
-    for suffix, role in ARGV_ROLES:
-        if suffix in cmd.replace(os.sep, "/"):
-            return role
-    return None
 
 
 # -- the one process clock --------------------------------------------------------------------

@@ -56,6 +56,7 @@ from .env import (
 from .env import (
     split_stat as split_stat,
 )
+from .redact import env_secrets
 
 TYPE_CHECKING = False  # imported by a traced root at start (runtime/root.py): no typing there
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
 ZOMBIE = b"Z"
 CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps far less)
-# A child's environment read per process, for its secret values only (redact.environ_secrets):
+# A child's environment read per process, for its secret values only (environ_secrets, below):
 # bounded so a huge environment costs one read; a secret past it is not searched for.
 ENVIRON_BYTES = 128 * 1024
 # A children file holds "PID " per child (at most 8 bytes): 1 MiB is ~130,000 children of one thread.
@@ -399,3 +400,16 @@ def descendants(pid: int, keep: int, walk: int) -> tuple[list[dict[str, Any]], i
 def make_reader(strict: bool = False) -> Any:
     """The cheapest reader this platform has (strict: see ProcReader)."""
     return ProcReader(strict) if ProcReader.available() else PsutilReader()
+
+
+def environ_secrets(data: bytes, patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """env_secrets of a /proc/PID/environ content (NUL-separated NAME=value; a cut last entry dropped)."""
+    entries = data.split(b"\0")
+    if not data.endswith(b"\0"):
+        entries.pop()  # cut by the read's bound (or empty): not a whole entry
+    environ = {}
+    for entry in entries:
+        name, eq, value = entry.decode(errors="replace").partition("=")
+        if eq:
+            environ[name] = value
+    return env_secrets(environ, patterns)

@@ -8,7 +8,7 @@ name, the password of a URL's user information (``postgres://u:***@host``),
 an ``Authorization:`` header's credentials (``Authorization: Bearer ***``),
 a ``Secret-Name: value`` header, a ``Bearer`` token, and the value of any
 secret environment variable of the process (or, for the watcher, of the
-child: ``environ_secrets``).
+child: ``procfs.environ_secrets``).
 
 Imported on the start-up path (every traced interpreter), so it uses no
 re/fnmatch/typing: a tiny glob matcher (``*`` and ``?``, case-insensitive)
@@ -321,23 +321,3 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
 
 _ENVIRON = type(os.environ)
 _FS_ENCODING = sys.getfilesystemencoding()
-
-
-def environ_secrets(data: bytes, patterns: "tuple[str, ...]") -> "tuple[str, ...]":
-    """env_secrets of a /proc/PID/environ content (NUL-separated NAME=value; a cut last entry dropped)."""
-    entries = data.split(b"\0")
-    if not data.endswith(b"\0"):
-        entries.pop()  # cut by the read's bound (or empty): not a whole entry
-    environ = {}
-    for entry in entries:
-        name, eq, value = entry.decode(errors="replace").partition("=")
-        if eq:
-            environ[name] = value
-    return env_secrets(environ, patterns)
-
-
-def redact_cmd(cmd: str, patterns: "tuple[str, ...]" = DEFAULT_PATTERNS, env_secrets: "tuple[str, ...]" = ()) -> str:
-    """A command line someone already joined with spaces (an old log's tree ``cmd``), masked as well as
-    can be: the argument boundaries are lost, so this is for reading old logs only. Writers mask the
-    argument list (redact_argv) and join it afterwards."""
-    return redact_arg(cmd, patterns, env_secrets)  # the whole string (a header over words), then word by word

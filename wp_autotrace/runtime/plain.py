@@ -15,7 +15,7 @@ import os
 import time
 from itertools import repeat, starmap
 
-from ..common.env import pool_env_key, pool_env_of
+from ..common.env import POOL_ENV, pool_env
 from ..common.vocab import CALL, MAX_RECORD_BYTES, RETURN
 from .jsonline import c_encoder
 from .reads import NS_PER_US, US_PER_S, micros_json_kept, micros_kept, thread_name_kept
@@ -42,6 +42,40 @@ if TYPE_CHECKING:
 
     from ..common.targets import Target
     from .sink import Sink
+
+
+# A recording process's reads of POOL_ENV (here, not in env.py: a traced start that records no call never runs them).
+_ENVIRON = type(os.environ)
+
+
+def pool_env_key() -> tuple[object, ...] | None:
+    """os.environ's own stored values of POOL_ENV's names (None where unset), in order: one C lookup a name,
+    nothing decoded, and a key that changes whenever pool_env() would (a traced call's environment JSON is
+    kept by it); None where os.environ is not the standard mapping (then read pool_env())."""
+    env = os.environ
+    data = getattr(env, "_data", None)
+    if type(env) is _ENVIRON and type(data) is dict:
+        get = data.get  # six calls written out: a third of map()'s cost, and POOL_ENV has six names
+        a, b, c, d, e, f = _POOL_KEYS or _pool_keys()
+        return get(a), get(b), get(c), get(d), get(e), get(f)
+    return None
+
+
+_POOL_KEYS: list[object] = []  # POOL_ENV's names as os.environ's dict holds them (encodekey), made once
+
+
+def _pool_keys() -> list[object]:
+    _POOL_KEYS[:] = [os.environ.encodekey(name) for name in POOL_ENV]  # type: ignore[attr-defined]
+    return _POOL_KEYS
+
+
+def pool_env_of(key: tuple[object, ...] | None) -> dict[str, str]:
+    """pool_env() as of the stored values pool_env_key() read (the same moment: no change between)."""
+    if key is None:
+        return pool_env()
+    decode: Any = os.environ.decodevalue  # type: ignore[attr-defined]
+    return {name: decode(value) for name, value in zip(POOL_ENV, key) if value is not None}
+
 
 encode_json = c_encoder()
 # Bound once: the tracer must not call itself through a traced function.

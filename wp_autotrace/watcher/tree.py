@@ -32,9 +32,9 @@ from __future__ import annotations
 import os
 
 from ..common import vocab as V
-from ..common.env import role_from_cmd
-from ..common.procfs import ProcReader, Unreadable, make_reader, same_process
-from ..common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
+from ..common.env import ARGV_ROLES
+from ..common.procfs import ProcReader, Unreadable, environ_secrets, make_reader, same_process
+from ..common.redact import env_secrets, parse_patterns, redact_argv
 from .limits import read_nproc
 from .logwatch import LogWatch
 from .zombies import ZombieWatch
@@ -42,6 +42,14 @@ from .zombies import ZombieWatch
 TYPE_CHECKING = False  # typing is for the type checker only: importing it would slow the watcher's start
 if TYPE_CHECKING:
     from typing import Any, Callable
+
+
+def role_from_cmd(cmd: str) -> str | None:
+    """The role a command line shows (a compile sidecar, say), if any."""
+    for suffix, role in ARGV_ROLES:
+        if suffix in cmd.replace(os.sep, "/"):
+            return role
+    return None
 
 STAT_EVERY = 5  # ticks between two stat reads of one process (zombie, reuse, exec, rss, threads)
 # Cost grows with what changes: a process whose children file showed nothing new is looked at

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ...common import vocab
 from ...common.env import REDACT_ENV
-from ...common.redact import parse_patterns, redact_argv, redact_cmd
+from ...common.redact import DEFAULT_PATTERNS, parse_patterns, redact_arg, redact_argv
 from . import schema
 from .schema import SCHEMA_VERSION
 
@@ -21,6 +21,13 @@ from .schema import SCHEMA_VERSION
 # then never overflow, and nothing but finite numbers reaches the output.
 INT_LIMIT = 1 << 63
 NUM_LIMIT = 1e15
+
+
+def redact_cmd(cmd: str, patterns: tuple[str, ...] = DEFAULT_PATTERNS, env_secrets: tuple[str, ...] = ()) -> str:
+    """A command line someone already joined with spaces (an old log's tree ``cmd``), masked as well as
+    can be: the argument boundaries are lost, so this is for reading old logs only. Writers mask the
+    argument list (redact_argv) and join it afterwards."""
+    return redact_arg(cmd, patterns, env_secrets)  # the whole string (a header over words), then word by word
 
 
 def _is_uint(v: Any) -> bool:

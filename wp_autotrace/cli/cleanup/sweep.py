@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...common.env import REDACT_ENV
-from ...common.procfs import same_process
-from ...common.redact import env_secrets, environ_secrets, parse_patterns, redact_argv
+from ...common.procfs import environ_secrets, same_process
+from ...common.redact import env_secrets, parse_patterns, redact_argv
 from .candidates import Candidate, Checker, Models
 
 # Exit statuses (their meanings: cli/main.py EXIT_STATUSES).

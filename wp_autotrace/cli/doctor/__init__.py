@@ -13,11 +13,16 @@ import tempfile
 from typing import Any, NamedTuple
 
 from ...analysis.read.logread import count_events
-from ...common.env import without_tracer_env
+from ...common.env import PREFIX
 from ...common.vocab import PROCESS_START
 from ..base import OK
 
 DOCTOR_PROBLEM = 1  # a problem was found
+
+
+def without_tracer_env(environ: dict[str, str]) -> dict[str, str]:
+    """A copy of an environment with every WP_AUTOTRACE* variable removed."""
+    return {k: v for k, v in environ.items() if not k.startswith(PREFIX)}
 INSTALL_ADVICE = "{python} -m pip install <path to a wp-autotrace checkout>"
 
 
