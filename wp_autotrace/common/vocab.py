@@ -72,6 +72,8 @@ RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
 MEMCG = "memcg"  # the watcher: a memory cgroup of the run's processes and its limit, once per cgroup (cgroups.py)
 PIDCG = "pidcg"  # the watcher: a pids cgroup of them, its limit and its refusals' count (and again at its end)
+# the watcher: what a pool process first seen orphaned (or left over) held: listening sockets, pipes (fds.py)
+ORPHAN_FDS = "orphan_fds"
 # the watcher: a process's process_exit found no descriptor to be written with; its note said so (EXIT_NOTE)
 EXIT_UNWRITTEN = "exit_unwritten"
 # A note beside the log (LOG + EXIT_NOTE + pid): a symlink, which needs no descriptor, whose target holds what an

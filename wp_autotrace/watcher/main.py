@@ -40,6 +40,7 @@ from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
 from .cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file
+from .fds import OrphanFds
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
 from .oom import OomCount
@@ -111,6 +112,8 @@ class Watcher:
         # each joining process's memory and pids cgroups, and each cgroup's limit once (not through psutil: without
         # /proc none is claimed); an OOM kill is told beside it, a failed compile with the pids limit's refusals
         self.cgroups = (Cgroups(MEMORY_KIND), Cgroups(PIDS_KIND)) if isinstance(self.tree.reader, ProcReader) else ()
+        # what a pool process held once its creator ended (a listening socket, a pipe its creator's parent reads)
+        self.fds = OrphanFds() if isinstance(self.tree.reader, ProcReader) else None
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.tree.root, **fields)
@@ -127,6 +130,8 @@ class Watcher:
     def _forget(self, pid: int) -> None:
         """The tree wrote pid off: its last written rss goes with it, and the role said of it."""
         self.written_rss.pop(pid, None)
+        if self.fds is not None:
+            self.fds.ended(pid)
         if self.tree.log is not None:
             self.tree.log.given.pop(pid, None)
 
@@ -160,6 +165,8 @@ class Watcher:
             lists["possible"], self.tree.possible = self.tree.possible, []
         for entry in started:
             self.written_rss[entry["pid"]] = entry["rss"]
+            if self.fds is not None:
+                self.fds.joined(entry)
             data = cgroup_file(entry["pid"]) if self.cgroups else None  # one read for both controllers
             for cgroups in self.cgroups:
                 if (limit := cgroups.join(entry, data)) is not None:
@@ -171,6 +178,8 @@ class Watcher:
             self.emit_parts(V.TREE, lists, count=len(self.tree.live), final=False)
         for entry in ended:
             self._exit_note(entry)
+        if self.fds is not None and (held := self.fds.look(self.tree.live)):
+            self.emit_parts(V.ORPHAN_FDS, {"procs": held})
         if self.oom is not None and (rose := self.oom.rose()) is not None:
             # every tick, ends or not: the only evidence of an OOM kill, and its time (evidence.md)
             self.emit(V.OOM, before=rose[0], oom_kill=rose[1], since=round(rose[2], 3))
@@ -241,6 +250,8 @@ class Watcher:
             if info is not None and info["create_time"] == entry["create_time"]:
                 entry["rss"], entry["ppid"] = info["rss"], info["ppid"]
                 self.tree.restated.add(pid)  # its rss read: the next heartbeat weighs it
+        if self.fds is not None and (held := self.fds.look(self.tree.live, leftover=True)):
+            self.emit_parts(V.ORPHAN_FDS, {"procs": held})
         procs = sorted(self.tree.live.values(), key=lambda p: p["pid"])
         self.unwritten_verdict = {"procs": procs, "how": how}
         self._write_verdict()

@@ -67,8 +67,10 @@ KINDS: dict[str, tuple[str, str]] = {
                        "shared with other jobs, one per job (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR), never wiped "
                        "while in use; else the job's own error line"),
     "pool-outlived-creator": ("a pool's processes were seen to end 5 s or more after the process that made them "
-                              "ended: nobody could use or stop them; forked workers hold the creator's stdout/stderr, "
-                              "so a parent reading those to their end waits as long",
+                              "ended: nobody could use or stop them; forked workers hold what they inherited: the "
+                              "creator's listening sockets (its port stays bound until they end: told first, where "
+                              "the watcher read one) and stdout/stderr (a parent reading those to their end waits "
+                              "as long: told where the watcher saw the parent hold their read end)",
                               'worker_start_method="subprocess" or compile_threads=1 (a fork pool); else shut the '
                               "pool down before its creator ends"),
     "autotune-killed": ("a benchmark an autotune subprocess never answered: torch's TuningProcess.kill on get's "

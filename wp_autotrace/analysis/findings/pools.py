@@ -15,6 +15,7 @@ from ..fold.model import AUTOTUNE, EXECUTOR, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text
 from .held import RAN_ON_ADVICE, held_short, held_words, lived_on, sidecar_exit_join, wait_end, wait_how
+from .orphans import parent_wait, ports_held
 from .rank import HANG_S
 from .signals import killed_alike
 
@@ -320,8 +321,9 @@ LEGACY_OUTLIVED_ADVICE = ("compile without a pool: compile_threads=1 (TORCHINDUC
 
 def pool_outlived_creator(v: View) -> Finding | None:
     """A pool whose processes lived on after the process that made them ended (derive/pools.outlived_creator):
-    nobody could use or stop them; a forked worker holds what it inherited (the creator's stdout and stderr), so
-    whoever reads those to their end waits for it. Told with the creator's end, the parent's, and what it held."""
+    nobody could use or stop them; a forked worker holds what it inherited (the creator's listening sockets, its
+    stdout and stderr). Told with the creator's end, the ports they held (the cause leads: the user's symptom is
+    the port), the parent's wait where a record shows it (findings/orphans.py), and what they held."""
     orphans = [(st, span) for pool in v.pools if (span := (st := v.story(pool)).orphaned) is not None]
     if not orphans:
         return None
@@ -333,29 +335,39 @@ def pool_outlived_creator(v: View) -> Finding | None:
     alike, more, theirs = killed_alike(v, creator, [x for x, _ in orphans if x is not st])
     forked = start_method(pool) == "fork"
     who = "its workers" if pool.sidecar is None else f"its sidecar {pool.sidecar.pid}"
-    parent = creator.parent
-    after = ""
-    if parent is not None and (p_end := parent.ended_at) is not None and p_end >= end - 1.0:
-        gap = f"{abs(p_end - end):.1f} s {'after' if p_end >= end else 'before'} them"
-        after = f"; {parent.role} {parent.pid}, its parent, ended only then ({gap})"
+    after = parent_wait(v, st, creator.parent, end)
     held = f", holding {size_text(st.orphan_held)} (PSS)" if st.orphan_held else ""
-    pipes = (": forked workers inherit the creator's stdout and stderr, so a parent reading them to their end "
-             "(subprocess's communicate()) waits as long") if forked else ""
     made = site(user_frame(pool.call.caller) or pool.call.caller)
+    ports = ports_held(v, st)
+    if ports is not None:
+        cause = "forked workers inherit every fd their creator had open, its listening sockets too, and" \
+            if forked else "and"
+        text = (f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) held the listening "
+                f"socket of {ports[0]} until {_at(rel(ports[1]))}, {ports[1] - gone:.1f} s after "
+                f"{creator.role} {creator.pid}{more} ended at {_at(rel(gone))}{how}{theirs}{after}: {who} lived on "
+                f"with nobody to use or stop them{held} (the pool made at {made}); {cause} a listening socket "
+                "keeps its port bound while a process holds it: another bind() of that port fails (EADDRINUSE) "
+                "until they end.")
+    else:
+        pipes = (": forked workers inherit the creator's stdout and stderr, so a parent reading them to their end "
+                 "(subprocess's communicate()) waits as long") if forked else ""
+        text = (f"{creator.role.capitalize()} {creator.pid}{more} ended at {_at(rel(gone))}{how}, and its compile "
+                f"pool ({_pool_name(st)}) outlived it by {end - gone:.1f} s{theirs}"
+                f"{after or ', until ' + _at(rel(end))}; {who} lived on until {_at(rel(end))} with nobody to use or "
+                f"stop them{held} (the pool made at {made}){pipes}.")
     return Finding(
-        "pool-outlived-creator", "problem",
-        f"{creator.role.capitalize()} {creator.pid}{more} ended at {_at(rel(gone))}{how}, and its compile pool "
-        f"({_pool_name(st)}) outlived it by {end - gone:.1f} s{theirs}{after or ', until ' + _at(rel(end))}; {who} "
-        "lived on "
-        f"until {_at(rel(end))} with "
-        f"nobody to use or stop them{held} (the pool made at {made}){pipes}.",
+        "pool-outlived-creator", "problem", text,
         sorted({p.pid for x in [st, *alike] for p in x.procs}), [f"{x.pool.creator.role} {x.pool.creator.pid} ended "
                                                                  f"at {_at(rel(a))}; its pool at {_at(rel(b))}"
                                                                  for x, (a, b) in orphans[:TEXT_PIDS]],
         (OUTLIVED_FORK_ADVICE if (torch_release(v.config_of(creator)[1]) or (2, 4)) >= (2, 4) else
          LEGACY_OUTLIVED_ADVICE) if forked else (
             f"end the pool before its creator ends: call {shutdown_path(v, creator)}() when its compiles are done"),
-        {"hang_s": round(end - gone, 3), **({"idle_mib_s": st.orphan_mib_s} if st.orphan_mib_s else {})})
+        {"hang_s": round(end - gone, 3), **({"idle_mib_s": st.orphan_mib_s} if st.orphan_mib_s else {}),
+         **({"port_held_s": round(ports[1] - gone, 3)} if ports is not None else {})},
+        # the parent's wait leads the Answer where it is shown (the user's symptom: communicate() never returned)
+        f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) outlived it by "
+        f"{end - gone:.1f} s{after}." if after and ports is None else "")
 
 
 def pool_device_files(v: View) -> Finding | None:

@@ -419,6 +419,25 @@ def note_pidcg(reg: Registry, r: dict[str, Any]) -> None:
         reg.record_run(r).pidcgs.setdefault((r["host"], r["path"]), []).append(r)
 
 
+def note_orphan_fds(reg: Registry, r: dict[str, Any]) -> None:
+    """What pool processes held once orphaned (watcher/fds.py): entries of a known shape only (`procs` is read
+    as any JSON): their listening sockets, and the pipe their creator's parent read."""
+    procs = r.get("procs")
+    for e in procs if isinstance(procs, list) else ():
+        if not isinstance(e, dict) or not isinstance(e.get("pid"), int) or not isinstance(
+                e.get("create_time"), (int, float)):
+            continue
+        listen = [h for h in e.get("listen") or () if isinstance(h, dict) and isinstance(h.get("port"), int)
+                  and isinstance(h.get("proto"), str) and isinstance(h.get("addr"), str)]
+        read_by = e.get("read_by")
+        entry = {"create_time": e["create_time"], "listen": listen, "ts": r["ts"],
+                 "creator": e.get("creator") if isinstance(e.get("creator"), int) else None,
+                 "read_by": None, "read_fds": []}
+        if isinstance(read_by, dict) and isinstance(read_by.get("pid"), int) and isinstance(read_by.get("fds"), list):
+            entry["read_by"], entry["read_fds"] = read_by["pid"], [x for x in read_by["fds"] if isinstance(x, int)]
+        reg.record_run(r).orphan_fds[(r["host"], e["pid"])] = entry
+
+
 # Visits that need only the Registry, outside the Builder (which is at its size).
 def add_job(reg: Registry, r: dict[str, Any]) -> None:
     """A pool worker took a job, or ended the one it took (runtime/jobs.py): one span per job."""
@@ -447,6 +466,7 @@ REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema
                                                                           schema.JOB: add_job, vocab.OOM: note_oom,
                                                                           vocab.MEMCG: note_memcg,
                                                                           vocab.PIDCG: note_pidcg,
+                                                                          vocab.ORPHAN_FDS: note_orphan_fds,
                                                                           vocab.SIGNAL_SENT: note_signal,
                                                                           vocab.WORKER_SPAWNED: note_spawned}
 

@@ -406,6 +406,8 @@ class Run:
         self.memcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # (host, path) -> the watcher's pidcg records of that pids cgroup: as it joined, then `final` at its end
         self.pidcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # (host, pid) -> what that pool process held as the watcher first saw it orphaned: an orphan_fds entry
+        self.orphan_fds: dict[tuple[str, int], dict[str, Any]] = {}
         # The reader's own look (verdict.look_now) at a main process the log saw no end of: alive_now True
         # or False where this host can tell (its pid and create time; else its watchers' pids), None where
         # it cannot; now_how says what was seen, or why nothing could be. root_gone: the main's own pid

@@ -22,6 +22,7 @@ from ...common.vocab import (
     MEMCG,
     MEMORY,
     OOM,
+    ORPHAN_FDS,
     PIDCG,
     PROCESS_EXIT,
     PROCESS_START,
@@ -45,7 +46,8 @@ __all__ = [  # what this module offers, its own names and the re-exported vocabu
     "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMCG", "MEMORY",
     "MEMS",
     "NUM",
-    "OOM", "OPT_STR", "PIDCG", "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
+    "OOM", "OPT_STR", "ORPHAN_FDS", "PIDCG",
+    "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "SIGNAL_SENT", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
     "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
 ]
@@ -339,6 +341,14 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("refused", UINT, "pids.events `max` then (v1: of `path`; v2: of the limit's cgroup): the forks and thread "
                           "starts the limit refused so far; absent where unread"),
         ("final", BOOL, "true in the record written at the watcher's end: `refused` read again"))),
+    ORPHAN_FDS: ("what pool processes held as the watcher first saw them orphaned (their parent, the pool's "
+                 "creator, ended or they were re-parented) or in its leftover verdict: once per process, only those "
+                 "holding a listening socket or a pipe their creator's parent reads", _PART_FIELDS[:4] + (
+        ("procs", ANY, "`[{pid, create_time, creator?, listen?, read_by?}]`: `creator` the parent it had; `listen` "
+                       "its listening TCP and bound UDP sockets, `[{proto, addr, port, fds}]` (/proc/PID/fd's "
+                       "socket inodes in /proc/PID/net/tcp, tcp6 (state LISTEN), udp, udp6 (no remote)); "
+                       "`read_by` `{pid, fds}`: the creator's parent (a live member) held the read end of pipes "
+                       "this process held at `fds` (its stdout 1, stderr 2)"),)),
     EXIT_UNWRITTEN: ("a process's process_exit could not be written (no descriptor free: its table full at its hard "
                      "limit); the watcher read the note it left (a symlink beside the log) when it saw it end",
                      _PART_FIELDS[:2] + (

@@ -1,0 +1,194 @@
+"""What an orphaned pool held (watcher/fds.py, findings/orphans.py): a crashed server's listening socket its forked
+workers inherited (vllm#9737: the restart's bind() fails for a minute), and the pipe a harness reads to its end
+(pytorch#87335: communicate() waits for them); the parent's wait told only where a record shows it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from wp_autotrace.watcher.fds import OrphanFds, parse_net
+
+from .logs import report, watcher
+
+# A creator that binds a listening socket, forks a worker that inherits it (and its stdout), says both, and dies.
+CREATOR = textwrap.dedent("""
+    import os, socket, sys, time
+    sock = socket.create_server(("127.0.0.1", 0))
+    worker = os.fork()
+    if worker == 0:
+        time.sleep(60)
+        os._exit(0)
+    print(sock.getsockname()[1], worker, flush=True)
+    os._exit(0)
+""")
+
+
+def _orphan(tmp_path: Path) -> tuple[int, int, int, int]:
+    """(creator pid, worker pid, port, the pipe's read fd): the creator wrote to the test's pipe and ended."""
+    r, w = os.pipe()
+    script = tmp_path / "creator.py"
+    script.write_text(CREATOR)
+    creator = subprocess.Popen([sys.executable, str(script)], stdout=w, stdin=subprocess.DEVNULL)
+    os.close(w)
+    line = b""
+    deadline = time.monotonic() + 60
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        line += os.read(r, 64)
+    creator.wait(timeout=60)
+    port, worker = (int(x) for x in line.split())
+    return creator.pid, worker, port, r
+
+
+def test_an_orphans_listening_socket_and_the_pipe_its_creators_parent_reads_are_read_once(tmp_path: Path) -> None:
+    """A forked worker outlives its creator: the watcher's one look at it (its creator among the members ended
+    since the last look) finds the listening socket it inherited, on the port psutil reads for it, and the pipe
+    whose read end the creator's parent (this test) holds at its stdout; once per process; not in a tick where no
+    member ended, nor for a process of no pool role."""
+    creator, worker, port, r = _orphan(tmp_path)
+    me = os.getpid()
+    try:
+        live = {worker: {"pid": worker, "create_time": 1.0, "role": "compile-worker", "ppid": creator},
+                me: {"pid": me, "create_time": 0.5, "role": "main", "ppid": 1}}
+        fds = OrphanFds()
+        for entry in ({"pid": creator, "ppid": me}, *live.values()):
+            fds.joined(entry)
+        assert fds.look(live) == []  # nothing ended: not read
+        fds.ended(creator)
+        assert fds.look({worker: dict(live[worker], role="child"), me: live[me]}) == []  # no pool role
+        fds = OrphanFds()
+        for entry in ({"pid": creator, "ppid": me}, *live.values()):
+            fds.joined(entry)
+        fds.ended(creator)
+        live[worker]["ppid"] = 1  # re-read (re-parented) in the tick its creator's end was seen: as it joined
+        (got,) = fds.look(live)
+        theirs = {c.laddr.port for c in psutil.Process(worker).net_connections("inet") if c.status == "LISTEN"}
+        assert theirs == {port}, theirs
+        assert [(h["proto"], h["addr"], h["port"]) for h in got["listen"]] == [("tcp", "127.0.0.1", port)], got
+        assert got["creator"] == creator and got["read_by"] == {"pid": me, "fds": [1]}, got
+        fds.ended(12345)
+        assert fds.look(live) == [] and fds.look(live, leftover=True) == []  # read once
+    finally:
+        os.kill(worker, signal.SIGKILL)
+        os.close(r)
+
+
+def test_an_orphan_whose_pool_role_comes_later_is_read_once_it_has_it(tmp_path: Path) -> None:
+    """A forked worker's role record comes after its start: orphaned before it (its creator crashed at once), it
+    is looked at again each tick (no /proc read) and read as it takes its pool role, its creator's parent kept."""
+    creator, worker, port, r = _orphan(tmp_path)
+    me = os.getpid()
+    try:
+        live = {worker: {"pid": worker, "create_time": 1.0, "ppid": creator},
+                me: {"pid": me, "create_time": 0.5, "role": "main", "ppid": 1}}
+        fds = OrphanFds()
+        for entry in ({"pid": creator, "ppid": me}, *live.values()):
+            fds.joined(entry)
+        fds.ended(creator)
+        assert fds.look(live) == [] and fds.look(live) == [] and worker in fds.pending
+        live[worker]["role"] = "compile-worker"
+        (got,) = fds.look(live)
+        assert got["listen"][0]["port"] == port and got["read_by"] == {"pid": me, "fds": [1]}, got
+        assert not fds.pending and fds.look(live) == []
+    finally:
+        os.kill(worker, signal.SIGKILL)
+        os.close(r)
+
+
+def test_a_left_over_pool_process_is_read_in_the_verdict(tmp_path: Path) -> None:
+    """A pool process in the leftover verdict, not read as an orphan, is read then (its socket; no parent's pipe:
+    its creator is not among the ended)."""
+    creator, worker, port, r = _orphan(tmp_path)
+    try:
+        live = {worker: {"pid": worker, "create_time": 1.0, "role": "compile-sidecar", "ppid": 1}}
+        (got,) = OrphanFds().look(live, leftover=True)
+        assert got["listen"][0]["port"] == port and "read_by" not in got and got["creator"] == 1, got
+    finally:
+        os.kill(worker, signal.SIGKILL)
+        os.close(r)
+
+
+def test_net_lines_give_listeners_and_bound_udp_only() -> None:
+    """/proc/net/tcp6 and udp text: a LISTEN socket's address and port (host-order words), an established one
+    not; a bound UDP socket with no remote, a connected one not."""
+    head = b"  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    lo6 = b"00000000000000000000000001000000"
+    tcp6 = head + (b"   0: " + lo6 + b":1F9B 00000000000000000000000000000000:0000 0A 00000000:00000000 "
+                   b"00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n"
+                   b"   1: " + lo6 + b":1F9B " + lo6 + b":D431 01 00000000:00000000 "
+                   b"00:00000000 00000000  1000        0 4343 1 0000000000000000 100 0 0 10 0\n")
+    assert parse_net(tcp6, "tcp", b"0A") == {4242: {"proto": "tcp", "addr": "::1", "port": 8091}}
+    udp = head + (b"  10: 0100007F:14E9 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000 0 77 2 0\n"
+                  b"  11: 0100007F:9C40 0100007F:0035 07 00000000:00000000 00:00000000 00000000  1000 0 78 2 0\n")
+    assert parse_net(udp, "udp", b"07") == {77: {"proto": "udp", "addr": "127.0.0.1", "port": 5353}}
+
+
+def orphaned_with(listen: bool, read_by: int | None, parent_end: float | None = None) -> Any:
+    """with_orphaned_fork_pool (child 150's 2 forked workers outlive it, 3.2 s -> 63.2 s; main 100 ends at 63.25 s)
+    with the watcher's orphan_fds record at 3.2 s: each worker's listening socket of 127.0.0.1:8123 (listen), the
+    pipe main read (read_by: at their stdout and stderr); parent_end: main's end moved there."""
+    from .test_model import with_orphaned_fork_pool
+
+    w = with_orphaned_fork_pool()
+    procs = []
+    for pid in (201, 202):
+        e: dict[str, Any] = {"pid": pid, "create_time": 0.0, "creator": 150}
+        if listen:
+            e["listen"] = [{"proto": "tcp", "addr": "127.0.0.1", "port": 8123, "fds": [5]}]
+        if read_by is not None:
+            e["read_by"] = {"pid": read_by, "fds": [1, 2]}
+        procs.append(e)
+    watcher(w, 3.21, "orphan_fds", procs=procs)
+    if parent_end is not None:
+        for rec in w.lines:
+            if rec["pid"] == 100 and rec["event"] == "process_exit":
+                rec["ts"] += parent_end - 63.25
+    w.lines.sort(key=lambda x: x["ts"])
+    return w
+
+
+def _outlived(rep: dict[str, Any]) -> dict[str, Any]:
+    return next(f for f in rep["findings"] if f["kind"] == "pool-outlived-creator")
+
+
+def test_the_port_an_orphaned_pool_held_leads_the_answer(tmp_path: Path) -> None:
+    """vllm#9737's shape: the workers held the crashed server's listening socket (127.0.0.1:8123) until 63.2 s,
+    60 s after it ended: the Answer leads with the port they held and until when (no failed bind: no record holds
+    one), under its cause; Fix first stays the start method."""
+    rep = report(orphaned_with(listen=True, read_by=None), tmp_path)
+    f = _outlived(rep)
+    assert f["text"].startswith("Child 150's compile pool (2 forked workers, no sidecar) held the listening socket "
+                                "of TCP port 8123 (127.0.0.1) until 63.2 s, 60.0 s after child 150 ended at 3.2 s"), f
+    assert "could not bind" not in f["text"] and f["cost"]["port_held_s"] == pytest.approx(60.0, abs=0.01), f
+    first = rep["answer"].split("\n- ")[0]
+    assert "held the listening socket of TCP port 8123 (127.0.0.1) until 63.2 s" in first, rep["answer"]
+    assert rep["answer"].split("Fix first: ", 1)[1].startswith('start the workers without fork: '
+                                                               'worker_start_method="subprocess"'), rep["answer"]
+
+
+@pytest.mark.parametrize("read_by, parent_end, told", [(None, None, False), (100, None, True), (999, None, False),
+                                                       (100, 75.9, False)])
+def test_a_parent_is_said_to_have_waited_only_where_a_record_shows_it(
+        tmp_path: Path, read_by: int | None, parent_end: float | None, told: bool) -> None:
+    """The parent (main 100) ended after the orphans: told as having waited for them only where the watcher saw it
+    hold the read end of their stdout and stderr and it ended within PARENT_WAIT_S after them (pytorch#87335's
+    communicate()); not where no record shows a pipe, another process read it, or it ended 12.7 s later (a
+    supervisor that went on to restart the server)."""
+    rep = report(orphaned_with(listen=False, read_by=read_by, parent_end=parent_end), tmp_path)
+    text = _outlived(rep)["text"]
+    if told:
+        assert "; main 100, its parent, read their stdout and stderr to the end and ended only then (" in text, text
+        first = rep["answer"].split("\n- ")[0]  # the user's symptom (communicate() waited) leads the Answer
+        assert "main 100, its parent, read their stdout and stderr to the end and ended only then" in first, first
+    else:
+        assert "its parent" not in text and "ended only then" not in text, text
+        assert "outlived it by 60.0 s, until 63.2 s" in text, text
