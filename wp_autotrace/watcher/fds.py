@@ -17,7 +17,6 @@ docs/evidence.md says what the finding may claim from it.
 from __future__ import annotations
 
 import os
-import socket
 
 from ..common import vocab as V
 
@@ -62,6 +61,8 @@ def inodes(links: dict[int, str], kind: str) -> dict[int, list[int]]:
 
 def _hex_addr(text: bytes) -> tuple[str, int] | None:
     """(address, port) of a /proc/net/{tcp,udp}[6] `ADDR:PORT` field (the address in host order words)."""
+    import socket  # only where a socket is held: the watcher's start imports none of it
+
     addr, _, port = text.partition(b":")
     try:
         raw = bytes.fromhex(addr.decode())
