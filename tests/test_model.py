@@ -1769,7 +1769,7 @@ def test_a_kernel_that_failed_under_a_containers_task_limit_is_told_the_kernels_
     rep = report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4)), tmp_path)
     f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
     said = (f"the task limit of its cgroup was reached: pids.max 24 ({PIDS_CG}; each process and each thread in it "
-            "counts, root's too); the kernel refused 4 fork(s) or thread start(s) there between ")
+            "counts, root's too, the run's or not); the kernel refused 4 fork(s) or thread start(s) there between ")
     assert said in f["text"] and "(pids.events max 0 -> 4)." in f["text"], f["text"]
     assert said in rep["answer"].replace("\n  ", " ").replace("\n", " "), rep["answer"]
     assert "--pids-limit" in f["advice"] and f["cost"]["limit_reached"], (f["advice"], f["cost"])
@@ -1780,6 +1780,53 @@ def test_a_kernel_that_failed_under_a_containers_task_limit_is_told_the_kernels_
                                    tmp_path / sub)["findings"] if f["kind"] == "compile-failed")
         assert "pids" not in f["text"] and "no record shows why the job failed" in f["text"], f["text"]
         assert not f["cost"]["limit_reached"] and "pids_max" not in f["cost"], f["cost"]
+
+
+def test_a_task_limit_reached_beside_a_job_line_naming_its_own_cause_is_not_told_as_the_cause(
+        tmp_path: Path) -> None:
+    """The cgroup's count of refusals rose in the run, but the job's own line names a cause of its own (a file gone
+    from a wiped cache, a C++ syntax error): the limit is told beside it, "whether the limit caused this failure, no
+    record shows", and the advice stays the line's (the cache's, else read the line), not the container's limit."""
+    for n, (line, advice) in enumerate((
+            ("FileNotFoundError: [Errno 2] No such file or directory: '/tmp/torchinductor_u/ab/cab.py'",
+             "a file the job read back was gone"),
+            ("torch._inductor.exc.CppCompileError: C++ compile error: error: expected ';' before '}' token",
+             "read the job's own error line"))):
+        (tmp_path / str(n)).mkdir()
+        f = next(f for f in report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 1)),
+                                   tmp_path / str(n))["findings"] if f["kind"] == "compile-failed")
+        assert "whether the limit caused this failure, no record shows" in f["text"], f["text"]
+        assert f["advice"].startswith(advice) and "--pids-limit" not in f["advice"], f["advice"]
+
+
+def test_a_task_limits_refusals_in_another_run_of_the_log_are_not_this_runs(tmp_path: Path) -> None:
+    """Two traced programs append to one log in the same container (one pids cgroup path): the first was refused 4
+    forks (0 -> 4) and ended; the second's own count stayed 4 -> 4 when its linker failed. Each process reads its
+    own run's pidcg records: the second's failure is told no cause, not the first's refusals."""
+    line = "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero exit status 1"
+    w = _kernel_failed(line, 12, uid=0, nproc=96369, refused=(4, 4))
+    early: list[dict[str, Any]] = []
+    r0 = {"run": "r0", "root_pid": 50}
+
+    def add(t: float, pid: int, role: str, event: str, **f: Any) -> None:
+        early.append({"v": 1, "event": event, "ts": 1_800_000_000.0 + t, "pid": pid, "ppid": 1 if pid == 50 else 50,
+                      "host": w.host, "role": role, "seq": len(early), **f})
+    add(-60, 50, "main", "process_start", argv=["python", "other.py"], python="3.11.7", forked=False, env={}, **r0)
+    add(-59.9, 950, "watcher", "watcher_start", interval=0.1, linger=60.0, **r0)
+    add(-59.8, 950, "watcher", "pidcg", member=50, version=1, path=PIDS_CG, file="pids.max", limit=24, refused=0, **r0)
+    add(-59.8, 950, "watcher", "tree", count=1, started=[{"pid": 50, "ppid": 1, "name": "python", "cmd": "python",
+                                                          "role": "main", "via": "root", "pidcg": PIDS_CG}],
+        ended=[], **r0)
+    add(-50, 50, "main", "process_exit", how="exit", counts={}, dropped=0)
+    add(-49.9, 950, "watcher", "pidcg", member=50, version=1, path=PIDS_CG, file="pids.max", limit=24, refused=4,
+        final=True, **r0)
+    add(-49.8, 950, "watcher", "tree", count=0, started=[], ended=[{"pid": 50, "end": 1_800_000_000.0 - 50}],
+        final=True, **r0)
+    add(-49.7, 950, "watcher", "watcher_exit", reason="root-exit", **r0)
+    w.lines[:0] = early
+    f = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "compile-failed")
+    assert "pids" not in f["text"] and "no record shows why the job failed" in f["text"], f["text"]
+    assert not f["cost"]["limit_reached"], f["cost"]
 
 
 def test_a_kernel_whose_file_was_gone_is_told_with_the_shared_cache_advice(tmp_path: Path) -> None:

@@ -310,8 +310,9 @@ def test_a_process_the_oom_killer_ends_is_named_with_its_record(tmp_path: Path, 
     # and its peak charge: read at the join and at the watcher's end, against the test's own read after the run
     peak = int(cgroup.read("memory.max_usage_in_bytes" if cgroup.v1 else "memory.peak"))
     assert memcgs[1]["peak"] == peak and memcgs[0]["peak"] < peak, (memcgs, peak)
-    said = (f"Its memory cgroup's limit was {LIMIT_MIB} MiB ({memcgs[0]['file']} of {memcgs[0]['path']}); its "
-            f"charge peaked at {size_text(peak)} during the run.")
+    reached = (f"the charge there reached it during the run (peak {size_text(peak)})" if peak >= limit * 0.99 else
+               f"the charge there peaked at {size_text(peak)} during the run, under it")
+    said = f"Its memory cgroup's limit was {LIMIT_MIB} MiB ({memcgs[0]['file']} of {memcgs[0]['path']}); {reached}."
     assert said in found[0]["text"], found[0]["text"]
 
 
@@ -638,21 +639,28 @@ def test_the_memory_limit_the_oom_killer_enforced_is_told_beside_what_held_the_m
     nothing of a limit."""
     rep = report(_killed_main_log(True, memory=True, memcg={"limit": 768 << 20}), tmp_path)
     said = ("650 MiB together (PSS). Its memory cgroup's limit was 768 MiB (memory.max of "
-            f"{STEP_CG}).")
+            f"{STEP_CG}); whether the run reached it, no record shows.")
     assert said in rep["answer"].replace("\n  ", " "), rep["answer"]
     assert said.split(". ", 1)[1] in next(f["text"] for f in rep["findings"] if f["kind"] == "oom-killed")
     (tmp_path / "above").mkdir()
     above = report(_killed_main_log(True, memcg={"limit": 768 << 20, "limit_path": "/slurm/uid_1000/job_7"}),
                    tmp_path / "above")
-    assert (f"Its memory cgroup's limit was 768 MiB (memory.max of /slurm/uid_1000/job_7, above its own {STEP_CG})."
+    assert (f"Its memory cgroup's limit was 768 MiB (memory.max of /slurm/uid_1000/job_7, above its own {STEP_CG});"
             in above["answer"].replace("\n  ", " ")), above["answer"]
     (tmp_path / "peak").mkdir()
     peaked = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 100 << 20}), tmp_path / "peak")
-    assert (f"(memory.max of {STEP_CG}); its charge peaked at 768 MiB during the run."
+    assert (f"(memory.max of {STEP_CG}); the charge there reached it during the run (peak 768 MiB)."
             in peaked["answer"].replace("\n  ", " ")), peaked["answer"]
+    # a peak that rose in the run but stayed under the limit: a kill the cgroup counted, not the limit's
+    (tmp_path / "under").mkdir()
+    under = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 100 << 20}, peak_after=700 << 20),
+                   tmp_path / "under")
+    assert ("the charge there peaked at 700 MiB during the run, under it." in under["answer"].replace("\n  ", " ")
+            and "reached it" not in under["answer"]), under["answer"]
     (tmp_path / "old-peak").mkdir()  # the peak at the end no higher than at the join: reached before the run
     old = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 768 << 20}), tmp_path / "old-peak")
     assert "limit was 768 MiB" in old["answer"] and "peaked" not in old["answer"], old["answer"]
+    assert "whether the run reached it, no record shows" in old["answer"].replace("\n  ", " "), old["answer"]
     for name, memcg in (("max", {}), ("none", None)):
         (tmp_path / name).mkdir()
         plain = report(_killed_main_log(True, memory=True, memcg=memcg), tmp_path / name)

@@ -52,6 +52,16 @@ CACHE_ADVICE = ("a file the job read back was gone: if the compile cache is shar
                 "job its own (TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR per job), and never wipe a cache in use")
 
 
+# A job's own line that names no cause of its own: a child's exit status (a compiler's or linker's, whose reason went
+# to its stderr, which no record holds).
+STATUS_ONLY = ("returned non-zero exit status", "CalledProcessError")
+
+
+def _says_why(line: str | None) -> bool:
+    """Whether the job's own line names a cause of its own (not only a child's exit status)."""
+    return bool(line) and not any(mark in (line or "") for mark in STATUS_ONLY)
+
+
 def own_line(error: str) -> str | None:
     """The job's own exception line: the error's last line that reads as one, or None (an old record cut before
     it)."""
@@ -99,8 +109,10 @@ def _pids_refused(v: View, creator: Process) -> tuple[str, int, int] | None:
     limit and the kernel's count of the forks and thread starts it refused rose between the watcher's two reads of
     it (its pidcg records: as the first process in it joined, and `final` at the watcher's end); else None."""
     procs = [creator] + [q for pool in v.pools if pool.creator is creator for q in v.story(pool).procs]
-    for host, path in dict.fromkeys((q.host, q.pidcg) for q in procs if q.pidcg is not None):
-        recs = next((r for run in v.runs if (r := run.pidcgs.get((host, path or "")))), [])
+    # each process's own run's records: another traced program in the same cgroup (one log, one container) is
+    # another run, and its refusals are not this one's
+    for run, host, path in dict.fromkeys((q.run, q.host, q.pidcg) for q in procs if q.pidcg is not None):
+        recs = run.pidcgs.get((host, path or ""), []) if run is not None else []
         first, last = (recs[0], recs[-1]) if recs else ({}, {})
         before, after = first.get("refused"), last.get("refused")
         if (isinstance(first.get("limit"), int) and last.get("final") is True and isinstance(before, int)
@@ -108,7 +120,8 @@ def _pids_refused(v: View, creator: Process) -> tuple[str, int, int] | None:
             at = first.get("limit_path")
             on = f"{at}, above its own {path}" if isinstance(at, str) else path
             words = (f"the task limit of its cgroup was reached: pids.max {first['limit']} ({on}; each process and "
-                     f"each thread in it counts, root's too); the kernel refused {after - before} fork(s) or thread "
+                     f"each thread in it counts, root's too, the run's or not); the kernel refused {after - before} "
+                     "fork(s) or thread "
                      f"start(s) there between {v.rel(first['ts']) or 0:.1f} s and {v.rel(last['ts']) or 0:.1f} s "
                      f"(pids.events max {before} -> {after})")
             return words, first["limit"], after - before
@@ -153,8 +166,13 @@ def compile_failed(v: View) -> Finding | None:
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
     pids = _pids_refused(v, p)
-    if pids is not None:  # the kernel's own count of refusals: the limit was reached, whatever ulimit -u says
+    if pids is not None and (eagain or not _says_why(line)):
+        # the kernel's own count of refusals: the limit was reached, whatever ulimit -u says, and the job's own
+        # line names no other cause (a refused fork's EAGAIN, or only a child's exit status)
         cause, advice = pids[0], PIDS_ADVICE
+    elif pids is not None:  # reached in the run, but the job's line names a cause of its own: beside it, not it
+        cause = (f"{pids[0]}, though the job's own line names a cause of its own: whether the limit caused this "
+                 "failure, no record shows")
     if advice == UNKNOWN_ADVICE and line and any(mark in line for mark in MISSING_MARKS):
         advice = CACHE_ADVICE
     text = f"{what}; {said}; {cause}."

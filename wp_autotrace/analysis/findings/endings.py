@@ -175,26 +175,38 @@ def _pools_beside(v: View, p: Process, t: float) -> str:
 
 
 def memory_limit(v: View, procs: list[Process]) -> str:
-    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7); its charge peaked at 768 MiB during the
-    run.': the limit the watcher read on the one memory cgroup all of procs were in (its memcg record), or on a
-    cgroup above it, which it names; the peak only where the kernel's count at the watcher's end (`final`) is
-    above the one read at the join (a peak reached in between). '' where one of them was unread, they were in
-    different cgroups, its record is missing, or it set none (`max` is no limit)."""
-    where = {(q.host, q.memcg) for q in procs}
+    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7); the charge there reached it during the
+    run (peak 768 MiB).': the limit the watcher read on the one memory cgroup all of procs were in (its memcg record
+    in their own run: another traced program in the same cgroup is another run), or on a cgroup above it, which it
+    names. Whether the run reached it: only from the kernel's peak charge of that cgroup, where the one at the
+    watcher's end (`final`) is above the one read at the join (a peak reached in between): at the limit (within
+    LIMIT_REACHED), "reached it"; under it, "peaked at P ..., under it"; else no record shows (an OOM kill counted in
+    the cgroup may be the host's, not the limit's). '' where one of them was unread, they were in different cgroups
+    or runs, its record is missing, or it set none (`max` is no limit)."""
+    where = {(q.run, q.host, q.memcg) for q in procs}
     if len(where) != 1:
         return ""
-    host, path = next(iter(where))
-    recs = next((r for run in v.runs if (r := run.memcgs.get((host, path or "")))), [])
+    run, host, path = next(iter(where))
+    recs = run.memcgs.get((host, path or ""), []) if run is not None else []
     rec = recs[0] if recs else {}
     if not isinstance(rec.get("limit"), int):
         return ""
     at = rec.get("limit_path")
     on = f"{at}, above its own {path}" if isinstance(at, str) else path
+    limit = rec["limit"]
     before, after = rec.get("peak"), recs[-1].get("peak") if recs[-1].get("final") is True else None
-    peaked = (f"; its charge peaked at {size_text(after)} during the run" if isinstance(before, int)
-              and isinstance(after, int) and after > before else "")
-    limit = size_text(rec["limit"])
-    return f" Its memory cgroup's limit was {limit} ({rec.get('file') or 'its limit'} of {on}){peaked}."
+    if not (isinstance(before, int) and isinstance(after, int) and after > before):
+        reached = "; whether the run reached it, no record shows"
+    elif after >= limit * LIMIT_REACHED:
+        reached = f"; the charge there reached it during the run (peak {size_text(after)})"
+    else:
+        reached = f"; the charge there peaked at {size_text(after)} during the run, under it"
+    return f" Its memory cgroup's limit was {size_text(limit)} ({rec.get('file') or 'its limit'} of {on}){reached}."
+
+
+# A peak charge this close to the limit is the limit reached: the kernel reclaims and kills at the limit, and its
+# counters move in pages, per CPU batches.
+LIMIT_REACHED = 0.99
 
 
 def _last_reading(p: Process) -> tuple[float, int] | None:
