@@ -132,8 +132,8 @@ def settle_leftovers(run: Run) -> None:
     on 2.1-2.9 SIGKILLs its own worker within its 1 s poll), with the end seen that soon. Or its own process_exit
     written that soon (its exit handlers ran: it ended by itself; torch 2.13's orphaned sidecar reads the end of
     its pipe, stops its workers and returns from main() a moment after its main is killed), with the end seen at
-    all: the interpreter's teardown after that record (the sidecar's: 1.6-2.7 s on an idle host, up to 3.2 s
-    beside a busy loop, docs/verdict.md) runs none of the program's code. The watcher's "gone" alone is not
+    all: the interpreter's teardown after that record (the sidecar's: 1.6-2.7 s on an idle host, up to 5.4 s
+    on a loaded one, docs/verdict.md) runs none of the program's code. The watcher's "gone" alone is not
     enough: `cleanup` or a runner ending a leftover a second later leaves no record of its own. A process with no
     end in the log stays a leftover: its end is never assumed."""
     main_end = run.root.ended_at if run.root is not None else None
