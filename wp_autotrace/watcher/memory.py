@@ -22,36 +22,40 @@ workers join), so a pool is swept again at the next look after one of its proces
 ended or a new one joined it, and every pool right after the run's main process
 ended (a leftover's figure is what it held after that end).
 
-Bounded rate, two ways:
-- a pool is swept at most every ``EVERY_S`` seconds, the least recently swept first,
-  besides the re-reads above (one per end or join: bounded by the processes that
-  end or start);
+One pass (docs/evidence.md, "Memory at once"): every reading the watcher plans is a pass over every pool of the
+run (each pool's processes and its creator), in one tick, so a sum across pools is one moment's too. Reads once
+planned pool by pool (a pool that grew read alone, a batch cut at the bucket's cap) read three busy ranks' pools
+seconds apart at every sweep on a loaded box: no moment had them all, and the run's peak was told as a floor.
+
+Bounded rate:
+- a pass at most every ``EVERY_S`` seconds, or sooner when a pool is new or grew (below), besides the
+  re-reads above (one per end or join: bounded by the processes that end or start);
 - the reads' own CPU time (the kernel walks the process's page tables: about
   2 ms for a torch worker) comes from a token bucket that fills at ``CPU_SHARE``
-  of one core and holds at most ``BURST_S`` or one sweep of the largest pool; a
-  sweep is made only when the bucket holds what it should cost (its processes
-  times the last read's cost). On a 32-worker pool of 200 MiB (4.5 ms a read on
-  a loaded 2-core box) the pool is swept about every 37 s instead of every
-  EVERY_S, and over any T seconds the sampler costs at most one sweep of the
-  largest pool + CPU_SHARE x T of CPU, plus the end- and join-triggered re-reads.
+  of one core and holds at most ``BURST_S`` or one pass; a pass is made only when the bucket holds what it
+  should cost (its reads times the last read's cost). On a 32-worker pool of 200 MiB (4.5 ms a read on
+  a loaded 2-core box) a pass comes about every 37 s instead of every
+  EVERY_S, and over any T seconds the sampler costs at most one pass + CPU_SHARE x T of CPU, plus the end- and
+  join-triggered re-reads.
   (Without the join re-read, a 3-process pool at 5 ms a read under load was first
   swept whole 5 s after its workers forked: a 4 s idle span went unread.)
-- the periodic sweeps of the run's pools are one batch: made when the bucket holds
-  them all (it may hold one sweep of every pool, up to BATCH_S), every pool swept
-  over half a period ago taken along, so the pools are read in one tick and a sum
-  across them is one moment's (pools swept in turn, each when the bucket allowed,
-  never had a moment with all read: docs/users.md D8, 19% under the probe).
+- a re-read that cannot wait (a co-sharer ended or joined, a process is ending, the main ended) is a pass when the
+  bucket holds one, else its own pools only, whatever the bucket.
+- one tick reads at most ``PASS_MAX_S`` of CPU (at the last read's cost; 264 pool processes at 3.8 ms): beyond it
+  (hundreds of pool processes) a pass reads whole pools, the least recently read first, up to that, so the pools
+  are read in turn and a sum across all of them is no moment's: the report then tells the run's figure as a
+  floor ("N of M read", analysis/derive/memseries.py), never a sum of different moments' readings.
 - a pool one of whose processes grew since its last reading (its resident size in the tree's entry, which the
   tree's stat refreshes every STAT_EVERY ticks for a pool process: no read of its own) by GROWN_BYTES and
-  GROWN_FRACTION is swept at the next look the bucket can pay for, before its periodic sweep is due: a
+  GROWN_FRACTION wants a pass at the next look the bucket can pay for, before the periodic one is due: a
   process that grows and then ends between two periodic sweeps was read at its size before the growth (an
   autotune subprocess's peak read 11 % under the probe's: docs/users.md).
 - a pool one of whose processes wrote its process_exit (the log's record, handed in by the watcher's tick) is
-  swept in that very tick, the look's period and the bucket notwithstanding: the last reading of what it
-  held as it ended (one per process end). This is as late as a reading can be: the kernel frees a process's
-  memory before its pidfd becomes readable or it turns zombie (a zombie has no smaps), so a pidfd or the
-  tree's end come too late to read anything; a process killed by a signal writes no process_exit, and its
-  last reading is the last periodic or growth one.
+  read in that very tick (a pass if the bucket holds one), the look's period and the bucket notwithstanding:
+  the last reading of what it held as it ended (one per process end). This is as late as a reading can be: the
+  kernel frees a process's memory before its pidfd becomes readable or it turns zombie (a zombie has no smaps),
+  so a pidfd or the tree's end come too late to read anything; a process killed by a signal writes no
+  process_exit, and its last reading is the last periodic or growth one.
 
 Device files: a pool process's fd links are read with each of its memory samples
 (so at the same bounded rate, their CPU counted in the same bucket), and the ones
@@ -86,9 +90,11 @@ EVERY_S = V.MEMORY_EVERY_S
 LOOK_S = V.MEMORY_LOOK_S
 CPU_SHARE = 0.004  # the sampler's CPU time as a share of one core: under the watcher's 0.5 % budget (docs/scale.md)
 BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads come at once
-# The bucket may grow to one sweep of every pool, up to this many CPU seconds: the run's pools read in one tick
-# (a sum across pools at one moment) without one tick's reads delaying the watcher's other work for long.
-BATCH_S = 0.1
+# A pass reads every pool of the run in one tick (a sum across pools is one moment's) up to this many CPU seconds
+# of reads (at the last measured cost a read): 8 ranks' pools of 32 workers each (264 processes, 1-4 ms a read)
+# are read whole. Beyond it a tick's reads would hold the watcher's other work (ends, the verdict) for seconds:
+# a pass then takes the pools least recently read, whole, up to this much, and the bucket holds this much.
+PASS_MAX_S = 1.0
 # A pool process whose resident size (its stat's, in the tree entry) grew by both of these since the reading
 # before is read again before its periodic sweep: its peak is within about GROWN_FRACTION of the truth,
 # where the bucket can pay.
@@ -192,10 +198,11 @@ class MemorySampler:
         self.tokens = burst  # CPU seconds the sampler may spend now
         self.last_fill: float | None = None
         self.read_at: dict[tuple[int, float], float] = {}  # (pid, create_time) -> when last read
-        self.swept_at: dict[int, float] = {}  # pool key (its sidecar's pid) -> when last swept
+        self.swept_at: dict[int, float] = {}  # pool key (its sidecar's pid) -> when last read
+        self.passed_at: float | None = None  # when the last pass was made (every pool, or PASS_MAX_S's worth)
         self.members: dict[int, set[tuple[int, float]]] = {}  # pool key -> its processes at the last look
-        self.reread: set[int] = set()  # pools to sweep at this look whatever the budget (a co-sharer ended)
-        self.grown: set[int] = set()  # pools to sweep as soon as the bucket pays: one of theirs grew since
+        self.reread: set[int] = set()  # pools to read at this look whatever the budget (a co-sharer ended)
+        self.grown: set[int] = set()  # a pass is wanted as soon as the bucket pays: one of these pools grew since
         self.read_rss: dict[tuple[int, float], int] = {}  # (pid, create_time) -> its entry's rss at its last read
         self.root_ended = False
         self.cpu_s = 0.0  # CPU seconds spent reading, in all (the bench reads it)
@@ -273,9 +280,9 @@ class MemorySampler:
 
     def tick(self, now: float, live: dict[int, dict[str, Any]], root_ended: bool = False,
              ending: dict[int, float] | None = None) -> dict[str, list[dict[str, Any]]] | None:
-        """Sweep what is due and affordable: the `memory` record's lists, or None when nothing was read.
-        ending: pid -> ts of the process_exit records the log showed since the last tick (any process's: those
-        of a live pool process, written after it started, have its pool swept now)."""
+        """Make the pass that is due and affordable (or the re-reads that cannot wait): the `memory` record's
+        lists, or None when nothing was read. ending: pid -> ts of the process_exit records the log showed since
+        the last tick (any process's: those of a live pool process, written after it started, are read now)."""
         ending_pools = self._ending(live, ending) if ending else set()
         if self.looked is not None and now - self.looked < LOOK_S and not ending_pools:
             return None
@@ -284,16 +291,19 @@ class MemorySampler:
         self._note_ends(groups, live, root_ended)
         self.reread.update(key for key, pids in groups.items() if ending_pools.intersection(pids))
         self._note_growth(groups, live)
-        sizes = [len(g) * self.read_cost for g in groups.values()]
-        cap = max(self.burst, max(sizes, default=0.0), min(sum(sizes), BATCH_S))
-        self._fill(now, cap)
-        procs: list[dict[str, Any]] = []
-        devices: list[dict[str, Any]] = []
-        for key in self._due(groups, now, cap):
+        # each pool's reads: its processes, then its creator (a pool's maker that is no pool process itself)
+        plan = {key: pids + self.creator(key, pids, live, []) for key, pids in groups.items()}
+        keys = self._due(plan, now)
+        if not keys:
+            self._forget(live, groups)
+            return None
+        for key in keys:
             self.reread.discard(key)
             self.grown.discard(key)
             self.swept_at[key] = now
-            procs.extend(self._sweep(groups[key] + self.creator(key, groups[key], live, procs), live, now, devices))
+        devices: list[dict[str, Any]] = []
+        # two pools of one maker read it once
+        procs = self._sweep(list(dict.fromkeys(pid for key in keys for pid in plan[key])), live, now, devices)
         self._forget(live, groups)
         if not procs and not devices:
             return None
@@ -316,35 +326,35 @@ class MemorySampler:
                     self.grown.add(key)
                     break
 
-    def _due(self, groups: dict[int, list[int]], now: float, cap: float) -> list[int]:
-        """The pools to sweep now, in order: re-reads (a co-sharer ended or joined, or one of its processes is
-        ending: whatever the budget), new pools and pools that grew (as affordable), then the periodic sweeps
-        as one batch. A periodic sweep waits until the bucket holds the whole
-        batch (or is full), and takes along every pool swept over half a period ago: the run's pools are read
-        in one tick, so a sum across them is one moment's (D8: two pools swept in turn never had a moment with
-        both read, and their sum 'at once' was 19% low)."""
-        forced = [k for k in groups if k in self.reread]
-        new = [k for k in groups if k not in self.reread and (k not in self.swept_at or k in self.grown)]
-        old = sorted((self.swept_at[k], k) for k in groups if k not in self.reread and k in self.swept_at
-                     and k not in self.grown)
-        due = any(now - last >= self.every for last, _ in old)
-        batch = [k for last, k in old if now - last >= self.every / 2] if due else []
-        # what the bucket holds, less the sweeps chosen (the re-reads' too: they come first); _sweep pays
-        out, budget = list(forced), self.tokens - sum(len(groups[k]) for k in forced) * self.read_cost
-        for key in new:  # a pool's first reading (or one after it grew) as soon as one sweep of it is affordable
-            cost = len(groups[key]) * self.read_cost
-            if budget > 0 and budget >= cost:
-                out.append(key)
-                budget -= cost
-        want = sum(len(groups[k]) for k in batch) * self.read_cost
-        if batch and (budget >= want or budget >= cap):
-            for key in batch:
-                cost = len(groups[key]) * self.read_cost
-                if budget <= 0 or budget < cost:
-                    break  # a batch larger than the bucket: the least recently swept first
-                out.append(key)
-                budget -= cost
-        return out
+    def _due(self, plan: dict[int, list[int]], now: float) -> list[int]:
+        """The pools to read now. A pass: every pool of the run at once (their sum then is one moment's, D8), made
+        when one is wanted (EVERY_S since the last, a new pool, a pool that grew, a re-read) and the bucket holds
+        its cost. Pools' reads were once planned pool by pool (a pool that grew, a new one, the periodic batch
+        cut at the bucket's cap) and three busy ranks' pools were read seconds apart at every sweep: no moment had
+        them all, and the run's peak was told as a floor (235-424 MiB beside the probe's 456). Past PASS_MAX_S of
+        reads (hundreds of pool processes) a pass reads the pools least recently read first, up to PASS_MAX_S:
+        the run's figure is then a floor, told as one ("N of M read"). Re-reads that cannot wait (a co-sharer
+        ended or joined, a process is ending, the run's main ended) read their own pools whatever the bucket when
+        it cannot pay for the pass: bounded by the processes that start and end."""
+        if not plan:
+            return []
+        cost = {key: len(pids) * self.read_cost for key, pids in plan.items()}
+        order = sorted(plan, key=lambda k: (k in self.swept_at, self.swept_at.get(k, 0.0)))
+        chunk: list[int] = []
+        spent = 0.0
+        for key in order:  # whole pools, never piecemeal; at least one however large
+            if chunk and spent + cost[key] > PASS_MAX_S:
+                break
+            chunk.append(key)
+            spent += cost[key]
+        self._fill(now, max(self.burst, spent))
+        forced = [key for key in plan if key in self.reread]
+        wanted = forced or self.passed_at is None or now - self.passed_at >= self.every or any(
+            key not in self.swept_at or key in self.grown for key in plan)
+        if wanted and self.tokens >= spent:
+            self.passed_at = now
+            return list(dict.fromkeys([*chunk, *forced]))
+        return forced
 
     def _sweep(self, pids: list[int], live: dict[int, dict[str, Any]], now: float,
                devices: list[dict[str, Any]]) -> list[dict[str, Any]]:

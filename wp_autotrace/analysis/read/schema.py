@@ -298,7 +298,7 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     )),
     MEMORY: ("real memory of the run's pool processes (watcher: sidecars, compile workers, the resource "
              "tracker or forkserver a pool process started, and each pool's creator in the same sweep; "
-             "each at most every 2 s, within 0.4 % of a core)", _PART_FIELDS + (
+             "every pool in one pass, at most every 2 s, within 0.4 % of a core)", _PART_FIELDS + (
         ("procs", MEMS, "`{pid, create_time, pss, uss, rss, swap_pss?, threads?, cpu_s?}`: bytes from "
                         "/proc/PID/smaps_rollup (uss = Private_Clean + Private_Dirty), threads and cpu_s (utime + "
                         "stime so far, seconds) from /proc/PID/stat read with it"),
