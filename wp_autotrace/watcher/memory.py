@@ -41,6 +41,8 @@ Bounded rate:
   swept whole 5 s after its workers forked: a 4 s idle span went unread.)
 - a re-read that cannot wait (a co-sharer ended or joined, a process is ending, the main ended) is a pass when the
   bucket holds one, else its own pools only, whatever the bucket.
+- a pass that is wanted may take the bucket down to ``-DEBT_S`` (paid back before the next): over any T seconds
+  the sampler then costs at most CPU_SHARE x T + one pass + DEBT_S, plus the re-reads above.
 - one tick reads at most ``PASS_MAX_S`` of CPU (at the last read's cost; 264 pool processes at 3.8 ms): beyond it
   (hundreds of pool processes) a pass reads whole pools, the least recently read first, up to that, so the pools
   are read in turn and a sum across all of them is no moment's: the report then tells the run's figure as a
@@ -95,6 +97,12 @@ BURST_S = 0.01  # CPU seconds the bucket can hold: a new pool's first few reads 
 # are read whole. Beyond it a tick's reads would hold the watcher's other work (ends, the verdict) for seconds:
 # a pass then takes the pools least recently read, whole, up to this much, and the bucket holds this much.
 PASS_MAX_S = 1.0
+# A pass that is wanted may run the bucket into debt down to this many CPU seconds (20-30 reads), paid back at
+# CPU_SHARE before the next: a pool that grows or starts a second after another pass still gets its pass. A rank's
+# pool made as another rank's idles (two at a time, each rank's when the other's is ready) overlaps it for 2-3 s
+# on a loaded box, while its sidecar imports torch; with passes only from a full bucket (one 6-read pass is 6 s of
+# filling at 4 ms a read) no pass fell in it and the run's peak was one pool's (236 MiB beside the test's 457).
+DEBT_S = 0.1
 # A pool process whose resident size (its stat's, in the tree entry) grew by both of these since the reading
 # before is read again before its periodic sweep: its peak is within about GROWN_FRACTION of the truth,
 # where the bucket can pay.
@@ -351,7 +359,7 @@ class MemorySampler:
         forced = [key for key in plan if key in self.reread]
         wanted = forced or self.passed_at is None or now - self.passed_at >= self.every or any(
             key not in self.swept_at or key in self.grown for key in plan)
-        if wanted and self.tokens >= spent:
+        if wanted and self.tokens >= spent - DEBT_S:
             self.passed_at = now
             return list(dict.fromkeys([*chunk, *forced]))
         return forced
