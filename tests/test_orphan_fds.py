@@ -192,3 +192,66 @@ def test_a_parent_is_said_to_have_waited_only_where_a_record_shows_it(
     else:
         assert "its parent" not in text and "ended only then" not in text, text
         assert "outlived it by 60.0 s, until 63.2 s" in text, text
+
+
+# A traced server: it binds a listening socket, starts a sidecar-like process (its command line is torch's compile
+# sidecar's: the watcher's role for it) that inherits the socket, waits until the watcher has it as a member, and
+# dies of SIGABRT, as port_held's server does. The root waits for the server, then says the port and exits.
+SIDECAR = "import time\ntime.sleep(120)\n"
+SERVER = textwrap.dedent("""
+    import json, os, socket, subprocess, sys, time
+    log, sidecar = os.environ["WP_AUTOTRACE_LOG"], sys.argv[1]
+    sock = socket.create_server(("127.0.0.1", 0))
+    p = subprocess.Popen([sys.executable, sidecar], pass_fds=(sock.fileno(),), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(sys.argv[2], "w") as f:
+        f.write(f"{sock.getsockname()[1]} {p.pid}")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and f'"pid":{p.pid},' not in open(log).read().split('"watcher_start"', 1)[-1]:
+        time.sleep(0.05)
+    os.abort()
+""")
+ROOT = textwrap.dedent("""
+    import subprocess, sys
+    subprocess.run([sys.executable, sys.argv[1], sys.argv[2], sys.argv[3]], stdin=subprocess.DEVNULL)
+""")
+
+
+def test_a_crashed_servers_port_its_orphaned_sidecar_holds_is_in_the_log(tmp_path: Path) -> None:
+    """End to end, no torch: the server dies hard, its sidecar (a pool role) lives on holding the server's
+    listening socket; the watcher's orphan_fds record names the sidecar and that port, as psutil reads it."""
+    from .conftest import clean_env, read_log, wait_for_watcher, wait_until
+
+    sidecar = tmp_path / "torch" / "_inductor" / "compile_worker" / "__main__.py"
+    sidecar.parent.mkdir(parents=True)
+    sidecar.write_text(SIDECAR)
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "root.py").write_text(ROOT)
+    said, log = tmp_path / "said.txt", tmp_path / "run.jsonl"
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_LINGER="2")
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "root.py"), str(tmp_path / "server.py"), str(sidecar),
+                             str(said)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    pid = None
+    try:
+        port, pid = (int(x) for x in wait_until(lambda: said.exists() and said.read_text(), 60,
+                                                 what="the server's port").split())
+        proc.wait(timeout=120)
+        theirs = {c.laddr.port for c in psutil.Process(pid).net_connections("inet") if c.status == "LISTEN"}
+        assert theirs == {port}, theirs
+        recs = wait_for_watcher(log, 60, event="leftover")
+        wait_until(lambda: any(r["event"] == "orphan_fds" for r in read_log(log, partial=True)), 30,
+                   what="the orphan_fds record")
+        held = [e for r in read_log(log, partial=True) if r["event"] == "orphan_fds" for e in r["procs"]]
+        assert [(e["pid"], [h["port"] for h in e["listen"]]) for e in held] == [(pid, [port])], (held, recs[-3:])
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait(timeout=30)
