@@ -290,7 +290,7 @@ def test_sigkilled_mains_sidecar_ends_by_itself_and_is_not_left_running(tmp_path
     assert ending["kind"] == "exit" and ending["exit_record_at"] is not None
     assert killed_at - t0 - 0.05 <= ending["exit_record_at"] <= main_end + LEFTOVER_ENDED_S
     assert ending["at"] >= seen_alive - t0 - 0.05  # the watcher's end: its first look that missed it
-    assert "by itself" in ending["words"] and f"after main {proc.pid}" in ending["words"], ending
+    assert ending["words"].startswith("exited (code 0) ") and f"after main {proc.pid}'s end" in ending["words"], ending
     killed = _finding(rep, "root-killed")
     assert "(none left running)" in killed["text"], killed["text"]
     words = " ".join(rep["answer"].split())

@@ -1928,7 +1928,7 @@ def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(
     (killed,) = [f for f in rep["findings"] if f["kind"] == "root-killed"]
     assert "(none left running)" in killed["text"], killed["text"]
     side = next(p for p in rep["processes"] if p["pid"] == 200)
-    assert side["ending"]["words"] == "ended by itself 2.7 s after main 100 (exit code 0)", side["ending"]
+    assert side["ending"]["words"] == "exited (code 0) 2.7 s after main 100's end", side["ending"]
     assert side["ending"]["exit_record_at"] == 3.55 and side["ending"]["at"] == 6.2
     (tmp_path / "late").mkdir()
     late = report(with_orphan_sidecar_own_exit(13.5), tmp_path / "late")

@@ -181,8 +181,10 @@ class Endings:
                 m_end = main.ended_at or at
                 evidence.append(f"its process_exit {record - m_end:.1f} s after {main.role} {main.pid}'s end, where "
                                 "the watcher's verdict named it left running; seen gone then")
-                how = f"exit code {code}" if code is not None else "its own exit"
-                words = f"ended by itself {max(at - m_end, 0.0):.1f} s after {main.role} {main.pid} ({how})"
+                # its own exit record, not "by itself": a signal it handled (a launcher's SIGTERM to a handler that
+                # calls sys.exit) writes the same record, and no record holds the signals a process received
+                how = f" (code {code})" if code is not None else ""
+                words = f"exited{how} {max(at - m_end, 0.0):.1f} s after {main.role} {main.pid}'s end"
             return Ending(EXIT, words, at, evidence, code=code, exit_record_at=record)
         if p.exit_unwritten is not None:  # it reached its exit record, which found no descriptor: lost, not a kill
             return _unwritten(p.exit_unwritten, code, at)
