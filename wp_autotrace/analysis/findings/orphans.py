@@ -37,25 +37,23 @@ def held_fds(v: View, procs: list[Process]) -> dict[Process, dict[str, Any]]:
 
 
 def ports_held(v: View, st: PoolStory) -> tuple[str, float] | None:
-    """("TCP port 18473 (127.0.0.1)", until: the last holder's end) of the listening sockets the pool's processes
-    held once orphaned; None where no record shows one (or no holder's end is known)."""
+    """("TCP port 18473 (127.0.0.1)", read: when the watcher read it) of the listening sockets the pool's processes
+    held once orphaned; None where no record shows one. One read per process (its orphan_fds entry): nothing shows
+    the socket still held after it (a process may close an inherited fd), so the read's time is what is told."""
     fds = held_fds(v, st.procs)
     ports: dict[tuple[str, int], set[str]] = {}
-    ends = []
-    for p, e in fds.items():
+    reads = []
+    for e in fds.values():
         for h in e["listen"]:
             ports.setdefault((h["proto"], h["port"]), set()).add(h["addr"])
         if e["listen"]:
-            end = p.ended_at
-            if end is None:
-                return None
-            ends.append(end)
+            reads.append(e["ts"])
     if not ports:
         return None
     names = [f"{proto.upper()} port {port} ({', '.join(sorted(addrs))})"
              for (proto, port), addrs in sorted(ports.items())]
     more = f" (+{len(names) - 2} more)" if len(names) > 2 else ""
-    return " and ".join(names[:2]) + more, max(ends)
+    return " and ".join(names[:2]) + more, min(reads)
 
 
 def parent_wait(v: View, st: PoolStory, parent: Process | None, end: float) -> str:

@@ -343,11 +343,11 @@ def pool_outlived_creator(v: View) -> Finding | None:
         cause = "forked workers inherit every fd their creator had open, its listening sockets too, and" \
             if forked else "and"
         text = (f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) held the listening "
-                f"socket of {ports[0]} until {_at(rel(ports[1]))}, {ports[1] - gone:.1f} s after "
-                f"{creator.role} {creator.pid}{more} ended at {_at(rel(gone))}{how}{theirs}{after}: {who} lived on "
-                f"with nobody to use or stop them{held} (the pool made at {made}); {cause} a listening socket "
-                "keeps its port bound while a process holds it: another bind() of that port fails (EADDRINUSE) "
-                "until they end.")
+                f"socket of {ports[0]} when read at {_at(rel(ports[1]))}, and lived on until {_at(rel(end))}, "
+                f"{end - gone:.1f} s after {creator.role} {creator.pid}{more} ended at {_at(rel(gone))}{how}{theirs}"
+                f"{after}; {who} had nobody to use or stop them{held} (the pool made at {made}); {cause} a "
+                "listening socket keeps its port bound while a process holds it: another bind() of that port fails "
+                "(EADDRINUSE) until it is closed, at the latest as they end.")
     else:
         pipes = (": forked workers inherit the creator's stdout and stderr, so a parent reading them to their end "
                  "(subprocess's communicate()) waits as long") if forked else ""
@@ -364,7 +364,7 @@ def pool_outlived_creator(v: View) -> Finding | None:
          LEGACY_OUTLIVED_ADVICE) if forked else (
             f"end the pool before its creator ends: call {shutdown_path(v, creator)}() when its compiles are done"),
         {"hang_s": round(end - gone, 3), **({"idle_mib_s": st.orphan_mib_s} if st.orphan_mib_s else {}),
-         **({"port_held_s": round(ports[1] - gone, 3)} if ports is not None else {})},
+         **({"port_read_at": rel(ports[1])} if ports is not None else {})},
         # the parent's wait leads the Answer where it is shown (the user's symptom: communicate() never returned)
         f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) outlived it by "
         f"{end - gone:.1f} s{after}." if after and ports is None else "")
