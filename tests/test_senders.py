@@ -184,6 +184,20 @@ def test_an_interrupted_traced_wait_is_told_once(tmp_path: Path) -> None:
     assert "interrupted-job" not in kinds(rep), kinds(rep)
 
 
+def test_a_process_that_sigkilled_itself_is_told_so(tmp_path: Path) -> None:
+    """Actor 110 SIGKILLs itself (os.kill(os.getpid(), SIGKILL): its record is written before the call, and no
+    handler outlives the signal): 'killed by SIGKILL, sent by itself'. A SIGTERM it sent itself is no such proof
+    (a handler may catch it, and the process write its exit): its own record of one says nothing of its end."""
+    for sig, told in ((9, True), (15, False)):
+        w = actors(records=False)
+        sent(w, 5.0, 110, 100, "child", "kill", 110, sig, [DRIVER])
+        w.lines.sort(key=lambda r: r["ts"])
+        (tmp_path / str(sig)).mkdir()
+        end = next(p["ending"] for p in report(w, tmp_path / str(sig))["processes"] if p["pid"] == 110)
+        assert end["words"].startswith("killed by SIGKILL, sent by itself (os.kill at actors.py:79") == told, end
+        assert ("sent by" not in end["words"]) == (not told), end
+
+
 def test_an_exit_code_wins_over_a_signal_sent(tmp_path: Path) -> None:
     """A worker SIGTERMed by pid whose wait status is an exit code (it handled the signal and exited) exited:
     the status says how it ended; the record does not make it a kill."""

@@ -316,7 +316,8 @@ def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> En
         return None
     base = f"killed by {found.signal}" if sig == found.signal or found.signal == "SIGKILL" else \
         f"ended on {found.signal}"
-    words = (f"{base}, sent by {found.who} ({found.call})" if found.group is None else
+    who = "itself" if found.sender is p else found.who  # a SIGKILL it sent itself (senders.to)
+    words = (f"{base}, sent by {who} ({found.call})" if found.group is None else
              f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
              f"({found.call})")
     to = f"pid {p.pid}" if found.group is None else f"process group {found.group}"

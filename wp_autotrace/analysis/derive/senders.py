@@ -12,6 +12,7 @@ kill of one process from a signal to its whole group. Without a record (a signal
 from __future__ import annotations
 
 import os
+import signal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..fold.model import signal_name
@@ -130,16 +131,19 @@ class Senders:
 
     def to(self, p: Process, at: float, window: float, status: str | None = None) -> Sent | None:
         """The signal that ended p at `at` (its end as seen, up to `window` late): a record, by a process of p's
-        run other than p, of a signal to p's pid or to its process group, sent after p started and at most
-        SIGNAL_TO_END_S + window before that end. A signal to the pid first: it names p itself. Where p's wait
-        status names a signal (`status`), only that signal; without one never SIGINT (a Python process handles
-        it: it would have written its exit). Of several, the signal last sent, from its first record then (a
-        kernel that SIGTERMs its children again while they end: the first one began the end)."""
+        run other than p (p itself only for SIGKILL), of a signal to p's pid or to its process group, sent after p
+        started and at most SIGNAL_TO_END_S + window before that end. A signal to the pid first: it names p
+        itself. Where p's wait status names a signal (`status`), only that signal; without one never SIGINT (a
+        Python process handles it: it would have written its exit). Of several, the signal last sent, from its
+        first record then (a kernel that SIGTERMs its children again while they end: the first one began the
+        end)."""
         run = p.run
         for index, key in ((self._to_pid, p.pid), (self._to_group, p.pgid)):
             if key is None:
                 continue
-            found = [(q, r) for q, r in index.get((p.host, key), ()) if q is not p and q.run is run
+            # p's own record only of SIGKILL: no handler outlives it, where another signal to itself may be handled
+            found = [(q, r) for q, r in index.get((p.host, key), ())
+                     if (q is not p or r["signal"] == signal.SIGKILL) and q.run is run
                      and (p.start is None or r["ts"] >= p.start)
                      and at - SIGNAL_TO_END_S - window <= r["ts"] <= at + SENT_LATE_S
                      and (signal_name(r["signal"]) == status if status else signal_name(r["signal"]) != INTERRUPT)]
