@@ -214,3 +214,30 @@ def test_a_growth_a_second_after_a_pass_gets_its_pass_within_the_debt() -> None:
     live[2020]["rss"] += 20 * MIB
     assert s.tick(2.0, live) is None  # a second pass would take the debt past DEBT_S
     assert s.tokens >= -memory.DEBT_S - len(everyone) * 0.004
+
+
+def test_a_pool_whose_process_ended_as_it_was_read_is_left_out_and_read_again(tmp_path: Path) -> None:
+    """A pass that finds a pool's worker gone (it exited between the tree's sample and the read: the tree sees the
+    end only at its next one) leaves that pool's readings out and reads it again at the next look: its sidecar's
+    figure then holds the workers' pages alone, and summed with their readings of the pass before, a pool's 234 MiB
+    was told as 371 (two ranks' 458 as 607). A process alive but unreadable (its stat there) keeps its pool in."""
+    gone = {2010}
+    clock = [0.0]
+
+    class FakeSampler(memory.MemorySampler):
+        def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any] | None:
+            clock[0] += 0.002
+            return None if pid in gone or pid == 2020 else {"pid": pid, "create_time": key[1], "pss": 1}
+
+    for pid in (101, 102, 103, 201, 202, 203, 2011, 2020, 2021, 2030, 2031):  # alive: 2020 unreadable, not gone
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (python3) S 1 1 1 0 -1\n")
+    s = FakeSampler(proc=str(tmp_path), cpu_clock=lambda: clock[0])
+    live = _ranks()
+    got = s.tick(0.0, live)
+    assert got is not None
+    read = {e["pid"] for e in got["procs"]}
+    assert read.isdisjoint({201, 2010, 2011}) and {202, 2021, 203, 2030, 2031, 101} <= read, read
+    del live[2010]  # the tree sees the end
+    again = s.tick(memory.LOOK_S, live)
+    assert again is not None and {201, 2011} <= {e["pid"] for e in again["procs"]}

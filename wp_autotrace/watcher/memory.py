@@ -169,6 +169,16 @@ def read_stat(pid: int, proc: str = "/proc") -> tuple[int | None, float | None]:
         return None, None
 
 
+def _ended(pid: int, proc: str = "/proc") -> bool:
+    """pid is gone or a zombie (its memory freed), as opposed to alive but unreadable (another user's)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            data = f.read(1024)
+        return data[data.rindex(b")") + 2:][:1] in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
+
+
 def classify_fd_target(target: str) -> str | None:
     """The device path an fd link points to, if it is an accelerator's device file."""
     return target if target.startswith(DEVICE_PREFIXES) else None
@@ -312,10 +322,24 @@ class MemorySampler:
         devices: list[dict[str, Any]] = []
         # two pools of one maker read it once
         procs = self._sweep(list(dict.fromkeys(pid for key in keys for pid in plan[key])), live, now, devices)
+        procs = self._whole(procs, {key: groups[key] for key in keys})
         self._forget(live, groups)
         if not procs and not devices:
             return None
         return {"procs": procs, "devices": devices}
+
+    def _whole(self, procs: list[dict[str, Any]], swept: dict[int, list[int]]) -> list[dict[str, Any]]:
+        """procs less the readings of a pool one of whose processes ended as it was read (gone, or a zombie: its
+        read found nothing), that pool read again at the next look. Its sharers' figures are then after that end
+        (a sidecar holds its workers' pages alone once they exit), while the tree sees the end only at its next
+        sample: summed with the ended workers' readings of the pass before, a pool's 234 MiB was told as 371."""
+        read = {e["pid"] for e in procs}
+        broken: set[int] = set()
+        for key, pids in swept.items():
+            if any(p not in read and _ended(p, self.proc) for p in pids):
+                broken.update(pids)
+                self.reread.add(key)
+        return [e for e in procs if e["pid"] not in broken] if broken else procs
 
     def _ending(self, live: dict[int, dict[str, Any]], ending: dict[int, float]) -> set[int]:
         """The live pool processes whose process_exit was just read (the record is this process's: written
