@@ -198,6 +198,22 @@ def test_a_process_that_sigkilled_itself_is_told_so(tmp_path: Path) -> None:
         assert ("sent by" not in end["words"]) == (not told), end
 
 
+def test_a_main_that_sigkilled_itself_leads_with_that_line(tmp_path: Path) -> None:
+    """A traced main's os.kill(os.getpid(), SIGKILL) (no process_exit): the Answer says it was killed by SIGKILL
+    sent by itself at that line, and Fix first points there, not 'killed, or os._exit'."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    watcher(w, 1.0, "tree", count=1, ended=[], started=[proc(100, 1, 100, 0, "main")])
+    sent(w, 5.0, 100, 1, "main", "kill", 100, 9, [DRIVER])
+    watcher(w, 5.5, "tree", count=0, started=[], ended=[{"pid": 100, "create_time": T0, "end": T0 + 5.1}])
+    watcher(w, 5.6, "watcher_exit", reason="root-exit")
+    answer = report(w, tmp_path)["answer"]
+    assert ("- The main process was killed by SIGKILL, sent by itself (os.kill at actors.py:79 in <module>)."
+            in answer and "os._exit" not in answer), answer
+    assert "Fix first: the main process sent it: read why at that line." in answer, answer
+
+
 def test_an_exit_code_wins_over_a_signal_sent(tmp_path: Path) -> None:
     """A worker SIGTERMed by pid whose wait status is an exit code (it handled the signal and exited) exited:
     the status says how it ended; the record does not make it a kill."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
-from ..derive.ending import OOM_KILL
+from ..derive.ending import OOM_KILL, SIGNAL
 from ..derive.memseries import left_at_once
 from ..derive.pools import user_frame
 from ..fold.model import signal_name
@@ -247,6 +247,11 @@ def _no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
         return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
     if waited is None and r.root is not None and v.endings.of(r.root).kind == OOM_KILL:
         return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
+    ending = v.endings.of(r.root) if waited is None and r.root is not None else None
+    if ending is not None and ending.kind == SIGNAL and ending.sender is not None and not ending.group:
+        # a traced process of the run sent it (its signal_sent record; the main itself for a SIGKILL it sent)
+        sender = "the main process" if ending.sender is r.root else ending.by
+        return f"was {ending.words}", "", f"{sender} sent it: read why at that line"
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
                 f"find what ended it (os._exit in the code; {oom}; a time limit)")
