@@ -1,7 +1,7 @@
 """A job in a container with a pids limit (podman's default 2048, docker --pids-limit, a pod's pid limit): its
 compile jobs fail with "Resource temporarily unavailable" though `ulimit -u` says the limit is far away.
 
-Public reports: containers/podman#25703 (a privileged podman container; Lightning training fails with
+Public reports: podman-container-tools/podman#25703 (a privileged podman container; Lightning training fails with
 "BlockingIOError: [Errno 11] Resource temporarily unavailable" after "OpenBLAS blas_thread_init: pthread_create
 failed ... RLIMIT_NPROC 1048576 current, 1048576 max": the process limit is not what refused), mozilla/translations#630
 ("can't start new thread", "pthread_create failed ... Resource temporarily unavailable" on CPU workers: "by default
