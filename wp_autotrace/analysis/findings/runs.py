@@ -10,7 +10,7 @@ from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
 from ..derive.ending import OOM_KILL, SIGNAL
 from ..derive.memseries import left_at_once
 from ..derive.pools import user_frame
-from ..fold.model import signal_name
+from ..fold.model import last_seen, signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
 from ..words.fmt import MIB, TEXT_PIDS, pid_text, site, size_text
 from .base import Finding, in_ranks, roles_text, sites_text
@@ -176,16 +176,15 @@ _SERVING_LOOPS = (targets.SIDECAR_MAIN, targets.DATALOADER_LOOP, targets.EXIT_JO
 def _last_seen(v: View, p: Process) -> str:
     """Where a process was when last seen: its last record (not process_exit). A call's target is its label; a
     signal_sent's is the pid it signalled (a process that kills itself: its last record)."""
-    r = p.last
-    if not r:
+    last = last_seen(p)
+    if last is None:
         return "no record"
-    target = r.get("target")
-    if r["event"] == "signal_sent":
-        sig = r.get("signal")
+    event, ts, target, sig = last
+    if event == "signal_sent":
         what = f"signal_sent {signal_name(sig) if isinstance(sig, int) else '?'} to pid {target}"
     else:
-        what = r["event"] + (f" {targets.short_label(target)}" if isinstance(target, str) and target else "")
-    return f"last record {what} at {r['ts'] - v.t0:.1f} s"
+        what = event + (f" {targets.short_label(target)}" if isinstance(target, str) and target else "")
+    return f"last record {what} at {ts - v.t0:.1f} s"
 
 
 def call_site(c: Call) -> str:

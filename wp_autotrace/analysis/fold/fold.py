@@ -17,7 +17,7 @@ from ..read import schema
 from . import autotune
 from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
-from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, new_call
+from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, new_call, seen
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
@@ -118,7 +118,7 @@ class Builder:
         p.cmd = _argv_text(r.get("argv")) or p.cmd
         p.argv = [str(a) for a in r["argv"]] if isinstance(r.get("argv"), list) else p.argv
         p.cwd = r.get("cwd") or p.cwd
-        p.last = r
+        p.last = seen(r)
         p.env = r.get("env") or p.env
         p.rank = r.get("rank") or p.rank
         p.python = r.get("python") or p.python
@@ -163,6 +163,9 @@ class Builder:
         if p is None:
             return
         c = new_call(p, r, blocked, self.reg.shared, self.reg.share)
+        # where p was last seen: this call (its Call holds the record's target, but for none: "?", the record's own)
+        p.last = c if c.target != "?" else seen(r)
+        p.last_return = False
         if c.call_id is not None and not blocked:
             p.calls[c.call_id] = c
         self.reg.model.calls.append(c)
@@ -182,12 +185,6 @@ class Builder:
         elif c.tag in AUTOTUNE_TAGS:
             autotune.on_call(c, self.reg.model)
 
-    def visit_test(self, r: dict[str, Any]) -> None:
-        """A pytest test began or ended in this process (the pytest plugin)."""
-        p = self.reg.writer(r)
-        if p is not None:
-            p.tests.append((r["ts"], r.get("nodeid") or "?", r.get("phase") or ""))
-
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
 
@@ -197,8 +194,10 @@ class Builder:
             return
         c = p.calls.get(r.get("call_id", -1))
         if c is None or c.end is not None:
+            p.last = seen(r)
             return
         c.end = r["ts"]
+        p.last, p.last_return = c, True
         c.error = r.get("error")
         # What the return captured (sidecar_pid, worker_pids, ...); not the record itself, which a
         # long run has hundreds of thousands of.
@@ -225,11 +224,6 @@ class Builder:
         elif c.tag in POOL_COUNTS:
             credit_pool(c)
 
-    def visit_import(self, r: dict[str, Any]) -> None:
-        p = self.reg.writer(r)
-        if p is not None:
-            note_import(p, r)
-
     def visit_config(self, r: dict[str, Any]) -> None:
         p = self.reg.writer(r)
         if p is None:
@@ -237,11 +231,6 @@ class Builder:
         p.knobs, p.env_changed = [k for k in r.get("knobs") or () if isinstance(k, str)], _env_changed(r)
         if p.run is not None:
             p.run.configs.append((p, r.get("settings") or {}, r.get("torch_version") or ""))
-
-    def visit_role(self, r: dict[str, Any]) -> None:
-        p = self.reg.writer(r)
-        if p is not None:
-            p.role = r.get("role") or p.role
 
     def visit_tracer_error(self, r: dict[str, Any]) -> None:
         p = self.reg.writer(r)
@@ -462,13 +451,31 @@ def note_spawned(reg: Registry, r: dict[str, Any]) -> None:
         p.spawned.append((pid, r["ts"]))
 
 
-REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {schema.EXIT_UNWRITTEN: note_unwritten,
-                                                                          schema.JOB: add_job, vocab.OOM: note_oom,
-                                                                          vocab.MEMCG: note_memcg,
-                                                                          vocab.PIDCG: note_pidcg,
-                                                                          vocab.ORPHAN_FDS: note_orphan_fds,
-                                                                          vocab.SIGNAL_SENT: note_signal,
-                                                                          vocab.WORKER_SPAWNED: note_spawned}
+def note_test(reg: Registry, r: dict[str, Any]) -> None:
+    """A pytest test began or ended in the writer (the pytest plugin)."""
+    p = reg.writer(r)
+    if p is not None:
+        p.tests.append((r["ts"], r.get("nodeid") or "?", r.get("phase") or ""))
+
+
+def add_import(reg: Registry, r: dict[str, Any]) -> None:
+    """A watched import in the writer (note_import)."""
+    p = reg.writer(r)
+    if p is not None:
+        note_import(p, r)
+
+
+def note_role(reg: Registry, r: dict[str, Any]) -> None:
+    """The writer took a new role."""
+    p = reg.writer(r)
+    if p is not None:
+        p.role = r.get("role") or p.role
+
+
+REGISTRY_VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {
+    schema.EXIT_UNWRITTEN: note_unwritten, schema.JOB: add_job, vocab.OOM: note_oom, vocab.MEMCG: note_memcg,
+    vocab.PIDCG: note_pidcg, vocab.ORPHAN_FDS: note_orphan_fds, vocab.SIGNAL_SENT: note_signal,
+    vocab.WORKER_SPAWNED: note_spawned, vocab.TEST: note_test, vocab.IMPORT: add_import, vocab.ROLE: note_role}
 
 
 def note_import(p: Process, r: dict[str, Any]) -> None:

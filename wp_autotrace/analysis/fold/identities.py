@@ -14,6 +14,8 @@ from .model import Model, Process, Run, Waited
 
 # Read for every record (writer): bound once.
 _WATCHER, _PROCESS_EXIT, _EXEC = vocab.WATCHER, vocab.PROCESS_EXIT, vocab.EXEC
+# Records writer() leaves Process.last to their visits for (a call's is its Call), and process_exit, never a last.
+_LAST_BY_VISIT = frozenset((vocab.PROCESS_EXIT, vocab.CALL, vocab.RETURN, vocab.BLOCKED))
 
 
 class Registry:
@@ -77,8 +79,8 @@ class Registry:
         if role and not p.role:
             p.role = role
         event = r["event"]
-        if event != _PROCESS_EXIT:
-            p.last = r
+        if event not in _LAST_BY_VISIT:
+            p.last = (event, r["ts"], r.get("target"), r.get("signal"))  # model.seen(r), inlined
         if p.exec_into is not None and event != _EXEC:
             p.exec_into = None  # it wrote again: the exec failed
         run = p.run

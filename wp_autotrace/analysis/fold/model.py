@@ -216,10 +216,32 @@ class JobSpan:
         self.end: float | None = None
 
 
+# Where a process was when last seen: its last record's (event, ts, target, signal), target and signal None where
+# it has none (last_seen).
+LastSeen = tuple[str, float, Any, Any]
+
+
+def seen(r: dict[str, Any]) -> LastSeen:
+    """A record's LastSeen (what Process.last keeps of a record other than a call's; the registry's writer inlines
+    it)."""
+    return (r["event"], r["ts"], r.get("target"), r.get("signal"))
+
+
+def last_seen(p: Process) -> LastSeen | None:
+    """Where p was when last seen (Process.last): its last record's (event, ts, target, signal); None: none seen."""
+    last = p.last
+    if not isinstance(last, Call):
+        return last
+    if p.last_return:
+        # a return record holds no target nor signal (schema); its Call's end is its ts
+        return ("return", cast(float, last.end), None, None)
+    return ("blocked" if last.blocked else "call", last.ts, last.target, None)
+
+
 class Process:
     """Everything the log says about one process (host, pid, create_time)."""
 
-    __slots__ = ("host", "pid", "create_time", "run", "ppid", "parent", "children", "role", "traced",
+    __slots__ = ("host", "pid", "create_time", "last_return", "run", "ppid", "parent", "children", "role", "traced",
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "seen", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
@@ -268,7 +290,12 @@ class Process:
         self.guard = False
         self.python = ""
         self.argv: list[str] = []  # its command line as recorded (interpreter first)
-        self.last: dict[str, Any] | None = None  # the last record it wrote: where it was when last seen
+        # Where it was when last seen, from the last record it wrote (not process_exit; read through last_seen()):
+        # the Call of a call or blocked record, or of the return that ended it (last_return), else the record's
+        # LastSeen. Never the record: a long log's every record would then stay alive until its writer's next one,
+        # and be freed there, long after it was read; a Call is kept anyway.
+        self.last: LastSeen | Call | None = None
+        self.last_return = False
         self.mem: list[tuple[float, int, int]] = []  # watcher's (ts, pss, uss) samples, bytes
         self.threads: dict[float, int] = {}  # its threads at each of those samples (by ts), where read
         # A variable torch reads into its config changed in-process before it loaded (config's env_changed):
