@@ -151,8 +151,8 @@ def _above(pool: Pool, here: tuple[Any, Any]) -> list[dict[str, Any]]:
 def _top_compiles(v: View) -> dict[int, list[Call]]:
     """Each process's compile calls that are not inside another (dynamo recompiles inside a compile)."""
     found: dict[int, list[Call]] = {}
-    for c in v.calls:
-        if c.tag == targets.COMPILE and (c.parent is None or c.parent.tag != targets.COMPILE):
+    for c in v.tagged(targets.COMPILE):
+        if c.parent is None or c.parent.tag != targets.COMPILE:
             found.setdefault(c.proc.index, []).append(c)
     return found
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, HELPER_ROLES, SIDECAR_ROLES
-from ..fold.model import Call, Model, Pool, Process, Run
+from ..fold.model import Call, Model, Pool, Process, Run, calls_of
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
@@ -28,15 +28,18 @@ class View:
         keep = {id(p) for p in self.procs}
         # Every call's process is one of the model's (the fold makes them together): with every process chosen,
         # every call is, and the filter's walk of a long log's calls is a copy.
-        self.calls: list[Call] = (list(model.calls) if len(self.procs) == len(model.processes)
-                                  else [c for c in model.calls if id(c.proc) in keep])
+        every = len(self.procs) == len(model.processes)
+        self.calls: list[Call] = list(model.calls) if every else [c for c in model.calls if id(c.proc) in keep]
+        # The chosen calls by tag (Model.tagged), each in self.calls' order: read through tagged().
+        self._tagged: dict[str, list[Call]] = model.tagged if every else {
+            tag: kept for tag, calls in model.tagged.items() if (kept := [c for c in calls if id(c.proc) in keep])}
         self.pools: list[Pool] = [pool for pool in model.pools if id(pool.creator) in keep]
         self.blocked: list[Call] = [c for r in runs for c in r.blocked]
         starts = [r.start for r in runs if r.start is not None]
         ends = [r.end for r in runs if r.end is not None]
         self.t0 = min(starts) if starts else model.t0
         self.t_end = max(ends) if ends else self.t0
-        self.warm_calls = _top_warm_calls(self.calls)
+        self.warm_calls = _top_warm_calls(self.tagged(targets.WARM_POOL))
         self.max_depth = max((p.depth for p in self.procs), default=0)
         self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
         benign = sum(1 for r in runs for p in r.leftover if p.role in BENIGN_LEFTOVER_ROLES)
@@ -91,8 +94,11 @@ class View:
             self.next_made.update((id(a), b.call.ts) for a, b in zip(made, made[1:]))
         root = next((r.root for r in runs if r.root is not None), None)
         self.endings = Endings(self.procs, self.pools, self.config_of(root)[1] if root is not None else "", self.t0)
-        self.exit_wait_s = sum(_open_for(self, c) for c in self.calls
-                               if c.tag == targets.EXIT_SHUTDOWN and c.proc.role == "main")
+        self.exit_wait_s = sum(_open_for(self, c) for c in self.tagged(targets.EXIT_SHUTDOWN) if c.proc.role == "main")
+
+    def tagged(self, *tags: str) -> list[Call]:
+        """The chosen calls of these tags, in their order (self.calls'); never to be changed (the model's own)."""
+        return calls_of(self.calls, self._tagged, tags)
 
     def real_left(self, p: Process) -> int:
         """A leftover's real memory (held), but none for a forked compile worker without a PSS sample (its
@@ -200,6 +206,5 @@ def held_kind(p: Process) -> str:
 
 
 def _top_warm_calls(calls: list[Call]) -> list[Call]:
-    """warm_pool calls not inside another warm_pool call (an override calling super())."""
-    return [c for c in calls if c.tag == targets.WARM_POOL and not c.blocked
-            and (c.parent is None or c.parent.tag != targets.WARM_POOL)]
+    """Of warm_pool calls, those not inside another warm_pool call (an override calling super())."""
+    return [c for c in calls if not c.blocked and (c.parent is None or c.parent.tag != targets.WARM_POOL)]

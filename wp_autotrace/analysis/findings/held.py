@@ -364,9 +364,9 @@ def sidecar_exit_join(v: View, c: Call) -> tuple[str, int | None]:
     S's own exit waited N s for a job still running in its pool (worker W ran F from T s and ended it at T2 s)",
     S); ("", None) where none did. That join's exit-hang is the cause the main's wait follows from (words/causes)."""
     end = c.end if c.end is not None else v.t_end
-    for j in v.calls:
+    for j in v.tagged(targets.EXIT_JOIN):
         side = j.proc
-        if j.tag != targets.EXIT_JOIN or side.role not in SIDECAR_ROLES or side.parent is not c.proc \
+        if side.role not in SIDECAR_ROLES or side.parent is not c.proc \
                 or not c.ts <= j.ts <= end:
             continue
         b = j.end if j.end is not None else side.ended_at if side.ended_at is not None else v.t_end
@@ -388,7 +388,7 @@ def exit_join_hang(v: View) -> Finding | None:
     returned and is shown to have waited on no job (derive/held.join_held_no_job: its workers' own exit), nor
     one whose children had all left their loops, holding no job, within HANG_S of its start (join_left_at: the
     rest was their teardown)."""
-    hung = [c for c in v.calls if c.tag == targets.EXIT_JOIN and (c.end is None or c.end - c.ts >= HANG_S)
+    hung = [c for c in v.tagged(targets.EXIT_JOIN) if (c.end is None or c.end - c.ts >= HANG_S)
             and (c.end is not None or c.proc.ended_at is not None) and not (c.end is not None and (
                 join_held_no_job(c, c.proc, c.end, v.t_end)
                 or ((left := join_left_at(c, c.proc, c.end, v.t_end)) is not None and left - c.ts < HANG_S)))]

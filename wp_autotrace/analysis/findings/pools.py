@@ -82,7 +82,7 @@ def slow_exit_wait(v: View) -> Finding | None:
     """The main process waited over SLOW_EXIT_WAIT_S in shutdown_compile_workers: torch's own call at exit (no
     user frame called it) leads; where the only slow call is one the user's code made, it is told as theirs,
     at its line, never as a wait "at exit" whose fix is the call they made."""
-    slow = [c for c in v.calls if c.tag == targets.EXIT_SHUTDOWN and c.proc.role == "main"
+    slow = [c for c in v.tagged(targets.EXIT_SHUTDOWN) if c.proc.role == "main"
             and ((c.end is not None and c.end - c.ts > SLOW_EXIT_WAIT_S) or c.error)]
     if not slow:
         return None
@@ -120,8 +120,8 @@ OWN_SHUTDOWN_ADVICE = ("nothing in the call shortens it: it waits for each sidec
 
 def wakeup_no_pool(v: View) -> Finding | None:
     """AsyncCompile.wakeup() called, returned, and woke no sidecar (torch returned early)."""
-    woke = {id(c.parent) for c in v.calls if c.tag == targets.POOL_WAKEUP and c.parent is not None}
-    idle = [c for c in v.calls if c.tag == targets.ASYNC_WAKEUP and c.end is not None and id(c) not in woke
+    woke = {id(c.parent) for c in v.tagged(targets.POOL_WAKEUP) if c.parent is not None}
+    idle = [c for c in v.tagged(targets.ASYNC_WAKEUP) if c.end is not None and id(c) not in woke
             and not c.error]
     if not idle:
         return None
@@ -150,7 +150,7 @@ def shutdown_path(v: View, p: Process) -> str:
     """torch's shutdown_compile_workers as this run's torch names it: from a traced call of it, else from
     where it lives by release (docs/torch-coverage.md: codecache in 2.3, async_compile from 2.4). 2.1-2.2 have
     none: their one pool is AsyncCompile.process_pool()'s (lru-cached), stopped by its own shutdown()."""
-    seen = next((c.target for c in v.calls if c.tag == targets.EXIT_SHUTDOWN), None)
+    seen = next((c.target for c in v.tagged(targets.EXIT_SHUTDOWN)), None)
     if seen:
         module, name = targets.split_label(seen)
         return f"{module}.{name}"
@@ -403,7 +403,7 @@ def _exit_shutdowns(v: View) -> list[Call]:
     Either way no user frame asked for it (a forked child's stack keeps the frame it was forked at: multiprocessing's
     exit handler, Call.at_exit, is no user's request)."""
     shutdowns = (targets.EXIT_SHUTDOWN, targets.POOL_SHUTDOWN, targets.EXECUTOR_SHUTDOWN)
-    return [c for c in v.calls if c.tag in shutdowns and (c.parent is None or c.parent.tag not in shutdowns)
+    return [c for c in v.tagged(*shutdowns) if (c.parent is None or c.parent.tag not in shutdowns)
             and (c.tag != targets.EXECUTOR_SHUTDOWN or c.at_call.get("executor_class") == TORCH_EXECUTOR)
             and c.proc.role not in ("main", *GUARDED_ROLES) and c.thread in ("MainThread", "")
             and (user_frame(c.caller) is None or c.at_exit) and c.proc.pools and _took(v, c) >= CHILD_EXIT_WAIT_S]

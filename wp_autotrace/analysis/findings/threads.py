@@ -101,8 +101,8 @@ def compile_after_exit(v: View) -> Finding | None:
     """A compile (dynamo's `_compile`) that raised concurrent.futures' refusal in a thread of a process whose main
     thread had returned (its `_python_exit` call, on the main thread, before the compile ended): the thread, when
     the main thread returned, the error, and what the pools the process made since did (they ran no job of it)."""
-    for c in v.calls:
-        if c.tag != targets.COMPILE or not c.error or SHUTDOWN_REFUSAL not in c.error or c.end is None:
+    for c in v.tagged(targets.COMPILE):
+        if not c.error or SHUTDOWN_REFUSAL not in c.error or c.end is None:
             continue
         p = c.proc
         exits = [x.ts for x in p.calls.values() if x.tag == targets.EXIT_JOIN and x.thread in ("MainThread", "")

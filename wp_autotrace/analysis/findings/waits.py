@@ -162,7 +162,7 @@ def ready_wait(v: View) -> Finding | None:
 
     # A process that made no pool has none to have made inside the wait (_made_in): nothing to look for (a long
     # log's waits are mostly such: each would walk the process's pools for nothing, or cost a call to say so).
-    slow = [c for c in v.calls if c.tag == targets.WAIT_POOL_READY and not c.error and c.proc.pools and long(c)]
+    slow = [c for c in v.tagged(targets.WAIT_POOL_READY) if not c.error and c.proc.pools and long(c)]
     if not slow:
         return None
     c = slow[0]
@@ -232,9 +232,7 @@ def forked_compile_hang(v: View) -> Finding | None:
     returned or was interrupted after HANG_S: in the child that pool has no threads (a fork copies only the
     forking thread), so futures sent to it never run. Each such child's wait, the parent, and the fork's time."""
     hung = []
-    for c in v.calls:
-        if c.tag != targets.ASYNC_WAIT:
-            continue  # nearly every call: one test each
+    for c in v.tagged(targets.ASYNC_WAIT):
         p, parent = c.proc, c.proc.parent
         if (c.end is not None and not c.error) or not p.forked or parent is None:
             continue

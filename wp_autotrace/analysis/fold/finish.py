@@ -87,7 +87,7 @@ def finish_pools(reg: Registry) -> None:
         after = pool.call.ts - SIDECAR_START_SLACK_S
         pool.sidecar = next((q for q in candidates if (q.start or 0.0) >= after),
                             candidates[-1] if candidates else None)
-    for c in reg.model.calls:  # calls that never returned still count for their pool
+    for c in reg.model.of_tags(*POOL_COUNTS):  # calls that never returned still count for their pool
         if c.end is None and not c.blocked:
             credit_pool(c)
     for p in reg.model.processes:

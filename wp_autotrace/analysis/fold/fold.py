@@ -169,6 +169,10 @@ class Builder:
         if c.call_id is not None and not blocked:
             p.calls[c.call_id] = c
         self.reg.model.calls.append(c)
+        tagged = self.reg.model.tagged.get(c.tag)
+        if tagged is None:
+            tagged = self.reg.model.tagged[c.tag] = []
+        tagged.append(c)
         if blocked:
             if p.run is not None:
                 p.run.blocked.append(c)
