@@ -241,3 +241,26 @@ def test_a_pool_whose_process_ended_as_it_was_read_is_left_out_and_read_again(tm
     del live[2010]  # the tree sees the end
     again = s.tick(memory.LOOK_S, live)
     assert again is not None and {201, 2011} <= {e["pid"] for e in again["procs"]}
+
+
+def test_a_pass_stops_at_a_pools_end_once_its_reads_took_the_wall_bound() -> None:
+    """One `memory` record's readings carry the tick's one time and are summed as one moment: at nice 10 on a
+    loaded box a read's wall time is several times its CPU (5 ms of CPU, 0.4 s of wall here), so a pass of the
+    three ranks (12 reads with their ranks, 4.8 s) would put readings seconds apart in one record. It stops at a
+    pool's end once WALL_MAX_S has passed (the first pool whole with its rank, 1.6 s); the pools left are read first
+    at the next look, so every pool is read in turn."""
+    cpu, wall = [0.0], [0.0]
+
+    class SlowSampler(memory.MemorySampler):
+        def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any]:
+            cpu[0] += 0.005
+            wall[0] += 0.4
+            return {"pid": pid, "create_time": key[1], "pss": 1, "uss": 1, "rss": 1}
+
+    s = SlowSampler(cpu_clock=lambda: cpu[0], wall_clock=lambda: wall[0])
+    live = _ranks()
+    reads = _drive(s, live, 120.0)
+    pools = [sorted({_pool_of(p) for p in pids}) for _, pids in reads]
+    assert reads and all(len(p) == 1 for p in pools), pools  # each record: one whole pool
+    assert all(len(pids) == 4 for _, pids in reads), reads  # its sidecar, 2 workers and its rank
+    assert {p[0] for p in pools[:3]} == set(RANKS), pools  # the pools left come first at the next looks

@@ -47,6 +47,8 @@ Bounded rate:
   (hundreds of pool processes) a pass reads whole pools, the least recently read first, up to that, so the pools
   are read in turn and a sum across all of them is no moment's: the report then tells the run's figure as a
   floor ("N of M read", analysis/derive/memseries.py), never a sum of different moments' readings.
+- one tick's reads end within ``WALL_MAX_S`` (the reader's staleness) of its first, at the pass's own wall time a
+  read: a record's readings carry one time and are summed as one moment; the pools left come first next.
 - a pool one of whose processes grew since its last reading (its resident size in the tree's entry, which the
   tree's stat refreshes every STAT_EVERY ticks for a pool process: no read of its own) by GROWN_BYTES and
   GROWN_FRACTION wants a pass at the next look the bucket can pay for, before the periodic one is due: a
@@ -103,6 +105,12 @@ PASS_MAX_S = 1.0
 # on a loaded box, while its sidecar imports torch; with passes only from a full bucket (one 6-read pass is 6 s of
 # filling at 4 ms a read) no pass fell in it and the run's peak was one pool's (236 MiB beside the test's 457).
 DEBT_S = 0.1
+# A pass reads no pool whose reads would end past this much wall time from its first read (at the pass's own wall
+# time a read so far): every reading of one `memory` record carries the tick's one time and the reader sums them
+# as one moment, which it allows of readings at most MEMORY_STALE_S apart. The watcher runs at nice 10: on a loaded
+# box a read's wall time is several times its CPU (0.30 s of CPU took 1.4-1.6 s at load 18), and PASS_MAX_S of CPU
+# alone let one record span seconds. The pools left are read first at the next look (least recently read first).
+WALL_MAX_S = V.MEMORY_STALE_S
 # A pool process whose resident size (its stat's, in the tree entry) grew by both of these since the reading
 # before is read again before its periodic sweep: its peak is within about GROWN_FRACTION of the truth,
 # where the bucket can pay.
@@ -207,9 +215,11 @@ class MemorySampler:
     """Picks the pools to sweep this tick, within the time and CPU budget."""
 
     def __init__(self, proc: str = "/proc", cpu_clock: Callable[[], float] = time.process_time,
-                 every: float = EVERY_S, share: float = CPU_SHARE, burst: float = BURST_S) -> None:
+                 every: float = EVERY_S, share: float = CPU_SHARE, burst: float = BURST_S,
+                 wall_clock: Callable[[], float] = time.monotonic) -> None:
         self.proc = proc
         self.cpu_clock = cpu_clock
+        self.wall_clock = wall_clock
         self.every = every
         self.share = share
         self.burst = burst
@@ -315,13 +325,12 @@ class MemorySampler:
         if not keys:
             self._forget(live, groups)
             return None
+        devices: list[dict[str, Any]] = []
+        procs, keys = self._sweep_pools(keys, plan, live, now, devices)
         for key in keys:
             self.reread.discard(key)
             self.grown.discard(key)
             self.swept_at[key] = now
-        devices: list[dict[str, Any]] = []
-        # two pools of one maker read it once
-        procs = self._sweep(list(dict.fromkeys(pid for key in keys for pid in plan[key])), live, now, devices)
         procs = self._whole(procs, {key: groups[key] for key in keys})
         self._forget(live, groups)
         if not procs and not devices:
@@ -387,6 +396,25 @@ class MemorySampler:
             self.passed_at = now
             return list(dict.fromkeys([*chunk, *forced]))
         return forced
+
+    def _sweep_pools(self, keys: list[int], plan: dict[int, list[int]], live: dict[int, dict[str, Any]],
+                     now: float, devices: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+        """Read the pools of keys whole, in order, while the next pool's reads would end within WALL_MAX_S of the
+        first (at least one pool): (the readings, the pools read). Two pools of one maker read it once."""
+        start = self.wall_clock()
+        procs: list[dict[str, Any]] = []
+        done: list[int] = []
+        seen: set[int] = set()
+        for key in keys:
+            pids = [pid for pid in plan[key] if pid not in seen]
+            elapsed = self.wall_clock() - start
+            if done and seen and elapsed + elapsed / len(seen) * len(pids) > WALL_MAX_S:
+                break
+            seen.update(pids)
+            if pids:
+                procs += self._sweep(pids, live, now, devices)
+            done.append(key)
+        return procs, done
 
     def _sweep(self, pids: list[int], live: dict[int, dict[str, Any]], now: float,
                devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
