@@ -1895,7 +1895,7 @@ def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: flo
     assert "1 process was left running after the main process" in " ".join(rep["answer"].split())
 
 
-def with_orphan_sidecar_own_exit(exit_at: float, seen_gone: bool = True) -> LogWriter:
+def with_orphan_sidecar_own_exit(exit_at: float, seen_gone: bool = True, teardown_s: float = 2.65) -> LogWriter:
     """torch 2.13's shape: main 100 is SIGKILLed at 3.5 s; its orphaned sidecar 200 reads the end of its pipe and
     returns from main(): its own process_exit at `exit_at`, then its interpreter's teardown: the watcher sees it
     gone 2.65 s after that record (2.7 s after the main: past LEFTOVER_ENDED_S), defunct under pid 1 with status 0.
@@ -1906,7 +1906,7 @@ def with_orphan_sidecar_own_exit(exit_at: float, seen_gone: bool = True) -> LogW
         if r["event"] == "leftover":
             r["procs"][0]["create_time"] = made
     w.add(exit_at, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
-    gone = round(exit_at + 2.65, 2)
+    gone = round(exit_at + teardown_s, 2)
     if not seen_gone:  # its teardown never ended, as far as the log shows
         return w
     watcher(w, gone, "tree", count=0, started=[], ended=[{"pid": 200, "create_time": made, "end": T0 + gone}],
@@ -1930,6 +1930,12 @@ def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(
     side = next(p for p in rep["processes"] if p["pid"] == 200)
     assert side["ending"]["words"] == "exited (code 0) 2.7 s after main 100's end", side["ending"]
     assert side["ending"]["exit_record_at"] == 3.55 and side["ending"]["at"] == 6.2
+    # its record before the main's end (it then hung in its teardown until 60 s), or its teardown lingering 56 s
+    # after a record just after the main's end: it was left running, whatever its record says
+    for name, exit_at, teardown in (("before", 1.5, 58.5), ("lingered", 3.55, 56.45)):
+        (tmp_path / name).mkdir()
+        hung = report(with_orphan_sidecar_own_exit(exit_at, teardown_s=teardown), tmp_path / name)
+        assert "leftovers" in kinds(hung) and hung["leftover_pids"] == [200], (name, hung["findings"])
     (tmp_path / "late").mkdir()
     late = report(with_orphan_sidecar_own_exit(13.5), tmp_path / "late")
     assert "leftovers" in kinds(late) and late["leftover_pids"] == [200], late["findings"]

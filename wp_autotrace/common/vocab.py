@@ -29,6 +29,11 @@ LEFTOVER_GRACE_S = 0.2
 # late look room, sit on no multiple of the poll, and stay far below what anyone would call "left running"
 # (analysis/fold/finish.py settle_leftovers).
 LEFTOVER_ENDED_S = 2.5
+# A process whose own process_exit came that soon after the main's end ended with it only where the watcher then
+# saw it gone within this long of that record: the interpreter's teardown after the record (torch 2.13's orphaned
+# sidecar: 1.6-2.7 s idle, up to 5.4 s at load 20) runs finalizers and daemon threads, and one that lingers past
+# this (a __del__ joining a thread, a device library's teardown) was left running, whatever its record says.
+LEFTOVER_TEARDOWN_S = 10.0
 # The watcher-reader sampling contract: the watcher reads a pool process's memory at most every
 # MEMORY_EVERY_S and looks at the live set every MEMORY_LOOK_S (watcher/memory.py), so while it keeps up a
 # process's latest sample is at most MEMORY_STALE_S old: the most a sample may age and still count in a

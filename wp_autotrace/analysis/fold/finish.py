@@ -131,9 +131,11 @@ def settle_leftovers(run: Run) -> None:
     left running. Two records show that end. A signal a traced process of the run sent it (torch's worker watchdog
     on 2.1-2.9 SIGKILLs its own worker within its 1 s poll), with the end seen that soon. Or its own process_exit
     written that soon (its exit handlers ran: it ended by itself; torch 2.13's orphaned sidecar reads the end of
-    its pipe, stops its workers and returns from main() a moment after its main is killed), with the end seen at
-    all: the interpreter's teardown after that record (the sidecar's: 1.6-2.7 s on an idle host, up to 5.4 s
-    on a loaded one, docs/verdict.md) runs none of the program's code. The watcher's "gone" alone is not
+    its pipe, stops its workers and returns from main() a moment after its main is killed), with the end seen
+    within vocab.LEFTOVER_TEARDOWN_S of that record: the interpreter's teardown after it (the sidecar's: 1.6-2.7 s
+    on an idle host, up to 5.4 s on a loaded one, docs/verdict.md) still runs finalizers and daemon threads, so one
+    that lingers longer, or whose record came before the main's end (it then hung), stays left running. The
+    watcher's "gone" alone is not
     enough: `cleanup` or a runner ending a leftover a second later leaves no record of its own. A process with no
     end in the log stays a leftover: its end is never assumed."""
     main_end = run.root.ended_at if run.root is not None else None
@@ -145,8 +147,9 @@ def settle_leftovers(run: Run) -> None:
         end = p.ended_at
         if end is None:
             return False
-        if p.exited and p.end is not None and p.gone is not None and p.end - main_end <= vocab.LEFTOVER_ENDED_S:
-            return True  # its own exit record, and seen gone since: it ended by itself
+        if (p.exited and p.end is not None and p.gone is not None and 0.0 <= p.end - main_end <= vocab.LEFTOVER_ENDED_S
+                and end - p.end <= vocab.LEFTOVER_TEARDOWN_S):
+            return True  # its own exit record after the main's end, and seen gone soon after it: it ended with it
         return p.pid in signalled and end - main_end <= vocab.LEFTOVER_ENDED_S
 
     ended = {p: entry for p, entry in run.leftover.items() if soon(p)}
