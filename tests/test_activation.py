@@ -112,21 +112,29 @@ def test_on_writes_start_and_exit_once(value: str, log: Path) -> None:
 def test_after_the_exit_record_no_tracer_finder_is_left(log: Path) -> None:
     """Once process_exit is written, the front finder leaves sys.meta_path (CPython keeps that list to the
     interpreter's end: the tracer's modules would outlive finalization's first collection); a child forked after
-    it writes nothing, as before."""
+    it writes nothing, as before. It is replaced in its slot, never removed: a thread importing then (a daemon
+    thread while a later exit handler lets it run) iterates the live list, and a removal before its place made
+    it skip the next finder (an editable install's, appended after PathFinder: ModuleNotFoundError)."""
     code = textwrap.dedent("""
         import os, sys
         b = sys.modules["wp_autotrace.runtime.bootstrap"]
         front = b._runtime._front
+        before = list(sys.meta_path)
         print(front in sys.meta_path)
+        it = iter(sys.meta_path)  # a thread's import, past the front finder and the one after it
+        passed = [next(it) for _ in range(before.index(front) + 2)]
         b._record_exit("exit")
-        print(front in sys.meta_path, any(type(f).__module__.startswith("wp_autotrace") for f in sys.meta_path))
+        seen = [f for f in passed + list(it) if f is not front]
+        ours = [f for f in sys.meta_path if (getattr(getattr(f, "find_spec", None), "__globals__", None) or {}
+                                             ).get("__name__", "").startswith("wp_autotrace")]
+        print(front in sys.meta_path, bool(ours), seen == [f for f in before if f is not front])
         pid = os.fork()
         if pid == 0:
             os._exit(0)
         os.waitpid(pid, 0)
     """)
     res = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
-    assert (res.stdout.split(), res.stderr) == (["True", "False", "False"], "")
+    assert (res.stdout.split(), res.stderr) == (["True", "False", "False", "True"], "")
     assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
 
 

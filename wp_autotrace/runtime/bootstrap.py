@@ -547,10 +547,25 @@ def _let_go(rt: "Runtime") -> None:
     if sys.version_info >= (3, 10):
         drop_fork_hook()
     try:
-        while rt._front in sys.meta_path:
-            sys.meta_path.remove(rt._front)
+        # Replaced in its slot, never removed: importlib iterates the live list, and a thread importing now (a
+        # daemon thread, while a later exit handler lets it run) would resume one finder further and skip one
+        meta = sys.meta_path
+        for i in range(len(meta)):
+            if meta[i] is rt._front:
+                meta[i] = _gone_finder()
     except Exception:
         pass
+
+
+def _finds_nothing(*_args: "Any") -> None:
+    """The finder left in the front finder's slot after the exit record (a copy whose globals are none)."""
+
+
+def _gone_finder() -> "Any":
+    """A finder that finds nothing and holds none of the tracer's modules (its function's globals are empty)."""
+    function: Any = type(_finds_nothing)
+    nothing = staticmethod(function(_finds_nothing.__code__, {"__builtins__": {}}))
+    return type("_Gone", (), {"__slots__": (), "find_spec": nothing, "invalidate_caches": nothing})()
 
 
 def _at_exit() -> None:
