@@ -264,3 +264,31 @@ def test_a_pass_stops_at_a_pools_end_once_its_reads_took_the_wall_bound() -> Non
     assert reads and all(len(p) == 1 for p in pools), pools  # each record: one whole pool
     assert all(len(pids) == 4 for _, pids in reads), reads  # its sidecar, 2 workers and its rank
     assert {p[0] for p in pools[:3]} == set(RANKS), pools  # the pools left come first at the next looks
+
+
+def test_a_fork_pools_creator_is_left_out_with_its_pool_when_a_worker_ended_as_it_was_read(tmp_path: Path) -> None:
+    """A fork pool's workers are forks of its creator (the pool is keyed by it) and share its pages: once one
+    exits, the creator's PSS holds its share of them, so the creator's reading of that pass, summed with the ended
+    worker's of the pass before, counts them twice as the sidecar's would. The creator's reading leaves with its
+    pool's and is read again at the next look; a sidecar pool's creator (no pages shared with the workers its
+    sidecar forked) stays read."""
+    clock = [0.0]
+
+    class FakeSampler(memory.MemorySampler):
+        def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any] | None:
+            clock[0] += 0.002
+            return None if pid == 1010 else {"pid": pid, "create_time": key[1], "pss": 1}
+
+    live: dict[int, dict[str, Any]] = {100: {"pid": 100, "ppid": 1, "create_time": T0, "role": "main", "rss": MIB}}
+    live[101] = {"pid": 101, "ppid": 100, "create_time": T0 + 1, "role": "child", "rss": 400 * MIB}
+    for w in (1010, 1011):  # rank 101's fork pool: no sidecar
+        live[w] = {"pid": w, "ppid": 101, "create_time": T0 + 3, "role": "compile-worker", "rss": 200 * MIB}
+    for pid in (100, 101, 1011):  # alive; 1010 has no /proc entry: gone
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (python3) S 1 1 1 0 -1\n")
+    s = FakeSampler(proc=str(tmp_path), cpu_clock=lambda: clock[0])
+    assert list(s.pools(live)) == [101], s.pools(live)
+    got = s.tick(0.0, live)
+    read = {e["pid"] for e in got["procs"]} if got else set()
+    assert read.isdisjoint({101, 1010, 1011}), read
+    assert 101 in s.reread

@@ -347,6 +347,8 @@ class MemorySampler:
         for key, pids in swept.items():
             if any(p not in read and _ended(p, self.proc) for p in pids):
                 broken.update(pids)
+                if key not in pids:  # a fork pool, keyed by its creator: its workers shared the creator's pages,
+                    broken.add(key)  # whose figure rose at that end as a sidecar's does
                 self.reread.add(key)
         return [e for e in procs if e["pid"] not in broken] if broken else procs
 
