@@ -292,3 +292,26 @@ def test_a_fork_pools_creator_is_left_out_with_its_pool_when_a_worker_ended_as_i
     read = {e["pid"] for e in got["procs"]} if got else set()
     assert read.isdisjoint({101, 1010, 1011}), read
     assert 101 in s.reread
+
+
+def test_a_reread_that_cannot_wait_is_read_first_in_a_pass_cut_by_the_wall_bound() -> None:
+    """A pool process that wrote its process_exit has its pool read in that very tick: the last reading of what it
+    held as it ended (its memory is freed before the tree sees it gone). A pass cut at WALL_MAX_S (a loaded box:
+    0.4 s of wall a read) reads that pool first, not after the pools least recently read, which the cut drops."""
+    cpu, wall = [0.0], [0.0]
+
+    class SlowSampler(memory.MemorySampler):
+        def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any]:
+            cpu[0] += 0.005
+            wall[0] += 0.4
+            return {"pid": pid, "create_time": key[1], "pss": 1, "uss": 1, "rss": 1}
+
+    s = SlowSampler(cpu_clock=lambda: cpu[0], wall_clock=lambda: wall[0])
+    live = _ranks()
+    first = s.tick(0.0, live)  # the first pass: one pool read whole, the others left for later
+    assert first is not None
+    read_first = {_pool_of(e["pid"]) for e in first["procs"]}
+    # a pool the next pass would read last (least recently read first): its worker writes its process_exit
+    last = next(r for r in RANKS if r not in read_first and r != min(set(RANKS) - read_first))
+    got = s.tick(memory.LOOK_S, live, ending={(last + 100) * 10: T0 + 5.0})
+    assert got is not None and last in {_pool_of(e["pid"]) for e in got["procs"]}, (last, got)

@@ -396,7 +396,7 @@ class MemorySampler:
             key not in self.swept_at or key in self.grown for key in plan)
         if wanted and self.tokens >= spent - DEBT_S:
             self.passed_at = now
-            return list(dict.fromkeys([*chunk, *forced]))
+            return list(dict.fromkeys([*forced, *chunk]))  # the re-reads that cannot wait first: a cut pass keeps them
         return forced
 
     def _sweep_pools(self, keys: list[int], plan: dict[int, list[int]], live: dict[int, dict[str, Any]],
