@@ -124,6 +124,12 @@ def _read(path: str, size: int = 4096, pid: int = 0, strict: bool = False) -> by
         os.close(fd)
 
 
+def read_small(path: str, size: int = 4096) -> bytes | None:
+    """A small /proc or /sys file's content up to size bytes (a process's limits or cgroup, a cgroup's limit);
+    None where it could not be read (gone, absent, not ours to read): never raises."""
+    return _read(path, size)
+
+
 def _pread(fd: int, path: str, size: int, pid: int, strict: bool) -> bytes | None:
     """_read through a kept descriptor (pidfd.ExitWatch.kept): pread from offset 0, to the end as _read does.
     path: the file's path under /proc/PID (its name in an error: formatted only then).

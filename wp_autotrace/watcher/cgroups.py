@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+from ..common.procfs import read_small
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 READ_BYTES = 4096  # /proc/PID/cgroup is a line per hierarchy (about 400 bytes on a v1 host)
 NO_LIMIT_FROM = 1 << 60  # v1's "none" and anything near it: no host has an exbibyte
@@ -26,22 +28,9 @@ PIDS_KIND = ("pids", "pidcg", "pids.max", "pids.max")
 PIDS_EVENTS = "pids.events"
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, READ_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def cgroup_file(pid: int, proc: str = "/proc") -> bytes | None:
     """A live process's /proc/PID/cgroup; None unread (gone)."""
-    return _read(f"{proc}/{pid}/cgroup")
+    return read_small(f"{proc}/{pid}/cgroup", READ_BYTES)
 
 
 def parse_cgroup(data: bytes | None, controller: str = MEMORY_KIND[0]) -> tuple[int, str] | None:
@@ -83,7 +72,7 @@ def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[st
     for base in _bases(version, root, kind[0]):
         read, least, at, here = False, None, "", path
         for _ in range(MAX_DEPTH):
-            ok, limit = _limit_in(_read(os.path.join(base, here.lstrip("/"), name)))
+            ok, limit = _limit_in(read_small(os.path.join(base, here.lstrip("/"), name), READ_BYTES))
             read = read or ok
             if limit is not None and (least is None or limit < least):
                 least, at = limit, here
@@ -111,7 +100,7 @@ def refused(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
     version, path = fields["version"], str(fields["path"])
     at = path if version == 1 else str(fields.get("limit_path", path))
     for base in _bases(int(str(version)), root, PIDS_KIND[0]):
-        for line in (_read(os.path.join(base, at.lstrip("/"), PIDS_EVENTS)) or b"").split(b"\n"):
+        for line in (read_small(os.path.join(base, at.lstrip("/"), PIDS_EVENTS), READ_BYTES) or b"").split(b"\n"):
             key, _, value = line.partition(b" ")
             if key == b"max" and value.strip().isdigit():
                 return int(value)
@@ -124,7 +113,7 @@ def peak(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
     name = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
     for base in _bases(version, root, MEMORY_KIND[0]):
-        text = (_read(os.path.join(base, at.lstrip("/"), name)) or b"").strip()
+        text = (read_small(os.path.join(base, at.lstrip("/"), name), READ_BYTES) or b"").strip()
         if text.isdigit():
             return int(text)
     return None

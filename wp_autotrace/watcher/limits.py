@@ -9,30 +9,18 @@ limits of its cgroups are cgroups.py's.
 
 from __future__ import annotations
 
-import os
+from ..common.procfs import read_small
 
 LIMITS_BYTES = 4096  # /proc/PID/limits is about 1.3 KB, /proc/PID/status about 1.5 KB
 MAX_PROCESSES = b"Max processes"
 UID = b"Uid:"
 
 
-def _read(path: str) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, LIMITS_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def read_nproc(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
     """(RLIMIT_NPROC's soft value, the real uid) of a live process; None where the limit is unlimited or a file
     could not be read (gone, or another user's status hidden)."""
-    return parse_nproc(_read(f"{proc}/{pid}/limits"), _read(f"{proc}/{pid}/status"))
+    return parse_nproc(read_small(f"{proc}/{pid}/limits", LIMITS_BYTES),
+                       read_small(f"{proc}/{pid}/status", LIMITS_BYTES))
 
 
 def parse_nproc(limits: bytes | None, status: bytes | None) -> tuple[int, int] | None:
