@@ -152,6 +152,32 @@ def test_labels_and_toolchain_folded(tmp_path: Path) -> None:
     assert "toolchain:" not in verbose and verbose.count("cc1plus (untraced)") == 3
 
 
+def test_forks_seen_only_before_their_exec_are_folded_with_the_helpers(tmp_path: Path) -> None:
+    """On a loaded box the watcher lists a g++ run or an ISA probe between its fork and its exec and never after:
+    an untraced child still running its parent's command line that ended within FORK_SEEN_S is folded into one
+    line under its parent, not listed as a process of its own (a CI run's tree had '13923 train.py (untraced)'
+    beside the folded probes). A fork that lived longer (a worker of the program's own) stays its own line, and
+    --verbose lists each."""
+    w = labelled_run()
+    main_cmd = " ".join(next(r["argv"] for r in w.lines if r["event"] == "process_start" and r["pid"] == 100))
+    forks = [{"pid": 600 + i, "ppid": 100, "name": "python", "cmd": main_cmd, "create_time": T0 + 3 + i * 0.01,
+              "rss": 300 << 20} for i in range(3)]
+    watcher(w, 3.0, "tree", count=13, started=forks, ended=[])
+    watcher(w, 3.2, "tree", count=12, started=[], ended=[{"pid": 600, "create_time": T0 + 3, "end": T0 + 3.15},
+                                                          {"pid": 601, "create_time": T0 + 3.01, "end": T0 + 3.15}])
+    watcher(w, 6.0, "tree", count=11, started=[], ended=[{"pid": 602, "create_time": T0 + 3.02, "end": T0 + 6.0}])
+    rep = report(w, tmp_path)
+    main_label = next(p["label"] for p in rep["processes"] if p["pid"] == 100)
+    assert next(p["label"] for p in rep["processes"] if p["pid"] == 600) == main_label
+    tree = render_text(rep, {}).split("== Process tree")[1].split("\n\n")[0].splitlines()
+    folded = [line for line in tree if f"forks of {main_label} seen only before their exec" in line]
+    assert len(folded) == 1 and "2 process(es)" in folded[0], tree
+    assert not any(" 600 " in line or " 601 " in line for line in tree), tree
+    assert any(" 602 " in line for line in tree), tree  # lived 3 s: a process of its own
+    verbose = render_text(rep, {}, verbose=True)
+    assert "seen only before their exec" not in verbose and " 600 " in verbose
+
+
 def ranked_run(hosts: tuple[str, ...]) -> list[LogWriter]:
     """torchrun (traced, no rank) on each host, 2 ranks per host, each rank with one nested sidecar."""
     logs = []

@@ -311,21 +311,35 @@ def _tools_line(tools: list[dict[str, Any]], indent: int) -> str:
     return f"{_t(start)}    ...   {_pad(indent)}toolchain: {len(tools)} process(es) ({counts}); peak rss {_mb(peak)}"
 
 
-def _helpers_line(helpers: tuple[dict[str, Any], ...], indent: int) -> str:
+def _helpers_line(kind: str, helpers: tuple[dict[str, Any], ...], indent: int) -> str:
     """A parent's short-lived helpers of one kind (ISA probes) in one line: count, longest life, peak RSS."""
     lives = [p["end_s"] - p["start_s"] for p in helpers if p["start_s"] is not None and p["end_s"] is not None]
     start = min((p["start_s"] for p in helpers if p["start_s"] is not None), default=None)
     peak = max((p["peak_rss"] or 0 for p in helpers), default=0)
     longest = f", each at most {max(lives):.1f} s" if len(lives) == len(helpers) else ""
-    return (f"{_t(start)}    ...   {_pad(indent)}{helpers[0]['label']}: {len(helpers)} process(es){longest}; "
+    return (f"{_t(start)}    ...   {_pad(indent)}{kind}: {len(helpers)} process(es){longest}; "
             f"peak rss {_mb(peak)}")
 
 
-def _is_helper(p: dict[str, Any], kids: dict[Any, list[dict[str, Any]]]) -> bool:
-    """A short-lived helper the default tree folds: its label is one of SHORT_HELPERS, it ended, nothing
-    marks it (left behind, re-parented) and it has no children of its own."""
-    return (p["label"] in SHORT_HELPERS and p["end_s"] is not None and not p["left_behind"]
-            and not p["reparented_to"] and not kids.get((p["run"], p["host"], p["pid"])))
+# An untraced child that still ran its parent's command line and ended within this long: a fork the watcher read
+# only before its exec (on a loaded box a g++ run or an ISA probe is listed between its fork and its exec, and
+# gone before the next listing), told with the parent's short-lived helpers, never as a process of its own.
+FORK_SEEN_S = 1.0
+
+
+def _helper_kind(p: dict[str, Any], parent: dict[str, Any], kids: dict[Any, list[dict[str, Any]]]) -> str | None:
+    """The line a short-lived helper the default tree folds goes in: its label where it is one of SHORT_HELPERS,
+    or a fork of its parent seen only before its exec (FORK_SEEN_S); None where it is no such helper, did not end,
+    something marks it (left behind, re-parented) or it has children of its own."""
+    if (p["end_s"] is None or p["left_behind"] or p["reparented_to"]
+            or kids.get((p["run"], p["host"], p["pid"]))):
+        return None
+    if p["label"] in SHORT_HELPERS:
+        return str(p["label"])
+    if (not p["traced"] and p["label"] == parent["label"] and p["start_s"] is not None
+            and p["end_s"] - p["start_s"] <= FORK_SEEN_S):
+        return f"forks of {parent['label']} seen only before their exec"
+    return None
 
 
 def _pool_lines(procs: list[dict[str, Any]]) -> set[Any]:
@@ -381,9 +395,9 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if not stack:
             stack.append((unreached.pop(), 0))
         p, indent = stack.pop()
-        if isinstance(p, tuple):  # folded short-lived helpers
-            out.append(_helpers_line(p, indent))
-            shown.update((t["run"], t["host"], t["pid"]) for t in p)
+        if isinstance(p, tuple):  # folded short-lived helpers of one kind
+            out.append(_helpers_line(p[0], p[1], indent))
+            shown.update((t["run"], t["host"], t["pid"]) for t in p[1])
             lines += 1
             continue
         if isinstance(p, list):  # a folded toolchain group
@@ -401,13 +415,16 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         # unless --verbose: the pools' processes first, then the others, then one line for the short-lived
         # helpers and one for the compiler toolchain (the stack pops the last pushed first)
         tools = [k for k in children if k["tool"]] if not verbose else []
-        helpers = tuple(k for k in children if not verbose and _is_helper(k, kids))
-        rest = sorted((k for k in children if not (tools and k["tool"]) and k not in helpers),
+        helpers: dict[str, list[dict[str, Any]]] = {}
+        for k in children:
+            if not verbose and not (tools and k["tool"]) and (kind := _helper_kind(k, p, kids)) is not None:
+                helpers.setdefault(kind, []).append(k)
+        folded = {id(k) for group in helpers.values() for k in group}
+        rest = sorted((k for k in children if not (tools and k["tool"]) and id(k) not in folded),
                       key=lambda k: (k["run"], k["host"], k["pid"]) not in pooled)
         if tools:
             stack.append((_toolchain_under(kids, tools), indent + 1))
-        if helpers:
-            stack.append((helpers, indent + 1))
+        stack.extend(((kind, tuple(group)), indent + 1) for kind, group in reversed(helpers.items()))
         stack.extend((k, indent + 1) for k in reversed(rest))
     if len(procs) > len(shown):
         out.append(f"… {len(procs) - len(shown)} more process(es) (--verbose, or --json)")
