@@ -243,12 +243,9 @@ def test_a_pool_whose_process_ended_as_it_was_read_is_left_out_and_read_again(tm
     assert again is not None and {201, 2011} <= {e["pid"] for e in again["procs"]}
 
 
-def test_a_pass_stops_at_a_pools_end_once_its_reads_took_the_wall_bound() -> None:
-    """One `memory` record's readings carry the tick's one time and are summed as one moment: at nice 10 on a
-    loaded box a read's wall time is several times its CPU (5 ms of CPU, 0.4 s of wall here), so a pass of the
-    three ranks (12 reads with their ranks, 4.8 s) would put readings seconds apart in one record. It stops at a
-    pool's end once WALL_MAX_S has passed (the first pool whole with its rank, 1.6 s); the pools left are read first
-    at the next look, so every pool is read in turn."""
+def _slow_sampler() -> memory.MemorySampler:
+    """A sampler on a loaded box at nice 10: every read costs 5 ms of its (fake) CPU clock and 0.4 s of its (fake)
+    wall clock."""
     cpu, wall = [0.0], [0.0]
 
     class SlowSampler(memory.MemorySampler):
@@ -257,7 +254,16 @@ def test_a_pass_stops_at_a_pools_end_once_its_reads_took_the_wall_bound() -> Non
             wall[0] += 0.4
             return {"pid": pid, "create_time": key[1], "pss": 1, "uss": 1, "rss": 1}
 
-    s = SlowSampler(cpu_clock=lambda: cpu[0], wall_clock=lambda: wall[0])
+    return SlowSampler(cpu_clock=lambda: cpu[0], wall_clock=lambda: wall[0])
+
+
+def test_a_pass_stops_at_a_pools_end_once_its_reads_took_the_wall_bound() -> None:
+    """One `memory` record's readings carry the tick's one time and are summed as one moment: at nice 10 on a
+    loaded box a read's wall time is several times its CPU (5 ms of CPU, 0.4 s of wall here), so a pass of the
+    three ranks (12 reads with their ranks, 4.8 s) would put readings seconds apart in one record. It stops at a
+    pool's end once WALL_MAX_S has passed (the first pool whole with its rank, 1.6 s); the pools left are read first
+    at the next look, so every pool is read in turn."""
+    s = _slow_sampler()
     live = _ranks()
     reads = _drive(s, live, 120.0)
     pools = [sorted({_pool_of(p) for p in pids}) for _, pids in reads]
@@ -298,15 +304,7 @@ def test_a_reread_that_cannot_wait_is_read_first_in_a_pass_cut_by_the_wall_bound
     """A pool process that wrote its process_exit has its pool read in that very tick: the last reading of what it
     held as it ended (its memory is freed before the tree sees it gone). A pass cut at WALL_MAX_S (a loaded box:
     0.4 s of wall a read) reads that pool first, not after the pools least recently read, which the cut drops."""
-    cpu, wall = [0.0], [0.0]
-
-    class SlowSampler(memory.MemorySampler):
-        def _read(self, pid: int, key: tuple[int, float], devices: list[dict[str, Any]]) -> dict[str, Any]:
-            cpu[0] += 0.005
-            wall[0] += 0.4
-            return {"pid": pid, "create_time": key[1], "pss": 1, "uss": 1, "rss": 1}
-
-    s = SlowSampler(cpu_clock=lambda: cpu[0], wall_clock=lambda: wall[0])
+    s = _slow_sampler()
     live = _ranks()
     first = s.tick(0.0, live)  # the first pass: one pool read whole, the others left for later
     assert first is not None
