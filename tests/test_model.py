@@ -1932,6 +1932,10 @@ def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(
     assert side["ending"]["exit_record_at"] == 3.55 and side["ending"]["at"] == 6.2
     # its record before the main's end (it then hung in its teardown until 60 s), or its teardown lingering 56 s
     # after a record just after the main's end: it was left running, whatever its record says
+    # its record a moment before the main's end as seen (the watcher sees a kill up to a look late): ended with it
+    (tmp_path / "seen-late").mkdir()
+    late_seen = report(with_orphan_sidecar_own_exit(3.49), tmp_path / "seen-late")
+    assert "leftovers" not in kinds(late_seen) and late_seen["leftover_count"] == 0, late_seen["findings"]
     for name, exit_at, teardown in (("before", 1.5, 58.5), ("lingered", 3.55, 56.45)):
         (tmp_path / name).mkdir()
         hung = report(with_orphan_sidecar_own_exit(exit_at, teardown_s=teardown), tmp_path / name)

@@ -125,6 +125,12 @@ def finish_run(run: Run) -> None:
     run.stale_s = run.pace.run_window
 
 
+# The main's end as seen (the watcher's pidfd or listing) comes up to a look after its kill: a sidecar's own exit
+# record written just after the kill can precede it (0.01 s in a CI run); one written seconds before the main's end
+# was written while the main lived, and is no ending with it.
+MAIN_SEEN_LATE_S = 1.0
+
+
 def settle_leftovers(run: Run) -> None:
     """Move out of run.leftover (into run.ended_soon) each process whose end came within vocab.LEFTOVER_ENDED_S of
     the main process's end (Process.ended_at), a moment after the verdict's grace: it was ending with the main, not
@@ -134,7 +140,8 @@ def settle_leftovers(run: Run) -> None:
     its pipe, stops its workers and returns from main() a moment after its main is killed), with the end seen
     within vocab.LEFTOVER_TEARDOWN_S of that record: the interpreter's teardown after it (the sidecar's: 1.6-2.7 s
     on an idle host, up to 5.4 s on a loaded one, docs/verdict.md) still runs finalizers and daemon threads, so one
-    that lingers longer, or whose record came before the main's end (it then hung), stays left running. The
+    that lingers longer, or whose record came before the main's end (more than MAIN_SEEN_LATE_S: it then hung), stays
+    left running. The
     watcher's "gone" alone is not
     enough: `cleanup` or a runner ending a leftover a second later leaves no record of its own. A process with no
     end in the log stays a leftover: its end is never assumed."""
@@ -147,7 +154,8 @@ def settle_leftovers(run: Run) -> None:
         end = p.ended_at
         if end is None:
             return False
-        if (p.exited and p.end is not None and p.gone is not None and 0.0 <= p.end - main_end <= vocab.LEFTOVER_ENDED_S
+        if (p.exited and p.end is not None and p.gone is not None
+                and -MAIN_SEEN_LATE_S <= p.end - main_end <= vocab.LEFTOVER_ENDED_S
                 and end - p.end <= vocab.LEFTOVER_TEARDOWN_S):
             return True  # its own exit record after the main's end, and seen gone soon after it: it ended with it
         return p.pid in signalled and end - main_end <= vocab.LEFTOVER_ENDED_S
