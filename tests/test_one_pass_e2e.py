@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from .conftest import clean_env, needs_torch, read_log, report_json, wait_for_watcher
+from .test_endings import _cmdline, _pss, _tree
 
 pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 
@@ -63,47 +64,9 @@ RANKS = textwrap.dedent('''
 ''')
 
 
-def _pss(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(b"Pss:"))
-    except (OSError, StopIteration):
-        return None
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    kids: list[int] = []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(x) for x in f.read().split()]
-        except OSError:
-            continue
-    return kids
-
-
 def pool_processes(root: int) -> list[int]:
     """The compile sidecars below root and every process below them (their forked workers)."""
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        for kid in _children(pid):
-            if SIDECAR_MARK in _cmdline(kid):
-                found.append(kid)
-            todo.append(kid)
-    return sorted(found)
+    return sorted(kid for kid in _tree(root) if SIDECAR_MARK in _cmdline(kid))
 
 
 def read_since(log: Path, since: float) -> set[int]:
