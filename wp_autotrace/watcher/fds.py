@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from ..common import vocab as V
+from ..common.procfs import read_small
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,38 +88,18 @@ def parse_net(data: bytes, proto: str, state: bytes) -> dict[int, dict[str, Any]
     return out
 
 
-def _read(path: str, limit: int) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        chunks, size = [], 0
-        while size < limit:
-            chunk = os.read(fd, min(65536, limit - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
-
-
 def listeners(pid: int, proc: str = "/proc") -> dict[int, dict[str, Any]]:
     """inode -> {proto, addr, port} of every listening TCP / bound UDP socket in pid's network namespace."""
     out: dict[int, dict[str, Any]] = {}
     for name, proto, state in NET_FILES:
-        out.update(parse_net(_read(f"{proc}/{pid}/net/{name}", NET_BYTES), proto, state))
+        out.update(parse_net(read_small(f"{proc}/{pid}/net/{name}", NET_BYTES) or b"", proto, state))
     return out
 
 
 def read_end(pid: int, fd: int, proc: str = "/proc") -> bool | None:
     """Whether pid's fd is open for reading only (/proc/PID/fdinfo/FD's flags: O_RDONLY): a pipe's read end;
     None unread."""
-    for line in _read(f"{proc}/{pid}/fdinfo/{fd}", 4096).split(b"\n"):
+    for line in (read_small(f"{proc}/{pid}/fdinfo/{fd}") or b"").split(b"\n"):
         if line.startswith(b"flags:"):
             try:
                 return int(line.split()[1], 8) & O_ACCMODE == os.O_RDONLY
