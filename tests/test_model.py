@@ -1676,13 +1676,14 @@ def _kernel_failed(line: str, threads: int, uid: int = 65534, nproc: int = 24,
     tree entries); one sweep at 2.0 s read `threads` processes and threads of theirs at once; the compiled
     module's wait (2.0 -> 2.1 s) raised a kernel's job error whose own last line is `line`, past the record's
     head, as the runtime keeps it (head and tail). `refused`: all in pids cgroup PIDS_CG (pids.max 24), whose
-    pidcg records at 1.3 s and (`final`) at 2.5 s read these pids.events max counts."""
+    pidcg records at 1.3 s and (`final`) at 2.5 s read these pids.events max counts; with three counts, the second
+    at 2.2 s, read as the watcher read the job's error (`after` its record's ts, 2.1 s)."""
     from wp_autotrace.runtime.reads import error_text
 
     w = clean_run()
-    for at, count in zip((1.3, 2.5), refused):
+    for at, count in zip((1.3, 2.5) if len(refused) < 3 else (1.3, 2.2, 2.5), refused):
         watcher(w, at, "pidcg", member=100, version=1, path=PIDS_CG, file="pids.max", limit=24, refused=count,
-                **({"final": True} if at > 2 else {}))
+                **({"final": True} if at > 2.4 else {"after": T0 + 2.1} if at > 2 else {}))
     watcher(w, 1.3, "tree", count=4, started=[
         {"pid": pid, "ppid": ppid, "name": "python", "cmd": "python", "role": role, "via": "child",
          "nproc": nproc, "uid": uid, **({"pidcg": PIDS_CG} if refused else {})}
@@ -1762,24 +1763,60 @@ def test_a_kernel_that_failed_under_a_containers_task_limit_is_told_the_kernels_
         tmp_path: Path) -> None:
     """A container's pids limit (podman's --pids-limit) counts root's tasks too, while ulimit -u is far away: a real
     job's linkers were refused threads and its kernels failed with the linker's exit status only. The kernel's own
-    count of the refusals (pids.events max, the watcher's pidcg records at the cgroup's first join and at its end:
-    0 -> 4) is the evidence: the cause told is the cgroup's task limit, with the container's advice. Controls: the
-    count did not rise, or its end was not read (no `final` record): the cause stays unknown."""
+    count of the refusals (pids.events max, the watcher's pidcg records at the cgroup's first join, as it read the
+    job's error, and at its end: 0 -> 4 -> 4) is the evidence: the cause told is the cgroup's task limit, with the
+    container's advice. Controls: the count did not rise, or its end was not read (no `final` record): the cause
+    stays unknown."""
     line = "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero exit status 1"
-    rep = report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4)), tmp_path)
+    rep = report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4, 4)), tmp_path)
     f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
     said = (f"the task limit of its cgroup was reached: pids.max 24 ({PIDS_CG}; each process and each thread in it "
-            "counts, root's too, the run's or not); the kernel refused 4 fork(s) or thread start(s) there between ")
-    assert said in f["text"] and "(pids.events max 0 -> 4)." in f["text"], f["text"]
+            "counts, root's too, the run's or not); the kernel refused 4 fork(s) or thread start(s) there between "
+            "1.3 s and 2.2 s, as the watcher read the failure raised at 2.1 s (pids.events max 0 -> 4).")
+    assert said in f["text"], f["text"]
     assert said in rep["answer"].replace("\n  ", " ").replace("\n", " "), rep["answer"]
     assert "--pids-limit" in f["advice"] and f["cost"]["limit_reached"], (f["advice"], f["cost"])
-    assert (f["cost"]["pids_max"], f["cost"]["pids_refused"]) == (24, 4), f["cost"]
+    assert (f["cost"]["pids_max"], f["cost"]["pids_refused"], f["cost"]["pids_placed"]) == (24, 4, "before")
     for sub, refused in (("flat", (4, 4)), ("unread", (0,))):
         (tmp_path / sub).mkdir()
         f = next(f for f in report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=refused),
                                    tmp_path / sub)["findings"] if f["kind"] == "compile-failed")
         assert "pids" not in f["text"] and "no record shows why the job failed" in f["text"], f["text"]
         assert not f["cost"]["limit_reached"] and "pids_max" not in f["cost"], f["cost"]
+
+
+def test_a_task_limits_refusals_are_the_cause_only_where_counted_by_the_time_the_failure_was_read(
+        tmp_path: Path) -> None:
+    """The job's line is a bare exit status (the linker's reason went to its stderr). The refusals' count read at
+    the cgroup's join (1.3 s) and at the watcher's end (2.5 s) rose, but the failure was raised at 2.1 s: a refusal
+    may have come after it. Only the count the watcher read as it read the job's error (2.2 s) places them: none
+    by then (0 -> 0 -> 4) is "only after the failure", no cause, the advice the unknown one; with no read between
+    (0 -> 4), the limit reached in the run is a possibility ("whether the limit caused it, no record shows", the
+    advice an "if"); a read made long after the failure (the watcher behind the log) places nothing."""
+    line = "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero exit status 1"
+    f = next(f for f in report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 0, 4)), tmp_path)[
+        "findings"] if f["kind"] == "compile-failed")
+    assert "no record shows why the job failed; the task limit of its cgroup was reached only after the failure: " \
+        "pids.max 24" in f["text"], f["text"]
+    assert "the kernel refused none there between 1.3 s and 2.2 s, as the watcher read the failure raised at " \
+        "2.1 s, and 4 by its end at 2.5 s (pids.events max 0 -> 0 -> 4)." in f["text"], f["text"]
+    assert f["advice"].startswith("read the job's own error line") and not f["cost"]["limit_reached"], f
+    assert (f["cost"]["pids_refused"], f["cost"]["pids_placed"]) == (4, "after"), f["cost"]
+    for sub, late in (("unread", False), ("late", True)):
+        (tmp_path / sub).mkdir()
+        w = _kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4) if not late else (0, 4, 4))
+        if late:  # the watcher read the error 2.5 s after it was raised, and ended at 5.0 s
+            for r in w.lines:
+                if r["event"] == "pidcg":
+                    r["ts"] += 2.5 if "after" in r else 2.5 if r.get("final") else 0.0
+        f = next(f for f in report(w, tmp_path / sub)["findings"] if f["kind"] == "compile-failed")
+        end = "2.5 s" if not late else "5.0 s"
+        assert f"the task limit of its cgroup was reached in the run: pids.max 24 ({PIDS_CG}; " in f["text"], f
+        assert f"the kernel refused 4 fork(s) or thread start(s) there between 1.3 s and {end} (pids.events max " \
+            "0 -> 4); the failure was raised at 2.1 s, with no count read in between: whether the limit caused " \
+            "it, no record shows." in f["text"], f["text"]
+        assert f["advice"].startswith("if the task limit caused it: raise the task limit"), f["advice"]
+        assert f["cost"]["pids_placed"] == "unknown", f["cost"]
 
 
 def test_a_task_limit_reached_beside_a_job_line_naming_its_own_cause_is_not_told_as_the_cause(

@@ -77,6 +77,9 @@ RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
 MEMCG = "memcg"  # the watcher: a memory cgroup of the run's processes and its limit, once per cgroup (cgroups.py)
 PIDCG = "pidcg"  # the watcher: a pids cgroup of them, its limit and its refusals' count (and again at its end)
+# torch's wrapper of a pool job's error, as the process that sent the job raises it (subproc_pool.SubprocException):
+# a return record's `error` starts with it. The watcher reads the pids limits' counts again as it first sees one.
+JOB_ERROR = "SubprocException:"
 # the watcher: what a pool process first seen orphaned (or left over) held: listening sockets, pipes (fds.py)
 ORPHAN_FDS = "orphan_fds"
 # the watcher: a process's process_exit found no descriptor to be written with; its note said so (EXIT_NOTE)

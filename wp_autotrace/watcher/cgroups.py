@@ -7,7 +7,8 @@ set): v2's memory.max ("max": none), v1's memory.limit_in_bytes (none reads as P
 root's too) against pids.max (podman's and docker's --pids-limit, a pod's pid limit, systemd's TasksMax); a fork
 or a thread start past it fails with EAGAIN, and the kernel counts each refusal in pids.events ("max N"): in v1 in
 the forking task's cgroup, in v2 in the cgroup whose limit refused it. That count is read as the cgroup is first
-seen and once more at the watcher's end (again()): never per tick; so is a memory limit's cgroup's peak charge
+seen, once more as the watcher first reads a pool job's error of the run (the failure's cause can only be in a count
+read by then), and at the watcher's end (again()): never per tick; so is a memory limit's cgroup's peak charge
 (v1 memory.max_usage_in_bytes, v2 memory.peak). Nothing is read in the traced process.
 """
 
@@ -155,13 +156,16 @@ class Cgroups:
                 self.counted.append(fields)
         return fields
 
-    def again(self) -> list[dict[str, object]]:
-        """The cgroups with a limit read at their join, with their count read now (`final`): for pids, the rise is
-        the forks and thread starts the limit refused in between; for memory, a higher peak is one reached then."""
+    def again(self, after: float | None = None) -> list[dict[str, object]]:
+        """The cgroups with a limit read at their join, with their count read now: `final` at the watcher's end, or
+        `after` the ts of a pool job's error the watcher has just read (a count then is one the failure's cause may
+        be in; one read at the end may hold refusals after it). For pids, the rise is the forks and thread starts
+        the limit refused in between; for memory, a higher peak is one reached then."""
         out = []
         key, read = COUNTS[self.kind[0]]
+        mark = {"final": True} if after is None else {"after": after}
         for fields in self.counted:
             count = read(fields, self.root)
             if count is not None:
-                out.append({**fields, key: count, "final": True})
+                out.append({**fields, key: count, **mark})
         return out

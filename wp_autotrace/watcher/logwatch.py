@@ -14,7 +14,7 @@ import errno
 import os
 
 from ..common.procfs import same_process
-from ..common.vocab import AUTOTUNE_WORKER, COMPILE_WORKER, QUACK_WORKER, WORKER_SPAWNED
+from ..common.vocab import AUTOTUNE_WORKER, COMPILE_WORKER, JOB_ERROR, QUACK_WORKER, WORKER_SPAWNED
 from ..runtime.sink import Sink
 
 # Pool roles a process can only say itself (its command line is multiprocessing's): a compile worker in its role
@@ -32,6 +32,9 @@ MAX_PARTIAL = 1 << 16  # a line longer than any record: not one to keep
 ROLE_MARK = b'"event":"role"'
 # Its creator naming it as it started it (a fork/spawn compile pool's worker, still importing torch): the same role.
 SPAWNED_MARK = b'"event":"worker_spawned"'
+# A return record whose call raised a pool job's error (compact JSON, as the sink writes it).
+JOB_ERROR_MARK = b'"error":"' + JOB_ERROR.encode()
+MAX_JOB_ERRORS = 64  # job errors kept between two takes: only the first of a member's is acted on
 # A role record whose process has not joined the watcher's tree within this long is dropped (bounded memory).
 ROLE_KEEP_S = 60.0
 # What the live export reads from the log besides process_start/exit (compact JSON, as the sink writes it).
@@ -112,6 +115,10 @@ class LogWatch:
         # pid -> ts of the process_exit records read since the watcher last took them (take_exits): the memory
         # sampler reads a pool process once more as it ends. Taken every tick, so bounded by one scan's records.
         self.exits: dict[int, float] = {}
+        # pid -> ts of the first return record of it read whose call raised a pool job's error (JOB_ERROR), since
+        # the last take_job_errors; looked for only while wanted (the watcher acts on a member's first one)
+        self.job_errors: dict[int, float] = {}
+        self.want_job_errors = True
 
     def gone(self) -> bool:
         """The log was removed (or its fd broke, or its path names another file once detached). Detached,
@@ -161,7 +168,8 @@ class LogWatch:
                 self.partial = b""
             for line in lines:
                 if b'"process_' in line or ROLE_MARK in line or SPAWNED_MARK in line or (
-                        self.on_record is not None and any(m in line for m in EXPORT_MARKS)):
+                        self.on_record is not None and any(m in line for m in EXPORT_MARKS)) or (
+                        self.want_job_errors and JOB_ERROR_MARK in line):
                     self._read_record(line)
 
     def pool_roles(self, live: dict[int, dict[str, Any]], now: float) -> None:
@@ -188,6 +196,11 @@ class LogWatch:
         """The process_exit records (pid -> ts) read since the last call: each handed over once."""
         exits, self.exits = self.exits, {}
         return exits
+
+    def take_job_errors(self) -> dict[int, float]:
+        """The pool job errors (pid -> the first one's ts) read since the last call: each handed over once."""
+        errors, self.job_errors = self.job_errors, {}
+        return errors
 
     def read_back(self) -> None:
         """The records just before the offset (the root's process_start), for the live export."""
@@ -224,6 +237,9 @@ class LogWatch:
                 self.roles[pid] = (rec["ts"], rec["role"])
             if isinstance(rec.get("create_time"), float):
                 self.claimed[pid] = rec["create_time"]
+        elif event == "return" and isinstance(pid, int) and isinstance(rec.get("ts"), float) \
+                and str(rec.get("error", "")).startswith(JOB_ERROR) and len(self.job_errors) < MAX_JOB_ERRORS:
+            self.job_errors.setdefault(pid, rec["ts"])
         elif event == "process_exit" and isinstance(pid, int) and pid != self.root:
             if isinstance(rec.get("ts"), float):
                 self.exits[pid] = rec["ts"]

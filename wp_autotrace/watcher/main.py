@@ -186,6 +186,8 @@ class Watcher:
         if self.tree.log is not None and self.tree.log.roles:
             self.tree.log.pool_roles(self.tree.live, now)
         tree = self.tree
+        if tree.log is not None and tree.log.want_job_errors and (errors := tree.log.take_job_errors()):
+            self._job_failed(errors, ended)
         ending = tree.log.take_exits() if tree.log is not None else None
         memory = self.memory.tick(now, tree.live, tree.root_end is not None or tree.root not in tree.live,
                                   ending) if self.memory is not None else None
@@ -195,6 +197,19 @@ class Watcher:
             self.export.tick(ended, now)
         if self.tree.root_end is None and not self.tree.is_root(self.tree.root):
             self.tree.root_end = now
+
+    def _job_failed(self, errors: dict[int, float], ended: list[dict[str, Any]]) -> None:
+        """A member's pool job error was just read (its return record): the pids limits' refusal counts are read
+        again now, once per run (`after`: that record's ts). A refusal counted by then may be the failure's cause;
+        the count at the watcher's end may also hold refusals long after it (findings/compile.py)."""
+        members = [pid for pid in errors if pid in self.tree.live or any(e["pid"] == pid for e in ended)]
+        if not members or self.tree.log is None:
+            return
+        self.tree.log.want_job_errors = False
+        for cgroups in self.cgroups:
+            if cgroups.kind == PIDS_KIND:
+                for fields in cgroups.again(after=min(errors[pid] for pid in members)):
+                    self.emit(cgroups.kind[1], **fields)
 
     def _exit_note(self, entry: dict[str, Any]) -> None:
         """An ended process's note that its process_exit could not be written (sink.leave_exit_note), as an

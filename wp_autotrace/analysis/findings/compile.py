@@ -14,8 +14,9 @@ threads at the limit; else the failure with its own line, and the cause unknown 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from ...common.vocab import JOB_ERROR
 from ..words.fmt import site
 from .base import Finding
 
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from ..derive.view import View
     from ..fold.model import Call, Process
 
-# torch's wrapper of a pool job's error, as the sending process raises it (subproc_pool.SubprocException).
-JOB_ERROR = "SubprocException:"
 KERNEL_NAME = re.compile(r"Name=([^\s<>]+)")
 # An exception's own line: "module.Type: message" or a bare "Type".
 OWN_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
@@ -51,6 +50,10 @@ CACHE_ADVICE = ("a file the job read back was gone: if the compile cache is shar
                 "it, or TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR on a shared or network filesystem), give each "
                 "job its own (TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR per job), and never wipe a cache in use")
 
+# The watcher reads a pids limit's count again as it reads a job's error (a tick after it, as a rule): a count read
+# this soon after the failure is told as the one the failure met; later (the watcher far behind the log), the
+# refusals cannot be placed before it.
+PLACED_WITHIN_S = 2.0
 
 # A job's own line that names no cause of its own: a child's exit status (a compiler's or linker's, whose reason went
 # to its stderr, which no record holds).
@@ -104,10 +107,22 @@ def _limited(v: View, creator: Process) -> tuple[int, int] | None:
     return None
 
 
-def _pids_refused(v: View, creator: Process) -> tuple[str, int, int] | None:
-    """(words, pids.max, refusals) where a pids cgroup of the compiling process or of its pools' processes has a
-    limit and the kernel's count of the forks and thread starts it refused rose between the watcher's two reads of
-    it (its pidcg records: as the first process in it joined, and `final` at the watcher's end); else None."""
+class Pids(NamedTuple):
+    """What a pids cgroup's records say of its limit beside a failed job: `words` (the limit, and the refusals in the
+    window the records place), `placed`: "before" (counted by the read made as the watcher read the job's error),
+    "after" (none by then, some by the watcher's end), "unknown" (no read between the join's and the end's)."""
+
+    words: str
+    limit: int
+    refused: int
+    placed: str
+
+
+def _pids_refused(v: View, creator: Process, failed: float) -> Pids | None:
+    """The first pids cgroup of the compiling process or of its pools' processes with a limit whose kernel count of
+    refused forks and thread starts rose between the watcher's reads of it (its pidcg records: as the first process
+    in it joined, `after` as the watcher read a job's error, `final` at its end), placed against the failure raised
+    at `failed` (Unix seconds); None where none rose, or the cgroup was first read only after the failure."""
     procs = [creator] + [q for pool in v.pools if pool.creator is creator for q in v.story(pool).procs]
     # each process's own run's records: another traced program in the same cgroup (one log, one container) is
     # another run, and its refusals are not this one's
@@ -115,16 +130,33 @@ def _pids_refused(v: View, creator: Process) -> tuple[str, int, int] | None:
         recs = run.pidcgs.get((host, path or ""), []) if run is not None else []
         first, last = (recs[0], recs[-1]) if recs else ({}, {})
         before, after = first.get("refused"), last.get("refused")
-        if (isinstance(first.get("limit"), int) and last.get("final") is True and isinstance(before, int)
-                and isinstance(after, int) and after > before):
-            at = first.get("limit_path")
-            on = f"{at}, above its own {path}" if isinstance(at, str) else path
-            words = (f"the task limit of its cgroup was reached: pids.max {first['limit']} ({on}; each process and "
-                     f"each thread in it counts, root's too, the run's or not); the kernel refused {after - before} "
-                     "fork(s) or thread "
-                     f"start(s) there between {v.rel(first['ts']) or 0:.1f} s and {v.rel(last['ts']) or 0:.1f} s "
-                     f"(pids.events max {before} -> {after})")
-            return words, first["limit"], after - before
+        if not (isinstance(first.get("limit"), int) and last.get("final") is True and isinstance(before, int)
+                and isinstance(after, int) and after > before and first["ts"] <= failed):
+            continue
+        at = first.get("limit_path")
+        on = f"{at}, above its own {path}" if isinstance(at, str) else path
+        limit = (f"pids.max {first['limit']} ({on}; each process and each thread in it counts, root's too, the "
+                 "run's or not)")
+        # the last count read as the watcher read a job's error, no later than PLACED_WITHIN_S after this failure
+        read = next((r for r in reversed(recs) if isinstance(r.get("after"), float)
+                     and isinstance(r.get("refused"), int) and r["ts"] - failed <= PLACED_WITHIN_S), None)
+        a, f, b = (f"{v.rel(t) or 0:.1f} s" for t in (first["ts"], failed, last["ts"]))
+        if read is not None and read["refused"] > before:  # counted by the time the failure was read
+            k, r = read["refused"] - before, f"{v.rel(read['ts']) or 0:.1f} s"
+            return Pids(f"the task limit of its cgroup was reached: {limit}; the kernel refused {k} fork(s) or "
+                        f"thread start(s) there between {a} and {r}, as the watcher read the failure raised at {f} "
+                        f"(pids.events max {before} -> {read['refused']})", first["limit"], k, "before")
+        if read is not None and read["ts"] >= failed:  # none by the time the failure was read: all after it
+            r = f"{v.rel(read['ts']) or 0:.1f} s"
+            return Pids(f"the task limit of its cgroup was reached only after the failure: {limit}; the kernel "
+                        f"refused none there between {a} and {r}, as the watcher read the failure raised at {f}, "
+                        f"and {after - before} by its end at {b} (pids.events max {before} -> {read['refused']} -> "
+                        f"{after})", first["limit"], after - before, "after")
+        return Pids(f"the task limit of its cgroup was reached in the run: {limit}; the kernel refused "
+                    f"{after - before} fork(s) or thread start(s) there between {a} and {b} (pids.events max "
+                    f"{before} -> {after}); the failure was raised at {f}, with no count read in between",
+                    first["limit"], after - before,
+                    "unknown")
     return None
 
 
@@ -165,14 +197,20 @@ def compile_failed(v: View) -> Finding | None:
                      f"{root}{': whether the limit was reached, no record shows' if eagain else ''})")
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
-    pids = _pids_refused(v, p)
-    if pids is not None and (eagain or not _says_why(line)):
-        # the kernel's own count of refusals: the limit was reached, whatever ulimit -u says, and the job's own
-        # line names no other cause (a refused fork's EAGAIN, or only a child's exit status)
-        cause, advice = pids[0], PIDS_ADVICE
-    elif pids is not None:  # reached in the run, but the job's line names a cause of its own: beside it, not it
-        cause = (f"{pids[0]}, though the job's own line names a cause of its own: whether the limit caused this "
-                 "failure, no record shows")
+    pids = _pids_refused(v, p, first.end or first.ts)
+    if pids is not None and pids.placed == "after":  # the refusals came after the failure: not its cause
+        cause = f"{cause}; {pids.words}"
+    elif pids is not None and _says_why(line) and not eagain:  # the job's line names a cause of its own
+        cause = f"{pids.words}, though the job's own line names a cause of its own: whether the limit caused this " \
+                "failure, no record shows"
+    elif pids is not None and pids.placed == "before":
+        # the kernel's own count of refusals by the time the failure was read: the limit was reached, whatever
+        # ulimit -u says, and the job's own line names no other cause (a refused fork's EAGAIN, or only a child's
+        # exit status)
+        cause, advice = pids.words, PIDS_ADVICE
+    elif pids is not None:  # only the end's count: the refusals may all have come after the failure
+        cause, advice = f"{pids.words}: whether the limit caused it, no record shows", \
+            f"if the task limit caused it: {PIDS_ADVICE}"
     if advice == UNKNOWN_ADVICE and line and any(mark in line for mark in MISSING_MARKS):
         advice = CACHE_ADVICE
     text = f"{what}; {said}; {cause}."
@@ -181,5 +219,6 @@ def compile_failed(v: View) -> Finding | None:
                    {"kernels_failed": count, "jobs_lost": count, "kernels": kernels, "error_line": line,
                     "nproc_limit": limit[0] if limit else None, "uid": limit[1] if limit else None,
                     "limit_reached": cause.startswith(("the process limit", "the task limit")),
-                    **({"pids_max": pids[1], "pids_refused": pids[2]} if pids else {})},
+                    **({"pids_max": pids.limit, "pids_refused": pids.refused, "pids_placed": pids.placed}
+                       if pids else {})},
                    headline=text)  # whole in the Answer: the job's own line and the cause are what the user asked

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ...common.vocab import SIDECAR_ROLES
+from ...common.vocab import JOB_ERROR, SIDECAR_ROLES
 from ..derive.ending import EXEC, EXIT, OOM_AMONG, OOM_KILL, OS_EXIT, SIGNAL, WITH_GROUP
 from ..derive.held import (
     Held,
@@ -29,7 +29,6 @@ from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding
-from .compile import JOB_ERROR
 from .rank import HANG_S, STUCK_JOB_S
 
 if TYPE_CHECKING:

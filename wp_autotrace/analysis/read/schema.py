@@ -330,7 +330,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("final", BOOL, "true in the record written at the watcher's end: `peak` read again"))),
     PIDCG: ("a pids cgroup of the run's processes, the task limit it is held to and the kernel's count of the forks "
             "and thread starts that limit refused (the watcher, once per cgroup as the first process in it joins, "
-            "and again with `final` at its end where a limit is set)", _PART_FIELDS[:2] + (
+            "and where a limit is set, again with `after` as it first reads a pool job's error of the run and with "
+            "`final` at its end)", _PART_FIELDS[:2] + (
         ("member", UINT, "the process whose joining read it (its tree entry's `pidcg` is `path`)"),
         ("version", UINT, "1 (v1's pids hierarchy) or 2 (the unified one)"),
         ("path", STR, "the cgroup, as /proc/PID/cgroup names it"),
@@ -340,6 +341,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"),
         ("refused", UINT, "pids.events `max` then (v1: of `path`; v2: of the limit's cgroup): the forks and thread "
                           "starts the limit refused so far; absent where unread"),
+        ("after", NUM, "in the record written as the watcher first read a return record of the run whose call "
+                       "raised a pool job's error (SubprocException): that record's ts; `refused` read then"),
         ("final", BOOL, "true in the record written at the watcher's end: `refused` read again"))),
     ORPHAN_FDS: ("what pool processes held as the watcher first saw them orphaned (their parent, the pool's "
                  "creator, ended or they were re-parented) or in its leftover verdict: once per process, only those "
