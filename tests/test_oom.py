@@ -310,8 +310,9 @@ def test_a_process_the_oom_killer_ends_is_named_with_its_record(tmp_path: Path, 
     # and its peak charge: read at the join and at the watcher's end, against the test's own read after the run
     peak = int(cgroup.read("memory.max_usage_in_bytes" if cgroup.v1 else "memory.peak"))
     assert memcgs[1]["peak"] == peak and memcgs[0]["peak"] < peak, (memcgs, peak)
-    reached = (f"the charge there reached it during the run (peak {size_text(peak)})" if peak >= limit * 0.99 else
-               f"the charge there peaked at {size_text(peak)} during the run, under it")
+    whose = f"the charge of {memcgs[0]['path']} (every process in it counts, the run's or not)"
+    reached = (f"{whose} reached it during the run (peak {size_text(peak)})" if peak >= limit * 0.99 else
+               f"{whose} peaked at {size_text(peak)} during the run, under it")
     said = f"Its memory cgroup's limit was {LIMIT_MIB} MiB ({memcgs[0]['file']} of {memcgs[0]['path']}); {reached}."
     assert said in found[0]["text"], found[0]["text"]
 
@@ -649,13 +650,20 @@ def test_the_memory_limit_the_oom_killer_enforced_is_told_beside_what_held_the_m
             in above["answer"].replace("\n  ", " ")), above["answer"]
     (tmp_path / "peak").mkdir()
     peaked = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 100 << 20}), tmp_path / "peak")
-    assert (f"(memory.max of {STEP_CG}); the charge there reached it during the run (peak 768 MiB)."
-            in peaked["answer"].replace("\n  ", " ")), peaked["answer"]
+    assert (f"(memory.max of {STEP_CG}); the charge of {STEP_CG} (every process in it counts, the run's or not) "
+            "reached it during the run (peak 768 MiB)." in peaked["answer"].replace("\n  ", " ")), peaked["answer"]
+    # the peak is the limit's cgroup's (the SLURM job's, all its steps), named as such, not the step's
+    (tmp_path / "job-peak").mkdir()
+    job = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 100 << 20,
+                                               "limit_path": "/slurm/uid_1000/job_7"}), tmp_path / "job-peak")
+    assert ("the charge of /slurm/uid_1000/job_7 (every process in it counts, the run's or not) reached it during "
+            "the run (peak 768 MiB)." in job["answer"].replace("\n  ", " ")), job["answer"]
     # a peak that rose in the run but stayed under the limit: a kill the cgroup counted, not the limit's
     (tmp_path / "under").mkdir()
     under = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 100 << 20}, peak_after=700 << 20),
                    tmp_path / "under")
-    assert ("the charge there peaked at 700 MiB during the run, under it." in under["answer"].replace("\n  ", " ")
+    assert (f"the charge of {STEP_CG} (every process in it counts, the run's or not) peaked at 700 MiB during the "
+            "run, under it." in under["answer"].replace("\n  ", " ")
             and "reached it" not in under["answer"]), under["answer"]
     (tmp_path / "old-peak").mkdir()  # the peak at the end no higher than at the join: reached before the run
     old = report(_killed_main_log(True, memcg={"limit": 768 << 20, "peak": 768 << 20}), tmp_path / "old-peak")

@@ -175,14 +175,15 @@ def _pools_beside(v: View, p: Process, t: float) -> str:
 
 
 def memory_limit(v: View, procs: list[Process]) -> str:
-    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7); the charge there reached it during the
-    run (peak 768 MiB).': the limit the watcher read on the one memory cgroup all of procs were in (its memcg record
-    in their own run: another traced program in the same cgroup is another run), or on a cgroup above it, which it
-    names. Whether the run reached it: only from the kernel's peak charge of that cgroup, where the one at the
-    watcher's end (`final`) is above the one read at the join (a peak reached in between): at the limit (within
-    LIMIT_REACHED), "reached it"; under it, "peaked at P ..., under it"; else no record shows (an OOM kill counted in
-    the cgroup may be the host's, not the limit's). '' where one of them was unread, they were in different cgroups
-    or runs, its record is missing, or it set none (`max` is no limit)."""
+    """' Its memory cgroup's limit was 768 MiB (memory.max of /slurm/job_7); the charge of /slurm/job_7 (every process
+    in it counts, the run's or not) reached it during the run (peak 768 MiB).': the limit the watcher read on the
+    one memory cgroup all of procs were in (its memcg record in their own run: another traced program in the same
+    cgroup is another run), or on a cgroup above it, which it names. Whether the run reached it: only from the
+    kernel's peak charge of that cgroup, where the one at the watcher's end (`final`) is above the one read at the
+    join (a peak reached in between): at the limit (within LIMIT_REACHED), "reached it"; under it, "peaked at P ...,
+    under it"; else no record shows (an OOM kill counted in the cgroup may be the host's, not the limit's). '' where
+    one of them was unread, they were in different cgroups or runs, its record is missing, or it set none (`max` is
+    no limit)."""
     where = {(q.run, q.host, q.memcg) for q in procs}
     if len(where) != 1:
         return ""
@@ -195,12 +196,14 @@ def memory_limit(v: View, procs: list[Process]) -> str:
     on = f"{at}, above its own {path}" if isinstance(at, str) else path
     limit = rec["limit"]
     before, after = rec.get("peak"), recs[-1].get("peak") if recs[-1].get("final") is True else None
+    # the peak is the limit's cgroup's (a SLURM job's, all its steps), not the run's: said whose
+    whose = f"the charge of {at if isinstance(at, str) else path} (every process in it counts, the run's or not)"
     if not (isinstance(before, int) and isinstance(after, int) and after > before):
         reached = "; whether the run reached it, no record shows"
     elif after >= limit * LIMIT_REACHED:
-        reached = f"; the charge there reached it during the run (peak {size_text(after)})"
+        reached = f"; {whose} reached it during the run (peak {size_text(after)})"
     else:
-        reached = f"; the charge there peaked at {size_text(after)} during the run, under it"
+        reached = f"; {whose} peaked at {size_text(after)} during the run, under it"
     return f" Its memory cgroup's limit was {size_text(limit)} ({rec.get('file') or 'its limit'} of {on}){reached}."
 
 
