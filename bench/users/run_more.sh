@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun,
 # thread and container (/dev/shm, ulimit -u) cases, the shared host's (a wiped cache, a job's memory cgroup), and a
-# container's pids limit and a restarted server's port),
+# container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -76,3 +76,16 @@ if [ -z "$ONLY" ] || [[ " $ONLY " == *" pids_limit "* ]]; then
 fi
 # A server restarted after a hard crash, whose fork pool's workers still hold its listening socket.
 run port_held --timeout 300 --linger 6 -- "$PY" "$U/port_held.py"
+# A container's CPU quota (docker --cpus, a pod's limits.cpu): a cpu cgroup (v1, as the runtime makes one) whose CFS
+# quota is a fifth of a CPU, on a box whose 2 CPUs the job still sees (the pool is sized by them).
+if [ -z "$ONLY" ] || [[ " $ONLY " == *" cpu_quota "* ]]; then
+    CCG=/sys/fs/cgroup/cpu/wp_users_cpu_$$
+    mkdir -p "$CCG" && echo 100000 > "$CCG/cpu.cfs_period_us" && echo 20000 > "$CCG/cpu.cfs_quota_us"
+    run cpu_quota --timeout 400 --linger 6 ${CPU_QUOTA_ENV:+--env "$CPU_QUOTA_ENV"} -- \
+        sh -c 'echo $$ > "$0/cgroup.procs" && exec "$1" "$2"' "$CCG" "$PY" "$U/cpu_quota.py"
+    cat "$CCG/cpu.cfs_quota_us" "$CCG/cpu.stat" > "$OUT/cpu_quota.cgroup.txt" 2>&1
+    for _ in 1 2 3 4 5; do rmdir "$CCG" 2>/dev/null && break; sleep 1; done
+fi
+# A compile that never ends (one kernel's compiler spins in a compile worker), ended by the CI step's time limit:
+# coreutils timeout, SIGTERM to the job's process group at 60 s.
+run stuck_kernel --timeout 200 --linger 6 -- timeout 60 "$PY" "$U/stuck_kernel.py"
