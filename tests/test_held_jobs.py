@@ -18,7 +18,7 @@ from wp_autotrace.runtime.recorder import Probes
 from wp_autotrace.runtime.sink import Sink
 
 from .logs import AC, PLUGIN, SP, T0, LogWriter, call, kinds, report, start, watcher
-from .test_model import with_fork_hang, with_sidecar_hang, with_sidecar_pool
+from .test_model import with_fork_hang, with_sidecar_hang, with_sidecar_pool, with_stuck_sidecar_job
 
 
 def job(w: LogWriter, t: float, pid: int, ppid: int, state: str, work_id: int, **extra: Any) -> None:
@@ -91,7 +91,6 @@ def test_a_hung_sidecar_job_names_its_worker(tmp_path: Path) -> None:
     a compile job), the worker that took the job and never ended it (201, slowjob:hang, from 3.0 s), the pool's 1
     pending job; the ready job that ended before the wait is not named. torch's own timeout error is a hang at
     any length. A wait interrupted while no worker held a job is no pool-job-hang."""
-    from .test_model import with_stuck_sidecar_job
 
     rep = report(with_stuck_sidecar_job(), tmp_path)
     (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
@@ -683,3 +682,36 @@ def test_a_wait_that_raised_a_jobs_own_error_is_no_interrupt_and_no_hang(tmp_pat
         assert "the job's own error: OSError: source code not available" in f["text"], f["text"]
         assert "interrupted" not in rep["answer"] and "Traceback" not in rep["answer"], rep["answer"]
     assert "pool-wait-interrupted" in kinds(report(with_sidecar_hang(), tmp_path))
+
+
+def test_a_hung_jobs_child_still_running_at_its_end_is_what_the_job_waited_on(tmp_path: Path) -> None:
+    """The held job ran a compiler (worker 201's child 301, cc1plus, started 0.1 s into the job and seen ending
+    with the workers' group at 408.4 s): the finding and the Answer name it beside the worker, and the advice looks
+    at it, not at the worker sitting in its wait. A child that was done long before (302, a linker that ended at
+    3.5 s) is no such child; with none, the words and the advice are the worker's as before."""
+    w = with_stuck_sidecar_job()
+    watcher(w, 3.2, "tree", count=6, ended=[], started=[
+        {"pid": 301, "ppid": 201, "name": "cc1plus", "cmd": "cc1plus -O3 kernel.cpp", "create_time": T0 + 3.1,
+         "via": "child"},
+        {"pid": 302, "ppid": 201, "name": "ld", "cmd": "ld kernel.o", "create_time": T0 + 3.15, "via": "child"}])
+    watcher(w, 3.5, "tree", count=5, started=[], ended=[{"pid": 302, "end": T0 + 3.5}])
+    watcher(w, 408.4, "tree", count=2, started=[], ended=[{"pid": 301, "end": T0 + 408.4}])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
+    text = " ".join(hang["text"].split())
+    assert ("worker 201 ran slowjob:hang from 3.0 s and never ended it (405.3 s, until the worker ended at 408.3 s), "
+            "while its child 301 (cc1plus), started at 3.1 s, ran until 408.4 s;") in text, text
+    assert "302" not in text and "302" not in hang["advice"]
+    assert hang["advice"].startswith("see what worker 201's child 301 (cc1plus), which its job waited on, is doing"), \
+        hang["advice"]
+    answer = " ".join(rep["answer"].split())
+    assert ("worker 201 held its job (slowjob:hang) from 3.0 s and never ended it, while its child 301 (cc1plus), "
+            "started at 3.1 s, ran until 408.4 s") in answer, answer
+    # the linker alone (done at 3.5 s, long before the job's end): the worker is what is looked at
+    w.lines = [r for r in w.lines if not (r["event"] == "tree" and any(e.get("pid") == 301 for e in
+                                                                       r.get("started", []) + r.get("ended", [])))]
+    (tmp_path / "linker").mkdir()
+    rep = report(w, tmp_path / "linker")
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
+    assert "child" not in hang["text"] and hang["advice"].startswith("see what worker 201 is doing while it hangs")

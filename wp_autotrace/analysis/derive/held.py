@@ -27,6 +27,10 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
   process_exit inside the join and none held a job then (job records; a capture, even an empty one, with none
   pending), the latest such record. What follows it is their interpreters' teardown, no job: an
   AutotuneProcessPool's one worker wrote it 0.3 s into a 29.8 s join at load 40 and ended 29.5 s later.
+- the child a never-ended job ran: a child of the job's worker started during the job (its start at or after
+  the job's, less the create time's rounding) and still alive as the job was last held (its end, as seen, no
+  earlier than END_SEEN_S before the job's until): the compiler or linker the job waits on (cc1plus at 100 % of a
+  CPU, a spinning ptxas). The newest such child; none for a job whose end was written.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ...common.vocab import COMPILE_WORKER, HELPER_ROLES
-from ..fold.model import Call, JobSpan, Pool, Process
+from ..fold.model import CREATE_ROUNDING_S, Call, JobSpan, Pool, Process
 from .gaps import IDLE_GAP_S
 from .pools import busy_spans, job_until, workers_of
 
@@ -105,6 +109,21 @@ def held_by(workers: list[Process], a: float, b: float, t_end: float) -> list[He
 
 def _held(w: Process, j: JobSpan, t_end: float) -> Held:
     return Held(w, j, job_until(w, j, t_end), j.end is not None)
+
+
+# The watcher sees each end up to a look late, the job's worker's and its child's alike (a group killed at once
+# is seen ending in either order): a child seen ending this much before the job's until was alive at it.
+END_SEEN_S = 1.0
+
+
+def job_child(h: Held) -> Process | None:
+    """The child h's worker started during h's job and that was still running as the job was last held (the
+    module docstring); None for a job that ended or one whose worker shows no such child."""
+    if h.ended:
+        return None
+    kids = [q for q in h.worker.children if q.start is not None and h.job.start - CREATE_ROUNDING_S <= q.start
+            and (q.ended_at is None or q.ended_at >= h.until - END_SEEN_S)]
+    return max(kids, key=lambda q: q.start or 0.0, default=None)
 
 
 def _pending_entry(call: Call, pool: Pool) -> dict[str, Any] | None:

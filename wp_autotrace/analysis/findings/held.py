@@ -18,6 +18,7 @@ from ..derive.held import (
     Held,
     held_by,
     held_during,
+    job_child,
     job_name,
     join_held_no_job,
     join_left_at,
@@ -25,6 +26,7 @@ from ..derive.held import (
     pending_as_called,
     recorded,
 )
+from ..derive.labels import process_label
 from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import TEXT_PIDS, error_words, site
@@ -48,6 +50,30 @@ TORCH_TIMEOUT_MARK = "did not complete within"
 JOB_HANG_ADVICE = ("see what worker {pid} is doing while it hangs (`py-spy dump --pid {pid}` prints its stack; "
                    "/proc/{pid}/wchan says where it sleeps); run the same compile without the pool to get the hung "
                    "job's traceback in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
+# Where the held job ran a child that was still running (job_child: the compiler it waits on), that child is what
+# to look at: the worker only sits in its wait for it.
+CHILD_HANG_ADVICE = ("see what worker {worker}'s child {pid} ({label}), which its job waited on, is doing (top shows "
+                     "its CPU; /proc/{pid}/wchan says where it sleeps; `py-spy dump --pid {pid}` prints a python's "
+                     "stack); run the same compile without the pool to get the hung job's traceback in the main "
+                     "process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
+
+
+def hang_advice(h: Held) -> str:
+    """What to look at for a held job that never ended: the child it ran and waited on, else its worker."""
+    q = job_child(h)
+    if q is None:
+        return JOB_HANG_ADVICE.format(pid=h.worker.pid)
+    return CHILD_HANG_ADVICE.format(worker=h.worker.pid, pid=q.pid, label=process_label(q))
+
+
+def child_words(v: View, h: Held) -> str:
+    """", while its child 301 (cc1plus), started at 3.1 s, ran until 408.4 s" for a held job's job_child; ""
+    without one."""
+    q = job_child(h)
+    if q is None:
+        return ""
+    until = f"until {v.rel(q.ended_at) or 0:.1f} s" if q.ended_at is not None else "to the end of the log"
+    return f", while its child {q.pid} ({process_label(q)}), started at {v.rel(q.start) or 0:.1f} s, ran {until}"
 
 
 def wait_end(v: View, c: Call) -> float:
@@ -146,7 +172,7 @@ def exit_join_advice(v: View, p: Process, a: float, b: float, default: str) -> s
     default."""
     served = served_pool(v, p, a)
     held = hung_jobs(v, served, a, b) if served is not None else []
-    return JOB_HANG_ADVICE.format(pid=held[0].worker.pid) if held else default
+    return hang_advice(held[0]) if held else default
 
 
 def own_pool_hung_jobs(v: View, p: Process, a: float, b: float) -> list[Held]:
@@ -198,9 +224,10 @@ def held_words(v: View, pool: Pool, a: float, b: float, c: Call | None = None) -
             said.append(f"{ran} and ended it at {v.rel(h.until) or 0:.1f} s ({h.until - h.job.start:.1f} s)")
         elif h.worker.ended_at is not None:
             said.append(f"{ran} and never ended it ({h.until - h.job.start:.1f} s, until the worker ended at "
-                        f"{v.rel(h.until) or 0:.1f} s)")
+                        f"{v.rel(h.until) or 0:.1f} s){child_words(v, h)}")
         else:
-            said.append(f"{ran} and never ended it ({h.until - h.job.start:.1f} s, to the end of the log)")
+            said.append(f"{ran} and never ended it ({h.until - h.job.start:.1f} s, to the end of the log)"
+                        f"{child_words(v, h)}")
     more = f" (+{len(held) - NAMED} more)" if len(held) > NAMED else ""
     busy = len({h.worker.index for h in held})
     return (f"{busy} of its {len(alive)} workers held a job then: " + "; ".join(said) + more + queued)
@@ -225,7 +252,8 @@ def held_short(v: View, pool: Pool, a: float, b: float) -> str:
         return ""
     h = held[0]
     done = f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else "never ended it"
-    return f"worker {h.worker.pid} held its job ({job_name(h.job)}) from {v.rel(h.job.start) or 0:.1f} s and {done}"
+    return (f"worker {h.worker.pid} held its job ({job_name(h.job)}) from {v.rel(h.job.start) or 0:.1f} s and {done}"
+            f"{child_words(v, h)}")
 
 
 def _fork_hang_pool(pool: Pool) -> bool:
@@ -282,7 +310,7 @@ def pool_job_hang(v: View) -> Finding | None:
             f"{wait_how(v, c)}{lived_on(v, c, at)[0]}. {held_words(v, pool, c.ts, at, c)}.",
             [creator.pid, *(h.worker.pid for h in held)],
             _job_evidence(v, held),
-            JOB_HANG_ADVICE.format(pid=held[0].worker.pid), {"hang_s": round(at - c.ts, 3)},
+            hang_advice(held[0]), {"hang_s": round(at - c.ts, 3)},
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool "
             f"{wait_how(v, c)}{lived_on(v, c, at)[1]}: {held_short(v, pool, c.ts, at)}.")
     return None
