@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wp_autotrace.watcher.cgroups import MEMORY_KIND, PIDS_KIND, Cgroups
+from wp_autotrace.watcher.cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_mounts, least_limit, memory_limit
 from wp_autotrace.watcher.logwatch import LogWatch
 
 from .conftest import read_log
@@ -56,3 +56,55 @@ def test_a_pids_limits_count_is_read_again_as_the_watcher_reads_a_members_job_er
     w.finish("run-ended")
     recs = [(x.get("after"), x.get("final"), x["refused"]) for x in read_log(log) if x["event"] == "pidcg"]
     assert recs == [(2.1, None, 3), (None, True, 7)], recs
+
+
+def test_a_v1_ancestors_memory_limit_holds_only_where_it_charges_its_children(tmp_path: Path) -> None:
+    """v1's memory controller charges a cgroup's children to it only with memory.use_hierarchy 1 (RHEL 7's kernels
+    let it be 0): a limit on a parent whose use_hierarchy is 0 does not hold its child, and is not the child's
+    limit; with 1 it is (and named as the one above). The pids controller is always hierarchical."""
+    root = tmp_path / "cg"
+    _put(root, "memory/job", "memory.limit_in_bytes", str(512 << 20))
+    _put(root, "memory/job", "memory.use_hierarchy", "0")
+    _put(root, "memory/job/step", "memory.limit_in_bytes", "9223372036854771712")
+    _put(root, "memory/job/step", "memory.use_hierarchy", "0")
+    _put(root, "memory", "memory.use_hierarchy", "1")
+    assert memory_limit(1, "/job/step", str(root)) == {"version": 1, "path": "/job/step",
+                                                        "file": "memory.limit_in_bytes"}
+    _put(root, "memory/job", "memory.use_hierarchy", "1")
+    assert memory_limit(1, "/job/step", str(root)) == {
+        "version": 1, "path": "/job/step", "file": "memory.limit_in_bytes", "limit": 512 << 20, "limit_path": "/job"}
+    _put(root, "pids/job", "pids.max", "24")  # pids: no such flag, the parent's limit holds
+    _put(root, "pids/job", "memory.use_hierarchy", "0")
+    _put(root, "pids/job/step", "pids.max", "max")
+    assert (least_limit(1, "/job/step", str(root), PIDS_KIND) or {}).get("limit") == 24
+
+
+def test_a_cgroup_mount_that_shows_the_containers_own_cgroup_as_its_root_is_read_there(tmp_path: Path) -> None:
+    """A docker container on v1 without a cgroup namespace: /proc/PID/cgroup names the process's memory cgroup by its
+    whole path (/docker/abc), while the container's /sys/fs/cgroup/memory mount shows that cgroup as its root
+    (mountinfo's field 4). Its limit, peak and refusals are read at the mount's root and named /docker/abc, its own
+    (not "/", a limit above it); a cgroup outside the mount's root is not visible there: unread, no record."""
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text(
+        "30 25 0:26 /docker/abc /sys/fs/cgroup/memory ro,nosuid master:12 - cgroup cgroup rw,memory\n"
+        "31 25 0:27 /docker/abc /sys/fs/cgroup/pids ro,nosuid - cgroup cgroup rw,pids\n"
+        "32 25 0:28 / /sys/fs/cgroup/unified rw shared:9 - cgroup2 cgroup2 rw\n"
+        "33 25 8:1 / /mnt/my\\040disk rw - ext4 /dev/sda rw\n")
+    assert cgroup_mounts(str(proc)) == {"/sys/fs/cgroup/memory": "/docker/abc", "/sys/fs/cgroup/pids": "/docker/abc",
+                                        "/sys/fs/cgroup/unified": "/"}
+    root = tmp_path / "cg"
+    mounts = {str(root / "memory"): "/docker/abc", str(root / "pids"): "/docker/abc"}
+    _put(root, "memory", "memory.limit_in_bytes", str(256 << 20))
+    _put(root, "memory", "memory.max_usage_in_bytes", str(100 << 20))
+    _put(root, "pids", "pids.max", "24")
+    _put(root, "pids", "pids.events", "max 2")
+    memory = Cgroups(MEMORY_KIND, str(root), mounts)
+    assert memory.join({"pid": 7}, b"4:memory:/docker/abc\n") == {
+        "version": 1, "path": "/docker/abc", "file": "memory.limit_in_bytes", "limit": 256 << 20,
+        "peak": 100 << 20, "member": 7}
+    pids = Cgroups(PIDS_KIND, str(root), mounts)
+    assert (pids.join({"pid": 7}, b"3:pids:/docker/abc\n") or {}).get("refused") == 2
+    assert least_limit(1, "/other", str(root), MEMORY_KIND, mounts) is None
+    assert (least_limit(1, "/docker/abc/inner", str(root), MEMORY_KIND, mounts) or {}).get("limit_path") == \
+        "/docker/abc"

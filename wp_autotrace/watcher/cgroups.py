@@ -27,6 +27,8 @@ MAX_CGROUPS = 64  # distinct cgroups read per run: a run whose processes each ha
 MEMORY_KIND = ("memory", "memcg", "memory.limit_in_bytes", "memory.max")
 PIDS_KIND = ("pids", "pidcg", "pids.max", "pids.max")
 PIDS_EVENTS = "pids.events"
+USE_HIERARCHY = "memory.use_hierarchy"  # v1: 0 where a cgroup's children are not charged to it
+MOUNTINFO_BYTES = 1 << 20  # /proc/self/mountinfo read at most (a container host's can hold thousands of mounts)
 
 
 def cgroup_file(pid: int, proc: str = "/proc") -> bytes | None:
@@ -64,22 +66,74 @@ def _bases(version: int, root: str, controller: str) -> tuple[str, ...]:
     return (os.path.join(root, controller),) if version == 1 else (root, os.path.join(root, "unified"))
 
 
-def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[str, str, str, str] = MEMORY_KIND
-                ) -> dict[str, object] | None:
+def cgroup_mounts(proc: str = "/proc") -> dict[str, str]:
+    """Mount point -> the cgroup it shows as its root, of each cgroup (v1) and cgroup2 mount in /proc/self/mountinfo
+    (field 4: "/" as a rule; a docker container without a cgroup namespace on v1 mounts its own cgroup,
+    /docker/ID, there, while /proc/PID/cgroup names it by its whole path). {} unread."""
+    out = {}
+    for line in (read_small(f"{proc}/self/mountinfo", MOUNTINFO_BYTES) or b"").split(b"\n"):
+        fields = line.split(b" ")
+        if b"-" not in fields[6:] or len(fields) < 5:
+            continue
+        kind = fields[fields.index(b"-", 6) + 1:][:1]
+        if kind in ([b"cgroup"], [b"cgroup2"]):
+            root, point = (_unescape(f) for f in fields[3:5])
+            out[point] = root
+    return out
+
+
+def _unescape(field: bytes) -> str:
+    """A mountinfo path: the kernel writes space, tab, newline and backslash as octal escapes (\\040 ...)."""
+    parts = field.split(b"\\")
+    out = parts[0]
+    for part in parts[1:]:
+        code = part[:3]
+        octal = len(code) == 3 and all(c in b"01234567" for c in code)
+        out += bytes([int(code, 8)]) + part[3:] if octal else b"\\" + part
+    return out.decode(errors="replace")
+
+
+def _place(base: str, top: str, at: str) -> str | None:
+    """The directory of cgroup `at` under a mount at base that shows cgroup `top` as its root; None where `at` is
+    not under it (not visible there)."""
+    if top != "/" and at != top and not at.startswith(top.rstrip("/") + "/"):
+        return None
+    return os.path.join(base, at[len(top) if top != "/" else 0:].lstrip("/"))
+
+
+def _applies_above(version: int, kind: tuple[str, str, str, str], base: str, top: str, parent: str) -> bool:
+    """Whether a limit on parent (and above it) holds its children: always, but in v1's memory controller under a
+    parent with memory.use_hierarchy 0 (RHEL 7's kernels and older: its children are not charged to it)."""
+    if version != 1 or kind[0] != MEMORY_KIND[0]:
+        return True
+    place = _place(base, top, parent)
+    flag = read_small(os.path.join(place, USE_HIERARCHY), READ_BYTES) if place is not None else None
+    return (flag or b"").strip() != b"0"
+
+
+def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[str, str, str, str] = MEMORY_KIND,
+                mounts: dict[str, str] | None = None) -> dict[str, object] | None:
     """A memcg / pidcg record's fields for a cgroup: `version`, `path`, `file` (the limit's file name), `limit` (the
-    least set on it or above; absent where none is) and `limit_path` (the cgroup that sets it, where that is one
-    above). None where no limit file of it or above could be read (no such controller mounted there: unknown)."""
+    least set on it or above, up to the mount's root (cgroup_mounts) and, in v1's memory controller, up to a
+    parent whose use_hierarchy is 0; absent where none is) and `limit_path` (the cgroup that sets it, where that is
+    one above). None where no limit file of it or above could be read (no such controller mounted there, or the
+    cgroup not under the mount's root: unknown)."""
     name = kind[2] if version == 1 else kind[3]
     for base in _bases(version, root, kind[0]):
+        top = (mounts or {}).get(base, "/")
         read, least, at, here = False, None, "", path
         for _ in range(MAX_DEPTH):
-            ok, limit = _limit_in(read_small(os.path.join(base, here.lstrip("/"), name), READ_BYTES))
+            place = _place(base, top, here)
+            if place is None:
+                break
+            ok, limit = _limit_in(read_small(os.path.join(place, name), READ_BYTES))
             read = read or ok
             if limit is not None and (least is None or limit < least):
                 least, at = limit, here
-            if here == "/":
+            parent = os.path.dirname(here.rstrip("/")) or "/"
+            if here in ("/", top) or not _applies_above(version, kind, base, top, parent):
                 break
-            here = os.path.dirname(here.rstrip("/")) or "/"
+            here = parent
         if read:
             out: dict[str, object] = {"version": version, "path": path, "file": name}
             if least is not None:
@@ -95,26 +149,29 @@ def memory_limit(version: int, path: str, root: str = CGROUP_ROOT) -> dict[str, 
     return least_limit(version, path, root, MEMORY_KIND)
 
 
-def refused(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
+def refused(fields: dict[str, object], root: str = CGROUP_ROOT, mounts: dict[str, str] | None = None) -> int | None:
     """The kernel's count of forks and thread starts a pids limit refused (pids.events "max N"), read where it
     counts them: v1 in the process's own cgroup, v2 in the one whose limit it is. None unread."""
     version, path = fields["version"], str(fields["path"])
     at = path if version == 1 else str(fields.get("limit_path", path))
     for base in _bases(int(str(version)), root, PIDS_KIND[0]):
-        for line in (read_small(os.path.join(base, at.lstrip("/"), PIDS_EVENTS), READ_BYTES) or b"").split(b"\n"):
+        place = _place(base, (mounts or {}).get(base, "/"), at)
+        text = (read_small(os.path.join(place, PIDS_EVENTS), READ_BYTES) if place else None) or b""
+        for line in text.split(b"\n"):
             key, _, value = line.partition(b" ")
             if key == b"max" and value.strip().isdigit():
                 return int(value)
     return None
 
 
-def peak(fields: dict[str, object], root: str = CGROUP_ROOT) -> int | None:
+def peak(fields: dict[str, object], root: str = CGROUP_ROOT, mounts: dict[str, str] | None = None) -> int | None:
     """The most the kernel has charged the cgroup whose memory limit it is, bytes (v1 memory.max_usage_in_bytes,
     v2 memory.peak: Linux 5.19+), over that cgroup's life so far. None unread."""
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
     name = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
     for base in _bases(version, root, MEMORY_KIND[0]):
-        text = (read_small(os.path.join(base, at.lstrip("/"), name), READ_BYTES) or b"").strip()
+        place = _place(base, (mounts or {}).get(base, "/"), at)
+        text = ((read_small(os.path.join(place, name), READ_BYTES) if place else None) or b"").strip()
         if text.isdigit():
             return int(text)
     return None
@@ -129,8 +186,11 @@ class Cgroups:
     cgroup's limit, read the first time one of them is in it, with the kernel's count beside a limit: the refusals
     (pids), the peak charge (memory)."""
 
-    def __init__(self, kind: tuple[str, str, str, str] = MEMORY_KIND, root: str = CGROUP_ROOT) -> None:
+    def __init__(self, kind: tuple[str, str, str, str] = MEMORY_KIND, root: str = CGROUP_ROOT,
+                 mounts: dict[str, str] | None = None) -> None:
         self.kind, self.root = kind, root
+        # which cgroup each mount shows as its root: read once, and only for the host's own cgroup tree
+        self.mounts = mounts if mounts is not None else cgroup_mounts() if root == CGROUP_ROOT else {}
         self.seen: set[tuple[int, str]] = set()
         self.counted: list[dict[str, object]] = []  # pids cgroups with a limit whose count was read: read again
 
@@ -145,12 +205,12 @@ class Cgroups:
         if found in self.seen or len(self.seen) >= MAX_CGROUPS:
             return None
         self.seen.add(found)
-        fields = least_limit(found[0], found[1], self.root, self.kind)
+        fields = least_limit(found[0], found[1], self.root, self.kind, self.mounts)
         if fields is not None:
             fields["member"] = entry["pid"]  # the process whose joining read it
         if fields is not None and "limit" in fields:
             key, read = COUNTS[self.kind[0]]
-            count = read(fields, self.root)
+            count = read(fields, self.root, self.mounts)
             if count is not None:
                 fields[key] = count
                 self.counted.append(fields)
@@ -165,7 +225,7 @@ class Cgroups:
         key, read = COUNTS[self.kind[0]]
         mark = {"final": True} if after is None else {"after": after}
         for fields in self.counted:
-            count = read(fields, self.root)
+            count = read(fields, self.root, self.mounts)
             if count is not None:
                 out.append({**fields, key: count, **mark})
         return out
