@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from wp_autotrace.common.procfs import ProcReader
 from wp_autotrace.watcher.fds import OrphanFds, parse_net
 
 from .logs import report, watcher
@@ -31,6 +32,13 @@ CREATOR = textwrap.dedent("""
     print(sock.getsockname()[1], worker, flush=True)
     os._exit(0)
 """)
+
+
+def _ct(pid: int) -> float:
+    """pid's create_time as the watcher's tree reads it (its entries carry it)."""
+    info = ProcReader().stat(pid)
+    assert info is not None, pid
+    return float(info["create_time"])
 
 
 def _orphan(tmp_path: Path) -> tuple[int, int, int, int]:
@@ -57,8 +65,8 @@ def test_an_orphans_listening_socket_and_the_pipe_its_creators_parent_reads_are_
     creator, worker, port, r = _orphan(tmp_path)
     me = os.getpid()
     try:
-        live = {worker: {"pid": worker, "create_time": 1.0, "role": "compile-worker", "ppid": creator},
-                me: {"pid": me, "create_time": 0.5, "role": "main", "ppid": 1}}
+        live = {worker: {"pid": worker, "create_time": _ct(worker), "role": "compile-worker", "ppid": creator},
+                me: {"pid": me, "create_time": _ct(me), "role": "main", "ppid": 1}}
         fds = OrphanFds()
         for entry in ({"pid": creator, "ppid": me}, *live.values()):
             fds.joined(entry)
@@ -82,14 +90,46 @@ def test_an_orphans_listening_socket_and_the_pipe_its_creators_parent_reads_are_
         os.close(r)
 
 
+def test_what_a_reused_pid_holds_is_not_told_as_the_orphans(tmp_path: Path) -> None:
+    """The tree's entry names a process by (pid, create time): its fds are read after the tree's look, and where
+    the pid is another process's by the end of the read (the orphan ended and its pid was taken), what was read is
+    that other process's: nothing is told of it. The creator's parent alike: its pipes read from a process that is no
+    longer it are not its."""
+    creator, worker, port, r = _orphan(tmp_path)
+    me = os.getpid()
+    try:
+        live = {worker: {"pid": worker, "create_time": _ct(worker), "role": "compile-worker", "ppid": creator},
+                me: {"pid": me, "create_time": _ct(me), "role": "main", "ppid": 1}}
+        later = {worker: live[worker]["create_time"] + 5.0, me: live[me]["create_time"]}
+
+        def stat(pid: int) -> dict[str, Any]:  # the pid taken by a process started 5 s after the orphan
+            return {"pid": pid, "create_time": later[pid]}
+
+        def look(fds: OrphanFds) -> list[dict[str, Any]]:
+            for entry in ({"pid": creator, "ppid": me}, *live.values()):
+                fds.joined(entry)
+            fds.ended(creator)
+            return fds.look(live)
+
+        assert look(OrphanFds(stat=stat)) == []
+        later[worker], later[me] = live[worker]["create_time"], live[me]["create_time"] + 5.0  # the parent's
+        (got,) = look(OrphanFds(stat=stat))
+        assert got["listen"][0]["port"] == port and "read_by" not in got, got
+        (got,) = look(OrphanFds())  # the real stat: the same processes
+        assert got["listen"][0]["port"] == port and got["read_by"] == {"pid": me, "fds": [1]}, got
+    finally:
+        os.kill(worker, signal.SIGKILL)
+        os.close(r)
+
+
 def test_an_orphan_whose_pool_role_comes_later_is_read_once_it_has_it(tmp_path: Path) -> None:
     """A forked worker's role record comes after its start: orphaned before it (its creator crashed at once), it
     is looked at again each tick (no /proc read) and read as it takes its pool role, its creator's parent kept."""
     creator, worker, port, r = _orphan(tmp_path)
     me = os.getpid()
     try:
-        live = {worker: {"pid": worker, "create_time": 1.0, "ppid": creator},
-                me: {"pid": me, "create_time": 0.5, "role": "main", "ppid": 1}}
+        live = {worker: {"pid": worker, "create_time": _ct(worker), "ppid": creator},
+                me: {"pid": me, "create_time": _ct(me), "role": "main", "ppid": 1}}
         fds = OrphanFds()
         for entry in ({"pid": creator, "ppid": me}, *live.values()):
             fds.joined(entry)
@@ -109,7 +149,7 @@ def test_a_left_over_pool_process_is_read_in_the_verdict(tmp_path: Path) -> None
     its creator is not among the ended)."""
     creator, worker, port, r = _orphan(tmp_path)
     try:
-        live = {worker: {"pid": worker, "create_time": 1.0, "role": "compile-sidecar", "ppid": 1}}
+        live = {worker: {"pid": worker, "create_time": _ct(worker), "role": "compile-sidecar", "ppid": 1}}
         (got,) = OrphanFds().look(live, leftover=True)
         assert got["listen"][0]["port"] == port and "read_by" not in got and got["creator"] == 1, got
     finally:

@@ -10,7 +10,9 @@ re-parented), for pool processes only, and for the pool processes in the leftove
 One read costs a listing of /proc/PID/fd and a readlink per fd (at most MAX_FDS), and, where it holds a socket,
 one read of its network namespace's /proc/PID/net/{tcp,tcp6,udp,udp6} per look (the kernel lists listening
 sockets first: at most NET_BYTES each). The orphans' pipes are matched against the fds of the creator's parent
-(one listing more, and /proc/PID/fdinfo/N of the matching fds only: its access mode, the read end or not).
+(one listing more, and /proc/PID/fdinfo/N of the matching fds only: its access mode, the read end or not). Each
+process's stat is read once more after its files: a pid reused in between reads as another create time, and what
+was read is dropped.
 docs/evidence.md says what the finding may claim from it.
 """
 
@@ -19,11 +21,11 @@ from __future__ import annotations
 import os
 
 from ..common import vocab as V
-from ..common.procfs import read_small
+from ..common.procfs import read_small, same_process
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 MAX_FDS = 1024  # fds looked at per process: one with 100,000 open costs no more than this
 NET_BYTES = 1 << 20  # bytes read of each /proc/PID/net file (~6,000 sockets); listeners come first
@@ -112,8 +114,10 @@ class OrphanFds:
     """The run's members' parents as they joined, the members ended since the last look, and the pool processes
     read so far (once each): what one look at the pool processes newly orphaned found."""
 
-    def __init__(self, proc: str = "/proc") -> None:
+    def __init__(self, proc: str = "/proc", stat: Callable[[int], dict[str, Any] | None] | None = None) -> None:
         self.proc = proc
+        # a process's stat as the tree reads it (its create_time): read after its fds, the same process or nothing
+        self.stat = stat
         self.read: set[tuple[int, float]] = set()  # (pid, create_time) already read
         # pid -> its parent as it joined, of the live members; of those ended since the last look. As it joined: a
         # process's tree entry may be re-read (re-parented) in the very tick its creator's end is seen
@@ -166,6 +170,8 @@ class OrphanFds:
             links = fd_links(pid, self.proc)
             if not links:
                 continue
+            if not self._same(pid, entry):  # the pid was another process's by the read's end (reused): not its fds
+                continue
             got: dict[str, Any] = {"pid": pid, "create_time": entry["create_time"]}
             if isinstance(creator, int) and creator > 0:
                 got["creator"] = creator
@@ -178,7 +184,8 @@ class OrphanFds:
             pipes = inodes(links, "pipe")
             if parent in live and pipes:
                 if parent not in readers:
-                    readers[parent] = self._read_ends(parent)
+                    ends = self._read_ends(parent)
+                    readers[parent] = ends if self._same(parent, live[parent]) else set()
                 # its write ends only (its stdout, its stderr): a pipe both only read (a shared stdin) is no wait
                 fds = sorted(fd for i, fds in pipes.items() if i in readers[parent] for fd in fds
                              if read_end(pid, fd, self.proc) is False)
@@ -187,6 +194,20 @@ class OrphanFds:
             if "listen" in got or "read_by" in got:
                 out.append(got)
         return out
+
+    def _same(self, pid: int, entry: dict[str, Any]) -> bool:
+        """Whether pid is still the process of entry, read after its files were: a pid reused between the tree's
+        look and the read would give another process's fds (a live process keeps its pid, so one check after
+        the read covers it all)."""
+        if self.stat is None:
+            from ..common.procfs import ProcReader  # the watcher hands its tree's reader; a test may not
+
+            self.stat = ProcReader().stat
+        try:
+            info = self.stat(pid)
+        except OSError:  # the watcher's own fd table full (its strict reader): unknown, so not told
+            return False
+        return info is not None and same_process(info["create_time"], entry.get("create_time"))
 
     def _read_ends(self, pid: int) -> set[int]:
         """The pipe inodes pid holds a read end of."""

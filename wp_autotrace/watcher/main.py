@@ -113,7 +113,7 @@ class Watcher:
         # /proc none is claimed); an OOM kill is told beside it, a failed compile with the pids limit's refusals
         self.cgroups = (Cgroups(MEMORY_KIND), Cgroups(PIDS_KIND)) if isinstance(self.tree.reader, ProcReader) else ()
         # what a pool process held once its creator ended (a listening socket, a pipe its creator's parent reads)
-        self.fds = OrphanFds() if isinstance(self.tree.reader, ProcReader) else None
+        self.fds = OrphanFds(stat=self.tree.reader.stat) if isinstance(self.tree.reader, ProcReader) else None
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.tree.root, **fields)
