@@ -165,7 +165,7 @@ class OrphanFds:
         return self._read(found, live)
 
     def _read(self, found: list[tuple[int, dict[str, Any], Any, Any]], live: dict[int, Any]) -> list[dict[str, Any]]:
-        out, nets, readers = [], None, {}
+        out, nets, readers, creators = [], None, {}, {}
         for pid, entry, creator, parent in found:
             links = fd_links(pid, self.proc)
             if not links:
@@ -178,7 +178,15 @@ class OrphanFds:
             socks = inodes(links, "socket")
             if socks:
                 nets = listeners(pid, self.proc) if nets is None else nets  # one namespace per run, as a rule
-                held = [dict(nets[i], fds=sorted(fds)) for i, fds in socks.items() if i in nets]
+                held = [dict(nets[i], inode=i, fds=sorted(fds)) for i, fds in socks.items() if i in nets]
+                if held and creator in live:  # a creator still alive (the leftover verdict): does it hold them too?
+                    if creator not in creators:
+                        links = fd_links(creator, self.proc) or {}
+                        creators[creator] = set(inodes(links, "socket")) if self._same(creator, live[creator]) \
+                            else set()
+                    for h in held:
+                        if h["inode"] in creators[creator]:
+                            h["creator_holds"] = True
                 if held:
                     got["listen"] = sorted(held, key=lambda h: (h["port"], h["proto"]))
             pipes = inodes(links, "pipe")

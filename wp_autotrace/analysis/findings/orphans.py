@@ -36,16 +36,22 @@ def held_fds(v: View, procs: list[Process]) -> dict[Process, dict[str, Any]]:
     return out
 
 
-def ports_held(v: View, st: PoolStory) -> tuple[str, float] | None:
-    """("TCP port 18473 (127.0.0.1)", read: when the watcher read it) of the listening sockets the pool's processes
-    held once orphaned; None where no record shows one. One read per process (its orphan_fds entry): nothing shows
-    the socket still held after it (a process may close an inherited fd), so the read's time is what is told."""
+def ports_held(v: View, st: PoolStory) -> tuple[str, float, str] | None:
+    """("TCP port 18473 (127.0.0.1)", read: when the watcher read it, whose) of the listening sockets the pool's
+    processes held once orphaned; None where no record shows one. One read per process (its orphan_fds entry):
+    nothing shows the socket still held after it (a process may close an inherited fd), so the read's time is what
+    is told. `whose`: why they were their creator's, where the record shows it for every port told (one socket,
+    its inode, held by two or more of them: inherited from the process that forked them; or the creator, alive
+    then, held it too); "" where not (a worker's own listener, a metrics server, reads the same)."""
     fds = held_fds(v, st.procs)
     ports: dict[tuple[str, int], set[str]] = {}
+    holders: dict[int, set[int]] = {}  # socket inode -> the pool's processes that held it
     reads = []
-    for e in fds.values():
+    for p, e in fds.items():
         for h in e["listen"]:
             ports.setdefault((h["proto"], h["port"]), set()).add(h["addr"])
+            if isinstance(h.get("inode"), int):
+                holders.setdefault(h["inode"], set()).add(p.pid)
         if e["listen"]:
             reads.append(e["ts"])
     if not ports:
@@ -53,7 +59,16 @@ def ports_held(v: View, st: PoolStory) -> tuple[str, float] | None:
     names = [f"{proto.upper()} port {port} ({', '.join(sorted(addrs))})"
              for (proto, port), addrs in sorted(ports.items())]
     more = f" (+{len(names) - 2} more)" if len(names) > 2 else ""
-    return " and ".join(names[:2]) + more, min(reads)
+    listens = [h for e in fds.values() for h in e["listen"]]
+    creator = st.pool.creator
+    held_too = all(any(h.get("creator_holds") is True for h in listens if (h["proto"], h["port"]) == key)
+                   for key in ports)
+    shared = {key: max((len(holders.get(h.get("inode"), ())) for h in listens if (h["proto"], h["port"]) == key),
+                       default=0) for key in ports}
+    whose = f"{creator.role} {creator.pid} held it too" if held_too else \
+        f"one socket in {min(shared.values())} of them" \
+        if min(shared.values()) > 1 else ""
+    return " and ".join(names[:2]) + more, min(reads), whose
 
 
 def parent_wait(v: View, st: PoolStory, parent: Process | None, end: float) -> str:

@@ -340,10 +340,16 @@ def pool_outlived_creator(v: View) -> Finding | None:
     made = site(user_frame(pool.call.caller) or pool.call.caller)
     ports = ports_held(v, st)
     if ports is not None:
-        cause = "forked workers inherit every fd their creator had open, its listening sockets too, and" \
+        # whose socket only where the record shows it (one socket in several of them, or the creator's too): a
+        # worker's own listener (a metrics server) reads the same
+        sockets = "listening sockets" if " and " in ports[0] else "listening socket"
+        held_what = f"the {sockets} of {ports[0]}, their creator's ({ports[2]})," if ports[2] else \
+            f"{'' if ' and ' in ports[0] else 'a '}{sockets} of {ports[0]}"
+        unsure = "" if ports[2] else " (whether theirs was their creator's or one of their own, no record shows)"
+        cause = f"forked workers inherit every fd their creator had open, its listening sockets too{unsure}, and" \
             if forked else "and"
-        text = (f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) held the listening "
-                f"socket of {ports[0]} when read at {_at(rel(ports[1]))}, and lived on until {_at(rel(end))}, "
+        text = (f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) held {held_what} "
+                f"when read at {_at(rel(ports[1]))}, and lived on until {_at(rel(end))}, "
                 f"{end - gone:.1f} s after {creator.role} {creator.pid}{more} ended at {_at(rel(gone))}{how}{theirs}"
                 f"{after}; {who} had nobody to use or stop them{held} (the pool made at {made}); {cause} a "
                 "listening socket keeps its port bound while a process holds it: another bind() of that port fails "

@@ -348,8 +348,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                  "creator, ended or they were re-parented) or in its leftover verdict: once per process, only those "
                  "holding a listening socket or a pipe their creator's parent reads", _PART_FIELDS[:4] + (
         ("procs", ANY, "`[{pid, create_time, creator?, listen?, read_by?}]`: `creator` the parent it had; `listen` "
-                       "its listening TCP and bound UDP sockets, `[{proto, addr, port, fds}]` (/proc/PID/fd's "
-                       "socket inodes in /proc/PID/net/tcp, tcp6 (state LISTEN), udp, udp6 (no remote)); "
+                       "its listening TCP and bound UDP sockets, `[{proto, addr, port, fds, inode?, creator_holds?}]` "
+                       "(/proc/PID/fd's socket inodes in /proc/PID/net/tcp, tcp6 (state LISTEN), udp, udp6 (no "
+                       "remote); `inode` the socket's (one socket in two processes: one inode); `creator_holds` true "
+                       "where its creator, alive then, held that socket too); "
                        "`read_by` `{pid, fds}`: the creator's parent (a live member) held the read end of pipes "
                        "this process held at `fds` (its stdout 1, stderr 2)"),)),
     EXIT_UNWRITTEN: ("a process's process_exit could not be written (no descriptor free: its table full at its hard "
