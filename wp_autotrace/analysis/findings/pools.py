@@ -339,21 +339,12 @@ def pool_outlived_creator(v: View) -> Finding | None:
     held = f", holding {size_text(st.orphan_held)} (PSS)" if st.orphan_held else ""
     made = site(user_frame(pool.call.caller) or pool.call.caller)
     ports = ports_held(v, st)
+    headline = ""
     if ports is not None:
-        # whose socket only where the record shows it (one socket in several of them, or the creator's too): a
-        # worker's own listener (a metrics server) reads the same
-        sockets = "listening sockets" if " and " in ports[0] else "listening socket"
-        held_what = f"the {sockets} of {ports[0]}, their creator's ({ports[2]})," if ports[2] else \
-            f"{'' if ' and ' in ports[0] else 'a '}{sockets} of {ports[0]}"
-        unsure = "" if ports[2] else " (whether theirs was their creator's or one of their own, no record shows)"
-        cause = f"forked workers inherit every fd their creator had open, its listening sockets too{unsure}, and" \
-            if forked else "and"
-        text = (f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) held {held_what} "
-                f"when read at {_at(rel(ports[1]))}, and lived on until {_at(rel(end))}, "
-                f"{end - gone:.1f} s after {creator.role} {creator.pid}{more} ended at {_at(rel(gone))}{how}{theirs}"
-                f"{after}; {who} had nobody to use or stop them{held} (the pool made at {made}); {cause} a "
-                "listening socket keeps its port bound while a process holds it: another bind() of that port fails "
-                "(EADDRINUSE) until it is closed, at the latest as they end.")
+        text, headline = _held_port(st, ports, forked, (
+            f"when read at {_at(rel(ports[1]))}, and lived on until {_at(rel(end))}, {end - gone:.1f} s after "
+            f"{creator.role} {creator.pid}{more} ended at {_at(rel(gone))}{how}{theirs}{after}"),
+            f"{who} had nobody to use or stop them{held} (the pool made at {made})")
     else:
         pipes = (": forked workers inherit the creator's stdout and stderr, so a parent reading them to their end "
                  "(subprocess's communicate()) waits as long") if forked else ""
@@ -373,7 +364,25 @@ def pool_outlived_creator(v: View) -> Finding | None:
          **({"port_read_at": rel(ports[1])} if ports is not None else {})},
         # the parent's wait leads the Answer where it is shown (the user's symptom: communicate() never returned)
         f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)}) outlived it by "
-        f"{end - gone:.1f} s{after}." if after and ports is None else "")
+        f"{end - gone:.1f} s{after}." if after and ports is None else headline)
+
+
+def _held_port(st: PoolStory, ports: tuple[str, float, str], forked: bool, when: str, rest: str) -> tuple[str, str]:
+    """pool_outlived_creator's text and Answer line where its processes held a listening socket: the port leads.
+    Whose socket only where the record shows it (one socket in several of them, or the creator's too): a worker's
+    own listener (a metrics server) reads the same. The Answer's line leaves out why it was the creator's."""
+    creator = st.pool.creator
+    pool = f"{creator.role.capitalize()} {creator.pid}'s compile pool ({_pool_name(st)})"
+    sockets = "listening sockets" if " and " in ports[0] else "listening socket"
+    held = f"{'the' if ports[2] or ' and ' in ports[0] else 'a'} {sockets} of {ports[0]}"
+    unsure = "" if ports[2] else " (whether theirs was their creator's or one of their own, no record shows)"
+    cause = f"forked workers inherit every fd their creator had open, its listening sockets too{unsure}, and" \
+        if forked else "and"
+    whose = f", their creator's ({ports[2]})," if ports[2] else ""
+    text = (f"{pool} held {held}{whose} {when}; {rest}; {cause} a listening socket keeps its port bound while a "
+            "process holds it: another bind() of that port fails (EADDRINUSE) until it is closed, at the latest as "
+            "they end.")
+    return text, f"{pool} held {held} {when}."
 
 
 def pool_device_files(v: View) -> Finding | None:
