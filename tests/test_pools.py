@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.derive.callers import BY_POOL_ATEXIT
+from wp_autotrace.analysis.derive.errors import shadowing
 from wp_autotrace.analysis.derive.gaps import IDLE_GAP_S
 from wp_autotrace.analysis.derive.memseries import STALE_S
-from wp_autotrace.analysis.derive.pools import BY_POOL_ATEXIT, shadowing
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.derive.pools import BY_POOL_ATEXIT
+from wp_autotrace.analysis.derive.callers import BY_POOL_ATEXIT
 from wp_autotrace.analysis.findings.pools import IDLE_POOL_S
 
 from .conftest import (

@@ -20,7 +20,7 @@ from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
 from .derive.lostjobs import pool_jobs
 from .derive.memseries import run_series
-from .derive.pools import fx_subprocess, start_method
+from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
 from .findings.rank import ranked

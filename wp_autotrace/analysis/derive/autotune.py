@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common import targets
-from .pools import user_frame
+from .callers import user_frame
 
 if TYPE_CHECKING:
     from ..fold.model import Call, Pool, Process

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import vocab as V
 from ..fold.model import signal_name
+from .callers import requester
 from .ending import (
     EXEC,
     EXIT,
@@ -32,9 +33,9 @@ from .ending import (
     ancestors,
     proved_ended_before,
 )
+from .errors import broken_jobs
 from .ooms import group_ooms
 from .poolends import pool_ending
-from .pools import broken_jobs, requester
 from .senders import Senders
 
 if TYPE_CHECKING:

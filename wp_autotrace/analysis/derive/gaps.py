@@ -1,5 +1,5 @@
 """A pool's idle stretches between its uses, from the merged spans in which a worker held a job
-(derive/pools.busy_spans): the gaps the idle-pool finding counts beside the idle span after the last job."""
+(derive/busy.busy_spans): the gaps the idle-pool finding counts beside the idle span after the last job."""
 
 from __future__ import annotations
 

@@ -39,8 +39,9 @@ from typing import Any, NamedTuple
 
 from ...common.vocab import COMPILE_WORKER, HELPER_ROLES
 from ..fold.model import CREATE_ROUNDING_S, Call, JobSpan, Pool, Process
+from .busy import busy_spans, job_until
 from .gaps import IDLE_GAP_S
-from .pools import busy_spans, job_until, workers_of
+from .poolprocs import workers_of
 
 
 class Held(NamedTuple):

@@ -18,6 +18,9 @@ budget), so W is 1.5 x the pace the watcher kept near that reading, STALE_S at l
 swept every 9 s is read whole; where the watcher went far beyond the pace around it (it stopped or stalled) the
 points say "N of M read" instead of summing stale figures. A point between two sweeps may so sum readings up
 to W apart (Point.apart): every peak is the largest point whose readings one moment holds (`peak`).
+
+One process's own readings over a span (span_samples, held_at, held_after) are here too: the figure of what a
+pool held idle where no moment of the span read it whole, and a leftover's.
 """
 
 from __future__ import annotations
@@ -427,3 +430,29 @@ def run_series(pools: list[list[Process]], series: list[list[Point]], peaks: lis
     out = [([i], thin(points, MEMORY_POINTS), best) for i, points, best in top]
     best = peak(summed, others, moments=[pt.ts for _, _, pt in rest])  # never under one of theirs
     return out + ([([i for i, _, _ in rest], thin(summed, MEMORY_POINTS), best)] if best is not None else [])
+
+
+def span_samples(p: Process, a: float, b: float) -> list[tuple[float, int]]:
+    """p's (ts, pss) samples taken inside [a, b]; when none is, its first taken after a (the nearest
+    after the span's start); [] when it has none after a. A sample before a is never used: a sidecar's
+    first sample comes right after exec, before it imported anything (2 MiB of a 240 MiB process), and
+    a worker's right after fork."""
+    mem = lived_mem(p)
+    inside = [(ts, pss) for ts, pss, _ in mem if a <= ts <= b]
+    if inside:
+        return inside
+    after = next(((ts, pss) for ts, pss, _ in mem if ts >= a), None)
+    return [after] if after is not None else []
+
+
+def held_at(p: Process, a: float, b: float) -> int | None:
+    """p's PSS over the span [a, b]: its first sample of the span (span_samples); None unsampled there."""
+    samples = span_samples(p, a, b)
+    return samples[0][1] if samples else None
+
+
+def held_after(p: Process, ts: float) -> int | None:
+    """A leftover's figure: its latest PSS sample taken after ts (the main process's end), its own
+    process_exit notwithstanding: a leftover still holds what it holds (an orphaned sidecar whose workers
+    ended holds their once-shared pages alone: docs/evidence.md, "Memory at once"), until the watcher sees it end."""
+    return next((pss for t, pss, _ in reversed(p.mem) if t >= ts), None)

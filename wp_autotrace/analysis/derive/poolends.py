@@ -11,6 +11,7 @@ from ...common import targets as T
 from ...common import vocab as V
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import error_words
+from .callers import requester
 from .ending import (
     BROKE,
     ENDED_AT_EXIT,
@@ -32,7 +33,6 @@ from .ending import (
     ancestors,
     proved_ended_before,
 )
-from .pools import requester
 
 if TYPE_CHECKING:
     from ..fold.model import Pool, Process

@@ -10,8 +10,8 @@ from ..fold.model import Call, Model, Pool, Process, Run, calls_of
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .memseries import left_at_once, lived_mem, peak_at_once
-from .pools import PoolStory, held_after, stories
+from .memseries import held_after, left_at_once, lived_mem, peak_at_once
+from .pools import PoolStory, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
 BENIGN_LEFTOVER_ROLES = HELPER_ROLES
@@ -117,7 +117,7 @@ class View:
         return self.stories[id(pool)]
 
     def pool_procs(self, pools: list[Pool]) -> list[Process]:
-        """These pools' processes, each once (pools.pool_processes gives a process to one pool only, a nested
+        """These pools' processes, each once (poolprocs.pool_processes gives a process to one pool only, a nested
         pool's to itself: counted under both, the bundled example's 15 nested pools summed to 24 GiB at once
         where its 15 sidecars held 3.1 GiB)."""
         return list({q.index: q for pool in pools for q in self.story(pool).procs}.values())

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER
+from ..derive.callers import user_frame
 from ..derive.counts import counts_at
 from ..derive.ending import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
+from ..derive.errors import broken_jobs, own_errors
 from ..derive.labels import process_label
 from ..derive.lostjobs import pool_jobs
 from ..derive.poolends import WORKER_END_SLACK_S
-from ..derive.pools import broken_jobs, own_errors, user_frame
 from ..words.fmt import TEXT_PIDS, error_words, pid_text, site, size_text
 from .base import Finding
 

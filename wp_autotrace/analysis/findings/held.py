@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import JOB_ERROR, SIDECAR_ROLES
+from ..derive.busy import WAIT_TAGS, waits_on_no_job
 from ..derive.ending import EXEC, EXIT, OOM_AMONG, OOM_KILL, OS_EXIT, SIGNAL, WITH_GROUP
 from ..derive.held import (
     Held,
@@ -27,7 +28,7 @@ from ..derive.held import (
     recorded,
 )
 from ..derive.labels import process_label
-from ..derive.pools import WAIT_TAGS, start_method, waits_on_no_job, workers_of
+from ..derive.poolprocs import start_method, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import GUARDED_ROLES
+from ..derive.callers import BY_TIMER, BY_USER, user_frame
 from ..derive.endings import torch_release
 from ..derive.facts import made_in
 from ..derive.labels import label_for
-from ..derive.pools import BY_TIMER, BY_USER, PoolStory, fx_subprocess, start_method, user_frame
+from ..derive.poolprocs import fx_subprocess, start_method
+from ..derive.pools import PoolStory
 from ..fold.model import AUTOTUNE, EXECUTOR, QUACK
 from ..words.fmt import TEXT_PIDS, error_words, gap_words, idle_mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding, in_ranks, plugin_advice, roles_text, sites_text

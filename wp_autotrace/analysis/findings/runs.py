@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ..derive.callers import user_frame
 from ..derive.ending import OOM_KILL, SIGNAL
 from ..derive.memseries import left_at_once
-from ..derive.pools import user_frame
 from ..fold.model import last_seen, signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
 from ..words.fmt import MIB, TEXT_PIDS, pid_text, site, size_text

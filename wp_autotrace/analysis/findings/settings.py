@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ..derive.endings import torch_release
-from ..derive.pools import fx_subprocess, pool_end, pool_size, start_method
+from ..derive.poolprocs import fx_subprocess, pool_end, pool_size, start_method
 from ..fold.model import EXECUTOR
 from .base import Finding
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...common.vocab import SIDECAR_ROLES
 from ..derive.ending import OOM_AMONG, OOM_KILL
-from ..derive.pools import own_errors, shadowing
+from ..derive.errors import own_errors, shadowing
 from ..words.fmt import TEXT_PIDS, pid_text, site
 from .base import Finding, in_ranks
 

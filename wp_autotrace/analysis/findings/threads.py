@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ..derive.pools import PoolStory, start_method, user_frame, workers_of
+from ..derive.callers import user_frame
+from ..derive.poolprocs import start_method, workers_of
+from ..derive.pools import PoolStory
 from ..words.fmt import mib_s_text, pid_text, pool_name, site, size_text
 from .base import Finding
 

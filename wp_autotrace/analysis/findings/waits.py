@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ..derive.busy import busy_spans, waits_on_no_job
+from ..derive.callers import user_frame
 from ..derive.held import ran_during, recorded, uses
-from ..derive.pools import busy_spans, user_frame, waits_on_no_job, workers_of
+from ..derive.poolprocs import workers_of
 from ..words.fmt import pid_text, site
 from .base import Finding
 from .rank import HANG_S

@@ -115,7 +115,7 @@ def new_call(proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, 
     the calls' count only. One function, no __init__: it runs once per call record."""
     get = r.get
     target, tag, thread, stack = get("target") or "?", get("tag") or targets.USER_TAG, get("thread") or "", get("stack")
-    # Only a stop request's caller is read for at_exit (pools.requester), and only a spawned child's calls for
+    # Only a stop request's caller is read for at_exit (callers.requester), and only a spawned child's calls for
     # mp_main: no other call pays the walk of its stack.
     stop = target.endswith(_STOP_CALLS)
     at_exit = stop and _from_mp_exit(stack)
