@@ -295,7 +295,7 @@ def test_wrapping_never_splits_a_path_or_a_test_id() -> None:
 
 def test_fork_pools_across_processes_name_no_sidecar() -> None:
     """Fork/spawn pools made by several processes: their workers are the pools' processes; no '0 sidecars +'."""
-    from wp_autotrace.analysis.words.answer import across_sentence
+    from wp_autotrace.analysis.words.across import across_sentence
 
     text = across_sentence({"creators": 3, "sidecars": 0, "workers": 6, "processes": 6, "scales_with": "rank"})
     assert text.startswith("3 processes each made a compile pool (per rank): 6 workers, no sidecar: 6 compile "
@@ -404,8 +404,8 @@ def test_a_cause_that_follows_from_another_hands_its_symptoms_to_the_first_cause
     start, which follows from the nesting: the nesting leads with both under it, in whatever order they rank, and
     "Fix first" is the nesting's fix (the Answer led with "1 compile sidecar(s) never served their pool" and told
     the nesting as a second lead beside it)."""
-    from wp_autotrace.analysis.words.answer import fix_first
     from wp_autotrace.analysis.words.causes import units
+    from wp_autotrace.analysis.words.fix import fix_first
 
     rep = {"pools": [{"creator_pid": 100, "creator_role": "main", "sidecar_pid": 200, "worker_pids": []},
                      {"creator_pid": 200, "creator_role": "compile-sidecar", "sidecar_pid": 300, "worker_pids": []}],
@@ -492,7 +492,7 @@ def test_a_cut_headline_leaves_no_parenthesis_open() -> None:
     """A symptom's bullet cut to fit ends before a list in parentheses it would cut in the middle ("13 traced
     call(s) never returned (1 AsyncCompile.process_pool, ..., 5 …" was the bundled example's); where that leaves
     the subject alone, the text without its asides is cut instead, and keeps the clause after them."""
-    from wp_autotrace.analysis.words.answer import headline
+    from wp_autotrace.analysis.words.headline import headline
 
     text = ("13 traced call(s) never returned (1 AsyncCompile.process_pool, 1 AsyncCompile.warm_pool, 1 "
             "SubprocPool.__init__, 5 SubprocPool.shutdown, 5 shutdown_compile_workers), e.g. shutdown_compile_workers "
@@ -509,7 +509,7 @@ def test_a_cut_that_would_keep_the_subject_alone_keeps_the_clause_after_the_asid
     """A sender's words in parentheses after the subject took the room: the Answer said only "Compile worker(s)
     7888, 7889 of sidecar 7383 ended by 41.0 s." Without the asides the clause that answers fits; "worker(s)" is a
     word, not an aside."""
-    from wp_autotrace.analysis.words.answer import headline
+    from wp_autotrace.analysis.words.headline import headline
 
     text = ("Compile worker(s) 7888, 7889 of sidecar 7383 ended by 41.0 s (7888: ended on SIGTERM, sent by "
             "compile-sidecar 7383 (os.kill at process.py:507 in terminate_broken); 7889: ended on SIGTERM, sent by "

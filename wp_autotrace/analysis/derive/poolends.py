@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ...common import targets as T
 from ...common import vocab as V
 from ..fold.model import AUTOTUNE, QUACK
-from ..words.fmt import error_words
+from ..words.fmt import error_words, plural
 from .callers import requester
 from .ending import (
     BROKE,
@@ -108,7 +108,7 @@ def _executor_ending(self: EndingsOf, pool: Pool) -> Ending:
     run = pool.creator.run
     if alive:
         if run is not None and any(q in run.leftover for q in alive):
-            return Ending(LEFT_RUNNING, f"{_plural(len(alive), 'worker')} left running after the main process",
+            return Ending(LEFT_RUNNING, f"{plural(len(alive), 'worker')} left running after the main process",
                           None, ["the watcher's leftover record"])
         return Ending(RUNNING, "still running at the end of the log", None, [])
     if (broke := _broke(self, pool)) is not None:
@@ -236,7 +236,3 @@ def _as_subject(e: Ending) -> str:
 def _zombie_before(p: Process, ts: float) -> bool:
     z = p.zombie
     return z is not None and z.get("since") is not None and z["since"] < ts - SEEN_LATE_S
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -41,6 +41,11 @@ def escape(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def plural(n: int, word: str) -> str:
+    """'1 worker', '2 workers', '2 processes': n and the word, plural unless n is 1."""
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
+
+
 def pid_text(pids: Any, limit: int = TEXT_PIDS) -> str:
     """'1, 2, 3' or '1, 2, 3, ... (40 in all)'."""
     items = sorted(set(pids))

@@ -1,0 +1,50 @@
+"""How the run stands, in the Answer's words: the program's exit code when not 0, and a run not plainly
+ended (still in progress, or its main process ended without its process_exit: by whom, where the log says).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def exit_code_words(rep: dict[str, Any]) -> str:
+    """'The program exited with code 7.' when the main process's code is not 0 (run's waited status, else
+    its process_exit); which run's, when the report holds several."""
+    bad = [(r, c) for r in rep["runs"] if isinstance(c := r.get("exit_code"), int) and c > 0]
+    if not bad:
+        return ""
+    run, c = bad[0]
+    return (f"The program of run {run['id'] or '?'} exited with code {c}." if len(rep["runs"]) > 1 else
+            f"The program exited with code {c}.")
+
+
+# Findings the run-state sentence tells (state_words): not again as a problem bullet.
+STATE_KINDS = ("root-killed", "in-progress")
+
+
+def state_words(rep: dict[str, Any]) -> str:
+    """How the run stands when not plainly ended: in progress, or the main process ended without exit."""
+    states = {r["state"] for r in rep["runs"]}
+    if "in progress" in states:
+        return "The run is still in progress: what it leaves behind is not known yet."
+    if "killed" in states:
+        by = sorted({r["ended_by"] for r in rep["runs"] if r.get("ended_by")})
+        lost = any(r.get("records_lost") for r in rep["runs"])
+        ends = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
+        oom = any(r["state"] == "killed" and ends.get(r["root_pid"]) == "oom-kill" for r in rep["runs"])
+        # a signal a traced process of the run sent it (its signal_sent record, derive/senders.py): who and where
+        sent = next((p["ending"]["words"] for r in rep["runs"] if r["state"] == "killed" for p in rep["processes"]
+                     if p["pid"] == r["root_pid"] and p["ending"]["kind"] == "signal" and "sender" in p["ending"]),
+                    None)
+        return (f"The main process was ended by {', '.join(by)}." if by else
+                f"The main process was {sent}." if sent else
+                "The main process ended without a process_exit in the log, where records were lost." if lost else
+                "The main process was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)."
+                if oom else
+                "The main process ended without process_exit (killed, or os._exit).")
+    return ""
+
+
+def main_killed(rep: dict[str, Any]) -> bool:
+    """Did a main process end without its process_exit (killed, os._exit), rather than still run?"""
+    return any(r["state"] == "killed" for r in rep["runs"])
