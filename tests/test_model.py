@@ -1802,6 +1802,13 @@ def test_a_task_limits_refusals_are_the_cause_only_where_counted_by_the_time_the
         "2.1 s, and 4 by its end at 2.5 s (pids.events max 0 -> 0 -> 4)." in f["text"], f["text"]
     assert f["advice"].startswith("read the job's own error line") and not f["cost"]["limit_reached"], f
     assert (f["cost"]["pids_refused"], f["cost"]["pids_placed"]) == (4, "after"), f["cost"]
+    # the watcher killed before its end (no `final` record): the read as it read the error places them alone
+    (tmp_path / "no-end").mkdir()
+    w = _kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4, 4))
+    w.lines = [r for r in w.lines if not (r["event"] == "pidcg" and r.get("final"))]
+    f = next(f for f in report(w, tmp_path / "no-end")["findings"] if f["kind"] == "compile-failed")
+    assert "refused 4 fork(s) or thread start(s) there between 1.3 s and 2.2 s, as the watcher read the failure " \
+        "raised at 2.1 s (pids.events max 0 -> 4)." in f["text"] and f["cost"]["pids_placed"] == "before", f["text"]
     for sub, late in (("unread", False), ("late", True)):
         (tmp_path / sub).mkdir()
         w = _kernel_failed(line, 12, uid=0, nproc=96369, refused=(0, 4) if not late else (0, 4, 4))

@@ -130,7 +130,9 @@ def _pids_refused(v: View, creator: Process, failed: float) -> Pids | None:
         recs = run.pidcgs.get((host, path or ""), []) if run is not None else []
         first, last = (recs[0], recs[-1]) if recs else ({}, {})
         before, after = first.get("refused"), last.get("refused")
-        if not (isinstance(first.get("limit"), int) and last.get("final") is True and isinstance(before, int)
+        # the last read: the watcher's end (`final`), or the one as it read the job's error where no end was written
+        if not (isinstance(first.get("limit"), int) and (last.get("final") is True or isinstance(
+                last.get("after"), float)) and isinstance(before, int)
                 and isinstance(after, int) and after > before and first["ts"] <= failed):
             continue
         at = first.get("limit_path")
