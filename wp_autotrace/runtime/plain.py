@@ -108,7 +108,7 @@ DOWN = zip(starmap(active.pop, repeat(())), mover(-HEADROOM))
 def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) -> Callable[..., Any]:
     """A plain target's wrapper (probes: recorder.Probes'): _enter's and _leave's checks inline; a capture: _leave."""
     prefix, with_env, tag, child_role = probes._prefix(target, label), target.env, target.tag, target.child_role
-    threads, stack_of, sink, leave = probes._thread_json, probes.stacks.stack, probes.sink, probes._leave
+    threads, stack_of, sink, slow = probes._thread_json, probes.stacks.stack, probes.sink, probes.sink._write
     put_call, put_return, plain_return = record_writer(sink, CALL), record_writer(sink, RETURN), not target.capture
     env_jsons: dict[Any, tuple[dict[str, str], str]] = {}  # env_json's
 
@@ -131,9 +131,9 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                     thread = known._name if (known := local.get("thread")) is not None else thread_name_kept(local)
                     parent = open_calls[-1] if open_calls else None
                     env, env_text = (env_jsons.get(pool_env_key()) or env_json(env_jsons)) if with_env else NO_ENV
-                    put_call(f'{prefix}{cid},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
-                             f'{stack_json}{"" if parent is None else PARENT + str(parent)}{env_text}',
-                             call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
+                    put_call(body := f'{prefix}{cid},"thread":{threads.get(thread) or probes._encode_thread(thread)},'
+                             f'{stack_json}{"" if parent is None else PARENT + str(parent)}{env_text}') or slow(
+                        CALL, body, call_fields, (label, tag, call_id, thread, stack, caller, parent, env))
                     open_calls.append(call_id)
                 except Exception as exc:
                     sink.error("record call", exc)
@@ -159,7 +159,7 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 except OverflowError:  # the host set a limit near a C int's largest in its call
                     refused.append(STACK_COST - HEADROOM)
         except BaseException as exc:
-            raised(exc, call_id, start, target, child_role, leave)
+            raised(exc, call_id, start, target, child_role, probes._leave)
             raise  # bare: re-raises with the traceback as drop_own_frame left it
         if child_role:
             clear_child_role()
@@ -169,14 +169,14 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
                 if open_calls and open_calls[-1] == call_id:
                     open_calls.pop()
                 us = (_perf_counter_ns() - start + NS_HALF_US) // NS_PER_US
-                put_return(f'"call_id":{cid},"duration_s":{micros_kept.get(us) or micros_json_kept(us)}',
-                           return_fields, (call_id, us))
+                body = f'"call_id":{cid},"duration_s":{micros_kept.get(us) or micros_json_kept(us)}'
+                put_return(body) or slow(RETURN, body, return_fields, (call_id, us))
             except Exception as exc:
                 sink.error("record return", exc)
             finally:
                 local["busy"] = False
         elif call_id:
-            leave(call_id, start, target, args[0] if method and args else None, result, None)
+            probes._leave(call_id, start, target, args[0] if method and args else None, result, None)
         try:
             next(DOWN) if not refused else adjust_limit(-HEADROOM, -1)  # which makes good the moves refused
         except MOVE_REFUSED:  # refused now (the stack too deep): made good by a later one
@@ -187,29 +187,31 @@ def plain_call(probes: Any, target: Target, label: str, raw: Any, method: bool) 
     return call
 
 
-def record_writer(sink: Sink, event: str) -> Callable[[str, Any, tuple[Any, ...]], None]:
-    """put(body, fields, args): what sink._write(event, body, fields, args) writes, the same bytes
-    (tests/test_sink.py), in one frame with only the checks a plain record needs where the sink holds a
-    marked descriptor (held.mark): active, no exit closing it to this thread, no drop to be said, the body
-    short enough, and the log's identity read on its description's mark, per record (docs/security.md). The
-    first three are one attribute (Sink._fast, recomputed at each set of any of them: Sink.set_fast).
-    Any other case goes to _write before a seq is taken; a failed write after it is Sink.lost's."""
-    head, slow = sink._heads.get(event) or sink._head(event), sink._write
+def record_writer(sink: Sink, event: str) -> Callable[[str], bool]:
+    """put(body): what sink._write(event, body, fields, args) writes, the same bytes (tests/test_sink.py), in
+    one frame with only the checks a plain record needs where the sink holds a marked descriptor (held.mark):
+    active, no exit closing it to this thread, no drop to be said, the body short enough, and the log's
+    identity read on its description's mark, per record (docs/security.md). The first three are one
+    attribute (Sink._fast, recomputed at each set of any of them: Sink.set_fast).
+    False, and nothing taken or written, in any other case: the caller then calls _write with the record's
+    fields (`put(body) or sink._write(...)`; their arguments are made only then); True once a seq is taken
+    (a failed write after it is Sink.lost's)."""
+    head = sink._heads.get(event) or sink._head(event)
 
-    def put(body: str, fields: Any, args: tuple[Any, ...]) -> None:
+    def put(body: str) -> bool:
         mark, fd = sink._fast, sink.fd  # the mark where no other check sends it to _write (Sink.set_fast)
         try:
             if mark is None or sink.dropped or len(body) > FAST_BODY or mark[0](fd, mark[1]) != mark[2]:
-                return slow(event, body, fields, args)
+                return False
         except OSError:  # the descriptor closed: _write opens the log again
-            return slow(event, body, fields, args)
+            return False
         line = f"\n{head}{_time_ns()}e-9{sink._middle or sink._make_middle()}{next(sink._seq)},{body}}}\n".encode()
         try:
             if _write(fd, line) != len(line):
                 sink.lost(OSError("short write"), fd)
         except OSError as exc:
             sink.lost(exc)
-        return None
+        return True
 
     writer_codes.add(put.__code__)  # close_to_others waits for a thread inside it
     return put
