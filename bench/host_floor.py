@@ -16,7 +16,9 @@ Per call: two long-lived children (old tree, new tree) each trace torch's real
 the call itself returns at once) through the tree's own .pth line, as a traced child of a run; the
 parent drives rounds over a pipe, alternating; each loop is timed with the child's CPU clock
 (rusage of itself). Beside it, in the new child: the untraced call and the floor, two preformatted
-records of the real sizes and two os.write on the log's file; and a plain row, ``AsyncCompile.wakeup``
+records of the real sizes and two os.write on the log's file, and the fused prototype (FUSED, below: both
+records made per call with every check a record keeps, in one Python function) over the untraced call; and a
+plain row, ``AsyncCompile.wakeup``
 (no environment, no capture; it returns at once without a process pool), traced and untraced in both.
 
 Usage: python bench/host_floor.py [--rounds N] [--call-rounds N] [--ref REF] [--json]
@@ -43,8 +45,63 @@ import startup_cost  # noqa: E402
 WARMUP = 5
 CALLS = 2000  # calls per timed loop in the per-call children
 
+# The fused prototype (the issue's second floor): warm_pool's two records made and written by one function
+# with every check a record keeps, in Python: the busy flag on a thread-local, the environment read live
+# (six lookups in os.environ's dict, its JSON kept by their values), the call site's stack kept by its
+# frame's (code, offset), the log's mark read (F_GETSIG) before each record, ts, seq and the duration made
+# per record. Left out, as in the issue's prototype: the recursion limit's moves, the open calls, the slow
+# paths (a mark that does not read back, an oversized body) and the thread's name (its JSON is fixed here).
+FUSED = r'''
+import fcntl, itertools, json, threading
+def fused_prototype(fd, raw, real_call):
+    from wp_autotrace.common.env import POOL_ENV
+    getsig, fcntl_ = fcntl.F_GETSIG, fcntl.fcntl
+    fcntl_(fd, fcntl.F_SETSIG, 9)  # this bench's own description (its os.open), not the tracer's
+    head, rest = real_call.split('"ts":', 1)
+    middle = rest[rest.index(","):rest.index('"seq":') + 6]
+    body = rest[rest.index('"seq":') + 6:]
+    prefix = body[body.index(",") + 1:body.index('"call_id":') + 10]
+    stack_text = body[body.index('"stack":'):body.index(',"env":')]
+    call_head, return_head = head + '"ts":', head.replace('"call"', '"return"') + '"ts":'
+    data, keys = os.environ._data, [os.environ.encodekey(k) for k in POOL_ENV]
+    local, envs, stacks = threading.local(), {}, {}
+    seq, ids = itertools.count(1), itertools.count(1)
+    time_ns, perf_ns, write, getframe = time.time_ns, time.perf_counter_ns, os.write, sys._getframe
+    def fused():
+        d = local.__dict__
+        if d.get("busy"):
+            return raw()
+        d["busy"] = True
+        a, b, c, e, f, g = keys
+        key = data.get(a), data.get(b), data.get(c), data.get(e), data.get(f), data.get(g)
+        env = envs.get(key)
+        if env is None:
+            env = envs[key] = ',"env":' + json.dumps({n: os.environ[n] for n in POOL_ENV if n in os.environ},
+                                                     separators=(",", ":"))
+        frame = getframe(1)
+        site = id(frame.f_code), frame.f_lasti
+        stack = stacks.get(site) or stacks.setdefault(site, stack_text)
+        cid = str(next(ids))
+        if fcntl_(fd, getsig) != 9:
+            raise OSError("not the log")
+        write(fd, f'\n{call_head}{time_ns()}e-9{middle}{next(seq)},{prefix}{cid},"thread":"MainThread",'
+                  f'{stack}{env}}}\n'.encode())
+        d["busy"] = False
+        start = perf_ns()
+        result = raw()
+        d["busy"] = True
+        us = (perf_ns() - start + 500) // 1000
+        if fcntl_(fd, getsig) != 9:
+            raise OSError("not the log")
+        write(fd, f'\n{return_head}{time_ns()}e-9{middle}{next(seq)},"call_id":{cid},"duration_s":{us / 1e6}}}\n'
+                  .encode())
+        d["busy"] = False
+        return result
+    return fused
+'''
+
 # The per-call child: reads "VARIANT N" lines, answers the loop's CPU seconds (process_time).
-CHILD = r'''
+CHILD = FUSED + r'''
 import os, sys, time
 for k, v in [kv.split("=", 1) for kv in sys.argv[2:]]:
     os.environ[k] = v  # set here, not at exec: the venv's own .pth must not start the other tree
@@ -66,10 +123,12 @@ ret = next(b"\n" + l for l in lines if b'"event":"return"' in l)
 def floor():
     os.write(fd, call)
     os.write(fd, ret)
+fused = fused_prototype(fd, raw, call.decode().strip())
 plain = AC.wakeup  # a plain row: no environment, no capture (returns at once: no process pool)
 plain_raw = AC.__dict__["wakeup"].__func__
 plain_raw = getattr(plain_raw, "__wrapped__", plain_raw).__get__(AC)
-variants = {"traced": traced, "untraced": raw, "floor": floor, "plain": plain, "plain untraced": plain_raw}
+variants = {"traced": traced, "untraced": raw, "floor": floor, "fused": fused, "plain": plain,
+            "plain untraced": plain_raw}
 print("ready", len(call), len(ret), flush=True)
 for cmd in sys.stdin:
     name, _, n = cmd.rpartition(" ")
@@ -166,7 +225,8 @@ def per_call(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
         os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
     kids = {"new": _child(python, REPO, logs["new"], tmp, "new"),
             "old": _child(python, old_tree, logs["old"], tmp, "old")}
-    plan = [("new", "traced"), ("new", "untraced"), ("new", "floor"), ("old", "traced"), ("old", "untraced"),
+    plan = [("new", "traced"), ("new", "untraced"), ("new", "floor"), ("new", "fused"), ("old", "traced"),
+            ("old", "untraced"),
             ("new", "plain"), ("new", "plain untraced"), ("old", "plain"), ("old", "plain untraced")]
     got: dict[tuple[str, str], list[float]] = {p: [] for p in plan}
     try:
@@ -192,6 +252,7 @@ def per_call(tmp: Path, ref: str, rounds: int) -> dict[str, Any]:
             "traced_over_untraced_new_us": us(got[("new", "traced")], got[("new", "untraced")]),
             "traced_over_untraced_old_us": us(got[("old", "traced")], got[("old", "untraced")]),
             "floor_two_writes_us": us(got[("new", "floor")]),
+            "fused_prototype_over_untraced_us": us(got[("new", "fused")], got[("new", "untraced")]),
             "plain_wakeup_over_untraced_new_us": us(got[("new", "plain")], got[("new", "plain untraced")]),
             "plain_wakeup_over_untraced_old_us": us(got[("old", "plain")], got[("old", "plain untraced")])}
 
