@@ -39,7 +39,7 @@ from ..common.procfs import ProcReader
 from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
-from .cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file
+from .cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file, cgroup_mounts
 from .fds import OrphanFds
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
@@ -111,7 +111,9 @@ class Watcher:
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
         # each joining process's memory and pids cgroups, and each cgroup's limit once (not through psutil: without
         # /proc none is claimed); an OOM kill is told beside it, a failed compile with the pids limit's refusals
-        self.cgroups = (Cgroups(MEMORY_KIND), Cgroups(PIDS_KIND)) if isinstance(self.tree.reader, ProcReader) else ()
+        mounts = cgroup_mounts() if isinstance(self.tree.reader, ProcReader) else {}  # one mountinfo read for both
+        self.cgroups = (Cgroups(MEMORY_KIND, mounts=mounts), Cgroups(PIDS_KIND, mounts=mounts)) \
+            if isinstance(self.tree.reader, ProcReader) else ()
         # what a pool process held once its creator ended (a listening socket, a pipe its creator's parent reads)
         self.fds = OrphanFds(stat=self.tree.reader.stat) if isinstance(self.tree.reader, ProcReader) else None
 
