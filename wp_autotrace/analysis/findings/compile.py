@@ -6,13 +6,15 @@ occurred in a subprocess: Name=KERNEL Traceback ... <the job's own exception lin
 its kernels (AsyncCompile.wait) raises the first one it meets. The return record keeps the error's head (the
 kernel's name) and its tail (the job's own line: runtime/reads.error_text). The kernel counts every thread of
 every process of a uid against RLIMIT_NPROC (`ulimit -u`), which the watcher reads per process (tree entries'
-`nproc`, `uid`) with each memory sweep's thread counts at one moment: "the process limit was reached" only where
-the job's error is EAGAIN (a fork or a thread start refused) and one sweep counted that uid's processes and
-threads at the limit; else the failure with its own line, and the cause unknown (docs/evidence.md).
+`nproc`, `uid`). What the uid ran at once is counted from the run's records (_uid_peak): every process alive by its
+span, with its threads where a memory sweep read them at that moment, else as one. "The process limit was reached"
+only where the job's error is EAGAIN (a fork or a thread start refused) and one moment's count reached the limit;
+else the failure with its own line, and the cause unknown (docs/evidence.md).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,9 +32,9 @@ OWN_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)
 # What a refused fork or thread start says (errno 11, EAGAIN): RLIMIT_NPROC's refusal, among others (memory for a
 # thread's stack, the cgroup's pids.max).
 EAGAIN_MARKS = ("Resource temporarily unavailable", "[Errno 11]", "can't start new thread", "EAGAIN")
-# A limit told beside an error that does not say EAGAIN only within this factor of the most the sweeps counted:
-# they read a tenth of a second apart at best, and a linker's threads can multiply the count between two of them
-# (a /proc reader every 2 ms saw 24 under ulimit -u 24 where the sweeps read at most 9-11).
+# A limit told beside an error that does not say EAGAIN only within this factor of the most counted at once (a
+# floor: threads are read by sweeps a tenth of a second apart at best, and a linker's threads can multiply the
+# count between two of them: a /proc reader every 2 ms saw 24 under ulimit -u 24 where the sweeps read 9-11).
 NEAR_FACTOR = 4
 LIMIT_ADVICE = ("ask for a higher process limit (`ulimit -u`; under SLURM or a container, the job's or the "
                 "container's limit), or make fewer workers and threads: TORCHINDUCTOR_COMPILE_THREADS=1 compiles "
@@ -80,19 +82,48 @@ def _failed_calls(v: View) -> list[Call]:
     return [c for c in failed if id(c) not in inner_parents]
 
 
-def _uid_peak(v: View, uid: int, since: float, until: float) -> tuple[int, float | None]:
-    """The most processes and threads of uid one memory sweep read at once between since and until: (count,
-    when)."""
-    by_ts: dict[float, int] = {}
-    for p in v.procs:
-        if p.nproc is not None and p.nproc[1] == uid:
-            for ts, n in p.threads.items():
-                if since <= ts <= until:
-                    by_ts[ts] = by_ts.get(ts, 0) + n
-    if not by_ts:
-        return 0, None
-    ts = max(by_ts, key=lambda t: (by_ts[t], -t))
-    return by_ts[ts], ts
+def _uid_of(p: Process) -> int | None:
+    """p's uid as the watcher read it (its tree entry), else its nearest ancestor's: a fork and an exec keep the
+    uid (a setuid program, which the log would not show, aside), so a compiler the tree never listed is its
+    worker's user's."""
+    q: Process | None = p
+    for _ in range(64):  # up the tree, bounded
+        if q is None:
+            return None
+        if q.nproc is not None:
+            return q.nproc[1]
+        q = q.parent
+    return None
+
+
+def _uid_peak(v: View, uid: int, since: float, until: float) -> tuple[int, float | None, int]:
+    """The most tasks (processes and threads) of uid the run's records show alive at one moment between since and
+    until: (count, when, processes counted as one thread then). A process is alive by its span (process_start or
+    the tree's join, to its end as every reader takes it: Process.ended_at, so a zombie still counts, as the
+    kernel counts it until reaped), read or not; a memory sweep's reading gives its threads at that moment, and a
+    process no sweep read then counts as one (it runs at least its main thread). So a 0.3 s worker and its
+    linkers that no sweep read still count (a sweep-only count saw 2 processes where 6 were alive under
+    ulimit -u 24). Moments: each start of such a process, and each sweep. The count is a floor of the moment's
+    tasks where some were counted as one."""
+    mine = [p for p in v.procs if _uid_of(p) == uid]
+    starts = sorted(p.start for p in mine if p.start is not None)
+    ends = sorted(e for p in mine if (e := p.ended_at) is not None)
+    unknown = sum(p.start is None for p in mine)  # alive from before the log began
+    read: dict[float, list[tuple[Process, int]]] = {}
+    for p in mine:
+        for ts, n in p.threads.items():
+            if since <= ts <= until:
+                read.setdefault(ts, []).append((p, n))
+    moments = sorted({since, *(t for t in starts if since <= t <= until), *read})
+    best: tuple[int, float | None, int] = (0, None, 0)
+    for t in moments:
+        alive = unknown + bisect.bisect_right(starts, t) - bisect.bisect_right(ends, t)
+        swept = read.get(t, [])
+        spanned = sum(p.alive_at(t) for p, _ in swept)
+        count = alive + sum(n for _, n in swept) - spanned
+        if count > best[0]:
+            best = (count, t, alive - spanned)
+    return best
 
 
 def _limited(v: View, creator: Process) -> tuple[int, int] | None:
@@ -184,9 +215,10 @@ def compile_failed(v: View) -> Finding | None:
     cause, advice = "no record shows why the job failed", UNKNOWN_ADVICE
     if limit is not None:
         n, uid = limit
-        count_at, at = _uid_peak(v, uid, min((pool.call.ts for pool in v.pools if pool.creator is p),
-                                             default=first.ts), first.end or first.ts)
-        seen = f"{count_at} processes and threads of uid {uid} at once" + (f" at {v.rel(at) or 0:.1f} s" if at else "")
+        count_at, at, ones = _uid_peak(v, uid, min((pool.call.ts for pool in v.pools if pool.creator is p),
+                                                   default=first.ts), first.end or first.ts)
+        when = f" at {v.rel(at) or 0:.1f} s" if at else ""
+        seen = f"{count_at} processes and threads of uid {uid} at once{when}"
         # The kernel exempts root (uid 0 outside a user namespace, which the log does not say) from the limit:
         # its EAGAIN there is another refusal's (a cgroup's pids.max), so the limit is only a possibility.
         if eagain and count_at >= n and uid != 0:
@@ -195,8 +227,15 @@ def compile_failed(v: View) -> Finding | None:
             pass  # far above anything counted: no cause, and beside the job's own line only noise
         else:
             root = "; root's processes are held to it only inside a user namespace" if uid == 0 else ""
-            cause = (f"{cause} (its processes ran under ulimit -u {n}; the watcher's sweeps read at most {seen}"
-                     f"{root}{': whether the limit was reached, no record shows' if eagain else ''})")
+            # a floor where some process's threads were not read at that moment: each counted as its one thread
+            ones_said = (f" ({ones} of them processes counted as one thread each: no sweep read their threads "
+                         "then)") if ones else ""
+            # a refused thread start (EAGAIN), or a line that names no cause of its own (a linker's exit status:
+            # its own "Resource temporarily unavailable" went to its stderr): the limit may be why
+            unsure = eagain or not _says_why(line)
+            unsure_said = ": whether the limit was reached, no record shows" if unsure else ""
+            cause = (f"{cause} (its processes ran under ulimit -u {n}; its records show at least {count_at} "
+                     f"processes and threads of uid {uid} alive at once{when}{ones_said}{root}{unsure_said})")
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
     pids = _pids_refused(v, p, first.end or first.ts)
