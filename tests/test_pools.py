@@ -2117,7 +2117,7 @@ def test_a_pools_peak_that_read_some_of_its_processes_says_so(tmp_path: Path) ->
     (pool,) = rep["pools"]
     assert (pool["peak_pss_bytes"], pool["peak_read"], pool["peak_processes"]) == (215 * MIB, 2, 3), pool
     (series,) = rep["runs"][0]["memory_at_once"]
-    assert series["peak"][1:] == [215 * MIB, 2, 3], series["peak"]
+    assert series["peak"][1:4] == [215 * MIB, 2, 3], series["peak"]
     text = render_text(rep, {})
     assert "real memory peak at least 215 MiB (PSS, 2 of 3 processes read)" in text, text
     assert "peak at least 215 MiB at once (PSS, 2 of 3 read), at " in render_html(rep, text)

@@ -138,14 +138,16 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:
     """The run's pools' memory at once (memseries.run_series: bounded, thinned): per series the indices of its
     pools in the report's `pools`, its points [seconds from t0, PSS bytes, processes read, processes alive], and
-    its peak [seconds from t0, PSS bytes, processes read, processes alive] (memseries.peak: a point one moment
-    read)."""
+    its peak [seconds from t0, PSS bytes, processes read, processes alive, processes never read, pools read in
+    different passes, that moment from t0 or None] (memseries.peak: a point one moment read, and what makes it a
+    floor beyond that moment)."""
     mine = [(i, v.story(pool)) for i, pool in enumerate(v.pools) if pool.creator.run_id == run.id]
     # t unrounded (unlike the report's other times): the page places each point from it, to a tenth of a pixel
     lines = run_series([s.procs for _, s in mine], [s.series for _, s in mine], [s.peak for _, s in mine])
     return [{"pools": [mine[k][0] for k in which], "points": [[pt.ts - v.t0, pt.pss, pt.read, pt.alive]
                                                                for pt in points],
-             "peak": [best.ts - v.t0, best.pss, best.read, best.alive]}
+             "peak": [best.ts - v.t0, best.pss, best.read, best.alive, best.never, best.split,
+                      v.rel(best.split_at)]}
             for which, points, best in lines]
 
 
@@ -322,6 +324,9 @@ def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[
         # Memory at once (docs/evidence.md): what every pool's processes held together at one moment.
         # (facts.pools_across's figure: the one sum over every pool's processes, taken once)
         "pools": len(v.pools), "pool_peak_pss_bytes": across["at_once_bytes"] if across is not None else None,
+        # a floor: its moment did not read every process alive, or beyond it (View.at_once_keys)
+        "pool_peak_at_least": across is not None and bool(
+            not across["at_once_all_read"] or across["at_once_never_read"] or across["at_once_split"]),
         # Every idle stretch of every pool: between its uses (its gaps) and after its last job (derive/pools.py's
         # idle_total_*), the figures the idle-pool finding, the Pools section and the Answer tell.
         "idle_s": round(sum(v.story(p).idle_total_s for p in v.pools), 3),

@@ -8,7 +8,7 @@ makes its compile pool again: the pools' creators of two attempts are the same r
 Evidence: each process's ``process_start`` rank dict (``common/env.RANK_ENV``, read at its start; a rank's
 descendants inherit its environment). Attempts are told only where every pool's creator carries a restart
 count and their counts differ: without it (a log of an older tracer, another launcher) nothing is guessed
-from pids or times. Per attempt: its pools, their processes, their memory at once (``memseries.peak_at_once``
+from pids or times. Per attempt: its pools, their processes, their memory at once (``View.pools_at_once``
 over that attempt's pool processes alone: one sum at one moment), when its ranks started and ended, the
 ending of the first of its ranks to end (the failure the restart followed: its ``Ending`` words, never one a
 launcher's own signal gave), how long each of the next attempt's pools took to become ready, when its ranks'
@@ -72,7 +72,7 @@ def _compiled_by(creators: list[Process]) -> float | None:
 def _attempt(v: View, n: int, pools: list[Pool], next_start: float | None) -> dict[str, Any]:
     """One attempt's pools and ranks (module docstring)."""
     procs = v.pool_procs(pools)
-    at, read, alive, _ = v.pools_at_once(pools)
+    best = v.pools_at_once(pools)
     heads = _heads(v, n)
     starts = [p.start for p in heads if p.start is not None]
     ends = [p.ended_at for p in heads]
@@ -84,7 +84,7 @@ def _attempt(v: View, n: int, pools: list[Pool], next_start: float | None) -> di
         "attempt": n, "ranks": len({v.rank_of.get(c.index) for c in creators}), "pools": len(pools),
         "sidecars": sum(1 for pool in pools if pool.sidecar is not None),
         "workers": len({w.index for pool in pools for w in v.story(pool).workers}), "processes": len(procs),
-        "at_once_bytes": at, "at_once_all_read": at is not None and read == alive,
+        **v.at_once_keys(best),
         "started_at": v.rel(min(starts)) if starts else None,
         "ended_at": v.rel(max(e for e in ends if e is not None)) if ends and None not in ends else None,
         "ready_s": ready if len(ready) == len(pools) else None,

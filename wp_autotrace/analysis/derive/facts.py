@@ -50,15 +50,16 @@ def pools_across(v: View) -> dict[str, Any] | None:
         creators.setdefault(pool.creator.index, pool.creator)
     sidecars = [pool.sidecar for pool in v.pools if pool.sidecar is not None]
     workers = {w.index: w for pool in v.pools for w in v.story(pool).workers}
-    # memory at once as docs/evidence.md defines it (memseries.peak_at_once, as costs.pool_peak_pss_bytes): the
-    # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False)
-    at, read, alive, t = v.pools_at_once(v.pools)
+    # memory at once as docs/evidence.md defines it (View.pools_at_once, as costs.pool_peak_pss_bytes): the
+    # processes alive then without a fresh sample are not counted, and the Answer says so (all_read False), as it
+    # says a floor beyond that moment (processes never read, pools read in different passes: View.at_once_keys)
+    best = v.pools_at_once(v.pools)
     makers = list(creators.values())
-    return {**_counted(v, v.pool_procs(v.pools), makers, t),
+    return {**_counted(v, v.pool_procs(v.pools), makers, best.ts if best is not None else None),
         "creators": len(creators), "pools": len(v.pools),
         "sidecars": sum(1 for p in sidecars if p.role in SIDECAR_ROLES) or len(sidecars),
         "workers": len(workers), "processes": len(sidecars) + len(workers),
-        "at_once_bytes": at, "at_once_all_read": at is not None and read == alive,
+        **v.at_once_keys(best),
         "scales_with": _scales_with(v, makers) if len(creators) > 1 else None,
         # the ranks among them, by the rank each was started as: two processes of one rank are one rank
         "ranks": len({v.rank_of[p.index] for p in makers if p.index in v.rank_of}),

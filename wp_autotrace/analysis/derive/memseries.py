@@ -28,14 +28,16 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import NamedTuple
 
-from ...common.vocab import MEMORY_STALE_S
+from ...common.vocab import HELPER_ROLES, MEMORY_STALE_S, POOL_ROLES
 from ..fold.model import Process
 
 # A sample this old still counts at a moment: the watcher's sampling period.
 STALE_S = MEMORY_STALE_S
+# The roles the watcher reads (watcher/memory.py: pool processes and their helpers): one never read is a miss.
+READ_ROLES = POOL_ROLES | HELPER_ROLES
 # The report's memory series (run_series), bounded whatever the run's length and pool count: at most
 # MEMORY_LINES series a run, each thinned to MEMORY_POINTS equal time buckets (at most 2 x MEMORY_POINTS + 1
 # points: a bucket's first and largest, and the last point). MEMORY_POINTS is the page's chart width in pixels
@@ -49,13 +51,25 @@ MOMENTS_APART = 16
 
 class Point(NamedTuple):
     """One moment of a pool's memory: absolute time, bytes held together, processes read / alive, and how long
-    before ts the oldest reading it sums was taken (0 where one sweep read all it sums; `peak`)."""
+    before ts the oldest reading it sums was taken (0 where one sweep read all it sums; `peak`). A peak (`peak`)
+    also says what makes it a floor beyond its own moment (docs/evidence.md, "At least"): `never`, the processes
+    of its stretch the watcher reads (pool processes and their helpers) that were alive there and never read
+    there; `split`, the parts (pools) alive together at `split_at` whose own passes on either side of it sum to
+    more than pss (no one pass read them together then)."""
 
     ts: float
     pss: int
     read: int
     alive: int
     apart: float = 0.0
+    never: int = 0
+    split: int = 0
+    split_at: float | None = None
+
+    @property
+    def at_least(self) -> bool:
+        """Whether the figure is a floor: a process alive at its moment unread, or beyond it (never, split)."""
+        return self.read < self.alive or self.never > 0 or self.split > 0
 
 
 def lived_mem(p: Process) -> list[tuple[float, int, int]]:
@@ -333,7 +347,7 @@ def peak_at_once(procs: list[Process], a: float | None = None, b: float | None =
 
 
 def peak(points: list[Point], procs: list[Process], a: float | None = None, b: float | None = None,
-         moments: Collection[float] = ()) -> Point | None:
+         moments: Collection[float] = (), parts: Sequence[tuple[list[Process], list[Point]]] = ()) -> Point | None:
     """The most procs held at one moment (points: their at_once, in [a, b] when given): the largest of the
     points whose readings were all taken within STALE_S of it (apart: the sampler's own period, one sweep's
     moment), the first on a tie, where one of those read every process alive. A reading counts for the pace
@@ -352,13 +366,75 @@ def peak(points: list[Point], procs: list[Process], a: float | None = None, b: f
     the whole's own one-moment points may all miss the moment a part peaked at (the other pools then read
     more than STALE_S before: 246.4 MiB told for three ranks' pools beside one pool's own 246.7 MiB). A part's
     lone reading that its own peak passed over (a whole sweep beats it) is no candidate: only its peak's moment
-    is."""
+    is.
+
+    The peak is a floor beyond its own moment (Point.never, Point.split; docs/evidence.md, "At least") where
+    a process the watcher reads was alive in [a, b] and never read there (never_read: a worker that lived 0.3 s
+    between two looks held memory no figure counts), or where parts given (each pool's processes and its own
+    series: the pools of a run, an attempt, a summed line) were alive together at a moment their own passes on
+    either side of it sum to more than the peak (split_moment: a pool made as another idles overlaps it for 1-3 s,
+    while a pass comes every 6 s on a loaded box)."""
     at_one = [pt for pt in points if pt.apart <= STALE_S]
     if not any(pt.read >= pt.alive for pt in at_one):
         at_one = at_once(procs, a, b, window=STALE_S) if points else []
     elif moments:
         at_one = sorted(at_one + _at_moments(procs, a, b, moments), key=lambda pt: pt.ts)  # the first on a tie
-    return max(at_one, key=lambda pt: pt.pss, default=None)
+    best = max(at_one, key=lambda pt: pt.pss, default=None)
+    if best is None:
+        return None
+    split = split_moment(parts, best.pss) if len(parts) > 1 else None
+    return best._replace(never=never_read(procs, a, b, best.ts), split=split[0] if split else 0,
+                         split_at=split[1] if split else None)
+
+
+def never_read(procs: list[Process], a: float | None = None, b: float | None = None,
+               besides: float | None = None) -> int:
+    """How many of procs the watcher reads (a pool process or its helper: watcher/memory.py's roles) were alive in
+    [a, b] (their whole life where not given) with no reading of their life (lived_mem) taken there: what they
+    held counts in no figure. A compiler or linker a worker runs is not read by design (short lived, not the
+    pool's memory), so it is not counted here. besides: a figure's own moment, whose unread processes alive then
+    its point counts already (Point.read < Point.alive): those are left out here."""
+    lo, hi = -math.inf if a is None else a, math.inf if b is None else b
+    return sum(1 for p in procs if p.role in READ_ROLES and p.alive_during(lo, hi)
+               and (besides is None or not p.alive_at(besides)) and not any(lo <= m[0] <= hi for m in lived_mem(p)))
+
+
+# A split moment (split_moment) is told only past this share of the peak: two passes of idle pools differ by a
+# page here and there, so each pool's larger neighbour summed over pools passes the peak by a fraction of a
+# percent; a pool that grew (or one made) while another was whole passes it by a pool's worth (5-99 %).
+SPLIT_MARGIN = 0.02
+
+
+def split_moment(parts: Sequence[tuple[list[Process], list[Point]]], told: int) -> tuple[int, float] | None:
+    """(the parts alive then, the moment) where parts alive together, each at the larger of its own one-moment
+    points on either side of that moment (its one moment read before and after; its first before it, its last
+    after it, while it lived), sum to more than told by SPLIT_MARGIN: the largest such moment. None where none
+    does. Each part is one pool, whose own series reads its shared pages at one moment (a sidecar and the workers
+    it forked); pools share none, so their figures add across passes. It is no figure (readings of different
+    moments): only evidence that the peak, the one moment read, may be under what was held."""
+    events: list[tuple[float, int, int]] = []  # (time, part, its bracket from then on)
+    for k, (procs, points) in enumerate(parts):
+        starts = [p.start for p in procs if p.start is not None]
+        ends = [p.ended_at for p in procs]
+        life_a = min(starts) if len(starts) == len(procs) and starts else -math.inf
+        life_b = max(e for e in ends if e is not None) if ends and None not in ends else math.inf
+        one = [pt for pt in points if pt.apart <= STALE_S and life_a <= pt.ts < life_b]
+        if not one:
+            continue
+        events.append((life_a, k, one[0].pss))  # before its first reading: that reading's
+        events += [(x.ts, k, max(x.pss, y.pss)) for x, y in zip(one, one[1:])]
+        events += [(one[-1].ts, k, one[-1].pss), (life_b, k, 0)]
+    events.sort(key=lambda e: e[0])  # stable: a part's own events keep their order
+    held: dict[int, int] = {}
+    total = 0
+    best: tuple[float, float | None, int] = (told * (1 + SPLIT_MARGIN), None, 0)
+    for i, (t, k, value) in enumerate(events):
+        total += value - held.get(k, 0)
+        held[k] = value
+        # the sum from t on, once every event at t is in (a pool ending as another begins never held both)
+        if (i + 1 == len(events) or events[i + 1][0] > t) and total > best[0] and math.isfinite(t):
+            best = (total, t, sum(1 for v in held.values() if v > 0))
+    return (best[2], best[1]) if best[1] is not None else None
 
 
 def _at_moments(procs: list[Process], a: float | None, b: float | None, moments: Collection[float]) -> list[Point]:
@@ -428,7 +504,8 @@ def run_series(pools: list[list[Process]], series: list[list[Point]], peaks: lis
     others = [q for i, _, _ in rest for q in pools[i]]
     summed = at_once(others)
     out = [([i], thin(points, MEMORY_POINTS), best) for i, points, best in top]
-    best = peak(summed, others, moments=[pt.ts for _, _, pt in rest])  # never under one of theirs
+    best = peak(summed, others, moments=[pt.ts for _, _, pt in rest],  # never under one of theirs
+                parts=[(pools[i], series[i]) for i, _, _ in rest])
     return out + ([([i for i, _, _ in rest], thin(summed, MEMORY_POINTS), best)] if best is not None else [])
 
 

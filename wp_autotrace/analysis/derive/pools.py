@@ -257,6 +257,7 @@ class PoolStory:
             "peak_pss_bytes": best.pss if best is not None else None,
             "peak_read": best.read if best is not None else None,
             "peak_processes": best.alive if best is not None else None,
+            "peak_never_read": best.never if best is not None else None,  # a floor beyond its moment too
             "span_processes": len(self.in_span), "span_sampled": len(self.span_sampled),
             "held_read": self.held_read[0] if self.held_bytes is not None else None,
             "held_processes": self.held_read[1] if self.held_bytes is not None else None,

@@ -10,7 +10,7 @@ from ..fold.model import Call, Model, Pool, Process, Run, calls_of
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .memseries import held_after, left_at_once, lived_mem, peak_at_once
+from .memseries import Point, at_once, held_after, left_at_once, lived_mem, peak
 from .pools import PoolStory, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
@@ -122,11 +122,24 @@ class View:
         where its 15 sidecars held 3.1 GiB)."""
         return list({q.index: q for pool in pools for q in self.story(pool).procs}.values())
 
-    def pools_at_once(self, pools: list[Pool]) -> tuple[int | None, int, int, float | None]:
-        """The most these pools' processes held together at one moment (memseries.peak_at_once: bytes, read,
-        alive, t), never under one pool's own peak: each pool's peak moment is one of its candidates."""
-        return peak_at_once(self.pool_procs(pools),
-                            moments=[best.ts for pool in pools if (best := self.story(pool).peak) is not None])
+    def pools_at_once(self, pools: list[Pool]) -> Point | None:
+        """The most these pools' processes held together at one moment (memseries.peak of their at_once), never
+        under one pool's own peak: each pool's peak moment is one of its candidates; each pool a part, so the
+        figure says where the pools' own passes on either side of a moment sum to more (Point.split)."""
+        procs = self.pool_procs(pools)
+        mine = [self.story(pool) for pool in pools]
+        return peak(at_once(procs), procs, moments=[s.peak.ts for s in mine if s.peak is not None],
+                    parts=[(s.procs, s.series) for s in mine])
+
+    def at_once_keys(self, best: Point | None) -> dict[str, Any]:
+        """The report's keys for pools' memory at once (pools_across, each attempt): the figure, whether its moment
+        read every process alive then, and what makes it a floor beyond that moment (memseries.Point: processes
+        never read; pools whose passes on either side of a moment sum to more)."""
+        return {"at_once_bytes": best.pss if best is not None else None,
+                "at_once_all_read": best is not None and best.read == best.alive,
+                "at_once_never_read": best.never if best is not None else 0,
+                "at_once_split": ({"pools": best.split, "at": self.rel(best.split_at)}
+                                  if best is not None and best.split else None)}
 
     def config_of(self, p: Process) -> tuple[dict[str, Any], str, list[str]]:
         """The inductor settings, torch version and pool knobs p's torch has (its own config record,

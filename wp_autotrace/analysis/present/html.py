@@ -53,12 +53,17 @@ pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:12px}.meta{font:12
 
 
 class Point(NamedTuple):
-    """A memory series' point as the report holds it: seconds from t0, PSS bytes, processes read / alive."""
+    """A memory series' point as the report holds it: seconds from t0, PSS bytes, processes read / alive; a peak
+    also what makes it a floor beyond its moment (memseries.Point: processes never read, pools read in different
+    passes and that moment)."""
 
     t: float
     pss: int
     read: int
     alive: int
+    never: int = 0
+    split: int = 0
+    split_at: float | None = None
 
 
 def render_html(rep: dict[str, Any], text_report: str) -> str:
@@ -371,13 +376,21 @@ def _memory(drawn: list[tuple[dict[str, Any], list[Point], Point]], scale: Scale
         ky = key_y + k * 16
         marks.append(f'<line x1="{LABEL_W}" y1="{num(ky)}" x2="{LABEL_W + 36}" y2="{num(ky)}" class="memline" '
                      f'stroke="{LINE_GREYS[k % len(LINE_GREYS)]}" stroke-dasharray="{DASHES[k % len(DASHES)]}"/>')
-        told, part = floor_text(peak.pss, peak.read, peak.alive, "read")
+        told, part = floor_text(peak.pss, peak.read, peak.alive, "read", never=peak.never,
+                                split={"pools": peak.split, "at": peak.split_at} if peak.split else None)
         marks.append(text(LABEL_W + 44, ky + 4,
                           f"{_line_name(pool)}: peak {told} at once (PSS{part}), at {peak.t:.1f} s"))
     height = key_y + len(drawn) * 16
     return (f'<svg class="memory" viewBox="0 0 {WIDTH} {num(height)}" width="{WIDTH}" height="{num(height)}" '
             f'role="img" aria-label="pool memory">' + scale.axis(MEM_H + 6 + AXIS_H - 6, MEM_H + 6)
             + text(8, 16, "real memory (PSS) of each pool, at once", "lanelabel") + "".join(marks) + "</svg>")
+
+
+def _peak_words(pool: dict[str, Any]) -> str:
+    """'report: peak at least 137 MiB (PSS, 2 processes never read)': the pool's peak as the text tells it."""
+    told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"),
+                            never=pool.get("peak_never_read"))
+    return f"report: peak {told} (PSS{part})"
 
 
 def _line_name(pool: dict[str, Any]) -> str:
@@ -434,7 +447,7 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
                + title([who, f"PSS of its processes summed at one moment: {len(points)} points drawn",
                         f"{gaps} gap(s): no sample for more than {stale_s:g} s" if gaps else "",
                         f"{len(partial)} point(s) read fewer processes than were alive (ringed)" if partial else "",
-                        f"report: peak {size_text(pool['peak_pss_bytes'])} (PSS)" if pool["peak_pss_bytes"] else "",
+                        _peak_words(pool) if pool["peak_pss_bytes"] else "",
                         _orphan_words(orphan) if (orphan := pool.get("outlived_creator")) else ""])
                + "</path>")
     for t, pt in partial[::max(1, -(-len(partial) // MAX_RINGS))]:  # evenly spread: the page stays small

@@ -212,7 +212,8 @@ def _lifecycle(pool: dict[str, Any]) -> str:
         parts.append(f"shutdown asked {seconds_text(pool['shutdown_at'])} by {who}{extra}")
     if pool["peak_pss_bytes"]:
         idle_mib_s = pool.get("idle_total_mib_s") if gaps else pool["idle_mib_s"]
-        told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"))
+        told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"),
+                                never=pool.get("peak_never_read"))
         parts.append(f"real memory peak {told} (PSS{part})"
                      + (f", {pool_idle_text(pool, idle_mib_s, gaps)} idle" if idle_mib_s else ""))
     if pool["device_files"]:
@@ -474,7 +475,8 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     idle = (f"; pools idle {costs['idle_s']:.1f} s" + (f": {costs_idle_text(costs)}"
                                                        if costs["idle_mib_s"] else "")) if costs["idle_s"] >= 1 else ""
     out.append(f"cost: {costs['processes']} process(es), {costs['sidecars']} sidecar(s)"
-               + (f", pools' peak real memory {size_text(costs['pool_peak_pss_bytes'])} (PSS)"
+               + (f", pools' peak real memory {'at least ' if costs.get('pool_peak_at_least') else ''}"
+                  f"{size_text(costs['pool_peak_pss_bytes'])} (PSS)"
                   if costs["pool_peak_pss_bytes"] else "")
                + f"{idle}; left {size_text(real) if real else 'nothing' if rep['leftover_checked'] else '?'}"
                f"; main waited {costs['exit_wait_s']:.1f} s at exit")

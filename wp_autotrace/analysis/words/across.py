@@ -10,6 +10,7 @@ from typing import Any
 
 from ...common.vocab import DATALOADER_WORKER
 from .fmt import plural, seconds_text, size_text
+from .sentences import floor_text
 
 # What the pools scale with (pools_across.scales_with), in words.
 SCALES = {"rank": ("per rank", "it grows with the rank count"),
@@ -28,11 +29,19 @@ def _parts(a: dict[str, Any]) -> str:
 
 
 def _mem(a: dict[str, Any]) -> str:
-    """', 717 MiB together at once' (memseries' one sum at one moment), or what of it was read."""
+    """', 717 MiB together at once' (memseries' one sum at one moment), or what of it was read; 'at least' where
+    a floor beyond that moment too (View.at_once_keys: processes never read, pools read in different passes)."""
     at_once = a.get("at_once_bytes")
-    mem = f", {size_text(at_once)} together at once" if at_once else ""
-    if at_once and not a.get("at_once_all_read"):
-        mem += " (of those read then: the watcher did not read them all at that moment)"
+    if not at_once:
+        return ""
+    _, beyond = floor_text(at_once, None, None, never=a.get("at_once_never_read"), split=a.get("at_once_split"))
+    whole = a.get("at_once_all_read") and not beyond
+    mem = f", {'' if whole else 'at least '}{size_text(at_once)} together at once"
+    if not a.get("at_once_all_read"):
+        mem += " (of those read then: the watcher did not read them all at that moment" + (
+            f"; {beyond[2:]}" if beyond else "") + ")"
+    elif beyond:
+        mem += f" ({beyond[2:]})"
     return mem
 
 

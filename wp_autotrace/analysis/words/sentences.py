@@ -21,14 +21,22 @@ def covered_text(pool: dict[str, Any]) -> str:
     return f", {n} of {m} processes read" if isinstance(n, int) and isinstance(m, int) and n < m else ""
 
 
-def floor_text(pss: int, n: Any, m: Any, read: str = "processes read") -> tuple[str, str]:
+def floor_text(pss: int, n: Any, m: Any, read: str = "processes read", never: Any = 0,
+               split: dict[str, Any] | None = None) -> tuple[str, str]:
     """('240 MiB', ''), or ('at least 240 MiB', ', 2 of 3 processes read') where a figure's moment read n of the m
     processes alive then (a peak's pools[].peak_read of peak_processes, a memory_at_once series' peak, the
-    orphaned span's read of processes): the others count in no figure, so it is a floor. Older reports carry no
-    n, m: the figure alone."""
-    if isinstance(n, int) and isinstance(m, int) and n < m:
-        return f"at least {size_text(pss)}", f", {n} of {m} {read}"
-    return size_text(pss), ""
+    orphaned span's read of processes): the others count in no figure, so it is a floor. The same where its
+    stretch had processes the watcher reads that it never read (never: pools[].peak_never_read, ', 2 processes
+    never read'), or pools alive together at a moment whose own passes on either side of it sum to more (split:
+    {'pools', 'at'}, ', 2 pools alive together at 13.1 s read in different passes'): memseries.peak. Older
+    reports carry none of these: the figure alone."""
+    why = [f"{n} of {m} {read}"] if isinstance(n, int) and isinstance(m, int) and n < m else []
+    if isinstance(never, int) and never > 0:
+        why.append(f"{never} process{'es' if never > 1 else ''} never read")
+    if split and split.get("pools"):
+        why.append(f"{split['pools']} pools alive together at {seconds_text(split.get('at'))} read in different "
+                   "passes")
+    return (f"at least {size_text(pss)}", ", " + ", ".join(why)) if why else (size_text(pss), "")
 
 
 def gaps_words(gaps: list[dict[str, Any]]) -> str:
@@ -88,7 +96,8 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
         if idle_mib_s and (pool["idle_s"] >= 1 or gaps):
             mem += f": {pool_idle_text(pool, idle_mib_s, gaps)} idle"
     elif pool["peak_pss_bytes"]:
-        told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"))
+        told, part = floor_text(pool["peak_pss_bytes"], pool.get("peak_read"), pool.get("peak_processes"),
+                                never=pool.get("peak_never_read"))
         mem = f", peak {told} real memory (PSS{part})"
         if gaps and pool.get("idle_total_mib_s"):  # idle between its uses, none after its last job
             mem += f": {pool_idle_text(pool, pool['idle_total_mib_s'], gaps)} idle"
