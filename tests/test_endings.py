@@ -31,6 +31,10 @@ pytestmark = [needs_torch, pytest.mark.torch, pytest.mark.slow]
 MIB = 2**20
 TIMEOUT_S = 240
 PROBE_EVERY_S = 0.25
+# A figure this far under the test's own most at once is told as a floor: the report's moment and the test's are
+# different moments of the same idle processes (a page touched moves PSS a little), and memseries' own margin for
+# pools read in different passes is 2 %.
+FLOOR_TOLERANCE = 0.05
 COMPILE_MARK = "compile_worker"
 
 
@@ -379,6 +383,13 @@ def test_three_spawned_ranks_peak_is_at_once(tmp_path: Path) -> None:
           f"{probe.max_at_once / MIB:.0f} MiB (sum of per-pool peaks: "
           f"{sum(p['peak_pss_bytes'] or 0 for p in rep['pools']) / MIB:.0f} MiB)")
     assert peak <= probe.max_at_once * 1.15 + 16 * MIB
+    # The two pools' overlap lasts 1-3 s and a pass of the watcher comes about every 6 s at its CPU budget on a
+    # loaded box, so its figure may be a moment under the test's (5-49 % on saved runs): then it is told as the
+    # floor it is (memseries.peak: the pools' own passes on either side of a moment sum to more, or a process
+    # unread), never as the whole.
+    if peak < probe.max_at_once * (1 - FLOOR_TOLERANCE):
+        assert rep["costs"]["pool_peak_at_least"], (peak, probe.max_at_once, rep["pools_across"])
+        assert "at least" in rep["answer"].split("together at once")[0][-40:], rep["answer"]
     # Under heavy load the watcher's memory sampler (its CPU budget) may not read a short-lived pool at all:
     # that pool's peak is then null ("not read"), never a guess; the others are still at-once figures.
     read = [pool["peak_pss_bytes"] for pool in rep["pools"] if pool["peak_pss_bytes"] is not None]
