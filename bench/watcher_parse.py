@@ -1,9 +1,9 @@
-"""What the watcher's log reading would cost through analysis/logread.parse_line instead of its own reader.
+"""What the watcher's log reading would cost through analysis/read/records.parse_line instead of its own reader.
 
 Usage: python bench/watcher_parse.py [--lines 20000] [--starts 20]
 
 Two figures, each for the watcher's own minimal reader (watcher/logwatch.py: json.loads and the few
-isinstance checks it acts on) and for logread.parse_line (schema-checked, argv re-redacted):
+isinstance checks it acts on) and for records.parse_line (schema-checked, argv re-redacted):
 - start-up: a fresh ``python -I -S`` importing the watcher (as runtime/spawn.py starts it), without and
   with analysis.logread, median wall time of --starts runs each (the watcher's first sample, which
   decides what is alive under the root, waits for it);
@@ -71,7 +71,7 @@ def minimal(line: bytes) -> object:
 
 
 def through_logread(line: bytes) -> object:
-    from wp_autotrace.analysis.read.logread import parse_line
+    from wp_autotrace.analysis.read.records import parse_line
 
     fixed: dict[str, int] = {}
     rec = parse_line(line.lstrip(b"\n"), lambda _why: None, fixed)

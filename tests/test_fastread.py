@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wp_autotrace.analysis.read import fastread, logread, schema
+from wp_autotrace.analysis.read import fastread, logread, records, schema
 from wp_autotrace.analysis.read.logread import MAX_LINE_BYTES, stream_logs
 from wp_autotrace.cli.main import main
 
@@ -58,7 +58,7 @@ def read_both(path: Path) -> list[tuple[Any, ...]]:
 def lines_both(raw: bytes) -> list[tuple[Any, ...]]:
     """parse_line with the fast path, and the json path alone, on one line."""
     out = []
-    for parse in (logread.parse_line, logread._parse_json):
+    for parse in (records.parse_line, records._parse_json):
         logread.use_fast()
         skipped: dict[str, int] = {}
         fixed: dict[str, int] = {}
@@ -305,7 +305,7 @@ def test_reorder_far_back_is_the_sorted_order(tmp_path: Path) -> None:
 
 SIGNALLED_WHILE_BUILDING = '''
 import signal, sys
-from wp_autotrace.analysis.read import logread
+from wp_autotrace.analysis.read import logread, records
 class Hit(BaseException):
     pass
 def hit(sig, frame):
@@ -323,7 +323,7 @@ for i in range(400):
         signal.setitimer(signal.ITIMER_REAL, 0)
     except Hit:
         hits += 1
-print(hits, len(logread._fast or {}) > 0)
+print(hits, len(records._fast or {}) > 0)
 '''
 
 

@@ -314,7 +314,7 @@ def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: p
     is read, at most REORDER_MAX + 1 records are alive at once, whatever the log's length."""
     import weakref
 
-    from wp_autotrace.analysis.read import logread
+    from wp_autotrace.analysis.read import logread, records
 
     log = tmp_path / "big.jsonl"
     log.write_text("\n".join(json.dumps(_rec(10.0 + i * 1e-4, 100 + i % 7, i)) for i in range(5000)) + "\n")
@@ -327,7 +327,7 @@ def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: p
     def gone() -> None:
         alive[0] -= 1
 
-    real = logread.parse_line
+    real = records.parse_line
 
     def parse(raw: bytes, skip: Any, fixed: dict[str, int]) -> Any:
         record = real(raw, skip, fixed)
@@ -339,7 +339,7 @@ def test_stream_holds_a_bounded_number_of_records(tmp_path: Path, monkeypatch: p
         alive[1] = max(alive[1], alive[0])
         return tracked
 
-    monkeypatch.setattr(logread, "parse_line", parse)
+    monkeypatch.setattr(records, "parse_line", parse)
     count = sum(1 for _ in logread.stream_logs([str(log)]))
     assert count == 5000 and alive[1] <= 100 + 2, alive
 
@@ -366,20 +366,20 @@ _LINES = [b'{"v":1,"event":"call","ts":1.5}', b'{"v":1,"event":"call","ts":1.5}\
 def test_the_line_decoder_gives_what_json_decode_gives(raw: bytes) -> None:
     """A line is decoded to what JSONDecoder.decode gives it (strict: NaN/Infinity as null), or refused where
     decode refuses it: whatever spacing, extra data or bytes it holds."""
-    from wp_autotrace.analysis.read import logread
+    from wp_autotrace.analysis.read import records
 
     decoder = json.JSONDecoder(parse_constant=lambda _name: None)
     try:
         want: Any = decoder.decode(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        want = logread._MISSING  # noqa: SLF001 - the reader's own "not JSON"
-    assert logread._decode(raw) == want  # noqa: SLF001
+        want = records._MISSING  # noqa: SLF001 - the reader's own "not JSON"
+    assert records._decode(raw) == want  # noqa: SLF001
 
 
 def test_a_writers_line_is_scanned_once_on_the_json_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """On the json path a line as the writer writes it (a value up to its end or its newline) costs one scan,
     never JSONDecoder.decode's whitespace matches around it (a quarter of the decode at a million records)."""
-    from wp_autotrace.analysis.read import logread
+    from wp_autotrace.analysis.read import records
 
     class Counted(json.JSONDecoder):
         decoded = 0
@@ -389,9 +389,9 @@ def test_a_writers_line_is_scanned_once_on_the_json_path(monkeypatch: pytest.Mon
             return super().decode(s, *args, **kwargs)
 
     counted = Counted(parse_constant=lambda _name: None)
-    monkeypatch.setattr(logread, "_DECODER", counted)
-    monkeypatch.setattr(logread, "_SCAN", counted.scan_once, raising=False)
+    monkeypatch.setattr(records, "_DECODER", counted)
+    monkeypatch.setattr(records, "_SCAN", counted.scan_once, raising=False)
     lines = [b'{"v":1,"event":"call","ts":1.5,"pid":3}', b'{"v":1,"event":"return","ts":2,"pid":3}\n']
-    assert [logread._decode(raw) for raw in lines] == [json.loads(raw) for raw in lines]  # noqa: SLF001
+    assert [records._decode(raw) for raw in lines] == [json.loads(raw) for raw in lines]  # noqa: SLF001
     assert Counted.decoded == 0
-    assert logread._decode(b' {"a":1}') == {"a": 1} and Counted.decoded == 1  # noqa: SLF001 - decode decides
+    assert records._decode(b' {"a":1}') == {"a": 1} and Counted.decoded == 1  # noqa: SLF001 - decode decides

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.read import logread
+from wp_autotrace.analysis.read import logread, records
 from wp_autotrace.analysis.read.logread import LogStream
 
 from .logs import T0
@@ -73,7 +73,7 @@ def stepped_back_log(path: Path, before: int, after: int) -> Path:
 
 
 def _count_comparisons(monkeypatch: pytest.MonkeyPatch, path: Path) -> tuple[int, int]:
-    parse = logread.parse_line
+    parse = records.parse_line
 
     def counted(raw: bytes, skip: Any, fixed: dict[str, int]) -> dict[str, Any] | None:
         record = parse(raw, skip, fixed)
@@ -81,7 +81,7 @@ def _count_comparisons(monkeypatch: pytest.MonkeyPatch, path: Path) -> tuple[int
             record["ts"] = CountedTs(record["ts"])
         return record
 
-    monkeypatch.setattr(logread, "parse_line", counted)
+    monkeypatch.setattr(records, "parse_line", counted)
     CountedTs.compared = 0
     n = sum(1 for _ in LogStream([str(path)]))
     return n, CountedTs.compared

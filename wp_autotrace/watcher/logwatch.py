@@ -4,7 +4,7 @@ LogWatch reads the records the watcher acts on (the run's process_start, the roo
 for the live export its calls); WatcherSink is the sink that lets go of the log once the root has ended.
 
 LogWatch's reader is minimal on purpose (json.loads and a type check of each field it acts on), not
-analysis/read/logread.py (parse_line): importing logread doubles the watcher's start before its first sample and
+analysis/read/records.py (parse_line): importing the reader doubles the watcher's start before its first sample and
 parse_line re-redacts every process_start's argv, 7 times the cost per line (bench/watcher_parse.py).
 """
 

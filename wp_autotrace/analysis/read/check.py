@@ -1,4 +1,4 @@
-"""One decoded record's fields checked in place against schema.FIELD_TYPES (logread's parse_line calls it).
+"""One decoded record's fields checked in place against schema.FIELD_TYPES (records.py's parse_line calls it).
 
 A field of the wrong type, a huge integer, NaN or Infinity is dropped and counted; an unknown field (a
 newer writer's) is dropped; process_start's and exec's argv are masked again (common/redact.py).

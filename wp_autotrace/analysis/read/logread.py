@@ -12,36 +12,24 @@ Secrets are masked again as records are read (process_start's argv, the
 tree and leftover entries' cmd; common/redact.py, the default patterns and
 WP_AUTOTRACE_REDACT's): a log from a writer that masked less (schema v1 as
 written by older releases) leaks nothing into a report, a chart or a span.
+
+The lines of one file become checked records in records.py; this module reads the inputs: which files, in
+what order, each record once, streamed or live.
 """
 
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import os
-import stat
 from collections import deque
-from collections.abc import Iterable, Iterator
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from . import schema
-from .check import check_record
+from .records import MAX_LINE_BYTES, checked_records, counter, line_batches, open_regular
+from .records import use_fast as use_fast  # the fast path's switch, where its callers (tools, bench) find it
 
 KNOWN_EVENTS = schema.KNOWN_EVENTS
-
-# The writer caps a record at 32 KiB; a line 32 times that is not one of ours,
-# and is skipped rather than held in memory.
-MAX_LINE_BYTES = 1 << 20
-# How a record from a torn line is found: the writer's records all start so.
-RECORD_HEAD = b'{"v":'
-# Where the event name starts in a line as the writer writes it: `{"v":1,"event":"call",...`.
-_EVENT_AT = len(b'{"v":1,"event":"')
-
-# Strict JSON: NaN/Infinity literals decode as null (then fail their type check).
-_DECODER = json.JSONDecoder(parse_constant=lambda _name: None)
-# The decoder's own scanner (the C one where it loads; typeshed does not declare the attribute): (value, end).
-_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 class LogData(NamedTuple):
@@ -64,148 +52,6 @@ class NoUsableLog(Exception):
     """Nothing usable: missing or unreadable files, or no valid record."""
 
 
-# What _decode returns for a line that is not JSON (None is valid JSON).
-_MISSING = object()
-
-
-def _decode(raw: bytes) -> Any:
-    try:
-        text = raw.decode("utf-8")
-        # A line as the writer writes it (a value from its first character to its end or its newline) is
-        # scanned at once: JSONDecoder.decode's two whitespace matches are what it adds to that, and
-        # anything else (leading or other trailing whitespace, extra data, no value) takes decode() itself,
-        # which decides and raises as it always did.
-        try:
-            value, end = _SCAN(text, 0)
-        except StopIteration:
-            return _DECODER.decode(text)
-        if end == len(text) or (end == len(text) - 1 and text[end] == "\n"):
-            return value
-        return _DECODER.decode(text)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return _MISSING
-
-
-def _open_regular(path: str) -> Any:
-    """Open a log for reading; refuse FIFOs, devices and directories before reading (OSError)."""
-    # O_NONBLOCK: opening a FIFO must not wait for a writer; it has no effect on files.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
-            raise OSError(f"is {kind}, not a log file")
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-# The fast path (fastread.py, msgspec): line head -> typed decode; loaded at the first line read.
-_fast: dict[bytes, Callable[[bytes], dict[str, Any] | None]] | None = None
-
-
-def use_fast(on: bool = True) -> None:
-    """Take the fast path where msgspec is installed (the default), or only the json path (off):
-    the same records either way (tests/test_fastread.py; bench/report_big.py times both)."""
-    global _fast
-    if not on:
-        _fast = {}
-        return
-    import signal
-
-    # Signals wait until the decoders are built: msgspec's Decoder() calls back into Python to read the
-    # types, and a signal handler that raises there (Ctrl-C's KeyboardInterrupt, run's own) crashes the
-    # process with SIGSEGV instead of raising. They arrive, and raise, right after.
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-    try:
-        from .fastread import decoders
-
-        _fast = decoders()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-
-
-def parse_line(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -> dict[str, Any] | None:
-    """One checked record from one non-blank line, or None; skip(reason) hears why a line was passed over.
-
-    A torn fragment followed by a whole record (a killed writer's) yields the record.
-    """
-    if _fast is None:
-        use_fast()
-    assert _fast is not None
-    fast = _fast.get(raw[:raw.find(b'"', _EVENT_AT)])
-    # Non-ASCII lines are checked as UTF-8 as a whole (msgspec skips an unknown field unchecked).
-    if fast is not None and (raw.isascii() or _utf8(raw)):
-        record = fast(raw)
-        if record is not None:
-            return record
-    return _parse_json(raw, skip, fixed)
-
-
-def _utf8(raw: bytes) -> bool:
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _parse_json(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -> dict[str, Any] | None:
-    """parse_line on the json path: decode, recover a torn record, check every field."""
-    record = _decode(raw)
-    if type(record) is not dict:
-        cut = raw.rfind(RECORD_HEAD)
-        recovered = _decode(raw[cut:]) if cut > 0 else _MISSING
-        if type(recovered) is dict:
-            skip("torn fragment")
-            record = recovered
-        elif record is _MISSING:
-            skip("not JSON" if raw.endswith(b"\n") else "truncated last line")
-            return None
-        else:
-            skip("not a record")
-            return None
-    why = check_record(record, fixed)
-    if why:
-        skip(why)
-        return None
-    return record  # type: ignore[no-any-return]
-
-
-def _counter(skipped: dict[str, int]) -> Callable[[str], None]:
-    """skip(reason) for a reader that counts what it passes over, in skipped."""
-    def skip(reason: str) -> None:
-        skipped[reason] = skipped.get(reason, 0) + 1
-    return skip
-
-
-def _records(batches: Iterable[tuple[list[bytes], bool]], skip: Callable[[str], None],
-             fixed: dict[str, int]) -> Iterator[dict[str, Any]]:
-    """The one way from a log's lines to its checked records, in file order: every reader's (the stream,
-    read_logs, the live Tail, count_events). batches are _batches' (lines without their newlines, ended
-    False for an unfinished last line). A writer's line of a hot event is decoded and checked in C
-    (fastread.py); any other line, or one the fast path refuses, goes through parse_line's json path
-    (torn fragments recovered, every field checked); blank lines (the writer's framing) are passed over."""
-    if _fast is None:
-        use_fast()
-    fast_for, at = _fast.get, _EVENT_AT  # type: ignore[union-attr]
-    for lines, ended in batches:
-        for raw in lines:
-            fast = fast_for(raw[:raw.find(b'"', at)])
-            tried = fast is not None and raw.isascii()
-            record = fast(raw) if tried else None  # type: ignore[misc]
-            if record is None:
-                if not raw.strip():
-                    continue  # the writer separates records by blank lines
-                raw = raw + b"\n" if ended else raw
-                record = (_parse_json if tried else parse_line)(raw, skip, fixed)
-                if record is None:
-                    continue
-            yield record
-
-
 def read_logs(paths: list[str]) -> LogData:
     """Read every usable record from the given files, in time order.
 
@@ -219,8 +65,8 @@ def read_logs(paths: list[str]) -> LogData:
     notes: list[str] = []
     for path in distinct_files(paths, notes):
         try:
-            with _open_regular(path) as f:
-                records.extend(_records(_batches(f, skipped), _counter(skipped), fixed))
+            with open_regular(path) as f:
+                records.extend(checked_records(line_batches(f, skipped), counter(skipped), fixed))
         except OSError as exc:
             problems.append(f"{path}: {exc.strerror or exc}")
     if not records:
@@ -369,7 +215,7 @@ class LogStream:
         """One file's records in (ts, seq) order, through the reorder buffer."""
         skipped, fixed = self.skipped, self.fixed
         try:
-            f = _open_regular(path)
+            f = open_regular(path)
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
             return
@@ -387,7 +233,7 @@ class LogStream:
         push = heapq.heappush
         try:
             with f:
-                for record in _records(_batches(f, skipped), _counter(skipped), fixed):
+                for record in checked_records(line_batches(f, skipped), counter(skipped), fixed):
                     ts = record["ts"]
                     seq = record.get("seq", 0)
                     arrival += 1
@@ -420,41 +266,6 @@ def _release(run: deque[tuple[float, int, int, dict[str, Any]]], held: list[tupl
         yield (heapq.heappop(held) if from_heap else run.popleft())[3]
 
 
-# Bytes read at a time by the streaming reader: at most MAX_LINE_BYTES, so that a line
-# between two newlines of one read is within the limit (only a batch's first line, which
-# continues the previous read, can be longer); small enough that a batch's lines are still
-# in the CPU's cache when they are parsed and folded.
-READ_BYTES = 1 << 16
-
-
-def _batches(f: Any, skipped: dict[str, int]) -> Any:
-    """The file's lines as _lines reads them, in lists, without their newlines: (lines, ended), ended
-    False only for an unfinished last line. Lines over MAX_LINE_BYTES (newline included, as _lines
-    counts them) are skipped and counted; memory stays within two reads."""
-    partial = b""
-    dropping = False  # inside a line already counted as too long: drop up to its newline
-    while True:
-        data = f.read(READ_BYTES)
-        if not data:
-            break
-        if dropping:
-            nl = data.find(b"\n")
-            if nl < 0:
-                continue
-            data, dropping = data[nl + 1:], False
-        lines = (partial + data if partial else data).split(b"\n")
-        partial = lines.pop()
-        if lines and len(lines[0]) >= MAX_LINE_BYTES:
-            skipped["line over 1 MiB"] = skipped.get("line over 1 MiB", 0) + 1
-            del lines[0]
-        if len(partial) > MAX_LINE_BYTES:
-            skipped["line over 1 MiB"] = skipped.get("line over 1 MiB", 0) + 1
-            partial, dropping = b"", True
-        yield lines, True
-    if partial:
-        yield [partial], False
-
-
 
 
 def stream_logs(paths: list[str]) -> LogStream:
@@ -474,7 +285,7 @@ class Tail:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.file = _open_regular(path)
+        self.file = open_regular(path)
         self.offset = 0
         self.partial = b""
         self.behind = True  # not yet read to the end
@@ -493,7 +304,7 @@ class Tail:
         self.partial = lines.pop()  # b"" after a newline; else a line still being written
         if len(self.partial) > MAX_LINE_BYTES:
             self.partial = b""  # not one of ours: skipped, as the whole-file reader does
-        return list(_records([(lines, True)], _ignore, self.fixed))
+        return list(checked_records([(lines, True)], _ignore, self.fixed))
 
     def moved(self) -> bool:
         """Whether the path no longer names the file being read (moved, removed or replaced)."""
@@ -523,10 +334,10 @@ def count_events(path: str, event: str | None = None, role: str | None = None) -
     fixed: dict[str, int] = {}
     skipped: dict[str, int] = {}
     try:
-        with _open_regular(path) as f:
+        with open_regular(path) as f:
             batches = (([line for line in lines if all(w in line for w in wanted)], ended)
-                       for lines, ended in _batches(f, skipped))
-            return sum(1 for record in _records(batches, _ignore, fixed)
+                       for lines, ended in line_batches(f, skipped))
+            return sum(1 for record in checked_records(batches, _ignore, fixed)
                        if (event is None or record.get("event") == event)
                        and (role is None or record.get("role") == role))
     except OSError:
