@@ -4,6 +4,7 @@ workers inherited (vllm#9737: the restart's bind() fails for a minute), and the 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -142,6 +143,55 @@ def test_an_orphan_whose_pool_role_comes_later_is_read_once_it_has_it(tmp_path: 
     finally:
         os.kill(worker, signal.SIGKILL)
         os.close(r)
+
+
+class _Found(OrphanFds):
+    """What a look decided to read (pid, creator, the creator's parent), as entries: no /proc read of fake pids."""
+
+    def _read(self, found: list[tuple[int, dict[str, Any], Any, Any]], live: dict[int, Any]) -> list[dict[str, Any]]:
+        return [{"pid": pid, "create_time": e["create_time"], "creator": c, "read_by": {"pid": p, "fds": [1]}}
+                for pid, e, c, p in found]
+
+
+def _start(pid: int, ppid: int, ct: float) -> bytes:
+    """A forked process's process_start as the sink writes it: it names its creator (ppid) as it began."""
+    return json.dumps({"v": 1, "event": "process_start", "ts": ct + 0.01, "pid": pid, "ppid": ppid, "host": "h",
+                       "role": "child", "seq": 0, "run": "run1", "create_time": ct, "forked": True},
+                      separators=(",", ":")).encode() + b"\n"
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["same-look", "a-look-later"])
+def test_a_worker_that_joins_by_its_claim_already_reparented_is_its_creators_orphan(tmp_path: Path,
+                                                                                     late: bool) -> None:
+    """A fork worker whose creator died within one watcher look of the fork is first seen under pid 1: it joins by
+    its process_start's claim, and that record's ppid names its creator. The watcher reads it as that creator's
+    orphan (its creator's parent the one whose pipes it may hold), whether the creator's end is seen in the look the
+    worker joins in or in the one before (its claim read a look late)."""
+    from wp_autotrace.watcher.logwatch import LogWatch
+
+    from .conftest import read_log
+    from .test_sampler import FakeReader, make_watcher
+
+    r = FakeReader()
+    r.add(100, 1, 1.0)
+    r.add(150, 100, 2.0)  # the child that makes the pool
+    w, log = make_watcher(tmp_path, r)
+    w.fds = _Found()
+    w.tree.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, log.stat().st_size)
+    w.tick()
+    del r.procs[150]  # forked 201 and died: 201 re-parented to pid 1 before the watcher saw it
+    r.add(201, 1, 3.0)
+    if late:
+        w.tick()  # the creator's end is seen; the worker's claim not yet read
+    with open(log, "ab") as f:
+        f.write(_start(201, 150, 3.0))
+        f.write(b'{"v":1,"event":"role","ts":3.05,"pid":201,"ppid":150,"host":"h","role":"compile-worker","seq":1}\n')
+    w.tick()  # it joins by claim (ppid 1 as read); its pool role is given after this look
+    w.tick()
+    assert [(t.get("via"), t["ppid"]) for x in read_log(log) if x["event"] == "tree" for t in x["started"]
+            if t["pid"] == 201] == [("claim", 1)]
+    held = [e for x in read_log(log) if x["event"] == "orphan_fds" for e in x["procs"]]
+    assert [(e["pid"], e["creator"], e["read_by"]["pid"]) for e in held] == [(201, 150, 100)], held
 
 
 def test_a_left_over_pool_process_is_read_in_the_verdict(tmp_path: Path) -> None:

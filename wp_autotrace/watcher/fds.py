@@ -5,7 +5,9 @@ close-on-exec flag: once the server dies hard, the port stays bound while the wo
 bind() fails with EADDRINUSE). A forked worker also holds its creator's stdout and stderr: a process reading those
 pipes to their end (subprocess's communicate()) waits for the worker. The watcher reads both once per such
 process, never per tick and never for every process: as it is first seen orphaned (its parent ended, or it was
-re-parented), for pool processes only, and for the pool processes in the leftover verdict not read yet.
+re-parented), for pool processes only, and for the pool processes in the leftover verdict not read yet. Its creator
+is its parent as it joined, or, where it joined by its process_start's claim, the parent that record named: one
+whose creator died within one look of the fork is first seen already re-parented.
 
 One read costs a listing of /proc/PID/fd and a readlink per fd (at most MAX_FDS), and, where it holds a socket,
 one read of its network namespace's /proc/PID/net/{tcp,tcp6,udp,udp6} per look (the kernel lists listening
@@ -123,15 +125,30 @@ class OrphanFds:
         # process's tree entry may be re-read (re-parented) in the very tick its creator's end is seen
         self.parents: dict[int, int] = {}
         self.gone: dict[int, int] = {}
+        self.past: dict[int, int] = {}  # the same of members ended before (MAX_READ at most): a late join's creator
         self.pending: dict[int, tuple[Any, Any]] = {}  # orphan with no pool role yet -> (its creator, their parent)
 
-    def joined(self, entry: dict[str, Any]) -> None:
-        self.parents[entry["pid"]] = entry["ppid"]
+    def joined(self, entry: dict[str, Any], creator: int | None = None) -> None:
+        """A member joined; creator: the parent its own process_start named, where it joined by that claim. A process
+        whose creator died within one look of its fork joins already re-parented (ppid 1 or a subreaper): its
+        creator is the one it named, not the ppid read at the join; one that ended before the last look (its end
+        taken already) makes it an orphan at once (pending: read as it has a pool role)."""
+        pid = entry["pid"]
+        if not isinstance(creator, int) or creator <= 0 or creator == entry["ppid"]:
+            self.parents[pid] = entry["ppid"]
+            return
+        self.parents[pid] = creator
+        if creator not in self.parents and creator not in self.gone and creator in self.past \
+                and len(self.pending) < MAX_PENDING:
+            self.pending[pid] = (creator, self.past[creator])
 
     def ended(self, pid: int) -> None:
         self.pending.pop(pid, None)
         if pid in self.parents:
             self.gone[pid] = self.parents.pop(pid)
+            if len(self.past) >= MAX_READ:
+                self.past.clear()  # bounded; at worst a late join's orphaning is not seen
+            self.past[pid] = self.gone[pid]
 
     def look(self, live: dict[int, dict[str, Any]], leftover: bool = False) -> list[dict[str, Any]]:
         """The entries of an `orphan_fds` record's `procs`: for each pool process whose parent (as it joined) ended

@@ -104,6 +104,9 @@ class LogWatch:
         self.partial = b""
         self.root_exited = False
         self.claimed: dict[int, float] = {}  # pid -> create_time, from process_start records of this run
+        # pid -> the parent its process_start named, of the records the last scan read: the creator of a process that
+        # joins by claim already re-parented (its creator died within one look of the fork), for OrphanFds
+        self.creators: dict[int, int] = {}
         # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
         self.below: dict[int, float] = {}
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
@@ -139,6 +142,7 @@ class LogWatch:
 
     def scan(self, limit: int = LOG_SCAN_BYTES) -> None:
         """Read what was appended since the last scan (at most limit bytes)."""
+        self.creators.clear()  # the last tick's joins took theirs: bounded by one scan's records
         if not self.detached:
             self._scan(self.read_fd, limit)
             return
@@ -237,6 +241,8 @@ class LogWatch:
                 self.roles[pid] = (rec["ts"], rec["role"])
             if isinstance(rec.get("create_time"), float):
                 self.claimed[pid] = rec["create_time"]
+                if isinstance(rec.get("ppid"), int):
+                    self.creators[pid] = rec["ppid"]
         elif event == "return" and isinstance(pid, int) and isinstance(rec.get("ts"), float) \
                 and str(rec.get("error", "")).startswith(JOB_ERROR) and len(self.job_errors) < MAX_JOB_ERRORS:
             self.job_errors.setdefault(pid, rec["ts"])

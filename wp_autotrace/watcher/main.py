@@ -167,8 +167,9 @@ class Watcher:
             lists["possible"], self.tree.possible = self.tree.possible, []
         for entry in started:
             self.written_rss[entry["pid"]] = entry["rss"]
-            if self.fds is not None:
-                self.fds.joined(entry)
+            if self.fds is not None:  # a claim's creator: the parent its process_start named (it may be gone)
+                log, claim = self.tree.log, entry.get("via") == V.VIA_CLAIM
+                self.fds.joined(entry, log.creators.get(entry["pid"]) if log is not None and claim else None)
             data = cgroup_file(entry["pid"]) if self.cgroups else None  # one read for both controllers
             for cgroups in self.cgroups:
                 if (limit := cgroups.join(entry, data)) is not None:
