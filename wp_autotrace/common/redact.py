@@ -311,8 +311,12 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
     except (TypeError, UnicodeError):
         return env_secrets(env, patterns)
     found = []
+    # find(), not `in`: a bytes `in` first tries its operand as an int and formats the TypeError that raises
+    # (~2K instructions a test, two a variable: a third of this function's cost at a start)
+    find = joined.find
     for key, raw in data.items():  # os.environ's own order, as env_secrets reads it
-        if len(raw) >= MIN_ENV_SECRET and (raw in joined or b"*" in raw) and is_secret(env.decodekey(key), patterns):
+        if (len(raw) >= MIN_ENV_SECRET and (find(raw) >= 0 or raw.find(b"*") >= 0)
+                and is_secret(env.decodekey(key), patterns)):
             value = env.decodevalue(raw)
             if len(value) >= MIN_ENV_SECRET:
                 found.append(value)
