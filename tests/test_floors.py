@@ -184,3 +184,33 @@ def test_a_failed_compile_counts_the_processes_no_sweep_read(tmp_path: Path) -> 
                  "whether the limit was reached, no record shows"):
         assert said in f["text"] and said in _flat(rep["answer"]), f["text"]
     assert f["cost"]["nproc_limit"] == 24 and not f["cost"]["limit_reached"], f["cost"]
+
+
+def test_the_uid_count_is_one_hosts(tmp_path: Path) -> None:
+    """RLIMIT_NPROC counts one host's tasks: another node's 21 processes of the same uid alive at the failure (its
+    own log read beside, run r2 on host h2) are not counted, so an EAGAIN failure with 8 tasks of h1 under
+    ulimit -u 24 is no reached limit (h1 and h2's 29 summed would read as reached)."""
+    w = _kernel_failed_between_sweeps()
+
+    class SubprocException(Exception):
+        pass
+
+    line = "BlockingIOError: [Errno 11] Resource temporarily unavailable"
+    for r in w.lines:
+        if r.get("error"):
+            r["error"] = error_text(SubprocException(f"An exception occurred in a subprocess:\n\nName=k\n"
+                                                     f"Traceback:\n{line}\n"))
+    h2 = LogWriter("h2")
+    start(h2, 0, 100, 1, "main", run="r2")
+    h2.add(0.2, 900, 100, "watcher", "tree", run="r2", root_pid=100, count=1, ended=[], started=[
+        {"pid": 100, "ppid": 1, "name": "python", "cmd": "python", "role": "main", "via": "child", "nproc": 24,
+         "uid": 65534}])
+    for pid in range(1000, 1020):
+        start(h2, 0.5, pid, 100, "child", run="r2")
+        h2.add(5, pid, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    h2.add(6, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.lines = sorted(w.lines + h2.lines, key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
+    assert "at least 8 processes and threads of uid 65534 alive at once" in f["text"], f["text"]
+    assert "limit (ulimit -u 24) was reached" not in f["text"] and not f["cost"]["limit_reached"], f["text"]

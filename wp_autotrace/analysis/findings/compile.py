@@ -96,16 +96,17 @@ def _uid_of(p: Process) -> int | None:
     return None
 
 
-def _uid_peak(v: View, uid: int, since: float, until: float) -> tuple[int, float | None, int]:
-    """The most tasks (processes and threads) of uid the run's records show alive at one moment between since and
-    until: (count, when, processes counted as one thread then). A process is alive by its span (process_start or
-    the tree's join, to its end as every reader takes it: Process.ended_at, so a zombie still counts, as the
-    kernel counts it until reaped), read or not; a memory sweep's reading gives its threads at that moment, and a
-    process no sweep read then counts as one (it runs at least its main thread). So a 0.3 s worker and its
-    linkers that no sweep read still count (a sweep-only count saw 2 processes where 6 were alive under
-    ulimit -u 24). Moments: each start of such a process, and each sweep. The count is a floor of the moment's
-    tasks where some were counted as one."""
-    mine = [p for p in v.procs if _uid_of(p) == uid]
+def _uid_peak(v: View, uid: int, host: str, since: float, until: float) -> tuple[int, float | None, int]:
+    """The most tasks (processes and threads) of uid on host the run's records show alive at one moment between
+    since and until: (count, when, processes counted as one thread then). RLIMIT_NPROC counts one host's tasks:
+    another node's processes of the uid (a multi-node job's logs read together) are not counted. A process is
+    alive by its span (process_start or the tree's join, to its end as every reader takes it: Process.ended_at, so
+    a zombie still counts, as the kernel counts it until reaped), read or not; a memory sweep's reading gives its
+    threads at that moment, and a process no sweep read then counts as one (it runs at least its main thread). So
+    a 0.3 s worker and its linkers that no sweep read still count (a sweep-only count saw 2 processes where 6 were
+    alive under ulimit -u 24). Moments: each start of such a process, and each sweep. The count is a floor of the
+    moment's tasks where some were counted as one."""
+    mine = [p for p in v.procs if p.host == host and _uid_of(p) == uid]
     starts = sorted(p.start for p in mine if p.start is not None)
     ends = sorted(e for p in mine if (e := p.ended_at) is not None)
     unknown = sum(p.start is None for p in mine)  # alive from before the log began
@@ -215,8 +216,8 @@ def compile_failed(v: View) -> Finding | None:
     cause, advice = "no record shows why the job failed", UNKNOWN_ADVICE
     if limit is not None:
         n, uid = limit
-        count_at, at, ones = _uid_peak(v, uid, min((pool.call.ts for pool in v.pools if pool.creator is p),
-                                                   default=first.ts), first.end or first.ts)
+        since = min((pool.call.ts for pool in v.pools if pool.creator is p), default=first.ts)
+        count_at, at, ones = _uid_peak(v, uid, p.host, since, first.end or first.ts)
         when = f" at {v.rel(at) or 0:.1f} s" if at else ""
         seen = f"{count_at} processes and threads of uid {uid} at once{when}"
         # The kernel exempts root (uid 0 outside a user namespace, which the log does not say) from the limit:
