@@ -186,10 +186,8 @@ def test_a_failed_compile_counts_the_processes_no_sweep_read(tmp_path: Path) -> 
     assert f["cost"]["nproc_limit"] == 24 and not f["cost"]["limit_reached"], f["cost"]
 
 
-def test_the_uid_count_is_one_hosts(tmp_path: Path) -> None:
-    """RLIMIT_NPROC counts one host's tasks: another node's 21 processes of the same uid alive at the failure (its
-    own log read beside, run r2 on host h2) are not counted, so an EAGAIN failure with 8 tasks of h1 under
-    ulimit -u 24 is no reached limit (h1 and h2's 29 summed would read as reached)."""
+def _eagain_failure() -> LogWriter:
+    """_kernel_failed_between_sweeps with the job's line EAGAIN-marked (8 tasks of uid 65534 under ulimit -u 24)."""
     w = _kernel_failed_between_sweeps()
 
     class SubprocException(Exception):
@@ -200,17 +198,49 @@ def test_the_uid_count_is_one_hosts(tmp_path: Path) -> None:
         if r.get("error"):
             r["error"] = error_text(SubprocException(f"An exception occurred in a subprocess:\n\nName=k\n"
                                                      f"Traceback:\n{line}\n"))
-    h2 = LogWriter("h2")
-    start(h2, 0, 100, 1, "main", run="r2")
-    h2.add(0.2, 900, 100, "watcher", "tree", run="r2", root_pid=100, count=1, ended=[], started=[
-        {"pid": 100, "ppid": 1, "name": "python", "cmd": "python", "role": "main", "via": "child", "nproc": 24,
+    return w
+
+
+def _others(w: LogWriter, host: str, run: str, root: int, end: float | None) -> None:
+    """Another run's main `root` on host (uid 65534, ulimit -u 24) with 20 children alive 0.5 s -> end; end None:
+    killed with its watcher at ~1 s, no record of any end."""
+    o = LogWriter(host)
+    start(o, 0, root, 1, "main", run=run)
+    o.add(0.2, root + 1, root, "watcher", "tree", run=run, root_pid=root, count=1, ended=[], started=[
+        {"pid": root, "ppid": 1, "name": "python", "cmd": "python", "role": "main", "via": "child", "nproc": 24,
          "uid": 65534}])
     for pid in range(1000, 1020):
-        start(h2, 0.5, pid, 100, "child", run="r2")
-        h2.add(5, pid, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
-    h2.add(6, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    w.lines = sorted(w.lines + h2.lines, key=lambda r: r["ts"])
+        start(o, 0.5, pid, root, "child", run=run)
+        if end is not None:
+            o.add(end, pid, root, "child", "process_exit", how="exit", counts={}, dropped=0)
+    if end is not None:
+        o.add(end + 1, root, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.lines = sorted(w.lines + o.lines, key=lambda r: r["ts"])
+
+
+def _told(w: LogWriter, tmp_path: Path) -> dict[str, Any]:
     rep = report(w, tmp_path)
     f = next(f for f in rep["findings"] if f["kind"] == "compile-failed")
     assert "at least 8 processes and threads of uid 65534 alive at once" in f["text"], f["text"]
     assert "limit (ulimit -u 24) was reached" not in f["text"] and not f["cost"]["limit_reached"], f["text"]
+    return f
+
+
+def test_the_uid_count_is_one_hosts(tmp_path: Path) -> None:
+    """RLIMIT_NPROC counts one host's tasks: another node's 21 processes of the same uid alive at the failure (its
+    own log read beside, run r2 on host h2) are not counted, so an EAGAIN failure with 8 tasks of h1 under
+    ulimit -u 24 is no reached limit (h1 and h2's 29 summed would read as reached)."""
+    w = _eagain_failure()
+    _others(w, "h2", "r2", 100, 5.0)
+    _told(w, tmp_path)
+
+
+def test_a_process_whose_end_no_record_shows_counts_until_its_runs_last_record(tmp_path: Path) -> None:
+    """An earlier run on the same host, killed with its watcher at ~1 s (no exit, no tree end of its 21 processes),
+    and the failing run 100 s later: no record shows those processes alive then, so they are not counted (29 would
+    read as the limit reached)."""
+    w = _eagain_failure()
+    for r in w.lines:
+        r["ts"] += 100.0
+    _others(w, "h1", "r0", 50, None)
+    _told(w, tmp_path)

@@ -105,10 +105,14 @@ def _uid_peak(v: View, uid: int, host: str, since: float, until: float) -> tuple
     threads at that moment, and a process no sweep read then counts as one (it runs at least its main thread). So
     a 0.3 s worker and its linkers that no sweep read still count (a sweep-only count saw 2 processes where 6 were
     alive under ulimit -u 24). Moments: each start of such a process, and each sweep. The count is a floor of the
-    moment's tasks where some were counted as one."""
+    moment's tasks where some were counted as one; a process whose end no record shows counts until its own run's
+    last record (the most a record shows of it)."""
     mine = [p for p in v.procs if p.host == host and _uid_of(p) == uid]
     starts = sorted(p.start for p in mine if p.start is not None)
-    ends = sorted(e for p in mine if (e := p.ended_at) is not None)
+    # a process whose end no record shows counts until its run's last record: an earlier run killed with its
+    # watcher (no exit, no tree end) is in no record after that, and its processes are not counted beside a later one
+    ends = sorted(e for p in mine if (e := p.ended_at if p.ended_at is not None or p.run is None else p.run.end)
+                  is not None)
     unknown = sum(p.start is None for p in mine)  # alive from before the log began
     read: dict[float, list[tuple[Process, int]]] = {}
     for p in mine:
