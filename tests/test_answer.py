@@ -34,7 +34,7 @@ from typing import Any, Callable
 import psutil
 import pytest
 
-from wp_autotrace.analysis.findings.pools import IDLE_POOL_S
+from wp_autotrace.analysis.findings.idle import IDLE_POOL_S
 from wp_autotrace.analysis.words.fmt import size_text
 
 from .conftest import ROOT, clean_env, needs_torch, read_log, report_json, wait_for_watcher

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.findings.pools import IDLE_POOL_S
+from wp_autotrace.analysis.findings.idle import IDLE_POOL_S
 
 from .conftest import clean_env, needs_torch, report_json, run_python, wait_for_watcher, wait_until
 from .procs import PROBE_PRELUDE

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wp_autotrace.analysis.derive.callers import BY_POOL_ATEXIT
-from wp_autotrace.analysis.findings.pools import IDLE_POOL_S
+from wp_autotrace.analysis.findings.idle import IDLE_POOL_S
 
 from .conftest import (
     WaitTimeout,

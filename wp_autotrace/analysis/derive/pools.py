@@ -41,13 +41,13 @@ from typing import Any, NamedTuple
 from ...common import targets, vocab
 from ..fold.autotune import jobs_unbounded
 from ..fold.model import Call, Pool, Process
-from ..words.fmt import IDLE_AFTER_WORDS, MIB
+from ..words.fmt import IDLE_AFTER_WORDS, MIB, pool_name
 from .busy import WAIT_TAGS, busy_spans, creator_busy_until
 from .callers import requester
 from .counts import counts_at
 from .gaps import IdleGap, idle_gaps
 from .memseries import Memory, Point, held_at, peak, peak_at_once, span_samples
-from .poolprocs import outlived_creator, pool_end, pool_processes, workers_of
+from .poolprocs import outlived_creator, pool_end, pool_processes, start_method, workers_of
 
 
 class PoolIndex(NamedTuple):
@@ -157,6 +157,12 @@ class PoolStory:
     @property
     def idle_after_words(self) -> str:
         return IDLE_AFTER_WORDS[self.idle_after]  # for people: 'its last job', 'it was ready', ...
+
+    @property
+    def name(self) -> str:
+        """The pool's name for people (words/fmt.py pool_name): 'sidecar 200', a fork pool's workers, ..."""
+        return pool_name({"kind": self.pool.kind, "start_method": start_method(self.pool),
+                          "sidecar_pid": self.pool.sidecar_pid, "worker_pids": [q.pid for q in self.workers]})
 
     def _counts(self, orphan_at: float | None, inside_at: float | None) -> dict[str, Any] | None:
         """The pool counted as ps counts, at the moment of the figure the text gives: a pool that outlived its

@@ -24,17 +24,16 @@ from .autotune import autotune_killed
 from .base import Finding
 from .compile import compile_failed
 from .endings import jobs_cut_off, jobs_lost, oom_killed, oom_unnamed, pool_died, worker_lost, zombies
+from .exitwaits import child_exit_wait, slow_exit_wait
 from .held import exit_join_hang, pool_job_hang, pool_wait_interrupted
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
+from .idle import idle_pools
 from .pools import (
     NESTED_ADVICE,
-    child_exit_wait,
     fork_pool_hang,
-    idle_pools,
     nested_pools,
     pool_device_files,
     pool_outlived_creator,
-    slow_exit_wait,
     spawn_main_reimport,
     wakeup_no_pool,
     warm_pool_bypass,
