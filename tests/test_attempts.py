@@ -307,3 +307,26 @@ def test_ranks_restarted_with_the_same_count_tell_no_restart(tmp_path: Path) -> 
     rep = _report(_runs([[(0, 2, None), (0, 2, 1), (1, 2, None)]]), tmp_path)
     assert rep["pools_across"]["restart"] is None, rep["pools_across"]["restart"]
     assert "restart" not in _lead(rep)
+
+
+def test_a_later_attempts_pools_read_in_different_passes_are_told_as_a_floor(tmp_path: Path) -> None:
+    """The second attempt's pools were read whole only in passes 3 s apart (rank 0's at 25.5 s, rank 1's at
+    28.5 s); at one moment only as their sidecars, before the workers forked (24.0 s: 2 x 200 MiB). Its sum at one
+    moment, 400 MiB, is then a floor (the pools' own passes sum to 460), and the restart sentence says so: "at
+    least 400 MiB the second time", never "400 MiB" as if both pools had held no more together."""
+    w = restart_log()
+    w.lines = [r for r in w.lines if not (r["event"] == "memory" and r["ts"] == T0 + 28.0)]
+    _mem(w, 24.0, [(230, 23.2, "compile-sidecar"), (240, 23.2, "compile-sidecar")])
+    _mem(w, 25.5, [(130, 22.0, "rank"), (230, 23.2, "compile-sidecar"), (231, 24.6, "compile-worker"),
+                   (232, 24.6, "compile-worker")])
+    _mem(w, 28.5, [(140, 22.0, "rank"), (240, 23.2, "compile-sidecar"), (241, 24.6, "compile-worker"),
+                   (242, 24.6, "compile-worker")])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = _report(w, tmp_path)
+    first, later = rep["pools_across"]["restart"]["attempts"]
+    assert later["at_once_bytes"] < first["at_once_bytes"] and later["at_once_split"], later
+    lead = rep["answer"].splitlines()[0]
+    assert "460 MiB together at once (at least " in lead and " the second time)" in lead, lead
+    # read whole at one moment, the second attempt's figure is told as it is (no clause where it equals the first)
+    (tmp_path / "whole").mkdir()
+    assert "(at least" not in _report(restart_log(), tmp_path / "whole")["answer"].splitlines()[0]

@@ -45,6 +45,14 @@ def _mem(a: dict[str, Any]) -> str:
     return mem
 
 
+def _mem_figure(a: dict[str, Any]) -> str:
+    """'430 MiB', or 'at least 430 MiB' where _mem would call the sum a floor (not all read at its moment,
+    processes never read, pools read in different passes): a restart's later attempts, told in a few words."""
+    figure, beyond = floor_text(a["at_once_bytes"], None, None, never=a.get("at_once_never_read"),
+                                split=a.get("at_once_split"))
+    return figure if a.get("at_once_all_read") or beyond else f"at least {figure}"
+
+
 def across_sentence(a: dict[str, Any]) -> str:
     """'3 processes each made a compile pool (per rank): 3 sidecars + 6 workers = 9 compile processes, 717
     MiB together at once; it grows with the rank count.'; ranks a launcher restarted: restart_sentence."""
@@ -88,7 +96,8 @@ def restart_sentence(a: dict[str, Any], r: dict[str, Any]) -> str:
     lead += f": {r['launcher'] or 'their launcher'} restarted them {_times(r['restarts'])}{why}."
     shapes = {(t["sidecars"], t["workers"], t["processes"]) for t in tries}
     if len(shapes) == 1:
-        mems = [size_text(t["at_once_bytes"]) for t in tries[1:] if t.get("at_once_bytes")]
+        # a later attempt's sum is a floor as the first's is (_mem): "at least" where it was
+        mems = [_mem_figure(t) for t in tries[1:] if t.get("at_once_bytes")]
         first = tries[0].get("at_once_bytes")
         # each attempt's own sum at one moment: the later ones told where they differ from the first
         each = f" Each time {_parts(tries[0])}{_mem(tries[0])}" + (
