@@ -687,8 +687,9 @@ def test_a_wait_that_raised_a_jobs_own_error_is_no_interrupt_and_no_hang(tmp_pat
 def test_a_hung_jobs_child_still_running_at_its_end_is_what_the_job_waited_on(tmp_path: Path) -> None:
     """The held job ran a compiler (worker 201's child 301, cc1plus, started 0.1 s into the job and seen ending
     with the workers' group at 408.4 s): the finding and the Answer name it beside the worker, and the advice looks
-    at it, not at the worker sitting in its wait. A child that was done long before (302, a linker that ended at
-    3.5 s) is no such child; with none, the words and the advice are the worker's as before."""
+    at both (no record says the worker waited on it). A child that was done long before (302, a linker that ended
+    at 3.5 s) is no such child, nor a resource tracker the job started (it outlives its starter by design); with
+    none, the words and the advice are the worker's as before."""
     w = with_stuck_sidecar_job()
     watcher(w, 3.2, "tree", count=6, ended=[], started=[
         {"pid": 301, "ppid": 201, "name": "cc1plus", "cmd": "cc1plus -O3 kernel.cpp", "create_time": T0 + 3.1,
@@ -703,11 +704,21 @@ def test_a_hung_jobs_child_still_running_at_its_end_is_what_the_job_waited_on(tm
     assert ("worker 201 ran slowjob:hang from 3.0 s and never ended it (405.3 s, until the worker ended at 408.3 s), "
             "while its child 301 (cc1plus), started at 3.1 s, ran until 408.4 s;") in text, text
     assert "302" not in text and "302" not in hang["advice"]
-    assert hang["advice"].startswith("see what worker 201's child 301 (cc1plus), which its job waited on, is doing"), \
+    assert hang["advice"].startswith("see what worker 201 is doing while it hangs (`py-spy dump --pid 201` prints "
+                                     "its stack: a wait in subprocess waits on its child) and what its child 301 "
+                                     "(cc1plus), started during the job and still running at its end, is doing"), \
         hang["advice"]
     answer = " ".join(rep["answer"].split())
     assert ("worker 201 held its job (slowjob:hang) from 3.0 s and never ended it, while its child 301 (cc1plus), "
             "started at 3.1 s, ran until 408.4 s") in answer, answer
+    # a resource tracker the job started (a spawn-context Queue's) outlives it by design: no job's child process
+    tracker = [r for r in w.lines if r["event"] == "tree" and any(e.get("pid") == 301 for e in r["started"])][0]
+    tracker["started"][0].update(role="resource-tracker", name="python3",
+                                 cmd="python3 -c from multiprocessing.resource_tracker import main;main(12)")
+    (tmp_path / "tracker").mkdir()
+    rep = report(w, tmp_path / "tracker")
+    (hang,) = [f for f in rep["findings"] if f["kind"] == "pool-job-hang"]
+    assert "child" not in hang["text"] and hang["advice"].startswith("see what worker 201 is doing while it hangs (`")
     # the linker alone (done at 3.5 s, long before the job's end): the worker is what is looked at
     w.lines = [r for r in w.lines if not (r["event"] == "tree" and any(e.get("pid") == 301 for e in
                                                                        r.get("started", []) + r.get("ended", [])))]

@@ -29,15 +29,17 @@ JobSpan each). Definitions (one home; docs/evidence.md, "Who held a job"):
   AutotuneProcessPool's one worker wrote it 0.3 s into a 29.8 s join at load 40 and ended 29.5 s later.
 - the child a never-ended job ran: a child of the job's worker started during the job (its start at or after
   the job's, less the create time's rounding) and still alive as the job was last held (its end, as seen, no
-  earlier than END_SEEN_S before the job's until): the compiler or linker the job waits on (cc1plus at 100 % of a
-  CPU, a spinning ptxas). The newest such child; none for a job whose end was written.
+  earlier than END_SEEN_S before the job's until), in no helper or pool role (a resource tracker, a forkserver
+  outlive their starter by design): a compiler or linker the job ran (cc1plus at 100 % of a CPU, a spinning
+  ptxas). The newest such child; none for a job whose end was written. No record shows the job waiting on it
+  (the worker's stack is not read): it is told as started during the job and running at its end, no more.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ...common.vocab import COMPILE_WORKER, HELPER_ROLES
+from ...common.vocab import COMPILE_WORKER, HELPER_ROLES, POOL_ROLES
 from ..fold.model import CREATE_ROUNDING_S, Call, JobSpan, Pool, Process
 from .busy import busy_spans, job_until
 from .gaps import IDLE_GAP_S
@@ -115,6 +117,9 @@ def _held(w: Process, j: JobSpan, t_end: float) -> Held:
 # The watcher sees each end up to a look late, the job's worker's and its child's alike (a group killed at once
 # is seen ending in either order): a child seen ending this much before the job's until was alive at it.
 END_SEEN_S = 1.0
+# Children that outlive what started them by design, or serve a pool: a job that started one (a spawn-context
+# Queue's resource tracker) may hang anywhere, so none is told as the job's own child process.
+NOT_THE_JOBS = HELPER_ROLES | POOL_ROLES
 
 
 def job_child(h: Held) -> Process | None:
@@ -123,7 +128,7 @@ def job_child(h: Held) -> Process | None:
     if h.ended:
         return None
     kids = [q for q in h.worker.children if q.start is not None and h.job.start - CREATE_ROUNDING_S <= q.start
-            and (q.ended_at is None or q.ended_at >= h.until - END_SEEN_S)]
+            and (q.ended_at is None or q.ended_at >= h.until - END_SEEN_S) and q.role not in NOT_THE_JOBS]
     return max(kids, key=lambda q: q.start or 0.0, default=None)
 
 

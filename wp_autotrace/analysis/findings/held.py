@@ -51,16 +51,17 @@ TORCH_TIMEOUT_MARK = "did not complete within"
 JOB_HANG_ADVICE = ("see what worker {pid} is doing while it hangs (`py-spy dump --pid {pid}` prints its stack; "
                    "/proc/{pid}/wchan says where it sleeps); run the same compile without the pool to get the hung "
                    "job's traceback in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
-# Where the held job ran a child that was still running (job_child: the compiler it waits on), that child is what
-# to look at: the worker only sits in its wait for it.
-CHILD_HANG_ADVICE = ("see what worker {worker}'s child {pid} ({label}), which its job waited on, is doing (top shows "
-                     "its CPU; /proc/{pid}/wchan says where it sleeps; `py-spy dump --pid {pid}` prints a python's "
-                     "stack); run the same compile without the pool to get the hung job's traceback in the main "
-                     "process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
+# Where the held job ran a child still running at its end (job_child: a compiler, a linker), that child is looked
+# at beside the worker: no record says the worker waited on it, its stack (py-spy) shows whether it did.
+CHILD_HANG_ADVICE = ("see what worker {worker} is doing while it hangs (`py-spy dump --pid {worker}` prints its "
+                     "stack: a wait in subprocess waits on its child) and what its child {pid} ({label}), started "
+                     "during the job and still running at its end, is doing (top shows its CPU; /proc/{pid}/wchan "
+                     "says where it sleeps); run the same compile without the pool to get the hung job's traceback "
+                     "in the main process: compile_threads=1 (TORCHINDUCTOR_COMPILE_THREADS=1)")
 
 
 def hang_advice(h: Held) -> str:
-    """What to look at for a held job that never ended: the child it ran and waited on, else its worker."""
+    """What to look at for a held job that never ended: its worker, and the child it started that ran to its end."""
     q = job_child(h)
     if q is None:
         return JOB_HANG_ADVICE.format(pid=h.worker.pid)
