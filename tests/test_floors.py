@@ -244,3 +244,55 @@ def test_a_process_whose_end_no_record_shows_counts_until_its_runs_last_record(t
         r["ts"] += 100.0
     _others(w, "h1", "r0", 50, None)
     _told(w, tmp_path)
+
+
+def test_pools_read_by_the_same_passes_are_no_floor(tmp_path: Path) -> None:
+    """Two pools every pass read whole (4.0 and 5.5 s), one growing as the other shrinks: their passes' larger
+    sides sum to 400 MiB, yet each pass read both at 300. No record shows a pass that missed either, and what one
+    pool may hold between its own passes is never told as a floor: 300 MiB together at once, whole."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 0.5, 500, 100, "child")
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.1, sidecar_pid=200)
+    start(w, 1.05, 200, 100, "compile-sidecar")
+    call(w, 2.9, 500, 100, "child", f"{SP}:SubprocPool.__init__", 1, 3.1, sidecar_pid=400)
+    start(w, 3.0, 400, 500, "compile-sidecar")
+    _mem(w, 4.0, p200=100, p400=200)
+    _mem(w, 5.5, p200=200, p400=100)
+    call(w, 5.7, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 5.8, sidecar_pid=200)
+    w.add(5.9, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    call(w, 7, 500, 100, "child", f"{SP}:SubprocPool.shutdown", 2, 7.1, sidecar_pid=400)
+    w.add(7.2, 400, 500, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(7.5, 500, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(8, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(8, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep, text, page = _outputs(w, tmp_path)
+    across = rep["pools_across"]
+    assert across["at_once_bytes"] == 300 * MIB and across["at_once_split"] is None, across
+    assert "300 MiB together at once;" in _flat(rep["answer"]), rep["answer"]
+    assert "at least" not in _flat(rep["answer"]) and not rep["costs"]["pool_peak_at_least"], rep["answer"]
+
+
+def test_a_killed_runs_pool_is_not_alive_together_with_a_later_runs(tmp_path: Path) -> None:
+    """Run r0's pool, read once at 1.0 s, then killed with its watcher (no exit, no tree end), lives for the
+    split rule until r0's last record: run r1's pool 100 s later was not alive together with it."""
+    w = LogWriter()
+    w.add(0, 50, 1, "main", "process_start", argv=["python", "a.py"], python="3.11.7", forked=False, env={},
+          run="r0", root_pid=50)
+    call(w, 0.5, 50, 1, "main", f"{SP}:SubprocPool.__init__", 1, 0.6, sidecar_pid=60)
+    w.add(0.55, 60, 50, "compile-sidecar", "process_start", argv=["python", "sidecar.py"], python="3.11.7",
+          forked=False, env={}, run="r0", root_pid=50)
+    w.add(1.0, 59, 50, "watcher", "memory", run="r0", root_pid=50,
+          procs=[{"pid": 60, "pss": 100 * MIB, "uss": MIB, "threads": 1}])
+    start(w, 100, 100, 1, "main")
+    call(w, 100.5, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 100.6, sidecar_pid=200)
+    start(w, 100.55, 200, 100, "compile-sidecar")
+    _mem(w, 101, p200=50)
+    _mem(w, 103, p200=60)
+    call(w, 104, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 104.1, sidecar_pid=200)
+    w.add(104.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(105, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(105, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep, text, page = _outputs(w, tmp_path)
+    assert rep["pools_across"]["at_once_split"] is None, rep["pools_across"]
+    assert "read in different passes" not in text, text

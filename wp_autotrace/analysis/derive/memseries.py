@@ -411,29 +411,37 @@ def split_moment(parts: Sequence[tuple[list[Process], list[Point]]], told: int) 
     after it, while it lived), sum to more than told by SPLIT_MARGIN: the largest such moment. None where none
     does. Each part is one pool, whose own series reads its shared pages at one moment (a sidecar and the workers
     it forked); pools share none, so their figures add across passes. It is no figure (readings of different
-    moments): only evidence that the peak, the one moment read, may be under what was held."""
-    events: list[tuple[float, int, int]] = []  # (time, part, its bracket from then on)
+    moments): only evidence that the peak, the one moment read, may be under what was held.
+
+    A moment counts only where the parts alive then were not read by the same passes on both sides of it: parts
+    read together before and after (one growing as the other shrinks between two whole passes) hold at most what
+    one pool alone may hold between its passes, which is never told as a floor either. A process whose end no
+    record shows lives until its run's last record (the most a record shows of it): an earlier run killed with
+    its watcher is not "alive together" with a later one's pools."""
+    events: list[tuple[float, int, int, tuple[float, float]]] = []  # (time, part, its bracket, the bracket's passes)
     for k, (procs, points) in enumerate(parts):
         starts = [p.start for p in procs if p.start is not None]
-        ends = [p.ended_at for p in procs]
+        ends = [p.ended_at if p.ended_at is not None or p.run is None else p.run.end for p in procs]
         life_a = min(starts) if len(starts) == len(procs) and starts else -math.inf
         life_b = max(e for e in ends if e is not None) if ends and None not in ends else math.inf
         one = [pt for pt in points if pt.apart <= STALE_S and life_a <= pt.ts < life_b]
         if not one:
             continue
-        events.append((life_a, k, one[0].pss))  # before its first reading: that reading's
-        events += [(x.ts, k, max(x.pss, y.pss)) for x, y in zip(one, one[1:])]
-        events += [(one[-1].ts, k, one[-1].pss), (life_b, k, 0)]
+        events.append((life_a, k, one[0].pss, (-math.inf, one[0].ts)))  # before its first reading: that reading's
+        events += [(x.ts, k, max(x.pss, y.pss), (x.ts, y.ts)) for x, y in zip(one, one[1:])]
+        events += [(one[-1].ts, k, one[-1].pss, (one[-1].ts, math.inf)), (life_b, k, 0, (life_b, life_b))]
     events.sort(key=lambda e: e[0])  # stable: a part's own events keep their order
-    held: dict[int, int] = {}
+    held: dict[int, tuple[int, tuple[float, float]]] = {}
     total = 0
     best: tuple[float, float | None, int] = (told * (1 + SPLIT_MARGIN), None, 0)
-    for i, (t, k, value) in enumerate(events):
-        total += value - held.get(k, 0)
-        held[k] = value
+    for i, (t, k, value, passes) in enumerate(events):
+        total += value - held.get(k, (0, passes))[0]
+        held[k] = (value, passes)
         # the sum from t on, once every event at t is in (a pool ending as another begins never held both)
         if (i + 1 == len(events) or events[i + 1][0] > t) and total > best[0] and math.isfinite(t):
-            best = (total, t, sum(1 for v in held.values() if v > 0))
+            alive = [w for v, w in held.values() if v > 0]
+            if len(set(alive)) > 1:
+                best = (total, t, len(alive))
     return (best[2], best[1]) if best[1] is not None else None
 
 
