@@ -154,7 +154,7 @@ class Endings:
                     f", which exited (code {code})" if code is not None else "")
             return Ending(EXEC, f"exec'd into {name}{then}", at, ["exec record", *([why] if why else [])], sig,
                           code=code, exit_record_at=record)
-        if code is None and (sent := _sent(self, p, at, sig, why)) is not None:  # an exit code: it exited
+        if code is None and (sent := self._sent(p, at, sig, why)) is not None:  # an exit code: it exited
             return sent
         group = self._with_group(p, at)
         if sig is not None:
@@ -247,9 +247,9 @@ class Endings:
         window = max(p.run.interval, 0.0) + GROUP_SLACK_S
         same = [q for q in p.run.processes if q.pgid == pgid and q.host == p.host]
         together = [q for q in same if not q.exited and (e := q.ended_at) is not None and abs(e - at) <= window
-                    and not _killed_alone(self, q, e, window)]
+                    and not self._killed_alone(q, e, window)]
         lived = [q for q in same if (e := q.ended_at) is None or e > at + LIVED_ON_S]
-        if len(together) < 2 or not lived or not _not_a_wait(self, together):
+        if len(together) < 2 or not lived or not self._not_a_wait(together):
             return ""
         if any(_parent_ended_them(q, at, window) for q in together):
             return ""
@@ -304,46 +304,43 @@ class Endings:
         tick = q.run.interval if q.run is not None else 0.0
         return self.senders.to(q, at, max(tick, 0.0) + GROUP_SLACK_S) is not None
 
+    def _sent(self, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
+        """p's ending by a signal a traced process of the run sent to it or to its group (senders.py), where it
+        wrote no process_exit (its exit handlers did not run), or its wait status names a signal all the same.
+        "killed by S" where its status says S, or S is SIGKILL (no process can outlive it); "ended on S" otherwise."""
+        if (p.exited and sig is None) or not self.senders:
+            return None
+        tick = p.run.interval if p.run is not None else 0.0
+        found = self.senders.to(p, at, max(tick, 0.0) + GROUP_SLACK_S, sig)
+        if found is None:
+            return None
+        base = f"killed by {found.signal}" if sig == found.signal or found.signal == "SIGKILL" else \
+            f"ended on {found.signal}"
+        who = "itself" if found.sender is p else found.who  # a SIGKILL it sent itself (senders.to)
+        words = (f"{base}, sent by {who} ({found.call})" if found.group is None else
+                 f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
+                 f"({found.call})")
+        to = f"pid {p.pid}" if found.group is None else f"process group {found.group}"
+        evidence = [f"signal_sent: {found.who} sent {found.signal} to {to} at {self.rel(found.ts)} "
+                    f"({found.call_path}); it ended {max(at - found.ts, 0.0):.1f} s later", *([why] if why else [])]
+        return Ending(SIGNAL, words, at, evidence, found.signal, exit_record_at=p.end if p.exited else None,
+                      by=found.who, group=found.group is not None, sender=found.sender)
 
-def _sent(self: Endings, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
-    """p's ending by a signal a traced process of the run sent to it or to its group (senders.py), where it
-    wrote no process_exit (its exit handlers did not run), or its wait status names a signal all the same.
-    "killed by S" where its status says S, or S is SIGKILL (no process can outlive it); "ended on S" otherwise."""
-    if (p.exited and sig is None) or not self.senders:
-        return None
-    tick = p.run.interval if p.run is not None else 0.0
-    found = self.senders.to(p, at, max(tick, 0.0) + GROUP_SLACK_S, sig)
-    if found is None:
-        return None
-    base = f"killed by {found.signal}" if sig == found.signal or found.signal == "SIGKILL" else \
-        f"ended on {found.signal}"
-    who = "itself" if found.sender is p else found.who  # a SIGKILL it sent itself (senders.to)
-    words = (f"{base}, sent by {who} ({found.call})" if found.group is None else
-             f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
-             f"({found.call})")
-    to = f"pid {p.pid}" if found.group is None else f"process group {found.group}"
-    evidence = [f"signal_sent: {found.who} sent {found.signal} to {to} at {self.rel(found.ts)} ({found.call_path}); "
-                f"it ended {max(at - found.ts, 0.0):.1f} s later", *([why] if why else [])]
-    return Ending(SIGNAL, words, at, evidence, found.signal, exit_record_at=p.end if p.exited else None,
-                  by=found.who, group=found.group is not None, sender=found.sender)
+    def _not_a_wait(self, together: list[Process]) -> bool:
+        """Whether ends seen together can be a group signal's, not a parent that waited for its child and then
+        exited (a shell wrapper: `sh -c "sleep 1; true"`, both ends in one tick): two of them outside one line
+        of descent (siblings: a pool's workers), or one of them with a signal's status."""
+        def line(a: Process, b: Process) -> bool:
+            return any(x is b for x in ancestors(a)) or any(x is a for x in ancestors(b))
 
+        if any(_signal_evidence(q, self.by_sidecar)[0] for q in together):
+            return True
+        return any(not line(a, b) for i, a in enumerate(together) for b in together[i + 1:])
 
-def _not_a_wait(self: Endings, together: list[Process]) -> bool:
-    """Whether ends seen together can be a group signal's, not a parent that waited for its child and then
-    exited (a shell wrapper: `sh -c "sleep 1; true"`, both ends in one tick): two of them outside one line
-    of descent (siblings: a pool's workers), or one of them with a signal's status."""
-    def line(a: Process, b: Process) -> bool:
-        return any(x is b for x in ancestors(a)) or any(x is a for x in ancestors(b))
-
-    if any(_signal_evidence(q, self.by_sidecar)[0] for q in together):
-        return True
-    return any(not line(a, b) for i, a in enumerate(together) for b in together[i + 1:])
-
-
-def _killed_alone(self: Endings, q: Process, at: float, window: float) -> bool:
-    """A record shows q's end was a signal to q alone (os.kill of its pid): no part of a group's."""
-    found = self.senders.to(q, at, window) if self.senders else None
-    return found is not None and found.group is None
+    def _killed_alone(self, q: Process, at: float, window: float) -> bool:
+        """A record shows q's end was a signal to q alone (os.kill of its pid): no part of a group's."""
+        found = self.senders.to(q, at, window) if self.senders else None
+        return found is not None and found.group is None
 
 
 def torch_release(text: str) -> tuple[int, int] | None:
