@@ -426,3 +426,35 @@ def test_a_crashed_servers_port_its_orphaned_sidecar_holds_is_in_the_log(tmp_pat
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait(timeout=30)
+
+
+def test_an_orphans_pipes_are_its_own_where_its_creator_is_read_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a live creator's sockets are read (does it hold the orphan's socket?) and the creator's parent's pipe
+    ends too, the orphan's pipes are still the orphan's: the pipe the parent reads is found in the orphan's fd
+    table, at the orphan's fd number, never in the creator's."""
+    from wp_autotrace.watcher import fds as F
+
+    tables = {201: {1: "pipe:[900]", 5: "socket:[700]"}, 150: {7: "pipe:[901]", 9: "socket:[700]"}}
+    monkeypatch.setattr(F, "fd_links", lambda pid, proc="/proc": tables.get(pid))
+    monkeypatch.setattr(F, "listeners", lambda pid, proc="/proc": {700: {"port": 9000, "proto": "tcp", "addr": "x"}})
+    monkeypatch.setattr(F, "read_end", lambda pid, fd, proc="/proc": False if (pid, fd) == (201, 1) else None)
+    monkeypatch.setattr(F.OrphanFds, "_same", lambda self, pid, entry: True)
+    monkeypatch.setattr(F.OrphanFds, "_read_ends", lambda self, pid: {900})
+    live = {150: {"pid": 150, "create_time": 1.0}, 100: {"pid": 100, "create_time": 1.0}}
+    (got,) = F.OrphanFds()._read([(201, {"pid": 201, "create_time": 2.0}, 150, 100)], live)
+    assert got["read_by"] == {"pid": 100, "fds": [1]}, got
+    assert got["listen"][0]["creator_holds"] is True, got
+
+
+def test_what_a_pid_reused_during_the_reads_holds_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check that the pid is still the process's comes after every read of it (its fds, its sockets' table,
+    its pipe ends' fdinfo): a pid reused during them gives nothing."""
+    from wp_autotrace.watcher import fds as F
+
+    reads: list[str] = []
+    monkeypatch.setattr(F, "fd_links", lambda pid, proc="/proc": reads.append("fds") or {1: "pipe:[900]"})
+    monkeypatch.setattr(F, "read_end", lambda pid, fd, proc="/proc": reads.append("fdinfo") or False)
+    monkeypatch.setattr(F.OrphanFds, "_read_ends", lambda self, pid: {900})
+    monkeypatch.setattr(F.OrphanFds, "_same", lambda self, pid, entry: pid != 201 or "fdinfo" not in reads)
+    live = {100: {"pid": 100, "create_time": 1.0}}
+    assert F.OrphanFds()._read([(201, {"pid": 201, "create_time": 2.0}, 150, 100)], live) == []

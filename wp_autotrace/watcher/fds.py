@@ -187,8 +187,6 @@ class OrphanFds:
             links = fd_links(pid, self.proc)
             if not links:
                 continue
-            if not self._same(pid, entry):  # the pid was another process's by the read's end (reused): not its fds
-                continue
             got: dict[str, Any] = {"pid": pid, "create_time": entry["create_time"]}
             if isinstance(creator, int) and creator > 0:
                 got["creator"] = creator
@@ -198,8 +196,8 @@ class OrphanFds:
                 held = [dict(nets[i], inode=i, fds=sorted(fds)) for i, fds in socks.items() if i in nets]
                 if held and creator in live:  # a creator still alive (the leftover verdict): does it hold them too?
                     if creator not in creators:
-                        links = fd_links(creator, self.proc) or {}
-                        creators[creator] = set(inodes(links, "socket")) if self._same(creator, live[creator]) \
+                        theirs = fd_links(creator, self.proc) or {}
+                        creators[creator] = set(inodes(theirs, "socket")) if self._same(creator, live[creator]) \
                             else set()
                     for h in held:
                         if h["inode"] in creators[creator]:
@@ -216,7 +214,8 @@ class OrphanFds:
                              if read_end(pid, fd, self.proc) is False)
                 if fds:
                     got["read_by"] = {"pid": parent, "fds": fds}
-            if "listen" in got or "read_by" in got:
+            # the pid was another process's by the reads' end (reused): not its fds, sockets or pipe ends
+            if ("listen" in got or "read_by" in got) and self._same(pid, entry):
                 out.append(got)
         return out
 
