@@ -458,3 +458,37 @@ def test_what_a_pid_reused_during_the_reads_holds_is_dropped(monkeypatch: pytest
     monkeypatch.setattr(F.OrphanFds, "_same", lambda self, pid, entry: pid != 201 or "fdinfo" not in reads)
     live = {100: {"pid": 100, "create_time": 1.0}}
     assert F.OrphanFds()._read([(201, {"pid": 201, "create_time": 2.0}, 150, 100)], live) == []
+
+
+def test_a_socket_a_sidecar_and_its_workers_hold_is_not_told_as_their_creators(tmp_path: Path) -> None:
+    """A SubprocPool's sidecar is exec'd by its creator with close_fds (none of the creator's sockets pass): one
+    socket in the sidecar and the workers it forked is the sidecar's own, not "their creator's"."""
+    from .logs import SP, T0, LogWriter, call, start
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    w.add(0.1, 150, 100, "child", "process_start", argv=["python", "main.py", "child"], python="3.11.7",
+          forked=False, env={}, run="r1", root_pid=100)
+    call(w, 3.0, 150, 100, "child", f"{SP}:SubprocPool.__init__", 1, 3.1, sidecar_pid=200)
+    start(w, 3.02, 200, 150, "compile-sidecar")
+    call(w, 3.05, 200, 150, "compile-sidecar", f"{SP}:SubprocMain.main", 1, None)
+    for pid in (201, 202):
+        w.add(3.08, pid, 200, "compile-worker", "process_start", argv=["python", "sidecar.py"], python="3.11.7",
+              forked=True, env={}, run="r1", root_pid=100)
+    watcher(w, 3.2, "tree", count=4, started=[], ended=[{"pid": 150, "end": T0 + 3.2}])
+
+    def held(pid: int, creator: int) -> dict[str, Any]:
+        return {"pid": pid, "create_time": 0.0, "creator": creator,
+                "listen": [{"proto": "tcp", "addr": "127.0.0.1", "port": 9000, "fds": [7], "inode": 555}]}
+    watcher(w, 3.21, "orphan_fds", procs=[held(200, 150)])
+    for t in (4.0, 30.0, 60.0):
+        watcher(w, t, "memory", procs=[{"pid": pid, "pss": 100 * 2**20, "uss": 2**20} for pid in (200, 201, 202)])
+    watcher(w, 62.0, "orphan_fds", procs=[held(201, 200), held(202, 200)])
+    watcher(w, 63.2, "tree", count=1, started=[], ended=[{"pid": p, "end": T0 + 63.2} for p in (200, 201, 202)])
+    w.add(63.25, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 63.3, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "pool-outlived-creator"]
+    assert "held a listening socket of TCP port 9000 (127.0.0.1) when read at 3.2 s" in f["text"], f["text"]
+    assert "their creator's" not in f["text"] and "whether theirs was their creator's" not in f["text"], f["text"]

@@ -41,16 +41,18 @@ def ports_held(v: View, st: PoolStory) -> tuple[str, float, str] | None:
     processes held once orphaned; None where no record shows one. One read per process (its orphan_fds entry):
     nothing shows the socket still held after it (a process may close an inherited fd), so the read's time is what
     is told. `whose`: why they were their creator's, where the record shows it for every port told (one socket,
-    its inode, held by two or more of them: inherited from the process that forked them; or the creator, alive
-    then, held it too); "" where not (a worker's own listener, a metrics server, reads the same)."""
+    its inode, held by two or more processes the creator itself started: inherited from it as it forked them; or
+    the creator, alive then, held it too); "" where not (a worker's own listener, a metrics server, reads the
+    same; a socket in a sidecar and the workers it forked is the sidecar's: exec'd with close_fds, it took none
+    of its creator's)."""
     fds = held_fds(v, st.procs)
     ports: dict[tuple[str, int], set[str]] = {}
-    holders: dict[int, set[int]] = {}  # socket inode -> the pool's processes that held it
+    holders: dict[int, set[int]] = {}  # socket inode -> the pool's processes the creator started that held it
     reads = []
     for p, e in fds.items():
         for h in e["listen"]:
             ports.setdefault((h["proto"], h["port"]), set()).add(h["addr"])
-            if isinstance(h.get("inode"), int):
+            if isinstance(h.get("inode"), int) and p.parent is st.pool.creator:
                 holders.setdefault(h["inode"], set()).add(p.pid)
         if e["listen"]:
             reads.append(e["ts"])
