@@ -45,9 +45,11 @@ KINDS: dict[str, tuple[str, str]] = {
     "pool-job-hang": ("a process's wait on its compile pool (not a fork pool made beside threads: fork-pool-hang) "
                       "never returned, or was interrupted on a job held 300 s or more (torch's own bar for a stuck "
                       "compile job) or by torch's own timeout, while a worker of that pool held a job: which worker, "
-                      "since when, the job's function, from the worker's own job records",
-                      "see what that worker is doing (py-spy dump --pid PID); compile_threads=1 runs the job in "
-                      "the main process, where it hangs with a traceback"),
+                      "since when, the job's function (and a child it started that was still running at its end: "
+                      "a compiler, a linker), from the worker's own job records",
+                      "see what that worker is doing (py-spy dump --pid PID), and the child its job started, still "
+                      "running at its end (a compiler: its CPU, its wchan); compile_threads=1 runs the job in the "
+                      "main process, where it hangs with a traceback"),
     "pool-wait-interrupted": ("a process's wait on its compile pool was interrupted (Ctrl-C) while a worker ran a job "
                               "that had run less than the 300 s torch's own CI allows a compile job: which worker, the "
                               "job, and whether it ended after the interrupt; no record shows a hang",
