@@ -1,8 +1,13 @@
 """`report --json` of a 1M-record log against a bare parse of the same lines, side by side (issues 23, 32).
 
-Usage: python bench/report_big.py [--records 1000000] [--rounds 3] [--ref REF] [--write [BENCHMARKS.md]]
+Usage: python bench/report_big.py [--records 1000000] [--rounds 3] [--ref REF] [--shape real|synthetic|both]
+       [--write [BENCHMARKS.md]]
 
-Writes bench/report_scale.py's synthetic run at --records records, then, alternating round by
+Two logs (--shape, both by default): a realistic long compile job's (bench/real_log.py: 8 ranks' pools,
+mostly workers' job records, 8-frame call stacks, the watcher's tree and memory samples, writers
+interleaved, ~50 records/s) and bench/report_scale.py's synthetic run (one call site round-robin over 2,000
+processes at ~140K records/s, one-frame stacks, no samples: the figures of earlier rounds). For each, it
+writes the log at --records records, then, alternating round by
 round, in fresh interpreters: a bare ``json.loads`` of each line (the reference: no checks, no
 model, nothing kept), a bare ``msgspec.json.decode`` of each line (what a fast decoder alone
 costs), ``wp-autotrace report --json`` of this tree (the fast path: analysis/read/fastread.py),
@@ -115,27 +120,33 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, 
     return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024
 
 
-def _make_log(py: str, path: Path, records: int) -> int:
-    """bench/report_scale.py's synthetic run at `records` records; how many it holds. In a child: the lines it
-    builds would otherwise count in every later child's peak RSS (ru_maxrss includes what a child inherited
-    before it exec'd)."""
-    made = subprocess.run([py, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                           "from report_scale import make_log; print(make_log(__import__('pathlib').Path("
-                           "sys.argv[2]), 2000, 20, int(sys.argv[3])))", str(REPO / "bench"), str(path),
-                           str(records)], check=True, capture_output=True, text=True)
+# The log of each shape, made in a child: (module in bench/, its call of make_log).
+SHAPES = {"real": ("real_log", "make_log(path, n)"), "synthetic": ("report_scale", "make_log(path, 2000, 20, n)")}
+SHAPE_NAMES = {"real": "Realistic long compile job (bench/real_log.py)",
+               "synthetic": "Synthetic run (bench/report_scale.py's shape)"}
+
+
+def _make_log(py: str, path: Path, records: int, shape: str = "synthetic") -> int:
+    """The shape's log at `records` records; how many it holds. In a child: the lines it builds would otherwise
+    count in every later child's peak RSS (ru_maxrss includes what a child inherited before it exec'd)."""
+    module, call = SHAPES[shape]
+    made = subprocess.run([py, "-c", "import sys, pathlib; sys.path.insert(0, sys.argv[1]); "
+                           f"from {module} import make_log; path, n = pathlib.Path(sys.argv[2]), int(sys.argv[3]); "
+                           f"print({call})", str(REPO / "bench"), str(path), str(records)],
+                          check=True, capture_output=True, text=True)
     return int(made.stdout)
 
 
-def measure(py: str, records: int, rounds: int, ref: str | None = None, pythonpath: str | None = None
-            ) -> dict[str, Any]:
+def measure(py: str, records: int, rounds: int, ref: str | None = None, pythonpath: str | None = None,
+            shape: str = "synthetic") -> dict[str, Any]:
     """Every variant, alternating, `rounds` times; medians and ratios. py: the interpreter (with msgspec);
     pythonpath: where this tree's package is (None: py has it installed)."""
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-big-"))
     try:
         log = tmp / "big.jsonl"
-        n = _make_log(py, log, records)
+        n = _make_log(py, log, records, shape)
         small = tmp / "small.jsonl"
-        _make_log(py, small, SMALL_RECORDS)
+        _make_log(py, small, SMALL_RECORDS, shape)
         size = log.stat().st_size
         env = {k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE") and k != "PYTHONPATH"}
         new = dict(env, PYTHONPATH=pythonpath) if pythonpath else env
@@ -170,7 +181,7 @@ def measure(py: str, records: int, rounds: int, ref: str | None = None, pythonpa
                                                     capture_output=True, text=True, cwd=tmp).stdout))
             loads.append(os.getloadavg()[0])
         bare_cpu = statistics.median(c for _, c, _ in got[names[0]])
-        out: dict[str, Any] = {"records": n, "log_bytes": size, "rounds": rounds, "ref": ref,
+        out: dict[str, Any] = {"shape": shape, "records": n, "log_bytes": size, "rounds": rounds, "ref": ref,
                                "load": [round(min(loads), 1), round(max(loads), 1)], "rows": {}}
         for name, samples in got.items():
             cpu = statistics.median(c for _, c, _ in samples)
@@ -203,8 +214,8 @@ def markdown(res: dict[str, Any]) -> str:
     rows = res["rows"]
     fast = rows["report --json (fast path)"]
     st = res["fast_stages_cpu_s"]
-    out = [START, "", "### Report against a bare parse (bench/report_big.py)", "",
-           f"Synthetic run (bench/report_scale.py's shape): {res['records']:,} records, "
+    out = [f"#### {SHAPE_NAMES[res.get('shape', 'synthetic')]}", "",
+           f"{res['records']:,} records, "
            f"{res['log_bytes'] / 2**20:.0f} MiB; {res['rounds']} alternating rounds, medians, a fresh interpreter "
            f"each; load average {res['load'][0]}–{res['load'][1]} on {os.cpu_count()} cores while measured (CPU "
            "time, which waiting for a core does not inflate, is the figure; a loaded machine still slows every "
@@ -245,9 +256,17 @@ def markdown(res: dict[str, Any]) -> str:
                "call (which the findings and the OTLP export read today; docs/scale.md)." if fl["fold_adds"] > GOAL_CPU
                else "")
             + " The json path (no msgspec) is the old reader's cost.", "",
-            f"Command: `python bench/report_big.py --records {res['records']} --rounds {res['rounds']}"
+            f"Command: `python bench/report_big.py --records {res['records']} --rounds {res['rounds']} "
+            f"--shape {res.get('shape', 'synthetic')}"
             + (f" --ref {res['ref']}" if res.get("ref") else "") + " --write`."]
-    return "\n".join(out + ["", END]) + "\n"
+    return "\n".join(out)
+
+
+def markdown_all(results: list[dict[str, Any]]) -> str:
+    """The section: each shape's block, the realistic log's first."""
+    blocks = [markdown(res) for res in results]
+    return "\n".join([START, "", "### Report against a bare parse (bench/report_big.py)", "", "\n\n".join(blocks),
+                      "", END]) + "\n"
 
 
 def write_section(path: Path, text: str) -> None:
@@ -264,12 +283,17 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ref", default=None, help="also time this git ref's report (e.g. main)")
+    parser.add_argument("--shape", choices=("real", "synthetic", "both"), default="both")
     parser.add_argument("--write", nargs="?", const=str(REPO / "BENCHMARKS.md"), default=None)
     args = parser.parse_args()
-    res = measure(sys.executable, args.records, args.rounds, args.ref, str(REPO))
-    print(json.dumps(res, indent=1))
+    shapes = ["real", "synthetic"] if args.shape == "both" else [args.shape]
+    results = []
+    for shape in shapes:
+        res = measure(sys.executable, args.records, args.rounds, args.ref, str(REPO), shape)
+        print(json.dumps(res, indent=1), flush=True)
+        results.append(res)
     if args.write:
-        write_section(Path(args.write), markdown(res))
+        write_section(Path(args.write), markdown_all(results))
     return 0
 
 
