@@ -90,7 +90,7 @@ def decode():
             for raw in batch:
                 fast = table.get(fastread.head(raw))
                 if fast is not None:
-                    fast(raw)
+                    fastread.take(fast, raw)
 def stream():
     for _ in L.stream_logs([path]):
         pass

@@ -73,7 +73,7 @@ def fast_taken(text: str) -> int:
     taken = 0
     for line in text.encode().splitlines():
         fast = table.get(fastread.head(line))
-        taken += fast is not None and fast(line) is not None
+        taken += fast is not None and fastread.take(fast, line) is not None
     return taken
 
 

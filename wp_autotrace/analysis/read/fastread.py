@@ -47,6 +47,9 @@ _PLAIN_KINDS = (schema.INT, schema.UINT, schema.NUM, schema.STR, schema.OPT_STR,
 _REWRITTEN_KINDS = (schema.DICT, schema.ANY)
 
 Decode = Callable[[bytes], Optional[dict[str, Any]]]
+# What a fast decode may raise for a line it refuses (besides returning None): the json path decides it.
+FAILED: tuple[type[BaseException], ...] = (
+    (msgspec.ValidationError, msgspec.DecodeError, RecursionError) if msgspec is not None else ())
 
 
 def _types() -> dict[str, Any]:
@@ -76,7 +79,9 @@ def _types() -> dict[str, Any]:
 
 
 def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decode:
-    """The fast decode of one event's records: the record, or None for the json path to decide."""
+    """The fast decode of one event's records: the record, or None or one of FAILED raised for the json path to
+    decide. An event with nothing to test after the decode gets msgspec's decode itself: no Python frame per
+    record (most records of a long log are such: a worker's job records)."""
     annotations = {key: types[kind] for key, kind in fields.items()}
     annotations.update(v=types["v"], ts=types["ts"], event=Literal[event])  # type: ignore[valid-type]
     tested = Required is None  # the identity keys tested after the decode
@@ -84,12 +89,14 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
         annotations.update((key, Required[annotations[key]]) for key in _IDENTITY)
     typed = TypedDict(f"Fast_{event}", annotations, total=False)  # type: ignore[misc]
     decode = msgspec.json.Decoder(typed).decode
-    failed = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+    failed = FAILED
     rewritten = tuple(key for key, kind in fields.items() if kind in _REWRITTEN_KINDS)
     # Frames decode as plain dicts (every key kept, as json.loads keeps them): check_record's own
     # cleaner then gives what it gives on the json path (the same dict, or a rebuilt one in its order).
     frames = tuple((key, kind == schema.FRAMES, CHECKS[kind]) for key, kind in fields.items()
                    if kind in (schema.FRAME, schema.FRAMES))
+    if not (tested or rewritten or frames):
+        return decode  # type: ignore[return-value]
 
     def fast(raw: bytes) -> dict[str, Any] | None:
         try:
@@ -136,6 +143,14 @@ def decoders() -> dict[bytes, Decode]:
         for version in range(1, min(schema.SCHEMA_VERSION, 9) + 1):  # one digit: _EVENT_AT holds
             out[(_HEAD % version) + event.encode()] = fast
     return out
+
+
+def take(fast: Decode, raw: bytes) -> dict[str, Any] | None:
+    """A fast decode's record, or None where it refuses the line (raised or not)."""
+    try:
+        return fast(raw)
+    except FAILED:
+        return None
 
 
 def head(raw: bytes) -> bytes:

@@ -71,12 +71,13 @@ def open_regular(path: str) -> Any:
 
 # The fast path (fastread.py, msgspec): line head -> typed decode; loaded at the first line read.
 _fast: dict[bytes, Callable[[bytes], dict[str, Any] | None]] | None = None
+_failed: tuple[type[BaseException], ...] = ()  # what a fast decode raises for a line it refuses (fastread.FAILED)
 
 
 def use_fast(on: bool = True) -> None:
     """Take the fast path where msgspec is installed (the default), or only the json path (off):
     the same records either way (tests/test_fastread.py; bench/report_big.py times both)."""
-    global _fast
+    global _fast, _failed
     if not on:
         _fast = {}
         return
@@ -87,9 +88,9 @@ def use_fast(on: bool = True) -> None:
     # process with SIGSEGV instead of raising. They arrive, and raise, right after.
     held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
-        from .fastread import decoders
+        from .fastread import FAILED, decoders
 
-        _fast = decoders()
+        _fast, _failed = decoders(), FAILED
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
@@ -105,7 +106,10 @@ def parse_line(raw: bytes, skip: Callable[[str], None], fixed: dict[str, int]) -
     fast = _fast.get(raw[:raw.find(b'"', _EVENT_AT)])
     # Non-ASCII lines are checked as UTF-8 as a whole (msgspec skips an unknown field unchecked).
     if fast is not None and (raw.isascii() or _utf8(raw)):
-        record = fast(raw)
+        try:
+            record = fast(raw)
+        except _failed:
+            record = None
         if record is not None:
             return record
     return _parse_json(raw, skip, fixed)
@@ -157,12 +161,17 @@ def checked_records(batches: Iterable[tuple[list[bytes], bool]], skip: Callable[
     (torn fragments recovered, every field checked); blank lines (the writer's framing) are passed over."""
     if _fast is None:
         use_fast()
-    fast_for, at = _fast.get, _EVENT_AT  # type: ignore[union-attr]
+    fast_for, at, failed = _fast.get, _EVENT_AT, _failed  # type: ignore[union-attr]
     for lines, ended in batches:
         for raw in lines:
             fast = fast_for(raw[:raw.find(b'"', at)])
             tried = fast is not None and raw.isascii()
-            record = fast(raw) if tried else None  # type: ignore[misc]
+            record = None
+            if tried:
+                try:
+                    record = fast(raw)  # type: ignore[misc]
+                except failed:
+                    pass
             if record is None:
                 if not raw.strip():
                     continue  # the writer separates records by blank lines
