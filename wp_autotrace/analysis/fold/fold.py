@@ -303,7 +303,15 @@ def add_job(reg: Registry, r: dict[str, Any]) -> None:
     if r.get("state") == "start":
         if jobs and jobs[-1].end is None:  # its end record was lost (a full disk): it ended by this next start
             jobs[-1].end = r["ts"]
-        jobs.append(JobSpan(r))
+        job = JobSpan(r)
+        # One string per job function and kernel name, as for a call's target: a long run's jobs repeat a few
+        # functions, and every rank compiles the same kernels; the spans are kept to the end.
+        shared = reg.shared
+        if job.fn is not None:
+            job.fn = shared.setdefault(job.fn, job.fn)
+        if job.arg is not None:
+            job.arg = shared.setdefault(job.arg, job.arg)
+        jobs.append(job)
     elif r.get("state") == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == r.get("work_id"):
         jobs[-1].end = r["ts"]  # a worker runs one job at a time: an end is its last start's
 
