@@ -71,6 +71,7 @@ PARTS = """
 import gc, json, sys, time
 gc.disable()
 from wp_autotrace.analysis.read import fastread, logread as L
+from wp_autotrace.analysis.read.records import line_batches
 from wp_autotrace.analysis.fold.fold import Builder
 path = sys.argv[1]
 table = fastread.decoders()
@@ -81,12 +82,12 @@ def bare():
                 json.loads(line)
 def lines():
     with open(path, "rb") as f:
-        for batch, _ in L._batches(f, {}):
+        for batch, _ in line_batches(f, {}):
             for raw in batch:
                 pass
 def decode():
     with open(path, "rb") as f:
-        for batch, _ in L._batches(f, {}):
+        for batch, _ in line_batches(f, {}):
             for raw in batch:
                 fast = table.get(fastread.head(raw))
                 if fast is not None:
