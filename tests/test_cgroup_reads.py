@@ -108,3 +108,32 @@ def test_a_cgroup_mount_that_shows_the_containers_own_cgroup_as_its_root_is_read
     assert least_limit(1, "/other", str(root), MEMORY_KIND, mounts) is None
     assert (least_limit(1, "/docker/abc/inner", str(root), MEMORY_KIND, mounts) or {}).get("limit_path") == \
         "/docker/abc"
+
+
+def test_a_v2_limit_above_the_processs_cgroup_has_its_refusals_read_in_both_cgroups(tmp_path: Path) -> None:
+    """v2, the pids limit on /job above the process's own /job/step: before Linux 6.13 the kernel counts a refusal
+    in the forking task's cgroup (the limit's pids.events stays 0), from 6.13 in the limit's. Each read (the join,
+    the one as a job's error is read, the end) reads both: `refused` at the limit, `refused_own` at the process's
+    cgroup. Where the process's cgroup sets the limit itself, or in v1 (counted in the forking task's cgroup, read
+    there), one read: no `refused_own`."""
+    cg = tmp_path / "cg"
+    _put(cg, "job", "pids.max", "24")
+    _put(cg, "job", "pids.events", "max 0")
+    _put(cg, "job/step", "pids.max", "max")
+    _put(cg, "job/step", "pids.events", "max 0")
+    pids = Cgroups(PIDS_KIND, str(cg), {})
+    joined = pids.join({"pid": 100}, b"0::/job/step\n") or {}
+    assert (joined.get("limit_path"), joined.get("refused"), joined.get("refused_own")) == ("/job", 0, 0), joined
+    _put(cg, "job/step", "pids.events", "max 3")  # a kernel before 6.13: counted where the forking task is
+    assert [(r["refused"], r["refused_own"], r["after"]) for r in pids.again(after=2.0)] == [(0, 3, 2.0)]
+    (cg / "job/step/pids.events").unlink()  # unread now: the join's count is not carried into this read
+    assert [(r["refused"], "refused_own" in r, r["final"]) for r in pids.again()] == [(0, False, True)]
+    _put(cg, "box", "pids.max", "24")
+    _put(cg, "box", "pids.events", "max 1")
+    boxed = pids.join({"pid": 101}, b"0::/box\n") or {}
+    assert boxed.get("refused") == 1 and "refused_own" not in boxed and "limit_path" not in boxed, boxed
+    _put(cg, "pids/job", "pids.max", "24")
+    _put(cg, "pids/job", "pids.events", "max 0")
+    _put(cg, "pids/job/step", "pids.events", "max 5")
+    v1 = Cgroups(PIDS_KIND, str(cg), {}).join({"pid": 102}, b"3:pids:/job/step\n") or {}
+    assert (v1.get("limit_path"), v1.get("refused"), "refused_own" in v1) == ("/job", 5, False), v1

@@ -1671,18 +1671,20 @@ PIDS_CG = "/wp_users_pids_1"
 
 
 def _kernel_failed(line: str, threads: int, uid: int = 65534, nproc: int = 24,
-                   refused: tuple[int, ...] = ()) -> LogWriter:
+                   refused: tuple[int, ...] = (), own: tuple[int, ...] = ()) -> LogWriter:
     """main 100's pool (sidecar 200, workers 300 and 301), all run under ulimit -u 24 as uid 65534 (the watcher's
     tree entries); one sweep at 2.0 s read `threads` processes and threads of theirs at once; the compiled
     module's wait (2.0 -> 2.1 s) raised a kernel's job error whose own last line is `line`, past the record's
     head, as the runtime keeps it (head and tail). `refused`: all in pids cgroup PIDS_CG (pids.max 24), whose
     pidcg records at 1.3 s and (`final`) at 2.5 s read these pids.events max counts; with three counts, the second
-    at 2.2 s, read as the watcher read the job's error (`after` its record's ts, 2.1 s)."""
+    at 2.2 s, read as the watcher read the job's error (`after` its record's ts, 2.1 s). `own`: v2, the limit set
+    on /job above PIDS_CG, and these the counts read at PIDS_CG beside them (`refused_own`)."""
     from wp_autotrace.runtime.reads import error_text
 
     w = clean_run()
-    for at, count in zip((1.3, 2.5) if len(refused) < 3 else (1.3, 2.2, 2.5), refused):
-        watcher(w, at, "pidcg", member=100, version=1, path=PIDS_CG, file="pids.max", limit=24, refused=count,
+    for i, (at, count) in enumerate(zip((1.3, 2.5) if len(refused) < 3 else (1.3, 2.2, 2.5), refused)):
+        v2 = {"version": 2, "limit_path": "/job", "refused_own": own[i]} if own else {"version": 1}
+        watcher(w, at, "pidcg", member=100, path=PIDS_CG, file="pids.max", limit=24, refused=count, **v2,
                 **({"final": True} if at > 2.4 else {"after": T0 + 2.1} if at > 2 else {}))
     watcher(w, 1.3, "tree", count=4, started=[
         {"pid": pid, "ppid": ppid, "name": "python", "cmd": "python", "role": role, "via": "child",
@@ -1824,6 +1826,41 @@ def test_a_task_limits_refusals_are_the_cause_only_where_counted_by_the_time_the
             "it, no record shows." in f["text"], f["text"]
         assert f["advice"].startswith("if the task limit caused it: raise the task limit"), f["advice"]
         assert f["cost"]["pids_placed"] == "unknown", f["cost"]
+
+
+def test_a_v2_task_limit_above_the_processs_cgroup_counts_refusals_in_either_cgroups_pids_events(
+        tmp_path: Path) -> None:
+    """v2 with the limit set above the process's own cgroup (a SLURM job's or a user slice's TasksMax): before Linux
+    6.13 the kernel counts a refusal in the forking task's cgroup (`refused_own`), the limit's count stays 0; from
+    6.13 in the limit's (`refused`) and may count it in both. A rise in either is the refusals, the larger one, never
+    the sum; where the limit's count rose as much, the words are those of a count read at the limit alone."""
+    line = "subprocess.CalledProcessError: Command '['ld.lld']' returned non-zero exit status 1"
+
+    def told(sub: str, refused: tuple[int, ...], own: tuple[int, ...]) -> dict[str, Any]:
+        (tmp_path / sub).mkdir()
+        rep = report(_kernel_failed(line, 12, uid=0, nproc=96369, refused=refused, own=own), tmp_path / sub)
+        return next(f for f in rep["findings"] if f["kind"] == "compile-failed")
+
+    on = (f"pids.max 24 (/job, above its own {PIDS_CG}; each process and each thread in it counts, root's too, the "
+          "run's or not)")
+    own = f"in its own {PIDS_CG}: before Linux 6.13 the kernel counts a refusal in the forking task's cgroup, not " \
+          "the limit's)"
+    f = told("old-kernel", (0, 0, 0), (0, 4, 4))
+    assert f"the task limit of its cgroup was reached: {on}; the kernel refused 4 fork(s) or thread start(s) there " \
+        f"between 1.3 s and 2.2 s, as the watcher read the failure raised at 2.1 s (pids.events max 0 -> 4 {own}." \
+        in f["text"], f["text"]
+    assert (f["cost"]["pids_refused"], f["cost"]["pids_placed"]) == (4, "before") and f["cost"]["limit_reached"]
+    f = told("after", (0, 0, 0), (0, 0, 3))
+    assert "refused none there between 1.3 s and 2.2 s, as the watcher read the failure raised at 2.1 s, and 3 by " \
+        f"its end at 2.5 s (pids.events max 0 -> 0 -> 3 {own}." in f["text"], f["text"]
+    assert (f["cost"]["pids_refused"], f["cost"]["pids_placed"]) == (3, "after"), f["cost"]
+    for sub, own_counts in (("both", (0, 4, 4)), ("new-kernel", (0, 0, 0))):  # 6.13+: the limit's count rose
+        f = told(sub, (0, 4, 4), own_counts)
+        assert f"{on}; the kernel refused 4 fork(s) or thread start(s) there between 1.3 s and 2.2 s, as the " \
+            "watcher read the failure raised at 2.1 s (pids.events max 0 -> 4)." in f["text"], f["text"]
+        assert f["cost"]["pids_refused"] == 4, f["cost"]  # not 8: one refusal counted in both
+    f = told("larger", (0, 1, 1), (0, 3, 3))
+    assert "refused 3 fork(s)" in f["text"] and "(pids.events max 0 -> 3 in its own" in f["text"], f["text"]
 
 
 def test_a_task_limit_reached_beside_a_job_line_naming_its_own_cause_is_not_told_as_the_cause(

@@ -162,8 +162,9 @@ def test_the_least_memory_limit_over_a_cgroup_is_read_once_per_cgroup(tmp_path: 
 def test_a_pids_limit_and_its_refusals_are_read_where_the_kernel_counts_them(tmp_path: Path) -> None:
     """A container's pids cgroup (watcher/cgroups.py on a made /sys/fs/cgroup): pids.max, least over the cgroup and
     those above it, and pids.events' `max` count of refused forks and thread starts, read as the cgroup's first
-    process joins and again at the watcher's end (again(): `final`). v1 counts in the forking task's own cgroup, v2
-    in the one whose limit refused: each is read there. A cgroup with no limit has no count to read again."""
+    process joins and again at the watcher's end (again(): `final`). v1 counts in the forking task's own cgroup, read
+    there; v2 before Linux 6.13 there too, from 6.13 in the one whose limit refused: with the limit above, both are
+    read (`refused_own` the task's own). A cgroup with no limit has no count to read again."""
     root = tmp_path / "cg"
 
     def put(rel: str, name: str, text: str) -> None:
@@ -183,13 +184,14 @@ def test_a_pids_limit_and_its_refusals_are_read_where_the_kernel_counts_them(tmp
     assert cgroups.join(v1, b"12:pids:/box\n0::/\n") == {"version": 1, "path": "/box", "file": "pids.max",
                                                            "limit": 24, "refused": 0, "member": 21}
     assert cgroups.join(v2, b"0::/ctr/step\n") == {"version": 2, "path": "/ctr/step", "file": "pids.max",
-                                                     "limit": 32, "limit_path": "/ctr", "refused": 2, "member": 22}
+                                                     "limit": 32, "limit_path": "/ctr", "refused": 2, "refused_own": 0,
+                                                     "member": 22}
     assert cgroups.join(free, b"0::/free\n") == {"version": 2, "path": "/free", "file": "pids.max", "member": 23}
     assert v1["pidcg"] == "/box" and v2["pidcg"] == "/ctr/step"
     put("pids/box", "pids.events", "max 4")
     put("ctr", "pids.events", "max 3")
-    again = [(r["path"], r["refused"], r["final"]) for r in cgroups.again()]
-    assert again == [("/box", 4, True), ("/ctr/step", 3, True)], again
+    again = [(r["path"], r["refused"], r.get("refused_own"), r["final"]) for r in cgroups.again()]
+    assert again == [("/box", 4, None, True), ("/ctr/step", 3, 0, True)], again
 
 
 def _pids_cgroup() -> str | None:

@@ -6,7 +6,10 @@ set): v2's memory.max ("max": none), v1's memory.limit_in_bytes (none reads as P
 9223372036854771712 on 4 KiB pages). Pids: the pids controller counts every task (each process and each thread,
 root's too) against pids.max (podman's and docker's --pids-limit, a pod's pid limit, systemd's TasksMax); a fork
 or a thread start past it fails with EAGAIN, and the kernel counts each refusal in pids.events ("max N"): in v1 in
-the forking task's cgroup, in v2 in the cgroup whose limit refused it. That count is read as the cgroup is first
+the forking task's cgroup; in v2 before Linux 6.13 there too, from 6.13 in the cgroup whose limit refused it and
+those above it (unless cgroup2 is mounted with pids_localevents: the forking task's again). So in v2 the count is
+read at both, the limit's cgroup and the process's own where they differ (`refused`, `refused_own`), and a rise in
+either is a refusal (the larger rise: 6.13+ may count in both). That count is read as the cgroup is first
 seen, once more as the watcher first reads a pool job's error of the run (the failure's cause can only be in a count
 read by then), and at the watcher's end (again()): never per tick; so is a memory limit's cgroup's peak charge
 (v1 memory.max_usage_in_bytes, v2 memory.peak). Nothing is read in the traced process.
@@ -149,12 +152,9 @@ def memory_limit(version: int, path: str, root: str = CGROUP_ROOT) -> dict[str, 
     return least_limit(version, path, root, MEMORY_KIND)
 
 
-def refused(fields: dict[str, object], root: str = CGROUP_ROOT, mounts: dict[str, str] | None = None) -> int | None:
-    """The kernel's count of forks and thread starts a pids limit refused (pids.events "max N"), read where it
-    counts them: v1 in the process's own cgroup, v2 in the one whose limit it is. None unread."""
-    version, path = fields["version"], str(fields["path"])
-    at = path if version == 1 else str(fields.get("limit_path", path))
-    for base in _bases(int(str(version)), root, PIDS_KIND[0]):
+def _max_events(version: int, at: str, root: str, mounts: dict[str, str] | None) -> int | None:
+    """pids.events' "max N" of cgroup `at`; None unread."""
+    for base in _bases(version, root, PIDS_KIND[0]):
         place = _place(base, (mounts or {}).get(base, "/"), at)
         text = (read_small(os.path.join(place, PIDS_EVENTS), READ_BYTES) if place else None) or b""
         for line in text.split(b"\n"):
@@ -164,21 +164,35 @@ def refused(fields: dict[str, object], root: str = CGROUP_ROOT, mounts: dict[str
     return None
 
 
-def peak(fields: dict[str, object], root: str = CGROUP_ROOT, mounts: dict[str, str] | None = None) -> int | None:
-    """The most the kernel has charged the cgroup whose memory limit it is, bytes (v1 memory.max_usage_in_bytes,
-    v2 memory.peak: Linux 5.19+), over that cgroup's life so far. None unread."""
+def refused(fields: dict[str, object], root: str = CGROUP_ROOT,
+            mounts: dict[str, str] | None = None) -> dict[str, int]:
+    """The kernel's counts of forks and thread starts a pids limit refused (pids.events "max N"), read where it
+    counts them (module docstring): `refused` in v1 at the process's own cgroup, in v2 at the limit's; and in v2,
+    where the limit is set above the process's own cgroup, `refused_own` there too (one more small read). The
+    counts read, {} none."""
+    version, path = int(str(fields["version"])), str(fields["path"])
+    at = path if version == 1 else str(fields.get("limit_path", path))
+    wanted = {"refused": at, **({"refused_own": path} if at != path else {})}
+    counts = {key: _max_events(version, cgroup, root, mounts) for key, cgroup in wanted.items()}
+    return {key: count for key, count in counts.items() if count is not None}
+
+
+def peak(fields: dict[str, object], root: str = CGROUP_ROOT,
+         mounts: dict[str, str] | None = None) -> dict[str, int]:
+    """`peak`: the most the kernel has charged the cgroup whose memory limit it is, bytes (v1
+    memory.max_usage_in_bytes, v2 memory.peak: Linux 5.19+), over that cgroup's life so far. {} unread."""
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
     name = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
     for base in _bases(version, root, MEMORY_KIND[0]):
         place = _place(base, (mounts or {}).get(base, "/"), at)
         text = ((read_small(os.path.join(place, name), READ_BYTES) if place else None) or b"").strip()
         if text.isdigit():
-            return int(text)
-    return None
+            return {"peak": int(text)}
+    return {}
 
 
-# controller -> the record's field for the kernel's count read at the join and again at the end, and its reader
-COUNTS = {PIDS_KIND[0]: ("refused", refused), MEMORY_KIND[0]: ("peak", peak)}
+# controller -> the record's fields for the kernel's counts read at the join and again later, and their reader
+COUNTS = {PIDS_KIND[0]: (("refused", "refused_own"), refused), MEMORY_KIND[0]: (("peak",), peak)}
 
 
 class Cgroups:
@@ -197,7 +211,7 @@ class Cgroups:
     def join(self, entry: dict[str, object], data: bytes | None) -> dict[str, object] | None:
         """Sets a joining process's tree entry's field (its cgroup's path, from data: its /proc/PID/cgroup) where
         readable; returns the record's fields where its cgroup is new (least_limit, `member`: its pid, and
-        `refused` for a pids limit), else None."""
+        `refused` (and `refused_own`: refused()) for a pids limit), else None."""
         found = parse_cgroup(data, self.kind[0])
         if found is None:
             return None
@@ -209,10 +223,9 @@ class Cgroups:
         if fields is not None:
             fields["member"] = entry["pid"]  # the process whose joining read it
         if fields is not None and "limit" in fields:
-            key, read = COUNTS[self.kind[0]]
-            count = read(fields, self.root, self.mounts)
-            if count is not None:
-                fields[key] = count
+            counts = COUNTS[self.kind[0]][1](fields, self.root, self.mounts)
+            if counts:
+                fields.update(counts)
                 self.counted.append(fields)
         return fields
 
@@ -222,10 +235,10 @@ class Cgroups:
         be in; one read at the end may hold refusals after it). For pids, the rise is the forks and thread starts
         the limit refused in between; for memory, a higher peak is one reached then."""
         out = []
-        key, read = COUNTS[self.kind[0]]
+        keys, read = COUNTS[self.kind[0]]
         mark = {"final": True} if after is None else {"after": after}
         for fields in self.counted:
-            count = read(fields, self.root, self.mounts)
-            if count is not None:
-                out.append({**fields, key: count, **mark})
+            counts = read(fields, self.root, self.mounts)
+            if counts:  # the join's counts are not carried: a count unread now is absent
+                out.append({**{k: v for k, v in fields.items() if k not in keys}, **counts, **mark})
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common.vocab import JOB_ERROR
 from ..words.fmt import site
@@ -154,22 +154,45 @@ class Pids(NamedTuple):
     placed: str
 
 
+# A pidcg record's counts of refusals: pids.events max at the limit's cgroup, and (v2, a limit set above the
+# process's own cgroup) at its own, where kernels before Linux 6.13 count them (watcher/cgroups.py)
+COUNT_KEYS = ("refused", "refused_own")
+
+
+def _rise(a: dict[str, Any], b: dict[str, Any]) -> tuple[int, str] | None:
+    """The larger rise of a pidcg's counts from its record a to its record b, and that count's field (`refused`
+    where both rise alike: 6.13+ may count one refusal in both, so never their sum); None where b did not read
+    every count a did (or a none)."""
+    keys = [k for k in COUNT_KEYS if isinstance(a.get(k), int)]
+    if not keys or not all(isinstance(b.get(k), int) for k in keys):
+        return None
+    return max(((b[k] - a[k], k) for k in keys), key=lambda rise: rise[0])
+
+
+def _count_words(key: str, path: str, counts: str) -> str:
+    """The pids.events counts read, named where they are the process's own cgroup's."""
+    if key == "refused":
+        return f"pids.events max {counts}"
+    return (f"pids.events max {counts} in its own {path}: before Linux 6.13 the kernel counts a refusal in the "
+            "forking task's cgroup, not the limit's")
+
+
 def _pids_refused(v: View, creator: Process, failed: float) -> Pids | None:
     """The first pids cgroup of the compiling process or of its pools' processes with a limit whose kernel count of
     refused forks and thread starts rose between the watcher's reads of it (its pidcg records: as the first process
-    in it joined, `after` as the watcher read a job's error, `final` at its end), placed against the failure raised
-    at `failed` (Unix seconds); None where none rose, or the cgroup was first read only after the failure."""
+    in it joined, `after` as the watcher read a job's error, `final` at its end; the larger rise of its counts,
+    _rise), placed against the failure raised at `failed` (Unix seconds); None where none rose, or the cgroup was
+    first read only after the failure."""
     procs = [creator] + [q for pool in v.pools if pool.creator is creator for q in v.story(pool).procs]
     # each process's own run's records: another traced program in the same cgroup (one log, one container) is
     # another run, and its refusals are not this one's
     for run, host, path in dict.fromkeys((q.run, q.host, q.pidcg) for q in procs if q.pidcg is not None):
         recs = run.pidcgs.get((host, path or ""), []) if run is not None else []
         first, last = (recs[0], recs[-1]) if recs else ({}, {})
-        before, after = first.get("refused"), last.get("refused")
+        total = _rise(first, last)
         # the last read: the watcher's end (`final`), or the one as it read the job's error where no end was written
         if not (isinstance(first.get("limit"), int) and (last.get("final") is True or isinstance(
-                last.get("after"), float)) and isinstance(before, int)
-                and isinstance(after, int) and after > before and first["ts"] <= failed):
+                last.get("after"), float)) and total is not None and total[0] > 0 and first["ts"] <= failed):
             continue
         at = first.get("limit_path")
         on = f"{at}, above its own {path}" if isinstance(at, str) else path
@@ -177,24 +200,27 @@ def _pids_refused(v: View, creator: Process, failed: float) -> Pids | None:
                  "run's or not)")
         # the last count read as the watcher read a job's error, no later than PLACED_WITHIN_S after this failure
         read = next((r for r in reversed(recs) if isinstance(r.get("after"), float)
-                     and isinstance(r.get("refused"), int) and r["ts"] - failed <= PLACED_WITHIN_S), None)
+                     and _rise(first, r) is not None and r["ts"] - failed <= PLACED_WITHIN_S), None)
+        early = _rise(first, read) if read is not None else None
         a, f, b = (f"{v.rel(t) or 0:.1f} s" for t in (first["ts"], failed, last["ts"]))
-        if read is not None and read["refused"] > before:  # counted by the time the failure was read
-            k, r = read["refused"] - before, f"{v.rel(read['ts']) or 0:.1f} s"
+        if read is not None and early is not None and early[0] > 0:  # counted by the time the failure was read
+            (k, key), r = early, f"{v.rel(read['ts']) or 0:.1f} s"
             return Pids(f"the task limit of its cgroup was reached: {limit}; the kernel refused {k} fork(s) or "
                         f"thread start(s) there between {a} and {r}, as the watcher read the failure raised at {f} "
-                        f"(pids.events max {before} -> {read['refused']})", first["limit"], k, "before")
+                        f"({_count_words(key, str(path), f'{first[key]} -> {read[key]}')})", first["limit"], k,
+                        "before")
+        rise, key = total
         if read is not None and read["ts"] >= failed:  # none by the time the failure was read: all after it
             r = f"{v.rel(read['ts']) or 0:.1f} s"
+            counts = f"{first[key]} -> {read[key]} -> {last[key]}"
             return Pids(f"the task limit of its cgroup was reached only after the failure: {limit}; the kernel "
                         f"refused none there between {a} and {r}, as the watcher read the failure raised at {f}, "
-                        f"and {after - before} by its end at {b} (pids.events max {before} -> {read['refused']} -> "
-                        f"{after})", first["limit"], after - before, "after")
+                        f"and {rise} by its end at {b} ({_count_words(key, str(path), counts)})", first["limit"],
+                        rise, "after")
         return Pids(f"the task limit of its cgroup was reached in the run: {limit}; the kernel refused "
-                    f"{after - before} fork(s) or thread start(s) there between {a} and {b} (pids.events max "
-                    f"{before} -> {after}); the failure was raised at {f}, with no count read in between",
-                    first["limit"], after - before,
-                    "unknown")
+                    f"{rise} fork(s) or thread start(s) there between {a} and {b} "
+                    f"({_count_words(key, str(path), f'{first[key]} -> {last[key]}')}); the failure was raised at "
+                    f"{f}, with no count read in between", first["limit"], rise, "unknown")
     return None
 
 

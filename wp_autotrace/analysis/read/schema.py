@@ -341,9 +341,14 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"),
         ("refused", UINT, "pids.events `max` then (v1: of `path`; v2: of the limit's cgroup): the forks and thread "
                           "starts the limit refused so far; absent where unread"),
+        ("refused_own", UINT, "v2, where `limit_path` is set: pids.events `max` of `path` then (Linux before 6.13, "
+                              "or cgroup2's pids_localevents, counts a refusal in the forking task's cgroup, not the "
+                              "limit's); a rise in either count is a refusal (the larger rise: 6.13+ may count in "
+                              "both); absent where unread"),
         ("after", NUM, "in the record written as the watcher first read a return record of the run whose call "
-                       "raised a pool job's error (SubprocException): that record's ts; `refused` read then"),
-        ("final", BOOL, "true in the record written at the watcher's end: `refused` read again"))),
+                       "raised a pool job's error (SubprocException): that record's ts; `refused` (`refused_own`) "
+                       "read then"),
+        ("final", BOOL, "true in the record written at the watcher's end: `refused` (`refused_own`) read again"))),
     ORPHAN_FDS: ("what pool processes held as the watcher first saw them orphaned (their parent, the pool's "
                  "creator, ended or they were re-parented) or in its leftover verdict: once per process, only those "
                  "holding a listening socket or a pipe their creator's parent reads", _PART_FIELDS[:4] + (
