@@ -274,3 +274,32 @@ def test_the_cleanup_of_a_broken_pool_is_no_workers_cause(tmp_path: Path) -> Non
     rep = report(w, tmp_path)
     ends = {p["pid"]: p["ending"] for p in rep["processes"] if p["pid"] in (310, 311)}
     assert len(ends) == 2 and all("sender" not in e and "sent by" not in e["words"] for e in ends.values()), ends
+
+
+def test_a_sigkill_after_its_exit_record_ended_its_teardown(tmp_path: Path) -> None:
+    """A worker whose exit handlers ran (its process_exit at 2.0 s) and whose teardown its parent cut short with
+    SIGKILL 5 s later (a bounded wait on a torch process under load), its wait status unread: killed by SIGKILL
+    in its teardown, the sender named, never a plain 'exited'. One SIGKILLed before its exit record, still
+    writing it after, exited: the record says its handlers ran after the signal went."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    for pid in (110, 111):
+        start(w, 0.2, pid, 100, "child")
+    watcher(w, 1.0, "tree", count=3, ended=[], started=[proc(100, 1, 100, 0, "main"), proc(110, 100, 100, 0.2),
+                                                        proc(111, 100, 100, 0.2)])
+    w.add(2.0, 110, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    sent(w, 6.0, 100, 1, "main", "kill", 111, 9, [DRIVER])
+    w.add(6.1, 111, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    sent(w, 7.0, 100, 1, "main", "kill", 110, 9, [DRIVER])
+    watcher(w, 7.5, "tree", count=1, started=[], ended=[{"pid": 110, "create_time": T0 + 0.2, "end": T0 + 7.2},
+                                                        {"pid": 111, "create_time": T0 + 0.2, "end": T0 + 6.2}])
+    w.add(8, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(8, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    ends = {p["pid"]: p["ending"] for p in rep["processes"]}
+    assert ends[110]["kind"] == "signal" and ends[110]["signal"] == "SIGKILL" and ends[110]["sender"] == 100, ends
+    assert ends[110]["words"] == ("killed by SIGKILL 5.0 s after its exit record (in its teardown), sent by main 100 "
+                                  "(os.kill at actors.py:79 in <module>)"), ends[110]
+    assert "its wait status was not read" in " ".join(ends[110]["evidence"]), ends[110]
+    assert ends[111]["kind"] == "exit" and ends[111]["signal"] is None, ends[111]

@@ -307,15 +307,24 @@ class Endings:
     def _sent(self, p: Process, at: float, sig: str | None, why: str) -> Ending | None:
         """p's ending by a signal a traced process of the run sent to it or to its group (senders.py), where it
         wrote no process_exit (its exit handlers did not run), or its wait status names a signal all the same.
-        "killed by S" where its status says S, or S is SIGKILL (no process can outlive it); "ended on S" otherwise."""
-        if (p.exited and sig is None) or not self.senders:
+        "killed by S" where its status says S, or S is SIGKILL (no process can outlive it); "ended on S" otherwise.
+        One that wrote its process_exit, its status unread, ended by a SIGKILL sent after that record: its exit
+        handlers ran, and the kill cut its teardown short (a parent's bounded wait on a torch process under load:
+        quack's _PrecompileHandle.shutdown kills a worker 5 s after closing its stdin)."""
+        if not self.senders:
             return None
+        unread = p.exited and sig is None
         tick = p.run.interval if p.run is not None else 0.0
-        found = self.senders.to(p, at, max(tick, 0.0) + GROUP_SLACK_S, sig)
-        if found is None:
+        found = self.senders.to(p, at, max(tick, 0.0) + GROUP_SLACK_S, "SIGKILL" if unread else sig)
+        teardown = found is not None and p.exited and p.end is not None and found.ts > p.end
+        if found is None or (unread and not teardown):
             return None
         base = f"killed by {found.signal}" if sig == found.signal or found.signal == "SIGKILL" else \
             f"ended on {found.signal}"
+        if teardown and found.signal == "SIGKILL":
+            base += f" {found.ts - (p.end or found.ts):.1f} s after its exit record (in its teardown)"
+            if unread:
+                why = "its process_exit came first (its exit handlers ran); its wait status was not read"
         who = "itself" if found.sender is p else found.who  # a SIGKILL it sent itself (senders.to)
         words = (f"{base}, sent by {who} ({found.call})" if found.group is None else
                  f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
