@@ -1427,9 +1427,9 @@ def autotune_pool(handed: bool, recorded: int = 0, nested: bool = False) -> LogW
 
 
 def test_quacks_compile_workers_are_a_pool(tmp_path: Path) -> None:
-    """torch._vendor.quack's precompile Popens its compile workers (2.13+; GPU only, so a crafted log): they are a
-    pool of kind quack, made at the user's line, its workers as ps lists them, its memory at once, ended by its
-    handle's shutdown."""
+    """torch._vendor.quack's precompile Popens its compile workers (2.13+; run for real on CPU with stand-ins in
+    tests/test_quack_pool.py): they are a pool of kind quack, made at the user's line, its workers as ps lists
+    them, its memory at once, ended by its handle's shutdown."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     call(w, 1, 100, 1, "main", "torch._vendor.quack.autotuner:Autotuner._precompile", 1, 1.5, caller=USER)
