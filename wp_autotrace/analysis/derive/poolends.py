@@ -47,18 +47,18 @@ BROKEN_POOL = "BrokenProcessPool"
 WORKER_END_SLACK_S = 1.0
 
 
-def pool_ending(self: EndingsOf, pool: Pool) -> Ending:
+def pool_ending(endings: EndingsOf, pool: Pool) -> Ending:
     """A pool's ending: its sidecar's, read against its stop call; a fork/spawn or autotune pool's, from its
     workers'."""
     side = pool.sidecar
     req = pool.shutdown_call
     if side is None and pool.members and pool.kind in (AUTOTUNE, QUACK):
-        return _autotune_ending(self, pool)
+        return _autotune_ending(endings, pool)
     if side is None and pool.members:
-        return _executor_ending(self, pool)
+        return _executor_ending(endings, pool)
     if side is None:
         return Ending(UNKNOWN, "how it ended is not known (its sidecar was not seen)", None, [])
-    side_end = self.of(side)
+    side_end = endings.of(side)
     end = side_end.at
     by = requester(req)[0] if req is not None else None
     if end is None:
@@ -76,8 +76,9 @@ def pool_ending(self: EndingsOf, pool: Pool) -> Ending:
                             or _zombie_before(side, req.ts)):
         return Ending(SHUTDOWN_FOUND_DEAD, f"its sidecar {side_words}; {by} asked it to stop later and found "
                       "it already dead", end,
-                      [f"SubprocPool.shutdown asked at {self.rel(req.ts)}", f"its sidecar's end at {self.rel(end)}",
-                       *side_end.evidence], side_end.signal, by=by, group=side_end.group)
+                      [f"SubprocPool.shutdown asked at {endings.rel(req.ts)}",
+                       f"its sidecar's end at {endings.rel(end)}", *side_end.evidence],
+                      side_end.signal, by=by, group=side_end.group)
     left = side.run is not None and side in side.run.leftover
     if req is not None and (req.end is None or req.error or left or side_end.kind in (SIGNAL, OOM_KILL)):
         # Asked, but the request did not end it: it never returned, was interrupted, or the sidecar
@@ -87,23 +88,23 @@ def pool_ending(self: EndingsOf, pool: Pool) -> Ending:
         after = ("; left running after the main process, then its sidecar " + side_words if left else
                  f"; its sidecar {side_words}")
         return Ending(SHUTDOWN_NEVER_RETURNED, f"{by} asked it to stop ({how}){after}", end,
-                      [f"SubprocPool.shutdown asked at {self.rel(req.ts)}: {how}",
+                      [f"SubprocPool.shutdown asked at {endings.rel(req.ts)}: {how}",
                        *(["the watcher's leftover record"] if left else []), *side_end.evidence], side_end.signal,
                       by=by)
     if req is not None:
         return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end,
-                      [f"SubprocPool.shutdown asked at {self.rel(req.ts)} and returned",
-                       f"its sidecar ended at {self.rel(end)}"], by=by)
-    if (own := _by_creator(self, pool, [side_end], end)) is not None:
+                      [f"SubprocPool.shutdown asked at {endings.rel(req.ts)} and returned",
+                       f"its sidecar ended at {endings.rel(end)}"], by=by)
+    if (own := _by_creator(endings, pool, [side_end], end)) is not None:
         return own
     return Ending(SIDECAR_ENDED, f"its sidecar {side_words}", end,
-                  [f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *side_end.evidence],
+                  [f"its sidecar's end at {endings.rel(end)}, no shutdown asked before", *side_end.evidence],
                   side_end.signal, group=side_end.group)
 
-def _executor_ending(self: EndingsOf, pool: Pool) -> Ending:
+def _executor_ending(endings: EndingsOf, pool: Pool) -> Ending:
     """A fork/spawn pool's ending, from its workers' (it has no sidecar and no traced shutdown call):
     left running, ended as its creator exited (concurrent.futures' exit handler), or ended before."""
-    ends = [(self.of(q), q) for q in pool.members]
+    ends = [(endings.of(q), q) for q in pool.members]
     alive = [q for e, q in ends if e.at is None]
     run = pool.creator.run
     if alive:
@@ -111,19 +112,19 @@ def _executor_ending(self: EndingsOf, pool: Pool) -> Ending:
             return Ending(LEFT_RUNNING, f"{plural(len(alive), 'worker')} left running after the main process",
                           None, ["the watcher's leftover record"])
         return Ending(RUNNING, "still running at the end of the log", None, [])
-    if (broke := _broke(self, pool)) is not None:
+    if (broke := _broke(endings, pool)) is not None:
         return broke
     end = max(e.at for e, _ in ends if e.at is not None)
     creator = pool.creator
-    if (own := _by_creator(self, pool, [e for e, _ in ends], end)) is not None:
+    if (own := _by_creator(endings, pool, [e for e, _ in ends], end)) is not None:
         return own
     c_end = creator.ended_at
-    evidence = [f"its last worker's end at {self.rel(end)}"]
+    evidence = [f"its last worker's end at {endings.rel(end)}"]
     if c_end is not None and creator.exited and creator.end is not None and not _ended_before_exit(pool) \
             and creator.end - AT_EXIT_S <= end <= c_end + GROUP_SLACK_S:
         return Ending(ENDED_AT_EXIT, f"its workers ended as {creator.role} {creator.pid} exited "
                       "(concurrent.futures stops an executor's workers at exit)", end,
-                      [*evidence, f"{creator.role} {creator.pid}'s process_exit at {self.rel(creator.end)}"],
+                      [*evidence, f"{creator.role} {creator.pid}'s process_exit at {endings.rel(creator.end)}"],
                       by=f"{creator.role} {creator.pid}'s exit")
     last = max(ends, key=lambda x: x[0].at or 0.0)[0]
     after = run.ended_soon_by(pool.members) if run is not None and creator is run.root else None
@@ -132,11 +133,11 @@ def _executor_ending(self: EndingsOf, pool: Pool) -> Ending:
                   [*evidence, *last.evidence], last.signal, group=last.group)
 
 
-def _autotune_ending(self: EndingsOf, pool: Pool) -> Ending:
+def _autotune_ending(endings: EndingsOf, pool: Pool) -> Ending:
     """An autotune pool's ending, from its last subprocess's and its stop call (TuningProcess.shutdown,
     TuningProcessPool.shutdown: they send the subprocess its stop and wait for it)."""
     last = max(pool.members, key=lambda q: q.start or 0.0)
-    end = self.of(last)
+    end = endings.of(last)
     req = pool.shutdown_call
     by = requester(req)[0] if req is not None else None
     if end.at is None:
@@ -150,17 +151,17 @@ def _autotune_ending(self: EndingsOf, pool: Pool) -> Ending:
         return Ending(ENDED_AT_EXIT, f"its subprocess ended as {pool.creator.role} {pool.creator.pid} exited "
                       "(concurrent.futures stops an executor's workers at exit, before torch's atexit)", end.at,
                       [f"its subprocesses' process_exit inside {pool.creator.role} {pool.creator.pid}'s exit join "
-                       f"({self.rel(join[0])} -> {self.rel(join[1])}), which returned"],
+                       f"({endings.rel(join[0])} -> {endings.rel(join[1])}), which returned"],
                       by=f"{pool.creator.role} {pool.creator.pid}'s exit")
     if req is not None and req.end is not None and not req.error and not proved_ended_before(last, req.ts):
         return Ending(SHUTDOWN_COMPLETED, f"{by} shut it down", end.at,
-                      [f"{T.short_label(req.target)} asked at {self.rel(req.ts)} and returned",
-                       f"its last subprocess ended at {self.rel(end.at)}"], by=by)
+                      [f"{T.short_label(req.target)} asked at {endings.rel(req.ts)} and returned",
+                       f"its last subprocess ended at {endings.rel(end.at)}"], by=by)
     return Ending(WORKERS_ENDED, f"its last autotune subprocess {_as_subject(end)}", end.at,
-                  [f"its last subprocess's end at {self.rel(end.at)}", *end.evidence], end.signal)
+                  [f"its last subprocess's end at {endings.rel(end.at)}", *end.evidence], end.signal)
 
 
-def _broke(self: EndingsOf, pool: Pool) -> Ending | None:
+def _broke(endings: EndingsOf, pool: Pool) -> Ending | None:
     """A fork/spawn pool that broke: its creator's first traced call that got BrokenProcessPool, and the workers
     that had started by then and ended by WORKER_END_SLACK_S after it, each with its own ending (a worker that
     never wrote its role record ended before torch's initializer ran in it: while it still imported). Which of
@@ -175,19 +176,20 @@ def _broke(self: EndingsOf, pool: Pool) -> Ending | None:
             and (e := q.ended_at) is not None and e <= at + WORKER_END_SLACK_S]
     if not lost:
         return None
-    who = "; ".join(f"worker {q.pid} {_as_subject(self.of(q))}" + (
+    who = "; ".join(f"worker {q.pid} {_as_subject(endings.of(q))}" + (
         "" if q.role == V.COMPILE_WORKER else " while it still imported (torch's initializer never ran in it)")
         for q in lost)
     c = c.outermost()
     end = max(q.ended_at or at for q in lost)
     return Ending(BROKE, f"it broke: {who}; {creator.role} {creator.pid}'s {T.short_label(c.target)}() got "
-                  f"{BROKEN_POOL} at {self.rel(at)} (concurrent.futures' word for a worker that ended abruptly)", end,
-                  [f"{BROKEN_POOL} returned to {T.short_label(c.target)}() at {self.rel(at)}",
-                   *(f"worker {q.pid}'s end at {self.rel(q.ended_at)}" for q in lost)],
-                  self.of(lost[0]).signal if len(lost) == 1 else None)
+                  f"{BROKEN_POOL} at {endings.rel(at)} (concurrent.futures' word for a worker that ended abruptly)",
+                  end,
+                  [f"{BROKEN_POOL} returned to {T.short_label(c.target)}() at {endings.rel(at)}",
+                   *(f"worker {q.pid}'s end at {endings.rel(q.ended_at)}" for q in lost)],
+                  endings.of(lost[0]).signal if len(lost) == 1 else None)
 
 
-def _by_creator(self: EndingsOf, pool: Pool, ends: list[Ending], end: float | None) -> Ending | None:
+def _by_creator(endings: EndingsOf, pool: Pool, ends: list[Ending], end: float | None) -> Ending | None:
     """The pool's ending where a signal its creator (or one of the creator's parents) sent ended its sidecar (ends:
     the sidecar's ending) or, a fork/spawn pool, every one of its workers (ends: theirs, one sender): the program
     ended its own pool (a Jupyter kernel's shutdown SIGTERMs its children; a process that kills its hung workers
@@ -202,7 +204,7 @@ def _by_creator(self: EndingsOf, pool: Pool, ends: list[Ending], end: float | No
                                          f", the parent of its creator {creator}, ended {it}")
     sent = f"{first.signal} to its sidecar" if pool.sidecar is not None else " and ".join(
         sorted({e.signal for e in ends if e.signal}))
-    evidence = ([f"its sidecar's end at {self.rel(end)}, no shutdown asked before", *first.evidence]
+    evidence = ([f"its sidecar's end at {endings.rel(end)}, no shutdown asked before", *first.evidence]
                 if pool.sidecar is not None else [e.evidence[0] for e in ends if e.evidence][:3])
     return Ending(ENDED_BY_CREATOR, f"{who}, sending {sent}{call}", end, evidence, first.signal,
                   by=f"{owner.role} {owner.pid}", group=first.group, sender=owner)
