@@ -103,8 +103,8 @@ def test_what_a_reused_pid_holds_is_not_told_as_the_orphans(tmp_path: Path) -> N
                 me: {"pid": me, "create_time": _ct(me), "role": "main", "ppid": 1}}
         later = {worker: live[worker]["create_time"] + 5.0, me: live[me]["create_time"]}
 
-        def stat(pid: int) -> dict[str, Any]:  # the pid taken by a process started 5 s after the orphan
-            return {"pid": pid, "create_time": later[pid]}
+        def stat(pid: int) -> dict[str, Any] | None:  # the pid taken by a process started 5 s after the orphan
+            return {"pid": pid, "create_time": later[pid]} if pid in later else None  # the creator: reaped
 
         def look(fds: OrphanFds) -> list[dict[str, Any]]:
             for entry in ({"pid": creator, "ppid": me}, *live.values()):
@@ -151,6 +151,30 @@ class _Found(OrphanFds):
     def _read(self, found: list[tuple[int, dict[str, Any], Any, Any]], live: dict[int, Any]) -> list[dict[str, Any]]:
         return [{"pid": pid, "create_time": e["create_time"], "creator": c, "read_by": {"pid": p, "fds": [1]}}
                 for pid, e, c, p in found]
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["same-look", "a-look-later"])
+def test_a_worker_whose_creators_pid_an_ended_member_had_is_its_orphan_only_where_no_later_process_has_it(
+        late: bool) -> None:
+    """Member 150 (main 100's child) ended; worker 201 (made at 3.0) names 150 as its creator. Where pid 150 now
+    names a live process made before 201 (at 2.5: the ended member's pid reused by 201's real creator), that
+    process made it: no orphan of the member, and the member's parent's pipes are not matched against it. Where
+    nothing lives at 150, or what does was made after 201, the member was its creator: its orphan, as before.
+    `late`: the member's end was taken a look before the worker joined (re-parented: its ppid read as 1)."""
+    for at_150, orphan in ((2.5, False), (None, True), (3.5, True)):
+        procs = {} if at_150 is None else {150: {"pid": 150, "ppid": 1, "create_time": at_150}}
+        fds = _Found(stat=procs.get)
+        main = {"pid": 100, "ppid": 1, "create_time": 1.0, "role": "main"}
+        for entry in (main, {"pid": 150, "ppid": 100, "create_time": 2.0}):
+            fds.joined(entry)
+        fds.ended(150)
+        if late:
+            assert fds.look({100: main}) == []
+        worker = {"pid": 201, "ppid": 1 if late else 150, "create_time": 3.0, "role": "compile-worker"}
+        fds.joined(worker, creator=150)
+        got = fds.look({100: main, 201: worker})
+        assert [(e["pid"], e["creator"], e["read_by"]["pid"]) for e in got] == ([(201, 150, 100)] if orphan else []), \
+            (at_150, got)
 
 
 def _start(pid: int, ppid: int, ct: float) -> bytes:

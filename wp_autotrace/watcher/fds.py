@@ -139,7 +139,7 @@ class OrphanFds:
             return
         self.parents[pid] = creator
         if creator not in self.parents and creator not in self.gone and creator in self.past \
-                and len(self.pending) < MAX_PENDING:
+                and len(self.pending) < MAX_PENDING and not self._made_by_another(creator, entry):
             self.pending[pid] = (creator, self.past[creator])
 
     def ended(self, pid: int) -> None:
@@ -165,7 +165,7 @@ class OrphanFds:
             if key in self.read or len(self.read) >= MAX_READ:
                 continue
             creator = self.parents.get(pid, entry.get("ppid"))
-            if creator in gone:
+            if creator in gone and not self._made_by_another(creator, entry):
                 orphaned: tuple[Any, Any] | None = (creator, gone[creator])
             else:
                 orphaned = self.pending.get(pid)
@@ -219,19 +219,31 @@ class OrphanFds:
                 out.append(got)
         return out
 
-    def _same(self, pid: int, entry: dict[str, Any]) -> bool:
-        """Whether pid is still the process of entry, read after its files were: a pid reused between the tree's
-        look and the read would give another process's fds (a live process keeps its pid, so one check after
-        the read covers it all)."""
+    def _stat(self, pid: int) -> dict[str, Any] | None:
+        """pid's stat as the tree reads it; None gone, a zombie, or unread."""
         if self.stat is None:
             from ..common.procfs import ProcReader  # the watcher hands its tree's reader; a test may not
 
             self.stat = ProcReader().stat
         try:
-            info = self.stat(pid)
-        except OSError:  # the watcher's own fd table full (its strict reader): unknown, so not told
-            return False
+            return self.stat(pid)
+        except OSError:  # the watcher's own fd table full (its strict reader): unknown
+            return None
+
+    def _same(self, pid: int, entry: dict[str, Any]) -> bool:
+        """Whether pid is still the process of entry, read after its files were: a pid reused between the tree's
+        look and the read would give another process's fds (a live process keeps its pid, so one check after
+        the read covers it all)."""
+        info = self._stat(pid)
         return info is not None and same_process(info["create_time"], entry.get("create_time"))
+
+    def _made_by_another(self, creator: int, entry: dict[str, Any]) -> bool:
+        """Whether the pid of entry's creator, a member the tree wrote off (gone or a zombie), names a live process
+        now made no later than entry's: the member's pid reused before entry was forked, so that process, not the
+        member, made it (a child of the member was made while the member lived, before any reuse of its pid).
+        One stat read, only for a process whose creator a member that ended had been."""
+        info = self._stat(creator)
+        return info is not None and info["create_time"] <= entry["create_time"]
 
     def _read_ends(self, pid: int) -> set[int]:
         """The pipe inodes pid holds a read end of."""
