@@ -134,7 +134,8 @@ def end_children_first(root: int) -> None:
 
 def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[list[dict[str, Any]]], Any],
               timeout: float = 120, cwd: Any = None, interrupts: int = 3, interrupt_wait: float = 3.0,
-              children_first: bool = False, on_exit: Callable[[], Any] | None = None) -> tuple[Result, bool]:
+              children_first: bool = False, on_exit: Callable[[], Any] | None = None,
+              root_first: bool = False) -> tuple[Result, bool]:
     """Run cmd until ready(records) holds (or timeout, or cmd exits), then stop the run; (result, reached).
 
     stdin is DEVNULL and stdout/stderr go to files beside the log, so a chatty run never blocks on a full
@@ -145,6 +146,9 @@ def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[l
     running is stopped and its descendants end before it (end_children_first): none outlives it.
     on_exit, where given, is called once the root has ended (by itself or by the interrupts), before the
     leftover wait and the kill: what the run left is the test's to read then, before the kill ends it.
+    With root_first, a root still running after the interrupts is SIGKILLed alone first and gets the same leftover
+    wait, as a user's kill of a stuck main would: the sweep below ends the watcher too, and one that ended before
+    it saw the root's end tells the root's end as unseen.
     """
     assert env.get("WP_AUTOTRACE_LOG") == str(log), "kill_run finds the run by its log"
     out_path, err_path = log.with_suffix(".stdout"), log.with_suffix(".stderr")
@@ -166,6 +170,9 @@ def run_until(cmd: list[str], env: dict[str, str], log: Path, ready: Callable[[l
                 proc.wait(interrupt_wait)
             except subprocess.TimeoutExpired:
                 pass
+        if root_first and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
         if on_exit is not None and proc.poll() is not None:
             on_exit()
         if proc.poll() is not None and b'"watcher_start"' in (log.read_bytes() if log.exists() else b""):

@@ -421,6 +421,30 @@ def test_a_cause_that_follows_from_another_hands_its_symptoms_to_the_first_cause
         assert fix_first(rep, order) == "keep it out of the sidecars"
 
 
+def test_the_mains_open_exit_wait_and_a_nested_call_cut_off_at_the_kill_follow_from_the_nesting() -> None:
+    """The seed run killed as its fourth link started a pool (torch 2.13 under load): the calls never returned
+    name the main (its exit's shutdown waited on the sidecar below it), the dead sidecars and the last one, killed
+    inside its own warm_pool before it could fail to serve: the nesting leads with them under it (the Answer led
+    with "9 traced call(s) never returned" and told the nesting second: neither rule took them, the nesting's
+    leaving out the main and the failed start's the last sidecar)."""
+    from wp_autotrace.analysis.words.causes import units
+
+    rep = {"pools": [{"creator_pid": 100, "creator_role": "main", "sidecar_pid": 200, "worker_pids": []},
+                     {"creator_pid": 200, "creator_role": "compile-sidecar", "sidecar_pid": 300, "worker_pids": []},
+                     {"creator_pid": 300, "creator_role": "compile-sidecar", "sidecar_pid": 400, "worker_pids": []},
+                     {"creator_pid": 400, "creator_role": "compile-sidecar", "sidecar_pid": None, "worker_pids": []}],
+           "runs": []}
+    call = {"kind": "call-never-returned", "severity": "warning", "pids": [100, 200, 300, 400]}
+    died = {"kind": "sidecar-never-served", "severity": "problem", "pids": [200, 300]}
+    nested = {"kind": "nested-pools", "severity": "problem", "pids": [200, 300, 400]}
+    for order in ([call, nested, died], [nested, call, died], [died, call, nested]):
+        ((lead, symptoms),) = units(rep, order)
+        assert lead is nested and sorted(map(id, symptoms)) == sorted(map(id, (died, call))), order
+    # a call open in a process of no pool stays its own
+    stray = dict(call, pids=[100, 500])
+    assert [lead["kind"] for lead, _ in units(rep, [stray, nested, died])] == ["call-never-returned", "nested-pools"]
+
+
 def _launcher_killed() -> LogWriter:
     """A launcher (main 100) whose 2 children each made a compile pool (sidecar + 2 workers) is SIGKILLed at 5 s
     (`run` waited -9); the children, their sidecars and workers run on (vllm#55510's engines, as

@@ -21,7 +21,7 @@ from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 from wp_autotrace.runtime import dists
 
-from .conftest import STANDIN, clean_env, events, needs_torch, read_log, run_python
+from .conftest import STANDIN, clean_env, events, needs_torch, read_log, run_python, wait_for_watcher
 from .procs import run_until
 
 FAILING = textwrap.dedent('''
@@ -227,9 +227,11 @@ def test_dists_on_the_oldest_python(tmp_path: Path) -> None:
 # -- end to end ---------------------------------------------------------------
 
 SEED_E2E_TIMEOUT = 55  # s; the first nested sidecar dies ~10 s in on an idle machine
-# Seconds the main process gets after SIGINT to run its exit handlers (and write its exit records): a bound,
-# not a sleep (run_until waits for its exit); torch's atexit stopping the nested pools took over 4 s at load 20,
-# and a main killed before its exit record leads the Answer with its unseen end instead of the nesting.
+# Seconds the main process gets after SIGINT before it is killed: a bound, not a sleep (run_until waits for its
+# exit). Its exit handlers never end here: torch's atexit shutdown waits (up to 300 s) on its sidecar, whose own
+# shutdown waits on the sidecar below, and each link's import starts one more; so the main is killed, alone first
+# (root_first), which the watcher sees, and the Answer tells that killed main, its open calls and the chain under
+# the nesting.
 SEED_GRACE_S = 30
 
 
@@ -248,8 +250,11 @@ def test_seed_scenario_error_and_dist(tmp_path: Path, log: Path) -> None:
         return any(r["event"] == "error" and r["role"] == "compile-sidecar" for r in recs)
 
     res, reached = run_until([sys.executable, str(script)], env, log, ready, SEED_E2E_TIMEOUT, interrupts=1,
-                             interrupt_wait=SEED_GRACE_S)
+                             interrupt_wait=SEED_GRACE_S, root_first=True)
     assert reached, res.stderr[-3000:]
+    # the watcher outlives the kill: it writes the chain's ends and its exit after run_until returns, and a report
+    # read before them told the main's end unseen, or the chain left running under other pids
+    wait_for_watcher(log, timeout=60)
     recs = read_log(log)
     error = next(e for e in events(recs, "error") if e["role"] == "compile-sidecar")
     assert (error["source"], error["logger"]) == ("logging", "__main__")

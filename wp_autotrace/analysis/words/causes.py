@@ -6,8 +6,9 @@ Two causes today. A fork pool's hung job (`fork-pool-hang`) leads the hang at ex
 (`exit-hang`); a sidecar's exit join on a job (its `exit-hang`) leads the main's exit-time wait on that sidecar
 (`slow-exit-wait`, WAITS_ON). Nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or
 workers, each call starting another sidecar). What follows from it, when every process the finding names is inside the
-nesting (the processes that made pools inside a pool, and those pools' sidecars and workers): processes left
-running, calls that never returned (the sidecars' shutdowns waiting on the sidecar below), zombies, sidecars that
+nesting (the processes that made pools inside a pool, those pools' sidecars and workers, and the creators of the
+run's pools: the main's exit waits on its sidecar, which waits on the one below): processes left
+running, calls that never returned (the shutdowns waiting on the sidecar below), zombies, sidecars that
 never served, pools that died, jobs cut off. Two follow from it by kind, whatever they name: the main process's
 wait at exit (torch waits for every pool it started, the nested ones included) and TORCH_WARM_POOL=0 bypassed
 (the nested warm_pool calls themselves).
@@ -36,14 +37,15 @@ NESTING_BY_KIND = ("slow-exit-wait", "warm-pool-bypass")
 
 def nesting_pids(rep: dict[str, Any]) -> set[int]:
     """The processes of the nesting: each process that made a pool inside a pool (a sidecar or worker), and the
-    sidecars and workers of every pool of the run (the first pool's sidecar is where the nesting starts)."""
+    creator, sidecar and workers of every pool of the run (the first pool's sidecar is where the nesting starts;
+    its creator's shutdown at exit waits on that sidecar, which waits on the nesting below it, so a killed main's
+    open exit wait is the nesting's, as a sidecar's is)."""
     pools = rep.get("pools") or []
     if not any(p.get("creator_role") in GUARDED_ROLES for p in pools):
         return set()
     pids: set[int] = set()
     for p in pools:
-        if p.get("creator_role") in GUARDED_ROLES:
-            pids.add(p["creator_pid"])
+        pids.add(p["creator_pid"])
         if p.get("sidecar_pid") is not None:
             pids.add(p["sidecar_pid"])
         pids.update(p.get("worker_pids") or ())
