@@ -24,7 +24,7 @@ record is a call/return. This one is shaped after real logs (tests' and bench/us
 Timestamps are written as the writer writes them (integer nanoseconds, `...e-9`); each record lands in the
 file a little after its timestamp (most within 0.1 ms, a few up to 20 ms: a writer preempted between
 taking its time and writing), so writers interleave out of time order as in a real file, each writer's
-own records in order. ~80 records/s of run time: a 1M-record log is a ~3.5-hour job. Deterministic (seeded).
+own records in order. ~52 records/s of run time: a 1M-record log is a ~5.4-hour job. Deterministic (seeded).
 """
 
 from __future__ import annotations
