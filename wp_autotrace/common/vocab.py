@@ -77,6 +77,7 @@ RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
 MEMCG = "memcg"  # the watcher: a memory cgroup of the run's processes and its limit, once per cgroup (cgroups.py)
 PIDCG = "pidcg"  # the watcher: a pids cgroup of them, its limit and its refusals' count (and again at its end)
+CPUCG = "cpucg"  # the watcher: a cpu cgroup of them, its CFS quota and its throttled periods (and again at its end)
 # torch's wrapper of a pool job's error, as the process that sent the job raises it (subproc_pool.SubprocException):
 # a return record's `error` starts with it. The watcher reads the pids limits' counts again as it first sees one.
 JOB_ERROR = "SubprocException:"

@@ -12,7 +12,12 @@ read at both, the limit's cgroup and the process's own where they differ (`refus
 either is a refusal (the larger rise: 6.13+ may count in both). That count is read as the cgroup is first
 seen, once more as the watcher first reads a pool job's error of the run (the failure's cause can only be in a count
 read by then), and at the watcher's end (again()): never per tick; so is a memory limit's cgroup's peak charge
-(v1 memory.max_usage_in_bytes, v2 memory.peak). Nothing is read in the traced process.
+(v1 memory.max_usage_in_bytes, v2 memory.peak). CPU: a CFS quota (docker's --cpus, a pod's limits.cpu) lets a
+cgroup's tasks run QUOTA us of CPU time per PERIOD us (v1 cpu.cfs_quota_us, -1: none, with cpu.cfs_period_us; v2
+cpu.max "QUOTA PERIOD", "max": none), the least ratio on the cgroup or above it; once spent, the kernel stops them
+until the next period and counts it in the quota's cgroup's cpu.stat (nr_periods, nr_throttled, and the time:
+v1 throttled_time ns, v2 throttled_usec), read at the join and at the end like the pids count. Nothing is read in
+the traced process.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ MAX_CGROUPS = 64  # distinct cgroups read per run: a run whose processes each ha
 # controller -> (its tree entry field and record, its v1 limit file, its v2 limit file)
 MEMORY_KIND = ("memory", "memcg", "memory.limit_in_bytes", "memory.max")
 PIDS_KIND = ("pids", "pidcg", "pids.max", "pids.max")
+CPU_KIND = ("cpu", "cpucg", "cpu.cfs_quota_us", "cpu.max")
+CPU_PERIOD_V1 = "cpu.cfs_period_us"
+CPU_STAT = "cpu.stat"
 PIDS_EVENTS = "pids.events"
 USE_HIERARCHY = "memory.use_hierarchy"  # v1: 0 where a cgroup's children are not charged to it
 MOUNTINFO_BYTES = 1 << 20  # /proc/self/mountinfo read at most (a container host's can hold thousands of mounts)
@@ -63,6 +71,34 @@ def _limit_in(data: bytes | None) -> tuple[bool, int | None]:
     if not text.isdigit():
         return False, None
     return True, int(text) if int(text) < NO_LIMIT_FROM else None
+
+
+def _cpu_in(place: str, name: str) -> tuple[bool, tuple[float, int, int] | None]:
+    """(read, (CPUs, quota us, period us)) of a cgroup directory's CFS quota (v1 cpu.cfs_quota_us with
+    cpu.cfs_period_us, v2 cpu.max); None for none ("max", v1's -1)."""
+    text = (read_small(os.path.join(place, name), READ_BYTES) or b"").split()
+    if name == CPU_KIND[2] and len(text) == 1:
+        text.append((read_small(os.path.join(place, CPU_PERIOD_V1), READ_BYTES) or b"").strip())
+    if len(text) != 2 or not text[1].isdigit() or int(text[1]) <= 0:
+        return False, None
+    if text[0] in (b"max", b"-1"):
+        return True, None
+    if not text[0].isdigit():
+        return False, None
+    quota, period = int(text[0]), int(text[1])
+    return True, (quota / period, quota, period)
+
+
+def _read_limit(kind: tuple[str, str, str, str], place: str,
+                name: str) -> tuple[bool, float | None, dict[str, object]]:
+    """(read, the limit as a number to compare, the record's fields of it) of one cgroup directory's limit file."""
+    if kind[0] == CPU_KIND[0]:
+        ok, quota = _cpu_in(place, name)
+        if quota is None:
+            return ok, None, {}
+        return ok, quota[0], {"limit": round(quota[0], 4), "quota_us": quota[1], "period_us": quota[2]}
+    ok, limit = _limit_in(read_small(os.path.join(place, name), READ_BYTES))
+    return ok, limit, {"limit": limit}
 
 
 def _bases(version: int, root: str, controller: str) -> tuple[str, ...]:
@@ -116,23 +152,24 @@ def _applies_above(version: int, kind: tuple[str, str, str, str], base: str, top
 
 def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[str, str, str, str] = MEMORY_KIND,
                 mounts: dict[str, str] | None = None) -> dict[str, object] | None:
-    """A memcg / pidcg record's fields for a cgroup: `version`, `path`, `file` (the limit's file name), `limit` (the
-    least set on it or above, up to the mount's root (cgroup_mounts) and, in v1's memory controller, up to a
-    parent whose use_hierarchy is 0; absent where none is) and `limit_path` (the cgroup that sets it, where that is
-    one above). None where no limit file of it or above could be read (no such controller mounted there, or the
-    cgroup not under the mount's root: unknown)."""
+    """A memcg / pidcg / cpucg record's fields for a cgroup: `version`, `path`, `file` (the limit's file name),
+    `limit` (the least set on it or above, up to the mount's root (cgroup_mounts) and, in v1's memory controller, up
+    to a parent whose use_hierarchy is 0; absent where none is; a CPU quota's in CPUs, with `quota_us` and
+    `period_us`) and `limit_path` (the cgroup that sets it, where that is one above). None where no limit file of it
+    or above could be read (no such controller mounted there, or the cgroup not under the mount's root: unknown)."""
     name = kind[2] if version == 1 else kind[3]
     for base in _bases(version, root, kind[0]):
         top = (mounts or {}).get(base, "/")
         read, least, at, here = False, None, "", path
+        fields: dict[str, object] = {}  # the least one's: `limit` (bytes, tasks, CPUs), a quota's figures
         for _ in range(MAX_DEPTH):
             place = _place(base, top, here)
             if place is None:
                 break
-            ok, limit = _limit_in(read_small(os.path.join(place, name), READ_BYTES))
+            ok, limit, got = _read_limit(kind, place, name)
             read = read or ok
             if limit is not None and (least is None or limit < least):
-                least, at = limit, here
+                least, at, fields = limit, here, got
             parent = os.path.dirname(here.rstrip("/")) or "/"
             if here in ("/", top) or not _applies_above(version, kind, base, top, parent):
                 break
@@ -140,7 +177,7 @@ def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[st
         if read:
             out: dict[str, object] = {"version": version, "path": path, "file": name}
             if least is not None:
-                out["limit"] = least
+                out.update(fields)
                 if at != path:
                     out["limit_path"] = at
             return out
@@ -191,14 +228,32 @@ def peak(fields: dict[str, object], root: str = CGROUP_ROOT,
     return {}
 
 
+def throttled(fields: dict[str, object], root: str = CGROUP_ROOT,
+              mounts: dict[str, str] | None = None) -> dict[str, int]:
+    """The kernel's counts of a CPU quota's periods, since the quota's cgroup was made: `periods` (nr_periods: those
+    its tasks ran in), `throttled` (nr_throttled: those they spent the quota in and were stopped), `throttled_us` (the
+    time they stood stopped, summed over the CPUs; v1's throttled_time is ns), from cpu.stat of the cgroup that sets
+    the quota (each cgroup counts its own quota's). {} unread."""
+    version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
+    for base in _bases(version, root, CPU_KIND[0]):
+        place = _place(base, (mounts or {}).get(base, "/"), at)
+        text = (read_small(os.path.join(place, CPU_STAT), READ_BYTES) if place else None) or b""
+        got = {f[0]: int(f[1]) for f in (line.split() for line in text.split(b"\n")) if len(f) == 2 and f[1].isdigit()}
+        us = got.get(b"throttled_usec", got[b"throttled_time"] // 1000 if b"throttled_time" in got else None)
+        if b"nr_periods" in got and b"nr_throttled" in got and us is not None:
+            return {"periods": got[b"nr_periods"], "throttled": got[b"nr_throttled"], "throttled_us": us}
+    return {}
+
+
 # controller -> the record's fields for the kernel's counts read at the join and again later, and their reader
-COUNTS = {PIDS_KIND[0]: (("refused", "refused_own"), refused), MEMORY_KIND[0]: (("peak",), peak)}
+COUNTS = {PIDS_KIND[0]: (("refused", "refused_own"), refused), MEMORY_KIND[0]: (("peak",), peak),
+          CPU_KIND[0]: (("periods", "throttled", "throttled_us"), throttled)}
 
 
 class Cgroups:
     """The cgroups of one controller the run's processes are in: each process's path, read as it joins, and each
     cgroup's limit, read the first time one of them is in it, with the kernel's count beside a limit: the refusals
-    (pids), the peak charge (memory)."""
+    (pids), the peak charge (memory), the periods throttled (cpu)."""
 
     def __init__(self, kind: tuple[str, str, str, str] = MEMORY_KIND, root: str = CGROUP_ROOT,
                  mounts: dict[str, str] | None = None) -> None:
@@ -233,7 +288,8 @@ class Cgroups:
         """The cgroups with a limit read at their join, with their count read now: `final` at the watcher's end, or
         `after` the ts of a pool job's error the watcher has just read (a count then is one the failure's cause may
         be in; one read at the end may hold refusals after it). For pids, the rise is the forks and thread starts
-        the limit refused in between; for memory, a higher peak is one reached then."""
+        the limit refused in between; for memory, a higher peak is one reached then; for cpu, the periods in between and
+        those the quota stopped the cgroup's tasks in."""
         out = []
         keys, read = COUNTS[self.kind[0]]
         mark = {"final": True} if after is None else {"after": after}

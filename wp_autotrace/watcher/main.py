@@ -39,7 +39,7 @@ from ..common.procfs import ProcReader
 from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
-from .cgroups import MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file, cgroup_mounts
+from .cgroups import CPU_KIND, MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file, cgroup_mounts
 from .fds import OrphanFds
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
@@ -109,10 +109,11 @@ class Watcher:
             self.oom = None
         self._last_keepalive = 0.0
         self.written_rss: dict[int, int] = {}  # pid -> the rss last written for the live process
-        # each joining process's memory and pids cgroups, and each cgroup's limit once (not through psutil: without
-        # /proc none is claimed); an OOM kill is told beside it, a failed compile with the pids limit's refusals
-        mounts = cgroup_mounts() if isinstance(self.tree.reader, ProcReader) else {}  # one mountinfo read for both
-        self.cgroups = (Cgroups(MEMORY_KIND, mounts=mounts), Cgroups(PIDS_KIND, mounts=mounts)) \
+        # each joining process's memory, pids and cpu cgroups, and each cgroup's limit once (not through psutil:
+        # without /proc none is claimed); an OOM kill is told beside it, a failed compile with the pids limit's
+        # refusals, a pool larger than a CPU quota with its throttling
+        mounts = cgroup_mounts() if isinstance(self.tree.reader, ProcReader) else {}  # one mountinfo read for all
+        self.cgroups = tuple(Cgroups(kind, mounts=mounts) for kind in (MEMORY_KIND, PIDS_KIND, CPU_KIND)) \
             if isinstance(self.tree.reader, ProcReader) else ()
         # what a pool process held once its creator ended (a listening socket, a pipe its creator's parent reads)
         self.fds = OrphanFds(stat=self.tree.reader.stat) if isinstance(self.tree.reader, ProcReader) else None
@@ -170,7 +171,7 @@ class Watcher:
             if self.fds is not None:  # a claim's creator: the parent its process_start named (it may be gone)
                 log, claim = self.tree.log, entry.get("via") == V.VIA_CLAIM
                 self.fds.joined(entry, log.creators.get(entry["pid"]) if log is not None and claim else None)
-            data = cgroup_file(entry["pid"]) if self.cgroups else None  # one read for both controllers
+            data = cgroup_file(entry["pid"]) if self.cgroups else None  # one read for all controllers
             for cgroups in self.cgroups:
                 if (limit := cgroups.join(entry, data)) is not None:
                     self.emit(cgroups.kind[1], **limit)
@@ -355,7 +356,7 @@ class Watcher:
     def finish(self, reason: str) -> None:
         """The final tree record and watcher_exit."""
         if reason not in (V.EXIT_LOG_GONE, V.EXIT_LOG_UNWRITABLE, V.EXIT_PROC_ELSEWHERE):
-            for cgroups in self.cgroups:  # the pids limits' refusals since, the memory limits' peaks
+            for cgroups in self.cgroups:  # the pids limits' refusals since, the memory limits' peaks, CPU throttling
                 for fields in cgroups.again():
                     self.emit(cgroups.kind[1], **fields)
             self.emit(V.TREE, count=len(self.tree.live), started=[], ended=[], final=True)

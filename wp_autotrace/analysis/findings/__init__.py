@@ -6,6 +6,7 @@ here, is the one registry: it lists them in the order they are shown. The
 findings themselves live by theme: runs.py (how a run ended, the verdict),
 pools.py (compile pools), threads.py (a process's threads: pools made at once, a
 compile after the main thread returned), compile.py (kernels whose compile job failed in the pool),
+quota.py (a pool larger than its CPU quota),
 waits.py (a wait for a new pool to be ready),
 endings.py (how pools ended, from evidence: docs/evidence.md), signals.py (what the
 signals the run's processes sent did), host.py (the tracer itself); base.py holds what
@@ -38,6 +39,7 @@ from .pools import (
     wakeup_no_pool,
     warm_pool_bypass,
 )
+from .quota import cpu_quota_pool
 from .runs import (
     calls_never_returned,
     leftovers,
@@ -96,6 +98,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     sidecars_never_served,
     slow_exit_wait,
     ready_wait,
+    cpu_quota_pool,
     forked_compile_hang,
     calls_never_returned,
     wakeup_no_pool,

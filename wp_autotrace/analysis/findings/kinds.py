@@ -125,6 +125,12 @@ KINDS: dict[str, tuple[str, str]] = {
                         "pool",
                         "start the pool before the program's threads (AsyncCompile.warm_pool() at startup), or "
                         "compile_threads=1"),
+    "cpu-quota-pool": ("a compile pool larger than the CPU quota its processes ran in (a container's --cpus, a pod's "
+                       "limits.cpu: torch sizes the pool by the CPUs the job sees, not by the quota), where the "
+                       "kernel throttled the quota's cgroup during the run: the quota, the pool's size, the periods "
+                       "throttled and the time stood still",
+                       "TORCHINDUCTOR_COMPILE_THREADS=1 (or a pool no larger than the quota's CPUs), or a larger "
+                       "quota"),
     "forked-compile-hang": ("a process forked (not exec'd) after its parent compiled with compile threads waited "
                             "in AsyncCompile.wait, which never returned (or was interrupted): the parent's compile "
                             "thread pool has no threads in the child",

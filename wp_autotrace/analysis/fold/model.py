@@ -247,7 +247,7 @@ class Process:
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "pidcg",
-                 "zombie",
+                 "cpucg", "zombie",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
                  "imports", "jobs_run", "sent", "spawned")
 
@@ -320,6 +320,7 @@ class Process:
         self.nproc: tuple[int, int] | None = None  # (its ulimit -u (RLIMIT_NPROC soft), its uid): the watcher's read
         self.memcg: str | None = None  # its memory cgroup's path, as the watcher read it (the run's memcgs: its limit)
         self.pidcg: str | None = None  # its pids cgroup's path, alike (the run's pidcgs)
+        self.cpucg: str | None = None  # its cpu cgroup's path, alike (the run's cpucgs: its CFS quota)
         self.zombie: dict[str, Any] | None = None  # the watcher's zombie entry: {ppid, since, status, reaped?}
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
@@ -433,6 +434,8 @@ class Run:
         self.memcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # (host, path) -> the watcher's pidcg records of that pids cgroup: as it joined, then `final` at its end
         self.pidcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # (host, path) -> the watcher's cpucg records of that cpu cgroup: its quota and counts as it joined, `final`
+        self.cpucgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # (host, pid) -> what that pool process held as the watcher first saw it orphaned: an orphan_fds entry
         self.orphan_fds: dict[tuple[str, int], dict[str, Any]] = {}
         # The reader's own look (verdict.look_now) at a main process the log saw no end of: alive_now True

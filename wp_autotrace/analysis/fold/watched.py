@@ -128,6 +128,7 @@ def note_limits(p: Process, entry: dict[str, Any]) -> None:
         p.nproc = (entry["nproc"], entry["uid"])
     p.memcg = entry.get("memcg", p.memcg)
     p.pidcg = entry.get("pidcg", p.pidcg)
+    p.cpucg = entry.get("cpucg", p.cpucg)
 
 
 def note_memcg(reg: Registry, r: dict[str, Any]) -> None:
@@ -141,6 +142,12 @@ def note_pidcg(reg: Registry, r: dict[str, Any]) -> None:
     """A pids cgroup of the run's processes, read as its first process joined and again at the watcher's end."""
     if isinstance(r.get("path"), str):
         reg.record_run(r).pidcgs.setdefault((r["host"], r["path"]), []).append(r)
+
+
+def note_cpucg(reg: Registry, r: dict[str, Any]) -> None:
+    """A cpu cgroup of the run's processes: its quota and throttling as its first process joined, and at the end."""
+    if isinstance(r.get("path"), str):
+        reg.record_run(r).cpucgs.setdefault((r["host"], r["path"]), []).append(r)
 
 
 def note_orphan_fds(reg: Registry, r: dict[str, Any]) -> None:
@@ -175,4 +182,4 @@ def add_sample(p: Process, ts: float, entry: dict[str, Any]) -> None:
 VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {
     vocab.WATCHER_START: note_watcher_start, vocab.WATCHER_EXIT: note_watcher_exit, vocab.TREE: add_tree,
     vocab.RUN_EXIT: note_run_exit, vocab.MEMORY: add_memory, vocab.LEFTOVER: add_leftover, vocab.OOM: note_oom,
-    vocab.MEMCG: note_memcg, vocab.PIDCG: note_pidcg, vocab.ORPHAN_FDS: note_orphan_fds}
+    vocab.MEMCG: note_memcg, vocab.PIDCG: note_pidcg, vocab.CPUCG: note_cpucg, vocab.ORPHAN_FDS: note_orphan_fds}

@@ -112,7 +112,7 @@ _PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
 
 def _proc(v: Any) -> Any:
     out = _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len", "pgid", "nproc", "uid"),
-                       ("name", "cmd", "role", "via", "memcg", "pidcg"))
+                       ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg"))
     if out is not None and type(v.get("exec")) is bool:
         out["exec"] = v["exec"]
     if out is not None and "cmd" in out:

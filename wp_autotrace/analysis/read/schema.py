@@ -13,6 +13,7 @@ from ...common.vocab import (
     BLOCKED,
     CALL,
     CONFIG,
+    CPUCG,
     ERROR,
     EXEC,
     EXIT_UNWRITTEN,
@@ -41,7 +42,8 @@ from ...common.vocab import (
 )
 
 __all__ = [  # what this module offers, its own names and the re-exported vocabulary
-    "ANY", "BASE_FIELDS", "BLOCKED", "BOOL", "CALL", "CONFIG", "DEVS", "DICT", "ENDED", "ERROR", "EVENTS", "EXEC",
+    "ANY", "BASE_FIELDS", "BLOCKED", "BOOL", "CALL", "CONFIG", "CPUCG", "DEVS", "DICT", "ENDED", "ERROR", "EVENTS",
+    "EXEC",
     "EXIT_UNWRITTEN",
     "FIELD_TYPES", "FRAME", "FRAMES", "IMPORT", "INT", "INTS", "JOB", "KNOWN_EVENTS", "LEFTOVER", "MEMCG", "MEMORY",
     "MEMS",
@@ -132,12 +134,12 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("parts", UINT, "how many records the set spans"),
 )
 _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, memcg?, pidcg?, "
-              "exec?}` "
+              "cpucg?, exec?}` "
               "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
               "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
               "real uid, whose threads the kernel counts against it; `memcg`: the path of its memory cgroup "
               "(/proc/PID/cgroup's v1 memory line, else its v2 line; its `memcg` record has the limit); `pidcg`: its "
-              "pids cgroup's, alike (its `pidcg` record); `exec`: "
+              "pids cgroup's, alike (its `pidcg` record); `cpucg`: its cpu cgroup's (its `cpucg` record); `exec`: "
               "in a process listed again, whether its image changed (an exec, its memory starts there) or only its "
               "name or command line (a rename), "
               "absent where the watcher could not tell)")
@@ -349,6 +351,25 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                        "raised a pool job's error (SubprocException): that record's ts; `refused` (`refused_own`) "
                        "read then"),
         ("final", BOOL, "true in the record written at the watcher's end: `refused` (`refused_own`) read again"))),
+    CPUCG: ("a cpu cgroup of the run's processes, the CFS quota it is held to and the kernel's counts of the periods "
+             "its tasks ran in and were throttled in (the watcher, once per cgroup as the first process in it joins, "
+             "and where a quota is set, again with `final` at its end)", _PART_FIELDS[:2] + (
+        ("member", UINT, "the process whose joining read it (its tree entry's `cpucg` is `path`)"),
+        ("version", UINT, "1 (v1's cpu hierarchy) or 2 (the unified one)"),
+        ("path", STR, "the cgroup, as /proc/PID/cgroup names it"),
+        ("file", STR, "the quota's file: `cpu.max` (v2) or `cpu.cfs_quota_us` (v1, with cpu.cfs_period_us)"),
+        ("limit", NUM, "the least quota on it or on a cgroup above it, in CPUs (`quota_us` / `period_us`): its "
+                       "tasks together run at most that much CPU time per period, then wait for the next; absent "
+                       "where none is set (`max`, v1's -1)"),
+        ("quota_us", UINT, "with `limit`: the CPU time its tasks may run per period, us"),
+        ("period_us", UINT, "with `limit`: the period, us"),
+        ("limit_path", STR, "the cgroup above `path` that sets `limit`; absent where `path` sets it"),
+        ("periods", UINT, "with a limit: cpu.stat nr_periods of the limit's cgroup then (periods its tasks ran in, "
+                          "since the cgroup was made); absent where unread"),
+        ("throttled", UINT, "cpu.stat nr_throttled then: the periods its tasks spent the quota in and were stopped"),
+        ("throttled_us", UINT, "the time they stood stopped then, us, summed over CPUs (v2 throttled_usec, v1 "
+                               "throttled_time / 1000)"),
+        ("final", BOOL, "true in the record written at the watcher's end: the counts read again"))),
     ORPHAN_FDS: ("what pool processes held as the watcher first saw them orphaned (their parent, the pool's "
                  "creator, ended or they were re-parented) or in its leftover verdict: once per process, only those "
                  "holding a listening socket or a pipe their creator's parent reads", _PART_FIELDS[:4] + (
