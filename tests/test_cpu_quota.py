@@ -56,6 +56,22 @@ def test_a_v1_quota_is_the_least_on_the_cgroup_or_above_with_its_quotas_throttle
     assert cpus.join({"pid": 8}, b"3:cpu,cpuacct:/pod/box\n") is None  # read once per cgroup
 
 
+def test_a_co_mounted_v1_cpu_controller_is_read_at_its_mounts_root(tmp_path: Path) -> None:
+    """v1 hosts co-mount cpu with cpuacct (/sys/fs/cgroup/cpu,cpuacct, `cpu` a symlink to it); a docker container
+    without a cgroup namespace mounts its own cgroup there, which mountinfo names by the mount point: the quota at
+    the mount's root is the container's own (/docker/abc), never named "/" (the symlink is looked up by its
+    target)."""
+    cg = tmp_path / "cg"
+    _put(cg, "cpu,cpuacct", "cpu.cfs_quota_us", "20000")
+    _put(cg, "cpu,cpuacct", "cpu.cfs_period_us", "100000")
+    _put(cg, "cpu,cpuacct", "cpu.stat", V1_STAT.format(p=3, t=1, ns=5000))
+    (cg / "cpu").symlink_to(cg / "cpu,cpuacct")
+    got = Cgroups(CPU_KIND, str(cg), mounts={str(cg / "cpu,cpuacct"): "/docker/abc"}).join(
+        {"pid": 5}, b"4:cpu,cpuacct:/docker/abc\n")
+    assert got == {"version": 1, "path": "/docker/abc", "file": "cpu.cfs_quota_us", "limit": 0.2, "quota_us": 20000,
+                   "period_us": 100000, "member": 5, "periods": 3, "throttled": 1, "throttled_us": 5}, got
+
+
 def test_a_v2_quota_and_none(tmp_path: Path) -> None:
     """v2: cpu.max "QUOTA PERIOD", "max PERIOD" none; cpu.stat's throttled_usec; no quota anywhere: no limit,
     no counts (nothing read again); no cpu file at all: no record."""
@@ -105,7 +121,7 @@ def test_a_pool_larger_than_its_cpu_quota_throttled_in_the_run_is_told_with_the_
     f = next(f for f in rep["findings"] if f["kind"] == "cpu-quota-pool")
     answer = rep["answer"].replace("\n  ", " ").replace("\n", " ")
     assert ("Main 100's compile pool (sidecar 200 + 2 workers; compile_threads 2) ran inside a CPU quota of 0.2 CPU "
-            f"(cpu.cfs_quota_us 20000 us per 100000 us, {CPU_CG}): 2 processes compiling at once") in f["text"], f
+            f"(cpu.cfs_quota_us 20000 us per 100000 us, {CPU_CG}): a pool of 2 workers for 0.2 CPU") in f["text"], f
     assert f"ran inside a CPU quota of 0.2 CPU ({CPU_CG}); the kernel throttled" in answer, answer
     for said in ("the kernel throttled the cgroup in 40 of 95 periods between 0.1 s and 3.5 s",
                  "its tasks standing still 3.2 s in all"):
@@ -129,34 +145,39 @@ def test_a_cpu_quota_is_not_told_without_a_record_of_throttling_or_below_the_poo
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.isfile("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
                     reason="needs root and a v1 cpu controller at /sys/fs/cgroup/cpu")
 def test_a_real_v1_cpu_cgroups_quota_and_counts_are_read_as_the_kernel_keeps_them(tmp_path: Path) -> None:
-    """A real cpu cgroup made by the test (quota 0.2 CPU): the watcher's reader gives the quota and cpu.stat's counts
-    as the test reads the files itself; a process in it spinning for a second gets throttled, and the counts read at
-    the end have risen as the test's own read of cpu.stat shows."""
+    """A real cpu cgroup made by the test, its quota the least the kernel allows (1 ms per 100 ms: a spinning
+    process spends it in every period however loaded the host): the watcher's reader gives the quota as the test
+    wrote it, and at the end the counts the test reads from cpu.stat itself, risen since the join."""
     import subprocess
     import sys
     import time
 
     cg = Path(f"/sys/fs/cgroup/cpu/wp_test_cpu_{os.getpid()}")
     cg.mkdir()
+    proc = None
     try:
         (cg / "cpu.cfs_period_us").write_text("100000")
-        (cg / "cpu.cfs_quota_us").write_text("20000")
+        (cg / "cpu.cfs_quota_us").write_text("1000")
         cpus = Cgroups(CPU_KIND)
-        proc = subprocess.Popen(["sh", "-c", f'echo $$ > {cg}/cgroup.procs && exec "$0" -c "$1"', sys.executable,
-                                 "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.5: pass"],
-                                stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while f"cpu:/{cg.name}" not in Path(f"/proc/{proc.pid}/cgroup").read_text().replace("cpu,cpuacct", "cpu"):
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.01)
+        # it moves itself in once started (its start outside the quota), then spins for a second of wall time
+        spin = (f"import os, time\nopen({str(cg / 'cgroup.procs')!r}, 'w').write(str(os.getpid()))\n"
+                "t = time.monotonic()\nwhile time.monotonic() - t < 1.0: pass\n")
+        proc = subprocess.Popen([sys.executable, "-c", spin], stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while str(proc.pid) not in (cg / "cgroup.procs").read_text().split():
+            assert time.monotonic() < deadline and proc.poll() is None, "the spinner never joined"
+            time.sleep(0.005)
         got = cpus.join({"pid": proc.pid}, Path(f"/proc/{proc.pid}/cgroup").read_bytes()) or {}
         assert proc.wait(timeout=120) == 0
         (end,) = cpus.again()
         stat = dict(line.split() for line in (cg / "cpu.stat").read_text().splitlines())
-        assert (got["limit"], got["quota_us"], got["period_us"], got["path"]) == (0.2, 20000, 100000, f"/{cg.name}")
+        assert (got["limit"], got["quota_us"], got["period_us"], got["path"]) == (0.01, 1000, 100000, f"/{cg.name}")
         assert end["throttled"] == int(stat["nr_throttled"]) > got["throttled"], (got, end, stat)
         assert end["periods"] == int(stat["nr_periods"]) and end["throttled_us"] == int(stat["throttled_time"]) // 1000
     finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
         for _ in range(50):
             try:
                 cg.rmdir()

@@ -504,7 +504,15 @@ def kernel_interrupted() -> LogWriter:
     return kernel()
 
 
+def cpu_quota_pool() -> LogWriter:
+    """A pool of 2 workers in a 0.2 CPU quota the kernel throttled during the run (test_cpu_quota._quota_run)."""
+    from .test_cpu_quota import _quota_run
+
+    return _quota_run(0.2, (2, 42))
+
+
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "cpu-quota-pool": cpu_quota_pool,
     "forked-compile-hang": with_forked_compile_hang,
     "idle-pool": idle_pool,
     "child-exit-wait": spawn_child_exit,

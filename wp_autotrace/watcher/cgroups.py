@@ -132,6 +132,16 @@ def _unescape(field: bytes) -> str:
     return out.decode(errors="replace")
 
 
+def _top(mounts: dict[str, str] | None, base: str) -> str:
+    """The cgroup a controller's mount shows as its root (cgroup_mounts), "/" where unknown. v1 hosts co-mount
+    controllers (systemd: /sys/fs/cgroup/cpu,cpuacct, with /sys/fs/cgroup/cpu a symlink to it): mountinfo names the
+    mount point, so a path that is a link is looked up by what it points to."""
+    if not mounts:
+        return "/"
+    top = mounts.get(base)
+    return top if top is not None else mounts.get(os.path.realpath(base), "/")
+
+
 def _place(base: str, top: str, at: str) -> str | None:
     """The directory of cgroup `at` under a mount at base that shows cgroup `top` as its root; None where `at` is
     not under it (not visible there)."""
@@ -159,7 +169,7 @@ def least_limit(version: int, path: str, root: str = CGROUP_ROOT, kind: tuple[st
     or above could be read (no such controller mounted there, or the cgroup not under the mount's root: unknown)."""
     name = kind[2] if version == 1 else kind[3]
     for base in _bases(version, root, kind[0]):
-        top = (mounts or {}).get(base, "/")
+        top = _top(mounts, base)
         read, least, at, here = False, None, "", path
         fields: dict[str, object] = {}  # the least one's: `limit` (bytes, tasks, CPUs), a quota's figures
         for _ in range(MAX_DEPTH):
@@ -192,7 +202,7 @@ def memory_limit(version: int, path: str, root: str = CGROUP_ROOT) -> dict[str, 
 def _max_events(version: int, at: str, root: str, mounts: dict[str, str] | None) -> int | None:
     """pids.events' "max N" of cgroup `at`; None unread."""
     for base in _bases(version, root, PIDS_KIND[0]):
-        place = _place(base, (mounts or {}).get(base, "/"), at)
+        place = _place(base, _top(mounts, base), at)
         text = (read_small(os.path.join(place, PIDS_EVENTS), READ_BYTES) if place else None) or b""
         for line in text.split(b"\n"):
             key, _, value = line.partition(b" ")
@@ -221,7 +231,7 @@ def peak(fields: dict[str, object], root: str = CGROUP_ROOT,
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
     name = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
     for base in _bases(version, root, MEMORY_KIND[0]):
-        place = _place(base, (mounts or {}).get(base, "/"), at)
+        place = _place(base, _top(mounts, base), at)
         text = ((read_small(os.path.join(place, name), READ_BYTES) if place else None) or b"").strip()
         if text.isdigit():
             return {"peak": int(text)}
@@ -236,7 +246,7 @@ def throttled(fields: dict[str, object], root: str = CGROUP_ROOT,
     the quota (each cgroup counts its own quota's). {} unread."""
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
     for base in _bases(version, root, CPU_KIND[0]):
-        place = _place(base, (mounts or {}).get(base, "/"), at)
+        place = _place(base, _top(mounts, base), at)
         text = (read_small(os.path.join(place, CPU_STAT), READ_BYTES) if place else None) or b""
         got = {f[0]: int(f[1]) for f in (line.split() for line in text.split(b"\n")) if len(f) == 2 and f[1].isdigit()}
         us = got.get(b"throttled_usec", got[b"throttled_time"] // 1000 if b"throttled_time" in got else None)
