@@ -434,7 +434,8 @@ def test_the_mains_open_exit_wait_and_a_nested_call_cut_off_at_the_kill_follow_f
                      {"creator_pid": 300, "creator_role": "compile-sidecar", "sidecar_pid": 400, "worker_pids": []},
                      {"creator_pid": 400, "creator_role": "compile-sidecar", "sidecar_pid": None, "worker_pids": []}],
            "runs": []}
-    call = {"kind": "call-never-returned", "severity": "warning", "pids": [100, 200, 300, 400]}
+    call = {"kind": "call-never-returned", "severity": "warning", "pids": [100, 200, 300, 400],
+            "cost": {"pool_wait_pids": [100, 400]}}
     died = {"kind": "sidecar-never-served", "severity": "problem", "pids": [200, 300]}
     nested = {"kind": "nested-pools", "severity": "problem", "pids": [200, 300, 400]}
     for order in ([call, nested, died], [nested, call, died], [died, call, nested]):
@@ -443,6 +444,9 @@ def test_the_mains_open_exit_wait_and_a_nested_call_cut_off_at_the_kill_follow_f
     # a call open in a process of no pool stays its own
     stray = dict(call, pids=[100, 500])
     assert [lead["kind"] for lead, _ in units(rep, [stray, nested, died])] == ["call-never-returned", "nested-pools"]
+    # the main's own call that is no wait on its pool (a DataLoader wait, a training step) is not the nesting's
+    own = dict(call, cost={"pool_wait_pids": [400]})
+    assert [lead["kind"] for lead, _ in units(rep, [own, nested, died])] == ["call-never-returned", "nested-pools"]
 
 
 def _launcher_killed() -> LogWriter:

@@ -225,7 +225,16 @@ def calls_never_returned(v: View) -> Finding | None:
         [_open_call_text(v, x) for x in open_calls[:TEXT_PIDS]],
         "a process that exited cleanly left the call running in another thread; one killed (or ended by "
         "os._exit) died inside it: see how each ended, and look for what it was waiting on",
-        {"hang_s": round(sum(_open_seconds(v, x) for x in open_calls), 3)})
+        {"hang_s": round(sum(_open_seconds(v, x) for x in open_calls), 3),
+         "pool_wait_pids": sorted({x.proc.pid for x in open_calls} - {x.proc.pid for x in open_calls
+                                                                      if x.tag not in POOL_WAITS})})
+
+
+# Calls whose open end is a wait on a compile pool (starting it, or stopping it at exit): a pool's creator killed
+# inside one waited on its pool, and where that pool nests the wait is the nesting's (words/causes.py).
+POOL_WAITS = frozenset((targets.WARM_POOL, targets.MAYBE_WARM_POOL, targets.PROCESS_POOL, targets.WAIT_POOL_READY,
+                        targets.EXIT_SHUTDOWN, targets.EXIT_JOIN, targets.POOL_CREATE, targets.POOL_SHUTDOWN,
+                        targets.EXECUTOR_SHUTDOWN, targets.SIDECAR_SHUTDOWN, targets.SIDECAR_POOL_SHUTDOWN))
 
 
 def _root_runs(v: View, state: str) -> list[Run]:

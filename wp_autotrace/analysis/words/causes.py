@@ -6,8 +6,8 @@ Two causes today. A fork pool's hung job (`fork-pool-hang`) leads the hang at ex
 (`exit-hang`); a sidecar's exit join on a job (its `exit-hang`) leads the main's exit-time wait on that sidecar
 (`slow-exit-wait`, WAITS_ON). Nested compile pools (`nested-pools`: warm_pool ran inside compile sidecars or
 workers, each call starting another sidecar). What follows from it, when every process the finding names is inside the
-nesting (the processes that made pools inside a pool, those pools' sidecars and workers, and the creators of the
-run's pools: the main's exit waits on its sidecar, which waits on the one below): processes left
+nesting (the processes that made pools inside a pool, those pools' sidecars and workers, and a pool's creator in
+its calls that wait on its pool: the main's exit waits on its sidecar, which waits on the one below): processes left
 running, calls that never returned (the shutdowns waiting on the sidecar below), zombies, sidecars that
 never served, pools that died, jobs cut off. Two follow from it by kind, whatever they name: the main process's
 wait at exit (torch waits for every pool it started, the nested ones included) and TORCH_WARM_POOL=0 bypassed
@@ -35,17 +35,23 @@ NESTING_SYMPTOMS = ("leftovers", "call-never-returned", "zombies", "sidecar-neve
 NESTING_BY_KIND = ("slow-exit-wait", "warm-pool-bypass")
 
 
+def creator_pids(rep: dict[str, Any]) -> set[int]:
+    """The processes that made the run's pools."""
+    return {p["creator_pid"] for p in rep.get("pools") or ()}
+
+
 def nesting_pids(rep: dict[str, Any]) -> set[int]:
     """The processes of the nesting: each process that made a pool inside a pool (a sidecar or worker), and the
-    creator, sidecar and workers of every pool of the run (the first pool's sidecar is where the nesting starts;
-    its creator's shutdown at exit waits on that sidecar, which waits on the nesting below it, so a killed main's
-    open exit wait is the nesting's, as a sidecar's is)."""
+    sidecars and workers of every pool of the run (the first pool's sidecar is where the nesting starts). A pool's
+    creator is the nesting's only in its waits on its pool (symptom_of: its exit's shutdown waits on that sidecar,
+    which waits on the nesting below it), not in any other call it left open."""
     pools = rep.get("pools") or []
     if not any(p.get("creator_role") in GUARDED_ROLES for p in pools):
         return set()
     pids: set[int] = set()
     for p in pools:
-        pids.add(p["creator_pid"])
+        if p.get("creator_role") in GUARDED_ROLES:
+            pids.add(p["creator_pid"])
         if p.get("sidecar_pid") is not None:
             pids.add(p["sidecar_pid"])
         pids.update(p.get("worker_pids") or ())
@@ -100,7 +106,10 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
     if cause is not None and f is not cause:
         if f["kind"] in NESTING_BY_KIND:
             return cause
-        if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep):
+        # a pool's creator killed inside its wait on its pool (its exit's shutdown, the warm_pool that began
+        # the chain) waited on the nesting; any other call of the main's (a DataLoader wait) is not the nesting's
+        waits = set((f.get("cost") or {}).get("pool_wait_pids") or ()) & creator_pids(rep)
+        if f["kind"] in NESTING_SYMPTOMS and pids and pids <= nesting_pids(rep) | waits:
             return cause
     # after the nesting: torch's exit wait on nested pools is the nesting's, whatever one sidecar's join waited on
     waited_on = set((f.get("cost") or {}).get("waited_on") or ())
