@@ -156,7 +156,7 @@ def test_live_spans_reach_a_receiver_before_the_job_ends_with_the_export_ids(tmp
 
 # Records the watcher writes only where its listing caught a process alive: a cgroup's limits are read as a
 # process joins (watcher/cgroups.py), and this job's main can end before the watcher's first listing.
-SAMPLED = {"memcg", "pidcg"}
+SAMPLED = {"memcg", "pidcg", "cpucg"}
 
 
 def _shape(recs: list[dict[str, Any]]) -> tuple[set[tuple[str, str]], Counter[str]]:
