@@ -184,7 +184,16 @@ def test_a_signal_after_the_program_ended_keeps_its_status(tmp_path: Path) -> No
             mains = [r["pid"] for r in read_log(log) if r["event"] == "process_start" and r.get("role") == "main"]
             return bool(mains) and not os.path.exists(f"/proc/{mains[0]}")
 
-        wait_until(lambda: log.exists() and reaped(), 120, what="the program ended and reaped")
+        def waiting() -> bool:  # run reads the log for the verdict: its summary's signal handling is on
+            try:
+                return any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(log)
+                           for fd in os.listdir(f"/proc/{proc.pid}/fd"))
+            except OSError:  # an fd closed between the listing and its read
+                return False
+
+        # a signal in the moment between the reap and the summary's start meets the program's forwarder (nothing
+        # left to forward to) and run then waits its whole bound: the signal must land in the wait this names
+        wait_until(lambda: log.exists() and reaped() and waiting(), 120, what="run waiting for the verdict")
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
     finally:
