@@ -23,6 +23,7 @@ the traced process.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from ..common.procfs import read_small
 
@@ -199,11 +200,18 @@ def memory_limit(version: int, path: str, root: str = CGROUP_ROOT) -> dict[str, 
     return least_limit(version, path, root, MEMORY_KIND)
 
 
+def _texts(version: int, root: str, controller: str, at: str, name: str,
+           mounts: dict[str, str] | None) -> Iterator[bytes]:
+    """File `name` of cgroup `at` under each mount the controller may be at (_bases), in order, b"" where unread
+    there: a reader takes the first it can parse."""
+    for base in _bases(version, root, controller):
+        place = _place(base, _top(mounts, base), at)
+        yield (read_small(os.path.join(place, name), READ_BYTES) if place else None) or b""
+
+
 def _max_events(version: int, at: str, root: str, mounts: dict[str, str] | None) -> int | None:
     """pids.events' "max N" of cgroup `at`; None unread."""
-    for base in _bases(version, root, PIDS_KIND[0]):
-        place = _place(base, _top(mounts, base), at)
-        text = (read_small(os.path.join(place, PIDS_EVENTS), READ_BYTES) if place else None) or b""
+    for text in _texts(version, root, PIDS_KIND[0], at, PIDS_EVENTS, mounts):
         for line in text.split(b"\n"):
             key, _, value = line.partition(b" ")
             if key == b"max" and value.strip().isdigit():
@@ -230,9 +238,8 @@ def peak(fields: dict[str, object], root: str = CGROUP_ROOT,
     memory.max_usage_in_bytes, v2 memory.peak: Linux 5.19+), over that cgroup's life so far. {} unread."""
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
     name = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
-    for base in _bases(version, root, MEMORY_KIND[0]):
-        place = _place(base, _top(mounts, base), at)
-        text = ((read_small(os.path.join(place, name), READ_BYTES) if place else None) or b"").strip()
+    for text in _texts(version, root, MEMORY_KIND[0], at, name, mounts):
+        text = text.strip()
         if text.isdigit():
             return {"peak": int(text)}
     return {}
@@ -245,9 +252,7 @@ def throttled(fields: dict[str, object], root: str = CGROUP_ROOT,
     time they stood stopped, summed over the CPUs; v1's throttled_time is ns), from cpu.stat of the cgroup that sets
     the quota (each cgroup counts its own quota's). {} unread."""
     version, at = int(str(fields["version"])), str(fields.get("limit_path", fields["path"]))
-    for base in _bases(version, root, CPU_KIND[0]):
-        place = _place(base, _top(mounts, base), at)
-        text = (read_small(os.path.join(place, CPU_STAT), READ_BYTES) if place else None) or b""
+    for text in _texts(version, root, CPU_KIND[0], at, CPU_STAT, mounts):
         got = {f[0]: int(f[1]) for f in (line.split() for line in text.split(b"\n")) if len(f) == 2 and f[1].isdigit()}
         us = got.get(b"throttled_usec", got[b"throttled_time"] // 1000 if b"throttled_time" in got else None)
         if b"nr_periods" in got and b"nr_throttled" in got and us is not None:
