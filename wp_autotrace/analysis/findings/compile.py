@@ -19,7 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ...common.vocab import JOB_ERROR
-from ..words.fmt import site
+from ..words.fmt import cgroup_text, site
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -194,8 +194,7 @@ def _pids_refused(v: View, creator: Process, failed: float) -> Pids | None:
         if not (isinstance(first.get("limit"), int) and (last.get("final") is True or isinstance(
                 last.get("after"), float)) and total is not None and total[0] > 0 and first["ts"] <= failed):
             continue
-        at = first.get("limit_path")
-        on = f"{at}, above its own {path}" if isinstance(at, str) else path
+        on = cgroup_text(path, first)
         limit = (f"pids.max {first['limit']} ({on}; each process and each thread in it counts, root's too, the "
                  "run's or not)")
         # the last count read as the watcher read a job's error, no later than PLACED_WITHIN_S after this failure

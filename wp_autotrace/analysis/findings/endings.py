@@ -19,7 +19,7 @@ from ..derive.errors import broken_jobs, own_errors
 from ..derive.labels import process_label
 from ..derive.lostjobs import pool_jobs
 from ..derive.poolends import WORKER_END_SLACK_S
-from ..words.fmt import TEXT_PIDS, error_words, pid_text, site, size_text
+from ..words.fmt import TEXT_PIDS, cgroup_text, error_words, pid_text, site, size_text
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def memory_limit(v: View, procs: list[Process]) -> str:
     if not isinstance(rec.get("limit"), int):
         return ""
     at = rec.get("limit_path")
-    on = f"{at}, above its own {path}" if isinstance(at, str) else path
+    on = cgroup_text(path, rec)
     limit = rec["limit"]
     before, after = rec.get("peak"), recs[-1].get("peak") if recs[-1].get("final") is True else None
     # the peak is the limit's cgroup's (a SLURM job's, all its steps), not the run's: said whose

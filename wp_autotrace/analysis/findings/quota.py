@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..derive.poolprocs import pool_size
-from ..words.fmt import plural, pool_name
+from ..words.fmt import cgroup_text, plural, pool_name
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ def cpu_quota_pool(v: View) -> Finding | None:
     threads, workers = pool_size(st.pool), len(st.workers)
     size = max(threads or 0, workers)
     periods, throttled, us = (a - b for a, b in zip(_counts(last) or (0, 0, 0), _counts(first) or (0, 0, 0)))
-    at = first.get("limit_path")
-    on = f"{at}, above its own {path}" if isinstance(at, str) else path
+    on = cgroup_text(path, first)
     name = pool_name({"kind": pool.kind, "sidecar_pid": pool.sidecar_pid, "worker_pids": [q.pid for q in st.workers]})
     sized = f"compile_threads {threads}" if threads is not None else plural(workers, "worker")
     quota = (f"{first['limit']:g} CPU ({first['file']} {first.get('quota_us')} us per {first.get('period_us')} us, "

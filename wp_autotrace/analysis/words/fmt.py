@@ -78,6 +78,13 @@ def pool_name(pool: dict[str, Any]) -> str:
     return sidecar_name(pool.get("sidecar_pid")) + (f" + {n} worker{'s' if n != 1 else ''}" if n else "")
 
 
+def cgroup_text(path: str | None, rec: dict[str, Any]) -> str:
+    """A cgroup record's cgroup, named with the one above it that sets its limit where that is not itself
+    (`limit_path`): "/slurm/job_7, above its own /slurm/job_7/step_0"."""
+    at = rec.get("limit_path")
+    return f"{at}, above its own {path}" if isinstance(at, str) else str(path)
+
+
 def size_text(n: int) -> str:
     """Bytes for people, in binary units as labelled: '600 MiB', '65.6 GiB' (--json keeps bytes)."""
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
