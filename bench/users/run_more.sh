@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun,
 # thread and container (/dev/shm, ulimit -u) cases, the shared host's (a wiped cache, a job's memory cgroup), and a
-# container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends),
+# container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends,
+# an exported setting a library overwrites, a packaged application's other Python),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -89,3 +90,7 @@ fi
 # A compile that never ends (one kernel's compiler spins in a compile worker), ended by the CI step's time limit:
 # coreutils timeout, SIGTERM to the job's process group at 60 s.
 run stuck_kernel --timeout 200 --linger 6 -- timeout 60 "$PY" "$U/stuck_kernel.py"
+# A TORCHINDUCTOR_COMPILE_THREADS the user exported, which a serving library's import overwrites before torch reads it.
+run threads_clobbered --linger 6 --env TORCHINDUCTOR_COMPILE_THREADS=2 -- "$PY" "$U/threads_clobbered.py"
+# A packaged application whose sys.executable names the platform's Python, not the bundled one its code runs on.
+run other_python --linger 6 -- "$PY" "$U/other_python.py"
