@@ -115,8 +115,10 @@ KINDS: dict[str, tuple[str, str]] = {
                      "wait for the pool's jobs before shutting it down"),
     "zombies": ("processes of the run left defunct (ended, never reaped), under which parent",
                 "an init that reaps orphans (`docker run --init`, tini), or a parent that waits"),
-    "sidecar-never-served": ("a sidecar never served its pool (its main() raised, or nothing asked it to stop)",
-                             "fix what it raised, or shut the pool down before exit"),
+    "sidecar-never-served": ("a sidecar never served its pool (its main() raised, it ran another Python than its "
+                             "creator and died untraced, or nothing asked it to stop)",
+                             "fix what it raised (give torch the creator's Python as sys.executable), or shut the "
+                             "pool down before exit"),
     "pool-ready-wait": ("a process waited for the compile pool it made to become ready (AsyncCompile."
                         "wait_pool_ready), and 1 s or more of it and a quarter of the sidecar's own start passed "
                         "before its sidecar started: its seconds, its threads then, when the sidecar appeared; where "

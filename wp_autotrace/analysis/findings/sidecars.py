@@ -1,6 +1,6 @@
 """A compile sidecar that never served its pool: what its main() raised and what the user can change about it
-(a module shadowing the standard library on the sidecar's PYTHONPATH, a full /dev/shm), or that nothing asked it
-to stop."""
+(a module shadowing the standard library on the sidecar's PYTHONPATH, a full /dev/shm), that it ran another Python
+than the process that made it and died untraced, or that nothing asked it to stop."""
 
 from __future__ import annotations
 
@@ -63,22 +63,71 @@ def _shm_full(p: Process) -> bool:
     return isinstance(file, str) and file.endswith(SEMAPHORE_FILE) and NO_SPACE in str(err.get("message", ""))
 
 
+# torch starts a sidecar as [sys.executable, .../compile_worker/__main__.py, ...] with the creator's sys.path as its
+# PYTHONPATH: where the creator's sys.executable names another binary than the Python it runs on (an embedding host,
+# a packaged application's launcher), the sidecar runs that binary on this Python's libraries.
+OTHER_PYTHON_ADVICE = ("give torch the Python the job runs on: sys.executable = {exe!r} before the first compile "
+                       "(torch starts each sidecar with sys.executable; an embedding host or launcher that sets it to "
+                       "another binary needs it set back), or compile without a pool: TORCHINDUCTOR_COMPILE_THREADS=1; "
+                       "a new pool would die the same way")
+
+
+def _other_python(v: View) -> list[tuple[Process, Process]]:
+    """(sidecar, creator) for untraced sidecars that ended with a non-zero code without serving their pool and
+    whose command (the watcher's read of it) runs another executable than their creator's sys.executable (its
+    process_start's). Untraced: a sidecar that ran this Python would have loaded the tracer and said its error."""
+    found = []
+    for pool in v.pools:
+        side, made_by = pool.sidecar, pool.creator
+        if side is None or side.traced or side.served or not made_by.executable or not side.cmd:
+            continue
+        if side.cmd.split(" ", 1)[0] != made_by.executable and v.endings.of(side).code not in (None, 0):
+            found.append((side, made_by))
+    return found
+
+
+def _other_python_text(v: View, side: Process, made_by: Process) -> str:
+    """What the sidecar ran against what its creator runs on, the part the Answer keeps."""
+    ending = v.endings.of(side)
+    lived = (f" {ending.at - side.start:.1f} s after it started" if ending.at is not None and side.start is not None
+             else "")
+    version = f", Python {made_by.python}" if made_by.python else ""
+    return (f"sidecar {side.pid} exited (code {ending.code}){lived} and ran {side.cmd.split(' ', 1)[0]}, not the "
+            f"Python {made_by.role} {made_by.pid} runs on ({made_by.executable}{version})")
+
+
+# Why, after what (the Finding's text, not the Answer's): how torch starts a sidecar, and why no error is logged.
+OTHER_PYTHON_WHY = (": torch starts the sidecar with its creator's sys.executable and the creator's sys.path as its "
+                    "PYTHONPATH; it ran untraced, so its own error is not in the log")
+
+
+def _why(v: View, raised: list[Process], other: list[tuple[Process, Process]], shm: bool) -> str:
+    """Why the sidecars never served: what the first one's main() raised, else the other Python it ran, else that
+    nothing asked it to stop."""
+    if raised:
+        return (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
+                + (": /dev/shm was full, where its worker pool makes its locks (POSIX semaphores are files there)"
+                   if shm else "") + (f" ({len(raised)} raised)" if len(raised) > 1 else ""))
+    if other:
+        return f"; {_other_python_text(v, *other[0])}{OTHER_PYTHON_WHY}"
+    return ": its main loop never served the pool (no SubprocMain._shutdown)"
+
+
 def sidecars_never_served(v: View) -> Finding | None:
-    """Traced sidecars that exited (or are left) without ever being asked to shut down."""
+    """Sidecars that exited (or are left) without ever being asked to shut down: traced ones that ended cleanly or
+    logged an error, and untraced ones that ran another Python than their creator (_other_python)."""
     idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
             and not pool.sidecar.served and _clean_end(pool.sidecar)]
     # a sidecar whose worker the OOM killer ended logs its broken pool: oom-killed tells that, not this
     idle += [p for p in v.procs if p.role in SIDECAR_ROLES and own_errors(p) and p not in idle
              and not any(v.endings.of(w).kind in (OOM_KILL, OOM_AMONG) for w in p.children)]
+    other = [pair for pair in _other_python(v) if pair[0] not in idle]
+    idle += [side for side, _ in other]
     if not idle:
         return None
     pids = sorted({p.pid for p in idle})
     raised = [p for p in idle if own_errors(p)]
     shm = bool(raised) and _shm_full(raised[0])
-    why = (f"; sidecar {raised[0].pid}'s main() raised {_error_text(raised[0])}"
-           + (": /dev/shm was full, where its worker pool makes its locks (POSIX semaphores are files there)"
-              if shm else "") + (f" ({len(raised)} raised)" if len(raised) > 1 else "")) if raised else \
-        ": its main loop never served the pool (no SubprocMain._shutdown)"
     warmed = {c.proc.index for c in v.warm_calls}
     if any(p.index in warmed for p in raised):
         advice = ("its own import started a pool (see nested-pools) and its main() then failed: keeping the "
@@ -88,15 +137,20 @@ def sidecars_never_served(v: View) -> Finding | None:
     elif raised:
         advice = _shadow_advice(raised[0]) or (
             f"fix what its main() raised ({_error_text(raised[0])}); the sidecar cannot serve until then")
+    elif other:
+        advice = OTHER_PYTHON_ADVICE.format(exe=other[0][1].executable)
     else:
         advice = ("nothing asked it to stop: its pool was never shut down (torch's shutdown_compile_workers "
                   "never ran, or ran in another process); shut the pool down before exit")
+    told = f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)}"
+    # the Answer keeps /dev/shm, or both Pythons, which a cut before the error's place would drop
+    headline = (f"{told}: /dev/shm was full, where sidecar {raised[0].pid}'s worker pool makes its locks (OSError: "
+                "[Errno 28] No space left on device)." if shm else
+                f"{told}: {_other_python_text(v, *other[0])}." if other and not raised else "")
     return Finding(
-        "sidecar-never-served", "problem" if raised else "warning",
-        f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)} (pids {pid_text(pids)}){why}.",
-        pids, [_error_text(p) for p in raised[:TEXT_PIDS]], advice,
-        {"processes": len(pids), "cpu_s": None},
-        # the Answer keeps /dev/shm, which a cut before the error's place would drop
-        f"{len(pids)} compile sidecar(s) never served their pool{in_ranks(v, idle)}: /dev/shm was full, where "
-        f"sidecar {raised[0].pid}'s worker pool makes its locks (OSError: [Errno 28] No space left on device)."
-        if shm else "")
+        "sidecar-never-served", "problem" if raised or other else "warning",
+        f"{told} (pids {pid_text(pids)}){_why(v, raised, other, shm)}.",
+        pids, [_error_text(p) for p in raised[:TEXT_PIDS]]
+        + [f"watcher tree: sidecar {s.pid} cmd {s.cmd.split(' ', 1)[0]}; {c.role} {c.pid} process_start executable "
+           f"{c.executable}; exit code {v.endings.of(s).code}" for s, c in other[:TEXT_PIDS]], advice,
+        {"processes": len(pids), "cpu_s": None}, headline)
