@@ -191,8 +191,7 @@ def test_a_signal_after_the_program_ended_keeps_its_status(tmp_path: Path) -> No
             except OSError:  # an fd closed between the listing and its read
                 return False
 
-        # a signal in the moment between the reap and the summary's start meets the program's forwarder (nothing
-        # left to forward to) and run then waits its whole bound: the signal must land in the wait this names
+        # the signal lands in the verdict's wait (the moment of the reap itself: the test below)
         wait_until(lambda: log.exists() and reaped() and waiting(), 120, what="run waiting for the verdict")
         os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -221,3 +220,32 @@ def test_run_ending_by_a_core_signal_files_no_crash_of_its_own() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "0"], done.stdout  # not dumpable, no core
+
+
+# run's main with one change: right after the forwarder reaps the program, a signal comes to run's pid alone
+# (a supervisor's SIGTERM, `kill PID`), in the moment before run's summary has its own handlers.
+SIGNAL_AT_THE_REAP = """
+import os, signal, sys
+from wp_autotrace.cli.run import signals
+from wp_autotrace.cli.main import main
+wait = signals.Forwarder.wait
+def reaped_then_signalled(self):
+    code = wait(self)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return code
+signals.Forwarder.wait = reaped_then_signalled
+sys.exit(main(["run", "--log", sys.argv[1], "--", sys.executable, "-c", "pass"]))
+"""
+
+
+def test_a_signal_at_the_programs_reap_cuts_the_summary_short(tmp_path: Path) -> None:
+    """A signal to run's pid alone that meets the forwarder after the program ended has nothing to be passed
+    on to: it is run's own, as in the summary's wait, and cuts the summary short at once (it was swallowed,
+    and run waited and wrote its whole summary). run still exits with its program's status and writes
+    run_exit."""
+    log = tmp_path / "log.jsonl"
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AT_THE_REAP, str(log)], env=clean_env(),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert b"cut short" in done.stderr, done.stderr
+    assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [0]

@@ -142,11 +142,13 @@ def run(args: argparse.Namespace) -> int:
         return NOT_FOUND
     with forwarder:
         code = forwarder.wait()
+        mask = signals.block()
     forwarded = tuple(forwarder.sent)
     pid = forwarder.child.pid if forwarder.child is not None else 0
     recorded = False
     with signals.CutShort() as cut:
         try:
+            cut.open(mask, forwarder.late)
             from ...analysis.fold.model import Waited
 
             waited = Waited(pid, code, forwarded, os.uname().nodename)

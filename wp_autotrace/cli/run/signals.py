@@ -209,6 +209,9 @@ class Forwarder:
         self.env = env
         self.child: subprocess.Popen[bytes] | None = None
         self.sent: list[int] = []
+        # Sent to run's pid alone once the program had ended: run's own to take (CutShort.open), not the
+        # program's: untraced it would have met nothing, so it cuts run's summary short instead.
+        self.late: list[int] = []
         self.before: dict[int, Any] = {}
         self.continued = False  # run got SIGCONT since its last wait began (it was stopped with its group)
         self.sentinel = Sentinel(command)
@@ -255,8 +258,11 @@ class Forwarder:
     def forward(self, sig: int, frame: Any) -> None:
         if self.sentinel.pid and self.sentinel.got(sig):
             return  # sent to run's group, the terminal's or every process: the program has it already
-        if self.child is None or self.child.poll() is not None:
-            return  # not started, or it has ended: nothing to pass on
+        if self.child is None:
+            return  # not started: nothing to pass on
+        if self.child.poll() is not None:
+            self.late.append(sig)  # ended (reaped, or reaped just now): nothing to pass it on to
+            return
         try:
             self.child.send_signal(sig)
             self.sent.append(sig)
@@ -335,6 +341,14 @@ class CutShort:
 
         return blocked()
 
+    def open(self, mask: Any, late: list[int]) -> None:
+        """Inside the try that takes Interrupted: the signals blocked at the hand-over (block()) arrive
+        now, through _raise; one the forwarder was sent after its program ended raises here."""
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        taken = [sig for sig in late if sig in self.before]  # one run's parent ignored stays ignored
+        if taken:
+            raise Interrupted(taken[0])
+
     def ignore(self) -> None:
         for sig in self.before:
             signal.signal(sig, signal.SIG_IGN)
@@ -343,6 +357,12 @@ class CutShort:
         for sig, handler in self.before.items():
             signal.signal(sig, handler)
         self.before = {}
+
+
+def block() -> Any:
+    """Block FORWARDED from the program's reap until CutShort.open: between the forwarder's handlers and
+    CutShort's, run's own (Python's KeyboardInterrupt for SIGINT) would be back for a moment."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
 
 
 def run_and_wait(command: list[str], env: dict[str, str]) -> tuple[int, int, tuple[int, ...]]:
