@@ -77,7 +77,9 @@ def cpu_quota_pool(v: View) -> Finding | None:
     throttling = (f"the kernel throttled the cgroup in {throttled} of {periods} periods between "
                   f"{rel(first['ts']) or 0:.1f} s and {rel(last['ts']) or 0:.1f} s, its tasks standing still "
                   f"{us / 1e6:.1f} s in all (summed over CPUs)")
-    text = f"{pool_words} {quota}: a pool of {plural(size, 'worker')} for {first['limit']:g} CPU; {throttling}{ready}."
+    # compile_threads is the size torch asked for: fewer workers may have started, and the watcher saw these
+    of = plural(size, "worker") if workers >= size else f"{size} workers ({workers} seen)"
+    text = f"{pool_words} {quota}: a pool sized for {of} for {first['limit']:g} CPU; {throttling}{ready}."
     return Finding(
         "cpu-quota-pool", "warning", text, sorted({creator.pid, *(q.pid for q in st.procs)}),
         [f"cpucg {path}: quota {first['limit']:g} CPU read at {rel(first['ts'])} s; throttled "
