@@ -94,9 +94,10 @@ def test_a_v2_quota_and_none(tmp_path: Path) -> None:
 
 def _quota_run(limit: float, throttled: tuple[int, int], final: bool = True, workers: int = 2,
                asked: int | None = None) -> LogWriter:
-    """clean_run (main 100's pool: sidecar 200, made at 1.0 s) with `workers` workers (--workers=N), all in cpu cgroup
-    CPU_CG (the sidecar's --workers=`asked`, else `workers`) whose quota `limit` CPUs (limit * 100000 us per 100000) the watcher read at 0.1 s with cpu.stat
-    nr_throttled throttled[0] (of 5 periods) and again at 3.5 s (`final` unless not) with throttled[1] (of 100)."""
+    """clean_run (main 100's pool: sidecar 200, made at 1.0 s) with `workers` workers (the sidecar's --workers=`asked`,
+    else `workers`), all in cpu cgroup CPU_CG whose quota `limit` CPUs (limit * 100000 us per 100000) the watcher
+    read at 0.1 s with cpu.stat nr_throttled throttled[0] (of 5 periods) and again at 3.5 s (`final` unless not)
+    with throttled[1] (of 100)."""
     w = clean_run()
     for r in w.lines:
         if r["pid"] == 200 and r["event"] == "process_start":
@@ -122,7 +123,8 @@ def test_a_pool_larger_than_its_cpu_quota_throttled_in_the_run_is_told_with_the_
     f = next(f for f in rep["findings"] if f["kind"] == "cpu-quota-pool")
     answer = rep["answer"].replace("\n  ", " ").replace("\n", " ")
     assert ("Main 100's compile pool (sidecar 200 + 2 workers; compile_threads 2) ran inside a CPU quota of 0.2 CPU "
-            f"(cpu.cfs_quota_us 20000 us per 100000 us, {CPU_CG}): a pool sized for 2 workers for 0.2 CPU") in f["text"], f
+            f"(cpu.cfs_quota_us 20000 us per 100000 us, {CPU_CG}): a pool sized for 2 workers for 0.2 CPU"
+            ) in f["text"], f
     assert f"ran inside a CPU quota of 0.2 CPU ({CPU_CG}); the kernel throttled" in answer, answer
     for said in ("the kernel throttled the cgroup in 40 of 95 periods between 0.1 s and 3.5 s",
                  "its tasks standing still 3.2 s in all"):
@@ -192,4 +194,5 @@ def test_a_pool_that_started_fewer_workers_than_asked_says_both(tmp_path: Path) 
     asked and the workers seen, never "a pool of 4 workers" as if 4 had run in the quota."""
     rep = report(_quota_run(0.2, (2, 42), workers=2, asked=4), tmp_path)
     f = next(f for f in rep["findings"] if f["kind"] == "cpu-quota-pool")
-    assert "compile_threads 4) ran inside" in f["text"] and "a pool sized for 4 workers (2 seen) for 0.2 CPU" in f["text"], f
+    assert "compile_threads 4) ran inside" in f["text"], f
+    assert "a pool sized for 4 workers (2 seen) for 0.2 CPU" in f["text"], f
