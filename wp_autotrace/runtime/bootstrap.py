@@ -57,6 +57,20 @@ if TYPE_CHECKING:
     from ..common.targets import Target
     from .finder import TargetFinder
 
+    class Settings:
+        """What the environment asks for, validated: read_settings makes it, a namespace of these names (not an
+        instance of a class made at every traced start: ~70K instructions)."""
+
+        trace: bool
+        guard: bool
+        log: str | None
+        stack: int
+        interval: float
+        extra_targets: tuple[Target, ...]
+        redact: tuple[str, ...]  # name patterns whose argv/env values are masked in the log (redact.py)
+        linger: float
+        notes: list[str]  # what a bad value was replaced by: said in the root (_say_notes)
+
 DEFAULT_STACK = 8
 DEFAULT_INTERVAL = 0.1
 # Below this the watcher would cost a good share of a core on an idle host.
@@ -64,24 +78,9 @@ MIN_INTERVAL = 0.01
 DEFAULT_LINGER = 60.0  # seconds the watcher stays after the root ends, while run processes live
 MAX_LINGER = 7 * 24 * 3600.0
 GUARD_MODES = (GUARD_NESTED_POOLS,)
-
-
-class Settings:
-    """What the environment asks for, validated."""
-
-    def __init__(self, trace: bool, guard: bool, log: "str | None", stack: int, interval: float,
-                 extra_targets: "tuple[Target, ...]", redact: "tuple[str, ...]" = (),
-                 linger: float = DEFAULT_LINGER) -> None:
-        self.trace = trace
-        self.guard = guard
-        self.log = log
-        self.stack = stack
-        self.interval = interval
-        self.extra_targets = extra_targets
-        # Name patterns whose argv/env values are masked in the log (redact.py).
-        self.redact = redact or parse_patterns("")
-        self.linger = linger
-        self.notes: list[str] = []  # what a bad value was replaced by: said in the root (_say_notes)
+# types.SimpleNamespace, without importing types: the settings and the finders here are namespaces (a class made
+# at import costs every traced start ~70K instructions, a function ~6K).
+_Namespace: "Any" = type(sys.implementation)
 
 
 def _number(name: str, default: float, low: float, high: float, notes: "list[str]") -> float:
@@ -136,7 +135,7 @@ def read_settings() -> "Settings":
     if 0 < interval < MIN_INTERVAL:
         notes.append(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}")
         interval = MIN_INTERVAL
-    settings = Settings(
+    settings: Settings = _Namespace(
         trace=is_true(env.get(ENABLE_ENV)),
         guard=guard,
         log=env.get(LOG_ENV) or None,
@@ -145,8 +144,8 @@ def read_settings() -> "Settings":
         extra_targets=tuple(extra),
         redact=parse_patterns(env.get(REDACT_ENV, "")),
         linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, notes),
+        notes=notes,
     )
-    settings.notes = notes
     return settings
 
 
@@ -232,7 +231,7 @@ class Runtime:
             if self.notice:
                 env[NOTICE_ENV] = self.notice
         self._finder: TargetFinder | None = None  # made by finder(), at the first target module's import
-        self._front = _Front(self)
+        self._front = _front_finder(self)
         self.env_watch = EnvWatch()  # who changed a variable inductor's config reads, until it loads
 
     def finder(self) -> "TargetFinder":
@@ -477,22 +476,20 @@ TARGET_MODULES = frozenset((
 PYTEST_CONFIG = "_pytest.config"
 
 
-class _Front:
+def _front_finder(runtime: "Runtime") -> "Any":
     """The meta-path finder a traced process starts with: the target module names and nothing else.
 
-    It answers None for every other module (the import goes on as untraced), and for a target module
-    hands the import to the full finder (Runtime.finder), which takes its place on sys.meta_path.
+    Its find_spec answers None for every other module (the import goes on as untraced), and for a target
+    module hands the import to the full finder (Runtime.finder), which takes its place on sys.meta_path.
     A top-level module the tracer's own code imports is looked up as the full finder would
-    (finder.trusted_spec: never from the cwd or the script's folder).
+    (finder.trusted_spec: never from the cwd or the script's folder). A namespace holding a closure, not an
+    instance of a class of its own: making a class costs every traced start ~70K instructions, a function ~6K.
     """
 
-    def __init__(self, runtime: "Runtime") -> None:
-        self._runtime = runtime
-
-    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
-        self._runtime.env_watch.check(fullname)  # every import's start: who changed what inductor's config reads
-        if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and self._runtime.settings.trace):
-            return self._runtime.finder().find_spec(fullname, path, target)
+    def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        runtime.env_watch.check(fullname)  # every import's start: who changed what inductor's config reads
+        if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and runtime.settings.trace):
+            return runtime.finder().find_spec(fullname, path, target)
         if (path is None and "." not in fullname and fullname not in sys.builtin_module_names
                 and imported_by_tracer(_getframe(1))):
             from .finder import trusted_spec
@@ -500,8 +497,8 @@ class _Front:
             return trusted_spec(fullname)
         return None
 
-    def invalidate_caches(self) -> None:
-        """Nothing cached here; present for the finder protocol."""
+    # invalidate_caches: nothing cached here; present for the finder protocol
+    return _Namespace(find_spec=find_spec, invalidate_caches=_finds_nothing)
 
 
 _runtime: "Runtime | None" = None
@@ -558,14 +555,15 @@ def _let_go(rt: "Runtime") -> None:
 
 
 def _finds_nothing(*_args: "Any") -> None:
-    """The finder left in the front finder's slot after the exit record (a copy whose globals are none)."""
+    """The front finder's invalidate_caches; a copy whose globals are none is the finder left in its slot after
+    the exit record."""
 
 
 def _gone_finder() -> "Any":
     """A finder that finds nothing, holding no tracer module: a SimpleNamespace, not a class made (~60K an exit)."""
-    kinds: Any = (type(_finds_nothing), type(sys.implementation))  # a function (empty globals), a SimpleNamespace
-    nothing = kinds[0](_finds_nothing.__code__, {"__builtins__": {}})
-    return kinds[1](find_spec=nothing, invalidate_caches=nothing)
+    function: Any = type(_finds_nothing)
+    nothing = function(_finds_nothing.__code__, {"__builtins__": {}})  # a copy whose globals are empty
+    return _Namespace(find_spec=nothing, invalidate_caches=nothing)
 
 
 def _at_exit() -> None:
