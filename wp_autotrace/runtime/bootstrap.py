@@ -363,7 +363,9 @@ class Runtime:
         if self._probes is not None and self._probes.count_times:
             fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
         if self._probes is not None and self._probes.count_callers:
-            fields["count_callers"] = _last_callers(self._probes.count_callers)
+            # first_target is loaded with the probes (make_probes): no file is opened at exit
+            fields["count_callers"] = sys.modules[__package__ + ".first_target"].last_callers(
+                self._probes.count_callers)
         if code is not None:
             fields["code"] = code if isinstance(code, int) else repr(code)
         if self.is_root and self.sink.active and self._root is not None:
@@ -379,14 +381,6 @@ class Runtime:
                 put_back_limit(limits)
         if self.sink.dropped != before:  # still lost: a note the watcher turns into exit_unwritten
             leave_exit_note(self.sink, {"how": how, "code": fields.get("code"), "dropped": self.sink.dropped})
-
-
-def _last_callers(found: "dict[str, Any]") -> "dict[str, Any]":
-    """Each last_caller target's last user (code, line), attributed (process_exit's count_callers)."""
-    from .dists import attribute
-
-    return {label: attribute({"file": code.co_filename, "line": line, "func": code.co_name})
-            for label, (code, line) in ((k, v) for k, v in found.items() if v is not None)}
 
 
 # The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:

@@ -5,7 +5,8 @@ bootstrap.Runtime, is passed in: this module imports nothing of bootstrap's.)
 Most traced processes never import a target module: this code is not unmarshalled at their start
 (bootstrap.py holds only what every traced process runs at start, fork, exec and exit). Loaded by
 ``Runtime.finder()`` at the first target import (or at start where a target module is already loaded
-or the user added targets), and by ``Runtime.probes()``. Nothing here runs at a fork or an exit.
+or the user added targets), and by ``Runtime.probes()``. Nothing here runs at a fork; at an exit only
+last_callers (process_exit's count_callers, for a process whose probes counted them).
 """
 
 import sys
@@ -67,6 +68,14 @@ def prepare_exit(names: "tuple[str, ...]") -> None:
                 return
             except ImportError:
                 continue
+
+
+def last_callers(found: "dict[str, Any]") -> "dict[str, Any]":
+    """Each last_caller target's last user (code, line), attributed (process_exit's count_callers)."""
+    from .dists import attribute
+
+    return {label: attribute({"file": code.co_filename, "line": line, "func": code.co_name})
+            for label, (code, line) in ((k, v) for k, v in found.items() if v is not None)}
 
 
 def _post_notice(info: "dict[str, Any]") -> None:
