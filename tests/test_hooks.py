@@ -600,3 +600,28 @@ def test_a_recording_wrapper_at_the_stack_limit_raises_the_hosts_error_and_leave
         unseen.refused.clear()
         unseen.active.clear()
         sys.setrecursionlimit(limit)
+
+
+def test_env_watch_names_the_imports_around_each_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """env_watch tells a change of a variable inductor's config reads with the import begun before it and the one
+    that saw it (unset -> set too); a value set again to an equal string is no change; after finish() nothing
+    more is noted and finish answers the same list."""
+    from wp_autotrace.common.env import READ_AT_CONFIG, env_watch
+
+    threads, start = READ_AT_CONFIG
+    monkeypatch.setenv(threads, "4")
+    monkeypatch.delenv(start, raising=False)
+    watch = env_watch()
+    watch.check("first")
+    monkeypatch.setenv(threads, "1")
+    watch.check("second")
+    monkeypatch.setenv(threads, "1")  # set again: a new bytes object in os.environ, the same value
+    watch.check("third")
+    monkeypatch.setenv(start, "fork")
+    watch.check("fourth")
+    changes = watch.finish()
+    monkeypatch.setenv(threads, "2")
+    watch.check("fifth")
+    assert changes == [{"var": threads, "old": "4", "new": "1", "before": "first", "at": "second"},
+                       {"var": start, "old": None, "new": "fork", "before": "third", "at": "fourth"}]
+    assert watch.finish() is changes and len(changes) == 2

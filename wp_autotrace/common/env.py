@@ -10,8 +10,9 @@ finding and loading a file (about 0.1 ms each) once for them, not three times (d
   import nothing); tests/test_startfile.py checks them equal to these.
 - The command line: this process's own (own_argv), the roles a command line shows, and whether it
   runs the wp-autotrace command; Python's argv grammar itself is cmdline.py's, loaded only where needed.
-- The one process clock: a process's create time from /proc/PID/stat, and the identity rule
-  (procfs.py, which only the watcher, the root's exit and the offline tools load, re-exports it).
+- The one process clock: a process's create time from /proc/PID/stat (clock_create_time; procfs.py, which
+  only the watcher, the root's exit and the offline tools load, re-exports it beside the identity rule).
+- Which import changed a variable inductor's config reads (env_watch).
 
 Stdlib only, import-cheap: the host side loads it at start-up.
 """
@@ -23,6 +24,7 @@ import time
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -214,31 +216,8 @@ def own_argv() -> "list[str]":
 # (4) ppid, (5) pgrp, (6) session, ... (20) num_threads, ... (22) starttime in
 # clock ticks since boot, (23) vsize, (24) rss in pages. Indexes below count from field 3.
 STAT_STATE, STAT_PPID, STAT_PGRP, STAT_SESSION, STAT_THREADS, STAT_STARTTIME, STAT_RSS = 0, 1, 2, 3, 17, 19, 21
-# (52) exit_code (Linux 3.5+): the wait status a zombie holds for its parent (signal in the low 7 bits, else
-# the exit code in bits 8-15). Readable by the process's owner; the kernel shows 0 to others, so it is
-# evidence only when read by the same user (the watcher runs as the run's user).
-STAT_EXIT_CODE = 49
-# (48) arg_start (Linux 3.5+): where the kernel put the command line in the process's memory, set by an exec
-# only (a fork's copy keeps its parent's). The one exec sign a python that execs python shows: its comm stays
-# the same. Shown to the process's owner (0 to others: no sign then, as before).
-STAT_ARG_START = 45
 # A stat line is well under this (52 fields; comm at most 64 bytes).
 STAT_BYTES = 4096
-
-# The one identity rule: two create times closer than this name one process
-# (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
-# from the same kernel numbers; boot (boot_time()) is computed once per process
-# from two clocks, microseconds apart between processes, so one process's values
-# may differ by one 0.01 rounding step; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
-# processes that got one pid 20 ms apart. A pid reused within 15 ms of the
-# first start cannot be told apart by any tool.
-SAME_START_S = 0.015
-
-
-def same_process(create_time: "float | None", other: "float | None") -> bool:
-    """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
-    return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
-
 
 def split_stat(data: bytes) -> "tuple[str, list[bytes]] | None":
     """A /proc/PID/stat line as (comm, fields from (3) on); None if malformed."""
@@ -270,7 +249,7 @@ def boot_time() -> float:
 
 
 # Bracketed reads of the two clocks: a process preempted between its wall-clock and its boot-clock read gets a
-# boot time off by the preemption (40 ms seen at load 18), and two processes then disagree past SAME_START_S on
+# boot time off by the preemption (40 ms seen at load 18), and two processes then disagree past procfs.SAME_START_S on
 # one create time (the watcher took its own root for another process and quit). The read whose bracket is
 # tightest is kept, the wall clock taken as the bracket's middle.
 BOOT_READS = 5
@@ -300,20 +279,16 @@ def _btime() -> float:
     return 0.0
 
 
-class ProcClock:
-    """Turns a stat starttime into a create time: Unix seconds on the records' clock, 2 decimals.
+def clock_create_time(starttime: bytes, tick: int, boot: float) -> float:
+    """The one process clock: a stat starttime (clock ticks since boot) as a create time, Unix seconds on the
+    records' clock, 2 decimals (tick: SC_CLK_TCK; boot: boot_time()).
 
-    Every process of a run (process_start), the watcher (tree entries), the
-    root's exit (below) and cleanup use this one clock and rounding, so
-    (host, pid, create_time) names one process; compare two with same_process().
+    Every process of a run (process_start), the watcher (tree entries, through procfs.ProcClock), the root's
+    exit and cleanup use this one clock and rounding, so (host, pid, create_time) names one process (compare
+    two with procfs.same_process). A function, not a class: a class costs a traced start ~0.1M instructions
+    to make, and the start reads one create time, its own.
     """
-
-    def __init__(self) -> None:
-        self.tick = os.sysconf("SC_CLK_TCK")
-        self.boot = boot_time()
-
-    def create_time(self, starttime: bytes) -> float:
-        return round(self.boot + int(starttime) / self.tick, 2)
+    return round(boot + int(starttime) / tick, 2)
 
 
 def own_create_time() -> "float | None":
@@ -325,63 +300,63 @@ def own_create_time() -> "float | None":
         finally:
             os.close(fd)
         parsed = split_stat(data)
-        return None if parsed is None else ProcClock().create_time(parsed[1][STAT_STARTTIME])
+        return None if parsed is None else clock_create_time(parsed[1][STAT_STARTTIME], os.sysconf("SC_CLK_TCK"),
+                                                               boot_time())
     except (OSError, ValueError):
         return None
 
 
 # The variables torch reads into inductor's config as torch._inductor.config loads (compile_threads,
-# worker_start_method): a change of one before that import changes the setting (EnvWatch finds who).
+# worker_start_method): a change of one before that import changes the setting (env_watch finds who).
 READ_AT_CONFIG = ("TORCHINDUCTOR_COMPILE_THREADS", "TORCHINDUCTOR_WORKER_START")
 
 
-class EnvWatch:
+def env_watch() -> "Any":
     """Which import saw READ_AT_CONFIG change in-process: checked as each import begins (the finders' find_spec),
-    until inductor's config loads (finish). Protocol: check(fullname) at every import; `changes` lists
+    until inductor's config loads (finish). Protocol: check(fullname) at every import; finish() once inductor's
+    config has loaded (it read the variables): stops watching and answers the changes seen until then, each
     {var, old, new, before, at}: the value was `old` when the import of module `before` began and `new` when
     the import of `at` began, so the change was made by `before`'s import (its top level after its own last
     import) or by the importing code between the two imports.
 
-    Cost per import: two lookups in os.environ's own dict and two identity tests (an assignment makes a new
-    value object); nothing when os.environ is not the standard mapping.
+    A namespace of two closures, not a class: every traced start makes one, and a class costs a start ~0.1M
+    instructions to make. Cost per import: two lookups in os.environ's own dict and two identity tests (an
+    assignment makes a new value object); nothing when os.environ is not the standard mapping.
     """
+    env = os.environ
+    data = getattr(env, "_data", None)
+    keys: tuple[object, ...] = ()
+    seen: list[object] = []
+    if type(env) is _ENVIRON and type(data) is dict:
+        keys = tuple(map(env.encodekey, READ_AT_CONFIG))
+        seen = list(map(data.get, keys))
+    else:
+        data = None
+    state: list[Any] = [data, ""]  # the dict watched (None once finished), the last import begun
+    changes: list[dict[str, object]] = []
 
-    __slots__ = ("_data", "_keys", "_seen", "_before", "changes")
-
-    def __init__(self) -> None:
-        env = os.environ
-        data = getattr(env, "_data", None)
-        ok = type(env) is _ENVIRON and type(data) is dict
-        self._data: dict[object, object] | None = data if ok else None
-        self._keys = tuple(map(env.encodekey, READ_AT_CONFIG)) if ok else ()
-        self._seen = list(map(data.get, self._keys)) if ok and data is not None else []
-        self._before = ""
-        self.changes: list[dict[str, object]] = []
-
-    def check(self, fullname: str) -> None:
+    def check(fullname: str) -> None:
         """At the start of fullname's import: note a change of a watched variable since the last import."""
-        data = self._data
-        if data is not None:
-            seen, keys = self._seen, self._keys
-            if data.get(keys[0]) is not seen[0] or data.get(keys[1]) is not seen[1]:
-                self._note(fullname)
-        self._before = fullname
+        watched = state[0]
+        if watched is not None and (watched.get(keys[0]) is not seen[0] or watched.get(keys[1]) is not seen[1]):
+            for i, key in enumerate(keys):
+                old, new = seen[i], watched.get(key)
+                seen[i] = new
+                if old != new:
+                    changes.append({"var": READ_AT_CONFIG[i], "old": _text(old), "new": _text(new),
+                                    "before": state[1], "at": fullname})
+        state[1] = fullname
 
-    def finish(self) -> "list[dict[str, object]]":
-        """Inductor's config has loaded (it read the variables): stop watching; the changes seen until now."""
-        self._data = None
-        return self.changes
+    def finish() -> "list[dict[str, object]]":
+        """Inductor's config has loaded: stop watching; the changes seen until now."""
+        state[0] = None
+        return changes
 
-    def _note(self, fullname: str) -> None:
-        data = self._data
-        if data is None:
-            return
-        for i, key in enumerate(self._keys):
-            old, new = self._seen[i], data.get(key)
-            self._seen[i] = new
-            if old != new:
-                self.changes.append({"var": READ_AT_CONFIG[i], "old": _text(old), "new": _text(new),
-                                     "before": self._before, "at": fullname})
+    return _Namespace(check=check, finish=finish)
+
+
+# types.SimpleNamespace without importing types (a start-up cost)
+_Namespace: "Any" = type(sys.implementation)
 
 
 def _text(value: "object") -> "str | None":

@@ -1,9 +1,10 @@
-"""Facts read from /proc: one parser per file, the readers; the process clock and own argv are env.py's.
+"""Facts read from /proc: one parser per file, the readers, the identity rule; the clock and own argv are env.py's.
 
 Stdlib only, import-cheap: the watcher, cleanup, watch and the root's exit
 read every process through here, so a process is named the same way
 everywhere: (host, pid, create_time), the create time from ``ProcClock``
-(env.py, re-exported here; a traced start-up loads only that leaf).
+(env.py's clock_create_time; a traced start-up loads only that leaf), two create times one process by
+``same_process``.
 """
 
 from __future__ import annotations
@@ -11,15 +12,6 @@ from __future__ import annotations
 import errno
 import os
 
-from .env import (
-    SAME_START_S as SAME_START_S,
-)
-from .env import (
-    STAT_ARG_START as STAT_ARG_START,
-)
-from .env import (
-    STAT_EXIT_CODE as STAT_EXIT_CODE,
-)
 from .env import (
     STAT_PGRP as STAT_PGRP,
 )
@@ -42,16 +34,13 @@ from .env import (
     STAT_THREADS as STAT_THREADS,
 )
 from .env import (
-    ProcClock as ProcClock,
-)
-from .env import (
     boot_time as boot_time,
 )
 from .env import (
-    own_create_time as own_create_time,
+    clock_create_time as clock_create_time,
 )
 from .env import (
-    same_process as same_process,
+    own_create_time as own_create_time,
 )
 from .env import (
     split_stat as split_stat,
@@ -61,6 +50,43 @@ from .redact import env_secrets
 TYPE_CHECKING = False  # imported by a traced root at start (runtime/root.py): no typing there
 if TYPE_CHECKING:
     from typing import Any
+
+
+# (52) exit_code (Linux 3.5+): the wait status a zombie holds for its parent (signal in the low 7 bits, else
+# the exit code in bits 8-15). Readable by the process's owner; the kernel shows 0 to others, so it is
+# evidence only when read by the same user (the watcher runs as the run's user). Counted from field 3, as
+# env.py's STAT_* indexes.
+STAT_EXIT_CODE = 49
+# (48) arg_start (Linux 3.5+): where the kernel put the command line in the process's memory, set by an exec
+# only (a fork's copy keeps its parent's). The one exec sign a python that execs python shows: its comm stays
+# the same. Shown to the process's owner (0 to others: no sign then, as before).
+STAT_ARG_START = 45
+
+# The one identity rule: two create times closer than this name one process
+# (same host and pid). Every side computes round(boot + starttime / CLK_TCK, 2)
+# from the same kernel numbers; boot (boot_time()) is computed once per process
+# from two clocks, microseconds apart between processes, so one process's values
+# may differ by one 0.01 rounding step; 1.5 ticks at the usual USER_HZ=100 absorbs that and keeps apart two
+# processes that got one pid 20 ms apart. A pid reused within 15 ms of the
+# first start cannot be told apart by any tool.
+SAME_START_S = 0.015
+
+
+def same_process(create_time: float | None, other: float | None) -> bool:
+    """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
+    return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
+
+
+class ProcClock:
+    """Turns a stat starttime into a create time (env.py's clock_create_time), this process's boot time and
+    tick read once: the watcher and cleanup read many processes' stat lines with one clock."""
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.boot = boot_time()
+
+    def create_time(self, starttime: bytes) -> float:
+        return clock_create_time(starttime, self.tick, self.boot)
 
 
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped

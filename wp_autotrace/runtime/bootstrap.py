@@ -30,7 +30,7 @@ from ..common.env import (
     TRUE_WORDS,
     WARNED_ENV,
     WATCHED_ENV,
-    EnvWatch,
+    env_watch,
     is_true,
     own_argv,
     own_create_time,
@@ -232,7 +232,7 @@ class Runtime:
                 env[NOTICE_ENV] = self.notice
         self._finder: TargetFinder | None = None  # made by finder(), at the first target module's import
         self._front = _front_finder(self)
-        self.env_watch = EnvWatch()  # who changed a variable inductor's config reads, until it loads
+        self.env_watch = env_watch()  # who changed a variable inductor's config reads, until it loads
 
     def finder(self) -> "TargetFinder":
         """The target finder, made on first use with the target table, in the front finder's place on

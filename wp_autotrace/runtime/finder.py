@@ -107,7 +107,7 @@ class TargetFinder:
         self._notify = notify
         self._report = report
         self._busy: set[str] = set()
-        self._on_import = on_import  # told of every import's start (common/env.EnvWatch.check)
+        self._on_import = on_import  # told of every import's start (common/env.env_watch's check)
 
     # -- installation -----------------------------------------------------
 

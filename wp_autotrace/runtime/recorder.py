@@ -365,7 +365,7 @@ class Probes:
     # -- module events ----------------------------------------------------
 
     def notify(self, kind: str, target: Target, module: Any, env_changed: list[dict[str, Any]] | None = None) -> None:
-        """Record a target module's import, or the settings it holds (with env_changed: common/env.EnvWatch's
+        """Record a target module's import, or the settings it holds (with env_changed: common/env.env_watch's
         changes of the variables it reads, seen before it loaded)."""
         if target.mode == IMPORT:
             stack, caller = self.stacks.capture_stack()

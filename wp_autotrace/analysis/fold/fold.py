@@ -36,7 +36,7 @@ def _argv_text(argv: Any) -> str:
 
 
 def _env_changed(r: dict[str, Any]) -> list[dict[str, Any]]:
-    """A config record's env_changed entries that name their variable (EnvWatch's changes before it loaded); a
+    """A config record's env_changed entries that name their variable (env_watch's changes before it loaded); a
     field of any other type (the schema keeps it as written: ANY) gives none."""
     changed = r.get("env_changed")
     return [c for c in changed if isinstance(c, dict) and isinstance(c.get("var"), str)] \
