@@ -34,6 +34,30 @@ def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+# The interpreter's import state a host can read: its modules and the path finder's cache of path entries.
+IMPORT_STATE = "import json, sys; print(json.dumps([sorted(sys.modules), sorted(sys.path_importer_cache)]))"
+
+
+@pytest.mark.parametrize("env", [{"WP_AUTOTRACE": "0"}, {"WP_AUTOTRACE_GUARD": "off"},
+                                 {"WP_AUTOTRACE": " False ", "WP_AUTOTRACE_GUARD": ""}])
+@pytest.mark.parametrize("cache", ["-B", "unwritable"])
+def test_a_false_word_leaves_the_import_state_untraced(env: dict[str, str], cache: str, tmp_path: Path) -> None:
+    """A variable set to a false word: the .pth line imports wp_autotrace._preload to read it (compiled code
+    costs a traced start nothing) and takes the two modules, and the path finder's entry for the package's
+    folder, out again: sys.modules and sys.path_importer_cache end as untraced, nothing on stderr, no pyc
+    written under -B or where none can be (a pycache prefix below a file: even root cannot write there)."""
+    prefix = tmp_path / "pyc"
+    if cache == "unwritable":
+        (tmp_path / "file").touch()
+        prefix = tmp_path / "file" / "pyc"
+    args = (["-B"] if cache == "-B" else []) + ["-c", IMPORT_STATE]
+    runs = [run_python(args, clean_env(PYTHONPYCACHEPREFIX=str(prefix), **extra), cwd=tmp_path)
+            for extra in ({}, env)]
+    assert [r.stderr for r in runs] == ["", ""] and runs[0].returncode == runs[1].returncode == 0
+    assert runs[1].stdout == runs[0].stdout
+    assert not prefix.exists() or not [p for p in prefix.rglob("*") if "wp_autotrace" in str(p)]
+
+
 # What the enabled start-up of a descendant that never loads a target adds to an untraced interpreter's
 # modules (issue 32: each module costs every traced process about 0.1 ms; docs/scale.md, "Traced call
 # and start-up"). A module added to this path must be added here, with its cost measured.

@@ -111,31 +111,30 @@ def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> No
 
 
 def pth_starts(env: dict[str, str], runs: int = 1) -> int:
-    """Run the .pth line `runs` times, as site would, with a stand-in for wp_autotrace._preload and a sys
-    whose modules are this process's less bootstrap (loaded only by the line's own call, as _preload.start()
-    loads it): how many times did it call start()?"""
+    """Run the .pth line `runs` times, as site would, its import handing over to the real _preload.pth() in a
+    fresh copy of _preload whose start() only counts and whose _forget() is a no-op (here it would take this
+    process's own modules away; tests/test_activation.py checks it from outside): how many times did it call
+    start()?"""
+    import importlib.util
+
     called: list[bool] = []
-
-    class Stub:
-        class _preload:  # noqa: N801 - mimics the package attributes the line reaches for
-            @staticmethod
-            def start() -> None:
-                fake_sys.modules[BOOTSTRAP] = Stub
-                called.append(True)
-
-    fake_sys = types.SimpleNamespace(modules={k: v for k, v in sys.modules.items() if k != BOOTSTRAP})
+    spec = importlib.util.find_spec("wp_autotrace._preload")
+    assert spec is not None and spec.loader is not None
+    preload = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(preload)
+    preload.start = lambda: called.append(True)  # type: ignore[attr-defined]
+    preload._forget = lambda: None  # type: ignore[attr-defined]
+    package = types.SimpleNamespace(_preload=preload)
 
     def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "wp_autotrace._preload":
-            return Stub
-        return fake_sys if name == "sys" else __import__(name, *args, **kwargs)
+        return package if name == "wp_autotrace._preload" else __import__(name, *args, **kwargs)
 
     saved = dict(os.environ)
     try:
         os.environ.clear()
         os.environ.update(env)
         for _ in range(runs):
-            exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import, "exec": exec}})
+            exec(PTH.read_text(), {"__builtins__": {"__import__": fake_import}})
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -168,6 +167,5 @@ def test_entry_point_decides_like_the_pth(trace: str | None, guard: str | None,
 @pytest.mark.parametrize("env", [{"WP_AUTOTRACE": "1"}, {"WP_AUTOTRACE_GUARD": "nested-pools"}, {"WP_AUTOTRACE": "0"}])
 def test_the_line_run_twice_starts_at_most_once(env: dict[str, str]) -> None:
     """site reads a venv's site-packages twice (site.venv, then site.main; CPython 3.9-3.13), so the line runs
-    twice in every venv start: once bootstrap is loaded, the second run neither compiles the guard again
-    (the most costly part of the line) nor calls start() again; off, it stays off."""
+    twice in every venv start: the second run does not call start() again; off, it stays off."""
     assert pth_starts(env, runs=2) == int(pth_says_on(env))

@@ -2,7 +2,7 @@
 
 Install it, then run an unmodified program with ``WP_AUTOTRACE=1``; the
 ``.pth`` file installed beside the package activates tracing in every
-Python process of the run. Nothing here is imported when tracing is off.
+Python process of the run. Nothing here stays imported when tracing is off.
 
 PYTEST_DONT_REWRITE: a traced pytest session loads wp_autotrace.pytest_plugin and would warn
 that this package was imported (by the .pth) before it could rewrite its asserts: a difference

@@ -171,7 +171,58 @@ def load() -> None:
 
 
 def start() -> None:
-    """The .pth line's call: load the start modules, then bootstrap.start() (which never raises)."""
+    """Load the start modules, then bootstrap.start() (which never raises): pth()'s and _site.start()'s call."""
     load()
     __import__("wp_autotrace.runtime.bootstrap")
     sys.modules["wp_autotrace.runtime.bootstrap"].start()  # type: ignore[attr-defined]
+
+
+# What leaves tracing off (common/env.py FALSE_WORDS, which is not imported here: off, nothing more loads).
+_FALSE = ("", "0", "false", "no", "off")
+_handed = False  # pth() called start(): the line's second run in a venv returns at once
+
+
+def pth() -> None:
+    """The .pth line's call, made only when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all (the line's
+    one test: site compiles the line in every interpreter start, so every other test is here, compiled once).
+
+    Calls start() once per process, in its main interpreter, when either variable is not a false word
+    (_site.wanted() and bootstrap.read_settings() read them the same way). Otherwise (a false word, or
+    a subinterpreter) this module and its package leave sys.modules again (_forget): such an interpreter
+    ends with the import state it would have untraced. Never raises: start() does not; the rest reads dicts.
+
+    The price, measured (bench/pth_line.py, instructions over no .pth, a venv: the line runs twice): a
+    traced start pays 0.16M for the line beyond the import it needs anyway (1.06M when the line compiled
+    this test from its text); a false word pays 3.05M, the two modules imported twice (2.05M before).
+    """
+    global _handed
+    if _handed:
+        return
+    env = os.environ
+    if ((env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
+         or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE) and _in_main_interpreter()):
+        _handed = True
+        start()
+    else:
+        _forget()
+
+
+def _in_main_interpreter() -> bool:
+    # _site.in_main_interpreter's test (why it is right on each Python: there), which is not imported here.
+    is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
+    return bool(is_main()) if is_main is not None else "_signal" in sys.modules
+
+
+def _forget() -> None:
+    """Undo the line's import: this module out of sys.modules and its package's attributes; the package
+    too, with the path finder's entry for its folder, unless another of its modules is loaded (a .start
+    entry point's, on 3.15+). The next import of either runs it afresh."""
+    sys.modules.pop(__name__, None)
+    package = sys.modules.get(__package__ or "")
+    if package is None:
+        return
+    package.__dict__.pop(__name__.rpartition(".")[2], None)
+    if not any(name.startswith(package.__name__ + ".") for name in sys.modules):
+        del sys.modules[package.__name__]
+        for folder in getattr(package, "__path__", ()):
+            sys.path_importer_cache.pop(folder, None)

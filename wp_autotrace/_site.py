@@ -2,10 +2,13 @@
 
 site imports this module and calls :func:`start` in every interpreter, so it
 must stay tiny: it imports nothing but ``os`` and loads the tracer only when
-WP_AUTOTRACE or WP_AUTOTRACE_GUARD asks for it, exactly like the one-line
-``wp_autotrace.pth`` that older Pythons run. Where both run (3.15-3.17 skip
-the .pth import line only when the names match), ``bootstrap.start()``'s
-run-once guard keeps activation to one per process.
+WP_AUTOTRACE or WP_AUTOTRACE_GUARD asks for it, as the one-line
+``wp_autotrace.pth`` that older Pythons run does (that line tests only whether
+either variable is set, then ``_preload.pth()`` makes the test of :func:`wanted`
+and :func:`in_main_interpreter`: a copy, since importing this module there would
+cost every traced start a file; tests/test_startfile.py holds the two equal).
+Where both run (3.15-3.17 skip the .pth import line only when the names match),
+``bootstrap.start()``'s run-once guard keeps activation to one per process.
 """
 
 from __future__ import annotations
@@ -19,18 +22,18 @@ _FALSE = ("", "0", "false", "no", "off")
 def in_main_interpreter() -> bool:
     """Whether this is the process's main interpreter (site runs again in every subinterpreter).
 
-    The .pth line makes the same test inline; runtime/bootstrap.py keeps a copy (this module
-    imports only os and sys). 3.12+: _thread._is_main_interpreter (a builtin module every
-    interpreter has loaded). 3.9-3.11: only the main interpreter has imported _signal before
-    site runs (CPython installs its SIGINT handler there first); an embedding application that
-    installs no signal handlers then runs untraced, never traced twice.
+    _preload.pth() and runtime/bootstrap.py keep a copy (this module imports only os and sys).
+    3.12+: _thread._is_main_interpreter (a builtin module every interpreter has loaded).
+    3.9-3.11: only the main interpreter has imported _signal before site runs (CPython installs
+    its SIGINT handler there first); an embedding application that installs no signal handlers
+    then runs untraced, never traced twice.
     """
     is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
     return bool(is_main()) if is_main is not None else "_signal" in sys.modules
 
 
 def wanted() -> bool:
-    """The .pth file's test: WP_AUTOTRACE or WP_AUTOTRACE_GUARD not a false word (a bad value warns)."""
+    """WP_AUTOTRACE or WP_AUTOTRACE_GUARD not a false word (a bad value warns): _preload.pth()'s test."""
     env = os.environ
     return (env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
             or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
