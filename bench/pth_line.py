@@ -1,21 +1,30 @@
-"""What the `.pth` line costs an interpreter started with WP_AUTOTRACE unset, and what other forms of it would.
+"""What the `.pth` line costs an interpreter, and what other forms of it would: off, set to a false word, traced.
 
-site compiles every `.pth` import line at each start-up (exec of the line's text), whether or not the line
-then does anything: with the variables unset our line runs two dict lookups, and its cost is the compile.
-Each form below is one line in a `.pth` of its own pip-less venv (bench/startup_cost.make_venv, no package:
-no form is run with a variable set here); each is measured over a venv without it, `python -c pass`:
+site compiles every `.pth` import line at each start-up (exec of the line's text), whether or not the line then
+does anything, and compiling costs by the token (~12K instructions a token of code; a string constant's text
+~300 a character): the line's cost off is its compile. Each form below is one line in a `.pth` of its own
+pip-less venv (bench/startup_cost.make_venv), beside a copy of this tree's wp_autotrace/__init__.py and
+_preload.py whose start() only marks bootstrap loaded (what a traced start's run-once tests read), so that a
+form's traced figure is the line's own work. Each venv is a venv: site runs its line twice (see
+bench/start_phases.py). Figures, `python -c pass`:
 
-- instructions (valgrind cachegrind, user space, PYTHONHASHSEED fixed; the second of two runs): load-proof;
-- CPU (user+sys from os.wait4's rusage), the median of per-round paired differences with its p25-p75, rounds
-  alternating and rotating over the venvs.
+- ``off``: WP_AUTOTRACE and WP_AUTOTRACE_GUARD unset, over a venv with no `.pth`: instructions (valgrind
+  cachegrind, user space, PYTHONHASHSEED fixed; the second of two runs: load-proof) and CPU (user+sys from
+  os.wait4's rusage: the median of per-round paired differences with its p25-p75, rounds alternating and
+  rotating over the venvs);
+- ``false_word``: WP_AUTOTRACE=0, instructions over the same venv with no `.pth`;
+- ``traced``: WP_AUTOTRACE=1, instructions (and CPU, paired as above) over ``import only``, the form that
+  only imports _preload and calls start(): what a traced start pays anyway.
 
-Forms: `import os` (the floor: what site pays for any import line), the tree's own line, and the one-variable
-form: only `WP_AUTOTRACE`'s presence decides whether the guard is compiled (the same guard text, which reads
-both variables' values): an interface change (WP_AUTOTRACE_GUARD alone would no longer start anything), and
-the cheapest form that leaves off importing nothing and keeps the guard inline; and one presence test
-alone, which hands over nothing: a lower bound for any line that decides by a variable's presence.
+Forms: ``import os`` (the floor: what site pays for any import line); ``nested exec`` (the line before: both
+variables' presence, then the value test and main-interpreter test compiled from a string inside a string,
+the inner one skipped once bootstrap is loaded); ``flat exec`` (the same tests in one string, which the
+venv's second run compiles again); ``this tree's line`` (presence, then wp_autotrace._preload.pth(): the
+value test as compiled code; a false word imports _preload and its package, which pth() takes out of
+sys.modules again); ``handover, or-chain`` (the same with the presence tests written as two `in` tests);
+``presence test alone`` (hands over nothing: a lower bound for any line that decides by presence).
 
-Usage: python bench/pth_line.py [--rounds N] [--json]   (needs valgrind; a minute or two)
+Usage: python bench/pth_line.py [--rounds N] [--json]   (needs valgrind; about five minutes)
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,17 +45,30 @@ import startup_cost  # noqa: E402
 from instructions import instructions  # noqa: E402
 
 WARMUP = 5
+PACKAGE = BENCH.parent / "wp_autotrace"
+PRESENT = '(b"WP_AUTOTRACE" in os.environ._data or b"WP_AUTOTRACE_GUARD" in os.environ._data)'
+MAIN = 'sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter", lambda: "_signal" in sys.modules)()'
+VALUES = ('{os.environ.get("WP_AUTOTRACE", "").strip().lower(), os.environ.get("WP_AUTOTRACE_GUARD", "")'
+          '.strip().lower()} - {"", "0", "false", "no", "off"}')
+CALL = '__import__("wp_autotrace._preload")._preload.start()'
+# The line up to this tree's handover (kept here as the record of what it cost).
+NESTED = (f"import os; {PRESENT} and exec('import sys; \"wp_autotrace.runtime.bootstrap\" in sys.modules or "
+          f'exec("""import sys; {VALUES} and {MAIN} and {CALL}""")\')')
+FLAT = (f"import os; {PRESENT} and exec('import sys; \"wp_autotrace.runtime.bootstrap\" not in sys.modules and "
+        f"{VALUES} and {MAIN} and {CALL}')")
+# _preload's start() in every venv: bootstrap marked loaded, nothing else.
+STUB_START = '\n\ndef start():\n    sys.modules["wp_autotrace.runtime.bootstrap"] = sys.modules[__name__]\n'
 
 
 def forms() -> dict[str, str]:
-    """Each form's line (with its newline)."""
-    line = (BENCH.parent / "wp_autotrace" / "_bootstrap.pth").read_text().splitlines()[0]
-    outer, sep, guard = line.partition(" and exec(")
-    if not sep or not outer.startswith("import os; ("):
+    """Each form's line."""
+    line = (PACKAGE / "_bootstrap.pth").read_text().splitlines()[0]
+    head, sep, handover = line.partition(" and __import__(")
+    if not sep or not head.startswith("import os; "):
         raise RuntimeError("the .pth line's form changed: update bench/pth_line.py")
-    return {"import os": "import os\n", "this tree's line": line + "\n",
-            "one variable decides": 'import os; b"WP_AUTOTRACE" in os.environ._data and exec(' + guard + "\n",
-            "one presence test alone": 'import os; b"WP_AUTOTRACE" in os.environ._data\n'}
+    return {"import os": "import os", "nested exec": NESTED, "flat exec": FLAT, "this tree's line": line,
+            "handover, or-chain": f"import os; {PRESENT} and __import__({handover}",
+            "presence test alone": head, "import only": f"import os; {CALL}"}
 
 
 def paired(a: list[float], b: list[float]) -> dict[str, float]:
@@ -53,6 +76,43 @@ def paired(a: list[float], b: list[float]) -> dict[str, float]:
     diffs = [(x - y) * 1e3 for x, y in zip(a, b)]
     q = statistics.quantiles(diffs, n=4)
     return {"median": round(statistics.median(diffs), 3), "p25": round(q[0], 3), "p75": round(q[2], 3)}
+
+
+def make(tmp: Path, name: str, line: str | None) -> Path:
+    """A venv with the stub package and, unless line is None, the line in its own .pth."""
+    venv = startup_cost.make_venv(tmp, name, sys.executable, None)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "wp_autotrace").mkdir()
+    shutil.copy(PACKAGE / "__init__.py", site / "wp_autotrace")
+    (site / "wp_autotrace" / "_preload.py").write_text((PACKAGE / "_preload.py").read_text() + STUB_START)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", str(site / "wp_autotrace")],
+                   check=True, env=startup_cost._clean())
+    if line is not None:
+        (site / "zz.pth").write_text(line + "\n")
+    return venv
+
+
+def cpu(venvs: dict[str, Path], env: dict[str, str], rounds: int) -> dict[str, list[float]]:
+    """Each venv's `python -c pass` CPU seconds per round, rounds alternating and rotating over the venvs."""
+    out: dict[str, list[float]] = {k: [] for k in venvs}
+    names = list(venvs)
+    for r in range(rounds + WARMUP):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            _, c = startup_cost.timed([str(venvs[name] / "bin" / "python"), "-c", "pass"], env)
+            if r >= WARMUP:
+                out[name].append(c)
+    return out
+
+
+def counts(venvs: dict[str, Path], env: dict[str, str], tmp: Path) -> dict[str, int]:
+    """Each venv's `python -c pass` instructions (the second of two runs)."""
+    out = {}
+    for name, venv in venvs.items():
+        argv = [str(venv / "bin" / "python"), "-c", "pass"]
+        instructions(argv, env, tmp)
+        out[name] = instructions(argv, env, tmp)
+    return out
 
 
 def main() -> int:
@@ -63,30 +123,23 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-pth-"))
     try:
         lines = forms()
-        venvs = {"bare": startup_cost.make_venv(tmp, "bare", sys.executable, None)}
-        for i, (name, text) in enumerate(lines.items()):
-            venvs[name] = startup_cost.make_venv(tmp, f"form{i}", sys.executable, None)
-            (next((venvs[name] / "lib").glob("python3*/site-packages")) / "zz.pth").write_text(text)
-        off = startup_cost._clean()
-        counts = {}
-        for name, venv in venvs.items():
-            argv = [str(venv / "bin" / "python"), "-c", "pass"]
-            instructions(argv, off, tmp)
-            counts[name] = instructions(argv, off, tmp)
-        cpu: dict[str, list[float]] = {k: [] for k in venvs}
-        names = list(venvs)
-        for r in range(args.rounds + WARMUP):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
-                _, c = startup_cost.timed([str(venvs[name] / "bin" / "python"), "-c", "pass"], off)
-                if r >= WARMUP:
-                    cpu[name].append(c)
-        bare_ms = statistics.median(cpu["bare"]) * 1e3
-        out = {"rounds": args.rounds, "load": os.getloadavg(), "chars": {k: len(v) - 1 for k, v in lines.items()},
-               "bare": {"instructions": counts["bare"], "cpu_median_ms": round(bare_ms, 3),
-                        "ns_per_instruction": round(bare_ms * 1e6 / counts["bare"], 3)},
-               "instructions_over_bare": {k: counts[k] - counts["bare"] for k in lines},
-               "cpu_over_bare_ms": {k: paired(cpu[k], cpu["bare"]) for k in lines}}
+        venvs = {"bare": make(tmp, "bare", None)}
+        venvs.update((name, make(tmp, f"form{i}", text)) for i, (name, text) in enumerate(lines.items()))
+        envs = {"off": startup_cost._clean(), "false_word": startup_cost._clean(WP_AUTOTRACE="0"),
+                "traced": startup_cost._clean(WP_AUTOTRACE="1")}
+        n = {mode: counts(venvs, env, tmp) for mode, env in envs.items()}
+        shown = [k for k in lines if k != "import only"]
+        off_cpu = cpu(venvs, envs["off"], args.rounds)
+        traced_cpu = cpu({k: venvs[k] for k in lines}, envs["traced"], args.rounds)
+        bare_ms = statistics.median(off_cpu["bare"]) * 1e3
+        out = {"rounds": args.rounds, "load": os.getloadavg(), "chars": {k: len(v) for k, v in lines.items()},
+               "bare": {"instructions": n["off"]["bare"], "cpu_median_ms": round(bare_ms, 3)},
+               "off": {k: {"instructions": n["off"][k] - n["off"]["bare"],
+                           "cpu_ms": paired(off_cpu[k], off_cpu["bare"])} for k in shown},
+               "false_word_instructions": {k: n["false_word"][k] - n["false_word"]["bare"] for k in shown},
+               "traced_over_import_only": {k: {"instructions": n["traced"][k] - n["traced"]["import only"],
+                                               "cpu_ms": paired(traced_cpu[k], traced_cpu["import only"])}
+                                           for k in shown}}
         print(json.dumps(out, indent=None if args.json else 1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,10 +15,11 @@ every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE uns
   the path before the pack), each module's share as its added count when imported after the ones before it
   (``per_module``; a package's share includes its folder's first look-up), and an empty module in runtime/
   (``one_more_file``): the import system's fixed price of one file.
-- ``pth_guard``: what the .pth line execs once either variable is set at all, compiled and run with
-  both unset: the first of the line's two runs in a venv (site reads a venv's site-packages twice).
+- ``pth_guard``: what the .pth line's hand-over adds once either variable is set at all:
+  ``_preload.pth()``'s value, main-interpreter and run-once tests, called twice as the line's two runs in
+  a venv call it (site reads a venv's site-packages twice), start() stubbed.
 - ``start_and_exit``: the rest (traced_child - modules - pth_guard): bootstrap.start(), the exit record,
-  and the line's second run (its short test that bootstrap is loaded).
+  and the line's second import (found in sys.modules).
 
 Usage: python bench/start_phases.py [--json]   (needs valgrind; about two minutes)
 """
@@ -26,7 +27,6 @@ Usage: python bench/start_phases.py [--json]   (needs valgrind; about two minute
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import shutil
@@ -47,11 +47,11 @@ ORDER = ("wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.common", "wp_auto
          "wp_autotrace.runtime.sink", "wp_autotrace.runtime.bootstrap")
 
 
-def pth_guard() -> str:
-    """The string the .pth line execs (its one str constant that is Python code)."""
-    line = (REPO / "wp_autotrace" / "_bootstrap.pth").read_text()
-    return next(node.value for node in ast.walk(ast.parse(line))
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("import"))
+# _preload.pth() called as the .pth line's two runs call it, with tracing on and start() stubbed; HANDOVER_BASE
+# the same text calling a builtin instead (the same tokens: the difference is the calls').
+HANDOVER = ("import os, wp_autotrace._preload as p\nos.environ['WP_AUTOTRACE'] = '1'\np.start = int\nq = p.pth\n"
+            "for f in (q, q): f()")
+HANDOVER_BASE = HANDOVER.replace("(q, q)", "(int, int)")
 
 
 def main() -> int:
@@ -92,8 +92,7 @@ def main() -> int:
         one_more = count("\n".join([*lines, "import wp_autotrace.runtime.wp_bench_empty"])) - before
         preload = count("pass\nimport wp_autotrace._preload as p") - base
         modules = count("pass\nimport wp_autotrace._preload as p\np.load()") - base
-        guard = pth_guard()
-        guard_cost = count(f"import os\ns = {guard!r}\nexec(s)") - count(f"import os\ns = {guard!r}\npass")
+        guard_cost = count(HANDOVER) - count(HANDOVER_BASE)
         for pack in (venv / "lib").glob("python3*/site-packages/wp_autotrace/__pycache__/_startpack.*.pyc"):
             pack.unlink()
         no_pack = count("pass", {**on, "PYTHONDONTWRITEBYTECODE": "1"}) - base
