@@ -182,41 +182,34 @@ _FALSE = ("", "0", "false", "no", "off")
 _handed = False  # pth() called start(): the line's second run in a venv returns at once
 
 
+# The line tests only whether either variable is set, since site compiles its text at every interpreter start
+# (~12K instructions a token); every other test is here, compiled once, in a module every traced start loads.
+# Measured (bench/pth_line.py, instructions over no .pth, in a venv, whose site runs the line twice): the line
+# costs a traced start 0.16M beyond the import it needs anyway (1.06M when it compiled these tests from its
+# text); a false word costs 3.05M, the two modules imported and dropped twice (2.05M before), which is rare.
 def pth() -> None:
-    """The .pth line's call, made only when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all (the line's
-    one test: site compiles the line in every interpreter start, so every other test is here, compiled once).
-
-    Calls start() once per process, in its main interpreter, when either variable is not a false word
-    (_site.wanted() and bootstrap.read_settings() read them the same way). Otherwise (a false word, or
-    a subinterpreter) this module and its package leave sys.modules again (_forget): such an interpreter
-    ends with the import state it would have untraced. Never raises: start() does not; the rest reads dicts.
-
-    The price, measured (bench/pth_line.py, instructions over no .pth, a venv: the line runs twice): a
-    traced start pays 0.16M for the line beyond the import it needs anyway (1.06M when the line compiled
-    this test from its text); a false word pays 3.05M, the two modules imported twice (2.05M before).
-    """
+    """The .pth line's call, made when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all: start() once per
+    process, in its main interpreter, when either is not a false word (_site.wanted()'s test; bootstrap's
+    read_settings() reads them so too); otherwise _forget(), so that such an interpreter ends with the import
+    state it has untraced. Never raises: start() does not; the rest reads dicts."""
     global _handed
     if _handed:
         return
     env = os.environ
+    # _site.in_main_interpreter()'s test (why it is right on each Python: there; it is not imported here).
+    is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
     if ((env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
-         or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE) and _in_main_interpreter()):
+         or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
+            and (is_main() if is_main is not None else "_signal" in sys.modules)):
         _handed = True
         start()
     else:
         _forget()
 
 
-def _in_main_interpreter() -> bool:
-    # _site.in_main_interpreter's test (why it is right on each Python: there), which is not imported here.
-    is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
-    return bool(is_main()) if is_main is not None else "_signal" in sys.modules
-
-
 def _forget() -> None:
-    """Undo the line's import: this module out of sys.modules and its package's attributes; the package
-    too, with the path finder's entry for its folder, unless another of its modules is loaded (a .start
-    entry point's, on 3.15+). The next import of either runs it afresh."""
+    """Undo the line's import: this module out of sys.modules and its package's attributes; the package too,
+    with the path finder's entry for its folder, unless another of its modules is loaded (3.15+'s .start)."""
     sys.modules.pop(__name__, None)
     package = sys.modules.get(__package__ or "")
     if package is None:
