@@ -42,8 +42,8 @@ from instructions import instructions  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 # The modules a traced start loads, in the order it loads them (tests/test_activation.py START_MODULES
 # holds the set; a module missing from this tree is skipped).
-ORDER = ("wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.env",
-         "wp_autotrace.common.redact", "wp_autotrace.common.vocab", "wp_autotrace.runtime.host_patches",
+ORDER = ("wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.core",
+         "wp_autotrace.common.env", "wp_autotrace.common.redact", "wp_autotrace.runtime.host_patches",
          "wp_autotrace.runtime.sink", "wp_autotrace.runtime.bootstrap")
 
 

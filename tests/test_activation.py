@@ -69,7 +69,7 @@ START_MODULES = {
     "wp_autotrace", "wp_autotrace._preload",
     "wp_autotrace.runtime", "wp_autotrace.runtime.bootstrap", "wp_autotrace.runtime.sink",
     "wp_autotrace.runtime.host_patches",
-    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.vocab", "wp_autotrace.common.redact",
+    "wp_autotrace.common", "wp_autotrace.common.env", "wp_autotrace.common.core", "wp_autotrace.common.redact",
 }
 
 

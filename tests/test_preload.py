@@ -71,19 +71,20 @@ def _pack(site: Path) -> Path:
     return found[0]
 
 
-# What the pack's start made of vocab: its PRELOAD_PROBE, a line the tests append to the copied source.
+# What the pack's start made of core.py: its PRELOAD_PROBE, a line the tests append to the copied source.
 _PROBE = ("import wp_autotrace._preload as p; p.load(); import sys; "
-          "print(sys.modules['wp_autotrace.common.vocab'].PRELOAD_PROBE)")
+          "print(sys.modules['wp_autotrace.common.core'].PRELOAD_PROBE)")
 
 
 def _probed_site(tmp_path: Path) -> tuple[Path, Path]:
-    """A copied install whose vocab.py says PRELOAD_PROBE = 1, started once through the pack (which writes it)."""
+    """A copied install whose common/core.py (a START module) says PRELOAD_PROBE = 1, started once through the
+    pack (which writes it)."""
     site = _copy(tmp_path)
-    vocab = site / "wp_autotrace" / "common" / "vocab.py"
-    with vocab.open("a") as f:
+    probed = site / "wp_autotrace" / "common" / "core.py"
+    with probed.open("a") as f:
         f.write("PRELOAD_PROBE = 1\n")
     assert _run(site, _PROBE) == 1
-    return site, vocab
+    return site, probed
 
 
 def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> None:
@@ -104,12 +105,12 @@ def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> N
 
 def test_a_changed_source_is_run_and_the_pack_written_again(tmp_path: Path) -> None:
     """A pack older than one of its sources is never used: the changed module runs its new code."""
-    site, vocab = _probed_site(tmp_path)
+    site, probed = _probed_site(tmp_path)
     before = _pack(site).read_bytes()
-    with vocab.open("a") as f:
+    with probed.open("a") as f:
         f.write("PRELOAD_PROBE = 2\n")
-    st = vocab.stat()
-    os.utime(vocab, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a coarse clock: still later
+    st = probed.stat()
+    os.utime(probed, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a coarse clock: still later
     assert _run(site, _PROBE) == 2
     assert _pack(site).read_bytes() != before
 
@@ -182,13 +183,13 @@ def test_a_source_installed_again_with_its_old_mtime_and_size_is_run_anew(tmp_pa
     while a pack stays where nothing removed it (tar, rsync: pip's uninstall does remove it): the plain
     import runs the new code, so must the pack's start. The source's ctime, which no utime can set back,
     tells the install apart."""
-    site, vocab = _probed_site(tmp_path)
-    st = vocab.stat()
-    text = vocab.read_text()
-    vocab.unlink()  # the uninstall, then the new version's file
-    vocab.write_text(text.replace("PRELOAD_PROBE = 1\n", "PRELOAD_PROBE = 2\n"))
-    os.utime(vocab, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert (vocab.stat().st_size, vocab.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
-    _run(site, f"import py_compile; py_compile.compile({str(vocab)!r}, doraise=True); print(1)")
-    assert _run(site, "import wp_autotrace.common.vocab as v; print(v.PRELOAD_PROBE)") == 2  # untraced
+    site, probed = _probed_site(tmp_path)
+    st = probed.stat()
+    text = probed.read_text()
+    probed.unlink()  # the uninstall, then the new version's file
+    probed.write_text(text.replace("PRELOAD_PROBE = 1\n", "PRELOAD_PROBE = 2\n"))
+    os.utime(probed, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (probed.stat().st_size, probed.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    _run(site, f"import py_compile; py_compile.compile({str(probed)!r}, doraise=True); print(1)")
+    assert _run(site, "import wp_autotrace.common.core as v; print(v.PRELOAD_PROBE)") == 2  # untraced
     assert _run(site, _PROBE) == 2

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # The modules bootstrap.start() imports, each after the ones it imports (tests/test_activation.py holds
 # what a traced start loads; tests/test_preload.py that this list is that set and in this order).
-START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.vocab", "wp_autotrace.common.env",
+START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.core", "wp_autotrace.common.env",
          "wp_autotrace.common.redact", "wp_autotrace.runtime.host_patches", "wp_autotrace.runtime.sink",
          "wp_autotrace.runtime.bootstrap")
 PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")

@@ -21,6 +21,8 @@ import os
 import sys
 import time
 
+from .core import AUTOTUNE_WORKER, COMPILE_SIDECAR, FORKSERVER, QUACK_WORKER, RESOURCE_TRACKER
+
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -162,14 +164,14 @@ def rank_env() -> "dict[str, str]":
 # Roles recognised from a process's command line at start (script path,
 # -m module or -c code). Checked in order; the first marker found wins.
 ARGV_ROLES: "tuple[tuple[str, str], ...]" = (
-    ("_inductor/compile_worker/__main__.py", "compile-sidecar"),
-    ("_inductor/__autotune_main__.py", "autotune-worker"),
-    ("quack._compile_worker", "quack-worker"),
+    ("_inductor/compile_worker/__main__.py", COMPILE_SIDECAR),
+    ("_inductor/__autotune_main__.py", AUTOTUNE_WORKER),
+    ("quack._compile_worker", QUACK_WORKER),
     # Started by multiprocessing's spawn/forkserver pools; it outlives its
     # starter by a moment, by design.
-    ("multiprocessing.resource_tracker", "resource-tracker"),
+    ("multiprocessing.resource_tracker", RESOURCE_TRACKER),
     # multiprocessing's forkserver: started on demand, lives until its starter exits.
-    ("multiprocessing.forkserver", "forkserver"),
+    ("multiprocessing.forkserver", FORKSERVER),
 )
 
 # How the wp-autotrace command shows in a command line: it never traces itself

@@ -4,19 +4,82 @@ Every writer (runtime, watcher, `run`) and every reader (analysis, cli) spells t
 module; the one literal left is pytest_plugin.py's "test", as that plugin imports nothing of ours.
 tests/test_schema.py checks every emit site against analysis/read/schema.py, which adds each event's
 fields and types, and tests/test_house.py that no other module defines a name this module defines.
-Stdlib only, no imports: the host side loads it at start-up.
+
+Two files, one vocabulary: the words a traced start and its exit write (the record's frame, their events
+and roles) are core.py's, re-exported here, since a traced process that imports no target module loads
+only that part (runtime's start modules import from it); every other name is defined here. Stdlib only.
 """
 
-SCHEMA_VERSION = 1
-# The members every record starts with, in this order: runtime/sink.py writes them, analysis/fold/fold.py
-# tells them from the fields a record carries.
-HEADER_KEYS = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
-# Records are kept well below the size a local filesystem appends atomically
-# (70 KB lines were seen intact here); bigger ones are shrunk, never split.
-MAX_RECORD_BYTES = 32 * 1024
-# Record framing: a blank line before each record ends any fragment left by a
-# killed or short write, so the next record always starts a fresh line.
-RECORD_START = b"\n"
+from .core import (
+    AUTOTUNE_WORKER as AUTOTUNE_WORKER,
+)
+from .core import (
+    CHILD as CHILD,
+)
+from .core import (
+    COMPILE_SIDECAR as COMPILE_SIDECAR,
+)
+from .core import (
+    COMPILE_WORKER as COMPILE_WORKER,
+)
+from .core import (
+    ERROR as ERROR,
+)
+from .core import (
+    EXEC as EXEC,
+)
+from .core import (
+    EXIT_NOTE as EXIT_NOTE,
+)
+from .core import (
+    FORKSERVER as FORKSERVER,
+)
+from .core import (
+    FX_COMPILE_SIDECAR as FX_COMPILE_SIDECAR,
+)
+from .core import (
+    GUARDED_ROLES as GUARDED_ROLES,
+)
+from .core import (
+    HEADER_KEYS as HEADER_KEYS,
+)
+from .core import (
+    HELPER_ROLES as HELPER_ROLES,
+)
+from .core import (
+    MAIN as MAIN,
+)
+from .core import (
+    MAX_RECORD_BYTES as MAX_RECORD_BYTES,
+)
+from .core import (
+    PROCESS_EXIT as PROCESS_EXIT,
+)
+from .core import (
+    PROCESS_START as PROCESS_START,
+)
+from .core import (
+    QUACK_WORKER as QUACK_WORKER,
+)
+from .core import (
+    RECORD_START as RECORD_START,
+)
+from .core import (
+    RESOURCE_TRACKER as RESOURCE_TRACKER,
+)
+from .core import (
+    SCHEMA_VERSION as SCHEMA_VERSION,
+)
+from .core import (
+    SIDECAR_ROLES as SIDECAR_ROLES,
+)
+from .core import (
+    SIGNAL_SENT as SIGNAL_SENT,
+)
+from .core import (
+    TRACER_ERROR as TRACER_ERROR,
+)
+
 # The watcher-reader timing contract: the watcher writes its verdict (leftover) this long after it first
 # misses the main process (processes the root's exit is just ending get this long to go). `run` waits this
 # long (plus two ticks and some slack) for the verdict before it summarises (cli/run/__init__.py
@@ -53,9 +116,7 @@ MEMORY_PACE_N = 8
 # of a second unread at a worker's start; one stretched on a loaded box (readings every 8-9 s) leaves 70 %.
 IDLE_UNREAD_SHARE = 0.1
 
-# Event names.
-PROCESS_START = "process_start"
-PROCESS_EXIT = "process_exit"
+# Event names (a start's own: core.py).
 CALL = "call"
 RETURN = "return"
 BLOCKED = "blocked"
@@ -64,15 +125,9 @@ CONFIG = "config"
 ROLE = "role"
 TREE = "tree"
 LEFTOVER = "leftover"
-TRACER_ERROR = "tracer_error"
-ERROR = "error"
 WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
 MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/memory.py)
-EXEC = "exec"  # written by a process just before it execs; a later record of it means the exec failed
-# written by a process just before it signals another (os.kill, os.killpg, signal.pidfd_send_signal); again, with
-# `error`, where that failed
-SIGNAL_SENT = "signal_sent"
 RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for (docs/evidence.md)
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
 MEMCG = "memcg"  # the watcher: a memory cgroup of the run's processes and its limit, once per cgroup (cgroups.py)
@@ -85,9 +140,6 @@ JOB_ERROR = "SubprocException:"
 ORPHAN_FDS = "orphan_fds"
 # the watcher: a process's process_exit found no descriptor to be written with; its note said so (EXIT_NOTE)
 EXIT_UNWRITTEN = "exit_unwritten"
-# A note beside the log (LOG + EXIT_NOTE + pid): a symlink, which needs no descriptor, whose target holds what an
-# exit record that could not be written would have said; the watcher reads it when it sees that process end.
-EXIT_NOTE = ".exit-unwritten."
 # A pool worker began or ended one job (runtime/jobs.py): its start without an end is a job it held.
 JOB = "job"
 # Written by a process that just started a worker of its torch compile executor (a fork/spawn pool in the main):
@@ -95,32 +147,17 @@ JOB = "job"
 WORKER_SPAWNED = "worker_spawned"
 TEST = "test"  # a pytest test began or ended (the pytest plugin, only while tracing is on)
 
-# Roles: what a process is to the run (process_start's and the watcher's `role`).
-MAIN = "main"  # the run's root
-CHILD = "child"  # any other traced process
+# Roles: what a process is to the run (process_start's and the watcher's `role`; a start's own and the
+# pools': core.py).
 WATCHER = "watcher"  # the tracer's own watcher: bookkeeping, never one of the run's processes
 RUNNER = "run"  # `wp-autotrace run` itself, writing run_exit: bookkeeping, never one of the run's processes
-COMPILE_SIDECAR = "compile-sidecar"
-FX_COMPILE_SIDECAR = "fx-compile-sidecar"
-COMPILE_WORKER = "compile-worker"
-AUTOTUNE_WORKER = "autotune-worker"
-QUACK_WORKER = "quack-worker"
-RESOURCE_TRACKER = "resource-tracker"
-FORKSERVER = "forkserver"
 # A torch.utils.data worker: torch's _worker_loop ran in it (targets.py).
 DATALOADER_WORKER = "dataloader-worker"
-# Sidecars: the processes that fork a compile pool's workers.
-SIDECAR_ROLES = frozenset({COMPILE_SIDECAR, FX_COMPILE_SIDECAR})
 # A pool's processes (compile sidecars and their workers; autotune subprocesses and quack's compile workers,
 # which their creator starts itself): the watcher reads their PSS, and the report counts their memory as a pool's.
 POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
 # The last argument of the command line multiprocessing's spawn start method runs a child with.
 SPAWNED_ARG = "--multiprocessing-fork"
-# Every process whose only job is to serve a compile or autotune pool: a
-# warm_pool there (a device plugin auto-loaded by its `import torch`) nests pools.
-GUARDED_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
-# Helper processes that outlive their starter by design: never "left behind".
-HELPER_ROLES = frozenset({RESOURCE_TRACKER, FORKSERVER})
 
 # How the watcher proved a tree entry the run's (tree.started[].via), and why one is only possibly
 # the run's (tree.possible[].via): a shared process group or session is not evidence of descent.

@@ -11,6 +11,7 @@ import _thread
 import os
 import sys
 
+from ..common.core import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, HELPER_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
 from ..common.env import (
     ARGV_ROLES,
     CHILD_ROLE_ENV,
@@ -39,7 +40,6 @@ from ..common.env import (
     runs_own_cli,
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
-from ..common.vocab import CHILD, COMPILE_WORKER, EXEC, GUARDED_ROLES, HELPER_ROLES, MAIN, PROCESS_EXIT, SIDECAR_ROLES
 from .host_patches import (
     drop_fork_hook,
     install_exec_record,

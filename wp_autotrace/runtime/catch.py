@@ -14,7 +14,7 @@ decides what is recorded.
 
 from __future__ import annotations
 
-from ..common.vocab import ERROR, GUARDED_ROLES
+from ..common.core import ERROR, GUARDED_ROLES
 from .target_patches import install_error_capture
 
 TYPE_CHECKING = False  # typing is not imported at start-up

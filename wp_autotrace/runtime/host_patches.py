@@ -62,7 +62,7 @@ import atexit
 import os
 import sys
 
-from ..common.vocab import SIGNAL_SENT
+from ..common.core import SIGNAL_SENT
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ for a value of another type, and for a record over MAX_RECORD_BYTES or with a fi
 header's. The bytes are those json.dumps(record, separators=(",", ":"), default=repr) gives.
 """
 
-from ..common.vocab import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START
+from ..common.core import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:

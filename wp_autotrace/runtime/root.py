@@ -10,9 +10,9 @@ table's limit (sink.one_more_descriptor).
 import os
 import resource  # noqa: F401  (loaded for the exit record: sink.one_more_descriptor's one more descriptor)
 
+from ..common.core import TRACER_ERROR
 from ..common.env import EXPORT_ENV, REDACT_ENV, WATCHED_ENV
 from ..common.procfs import ProcReader, descendants
-from ..common.vocab import TRACER_ERROR
 from .sink import warn
 
 TYPE_CHECKING = False  # typing is not imported at start-up

@@ -28,8 +28,8 @@ import stat
 import sys
 import time
 
+from ..common.core import EXIT_NOTE, HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
 from ..common.env import ROOT_ENV
-from ..common.vocab import EXIT_NOTE, HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
