@@ -110,6 +110,11 @@ MEMORY_STALE_S = MEMORY_EVERY_S + MEMORY_LOOK_S
 # sweep a little late still counts, a gap far beyond the pace around it (the watcher stopped, stalled or died) is
 # still unread (analysis/fold/pace.py).
 MEMORY_KEPT_K = 1.5
+# The watcher writes every live member's rss at least this often (a keep-alive tree record; watcher/main.py), its
+# heartbeat looked for this often: while it runs it is never quiet longer than their sum, so a member without an end
+# record is shown alive at the end of the log only by a watcher record that near it (analysis/derive/alive.py).
+KEEPALIVE_S = 60.0
+HEARTBEAT_S = 2.0
 MEMORY_PACE_N = 8
 # An idle MiB·s whose stretch went unread (a process alive with no reading STALE_S fresh) for more than this
 # share of it is a floor, told "at least ... (read for N of M s)": a watcher that keeps up leaves a few tenths

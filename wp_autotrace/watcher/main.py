@@ -53,13 +53,11 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 # rss heartbeats (tree records' `rss` list): a process's rss is written when it moved by a
-# meaningful amount since the value last written for it (looked for every HEARTBEAT_S), and every
-# live process's at least every KEEPALIVE_S. An idle run then writes ~nothing between keep-alives
+# meaningful amount since the value last written for it (looked for every V.HEARTBEAT_S), and every
+# live process's at least every V.KEEPALIVE_S. An idle run then writes ~nothing between keep-alives
 # (500 idle processes: ~30 KB a minute rather than ~760 KB); peak/last rss read from the log are
 # within RSS_MOVE_FRACTION or RSS_MOVE_BYTES of the truth, and exact for a process at its end
 # (leftover entries carry their own rss).
-HEARTBEAT_S = 2.0
-KEEPALIVE_S = 60.0
 RSS_MOVE_FRACTION = 0.10
 RSS_MOVE_BYTES = 16 << 20
 # From the root's process_exit (read in the log) to the leftover record, the watcher
@@ -241,10 +239,10 @@ class Watcher:
 
     def _heartbeat(self, now: float) -> list[dict[str, Any]]:
         """The rss entries due now: every live process's at a keep-alive, else those that moved."""
-        if now - self._last_heartbeat < HEARTBEAT_S:
+        if now - self._last_heartbeat < V.HEARTBEAT_S:
             return []
         self._last_heartbeat = now
-        everyone = now - self._last_keepalive >= KEEPALIVE_S
+        everyone = now - self._last_keepalive >= V.KEEPALIVE_S
         if everyone:
             self._last_keepalive = now
         due = []

@@ -182,6 +182,8 @@ class Registry:
         if r.get("truncated") is not None:
             run.cut.append(f"a {r['event']} record was cut to fit 32 KiB (its lists are incomplete)")
         run.seen(r["ts"])
+        if r["ts"] > run.watcher_last.get(r["host"], -1.0):  # every record read here is the watcher's kind
+            run.watcher_last[r["host"]] = r["ts"]
         return run
 
     def is_watcher(self, r: dict[str, Any]) -> bool:

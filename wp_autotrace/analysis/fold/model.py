@@ -415,6 +415,9 @@ class Run:
         # (self.dropped: the run's processes' own, each process's largest count once)
         self.no_watcher = ""  # the root's tracer_error saying why it started no watcher
         self.last_sample: float | None = None  # ts of the watcher's latest tree record
+        # host -> ts of the run's watcher's latest record there, of any kind (derive/alive.py: while it wrote, it
+        # would have written the end of every member it watched)
+        self.watcher_last: dict[str, float] = {}
         # Processes sharing only the root's group or session: possibly the run's, never proven, never signalled.
         self.possible: dict[tuple[str, int, float | None], dict[str, Any]] = {}
         self.below: list[Process] | None = None  # the root's live descendants at its exit (process_exit.below)
