@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ..fold.model import Process
+    from .alive import Seen
 
 # Ending kinds (processes[].ending.kind): docs/evidence.md's table, in the order they are checked.
 EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL = "exit", "os-exit", "exec", "signal", "oom-kill"
@@ -16,6 +17,8 @@ EXIT, OS_EXIT, EXEC, SIGNAL, OOM_KILL = "exit", "os-exit", "exec", "signal", "oo
 OOM_AMONG = "oom-among"
 WITH_GROUP, WITH_CREATOR, SHUTDOWN, QUIESCED = "with-group", "with-creator", "shutdown", "quiesced"
 RUNNING, UNKNOWN = "running", "unknown"
+# No record shows its end, nor shows it alive at the end of the log (its watcher stopped writing before: alive.py).
+UNSEEN = "end-unseen"
 # Pool ending kinds (pools[].ending.kind).
 SHUTDOWN_COMPLETED, SHUTDOWN_NEVER_RETURNED = "shutdown-completed", "shutdown-never-returned"
 SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, LEFT_RUNNING = "shutdown-found-dead", "sidecar-ended", "left-running"
@@ -46,6 +49,7 @@ class Ending(NamedTuple):
     by: str | None = None  # a pool's: who asked it to stop
     group: bool = False  # it ended with the rest of its process group
     sender: Process | None = None  # the traced process whose signal ended it (a signal_sent record)
+    last_seen: float | None = None  # UNSEEN's: when a record last showed it alive (alive.py)
 
     def as_dict(self, rel: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "words": self.words, "at": rel(self.at),
@@ -55,6 +59,8 @@ class Ending(NamedTuple):
             out["by"] = self.by
         if self.sender is not None:
             out["sender"] = self.sender.pid
+        if self.kind == UNSEEN:
+            out["last_seen"] = rel(self.last_seen)
         return out
 
 
@@ -65,6 +71,8 @@ class EndingsOf(Protocol):
     def of(self, p: Process) -> Ending: ...
 
     def rel(self, ts: float | None) -> str: ...
+
+    def seen(self, p: Process) -> Seen: ...
 
 
 def proved_ended_before(p: Process, ts: float) -> bool:

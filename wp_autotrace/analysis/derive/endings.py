@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import vocab as V
 from ..fold.model import signal_name
+from .alive import Seen, seen_alive, unseen_evidence, unseen_words
 from .callers import requester
 from .ending import (
     EXEC,
@@ -27,6 +28,7 @@ from .ending import (
     SHUTDOWN,
     SIGNAL,
     UNKNOWN,
+    UNSEEN,
     WITH_CREATOR,
     WITH_GROUP,
     Ending,
@@ -101,8 +103,10 @@ def _parent_ended_them(q: Process, at: float, window: float) -> bool:
 class Endings:
     """Every process's and pool's ending for the selected runs (view.View), computed once."""
 
-    def __init__(self, procs: list[Process], pools: list[Pool], torch_version: str = "", t0: float = 0.0) -> None:
+    def __init__(self, procs: list[Process], pools: list[Pool], torch_version: str = "", t0: float = 0.0,
+                 log_end: float | None = None) -> None:
         self.t0 = t0  # evidence says times as the report does: seconds from its first record
+        self.log_end = log_end  # the log's last record (all runs'): "at the end of the log" is then (alive.py)
         self.procs = procs
         self.pools = pools
         self.by_sidecar = {id(pool.sidecar): pool for pool in pools if pool.sidecar is not None}
@@ -131,6 +135,22 @@ class Endings:
             found = self._proc[id(p)] = self._process(p)
         return found
 
+    def seen(self, p: Process) -> Seen:
+        """Whether p, no end record seen, is shown alive at the end of the log (alive.py); without a log end
+        given, taken as alive (nothing to measure against)."""
+        if self.log_end is None:
+            return Seen(True, None, None)
+        return seen_alive(p, self.log_end)
+
+    def _alive(self, p: Process, record: float | None) -> Ending:
+        """The ending of p, no end seen: still running at the end of the log where a record shows it alive then;
+        else when it was last seen, and that no record shows more."""
+        seen = self.seen(p)
+        if not seen.proven:
+            return Ending(UNSEEN, unseen_words(seen, self.rel), None, unseen_evidence(seen, self.rel),
+                          exit_record_at=record, last_seen=seen.last)
+        return Ending(RUNNING, "still running at the end of the log", None, [], exit_record_at=record)
+
     def of_pool(self, pool: Pool) -> Ending:
         found = self._pool.get(id(pool))
         if found is None:
@@ -146,7 +166,7 @@ class Endings:
         if at is None and p.zombie is not None:
             at = p.zombie.get("since")
         if at is None:
-            return Ending(RUNNING, "still running at the end of the log", None, [], exit_record_at=record)
+            return self._alive(p, record)
         if p.exec_into is not None and not p.exited:
             name = p.exit_how.removeprefix("exec'd into ") if p.exit_how.startswith("exec'd") else "another program"
             # what that program's end was, where a status is known (`run`'s wait, a zombie's status)

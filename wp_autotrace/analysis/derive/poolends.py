@@ -11,6 +11,7 @@ from ...common import targets as T
 from ...common import vocab as V
 from ..fold.model import AUTOTUNE, QUACK
 from ..words.fmt import error_words, plural
+from .alive import unseen_evidence, unseen_words
 from .callers import requester
 from .ending import (
     BROKE,
@@ -27,6 +28,7 @@ from .ending import (
     SIDECAR_ENDED,
     SIGNAL,
     UNKNOWN,
+    UNSEEN,
     WORKERS_ENDED,
     Ending,
     EndingsOf,
@@ -65,12 +67,9 @@ def pool_ending(endings: EndingsOf, pool: Pool) -> Ending:
         asked = ""
         if req is not None:  # asked, and still running: never "shut it down"
             how = (f"interrupted: {req.error}" if req.error else "the request never returned" if req.end is None
-                   else "it kept running")
+                   else "it kept running" if endings.seen(side).proven else "the request returned")
             asked = f"{by} asked it to shut down ({how}); "
-        if side.run is not None and side in side.run.leftover:
-            return Ending(LEFT_RUNNING, f"{asked}left running after the main process", None,
-                          ["the watcher's leftover record"], by=by)
-        return Ending(RUNNING, f"{asked}still running at the end of the log", None, [], by=by)
+        return _alive(endings, [side], asked, "left running after the main process", by)
     side_words = _as_subject(side_end)
     if req is not None and (proved_ended_before(side, req.ts) or req.at_call.get("pool_running") is False
                             or _zombie_before(side, req.ts)):
@@ -108,10 +107,7 @@ def _executor_ending(endings: EndingsOf, pool: Pool) -> Ending:
     alive = [q for e, q in ends if e.at is None]
     run = pool.creator.run
     if alive:
-        if run is not None and any(q in run.leftover for q in alive):
-            return Ending(LEFT_RUNNING, f"{plural(len(alive), 'worker')} left running after the main process",
-                          None, ["the watcher's leftover record"])
-        return Ending(RUNNING, "still running at the end of the log", None, [])
+        return _alive(endings, alive, "", f"{plural(len(alive), 'worker')} left running after the main process")
     if (broke := _broke(endings, pool)) is not None:
         return broke
     end = max(e.at for e, _ in ends if e.at is not None)
@@ -141,11 +137,7 @@ def _autotune_ending(endings: EndingsOf, pool: Pool) -> Ending:
     req = pool.shutdown_call
     by = requester(req)[0] if req is not None else None
     if end.at is None:
-        run = pool.creator.run
-        left = run is not None and last in run.leftover
-        return Ending(LEFT_RUNNING if left else RUNNING, "its autotune subprocess was left running after the "
-                      "main process" if left else "still running at the end of the log", None,
-                      ["the watcher's leftover record"] if left else [], by=by)
+        return _alive(endings, [last], "", "its autotune subprocess was left running after the main process", by)
     join = _joined_at_exit(pool, req.ts if req is not None else None)
     if join is not None:
         return Ending(ENDED_AT_EXIT, f"its subprocess ended as {pool.creator.role} {pool.creator.pid} exited "
@@ -159,6 +151,25 @@ def _autotune_ending(endings: EndingsOf, pool: Pool) -> Ending:
                        f"its last subprocess ended at {endings.rel(end.at)}"], by=by)
     return Ending(WORKERS_ENDED, f"its last autotune subprocess {_as_subject(end)}", end.at,
                   [f"its last subprocess's end at {endings.rel(end.at)}", *end.evidence], end.signal)
+
+
+def _alive(endings: EndingsOf, alive: list[Process], asked: str, left_words: str, by: str | None = None) -> Ending:
+    """The ending of a pool whose processes `alive` were not seen to end (asked: its stop request's words):
+    left running after the main process (the watcher's leftover record names one of them) or still running at
+    the end of the log, each only where a record shows one of them alive then (alive.py); else when they were
+    last seen, the verdict's words kept (it was true when written)."""
+    run = alive[0].run
+    left = run is not None and any(q in run.leftover for q in alive)
+    seen = max((endings.seen(q) for q in alive), key=lambda s: (s.proven, s.last or 0.0))
+    evidence = ["the watcher's leftover record"] if left else []
+    if not seen.proven:
+        evidence += unseen_evidence(seen, endings.rel)
+        then = f"{left_words} (the watcher's verdict); " if left else ""
+        return Ending(UNSEEN, f"{asked}{then}{unseen_words(seen, endings.rel)}", None, evidence, by=by,
+                      last_seen=seen.last)
+    if left:
+        return Ending(LEFT_RUNNING, f"{asked}{left_words}", None, evidence, by=by)
+    return Ending(RUNNING, f"{asked}still running at the end of the log", None, [], by=by)
 
 
 def _broke(endings: EndingsOf, pool: Pool) -> Ending | None:

@@ -36,7 +36,7 @@ Definitions (one home; the report's JSON keys carry these names):
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from ...common import targets, vocab
 from ..fold.autotune import jobs_unbounded
@@ -45,6 +45,7 @@ from ..words.fmt import IDLE_AFTER_WORDS, MIB, pool_name
 from .busy import WAIT_TAGS, busy_spans, creator_busy_until
 from .callers import requester
 from .counts import counts_at
+from .ending import UNSEEN, Ending
 from .gaps import IdleGap, idle_gaps
 from .memseries import Memory, Point, held_at, peak, peak_at_once, span_samples
 from .poolprocs import outlived_creator, pool_end, pool_processes, start_method, workers_of
@@ -70,7 +71,7 @@ def pool_index(pools: list[Pool]) -> PoolIndex:
 class PoolStory:
     """One pool's lifecycle, derived once (see the module docstring for each term)."""
 
-    def __init__(self, pool: Pool, t_end: float, index: PoolIndex) -> None:
+    def __init__(self, pool: Pool, t_end: float, index: PoolIndex, ending: Ending | None = None) -> None:
         self.pool = pool
         side = pool.sidecar
         self.procs = pool_processes(pool, index.heads)
@@ -102,8 +103,12 @@ class PoolStory:
             self.busy_until = creator_busy_until(pool, t_end, index.waits.get(id(pool.creator)),
                                                  self.ready_at, start)
         self.shutdown_by, self.shutdown_frame = requester(pool.shutdown_call) if pool.shutdown_call else ("", None)
-        ends = [t for t in (pool.shutdown_at, side_end) if t is not None]
-        self.alive_at_end = side_end is None if side is not None else bool(pool.members) and side_end is None
+        # A pool no record shows alive at the end of the log (alive.py) ends its idle span where it was last seen.
+        seen = ending.last_seen if ending is not None and ending.kind == UNSEEN else None
+        unseen = ending is not None and ending.kind == UNSEEN
+        ends = [t for t in (pool.shutdown_at, side_end, seen) if t is not None]
+        self.alive_at_end = not unseen and (side_end is None if side is not None else bool(pool.members)
+                                            and side_end is None)
         # A pool that outlived its creator was idle only while its creator lived: after that it was an orphan
         # (findings' pool-outlived-creator tells that span, with what it held), not an idle pool to shut down.
         self.orphaned = outlived_creator(pool)
@@ -298,8 +303,11 @@ def _outcome(call: Call | None) -> str | None:
     return "returned" if call.end is not None else "never returned"
 
 
-def stories(pools: list[Pool], t_end: float, every: list[Pool]) -> dict[int, PoolStory]:
+def stories(pools: list[Pool], t_end: float, every: list[Pool],
+            ending_of: Callable[[Pool], Ending] | None = None) -> dict[int, PoolStory]:
     """id(pool) -> its story; `every`: all the model's pools (a pool of a run not chosen still has its own
-    processes)."""
+    processes); ending_of: each pool's ending (Endings.of_pool), where one no record shows alive at the end is
+    told only until it was last seen."""
     index = pool_index(every)
-    return {id(pool): PoolStory(pool, t_end, index) for pool in pools}
+    return {id(pool): PoolStory(pool, t_end, index, ending_of(pool) if ending_of is not None else None)
+            for pool in pools}

@@ -39,6 +39,9 @@ class View:
         ends = [r.end for r in runs if r.end is not None]
         self.t0 = min(starts) if starts else model.t0
         self.t_end = max(ends) if ends else self.t0
+        # the log's last record, every run's (a run not chosen still writes after a killed one's): "at the end of
+        # the log" is then (derive/alive.py)
+        self.log_end = max(model.t_end, self.t_end)
         self.warm_calls = _top_warm_calls(self.tagged(targets.WARM_POOL))
         self.max_depth = max((p.depth for p in self.procs), default=0)
         self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
@@ -80,7 +83,10 @@ class View:
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)
         self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
                           and any(rank_value(q.rank) for q in p.children)}
-        self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end, model.pools)
+        root = next((r.root for r in runs if r.root is not None), None)
+        self.endings = Endings(self.procs, self.pools, self.config_of(root)[1] if root is not None else "", self.t0,
+                               self.log_end)
+        self.stories: dict[int, PoolStory] = stories(self.pools, self.t_end, model.pools, self.endings.of_pool)
         # each pool's creator's next pool (its making), and the pools one creator made at one line: read per pool
         # by facts.reachable_until / called_from, built once here (a run can hold thousands of pools)
         self.next_made: dict[int, float] = {}
@@ -92,8 +98,6 @@ class View:
         for p in self.procs:
             made = sorted(p.pools, key=lambda x: x.call.ts)
             self.next_made.update((id(a), b.call.ts) for a, b in zip(made, made[1:]))
-        root = next((r.root for r in runs if r.root is not None), None)
-        self.endings = Endings(self.procs, self.pools, self.config_of(root)[1] if root is not None else "", self.t0)
         self.exit_wait_s = sum(_open_for(self, c) for c in self.tagged(targets.EXIT_SHUTDOWN) if c.proc.role == "main")
 
     def tagged(self, *tags: str) -> list[Call]:
