@@ -14,7 +14,7 @@ from ..common import targets, vocab
 from .derive import facts
 from .derive.attempts import launchers
 from .derive.autotune import Kill, kills
-from .derive.ending import OOM_AMONG, OOM_KILL
+from .derive.ending import OOM_AMONG, OOM_KILL, UNSEEN
 from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
@@ -51,7 +51,8 @@ def _pool_dict(v: View, pool: Pool) -> dict[str, Any]:
     workers = set(side.worker_pids) if side else {q.pid for q in pool.members}
     if side is not None:
         workers.update(q.pid for q in side.children if q.role == vocab.COMPILE_WORKER)
-    exit_how = (side.exit_how or "ended") if side and side.end is not None else ("still running" if side else None)
+    exit_how = (side.exit_how or "ended") if side and side.end is not None else None if side is None else (
+        "end not seen" if v.endings.of(side).kind == UNSEEN else "still running")  # derive/alive.py
     return {
         # what kind of pool, and its processes as `ps` lists them: the sidecar (none for fork/spawn) + workers
         "kind": pool.kind, "start_method": start_method(pool) or None, "fx_subprocess": fx_subprocess(pool),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
 from ..derive.callers import user_frame
-from ..derive.ending import OOM_KILL, SIGNAL
+from ..derive.ending import OOM_KILL, SIGNAL, UNSEEN
 from ..derive.memseries import left_at_once
 from ..fold.model import last_seen, signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
@@ -332,6 +332,10 @@ def root_killed(v: View) -> Finding | None:
     advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
     if not _pools_left_open(r):  # every pool's sidecar seen gone (or no pool): only the cause to find
         advice = _no_exit_how(v, r)[2]
+    elif all(v.endings.of_pool(pool).kind == UNSEEN for p in r.processes for pool in p.pools
+             if pool.sidecar is None or pool.sidecar.end is None):  # the watcher stopped before the log's end
+        advice = ("no record shows its pools alive at the end of the log: check with `ps` whether they still run "
+                  "(`wp-autotrace cleanup LOG` ends only what the log proves the run's and finds alive)")
     if v.states[r.id] == RUN_KILLED:
         when = root.gone if root.gone is not None else r.end
         at = f" at {when - v.t0:.1f} s" if when is not None else ""

@@ -234,12 +234,21 @@ def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: lis
             + scale.axis(height, y) + "".join(marks) + "</svg>")
 
 
+def _unseen_at(pool: dict[str, Any]) -> float | None:
+    """When a pool no record shows alive at the end of the log was last seen (its ending's, derive/alive.py);
+    None for any other pool."""
+    ending = pool.get("ending") or {}
+    seen = ending.get("last_seen") if ending.get("kind") == "end-unseen" else None
+    return seen if isinstance(seen, (int, float)) else None
+
+
 def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
     """The pool's span, split: busy (made to its last job), idle (to the shutdown request or the sidecar's
     end), shutting down (from the request to the sidecar's end); a pool whose sidecar never served: that
     span (made to the stop) instead of busy and idle."""
     made, busy, idle_to = pool["created_at"], pool["busy_until"], pool["idle_to"]
-    gone = pool["sidecar_end"] if pool["sidecar_end"] is not None else scale.hi
+    seen = _unseen_at(pool)  # not shown alive at the end of the log: drawn to where it was last seen
+    gone = pool["sidecar_end"] if pool["sidecar_end"] is not None else seen if seen is not None else scale.hi
     who = f"pool of {sidecar_name(pool['sidecar_pid'])} (made by {pool['creator_role']} {pool['creator_pid']})"
     jobs = str(pool["jobs"]) if pool["jobs"] is not None else "?"
     phases = _busy_phases(pool, made, busy, jobs)
@@ -260,7 +269,8 @@ def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
     if pool["shutdown_at"] is not None:
         phases.append(("stopping", max(idle_to, pool["shutdown_at"]), gone,
                        f"shutting down: asked at {pool['shutdown_at']:.2f} s by {pool['shutdown_by']}, sidecar "
-                       + (f"gone at {gone:.2f} s" if pool["sidecar_end"] is not None else "still running")))
+                       + (f"gone at {gone:.2f} s" if pool["sidecar_end"] is not None else
+                          f"last seen at {gone:.2f} s, its end not seen" if seen is not None else "still running")))
     out = [f'<g class="poolrow" data-sidecar="{pool["sidecar_pid"]}">',
            text(8, y + BAR_H, f"pool: {sidecar_name(pool['sidecar_pid'])} + {len(pool['worker_pids'])} workers",
                 "lanelabel")]

@@ -233,7 +233,9 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         how = pool["sidecar_exit"] if pool.get("kind") != "executor" else (pool.get("ending") or {}).get("kind")
         out.append(f"- {pool_name(pool)} created by {pool['creator_role']} {pool['creator_pid']} "
                    f"at {_t(pool['created_at']).strip()} from {made_at(pool)}")
-        out.append(f"  alive {_t(start).strip()} -> {_t(end).strip() if end is not None else 'end'} ({how}); "
+        seen = (pool.get("ending") or {}).get("last_seen")  # an end-unseen pool: to where it was last seen
+        till = _t(end).strip() if end is not None else f"last seen {_t(seen).strip()}" if seen is not None else "end"
+        out.append(f"  alive {_t(start).strip()} -> {till} ({how}); "
                    f"workers {_workers(pool['worker_pids'])}; wakeups {pool['wakeups']}, "
                    f"quiesces {pool['quiesces']}, shutdowns {pool['shutdowns']}")
         if pool.get("test"):

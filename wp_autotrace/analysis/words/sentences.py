@@ -72,7 +72,9 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
     a later pool of the same creator ('made another compile pool'), told without the counts."""
     name = pool_name(pool)
     start, end = lifespan(pool)
-    lived = ("" if start is None  # nothing seen to live: how it ended says so
+    # no record shows it alive at the end of the log (derive/alive.py): its ending's words say when it was last seen
+    unseen = (pool.get("ending") or {}).get("kind") == "end-unseen"
+    lived = ("" if start is None or (end is None and unseen)  # nothing seen to live: how it ended says so
              else f"; it lived {end - start:.1f} s" if end is not None
              else "; it was still running at the end of the log")
     gaps = pool.get("idle_gaps") or []
@@ -89,7 +91,7 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
     if orphan and orphan.get("held_pss_bytes"):  # what it held once orphaned: the span told (derive/pools.py)
         told, part = floor_text(orphan["held_pss_bytes"], orphan.get("read"), orphan.get("processes"))
         mem = f", holding {told} real memory (PSS{part})"
-    elif pool["held_pss_bytes"]:
+    elif pool["held_pss_bytes"] and not unseen:  # "holding" is told of a pool alive at the end only
         floor = "at least " if covered_text(pool) else ""  # some processes unread: the figure is a floor
         mem = f", holding {floor}{size_text(pool['held_pss_bytes'])} real memory (PSS{covered_text(pool)})"
         idle_mib_s = pool.get("idle_total_mib_s") if gaps else pool["idle_mib_s"]
