@@ -1,0 +1,148 @@
+"""A process or pool no record saw end is "still running at the end of the log" (with a "holding" figure, and
+`cleanup` first in the Fix) only where a record shows it alive then: its run's watcher still writing within its
+own pace of the log's last record (derive/alive.py; docs/evidence.md, "Alive at the end"). Where the watcher
+stopped writing long before (killed with the program's group, stalled, the log cut), the ending says when it was
+last seen and that no record shows more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .logs import SP, LogWriter, call, start, watcher
+from .test_floors import _flat, _mem, _outputs
+
+MIB = 2**20
+DYNAMO = "torch._dynamo.eval_frame:_TorchDynamoContext.__call__"
+
+
+def _killed_run(w: LogWriter, read_until: float | None = None) -> None:
+    """Main 100 makes a pool (sidecar 200) read at 1.0 s (100 MiB); its calls go on to 30.1 s; no end of anything.
+    read_until: the watcher goes on reading the sidecar every 2 s up to then (it stayed)."""
+    start(w, 0, 100, 1, "main")
+    call(w, 0.5, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 0.6, sidecar_pid=200)
+    start(w, 0.55, 200, 100, "compile-sidecar")
+    _mem(w, 1.0, p200=100)
+    t = 3.0
+    while read_until is not None and t <= read_until:
+        _mem(w, t, p200=100)
+        t += 2.0
+    for k in range(10):
+        call(w, 3 + 3 * k, 100, 1, "main", DYNAMO, 10 + k, 3.1 + 3 * k)
+
+
+def _process(rep: dict[str, Any], pid: int) -> dict[str, Any]:
+    return next(p for p in rep["processes"] if p["pid"] == pid)
+
+
+def test_a_pool_its_stopped_watcher_last_read_is_not_told_running(tmp_path: Path) -> None:
+    w = LogWriter()
+    _killed_run(w)
+    rep, text, page = _outputs(w, tmp_path)
+    pool = rep["pools"][0]
+    assert pool["ending"]["kind"] == "end-unseen" and pool["ending"]["last_seen"] == 1.0
+    assert "last seen at 1.0 s; no watcher record after 1.0 s: whether it still runs, no record shows" \
+        in pool["ending"]["words"]
+    assert _process(rep, 200)["ending"]["kind"] == "end-unseen"
+    assert pool["alive_at_end"] is False and pool["idle_to"] == 1.0 and pool["sidecar_exit"] == "end not seen"
+    answer = _flat(rep["answer"])
+    assert "still running at the end of the log" not in answer and "holding" not in answer
+    assert "peak 100 MiB real memory (PSS); last seen at 1.0 s" in answer
+    assert "check with `ps` whether they still run" in answer and "end what is left" not in answer
+    assert "still running at the end of the log" not in text and "still running" not in page
+
+
+def test_a_killed_runs_pool_is_not_running_at_a_later_runs_end(tmp_path: Path) -> None:
+    w = LogWriter()
+    # run r0: main 50 makes a pool (sidecar 60), read at 1.0 s, then everything SIGKILLed: no ends
+    w.add(0, 50, 1, "main", "process_start", argv=["python", "a.py"], python="3.11.7", forked=False, env={},
+          run="r0", root_pid=50)
+    call(w, 0.5, 50, 1, "main", f"{SP}:SubprocPool.__init__", 1, 0.6, sidecar_pid=60)
+    w.add(0.55, 60, 50, "compile-sidecar", "process_start", argv=["python", "sidecar.py"], python="3.11.7",
+          forked=False, env={}, run="r0", root_pid=50)
+    w.add(1.0, 59, 50, "watcher", "memory", run="r0", root_pid=50,
+          procs=[{"pid": 60, "pss": 100 * MIB, "uss": MIB, "threads": 1}])
+    # run r1 100 s later, whose pool its creator shuts down
+    start(w, 100, 100, 1, "main")
+    call(w, 100.5, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 100.6, sidecar_pid=200)
+    start(w, 100.55, 200, 100, "compile-sidecar")
+    _mem(w, 101, p200=50)
+    call(w, 104, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 104.1, sidecar_pid=200)
+    w.add(104.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(105, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(105, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep, text, _ = _outputs(w, tmp_path)
+    by_side = {p["sidecar_pid"]: p for p in rep["pools"]}
+    assert by_side[60]["ending"]["kind"] == "end-unseen" and by_side[60]["ending"]["last_seen"] == 1.0
+    assert by_side[200]["ending"]["kind"] == "shutdown-completed"
+    assert "still running at the end of the log" not in text
+
+
+def test_a_pool_its_watcher_read_to_the_end_is_still_running(tmp_path: Path) -> None:
+    w = LogWriter()
+    _killed_run(w, read_until=30.0)
+    rep, _, _ = _outputs(w, tmp_path)
+    pool = rep["pools"][0]
+    assert pool["ending"]["kind"] == "running" and "last_seen" not in pool["ending"]
+    assert pool["alive_at_end"] is True and pool["sidecar_exit"] == "still running"
+    answer = _flat(rep["answer"])
+    assert "it was still running at the end of the log, holding 100 MiB real memory (PSS)" in answer
+    assert "end what is left with `wp-autotrace cleanup LOG`" in answer
+
+
+def _child_run(w: LogWriter, keepalive: float | None) -> None:
+    """Main 100 and a plain child 300 the watcher listed at 1.0 s (no memory of it read: a keep-alive's pace);
+    main's records go on to 100 s; the watcher's keep-alive tree record at `keepalive` (None: none)."""
+    start(w, 0, 100, 1, "main")
+    watcher(w, 1.0, "tree", count=2, final=False, started=[
+        {"pid": 100, "ppid": 1, "name": "python", "cmd": "python main.py", "create_time": 1.0, "rss": MIB},
+        {"pid": 300, "ppid": 100, "name": "sleep", "cmd": "sleep 1000", "create_time": 1.5, "rss": MIB}])
+    if keepalive is not None:
+        watcher(w, keepalive, "tree", count=2, final=False, rss=[{"pid": 100, "create_time": 1.0, "rss": MIB},
+                                                                  {"pid": 300, "create_time": 1.5, "rss": MIB}])
+    for k in range(10):
+        call(w, 10 + 10 * k, 100, 1, "main", DYNAMO, 10 + k, 10.1 + 10 * k)
+
+
+def test_a_plain_child_is_running_only_within_the_watchers_keepalive(tmp_path: Path) -> None:
+    w = LogWriter()
+    _child_run(w, None)
+    rep, _, _ = _outputs(w, tmp_path)
+    ending = _process(rep, 300)["ending"]
+    assert ending["kind"] == "end-unseen" and "no watcher record after 1.0 s" in ending["words"]
+    w = LogWriter()
+    _child_run(w, 61.0)  # the keep-alive 60 s after: the watcher wrote within its pace of the log's end
+    rep, _, _ = _outputs(w, tmp_path)
+    assert _process(rep, 300)["ending"]["kind"] == "running"
+
+
+def test_a_real_child_left_running_is_told_running_at_the_end(tmp_path: Path) -> None:
+    """A traced run leaves a child running (its own session); the watcher writes its verdict, lingers and exits:
+    its records reach the log's end, so the child is still running at the end of the log, as psutil sees it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from .conftest import clean_env, report_json, wait_for_watcher
+
+    log = tmp_path / "run.jsonl"
+    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "
+            "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True); "
+            "print(p.pid)")
+    root = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_LINGER="2"))
+    pid = int(root.stdout)
+    try:
+        wait_for_watcher(log, 60)  # its watcher_exit: the verdict written, the linger over
+        assert psutil.Process(pid).is_running()  # the test's own look: alive as the report is read
+        rep = report_json(log)
+        assert pid in rep["leftover_pids"], rep["leftover_pids"]
+        assert _process(rep, pid)["ending"]["kind"] == "running", _process(rep, pid)["ending"]
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
