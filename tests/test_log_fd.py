@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.runtime.held import HELD_FD_BELOW, HELD_FD_CEILING
+from wp_autotrace.runtime.held import HELD_FD_BELOW, HELD_FD_CEILING, hold
 from wp_autotrace.runtime.sink import Sink
 
 from .conftest import clean_env, events, read_log, run_python, tiny_tmpfs
@@ -144,7 +144,7 @@ def test_released_sink_follows_the_path_and_never_another_file(tmp_path: Path) -
     os.replace(tmp_path / "kept.jsonl", log)
     sink.emit("c")
     assert [r["event"] for r in read_log(log)] == ["a", "c"]
-    sink.hold()
+    hold(sink)
     assert sink.held and sink.fd >= min(HELD_FD_CEILING, 64) - HELD_FD_BELOW
     sink.emit("d")
     assert [r["event"] for r in read_log(log)] == ["a", "c", "d"]
@@ -428,7 +428,7 @@ def test_a_held_descriptor_is_known_by_its_mark(tmp_path: Path, monkeypatch: pyt
 
     log, mine = tmp_path / "run.jsonl", tmp_path / "mine.txt"
     sink = Sink(str(log), "h", "main")
-    sink.hold()
+    hold(sink)
     if sink._mark is None:
         pytest.skip("no F_SETSIG mark here (not Linux)")
     looked: list[int] = []

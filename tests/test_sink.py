@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from wp_autotrace.runtime.held import hold
 from wp_autotrace.runtime.jsonline import _dumps, encode, frame
 from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink
 
@@ -264,7 +265,7 @@ def test_the_hot_path_writer_writes_what_write_writes(tmp_path: Path, monkeypatc
     for how in ("_write", "put"):
         log = tmp_path / f"{how}.jsonl"
         sink = Sink(str(log), "h\u00e9st", "main")
-        sink.hold()
+        hold(sink)
         assert sink.held and (sink._mark is not None or not sys.platform.startswith("linux"))
         put = plain.record_writer(sink, "call")
         for closed in (False, True):
@@ -318,7 +319,7 @@ def test_the_hot_path_writer_sees_every_change_of_what_it_checks(tmp_path: Path)
 
     log = tmp_path / "log.jsonl"
     sink = Sink(str(log), "h", "main")
-    sink.hold()
+    hold(sink)
     writer = plain.record_writer(sink, "call")
 
     def put(body: str) -> None:  # as the wrappers call it: where put declines, _write (with the fields)

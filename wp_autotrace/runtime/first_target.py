@@ -49,11 +49,12 @@ def make_finder(rt: "Any", pytest_config: str) -> "TargetFinder":
 def make_probes(rt: "Any", interpreter_modules: "tuple[str, ...]") -> "Probes":
     """The wrappers' shared state for rt; from now on the sink holds its descriptor (a held fd, placed high,
     saves an open per call record) and the exit path has what it needs loaded (prepare_exit)."""
+    from .held import hold
     from .recorder import Probes
 
     probes = Probes(rt.sink, rt.settings.stack, rt.settings.guard, _post_notice)
     prepare_exit(interpreter_modules)
-    rt.sink.hold()
+    hold(rt.sink)
     return probes
 
 

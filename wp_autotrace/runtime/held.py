@@ -1,8 +1,8 @@
 """Where a held descriptor of the log sits: high, just below the descriptor ceiling, so that the
 program's own open() gets the numbers it gets untraced (docs/contracts.md, "The log's descriptor").
 
-Loaded when a sink first holds its descriptor (a process that records calls, sink.Sink.hold) or opens the log
-again (reopen), never on the start-up path of a process that records none.
+Loaded when a sink first holds its descriptor (hold: a process that records calls) or opens the log again
+(reopen), never on the start-up path of a process that records none.
 """
 
 import fcntl
@@ -19,6 +19,30 @@ if TYPE_CHECKING:
 # HELD_FD_CEILING): a bigger number would grow the process's descriptor table for nothing.
 HELD_FD_CEILING = 1024
 HELD_FD_BELOW = 64
+
+
+def hold(sink: "Any") -> None:
+    """Keep a descriptor of sink's log from now on (hot writers: no open/close per record), placed high and
+    marked. Where no high number is free (a low RLIMIT_NOFILE, a full table) the sink stays released. Never
+    raises."""
+    if not sink.active:
+        return
+    try:
+        fd = sink.fd if sink.fd >= 0 else sink._open_same()
+    except Exception:
+        return
+    if fd < 0:
+        return
+    try:
+        sink.fd = place_high(fd)
+        sink._mark = mark(sink.fd)
+        sink.set_fast()
+    except Exception:
+        if sink.fd < 0:  # stays released: the descriptor opened here is closed
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def place_high(fd: int) -> int:

@@ -328,30 +328,6 @@ class Sink:
         """Whether a descriptor is kept between writes."""
         return self.fd >= 0
 
-    def hold(self) -> None:
-        """Keep a descriptor of the log from now on (hot writers: no open/close per record), placed high.
-
-        Where no high number is free (a low RLIMIT_NOFILE, a full table) the
-        sink stays released. Never raises.
-        """
-        if not self.active:
-            return
-        try:
-            fd = self.fd if self.fd >= 0 else self._open_same()
-        except Exception:
-            return
-        if fd < 0:
-            return
-        try:
-            from .held import mark, place_high  # a recording process's: not on the start-up path
-
-            self.fd = place_high(fd)
-            self._mark = mark(self.fd)
-            self.set_fast()
-        except Exception:
-            if self.fd < 0:  # stays released
-                _close_quietly(fd)
-
     def release(self) -> None:
         """Hold no descriptor between writes from now on: each record opens the log, writes, closes."""
         fd, self.fd, self._mark = self.fd, -1, None
