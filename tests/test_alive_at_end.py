@@ -146,3 +146,35 @@ def test_a_real_child_left_running_is_told_running_at_the_end(tmp_path: Path) ->
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_a_main_the_reader_finds_alive_is_running_whatever_its_watcher_wrote(tmp_path: Path) -> None:
+    """The run's main, its watcher's last record at 1.0 s and its child's calls to 100 s: read on its host with its
+    pid and create time alive (this test's own process), it is running at the end of the log (the reader's look
+    is the record); read elsewhere, whether it still runs no record shows."""
+    import os
+
+    from wp_autotrace.analysis.fold.verdict import Reader, this_host
+    from wp_autotrace.common.procfs import own_create_time
+
+    from .logs import T0, report
+
+    def log() -> LogWriter:
+        w = LogWriter(host=this_host())
+        pid = os.getpid()
+        w.add(0, pid, 1, "main", "process_start", argv=["python", "main.py"], python="3.11.7", forked=False, env={},
+              run="r1", root_pid=pid, create_time=own_create_time())
+        w.add(1.0, 900, pid, "watcher", "tree", run="r1", root_pid=pid, count=1, final=False, started=[
+            {"pid": pid, "ppid": 1, "name": "python", "cmd": "python main.py", "create_time": own_create_time(),
+             "rss": MIB, "role": "main", "via": "root"}], ended=[])
+        w.add(1.5, 300, pid, "child", "process_start", argv=["python", "child.py"], python="3.11.7", forked=False,
+              env={}, run="r1", root_pid=pid)
+        for k in range(10):  # its child writes on to 100 s: the main's own last record stays at 0 s
+            call(w, 10 + 10 * k, 300, pid, "child", DYNAMO, 10 + k, 10.1 + 10 * k)
+        return w
+
+    here = report(log(), tmp_path, reader=Reader(T0 + 200, this_host()))
+    assert here["runs"][0]["alive_now"] is True, here["runs"][0]
+    assert _process(here, os.getpid())["ending"]["kind"] == "running"
+    away = report(log(), tmp_path, reader=Reader(T0 + 200, "another-host"))  # this host's pids say nothing there
+    assert _process(away, os.getpid())["ending"]["kind"] == "end-unseen"

@@ -9,8 +9,8 @@ It is never quiet for longer than its own pace: a keep-alive tree record of ever
 KEEPALIVE_S (+ HEARTBEAT_S, the tick that looks for it), and, while a pool process it reads lives, a memory reading
 within that reading's window (fold/pace.py: the pace it kept near it). So a process is alive at the end where its
 last sign of life (its own last record, or its run's watcher's last record on its host once it had joined) is
-within that pace of the log's last record; else whether it still runs, no record shows, and the words say when it
-was last seen and when the watcher last wrote.
+within that pace of the log's last record, or (the run's main) the reader's own look finds it alive now; else
+whether it still runs, no record shows, and the words say when it was last seen and when the watcher last wrote.
 """
 
 from __future__ import annotations
@@ -60,7 +60,11 @@ def seen_alive(p: Process, log_end: float) -> Seen:
     signs = [t for t in (own, watcher if joined else None) if t is not None]
     last = max(signs) if signs else None
     quiet = quiet_s(p)
-    return Seen(last is not None and watcher is not None and log_end - last <= quiet, last, watcher, log_end, quiet)
+    # the run's main the reader itself found alive on this host (its pid and create time: verdict.look_now) was
+    # alive at the log's end too, whatever its watcher wrote
+    now = run is not None and p is run.root and run.alive_now is True
+    return Seen(now or (last is not None and watcher is not None and log_end - last <= quiet), last, watcher, log_end,
+                quiet)
 
 
 def unseen_words(seen: Seen, say: Callable[[float | None], str]) -> str:
