@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.words.causes import symptom_of
 from wp_autotrace.watcher.cgroups import CPU_KIND, Cgroups, least_limit
 
-from .logs import LogWriter, report, watcher
+from .logs import AC, LogWriter, call, report, watcher
 from .test_model import clean_run
 
 CPU_CG = "/wp_users_cpu_1"
@@ -196,3 +197,31 @@ def test_a_pool_that_started_fewer_workers_than_asked_says_both(tmp_path: Path) 
     f = next(f for f in rep["findings"] if f["kind"] == "cpu-quota-pool")
     assert "compile_threads 4) ran inside" in f["text"], f
     assert "a pool sized for 4 workers (2 seen) for 0.2 CPU" in f["text"], f
+
+
+def test_a_slow_exit_wait_inside_the_quota_follows_from_it(tmp_path: Path) -> None:
+    """torch's shutdown at exit of a pool inside the quota took 6 s (its processes throttled): the quota leads the
+    Answer with the wait under it, and Fix first is the quota's, not "shut the pool down sooner" (live: cpu_quota,
+    the main waited 5.9 s at exit)."""
+    w = _quota_run(0.2, (2, 42))
+    call(w, 3.4, 100, 1, "main", f"{AC}:shutdown_compile_workers", 9, 3.4 + 6.0)
+    w.lines[-2].update(stack=[], caller=None)  # torch's atexit: no user frame
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    answer = rep["answer"]
+    lead = answer.split("\n- ", 1)[0]
+    assert "ran inside a CPU quota of 0.2 CPU" in lead and "What follows from it:" in lead, answer
+    assert "waited 6.0 s in shutdown_compile_workers at exit" in answer.split("What follows from it:", 1)[1], answer
+    assert "Fix first: compile without a pool inside the quota" in answer, answer
+
+
+def test_a_slow_exit_wait_on_a_sidecars_exit_join_is_that_joins_not_the_quotas() -> None:
+    """Where the main's wait at exit was on a sidecar's own exit join (its cost's waited_on), the join (exit-hang)
+    is its cause even inside a quota."""
+    quota = {"kind": "cpu-quota-pool", "pids": [100, 200, 300], "severity": "warning", "cost": {}}
+    join = {"kind": "exit-hang", "pids": [200], "severity": "problem", "cost": {}}
+    slow = {"kind": "slow-exit-wait", "pids": [100], "severity": "problem", "cost": {"waited_on": [200]}}
+    rep: dict[str, Any] = {"pools": [], "findings": [quota, slow, join]}
+    assert symptom_of(rep, slow, rep["findings"]) is join
+    slow["cost"] = {}
+    assert symptom_of(rep, slow, rep["findings"]) is quota

@@ -28,6 +28,7 @@ from typing import Any
 from ...common.vocab import GUARDED_ROLES
 
 NESTING = "nested-pools"
+QUOTA = "cpu-quota-pool"
 # Kinds that follow from the nesting when every pid they name is inside it.
 NESTING_SYMPTOMS = ("leftovers", "call-never-returned", "zombies", "sidecar-never-served", "pool-died",
                     "jobs-cut-off", "jobs-lost")
@@ -82,11 +83,14 @@ def failed_start_pids(rep: dict[str, Any], cause: dict[str, Any]) -> set[int]:
 # compile that the interpreter's exit then refused (compile-after-exit).
 # A wait the user interrupted on a running job (pool-wait-interrupted): torch's exit then cuts that job off
 # (jobs-cut-off), whose own advice ("wait for the jobs before shutting down") is not the user's to follow.
+# A pool inside a CPU quota (cpu-quota-pool) is shut down at exit by throttled processes: the main's slow wait
+# there (slow-exit-wait) follows from the quota, unless a sidecar's own exit join is what it waited on (WAITS_ON).
 BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
            "pool-job-hang": ("exit-hang", "leftovers", "jobs-cut-off", "call-never-returned"),
            "pool-wait-interrupted": ("jobs-cut-off",),
            "autotune-killed": ("zombies",), "forked-compile-hang": ("call-never-returned", "leftovers"),
-           "pools-made-at-once": ("idle-pool",), "compile-after-exit": ("idle-pool",)}
+           "pools-made-at-once": ("idle-pool",), "compile-after-exit": ("idle-pool",),
+           "cpu-quota-pool": ("slow-exit-wait",)}
 
 
 # A wait on another process's hang: the main's exit-time wait (slow-exit-wait) on a sidecar whose own exit join
@@ -98,8 +102,9 @@ WAITS_ON = {"slow-exit-wait": ("exit-hang",)}
 def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The cause finding f follows from (one of findings), or None."""
     pids = set(f.get("pids") or ())
+    joined = bool((f.get("cost") or {}).get("waited_on"))  # a sidecar's exit join: that join's, not a quota's
     by_kind = next((c for c in findings if c is not f and f["kind"] in BY_KIND.get(c["kind"], ())
-                    and pids & set(c.get("pids") or ())), None)
+                    and pids & set(c.get("pids") or ()) and not (joined and c["kind"] == QUOTA)), None)
     if by_kind is not None:
         return by_kind
     cause = next((c for c in findings if c["kind"] == NESTING), None)
