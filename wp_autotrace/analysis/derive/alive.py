@@ -50,8 +50,9 @@ def quiet_s(p: Process) -> float:
     return min(quiet, max(windows)) if windows else quiet
 
 
-def seen_alive(p: Process, log_end: float) -> Seen:
-    """Whether p (no end record) is shown alive at log_end, the log's last record (module docstring)."""
+def seen_alive(p: Process, log_end: float, quiet: float | None = None) -> Seen:
+    """Whether p (no end record) is shown alive at log_end, the log's last record (module docstring); quiet: its
+    run's quiet_s on its host, where the caller keeps it (one per run and host: a walk of the run's processes)."""
     run = p.run
     own = seen[1] if (seen := last_seen(p)) is not None else None
     watcher = run.watcher_last.get(p.host) if run is not None else None
@@ -59,7 +60,7 @@ def seen_alive(p: Process, log_end: float) -> Seen:
     joined = p.start is None or (watcher is not None and p.start <= watcher)
     signs = [t for t in (own, watcher if joined else None) if t is not None]
     last = max(signs) if signs else None
-    quiet = quiet_s(p)
+    quiet = quiet_s(p) if quiet is None else quiet
     # the run's main the reader itself found alive on this host (its pid and create time: verdict.look_now) was
     # alive at the log's end too, whatever its watcher wrote
     now = run is not None and p is run.root and run.alive_now is True

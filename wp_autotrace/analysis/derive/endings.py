@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import vocab as V
 from ..fold.model import signal_name
-from .alive import Seen, seen_alive, unseen_evidence, unseen_words
+from .alive import Seen, quiet_s, seen_alive, unseen_evidence, unseen_words
 from .callers import requester
 from .ending import (
     EXEC,
@@ -122,6 +122,8 @@ class Endings:
         self.torch = torch_release(torch_version)
         self.senders = Senders(procs)
         self._proc: dict[int, Ending] = {}
+        self._seen: dict[int, Seen] = {}  # id(process) -> alive.seen_alive's, once
+        self._quiet: dict[tuple[int, str], float] = {}  # (id(run), host) -> alive.quiet_s, once
         self._pool: dict[int, Ending] = {}
         self._oom_groups: dict[int, dict[int, tuple[int, list[Process], str]]] = {}  # per run: ooms.group_ooms
         self._unnamed: dict[int, list[tuple[float | None, float, int]]] = {}  # per run: unnamed_ooms
@@ -140,7 +142,14 @@ class Endings:
         given, taken as alive (nothing to measure against)."""
         if self.log_end is None:
             return Seen(True, None, None)
-        return seen_alive(p, self.log_end)
+        found = self._seen.get(id(p))
+        if found is None:
+            key = (id(p.run), p.host)
+            quiet = self._quiet.get(key)
+            if quiet is None:
+                quiet = self._quiet[key] = quiet_s(p)
+            found = self._seen[id(p)] = seen_alive(p, self.log_end, quiet)
+        return found
 
     def _alive(self, p: Process, record: float | None) -> Ending:
         """The ending of p, no end seen: still running at the end of the log where a record shows it alive then;
