@@ -249,3 +249,43 @@ def test_a_signal_at_the_programs_reap_cuts_the_summary_short(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert b"cut short" in done.stderr, done.stderr
     assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [0]
+
+
+class _SlowSentinel:
+    """A sentinel whose word on a signal comes after SENTINEL_HOLD_S (a loaded host): got() answers yes only to
+    a look longer than that; never, for a signal sent to run's pid alone."""
+
+    pid = 1
+
+    def __init__(self, group: bool) -> None:
+        self.group = group
+
+    def got(self, sig: int, hold: float = 0.1) -> bool:
+        from wp_autotrace.cli.run import signals
+
+        return self.group and hold > signals.SENTINEL_HOLD_S
+
+    def stop(self) -> None:
+        pass
+
+
+class _Ended:
+    returncode = -signal.SIGTERM
+
+    def poll(self) -> int:
+        return self.returncode
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["group_word_late", "pid_alone"])
+def test_a_group_signal_whose_sentinel_word_comes_late_is_not_runs_own(group: bool) -> None:
+    """A group's SIGTERM that ended the program meets run's forwarder after the reap; the sentinel's word on it
+    comes later than SENTINEL_HOLD_S: still the program's, so run's summary is not cut short (late is empty).
+    One the sentinel never got (sent to run's pid alone) stays run's own."""
+    from wp_autotrace.cli.run import signals
+
+    fwd = signals.Forwarder(["true"], {})
+    fwd.sentinel = _SlowSentinel(group)  # type: ignore[assignment]
+    fwd.child = _Ended()  # type: ignore[assignment]
+    fwd.forward(signal.SIGTERM, None)
+    fwd.__exit__()
+    assert fwd.late == ([] if group else [signal.SIGTERM])

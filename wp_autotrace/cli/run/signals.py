@@ -43,6 +43,10 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 # A signal sent to a group or a cgroup reaches its processes one after another within a few milliseconds:
 # this long run waits for the sentinel's word before it passes a signal on (the cost of a `kill PID`).
 SENTINEL_HOLD_S = 0.1
+# A signal met once the program has ended (Forwarder.late) is run's own only if the sentinel did not get it too:
+# nothing waits on the program then, so its word gets this long (a group signal that ended the program reaches
+# the sentinel as it does run, but on a loaded host the sentinel's word can come after SENTINEL_HOLD_S).
+LATE_HOLD_S = 1.0
 # The sentinel says it is ready (its handlers set) before run starts the program: a group signal sent at
 # once must find it. A sentinel not ready by then is given up (run passes on every signal it is sent).
 SENTINEL_READY_S = 5.0
@@ -246,7 +250,10 @@ class Forwarder:
 
     def __exit__(self, *exc: object) -> None:
         # The sentinel first (its end takes a moment): run's handlers stay until the last step, and what run
-        # does next (CutShort) takes over right after them.
+        # does next (CutShort) takes over right after them. A late signal it got too was a group's: not run's.
+        if self.late and self.sentinel.pid:
+            group = {sig for sig in set(self.late) if self.sentinel.got(sig, LATE_HOLD_S)}
+            self.late = [sig for sig in self.late if sig not in group]
         self.sentinel.stop()
         for sig, handler in self.before.items():
             signal.signal(sig, handler)
