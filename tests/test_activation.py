@@ -162,6 +162,23 @@ def test_after_the_exit_record_no_tracer_finder_is_left(log: Path) -> None:
     assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
 
 
+
+def test_the_tracers_finders_go_in_a_set_and_a_weakset(log: Path) -> None:
+    """A host may put sys.meta_path's finders in a set or a WeakSet (CPython's test_sys does; a loader dedupes it
+    with set()): untraced that works, so the front finder, and the finder left in its slot after the exit record,
+    are hashable and weakly referenceable, as a finder instance is (a SimpleNamespace is neither)."""
+    code = textwrap.dedent("""
+        import sys, weakref
+        def fine():
+            return len(set(sys.meta_path)) == len(weakref.WeakSet(sys.meta_path)) == len(sys.meta_path)
+        b = sys.modules["wp_autotrace.runtime.bootstrap"]
+        print(b._runtime._front in sys.meta_path, fine())
+        b._record_exit("exit")
+        print(fine())
+    """)
+    res = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
+    assert (res.stdout.split(), res.stderr) == (["True", "True", "True"], "")
+
 def test_default_log_path_is_in_cwd(tmp_path: Path) -> None:
     """Without WP_AUTOTRACE_LOG the log is created in the working directory."""
     res = run_python(["-c", "pass"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)

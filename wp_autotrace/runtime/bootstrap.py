@@ -476,8 +476,8 @@ def _front_finder(runtime: "Runtime") -> "Any":
     Its find_spec answers None for every other module (the import goes on as untraced), and for a target
     module hands the import to the full finder (Runtime.finder), which takes its place on sys.meta_path.
     A top-level module the tracer's own code imports is looked up as the full finder would
-    (finder.trusted_spec: never from the cwd or the script's folder). A namespace holding a closure, not an
-    instance of a class of its own: making a class costs every traced start ~70K instructions, a function ~6K.
+    (finder.trusted_spec: never from the cwd or the script's folder). A module object holding a closure, not an
+    instance of a class of its own (_finder): making a class costs every traced start ~70K instructions.
     """
 
     def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
@@ -492,7 +492,7 @@ def _front_finder(runtime: "Runtime") -> "Any":
         return None
 
     # invalidate_caches: nothing cached here; present for the finder protocol
-    return _Namespace(find_spec=find_spec, invalidate_caches=_finds_nothing)
+    return _finder(find_spec, _finds_nothing)
 
 
 _runtime: "Runtime | None" = None
@@ -554,10 +554,18 @@ def _finds_nothing(*_args: "Any") -> None:
 
 
 def _gone_finder() -> "Any":
-    """A finder that finds nothing, holding no tracer module: a SimpleNamespace, not a class made (~60K an exit)."""
+    """A finder that finds nothing, holding no tracer module (_finder: not a class made, ~60K an exit)."""
     function: Any = type(_finds_nothing)
     nothing = function(_finds_nothing.__code__, {"__builtins__": {}})  # a copy whose globals are empty
-    return _Namespace(find_spec=nothing, invalidate_caches=nothing)
+    return _finder(nothing, nothing)
+
+
+def _finder(find_spec: "Any", invalidate_caches: "Any") -> "Any":
+    """A meta-path finder of these two functions: a module object (no class made), hashable and weakly referenceable
+    as a finder instance is (a host may put sys.meta_path in a set or a WeakSet: a SimpleNamespace would raise)."""
+    finder: Any = type(sys)("wp_autotrace finder")
+    finder.find_spec, finder.invalidate_caches = find_spec, invalidate_caches
+    return finder
 
 
 def _at_exit() -> None:
