@@ -119,18 +119,10 @@ def read_settings() -> "Settings":
     if not guard and guard_raw not in FALSE_WORDS:
         notes.append(f"{GUARD_ENV}={guard_raw[:40]!r} is not one of {', '.join(GUARD_MODES)}; guard off")
     extra: list[Target] = []
-    rejected: list[str] = []
     if env.get(TARGETS_ENV, "").strip():
         from ..common.targets import parse_extra_targets  # the table only where the user adds to it
 
-        extra, rejected = parse_extra_targets(env.get(TARGETS_ENV, ""))
-    if rejected:
-        notes.append(f"{TARGETS_ENV}: ignored {', '.join(map(repr, rejected))} (want module:Qual.name)")
-    nested = [t for t in extra if t.qualname.count(".") > 1]
-    if nested:
-        notes.append(f"{TARGETS_ENV}: ignored {', '.join(repr(f'{t.module}:{t.qualname}') for t in nested)} "
-                     "(a nested class's method cannot be traced: name a function or Class.method)")
-        extra = [t for t in extra if t not in nested]
+        extra = parse_extra_targets(env.get(TARGETS_ENV, ""), notes)
     interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, notes)
     if 0 < interval < MIN_INTERVAL:
         notes.append(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}")
@@ -149,23 +141,16 @@ def read_settings() -> "Settings":
     return settings
 
 
-def _alias_notes(targets: "tuple[Target, ...]") -> "list[str]":
-    """Targets named by a module alias already loaded (os.path is posixpath): never patched, so said."""
-    notes = []
-    for t in targets:
-        name = getattr(sys.modules.get(t.module), "__name__", t.module)
-        if name != t.module:
-            notes.append(f"{TARGETS_ENV}: ignored {t.module}:{t.qualname} ({t.module} is an alias of {name}: "
-                         f"name {name}:{t.qualname})")
-    return notes
-
-
 def _say_notes(settings: "Settings") -> None:
     """The settings' notes, in the root only, once per run; when tracing stays off, mark the environment
     so that descendants (which inherit the same values) stay silent. Tracing on: the run's ROOT_ENV does."""
     if not _is_root():
         return
-    notes = settings.notes + _alias_notes(settings.extra_targets)
+    notes = list(settings.notes)
+    if settings.extra_targets:  # the targets module is loaded then (read_settings): no file is opened
+        from ..common.targets import alias_notes
+
+        notes += alias_notes(settings.extra_targets)
     for note in notes:
         warn(note)
     if notes and not (settings.trace or settings.guard):
