@@ -4,7 +4,7 @@ site compiles every `.pth` import line at each start-up (exec of the line's text
 does anything, and compiling costs by the token (~12K instructions a token of code; a string constant's text
 ~300 a character): the line's cost off is its compile. Each form below is one line in a `.pth` of its own
 pip-less venv (bench/startup_cost.make_venv), beside a copy of this tree's wp_autotrace/__init__.py and
-_preload.py whose start() only marks bootstrap loaded (what a traced start's run-once tests read), so that a
+_preload.py whose load_and_start() only marks bootstrap loaded (what a traced start's run-once tests read), so that a
 form's traced figure is the line's own work. Each venv is a venv: site runs its line twice (see
 bench/start_phases.py). Figures, `python -c pass`:
 
@@ -19,8 +19,8 @@ bench/start_phases.py). Figures, `python -c pass`:
 Forms: ``import os`` (the floor: what site pays for any import line); ``nested exec`` (the line before: both
 variables' presence, then the value test and main-interpreter test compiled from a string inside a string,
 the inner one skipped once bootstrap is loaded); ``flat exec`` (the same tests in one string, which the
-venv's second run compiles again); ``this tree's line`` (presence, then wp_autotrace._preload.pth(): the
-value test as compiled code; a false word imports _preload and its package, which pth() takes out of
+venv's second run compiles again); ``this tree's line`` (presence, then wp_autotrace._preload.start(): the
+value test as compiled code; a false word imports _preload and its package, which start() takes out of
 sys.modules again); ``handover, or-chain`` (the same with the presence tests written as two `in` tests);
 ``presence test alone`` (hands over nothing: a lower bound for any line that decides by presence).
 
@@ -56,8 +56,8 @@ NESTED = (f"import os; {PRESENT} and exec('import sys; \"wp_autotrace.runtime.bo
           f'exec("""import sys; {VALUES} and {MAIN} and {CALL}""")\')')
 FLAT = (f"import os; {PRESENT} and exec('import sys; \"wp_autotrace.runtime.bootstrap\" not in sys.modules and "
         f"{VALUES} and {MAIN} and {CALL}')")
-# _preload's start() in every venv: bootstrap marked loaded, nothing else.
-STUB_START = '\n\ndef start():\n    sys.modules["wp_autotrace.runtime.bootstrap"] = sys.modules[__name__]\n'
+# _preload's load_and_start() in every venv (what start() calls once its tests pass): bootstrap marked loaded.
+STUB_START = '\n\ndef load_and_start():\n    sys.modules["wp_autotrace.runtime.bootstrap"] = sys.modules[__name__]\n'
 
 
 def forms() -> dict[str, str]:

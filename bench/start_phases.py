@@ -16,8 +16,8 @@ every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE uns
   (``per_module``; a package's share includes its folder's first look-up), and an empty module in runtime/
   (``one_more_file``): the import system's fixed price of one file.
 - ``pth_guard``: what the .pth line's hand-over adds once either variable is set at all:
-  ``_preload.pth()``'s value, main-interpreter and run-once tests, called twice as the line's two runs in
-  a venv call it (site reads a venv's site-packages twice), start() stubbed.
+  ``_preload.start()``'s value, main-interpreter and run-once tests, called twice as the line's two runs in
+  a venv call it (site reads a venv's site-packages twice), load_and_start() stubbed.
 - ``start_and_exit``: the rest (traced_child - modules - pth_guard): bootstrap.start(), the exit record,
   and the line's second import (found in sys.modules).
 
@@ -47,9 +47,10 @@ ORDER = ("wp_autotrace", "wp_autotrace.runtime", "wp_autotrace.common", "wp_auto
          "wp_autotrace.runtime.sink", "wp_autotrace.runtime.bootstrap")
 
 
-# _preload.pth() called as the .pth line's two runs call it, with tracing on and start() stubbed; HANDOVER_BASE
+# _preload.start() called as the .pth line's two runs call it, tracing on, load_and_start() stubbed; HANDOVER_BASE
 # the same text calling a builtin instead (the same tokens: the difference is the calls').
-HANDOVER = ("import os, wp_autotrace._preload as p\nos.environ['WP_AUTOTRACE'] = '1'\np.start = int\nq = p.pth\n"
+HANDOVER = ("import os, wp_autotrace._preload as p\nos.environ['WP_AUTOTRACE'] = '1'\np.load_and_start = int\n"
+            "q = p.start\n"
             "for f in (q, q): f()")
 HANDOVER_BASE = HANDOVER.replace("(q, q)", "(int, int)")
 

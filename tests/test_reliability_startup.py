@@ -25,13 +25,13 @@ def _installed_startup_files() -> list[Path]:
 
 # The whole line. site compiles every .pth import line in every interpreter start (exec of its text), traced or
 # not, and compiling costs by the token: the line holds one test, whether either variable is set at all (the
-# common case: neither), and hands over to wp_autotrace._preload.pth(), which reads their values (a false word
+# common case: neither), and hands over to wp_autotrace._preload.start(), which reads their values (a false word
 # starts nothing) as compiled code, tests for the main interpreter (site runs the line again in every
 # subinterpreter) and runs start() once (site reads a venv's site-packages twice). The test reads os.environ's
 # own bytes-keyed dict (POSIX; the .pth line runs on 3.9-3.14 only, PEP 829's .start after): dict lookups,
 # where environ.get raised and caught a KeyError per unset name. Values are never part of any code here.
 PTH_LINE = ('import os; {b"WP_AUTOTRACE", b"WP_AUTOTRACE_GUARD"} & os.environ._data.keys()'
-            ' and __import__("wp_autotrace._preload")._preload.pth()')
+            ' and __import__("wp_autotrace._preload")._preload.start()')
 
 
 def check_pth_line(text: str) -> None:

@@ -111,10 +111,10 @@ def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> No
 
 
 def pth_starts(env: dict[str, str], runs: int = 1) -> int:
-    """Run the .pth line `runs` times, as site would, its import handing over to the real _preload.pth() in a
-    fresh copy of _preload whose start() only counts and whose _forget() is a no-op (here it would take this
-    process's own modules away; tests/test_activation.py checks it from outside): how many times did it call
-    start()?"""
+    """Run the .pth line `runs` times, as site would, its import handing over to the real _preload.start() in a
+    fresh copy of _preload whose load_and_start() only counts and whose _forget() is a no-op (here it would take
+    this process's own modules away; tests/test_activation.py checks it from outside): how many times did it
+    call load_and_start()?"""
     import importlib.util
 
     called: list[bool] = []
@@ -122,7 +122,7 @@ def pth_starts(env: dict[str, str], runs: int = 1) -> int:
     assert spec is not None and spec.loader is not None
     preload = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(preload)
-    preload.start = lambda: called.append(True)  # type: ignore[attr-defined]
+    preload.load_and_start = lambda: called.append(True)  # type: ignore[attr-defined]
     preload._forget = lambda: None  # type: ignore[attr-defined]
     package = types.SimpleNamespace(_preload=preload)
 

@@ -170,8 +170,8 @@ def load() -> None:
         _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
 
 
-def start() -> None:
-    """Load the start modules, then bootstrap.start() (which never raises): pth()'s and _site.start()'s call."""
+def load_and_start() -> None:
+    """Load the start modules, then bootstrap.start() (which never raises): start()'s call, once it has tested."""
     load()
     __import__("wp_autotrace.runtime.bootstrap")
     sys.modules["wp_autotrace.runtime.bootstrap"].start()  # type: ignore[attr-defined]
@@ -179,7 +179,7 @@ def start() -> None:
 
 # What leaves tracing off (common/env.py FALSE_WORDS, which is not imported here: off, nothing more loads).
 _FALSE = ("", "0", "false", "no", "off")
-_handed = False  # pth() called start(): the line's second run in a venv returns at once
+_handed = False  # start() called load_and_start(): the line's second run in a venv returns at once
 
 
 # The line tests only whether either variable is set, since site compiles its text at every interpreter start
@@ -187,11 +187,13 @@ _handed = False  # pth() called start(): the line's second run in a venv returns
 # Measured (bench/pth_line.py, instructions over no .pth, in a venv, whose site runs the line twice): the line
 # costs a traced start 0.16M beyond the import it needs anyway (1.06M when it compiled these tests from its
 # text); a false word costs 3.05M, the two modules imported and dropped twice (2.05M before), which is rare.
-def pth() -> None:
-    """The .pth line's call, made when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all: start() once per
-    process, in its main interpreter, when either is not a false word (_site.wanted()'s test; bootstrap's
-    read_settings() reads them so too); otherwise _forget(), so that such an interpreter ends with the import
-    state it has untraced. Never raises: start() does not; the rest reads dicts."""
+def start() -> None:
+    """The .pth line's call, made when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all (and _site.start()'s,
+    3.15+, after its own test): load_and_start() once per process, in its main interpreter, when either is
+    not a false word (_site.wanted()'s test; bootstrap's read_settings() reads them so too); otherwise
+    _forget(), so that such an interpreter ends with the import state it has untraced. Never raises:
+    load_and_start() does not; the rest reads dicts. The name is the one every copy since the start pack
+    has: a line and a package of different versions (an older copy first on sys.path) still meet."""
     global _handed
     if _handed:
         return
@@ -202,7 +204,7 @@ def pth() -> None:
          or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
             and (is_main() if is_main is not None else "_signal" in sys.modules)):
         _handed = True
-        start()
+        load_and_start()
     else:
         _forget()
 

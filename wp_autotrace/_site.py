@@ -4,7 +4,7 @@ site imports this module and calls :func:`start` in every interpreter, so it
 must stay tiny: it imports nothing but ``os`` and loads the tracer only when
 WP_AUTOTRACE or WP_AUTOTRACE_GUARD asks for it, as the one-line
 ``wp_autotrace.pth`` that older Pythons run does (that line tests only whether
-either variable is set, then ``_preload.pth()`` makes the test of :func:`wanted`
+either variable is set, then ``_preload.start()`` makes the test of :func:`wanted`
 and :func:`in_main_interpreter`: a copy, since importing this module there would
 cost every traced start a file; tests/test_startfile.py holds the two equal).
 Where both run (3.15-3.17 skip the .pth import line only when the names match),
@@ -22,7 +22,7 @@ _FALSE = ("", "0", "false", "no", "off")
 def in_main_interpreter() -> bool:
     """Whether this is the process's main interpreter (site runs again in every subinterpreter).
 
-    _preload.pth() and runtime/bootstrap.py keep a copy (this module imports only os and sys).
+    _preload.start() and runtime/bootstrap.py keep a copy (this module imports only os and sys).
     3.12+: _thread._is_main_interpreter (a builtin module every interpreter has loaded).
     3.9-3.11: only the main interpreter has imported _signal before site runs (CPython installs
     its SIGINT handler there first); an embedding application that installs no signal handlers
@@ -33,7 +33,7 @@ def in_main_interpreter() -> bool:
 
 
 def wanted() -> bool:
-    """WP_AUTOTRACE or WP_AUTOTRACE_GUARD not a false word (a bad value warns): _preload.pth()'s test."""
+    """WP_AUTOTRACE or WP_AUTOTRACE_GUARD not a false word (a bad value warns): _preload.start()'s test."""
     env = os.environ
     return (env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
             or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
@@ -44,7 +44,7 @@ def start() -> None:
     try:
         if not wanted() or not in_main_interpreter():
             return
-        from ._preload import start as _start  # the start modules from their pack, then bootstrap.start()
+        from ._preload import start as _start  # the same test, the start modules from their pack, bootstrap.start()
 
         _start()
     except Exception as exc:  # bootstrap.start() never raises; this is its import failing
