@@ -581,7 +581,8 @@ def test_full_disk_descendants_say_nothing_on_their_stderr(tmp_path: Path) -> No
 
 def test_a_process_start_masks_its_argv_as_the_whole_environment_scan_would(monkeypatch: pytest.MonkeyPatch) -> None:
     """argv_env_secrets (the start-up's scan: only values found in argv, or holding a '*') masks argv exactly as
-    env_secrets of the whole environment does, over random argvs and secret values that overlap masks."""
+    env_secrets of the whole environment does, over random argvs and secret values that overlap masks, and
+    where a mask makes a value."""
     rng = random.Random(7)
     pats = redact.DEFAULT_PATTERNS
     values = ["abcdef123", "zz*zzzz", "secretvalue", "***abc", "é\udcffsecret", "short", "abcdef1234567"]
@@ -589,7 +590,10 @@ def test_a_process_start_masks_its_argv_as_the_whole_environment_scan_would(monk
         monkeypatch.setenv(f"WP_TEST_TOKEN_{i}", value)
         monkeypatch.setenv(f"WP_TEST_PLAIN_{i}", value)
     words = values + ["--token", "--n", "2", "-c", "x=abcdef123", "postgres://u:abcdef123@h", "train"]
-    for _ in range(500):
-        argv = ["python"] + [rng.choice(words) + rng.choice(["", "x", " y", "*"]) for _ in range(rng.randint(0, 5))]
+    # and where one value's mask makes another, in no argument before ("abcdef123" masked, then "***abc")
+    made = [["python", "abcdef123abc"], ["python", "-c", "f('abcdef123abc')"]]
+    for argv in made + [["python"] + [rng.choice(words) + rng.choice(["", "x", " y", "*"])
+                                      for _ in range(rng.randint(0, 5))] for _ in range(500)]:
         want = redact.redact_argv(argv, pats, redact.env_secrets(os.environ, pats))
         assert redact.redact_argv(argv, pats, redact.argv_env_secrets(argv, pats)) == want, argv
+    assert redact.redact_argv(made[0], pats, redact.env_secrets(os.environ, pats)) == ["python", "***"]
