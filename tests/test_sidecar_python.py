@@ -86,3 +86,24 @@ def test_a_sidecar_that_ran_its_creators_python_is_not_told_as_another(exe: str,
     f = _finding(rep)
     assert f is None or "not the Python" not in f["text"], f
     assert "not the Python" not in rep["answer"] and "sys.executable =" not in rep["answer"], rep["answer"]
+
+
+SPACED = "/home/me/My Envs/py/bin/python3.11"  # a folder with a space: the watcher's cmd joins argv with spaces
+
+
+@pytest.mark.parametrize("other", [False, True], ids=["its_own", "another"])
+def test_a_python_under_a_folder_with_a_space_is_read_whole(other: bool, tmp_path: Path) -> None:
+    """The creator runs SPACED. A sidecar that ran SPACED too is not told as another Python (its command's first
+    word, "/home/me/My", is not a Python); one that ran another Python under a spaced folder is named in full."""
+    w = _other_python("/opt/Other Py/bin/python3.9" if other else SPACED)
+    for r in w.lines:
+        if r["event"] == "process_start" and r["pid"] == 100:
+            r["executable"], r["argv"] = SPACED, [SPACED, "/opt/app/serve.py"]
+    rep = report(w, tmp_path)
+    f = _finding(rep)
+    if other:
+        assert f is not None and f"ran /opt/Other Py/bin/python3.9, not the Python main 100 runs on ({SPACED}" \
+            in f["text"], f
+    else:
+        assert f is None or "not the Python" not in f["text"], f
+        assert "sys.executable =" not in rep["answer"], rep["answer"]

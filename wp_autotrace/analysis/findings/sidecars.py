@@ -72,6 +72,16 @@ OTHER_PYTHON_ADVICE = ("give torch the Python the job runs on: sys.executable = 
                        "a new pool would die the same way")
 
 
+# The second word of torch's sidecar command: the path of its worker script.
+WORKER_SCRIPT = "compile_worker/__main__.py"
+
+
+def _program(cmd: str) -> str:
+    """What a sidecar ran: its command line (the watcher's: argv joined with spaces, so a Python's path may hold
+    some) up to the path of torch's worker script, else its first word."""
+    return cmd.partition(WORKER_SCRIPT)[0].rpartition(" /")[0] or cmd.split(" ", 1)[0]
+
+
 def _other_python(v: View) -> list[tuple[Process, Process]]:
     """(sidecar, creator) for untraced sidecars that ended with a non-zero code without serving their pool and
     whose command (the watcher's read of it) runs another executable than their creator's sys.executable (its
@@ -81,7 +91,8 @@ def _other_python(v: View) -> list[tuple[Process, Process]]:
         side, made_by = pool.sidecar, pool.creator
         if side is None or side.traced or side.served or not made_by.executable or not side.cmd:
             continue
-        if side.cmd.split(" ", 1)[0] != made_by.executable and v.endings.of(side).code not in (None, 0):
+        runs_its_own = side.cmd == made_by.executable or side.cmd.startswith(made_by.executable + " ")
+        if not runs_its_own and v.endings.of(side).code not in (None, 0):
             found.append((side, made_by))
     return found
 
@@ -92,7 +103,7 @@ def _other_python_text(v: View, side: Process, made_by: Process) -> str:
     lived = (f" {ending.at - side.start:.1f} s after it started" if ending.at is not None and side.start is not None
              else "")
     version = f", Python {made_by.python}" if made_by.python else ""
-    return (f"sidecar {side.pid} exited (code {ending.code}){lived} and ran {side.cmd.split(' ', 1)[0]}, not the "
+    return (f"sidecar {side.pid} exited (code {ending.code}){lived} and ran {_program(side.cmd)}, not the "
             f"Python {made_by.role} {made_by.pid} runs on ({made_by.executable}{version})")
 
 
@@ -151,6 +162,6 @@ def sidecars_never_served(v: View) -> Finding | None:
         "sidecar-never-served", "problem" if raised or other else "warning",
         f"{told} (pids {pid_text(pids)}){_why(v, raised, other, shm)}.",
         pids, [_error_text(p) for p in raised[:TEXT_PIDS]]
-        + [f"watcher tree: sidecar {s.pid} cmd {s.cmd.split(' ', 1)[0]}; {c.role} {c.pid} process_start executable "
+        + [f"watcher tree: sidecar {s.pid} cmd {_program(s.cmd)}; {c.role} {c.pid} process_start executable "
            f"{c.executable}; exit code {v.endings.of(s).code}" for s, c in other[:TEXT_PIDS]], advice,
         {"processes": len(pids), "cpu_s": None}, headline)
