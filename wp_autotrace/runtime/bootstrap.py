@@ -52,24 +52,12 @@ from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, o
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from ..common.targets import Target
     from .finder import TargetFinder
+    from .shapes import Runtime, Settings
 
-    class Settings:
-        """What the environment asks for, validated: read_settings makes it, a namespace of these names (not an
-        instance of a class made at every traced start: ~70K instructions)."""
-
-        trace: bool
-        guard: bool
-        log: str | None
-        stack: int
-        interval: float
-        extra_targets: tuple[Target, ...]
-        redact: tuple[str, ...]  # name patterns whose argv/env values are masked in the log (redact.py)
-        linger: float
-        notes: list[str]  # what a bad value was replaced by: said in the root (_say_notes)
 
 DEFAULT_STACK = 8
 DEFAULT_INTERVAL = 0.1
@@ -174,198 +162,207 @@ def detect_role(is_root: bool) -> str:
     return seen
 
 
-class Runtime:
-    """Everything one traced process holds."""
+def new_runtime(settings: "Settings") -> "Runtime":
+    """This process's Runtime: its run (a root starts one: run id, root pid and log exported), sink and finders."""
+    env = os.environ
+    pid = os.getpid()
+    run_id = env.get(RUN_ENV)
+    is_root = not run_id or env.get(ROOT_ENV) == str(pid)
+    if not run_id:
+        run_id = os.urandom(6).hex()
+        env[RUN_ENV] = run_id
+        env[ROOT_ENV] = str(pid)
+    host = os.uname().nodename
+    log = None
+    if settings.trace:
+        log = os.path.abspath(settings.log or default_log_name(host, pid))
+        env[LOG_ENV] = log
+    try:
+        # Only the root may create the log; descendants open the root's file.
+        sink = Sink(log, host, detect_role(is_root), create=is_root)
+        sink.say_drops = True  # records lost to a full disk are counted in the log once it has room
+    except OSError as exc:
+        if not is_root:
+            raise
+        # Descendants would fail the same way: the whole run goes untraced.
+        env[ENABLE_ENV] = "0"
+        warn(f"cannot open the log {log}: {exc.strerror or exc}; running untraced", "open")
+        settings.trace = False
+        sink = Sink(None, host, MAIN)
+    notice = None
+    if is_root and settings.guard:
+        from .guard import create_notice_file
 
-    def __init__(self, settings: "Settings") -> None:
-        env = os.environ
-        self.settings = settings
-        pid = os.getpid()
-        run_id = env.get(RUN_ENV)
-        self.is_root = not run_id or env.get(ROOT_ENV) == str(pid)
-        if not run_id:
-            run_id = os.urandom(6).hex()
-            env[RUN_ENV] = run_id
-            env[ROOT_ENV] = str(pid)
-        self.run_id = run_id
-        self.host = os.uname().nodename
-        log = None
-        if settings.trace:
-            log = os.path.abspath(settings.log or default_log_name(self.host, pid))
-            env[LOG_ENV] = log
-        try:
-            # Only the root may create the log; descendants open the root's file.
-            self.sink = Sink(log, self.host, detect_role(self.is_root), create=self.is_root)
-            self.sink.say_drops = True  # records lost to a full disk are counted in the log once it has room
-        except OSError as exc:
-            if not self.is_root:
-                raise
-            # Descendants would fail the same way: the whole run goes untraced.
-            env[ENABLE_ENV] = "0"
-            warn(f"cannot open the log {log}: {exc.strerror or exc}; running untraced", "open")
-            settings.trace = False
-            self.sink = Sink(None, self.host, MAIN)
-        self._probes: Any = None  # made when a target module first loads
-        self._root: Any = None  # root.py, loaded by the root at start
-        self.create_time: float | None = None  # set by write_start
-        self.notice: str | None = None  # root only: the guard's notice file, read and removed at exit
-        if self.is_root and settings.guard:
-            from .guard import create_notice_file
+        notice = create_notice_file(run_id)
+        if notice:
+            env[NOTICE_ENV] = notice
+    rt: Runtime = _Namespace(settings=settings, is_root=is_root, run_id=run_id, host=host, sink=sink, _probes=None,
+                             _root=None, create_time=None, notice=notice, _finder=None)
+    rt._front = _front_finder(rt)
+    rt.env_watch = env_watch()
+    return rt
 
-            self.notice = create_notice_file(run_id)
-            if self.notice:
-                env[NOTICE_ENV] = self.notice
-        self._finder: TargetFinder | None = None  # made by finder(), at the first target module's import
-        self._front = _front_finder(self)
-        self.env_watch = env_watch()  # who changed a variable inductor's config reads, until it loads
 
-    def finder(self) -> "TargetFinder":
-        """The target finder, made on first use with the target table, in the front finder's place on
-        sys.meta_path: most traced processes never import a target module, and never load either."""
-        with _finder_lock:  # two threads may import their first target modules at once: one finder
-            if self._finder is None:
-                from .first_target import make_finder
+def finder(rt: "Runtime") -> "TargetFinder":
+    """The target finder, made on first use with the target table, in the front finder's place on
+    sys.meta_path: most traced processes never import a target module, and never load either."""
+    with _finder_lock:  # two threads may import their first target modules at once: one finder
+        if rt._finder is None:
+            from .first_target import make_finder
 
-                make_finder(self, PYTEST_CONFIG)
-        return self._finder  # type: ignore[return-value]
+            make_finder(rt, probes, PYTEST_CONFIG)
+    return rt._finder  # type: ignore[return-value]
 
-    def install_finder(self) -> None:
-        """Put the front finder first on sys.meta_path; the full one at once where a target module is
-        already loaded or the user added targets (a module the tracer itself may need)."""
-        if self.settings.extra_targets or not TARGET_MODULES.isdisjoint(sys.modules):
-            self.finder()
-        elif self._front not in sys.meta_path:
-            sys.meta_path.insert(0, self._front)
 
-    def uninstall_finder(self) -> None:
-        """Take either finder off sys.meta_path (wrapped objects stay wrapped)."""
-        while self._front in sys.meta_path:
-            sys.meta_path.remove(self._front)
-        if self._finder is not None:
-            self._finder.uninstall()
+def install_finder(rt: "Runtime") -> None:
+    """Put the front finder first on sys.meta_path; the full one at once where a target module is
+    already loaded or the user added targets (a module the tracer itself may need)."""
+    if rt.settings.extra_targets or not TARGET_MODULES.isdisjoint(sys.modules):
+        finder(rt)
+    elif rt._front not in sys.meta_path:
+        sys.meta_path.insert(0, rt._front)
 
-    def probes(self) -> "Any":
-        """The wrappers' shared state, imported on first use: most processes never load a target."""
-        if self._probes is None:
-            from .first_target import make_probes
 
-            self._probes = make_probes(self, INTERPRETER_MODULES)
-        return self._probes
+def uninstall_finder(rt: "Runtime") -> None:
+    """Take either finder off sys.meta_path (wrapped objects stay wrapped)."""
+    while rt._front in sys.meta_path:
+        sys.meta_path.remove(rt._front)
+    if rt._finder is not None:
+        rt._finder.uninstall()
 
-    def start(self) -> None:
-        """Hook imports, write process_start; the root starts the run's watcher process."""
-        if self.settings.extra_targets:
-            # A user target may be a module the wrappers need (threading): load them before the finder patches it.
-            self.probes()
-        self.install_finder()
-        self.write_start(forked=False)
-        if self.settings.trace:
-            install_exec_record(self.record_exec)
-            install_signal_record(self.sink.emit)
-        if self.sink.role in GUARDED_ROLES:
-            from .catch import watch_role
 
-            watch_role(self.sink)
-        if self.is_root:
-            from . import root  # the root's own work: its watcher, and what its exit record lists
+def probes(rt: "Runtime") -> "Any":
+    """The wrappers' shared state, imported on first use: most processes never load a target."""
+    if rt._probes is None:
+        from .first_target import make_probes
 
-            self._root = root
-            # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
-            if self.settings.trace and self.settings.interval > 0 and os.environ.get(WATCHED_ENV) != self.run_id:
-                root.start_watcher(self)
-        if self._probes is None:
-            # A program that lists or closes its descriptors must not find the log among them (guarantees.md):
-            # its few records (exit, exec, errors) each open the log and close it.
-            self.sink.release()
+        rt._probes = make_probes(rt, INTERPRETER_MODULES)
+    return rt._probes
 
-    def record_exec(self, executable: str, argv: "list[str]", env: "Any") -> None:
+
+def start_runtime(rt: "Runtime") -> None:
+    """Hook imports, write process_start; the root starts the run's watcher process."""
+    if rt.settings.extra_targets:
+        # A user target may be a module the wrappers need (threading): load them before the finder patches it.
+        probes(rt)
+    install_finder(rt)
+    write_start(rt, forked=False)
+    if rt.settings.trace:
+        install_exec_record(_exec_recorder(rt))
+        install_signal_record(rt.sink.emit)
+    if rt.sink.role in GUARDED_ROLES:
+        from .catch import watch_role
+
+        watch_role(rt.sink)
+    if rt.is_root:
+        from . import root  # the root's own work: its watcher, and what its exit record lists
+
+        rt._root = root
+        # WATCHED_ENV: a root that exec'd a new interpreter keeps the watcher it started.
+        if rt.settings.trace and rt.settings.interval > 0 and os.environ.get(WATCHED_ENV) != rt.run_id:
+            root.start_watcher(rt)
+    if rt._probes is None:
+        # A program that lists or closes its descriptors must not find the log among them (guarantees.md):
+        # its few records (exit, exec, errors) each open the log and close it.
+        rt.sink.release()
+
+
+def _exec_recorder(rt: "Runtime") -> "Callable[[str, list[str], Any], None]":
+    """The exec record's writer for rt, handed to host_patches.install_exec_record."""
+
+    def record_exec(executable: str, argv: "list[str]", env: "Any") -> None:
         """The exec record, just before this process execs (host_patches.install_exec_record):
         its end is then the watcher's `ended`, not a kill. argv masked as process_start's."""
-        patterns = self.settings.redact
+        patterns = rt.settings.redact
         secrets = env_secrets(os.environ, patterns)
         if env is not None:  # execve's own environment may hold a secret os.environ does not
             secrets += env_secrets({os.fsdecode(k): os.fsdecode(v) for k, v in dict(env).items()}, patterns)
-        self.sink.emit(EXEC, argv=redact_argv(argv, patterns, secrets), executable=executable)
+        rt.sink.emit(EXEC, argv=redact_argv(argv, patterns, secrets), executable=executable)
 
-    def write_start(self, forked: bool) -> None:
-        """The process_start record: who this process is and what it was told."""
+    return record_exec
+
+
+def write_start(rt: "Runtime", forked: bool) -> None:
+    """The process_start record: who this process is and what it was told."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = None
+    argv = list(own_argv() or sys.argv)
+    patterns = rt.settings.redact
+    rt.create_time = own_create_time()
+    rt.sink.emit(
+        "process_start",
+        # The whole command line, interpreter and flags included; secrets masked.
+        argv=redact_argv(argv, patterns, argv_env_secrets(argv, patterns)),
+        executable=sys.executable,
+        python=sys.version.split()[0],
+        cwd=cwd,
+        run=rt.run_id,
+        root_pid=int(os.environ.get(ROOT_ENV) or 0),
+        forked=forked,
+        guard=rt.settings.guard,
+        env=redact_env(pool_env(), patterns),
+        **_rank_field(),
+        # Absent where there is no /proc: readers then fall back to ts.
+        **({} if rt.create_time is None else {"create_time": rt.create_time}),
+    )
+
+
+def after_fork_in_child(rt: "Runtime") -> None:
+    """A forked child is a new process: new identity, not the root.
+
+    A child forked by subprocess to exec a program (preexec_fn set) writes
+    nothing: it is about to become another image, which writes its own
+    process_start if it is traced Python; a forked start it never closed
+    would read as a killed child.
+    """
+    rt.is_root = False
+    rt.notice = None
+    if _forked_to_exec():
+        rt.sink.stop()  # a held fd is O_CLOEXEC: the new image does not inherit it
+        return
+    role = COMPILE_WORKER if rt.sink.role in SIDECAR_ROLES else CHILD
+    rt.sink.reset_after_fork(role)
+    patches = sys.modules.get(__package__ + ".target_patches")  # loaded with a target module, if any
+    if patches is not None:
+        patches.reset_body_hooks_after_fork()
+    if rt._probes is not None:
+        rt._probes.reset_after_fork()
+    write_start(rt, forked=True)
+
+
+def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
+    """process_exit; in the root, the guard's first notice (the watcher writes the leftovers)."""
+    if rt.notice is not None:
+        path, rt.notice = rt.notice, None
+        sys.modules[__package__ + ".guard"].print_and_remove_notice(path)  # loaded with the notice file
+    # Other threads' records in flight land first; process_exit is then this process's last record.
+    # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
+    rt.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and _no_other_interpreter() else 0)
+    counts = rt._probes.counts if rt._probes is not None else {}
+    fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": rt.sink.dropped}
+    if rt._probes is not None and rt._probes.count_times:
+        fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in rt._probes.count_times.items()}
+    if rt._probes is not None and rt._probes.count_callers:
+        # first_target is loaded with the probes (make_probes): no file is opened at exit
+        fields["count_callers"] = sys.modules[__package__ + ".first_target"].last_callers(
+            rt._probes.count_callers)
+    if code is not None:
+        fields["code"] = code if isinstance(code, int) else repr(code)
+    if rt.is_root and rt.sink.active and rt._root is not None:
+        fields.update(rt._root.below())
+    before = rt.sink.dropped
+    rt.sink.emit(PROCESS_EXIT, **fields)
+    limits = one_more_descriptor(rt.sink) if rt.sink.dropped != before else None
+    if limits is not None:  # no descriptor was free: once more, one above the program's limit
         try:
-            cwd = os.getcwd()
-        except OSError:
-            cwd = None
-        argv = list(own_argv() or sys.argv)
-        patterns = self.settings.redact
-        self.create_time = own_create_time()
-        self.sink.emit(
-            "process_start",
-            # The whole command line, interpreter and flags included; secrets masked.
-            argv=redact_argv(argv, patterns, argv_env_secrets(argv, patterns)),
-            executable=sys.executable,
-            python=sys.version.split()[0],
-            cwd=cwd,
-            run=self.run_id,
-            root_pid=int(os.environ.get(ROOT_ENV) or 0),
-            forked=forked,
-            guard=self.settings.guard,
-            env=redact_env(pool_env(), patterns),
-            **_rank_field(),
-            # Absent where there is no /proc: readers then fall back to ts.
-            **({} if self.create_time is None else {"create_time": self.create_time}),
-        )
-
-    def after_fork_in_child(self) -> None:
-        """A forked child is a new process: new identity, not the root.
-
-        A child forked by subprocess to exec a program (preexec_fn set) writes
-        nothing: it is about to become another image, which writes its own
-        process_start if it is traced Python; a forked start it never closed
-        would read as a killed child.
-        """
-        self.is_root = False
-        self.notice = None
-        if _forked_to_exec():
-            self.sink.stop()  # a held fd is O_CLOEXEC: the new image does not inherit it
-            return
-        role = COMPILE_WORKER if self.sink.role in SIDECAR_ROLES else CHILD
-        self.sink.reset_after_fork(role)
-        patches = sys.modules.get(__package__ + ".target_patches")  # loaded with a target module, if any
-        if patches is not None:
-            patches.reset_body_hooks_after_fork()
-        if self._probes is not None:
-            self._probes.reset_after_fork()
-        self.write_start(forked=True)
-
-    def at_exit(self, how: str, code: "Any" = None) -> None:
-        """process_exit; in the root, the guard's first notice (the watcher writes the leftovers)."""
-        if self.notice is not None:
-            path, self.notice = self.notice, None
-            sys.modules[__package__ + ".guard"].print_and_remove_notice(path)  # loaded with the notice file
-        # Other threads' records in flight land first; process_exit is then this process's last record.
-        # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
-        self.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and _no_other_interpreter() else 0)
-        counts = self._probes.counts if self._probes is not None else {}
-        fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": self.sink.dropped}
-        if self._probes is not None and self._probes.count_times:
-            fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in self._probes.count_times.items()}
-        if self._probes is not None and self._probes.count_callers:
-            # first_target is loaded with the probes (make_probes): no file is opened at exit
-            fields["count_callers"] = sys.modules[__package__ + ".first_target"].last_callers(
-                self._probes.count_callers)
-        if code is not None:
-            fields["code"] = code if isinstance(code, int) else repr(code)
-        if self.is_root and self.sink.active and self._root is not None:
-            fields.update(self._root.below())
-        before = self.sink.dropped
-        self.sink.emit(PROCESS_EXIT, **fields)
-        limits = one_more_descriptor(self.sink) if self.sink.dropped != before else None
-        if limits is not None:  # no descriptor was free: once more, one above the program's limit
-            try:
-                self.sink.dropped = before
-                self.sink.emit(PROCESS_EXIT, **fields)
-            finally:
-                put_back_limit(limits)
-        if self.sink.dropped != before:  # still lost: a note the watcher turns into exit_unwritten
-            leave_exit_note(self.sink, {"how": how, "code": fields.get("code"), "dropped": self.sink.dropped})
+            rt.sink.dropped = before
+            rt.sink.emit(PROCESS_EXIT, **fields)
+        finally:
+            put_back_limit(limits)
+    if rt.sink.dropped != before:  # still lost: a note the watcher turns into exit_unwritten
+        leave_exit_note(rt.sink, {"how": how, "code": fields.get("code"), "dropped": rt.sink.dropped})
 
 
 # The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:
@@ -415,7 +412,7 @@ def _no_other_interpreter() -> bool:
     skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
     one allocator for every interpreter: always safe. Nothing is imported here (an exit may find
     no descriptor free to load a module): the interpreters module is the one the program loaded,
-    or the one Runtime.probes() loaded for a process that records calls (first_target.prepare_exit).
+    or the one probes() loaded for a process that records calls (first_target.prepare_exit).
     """
     if sys.version_info < (3, 12):
         return True
@@ -459,7 +456,7 @@ def _front_finder(runtime: "Runtime") -> "Any":
     """The meta-path finder a traced process starts with: the target module names and nothing else.
 
     Its find_spec answers None for every other module (the import goes on as untraced), and for a target
-    module hands the import to the full finder (Runtime.finder), which takes its place on sys.meta_path.
+    module hands the import to the full finder (finder()), which takes its place on sys.meta_path.
     A top-level module the tracer's own code imports is looked up as the full finder would
     (finder.trusted_spec: never from the cwd or the script's folder). A module object holding a closure, not an
     instance of a class of its own (_finder): making a class costs every traced start ~70K instructions.
@@ -468,7 +465,7 @@ def _front_finder(runtime: "Runtime") -> "Any":
     def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
         runtime.env_watch.check(fullname)  # every import's start: who changed what inductor's config reads
         if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and runtime.settings.trace):
-            return runtime.finder().find_spec(fullname, path, target)
+            return finder(runtime).find_spec(fullname, path, target)
         if (path is None and "." not in fullname and fullname not in sys.builtin_module_names
                 and imported_by_tracer(_getframe(1))):
             from .finder import trusted_spec
@@ -491,7 +488,7 @@ def _after_fork() -> None:
     if rt is None:
         return
     try:
-        rt.after_fork_in_child()
+        after_fork_in_child(rt)
         # Other os._exit callers write no process_exit (README, Known limits).
         install_mp_exit_finalizer(_record_exit)
     except Exception as exc:
@@ -505,7 +502,7 @@ def _record_exit(how: str, code: "int | None" = None) -> None:
     if rt is None:
         return
     try:
-        rt.at_exit(how, code)
+        at_exit(rt, how, code)
     except Exception as exc:
         rt.sink.error("exit", exc)
     finally:
@@ -573,12 +570,12 @@ def start() -> None:
         # The wp-autotrace command never traces itself (`run` execs the program, traced as it starts).
         if not (settings.trace or settings.guard) or runs_own_cli(own_argv()):
             return
-        runtime = Runtime(settings)
-        runtime.start()
+        runtime = new_runtime(settings)
+        start_runtime(runtime)
         _runtime = runtime
         install_process_hooks(_after_fork, _at_exit)
     except Exception as exc:
         _runtime = None
         if runtime is not None:
-            runtime.uninstall_finder()
+            uninstall_finder(runtime)
         warn(f"tracing disabled: {type(exc).__name__}: {exc}", "start")

@@ -1,11 +1,11 @@
 """What a traced process loads with its first target module, wired to its Runtime: the target table,
-the full finder in the front finder's place, and the recorder's shared state. (The Runtime,
-bootstrap.Runtime, is passed in: this module imports nothing of bootstrap's.)
+the full finder in the front finder's place, and the recorder's shared state. (The Runtime, made by
+bootstrap.new_runtime, and bootstrap's probes are passed in: this module imports nothing of bootstrap's.)
 
 Most traced processes never import a target module: this code is not unmarshalled at their start
 (bootstrap.py holds only what every traced process runs at start, fork, exec and exit). Loaded by
-``Runtime.finder()`` at the first target import (or at start where a target module is already loaded
-or the user added targets), and by ``Runtime.probes()``. Nothing here runs at a fork; at an exit only
+``bootstrap.finder()`` at the first target import (or at start where a target module is already loaded
+or the user added targets), and by ``bootstrap.probes()``. Nothing here runs at a fork; at an exit only
 last_callers (process_exit's count_callers, for a process whose probes counted them).
 """
 
@@ -20,10 +20,11 @@ if TYPE_CHECKING:
     from .recorder import Probes
 
 
-def make_finder(rt: "Any", pytest_config: str) -> "TargetFinder":
-    """The full finder with the target table, set as rt's finder, in the front finder's place on sys.meta_path
-    (first where the front was not), then patching what is already loaded; pytest_config (pytest's module that
-    makes its plugin manager) gets the tracer's plugin registered when tracing. Called under bootstrap's finder lock."""
+def make_finder(rt: "Any", probes: "Callable[[Any], Any]", pytest_config: str) -> "TargetFinder":
+    """The full finder with the target table, set as rt's finder (its wrappers share probes(rt)), in the front
+    finder's place on sys.meta_path (first where the front was not), then patching what is already loaded;
+    pytest_config (pytest's module that makes its plugin manager) gets the tracer's plugin registered when
+    tracing. Called under bootstrap's finder lock."""
     from ..common.targets import TARGETS
     from .finder import TargetFinder
 
@@ -32,10 +33,10 @@ def make_finder(rt: "Any", pytest_config: str) -> "TargetFinder":
         after.clear()
 
     def make_wrapper(target: "Target", label: str) -> "Any":
-        return rt.probes().make_wrapper(target, label)
+        return probes(rt).make_wrapper(target, label)
 
     def notify(kind: str, target: "Target", module: "Any") -> None:
-        rt.probes().notify(kind, target, module, rt.env_watch.finish() if kind == "loaded" else None)
+        probes(rt).notify(kind, target, module, rt.env_watch.finish() if kind == "loaded" else None)
 
     finder = rt._finder = TargetFinder(TARGETS + rt.settings.extra_targets, make_wrapper, notify, rt.sink.error,
                                        after, rt.env_watch.check)

@@ -22,11 +22,11 @@ install_process_hooks             an os.register_at_fork(after_in_child=)      s
 install_mp_exit_finalizer         multiprocessing.util's after-fork registry   every forked child
   / restore_mp_exit_finalizer     and one of its Finalize objects              (bootstrap._after_fork)
 install_exec_record               os.execv, os.execve (os.execl*, execvp*,     start-up, when tracing
-  / restore_exec_record           pty and pexpect reach these)                 (bootstrap.Runtime.start)
+  / restore_exec_record           pty and pexpect reach these)                 (bootstrap.start_runtime)
 install_pytest_plugin (T)         _pytest.config.PytestPluginManager           _pytest.config loaded, when tracing
-  / restore_pytest_plugin         .consider_env                                (finder, bootstrap.Runtime.finder)
+  / restore_pytest_plugin         .consider_env                                (finder, bootstrap.finder)
 install_signal_record             os.kill, os.killpg,                          start-up, when tracing
-  / restore_signal_record         signal.pidfd_send_signal (psutil, subprocess (bootstrap.Runtime.start)
+  / restore_signal_record         signal.pidfd_send_signal (psutil, subprocess (bootstrap.start_runtime)
                                   and multiprocessing reach os.kill)
 
 Why each: the body hooks wrap a target class's methods as its ``class``
@@ -45,7 +45,7 @@ tracer's plugin (a ``test`` record as each test begins and ends) in a traced pyt
 with no entry point: untraced, pytest never imports the package nor lists it among its plugins.
 
 Two more changes of host state are not replacements and live with their code:
-``sys.meta_path`` holds the front finder, then the TargetFinder (bootstrap.Runtime.install_finder,
+``sys.meta_path`` holds the front finder, then the TargetFinder (bootstrap.install_finder,
 finder.TargetFinder.install/uninstall),
 and a traced call moves ``sys.setrecursionlimit`` by its own cost and back
 (unseen.adjust_limit: balanced per call, so there is nothing to restore).

@@ -1,6 +1,6 @@
 """What only a run's root does: start the run's watcher, and list what is alive below it at exit.
 
-Imported by the root at start-up (bootstrap.Runtime.start), never by a descendant, and never at
+Imported by the root at start-up (bootstrap.start_runtime), never by a descendant, and never at
 exit: a program may end with its descriptor table full, where an import (which opens a file) fails
 and would cost the root its process_exit. So the /proc readers its exit record needs are loaded
 here, with it, and so is ``resource``, which lets the exit record take one descriptor above a full
@@ -27,7 +27,7 @@ BELOW_WALK = 10000  # processes visited at most: a bounded cost at exit
 
 def start_watcher(runtime: "Any") -> None:
     """Start the run's watcher process, unless it would become the host's own child (runtime: the
-    root's bootstrap.Runtime)."""
+    root's Runtime, bootstrap.new_runtime)."""
     sink = runtime.sink
     if os.getpid() == 1:
         # A pid namespace's init (`docker run … python train.py`) adopts every
