@@ -199,17 +199,27 @@ def test_a_pool_that_started_fewer_workers_than_asked_says_both(tmp_path: Path) 
     assert "a pool sized for 4 workers (2 seen) for 0.2 CPU" in f["text"], f
 
 
-def test_a_slow_exit_wait_inside_the_quota_follows_from_it(tmp_path: Path) -> None:
-    """torch's shutdown at exit of a pool inside the quota took 6 s (its processes throttled): the quota leads the
-    Answer with the wait under it, and Fix first is the quota's, not "shut the pool down sooner" (live: cpu_quota,
-    the main waited 5.9 s at exit)."""
-    w = _quota_run(0.2, (2, 42))
+@pytest.mark.parametrize("late_read", [False, True], ids=["throttled-in-the-wait", "no-rise-across-the-wait"])
+def test_a_slow_exit_wait_inside_the_quota_follows_from_it(late_read: bool, tmp_path: Path) -> None:
+    """torch's shutdown at exit of a pool inside the quota took 6 s (3.4 -> 9.4 s), the cgroup throttled between
+    the read inside it (3.5 s: 42) and the final one after it (9.5 s: 80): the quota leads the Answer with the
+    wait under it, and Fix first is the quota's, not "shut the pool down sooner" (live: cpu_quota, the main waited
+    5.9 s at exit). Where the reads show no throttled period across the wait (42 at 3.5 s and at 9.5 s), the wait
+    is its own."""
+    w = _quota_run(0.2, (2, 42), final=False)
+    late = 42 if late_read else 80  # throttled periods read at 9.5 s, after the wait
+    watcher(w, 9.5, "cpucg", member=100, version=1, path=CPU_CG, file="cpu.cfs_quota_us", limit=0.2,
+            quota_us=20000, period_us=100000, periods=160, throttled=late, throttled_us=(late - 2) * 80_000, final=True)
     call(w, 3.4, 100, 1, "main", f"{AC}:shutdown_compile_workers", 9, 3.4 + 6.0)
     w.lines[-2].update(stack=[], caller=None)  # torch's atexit: no user frame
     w.lines.sort(key=lambda r: r["ts"])
     rep = report(w, tmp_path)
     answer = rep["answer"]
     lead = answer.split("\n- ", 1)[0]
+    if late_read:
+        assert lead.startswith("- The main process waited 6.0 s in shutdown_compile_workers at exit"), answer
+        assert "What follows from it:" not in answer, answer
+        return
     assert "ran inside a CPU quota of 0.2 CPU" in lead and "What follows from it:" in lead, answer
     assert "waited 6.0 s in shutdown_compile_workers at exit" in answer.split("What follows from it:", 1)[1], answer
     assert "Fix first: compile without a pool inside the quota" in answer, answer
@@ -218,7 +228,8 @@ def test_a_slow_exit_wait_inside_the_quota_follows_from_it(tmp_path: Path) -> No
 def test_a_slow_exit_wait_on_a_sidecars_exit_join_is_that_joins_not_the_quotas() -> None:
     """Where the main's wait at exit was on a sidecar's own exit join (its cost's waited_on), the join (exit-hang)
     is its cause even inside a quota."""
-    quota = {"kind": "cpu-quota-pool", "pids": [100, 200, 300], "severity": "warning", "cost": {}}
+    quota = {"kind": "cpu-quota-pool", "pids": [100, 200, 300], "severity": "warning",
+             "cost": {"exit_wait_throttled": True}}
     join = {"kind": "exit-hang", "pids": [200], "severity": "problem", "cost": {}}
     slow = {"kind": "slow-exit-wait", "pids": [100], "severity": "problem", "cost": {"waited_on": [200]}}
     rep: dict[str, Any] = {"pools": [], "findings": [quota, slow, join]}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...common import targets
 from ..derive.poolprocs import pool_size
 from ..words.fmt import cgroup_text, plural, pool_name
 from .base import Finding
@@ -32,8 +33,8 @@ def _counts(rec: dict[str, Any]) -> tuple[int, int, int] | None:
     return got if all(isinstance(x, int) for x in got) else None  # type: ignore[return-value]
 
 
-def _throttled(v: View, st: PoolStory) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
-    """(the cgroup's path, its record at the join, its `final` record) of the first cpu cgroup of the pool's
+def _throttled(v: View, st: PoolStory) -> tuple[str, list[dict[str, Any]]] | None:
+    """(the cgroup's path, its records: the first at the join, the last `final`) of the first cpu cgroup of the pool's
     creator or processes whose quota (read at the join, before the pool was made) is below the pool's size and
     whose throttled periods rose between the two reads; None where no record shows both."""
     size = max(pool_size(st.pool) or 0, len(st.workers))
@@ -46,8 +47,25 @@ def _throttled(v: View, st: PoolStory) -> tuple[str, dict[str, Any], dict[str, A
                 and before is not None and after is not None and after[1] > before[1]
                 and first["ts"] <= st.pool.call.ts):
             continue
-        return path or "", first, last
+        return path or "", recs
     return None
+
+
+def _exit_wait_throttled(st: PoolStory, recs: list[dict[str, Any]]) -> bool:
+    """Did the quota throttle the pool while its creator waited at exit for torch's shutdown of it? A pool process
+    was alive during the wait (its shutdown is what was waited on), and the cgroup's throttled count rose from the
+    read inside the wait (else the last before it) to the first read at or after its end (else the final one):
+    reads that show no rise across the wait leave the wait its own (words/causes.py)."""
+    for c in st.pool.creator.calls.values():
+        if c.tag != targets.EXIT_SHUTDOWN or c.end is None or not any(q.alive_during(c.ts, c.end) for q in st.procs):
+            continue
+        inside = [r for r in recs if c.ts <= r["ts"] <= c.end]
+        before = inside[0] if inside else next((r for r in reversed(recs) if r["ts"] < c.ts), recs[0])
+        after = next((r for r in recs if r["ts"] >= c.end), recs[-1])
+        counts = _counts(before), _counts(after)
+        if counts[0] is not None and counts[1] is not None and counts[1][1] > counts[0][1]:
+            return True
+    return False
 
 
 def cpu_quota_pool(v: View) -> Finding | None:
@@ -61,7 +79,8 @@ def cpu_quota_pool(v: View) -> Finding | None:
             break
     else:
         return None
-    path, first, last = found
+    path, recs = found
+    first, last = recs[0], recs[-1]
     creator, rel = st.pool.creator, v.rel
     threads, workers = pool_size(st.pool), len(st.workers)
     size = max(threads or 0, workers)
@@ -86,6 +105,8 @@ def cpu_quota_pool(v: View) -> Finding | None:
          f"{_counts(first)} -> {_counts(last)} (periods, throttled, us) at {rel(last['ts'])} s"],
         QUOTA_ADVICE,
         {"quota_cpus": first["limit"], "pool_size": size, "periods": periods, "throttled_periods": throttled,
-         "throttled_s": round(us / 1e6, 3)},
+         "throttled_s": round(us / 1e6, 3),
+         # the creator's wait at exit on this pool stood still in the quota (causes.py: it follows from it)
+         **({"exit_wait_throttled": True} if _exit_wait_throttled(st, recs) else {})},
         # the Answer's line: the quota against the pool, and the throttling (the text's clauses cut before it)
         f"{pool_words} {first['limit']:g} CPU ({on}); {throttling}.")

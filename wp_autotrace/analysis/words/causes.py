@@ -84,7 +84,8 @@ def failed_start_pids(rep: dict[str, Any], cause: dict[str, Any]) -> set[int]:
 # A wait the user interrupted on a running job (pool-wait-interrupted): torch's exit then cuts that job off
 # (jobs-cut-off), whose own advice ("wait for the jobs before shutting down") is not the user's to follow.
 # A pool inside a CPU quota (cpu-quota-pool) is shut down at exit by throttled processes: the main's slow wait
-# there (slow-exit-wait) follows from the quota, unless a sidecar's own exit join is what it waited on (WAITS_ON).
+# there (slow-exit-wait) follows from the quota where the quota's records show the pool throttled during that wait
+# (its cost's exit_wait_throttled), unless a sidecar's own exit join is what it waited on (WAITS_ON).
 BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
            "pool-job-hang": ("exit-hang", "leftovers", "jobs-cut-off", "call-never-returned"),
            "pool-wait-interrupted": ("jobs-cut-off",),
@@ -104,7 +105,8 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
     pids = set(f.get("pids") or ())
     joined = bool((f.get("cost") or {}).get("waited_on"))  # a sidecar's exit join: that join's, not a quota's
     by_kind = next((c for c in findings if c is not f and f["kind"] in BY_KIND.get(c["kind"], ())
-                    and pids & set(c.get("pids") or ()) and not (joined and c["kind"] == QUOTA)), None)
+                    and pids & set(c.get("pids") or ()) and not (c["kind"] == QUOTA and (
+                        joined or not (c.get("cost") or {}).get("exit_wait_throttled")))), None)
     if by_kind is not None:
         return by_kind
     cause = next((c for c in findings if c["kind"] == NESTING), None)
