@@ -77,10 +77,28 @@ def fast_taken(text: str) -> int:
     return taken
 
 
+def _scalar(x: Any) -> bool:
+    return x is None or type(x) in (str, bool, int, float)
+
+
+def _flat(x: Any) -> bool:
+    return type(x) is dict and all(_scalar(y) for y in x.values())
+
+
+def _shallow(kind: str | None, x: Any) -> bool:
+    """Whether a free-form field is as shallow as the fast path takes (a flat object; a list of plain values and
+    flat objects), deeper ones going to the json path."""
+    if kind == schema.DICT:
+        return _flat(x)
+    if kind == schema.ANY:
+        return _scalar(x) or _flat(x) or type(x) is list and all(_scalar(y) or _flat(y) for y in x)
+    return True
+
+
 def plain(r: dict[str, Any]) -> bool:
-    """Whether a record is one the fast path takes: a fast event without a field check_record rewrites."""
+    """Whether a record is one the fast path takes: a fast event whose free-form fields are shallow."""
     types = schema.FIELD_TYPES.get(r["event"], {})
-    return r["event"] in FAST_EVENTS and not any(types.get(k) in (schema.DICT, schema.ANY) for k in r)
+    return r["event"] in FAST_EVENTS and all(_shallow(types.get(k), x) for k, x in r.items())
 
 
 LOGS = {
@@ -121,6 +139,9 @@ CALL = {"v": 1, "event": "call", "ts": 1_800_000_001.5, "pid": 7, "ppid": 1, "ho
         "stack": [{"file": "/a.py", "line": 3, "func": "g"}], "caller": {"file": "/a.py", "line": 3, "func": "g"}}
 RETURN = {"v": 1, "event": "return", "ts": 1_800_000_002, "pid": 7, "ppid": 1, "host": "h", "role": "main", "seq": 4,
           "call_id": 2, "duration_s": 0.5, "worker_pids": [8, 9], "sidecar_pid": 8}
+
+TREE = {"v": 1, "event": "tree", "ts": 1_800_000_003.5, "pid": 6, "ppid": 1, "host": "h", "role": "watcher",
+        "seq": 5, "run": "r1", "count": 3}
 
 
 def dumps(r: dict[str, Any]) -> str:
@@ -183,6 +204,40 @@ HOSTILE_LINES = [
     dumps(RETURN)[:40],
     "torn" + dumps(RETURN)[:30] + dumps(RETURN),
     dumps({"v": 1, "event": "role", "ts": 5, "pid": 7, "host": "h", "role": "compile-worker"}),
+    # the watcher's process lists: entries in another key order, unknown, wrong, null, duplicate and missing
+    # fields, a cmd to mask, exec as a bool or not, device paths of other types; free-form fields nested
+    dumps({**TREE, "started": [{"cmd": "python --password=hunter2 x.py", "rss": 5, "pid": 8, "zz": 1, "exec": True,
+                                "create_time": 1.5, "via": "child"}, {"pid": 9, "exec": 1, "name": "n"}]}),
+    dumps({**TREE, "rss": [{"pid": 8, "rss": -1}]}),
+    dumps({**TREE, "rss": [{"pid": 8, "rss": 2 ** 63}]}),
+    dumps({**TREE, "rss": [{"pid": 8, "create_time": None}]}),
+    dumps({**TREE, "rss": [{"rss": 5}]}),
+    dumps({**TREE, "rss": [5, {"pid": 8}]}),
+    dumps({**TREE, "rss": None}),
+    dumps({**TREE, "rss": {"pid": 8}}),
+    dumps({**TREE, "rss": [{"pid": 8, "rss": 1.0}]}),
+    dumps({**TREE, "ended": [{"pid": 8, "end": 10 ** 15 + 1}, {"pid": True}]}),
+    dumps({**TREE, "zombies": [{"pid": 8, "status": 9, "since": 3, "ppid": 1, "create_time": 2}]}),
+    dumps({**TREE, "ended": [{"pid": 8, "end": 3}]})[:-1][:-2] + ',"end":4,"pid":9}]}',
+    dumps(TREE)[:-1] + ',"ended":[{"pid":8,"end":1e400}]}',
+    dumps({**TREE, "event": "memory", "procs": [{"pid": 8, "pss": 5, "threads": 2, "cpu_s": 1}],
+           "devices": [{"pid": 8, "paths": ["/dev/nvidia0", 3]}]}),
+    dumps({**TREE, "event": "memory", "devices": [{"pid": 8, "paths": ["/dev/nvidia0"]}, {"pid": 9}]}),
+    dumps({**TREE, "event": "memory", "devices": [{"pid": 8, "paths": None}]}),
+    dumps({**TREE, "event": "leftover", "procs": [{"pid": 8, "cmd": "x --token=abc"}], "pids": [8]}),
+    dumps({**CALL, "env": {"A": "1", "B": None, "C": True, "D": 1.5, "E": -2}}),
+    dumps({**CALL, "env": {"A": {"B": 1}}}),
+    dumps({**CALL, "env": {"A": [1]}}),
+    dumps({**CALL, "env": None}),
+    dumps({**CALL, "env": []}),
+    dumps({**CALL, "pool_pending": [{"sidecar_pid": 1, "pending": 0}, 3, None, "x"]}),
+    dumps({**CALL, "pool_pending": [{"sidecar_pid": {"a": 1}}]}),
+    dumps({**CALL, "pool_pending": [[1]]}),
+    dumps({**CALL, "pool_pending": {"a": [1]}}),
+    dumps({**CALL, "pool_pending": None}),
+    dumps({**CALL, "pool_pending": 10 ** 30}),
+    dumps(CALL)[:-1] + ',"pool_pending":[{"a":1e400}]}',
+    dumps(CALL)[:-1] + ',"env":{"A":"1","A":"2","B":"3"}}',
     dumps({"v": 1, "event": "nope", "ts": 5, "pid": 7, "host": "h"}),
     "[1, 2]",
     "null",
@@ -254,7 +309,17 @@ def test_line_limit_alike_at_every_edge(size: int, last: bool, tmp_path: Path) -
         assert got[4] + sum(got[1].values()) - skipped.get("line over 1 MiB", 0) == expected_count
 
 
+hostile_number = st.one_of(st.integers(-2, 2 ** 64), st.floats(allow_nan=True), st.none(), st.booleans(),
+                           st.text(max_size=2))
 hostile_value = st.one_of(
+    # process list entries (check.ENTRY_FIELDS' keys and others) and nested free-form values
+    st.lists(st.dictionaries(st.sampled_from(["pid", "rss", "create_time", "end", "pss", "cmd", "exec", "paths",
+                                              "ppid", "status", "name", "zz"]),
+                             st.one_of(hostile_number, st.lists(st.one_of(st.text(max_size=2), st.integers()),
+                                                                max_size=2)), max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=2), st.one_of(hostile_number, st.lists(hostile_number, max_size=2),
+                                                   st.dictionaries(st.text(max_size=1), hostile_number, max_size=2)),
+                    max_size=3),
     st.integers(), st.integers(min_value=2 ** 62, max_value=2 ** 64), st.floats(allow_nan=True), st.text(max_size=4),
     st.none(), st.booleans(), st.lists(st.one_of(st.integers(-2, 2 ** 64), st.text(max_size=2)), max_size=3),
     st.dictionaries(st.sampled_from(["file", "line", "func", "dist", "zz"]),
@@ -270,7 +335,8 @@ hostile_value = st.one_of(
     hostile_value, max_size=6))
 def test_any_field_any_value_alike(event: str, values: dict[str, Any]) -> None:
     """Property: a fast event's record with any fields of any values reads the same both ways."""
-    base = dict(CALL if event in ("call", "blocked") else RETURN, event=event)
+    base = dict(CALL if event in ("call", "blocked") else TREE if "list[proc]" in schema.FIELD_TYPES[event].values()
+                or event in ("tree", "memory") else RETURN, event=event)
     line = json.dumps({**base, **values}, separators=(",", ":")).encode()
     fast, slow = lines_both(line + b"\n")
     assert fast == slow

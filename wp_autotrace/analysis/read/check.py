@@ -75,9 +75,24 @@ def clean_frame(v: Any) -> dict[str, Any] | None:
     return out
 
 
-def _clean_entry(v: Any, nums: tuple[str, ...], uints: tuple[str, ...], strs: tuple[str, ...]) -> Any:
+# The entries of the watcher's process lists, as their cleaners keep them: `pid` first, then (uint fields, number
+# fields, str fields) in this order, each where it has the right type; any other key is dropped. fastread.py
+# decodes the same entries to the same dicts in C from this table.
+ENTRY_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    schema.PROCS: (("ppid", "rss", "cmd_len", "pgid", "nproc", "uid"), ("create_time",),
+                   ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg")),  # then `exec` (bool) where it is one
+    schema.ENDED: ((), ("create_time", "end", "seen"), ()),
+    schema.ZOMBIES: (("ppid", "status"), ("create_time", "since"), ()),
+    schema.RSS: (("rss",), ("create_time",), ()),
+    schema.MEMS: (("pss", "uss", "rss", "swap_pss", "threads"), ("create_time", "cpu_s"), ()),
+    schema.DEVS: ((), ("create_time",), ()),  # then `paths`, required: its str items
+}
+
+
+def _clean_entry(v: Any, kind: str) -> Any:
     if type(v) is not dict or not _is_uint(v.get("pid")):
         return None
+    uints, nums, strs = ENTRY_FIELDS[kind]
     out = {"pid": v["pid"]}
     for key in uints:
         if _is_uint(v.get(key)):
@@ -111,33 +126,38 @@ _PATTERNS = parse_patterns(os.environ.get(REDACT_ENV, ""))
 
 
 def _proc(v: Any) -> Any:
-    out = _clean_entry(v, ("create_time",), ("ppid", "rss", "cmd_len", "pgid", "nproc", "uid"),
-                       ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg"))
+    out = _clean_entry(v, schema.PROCS)
     if out is not None and type(v.get("exec")) is bool:
         out["exec"] = v["exec"]
-    if out is not None and "cmd" in out:
-        out["cmd"] = redact_cmd(out["cmd"], _PATTERNS)  # already joined: the best an old log allows
+    if out is not None:
+        mask_cmd(out)
     return out
 
 
+def mask_cmd(entry: dict[str, Any]) -> None:
+    """A process entry's `cmd` masked in place, where it has one: already joined, the best an old log allows."""
+    if "cmd" in entry:
+        entry["cmd"] = redact_cmd(entry["cmd"], _PATTERNS)
+
+
 def _ended(v: Any) -> Any:
-    return _clean_entry(v, ("create_time", "end", "seen"), (), ())
+    return _clean_entry(v, schema.ENDED)
 
 
 def _zombie(v: Any) -> Any:
-    return _clean_entry(v, ("create_time", "since"), ("ppid", "status"), ())
+    return _clean_entry(v, schema.ZOMBIES)
 
 
 def _rss(v: Any) -> Any:
-    return _clean_entry(v, ("create_time",), ("rss",), ())
+    return _clean_entry(v, schema.RSS)
 
 
 def _mem(v: Any) -> Any:
-    return _clean_entry(v, ("create_time", "cpu_s"), ("pss", "uss", "rss", "swap_pss", "threads"), ())
+    return _clean_entry(v, schema.MEMS)
 
 
 def _devices(v: Any) -> Any:
-    out = _clean_entry(v, ("create_time",), (), ())
+    out = _clean_entry(v, schema.DEVS)
     paths = v.get("paths") if out is not None else None
     if out is None or type(paths) is not list:
         return None

@@ -8,9 +8,11 @@ with a field that check_record rewrites) fails the typed decode, or is refused h
 caller takes the json path, which decides and counts as before. tests/test_fastread.py checks
 both paths against each other on every log the tests make and on hostile lines.
 
-Decoders are derived from schema.FIELD_TYPES, so a new event or field needs nothing here. Events
-whose checks rewrite what they keep (argv and cmd masking, process lists rebuilt field by field,
-free-form dicts cleaned deeply) are left to the json path: they are a few records of any log.
+Decoders are derived from schema.FIELD_TYPES, so a new event or field needs nothing here. The
+watcher's process lists decode to Structs of the fields their cleaners keep, in the cleaners' order
+(check.ENTRY_FIELDS), then to the same dicts; free-form fields only as shallow as the writer's. Events
+whose checks rewrite what they keep (argv masking, process_exit's count times) are left to the json
+path: they are a few records of any log.
 
 msgspec is loaded only when a log is read (never in a traced process: analysis/ is offline);
 without it every line takes the json path (slower, the same result).
@@ -18,11 +20,12 @@ without it every line takes the json path (slower, the same result).
 
 from __future__ import annotations
 
+import sys
 import typing
 from typing import Annotated, Any, Callable, Literal, Optional, TypedDict, Union
 
 from . import schema
-from .check import ARGV_EVENTS, CHECKS, INT_LIMIT, NUM_LIMIT
+from .check import ARGV_EVENTS, CHECKS, ENTRY_FIELDS, INT_LIMIT, NUM_LIMIT, mask_cmd
 
 try:
     import msgspec
@@ -40,11 +43,16 @@ _IDENTITY = ("pid", "ts", "host")
 _HEAD = b'{"v":%d,"event":"'
 _EVENT_AT = len(_HEAD % 1)
 
-# Kinds whose msgspec type accepts exactly what check_record keeps unchanged.
+# Kinds whose msgspec type accepts exactly what check_record keeps unchanged. DICT and ANY, which check_record
+# deep-cleans (clean_value: a copy with out-of-range numbers made null), only as shallow as the writer's are (a
+# flat object; a list of plain values and flat objects): clean_value copies those as they are, and anything
+# deeper, or a number it would make null, fails the typed decode.
 _PLAIN_KINDS = (schema.INT, schema.UINT, schema.NUM, schema.STR, schema.OPT_STR, schema.BOOL, schema.INTS,
-                schema.STRS, schema.FRAME, schema.FRAMES)
-# Kinds check_record rewrites whenever present (deep-cleaned copies): a record holding one takes the json path.
-_REWRITTEN_KINDS = (schema.DICT, schema.ANY)
+                schema.STRS, schema.FRAME, schema.FRAMES, schema.DICT, schema.ANY)
+# The watcher's process lists (check.ENTRY_FIELDS): each entry decoded to a Struct whose fields are the kept ones
+# in the cleaner's order, unset where absent, then to the dict the cleaner makes (msgspec.to_builtins leaves unset
+# fields out). An entry the cleaner would change (a field of the wrong type, no pid) fails the typed decode.
+_ENTRY_KINDS = tuple(ENTRY_FIELDS)
 
 Decode = Callable[[bytes], Optional[dict[str, Any]]]
 # What a fast decode may raise for a line it refuses (besides returning None): the json path decides it.
@@ -59,6 +67,10 @@ def _types() -> dict[str, Any]:
     num = Union[Annotated[int, meta(ge=-limit, le=limit)], Annotated[float, meta(ge=-NUM_LIMIT, le=NUM_LIMIT)]]
     # A frame's values: each checked again by clean_frame (which also keeps its key order).
     frame = dict[str, Union[str, uint]]
+    # What clean_value keeps as it is: a str, a bool, an integer in 64 bits, a finite float (and null).
+    kept = Union[str, bool, Annotated[int, meta(ge=-INT_LIMIT, le=INT_LIMIT - 1)],
+                 Annotated[float, meta(ge=-sys.float_info.max, le=sys.float_info.max)]]
+    flat = dict[str, Optional[kept]]
     return {
         schema.INT: Annotated[int, meta(ge=-INT_LIMIT, le=INT_LIMIT - 1)],
         schema.UINT: uint,
@@ -70,12 +82,43 @@ def _types() -> dict[str, Any]:
         schema.STRS: list[str],
         schema.FRAME: Optional[frame],
         schema.FRAMES: list[frame],
-        schema.DICT: Any,
-        schema.ANY: Any,
+        schema.DICT: flat,
+        schema.ANY: Optional[Union[kept, list[Optional[Union[kept, flat]]], flat]],
         # check_record's own rules for the record's identity: v in 1..SCHEMA_VERSION, ts >= 0.
         "v": Annotated[int, meta(ge=1, le=schema.SCHEMA_VERSION)],
         "ts": Union[Annotated[int, meta(ge=0, le=limit)], Annotated[float, meta(ge=0, le=NUM_LIMIT)]],
+        **{kind: list[_entry(kind, uint, num)] for kind in _ENTRY_KINDS},  # type: ignore[misc]
     }
+
+
+def _entry(kind: str, uint: Any, num: Any) -> Any:
+    """The Struct of one entry of a process list of this kind (_ENTRY_KINDS)."""
+    unset, absent = msgspec.UnsetType, msgspec.UNSET
+    uints, nums, strs = ENTRY_FIELDS[kind]
+    fields: list[Any] = [("pid", uint)]
+    fields += [(key, Union[uint, unset], absent) for key in uints]
+    fields += [(key, Union[num, unset], absent) for key in nums]
+    fields += [(key, Union[str, unset], absent) for key in strs]
+    if kind == schema.PROCS:
+        fields.append(("exec", Union[bool, unset], absent))
+    elif kind == schema.DEVS:
+        fields.append(("paths", Union[list[str], unset], absent))  # required: an entry without takes the json path
+    return msgspec.defstruct("Entry_" + "".join(c for c in kind if c.isalpha()), fields)
+
+
+def _entries(kind: str) -> Callable[[list[Any]], Optional[list[dict[str, Any]]]]:
+    """A decoded process list of this kind to the cleaner's dicts, or None for the json path to decide."""
+    to_builtins = msgspec.to_builtins
+
+    def entries(items: list[Any]) -> list[dict[str, Any]] | None:
+        out: list[dict[str, Any]] = to_builtins(items)
+        if kind == schema.PROCS:
+            for entry in out:
+                mask_cmd(entry)
+        elif kind == schema.DEVS and any("paths" not in entry for entry in out):
+            return None
+        return out
+    return entries
 
 
 def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decode:
@@ -90,12 +133,12 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
     typed = TypedDict(f"Fast_{event}", annotations, total=False)  # type: ignore[misc]
     decode = msgspec.json.Decoder(typed).decode
     failed = FAILED
-    rewritten = tuple(key for key, kind in fields.items() if kind in _REWRITTEN_KINDS)
     # Frames decode as plain dicts (every key kept, as json.loads keeps them): check_record's own
     # cleaner then gives what it gives on the json path (the same dict, or a rebuilt one in its order).
     frames = tuple((key, kind == schema.FRAMES, CHECKS[kind]) for key, kind in fields.items()
                    if kind in (schema.FRAME, schema.FRAMES))
-    if not (tested or rewritten or frames):
+    lists = tuple((key, _entries(kind)) for key, kind in fields.items() if kind in _ENTRY_KINDS)
+    if not (tested or frames or lists):
         return decode  # type: ignore[return-value]
 
     def fast(raw: bytes) -> dict[str, Any] | None:
@@ -105,9 +148,6 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
             return None
         if tested and ("pid" not in r or "ts" not in r or "host" not in r):
             return None
-        for key in rewritten:
-            if key in r:
-                return None
         for key, many, clean in frames:
             v = r.get(key)
             if v is None:
@@ -125,6 +165,13 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
                 if kept is None:
                     return None  # dropped and counted: the json path does both
                 r[key] = kept
+        for key, entries in lists:
+            items = r.get(key)
+            if items is not None:
+                made = entries(items)
+                if made is None:
+                    return None
+                r[key] = made
         return r
 
     return fast
@@ -137,7 +184,8 @@ def decoders() -> dict[bytes, Decode]:
     types = _types()
     out: dict[bytes, Decode] = {}
     for event, fields in schema.FIELD_TYPES.items():
-        if event in ARGV_EVENTS or any(kind not in _PLAIN_KINDS + _REWRITTEN_KINDS for kind in fields.values()):
+        if event in ARGV_EVENTS or any(kind not in _PLAIN_KINDS + _ENTRY_KINDS
+                                       for kind in fields.values()):
             continue
         fast = _decoder(event, fields, types)
         for version in range(1, min(schema.SCHEMA_VERSION, 9) + 1):  # one digit: _EVENT_AT holds
