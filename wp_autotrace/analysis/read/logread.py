@@ -248,7 +248,9 @@ class LogStream:
                     if not held:
                         while run[0][0] < horizon or len(run) > most:
                             yield run.popleft()[3]
-                    else:
+                    elif held[0][0] < horizon or run[0][0] < horizon or len(run) + len(held) > most:
+                        # nearly every record of a log with a few late ones comes while one is held: the
+                        # release is entered only when something is due
                         yield from _release(run, held, horizon, most)
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
