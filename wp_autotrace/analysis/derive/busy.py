@@ -47,9 +47,12 @@ def waited_until(pool: Pool, t_end: float, calls: list[Call]) -> float | None:
 
 def job_until(w: Process, j: JobSpan, t_end: float) -> float:
     """Until when worker w held job j: the job's end; one whose end was never written, until the worker ended,
-    else until the log's end."""
-    if j.end is not None:
-        return j.end
+    else until the log's end (held_until)."""
+    return j.end if j.end is not None else held_until(w, t_end)
+
+
+def held_until(w: Process, t_end: float) -> float:
+    """Until when worker w held a job whose end it never wrote: until it ended, else until the log's end."""
     end = w.ended_at
     return end if end is not None else t_end
 
@@ -58,13 +61,25 @@ def busy_spans(pool: Pool, t_end: float) -> list[tuple[float, float]]:
     """The union of the pool's workers' job spans (each job from its start to job_until), merged, earliest
     first: when at least one worker of the pool held a job. The ready probe (the pool's first job) is one of
     them: it ends before the pool is ready. [] where no worker of the pool wrote a job record."""
-    spans = sorted((j.start, job_until(w, j, t_end)) for w in workers_of(pool) for j in w.jobs_run)
+    # A long run's pools hold most of a log's jobs: each worker's spans are made in one comprehension (job_until
+    # with its worker's held_until taken once), and merged with the open span in locals.
+    spans: list[tuple[float, float]] = []
+    for w in workers_of(pool):
+        until = held_until(w, t_end)
+        spans += [(j.start, until if j.end is None else j.end) for j in w.jobs_run]
+    spans.sort()
     out: list[tuple[float, float]] = []
-    for a, b in spans:
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
+    if not spans:
+        return out
+    a, b = spans[0]
+    for x, y in spans:
+        if x <= b:
+            if y > b:  # max(b, y): b stays on a tie, as max keeps its first
+                b = y
         else:
             out.append((a, b))
+            a, b = x, y
+    out.append((a, b))
     return out
 
 
