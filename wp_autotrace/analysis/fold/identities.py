@@ -34,6 +34,10 @@ class Registry:
         # One object per distinct value a call holds (target, tag, thread, caller frame): a long
         # run's calls repeat a few call sites, and memory then grows with the calls' count only.
         self.shared: dict[Any, Any] = {}
+        # create_time -> round(create_time, 2), for find's lookups only: the watcher names every process by its
+        # create_time in each tree and memory record (a long run: tens of thousands of entries), and a float's
+        # round() to 2 digits costs several dict lookups. Equal keys (5 and 5.0) look up the same by_start entry.
+        self.rounded: dict[float, float] = {}
 
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)
@@ -201,7 +205,10 @@ class Registry:
     def find(self, host: str, entry: dict[str, Any]) -> Process | None:
         ct = entry.get("create_time")
         if ct is not None:
-            p = self.by_start.get((host, entry["pid"], round(ct, 2)))
+            key = self.rounded.get(ct)
+            if key is None:
+                key = self.rounded[ct] = round(ct, 2)
+            p = self.by_start.get((host, entry["pid"], key))
             if p is not None:
                 return p
         p = self.current.get((host, entry["pid"]))
