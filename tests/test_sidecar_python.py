@@ -71,6 +71,8 @@ def test_a_sidecar_that_ran_another_python_is_the_cause_with_both_pythons_named(
     fix = answer.split("Fix first: ", 1)[1]
     assert fix.startswith(f"give torch the Python the job runs on: sys.executable = '{BUNDLED}'"), fix
     assert "make a new pool after" not in fix, fix
+    lost = next(x for x in rep["findings"] if x["kind"] == "jobs-lost")  # under Findings: points at its cause
+    assert lost["advice"].startswith("see sidecar-never-served for why its sidecar died"), lost["advice"]
 
 
 @pytest.mark.parametrize("exe", [BUNDLED, ""], ids=["its_own_python", "cmd_unread"])
@@ -86,6 +88,10 @@ def test_a_sidecar_that_ran_its_creators_python_is_not_told_as_another(exe: str,
     f = _finding(rep)
     assert f is None or "not the Python" not in f["text"], f
     assert "not the Python" not in rep["answer"] and "sys.executable =" not in rep["answer"], rep["answer"]
+    lost = next(x for x in rep["findings"] if x["kind"] == "jobs-lost")
+    if not any(x["kind"] == "pool-died" for x in rep["findings"]):  # no finding to point at: its exit code instead
+        assert "see pool-died" not in lost["advice"], lost["advice"]
+        assert lost["advice"].startswith("find why first: its sidecar exited (code 1) on its own"), lost["advice"]
 
 
 SPACED = "/home/me/My Envs/py/bin/python3.11"  # a folder with a space: the watcher's cmd joins argv with spaces
@@ -107,3 +113,12 @@ def test_a_python_under_a_folder_with_a_space_is_read_whole(other: bool, tmp_pat
     else:
         assert f is None or "not the Python" not in f["text"], f
         assert "sys.executable =" not in rep["answer"], rep["answer"]
+
+
+def test_lost_jobs_point_at_pool_died_only_where_it_tells_their_pool(tmp_path: Path) -> None:
+    """A pool whose sidecar was killed has a pool-died finding: the lost jobs' advice points there."""
+    from .test_model import with_lost_job
+    rep = report(with_lost_job(), tmp_path)
+    assert "pool-died" in [x["kind"] for x in rep["findings"]], rep["findings"]
+    lost = next(x for x in rep["findings"] if x["kind"] == "jobs-lost")
+    assert lost["advice"].endswith("see pool-died for why it died"), lost["advice"]

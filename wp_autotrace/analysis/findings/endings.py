@@ -21,6 +21,7 @@ from ..derive.lostjobs import pool_jobs
 from ..derive.poolends import WORKER_END_SLACK_S
 from ..words.fmt import TEXT_PIDS, cgroup_text, error_words, pid_text, site, size_text
 from .base import Finding
+from .sidecars import other_python
 
 if TYPE_CHECKING:
     from ..derive.ending import Ending
@@ -251,6 +252,23 @@ def _waited(v: View, pool: Pool, end: float | None) -> str:
             f"{v.rel(stop) or 0:.1f} s), {how}")
 
 
+def _lost_advice(v: View, pool: Pool) -> str:
+    """What to do about jobs a dead pool lost: a new pool, and where the report says why it died: pool-died where
+    that finding tells this pool; sidecar-never-served where the sidecar logged its error or ran another Python
+    (a new pool dies the same way); else (it exited on its own, which neither tells) its exit code, and that a new
+    pool may die the same way."""
+    new = "make a new pool after the old one died (shutdown_compile_workers(), then the next compile starts one)"
+    if any(p is pool for p, _ in _dead_pools(v)):
+        return f"{new}; see pool-died for why it died"
+    side = pool.sidecar
+    if side is not None and (own_errors(side) or any(s is side for s, _ in other_python(v))):
+        return "see sidecar-never-served for why its sidecar died: a new pool would die the same way until then"
+    code = v.endings.of(pool.sidecar).code if pool.sidecar is not None else None
+    exited = f"its sidecar exited (code {code}) on its own" if code not in (None, 0) else "its sidecar ended"
+    return (f"find why first: {exited}, before anything asked it to stop, and no record says why; a new pool may "
+            f"die the same way; then {new}")
+
+
 def jobs_lost(v: View) -> Finding | None:
     """Jobs sent to a pool whose sidecar had already ended (or in flight in it): they never come back."""
     lost = [(pool, pool_jobs(v.endings, pool)) for pool in v.pools]
@@ -273,8 +291,7 @@ def jobs_lost(v: View) -> Finding | None:
         "pool does not notice its sidecar's end.",
         sorted({p.creator.pid for p, _ in lost}),
         [f"pool of sidecar {p.sidecar_pid}: {j['jobs_lost']} lost" for p, j in lost[:TEXT_PIDS]],
-        "make a new pool after the old one died (shutdown_compile_workers(), then the next compile starts one); "
-        "see pool-died for why it died", {"jobs_lost": total},
+        _lost_advice(v, pool), {"jobs_lost": total},
         # the Answer keeps the wait (what the lost job cost the user) whole: a cut at a clause would drop it
         (f"{total} job(s) the compile pool of sidecar {pool.sidecar_pid} never answered (it ended at "
          f"{v.rel(end) or 0:.1f} s): {waited.removeprefix('; ')}.") if waited else "")

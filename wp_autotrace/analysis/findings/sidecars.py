@@ -82,7 +82,7 @@ def _program(cmd: str) -> str:
     return cmd.partition(WORKER_SCRIPT)[0].rpartition(" /")[0] or cmd.split(" ", 1)[0]
 
 
-def _other_python(v: View) -> list[tuple[Process, Process]]:
+def other_python(v: View) -> list[tuple[Process, Process]]:
     """(sidecar, creator) for untraced sidecars that ended with a non-zero code without serving their pool and
     whose command (the watcher's read of it) runs another executable than their creator's sys.executable (its
     process_start's). Untraced: a sidecar that ran this Python would have loaded the tracer and said its error."""
@@ -126,13 +126,13 @@ def _why(v: View, raised: list[Process], other: list[tuple[Process, Process]], s
 
 def sidecars_never_served(v: View) -> Finding | None:
     """Sidecars that exited (or are left) without ever being asked to shut down: traced ones that ended cleanly or
-    logged an error, and untraced ones that ran another Python than their creator (_other_python)."""
+    logged an error, and untraced ones that ran another Python than their creator (other_python)."""
     idle = [pool.sidecar for pool in v.pools if pool.sidecar is not None and pool.sidecar.traced
             and not pool.sidecar.served and _clean_end(pool.sidecar)]
     # a sidecar whose worker the OOM killer ended logs its broken pool: oom-killed tells that, not this
     idle += [p for p in v.procs if p.role in SIDECAR_ROLES and own_errors(p) and p not in idle
              and not any(v.endings.of(w).kind in (OOM_KILL, OOM_AMONG) for w in p.children)]
-    other = [pair for pair in _other_python(v) if pair[0] not in idle]
+    other = [pair for pair in other_python(v) if pair[0] not in idle]
     idle += [side for side, _ in other]
     if not idle:
         return None
