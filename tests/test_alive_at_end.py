@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .logs import SP, LogWriter, call, start, watcher
-from .test_floors import _flat, _mem, _outputs
+from .test_floors import _flat, _mem, _outputs, killed_run_then_a_later_run
 
 MIB = 2**20
 DYNAMO = "torch._dynamo.eval_frame:_TorchDynamoContext.__call__"
@@ -53,25 +53,8 @@ def test_a_pool_its_stopped_watcher_last_read_is_not_told_running(tmp_path: Path
 
 
 def test_a_killed_runs_pool_is_not_running_at_a_later_runs_end(tmp_path: Path) -> None:
-    w = LogWriter()
-    # run r0: main 50 makes a pool (sidecar 60), read at 1.0 s, then everything SIGKILLed: no ends
-    w.add(0, 50, 1, "main", "process_start", argv=["python", "a.py"], python="3.11.7", forked=False, env={},
-          run="r0", root_pid=50)
-    call(w, 0.5, 50, 1, "main", f"{SP}:SubprocPool.__init__", 1, 0.6, sidecar_pid=60)
-    w.add(0.55, 60, 50, "compile-sidecar", "process_start", argv=["python", "sidecar.py"], python="3.11.7",
-          forked=False, env={}, run="r0", root_pid=50)
-    w.add(1.0, 59, 50, "watcher", "memory", run="r0", root_pid=50,
-          procs=[{"pid": 60, "pss": 100 * MIB, "uss": MIB, "threads": 1}])
-    # run r1 100 s later, whose pool its creator shuts down
-    start(w, 100, 100, 1, "main")
-    call(w, 100.5, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 100.6, sidecar_pid=200)
-    start(w, 100.55, 200, 100, "compile-sidecar")
-    _mem(w, 101, p200=50)
-    call(w, 104, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 104.1, sidecar_pid=200)
-    w.add(104.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
-    w.add(105, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
-    w.add(105, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    rep, text, _ = _outputs(w, tmp_path)
+    # run r0's pool read at 1.0 s, then everything SIGKILLed: no ends; run r1 100 s later shuts its own down
+    rep, text, _ = _outputs(killed_run_then_a_later_run((101, 50)), tmp_path)
     by_side = {p["sidecar_pid"]: p for p in rep["pools"]}
     assert by_side[60]["ending"]["kind"] == "end-unseen" and by_side[60]["ending"]["last_seen"] == 1.0
     assert by_side[200]["ending"]["kind"] == "shutdown-completed"

@@ -273,9 +273,10 @@ def test_pools_read_by_the_same_passes_are_no_floor(tmp_path: Path) -> None:
     assert "at least" not in _flat(rep["answer"]) and not rep["costs"]["pool_peak_at_least"], rep["answer"]
 
 
-def test_a_killed_runs_pool_is_not_alive_together_with_a_later_runs(tmp_path: Path) -> None:
-    """Run r0's pool, read once at 1.0 s, then killed with its watcher (no exit, no tree end), lives for the
-    split rule until r0's last record: run r1's pool 100 s later was not alive together with it."""
+def killed_run_then_a_later_run(*reads: tuple[float, int]) -> LogWriter:
+    """Run r0: main 50 makes a pool (sidecar 60), read at 1.0 s (100 MiB), then everything SIGKILLed with its
+    watcher: no end records. Run r1 100 s later: main 100's pool (sidecar 200) read at each (t, MiB) of reads,
+    shut down by its creator at 104 s, and r1's verdict and exit."""
     w = LogWriter()
     w.add(0, 50, 1, "main", "process_start", argv=["python", "a.py"], python="3.11.7", forked=False, env={},
           run="r0", root_pid=50)
@@ -287,12 +288,18 @@ def test_a_killed_runs_pool_is_not_alive_together_with_a_later_runs(tmp_path: Pa
     start(w, 100, 100, 1, "main")
     call(w, 100.5, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 100.6, sidecar_pid=200)
     start(w, 100.55, 200, 100, "compile-sidecar")
-    _mem(w, 101, p200=50)
-    _mem(w, 103, p200=60)
+    for t, mib in reads:
+        _mem(w, t, p200=mib)
     call(w, 104, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 104.1, sidecar_pid=200)
     w.add(104.2, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
     w.add(105, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
     w.add(105, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
-    rep, text, page = _outputs(w, tmp_path)
+    return w
+
+
+def test_a_killed_runs_pool_is_not_alive_together_with_a_later_runs(tmp_path: Path) -> None:
+    """Run r0's pool, read once at 1.0 s, then killed with its watcher (no exit, no tree end), lives for the
+    split rule until r0's last record: run r1's pool 100 s later was not alive together with it."""
+    rep, text, page = _outputs(killed_run_then_a_later_run((101, 50), (103, 60)), tmp_path)
     assert rep["pools_across"]["at_once_split"] is None, rep["pools_across"]
     assert "read in different passes" not in text, text
