@@ -20,23 +20,14 @@ the container's quota and its throttling), times the first compile and the kerne
 same run with TORCHINDUCTOR_COMPILE_THREADS=1 (no pool: the kernels compile in the main).
 Standalone: `python bench/users/cpu_quota.py` (no quota).
 """
-import hashlib
 import os
 import time
 
 T0 = time.monotonic()
 import torch  # noqa: E402,F401
+from kernels import KERNELS, compile_kernels  # noqa: E402  (this folder, the script's own sys.path[0])
 from torch._inductor import config  # noqa: E402
 from torch._inductor.async_compile import AsyncCompile  # noqa: E402
-
-KERNELS = 4
-KERNEL_ROUNDS = 2_500_000  # about 0.45 s of one CPU here, unthrottled
-
-
-def compile_kernel() -> bytes:
-    """A Triton compile's stand-in: about half a CPU-second in one thread (a stdlib function, so the pool's
-    workers can unpickle it)."""
-    return hashlib.pbkdf2_hmac("sha256", b"kernel", b"salt", KERNEL_ROUNDS)
 
 
 def cgroup_cpu(name: str) -> str:
@@ -58,17 +49,7 @@ def quota() -> str:
 print(f"os.cpu_count() {os.cpu_count()}; affinity {len(os.sched_getaffinity(0))} CPUs; "
       f"compile_threads {config.compile_threads}; container CPU quota: {quota()}; "
       f"import torch {time.monotonic() - T0:.1f} s", flush=True)
-t0 = time.monotonic()
-if config.compile_threads > 1:
-    AsyncCompile.wait_pool_ready()  # first Triton kernel
-    print(f"compile pool ready: {time.monotonic() - t0:.1f} s", flush=True)
-    pool = AsyncCompile.process_pool()
-    t1 = time.monotonic()
-    jobs = [pool.submit(hashlib.pbkdf2_hmac, "sha256", b"kernel", b"salt", KERNEL_ROUNDS) for _ in range(KERNELS)]
-    [j.result(timeout=600) for j in jobs]
-else:
-    t1 = time.monotonic()
-    [compile_kernel() for _ in range(KERNELS)]
+t0, t1 = compile_kernels(config, AsyncCompile)
 print(f"{KERNELS} kernels compiled in {time.monotonic() - t1:.1f} s; "
       f"first compile {time.monotonic() - t0:.1f} s in all", flush=True)
 print(f"container cpu.stat: {cgroup_cpu('cpu.stat')}", flush=True)

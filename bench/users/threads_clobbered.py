@@ -19,7 +19,6 @@ The job prints what its user checks first (the variable as exported and as torch
 kernels' time. The control is the same run without the library's import (WP_USERS_NO_LIBRARY=1).
 Standalone: `TORCHINDUCTOR_COMPILE_THREADS=2 python bench/users/threads_clobbered.py`.
 """
-import hashlib
 import os
 import sys
 import time
@@ -30,32 +29,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ser
 if not os.environ.get("WP_USERS_NO_LIBRARY"):
     import fastserve_env  # noqa: E402,F401  (the serving library, imported before torch as a server does)
 import torch  # noqa: E402,F401
+from kernels import KERNELS, compile_kernels  # noqa: E402  (this folder, the script's own sys.path[0])
 from torch._inductor import config  # noqa: E402
 from torch._inductor.async_compile import AsyncCompile  # noqa: E402
-
-KERNELS = 4
-KERNEL_ROUNDS = 2_500_000  # about 0.45 s of one CPU here
-
-
-def compile_kernel() -> bytes:
-    """A Triton compile's stand-in: about half a CPU-second in one thread (a stdlib function, so the pool's
-    workers can unpickle it)."""
-    return hashlib.pbkdf2_hmac("sha256", b"kernel", b"salt", KERNEL_ROUNDS)
-
 
 print(f"exported TORCHINDUCTOR_COMPILE_THREADS={EXPORTED}; as torch read it: "
       f"{os.environ.get('TORCHINDUCTOR_COMPILE_THREADS')}; compile_threads {config.compile_threads}; "
       f"cpus {len(os.sched_getaffinity(0))}", flush=True)
-t0 = time.monotonic()
-if config.compile_threads > 1:
-    AsyncCompile.wait_pool_ready()  # first Triton kernel
-    print(f"compile pool ready: {time.monotonic() - t0:.1f} s", flush=True)
-    t1 = time.monotonic()
-    pool = AsyncCompile.process_pool()
-    jobs = [pool.submit(hashlib.pbkdf2_hmac, "sha256", b"kernel", b"salt", KERNEL_ROUNDS) for _ in range(KERNELS)]
-    [j.result(timeout=600) for j in jobs]
-else:
-    t1 = time.monotonic()
-    [compile_kernel() for _ in range(KERNELS)]
+t0, t1 = compile_kernels(config, AsyncCompile)
 print(f"{KERNELS} kernels compiled in {time.monotonic() - t1:.1f} s; first compile {time.monotonic() - t0:.1f} s "
       f"in all; {time.monotonic() - T0:.1f} s since start", flush=True)
