@@ -8,11 +8,15 @@ values, and the functions that act on a Runtime, in bootstrap.py.
 
 from __future__ import annotations
 
-from typing import Any
+# Not typing.TYPE_CHECKING, as in bootstrap.py: runtime/ keeps typing off its top level (tests/test_layers.py),
+# and nothing here is needed when the program runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-from ..common.targets import Target
-from .finder import TargetFinder
-from .sink import Sink
+    from ..common.targets import Target
+    from .finder import TargetFinder
+    from .sink import Sink
 
 
 class Settings:
