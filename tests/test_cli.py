@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from wp_autotrace import __version__
+from wp_autotrace.cli.base import dumps
 from wp_autotrace.cli.main import build_parser
 
 from .conftest import ROOT, clean_env, events, read_log, run_python, wait_until
@@ -244,3 +246,17 @@ def test_nested_run_leaves_the_answer_to_the_inner_run(tmp_path: Path) -> None:
     assert (res.returncode, res.stdout) == (0, "hi\n"), res.stderr
     assert "did not start" not in res.stderr and res.stderr.count("full report:") == 1, res.stderr
     assert events(read_log(inner), "process_start") and not outer.exists()
+
+
+@pytest.mark.parametrize("value", [
+    {"a": [], "b": {}, "c": [[{}]], "d": None, "e": True, "1": -0.0},
+    {"big": 10**30, "tiny": 5e-324, "max": 1.7976931348623157e308, "sum": 0.1 + 0.2, "neg": -10**40},
+    {"text": "é\u2028\ufeff\x00\x7f/\\\b\f\n\r\t\"</script>", "pair": "\ud83d\ude00", "run": ["x\udcff"]},
+    ["\udcff", {"k\ud800": 1}],  # lone surrogates (a log's undecodable bytes, kept by surrogateescape)
+    {"obj": object, "tuple": (1, "2")},  # default=str, and tuples as lists
+])
+def test_indented_json_is_json_indent_byte_for_byte(value: object) -> None:
+    """report --json's text (cli.base.dumps, indent 1, written by the C encoder and indented by msgspec) is
+    exactly json.dumps's with the same indent (0 too: a newline per item)."""
+    for indent in (0, 1, 2):
+        assert dumps(value, indent=indent) == json.dumps(value, indent=indent, allow_nan=False, default=str)

@@ -79,7 +79,25 @@ def warn_inputs(data: Any, skipped: bool = True) -> int:
 
 
 def dumps(value: Any, indent: int | None = None) -> str:
+    """value as JSON, indented by indent spaces (None: on one line).
+
+    Indented, json's encoder runs in pure Python (its C encoder only writes one line): the one line is written in
+    C and msgspec (when installed; loaded only here) indents it. The same text: msgspec's format copies every
+    token as written and puts the newlines and spaces where json's indent does ("key": value, empty [] and {})."""
     # allow_nan=False: the reader has already made every number finite; never print NaN.
+    text = json.dumps(value, allow_nan=False, default=str)
+    if indent is None:
+        return text
+    try:
+        import msgspec
+    except ImportError:  # pragma: no cover - msgspec missing: json's own indent
+        return json.dumps(value, indent=indent, allow_nan=False, default=str)
+    if indent >= 1:  # msgspec's indent 0 is one line, json's is a newline per item
+        try:
+            formatted: str = msgspec.json.format(text, indent=indent)
+            return formatted
+        except msgspec.DecodeError:  # a lone surrogate's escape (a log's undecodable bytes), which msgspec refuses
+            pass
     return json.dumps(value, indent=indent, allow_nan=False, default=str)
 
 
