@@ -154,6 +154,9 @@ HOSTILE_LINES = [
     dumps({**CALL, "caller": {"zz": 1, "line": 1, "file": "/a", "func": "f"}}),
     dumps({**CALL, "caller": {"line": 1, "file": "/a", "func": "f"}}),
     dumps({**CALL, "caller": {"file": "/a", "line": 1}}),
+    # three keys, not the three: the frame's check tests its keys before reading them
+    dumps({**CALL, "caller": {"file": "/a", "line": 1, "zz": "f"}}),
+    dumps({**CALL, "stack": [{"zz": "/a", "line": 1, "func": "f"}]}),
     dumps({**CALL, "caller": {"file": "/a", "line": -1, "func": "f"}}),
     dumps({**CALL, "caller": {"file": 5, "line": 1, "func": "f"}}),
     dumps({**CALL, "caller": None}),
