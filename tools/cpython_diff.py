@@ -33,12 +33,13 @@ import time
 import xml.etree.ElementTree as ET
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The slice (test files that start, wait for, signal, fork and count descriptors), and the
-# pool, temp-file and fault-handler ones that finish in a few minutes on 2 cores.
+# The slice (test files that start, wait for, signal, fork and count descriptors), the pool,
+# temp-file and fault-handler ones that finish in a few minutes on 2 cores, and the two that read the import
+# system's state the tracer adds to (sys.meta_path's finders: test_sys puts them in a set).
 DEFAULT_TESTS = (
     "test_subprocess", "test_signal", "test_os", "test_pty", "test_wait3", "test_wait4", "test_fork1",
     "test_atexit", "test_threading", "test_faulthandler", "test_tempfile", "test_shutil",
-    "test_asyncio.test_subprocess", "test_multiprocessing_main_handling",
+    "test_asyncio.test_subprocess", "test_multiprocessing_main_handling", "test_sys", "test_import",
 )
 FILE_TIMEOUT_S = 900  # regrtest's --timeout: one test file stuck is killed, not the whole run
 TRACE_ENV_PREFIX = "WP_AUTOTRACE"
