@@ -337,6 +337,14 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
     if rt.notice is not None:
         path, rt.notice = rt.notice, None
         sys.modules[__package__ + ".guard"].print_and_remove_notice(path)  # loaded with the notice file
+    # An uncaught exception ends it (Python printed it, set sys.last_value, then ran the exit handlers): read
+    # before the wait below, while a refused thread start's tasks are still alive (reads.ended_by).
+    last = getattr(sys, "last_value", None) if how == "exit" and code is None else None
+    ended: dict[str, Any] = {}
+    if last is not None:
+        from .reads import ended_by  # loaded only here: a child with no target module may not have it
+
+        ended = ended_by(last)
     # Other threads' records in flight land first; process_exit is then this process's last record.
     # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
     rt.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and _no_other_interpreter() else 0)
@@ -350,6 +358,7 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
             rt._probes.count_callers)
     if code is not None:
         fields["code"] = code if isinstance(code, int) else repr(code)
+    fields.update(ended)
     if rt.is_root and rt.sink.active and rt._root is not None:
         fields.update(rt._root.below())
     before = rt.sink.dropped

@@ -299,3 +299,13 @@ def resolve(path: str, instance: Any, result: Any) -> Any:
         return sorted(k for k in value if isinstance(k, int))
     return value if isinstance(value, (int, float, str, bool)) else None
 
+
+
+def ended_by(last: BaseException) -> dict[str, Any]:
+    """process_exit's `error` for a process an uncaught exception ends (sys.last_value), with
+    common/refused.py's count of its uid's tasks where the error says EAGAIN (a refused fork or thread start).
+    Read at exit only, on that path only: a traced start loads none of it."""
+    from ..common.refused import refused_fields
+
+    error = error_text(last)
+    return {"error": error, **refused_fields(error)}

@@ -7,17 +7,23 @@ its kernels (AsyncCompile.wait) raises the first one it meets. The return record
 kernel's name) and its tail (the job's own line: runtime/reads.error_text). The kernel counts every thread of
 every process of a uid against RLIMIT_NPROC (`ulimit -u`), which the watcher reads per process (tree entries'
 `nproc`, `uid`). What the uid ran at once is counted from the run's records (_uid_peak): every process alive by its
-span, with its threads where a memory sweep read them at that moment, else as one. "The process limit was reached"
-only where the job's error is EAGAIN (a fork or a thread start refused) and one moment's count reached the limit;
-else the failure with its own line, and the cause unknown (docs/evidence.md).
+span, with its threads where a memory sweep read them at that moment, else as one. The tasks that meet the limit are
+often a job's linker's threads, gone between two sweeps, and the linker's own EAGAIN goes to its stderr: the job's
+error names only its exit status. A traced process that an uncaught refused start (EAGAIN) ends counts its uid's
+tasks as it exits (process_exit's `uid_tasks`: common/refused.py), its started threads still alive. "The process
+limit was reached" where such a process under the pool counted its ulimit -u (_refused_cause), or the job's error
+is EAGAIN (a fork or a thread start refused) and one moment's count reached the limit; else the failure with its
+own line, and the cause unknown (docs/evidence.md).
 """
 
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ...common.refused import says_eagain
 from ...common.vocab import JOB_ERROR
 from ..words.fmt import cgroup_text, site
 from .base import Finding
@@ -29,9 +35,6 @@ if TYPE_CHECKING:
 KERNEL_NAME = re.compile(r"Name=([^\s<>]+)")
 # An exception's own line: "module.Type: message" or a bare "Type".
 OWN_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
-# What a refused fork or thread start says (errno 11, EAGAIN): RLIMIT_NPROC's refusal, among others (memory for a
-# thread's stack, the cgroup's pids.max).
-EAGAIN_MARKS = ("Resource temporarily unavailable", "[Errno 11]", "can't start new thread", "EAGAIN")
 # A limit told beside an error that does not say EAGAIN only within this factor of the most counted at once (a
 # floor: threads are read by sweeps a tenth of a second apart at best, and a linker's threads can multiply the
 # count between two of them: a /proc reader every 2 ms saw 24 under ulimit -u 24 where the sweeps read 9-11).
@@ -223,25 +226,56 @@ def _pids_refused(v: View, creator: Process, failed: float) -> Pids | None:
     return None
 
 
-def compile_failed(v: View) -> Finding | None:
-    """Kernels whose compile job failed in the pool: how many the records name, the job's own line, and the
-    process limit where the records show it reached (module docstring)."""
-    failed = _failed_calls(v)
-    if not failed:
-        return None
-    first = min(failed, key=lambda c: c.ts)
-    p, error = first.proc, first.error or ""
-    kernels = sorted({m.group(1) for c in failed if (m := KERNEL_NAME.search(c.error or ""))})
-    line = own_line(error)
-    named = f" ({', '.join(kernels[:4])}{' ...' if len(kernels) > 4 else ''})" if kernels else ""
-    count = max(len(kernels), len({(c.proc.index, c.error) for c in failed}))
-    raised = v.rel(first.end or first.ts) or 0.0
-    what = (f"{count} kernel{'s' if count > 1 else ''}{named} failed to compile in the pool: {p.role} {p.pid}'s "
-            f"{first.target.rsplit(':', 1)[-1]}() at {site(first.caller)} raised at {raised:.1f} s in (it stops at "
-            "the first failed kernel: others may have failed too)")
-    said = f"the job's own error: {line.rstrip('.')}" if line else "the job's own error line is not in the record"
-    limit = _limited(v, p)
-    eagain = any(mark in error for mark in EAGAIN_MARKS)
+def _refused_under(v: View, creator: Process, failed: float) -> Process | None:
+    """The first process under `creator` (its pools' workers, the compilers and linkers their jobs ran) that an
+    uncaught EAGAIN ended, by its own exit record with its uid's tasks counted then (Process.refused), no later
+    than the failure raised at `failed`: the refusal under a job whose own line names only a child's exit
+    status. A process of another host or run is not under it."""
+    def under(q: Process) -> bool:
+        a = q.parent
+        for _ in range(64):  # up the tree, bounded
+            if a is None:
+                return False
+            if a is creator:
+                return True
+            a = a.parent
+        return False
+
+    ended = [q for q in v.procs if q.refused is not None and q.host == creator.host and q.end is not None
+             and q.end <= failed and under(q)]
+    return min(ended, key=lambda q: q.end or 0.0, default=None)
+
+
+def _refused_cause(v: View, q: Process, limit: tuple[int, int] | None) -> tuple[str, str]:
+    """(cause, advice) from a refused task start's own count (_refused_under): "reached" where the uid's tasks it
+    counted as it exited reached its own ulimit -u (else the watcher's read of it) and the uid is not root's (the
+    kernel exempts root outside a user namespace, which the log does not say); else the refusal with its count,
+    the limit only a possibility."""
+    r = q.refused or {}
+    n = r.get("nproc", limit[0] if limit else None)
+    uid, tasks = r.get("uid"), r.get("uid_tasks", 0)
+    parent = f", which {q.parent.role} {q.parent.pid} started" if q.parent is not None else ""
+    program = os.path.basename(q.argv[0]) if q.argv else (q.name or "a program")
+    ended = (f"{q.role} {q.pid} ({program}{parent}) ended by {own_line(q.exit_error or '') or q.exit_error} at "
+             f"{v.rel(q.end) or 0:.1f} s, a thread or process start refused (EAGAIN), with {tasks} processes "
+             f"and threads of uid {uid} alive on the host as it ended")
+    if n is not None and tasks >= n and uid != 0:
+        return f"the process limit (ulimit -u {n}) was reached: {ended}", LIMIT_ADVICE
+    under_n = f"its processes ran under ulimit -u {n}, and " if n is not None else ""
+    root = " (root's processes are held to it only inside a user namespace)" if uid == 0 else ""
+    return (f"{under_n}{ended}{root}: whether the limit was reached, no record shows",
+            f"if the process limit caused it: {LIMIT_ADVICE}")
+
+
+def _limit_cause(v: View, first: Call, line: str | None, limit: tuple[int, int] | None,
+                 eagain: bool) -> tuple[str, str]:
+    """(cause, advice) of a failed compile where the process limit may be why: a task start refused under the
+    failure (_refused_under: a job's linker or compiler that counted its uid's tasks at the limit) first, else the
+    job's own EAGAIN against the records' count at one moment (_uid_peak), else unknown (module docstring)."""
+    p = first.proc
+    refused = _refused_under(v, p, first.end or first.ts) if eagain or not _says_why(line) else None
+    if refused is not None:
+        return _refused_cause(v, refused, limit)
     cause, advice = "no record shows why the job failed", UNKNOWN_ADVICE
     if limit is not None:
         n, uid = limit
@@ -268,6 +302,29 @@ def compile_failed(v: View) -> Finding | None:
                      f"processes and threads of uid {uid} alive at once{when}{ones_said}{root}{unsure_said})")
             if eagain and count_at >= n:
                 advice = f"if the process limit caused it: {LIMIT_ADVICE}"
+    return cause, advice
+
+
+def compile_failed(v: View) -> Finding | None:
+    """Kernels whose compile job failed in the pool: how many the records name, the job's own line, and the
+    process limit where the records show it reached (module docstring)."""
+    failed = _failed_calls(v)
+    if not failed:
+        return None
+    first = min(failed, key=lambda c: c.ts)
+    p, error = first.proc, first.error or ""
+    kernels = sorted({m.group(1) for c in failed if (m := KERNEL_NAME.search(c.error or ""))})
+    line = own_line(error)
+    named = f" ({', '.join(kernels[:4])}{' ...' if len(kernels) > 4 else ''})" if kernels else ""
+    count = max(len(kernels), len({(c.proc.index, c.error) for c in failed}))
+    raised = v.rel(first.end or first.ts) or 0.0
+    what = (f"{count} kernel{'s' if count > 1 else ''}{named} failed to compile in the pool: {p.role} {p.pid}'s "
+            f"{first.target.rsplit(':', 1)[-1]}() at {site(first.caller)} raised at {raised:.1f} s in (it stops at "
+            "the first failed kernel: others may have failed too)")
+    said = f"the job's own error: {line.rstrip('.')}" if line else "the job's own error line is not in the record"
+    limit = _limited(v, p)
+    eagain = says_eagain(error)
+    cause, advice = _limit_cause(v, first, line, limit, eagain)
     pids = _pids_refused(v, p, first.end or first.ts)
     if pids is not None and pids.placed == "after":  # the refusals came after the failure: not its cause
         cause = f"{cause}; {pids.words}"

@@ -61,8 +61,9 @@ KINDS: dict[str, tuple[str, str]] = {
                         "let the job finish, or end the pool (shutdown_compile_workers()) or the process"),
     "compile-failed": ("kernels whose compile job failed in the pool, as the compiling process's wait raised it: "
                        "how many the records name, the job's own error line; \"the process limit (ulimit -u N) was "
-                       "reached: M processes and threads of uid U at once\" only where the error is EAGAIN and one "
-                       "watcher sweep counted that many; else the cause unknown",
+                       "reached\" only where a process under the pool (a job's linker or compiler) ended by a refused "
+                       "thread or process start (EAGAIN) and counted N tasks of its uid as it ended, or the job's "
+                       "error is EAGAIN and one moment of the records counts that many; else the cause unknown",
                        "where the limit was reached: a higher `ulimit -u` (SLURM's, the container's), or "
                        "TORCHINDUCTOR_COMPILE_THREADS=1 for fewer workers; where the job's own line says a file it "
                        "read back was gone (\"source code not available\", FileNotFoundError): if the compile cache is "

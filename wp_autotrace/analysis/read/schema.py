@@ -247,6 +247,12 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
                          "(at most 200)"),
         ("below_count", UINT, "the root only: how many live descendants it had (the true number)"),
+        ("error", STR, "where an uncaught exception ends it: that exception (`Type: message`, cut as a return's "
+                       "`error`), as Python printed it before the exit handlers (sys.last_value)"),
+        ("uid", UINT, "where `error` says a fork or thread start was refused (EAGAIN): its real uid"),
+        ("uid_tasks", UINT, "with `uid`: the tasks (processes' threads) of that uid /proc showed as it exited, "
+                            "before its own threads ended (a floor: another pid namespace's are not seen)"),
+        ("nproc", UINT, "with `uid`: its own RLIMIT_NPROC soft value (`ulimit -u`); absent where unlimited"),
     )),
     EXEC: ("a traced process is about to exec another program (a later record of it means the exec failed)", (
         ("argv", STRS, "the new command line, masked as process_start's"),
