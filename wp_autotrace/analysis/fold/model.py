@@ -270,7 +270,7 @@ class Process:
         self.exit_code: int | None = None  # process_exit's code
         self.exited = False  # a process_exit was written
         self.exit_error: str | None = None  # process_exit's `error`: the uncaught exception that ended it
-        self.refused: dict[str, int] | None = None  # with an EAGAIN `error`: {uid, uid_tasks, nproc?} (common/refused.py)
+        self.refused: dict[str, int] | None = None  # an EAGAIN `error`: {uid, uid_tasks, nproc?} (common/refused.py)
         self.gone: float | None = None  # when the watcher first missed it
         self.seen: float | None = None  # the watcher's last sample that saw it alive, before gone (None: not known)
         self.peak_rss = 0
