@@ -694,3 +694,55 @@ def test_the_owner_is_the_read_files_own(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(os, "stat", lying_stat)
     cleanup_mod.run(argparse.Namespace(logs=[str(log)], run=None, dry_run=True, grace=1.0))
     assert [owner for _, owner in seen] == [real_stat(log).st_uid]
+
+
+# Runs cleanup on a log, sending itself SIGTERM at its first "found:" line: Sweep.grow says it once the leftover is
+# stopped for the walk and its child has joined (a `timeout` around cleanup firing then).
+TERM_AT_FOUND = """
+import os, signal, sys
+from wp_autotrace.cli import cleanup as c
+def say(text):
+    print(text, flush=True)
+    if text.startswith("found:"):
+        os.kill(os.getpid(), signal.SIGTERM)
+sys.exit(c.cleanup([c._owned_model(sys.argv[1])], None, False, 2.0, say=say))
+"""
+# A leftover with a child: "ready" once the child runs.
+PARENT_OF_ONE = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], stdin=subprocess.DEVNULL)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _stopped_or_stopping(pid: int) -> bool:
+    """pid is stopped, or a SIGSTOP waits for it (sent to a process not yet scheduled, it stops later: on a
+    loaded box only the pending bit shows it at once). SIGCONT discards a pending SIGSTOP."""
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+    return status["State"].split()[0] in ("T", "t") or bool(pending & (1 << (signal.SIGSTOP - 1)))
+
+
+def test_cleanup_ended_by_a_signal_mid_walk_leaves_nothing_stopped(tmp_path: Path) -> None:
+    """SIGTERM to cleanup while the tree is stopped for the walk (a `timeout` around it, the terminal closed):
+    cleanup still ends by that signal, and first continues every process it stopped; none stays stopped."""
+    proc = subprocess.Popen([sys.executable, "-c", PARENT_OF_ONE], env=clean_env(), stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    kids: list[int] = []
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        kids = [int(k) for k in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        info = ProcReader().stat(proc.pid)
+        assert info is not None and len(kids) == 1
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+                                                           "role": "compile-sidecar", "cmd": "python parent"}])
+        res = run_python(["-c", TERM_AT_FOUND, str(log)], clean_env(), timeout=60)
+        assert res.returncode == -signal.SIGTERM, res.stdout + res.stderr
+        assert "found:" in res.stdout and "ended:" not in res.stdout, res.stdout
+        assert not _stopped_or_stopping(proc.pid) and not _stopped_or_stopping(kids[0]), res.stdout
+        assert proc.poll() is None  # only stopped and continued: never sent SIGTERM
+    finally:
+        _kill_all(kids)
+        proc.kill()
+        proc.wait(10)

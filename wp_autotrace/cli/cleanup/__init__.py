@@ -53,6 +53,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -94,6 +95,46 @@ MAX_ROUNDS = 5
 # --grace at most this: every wait is capped at what is left of CLEANUP_BUDGET_S, so a longer grace
 # could never be waited; refusing it says so instead of silently waiting less.
 MAX_GRACE_S = CLEANUP_BUDGET_S
+
+
+# Signals whose default action ends cleanup at once (a `timeout` around it, the terminal closed, Ctrl-\\). One
+# that came while the tree is stopped for the walk (Sweep.grow's SIGSTOP) would leave every target stopped for
+# good, holding its memory, with nothing left to continue it. While cleanup signals, each is raised as _Ended, so
+# that cleanup's finally continues the targets; the signal is then delivered again, with its own action.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+class _Ended(BaseException):
+    """One of ENDING_SIGNALS came while cleanup signalled (a BaseException: no `except Exception` stops it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_ended(signum: int, frame: Any) -> None:
+    raise _Ended(signum)
+
+
+def _catch_ending(caught: dict[int, Any]) -> None:
+    """Raise ENDING_SIGNALS as _Ended; each handler replaced goes into caught as it is set. Only a signal whose
+    action is the default one (one its caller ignores, nohup's SIGHUP, stays ignored), and only on the main
+    thread (the only one that may set handlers: a caller's thread keeps the default actions)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in ENDING_SIGNALS:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            caught[sig] = signal.SIG_DFL
+            signal.signal(sig, _raise_ended)
+
+
+def _end_as_sent(caught: dict[int, Any], ended: int | None) -> None:
+    """Put back the handlers _catch_ending replaced; then, if an ending signal came, send it again: now
+    pending with its own action, it ends this process as it would have (the shell sees the signal)."""
+    for sig, old in caught.items():
+        signal.signal(sig, old)
+    if ended is not None:
+        os.kill(os.getpid(), ended)
 
 
 def _escaping(say: Any) -> Any:
@@ -233,24 +274,54 @@ def cleanup(models: Models, run: str | None, dry_run: bool, grace: float, say: A
     and for the final count); None: the logs are read once."""
     sweep = Sweep(Checker(), dry_run, grace, _escaping(say))  # log text reaches the terminal escaped
     sweep.models, sweep.reload, sweep.run_id = models, reload, run
+    caught: dict[int, Any] = {}
+    ended = None
     try:
-        claims, running = _claims(sweep, run)
-        if running is not None:
-            return running
-        if not claims:
-            return _nothing_left(sweep, run)
-        for rid in sorted({c.run for group in claims.values() for c in group}):
-            n = sum(any(c.run == rid for c in group) for group in claims.values())
-            sweep.say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
-        for group in claims.values():
-            sweep.admit(group[0], tuple(group[1:]))
-        if dry_run:
-            return _dry_run(sweep)
-        return _rounds(sweep)
+        if not dry_run:  # a dry run stops nothing
+            _catch_ending(caught)
+        return _judge_and_end(sweep, run, dry_run)
+    except _Ended as exc:
+        ended = exc.signum
+        return 128 + ended  # only where the signal, sent again below, does not end the process
     finally:
-        if not dry_run:  # interrupted mid-round: never leave a process stopped
+        _leave(sweep, caught, ended)
+
+
+def _leave(sweep: Sweep, caught: dict[int, Any], ended: int | None) -> None:
+    """cleanup's last act, however it ends (Ctrl-C, an ending signal): never leave a process stopped. The
+    ending signals are blocked first, so that one more cannot cut these SIGCONTs short (one whose Python
+    handler was already due raises once more while they are blocked: kept, and blocked again)."""
+    while True:
+        try:
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, list(caught)) if caught else None
+            break
+        except _Ended as exc:
+            ended = exc.signum
+    try:
+        if not sweep.dry_run:
             sweep.send(list(sweep.targets), signal.SIGCONT)
         sweep.close()
+        _end_as_sent(caught, ended)
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending ending signal acts now
+
+
+def _judge_and_end(sweep: Sweep, run: str | None, dry_run: bool) -> int:
+    """cleanup's work once its sweep is set: the claims, their verdicts, then a dry run's list or the rounds."""
+    claims, running = _claims(sweep, run)
+    if running is not None:
+        return running
+    if not claims:
+        return _nothing_left(sweep, run)
+    for rid in sorted({c.run for group in claims.values() for c in group}):
+        n = sum(any(c.run == rid for c in group) for group in claims.values())
+        sweep.say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
+    for group in claims.values():
+        sweep.admit(group[0], tuple(group[1:]))
+    if dry_run:
+        return _dry_run(sweep)
+    return _rounds(sweep)
 
 
 def add_parser(sub: Any) -> None:
