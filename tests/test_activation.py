@@ -6,6 +6,7 @@ installed) with the environment set, and reads the log it wrote.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -27,8 +28,10 @@ def test_off_imports_nothing(value: str | None, tmp_path: Path) -> None:
     env = clean_env() if value is None else clean_env(WP_AUTOTRACE=value)
     res = run_python(["-c", "import sys; print(sorted(m for m in sys.modules if 'wp_autotrace' in m))"],
                      env, cwd=tmp_path)
-    # From 3.15, site resolves the .start entry point (PEP 829) in every interpreter.
-    expected = "['wp_autotrace', 'wp_autotrace._site']" if sys.version_info >= (3, 15) else "[]"
+    # From 3.15, site resolves the .start entry point (PEP 829) in every interpreter (its package names
+    # itself _preload too: the name the .pth line calls).
+    late = sys.version_info >= (3, 15)
+    expected = "['wp_autotrace', 'wp_autotrace._preload', 'wp_autotrace._site']" if late else "[]"
     assert res.stdout.strip() == expected, res.stderr
     assert res.stderr == ""
     assert not list(tmp_path.iterdir())
@@ -56,6 +59,41 @@ def test_a_false_word_leaves_the_import_state_untraced(env: dict[str, str], cach
     assert [r.stderr for r in runs] == ["", ""] and runs[0].returncode == runs[1].returncode == 0
     assert runs[1].stdout == runs[0].stdout
     assert not prefix.exists() or not [p for p in prefix.rglob("*") if "wp_autotrace" in str(p)]
+
+
+# site run by hand under an audit hook: the files of the package (or their pycs) opened while it runs the .pth.
+FILES_OPENED = textwrap.dedent("""
+    import importlib.util, json, os, sys
+    opened = []
+    def hook(event, args):
+        if event == "open" and args and isinstance(args[0], (str, bytes)):
+            opened.append(os.fsdecode(args[0]))
+    sys.addaudithook(hook)
+    import site
+    site.main()
+    folder = importlib.util.find_spec("wp_autotrace").submodule_search_locations[0]
+    pycs = os.path.dirname(importlib.util.cache_from_source(os.path.join(folder, "__init__.py")))
+    print(json.dumps(sorted({os.path.basename(p) for p in opened if os.path.dirname(p) in (folder, pycs)})))
+""")
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 15), reason="the .start entry point imports _site there")
+def test_a_start_opens_one_file_of_the_package_before_its_pack(tmp_path: Path) -> None:
+    """A traced start reads the package's own pyc and the start modules' pack, nothing else of the package
+    (the line's `wp_autotrace._preload` is the package under a second name: a file costs ~0.3M instructions);
+    a false word reads only the package's pyc. Seen by the interpreter's audit hook (its "open" events),
+    second runs (the first writes the pycs and the pack into their own prefix)."""
+    log = tmp_path / "log.jsonl"
+    log.touch(mode=0o600)  # a descendant opens the log its root made
+    prefix = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")}
+    tag = sys.implementation.cache_tag
+    for env, want in ((traced_env(log, WP_AUTOTRACE_RUN="r", WP_AUTOTRACE_ROOT_PID="1", **prefix),
+                       [f"__init__.{tag}.pyc", f"_startpack.{tag}.pyc"]),
+                      (clean_env(WP_AUTOTRACE="0", **prefix), [f"__init__.{tag}.pyc"])):
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        runs = [run_python(["-S", "-c", FILES_OPENED], env, cwd=tmp_path) for _ in range(2)]
+        assert [r.stderr for r in runs] == ["", ""]
+        assert json.loads(runs[1].stdout) == want
 
 
 # What the enabled start-up of a descendant that never loads a target adds to an untraced interpreter's

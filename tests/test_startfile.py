@@ -105,20 +105,22 @@ def test_on_activates_exactly_once(mode: str, tmp_path: Path) -> None:
 def test_off_imports_only_the_tiny_entry_module(mode: str, tmp_path: Path) -> None:
     """Off, the .start entry point imports only wp_autotrace._site."""
     modules, _ = simulate(tmp_path, mode)
-    # site imports the entry point's module to resolve it; nothing heavier may follow.
-    assert modules == ["wp_autotrace", "wp_autotrace._site"]
+    # site imports the entry point's module to resolve it (and its package, which names itself _preload too:
+    # the name the .pth line calls); nothing heavier may follow.
+    assert modules == ["wp_autotrace", "wp_autotrace._preload", "wp_autotrace._site"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site-packages"]
 
 
 def pth_starts(env: dict[str, str], runs: int = 1) -> int:
     """Run the .pth line `runs` times, as site would, its import handing over to the real _preload.start() in a
-    fresh copy of _preload whose load_and_start() only counts and whose _forget() is a no-op (here it would take
+    fresh copy of the package (_preload is its second name) whose load_and_start() only counts and whose
+    _forget() is a no-op (here it would take
     this process's own modules away; tests/test_activation.py checks it from outside): how many times did it
     call load_and_start()?"""
     import importlib.util
 
     called: list[bool] = []
-    spec = importlib.util.find_spec("wp_autotrace._preload")
+    spec = importlib.util.find_spec("wp_autotrace")
     assert spec is not None and spec.loader is not None
     preload = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(preload)

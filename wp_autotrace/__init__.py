@@ -1,12 +1,242 @@
 """wp-autotrace: see which processes start PyTorch inductor's compile pools, and why.
 
-Install it, then run an unmodified program with ``WP_AUTOTRACE=1``; the
-``.pth`` file installed beside the package activates tracing in every
-Python process of the run. Nothing here stays imported when tracing is off.
+Install it, then run an unmodified program with ``WP_AUTOTRACE=1``; the ``.pth`` file installed beside the
+package activates tracing in every Python process of the run. Nothing of it stays imported when tracing is off.
 
-PYTEST_DONT_REWRITE: a traced pytest session loads wp_autotrace.pytest_plugin and would warn
-that this package was imported (by the .pth) before it could rewrite its asserts: a difference
-on the host's output. Nothing here needs rewriting.
+This module is also the one file a traced start (and the .pth line's test of a false word) loads of the
+package before the start modules: the .pth line calls ``wp_autotrace._preload.start()``, and ``_preload`` is
+this module under a second name in sys.modules (as os.path is posixpath), set below, so importing it finds no
+second file (one file costs a start ~0.3M instructions); the name is the one the line has called since the
+start pack, so a line and a package of different versions (an older copy first on sys.path) still meet.
+A plain ``import wp_autotrace`` (the command, the watcher) pays for the loader's code too: ~0.24M instructions.
+
+The start modules' loader: a traced start's modules loaded from one cached file. A traced process that
+imports no target module needs eight modules of this package (START) to run bootstrap.start() and its exit.
+Found and loaded one by one through importlib's path finder, each cost about 0.25M instructions beside its
+own code (the path search, its spec, its pyc's stat, read and check, the module locks): a fifth of a traced
+child's whole start-up (docs/scale.md). Here their code objects are kept together in one file beside their
+pycs (the pack: ``_startpack.py``'s pyc slot, ``__pycache__/_startpack.<cache tag>.pyc``, a name pip
+uninstall removes; or sys.pycache_prefix's mirror of it) and read in one go.
+
+Invariants:
+
+- Each module is made as importlib's path finder makes it (the same spec, SourceFileLoader, __file__,
+  __cached__, __path__, parent attribute; tests/test_preload.py compares them) and runs its own code,
+  compiled from its own source: the pack is only a cache, each fact keeps its one home in its module.
+- The pack is used only when it was written by this Python (magic number, cache tag and -O level in its
+  name) for these sources in this folder, each source's size and mtime_ns as when its code was read.
+  Anything else (missing, unreadable, corrupt, stale) loads the modules one by one through their
+  loaders, which read or write their pycs as importlib would, and then writes a fresh pack atomically
+  (a temporary file renamed over it) unless bytecode may not be written (-B, PYTHONDONTWRITEBYTECODE).
+- A module already in sys.modules is never loaded again. A source that is not a file (a zip, a frozen
+  or sourceless install) leaves the rest to the plain import statement.
+- Nothing here raises for the cache; what a module's own body raises propagates as from an import.
+
+PYTEST_DONT_REWRITE: a traced pytest session loads wp_autotrace.pytest_plugin and would warn that this
+package was imported (by the .pth) before it could rewrite its asserts: a difference on the host's output.
+Nothing here needs rewriting.
 """
 
 __version__ = "0.1.0"
+
+import marshal
+import os
+import sys
+
+# Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType, ModuleType
+
+# The modules bootstrap.start() imports, each after the ones it imports (tests/test_activation.py holds
+# what a traced start loads; tests/test_preload.py that this list is that set and in this order).
+START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.core", "wp_autotrace.common.env",
+         "wp_autotrace.common.redact", "wp_autotrace.runtime.host_patches", "wp_autotrace.runtime.sink",
+         "wp_autotrace.runtime.bootstrap")
+PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
+_FORMAT = 2  # the layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...))
+
+
+def _source(base: str, name: str) -> str:
+    parts = name.split(".")[1:]
+    if name in PACKAGES:
+        return os.path.join(base, *parts, "__init__.py")
+    return os.path.join(base, *parts[:-1], parts[-1] + ".py")
+
+
+def _pack_path(base: str) -> str:
+    """The pack's path: _startpack.py's pyc slot (its cache tag and -O level), which pip uninstall removes."""
+    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(os.path.join(base, "_startpack.py"))
+    return cached
+
+
+def _read(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks: list[bytes] = []
+        # Its size and one byte more: the whole file in one read, into a buffer of its size (a 1 MiB buffer cut
+        # down after the read maps and unmaps memory, ~30 us of a traced start); more reads if it grew meanwhile.
+        want = os.fstat(fd).st_size + 1
+        while True:
+            chunk = os.read(fd, want)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            want = 1 << 20
+    finally:
+        os.close(fd)
+
+
+def _write(path: str, data: bytes, like: str) -> None:
+    """Atomically: a reader sees the old pack or the whole new one; any failure leaves no file behind. Its
+    mode is the source like's, writable by its owner (as importlib gives a pyc)."""
+    tmp = f"{path}.{os.getpid()}"
+    try:
+        mode = (os.stat(like).st_mode | 0o200) & 0o666
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    except OSError:
+        return
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _new_module(name: str, path: str, cached: str) -> "ModuleType":
+    """The module importlib's path finder makes for this source before running it (spec_from_file_location
+    and module_from_spec's attributes, in their order), built directly: those two cost ~0.1M instructions
+    a module. cached is its pyc's path (cache_from_source's, kept in the pack). Built by hand only on the
+    Pythons whose module_from_spec it was checked against (3.9-3.13: tests/test_preload.py on each)."""
+    boot = sys.modules["_frozen_importlib"]
+    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(name, path)
+    is_package = name in PACKAGES
+    spec = boot.ModuleSpec(name, loader, origin=path, is_package=is_package)
+    spec.has_location = True
+    spec.cached = cached
+    if is_package:
+        spec.submodule_search_locations.append(os.path.dirname(path))
+    if sys.version_info >= (3, 14):  # importlib's own attributes there (3.15 sets no __cached__): ~40K more
+        made: ModuleType = boot.module_from_spec(spec)
+        return made
+    module = type(sys)(name)  # its __dict__ starts as __name__, __doc__, __package__, __loader__, __spec__
+    attrs = module.__dict__
+    attrs.update(__loader__=loader, __package__=spec.parent, __spec__=spec)
+    if is_package:
+        attrs["__path__"] = spec.submodule_search_locations
+    attrs.update(__file__=path, __cached__=cached)
+    return module
+
+
+def _run(name: str, module: "ModuleType", code: "CodeType") -> None:
+    """exec the module's code as importlib does: in sys.modules while it runs, out again if it raises."""
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+
+
+def load() -> None:
+    """Put every START module in sys.modules (from the pack when it is current), in START's order."""
+    base = os.path.dirname(__file__)
+    try:
+        ext = sys.modules["_frozen_importlib_external"]
+        stamps = []
+        for name in START:
+            st = os.stat(_source(base, name))
+            # ctime too: an installer that keeps an archive's mtimes can put a new source of the old size and
+            # mtime_ns (and compile its pyc anew), but no utime sets a ctime back
+            stamps.append((name, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+        pack = _pack_path(base)
+    except (OSError, KeyError, ValueError, AttributeError, NotImplementedError):
+        return  # not plain source files here: bootstrap's own import statement loads them
+    want = (_FORMAT, ext.MAGIC_NUMBER, base, tuple(stamps))
+    try:
+        fmt, magic, folder, got_stamps, entries = marshal.loads(_read(pack))
+        current = (fmt, magic, folder, got_stamps) == want and len(entries) == len(START)
+    except Exception:  # missing, unreadable or not a pack of ours: it is only a cache
+        current, entries = False, ()
+    made = []
+    for i, name in enumerate(START):
+        loaded = sys.modules.get(name)
+        if current and loaded is not None:
+            continue
+        path = _source(base, name)
+        if current:
+            cached, code = entries[i]
+        else:  # the module's own loader reads its pyc (or compiles its source and writes the pyc)
+            cached = ext.cache_from_source(path)
+            code = ext.SourceFileLoader(name, path).get_code(name)
+            made.append((cached, code))
+        if loaded is None:
+            _run(name, _new_module(name, path, cached), code)
+    if not current and not sys.dont_write_bytecode:
+        _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
+
+
+def load_and_start() -> None:
+    """Load the start modules, then bootstrap.start() (which never raises): start()'s call, once it has tested."""
+    load()
+    __import__("wp_autotrace.runtime.bootstrap")
+    sys.modules["wp_autotrace.runtime.bootstrap"].start()  # type: ignore[attr-defined]
+
+
+# What leaves tracing off (common/env.py FALSE_WORDS, which is not imported here: off, nothing more loads).
+_FALSE = ("", "0", "false", "no", "off")
+_handed = False  # start() called load_and_start(): the line's second run in a venv returns at once
+
+
+# The line tests only whether either variable is set, since site compiles its text at every interpreter start
+# (~12K instructions a token); every other test is here, compiled once, in the module every traced start loads.
+# Measured (bench/pth_line.py, instructions over no .pth, in a venv, whose site runs the line twice): the line
+# costs a traced start 0.16M beyond the import it needs anyway (1.06M when it compiled these tests from its
+# text); a false word costs the package imported and dropped twice, which is rare (figure: docs/scale.md).
+def start() -> None:
+    """The .pth line's call, made when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all (and _site.start()'s,
+    3.15+, after its own test): load_and_start() once per process, in its main interpreter, when either is
+    not a false word (_site.wanted()'s test; bootstrap's read_settings() reads them so too); otherwise
+    _forget(), so that such an interpreter ends with the import state it has untraced. Never raises:
+    load_and_start() does not; the rest reads dicts."""
+    global _handed
+    if _handed:
+        return
+    env = os.environ
+    # _site.in_main_interpreter()'s test (why it is right on each Python: there; it is not imported here).
+    is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
+    if ((env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
+         or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
+            and (is_main() if is_main is not None else "_signal" in sys.modules)):
+        _handed = True
+        load_and_start()
+    else:
+        _forget()
+
+
+def _forget() -> None:
+    """Undo the line's import: this package and its second name out of sys.modules, with the path finder's
+    entry for its folder, unless another of its modules is loaded (3.15+'s _site: then only the name)."""
+    modules = sys.modules
+    modules.pop(_ALIAS, None)
+    if modules.get(__name__) is not _preload or any(name.startswith(__name__ + ".") for name in modules):
+        return
+    del modules[__name__]
+    for folder in __path__:  # type: ignore[name-defined]  # a package's, set before its body runs
+        sys.path_importer_cache.pop(folder, None)
+
+
+# The .pth line's import, `wp_autotrace._preload`, finds this module here once its package is imported, and
+# its attribute `_preload`: no second file. Set last: a body that raised above leaves no second name.
+_ALIAS = __name__ + "._preload"
+_preload = sys.modules[_ALIAS] = sys.modules[__name__]

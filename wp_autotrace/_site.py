@@ -44,7 +44,7 @@ def start() -> None:
     try:
         if not wanted() or not in_main_interpreter():
             return
-        from ._preload import start as _start  # the same test, the start modules from their pack, bootstrap.start()
+        from . import start as _start  # the same test, the start modules from their pack, bootstrap.start()
 
         _start()
     except Exception as exc:  # bootstrap.start() never raises; this is its import failing

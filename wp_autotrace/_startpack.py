@@ -1,4 +1,5 @@
-"""Empty on purpose: this file's pyc slot is where ``_preload.py`` keeps the start pack.
+"""Empty on purpose: this file's pyc slot is where the package's loader (``__init__.py``) keeps
+the start pack.
 
 The pack (the start modules' code objects) lives at ``__pycache__/_startpack.<cache tag>.pyc``, the path
 ``cache_from_source`` gives this file, so that ``pip uninstall`` removes it with the package: pip removes
