@@ -5,12 +5,12 @@ A count does not move with the machine's load, so each part is seen without hund
 every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE unset:
 
 - ``traced_child``: the whole added cost of a traced child of a traced root (its start, its exit), the
-  start modules read from their pack (wp_autotrace/_preload.py; the warm-up run writes it).
+  start modules read from their pack (the loader in wp_autotrace/__init__.py; the warm-up run writes it).
 - ``no_pack``: the same with no pack and none written (PYTHONDONTWRITEBYTECODE=1): a first start after an
   install or an edit, or a folder it cannot write.
 - ``modules``: loading the start modules untraced as a traced start does (``import wp_autotrace._preload``,
-  then ``load()`` from the pack): ``preload_module`` (the package and _preload, with site-packages' first
-  look-up) and ``pack_load``.
+  then ``load()`` from the pack): ``preload_module`` (the package, which holds the loader and is
+  ``_preload`` too, with site-packages' first look-up) and ``pack_load``.
 - ``plain_imports``: the same modules found and loaded one by one (``import wp_autotrace.runtime.bootstrap``,
   the path before the pack), each module's share as its added count when imported after the ones before it
   (``per_module``; a package's share includes its folder's first look-up), and an empty module in runtime/
