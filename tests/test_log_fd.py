@@ -368,6 +368,45 @@ def test_a_program_that_exits_with_its_table_full_keeps_its_stderr_and_its_exit(
         assert exits == []
 
 
+# FULL_TABLE's program with its EMFILE uncaught: Python prints the traceback, sets sys.last_value, then runs the
+# exit handlers (the tracer's reads the exception for process_exit's `error`).
+FULL_TABLE_UNCAUGHT = textwrap.dedent('''
+    import os
+    fds = []
+    while True:
+        fds.append(os.open(os.devnull, os.O_RDONLY))
+''')
+
+
+@pytest.mark.parametrize("room", [True, False], ids=["hard-limit-above", "hard-limit-reached"])
+def test_a_program_an_uncaught_emfile_ends_keeps_its_stderr_and_its_exit(tmp_path: Path, room: bool) -> None:
+    """The exit of a program an uncaught exception ends imports runtime/reads for process_exit's `error`: with the
+    table full that import found no descriptor, printed `wp-autotrace: exit: OSError ... reads.py` under the
+    program's own traceback and lost the exit record (and, at the hard limit, the note that says it was lost:
+    the report then said "killed, or os._exit"). The error is best effort; the exit record, or its note, is not."""
+    import resource
+
+    from .conftest import wait_for_watcher
+
+    log = tmp_path / "run.jsonl"
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1] if room else 64
+    if room and hard != resource.RLIM_INFINITY and hard <= 64:
+        pytest.skip("the hard descriptor limit leaves no room above 64")
+    env = clean_env(WP_AUTOTRACE="0", WP_AUTOTRACE_LOG=str(log))
+    res = run_python(["-c", FULL_LAUNCHER, FULL_TABLE_UNCAUGHT, str(hard)], env, cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr.rstrip().endswith("OSError: [Errno 24] Too many open files: "
+                                                                 f"{os.devnull!r}"), res.stderr
+    assert "wp-autotrace" not in res.stderr, res.stderr
+    recs = wait_for_watcher(log, timeout=60)
+    (start,) = [r for r in events(recs, "process_start") if r["role"] == "main"]
+    if room:
+        (done,) = events(recs, "process_exit")
+        assert done["pid"] == start["pid"] and done["how"] == "exit", done
+    else:  # nowhere to write it: the note says it was lost, never a kill
+        (lost,) = events(recs, "exit_unwritten")
+        assert lost["exited_pid"] == start["pid"] and lost["how"] == "exit", lost
+
+
 def test_an_exit_record_no_descriptor_could_hold_is_counted_lost_not_a_kill(tmp_path: Path) -> None:
     """Soft and hard NOFILE limits equal (64) and the table full at exit: process_exit has no descriptor to be
     written with, not even one above the soft limit. The program leaves a note (a symlink: no descriptor

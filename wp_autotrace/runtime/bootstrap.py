@@ -342,9 +342,12 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
     last = getattr(sys, "last_value", None) if how == "exit" and code is None else None
     ended: dict[str, Any] = {}
     if last is not None:
-        from .reads import ended_by  # loaded only here: a child with no target module may not have it
+        try:
+            from .reads import ended_by  # loaded only here: a child with no target module may not have it
 
-        ended = ended_by(last)
+            ended = ended_by(last)
+        except Exception:  # no descriptor for the import (EMFILE, often the very error): the exit record first
+            pass
     # Other threads' records in flight land first; process_exit is then this process's last record.
     # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
     rt.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and _no_other_interpreter() else 0)
