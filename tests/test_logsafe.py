@@ -597,3 +597,29 @@ def test_a_process_start_masks_its_argv_as_the_whole_environment_scan_would(monk
         want = redact.redact_argv(argv, pats, redact.env_secrets(os.environ, pats))
         assert redact.redact_argv(argv, pats, redact.argv_env_secrets(argv, pats)) == want, argv
     assert redact.redact_argv(made[0], pats, redact.env_secrets(os.environ, pats)) == ["python", "***"]
+
+
+def test_the_start_scan_finds_the_secret_names_is_secret_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argv_env_secrets looks names up in one lowered string: it answers the values of exactly the names is_secret
+    answers (env_secrets, name by name), in os.environ's order, of those found in argv: a word twice in a name,
+    a word in a name beside another name, a whole-name pattern (pass, not passx), a name whose lower() is ASCII
+    only from a non-ASCII letter (the Kelvin sign) or longer than the name (dotted I), a user's word, whole name
+    and wildcard patterns."""
+    names = ["MY_API_TOKEN", "my_token_lower", "TO\u212aEN_X", "PASS", "pass", "PASSX", "XPASS", "A_KEY_KEY",
+             "KEY", "PLAIN", "\u00dcn_SECRET", "\u0130_TOKEN", "TOKEN\u0130", "MY_FOO", "EXACT", "EXACTLY",
+             "APIXKEY", "CREDENTIALS_FILE"]
+    for i, name in enumerate(names):
+        monkeypatch.setenv(name, f"value-{i:02d}-of-{name}")
+    monkeypatch.setenv("HF_TOKEN_UNUSED", "nowhere-in-argv")
+    monkeypatch.setenv("STAR_TOKEN", "a*b*c*d")  # in no argument, but a mask may make it
+    argv = ["python", "-c", " ".join(os.environ[name] for name in names)]
+    text = "\0".join(argv)
+    user = (redact.parse_patterns("*foo*,exact"), redact.parse_patterns("api?key,x*s"))
+    for pats in (redact.DEFAULT_PATTERNS, *user):
+        want = tuple(v for v in redact.env_secrets(os.environ, pats) if v in text or "*" in v)
+        got = redact.argv_env_secrets(argv, pats)
+        assert got == want, pats
+        value = dict(zip(names, map(os.environ.__getitem__, names)))  # "pass": a lower-case name on purpose
+        assert value["pass"] in got and value["PASSX"] not in got and value["A_KEY_KEY"] in got
+    assert os.environ["TO\u212aEN_X"] in got and os.environ["STAR_TOKEN"] in got
+    assert os.environ["APIXKEY"] in got and "nowhere-in-argv" not in got

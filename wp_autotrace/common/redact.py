@@ -21,7 +21,7 @@ import sys
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 # Names (option names without their leading dashes, environment variable
 # names) matching any of these have their values replaced by MASK.
@@ -300,8 +300,13 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
     """What redact_argv(argv, patterns, env_secrets(os.environ, patterns)) needs of os.environ, for a
     fraction of the cost (a process start masks its own argv with it): the values of secret names,
     leaving out each value that cannot change the masking, one found in no argument and holding no
-    ``*`` (a mask written before it could make one). Only those values' names are matched: the name
-    test is the cost of env_secrets, and most of a process's variables are nowhere in its argv."""
+    ``*`` (a mask written before it could make one).
+
+    Names first, all at once: every name decoded as os.environ's decodekey decodes one (no name holds a NUL)
+    and lowered in one string, in which each pattern's word (or whole name) is found by C searches; only the
+    few names found are looked at one by one. A start then pays per environment variable only those C passes:
+    the names most processes carry are none secret (is_secret on each name cost ~1.7K instructions a variable).
+    A pattern with another wildcard (glob_match) has every name tested as is_secret tests it."""
     env = os.environ
     data = getattr(env, "_data", None)
     try:
@@ -310,17 +315,29 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
         text = "\0".join(argv)
     except TypeError:
         return env_secrets(env, patterns)
-    # Every value decoded at once, as os.environ's decodevalue decodes one (no value holds a NUL), and tested
-    # with a str `in`, one C test: os.environ's decodevalue is a Python call a value, a bytes `in` first tries
-    # its operand as an int and formats the TypeError that raises, and bytes.find parses its arguments.
-    values = b"\0".join(data.values()).decode(_FS_ENCODING, "surrogateescape").split("\0")
-    keys = [key for key, value in zip(data, values) if value in text or "*" in value]
+    patterns = tuple(patterns)
+    words, whole, wild = _compiled.get(patterns) or _compile(patterns)
+    keys = list(data)
+    if wild:
+        named: "Iterable[int]" = range(len(keys))
+    else:
+        # "\0" around each name: a word never spans two names, a whole name is "\0name\0"; a hit's index is the
+        # count of NULs before it (str.lower maps a name alone as within the joined text: NUL is not cased).
+        low = "\0" + b"\0".join(keys).decode(_FS_ENCODING, "surrogateescape").lower() + "\0"
+        hits = set()
+        for needle in (*words, *["\0" + name + "\0" for name in whole]):
+            at = low.find(needle)
+            while at >= 0:
+                hits.add(low.count("\0", 0, at + 1) - 1)
+                at = low.find(needle, at + 1)
+        named = sorted(hits)  # os.environ's own order, as env_secrets reads it
     found = []
-    for key in keys:  # os.environ's own order, as env_secrets reads it
-        raw = data[key]
-        if len(raw) >= MIN_ENV_SECRET and is_secret(env.decodekey(key), patterns):
+    for i in named:
+        raw = data[keys[i]]
+        if len(raw) >= MIN_ENV_SECRET:
             value = env.decodevalue(raw)
-            if len(value) >= MIN_ENV_SECRET:
+            if len(value) >= MIN_ENV_SECRET and (value in text or "*" in value) and (
+                    not wild or is_secret(env.decodekey(keys[i]), patterns)):
                 found.append(value)
     return tuple(found)
 
