@@ -319,7 +319,7 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
     words, whole, wild = _compiled.get(patterns) or _compile(patterns)
     keys = list(data)
     if wild:
-        named: "Iterable[int]" = range(len(keys))
+        named: Iterable[int] = range(len(keys))
     else:
         # "\0" around each name: a word never spans two names, a whole name is "\0name\0"; a hit's index is the
         # count of NULs before it (str.lower maps a name alone as within the joined text: NUL is not cased).
