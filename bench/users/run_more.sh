@@ -2,7 +2,7 @@
 # Runs the further user cases of docs/users.md ("Six more", "Three more", then the kernel, actor, pre-fork, torchrun,
 # thread and container (/dev/shm, ulimit -u) cases, the shared host's (a wiped cache, a job's memory cgroup), and a
 # container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends,
-# an exported setting a library overwrites, a packaged application's other Python),
+# an exported setting a library overwrites, a packaged application's other Python, a Ctrl-C that leaves a compiler),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -94,3 +94,6 @@ run stuck_kernel --timeout 200 --linger 6 -- timeout 60 "$PY" "$U/stuck_kernel.p
 run threads_clobbered --linger 6 --env TORCHINDUCTOR_COMPILE_THREADS=2 -- "$PY" "$U/threads_clobbered.py"
 # A packaged application whose sys.executable names the platform's Python, not the bundled one its code runs on.
 run other_python --linger 6 -- "$PY" "$U/other_python.py"
+# A compile interrupted with Ctrl-C (SIGINT to the job's process group, as a terminal sends it) while its kernel's
+# compiler runs: the compiler ignores SIGINT as torch's compile processes do, and outlives the pool.
+run interrupted_compiler --linger 6 -- "$PY" "$U/interrupted_compiler.py"

@@ -1,10 +1,16 @@
-"""A process's `ulimit -u` (RLIMIT_NPROC) and uid, read by the watcher as the process joins the run.
+"""A process's `ulimit -u` (RLIMIT_NPROC), uid and ignored ending signals, read by the watcher as the process joins
+the run.
 
 The kernel counts every thread of every process of a uid against RLIMIT_NPROC's soft value: a fork or a thread
 start past it fails with EAGAIN ("Resource temporarily unavailable", "can't start new thread"). The watcher reads
 both from /proc (one parser per file, here), so the traced process pays nothing at its start; kept out of
 common/procfs.py, which every traced root imports at its start (bench/instructions.py counted its growth). The
 limits of its cgroups are cgroups.py's.
+
+The same status read gives the signals among those that end a job (a terminal's Ctrl-C SIGINT, a hang-up, a
+launcher's SIGTERM) the process ignores (its SigIgn mask): an ignored signal is inherited through fork and kept
+through exec, so a program a compile worker starts ignores SIGINT as torch's workers do, and a Ctrl-C to the job's
+process group leaves it running.
 """
 
 from __future__ import annotations
@@ -14,13 +20,34 @@ from ..common.procfs import read_small
 LIMITS_BYTES = 4096  # /proc/PID/limits is about 1.3 KB, /proc/PID/status about 1.5 KB
 MAX_PROCESSES = b"Max processes"
 UID = b"Uid:"
+SIG_IGN = b"SigIgn:"
+# The signals that end a job from outside it, by number, as tree entries name them (`sigign`).
+ENDING_SIGNALS = ((1, "HUP"), (2, "INT"), (3, "QUIT"), (15, "TERM"))
 
 
-def read_nproc(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
-    """(RLIMIT_NPROC's soft value, the real uid) of a live process; None where the limit is unlimited or a file
-    could not be read (gone, or another user's status hidden)."""
-    return parse_nproc(read_small(f"{proc}/{pid}/limits", LIMITS_BYTES),
-                       read_small(f"{proc}/{pid}/status", LIMITS_BYTES))
+def read_facts(pid: int, proc: str = "/proc") -> dict[str, int | str]:
+    """A live process's tree-entry facts from its limits and status files: `nproc` and `uid` (parse_nproc) and
+    `sigign` (parse_sigign), each only where read and set; {} where the files could not be read."""
+    status = read_small(f"{proc}/{pid}/status", LIMITS_BYTES)
+    facts: dict[str, int | str] = {}
+    nproc = parse_nproc(read_small(f"{proc}/{pid}/limits", LIMITS_BYTES), status)
+    if nproc is not None:
+        facts["nproc"], facts["uid"] = nproc
+    ignored = parse_sigign(status)
+    if ignored:
+        facts["sigign"] = ignored
+    return facts
+
+
+def parse_sigign(status: bytes | None) -> str | None:
+    """The ENDING_SIGNALS a /proc/PID/status's "SigIgn:" mask (hex, bit N-1 for signal N) ignores, comma-joined
+    ("INT"); None where none is, or the line is missing or unreadable."""
+    line = next((x for x in (status or b"").split(b"\n") if x.startswith(SIG_IGN)), None)
+    try:
+        mask = int(line.split()[1], 16) if line is not None else 0
+    except (IndexError, ValueError):
+        return None
+    return ",".join(name for number, name in ENDING_SIGNALS if mask >> (number - 1) & 1) or None
 
 
 def parse_nproc(limits: bytes | None, status: bytes | None) -> tuple[int, int] | None:

@@ -35,7 +35,7 @@ from ..common import vocab as V
 from ..common.env import ARGV_ROLES
 from ..common.procfs import ProcReader, Unreadable, environ_secrets, make_reader, same_process
 from ..common.redact import env_secrets, parse_patterns, redact_argv
-from .limits import read_nproc
+from .limits import read_facts
 from .logwatch import LogWatch
 from .zombies import ZombieWatch
 
@@ -464,10 +464,10 @@ def make_entry(tree: Tree, info: dict[str, Any], via: str) -> dict[str, Any]:
     if len(cmd) > CMD_CHARS:
         entry["cmd_len"] = len(cmd)
     # its ulimit -u and uid, read once here (not through psutil: without /proc none is claimed); a compile job's
-    # failure to fork or start a thread is told against them (analysis/findings/compile.py)
-    nproc = read_nproc(pid) if isinstance(tree.reader, ProcReader) else None
-    if nproc is not None:
-        entry["nproc"], entry["uid"] = nproc
+    # failure to fork or start a thread is told against them (analysis/findings/compile.py); the ending signals it
+    # ignores, from the same status read (a process left running after a Ctrl-C: findings/runs.py)
+    if isinstance(tree.reader, ProcReader):
+        entry.update(read_facts(pid))
     role = V.MAIN if via == V.VIA_ROOT else role_from_cmd(cmd)  # not by pid: one may take the root's
     parent = tree.live.get(info["ppid"])
     if role == V.COMPILE_SIDECAR and parent and parent.get("cmd") == entry["cmd"]:

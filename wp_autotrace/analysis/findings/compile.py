@@ -256,7 +256,8 @@ def _refused_cause(v: View, q: Process, limit: tuple[int, int] | None) -> tuple[
     uid, tasks = r.get("uid"), r.get("uid_tasks", 0)
     parent = f", which {q.parent.role} {q.parent.pid} started" if q.parent is not None else ""
     program = os.path.basename(q.argv[0]) if q.argv else (q.name or "a program")
-    ended = (f"{q.role} {q.pid} ({program}{parent}) ended by {own_line(q.exit_error or '') or q.exit_error} at "
+    error = str(r.get("error") or "an uncaught exception")
+    ended = (f"{q.role} {q.pid} ({program}{parent}) ended by {own_line(error) or error} at "
              f"{v.rel(q.end) or 0:.1f} s, a thread or process start refused (EAGAIN), with {tasks} processes "
              f"and threads of uid {uid} alive on the host as it ended")
     if n is not None and tasks >= n and uid != 0:

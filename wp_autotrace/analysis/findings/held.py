@@ -33,6 +33,7 @@ from ..fold.model import EXECUTOR
 from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding
 from .rank import HANG_S, STUCK_JOB_S
+from .runs import orphan_advice, orphaned_by_pools
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -350,14 +351,18 @@ def pool_wait_interrupted(v: View) -> Finding | None:
                  + (f"the job ended {h.until - at:.1f} s later)." if h.ended else
                     f"the job had run {at - h.job.start:.1f} s; torch's own CI calls a compile job stuck "
                     f"at {STUCK_JOB_S:.0f} s)."))
+        # the job's program (a compiler) that outlived the main, re-parented as the pool ended: the interrupt left it
+        # running, and ending it is the fix (runs.py tells it among the leftovers, under this finding)
+        orphans = orphaned_by_pools([q for q in v.leftover_procs if q is job_child(h)])
         return Finding(
             "pool-wait-interrupted", "warning",
             f"{creator.role} {creator.pid}'s {targets.short_label(c.target)}() on its compile pool ({_pool_of(pool)}) "
             f"{wait_how(v, c)}{lived_on(v, c, at)[0]}; nothing in the log shows a hang: {then}. "
             f"{held_words(v, pool, c.ts, at, c)}.",
-            [creator.pid, *(x.worker.pid for x in held)],
+            [creator.pid, *(x.worker.pid for x in held), *(q.pid for q in orphans)],
             _job_evidence(v, held),
-            (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},
+            orphan_advice(orphans) if orphans else (INTERRUPTED_JOB_ADVICE + JOB_HANG_ADVICE).format(
+                pid=h.worker.pid), {"waited_s": round(at - c.ts, 3)},
             short)
     return None
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 # kind -> (what it says, what to do), in the order docs/report.md lists them.
 KINDS: dict[str, tuple[str, str]] = {
-    "leftovers": ("processes of the run outlived its main process: how many, their roles, their memory",
-                  "`wp-autotrace cleanup LOG`, then stop their cause"),
+    "leftovers": ("processes of the run outlived its main process: how many, their roles, their memory; a program "
+                  "a compile job ran (a compiler) that outlived its pool, with who started it and the ending "
+                  "signals it ignores (SIGINT, inherited from torch's compile processes)",
+                  "`wp-autotrace cleanup LOG`, then stop their cause; a job's program: SIGTERM (`kill PID`), and "
+                  "next time SIGTERM to the job's process group or TORCHINDUCTOR_COMPILE_THREADS=1"),
     "idle-pool": ("a pool sat idle after its last job, or 10 s or more between its uses: seconds, real memory "
                   "(PSS), GiB·s, who shut it down",
                   "shutdown_compile_workers() after the last compile, compile_threads=1, or a lower quiesce "

@@ -9,6 +9,7 @@ from ...common import targets
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
 from ..derive.callers import user_frame
 from ..derive.ending import OOM_KILL, SIGNAL, UNSEEN
+from ..derive.labels import process_label
 from ..derive.memseries import left_at_once
 from ..fold.model import last_seen, signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_IN_PROGRESS, RUN_KILLED
@@ -50,6 +51,15 @@ def leftovers(v: View) -> Finding | None:
             f"{v.leftover_count} process(es) outlived the main process{in_ranks(v, listed)} ({roles_text(listed)})"
             f"{mb}: {text}; pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
             sorted(p.pid for p in listed), [], f"{todo}: {cause}", {**_left_cost(v, rss), **cost})
+    orphans = orphaned_by_pools(listed)
+    if orphans and len(orphans) == len(listed) and not unlisted:  # a pool's job's programs, its pool ended
+        return Finding(
+            "leftovers", "problem",
+            f"{v.leftover_count} process(es) outlived the main process{in_ranks(v, listed)} "
+            f"({f'it {killed}; ' if killed else ''}{roles_text(listed)}){mb}: {orphans_text(v, orphans)}; "
+            f"pids {pid_text(p.pid for p in listed)}{pending}{since}.",
+            sorted(p.pid for p in listed), [], orphan_advice(orphans),
+            {**_left_cost(v, rss), "orphans": len(orphans), "orphans_short": orphans_short(orphans)})
     # Pools are one cause among others: named only when a pool process is among those left. The
     # Answer quotes this advice above the findings, so it points at no place in the report.
     left = set(listed)
@@ -66,6 +76,68 @@ def leftovers(v: View) -> Finding | None:
         f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
         todo + cause, _left_cost(v, rss))
+
+
+def orphaned_by_pools(procs: list[Process]) -> list[Process]:
+    """Of procs, those a compile pool's sidecar or worker started (a job's compiler or linker: not a pool process
+    itself) that outlived their starter: re-parented when it ended, so no pool is left running them, and ending the
+    pool (torch's atexit, a shutdown) did not end them."""
+    return [p for p in procs if not _is_pool_process(p) and p.parent is not None and _is_pool_process(p.parent)
+            and p.parent.ended_at is not None and (p.ended_at is None or p.parent.ended_at < p.ended_at)]
+
+
+def orphans_text(v: View, orphans: list[Process]) -> str:
+    """Each orphan (the first TEXT_PIDS): what it runs, which pool process started it and when, that it ran on after
+    that one ended, and the ending signals it ignores where the watcher read them (a Ctrl-C does not end one that
+    ignores SIGINT: inherited from torch's compile processes, which ignore it)."""
+    said = []
+    for p in orphans[:TEXT_PIDS]:
+        assert p.parent is not None and p.parent.ended_at is not None
+        inherited = p.sigign and p.sigign == p.parent.sigign
+        ignores = (f", ignoring {_signals(p.sigign)}" + (f" (as {p.parent.role} {p.parent.pid} did: an ignored signal "
+                                                         "is inherited)" if inherited else "") if p.sigign else "")
+        until = (f" (until {v.rel(p.ended_at) or 0:.1f} s)" if p.ended_at is not None else
+                 " (still running at the watcher's last look)")
+        said.append(f"{p.role} {p.pid} ({process_label(p)}), which {p.parent.role} {p.parent.pid} started at "
+                    f"{v.rel(p.start) or 0:.1f} s for a job of its pool, ran on after {p.parent.role} "
+                    f"{p.parent.pid} ended at {v.rel(p.parent.ended_at) or 0:.1f} s{until}{ignores}")
+    more = f"; {len(orphans) - TEXT_PIDS} more alike" if len(orphans) > TEXT_PIDS else ""
+    return "; ".join(said) + more
+
+
+def _signals(sigign: str) -> str:
+    return " and ".join("SIG" + name for name in sigign.split(","))
+
+
+def orphans_short(orphans: list[Process]) -> str:
+    """The orphans in a clause for the Answer: the first one's pid, who started it, and the signals it ignores."""
+    p = orphans[0]
+    assert p.parent is not None
+    more = f" and {len(orphans) - 1} more" if len(orphans) > 1 else ""
+    ignores = f", ignoring {_signals(p.sigign)}" if p.sigign else ""
+    return (f"{p.role} {p.pid}{more}, which {p.parent.role} {p.parent.pid} started for a job of its pool, ran on "
+            f"after it ended{ignores}")
+
+
+# What ends a compile pool's orphaned programs, and what keeps them from being left: the pool's end does not reach
+# them, a signal to the whole process group does (one they do not ignore).
+ORPHAN_NEXT = ("next time, stop the job with SIGTERM to its whole process group (`kill -TERM -- -PGID`), which "
+               "reaches the programs its pool's jobs started, or compile without the pool "
+               "(TORCHINDUCTOR_COMPILE_THREADS=1: they are then the main process's children")
+
+
+def orphan_advice(orphans: list[Process]) -> str:
+    """What to do about a pool's orphaned programs (orphaned_by_pools): end those still running with SIGTERM, where
+    one ignores SIGINT saying that a Ctrl-C does not end it; then how to stop the next job so none is left."""
+    running = [p for p in orphans if p.end is None]
+    ctrl_c = any("INT" in p.sigign.split(",") for p in orphans)
+    unreached = ": a Ctrl-C does not end a process that ignores SIGINT" if ctrl_c else ""
+    them = "it" if len(running) == 1 else "them"
+    now = (f"end {them} with SIGTERM: `kill {' '.join(str(p.pid) for p in running)}` (or `wp-autotrace cleanup LOG`)"
+           f"{unreached}; " if running else "")
+    pgid = orphans[0].pgid
+    nxt = ORPHAN_NEXT.replace("-PGID", f"-{pgid}") if pgid else ORPHAN_NEXT
+    return f"{now}{nxt}, and a Ctrl-C ends them with it)" if ctrl_c else f"{now}{nxt})"
 
 
 def _left_cost(v: View, rss: int) -> dict[str, object]:

@@ -247,7 +247,7 @@ class Process:
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "pidcg",
-                 "cpucg", "zombie", "exit_error", "refused",
+                 "cpucg", "zombie", "refused", "sigign",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
                  "imports", "jobs_run", "sent", "spawned")
 
@@ -269,8 +269,8 @@ class Process:
         self.exit_how = ""
         self.exit_code: int | None = None  # process_exit's code
         self.exited = False  # a process_exit was written
-        self.exit_error: str | None = None  # process_exit's `error`: the uncaught exception that ended it
-        self.refused: dict[str, int] | None = None  # an EAGAIN `error`: {uid, uid_tasks, nproc?} (common/refused.py)
+        self.refused: dict[str, Any] | None = None  # an EAGAIN exit's {error, uid, uid_tasks, nproc?} (refused.py)
+        self.sigign = ""  # the ending signals it ignored as it joined (tree entry's `sigign`: "INT", "INT,TERM")
         self.gone: float | None = None  # when the watcher first missed it
         self.seen: float | None = None  # the watcher's last sample that saw it alive, before gone (None: not known)
         self.peak_rss = 0

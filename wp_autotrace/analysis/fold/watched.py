@@ -126,6 +126,7 @@ def note_limits(p: Process, entry: dict[str, Any]) -> None:
     """What the watcher read of a joining process's limits: its ulimit -u with its uid, and its memory cgroup."""
     if "nproc" in entry and "uid" in entry:
         p.nproc = (entry["nproc"], entry["uid"])
+    p.sigign = entry.get("sigign") or p.sigign
     p.memcg = entry.get("memcg", p.memcg)
     p.pidcg = entry.get("pidcg", p.pidcg)
     p.cpucg = entry.get("cpucg", p.cpucg)

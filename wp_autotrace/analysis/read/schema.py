@@ -133,11 +133,13 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("part", UINT, "this record's number when one set spans several records"),
     ("parts", UINT, "how many records the set spans"),
 )
-_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, memcg?, pidcg?, "
-              "cpucg?, exec?}` "
+_PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, sigign?, memcg?, "
+              "pidcg?, cpucg?, exec?}` "
               "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
               "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
-              "real uid, whose threads the kernel counts against it; `memcg`: the path of its memory cgroup "
+              "real uid, whose threads the kernel counts against it; `sigign`: the signals among HUP, INT, QUIT and "
+              "TERM it ignored as it joined (/proc/PID/status SigIgn), comma-joined, absent where none; `memcg`: the "
+              "path of its memory cgroup "
               "(/proc/PID/cgroup's v1 memory line, else its v2 line; its `memcg` record has the limit); `pidcg`: its "
               "pids cgroup's, alike (its `pidcg` record); `cpucg`: its cpu cgroup's (its `cpucg` record); `exec`: "
               "in a process listed again, whether its image changed (an exec, its memory starts there) or only its "

@@ -82,13 +82,14 @@ def failed_start_pids(rep: dict[str, Any], cause: dict[str, Any]) -> set[int]:
 # at once (pools-made-at-once) sit idle: all but the one inductor hands out ran no job; so does a pool made for a
 # compile that the interpreter's exit then refused (compile-after-exit).
 # A wait the user interrupted on a running job (pool-wait-interrupted): torch's exit then cuts that job off
-# (jobs-cut-off), whose own advice ("wait for the jobs before shutting down") is not the user's to follow.
+# (jobs-cut-off), whose own advice ("wait for the jobs before shutting down") is not the user's to follow, and the
+# program the job ran (a compiler) outlives the pool it was re-parented from (leftovers, named by both).
 # A pool inside a CPU quota (cpu-quota-pool) is shut down at exit by throttled processes: the main's slow wait
 # there (slow-exit-wait) follows from the quota where the quota's records show the pool throttled during that wait
 # (its cost's exit_wait_throttled), unless a sidecar's own exit join is what it waited on (WAITS_ON).
 BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
            "pool-job-hang": ("exit-hang", "leftovers", "jobs-cut-off", "call-never-returned"),
-           "pool-wait-interrupted": ("jobs-cut-off",),
+           "pool-wait-interrupted": ("jobs-cut-off", "leftovers"),
            "autotune-killed": ("zombies",), "forked-compile-hang": ("call-never-returned", "leftovers"),
            "pools-made-at-once": ("idle-pool",), "compile-after-exit": ("idle-pool",),
            "cpu-quota-pool": ("slow-exit-wait",)}

@@ -45,6 +45,8 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
         nested = [e for e in rep["warm_pool_callers"] if e["depth"] > 0]
         cause = (f": compile sidecars that made pools of their own, nested {rep['max_sidecar_depth']} deep"
                  if nested and rep["max_sidecar_depth"] > 1 and not under_cause else "")
+        if f["cost"].get("orphans_short"):  # a pool's job's program, re-parented: what it is, under its cause too
+            cause = f": {f['cost']['orphans_short']}"
         n = rep["leftover_count"]
         were = "process was" if n == 1 else "processes were"
         return f"{n} {were} left running after the main process{mem}{cause}."
