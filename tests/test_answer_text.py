@@ -383,6 +383,40 @@ def test_one_log_holding_two_runs_answers_each_run(tmp_path: Path) -> None:
     assert "nested" not in one["answer"] and "Run r1" not in one["answer"], one["answer"]
 
 
+def _clean_run(w: LogWriter, t: float, run_id: str, pid: int, code: int = 0) -> None:
+    """A run of its own in w at t: a program that made no pool and exited with code, nothing left."""
+    run = {"run": run_id, "root_pid": pid}
+    w.add(t, pid, 1, "main", "process_start", argv=[f"{run_id}.py"], python="3.11.7", forked=False, env={}, **run)
+    w.add(t + 0.05, pid + 1, pid, "watcher", "watcher_start", interval=0.1, linger=60.0, **run)
+    w.add(t + 1, pid, 1, "main", "process_exit", how="exit", code=code, counts={}, dropped=0)
+    w.add(t + 1.2, pid + 1, pid, "watcher", "leftover", how="root-exit", count=0, procs=[], **run)
+
+
+def test_a_log_of_many_runs_answers_the_runs_with_a_problem_first(tmp_path: Path) -> None:
+    """A loop with one fixed log: clean runs, then the one whose pools nested and left processes running. The
+    Answer answers only a few runs one by one; the one with a problem is among them and first (it was told only in
+    Findings, hundreds of lines below six clean answers), and the runs left out are counted with their problems."""
+    w = seed_log()
+    for k in range(8):
+        _clean_run(w, -100 + 5 * k, f"c{k}", 1000 + 10 * k)
+    w.lines.sort(key=lambda r: r["ts"])
+    lines = report(w, tmp_path)["answer"].splitlines()
+    heads = [x.split(" (")[0] for x in lines if x.startswith("Run ")]
+    assert heads[0] == "Run r1" and len(heads) == 6, lines
+    assert any("left running after the main process" in x for x in lines[:lines.index(next(
+        x for x in lines if x.startswith("Run c")))]), lines
+    assert "3 more run(s) not answered here, 0 of them with a problem" in " ".join(lines), lines
+    # more runs with a problem than are answered: the rest's count says how many of them had one, named first
+    w = seed_log()
+    for k in range(8):
+        _clean_run(w, -100 + 5 * k, f"c{k}", 1000 + 10 * k, code=3 if k >= 2 else 0)
+    w.lines.sort(key=lambda r: r["ts"])
+    text = " ".join(report(w, tmp_path)["answer"].split())
+    heads = [x.split(" (")[0] for x in report(w, tmp_path)["answer"].splitlines() if x.startswith("Run ")]
+    assert heads == ["Run r1", "Run c2", "Run c3", "Run c4", "Run c5", "Run c6"], heads
+    assert "3 more run(s) not answered here, 1 of them with a problem (c7, c0, c1)" in text, text
+
+
 def test_a_cause_that_is_also_a_symptom_is_told_once() -> None:
     """A sidecar that died as it started (the cause of a call that never returned) is also a symptom of the
     nesting that started it: every finding is told once (a torchrun run under load listed sidecar-never-served

@@ -23,7 +23,7 @@ from .derive.memseries import run_series
 from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
-from .findings.rank import ranked
+from .findings.rank import jobs_worst_first, ranked
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
@@ -372,8 +372,10 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
     rep, v = _report_for(model, data, select_runs(model, run_id), now)
     jobs = group(v.runs)
     if len(jobs) > 1:
-        each = [([r.id for r in job.runs], _report_for(model, data, job.runs, now)[0] if i < RUNS_ANSWERED else {})
-                for i, job in enumerate(jobs)]
+        # worst first: the few answered one by one are the runs with a problem, if any had one
+        order = jobs_worst_first(rep, [[r.id for r in job.runs] for job in jobs])
+        each = [([r.id for r in jobs[i].runs], _report_for(model, data, jobs[i].runs, now)[0] if n < RUNS_ANSWERED
+                 else {}, troubled) for n, (i, troubled) in enumerate(order)]
         rep["answer"] = runs_answer(rep, each)
     return rep, v
 

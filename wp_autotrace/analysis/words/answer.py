@@ -149,23 +149,27 @@ RUNS_ANSWERED = 6
 COMMAND_CHARS = 60
 
 
-def runs_answer(rep: dict[str, Any], each: list[tuple[list[str], dict[str, Any]]]) -> str:
+def runs_answer(rep: dict[str, Any], each: list[tuple[list[str], dict[str, Any], bool]]) -> str:
     """The Answer of a report over runs of several jobs (a glob over the logs of unrelated programs): each
     job's own Answer (its cause, its symptoms, its fix: a report of its runs alone) under a line naming it,
-    first a bullet saying so. each: per job, in the report's order, its run ids and its own report."""
+    first a bullet saying so. each: per job, the worst first (findings/rank.py jobs_worst_first), its run ids,
+    its own report (the first RUNS_ANSWERED only) and whether it had a problem; the rest are named, those with a
+    problem first, and counted."""
     ids = [r["id"] or "?" for r in rep["runs"]]
     out = [f"- These logs hold {len(ids)} runs that are not one launch: each is answered on its own below; the "
            "sections after the Answer take them together (`wp-autotrace report --run ID LOG...` gives one run's "
            "whole report)."]
-    for run_ids, sub in each[:RUNS_ANSWERED]:
+    for run_ids, sub, _ in each[:RUNS_ANSWERED]:
         command = str((sub["runs"][0]["command"] if sub["runs"] else "") or "?")
         command = command if len(command) <= COMMAND_CHARS else command[:COMMAND_CHARS - 3] + "..."
         out.append(f"Run {', '.join(i or '?' for i in run_ids)} ({command}):")
         out.extend(sub["answer"].splitlines())
-    rest = [i for run_ids, _ in each[RUNS_ANSWERED:] for i in run_ids]
+    rest = [i for run_ids, _, _ in each[RUNS_ANSWERED:] for i in run_ids]
+    troubled = sum(len(run_ids) for run_ids, _, bad in each[RUNS_ANSWERED:] if bad)
     if rest:
-        out.append(f"- {len(rest)} more run(s) not answered here ({', '.join(i or '?' for i in rest[:4])}"
-                   f"{', ...' if len(rest) > 4 else ''}): `wp-autotrace report --run ID LOG...` answers each.")
+        out.append(f"- {len(rest)} more run(s) not answered here, {troubled} of them with a problem "
+                   f"({', '.join(i or '?' for i in rest[:4])}{', ...' if len(rest) > 4 else ''}): "
+                   "`wp-autotrace report --run ID LOG...` answers each.")
     return "\n".join(out)
 
 
