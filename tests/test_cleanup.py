@@ -200,6 +200,9 @@ def test_no_start_time_or_other_host_is_refused(tmp_path: Path, sleeper: subproc
     log.write_text(text)
     res = _cleanup(str(log))
     assert res.returncode == 1 and "on host elsewhere" in res.stdout, res.stdout
+    # whether it still runs there, cleanup cannot know: its count never says "0 still alive" alone
+    assert ("0 still alive; 1 refused, not signalled (whether still alive: not known here)" in res.stdout
+            ), res.stdout
     assert_never_signalled(sleeper)
 
 

@@ -225,8 +225,16 @@ def _rounds(sweep: Sweep) -> int:
     for c, named in unended:
         sweep.unsignalled(c, named)
     left = len(sweep.survivors) + len(pending) + len(unended)
-    sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive")
+    sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive{_refused_words(sweep, unended)}")
     return REFUSED if left else sweep.status
+
+
+def _refused_words(sweep: Sweep, unended: list[tuple[Candidate, str]]) -> str:
+    """The final count's words for the claims refused and not already counted alive here: "0 still alive" alone
+    would say a process on another host, or one whose log another user owns, is gone; cleanup never looked."""
+    counted = {(c.host, c.pid) for c, _ in unended}
+    refused = [key for key in sweep.refusals if key not in counted]
+    return f"; {len(refused)} refused, not signalled (whether still alive: not known here)" if refused else ""
 
 
 def _claims(sweep: Sweep, run: str | None) -> tuple[dict[Key, list[Candidate]], int | None]:
