@@ -34,7 +34,8 @@ runtime_tests="tests/test_hooks.py tests/test_activation.py tests/test_invisible
 analysis_tests="tests/test_model.py tests/test_pools.py tests/test_sidecar_python.py tests/test_no_verdict.py tests/test_span_shape.py
     tests/test_report_text.py tests/test_answer_text.py tests/test_held_jobs.py tests/test_jobs.py
     tests/test_labels.py tests/test_count_events.py tests/test_end_unseen.py tests/test_verdict.py
-    tests/test_evidence_rule.py tests/test_oom.py tests/test_report_doc.py tests/test_html.py tests/test_orphaned_compiler.py"
+    tests/test_evidence_rule.py tests/test_oom.py tests/test_report_doc.py tests/test_html.py tests/test_orphaned_compiler.py
+    tests/test_unseen_sidecar.py"
 tests=${TESTS:-$runtime_tests $analysis_tests}
 jobs=${JOBS:-2}
 mkdir -p "$dir"

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ...common import targets as T
 from ...common import vocab as V
-from ..fold.model import AUTOTUNE, QUACK
+from ..fold.model import AUTOTUNE, QUACK, signal_name
 from ..words.fmt import error_words, plural
 from .alive import unseen_evidence, unseen_words
 from .callers import requester
@@ -37,7 +37,7 @@ from .ending import (
 )
 
 if TYPE_CHECKING:
-    from ..fold.model import Pool, Process
+    from ..fold.model import Call, Pool, Process
 
 # concurrent.futures joins an executor's workers at interpreter exit (threading's exit hooks, before atexit):
 # workers ending this close before their creator's own end ended with its exit.
@@ -47,6 +47,21 @@ BROKEN_POOL = "BrokenProcessPool"
 # A worker's end is seen by the watcher's next tick after the executor noticed it (the job's error): ends this
 # long after that error still belong to it.
 WORKER_END_SLACK_S = 1.0
+
+
+def _unseen_sidecar(endings: EndingsOf, req: Call | None) -> Ending:
+    """The ending of a pool whose sidecar no look of the watcher saw (one that died as it started, within a tick):
+    what torch's own process.wait() of it gave as its shutdown returned (`sidecar_returncode`) where that is a
+    failure (a signal, or a non-zero code: a sidecar asked to stop exits 0), else not known."""
+    rc = req.ret.get("sidecar_returncode") if req is not None and req.end is not None else None
+    if req is None or not isinstance(rc, int) or rc == 0:
+        return Ending(UNKNOWN, "how it ended is not known (its sidecar was not seen)", None, [])
+    by = requester(req)[0]
+    status = f"was killed by {signal_name(-rc)}" if rc < 0 else f"exited (code {rc})"
+    return Ending(SHUTDOWN_FOUND_DEAD, f"its sidecar {status}, never seen alive by the watcher (it ended before "
+                  f"its first look); {by} asked it to stop later and found it already dead", None,
+                  [f"SubprocPool.shutdown at {endings.rel(req.ts)}: torch's process.wait() of its sidecar gave {rc}"],
+                  signal_name(-rc) if rc < 0 else None, code=rc if rc > 0 else None, by=by)
 
 
 def pool_ending(endings: EndingsOf, pool: Pool) -> Ending:
@@ -59,7 +74,7 @@ def pool_ending(endings: EndingsOf, pool: Pool) -> Ending:
     if side is None and pool.members:
         return _executor_ending(endings, pool)
     if side is None:
-        return Ending(UNKNOWN, "how it ended is not known (its sidecar was not seen)", None, [])
+        return _unseen_sidecar(endings, req)
     side_end = endings.of(side)
     end = side_end.at
     by = requester(req)[0] if req is not None else None

@@ -280,11 +280,13 @@ def jobs_lost(v: View) -> Finding | None:
     line = jobs["lost_line"]
     where = f", the last from {site(line)}" if line else ""
     end = pool.sidecar.ended_at if pool.sidecar is not None else None
-    waited = _waited(v, pool, end)
-    head = ((f"{total} job(s) went to a compile pool whose sidecar {pool.sidecar_pid} had ended (at "
+    # a sidecar no look saw (it died as it started) ended after its pool was made: the waits in flight then
+    waited = _waited(v, pool, end if end is not None else pool.call.end)
+    when = f"at {v.rel(end) or 0:.1f} s" if end is not None else "before the watcher's first look"
+    head = ((f"{total} job(s) went to a compile pool whose sidecar {pool.sidecar_pid} had ended ("
              if any(j["lost_after_end"] for _, j in lost) else
              f"{total} job(s) sent to the compile pool of sidecar {pool.sidecar_pid} were never answered: it ended "
-             "(at ") + f"{v.rel(end) or 0:.1f} s){where}{waited}")
+             "(") + f"{when}){where}{waited}")
     return Finding(
         "jobs-lost", "problem",
         head + ": they never return (a future's result() waits for ever, or until its timeout); in torch 2.13 the "
@@ -293,8 +295,8 @@ def jobs_lost(v: View) -> Finding | None:
         [f"pool of sidecar {p.sidecar_pid}: {j['jobs_lost']} lost" for p, j in lost[:TEXT_PIDS]],
         _lost_advice(v, pool), {"jobs_lost": total},
         # the Answer keeps the wait (what the lost job cost the user) whole: a cut at a clause would drop it
-        (f"{total} job(s) the compile pool of sidecar {pool.sidecar_pid} never answered (it ended at "
-         f"{v.rel(end) or 0:.1f} s): {waited.removeprefix('; ')}.") if waited else "")
+        (f"{total} job(s) the compile pool of sidecar {pool.sidecar_pid} never answered (it ended {when}): "
+         f"{waited.removeprefix('; ')}.") if waited else "")
 
 
 def jobs_cut_off(v: View) -> Finding | None:
