@@ -139,6 +139,60 @@ NOT_ON_THE_START_PATH = {
 }
 
 
+# A forked child makes the LATER modules it needs (the signal record's code, the sink's warnings) from the pack's
+# bytes: no finder is asked (an import there could hang on a module lock a parent
+# thread held at the fork), and a plain traced start makes none of them.
+LATER_IN_A_FORK = textwrap.dedent("""
+    import json, os, sys
+    import wp_autotrace as p
+    later = [n for n in p.LATER if n in sys.modules]
+    seen = []
+    class Watch:
+        def find_spec(self, name, path=None, target=None):
+            seen.append(name)
+    sys.meta_path.insert(0, Watch())
+    os.chdir(sys.argv[1])
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.kill(os.getpid(), 0)
+        sys.modules["wp_autotrace.runtime.sink"].warn("a forked child's warning")
+        made = {n: type(sys.modules[n].__loader__).__name__ for n in p.LATER if n in sys.modules}
+        os.write(w, json.dumps({"made": made, "seen": seen}).encode())
+        os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    print(json.dumps({"at_start": later, "child": json.loads(os.read(r, 65536))}))
+""")
+
+
+@pytest.mark.parametrize("pack", ["read", "none (-B)"])
+def test_a_fork_child_makes_the_later_modules_without_an_import(pack: str, log: Path, tmp_path: Path) -> None:
+    """wp_autotrace.LATER's modules: none made at a plain traced start, even of a -c program of several lines in a
+    non-ASCII cwd (its process_start escapes both); a forked child that calls os.kill and warns makes both, each
+    with importlib's loader, and no finder is asked. Its warning is a tracer_error record (a descendant). With no
+    pack (-B, an empty pycache prefix) their loader reads them then: still no finder."""
+    cwd = tmp_path / "caf\u00e9 \U0001f600"
+    cwd.mkdir()
+    log.touch(mode=0o600)  # a descendant opens the log its root made
+    env = traced_env(log, WP_AUTOTRACE_RUN="r", WP_AUTOTRACE_ROOT_PID="1")
+    flags = []
+    if pack != "read":
+        env["PYTHONPYCACHEPREFIX"], flags = str(tmp_path / "pyc"), ["-B"]
+    res = run_python([*flags, "-c", LATER_IN_A_FORK, str(cwd)], env, cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    import json
+
+    from wp_autotrace import LATER
+
+    got = json.loads(res.stdout)
+    assert got["at_start"] == []
+    assert got["child"] == {"made": {n: "SourceFileLoader" for n in LATER}, "seen": []}
+    forked = [r for r in read_log(log) if r["event"] == "process_start" and r["forked"]]
+    assert [r["cwd"] for r in forked] == [str(cwd)]
+    assert [r["error"] for r in read_log(log) if r["event"] == "tracer_error"] == ["a forked child's warning"]
+
+
 def test_the_start_modules_hold_no_code_only_later_stages_run() -> None:
     """The functions only a recording process, the watcher, the command or the analysis call live with them."""
     import importlib

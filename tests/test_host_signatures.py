@@ -91,12 +91,12 @@ def test_exec_record_binds_keywords_like_os() -> None:
     real_execve = os.execve
     host_patches.install_exec_record(lambda *a: seen.append(a))
     try:
-        host_patches._exec["execve"] = lambda *a, **k: None  # the real exec is never reached here
+        host_patches.exec_patch["execve"] = lambda *a, **k: None  # the real exec is never reached here
         os.execve(path="/bin/sh", argv=["sh", "-c", "true"], env={"A": "1"})
         os.execve("/bin/sh", ["sh"], env={"B": "2"})
         os.execve("/bin/sh", ["sh"], {"C": "3"}, bogus=1)  # rejected by os: not recorded
     finally:
-        host_patches._exec["execve"] = real_execve
+        host_patches.exec_patch["execve"] = real_execve
         host_patches.restore_exec_record()
     assert seen == [("/bin/sh", ["sh", "-c", "true"], {"A": "1"}), ("/bin/sh", ["sh"], {"B": "2"})]
 

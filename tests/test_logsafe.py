@@ -23,7 +23,8 @@ from wp_autotrace.cli.export import CANT_CREATE
 from wp_autotrace.cli.main import main
 from wp_autotrace.common import redact
 from wp_autotrace.common.vocab import HELPER_ROLES
-from wp_autotrace.runtime.sink import RECORD_START, Sink, default_log_name, open_log
+from wp_autotrace.runtime.sink import RECORD_START, Sink, open_log
+from wp_autotrace.runtime.sink_rare import default_log_name
 
 from .conftest import ROOT, clean_env, events, read_log, run_python, tiny_tmpfs
 

@@ -41,13 +41,16 @@ class Watch:
 sys.meta_path.insert(0, Watch())
 import wp_autotrace._preload as p
 p.load()
-print(json.dumps({"imported": imported, "modules": {n: describe(n) for n in p.START}}))
+at_start = sorted(set(p.LATER) & set(sys.modules))
+for n in p.LATER:
+    p.later(n)
+print(json.dumps({"imported": imported, "at_start": at_start, "modules": {n: describe(n) for n in p.START + p.LATER}}))
 '''
 
 PLAIN = DESCRIBE + r'''
 import wp_autotrace._preload as p
 import wp_autotrace.runtime.bootstrap
-print(json.dumps({"modules": {n: describe(n) for n in p.START}}))
+print(json.dumps({"modules": {n: describe(n) for n in p.START + p.LATER}}))
 '''
 
 
@@ -89,7 +92,8 @@ def _probed_site(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> None:
     """Written (no pack yet) and read (pack current): every START module has importlib's spec, loader,
-    __file__, __cached__, __path__, attribute order and names, and no START module went through a finder."""
+    __file__, __cached__, __path__, attribute order and names, and no START module went through a finder; a LATER
+    module is not made by load() and is made alike by later(), through no finder either."""
     site = _copy(tmp_path)
     plain = _run(site, PLAIN)["modules"]
     assert not list((site / "wp_autotrace" / "__pycache__").glob("_startpack.*.pyc"))  # a plain import writes none
@@ -100,6 +104,7 @@ def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> N
     for got in (first, second):
         assert got["modules"] == plain
         assert not [n for n in got["imported"] if n in plain], got["imported"]  # each START module after its imports
+        assert got["at_start"] == []
     assert plain["wp_autotrace.runtime.bootstrap"]["cached"].startswith(str(site))
 
 
@@ -140,14 +145,15 @@ def _pack_list(site: Path) -> list[Path]:
 
 
 def test_start_lists_what_bootstrap_imports() -> None:
-    """START is every module of the package that importing bootstrap loads (but the package and _preload)."""
+    """START and LATER are every module of the package that importing bootstrap loads (but the package and _preload):
+    imported so, not from the pack, a START module loads its LATER module with itself."""
     code = ("import sys; import wp_autotrace._preload as p; before = set(sys.modules); "
             "import wp_autotrace.runtime.bootstrap; print(sorted(m for m in set(sys.modules) - before "
             "if m.startswith('wp_autotrace')))")
     res = run_python(["-c", code], clean_env(), cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    from wp_autotrace._preload import START
-    assert sorted(START) == json.loads(res.stdout.replace("'", '"'))
+    from wp_autotrace._preload import LATER, START
+    assert sorted(START + LATER) == json.loads(res.stdout.replace("'", '"'))
     assert sys.executable  # the interpreter under test ran it
 
 

@@ -145,7 +145,7 @@ LATE_WRITER = textwrap.dedent('''
     import threading, time
     from wp_autotrace.runtime import bootstrap, sink
 
-    real_write = sink._write
+    real_write = sink.os_write
     entered = threading.Event()
 
     def unscheduled_write(fd, data):
@@ -156,7 +156,7 @@ LATE_WRITER = textwrap.dedent('''
             time.sleep(0.05)
         return real_write(fd, data)
 
-    sink._write = unscheduled_write
+    sink.os_write = unscheduled_write
     rt = bootstrap._runtime
     threading.Thread(target=rt.sink.emit, args=("tracer_error",), kwargs={"where": "late-writer", "error": "x"},
                      daemon=True).start()

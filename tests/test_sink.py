@@ -183,7 +183,7 @@ def test_warning_line_escapes_what_a_path_holds(tmp_path: Path) -> None:
 
 def test_one_line_leaves_printable_text_alone() -> None:
     """Printable text (any script, spaces, quotes, backslashes) is printed as it is."""
-    from wp_autotrace.runtime.sink import one_line
+    from wp_autotrace.runtime.sink_rare import one_line
 
     text = "caf\u00e9 \u65e5\u672c 'q' \"d\" back\\slash /tmp/x y"
     assert one_line(text) is text

@@ -28,6 +28,12 @@ Invariants:
   Anything else (missing, unreadable, corrupt, stale) loads the modules one by one through their
   loaders, which read or write their pycs as importlib would, and then writes a fresh pack atomically
   (a temporary file renamed over it) unless bytecode may not be written (-B, PYTHONDONTWRITEBYTECODE).
+- LATER's modules (code a plain start never runs that a forked child, an exec, a signal or an exit with no
+  descriptor free may need) are stamped and packed with START's, their code kept as marshalled bytes (or, where
+  the pack was not current, the code object their loader read) and made by later() at their first need from
+  memory: no import statement, no module lock, no file (tests/test_activation.py). Under -B (no pack is ever
+  written) later() has their loader read the pyc then: a file but no module lock; with no descriptor free it
+  fails, and the caller's rare path (an exit's note) is lost where a pack would have kept it.
 - A module already in sys.modules is never loaded again. A source that is not a file (a zip, a frozen
   or sourceless install) leaves the rest to the plain import statement.
 - Nothing here raises for the cache; what a module's own body raises propagates as from an import.
@@ -47,14 +53,25 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType, ModuleType
+    from typing import Any
 
 # The modules bootstrap.start() imports, each after the ones it imports (tests/test_activation.py holds
 # what a traced start loads; tests/test_preload.py that this list is that set and in this order).
 START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.core", "wp_autotrace.common.env",
          "wp_autotrace.common.redact", "wp_autotrace.runtime.host_patches", "wp_autotrace.runtime.sink",
          "wp_autotrace.runtime.bootstrap")
+# Modules kept in the pack as their marshalled code and made at their first need (later()), never at start: code a
+# plain traced start never runs that a forked child, an exec, a signal or an exit with no descriptor free may need,
+# where an import may hang (a module lock a vanished parent thread held) or fail (no descriptor free). Each imports
+# only START modules; a START module that needs one reaches it through later() (runtime/sink.py rare()).
+LATER = ("wp_autotrace.runtime.sink_rare", "wp_autotrace.runtime.host_calls")
 PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
-_FORMAT = 2  # the layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...))
+# The layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...)), START's
+# modules then LATER's, each of those with its code marshalled (bytes: read with the pack, a copy, not unmarshalled)
+_FORMAT = 3
+# A LATER module not made yet: (source path, pyc path, its code: marshalled from the pack, the code object its
+# loader read for a pack written now, or None where none is written: -B, whose starts all run without a pack)
+later_code: "dict[str, tuple[str, str, Any]]" = {}
 
 
 def _source(base: str, name: str) -> str:
@@ -154,7 +171,7 @@ def load() -> None:
     try:
         ext = sys.modules["_frozen_importlib_external"]
         stamps = []
-        for name in START:
+        for name in START + LATER:
             st = os.stat(_source(base, name))
             # ctime too: an installer that keeps an archive's mtimes can put a new source of the old size and
             # mtime_ns (and compile its pyc anew), but no utime sets a ctime back
@@ -165,10 +182,18 @@ def load() -> None:
     want = (_FORMAT, ext.MAGIC_NUMBER, base, tuple(stamps))
     try:
         fmt, magic, folder, got_stamps, entries = marshal.loads(_read(pack))
-        current = (fmt, magic, folder, got_stamps) == want and len(entries) == len(START)
+        current = (fmt, magic, folder, got_stamps) == want and len(entries) == len(START + LATER)
     except Exception:  # missing, unreadable or not a pack of ours: it is only a cache
         current, entries = False, ()
     made = []
+    for i, name in enumerate(LATER, len(START)):  # first: a START module's body may look its LATER module up
+        path = _source(base, name)
+        if current:
+            cached, code = entries[i]
+        else:  # read now for the pack about to be written; else (-B) by later(), its loader reading the pyc
+            cached = ext.cache_from_source(path)
+            code = None if sys.dont_write_bytecode else ext.SourceFileLoader(name, path).get_code(name)
+        later_code[name] = (path, cached, code)
     for i, name in enumerate(START):
         loaded = sys.modules.get(name)
         if current and loaded is not None:
@@ -183,7 +208,29 @@ def load() -> None:
         if loaded is None:
             _run(name, _new_module(name, path, cached), code)
     if not current and not sys.dont_write_bytecode:
+        made += [(later_code[name][1], marshal.dumps(later_code[name][2])) for name in LATER]
         _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
+
+
+def later(name: str) -> "ModuleType":
+    """The LATER module name: sys.modules' own, else made now from its marshalled code as load() makes the START
+    modules (no import statement: no module lock, no file: safe in a forked child, a signal's path, an exit with
+    no descriptor free), else (load() never ran: a plain import of the start modules) imported. Two threads at
+    once may each make one; a LATER module holds functions and constants only (its state lives in the module
+    that calls it), so either serves."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    entry = later_code.get(name)
+    if entry is None:
+        __import__(name)
+        return sys.modules[name]
+    path, cached, code = entry
+    if code is None:  # no pack (-B): the loader reads its pyc (a file, no module lock; fails with no descriptor free)
+        code = sys.modules["_frozen_importlib_external"].SourceFileLoader(name, path).get_code(name)
+    module = _new_module(name, path, cached)
+    _run(name, module, marshal.loads(code) if type(code) is bytes else code)
+    return module
 
 
 def load_and_start() -> None:

@@ -51,7 +51,7 @@ def start() -> None:
         root = os.environ.get("WP_AUTOTRACE_ROOT_PID")  # common/env.py ROOT_ENV (not imported here)
         if root and root != str(os.getpid()):
             return  # a descendant never writes on its stderr (a host may capture it)
-        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(exc))  # as sink.one_line
+        text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(exc))  # as sink_rare.one_line
         try:
             os.write(2, f"wp-autotrace: tracing disabled: {type(exc).__name__}: {text}\n".encode("utf-8", "replace"))
         except OSError:

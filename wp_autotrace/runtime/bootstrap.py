@@ -47,7 +47,7 @@ from .host_patches import (
     install_process_hooks,
     install_signal_record,
 )
-from .sink import Sink, default_log_name, imported_by_tracer, leave_exit_note, one_more_descriptor, put_back_limit, warn
+from .sink import Sink, imported_by_tracer, rare, warn
 
 # Not typing.TYPE_CHECKING: importing typing costs every traced process milliseconds.
 TYPE_CHECKING = False
@@ -175,7 +175,7 @@ def new_runtime(settings: "Settings") -> "Runtime":
     host = os.uname().nodename
     log = None
     if settings.trace:
-        log = os.path.abspath(settings.log or default_log_name(host, pid))
+        log = os.path.abspath(settings.log or rare().default_log_name(host, pid))
         env[LOG_ENV] = log
     try:
         # Only the root may create the log; descendants open the root's file.
@@ -366,15 +366,15 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
         fields.update(rt._root.below())
     before = rt.sink.dropped
     rt.sink.emit(PROCESS_EXIT, **fields)
-    limits = one_more_descriptor(rt.sink) if rt.sink.dropped != before else None
+    limits = rare().one_more_descriptor(rt.sink) if rt.sink.dropped != before else None
     if limits is not None:  # no descriptor was free: once more, one above the program's limit
         try:
             rt.sink.dropped = before
             rt.sink.emit(PROCESS_EXIT, **fields)
         finally:
-            put_back_limit(limits)
+            rare().put_back_limit(limits)
     if rt.sink.dropped != before:  # still lost: a note the watcher turns into exit_unwritten
-        leave_exit_note(rt.sink, {"how": how, "code": fields.get("code"), "dropped": rt.sink.dropped})
+        rare().leave_exit_note(rt.sink, {"how": how, "code": fields.get("code"), "dropped": rt.sink.dropped})
 
 
 # The frame that forks (and then execs) in subprocess.Popen when preexec_fn is set:

@@ -4,7 +4,8 @@ The tracer changes what a host process's own code would find in these places.
 Each row is one patch; nothing but this module and target_patches.py replaces a
 host function (tests/test_host_patches.py checks that, and that restore puts
 back the very objects install found). This module holds the patches a traced
-start-up makes (process hooks, exec record) and a forked child's; the rows
+start-up makes (process hooks, exec record) and a forked child's (what the exec and signal
+replacements do once the host calls them is host_calls.py, made at its first need); the rows
 marked (T) live in target_patches.py, loaded with the first target module or
 pytest's config, never at start-up.
 
@@ -62,24 +63,34 @@ import atexit
 import os
 import sys
 
-from ..common.core import SIGNAL_SENT
-
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
     from typing import Any, Callable
 
 # Bound once: a user may trace sys._getframe itself (WP_AUTOTRACE_TARGETS=sys:_getframe).
-_getframe = sys._getframe
+getframe = sys._getframe
 _get_ident = _thread.get_ident
 # A bare raise re-raises with the exception's own traceback from 3.11; 3.9/3.10
 # re-raise the one saved when the exception was caught, which starts at the hook.
 _TRIM_TRACEBACK = sys.version_info >= (3, 11)
+# os's own calls, bound at start-up, never builtins.open: a host may replace open (pyfakefs) or os's (host_calls
+# reads a pidfd's process with them).
+os_open, os_read, os_close, RDONLY = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
+_CALLS = __name__.rpartition(".")[0] + ".host_calls"
+_PACKAGE = __name__.split(".")[0]  # the package: the start modules' loader (its __init__)
+
+
+def calls() -> "Any":
+    """runtime/host_calls.py, what the exec and signal replacements do once called: made at its first need from
+    the start pack's bytes (the package's later(): no import statement, lock or file), or loaded with this module where
+    it did not come from the pack (the end of this module)."""
+    return sys.modules.get(_CALLS) or sys.modules[_PACKAGE].later(_CALLS)
 
 
 def drop_own_frame(exc: "BaseException") -> None:
     """Keep a hook's own frame out of an exception's traceback (3.11+)."""
     tb = exc.__traceback__
-    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is _getframe(1):
+    if _TRIM_TRACEBACK and tb is not None and tb.tb_frame is getframe(1):
         exc.__traceback__ = tb.tb_next
 
 
@@ -194,16 +205,8 @@ def restore_mp_exit_finalizer() -> None:
 # -- exec: the record a process writes just before it becomes another program ----------
 
 # What install_exec_record replaced ("execv", "execve") and the writer it was given ("record").
-_exec: "dict[str, Any]" = {}
+exec_patch: "dict[str, Any]" = {}
 
-
-def _record_exec(path: "Any", argv: "Any", env: "Any") -> None:
-    """Hand the exec about to happen to the recorder; contained: never raises, prints nothing."""
-    try:
-        if os.access(path, os.X_OK):  # a path the kernel will refuse (execvp's PATH walk) is no exec
-            _exec["record"](os.fsdecode(path), [os.fsdecode(a) for a in argv], env)
-    except Exception:
-        pass
 
 
 # os.execve's parameters: unlike os.execv's (path, argv, /), they may be given by keyword.
@@ -213,9 +216,12 @@ _EXECVE_PARAMS = ("path", "argv", "env")
 def _execv(*args: "Any", **kwargs: "Any") -> "Any":
     """os.execv(path, argv, /): the exec record first. os.execl, os.execvp and os.execlp call this."""
     if len(args) == len(_EXECVE_PARAMS) - 1 and not kwargs:
-        _record_exec(args[0], args[1], None)
+        try:  # host_calls.record_exec is contained; here, where it cannot be made (no memory): no record
+            calls().record_exec(args[0], args[1], None)
+        except Exception:
+            pass
     try:
-        return _exec["execv"](*args, **kwargs)
+        return exec_patch["execv"](*args, **kwargs)
     except BaseException as exc:
         drop_own_frame(exc)
         raise
@@ -225,9 +231,12 @@ def _execve(*args: "Any", **kwargs: "Any") -> "Any":
     """os.execve(path, argv, env): the exec record first. os.execle, os.execvpe and os.execlpe call this."""
     rest = _EXECVE_PARAMS[len(args):]
     if len(args) <= len(_EXECVE_PARAMS) and set(kwargs) == set(rest):
-        _record_exec(*args, *(kwargs[name] for name in rest))
+        try:
+            calls().record_exec(*args, *(kwargs[name] for name in rest))
+        except Exception:
+            pass
     try:
-        return _exec["execve"](*args, **kwargs)
+        return exec_patch["execve"](*args, **kwargs)
     except BaseException as exc:
         drop_own_frame(exc)
         raise
@@ -243,9 +252,9 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
     later record of it as the exec having failed). subprocess execs in C,
     from a child that is never traced.
     """
-    if _exec:
+    if exec_patch:
         return
-    _exec.update(record=record, execv=os.execv, execve=os.execve)
+    exec_patch.update(record=record, execv=os.execv, execve=os.execve)
     look_like(_execv, os.execv)
     look_like(_execve, os.execve)
     os.execv = _execv
@@ -254,123 +263,30 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
 
 def restore_exec_record() -> None:
     """Put os.execv and os.execve back where they are still ours."""
-    if not _exec:
+    if not exec_patch:
         return
     if os.execv is _execv:
-        os.execv = _exec["execv"]
+        os.execv = exec_patch["execv"]
     if os.execve is _execve:
-        os.execve = _exec["execve"]
-    _exec.clear()
+        os.execve = exec_patch["execve"]
+    exec_patch.clear()
 
 
 # -- signals: the record a process writes as it signals another -------------------------
 
 # What install_signal_record replaced ("kill", "killpg", "pidfd_send_signal") and its writer ("record": the
 # sink's emit).
-_signals: "dict[str, Any]" = {}
-# Frames kept per signal record, innermost first: enough to pass psutil/subprocess/a library's own
-# send_signal and reach the line that asked.
-SIGNAL_FRAMES = 8
-
-
-def _frames(f: "Any") -> "list[dict[str, Any]]":
-    """From frame f outwards (the host's caller of the patched function first): file, line, func."""
-    out: list[dict[str, Any]] = []
-    while f is not None and len(out) < SIGNAL_FRAMES:
-        code = f.f_code
-        out.append({"file": code.co_filename, "line": f.f_lineno, "func": code.co_name})
-        f = f.f_back
-    return out
-
-
-def _record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", error: "str | None") -> None:
-    """Hand one signal about to be sent (error None), or one that failed, to the recorder; contained: never
-    raises, prints nothing. Only a well-formed call with a real signal: signal 0 (a liveness probe:
-    psutil.pid_exists), a number no signal has and a call os rejects are no signal sent."""
-    try:
-        sig = 0 if kwargs else _signal_of(how, args)
-        if not sig:
-            return
-        target: int = args[0]
-        extra: dict[str, Any] = {} if error is None else {"error": error}
-        if how == "pidfd_send_signal":
-            extra["pidfd"], target = target, _pidfd_pid(target)
-        # past this function, _send and the replacement: the host's own caller, None where C called the
-        # replacement with no Python frame below (atexit.register(os.kill, pid, sig) runs it so: _getframe(3)
-        # raised there, and the record was lost)
-        _signals["record"](SIGNAL_SENT, how=how, target=target, signal=sig, frames=_frames(_getframe(2).f_back),
-                           **extra)
-    except Exception:
-        pass
-
-
-# pid_t and a C int: a pid or descriptor outside this range is rejected by os (OverflowError) before any signal.
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-
-
-def _signal_of(how: str, args: "tuple[Any, ...]") -> int:
-    """The signal a call of these positional arguments sends, or 0 where the call sends none: signal 0 (a
-    liveness probe: psutil.pid_exists), a number no signal has, and any call os rejects before the kernel sees
-    it (a float, a pid out of pid_t's range, siginfo not None): a record for one of those would tell a signal
-    that never went (os raises TypeError/OverflowError, not OSError: no failure record follows). Runs no host
-    code: a host's int subclass is read through int's own slots, never its __lt__/__int__; a non-int with
-    __index__, which os accepts, is not recorded rather than calling that __index__ a second time."""
-    counts = (2, 3, 4) if how == "pidfd_send_signal" else (2,)  # (pidfd, sig, siginfo=None, flags=0, /)
-    if len(args) not in counts or type(args[0]) is not int or not _INT_MIN <= args[0] <= _INT_MAX:
-        return 0
-    if not issubclass(type(args[1]), int):
-        return 0
-    sig: int = int.__index__(args[1])  # bool, IntEnum, signal.Signals: their int value, no method of theirs
-    if len(args) > 2 and (args[2] is not None or len(args) > 3 and not issubclass(type(args[3]), int)):
-        return 0
-    return sig if 0 < sig < _signals["nsig"] else 0
-
-
-def _pidfd_pid(fd: int) -> int:
-    """The process a pidfd refers to (/proc/self/fdinfo/FD's `Pid:` line; -1 if it has ended); 0 unknown."""
-    try:  # os's own calls bound at start-up, never builtins.open: a host may have replaced open (pyfakefs)
-        fd_info = _os_open(f"/proc/self/fdinfo/{fd}", _RDONLY)
-        try:
-            data = _os_read(fd_info, 4096)
-        finally:
-            _os_close(fd_info)
-        for line in data.splitlines():
-            if line.startswith(b"Pid:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-_os_open, _os_read, _os_close, _RDONLY = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
-
-
-def _send(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
-    """The record before the signal goes (a signal that ends this very process, or its group with it, is
-    recorded too, and nothing of ours runs between the signal and the host's next step); a failure is recorded
-    after it, with its errno, and raised as it was."""
-    _record_signal(how, args, kwargs, None)
-    try:
-        return _signals[how](*args, **kwargs)
-    except OSError as exc:
-        _record_signal(how, args, kwargs, _errno_name(exc))
-        drop_own_frame(exc)
-        raise
-    except BaseException as exc:
-        drop_own_frame(exc)
-        raise
-
-
-def _errno_name(exc: OSError) -> str:
-    import errno  # already loaded by os at start-up: a dict lookup
-
-    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+signal_patch: "dict[str, Any]" = {}
 
 
 def _kill(*args: "Any", **kwargs: "Any") -> "Any":
     """os.kill(pid, signal, /): psutil's send_signal/terminate/kill, subprocess's and multiprocessing's reach it."""
     try:
-        return _send("kill", args, kwargs)
+        try:
+            send = calls().send
+        except Exception:  # host_calls cannot be made (no memory): the signal goes, unrecorded
+            return signal_patch["kill"](*args, **kwargs)
+        return send("kill", args, kwargs)
     except BaseException as exc:
         drop_own_frame(exc)
         raise
@@ -379,7 +295,11 @@ def _kill(*args: "Any", **kwargs: "Any") -> "Any":
 def _killpg(*args: "Any", **kwargs: "Any") -> "Any":
     """os.killpg(pgid, signal, /): a signal to a whole process group (jupyter_client's interrupt and restart)."""
     try:
-        return _send("killpg", args, kwargs)
+        try:
+            send = calls().send
+        except Exception:  # host_calls cannot be made (no memory): the signal goes, unrecorded
+            return signal_patch["killpg"](*args, **kwargs)
+        return send("killpg", args, kwargs)
     except BaseException as exc:
         drop_own_frame(exc)
         raise
@@ -389,7 +309,11 @@ def _pidfd_send_signal(*args: "Any", **kwargs: "Any") -> "Any":
     """signal.pidfd_send_signal(pidfd, sig, siginfo=None, flags=0, /): recorded with the descriptor; the
     reader names its process only where the log says which process the descriptor was opened for."""
     try:
-        return _send("pidfd_send_signal", args, kwargs)
+        try:
+            send = calls().send
+        except Exception:  # host_calls cannot be made (no memory): the signal goes, unrecorded
+            return signal_patch["pidfd_send_signal"](*args, **kwargs)
+        return send("pidfd_send_signal", args, kwargs)
     except BaseException as exc:
         drop_own_frame(exc)
         raise
@@ -408,16 +332,16 @@ def install_signal_record(emit: "Callable[..., None]") -> None:
     pidfd_send_signal is replaced in _signal (built in, loaded by every interpreter's start-up), which the
     signal module copies its functions from when it is first imported, and in signal where that is loaded
     already: importing signal here would cost every traced process its enum import."""
-    if _signals:
+    if signal_patch:
         return
-    _signals.update(record=emit, nsig=_signal.NSIG)
+    signal_patch.update(record=emit, nsig=_signal.NSIG)
     for name, owner, fn in _SENDERS:
-        _signals[name] = getattr(owner, name)
-        look_like(fn, _signals[name])
+        signal_patch[name] = getattr(owner, name)
+        look_like(fn, signal_patch[name])
         setattr(owner, name, fn)
     real = getattr(_signal, "pidfd_send_signal", None)
     if real is not None:
-        _signals["pidfd_send_signal"] = real
+        signal_patch["pidfd_send_signal"] = real
         look_like(_pidfd_send_signal, real)
         # Where a reader finds it: pydoc's and CPython's own test ask a signal function that is no builtin for
         # __module__ "signal", and pickle finds it by reference there (the same object: ours, where installed).
@@ -434,13 +358,19 @@ def _pidfd_owners() -> "list[Any]":
 
 def restore_signal_record() -> None:
     """Put os.kill, os.killpg and pidfd_send_signal (_signal's, signal's) back where they are still ours."""
-    if not _signals:
+    if not signal_patch:
         return
     for name, owner, fn in _SENDERS:
         if getattr(owner, name, None) is fn:
-            setattr(owner, name, _signals[name])
-    if "pidfd_send_signal" in _signals:
+            setattr(owner, name, signal_patch[name])
+    if "pidfd_send_signal" in signal_patch:
         for owner in _pidfd_owners():
             if getattr(owner, "pidfd_send_signal", None) is _pidfd_send_signal:
-                owner.pidfd_send_signal = _signals["pidfd_send_signal"]
-    _signals.clear()
+                owner.pidfd_send_signal = signal_patch["pidfd_send_signal"]
+    signal_patch.clear()
+
+
+# Not made from the pack (load() never ran: a plain import of the start modules): loaded now, with this module, so
+# a forked child's exec or kill later imports nothing.
+if _CALLS not in getattr(sys.modules.get(_PACKAGE), "later_code", ()):
+    __import__(_CALLS)  # binds no name here: the module's names are those it has made from the pack

@@ -4,11 +4,11 @@ Imported by the root at start-up (bootstrap.start_runtime), never by a descendan
 exit: a program may end with its descriptor table full, where an import (which opens a file) fails
 and would cost the root its process_exit. So the /proc readers its exit record needs are loaded
 here, with it, and so is ``resource``, which lets the exit record take one descriptor above a full
-table's limit (sink.one_more_descriptor).
+table's limit (sink_rare.one_more_descriptor).
 """
 
 import os
-import resource  # noqa: F401  (loaded for the exit record: sink.one_more_descriptor's one more descriptor)
+import resource  # noqa: F401  (loaded for the exit record: sink_rare.one_more_descriptor's one more descriptor)
 
 from ..common.core import TRACER_ERROR
 from ..common.env import EXPORT_ENV, REDACT_ENV, WATCHED_ENV

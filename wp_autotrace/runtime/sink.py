@@ -28,8 +28,7 @@ import stat
 import sys
 import time
 
-from ..common.core import EXIT_NOTE, HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
-from ..common.env import ROOT_ENV
+from ..common.core import HEADER_KEYS, MAX_RECORD_BYTES, RECORD_START, SCHEMA_VERSION, TRACER_ERROR
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -41,7 +40,8 @@ FOREIGN_WRITE_BITS = stat.S_IWGRP | stat.S_IWOTH
 
 # Bound once: a user may trace these very functions (WP_AUTOTRACE_TARGETS=os:getpid),
 # and the tracer must not call itself through them.
-_write, _close, _symlink, _fstat, _getpid, _getppid = os.write, os.close, os.symlink, os.fstat, os.getpid, os.getppid
+os_write, os_symlink, os_getpid = os.write, os.symlink, os.getpid  # sink_rare's too
+_close, _fstat, _getppid = os.close, os.fstat, os.getppid
 _time_ns = time.time_ns  # ts, written `<ns>e-9`: a float's repr (dtoa) cost a tenth of a call (docs/scale.md)
 _get_ident = _thread.get_ident
 _monotonic, _sleep = time.monotonic, time.sleep
@@ -59,16 +59,7 @@ def imported_by_tracer(frame: "Any") -> bool:
     return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
 
 
-def _unreachable(code: "int | None") -> bool:
-    """Why a released write may find no log to open, said nowhere (counted): the path no longer names it,
-    or no descriptor is free. errno is imported here, on that rare path only: a built-in module, it
-    loads with no file to open (a program may have no descriptor free)."""
-    import errno
-
-    return code in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EMFILE, errno.ENFILE)
-
-
-def _identity(fd: int) -> "tuple[int, int] | None":
+def identity_of(fd: int) -> "tuple[int, int] | None":
     """(st_dev, st_ino) of what fd refers to now, or None if it is closed."""
     try:
         st = _fstat(fd)
@@ -79,63 +70,27 @@ def _identity(fd: int) -> "tuple[int, int] | None":
 
 # The stream fd 2 was when tracing started: warnings are printed only while fd 2
 # is still that stream (a host started with 2>&- may have reused fd 2 for a file).
-_stderr_identity = _identity(2)
+_stderr_identity = identity_of(2)
 # Where warnings go when fd 2 is not ours to write: set by the process's Sink.
 _warning_sink: "Sink | None" = None
+_RARE = __name__ + "_rare"
 
 
-def is_root_process() -> bool:
-    """Whether this is the run's root, the process the user started (or no run is set up yet).
-
-    Read from the environment at each call (warnings are rare): a descendant,
-    forked or started, inherits the root's WP_AUTOTRACE_ROOT_PID.
-    """
-    root = os.environ.get(ROOT_ENV)
-    return not root or root == str(_getpid())
-
-
-def stderr_is_ours() -> bool:
-    """Whether this process may write on fd 2: it is the root, and fd 2 is still its original stream.
-
-    A descendant never writes on its stderr: a host may capture a child's
-    stderr (and parse it), so its faults go to the log or nowhere.
-    """
-    return _stderr_identity is not None and _identity(2) == _stderr_identity and is_root_process()
+def rare() -> "Any":
+    """runtime/sink_rare.py, the sink's rare paths (warnings, a short write, the exit with no descriptor free):
+    made at its first need from the start pack's bytes (the package's later(): no import statement, lock or file, so a
+    forked child or an exit with no descriptor free may call it), or loaded with this module where it did not
+    come from the pack (the end of this module)."""
+    return sys.modules.get(_RARE) or sys.modules[_PACKAGE].later(_RARE)
 
 
 def warn(message: str, key: "str | None" = None) -> None:
-    """Print one ``wp-autotrace: ...`` line on stderr, at most once per key.
-
-    Only the root prints, and only while fd 2 is the stream it started with;
-    otherwise the warning goes only into the log, as a tracer_error record
-    (or nowhere, when there is no log to write).
-    """
-    key = key or message
-    if key in _warned:
-        return
-    _warned.add(key)
-    if not stderr_is_ours():
-        if _warning_sink is not None:
-            _warning_sink.emit(TRACER_ERROR, where="warning", error=message)
-        return
+    """One ``wp-autotrace: ...`` line on stderr at most once per key, in the root only; else a tracer_error
+    record (sink_rare.warn). Never raises (nor where sink_rare cannot be made: no memory)."""
     try:
-        _write(2, f"wp-autotrace: {one_line(message)}\n".encode("utf-8", "backslashreplace"))
-    except OSError:
+        rare().warn(message, key)
+    except Exception:
         pass
-
-
-def one_line(text: str) -> str:
-    """text with every character str.isprintable() refuses (newline, ESC, U+202E and the other
-    bidi controls, a path's undecodable bytes) escaped as Python writes it (\\n, \\x1b, \\u202e):
-    a path or error text can neither break the one warning line nor restyle or reorder the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
-def default_log_name(host: str, pid: int) -> str:
-    """The default log file name: a random part, so another user cannot pre-create it."""
-    return f"wp_autotrace-{host}-{pid}-{os.urandom(4).hex()}.jsonl"
 
 
 def check_log_file(st: "os.stat_result", path: str) -> None:
@@ -177,6 +132,8 @@ def open_log(path: str, create: bool = True) -> int:
 
 
 _INF = float("inf")
+
+
 # encode_basestring_ascii's escapes: these, then \\uXXXX (lower-case hex; a surrogate pair above U+FFFF)
 # for every other character outside printable ASCII.
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
@@ -277,14 +234,14 @@ class Sink:
         self.path = path
         # The held descriptor, or -1: none held (released, or no log).
         self.fd = open_log(path, create) if path else -1
-        self.identity = _identity(self.fd) if path else None
+        self.identity = identity_of(self.fd) if path else None
         self._mark: Any = None  # held.mark's check of the held descriptor, or None: fstat checks it
         self.active = bool(path)  # records are written at all (stop() ends that)
         if path:
             _warning_sink = self
         self.host = host
         self._role = role
-        self.pid = _getpid()
+        self.pid = os_getpid()
         self.ppid = _getppid()
         self.dropped = 0
         # Said to the log: when a write lands after drops, a tracer_error with the count first (opt-in:
@@ -312,7 +269,7 @@ class Sink:
         is closed here, or the child would hold the log for good.
         """
         self.ppid = self.pid
-        self.pid = _getpid()
+        self.pid = os_getpid()
         self.role = role
         self.dropped = 0
         self._drops_said = 0
@@ -357,7 +314,7 @@ class Sink:
         self._closer = me
         self.set_fast()
         deadline = _monotonic() + wait_s
-        while _monotonic() < deadline and _other_thread_writing(me):
+        while _monotonic() < deadline and rare().other_thread_writing(me):  # raises only where nothing can be made
             _sleep(EXIT_POLL_S)
 
     def emit(self, event: str, /, **fields: "Any") -> None:
@@ -388,7 +345,7 @@ class Sink:
                     return
                 opened = True
                 self._in_flight.add(fd)
-            else:  # still the log: its description's mark (held.mark), else _identity(fd) inline
+            else:  # still the log: its description's mark (held.mark), else identity_of(fd) inline
                 try:
                     mark = self._mark
                     same = mark is not None and mark[0](fd, mark[1]) == mark[2]
@@ -421,7 +378,7 @@ class Sink:
                 from .jsonline import encode, frame  # an oversized record, or a field named as a header's
 
                 line = frame(encode(record))
-            written = _write(fd, line)
+            written = os_write(fd, line)
             if written != len(line):
                 _terminate_fragment(fd)
                 raise OSError(f"short write ({written} of {len(line)} bytes)")
@@ -472,10 +429,10 @@ class Sink:
             # ELOOP: O_NOFOLLOW met a symlink planted at the path. EMFILE/ENFILE: the program holds
             # every descriptor it may (a record then is lost, as the program's own open() would fail).
             self._open_errno = exc.errno
-            if _unreachable(exc.errno):
+            if rare().unreachable(exc.errno):
                 return -1
             raise
-        if _identity(fd) != self.identity:
+        if identity_of(fd) != self.identity:
             os.close(fd)
             return -1
         return fd
@@ -486,67 +443,19 @@ class Sink:
         Torch sends sidecar output to /dev/null, so the record is the only
         trace of a fault inside a compile sidecar or worker.
         """
-        if stderr_is_ours():  # otherwise warn would log it a second time
+        try:
+            ours = rare().stderr_is_ours()
+        except Exception:  # sink_rare not made (no memory): the record says it
+            ours = False
+        if ours:  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit(TRACER_ERROR, where=where, error=f"{type(exc).__name__}: {exc}")
-
-
-def one_more_descriptor(sink: "Sink") -> "tuple[int, int] | None":
-    """Where the sink's last open of the log found no descriptor free (EMFILE: a program ending with its
-    table full), the soft RLIMIT_NOFILE raised by one, for the exit record's one write: the limits to put
-    back (put_back_limit), or None where the hard limit leaves no room or ``resource`` is not loaded (by
-    the root at start, or by a sink that held its descriptor). Imports nothing: an exit may have no
-    descriptor to load a module with; errno is built in."""
-    import errno
-
-    resource: Any = sys.modules.get("resource")
-    if sink._open_errno != errno.EMFILE or resource is None:
-        return None
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft == resource.RLIM_INFINITY or (hard != resource.RLIM_INFINITY and soft >= hard):
-            return None
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft + 1, hard))
-    except (OSError, ValueError):
-        return None
-    return soft, hard
-
-
-def leave_exit_note(sink: "Sink", fields: "dict[str, Any]") -> None:
-    """Where the exit record found no descriptor (EMFILE, soft RLIMIT_NOFILE at the hard one), what it would have
-    said as a note the watcher reads when it sees this process end: a symlink (it needs no descriptor) beside
-    the log, LOG + EXIT_NOTE + pid, its target the fields' JSON; so the log says the record was lost, never a
-    kill. A stale note of ours under that name is replaced. Imports nothing, never raises."""
-    import errno
-
-    if sink._open_errno != errno.EMFILE or not sink.active:
-        return
-    path, note = f"{sink.path}{EXIT_NOTE}{_getpid()}", _encode_json(fields)
-    try:
-        for _ in range(2):
-            try:
-                _symlink(note, path)
-                return
-            except FileExistsError:
-                if os.lstat(path).st_uid != os.geteuid():
-                    return
-                os.unlink(path)
-    except Exception:
-        pass
-
-
-def put_back_limit(limits: "tuple[int, int]") -> None:
-    """Put back the RLIMIT_NOFILE one_more_descriptor raised."""
-    try:
-        sys.modules["resource"].setrlimit(sys.modules["resource"].RLIMIT_NOFILE, limits)
-    except (OSError, ValueError):
-        pass
 
 
 def _terminate_fragment(fd: int) -> None:
     """After a short write, end the fragment with a newline (best effort)."""
     try:
-        _write(fd, b"\n")
+        os_write(fd, b"\n")
     except OSError:
         pass
 
@@ -564,12 +473,8 @@ WRITER_DEPTH = 6  # frames looked up from a thread's innermost for a writer (enc
 writer_codes = {Sink._write.__code__}
 
 
-def _other_thread_writing(me: int) -> bool:
-    """Whether a thread other than me is inside a writer (writer_codes: seq taken or about to be, not written)."""
-    for ident, frame in sys._current_frames().items():
-        depth = 0
-        while ident != me and frame is not None and depth < WRITER_DEPTH:
-            if frame.f_code in writer_codes:
-                return True
-            frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
-    return False
+# Not made from the pack (load() never ran: the watcher, the command, a plain import of the start modules): loaded
+# now, with this module, so a forked child, a signal or an exit with no descriptor free later imports nothing.
+_PACKAGE = __name__.split(".")[0]  # the package: the start modules' loader (its __init__)
+if _RARE not in getattr(sys.modules.get(_PACKAGE), "later_code", ()):
+    __import__(_RARE)  # binds no name here: the module's names are those it has made from the pack

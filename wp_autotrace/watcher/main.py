@@ -214,7 +214,7 @@ class Watcher:
                     self.emit(cgroups.kind[1], **fields)
 
     def _exit_note(self, entry: dict[str, Any]) -> None:
-        """An ended process's note that its process_exit could not be written (sink.leave_exit_note), as an
+        """An ended process's note that its process_exit could not be written (sink_rare.leave_exit_note), as an
         exit_unwritten record; the note is removed. Only this user's symlink made during that process's life
         (a stale note of an earlier process with the pid is not its). One lstat per end: ENOENT as a rule."""
         path = f"{self.sink.path}{V.EXIT_NOTE}{entry['pid']}"

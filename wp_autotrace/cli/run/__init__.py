@@ -25,7 +25,8 @@ from ...common.env import (
     runs_own_cli,
 )
 from ...common.vocab import RUN_EXIT, RUNNER, WATCHER
-from ...runtime.sink import Sink, default_log_name
+from ...runtime.sink import Sink
+from ...runtime.sink_rare import default_log_name
 from ..base import USAGE
 from ..doctor import INSTALL_ADVICE, probe_interpreter
 from . import signals

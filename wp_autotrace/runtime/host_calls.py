@@ -1,0 +1,131 @@
+"""What the exec and signal patches do once the host calls them: the exec record's hand-over and the signal
+record (which signal, to whom, from which frames), written through the writers host_patches was given.
+
+A plain traced start never runs this, and the replacements host_patches installs (os.execv, os.kill...) reach it
+only when the host calls them. So it is not made at start: host_patches' ``calls()`` makes it from the start
+pack's bytes at its first need (wp_autotrace/__init__.py ``later``: no import statement, no module lock, no file:
+a forked child's kill or exec, one made from a signal handler, imports nothing), or loads it with itself where
+the start modules did not come from the pack.
+
+Invariants: functions and constants only; the state (what was replaced, the writers) lives in host_patches'
+dicts, and the host's own functions it calls (os.open, sys._getframe...) were bound there at start-up, before
+a host could replace them. It imports only modules loaded before it: no lock, no file.
+"""
+
+import os
+
+from ..common.core import SIGNAL_SENT
+from .host_patches import RDONLY, drop_own_frame, exec_patch, getframe, os_close, os_open, os_read, signal_patch
+
+TYPE_CHECKING = False  # typing is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def record_exec(path: "Any", argv: "Any", env: "Any") -> None:
+    """Hand the exec about to happen to the recorder; contained: never raises, prints nothing."""
+    try:
+        if os.access(path, os.X_OK):  # a path the kernel will refuse (execvp's PATH walk) is no exec
+            exec_patch["record"](os.fsdecode(path), [os.fsdecode(a) for a in argv], env)
+    except Exception:
+        pass
+
+
+
+
+# Frames kept per signal record, innermost first: enough to pass psutil/subprocess/a library's own
+# send_signal and reach the line that asked.
+SIGNAL_FRAMES = 8
+
+
+def _frames(f: "Any") -> "list[dict[str, Any]]":
+    """From frame f outwards (the host's caller of the patched function first): file, line, func."""
+    out: list[dict[str, Any]] = []
+    while f is not None and len(out) < SIGNAL_FRAMES:
+        code = f.f_code
+        out.append({"file": code.co_filename, "line": f.f_lineno, "func": code.co_name})
+        f = f.f_back
+    return out
+
+
+def _record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", error: "str | None") -> None:
+    """Hand one signal about to be sent (error None), or one that failed, to the recorder; contained: never
+    raises, prints nothing. Only a well-formed call with a real signal: signal 0 (a liveness probe:
+    psutil.pid_exists), a number no signal has and a call os rejects are no signal sent."""
+    try:
+        sig = 0 if kwargs else _signal_of(how, args)
+        if not sig:
+            return
+        target: int = args[0]
+        extra: dict[str, Any] = {} if error is None else {"error": error}
+        if how == "pidfd_send_signal":
+            extra["pidfd"], target = target, _pidfd_pid(target)
+        # past this function, send and the replacement: the host's own caller, None where C called the
+        # replacement with no Python frame below (atexit.register(os.kill, pid, sig) runs it so: getframe(3)
+        # raised there, and the record was lost)
+        signal_patch["record"](SIGNAL_SENT, how=how, target=target, signal=sig, frames=_frames(getframe(2).f_back),
+                           **extra)
+    except Exception:
+        pass
+
+
+# pid_t and a C int: a pid or descriptor outside this range is rejected by os (OverflowError) before any signal.
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _signal_of(how: str, args: "tuple[Any, ...]") -> int:
+    """The signal a call of these positional arguments sends, or 0 where the call sends none: signal 0 (a
+    liveness probe: psutil.pid_exists), a number no signal has, and any call os rejects before the kernel sees
+    it (a float, a pid out of pid_t's range, siginfo not None): a record for one of those would tell a signal
+    that never went (os raises TypeError/OverflowError, not OSError: no failure record follows). Runs no host
+    code: a host's int subclass is read through int's own slots, never its __lt__/__int__; a non-int with
+    __index__, which os accepts, is not recorded rather than calling that __index__ a second time."""
+    counts = (2, 3, 4) if how == "pidfd_send_signal" else (2,)  # (pidfd, sig, siginfo=None, flags=0, /)
+    if len(args) not in counts or type(args[0]) is not int or not _INT_MIN <= args[0] <= _INT_MAX:
+        return 0
+    if not issubclass(type(args[1]), int):
+        return 0
+    sig: int = int.__index__(args[1])  # bool, IntEnum, signal.Signals: their int value, no method of theirs
+    if len(args) > 2 and (args[2] is not None or len(args) > 3 and not issubclass(type(args[3]), int)):
+        return 0
+    return sig if 0 < sig < signal_patch["nsig"] else 0
+
+
+def _pidfd_pid(fd: int) -> int:
+    """The process a pidfd refers to (/proc/self/fdinfo/FD's `Pid:` line; -1 if it has ended); 0 unknown."""
+    try:  # os's own calls bound at start-up, never builtins.open: a host may have replaced open (pyfakefs)
+        fd_info = os_open(f"/proc/self/fdinfo/{fd}", RDONLY)
+        try:
+            data = os_read(fd_info, 4096)
+        finally:
+            os_close(fd_info)
+        for line in data.splitlines():
+            if line.startswith(b"Pid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+
+
+def send(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
+    """The record before the signal goes (a signal that ends this very process, or its group with it, is
+    recorded too, and nothing of ours runs between the signal and the host's next step); a failure is recorded
+    after it, with its errno, and raised as it was."""
+    _record_signal(how, args, kwargs, None)
+    try:
+        return signal_patch[how](*args, **kwargs)
+    except OSError as exc:
+        _record_signal(how, args, kwargs, _errno_name(exc))
+        drop_own_frame(exc)
+        raise
+    except BaseException as exc:
+        drop_own_frame(exc)
+        raise
+
+
+def _errno_name(exc: OSError) -> str:
+    import errno  # already loaded by os at start-up: a dict lookup
+
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
