@@ -12,11 +12,13 @@ site runs its line twice (see bench/start_phases.py). Figures, `python -c pass`:
   cachegrind, user space, PYTHONHASHSEED fixed; the second of two runs: load-proof) and CPU (user+sys from
   os.wait4's rusage: the median of per-round paired differences with its p25-p75, rounds alternating and
   rotating over the venvs);
-- ``false_word``: WP_AUTOTRACE=0, instructions over the same venv with no `.pth`;
+- ``false_word``: WP_AUTOTRACE=0, instructions over the same venv with no `.pth` (CPU, paired as below, for
+  this tree's line);
 - ``traced``: WP_AUTOTRACE=1, instructions (and CPU, paired as above) over ``import only``, the form that
   only imports _preload and calls start(): what a traced start pays anyway.
 
-Forms: ``import os`` (the floor: what site pays for any import line); ``nested exec`` (the line before: both
+Forms: ``empty .pth`` (a file with no line: what site pays to read any `.pth`); ``import os`` (the floor:
+what site pays for any import line); ``nested exec`` (the line before: both
 variables' presence, then the value test and main-interpreter test compiled from a string inside a string,
 the inner one skipped once bootstrap is loaded); ``flat exec`` (the same tests in one string, which the
 venv's second run compiles again); ``this tree's line`` (presence, then wp_autotrace._preload.start(): the
@@ -65,7 +67,7 @@ FLAT = (f"import os; {PRESENT} and exec('import sys; \"wp_autotrace.runtime.boot
         f"{VALUES} and {MAIN} and {CALL}')")
 # The package's load_and_start() in every venv (what start() calls once its tests pass): bootstrap marked loaded.
 # Forms measured outside a venv too ("bare" first: no line).
-ONCE = ("bare", "import os", "this tree's line", "package hand-over", "names joined", "one variable",
+ONCE = ("bare", "import os", "this tree's line", "empty .pth", "package hand-over", "names joined", "one variable",
         "presence test alone")
 # The interpreter the venvs are made from: outside a venv site reads the user site once.
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
@@ -78,7 +80,8 @@ def forms() -> dict[str, str]:
     head, sep, handover = line.partition(" and __import__(")
     if not sep or not head.startswith("import os; "):
         raise RuntimeError("the .pth line's form changed: update bench/pth_line.py")
-    return {"import os": "import os", "nested exec": NESTED, "flat exec": FLAT, "this tree's line": line,
+    return {"empty .pth": "", "import os": "import os", "nested exec": NESTED, "flat exec": FLAT,
+            "this tree's line": line,
             "handover, or-chain": f"import os; {PRESENT} and __import__({handover}",
             "package hand-over": f'{head} and __import__("wp_autotrace").start()',
             "names joined": f'import os; b"WP_AUTOTRACE" in b"".join(os.environ._data) and __import__({handover}',
@@ -170,6 +173,7 @@ def main() -> int:
         off_cpu = cpu(passes(venvs, envs["off"]), args.rounds)
         traced_cpu = cpu(passes({k: venvs[k] for k in lines}, envs["traced"]), args.rounds)
         once_cpu = cpu({k: ([BASE_PYTHON, "-c", "pass"], users[k]) for k in ONCE[:3]}, args.rounds)
+        false_cpu = cpu(passes({k: venvs[k] for k in ("bare", "this tree's line")}, envs["false_word"]), args.rounds)
         bare_ms = statistics.median(off_cpu["bare"]) * 1e3
         out = {"rounds": args.rounds, "load": os.getloadavg(), "chars": {k: len(v) for k, v in lines.items()},
                "bare": {"instructions": n["off"]["bare"], "cpu_median_ms": round(bare_ms, 3)},
@@ -179,6 +183,7 @@ def main() -> int:
                                         "cpu_ms": paired(once_cpu[k], once_cpu["bare"]) if k in once_cpu else None}
                                     for k in ONCE[1:]},
                "false_word_instructions": {k: n["false_word"][k] - n["false_word"]["bare"] for k in shown},
+               "false_word_cpu_ms": paired(false_cpu["this tree's line"], false_cpu["bare"]),
                "traced_over_import_only": {k: {"instructions": n["traced"][k] - n["traced"]["import only"],
                                                "cpu_ms": paired(traced_cpu[k], traced_cpu["import only"])}
                                            for k in shown}}
