@@ -271,6 +271,33 @@ def test_the_tracers_finders_go_in_a_set_and_a_weakset(log: Path) -> None:
     res = run_python(["-c", code], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
     assert (res.stdout.split(), res.stderr) == (["True", "True", "True"], "")
 
+
+def test_every_top_level_module_the_tracer_imports_is_one_its_finders_look_up_as_its_own() -> None:
+    """The finders look a top-level import up where the cwd cannot shadow it only for a name in sink.TRACER_IMPORTS
+    (a string test: walking the frames cost every top-level import of the host): every import statement of the host
+    side (runtime/, common/, the package's own modules but the command's __main__) names one of its modules, and
+    so do the modules bootstrap imports by name."""
+    import ast
+
+    from wp_autotrace.runtime.bootstrap import INTERPRETER_MODULES
+    from wp_autotrace.runtime.sink import TRACER_IMPORTS
+
+    pkg = Path(__file__).resolve().parent.parent / "wp_autotrace"
+    files = [*pkg.glob("runtime/**/*.py"), *pkg.glob("common/**/*.py"),
+             *(f for f in pkg.glob("*.py") if f.name != "__main__.py")]
+    named = set(INTERPRETER_MODULES)
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named.update(alias.name.partition(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                named.add(node.module.partition(".")[0])
+    named.discard("wp_autotrace")
+    missing = sorted(named - set(TRACER_IMPORTS.split()))
+    assert len(files) > 30 and "resource" in named and not missing and TRACER_IMPORTS.startswith(" "), missing
+    assert TRACER_IMPORTS.endswith(" ") and "  " not in TRACER_IMPORTS  # each name between two spaces
+
+
 def test_default_log_path_is_in_cwd(tmp_path: Path) -> None:
     """Without WP_AUTOTRACE_LOG the log is created in the working directory."""
     res = run_python(["-c", "pass"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)

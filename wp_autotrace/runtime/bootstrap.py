@@ -478,8 +478,7 @@ def _front_finder(runtime: "Runtime") -> "Any":
         runtime.env_watch.check(fullname)  # every import's start: who changed what inductor's config reads
         if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and runtime.settings.trace):
             return finder(runtime).find_spec(fullname, path, target)
-        if (path is None and "." not in fullname and fullname not in sys.builtin_module_names
-                and imported_by_tracer(_getframe(1))):
+        if path is None and imported_by_tracer(fullname, 2) and fullname not in sys.builtin_module_names:
             from .finder import trusted_spec
 
             return trusted_spec(fullname)

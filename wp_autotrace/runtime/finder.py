@@ -136,7 +136,7 @@ class TargetFinder:
         """
         if self._on_import is not None:
             self._on_import(fullname)  # first: every import, the tracer's own included
-        if path is None and "." not in fullname and imported_by_tracer(_getframe(1)):
+        if path is None and imported_by_tracer(fullname, 2):
             return trusted_spec(fullname)
         if (fullname not in self._by_module and fullname not in self._after_load) or fullname in self._busy:
             return None
@@ -306,8 +306,6 @@ class TargetFinder:
             return None
 
 
-# Bound once: a user may trace sys._getframe itself (WP_AUTOTRACE_TARGETS=sys:_getframe).
-_getframe = sys._getframe
 # Our own finders (this one, bootstrap's front) are never asked for a trusted spec.
 _PACKAGE = __name__.split(".")[0] + "."
 

@@ -51,9 +51,26 @@ _SEQ_RANGE = range(sys.maxsize)
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def imported_by_tracer(frame: "Any") -> bool:
-    """Whether the import being served (frame: the finder's caller, in importlib) is a statement in
-    this package's code: its finders then look a top-level module up where the cwd cannot shadow it."""
+# The top-level modules this package's host-side code imports (runtime/, common/, the package's own module, and
+# bootstrap.INTERPRETER_MODULES by name; tests/test_activation.py checks every import statement there names one),
+# each between spaces: imported_by_tracer walks frames only for one of these. A finder sees every import of the
+# host: the walk cost each top-level import ~14K instructions, the test f" {name} " in it ~1.5K (BENCHMARKS.md).
+# One string: a set of these names cost every start ~31K to make (its names hashed, or interned as unmarshalled).
+TRACER_IMPORTS = (" __future__ _interpreters _json _posixsubprocess _signal _thread _weakrefset _xxsubinterpreters"
+                  " atexit builtins collections concurrent copy errno fcntl functools hashlib importlib itertools json"
+                  " logging marshal operator os psutil resource select stat subprocess sys threading time types typing"
+                  " urllib ")
+_getframe = sys._getframe  # bound once: a user may trace sys._getframe (WP_AUTOTRACE_TARGETS=sys:_getframe)
+
+
+def imported_by_tracer(name: str, depth: int) -> bool:
+    """Whether the import of the top-level module name that a finder serves is a statement in this package's code:
+    its finders then look the module up where the cwd cannot shadow it. Only a name in TRACER_IMPORTS can be (one C
+    test, first); then the first frame outside importlib's, from the finder's caller up (depth: counted from here,
+    the finder's own frame 1), runs this package's code."""
+    if f" {name} " not in TRACER_IMPORTS:
+        return False
+    frame: Any = _getframe(depth)
     while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR)
