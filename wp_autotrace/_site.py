@@ -11,8 +11,6 @@ Where both run (3.15-3.17 skip the .pth import line only when the names match),
 ``bootstrap.start()``'s run-once guard keeps activation to one per process.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
