@@ -229,7 +229,8 @@ def test_the_sinks_own_encoder_writes_what_json_writes() -> None:
     for _ in range(5000):
         text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 6)))
         assert sink._encode_json(text) == enc(text), text
-    for value in ({"a": ["é", 1.5, None, True, -3, 10**30]}, float("nan"), b"x", {1: 2}, (1, "\n"), 1e-7):
+    odd_keys = {"é": 1, 'a"b': 2, "_x1": 3, "1a": 4, "": 5, "a\nb": 6, "ǅ": 7, "\U0001d400": 8, "a\\": 9}
+    for value in ({"a": ["é", 1.5, None, True, -3, 10**30]}, float("nan"), b"x", {1: 2}, (1, "\n"), 1e-7, odd_keys):
         assert sink._encode_json(value) == enc(value), value
 
 

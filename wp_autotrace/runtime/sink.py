@@ -192,7 +192,9 @@ def _encode_json(value: "Any") -> str:
     elif kind is list or kind is tuple:
         return "[" + ",".join([_encode_json(v) for v in value]) + "]"
     elif kind is dict:
-        parts = [f"{_encode_json(k)}:{_encode_json(v)}" for k, v in value.items() if type(k) is str]
+        # A key that is an ASCII identifier (every name the tracer writes) is its own JSON text: no call for it.
+        parts = [f'"{k}":{_encode_json(v)}' if k.isascii() and k.isidentifier()
+                 else f"{_encode_json(k)}:{_encode_json(v)}" for k, v in value.items() if type(k) is str]
         if len(parts) == len(value):  # else a key of another type: the C encoder's
             return "{" + ",".join(parts) + "}"
     from .jsonline import c_encoder  # another type (the tracer's own records hold none at exit)
