@@ -407,6 +407,36 @@ def test_a_program_an_uncaught_emfile_ends_keeps_its_stderr_and_its_exit(tmp_pat
         assert lost["exited_pid"] == start["pid"] and lost["how"] == "exit", lost
 
 
+@pytest.mark.parametrize("room", [True, False], ids=["hard-limit-above", "hard-limit-reached"])
+def test_an_exit_with_the_table_full_keeps_its_record_where_no_start_pack_is_written(tmp_path: Path,
+                                                                                      room: bool) -> None:
+    """PYTHONDONTWRITEBYTECODE (-B; set in many container images) never writes the start pack, and here no pack is
+    found (an empty pycache prefix): the sink's rare exit path (a descriptor above the soft limit, or the note that
+    says the record was lost) is a LATER module, whose code must be in memory before the table fills: read at its
+    first need it found no descriptor free, and the exit record (or the note) was lost, said "killed" then."""
+    import resource
+
+    from .conftest import wait_for_watcher
+
+    log = tmp_path / "run.jsonl"
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1] if room else 64
+    if room and hard != resource.RLIM_INFINITY and hard <= 64:
+        pytest.skip("the hard descriptor limit leaves no room above 64")
+    env = clean_env(WP_AUTOTRACE="0", WP_AUTOTRACE_LOG=str(log), PYTHONDONTWRITEBYTECODE="1",
+                    PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))
+    res = run_python(["-c", FULL_LAUNCHER, FULL_TABLE, str(hard)], env, cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout == "full 24\n" and res.stderr == "", res.stderr
+    recs = wait_for_watcher(log, timeout=60)
+    (start,) = [r for r in events(recs, "process_start") if r["role"] == "main"]
+    if room:
+        (done,) = events(recs, "process_exit")
+        assert done["pid"] == start["pid"] and done["how"] == "exit", done
+    else:
+        (lost,) = events(recs, "exit_unwritten")
+        assert lost["exited_pid"] == start["pid"] and lost["how"] == "exit", lost
+    assert not list((tmp_path / "pycache").rglob("_startpack*"))  # none written: the case under test
+
+
 def test_an_exit_record_no_descriptor_could_hold_is_counted_lost_not_a_kill(tmp_path: Path) -> None:
     """Soft and hard NOFILE limits equal (64) and the table full at exit: process_exit has no descriptor to be
     written with, not even one above the soft limit. The program leaves a note (a symlink: no descriptor

@@ -31,9 +31,10 @@ Invariants:
 - LATER's modules (code a plain start never runs that a forked child, an exec, a signal or an exit with no
   descriptor free may need) are stamped and packed with START's, their code kept as marshalled bytes (or, where
   the pack was not current, the code object their loader read) and made by later() at their first need from
-  memory: no import statement, no module lock, no file (tests/test_activation.py). Under -B (no pack is ever
-  written) later() has their loader read the pyc then: a file but no module lock; with no descriptor free it
-  fails, and the caller's rare path (an exit's note) is lost where a pack would have kept it.
+  memory: no import statement, no module lock, no file (tests/test_activation.py). Without a current pack (-B and
+  PYTHONDONTWRITEBYTECODE, common in containers, never write one) their loader reads their code at start, with
+  START's: a read at first need would find no descriptor free at an exit with the table full, and the exit record
+  (or the note that says it was lost) went with it.
 - A module already in sys.modules is never loaded again. A source that is not a file (a zip, a frozen
   or sourceless install) leaves the rest to the plain import statement.
 - Nothing here raises for the cache; what a module's own body raises propagates as from an import.
@@ -69,8 +70,8 @@ PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
 # The layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...)), START's
 # modules then LATER's, each of those with its code marshalled (bytes: read with the pack, a copy, not unmarshalled)
 _FORMAT = 3
-# A LATER module not made yet: (source path, pyc path, its code: marshalled from the pack, the code object its
-# loader read for a pack written now, or None where none is written: -B, whose starts all run without a pack)
+# A LATER module not made yet: (source path, pyc path, its code: marshalled from the pack, else the code object its
+# loader read at start)
 later_code: "dict[str, tuple[str, str, Any]]" = {}
 
 
@@ -190,9 +191,9 @@ def load() -> None:
         path = _source(base, name)
         if current:
             cached, code = entries[i]
-        else:  # read now for the pack about to be written; else (-B) by later(), its loader reading the pyc
+        else:  # read now, for the pack about to be written and for later(): -B too, whose starts have no pack
             cached = ext.cache_from_source(path)
-            code = None if sys.dont_write_bytecode else ext.SourceFileLoader(name, path).get_code(name)
+            code = ext.SourceFileLoader(name, path).get_code(name)
         later_code[name] = (path, cached, code)
     for i, name in enumerate(START):
         loaded = sys.modules.get(name)
@@ -226,8 +227,6 @@ def later(name: str) -> "ModuleType":
         __import__(name)
         return sys.modules[name]
     path, cached, code = entry
-    if code is None:  # no pack (-B): the loader reads its pyc (a file, no module lock; fails with no descriptor free)
-        code = sys.modules["_frozen_importlib_external"].SourceFileLoader(name, path).get_code(name)
     module = _new_module(name, path, cached)
     _run(name, module, marshal.loads(code) if type(code) is bytes else code)
     return module
