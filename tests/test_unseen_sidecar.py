@@ -11,15 +11,20 @@ from typing import Any
 
 import pytest
 
+from wp_autotrace.analysis.findings.sidecars import OTHER_PYTHON_ADVICE
+from wp_autotrace.runtime.reads import resolve
+
 from .logs import AC, SP, T0, LogWriter, call, kinds, report, start, watcher
 
+MAIN_PYTHON = "/app/bundle/bin/python"
 
-def _died_unseen(rc: int | None) -> LogWriter:
+
+def _died_unseen(rc: int | None, exe: str | None = None) -> LogWriter:
     """main 100's first Triton kernel (wait_pool_ready at 1 s) made a SubprocPool whose sidecar 150 no tree record
     lists; the wait raised TimeoutError at 21 s; torch's atexit shutdown at 21.1 s had the ready job (0) pending
-    and its process.wait() of the sidecar gave `rc`."""
+    and its process.wait() of the sidecar gave `rc`; `exe`: the program SubprocPool.__init__ started it with."""
     w = LogWriter()
-    start(w, 0, 100, 1, "main")
+    start(w, 0, 100, 1, "main", executable=MAIN_PYTHON)
     watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
     watcher(w, 0.1, "tree", count=1, started=[{"pid": 100, "ppid": 1, "name": "python", "cmd": "python main.py",
                                                "create_time": T0, "rss": 1 << 20, "role": "main", "via": "root"}],
@@ -27,7 +32,8 @@ def _died_unseen(rc: int | None) -> LogWriter:
     call(w, 1.0, 100, 1, "main", f"{AC}:AsyncCompile.wait_pool_ready", 1, None)
     w.add(1.001, 100, 1, "main", "call", target=f"{SP}:SubprocPool.__init__", call_id=2, parent_call=1,
           thread="MainThread", stack=[], caller=None)
-    w.add(1.5, 100, 1, "main", "return", call_id=2, duration_s=0.5, sidecar_pid=150)
+    w.add(1.5, 100, 1, "main", "return", call_id=2, duration_s=0.5, sidecar_pid=150,
+          **({"sidecar_exe": exe} if exe else {}))
     w.add(21.0, 100, 1, "main", "return", call_id=1, duration_s=20.0, error="TimeoutError: ")
     w.add(21.1, 100, 1, "main", "call", target=f"{SP}:SubprocPool.shutdown", call_id=3, thread="MainThread",
           stack=[], caller=None, pending_jobs=[0], pool_running=True)
@@ -59,3 +65,36 @@ def test_a_sidecar_no_look_saw_that_torch_found_ended_cleanly_or_never_waited_fo
     rep = report(_died_unseen(rc), tmp_path)
     assert "jobs-lost" not in kinds(rep)
     assert rep["pools"][0]["ending"]["words"] == "how it ended is not known (its sidecar was not seen)"
+
+
+def test_a_sidecar_no_look_saw_that_ran_another_python_is_the_cause(tmp_path: Path) -> None:
+    """The creator's SubprocPool.__init__ says torch started the sidecar with /opt/py39/bin/python, not the Python
+    it runs on: the failed start leads with both Pythons, the lost job under it, and Fix first is the Python's;
+    the same program as the creator's is no such cause."""
+    rep = report(_died_unseen(1, "/opt/py39/bin/python"), tmp_path)
+    lines = rep["answer"].splitlines()
+    said = ("1 compile sidecar(s) never served their pool: sidecar 150 exited (code 1) before the watcher's first "
+            "look; torch started it with /opt/py39/bin/python, not the Python main 100 runs on "
+            f"({MAIN_PYTHON}, Python 3.11.7)")
+    assert lines[0] == f"- {said}. What follows from it:", lines
+    assert lines[1].startswith("  - 1 job(s) the compile pool of sidecar 150 never answered"), lines
+    fix = " ".join(rep["answer"].split("- Fix first: ", 1)[1].split())
+    assert fix == " ".join(OTHER_PYTHON_ADVICE.format(exe=MAIN_PYTHON).split()) + ".", fix
+    (lost,) = [f for f in rep["findings"] if f["kind"] == "jobs-lost"]
+    assert lost["advice"].startswith("see sidecar-never-served for why its sidecar died"), lost["advice"]
+    (tmp_path / "same").mkdir()
+    assert "sidecar-never-served" not in kinds(report(_died_unseen(1, MAIN_PYTHON), tmp_path / "same"))
+
+
+def test_a_capture_path_indexes_a_list() -> None:
+    """resolve: a number after a list or tuple takes that item (the Popen's argv[0]); past its end, or on what is no
+    list, nothing."""
+    class Popen:
+        args = ["/opt/py39/bin/python", "__main__.py"]
+
+    class Pool:
+        process = Popen()
+
+    assert resolve("self.process.args.0", Pool(), None) == "/opt/py39/bin/python"
+    assert resolve("self.process.args.2", Pool(), None) is None
+    assert resolve("self.process.0", Pool(), None) is None

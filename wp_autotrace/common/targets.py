@@ -234,7 +234,10 @@ TARGETS: "tuple[Target, ...]" = (
     # The pool's quiesce delay as it was made (torch reads quiesce_async_compile_time then, 2.10+): the
     # value this pool used, which the config record (taken at import) misses when the run changed it.
     # env: PYTEST_CURRENT_TEST, the test that made the pool (pytest sessions).
-    Target(_SP, "SubprocPool.__init__", capture=_SIDECAR + (("quiesce_after_s", "self.timer.duration"),),
+    # The program it started the sidecar with (torch's sys.executable then): a sidecar that dies before the watcher
+    # sees it still has a command in the log.
+    Target(_SP, "SubprocPool.__init__", capture=_SIDECAR + (("quiesce_after_s", "self.timer.duration"),
+                                                            ("sidecar_exe", "self.process.args.0")),
            env=True, tag=POOL_CREATE),
     Target(_SP, "SubprocPool.submit", mode=COUNT, tag=POOL_SUBMIT, last_caller=True),
     Target(_SP, "SubprocPool.quiesce", capture=_SIDECAR, tag=POOL_QUIESCE),

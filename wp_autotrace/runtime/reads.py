@@ -283,16 +283,19 @@ INDUCTOR_CONFIG = "torch._inductor.config"
 
 
 def resolve(path: str, instance: Any, result: Any) -> Any:
-    """Follow "self.a.b" or "result.a" with getattr only; dicts become key lists. "process.threads" (or
-    "process.pool_jobs") reads the process (_PROCESS_FACTS); "config.NAME" inductor's config module, when it is
-    loaded."""
+    """Follow "self.a.b" or "result.a" with getattr only, a number indexing a list or tuple ("self.process.args.0":
+    the program a Popen ran); dicts become key lists. "process.threads" (or "process.pool_jobs") reads the process
+    (_PROCESS_FACTS); "config.NAME" inductor's config module, when it is loaded."""
     root, *attrs = path.split(".")
     if root == "process":
         fact = _PROCESS_FACTS.get(attrs[0]) if len(attrs) == 1 else None
         return fact() if fact is not None else None
     value = sys.modules.get(INDUCTOR_CONFIG) if root == "config" else instance if root == "self" else result
     for attr in attrs:
-        value = getattr(value, attr, None)
+        if attr.isdigit() and isinstance(value, (list, tuple)):
+            value = value[int(attr)] if int(attr) < len(value) else None
+        else:
+            value = getattr(value, attr, None)
         if value is None:
             return None
     if isinstance(value, dict):

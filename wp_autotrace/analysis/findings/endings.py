@@ -21,7 +21,7 @@ from ..derive.lostjobs import pool_jobs
 from ..derive.poolends import WORKER_END_SLACK_S
 from ..words.fmt import TEXT_PIDS, cgroup_text, error_words, pid_text, site, size_text
 from .base import Finding
-from .sidecars import other_python
+from .sidecars import other_python, unseen_other_python
 
 if TYPE_CHECKING:
     from ..derive.ending import Ending
@@ -261,9 +261,10 @@ def _lost_advice(v: View, pool: Pool) -> str:
     if any(p is pool for p, _ in _dead_pools(v)):
         return f"{new}; see pool-died for why it died"
     side = pool.sidecar
-    if side is not None and (own_errors(side) or any(s is side for s, _ in other_python(v))):
+    if (side is not None and (own_errors(side) or any(s is side for s, _ in other_python(v)))) or (
+            side is None and any(p is pool for p, _ in unseen_other_python(v))):
         return "see sidecar-never-served for why its sidecar died: a new pool would die the same way until then"
-    code = v.endings.of(pool.sidecar).code if pool.sidecar is not None else None
+    code = v.endings.of(pool.sidecar).code if pool.sidecar is not None else v.endings.of_pool(pool).code
     exited = f"its sidecar exited (code {code}) on its own" if code not in (None, 0) else "its sidecar ended"
     return (f"find why first: {exited}, before anything asked it to stop, and no record says why; a new pool may "
             f"die the same way; then {new}")

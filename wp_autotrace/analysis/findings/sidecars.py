@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...common.targets import POOL_CREATE
 from ...common.vocab import SIDECAR_ROLES
-from ..derive.ending import OOM_AMONG, OOM_KILL
+from ..derive.ending import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD
 from ..derive.errors import own_errors, shadowing
 from ..words.fmt import TEXT_PIDS, pid_text, site
 from .base import Finding, in_ranks
 
 if TYPE_CHECKING:
     from ..derive.view import View
-    from ..fold.model import Process
+    from ..fold.model import Pool, Process
 
 
 def _clean_end(p: Process) -> bool:
@@ -97,6 +98,50 @@ def other_python(v: View) -> list[tuple[Process, Process]]:
     return found
 
 
+def _started_with(pool: Pool) -> str | None:
+    """The program torch started pool's sidecar with, as its creator's SubprocPool.__init__ captured it."""
+    for c in pool.creator.calls.values():
+        if c.tag == POOL_CREATE and c.ret.get("sidecar_pid") == pool.sidecar_pid:
+            exe = c.ret.get("sidecar_exe")
+            return exe if isinstance(exe, str) else None
+    return None
+
+
+def unseen_other_python(v: View) -> list[tuple[Pool, str]]:
+    """(pool, program) for pools whose sidecar no look of the watcher saw, that torch's own wait found exited
+    non-zero (derive/poolends.py), and that torch started with another program than their creator's sys.executable
+    (the creator's capture): other_python's case where the sidecar died within a tick."""
+    found = []
+    for pool in v.pools:
+        exe, made_by, ending = _started_with(pool), pool.creator, v.endings.of_pool(pool)
+        if (pool.sidecar is None and exe and made_by.executable and exe != made_by.executable
+                and ending.kind == SHUTDOWN_FOUND_DEAD and ending.code not in (None, 0)):
+            found.append((pool, exe))
+    return found
+
+
+def _unseen_text(pool: Pool, exe: str, code: int | None) -> str:
+    made_by = pool.creator
+    version = f", Python {made_by.python}" if made_by.python else ""
+    return (f"sidecar {pool.sidecar_pid} exited (code {code}) before the watcher's first look; torch started it with "
+            f"{exe}, not the Python {made_by.role} {made_by.pid} runs on ({made_by.executable}{version})")
+
+
+def _unseen_finding(v: View, found: list[tuple[Pool, str]]) -> Finding:
+    """sidecar-never-served for sidecars no look saw that ran another Python (unseen_other_python)."""
+    pool, exe = found[0]
+    pids = sorted({p.sidecar_pid for p, _ in found if p.sidecar_pid is not None})
+    said = _unseen_text(pool, exe, v.endings.of_pool(pool).code)
+    told = f"{len(pids)} compile sidecar(s) never served their pool"
+    return Finding(
+        "sidecar-never-served", "problem", f"{told} (pids {pid_text(pids)}); {said}{OTHER_PYTHON_WHY}.", pids,
+        [f"{p.creator.role} {p.creator.pid} SubprocPool.__init__ sidecar_exe {e}; process_start executable "
+         f"{p.creator.executable}; SubprocPool.shutdown's wait: exit code {v.endings.of_pool(p).code}"
+         for p, e in found[:TEXT_PIDS]],
+        OTHER_PYTHON_ADVICE.format(exe=pool.creator.executable), {"processes": len(pids), "cpu_s": None},
+        f"{told}: {said}.")
+
+
 def _other_python_text(v: View, side: Process, made_by: Process) -> str:
     """What the sidecar ran against what its creator runs on, the part the Answer keeps."""
     ending = v.endings.of(side)
@@ -135,7 +180,8 @@ def sidecars_never_served(v: View) -> Finding | None:
     other = [pair for pair in other_python(v) if pair[0] not in idle]
     idle += [side for side, _ in other]
     if not idle:
-        return None
+        unseen = unseen_other_python(v)
+        return _unseen_finding(v, unseen) if unseen else None
     pids = sorted({p.pid for p in idle})
     raised = [p for p in idle if own_errors(p)]
     shm = bool(raised) and _shm_full(raised[0])

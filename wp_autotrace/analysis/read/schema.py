@@ -176,6 +176,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                         "between (runtime/reads.py's ERROR_HEAD and ERROR_TAIL; the tail: a pool job's own "
                         "exception line)"),
         ("sidecar_pid", UINT, "captured: the pool's sidecar"),
+        ("sidecar_exe", STR, "captured (SubprocPool.__init__): the program torch started the sidecar with (its "
+                             "argv[0], the creator's sys.executable then)"),
         ("quiesce_after_s", NUM, "captured (SubprocPool.__init__, torch 2.10+): the pool's quiesce delay as it "
                                  "was made (quiesce_async_compile_time then); absent when quiesce was off"),
         ("worker_pids", INTS, "captured: the sidecar's workers"),
