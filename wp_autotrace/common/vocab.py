@@ -132,6 +132,8 @@ TREE = "tree"
 LEFTOVER = "leftover"
 WATCHER_START = "watcher_start"
 WATCHER_EXIT = "watcher_exit"
+# the watcher was sent a signal a job's end sends every process of its step (watcher/signals.py)
+WATCHER_SIGNAL = "watcher_signal"
 MEMORY = "memory"  # the watcher's PSS/USS samples of pool processes (watcher/memory.py)
 RUN_EXIT = "run_exit"  # written by `wp-autotrace run`: the status it waited for (docs/evidence.md)
 OOM = "oom"  # the watcher: the run's cgroup counted another OOM kill (memory.events oom_kill)
@@ -186,6 +188,8 @@ EXIT_ROOT_IS_REAPER = "root-is-reaper"
 # /proc is another pid namespace's (unshare -p without --mount-proc): the run's pids name other processes
 # there, or none; the watcher cannot see the run, so it gives no verdict rather than a wrong one.
 EXIT_PROC_ELSEWHERE = "proc-of-another-pid-namespace"
+# sent SIGTERM/SIGINT/SIGHUP, it left at its bound or a second such signal, before the run ended (signals.py)
+EXIT_SIGNALLED = "signalled"
 EXIT_ERROR = "error"
 WATCHER_EXIT_REASONS = (EXIT_RUN_ENDED, EXIT_LINGER_END, EXIT_LOG_GONE, EXIT_LOG_UNWRITABLE,
-                        EXIT_ROOT_IS_REAPER, EXIT_PROC_ELSEWHERE, EXIT_ERROR)
+                        EXIT_ROOT_IS_REAPER, EXIT_PROC_ELSEWHERE, EXIT_SIGNALLED, EXIT_ERROR)

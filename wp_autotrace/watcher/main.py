@@ -44,6 +44,7 @@ from .fds import OrphanFds
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
 from .oom import OomCount
+from .signals import Signals
 from .tree import Tree
 
 # typing is for the type checker only: importing it would only slow the watcher's start. (The root never
@@ -91,9 +92,11 @@ class Watcher:
     the pool memory and OOM count beside it, and the verdict; the Tree tells it each end (on_end)."""
 
     def __init__(self, sink: Sink, run: str, root: int, root_ct: float, interval: float, linger: float,
-                 reader: Any = None, log: LogWatch | None = None, redact: str = "", export: Any = None) -> None:
+                 reader: Any = None, log: LogWatch | None = None, redact: str = "", export: Any = None,
+                 signals: Signals | None = None) -> None:
         self.tree = Tree(root, root_ct, interval, reader, log, redact, on_end=self._forget)
         self.sink = sink
+        self.signals = signals  # those a job's end sends the watcher (signals.py); None: their default action
         self.export = export  # export.LiveExport, when the run streams its spans
         self.run = run
         self.linger = linger
@@ -310,11 +313,13 @@ class Watcher:
         self.tree.log.scan(limit=1 << 62)  # all of it: the record was written before the root ended
         return self.tree.log.root_exited
 
-    def run_loop(self, clock: Any = time.monotonic, sleep: Any = time.sleep) -> str:
-        """Tick until the run is over; the reason it stopped."""
+    def run_loop(self, clock: Any = time.monotonic, sleep: Any = None) -> str:
+        """Tick until the run is over; the reason it stopped. Sleeps in the signals' wait where it has them."""
+        sleep = sleep or (self.signals.sleep if self.signals is not None else time.sleep)
         next_tick = clock()
         root_gone_at = None
         while True:
+            self.say_signals()
             if os.getppid() == self.tree.root:
                 # The root adopted us (a child subreaper): leave at once, so a host
                 # that waits for all its children is not kept waiting by a watcher.
@@ -339,10 +344,33 @@ class Watcher:
                 if now - root_gone_at >= self.linger and self.leftover_written:
                     self.leftover(V.LINGER_END)
                     return V.EXIT_LINGER_END if self.unwritten_verdict is None else V.EXIT_LOG_UNWRITABLE
+            if self._signalled_out(now, root_gone_at is not None):
+                return V.EXIT_SIGNALLED
             step = FAST_TICK_S if self._verdict_due() else self.tree.interval
             next_tick = min(next_tick + self.tree.interval, clock() + step)
             sleep(max(0.0, next_tick - clock()))
             next_tick = max(next_tick, clock() - self.tree.interval)  # never catch up in a burst
+
+    def say_signals(self) -> None:
+        """The signals taken since the last call, each a watcher_signal record (written before anything else:
+        SIGKILL may follow)."""
+        if self.signals is not None:
+            for said in self.signals.take():
+                self.emit(V.WATCHER_SIGNAL, **said)
+
+    def _signalled_out(self, now: float, root_gone: bool) -> bool:
+        """Whether an ending signal's bound is reached (signals.py: its time, or a second signal). Then what
+        can be said is written first: the verdict if the root is gone (or, written already, what is still
+        alive, as at the linger's end); with the root alive there is none, and the run goes on unwatched."""
+        by = self.signals.leave_by(self.linger) if self.signals is not None else None
+        if by is None or (now < by and not (self.signals is not None and self.signals.stop_now)):
+            return False
+        if root_gone and not self.leftover_written:
+            self.leftover(V.ROOT_EXIT if self.root_exited() else V.ROOT_KILLED)
+            self.leftover_written = True
+        elif root_gone and self.tree.live:
+            self.leftover(V.LINGER_END)
+        return True
 
     def _verdict_due(self) -> bool:
         """The root wrote its process_exit (or is gone: killed), and the leftover is not written yet:
@@ -365,6 +393,10 @@ class Watcher:
                 self.emit(V.TRACER_ERROR, **unsent)
             counts = {"exported": self.export.sender.sent, "unsent": self.export.sender.unsent}
         cpu = os.times()
+        if self.signals is not None:  # one taken since the last tick, then the first ending one and the count
+            self.signals.poll()
+            self.say_signals()
+            counts.update(self.signals.exit_fields())
         if self.sink.dropped:
             counts["dropped"] = self.sink.dropped
         self.emit(V.WATCHER_EXIT, reason=reason, samples=self.tree.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
@@ -378,6 +410,8 @@ def _moved(before: int, now: int) -> bool:
 
 def main(args: list[str]) -> None:
     """The watcher: ``wp-autotrace-watch`` and runtime/spawn.py's WATCHER_ARGS (spawn.to_argv wrote them)."""
+    # First, before any thread (the live export's): the signals a job's end sends every process of its step
+    signals = Signals()
     a = from_argv(args)
     run, log, root, redact = a["run"], a["log"], a["root_pid"], a["redact"]
     inherited = int(a["log_fd"])  # the root's own fd: proof of which file the log is
@@ -401,7 +435,7 @@ def main(args: list[str]) -> None:
     logwatch.detach()
     sink.detach()
     watcher = Watcher(sink, run, int(root), float(a["root_ct"]), float(a["interval"]), float(a["linger"]),
-                      log=logwatch, redact=redact, export=export)
+                      log=logwatch, redact=redact, export=export, signals=signals)
     if not proc_is_ours():
         watcher.finish(V.EXIT_PROC_ELSEWHERE)  # no sample, no verdict: the report says none will come
         return

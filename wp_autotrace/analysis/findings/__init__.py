@@ -9,7 +9,8 @@ compile after the main thread returned), compile.py (kernels whose compile job f
 quota.py (a pool larger than its CPU quota),
 waits.py (a wait for a new pool to be ready),
 endings.py (how pools ended, from evidence: docs/evidence.md), signals.py (what the
-signals the run's processes sent did), host.py (the tracer itself); base.py holds what
+signals the run's processes sent did), stepend.py (the signals the watcher was sent),
+host.py (the tracer itself); base.py holds what
 they share. One finding per kind, aggregated (counts and the first few
 pids), never one line per process; the full pid lists are in ``pids`` (--json).
 
@@ -53,6 +54,7 @@ from .runs import (
 from .settings import setting_overridden, setting_too_late
 from .sidecars import sidecars_never_served
 from .signals import interrupted_job
+from .stepend import watcher_signalled
 from .threads import compile_after_exit, pools_made_at_once
 from .waits import forked_compile_hang, ready_wait
 
@@ -68,6 +70,7 @@ FINDINGS: tuple[Callable[[View], Finding | None], ...] = (
     no_verdict,
     records_lost,
     run_in_progress,
+    watcher_signalled,
     fork_pool_hang,
     pool_job_hang,
     pool_wait_interrupted,

@@ -36,7 +36,9 @@ WATCHER_START_LATE_S = 10.0
 WATCHER_START_SLACK_S = 1.0
 # A watcher_exit reason that is not plain from its name, in words.
 WATCHER_EXIT_WORDS = {vocab.EXIT_PROC_ELSEWHERE: "it could not see the run, its /proc being another pid "
-                                                 "namespace's; nothing of the run was sampled"}
+                                                 "namespace's; nothing of the run was sampled",
+                      vocab.EXIT_SIGNALLED: "it was sent SIGTERM, SIGINT or SIGHUP (a job step's end sends every "
+                                            "process of the step one) and left before the main process ended"}
 # Why a verdict will never come (Run.no_verdict starts with one of these).
 NO_WATCHER = "no watcher ran"
 WATCHER_ENDED = "the watcher ended without a verdict"

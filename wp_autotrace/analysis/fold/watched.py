@@ -32,6 +32,11 @@ def note_watcher_exit(reg: Registry, r: dict[str, Any]) -> None:
         run.watcher_dropped = max(run.watcher_dropped, r["dropped"])
 
 
+def note_watcher_signal(reg: Registry, r: dict[str, Any]) -> None:
+    """The watcher was sent a signal (a job step's end, a checkpoint request): which, by whom, and when."""
+    reg.record_run(r).watcher_signals.append(r)
+
+
 def add_tree(reg: Registry, r: dict[str, Any]) -> None:
     """A tree sample: who joined the run (or only shares its group), who ended, zombies, resident sizes."""
     run = reg.record_run(r)
@@ -181,6 +186,7 @@ def add_sample(p: Process, ts: float, entry: dict[str, Any]) -> None:
 
 # The watcher's events and their visits (fold.py's REGISTRY_VISITS takes them in).
 VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {
-    vocab.WATCHER_START: note_watcher_start, vocab.WATCHER_EXIT: note_watcher_exit, vocab.TREE: add_tree,
+    vocab.WATCHER_START: note_watcher_start, vocab.WATCHER_EXIT: note_watcher_exit,
+    vocab.WATCHER_SIGNAL: note_watcher_signal, vocab.TREE: add_tree,
     vocab.RUN_EXIT: note_run_exit, vocab.MEMORY: add_memory, vocab.LEFTOVER: add_leftover, vocab.OOM: note_oom,
     vocab.MEMCG: note_memcg, vocab.PIDCG: note_pidcg, vocab.CPUCG: note_cpucg, vocab.ORPHAN_FDS: note_orphan_fds}

@@ -37,6 +37,7 @@ from ...common.vocab import (
     TREE,
     WATCHER_EXIT,
     WATCHER_EXIT_REASONS,
+    WATCHER_SIGNAL,
     WATCHER_START,
     WORKER_SPAWNED,
 )
@@ -51,7 +52,7 @@ __all__ = [  # what this module offers, its own names and the re-exported vocabu
     "OOM", "OPT_STR", "ORPHAN_FDS", "PIDCG",
     "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "SIGNAL_SENT", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
-    "WATCHER_EXIT_REASONS", "WATCHER_START", "ZOMBIES", "markdown_table",
+    "WATCHER_EXIT_REASONS", "WATCHER_SIGNAL", "WATCHER_START", "ZOMBIES", "markdown_table",
 ]
 
 # Field types the reader checks (check.CHECKS): a field of the wrong type is
@@ -408,7 +409,17 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("cpu_s", NUM, "the watcher's own CPU seconds"),
         ("dropped", UINT, "records the watcher could not write (a full disk); absent when none"),
         ("exported", UINT, "live export (WP_AUTOTRACE_EXPORT=otlp) only: spans the receiver accepted"),
-        ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"))),
+        ("unsent", UINT, "live export only: spans not delivered (receiver down, slow, refusing; queue full)"),
+        ("signal", STR, "the first SIGTERM, SIGINT or SIGHUP the watcher was sent; absent when none"),
+        ("signals", UINT, "the signals it was sent and caught, all of them (watcher_signal records: at most 16)"))),
+    WATCHER_SIGNAL: ("the watcher was sent a signal it catches (a job step's end signals every process of the step; "
+                     "docs/verdict.md): written as it took it", _PART_FIELDS[:2] + (
+        ("signal", STR, "`SIGTERM`, `SIGINT`, `SIGHUP`, `SIGUSR1` or `SIGUSR2`"),
+        ("sender_pid", INT, "the sender's pid (siginfo si_pid; 0: the kernel)"),
+        ("sender_uid", INT, "the sender's uid (siginfo si_uid)"),
+        ("sender", STR, "the sender's name (/proc/PID/comm) as the watcher took the signal; absent when gone"),
+        ("action", STR, "`watch-on` (the first SIGTERM/SIGINT/SIGHUP: it watches on, bounded), `stop` (a second "
+                        "one: it leaves now) or `ignored` (SIGUSR1/SIGUSR2)"))),
 }
 
 KNOWN_EVENTS = frozenset(EVENTS)

@@ -1,0 +1,138 @@
+"""The watcher under a job step's end (watcher/signals.py): a scheduler signals every process of the step, the
+watcher included. It records the signal (and its sender), watches on until the run ends, bounded, and the report
+says it was sent the signal beside what it saw. Everything waited on is a condition (a record, a pid's state),
+never a fixed sleep; each test kills what it started, by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from .conftest import events, read_log, report_json, wait_for_watcher, wait_until
+from .test_watcher import alive, kill_session, start_root, tree_started, watcher_pid
+
+# The program: a child that ignores SIGTERM (a pool worker that will not end: the leftover), then, at its own
+# SIGTERM, a handler that takes a moment: it waits until the watcher says it took its signal (a watcher killed
+# by it never does: then the program goes on after WAIT_S), then exits 3 by sys.exit (its handlers run).
+STEP = '''
+    import json, os, signal, subprocess, sys, time
+    got = []
+    signal.signal(signal.SIGTERM, lambda s, f: got.append(1))
+    kid = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                            "signal.SIG_IGN); print(flush=True); time.sleep(120)"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    kid.stdout.readline()  # its SIGTERM ignored from here on
+    print(kid.pid, flush=True)
+    while not got:
+        time.sleep(0.02)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as f:
+            if any(b'"watcher_signal"' in line for line in f):
+                break
+        time.sleep(0.02)
+    sys.exit(3)
+'''
+IDLE = '''
+    import time
+    time.sleep(120)
+'''
+
+
+def kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def signals_of(recs: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
+    return [(r["signal"], r["sender_pid"], r["action"]) for r in events(recs, "watcher_signal")]
+
+
+def test_a_step_end_sigterm_to_every_process_keeps_the_watch_to_the_verdict(tmp_path: Path) -> None:
+    """SIGTERM to the program's group and to the watcher at once (slurmstepd's step end): the watcher records it
+    (the test's own pid as sender), sees the program's handler end it, writes the verdict with the child that
+    ignored SIGTERM (alive: read from /proc here), and leaves at its bound (its linger after the signal) with
+    what is still alive and watcher_exit saying SIGTERM.
+    The report tells the program's end, the leftover and that the watcher was sent SIGTERM."""
+    proc, log = start_root(STEP, tmp_path, WP_AUTOTRACE_LINGER="6")
+    kid = 0
+    try:
+        assert proc.stdout is not None
+        kid = int(proc.stdout.readline())
+        wpid = watcher_pid(log)
+        wait_until(lambda: kid in tree_started(read_log(log, partial=True)), 20, what=f"a tree record listing {kid}")
+        os.killpg(proc.pid, signal.SIGTERM)
+        os.kill(wpid, signal.SIGTERM)
+        assert proc.wait(30) == 3
+        recs = wait_for_watcher(log, 30)
+        assert signals_of(recs) == [("SIGTERM", os.getpid(), "watch-on")]
+        (main_exit,) = [r for r in events(recs, "process_exit") if r["pid"] == proc.pid]
+        left = events(recs, "leftover")
+        assert [(x["how"], x["pids"]) for x in left] == [("root-exit", [kid]), ("linger-end", [kid])]
+        assert alive(kid)  # a true leftover: it ignored the SIGTERM
+        (done,) = events(recs, "watcher_exit")
+        assert done["reason"] == "signalled" and done["signal"] == "SIGTERM" and done["signals"] == 1
+        assert main_exit["ts"] < left[0]["ts"] and events(recs, "tree")[-1]["final"] is True
+        wait_until(lambda: not alive(wpid), 10, what=f"the watcher {wpid} gone")
+        rep = report_json(log)
+        (run,) = rep["runs"]
+        assert run["leftover_checked"] and not run["no_verdict"] and main_exit["how"] == "exit"
+        told = {f["kind"]: f["text"] for f in rep["findings"]}
+        assert [f["pids"] for f in rep["findings"] if f["kind"] == "leftovers"] == [[kid]], told
+        assert told["watcher-signalled"].startswith("The watcher was sent SIGTERM by ")
+        assert f"(pid {os.getpid()}, uid {os.getuid()})" in told["watcher-signalled"]
+        assert "it left within its bound, before a SIGKILL would come, the main process ended, 1 process(es) of " \
+            "the run still alive" in told["watcher-signalled"]
+    finally:
+        if kid:
+            kill_pid(kid)
+        kill_session(proc)
+
+
+def test_sigusr_is_ignored_and_a_second_sigterm_stops_the_watcher_now(tmp_path: Path) -> None:
+    """SIGUSR1 (srun --signal's checkpoint request): recorded, ignored. A first SIGTERM: recorded, the watcher
+    watches on (alive after its record, the main still running, its linger 60 s). A second: it leaves now,
+    watcher_exit reason `signalled`, no verdict (the main process still runs), and the report says so."""
+    proc, log = start_root(IDLE, tmp_path, WP_AUTOTRACE_LINGER="60")
+    try:
+        wpid = watcher_pid(log)
+        for sig, said in ((signal.SIGUSR1, 1), (signal.SIGTERM, 2)):
+            os.kill(wpid, sig)
+            wait_until(lambda n=said: len(events(read_log(log, partial=True), "watcher_signal")) == n, 20,
+                       what=f"watcher_signal record {said}")
+            assert alive(wpid) and not events(read_log(log, partial=True), "watcher_exit")
+        os.kill(wpid, signal.SIGTERM)
+        recs = wait_for_watcher(log, 20)
+        me = os.getpid()
+        assert signals_of(recs) == [("SIGUSR1", me, "ignored"), ("SIGTERM", me, "watch-on"), ("SIGTERM", me, "stop")]
+        (done,) = events(recs, "watcher_exit")
+        assert done["reason"] == "signalled" and done["signal"] == "SIGTERM" and done["signals"] == 3
+        assert not events(recs, "leftover") and proc.poll() is None  # the main runs on: no verdict to give
+        wait_until(lambda: not alive(wpid), 10, what=f"the watcher {wpid} gone")
+        told = {f["kind"]: f["text"] for f in report_json(log)["findings"]}
+        me_said = f"{Path('/proc/self/comm').read_text().strip()} (pid {me}, uid {os.getuid()})"  # this test's name
+        assert f"it left at a second SIGTERM (by {me_said}), the main process " \
+            "still running (no verdict)" in told["watcher-signalled"]
+    finally:
+        kill_session(proc)
+
+
+def test_one_sigterm_with_the_main_running_on_is_bounded_by_the_linger(tmp_path: Path) -> None:
+    """One SIGTERM and a main process that ignores the step's end: the watcher leaves by itself within its
+    linger (1 s here; SIGKILL would follow anyway), with a final tree record and watcher_exit `signalled`."""
+    proc, log = start_root(IDLE, tmp_path, WP_AUTOTRACE_LINGER="1")
+    try:
+        wpid = watcher_pid(log)
+        os.kill(wpid, signal.SIGTERM)
+        recs = wait_for_watcher(log, 20)
+        (done,) = events(recs, "watcher_exit")
+        assert done["reason"] == "signalled" and done["signal"] == "SIGTERM"
+        assert events(recs, "tree")[-1]["final"] is True and proc.poll() is None
+        (said,) = events(recs, "watcher_signal")
+        assert done["ts"] - said["ts"] >= 1.0  # it watched on for its linger first
+    finally:
+        kill_session(proc)

@@ -1,0 +1,70 @@
+"""The finding of the signals the watcher itself was sent (watcher_signal records, watcher/signals.py): a
+scheduler ending the job step signals every process of the step, the watcher among them, then SIGKILLs what is
+left after its grace. Told beside what the watcher saw in that window (docs/verdict.md, "A job step's end").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...common import vocab
+from .base import Finding
+
+if TYPE_CHECKING:
+    from ..derive.view import View
+    from ..fold.model import Run
+
+ENDING = ("SIGTERM", "SIGINT", "SIGHUP")  # watcher/signals.py ENDING, by name: the analysis never imports it
+STEP_END = ("a scheduler ending the job step (SLURM: scancel, a time limit; systemd stopping the unit) signals "
+            "every process of the step, then SIGKILLs what is left after its grace (SLURM's KillWait: 30 s by "
+            "default)")
+CHECKPOINT = ("a checkpoint request sent to every process of the step a while before its end (srun --signal, "
+              "sbatch --signal); the watcher ignored it and watched on")
+
+
+def watcher_signalled(v: View) -> Finding | None:
+    """The watcher was sent SIGTERM/SIGINT/SIGHUP (a step's end), or only SIGUSR1/2 (a checkpoint request)."""
+    runs = [r for r in v.runs if r.watcher_signals]
+    if not runs:
+        return None
+    r = runs[0]
+    ending = [s for s in r.watcher_signals if s.get("signal") in ENDING]
+    first = ending[0] if ending else r.watcher_signals[0]
+    said = f"The watcher was sent {first.get('signal')} by {_sender(first)} at {first['ts'] - v.t0:.1f} s"
+    main = r.root.ended_at if r.root is not None else None
+    if main is not None:
+        gap = first["ts"] - main
+        said += f", {abs(gap):.1f} s {'after' if gap >= 0 else 'before'} the main process ended"
+    more = f" ({len(runs) - 1} more run(s) alike)" if len(runs) > 1 else ""
+    if not ending:
+        return Finding("watcher-signalled", "info", f"{said}: {CHECKPOINT}.{more}", [], [], "", {})
+    stop = next((s for s in ending[1:] if s.get("action") == "stop"), None)
+    left = f"at a second {stop.get('signal')} (by {_sender(stop)})" if stop is not None else \
+        "within its bound, before a SIGKILL would come"
+    return Finding(
+        "watcher-signalled", "info", f"{said}: {STEP_END}. It watched on: {_outcome(r, left)}.{more}",
+        [], [], "if the step's time limit ended it (`sacct -j JOBID`: State TIMEOUT), ask for more time or stop "
+        "sooner: the main process and its pools get only the grace to end", {"signal": first.get("signal")})
+
+
+def _sender(s: dict[str, Any]) -> str:
+    """'slurmstepd (pid 7, uid 0)', 'pid 7 (uid 0)' where its name was not read, or 'the kernel' (pid 0)."""
+    pid = s.get("sender_pid")
+    if not pid:
+        return "the kernel"
+    ids = f"pid {pid}, uid {s.get('sender_uid')}"
+    return f"{s['sender']} ({ids})" if s.get("sender") else f"{ids.replace(', ', ' (')})"
+
+
+def _outcome(r: Run, left: str) -> str:
+    """What the watcher did after the signal, from its watcher_exit (none: it was killed before writing it);
+    `left`: when it left, where it left by its own bound or a second signal."""
+    alive = f"{r.tree_counts[-1][1]} process(es) of the run still alive" if r.tree_counts else "what was alive unknown"
+    if r.watcher_exit == vocab.EXIT_RUN_ENDED:
+        return "it saw the run end (its verdict is the report's)"
+    if r.watcher_exit in (vocab.EXIT_SIGNALLED, vocab.EXIT_LINGER_END):
+        main = "the main process ended" if r.leftover_seen else "the main process still running (no verdict)"
+        return f"it left {left}, {main}, {alive}"
+    if not r.watcher_exit:
+        return "it has no watcher_exit: it was killed before it could write one (SIGKILL after the grace)"
+    return f"it left ({r.watcher_exit})"
