@@ -153,6 +153,8 @@ KINDS: dict[str, tuple[str, str]] = {
                         "read the report again in a few seconds"),
     "no-verdict": ("no verdict will come (no watcher, or it ended without one)", "look with `ps`"),
     "records-lost": ("the watcher could not write some records (a full disk)", "give the log room"),
+    "watcher-signalled": ("the watcher was sent SIGTERM/SIGINT/SIGHUP (a job step's end: by whom, when, what it "
+                          "saw after) or SIGUSR1/2 (ignored)", "a time limit: more time, or stop sooner"),
     "tracer-errors": ("the tracer reported errors or dropped records", "see the errors"),
     "export-failed": ("the live export could not send spans, with the receiver's answer; no record was lost",
                       "check the collector; export again from the log"),
