@@ -182,7 +182,8 @@ class Watcher:
         if started or ended or rss or len(lists) > 2:
             self.emit_parts(V.TREE, lists, count=len(self.tree.live), final=False)
         for entry in ended:
-            self._exit_note(entry)
+            if (note := exit_unwritten(self.sink.path, entry)) is not None:
+                self.emit(V.EXIT_UNWRITTEN, **note)
         if self.fds is not None and (held := self.fds.look(self.tree.live)):
             self.emit_parts(V.ORPHAN_FDS, {"procs": held})
         if self.oom is not None and (rose := self.oom.rose()) is not None:
@@ -215,30 +216,6 @@ class Watcher:
             if cgroups.kind == PIDS_KIND:
                 for fields in cgroups.again(after=min(errors[pid] for pid in members)):
                     self.emit(cgroups.kind[1], **fields)
-
-    def _exit_note(self, entry: dict[str, Any]) -> None:
-        """An ended process's note that its process_exit could not be written (sink_rare.leave_exit_note), as an
-        exit_unwritten record; the note is removed. Only this user's symlink made during that process's life
-        (a stale note of an earlier process with the pid is not its). One lstat per end: ENOENT as a rule."""
-        path = f"{self.sink.path}{V.EXIT_NOTE}{entry['pid']}"
-        try:
-            st = os.lstat(path)
-            if not stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
-                return
-            note = os.readlink(path)
-            os.unlink(path)
-        except OSError:
-            return
-        ct = entry.get("create_time")
-        if ct is not None and st.st_mtime < ct - 1.0:
-            return
-        try:
-            said = json.loads(note)
-        except ValueError:
-            said = None
-        said = said if isinstance(said, dict) else {}
-        fields = {k: said[k] for k in ("how", "code", "dropped") if k in said}
-        self.emit(V.EXIT_UNWRITTEN, exited_pid=entry["pid"], create_time=ct, noted=round(st.st_mtime, 3), **fields)
 
     def _heartbeat(self, now: float) -> list[dict[str, Any]]:
         """The rss entries due now: every live process's at a keep-alive, else those that moved."""
@@ -400,6 +377,31 @@ class Watcher:
         if self.sink.dropped:
             counts["dropped"] = self.sink.dropped
         self.emit(V.WATCHER_EXIT, reason=reason, samples=self.tree.samples, cpu_s=round(cpu[0] + cpu[1], 3), **counts)
+
+
+def exit_unwritten(log: str | None, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """An ended process's note that its process_exit could not be written (sink_rare.leave_exit_note), as the fields
+    of an exit_unwritten record; the note is removed. Only this user's symlink made during that process's life
+    (a stale note of an earlier process with the pid is not its). One lstat per end: ENOENT as a rule."""
+    path = f"{log}{V.EXIT_NOTE}{entry['pid']}"
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        note = os.readlink(path)
+        os.unlink(path)
+    except OSError:
+        return None
+    ct = entry.get("create_time")
+    if ct is not None and st.st_mtime < ct - 1.0:
+        return None
+    try:
+        said = json.loads(note)
+    except ValueError:
+        said = None
+    said = said if isinstance(said, dict) else {}
+    fields = {k: said[k] for k in ("how", "code", "dropped") if k in said}
+    return {"exited_pid": entry["pid"], "create_time": ct, "noted": round(st.st_mtime, 3), **fields}
 
 
 def _moved(before: int, now: int) -> bool:
