@@ -23,7 +23,7 @@ from .derive.memseries import run_series
 from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
 from .findings import find_all
-from .findings.rank import jobs_worst_first, ranked
+from .findings.rank import ranked, report_key
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
@@ -372,10 +372,10 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
     rep, v = _report_for(model, data, select_runs(model, run_id), now)
     jobs = group(v.runs)
     if len(jobs) > 1:
-        # worst first: the few answered one by one are the runs with a problem, if any had one
-        order = jobs_worst_first(rep, [[r.id for r in job.runs] for job in jobs])
+        # worst first by each launch's own report: the few answered one by one are those with a problem, if any
+        keys = sorted((*report_key(_report_for(model, data, job.runs, now)[0]), i) for i, job in enumerate(jobs))
         each = [([r.id for r in jobs[i].runs], _report_for(model, data, jobs[i].runs, now)[0] if n < RUNS_ANSWERED
-                 else {}, troubled) for n, (i, troubled) in enumerate(order)]
+                 else {}, troubled) for n, (_, troubled, i) in enumerate(keys)]
         rep["answer"] = runs_answer(rep, each)
     return rep, v
 

@@ -60,27 +60,13 @@ def ranked(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(findings, key=rank_key)
 
 
-def jobs_worst_first(rep: dict[str, Any], jobs: list[list[str]]) -> list[tuple[int, bool]]:
-    """Each job's index (jobs: each job's run ids, in the report's order) with whether it had a problem, the worst
-    first: by the worst problem among the findings naming one of its runs' processes (rank_key), then a non-zero
-    exit code; the report's order among equals. A log holding many runs answers only the first few one by one:
-    a clean run first would hide the one that left a process running. A pid two runs share (a reused pid) counts
-    for both: the order only says which to answer first, each answer is its own runs' report."""
-    runs_of: dict[int, set[str]] = {}
-    for p in rep["processes"]:
-        runs_of.setdefault(p["pid"], set()).add(p["run"])
-    worst: dict[str, tuple[float, ...]] = {}
-    for f in rep["findings"]:
-        if f.get("severity") == "info":
-            continue
-        key = rank_key(f)
-        for run in {r for pid in f.get("pids") or () for r in runs_of.get(pid, ())}:
-            if run not in worst or key < worst[run]:
-                worst[run] = key
-    failed = {r["id"] for r in rep["runs"] if r.get("exit_code") not in (None, 0)}
-    none = (float("inf"),)
-    keys = []
-    for i, ids in enumerate(jobs):
-        key = min((worst[r] for r in ids if r in worst), default=none)
-        keys.append((key, not failed.intersection(ids), i))
-    return [(i, key != none or not clean) for key, clean, i in sorted(keys)]
+
+def report_key(rep: dict[str, Any]) -> tuple[tuple[float, ...], bool]:
+    """How bad one launch's own report is, for ordering launches the worst first (a log holding many answers only
+    the first few one by one: a clean run first would hide the one that left a process running): its worst
+    problem's rank_key (no problem: after every one), then a non-zero exit code first; and whether it had a
+    problem at all. From the launch's own report, so a finding of another launch never counts for it."""
+    keys = [rank_key(f) for f in rep["findings"] if f.get("severity") != "info"]
+    failed = any(r.get("exit_code") not in (None, 0) for r in rep["runs"])
+    worst = min(keys) if keys else (float("inf"),)
+    return worst + (0.0 if failed else 1.0,), bool(keys) or failed

@@ -152,7 +152,7 @@ COMMAND_CHARS = 60
 def runs_answer(rep: dict[str, Any], each: list[tuple[list[str], dict[str, Any], bool]]) -> str:
     """The Answer of a report over runs of several jobs (a glob over the logs of unrelated programs): each
     job's own Answer (its cause, its symptoms, its fix: a report of its runs alone) under a line naming it,
-    first a bullet saying so. each: per job, the worst first (findings/rank.py jobs_worst_first), its run ids,
+    first a bullet saying so. each: per job, the worst first (findings/rank.py report_key), its run ids,
     its own report (the first RUNS_ANSWERED only) and whether it had a problem; the rest are named, those with a
     problem first, and counted."""
     ids = [r["id"] or "?" for r in rep["runs"]]
