@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wp_autotrace.analysis.present.render import render_text
+
 from .logs import SP, T0, LogWriter, call, kinds, report, start, watcher
 
 DRIVER = {"file": "/home/u/actors.py", "line": 79, "func": "<module>"}
@@ -303,3 +305,27 @@ def test_a_sigkill_after_its_exit_record_ended_its_teardown(tmp_path: Path) -> N
                                   "(os.kill at actors.py:79 in <module>)"), ends[110]
     assert "its wait status was not read" in " ".join(ends[110]["evidence"]), ends[110]
     assert ends[111]["kind"] == "exit" and ends[111]["signal"] is None, ends[111]
+
+
+def test_a_main_its_wait_status_shows_killed_with_no_sender_is_never_told_os_exit(tmp_path: Path) -> None:
+    """A job step killed by group (`kill -9 -- -PGID`, a scheduler): no traced process sent it, no process_exit, and
+    the watcher read the main's zombie's wait status, SIGKILL. That status is the evidence: the Answer, the run's
+    header and root-killed say it was killed by SIGKILL, and Fix first finds its sender, never "os._exit"."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    start(w, 0.2, 110, 100, "child")
+    watcher(w, 1.0, "tree", count=2, ended=[], started=[proc(100, 1, 100, 0, "main"), proc(110, 100, 100, 0.2)])
+    watcher(w, 2.0, "tree", count=0, started=[], ended=[{"pid": q, "create_time": T0 + t, "end": T0 + 1.9}
+                                                        for q, t in ((100, 0), (110, 0.2))],
+            zombies=[{"pid": 100, "create_time": T0, "ppid": 1, "since": T0 + 1.9, "status": 9}])
+    w.add(2.2, 901, 100, "watcher", "leftover", pids=[], procs=[], count=0, how="root-killed", run="r1")
+    rep = report(w, tmp_path)
+    (run,) = rep["runs"]
+    assert run["state"] == "killed" and run["root_ending"] == "killed by SIGKILL", run
+    text = texts(rep)
+    assert "os._exit" not in text and "os._exit" not in render_text(rep, {}), text
+    assert rep["answer"].splitlines()[1] == "- The main process was killed by SIGKILL.", rep["answer"]
+    assert "main process killed by SIGKILL, without process_exit" in render_text(rep, {})
+    f = next(f for f in rep["findings"] if f["kind"] == "root-killed")
+    assert "was killed by SIGKILL" in f["text"] and "find what sent SIGKILL" in f["advice"], f

@@ -14,7 +14,7 @@ from ..common import targets, vocab
 from .derive import facts
 from .derive.attempts import launchers
 from .derive.autotune import Kill, kills
-from .derive.ending import OOM_AMONG, OOM_KILL, UNSEEN
+from .derive.ending import OOM_AMONG, OOM_KILL, SIGNAL, UNSEEN
 from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
@@ -133,7 +133,17 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "exit_code": _exit_code(r), "program_s": _program_s(r),
             "records_lost": r.dropped + r.watcher_dropped,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
-            "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None}
+            "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
+            "root_ending": _root_ending(v, r)}
+
+
+def _root_ending(v: View, r: Run) -> str | None:
+    """How a main with no process_exit ended where a record names a signal (its wait status as the watcher read
+    it, a signal_sent record, the OOM kill count): the run's header says it, never "killed, or os._exit"."""
+    if r.root is None or r.root.exited or r.waited is not None:
+        return None
+    ending = v.endings.of(r.root)
+    return ending.words if ending.kind in (SIGNAL, OOM_KILL) else None
 
 
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:

@@ -323,15 +323,22 @@ def _no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     count names it (derive/endings.py's oom-kill: the one evidence for the OOM killer), else both possibilities."""
     waited = r.waited
     oom = _oom_words(r)
-    if _exit_maybe_lost(r):
-        return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
-    if waited is None and r.root is not None and v.endings.of(r.root).kind == OOM_KILL:
-        return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
     ending = v.endings.of(r.root) if waited is None and r.root is not None else None
-    if ending is not None and ending.kind == SIGNAL and ending.sender is not None and not ending.group:
-        # a traced process of the run sent it (its signal_sent record; the main itself for a SIGKILL it sent)
-        sender = "the main process" if ending.sender is r.root else ending.by
-        return f"was {ending.words}", "", f"{sender} sent it: read why at that line"
+    # a signal a record names (its wait status, a signal_sent) proves a kill: its exit record was never written
+    if _exit_maybe_lost(r) and not (ending is not None and ending.kind in (SIGNAL, OOM_KILL)):
+        return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
+    if ending is not None and ending.kind == OOM_KILL:
+        return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
+    if ending is not None and ending.kind == SIGNAL:
+        if ending.sender is not None:
+            # a traced process of the run sent it, to it or to its group (its signal_sent record; the main itself
+            # for a SIGKILL it sent)
+            sender = "the main process" if ending.sender is r.root else ending.by
+            return f"was {ending.words}", "", f"{sender} sent it: read why at that line"
+        # its wait status (the watcher read its zombie's) names the signal, so never os._exit; no record says who
+        # sent it (a scheduler's group kill, a user's kill -9)
+        also = f"{oom}; " if ending.signal == "SIGKILL" else ""
+        return f"was {ending.words}", "", f"find what sent {ending.signal} ({also}a time limit, a user, a scheduler)"
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
                 f"find what ended it (os._exit in the code; {oom}; a time limit)")

@@ -32,10 +32,10 @@ def state_words(rep: dict[str, Any]) -> str:
         lost = any(r.get("records_lost") for r in rep["runs"])
         ends = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
         oom = any(r["state"] == "killed" and ends.get(r["root_pid"]) == "oom-kill" for r in rep["runs"])
-        # a signal a traced process of the run sent it (its signal_sent record, derive/senders.py): who and where
-        sent = next((p["ending"]["words"] for r in rep["runs"] if r["state"] == "killed" for p in rep["processes"]
-                     if p["pid"] == r["root_pid"] and p["ending"]["kind"] == "signal" and "sender" in p["ending"]),
-                    None)
+        # the signal that ended it, where a record names it: a traced process of the run sent it (its signal_sent
+        # record, derive/senders.py: who and where) or its wait status, the watcher's reading of its zombie
+        sent = next((r["root_ending"] for r in rep["runs"] if r["state"] == "killed" and r.get("root_ending")
+                     and ends.get(r["root_pid"]) == "signal"), None)
         return (f"The main process was ended by {', '.join(by)}." if by else
                 f"The main process was {sent}." if sent else
                 "The main process ended without a process_exit in the log, where records were lost." if lost else
