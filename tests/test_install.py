@@ -146,6 +146,7 @@ def check_files(v: Venv, editable: bool = False) -> None:
     assert (v.site / "wp_autotrace.pth").read_text() == (ROOT / "wp_autotrace" / "_bootstrap.pth").read_text()
     if SHIPS_START:
         assert (v.site / "wp_autotrace.start").read_text() == (ROOT / "wp_autotrace" / "_bootstrap.start").read_text()
+        assert (v.site / "wp_autotrace_start.py").read_text() == (ROOT / "wp_autotrace_start.py").read_text()
     if not editable:
         inside = sorted(p.name for p in (v.site / "wp_autotrace").iterdir())
         assert "_bootstrap.pth" not in inside and not (SHIPS_START and "_bootstrap.start" in inside), inside
@@ -207,3 +208,5 @@ def test_pyproject_installs_start_beside_pth() -> None:
     assert '"wp_autotrace/_bootstrap.pth" = "wp_autotrace.pth"' in text
     # Same stem as the .pth, so 3.15-3.17 skip the .pth import line in favour of the entry point.
     assert '"wp_autotrace/_bootstrap.start" = "wp_autotrace.start"' in text, "pyproject does not ship the .start file"
+    # its entry point's module, top-level: an untraced start imports it alone, not the package
+    assert '"wp_autotrace_start.py" = "wp_autotrace_start.py"' in text

@@ -30,7 +30,7 @@ from .conftest import ROOT, clean_env, events, read_log, run_python
 
 VERSIONS = ("3.12", "3.13")
 # The program also on Pythons whose subinterpreters share one GIL and allocator (no crash there,
-# but a second tracer all the same): the .pth line's test differs on them (wp_autotrace/_site.py says why).
+# but a second tracer all the same): the .pth line's test differs on them (wp_autotrace_start.py says why).
 ALL_VERSIONS = ("3.9", "3.11", *VERSIONS)
 PYENV = Path.home() / ".pyenv" / "versions"
 # Made outside the checkout (about 76 MB a Python: nothing for `git status` to show), one folder per checkout

@@ -250,16 +250,17 @@ _handed = False  # start() called load_and_start(): the line's second run in a v
 # costs a traced start 0.16M beyond the import it needs anyway (1.06M when it compiled these tests from its
 # text); a false word costs the package imported and dropped twice, which is rare (figure: docs/scale.md).
 def start() -> None:
-    """The .pth line's call, made when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all (and _site.start()'s,
-    3.15+, after its own test): load_and_start() once per process, in its main interpreter, when either is
-    not a false word (_site.wanted()'s test; bootstrap's read_settings() reads them so too); otherwise
-    _forget(), so that such an interpreter ends with the import state it has untraced. Never raises:
+    """The .pth line's call, made when WP_AUTOTRACE or WP_AUTOTRACE_GUARD is set at all (and, 3.15+,
+    wp_autotrace_start.start()'s after its own test): load_and_start() once per process, in its main
+    interpreter, when either is not a false word (wp_autotrace_start.wanted()'s test; bootstrap's
+    read_settings() reads them so too); otherwise _forget(), so that such an interpreter ends with the import
+    state it has untraced. Never raises:
     load_and_start() does not; the rest reads dicts."""
     global _handed
     if _handed:
         return
     env = os.environ
-    # _site.in_main_interpreter()'s test (why it is right on each Python: there; it is not imported here).
+    # wp_autotrace_start.in_main_interpreter()'s test (why it is right on each Python: there; it is not imported here).
     is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")
     if ((env.get("WP_AUTOTRACE", "").strip().lower() not in _FALSE
          or env.get("WP_AUTOTRACE_GUARD", "").strip().lower() not in _FALSE)
@@ -272,7 +273,7 @@ def start() -> None:
 
 def _forget() -> None:
     """Undo the line's import: this package and its second name out of sys.modules, with the path finder's
-    entry for its folder, unless another of its modules is loaded (3.15+'s _site: then only the name)."""
+    entry for its folder, unless another of its modules is loaded (then only the name)."""
     modules = sys.modules
     modules.pop(_ALIAS, None)
     if modules.get(__name__) is not _preload or any(name.startswith(__name__ + ".") for name in modules):

@@ -6,7 +6,7 @@ finding and loading a file (about 0.1 ms each) once for them, not three times (d
 
 - The environment: every WP_AUTOTRACE* variable, with the words that turn one on or off; and the
   other variables a traced process records (POOL_ENV, RANK_ENV), read without a KeyError per unset
-  name. The one-line ``wp_autotrace.pth`` and ``_site.py`` keep their own literals (they must
+  name. The one-line ``wp_autotrace.pth`` and ``wp_autotrace_start.py`` keep their own literals (they must
   import nothing); tests/test_startfile.py checks them equal to these.
 - The command line: this process's own (own_argv), the roles a command line shows, and whether it
   runs the wp-autotrace command; Python's argv grammar itself is cmdline.py's, loaded only where needed.

@@ -407,7 +407,7 @@ EXIT_WRITE_WAIT_S = 0.2
 def in_main_interpreter() -> bool:
     """Whether this is the process's main interpreter: the tracer never starts in a subinterpreter.
 
-    The same test as the .pth line's and wp_autotrace._site.in_main_interpreter's (why it is
+    The same test as the .pth line's and wp_autotrace_start.in_main_interpreter's (why it is
     right on each Python: there). Costs two dict lookups: no import.
     """
     is_main = sys.modules.get("_thread", sys).__dict__.get("_is_main_interpreter")

@@ -1,7 +1,9 @@
-"""Entry point for the ``wp_autotrace.start`` file (PEP 829, Python 3.15+).
+"""Entry point for the ``wp_autotrace.start`` file (PEP 829, Python 3.15+): ``wp_autotrace_start:start``.
 
 site imports this module and calls :func:`start` in every interpreter, so it
-must stay tiny: it imports nothing but ``os`` and loads the tracer only when
+must stay tiny: a top-level module, not one of the package (whose __init__ is the start
+modules' loader, ~0.3M instructions to import), it imports nothing but ``os`` and ``sys``
+(loaded before site runs) and imports the package only when
 WP_AUTOTRACE or WP_AUTOTRACE_GUARD asks for it, as the one-line
 ``wp_autotrace.pth`` that older Pythons run does (that line tests only whether
 either variable is set, then ``_preload.start()`` makes the test of :func:`wanted`
@@ -42,7 +44,7 @@ def start() -> None:
     try:
         if not wanted() or not in_main_interpreter():
             return
-        from . import start as _start  # the same test, the start modules from their pack, bootstrap.start()
+        from wp_autotrace import start as _start  # the same test, the start modules from their pack, bootstrap.start()
 
         _start()
     except Exception as exc:  # bootstrap.start() never raises; this is its import failing
