@@ -77,6 +77,15 @@ def same_process(create_time: float | None, other: float | None) -> bool:
     return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
 
 
+def boot_id() -> str:
+    """This boot's id (/proc/sys/kernel/random/boot_id; "" where unreadable): pids and start ticks are of one boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            return f.read(64).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+
+
 class ProcClock:
     """Turns a stat starttime into a create time (env.py's clock_create_time), this process's boot time and
     tick read once: the watcher and cleanup read many processes' stat lines with one clock."""

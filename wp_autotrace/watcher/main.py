@@ -35,7 +35,7 @@ import stat
 import time
 
 from ..common import vocab as V
-from ..common.procfs import ProcReader
+from ..common.procfs import ProcReader, boot_id
 from ..common.vocab import LEFTOVER_GRACE_S  # processes the root's exit is just ending get this long to go
 from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
@@ -154,7 +154,7 @@ class Watcher:
             self.tree.log.scan()
         first = self.tree.sample(now)
         oom = {"oom_kill": self.oom.last} if self.oom is not None and self.oom.last is not None else {}
-        self.emit(V.WATCHER_START, interval=self.tree.interval, linger=self.linger, **oom)
+        self.emit(V.WATCHER_START, interval=self.tree.interval, linger=self.linger, **oom, **_clock(self.tree.reader))
         self.write(now, *first)
 
     def write(self, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]]) -> None:
@@ -402,6 +402,15 @@ def exit_unwritten(log: str | None, entry: dict[str, Any]) -> dict[str, Any] | N
     said = said if isinstance(said, dict) else {}
     fields = {k: said[k] for k in ("how", "code", "dropped") if k in said}
     return {"exited_pid": entry["pid"], "create_time": ct, "noted": round(st.st_mtime, 3), **fields}
+
+
+def _clock(reader: Any) -> dict[str, Any]:
+    """The clock its create times are on: the boot time it computed them from (wall clock minus CLOCK_BOOTTIME,
+    once) and this boot's id. A reader after a wall-clock step (cleanup) compares live processes' start ticks
+    on this clock, not its own (docs/verdict.md, "One clock"); none without /proc."""
+    clock = getattr(reader, "clock", None)
+    booted = boot_id() if clock is not None else ""
+    return {"boot": round(clock.boot, 6), "boot_id": booted} if clock is not None and booted else {}
 
 
 def _moved(before: int, now: int) -> bool:

@@ -408,6 +408,7 @@ class Run:
         self.watcher_pids: set[tuple[str, int]] = set()
         self.watcher_exit = ""  # the watcher's exit reason, once written
         self.watcher_signals: list[dict[str, Any]] = []  # its watcher_signal records: a job's end signalled it
+        self.watcher_clock: dict[str, tuple[float, str]] = {}  # host -> the watcher's (boot, boot_id): its clock
         self.watcher_started: dict[tuple[str, int], float] = {}  # (host, pid) -> its watcher_start's ts
         self.interval = 0.0  # the watcher's sampling interval (watcher_start)
         # How long each of its memory readings counts (fold/pace.py: from the pace the watcher kept near it),

@@ -22,6 +22,8 @@ def note_watcher_start(reg: Registry, r: dict[str, Any]) -> None:
         run.oom_start = r["oom_kill"]
     if isinstance(r.get("interval"), (int, float)):
         run.interval = max(run.interval, float(r["interval"]))
+    if isinstance(r.get("boot"), (int, float)) and r.get("boot_id"):
+        run.watcher_clock[r["host"]] = (float(r["boot"]), r["boot_id"])
 
 
 def note_watcher_exit(reg: Registry, r: dict[str, Any]) -> None:

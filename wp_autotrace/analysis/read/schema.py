@@ -321,7 +321,10 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     WATCHER_START: ("the watcher started", _PART_FIELDS[:2] + (
         ("interval", NUM, "seconds between samples"), ("linger", NUM, "seconds it watches after the root"),
         ("oom_kill", UINT, "the run's cgroup's OOM kill count at the start (memory.events, or memory.oom_control "
-                           "in cgroup v1); absent where none is readable: then no OOM kill is ever named"))),
+                           "in cgroup v1); absent where none is readable: then no OOM kill is ever named"),
+        ("boot", NUM, "the boot time its create times are computed from (wall clock minus CLOCK_BOOTTIME, read once "
+                      "at its start, Unix seconds); absent without /proc"),
+        ("boot_id", STR, "/proc/sys/kernel/random/boot_id then: the boot its pids are of"))),
     OOM: ("the run's cgroup counted more OOM kills than before (the watcher, each time it rises)",
           _PART_FIELDS[:2] + (
         ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"),

@@ -70,6 +70,7 @@ from .candidates import (
     Models,
     find_candidates,
     key_of,
+    on_the_logs_clock,
 )
 from .successors import await_newborns, logged_successors, members_named, selected_runs
 from .sweep import (
@@ -282,6 +283,8 @@ def cleanup(models: Models, run: str | None, dry_run: bool, grace: float, say: A
     and for the final count); None: the logs are read once."""
     sweep = Sweep(Checker(), dry_run, grace, _escaping(say))  # log text reaches the terminal escaped
     sweep.models, sweep.reload, sweep.run_id = models, reload, run
+    if moved := on_the_logs_clock(sweep.checker, models):
+        sweep.say(moved)
     caught: dict[int, Any] = {}
     ended = None
     try:

@@ -12,7 +12,7 @@ import os
 from typing import Any, NamedTuple
 
 from ...analysis.fold.model import Model, Process, Run
-from ...common.procfs import ProcReader, same_process
+from ...common.procfs import SAME_START_S, ProcReader, boot_id, same_process
 from ...common.vocab import WATCHER as WATCHER_ROLE
 
 # Interpreter start to the .pth's process_start record: well under this even on a loaded host.
@@ -115,6 +115,7 @@ class Checker:
         self.host = os.uname().nodename
         # Never a run's process: init, this command and the processes it runs under.
         self.protected = {1, *_ancestors(os.getpid(), self.reader)}
+        self.log_clock = False  # live start times are read on the log's clock (on_the_logs_clock)
 
     def same(self, pid: int, create_time: float | None) -> dict[str, Any] | None:
         """The live process's stat if it is the one that started at create_time."""
@@ -151,7 +152,9 @@ class Checker:
         if c.seen_at is not None and c.create_time > c.seen_at and not same_process(c.create_time, c.seen_at):
             return "it started after the record that names it was written: the log cannot be right about it"
         if not same_process(info["create_time"], c.create_time):
-            return (f"pid reused: the live process started at {info['create_time']:.2f}, "
+            # without the log's clock a wall-clock step since the run reads the same way
+            maybe = "" if self.log_clock else ", or the wall clock stepped since the run (NTP, a VM resumed)"
+            return (f"pid reused{maybe}: the live process started at {info['create_time']:.2f}, "
                     f"the log's at {c.create_time:.2f}")
         return self.owner_refusal(c.pid, c.owner)
 
@@ -167,6 +170,32 @@ class Checker:
         if owner is not None and uid != owner:
             return f"owned by uid {uid}, while the log that names it is uid {owner}'s"
         return None
+
+
+def on_the_logs_clock(checker: Checker, models: Models) -> str:
+    """Read live start times on the clock the log's create times were computed on, not cleanup's own; the
+    words to say where the two differ, else "".
+
+    A process is told by its stat start ticks (since boot, immune to wall-clock steps); a boot time turns them
+    into seconds, and each process computes its own once (wall clock minus CLOCK_BOOTTIME). A step since the
+    run (NTP's makestep, a VM resumed, `date -s`) moves cleanup's by the step, and every leftover would read
+    as a reused pid. The watchers' watcher_start records give theirs (the clock of the verdict's entries) and
+    their boot id: used where every one on this host is of this boot and they agree within SAME_START_S."""
+    now_id = boot_id()
+    clocks = [clock for model, _ in models for run in model.runs.values()
+              for host, clock in run.watcher_clock.items() if host == checker.host]
+    boots = [boot for boot, bid in clocks if bid == now_id]
+    if not boots or len(boots) < len(clocks) or max(boots) - min(boots) > SAME_START_S:
+        return ""
+    checker.log_clock = True
+    clock = checker.reader.clock
+    moved = clock.boot - min(boots)
+    if abs(moved) <= SAME_START_S:
+        return ""
+    clock.boot = min(boots)
+    checker.reader.created.clear()
+    return (f"cleanup: the wall clock moved {moved:+.2f} s since the run (a clock step: NTP, a VM resumed, "
+            "`date -s`): its processes are told by their start ticks, on the log's clock")
 
 
 def _ancestors(pid: int, reader: Any) -> list[int]:

@@ -1,0 +1,128 @@
+"""cleanup after a wall-clock step (NTP's makestep, a VM resumed, `date -s`): a process is told by its start
+ticks on the clock the log's create times were computed on (the watcher's boot time in watcher_start), not
+cleanup's own, which moved with the step. The step is simulated by writing the log on a clock 5 s behind this
+boot's (its boot time and every create time 5 s earlier); the boot time compared against is the test's own
+reading (wall clock minus CLOCK_BOOTTIME), the process's state the kernel's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from wp_autotrace.common.procfs import ProcReader
+
+from . import test_cleanup
+from .conftest import clean_env, events, run_python, wait_for_watcher, wait_until
+from .test_cleanup import _alive, _cleanup, _dead_pid, _log, _watcher, assert_never_signalled
+
+sleeper = test_cleanup.sleeper  # the fixture: a long-lived untraced process this test owns
+
+STEP_S = 5.0
+
+
+def _boot() -> float:
+    """This boot's start on the wall clock, read here (the tightest of a few bracketed reads)."""
+    spans = []
+    for _ in range(5):
+        t1 = time.time()
+        up = time.clock_gettime(time.CLOCK_BOOTTIME)
+        t2 = time.time()
+        spans.append((t2 - t1, (t1 + t2) / 2 - up))
+    return min(spans)[1]
+
+
+def _boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def _stepped_log(path: Path, pid: int, create_time: float, boot_id: str) -> Path:
+    """A run whose verdict lists pid, written on a clock STEP_S behind: its watcher_start says so."""
+    root = _dead_pid()
+    log = _log(path, root, [{"pid": pid, "create_time": round(create_time - STEP_S, 2), "role": "child",
+                             "cmd": "python"}])
+    start = _watcher("watcher_start", root, interval=0.1, linger=60, boot=_boot() - STEP_S, boot_id=boot_id)
+    log.write_text(json.dumps(start) + "\n" + log.read_text())
+    return log
+
+
+def test_a_leftover_after_a_clock_step_is_ended(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """The log's clock (its watcher's boot time, this boot) is 5 s behind cleanup's: the leftover is the same
+    process by its start ticks, and is ended; cleanup says the clock moved. It refused it as "pid reused"."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, info["create_time"], _boot_id())
+    res = _cleanup(str(log), "--grace", "5")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"ended: {sleeper.pid} child" in res.stdout and "pid reused" not in res.stdout
+    assert f"the wall clock moved {STEP_S:+.2f} s since the run" in res.stdout
+    wait_until(lambda: sleeper.poll() is not None, 10, what=f"the ended leftover {sleeper.pid} gone")
+
+
+def test_another_boots_clock_is_not_used(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """The same log from another boot (its boot id not this one's): its pids are not this boot's processes,
+    and its clock says nothing of them: refused, never signalled, and not worded as certain."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, info["create_time"], "0" * 8 + _boot_id()[8:])
+    res = _cleanup(str(log), "--grace", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "pid reused, or the wall clock stepped since the run" in res.stdout
+    assert_never_signalled(sleeper)
+
+
+def test_on_the_logs_clock_a_reused_pid_is_still_refused(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """On the log's clock the live process started 1 s off the log's: a reused pid, said as one, never
+    signalled."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, info["create_time"] - 1.0, _boot_id())
+    res = _cleanup(str(log), "--grace", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"refused: {sleeper.pid} child: pid reused: the live process started at" in res.stdout
+    assert_never_signalled(sleeper)
+    assert _alive(sleeper.pid, info["create_time"])
+
+
+# cleanup run after a +STEP_S step: its boot time (computed once per process, env.boot_time) STEP_S later.
+STEPPED_CLEANUP = ("import sys; from wp_autotrace.common import env; env._boot_time = env.boot_time() + {step}; "
+                   "from wp_autotrace.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_a_real_runs_leftover_is_ended_by_a_cleanup_after_a_clock_step(tmp_path: Path) -> None:
+    """End to end: a traced run leaves a child; its watcher's watcher_start carries its clock (its boot time
+    within 20 ms of the test's own reading, this boot's id); a cleanup whose clock stepped +5 s since ends the
+    child (the kernel says it is gone) and says the clock moved."""
+    log = tmp_path / "run.jsonl"
+    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "
+            "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True); "
+            "print(p.pid)")
+    root = subprocess.run([sys.executable, "-c", code], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
+                          capture_output=True, text=True, timeout=60)
+    pid = int(root.stdout)
+    try:
+        recs = wait_for_watcher(log, 20, event="leftover")
+        (start,) = events(recs, "watcher_start")
+        assert abs(start["boot"] - _boot()) < 0.02 and start["boot_id"] == _boot_id()
+        assert pid in events(recs, "leftover")[0]["pids"]
+        res = run_python(["-c", STEPPED_CLEANUP.format(step=STEP_S), "cleanup", str(log), "--grace", "5"],
+                         clean_env(), timeout=60)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert f"ended: {pid} child" in res.stdout and f"moved {STEP_S:+.2f} s" in res.stdout
+        wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in _state(pid), 10, what=f"{pid} gone")
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return "Z"
