@@ -1,8 +1,9 @@
-"""cleanup after a wall-clock step (NTP's makestep, a VM resumed, `date -s`): a process is told by its start
-ticks on the clock the log's create times were computed on (the watcher's boot time in watcher_start), not
-cleanup's own, which moved with the step. The step is simulated by writing the log on a clock 5 s behind this
-boot's (its boot time and every create time 5 s earlier); the boot time compared against is the test's own
-reading (wall clock minus CLOCK_BOOTTIME), the process's state the kernel's."""
+"""cleanup (and a report's own look at a live main) after a wall-clock step (NTP's makestep, a VM resumed,
+`date -s`): a process is told by its start ticks on the clock the log's create times were computed on (the
+watcher's boot time in watcher_start), not the reader's own, which moved with the step. The step is simulated
+by writing the log on a clock 5 s behind this boot's (its boot time and every create time 5 s earlier); the
+boot time compared against is the test's own reading (wall clock minus CLOCK_BOOTTIME), the process's state
+the kernel's."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from pathlib import Path
 from wp_autotrace.common.procfs import ProcReader
 
 from . import test_cleanup
-from .conftest import clean_env, events, run_python, wait_for_watcher, wait_until
-from .test_cleanup import _alive, _cleanup, _dead_pid, _log, _watcher, assert_never_signalled
+from .conftest import clean_env, events, report_json, run_python, wait_for_watcher, wait_until
+from .test_cleanup import RUN, _alive, _cleanup, _dead_pid, _log, _record, _watcher, assert_never_signalled
 
 sleeper = test_cleanup.sleeper  # the fixture: a long-lived untraced process this test owns
 
@@ -126,3 +127,19 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_report_after_a_clock_step_finds_the_live_main_alive(tmp_path: Path,
+                                                                sleeper: subprocess.Popen[bytes]) -> None:
+    """A run whose main (a live process here) the log saw no end of, its log written on a clock 5 s behind:
+    the report's own look finds it alive (it said "gone ... another process has it now": a false end)."""
+    info = ProcReader().stat(sleeper.pid)
+    assert info is not None
+    pid = sleeper.pid
+    records = [_record("process_start", pid, run=RUN, root_pid=pid, forked=False, argv=["python"],
+                       create_time=round(info["create_time"] - STEP_S, 2)),
+               _watcher("watcher_start", pid, interval=0.1, linger=60, boot=_boot() - STEP_S, boot_id=_boot_id())]
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run,) = report_json(log)["runs"]
+    assert run["alive_now"] is True, run["end_check"]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from ...common import vocab
-from ...common.procfs import ProcReader, same_process
+from ...common.procfs import ProcReader, boot_id, same_process
 from .fold import build
 from .model import Model, Run, Waited
 
@@ -81,7 +81,7 @@ def look_now(run: Run, reader: Reader, starts: dict[int, float] | None = None) -
     root = run.root
     if root is None or root.exited or root.gone is not None or run.leftover_seen or run.waited is not None:
         return
-    alive, run.now_how = main_alive(root.host, root.pid, root.create_time, reader, starts)
+    alive, run.now_how = main_alive(root.host, root.pid, root.create_time, reader, starts, log_clock(run, root.host))
     if alive is not None:
         run.alive_now, run.root_gone = alive, not alive
         return
@@ -94,9 +94,10 @@ def look_now(run: Run, reader: Reader, starts: dict[int, float] | None = None) -
 
 
 def main_alive(host: str, pid: int, create_time: float | None, reader: Reader,
-               starts: dict[int, float] | None = None) -> tuple[bool | None, str]:
+               starts: dict[int, float] | None = None, clock: float | None = None) -> tuple[bool | None, str]:
     """Whether the process (host, pid, create_time) is alive now, and what was seen, in words; None
-    (and why) where this host cannot tell: another host's, no create time, /proc unreadable."""
+    (and why) where this host cannot tell: another host's, no create time, /proc unreadable. clock: the boot
+    time the log's create times were computed on (log_clock), where known."""
     if host != reader.host:
         return None, (f"the log was written on {host} and is read on {reader.host}: its processes cannot be "
                       "checked from here")
@@ -105,6 +106,8 @@ def main_alive(host: str, pid: int, create_time: float | None, reader: Reader,
     if not ProcReader.available():
         return None, "this host has no /proc to check its pid"
     proc = ProcReader(strict=True)
+    if clock is not None:
+        proc.clock.boot = clock
     try:
         found = proc.stat(pid)
     except OSError as exc:
@@ -225,17 +228,30 @@ def verdict_lost(run: Run, end: float, reader: Reader) -> str:
     return ""
 
 
+def log_clock(run: Run, host: str) -> float | None:
+    """The boot time the run's watcher on `host` computed its create times from, where it is of this boot
+    (watcher_start's `boot`, `boot_id`): live start ticks read on it, not on the reader's own clock, are not
+    moved by a wall-clock step since the run (docs/contracts.md, "Process identity"); None: not known."""
+    clock = run.watcher_clock.get(host)
+    return clock[0] if clock is not None and clock[1] == boot_id() else None
+
+
 def watchers_gone(run: Run, here: str | None = None) -> bool:
     """Every watcher of the run ran on this host (`here`) and its pid is gone: nothing more will come from it."""
     here = here or this_host()
-    return bool(run.watcher_pids) and all(host == here and not watcher_alive(pid, run.watcher_started.get((host, pid)))
-                                          for host, pid in run.watcher_pids)
+    return bool(run.watcher_pids) and all(
+        host == here and not watcher_alive(pid, run.watcher_started.get((host, pid)), log_clock(run, host))
+        for host, pid in run.watcher_pids)
 
 
-def watcher_alive(pid: int, started: float | None) -> bool:
-    """Whether this host's process `pid` may still be the watcher that wrote watcher_start at `started`."""
+def watcher_alive(pid: int, started: float | None, clock: float | None = None) -> bool:
+    """Whether this host's process `pid` may still be the watcher that wrote watcher_start at `started`
+    (clock: as main_alive's)."""
+    proc = ProcReader()
+    if clock is not None:
+        proc.clock.boot = clock
     try:
-        found = ProcReader().stat(pid)
+        found = proc.stat(pid)
     except OSError:
         return True  # cannot tell: not evidence of its end
     if found is None:
