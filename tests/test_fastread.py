@@ -163,6 +163,23 @@ HOSTILE_LINES = [
     dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f"}, {"line": 2}, {"file": "/b", "line": 2,
                                                                                 "func": "g", "src": "x"}]}),
     dumps({**CALL, "stack": [{"file": "/a", "line": True, "func": "f"}]}),
+    # frames typed in C: known keys out of clean_frame's order (with and without unknown ones), unknown values of
+    # any shape, a duplicate key, a known key of the wrong type, a float line
+    dumps({**CALL, "caller": {"file": "/a", "line": 1, "func": "f", "rel": "r", "dist": "d"}}),
+    dumps({**CALL, "caller": {"file": "/a", "func": "f", "line": 1}}),
+    dumps({**CALL, "caller": {"file": "/a", "func": "f", "line": 1, "zz": 2}}),
+    dumps({**CALL, "caller": {"line": 1, "file": "/a", "func": "f", "dist": "d"}}),
+    dumps({**CALL, "caller": {"file": "/a", "line": 1, "func": "f", "dist": "d", "dist_version": "1", "rel": "r"}}),
+    dumps({**CALL, "caller": {"file": "/a", "line": 1, "func": "f", "zz": {"a": [1, {"b": None}]}}}),
+    dumps({**CALL, "caller": {"file": "/a", "line": 1, "func": "f", "dist": 5}}),
+    dumps({**CALL, "caller": {"file": "/a", "line": 1.0, "func": "f"}}),
+    dumps({**CALL, "caller": {"file": "/a", "line": 1, "func": "f", "src": None}}),
+    dumps(CALL)[:-1][:-1] + ',"file":"/b"}}',
+    dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f", "src": "s"},
+                             {"file": "/b", "func": "g", "line": 2}]}),
+    dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f", "dist": "d", "zz": 1}, {"file": "/b", "line": 2,
+                                                                                          "func": "g"}]}),
+    dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f"}, 5]}),
     dumps({**CALL, "env": {"A": 1e308, "B": 10 ** 30}}),
     dumps({**CALL, "parent_call": None}),
     # numbers: floats for ints, ints for floats, bounds, -0, exponents, huge

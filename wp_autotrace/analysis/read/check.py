@@ -57,20 +57,27 @@ def clean_value(v: Any, depth: int = 0) -> Any:
     return None
 
 
-_FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
+# A frame's str fields besides file (fastread.py types frames from the same table).
+FRAME_STRS = ("func", "dist", "dist_version", "rel", "src")
 
 
 def clean_frame(v: Any) -> dict[str, Any] | None:
-    """A {file, line, func, ...} frame with checked fields, or None."""
+    """A {file, line, func, ...} frame with checked fields, or None: its known fields in the line's order (unknown
+    ones and a str field of another type dropped; line None where it is not a uint), line and func where it has none
+    last (None, ""). Its order is the line's so that the fast path (fastread.py), which types frames in C and keeps
+    the line's order, makes the same frame."""
     if type(v) is not dict or type(v.get("file")) is not str:
         return None
     line = v.get("line")
     if len(v) == 3 and type(line) is int and 0 <= line < INT_LIMIT and type(v.get("func")) is str:
         return v  # the common case, {file, line, func}: already clean, kept as is
-    out: dict[str, Any] = {"file": v["file"], "line": line if _is_uint(line) else None}
-    for key in _FRAME_STRS:
-        if type(v.get(key)) is str:
-            out[key] = v[key]
+    out: dict[str, Any] = {}
+    for key, x in v.items():
+        if key == "line":
+            out[key] = x if _is_uint(x) else None
+        elif key == "file" or (key in FRAME_STRS and type(x) is str):
+            out[key] = x
+    out.setdefault("line", None)
     out.setdefault("func", "")
     return out
 

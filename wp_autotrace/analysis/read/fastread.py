@@ -25,7 +25,7 @@ import typing
 from typing import Annotated, Any, Callable, Literal, Optional, TypedDict, Union
 
 from . import schema
-from .check import ARGV_EVENTS, CHECKS, ENTRY_FIELDS, INT_LIMIT, NUM_LIMIT, mask_cmd
+from .check import ARGV_EVENTS, ENTRY_FIELDS, FRAME_STRS, INT_LIMIT, NUM_LIMIT, mask_cmd
 
 try:
     import msgspec
@@ -65,8 +65,12 @@ def _types() -> dict[str, Any]:
     uint = Annotated[int, meta(ge=0, le=INT_LIMIT - 1)]
     limit = int(NUM_LIMIT)
     num = Union[Annotated[int, meta(ge=-limit, le=limit)], Annotated[float, meta(ge=-NUM_LIMIT, le=NUM_LIMIT)]]
-    # A frame's values: each checked again by clean_frame (which also keeps its key order).
-    frame = dict[str, Union[str, uint]]
+    # A frame: file, line and func required (where typing has Required: else tested after the decode), its other
+    # str fields where it has them, each of its type, unknown keys dropped, in the line's order: what clean_frame
+    # makes of it (a frame with a field of another type fails the decode and takes the json path).
+    need: Callable[[Any], Any] = (lambda kind: kind) if Required is None else (lambda kind: Required[kind])
+    frame_fields = {"file": need(str), "line": need(uint), "func": need(str), **dict.fromkeys(FRAME_STRS[1:], str)}
+    frame = TypedDict("Frame", frame_fields, total=False)  # type: ignore[misc]
     # What clean_value keeps as it is: a str, a bool, an integer in 64 bits, a finite float (and null).
     kept = Union[str, bool, Annotated[int, meta(ge=-INT_LIMIT, le=INT_LIMIT - 1)],
                  Annotated[float, meta(ge=-sys.float_info.max, le=sys.float_info.max)]]
@@ -133,10 +137,10 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
     typed = TypedDict(f"Fast_{event}", annotations, total=False)  # type: ignore[misc]
     decode = msgspec.json.Decoder(typed).decode
     failed = FAILED
-    # Frames decode as plain dicts (every key kept, as json.loads keeps them): check_record's own
-    # cleaner then gives what it gives on the json path (the same dict, or a rebuilt one in its order).
-    frames = tuple((key, kind == schema.FRAMES, CHECKS[kind]) for key, kind in fields.items()
-                   if kind in (schema.FRAME, schema.FRAMES))
+    # Frames decode typed, as clean_frame keeps them (_types); without Required, their file, line and func are
+    # tested after the decode.
+    frames = tuple((key, kind == schema.FRAMES) for key, kind in fields.items()
+                   if tested and kind in (schema.FRAME, schema.FRAMES))
     lists = tuple((key, _entries(kind)) for key, kind in fields.items() if kind in _ENTRY_KINDS)
     if not (tested or frames or lists):
         return decode  # type: ignore[return-value]
@@ -148,23 +152,10 @@ def _decoder(event: str, fields: dict[str, str], types: dict[str, Any]) -> Decod
             return None
         if tested and ("pid" not in r or "ts" not in r or "host" not in r):
             return None
-        for key, many, clean in frames:
+        for key, many in frames:
             v = r.get(key)
-            if v is None:
-                continue
-            # The common frame, {file, line, func} (msgspec has checked that each value is a str or an
-            # integer in range), is what clean_frame keeps as it is: checked here, without its calls.
-            for f in v if many else (v,):
-                if len(f) != 3 or type(f.get("file")) is not str or type(f.get("line")) is not int \
-                        or type(f.get("func")) is not str:
-                    break
-            else:
-                continue
-            kept = clean(v)
-            if kept is not v:
-                if kept is None:
-                    return None  # dropped and counted: the json path does both
-                r[key] = kept
+            if v is not None and not all("file" in f and "line" in f and "func" in f for f in (v if many else (v,))):
+                return None
         for key, entries in lists:
             items = r.get(key)
             if items is not None:
