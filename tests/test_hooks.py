@@ -6,6 +6,7 @@ import functools
 import importlib
 import inspect
 import json
+import os
 import re
 import sys
 import textwrap
@@ -600,6 +601,26 @@ def test_a_recording_wrapper_at_the_stack_limit_raises_the_hosts_error_and_leave
         unseen.refused.clear()
         unseen.active.clear()
         sys.setrecursionlimit(limit)
+
+
+def test_set_vars_reads_the_variables_as_os_environ_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """set_vars answers what os.environ answers for its names, in their order (set, set empty, unset, set after the
+    first read), and the names it encodes with str.encode are ASCII, so each is os.environ's own key."""
+    from wp_autotrace.common import env
+
+    names = (*env.POOL_ENV, *env.RANK_ENV)
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("TORCH_WARM_POOL", "")
+    monkeypatch.setenv(env.JOB_ENV, "j\u00e9")
+    for _ in range(2):  # the second read uses the keys encoded by the first
+        assert env.set_vars(names) == {k: os.environ[k] for k in names if k in os.environ}
+        assert list(env.set_vars(names)) == [k for k in names if k in os.environ]
+        monkeypatch.setenv("WORLD_SIZE", "8")
+    assert env.rank_env() == {"RANK": "3", "WORLD_SIZE": "8", env.JOB_ENV: "j\u00e9"}
+    for name in (*names, *env.READ_AT_CONFIG):
+        assert name.isascii() and name.encode() == os.environ.encodekey(name)  # type: ignore[attr-defined]
 
 
 def test_env_watch_names_the_imports_around_each_change(monkeypatch: pytest.MonkeyPatch) -> None:
