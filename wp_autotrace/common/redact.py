@@ -186,6 +186,9 @@ _WORD_OPEN = "\"'`([{"
 # What may close it (a quote, a call's parenthesis, a list's bracket, the separators).
 _WORD_CLOSE = "\"'`;,)]}"
 _SPACE = " \t\n"
+# redact_arg's test for program or shell text in an argument: one C pass over it, where a generator over these
+# characters was a Python step each (every argument of every process_start passes here).
+_TEXT_CHARS = frozenset(_SPACE + _WORD_OPEN)
 # What may open a value inside a word.
 _WORD_INNER = _WORD_OPEN + ",;?&"
 
@@ -207,7 +210,7 @@ def redact_arg(arg: str, patterns: "tuple[str, ...]", env_secrets: "tuple[str, .
         return name + "=" + value[:lead] + MASK
     if ":" in arg or " " in arg:
         arg = _mask_auth(arg, patterns)
-    if not _inner and (eq or any(c in arg for c in _SPACE + _WORD_OPEN)):
+    if not _inner and (eq or not _TEXT_CHARS.isdisjoint(arg)):
         # A shell command or a program's text in one argument (sh -c "train --token abc",
         # python -c '... "--password", "pw" ...'), a URL's query (?token=x): its words are
         # arguments too.
