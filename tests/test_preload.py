@@ -1,4 +1,4 @@
-"""The start modules' pack (wp_autotrace/_preload.py): the same modules as importlib makes, never stale.
+"""The start modules' pack (the loader in wp_autotrace/__init__.py): the same modules as importlib makes, never stale.
 
 Each test copies the package into its own folder (no pycs, no pack) and runs a fresh, untraced interpreter
 that imports that copy, so the pack it writes is its own.
@@ -199,3 +199,24 @@ def test_a_source_installed_again_with_its_old_mtime_and_size_is_run_anew(tmp_pa
     _run(site, f"import py_compile; py_compile.compile({str(probed)!r}, doraise=True); print(1)")
     assert _run(site, "import wp_autotrace.common.core as v; print(v.PRELOAD_PROBE)") == 2  # untraced
     assert _run(site, _PROBE) == 2
+
+
+# Under -B no pack is written; load() keeps each LATER module's code as its pyc holds it (marshalled), or, where the
+# pyc is not this source's, as its loader compiles it.
+_LATER_PROBE = ("import json, wp_autotrace as p; p.load(); name = 'wp_autotrace.runtime.sink_rare'; "
+                "kind = type(p.later_code[name][2]).__name__; "
+                "print(json.dumps([kind, getattr(p.later(name), 'PRELOAD_PROBE', None)]))")
+
+
+def test_under_dont_write_bytecode_a_later_module_is_its_pyc_only_while_the_pyc_is_its_sources(tmp_path: Path) -> None:
+    """-B: a LATER module's pyc, where its header names the source's mtime and size, is kept as bytes (no unmarshal
+    at start); a source changed since (same folder, a new mtime) is compiled by its loader and runs its new code."""
+    site = _copy(tmp_path)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(site / "wp_autotrace")], check=True, env=clean_env())
+    assert _run(site, _LATER_PROBE, "-B") == ["bytes", None]
+    rare = site / "wp_autotrace" / "runtime" / "sink_rare.py"
+    with rare.open("a") as f:
+        f.write("PRELOAD_PROBE = 1\n")
+    st = rare.stat()
+    os.utime(rare, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+    assert _run(site, _LATER_PROBE, "-B") == ["code", 1]

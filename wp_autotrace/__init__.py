@@ -193,7 +193,18 @@ def load() -> None:
             cached, code = entries[i]
         else:  # read now, for the pack about to be written and for later(): -B too, whose starts have no pack
             cached = ext.cache_from_source(path)
-            code = ext.SourceFileLoader(name, path).get_code(name)
+            # its pyc's marshalled code where the header (PEP 552) is importlib's timestamp check's for this source
+            # (~0.2M less a module than get_code's unmarshal, for a -B start that may never need it); else get_code
+            try:
+                code = _read(cached)
+            except OSError:  # no pyc (or unreadable): get_code compiles the source
+                code = b""
+            st = os.stat(path)
+            if code[:12] != ext.MAGIC_NUMBER + bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") or (
+                    int.from_bytes(code[12:16], "little") != st.st_size & 0xFFFFFFFF):
+                code = ext.SourceFileLoader(name, path).get_code(name)
+            else:
+                code = code[16:]
         later_code[name] = (path, cached, code)
     for i, name in enumerate(START):
         loaded = sys.modules.get(name)
@@ -209,7 +220,8 @@ def load() -> None:
         if loaded is None:
             _run(name, _new_module(name, path, cached), code)
     if not current and not sys.dont_write_bytecode:
-        made += [(later_code[name][1], marshal.dumps(later_code[name][2])) for name in LATER]
+        made += [(cached, code if type(code) is bytes else marshal.dumps(code)) for _, cached, code in
+                 (later_code[name] for name in LATER)]
         _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
 
 
