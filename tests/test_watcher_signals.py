@@ -5,6 +5,7 @@ never a fixed sleep; each test kills what it started, by pid."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -136,3 +137,27 @@ def test_one_sigterm_with_the_main_running_on_is_bounded_by_the_linger(tmp_path:
         assert done["ts"] - said["ts"] >= 1.0  # it watched on for its linger first
     finally:
         kill_session(proc)
+
+
+def test_a_signalled_watcher_without_its_exit_is_not_said_killed(tmp_path: Path) -> None:
+    """A log read while the signalled watcher still watches (or after a SIGKILL): no watcher_exit. The log
+    alone cannot tell which, and the finding says both, never "it was killed" as a fact; SIGUSR1 alone is a
+    checkpoint request, ignored."""
+    log = tmp_path / "run.jsonl"
+    base = {"v": 1, "host": os.uname().nodename, "seq": 0, "run": "feedc0ffee01"}
+    start = {**base, "event": "process_start", "ts": 100.0, "pid": 10, "ppid": 1, "role": "main", "root_pid": 10,
+             "argv": ["python"], "create_time": 99.9}
+    said = {**base, "event": "watcher_signal", "pid": 11, "ppid": 1, "role": "watcher", "root_pid": 10,
+            "sender_pid": 7, "sender_uid": 0, "sender": "slurmstepd"}
+    for records, words in (([{**said, "ts": 101.0, "signal": "SIGTERM", "action": "watch-on"}],
+                            "The watcher was sent SIGTERM by slurmstepd (pid 7, uid 0) at 1.0 s: a scheduler "
+                            "ending the job step"),
+                           ([{**said, "ts": 101.0, "signal": "SIGUSR1", "action": "ignored"}],
+                            "The watcher was sent SIGUSR1 by slurmstepd (pid 7, uid 0) at 1.0 s: a checkpoint "
+                            "request")):
+        log.write_text("".join(json.dumps(r) + "\n" for r in [start, *records]))
+        told = {f["kind"]: f["text"] for f in report_json(log)["findings"]}
+        assert told["watcher-signalled"].startswith(words), told
+        if "SIGTERM" in words:
+            assert "it was still watching as the log was read, or was killed before it could write one" in \
+                told["watcher-signalled"]

@@ -65,6 +65,7 @@ def _outcome(r: Run, left: str) -> str:
     if r.watcher_exit in (vocab.EXIT_SIGNALLED, vocab.EXIT_LINGER_END):
         main = "the main process ended" if r.leftover_seen else "the main process still running (no verdict)"
         return f"it left {left}, {main}, {alive}"
-    if not r.watcher_exit:
-        return "it has no watcher_exit: it was killed before it could write one (SIGKILL after the grace)"
+    if not r.watcher_exit:  # the log alone cannot tell a watcher still at work from one killed
+        return ("the log has no watcher_exit: it was still watching as the log was read, or was killed before it "
+                "could write one (SIGKILL after the grace)")
     return f"it left ({r.watcher_exit})"
