@@ -33,7 +33,8 @@ bytes constant, not two; a WP_AUTOTRACE_LOG alone then pays the false word's imp
 ``off_once_no_venv``: the same (CPU for ``import os`` and this tree's line only) outside a venv (the base
 interpreter's user site, PYTHONUSERBASE), where site reads the line once.
 
-Usage: python bench/pth_line.py [--rounds N] [--json]   (needs valgrind; about eight minutes)
+Usage: python bench/pth_line.py [--rounds N] [--json] [--once-cpu]   (needs valgrind; about eight minutes;
+--once-cpu: only the CPU pairs outside a venv, no valgrind, seconds)
 """
 
 from __future__ import annotations
@@ -158,10 +159,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--once-cpu", action="store_true", help="only the CPU of the line outside a venv (seconds)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-pth-"))
     try:
         lines = forms()
+        if args.once_cpu:
+            users = {k: make_user(tmp, f"form{i}", None if k == "bare" else lines[k])
+                     for i, k in enumerate(ONCE[:3])}
+            once_cpu = cpu({k: ([BASE_PYTHON, "-c", "pass"], users[k]) for k in users}, args.rounds)
+            print(json.dumps({"rounds": args.rounds, "load": os.getloadavg(),
+                              "bare_cpu_median_ms": round(statistics.median(once_cpu["bare"]) * 1e3, 3),
+                              "off_once_no_venv_cpu_ms": {k: paired(once_cpu[k], once_cpu["bare"])
+                                                          for k in ONCE[1:3]}}))
+            return 0
         venvs = {"bare": make(tmp, "bare", None)}
         venvs.update((name, make(tmp, f"form{i}", text)) for i, (name, text) in enumerate(lines.items()))
         envs = {"off": startup_cost._clean(), "false_word": startup_cost._clean(WP_AUTOTRACE="0"),
