@@ -466,7 +466,7 @@ def test_is_secret_and_env_secrets_are_fnmatch_over_names() -> None:
 
     rng = random.Random(32)
     alphabet = "apsk*?eyt_A-"
-    pattern_sets = [redact.DEFAULT_PATTERNS, redact.parse_patterns("*session*,hf_*,a?i*,tok,*,k*y")]
+    pattern_sets = [redact.DEFAULT_PATTERNS, redact.parse_patterns("*session*,hf_*,a?i*,tok,*,k*y"), ("*a*k*", "*t?k*")]
     pattern_sets += [tuple("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))).lower()
                            for _ in range(rng.randint(1, 5))) for _ in range(200)]
     names = ["token", "API_KEY", "monkey", "pass", "PASS", "x-secret-y", "", "hf_home", "tok", "path"]

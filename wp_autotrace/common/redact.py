@@ -60,24 +60,10 @@ def parse_patterns(spec: str) -> "tuple[str, ...]":
     return DEFAULT_PATTERNS + extra
 
 
-# pattern -> its inner word when it is ``*word*`` (a plain substring test does:
-# the common, fast case), else "" (glob_match). Filled once per pattern.
-_substring: "dict[str, str]" = {}
-
-
-def _word(pattern: str) -> str:
-    word = _substring.get(pattern)
-    if word is None:
-        inner = pattern[1:-1]
-        plain = len(pattern) > 2 and pattern[0] == pattern[-1] == "*" and "*" not in inner and "?" not in inner
-        word = _substring[pattern] = inner if plain else ""
-    return word
-
-
-# patterns -> (the inner words of its ``*word*`` patterns, its patterns without a wildcard, the others),
-# made once per pattern tuple (a run has one or two): a name then costs one lower() and C-level tests,
-# and a traced start-up looks at every environment variable's name (env_secrets; docs/scale.md, "Traced call
-# and start-up").
+# patterns -> (the inner words of its ``*word*`` patterns: a plain substring test does, the common, fast case; its
+# patterns without a wildcard; the others, glob_match's), made once per pattern tuple (a run has one or two): a name
+# then costs one lower() and C-level tests, and a traced start-up looks at every environment variable's name
+# (argv_env_secrets; docs/scale.md, "Traced call and start-up").
 _compiled: "dict[tuple[str, ...], tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]]" = {}
 _MAX_COMPILED = 64  # pattern tuples kept compiled: a bound for callers that make many
 
@@ -86,10 +72,10 @@ def _compile(patterns: "tuple[str, ...]") -> "tuple[tuple[str, ...], frozenset[s
     words: list[str] = []
     wild: list[str] = []
     whole: list[str] = []
-    for p in patterns:  # one pass (a traced start-up compiles the defaults once)
-        word = _word(p)
-        if word:
-            words.append(word)
+    for p in patterns:  # one pass, no call a pattern (a traced start-up compiles the defaults once)
+        inner = p[1:-1]
+        if len(p) > 2 and p[0] == p[-1] == "*" and "*" not in inner and "?" not in inner:
+            words.append(inner)
         else:
             (wild if "*" in p or "?" in p else whole).append(p)
     if len(_compiled) >= _MAX_COMPILED:
