@@ -315,16 +315,18 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
         low = "\0" + b"\0".join(keys).decode(_FS_ENCODING, "surrogateescape").lower() + "\0"
         hits = set()
         for needle in (*words, *["\0" + name + "\0" for name in whole]):
-            at = low.find(needle)
+            at, index, counted = low.find(needle), -1, 0  # NULs counted up to `counted`: each hit counts on from there
             while at >= 0:
-                hits.add(low.count("\0", 0, at + 1) - 1)
-                at = low.find(needle, at + 1)
+                index += low.count("\0", counted, at + 1)
+                counted = at + 1
+                hits.add(index)
+                at = low.find(needle, counted)
         named = sorted(hits)  # os.environ's own order, as env_secrets reads it
     found = []
     for i in named:
         raw = data[keys[i]]
         if len(raw) >= MIN_ENV_SECRET:
-            value = env.decodevalue(raw)
+            value = raw.decode(_FS_ENCODING, "surrogateescape")  # os.environ's decodevalue, without its Python call
             if len(value) >= MIN_ENV_SECRET and (value in text or "*" in value) and (
                     not wild or is_secret(env.decodekey(keys[i]), patterns)):
                 found.append(value)
