@@ -45,12 +45,12 @@ def main() -> None:
         fd = s.fd
         fstat_us = per_call_us(lambda: os.fstat(fd), 100_000)
         emit_checked = per_call_us(lambda: s.emit("role", role="x"), 20_000)
-        real_identity = sink._identity
-        sink._identity = lambda fd: s.identity  # type: ignore[assignment]
+        real_identity = sink.identity_of
+        sink.identity_of = lambda fd: s.identity  # type: ignore[assignment]
         try:
             emit_unchecked = per_call_us(lambda: s.emit("role", role="x"), 20_000)
         finally:
-            sink._identity = real_identity
+            sink.identity_of = real_identity
     print(f"os.fstat(log fd): {fstat_us:.2f} us")
     print(f"Sink.emit: {emit_checked:.2f} us checked vs {emit_unchecked:.2f} us unchecked "
           f"(+{emit_checked - emit_unchecked:.2f} us, x{emit_checked / emit_unchecked:.2f})")

@@ -585,14 +585,14 @@ def test_a_full_disk_does_not_end_the_watch_and_the_loss_is_counted(tmp_path: Pa
     w.tree.log = LogWatch(w.sink.fd, str(log), "h", "run1", 100, 0)
     w.tick()
     full = [True]
-    real_write = sink_mod._write
+    real_write = sink_mod.os_write
 
     def write(fd: int, data: bytes) -> int:
         if full[0]:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(sink_mod, "_write", write)
+    monkeypatch.setattr(sink_mod, "os_write", write)
     t = [0.0]
 
     def sleep(d: float) -> None:
