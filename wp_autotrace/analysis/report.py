@@ -131,7 +131,7 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "no_verdict": r.no_verdict or None, "ended_by": ended_by(r),
             "exit_status": r.waited.status if r.waited is not None else None,
             "exit_code": _exit_code(r), "program_s": _program_s(r),
-            "records_lost": r.dropped + r.watcher_dropped,
+            "records_lost": r.dropped + r.watcher_dropped + r.log_cut,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
             "root_ending": _root_ending(v, r)}
@@ -390,10 +390,33 @@ def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: 
     return rep, v
 
 
+# How a line the reader could not parse shows that the log was cut mid-record (records.py's skip reasons): a write
+# cut short (a full disk, EFBIG) leaves one, and every later write of the run is lost with it.
+CUT_LINES = ("truncated last line", "torn fragment")
+# A run whose last record came this close to the log's last one was writing when the log was cut.
+CUT_WINDOW_S = 1.0
+
+
+def mark_log_cut(v: View, skipped: dict[str, int]) -> None:
+    """Where the log was cut mid-record, the runs whose main left no process_exit and whose records reach the log's
+    end count one record lost (Run.log_cut: at least the cut one): their main's exit may be among the lost, so it
+    is never told as a kill or os._exit (findings/runs.py _lost_records). A run still in progress is left alone: a
+    live log read mid-write can show a cut last line."""
+    if not any(skipped.get(reason) for reason in CUT_LINES):
+        return
+    latest = max((r.end for r in v.runs if r.end is not None), default=None)
+    for r in v.runs:
+        exit_missing = r.root is not None and not r.root.exited and r.root.exec_into is None
+        gone = v.states.get(r.id) in (RUN_KILLED, RUN_END_UNSEEN) or (r.waited is not None and r.waited.status >= 0)
+        if exit_missing and gone and latest is not None and r.end is not None and r.end >= latest - CUT_WINDOW_S:
+            r.log_cut = 1
+
+
 def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: float
                 ) -> tuple[dict[str, Any], View]:
     """The report of these runs of the model, taken together."""
     v = View(model, runs, now)
+    mark_log_cut(v, data.skipped)
     leftover = {p.index for r in v.runs for p in r.leftover}
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]

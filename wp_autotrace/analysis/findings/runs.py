@@ -374,8 +374,9 @@ def _exit_maybe_lost(r: Run) -> bool:
 
 
 def _lost_records(r: Run) -> bool:
-    """Whether the log says records of this run were lost (its processes' or its watcher's counts)."""
-    return bool(r.dropped or r.watcher_dropped)
+    """Whether the log says records of this run were lost (its processes' or its watcher's counts, or the log cut
+    mid-record while its main was to write its exit: report.py mark_log_cut)."""
+    return bool(r.dropped or r.watcher_dropped or r.log_cut)
 
 
 def _left_alive(r: Run) -> bool:

@@ -417,6 +417,7 @@ class Run:
         self.stale_s = MEMORY_STALE_S
         self.watcher_dropped = 0  # records the watcher could not write (a full disk), as it last said
         # (self.dropped: the run's processes' own, each process's largest count once)
+        self.log_cut = 0  # 1: the log ends mid-record while this run's main was to write its exit (report.py)
         self.no_watcher = ""  # the root's tracer_error saying why it started no watcher
         self.last_sample: float | None = None  # ts of the watcher's latest tree record
         # host -> ts of the run's watcher's latest record there, of any kind (derive/alive.py: while it wrote, it
