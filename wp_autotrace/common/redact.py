@@ -56,6 +56,8 @@ def glob_match(pattern: str, name: str) -> bool:
 
 def parse_patterns(spec: str) -> "tuple[str, ...]":
     """DEFAULT_PATTERNS plus the comma-separated patterns of WP_AUTOTRACE_REDACT."""
+    if not spec:  # the common case: every traced start reads the variable, most have none
+        return DEFAULT_PATTERNS
     extra = tuple(item.strip().lower() for item in spec.split(",") if item.strip())
     return DEFAULT_PATTERNS + extra
 
@@ -94,7 +96,7 @@ def is_secret(name: str, patterns: "tuple[str, ...]") -> bool:
     for word in words:
         if word in lower:
             return True
-    return any(glob_match(p, lower) for p in wild)
+    return bool(wild) and any(glob_match(p, lower) for p in wild)  # no generator made where there is no glob
 
 
 def _option_name(arg: str) -> str:
