@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -393,3 +394,49 @@ def test_a_compiler_driver_first_seen_before_its_exec_is_folded_as_the_compiler(
     assert "train.py (untraced)" not in tree, tree
     (folded,) = [line for line in tree.splitlines() if "toolchain:" in line]
     assert "2 process(es) (1 cc1plus, 1 g++); peak rss 50 MiB" in folded, tree
+
+
+def test_a_pid_reused_inside_a_run_keeps_both_processes_and_the_right_parent(tmp_path: Path) -> None:
+    """A long run's pid counter wraps: child a.py (300) ends, then b.py gets pid 300 and starts g.py (400). The
+    tree (even --verbose) showed only a.py, g.py under it (ended before g.py started), and offered --verbose
+    under --verbose itself; the page drew one lane for both. Each row is now its own process, under the parent
+    the report links (`parent_index`); only the tree's line cap leaves rows to --json."""
+    from wp_autotrace.analysis.present.html import render_html
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    for t, pid, ppid, script, end in ((1.0, 300, 100, "a.py", 1.5), (2.0, 300, 100, "b.py", 3.5),
+                                      (2.5, 400, 300, "g.py", 3.0)):
+        w.add(t, pid, ppid, "child", "process_start", argv=["python", script], python="3.11.7", forked=False,
+              env={}, run="r1", root_pid=100)
+        w.add(end, pid, ppid, "child", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(4.0, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    rep = report(w, tmp_path)
+    procs = rep["processes"]
+    at = {p["cmd"].split()[-1]: i for i, p in enumerate(procs)}
+    parents = {script: procs[i]["parent_index"] for script, i in at.items()}
+    assert parents == {"main.py": None, "a.py": at["main.py"], "b.py": at["main.py"], "g.py": at["b.py"]}, procs
+    for verbose in (False, True):
+        tree = render_text(rep, {}, verbose=verbose).split("== Process tree")[1].split("\n\n")[0]
+        rows = [(len(m[1]), m[2], m[3]) for line in tree.splitlines()[1:]  # (indent, pid, script)
+                if (m := re.match(r"\s*\S+\s+\S+ ( *)(\d+) \w+ \((\S+)\)", line))]
+        assert "more process(es)" not in tree, tree
+        assert [(pid, what) for _, pid, what in rows] == [("100", "main.py"), ("300", "a.py"), ("300", "b.py"),
+                                                         ("400", "g.py")], tree
+        assert rows[1][0] == rows[2][0] < rows[3][0], tree  # the two 300s siblings, 400 under the second
+    lanes = re.findall(r'<g class="lane" data-pid="(\d+)"', render_html(rep, ""))
+    assert lanes == ["100", "300", "300", "400"], lanes
+
+
+def test_the_verbose_tree_at_its_line_cap_offers_only_json(tmp_path: Path) -> None:
+    """--verbose stops at MAX_TREE_LINES rows: the rest are in --json only (it offered --verbose there too)."""
+    from wp_autotrace.analysis.present.render import MAX_TREE_LINES
+
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    for i in range(MAX_TREE_LINES + 1):
+        start(w, 1 + i * 1e-3, 1000 + i, 100, "child")
+    rep = report(w, tmp_path)
+    tree = render_text(rep, {}, verbose=True).split("== Process tree")[1].split("\n\n")[0].splitlines()
+    assert len(tree) == MAX_TREE_LINES + 2 and tree[-1] == "… 2 more process(es) (--json)", tree[-3:]
+    assert render_text(rep, {}).split("== Process tree")[1].split("\n\n")[0].endswith("(--verbose, or --json)")

@@ -96,9 +96,12 @@ def _zombie(v: View, p: Process) -> dict[str, Any] | None:
             "reaped": v.rel(z.get("reaped"))}
 
 
-def _proc_dict(v: View, p: Process, leftover: set[int]) -> dict[str, Any]:
+def _proc_dict(v: View, p: Process, leftover: set[int], at: dict[int, int]) -> dict[str, Any]:
+    """One process's entry; `at` gives each process's place in the report's processes list (by p.index)."""
     return {
-        "pid": p.pid, "ppid": p.ppid, "host": p.host, "run": p.run_id, "role": p.role, "traced": p.traced,
+        # the parent by the fold's own link, not by ppid: a pid reused inside a run names two processes
+        "pid": p.pid, "ppid": p.ppid, "parent_index": at.get(p.parent.index) if p.parent is not None else None,
+        "host": p.host, "run": p.run_id, "role": p.role, "traced": p.traced,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at), "exit_record_s": v.rel(p.end) if p.exited else None,
         "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),
@@ -418,6 +421,8 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
     v = View(model, runs, now)
     mark_log_cut(v, data.skipped)
     leftover = {p.index for r in v.runs for p in r.leftover}
+    procs = sorted(v.procs, key=lambda p: (p.start if p.start is not None else v.t0, p.index))
+    at = {p.index: i for i, p in enumerate(procs)}
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]
     warm = _warm_callers(v)
@@ -438,8 +443,7 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
         "distinct_warm_pool_pids": len(warm),
         "warm_pool_callers": warm,
         "pools": [_pool_dict(v, pool) for pool in v.pools],
-        "processes": [_proc_dict(v, p, leftover)
-                      for p in sorted(v.procs, key=lambda p: (p.start if p.start is not None else v.t0, p.index))],
+        "processes": [_proc_dict(v, p, leftover, at) for p in procs],
         "max_concurrent_processes": max(counts, default=0),
         "processes_started": len(v.procs),
         "processes_exited": sum(1 for p in v.procs if p.end is not None),

@@ -121,41 +121,43 @@ def _runs_in_rank_order(rep: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(rep["runs"], key=lambda r: (first.get(r["id"], (1, 0, "")), r["start"] or 0.0))
 
 
-def _rows(procs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _rows(procs: list[dict[str, Any]], run: str) -> list[list[dict[str, Any]]]:
     """The run's processes in tree order, a row each (parents above children; a sidecar's workers right
     under it, so a pool's lanes stay together; siblings by rank, then start), except a parent's compiler
     toolchain (g++, cc1plus, ld and theirs): one row for all of them, as the text report folds them
-    (each still its own lane, with its own title, on that row)."""
-    keys = {(p["host"], p["pid"]) for p in procs}
+    (each still its own lane, with its own title, on that row). procs: the report's whole list, whose
+    `parent_index` links parents (a pid reused inside a run names two processes: rows are keyed by id())."""
     kids: dict[Any, list[dict[str, Any]]] = {}
-    for p in procs:
-        parent = (p["host"], p["ppid"])
-        kids.setdefault(None if parent not in keys or p["ppid"] == p["pid"] else parent, []).append(p)
+    mine = [p for p in procs if p["run"] == run]
+    for p in mine:
+        at = p["parent_index"]
+        parent = procs[at] if at is not None else None
+        top = parent is None or parent is p or parent["run"] != run
+        kids.setdefault(None if top else id(parent), []).append(p)
 
     def order(p: dict[str, Any]) -> tuple[Any, ...]:
         return (p["role"] != COMPILE_WORKER, _rank_key(p.get("rank_label")), p["start_s"] or 0.0, p["pid"])
 
     out: list[list[dict[str, Any]]] = []
-    seen: set[Any] = set()
+    seen: set[int] = set()
     stack = sorted(kids.get(None, []), key=order, reverse=True)
     # then anyone no root reaches: a parent cycle (a reused pid: the main's parent's pid taken later by one
     # of its own descendants) has no root, and would leave its whole tree without a lane
-    rest = sorted(procs, key=order, reverse=True)
+    rest = sorted(mine, key=order, reverse=True)
     while stack or rest:  # iterative: nesting can be thousands deep
         p = stack.pop() if stack else rest.pop()
-        key = (p["host"], p["pid"])
-        if key in seen:
+        if id(p) in seen:
             continue
-        seen.add(key)
+        seen.add(id(p))
         out.append([p])
-        children = sorted(kids.get(key, []), key=order)
+        children = sorted(kids.get(id(p), []), key=order)
         tools, todo = [], [k for k in children if k["tool"]]
         while todo:  # the toolchain and every toolchain process below it
             t = todo.pop()
-            if (t["host"], t["pid"]) not in seen:
-                seen.add((t["host"], t["pid"]))
+            if id(t) not in seen:
+                seen.add(id(t))
                 tools.append(t)
-                todo.extend(k for k in kids.get((t["host"], t["pid"]), []) if k["tool"])
+                todo.extend(k for k in kids.get(id(t), []) if k["tool"])
         if tools:
             out.append(sorted(tools, key=order))
         stack.extend(reversed([k for k in children if not k["tool"]]))
@@ -171,7 +173,7 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any]) -> str:
     lo = min([0.0 if run["start"] is None else run["start"] - t0, *ends])
     hi = max([lo + 1.0, *ends, *((run["end"] - t0,) if run["end"] is not None else ())])
     scale = Scale(lo, hi, LABEL_W, WIDTH - RIGHT_PAD)
-    lanes = _rows(procs)
+    lanes = _rows(rep["processes"], run["id"])
     head = _run_header(run)
     parts = [f'<section class="run" id="run-{esc(run["id"])}" data-run="{esc(run["id"])}">',
              f"<h2>Run {esc(run['id'] or '?')}</h2>", f'<div class="meta">{head}</div>',

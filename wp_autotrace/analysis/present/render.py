@@ -334,8 +334,7 @@ def _helper_kind(p: dict[str, Any], parent: dict[str, Any], kids: dict[Any, list
     """The line a short-lived helper the default tree folds goes in: its label where it is one of SHORT_HELPERS,
     or a fork of its parent seen only before its exec (FORK_SEEN_S); None where it is no such helper, did not end,
     something marks it (left behind, re-parented) or it has children of its own."""
-    if (p["end_s"] is None or p["left_behind"] or p["reparented_to"]
-            or kids.get((p["run"], p["host"], p["pid"]))):
+    if p["end_s"] is None or p["left_behind"] or p["reparented_to"] or kids.get(id(p)):
         return None
     if p["label"] in SHORT_HELPERS:
         return str(p["label"])
@@ -345,35 +344,47 @@ def _helper_kind(p: dict[str, Any], parent: dict[str, Any], kids: dict[Any, list
     return None
 
 
-def _pool_lines(procs: list[dict[str, Any]]) -> set[Any]:
-    """The processes that are pool processes or have one below them: listed before their siblings."""
-    parent = {(p["run"], p["host"], p["pid"]): (p["run"], p["host"], p["ppid"]) for p in procs}
-    found: set[Any] = set()
+def _tree_parents(procs: list[dict[str, Any]]) -> dict[int, dict[str, Any] | None]:
+    """Each row's parent row (by id() of the entries: a pid reused inside a run names two processes, so
+    (run, host, pid) is no key): the report's own parent link (`parent_index`), None for a top row, as is a
+    parent of another run (each run's tree stands on its own)."""
+    out: dict[int, dict[str, Any] | None] = {}
     for p in procs:
-        key = (p["run"], p["host"], p["pid"])
-        while p["role"] in POOL_ROLES and key in parent and key not in found:  # up to the top (or a cycle)
-            found.add(key)
-            key = parent[key]
+        at = p["parent_index"]
+        parent = procs[at] if at is not None else None
+        out[id(p)] = parent if parent is not None and parent is not p and parent["run"] == p["run"] else None
+    return out
+
+
+def _pool_lines(procs: list[dict[str, Any]], parents: dict[int, dict[str, Any] | None]) -> set[int]:
+    """The processes (id()) that are pool processes or have one below them: listed before their siblings."""
+    found: set[int] = set()
+    for p in procs:
+        q: dict[str, Any] | None = p
+        while p["role"] in POOL_ROLES and q is not None and id(q) not in found:  # up to the top (or a cycle)
+            found.add(id(q))
+            q = parents[id(q)]
     return found
 
 
-def _tree_kids(procs: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
-    keys = {(p["run"], p["host"], p["pid"]) for p in procs}
-    kids: dict[Any, list[dict[str, Any]]] = {}
+def _tree_kids(procs: list[dict[str, Any]], parents: dict[int, dict[str, Any] | None]
+               ) -> dict[int | None, list[dict[str, Any]]]:
+    """Each row's children by the parent's id(), in the report's order; the top rows under None."""
+    kids: dict[int | None, list[dict[str, Any]]] = {}
     for p in procs:
-        parent = (p["run"], p["host"], p["ppid"])
-        top = parent not in keys or p["ppid"] == p["pid"]
-        kids.setdefault(None if top else parent, []).append(p)
+        parent = parents[id(p)]
+        kids.setdefault(None if parent is None else id(parent), []).append(p)
     return kids
 
 
-def _toolchain_under(kids: dict[Any, list[dict[str, Any]]], roots: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _toolchain_under(kids: dict[int | None, list[dict[str, Any]]], roots: list[dict[str, Any]]
+                     ) -> list[dict[str, Any]]:
     """roots and every toolchain process below them (a g++ driver's cc1plus, as, collect2, ld)."""
     found, stack = [], list(roots)
     while stack:
         t = stack.pop()
         found.append(t)
-        stack.extend(k for k in kids.get((t["run"], t["host"], t["pid"]), []) if k["tool"])
+        stack.extend(k for k in kids.get(id(t), []) if k["tool"])
     return found
 
 
@@ -382,13 +393,14 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
     toolchain children folded into one line per parent unless verbose."""
     out = ["", "== Process tree (start/end seconds from the first record)"]
     procs = rep["processes"]
-    kids = _tree_kids(procs)
+    parents = _tree_parents(procs)
+    kids = _tree_kids(procs, parents)
     # Some pool processes have PSS and others only RSS (the watcher missed a read): the RSS rows say so, as
     # RSS is never summed with PSS (docs/evidence.md, "Memory at once").
     mixed = any(p["held_kind"] == "pss" for p in procs)
     limit = MAX_TREE_LINES if verbose else SHORT_ROWS["tree"]
-    pooled = _pool_lines(procs)
-    shown: set[Any] = set()
+    pooled = _pool_lines(procs, parents)
+    shown: set[int] = set()  # id() of the rows told
     stack: list[tuple[Any, int]] = [(p, 0) for p in reversed(kids.get(None, []))]
     lines = 0
     # then anyone no root reaches: a parent cycle (a reused pid: the main's parent's pid taken later by one
@@ -400,21 +412,20 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         p, indent = stack.pop()
         if isinstance(p, tuple):  # folded short-lived helpers of one kind
             out.append(_helpers_line(p[0], p[1], indent))
-            shown.update((t["run"], t["host"], t["pid"]) for t in p[1])
+            shown.update(id(t) for t in p[1])
             lines += 1
             continue
         if isinstance(p, list):  # a folded toolchain group
             out.append(_tools_line(p, indent))
-            shown.update((t["run"], t["host"], t["pid"]) for t in p)
+            shown.update(id(t) for t in p)
             lines += 1
             continue
-        key = (p["run"], p["host"], p["pid"])
-        if key in shown:
+        if id(p) in shown:
             continue
-        shown.add(key)
+        shown.add(id(p))
         out.append(_tree_line(p, indent, mixed))
         lines += 1
-        children = kids.get(key, [])
+        children = kids.get(id(p), [])
         # unless --verbose: the pools' processes first, then the others, then one line for the short-lived
         # helpers and one for the compiler toolchain (the stack pops the last pushed first)
         tools = [k for k in children if k["tool"]] if not verbose else []
@@ -424,13 +435,13 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
                 helpers.setdefault(kind, []).append(k)
         folded = {id(k) for group in helpers.values() for k in group}
         rest = sorted((k for k in children if not (tools and k["tool"]) and id(k) not in folded),
-                      key=lambda k: (k["run"], k["host"], k["pid"]) not in pooled)
+                      key=lambda k: id(k) not in pooled)
         if tools:
             stack.append((_toolchain_under(kids, tools), indent + 1))
         stack.extend(((kind, tuple(group)), indent + 1) for kind, group in reversed(helpers.items()))
         stack.extend((k, indent + 1) for k in reversed(rest))
-    if len(procs) > len(shown):
-        out.append(f"… {len(procs) - len(shown)} more process(es) (--verbose, or --json)")
+    if len(procs) > len(shown):  # --verbose stops at MAX_TREE_LINES: only --json has the rest then
+        out.append(f"… {len(procs) - len(shown)} more process(es) ({'--json' if verbose else '--verbose, or --json'})")
     return out
 
 
