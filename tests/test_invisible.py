@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from .conftest import clean_env, events, read_log, run_python
+from .conftest import clean_env, events, read_log, run_python, wait_for_watcher
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 # 3.9/3.10 re-raise with the traceback saved when the wrapper caught the exception:
@@ -638,6 +638,18 @@ def test_tracer_imports_cannot_be_shadowed_from_cwd(tmp_path: Path) -> None:
     write(tmp_path, {"wrapt.py": shadow, "psutil.py": shadow, "threading.py": shadow, "json.py": shadow,
                      "target_mod.py": "def f():\n    return 1\n"})
     three_ways(tmp_path, ["-c", "import target_mod; print(target_mod.f())"], targets="target_mod:f")
+
+
+def test_a_module_the_roots_start_loads_is_still_the_programs_own(tmp_path: Path) -> None:
+    """A traced root's start loads its watcher's modules (resource, __future__); a resource.py in the script's
+    folder is still the one the program's `import resource` runs, as untraced (the watcher on, as users run)."""
+    write(tmp_path, {"resource.py": "print('mine')\n", "main.py": "import resource\nprint(resource.__name__)\n"})
+    log = tmp_path / "traced.jsonl"
+    base = run_python(["main.py"], clean_env(), cwd=tmp_path, timeout=60)
+    traced = run_python(["main.py"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), cwd=tmp_path, timeout=60)
+    assert base.stdout == "mine\nresource\n", base
+    assert (traced.returncode, traced.stdout, traced.stderr) == (base.returncode, base.stdout, base.stderr), traced
+    wait_for_watcher(log, timeout=60)  # the run had its watcher: the modules its start loads were loaded
 
 
 # -- the pytest plugin ---------------------------------------------------------------

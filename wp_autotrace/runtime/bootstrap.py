@@ -582,7 +582,10 @@ def start() -> None:
         if not (settings.trace or settings.guard) or runs_own_cli(own_argv()):
             return
         runtime = new_runtime(settings)
+        known = set(sys.modules) if runtime.is_root else None
         start_runtime(runtime)
+        if known is not None and runtime._root is not None:
+            runtime._root.unshadow(known)
         _runtime = runtime
         install_process_hooks(_after_fork, _at_exit)
     except Exception as exc:

@@ -9,6 +9,7 @@ table's limit (sink_rare.one_more_descriptor).
 
 import os
 import resource  # noqa: F401  (loaded for the exit record: sink_rare.one_more_descriptor's one more descriptor)
+import sys
 
 from ..common.core import TRACER_ERROR
 from ..common.env import EXPORT_ENV, REDACT_ENV, WATCHED_ENV
@@ -62,3 +63,12 @@ def below() -> "dict[str, Any]":
     except OSError:
         return {}
     return {"below": found, "below_count": count}
+
+
+def unshadow(known: "set[str]") -> None:
+    """Take the modules of other packages the root's start loaded (its watcher's: resource, __future__) out of
+    sys.modules again: untraced, the program's own `import resource` finds a resource.py in its script's folder
+    first, and so it must traced. The tracer's modules keep their references; a builtin cannot be shadowed."""
+    for name in [m for m in sys.modules if m not in known]:
+        if not name.startswith("wp_autotrace") and name not in sys.builtin_module_names:
+            del sys.modules[name]

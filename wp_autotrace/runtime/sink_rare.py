@@ -102,7 +102,7 @@ def one_more_descriptor(sink: "Sink") -> "tuple[int, int] | None":
     descriptor to load a module with; errno is built in."""
     import errno
 
-    resource: Any = sys.modules.get("resource")
+    resource: Any = _resource()
     if sink._open_errno != errno.EMFILE or resource is None:
         return None
     try:
@@ -138,10 +138,22 @@ def leave_exit_note(sink: "Sink", fields: "dict[str, Any]") -> None:
         pass
 
 
+def _resource() -> "Any":
+    """The resource module the tracer imported itself (root's, or held's with a sink that held its descriptor),
+    else the host's: the root takes its name out of sys.modules after its start (root.unshadow), and a name the
+    host imports may be its own file of that name."""
+    for owner in ("root", "held"):
+        found = getattr(sys.modules.get(f"{__package__}.{owner}"), "resource", None)
+        if found is not None:
+            return found
+    return sys.modules.get("resource")
+
+
 def put_back_limit(limits: "tuple[int, int]") -> None:
     """Put back the RLIMIT_NOFILE one_more_descriptor raised."""
     try:
-        sys.modules["resource"].setrlimit(sys.modules["resource"].RLIMIT_NOFILE, limits)
+        resource: Any = _resource()
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
     except (OSError, ValueError):
         pass
 
