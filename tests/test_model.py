@@ -511,7 +511,17 @@ def cpu_quota_pool() -> LogWriter:
     return _quota_run(0.2, (2, 42))
 
 
+def with_watcher_signalled() -> LogWriter:
+    """A job step's end: slurmstepd sends SIGTERM to every process of the step, the watcher included; it watches on."""
+    w = clean_run()
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    watcher(w, 3.5, "watcher_signal", signal="SIGTERM", sender_pid=7, sender_uid=0, sender="slurmstepd",
+            action="watch-on")
+    return w
+
+
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
+    "watcher-signalled": with_watcher_signalled,
     "cpu-quota-pool": cpu_quota_pool,
     "forked-compile-hang": with_forked_compile_hang,
     "idle-pool": idle_pool,
