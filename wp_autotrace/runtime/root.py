@@ -67,7 +67,7 @@ def below() -> "dict[str, Any]":
 
 def unshadow(known: "set[str]") -> None:
     """Take the modules of other packages the root's start loaded (its watcher's: resource, __future__) out of
-    sys.modules again: untraced, the program's own `import resource` finds a resource.py in its script's folder
+    sys.modules again: untraced, the program's own `import resource` finds a file of that name in its script's folder
     first, and so it must traced. The tracer's modules keep their references; a builtin cannot be shadowed."""
     for name in [m for m in sys.modules if m not in known]:
         if not name.startswith("wp_autotrace") and name not in sys.builtin_module_names:
