@@ -66,9 +66,11 @@ def below() -> "dict[str, Any]":
 
 
 def unshadow(known: "set[str]") -> None:
-    """Take the modules of other packages the root's start loaded (its watcher's: resource, __future__) out of
-    sys.modules again: untraced, the program's own `import resource` finds a file of that name in its script's folder
-    first, and so it must traced. The tracer's modules keep their references; a builtin cannot be shadowed."""
-    for name in [m for m in sys.modules if m not in known]:
-        if not name.startswith("wp_autotrace") and name not in sys.builtin_module_names:
-            del sys.modules[name]
+    """Take the modules of other packages the root's start loads for its watcher and exit (resource, __future__) out
+    of sys.modules again where the program had not loaded them: untraced, the program's own `import resource` finds
+    a file of that name in its script's folder first, and so it must traced. The tracer's modules keep their
+    references. Only these two, which hold no state of their own: a module such as threading, which the wrappers
+    load at start where the user names targets, must stay one module (a second copy would not know the threads)."""
+    for name in ("resource", "__future__"):
+        if name not in known:
+            sys.modules.pop(name, None)
