@@ -180,6 +180,8 @@ HOSTILE_LINES = [
     dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f", "dist": "d", "zz": 1}, {"file": "/b", "line": 2,
                                                                                           "func": "g"}]}),
     dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f"}, 5]}),
+    dumps({**CALL, "caller": {"file": "/a\ud800", "line": 1, "func": "f\udcff"}}),
+    dumps({**CALL, "stack": [{"file": "/a", "line": 1, "func": "f", "zz": "\ud800"}]}),
     dumps({**CALL, "env": {"A": 1e308, "B": 10 ** 30}}),
     dumps({**CALL, "parent_call": None}),
     # numbers: floats for ints, ints for floats, bounds, -0, exponents, huge
