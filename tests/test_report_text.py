@@ -324,7 +324,11 @@ def test_a_parent_cycle_of_reused_pids_still_shows_the_tree(tmp_path: Path) -> N
     out = render_text(report(w, tmp_path), {})
     tree = out.split("== Process tree")[1].split("\n\n")[0]
     assert "more process(es)" not in tree, tree
-    assert [line.split()[2] for line in tree.splitlines()[1:]] == ["100", "1", "200", "300", "400"], tree
+    # main's link to the "1" that started after it is no parent link (report.parent_links): main is the root, and
+    # the child 1 sits under it, after the pool (the pool first: the tree's own order)
+    assert [line.split()[2] for line in tree.splitlines()[1:]] == ["100", "200", "300", "400", "1"], tree
+    rows = {line.split()[2]: line for line in tree.splitlines()[1:]}
+    assert rows["1"].index(" 1 child") == rows["200"].index(" 200 compile-sidecar"), tree
 
 
 def test_the_tree_shows_the_pool_before_short_lived_helpers(tmp_path: Path) -> None:
@@ -440,3 +444,22 @@ def test_the_verbose_tree_at_its_line_cap_offers_only_json(tmp_path: Path) -> No
     tree = render_text(rep, {}, verbose=True).split("== Process tree")[1].split("\n\n")[0].splitlines()
     assert len(tree) == MAX_TREE_LINES + 2 and tree[-1] == "… 2 more process(es) (--json)", tree[-3:]
     assert render_text(rep, {}).split("== Process tree")[1].split("\n\n")[0].endswith("(--verbose, or --json)")
+
+
+def test_a_parent_link_to_a_process_first_seen_later_is_not_its_parent() -> None:
+    """A child whose fold link names a process of its ppid first seen after it started (no create time: one that took
+    the pid later, as a shuffled or merged log gives) nests under the process of that pid alive as it started; one
+    with no such process is a top row. Links to parents that had started stay as the fold made them."""
+    from types import SimpleNamespace
+
+    from wp_autotrace.analysis.report import parent_links
+
+    def proc(index: int, pid: int, ppid: int, start: float, end: float | None = None) -> Any:
+        return SimpleNamespace(index=index, pid=pid, ppid=ppid, start=start, run_id="r1", host="h", parent=None,
+                               alive_at=lambda t: start <= t and (end is None or end > t))
+
+    main, early, child, ghost, orphan = (proc(0, 10, 1, 0.0), proc(1, 20, 10, 0.1), proc(2, 30, 20, 23.4),
+                                         proc(3, 20, 10, 75.6), proc(4, 40, 50, 30.0))
+    early.parent, child.parent, ghost.parent, orphan.parent = main, ghost, main, ghost
+    links = parent_links([main, early, child, ghost, orphan])
+    assert links == {0: None, 1: 0, 2: 1, 3: 0, 4: None}, links

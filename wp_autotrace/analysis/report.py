@@ -96,11 +96,29 @@ def _zombie(v: View, p: Process) -> dict[str, Any] | None:
             "reaped": v.rel(z.get("reaped"))}
 
 
-def _proc_dict(v: View, p: Process, leftover: set[int], at: dict[int, int]) -> dict[str, Any]:
-    """One process's entry; `at` gives each process's place in the report's processes list (by p.index)."""
+def parent_links(procs: list[Process]) -> dict[int, int | None]:
+    """Each process's parent's place in procs (by p.index): the fold's own link, not the ppid (a pid reused inside a
+    run names two processes), where that parent had started by the child's start; else (the link names a process
+    first seen later, without a create time: one that took the pid after) the process of its ppid on its run and
+    host that was alive as it started, the latest started of them; else none."""
+    at = {p.index: i for i, p in enumerate(procs)}
+    by_pid: dict[tuple[str, str, int | None], list[Process]] = {}
+    for p in procs:
+        by_pid.setdefault((p.run_id, p.host, p.pid), []).append(p)
+    links: dict[int, int | None] = {}
+    for p in procs:
+        q, t = p.parent, p.start
+        if q is not None and t is not None and q.start is not None and q.start > t:
+            alive = [c for c in by_pid.get((p.run_id, p.host, p.ppid), ()) if c is not p and c.alive_at(t)]
+            q = max(alive, key=lambda c: c.start if c.start is not None else float("-inf")) if alive else None
+        links[p.index] = at.get(q.index) if q is not None else None
+    return links
+
+
+def _proc_dict(v: View, p: Process, leftover: set[int], at: dict[int, int | None]) -> dict[str, Any]:
+    """One process's entry; `at` gives each process's parent's place in the report's processes list (parent_links)."""
     return {
-        # the parent by the fold's own link, not by ppid: a pid reused inside a run names two processes
-        "pid": p.pid, "ppid": p.ppid, "parent_index": at.get(p.parent.index) if p.parent is not None else None,
+        "pid": p.pid, "ppid": p.ppid, "parent_index": at[p.index],
         "host": p.host, "run": p.run_id, "role": p.role, "traced": p.traced,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at), "exit_record_s": v.rel(p.end) if p.exited else None,
@@ -422,7 +440,7 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
     mark_log_cut(v, data.skipped)
     leftover = {p.index for r in v.runs for p in r.leftover}
     procs = sorted(v.procs, key=lambda p: (p.start if p.start is not None else v.t0, p.index))
-    at = {p.index: i for i, p in enumerate(procs)}
+    at = parent_links(procs)
     findings = find_all(v)
     counts = [n for r in v.runs for _, n in r.tree_counts]
     warm = _warm_callers(v)
