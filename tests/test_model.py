@@ -520,6 +520,27 @@ def with_watcher_signalled() -> LogWriter:
     return w
 
 
+def test_a_signal_to_the_watcher_alone_is_not_told_as_a_steps_end(tmp_path: Path) -> None:
+    """The watcher alone sent SIGTERM by a shell (the program exits on its own): no record shows the step ending, and
+    the finding does not say it; sent by slurmstepd, or with the main ended by the same signal, it does."""
+    def said(sender: str, main_killed: bool = False) -> str:
+        w = with_watcher_signalled()
+        for r in w.lines:
+            if r["event"] == "watcher_signal":
+                r["sender"] = sender
+        if main_killed:
+            w.lines = [r for r in w.lines if not (r["event"] == "process_exit" and r["pid"] == 100)]
+            watcher(w, 3.6, "tree", count=0, started=[], ended=[{"pid": 100, "create_time": T0, "end": T0 + 3.6}],
+                    zombies=[{"pid": 100, "create_time": T0, "ppid": 1, "since": T0 + 3.6, "status": 15}])
+        (f,) = [f for f in report(w, tmp_path)["findings"] if f["kind"] == "watcher-signalled"]
+        return str(f["text"])
+
+    assert "a scheduler ending the job step (SLURM" in said("slurmstepd")
+    alone = said("bash")
+    assert "a scheduler ending the job step (SLURM" not in alone and "whether the step was ending is not known" in alone
+    assert "a scheduler ending the job step (SLURM" in said("bash", main_killed=True)
+
+
 SCENARIOS: dict[str, Callable[[], LogWriter]] = {
     "watcher-signalled": with_watcher_signalled,
     "cpu-quota-pool": cpu_quota_pool,

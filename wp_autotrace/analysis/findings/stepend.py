@@ -18,6 +18,13 @@ ENDING = ("SIGTERM", "SIGINT", "SIGHUP")  # watcher/signals.py ENDING, by name: 
 STEP_END = ("a scheduler ending the job step (SLURM: scancel, a time limit; systemd stopping the unit) signals "
             "every process of the step, then SIGKILLs what is left after its grace (SLURM's KillWait: 30 s by "
             "default)")
+# Not proven a step's end: the watcher alone was sent it (a user's kill of its pid), as far as the records show.
+ALONE = ("no record shows the run's own processes sent it too (a scheduler ending the job step signals every "
+         "process of the step): whether the step was ending is not known")
+# Senders that end a job step (their /proc comm), and how long after the watcher's signal a process of the run ended
+# by the same signal still shows the step-wide signal (SLURM's KillWait: 30 s by default, a handler's time within it).
+SCHEDULERS = frozenset(("slurmstepd", "slurmd", "systemd", "srun", "sbatch", "salloc"))
+STEP_WINDOW_S = 30.0
 CHECKPOINT = ("a checkpoint request sent to every process of the step a while before its end (srun --signal, "
               "sbatch --signal); the watcher ignored it and watched on")
 
@@ -41,10 +48,21 @@ def watcher_signalled(v: View) -> Finding | None:
     stop = next((s for s in ending[1:] if s.get("action") == "stop"), None)
     left = f"at a second {stop.get('signal')} (by {_sender(stop)})" if stop is not None else \
         "within its bound, before a SIGKILL would come"
+    why = STEP_END if _step_wide(v, r, first) else ALONE
     return Finding(
-        "watcher-signalled", "info", f"{said}: {STEP_END}. It watched on: {_outcome(r, left)}.{more}",
+        "watcher-signalled", "info", f"{said}: {why}. It watched on: {_outcome(r, left)}.{more}",
         [], [], "if the step's time limit ended it (`sacct -j JOBID`: State TIMEOUT), ask for more time or stop "
         "sooner: the main process and its pools get only the grace to end", {"signal": first.get("signal")})
+
+
+def _step_wide(v: View, r: Run, first: dict[str, Any]) -> bool:
+    """Whether a record shows the signal went to the step, not the watcher alone: a scheduler sent it, or a process
+    of the run ended by the same signal from the watcher's on, within STEP_WINDOW_S."""
+    if first.get("sender") in SCHEDULERS:
+        return True
+    sig, t = first.get("signal"), first["ts"]
+    return any((e := v.endings.of(p)).signal == sig and e.at is not None and t - 1.0 <= e.at <= t + STEP_WINDOW_S
+               for p in r.processes)
 
 
 def _sender(s: dict[str, Any]) -> str:
