@@ -91,15 +91,21 @@ def _cleanup(*args: str) -> Any:
     return run_python(["-m", "wp_autotrace", "cleanup", *args], clean_env(), timeout=60)
 
 
-def test_real_leftover_is_ended(tmp_path: Path) -> None:
-    """A traced run leaves a child behind; cleanup verifies it against the log and ends it."""
-    log = tmp_path / "run.jsonl"
+def leave_a_child(log: Path) -> int:
+    """A traced run (its log at log) that leaves a sleeping child behind in a session of its own: the child's pid
+    (the caller ends it)."""
     code = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {SLEEPER!r}], "
             "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True); "
             "print(p.pid)")
     root = subprocess.run([sys.executable, "-c", code], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
                           capture_output=True, text=True, timeout=60)
-    pid = int(root.stdout)
+    return int(root.stdout)
+
+
+def test_real_leftover_is_ended(tmp_path: Path) -> None:
+    """A traced run leaves a child behind; cleanup verifies it against the log and ends it."""
+    log = tmp_path / "run.jsonl"
+    pid = leave_a_child(log)
     try:
         (left,) = events(wait_for_watcher(log, 20, event="leftover"), "leftover")  # the watcher writes it
         assert pid in left["pids"]

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +18,17 @@ from wp_autotrace.common.procfs import ProcReader
 
 from . import test_cleanup
 from .conftest import clean_env, events, report_json, run_python, wait_for_watcher, wait_until
-from .test_cleanup import RUN, _alive, _cleanup, _dead_pid, _log, _record, _watcher, assert_never_signalled
+from .test_cleanup import (
+    RUN,
+    _alive,
+    _cleanup,
+    _dead_pid,
+    _log,
+    _record,
+    _watcher,
+    assert_never_signalled,
+    leave_a_child,
+)
 
 sleeper = test_cleanup.sleeper  # the fixture: a long-lived untraced process this test owns
 
@@ -99,12 +108,7 @@ def test_a_real_runs_leftover_is_ended_by_a_cleanup_after_a_clock_step(tmp_path:
     within 20 ms of the test's own reading, this boot's id); a cleanup whose clock stepped +5 s since ends the
     child (the kernel says it is gone) and says the clock moved."""
     log = tmp_path / "run.jsonl"
-    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], "
-            "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True); "
-            "print(p.pid)")
-    root = subprocess.run([sys.executable, "-c", code], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
-                          capture_output=True, text=True, timeout=60)
-    pid = int(root.stdout)
+    pid = leave_a_child(log)
     try:
         recs = wait_for_watcher(log, 20, event="leftover")
         (start,) = events(recs, "watcher_start")
