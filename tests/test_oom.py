@@ -283,8 +283,18 @@ def test_a_process_the_oom_killer_ends_is_named_with_its_record(tmp_path: Path, 
     script = tmp_path / "main.py"
     script.write_text(textwrap.dedent('''
         import subprocess, sys
-        r = subprocess.run([sys.executable, "-c", "b = b'\\\\x01' * (600 << 20)"])
+        r = subprocess.run([sys.executable, "child.py"])
         print("child", r.returncode, flush=True)
+    '''))
+    # the child asks for the memory once the watcher has listed it (its OOM kill count then rises as the child
+    # ends: the evidence); under load a child quicker than the watcher's first look left no such record
+    (tmp_path / "child.py").write_text(textwrap.dedent('''
+        import os, time
+        me, end = b'"pid":%d,' % os.getpid(), time.time() + 60
+        while time.time() < end and not any(b'"event":"tree"' in x and me in x
+                                            for x in open(os.environ["WP_AUTOTRACE_LOG"], "rb")):
+            time.sleep(0.05)
+        b = b"\\x01" * (600 << 20)
     '''))
     log = tmp_path / "log.jsonl"
     env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_LINGER="2")
