@@ -217,9 +217,11 @@ class ProcReader:
     (gone) as before; argv() and environ() stay best-effort (empty) either way.
     """
 
-    def __init__(self, strict: bool = False) -> None:
+    def __init__(self, strict: bool = False, boot: float | None = None) -> None:
         self.strict = strict
         self.clock = ProcClock()
+        if boot is not None:  # start ticks read on another clock's boot time (a log's: verdict.log_clock)
+            self.clock.boot = boot
         self.tick = self.clock.tick  # clock ticks per second (cleanup's start-time tolerance)
         self.page = os.sysconf("SC_PAGE_SIZE")
         # pid -> (stat, children) descriptors kept open by the watcher's ExitWatch (exit_watch()): read

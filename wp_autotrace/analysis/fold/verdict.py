@@ -105,9 +105,7 @@ def main_alive(host: str, pid: int, create_time: float | None, reader: Reader,
         return None, f"the log has no start time for its pid {pid}: a reused pid cannot be told from it"
     if not ProcReader.available():
         return None, "this host has no /proc to check its pid"
-    proc = ProcReader(strict=True)
-    if clock is not None:
-        proc.clock.boot = clock
+    proc = ProcReader(strict=True, boot=clock)
     try:
         found = proc.stat(pid)
     except OSError as exc:
@@ -247,11 +245,8 @@ def watchers_gone(run: Run, here: str | None = None) -> bool:
 def watcher_alive(pid: int, started: float | None, clock: float | None = None) -> bool:
     """Whether this host's process `pid` may still be the watcher that wrote watcher_start at `started`
     (clock: as main_alive's)."""
-    proc = ProcReader()
-    if clock is not None:
-        proc.clock.boot = clock
     try:
-        found = proc.stat(pid)
+        found = ProcReader(boot=clock).stat(pid)
     except OSError:
         return True  # cannot tell: not evidence of its end
     if found is None:
