@@ -25,7 +25,10 @@ from .conftest import clean_env, read_log
 
 ROOT_SCRIPT = textwrap.dedent('''
     import os, subprocess, sys, time
-    first = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    # the first child lives 0.1 s: two processes of one pid whose starts are closer than the identity's tolerance
+    # (procfs.SAME_START_S, a clock tick and more) are one process by design, and a quick traced start comes close
+    first = subprocess.run([sys.executable, "-c", "import os, time; print(os.getpid()); time.sleep(0.1)"],
+                           capture_output=True, text=True)
     reused = int(first.stdout)
     with open("/proc/sys/kernel/ns_last_pid", "w") as f:
         f.write(str(reused - 1))
