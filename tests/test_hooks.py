@@ -605,7 +605,8 @@ def test_a_recording_wrapper_at_the_stack_limit_raises_the_hosts_error_and_leave
 
 def test_set_vars_reads_the_variables_as_os_environ_does(monkeypatch: pytest.MonkeyPatch) -> None:
     """set_vars answers what os.environ answers for its names, in their order (set, set empty, unset, set after the
-    first read), and the names it encodes with str.encode are ASCII, so each is os.environ's own key."""
+    first read, a value that is not UTF-8), and the names it encodes with str.encode are ASCII, so each is
+    os.environ's own key."""
     from wp_autotrace.common import env
 
     names = (*env.POOL_ENV, *env.RANK_ENV)
@@ -614,11 +615,12 @@ def test_set_vars_reads_the_variables_as_os_environ_does(monkeypatch: pytest.Mon
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("TORCH_WARM_POOL", "")
     monkeypatch.setenv(env.JOB_ENV, "j\u00e9")
-    for _ in range(2):  # the second read uses the keys encoded by the first
+    monkeypatch.setitem(os.environb, b"PMI_RANK", b"\xff1")  # not UTF-8: os.environ holds it surrogate-escaped
+    for _ in range(2):  # read again after a variable is set
         assert env.set_vars(names) == {k: os.environ[k] for k in names if k in os.environ}
         assert list(env.set_vars(names)) == [k for k in names if k in os.environ]
         monkeypatch.setenv("WORLD_SIZE", "8")
-    assert env.rank_env() == {"RANK": "3", "WORLD_SIZE": "8", env.JOB_ENV: "j\u00e9"}
+    assert env.rank_env() == {"RANK": "3", "WORLD_SIZE": "8", "PMI_RANK": "\udcff1", env.JOB_ENV: "j\u00e9"}
     for name in (*names, *env.READ_AT_CONFIG):
         assert name.isascii() and name.encode() == os.environ.encodekey(name)  # type: ignore[attr-defined]
 

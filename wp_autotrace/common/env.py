@@ -123,25 +123,25 @@ def set_vars(names: "tuple[str, ...]") -> "dict[str, str]":
     """{name: value} of the names set in os.environ now, in names' order.
 
     Read from os.environ's own dict of encoded names where os.environ is the standard mapping:
-    ``name in os.environ`` raises and catches a KeyError inside for each name that is not set (about
-    0.7 µs each, and most of these are unset); a dict lookup does not. Another mapping (a host may
-    replace os.environ) is read through its own interface. names: ASCII (this module's tuples), each encoded
-    once by str.encode: for an ASCII name the bytes os.environ's encodekey gives in any filesystem encoding of
-    CPython on POSIX (all ASCII-compatible), without its Python call (~2.4K instructions a name).
+    ``os.environ.get(name)`` raises and catches a KeyError inside for each name that is not set (about
+    9K instructions each, and most names a start reads are unset); a dict lookup does not. Another mapping (a
+    host may replace os.environ) is read through its own interface. names: ASCII (this module's names), so
+    str.encode gives the key os.environ's encodekey gives in any filesystem encoding of CPython on POSIX (all
+    ASCII-compatible), and a value is decoded as its decodevalue decodes one, each without its Python call.
+    Every traced start reads a few such tuples once each: no table of encoded keys is kept (building one cost
+    a start more than it saved).
     """
     env = os.environ
     data = getattr(env, "_data", None)
     if type(env) is _ENVIRON and type(data) is dict:
-        keys = _encoded.get(names)
-        if keys is None:
-            keys = _encoded[names] = tuple(zip(names, map(str.encode, names)))
-        decode = env.decodevalue
-        return {k: decode(v) for k, key in keys if (v := data.get(key)) is not None}
+        get = data.get
+        return {k: v.decode(FS_ENCODING, "surrogateescape") for k in names if (v := get(k.encode())) is not None}
     return {k: env[k] for k in names if k in env}
 
 
 _ENVIRON = type(os.environ)
-_encoded: "dict[tuple[str, ...], tuple[tuple[str, object], ...]]" = {}  # names -> (name, os.environ's key)
+# os.environ's encoding of names and values on POSIX (os.py: the filesystem encoding, surrogateescape).
+FS_ENCODING = sys.getfilesystemencoding()
 
 
 def pool_env() -> "dict[str, str]":

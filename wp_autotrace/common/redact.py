@@ -17,7 +17,8 @@ covered.
 """
 
 import os
-import sys
+
+from .env import FS_ENCODING
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
     else:
         # "\0" around each name: a word never spans two names, a whole name is "\0name\0"; a hit's index is the
         # count of NULs before it (str.lower maps a name alone as within the joined text: NUL is not cased).
-        low = "\0" + b"\0".join(keys).decode(_FS_ENCODING, "surrogateescape").lower() + "\0"
+        low = "\0" + b"\0".join(keys).decode(FS_ENCODING, "surrogateescape").lower() + "\0"
         hits = set()
         for needle in (*words, *["\0" + name + "\0" for name in whole]):
             at, index, counted = low.find(needle), -1, 0  # NULs counted up to `counted`: each hit counts on from there
@@ -328,7 +329,7 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
     for i in named:
         raw = data[keys[i]]
         if len(raw) >= MIN_ENV_SECRET:
-            value = raw.decode(_FS_ENCODING, "surrogateescape")  # os.environ's decodevalue, without its Python call
+            value = raw.decode(FS_ENCODING, "surrogateescape")  # os.environ's decodevalue, without its Python call
             if len(value) >= MIN_ENV_SECRET and (value in text or "*" in value) and (
                     not wild or is_secret(env.decodekey(keys[i]), patterns)):
                 found.append(value)
@@ -336,4 +337,3 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
 
 
 _ENVIRON = type(os.environ)
-_FS_ENCODING = sys.getfilesystemencoding()

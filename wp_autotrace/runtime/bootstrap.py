@@ -38,6 +38,7 @@ from ..common.env import (
     pool_env,
     rank_env,
     runs_own_cli,
+    set_vars,
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from .host_patches import (
@@ -71,8 +72,8 @@ GUARD_MODES = (GUARD_NESTED_POOLS,)
 _Namespace: "Any" = type(sys.implementation)
 
 
-def _number(name: str, default: float, low: float, high: float, notes: "list[str]") -> float:
-    raw = os.environ.get(name)
+def _number(env: "dict[str, str]", name: str, default: float, low: float, high: float, notes: "list[str]") -> float:
+    raw = env.get(name)
     if raw is None or not raw.strip():
         return default
     try:
@@ -89,14 +90,16 @@ def _is_root() -> bool:
     """Whether this process starts a run (settings warnings are printed there only): no run's root
     and no process that already warned about these settings is among its ancestors."""
     pid = str(os.getpid())
-    root_pid, warned = os.environ.get(ROOT_ENV), os.environ.get(WARNED_ENV)
+    found = set_vars((ROOT_ENV, WARNED_ENV))
+    root_pid, warned = found.get(ROOT_ENV), found.get(WARNED_ENV)
     return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
 def read_settings() -> "Settings":
     """Parse the WP_AUTOTRACE_* variables; a bad value takes the default and adds a note (Settings.notes:
     start() prints them in the root only). Reads only: the environment is left as it was."""
-    env = os.environ
+    # os.environ's values of the settings that are set: no KeyError raised for each unset one (set_vars)
+    env = set_vars((ENABLE_ENV, GUARD_ENV, TARGETS_ENV, INTERVAL_ENV, STACK_ENV, LOG_ENV, REDACT_ENV, LINGER_ENV))
     notes: list[str] = []
     enable_raw = (env.get(ENABLE_ENV) or "").strip().lower()
     if enable_raw not in TRUE_WORDS + FALSE_WORDS:
@@ -111,7 +114,7 @@ def read_settings() -> "Settings":
         from ..common.targets import parse_extra_targets  # the table only where the user adds to it
 
         extra = parse_extra_targets(env.get(TARGETS_ENV, ""), notes)
-    interval = _number(INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, notes)
+    interval = _number(env, INTERVAL_ENV, DEFAULT_INTERVAL, 0, 3600, notes)
     if 0 < interval < MIN_INTERVAL:
         notes.append(f"{INTERVAL_ENV}={interval:g} is below {MIN_INTERVAL:g}; using {MIN_INTERVAL:g}")
         interval = MIN_INTERVAL
@@ -119,11 +122,11 @@ def read_settings() -> "Settings":
         trace=is_true(env.get(ENABLE_ENV)),
         guard=guard,
         log=env.get(LOG_ENV) or None,
-        stack=int(_number(STACK_ENV, DEFAULT_STACK, 0, 256, notes)),
+        stack=int(_number(env, STACK_ENV, DEFAULT_STACK, 0, 256, notes)),
         interval=interval,
         extra_targets=tuple(extra),
         redact=parse_patterns(env.get(REDACT_ENV, "")),
-        linger=_number(LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, notes),
+        linger=_number(env, LINGER_ENV, DEFAULT_LINGER, 0, MAX_LINGER, notes),
         notes=notes,
     )
     return settings
@@ -148,7 +151,7 @@ def _say_notes(settings: "Settings") -> None:
 def detect_role(is_root: bool) -> str:
     """main, a pool's role (named by the starting call, or seen in argv), or child."""
     # Popped, so that this process's own children do not inherit it.
-    given = os.environ.pop(CHILD_ROLE_ENV, "")
+    given = os.environ.pop(CHILD_ROLE_ENV, "") if set_vars((CHILD_ROLE_ENV,)) else ""
     if is_root:
         return MAIN
     # A marker holds no NUL: it is in one of the arguments exactly when it is in them joined by NULs (one C
@@ -166,8 +169,9 @@ def new_runtime(settings: "Settings") -> "Runtime":
     """This process's Runtime: its run (a root starts one: run id, root pid and log exported), sink and finders."""
     env = os.environ
     pid = os.getpid()
-    run_id = env.get(RUN_ENV)
-    is_root = not run_id or env.get(ROOT_ENV) == str(pid)
+    found = set_vars((RUN_ENV, ROOT_ENV))
+    run_id = found.get(RUN_ENV)
+    is_root = not run_id or found.get(ROOT_ENV) == str(pid)
     if not run_id:
         run_id = os.urandom(6).hex()
         env[RUN_ENV] = run_id
@@ -299,7 +303,7 @@ def write_start(rt: "Runtime", forked: bool) -> None:
         python=sys.version.split()[0],
         cwd=cwd,
         run=rt.run_id,
-        root_pid=int(os.environ.get(ROOT_ENV) or 0),
+        root_pid=int(set_vars((ROOT_ENV,)).get(ROOT_ENV) or 0),
         forked=forked,
         guard=rt.settings.guard,
         env=redact_env(pool_env(), patterns),
