@@ -76,15 +76,15 @@ later_code: "dict[str, tuple[str, str, Any]]" = {}
 
 
 def _source(base: str, name: str) -> str:
-    parts = name.split(".")[1:]
-    if name in PACKAGES:
-        return os.path.join(base, *parts, "__init__.py")
-    return os.path.join(base, *parts[:-1], parts[-1] + ".py")
+    """name's source file under base (this package's folder). By slicing and concatenation: os.path.join's
+    Python-level checks cost ~15K instructions a call, ~0.15M of a traced start over START + LATER."""
+    path = base + os.sep + name.partition(".")[2].replace(".", os.sep)
+    return path + os.sep + "__init__.py" if name in PACKAGES else path + ".py"
 
 
 def _pack_path(base: str) -> str:
     """The pack's path: _startpack.py's pyc slot (its cache tag and -O level), which pip uninstall removes."""
-    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(os.path.join(base, "_startpack.py"))
+    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(base + os.sep + "_startpack.py")
     return cached
 
 
@@ -172,8 +172,9 @@ def load() -> None:
     try:
         ext = sys.modules["_frozen_importlib_external"]
         stamps = []
-        for name in START + LATER:
-            st = os.stat(_source(base, name))
+        paths = [_source(base, name) for name in START + LATER]  # made once: the stamps' and the modules'
+        for name, path in zip(START + LATER, paths):
+            st = os.stat(path)
             # ctime too: an installer that keeps an archive's mtimes can put a new source of the old size and
             # mtime_ns (and compile its pyc anew), but no utime sets a ctime back
             stamps.append((name, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
@@ -188,7 +189,7 @@ def load() -> None:
         current, entries = False, ()
     made = []
     for i, name in enumerate(LATER, len(START)):  # first: a START module's body may look its LATER module up
-        path = _source(base, name)
+        path = paths[i]
         if current:
             cached, code = entries[i]
         else:  # read now, for the pack about to be written and for later(): -B too, whose starts have no pack
@@ -210,7 +211,7 @@ def load() -> None:
         loaded = sys.modules.get(name)
         if current and loaded is not None:
             continue
-        path = _source(base, name)
+        path = paths[i]
         if current:
             cached, code = entries[i]
         else:  # the module's own loader reads its pyc (or compiles its source and writes the pyc)
