@@ -289,3 +289,33 @@ def test_a_group_signal_whose_sentinel_word_comes_late_is_not_runs_own(group: bo
     fwd.forward(signal.SIGTERM, None)
     fwd.__exit__()
     assert fwd.late == ([] if group else [signal.SIGTERM])
+
+
+@pytest.mark.parametrize("ending", ["exit-3", "sigterm"])
+def test_a_parent_that_ignores_sigchld_still_gets_the_programs_status(tmp_path: Path, ending: str) -> None:
+    """A parent that set SIGCHLD to SIG_IGN (a Python supervisor does, and every child it starts inherits it
+    across exec): the kernel reaps an ignoring process's children itself, so a wait finds no status. Untraced,
+    the program's own status reaches that parent; under run, run's wait must still find it (run's exit code and
+    run_exit's status), and the program must still start with SIGCHLD ignored, as untraced."""
+    log, seen = tmp_path / "log.jsonl", tmp_path / "seen"
+    end = "raise SystemExit(3)" if ending == "exit-3" else "os.kill(os.getpid(), signal.SIGTERM)"
+    program = (f"import os, signal\nopen({str(seen)!r}, 'w').write(str(int(signal.getsignal(signal.SIGCHLD))))\n"
+               f"{end}\n")
+    want = 3 if ending == "exit-3" else -signal.SIGTERM
+
+    def ignoring() -> None:  # the supervisor's disposition, kept across exec
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+    untraced = subprocess.run([sys.executable, "-c", program], env=clean_env(), preexec_fn=ignoring,
+                              stdin=subprocess.DEVNULL, timeout=120)  # noqa: PLW1509
+    assert untraced.returncode == want and seen.read_text() == str(int(signal.SIG_IGN))
+    seen.unlink()
+    try:
+        res = subprocess.run([*RUN, "--log", str(log), "--", sys.executable, "-c", program], env=clean_env(),
+                             preexec_fn=ignoring, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,  # noqa: PLW1509
+                             timeout=120)
+    finally:
+        kill_run(log)
+    assert res.returncode == want, res.stderr
+    assert seen.read_text() == str(int(signal.SIG_IGN))
+    assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [want]

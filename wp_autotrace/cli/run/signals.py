@@ -229,6 +229,11 @@ class Forwarder:
             pass  # no sentinel: every signal run is sent is passed on
         self.before = {sig: signal.signal(sig, self.forward) for sig in FORWARDED}
         self.before[signal.SIGCONT] = signal.signal(signal.SIGCONT, self._continued)
+        # SIGCHLD ignored by run's parent (kept across exec: a Python supervisor's SIG_IGN reaches every child):
+        # the kernel would reap the program at once and run's wait find no status (Popen says 0 for any end).
+        # run waits with the default; the program gets SIG_IGN back below, as untraced.
+        if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+            self.before[signal.SIGCHLD] = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         ignored = [sig for sig, h in self.before.items() if h == signal.SIG_IGN]
 
         def as_run_was() -> None:  # in the child, before exec: what run's parent ignored stays ignored
