@@ -258,10 +258,9 @@ class Sink:
         self.active = bool(path)  # records are written at all (stop() ends that)
         if path:
             _warning_sink = self
-        self.host = host
-        self._role = role
-        self.pid = os_getpid()
-        self.ppid = _getppid()
+        # The header's identity set as plain attributes: no header is encoded yet (_middle below), and each
+        # property setter would cost a start a Python call.
+        self._host, self._role, self._pid, self._ppid = host, role, os_getpid(), _getppid()
         self.dropped = 0
         # Said to the log: when a write lands after drops, a tracer_error with the count first (opt-in:
         # the watcher says its own drops its own way).
@@ -434,8 +433,8 @@ class Sink:
         return head
 
     def _make_middle(self) -> str:
-        self._middle = (f',"pid":{_encode_json(self.pid)},"ppid":{_encode_json(self.ppid)},'
-                        f'"host":{_encode_json(self.host)},"role":{_encode_json(self._role)},"seq":')
+        self._middle = (f',"pid":{_encode_json(self._pid)},"ppid":{_encode_json(self._ppid)},'
+                        f'"host":{_encode_json(self._host)},"role":{_encode_json(self._role)},"seq":')
         return self._middle
 
     def _open_same(self) -> int:
