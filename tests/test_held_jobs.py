@@ -664,6 +664,47 @@ def test_a_job_that_ran_on_past_torchs_exit_shutdown_is_waited_for_not_cut_off(t
     assert "a job still queued" not in text
 
 
+def test_a_job_a_quiesce_left_running_at_exit_is_told_with_the_quiesce_and_its_fix(tmp_path: Path) -> None:
+    """The same exit wait, where the creator's own record shows who quiesced the pool while the job ran (torch's
+    SubprocPool.quiesce at 4.0 s). Its quiesce timer (a compile longer than quiesce_async_compile_time, whose wait a
+    CI timeout gave up): the cause names the timer, and the fix is the quiesce's (TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE
+    _POOL=0, or a longer timer), not "wait for the pool's jobs", which the program did until its timeout. The
+    program's own quiesce: the fix is to quiesce after the jobs. A quiesce before the job began (its job then went to
+    a new, live pool) or after it ended is not its cause."""
+    timer = {"file": "/usr/lib/python3.11/threading.py", "line": 1002, "func": "_bootstrap"}
+    user = {"file": "/app/serve.py", "line": 12, "func": "warmup"}
+    for name, thread, caller, at in (("timer", "subproc_worker_timer", None, 4.0), ("user", "MainThread", user, 4.0),
+                                     ("before", "subproc_worker_timer", None, 2.5),
+                                     ("after", "subproc_worker_timer", None, 10.2)):
+        w = quiesced_job_at_exit()
+        w.lines[next(i for i, r in enumerate(w.lines) if r["event"] == "return" and r["pid"] == 100)][
+            "quiesce_after_s"] = 60
+        w.add(at, 100, 1, "main", "call", target=f"{SP}:SubprocPool.quiesce", call_id=30, thread=thread,
+              stack=[caller or timer], caller=caller)
+        w.add(at + 0.001, 100, 1, "main", "return", call_id=30, duration_s=0.001)
+        w.lines.sort(key=lambda r: r["ts"])
+        (tmp_path / name).mkdir()
+        rep = report(w, tmp_path / name)
+        hang, slow = rep["findings"][:2]
+        assert [hang["kind"], slow["kind"]] == ["exit-hang", "slow-exit-wait"], rep["answer"]
+        assert hang["advice"] == slow["advice"], (hang["advice"], slow["advice"])
+        said = " ".join(rep["answer"].split())
+        if name in ("before", "after"):
+            assert "had quiesced" not in said and hang["advice"].startswith("a job still running in the pool"), said
+            continue
+        by = "torch's quiesce timer" if name == "timer" else "your code at /app/serve.py:12 (warmup)"
+        assert said.startswith("- Sidecar 150's own exit waited 6.0 s for a job still running in its pool (worker 201 "
+                               f"ran slowjob:held from 3.0 s and ended it at 10.0 s), a pool {by} had quiesced at "
+                               "4.0 s while the job ran. What follows from it:"), said
+        assert "its sidecar 150's own exit waited 6.0 s" in " ".join(slow["text"].split()), slow["text"]
+        if name == "timer":
+            assert "set TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL=0" in hang["advice"], hang["advice"]
+            assert "quiesce_async_compile_time (60 s for this pool)" in hang["advice"], hang["advice"]
+        else:
+            assert hang["advice"].startswith("quiesce the pool only once its jobs have ended"), hang["advice"]
+        assert "wait for the pool's jobs" not in hang["advice"], hang["advice"]
+
+
 def test_a_wait_that_raised_a_jobs_own_error_is_no_interrupt_and_no_hang(tmp_path: Path) -> None:
     """A compiled module's wait that raised a kernel's job error (torch's SubprocException: the pool answered, with
     the job's exception) while another worker still ran its job: compile-failed tells it, with the job's own line.

@@ -15,7 +15,7 @@ from ..derive.endings import torch_release
 from ..derive.labels import label_for
 from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding
-from .held import RAN_ON_ADVICE, sidecar_exit_join
+from .held import sidecar_exit_join
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -48,9 +48,9 @@ def slow_exit_wait(v: View) -> Finding | None:
               "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else ""
     waited_on = None
     if torchs:
-        joined, waited_on = sidecar_exit_join(v, c)
+        joined, waited_on, ran_on = sidecar_exit_join(v, c)
         text = f"The main process waited {wait:.1f} s in shutdown_compile_workers at exit{how}{joined}."
-        advice = nested or RAN_ON_ADVICE if waited_on is not None else nested or (
+        advice = nested or ran_on if waited_on is not None else nested or (
             f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
             "compile, where a slow pool shutdown costs you least")
     else:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ...common import targets
 from ...common.vocab import JOB_ERROR, SIDECAR_ROLES
 from ..derive.busy import WAIT_TAGS, waits_on_no_job
+from ..derive.callers import BY_TIMER, BY_USER, requester
 from ..derive.ending import EXEC, EXIT, OOM_AMONG, OOM_KILL, OS_EXIT, SIGNAL, WITH_GROUP
 from ..derive.held import (
     Held,
@@ -373,6 +374,39 @@ RAN_ON_ADVICE = ("a job still running in the pool at exit keeps it: torch 2.13 s
                  "but not those of a pool quiesced while its job ran (the sidecar's own exit waits for that job); "
                  "wait for the pool's jobs (their futures) before the program exits, or find why the job runs that "
                  "long")
+# The same, where the creator's record shows torch's quiesce timer quiesced the pool while the job ran (a compile
+# longer than the timer, whose wait gave up: a CI's compile wait timeout): waiting longer is not the fix, the
+# quiesce is. With quiesce off, torch's exit terminates the pool's workers, a running job's included (its sidecar's
+# _shutdown_pool(terminate_workers=True)); a quiesced executor was only asked to stop, and is waited for.
+TIMER_RAN_ON_ADVICE = ("torch's exit stops a live pool's workers at once, but a pool its quiesce timer quiesced while "
+                       "a job ran is waited for until that job ends: set TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL=0 "
+                       "(the exit then stops the worker with its job; idle workers stay until exit), or raise "
+                       "quiesce_async_compile_time{now} above your longest compile, in code before the pool is made")
+# The program quiesced it itself while the job ran: a quiesce after the pool's jobs have ended waits on none.
+USER_RAN_ON_ADVICE = ("quiesce the pool only once its jobs have ended (after the compile's wait returns): torch's "
+                      "exit stops a live pool's workers at once, but waits for a job a quiesced pool still runs")
+
+
+def quiesced_under(v: View, side: Process, h: Held) -> Call | None:
+    """The creator's quiesce of the pool side serves made while h's job ran (its SubprocPool.quiesce call between
+    the job's start and its end): why the sidecar's exit waited for that job. None where no record shows one."""
+    pool = served_pool(v, side, h.job.start)
+    return next((q for q in (pool.quiesce_calls if pool is not None else ()) if h.job.start <= q.ts <= h.until),
+                None)
+
+
+def ran_on_advice(v: View, side: Process, h: Held) -> str:
+    """The advice for a sidecar's exit that waited for a job that ran on: the quiesce's, by who quiesced the pool
+    under the job (the timer: turn it off or lengthen it; the program: quiesce after the jobs); else the job's."""
+    q = quiesced_under(v, side, h)
+    if q is None:
+        return RAN_ON_ADVICE
+    if requester(q)[0] == BY_TIMER:
+        pool = served_pool(v, side, h.job.start)
+        after = pool.call.ret.get("quiesce_after_s") if pool is not None else None
+        return TIMER_RAN_ON_ADVICE.format(now=f" ({after:g} s for this pool)" if isinstance(after, (int, float))
+                                          else "")
+    return USER_RAN_ON_ADVICE
 
 
 def sidecar_job(v: View, side: Process, a: float, b: float, j: Call | None) -> Held | None:
@@ -388,15 +422,27 @@ def job_waited_words(v: View, side: Process, waited: float, h: Held) -> str:
     """"sidecar S's own exit waited N s for a job still running in its pool (worker W ran F from T s and ended it
     at T2 s)": the one wording of a sidecar's exit join on a job, told by the main's wait on it and by its own."""
     done = f"ended it at {v.rel(h.until) or 0:.1f} s" if h.ended else "never ended it"
+    q = quiesced_under(v, side, h)
+    under = (f", a pool {_quiescer(q)} had quiesced at {v.rel(q.ts) or 0:.1f} s while the job ran" if q is not None
+             else "")
     return (f"sidecar {side.pid}'s own exit waited {waited:.1f} s for a job still running in its pool (worker "
-            f"{h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s and {done})")
+            f"{h.worker.pid} ran {job_name(h.job)} from {v.rel(h.job.start) or 0:.1f} s and {done}){under}")
 
 
-def sidecar_exit_join(v: View, c: Call) -> tuple[str, int | None]:
+def _quiescer(q: Call) -> str:
+    """Who quiesced a pool, as a sentence names them: "torch's quiesce timer", "your code at FILE:LINE (FUNC)"."""
+    by, frame = requester(q)
+    if by == BY_TIMER:
+        return "torch's quiesce timer"
+    return f"your code at {site(frame)}" if by == BY_USER and frame is not None else by
+
+
+def sidecar_exit_join(v: View, c: Call) -> tuple[str, int | None, str]:
     """Where torch's exit-time shutdown (c) waited on a sidecar of c's process whose own exit join (concurrent.futures'
     _python_exit) waited HANG_S or more inside that wait on a job a worker's record shows it held: (": its sidecar
     S's own exit waited N s for a job still running in its pool (worker W ran F from T s and ended it at T2 s)",
-    S); ("", None) where none did. That join's exit-hang is the cause the main's wait follows from (words/causes)."""
+    S, the advice for it); ("", None, "") where none did. That join's exit-hang is the cause the main's wait follows
+    from (words/causes)."""
     end = c.end if c.end is not None else v.t_end
     for j in v.tagged(targets.EXIT_JOIN):
         side = j.proc
@@ -406,8 +452,8 @@ def sidecar_exit_join(v: View, c: Call) -> tuple[str, int | None]:
         b = j.end if j.end is not None else side.ended_at if side.ended_at is not None else v.t_end
         h = sidecar_job(v, side, j.ts, b, j) if b - j.ts >= HANG_S else None
         if h is not None:
-            return f": its {job_waited_words(v, side, b - j.ts, h)}", side.pid
-    return "", None
+            return f": its {job_waited_words(v, side, b - j.ts, h)}", side.pid, ran_on_advice(v, side, h)
+    return "", None, ""
 
 
 EXIT_JOIN_ADVICE = ("find why the pool's job never ends (a fork pool's lock, a job that waits on its parent); a "
@@ -438,7 +484,8 @@ def exit_join_hang(v: View) -> Finding | None:
     # a sidecar's join on a job a worker's record shows: told for the Answer by that job (the cause of the main's
     # exit wait on it, told under it), and a job that ran on and ended is waited for, not hung
     job = sidecar_job(v, p, c.ts, b, c) if p.role in SIDECAR_ROLES else None
-    advice = RAN_ON_ADVICE if job is not None and job.ended else exit_join_advice(v, p, c.ts, b, EXIT_JOIN_ADVICE)
+    advice = ran_on_advice(v, p, job) if job is not None and job.ended else exit_join_advice(v, p, c.ts, b,
+                                                                                               EXIT_JOIN_ADVICE)
     return Finding(
         "exit-hang", "problem",
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
