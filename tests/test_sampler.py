@@ -18,8 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from wp_autotrace.common.procfs import ProcReader, PsutilReader
-from wp_autotrace.runtime.bootstrap import own_create_time
+from wp_autotrace.common.procfs import ProcReader, PsutilReader, own_create_time
 from wp_autotrace.runtime.sink import MAX_RECORD_BYTES, Sink
 from wp_autotrace.watcher.logwatch import LogWatch
 from wp_autotrace.watcher.main import PART_BYTES, Watcher, pack

@@ -297,6 +297,14 @@ def clock_create_time(starttime: bytes, tick: int, boot: float) -> float:
 
 def own_create_time() -> "float | None":
     """This process's create time from /proc/self/stat; None where there is no /proc."""
+    return own_start()[0]
+
+
+def own_start() -> "tuple[float | None, int | None]":
+    """This process's (create time, raw start ticks) from one /proc/self/stat read; (None, None) where there is
+    no /proc. The ticks (clock ticks since boot) are what a wall-clock step leaves alone: a reader holding its
+    own boot time turns them into a create time on its own clock (clock_create_time), where the create time
+    this process computed is on the clock it read at its start."""
     try:
         fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)  # a third of open()'s cost (procfs._read)
         try:
@@ -304,10 +312,12 @@ def own_create_time() -> "float | None":
         finally:
             os.close(fd)
         parsed = split_stat(data)
-        return None if parsed is None else clock_create_time(parsed[1][STAT_STARTTIME], os.sysconf("SC_CLK_TCK"),
-                                                               boot_time())
+        if parsed is None:
+            return None, None
+        started = parsed[1][STAT_STARTTIME]
+        return clock_create_time(started, os.sysconf("SC_CLK_TCK"), boot_time()), int(started)
     except (OSError, ValueError):
-        return None
+        return None, None
 
 
 # The variables torch reads into inductor's config as torch._inductor.config loads (compile_threads,

@@ -34,7 +34,7 @@ from ..common.env import (
     env_watch,
     is_true,
     own_argv,
-    own_create_time,
+    own_start,
     pool_env,
     rank_env,
     runs_own_cli,
@@ -294,7 +294,7 @@ def write_start(rt: "Runtime", forked: bool) -> None:
         cwd = None
     argv = list(own_argv() or sys.argv)
     patterns = rt.settings.redact
-    rt.create_time = own_create_time()
+    rt.create_time, ticks = own_start()
     rt.sink.emit(
         "process_start",
         # The whole command line, interpreter and flags included; secrets masked.
@@ -309,7 +309,7 @@ def write_start(rt: "Runtime", forked: bool) -> None:
         env=redact_env(pool_env(), patterns),
         **_rank_field(),
         # Absent where there is no /proc: readers then fall back to ts.
-        **({} if rt.create_time is None else {"create_time": rt.create_time}),
+        **({} if rt.create_time is None else {"create_time": rt.create_time, "start_ticks": ticks}),
     )
 
 

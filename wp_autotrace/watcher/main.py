@@ -406,11 +406,13 @@ def exit_unwritten(log: str | None, entry: dict[str, Any]) -> dict[str, Any] | N
 
 def _clock(reader: Any) -> dict[str, Any]:
     """The clock its create times are on: the boot time it computed them from (wall clock minus CLOCK_BOOTTIME,
-    once) and this boot's id. A reader after a wall-clock step (cleanup) compares live processes' start ticks
-    on this clock, not its own (docs/verdict.md, "One clock"); none without /proc."""
+    once), the clock ticks per second of stat's start times, and this boot's id. A reader after a wall-clock step
+    (cleanup) compares live processes' start ticks on this clock, not its own (docs/verdict.md, "One clock"), and
+    the fold turns a process_start's start_ticks into this clock's create time; none without /proc."""
     clock = getattr(reader, "clock", None)
     booted = boot_id() if clock is not None else ""
-    return {"boot": round(clock.boot, 6), "boot_id": booted} if clock is not None and booted else {}
+    return {"boot": clock.boot, "boot_id": booted, "tick": clock.tick} if clock is not None and booted \
+        else {}
 
 
 def _moved(before: int, now: int) -> bool:

@@ -162,6 +162,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("guard", BOOL, "WP_AUTOTRACE_GUARD=nested-pools"),
         ("env", DICT, "the pool-deciding variables as set"),
         ("create_time", NUM, "process start time (boot time + /proc start ticks, 2 decimals)"),
+        ("start_ticks", UINT, "the /proc start ticks themselves (clock ticks since boot): one process across a "
+                              "wall-clock step, where the create times two readers computed differ by it"),
         ("rank", DICT, "the launcher variables that are set (targets.RANK_ENV: RANK, LOCAL_RANK, WORLD_SIZE, "
                        "GROUP_RANK, LOCAL_WORLD_SIZE, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, "
                        "TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT (the attempt: 0, then 1 after torchrun's first "
@@ -324,7 +326,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
                            "in cgroup v1); absent where none is readable: then no OOM kill is ever named"),
         ("boot", NUM, "the boot time its create times are computed from (wall clock minus CLOCK_BOOTTIME, read once "
                       "at its start, Unix seconds); absent without /proc"),
-        ("boot_id", STR, "/proc/sys/kernel/random/boot_id then: the boot its pids are of"))),
+        ("boot_id", STR, "/proc/sys/kernel/random/boot_id then: the boot its pids are of"),
+        ("tick", UINT, "clock ticks per second of /proc start ticks (SC_CLK_TCK): a process_start's start_ticks "
+                       "on this clock is round(boot + start_ticks / tick, 2)"))),
     OOM: ("the run's cgroup counted more OOM kills than before (the watcher, each time it rises)",
           _PART_FIELDS[:2] + (
         ("oom_kill", UINT, "the count now"), ("before", UINT, "the count at the watcher's previous read"),
