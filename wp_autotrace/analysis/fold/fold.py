@@ -97,7 +97,11 @@ class Builder:
             return
         host, pid, ts, ct = r["host"], r["pid"], r["ts"], r.get("create_time")
         run = self.reg.run(r.get("run") or "")
-        p = self.reg.by_start.get((host, pid, round(ct, 2))) if ct is not None else None
+        # the watcher's entry of it, if read first, by its start ticks on the watcher's clock (identities.py)
+        at = self.reg.on_watcher_clock(host, run, r.get("start_ticks"))
+        p = self.reg.by_start.get((host, pid, at)) if at is not None else None
+        if p is None and ct is not None:
+            p = self.reg.by_start.get((host, pid, round(ct, 2)))
         if p is None:
             p = self.reg.current.get((host, pid))
             if p is not None and self.reg.is_new_start(p, r):
@@ -110,6 +114,7 @@ class Builder:
         self.reg.current[(host, pid)] = p
         self.reg.join(p, run)
         self.reg.set_create_time(p, ct)
+        self.reg.file_ticks(p, run, r.get("start_ticks"))
         first = not p.traced
         p.traced = True
         p.role = r.get("role") or p.role

@@ -2,6 +2,12 @@
 
 A process is (host, pid, create_time): a reused pid is a new process; a run is its run id; a watcher
 record's subjects are found by (host, pid, create_time). See model.py's docstring for the rules.
+
+One process, two clocks: a process_start's create_time is on the clock its process read at its start, a watcher
+entry's on the watcher's (watcher_start's `boot`); a wall-clock step between the two reads (NTP, a VM resumed)
+sets them apart by the step. Where both sides say how (process_start's `start_ticks`, watcher_start's `boot` and
+`tick`), the process is also filed under its start ticks on the watcher's clock (Registry.on_watcher_clock),
+which is exactly the create time the watcher computes for it; else create_time alone, as before.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ class Registry:
         # create_time in each tree and memory record (a long run: tens of thousands of entries), and a float's
         # round() to 2 digits costs several dict lookups. Equal keys (5 and 5.0) look up the same by_start entry.
         self.rounded: dict[float, float] = {}
+        # (run id, host) -> (boot, tick) of the run's watcher there (watcher_start): start ticks on its clock
+        self.clocks: dict[tuple[str, str], tuple[float, int]] = {}
+        # (run id, host) -> [(process, start ticks)] of process_starts read before that watcher's clock
+        self.unclocked: dict[tuple[str, str], list[tuple[Process, int]]] = {}
 
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)
@@ -68,6 +78,29 @@ class Registry:
             p.create_time = round(ct, 2)
             p.start = ct if p.start is None or not p.traced else min(p.start, ct)
             self.by_start[(p.host, p.pid, p.create_time)] = p
+
+    def on_watcher_clock(self, host: str, run: Run, ticks: Any) -> float | None:
+        """Start ticks as the create time run's watcher on host computes (env.clock_create_time's formula on its
+        boot and tick); None where either is unknown."""
+        clock = self.clocks.get((run.id, host))
+        if clock is None or type(ticks) is not int:
+            return None
+        return round(clock[0] + ticks / clock[1], 2)
+
+    def file_ticks(self, p: Process, run: Run, ticks: Any) -> None:
+        """File p under its start ticks on its run's watcher's clock too, now or once that clock is read
+        (clock_read): the watcher's entries then find it whatever clock its own create_time is on."""
+        ct = self.on_watcher_clock(p.host, run, ticks)
+        if ct is not None:
+            self.by_start[(p.host, p.pid, ct)] = p
+        elif type(ticks) is int and (run.id, p.host) not in self.clocks:
+            self.unclocked.setdefault((run.id, p.host), []).append((p, ticks))
+
+    def clock_read(self, run: Run, host: str, boot: float, tick: int) -> None:
+        """run's watcher on host computes create times on (boot, tick): file the processes read before it."""
+        self.clocks[(run.id, host)] = (boot, tick)
+        for p, ticks in self.unclocked.pop((run.id, host), ()):
+            self.file_ticks(p, run, ticks)
 
     def writer(self, r: dict[str, Any]) -> Process | None:
         """The process that wrote r, or None for the watcher's records (whose subjects are found by `subject`

@@ -24,6 +24,8 @@ def note_watcher_start(reg: Registry, r: dict[str, Any]) -> None:
         run.interval = max(run.interval, float(r["interval"]))
     if isinstance(r.get("boot"), (int, float)) and r.get("boot_id"):
         run.watcher_clock[r["host"]] = (float(r["boot"]), r["boot_id"])
+        if type(r.get("tick")) is int and r["tick"] > 0:
+            reg.clock_read(run, r["host"], float(r["boot"]), r["tick"])
 
 
 def note_watcher_exit(reg: Registry, r: dict[str, Any]) -> None:
