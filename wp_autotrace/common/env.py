@@ -295,11 +295,6 @@ def clock_create_time(starttime: bytes, tick: int, boot: float) -> float:
     return round(boot + int(starttime) / tick, 2)
 
 
-def own_create_time() -> "float | None":
-    """This process's create time from /proc/self/stat; None where there is no /proc."""
-    return own_start()[0]
-
-
 def own_start() -> "tuple[float | None, int | None]":
     """This process's (create time, raw start ticks) from one /proc/self/stat read; (None, None) where there is
     no /proc. The ticks (clock ticks since boot) are what a wall-clock step leaves alone: a reader holding its

@@ -40,7 +40,7 @@ from .env import (
     clock_create_time as clock_create_time,
 )
 from .env import (
-    own_create_time as own_create_time,
+    own_start,
 )
 from .env import (
     split_stat as split_stat,
@@ -75,6 +75,12 @@ SAME_START_S = 0.015
 def same_process(create_time: float | None, other: float | None) -> bool:
     """Whether two create times of one (host, pid) name the same process; never when one is unknown."""
     return create_time is not None and other is not None and abs(create_time - other) <= SAME_START_S
+
+
+def own_create_time() -> float | None:
+    """This process's create time from /proc/self/stat (env.own_start, which a traced start calls itself); None
+    where there is no /proc."""
+    return own_start()[0]
 
 
 def boot_id() -> str:
