@@ -790,3 +790,25 @@ def test_the_runs_memory_lines_take_each_pools_peak_as_its_story_has_it(monkeypa
     rows = run_series(pools, series, peaks)
     assert swept and set(swept) == {2}, swept  # the summed line's two processes, never one pool's own
     assert rows[-1][0] == [1, 0] and rows[-1][2].pss == 3 * MIB, rows[-1]
+
+
+def test_a_pool_row_stands_above_its_own_sidecar_not_a_later_owner_of_its_pid(tmp_path: Path) -> None:
+    """The first pool's sidecar (200) ends, and a later child of the main takes pid 200 in the same run: the
+    pool's row and shading span the sidecar's lane, never the later process's (the page keyed lanes by
+    (host, pid), and the last lane of that pid won)."""
+    w = seed_log()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(10.6, 200, 100, "child", "process_start", argv=["python", "c.py"], python="3.11.7", forked=False, env={},
+          **run)
+    w.add(10.8, 200, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    rep = analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    assert sorted(p["role"] for p in rep["processes"] if p["pid"] == 200) == ["child", "compile-sidecar"]
+    html = _page(rep)
+    group = re.search(r'<rect x="[^"]*" y="([^"]*)" width="[^"]*" height="([^"]*)"[^>]*class="group" '
+                      r'data-sidecar="200"', html)
+    assert group is not None
+    top, bottom = float(group[1]), float(group[1]) + float(group[2])
+    lane_y = {role: float(y) for role, y in re.findall(
+        r'<g class="lane" data-pid="200" data-host="h1" data-role="([^"]+)">.*?<rect x="[^"]*" y="([^"]*)"', html)}
+    assert top < lane_y["compile-sidecar"] < bottom, (top, bottom, lane_y)
+    assert not top < lane_y["child"] < bottom, (top, bottom, lane_y)

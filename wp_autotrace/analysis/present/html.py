@@ -177,7 +177,7 @@ def _run_section(rep: dict[str, Any], run: dict[str, Any]) -> str:
     head = _run_header(run)
     parts = [f'<section class="run" id="run-{esc(run["id"])}" data-run="{esc(run["id"])}">',
              f"<h2>Run {esc(run['id'] or '?')}</h2>", f'<div class="meta">{head}</div>',
-             _timeline(run, lanes[:MAX_LANES], pools, scale)]
+             _timeline(run, lanes[:MAX_LANES], pools, scale, rep["processes"])]
     if len(lanes) > MAX_LANES:
         more = sum(map(len, lanes[MAX_LANES:]))
         parts.append(f'<p class="note">… {more} more processes not drawn (--json lists them).</p>')
@@ -191,23 +191,35 @@ def _run_header(run: dict[str, Any]) -> str:
     return "<br>".join(esc(x) for x in run_lines(run))
 
 
-def _pool_rows(lanes: list[list[dict[str, Any]]], pools: list[dict[str, Any]]) -> dict[int, Any]:
-    """row index of each pool's sidecar -> (pool, index of its last worker row)."""
-    where = {(row[0]["host"], row[0]["pid"]): i for i, row in enumerate(lanes) if len(row) == 1}
+def _pool_rows(lanes: list[list[dict[str, Any]]], pools: list[dict[str, Any]], procs: list[dict[str, Any]]
+               ) -> dict[int, Any]:
+    """row index of each pool's sidecar -> (pool, index of its last worker row). A process is found as the model
+    tells it, never by its pid alone (a pid reused within the run names another process, with a lane of its
+    own): the sidecar by (host, pid, start) as the pool names it, its workers among the sidecar's own children
+    (procs: the report's whole list, whose `parent_index` links them)."""
+    where = {id(row[0]): i for i, row in enumerate(lanes) if len(row) == 1}
+    sidecars = {(row[0]["host"], row[0]["pid"], row[0]["start_s"]): row[0] for row in lanes if len(row) == 1}
+    under: dict[int, list[dict[str, Any]]] = {}  # id(parent) -> its children with a lane of their own
+    for row in lanes:
+        at = row[0]["parent_index"] if len(row) == 1 else None
+        if at is not None:
+            under.setdefault(id(procs[at]), []).append(row[0])
     rows: dict[int, Any] = {}
     for pool in pools:
-        i = where.get((pool["host"], pool["sidecar_pid"]))
-        if i is None:
+        side = sidecars.get((pool["host"], pool["sidecar_pid"], pool["sidecar_start"]))
+        if side is None:
             continue
-        last = max([i, *(where[(pool["host"], w)] for w in pool["worker_pids"] if (pool["host"], w) in where)])
-        rows[i] = (pool, last)
+        workers = set(pool["worker_pids"])
+        i = where[id(side)]
+        rows[i] = (pool, max([i, *(where[id(w)] for w in under.get(id(side), ()) if w["pid"] in workers)]))
     return rows
 
 
-def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: list[dict[str, Any]], scale: Scale
-              ) -> str:
-    """Lanes (a pool row above each pool's sidecar and workers), the main's end, the time axis."""
-    rows = _pool_rows(lanes, pools)
+def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: list[dict[str, Any]], scale: Scale,
+              procs: list[dict[str, Any]]) -> str:
+    """Lanes (a pool row above each pool's sidecar and workers), the main's end, the time axis. procs: the
+    report's whole list of processes."""
+    rows = _pool_rows(lanes, pools, procs)
     ys, y = [], 4.0
     for i in range(len(lanes)):
         y += LANE_H if i in rows else 0.0  # the pool row above its sidecar
