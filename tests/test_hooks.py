@@ -625,6 +625,15 @@ def test_set_vars_reads_the_variables_as_os_environ_does(monkeypatch: pytest.Mon
         assert name.isascii() and name.encode() == os.environ.encodekey(name)  # type: ignore[attr-defined]
 
 
+def test_set_vars_reads_a_replaced_os_environ_through_its_own_interface(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host may replace os.environ with another mapping: set_vars then reads that mapping, not the old one's dict."""
+    from wp_autotrace.common import env
+
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(os, "environ", {"RANK": "7", "WORLD_SIZE": ""})
+    assert env.set_vars(env.RANK_ENV) == {"RANK": "7", "WORLD_SIZE": ""}
+
+
 def test_env_watch_names_the_imports_around_each_change(monkeypatch: pytest.MonkeyPatch) -> None:
     """env_watch tells a change of a variable inductor's config reads with the import begun before it and the one
     that saw it (unset -> set too); a value set again to an equal string is no change; after finish() nothing

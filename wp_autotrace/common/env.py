@@ -129,14 +129,20 @@ def set_vars(names: "tuple[str, ...]") -> "dict[str, str]":
     str.encode gives the key os.environ's encodekey gives in any filesystem encoding of CPython on POSIX (all
     ASCII-compatible), and a value is decoded as its decodevalue decodes one, each without its Python call.
     Every traced start reads a few such tuples once each: no table of encoded keys is kept (building one cost
-    a start more than it saved).
+    a start more than it saved), and a loop, not a comprehension (one code object more to load at every start).
     """
     env = os.environ
-    data = getattr(env, "_data", None)
-    if type(env) is _ENVIRON and type(data) is dict:
-        get = data.get
-        return {k: v.decode(FS_ENCODING, "surrogateescape") for k in names if (v := get(k.encode())) is not None}
-    return {k: env[k] for k in names if k in env}
+    data: Any = getattr(env, "_data", None)
+    standard = type(env) is _ENVIRON and type(data) is dict
+    found: dict[str, str] = {}
+    for k in names:
+        if standard:
+            value = data.get(k.encode())
+            if value is not None:
+                found[k] = value.decode(FS_ENCODING, "surrogateescape")
+        elif k in env:
+            found[k] = env[k]
+    return found
 
 
 _ENVIRON = type(os.environ)
@@ -156,7 +162,7 @@ _ONLY_WITH_OTHERS = ("MASTER_ADDR", "MASTER_PORT")
 def rank_env() -> "dict[str, str]":
     """The rank/launcher variables that are set (empty outside a distributed launch)."""
     found = set_vars(RANK_ENV)
-    return found if set(found) - set(_ONLY_WITH_OTHERS) else {}
+    return found if found.keys() - _ONLY_WITH_OTHERS else {}
 
 
 # -- the command line: what it runs ------------------------------------------------------------

@@ -157,7 +157,11 @@ def detect_role(is_root: bool) -> str:
     # A marker holds no NUL: it is in one of the arguments exactly when it is in them joined by NULs (one C
     # search a marker, not one a marker and argument).
     argv = "\0".join(map(str, own_argv()[:4] + list(sys.argv or [])[:1])).replace(os.sep, "/")
-    seen = next((role for marker, role in ARGV_ROLES if marker in argv), CHILD)
+    seen = CHILD
+    for marker, role in ARGV_ROLES:  # a loop, not a generator: one code object fewer to load at every start
+        if marker in argv:
+            seen = role
+            break
     # a helper multiprocessing starts inside the pool call (its resource tracker, beside a spawned worker) stays
     # the helper: the handed role is the worker's
     if given in GUARDED_ROLES and seen not in HELPER_ROLES:
@@ -307,7 +311,8 @@ def write_start(rt: "Runtime", forked: bool) -> None:
         forked=forked,
         guard=rt.settings.guard,
         env=redact_env(pool_env(), patterns),
-        **_rank_field(),
+        # {"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")
+        **({"rank": rank} if (rank := rank_env()) else {}),
         # Absent where there is no /proc: readers then fall back to ts.
         **({} if rt.create_time is None else {"create_time": rt.create_time, "start_ticks": ticks}),
     )
@@ -444,12 +449,6 @@ def _no_other_interpreter() -> bool:
 
 INTERPRETER_MODULES = ("_interpreters", "_xxsubinterpreters")  # 3.13+, 3.12 (first_target.prepare_exit loads one)
 _thread_count = _thread._count  # other threads of this interpreter: with none, nothing to wait for
-
-
-def _rank_field() -> "dict[str, Any]":
-    """{"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")."""
-    rank = rank_env()
-    return {"rank": rank} if rank else {}
 
 
 # Every module of targets.TARGETS, as a set the start-up path holds without loading the table
