@@ -27,7 +27,8 @@ def describe(name):
     return {"keys": list(vars(m))[:8], "file": m.__file__, "cached": m.__cached__, "package": m.__package__,
             "path": getattr(m, "__path__", None), "loader": [type(m.__loader__).__name__, m.__loader__.name,
             m.__loader__.path], "same_loader": m.__loader__ is s.loader, "spec": [s.name, s.origin, s.cached,
-            s.parent, s.has_location, s.submodule_search_locations, s.loader_state, type(s).__name__],
+            s.parent, s.has_location, s.submodule_search_locations, s.loader_state, type(s).__name__,
+            getattr(s, "_initializing", None)],
             "path_is_spec's": getattr(m, "__path__", None) is s.submodule_search_locations,
             "names": sorted(vars(m)), "parent_attr": getattr(sys.modules[name.rpartition(".")[0]],
             name.rpartition(".")[2], None) is m}
