@@ -303,6 +303,22 @@ def test_default_log_path_is_in_cwd(tmp_path: Path) -> None:
     assert len(logs) == 1 and read_log(logs[0])[0]["event"] == "process_start"
 
 
+@pytest.mark.parametrize("given", ["{d}/log.jsonl", "{d}//log.jsonl", "{d}/./log.jsonl", "{d}/sub/../log.jsonl",
+                                   "{d}/.h/../log.jsonl", "./log.jsonl", "log.jsonl"])
+def test_a_descendant_exports_the_log_path_absolute_and_normal(given: str, tmp_path: Path) -> None:
+    """A descendant hands its own children the log's path as os.path.abspath gives it, whatever form it was given
+    (its children may chdir): one it was given absolute and normal stays as it is, every other form is made so."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / ".h").mkdir()
+    log = tmp_path / "log.jsonl"
+    os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))  # a descendant opens the log its root made
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=given.format(d=tmp_path), WP_AUTOTRACE_RUN="r",
+                    WP_AUTOTRACE_ROOT_PID="1")
+    res = run_python(["-c", "import os; print(os.environ['WP_AUTOTRACE_LOG'])"], env, cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.strip() == str(log), (res.stdout, res.stderr)
+    assert [e["event"] for e in read_log(log)] == ["process_start", "process_exit"]
+
+
 SPAWNER = textwrap.dedent('''
     import multiprocessing as mp, os, subprocess, sys
     def work(q):

@@ -178,13 +178,14 @@ def new_runtime(settings: "Settings") -> "Runtime":
     is_root = not run_id or found.get(ROOT_ENV) == str(pid)
     if not run_id:
         run_id = os.urandom(6).hex()
-        env[RUN_ENV] = run_id
-        env[ROOT_ENV] = str(pid)
+        env[RUN_ENV], env[ROOT_ENV] = run_id, str(pid)
     host = os.uname().nodename
     log = None
     if settings.trace:
-        log = os.path.abspath(settings.log or rare().default_log_name(host, pid))
-        env[LOG_ENV] = log
+        log = settings.log or rare().default_log_name(host, pid)
+        # As the root exported it (absolute, normal: what posixpath.abspath leaves as it is), it stays as it is
+        if log != settings.log or log[:1] != "/" or "/." in log or "//" in log or log.endswith("/"):
+            env[LOG_ENV] = log = os.path.abspath(log)
     try:
         # Only the root may create the log; descendants open the root's file.
         sink = Sink(log, host, detect_role(is_root), create=is_root)
