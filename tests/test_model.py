@@ -2015,6 +2015,47 @@ def test_a_worker_living_on_after_a_killed_main_stays_left_running(last_end: flo
     assert "1 process was left running after the main process" in " ".join(rep["answer"].split())
 
 
+def with_group_sigterm(end: float = 5.3, status: int = 15, pgid: int = 100) -> LogWriter:
+    """A CI step's `timeout`: SIGTERM to process group 100 at 5.0 s ends main 100 (its zombie's wait status 15) and,
+    on a loaded host a look later, worker 202 of its fork pool (in the group, seen ending at `end` with `status`,
+    its process group `pgid` as the watcher first read it). Neither handles SIGTERM: no exit record, no signal_sent
+    (the sender is outside the run). The verdict, 0.2 s after the main's end, names 202 left running."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 0.1, "tree", count=1, ended=[], started=[{"pid": 100, "ppid": 1, "name": "python", "cmd": "main.py",
+                                                          "create_time": T0, "pgid": 100, "role": "main"}])
+    fork_pool_at_3(w, 100, 1, "main", 12, 2, ["python", "main.py"])
+    watcher(w, 3.1, "tree", count=3, ended=[], started=[
+        {"pid": q, "ppid": 100, "name": "python", "cmd": "main.py", "create_time": T0 + 3.05,
+         "pgid": pgid if q == 202 else 100, "via": "child"} for q in (201, 202)])
+    watcher(w, 4.0, "memory", procs=[{"pid": pid, "pss": 100 * 2**20, "uss": 2**20} for pid in (201, 202)])
+    watcher(w, 5.05, "tree", count=1, started=[], ended=[{"pid": q, "end": T0 + 5.0} for q in (100, 201)],
+            zombies=[{"pid": q, "ppid": 1, "since": T0 + 5.0, "status": 15} for q in (100, 201)])
+    watcher(w, 5.2, "leftover", how="root-killed", count=1, pids=[202],
+            procs=[{"pid": 202, "ppid": 1, "name": "python", "cmd": "x", "rss": 240 << 20, "role": "compile-worker",
+                    "pgid": pgid}])
+    watcher(w, end, "tree", count=0, started=[], ended=[{"pid": 202, "end": T0 + end}],
+            zombies=[{"pid": 202, "ppid": 1, "since": T0 + end, "status": status}])
+    return w
+
+
+def test_a_worker_the_groups_sigterm_ended_a_look_after_the_main_was_not_left_running(tmp_path: Path) -> None:
+    """The group's SIGTERM that killed the main killed its worker 0.3 s later (both wait statuses say SIGTERM, both
+    in the main's group): it ended with the main, not left running; the Answer leads with no leftover and no
+    "nothing is left of them to end" (a CI step's time limit over a hung compile once led with both). The
+    controls stay leftovers: another signal (SIGKILL: `cleanup` or a runner ended it), another process group (the
+    group signal did not reach it), or an end 15 s after the main's."""
+    rep = report(with_group_sigterm(), tmp_path)
+    assert "leftovers" not in kinds(rep) and rep["leftover_count"] == 0, rep["findings"]
+    answer = " ".join(rep["answer"].split())
+    assert "left running" not in answer and "nothing is left of them to end" not in answer, answer
+    for name, kw in (("sigkill", {"status": 9}), ("other-group", {"pgid": 555}), ("late", {"end": 20.0})):
+        (tmp_path / name).mkdir()
+        rep = report(with_group_sigterm(**kw), tmp_path / name)
+        assert "leftovers" in kinds(rep) and rep["leftover_pids"] == [202], (name, rep["findings"])
+
+
 def with_orphan_sidecar_own_exit(exit_at: float, seen_gone: bool = True, teardown_s: float = 2.65) -> LogWriter:
     """torch 2.13's shape: main 100 is SIGKILLed at 3.5 s; its orphaned sidecar 200 reads the end of its pipe and
     returns from main(): its own process_exit at `exit_at`, then its interpreter's teardown: the watcher sees it

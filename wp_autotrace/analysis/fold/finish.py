@@ -141,14 +141,20 @@ def settle_leftovers(run: Run) -> None:
     within vocab.LEFTOVER_TEARDOWN_S of that record: the interpreter's teardown after it (the sidecar's: 1.6-2.7 s
     on an idle host, up to 5.4 s on a loaded one, docs/verdict.md) still runs finalizers and daemon threads, so one
     that lingers longer, or whose record came before the main's end (more than MAIN_SEEN_LATE_S: it then hung), stays
-    left running. The
-    watcher's "gone" alone is not
+    left running. Or, third, a signal to the main's process group: its wait status (its zombie's, as the watcher
+    read it) and the main's (its zombie's, or `run`'s waited status) name the same signal, and it was in the main's
+    process group (a CI step's `timeout` SIGTERMs the group; on a loaded host a member dies a look after the main).
+    The watcher's "gone" alone is not
     enough: `cleanup` or a runner ending a leftover a second later leaves no record of its own. A process with no
     end in the log stays a leftover: its end is never assumed."""
     main_end = run.root.ended_at if run.root is not None else None
     if main_end is None:
         return
     signalled = {s.get("target") for q in run.processes for s in q.sent if not s.get("error")}
+    root = run.root
+    assert root is not None
+    waited = run.waited.status if run.waited is not None else None
+    main_sig = -waited if isinstance(waited, int) and waited < 0 else _killed_by(root)
 
     def soon(p: Process) -> bool:
         end = p.ended_at
@@ -158,6 +164,9 @@ def settle_leftovers(run: Run) -> None:
                 and -MAIN_SEEN_LATE_S <= p.end - main_end <= vocab.LEFTOVER_ENDED_S
                 and end - p.end <= vocab.LEFTOVER_TEARDOWN_S):
             return True  # its own exit record after the main's end, and seen gone soon after it: it ended with it
+        if (main_sig is not None and p.pgid is not None and p.pgid == root.pgid and _killed_by(p) == main_sig
+                and end - main_end <= vocab.LEFTOVER_ENDED_S):
+            return True  # the signal to the main's group ended it too, a moment later
         return p.pid in signalled and end - main_end <= vocab.LEFTOVER_ENDED_S
 
     ended = {p: entry for p, entry in run.leftover.items() if soon(p)}
@@ -166,6 +175,13 @@ def settle_leftovers(run: Run) -> None:
     run.ended_soon.update(ended)
     # the verdict's count names them too; an unlisted rest (a cut list) stays counted
     run.leftover_count = max(run.leftover_count - len(ended), len(run.leftover))
+
+
+def _killed_by(p: Process) -> int | None:
+    """The signal that ended p, as its wait status (its zombie's, read by the watcher) holds it; None where no
+    status was read or p exited."""
+    status = p.zombie.get("status") if p.zombie is not None else None
+    return status & 0x7F or None if isinstance(status, int) else None
 
 
 def match_waits(reg: Registry) -> None:
