@@ -379,7 +379,7 @@ class Sink:
             ts = _time_ns()
             seq = next(self._seq)
             line = None
-            if body is None and not fields.keys() & _HEADER_KEYS:  # else a field replaces a header value
+            if body is None and _HEADER_KEYS.isdisjoint(fields):  # else a field replaces a header value
                 body = _encode_json(fields)[1:-1] if fields else ""
             if body is not None:
                 head = self._heads.get(event) or self._head(event)
