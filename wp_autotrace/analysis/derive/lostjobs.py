@@ -41,9 +41,12 @@ def pool_jobs(endings: Endings, pool: Pool) -> dict[str, Any]:
             # 2.13's sidecar stops its workers at once, but a job its worker ended after the request (its end
             # record says so) was not cut off: an executor the sidecar had quiesced before is gone from it, so its
             # stop ends no worker, and the job runs to its end while the shutdown waits (slow-exit-wait; the
-            # sidecar's own exit join, exit-hang). Jobs never ended are the ones cut off.
+            # sidecar's own exit join, exit-hang). Nor was one its creator's record shows quiesced under it whose
+            # worker lived past the request (a job that never ends: the worker ran it until something else ended
+            # it). Jobs never ended in a live executor are the ones cut off.
+            quiesced = [q.ts for q in pool.quiesce_calls if q.ts <= req.ts]
             cut = max(0, cut - len([h for h in held_during(pool, req.ts, req.ts, req.ts)
-                                    if h.ended and h.until > req.ts]))
+                                    if h.until > req.ts and (h.ended or any(h.job.start <= q for q in quiesced))]))
     line = pool.creator.count_callers.get(_SUBMIT_LABEL) if after_death else None
     # Which way they were lost is told apart: sent after the sidecar's end (a submit later than it), or
     # only still pending at the shutdown that found the pool dead (sent before it died, never answered).

@@ -484,8 +484,10 @@ def exit_join_hang(v: View) -> Finding | None:
     # a sidecar's join on a job a worker's record shows: told for the Answer by that job (the cause of the main's
     # exit wait on it, told under it), and a job that ran on and ended is waited for, not hung
     job = sidecar_job(v, p, c.ts, b, c) if p.role in SIDECAR_ROLES else None
-    advice = ran_on_advice(v, p, job) if job is not None and job.ended else exit_join_advice(v, p, c.ts, b,
-                                                                                               EXIT_JOIN_ADVICE)
+    # a job that ran on is waited for, and one a quiesce left running is the quiesce's to fix, ended or not
+    ran_on = job is not None and (job.ended or quiesced_under(v, p, job) is not None)
+    advice = ran_on_advice(v, p, job) if job is not None and ran_on else exit_join_advice(v, p, c.ts, b,
+                                                                                          EXIT_JOIN_ADVICE)
     return Finding(
         "exit-hang", "problem",
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
