@@ -155,7 +155,8 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "records_lost": r.dropped + r.watcher_dropped + r.log_cut,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
-            "root_ending": _root_ending(v, r)}
+            "root_ending": _root_ending(v, r),
+            "root_error": root.exit_error if root is not None else None}
 
 
 def _root_ending(v: View, r: Run) -> str | None:

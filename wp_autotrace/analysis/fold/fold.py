@@ -146,6 +146,7 @@ class Builder:
         p.count_times = r.get("count_times") or {}
         p.count_callers = r.get("count_callers") or {}
         p.exit_code = r["code"] if isinstance(r.get("code"), int) else p.exit_code
+        p.exit_error = r["error"] if isinstance(r.get("error"), str) else p.exit_error
         if "uid_tasks" in r and "uid" in r:
             p.refused = {k: r[k] for k in ("error", "uid", "uid_tasks", "nproc") if k in r}
         count_dropped(p, r.get("dropped"))

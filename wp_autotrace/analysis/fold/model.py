@@ -245,7 +245,7 @@ class Process:
                  "forked", "execs", "start", "end", "exit_how", "exited", "gone", "seen", "peak_rss", "last_rss",
                  "cmd", "name", "env", "rank", "calls", "pools", "open_pool", "pool_by_sidecar",
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
-                 "index", "argv", "last", "exit_code", "via", "exec_into", "exit_unwritten", "executable",
+                 "index", "argv", "last", "exit_code", "exit_error", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "pidcg",
                  "cpucg", "zombie", "refused", "sigign",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
@@ -268,6 +268,7 @@ class Process:
         self.end: float | None = None
         self.exit_how = ""
         self.exit_code: int | None = None  # process_exit's code
+        self.exit_error: str | None = None  # process_exit's error: the uncaught exception that ended it
         self.exited = False  # a process_exit was written
         self.refused: dict[str, Any] | None = None  # an EAGAIN exit's {error, uid, uid_tasks, nproc?} (refused.py)
         self.sigign = ""  # the ending signals it ignored as it joined (tree entry's `sigign`: "INT", "INT,TERM")

@@ -146,6 +146,16 @@ def status_words(code: int) -> str:
         -code, f"killed by signal {-code}")
 
 
+def uncaught_words(error: str) -> str:
+    """The uncaught exception that ended a program (its process_exit's `error`, 'Type: message'), in a line:
+    'an uncaught RuntimeError: boom'; a KeyboardInterrupt says what raises one. Its first line, cut at 120."""
+    text = error.splitlines()[0] if error.strip() else error
+    text = text if len(text) <= 120 else text[:119] + "…"
+    if text.split(":", 1)[0] == "KeyboardInterrupt":
+        return "an uncaught KeyboardInterrupt (Ctrl-C, or a SIGINT)"
+    return f"an uncaught {text}"
+
+
 def gap_words(a: str, b: str, s: float, first: bool) -> str:
     """An idle gap inside a pool's life (derive/gaps.idle_gaps), as the idle-pool finding tells it: its
     seconds and its ends, from (its ready | a job's end) at a to (its first | its next) job at b."""

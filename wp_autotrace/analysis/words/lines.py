@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .fmt import status_words, wrap
+from .fmt import status_words, uncaught_words, wrap
 
 
 def when_text(ts: Any) -> str:
@@ -58,14 +58,15 @@ def state_text(r: dict[str, Any]) -> str:
         if r.get("records_lost") and not r.get("ended_by"):  # its process_exit may be a lost record
             return f"main process ended without a process_exit in the log ({r['records_lost']} records lost{after})"
         return f"main process ended without process_exit (killed, or os._exit{after})"
+    error = uncaught_words(r["root_error"]) if r.get("root_error") else ""
     if state == "ended" and how:
-        return f"ended{how}"
+        return f"ended{how}" + (f", after {error}" if error else "")
     if state == "in progress":
         return "in progress"
     if state == "ended" and r.get("exec_into"):
         return f"ended (the main process exec'd into {r['exec_into']}; its end seen by the watcher)"
     if state == "ended":
-        return "ended"
+        return f"ended by {error}" if error else "ended"
     if r.get("alive_now") is False:  # the reader found its pid gone: it ended, its exit record not written
         return f"ended without its exit record (no process_exit; {r['end_check']})"
     return "end not seen (no process_exit" + (f"; {r['end_check']})" if r.get("end_check") else ")")
@@ -85,6 +86,9 @@ def no_finding_line(runs: list[dict[str, Any]]) -> str:
     if bad is not None:  # not "Nothing unusual" about a program that failed
         return (f"- No finding about its processes or pools; the program exited with code {bad}."
                 if bad > 0 else f"- No finding about its processes or pools; it was {status_words(bad)}.")
+    error = next((r["root_error"] for r in runs if r.get("root_error")), None)
+    if error:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
+        return f"- No finding about its processes or pools; the program ended by {uncaught_words(error)}."
     return "- Nothing unusual."
 
 

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from .fmt import uncaught_words
+
 
 def exit_code_words(rep: dict[str, Any]) -> str:
     """'The program exited with code 7.' when the main process's code is not 0 (run's waited status, else
     its process_exit); which run's, when the report holds several."""
     bad = [(r, c) for r in rep["runs"] if isinstance(c := r.get("exit_code"), int) and c > 0]
     if not bad:
-        return ""
+        # an exception ended it and no `run` waited for its code: its process_exit names the exception
+        failed = next((r for r in rep["runs"] if r.get("root_error") and r.get("exit_code") is None), None)
+        if failed is None:
+            return ""
+        which = f"of run {failed['id'] or '?'} " if len(rep["runs"]) > 1 else ""
+        return f"The program {which}ended by {uncaught_words(failed['root_error'])}."
     run, c = bad[0]
     return (f"The program of run {run['id'] or '?'} exited with code {c}." if len(rep["runs"]) > 1 else
             f"The program exited with code {c}.")
