@@ -126,6 +126,27 @@ def test_a_traced_start_loads_only_the_start_modules(tmp_path: Path) -> None:
     assert [r["event"] for r in read_log(log)] == ["process_start", "process_exit"]
 
 
+@pytest.mark.parametrize("loaded", [None, "concurrent.futures.process", "torch._dynamo"])
+def test_the_full_finder_is_made_at_start_only_where_a_target_module_is_loaded(
+        loaded: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """install_finder: a target module already in sys.modules (a .pth before ours imported it) gets the full
+    finder at once; none loaded, the front finder goes first on sys.meta_path."""
+    import types
+
+    from wp_autotrace.runtime import bootstrap
+
+    made: list[object] = []
+    monkeypatch.setattr(bootstrap, "finder", made.append)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    for name in bootstrap.TARGET_MODULES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    if loaded is not None:
+        monkeypatch.setitem(sys.modules, loaded, types.ModuleType(loaded))
+    rt = types.SimpleNamespace(settings=types.SimpleNamespace(extra_targets=()), _front=object())
+    bootstrap.install_finder(rt)  # type: ignore[arg-type]
+    assert made == ([] if loaded is None else [rt]) and (sys.meta_path[0] is rt._front) == (loaded is None)
+
+
 # Code a traced start, its exit, a fork child, an exec and a signal never run, kept out of the start modules
 # (every traced process read and unmarshalled it: ~0.1M instructions of a start, docs/scale.md): a recording
 # process's environment reads (runtime/plain.py), the watcher's and cleanup's (watcher/tree.py, common/procfs.py),

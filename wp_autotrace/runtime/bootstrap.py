@@ -226,7 +226,7 @@ def finder(rt: "Runtime") -> "TargetFinder":
 def install_finder(rt: "Runtime") -> None:
     """Put the front finder first on sys.meta_path; the full one at once where a target module is
     already loaded or the user added targets (a module the tracer itself may need)."""
-    if rt.settings.extra_targets or not TARGET_MODULES.isdisjoint(sys.modules):
+    if rt.settings.extra_targets or not sys.modules.keys().isdisjoint(TARGET_MODULES):  # the view walks the 15 names
         finder(rt)
     elif rt._front not in sys.meta_path:
         sys.meta_path.insert(0, rt._front)
