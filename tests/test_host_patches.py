@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.runtime import catch, host_patches, target_patches
+from wp_autotrace.runtime import catch, host_calls, host_patches, target_patches
 
 RUNTIME = Path(host_patches.__file__).parent
 
@@ -32,10 +32,11 @@ REPLACED = (
     (sys, "excepthook"), (threading, "excepthook"), (os, "execv"), (os, "execve"), (os, "kill"), (os, "killpg"),
     (signal, "pidfd_send_signal"),
 )
-# Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py and
-# target_patches.py (the patches made with the first target module) may.
+# Replacing one of these, or calling one of the registrations, is a host patch: only host_patches.py, host_calls.py
+# (its rare half) and target_patches.py (the patches made with the first target module) may.
 REPLACED_NAMES = {name for _, name in REPLACED}
 REGISTRATIONS = {"register_at_fork", "addFilter", "register_after_fork", "Finalize"}
+INVENTORY = ("host_patches.py", "host_calls.py", "target_patches.py")
 
 
 def host_objects() -> dict[str, Any]:
@@ -152,17 +153,22 @@ def test_the_fork_hook_holds_only_its_own_dict(monkeypatch: pytest.MonkeyPatch) 
     """CPython keeps the at-fork hook to the interpreter's end: its globals are the hook's own dict, which the exit
     empties (drop_fork_hook), so it keeps none of the tracer's modules alive through finalization."""
     got: list[Any] = []
-    monkeypatch.setattr(os, "register_at_fork", lambda **kw: got.append(kw["after_in_child"]))
+    monkeypatch.setattr(os, "register_at_fork", lambda **kw: got.append(kw))
     monkeypatch.setattr(host_patches, "_at_fork_registered", False)
+    monkeypatch.setattr(host_patches, "calls", lambda: calls.append("before"))
     calls: list[str] = []
     host_patches.install_process_hooks(lambda: calls.append("fork"), lambda: None)
     try:
-        [hook] = got
-        assert set(hook.__globals__) == {"_fork_hook", "__builtins__"}
-        hook()
+        [hooks] = got
+        assert sorted(hooks) == ["after_in_child", "before"]
+        for hook in hooks.values():
+            assert set(hook.__globals__) == {"_fork_hook", "__builtins__"}
+            hook()
         host_patches.drop_fork_hook()
-        hook()
-        assert calls == ["fork"] and hook.__globals__["_fork_hook"] == {}
+        for hook in hooks.values():
+            hook()
+            assert hook.__globals__["_fork_hook"] == {}
+        assert calls == ["before", "fork"]
     finally:
         host_patches.restore_process_hooks()
 
@@ -170,13 +176,13 @@ def test_the_fork_hook_holds_only_its_own_dict(monkeypatch: pytest.MonkeyPatch) 
 def test_mp_exit_finalizer_restores_the_registries() -> None:
     """The after-fork entry and the finalizer it makes both leave multiprocessing's registries."""
     before = host_objects()
-    host_patches.install_mp_exit_finalizer(lambda how: None)
+    host_calls.install_mp_exit_finalizer(lambda how: None)
     try:
         assert len(multiprocessing.util._afterfork_registry) == len(before["after-fork registry"]) + 1
-        host_patches._add_mp_exit_finalizer(host_patches._mp_exit_token)  # as a starting worker would
+        host_calls._add_mp_exit_finalizer(host_patches.mp_exit_token)  # as a starting worker would
         assert len(multiprocessing.util._finalizer_registry) == len(before["finalizers"]) + 1
     finally:
-        host_patches.restore_mp_exit_finalizer()
+        host_calls.restore_mp_exit_finalizer()
     assert host_objects() == before
 
 
@@ -204,8 +210,8 @@ def _host_patches_in(path: Path) -> list[str]:
 
 
 def test_the_check_sees_every_patch_in_the_inventory() -> None:
-    """The AST check below recognises each kind of patch host_patches.py and target_patches.py make."""
-    seen = " ".join(_host_patches_in(RUNTIME / "host_patches.py") + _host_patches_in(RUNTIME / "target_patches.py"))
+    """The AST check below recognises each kind of patch host_patches.py, host_calls.py and target_patches.py make."""
+    seen = " ".join(path for name in INVENTORY for path in _host_patches_in(RUNTIME / name))
     for word in ("assigns __build_class__", "assigns excepthook", "calls register_at_fork", "calls addFilter",
                  "calls register_after_fork", "calls Finalize", "calls register"):
         assert word in seen
@@ -213,21 +219,23 @@ def test_the_check_sees_every_patch_in_the_inventory() -> None:
 
 @pytest.mark.parametrize("path", sorted(RUNTIME.glob("*.py")), ids=lambda p: p.name)
 def test_no_host_patch_outside_the_inventory(path: Path) -> None:
-    """Only host_patches.py and target_patches.py touch the functions a host patch replaces."""
-    if path.name in ("host_patches.py", "target_patches.py"):
+    """Only host_patches.py, host_calls.py and target_patches.py touch the functions a host patch replaces."""
+    if path.name in INVENTORY:
         return
     assert not _host_patches_in(path)
 
 
 def test_every_patch_is_in_the_inventory_tables() -> None:
     """Each install/restore pair is listed in the module's own table and in docs/architecture.md, with its pair."""
-    names = sorted((n, m) for m in (host_patches, target_patches) for n in vars(m)
+    names = sorted((n, m) for m in (host_patches, host_calls, target_patches) for n in vars(m)
                    if n.startswith("install_") and callable(getattr(m, n)) and getattr(m, n).__module__ == m.__name__)
     architecture = (RUNTIME.parent.parent / "docs" / "architecture.md").read_text()
     assert names
     for name, module in names:
         restore = "restore_" + name.removeprefix("install_")
-        assert callable(getattr(module, restore, None)), f"{name} has no {restore}"
+        # a start's patch is restored by its rare half (host_calls: a test's or an uninstall's need only)
+        found = getattr(module, restore, None) or getattr(host_calls, restore, None)
+        assert callable(found), f"{name} has no {restore}"
         assert name in (host_patches.__doc__ or "") and restore in (host_patches.__doc__ or ""), name
         assert f"`{name}` / `{restore}`" in architecture, name
 
@@ -274,5 +282,5 @@ def test_signal_record_restores_what_it_found() -> None:
         if before["signal.pidfd_send_signal"] is not None:
             assert signal.pidfd_send_signal is not before["signal.pidfd_send_signal"]
     finally:
-        host_patches.restore_signal_record()
+        host_calls.restore_signal_record()
     assert host_objects() == before

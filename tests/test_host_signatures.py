@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import pytest
 
-from wp_autotrace.runtime import host_patches, recorder, target_patches
+from wp_autotrace.runtime import host_calls, host_patches, recorder, target_patches
 
 NOWHERE = "/nonexistent/wp-autotrace-no-such-program"
 
@@ -79,7 +79,7 @@ def test_exec_functions_take_what_os_takes() -> None:
     seen: list[Any] = []
     for name, calls in (("execv", EXEC_CALLS), ("execve", EXECVE_CALLS)):
         compare(os, name, calls, lambda: host_patches.install_exec_record(lambda *a: seen.append(a)),
-                host_patches.restore_exec_record)
+                host_calls.restore_exec_record)
     # The exec record is still made for every call os accepts (the kernel refuses NOWHERE: no record,
     # as before, since os.access fails), and never for one it rejects.
     assert seen == []
@@ -97,7 +97,7 @@ def test_exec_record_binds_keywords_like_os() -> None:
         os.execve("/bin/sh", ["sh"], {"C": "3"}, bogus=1)  # rejected by os: not recorded
     finally:
         host_patches.exec_patch["execve"] = real_execve
-        host_patches.restore_exec_record()
+        host_calls.restore_exec_record()
     assert seen == [("/bin/sh", ["sh", "-c", "true"], {"A": "1"}), ("/bin/sh", ["sh"], {"B": "2"})]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from wp_autotrace.analysis.fold.fold import build
-from wp_autotrace.runtime import host_patches
+from wp_autotrace.runtime import host_calls, host_patches
 
 from .conftest import events
 from .test_watcher import differential
@@ -65,7 +65,7 @@ def test_signal_calls_answer_as_untraced() -> None:
             sigs = {n: (str(inspect.signature(getattr(signal if n.startswith("pidfd") else os, n))),
                         getattr(signal if n.startswith("pidfd") else os, n).__name__) for n in reals}
         finally:
-            host_patches.restore_signal_record()
+            host_calls.restore_signal_record()
         assert {n: getattr(signal if n.startswith("pidfd") else os, n) for n in reals} == reals
         assert got == want
         assert sigs == {n: (str(inspect.signature(fn)), fn.__name__) for n, fn in reals.items()}
@@ -133,7 +133,7 @@ def test_a_call_os_rejects_before_the_kernel_is_no_signal_sent_and_no_host_code_
             monkeypatch.undo()
             assert opened == [] and [(f["target"], f.get("pidfd")) for f in seen[1:]] == [(child.pid, fd)], seen
     finally:
-        host_patches.restore_signal_record()
+        host_calls.restore_signal_record()
         child.kill()
         child.wait()
 
@@ -226,7 +226,7 @@ def test_restore_leaves_a_later_patch_alone(name: str) -> None:
     later = lambda *a: None  # noqa: E731 - someone patched it after us
     setattr(os, name, later)
     try:
-        host_patches.restore_signal_record()
+        host_calls.restore_signal_record()
         assert getattr(os, name) is later
     finally:
         setattr(os, name, real)
@@ -244,4 +244,4 @@ def test_the_replaced_signal_function_answers_as_the_signal_modules() -> None:
         assert not inspect.isbuiltin(fn) and fn.__module__ == "signal", fn.__module__
         assert pickle.loads(pickle.dumps(fn)) is fn
     finally:
-        host_patches.restore_signal_record()
+        host_calls.restore_signal_record()

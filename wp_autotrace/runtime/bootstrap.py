@@ -42,9 +42,9 @@ from ..common.env import (
 )
 from ..common.redact import argv_env_secrets, env_secrets, parse_patterns, redact_argv, redact_env
 from .host_patches import (
+    calls,
     drop_fork_hook,
     install_exec_record,
-    install_mp_exit_finalizer,
     install_process_hooks,
     install_signal_record,
 )
@@ -391,7 +391,7 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
 # fork_exec is C code, so at-fork hooks see this Python frame directly above them.
 _EXEC_FORKER = ("_execute_child", "subprocess")
 # Frames between _forked_to_exec and _execute_child: after_fork_in_child, _after_fork,
-# host_patches._after_fork_in_child (the at-fork hook).
+# host_patches._at_fork (the at-fork hook).
 _EXEC_FORKER_DEPTH = 4
 # Bound once: a user may trace sys._getframe, and the at-fork hook must not record
 # a call under the parent's identity.
@@ -505,7 +505,7 @@ def _after_fork() -> None:
     try:
         after_fork_in_child(rt)
         # Other os._exit callers write no process_exit (README, Known limits).
-        install_mp_exit_finalizer(_record_exit)
+        calls().install_mp_exit_finalizer(_record_exit)  # inherited: made before the fork
     except Exception as exc:
         rt.sink.error("fork", exc)
 

@@ -1,11 +1,14 @@
-"""What the exec and signal patches do once the host calls them: the exec record's hand-over and the signal
-record (which signal, to whom, from which frames), written through the writers host_patches was given.
+"""host_patches' rare half: what the exec and signal patches do once the host calls them (the exec record's
+hand-over and the signal record: which signal, to whom, from which frames, written through the writers
+host_patches was given), a forked multiprocessing worker's exit hook, and the restores of the start's patches
+(a test's; the inventory's pairs: host_patches.py's table).
 
 A plain traced start never runs this, and the replacements host_patches installs (os.execv, os.kill...) reach it
 only when the host calls them. So it is not made at start: host_patches' ``calls()`` makes it from the start
 pack's bytes at its first need (wp_autotrace/__init__.py ``later``: no import statement, no module lock, no file:
 a forked child's kill or exec, one made from a signal handler, imports nothing), or loads it with itself where
-the start modules did not come from the pack.
+the start modules did not come from the pack. A process that forks makes it before its first fork (host_patches'
+before-fork hook), so its children inherit it: a pool's forked workers do not each make it.
 
 Invariants: functions and constants only; the state (what was replaced, the writers) lives in host_patches'
 dicts, and the host's own functions it calls (os.open, sys._getframe...) were bound there at start-up, before
@@ -13,13 +16,30 @@ a host could replace them. It imports only modules loaded before it: no lock, no
 """
 
 import os
+import sys
 
 from ..common.core import SIGNAL_SENT
-from .host_patches import RDONLY, drop_own_frame, exec_patch, getframe, os_close, os_open, os_read, signal_patch
+from .host_patches import (
+    RDONLY,
+    SENDERS,
+    drop_own_frame,
+    exec_patch,
+    getframe,
+    hooked_execv,
+    hooked_execve,
+    hooked_pidfd_send_signal,
+    mp_exit,
+    mp_exit_token,
+    os_close,
+    os_open,
+    os_read,
+    pidfd_owners,
+    signal_patch,
+)
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 
 def record_exec(path: "Any", argv: "Any", env: "Any") -> None:
@@ -129,3 +149,71 @@ def _errno_name(exc: OSError) -> str:
     import errno  # already loaded by os at start-up: a dict lookup
 
     return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+
+
+# -- a multiprocessing worker's exit --------------------------------------------------
+
+# Runs after every other multiprocessing finalizer of a worker (they run highest first).
+_LAST_FINALIZER = -(2**31)
+
+
+def install_mp_exit_finalizer(record_exit: "Callable[[str], None]") -> None:
+    """In a forked child: call record_exit("os._exit") as a multiprocessing worker leaves.
+
+    os._exit skips atexit. Rather than replacing os._exit (it must stay
+    posix._exit, keywords and all), hook multiprocessing's own exit path: a
+    worker runs its after-fork callbacks as it starts (this one adds a
+    finalizer) and its finalizers (util._exit_function) just before os._exit.
+    Nothing happens where multiprocessing is not loaded.
+    """
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        mp_exit["record_exit"] = record_exit
+        util.register_after_fork(mp_exit_token, _add_mp_exit_finalizer)
+
+
+def _add_mp_exit_finalizer(_token: object) -> None:
+    util = sys.modules["multiprocessing.util"]
+    mp_exit["finalizer"] = util.Finalize(None, mp_exit["record_exit"], args=("os._exit",),
+                                          exitpriority=_LAST_FINALIZER)
+
+
+def restore_mp_exit_finalizer() -> None:
+    """Take our entry out of the after-fork registry and cancel a finalizer made."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        registry = util._afterfork_registry
+        for key in [k for k, v in list(registry.items()) if v is mp_exit_token]:
+            registry.pop(key, None)
+    finalizer = mp_exit.pop("finalizer", None)
+    if finalizer is not None:
+        finalizer.cancel()
+    mp_exit.clear()
+
+
+# -- the restores of the start's patches (their installs: host_patches) ----------------
+
+
+def restore_exec_record() -> None:
+    """Put os.execv and os.execve back where they are still ours."""
+    if not exec_patch:
+        return
+    if os.execv is hooked_execv:
+        os.execv = exec_patch["execv"]
+    if os.execve is hooked_execve:
+        os.execve = exec_patch["execve"]
+    exec_patch.clear()
+
+
+def restore_signal_record() -> None:
+    """Put os.kill, os.killpg and pidfd_send_signal (_signal's, signal's) back where they are still ours."""
+    if not signal_patch:
+        return
+    for name, owner, fn in SENDERS:
+        if getattr(owner, name, None) is fn:
+            setattr(owner, name, signal_patch[name])
+    if "pidfd_send_signal" in signal_patch:
+        for owner in pidfd_owners():
+            if getattr(owner, "pidfd_send_signal", None) is hooked_pidfd_send_signal:
+                owner.pidfd_send_signal = signal_patch["pidfd_send_signal"]
+    signal_patch.clear()

@@ -1,11 +1,12 @@
 """Every replacement of a host function, listed in one place, each an install/restore pair.
 
 The tracer changes what a host process's own code would find in these places.
-Each row is one patch; nothing but this module and target_patches.py replaces a
+Each row is one patch; nothing but this module, host_calls.py and target_patches.py replaces a
 host function (tests/test_host_patches.py checks that, and that restore puts
 back the very objects install found). This module holds the patches a traced
-start-up makes (process hooks, exec record) and a forked child's (what the exec and signal
-replacements do once the host calls them is host_calls.py, made at its first need); the rows
+start-up makes (process hooks, exec record, signal record); what a plain start never runs of them is
+host_calls.py, made at its first need (what the exec and signal replacements do once the host calls them, a
+forked worker's multiprocessing exit hook, and the restores: the rows and halves marked (C)); the rows
 marked (T) live in target_patches.py, loaded with the first target module or
 pytest's config, never at start-up.
 
@@ -18,16 +19,16 @@ install_child_role_handover (T)   _posixsubprocess.fork_exec,                  f
   / restore_child_role_handover   subprocess._fork_exec, os.posix_spawn[p]     (recorder.set_child_role)
 install_error_capture (T)         sys.excepthook, threading.excepthook,        the process serves a pool
   / restore_error_capture         a logging.Filter on torch's pool loggers     (catch.watch_role)
-install_process_hooks             an os.register_at_fork(after_in_child=)      start-up
-  / restore_process_hooks         callback, an atexit callback                 (bootstrap.start)
-install_mp_exit_finalizer         multiprocessing.util's after-fork registry   every forked child
-  / restore_mp_exit_finalizer     and one of its Finalize objects              (bootstrap._after_fork)
+install_process_hooks             an os.register_at_fork(before=,              start-up
+  / restore_process_hooks         after_in_child=) pair, an atexit callback    (bootstrap.start)
+install_mp_exit_finalizer (C)     multiprocessing.util's after-fork registry   every forked child
+  / restore_mp_exit_finalizer (C) and one of its Finalize objects              (bootstrap._after_fork)
 install_exec_record               os.execv, os.execve (os.execl*, execvp*,     start-up, when tracing
-  / restore_exec_record           pty and pexpect reach these)                 (bootstrap.start_runtime)
+  / restore_exec_record (C)       pty and pexpect reach these)                 (bootstrap.start_runtime)
 install_pytest_plugin (T)         _pytest.config.PytestPluginManager           _pytest.config loaded, when tracing
   / restore_pytest_plugin         .consider_env                                (finder, bootstrap.finder)
 install_signal_record             os.kill, os.killpg,                          start-up, when tracing
-  / restore_signal_record         signal.pidfd_send_signal (psutil, subprocess (bootstrap.start_runtime)
+  / restore_signal_record (C)     signal.pidfd_send_signal (psutil, subprocess (bootstrap.start_runtime)
                                   and multiprocessing reach os.kill)
 
 Why each: the body hooks wrap a target class's methods as its ``class``
@@ -111,95 +112,70 @@ def look_like(fn: "Any", real: "Any") -> None:
 
 # -- process hooks: the at-fork hook and process_exit ----------------------------
 
-# The functions install_process_hooks was given: "after_fork" (_fork_hook), "at_exit" (_process_hooks).
+# What the at-fork hooks call ("call"): in a forked child, install_process_hooks' after_fork (_fork_hook); in the
+# parent before a fork, calls (_before_fork); and the exit callback it was given ("at_exit", _process_hooks).
 _process_hooks: "dict[str, Any]" = {}
 _fork_hook: "dict[str, Any]" = {}
+_before_fork: "dict[str, Any]" = {}
 _at_fork_registered = False
 
 
-def _after_fork_in_child() -> None:
-    """The at-fork hook (CPython cannot unregister one: restore disarms it instead)."""
-    after_fork = _fork_hook.get("after_fork")
-    if after_fork is not None:
-        after_fork()
+def _at_fork() -> None:
+    """An at-fork hook (CPython cannot unregister one: restore disarms it instead): what its dict holds, if anything.
+    Contained: CPython prints what an at-fork hook raises on the host's stderr (after_fork reports its own)."""
+    call = _fork_hook.get("call")
+    if call is not None:
+        try:
+            call()
+        except Exception:
+            pass
 
 
 def install_process_hooks(after_fork: "Callable[[], None]", at_exit: "Callable[[], None]") -> None:
-    """Call after_fork in every forked child and at_exit at interpreter exit."""
+    """Call after_fork in every forked child and at_exit at interpreter exit; before each fork, make host_calls
+    (calls(): once, from memory), so that the children inherit it and a pool's workers do not each make it (their
+    multiprocessing exit hook, an exec, a kill)."""
     global _at_fork_registered
     restore_process_hooks()
-    _fork_hook["after_fork"] = after_fork
+    _fork_hook["call"] = after_fork
+    _before_fork["call"] = calls
     _process_hooks["at_exit"] = at_exit
     if not _at_fork_registered:
-        # CPython keeps an at-fork hook to the interpreter's very end: this copy's globals are _fork_hook alone, so
-        # once the exit empties it (drop_fork_hook) it keeps none of the tracer's modules alive through
-        # finalization, whose every collection would walk them again (docs/scale.md).
-        function: Any = type(_after_fork_in_child)
-        os.register_at_fork(after_in_child=function(
-            _after_fork_in_child.__code__, {"_fork_hook": _fork_hook, "__builtins__": __builtins__}))
+        # CPython keeps the at-fork hooks to the interpreter's very end: each is a copy of _at_fork whose globals are
+        # its own dict alone, so once the exit empties them (drop_fork_hook) they keep none of the tracer's modules
+        # alive through finalization, whose every collection would walk them again (docs/scale.md).
+        function: Any = type(_at_fork)
+        os.register_at_fork(
+            before=function(_at_fork.__code__, {"_fork_hook": _before_fork, "__builtins__": __builtins__}),
+            after_in_child=function(_at_fork.__code__, {"_fork_hook": _fork_hook, "__builtins__": __builtins__}))
         _at_fork_registered = True
     atexit.register(at_exit)
 
 
 def drop_fork_hook() -> None:
-    """After the exit record: the at-fork hook calls nothing from now on (a child forked later writes nothing)."""
+    """After the exit record: the at-fork hooks call nothing from now on (a child forked later writes nothing)."""
     _fork_hook.clear()
+    _before_fork.clear()
 
 
 def restore_process_hooks() -> None:
-    """Unregister the exit callback; disarm the at-fork hook."""
+    """Unregister the exit callback; disarm the at-fork hooks."""
     at_exit = _process_hooks.pop("at_exit", None)
     if at_exit is not None:
         atexit.unregister(at_exit)
     _fork_hook.clear()
+    _before_fork.clear()
 
 
 # -- a multiprocessing worker's exit ------------------------------------------------
 
-# Runs after every other multiprocessing finalizer of a worker (they run highest first).
-_LAST_FINALIZER = -(2**31)
-
-
-def _mp_exit_token() -> None:
-    """The key of this hook in multiprocessing's after-fork registry (a WeakValueDictionary: its values must be
-    weak-referenceable), never called. A function, not an instance of a class of its own: a class made at
+def mp_exit_token() -> None:
+    """The key of host_calls.install_mp_exit_finalizer's hook in multiprocessing's after-fork registry (a
+    WeakValueDictionary: its values must be weak-referenceable), never called; here, where its state lives (made
+    once: host_calls may be made twice). A function, not an instance of a class of its own: a class made at
     import costs every traced start ~70K instructions, a function ~6K (BENCHMARKS.md, seventh round)."""
 # The function the finalizer calls ("record_exit"), and the Finalize once made ("finalizer").
-_mp_exit: "dict[str, Any]" = {}
-
-
-def install_mp_exit_finalizer(record_exit: "Callable[[str], None]") -> None:
-    """In a forked child: call record_exit("os._exit") as a multiprocessing worker leaves.
-
-    os._exit skips atexit. Rather than replacing os._exit (it must stay
-    posix._exit, keywords and all), hook multiprocessing's own exit path: a
-    worker runs its after-fork callbacks as it starts (this one adds a
-    finalizer) and its finalizers (util._exit_function) just before os._exit.
-    Nothing happens where multiprocessing is not loaded.
-    """
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None:
-        _mp_exit["record_exit"] = record_exit
-        util.register_after_fork(_mp_exit_token, _add_mp_exit_finalizer)
-
-
-def _add_mp_exit_finalizer(_token: object) -> None:
-    util = sys.modules["multiprocessing.util"]
-    _mp_exit["finalizer"] = util.Finalize(None, _mp_exit["record_exit"], args=("os._exit",),
-                                          exitpriority=_LAST_FINALIZER)
-
-
-def restore_mp_exit_finalizer() -> None:
-    """Take our entry out of the after-fork registry and cancel a finalizer made."""
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None:
-        registry = util._afterfork_registry
-        for key in [k for k, v in list(registry.items()) if v is _mp_exit_token]:
-            registry.pop(key, None)
-    finalizer = _mp_exit.pop("finalizer", None)
-    if finalizer is not None:
-        finalizer.cancel()
-    _mp_exit.clear()
+mp_exit: "dict[str, Any]" = {}
 
 
 # -- exec: the record a process writes just before it becomes another program ----------
@@ -208,12 +184,11 @@ def restore_mp_exit_finalizer() -> None:
 exec_patch: "dict[str, Any]" = {}
 
 
-
 # os.execve's parameters: unlike os.execv's (path, argv, /), they may be given by keyword.
 _EXECVE_PARAMS = ("path", "argv", "env")
 
 
-def _execv(*args: "Any", **kwargs: "Any") -> "Any":
+def hooked_execv(*args: "Any", **kwargs: "Any") -> "Any":
     """os.execv(path, argv, /): the exec record first. os.execl, os.execvp and os.execlp call this."""
     if len(args) == len(_EXECVE_PARAMS) - 1 and not kwargs:
         try:  # host_calls.record_exec is contained; here, where it cannot be made (no memory): no record
@@ -227,7 +202,7 @@ def _execv(*args: "Any", **kwargs: "Any") -> "Any":
         raise
 
 
-def _execve(*args: "Any", **kwargs: "Any") -> "Any":
+def hooked_execve(*args: "Any", **kwargs: "Any") -> "Any":
     """os.execve(path, argv, env): the exec record first. os.execle, os.execvpe and os.execlpe call this."""
     rest = _EXECVE_PARAMS[len(args):]
     if len(args) <= len(_EXECVE_PARAMS) and set(kwargs) == set(rest):
@@ -255,21 +230,10 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
     if exec_patch:
         return
     exec_patch.update(record=record, execv=os.execv, execve=os.execve)
-    look_like(_execv, os.execv)
-    look_like(_execve, os.execve)
-    os.execv = _execv
-    os.execve = _execve
-
-
-def restore_exec_record() -> None:
-    """Put os.execv and os.execve back where they are still ours."""
-    if not exec_patch:
-        return
-    if os.execv is _execv:
-        os.execv = exec_patch["execv"]
-    if os.execve is _execve:
-        os.execve = exec_patch["execve"]
-    exec_patch.clear()
+    look_like(hooked_execv, os.execv)
+    look_like(hooked_execve, os.execve)
+    os.execv = hooked_execv
+    os.execve = hooked_execve
 
 
 # -- signals: the record a process writes as it signals another -------------------------
@@ -305,7 +269,7 @@ def _killpg(*args: "Any", **kwargs: "Any") -> "Any":
         raise
 
 
-def _pidfd_send_signal(*args: "Any", **kwargs: "Any") -> "Any":
+def hooked_pidfd_send_signal(*args: "Any", **kwargs: "Any") -> "Any":
     """signal.pidfd_send_signal(pidfd, sig, siginfo=None, flags=0, /): recorded with the descriptor; the
     reader names its process only where the log says which process the descriptor was opened for."""
     try:
@@ -319,7 +283,7 @@ def _pidfd_send_signal(*args: "Any", **kwargs: "Any") -> "Any":
         raise
 
 
-_SENDERS = (("kill", os, _kill), ("killpg", os, _killpg))
+SENDERS = (("kill", os, _kill), ("killpg", os, _killpg))
 
 
 def install_signal_record(emit: "Callable[..., None]") -> None:
@@ -335,39 +299,25 @@ def install_signal_record(emit: "Callable[..., None]") -> None:
     if signal_patch:
         return
     signal_patch.update(record=emit, nsig=_signal.NSIG)
-    for name, owner, fn in _SENDERS:
+    for name, owner, fn in SENDERS:
         signal_patch[name] = getattr(owner, name)
         look_like(fn, signal_patch[name])
         setattr(owner, name, fn)
     real = getattr(_signal, "pidfd_send_signal", None)
     if real is not None:
         signal_patch["pidfd_send_signal"] = real
-        look_like(_pidfd_send_signal, real)
+        look_like(hooked_pidfd_send_signal, real)
         # Where a reader finds it: pydoc's and CPython's own test ask a signal function that is no builtin for
         # __module__ "signal", and pickle finds it by reference there (the same object: ours, where installed).
-        _pidfd_send_signal.__module__, _pidfd_send_signal.__qualname__ = "signal", "pidfd_send_signal"
-        for owner in _pidfd_owners():
+        hooked_pidfd_send_signal.__module__, hooked_pidfd_send_signal.__qualname__ = "signal", "pidfd_send_signal"
+        for owner in pidfd_owners():
             if getattr(owner, "pidfd_send_signal", None) is real:
-                owner.pidfd_send_signal = _pidfd_send_signal
+                owner.pidfd_send_signal = hooked_pidfd_send_signal
 
 
-def _pidfd_owners() -> "list[Any]":
+def pidfd_owners() -> "list[Any]":
     signal = sys.modules.get("signal")
     return [_signal] if signal is None else [_signal, signal]
-
-
-def restore_signal_record() -> None:
-    """Put os.kill, os.killpg and pidfd_send_signal (_signal's, signal's) back where they are still ours."""
-    if not signal_patch:
-        return
-    for name, owner, fn in _SENDERS:
-        if getattr(owner, name, None) is fn:
-            setattr(owner, name, signal_patch[name])
-    if "pidfd_send_signal" in signal_patch:
-        for owner in _pidfd_owners():
-            if getattr(owner, "pidfd_send_signal", None) is _pidfd_send_signal:
-                owner.pidfd_send_signal = signal_patch["pidfd_send_signal"]
-    signal_patch.clear()
 
 
 # Not made from the pack (load() never ran: a plain import of the start modules): loaded now, with this module, so
