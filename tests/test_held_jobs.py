@@ -718,6 +718,71 @@ def test_a_job_a_quiesce_left_running_at_exit_is_told_with_the_quiesce_and_its_f
         assert "wait for the pool's jobs" not in hang["advice"], hang["advice"]
 
 
+def stuck_job_under_a_quiesce() -> LogWriter:
+    """pytorch#162199's shape on torch 2.13: main 100's wait (from 2.9 s) on worker 201's job (from 3.0 s, never
+    ended) gave up at 19.0 s on torch's compile wait timeout; the quiesce timer had quiesced the pool at 12.0 s; at
+    exit torch's shutdown (19.1 s) waited its 300 s for sidecar 150, whose own exit join (19.13 s) waited on that
+    job, and raised TimeoutExpired; main exited at 319.3 s; torch's parent watchdog ended the sidecar at 379.0 s,
+    its workers at 380.0 s."""
+    w = with_sidecar_pool()
+    w.add(0.5, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.13.0+cpu")
+    w.lines[next(i for i, r in enumerate(w.lines) if r["event"] == "return" and r["pid"] == 100)][
+        "quiesce_after_s"] = 60
+    call(w, 1.3, 150, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 19.12)
+    job(w, 3.0, 201, 150, "start", 1, fn="slowjob:hang")
+    call(w, 2.9, 100, 1, "main", f"{AC}:AsyncCompile.wait", 2, None)
+    w.add(19.0, 100, 1, "main", "return", call_id=2, duration_s=16.1, error="RuntimeError: Inductor compile-worker "
+          "future for 'triton_red_fused_2' did not complete within 16s. Override with "
+          "TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT=<seconds>.")
+    w.add(12.0, 100, 1, "main", "call", target=f"{SP}:SubprocPool.quiesce", call_id=3, thread="subproc_worker_timer",
+          stack=[{"file": "/usr/lib/python3.11/threading.py", "line": 1002, "func": "_bootstrap"}], caller=None)
+    w.add(12.001, 100, 1, "main", "return", call_id=3, duration_s=0.001)
+    call(w, 12.01, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._quiesce", 2, 12.02)
+    err = "TimeoutExpired: Command '['python', '__main__.py']' timed out after 300 seconds"
+    for cid, target in ((10, f"{AC}:shutdown_compile_workers"), (11, f"{SP}:SubprocPool.shutdown")):
+        w.add(19.1, 100, 1, "main", "call", target=target, call_id=cid, thread="MainThread", stack=[], caller=None,
+              **({"parent_call": 10, "pending_jobs": [1]} if cid == 11 else {}))
+        w.add(319.1, 100, 1, "main", "return", call_id=cid, duration_s=300.0, error=err,
+              **({"sidecar_pid": 150} if cid == 11 else {}))
+    call(w, 19.11, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 19.115)
+    w.add(19.13, 150, 100, "compile-sidecar", "call", target="concurrent.futures.process:_python_exit", call_id=4,
+          thread="MainThread", stack=[], caller=None,
+          pool_pending=[{"worker_pids": [201, 202], "pending": 1, "jobs": [{"work_id": 1, "fn": "slowjob:hang"}]}])
+    w.add(319.3, 100, 1, "main", "process_exit", how="exit", code=1, counts={}, dropped=0)
+    watcher(w, 319.4, "tree", count=3, started=[], ended=[{"pid": 100, "end": T0 + 319.4}])
+    watcher(w, 319.6, "leftover", how="root-exit", count=3, pids=[150, 201, 202],
+            procs=[{"pid": 150, "ppid": 1, "rss": 250 << 20}, *({"pid": q, "ppid": 150, "rss": 100 << 20}
+                                                                for q in (201, 202))])
+    watcher(w, 379.0, "tree", count=2, started=[], ended=[{"pid": 150, "end": T0 + 379.0}])
+    watcher(w, 380.0, "tree", count=0, started=[], ended=[{"pid": q, "end": T0 + 380.0} for q in (201, 202)])
+    w.lines.sort(key=lambda r: r["ts"])
+    return w
+
+
+def test_a_stuck_job_tells_the_exit_wait_its_quiesced_pool_made_under_it(tmp_path: Path) -> None:
+    """The sidecar's exit join waited on the stuck job the main's wait gave up on (the same worker's job): that join
+    and the main's 300 s exit wait on it follow from the stuck job, told under it in the Answer (the user's question
+    in pytorch#162199 is why the exit took five minutes), not left below the pool's story or under Findings only;
+    the job is not "cut off" (its worker ran it past the stop, its pool quiesced under it)."""
+    rep = report(stuck_job_under_a_quiesce(), tmp_path)
+    lines = rep["answer"].splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("- main 100's AsyncCompile.wait() on its compile pool "
+                                                                "was interrupted by RuntimeError"))
+    assert lines[at].endswith("worker 201 held its job (slowjob:hang) from 3.0 s and never ended it. What follows "
+                              "from it:"), rep["answer"]
+    under = []  # the bullets told under it (a symptom's bullet is indented)
+    for ln in lines[at + 1:]:
+        if not ln.startswith("  - "):
+            break
+        under.append(ln)
+    assert any(ln.startswith("  - Sidecar 150's own exit waited 359.9 s for a job still running in its pool (worker "
+                             "201 ran slowjob:hang from 3.0 s and never ended it), a pool torch's quiesce timer had "
+                             "quiesced at 12.0 s while the job ran.") for ln in under), rep["answer"]
+    waited = "  - The main process waited 300.0 s in shutdown_compile_workers at exit"
+    assert any(ln.startswith(waited) for ln in under), rep["answer"]
+    assert "jobs-cut-off" not in kinds(rep), rep["answer"]
+
+
 def test_a_wait_that_raised_a_jobs_own_error_is_no_interrupt_and_no_hang(tmp_path: Path) -> None:
     """A compiled module's wait that raised a kernel's job error (torch's SubprocException: the pool answered, with
     the job's exception) while another worker still ran its job: compile-failed tells it, with the job's own line.
