@@ -38,7 +38,7 @@ def test_root_killed_is_said_with_what_was_seen_after(tmp_path: Path) -> None:
     assert "1 process(es) of the run still alive" in text
     assert 100 not in rep["no_exit_pids"]  # explained: killed
     out = render_text(rep, {})
-    assert "main process ended without process_exit (killed, or os._exit; 1 process(es) still alive after it)" in out
+    assert "main process ended without process_exit (killed, or os._exit; 1 process(es) left running after it)" in out
     assert "left behind after the main process ended without process_exit: 1: 200" in out
     assert "Nothing unusual" not in out
 
@@ -463,3 +463,16 @@ def test_a_parent_link_to_a_process_first_seen_later_is_not_its_parent() -> None
     early.parent, child.parent, ghost.parent, orphan.parent = main, ghost, main, ghost
     links = parent_links([main, early, child, ghost, orphan])
     assert links == {0: None, 1: 0, 2: 1, 3: 0, 4: None}, links
+
+
+def test_the_run_line_counts_what_was_left_running_not_what_died_with_it(tmp_path: Path) -> None:
+    """A group kill: the watcher's sample as the main process ends still counts the processes dying with it;
+    the Run line gives the count left running (the Findings' count), as a user's `ps` after the run shows."""
+    w = with_root_killed()
+    for r in w.lines:
+        if r["event"] == "tree" and r["ts"] >= T0 + 3.6:
+            r["count"] = 3  # two more, dying with the main process in that moment, not in the verdict
+    rep = report(w, tmp_path)
+    assert rep["runs"][0]["alive_after_root"] == 3 and rep["runs"][0]["left_running"] == 1, rep["runs"][0]
+    out = render_text(rep, {})
+    assert "1 process(es) left running after it" in out and "3 process(es)" not in out, out

@@ -21,7 +21,7 @@ from .derive.labels import process_label, rank_value, tool_name
 from .derive.lostjobs import pool_jobs
 from .derive.memseries import run_series
 from .derive.poolprocs import fx_subprocess, start_method
-from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind
+from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
 from .findings import find_all
 from .findings.rank import ranked, report_key
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
@@ -147,7 +147,7 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "state": v.states[r.id], "root_end_s": v.rel(root.end if root and root.end is not None
                                                           else root.gone if root else None),
             "alive_at_last_record": r.tree_counts[-1][1] if r.tree_counts else None,
-            "alive_after_root": max(alive) if alive else None,
+            "alive_after_root": max(alive) if alive else None, "left_running": left_count(r),
             "verdict_pending": r.verdict_pending, "verdict_from": r.provisional_from or None,
             "no_verdict": r.no_verdict or None, "ended_by": ended_by(r),
             "exit_status": r.waited.status if r.waited is not None else None,

@@ -45,8 +45,7 @@ class View:
         self.warm_calls = _top_warm_calls(self.tagged(targets.WARM_POOL))
         self.max_depth = max((p.depth for p in self.procs), default=0)
         self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
-        benign = sum(1 for r in runs for p in r.leftover if p.role in BENIGN_LEFTOVER_ROLES)
-        self.leftover_count = max(sum(r.leftover_count for r in runs) - benign, len(self.leftover_procs))
+        self.leftover_count = sum(left_count(r) for r in runs)
         self.leftover_rss = sum(p.last_rss for r in runs for p in r.leftover
                                 if p.role not in BENIGN_LEFTOVER_ROLES)
         # Real memory left: each leftover's figure (held_bytes), but none for a forked compile worker
@@ -153,6 +152,13 @@ class View:
         if mine is None:
             return {}, "", []
         return mine[1], mine[2], mine[0].knobs or next((c[0].knobs for c in configs if c[0].knobs), [])
+
+
+def left_count(r: Run) -> int:
+    """How many processes the run left running after its main process, as a user counts them: the verdict's
+    count (its list may be cut), less the helpers any Python program leaves a moment (a resource tracker)."""
+    listed = sum(1 for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES)
+    return max(r.leftover_count - (len(r.leftover) - listed), listed)
 
 
 def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:

@@ -50,7 +50,8 @@ def state_text(r: dict[str, Any]) -> str:
     how = (f" by {r['ended_by']} (wp-autotrace run saw it)" if r.get("ended_by") else
            f" with exit code {status} (wp-autotrace run saw it)" if isinstance(status, int) and status > 0 else "")
     if state == "killed":
-        after = f"; {r['alive_after_root']} process(es) still alive after it" if r["alive_after_root"] else ""
+        # those it left running (the Findings' count), not every process a sample saw in the moment it ended
+        after = f"; {r['left_running']} process(es) left running after it" if r.get("left_running") else ""
         if how:
             return f"main process ended{how}, without process_exit{after}"
         if r.get("root_ending"):  # a record names the signal (its wait status, a signal_sent, the OOM count)
