@@ -66,7 +66,7 @@ def wrapped_pool(package: str, tmp: Path, devnull: bool, capture: tuple[tuple[st
         pool = importlib.import_module(module).Pool
     finally:
         finder.uninstall()
-    sink.hold()
+    importlib.import_module(package + ".runtime.held").hold(sink)
     if devnull:
         fd = os.open(os.devnull, os.O_WRONLY)
         sink.fd, sink.identity = fd, (os.fstat(fd).st_dev, os.fstat(fd).st_ino)

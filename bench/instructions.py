@@ -49,7 +49,8 @@ finder = TargetFinder((Target("wp_bench_synth", "Pool.traced"),), probes.make_wr
 finder.install()
 from wp_bench_synth import Pool
 finder.uninstall()
-sink.hold()
+from wp_autotrace.runtime.held import hold
+hold(sink)
 Pool.traced(1)  # the first call fills the caches
 
 

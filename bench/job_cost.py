@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from wp_autotrace.runtime import reads  # noqa: E402
+from wp_autotrace.runtime.held import hold  # noqa: E402
 from wp_autotrace.runtime.jobs import JobQueue  # noqa: E402
 from wp_autotrace.runtime.sink import Sink  # noqa: E402
 
@@ -98,7 +99,7 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sink = Sink(str(Path(tmp) / "log.jsonl"), "bench", "compile-worker")
-        sink.hold()
+        hold(sink)
         show("per job, two job records (start + end) over the bare queue", per_job(a.rounds, a.jobs, sink))
         print(f"log bytes per job: {os.path.getsize(Path(tmp) / 'log.jsonl') / (a.rounds * a.jobs):.0f}")
     show("per AsyncCompile.wait, read_pool_pending (2 pools)", per_wait(a.rounds, 2000))

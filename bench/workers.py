@@ -28,6 +28,7 @@ from typing import Any, Callable
 from wp_autotrace.common.targets import COUNT, Target
 from wp_autotrace.runtime.bootstrap import DEFAULT_STACK
 from wp_autotrace.runtime.finder import TargetFinder
+from wp_autotrace.runtime.held import hold
 from wp_autotrace.runtime.recorder import Probes
 from wp_autotrace.runtime.sink import Sink
 
@@ -77,7 +78,7 @@ def micro(repeats: int, calls: int) -> dict[str, Any]:
     sys.path.insert(0, str(tmp))
     log = tmp / "micro.jsonl"
     sink = Sink(str(log), HOST, "main")
-    sink.hold()  # as a traced process's first wrapper holds it (bootstrap.Runtime.probes): placed high, marked
+    hold(sink)  # as a traced process's first wrapper holds it (bootstrap.Runtime.probes): placed high, marked
     probes = Probes(sink, DEFAULT_STACK, False, lambda info: None)
     errors: list[BaseException] = []
     targets = (Target("benchsynth.pool", "Pool.traced"), Target("benchsynth.pool", "Pool.counted", mode=COUNT))
