@@ -8,7 +8,7 @@ package before the start modules: the .pth line calls ``wp_autotrace._preload.st
 this module under a second name in sys.modules (as os.path is posixpath), set below, so importing it finds no
 second file (one file costs a start ~0.3M instructions); the name is the one the line has called since the
 start pack, so a line and a package of different versions (an older copy first on sys.path) still meet.
-A plain ``import wp_autotrace`` (the command, the watcher) pays for the loader's code too: ~0.24M instructions.
+A plain ``import wp_autotrace`` (the command, the watcher) pays for the loader's code too: ~0.35M instructions.
 
 The start modules' loader: a traced start's modules loaded from one cached file. A traced process that
 imports no target module needs eight modules of this package (START) to run bootstrap.start() and its exit.
@@ -21,8 +21,11 @@ uninstall removes; or sys.pycache_prefix's mirror of it) and read in one go.
 Invariants:
 
 - Each module is made as importlib's path finder makes it (the same spec, SourceFileLoader, __file__,
-  __cached__, __path__, parent attribute; tests/test_preload.py compares them) and runs its own code,
-  compiled from its own source: the pack is only a cache, each fact keeps its one home in its module.
+  __cached__, __path__, parent attribute, the spec's _initializing; tests/test_preload.py compares them) and runs
+  its own code, compiled from its own source: the pack is only a cache, each fact keeps its one home in its module.
+  Each module made costs a start ~57K instructions beside its code (its stat, path, spec, loader, module), and
+  ~0.11M with its own imports and globals (BENCHMARKS.md, "start, sixteenth round"): a module is in START only
+  where every traced start runs its code.
 - The pack is used only when it was written by this Python (magic number, cache tag and -O level in its
   name) for these sources in this folder, each source's size and mtime_ns as when its code was read.
   Anything else (missing, unreadable, corrupt, stale) loads the modules one by one through their
