@@ -59,8 +59,7 @@ def finish(reg: Registry) -> None:
     orphan = None
     for p in m.processes:
         if p.parent is None and p.ppid is not None and p.ppid != p.pid:
-            q = reg.current.get((p.host, p.ppid))
-            p.parent = q if q is not p else None
+            p.parent = parent_at_start(reg, p)
         if p.parent is not None:
             p.parent.children.append(p)
         if p.run is None:
@@ -75,6 +74,23 @@ def finish(reg: Registry) -> None:
     for run in m.runs.values():
         finish_run(run)
     match_waits(reg)
+
+def parent_at_start(reg: Registry, p: Process) -> Process | None:
+    """p's parent, looked up after the last record: the process of its ppid that had started by p's start (create
+    times are rounded: CREATE_ROUNDING_S), the latest started of them (an earlier one had ended for the pid to be
+    taken again). The latest process of the pid, then, may be one that took it after p started: never p's
+    parent. With p's start unknown, that latest one."""
+    if p.start is None:
+        q = reg.current.get((p.host, p.ppid)) if p.ppid is not None else None
+        return q if q is not p else None
+    by = p.start + CREATE_ROUNDING_S
+    best: Process | None = None
+    for q in reg.all_by_pid.get((p.host, p.ppid), ()) if p.ppid is not None else ():
+        if q is not p and (q.start is None or q.start <= by) and (
+                best is None or (q.start or 0.0) >= (best.start or 0.0)):
+            best = q
+    return best
+
 
 def finish_pools(reg: Registry) -> None:
     executor_members(reg.model)
