@@ -145,17 +145,28 @@ def test_a_process_an_uncaught_eagain_ends_counts_its_uids_tasks(shared_dir: Pat
     assert r["uid_tasks"] == int(seen.read_text()) == LIMIT, (r, seen.read_text())
 
 
-@pytest.mark.parametrize("how", ["import sys; sys.exit(3)", "raise ValueError('bad input')", "pass"])
+# A console inside the program prints an error and goes on (sys.last_value stays set), then the program ends.
+CONSOLE_THEN = "import code; code.InteractiveInterpreter().runsource('1/0'); "
+
+
+@pytest.mark.parametrize("how", ["import sys; sys.exit(3)", "raise ValueError('bad input')", "pass",
+                                 CONSOLE_THEN + "pass", CONSOLE_THEN + "raise ValueError('bad input')",
+                                 "-i", "-m"])
 def test_only_an_uncaught_exception_is_an_exit_error(tmp_path: Path, how: str) -> None:
     """sys.exit and a plain end write no `error`; an uncaught ValueError writes its line and reads no /proc (it
-    says nothing of a refused start)."""
+    says nothing of a refused start), also under -m (runpy's frames at the stack's bottom) and after a console's
+    error. An error a console printed and went on from is not the exit's (sys.last_value is still set: it was
+    written as the error of a normal exit), nor is -i's script error, after which the REPL ran (exit status 0)."""
     log = tmp_path / "run.jsonl"
-    run_python(["-c", how], traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"))
+    (tmp_path / "bad.py").write_text("raise ValueError('bad input')\n")
+    args = {"-i": ["-i", "-c", "raise ValueError('bad input')"], "-m": ["-m", "bad"]}.get(how, ["-c", how])
+    res = run_python(args, traced_env(log, WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)
     r = events(read_log(log), "process_exit")[0]
-    if how.startswith("raise"):
-        assert r["error"] == "ValueError: bad input" and "uid_tasks" not in r, r
+    if how == "-m" or how.endswith("raise ValueError('bad input')"):
+        assert res.returncode == 1 and r["error"] == "ValueError: bad input" and "uid_tasks" not in r, r
     else:
-        assert "error" not in r and "uid_tasks" not in r, r
+        assert "error" not in r and "uid_tasks" not in r, (r, res.returncode)
+        assert res.returncode in (0, 3) and ("ZeroDivisionError" in res.stderr) == how.startswith(CONSOLE_THEN)
 
 
 def _linker_refused(tasks: int, at: float = 2.25, uid: int = 65534) -> Any:

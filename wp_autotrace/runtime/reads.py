@@ -306,9 +306,29 @@ def resolve(path: str, instance: Any, result: Any) -> Any:
 
 def ended_by(last: BaseException) -> dict[str, Any]:
     """process_exit's `error` for a process an uncaught exception ends (sys.last_value), with
-    common/refused.py's count of its uid's tasks where the error says EAGAIN (a refused fork or thread start).
-    Read at exit only, on that path only: a traced start loads none of it."""
+    common/refused.py's count of its uid's tasks where the error says EAGAIN (a refused fork or thread start);
+    nothing where sys.last_value is another's (ends_this_exit). Read at exit only, on that path only: a traced
+    start loads none of it."""
     from ..common.refused import refused_fields
+
+    if not ends_this_exit(last):
+        return {}
 
     error = error_text(last)
     return {"error": error, **refused_fields(error)}
+
+
+def ends_this_exit(last: BaseException) -> bool:
+    """Whether sys.last_value is the exception that ends this process, not one a read-eval-print loop printed
+    and went on from (sys.last_value stays set until the next one: a REPL's, `python -i`'s, code.interact's,
+    IPython's error, then a normal exit). Python sets it for an uncaught exception just before the exit handlers,
+    from the bottom of the stack: the outermost frame of its traceback is the program's own (the script's or
+    -c's module, runpy's for -m), which nothing called. A console inside the program (the code module, IPython)
+    catches it in a frame that something called; under -i (or PYTHONINSPECT) an uncaught exception is followed
+    by the REPL, never the exit; and the built-in REPL's lines (`<stdin>`, sys.ps1 set) are its own catches."""
+    tb = last.__traceback__
+    if tb is None or tb.tb_frame.f_back is not None:
+        return False
+    if sys.flags.interactive or os.environ.get("PYTHONINSPECT"):
+        return False
+    return not (hasattr(sys, "ps1") and tb.tb_frame.f_code.co_filename == "<stdin>")
