@@ -180,15 +180,16 @@ LATER_IN_A_FORK = textwrap.dedent("""
         os._exit(0)
     os.close(w)
     os.waitpid(pid, 0)
-    print(json.dumps({"at_start": later, "child": json.loads(os.read(r, 65536))}))
+    parent = [n for n in p.LATER if n in sys.modules]
+    print(json.dumps({"at_start": later, "parent": parent, "child": json.loads(os.read(r, 65536))}))
 """)
 
 
 @pytest.mark.parametrize("pack", ["read", "none (-B)"])
 def test_a_fork_child_makes_the_later_modules_without_an_import(pack: str, log: Path, tmp_path: Path) -> None:
     """wp_autotrace.LATER's modules: none made at a plain traced start, even of a -c program of several lines in a
-    non-ASCII cwd (its process_start escapes both); a forked child that calls os.kill and warns makes both, each
-    with importlib's loader, and no finder is asked. Its warning is a tracer_error record (a descendant). With no
+    non-ASCII cwd (its process_start escapes both); a forked child that calls os.kill and warns has both, each
+    with importlib's loader (host_calls made by the parent before the fork), and no finder is asked. Its warning is a tracer_error record (a descendant). With no
     pack (-B, an empty pycache prefix) their loader reads them then: still no finder."""
     cwd = tmp_path / "caf\u00e9 \U0001f600"
     cwd.mkdir()
@@ -205,6 +206,8 @@ def test_a_fork_child_makes_the_later_modules_without_an_import(pack: str, log: 
 
     got = json.loads(res.stdout)
     assert got["at_start"] == []
+    # host_calls is made by the parent's before-fork hook: its forked workers inherit it, none makes its own
+    assert got["parent"] == ["wp_autotrace.runtime.host_calls"]
     assert got["child"] == {"made": {n: "SourceFileLoader" for n in LATER}, "seen": []}
     forked = [r for r in read_log(log) if r["event"] == "process_start" and r["forked"]]
     assert [r["cwd"] for r in forked] == [str(cwd)]
