@@ -29,6 +29,8 @@ import bisect
 import heapq
 import math
 from collections.abc import Collection, Iterator, Sequence
+from functools import partial
+from operator import itemgetter, lt
 from typing import NamedTuple
 
 from ...common.vocab import HELPER_ROLES, MEMORY_STALE_S, POOL_ROLES
@@ -80,7 +82,8 @@ def lived_mem(p: Process) -> list[tuple[float, int, int]]:
     pool process's process_exit (watcher/memory.py) is then what it held as it ended: an exec'd process that
     forked nothing (an autotune subprocess) always. All of them when it has no other."""
     end = p.end if p.exited else None
-    if end is None or not any(m[0] > end for m in p.mem):
+    # in C (operator.lt over the readings' times): every sweep asks this of each of its processes
+    if end is None or not any(map(partial(lt, end), map(itemgetter(0), p.mem))):
         return p.mem
     sharers = list(p.children)
     if p.forked and p.parent is not None:
@@ -104,7 +107,7 @@ class _Sum:
         # a forked child's index -> its parent's (both in procs), and the child's start: the fork
         self.parent = {i: at[id(p.parent)] for i, p in enumerate(procs)
                        if p.forked and p.parent is not None and id(p.parent) in at and p.start is not None}
-        self.fork = {i: procs[i].start for i in self.parent}
+        self.fork: dict[int, float] = {i: start for i in self.parent if (start := procs[i].start) is not None}
         self.kids: dict[int, list[int]] = {}
         for kid, parent in self.parent.items():
             self.kids.setdefault(parent, []).append(kid)
@@ -117,12 +120,6 @@ class _Sum:
         self.early_total = 0
         # (reading time, i) of the readings a point sums, lazily cleared: the oldest is the point's `apart`
         self.oldest: list[tuple[float, int]] = []
-
-    def _counts(self, i: int) -> None:
-        heapq.heappush(self.oldest, (self.latest[i][0], i))
-
-    def _after_reading(self, kid: int, parent: int) -> bool:
-        return parent in self.latest and self.fork[kid] > self.latest[parent][0]  # type: ignore[operator]
 
     def exits(self, i: int) -> None:
         """The sweep passed i's process_exit."""
@@ -141,35 +138,42 @@ class _Sum:
         elif not want and i in self.early:
             self.early.discard(i)
             self.early_total -= self.latest[i][1]
-            self._counts(i)
+            heapq.heappush(self.oldest, (self.latest[i][0], i))
 
     def set_both(self, i: int, want: bool) -> None:
-        if want == (i in self.both):
+        """i in or out of `both` (alive by its span and read within its window), with what follows from it: its
+        parent's count of newer children (a child forked after the parent's latest reading) and both one's
+        `early`. Called once per reading and per change of span or window: the sweep's inner step, so its
+        helpers are written out here (a method call each cost a third of the sweep)."""
+        both = self.both
+        if want == (i in both):
             return
+        latest = self.latest
+        ts, pss = latest[i]
         if want:
-            self.both.add(i)
-            self.total += self.latest[i][1]
-            self._counts(i)
+            both.add(i)
+            self.total += pss
+            heapq.heappush(self.oldest, (ts, i))
         else:
-            self._settle_out(i)
-            self.both.discard(i)
-            self.total -= self.latest[i][1]
+            if i in self.early:
+                self.early.discard(i)
+                self.early_total -= pss
+            both.discard(i)
+            self.total -= pss
         parent = self.parent.get(i)
-        if parent is not None and self._after_reading(i, parent):
+        if parent is not None and parent in latest and self.fork[i] > latest[parent][0]:
             self.newer[parent] = self.newer.get(parent, 0) + (1 if want else -1)
             self._settle(parent)
-        self._settle(i)
-
-    def _settle_out(self, i: int) -> None:
-        if i in self.early:
-            self.early.discard(i)
-            self.early_total -= self.latest[i][1]
+        if want:  # out of both, i is out of early already
+            self._settle(i)
 
     def read(self, i: int, t: float, pss: int) -> None:
         """A new reading of i: out with its old figure, in with the new one (set_both, by the caller)."""
         self.set_both(i, False)
         self.latest[i] = (t, pss)
-        self.newer[i] = sum(1 for k in self.kids.get(i, ()) if k in self.both and self._after_reading(k, i))
+        kids = self.kids.get(i)
+        fork = self.fork
+        self.newer[i] = sum(1 for k in kids if k in self.both and fork[k] > t) if kids else 0
 
     def point(self, t: float, spanned: int, extra: list[int]) -> Point:
         heap = self.oldest
@@ -190,9 +194,15 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
     (t, state, alive, None) there, and after each point, once the readings their window old at t have left: the
     state from t until the next yield (Memory's steps). window: how long every reading counts (`peak`'s
     one-moment sums), instead of each one's own (stale_s)."""
-    samples = sorted((ts, i, pss) for i, p in enumerate(procs)
-                     for ts, pss, _ in ((lived_mem(p) if lived else p.mem) if p.mem else ())
-                     if (a is None or ts >= a) and (b is None or ts <= b))
+    mems = [(i, lived_mem(p) if lived else p.mem) for i, p in enumerate(procs) if p.mem]
+    if a is None and b is None:
+        samples = [(ts, i, pss) for i, mem in mems for ts, pss, _ in mem]
+    else:  # a window (peak's moments: a few seconds of a long run): only its readings made into samples
+        lo, hi = -math.inf if a is None else a, math.inf if b is None else b
+        samples = [(ts, i, pss) for i, mem in mems for ts, pss, _ in mem if lo <= ts <= hi]
+    samples.sort()
+    # each process's reading windows, looked up once a sweep (stale_s's rule), not once a reading
+    wins = [_windows(p) if p.mem and window is None else None for p in procs]
     spans = [(p.start, p.ended_at) for p in procs]
     enters = sorted((s, i) for i, (s, _) in enumerate(spans) if s is not None)
     leaves = sorted((e, i) for i, (_, e) in enumerate(spans) if e is not None)
@@ -223,7 +233,7 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         while k < len(samples) and samples[k][0] == t:
             i = samples[k][1]
             state.read(i, t, samples[k][2])
-            until[i] = t + (stale_s(procs[i], t) if window is None else window)
+            until[i] = t + (window if window is not None else STALE_S if (w := wins[i]) is None else w.get(t, STALE_S))
             heapq.heappush(recent, (until[i], i))
             read_now.append(i)
             k += 1
@@ -244,9 +254,10 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
             x += 1
         while recent and recent[0][0] < t:
             sync(heapq.heappop(recent)[1])
-        for i in set(read_now):
-            sync(i)
-        extra = [i for i in set(read_now) if i not in state.both]  # read at t, though its span says it was not alive
+        now = set(read_now)
+        for i in now:
+            state.set_both(i, in_span[i] and not left[i] and until[i] >= t)  # sync(i), written out: once a reading
+        extra = [i for i in now if i not in state.both]  # read at t, though its span says it was not alive
         if read_now and (state.both or extra):
             yield t, state, spanned, extra
         if steps:
@@ -258,8 +269,14 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
 def stale_s(p: Process, ts: float) -> float:
     """How long p's reading taken at ts counts, at a point and in an integral alike: its window (fold/pace.py:
     1.5 x the pace the watcher kept near it, STALE_S at least); STALE_S outside a run."""
+    windows = _windows(p)
+    return windows.get(ts, STALE_S) if windows is not None else STALE_S
+
+
+def _windows(p: Process) -> dict[float, float] | None:
+    """p's reading time -> how long that reading counts (fold/pace.py); None outside a run (STALE_S each)."""
     pace = p.run.pace if p.run is not None else None
-    return pace.windows(p).get(ts, STALE_S) if pace is not None else STALE_S
+    return pace.windows(p) if pace is not None else None
 
 
 class Memory:
