@@ -185,15 +185,11 @@ class _Sum:
                      t - heap[0][0] if heap else 0.0)
 
 
-def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, steps: bool = False,
-           window: float | None = None) -> Iterator[tuple[float, _Sum, int, list[int] | None]]:
-    """at_once's sweep: at each sample time with something read, (t, the running state, processes alive by
-    their span, those read at t though their span says they were not alive). The state changes as the sweep
-    goes on: read it before the next step. steps=True also stops at every moment the sum can change between
-    two sample times (a process's start or end, its process_exit, a reading turning its window old) and yields
-    (t, state, alive, None) there, and after each point, once the readings their window old at t have left: the
-    state from t until the next yield (Memory's steps). window: how long every reading counts (`peak`'s
-    one-moment sums), instead of each one's own (stale_s)."""
+Sample = tuple[float, int, int]  # (reading time, index in procs, PSS): what a sweep reads, in this order
+
+
+def _samples(procs: list[Process], a: float | None, b: float | None, lived: bool) -> list[Sample]:
+    """procs' readings taken in [a, b] (lived: lived_mem's), in time order."""
     mems = [(i, lived_mem(p) if lived else p.mem) for i, p in enumerate(procs) if p.mem]
     if a is None and b is None:
         samples = [(ts, i, pss) for i, mem in mems for ts, pss, _ in mem]
@@ -201,6 +197,22 @@ def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, 
         lo, hi = -math.inf if a is None else a, math.inf if b is None else b
         samples = [(ts, i, pss) for i, mem in mems for ts, pss, _ in mem if lo <= ts <= hi]
     samples.sort()
+    return samples
+
+
+def _sweep(procs: list[Process], a: float | None, b: float | None, lived: bool, steps: bool = False,
+           window: float | None = None, samples: list[Sample] | None = None
+           ) -> Iterator[tuple[float, _Sum, int, list[int] | None]]:
+    """at_once's sweep: at each sample time with something read, (t, the running state, processes alive by
+    their span, those read at t though their span says they were not alive). The state changes as the sweep
+    goes on: read it before the next step. steps=True also stops at every moment the sum can change between
+    two sample times (a process's start or end, its process_exit, a reading turning its window old) and yields
+    (t, state, alive, None) there, and after each point, once the readings their window old at t have left: the
+    state from t until the next yield (Memory's steps). window: how long every reading counts (`peak`'s
+    one-moment sums), instead of each one's own (stale_s). samples: _samples(procs, a, b, lived), where the caller
+    has them already."""
+    if samples is None:
+        samples = _samples(procs, a, b, lived)
     # each process's reading windows, looked up once a sweep (stale_s's rule), not once a reading
     wins = [_windows(p) if p.mem and window is None else None for p in procs]
     spans = [(p.start, p.ended_at) for p in procs]
@@ -470,9 +482,17 @@ def _at_moments(procs: list[Process], a: float | None, b: float | None, moments:
     if len(when) > MOMENTS_APART:
         return [pt for pt in at_once(procs, a, b, window=STALE_S) if pt.ts in set(when)]
     # from 2 x STALE_S before: a reading exactly STALE_S old still counts (its window's end, ts + STALE_S, is
-    # compared with t), never lost to rounding t - STALE_S; an older one counts at t in neither way
-    return [pt for t in when for pt in at_once(procs, t - 2 * STALE_S if a is None else max(a, t - 2 * STALE_S), t,
-                                               window=STALE_S) if pt.ts == t]
+    # compared with t), never lost to rounding t - STALE_S; an older one counts at t in neither way. Each moment's
+    # readings a slice of all of them, made once (made for each, they cost more than its sweep).
+    every = _samples(procs, None, None, True)
+    times = [x[0] for x in every]
+    out = []
+    for t in when:
+        lo = t - 2 * STALE_S if a is None else max(a, t - 2 * STALE_S)
+        mine = every[bisect.bisect_left(times, lo):bisect.bisect_right(times, t)]
+        out += [state.point(at, spanned, extra) for at, state, spanned, extra
+                in _sweep(procs, lo, t, True, False, STALE_S, mine) if extra is not None and at == t]
+    return out
 
 
 def left_at_once(procs: list[Process], after: float | None) -> Point | None:
