@@ -131,28 +131,27 @@ def _pool_start(pool: Pool) -> str:
     return start_method(pool) if pool.kind == EXECUTOR else "subprocess"
 
 
-def _late_change(pool: Pool, c: Call, have: str, at: str, reads: bool) -> tuple[str, str, str] | None:
-    """What a wait c, while pool lived, shows set since the pool was made and ignored by it: (what was set, what
-    the pool kept, the evidence), or None. Torch reads the variables once, into the config, when
-    torch._inductor.config loads; it reads the config's compile_threads and worker_start_method when
-    AsyncCompile.process_pool makes its pool, and keeps that pool. reads: whether the run's torch reads
-    TORCHINDUCTOR_WORKER_START at all (a torch that never does ignored it from the start, not too late)."""
-    workers = pool_size(pool)
-    at = f"AsyncCompile.wait at {at} began with"
+def _late_change(c: Call, have: str, workers: int | None, reads: bool) -> tuple[str, str, str] | None:
+    """What a wait c, while a pool lived, shows set since the pool was made and ignored by it: (what was set, what
+    the pool kept, what the wait began with: the evidence's end), or None. Torch reads the variables once, into the
+    config, when torch._inductor.config loads; it reads the config's compile_threads and worker_start_method when
+    AsyncCompile.process_pool makes its pool, and keeps that pool. have: the pool's start method; workers: its
+    size (pool_size); reads: whether the run's torch reads TORCHINDUCTOR_WORKER_START at all (a torch that never
+    does ignored it from the start, not too late). Asked of each of a creator's waits for each of its pools (15K
+    waits a long run), so what is the pool's is taken once by the caller."""
     if c.env.get(START_VAR) not in (None, have) and reads:
-        return f"{START_VAR}={c.env[START_VAR]}", f"its {have} workers", f"{at} {START_VAR}={c.env[START_VAR]}"
+        return f"{START_VAR}={c.env[START_VAR]}", f"its {have} workers", f"{START_VAR}={c.env[START_VAR]}"
     method = c.at_call.get("worker_start_method")
     if method not in (None, have):
-        return (f"worker_start_method={method!r}", f"its {have} workers",
-                f"{at} worker_start_method={method!r} (config)")
+        return f"worker_start_method={method!r}", f"its {have} workers", f"worker_start_method={method!r} (config)"
     threads = c.at_call.get("compile_threads")
     if isinstance(threads, int) and threads > 1 and workers and threads != workers:
-        return f"compile_threads={threads}", f"its {workers} workers", f"{at} compile_threads={threads} (config)"
+        return f"compile_threads={threads}", f"its {workers} workers", f"compile_threads={threads} (config)"
     var = c.env.get(THREADS_VAR)
     if isinstance(threads, int) and var is not None and str(var).strip() != str(threads):
         return (f"{THREADS_VAR}={var}", f"compile_threads={threads}" + (f" and its {workers} workers" if workers
                                                                           else ""),
-                f"{at} {THREADS_VAR}={var} and compile_threads={threads} (config)")
+                f"{THREADS_VAR}={var} and compile_threads={threads} (config)")
     return None
 
 
@@ -170,13 +169,14 @@ def setting_too_late(v: View) -> Finding | None:
         mine = waits.get(id(pool.creator))
         if mine is None:
             mine = waits[id(pool.creator)] = [c for c in pool.creator.calls.values() if c.tag == targets.ASYNC_WAIT]
+        workers, reads = pool_size(pool), reads_start_var(v.config_of(pool.creator)[1])
         later = ((c, change) for c in mine
                  if c.ts > pool.call.ts and (end is None or c.ts < end) and have
-                 and (change := _late_change(pool, c, have, f"{v.rel(c.ts):.1f} s",
-                                             reads_start_var(v.config_of(pool.creator)[1]))) is not None)
-        c, (what, kept, evidence) = next(later, (None, ("", "", "")))
+                 and (change := _late_change(c, have, workers, reads)) is not None)
+        c, (what, kept, began) = next(later, (None, ("", "", "")))
         if c is None:
             continue
+        evidence = f"AsyncCompile.wait at {v.rel(c.ts):.1f} s began with {began}"
         p = pool.creator
         test = f" (during {c.env['PYTEST_CURRENT_TEST'].rsplit(' ', 1)[0]})" if c.env.get("PYTEST_CURRENT_TEST") else ""
         name = "compile_threads" if "THREADS" in what or "threads" in what else "worker_start_method"
