@@ -293,10 +293,9 @@ class Process:
         self.guard = False
         self.python = ""
         self.argv: list[str] = []  # its command line as recorded (interpreter first)
-        # Where it was when last seen, from the last record it wrote (not process_exit; read through last_seen()):
-        # the Call of a call or blocked record, or of the return that ended it (last_return), else the record's
-        # LastSeen. Never the record: a long log's every record would then stay alive until its writer's next one,
-        # and be freed there, long after it was read; a Call is kept anyway.
+        # Where it was when last seen (read through last_seen()), from its last record but process_exit: the Call of a
+        # call, a blocked record or the return that ended it (last_return), else a LastSeen; never the record, which
+        # would keep a long log's every record alive until its writer's next one (a Call is kept anyway).
         self.last: LastSeen | Call | None = None
         self.last_return = False
         self.mem: list[tuple[float, int, int]] = []  # watcher's (ts, pss, uss) samples, bytes
