@@ -327,10 +327,8 @@ class Process:
         self.count_callers: dict[str, Any] = {}  # counted target -> its last call's user frame
         self.dropped = 0  # records it could not write, as it last said (each saying is the count so far)
         self.jobs_run: list[JobSpan] = []  # a pool worker: the jobs it took, in order (job records)
-        # the signals it sent (signal_sent records, in order); one whose call failed carries its `error`
-        self.sent: list[dict[str, Any]] = []
-        # the workers its torch compile executor started, as it named them (worker_spawned): (pid, when named)
-        self.spawned: list[tuple[int, float]] = []
+        self.sent: list[dict[str, Any]] = []  # the signals it sent (signal_sent, in order); a failed one has `error`
+        self.spawned: list[tuple[int, float]] = []  # workers its compile executor named (worker_spawned): (pid, when)
 
     @property
     def run_id(self) -> str:
