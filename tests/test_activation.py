@@ -189,8 +189,9 @@ LATER_IN_A_FORK = textwrap.dedent("""
 def test_a_fork_child_makes_the_later_modules_without_an_import(pack: str, log: Path, tmp_path: Path) -> None:
     """wp_autotrace.LATER's modules: none made at a plain traced start, even of a -c program of several lines in a
     non-ASCII cwd (its process_start escapes both); a forked child that calls os.kill and warns has both, each
-    with importlib's loader (host_calls made by the parent before the fork), and no finder is asked. Its warning is a tracer_error record (a descendant). With no
-    pack (-B, an empty pycache prefix) their loader reads them then: still no finder."""
+    with importlib's loader (host_calls made by the parent before the fork), and no finder is asked. Its warning
+    is a tracer_error record (a descendant). With no pack (-B, an empty pycache prefix) their loader reads them
+    then: still no finder."""
     cwd = tmp_path / "caf\u00e9 \U0001f600"
     cwd.mkdir()
     log.touch(mode=0o600)  # a descendant opens the log its root made
