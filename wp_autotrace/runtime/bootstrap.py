@@ -135,7 +135,7 @@ def read_settings() -> "Settings":
 def _say_notes(settings: "Settings") -> None:
     """The settings' notes, in the root only, once per run; when tracing stays off, mark the environment
     so that descendants (which inherit the same values) stay silent. Tracing on: the run's ROOT_ENV does."""
-    if not _is_root():
+    if not (settings.notes or settings.extra_targets) or not _is_root():  # nothing to say: no look for the root
         return
     notes = list(settings.notes)
     if settings.extra_targets:  # the targets module is loaded then (read_settings): no file is opened
