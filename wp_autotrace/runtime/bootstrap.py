@@ -347,9 +347,9 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
     if rt.notice is not None:
         path, rt.notice = rt.notice, None
         sys.modules[__package__ + ".guard"].print_and_remove_notice(path)  # loaded with the notice file
-    # An uncaught exception ends it (Python printed it, set sys.last_value, then ran the exit handlers): read
-    # before the wait below, while a refused thread start's tasks are still alive (reads.ended_by).
-    last = getattr(sys, "last_value", None) if how == "exit" and code is None else None
+    # An uncaught exception ends it (Python printed it, set sys.last_value, then ran the exit handlers): read before
+    # the wait, while a refused thread start's tasks live (reads.ended_by); sys's dict: getattr raised inside each time
+    last = sys.__dict__.get("last_value") if how == "exit" and code is None else None
     ended: dict[str, Any] = {}
     if last is not None:
         try:
