@@ -718,12 +718,13 @@ def test_a_job_a_quiesce_left_running_at_exit_is_told_with_the_quiesce_and_its_f
         assert "wait for the pool's jobs" not in hang["advice"], hang["advice"]
 
 
-def stuck_job_under_a_quiesce() -> LogWriter:
+def stuck_job_under_a_quiesce(ended: float | None = None) -> LogWriter:
     """pytorch#162199's shape on torch 2.13: main 100's wait (from 2.9 s) on worker 201's job (from 3.0 s, never
     ended) gave up at 19.0 s on torch's compile wait timeout; the quiesce timer had quiesced the pool at 12.0 s; at
     exit torch's shutdown (19.1 s) waited its 300 s for sidecar 150, whose own exit join (19.13 s) waited on that
     job, and raised TimeoutExpired; main exited at 319.3 s; torch's parent watchdog ended the sidecar at 379.0 s,
-    its workers at 380.0 s."""
+    its workers at 380.0 s. ended: the job's end instead (a long compile, not a hung one): the sidecar's exit join
+    returns then, and the main's shutdown 0.3 s later, its exit right after."""
     w = with_sidecar_pool()
     w.add(0.5, 100, 1, "main", "config", settings={"compile_threads": 2}, torch_version="2.13.0+cpu")
     w.lines[next(i for i, r in enumerate(w.lines) if r["event"] == "return" and r["pid"] == 100)][
@@ -739,15 +740,29 @@ def stuck_job_under_a_quiesce() -> LogWriter:
     w.add(12.001, 100, 1, "main", "return", call_id=3, duration_s=0.001)
     call(w, 12.01, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._quiesce", 2, 12.02)
     err = "TimeoutExpired: Command '['python', '__main__.py']' timed out after 300 seconds"
+    back = ended + 0.3 if ended is not None else 319.1
     for cid, target in ((10, f"{AC}:shutdown_compile_workers"), (11, f"{SP}:SubprocPool.shutdown")):
         w.add(19.1, 100, 1, "main", "call", target=target, call_id=cid, thread="MainThread", stack=[], caller=None,
               **({"parent_call": 10, "pending_jobs": [1]} if cid == 11 else {}))
-        w.add(319.1, 100, 1, "main", "return", call_id=cid, duration_s=300.0, error=err,
-              **({"sidecar_pid": 150} if cid == 11 else {}))
+        w.add(back, 100, 1, "main", "return", call_id=cid, duration_s=back - 19.1,
+              **({"error": err} if ended is None else {}), **({"sidecar_pid": 150} if cid == 11 else {}))
     call(w, 19.11, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 19.115)
     w.add(19.13, 150, 100, "compile-sidecar", "call", target="concurrent.futures.process:_python_exit", call_id=4,
           thread="MainThread", stack=[], caller=None,
           pool_pending=[{"worker_pids": [201, 202], "pending": 1, "jobs": [{"work_id": 1, "fn": "slowjob:hang"}]}])
+    if ended is not None:
+        job(w, ended, 201, 150, "end", 1)
+        for q in (201, 202):
+            w.add(ended + 0.05, q, 150, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
+        w.add(ended + 0.1, 150, 100, "compile-sidecar", "return", call_id=4, duration_s=ended + 0.1 - 19.13)
+        w.add(ended + 0.2, 150, 100, "compile-sidecar", "process_exit", how="exit", code=0, counts={}, dropped=0)
+        watcher(w, ended + 0.25, "tree", count=1, started=[],
+                ended=[{"pid": q, "end": T0 + ended + 0.2} for q in (150, 201, 202)])
+        w.add(ended + 0.4, 100, 1, "main", "process_exit", how="exit", code=1, counts={}, dropped=0)
+        watcher(w, ended + 0.5, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + ended + 0.5}])
+        watcher(w, ended + 0.6, "leftover", how="root-exit", count=0, pids=[], procs=[])
+        w.lines.sort(key=lambda r: r["ts"])
+        return w
     w.add(319.3, 100, 1, "main", "process_exit", how="exit", code=1, counts={}, dropped=0)
     watcher(w, 319.4, "tree", count=3, started=[], ended=[{"pid": 100, "end": T0 + 319.4}])
     watcher(w, 319.6, "leftover", how="root-exit", count=3, pids=[150, 201, 202],
@@ -780,6 +795,14 @@ def test_a_stuck_job_tells_the_exit_wait_its_quiesced_pool_made_under_it(tmp_pat
                              "quiesced at 12.0 s while the job ran.") for ln in under), rep["answer"]
     waited = "  - The main process waited 300.0 s in shutdown_compile_workers at exit"
     assert any(ln.startswith(waited) for ln in under), rep["answer"]
+    # a long compile the wait gave up on, which ended at 40 s: no hang; the exit's wait on it leads, the fix the
+    # quiesce's (not "see what the worker is doing while it hangs")
+    (tmp_path / "ended").mkdir()
+    rep = report(stuck_job_under_a_quiesce(ended=40.0), tmp_path / "ended")
+    assert rep["answer"].split("\n- ")[1].startswith("Sidecar 150's own exit waited 21.0 s for a job still running "
+                                                       "in its pool"), rep["answer"]
+    fix = " ".join(rep["answer"].split("Fix first: ", 1)[1].split())
+    assert fix.startswith("torch's exit stops a live pool's workers at once"), rep["answer"]
     assert "jobs-cut-off" not in kinds(rep), rep["answer"]
 
 

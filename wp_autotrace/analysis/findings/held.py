@@ -493,8 +493,9 @@ def exit_join_hang(v: View) -> Finding | None:
         f"At exit {p.role} {p.pid} waited {waited:.1f} s in concurrent.futures' join of its process pool's "
         f"workers{how}: a job{of} had not ended (the join began at {v.rel(c.ts):.1f} s"
         + ("; the process wrote no exit of its own" if c.end is None else "") + f").{held}",
-        # the worker whose job it waited on too: the hang of that job (pool-job-hang) is its cause (words/causes)
-        sorted({x.proc.pid for x in hung} | ({job.worker.pid} if job is not None else set())),
+        # the worker whose job it waited on too, where that job never ended: that job's hang (pool-job-hang) is then
+        # its cause (words/causes); a job that ran on and ended was no hang, and the exit's wait on it leads
+        sorted({x.proc.pid for x in hung} | ({job.worker.pid} if job is not None and not job.ended else set())),
         [f"_python_exit call at {v.rel(x.ts):.1f} s" for x in hung[:TEXT_PIDS]],
         advice, {"exit_wait_s": waited, "hang_s": waited},
         f"S{job_waited_words(v, p, waited, job)[1:]}." if job is not None else "")
