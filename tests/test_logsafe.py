@@ -126,7 +126,9 @@ def test_existing_log_must_be_private_regular_and_single_link(tmp_path: Path) ->
     """Group/other-writable or hard-linked existing logs are refused; this user's 0600 file is appended to."""
     ok = tmp_path / "ok.jsonl"
     ok.touch(0o600)
-    os.close(open_log(str(ok), create=False))
+    fd, identity = open_log(str(ok), create=False)
+    os.close(fd)
+    assert identity == (ok.stat().st_dev, ok.stat().st_ino)
     wide = tmp_path / "wide.jsonl"
     wide.touch()
     wide.chmod(0o666)
