@@ -43,3 +43,4 @@ def test_a_keyboard_interrupt_says_what_raises_one() -> None:
     assert uncaught_words("KeyboardInterrupt: ") == "an uncaught KeyboardInterrupt (Ctrl-C, or a SIGINT)"
     assert uncaught_words("ValueError: " + "x" * 300).endswith("…")
     assert uncaught_words("OSError: a\nb") == "an uncaught OSError: a"
+    assert uncaught_words("TimeoutError: ") == "an uncaught TimeoutError"  # raised with no message

@@ -153,7 +153,8 @@ def uncaught_words(error: str) -> str:
     text = text if len(text) <= 120 else text[:119] + "…"
     if text.split(":", 1)[0] == "KeyboardInterrupt":
         return "an uncaught KeyboardInterrupt (Ctrl-C, or a SIGINT)"
-    return f"an uncaught {text}"
+    # an exception raised with no message ("TimeoutError: "): its type alone, never "TimeoutError: ." in a sentence
+    return f"an uncaught {text.rstrip().removesuffix(':')}"
 
 
 def gap_words(a: str, b: str, s: float, first: bool) -> str:
