@@ -284,3 +284,29 @@ def test_signal_record_restores_what_it_found() -> None:
     finally:
         host_calls.restore_signal_record()
     assert host_objects() == before
+
+
+def test_a_replacement_answers_introspection_as_the_function_it_replaced() -> None:
+    """look_like: __name__, __doc__ and __wrapped__ from the replaced function; a replaced callable with no
+    __name__ (a partial) or one that is no str keeps the replacement's own name, and nothing raises."""
+    import functools
+
+    def fn(*args: Any) -> None:
+        """the replacement's own"""
+
+    host_patches.look_like(fn, os.execv)
+    assert (fn.__name__, fn.__doc__, fn.__wrapped__) == ("execv", os.execv.__doc__, os.execv)  # type: ignore[attr-defined]
+
+    class Odd:
+        __name__ = 3  # type: ignore[assignment]
+        __doc__ = "odd's"
+
+        def __call__(self) -> None:
+            pass
+
+    for real in (functools.partial(print), Odd()):
+        def g(*args: Any) -> None:
+            """the replacement's own"""
+
+        host_patches.look_like(g, real)
+        assert (g.__name__, g.__doc__, g.__wrapped__) == ("g", real.__doc__, real)  # type: ignore[attr-defined]

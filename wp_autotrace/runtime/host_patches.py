@@ -102,11 +102,14 @@ def drop_own_frame(exc: "BaseException") -> None:
 def look_like(fn: "Any", real: "Any") -> None:
     """fn answers introspection as real: __name__, __doc__, and inspect.signature() through
     __wrapped__ (functools.wraps' convention). Its type and repr stay a Python function's."""
-    for name in ("__name__", "__doc__"):
-        try:
-            setattr(fn, name, getattr(real, name))
-        except (AttributeError, TypeError):
-            pass
+    try:  # each on its own, not a loop of setattr/getattr by name: five of these run at every traced start
+        fn.__name__ = real.__name__
+    except (AttributeError, TypeError):
+        pass
+    try:
+        fn.__doc__ = real.__doc__
+    except (AttributeError, TypeError):
+        pass
     fn.__wrapped__ = real
 
 
