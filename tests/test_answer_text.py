@@ -651,6 +651,7 @@ def test_what_a_killed_main_left_running_is_told_under_the_kill(tmp_path: Path) 
     lines = report(with_root_killed(), tmp_path)["answer"].splitlines()
     assert lines[0] == ("- The main process ended without process_exit (killed, or os._exit). What follows from "
                         "it:"), lines
-    assert lines[1] == "  - 1 process was left running after the main process (about 280 MiB).", lines
+    assert lines[1] == ("  - 1 process was left running after the main process (about 280 MiB: RSS, its own share not "
+                        "read)."), lines
     assert sum("left running after the main process (" in x for x in lines) == 1, lines
     assert "cleanup" in next(x for x in lines if x.startswith("- Fix first: "))

@@ -306,8 +306,9 @@ def test_a_leftover_has_one_memory_figure_everywhere(tmp_path: Path) -> None:
     rep = report(w, tmp_path)
     text = render_text(rep, {})
     (left,) = [f for f in rep["findings"] if f["kind"] == "leftovers"]
-    assert "holding about 2 MiB" in left["text"]
-    assert "(about 2 MiB)" in rep["answer"]
+    # and what the figure is: its RSS (shared pages counted in full), no sweep having read its own share
+    assert "holding about 2 MiB (RSS, its own share not read)" in left["text"]
+    assert "(about 2 MiB: RSS, its own share not read)" in rep["answer"]
     (tree_line,) = [line for line in text.splitlines() if " 300 " in line and "left behind" in line]
     assert "rss 2 MiB" in tree_line and "12 MiB" not in text, tree_line
     (proc,) = [p for p in rep["processes"] if p["pid"] == 300]

@@ -70,7 +70,7 @@ class View:
         # same readings and staleness as the pools' peak, never latest figures of different moments summed; a
         # pool process never read for PSS counts as not read), plus the RSS figure of each other leftover.
         main_ends = [e for e in left_ends.values() if e is not None]
-        pooled = [p for _, p in left if p.mem or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER]
+        pooled = [p for _, p in left if _pooled(p)]
         in_pool = {p.index for p in pooled}
         self.left_point = left_at_once([p for p in pooled if p.mem], min(main_ends, default=None))
         self.left_sampled = len(pooled)
@@ -108,6 +108,11 @@ class View:
         RSS counts the pages it shares with its sidecar again). Summed over leftovers it is one moment's:
         the watcher re-reads every pool process right after the main process ends."""
         return 0 if _forked_worker(p) and not p.mem else self.held(p)
+
+    def left_by_rss(self) -> int:
+        """How many leftovers' figures in leftover_real are their RSS (no sweep read their own share): said so."""
+        return sum(1 for p in self.leftover_procs if not p.mem and self.real_left(p)
+                   and (self.left_point is None or not _pooled(p)))
 
     def held(self, p: Process) -> int:
         """p's one memory figure: a leftover's after the main process ended, else held_bytes."""
@@ -221,6 +226,12 @@ def held_bytes(p: Process) -> int:
     before its exec (a Python child about to become `sleep`) never lends it its RSS. No PSS sample taken
     after the process wrote its process_exit (memseries.lived_mem)."""
     return lived_mem(p)[-1][1] if p.mem else p.last_rss
+
+
+def _pooled(p: Process) -> bool:
+    """A leftover counted in the leftovers' at-once point (View.left_point) where it was read, and as not read
+    where it was not: a pool process, or one read for PSS."""
+    return bool(p.mem) or p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER
 
 
 def held_kind(p: Process) -> str:

@@ -194,19 +194,23 @@ def _killed_launcher(v: View, r: Run, kids: list[Process]) -> tuple[str, str, di
 
 
 def left_read_text(v: View) -> str:
-    """When the leftovers' memory is not all of them read at one moment after the main process ended, which
-    moment and how many ('' when it is): their figure is one at_once point (View.left_point), never latest
-    figures of different moments summed, so it says what it covers."""
+    """What the leftovers' memory figure is, where it is not simply their real memory read at one moment after the
+    main process ended ('' where it is): the RSS of those no sweep read for their own share (PSS: the watcher reads
+    pool processes'; RSS counts the pages a process shares with others in full, 8.1 MiB for a helper whose own
+    share was 2.8), and for the ones read, which moment and how many: their figure is one at_once point
+    (View.left_point), never latest figures of different moments summed, so it says what it covers."""
+    n_left, by_rss = len(v.leftover_procs), v.left_by_rss()
+    said = [] if not by_rss else [
+        ("RSS, their own share not read" if n_left > 1 else "RSS, its own share not read")
+        if by_rss >= n_left else f"RSS for {by_rss} of them, their own share not read"]
     pt, n = v.left_point, v.left_sampled
-    if pt is None:
-        return ""
     ends = [r.root.ended_at for r in v.runs if r.root is not None and r.root.ended_at is not None]
-    before = bool(ends) and pt.ts < min(ends)
-    if pt.read >= n and not before:
-        return ""
-    who = f"{pt.read} of the {n}" if pt.read < n else f"all {n}"
-    when = "before the main process ended" if before else "after the main process ended"
-    return f" ({who} read together, at {v.rel(pt.ts):.1f} s, {when})"
+    before = pt is not None and bool(ends) and pt.ts < min(ends)
+    if pt is not None and (pt.read < n or before):
+        who = f"{pt.read} of the {n}" if pt.read < n else f"all {n}"
+        when = "before the main process ended" if before else "after the main process ended"
+        said.append(f"{who} read together, at {v.rel(pt.ts):.1f} s, {when}")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def _provisional(v: View) -> str:
