@@ -28,8 +28,9 @@ from .state import STATE_KINDS, exit_code_words, main_killed, state_words
 
 # Bullets of problems after the lead (the rest are in Findings).
 MORE_PROBLEMS = 1
-# Kinds told before anything else when they rank first (the run's pools, its exit code).
-FIRST_KINDS = ("oom-killed",)
+# Kinds told before anything else when they rank first (the run's pools, its exit code): each is what ended the
+# program, so its exit line (an uncaught BrokenProcessPool, a code) follows it as the symptom.
+FIRST_KINDS = ("oom-killed", "spawn-main-reimport")
 OVERRIDDEN = "setting-overridden"
 # Kinds the pools' story tells (_pool_lead), not again as a problem bullet of their own.
 POOL_KINDS = ("idle-pool", "nested-pools")
