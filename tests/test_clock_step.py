@@ -136,3 +136,30 @@ def test_a_forked_child_after_a_step_is_one_process(tmp_path: Path) -> None:
     assert abs(starts[0]["create_time"] - tree[0]["create_time"] - STEP_S) < 0.015  # the step is in the log
     procs = _of(build(read_logs([str(log)]).records), child)
     assert len(procs) == 1 and procs[0].traced, [(p.create_time, p.traced) for p in procs]
+
+
+def test_the_watcher_claims_a_process_on_its_own_clock(tmp_path: Path) -> None:
+    """The watcher's claim of a process_start (a traced process of the run outside the root's tree joins by it)
+    is its start ticks on the watcher's clock, which the test computes from its own reading of the boot time
+    (wall clock minus CLOCK_BOOTTIME): the create time written STEP_S ahead matched no tree entry."""
+    import json
+    import os
+    import time
+
+    from wp_autotrace.watcher.logwatch import LogWatch
+
+    log = tmp_path / "log.jsonl"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        watch = LogWatch(fd, str(log), "h", "r1", 100, 0)
+        tick = os.sysconf("SC_CLK_TCK")
+        ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * tick) - 50
+        t1 = time.time()
+        up = time.clock_gettime(time.CLOCK_BOOTTIME)
+        boot = (t1 + time.time()) / 2 - up
+        rec = {"event": "process_start", "ts": t1, "pid": 201, "host": "h", "run": "r1", "role": "child",
+               "create_time": round(boot + STEP_S + ticks / tick, 2), "start_ticks": ticks}
+        watch._read_record(json.dumps(rec).encode())
+        assert abs(watch.claimed[201] - (boot + ticks / tick)) < 0.015, (watch.claimed, boot)
+    finally:
+        os.close(fd)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ..common.procfs import same_process
+from ..common.procfs import boot_time, clock_create_time, same_process
 from ..common.vocab import AUTOTUNE_WORKER, COMPILE_WORKER, JOB_ERROR, QUACK_WORKER, WORKER_SPAWNED
 from ..runtime.sink import Sink
 
@@ -240,7 +240,7 @@ class LogWatch:
             if rec.get("role") in SAID_ROLES and isinstance(rec.get("ts"), float):
                 self.roles[pid] = (rec["ts"], rec["role"])
             if isinstance(rec.get("create_time"), float):
-                self.claimed[pid] = rec["create_time"]
+                self.claimed[pid] = _on_my_clock(rec)
                 if isinstance(rec.get("ppid"), int):
                     self.creators[pid] = rec["ppid"]
         elif event == "return" and isinstance(pid, int) and isinstance(rec.get("ts"), float) \
@@ -255,3 +255,14 @@ class LogWatch:
             for p in below if isinstance(below, list) else []:
                 if isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("create_time"), float):
                     self.below[p["pid"]] = p["create_time"]
+
+
+def _on_my_clock(rec: dict[str, Any]) -> float:
+    """A process_start's create time on this watcher's clock, its start ticks turned as the tree turns every
+    entry's (procfs.ProcClock: this process's one boot time and tick): a process that read the boot time after a
+    wall-clock step (NTP, a VM resumed) wrote its create time the step away from the watcher's entry of it, and
+    its claim matched nothing. A record without start_ticks (an older tracer): its create time as written."""
+    ticks = rec.get("start_ticks")
+    if type(ticks) is int and ticks >= 0:
+        return clock_create_time(str(ticks).encode(), os.sysconf("SC_CLK_TCK"), boot_time())
+    return float(rec["create_time"])
