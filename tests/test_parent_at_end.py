@@ -4,10 +4,14 @@ is whoever took it last."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from wp_autotrace.analysis.fold.fold import build
 from wp_autotrace.analysis.read.logread import read_logs
+from wp_autotrace.cli.main import main
 
 from .logs import T0, LogWriter, start, watcher
 
@@ -35,3 +39,15 @@ def test_a_parent_read_after_its_child_is_not_a_later_owner_of_its_pid(tmp_path:
     assert child.parent is not None and child.parent.name == "launcher", child.parent and child.parent.name
     other = next(p for p in model.processes if p.name == "other")
     assert child not in other.children
+
+
+def test_a_shuffled_launch_is_one_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """One torchrun launch's log with its lines shuffled (fixtures/odd/shuffled_launch.jsonl), read as the command
+    reads it (a stream, reordered within its window): records of sidecar 3100 and of its worker 3102 read before
+    their process_start leave processes known only from records, with no create time. A first record is no start:
+    a parent looked up at the log's end is never such a process where one with a create time had started by
+    then, and the report holds one run, not a phantom one (run "?", "end not seen") of the record-only ones."""
+    log = Path(__file__).parent / "fixtures" / "odd" / "shuffled_launch.jsonl"
+    assert main(["report", "--json", str(log)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in rep["runs"]] == ["r1"], [r["id"] for r in rep["runs"]]

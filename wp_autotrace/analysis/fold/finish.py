@@ -79,17 +79,20 @@ def parent_at_start(reg: Registry, p: Process) -> Process | None:
     """p's parent, looked up after the last record: the process of its ppid that had started by p's start (create
     times are rounded: CREATE_ROUNDING_S), the latest started of them (an earlier one had ended for the pid to be
     taken again). The latest process of the pid, then, may be one that took it after p started: never p's
-    parent. With p's start unknown, that latest one."""
-    if p.start is None:
-        q = reg.current.get((p.host, p.ppid)) if p.ppid is not None else None
-        return q if q is not p else None
-    by = p.start + CREATE_ROUNDING_S
+    parent. Only a create time says when a process started (a process known only from a record that came before
+    its process_start, in a log out of order, has none: its first record is no start); where no process of the
+    pid has one by then, or p's start is unknown, that latest one."""
     best: Process | None = None
-    for q in reg.all_by_pid.get((p.host, p.ppid), ()) if p.ppid is not None else ():
-        if q is not p and (q.start is None or q.start <= by) and (
-                best is None or (q.start or 0.0) >= (best.start or 0.0)):
-            best = q
-    return best
+    if p.start is not None and p.ppid is not None:
+        by = p.start + CREATE_ROUNDING_S
+        for q in reg.all_by_pid.get((p.host, p.ppid), ()):
+            born = q.create_time
+            if q is not p and born is not None and born <= by and (best is None or born >= (best.create_time or 0)):
+                best = q
+    if best is not None:
+        return best
+    latest = reg.current.get((p.host, p.ppid)) if p.ppid is not None else None
+    return latest if latest is not p else None
 
 
 def finish_pools(reg: Registry) -> None:
