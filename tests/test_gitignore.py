@@ -31,6 +31,18 @@ def test_left_behind_files_are_ignored(path: str) -> None:
     assert res.returncode == 0, f"{path} is not ignored by .gitignore"
 
 
+def test_a_log_kept_as_a_tests_fixture_is_not_ignored() -> None:
+    """Logs are ignored (*.jsonl: every traced run writes one), but a log under tests/fixtures is a test's input:
+    ignored, `git add` leaves it out without a word and every clone fails that test."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    for path in ("tests/fixtures/odd/a_new_case.jsonl", "tests/fixtures/x/y/z.jsonl"):
+        res = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT, timeout=60)
+        assert res.returncode == 1, f"{path} is ignored by .gitignore"
+    res = subprocess.run(["git", "check-ignore", "--no-index", "-q", "tests/run.jsonl"], cwd=ROOT, timeout=60)
+    assert res.returncode == 0, "a log elsewhere in tests/ is no longer ignored"
+
+
 def test_the_tests_venvs_are_made_outside_the_checkout() -> None:
     """The per-Python venvs of tests/test_subinterp.py (about 76 MB each) are made in a cache folder
     outside the checkout: nothing of theirs can show in `git status`, whatever the ignore rules."""
