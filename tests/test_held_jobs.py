@@ -601,6 +601,22 @@ def test_a_sidecars_own_exit_hang_names_its_pending_jobs_and_who_held_them(tmp_p
             "how many jobs were pending in this pool as the exit join began is not known.") in text, text
 
 
+def exit_shutdown(w: LogWriter, at: float, back: tuple[float, float], fn: str, error: str | None = None) -> None:
+    """Main 100's exit at `at`: torch's atexit shutdown_compile_workers, inside it SubprocPool.shutdown with job 1
+    pending, returning at back's times (with error, where the wait raised); sidecar 150's stop 0.01 s later and its
+    exit join (concurrent.futures' _python_exit, capturing job 1 running fn in workers 201/202) from at + 0.03."""
+    calls = ((10, f"{AC}:shutdown_compile_workers", back[0]), (11, f"{SP}:SubprocPool.shutdown", back[1]))
+    for cid, target, end in calls:
+        w.add(at, 100, 1, "main", "call", target=target, call_id=cid, thread="MainThread", stack=[], caller=None,
+              **({"parent_call": 10, "pending_jobs": [1]} if cid == 11 else {}))
+        w.add(end, 100, 1, "main", "return", call_id=cid, duration_s=end - at,
+              **({"error": error} if error is not None else {}), **({"sidecar_pid": 150} if cid == 11 else {}))
+    call(w, round(at + 0.01, 3), 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, round(at + 0.015, 3))
+    w.add(round(at + 0.03, 3), 150, 100, "compile-sidecar", "call", target="concurrent.futures.process:_python_exit",
+          call_id=4, thread="MainThread", stack=[], caller=None,
+          pool_pending=[{"worker_pids": [201, 202], "pending": 1, "jobs": [{"work_id": 1, "fn": fn}]}])
+
+
 def quiesced_job_at_exit() -> LogWriter:
     """torch 2.13; main 100's SubprocPool (sidecar 150, workers 201/202): 201 took slowjob:held at 3.0 s; the pool
     quiesced at 4.0 s (the executor handed off, its job running on); main's exit at 4.1 s: torch's atexit
@@ -612,16 +628,7 @@ def quiesced_job_at_exit() -> LogWriter:
     job(w, 3.0, 201, 150, "start", 1, fn="slowjob:held")
     call(w, 1.3, 150, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 4.12)
     call(w, 4.0, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._quiesce", 2, 4.01)
-    for cid, (target, end) in enumerate(((f"{AC}:shutdown_compile_workers", 10.4),
-                                         (f"{SP}:SubprocPool.shutdown", 10.39)), 10):
-        w.add(4.1, 100, 1, "main", "call", target=target, call_id=cid, thread="MainThread", stack=[], caller=None,
-              **({"parent_call": 10, "pending_jobs": [1]} if cid == 11 else {}))
-        w.add(end, 100, 1, "main", "return", call_id=cid, duration_s=end - 4.1,
-              **({"sidecar_pid": 150} if cid == 11 else {}))
-    call(w, 4.11, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 4.115)
-    w.add(4.13, 150, 100, "compile-sidecar", "call", target="concurrent.futures.process:_python_exit", call_id=4,
-          thread="MainThread", stack=[], caller=None,
-          pool_pending=[{"worker_pids": [201, 202], "pending": 1, "jobs": [{"work_id": 1, "fn": "slowjob:held"}]}])
+    exit_shutdown(w, 4.1, (10.4, 10.39), "slowjob:held")
     job(w, 10.0, 201, 150, "end", 1)
     for pid in (201, 202):
         w.add(10.05, pid, 150, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
@@ -739,17 +746,9 @@ def stuck_job_under_a_quiesce(ended: float | None = None) -> LogWriter:
           stack=[{"file": "/usr/lib/python3.11/threading.py", "line": 1002, "func": "_bootstrap"}], caller=None)
     w.add(12.001, 100, 1, "main", "return", call_id=3, duration_s=0.001)
     call(w, 12.01, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._quiesce", 2, 12.02)
-    err = "TimeoutExpired: Command '['python', '__main__.py']' timed out after 300 seconds"
     back = ended + 0.3 if ended is not None else 319.1
-    for cid, target in ((10, f"{AC}:shutdown_compile_workers"), (11, f"{SP}:SubprocPool.shutdown")):
-        w.add(19.1, 100, 1, "main", "call", target=target, call_id=cid, thread="MainThread", stack=[], caller=None,
-              **({"parent_call": 10, "pending_jobs": [1]} if cid == 11 else {}))
-        w.add(back, 100, 1, "main", "return", call_id=cid, duration_s=back - 19.1,
-              **({"error": err} if ended is None else {}), **({"sidecar_pid": 150} if cid == 11 else {}))
-    call(w, 19.11, 150, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 3, 19.115)
-    w.add(19.13, 150, 100, "compile-sidecar", "call", target="concurrent.futures.process:_python_exit", call_id=4,
-          thread="MainThread", stack=[], caller=None,
-          pool_pending=[{"worker_pids": [201, 202], "pending": 1, "jobs": [{"work_id": 1, "fn": "slowjob:hang"}]}])
+    timed_out = "TimeoutExpired: Command '['python', '__main__.py']' timed out after 300 seconds"
+    exit_shutdown(w, 19.1, (back, back), "slowjob:hang", timed_out if ended is None else None)
     if ended is not None:
         job(w, ended, 201, 150, "end", 1)
         for q in (201, 202):
