@@ -1,5 +1,6 @@
 """docs/report.md lists every finding kind the code can say, and its generated parts are current
-(tools/report_doc.py writes them: the kinds table always, the samples from real runs with --samples)."""
+(tools/report_doc.py writes them: the kinds table always, the samples from real runs with --samples); README's
+sample Answer is the first sample's."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from wp_autotrace.analysis.findings.kinds import KINDS, kinds_table
 from .conftest import ROOT
 
 DOC = ROOT / "docs" / "report.md"
+README = ROOT / "README.md"
 WIDTH = 100
 # What makes a Finding: the class, and findings/endings.py's helper that passes its arguments on.
 FINDING_MAKERS = ("Finding", "_finding")
@@ -39,15 +41,25 @@ def test_every_finding_kind_is_listed() -> None:
 
 
 def test_the_generator_leaves_the_page_as_it_is(tmp_path: Path) -> None:
-    """tools/report_doc.py (without --samples) reproduces the committed page: nothing hand-edited in its
-    generated parts."""
-    before = DOC.read_text()
+    """tools/report_doc.py (without --samples) reproduces the committed pages: nothing hand-edited in their
+    generated parts (docs/report.md's kinds table, README's sample Answer)."""
+    before = {page: page.read_text() for page in (DOC, README)}
     res = subprocess.run([sys.executable, str(ROOT / "tools" / "report_doc.py")], capture_output=True, text=True,
                          timeout=120)
-    after = DOC.read_text()
-    DOC.write_text(before)
+    after = {page: page.read_text() for page in before}
+    for page, text in before.items():
+        page.write_text(text)
     assert res.returncode == 0, res.stderr
     assert after == before
+
+
+def test_readme_answer_is_the_first_samples() -> None:
+    """README's sample Answer is, line for line, the Answer of docs/report.md's first sample (a real run's):
+    words the report no longer prints cannot stay in README."""
+    readme = README.read_text()
+    block = readme.split("<!-- answer-sample:", 1)[1].split("<!-- /answer-sample -->", 1)[0].split("\n", 1)[1]
+    sample = DOC.read_text().split("<!-- samples:start", 1)[1].split("```\n", 2)[1].split("\n== Run\n", 1)[0]
+    assert block == "```\n" + sample + "```\n"
 
 
 def test_samples_are_real_reports_that_fit_100_columns() -> None:

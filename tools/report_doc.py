@@ -1,7 +1,10 @@
 """Regenerate docs/report.md's generated parts: the table of finding kinds (analysis/findings/kinds.py) and, with
---samples, the sample reports, from real traced runs on this machine (torch 2.13 CPU).
+--samples, the sample reports, from real traced runs on this machine (torch 2.13 CPU); and README's sample Answer,
+which is the first sample's Answer (one home: the sample a real run printed, so README cannot keep words the report
+no longer says).
 
-    python tools/report_doc.py             # the kinds table only (fast; tests/test_report_doc.py checks it)
+    python tools/report_doc.py             # the kinds table and README's Answer (fast; tests/test_report_doc.py
+                                           # checks both)
     python tools/report_doc.py --samples   # also run the samples (about 2 minutes) and paste their reports
 
 The samples: one job that keeps its compile pool idle (as a GPU host's first Triton kernel makes it:
@@ -21,8 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "report.md"
+README = ROOT / "README.md"
 KINDS = ("<!-- kinds:start (tools/report_doc.py) -->\n", "<!-- kinds:end -->")
 SAMPLES = ("<!-- samples:start (tools/report_doc.py --samples) -->\n", "<!-- samples:end -->")
+README_ANSWER = ("<!-- answer-sample: docs/report.md's first sample's Answer, written by tools/report_doc.py; do not "
+                 "edit -->\n", "<!-- /answer-sample -->")
 TIMEOUT_S = 600
 
 IDLE_JOB = textwrap.dedent('''
@@ -41,6 +47,13 @@ def replace_between(text: str, marks: tuple[str, str], body: str) -> str:
     start = text.index(marks[0]) + len(marks[0])
     end = text.index(marks[1], start)
     return text[:start] + body + text[end:]
+
+
+def readme_answer(doc: str) -> str:
+    """README's sample: the Answer of docs/report.md's first sample (up to its Run section)."""
+    samples = doc.split(SAMPLES[0], 1)[1].split(SAMPLES[1], 1)[0]
+    first = samples.split("```\n", 2)[1]
+    return "```\n" + first.split("\n== Run\n", 1)[0] + "```\n"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -99,6 +112,7 @@ def main() -> int:
     if "--samples" in sys.argv:
         text = replace_between(text, SAMPLES, samples_text())
     DOC.write_text(text)
+    README.write_text(replace_between(README.read_text(), README_ANSWER, readme_answer(text)))
     return 0
 
 
