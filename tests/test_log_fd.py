@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 from wp_autotrace.runtime.held import HELD_FD_BELOW, HELD_FD_CEILING, hold
 from wp_autotrace.runtime.sink import Sink
 
-from .conftest import clean_env, events, read_log, run_python, tiny_tmpfs
+from .conftest import clean_env, events, read_log, run_python, tiny_tmpfs, wait_for_watcher
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a tmpfs mount)")
 
@@ -99,6 +100,31 @@ def test_a_process_recording_calls_holds_the_log_high(tmp_path: Path) -> None:
     assert ceiling - HELD_FD_BELOW <= fd < ceiling
     assert first == plain.stdout.rsplit(" ", 1)[1]
     assert [r["event"] for r in read_log(log) if r["event"] in ("call", "return")] == ["call", "return"]
+
+
+
+@pytest.mark.parametrize(("soft", "watched"), [(16, False), (67, False), (20, True)])
+def test_a_low_descriptor_limit_leaves_the_recording_process_released(tmp_path: Path, soft: int,
+                                                                      watched: bool) -> None:
+    """A soft RLIMIT_NOFILE under 2 * HELD_FD_BELOW leaves no number above the program's first ones to hold the
+    log at, so the process stays released and its open() numbers are the untraced ones (fails where the
+    descriptor the start opened, a low one, was kept as the held one: the program's first open() got the
+    next). Its watcher still starts, from the descriptor the root lends it (fails where the spawn was handed
+    the released sink's -1: "could not start the process-tree watcher" on the program's stderr)."""
+    script, log = tmp_path / "h.py", tmp_path / "run.jsonl"
+    script.write_text(HOLDER)
+    env = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_TARGETS="json:dumps",
+                    **({} if watched else {"WP_AUTOTRACE_SAMPLE_INTERVAL": "0"}))
+    # The shell is not traced: the limit is the root's own from its start, as `ulimit -n` in a job script.
+    limited = ["-c", f'ulimit -n {soft} && exec "$0" "$1"', sys.executable, str(script)]
+    res = run_python(limited, env, timeout=60, python="/bin/sh")
+    plain = run_python(limited, clean_env(WP_AUTOTRACE_LOG=str(log)), timeout=60, python="/bin/sh")
+    assert (res.returncode, res.stderr, plain.returncode) == (0, "", 0), res.stderr + plain.stderr
+    assert res.stdout == plain.stdout == f"[] {plain.stdout.split()[-1]}\n"
+    records = wait_for_watcher(log) if watched else read_log(log)
+    assert [r["event"] for r in records if r["event"] in ("call", "return")] == ["call", "return"]
+    if watched:
+        assert events(records, "watcher_start") and events(records, "tree")
 
 
 REUSE = textwrap.dedent('''

@@ -23,8 +23,8 @@ HELD_FD_BELOW = 64
 
 def hold(sink: "Any") -> None:
     """Keep a descriptor of sink's log from now on (hot writers: no open/close per record), placed high and
-    marked. Where no high number is free (a low RLIMIT_NOFILE, a full table) the sink stays released. Never
-    raises."""
+    marked. Where no high number is free (a low RLIMIT_NOFILE, a full table) the sink stays released: the
+    descriptor it held till now (the start's, a low number) is closed too. Never raises."""
     if not sink.active:
         return
     try:
@@ -38,7 +38,9 @@ def hold(sink: "Any") -> None:
         sink._mark = mark(sink.fd)
         sink.set_fast()
     except Exception:
-        if sink.fd < 0:  # stays released: the descriptor opened here is closed
+        if sink.fd == fd:  # not moved: the start's own descriptor (a low number, the program's) is let go too
+            sink.release()
+        elif sink.fd < 0:  # stays released: the descriptor opened here is closed
             try:
                 os.close(fd)
             except OSError:
@@ -47,14 +49,17 @@ def hold(sink: "Any") -> None:
 
 def place_high(fd: int) -> int:
     """fd moved to a free number near the descriptor ceiling (the old one closed); raises OSError
-    where none is free there, leaving fd as it was."""
+    where none is free there, or the program would keep fewer than HELD_FD_BELOW numbers below it, leaving fd
+    as it was."""
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     ceiling = HELD_FD_CEILING if soft == resource.RLIM_INFINITY else min(soft, HELD_FD_CEILING)
     low = ceiling - HELD_FD_BELOW
+    # Checked before fd's own number: under a low limit (< 2 * HELD_FD_BELOW) every number, the one just opened
+    # too, is one the program's first open() calls get untraced (at 67 the zone would start at 3).
+    if low < HELD_FD_BELOW:
+        raise OSError("no descriptor number free above the program's own")
     if fd >= low:
         return fd
-    if low <= 2:
-        raise OSError("no descriptor number free above the program's own")
     high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
     if high >= ceiling:
         os.close(high)

@@ -42,11 +42,20 @@ def start_watcher(runtime: "Any") -> None:
 
     os.environ[WATCHED_ENV] = runtime.run_id
     settings = runtime.settings
+    # A sink released before this (a low RLIMIT_NOFILE left its hold no high number) lends the watcher a
+    # descriptor for the spawn only: its end is where the root's process_start ended (the root has no child yet).
+    fd = sink.fd
     try:
-        started = spawn(sink.fd, sink.path or "", runtime.run_id, runtime.create_time, settings.interval,
+        if fd < 0:
+            fd = sink._open_same()
+            os.lseek(fd, 0, os.SEEK_END)
+        started = spawn(fd, sink.path or "", runtime.run_id, runtime.create_time, settings.interval,
                         settings.linger, os.environ.get(REDACT_ENV, ""), os.environ.get(EXPORT_ENV, ""))
     except OSError:
         started = False
+    finally:
+        if fd != sink.fd and fd >= 0:
+            os.close(fd)
     if not started:
         warn("could not start the process-tree watcher; no tree or leftover records", "watcher")
 
