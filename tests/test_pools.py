@@ -211,6 +211,49 @@ def test_idle_pool_finding_names_this_torchs_knobs(tmp_path: Path) -> None:
     assert "quiesce" not in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"]
 
 
+def idle_fork_pool(method: str) -> LogWriter:
+    """torch 2.13's fork/spawn pool (TORCHINDUCTOR_WORKER_START=fork|spawn): main's warm_pool made a
+    TrackedProcessPoolExecutor at train.py:12, its 2 workers ran the ready job at 1.3 s, then idled until
+    concurrent.futures stopped them at main's exit (30 s). The config has the quiesce knobs (2.13's)."""
+    tracked = "torch._inductor.compile_worker.tracked_process_pool:TrackedProcessPoolExecutor"
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    w.add(0.5, 100, 1, "main", "config", settings={**SETTINGS, "worker_start_method": method},
+          torch_version="2.13.0+cpu", knobs=KNOBS)
+    call(w, 1.0, 100, 1, "main", f"{AC}:AsyncCompile.warm_pool", 1, 1.003, caller=USER)
+    call(w, 1.001, 100, 1, "main", f"{AC}:AsyncCompile.process_pool", 2, 1.002, caller=USER, parent=1)
+    call(w, 1.0015, 100, 1, "main", f"{tracked}.__init__", 3, 1.0018, caller=USER, parent=2, max_workers=2)
+    for pid, at in ((201, 1.1), (202, 1.2)):
+        w.add(at, 100, 1, "main", "worker_spawned", worker_pid=pid)
+        start(w, at + 0.01, pid, 100, "child", forked=method == "fork")
+        w.add(at + 0.02, pid, 100, "compile-worker", "role")
+    w.add(1.3, 201, 100, "compile-worker", "job", state="start", work_id=0, fn=f"{AC}:AsyncCompile._get_ready")
+    w.add(1.31, 201, 100, "compile-worker", "job", state="end", work_id=0)
+    keep_up(w, 2.0, 29.0, [(100, 0.0, 300, 30.0), (201, 1.11, 150, 29.9), (202, 1.21, 150, 29.9)])
+    for pid in (201, 202):
+        w.add(29.9, pid, 100, "compile-worker", "process_exit", how="os._exit", counts={}, dropped=0)
+    label = f"{tracked}.submit"
+    w.add(30.0, 100, 1, "main", "process_exit", how="exit", counts={label: 1}, dropped=0,
+          count_times={label: [T0 + 1.25, T0 + 1.25]})
+    w.add(30.1, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_fork_or_spawn_pools_idle_advice_names_no_quiesce_and_no_sidecar(tmp_path: Path, method: str) -> None:
+    """torch 2.13's quiesce is SubprocPool's (async_compile.process_pool passes quiesce= to it alone): a
+    TrackedProcessPoolExecutor has no quiesce timer and no sidecar, so lowering quiesce_async_compile_time would
+    change nothing for it; its advice is the shutdown and compile_threads=1, though the config has the knobs."""
+    rep = report(idle_fork_pool(method), tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["kind"] == "executor" and pool["worker_pids"] == [201, 202]
+    f = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert "shutdown_compile_workers() after your last compile (it stops the pool's workers)" in f["advice"]
+    assert "TORCHINDUCTOR_COMPILE_THREADS=1 (now 2)" in f["advice"]
+    assert "quiesce" not in f["advice"] and "sidecar" not in f["advice"], f["advice"]
+    assert "quiesce" not in rep["answer"] and "sidecar stays" not in rep["answer"], rep["answer"]
+
+
 def test_quiesce_advice_uses_the_pools_own_setting_and_never_enables_what_is_on(tmp_path: Path) -> None:
     """Review 2 #5: the run set quiesce_async_compile_time = 3 after import; the pool captured its own delay
     (3 s) as it was made. torch 2.13 has quiesce_async_compile_pool on by default: the advice is to lower

@@ -80,7 +80,8 @@ def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
                          f"child processes inherit it; now {settings.get('compile_threads', '?')}): no pool is made",
                          f"or, in {made['dist']} {made['version']}".rstrip() + f" (its line made the pool, not "
                          f"yours), call {shutdown_path(v, p)}() after the last compile"]
-    if any("quiesce" in k for k in knobs):
+    # torch's quiesce is SubprocPool's alone: a fork/spawn pool (TrackedProcessPoolExecutor) has no timer to lower
+    if any("quiesce" in k for k in knobs) and not (st is not None and st.pool.kind == EXECUTOR):
         parts.append(_quiesce_advice(v, settings, st))
     return "; ".join(parts)
 
