@@ -655,3 +655,39 @@ def test_what_a_killed_main_left_running_is_told_under_the_kill(tmp_path: Path) 
                         "read)."), lines
     assert sum("left running after the main process (" in x for x in lines) == 1, lines
     assert "cleanup" in next(x for x in lines if x.startswith("- Fix first: "))
+
+
+def test_how_the_program_ended_is_told_after_the_pools_cause(tmp_path: Path) -> None:
+    """The bundled example's shape ended by a Ctrl-C that interrupted torch's exit wait (an uncaught
+    KeyboardInterrupt), or by an exit code: the nesting leads the Answer, how the program ended comes after the
+    causes (the user saw it; the tool's news is why), never as the first bullet."""
+    for end in ({"code": None, "error": "KeyboardInterrupt: "}, {"code": 3}):
+        w = example_shape(30)
+        root = next(r["pid"] for r in w.lines if r["event"] == "process_start" and r["role"] == "main")
+        (exit_,) = [r for r in w.lines if r["event"] == "process_exit" and r["pid"] == root]
+        exit_.update(end)
+        lines = report(w, tmp_path)["answer"].splitlines()
+        assert "nested" in lines[0], lines
+        said = [i for i, x in enumerate(lines) if "ended by an uncaught KeyboardInterrupt" in x
+                or "exited with code 3" in x]
+        assert len(said) == 1 and said[0] > 0 and lines[said[0]].startswith("- "), lines
+
+
+def test_a_child_the_watcher_saw_killed_is_not_told_unexplained(tmp_path: Path) -> None:
+    """Two children end without process_exit: 300's zombie wait status says SIGKILL (no record names who sent
+    it), 301's end has nothing to say it. The Timeline names 300's signal and keeps 'nothing explains it' for
+    301 alone."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    start(w, 1, 300, 100, "child")
+    start(w, 1, 301, 100, "child")
+    watcher(w, 4, "tree", count=2, started=[], ended=[{"pid": 300, "end": T0 + 4}, {"pid": 301, "end": T0 + 4}],
+            zombies=[{"pid": 300, "ppid": 100, "since": T0 + 4, "status": 9}])
+    w.add(5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    watcher(w, 5.3, "tree", count=0, started=[], ended=[], final=True)
+    rep = report(w, tmp_path)
+    assert rep["no_exit_pids"] == [300, 301], rep["no_exit_pids"]  # the model's list is unchanged
+    text = render_text(rep, {})
+    assert "ended by SIGKILL (its wait status; no record names the sender): 300" in text, text
+    assert "ended unseen (no process_exit, nothing explains it): 301\n" in text + "\n", text

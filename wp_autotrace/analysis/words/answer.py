@@ -177,8 +177,9 @@ def runs_answer(rep: dict[str, Any], each: list[tuple[list[str], dict[str, Any],
 
 def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str]:
     """The Answer as bullets (unwrapped), worst first: why no pool (and the compiling process's growth) when
-    none was made; the program's exit code when not 0; the worst problems by cost, the pools' story told
-    where their own problem ranks (else after the problems); then the first thing to do. order: rep's
+    none was made; the worst problems by cost, the pools' story told where their own problem ranks (else after
+    the problems); how the program ended when not plainly (its exit code, an uncaught exception); then the first
+    thing to do. order: rep's
     findings ranked (findings/rank.py), the worst first."""
     # a process the kernel killed for memory is the user's question whatever else happened: before the pools;
     # so is a setting overridden where no pool was made (why did it compile in one process?): before the no-pool
@@ -190,9 +191,6 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
         grew = growth_sentence(rep)
         if grew:
             bullets.append(grew)
-    exit_words = exit_code_words(rep)
-    if exit_words:
-        bullets.append(exit_words)
     state = state_words(rep)
     problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)
                 and f not in first]
@@ -234,6 +232,11 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     counted += sum(1 + min(len(symptoms), SYMPTOMS_TOLD) for _, symptoms in left)
     if rep["pools"] and not told:
         bullets.append(_pool_lead(rep))
+    # how the program ended (its exit code, or the exception no `run` waited for) is what the user saw: told after
+    # the causes, never above them (a Ctrl-C that interrupted torch's exit wait is that wait's symptom, under it)
+    exit_words = exit_code_words(rep)
+    if exit_words:
+        bullets.append(exit_words)
     if len(problems) > counted:
         bullets.append(f"{len(problems) - counted} more under Findings.")
     fix = fix_first(rep, order)
