@@ -18,6 +18,7 @@ from wp_autotrace.cli.cleanup.candidates import Candidate, Checker
 from wp_autotrace.cli.cleanup.sweep import Sweep, children_first
 from wp_autotrace.common.procfs import ProcReader
 
+from .clock import alive, started
 from .conftest import clean_env, events, read_log, run_python, wait_for_watcher, wait_until
 
 HOST = os.uname().nodename
@@ -46,8 +47,8 @@ def assert_never_signalled(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _alive(pid: int, create_time: float) -> bool:
-    info = ProcReader().stat(pid)
-    return info is not None and abs(info["create_time"] - create_time) < 0.015
+    """Whether pid is still the process that started at create_time, by the test's own reading now."""
+    return alive(pid, create_time)
 
 
 @pytest.fixture
@@ -126,9 +127,9 @@ def test_real_leftover_is_ended(tmp_path: Path) -> None:
 
 def test_pid_with_another_start_time_is_spared(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """The log's start time differs from the live process's by one second: refused, never signalled."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": info["create_time"] - 1,
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": began - 1,
                                                        "role": "compile-sidecar", "cmd": "python"}])
     res = _cleanup(str(log), "--grace", "1")
     assert res.returncode == 1, res.stdout + res.stderr
@@ -138,9 +139,9 @@ def test_pid_with_another_start_time_is_spared(tmp_path: Path, sleeper: subproce
 
 def test_dry_run_changes_nothing(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """--dry-run names what it would end and signals nothing; without it the same log ends the process."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": info["create_time"],
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": began,
                                                        "role": "compile-sidecar", "cmd": "python -c sleep"}])
     res = _cleanup(str(log), "--dry-run")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -162,9 +163,9 @@ def test_sigkill_after_grace(tmp_path: Path) -> None:
                             env=clean_env(), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        info = ProcReader().stat(proc.pid)
-        assert info is not None
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"]}])
+        began = started(proc.pid)
+        assert began is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": began}])
         res = _cleanup(str(log), "--grace", "0.5")
         assert res.returncode == 0, res.stdout + res.stderr
         assert f"ended: {proc.pid} child (SIGKILL after 0.5 s)" in res.stdout
@@ -176,21 +177,21 @@ def test_sigkill_after_grace(tmp_path: Path) -> None:
 
 def test_a_running_run_is_left_alone(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """While the run's main process (here: this test) is alive, nothing is signalled; exit 3."""
-    me = ProcReader().stat(os.getpid())
-    info = ProcReader().stat(sleeper.pid)
-    assert me is not None and info is not None
+    me = started(os.getpid())
+    began = started(sleeper.pid)
+    assert me is not None and began is not None
     records = [_record("process_start", os.getpid(), run=RUN, root_pid=os.getpid(), forked=False),
                _watcher("tree", os.getpid(), count=2, started=[
-                   {"pid": os.getpid(), "create_time": me["create_time"], "via": "root"},
-                   {"pid": sleeper.pid, "create_time": info["create_time"], "via": "child"}])]
+                   {"pid": os.getpid(), "create_time": me, "via": "root"},
+                   {"pid": sleeper.pid, "create_time": began, "via": "child"}])]
     log = tmp_path / "run.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log))
     assert res.returncode == 3 and "still running" in res.stdout, res.stdout + res.stderr
     # No start time for the root anywhere (no tree record): its process_start time still identifies it.
-    records[0]["ts"] = me["create_time"] + 0.5  # when the root wrote its process_start
+    records[0]["ts"] = me + 0.5  # when the root wrote its process_start
     records = [records[0], _watcher("leftover", os.getpid(), how="root-exit", count=1, pids=[sleeper.pid],
-                                    procs=[{"pid": sleeper.pid, "create_time": info["create_time"]}])]
+                                    procs=[{"pid": sleeper.pid, "create_time": began}])]
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     res = _cleanup(str(log))
     assert res.returncode == 3 and "still running" in res.stdout, res.stdout + res.stderr
@@ -222,26 +223,25 @@ def test_children_first() -> None:
 def test_never_init_itself_or_processes_outside_the_run(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """A crafted log naming init, cleanup's own parents, or a live process (right start time) that started
     before the run's root or after the record naming it: every one refused, none signalled."""
-    reader = ProcReader()
-    me, init, info = reader.stat(os.getpid()), reader.stat(1), reader.stat(sleeper.pid)
-    assert me and init and info
-    names = [{"pid": 1, "create_time": init["create_time"]},
-             {"pid": os.getpid(), "create_time": me["create_time"]}]
+    me, init, began = started(os.getpid()), started(1), started(sleeper.pid)
+    assert me and init and began
+    names = [{"pid": 1, "create_time": init},
+             {"pid": os.getpid(), "create_time": me}]
     log = _log(tmp_path / "a.jsonl", _dead_pid(), names)
     res = _cleanup(str(log), "--dry-run")
     assert res.returncode == 1 and "would end" not in res.stdout, res.stdout
     assert res.stdout.count("never a run's process") == 2
     # The sleeper, named by a record written before it started.
-    named = [{"pid": sleeper.pid, "create_time": info["create_time"]}]
+    named = [{"pid": sleeper.pid, "create_time": began}]
     stale = read_log(_log(tmp_path / "b.jsonl", _dead_pid(), named))
     for r in stale:
-        r["ts"] = info["create_time"] - 60
+        r["ts"] = began - 60
     (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stale))
     res = _cleanup(str(tmp_path / "b.jsonl"))
     assert res.returncode == 1 and "started after the record that names it" in res.stdout, res.stdout
     # The sleeper, started before the run's root did.
     later = read_log(_log(tmp_path / "c.jsonl", _dead_pid(), named))
-    later[0]["create_time"] = info["create_time"] + 5
+    later[0]["create_time"] = began + 5
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in later))
     res = _cleanup(str(tmp_path / "c.jsonl"))
     assert res.returncode == 1 and "started before the run's main process" in res.stdout, res.stdout
@@ -287,9 +287,9 @@ def test_a_leftover_that_keeps_forking_is_ended_with_its_whole_tree(tmp_path: Pa
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         wait_until(lambda: len(_pids_with(marker)) >= 4, 20, what="4 children born after the verdict")
-        info = ProcReader().stat(proc.pid)
-        assert info is not None
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+        began = started(proc.pid)
+        assert began is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": began,
                                                            "role": "compile-sidecar", "cmd": "python forker"}])
         res = _cleanup(str(log), "--grace", "2")
         assert res.returncode == 0, res.stdout + res.stderr
@@ -306,9 +306,9 @@ def test_a_leftover_that_keeps_forking_is_ended_with_its_whole_tree(tmp_path: Pa
 
 def test_dry_run_shows_the_live_command_line(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """--dry-run names the live process's command line beside the one the log holds."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": info["create_time"],
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": began,
                                                        "role": "compile-sidecar", "cmd": "python logged.py"}])
     res = _cleanup(str(log), "--dry-run")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -318,10 +318,10 @@ def test_dry_run_shows_the_live_command_line(tmp_path: Path, sleeper: subprocess
 
 def test_possible_members_are_never_signalled(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """A process that only shares the root's group or session (tree.possible) is not the run's to end."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
+    began = started(sleeper.pid)
+    assert began is not None
     root = _dead_pid()
-    entry = {"pid": sleeper.pid, "create_time": info["create_time"], "ppid": 1, "via": "group"}
+    entry = {"pid": sleeper.pid, "create_time": began, "ppid": 1, "via": "group"}
     records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
                _watcher("tree", root, count=1, started=[], ended=[], possible=[entry]),
                _record("process_exit", root, how="exit"),
@@ -338,10 +338,10 @@ def test_possible_members_are_never_signalled(tmp_path: Path, sleeper: subproces
 def test_pending_verdict_uses_the_last_sample_and_says_so(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """The main process ended and the watcher's leftover is not written yet: cleanup says so, and ends
     what the last sample after that end showed alive."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
+    began = started(sleeper.pid)
+    assert began is not None
     root = _dead_pid()
-    entry = {"pid": sleeper.pid, "create_time": info["create_time"], "ppid": root, "via": "child"}
+    entry = {"pid": sleeper.pid, "create_time": began, "ppid": root, "via": "child"}
     # The watcher is this test process (alive, started before its watcher_start): its verdict may still come.
     records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
                {**_watcher("watcher_start", root, interval=0.1, linger=60.0), "pid": os.getpid()},
@@ -367,12 +367,11 @@ def test_each_log_judged_by_its_own_owner(tmp_path: Path) -> None:
     victim = subprocess.Popen([sys.executable, "-c", SLEEPER], env=clean_env(), stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        reader = ProcReader()
-        a, b = reader.stat(mine.pid), reader.stat(victim.pid)
+        a, b = started(mine.pid), started(victim.pid)
         assert a is not None and b is not None
-        own = _log(tmp_path / "own.jsonl", _dead_pid(), [{"pid": mine.pid, "create_time": a["create_time"]}])
+        own = _log(tmp_path / "own.jsonl", _dead_pid(), [{"pid": mine.pid, "create_time": a}])
         planted = _log(tmp_path / "planted.jsonl", _dead_pid(), [{"pid": victim.pid,
-                                                                   "create_time": b["create_time"]}])
+                                                                   "create_time": b}])
         os.chown(planted, 65534, 65534)  # nobody's
         res = _cleanup(str(own), str(planted), "--grace", "5")
         assert res.returncode == 1, res.stdout + res.stderr
@@ -463,10 +462,10 @@ def test_a_reused_pid_during_the_grace_is_never_walked(tmp_path: Path) -> None:
     try:
         assert stubborn.stdout is not None and stubborn.stdout.readline() == b"ready\n"
         reader = ProcReader()
-        a, b = reader.stat(quick.pid), reader.stat(stubborn.pid)
+        a, b = started(quick.pid), started(stubborn.pid)
         assert a is not None and b is not None
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": quick.pid, "create_time": a["create_time"]},
-                                                         {"pid": stubborn.pid, "create_time": b["create_time"]}])
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": quick.pid, "create_time": a},
+                                                         {"pid": stubborn.pid, "create_time": b}])
         cl = subprocess.Popen([sys.executable, "-m", "wp_autotrace", "cleanup", "--grace", "4", str(log)],
                               env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         assert quick.wait(30) == -signal.SIGTERM  # reaped here, so its pid is free
@@ -571,12 +570,12 @@ def test_a_live_process_the_log_names_is_never_counted_as_gone(tmp_path: Path,
                                                               sleeper: subprocess.Popen[bytes]) -> None:
     """The log names a live process as the run's (its own process_start) that the verdict does not list:
     it is not proven left behind, so it is not signalled, but cleanup does not say the tree is empty."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
+    began = started(sleeper.pid)
+    assert began is not None
     root = _dead_pid()
     records = [_record("process_start", root, run=RUN, root_pid=root, forked=False, argv=["python"]),
                {**_record("process_start", sleeper.pid, run=RUN, root_pid=root, forked=True, argv=["python"],
-                          create_time=info["create_time"]), "ppid": root, "role": "child"},
+                          create_time=began), "ppid": root, "role": "child"},
                _record("process_exit", root, how="exit"),
                _watcher("leftover", root, how="root-exit", count=0, pids=[], procs=[])]
     log = tmp_path / "run.jsonl"
@@ -589,9 +588,9 @@ def test_a_live_process_the_log_names_is_never_counted_as_gone(tmp_path: Path,
 
 def test_one_process_in_several_logs_is_counted_once(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """review1 #7: the same log given twice names one process: one candidate, one count, one line."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": info["create_time"]}])
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": sleeper.pid, "create_time": began}])
     res = _cleanup(str(log), str(log), "--dry-run")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "1 process(es) left behind" in res.stdout and res.stdout.count(f"would end: {sleeper.pid}") == 1
@@ -602,9 +601,9 @@ def test_a_claim_refused_by_one_log_is_refused_whatever_the_order(tmp_path: Path
                                                                   sleeper: subprocess.Popen[bytes]) -> None:
     """review1 #7: root's log and a planted copy both name root's process. Whatever the order: one process,
     refused (a log whose owner does not own it names it), both claims said, exit 1, nothing signalled."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    procs = [{"pid": sleeper.pid, "create_time": info["create_time"]}]
+    began = started(sleeper.pid)
+    assert began is not None
+    procs = [{"pid": sleeper.pid, "create_time": began}]
     root = _dead_pid()
     own, planted = _log(tmp_path / "own.jsonl", root, procs), _log(tmp_path / "planted.jsonl", root, procs)
     os.chown(planted, 65534, 65534)
@@ -629,12 +628,11 @@ def test_a_refused_leftover_is_said_refused_not_unproven(tmp_path: Path, sleeper
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     try:
-        reader = ProcReader()
-        a, b = reader.stat(theirs.pid), reader.stat(sleeper.pid)
+        a, b = started(theirs.pid), started(sleeper.pid)
         assert a is not None and b is not None
-        mine = _log(tmp_path / "mine.jsonl", _dead_pid(), [{"pid": theirs.pid, "create_time": a["create_time"]}])
+        mine = _log(tmp_path / "mine.jsonl", _dead_pid(), [{"pid": theirs.pid, "create_time": a}])
         planted = _log(tmp_path / "planted.jsonl", _dead_pid(), [{"pid": sleeper.pid,
-                                                                   "create_time": b["create_time"]}])
+                                                                   "create_time": b}])
         os.chown(planted, NOBODY, NOBODY)
         for log, pid, why in ((mine, theirs.pid, f"owned by uid {NOBODY}, not you"),
                               (planted, sleeper.pid, f"owned by uid 0, while the log that names it is uid {NOBODY}'s")):
@@ -659,10 +657,10 @@ def test_each_grace_wait_is_capped_by_the_budget() -> None:
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        info = ProcReader().stat(proc.pid)
-        assert info is not None
+        began = started(proc.pid)
+        assert began is not None
         sweep = Sweep(Checker(), dry_run=False, grace=60.0, say=lambda text: None)
-        sweep.admit(Candidate(RUN, HOST, proc.pid, info["create_time"], "child", "python", None, None, None))
+        sweep.admit(Candidate(RUN, HOST, proc.pid, began, "child", "python", None, None, None))
         assert proc.pid in sweep.targets
         sweep.deadline = time.monotonic() + 0.5
         start = time.monotonic()
@@ -742,9 +740,9 @@ def test_cleanup_ended_by_a_signal_mid_walk_leaves_nothing_stopped(tmp_path: Pat
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
         kids = [int(k) for k in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
-        info = ProcReader().stat(proc.pid)
-        assert info is not None and len(kids) == 1
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+        began = started(proc.pid)
+        assert began is not None and len(kids) == 1
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": began,
                                                            "role": "compile-sidecar", "cmd": "python parent"}])
         res = run_python(["-c", TERM_AT_FOUND, str(log)], clean_env(), timeout=60)
         assert res.returncode == -signal.SIGTERM, res.stdout + res.stderr

@@ -11,12 +11,10 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
-from wp_autotrace.common.procfs import ProcReader
-
 from . import test_cleanup
+from .clock import boot_id, boot_now, started
 from .conftest import clean_env, events, report_json, run_python, wait_for_watcher, wait_until
 from .test_cleanup import (
     RUN,
@@ -35,27 +33,13 @@ sleeper = test_cleanup.sleeper  # the fixture: a long-lived untraced process thi
 STEP_S = 5.0
 
 
-def _boot() -> float:
-    """This boot's start on the wall clock, read here (the tightest of a few bracketed reads)."""
-    spans = []
-    for _ in range(5):
-        t1 = time.time()
-        up = time.clock_gettime(time.CLOCK_BOOTTIME)
-        t2 = time.time()
-        spans.append((t2 - t1, (t1 + t2) / 2 - up))
-    return min(spans)[1]
-
-
-def _boot_id() -> str:
-    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-
-
-def _stepped_log(path: Path, pid: int, create_time: float, boot_id: str) -> Path:
-    """A run whose verdict lists pid, written on a clock STEP_S behind: its watcher_start says so."""
+def _stepped_log(path: Path, pid: int, create_time: float, of_boot: str) -> Path:
+    """A run whose verdict lists pid, written on a clock STEP_S behind: its watcher_start says so (of_boot: its
+    boot id)."""
     root = _dead_pid()
     log = _log(path, root, [{"pid": pid, "create_time": round(create_time - STEP_S, 2), "role": "child",
                              "cmd": "python"}])
-    start = _watcher("watcher_start", root, interval=0.1, linger=60, boot=_boot() - STEP_S, boot_id=boot_id)
+    start = _watcher("watcher_start", root, interval=0.1, linger=60, boot=boot_now() - STEP_S, boot_id=of_boot)
     log.write_text(json.dumps(start) + "\n" + log.read_text())
     return log
 
@@ -63,9 +47,9 @@ def _stepped_log(path: Path, pid: int, create_time: float, boot_id: str) -> Path
 def test_a_leftover_after_a_clock_step_is_ended(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """The log's clock (its watcher's boot time, this boot) is 5 s behind cleanup's: the leftover is the same
     process by its start ticks, and is ended; cleanup says the clock moved. It refused it as "pid reused"."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, info["create_time"], _boot_id())
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, began, boot_id())
     res = _cleanup(str(log), "--grace", "5")
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"ended: {sleeper.pid} child" in res.stdout and "pid reused" not in res.stdout
@@ -76,9 +60,9 @@ def test_a_leftover_after_a_clock_step_is_ended(tmp_path: Path, sleeper: subproc
 def test_another_boots_clock_is_not_used(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """The same log from another boot (its boot id not this one's): its pids are not this boot's processes,
     and its clock says nothing of them: refused, never signalled, and not worded as certain."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, info["create_time"], "0" * 8 + _boot_id()[8:])
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, began, "0" * 8 + boot_id()[8:])
     res = _cleanup(str(log), "--grace", "1")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "pid reused, or the wall clock stepped since the run" in res.stdout
@@ -88,14 +72,14 @@ def test_another_boots_clock_is_not_used(tmp_path: Path, sleeper: subprocess.Pop
 def test_on_the_logs_clock_a_reused_pid_is_still_refused(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
     """On the log's clock the live process started 1 s off the log's: a reused pid, said as one, never
     signalled."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
-    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, info["create_time"] - 1.0, _boot_id())
+    began = started(sleeper.pid)
+    assert began is not None
+    log = _stepped_log(tmp_path / "run.jsonl", sleeper.pid, began - 1.0, boot_id())
     res = _cleanup(str(log), "--grace", "1")
     assert res.returncode == 1, res.stdout + res.stderr
     assert f"refused: {sleeper.pid} child: pid reused: the live process started at" in res.stdout
     assert_never_signalled(sleeper)
-    assert _alive(sleeper.pid, info["create_time"])
+    assert _alive(sleeper.pid, began)
 
 
 # cleanup run after a +STEP_S step: its boot time (computed once per process, env.boot_time) STEP_S later.
@@ -112,7 +96,7 @@ def test_a_real_runs_leftover_is_ended_by_a_cleanup_after_a_clock_step(tmp_path:
     try:
         recs = wait_for_watcher(log, 20, event="leftover")
         (start,) = events(recs, "watcher_start")
-        assert abs(start["boot"] - _boot()) < 0.02 and start["boot_id"] == _boot_id()
+        assert abs(start["boot"] - boot_now()) < 0.02 and start["boot_id"] == boot_id()
         assert pid in events(recs, "leftover")[0]["pids"]
         res = run_python(["-c", STEPPED_CLEANUP.format(step=STEP_S), "cleanup", str(log), "--grace", "5"],
                          clean_env(), timeout=60)
@@ -137,12 +121,12 @@ def test_a_report_after_a_clock_step_finds_the_live_main_alive(tmp_path: Path,
                                                                 sleeper: subprocess.Popen[bytes]) -> None:
     """A run whose main (a live process here) the log saw no end of, its log written on a clock 5 s behind:
     the report's own look finds it alive (it said "gone ... another process has it now": a false end)."""
-    info = ProcReader().stat(sleeper.pid)
-    assert info is not None
+    began = started(sleeper.pid)
+    assert began is not None
     pid = sleeper.pid
     records = [_record("process_start", pid, run=RUN, root_pid=pid, forked=False, argv=["python"],
-                       create_time=round(info["create_time"] - STEP_S, 2)),
-               _watcher("watcher_start", pid, interval=0.1, linger=60, boot=_boot() - STEP_S, boot_id=_boot_id())]
+                       create_time=round(began - STEP_S, 2)),
+               _watcher("watcher_start", pid, interval=0.1, linger=60, boot=boot_now() - STEP_S, boot_id=boot_id())]
     log = tmp_path / "run.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     (run,) = report_json(log)["runs"]

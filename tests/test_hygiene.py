@@ -190,17 +190,16 @@ def test_old_logs_leak_no_secret_into_any_output(tmp_path: Path) -> None:
 
 def test_cleanup_dry_run_masks_the_live_command_line(tmp_path: Path) -> None:
     """--dry-run shows a live process's command line: masked as the log's is."""
-    from wp_autotrace.common.procfs import ProcReader
-
+    from .clock import started
     from .test_cleanup import _cleanup, _dead_pid, _log
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--token", "live-SECRET-1",
                              "postgres://u:live-SECRET-2@h/x"], env=clean_env(), stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        info = ProcReader().stat(proc.pid)
-        assert info is not None
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+        began = started(proc.pid)
+        assert began is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": began,
                                                            "role": "compile-sidecar", "cmd": "python x"}])
         res = _cleanup(str(log), "--dry-run")
         assert res.returncode == 0, res.stdout + res.stderr
