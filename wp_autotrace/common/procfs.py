@@ -106,6 +106,8 @@ class ProcClock:
 
 DEAD_STATES = (b"Z", b"X")  # zombie or dead: exited, only not yet reaped
 ZOMBIE = b"Z"
+# A thread that cannot fork now: stopped by a signal (T), by a tracer (t), or exiting (Z, X).
+STOPPED_STATES = (b"T", b"t", *DEAD_STATES)
 CMDLINE_BYTES = 65536  # a command line read per process (the tree record keeps far less)
 # A child's environment read per process, for its secret values only (environ_secrets, below):
 # bounded so a huge environment costs one read; a secret past it is not searched for.
@@ -277,6 +279,24 @@ class ProcReader:
                 "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
                 "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION])),
                 "image": int(fields[STAT_ARG_START]) if len(fields) > STAT_ARG_START else 0}
+
+    @staticmethod
+    def stopped(pid: int) -> bool:
+        """Has pid stopped forking: every thread stopped (T: a group stop, t: a tracer's) or exiting (Z, X),
+        or the process gone? False while one runs, or where a thread's state cannot be read (not known)."""
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError as exc:
+            return exc.errno in GONE_ERRNOS
+        for tid in tids:
+            try:
+                data = _read(f"/proc/{pid}/task/{tid}/stat", pid=pid, strict=True)  # None: that thread is gone
+            except Unreadable:
+                return False  # out of fds, say: its state is not known
+            parsed = None if data is None else split_stat(data, STAT_RSS + 1)
+            if data is not None and (parsed is None or parsed[1][STAT_STATE] not in STOPPED_STATES):
+                return False
+        return True
 
     def zombie(self, pid: int) -> dict[str, Any] | None:
         """A defunct process's {ppid, create_time, status}: it has ended and its parent has not reaped it

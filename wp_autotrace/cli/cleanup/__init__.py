@@ -16,7 +16,9 @@ the kernel has pidfds the process is pinned first and signalled through the
 pidfd, so it cannot be swapped for another between the check and the kill.
 
 The run's tree is then ended in rounds: each round stops (SIGSTOP) every
-live target and walks /proc children from each, so that descendants born
+live target, waits until each has stopped (kill() only queues the signal: a
+fork in flight finishes first, and a child read too early would be orphaned
+unseen once its parent ended), and walks /proc children from each, so that descendants born
 after the verdict (children of a member are members) join, and a process that
 keeps forking cannot outrun the walk; then SIGTERM, children first, SIGCONT,
 a grace period, SIGKILL. A child joins only while its parent is a live member

@@ -25,6 +25,9 @@ CLEAN = 0  # every candidate ended or was already gone
 REFUSED = 1  # some candidate was refused (pid reused, other owner/host) or survived SIGKILL
 
 POLL_S = 0.05
+# A member takes SIGSTOP within moments; one in uninterruptible sleep (D) takes it only when that ends: bounded.
+STOP_WAIT_S = 2.0
+STOP_POLL_S = 0.005  # most members have stopped by the first look: the wait is short and on the walk's path
 KILL_WAIT_S = 2.0  # after SIGKILL the kernel needs only a moment; bounded anyway
 NAMED_MEMBER = "the log names it as the run's"  # and not as left behind (the package's _named_how)
 CLEANUP_BUDGET_S = 120.0
@@ -232,6 +235,7 @@ class Sweep:
         while frontier:
             if not self.dry_run:
                 self.send(frontier, signal.SIGSTOP)  # a stopped process cannot fork while we walk
+                self.wait_stopped(frontier)
             fresh = self.descendants(frontier)
             frontier = []
             for c in fresh:
@@ -239,6 +243,24 @@ class Sweep:
                 added.append(c.pid)
                 self.say(f"found: {target_label(c)}, a descendant of the run's leftovers")
         return added
+
+    def wait_stopped(self, pids: list[int]) -> None:
+        """Wait (bounded) until each member has stopped, before its children are read; say any that has not.
+
+        kill() only queues SIGSTOP: the member takes it when it next returns to user space, so one inside
+        fork() finishes it first. A child forked after its parent's children were read was never walked;
+        when SIGTERM then ended the parent it was orphaned (ppid 1), out of reach of every later walk, and
+        cleanup said "0 still alive" beside it. Once every thread is stopped its children are all listed."""
+        deadline = min(time.monotonic() + STOP_WAIT_S, self.deadline)
+        left = pids
+        while True:
+            left = [pid for pid in left if self.member_alive(pid) and not self.checker.reader.stopped(pid)]
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(STOP_POLL_S)
+        for pid in left:
+            self.say(f"not stopped after {STOP_WAIT_S:g} s: {target_label(self.targets[pid][0])} (uninterruptible? "
+                     "a child it forks meanwhile may be missed)")
 
     def wait_gone(self, pids: list[int], seconds: float) -> list[int]:
         """Wait up to seconds for pids to end; the ones still alive."""
