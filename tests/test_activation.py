@@ -133,10 +133,10 @@ def test_the_full_finder_is_made_at_start_only_where_a_target_module_is_loaded(
     finder at once; none loaded, the front finder goes first on sys.meta_path."""
     import types
 
-    from wp_autotrace.runtime import bootstrap
+    from wp_autotrace.runtime import bootstrap, first_target
 
     made: list[object] = []
-    monkeypatch.setattr(bootstrap, "finder", made.append)
+    monkeypatch.setattr(first_target, "finder", lambda rt, _pytest_config: made.append(rt))
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     for name in bootstrap.TARGET_MODULES:
         monkeypatch.delitem(sys.modules, name, raising=False)
@@ -298,11 +298,11 @@ def test_every_top_level_module_the_tracer_imports_is_one_its_finders_look_up_as
     """The finders look a top-level import up where the cwd cannot shadow it only for a name in sink.TRACER_IMPORTS
     (a string test: walking the frames cost every top-level import of the host): every import statement of the host
     side (runtime/, common/, the package's own modules but the command's __main__) names one of its modules, and
-    so do the modules bootstrap imports by name."""
+    so do the modules sink_rare names for the exit (INTERPRETER_MODULES)."""
     import ast
 
-    from wp_autotrace.runtime.bootstrap import INTERPRETER_MODULES
     from wp_autotrace.runtime.sink import TRACER_IMPORTS
+    from wp_autotrace.runtime.sink_rare import INTERPRETER_MODULES
 
     pkg = Path(__file__).resolve().parent.parent / "wp_autotrace"
     files = [*pkg.glob("runtime/**/*.py"), *pkg.glob("common/**/*.py"),

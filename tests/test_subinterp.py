@@ -67,20 +67,20 @@ PROGRAM = textwrap.dedent('''
     print("ok", flush=True)
 ''')
 
-# bootstrap._no_other_interpreter before, while and after a subinterpreter lives (the main interpreter's
+# sink_rare.no_other_interpreter before, while and after a subinterpreter lives (the main interpreter's
 # exit hook looks at other threads' frames only when it says True).
 ALONE = textwrap.dedent('''
     import sys
-    from wp_autotrace.runtime.bootstrap import _no_other_interpreter
+    from wp_autotrace.runtime.sink_rare import no_other_interpreter
     if sys.version_info >= (3, 13):
         import _interpreters as low
     else:
         import _xxsubinterpreters as low
-    seen = [_no_other_interpreter()]
+    seen = [no_other_interpreter()]
     interp = low.create()
-    seen.append(_no_other_interpreter())
+    seen.append(no_other_interpreter())
     low.destroy(interp)
-    seen.append(_no_other_interpreter())
+    seen.append(no_other_interpreter())
     print(seen)
 ''')
 

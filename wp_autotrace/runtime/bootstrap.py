@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from ..common.targets import Target
-    from .finder import TargetFinder
     from .shapes import Runtime, Settings
 
 
@@ -84,15 +83,6 @@ def _number(env: "dict[str, str]", name: str, default: float, low: float, high: 
         notes.append(f"{name}={raw[:40]!r} is not a number in [{low:g}, {high:g}]; using {default:g}")
         return default
     return value
-
-
-def _is_root() -> bool:
-    """Whether this process starts a run (settings warnings are printed there only): no run's root
-    and no process that already warned about these settings is among its ancestors."""
-    pid = str(os.getpid())
-    found = set_vars((ROOT_ENV, WARNED_ENV))
-    root_pid, warned = found.get(ROOT_ENV), found.get(WARNED_ENV)
-    return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
 def read_settings() -> "Settings":
@@ -135,7 +125,7 @@ def read_settings() -> "Settings":
 def _say_notes(settings: "Settings") -> None:
     """The settings' notes, in the root only, once per run; when tracing stays off, mark the environment
     so that descendants (which inherit the same values) stay silent. Tracing on: the run's ROOT_ENV does."""
-    if not (settings.notes or settings.extra_targets) or not _is_root():  # nothing to say: no look for the root
+    if not (settings.notes or settings.extra_targets) or not rare().says_settings_notes():  # else nothing to say
         return
     notes = list(settings.notes)
     if settings.extra_targets:  # the targets module is loaded then (read_settings): no file is opened
@@ -212,47 +202,23 @@ def new_runtime(settings: "Settings") -> "Runtime":
     return rt
 
 
-def finder(rt: "Runtime") -> "TargetFinder":
-    """The target finder, made on first use with the target table, in the front finder's place on
-    sys.meta_path: most traced processes never import a target module, and never load either."""
-    with _finder_lock:  # two threads may import their first target modules at once: one finder
-        if rt._finder is None:
-            from .first_target import make_finder
-
-            make_finder(rt, probes, PYTEST_CONFIG)
-    return rt._finder  # type: ignore[return-value]
-
-
 def install_finder(rt: "Runtime") -> None:
     """Put the front finder first on sys.meta_path; the full one at once where a target module is
     already loaded or the user added targets (a module the tracer itself may need)."""
     if rt.settings.extra_targets or not sys.modules.keys().isdisjoint(TARGET_MODULES):  # the view walks the 15 names
-        finder(rt)
+        from .first_target import finder
+
+        finder(rt, PYTEST_CONFIG)
     elif rt._front not in sys.meta_path:
         sys.meta_path.insert(0, rt._front)
-
-
-def uninstall_finder(rt: "Runtime") -> None:
-    """Take either finder off sys.meta_path (wrapped objects stay wrapped)."""
-    while rt._front in sys.meta_path:
-        sys.meta_path.remove(rt._front)
-    if rt._finder is not None:
-        rt._finder.uninstall()
-
-
-def probes(rt: "Runtime") -> "Any":
-    """The wrappers' shared state, imported on first use: most processes never load a target."""
-    if rt._probes is None:
-        from .first_target import make_probes
-
-        rt._probes = make_probes(rt, INTERPRETER_MODULES)
-    return rt._probes
 
 
 def start_runtime(rt: "Runtime") -> None:
     """Hook imports, write process_start; the root starts the run's watcher process."""
     if rt.settings.extra_targets:
         # A user target may be a module the wrappers need (threading): load them before the finder patches it.
+        from .first_target import probes
+
         probes(rt)
     install_finder(rt)
     write_start(rt, forked=False)
@@ -360,7 +326,7 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
             pass
     # Other threads' records in flight land first; process_exit is then this process's last record.
     # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
-    rt.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and _no_other_interpreter() else 0)
+    rt.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and rare().no_other_interpreter() else 0)
     counts = rt._probes.counts if rt._probes is not None else {}
     fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": rt.sink.dropped}
     if rt._probes is not None and rt._probes.count_times:
@@ -424,31 +390,6 @@ def in_main_interpreter() -> bool:
     return bool(is_main()) if is_main is not None else "_signal" in sys.modules
 
 
-def _no_other_interpreter() -> bool:
-    """Whether Sink.close_to_others may look at other threads' frames (sys._current_frames()).
-
-    From 3.12 sys._current_frames() walks the threads of every interpreter of the process and
-    makes a frame object, from the caller's interpreter's allocator, for each one's running frame;
-    a subinterpreter has its own GIL and allocator, runs on meanwhile, and later frees that
-    object with its own allocator (3.13: "free(): invalid pointer"). So the look is
-    skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
-    one allocator for every interpreter: always safe. Nothing is imported here (an exit may find
-    no descriptor free to load a module): the interpreters module is the one the program loaded,
-    or the one probes() loaded for a process that records calls (first_target.prepare_exit).
-    """
-    if sys.version_info < (3, 12):
-        return True
-    for name in INTERPRETER_MODULES:
-        module = sys.modules.get(name)
-        if module is not None:
-            try:
-                return len(module.list_all()) <= 1
-            except Exception:
-                return False
-    return False
-
-
-INTERPRETER_MODULES = ("_interpreters", "_xxsubinterpreters")  # 3.13+, 3.12 (first_target.prepare_exit loads one)
 _thread_count = _thread._count  # other threads of this interpreter: with none, nothing to wait for
 
 
@@ -472,7 +413,7 @@ def _front_finder(runtime: "Runtime") -> "Any":
     """The meta-path finder a traced process starts with: the target module names and nothing else.
 
     Its find_spec answers None for every other module (the import goes on as untraced), and for a target
-    module hands the import to the full finder (finder()), which takes its place on sys.meta_path.
+    module hands the import to the full finder (first_target.finder()), which takes its place on sys.meta_path.
     A top-level module the tracer's own code imports is looked up as the full finder would
     (finder.trusted_spec: never from the cwd or the script's folder). A module object holding a closure, not an
     instance of a class of its own (_finder): making a class costs every traced start ~70K instructions.
@@ -481,7 +422,9 @@ def _front_finder(runtime: "Runtime") -> "Any":
     def find_spec(fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
         runtime.env_watch.check(fullname)  # every import's start: who changed what inductor's config reads
         if fullname in TARGET_MODULES or (fullname == PYTEST_CONFIG and runtime.settings.trace):
-            return finder(runtime).find_spec(fullname, path, target)
+            from .first_target import finder  # loaded with the first target module: most processes never
+
+            return finder(runtime, PYTEST_CONFIG).find_spec(fullname, path, target)
         if path is None and imported_by_tracer(fullname, 2) and fullname not in sys.builtin_module_names:
             from .finder import trusted_spec
 
@@ -493,7 +436,6 @@ def _front_finder(runtime: "Runtime") -> "Any":
 
 
 _runtime: "Runtime | None" = None
-_finder_lock = _thread.RLock()
 _started = False
 
 
@@ -594,6 +536,9 @@ def start() -> None:
         install_process_hooks(_after_fork, _at_exit)
     except Exception as exc:
         _runtime = None
-        if runtime is not None:
-            uninstall_finder(runtime)
+        if runtime is not None:  # either finder off sys.meta_path (wrapped objects stay wrapped)
+            while runtime._front in sys.meta_path:
+                sys.meta_path.remove(runtime._front)
+            if runtime._finder is not None:
+                runtime._finder.uninstall()
         warn(f"tracing disabled: {type(exc).__name__}: {exc}", "start")

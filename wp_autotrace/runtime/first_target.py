@@ -1,15 +1,19 @@
 """What a traced process loads with its first target module, wired to its Runtime: the target table,
 the full finder in the front finder's place, and the recorder's shared state. (The Runtime, made by
-bootstrap.new_runtime, and bootstrap's probes are passed in: this module imports nothing of bootstrap's.)
+bootstrap.new_runtime, is passed in: this module imports nothing of bootstrap's.)
 
 Most traced processes never import a target module: this code is not unmarshalled at their start
-(bootstrap.py holds only what every traced process runs at start, fork, exec and exit). Loaded by
-``bootstrap.finder()`` at the first target import (or at start where a target module is already loaded
-or the user added targets), and by ``bootstrap.probes()``. Nothing here runs at a fork; at an exit only
-last_callers (process_exit's count_callers, for a process whose probes counted them).
+(bootstrap.py holds only what every traced process runs at start, fork, exec and exit). Loaded by the front
+finder at the first target import (finder(); or at start where a target module is already loaded or the user
+added targets: bootstrap.install_finder), and by probes() (user targets: bootstrap.start_runtime). Nothing here
+runs at a fork; at an exit only last_callers (process_exit's count_callers, for a process whose probes counted
+them).
 """
 
+import _thread
 import sys
+
+from .sink import rare
 
 TYPE_CHECKING = False  # typing is not imported at start-up
 if TYPE_CHECKING:
@@ -20,11 +24,30 @@ if TYPE_CHECKING:
     from .recorder import Probes
 
 
-def make_finder(rt: "Any", probes: "Callable[[Any], Any]", pytest_config: str) -> "TargetFinder":
+_finder_lock = _thread.RLock()
+
+
+def finder(rt: "Any", pytest_config: str) -> "TargetFinder":
+    """rt's target finder, made on first use with the target table, in the front finder's place on
+    sys.meta_path: most traced processes never import a target module, and never load either."""
+    with _finder_lock:  # two threads may import their first target modules at once: one finder
+        if rt._finder is None:
+            make_finder(rt, pytest_config)
+    return rt._finder  # type: ignore[no-any-return]
+
+
+def probes(rt: "Any") -> "Probes":
+    """rt's wrappers' shared state, made on first use."""
+    if rt._probes is None:
+        rt._probes = make_probes(rt, rare().INTERPRETER_MODULES)
+    return rt._probes  # type: ignore[no-any-return]
+
+
+def make_finder(rt: "Any", pytest_config: str) -> "TargetFinder":
     """The full finder with the target table, set as rt's finder (its wrappers share probes(rt)), in the front
     finder's place on sys.meta_path (first where the front was not), then patching what is already loaded;
     pytest_config (pytest's module that makes its plugin manager) gets the tracer's plugin registered when
-    tracing. Called under bootstrap's finder lock."""
+    tracing. Called under the finder lock (finder())."""
     from ..common.targets import TARGETS
     from .finder import TargetFinder
 

@@ -26,7 +26,7 @@ install_mp_exit_finalizer (C)     multiprocessing.util's after-fork registry   e
 install_exec_record               os.execv, os.execve (os.execl*, execvp*,     start-up, when tracing
   / restore_exec_record (C)       pty and pexpect reach these)                 (bootstrap.start_runtime)
 install_pytest_plugin (T)         _pytest.config.PytestPluginManager           _pytest.config loaded, when tracing
-  / restore_pytest_plugin         .consider_env                                (finder, bootstrap.finder)
+  / restore_pytest_plugin         .consider_env                                (finder, first_target)
 install_signal_record             os.kill, os.killpg,                          start-up, when tracing
   / restore_signal_record (C)     signal.pidfd_send_signal (psutil, subprocess (bootstrap.start_runtime)
                                   and multiprocessing reach os.kill)

@@ -44,7 +44,7 @@ class Runtime:
     create_time: float | None  # set by bootstrap.write_start
     notice: str | None  # root only: the guard's notice file, read and removed at exit
     env_watch: Any  # who changed a variable inductor's config reads, until it loads (env.env_watch)
-    _probes: Any  # made when a target module first loads (bootstrap.probes)
+    _probes: Any  # made when a target module first loads (first_target.probes)
     _root: Any  # root.py, loaded by the root at start
-    _finder: TargetFinder | None  # made by bootstrap.finder, at the first target module's import
+    _finder: TargetFinder | None  # made by first_target.finder, at the first target module's import
     _front: Any  # the front finder (bootstrap._front_finder)

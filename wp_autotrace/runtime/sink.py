@@ -52,7 +52,7 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 # The top-level modules this package's host-side code imports (runtime/, common/, the package's own module, and
-# bootstrap.INTERPRETER_MODULES by name; tests/test_activation.py checks every import statement there names one),
+# sink_rare.INTERPRETER_MODULES by name; tests/test_activation.py checks every import statement there names one),
 # each between spaces: imported_by_tracer walks frames only for one of these. A finder sees every import of the
 # host: the walk cost each top-level import ~14K instructions, the test f" {name} " in it ~1.5K (BENCHMARKS.md).
 # One string: a set of these names cost every start ~31K to make (its names hashed, or interned as unmarshalled).

@@ -1,5 +1,6 @@
-"""The sink's rare paths: warnings, the exit with no descriptor free, a root's default log
-name, and the exit's look for other threads' writes.
+"""The sink's rare paths: warnings (and whether this process says the settings' notes), the exit with no
+descriptor free, a root's default log name, and the exit's look for other threads' writes (and whether it may
+look: no other interpreter).
 
 A plain traced start and exit run none of this. So it is not made at start: runtime/sink.py reaches it through
 ``rare()``, which makes it from the start pack's bytes at its first need (wp_autotrace/__init__.py ``later``: no
@@ -16,7 +17,7 @@ import os
 import sys
 
 from ..common.core import EXIT_NOTE, TRACER_ERROR
-from ..common.env import ROOT_ENV
+from ..common.env import ROOT_ENV, WARNED_ENV, set_vars
 from .sink import WRITER_DEPTH, encode_json, identity_of, os_getpid, os_symlink, os_write, writer_codes
 
 TYPE_CHECKING = False  # typing is not imported at start-up
@@ -46,6 +47,15 @@ def is_root_process() -> bool:
     """
     root = os.environ.get(ROOT_ENV)
     return not root or root == str(os_getpid())
+
+
+def says_settings_notes() -> bool:
+    """Whether this process says the settings' notes (bootstrap._say_notes): it starts a run (no run's root among
+    its ancestors) and no process that already warned about these settings is among them."""
+    pid = str(os_getpid())
+    found = set_vars((ROOT_ENV, WARNED_ENV))
+    root_pid, warned = found.get(ROOT_ENV), found.get(WARNED_ENV)
+    return (not root_pid or root_pid == pid) and (not warned or warned == pid)
 
 
 def stderr_is_ours() -> bool:
@@ -166,4 +176,31 @@ def other_thread_writing(me: int) -> bool:
             if frame.f_code in writer_codes:
                 return True
             frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
+    return False
+
+
+INTERPRETER_MODULES = ("_interpreters", "_xxsubinterpreters")  # 3.13+, 3.12 (first_target.prepare_exit loads one)
+
+
+def no_other_interpreter() -> bool:
+    """Whether Sink.close_to_others may look at other threads' frames (sys._current_frames()).
+
+    From 3.12 sys._current_frames() walks the threads of every interpreter of the process and
+    makes a frame object, from the caller's interpreter's allocator, for each one's running frame;
+    a subinterpreter has its own GIL and allocator, runs on meanwhile, and later frees that
+    object with its own allocator (3.13: "free(): invalid pointer"). So the look is
+    skipped while another interpreter exists, or when that cannot be told. 3.9-3.11: one GIL and
+    one allocator for every interpreter: always safe. Nothing is imported here (an exit may find
+    no descriptor free to load a module): the interpreters module is the one the program loaded,
+    or the one first_target.probes() loaded for a process that records calls (first_target.prepare_exit).
+    """
+    if sys.version_info < (3, 12):
+        return True
+    for name in INTERPRETER_MODULES:
+        module = sys.modules.get(name)
+        if module is not None:
+            try:
+                return len(module.list_all()) <= 1
+            except Exception:
+                return False
     return False
