@@ -24,6 +24,7 @@ from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
 from .findings import find_all
 from .findings.rank import ranked, report_key
+from .findings.runs import changed_words
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
@@ -156,7 +157,8 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
             "root_ending": _root_ending(v, r),
-            "root_error": root.exit_error if root is not None else None}
+            "root_error": root.exit_error if root is not None else None,
+            "root_changed": changed_words(v, r) or None}
 
 
 def _root_ending(v: View, r: Run) -> str | None:
@@ -504,10 +506,11 @@ def _still_running(v: View, p: Process) -> bool:
 def _explained_end(v: View, p: Process) -> bool:
     """No process_exit, but something says why: still running, the main process killed (said apart), the
     OOM killer (its own record; the oom-killed finding says it), a signal a traced process of the run sent
-    (its signal_sent record), or its exit record found no descriptor."""
+    (its signal_sent record), or its exit record found no descriptor, or the main changed its user or root (the
+    watcher's root_change: the log refused its records since; said apart)."""
     ending = v.endings.of(p)
     if _still_running(v, p) or ending.kind in (OOM_KILL, OOM_AMONG) or ending.sender is not None \
-            or p.exit_unwritten is not None:
+            or p.exit_unwritten is not None or (p.run is not None and p is p.run.root and p.run.root_changes):
         return True
     return p.run is not None and p is p.run.root and v.states.get(p.run.id) == RUN_KILLED
 

@@ -147,6 +147,9 @@ JOB_ERROR = "SubprocException:"
 ORPHAN_FDS = "orphan_fds"
 # the watcher: a process's process_exit found no descriptor to be written with; its note said so (EXIT_NOTE)
 EXIT_UNWRITTEN = "exit_unwritten"
+# the watcher: the run's main process changed its user or its root directory, after which the log refused its
+# records (watcher/rootchange.py)
+ROOT_CHANGE = "root_change"
 # A pool worker began or ended one job (runtime/jobs.py): its start without an end is a job it held.
 JOB = "job"
 # Written by a process that just started a worker of its torch compile executor (a fork/spawn pool in the main):

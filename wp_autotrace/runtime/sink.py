@@ -449,7 +449,7 @@ class Sink:
             # ELOOP: O_NOFOLLOW met a symlink planted at the path. EMFILE/ENFILE: the program holds
             # every descriptor it may (a record then is lost, as the program's own open() would fail).
             self._open_errno = exc.errno
-            if rare().unreachable(exc.errno):
+            if rare().unreachable(exc.errno, self.path):
                 return -1
             raise
         if identity != self.identity:

@@ -30,12 +30,19 @@ if TYPE_CHECKING:
 _sink = sys.modules[__package__ + ".sink"]
 
 
-def unreachable(code: "int | None") -> bool:
+def unreachable(code: "int | None", path: "str | None" = None) -> bool:
     """Why a released write may find no log to open, said nowhere (counted): the path no longer names it,
-    or no descriptor is free. errno is imported here, on that rare path only: a built-in module, it
-    loads with no file to open (a program may have no descriptor free)."""
+    or no descriptor is free, or the log refuses this process because it is no longer the user the log is
+    private to (it changed its user in-process: setuid; the watcher's root_change says so, the host's stderr
+    nothing). errno is imported here, on that rare path only: a built-in module, it loads with no file to
+    open (a program may have no descriptor free)."""
     import errno
 
+    if code in (errno.EACCES, errno.EPERM) and path:
+        try:
+            return os.stat(path).st_uid != os.geteuid()
+        except OSError:
+            return True  # its folder refuses it too: the same change of user
     return code in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EMFILE, errno.ENFILE)
 
 

@@ -44,6 +44,7 @@ from .fds import OrphanFds
 from .logwatch import LogWatch, WatcherSink
 from .memory import make_sampler
 from .oom import OomCount
+from .rootchange import RootChange
 from .signals import Signals
 from .tree import Tree
 
@@ -118,6 +119,8 @@ class Watcher:
             if isinstance(self.tree.reader, ProcReader) else ()
         # what a pool process held once its creator ended (a listening socket, a pipe its creator's parent reads)
         self.fds = OrphanFds(stat=self.tree.reader.stat) if isinstance(self.tree.reader, ProcReader) else None
+        # the main's user and root directory: a change is why its later records are refused (rootchange.py)
+        self.changes = RootChange(root) if isinstance(self.tree.reader, ProcReader) else None
 
     def emit(self, event: str, **fields: Any) -> None:
         self.sink.emit(event, run=self.run, root_pid=self.tree.root, **fields)
@@ -160,6 +163,9 @@ class Watcher:
     def write(self, now: float, started: list[dict[str, Any]], ended: list[dict[str, Any]]) -> None:
         """The tree record for one sample (if anything changed, or a heartbeat is due)."""
         lists: dict[str, list[dict[str, Any]]] = {"started": started, "ended": ended}
+        if self.changes is not None and self.tree.is_root(self.tree.root):  # alive: its pid is still its own
+            for change in self.changes.check(now):
+                self.emit(V.ROOT_CHANGE, **change)
         if self.tree.log is not None:  # one listed again after its exec keeps the role said of it before
             for entry in started:
                 self.tree.log.keep_said(entry["pid"], entry)

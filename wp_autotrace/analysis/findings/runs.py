@@ -327,6 +327,8 @@ def _no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     count names it (derive/endings.py's oom-kill: the one evidence for the OOM killer), else both possibilities."""
     waited = r.waited
     oom = _oom_words(r)
+    if r.root_changes and (waited is None or waited.status >= 0):  # no record of its end could be written
+        return "ended without a process_exit in the log", f" ({changed_note(v, r)})", CHANGED_CAUSE
     ending = v.endings.of(r.root) if waited is None and r.root is not None else None
     # a signal a record names (its wait status, a signal_sent) proves a kill: its exit record was never written
     if _exit_maybe_lost(r) and not (ending is not None and ending.kind in (SIGNAL, OOM_KILL)):
@@ -372,9 +374,37 @@ LOST_EXIT = ("records of the run were lost, the log's disk full or unwritable: i
 
 
 def _exit_maybe_lost(r: Run) -> bool:
-    """Whether a main's missing process_exit may be a lost record (LOST_EXIT): records of its run were lost and
-    no waited status shows a signal. Then nothing but a missing record says it ended unlike an exit."""
-    return (r.waited is None or r.waited.status >= 0) and _lost_records(r)
+    """Whether a main's missing process_exit may be a lost record (LOST_EXIT, or its change of user or root:
+    changed_note): records of its run were lost, or its own refused, and no waited status shows a signal. Then
+    nothing but a missing record says it ended unlike an exit."""
+    return (r.waited is None or r.waited.status >= 0) and (_lost_records(r) or bool(r.root_changes))
+
+
+# A main that changed its user or root: what keeps its records (the log is the user's that started the run).
+CHANGED_CAUSE = ("to keep its records, start it as the user it switches to and in the root it enters (setpriv, "
+                 "su, gosu or chroot before python starts, not setuid or chroot in the program)")
+
+
+def changed_words(v: View, r: Run) -> str:
+    """'it changed its user from 0 to 65534 between 0.2 s and 0.3 s' (its root directory likewise), from the
+    watcher's root_change records (between its last sample before and the one that saw it); '' where none."""
+    said = []
+    for c in r.root_changes:
+        what = (f"its user from {c.get('was_uid', '?')} to {c['uid']}" if isinstance(c.get("uid"), int) else
+                f"its root directory from {c.get('was_root', '?')} to {c.get('root')}")
+        since = c.get("since")
+        when = (f"between {since - v.t0:.1f} s and {c['ts'] - v.t0:.1f} s" if isinstance(since, (int, float))
+                else f"by {c['ts'] - v.t0:.1f} s")
+        said.append(f"{what} {when}")
+    return f"it changed {' and '.join(said)}" if said else ""
+
+
+def changed_note(v: View, r: Run, unknown: str = "how it ended") -> str:
+    """Why a main that changed its user or root has no process_exit in the log, and what that leaves unknown."""
+    uid = any(isinstance(c.get("uid"), int) for c in r.root_changes)
+    why = "private to the user that started the run" if uid else "its path outside that root"
+    return (f"{changed_words(v, r)} (the watcher's root_change), after which the log, {why}, refused its records, "
+            f"its process_exit too: {unknown} is not known")
 
 
 def _lost_records(r: Run) -> bool:
@@ -427,7 +457,7 @@ def root_killed(v: View) -> Finding | None:
                                         default=0)
         how, note, cause = _no_exit_how(v, r)
         lost = note == f" ({LOST_EXIT})"
-        handlers = "" if lost else "; its exit handlers did not run"
+        handlers = "" if _exit_maybe_lost(r) else "; its exit handlers did not run"
         if lost:
             advice = "end what is left with `wp-autotrace cleanup LOG`; give the log's filesystem room"
         text = (f"The main process {root.pid} {how}{at}{note}{handlers}; "
@@ -455,8 +485,13 @@ def root_os_exit(v: View) -> Finding | None:
         return None
     r = runs[0]
     assert r.root is not None and r.waited is not None
-    how = (f"exited {r.waited.status} without a process_exit in the log ({LOST_EXIT.replace('killed', 'os._exit')})"
-           if _lost_records(r) else f"exited {r.waited.status} without running its exit handlers (os._exit: no "
+    code = r.waited.status
+    if r.root_changes:  # its exit handlers may have run: no record of theirs could be written
+        return Finding("root-os-exit", "info", f"The main process {r.root.pid} exited {code} without a process_exit "
+                       f"in the log ({changed_note(v, r, 'whether its exit handlers ran')}).", [r.root.pid], [],
+                       CHANGED_CAUSE, {"exit_code": code})
+    how = (f"exited {code} without a process_exit in the log ({LOST_EXIT.replace('killed', 'os._exit')})"
+           if _lost_records(r) else f"exited {code} without running its exit handlers (os._exit: no "
            "process_exit, and torch's atexit shutdown of its pools did not run)")
     return Finding(
         "root-os-exit", "info", f"The main process {r.root.pid} {how}.",

@@ -436,6 +436,7 @@ class Run:
         # (ts, before, now, since): the cgroup's OOM kill count rose in (since, ts]; since None in older logs
         self.ooms: list[tuple[float, int, int, float | None, str]] = []  # (ts, before, now, since, host)
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)
+        self.root_changes: list[dict[str, Any]] = []  # the watcher's root_change records: the main's user or root
         # (host, path) -> the watcher's memcg records of that memory cgroup: its limit, and its peak then and at the end
         self.memcgs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         # (host, path) -> the watcher's pidcg records of that pids cgroup: as it joined, then `final` at its end

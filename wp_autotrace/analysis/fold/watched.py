@@ -131,6 +131,13 @@ def note_oom(reg: Registry, r: dict[str, Any]) -> None:
                          r["host"]))
 
 
+def note_root_change(reg: Registry, r: dict[str, Any]) -> None:
+    """The watcher saw the run's main change its user or its root directory: its records after it were refused."""
+    run = reg.record_run(r)
+    if isinstance(r.get("uid"), int) or isinstance(r.get("root"), str):
+        run.root_changes.append(r)
+
+
 def note_limits(p: Process, entry: dict[str, Any]) -> None:
     """What the watcher read of a joining process's limits: its ulimit -u with its uid, and its memory cgroup."""
     if "nproc" in entry and "uid" in entry:
@@ -193,4 +200,5 @@ VISITS: dict[str, Callable[[Registry, dict[str, Any]], None]] = {
     vocab.WATCHER_START: note_watcher_start, vocab.WATCHER_EXIT: note_watcher_exit,
     vocab.WATCHER_SIGNAL: note_watcher_signal, vocab.TREE: add_tree,
     vocab.RUN_EXIT: note_run_exit, vocab.MEMORY: add_memory, vocab.LEFTOVER: add_leftover, vocab.OOM: note_oom,
-    vocab.MEMCG: note_memcg, vocab.PIDCG: note_pidcg, vocab.CPUCG: note_cpucg, vocab.ORPHAN_FDS: note_orphan_fds}
+    vocab.MEMCG: note_memcg, vocab.PIDCG: note_pidcg, vocab.CPUCG: note_cpucg, vocab.ORPHAN_FDS: note_orphan_fds,
+    vocab.ROOT_CHANGE: note_root_change}

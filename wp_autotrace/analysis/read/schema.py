@@ -29,6 +29,7 @@ from ...common.vocab import (
     PROCESS_START,
     RETURN,
     ROLE,
+    ROOT_CHANGE,
     RUN_EXIT,
     SCHEMA_VERSION,
     SIGNAL_SENT,
@@ -50,7 +51,7 @@ __all__ = [  # what this module offers, its own names and the re-exported vocabu
     "MEMS",
     "NUM",
     "OOM", "OPT_STR", "ORPHAN_FDS", "PIDCG",
-    "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "RSS", "RUN_EXIT",
+    "PROCESS_EXIT", "PROCESS_START", "PROCS", "RETURN", "ROLE", "ROOT_CHANGE", "RSS", "RUN_EXIT",
     "SCHEMA_VERSION", "SIGNAL_SENT", "STR", "STRS", "TEST", "TIMES", "TRACER_ERROR", "TREE", "UINT", "WATCHER_EXIT",
     "WATCHER_EXIT_REASONS", "WATCHER_SIGNAL", "WATCHER_START", "ZOMBIES", "markdown_table",
 ]
@@ -406,6 +407,14 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("noted", NUM, "when it left the note (Unix seconds)"),
         ("how", STR, "process_exit's `how`"), ("code", ANY, "process_exit's `code`"),
         ("dropped", UINT, "records it could not write, this one included"))),
+    ROOT_CHANGE: ("the run's main process changed its user (its file-system uid) or its root directory (chroot) "
+                  "since the watcher's last sample: the log, private to the user that started the run, then refuses "
+                  "its records (watcher/rootchange.py)", _PART_FIELDS[:2] + (
+        ("uid", INT, "its file-system uid now (/proc/PID/status); with `was_uid`, the one before"),
+        ("was_uid", INT, "its file-system uid before (at first the watcher's own, which it inherited from it)"),
+        ("root", STR, "its root directory now (/proc/PID/root); with `was_root`, the one before"),
+        ("was_root", STR, "its root directory before"),
+        ("since", NUM, "the watcher's last sample before, where it was unchanged (Unix seconds); absent: none"))),
     RUN_EXIT: ("`wp-autotrace run` waited for its program: the status it saw (so `report` says the same)",
                _PART_FIELDS[:2] + (
         ("status", INT, "the exit code, or -N for signal N"),

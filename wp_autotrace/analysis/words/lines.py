@@ -56,6 +56,8 @@ def state_text(r: dict[str, Any]) -> str:
             return f"main process ended{how}, without process_exit{after}"
         if r.get("root_ending"):  # a record names the signal (its wait status, a signal_sent, the OOM count)
             return f"main process {r['root_ending']}, without process_exit{after}"
+        if r.get("root_changed"):  # then the log refused its records: its process_exit was one of them
+            return f"main process ended without a process_exit in the log ({r['root_changed']}{after})"
         if r.get("records_lost") and not r.get("ended_by"):  # its process_exit may be a lost record
             return f"main process ended without a process_exit in the log ({r['records_lost']} records lost{after})"
         return f"main process ended without process_exit (killed, or os._exit{after})"

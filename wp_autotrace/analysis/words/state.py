@@ -37,6 +37,8 @@ def state_words(rep: dict[str, Any]) -> str:
     if "killed" in states:
         by = sorted({r["ended_by"] for r in rep["runs"] if r.get("ended_by")})
         lost = any(r.get("records_lost") for r in rep["runs"])
+        changed = next((r["root_changed"] for r in rep["runs"] if r["state"] == "killed" and r.get("root_changed")),
+                       None)
         ends = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
         oom = any(r["state"] == "killed" and ends.get(r["root_pid"]) == "oom-kill" for r in rep["runs"])
         # the signal that ended it, where a record names it: a traced process of the run sent it (its signal_sent
@@ -45,6 +47,8 @@ def state_words(rep: dict[str, Any]) -> str:
                      and ends.get(r["root_pid"]) == "signal"), None)
         return (f"The main process was ended by {', '.join(by)}." if by else
                 f"The main process was {sent}." if sent else
+                f"The main process ended without a process_exit in the log: {changed}, after which the log refused "
+                "its records; how it ended is not known." if changed else
                 "The main process ended without a process_exit in the log, where records were lost." if lost else
                 "The main process was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)."
                 if oom else
