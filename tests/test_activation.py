@@ -59,6 +59,16 @@ def test_a_false_word_leaves_the_import_state_untraced(env: dict[str, str], cach
     assert not prefix.exists() or not [p for p in prefix.rglob("*") if "wp_autotrace" in str(p)]
 
 
+def test_a_false_word_keeps_the_package_where_one_of_its_modules_is_loaded(tmp_path: Path) -> None:
+    """_preload.start() called with a false word after another module of the package was imported (3.15's start
+    file, or a host calling it): only the second name goes; the package stays, as its loaded module needs it."""
+    code = ("import sys, wp_autotrace.common.core, wp_autotrace._preload as p; p.start(); "
+            "print(sorted(m for m in sys.modules if m.startswith('wp_autotrace')))")
+    res = run_python(["-c", code], clean_env(WP_AUTOTRACE="0"), cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout.split() == ["['wp_autotrace',", "'wp_autotrace.common',", "'wp_autotrace.common.core']"]
+
+
 # site run by hand under an audit hook: the files of the package (or their pycs) opened while it runs the .pth.
 FILES_OPENED = textwrap.dedent("""
     import importlib.util, json, os, sys

@@ -221,3 +221,28 @@ def test_under_dont_write_bytecode_a_later_module_is_its_pyc_only_while_the_pyc_
     st = rare.stat()
     os.utime(rare, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
     assert _run(site, _LATER_PROBE, "-B") == ["code", 1]
+
+
+_PACK_SLOT = ("import json, importlib.util, wp_autotrace._preload as p; p.load(); import sys; "
+              "print(json.dumps([importlib.util.cache_from_source(p.__file__.rpartition('/')[0] + '/_startpack.py'), "
+              "sorted(set(p.START) - set(sys.modules))]))")
+
+
+def test_the_pack_is_in_its_slot_under_each_optimization_level_and_pycache_prefix(tmp_path: Path) -> None:
+    """The pack is _startpack.py's pyc slot as cache_from_source names it in that interpreter (its -O level, its
+    sys.pycache_prefix folder; the loader derives it from the package's own pyc path), written at the first start
+    and read, not written again, at the next."""
+    site = _copy(tmp_path)
+    for flags, extra in (((), {}), (("-O",), {}), (("-OO",), {}), ((), {"PYTHONPYCACHEPREFIX": str(tmp_path / "pc")}),
+                         (("-O",), {"PYTHONPYCACHEPREFIX": str(tmp_path / "pc")})):
+        env = clean_env(PYTHONPATH=str(site), **extra)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        first = run_python([*flags, "-c", _PACK_SLOT], env, cwd=site)
+        assert first.returncode == 0 and first.stderr == "", first.stderr
+        slot, missing = json.loads(first.stdout)
+        assert missing == [] and Path(slot).read_bytes()[:4] != importlib.util.MAGIC_NUMBER, (flags, extra)  # a pack
+        stamp = os.stat(slot).st_mtime_ns, os.stat(slot).st_ino
+        again = run_python([*flags, "-c", _PACK_SLOT], env, cwd=site)
+        assert json.loads(again.stdout) == [slot, []] and (os.stat(slot).st_mtime_ns, os.stat(slot).st_ino) == stamp
+    packs = [p for p in (tmp_path / "pc").rglob("_startpack.*.pyc")]
+    assert len(packs) == 2 and len(_pack_list(site)) == 3  # "", opt-1, opt-2 beside the package; two under the prefix

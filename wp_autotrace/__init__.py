@@ -78,19 +78,6 @@ _FORMAT = 3
 later_code: "dict[str, tuple[str, str, Any]]" = {}
 
 
-def _source(base: str, name: str) -> str:
-    """name's source file under base (this package's folder). By slicing and concatenation: os.path.join's
-    Python-level checks cost ~15K instructions a call, ~0.15M of a traced start over START + LATER."""
-    path = base + os.sep + name.partition(".")[2].replace(".", os.sep)
-    return path + os.sep + "__init__.py" if name in PACKAGES else path + ".py"
-
-
-def _pack_path(base: str) -> str:
-    """The pack's path: _startpack.py's pyc slot (its cache tag and -O level), which pip uninstall removes."""
-    cached: str = sys.modules["_frozen_importlib_external"].cache_from_source(base + os.sep + "_startpack.py")
-    return cached
-
-
 def _read(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -183,13 +170,23 @@ def load() -> None:
     try:
         ext = sys.modules["_frozen_importlib_external"]
         stamps = []
-        paths = [_source(base, name) for name in START + LATER]  # made once: the stamps' and the modules'
-        for name, path in zip(START + LATER, paths):
+        paths = []  # made once: the stamps' and the modules'
+        for name in START + LATER:
+            # By slicing and concatenation, inline: os.path.join's Python-level checks cost ~15K instructions a
+            # call (twice a module: ~0.3M a start), and a helper or a comprehension each its own code object
+            path = base + os.sep + name.partition(".")[2].replace(".", os.sep)
+            path += os.sep + "__init__.py" if name in PACKAGES else ".py"
             st = os.stat(path)
+            paths.append(path)
             # ctime too: an installer that keeps an archive's mtimes can put a new source of the old size and
             # mtime_ns (and compile its pyc anew), but no utime sets a ctime back
             stamps.append((name, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
-        pack = _pack_path(base)
+        # The pack's path: _startpack.py's pyc slot, which pip uninstall removes. Its folder, cache tag and -O level
+        # are this package's own pyc path's (importlib made it by cache_from_source at this start, as it would the
+        # pack's); cache_from_source itself costs a start ~20K instructions.
+        folder, sep, own = (__spec__.cached or "").rpartition(os.sep)
+        pack = (folder + sep + "_startpack" + own[8:] if own.startswith("__init__.") and folder else
+                ext.cache_from_source(base + os.sep + "_startpack.py"))
     except (OSError, KeyError, ValueError, AttributeError, NotImplementedError):
         return  # not plain source files here: bootstrap's own import statement loads them
     want = (_FORMAT, ext.MAGIC_NUMBER, base, tuple(stamps))
@@ -232,8 +229,9 @@ def load() -> None:
         if loaded is None:
             _run(name, _new_module(name, path, cached), code)
     if not current and not sys.dont_write_bytecode:
-        made += [(cached, code if type(code) is bytes else marshal.dumps(code)) for _, cached, code in
-                 (later_code[name] for name in LATER)]
+        for name in LATER:  # a loop: a comprehension is a code object more for every start to load
+            _, cached, code = later_code[name]
+            made.append((cached, code if type(code) is bytes else marshal.dumps(code)))
         _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
 
 
@@ -300,8 +298,11 @@ def _forget() -> None:
     entry for its folder, unless another of its modules is loaded (then only the name)."""
     modules = sys.modules
     modules.pop(_ALIAS, None)
-    if modules.get(__name__) is not _preload or any(name.startswith(__name__ + ".") for name in modules):
+    if modules.get(__name__) is not _preload:
         return
+    for name in modules:  # a loop: a generator is a code object more for every start to load
+        if name.startswith(__name__ + "."):
+            return
     del modules[__name__]
     for folder in __path__:  # type: ignore[name-defined]  # a package's, set before its body runs
         sys.path_importer_cache.pop(folder, None)
