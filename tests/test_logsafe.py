@@ -497,6 +497,15 @@ def test_redact_argv_forms() -> None:
         "HF_TOKEN": "***", "TORCH_WARM_POOL": "0"}
 
 
+def test_user_patterns_are_lowered_and_a_name_of_separators_only_is_a_name() -> None:
+    """WP_AUTOTRACE_REDACT's patterns are matched lowered (blank items dropped), and a name made only of "_", "."
+    or "-" is an option or variable name as a word of letters is: its value is masked, alone or in program text."""
+    assert redact.parse_patterns(" API_Code , ,X ") == (*redact.DEFAULT_PATTERNS, "api_code", "x")
+    assert redact.redact_argv(["prog", "--API_CODE=v1", "API_CODE=v2"], redact.parse_patterns("API_Code")) == [
+        "prog", "--API_CODE=***", "API_CODE=***"]
+    pats = redact.parse_patterns("_")
+    assert redact.redact_argv(["prog", "_=hunter22", 'f(_="hunter22")'], pats) == ["prog", "_=***", 'f(_="***")']
+
 def test_secrets_inside_program_text_are_masked_and_the_text_kept() -> None:
     """Review 1 #12: a `python -c` program's text: a value after a secret-named option (`"--password",
     "pw"`, `"--api-key=v"`) is masked, and nothing around it changes (quotes, commas, brackets, spacing)."""

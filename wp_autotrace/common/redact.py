@@ -59,8 +59,12 @@ def parse_patterns(spec: str) -> "tuple[str, ...]":
     """DEFAULT_PATTERNS plus the comma-separated patterns of WP_AUTOTRACE_REDACT."""
     if not spec:  # the common case: every traced start reads the variable, most have none
         return DEFAULT_PATTERNS
-    extra = tuple(item.strip().lower() for item in spec.split(",") if item.strip())
-    return DEFAULT_PATTERNS + extra
+    extra = []
+    for item in spec.split(","):  # loops, not comprehensions, in this module: each is a code object every start loads
+        item = item.strip().lower()
+        if item:
+            extra.append(item)
+    return DEFAULT_PATTERNS + tuple(extra)
 
 
 # patterns -> (the inner words of its ``*word*`` patterns: a plain substring test does, the common, fast case; its
@@ -97,7 +101,7 @@ def is_secret(name: str, patterns: "tuple[str, ...]") -> bool:
     for word in words:
         if word in lower:
             return True
-    return bool(wild) and any(glob_match(p, lower) for p in wild)  # no generator made where there is no glob
+    return any(map(glob_match, wild, (lower,) * len(wild)))  # map: a generator is one code object more to load
 
 
 def _option_name(arg: str) -> str:
@@ -184,7 +188,8 @@ _WORD_INNER = _WORD_OPEN + ",;?&"
 
 def _plain_name(name: str) -> bool:
     """An option or variable name (letters, digits, _ . -): not a piece of program text."""
-    return bool(name) and all(c.isalnum() or c in "_.-" for c in name)
+    rest = name.replace("_", "").replace(".", "").replace("-", "")  # str.isalnum: every character's isalnum()
+    return bool(name) and (not rest or rest.isalnum())
 
 
 def redact_arg(arg: str, patterns: "tuple[str, ...]", env_secrets: "tuple[str, ...]" = (), _inner: bool = False) -> str:
@@ -230,7 +235,11 @@ def _redact_words(text: str, patterns: "tuple[str, ...]") -> str:
         # Inside a word, a value may follow an opener too: print("--password=x"), f(token=x),
         # a URL's ?token=x&key=y (one pair masked per word: its value runs to the word's end).
         eq = word.find("=", start, end)
-        start = max([start] + [word.rfind(c, start, eq if eq >= 0 else end) + 1 for c in _WORD_INNER])
+        lo, stop = start, eq if eq >= 0 else end
+        for c in _WORD_INNER:
+            at = word.rfind(c, lo, stop) + 1
+            if at > start:
+                start = at
         core = word[start:end] if end > start else ""
         if core:
             if mask_next and not core.startswith("-"):
@@ -272,7 +281,10 @@ def redact_argv(argv: "list[str]", patterns: "tuple[str, ...]", env_secrets: "tu
 
 def redact_env(env: "dict[str, str]", patterns: "tuple[str, ...]") -> "dict[str, str]":
     """A copy of env with the values of secret-looking names masked."""
-    return {k: (MASK if is_secret(k, patterns) else v) for k, v in env.items()}
+    masked = {}
+    for k, v in env.items():
+        masked[k] = MASK if is_secret(k, patterns) else v
+    return masked
 
 
 def env_secrets(environ: "Mapping[str, str]", patterns: "tuple[str, ...]") -> "tuple[str, ...]":
@@ -317,7 +329,7 @@ def argv_env_secrets(argv: "list[str]", patterns: "tuple[str, ...]") -> "tuple[s
         # count of NULs before it (str.lower maps a name alone as within the joined text: NUL is not cased).
         low = "\0" + b"\0".join(keys).decode(FS_ENCODING, "surrogateescape").lower() + "\0"
         hits = set()
-        for needle in (*words, *["\0" + name + "\0" for name in whole]):
+        for needle in (*words, *map("\0{}\0".format, whole)):
             at, index, counted = low.find(needle), -1, 0  # NULs counted up to `counted`: each hit counts on from there
             while at >= 0:
                 index += low.count("\0", counted, at + 1)
