@@ -128,16 +128,20 @@ def _new_module(name: str, path: str, cached: str) -> "ModuleType":
     loader = sys.modules["_frozen_importlib_external"].SourceFileLoader(name, path)
     is_package = name in PACKAGES
     spec = boot.ModuleSpec(name, loader, origin=path, is_package=is_package)
-    spec.has_location = True
-    spec.cached = cached
     if is_package:
-        spec.submodule_search_locations.append(os.path.dirname(path))
+        spec.submodule_search_locations.append(path.rpartition(os.sep)[0])  # importlib's _path_split's folder
     if sys.version_info >= (3, 14):  # importlib's own attributes there (3.15 sets no __cached__): ~40K more
+        spec.has_location = True
+        spec.cached = cached
         made: ModuleType = boot.module_from_spec(spec)
         return made
+    # has_location's and cached's own slots, as their setters fill them (a Python call each: ~13K a start), and
+    # parent as its property answers it, on the Pythons this module is built by hand for
+    spec._set_fileattr = True
+    spec._cached = cached
     module = type(sys)(name)  # its __dict__ starts as __name__, __doc__, __package__, __loader__, __spec__
     attrs = module.__dict__
-    attrs.update(__loader__=loader, __package__=spec.parent, __spec__=spec)
+    attrs.update(__loader__=loader, __package__=name if is_package else name.rpartition(".")[0], __spec__=spec)
     if is_package:
         attrs["__path__"] = spec.submodule_search_locations
     attrs.update(__file__=path, __cached__=cached)
