@@ -75,22 +75,41 @@ def test_fork_warns_nothing(tmp_path: Path) -> None:
 
 
 def test_waitpid_all_returns_like_untraced(tmp_path: Path) -> None:
-    """A host that reaps every child (waitpid(-1) until ECHILD) gets exactly its own children."""
+    """A host that reaps every child (waitpid(-1) until ECHILD) gets exactly its own children, round after round,
+    even one that had ended (a zombie) before the host spawned and forked again, when the tracer's own code (its
+    fork hooks, its spawn and exec patches) runs.
+
+    Every Popen is held: a Popen dropped while its child runs is polled by subprocess itself (its __del__, and
+    each later Popen's _cleanup), which reaps that child once it has ended, in every mode; holding none, as this
+    test once did, made its count a race between the child's exit and the next Popen (seen on 3.12, untraced
+    as well as traced)."""
     differential('''
         import os, signal, subprocess, sys
+
+        def reap_all():
+            reaped = set()
+            while True:
+                try:
+                    reaped.add(os.waitpid(-1, 0)[0])
+                except ChildProcessError:
+                    return reaped
+
         got = []
         try:
             got.append(os.waitpid(-1, os.WNOHANG))  # nothing of ours is its child, not even a zombie
         except ChildProcessError:
             got.append("no children")
-        kids = {subprocess.Popen([sys.executable, "-c", "pass"]).pid for _ in range(2)}
-        reaped = set()
-        while True:
-            try:
-                reaped.add(os.waitpid(-1, 0)[0])
-            except ChildProcessError:
-                break
-        print(got, reaped == kids, len(reaped), signal.getsignal(signal.SIGCHLD))
+        held, rounds = [], []
+        for _ in range(5):
+            first = subprocess.Popen([sys.executable, "-c", "pass"])
+            os.waitid(os.P_PID, first.pid, os.WEXITED | os.WNOWAIT)  # it has ended: a zombie, the host's to reap
+            second = subprocess.Popen([sys.executable, "-c", "pass"])
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            held += [first, second]
+            rounds.append(reap_all() == {first.pid, second.pid, pid})
+        print(got, rounds, signal.getsignal(signal.SIGCHLD))
     ''', tmp_path)
 
 
