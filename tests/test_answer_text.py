@@ -11,7 +11,7 @@ from wp_autotrace.analysis.findings.rank import ranked
 from wp_autotrace.analysis.present.render import render_text
 
 from .conftest import clean_env
-from .logs import T0, LogWriter, report, seed_log, start, watcher
+from .logs import T0, LogWriter, call, report, seed_log, start, watcher
 from .test_report_text import example_shape
 
 WIDTH = 100  # the report's width when stdout is not a terminal
@@ -691,3 +691,40 @@ def test_a_child_the_watcher_saw_killed_is_not_told_unexplained(tmp_path: Path) 
     text = render_text(rep, {})
     assert "ended by SIGKILL (its wait status; no record names the sender): 300" in text, text
     assert "ended unseen (no process_exit, nothing explains it): 301\n" in text + "\n", text
+
+
+def _group_killed_mid_compile(sig: int) -> LogWriter:
+    """A time limit's signal to the whole group at 6 s while main 100 compiles (_compile open from 4 s): the main,
+    its pool's sidecar 200 and worker 300 end by it (the sidecar's and worker's zombie wait statuses; `run` waited
+    for the main)."""
+    from wp_autotrace.analysis.fold.model import Waited
+
+    sp = "torch._inductor.compile_worker.subproc_pool"
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    call(w, 1, 100, 1, "main", f"{sp}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar")
+    start(w, 2, 300, 200, "compile-worker")
+    call(w, 4, 100, 1, "main", "torch._dynamo.convert_frame:_compile", 2, None)
+    watcher(w, 6.1, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 6} for p in (100, 200, 300)],
+            zombies=[{"pid": p, "ppid": pp, "since": T0 + 6, "status": sig} for p, pp in ((200, 100), (300, 200))])
+    watcher(w, 6.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    watcher(w, 6.3, "tree", count=0, started=[], ended=[], final=True)
+    w.waited = Waited(100, -sig)  # type: ignore[attr-defined]
+    return w
+
+
+def test_a_group_kill_mid_compile_leads_what_it_ended(tmp_path: Path) -> None:
+    """A scheduler's time limit signals the group while the main compiles: the kill leads the Answer, the call it
+    cut short and the pool it ended with the main are told under it, and Fix first is the kill's (find what sent
+    it), never the open call's 'look for what it was waiting on'."""
+    for sig, name in ((15, "SIGTERM"), (9, "SIGKILL")):
+        rep = report(_group_killed_mid_compile(sig), tmp_path)
+        lines = rep["answer"].splitlines()
+        assert lines[0].startswith("- The main process was ") and name in lines[0], lines
+        assert lines[0].endswith("What follows from it:"), lines
+        under = [x for x in lines[1:] if x.startswith("  - ")]
+        assert any("never returned" in x for x in under), lines
+        fix = next(x for x in lines if x.startswith("- Fix first: "))
+        assert "find what sent" in fix and "waiting on" not in fix, lines

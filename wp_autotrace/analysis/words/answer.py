@@ -24,7 +24,7 @@ from .fix import fix_first
 from .fmt import MIB, costs_idle_text, plural, site, size_text
 from .headline import headline
 from .sentences import pool_sentence
-from .state import STATE_KINDS, exit_code_words, main_killed, state_words
+from .state import STATE_KINDS, ended_by_the_kill, exit_code_words, main_killed, state_words
 
 # Bullets of problems after the lead (the rest are in Findings).
 MORE_PROBLEMS = 1
@@ -198,13 +198,17 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     # a main killed (a launcher's SIGKILL after a hang) while the pools had a problem it can follow from: that
     # cause leads, the main's ending is told under it as what followed; the pools' own idle cost is no such cause
     killed = bool(state and rep["pools"] and main_killed(rep))
-    cause_at = next((i for i, (lead, _) in enumerate(units) if lead["kind"] in KILL_CAUSES), None) \
-        if killed else None
+    # what the kill itself ended (a call open in the main, a pool whose sidecar the same signal ended) is no cause
+    # of it: a time limit's group SIGTERM mid-compile is told first, those under it
+    by_kill = [u for u in units if ended_by_the_kill(rep, u[0])] if killed else []
+    cause_at = next((i for i, (lead, _) in enumerate(units) if lead["kind"] in KILL_CAUSES and (lead, _) not in
+                     by_kill), None) if killed else None
     under = [state] if cause_at is not None else []
     if any(lead["kind"] == "leftovers" and lead["cost"].get("children_left") for lead, _ in units):
         state, under = "", []  # the leftovers' bullet tells the kill as their cause
     # what the kill left running follows from it: told under it
-    left = [u for u in units if u[0]["kind"] == "leftovers"] if killed and state and cause_at is None else []
+    left = [u for u in units if u[0]["kind"] == "leftovers" or u in by_kill] if killed and state and cause_at is None \
+        else []
     if state and not under:
         bullets.append(state + (" What follows from it:" if left else ""))
     for lead, symptoms in left:

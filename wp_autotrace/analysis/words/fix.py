@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import causes
-from .state import STATE_KINDS
+from .state import STATE_KINDS, ended_by_the_kill
 
 # Findings about the pools' own cost: the fix is the pool's, and who can act on it depends on who made it.
 POOL_COST_KINDS = ("idle-pool", "child-exit-wait", "slow-exit-wait", "leftovers", "pool-device-files")
@@ -24,6 +24,9 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
     top = next((f for f in acted if not (rep["pools"] and f["kind"] in STATE_KINDS)), acted[0] if acted else None)
     if top is None:
         return ""
+    killed = next((f for f in acted if f["kind"] == "root-killed"), None)
+    if killed is not None and ended_by_the_kill(rep, top):  # told under the kill (answer_bullets): its fix first
+        return str(killed["advice"]).rstrip(".")
     pools = rep["pools"]
     nested = next((f for f in order if f["kind"] == "nested-pools" and f["advice"]), None)
     cause = causes.root_cause(rep, top, order)

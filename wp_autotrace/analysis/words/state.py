@@ -59,3 +59,21 @@ def state_words(rep: dict[str, Any]) -> str:
 def main_killed(rep: dict[str, Any]) -> bool:
     """Did a main process end without its process_exit (killed, os._exit), rather than still run?"""
     return any(r["state"] == "killed" for r in rep["runs"])
+
+
+# What a kill of the main ends with it, when every process the finding names ended by the main's own signal.
+BY_THE_KILL = ("call-never-returned", "pool-died")
+
+
+def ended_by_the_kill(rep: dict[str, Any], f: dict[str, Any]) -> bool:
+    """Did f follow from the main's kill: a kind the kill ends (BY_THE_KILL) whose every process is a killed main
+    or ended by the signal that ended one, as the records show it (`run`'s waited status, a wait status)?"""
+    if f["kind"] not in BY_THE_KILL or not f.get("pids"):
+        return False
+    ends = {p["pid"]: p["ending"] for p in rep["processes"]}
+    killed = [r for r in rep["runs"] if r["state"] == "killed"]
+    mains = {r["root_pid"] for r in killed}
+    signals = {r["ended_by"] for r in killed if r.get("ended_by")}
+    signals |= {ends[pid]["signal"] for pid in mains if ends.get(pid, {}).get("kind") == "signal"}
+    return bool(signals) and all(pid in mains or (ends.get(pid, {}).get("kind") == "signal"
+                                                  and ends[pid].get("signal") in signals) for pid in f["pids"])
