@@ -400,11 +400,13 @@ class Sink:
                 line = frame(encode(record))
             written = os_write(fd, line)
             if written != len(line):
-                _terminate_fragment(fd)
-                raise OSError(f"short write ({written} of {len(line)} bytes)")
+                self.lost(OSError(f"short write ({written} of {len(line)} bytes)"), fd)
             # Landed after drops: the count next (never after process_exit, which carries it itself).
-            if self.dropped != self._drops_said and self.say_drops and event != "process_exit":
-                self._say_drops()
+            elif self.dropped != self._drops_said and self.say_drops and event != "process_exit":
+                try:
+                    rare().say_drops(self)
+                except Exception:  # sink_rare not made (no memory): the next write that lands says it
+                    pass
         except Exception as exc:
             self.lost(exc)
         finally:
@@ -413,20 +415,13 @@ class Sink:
                 _close_quietly(fd)
 
     def lost(self, exc: "BaseException", fd: int = -1) -> None:
-        """A record lost after its seq was taken: counted, said once (fd: a short write's, its fragment ended)."""
-        if fd >= 0:
-            _terminate_fragment(fd)
+        """A record lost after its seq was taken: counted, then said once (sink_rare.lost; fd: a short write's,
+        whose fragment it ends). Never raises."""
         self.dropped += 1
-        warn(f"cannot write the log {self.path}: {exc}; records are being dropped", "write")
-
-    def _say_drops(self) -> None:
-        """The count of records lost so far, once the log takes records again (a full disk freed):
-        the process's own word on them, even if its process_exit is lost later (the reader then infers no kill).
-        If this record is lost too, the next write that lands says the count again."""
-        self._drops_said = self.dropped
-        self._write("tracer_error", None, {"where": "log", "dropped": self.dropped,
-                                            "error": f"{self.dropped} record(s) could not be written "
-                                                     "(the log's disk full or unwritable)"})
+        try:
+            rare().lost(self, exc, fd)
+        except Exception:  # sink_rare not made (no memory): counted all the same
+            pass
 
     def _head(self, event: str) -> str:
         head = f'{{"v":{_encode_json(SCHEMA_VERSION)},"event":{_encode_json(event)},"ts":'
@@ -470,14 +465,6 @@ class Sink:
         if ours:  # otherwise warn would log it a second time
             warn(f"{where}: {type(exc).__name__}: {exc}", where)
         self.emit(TRACER_ERROR, where=where, error=f"{type(exc).__name__}: {exc}")
-
-
-def _terminate_fragment(fd: int) -> None:
-    """After a short write, end the fragment with a newline (best effort)."""
-    try:
-        os_write(fd, b"\n")
-    except OSError:
-        pass
 
 
 def _close_quietly(fd: int) -> None:

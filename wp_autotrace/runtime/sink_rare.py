@@ -30,6 +30,26 @@ if TYPE_CHECKING:
 _sink = sys.modules[__package__ + ".sink"]
 
 
+def lost(sink: "Sink", exc: "BaseException", fd: int) -> None:
+    """Sink.lost's rest, once the record is counted: a short write's fragment ended (fd), the loss said once."""
+    if fd >= 0:
+        try:  # a newline ends the fragment (best effort): the next record's own leading newline then starts clean
+            os_write(fd, b"\n")
+        except OSError:
+            pass
+    warn(f"cannot write the log {sink.path}: {exc}; records are being dropped", "write")
+
+
+def say_drops(sink: "Sink") -> None:
+    """The count of records lost so far, once the log takes records again (a full disk freed): the process's own
+    word on them, even if its process_exit is lost later (the reader then infers no kill). If this record is lost
+    too, the next write that lands says the count again (Sink._write)."""
+    sink._drops_said = sink.dropped
+    sink._write("tracer_error", None, {"where": "log", "dropped": sink.dropped,
+                                        "error": f"{sink.dropped} record(s) could not be written "
+                                                 "(the log's disk full or unwritable)"})
+
+
 def unreachable(code: "int | None", path: "str | None" = None) -> bool:
     """Why a released write may find no log to open, said nowhere (counted): the path no longer names it,
     or no descriptor is free, or the log refuses this process because it is no longer the user the log is
