@@ -192,12 +192,19 @@ def _encode_json(value: "Any") -> str:
     elif kind is bool:
         return "true" if value else "false"
     elif kind is list or kind is tuple:
-        return "[" + ",".join([_encode_json(v) for v in value]) + "]"
+        parts = []  # loops, not comprehensions: each is a code object every start unmarshals, and a function a call
+        for v in value:
+            parts.append(_encode_json(v))
+        return "[" + ",".join(parts) + "]"
     elif kind is dict:
-        # A key that is an ASCII identifier (every name the tracer writes) is its own JSON text: no call for it.
-        parts = [f'"{k}":{_encode_json(v)}' if k.isascii() and k.isidentifier()
-                 else f"{_encode_json(k)}:{_encode_json(v)}" for k, v in value.items() if type(k) is str]
-        if len(parts) == len(value):  # else a key of another type: the C encoder's
+        parts = []
+        for k, v in value.items():
+            if type(k) is not str:  # a key of another type: the C encoder's
+                break
+            # A key that is an ASCII identifier (every name the tracer writes) is its own JSON text: no call for it.
+            parts.append(f'"{k}":{_encode_json(v)}' if k.isascii() and k.isidentifier()
+                         else f"{_encode_json(k)}:{_encode_json(v)}")
+        else:
             return "{" + ",".join(parts) + "}"
     from .jsonline import c_encoder  # another type (the tracer's own records hold none at exit)
 
