@@ -574,3 +574,28 @@ def test_guard_alone_writes_nothing(tmp_path: Path) -> None:
 def test_python_version_supported() -> None:
     """The interpreter is one we support."""
     assert sys.version_info >= (3, 9)
+
+
+def test_the_exit_record_carries_the_probes_counts_times_and_callers(tmp_path: Path) -> None:
+    """A process whose probes counted calls: process_exit's counts, count_times (to the millisecond) and
+    count_callers (each last caller attributed), in that order after how; a process without probes says counts {}."""
+    import types
+
+    from wp_autotrace.runtime import bootstrap, first_target
+    from wp_autotrace.runtime.sink import Sink
+
+    assert first_target  # loaded with the probes in a real process: the exit finds it in sys.modules
+    code = test_the_exit_record_carries_the_probes_counts_times_and_callers.__code__
+    probes = types.SimpleNamespace(counts={"m:f": 2}, count_times={"m:f": [1.23456, 2.5]},
+                                   count_callers={"m:f": (code, 7), "m:g": None})
+    log = tmp_path / "e.jsonl"
+    for i, p in enumerate((probes, None)):
+        rt = types.SimpleNamespace(notice=None, sink=Sink(str(log), "h", "main"), _probes=p, is_root=False,
+                                   _root=None)
+        bootstrap.at_exit(rt, "exit", i)  # type: ignore[arg-type]
+    with_probes, without = events(read_log(log), "process_exit")
+    assert list(with_probes)[8:] == ["how", "counts", "dropped", "count_times", "count_callers", "code"]
+    assert with_probes["counts"] == {"m:f": 2} and with_probes["count_times"] == {"m:f": [1.235, 2.5]}
+    assert list(with_probes["count_callers"]) == ["m:f"]
+    assert with_probes["count_callers"]["m:f"]["line"] == 7
+    assert without["counts"] == {} and "count_times" not in without and "count_callers" not in without

@@ -327,14 +327,9 @@ def at_exit(rt: "Runtime", how: str, code: "Any" = None) -> None:
     # Other threads' records in flight land first; process_exit is then this process's last record.
     # Looking for them walks every interpreter's threads: not while a subinterpreter lives.
     rt.sink.close_to_others(EXIT_WRITE_WAIT_S if _thread_count() and rare().no_other_interpreter() else 0)
-    counts = rt._probes.counts if rt._probes is not None else {}
-    fields: dict[str, Any] = {"how": how, "counts": counts, "dropped": rt.sink.dropped}
-    if rt._probes is not None and rt._probes.count_times:
-        fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in rt._probes.count_times.items()}
-    if rt._probes is not None and rt._probes.count_callers:
-        # first_target is loaded with the probes (make_probes): no file is opened at exit
-        fields["count_callers"] = sys.modules[__package__ + ".first_target"].last_callers(
-            rt._probes.count_callers)
+    fields: dict[str, Any] = {"how": how, "counts": {}, "dropped": rt.sink.dropped}
+    if rt._probes is not None:  # first_target is loaded with the probes (make_probes): no file is opened at exit
+        sys.modules[__package__ + ".first_target"].exit_counts(rt._probes, fields)
     if code is not None:
         fields["code"] = code if isinstance(code, int) else repr(code)
     fields.update(ended)

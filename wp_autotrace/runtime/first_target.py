@@ -6,8 +6,7 @@ Most traced processes never import a target module: this code is not unmarshalle
 (bootstrap.py holds only what every traced process runs at start, fork, exec and exit). Loaded by the front
 finder at the first target import (finder(); or at start where a target module is already loaded or the user
 added targets: bootstrap.install_finder), and by probes() (user targets: bootstrap.start_runtime). Nothing here
-runs at a fork; at an exit only last_callers (process_exit's count_callers, for a process whose probes counted
-them).
+runs at a fork; at an exit only exit_counts (process_exit's counts, for a process whose probes counted calls).
 """
 
 import _thread
@@ -93,6 +92,16 @@ def prepare_exit(names: "tuple[str, ...]") -> None:
                 return
             except ImportError:
                 continue
+
+
+def exit_counts(probes: "Probes", fields: "dict[str, Any]") -> None:
+    """process_exit's counts of the probes' calls into fields (its "counts" member in place): per target, with
+    their times (count_times) and last callers (count_callers) where the probes kept them."""
+    fields["counts"] = probes.counts
+    if probes.count_times:
+        fields["count_times"] = {k: [round(t, 3) for t in v] for k, v in probes.count_times.items()}
+    if probes.count_callers:
+        fields["count_callers"] = last_callers(probes.count_callers)
 
 
 def last_callers(found: "dict[str, Any]") -> "dict[str, Any]":
