@@ -21,13 +21,15 @@ LIMITS_BYTES = 4096  # /proc/PID/limits is about 1.3 KB, /proc/PID/status about 
 MAX_PROCESSES = b"Max processes"
 UID = b"Uid:"
 SIG_IGN = b"SigIgn:"
+NSPID = b"NSpid:"
 # The signals that end a job from outside it, by number, as tree entries name them (`sigign`).
 ENDING_SIGNALS = ((1, "HUP"), (2, "INT"), (3, "QUIT"), (15, "TERM"))
 
 
 def read_facts(pid: int, proc: str = "/proc") -> dict[str, int | str]:
-    """A live process's tree-entry facts from its limits and status files: `nproc` and `uid` (parse_nproc) and
-    `sigign` (parse_sigign), each only where read and set; {} where the files could not be read."""
+    """A live process's tree-entry facts from its limits and status files: `nproc` and `uid` (parse_nproc),
+    `sigign` (parse_sigign) and `nspid` (parse_nspid), each only where read and set; {} where the files could not be
+    read."""
     status = read_small(f"{proc}/{pid}/status", LIMITS_BYTES)
     facts: dict[str, int | str] = {}
     nproc = parse_nproc(read_small(f"{proc}/{pid}/limits", LIMITS_BYTES), status)
@@ -36,7 +38,22 @@ def read_facts(pid: int, proc: str = "/proc") -> dict[str, int | str]:
     ignored = parse_sigign(status)
     if ignored:
         facts["sigign"] = ignored
+    inner = parse_nspid(status)
+    if inner is not None:
+        facts["nspid"] = inner
     return facts
+
+
+def parse_nspid(status: bytes | None) -> int | None:
+    """A process's pid in its own pid namespace where that is not this /proc's (`unshare -p`, bwrap, nsjail): the
+    last of a /proc/PID/status's "NSpid:" pids (this namespace's first); None where it has one pid, or no such
+    line. Its own records carry that pid: the report merges the two (analysis/fold/pidns.py)."""
+    line = next((x for x in (status or b"").split(b"\n") if x.startswith(NSPID)), None)
+    pids = line.split()[1:] if line is not None else []
+    try:
+        return int(pids[-1]) if len(pids) > 1 else None
+    except ValueError:
+        return None
 
 
 def parse_sigign(status: bytes | None) -> str | None:

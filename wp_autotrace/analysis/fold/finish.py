@@ -11,6 +11,7 @@ from .autotune import autotune_members
 from .identities import Registry
 from .model import CREATE_ROUNDING_S, EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
 from .pace import Pace
+from .pidns import merge_namespaced
 
 # A sidecar starts after the pool-create call that makes it; allow clock skew.
 SIDECAR_START_SLACK_S = 1.0
@@ -49,7 +50,9 @@ def credit_pool(c: Call) -> None:
     setattr(pool, field, getattr(pool, field) + 1)
 
 def finish(reg: Registry) -> None:
-    """After the last record: parents and children, runs for the unclaimed, pools, ends, depths, roots, waits."""
+    """After the last record: one process for one seen under two pids (pidns.py), parents and children, runs for
+    the unclaimed, pools, ends, depths, roots, waits."""
+    merge_namespaced(reg)
     m = reg.model
     if m.processes or m.runs:
         times = [r.start for r in m.runs.values() if r.start is not None]

@@ -48,6 +48,9 @@ class Registry:
         self.clocks: dict[tuple[str, str], tuple[float, int]] = {}
         # (run id, host) -> [(process, start ticks)] of process_starts read before that watcher's clock
         self.unclocked: dict[tuple[str, str], list[tuple[Process, int]]] = {}
+        # a process the watcher saw in another pid namespace -> its pid there (tree entries' nspid): its own records
+        # carry that pid, and pidns.merge_namespaced makes the two one process at the log's end
+        self.ns_pids: dict[Process, int] = {}
 
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)
@@ -196,6 +199,8 @@ class Registry:
         p.cmd = p.cmd or entry.get("cmd", "")
         p.name = p.name or entry.get("name", "")
         self.note_rss(p, entry.get("rss"))
+        if type(entry.get("nspid")) is int:
+            self.ns_pids[p] = entry["nspid"]
 
     @staticmethod
     def note_rss(p: Process, rss: int | None) -> None:

@@ -136,7 +136,7 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("parts", UINT, "how many records the set spans"),
 )
 _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, sigign?, memcg?, "
-              "pidcg?, cpucg?, exec?}` "
+              "pidcg?, cpucg?, exec?, nspid?}` "
               "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
               "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
               "real uid, whose threads the kernel counts against it; `sigign`: the signals among HUP, INT, QUIT and "
@@ -146,7 +146,8 @@ _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, p
               "pids cgroup's, alike (its `pidcg` record); `cpucg`: its cpu cgroup's (its `cpucg` record); `exec`: "
               "in a process listed again, whether its image changed (an exec, its memory starts there) or only its "
               "name or command line (a rename), "
-              "absent where the watcher could not tell)")
+              "absent where the watcher could not tell; `nspid`: its pid in its own pid namespace where that is not "
+              "the watcher's (`unshare -p`, bwrap: the last of /proc/PID/status NSpid), the pid its own records carry)")
 _VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
              "process_start names the run); absent in older logs, where every entry is a member")
 

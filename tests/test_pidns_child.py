@@ -1,0 +1,71 @@
+"""A traced program's Python child in a new pid namespace (`unshare -p -f --mount-proc`, as bwrap and nsjail do):
+its records carry its namespace pids (1, 2), the watcher samples it by host pid. The report shows each process once,
+by the host pid `ps` shows, under its host parent (not a second, parentless pid-1 row), and counts 4 processes, not
+6. The truth is the test's own: the main reads its namespaced descendants' host pids with psutil while they run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import clean_env, wait_for_watcher
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                reason="needs root and unshare (a pid namespace)")
+
+# The namespaced python starts a python child that waits for the flag; the main, outside, reads both host pids
+# (psutil: the test's reading, not the tool's), prints them, waits for the watcher to have sampled both, then sets
+# the flag.
+PROGRAM = textwrap.dedent('''
+    import json, os, subprocess, sys, time
+    import psutil
+    flag = sys.argv[1]
+    wait = "import os, sys, time; [time.sleep(0.02) for _ in iter(lambda: os.path.exists(sys.argv[1]), True)]"
+    inner = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {wait!r}, sys.argv[1]]); sys.exit(4)"
+    ns = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", inner, flag])
+    end = time.monotonic() + 60
+    while True:
+        pythons = [p.pid for p in psutil.Process(ns.pid).children(recursive=True) if p.name().startswith("python")]
+        if len(pythons) == 2 or time.monotonic() > end or ns.poll() is not None:
+            break
+        time.sleep(0.02)
+    print(json.dumps({"unshare": ns.pid, "pythons": sorted(pythons)}), flush=True)
+    while time.monotonic() < end:  # the watcher has sampled both (a process it never saw stays as its records say)
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
+            text = log.read()
+        if b'"nspid":1' in text and b'"nspid":2' in text:
+            break
+        time.sleep(0.02)
+    open(flag, "w").close()
+    print("rc", ns.wait())
+''')
+
+
+def test_a_child_in_a_pid_namespace_is_one_process_under_its_host_pid(tmp_path: Path) -> None:
+    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
+    script.write_text(PROGRAM)
+    done = subprocess.run([sys.executable, str(script), str(flag)], capture_output=True, text=True, timeout=120,
+                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and done.stdout.endswith("rc 4\n"), done.stdout + done.stderr
+    truth = json.loads(done.stdout.splitlines()[0])
+    assert len(truth["pythons"]) == 2, truth
+    wait_for_watcher(log)
+    out = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", "--json", str(log)], capture_output=True,
+                         text=True, timeout=120, env=clean_env())
+    assert out.returncode == 0, out.stderr
+    procs = json.loads(out.stdout)["processes"]
+    by_pid = {p["pid"]: p for p in procs}
+    main = next(p for p in procs if p["role"] == "main")
+    assert sorted(by_pid) == sorted([main["pid"], truth["unshare"], *truth["pythons"]]), procs
+    outer, inner = truth["pythons"]  # the namespace's pid 1 started first
+    assert [by_pid[pid]["traced"] for pid in (outer, inner)] == [True, True]
+    chain = [main["pid"], truth["unshare"], outer, inner]
+    for parent, child in zip(chain, chain[1:]):
+        assert procs[by_pid[child]["parent_index"]]["pid"] == parent, (child, procs)

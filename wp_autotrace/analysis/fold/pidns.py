@@ -1,0 +1,73 @@
+"""A traced process in another pid namespace, seen under two pids: made one process at the log's end.
+
+A Python child started in a new pid namespace (`unshare -p`, bwrap, nsjail, a container runtime) writes its
+records with its pid there (1, 2, ...; ppid 0 for the namespace's first), while the watcher samples it by the pid
+the host sees, and reads its namespace pid beside it (a tree entry's `nspid`: the last of /proc/PID/status NSpid).
+Unmerged, one process was two rows (the host pid "untraced", the namespace pid traced, parentless at the top) and
+counted twice. Identity here is the host's (host, pid, create_time): the traced process found under the
+namespace pid with the same create time takes the host pid, the host parent and what the watcher saw of it, and
+the watcher's process is dropped. Without a watcher entry (no watcher, or gone before a sample) nothing says
+which host process it was: it stays as its records name it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .identities import Registry
+    from .model import Process
+
+# What only a process's identity or its own records say: never taken from the watcher's copy.
+_OWN = frozenset({"host", "pid", "index", "run", "ppid", "parent", "children", "traced", "create_time"})
+_UNSET: tuple[Any, ...] = (None, "", 0, False)
+
+
+def merge_namespaced(reg: Registry) -> None:
+    """Each watcher-seen process with a namespace pid whose traced twin (same host, that pid, same create time)
+    is in the log: merged into the twin, everywhere the fold holds a process. Before parents are linked."""
+    twins: dict[Process, Process] = {}
+    for seen, inner in reg.ns_pids.items():
+        twin = reg.by_start.get((seen.host, inner, seen.create_time)) if seen.create_time is not None else None
+        if twin is not None and twin is not seen and twin.traced and not seen.traced and twin.pid == inner:
+            twins[seen] = twin
+    if not twins:
+        return
+    for seen, twin in twins.items():
+        _take(twin, seen)
+    m = reg.model
+    m.processes = [p for p in m.processes if p not in twins]
+    for i, p in enumerate(m.processes):
+        p.index = i  # creation order kept; indices name positions in the report's lists
+        if p.parent in twins:
+            p.parent = twins[p.parent]
+    for run in m.runs.values():
+        run.processes = [p for p in run.processes if p not in twins]
+        run.leftover = {twins.get(p, p): e for p, e in run.leftover.items()}
+        run.ended_soon = {twins.get(p, p): e for p, e in run.ended_soon.items()}
+        if run.below is not None:
+            run.below = [twins.get(p, p) for p in run.below]
+    for pair, p in list(reg.current.items()):
+        if p in twins:
+            reg.current[pair] = twins[p]
+    for key, p in list(reg.by_start.items()):
+        if p in twins:
+            reg.by_start[key] = twins[p]
+    for pair, ps in reg.all_by_pid.items():
+        reg.all_by_pid[pair] = [twins.get(p, p) for p in ps]
+
+
+def _take(twin: Process, seen: Process) -> None:
+    """twin becomes the host's process: its pid and parent, and what the watcher saw of it where its own records
+    said nothing (its end, memory, command, cgroups...)."""
+    twin.pid, twin.ppid, twin.parent = seen.pid, seen.ppid, seen.parent
+    for name in type(twin).__slots__:
+        if name in _OWN:
+            continue
+        mine, theirs = getattr(twin, name), getattr(seen, name)
+        if (mine in _UNSET or mine == [] or mine == {}) and theirs not in _UNSET and theirs != [] and theirs != {}:
+            setattr(twin, name, theirs)
+    twin.peak_rss = max(twin.peak_rss, seen.peak_rss)
+    if twin.run is None and seen.run is not None:
+        twin.run = seen.run
+        seen.run.processes.append(twin)
