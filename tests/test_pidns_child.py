@@ -44,6 +44,7 @@ PROGRAM = textwrap.dedent('''
             break
         time.sleep(0.02)
     open(flag, "w").close()
+    print(json.dumps({"flag": time.time()}), flush=True)
     print("rc", ns.wait())
 ''')
 
@@ -60,7 +61,8 @@ def test_a_child_in_a_pid_namespace_is_one_process_under_its_host_pid(tmp_path: 
     out = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", "--json", str(log)], capture_output=True,
                          text=True, timeout=120, env=clean_env())
     assert out.returncode == 0, out.stderr
-    procs = json.loads(out.stdout)["processes"]
+    rep = json.loads(out.stdout)
+    procs = rep["processes"]
     by_pid = {p["pid"]: p for p in procs}
     main = next(p for p in procs if p["role"] == "main")
     assert sorted(by_pid) == sorted([main["pid"], truth["unshare"], *truth["pythons"]]), procs
@@ -69,3 +71,28 @@ def test_a_child_in_a_pid_namespace_is_one_process_under_its_host_pid(tmp_path: 
     chain = [main["pid"], truth["unshare"], outer, inner]
     for parent, child in zip(chain, chain[1:]):
         assert procs[by_pid[child]["parent_index"]]["pid"] == parent, (child, procs)
+    # both waited for the flag: their ends are the host's (the watcher's sample by host pid), not the end its claim's
+    # look-up under the namespace pid wrote (another host process had that pid, or none)
+    flagged = json.loads(done.stdout.splitlines()[1])["flag"]
+    for pid in (outer, inner):
+        assert rep["t0"] + by_pid[pid]["ending"]["at"] >= flagged - 0.05, (pid, by_pid[pid]["ending"], flagged)
+
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "odd" / "pidns_child_killed.jsonl"
+
+
+def test_a_namespaced_child_without_its_exit_ends_where_the_host_saw_it_end() -> None:
+    """The log of the test above with the namespace's pid 1 (host 18230) left without its process_exit, as a kill
+    leaves it. Its end is the watcher's by host pid (its `ended` entry for 18230), not the entry its claim's
+    look-up under pid 1 wrote earlier (host pid 1 is another process: fails where that one was kept)."""
+    lines = [json.loads(x) for x in FIXTURE.read_text().splitlines() if x.strip()]
+    ended = {e["pid"]: e["end"] for r in lines if r["event"] == "tree" for e in r.get("ended", ())}
+    assert ended[1] < ended[18230]  # the claim's look-up came first
+    from .conftest import report_json
+
+    rep = report_json(FIXTURE)
+    by_pid = {p["pid"]: p for p in rep["processes"]}
+    assert sorted(by_pid) == [18225, 18229, 18230, 18232]
+    killed = by_pid[18230]
+    assert killed["traced"] and killed["exit_record_s"] is None, killed
+    assert abs(rep["t0"] + killed["ending"]["at"] - ended[18230]) < 0.01, killed["ending"]

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 # What only a process's identity or its own records say: never taken from the watcher's copy.
 _OWN = frozenset({"host", "pid", "index", "run", "ppid", "parent", "children", "traced", "create_time"})
 _UNSET: tuple[Any, ...] = (None, "", 0, False)
+# Its end as the watcher saw it by host pid: an entry under the namespace pid (a claim the watcher looked up on the
+# host, where that pid is another process) said nothing of it.
+_HOST_VIEW = ("gone", "seen", "zombie")
 
 
 def merge_namespaced(reg: Registry) -> None:
@@ -68,6 +71,9 @@ def _take(twin: Process, seen: Process) -> None:
         if (mine in _UNSET or mine == [] or mine == {}) and theirs not in _UNSET and theirs != [] and theirs != {}:
             setattr(twin, name, theirs)
     twin.peak_rss = max(twin.peak_rss, seen.peak_rss)
+    for name in _HOST_VIEW:  # the host's reading wins: one under the namespace pid may be another host process's
+        if getattr(seen, name) is not None:
+            setattr(twin, name, getattr(seen, name))
     if twin.run is None and seen.run is not None:
         twin.run = seen.run
         seen.run.processes.append(twin)
