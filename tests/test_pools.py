@@ -298,6 +298,56 @@ def test_no_pool_is_said_plainly(tmp_path: Path) -> None:
     assert rep["answer"].startswith("- Compiled without a process pool: compile_threads=1")
 
 
+def untraced_pool_under(launcher_traced_child: bool) -> LogWriter:
+    """A traced launcher (main 100, no inductor) starts its compiling child 150 with an environment of its own
+    (no WP_AUTOTRACE): the child (untraced; or, launcher_traced_child, traced but with no pool record) runs a
+    compile pool, sidecar 200 + workers 301, 302, that only the watcher sees (its tree records: the roles it
+    read from their command lines)."""
+    from .logs import watcher
+
+    side = "/venv/lib/python3.11/site-packages/torch/_inductor/compile_worker/__main__.py"
+    sidecar_cmd = f"/venv/bin/python {side} --pickler=x --kind=fork --workers=2 --parent=150 --read-fd=3"
+    w = LogWriter()
+    start(w, 0, 100, 1, "main", argv=["python", "launch.py"])
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=60.0)
+    if launcher_traced_child:
+        start(w, 0.1, 150, 100, "child", argv=["/venv/bin/python", "train.py"])
+    watcher(w, 0.2, "tree", count=2, started=[{"pid": 150, "ppid": 100, "create_time": T0 + 0.1,
+                                                "cmd": "/venv/bin/python train.py", "name": "python"}], ended=[])
+    watcher(w, 3.0, "tree", count=3, started=[{"pid": 200, "ppid": 150, "create_time": T0 + 2.9,
+                                                "cmd": sidecar_cmd, "name": "python", "role": "compile-sidecar"}],
+            ended=[])
+    watcher(w, 5.0, "tree", count=5, started=[{"pid": pid, "ppid": 200, "create_time": T0 + 4.9, "cmd": sidecar_cmd,
+                                                "name": "python", "role": "compile-worker"} for pid in (301, 302)],
+            ended=[])
+    watcher(w, 20.0, "tree", count=2, started=[], ended=[{"pid": pid, "create_time": T0 + st, "end": T0 + 19.9}
+                                                         for pid, st in ((301, 4.9), (302, 4.9), (200, 2.9))])
+    if launcher_traced_child:
+        w.add(20.5, 150, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 21.0, "tree", count=1, started=[], ended=[{"pid": 150, "create_time": T0 + 0.1, "end": T0 + 20.6}])
+    w.add(21.5, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 21.7, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
+@pytest.mark.parametrize("child_traced", [False, True])
+def test_a_pool_only_the_watcher_saw_is_never_no_pool(tmp_path: Path, child_traced: bool) -> None:
+    """A compile sidecar and its workers that wrote no record (their maker untraced: a launcher's own environment
+    for its child) are in the watcher's tree: the Answer names them and says their maker is unknown, never "No
+    compile pool was made"; the advice to trace the maker's environment only where that maker wrote nothing."""
+    rep = report(untraced_pool_under(child_traced), tmp_path)
+    assert rep["pools"] == [] and "No compile pool was made" not in rep["answer"], rep["answer"]
+    why = rep["no_pool_why"]
+    assert why["kind"] == "untraced", why
+    (pool,) = why["pools"]
+    assert (pool["sidecar_pid"], pool["worker_pids"], pool["parent_pid"]) == (200, [301, 302], 150)
+    assert pool["parent_traced"] is child_traced
+    text = " ".join(rep["answer"].split())
+    assert "1 compile pool ran untraced (the watcher saw it): sidecar 200 + 2 workers under train.py 150" in text
+    assert "Who made it and from which line is not known" in text
+    assert ("pass WP_AUTOTRACE=1" in text) is not child_traced, text
+
+
 def test_tree_and_costs_show_real_memory_never_summed_rss(tmp_path: Path) -> None:
     """The tree shows each pool process's PSS; costs the pools' peak PSS (230 MiB), not 4 x 230 MiB of RSS."""
     rep = report(idle_pool(), tmp_path)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...common import targets
-from ...common.vocab import DATALOADER_WORKER, SIDECAR_ROLES
+from ...common.vocab import COMPILE_WORKER, DATALOADER_WORKER, SIDECAR_ROLES
 from .attempts import restart_story
 from .counts import counts_at, sample_near
+from .labels import process_label
 
 if TYPE_CHECKING:
     from ..fold.model import Call, Pool, Process
@@ -186,6 +187,9 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
     at most 1; C++ (CPU) kernels, built by compiler processes under the compiling process; else unknown."""
     if v.pools:
         return None
+    untraced = _untraced_pools(v)
+    if untraced:  # a pool ran where no process wrote a record: "no pool was made" would be false
+        return {"kind": "untraced", "pools": untraced}
     configs = [c for r in v.runs for c in r.configs]
     if not configs:
         return {"kind": "no-inductor"}
@@ -199,6 +203,24 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
     tools = [p for p in v.procs if not p.traced and _below(p, compilers) and _is_tool(p)]
     return {"kind": "cpu" if tools else "unknown", "compile_threads": threads, "toolchain": len(tools),
             "compiles": sum(map(len, compiles.values()))}
+
+
+def _untraced_pools(v: View) -> list[dict[str, Any]]:
+    """Compile sidecars that wrote no record, seen by the watcher alone (their command line is torch's
+    compile_worker), each with the workers it forked and the process it ran under: a pool made where nothing was
+    traced, by whom and from which line unknown (no call record names it)."""
+    out = []
+    for p in v.procs:
+        if p.traced or p.role not in SIDECAR_ROLES:
+            continue
+        workers = sorted(q.pid for q in p.children if q.role == COMPILE_WORKER)
+        up = p.parent
+        out.append({"sidecar_pid": p.pid, "host": p.host, "role": p.role, "worker_pids": workers,
+                    "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at),
+                    "parent_pid": up.pid if up is not None else p.ppid,
+                    "parent_label": process_label(up) if up is not None else None,
+                    "parent_traced": up.traced if up is not None else None})
+    return sorted(out, key=lambda e: (e["start_s"] if e["start_s"] is not None else float("inf"), e["sidecar_pid"]))
 
 
 def _below(p: Process, indexes: set[int]) -> bool:

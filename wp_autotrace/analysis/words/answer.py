@@ -82,9 +82,36 @@ def no_pool_sentence(rep: dict[str, Any]) -> str:
     if kind == "no-compile":
         return ("No compile pool was made, and no compile was recorded (no torch.compile frame ran in a traced "
                 "process).")
+    if kind == "untraced":
+        return _untraced_pools_sentence(why["pools"])
     if kind == "no-inductor":
         return "No compile pool was made (torch's inductor was not loaded in any traced process)."
     return "Compiled without a process pool: no traced process made a compile pool."
+
+
+# Untraced pools named one by one in the Answer; the rest are counted.
+UNTRACED_NAMED = 3
+
+
+def _untraced_pools_sentence(pools: list[dict[str, Any]]) -> str:
+    """Pools the watcher saw whose processes wrote no record (no_pool_why's "untraced"): what ran, under which
+    process, and why who made it is not known; where the process it ran under wrote none either, what would
+    trace it (a traced one that made it without a record has no such fix)."""
+    def one(e: dict[str, Any]) -> str:
+        workers = len(e["worker_pids"])
+        under = (f" under {e['parent_label']} {e['parent_pid']}" + ("" if e["parent_traced"] else " (untraced)")
+                 if e["parent_label"] else f" under pid {e['parent_pid']}" if e["parent_pid"] else "")
+        return f"sidecar {e['sidecar_pid']} + {plural(workers, 'worker')}{under}"
+    shown = "; ".join(one(e) for e in pools[:UNTRACED_NAMED]) + (
+        f" (+{len(pools) - UNTRACED_NAMED} more)" if len(pools) > UNTRACED_NAMED else "")
+    them = "them" if len(pools) > 1 else "it"
+    why = ("no traced process wrote a record of making " + them) if all(e["parent_traced"] for e in pools) else (
+        f"the process{'es' if len(pools) > 1 else ''} {'they' if len(pools) > 1 else 'it'} ran under wrote no "
+        "record either (as when a launcher gives its child an environment of its own, without WP_AUTOTRACE, or "
+        f"that Python has no wp-autotrace installed). To see who made {them}, pass WP_AUTOTRACE=1 (and "
+        "WP_AUTOTRACE_LOG) into the environment it starts with and run again")
+    return (f"No traced process made a compile pool, but {plural(len(pools), 'compile pool')} ran untraced "
+            f"(the watcher saw {them}): {shown}. Who made {them} and from which line is not known: {why}.")
 
 
 def growth_sentence(rep: dict[str, Any]) -> str:
