@@ -25,7 +25,7 @@ NOBODY = 65534
 # Traced, it waits for the watcher to have sampled it before and after the change (it reads the log through a
 # descriptor it opened as root): a change and an exit in one sample interval would go unseen (rootchange.py).
 PROGRAM = textwrap.dedent('''
-    import os, sys, time
+    import json, os, sys, time
     traced = os.environ.get("WP_AUTOTRACE") == "1"
     fd = os.open(os.environ["WP_AUTOTRACE_LOG"], os.O_RDONLY) if traced else -1
 
@@ -38,9 +38,16 @@ PROGRAM = textwrap.dedent('''
 
     if traced:
         wait_for("watcher_start")
+    json.dumps([0])  # a target where the run names it: the log's descriptor is held from here
+    log = os.environ["WP_AUTOTRACE_LOG"]
+    held = [int(n) for n in os.listdir("/proc/self/fd")
+            if int(n) != fd and os.path.realpath(f"/proc/self/fd/{n}") == log]
     if sys.argv[1] == "setuid":
         os.setgid(65534)
         os.setuid(65534)
+        for n in held:  # a daemon's close of every descriptor: the next record opens the log again, refused
+            os.close(n)
+        json.dumps([1])
     else:
         os.chroot(sys.argv[2])
         os.chdir("/")
@@ -59,7 +66,7 @@ def _report(log: Path, *args: str) -> str:
 
 
 @needs_root
-@pytest.mark.parametrize("how", ["setuid", "chroot", "setuid-under-run"])
+@pytest.mark.parametrize("how", ["setuid", "chroot", "setuid-under-run", "setuid-held"])
 def test_a_main_that_changes_its_user_or_root_is_told_unknown_not_killed(tmp_path: Path, how: str) -> None:
     tmp_path.chmod(0o755)  # nobody may read the program
     script, log, jail = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "jail"
@@ -71,7 +78,8 @@ def test_a_main_that_changes_its_user_or_root_is_told_unknown_not_killed(tmp_pat
                            env=clean_env(WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
     assert (plain.returncode, plain.stdout) == (3, "exiting 3 by sys.exit\n"), plain.stderr
     runner = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--"] if how.endswith("run") else []
-    env = clean_env(**({} if runner else {"WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": str(log)}))
+    env = clean_env(**({} if runner else {"WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": str(log)}),
+                    **({"WP_AUTOTRACE_TARGETS": "json:dumps"} if how.endswith("held") else {}))
     traced = subprocess.run([*runner, *argv], capture_output=True, text=True, timeout=120, env=env,
                             stdin=subprocess.DEVNULL)
     assert (traced.returncode, traced.stdout) == (plain.returncode, plain.stdout), traced.stderr

@@ -5,6 +5,7 @@ Loaded when a sink first holds its descriptor (hold: a process that records call
 (reopen), never on the start-up path of a process that records none.
 """
 
+import errno
 import fcntl
 import os
 import resource
@@ -107,6 +108,8 @@ def reopen(sink: "Any") -> int:
     sink.fd, sink._mark = -1, None
     sink.set_fast()
     fd: int = sink._open_same()
+    if fd < 0 and sink._open_errno in (errno.EACCES, errno.EPERM):  # refused: it changed its user (setuid) since
+        raise PermissionError(sink._open_errno, f"{sink.path} refuses this process now")  # silent: sink_rare.lost
     if fd < 0:  # said once, as ever: the program closed the log's fd and the path is gone
         raise OSError(f"{sink.path} is no longer the file this process opened")
     try:

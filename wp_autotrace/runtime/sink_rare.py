@@ -37,6 +37,8 @@ def lost(sink: "Sink", exc: "BaseException", fd: int) -> None:
             os_write(fd, b"\n")
         except OSError:
             pass
+    if isinstance(exc, PermissionError) and unreachable(exc.errno, sink.path):
+        return  # it changed its user (held.reopen): counted, and the watcher's root_change says why
     warn(f"cannot write the log {sink.path}: {exc}; records are being dropped", "write")
 
 
