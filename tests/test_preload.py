@@ -246,3 +246,29 @@ def test_the_pack_is_in_its_slot_under_each_optimization_level_and_pycache_prefi
         assert json.loads(again.stdout) == [slot, []] and (os.stat(slot).st_mtime_ns, os.stat(slot).st_ino) == stamp
     packs = [p for p in (tmp_path / "pc").rglob("_startpack.*.pyc")]
     assert len(packs) == 2 and len(_pack_list(site)) == 3  # "", opt-1, opt-2 beside the package; two under the prefix
+
+
+_WRITER = ("import json, sys\nimported = []\nclass Watch:\n    def find_spec(self, name, path=None, target=None):\n"
+           "        imported.append(name)\nsys.meta_path.insert(0, Watch())\n"
+           "import wp_autotrace._preload as p\np.load()\n"
+           "print(json.dumps(['wp_autotrace.packwrite' in imported, 'wp_autotrace.packwrite' in sys.modules, "
+           "hasattr(p, 'packwrite'), sorted(set(p.START) - set(sys.modules))]))")
+
+
+def test_only_a_start_that_writes_the_pack_imports_its_writer_and_leaves_it_out_of_sys_modules(tmp_path: Path) -> None:
+    """The pack's writer (packwrite.py) is imported by a start that writes a pack, and by no other: not by one that
+    reads a current pack, nor under -B or where the pack's folder cannot be written (no pack written: a pycache prefix
+    below a file, which even root cannot write). The start that imported it takes it out of sys.modules and the
+    package again: it leaves the modules a start that read its pack leaves."""
+    site = _copy(tmp_path)
+    assert _run(site, _WRITER, "-B") == [False, False, False, []]
+    (tmp_path / "file").touch()
+    env = clean_env(PYTHONPATH=str(site), PYTHONPYCACHEPREFIX=str(tmp_path / "file" / "pyc"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    unwritable = run_python(["-c", _WRITER], env, cwd=site)
+    assert unwritable.stderr == "" and json.loads(unwritable.stdout) == [False, False, False, []]
+    assert not _pack_list(site)
+    assert _run(site, _WRITER) == [True, False, False, []]
+    stamp = _pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino
+    assert _run(site, _WRITER) == [False, False, False, []]
+    assert (_pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino) == stamp

@@ -30,7 +30,8 @@ Invariants:
   name) for these sources in this folder, each source's size and mtime_ns as when its code was read.
   Anything else (missing, unreadable, corrupt, stale) loads the modules one by one through their
   loaders, which read or write their pycs as importlib would, and then writes a fresh pack atomically
-  (a temporary file renamed over it) unless bytecode may not be written (-B, PYTHONDONTWRITEBYTECODE).
+  (a temporary file renamed over it; packwrite.py, imported for that write only) unless bytecode may not be
+  written (-B, PYTHONDONTWRITEBYTECODE).
 - LATER's modules (code a plain start never runs that a forked child, an exec, a signal or an exit with no
   descriptor free may need) are stamped and packed with START's, their code kept as marshalled bytes (or, where
   the pack was not current, the code object their loader read) and made by later() at their first need from
@@ -93,30 +94,6 @@ def _read(path: str) -> bytes:
             want = 1 << 20
     finally:
         os.close(fd)
-
-
-def _write(path: str, data: bytes, like: str) -> None:
-    """Atomically: a reader sees the old pack or the whole new one; any failure leaves no file behind. Its
-    mode is the source like's, writable by its owner (as importlib gives a pyc)."""
-    tmp = f"{path}.{os.getpid()}"
-    try:
-        mode = (os.stat(like).st_mode | 0o200) & 0o666
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
-    except OSError:
-        return
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
 
 
 def _new_module(name: str, path: str, cached: str) -> "ModuleType":
@@ -232,11 +209,22 @@ def load() -> None:
             made.append((cached, code))
         if loaded is None:
             _run(name, _new_module(name, path, cached), code)
-    if not current and not sys.dont_write_bytecode:
+    # Where the pack's folder cannot be written (an install the user does not own) no start writes one: none
+    # imports the writer either (a file more, ~0.5M instructions)
+    if not current and not sys.dont_write_bytecode and os.access(pack.rpartition(os.sep)[0], os.W_OK):
         for name in LATER:  # a loop: a comprehension is a code object more for every start to load
             _, cached, code = later_code[name]
             made.append((cached, code if type(code) is bytes else marshal.dumps(code)))
-        _write(pack, marshal.dumps((*want, tuple(made))), os.path.join(base, "__init__.py"))
+        # The writer is a module of its own (a start whose pack is current, nearly every one, never runs it: ~23K
+        # instructions), out of sys.modules again after: this start leaves the modules one that read its pack leaves
+        try:
+            from . import packwrite
+            packwrite.write(pack, marshal.dumps((*want, tuple(made))), base + os.sep + "__init__.py")
+        except ImportError:  # a partial install: the pack is only a cache
+            pass
+        finally:
+            sys.modules.pop(__name__ + ".packwrite", None)
+            globals().pop("packwrite", None)
 
 
 def later(name: str) -> "ModuleType":
