@@ -319,3 +319,19 @@ def test_a_parent_that_ignores_sigchld_still_gets_the_programs_status(tmp_path: 
     assert res.returncode == want, res.stderr
     assert seen.read_text() == str(int(signal.SIG_IGN))
     assert [r["status"] for r in read_log(log) if r["event"] == "run_exit"] == [want]
+
+
+def test_a_shell_script_of_python_steps_is_one_launch_with_the_scripts_status(tmp_path: Path) -> None:
+    """`run -- bash -c "python; python; exit 3"`: each Python step is a traced root (a run of its own), the shell
+    is none. The report tells one launch (never "runs that are not one launch") and the command's status 3 (the
+    truth: run's own return code, which the test reads), never "Nothing unusual"; the steps exited 0."""
+    log = tmp_path / "s.jsonl"
+    step = shlex.join([sys.executable, "-c", "pass"])
+    res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", f"{step}; {step}; exit 3"], env=clean_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert res.returncode == 3, res.stderr
+    rep = report_json(log)
+    assert len(rep["runs"]) == 2 and len(rep["jobs"]) == 1, (rep["runs"], rep["jobs"])
+    assert all(r["exit_code"] in (0, None) for r in rep["runs"]), rep["runs"]
+    said = " ".join(rep["answer"].split())
+    assert "not one launch" not in said and "started (pid" in said and "exited with code 3" in said, said

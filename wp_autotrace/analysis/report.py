@@ -158,6 +158,8 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
             "root_ending": _root_ending(v, r),
             "root_error": root.exit_error if root is not None else None,
+            "command_exit": ({"pid": r.command_exit.get("root_pid"), "status": r.command_exit["status"]}
+                             if r.command_exit is not None else None),
             "root_changed": changed_words(v, r) or None}
 
 

@@ -41,9 +41,11 @@ SKEW_S = 5.0
 DEFAULT_RDZV_ID = "none"
 MPI_KEYS = ("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE", "PMI_JOBID")
 # Identity kinds whose id is unique for the life of the job (no time rule).
-UNIQUE_KINDS = ("slurm",)
-# How each kind reads in the report.
-KIND_WORDS = {"job": "WP_AUTOTRACE_JOB", "slurm": "Slurm job", "torchelastic": "torchrun", "mpi": "MPI job"}
+UNIQUE_KINDS = ("slurm", "run")
+# How each kind reads in the report. "run": the command `wp-autotrace run` started, no traced root itself (a shell
+# script of Python steps): its pid, host and status record's time (fold/finish.match_waits), one launch.
+KIND_WORDS = {"job": "WP_AUTOTRACE_JOB", "slurm": "Slurm job", "torchelastic": "torchrun", "mpi": "MPI job",
+              "run": "wp-autotrace run's command, pid"}
 
 
 class Job:
@@ -82,6 +84,8 @@ def identity_text(ident: tuple[str, ...]) -> str:
         where = f" @ {ident[2]}" if ident[2] else ""
         local = f" on {ident[3]}" if len(ident) > 3 else ""
         return f"{words} {value}{where}{local}"
+    if kind == "run":
+        return f"{words} {value} on {ident[2]}"
     return f"{words} {value}"
 
 
@@ -118,6 +122,9 @@ def process_identities(rank: dict[str, Any], host: str) -> list[tuple[str, ...]]
 def run_identities(run: Run) -> list[tuple[str, ...]]:
     """Every identity any of a run's processes carries, in KIND_WORDS order, each once."""
     seen: dict[tuple[str, ...], None] = {}
+    if run.command_exit is not None:
+        cmd = run.command_exit
+        seen.setdefault(("run", str(cmd.get("root_pid")), str(cmd["host"]), repr(cmd["ts"])))
     for p in run.processes:
         if p.rank:
             for ident in process_identities(p.rank, p.host):

@@ -232,6 +232,16 @@ def match_waits(reg: Registry) -> None:
         seen = run.run_exit
         if seen is not None and run.waited is None and run.root is not None:
             run.waited = Waited(run.root.pid, seen["status"], tuple(seen.get("forwarded") or ()), run.root.host)
+    # a command that is no traced root (`run -- bash train.sh`): its Python steps' roots are its children, each a
+    # run of its own; the first record after a step's start is its command's (a pid reused later is another's)
+    owned = {id(r.run_exit) for r in runs if r.run_exit is not None}
+    for rec in reg.run_exits:
+        if isinstance(rec.get("status"), int) and id(rec) not in owned:
+            for run in runs:
+                root = run.root
+                if (root is not None and run.command_exit is None and root.ppid == rec.get("root_pid")
+                        and rec["host"] in ("", root.host) and started(run) <= rec["ts"]):
+                    run.command_exit = rec
 
 
 def executor_members(m: Model) -> None:

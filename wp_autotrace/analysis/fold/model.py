@@ -433,6 +433,9 @@ class Run:
         # "pending". The left-behind list then comes from provisional_from, as for a pending one.
         self.no_verdict = ""
         self.run_exit: dict[str, Any] | None = None  # `wp-autotrace run`'s record of the status it waited for
+        # that record where the command run started is no run's root but its parent (a shell script of Python
+        # steps): each step is a run of its own, the command's status is none of theirs (finish.match_waits)
+        self.command_exit: dict[str, Any] | None = None
         # (ts, before, now, since): the cgroup's OOM kill count rose in (since, ts]; since None in older logs
         self.ooms: list[tuple[float, int, int, float | None, str]] = []  # (ts, before, now, since, host)
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)

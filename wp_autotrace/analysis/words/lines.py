@@ -9,6 +9,7 @@ import datetime
 from typing import Any
 
 from .fmt import status_words, uncaught_words, wrap
+from .state import command_exit_words
 
 
 def when_text(ts: Any) -> str:
@@ -92,6 +93,9 @@ def no_finding_line(runs: list[dict[str, Any]]) -> str:
     error = next((r["root_error"] for r in runs if r.get("root_error")), None)
     if error:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
         return f"- No finding about its processes or pools; the program ended by {uncaught_words(error)}."
+    command = command_exit_words(runs)
+    if command:  # nor about a shell script of Python steps that failed after them
+        return f"- No finding about its processes or pools. {command}"
     return "- Nothing unusual."
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .fmt import uncaught_words
+from .fmt import status_words, uncaught_words
 
 
 def exit_code_words(rep: dict[str, Any]) -> str:
@@ -17,12 +17,22 @@ def exit_code_words(rep: dict[str, Any]) -> str:
         # an exception ended it and no `run` waited for its code: its process_exit names the exception
         failed = next((r for r in rep["runs"] if r.get("root_error") and r.get("exit_code") is None), None)
         if failed is None:
-            return ""
+            return command_exit_words(rep["runs"])
         which = f"of run {failed['id'] or '?'} " if len(rep["runs"]) > 1 else ""
         return f"The program {which}ended by {uncaught_words(failed['root_error'])}."
     run, c = bad[0]
     return (f"The program of run {run['id'] or '?'} exited with code {c}." if len(rep["runs"]) > 1 else
             f"The program exited with code {c}.")
+
+
+def command_exit_words(runs: list[dict[str, Any]]) -> str:
+    """'The command wp-autotrace run started (pid 620: not traced, the runs here are its Python steps) exited with
+    code 3.' where that command, no run's root (a shell script), did not end with 0; else ''."""
+    cmd = next((r["command_exit"] for r in runs if r.get("command_exit") and r["command_exit"]["status"] != 0), None)
+    if cmd is None:
+        return ""
+    return (f"The command wp-autotrace run started (pid {cmd['pid']}: not traced, the runs here are its Python "
+            f"steps) {status_words(cmd['status'])}.")
 
 
 # Findings the run-state sentence tells (state_words): not again as a problem bullet.
