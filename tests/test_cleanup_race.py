@@ -16,9 +16,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wp_autotrace.analysis.fold.verdict import fold_and_judge
 from wp_autotrace.analysis.read.logread import stream_logs
 from wp_autotrace.cli.cleanup import cleanup
+from wp_autotrace.cli.cleanup.sweep import Sweep
 from wp_autotrace.common.procfs import ProcReader
 
 from .conftest import clean_env, wait_until
@@ -101,3 +104,67 @@ def test_a_child_forked_as_the_walk_stops_its_parent_is_ended_too(tmp_path: Path
     in its session when cleanup says "0 still alive"."""
     for _ in range(ROUNDS):
         _one_round(tmp_path)
+
+
+# A leftover with a child in its session: prints the child's pid once the child runs.
+PARENT = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(120)
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _signals_pending(pid: int) -> int:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
+
+
+def test_an_orphan_left_in_a_leftovers_group_is_said_not_signalled(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leftover ends on its own after cleanup admitted it and before cleanup stopped it (made to, here, just
+    before the walk): its child, adopted by init before any walk, is tied to the run by nothing cleanup can read.
+    It is not signalled, and the final count does not say "0 still alive" alone: it names the child as alive in
+    the leftover's process group, not proven the run's."""
+    proc = subprocess.Popen([sys.executable, "-c", PARENT], env=clean_env(), stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    child = 0
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        info = ProcReader().stat(proc.pid)
+        assert info is not None
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": info["create_time"],
+                                                           "role": "compile-sidecar", "cmd": "python parent"}])
+        real_grow = Sweep.grow
+
+        def ended_first(sweep: Sweep) -> list[int]:
+            proc.kill()
+            proc.wait(10)  # reaped: its child is adopted now
+            wait_until(lambda: Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()[1] != str(proc.pid),
+                       10, what="the child to be adopted")
+            return real_grow(sweep)
+
+        monkeypatch.setattr(Sweep, "grow", ended_first)
+        said: list[str] = []
+        status = cleanup([(fold_and_judge(stream_logs([str(log)]).records), None)], None, dry_run=False, grace=2.0,
+                         say=said.append)
+        text = "\n".join(said)
+        assert status == 0, text
+        assert said[-1] == ("cleanup: 0 process(es) ended, 0 still alive; 1 more alive in their process groups, "
+                            "not proven the run's, not signalled"), text  # the leftover ended by itself: not counted
+        assert f"already gone: {proc.pid}" in text, text
+        assert f"not signalled: {child} (python" in text and "nothing proves it the run's" in text, text
+        assert Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()[0] == "S"  # alive, not stopped
+        assert not _signals_pending(child), text
+    finally:
+        proc.kill()
+        proc.wait(10)
+        if child:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass

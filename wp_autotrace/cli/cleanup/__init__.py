@@ -74,7 +74,7 @@ from .candidates import (
     key_of,
     on_the_logs_clock,
 )
-from .successors import await_newborns, logged_successors, members_named, selected_runs
+from .successors import await_newborns, logged_successors, members_named, selected_runs, strays
 from .sweep import (
     CLEAN,
     CLEANUP_BUDGET_S,
@@ -192,6 +192,7 @@ def _next_round(sweep: Sweep) -> list[int]:
         sweep.say(f"found: {target_label(c)}, a descendant of the run's leftovers")
     _admit_logged(sweep, pending)
     for info in await_newborns(sweep, lambda: _admit_logged(sweep, pending)):
+        sweep.unproven[info["pid"]] = info["create_time"]
         sweep.say(f"not signalled: {info['pid']} ({escape(info['name'])}), born during the round in the process "
                   "group of one of the run's leftovers, but no log names it as the run's")
     return pending
@@ -228,8 +229,22 @@ def _rounds(sweep: Sweep) -> int:
     for c, named in unended:
         sweep.unsignalled(c, named)
     left = len(sweep.survivors) + len(pending) + len(unended)
-    sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive{_refused_words(sweep, unended)}")
+    sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive{_refused_words(sweep, unended)}"
+              f"{_unproven_words(sweep, {c.pid for c, _ in unended})}")
     return REFUSED if left else sweep.status
+
+
+def _unproven_words(sweep: Sweep, said: set[int]) -> str:
+    """The final count's words for the live processes of the leftovers' process groups that nothing proves the
+    run's (the newborns said, and the strays, each said here): "still alive" counts only the proven, and alone it
+    would say that cleanup saw nothing else there. said: the pids said already (a live process a log names)."""
+    for info in strays(sweep, said):
+        sweep.unproven[info["pid"]] = info["create_time"]
+        sweep.say(f"not signalled: {info['pid']} ({escape(info['name'])}), alive in the process group of one of the "
+                  f"run's leftovers, started after it and adopted by {info['ppid']}: possibly left by a leftover that "
+                  "ended before cleanup stopped it, but nothing proves it the run's")
+    alive = sum(sweep.checker.same(pid, start) is not None for pid, start in sweep.unproven.items())
+    return f"; {alive} more alive in their process groups, not proven the run's, not signalled" if alive else ""
 
 
 def _refused_words(sweep: Sweep, unended: list[tuple[Candidate, str]]) -> str:

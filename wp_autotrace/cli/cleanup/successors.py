@@ -21,6 +21,14 @@ proof: a newborn the logs never name is said and left alone.
 
 Bounded: at most MAX_NEWBORNS pids are looked at (past that, or after the pid
 counter wrapped, nothing is waited for), and the wait ends by cleanup's budget.
+
+A member that ends on its own between its admission and its SIGSTOP leaves its
+children to init before any walk lists them. Nothing in /proc ties such an
+orphan to the run any more, so it is never signalled; but the final count
+would claim more than cleanup saw if it said "0 still alive" without a look:
+strays() finds the live processes of a member's process group and session that
+were adopted out of it (their parent is not in it) and started after the
+first member, and cleanup says them as not proven the run's.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from typing import Any
 from ...analysis.fold.model import Process, Run
 from ...common.vocab import WATCHER as WATCHER_ROLE
 from .candidates import Candidate
-from .sweep import Sweep
+from .sweep import MAX_TREE, Sweep
 
 # A traced child writes its process_start within moments of its fork; the bound leaves room for a host whose
 # runnable processes outnumber its cores many times. Waited only while such a newborn lives, unnamed.
@@ -136,3 +144,28 @@ def await_newborns(sweep: Sweep, poll: Callable[[], None]) -> list[dict[str, Any
         waiting = [info for info in waiting if not known(info["pid"], info["create_time"])
                    and sweep.checker.same(info["pid"], info["create_time"]) is not None]
     return waiting
+
+
+def strays(sweep: Sweep, said: set[int]) -> list[dict[str, Any]]:
+    """Live processes of a target's process group and session, started after the first target, adopted out of
+    it (the parent is gone, or not in that group: init or a subreaper took it), not known and not protected:
+    what a member that ended before it was stopped may have left. Said by the caller, never signalled; the
+    newborns already said (sweep.unproven) and the pids in said are left out. One look at every pid (at most
+    MAX_TREE)."""
+    groups = groups_of(sweep.targets)
+    starts = [c.create_time for c, _ in sweep.targets.values() if c.create_time is not None]
+    if not groups or not starts:
+        return []
+    reader, first, host = sweep.checker.reader, min(starts), next(iter(sweep.targets.values()))[0].host
+    found = []
+    for pid in sorted(reader.pids())[:MAX_TREE]:
+        if pid in sweep.checker.protected or pid in sweep.unproven or pid in said:
+            continue
+        info = reader.stat(pid)
+        if (info is None or info["groups"] not in groups or info["create_time"] < first
+                or sweep.is_known(host, pid, info["create_time"])):
+            continue
+        parent = reader.stat(info["ppid"])
+        if parent is None or parent["groups"] != info["groups"]:
+            found.append(info)
+    return found

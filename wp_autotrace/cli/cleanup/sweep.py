@@ -105,6 +105,7 @@ class Sweep:
         self.since: int | None = None  # the kernel's last pid before a round's SIGTERMs (successors.py)
         # (host, pid) -> (start, why) of each claim refused: a live process the log names is then said refused.
         self.refusals: dict[tuple[str, int], list[tuple[float | None, str]]] = {}
+        self.unproven: dict[int, float] = {}  # pid -> start of each live process said but never proven the run's
 
     def know(self, c: Candidate) -> None:
         if c.create_time is not None:
@@ -276,14 +277,16 @@ class Sweep:
         """SIGTERM in order, SIGCONT, wait up to grace, SIGKILL what is left; the pids that survived."""
         order = [c.pid for c, _ in children_first([self.targets[pid] for pid in pids])]
         self.since = self.checker.reader.last_pid()  # every member is stopped: none has forked since
+        gone = set()  # ended before its SIGTERM: not cleanup's doing, so never counted as ended by it
         for pid in order:
             if not self.signal(pid, signal.SIGTERM):
+                gone.add(pid)
                 self.say(f"already gone: {target_label(self.targets[pid][0])}")
         self.send(order, signal.SIGCONT)  # stopped for the walk: let each act on its SIGTERM
         grace = min(self.grace, max(0.0, self.deadline - time.monotonic()))  # the budget bounds every wait
-        left = self.wait_gone(order, grace)
+        left = self.wait_gone([pid for pid in order if pid not in gone], grace)
         for pid in order:
-            if pid not in left:
+            if pid not in left and pid not in gone:
                 self.say(f"ended: {target_label(self.targets[pid][0])} (SIGTERM)")
                 self.ended += 1
         self.send(left, signal.SIGKILL)
