@@ -53,6 +53,8 @@ PROGRAM = textwrap.dedent('''
         os.chdir("/")
     if traced:
         wait_for("root_change")
+    if sys.argv[3:] == ["kill"]:
+        os.kill(os.getpid(), 9)
     print("exiting 3 by sys.exit")
     sys.exit(3)
 ''')
@@ -104,6 +106,26 @@ def test_a_main_that_changes_its_user_or_root_is_told_unknown_not_killed(tmp_pat
         assert "exited 3 without a process_exit in the log" in told, text
     else:
         assert "main process ended without a process_exit in the log (it changed its" in told, text
+
+
+@needs_root
+def test_a_kill_after_the_change_is_told_as_the_kill(tmp_path: Path) -> None:
+    """SIGKILL after the change: the watcher reads the signal from the main's zombie (the test reaps it only after
+    the watcher's verdict), so the report names the kill; the change makes nothing of it unknown (fails where the
+    change was told first, 'how it ended is not known', over the zombie's signal)."""
+    tmp_path.chmod(0o755)
+    script, log = tmp_path / "prog.py", tmp_path / "run.jsonl"
+    script.write_text(PROGRAM)
+    proc = subprocess.Popen([sys.executable, str(script), "setuid", "-", "kill"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)))
+    try:
+        wait_for_watcher(log, event="leftover")  # the main a zombie meanwhile: this test has not reaped it
+    finally:
+        assert proc.wait(timeout=60) == -9
+    text = _report(log)
+    told = text.split("== Warm", 1)[0]
+    assert "killed by SIGKILL" in told and "is not known" not in told, text
 
 
 def _status(uids: str) -> str:

@@ -327,11 +327,12 @@ def _no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     count names it (derive/endings.py's oom-kill: the one evidence for the OOM killer), else both possibilities."""
     waited = r.waited
     oom = _oom_words(r)
-    if r.root_changes and (waited is None or waited.status >= 0):  # no record of its end could be written
-        return "ended without a process_exit in the log", f" ({changed_note(v, r)})", CHANGED_CAUSE
     ending = v.endings.of(r.root) if waited is None and r.root is not None else None
+    named = ending is not None and ending.kind in (SIGNAL, OOM_KILL)  # a record names a signal: a kill, told below
+    if r.root_changes and (waited is None or waited.status >= 0) and not named:  # its end's record was refused
+        return "ended without a process_exit in the log", f" ({changed_note(v, r)})", CHANGED_CAUSE
     # a signal a record names (its wait status, a signal_sent) proves a kill: its exit record was never written
-    if _exit_maybe_lost(r) and not (ending is not None and ending.kind in (SIGNAL, OOM_KILL)):
+    if _exit_maybe_lost(r) and not named:
         return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
     if ending is not None and ending.kind == OOM_KILL:
         return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
