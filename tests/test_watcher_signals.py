@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,47 @@ def test_a_signalled_watcher_without_its_exit_is_not_said_killed(tmp_path: Path)
         if "SIGTERM" in words:
             assert "it was still watching as the log was read, or was killed before it could write one" in \
                 told["watcher-signalled"]
+
+
+def _state(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0]
+    except OSError:
+        return b""
+
+
+# How long the watcher is held stopped each time: past its tick (INTERVAL_S), as a suspend is.
+INTERVAL_S, HELD_S = 0.3, 1.0
+
+
+def test_a_watcher_stopped_and_continued_watches_on_without_a_signal(tmp_path: Path) -> None:
+    """The watcher stopped past its tick and continued, three times (SIGSTOP/SIGCONT: a SLURM suspend and
+    resume, a debugger): no signal came, so none is recorded, and it watches on to the verdict. CPython's
+    sigtimedwait handed its sleep a siginfo it never filled there: the watcher recorded a SIGHUP no one sent, or
+    crashed on a signal number no signal has (tracer_error, no verdict)."""
+    proc, log = start_root(IDLE, tmp_path, WP_AUTOTRACE_LINGER="5", WP_AUTOTRACE_SAMPLE_INTERVAL=str(INTERVAL_S))
+    wpid = 0
+    try:
+        wpid = watcher_pid(log)
+        wait_until(lambda: proc.pid in tree_started(read_log(log, partial=True)), 20, what="the root's tree entry")
+        for _ in range(3):
+            os.kill(wpid, signal.SIGSTOP)
+            wait_until(lambda: _state(wpid) == b"T", 10, what=f"the watcher {wpid} stopped")
+            time.sleep(HELD_S)  # the suspend itself: a duration, not a wait for an event
+            os.kill(wpid, signal.SIGCONT)
+            wait_until(lambda: _state(wpid) not in (b"T", b""), 10, what=f"the watcher {wpid} running")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+        recs = wait_for_watcher(log, 30)
+        assert not events(recs, "tracer_error") and not events(recs, "watcher_signal"), \
+            events(recs, "tracer_error") + events(recs, "watcher_signal")
+        assert [x["how"] for x in events(recs, "leftover")] == ["root-killed"]
+        assert events(recs, "watcher_exit")[0]["reason"] != "error"
+    finally:
+        if wpid:
+            try:
+                os.kill(wpid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        kill_session(proc)

@@ -39,6 +39,13 @@ CAUGHT = (*ENDING, signal.SIGUSR1, signal.SIGUSR2)
 STOP_LINGER_S = 25.0
 # watcher_signal records written at most: a loop that signals the watcher cannot fill the log.
 MAX_SAID = 16
+# How a signal of CAUGHT comes to a process (siginfo's si_code): kill() SI_USER, sigqueue() SI_QUEUE, tgkill()
+# SI_TKILL, the kernel (a terminal's hangup or ^C) SI_KERNEL. CPython's sigtimedwait returns a siginfo it never
+# filled where the wait was stopped (SIGSTOP, a SLURM suspend, a debugger) and continued after its timeout: it
+# retries the interrupted wait (EINTR), finds the time passed, and breaks out to fill the result from whatever
+# the stack held (3.9-3.13). Seen as a SIGHUP (an ending signal that never came) or as no signal at all, which
+# crashed the watcher and lost the run's verdict. A result not so sent is no signal.
+SENT_BY = (0, -1, -6, 0x80)
 
 
 class Signals:
@@ -62,7 +69,7 @@ class Signals:
     def sleep(self, seconds: float) -> None:
         """Sleep up to `seconds`, less if a caught signal comes; take every one pending."""
         info = signal.sigtimedwait(CAUGHT, max(0.0, seconds)) if not self.stop_now else None
-        while info is not None:
+        while info is not None and info.si_signo in CAUGHT and info.si_code in SENT_BY:
             self._take(info)
             info = signal.sigtimedwait(CAUGHT, 0) if not self.stop_now else None
 
