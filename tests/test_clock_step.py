@@ -7,6 +7,8 @@ same start ticks; the e2e moves a forked child's boot time as a step would."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +18,8 @@ from wp_autotrace.analysis.fold.fold import build
 from wp_autotrace.analysis.fold.model import Model, Process
 from wp_autotrace.analysis.read.logread import read_logs
 
-from .clock import boot_now
-from .conftest import ROOT, clean_env, events, read_log, run_python, wait_until
+from .clock import boot_now, start_ticks
+from .conftest import ROOT, clean_env, events, read_log, run_python, wait_for_watcher, wait_until
 from .logs import T0, LogWriter, start, watcher
 
 STEP_S = 5.0
@@ -164,6 +166,34 @@ def test_the_watcher_claims_a_process_on_its_own_clock(tmp_path: Path) -> None:
         os.close(fd)
 
 
+def test_the_roots_own_records_across_a_step_are_the_roots(tmp_path: Path) -> None:
+    """The root's pid writes a process_start after the watcher's start (the root exec'd a new interpreter, which
+    read the boot time after a step): the same process by its start ticks, so the process_exit after it is the
+    root's end. It was taken for a reused pid, and the root's exit for another process's; other start ticks are
+    still another process."""
+    import json
+    import time
+
+    from wp_autotrace.watcher.logwatch import LogWatch
+
+    tick = os.sysconf("SC_CLK_TCK")
+    ticks = int(time.clock_gettime(time.CLOCK_BOOTTIME) * tick) - 50
+    boot = boot_now()
+    for started, is_root in ((ticks, True), (ticks + 2, False)):
+        log = tmp_path / f"log{started}.jsonl"
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            watch = LogWatch(fd, str(log), "h", "r1", 100, 0, root_ct=round(boot + ticks / tick, 2))
+            for rec in ({"event": "process_start", "ts": time.time(), "pid": 100, "host": "h", "run": "r1",
+                         "role": "main", "create_time": round(boot + STEP_S + started / tick, 2),
+                         "start_ticks": started},
+                        {"event": "process_exit", "ts": time.time(), "pid": 100, "host": "h", "role": "main"}):
+                watch._read_record(json.dumps(rec).encode())
+            assert (watch.root_exited, watch.root_reused) == (is_root, not is_root), started - ticks
+        finally:
+            os.close(fd)
+
+
 # Two tests the suite met a 20 s step with (a CI run failed 21 such): one compares the project's boot time read in
 # this process with the test's own reading, one hands a create time the test read to a cleanup it starts.
 ACROSS_A_STEP = ["tests/test_sampler.py::test_one_clock_boot_time_to_the_microsecond",
@@ -178,3 +208,76 @@ def test_the_suite_holds_across_a_wall_clock_step() -> None:
                      clean_env(), cwd=ROOT, timeout=180)
     assert "stepped clock: this process's boot time set 20 s behind" in res.stdout, res.stdout + res.stderr
     assert res.returncode == 0 and "2 passed" in res.stdout, res.stdout + res.stderr
+
+
+# A root whose own boot time was read STEP_S before a wall-clock step that its watcher, started just after, did not
+# miss: the step is put between the two by moving the root's boot time before its tracer starts (tracing started
+# from code, not at site, for that). Once the test says go (a file), it starts an untraced `sleep` and exits at
+# once: the sleep is left behind, named only by the root's below list (the test holds the watcher stopped meanwhile,
+# so no sample can see it as the root's child).
+ROOT_AFTER_A_STEP = """
+import os, subprocess, sys, time
+from wp_autotrace.common import env
+env._boot_time = env.boot_time() + {step}
+os.environ["WP_AUTOTRACE"] = "1"
+from wp_autotrace.runtime import bootstrap
+bootstrap.start()
+go = sys.argv[1]
+while not os.path.exists(go):
+    time.sleep(0.02)
+quiet = {{k: v for k, v in os.environ.items() if not k.startswith("WP_AUTOTRACE")}}
+sleeper = subprocess.Popen(["sleep", "120"], env=quiet, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+print(sleeper.pid, flush=True)
+"""
+
+
+def _root_listed(log: Path, root: int) -> int:
+    """The watcher's pid once its tree lists the root as its root; 0 before."""
+    recs = read_log(log, partial=True)
+    starts = events(recs, "watcher_start")
+    listed = any(e["pid"] == root and e.get("via") == "root" for r in events(recs, "tree") for e in r["started"])
+    return starts[0]["pid"] if starts and listed else 0
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_root_and_its_below_list_across_a_step_are_the_watchers(tmp_path: Path) -> None:
+    """The root computed its create times STEP_S ahead of its watcher's clock: the watcher still takes the root
+    for its root (by the root's start ticks; it took it for another process), and the process only the root's
+    below list names (the root's child at its exit, unseen by any sample) is a leftover of the run (by its start
+    ticks; it matched nothing), one process in the report's model with the watcher's entries of it."""
+    log, go = tmp_path / "run.jsonl", tmp_path / "go"
+    env = clean_env(WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0.1")
+    root = subprocess.Popen([sys.executable, "-c", ROOT_AFTER_A_STEP.format(step=STEP_S), str(go)], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    watcher = left = 0
+    try:
+        watcher = wait_until(lambda: _root_listed(log, root.pid), 30, what="the watcher listing its root as root")
+        os.kill(watcher, signal.SIGSTOP)  # no sample until the root has gone: only its below list names the sleep
+        go.write_text("")
+        assert root.stdout is not None
+        left = int(root.stdout.readline())
+        ticks = start_ticks(left)  # the test's own reading, while the sleep lives
+        assert root.wait(timeout=30) == 0
+        _signal(watcher, signal.SIGCONT)
+        recs = wait_for_watcher(log, 30, event="leftover")
+    finally:
+        _signal(watcher, signal.SIGCONT)
+        if left:
+            _signal(left, signal.SIGKILL)
+        if root.poll() is None:
+            root.kill()
+        root.wait()
+    (exit_,) = [r for r in events(recs, "process_exit") if r["pid"] == root.pid]
+    (below,) = [e for e in exit_["below"] if e["pid"] == left]
+    assert below["start_ticks"] == ticks and ticks is not None
+    assert abs(below["create_time"] - (boot_now() + STEP_S + ticks / os.sysconf("SC_CLK_TCK"))) < 0.015
+    assert left in events(recs, "leftover")[0]["pids"]
+    model = build(read_logs([str(log)]).records)
+    assert len(_of(model, left)) == 1, [(p.create_time, p.via) for p in _of(model, left)]
+    assert len(_of(model, root.pid)) == 1 and _of(model, root.pid)[0].traced

@@ -261,8 +261,9 @@ class ProcReader:
         return set(map(int, filter(str.isdigit, os.listdir("/proc"))))  # in C: the host may hold thousands
 
     def stat(self, pid: int) -> dict[str, Any] | None:
-        """ppid, name, create_time, rss, threads, groups and image (arg_start: a new value after each exec, 0
-        where the kernel does not show it) of a live process; None if gone or a zombie."""
+        """ppid, name, create_time, start_ticks (the kernel's start, which a wall-clock step leaves alone), rss,
+        threads, groups and image (arg_start: a new value after each exec, 0 where the kernel does not show it) of
+        a live process; None if gone or a zombie."""
         kept = self.kept.get(pid)
         data = _read(f"/proc/{pid}/stat", pid=pid, strict=self.strict) if kept is None else \
             _pread(kept[0], "stat", 4096, pid, self.strict)
@@ -276,8 +277,8 @@ class ProcReader:
                 self.created.clear()
             create_time = self.created[started] = self.clock.create_time(started)
         return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name, "create_time": create_time,
-                "rss": int(fields[STAT_RSS]) * self.page, "threads": int(fields[STAT_THREADS]),
-                "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION])),
+                "start_ticks": int(started), "rss": int(fields[STAT_RSS]) * self.page,
+                "threads": int(fields[STAT_THREADS]), "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION])),
                 "image": int(fields[STAT_ARG_START]) if len(fields) > STAT_ARG_START else 0}
 
     @staticmethod
@@ -439,9 +440,10 @@ class PsutilReader:
 def descendants(pid: int, keep: int, walk: int) -> tuple[list[dict[str, Any]], int]:
     """pid's live (non-zombie) descendants, breadth first, read from /proc children files.
 
-    Returns at most keep entries ``{pid, ppid, create_time, name}`` and how many
+    Returns at most keep entries ``{pid, ppid, create_time, start_ticks, name}`` and how many
     were found (at most walk processes are visited: a bounded cost at exit).
-    Empty where /proc has no children files.
+    Empty where /proc has no children files. start_ticks: a reader whose boot time differs from this
+    process's by a wall-clock step puts the entry on its own clock by them (watcher/logwatch.py, on_my_clock).
     """
     if not ProcReader.available():
         return [], 0
@@ -461,7 +463,7 @@ def descendants(pid: int, keep: int, walk: int) -> tuple[list[dict[str, Any]], i
             seen.add(kid)
             count += 1
             if len(found) < keep:
-                found.append({k: info[k] for k in ("pid", "ppid", "create_time", "name")})
+                found.append({k: info[k] for k in ("pid", "ppid", "create_time", "start_ticks", "name")})
             queue.append((kid, info["threads"]))
     return found, count
 

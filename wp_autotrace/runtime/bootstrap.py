@@ -265,7 +265,7 @@ def write_start(rt: "Runtime", forked: bool) -> None:
         cwd = None
     argv = list(own_argv() or sys.argv)
     patterns = rt.settings.redact
-    rt.create_time, ticks = own_start()
+    rt.create_time, rt.start_ticks = own_start()
     rt.sink.emit(
         "process_start",
         # The whole command line, interpreter and flags included; secrets masked.
@@ -281,7 +281,7 @@ def write_start(rt: "Runtime", forked: bool) -> None:
         # {"rank": {...}} when a launcher set rank variables; nothing otherwise (docs/contracts.md, "Ranks")
         **({"rank": rank} if (rank := rank_env()) else {}),
         # Absent where there is no /proc: readers then fall back to ts.
-        **({} if rt.create_time is None else {"create_time": rt.create_time, "start_ticks": ticks}),
+        **({} if rt.create_time is None else {"create_time": rt.create_time, "start_ticks": rt.start_ticks}),
     )
 
 

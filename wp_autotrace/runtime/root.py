@@ -50,7 +50,8 @@ def start_watcher(runtime: "Any") -> None:
             fd = sink._open_same()
             os.lseek(fd, 0, os.SEEK_END)
         started = spawn(fd, sink.path or "", runtime.run_id, runtime.create_time, settings.interval,
-                        settings.linger, os.environ.get(REDACT_ENV, ""), os.environ.get(EXPORT_ENV, ""))
+                        settings.linger, os.environ.get(REDACT_ENV, ""), os.environ.get(EXPORT_ENV, ""),
+                        runtime.start_ticks)
     except OSError:
         started = False
     finally:

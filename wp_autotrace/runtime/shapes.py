@@ -42,6 +42,7 @@ class Runtime:
     host: str
     sink: Sink
     create_time: float | None  # set by bootstrap.write_start
+    start_ticks: int | None  # with create_time: the kernel's start ticks it came from (a clock step leaves them)
     notice: str | None  # root only: the guard's notice file, read and removed at exit
     env_watch: Any  # who changed a variable inductor's config reads, until it loads (env.env_watch)
     _probes: Any  # made when a target module first loads (first_target.probes)

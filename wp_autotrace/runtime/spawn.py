@@ -39,7 +39,7 @@ WATCHER_LOG_FD = 3
 # The root -> watcher contract: the watcher's argv after ARGV_MARK, one string each, in this order.
 # to_argv (the root) and from_argv (the watcher) are its only two ends.
 WATCHER_ARGS = ("run", "pkg_dir", "log_fd", "log", "offset", "root_pid", "root_ct", "interval", "linger",
-                "redact", "export")
+                "redact", "export", "root_ticks")
 # The interpreter's code: put the package's directory on sys.path, run main(). Appended, after the
 # standard library: when the package is installed, that directory is site-packages, where a backport
 # may shadow a stdlib module (enum34's enum, pathlib 1.0.1), as it does not in the host (site puts
@@ -60,7 +60,7 @@ PY_INTERMEDIATE = ("import os,sys\ntry:\n os.chdir('/')\nexcept OSError:\n pass\
 
 
 def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: float, linger: float,
-          redact: str = "", export: str = "") -> bool:
+          redact: str = "", export: str = "", root_ticks: int | None = None) -> bool:
     """Start the watcher for this run; True when the intermediate was started and has ended.
 
     Called in the root at start-up. The intermediate is reaped here (by the
@@ -70,6 +70,10 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     WP_AUTOTRACE_EXPORT's word (``otlp``), for the same reason; the OTEL_*
     settings it follows (headers may hold tokens) stay in the environment the
     watcher inherits, never in its argv, which ps shows to every user.
+    root_ticks: the root's start ticks (-1 where unknown), which the watcher
+    puts on its own clock: a wall-clock step between the root's start and the
+    watcher's moves root_ct by the step, and the watcher's own root was
+    another process to it.
     """
     if not sys.executable or not hasattr(os, "posix_spawn"):  # embedded, or no posix_spawn: no watcher
         return False
@@ -80,7 +84,8 @@ def spawn(log_fd: int, log: str, run: str, root_ct: float | None, interval: floa
     # -B: -I ignores PYTHONDONTWRITEBYTECODE, so the root's choice is passed on.
     watcher = [sys.executable, "-I", "-S", *["-B"] * sys.dont_write_bytecode, "-c", BOOT, *to_argv({
         "run": run, "pkg_dir": pkg_dir, "log_fd": target, "log": log, "offset": offset, "root_pid": os.getpid(),
-        "root_ct": root_ct or 0.0, "interval": interval, "linger": linger, "redact": redact, "export": export[:16]})]
+        "root_ct": root_ct or 0.0, "interval": interval, "linger": linger, "redact": redact, "export": export[:16],
+        "root_ticks": -1 if root_ticks is None else root_ticks})]
     if os.access(SHELL, os.X_OK):
         argv = [SHELL, "-c", SHELL_SCRIPT, "wp-autotrace-spawn", *watcher]  # $0, then "$@"
     else:

@@ -82,7 +82,7 @@ class LogWatch:
         self.detached = False  # no fd held between reads (detach, once the live export read back)
         self.host = host
         self.root = root
-        self.root_ct = root_ct  # 0.0: unknown
+        self.root_ct = root_ct  # on this watcher's clock (main.py turns the root's ticks); 0.0: unknown
         # A process_start of the root's pid with another create_time: the root ended and its pid was taken;
         # a process_exit of that pid is then the new owner's, not the root's.
         self.root_reused = False
@@ -107,7 +107,7 @@ class LogWatch:
         # pid -> the parent its process_start named, of the records the last scan read: the creator of a process that
         # joins by claim already re-parented (its creator died within one look of the fork), for OrphanFds
         self.creators: dict[int, int] = {}
-        # pid -> create_time: the root's live descendants at its exit (its process_exit's below)
+        # pid -> create_time on this watcher's clock: the root's live descendants at its exit (its process_exit's below)
         self.below: dict[int, float] = {}
         self.on_record: Any = None  # the live export's feed (export.LiveExport.record), when on
         # pid -> (when it said its pool role, the role): a compile worker's role record, an autotune worker's start
@@ -230,7 +230,7 @@ class LogWatch:
             self.on_record(rec)
         event, pid = rec.get("event"), rec.get("pid")
         if event == "process_start" and pid == self.root and self.root_ct and isinstance(rec.get("create_time"), float):
-            self.root_reused = self.root_reused or not same_process(rec["create_time"], self.root_ct)
+            self.root_reused = self.root_reused or not same_process(on_my_clock(rec), self.root_ct)
         if event == "role" and rec.get("role") == COMPILE_WORKER and isinstance(pid, int) \
                 and isinstance(rec.get("ts"), float):
             self.roles[pid] = (rec["ts"], COMPILE_WORKER)
@@ -240,7 +240,7 @@ class LogWatch:
             if rec.get("role") in SAID_ROLES and isinstance(rec.get("ts"), float):
                 self.roles[pid] = (rec["ts"], rec["role"])
             if isinstance(rec.get("create_time"), float):
-                self.claimed[pid] = _on_my_clock(rec)
+                self.claimed[pid] = on_my_clock(rec)
                 if isinstance(rec.get("ppid"), int):
                     self.creators[pid] = rec["ppid"]
         elif event == "return" and isinstance(pid, int) and isinstance(rec.get("ts"), float) \
@@ -254,14 +254,16 @@ class LogWatch:
             below = rec.get("below")
             for p in below if isinstance(below, list) else []:
                 if isinstance(p, dict) and isinstance(p.get("pid"), int) and isinstance(p.get("create_time"), float):
-                    self.below[p["pid"]] = p["create_time"]
+                    self.below[p["pid"]] = on_my_clock(p)
 
 
-def _on_my_clock(rec: dict[str, Any]) -> float:
-    """A process_start's create time on this watcher's clock, its start ticks turned as the tree turns every
-    entry's (procfs.ProcClock: this process's one boot time and tick): a process that read the boot time after a
-    wall-clock step (NTP, a VM resumed) wrote its create time the step away from the watcher's entry of it, and
-    its claim matched nothing. A record without start_ticks (an older tracer): its create time as written."""
+def on_my_clock(rec: dict[str, Any]) -> float:
+    """A create time another process wrote (a process_start's, an entry of the root's below list, the root's own
+    handed to the watcher) on this watcher's clock, its start ticks turned as the tree turns every entry's
+    (procfs.ProcClock: this process's one boot time and tick): a process that read the boot time across a
+    wall-clock step (NTP, a VM resumed) from the watcher wrote its create times the step away from the watcher's
+    entries of the same processes, which then matched nothing. Without start_ticks (an older tracer, no /proc):
+    the create time as written."""
     ticks = rec.get("start_ticks")
     if type(ticks) is int and ticks >= 0:
         return clock_create_time(str(ticks).encode(), os.sysconf("SC_CLK_TCK"), boot_time())

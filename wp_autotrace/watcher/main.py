@@ -41,7 +41,7 @@ from ..runtime.sink import Sink
 from ..runtime.spawn import from_argv
 from .cgroups import CPU_KIND, MEMORY_KIND, PIDS_KIND, Cgroups, cgroup_file, cgroup_mounts
 from .fds import OrphanFds
-from .logwatch import LogWatch, WatcherSink
+from .logwatch import LogWatch, WatcherSink, on_my_clock
 from .memory import make_sampler
 from .oom import OomCount
 from .rootchange import RootChange
@@ -442,7 +442,10 @@ def main(args: list[str]) -> None:
     except OSError:
         return
     os.close(inherited)
-    logwatch = LogWatch(sink.fd, log, host, run, int(root), int(a["offset"]), float(a["root_ct"]))
+    # The root's create time on this process's clock, as the tree computes its entry of the root: the root read
+    # its boot time before this process did, and a wall-clock step between the two made the root another process.
+    root_ct = on_my_clock({"create_time": float(a["root_ct"]), "start_ticks": int(a["root_ticks"])})
+    logwatch = LogWatch(sink.fd, log, host, run, int(root), int(a["offset"]), root_ct)
     if not same or logwatch.gone():
         return
     export, why_not = _live_export(run, host, a["export"], logwatch)
@@ -453,7 +456,7 @@ def main(args: list[str]) -> None:
     # of the log says so (analysis/fold/verdict.py, verdict_lost).
     logwatch.detach()
     sink.detach()
-    watcher = Watcher(sink, run, int(root), float(a["root_ct"]), float(a["interval"]), float(a["linger"]),
+    watcher = Watcher(sink, run, int(root), root_ct, float(a["interval"]), float(a["linger"]),
                       log=logwatch, redact=redact, export=export, signals=signals)
     if not proc_is_ours():
         watcher.finish(V.EXIT_PROC_ELSEWHERE)  # no sample, no verdict: the report says none will come

@@ -155,7 +155,9 @@ class Builder:
 
     def root_below(self, run: Run, r: dict[str, Any]) -> None:
         """The root's live descendants at its exit: members by descent, seen before the watcher's verdict."""
-        run.below = [self.reg.subject(r["host"], e, r["ts"], run) for e in r.get("below") or ()]
+        host = r["host"]
+        run.below = [self.reg.subject(host, self.reg.entry_on_watcher_clock(host, run, e), r["ts"], run)
+                     for e in r.get("below") or ()]
         for q in run.below:
             q.via = q.via or "child"
         count = r.get("below_count")

@@ -90,6 +90,14 @@ class Registry:
             return None
         return round(clock[0] + ticks / clock[1], 2)
 
+    def entry_on_watcher_clock(self, host: str, run: Run, entry: dict[str, Any]) -> dict[str, Any]:
+        """An entry another process of the run computed (the root's below list) with its create time on the run's
+        watcher's clock, where its start_ticks and that clock are known: the root read its boot time before its
+        watcher did, and a wall-clock step between the two put its entries the step away from the watcher's
+        entries of the same processes. Else the entry as written (older logs, no watcher)."""
+        ct = self.on_watcher_clock(host, run, entry.get("start_ticks"))
+        return entry if ct is None else {**entry, "create_time": ct}
+
     def file_ticks(self, p: Process, run: Run, ticks: Any) -> None:
         """File p under its start ticks on its run's watcher's clock too, now or once that clock is read
         (clock_read): the watcher's entries then find it whatever clock its own create_time is on."""

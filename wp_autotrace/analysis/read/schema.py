@@ -253,8 +253,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("count_callers", DICT, "label -> the innermost user frame of the last counted call (SubprocPool.submit: "
                                 "the line that sent the last job)"),
         ("dropped", UINT, "records this process could not write"),
-        ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, name}` "
-                         "(at most 200)"),
+        ("below", PROCS, "the root only: its live descendants at its exit, each `{pid, ppid, create_time, "
+                         "start_ticks, name}` (at most 200; start_ticks: as process_start's)"),
         ("below_count", UINT, "the root only: how many live descendants it had (the true number)"),
         ("error", STR, "where an uncaught exception ends it: that exception (`Type: message`, cut as a return's "
                        "`error`), as Python printed it before the exit handlers (sys.last_value)"),
