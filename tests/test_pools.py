@@ -337,15 +337,35 @@ def test_a_pool_only_the_watcher_saw_is_never_no_pool(tmp_path: Path, child_trac
     compile pool was made"; the advice to trace the maker's environment only where that maker wrote nothing."""
     rep = report(untraced_pool_under(child_traced), tmp_path)
     assert rep["pools"] == [] and "No compile pool was made" not in rep["answer"], rep["answer"]
-    why = rep["no_pool_why"]
-    assert why["kind"] == "untraced", why
-    (pool,) = why["pools"]
+    assert rep["no_pool_why"] == {"kind": "untraced"}
+    (pool,) = rep["untraced_pools"]
     assert (pool["sidecar_pid"], pool["worker_pids"], pool["parent_pid"]) == (200, [301, 302], 150)
     assert pool["parent_traced"] is child_traced
     text = " ".join(rep["answer"].split())
     assert "1 compile pool ran untraced (the watcher saw it): sidecar 200 + 2 workers under train.py 150" in text
     assert "Who made it and from which line is not known" in text
     assert ("pass WP_AUTOTRACE=1" in text) is not child_traced, text
+
+
+def test_a_pool_only_the_watcher_saw_is_told_beside_a_recorded_one(tmp_path: Path) -> None:
+    """The launcher made a pool of its own too (SubprocPool.__init__ recorded; its sidecar 250 ran another Python
+    and wrote nothing, the watcher saw it): the Answer tells that pool and, after it, the untraced one; the
+    recorded pool's own sidecar is never counted as an untraced pool."""
+    from .logs import watcher
+
+    w = untraced_pool_under(False)
+    call(w, 1.0, 100, 1, "main", f"{SP}:SubprocPool.__init__", 50, 1.2, caller=USER, sidecar_pid=250)
+    side = "/other/bin/python /other/torch/_inductor/compile_worker/__main__.py --parent=100"
+    watcher(w, 1.3, "tree", count=3, started=[{"pid": 250, "ppid": 100, "create_time": T0 + 1.1, "cmd": side,
+                                                "name": "python", "role": "compile-sidecar"}], ended=[])
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    assert [p["sidecar_pid"] for p in rep["pools"]] == [250] and rep["no_pool_why"] is None
+    assert [e["sidecar_pid"] for e in rep["untraced_pools"]] == [200]
+    text = " ".join(rep["answer"].split())
+    assert "Also 1 compile pool ran untraced (the watcher saw it): sidecar 200 + 2 workers under train.py 150" \
+        in text, text
+    assert text.index("sidecar 250") < text.index("Also 1 compile pool ran untraced"), text
 
 
 def test_tree_and_costs_show_real_memory_never_summed_rss(tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ JSON_KEYS: dict[str, Any] = {
     "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,
     "ranks": list, "costs": dict, "running_pids": list, "answer": str, "jobs": list, "verdict_pending": bool,
     "possible": list, "t0": float, "pools_across": (dict, type(None)), "compiling": list,
-    "no_pool_why": (dict, type(None)),
+    "no_pool_why": (dict, type(None)), "untraced_pools": list,
 }
 RUN_KEYS = {"id": str, "command": str, "root_pid": int, "hosts": list, "start": float, "end": float, "state": str,
             "memory_at_once": list}

@@ -490,6 +490,7 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
         "pools_across": across,
         "compiling": facts.compiling(v),
         "no_pool_why": facts.no_pool_why(v),
+        "untraced_pools": facts.untraced_pools(v),
         "input": {"records": data.record_count, "skipped": data.skipped, "fixed": data.fixed,
                   "problems": data.problems, "files": data.files,
                   "notes": list(getattr(data, "notes", ()))},

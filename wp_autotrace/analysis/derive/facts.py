@@ -5,6 +5,7 @@
 - ``compiling``: each compiling process's resident memory before its first compile and after its last (the
   tracer's read of /proc/self/statm at dynamo's `_compile` call and return: targets.COMPILE).
 - ``no_pool_why``: why no pool was made, from what was seen.
+- ``untraced_pools``: compile sidecars (and their workers) only the watcher saw: no record names their pool.
 - ``pool_tests``: in a pytest session, the test that made a pool and the later tests it outlived.
 """
 
@@ -187,9 +188,8 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
     at most 1; C++ (CPU) kernels, built by compiler processes under the compiling process; else unknown."""
     if v.pools:
         return None
-    untraced = _untraced_pools(v)
-    if untraced:  # a pool ran where no process wrote a record: "no pool was made" would be false
-        return {"kind": "untraced", "pools": untraced}
+    if untraced_pools(v):  # a pool ran where no process wrote a record: "no pool was made" would be false
+        return {"kind": "untraced"}
     configs = [c for r in v.runs for c in r.configs]
     if not configs:
         return {"kind": "no-inductor"}
@@ -205,13 +205,15 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
             "compiles": sum(map(len, compiles.values()))}
 
 
-def _untraced_pools(v: View) -> list[dict[str, Any]]:
+def untraced_pools(v: View) -> list[dict[str, Any]]:
     """Compile sidecars that wrote no record, seen by the watcher alone (their command line is torch's
     compile_worker), each with the workers it forked and the process it ran under: a pool made where nothing was
-    traced, by whom and from which line unknown (no call record names it)."""
+    traced, by whom and from which line unknown (no call record names it). A recorded pool's own sidecar that
+    wrote nothing (it ran another Python) is that pool's, not one of these."""
+    known = {id(q) for pool in v.pools for q in (pool.sidecar, *pool.members) if q is not None}
     out = []
     for p in v.procs:
-        if p.traced or p.role not in SIDECAR_ROLES:
+        if p.traced or p.role not in SIDECAR_ROLES or id(p) in known:
             continue
         workers = sorted(q.pid for q in p.children if q.role == COMPILE_WORKER)
         up = p.parent

@@ -83,7 +83,7 @@ def no_pool_sentence(rep: dict[str, Any]) -> str:
         return ("No compile pool was made, and no compile was recorded (no torch.compile frame ran in a traced "
                 "process).")
     if kind == "untraced":
-        return _untraced_pools_sentence(why["pools"])
+        return untraced_pools_sentence(rep["untraced_pools"])
     if kind == "no-inductor":
         return "No compile pool was made (torch's inductor was not loaded in any traced process)."
     return "Compiled without a process pool: no traced process made a compile pool."
@@ -93,10 +93,10 @@ def no_pool_sentence(rep: dict[str, Any]) -> str:
 UNTRACED_NAMED = 3
 
 
-def _untraced_pools_sentence(pools: list[dict[str, Any]]) -> str:
-    """Pools the watcher saw whose processes wrote no record (no_pool_why's "untraced"): what ran, under which
+def untraced_pools_sentence(pools: list[dict[str, Any]], also: bool = False) -> str:
+    """Pools the watcher saw whose processes wrote no record (rep's untraced_pools): what ran, under which
     process, and why who made it is not known; where the process it ran under wrote none either, what would
-    trace it (a traced one that made it without a record has no such fix)."""
+    trace it (a traced one that made it without a record has no such fix). also: beside recorded pools."""
     def one(e: dict[str, Any]) -> str:
         workers = len(e["worker_pids"])
         under = (f" under {e['parent_label']} {e['parent_pid']}" + ("" if e["parent_traced"] else " (untraced)")
@@ -110,7 +110,8 @@ def _untraced_pools_sentence(pools: list[dict[str, Any]]) -> str:
         "record either (as when a launcher gives its child an environment of its own, without WP_AUTOTRACE, or "
         f"that Python has no wp-autotrace installed). To see who made {them}, pass WP_AUTOTRACE=1 (and "
         "WP_AUTOTRACE_LOG) into the environment it starts with and run again")
-    return (f"No traced process made a compile pool, but {plural(len(pools), 'compile pool')} ran untraced "
+    lead = "Also" if also else "No traced process made a compile pool, but"
+    return (f"{lead} {plural(len(pools), 'compile pool')} ran untraced "
             f"(the watcher saw {them}): {shown}. Who made {them} and from which line is not known: {why}.")
 
 
@@ -263,6 +264,8 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     counted += sum(1 + min(len(symptoms), SYMPTOMS_TOLD) for _, symptoms in left)
     if rep["pools"] and not told:
         bullets.append(_pool_lead(rep))
+    if rep["pools"] and rep.get("untraced_pools"):  # beside the recorded pools: told, never left out
+        bullets.append(untraced_pools_sentence(rep["untraced_pools"], also=True))
     # how the program ended (its exit code, or the exception no `run` waited for) is what the user saw: told after
     # the causes, never above them (a Ctrl-C that interrupted torch's exit wait is that wait's symptom, under it)
     exit_words = exit_code_words(rep)
