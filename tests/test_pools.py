@@ -368,6 +368,24 @@ def test_a_pool_only_the_watcher_saw_is_told_beside_a_recorded_one(tmp_path: Pat
     assert text.index("sidecar 250") < text.index("Also 1 compile pool ran untraced"), text
 
 
+def test_a_ghost_or_a_recorded_pools_unnamed_sidecar_is_no_untraced_pool(tmp_path: Path) -> None:
+    """Not an untraced pool: a sidecar entry with no start time of its own (a process known only from other
+    records, as a log out of order makes a ghost of a traced sidecar), nor a sidecar under the creator of a
+    recorded pool whose sidecar no record names (that pool's own, its records lost)."""
+    w = untraced_pool_under(False)
+    for r in w.lines:  # the watcher's entry of 200 without its start time: known to no tree reading of its own
+        for e in r.get("started") or ():
+            if e["pid"] == 200:
+                e["create_time"] = None
+    assert report(w, tmp_path)["untraced_pools"] == []
+    w = untraced_pool_under(True)  # child 150 traced, and its pool recorded with no sidecar named
+    call(w, 2.5, 150, 100, "child", f"{SP}:SubprocPool.__init__", 1, 2.6, caller=USER)
+    w.lines.sort(key=lambda r: r["ts"])
+    (tmp_path / "b").mkdir()
+    rep = report(w, tmp_path / "b")
+    assert [p["creator_pid"] for p in rep["pools"]] == [150] and rep["untraced_pools"] == [], rep["untraced_pools"]
+
+
 def test_tree_and_costs_show_real_memory_never_summed_rss(tmp_path: Path) -> None:
     """The tree shows each pool process's PSS; costs the pools' peak PSS (230 MiB), not 4 x 230 MiB of RSS."""
     rep = report(idle_pool(), tmp_path)

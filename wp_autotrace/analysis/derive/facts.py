@@ -206,21 +206,30 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
 
 
 def untraced_pools(v: View) -> list[dict[str, Any]]:
-    """Compile sidecars that wrote no record, seen by the watcher alone (their command line is torch's
-    compile_worker), each with the workers it forked and the process it ran under: a pool made where nothing was
-    traced, by whom and from which line unknown (no call record names it). A recorded pool's own sidecar that
-    wrote nothing (it ran another Python) is that pool's, not one of these."""
+    """Compile sidecars that wrote no record, seen by the watcher alone (its tree entry: their command line is
+    torch's compile_worker, a start time read), each with the workers it forked and the process it ran under: a pool
+    made where nothing was traced, by whom and from which line unknown (no call record names it).
+
+    Not one of these: a recorded pool's own sidecar or worker that wrote nothing (it ran another Python); a sidecar
+    under the creator of a recorded pool whose sidecar no record names (that pool's, its records lost); an entry
+    with no start time of its own (a process known only from other records: a log out of order or cut makes such
+    a ghost of a traced process, which has its twin under the same pid)."""
     known = {id(q) for pool in v.pools for q in (pool.sidecar, *pool.members) if q is not None}
+    open_creators = {(pool.creator.host, pool.creator.pid) for pool in v.pools
+                     if pool.sidecar is None and pool.sidecar_pid is None}
+    traced = {(q.host, q.pid) for q in v.procs if q.traced}
     out = []
     for p in v.procs:
-        if p.traced or p.role not in SIDECAR_ROLES or id(p) in known:
+        if (p.traced or p.role not in SIDECAR_ROLES or id(p) in known or p.create_time is None
+                or (p.host, p.pid) in traced or (p.host, p.ppid) in open_creators):
             continue
-        workers = sorted(q.pid for q in p.children if q.role == COMPILE_WORKER)
+        workers = sorted({q.pid for q in p.children if q.role == COMPILE_WORKER})
         up = p.parent
+        label = process_label(up) if up is not None else None
         out.append({"sidecar_pid": p.pid, "host": p.host, "role": p.role, "worker_pids": workers,
                     "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at),
                     "parent_pid": up.pid if up is not None else p.ppid,
-                    "parent_label": process_label(up) if up is not None else None,
+                    "parent_label": label if label and label != "?" else None,
                     "parent_traced": up.traced if up is not None else None})
     return sorted(out, key=lambda e: (e["start_s"] if e["start_s"] is not None else float("inf"), e["sidecar_pid"]))
 
