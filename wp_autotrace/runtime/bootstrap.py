@@ -536,4 +536,8 @@ def start() -> None:
                 sys.meta_path.remove(runtime._front)
             if runtime._finder is not None:
                 runtime._finder.uninstall()
+            # The program runs on untraced: the log's descriptor is not one of its numbers (its opens under a
+            # small RLIMIT_NOFILE would get one fewer), and the patched senders and exec write nothing more.
+            runtime.sink.release()
+            runtime.sink.stop()
         warn(f"tracing disabled: {type(exc).__name__}: {exc}", "start")
