@@ -24,12 +24,14 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
     top = next((f for f in acted if not (rep["pools"] and f["kind"] in STATE_KINDS)), acted[0] if acted else None)
     if top is None:
         return ""
-    killed = next((f for f in acted if f["kind"] == "root-killed"), None)
-    if killed is not None and ended_by_the_kill(rep, top):  # told under the kill (answer_bullets): its fix first
-        return str(killed["advice"]).rstrip(".")
     pools = rep["pools"]
     nested = next((f for f in order if f["kind"] == "nested-pools" and f["advice"]), None)
     cause = causes.root_cause(rep, top, order)
+    killed = next((f for f in acted if f["kind"] == "root-killed"), None)
+    # what the kill ended, no symptom of another cause (the nesting's calls stay the nesting's): told under the
+    # kill (answer_bullets), whose fix comes first
+    if killed is not None and cause is None and ended_by_the_kill(rep, top):
+        return str(killed["advice"]).rstrip(".")
     if nested is not None and (cause is nested or top["kind"] in POOL_COST_KINDS):  # the cause's fix first
         then = str(nested["advice"]).rstrip(".")
         if top["kind"] == "leftovers" and "cleanup" in top["advice"]:
