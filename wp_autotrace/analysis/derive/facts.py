@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, DATALOADER_WORKER, SIDECAR_ROLES
 from .attempts import restart_story
+from .callers import user_frame
 from .counts import counts_at, sample_near
 from .labels import process_label
 
@@ -185,7 +186,8 @@ def compiling(v: View) -> list[dict[str, Any]]:
 
 def no_pool_why(v: View) -> dict[str, Any] | None:
     """Why no pool was made, from what the log holds: inductor never loaded; nothing compiled; compile_threads
-    at most 1; C++ (CPU) kernels, built by compiler processes under the compiling process; else unknown."""
+    at most 1; the call that makes the pool returned without one (torch refused it: _pool_refused); C++ (CPU)
+    kernels, built by compiler processes under the compiling process; else unknown."""
     if v.pools:
         return None
     if untraced_pools(v):  # a pool ran where no process wrote a record: "no pool was made" would be false
@@ -197,12 +199,40 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
     threads = configs[0][1].get("compile_threads")
     if isinstance(threads, int) and threads <= 1:
         return {"kind": "threads", "compile_threads": threads, "compiles": sum(map(len, compiles.values()))}
+    refused = _pool_refused(v)
+    if refused is not None:
+        return {"kind": "refused", "compile_threads": threads, **refused}
     if not compiles:
         return {"kind": "no-compile", "compile_threads": threads}
     compilers = set(compiles)
     tools = [p for p in v.procs if not p.traced and _below(p, compilers) and _is_tool(p)]
     return {"kind": "cpu" if tools else "unknown", "compile_threads": threads, "toolchain": len(tools),
             "compiles": sum(map(len, compiles.values()))}
+
+
+# The start methods torch 2.13 refuses a pool in a daemonic multiprocessing process (pytorch#184472): a
+# multiprocessing daemon may not have children; the default, subprocess, starts its sidecar with Popen.
+_DAEMON_REFUSED = ("fork", "spawn")
+
+
+def _pool_refused(v: View) -> dict[str, Any] | None:
+    """A wait_pool_ready (the call that makes the pool, torch 2.13) that returned, unerring, with compile_threads
+    over 1 and no pool made: torch declined one there. With worker_start_method fork or spawn its reason is a
+    daemonic multiprocessing process (a DataLoader worker, Process(daemon=True)); else (or also) Triton's proton
+    profiling, which forces compiles into the process. The daemon flag itself is in no record: "daemon" only
+    names the rule that start method meets, never a flag read."""
+    for c in v.tagged(targets.WAIT_POOL_READY):
+        if c.end is None or c.error or c.proc.pools:
+            continue
+        conf = next((s for p, s, _ in c.proc.run.configs if p is c.proc), None) if c.proc.run else None
+        conf = conf if conf is not None else next((s for r in v.runs for _, s, _ in r.configs), {})
+        threads, method = conf.get("compile_threads"), conf.get("worker_start_method")
+        if not isinstance(threads, int) or threads <= 1:
+            continue
+        return {"pid": c.proc.pid, "label": process_label(c.proc), "at_s": v.rel(c.ts),
+                "caller": user_frame(c.caller),
+                "compile_threads": threads, "start_method": method, "daemon_rule": method in _DAEMON_REFUSED}
+    return None
 
 
 def untraced_pools(v: View) -> list[dict[str, Any]]:

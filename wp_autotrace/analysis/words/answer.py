@@ -79,6 +79,8 @@ def no_pool_sentence(rep: dict[str, Any]) -> str:
         return ("Compiled without a process pool: the kernels were C++ (CPU), which inductor builds in the "
                 f"compiling process{built}; the pool starts with the first Triton kernel (GPU), "
                 f"whatever compile_threads says (now compile_threads={threads if threads is not None else '?'}).")
+    if kind == "refused":
+        return _refused_sentence(why)
     if kind == "no-compile":
         return ("No compile pool was made, and no compile was recorded (no torch.compile frame ran in a traced "
                 "process).")
@@ -87,6 +89,24 @@ def no_pool_sentence(rep: dict[str, Any]) -> str:
     if kind == "no-inductor":
         return "No compile pool was made (torch's inductor was not loaded in any traced process)."
     return "Compiled without a process pool: no traced process made a compile pool."
+
+
+def _refused_sentence(why: dict[str, Any]) -> str:
+    """no_pool_why's "refused": the call that makes the pool returned without one; with a fork or spawn start
+    method the daemon rule is the reason torch 2.13 has, and worker_start_method=subprocess is its way out."""
+    who, caller = f"{why['label']} {why['pid']}", why.get("caller")
+    at = f" at {site(caller)}" if caller else ""
+    said = (f"Compiled without a process pool: {who}'s AsyncCompile.wait_pool_ready(){at} ({why['at_s']:.1f} s "
+            f"in), the call that makes the pool, returned at once without one (compile_threads="
+            f"{why.get('compile_threads')}), so its kernels compiled in that process.")
+    if not why.get("daemon_rule"):
+        return (f"{said} torch declined the pool there (worker_start_method={why.get('start_method')}; Triton's "
+                "proton profiling, when on, forces compiles into the process).")
+    return (f"{said} With worker_start_method={why['start_method']} torch makes no pool in a daemonic "
+            "multiprocessing process (a DataLoader worker, a Process(daemon=True): such a process may not have "
+            "children). Set torch._inductor.config.worker_start_method = \"subprocess\" (or "
+            "TORCHINDUCTOR_WORKER_START=subprocess, the default): its sidecar is started with Popen, outside that "
+            "rule; or make the process non-daemonic.")
 
 
 # Untraced pools named one by one in the Answer; the rest are counted.
