@@ -3,12 +3,16 @@ pytest plugin's zero cost when tracing is off."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from wp_autotrace.analysis.findings.rank import ranked
 from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.cli.main import main
 
 from .conftest import clean_env
 from .logs import T0, LogWriter, call, report, seed_log, start, watcher
@@ -728,3 +732,46 @@ def test_a_group_kill_mid_compile_leads_what_it_ended(tmp_path: Path) -> None:
         assert any("never returned" in x for x in under), lines
         fix = next(x for x in lines if x.startswith("- Fix first: "))
         assert "find what sent" in fix and "waiting on" not in fix, lines
+
+
+
+def test_a_spawn_workers_reimported_main_leads_its_warm_pool_bypass_and_its_empty_pool(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A real log (torch 2.13 CPU, TORCHINDUCTOR_WORKER_START=spawn, a script with no `if __name__ == "__main__":`
+    calling AsyncCompile.warm_pool() and wait_pool_ready() at its top level): spawned worker 10409 imported the
+    script again as __mp_main__, called warm_pool there under the TORCH_WARM_POOL=0 torch gave it, and died as it
+    started. The bypass follows from the re-import (its fix is the guard): told under it, never a bullet of its own.
+    The pool the re-imported main made never started a process (its submit raised): the Answer counts one maker,
+    as the log's own tree and process_start records do (no process was ever a child of 10409)."""
+    log = Path(__file__).parent / "fixtures" / "odd" / "spawn_unguarded_warm_pool.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    parents = {r["ppid"] for r in records if r["event"] == "process_start"} | {
+        e["ppid"] for r in records if r["event"] == "tree" for e in r.get("started") or ()}
+    assert 10409 not in parents and 9931 in parents  # the test's own reading: only the main's pool had a process
+    assert main(["report", "--json", str(log)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    bullets = rep["answer"].splitlines()
+    assert "died as it started" in bullets[0] and bullets[0].endswith("What follows from it:"), bullets
+    assert bullets[1].startswith("  - TORCH_WARM_POOL=0 was set in 1 process(es)"), bullets
+    assert not any(b.startswith("- TORCH_WARM_POOL=0") for b in bullets), bullets
+    assert rep["pools_across"]["creators"] == 1, rep["pools_across"]
+    assert "2 processes each made a compile pool" not in rep["answer"]
+    assert 'if __name__ == "__main__":' in rep["answer"].split("Fix first:")[1]
+
+
+def test_a_bypass_in_the_main_itself_is_no_symptom_of_the_reimport(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The same log with TORCH_WARM_POOL=0 in the main's own warm_pool call (the user set it): the bypass names
+    the main too, whose call the guard would not stop: it stays a bullet of its own, beside the re-import."""
+    src = Path(__file__).parent / "fixtures" / "odd" / "spawn_unguarded_warm_pool.jsonl"
+    records = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
+    for r in records:
+        if r["event"] == "call" and r["pid"] == 9931 and r.get("tag") == "warm-pool":
+            r["env"] = {**r["env"], "TORCH_WARM_POOL": "0"}
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["report", "--json", str(log)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    (bypass,) = [f for f in rep["findings"] if f["kind"] == "warm-pool-bypass"]
+    assert bypass["pids"] == [9931, 10409], bypass
+    assert any(b.startswith("- TORCH_WARM_POOL=0 was set in 2 process(es)") for b in rep["answer"].splitlines())

@@ -48,8 +48,11 @@ def pools_across(v: View) -> dict[str, Any] | None:
     """The pools counted across the processes that made them; None without a pool."""
     if not v.pools:
         return None
+    # a pool no process was seen of (a spawned child's re-imported main whose executor raised before it started
+    # one) is no maker's pool to count: "2 processes each made a compile pool: 1 worker"; all where none was seen
+    ran = [pool for pool in v.pools if v.story(pool).procs] or v.pools
     creators: dict[int, Process] = {}
-    for pool in v.pools:
+    for pool in ran:
         creators.setdefault(pool.creator.index, pool.creator)
     sidecars = [pool.sidecar for pool in v.pools if pool.sidecar is not None]
     workers = {w.index: w for pool in v.pools for w in v.story(pool).workers}

@@ -233,7 +233,7 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     # so is a setting overridden where no pool was made (why did it compile in one process?): before the no-pool
     # sentence, which says only the value in effect
     first = [f for f in order[:1] if f["kind"] in FIRST_KINDS or (f["kind"] == OVERRIDDEN and not rep["pools"])]
-    bullets = [headline(rep, f) for f in first]
+    bullets, below = _first_bullets(rep, first, order)
     if not rep["pools"]:
         bullets.append(no_pool_sentence(rep))
         grew = growth_sentence(rep)
@@ -241,7 +241,7 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
             bullets.append(grew)
     state = state_words(rep)
     problems = [f for f in order if f["severity"] != "info" and not (state and f["kind"] in STATE_KINDS)
-                and f not in first]
+                and f not in first and f not in below]
     units = causes.units(rep, problems)[:1 + MORE_PROBLEMS - len(first)]
     # a main killed (a launcher's SIGKILL after a hang) while the pools had a problem it can follow from: that
     # cause leads, the main's ending is told under it as what followed; the pools' own idle cost is no such cause
@@ -297,6 +297,22 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     if fix:
         bullets.append(f"Fix first: {fix}.")
     return [b if b.startswith(SUB) else f"- {b}" for b in bullets]
+
+
+def _first_bullets(rep: dict[str, Any], first: list[dict[str, Any]],
+                   order: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The bullets of the findings told before everything (FIRST_KINDS), each with what follows from it
+    (causes.py) under it, and those symptoms, told here and nowhere else in the Answer: a spawned child's
+    re-imported main leads the warm_pool its unguarded top level called there."""
+    bullets: list[str] = []
+    below: list[dict[str, Any]] = []
+    rest = [f for f in order if f["severity"] != "info" and f not in first]
+    for f in first:
+        symptoms = [g for g in rest if causes.root_cause(rep, g, [f, *rest]) is f][:SYMPTOMS_TOLD]
+        bullets.append(headline(rep, f) + (" What follows from it:" if symptoms else ""))
+        bullets += [SUB + headline(rep, g, under_cause=True) for g in symptoms]
+        below += symptoms
+    return bullets, below
 
 
 # A symptom's bullet under its cause's (render.answer_lines indents its continuation lines deeper).

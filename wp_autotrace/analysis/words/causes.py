@@ -92,7 +92,11 @@ BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
            "pool-wait-interrupted": ("jobs-cut-off", "leftovers"),
            "autotune-killed": ("zombies",), "forked-compile-hang": ("call-never-returned", "leftovers"),
            "pools-made-at-once": ("idle-pool",), "compile-after-exit": ("idle-pool",),
-           "cpu-quota-pool": ("slow-exit-wait",)}
+           "cpu-quota-pool": ("slow-exit-wait",), "spawn-main-reimport": ("warm-pool-bypass",)}
+# Causes whose symptoms must name none but the cause's own processes: a spawned child's re-imported main that
+# called warm_pool under the TORCH_WARM_POOL=0 its parent pool gave it bypassed the guard because of the
+# re-import (the main guard is its fix); a bypass in a process the re-import never ran in is the user's own call.
+WHOLLY = ("spawn-main-reimport",)
 
 
 # A wait on another process's hang: the main's exit-time wait (slow-exit-wait) on a sidecar whose own exit join
@@ -106,7 +110,9 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
     pids = set(f.get("pids") or ())
     joined = bool((f.get("cost") or {}).get("waited_on"))  # a sidecar's exit join: that join's, not a quota's
     by_kind = next((c for c in findings if c is not f and f["kind"] in BY_KIND.get(c["kind"], ())
-                    and pids & set(c.get("pids") or ()) and not (c["kind"] == QUOTA and (
+                    and pids & set(c.get("pids") or ())
+                    and (c["kind"] not in WHOLLY or pids <= set(c.get("pids") or ()))
+                    and not (c["kind"] == QUOTA and (
                         joined or not (c.get("cost") or {}).get("exit_wait_throttled")))), None)
     if by_kind is not None:
         return by_kind
