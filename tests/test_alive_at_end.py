@@ -69,7 +69,9 @@ def test_a_pool_its_watcher_read_to_the_end_is_still_running(tmp_path: Path) -> 
     assert pool["ending"]["kind"] == "running" and "last_seen" not in pool["ending"]
     assert pool["alive_at_end"] is True and pool["sidecar_exit"] == "still running"
     answer = _flat(rep["answer"])
-    assert "it was still running at the end of the log, holding 100 MiB real memory (PSS)" in answer
+    # said once, by its ending's words after what it held (its lifespan's words had said it too)
+    assert "holding 100 MiB real memory (PSS); still running at the end of the log" in answer
+    assert answer.count("still running at the end of the log") == 1, answer
     assert "end what is left with `wp-autotrace cleanup LOG`" in answer
 
 

@@ -366,6 +366,8 @@ def test_a_pool_only_the_watcher_saw_is_told_beside_a_recorded_one(tmp_path: Pat
     assert "Also 1 compile pool ran untraced (the watcher saw it): sidecar 200 + 2 workers under train.py 150" \
         in text, text
     assert text.index("sidecar 250") < text.index("Also 1 compile pool ran untraced"), text
+    # a pool alive at the log's end: said once (its lifespan's words and its ending's had said it twice)
+    assert text.count("still running at the end of the log") == 1, text
 
 
 def test_a_ghost_or_a_recorded_pools_unnamed_sidecar_is_no_untraced_pool(tmp_path: Path) -> None:

@@ -73,8 +73,10 @@ def pool_sentence(pool: dict[str, Any], again: bool = False) -> str:
     name = pool_name(pool)
     start, end = lifespan(pool)
     # no record shows it alive at the end of the log (derive/alive.py): its ending's words say when it was last seen
-    unseen = (pool.get("ending") or {}).get("kind") == "end-unseen"
-    lived = ("" if start is None or (end is None and unseen)  # nothing seen to live: how it ended says so
+    kind = (pool.get("ending") or {}).get("kind")
+    unseen = kind == "end-unseen"
+    # nothing seen to live, or alive at the log's end: how it ended says so (its words, never said twice)
+    lived = ("" if start is None or (end is None and kind in ("end-unseen", "running"))
              else f"; it lived {end - start:.1f} s" if end is not None
              else "; it was still running at the end of the log")
     gaps = pool.get("idle_gaps") or []
