@@ -756,6 +756,7 @@ def test_a_spawn_workers_reimported_main_leads_its_warm_pool_bypass_and_its_empt
     assert not any(b.startswith("- TORCH_WARM_POOL=0") for b in bullets), bullets
     assert rep["pools_across"]["creators"] == 1, rep["pools_across"]
     assert "2 processes each made a compile pool" not in rep["answer"]
+    assert "(+1 more pool)" in rep["answer"], rep["answer"]  # the re-import's, in Pools; one, so no plural
     assert 'if __name__ == "__main__":' in rep["answer"].split("Fix first:")[1]
 
 

@@ -182,7 +182,7 @@ def _pool_lead(rep: dict[str, Any]) -> str:
     # one process made its pools one after another (made again after a shutdown): each is told, in order
     again = [p for p in pools[1:] if (p["creator_pid"], p["run"]) == (pool["creator_pid"], pool["run"])]
     told = again[:AGAIN_TOLD]
-    more = f" (+{len(pools) - 1 - len(told)} more pools)" if len(pools) > 1 + len(told) else ""
+    more = f" (+{plural(len(pools) - 1 - len(told), 'more pool')})" if len(pools) > 1 + len(told) else ""
     return (pool_sentence(pool).rstrip(".") + f"{more}." + _test_words(pool)
             + "".join(" " + pool_sentence(p, again=True) for p in told))
 
