@@ -335,3 +335,25 @@ def test_a_shell_script_of_python_steps_is_one_launch_with_the_scripts_status(tm
     assert all(r["exit_code"] in (0, None) for r in rep["runs"]), rep["runs"]
     said = " ".join(rep["answer"].split())
     assert "not one launch" not in said and "started (pid" in said and "exited with code 3" in said, said
+
+
+def test_a_step_left_running_in_the_background_is_not_told_as_tracing_not_started(tmp_path: Path) -> None:
+    """`run -- bash -c "python … & exit 4"`: the shell exits before its step writes anything. run had said "no log
+    was written: tracing did not start; check with doctor" while the step, traced, was still starting (it wrote
+    the log a moment later). The truth is the test's: the step is alive (it waits for the test's go file before
+    its Python starts) and, let go, writes the log."""
+    log, go = tmp_path / "bg.jsonl", tmp_path / "go"
+    step = (f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.05; done; "
+            f"exec {shlex.join([sys.executable, '-c', 'pass'])}")
+    try:
+        res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", f"({step}) >/dev/null 2>&1 & exit 4"],
+                             env=clean_env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert res.returncode == 4, res.stderr
+        assert not log.exists()
+        assert "tracing did not start" not in res.stderr and "still run (pid" in res.stderr, res.stderr
+        go.touch()
+        wait_until(lambda: log.exists() and any(r["event"] == "process_exit" for r in read_log(log)), 60,
+                   what="the background step's traced exit")
+    finally:
+        go.touch()
+        kill_run(log)

@@ -331,10 +331,28 @@ def short_answer(log: str, waited: Any = None) -> list[str]:
     return [escape(line) for line in summary_lines(rep, text_width(sys.stderr))]
 
 
+def still_running(log: str) -> list[int]:
+    """This user's live processes the command started and left running (a shell script's `step &`): their
+    environment names this run's log, which no other run names (the path has run's pid and a random part).
+    Read only where no log was written, where "tracing did not start" would be said over a step still starting."""
+    from ...common.procfs import ProcReader
+
+    needle = f"{LOG_ENV}={log}\0".encode()
+    reader = ProcReader()
+    return sorted(pid for pid in reader.pids() - {os.getpid()}
+                  if (b"\0" + reader.environ(pid)).find(b"\0" + needle) >= 0)
+
+
 def _summarize(log: str, python: str | None, waited: Any = None, program: str = "") -> None:
     """After the program: the short answer and where the log is, on stderr (stdout is the program's).
     python: the interpreter the command ran, None when the command does not say which."""
     if not os.path.exists(log):
+        still = still_running(log)
+        if still:
+            _say(f"wp-autotrace: no log yet ({log}): the command ended, but {len(still)} process(es) it started "
+                 f"still run (pid {', '.join(map(str, still[:5]))}{' ...' if len(still) > 5 else ''}), put in the "
+                 f"background and not waited for; what they record goes to that log: wp-autotrace report {log}")
+            return
         check = (f"wp-autotrace doctor --python {python}" if python else
                  f"wp-autotrace doctor --python PYTHON, naming the interpreter {program or 'the command'} ran "
                  "(it does not say which)")
