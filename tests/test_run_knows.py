@@ -357,3 +357,18 @@ def test_a_step_left_running_in_the_background_is_not_told_as_tracing_not_starte
     finally:
         go.touch()
         kill_run(log)
+
+
+def test_a_command_that_names_no_python_runs_though_the_python_on_path_cannot_trace(tmp_path: Path) -> None:
+    """`run -- sh -c "echo ran; exit 5"` names no Python: the one on PATH is a guess. run had refused the command
+    (78, "nothing was run") where that guess could not trace, though the command may start none or others. The
+    truth is the test's: the command's own output and status, as untraced."""
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    env = clean_env(PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    res = subprocess.run([*RUN, "--log", str(tmp_path / "g.jsonl"), "--", "sh", "-c", "echo ran; exit 5"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert (res.returncode, res.stdout) == (5, "ran\n"), res.stderr
+    assert f"the one on PATH, {fake}, cannot trace" in res.stderr, res.stderr

@@ -123,17 +123,21 @@ def run(args: argparse.Namespace) -> int:
     if python is not None and is_python(command[0]) and "S" in python_flags(command):
         _say(f"wp-autotrace run: {command[0]} -S skips site, and so tracing; nothing was run")
         return NOT_TRACEABLE
-    if python is not None:
-        probe = probe_interpreter(python)
-        if probe.problem:
-            _say(f"wp-autotrace run: {python} cannot trace: {probe.problem}; nothing was run. Install the "
-                 f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
-                 f"wp-autotrace doctor --python {python}")
-            return NOT_TRACEABLE
+    probe = probe_interpreter(python) if python is not None else None
+    if probe is not None and probe.problem and told:
+        _say(f"wp-autotrace run: {python} cannot trace: {probe.problem}; nothing was run. Install the "
+             f"package into it ({INSTALL_ADVICE.format(python=python)}), then check with: "
+             f"wp-autotrace doctor --python {python}")
+        return NOT_TRACEABLE
     if shutil.which(command[0], path=env.get("PATH")) is None:
         # Said before "logging to": no program, no log (the line would name a file never made).
         _say(f"wp-autotrace run: cannot run {command[0]}: command not found (or not executable); nothing was run")
         return NOT_FOUND
+    if probe is not None and probe.problem:
+        # A guess (the command names no Python: make, a script of tools) refuses nothing: the program runs as
+        # untraced, and the Pythons it starts may be others, which trace.
+        _say(f"wp-autotrace run: {command[0]} does not say which Python it runs; the one on PATH, {python}, cannot "
+             f"trace ({probe.problem}): running it anyway")
     _say(f"wp-autotrace: logging to {log}")
     try:
         forwarder = signals.Forwarder(command, env).start()
