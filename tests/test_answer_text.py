@@ -96,14 +96,16 @@ RUN = [sys.executable, "-m", "wp_autotrace", "run"]
 
 
 def test_run_summary_names_a_non_zero_exit(tmp_path: Path) -> None:
-    """`run` on a program that exits 7 with nothing else unusual: the summary says it exited with code 7,
-    never "Nothing unusual" alone."""
+    """`run` on a program that exits 7 with nothing else unusual: the summary says it exited with code 7, once
+    (the Answer's bullet; the no-finding line does not say it again), never "Nothing unusual" alone."""
     log = tmp_path / "x.jsonl"
     res = subprocess.run([*RUN, "--log", str(log), "--", sys.executable, "-c", "raise SystemExit(7)"],
                          env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          stdin=subprocess.DEVNULL)
     assert res.returncode == 7, res.stderr
     assert "The program exited with code 7." in res.stderr and "Nothing unusual" not in res.stderr
+    assert res.stderr.count("code 7") == 1, res.stderr
+    assert "- No finding about its processes or pools.\n" in res.stderr, res.stderr
 
 
 LEAVES_A_SLEEP = ("import subprocess, sys, time\n"

@@ -24,8 +24,9 @@ from ..words.fmt import (
     skipped_line,
     wrap,
 )
-from ..words.lines import findings_lines, run_lines, when_text
+from ..words.lines import NO_FINDING, findings_lines, run_lines, when_text
 from ..words.sentences import counts_words, floor_text, lifespan, made_at, pool_idle_text, process_words
+from ..words.state import exit_code_words
 
 MAX_ROWS = 20  # rows per table in the text report; --json has them all
 MAX_TREE_LINES = 400
@@ -141,6 +142,9 @@ def answer_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:
 def summary_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:
     """The short answer (`wp-autotrace run` prints it after the program): the Answer, then the findings
     (the Answer's problems told again only when it has no bullet for them)."""
+    ended = exit_code_words(rep)
+    if not rep["findings"] and ended and ended in rep["answer"]:  # how it ended is the Answer's: not said twice
+        return [*answer_lines(rep, width), f"{NO_FINDING}."]
     return [*answer_lines(rep, width), *findings_lines(rep, width=width)]
 
 

@@ -83,19 +83,23 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
     return [line for f in rep["findings"] for line in finding_lines(f, verbose, width)]
 
 
+# The no-finding line's lead where the program did not end well (its ending follows, unless told already).
+NO_FINDING = "- No finding about its processes or pools"
+
+
 def no_finding_line(runs: list[dict[str, Any]]) -> str:
     """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code)."""
     codes = [r.get("exit_code") for r in runs if isinstance(r.get("exit_code"), int)]
     bad = next((c for c in codes if c != 0), None)
     if bad is not None:  # not "Nothing unusual" about a program that failed
-        return (f"- No finding about its processes or pools; the program exited with code {bad}."
-                if bad > 0 else f"- No finding about its processes or pools; it was {status_words(bad)}.")
+        return (f"{NO_FINDING}; the program exited with code {bad}."
+                if bad > 0 else f"{NO_FINDING}; it was {status_words(bad)}.")
     error = next((r["root_error"] for r in runs if r.get("root_error")), None)
     if error:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
-        return f"- No finding about its processes or pools; the program ended by {uncaught_words(error)}."
+        return f"{NO_FINDING}; the program ended by {uncaught_words(error)}."
     command = command_exit_words(runs)
     if command:  # nor about a shell script of Python steps that failed after them
-        return f"- No finding about its processes or pools. {command}"
+        return f"{NO_FINDING}. {command}"
     return "- Nothing unusual."
 
 
