@@ -96,3 +96,23 @@ def test_a_namespaced_child_without_its_exit_ends_where_the_host_saw_it_end() ->
     killed = by_pid[18230]
     assert killed["traced"] and killed["exit_record_s"] is None, killed
     assert abs(rep["t0"] + killed["ending"]["at"] - ended[18230]) < 0.01, killed["ending"]
+
+
+TWINS = Path(__file__).resolve().parent / "fixtures" / "odd" / "pidns_twins_one_grain.jsonl"
+
+
+def test_namespaces_started_in_one_clock_grain_lose_no_process() -> None:
+    """A real log: a main started four `unshare -pf python` children at once; three of their pythons began in one
+    10 ms grain, so their records (pid 1, ppid 0, one create time) are one process to the fold. The watcher saw each
+    by its host pid (its tree entries: the truth here). Merging all three host processes into that one twin had
+    dropped two of them (the report listed 7 processes for the 9 the host ran); each host process stays now."""
+    lines = [json.loads(x) for x in TWINS.read_text().splitlines() if x.strip()]
+    seen = {e["pid"] for r in lines if r["event"] == "tree" for e in r.get("started", ())}
+    colliding = [e["pid"] for r in lines if r["event"] == "tree" for e in r.get("started", ())
+                 if e.get("nspid") == 1 and e["create_time"] == 1796564730.8]
+    assert len(seen) == 9 and len(colliding) == 3  # the main, four unshares, four pythons
+    from .conftest import report_json
+
+    rep = report_json(TWINS)
+    pids = {p["pid"] for p in rep["processes"]}
+    assert seen <= pids, sorted(seen - pids)

@@ -12,6 +12,7 @@ which host process it was: it stays as its records name it.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,6 +35,11 @@ def merge_namespaced(reg: Registry) -> None:
         twin = reg.by_start.get((seen.host, inner, seen.create_time)) if seen.create_time is not None else None
         if twin is not None and twin is not seen and twin.traced and not seen.traced and twin.pid == inner:
             twins[seen] = twin
+    # Namespaces that each started a pid of that number within one clock grain (a launcher's sandboxes started at
+    # once): their records are one process to the fold and nothing says which host process wrote which. None of
+    # them is merged: each host process stays a row of its own, never dropped into another's twin.
+    claims = Counter(twins.values())
+    twins = {seen: twin for seen, twin in twins.items() if claims[twin] == 1}
     if not twins:
         return
     for seen, twin in twins.items():
