@@ -13,9 +13,9 @@ from .logs import LogWriter, report, start
 USER = {"file": "/home/u/train.py", "line": 28, "func": "run_fn"}
 
 
-def refused_log(method: str, threads: int = 2, main_threads: int | None = None) -> LogWriter:
+def refused_log(method: str, threads: int = 2, main_threads: int | None = None, compile: bool = True) -> LogWriter:
     """Main 100 spawns child 150 (multiprocessing); 150 loads inductor (config: method, threads), calls
-    wait_pool_ready at 2.0 s, which returns 31 us later, compiles and exits."""
+    wait_pool_ready at 2.0 s, which returns 31 us later, compiles (compile) and exits."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     if main_threads is not None:  # the main loaded inductor first, with a setting of its own
@@ -26,9 +26,10 @@ def refused_log(method: str, threads: int = 2, main_threads: int | None = None) 
     w.add(2.0, 150, 100, "child", "call", target="torch._inductor.async_compile:AsyncCompile.wait_pool_ready",
           call_id=1, thread="MainThread", stack=[USER], caller=USER)
     w.add(2.000031, 150, 100, "child", "return", call_id=1, duration_s=3.1e-5)
-    w.add(3.0, 150, 100, "child", "call", target="torch._dynamo.convert_frame:_compile", call_id=3,
-          thread="MainThread", stack=[USER], caller=USER)
-    w.add(9.0, 150, 100, "child", "return", call_id=3, duration_s=6.0)
+    if compile:
+        w.add(3.0, 150, 100, "child", "call", target="torch._dynamo.convert_frame:_compile", call_id=3,
+              thread="MainThread", stack=[USER], caller=USER)
+        w.add(9.0, 150, 100, "child", "return", call_id=3, duration_s=6.0)
     w.add(10.0, 150, 100, "child", "process_exit", how="exit", counts={}, dropped=0)
     w.add(11.0, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
     return w
@@ -45,6 +46,20 @@ def test_a_pool_torch_refused_in_a_daemonic_process_is_told_with_its_start_metho
     assert "150's AsyncCompile.wait_pool_ready() at /home/u/train.py:28 (run_fn) (2.0 s in)" in first, first
     assert f"With worker_start_method={method} torch makes no pool in a daemonic multiprocessing process" in first
     assert "TORCHINDUCTOR_WORKER_START=subprocess" in first and "first Triton kernel" not in first, first
+    assert "so its kernels compiled in that process" in first, first  # its _compile record
+    assert first.startswith("- Compiled without a process pool: "), first
+
+
+def test_a_refusal_with_no_compile_says_no_kernel_compiled(tmp_path: Path) -> None:
+    """The daemonic child only called wait_pool_ready (no torch.compile ran in it: no compile record): the
+    refusal and its way out are told, never that its kernels compiled in that process."""
+    rep = report(refused_log("fork", compile=False), tmp_path)
+    why = rep["no_pool_why"]
+    assert (why["kind"], why["compiles"]) == ("refused", 0), why
+    first = " ".join(rep["answer"].split("\n- ")[0].split())
+    assert "kernels compiled" not in first and first.startswith("- No compile pool was made: "), first
+    assert "so a compile there would run in that process (no compile was recorded in it)" in first, first
+    assert "TORCHINDUCTOR_WORKER_START=subprocess" in first, first
 
 
 def test_a_refusal_under_the_subprocess_method_names_no_daemon(tmp_path: Path) -> None:

@@ -202,7 +202,7 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
     threads = configs[0][1].get("compile_threads")
     if isinstance(threads, int) and threads <= 1:
         return {"kind": "threads", "compile_threads": threads, "compiles": sum(map(len, compiles.values()))}
-    refused = _pool_refused(v)
+    refused = _pool_refused(v, compiles)
     if refused is not None:
         return {"kind": "refused", "compile_threads": threads, **refused}
     if not compiles:
@@ -218,12 +218,13 @@ def no_pool_why(v: View) -> dict[str, Any] | None:
 _DAEMON_REFUSED = ("fork", "spawn")
 
 
-def _pool_refused(v: View) -> dict[str, Any] | None:
+def _pool_refused(v: View, compiles: dict[int, list[Call]]) -> dict[str, Any] | None:
     """A wait_pool_ready (the call that makes the pool, torch 2.13) that returned, unerring, with compile_threads
     over 1 and no pool made: torch declined one there. With worker_start_method fork or spawn its reason is a
     daemonic multiprocessing process (a DataLoader worker, Process(daemon=True)); else (or also) Triton's proton
     profiling, which forces compiles into the process. The daemon flag itself is in no record: "daemon" only
-    names the rule that start method meets, never a flag read."""
+    names the rule that start method meets, never a flag read. compiles: that process's compile calls
+    (_top_compiles), counted: its kernels compiled in the process only where one was recorded there."""
     for c in v.tagged(targets.WAIT_POOL_READY):
         if c.end is None or c.error or c.proc.pools:
             continue
@@ -234,7 +235,8 @@ def _pool_refused(v: View) -> dict[str, Any] | None:
             continue
         return {"pid": c.proc.pid, "label": process_label(c.proc), "at_s": v.rel(c.ts),
                 "caller": user_frame(c.caller),
-                "compile_threads": threads, "start_method": method, "daemon_rule": method in _DAEMON_REFUSED}
+                "compile_threads": threads, "start_method": method, "daemon_rule": method in _DAEMON_REFUSED,
+                "compiles": len(compiles.get(c.proc.index, ()))}
     return None
 
 

@@ -96,9 +96,13 @@ def _refused_sentence(why: dict[str, Any]) -> str:
     method the daemon rule is the reason torch 2.13 has, and worker_start_method=subprocess is its way out."""
     who, caller = f"{why['label']} {why['pid']}", why.get("caller")
     at = f" at {site(caller)}" if caller else ""
-    said = (f"Compiled without a process pool: {who}'s AsyncCompile.wait_pool_ready(){at} ({why['at_s']:.1f} s "
-            f"in), the call that makes the pool, returned at once without one (compile_threads="
-            f"{why.get('compile_threads')}), so its kernels compiled in that process.")
+    # what compiled there only where a compile record shows it (a process may only have asked for the pool)
+    compiled = why.get("compiles")
+    said = (f"{'Compiled without a process pool' if compiled else 'No compile pool was made'}: {who}'s "
+            f"AsyncCompile.wait_pool_ready(){at} ({why['at_s']:.1f} s in), the call that makes the pool, returned "
+            f"at once without one (compile_threads={why.get('compile_threads')}), so " + (
+                "its kernels compiled in that process." if compiled else
+                "a compile there would run in that process (no compile was recorded in it)."))
     if not why.get("daemon_rule"):
         return (f"{said} torch declined the pool there (worker_start_method={why.get('start_method')}; Triton's "
                 "proton profiling, when on, forces compiles into the process).")
