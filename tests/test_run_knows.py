@@ -345,17 +345,24 @@ def test_a_step_left_running_in_the_background_is_not_told_as_tracing_not_starte
     log, go = tmp_path / "bg.jsonl", tmp_path / "go"
     step = (f"while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.05; done; "
             f"exec {shlex.join([sys.executable, '-c', 'pass'])}")
+    # Above run, given the same log and tracing on (a job's environment): no step of the command.
+    above = subprocess.Popen(["sleep", "120"], env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", f"({step}) >/dev/null 2>&1 & exit 4"],
                              env=clean_env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert res.returncode == 4, res.stderr
         assert not log.exists()
-        assert "tracing did not start" not in res.stderr and "still run (pid" in res.stderr, res.stderr
+        assert "tracing did not start" not in res.stderr and "still run (pid " in res.stderr, res.stderr
+        named = res.stderr.split("still run (pid ")[1].split(")")[0].split(", ")
+        assert str(above.pid) not in named, res.stderr
         go.touch()
         wait_until(lambda: log.exists() and any(r["event"] == "process_exit" for r in read_log(log)), 60,
                    what="the background step's traced exit")
     finally:
         go.touch()
+        above.kill()
+        above.wait(10)
         kill_run(log)
 
 

@@ -336,15 +336,23 @@ def short_answer(log: str, waited: Any = None) -> list[str]:
 
 
 def still_running(log: str) -> list[int]:
-    """This user's live processes the command started and left running (a shell script's `step &`): their
-    environment names this run's log, which no other run names (the path has run's pid and a random part).
+    """This user's live processes the command started and left running (a shell script's `step &`): started
+    after run itself, with run's WP_AUTOTRACE and this log in their environment (a process above run given the
+    same WP_AUTOTRACE_LOG is no step of it; one whose tracing the command turned off writes nothing there).
     Read only where no log was written, where "tracing did not start" would be said over a step still starting."""
     from ...common.procfs import ProcReader
 
-    needle = f"{LOG_ENV}={log}\0".encode()
     reader = ProcReader()
-    return sorted(pid for pid in reader.pids() - {os.getpid()}
-                  if (b"\0" + reader.environ(pid)).find(b"\0" + needle) >= 0)
+    own = reader.stat(os.getpid())
+    since = own["create_time"] if own is not None else 0.0
+    wanted = (f"\0{LOG_ENV}={log}\0".encode(), f"\0{ENABLE_ENV}={TRUE_WORDS[0]}\0".encode())
+    found = []
+    for pid in reader.pids() - {os.getpid()}:
+        env = b"\0" + reader.environ(pid)
+        info = reader.stat(pid) if all(w in env for w in wanted) else None
+        if info is not None and info["create_time"] > since:  # run started past one grain before its command
+            found.append(pid)
+    return sorted(found)
 
 
 def _summarize(log: str, python: str | None, waited: Any = None, program: str = "") -> None:
