@@ -190,8 +190,12 @@ def new_runtime(settings: "Settings") -> "Runtime":
         sink = Sink(None, host, MAIN)
     notice = None
     if is_root and settings.guard:
-        from .guard import create_notice_file
-
+        try:
+            from .guard import create_notice_file
+        except BaseException:  # EMFILE, say: start() disables tracing, and the log's descriptor goes with it
+            sink.release()
+            sink.stop()
+            raise
         notice = create_notice_file(run_id)
         if notice:
             env[NOTICE_ENV] = notice
