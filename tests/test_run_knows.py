@@ -379,3 +379,18 @@ def test_a_command_that_names_no_python_runs_though_the_python_on_path_cannot_tr
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert (res.returncode, res.stdout) == (5, "ran\n"), res.stderr
     assert f"the one on PATH, {fake}, cannot trace" in res.stderr, res.stderr
+
+
+def test_a_shell_script_whose_last_step_is_execd_is_one_launch(tmp_path: Path) -> None:
+    """`run -- bash -c "python -c pass; exec python -c 'raise SystemExit(9)'"`: the exec'd step is the root run
+    waited for (bash's pid), the step before it was that shell's child, a run of its own. One launch, never "runs
+    that are not one launch"; the code 9 is the exec'd step's (run's return code, read by the test)."""
+    log = tmp_path / "x.jsonl"
+    first, last = shlex.join([sys.executable, "-c", "pass"]), shlex.join([sys.executable, "-c", "raise SystemExit(9)"])
+    res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", f"{first}; exec {last}"], env=clean_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert res.returncode == 9, res.stderr
+    rep = report_json(log)
+    assert len(rep["runs"]) == 2 and len(rep["jobs"]) == 1, (rep["runs"], rep["jobs"])
+    said = " ".join(rep["answer"].split())
+    assert "not one launch" not in said and "exited with code 9" in said, said

@@ -122,8 +122,8 @@ def process_identities(rank: dict[str, Any], host: str) -> list[tuple[str, ...]]
 def run_identities(run: Run) -> list[tuple[str, ...]]:
     """Every identity any of a run's processes carries, in KIND_WORDS order, each once."""
     seen: dict[tuple[str, ...], None] = {}
-    if run.command_exit is not None:
-        cmd = run.command_exit
+    if run.launch is not None:
+        cmd = run.launch
         seen.setdefault(("run", str(cmd.get("root_pid")), str(cmd["host"]), repr(cmd["ts"])))
     for p in run.processes:
         if p.rank:

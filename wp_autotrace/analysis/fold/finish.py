@@ -241,7 +241,19 @@ def match_waits(reg: Registry) -> None:
                 root = run.root
                 if (root is not None and run.command_exit is None and root.ppid == rec.get("root_pid")
                         and rec["host"] in ("", root.host) and started(run) <= rec["ts"]):
-                    run.command_exit = rec
+                    run.command_exit = run.launch = rec
+    # a script whose last step is exec'd (`bash -c "python STEP; exec python LAST"`): the exec'd step is the root
+    # run waited for, its create time the shell's; the steps before it were that shell's children, each a run of its
+    # own, started in the root's life (a traced root's own children are of its run): one launch
+    for owner_run in runs:
+        owned_by, root = owner_run.run_exit, owner_run.root
+        if owned_by is None or root is None:
+            continue
+        end = root.ended_at if root.ended_at is not None else owned_by["ts"]
+        steps = [r for r in runs if r is not owner_run and r.root is not None and r.launch is None
+                 and r.root.ppid == root.pid and r.root.host == root.host and started(owner_run) <= started(r) <= end]
+        for run in (owner_run, *steps) if steps else ():
+            run.launch = owned_by
 
 
 def executor_members(m: Model) -> None:

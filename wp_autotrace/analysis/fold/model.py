@@ -436,6 +436,9 @@ class Run:
         # that record where the command run started is no run's root but its parent (a shell script of Python
         # steps): each step is a run of its own, the command's status is none of theirs (finish.match_waits)
         self.command_exit: dict[str, Any] | None = None
+        # the run_exit of the `run` launch several runs share (that command's steps, or the steps a shell ran
+        # before it exec'd into the root run waited for): one job (derive/jobs.py)
+        self.launch: dict[str, Any] | None = None
         # (ts, before, now, since): the cgroup's OOM kill count rose in (since, ts]; since None in older logs
         self.ooms: list[tuple[float, int, int, float | None, str]] = []  # (ts, before, now, since, host)
         self.oom_start: int | None = None  # that count at the watcher's start (None: not readable)
