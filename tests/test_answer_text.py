@@ -15,7 +15,7 @@ from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.cli.main import main
 
 from .conftest import clean_env
-from .logs import T0, LogWriter, call, report, seed_log, start, watcher
+from .logs import AC, T0, LogWriter, call, report, seed_log, start, watcher
 from .test_report_text import example_shape
 
 WIDTH = 100  # the report's width when stdout is not a terminal
@@ -778,3 +778,29 @@ def test_a_bypass_in_the_main_itself_is_no_symptom_of_the_reimport(tmp_path: Pat
     (bypass,) = [f for f in rep["findings"] if f["kind"] == "warm-pool-bypass"]
     assert bypass["pids"] == [9931, 10409], bypass
     assert any(b.startswith("- TORCH_WARM_POOL=0 was set in 2 process(es)") for b in rep["answer"].splitlines())
+def test_a_killed_nesting_keeps_the_nestings_fix(tmp_path: Path) -> None:
+    """The bundled example's chain SIGKILLed whole (a time limit): every sidecar's exit-time shutdown call is cut
+    short by the same signal as the main. Those calls follow from the nesting, which leads the Answer with the kill
+    under it; Fix first is then the nesting's too (keep the backend out of the sidecars), not the kill's."""
+    from wp_autotrace.analysis.fold.model import Waited
+
+    w = example_shape(4)
+    # the main neither exits nor reaches its own exit-time call: it is killed; no verdict of a main's exit
+    w.lines = [r for r in w.lines if r["event"] != "leftover" and not (r["pid"] == 100 and (
+        r["event"] == "process_exit" or r.get("call_id") == 91))]
+    sides = [1000 + d for d in range(4)]
+    for i, side in enumerate(sides):  # torch's atexit in each sidecar, waiting on the one it nested
+        call(w, 40 + i * 0.1, side, side - 1 if i else 100, "compile-sidecar", f"{AC}:shutdown_compile_workers",
+             200 + i, None)
+    ends = [{"pid": p, "end": T0 + 45} for p in (100, *sides)]
+    zombies = [{"pid": p, "ppid": pp, "since": T0 + 45, "status": 9} for p, pp in zip(sides, (100, *sides[:-1]))]
+    watcher(w, 45.1, "tree", count=0, started=[], ended=ends, zombies=zombies)
+    watcher(w, 45.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    watcher(w, 45.3, "tree", count=0, started=[], ended=[], final=True)
+    w.waited = Waited(100, -9)  # type: ignore[attr-defined]
+    rep = report(w, tmp_path)
+    lines = rep["answer"].splitlines()
+    assert "made pools of their own" in lines[0], lines
+    assert any(x.startswith("  - ") and "SIGKILL" in x for x in lines), lines
+    fix = next(x for x in lines if x.startswith("- Fix first: "))
+    assert "keep it out of the" in fix and "find what sent" not in fix, lines
