@@ -652,6 +652,20 @@ def test_a_module_the_roots_start_loads_is_still_the_programs_own(tmp_path: Path
     wait_for_watcher(log, timeout=60)  # the run had its watcher: the modules its start loads were loaded
 
 
+def test_a_traced_roots_program_finds_no_module_of_the_start_but_atexit(tmp_path: Path) -> None:
+    """The standard modules a traced root's start loads for itself are out of sys.modules by the program's first
+    line, as untraced, but atexit (its one callback: docs/guarantees.md)."""
+    show = "import sys; print(sorted(m for m in sys.modules if not m.startswith('wp_autotrace')))"
+    log = tmp_path / "traced.jsonl"
+    base = run_python(["-c", show], clean_env(), cwd=tmp_path, timeout=60)
+    traced = run_python(["-c", show], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), cwd=tmp_path,
+                        timeout=60)
+    assert base.returncode == traced.returncode == 0, (base, traced)
+    extra = set(eval(traced.stdout)) - set(eval(base.stdout))  # noqa: S307 (a list of names the test printed)
+    assert extra <= {"atexit"}, extra
+    wait_for_watcher(log, timeout=60)
+
+
 # -- the pytest plugin ---------------------------------------------------------------
 
 PYTEST_DRIVER = """

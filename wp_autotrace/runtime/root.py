@@ -80,7 +80,9 @@ def unshadow(known: "set[str]") -> None:
     of sys.modules again where the program had not loaded them: untraced, the program's own `import resource` finds
     a file of that name in its script's folder first, and so it must traced. The tracer's modules keep their
     references. Only these two, which hold no state of their own: a module such as threading, which the wrappers
-    load at start where the user names targets, must stay one module (a second copy would not know the threads)."""
-    for name in ("resource", "__future__"):
+    load at start where the user names targets, must stay one module (a second copy would not know the threads).
+    errno (procfs's, built in: nothing can shadow it) goes too, so that a traced program's sys.modules holds
+    nothing of the start's but atexit (docs/guarantees.md)."""
+    for name in ("resource", "__future__", "errno"):
         if name not in known:
             sys.modules.pop(name, None)
