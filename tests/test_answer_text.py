@@ -804,3 +804,43 @@ def test_a_killed_nesting_keeps_the_nestings_fix(tmp_path: Path) -> None:
     assert any(x.startswith("  - ") and "SIGKILL" in x for x in lines), lines
     fix = next(x for x in lines if x.startswith("- Fix first: "))
     assert "keep it out of the" in fix and "find what sent" not in fix, lines
+
+
+def _group_termed_unread_main() -> LogWriter:
+    """A time limit's SIGTERM to the group at 6 s: main 100's parent (a `timeout`) reaps it at once, so no wait
+    status of the main is read; its sidecar 200 and worker 300, in the main's process group, are read as zombies
+    killed by SIGTERM. No `run` waited."""
+    sp = "torch._inductor.compile_worker.subproc_pool"
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    call(w, 1, 100, 1, "main", f"{sp}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar")
+    start(w, 2, 300, 200, "compile-worker")
+    group = [{"pid": p, "ppid": pp, "pgid": 100, "rss": 10 << 20} for p, pp in ((100, 1), (200, 100), (300, 200))]
+    watcher(w, 2.5, "tree", count=3, started=[dict(e, via="child") for e in group], ended=[])
+    call(w, 4, 100, 1, "main", "torch._dynamo.convert_frame:_compile", 2, None)
+    watcher(w, 6.1, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 6} for p in (100, 200, 300)],
+            zombies=[{"pid": p, "ppid": pp, "since": T0 + 6, "status": 15} for p, pp in ((200, 1), (300, 200))])
+    watcher(w, 6.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    watcher(w, 6.3, "tree", count=0, started=[], ended=[], final=True)
+    return w
+
+
+def test_a_main_reaped_unread_as_its_group_was_termed_is_told_by_the_groups_signal(tmp_path: Path) -> None:
+    """The main's own status went unread, but SIGTERM ended the rest of its process group as it ended: the run's
+    line and the Answer say so, with the evidence's limit ('its own status was not read'), never only 'killed, or
+    os._exit'; a member of another group, or another signal, says nothing of it."""
+    rep = report(_group_termed_unread_main(), tmp_path)
+    (run,) = rep["runs"]
+    assert run["root_ending"] == ("ended as SIGTERM ended the rest of its process group (2 process(es), their wait "
+                                  "statuses; its own status was not read)"), run
+    said = " ".join(rep["answer"].split())
+    assert "The main process ended as SIGTERM ended the rest of its process group" in said, said
+    other = _group_termed_unread_main()
+    for r in other.lines:
+        for e in r.get("started") or ():
+            if e["pid"] != 100:
+                e["pgid"] = 200  # the pool in a group of its own: its signal is no evidence of the main's
+    (tmp_path / "other").mkdir()
+    assert report(other, tmp_path / "other")["runs"][0]["root_ending"] is None

@@ -169,7 +169,27 @@ def _root_ending(v: View, r: Run) -> str | None:
     if r.root is None or r.root.exited or r.waited is not None:
         return None
     ending = v.endings.of(r.root)
-    return ending.words if ending.kind in (SIGNAL, OOM_KILL) else None
+    return ending.words if ending.kind in (SIGNAL, OOM_KILL) else _group_signal(v, r, r.root)
+
+
+def _group_signal(v: View, r: Run, root: Process) -> str | None:
+    """Where the main's own status went unread (its parent, a `timeout`, reaped it at once) but one signal ended the
+    other members of its process group as it ended (their wait statuses, within vocab.LEFTOVER_ENDED_S): the
+    signal to the group, said as what the records show, the main's own status as not read."""
+    end = root.ended_at
+    if root.pgid is None or end is None:
+        return None
+    pids: dict[str, list[int]] = {}
+    for p in r.processes:
+        ending = v.endings.of(p) if p is not root and p.pgid == root.pgid else None
+        if ending is not None and ending.kind == SIGNAL and ending.signal and ending.at is not None \
+                and abs(ending.at - end) <= vocab.LEFTOVER_ENDED_S:
+            pids.setdefault(ending.signal, []).append(p.pid)
+    if len(pids) != 1:
+        return None
+    ((sig, members),) = pids.items()
+    return (f"ended as {sig} ended the rest of its process group ({len(members)} process(es), their wait statuses; "
+            "its own status was not read)")
 
 
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:

@@ -53,9 +53,11 @@ def state_words(rep: dict[str, Any]) -> str:
         oom = any(r["state"] == "killed" and ends.get(r["root_pid"]) == "oom-kill" for r in rep["runs"])
         # the signal that ended it, where a record names it: a traced process of the run sent it (its signal_sent
         # record, derive/senders.py: who and where) or its wait status, the watcher's reading of its zombie
+        # or, its own status unread, the signal that ended the rest of its process group as it ended
         sent = next((r["root_ending"] for r in rep["runs"] if r["state"] == "killed" and r.get("root_ending")
-                     and ends.get(r["root_pid"]) == "signal"), None)
+                     and (ends.get(r["root_pid"]) == "signal" or r["root_ending"].startswith("ended as "))), None)
         return (f"The main process was ended by {', '.join(by)}." if by else
+                f"The main process {sent}." if sent and sent.startswith("ended as ") else
                 f"The main process was {sent}." if sent else
                 f"The main process ended without a process_exit in the log: {changed}, after which the log refused "
                 "its records; how it ended is not known." if changed else
