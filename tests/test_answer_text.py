@@ -844,3 +844,13 @@ def test_a_main_reaped_unread_as_its_group_was_termed_is_told_by_the_groups_sign
                 e["pgid"] = 200  # the pool in a group of its own: its signal is no evidence of the main's
     (tmp_path / "other").mkdir()
     assert report(other, tmp_path / "other")["runs"][0]["root_ending"] is None
+    # the sidecar exited by itself as the main ended (torch's orphaned sidecar after a SIGKILL of the main) and
+    # SIGTERMed its worker: no signal ended the whole group, whatever the worker's status says
+    exited = _group_termed_unread_main()
+    for r in exited.lines:
+        if r["event"] == "tree":
+            r["zombies"] = [z for z in r.get("zombies") or () if z["pid"] != 200]
+    exited.add(6.0, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    exited.lines.sort(key=lambda r: r["ts"])
+    (tmp_path / "exited").mkdir()
+    assert report(exited, tmp_path / "exited")["runs"][0]["root_ending"] is None

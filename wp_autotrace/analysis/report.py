@@ -173,22 +173,26 @@ def _root_ending(v: View, r: Run) -> str | None:
 
 
 def _group_signal(v: View, r: Run, root: Process) -> str | None:
-    """Where the main's own status went unread (its parent, a `timeout`, reaped it at once) but one signal ended the
-    other members of its process group as it ended (their wait statuses, within vocab.LEFTOVER_ENDED_S): the
-    signal to the group, said as what the records show, the main's own status as not read."""
+    """Where the main's own status went unread (its parent, a `timeout`, reaped it at once) but one signal ended every
+    other member of its process group that ended as it did (within vocab.LEFTOVER_ENDED_S; at least two, their wait
+    statuses, none sent by a traced process of the run): the signal to the group, said as what the records show, the
+    main's own status as not read. One member that ended otherwise (a sidecar that exited, workers its sidecar
+    stopped) and the records show no group signal: None."""
     end = root.ended_at
     if root.pgid is None or end is None:
         return None
-    pids: dict[str, list[int]] = {}
+    signals: set[str | None] = set()
+    members = 0
     for p in r.processes:
         ending = v.endings.of(p) if p is not root and p.pgid == root.pgid else None
-        if ending is not None and ending.kind == SIGNAL and ending.signal and ending.at is not None \
-                and abs(ending.at - end) <= vocab.LEFTOVER_ENDED_S:
-            pids.setdefault(ending.signal, []).append(p.pid)
-    if len(pids) != 1:
+        if ending is None or ending.at is None or abs(ending.at - end) > vocab.LEFTOVER_ENDED_S:
+            continue
+        members += 1
+        signals.add(ending.signal if ending.kind == SIGNAL and ending.sender is None else None)
+    if members < 2 or len(signals) != 1 or None in signals:
         return None
-    ((sig, members),) = pids.items()
-    return (f"ended as {sig} ended the rest of its process group ({len(members)} process(es), their wait statuses; "
+    (sig,) = signals
+    return (f"ended as {sig} ended the rest of its process group ({members} process(es), their wait statuses; "
             "its own status was not read)")
 
 
