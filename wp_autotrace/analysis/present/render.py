@@ -505,14 +505,16 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
     if rep["running_pids"]:
         out.append(f"still running at the last record: {pid_text(rep['running_pids'], 12)}")
     # a wait status the watcher read (a zombie's) names the signal even where no record names its sender
-    ends = {p["pid"]: p["ending"] for p in rep["processes"] if p["pid"] in rep["no_exit_pids"]}
+    no_exit = set(rep["no_exit_pids"])
+    ends = {p["pid"]: p["ending"] for p in rep["processes"] if p["pid"] in no_exit}
     signals: dict[str, list[int]] = {}
     for pid, ending in ends.items():
         if ending.get("kind") == "signal" and ending.get("signal"):
             signals.setdefault(ending["signal"], []).append(pid)
     for name, pids in sorted(signals.items()):
         out.append(f"ended by {name} (its wait status; no record names the sender): {pid_text(sorted(pids), 12)}")
-    unseen = [pid for pid in rep["no_exit_pids"] if pid not in {x for pids in signals.values() for x in pids}]
+    told = {pid for pids in signals.values() for pid in pids}
+    unseen = [pid for pid in rep["no_exit_pids"] if pid not in told]
     if unseen:
         out.append(f"ended unseen (no process_exit, nothing explains it): {pid_text(unseen, 12)}")
     return out
