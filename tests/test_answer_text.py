@@ -699,12 +699,9 @@ def test_a_child_the_watcher_saw_killed_is_not_told_unexplained(tmp_path: Path) 
     assert "ended unseen (no process_exit, nothing explains it): 301\n" in text + "\n", text
 
 
-def _group_killed_mid_compile(sig: int) -> LogWriter:
-    """A time limit's signal to the whole group at 6 s while main 100 compiles (_compile open from 4 s): the main,
-    its pool's sidecar 200 and worker 300 end by it (the sidecar's and worker's zombie wait statuses; `run` waited
-    for the main)."""
-    from wp_autotrace.analysis.fold.model import Waited
-
+def _pool_then_compile(group: bool) -> LogWriter:
+    """Main 100 makes a pool (sidecar 200, worker 300) at 1 s and compiles from 4 s (_compile open); group: the
+    watcher saw the three in the main's process group (pgid 100) at 2.5 s."""
     sp = "torch._inductor.compile_worker.subproc_pool"
     w = LogWriter()
     start(w, 0, 100, 1, "main")
@@ -712,7 +709,20 @@ def _group_killed_mid_compile(sig: int) -> LogWriter:
     call(w, 1, 100, 1, "main", f"{sp}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
     start(w, 1.2, 200, 100, "compile-sidecar")
     start(w, 2, 300, 200, "compile-worker")
+    if group:
+        procs = [{"pid": p, "ppid": pp, "pgid": 100, "rss": 10 << 20} for p, pp in ((100, 1), (200, 100), (300, 200))]
+        watcher(w, 2.5, "tree", count=3, started=[dict(e, via="child") for e in procs], ended=[])
     call(w, 4, 100, 1, "main", "torch._dynamo.convert_frame:_compile", 2, None)
+    return w
+
+
+def _group_killed_mid_compile(sig: int) -> LogWriter:
+    """A time limit's signal to the whole group at 6 s while main 100 compiles (_compile open from 4 s): the main,
+    its pool's sidecar 200 and worker 300 end by it (the sidecar's and worker's zombie wait statuses; `run` waited
+    for the main)."""
+    from wp_autotrace.analysis.fold.model import Waited
+
+    w = _pool_then_compile(group=False)
     watcher(w, 6.1, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 6} for p in (100, 200, 300)],
             zombies=[{"pid": p, "ppid": pp, "since": T0 + 6, "status": sig} for p, pp in ((200, 100), (300, 200))])
     watcher(w, 6.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
@@ -810,16 +820,7 @@ def _group_termed_unread_main() -> LogWriter:
     """A time limit's SIGTERM to the group at 6 s: main 100's parent (a `timeout`) reaps it at once, so no wait
     status of the main is read; its sidecar 200 and worker 300, in the main's process group, are read as zombies
     killed by SIGTERM. No `run` waited."""
-    sp = "torch._inductor.compile_worker.subproc_pool"
-    w = LogWriter()
-    start(w, 0, 100, 1, "main")
-    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
-    call(w, 1, 100, 1, "main", f"{sp}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
-    start(w, 1.2, 200, 100, "compile-sidecar")
-    start(w, 2, 300, 200, "compile-worker")
-    group = [{"pid": p, "ppid": pp, "pgid": 100, "rss": 10 << 20} for p, pp in ((100, 1), (200, 100), (300, 200))]
-    watcher(w, 2.5, "tree", count=3, started=[dict(e, via="child") for e in group], ended=[])
-    call(w, 4, 100, 1, "main", "torch._dynamo.convert_frame:_compile", 2, None)
+    w = _pool_then_compile(group=True)
     watcher(w, 6.1, "tree", count=0, started=[], ended=[{"pid": p, "end": T0 + 6} for p in (100, 200, 300)],
             zombies=[{"pid": p, "ppid": pp, "since": T0 + 6, "status": 15} for p, pp in ((200, 1), (300, 200))])
     watcher(w, 6.2, "leftover", how="root-killed", count=0, pids=[], procs=[])
