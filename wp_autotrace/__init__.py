@@ -72,6 +72,8 @@ START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.cor
 # only START modules; a START module that needs one reaches it through later() (runtime/sink.py rare()).
 LATER = ("wp_autotrace.runtime.sink_rare", "wp_autotrace.runtime.host_calls")
 PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
+# START's code modules as ONE generated module (tools/join_start.py; the sources stay the rooms, divided by job)
+JOINED = "wp_autotrace.runtime._start_joined"
 # The layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...)), START's
 # modules then LATER's, each of those with its code marshalled (bytes: read with the pack, a copy, not unmarshalled)
 _FORMAT = 3

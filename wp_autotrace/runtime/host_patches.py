@@ -78,7 +78,7 @@ _TRIM_TRACEBACK = sys.version_info >= (3, 11)
 # reads a pidfd's process with them).
 os_open, os_read, os_close, RDONLY = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
 _CALLS = __name__.rpartition(".")[0] + ".host_calls"
-_PACKAGE = __name__.split(".")[0]  # the package: the start modules' loader (its __init__)
+_PACKAGE = __package__.partition(".")[0]  # the package: the start modules' loader (its __init__)
 
 
 def calls() -> "Any":

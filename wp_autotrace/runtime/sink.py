@@ -59,7 +59,7 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 TRACER_IMPORTS = (" __future__ _interpreters _json _posixsubprocess _signal _thread _weakrefset _xxsubinterpreters"
                   " atexit builtins collections concurrent copy errno fcntl functools hashlib importlib itertools json"
                   " logging marshal operator os psutil resource select stat subprocess sys threading time types typing"
-                  " urllib ")
+                  " urllib zlib ")
 _getframe = sys._getframe  # bound once: a user may trace sys._getframe (WP_AUTOTRACE_TARGETS=sys:_getframe)
 
 
@@ -489,6 +489,6 @@ writer_codes = {Sink._write.__code__}
 
 # Not made from the pack (load() never ran: the watcher, the command, a plain import of the start modules): loaded
 # now, with this module, so a forked child, a signal or an exit with no descriptor free later imports nothing.
-_PACKAGE = __name__.split(".")[0]  # the package: the start modules' loader (its __init__)
+_PACKAGE = __package__.partition(".")[0]  # the package: the start modules' loader (its __init__)
 if _RARE not in getattr(sys.modules.get(_PACKAGE), "later_code", ()):
     __import__(_RARE)  # binds no name here: the module's names are those it has made from the pack
