@@ -23,8 +23,8 @@ from .derive.memseries import run_series
 from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
 from .findings import find_all
+from .findings.mainend import changed_words
 from .findings.rank import ranked, report_key
-from .findings.runs import changed_words
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
@@ -450,7 +450,7 @@ CUT_WINDOW_S = 1.0
 def mark_log_cut(v: View, skipped: dict[str, int]) -> None:
     """Where the log was cut mid-record, the runs whose main left no process_exit and whose records reach the log's
     end count one record lost (Run.log_cut: at least the cut one): their main's exit may be among the lost, so it
-    is never told as a kill or os._exit (findings/runs.py _lost_records). A run still in progress is left alone: a
+    is never told as a kill or os._exit (findings/mainend.py _lost_records). A run still in progress is left alone: a
     live log read mid-write can show a cut last line."""
     if not any(skipped.get(reason) for reason in CUT_LINES):
         return

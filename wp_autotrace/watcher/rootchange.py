@@ -7,7 +7,7 @@ its records (docs/contracts.md, "The log's descriptor"), so each later record of
 is refused, and no record of its own can say why. The watcher, started before any of the program's code ran,
 has the main's first user and root as its own (it inherited them), and reads the main's again at each sample:
 a change is written once, with the sample time it was last seen unchanged, so the report tells a missing
-process_exit after it as unknown, not as a kill or an os._exit (findings/runs.py).
+process_exit after it as unknown, not as a kill or an os._exit (findings/mainend.py).
 
 Read per sample, the main only: its status file (the file-system uid, the one open() is checked with) and its
 root link. A change in the last sample interval before the main ends may go unseen (a zombie's status still

@@ -465,7 +465,7 @@ def make_entry(tree: Tree, info: dict[str, Any], via: str) -> dict[str, Any]:
         entry["cmd_len"] = len(cmd)
     # its ulimit -u and uid, read once here (not through psutil: without /proc none is claimed); a compile job's
     # failure to fork or start a thread is told against them (analysis/findings/compile.py); the ending signals it
-    # ignores, from the same status read (a process left running after a Ctrl-C: findings/runs.py)
+    # ignores, from the same status read (a process left running after a Ctrl-C: findings/leftovers.py)
     if isinstance(tree.reader, ProcReader):
         entry.update(read_facts(pid))
     role = V.MAIN if via == V.VIA_ROOT else role_from_cmd(cmd)  # not by pid: one may take the root's

@@ -3,7 +3,9 @@
 A finding function takes the View (view.View: the selected runs' model
 plus what is derived from it) and returns a Finding or None. FINDINGS,
 here, is the one registry: it lists them in the order they are shown. The
-findings themselves live by theme: runs.py (how a run ended, the verdict),
+findings themselves live by theme: runs.py (how a run stands, the verdict),
+mainend.py (how its main process ended), leftovers.py (what it left running),
+opencalls.py (calls never returned),
 pools.py (compile pools), threads.py (a process's threads: pools made at once, a
 compile after the main thread returned), compile.py (kernels whose compile job failed in the pool),
 quota.py (a pool larger than its CPU quota),
@@ -30,6 +32,9 @@ from .exitwaits import child_exit_wait, slow_exit_wait
 from .held import exit_join_hang, pool_job_hang, pool_wait_interrupted
 from .host import data_cut, export_failed, guard_idle, guard_refused, tracer_trouble
 from .idle import idle_pools
+from .leftovers import leftovers
+from .mainend import root_killed, root_os_exit
+from .opencalls import calls_never_returned
 from .pools import (
     NESTED_ADVICE,
     fork_pool_hang,
@@ -41,16 +46,7 @@ from .pools import (
     warm_pool_bypass,
 )
 from .quota import cpu_quota_pool
-from .runs import (
-    calls_never_returned,
-    leftovers,
-    no_verdict,
-    records_lost,
-    root_killed,
-    root_os_exit,
-    run_in_progress,
-    verdict_pending,
-)
+from .runs import no_verdict, records_lost, run_in_progress, verdict_pending
 from .settings import setting_overridden, setting_too_late
 from .sidecars import sidecars_never_served
 from .signals import interrupted_job

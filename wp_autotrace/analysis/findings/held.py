@@ -33,8 +33,8 @@ from ..derive.poolprocs import start_method, workers_of
 from ..fold.model import EXECUTOR
 from ..words.fmt import TEXT_PIDS, error_words, site
 from .base import Finding
+from .leftovers import orphan_advice, orphaned_by_pools
 from .rank import HANG_S, STUCK_JOB_S
-from .runs import orphan_advice, orphaned_by_pools
 
 if TYPE_CHECKING:
     from ..derive.view import View

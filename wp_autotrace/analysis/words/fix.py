@@ -39,10 +39,10 @@ def fix_first(rep: dict[str, Any], order: list[dict[str, Any]]) -> str:
         return then
     if cause is not None and cause["advice"]:  # a symptom ranked first: its cause's fix
         then = str(cause["advice"]).rstrip(".")
-        # not twice where the cause's own fix ends what is left (a job's program its pool left: runs.orphan_advice)
+        # not twice where the cause's own fix ends what is left (a job's program its pool left: leftovers.orphan_advice)
         left = top["kind"] == "leftovers" and "cleanup" in top["advice"] and "cleanup" not in then
         return f"end what is left with `wp-autotrace cleanup LOG`; then stop the cause: {then}" if left else then
-    # leftovers of a main killed alone: the kill is the cause (findings/runs.py), not the pools the children made
+    # leftovers of a main killed alone: the kill is the cause (findings/leftovers.py), not the pools the children made
     if pools and top["kind"] in POOL_COST_KINDS and not top["cost"].get("children_left"):
         theirs = [p["made_in"] for p in pools if p.get("made_in")]
         if len(theirs) == len(pools):

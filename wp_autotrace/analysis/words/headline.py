@@ -10,7 +10,7 @@ from .fmt import plural, size_text
 
 
 def _killed_launcher(rep: dict[str, Any], f: dict[str, Any]) -> str:
-    """Leftovers whose cause is their main killed alone (findings/runs.py): the kill first, the children that ran
+    """Leftovers whose cause is their main killed alone (findings/leftovers.py): the kill first, the children that ran
     on, the pools they made under it with what those held, then what was left in all."""
     c = f["cost"]
     kids, pools = c["children_left"], c.get("pools_left") or 0

@@ -1,0 +1,204 @@
+"""Findings about how a run's main process ended without its exit record: killed (by whom, where a record says),
+by os._exit, or not known (its records lost or refused after a change of user or root), and what of the run was
+seen after it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..derive.ending import OOM_KILL, SIGNAL, UNSEEN
+from ..fold.model import signal_name
+from ..fold.verdict import RUN_END_UNSEEN, RUN_KILLED
+from .base import Finding
+from .opencalls import last_seen_text
+from .runs import root_runs
+
+if TYPE_CHECKING:
+    from ..derive.view import View
+    from ..fold.model import Process, Run
+
+
+# The cause's fix where the OOM killer ended a main: what to change, not what to look for.
+OOM_MAIN_CAUSE = "give the job more memory, or make it need less (fewer compile workers: compile_threads)"
+
+
+def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
+    """How a main process without process_exit ended, in words, a note, and where to look for the
+    cause: from `run`'s waited status when it ran the program, else from its ending where the cgroup's OOM kill
+    count names it (derive/endings.py's oom-kill: the one evidence for the OOM killer), else both possibilities."""
+    waited = r.waited
+    oom = _oom_words(r)
+    ending = v.endings.of(r.root) if waited is None and r.root is not None else None
+    named = ending is not None and ending.kind in (SIGNAL, OOM_KILL)  # a record names a signal: a kill, told below
+    if r.root_changes and (waited is None or waited.status >= 0) and not named:  # its end's record was refused
+        return "ended without a process_exit in the log", f" ({changed_note(v, r)})", CHANGED_CAUSE
+    # a signal a record names (its wait status, a signal_sent) proves a kill: its exit record was never written
+    if exit_maybe_lost(r) and not named:
+        return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
+    if ending is not None and ending.kind == OOM_KILL:
+        return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
+    if ending is not None and ending.kind == SIGNAL:
+        if ending.sender is not None:
+            # a traced process of the run sent it, to it or to its group (its signal_sent record; the main itself
+            # for a SIGKILL it sent)
+            sender = "the main process" if ending.sender is r.root else ending.by
+            return f"was {ending.words}", "", f"{sender} sent it: read why at that line"
+        # its wait status (the watcher read its zombie's) names the signal, so never os._exit; no record says who
+        # sent it (a scheduler's group kill, a user's kill -9)
+        also = f"{oom}; " if ending.signal == "SIGKILL" else ""
+        return f"was {ending.words}", "", f"find what sent {ending.signal} ({also}a time limit, a user, a scheduler)"
+    if waited is None or waited.status >= 0:
+        return ("ended without process_exit", " (killed, or os._exit)",
+                f"find what ended it (os._exit in the code; {oom}; a time limit)")
+    sig = -waited.status
+    name = signal_name(sig)
+    if sig in waited.forwarded:
+        return (f"was ended by {name}", " (wp-autotrace run was sent it and passed it on)",
+                f"it was asked to stop: find what sent {name} to wp-autotrace run, if that was not you")
+    if name == "SIGKILL":
+        if r.ooms:
+            return "was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "", OOM_MAIN_CAUSE
+        return "was killed by SIGKILL", "", f"find what sent it ({oom}; a time limit, a user, a scheduler)"
+    return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
+
+
+def _oom_words(r: Run) -> str:
+    """What the log says of the OOM killer: its cgroup count did not rise, or it is not known (dmesg)."""
+    if r.oom_start is not None and not r.ooms:
+        return "not the OOM killer: the cgroup's OOM kill count did not rise during the run"
+    return "whether the OOM killer did is not in the log: dmesg says"
+
+
+# Where the log refused records (its disk full), a missing process_exit may be one of them: no kill is inferred
+# from its absence (docs/evidence.md, "Process endings").
+LOST_EXIT = ("records of the run were lost, the log's disk full or unwritable: its process_exit may be one of "
+             "them; whether it was killed is not known")
+
+
+def exit_maybe_lost(r: Run) -> bool:
+    """Whether a main's missing process_exit may be a lost record (LOST_EXIT, or its change of user or root:
+    changed_note): records of its run were lost, or its own refused, and no waited status shows a signal. Then
+    nothing but a missing record says it ended unlike an exit."""
+    return (r.waited is None or r.waited.status >= 0) and (_lost_records(r) or bool(r.root_changes))
+
+
+# A main that changed its user or root: what keeps its records (the log is the user's that started the run).
+CHANGED_CAUSE = ("to keep its records, start it as the user it switches to and in the root it enters (setpriv, "
+                 "su, gosu or chroot before python starts, not setuid or chroot in the program)")
+
+
+def changed_words(v: View, r: Run) -> str:
+    """'it changed its user from 0 to 65534 between 0.2 s and 0.3 s' (its root directory likewise), from the
+    watcher's root_change records (between its last sample before and the one that saw it); '' where none."""
+    said = []
+    for c in r.root_changes:
+        what = (f"its user from {c.get('was_uid', '?')} to {c['uid']}" if isinstance(c.get("uid"), int) else
+                f"its root directory from {c.get('was_root', '?')} to {c.get('root')}")
+        since = c.get("since")
+        when = (f"between {since - v.t0:.1f} s and {c['ts'] - v.t0:.1f} s" if isinstance(since, (int, float))
+                else f"by {c['ts'] - v.t0:.1f} s")
+        said.append(f"{what} {when}")
+    return f"it changed {' and '.join(said)}" if said else ""
+
+
+def changed_note(v: View, r: Run, unknown: str = "how it ended") -> str:
+    """Why a main that changed its user or root has no process_exit in the log, and what that leaves unknown."""
+    uid = any(isinstance(c.get("uid"), int) for c in r.root_changes)
+    why = "private to the user that started the run" if uid else "its path outside that root"
+    return (f"{changed_words(v, r)} (the watcher's root_change), after which the log, {why}, refused its records, "
+            f"its process_exit too: {unknown} is not known")
+
+
+def _lost_records(r: Run) -> bool:
+    """Whether the log says records of this run were lost (its processes' or its watcher's counts, or the log cut
+    mid-record while its main was to write its exit: report.py mark_log_cut)."""
+    return bool(r.dropped or r.watcher_dropped or r.log_cut)
+
+
+def _left_alive(r: Run) -> bool:
+    """Something the run left behind may still be running, as far as the log knows: a leftover not seen
+    to end since, or one the verdict counted without listing."""
+    return r.leftover_count > len(r.leftover) or any(p.end is None for p in r.leftover)
+
+
+def _pools_left_open(r: Run) -> bool:
+    """A pool of the run whose sidecar was not seen to end (a shutdown request alone stops nothing: a pool
+    asked to stop may keep running). None such: `cleanup` has nothing of a pool to end."""
+    return any(pool.sidecar is None or pool.sidecar.end is None for p in r.processes for pool in p.pools)
+
+
+def _ended_soon_text(r: Run, root: Process) -> str:
+    """', the last ended 0.3 s after it (none left running)' where the verdict's leftovers all ended that soon
+    (run.ended_soon: fold/finish.settle_leftovers), told from the log's ends (Process.ended_at); else ''."""
+    main_end = root.ended_at
+    if not r.ended_soon or r.leftover_count or main_end is None:
+        return ""
+    last = max(e for p in r.processes if (e := p.ended_at) is not None and e > main_end)
+    return f", the last ended {last - main_end:.1f} s after it (none left running)"
+
+
+def root_killed(v: View) -> Finding | None:
+    """The main process ended without process_exit: the watcher saw it go, or nothing saw it end."""
+    runs = root_runs(v, RUN_KILLED) + root_runs(v, RUN_END_UNSEEN)
+    if not runs:
+        return None
+    r = runs[0]
+    root = r.root
+    assert root is not None
+    advice = "its pools were never shut down: end what is left with `wp-autotrace cleanup LOG`"
+    if not _pools_left_open(r):  # every pool's sidecar seen gone (or no pool): only the cause to find
+        advice = no_exit_how(v, r)[2]
+    elif all(v.endings.of_pool(pool).kind == UNSEEN for p in r.processes for pool in p.pools
+             if pool.sidecar is None or pool.sidecar.end is None):  # the watcher stopped before the log's end
+        advice = ("no record shows its pools alive at the end of the log: check with `ps` whether they still run "
+                  "(`wp-autotrace cleanup LOG` ends only what the log proves the run's and finds alive)")
+    if v.states[r.id] == RUN_KILLED:
+        when = root.gone if root.gone is not None else r.end
+        at = f" at {when - v.t0:.1f} s" if when is not None else ""
+        alive = r.leftover_count or max((n for ts, n in r.tree_counts if when is not None and ts >= when),
+                                        default=0)
+        how, note, cause = no_exit_how(v, r)
+        lost = note == f" ({LOST_EXIT})"
+        handlers = "" if exit_maybe_lost(r) else "; its exit handlers did not run"
+        if lost:
+            advice = "end what is left with `wp-autotrace cleanup LOG`; give the log's filesystem room"
+        text = (f"The main process {root.pid} {how}{at}{note}{handlers}; "
+                f"seen after it: {alive} process(es) of the run still alive{_ended_soon_text(r, root)}.")
+        if r.leftover_seen and not _left_alive(r):  # the verdict, and what the log saw end since
+            advice = f"nothing of the run is left to end; {cause}"
+    elif r.alive_now is False:  # gone when the log was read: it ended after the log's last record of it
+        text = (f"The main process {root.pid} ended without its exit record: it has no process_exit and nothing "
+                f"in the log saw it end, but {r.now_how}: it was killed, or the log stops early; "
+                f"{last_seen_text(v, root)}.")
+    else:
+        unknown = f"; whether it still runs cannot be known: {r.now_how}" if r.now_how else ""
+        text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
+                f"after it): it was killed, or the log stops early; {last_seen_text(v, root)}{unknown}.")
+    return Finding("root-killed", "warning" if _lost_records(r) else "problem", text, [root.pid], [], advice, {})
+
+
+def root_os_exit(v: View) -> Finding | None:
+    """`run` saw the main process exit with a code, and it wrote no process_exit: it left by os._exit. Not a
+    main that exec'd another program (its exec record says so): that program's code is run's, and it has no
+    exit handlers of Python's to skip."""
+    runs = [r for r in v.runs if r.root is not None and r.waited is not None and r.waited.status >= 0
+            and not r.root.exited and r.root.exec_into is None]
+    if not runs:
+        return None
+    r = runs[0]
+    assert r.root is not None and r.waited is not None
+    code = r.waited.status
+    if r.root_changes:  # its exit handlers may have run: no record of theirs could be written
+        return Finding("root-os-exit", "info", f"The main process {r.root.pid} exited {code} without a process_exit "
+                       f"in the log ({changed_note(v, r, 'whether its exit handlers ran')}).", [r.root.pid], [],
+                       CHANGED_CAUSE, {"exit_code": code})
+    how = (f"exited {code} without a process_exit in the log ({LOST_EXIT.replace('killed', 'os._exit')})"
+           if _lost_records(r) else f"exited {code} without running its exit handlers (os._exit: no "
+           "process_exit, and torch's atexit shutdown of its pools did not run)")
+    return Finding(
+        "root-os-exit", "info", f"The main process {r.root.pid} {how}.",
+        [r.root.pid], [], "" if not r.leftover_count else
+        "shut pools down before os._exit, or exit normally" + (
+            "; end what is left with `wp-autotrace cleanup LOG`" if _left_alive(r) else
+            " (what it left has ended since: nothing is left to end)"),
+        {"exit_code": r.waited.status})
