@@ -35,9 +35,7 @@ def hold(sink: "Any") -> None:
     if fd < 0:
         return
     try:
-        sink.fd = place_high(fd)
-        sink._mark = mark(sink.fd)
-        sink.set_fast()
+        high = place_high(fd)
     except Exception:
         if sink.fd == fd:  # not moved: the start's own descriptor (a low number, the program's) is let go too
             sink.release()
@@ -46,6 +44,15 @@ def hold(sink: "Any") -> None:
                 os.close(fd)
             except OSError:
                 pass
+        return
+    try:
+        sink._mark = checked_mark(sink, high)
+    except Exception:  # the number is the program's now: never closed here; the sink stays released
+        sink.fd, sink._mark = -1, None
+        sink.set_fast()
+        return
+    sink.fd = high
+    sink.set_fast()
 
 
 def place_high(fd: int) -> int:
@@ -98,13 +105,15 @@ def mark(fd: int) -> "tuple[Any, int, int] | None":
     return fcntl.fcntl, getsig, MARK_SIGNAL
 
 
-def reopen(sink: "Any") -> int:
+def reopen(sink: "Any", tries: int = 2) -> int:
     """sink's held fd is no longer the log (closed, maybe reused by the host): the log's path opened again, placed
     high and marked, as sink.Sink._write's new descriptor.
 
     The old number is left alone: it may be the host's file now. Only the same file (same st_dev/st_ino, same
     checks: Sink._open_same) is accepted; otherwise the sink stays released (each later record tries the path
-    again), so no record can land in another file."""
+    again), so no record can land in another file. A new number the program took before its mark (checked_mark)
+    is left to it and the path opened once more: a program that dup2s over the log's number did so once, and its
+    record is not lost for it."""
     sink.fd, sink._mark = -1, None
     sink.set_fast()
     fd: int = sink._open_same()
@@ -116,6 +125,36 @@ def reopen(sink: "Any") -> int:
         fd = place_high(fd)
     except OSError:
         pass
-    sink.fd, sink._mark = fd, mark(fd)
+    try:
+        sink._mark = checked_mark(sink, fd)
+    except OSError:  # the number is the program's now: the sink stays released, or tries the path again
+        if tries <= 1:
+            raise
+        return reopen(sink, tries - 1)
+    sink.fd = fd
     sink.set_fast()
     return fd
+
+
+def checked_mark(sink: "Any", fd: int) -> "tuple[Any, int, int] | None":
+    """mark(fd), then fd looked at once more: still the log's file (st_dev/st_ino). The mark goes with whatever
+    description the number names as it is set, and another thread of the program may dup2 a file of its own over
+    the number at any moment (between the open's check and the mark): marked, that file would pass every later
+    record's check and take the records, and its description would keep the mark's signal. Where fd is no
+    longer the log's, the signal its description had is put back and OSError raised; fd is left alone (the
+    number is the program's now)."""
+    getsig, setsig = getattr(fcntl, "F_GETSIG", None), getattr(fcntl, "F_SETSIG", None)
+    try:
+        before = fcntl.fcntl(fd, getsig) if getsig is not None else None
+    except OSError:
+        before = None
+    answer = mark(fd)
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino) == sink.identity:
+        return answer
+    if answer is not None and before is not None and before != MARK_SIGNAL and setsig is not None:
+        try:
+            fcntl.fcntl(fd, setsig, before)
+        except OSError:
+            pass
+    raise OSError(errno.EBADF, f"descriptor {fd} names another file than {sink.path} now (the program's)")
