@@ -5,6 +5,8 @@ Also the crediting of a pool's calls to their pool, which the visits of `return`
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ...common import targets, vocab
 from ...common.vocab import SIDECAR_ROLES, SPAWNED_ARG
 from .autotune import autotune_members
@@ -206,21 +208,45 @@ def _killed_by(p: Process) -> int | None:
     return status & 0x7F or None if isinstance(status, int) else None
 
 
+def _started(r: Run) -> float:
+    """When r began: its main's start (an exec'd main's is its create time), else its first record's time."""
+    root = r.root
+    return root.start if root is not None and root.start is not None else r.start or 0.0
+
+
+class _ByRoot:
+    """Runs (each with a root) keyed by one number of their root, its pid or its ppid, and its host, each list in
+    the runs' order: a lookup reads the runs that share that number, not every run (a log of thousands of runs
+    made each record's lookup a walk over all of them)."""
+
+    def __init__(self, runs: list[Run], number: Callable[[Process], object]) -> None:
+        self.on_host: dict[tuple[object, str], list[Run]] = {}
+        self.any_host: dict[object, list[Run]] = {}
+        for r in runs:
+            if r.root is not None:
+                self.on_host.setdefault((number(r.root), r.root.host), []).append(r)
+                self.any_host.setdefault(number(r.root), []).append(r)
+
+    def on(self, number: object, host: str) -> list[Run]:
+        """The runs whose root has that number on that host."""
+        return self.on_host.get((number, host)) or []
+
+    def named(self, number: object, host: str) -> list[Run]:
+        """As on(), for a record's host: one that names none ("") matches a root on any host."""
+        return self.any_host.get(number) or [] if host == "" else self.on(number, host)
+
+
 def match_waits(reg: Registry) -> None:
     """`run`'s waited status (reg.waited: the program it just ran) and its run_exit records, each to one run:
     the run whose main process had that pid on that host and started last before it. Pid and host alone
     are not a process: a restarted container's main gets the pid of an earlier run's main, whose run_exit
     is not the later one's ending (docs/evidence.md)."""
     runs = [r for r in reg.model.runs.values() if r.root is not None]
-
-    def started(r: Run) -> float:
-        root = r.root
-        return root.start if root is not None and root.start is not None else r.start or 0.0
+    by_pid = _ByRoot(runs, lambda root: root.pid)
+    by_ppid = _ByRoot(runs, lambda root: root.ppid)
 
     def owner(pid: object, host: str, ts: float) -> Run | None:
-        mine = [r for r in runs if r.root is not None and r.root.pid == pid and host in ("", r.root.host)
-                and started(r) <= ts]
-        return max(mine, key=started, default=None)
+        return max((r for r in by_pid.named(pid, host) if _started(r) <= ts), key=_started, default=None)
 
     waited = reg.waited
     if waited is not None and (run := owner(waited.pid, waited.host, float("inf"))) is not None:
@@ -237,10 +263,8 @@ def match_waits(reg: Registry) -> None:
     owned = {id(r.run_exit) for r in runs if r.run_exit is not None}
     for rec in reg.run_exits:
         if isinstance(rec.get("status"), int) and id(rec) not in owned:
-            for run in runs:
-                root = run.root
-                if (root is not None and run.command_exit is None and root.ppid == rec.get("root_pid")
-                        and rec["host"] in ("", root.host) and started(run) <= rec["ts"]):
+            for run in by_ppid.named(rec.get("root_pid"), rec["host"]):
+                if run.command_exit is None and _started(run) <= rec["ts"]:
                     run.command_exit = run.launch = rec
     # a script whose last step is exec'd (`bash -c "python STEP; exec python LAST"`): the exec'd step is the root
     # run waited for, its create time the shell's; the steps before it were that shell's children, each a run of its
@@ -250,8 +274,8 @@ def match_waits(reg: Registry) -> None:
         if owned_by is None or root is None:
             continue
         end = root.ended_at if root.ended_at is not None else owned_by["ts"]
-        steps = [r for r in runs if r is not owner_run and r.root is not None and r.launch is None
-                 and r.root.ppid == root.pid and r.root.host == root.host and started(owner_run) <= started(r) <= end]
+        steps = [r for r in by_ppid.on(root.pid, root.host) if r is not owner_run and r.launch is None
+                 and _started(owner_run) <= _started(r) <= end]
         for run in (owner_run, *steps) if steps else ():
             run.launch = owned_by
 
