@@ -116,3 +116,84 @@ def test_namespaces_started_in_one_clock_grain_lose_no_process() -> None:
     rep = report_json(TWINS)
     pids = {p["pid"] for p in rep["processes"]}
     assert seen <= pids, sorted(seen - pids)
+
+
+# Four `unshare -p -f` pythons started at once, each its namespace's pid 1; each prints nothing and waits for the flag,
+# so all four live (and their records interleave) until the main, outside, has read their host pids and command lines
+# (psutil: the test's own reading) and seen the watcher sample all four. Then each exits with its own code.
+SIBLINGS = textwrap.dedent('''
+    import json, os, subprocess, sys, time
+    import psutil
+    flag, extra = sys.argv[1], sys.argv[2:]
+    wait = "import os, sys, time; [time.sleep(0.02) for _ in iter(lambda: os.path.exists(sys.argv[1]), True)]; "
+    kid = wait + "sys.exit(int(sys.argv[2]))"
+    ps = [subprocess.Popen(["unshare", "-p", "-f", *extra, sys.executable, "-c", kid, flag, str(10 + i)])
+          for i in range(4)]
+    end = time.monotonic() + 60
+    truth = {}
+    while len(truth) < 4 and time.monotonic() < end:
+        truth = {c.pid: {"unshare": p.pid, "cmdline": c.cmdline()} for p in ps
+                 for c in psutil.Process(p.pid).children() if c.name().startswith("python")}
+        time.sleep(0.02)
+    print(json.dumps(truth), flush=True)
+    while time.monotonic() < end:  # the watcher sampled all four (one it never saw stays as its records say)
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
+            if log.read().count(b'"nspid":1') >= 4:
+                break
+        time.sleep(0.02)
+    open(flag, "w").close()
+    print("rc", [p.wait() for p in ps])
+''')
+
+
+@pytest.mark.parametrize("mount_proc", [False, True], ids=["host-proc", "mount-proc"])
+def test_sibling_namespaces_each_keep_their_own_records(tmp_path: Path, mount_proc: bool) -> None:
+    """Each of four namespaces' pid 1 is one row under its host pid, traced, holding its own records (its command
+    line, its process_exit) -- not one pid-1 row holding them all and four host rows told "untraced"."""
+    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
+    script.write_text(SIBLINGS)
+    argv = [sys.executable, str(script), str(flag), *(["--mount-proc"] if mount_proc else [])]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)))
+    assert done.returncode == 0 and done.stdout.endswith("rc [10, 11, 12, 13]\n"), done.stdout + done.stderr
+    truth = {int(pid): t for pid, t in json.loads(done.stdout.splitlines()[0]).items()}
+    assert len(truth) == 4, truth
+    wait_for_watcher(log)
+    out = subprocess.run([sys.executable, "-m", "wp_autotrace", "report", "--json", str(log)], capture_output=True,
+                         text=True, timeout=120, env=clean_env())
+    assert out.returncode == 0, out.stderr
+    procs = json.loads(out.stdout)["processes"]
+    by_pid = {p["pid"]: p for p in procs}
+    main = next(p for p in procs if p["role"] == "main")
+    unshares = [t["unshare"] for t in truth.values()]
+    assert sorted(by_pid) == sorted([main["pid"], *unshares, *truth]), procs
+    for pid, t in truth.items():
+        row = by_pid[pid]
+        assert row["traced"] and row["exit_record_s"] is not None, row
+        assert row["cmd"].split()[-2:] == t["cmdline"][-2:], (row["cmd"], t["cmdline"])  # its own argv, by host pid
+        assert procs[row["parent_index"]]["pid"] == t["unshare"], row
+
+
+GRAIN = Path(__file__).resolve().parent / "fixtures" / "odd" / "pidns_three_in_one_grain.jsonl"
+
+
+def test_three_namespaces_in_one_clock_grain_are_told_apart_by_their_namespace() -> None:
+    """A real log (the test above's shape): three of the four namespaces' pid 1 began in one 10 ms grain, so their
+    records share (host, pid 1, create time); each record's `pidns` and the watcher's reading of each host pid's
+    namespace join each host python to its own records. The truth is the watcher's own entries: each host pid's
+    command line (its exit code is its last argument) and namespace."""
+    lines = [json.loads(x) for x in GRAIN.read_text().splitlines() if x.strip()]
+    seen = {e["pid"]: e for r in lines if r["event"] == "tree" for e in r.get("started", ())}
+    starts = [r for r in lines if r["event"] == "process_start" and r["pid"] == 1]
+    assert len(seen) == 9 and len({(r["create_time"], r["pid"]) for r in starts}) == 2  # 3 share one grain
+    from .conftest import report_json
+
+    rep = report_json(GRAIN)
+    by_pid = {p["pid"]: p for p in rep["processes"]}
+    assert sorted(by_pid) == sorted(seen)
+    inner = {pid: e for pid, e in seen.items() if e.get("nspid") == 1}
+    assert len(inner) == 4
+    for pid, e in inner.items():
+        row = by_pid[pid]
+        assert row["traced"] and row["exit_record_s"] is not None and row["host"] == lines[0]["host"], row
+        assert row["cmd"].split()[-1] == e["cmd"].split()[-1], (row["cmd"], e["cmd"])

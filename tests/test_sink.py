@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -150,6 +151,30 @@ def test_emit_encoded_and_role_change_match_encode(tmp_path: Path) -> None:
     assert records[0]["x"] == "y" and list(records[1]) == ["v", "event", "ts", "pid", "ppid", "host", "role", "seq"]
     assert len(json.dumps(records[2], separators=(",", ":"))) <= MAX_RECORD_BYTES
     assert records[2]["stack"][-1]["line"] == 499 and len(records[2]["stack"]) < 500
+
+
+@pytest.mark.parametrize(("link", "pidns"), [("pid:[4026532999]", 4026532999), ("pid:[4026531836]", None),
+                                             (None, None)], ids=["namespaced", "initial", "no-proc"])
+def test_the_header_names_a_pid_namespace_other_than_the_initial_one(tmp_path: Path, monkeypatch: Any,
+                                                                      link: Any, pidns: Any) -> None:
+    """A writer outside the initial pid namespace names it in every record's header, after host (a small record,
+    one whose field is named as a header member, one over the cap): the bytes frame(encode(record)) gives. In the
+    initial namespace, or with no /proc, no member: a host's records are as before."""
+    from wp_autotrace.runtime import sink as sink_mod
+
+    def readlink(path: Any) -> str:
+        if path != "/proc/self/ns/pid" or link is None:
+            raise FileNotFoundError(path)
+        return str(link)
+
+    monkeypatch.setattr(sink_mod.os, "readlink", readlink)
+    monkeypatch.setattr(sink_mod, "_time_ns", lambda: 1796136809250938437)
+    fields: list[dict[str, Any]] = [{"a": 1}, {"ppid": 3}, {"s": "x" * 40_000}]
+    got = _written(tmp_path, "ns.jsonl", lambda sink: [sink.emit("x", **f) for f in fields])
+    header = {"v": 1, "event": "x", "ts": 1796136809.2509384, "pid": os.getpid(), "ppid": os.getppid(),
+              "host": "h\u00e9st", **({} if pidns is None else {"pidns": pidns}), "role": "main"}
+    want = [frame(encode({**header, "seq": seq, **f})) for seq, f in enumerate(fields)]
+    assert [g.replace(b'"ts":1796136809250938437e-9,', b'"ts":1796136809.2509384,') for g in got] == want
 
 
 def test_hypothesis_keeps_no_example_database() -> None:

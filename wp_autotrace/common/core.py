@@ -10,8 +10,8 @@ imports.
 
 SCHEMA_VERSION = 1
 # The members every record starts with, in this order: runtime/sink.py writes them, analysis/fold/fold.py
-# tells them from the fields a record carries.
-HEADER_KEYS = ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")
+# tells them from the fields a record carries. pidns only where its writer is not in the initial pid namespace.
+HEADER_KEYS = ("v", "event", "ts", "pid", "ppid", "host", "pidns", "role", "seq")
 # Records are kept well below the size a local filesystem appends atomically
 # (70 KB lines were seen intact here); bigger ones are shrunk, never split.
 MAX_RECORD_BYTES = 32 * 1024

@@ -236,7 +236,7 @@ class Sink:
     """Appends records for this process to the run's log.
 
     A record is written as one ASCII line whose members come in a fixed order:
-    the header (v, event, ts, pid, ppid, host, role, seq), then the fields as
+    the header (v, event, ts, pid, ppid, host, pidns where set, role, seq), then the fields as
     given. The header's constant parts are encoded once per (event, identity)
     and the fields once, so a record costs one encode of what changes; the
     bytes are exactly those ``frame(encode(record))`` gives for the same record, but for ts, written
@@ -270,6 +270,7 @@ class Sink:
         # The header's identity set as plain attributes: no header is encoded yet (_middle below), and each
         # property setter would cost a start a Python call.
         self._host, self._role, self._pid, self._ppid = host, role, os_getpid(), _getppid()
+        self.pidns: int | None = None  # this process's pid namespace, read with the header (_make_middle)
         self.dropped = 0
         # Said to the log: when a write lands after drops, a tracer_error with the count first (opt-in:
         # the watcher says its own drops its own way).
@@ -279,7 +280,7 @@ class Sink:
         self._seq = iter(_SEQ_RANGE)
         self._closer: int | None = None  # the exiting thread, once close_to_others ran: only it writes
         self._heads: dict[str, str] = {}  # event -> '{"v":1,"event":"E","ts":'
-        self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H","role":"R","seq":', "" when stale
+        self._middle = ""  # ',"pid":P,"ppid":Q,"host":"H",("pidns":N,)"role":"R","seq":', "" when stale
         self._open_errno: int | None = None  # why the last open of the log's path failed
 
     # The header's identity: each change re-encodes it (a stale cache would forge another process's pid).
@@ -399,8 +400,12 @@ class Sink:
             if line is None:
                 if callable(fields):
                     fields = fields(*args)
+                if not self._middle:
+                    self._make_middle()  # reads pidns
                 record = {"v": SCHEMA_VERSION, "event": event, "ts": ts / 1e9, "pid": self.pid, "ppid": self.ppid,
-                          "host": self.host, "role": self._role, "seq": seq}
+                          "host": self.host, "pidns": self.pidns, "role": self._role, "seq": seq}
+                if self.pidns is None:
+                    del record["pidns"]
                 record.update(fields)
                 from .jsonline import encode, frame  # an oversized record, or a field named as a header's
 
@@ -437,8 +442,21 @@ class Sink:
         return head
 
     def _make_middle(self) -> str:
+        # A pid names a process only within its pid namespace: children of one program in namespaces of their own
+        # (`unshare -p`, bwrap, nsjail) are each pid 1 there, and started within one clock tick share a create time
+        # too. So the header names the namespace (the inode of /proc/self/ns/pid, "pid:[N]") where it is not the
+        # initial one (its inode is fixed, PROC_PID_INIT_INO: a host's records are as before); the watcher reads the
+        # same inode of each process it sees by host pid (analysis/fold/pidns.py joins the two). Read here, as the
+        # header is made: at the first record, and again in a forked child (its parent may have unshared a
+        # namespace first); one readlink, inline (a function costs each traced start ~20K instructions to load).
+        try:
+            ns = os.readlink("/proc/self/ns/pid")
+            self.pidns = None if ns == "pid:[4026531836]" else int(ns[5:-1])
+        except (OSError, ValueError):  # no /proc (a chroot): what was read before stands
+            pass
+        ns = "" if self.pidns is None else f'"pidns":{_encode_json(self.pidns)},'
         self._middle = (f',"pid":{_encode_json(self._pid)},"ppid":{_encode_json(self._ppid)},'
-                        f'"host":{_encode_json(self._host)},"role":{_encode_json(self._role)},"seq":')
+                        f'"host":{_encode_json(self._host)},{ns}"role":{_encode_json(self._role)},"seq":')
         return self._middle
 
     def _open_same(self) -> int:

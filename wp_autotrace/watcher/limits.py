@@ -15,6 +15,8 @@ process group leaves it running.
 
 from __future__ import annotations
 
+import os
+
 from ..common.procfs import read_small
 
 LIMITS_BYTES = 4096  # /proc/PID/limits is about 1.3 KB, /proc/PID/status about 1.5 KB
@@ -28,8 +30,8 @@ ENDING_SIGNALS = ((1, "HUP"), (2, "INT"), (3, "QUIT"), (15, "TERM"))
 
 def read_facts(pid: int, proc: str = "/proc") -> dict[str, int | str]:
     """A live process's tree-entry facts from its limits and status files: `nproc` and `uid` (parse_nproc),
-    `sigign` (parse_sigign) and `nspid` (parse_nspid), each only where read and set; {} where the files could not be
-    read."""
+    `sigign` (parse_sigign), `nspid` (parse_nspid) and, with it, `pidns` (read_pidns), each only where read and
+    set; {} where the files could not be read."""
     status = read_small(f"{proc}/{pid}/status", LIMITS_BYTES)
     facts: dict[str, int | str] = {}
     nproc = parse_nproc(read_small(f"{proc}/{pid}/limits", LIMITS_BYTES), status)
@@ -41,7 +43,22 @@ def read_facts(pid: int, proc: str = "/proc") -> dict[str, int | str]:
     inner = parse_nspid(status)
     if inner is not None:
         facts["nspid"] = inner
+        ns = read_pidns(pid, proc)
+        if ns is not None:
+            facts["pidns"] = ns
     return facts
+
+
+def read_pidns(pid: int, proc: str = "/proc") -> int | None:
+    """The pid namespace a process lives in: the inode its /proc/PID/ns/pid link names (`pid:[N]`); None where
+    unreadable (gone, not ours). A traced process writes the same number in its records' `pidns` (its sink, as it
+    makes their header): the one fact that says which host process wrote the records of a namespace's pid 1, where
+    several namespaces each have one (analysis/fold/pidns.py)."""
+    try:
+        link = os.readlink(f"{proc}/{pid}/ns/pid")
+        return int(link[link.index("[") + 1:-1])
+    except (OSError, ValueError):
+        return None
 
 
 def parse_nspid(status: bytes | None) -> int | None:

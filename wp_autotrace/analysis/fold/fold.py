@@ -55,7 +55,7 @@ class Builder:
 
     def fold(self, records: Iterable[dict[str, Any]]) -> Model:
         """Every record, then finish(): the whole log's model."""
-        handlers = self._handlers
+        handlers, in_namespace = self._handlers, self.reg.in_namespace
         # The cyclic collector off while folding: records are freed by reference counting, what the
         # model keeps lives to the end, and each collection would walk every object kept so far
         # (~20% of a 1M-record report's CPU, growing with the log).
@@ -63,6 +63,8 @@ class Builder:
         gc.disable()
         try:
             for r in records:
+                if "pidns" in r:  # written only outside the initial pid namespace: a few records of most logs
+                    in_namespace(r)
                 handlers[r["event"]](r)
         finally:
             if collecting:
@@ -76,6 +78,8 @@ class Builder:
         Between feeds the model answers what the records so far say (processes, runs, calls); the
         links finish() adds (children, pool sidecars, roots, ends from `gone`) come once, at the end.
         """
+        if "pidns" in r:
+            self.reg.in_namespace(r)
         self._handlers[r["event"]](r)
         if self.reg.is_watcher(r):
             return None
@@ -96,6 +100,7 @@ class Builder:
                 self.reg.record_run(r)
             return
         host, pid, ts, ct = r["host"], r["pid"], r["ts"], r.get("create_time")
+        self.reg.home_ns.setdefault(host, None)  # its first traced process's (in_namespace set it where it has one)
         run = self.reg.run(r.get("run") or "")
         # the watcher's entry of it, if read first, by its start ticks on the watcher's clock (identities.py)
         at = self.reg.on_watcher_clock(host, run, r.get("start_ticks"))

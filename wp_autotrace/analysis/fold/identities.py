@@ -8,6 +8,12 @@ entry's on the watcher's (watcher_start's `boot`); a wall-clock step between the
 sets them apart by the step. Where both sides say how (process_start's `start_ticks`, watcher_start's `boot` and
 `tick`), the process is also filed under its start ticks on the watcher's clock (Registry.on_watcher_clock),
 which is exactly the create time the watcher computes for it; else create_time alone, as before.
+
+A pid is a pid within one pid namespace. A record whose writer lives in a namespace other than its host's first
+traced process's (its header's `pidns`: `unshare -p`, bwrap, nsjail) is about a process of that namespace: its host
+is read as namespaced_host(host, pidns) (in_namespace), so two namespaces' pid 1 are two processes, whatever their
+create times. pidns.py joins such a process to the watcher's host-pid view of it where the watcher read the same
+namespace.
 """
 
 from __future__ import annotations
@@ -50,7 +56,20 @@ class Registry:
         self.unclocked: dict[tuple[str, str], list[tuple[Process, int]]] = {}
         # a process the watcher saw in another pid namespace -> its pid there (tree entries' nspid): its own records
         # carry that pid, and pidns.merge_namespaced makes the two one process at the log's end
-        self.ns_pids: dict[Process, int] = {}
+        # and that namespace where the watcher read it (its entry's pidns), else None
+        self.ns_pids: dict[Process, tuple[int, int | None]] = {}
+        # host -> the pid namespace of its first traced process (None: the initial one): its pids are the watcher's
+        self.home_ns: dict[str, int | None] = {}
+        # namespaced_host(host, ns) -> host: the clocks, the watchers and the host are the host's
+        self.real_host: dict[str, str] = {}
+
+    def in_namespace(self, r: dict[str, Any]) -> None:
+        """r carries its writer's pid namespace (`pidns`): where that is not its host's home namespace, r's host
+        becomes the namespace's (namespaced_host): its pid and ppid are pids there. Before r is visited."""
+        host, ns = r["host"], r["pidns"]
+        if self.home_ns.setdefault(host, ns) != ns:
+            inner = r["host"] = namespaced_host(host, ns)
+            self.real_host[inner] = host
 
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)
@@ -85,7 +104,7 @@ class Registry:
     def on_watcher_clock(self, host: str, run: Run, ticks: Any) -> float | None:
         """Start ticks as the create time run's watcher on host computes (env.clock_create_time's formula on its
         boot and tick); None where either is unknown."""
-        clock = self.clocks.get((run.id, host))
+        clock = self.clocks.get((run.id, self.real_host.get(host, host)))
         if clock is None or type(ticks) is not int:
             return None
         return round(clock[0] + ticks / clock[1], 2)
@@ -102,10 +121,11 @@ class Registry:
         """File p under its start ticks on its run's watcher's clock too, now or once that clock is read
         (clock_read): the watcher's entries then find it whatever clock its own create_time is on."""
         ct = self.on_watcher_clock(p.host, run, ticks)
+        host = self.real_host.get(p.host, p.host)
         if ct is not None:
             self.by_start[(p.host, p.pid, ct)] = p
-        elif type(ticks) is int and (run.id, p.host) not in self.clocks:
-            self.unclocked.setdefault((run.id, p.host), []).append((p, ticks))
+        elif type(ticks) is int and (run.id, host) not in self.clocks:
+            self.unclocked.setdefault((run.id, host), []).append((p, ticks))
 
     def clock_read(self, run: Run, host: str, boot: float, tick: int) -> None:
         """run's watcher on host computes create times on (boot, tick): file the processes read before it."""
@@ -208,7 +228,8 @@ class Registry:
         p.name = p.name or entry.get("name", "")
         self.note_rss(p, entry.get("rss"))
         if type(entry.get("nspid")) is int:
-            self.ns_pids[p] = entry["nspid"]
+            ns = entry.get("pidns")
+            self.ns_pids[p] = (entry["nspid"], ns if type(ns) is int else None)
 
     @staticmethod
     def note_rss(p: Process, rss: int | None) -> None:
@@ -259,3 +280,9 @@ class Registry:
                 return p
         p = self.current.get((host, entry["pid"]))
         return p if p is not None and self.is_same(p, ct, p.start or 0.0) else None
+
+
+def namespaced_host(host: str, ns: int) -> str:
+    """The host a process in pid namespace ns (not its host's home one) is filed under: its pids are that
+    namespace's. Shown as it is where nothing joined it to a host pid (pidns.py)."""
+    return f"{host} (pid namespace {ns})"

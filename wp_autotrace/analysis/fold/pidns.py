@@ -8,12 +8,21 @@ counted twice. Identity here is the host's (host, pid, create_time): the traced 
 namespace pid with the same create time takes the host pid, the host parent and what the watcher saw of it, and
 the watcher's process is dropped. Without a watcher entry (no watcher, or gone before a sample) nothing says
 which host process it was: it stays as its records name it.
+
+The join needs proof. Namespaces started within one clock tick each have a pid 1 of one create time: (host, nspid,
+create_time) names them all. A traced process's records carry its namespace (`pidns`, identities.in_namespace files
+them under namespaced_host), and the watcher reads the namespace of each process it sees with an nspid (the
+entry's `pidns`): the twin is looked up in that namespace, so each host process finds its own. Where the watcher's
+entry has no namespace (unreadable; a log older than the field) the twin is looked up under the host as before, and
+a twin claimed by two host processes is merged with neither (each stays a row: which is which is unknown).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import TYPE_CHECKING, Any
+
+from .identities import namespaced_host
 
 if TYPE_CHECKING:
     from .identities import Registry
@@ -31,8 +40,9 @@ def merge_namespaced(reg: Registry) -> None:
     """Each watcher-seen process with a namespace pid whose traced twin (same host, that pid, same create time)
     is in the log: merged into the twin, everywhere the fold holds a process. Before parents are linked."""
     twins: dict[Process, Process] = {}
-    for seen, inner in reg.ns_pids.items():
-        twin = reg.by_start.get((seen.host, inner, seen.create_time)) if seen.create_time is not None else None
+    for seen, (inner, ns) in reg.ns_pids.items():
+        host = seen.host if ns is None or reg.home_ns.get(seen.host) == ns else namespaced_host(seen.host, ns)
+        twin = reg.by_start.get((host, inner, seen.create_time)) if seen.create_time is not None else None
         if twin is not None and twin is not seen and twin.traced and not seen.traced and twin.pid == inner:
             twins[seen] = twin
     # Namespaces that each started a pid of that number within one clock grain (a launcher's sandboxes started at
@@ -69,7 +79,7 @@ def merge_namespaced(reg: Registry) -> None:
 def _take(twin: Process, seen: Process) -> None:
     """twin becomes the host's process: its pid and parent, and what the watcher saw of it where its own records
     said nothing (its end, memory, command, cgroups...)."""
-    twin.pid, twin.ppid, twin.parent = seen.pid, seen.ppid, seen.parent
+    twin.host, twin.pid, twin.ppid, twin.parent = seen.host, seen.pid, seen.ppid, seen.parent
     for name in type(twin).__slots__:
         if name in _OWN:
             continue

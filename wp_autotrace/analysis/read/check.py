@@ -86,7 +86,8 @@ def clean_frame(v: Any) -> dict[str, Any] | None:
 # fields, str fields) in this order, each where it has the right type; any other key is dropped. fastread.py
 # decodes the same entries to the same dicts in C from this table.
 ENTRY_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    schema.PROCS: (("ppid", "rss", "cmd_len", "pgid", "nproc", "uid", "nspid", "start_ticks"), ("create_time",),
+    schema.PROCS: (("ppid", "rss", "cmd_len", "pgid", "nproc", "uid", "nspid", "pidns", "start_ticks"),
+                   ("create_time",),
                    ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg", "sigign")),  # then `exec` (bool) if one
     schema.ENDED: ((), ("create_time", "end", "seen"), ()),
     schema.ZOMBIES: (("ppid", "status"), ("create_time", "since"), ()),

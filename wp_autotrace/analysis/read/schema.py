@@ -86,6 +86,8 @@ BASE_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("pid", UINT, "the writing process"),
     ("ppid", UINT, "its parent at process start"),
     ("host", STR, "host name"),
+    ("pidns", UINT, "the writer's pid namespace (the inode /proc/self/ns/pid names) where it is not the initial "
+                    "one: its pid is a pid there (`unshare -p`, bwrap, a container)"),
     ("role", STR, "main, compile-sidecar, compile-worker, autotune-worker, quack-worker, dataloader-worker, "
                      "resource-tracker, forkserver, "
                      "watcher, run (`wp-autotrace run` itself: run_exit), child"),
@@ -136,7 +138,7 @@ _PART_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("parts", UINT, "how many records the set spans"),
 )
 _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, pgid?, nproc?, uid?, sigign?, memcg?, "
-              "pidcg?, cpucg?, exec?, nspid?}` "
+              "pidcg?, cpucg?, exec?, nspid?, pidns?}` "
               "(`cmd_len`: the length before `cmd` was cut; `pgid`: its process group; `nproc`: its RLIMIT_NPROC "
               "soft value (`ulimit -u`, from /proc/PID/limits; absent when unlimited or unread) and `uid` its "
               "real uid, whose threads the kernel counts against it; `sigign`: the signals among HUP, INT, QUIT and "
@@ -147,7 +149,8 @@ _PROC_NOTE = ("each `{pid, ppid, name, cmd, create_time, rss, role?, cmd_len?, p
               "in a process listed again, whether its image changed (an exec, its memory starts there) or only its "
               "name or command line (a rename), "
               "absent where the watcher could not tell; `nspid`: its pid in its own pid namespace where that is not "
-              "the watcher's (`unshare -p`, bwrap: the last of /proc/PID/status NSpid), the pid its own records carry)")
+              "the watcher's (`unshare -p`, bwrap: the last of /proc/PID/status NSpid), the pid its own records carry; "
+              "`pidns`, with it: that namespace (the inode /proc/PID/ns/pid names), its records' `pidns`)")
 _VIA_NOTE = ("; `via`: how it was proven the run's: `root`, `child` (a child of a member) or `claim` (its own "
              "process_start names the run); absent in older logs, where every entry is a member")
 
