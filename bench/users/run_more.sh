@@ -3,7 +3,8 @@
 # thread and container (/dev/shm, ulimit -u) cases, the shared host's (a wiped cache, a job's memory cgroup), and a
 # container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends,
 # an exported setting a library overwrites, a packaged application's other Python, a Ctrl-C that leaves a compiler,
-# a compile wait timeout whose exit hangs in the quiesced pool's shutdown, a daemonic spawn child its parent joins),
+# a compile wait timeout whose exit hangs in the quiesced pool's shutdown, a daemonic spawn child its parent joins,
+# a server's graceful drain whose pool its stop's group SIGTERM killed),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -103,3 +104,5 @@ run interrupted_compiler --linger 6 -- "$PY" "$U/interrupted_compiler.py"
 run quiesce_exit_hang --timeout 200 --linger 6 -- "$PY" "$U/quiesce_exit_hang.py"
 # A daemonic spawn child that runs a compiled function; its parent puts the end on the queue and joins it.
 run daemon_child --timeout 300 --linger 6 -- "$PY" "$U/daemon_child.py"
+# A service stopped by a SIGTERM to its whole process group (systemd's default KillMode) while its handler drains.
+run graceful_drain --timeout 300 --linger 6 -- "$PY" "$U/graceful_drain.py"
