@@ -1858,6 +1858,25 @@ def test_a_ready_probe_whose_end_record_lands_after_the_ready_still_opens_the_fi
     assert "between its ready at 4.0 s and its first job at 30.0 s" in idle["text"], idle["text"]
 
 
+def test_a_first_compile_that_starts_before_the_probes_end_record_is_no_ready_in_the_gaps_words(
+        tmp_path: Path) -> None:
+    """The creator's first compile, sent as wait_pool_ready returned, started in the other worker before the ready
+    probe's worker wrote its end record (1.9 ms before it, in a live run): the two spans merge, the stretch after
+    them begins at that compile's end (8 s), not at the ready (4 s), and it follows a job: told "between a job's
+    end at 8.0 s and its next job at 30.0 s", never "between its ready at 8.0 s and its first job"."""
+    w = idle_pool(quiesce_at=None)
+    for pid, wid, a, b in ((301, 0, 3.6, 4.012), (302, 1, 4.010, 8.0), (301, 2, 30.0, 31.0)):
+        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    rep = report(w, tmp_path)
+    (pool,) = rep["pools"]
+    assert pool["ready_at"] == 4.0
+    assert [(g["from_s"], g["to_s"], g["first"]) for g in pool["idle_gaps"]] == [(8.0, 30.0, False)], pool["idle_gaps"]
+    (idle,) = [f for f in rep["findings"] if f["kind"] == "idle-pool"]
+    assert "between a job's end at 8.0 s and its next job at 30.0 s" in idle["text"], idle["text"]
+    assert "between its ready" not in idle["text"] + rep["answer"], idle["text"]
+
+
 class _Subproc:
     def __init__(self, n: int) -> None:
         self.pending_futures = {i: object() for i in range(n)}

@@ -17,6 +17,11 @@ IDLE_GAP_S = 10.0
 # started (a real AutotuneProcessPool's worker, spawned inside the warm_up call that handed it its first job, read
 # as started 2.6 ms before that call).
 START_SKEW_S = 1.0
+# The ready probe's worker writes its job's end record after it sends the result, so the record may land after the
+# main's ready (12 ms in a CI run): a stretch that begins this soon after the ready begins at it. One that begins
+# later begins at a job's end (the creator's first compile, sent as wait_pool_ready returned, can start before the
+# probe's end record is written, and its span then merges with the probe's): its first job came before it.
+READY_END_LATE_S = 0.5
 
 
 class IdleGap(NamedTuple):
@@ -32,8 +37,9 @@ class IdleGap(NamedTuple):
 def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: float,
               queued: float | None = None) -> list[tuple[float, float, bool]]:
     """The stretches of IDLE_GAP_S or more, from ready_at (else the first job's start) to end, in which no job of
-    `spans` (busy_spans: merged, earliest first) was held, as (start, end, first: from the ready, no job begun
-    between them). [] without job records: no other evidence tells when a pool held no job between its uses.
+    `spans` (busy_spans: merged, earliest first) was held, as (start, end, first: from the ready, no job held
+    between them but the ready probe). [] without job records: no other evidence tells when a pool held no job
+    between its uses.
     queued: when the pool's first job was submitted, where its ready is its workers' start (no wait_pool_ready
     probe came back); submitted by the time a stretch before that job begins, the job waited on the worker then
     (a spawned worker imports what the job's function needs before it starts it: 12 s under load, FX-subprocess
@@ -47,6 +53,6 @@ def idle_gaps(spans: list[tuple[float, float]], ready_at: float | None, end: flo
             break
         waited = i == 0 and queued is not None and queued <= t + START_SKEW_S
         if a - t >= IDLE_GAP_S and not waited:  # the ready probe's end record may come after the ready: late
-            out.append((t, a, ready_at is not None and (i == 0 or spans[i - 1][0] <= ready_at)))
+            out.append((t, a, ready_at is not None and t - ready_at <= READY_END_LATE_S))
         t = max(t, b)
     return out
