@@ -107,7 +107,9 @@ def test_a_group_signal_is_said_with_its_evidence(tmp_path: Path) -> None:
     assert pool["ending"]["kind"] == "shutdown-found-dead"
     assert "shut it down" not in rep["answer"] and "killed by SIGTERM" in rep["answer"]
     died = next(f for f in rep["findings"] if f["kind"] == "pool-died")
-    assert "process group" in died["text"] and "own session" in died["advice"]
+    # main 100 leads group 100: the fix is a stop to it alone, never "its own session" (it has one)
+    assert "process group" in died["text"] and "KillMode=mixed" in died["advice"], died
+    assert "own session" not in died["advice"], died["advice"]
 
 
 def test_a_sidecar_the_watcher_saw_gone_just_before_the_request_was_found_dead(tmp_path: Path) -> None:

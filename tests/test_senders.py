@@ -329,3 +329,37 @@ def test_a_main_its_wait_status_shows_killed_with_no_sender_is_never_told_os_exi
     assert "main process killed by SIGKILL, without process_exit" in render_text(rep, {})
     f = next(f for f in rep["findings"] if f["kind"] == "root-killed")
     assert "was killed by SIGKILL" in f["text"] and "find what sent SIGKILL" in f["advice"], f
+
+
+def group_stopped_server(pgid: int) -> LogWriter:
+    """A server 100 (process group `pgid`: its own where 100, a launcher's where not) makes a pool (sidecar 200 +
+    workers 301, 302, in the same group); at 5.0 s a stop with no record (systemd's, scancel) ends the three with
+    SIGTERM (their zombies' statuses) while the server, whose handler caught it, drains until 13 s."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    watcher(w, 2.0, "tree", count=4, ended=[], started=[proc(100, 1, pgid, 0, "main"),
+                                                         proc(200, 100, pgid, 1.2, "compile-sidecar")]
+            + [proc(q, 200, pgid, 1.6, "compile-worker") for q in (301, 302)])
+    watcher(w, 5.5, "tree", count=1, started=[],
+            ended=[{"pid": q, "create_time": T0 + c, "end": T0 + 5.1} for q, c in ((200, 1.2), (301, 1.6), (302, 1.6))],
+            zombies=[{"pid": q, "create_time": T0 + c, "ppid": pp, "since": T0 + 5.1, "status": 15}
+                     for q, c, pp in ((200, 1.2, 100), (301, 1.6, 200), (302, 1.6, 200))])
+    w.add(13, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(13, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_a_group_stop_the_pools_creator_outlived_is_fixed_by_signalling_the_creator_alone(tmp_path: Path) -> None:
+    """A server that leads its own process group, whose pool a stop to that group killed while its handler drained
+    (ai-dynamo/dynamo#791): the fix is a stop that signals the server alone (systemd KillMode=mixed, `kill PID`),
+    not "its own session" (it has one: the signal was meant for it). A server in its launcher's group is also told
+    the own-session way (the launcher's group signal then misses it)."""
+    rep = report(group_stopped_server(100), tmp_path)
+    died = next(f for f in rep["findings"] if f["kind"] == "pool-died")
+    assert "KillMode=mixed" in died["advice"] and "`kill PID`" in died["advice"], died["advice"]
+    assert "own session" not in died["advice"] and "own session" not in rep["answer"], died["advice"]
+    rep = report(group_stopped_server(50), tmp_path)
+    died = next(f for f in rep["findings"] if f["kind"] == "pool-died")
+    assert "KillMode=mixed" in died["advice"] and "own session" in died["advice"], died["advice"]

@@ -28,12 +28,27 @@ if TYPE_CHECKING:
     from ..derive.view import View
     from ..fold.model import Pool, Process
 
-# Advice for a pool its process group's signal ended (the server's handler only logged): shield it.
-GROUP_ADVICE = ("a signal to the process group ended the pool while its creator lived on (systemd, SLURM and "
-                "`kill -- -PGID` signal the whole group): start the program so that only it gets the signal "
-                "(its own session, e.g. subprocess start_new_session=True or setsid, with the pool made inside), "
-                "or in the handler call torch._inductor.async_compile.shutdown_compile_workers() and let the "
-                "next compile make a new pool")
+# Advice for a pool its process group's signal ended while its creator lived on (a server's SIGTERM handler that
+# drains or only logs): a service manager's stop signals every process of the group (systemd's default
+# KillMode=control-group, scancel, a container init run with -g), and torch 2.13's pool does not notice its dead
+# sidecar, so each compile after it waits for ever. Signalling the creator alone keeps the pool serving until the
+# creator's own exit shuts it down (measured: docs/users.md, graceful_drain); shutting the dead pool down lets the
+# next compile make a new one (the job in flight is lost). Leaving the group helps only a creator in another's
+# group (a launcher's): one that leads its group is already in its own session, and the signal was meant for it.
+GROUP_ADVICE = ("a signal to the process group ended the pool while its creator lived on (systemd's stop, scancel "
+                "and `kill -- -PGID` signal every process of the group): have the stop signal the creator alone "
+                "(systemd KillMode=mixed, `kill PID`, a container init without -g), whose exit then shuts the pool "
+                "down; or, once the signal came, call torch._inductor.async_compile.shutdown_compile_workers() so "
+                "that the next compile makes a new pool")
+OWN_SESSION = ("; or start it in its own session (subprocess start_new_session=True, setsid), with the pool made "
+               "inside, so that its launcher's group signal misses it")
+
+
+def group_advice(creator: Process) -> str:
+    """GROUP_ADVICE, with the own-session way where the creator is in another process's group (its pgid is not its
+    pid: a launcher's); not where it leads its group, or its group is not known."""
+    apart = creator.pgid is not None and creator.pgid != creator.pid
+    return GROUP_ADVICE + (OWN_SESSION if apart else "")
 
 
 # Advice for an OOM kill while compile pools lived: the setting first (one worker per CPU by default; each
@@ -79,7 +94,7 @@ def pool_died(v: View) -> Finding | None:
                   "shutdown_compile_workers() in the process that made it, after its last job; else keep that "
                   "signal off the pool's processes")
     elif sig.group or sig.kind == WITH_GROUP:
-        advice = GROUP_ADVICE
+        advice = group_advice(pool.creator)
     elif sig.kind in (OOM_KILL, OOM_AMONG):
         advice = OOM_ADVICE
     elif own_errors(side):
