@@ -287,6 +287,21 @@ def test_user_shutdown_is_credited_to_user_code(tmp_path: Path) -> None:
     assert "after your last compile (it stops" not in rep["answer"], rep["answer"]
 
 
+def test_a_user_shutdown_that_cut_a_job_in_flight_is_not_told_to_move_earlier(tmp_path: Path) -> None:
+    """A server's SIGTERM handler called shutdown_compile_workers() while a job was in flight (it cut that job:
+    a live run told "shut it down -0.2 s after its last job: call it right after the last compile"): no negative
+    seconds, and no advice to move a call that came before the last job's end."""
+    w = idle_pool(quiesce_at=None, shutdown_by_user=True)
+    for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 59.0, None)):
+        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+        if b is not None:
+            w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    rep = report(w, tmp_path)
+    idle = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
+    assert "your code's" not in idle["advice"] and "s after its last job: call it" not in rep["answer"], idle
+    assert " -" not in idle["advice"], idle["advice"]
+
+
 def test_no_pool_is_said_plainly(tmp_path: Path) -> None:
     """A run that loaded inductor and made no pool: 'Compiled without a process pool', no pool story."""
     w = LogWriter()

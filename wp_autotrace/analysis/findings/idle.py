@@ -66,8 +66,10 @@ def knob_advice(v: View, p: Process, st: PoolStory | None = None) -> str:
     settings, _, knobs = v.config_of(p)
     stops = "the pool's workers" if st is not None and st.pool.kind == EXECUTOR else "the sidecar and its workers"
     parts = [f"call {shutdown_path(v, p)}() after your last compile (it stops {stops})"]
-    if st is not None and st.shutdown_by == BY_USER and st.shutdown_frame is not None and st.pool.shutdown_at:
+    if (st is not None and st.shutdown_by == BY_USER and st.shutdown_frame is not None and st.pool.shutdown_at
+            and st.pool.shutdown_at >= st.busy_until):
         # the program made that call itself, later than its last compile: the advice is to move it, not to add it
+        # (one made with a job in flight, a drain's, cut that job: no earlier place is the fix)
         parts = [f"your code's {shutdown_path(v, p).rsplit('.', 1)[-1]}() at {site(st.shutdown_frame)} shut it "
                  f"down {st.pool.shutdown_at - st.busy_until:.1f} s after its last job: call it right after the "
                  "last compile that needs the pool"]
