@@ -168,6 +168,9 @@ DATALOADER_WORKER = "dataloader-worker"
 POOL_ROLES = SIDECAR_ROLES | {COMPILE_WORKER, AUTOTUNE_WORKER, QUACK_WORKER}
 # The last argument of the command line multiprocessing's spawn start method runs a child with.
 SPAWNED_ARG = "--multiprocessing-fork"
+# Words of the RuntimeError multiprocessing raises in a spawned child that starts a process before its own start
+# has finished (the re-imported main script's top level making a pool there): no process was started.
+BOOTSTRAPPING_ERROR = "bootstrapping phase"
 
 # How the watcher proved a tree entry the run's (tree.started[].via), and why one is only possibly
 # the run's (tree.possible[].via): a shared process group or session is not evidence of descent.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...common import targets
-from ...common.vocab import GUARDED_ROLES
+from ...common.vocab import BOOTSTRAPPING_ERROR, GUARDED_ROLES
 from ..derive.callers import user_frame
 from ..derive.endings import torch_release
 from ..derive.poolprocs import start_method
@@ -269,7 +269,7 @@ def spawn_main_reimport(v: View) -> Finding | None:
     of = (f", a worker of the spawn compile pool {parent.role} {parent.pid} made,"
           if pool is not None and parent is not None else "")
     ran = f"{targets.short_label(c.target)}() at {site(c.caller)}"
-    if c.error and "bootstrapping phase" in c.error:
+    if c.error and BOOTSTRAPPING_ERROR in c.error:
         text = (f"Spawned process {child.pid}{of} died as it started, breaking its pool "
                 f"({_parent_wait(v, pool)}): it imported the main script again (as __mp_main__) and the "
                 f"script's unguarded top level ran {ran}, which raised {c.error.split(':', 1)[0]} (it tried to "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ...common import targets, vocab
-from ...common.vocab import SIDECAR_ROLES, SPAWNED_ARG
+from ...common.vocab import BOOTSTRAPPING_ERROR, SIDECAR_ROLES, SPAWNED_ARG
 from .autotune import autotune_members
 from .identities import Registry
 from .model import CREATE_ROUNDING_S, EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
@@ -316,7 +316,8 @@ def spawned_members(m: Model) -> None:
     by its role: an unguarded main script re-imported there raised) is still its pool's: a spawned child
     (SPAWNED_ARG) its creator started inside the call that made the pool. And a pool whose making started no
     process and raised (a spawned child re-running the script: multiprocessing refuses to start processes while
-    the child bootstraps) was an attempt, not a pool: dropped, its calls kept."""
+    the child bootstraps), or that never started one (_never_started), was an attempt, not a pool: no `ps` line
+    was ever of it, so it is dropped, its calls kept."""
     dropped = []
     for pool in m.pools:
         if pool.kind != EXECUTOR or pool.members:
@@ -325,12 +326,24 @@ def spawned_members(m: Model) -> None:
         started = [q for q in pool.creator.children if q.start is not None
                    and q.start >= outer.ts - CREATE_ROUNDING_S and (outer.end is None or q.start <= outer.end)]
         pool.members.extend(q for q in started if SPAWNED_ARG in q.argv)
-        if not started and outer.error and outer.end is not None:
+        if not started and outer.end is not None and (outer.error or _never_started(pool, outer)):
             dropped.append(pool)
     for pool in dropped:
         m.pools.remove(pool)
         pool.creator.pools.remove(pool)
         pool.call.pool = None
+
+
+def _never_started(pool: Pool, outer: Call) -> bool:
+    """Whether a pool the re-imported main script made in a spawned child never started a process: an executor
+    starts its workers at its first job, not as it is made, so its making returned; multiprocessing refused to
+    start any process in that child (a call of it raised the bootstrapping RuntimeError: its own start had not
+    finished), and no process that child started from the making on was seen."""
+    creator = pool.creator
+    if not pool.call.mp_main:
+        return False
+    refused = any(c.error and BOOTSTRAPPING_ERROR in c.error for c in creator.calls.values())
+    return refused and not any(q.start is None or q.start >= outer.ts - CREATE_ROUNDING_S for q in creator.children)
 
 
 def _credit_jobs(p: Process) -> None:
