@@ -65,9 +65,10 @@ for i, log in enumerate(logs):
 
 
 def logs_of(paths: list[str]) -> list[str]:
-    """The logs named, a directory's every *.jsonl (non-empty), sorted."""
+    """The logs named, a directory's every *.jsonl (non-empty), sorted; absolute: each tree's driver runs in a
+    folder of its own, where a relative path names no file and both trees' outputs are the same refusal."""
     out: list[str] = []
-    for path in map(Path, paths):
+    for path in (Path(p).resolve() for p in paths):
         found = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
         out += [str(p) for p in found if p.is_file() and p.stat().st_size]
     return out
