@@ -37,6 +37,7 @@ import pytest
 from wp_autotrace.analysis.findings.idle import IDLE_POOL_S
 from wp_autotrace.analysis.words.fmt import size_text
 
+from .clock import started
 from .conftest import ROOT, clean_env, needs_torch, read_log, report_json, wait_for_watcher
 from .test_answer_text import answer_and_findings
 
@@ -192,9 +193,10 @@ def test_14808_each_rank_makes_a_pool_counted_across_processes(tmp_path: Path) -
         sidecars, workers = compile_processes(root)
         ranks = [psutil.Process(p).ppid() for p in sidecars]  # each sidecar's maker: a rank
         threads = {p: psutil.Process(p).num_threads() for p in ranks + sidecars + workers}
-        # every process ps lists of the run now, with its start: those started by the report's moment were alive then
+        # every process ps lists of the run now, with its start: those started by the report's moment were alive
+        # then. The start on the test's own clock, read now (psutil 5.x keeps the boot time it first read)
         everyone = [psutil.Process(root), *psutil.Process(root).children(recursive=True)]
-        probed.update(started=[p.create_time() for p in everyone if p.status() != psutil.STATUS_ZOMBIE])
+        probed.update(started=[t for t in (started(p.pid) for p in everyone) if t is not None])
         probed.update(sidecars=sidecars, workers=workers, pss=sum(pss(p) for p in sidecars + workers), at=time.time(),
                       ranks_pss=sum(pss(p) for p in ranks), pool_threads=sum(threads[p] for p in sidecars + workers),
                       ranks_threads=sum(threads[p] for p in ranks))
