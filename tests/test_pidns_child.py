@@ -197,3 +197,54 @@ def test_three_namespaces_in_one_clock_grain_are_told_apart_by_their_namespace()
         row = by_pid[pid]
         assert row["traced"] and row["exit_record_s"] is not None and row["host"] == lines[0]["host"], row
         assert row["cmd"].split()[-1] == e["cmd"].split()[-1], (row["cmd"], e["cmd"])
+
+
+# The main itself unshares a pid namespace (for its children only) and forks two: the first is that namespace's pid
+# 1, the second its pid 2. os.fork's results are the host pids (the kernel's answer, the program's own reading).
+# Pid 2 ends first, and pid 1 only once the main reaped it: the namespace's init ending kills what is left in it.
+FORKED = textwrap.dedent('''
+    import ctypes, json, os, sys, time
+    flag = sys.argv[1]
+    assert ctypes.CDLL(None, use_errno=True).unshare(0x20000000) == 0, ctypes.get_errno()  # CLONE_NEWPID
+    pids = []
+    for code, go in ((0, flag + "2"), (3, flag)):
+        pid = os.fork()
+        if pid == 0:
+            while not os.path.exists(go):
+                time.sleep(0.02)
+            sys.exit(code)
+        pids.append(pid)
+    print(json.dumps(pids), flush=True)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:  # the watcher sampled both
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
+            text = log.read()
+        if b'"nspid":1' in text and b'"nspid":2' in text:
+            break
+        time.sleep(0.02)
+    open(flag, "w").close()
+    second = os.waitstatus_to_exitcode(os.waitpid(pids[1], 0)[1])
+    open(flag + "2", "w").close()
+    print("rc", [os.waitstatus_to_exitcode(os.waitpid(pids[0], 0)[1]), second])
+''')
+
+
+def test_children_forked_into_a_namespace_their_parent_unshared_are_its_own(tmp_path: Path) -> None:
+    """A forked child reads its namespace again (its parent unshared one after its own start): its records are
+    not the parent's namespace's pids 1 and 2 but the host processes os.fork returned, traced, under the main."""
+    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
+    script.write_text(FORKED)
+    done = subprocess.run([sys.executable, str(script), str(flag)], capture_output=True, text=True, timeout=120,
+                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and done.stdout.endswith("rc [0, 3]\n"), done.stdout + done.stderr
+    kids = json.loads(done.stdout.splitlines()[0])
+    wait_for_watcher(log)
+    from .conftest import report_json
+
+    procs = report_json(log)["processes"]
+    by_pid = {p["pid"]: p for p in procs}
+    main = next(p for p in procs if p["role"] == "main")
+    assert sorted(by_pid) == sorted([main["pid"], *kids]), procs
+    for pid in kids:
+        assert by_pid[pid]["traced"] and by_pid[pid]["forked"] and by_pid[pid]["exit_record_s"] is not None
+        assert procs[by_pid[pid]["parent_index"]]["pid"] == main["pid"]
