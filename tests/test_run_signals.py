@@ -481,3 +481,44 @@ def test_a_signal_sent_by_name_reaches_the_program_once(tmp_path: Path, names: s
         _end_session(proc)
     assert len(out.read_text().splitlines()) == 1, (names, matched, out.read_text())
     assert code == 5
+
+
+# Handles SIGTERM (says so and exits 0), not SIGUSR1 or SIGHUP (their default action would end it).
+AS_INIT = textwrap.dedent('''
+    import signal, sys, time
+    def on_term(sig, frame):
+        print("term", flush=True)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    open(sys.argv[1], "w").close()
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        time.sleep(0.02)
+    print("no SIGTERM came", flush=True)
+''')
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"),
+                    reason="needs root and unshare (a pid namespace)")
+@pytest.mark.parametrize("traced", [False, True])
+def test_run_as_a_namespaces_init_passes_on_only_what_the_program_catches(tmp_path: Path, traced: bool) -> None:
+    """`unshare -pf wp-autotrace run -- PROG`, a container's entry point without --init: run is the pid namespace's
+    init, where untraced the program would be, and the kernel gives an init only the signals it catches. SIGUSR1
+    and SIGHUP (no handler) then SIGTERM (a handler) sent to that pid 1 from outside, as `docker kill -s` and
+    `docker stop` send them: the program runs on past the first two and its handler takes the third, as untraced
+    (fails where run passed every signal on: the program died of SIGUSR1, status 138)."""
+    script, ready = tmp_path / "init.py", tmp_path / "ready"
+    script.write_text(AS_INIT)
+    run = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(tmp_path / "run.jsonl"), "--"] if traced else []
+    proc = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", *run, sys.executable, str(script), str(ready)],
+                            env=clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="0"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+    try:
+        wait_until(ready.exists, TIMEOUT_S, what="the program's start")
+        init = wait_until(lambda: _tree(proc.pid)[1:2], TIMEOUT_S, what="the namespace's pid 1")[0]
+        for sig in (signal.SIGUSR1, signal.SIGHUP, signal.SIGTERM):
+            os.kill(init, sig)
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        _end_session(proc)
+    assert (proc.returncode, out) == (0, "term\n"), err

@@ -194,6 +194,19 @@ class Sentinel:
             self.pid = 0
 
 
+def _catches(pid: int, sig: int) -> bool:
+    """Whether process pid has a handler of its own for sig (/proc/PID/status SigCgt); True where that cannot be
+    read (the signal is then passed on, as everywhere else)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
+
+
 def _is_stopped(pid: int) -> bool:
     """Whether pid is stopped now (/proc/PID/stat's state T); False where that cannot be read."""
     try:
@@ -274,6 +287,11 @@ class Forwarder:
             return  # not started: nothing to pass on
         if self.child.poll() is not None:
             self.late.append(sig)  # ended (reaped, or reaped just now): nothing to pass it on to
+            return
+        if os.getpid() == 1 and not _catches(self.child.pid, sig):
+            # run is its pid namespace's init (a container's entry point without --init): untraced the program
+            # would be, and the kernel gives an init only the signals it catches (`docker stop`'s SIGTERM to a
+            # program with no handler, a `docker kill -s HUP`, never reach it); so run does not pass one on
             return
         try:
             self.child.send_signal(sig)
