@@ -14,7 +14,7 @@ from ..common import targets, vocab
 from .derive import facts
 from .derive.attempts import launchers
 from .derive.autotune import Kill, kills
-from .derive.ending import OOM_AMONG, OOM_KILL, SIGNAL, UNSEEN
+from .derive.ending import OOM_AMONG, OOM_KILL, UNSEEN
 from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
@@ -23,7 +23,7 @@ from .derive.memseries import run_series
 from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
 from .findings import find_all
-from .findings.mainend import changed_words
+from .findings.mainend import changed_words, root_ending
 from .findings.rank import ranked, report_key
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
@@ -156,44 +156,11 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "records_lost": r.dropped + r.watcher_dropped + r.log_cut,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
-            "root_ending": _root_ending(v, r),
+            "root_ending": root_ending(v, r),
             "root_error": root.exit_error if root is not None else None,
             "command_exit": ({"pid": r.command_exit.get("root_pid"), "status": r.command_exit["status"]}
                              if r.command_exit is not None else None),
             "root_changed": changed_words(v, r) or None}
-
-
-def _root_ending(v: View, r: Run) -> str | None:
-    """How a main with no process_exit ended where a record names a signal (its wait status as the watcher read
-    it, a signal_sent record, the OOM kill count): the run's header says it, never "killed, or os._exit"."""
-    if r.root is None or r.root.exited or r.waited is not None:
-        return None
-    ending = v.endings.of(r.root)
-    return ending.words if ending.kind in (SIGNAL, OOM_KILL) else _group_signal(v, r, r.root)
-
-
-def _group_signal(v: View, r: Run, root: Process) -> str | None:
-    """Where the main's own status went unread (its parent, a `timeout`, reaped it at once) but one signal ended every
-    other member of its process group that ended as it did (within vocab.LEFTOVER_ENDED_S; at least two, their wait
-    statuses, none sent by a traced process of the run): the signal to the group, said as what the records show, the
-    main's own status as not read. One member that ended otherwise (a sidecar that exited, workers its sidecar
-    stopped) and the records show no group signal: None."""
-    end = root.ended_at
-    if root.pgid is None or end is None:
-        return None
-    signals: set[str | None] = set()
-    members = 0
-    for p in r.processes:
-        ending = v.endings.of(p) if p is not root and p.pgid == root.pgid else None
-        if ending is None or ending.at is None or abs(ending.at - end) > vocab.LEFTOVER_ENDED_S:
-            continue
-        members += 1
-        signals.add(ending.signal if ending.kind == SIGNAL and ending.sender is None else None)
-    if members < 2 or len(signals) != 1 or None in signals:
-        return None
-    (sig,) = signals
-    return (f"ended as {sig} ended the rest of its process group ({members} process(es), their wait statuses; "
-            "its own status was not read)")
 
 
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...common.vocab import LEFTOVER_ENDED_S
 from ..derive.ending import OOM_KILL, SIGNAL, UNSEEN
 from ..fold.model import signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_KILLED
@@ -30,10 +31,14 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     oom = _oom_words(r)
     ending = v.endings.of(r.root) if waited is None and r.root is not None else None
     named = ending is not None and ending.kind in (SIGNAL, OOM_KILL)  # a record names a signal: a kill, told below
-    if r.root_changes and (waited is None or waited.status >= 0) and not named:  # its end's record was refused
+    # its own status unread, the signal that ended the rest of its group as it ended: the Run line's and the Answer's
+    # fact too (root_ending), so no line of the report says less of the same end
+    group = group_signal(v, r, r.root) if ending is not None and not named else None
+    if r.root_changes and (waited is None or waited.status >= 0) and not named and group is None:
+        # its end's record was refused
         return "ended without a process_exit in the log", f" ({changed_note(v, r)})", CHANGED_CAUSE
     # a signal a record names (its wait status, a signal_sent) proves a kill: its exit record was never written
-    if exit_maybe_lost(r) and not named:
+    if exit_maybe_lost(r) and not named and group is None:
         return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
     if ending is not None and ending.kind == OOM_KILL:
         return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
@@ -47,6 +52,11 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
         # sent it (a scheduler's group kill, a user's kill -9)
         also = f"{oom}; " if ending.signal == "SIGKILL" else ""
         return f"was {ending.words}", "", f"find what sent {ending.signal} ({also}a time limit, a user, a scheduler)"
+    if group is not None:
+        sent, members = group
+        also = f"{oom}; " if sent == "SIGKILL" else ""
+        return (_GROUP_HOW.format(sig=sent), _GROUP_NOTE.format(n=members),
+                f"find what sent {sent} to its process group ({also}a time limit, a user, a scheduler)")
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
                 f"find what ended it (os._exit in the code; {oom}; a time limit)")
@@ -60,6 +70,46 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
             return "was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "", OOM_MAIN_CAUSE
         return "was killed by SIGKILL", "", f"find what sent it ({oom}; a time limit, a user, a scheduler)"
     return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
+
+
+def root_ending(v: View, r: Run) -> str | None:
+    """How a main with no process_exit ended where a record names a signal (its wait status as the watcher read
+    it, a signal_sent record, the OOM kill count, its group's signal: group_signal): the run's header says it, never
+    "killed, or os._exit"; no_exit_how tells the same end in the findings."""
+    if r.root is None or r.root.exited or r.waited is not None:
+        return None
+    ending = v.endings.of(r.root)
+    if ending.kind in (SIGNAL, OOM_KILL):
+        return ending.words
+    group = group_signal(v, r, r.root)
+    return _GROUP_HOW.format(sig=group[0]) + _GROUP_NOTE.format(n=group[1]) if group is not None else None
+
+
+# A main's end told by its group's signal (group_signal), and the evidence's limit.
+_GROUP_HOW = "ended as {sig} ended the rest of its process group"
+_GROUP_NOTE = " ({n} process(es), their wait statuses; its own status was not read)"
+
+
+def group_signal(v: View, r: Run, root: Process | None) -> tuple[str, int] | None:
+    """Where the main's own status went unread (its parent, a `timeout`, reaped it at once) but one signal ended every
+    other member of its process group that ended as it did (within vocab.LEFTOVER_ENDED_S; at least two, their wait
+    statuses, none sent by a traced process of the run): that signal and how many members it ended. One member that
+    ended otherwise (a sidecar that exited, workers its sidecar stopped) and the records show no group signal: None."""
+    end = root.ended_at if root is not None else None
+    if root is None or root.pgid is None or end is None:
+        return None
+    signals: set[str | None] = set()
+    members = 0
+    for p in r.processes:
+        ending = v.endings.of(p) if p is not root and p.pgid == root.pgid else None
+        if ending is None or ending.at is None or abs(ending.at - end) > LEFTOVER_ENDED_S:
+            continue
+        members += 1
+        signals.add(ending.signal if ending.kind == SIGNAL and ending.sender is None else None)
+    if members < 2 or len(signals) != 1 or None in signals:
+        return None
+    (sig,) = signals
+    return (sig, members) if sig is not None else None
 
 
 def _oom_words(r: Run) -> str:
