@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .logs import report
+from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.read.logread import read_logs
+from wp_autotrace.analysis.report import analyze
+
+from .logs import T0, LogWriter, report, start, watcher
 from .test_answer_text import _group_termed_unread_main
 
 
@@ -22,3 +26,52 @@ def test_findings_tell_a_main_ended_with_its_group_as_the_run_line_does(tmp_path
     assert "os._exit" not in killed["text"] and "os._exit" not in killed["advice"], killed
     assert "find what sent SIGTERM to its process group" in killed["advice"], killed
 
+
+ODD = Path(__file__).parent / "fixtures" / "odd"
+
+
+def test_a_main_that_chroots_and_exits_before_the_watchers_first_look_is_not_told_os_exit(tmp_path: Path) -> None:
+    """review's log (fixtures/odd/chroot_before_first_look.jsonl, `run -- python chroot_noproc.py jail`): the main
+    chroots, runs a thread and a fork, and calls sys.exit(3), its exit handlers run, yet the log, outside its new
+    root, refused its process_exit; the watcher's first look found it ended, so no root_change says so. The report
+    had said 'exited 3 without running its exit handlers (os._exit ...)' as fact: it says what run saw (code 3) and
+    that whether its exit handlers ran is not known."""
+    rep = analyze(read_logs([str(ODD / "chroot_before_first_look.jsonl")]))
+    (run,) = rep["runs"]
+    assert run["exit_code"] == 3 and run["end_unread"], run
+    text = render_text(rep, {})
+    assert "os._exit" not in text and "killed" not in text, text
+    found = next(f for f in rep["findings"] if f["kind"] == "root-os-exit")
+    assert "exited 3 without a process_exit in the log (the watcher's first look found it ended" in found["text"]
+    assert "whether its exit handlers ran is not known" in found["text"], found
+
+
+def _ended_before_first_look() -> LogWriter:
+    """Main 100 (no `run`) leaves no process_exit; the watcher's first sample, at 0.4 s, finds it already ended."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.3, "watcher_start", interval=0.1, linger=5.0)
+    watcher(w, 0.4, "tree", count=0, started=[], ended=[{"pid": 100, "create_time": T0, "end": T0 + 0.4}])
+    watcher(w, 0.6, "leftover", how="root-killed", count=0, pids=[], procs=[])
+    watcher(w, 0.7, "tree", count=0, started=[], ended=[], final=True)
+    return w
+
+
+def test_a_main_no_sample_saw_alive_is_told_ended_unknown_not_killed_or_os_exit(tmp_path: Path) -> None:
+    """No `run` waited, and no sample saw the main alive: a setuid or chroot it made before the watcher's first look
+    would have refused its process_exit unseen. The Answer, the Run line and the finding say how it ended is not
+    known, never 'killed, or os._exit'; one sample that saw it alive (and no change) keeps the old words."""
+    rep = report(_ended_before_first_look(), tmp_path)
+    text = render_text(rep, {})
+    assert "(killed, or os._exit" not in text and "its exit handlers did not run" not in text, text
+    said = " ".join(rep["answer"].split())
+    assert "The main process ended without a process_exit in the log: the watcher's first look found it ended" in said
+    assert "how it ended is not known" in said, said
+    killed = next(f for f in rep["findings"] if f["kind"] == "root-killed")
+    assert "how it ended is not known" in killed["text"] and killed["severity"] == "warning", killed
+    seen = _ended_before_first_look()
+    seen.lines.insert(2, {**seen.lines[2], "ts": T0 + 0.35, "seq": 99, "ended": [],
+                          "started": [{"pid": 100, "ppid": 1, "rss": 10 << 20, "via": "root"}], "count": 1})
+    (tmp_path / "seen").mkdir()
+    alive = report(seen, tmp_path / "seen")
+    assert alive["runs"][0]["end_unread"] is None and "(killed, or os._exit)" in render_text(alive, {})

@@ -204,6 +204,9 @@ def test_a_killed_main_with_nothing_left_gets_no_cleanup_advice(tmp_path: Path) 
     w.add(0, 100, 1, "main", "process_start", argv=["python", "train.py"], forked=False, run="r1", root_pid=100,
           create_time=T0)
     w.add(0.05, 900, 100, "watcher", "watcher_start", interval=0.1, linger=60.0, run="r1", root_pid=100)
+    # the watcher's first look saw it alive (else how it ended is not known: test_main_end_words)
+    w.add(0.06, 900, 100, "watcher", "tree", count=1, ended=[], run="r1", root_pid=100,
+          started=[{"pid": 100, "ppid": 1, "create_time": T0, "rss": 10 << 20, "via": "root"}])
     w.add(2.1, 900, 100, "watcher", "tree", count=0, started=[], run="r1", root_pid=100,
           ended=[{"pid": 100, "create_time": T0, "end": T0 + 2.1}])
     w.add(2.5, 900, 100, "watcher", "leftover", how="root-killed", count=0, pids=[], procs=[], run="r1",

@@ -23,7 +23,7 @@ from .derive.memseries import run_series
 from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
 from .findings import find_all
-from .findings.mainend import changed_words, root_ending
+from .findings.mainend import UNREAD_END, changed_words, ended_unread, root_ending
 from .findings.rank import ranked, report_key
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
@@ -140,6 +140,7 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
     alive = [n for ts, n in r.tree_counts if root is not None and root.gone is not None and ts >= root.gone]
     cfg = next((c for c in r.configs if c[0] is root), r.configs[0] if r.configs else None)
     python = root.python if root and root.python else next((p.python for p in r.processes if p.python), "")
+    ending = root_ending(v, r)  # a record names the signal: no end is unread then
     return {"id": r.id, "command": r.command, "root_pid": r.root_pid, "hosts": r.hosts,
             "python": python, "torch": cfg[2] if cfg else "", "inductor": cfg[1] if cfg else {},
             "guard": r.guard, "duration_s": round((r.end or 0.0) - (r.start or 0.0), 3),
@@ -156,11 +157,12 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "records_lost": r.dropped + r.watcher_dropped + r.log_cut,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
-            "root_ending": root_ending(v, r),
+            "root_ending": ending,
             "root_error": root.exit_error if root is not None else None,
             "command_exit": ({"pid": r.command_exit.get("root_pid"), "status": r.command_exit["status"]}
                              if r.command_exit is not None else None),
-            "root_changed": changed_words(v, r) or None}
+            "root_changed": changed_words(v, r) or None,
+            "end_unread": UNREAD_END if ending is None and ended_unread(r) else None}
 
 
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...common.vocab import LEFTOVER_ENDED_S
 from ..derive.ending import OOM_KILL, SIGNAL, UNSEEN
-from ..fold.model import signal_name
+from ..fold.model import last_seen, signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_KILLED
 from .base import Finding
 from .opencalls import last_seen_text
@@ -39,6 +39,9 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
         return "ended without a process_exit in the log", f" ({changed_note(v, r)})", CHANGED_CAUSE
     # a signal a record names (its wait status, a signal_sent) proves a kill: its exit record was never written
     if exit_maybe_lost(r) and not named and group is None:
+        if not _lost_records(r):  # only the watcher's late first look: a change of user or root may have gone unseen
+            return ("ended without a process_exit in the log", _UNREAD_NOTE,
+                    f"{_UNREAD_CAUSE}; else find what ended it (os._exit in the code; {oom}; a time limit)")
         return ("ended without a process_exit in the log", f" ({LOST_EXIT})", "give the log's filesystem room")
     if ending is not None and ending.kind == OOM_KILL:
         return "was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)", "", OOM_MAIN_CAUSE
@@ -129,12 +132,42 @@ def exit_maybe_lost(r: Run) -> bool:
     """Whether a main's missing process_exit may be a lost record (LOST_EXIT, or its change of user or root:
     changed_note): records of its run were lost, or its own refused, and no waited status shows a signal. Then
     nothing but a missing record says it ended unlike an exit."""
-    return (r.waited is None or r.waited.status >= 0) and (_lost_records(r) or bool(r.root_changes))
+    return (r.waited is None or r.waited.status >= 0) and (_lost_records(r) or bool(r.root_changes)
+                                                           or ended_unread(r))
+
+
+# A main the watcher never saw alive: a change of its user or root directory, which refuses its records (rootchange.py),
+# could have gone unseen, so its missing process_exit proves neither a kill nor os._exit.
+UNREAD_END = ("the watcher's first look found it ended, so no record shows whether it changed its user or root "
+              "directory, after which the log refuses its records, its process_exit too")
+
+
+_UNREAD_NOTE = f" ({UNREAD_END}: how it ended is not known)"
+
+
+def ended_unread(r: Run) -> bool:
+    """Whether the watcher's first look found the main, with no process_exit, already ended: its end is in the
+    watcher's first tree record (watcher/tree.py writes a main gone before its first sample there; one alive then
+    joins the run in it) and no record of the main is later than the watcher's start, when that look is made. No
+    sample read its user or root directory, so a change of either is not ruled out (a root_change record, where one
+    was read, is told instead: changed_note). Not where `run` waited for a signal: that names how it ended."""
+    root = r.root
+    if root is None or root.exited or r.root_changes or root.gone is None or not r.tree_counts:
+        return False
+    if r.waited is not None and r.waited.status < 0:
+        return False
+    last = last_seen(root)
+    looked = min(r.watcher_started.values(), default=None)
+    return (root.gone <= r.tree_counts[0][0] and looked is not None
+            and (last is None or last[1] <= looked) and (root.start is None or root.start <= looked))
 
 
 # A main that changed its user or root: what keeps its records (the log is the user's that started the run).
 CHANGED_CAUSE = ("to keep its records, start it as the user it switches to and in the root it enters (setpriv, "
                  "su, gosu or chroot before python starts, not setuid or chroot in the program)")
+
+
+_UNREAD_CAUSE = f"if it changes its user or root directory: {CHANGED_CAUSE}"
 
 
 def changed_words(v: View, r: Run) -> str:
@@ -202,13 +235,14 @@ def root_killed(v: View) -> Finding | None:
              if pool.sidecar is None or pool.sidecar.end is None):  # the watcher stopped before the log's end
         advice = ("no record shows its pools alive at the end of the log: check with `ps` whether they still run "
                   "(`wp-autotrace cleanup LOG` ends only what the log proves the run's and finds alive)")
+    unread = False  # no look saw it alive: how it ended is not known (ended_unread)
     if v.states[r.id] == RUN_KILLED:
         when = root.gone if root.gone is not None else r.end
         at = f" at {when - v.t0:.1f} s" if when is not None else ""
         alive = r.leftover_count or max((n for ts, n in r.tree_counts if when is not None and ts >= when),
                                         default=0)
         how, note, cause = no_exit_how(v, r)
-        lost = note == f" ({LOST_EXIT})"
+        lost, unread = note == f" ({LOST_EXIT})", note == _UNREAD_NOTE
         handlers = "" if exit_maybe_lost(r) else "; its exit handlers did not run"
         if lost:
             advice = "end what is left with `wp-autotrace cleanup LOG`; give the log's filesystem room"
@@ -224,7 +258,9 @@ def root_killed(v: View) -> Finding | None:
         unknown = f"; whether it still runs cannot be known: {r.now_how}" if r.now_how else ""
         text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "
                 f"after it): it was killed, or the log stops early; {last_seen_text(v, root)}{unknown}.")
-    return Finding("root-killed", "warning" if _lost_records(r) else "problem", text, [root.pid], [], advice, {})
+    # what ended it is not known (records lost, or no look saw it alive): not told as a problem
+    return Finding("root-killed", "warning" if _lost_records(r) or unread else "problem", text, [root.pid], [], advice,
+                   {})
 
 
 def root_os_exit(v: View) -> Finding | None:
@@ -242,6 +278,10 @@ def root_os_exit(v: View) -> Finding | None:
         return Finding("root-os-exit", "info", f"The main process {r.root.pid} exited {code} without a process_exit "
                        f"in the log ({changed_note(v, r, 'whether its exit handlers ran')}).", [r.root.pid], [],
                        CHANGED_CAUSE, {"exit_code": code})
+    if ended_unread(r):  # likewise, where no record could show such a change
+        return Finding("root-os-exit", "info", f"The main process {r.root.pid} exited {code} without a process_exit "
+                       f"in the log ({UNREAD_END}: whether its exit handlers ran is not known).", [r.root.pid], [],
+                       _UNREAD_CAUSE, {"exit_code": code})
     how = (f"exited {code} without a process_exit in the log ({LOST_EXIT.replace('killed', 'os._exit')})"
            if _lost_records(r) else f"exited {code} without running its exit handlers (os._exit: no "
            "process_exit, and torch's atexit shutdown of its pools did not run)")

@@ -61,6 +61,9 @@ def state_text(r: dict[str, Any]) -> str:
             return f"main process ended without a process_exit in the log ({r['root_changed']}{after})"
         if r.get("records_lost") and not r.get("ended_by"):  # its process_exit may be a lost record
             return f"main process ended without a process_exit in the log ({r['records_lost']} records lost{after})"
+        if r.get("end_unread"):  # no sample saw it alive: a change of its user or root, unseen, refuses its records
+            return f"main process ended without a process_exit in the log ({r['end_unread']}; how it ended is not " \
+                   f"known{after})"
         return f"main process ended without process_exit (killed, or os._exit{after})"
     error = uncaught_words(r["root_error"]) if r.get("root_error") else ""
     if state == "ended" and how:

@@ -49,6 +49,7 @@ def state_words(rep: dict[str, Any]) -> str:
         lost = any(r.get("records_lost") for r in rep["runs"])
         changed = next((r["root_changed"] for r in rep["runs"] if r["state"] == "killed" and r.get("root_changed")),
                        None)
+        unread = next((r["end_unread"] for r in rep["runs"] if r["state"] == "killed" and r.get("end_unread")), None)
         ends = {p["pid"]: p["ending"]["kind"] for p in rep["processes"]}
         oom = any(r["state"] == "killed" and ends.get(r["root_pid"]) == "oom-kill" for r in rep["runs"])
         # the signal that ended it, where a record names it: a traced process of the run sent it (its signal_sent
@@ -64,6 +65,8 @@ def state_words(rep: dict[str, Any]) -> str:
                 "The main process ended without a process_exit in the log, where records were lost." if lost else
                 "The main process was killed by the OOM killer (the cgroup's OOM kill count rose as it ended)."
                 if oom else
+                f"The main process ended without a process_exit in the log: {unread}; how it ended is not known."
+                if unread else
                 "The main process ended without process_exit (killed, or os._exit).")
     return ""
 
