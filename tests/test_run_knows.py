@@ -353,6 +353,25 @@ def test_a_shell_script_of_python_steps_is_one_launch_with_the_scripts_status(tm
     assert all(r["exit_code"] in (0, None) for r in rep["runs"]), rep["runs"]
     said = " ".join(rep["answer"].split())
     assert "not one launch" not in said and "started (pid" in said and "exited with code 3" in said, said
+    # a step's own sys.exit code is in no record: which step failed is said to be unknown, never guessed
+    assert "no record shows a step's own failure" in said, said
+
+
+def test_a_failed_step_of_a_shell_script_is_told_under_the_scripts_status(tmp_path: Path) -> None:
+    """`run -- bash -c "python -c pass; python -c '...raise ValueError'; exit 3"`: the Answer told the step as "the
+    program of run <id> ended by ..." and dropped the command's status 3. It tells the command's status (run's own
+    return code, read by the test), then the step as the user counts it (2 of 2), its pid (the step prints its own)
+    and the exception its process_exit names (the step's stderr, untraced Python's own line, reads the same)."""
+    log = tmp_path / "f.jsonl"
+    ok = shlex.join([sys.executable, "-c", "pass"])
+    bad = shlex.join([sys.executable, "-c", "import os; print(os.getpid(), flush=True); raise ValueError('boom')"])
+    res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", f"{ok}; {bad}; exit 3"], env=clean_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert res.returncode == 3 and "ValueError: boom" in res.stderr, res.stderr
+    pid = int(res.stdout.split()[0])
+    said = " ".join(report_json(log)["answer"].split())
+    assert "started (pid" in said and "exited with code 3, after its Python step 2 of 2 (`" in said, said
+    assert f"pid {pid}) ended by an uncaught ValueError: boom." in said and "The program of run" not in said, said
 
 
 def test_a_step_left_running_in_the_background_is_not_told_as_tracing_not_started(tmp_path: Path) -> None:

@@ -92,6 +92,9 @@ NO_FINDING = "- No finding about its processes or pools"
 
 def no_finding_line(runs: list[dict[str, Any]]) -> str:
     """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code)."""
+    command = command_exit_words(runs)
+    if command:  # not about a shell script of Python steps that failed: its status, its failed steps'
+        return f"{NO_FINDING}. {command}"
     codes = [r.get("exit_code") for r in runs if isinstance(r.get("exit_code"), int)]
     bad = next((c for c in codes if c != 0), None)
     if bad is not None:  # not "Nothing unusual" about a program that failed
@@ -100,9 +103,6 @@ def no_finding_line(runs: list[dict[str, Any]]) -> str:
     error = next((r["root_error"] for r in runs if r.get("root_error")), None)
     if error:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
         return f"{NO_FINDING}; the program ended by {uncaught_words(error)}."
-    command = command_exit_words(runs)
-    if command:  # nor about a shell script of Python steps that failed after them
-        return f"{NO_FINDING}. {command}"
     return "- Nothing unusual."
 
 

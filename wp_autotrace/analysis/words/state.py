@@ -11,13 +11,17 @@ from .fmt import status_words, uncaught_words
 
 def exit_code_words(rep: dict[str, Any]) -> str:
     """'The program exited with code 7.' when the main process's code is not 0 (run's waited status, else
-    its process_exit); which run's, when the report holds several."""
+    its process_exit); which run's, when the report holds several. Where the command `run` started is no run's
+    root (a shell script of Python steps) and failed: its status, and its steps' (command_exit_words)."""
+    command = command_exit_words(rep["runs"])
+    if command:  # the one command the user ran failed: its status first, its steps' own under it
+        return command
     bad = [(r, c) for r in rep["runs"] if isinstance(c := r.get("exit_code"), int) and c > 0]
     if not bad:
         # an exception ended it and no `run` waited for its code: its process_exit names the exception
         failed = next((r for r in rep["runs"] if r.get("root_error") and r.get("exit_code") is None), None)
         if failed is None:
-            return command_exit_words(rep["runs"])
+            return ""
         which = f"of run {failed['id'] or '?'} " if len(rep["runs"]) > 1 else ""
         return f"The program {which}ended by {uncaught_words(failed['root_error'])}."
     run, c = bad[0]
@@ -27,12 +31,35 @@ def exit_code_words(rep: dict[str, Any]) -> str:
 
 def command_exit_words(runs: list[dict[str, Any]]) -> str:
     """'The command wp-autotrace run started (pid 620: not traced, the runs here are its Python steps) exited with
-    code 3.' where that command, no run's root (a shell script), did not end with 0; else ''."""
+    code 3.' where that command, no run's root (a shell script), did not end with 0; else ''. Then each step whose
+    own records show a failure (step_failure), counted as the user counts them: its Python steps in start order."""
     cmd = next((r["command_exit"] for r in runs if r.get("command_exit") and r["command_exit"]["status"] != 0), None)
     if cmd is None:
         return ""
+    steps = sorted((r for r in runs if (r.get("command_exit") or {}).get("pid") == cmd["pid"]),
+                   key=lambda r: r.get("start") or 0.0)
+    failed = [f"its Python step {i} of {len(steps)} (`{r['command']}`, pid {r['root_pid']}) {how}"
+              for i, r in enumerate(steps, 1) if (how := step_failure(r))]
+    # a step's sys.exit code is written nowhere (Python hands its exit handlers no code): not known, said so
+    after = (f", after {' and '.join(failed)}" if failed else
+             "; no record shows a step's own failure (a Python step's exit code is not recorded, only an uncaught "
+             "exception or a signal that ended it)")
     return (f"The command wp-autotrace run started (pid {cmd['pid']}: not traced, the runs here are its Python "
-            f"steps) {status_words(cmd['status'])}.")
+            f"steps) {status_words(cmd['status'])}{after}.")
+
+
+def step_failure(r: dict[str, Any]) -> str:
+    """How a run's main ended where its own records show a failure: a non-zero code (its process_exit's, or
+    run's wait), the uncaught exception its process_exit names, the signal a record names (root_ending); else ''."""
+    code = r.get("exit_code")
+    if isinstance(code, int) and code != 0:
+        return status_words(code)
+    if r.get("root_error"):
+        return f"ended by {uncaught_words(r['root_error'])}"
+    ending = r.get("root_ending")
+    if r["state"] == "killed" and ending:
+        return ending if ending.startswith("ended as ") else f"was {ending}"
+    return ""
 
 
 # Findings the run-state sentence tells (state_words): not again as a problem bullet.
