@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.present.render import render_text
     from ..analysis.report import analyze
 
-    data = stream_logs(args.logs)  # one streaming pass: memory grows with processes and calls, not records
+    # one streaming pass: memory grows with processes and calls, not records; typed: the fold alone reads them
+    data = stream_logs(args.logs, typed=True)
     if args.html:
         return _html(args, data)
     if args.output or args.force:

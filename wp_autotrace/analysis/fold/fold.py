@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from ...common import targets, vocab
 from ..read import schema
+from ..read.records import Record
 from . import autotune, watched
 from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
@@ -53,7 +54,7 @@ class Builder:
             event: getattr(self, "visit_" + event, None) or partial(REGISTRY_VISITS[event], self.reg)
             for event in schema.KNOWN_EVENTS}
 
-    def fold(self, records: Iterable[dict[str, Any]]) -> Model:
+    def fold(self, records: Iterable[Record]) -> Model:
         """Every record, then finish(): the whole log's model."""
         handlers, in_namespace = self._handlers, self.reg.in_namespace
         # The cyclic collector off while folding: records are freed by reference counting, what the
@@ -63,6 +64,9 @@ class Builder:
         gc.disable()
         try:
             for r in records:
+                if type(r) is not dict:  # a typed record (read/fastread.py): never a pidns, which stays a dict
+                    handlers[r.event](r)
+                    continue
                 if "pidns" in r:  # written only outside the initial pid namespace: a few records of most logs
                     in_namespace(r)
                 handlers[r["event"]](r)
@@ -72,7 +76,7 @@ class Builder:
         self.finish()
         return self.reg.model
 
-    def feed(self, r: dict[str, Any]) -> Process | None:
+    def feed(self, r: dict[str, Any]) -> Process | None:  # a live reader's dicts (Tail): never typed
         """Fold one record (in time order); the process that wrote it (None for the watcher's).
 
         Between feeds the model answers what the records so far say (processes, runs, calls); the
@@ -174,7 +178,7 @@ class Builder:
         if p is not None:
             p.exec_into = r
 
-    def visit_call(self, r: dict[str, Any], blocked: bool = False) -> None:
+    def visit_call(self, r: Record, blocked: bool = False) -> None:
         p = self.reg.writer(r)
         if p is None:
             return
@@ -208,21 +212,24 @@ class Builder:
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
 
-    def visit_return(self, r: dict[str, Any]) -> None:
+    def visit_return(self, r: Record) -> None:
         p = self.reg.writer(r)
         if p is None:
             return
-        c = p.calls.get(r.get("call_id", -1))
+        typed = type(r) is not dict  # a typed return (read/fastread.py) has _RETURN_OWN's fields alone
+        c = p.calls.get(r.call_id if typed else r.get("call_id", -1))  # (its None: no call's key, as -1)
         if c is None or c.end is not None:
             p.last = seen(r)
             return
-        c.end = r["ts"]
         p.last, p.last_return = c, True
-        c.error = r.get("error")
-        # What the return captured (sidecar_pid, worker_pids, ...); not the record itself, which a
-        # long run has hundreds of thousands of.
-        c.ret = (_NO_RETURN_FIELDS if _RETURN_OWN.issuperset(r)
-                 else {k: v for k, v in r.items() if k not in _RETURN_OWN})
+        if typed:
+            c.end, c.error, c.ret = r.ts, r.error, _NO_RETURN_FIELDS
+        else:
+            c.end, c.error = r["ts"], r.get("error")
+            # What the return captured (sidecar_pid, worker_pids, ...); not the record itself, which a
+            # long run has hundreds of thousands of.
+            c.ret = (_NO_RETURN_FIELDS if _RETURN_OWN.issuperset(r)
+                     else {k: v for k, v in r.items() if k not in _RETURN_OWN})
         if c.pool is not None:
             sidecar = r.get("sidecar_pid")
             if sidecar is not None:
@@ -275,7 +282,7 @@ class Builder:
         if p is not None:
             p.errors.append(r)
 
-def build(records: Iterable[dict[str, Any]], waited: Waited | None = None) -> Model:
+def build(records: Iterable[Record], waited: Waited | None = None) -> Model:
     """Fold checked records (logread) in time order into a Model; waited: what `run` saw of its program."""
     return Builder(waited).fold(records)
 
@@ -309,26 +316,30 @@ def note_signal(reg: Registry, r: dict[str, Any]) -> None:
 
 
 # Visits of the processes' own records that need only the Registry.
-def add_job(reg: Registry, r: dict[str, Any]) -> None:
+def add_job(reg: Registry, r: Record) -> None:
     """A pool worker took a job, or ended the one it took (runtime/jobs.py): one span per job."""
     p = reg.writer(r)
     if p is None:
         return
+    if type(r) is dict:
+        get = r.get
+        state, ts, work_id, fn, arg = get("state"), r["ts"], get("work_id"), get("fn"), get("arg")
+    else:  # a typed record (read/fastread.py): the same values as attributes
+        state, ts, work_id, fn, arg = r.state, r.ts, r.work_id, r.fn, r.arg
     jobs = p.jobs_run
-    if r.get("state") == "start":
+    if state == "start":
         if jobs and jobs[-1].end is None:  # its end record was lost (a full disk): it ended by this next start
-            jobs[-1].end = r["ts"]
-        job = JobSpan(r)
+            jobs[-1].end = ts
         # One string per job function and kernel name, as for a call's target: a long run's jobs repeat a few
         # functions, and every rank compiles the same kernels; the spans are kept to the end.
         shared = reg.shared
-        if job.fn is not None:
-            job.fn = shared.setdefault(job.fn, job.fn)
-        if job.arg is not None:
-            job.arg = shared.setdefault(job.arg, job.arg)
-        jobs.append(job)
-    elif r.get("state") == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == r.get("work_id"):
-        jobs[-1].end = r["ts"]  # a worker runs one job at a time: an end is its last start's
+        if fn is not None:
+            fn = shared.setdefault(fn, fn)
+        if arg is not None:
+            arg = shared.setdefault(arg, arg)
+        jobs.append(JobSpan(work_id, fn, arg, ts))
+    elif state == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == work_id:
+        jobs[-1].end = ts  # a worker runs one job at a time: an end is its last start's
 
 
 def note_spawned(reg: Registry, r: dict[str, Any]) -> None:

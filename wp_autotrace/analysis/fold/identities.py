@@ -22,6 +22,7 @@ from typing import Any
 
 from ...common import vocab
 from ...common.procfs import same_process
+from ..read.records import Record
 from .model import Model, Process, Run, Waited
 
 # Read for every record (writer): bound once.
@@ -133,32 +134,36 @@ class Registry:
         for p, ticks in self.unclocked.pop((run.id, host), ()):
             self.file_ticks(p, run, ticks)
 
-    def writer(self, r: dict[str, Any]) -> Process | None:
+    def writer(self, r: Record) -> Process | None:
         """The process that wrote r, or None for the watcher's records (whose subjects are found by `subject`
         and `find`, never by who wrote them). Every record a process writes passes here once, and one step
         here is every record's: the writer's role, its last record, a failed exec, its run's time span."""
-        key = (r["host"], r["pid"])
-        role = r.get("role")
+        typed = type(r) is not dict  # a typed record (read/fastread.py): the same values as attributes
+        if typed:
+            host, pid, role, event, ts = r.host, r.pid, r.role, r.event, r.ts
+        else:
+            host, pid, role, event, ts = r["host"], r["pid"], r.get("role"), r["event"], r["ts"]
+        key = (host, pid)
         if role == _WATCHER or key in self.watchers:  # is_watcher, inlined
             return None
         p = self.current.get(key)
         if p is None:
-            p = self.new_process(r["host"], r["pid"], r.get("ppid"), r["ts"], None)
+            p = self.new_process(host, pid, r.get("ppid"), ts, None)
         if role and not p.role:
             p.role = role
-        event = r["event"]
         if event not in _LAST_BY_VISIT:
-            p.last = (event, r["ts"], r.get("target"), r.get("signal"))  # model.seen(r), inlined
+            # model.seen(r), inlined
+            p.last = (event, ts, r.target, r.signal) if typed else (event, ts, r.get("target"), r.get("signal"))
         if p.exec_into is not None and event != _EXEC:
             p.exec_into = None  # it wrote again: the exec failed
         run = p.run
         if run is not None:
-            ts = r["ts"]  # run.seen(ts), inlined: this runs for every record a process writes
+            # run.seen(ts), inlined: this runs for every record a process writes
             if run.start is None or ts < run.start:
                 run.start = ts
             if run.end is None or ts > run.end:
                 run.end = ts
-            if r.get("truncated") is not None:
+            if (r.truncated if typed else r.get("truncated")) is not None:
                 run.cut.append(f"a {event} record of pid {p.pid} was cut to fit 32 KiB")
         return p
 

@@ -97,7 +97,6 @@ class Call:
         return c
 
 
-
 class RichCall(Call):
     """A call that holds what few calls hold (new_call decides): its own values of Call's class-level fields."""
 
@@ -107,30 +106,35 @@ class RichCall(Call):
 _new = object.__new__
 
 
-def new_call(proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, Any],
+def new_call(proc: Process, r: Any, blocked: bool, shared: dict[Any, Any],
              share: Callable[[Any], Any]) -> Call:
     """The Call (or RichCall) of a call record (or a blocked one) of proc. shared: one object per distinct string
     (the fold's Registry keeps it), for the call's target, tag and thread; share: the same table's one kept frame
     equal to a frame (Registry.share), for its caller: a long run's calls repeat a few, and memory then grows with
     the calls' count only. One function, no __init__: it runs once per call record."""
-    get = r.get
-    target, tag, thread, stack = get("target") or "?", get("tag") or targets.USER_TAG, get("thread") or "", get("stack")
+    if type(r) is not dict:  # a typed record (read/fastread.py): the same values as attributes, none of _RARE_FIELDS
+        target, tag, thread, stack, call_id = r.target, r.tag, r.thread, r.stack, r.call_id
+        caller, parent, ts, rare = r.caller, r.parent_call, r.ts, False
+    else:
+        get = r.get
+        target, tag, thread, stack, call_id = get("target"), get("tag"), get("thread"), get("stack"), get("call_id")
+        caller, parent, ts, rare = get("caller"), get("parent_call"), r["ts"], not _RARE_FIELDS.isdisjoint(r)
+    target, tag, thread = target or "?", tag or targets.USER_TAG, thread or ""
     # Only a stop request's caller is read for at_exit (callers.requester), and only a spawned child's calls for
     # mp_main: no other call pays the walk of its stack.
     stop = target.endswith(_STOP_CALLS)
     at_exit = stop and _from_mp_exit(stack)
     by_interpreter = stop and stack == []
     mp_main = SPAWNED_ARG in proc.argv and _from_mp_main(stack)
-    rich = blocked or proc.execs or at_exit or by_interpreter or mp_main or not _RARE_FIELDS.isdisjoint(r)
+    rich = blocked or proc.execs or at_exit or by_interpreter or mp_main or rare
     c: Call = _new(RichCall if rich else Call)
     c.proc = proc
-    c.call_id = get("call_id")
-    c.ts = r["ts"]
+    c.call_id = call_id
+    c.ts = ts
     c.target = shared.setdefault(target, target)
     c.tag = shared.setdefault(tag, tag)
-    caller = get("caller") or _sourceless_frame(stack)
+    caller = caller or _sourceless_frame(stack)
     c.caller = share(caller) if caller is not None else None
-    parent = get("parent_call")
     c.parent = proc.calls.get(parent) if parent is not None else None
     c.thread = shared.setdefault(thread, thread)
     c.end = c.error = c.pool = None
@@ -138,11 +142,11 @@ def new_call(proc: Process, r: dict[str, Any], blocked: bool, shared: dict[Any, 
     if rich:
         rc = cast(RichCall, c)
         rc.gen = proc.execs
-        rc.env = get("env") or _NO_FIELDS
+        rc.env = r.get("env") or _NO_FIELDS
         rc.blocked = blocked
-        rc.action = get("action") or ""
-        rc.at_call = _NO_FIELDS if _AT_CALL.isdisjoint(r) else {k: r[k] for k in _AT_CALL if k in r}
-        rc.rss = get("rss")
+        rc.action = r.get("action") or ""
+        rc.at_call = _NO_FIELDS if not rare or _AT_CALL.isdisjoint(r) else {k: r[k] for k in _AT_CALL if k in r}
+        rc.rss = r.get("rss")
         rc.at_exit = at_exit
         rc.by_interpreter = by_interpreter
         rc.mp_main = mp_main
@@ -208,11 +212,11 @@ class JobSpan:
 
     __slots__ = ("work_id", "fn", "arg", "start", "end")
 
-    def __init__(self, r: dict[str, Any]) -> None:
-        self.work_id: int | None = r.get("work_id")
-        self.fn: str | None = r.get("fn")
-        self.arg: str | None = r.get("arg")
-        self.start: float = r["ts"]
+    def __init__(self, work_id: int | None, fn: str | None, arg: str | None, start: float) -> None:
+        self.work_id = work_id  # a `start` record's work_id, fn, arg and ts
+        self.fn = fn
+        self.arg = arg
+        self.start = start
         self.end: float | None = None
 
 
@@ -527,8 +531,6 @@ def calls_of(calls: list[Call], tagged: dict[str, list[Call]], tags: tuple[str, 
 
 # SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce, AutotuneProcessPool._shutdown: requester's calls
 _STOP_CALLS = (".shutdown", ".quiesce", "._shutdown")
-
-
 
 
 def _from_mp_main(stack: Any) -> bool:

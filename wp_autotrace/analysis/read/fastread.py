@@ -14,6 +14,13 @@ watcher's process lists decode to Structs of the fields their cleaners keep, in 
 whose checks rewrite what they keep (argv masking, process_exit's count times) are left to the json
 path: they are a few records of any log.
 
+Typed records (typed_decoders, 3.11+): the fold's hot events (a call, a return, a pool worker's job) decoded to
+a Struct of the fields such a record has in nearly every log (TYPED_FIELDS), read as attributes: a third of the
+decode and of the fold's reads of a dict. Each field is what the dict record would hold for it, None where the
+line has none (dict.get's answer); a line with any other field (a call's rare fields, a return's captured ones,
+a field unknown here) fails that decode and is decoded to the dict as before. Only a reader that asks for them
+(logread.stream_logs(typed=True), the fold's) gets them.
+
 msgspec is loaded only when a log is read (never in a traced process: analysis/ is offline);
 without it every line takes the json path (slower, the same result).
 """
@@ -24,6 +31,7 @@ import sys
 import typing
 from typing import Annotated, Any, Callable, Literal, Optional, TypedDict, Union
 
+from ...common import vocab
 from . import schema
 from .check import ARGV_EVENTS, ENTRY_FIELDS, FRAME_STRS, INT_LIMIT, NUM_LIMIT, mask_cmd
 
@@ -181,6 +189,61 @@ def decoders() -> dict[bytes, Decode]:
         fast = _decoder(event, fields, types)
         for version in range(1, min(schema.SCHEMA_VERSION, 9) + 1):  # one digit: _EVENT_AT holds
             out[(_HEAD % version) + event.encode()] = fast
+    return out
+
+
+# The events decoded to typed records, and the only fields such a record may have (else it is a dict): what the fold
+# reads of them by name alone. Never a call's fields that make its Call rich (fold/model.py _RARE_FIELDS, read by
+# their presence) nor a return's captured fields (fold.py _RETURN_OWN's complement: its items are kept in the
+# line's order), nor `pidns` (the fold files such a record under its namespace's host, rewriting the dict's:
+# identities.Registry.in_namespace); tests/test_typedread.py holds the fold's sets to these.
+_HEADER = tuple(key for key in vocab.HEADER_KEYS if key != "pidns")
+TYPED_FIELDS: dict[str, tuple[str, ...]] = {
+    vocab.CALL: (*_HEADER, "truncated", "target", "tag", "call_id", "thread", "stack", "caller", "parent_call"),
+    vocab.RETURN: (*_HEADER, "call_id", "duration_s", "error"),
+    vocab.JOB: tuple(key for key in schema.FIELD_TYPES[vocab.JOB] if key != "pidns"),
+}
+# A typed record's fields a line must have: check_record's identity (its json path says why one lacks it).
+_TYPED_REQUIRED = ("v", "event", "ts", "pid", "host")
+# What the fold reads of every record (identities.Registry.writer): None on a typed record whose event has no such
+# field, as dict.get has it, read as an attribute all the same.
+_READ_OF_EVERY = ("truncated", "target", "signal")
+
+
+def _get(self: Any, key: str, default: Any = None) -> Any:
+    """dict.get for the readers that take a record of either kind: a field the line has not (None) or this
+    event has not gives default (a caller written as null, the one nullable typed field, gives default too)."""
+    value = getattr(self, key, None)
+    return default if value is None else value
+
+
+def _item(self: Any, key: str) -> Any:
+    """record[key] for the readers that take a record of either kind: KeyError where the line has no such field."""
+    value = getattr(self, key, None)
+    if value is None:
+        raise KeyError(key)
+    return value
+
+
+def typed_decoders() -> dict[bytes, Decode]:
+    """First bytes of a line -> the typed decode of TYPED_FIELDS' events (a Struct, or one of FAILED raised: then the
+    dict decoders() has for the same head decides); empty without msgspec, or before 3.11 (a frame's required
+    fields are tested after a dict's decode there: typing has no Required)."""
+    if msgspec is None or Required is None:
+        return {}
+    types = _types()
+    out: dict[bytes, Decode] = {}
+    for event, keys in TYPED_FIELDS.items():
+        kinds = schema.FIELD_TYPES[event]
+        fields: list[Any] = [("v", types["v"]), ("event", Literal[event]), ("ts", types["ts"]),  # type: ignore[valid-type]
+                             ("pid", types[kinds["pid"]]), ("host", types[kinds["host"]])]
+        fields += [(key, types[kinds[key]], None) for key in keys if key not in _TYPED_REQUIRED]
+        record = msgspec.defstruct(f"Typed_{event}", fields, gc=False, forbid_unknown_fields=True,
+                                   namespace={"get": _get, "__getitem__": _item,
+                                              **{key: None for key in _READ_OF_EVERY if key not in keys}})
+        decode = msgspec.json.Decoder(record).decode
+        for version in range(1, min(schema.SCHEMA_VERSION, 9) + 1):
+            out[(_HEAD % version) + event.encode()] = decode  # type: ignore[assignment]
     return out
 
 

@@ -166,11 +166,13 @@ class LogStream:
     Iterating (``records`` or the object itself) reads the files again from the start;
     skipped, fixed, problems, record_count and late are those of the latest complete pass. No
     list of all records is ever made: memory is bounded by REORDER_MAX records per file.
-    A pass that finds no usable record raises NoUsableLog at its end.
+    A pass that finds no usable record raises NoUsableLog at its end. typed: the fold's hot events may come as
+    typed records (fastread.TYPED_FIELDS: read as attributes; get and [] as a dict's), the rest as dicts.
     """
 
-    def __init__(self, paths: list[str]) -> None:
+    def __init__(self, paths: list[str], typed: bool = False) -> None:
         self.files = list(paths)
+        self.typed = typed
         self.skipped: dict[str, int] = {}
         self.fixed: dict[str, int] = {}
         self.problems: list[str] = []
@@ -196,7 +198,7 @@ class LogStream:
             for record in records:
                 if once is not None and not once.first(record):
                     continue
-                ts = record["ts"]
+                ts = record["ts"] if type(record) is dict else record.ts
                 if ts < last:
                     late += 1
                 else:
@@ -213,7 +215,7 @@ class LogStream:
 
     def _file(self, path: str) -> Any:
         """One file's records in (ts, seq) order, through the reorder buffer."""
-        skipped, fixed = self.skipped, self.fixed
+        skipped, fixed, typed = self.skipped, self.fixed, self.typed
         try:
             f = open_regular(path)
         except OSError as exc:
@@ -233,9 +235,13 @@ class LogStream:
         push = heapq.heappush
         try:
             with f:
-                for record in checked_records(line_batches(f, skipped), counter(skipped), fixed):
-                    ts = record["ts"]
-                    seq = record.get("seq", 0)
+                for record in checked_records(line_batches(f, skipped), counter(skipped), fixed, typed):
+                    if type(record) is dict:
+                        ts = record["ts"]
+                        seq = record.get("seq", 0)
+                    else:  # a typed record: its seq None where the line has none
+                        ts = record.ts
+                        seq = record.seq or 0
                     arrival += 1
                     if ts > run_ts or (ts == run_ts and seq >= run_seq) or not run:
                         run.append((ts, seq, arrival, record))
@@ -270,9 +276,9 @@ def _release(run: deque[tuple[float, int, int, dict[str, Any]]], held: list[tupl
 
 
 
-def stream_logs(paths: list[str]) -> LogStream:
+def stream_logs(paths: list[str], typed: bool = False) -> LogStream:
     """The records of the given files as a LogStream (see there); nothing is read until it is iterated."""
-    return LogStream(paths)
+    return LogStream(paths, typed)
 
 
 # A live reader takes at most this much per read, so one read of a huge log never freezes it; it

@@ -29,6 +29,10 @@ _DECODER = json.JSONDecoder(parse_constant=lambda _name: None)
 _SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
+# A checked record: a dict, or on a typed reader's stream (checked_records' typed) a typed record of one of
+# fastread.TYPED_FIELDS' events (its fields as attributes, None where the line has none; get and [] as a dict's).
+Record = Any
+
 # What _decode returns for a line that is not JSON (None is valid JSON).
 _MISSING = object()
 
@@ -72,14 +76,17 @@ def open_regular(path: str) -> Any:
 # The fast path (fastread.py, msgspec): line head -> typed decode; loaded at the first line read.
 _fast: dict[bytes, Callable[[bytes], dict[str, Any] | None]] | None = None
 _failed: tuple[type[BaseException], ...] = ()  # what a fast decode raises for a line it refuses (fastread.FAILED)
+# The table a typed reader takes (checked_records(typed=True)): _fast with the typed decodes of fastread.TYPED_FIELDS'
+# events in place of their dict decodes, which take a line the typed decode refuses.
+_typed: dict[bytes, Callable[[bytes], Any]] = {}
 
 
 def use_fast(on: bool = True) -> None:
     """Take the fast path where msgspec is installed (the default), or only the json path (off):
     the same records either way (tests/test_fastread.py; bench/report_big.py times both)."""
-    global _fast, _failed
+    global _fast, _failed, _typed
     if not on:
-        _fast = {}
+        _fast, _typed = {}, {}
         return
     import signal
 
@@ -88,9 +95,10 @@ def use_fast(on: bool = True) -> None:
     # process with SIGSEGV instead of raising. They arrive, and raise, right after.
     held = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
     try:
-        from .fastread import FAILED, decoders
+        from .fastread import FAILED, decoders, typed_decoders
 
         _fast, _failed = decoders(), FAILED
+        _typed = {**_fast, **typed_decoders()}
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
@@ -153,15 +161,17 @@ def counter(skipped: dict[str, int]) -> Callable[[str], None]:
 
 
 def checked_records(batches: Iterable[tuple[list[bytes], bool]], skip: Callable[[str], None],
-                    fixed: dict[str, int]) -> Iterator[dict[str, Any]]:
+                    fixed: dict[str, int], typed: bool = False) -> Iterator[Record]:
     """The one way from a log's lines to its checked records, in file order: every reader's (the stream,
     read_logs, the live Tail, count_events). batches are line_batches' (lines without their newlines, ended
     False for an unfinished last line). A writer's line of a hot event is decoded and checked in C
     (fastread.py); any other line, or one the fast path refuses, goes through parse_line's json path
-    (torn fragments recovered, every field checked); blank lines (the writer's framing) are passed over."""
+    (torn fragments recovered, every field checked); blank lines (the writer's framing) are passed over.
+    typed: the fold's hot events may come as typed records (fastread.typed_decoders), the rest as dicts."""
     if _fast is None:
         use_fast()
-    fast_for, at, failed = _fast.get, _EVENT_AT, _failed  # type: ignore[union-attr]
+    table = _typed if typed else _fast
+    fast_for, dict_for, at, failed = table.get, _fast.get, _EVENT_AT, _failed  # type: ignore[union-attr]
     for lines, ended in batches:
         for raw in lines:
             fast = fast_for(raw[:raw.find(b'"', at)])
@@ -171,7 +181,13 @@ def checked_records(batches: Iterable[tuple[list[bytes], bool]], skip: Callable[
                 try:
                     record = fast(raw)  # type: ignore[misc]
                 except failed:
-                    pass
+                    if typed:  # a typed decode's refusal: the dict decode decides, as for an untyped reader
+                        again = dict_for(raw[:raw.find(b'"', at)])
+                        if again is not fast and again is not None:
+                            try:
+                                record = again(raw)
+                            except failed:
+                                pass
             if record is None:
                 if not raw.strip():
                     continue  # the writer separates records by blank lines

@@ -331,7 +331,7 @@ def short_answer(log: str, waited: Any = None) -> list[str]:
     from ...analysis.words.fmt import escape
     from ..base import text_width
 
-    rep = analyze(stream_logs([log]), None, waited)
+    rep = analyze(stream_logs([log], typed=True), None, waited)  # typed: the fold alone reads them
     return [escape(line) for line in summary_lines(rep, text_width(sys.stderr))]
 
 

@@ -1,0 +1,187 @@
+"""Typed records (analysis/read/fastread.py typed_decoders): the fold's hot events read as Structs hold what the dict
+records hold, a line they cannot hold stays a dict, and the fold makes the same model and report of either.
+
+The report's own equality (typed stream against the json path, text and JSON) is tests/test_fastread.py's: the
+command reads a typed stream. Here: each record, each hostile line, and the fold's sets held to TYPED_FIELDS.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wp_autotrace.analysis.fold import fold, model
+from wp_autotrace.analysis.read import fastread, logread, records
+from wp_autotrace.analysis.read.logread import stream_logs
+from wp_autotrace.analysis.report import analyze
+from wp_autotrace.common import vocab
+
+from . import test_fastread as fr
+from .logs import seed_log
+
+pytest.importorskip("msgspec")
+if not fastread.typed_decoders():
+    pytest.skip("no typed records before Python 3.11 (typing.Required)", allow_module_level=True)
+
+
+def as_dict(r: Any) -> str:
+    """A record as the fold reads it, either kind: its fields but those None (dict.get's None either way), sorted."""
+    items = r.items() if type(r) is dict else ((k, getattr(r, k)) for k in r.__struct_fields__)
+    return json.dumps({k: v for k, v in items if v is not None}, sort_keys=True)
+
+
+def read_typed_and_not(path: Path) -> tuple[list[Any], list[Any]]:
+    """The stream's records typed and not, and each pass's counts (skipped, fixed, late, record_count)."""
+    out: list[Any] = []
+    for typed in (True, False):
+        stream = stream_logs([str(path)], typed=typed)
+        try:
+            records = list(stream)
+        except logread.NoUsableLog:
+            records = []
+        out.append((records, (stream.skipped, stream.fixed, stream.late, stream.record_count)))
+    return out[0], out[1]
+
+
+def test_the_folds_sets_hold_to_the_typed_fields() -> None:
+    """A typed call has none of the fields its Call is made rich by (read by their presence), a typed return none
+    that the return captured (kept as items, in the line's order), and each field is the event's."""
+    assert model._RARE_FIELDS.isdisjoint(fastread.TYPED_FIELDS[vocab.CALL])
+    assert set(fastread.TYPED_FIELDS[vocab.RETURN]) <= fold._RETURN_OWN
+    assert not any("pidns" in keys for keys in fastread.TYPED_FIELDS.values())  # the fold rewrites its host
+    for event, keys in fastread.TYPED_FIELDS.items():
+        assert set(keys) <= set(fr.schema.FIELD_TYPES[event]), event
+
+
+@pytest.mark.parametrize("name", sorted(fr.LOGS))
+def test_typed_records_hold_what_the_dicts_hold(name: str, tmp_path: Path) -> None:
+    """The suite's logs: each record typed or not holds the same values, and the typed path is taken."""
+    path = tmp_path / "log.jsonl"
+    path.write_text(fr.compact(fr.LOGS[name]()))
+    (typed, counts), (plain, plain_counts) = read_typed_and_not(path)
+    assert counts == plain_counts
+    assert [as_dict(r) for r in typed] == [as_dict(r) for r in plain]
+    taken = [r for r in typed if type(r) is not dict]
+    assert taken and {r.event for r in taken} <= set(fastread.TYPED_FIELDS)
+
+
+def calls_of(records: list[Any]) -> list[tuple[Any, ...]]:
+    """Every Call the fold makes of the records, as the findings read it."""
+    return [(c.proc.pid, c.call_id, c.ts, c.target, c.tag, c.thread, c.caller, c.parent and c.parent.call_id,
+             c.end, c.error, c.ret, type(c).__name__, c.at_call, c.env, c.rss) for c in fold.build(records).calls]
+
+
+def test_typed_calls_fold_to_the_same_calls(tmp_path: Path) -> None:
+    """The suite's logs and nested, failed, unreturned and rare-field calls: the same Calls from typed records."""
+    w = seed_log()
+    call = {k: v for k, v in fr.CALL.items() if k not in ("v", "event", "ts", "pid", "ppid", "host", "role", "seq")}
+    w.add(5, 100, 1, "main", "call", **{**call, "call_id": 50})
+    w.add(5.1, 100, 1, "main", "call", **{**call, "call_id": 51, "parent_call": 50, "thread": "T2"})
+    w.add(5.2, 100, 1, "main", "call", **{**call, "call_id": 52, "parent_call": 51, "rss": 7})
+    w.add(5.3, 100, 1, "main", "return", call_id=52, duration_s=0.1, error="RuntimeError: x")
+    w.add(5.4, 100, 1, "main", "return", call_id=51, duration_s=0.3)
+    w.add(5.5, 100, 1, "main", "return", call_id=99, duration_s=0.3)
+    for name, log in [("extra", w), *((name, make()) for name, make in sorted(fr.LOGS.items()))]:
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(fr.compact(log))
+        typed = list(stream_logs([str(path)], typed=True))
+        assert any(type(r) is not dict for r in typed)
+        assert calls_of(typed) == calls_of(list(stream_logs([str(path)]))), name
+
+
+def test_a_refused_typed_line_takes_the_dict_decode_not_the_json_path(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hot line with a field the typed record has not is decoded by the dict decode in C, as an untyped reader's:
+    only what that refuses too goes to the json path."""
+    taken: list[bytes] = []
+    json_path = records._parse_json
+    monkeypatch.setattr(records, "_parse_json", lambda raw, *a: taken.append(raw) or json_path(raw, *a))
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(fr.dumps(r) + "\n" for r in RARE))
+    assert len(list(stream_logs([str(path)], typed=True))) == len(RARE) and taken == []
+
+
+def test_hostile_lines_typed_alike(tmp_path: Path) -> None:
+    """Every hostile line of test_fastread among good ones: the same records (or none), skips and fixes."""
+    good = fr.compact(seed_log()).encode().splitlines()
+    body = b"\n".join(good[:5] + [x.encode() for x in fr.HOSTILE_LINES] + fr.BYTE_LINES + good[5:]) + b"\n"
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(body)
+    (typed, counts), (plain, plain_counts) = read_typed_and_not(path)
+    assert counts == plain_counts
+    assert [as_dict(r) for r in typed] == [as_dict(r) for r in plain]
+
+
+RARE = [{**fr.CALL, "rss": 5}, {**fr.CALL, "env": {"A": "1"}}, {**fr.CALL, "pending_jobs": [1]},
+        {**fr.RETURN, "worker_pids": [8]}, {**fr.RETURN, "truncated": 3}, {**fr.CALL, "zz": 1},
+        {**fr.CALL, "pidns": 4026532000}]
+
+
+@pytest.mark.parametrize("r", RARE, ids=[next(iter(set(r) - set(fr.CALL) - {"duration_s"}), "") for r in RARE])
+def test_a_line_with_another_field_stays_a_dict(r: dict[str, Any], tmp_path: Path) -> None:
+    """A call with a rare field, a return with a captured one or `truncated`, a field unknown here: a dict, as
+    the untyped reader reads it (the typed decode refuses it; the dict decode decides)."""
+    path = tmp_path / "log.jsonl"
+    path.write_text(fr.dumps(r) + "\n")
+    (typed, _), (plain, _) = read_typed_and_not(path)
+    assert [type(x) for x in typed] == [dict] and typed == plain
+
+
+def test_get_and_item_read_as_a_dicts() -> None:
+    """The readers that take either kind (logread.Once, the fold's cold reads) read a typed record as a dict."""
+    line = fr.dumps({k: v for k, v in fr.RETURN.items() if k not in ("worker_pids", "sidecar_pid", "seq")})
+    r = fastread.typed_decoders()[fastread.head(line.encode())](line.encode())
+    assert type(r) is not dict
+    assert (r["ts"], r.get("seq", 0), r.get("seq"), r.get("signal"), r.get("call_id", -1)) == (1_800_000_002, 0,
+                                                                                                 None, None, 2)
+    assert (r.target, r.signal, r.truncated) == (None, None, None)
+    with pytest.raises(KeyError):
+        r["seq"]
+
+
+def test_the_report_of_a_typed_stream_is_the_untyped_ones(tmp_path: Path) -> None:
+    """The fold and the report, as analyze makes them: a typed stream's JSON is the untyped stream's (two copies
+    of a log: the multi-file merge and its once-only filter read typed records too)."""
+    text = fr.compact(seed_log())
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text(text)
+    for paths in ([tmp_path / "a.jsonl"], [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]):
+        reports = [json.dumps(analyze(stream_logs([str(p) for p in paths], typed=typed)), default=str)
+                   for typed in (True, False)]
+        assert reports[0] == reports[1]
+
+
+def test_typed_records_released_in_ts_then_seq_order(tmp_path: Path) -> None:
+    """Writers' records of one moment land out of their seq order: the reorder buffer releases typed records in
+    (ts, seq) order as it does dicts, a line without seq as seq 0."""
+    lines = [{**fr.RETURN, "seq": seq, "call_id": seq, "ts": ts} for ts, seq in ((5, 3), (5, 1), (4, 9), (5, 2))]
+    lines = [{k: v for k, v in r.items() if k not in ("worker_pids", "sidecar_pid")} for r in lines]
+    lines.append({k: v for k, v in lines[0].items() if k != "seq"} | {"call_id": 0})
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(fr.dumps(r) + "\n" for r in lines))
+    (typed, _), (plain, _) = read_typed_and_not(path)
+    assert all(type(r) is not dict for r in typed)
+    assert [r.call_id for r in typed] == [r["call_id"] for r in plain] == [9, 0, 1, 2, 3]
+
+
+def test_typed_jobs_fold_to_the_same_spans(tmp_path: Path) -> None:
+    """Pool workers' job records, typed: the same spans (an end lost, an end of another job, fn and arg kept)."""
+    w = seed_log()
+    for i, (pid, state, work_id) in enumerate([(201, "start", 1), (202, "start", 2), (201, "end", 1),
+                                               (201, "start", 3), (202, "end", 7), (201, "start", 4),
+                                               (202, "end", 2), (201, "end", 4)]):
+        extra = {"fn": "m:compile", "arg": f"k{work_id}"} if state == "start" else {}
+        w.add(1 + i / 10, pid, 200, "compile-worker", "job", state=state, work_id=work_id, **extra)
+    path = tmp_path / "log.jsonl"
+    path.write_text(fr.compact(w))
+    spans = []
+    for typed in (True, False):
+        records = list(stream_logs([str(path)], typed=typed))
+        assert sum(type(r) is not dict and r.event == vocab.JOB for r in records) == (8 if typed else 0)
+        spans.append([(p.pid, [(j.work_id, j.fn, j.arg, j.start, j.end) for j in p.jobs_run])
+                      for p in fold.build(records).processes])
+    assert spans[0] == spans[1]
+    assert [len(jobs) for pid, jobs in spans[0] if pid in (201, 202)] == [3, 1]
