@@ -75,7 +75,7 @@ from wp_autotrace.analysis.read import fastread, logread as L
 from wp_autotrace.analysis.read.records import line_batches
 from wp_autotrace.analysis.fold.fold import Builder
 path = sys.argv[1]
-table = fastread.decoders()
+table = {**fastread.decoders(), **fastread.typed_decoders()}  # as the command's typed stream has them
 def bare():
     with open(path, "rb") as f:
         for line in f:
@@ -94,13 +94,13 @@ def decode():
                 if fast is not None:
                     fastread.take(fast, raw)
 def stream():
-    for _ in L.stream_logs([path]):
+    for _ in L.stream_logs([path], typed=True):
         pass
 def fold():
-    Builder().fold(L.stream_logs([path]))
+    Builder().fold(L.stream_logs([path], typed=True))
 def report():
     from wp_autotrace.analysis.report import analyze
-    json.dumps(analyze(L.stream_logs([path])), indent=2, allow_nan=False, default=str)
+    json.dumps(analyze(L.stream_logs([path], typed=True)), indent=2, allow_nan=False, default=str)
 out = {}
 for fn in (bare, lines, decode, stream, fold, report):
     t = time.process_time()
