@@ -190,6 +190,7 @@ class LogStream:
         self.notes = notes
         paths = distinct_files(self.files, notes)
         once = Once() if len(paths) > 1 else None
+        typed = self.typed
         files = [self._file(path) for path in paths]
         records = files[0] if len(files) == 1 else heapq.merge(*files, key=_order)
         last = -math.inf
@@ -198,7 +199,7 @@ class LogStream:
             for record in records:
                 if once is not None and not once.first(record):
                     continue
-                ts = record["ts"] if type(record) is dict else record.ts
+                ts = record["ts"] if type(record) is dict or not typed else record.ts
                 if ts < last:
                     late += 1
                 else:
@@ -236,7 +237,7 @@ class LogStream:
         try:
             with f:
                 for record in checked_records(line_batches(f, skipped), counter(skipped), fixed, typed):
-                    if type(record) is dict:
+                    if type(record) is dict or not typed:  # (an untyped stream's records are all mappings)
                         ts = record["ts"]
                         seq = record.get("seq", 0)
                     else:  # a typed record: its seq None where the line has none
