@@ -673,6 +673,44 @@ def test_each_grace_wait_is_capped_by_the_budget() -> None:
         proc.wait(10)
 
 
+class _Ending(_Reader):
+    """A fake /proc whose made-up pids each end at a moment of their own (monotonic clock; None: never)."""
+
+    def __init__(self, ends: dict[int, float | None]) -> None:
+        super().__init__({}, {})
+        self.ends = ends
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        end = self.ends.get(pid, 0.0)
+        alive = end is None or time.monotonic() < end
+        return {"pid": pid, "ppid": 1, "create_time": 100.0, "rss": 0} if alive else None
+
+    @staticmethod
+    def last_pid() -> int:
+        return 0
+
+
+def test_killed_members_still_ending_are_no_survivors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After SIGKILL a member ends only once the kernel runs its exit, and under load hundreds take their time (a
+    500-deep chain beside two busy loops: "73 still alive", and a look 1 s later found none). Members that keep
+    ending, one a second here (the last 4 s after the SIGKILL, past KILL_WAIT_S), are waited for and counted
+    ended; the one that never ends is the survivor, said once KILL_WAIT_S passed with no end."""
+    t0 = time.monotonic()
+    ends: dict[int, float | None] = {4_200_000 + i: t0 + 1.0 + i for i in range(4)}
+    stuck = 4_200_009
+    ends[stuck] = None
+    checker = Checker()
+    checker.reader = _Ending(ends)
+    sweep = Sweep(checker, dry_run=False, grace=0.0, say=lambda text: None)
+    for pid in ends:  # made-up pids above any pid_max, and no signal is sent: the sending is stubbed
+        sweep.targets[pid] = (Candidate(RUN, HOST, pid, 100.0, "child", "sleep", None, None, None), {"ppid": 1})
+        sweep.pins[pid] = None
+    monkeypatch.setattr(sweep, "signal", lambda pid, sig: True)
+    monkeypatch.setattr(sweep, "send", lambda pids, sig: None)
+    assert sweep.end_round(list(ends)) == [stuck]
+    assert sweep.ended == 4 and time.monotonic() - t0 < 60  # the budget (120 s) bounds it; 6 s when idle
+
+
 def test_grace_is_bounded() -> None:
     """--grace beyond the budget (or not finite) is refused, naming the maximum."""
     for bad in ("1e9", "inf", "nan", "-1"):
