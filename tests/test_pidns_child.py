@@ -248,3 +248,48 @@ def test_children_forked_into_a_namespace_their_parent_unshared_are_its_own(tmp_
     for pid in kids:
         assert by_pid[pid]["traced"] and by_pid[pid]["forked"] and by_pid[pid]["exit_record_s"] is not None
         assert procs[by_pid[pid]["parent_index"]]["pid"] == main["pid"]
+
+
+# The namespace's pid 1 starts a child (its pid 2) and, once the flag is set, sends it SIGTERM by that pid
+# (os.kill(2)): the record names the target by its namespace pid. Truth: the main's psutil reading of both host pids.
+SIGNALLED = textwrap.dedent('''
+    import json, os, subprocess, sys, time
+    import psutil
+    flag = sys.argv[1]
+    inner = ("import os, signal, subprocess, sys, time; "
+             "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+             "[time.sleep(0.02) for _ in iter(lambda: os.path.exists(sys.argv[1]), True)]; "
+             "os.kill(c.pid, signal.SIGTERM); sys.exit(-c.wait())")
+    ns = subprocess.Popen(["unshare", "-p", "-f", sys.executable, "-c", inner, flag])
+    end = time.monotonic() + 60
+    pythons = []
+    while len(pythons) < 2 and time.monotonic() < end and ns.poll() is None:
+        pythons = [c.pid for c in psutil.Process(ns.pid).children(recursive=True) if c.name().startswith("python")]
+        time.sleep(0.02)
+    print(json.dumps(sorted(pythons)), flush=True)
+    while time.monotonic() < end:  # the watcher sampled both
+        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
+            text = log.read()
+        if b'"nspid":1' in text and b'"nspid":2' in text:
+            break
+        time.sleep(0.02)
+    open(flag, "w").close()
+    print("rc", ns.wait())
+''')
+
+
+def test_a_signal_sent_by_namespace_pid_is_told_to_the_host_process(tmp_path: Path) -> None:
+    """kill(2) from the namespace's pid 1 reached its child: the report tells the child's end as that SIGTERM sent
+    by the sender's host pid (its target read through the merge), not as an end nothing explains."""
+    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
+    script.write_text(SIGNALLED)
+    done = subprocess.run([sys.executable, str(script), str(flag)], capture_output=True, text=True, timeout=120,
+                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
+    assert done.returncode == 0 and done.stdout.endswith("rc 15\n"), done.stdout + done.stderr
+    sender, target = json.loads(done.stdout.splitlines()[0])  # the namespace's pid 1 started first
+    wait_for_watcher(log)
+    from .conftest import report_json
+
+    by_pid = {p["pid"]: p for p in report_json(log)["processes"]}
+    ending = by_pid[target]["ending"]
+    assert ending["signal"] == "SIGTERM" and f"sent by child {sender} " in ending["words"], ending

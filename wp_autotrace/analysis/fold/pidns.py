@@ -52,6 +52,7 @@ def merge_namespaced(reg: Registry) -> None:
     twins = {seen: twin for seen, twin in twins.items() if claims[twin] == 1}
     if not twins:
         return
+    _sent_on_host(reg, twins)
     for seen, twin in twins.items():
         _take(twin, seen)
     m = reg.model
@@ -74,6 +75,32 @@ def merge_namespaced(reg: Registry) -> None:
             reg.by_start[key] = twins[p]
     for pair, ps in reg.all_by_pid.items():
         reg.all_by_pid[pair] = [twins.get(p, p) for p in ps]
+
+
+def _sent_on_host(reg: Registry, twins: dict[Process, Process]) -> None:
+    """The signals a namespaced process sent name their targets by its namespace's pids (kill(2) from the
+    namespace's pid 1): once the merge gives its processes their host pids, each target is the host pid the
+    watcher saw with that namespace and pid (its entry's pidns and nspid). A sender that takes a host pid and whose
+    target no entry names (or two did) keeps no target (not known: never the host process that has the number);
+    one left under its namespace keeps it (its namespace's)."""
+    hosted: dict[tuple[str, int], int | None] = {}
+    for seen, (inner, ns) in reg.ns_pids.items():
+        if ns is not None and reg.home_ns.get(seen.host) != ns:
+            key = (namespaced_host(seen.host, ns), inner)
+            hosted[key] = seen.pid if hosted.get(key, seen.pid) == seen.pid else None  # two: not known
+    spaces, merged = {host for host, _ in hosted}, set(twins.values())
+    for p in reg.model.processes:
+        if p.host not in spaces or not p.sent:
+            continue
+        for r in p.sent:
+            target = r.get("target")
+            if type(target) is not int or target in (0, -1):  # its own group, every process: no pid named
+                continue
+            pid = hosted.get((p.host, abs(target)))
+            if pid is not None:
+                r["target"] = pid if target > 0 else -pid  # a group by its leader's pid (killpg, kill(-pgid))
+            elif p in merged:
+                r["target"] = None
 
 
 def _take(twin: Process, seen: Process) -> None:
