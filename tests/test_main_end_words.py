@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from wp_autotrace.analysis.present.render import render_text
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 
+from .conftest import clean_env, report_json
 from .logs import T0, LogWriter, report, start, watcher
 from .test_answer_text import _group_termed_unread_main
 
@@ -75,3 +79,40 @@ def test_a_main_no_sample_saw_alive_is_told_ended_unknown_not_killed_or_os_exit(
     (tmp_path / "seen").mkdir()
     alive = report(seen, tmp_path / "seen")
     assert alive["runs"][0]["end_unread"] is None and "(killed, or os._exit)" in render_text(alive, {})
+
+
+CRASH = "import ctypes; ctypes.string_at(0)"  # a read of address 0: SIGSEGV, from the process's own fault
+
+
+def test_a_main_that_crashes_is_told_where_its_stacks_are_not_to_find_a_sender(tmp_path: Path) -> None:
+    """`run -- python -c '<a read of address 0>'`: its status is the untraced run's (the test runs it untraced too),
+    and the Answer's fix had been "find what sent SIGSEGV (a time limit, a scheduler, a user)": nothing sent it. The
+    finding says its signal tells a crash, and the fix is faulthandler and the core dump."""
+    untraced = subprocess.run([sys.executable, "-c", CRASH], env=clean_env(), capture_output=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    assert untraced.returncode == -signal.SIGSEGV, untraced
+    log = tmp_path / "c.jsonl"
+    res = subprocess.run([sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
+                          CRASH], env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == untraced.returncode, res.stderr  # run ends as its program did
+    rep = report_json(log)
+    killed = next(f for f in rep["findings"] if f["kind"] == "root-killed")
+    assert "(a crash, by its signal: a segmentation fault in native code" in killed["text"], killed
+    fix = next(x for x in rep["answer"].splitlines() if x.startswith("- Fix first: "))
+    assert "PYTHONFAULTHANDLER=1" in fix and "find what sent" not in " ".join(rep["answer"].split()), rep["answer"]
+
+
+def test_a_sidecar_that_crashed_is_told_so_not_as_a_signal_to_find(tmp_path: Path) -> None:
+    """The pool's sidecar 200, in a process group of its own, read as a zombie with status SIGSEGV (no signal_sent
+    names a sender): pool-died's advice says its signal tells a crash and where its stacks are."""
+    w = _group_termed_unread_main()
+    for r in w.lines:
+        for e in r.get("started") or ():
+            if e["pid"] != 100:
+                e["pgid"] = 200
+        for z in r.get("zombies") or ():
+            z["status"] = signal.SIGSEGV if z["pid"] == 200 else signal.SIGTERM
+    died = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "pool-died")
+    assert died["advice"].startswith("its SIGSEGV tells a crash of the sidecar") and "PYTHONFAULTHANDLER=1" in \
+        died["advice"], died

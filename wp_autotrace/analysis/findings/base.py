@@ -57,3 +57,26 @@ def in_ranks(v: View, procs: Any) -> str:
     names = [r.removeprefix("rank ") for r in ranks]
     return f" in {'rank' if len(names) == 1 else 'ranks'} {', '.join(names[:8])}" + (
         f" (+{len(names) - 8} more)" if len(names) > 8 else "")
+
+
+# Signals a process gets from its own fault or abort(): with no record of a sender, its signal tells a crash (a
+# kill -SEGV from outside is possible, and rare: so the words say what the signal means, and that no sender is known).
+CRASHES = {
+    "SIGSEGV": "a segmentation fault in native code, in an extension, a driver or corrupted memory",
+    "SIGBUS": "a bus error in native code, often a mapped file cut short or a full /dev/shm",
+    "SIGFPE": "an arithmetic fault in native code, such as an integer division by zero",
+    "SIGILL": "an illegal instruction, native code built for another CPU",
+    "SIGABRT": "abort() in native code, such as a failed C++ check, whose message is on stderr",
+    "SIGTRAP": "a trap in native code, such as a breakpoint",
+    "SIGSYS": "a system call its seccomp filter forbids",
+}
+# Where a crash's stacks are: the Python one faulthandler prints, the native one in the core dump.
+CRASH_FIX = ("run it again with PYTHONFAULTHANDLER=1 (python -X faulthandler) for the Python stack of the crash; "
+             "the core dump (coredumpctl) holds the native one")
+
+
+def crash_note(signal: str | None) -> str:
+    """' (a crash, by its signal: a segmentation fault in native code, ...; no record shows a sender)' for a crash
+    signal that no record says another process sent; '' for any other."""
+    what = CRASHES.get(signal or "")
+    return f" (a crash, by its signal: {what}; no record shows a sender)" if what else ""

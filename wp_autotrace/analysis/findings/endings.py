@@ -20,7 +20,7 @@ from ..derive.labels import process_label
 from ..derive.lostjobs import pool_jobs
 from ..derive.poolends import WORKER_END_SLACK_S
 from ..words.fmt import TEXT_PIDS, cgroup_text, error_words, pid_text, site, size_text
-from .base import Finding
+from .base import CRASH_FIX, CRASHES, Finding
 from .sidecars import other_python, unseen_other_python
 
 if TYPE_CHECKING:
@@ -99,6 +99,9 @@ def pool_died(v: View) -> Finding | None:
         advice = OOM_ADVICE
     elif own_errors(side):
         advice = "its sidecar logged an error before it ended (see sidecar-never-served / its errors)"
+    elif sig.signal in CRASHES:  # its own fault or abort(): where the crash's stacks are, not a sender to find
+        advice = (f"its {sig.signal} tells a crash of the sidecar ({CRASHES[sig.signal]}; no record shows a sender): "
+                  f"{CRASH_FIX}")
     elif sig.signal is not None:
         advice = f"find what sent {sig.signal} to the sidecar (a time limit, a scheduler, a user, a cleanup script)"
     else:

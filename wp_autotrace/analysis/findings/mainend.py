@@ -10,7 +10,7 @@ from ...common.vocab import LEFTOVER_ENDED_S
 from ..derive.ending import OOM_KILL, SIGNAL, UNSEEN
 from ..fold.model import last_seen, signal_name
 from ..fold.verdict import RUN_END_UNSEEN, RUN_KILLED
-from .base import Finding
+from .base import CRASH_FIX, Finding, crash_note
 from .opencalls import last_seen_text
 from .runs import root_runs
 
@@ -53,6 +53,8 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
             return f"was {ending.words}", "", f"{sender} sent it: read why at that line"
         # its wait status (the watcher read its zombie's) names the signal, so never os._exit; no record says who
         # sent it (a scheduler's group kill, a user's kill -9)
+        if crash_note(ending.signal):  # its own fault or abort(), by the signal: where its stacks are
+            return f"was {ending.words}", crash_note(ending.signal), CRASH_FIX
         also = f"{oom}; " if ending.signal == "SIGKILL" else ""
         return f"was {ending.words}", "", f"find what sent {ending.signal} ({also}a time limit, a user, a scheduler)"
     if group is not None:
@@ -72,6 +74,8 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
         if r.ooms:
             return "was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "", OOM_MAIN_CAUSE
         return "was killed by SIGKILL", "", f"find what sent it ({oom}; a time limit, a user, a scheduler)"
+    if crash_note(name):
+        return f"was ended by {name}", crash_note(name), CRASH_FIX
     return f"was ended by {name}", "", f"find what sent {name} (a time limit, a scheduler, a user)"
 
 
