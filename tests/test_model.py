@@ -615,7 +615,7 @@ def test_an_autotune_kill_is_told_cause_first(tmp_path: Path) -> None:
     # the zombie finding says where it was (under the main, which ended), never "under pid 1"; it follows the kill
     kinds = [f["kind"] for f in rep["findings"]]
     (zombie,) = [f for f in rep["findings"] if f["kind"] == "zombies"]
-    assert "its parent ended since, handing it to pid 1" in zombie["text"]
+    assert "its parent ended since, having reaped it first or handing it to pid 1" in zombie["text"]
     assert "each was under pid 1" not in zombie["text"]
     assert kinds.index("zombies") == kinds.index("autotune-killed") + 1
 

@@ -389,24 +389,30 @@ def zombies(v: View) -> Finding | None:
     under = ("each was under pid 1, which may reap late" if all(pp == INIT_PID for pp in parents) else
              "it was under the launcher that started the run, which reaps it at its own pace"
              if all(_under_its_launcher(q) for q in found) else
-             "its parent ended since, handing it to pid 1, which may reap late")
+             "its parent ended since, having reaped it first or handing it to pid 1, which may reap late (no look "
+             "tells which)")
     brief = "" if stayed else (f" None was seen to stay: {under}, and the watcher's last look came less than "
                                f"{ZOMBIE_STAYS_S:g} s after that.")
+    if not stayed:  # every child is defunct for a moment, until its parent waits for it: one look is no fault
+        advice = ("nothing, unless `ps -o pid,stat,ppid` shows defunct processes that stay: a process is defunct "
+                  "from its end until its parent waits for it, and no look here saw one stay")
+    elif init:
+        advice = ("its parent had not reaped it when the watcher last looked (a reaper may still come to it: check "
+                  "`ps -o pid,stat,ppid` later); where defunct processes stay, that parent does not wait for "
+                  "orphans: run the container with an init that reaps them (`docker run --init`, tini, dumb-init), "
+                  "or make the parent wait for its children")
+    else:
+        advice = (f"its parent ({who}) has not waited for it: it goes when that parent waits or ends; in a "
+                  "container without an init, use `docker run --init` (tini)")
     return _finding(
         "zombies", "warning" if stayed else "info",
-        f"{len(found)} process(es) of the run are defunct (zombies: ended, not reaped) under parent {who}: "
+        f"{len(found)} process(es) of the run {'are' if stayed else 'were seen'} defunct (zombies: ended, not "
+        f"{'reaped' if stayed else 'yet reaped'}) under parent {who}: "
         f"pids {pid_text(q.pid for q in found)}; {p.role} {p.pid} since {v.rel(z.get('since')) or 0:.1f} s "
         f"({v.endings.of(p).words}). A zombie holds no memory, only its pid; only its parent can remove it, "
         f"by waiting for it.{brief}",
         sorted(q.pid for q in found), [f"{q.pid}: defunct under {q.zombie.get('ppid')}" for q in found[:TEXT_PIDS]
-                                      if q.zombie],
-        ("its parent had not reaped it when the watcher last looked (a reaper may still come to it: check "
-         "`ps -o pid,stat,ppid` later); where defunct processes stay, that parent does not wait for orphans: run "
-         "the container with an init that reaps them (`docker run --init`, tini, dumb-init), or make the parent "
-         "wait for its children") if init else
-        (f"its parent ({who}) has not waited for it: it goes when that parent waits or ends; in a container "
-         "without an init, use `docker run --init` (tini)"),
-        {"zombies": len(stayed)})
+                                      if q.zombie], advice, {"zombies": len(stayed)})
 
 
 # Endings whose words come from a record that shows how the process ended (a status, the OOM kill count).
