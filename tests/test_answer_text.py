@@ -290,6 +290,9 @@ def test_the_main_defunct_under_its_launcher_is_the_launchers_to_reap(tmp_path: 
     stays = report(run(11.0), tmp_path)
     (z,) = [f for f in stays["findings"] if f["kind"] == "zombies"]
     assert z["severity"] == "warning" and "defunct" in stays["answer"]
+    # its launcher (outside the run, alive: a harness that reaps each run in turn) is no container's init
+    assert "its parent (50), the launcher that started the run, had not waited for it" in z["advice"], z
+    assert "--init" not in stays["answer"] and "--init" not in z["advice"], stays["answer"]
 
 
 def test_wrapping_never_splits_a_path_or_a_test_id() -> None:

@@ -381,14 +381,16 @@ def zombies(v: View) -> Finding | None:
     z = p.zombie
     assert z is not None
     parents = sorted({q.zombie["ppid"] for q in found if q.zombie and q.zombie.get("ppid") is not None})
-    members = {q.pid for q in v.procs}
-    init = any(pp == 1 or pp not in members for pp in parents)  # a reaper outside the run: a container's pid 1
+    # pid 1 is the reaper a container may lack; a parent outside the run is no init (the run's own launcher, a live
+    # harness that reaps each run in turn, is told as the launcher it is)
+    init = any(pp == INIT_PID for pp in parents)
+    launched = all(_under_its_launcher(q) for q in found)
     who = ", ".join(str(x) for x in parents)
     # not seen to stay: under pid 1 at the last look, or under a parent of the run that ended since (which hands
     # it to pid 1): said as it was, never "under pid 1" for a zombie whose parent was the main
     under = ("each was under pid 1, which may reap late" if all(pp == INIT_PID for pp in parents) else
              "it was under the launcher that started the run, which reaps it at its own pace"
-             if all(_under_its_launcher(q) for q in found) else
+             if launched else
              "its parent ended since, having reaped it first or handing it to pid 1, which may reap late (no look "
              "tells which)")
     brief = "" if stayed else (f" None was seen to stay: {under}, and the watcher's last look came less than "
@@ -401,6 +403,9 @@ def zombies(v: View) -> Finding | None:
                   "`ps -o pid,stat,ppid` later); where defunct processes stay, that parent does not wait for "
                   "orphans: run the container with an init that reaps them (`docker run --init`, tini, dumb-init), "
                   "or make the parent wait for its children")
+    elif launched:
+        advice = (f"its parent ({who}), the launcher that started the run, had not waited for it when the watcher "
+                  "last looked: it goes when that launcher waits for it or ends")
     else:
         advice = (f"its parent ({who}) has not waited for it: it goes when that parent waits or ends; in a "
                   "container without an init, use `docker run --init` (tini)")
