@@ -116,3 +116,20 @@ def test_a_sidecar_that_crashed_is_told_so_not_as_a_signal_to_find(tmp_path: Pat
     died = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "pool-died")
     assert died["advice"].startswith("its SIGSEGV tells a crash of the sidecar") and "PYTHONFAULTHANDLER=1" in \
         died["advice"], died
+
+
+def test_under_run_the_answer_keeps_the_exception_that_ended_the_program(tmp_path: Path) -> None:
+    """`run -- python -c "raise ValueError('boom')"`: the Answer said "The program exited with code 1." only, though
+    its process_exit names the exception (and without `run` the Answer told it): the code (run's, which the test
+    compares with the untraced run's) and the exception (the untraced run's own stderr line), in one sentence."""
+    program = [sys.executable, "-c", "raise ValueError('boom')"]
+    untraced = subprocess.run(program, env=clean_env(), capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    assert untraced.returncode == 1 and "ValueError: boom" in untraced.stderr, untraced
+    log = tmp_path / "v.jsonl"
+    res = subprocess.run([sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--", *program],
+                         env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == untraced.returncode, res.stderr
+    said = " ".join(report_json(log)["answer"].split())
+    assert "The program exited with code 1, after an uncaught ValueError: boom." in said, said

@@ -11,7 +11,8 @@ from .fmt import status_words, uncaught_words
 
 def exit_code_words(rep: dict[str, Any]) -> str:
     """'The program exited with code 7.' when the main process's code is not 0 (run's waited status, else
-    its process_exit); which run's, when the report holds several. Where the command `run` started is no run's
+    its process_exit), with the uncaught exception its process_exit names ('..., after an uncaught ValueError:
+    boom.'); which run's, when the report holds several. Where the command `run` started is no run's
     root (a shell script of Python steps) and failed: its status, and its steps' (command_exit_words)."""
     command = command_exit_words(rep["runs"])
     if command:  # the one command the user ran failed: its status first, its steps' own under it
@@ -25,8 +26,10 @@ def exit_code_words(rep: dict[str, Any]) -> str:
         which = f"of run {failed['id'] or '?'} " if len(rep["runs"]) > 1 else ""
         return f"The program {which}ended by {uncaught_words(failed['root_error'])}."
     run, c = bad[0]
-    return (f"The program of run {run['id'] or '?'} exited with code {c}." if len(rep["runs"]) > 1 else
-            f"The program exited with code {c}.")
+    # the exception its process_exit names is why, where one ended it: `run`'s code alone says less than no `run`
+    after = f", after {uncaught_words(run['root_error'])}" if run.get("root_error") else ""
+    return (f"The program of run {run['id'] or '?'} exited with code {c}{after}." if len(rep["runs"]) > 1 else
+            f"The program exited with code {c}{after}.")
 
 
 def command_exit_words(runs: list[dict[str, Any]]) -> str:
