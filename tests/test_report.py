@@ -88,10 +88,25 @@ def test_nothing_usable_is_a_clear_error(content: bytes | None, tmp_path: Path,
     assert err.startswith("wp-autotrace: nothing to report:") and "Traceback" not in err
 
 
+def test_the_peak_with_no_watcher_sample_is_not_known(tmp_path: Path) -> None:
+    """No watcher ran (no tree record): nothing counted the processes at once, so the peak is not known (null;
+    "unknown" in the Timeline), never 0, though three processes' own start and exit records overlap."""
+    w = LogWriter()
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "main.py"], forked=False, run="r1", root_pid=100)
+    for pid in (101, 102):
+        w.add(0.5, pid, 100, "child", "process_start", argv=["python", "main.py"], forked=True, run="r1",
+              root_pid=100)
+        w.add(0.9, pid, 100, "child", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    w.add(1.3, 100, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    rep = analyze(read_logs([str(w.write(tmp_path / "log.jsonl"))]))
+    assert rep["processes_started"] == 3 and rep["max_concurrent_processes"] is None, rep["max_concurrent_processes"]
+    assert "peak concurrent unknown (no watcher sample)" in render_text(rep, {})
+
+
 # Every documented top-level --json key (docs/report.md) and its type.
 JSON_KEYS: dict[str, Any] = {
     "runs": list, "all_runs": int, "warm_pool_pids": list, "distinct_warm_pool_pids": int,
-    "warm_pool_callers": list, "pools": list, "processes": list, "max_concurrent_processes": int,
+    "warm_pool_callers": list, "pools": list, "processes": list, "max_concurrent_processes": (int, type(None)),
     "processes_started": int, "processes_exited": int, "max_sidecar_depth": int, "leftover_pids": list,
     "leftover_count": int, "leftover_rss_bytes": int, "leftover_checked": bool, "reparented_pids": list,
     "no_exit_pids": list, "blocked": list, "tracer_errors": list, "findings": list, "input": dict,

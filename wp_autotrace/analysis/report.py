@@ -460,7 +460,8 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
         "warm_pool_callers": warm,
         "pools": [_pool_dict(v, pool) for pool in v.pools],
         "processes": [_proc_dict(v, p, leftover, at) for p in procs],
-        "max_concurrent_processes": max(counts, default=0),
+        # the watcher's tree counts only: with no sample (no watcher) the peak is not known, never 0
+        "max_concurrent_processes": max(counts) if counts else None,
         "processes_started": len(v.procs),
         "processes_exited": sum(1 for p in v.procs if p.end is not None),
         "max_sidecar_depth": v.max_depth,

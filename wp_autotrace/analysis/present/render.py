@@ -450,9 +450,11 @@ def _tree_section(rep: dict[str, Any], verbose: bool) -> list[str]:
 
 
 def _timeline_section(rep: dict[str, Any]) -> list[str]:
+    peak = rep["max_concurrent_processes"]
     out = ["", "== Timeline",
            f"processes seen {rep['processes_started']}, exited {rep['processes_exited']}, "
-           f"peak concurrent {rep['max_concurrent_processes']}, deepest sidecar nesting {rep['max_sidecar_depth']}"]
+           f"peak concurrent {'unknown (no watcher sample)' if peak is None else peak}, "
+           f"deepest sidecar nesting {rep['max_sidecar_depth']}"]
     left = rep["leftover_pids"]
     listed = f"{rep['leftover_count']}: {pid_text(left, 12)}" if rep["leftover_count"] else "none"
     if rep["leftover_count"] > len(left):
