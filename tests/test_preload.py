@@ -45,7 +45,8 @@ p.load()
 at_start = sorted(set(p.LATER) & set(sys.modules))
 for n in p.LATER:
     p.later(n)
-print(json.dumps({"imported": imported, "at_start": at_start, "modules": {n: describe(n) for n in p.START + p.LATER}}))
+print(json.dumps({"imported": imported, "at_start": at_start, "modules": {n: describe(n) for n in p.START + p.LATER},
+                  "ids": {n: id(sys.modules[n]) for n in p.START + p.LATER}}))
 '''
 
 PLAIN = DESCRIBE + r'''
@@ -92,9 +93,11 @@ def _probed_site(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> None:
-    """Written (no pack yet) and read (pack current): every START module has importlib's spec, loader,
-    __file__, __cached__, __path__, attribute order and names, and no START module went through a finder; a LATER
-    module is not made by load() and is made alike by later(), through no finder either."""
+    """Written (no pack yet: each source run) and read (pack current: START's code modules are the joined module):
+    every START package and LATER module has importlib's spec, loader, __file__, __cached__, __path__, attribute order
+    and names; the joined module is made as importlib would make bootstrap's from the joined file, under each code
+    module's name (sys.modules, its parent's attribute) and holds each one's names; no START module went through a
+    finder; a LATER module is not made by load() and is made alike by later(), through no finder either."""
     site = _copy(tmp_path)
     plain = _run(site, PLAIN)["modules"]
     assert not list((site / "wp_autotrace" / "__pycache__").glob("_startpack.*.pyc"))  # a plain import writes none
@@ -103,10 +106,24 @@ def test_modules_from_the_pack_are_the_ones_importlib_makes(tmp_path: Path) -> N
     second = _run(site, LOAD)
     assert (_pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino) == stamp  # read, not written again
     for got in (first, second):
-        assert got["modules"] == plain
         assert not [n for n in got["imported"] if n in plain], got["imported"]  # each START module after its imports
         assert got["at_start"] == []
+    assert first["modules"] == plain
     assert plain["wp_autotrace.runtime.bootstrap"]["cached"].startswith(str(site))
+    from wp_autotrace import JOINED, PACKAGES, START
+
+    code = START[len(PACKAGES):]
+    assert {n: m for n, m in second["modules"].items() if n not in code} == {n: m for n, m in plain.items()
+                                                                              if n not in code}
+    joined = second["modules"][START[-1]]
+    path = str(site.joinpath(*JOINED.split(".")).with_suffix(".py"))
+    cached = importlib.util.cache_from_source(path)
+    assert (joined["file"], joined["cached"], joined["loader"]) == (path, cached, ["SourceFileLoader", START[-1], path])
+    assert joined["spec"][:3] == [START[-1], path, cached] and joined["package"] == "wp_autotrace.runtime"
+    for name in code:
+        assert second["ids"][name] == second["ids"][START[-1]] and second["modules"][name]["parent_attr"], name
+        # but __annotations__: the join leaves annotations out (tools/join_start.py)
+        assert set(plain[name]["names"]) - {"__annotations__"} <= set(joined["names"]), name
 
 
 def test_a_changed_source_is_run_and_the_pack_written_again(tmp_path: Path) -> None:
@@ -139,6 +156,34 @@ def test_a_corrupt_pack_is_replaced_and_no_write_under_dont_write_bytecode(tmp_p
     assert _run(site, code) == []
     assert _pack(site).read_bytes() != b"\x00not a pack"
     assert not [p for p in pack.parent.iterdir() if p.name.startswith(pack.name + ".")]  # no temporary left
+
+
+_SAME = ("import json, sys, wp_autotrace._preload as p; p.load(); m = sys.modules; c = m['wp_autotrace.common.core']; "
+         "print(json.dumps([c.__dict__.get('PRELOAD_PROBE'), c is m['wp_autotrace.runtime.sink'], "
+         "sorted(set(p.START) - set(m))]))")
+
+
+def test_a_source_edited_after_the_join_runs_its_own_code_from_the_pack(tmp_path: Path) -> None:
+    """The joined module was made from the sources as they were: after an edit (not joined again) the pack holds
+    each source's own code, and a start that reads it runs the edited code (its modules made one by one)."""
+    site, _ = _probed_site(tmp_path)
+    stamp = _pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino
+    assert _run(site, _SAME) == [1, False, []]
+    assert (_pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino) == stamp  # read, not written again
+
+
+def test_a_code_module_imported_before_the_start_is_kept_and_the_rest_made_each_on_its_own(tmp_path: Path) -> None:
+    """A START code module already in sys.modules (imported before the start: by another .pth) stays the one
+    there; the joined module is not made over it, nor beside it (two copies of one module's state): each of the
+    rest is made from its own source."""
+    site = _copy(tmp_path)
+    assert _run(site, _SAME) == [None, False, []]  # writes the pack
+    assert _run(site, _SAME) == [None, True, []]  # reads it: joined
+    code = ("import json, sys, wp_autotrace.common.env as before, wp_autotrace._preload as p; p.load(); "
+            "m = sys.modules; print(json.dumps([m['wp_autotrace.common.env'] is before, "
+            "before.__file__.endswith('env.py'), "
+            "m['wp_autotrace.common.core'] is m['wp_autotrace.runtime.sink'], sorted(set(p.START) - set(m))]))")
+    assert _run(site, code) == [True, True, False, []]
 
 
 def _pack_list(site: Path) -> list[Path]:

@@ -27,8 +27,14 @@ Invariants:
   Each module made costs a start ~57K instructions beside its code (its stat, path, spec, loader, module), and
   ~0.11M with its own imports and globals (BENCHMARKS.md, "start, sixteenth round"): a module is in START only
   where every traced start runs its code.
+- START's code modules (all but its PACKAGES) run as ONE module where the pack holds the joined module's code
+  (JOINED: tools/join_start.py writes it from their sources, which stay the rooms): made as importlib would make
+  bootstrap's from that file, in sys.modules and as its parent's attribute under each of their names before its
+  body runs, so an import of any of them, and a test's patch of its globals, reaches the code that runs. The pack
+  holds it only where its first line fingerprints the sources as they are (packwrite.py; an edit not joined again
+  runs each source's own code), and it is made only where none of them is in sys.modules yet.
 - The pack is used only when it was written by this Python (magic number, cache tag and -O level in its
-  name) for these sources in this folder, each source's size and mtime_ns as when its code was read.
+  name) for these sources (and the joined file) in this folder, each one's size and mtime_ns as when read.
   Anything else (missing, unreadable, corrupt, stale) loads the modules one by one through their
   loaders, which read or write their pycs as importlib would, and then writes a fresh pack atomically
   (a temporary file renamed over it; packwrite.py, imported for that write only) unless bytecode may not be
@@ -71,12 +77,16 @@ START = ("wp_autotrace.runtime", "wp_autotrace.common", "wp_autotrace.common.cor
 # where an import may hang (a module lock a vanished parent thread held) or fail (no descriptor free). Each imports
 # only START modules; a START module that needs one reaches it through later() (runtime/sink.py rare()).
 LATER = ("wp_autotrace.runtime.sink_rare", "wp_autotrace.runtime.host_calls")
-PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")
-# START's code modules as ONE generated module (tools/join_start.py; the sources stay the rooms, divided by job)
+PACKAGES = ("wp_autotrace.runtime", "wp_autotrace.common")  # START's first: the rest of START is its code modules
+# START's code modules as ONE generated module (tools/join_start.py; the sources stay the rooms): a pack written where
+# it was made from the sources as they are holds its code in place of theirs, and load() makes it once, in sys.modules
+# under each of their names (a module made and its imports of the others cost a start ~0.11M each; its docstrings
+# and annotations, left out there, ~0.3M: BENCHMARKS.md, "start, eighteenth round")
 JOINED = "wp_autotrace.runtime._start_joined"
-# The layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...)), START's
-# modules then LATER's, each of those with its code marshalled (bytes: read with the pack, a copy, not unmarshalled)
-_FORMAT = 3
+# The layout: (format, magic, folder, ((name, mtime_ns, ctime_ns, size), ...), ((pyc path, code), ...), joined),
+# START's modules then LATER's (stamps: then JOINED's), each LATER module's code marshalled (bytes: read with the
+# pack, a copy, not unmarshalled); joined: (its pyc path, its code), each code module's code then None, or None
+_FORMAT = 4
 # A LATER module not made yet: (source path, pyc path, its code: marshalled from the pack, else the code object its
 # loader read at start)
 later_code: "dict[str, tuple[str, str, Any]]" = {}
@@ -128,24 +138,28 @@ def _new_module(name: str, path: str, cached: str) -> "ModuleType":
     return module
 
 
-def _run(name: str, module: "ModuleType", code: "CodeType") -> None:
-    """exec the module's code as importlib does: in sys.modules while it runs, out again if it raises, its spec's
+def _run(names: "tuple[str, ...]", module: "ModuleType", code: "CodeType") -> None:
+    """exec the module's code as importlib does (under each of names: the joined module's, in sys.modules before its
+    body runs, as a parent's attribute after): in sys.modules while it runs, out again if it raises, its spec's
     _initializing true meanwhile and false after (importlib's _load_unlocked): every import statement that finds a
     module in sys.modules asks its spec for _initializing (CPython's import_ensure_initialized), and a spec without
     it raised and cleared an AttributeError there (~5K instructions an import of a start module: 50K a start)."""
     spec: Any = module.__spec__
     spec._initializing = True
     try:
-        sys.modules[name] = module
+        for name in names:
+            sys.modules[name] = module
         try:
             exec(code, module.__dict__)
         except BaseException:
-            sys.modules.pop(name, None)
+            for name in names:
+                sys.modules.pop(name, None)
             raise
     finally:
         spec._initializing = False
-    parent, _, child = name.rpartition(".")
-    setattr(sys.modules[parent], child, module)
+    for name in names:
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, module)
 
 
 def load() -> None:
@@ -155,7 +169,7 @@ def load() -> None:
         ext = sys.modules["_frozen_importlib_external"]
         stamps = []
         paths = []  # made once: the stamps' and the modules'
-        for name in START + LATER:
+        for name in START + LATER + (JOINED,):
             # By slicing and concatenation, inline: os.path.join's Python-level checks cost ~15K instructions a
             # call (twice a module: ~0.3M a start), and a helper or a comprehension each its own code object
             path = base + os.sep + name.partition(".")[2].replace(".", os.sep)
@@ -175,29 +189,18 @@ def load() -> None:
         return  # not plain source files here: bootstrap's own import statement loads them
     want = (_FORMAT, ext.MAGIC_NUMBER, base, tuple(stamps))
     try:
-        fmt, magic, folder, got_stamps, entries = marshal.loads(_read(pack))
+        fmt, magic, folder, got_stamps, entries, joined = marshal.loads(_read(pack))
         current = (fmt, magic, folder, got_stamps) == want and len(entries) == len(START + LATER)
     except Exception:  # missing, unreadable or not a pack of ours: it is only a cache
-        current, entries = False, ()
+        current, entries, joined = False, (), None
+    if current and joined is not None:
+        for name in START[len(PACKAGES):]:
+            if name in sys.modules:  # imported before this start (by another .pth): each made on its own, anew
+                current = False
     made = []
     for i, name in enumerate(LATER, len(START)):  # first: a START module's body may look its LATER module up
         path = paths[i]
-        if current:
-            cached, code = entries[i]
-        else:  # read now, for the pack about to be written and for later(): -B too, whose starts have no pack
-            cached = ext.cache_from_source(path)
-            # its pyc's marshalled code where the header (PEP 552) is importlib's timestamp check's for this source
-            # (~0.2M less a module than get_code's unmarshal, for a -B start that may never need it); else get_code
-            try:
-                code = _read(cached)
-            except OSError:  # no pyc (or unreadable): get_code compiles the source
-                code = b""
-            st = os.stat(path)
-            if code[:12] != ext.MAGIC_NUMBER + bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") or (
-                    int.from_bytes(code[12:16], "little") != st.st_size & 0xFFFFFFFF):
-                code = ext.SourceFileLoader(name, path).get_code(name)
-            else:
-                code = code[16:]
+        cached, code = entries[i] if current else _read_later(ext, name, path)
         later_code[name] = (path, cached, code)
     for i, name in enumerate(START):
         loaded = sys.modules.get(name)
@@ -206,28 +209,47 @@ def load() -> None:
         path = paths[i]
         if current:
             cached, code = entries[i]
+            if code is None:  # joined: made at the first code module's turn (its name bootstrap's), under all
+                if joined is not None:
+                    _run(START[len(PACKAGES):], _new_module(START[-1], paths[-1], joined[0]), joined[1])
+                    joined = None
+                continue
         else:  # the module's own loader reads its pyc (or compiles its source and writes the pyc)
             cached = ext.cache_from_source(path)
             code = ext.SourceFileLoader(name, path).get_code(name)
             made.append((cached, code))
         if loaded is None:
-            _run(name, _new_module(name, path, cached), code)
+            _run((name,), _new_module(name, path, cached), code)
     # Where the pack's folder cannot be written (an install the user does not own) no start writes one: none
     # imports the writer either (a file more, ~0.5M instructions)
     if not current and not sys.dont_write_bytecode and os.access(pack.rpartition(os.sep)[0], os.W_OK):
-        for name in LATER:  # a loop: a comprehension is a code object more for every start to load
-            _, cached, code = later_code[name]
-            made.append((cached, code if type(code) is bytes else marshal.dumps(code)))
         # The writer is a module of its own (a start whose pack is current, nearly every one, never runs it: ~23K
         # instructions), out of sys.modules again after: this start leaves the modules one that read its pack leaves
         try:
             from . import packwrite
-            packwrite.write(pack, marshal.dumps((*want, tuple(made))), base + os.sep + "__init__.py")
+            packwrite.write_pack(pack, want, made, paths, base + os.sep + "__init__.py")
         except ImportError:  # a partial install: the pack is only a cache
             pass
         finally:
             sys.modules.pop(__name__ + ".packwrite", None)
             globals().pop("packwrite", None)
+
+
+def _read_later(ext: "Any", name: str, path: str) -> "tuple[str, Any]":
+    """A LATER module's (pyc path, code) where the pack is not current (read now, for the pack about to be written and
+    for later(): -B too, whose starts have no pack): its pyc's marshalled code where the header (PEP 552) is
+    importlib's timestamp check's for this source (~0.2M less a module than get_code's unmarshal, for a -B start that
+    may never need it); else get_code's code object."""
+    cached = ext.cache_from_source(path)
+    try:
+        code = _read(cached)
+    except OSError:  # no pyc (or unreadable): get_code compiles the source
+        code = b""
+    st = os.stat(path)
+    if code[:12] != ext.MAGIC_NUMBER + bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") or (
+            int.from_bytes(code[12:16], "little") != st.st_size & 0xFFFFFFFF):
+        return cached, ext.SourceFileLoader(name, path).get_code(name)
+    return cached, code[16:]
 
 
 def later(name: str) -> "ModuleType":
@@ -245,7 +267,7 @@ def later(name: str) -> "ModuleType":
         return sys.modules[name]
     path, cached, code = entry
     module = _new_module(name, path, cached)
-    _run(name, module, marshal.loads(code) if type(code) is bytes else code)
+    _run((name,), module, marshal.loads(code) if type(code) is bytes else code)
     return module
 
 

@@ -3,11 +3,17 @@ current pack and may write bytecode, which is a start after an install or an edi
 this code with the package and never ran it (~24K instructions each; BENCHMARKS.md). A start under -B or
 PYTHONDONTWRITEBYTECODE writes no pack and never imports it. The pack's layout is the loader's: this writes the
 bytes it is given, atomically, and tells whether the joined start module (tools/join_start.py's) was made from
-the sources beside it. The loader takes this module out of sys.modules again after the write, so a start that
-wrote its pack leaves the modules one that read it does.
+the sources beside it, so that the pack may hold its code in place of theirs. The loader takes this module out of
+sys.modules again after the write, so a start that wrote its pack leaves the modules one that read it does.
 """
 
+import marshal
 import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # The joined module's first line: its sources' sizes and CRC-32s, in the join's order, when it was made
 _JOINED_FROM = "# joined from:"
@@ -23,6 +29,35 @@ def joined_from(sources: "list[str]") -> str:
             data = f.read()
         parts.append(f"{len(data)}:{zlib.crc32(data):08x}")
     return f"{_JOINED_FROM} {' '.join(parts)}\n"
+
+
+def write_pack(path: str, want: "tuple[Any, ...]", made: "list[tuple[str, Any]]", paths: "list[str]",
+               like: str) -> None:
+    """The loader's pack for its stamps want: START's (pyc path, code) made by this start, LATER's as later() holds
+    them (bytes), and the joined module's code in place of START's code modules' where it was made from their
+    sources as they are now (paths: the loader's, START's, LATER's, then JOINED's); written as write() does."""
+    loader = sys.modules[__name__.rpartition(".")[0]]
+    start = loader.START
+    for name in loader.LATER:  # the LATER modules' code as later() reads it: marshalled
+        _, cached, code = loader.later_code[name]
+        made.append((cached, code if type(code) is bytes else marshal.dumps(code)))
+    joined_code = joined(paths[-1], paths[len(loader.PACKAGES):len(start)], start[-1])
+    if joined_code is not None:
+        for i in range(len(loader.PACKAGES), len(start)):
+            made[i] = (made[i][0], None)
+    write(path, marshal.dumps((*want, tuple(made), joined_code)), like)
+
+
+def joined(path: str, sources: "list[str]", name: str) -> "tuple[str, Any] | None":
+    """(its pyc path, its code) of the joined module at path, made as the module name (its own loader reads its pyc,
+    or compiles it and writes one), where it was made from sources as they are now; else None. Never raises."""
+    if not is_joined_from(path, sources):
+        return None
+    try:
+        ext = sys.modules["_frozen_importlib_external"]
+        return ext.cache_from_source(path), ext.SourceFileLoader(name, path).get_code(name)
+    except Exception:  # its pyc cannot be made (a syntax error: an edit by hand): the sources' code serves
+        return None
 
 
 def is_joined_from(joined: str, sources: "list[str]") -> bool:
