@@ -3,7 +3,7 @@
 Why: a traced start made each of START's code modules on its own (its spec, its module, its globals, its imports of
 the others), and each of their functions and classes kept a docstring and its annotations that the start unmarshals
 and the collector walks at every start and at exit. One module made from the pack, without either, costs a traced
-child ~0.8M instructions less (BENCHMARKS.md, "start, eighteenth round"). The rooms stay the sources, divided by job;
+child ~0.7M instructions less (BENCHMARKS.md, "start, eighteenth round"). The rooms stay the sources, divided by job;
 this file is an artefact of them (tests/test_join_start.py fails while it is not current: run this tool).
 
 What the join keeps (else the tool fails, naming the line, and the source is changed by hand, once, in its home):
