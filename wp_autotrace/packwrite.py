@@ -15,19 +15,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# The joined module's first line: its sources' sizes and CRC-32s, in the join's order, when it was made
+# The joined module's first line: its sources' sizes and checksums, in the join's order, when it was made
 _JOINED_FROM = "# joined from:"
+# A checksum with no import (zlib's would stay in the host's sys.modules after the start that writes the pack): a
+# source's bytes as one number modulo this prime, which no edit of one byte leaves unchanged
+_PRIME = (1 << 61) - 1
 
 
 def joined_from(sources: "list[str]") -> str:
     """The joined module's first line for these source files as they are now (the tool writes it)."""
-    import zlib  # here only: a start that writes no pack never needs it
-
     parts = []
     for path in sources:
         with open(path, "rb") as f:
             data = f.read()
-        parts.append(f"{len(data)}:{zlib.crc32(data):08x}")
+        parts.append(f"{len(data)}:{int.from_bytes(data, 'little') % _PRIME:x}")
     return f"{_JOINED_FROM} {' '.join(parts)}\n"
 
 
@@ -67,7 +68,7 @@ def is_joined_from(joined: str, sources: "list[str]") -> bool:
         with open(joined, "rb") as f:
             first = f.readline().decode()
         return first == joined_from(sources)
-    except (OSError, UnicodeDecodeError, ImportError):
+    except (OSError, UnicodeDecodeError):
         return False
 
 

@@ -59,7 +59,7 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 TRACER_IMPORTS = (" __future__ _interpreters _json _posixsubprocess _signal _thread _weakrefset _xxsubinterpreters"
                   " atexit builtins collections concurrent copy errno fcntl functools hashlib importlib itertools json"
                   " logging marshal operator os psutil resource select stat subprocess sys threading time types typing"
-                  " urllib zlib ")
+                  " urllib ")
 _getframe = sys._getframe  # bound once: a user may trace sys._getframe (WP_AUTOTRACE_TARGETS=sys:_getframe)
 
 
