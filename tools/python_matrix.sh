@@ -30,7 +30,8 @@ pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 runtime_tests="tests/test_hooks.py tests/test_activation.py tests/test_invisible.py tests/test_report.py
     tests/test_startfile.py tests/test_sink.py tests/test_log_fd.py tests/test_log_fd_taken.py tests/test_sampler.py
     tests/test_watcher.py tests/test_cli.py tests/test_layers.py tests/test_logsafe.py tests/test_orphan_fds.py
-    tests/test_cgroup_reads.py tests/test_one_pass.py tests/test_refused_start.py tests/test_watcher_signals.py"
+    tests/test_cgroup_reads.py tests/test_one_pass.py tests/test_refused_start.py tests/test_watcher_signals.py
+    tests/test_preload.py tests/test_join_start.py"
 analysis_tests="tests/test_model.py tests/test_pools.py tests/test_sidecar_python.py tests/test_no_verdict.py tests/test_span_shape.py
     tests/test_report_text.py tests/test_answer_text.py tests/test_held_jobs.py tests/test_jobs.py
     tests/test_labels.py tests/test_count_events.py tests/test_end_unseen.py tests/test_verdict.py
