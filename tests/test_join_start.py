@@ -74,3 +74,25 @@ def test_the_module_s_names_are_its_sources_and_the_same_statement_is_made_once(
     text = _joined_with("wp_autotrace.common.redact", "\nWHO = __name__, __package__\nimport os\n")
     assert "WHO = 'wp_autotrace.common.redact', 'wp_autotrace.common'" in text
     assert text.count("\nimport os\n") == 1
+
+
+def test_the_fingerprint_tells_a_swap_of_two_bytes_and_one_byte_changed(tmp_path: Path) -> None:
+    """The checksum's weights 256**i never repeat within 2 MiB (256's order modulo its prime is over 2**21), so a
+    swap of two different bytes at any distance, or any one byte changed, gives another fingerprint."""
+    from wp_autotrace import packwrite
+
+    weight = 1
+    for _ in range(1, 1 << 21):
+        weight = weight * 256 % packwrite._PRIME
+        assert weight != 1
+    source = tmp_path / "s.py"
+    data = bytes(range(256)) * 40
+    source.write_bytes(data)
+    before = packwrite.joined_from([str(source)])
+    for i, j in ((1000, 1061), (0, 4097), (7, 7 + 127)):
+        swapped = bytearray(data)
+        swapped[i], swapped[j] = swapped[j], swapped[i]
+        source.write_bytes(bytes(swapped))
+        assert packwrite.joined_from([str(source)]) != before, (i, j)
+    source.write_bytes(data[:-1] + b"x")
+    assert packwrite.joined_from([str(source)]) != before
