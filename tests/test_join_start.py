@@ -55,6 +55,9 @@ def _joined_with(name: str, edit: str) -> str:
 @pytest.mark.parametrize(("name", "edit", "says"), [
     # a name bound in two sources otherwise: one of them would rebind the other's
     ("wp_autotrace.common.redact", "\nMAIN = 'main2'\n", "MAIN is bound by wp_autotrace.common.core too"),
+    # ... also where the statement binds it after a def of its own (an if's body)
+    ("wp_autotrace.common.redact", "\nif True:\n    def _f():\n        pass\n    MAIN = 'x'\n",
+     "MAIN is bound by wp_autotrace.common.core too"),
     # a builtin read in one source and bound in another: it would find the other's global
     ("wp_autotrace.common.core", "\ndef len(x):\n    return 0\n", "reads len, which wp_autotrace.common.core binds"),
     # the module's own attributes: the joined module's, not the source's

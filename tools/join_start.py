@@ -195,20 +195,25 @@ def _bindings_of(seen: dict[str, tuple[_Source, str]], module: str) -> set[str]:
     return {name for name, (src, _) in seen.items() if src.name == module}
 
 
-def _bound(node: ast.stmt) -> set[str]:
-    """The top-level names a statement binds (a def, a class, an import, an assignment's names, an if's)."""
+def _bound(node: ast.AST) -> set[str]:
+    """The top-level names a statement binds (a def, a class, an import, an assignment's names, an if's, a with's...),
+    not those local to a function, class, lambda or comprehension inside it."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {node.name}
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in node.names}
     names: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            names.add(sub.id)
-        elif isinstance(sub, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)) and sub is not node:
+    todo = list(ast.iter_child_nodes(node))
+    while todo:
+        sub = todo.pop()
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
             names |= _bound(sub)
-        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and sub is not node:
-            break
+        elif isinstance(sub, ast.comprehension):  # its targets are its own; a walrus in it binds here
+            todo.extend([sub.iter, *sub.ifs])
+        elif isinstance(sub, ast.NamedExpr) or not isinstance(sub, ast.Lambda):
+            if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                names.add(sub.id)
+            todo.extend(ast.iter_child_nodes(sub))
     return names
 
 
