@@ -59,7 +59,10 @@ def _joined_with(name: str, edit: str) -> str:
     ("wp_autotrace.common.redact", "\nif True:\n    def _f():\n        pass\n    MAIN = 'x'\n",
      "MAIN is bound by wp_autotrace.common.core too"),
     # a builtin read in one source and bound in another: it would find the other's global
-    ("wp_autotrace.common.core", "\ndef len(x):\n    return 0\n", "reads len, which wp_autotrace.common.core binds"),
+    ("wp_autotrace.common.core", "\ndef len(x):\n    return 0\n", "uses len, which wp_autotrace.common.core binds"),
+    # a global a function writes (`global`) that another source binds: it would rebind the other's
+    ("wp_autotrace.common.redact", "\ndef _g():\n    global MAIN\n    MAIN = 'x'\n",
+     "uses MAIN, which wp_autotrace.common.core binds"),
     # the module's own attributes: the joined module's, not the source's
     ("wp_autotrace.runtime.sink", "\nSPEC = __spec__\n", "__spec__ would be the joined module's"),
     ("wp_autotrace.runtime.sink", "\nG = globals()\n", "globals() would be the joined module's"),

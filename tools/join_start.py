@@ -218,14 +218,14 @@ def _bound(node: ast.AST) -> set[str]:
 
 
 def _global_reads(src: _Source) -> set[str]:
-    """The names the source's code reads as globals (a builtin where the source binds none)."""
+    """The names the source's code reads or writes as globals (`global x`; a builtin where the source binds none)."""
     names: set[str] = set()
     tables = [symtable.symtable(src.text, str(src.path), "exec")]
     while tables:
         table = tables.pop()
         tables.extend(table.get_children())
         for sym in table.get_symbols():
-            if sym.is_referenced() and (sym.is_global() or table.get_type() == "module"):
+            if (sym.is_referenced() or sym.is_assigned()) and (sym.is_global() or table.get_type() == "module"):
                 names.add(sym.get_name())
     return names
 
@@ -236,7 +236,7 @@ def _shadowing(sources: list[_Source], seen: dict[str, tuple[_Source, str]]) -> 
         own = set().union(*(_bound(node) for node in src.tree.body))
         for name in sorted(_global_reads(src) - own):
             if name in seen and seen[name][0] is not src:
-                raise JoinError(f"{src.path.relative_to(ROOT)}: reads {name}, which {seen[name][0].name} binds:"
+                raise JoinError(f"{src.path.relative_to(ROOT)}: uses {name}, which {seen[name][0].name} binds:"
                                 " rename one")
 
 
