@@ -49,6 +49,10 @@ find_python() {
     [ -n "$found" ] && [ -x "$found/bin/python$minor" ] && echo "$found/bin/python$minor"
 }
 
+# A start that reads the pack made START's code modules as the one joined module (wp_autotrace/__init__.py, JOINED)
+joined_check='import sys, wp_autotrace._preload as p; p.load(); m = sys.modules
+assert m["wp_autotrace.runtime.sink"] is m["wp_autotrace.runtime.bootstrap"], "no joined start module"'
+
 # One Python: venv, install, test; all output to its log. Prints nothing.
 run_one() {
     local py=$1 venv=$2
@@ -60,6 +64,12 @@ run_one() {
     # The installed copy (not the checkout) must be what a fresh interpreter activates.
     (cd "$dir" && "$venv/bin/python" -c \
         'import sys, wp_autotrace.runtime.bootstrap as b; assert b.__file__.startswith(sys.prefix), b.__file__') || return 12
+    # The start modules' pack, as an install's first traced start writes it (these shells export
+    # PYTHONDONTWRITEBYTECODE=1, under which no start writes one; a start reads one all the same): every traced
+    # start of the tests then runs the joined start module, as an installed tracer's do. The no-pack path is the
+    # tests' own (test_preload's copies, -B). A second start checks that it made the joined module.
+    (cd "$dir" && env -u PYTHONDONTWRITEBYTECODE "$venv/bin/python" -c 'import wp_autotrace._preload as p; p.load()' \
+        && "$venv/bin/python" -c "$joined_check") || return 15
     # shellcheck disable=SC2086  # $tests is a list of paths
     (cd "$repo" && timeout 900 "$venv/bin/python" -m pytest -q -rfE -p no:cacheprovider -m "not torch" $tests)
     local rc=$?
@@ -67,6 +77,7 @@ run_one() {
 }
 
 declare -A what=([10]="venv failed" [11]="pip install failed" [12]="installed copy not used" [13]="tests failed"
+                 [15]="start pack not joined"
                  [14]="no exit status written" [124]="timed out")
 # The wheel, once, by the first Python found (any will do: the wheel is the same for all).
 wheel=
