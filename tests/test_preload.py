@@ -175,15 +175,17 @@ def test_a_source_edited_after_the_join_runs_its_own_code_from_the_pack(tmp_path
 def test_a_code_module_imported_before_the_start_is_kept_and_the_rest_made_each_on_its_own(tmp_path: Path) -> None:
     """A START code module already in sys.modules (imported before the start: by another .pth) stays the one
     there; the joined module is not made over it, nor beside it (two copies of one module's state): each of the
-    rest is made from its own source."""
+    rest is made from its own source, and the pack, current, is not written again."""
     site = _copy(tmp_path)
     assert _run(site, _SAME) == [None, False, []]  # writes the pack
     assert _run(site, _SAME) == [None, True, []]  # reads it: joined
+    stamp = _pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino
     code = ("import json, sys, wp_autotrace.common.env as before, wp_autotrace._preload as p; p.load(); "
             "m = sys.modules; print(json.dumps([m['wp_autotrace.common.env'] is before, "
             "before.__file__.endswith('env.py'), "
             "m['wp_autotrace.common.core'] is m['wp_autotrace.runtime.sink'], sorted(set(p.START) - set(m))]))")
     assert _run(site, code) == [True, True, False, []]
+    assert (_pack(site).stat().st_mtime_ns, _pack(site).stat().st_ino) == stamp  # still current: not written again
 
 
 def _pack_list(site: Path) -> list[Path]:

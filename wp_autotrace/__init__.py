@@ -193,10 +193,11 @@ def load() -> None:
         current = (fmt, magic, folder, got_stamps) == want and len(entries) == len(START + LATER)
     except Exception:  # missing, unreadable or not a pack of ours: it is only a cache
         current, entries, joined = False, (), None
+    mixed = False  # a code module imported before this start (by another .pth): the rest each from its source
     if current and joined is not None:
         for name in START[len(PACKAGES):]:
-            if name in sys.modules:  # imported before this start (by another .pth): each made on its own, anew
-                current = False
+            if name in sys.modules:
+                mixed = True
     made = []
     for i, name in enumerate(LATER, len(START)):  # first: a START module's body may look its LATER module up
         path = paths[i]
@@ -209,11 +210,14 @@ def load() -> None:
         path = paths[i]
         if current:
             cached, code = entries[i]
-            if code is None:  # joined: made at the first code module's turn (its name bootstrap's), under all
+            if code is None and not mixed:  # joined: made at the first code module's turn (bootstrap's), under all
                 if joined is not None:
                     _run(START[len(PACKAGES):], _new_module(START[-1], paths[-1], joined[0]), joined[1])
                     joined = None
                 continue
+            if code is None:  # the pack stays as it is: current, only this process cannot use the joined module
+                cached = ext.cache_from_source(path)
+                code = ext.SourceFileLoader(name, path).get_code(name)
         else:  # the module's own loader reads its pyc (or compiles its source and writes the pyc)
             cached = ext.cache_from_source(path)
             code = ext.SourceFileLoader(name, path).get_code(name)
