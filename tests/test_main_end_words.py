@@ -133,3 +133,37 @@ def test_under_run_the_answer_keeps_the_exception_that_ended_the_program(tmp_pat
     assert res.returncode == untraced.returncode, res.stderr
     said = " ".join(report_json(log)["answer"].split())
     assert "The program exited with code 1, after an uncaught ValueError: boom." in said, said
+
+
+def _step_ended(sender: str, main_end: float = 3.6) -> LogWriter:
+    """Main 100 (no `run`) leaves no process_exit; the watcher, sent SIGTERM by `sender` at 3.5 s, saw the main
+    end at main_end with no wait status (its parent reaped it), and nothing else of the run ended by a signal."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    watcher(w, 0.1, "tree", count=1, started=[], ended=[])
+    watcher(w, 3.5, "watcher_signal", signal="SIGTERM", sender_pid=7, sender_uid=0, sender=sender,
+            action="watch-on")
+    watcher(w, main_end, "tree", count=0, started=[], ended=[{"pid": 100, "create_time": T0, "end": T0 + main_end}])
+    return w
+
+
+def test_a_main_a_schedulers_step_end_ended_is_told_so_not_os_exit(tmp_path: Path) -> None:
+    """A SLURM step's end (slurmstepd's SIGTERM to every process of the step, SIGKILL after KillWait) while the
+    main's handler ran: the watcher's watcher_signal record names the scheduler; the main's own status went
+    unread. The main's end is told as the step's (who, when, that its own status was not read), its fix the
+    step's time, never 'os._exit in the code'; from a shell's kill of the watcher alone (no record shows the
+    step ending) and for a main seen ended before the signal, the words stay as they were."""
+    rep = report(_step_ended("slurmstepd"), tmp_path)
+    (run,) = rep["runs"]
+    killed = next(f for f in rep["findings"] if f["kind"] == "root-killed")
+    assert run["root_ending"].startswith("ended as its job step was ended (slurmstepd (pid 7, uid 0) sent SIGTERM "
+                                         "at 3.5 s; its own status was not read)"), run
+    assert "The main process 100 ended as its job step was ended at 3.6 s (slurmstepd (pid 7, uid 0) sent " \
+           "SIGTERM at 3.5 s, the watcher's record: a scheduler ending the job step" in killed["text"], killed
+    assert "os._exit" not in killed["text"] + killed["advice"] and "sacct -j JOBID" in killed["advice"], killed
+    answer = render_text(rep, {}).split("== Run")[0]
+    assert "os._exit" not in answer and "The main process ended as its job step was ended" in answer, answer
+    for w in (_step_ended("bash"), _step_ended("slurmstepd", main_end=1.0)):
+        killed = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "root-killed")
+        assert "job step" not in killed["text"] and "os._exit" in killed["advice"], killed

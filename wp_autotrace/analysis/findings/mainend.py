@@ -13,6 +13,7 @@ from ..fold.verdict import RUN_END_UNSEEN, RUN_KILLED
 from .base import CRASH_FIX, Finding, crash_note
 from .opencalls import last_seen_text
 from .runs import root_runs
+from .stepend import STEP_ADVICE, STEP_HOW, step_end, step_end_note
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -62,6 +63,11 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
         also = f"{oom}; " if sent == "SIGKILL" else ""
         return (_GROUP_HOW.format(sig=sent), _GROUP_NOTE.format(n=members),
                 f"find what sent {sent} to its process group ({also}a time limit, a user, a scheduler)")
+    # its own status unread, a scheduler's signal to the whole job step while it ran (the watcher's record): the
+    # step's end, then its SIGKILL after the grace, ended it, never os._exit as far as the records go
+    step = step_end(v, r) if waited is None else None
+    if step is not None:
+        return STEP_HOW, f" ({step_end_note(v, step)})", STEP_ADVICE
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
                 f"find what ended it (os._exit in the code; {oom}; a time limit)")
@@ -89,7 +95,10 @@ def root_ending(v: View, r: Run) -> str | None:
     if ending.kind in (SIGNAL, OOM_KILL):
         return ending.words
     group = group_signal(v, r, r.root)
-    return _GROUP_HOW.format(sig=group[0]) + _GROUP_NOTE.format(n=group[1]) if group is not None else None
+    if group is not None:
+        return _GROUP_HOW.format(sig=group[0]) + _GROUP_NOTE.format(n=group[1])
+    step = step_end(v, r)
+    return f"{STEP_HOW} ({step_end_note(v, step, why=False)})" if step is not None else None
 
 
 # A main's end told by its group's signal (group_signal), and the evidence's limit.
@@ -255,9 +264,12 @@ def root_killed(v: View) -> Finding | None:
         if r.leftover_seen and not _left_alive(r):  # the verdict, and what the log saw end since
             advice = f"nothing of the run is left to end; {cause}"
     elif r.alive_now is False:  # gone when the log was read: it ended after the log's last record of it
-        text = (f"The main process {root.pid} ended without its exit record: it has no process_exit and nothing "
-                f"in the log saw it end, but {r.now_how}: it was killed, or the log stops early; "
-                f"{last_seen_text(v, root)}.")
+        step = step_end(v, r)
+        how = (f"{STEP_HOW} ({step_end_note(v, step)})" if step is not None else
+               "ended without its exit record")
+        why = "" if step is not None else ": it was killed, or the log stops early"
+        text = (f"The main process {root.pid} {how}: it has no process_exit and nothing in the log saw it end, but "
+                f"{r.now_how}{why}; {last_seen_text(v, root)}.")
     else:
         unknown = f"; whether it still runs cannot be known: {r.now_how}" if r.now_how else ""
         text = (f"The main process {root.pid} has no process_exit and nothing saw it end (no watcher record "

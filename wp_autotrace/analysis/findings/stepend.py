@@ -27,6 +27,11 @@ SCHEDULERS = frozenset(("slurmstepd", "slurmd", "systemd", "srun", "sbatch", "sa
 STEP_WINDOW_S = 30.0
 CHECKPOINT = ("a checkpoint request sent to every process of the step a while before its end (srun --signal, "
               "sbatch --signal); the watcher ignored it and watched on")
+# A main's end a step_end record shows, and what to do (the finding's advice too).
+STEP_HOW = "ended as its job step was ended"
+# What to do where the step's end ended the run (the finding's advice, and a main's end step_end shows).
+STEP_ADVICE = ("if the step's time limit ended it (`sacct -j JOBID`: State TIMEOUT), ask for more time or stop "
+               "sooner: the main process and its pools get only the grace to end")
 
 
 def watcher_signalled(v: View) -> Finding | None:
@@ -51,8 +56,30 @@ def watcher_signalled(v: View) -> Finding | None:
     why = STEP_END if _step_wide(v, r, first) else ALONE
     return Finding(
         "watcher-signalled", "info", f"{said}: {why}. It watched on: {_outcome(r, left)}.{more}",
-        [], [], "if the step's time limit ended it (`sacct -j JOBID`: State TIMEOUT), ask for more time or stop "
-        "sooner: the main process and its pools get only the grace to end", {"signal": first.get("signal")})
+        [], [], STEP_ADVICE, {"signal": first.get("signal")})
+
+
+def step_end(v: View, r: Run) -> dict[str, Any] | None:
+    """The step's ending signal (SIGTERM/SIGINT/SIGHUP to the watcher, step-wide by _step_wide) where no record shows
+    the main ended before it (more than a second before: the tolerance _step_wide allows): the one record of what
+    ended a main whose own status went unread, a SIGKILL after the grace or the signal itself (a scheduler sends
+    both to every process of the step). None where no such record is in the run."""
+    ending = [s for s in r.watcher_signals if s.get("signal") in ENDING]
+    if not ending or r.root is None:
+        return None
+    first = ending[0]
+    end = r.root.ended_at
+    if end is not None and end < first["ts"] - 1.0:
+        return None
+    return first if _step_wide(v, r, first) else None
+
+
+def step_end_note(v: View, s: dict[str, Any], why: bool = True) -> str:
+    """'slurmstepd (pid 7, uid 0) sent SIGTERM at 0.6 s, ...': what a step_end record shows of a main's end, and
+    its limit; why: with what a scheduler does at a step's end (the finding's words; the Run line's are short)."""
+    said = f"{_sender(s)} sent {s.get('signal')} at {s['ts'] - v.t0:.1f} s"
+    return f"{said}, the watcher's record: {STEP_END}; its own status was not read" if why else \
+        f"{said}; its own status was not read"
 
 
 def _step_wide(v: View, r: Run, first: dict[str, Any]) -> bool:

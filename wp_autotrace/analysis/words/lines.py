@@ -75,6 +75,8 @@ def state_text(r: dict[str, Any]) -> str:
     if state == "ended":
         return f"ended by {error}" if error else "ended"
     if r.get("alive_now") is False:  # the reader found its pid gone: it ended, its exit record not written
+        if r.get("root_ending"):  # a record shows what ended it (a scheduler's signal to its job step)
+            return f"main process {r['root_ending']}, without process_exit ({r['end_check']})"
         return f"ended without its exit record (no process_exit; {r['end_check']})"
     return "end not seen (no process_exit" + (f"; {r['end_check']})" if r.get("end_check") else ")")
 
