@@ -167,3 +167,17 @@ def test_a_main_a_schedulers_step_end_ended_is_told_so_not_os_exit(tmp_path: Pat
     for w in (_step_ended("bash"), _step_ended("slurmstepd", main_end=1.0)):
         killed = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "root-killed")
         assert "job step" not in killed["text"] and "os._exit" in killed["advice"], killed
+
+
+def test_the_no_finding_line_names_the_run_whose_program_failed_where_a_log_holds_several() -> None:
+    """`run --log L` twice (or an exported WP_AUTOTRACE_LOG): the first program exited 3, the second 0, and the
+    summary's last line read 'the program exited with code 3' under the second run's Answer; over several runs it
+    names the run, over one it stays 'the program'."""
+    from wp_autotrace.analysis.words.lines import no_finding_line
+
+    first, second = {"id": "aaa", "exit_code": 3}, {"id": "bbb", "exit_code": 0}
+    assert no_finding_line([first, second]).endswith("; the program of run aaa exited with code 3.")
+    assert no_finding_line([second, {"id": "ccc", "root_error": "ValueError: x"}]).startswith(
+        "- No finding about its processes or pools; the program of run ccc ended by ")
+    assert no_finding_line([first]).endswith("; the program exited with code 3.")
+    assert no_finding_line([second]) == "- Nothing unusual."

@@ -97,15 +97,22 @@ def no_finding_line(runs: list[dict[str, Any]]) -> str:
     command = command_exit_words(runs)
     if command:  # not about a shell script of Python steps that failed: its status, its failed steps'
         return f"{NO_FINDING}. {command}"
-    codes = [r.get("exit_code") for r in runs if isinstance(r.get("exit_code"), int)]
-    bad = next((c for c in codes if c != 0), None)
-    if bad is not None:  # not "Nothing unusual" about a program that failed
-        return (f"{NO_FINDING}; the program exited with code {bad}."
-                if bad > 0 else f"{NO_FINDING}; it was {status_words(bad)}.")
-    error = next((r["root_error"] for r in runs if r.get("root_error")), None)
-    if error:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
-        return f"{NO_FINDING}; the program ended by {uncaught_words(error)}."
+    failed = next((r for r in runs if isinstance(r.get("exit_code"), int) and r["exit_code"] != 0), None)
+    # over several runs (one log that `run` appended to again), the run whose program it was: never a word that
+    # reads as the last run's
+    if failed is not None:  # not "Nothing unusual" about a program that failed
+        bad = failed["exit_code"]
+        return (f"{NO_FINDING}; {_program(runs, failed)} exited with code {bad}."
+                if bad > 0 else f"{NO_FINDING}; {_program(runs, failed)} was {status_words(bad)}.")
+    ended = next((r for r in runs if r.get("root_error")), None)
+    if ended is not None:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
+        return f"{NO_FINDING}; {_program(runs, ended)} ended by {uncaught_words(ended['root_error'])}."
     return "- Nothing unusual."
+
+
+def _program(runs: list[dict[str, Any]], r: dict[str, Any]) -> str:
+    """'the program', or 'the program of run ID' where the report holds several runs."""
+    return f"the program of run {r.get('id') or '?'}" if len(runs) > 1 else "the program"
 
 
 def finding_lines(f: dict[str, Any], verbose: bool = False, width: int | None = None) -> list[str]:
