@@ -27,8 +27,11 @@ def test_findings_tell_a_main_ended_with_its_group_as_the_run_line_does(tmp_path
     assert run["root_ending"] and run["root_ending"].startswith("ended as SIGTERM"), run
     assert "The main process 100 ended as SIGTERM ended the rest of its process group at 6.0 s (2 process(es), " \
            "their wait statuses; its own status was not read)" in killed["text"], killed
-    assert "os._exit" not in killed["text"] and "os._exit" not in killed["advice"], killed
+    assert "os._exit" not in killed["text"], killed
     assert "find what sent SIGTERM to its process group" in killed["advice"], killed
+    # the rest of a group dying of one signal as the main ends is also what a main's own os._exit does to children
+    # that set a parent-death signal: that reading stays in the fix
+    assert "os._exit in the code" in killed["advice"] and "PR_SET_PDEATHSIG" in killed["advice"], killed
 
 
 ODD = Path(__file__).parent / "fixtures" / "odd"
@@ -164,9 +167,23 @@ def test_a_main_a_schedulers_step_end_ended_is_told_so_not_os_exit(tmp_path: Pat
     assert "os._exit" not in killed["text"] + killed["advice"] and "sacct -j JOBID" in killed["advice"], killed
     answer = render_text(rep, {}).split("== Run")[0]
     assert "os._exit" not in answer and "The main process ended as its job step was ended" in answer, answer
-    for w in (_step_ended("bash"), _step_ended("slurmstepd", main_end=1.0)):
+    # a user's kill of the main, its children and the watcher (`pkill python`): many processes were sent SIGTERM,
+    # no scheduler is named: no step's end is told
+    pkill = _step_ended("bash")
+    start(pkill, 0.5, 101, 100, "child")
+    watcher(pkill, 0.6, "tree", count=2, started=[{"pid": 101, "create_time": T0 + 0.5, "ppid": 100}], ended=[])
+    watcher(pkill, 3.55, "tree", count=1, started=[], ended=[{"pid": 101, "create_time": T0 + 0.5, "end": T0 + 3.55}],
+            zombies=[{"pid": 101, "create_time": T0 + 0.5, "ppid": 1, "since": T0 + 3.55, "status": 15}])
+    for w in (_step_ended("bash"), pkill, _step_ended("slurmstepd", main_end=1.0)):
         killed = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "root-killed")
         assert "job step" not in killed["text"] and "os._exit" in killed["advice"], killed
+    # ended 5.1 s after the step's SIGTERM (its handler ran on): killed after the grace, or its own os._exit
+    late = report(_step_ended("slurmstepd", main_end=8.6), tmp_path)
+    killed = next(f for f in late["findings"] if f["kind"] == "root-killed")
+    assert "ended after its job step's end began at 8.6 s" in killed["text"] and "it ended 5.1 s later: killed " \
+           "after the grace, or by its own os._exit within it" in killed["text"], killed
+    assert "sacct -j JOBID" in killed["advice"] and "os._exit" in killed["advice"], killed
+    assert late["runs"][0]["root_ending"].startswith("ended after its job step's end began (slurmstepd"), late["runs"]
 
 
 def test_the_no_finding_line_names_the_run_whose_program_failed_where_a_log_holds_several() -> None:

@@ -13,7 +13,7 @@ from ..fold.verdict import RUN_END_UNSEEN, RUN_KILLED
 from .base import CRASH_FIX, Finding, crash_note
 from .opencalls import last_seen_text
 from .runs import root_runs
-from .stepend import STEP_ADVICE, STEP_HOW, step_end, step_end_note
+from .stepend import step_end, step_end_words
 
 if TYPE_CHECKING:
     from ..derive.view import View
@@ -62,12 +62,16 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
         sent, members = group
         also = f"{oom}; " if sent == "SIGKILL" else ""
         return (_GROUP_HOW.format(sig=sent), _GROUP_NOTE.format(n=members),
-                f"find what sent {sent} to its process group ({also}a time limit, a user, a scheduler)")
+                f"find what sent {sent} to its process group ({also}a time limit, a user, a scheduler); if nothing "
+                "did, the main left by itself (os._exit in the code) and the rest died of a parent-death signal "
+                "(PR_SET_PDEATHSIG)")
     # its own status unread, a scheduler's signal to the whole job step while it ran (the watcher's record): the
-    # step's end, then its SIGKILL after the grace, ended it, never os._exit as far as the records go
+    # step's end, or its SIGKILL after the grace, as far as the records go (os._exit within the grace not ruled out
+    # where it ended later)
     step = step_end(v, r) if waited is None else None
     if step is not None:
-        return STEP_HOW, f" ({step_end_note(v, step)})", STEP_ADVICE
+        how, note, advice = step_end_words(v, r, step)
+        return how, f" ({note})", advice
     if waited is None or waited.status >= 0:
         return ("ended without process_exit", " (killed, or os._exit)",
                 f"find what ended it (os._exit in the code; {oom}; a time limit)")
@@ -98,7 +102,10 @@ def root_ending(v: View, r: Run) -> str | None:
     if group is not None:
         return _GROUP_HOW.format(sig=group[0]) + _GROUP_NOTE.format(n=group[1])
     step = step_end(v, r)
-    return f"{STEP_HOW} ({step_end_note(v, step, why=False)})" if step is not None else None
+    if step is None:
+        return None
+    how, note, _ = step_end_words(v, r, step, why=False)
+    return f"{how} ({note})"
 
 
 # A main's end told by its group's signal (group_signal), and the evidence's limit.
@@ -265,8 +272,10 @@ def root_killed(v: View) -> Finding | None:
             advice = f"nothing of the run is left to end; {cause}"
     elif r.alive_now is False:  # gone when the log was read: it ended after the log's last record of it
         step = step_end(v, r)
-        how = (f"{STEP_HOW} ({step_end_note(v, step)})" if step is not None else
-               "ended without its exit record")
+        how = "ended without its exit record"
+        if step is not None:
+            said, note, _ = step_end_words(v, r, step)
+            how = f"{said} ({note})"
         why = "" if step is not None else ": it was killed, or the log stops early"
         text = (f"The main process {root.pid} {how}: it has no process_exit and nothing in the log saw it end, but "
                 f"{r.now_how}{why}; {last_seen_text(v, root)}.")

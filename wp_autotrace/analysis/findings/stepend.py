@@ -29,6 +29,7 @@ CHECKPOINT = ("a checkpoint request sent to every process of the step a while be
               "sbatch --signal); the watcher ignored it and watched on")
 # A main's end a step_end record shows, and what to do (the finding's advice too).
 STEP_HOW = "ended as its job step was ended"
+STEP_AFTER = "ended after its job step's end began"
 # What to do where the step's end ended the run (the finding's advice, and a main's end step_end shows).
 STEP_ADVICE = ("if the step's time limit ended it (`sacct -j JOBID`: State TIMEOUT), ask for more time or stop "
                "sooner: the main process and its pools get only the grace to end")
@@ -60,26 +61,32 @@ def watcher_signalled(v: View) -> Finding | None:
 
 
 def step_end(v: View, r: Run) -> dict[str, Any] | None:
-    """The step's ending signal (SIGTERM/SIGINT/SIGHUP to the watcher, step-wide by _step_wide) where no record shows
-    the main ended before it (more than a second before: the tolerance _step_wide allows): the one record of what
-    ended a main whose own status went unread, a SIGKILL after the grace or the signal itself (a scheduler sends
-    both to every process of the step). None where no such record is in the run."""
-    ending = [s for s in r.watcher_signals if s.get("signal") in ENDING]
+    """A scheduler's ending signal to the step (SIGTERM/SIGINT/SIGHUP to the watcher from a sender SCHEDULERS names)
+    where no record shows the main ended before it (more than a second before: the tolerance _step_wide allows): the
+    one record of the step's end around a main whose own status went unread. Only a named scheduler: processes of the
+    run ended by one signal show many were sent it (a user's `pkill python` too), not a step's end. None where no
+    such record is in the run."""
+    ending = [s for s in r.watcher_signals if s.get("signal") in ENDING and s.get("sender") in SCHEDULERS]
     if not ending or r.root is None:
         return None
     first = ending[0]
     end = r.root.ended_at
-    if end is not None and end < first["ts"] - 1.0:
-        return None
-    return first if _step_wide(v, r, first) else None
+    return None if end is not None and end < first["ts"] - 1.0 else first
 
 
-def step_end_note(v: View, s: dict[str, Any], why: bool = True) -> str:
-    """'slurmstepd (pid 7, uid 0) sent SIGTERM at 0.6 s, ...': what a step_end record shows of a main's end, and
-    its limit; why: with what a scheduler does at a step's end (the finding's words; the Run line's are short)."""
+def step_end_words(v: View, r: Run, s: dict[str, Any], why: bool = True) -> tuple[str, str, str]:
+    """(how, note, what to do) for a main's end around a step_end record: 'ended as its job step was ended' where
+    it ended within a second of the signal; where later, or its end was not seen, both readings the records
+    leave (the step's SIGKILL after the grace, or its own os._exit within it); why: the note says what a scheduler
+    does at a step's end (the finding's words; the Run line's are short)."""
     said = f"{_sender(s)} sent {s.get('signal')} at {s['ts'] - v.t0:.1f} s"
-    return f"{said}, the watcher's record: {STEP_END}; its own status was not read" if why else \
-        f"{said}; its own status was not read"
+    end = r.root.ended_at if r.root is not None else None
+    scheduler = f", the watcher's record: {STEP_END}" if why else ""
+    if end is not None and end - s["ts"] <= 1.0:
+        return STEP_HOW, f"{said}{scheduler}; its own status was not read", STEP_ADVICE
+    later = f"{end - s['ts']:.1f} s later" if end is not None else "when, no record shows"
+    return (STEP_AFTER, f"{said}{scheduler}; it ended {later}: killed after the grace, or by its own os._exit within "
+            "it; its own status was not read", f"{STEP_ADVICE}; if it left by itself, find the os._exit in the code")
 
 
 def _step_wide(v: View, r: Run, first: dict[str, Any]) -> bool:

@@ -61,10 +61,13 @@ def step_failure(r: dict[str, Any]) -> str:
         return f"ended by {uncaught_words(r['root_error'])}"
     ending = r.get("root_ending")
     if r["state"] == "killed" and ending:
-        return ending if ending.startswith("ended as ") else f"was {ending}"
+        return ending if ending.startswith(UNREAD_ENDS) else f"was {ending}"
     return ""
 
 
+# How a main whose own status went unread ended, as root_ending words it (its group's signal, its job step's end):
+# said as they stand ("The main process ended as ..."), never after "was".
+UNREAD_ENDS = ("ended as ", "ended after ")
 # Findings the run-state sentence tells (state_words): not again as a problem bullet.
 STATE_KINDS = ("root-killed", "in-progress")
 
@@ -86,9 +89,9 @@ def state_words(rep: dict[str, Any]) -> str:
         # record, derive/senders.py: who and where) or its wait status, the watcher's reading of its zombie
         # or, its own status unread, the signal that ended the rest of its process group as it ended
         sent = next((r["root_ending"] for r in rep["runs"] if r["state"] == "killed" and r.get("root_ending")
-                     and (ends.get(r["root_pid"]) == "signal" or r["root_ending"].startswith("ended as "))), None)
+                     and (ends.get(r["root_pid"]) == "signal" or r["root_ending"].startswith(UNREAD_ENDS))), None)
         return (f"The main process was ended by {', '.join(by)}." if by else
-                f"The main process {sent}." if sent and sent.startswith("ended as ") else
+                f"The main process {sent}." if sent and sent.startswith(UNREAD_ENDS) else
                 f"The main process was {sent}." if sent else
                 f"The main process ended without a process_exit in the log: {changed}, after which the log refused "
                 "its records; how it ended is not known." if changed else
