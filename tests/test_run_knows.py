@@ -431,3 +431,16 @@ def test_a_shell_script_whose_last_step_is_execd_is_one_launch(tmp_path: Path) -
     assert len(rep["runs"]) == 2 and len(rep["jobs"]) == 1, (rep["runs"], rep["jobs"])
     said = " ".join(rep["answer"].split())
     assert "not one launch" not in said and "exited with code 9" in said, said
+
+
+def test_an_interpreter_named_by_a_relative_path_is_probed_from_the_current_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run -- ../venv/bin/python ...` runs untraced from the current folder; run's probe of that interpreter ran the
+    path from a fresh folder, where it names nothing, and run refused the command (rc 78, 'cannot run it')."""
+    from wp_autotrace.cli.doctor import probe_interpreter
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "py").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path / "bin")
+    probe = probe_interpreter("../bin/py")
+    assert not probe.problem.startswith("cannot run it"), probe

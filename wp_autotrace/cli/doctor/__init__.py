@@ -67,6 +67,8 @@ class Probe(NamedTuple):
 def probe_interpreter(python: str) -> Probe:
     """Ask python (from an empty folder, untraced) where its wp_autotrace and .pth are."""
     env = without_tracer_env(dict(os.environ))
+    # a path with a slash names a file from the current folder, as the command runs it: not from the probe's folder
+    python = os.path.abspath(python) if os.sep in python else python
     with tempfile.TemporaryDirectory() as tmp:
         # cwd is a fresh folder: a checkout in the current directory must not shadow the install.
         try:
