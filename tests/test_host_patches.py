@@ -24,6 +24,8 @@ import pytest
 from wp_autotrace import JOINED
 from wp_autotrace.runtime import catch, host_calls, host_patches, target_patches
 
+from .conftest import traced_env
+
 RUNTIME = Path(host_patches.__file__).parent
 
 # Every host object some patch replaces: (owner, attribute).
@@ -313,3 +315,20 @@ def test_a_replacement_answers_introspection_as_the_function_it_replaced() -> No
 
         host_patches.look_like(g, real)
         assert (g.__name__, g.__doc__, g.__wrapped__) == ("g", real.__doc__, real)  # type: ignore[attr-defined]
+
+
+PICKLE_SENDERS = ("import os, pickle, sys; sys.stdout.buffer.write(b'|'.join(pickle.dumps(f) for f in "
+                  "(os.kill, os.killpg, os.execv, os.execve)))")
+
+
+def test_a_traced_programs_pickle_of_a_replaced_os_function_loads_untraced(tmp_path: Path) -> None:
+    """pickle names a function by __module__ and __qualname__: a traced program's pickle.dumps(os.kill) named this
+    package's wrapper, which an untraced process (a multiprocessing peer, a cache read later) cannot load
+    (AttributeError). Each wrapper is found by reference in os: the real function there untraced."""
+    import pickle
+
+    traced = subprocess.run([sys.executable, "-c", PICKLE_SENDERS], env=traced_env(tmp_path / "log.jsonl"),
+                            capture_output=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    loaded = [pickle.loads(d) for d in traced.stdout.split(b"|")]
+    assert loaded == [os.kill, os.killpg, os.execv, os.execve], loaded

@@ -235,6 +235,10 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
     exec_patch.update(record=record, execv=os.execv, execve=os.execve)
     look_like(hooked_execv, os.execv)
     look_like(hooked_execve, os.execve)
+    # pickle finds a function by __module__ and __qualname__: by reference in os, where it is ours while installed
+    # and the real one in a process that loads it untraced (this module's name is no module there)
+    hooked_execv.__module__, hooked_execv.__qualname__ = "os", "execv"
+    hooked_execve.__module__, hooked_execve.__qualname__ = "os", "execve"
     os.execv = hooked_execv
     os.execve = hooked_execve
 
@@ -305,6 +309,7 @@ def install_signal_record(emit: "Callable[..., None]") -> None:
     for name, owner, fn in SENDERS:
         signal_patch[name] = getattr(owner, name)
         look_like(fn, signal_patch[name])
+        fn.__module__, fn.__qualname__ = "os", name  # by reference in os, as the exec functions
         setattr(owner, name, fn)
     real = getattr(_signal, "pidfd_send_signal", None)
     if real is not None:
