@@ -749,7 +749,10 @@ def test_an_exec_that_keeps_the_name_is_seen_and_the_pool_read_whole(tmp_path: P
     listed = [e for tree in events(recs, "tree") for e in tree["started"]]
     (side,) = {e["pid"] for e in listed if e["ppid"] == main}
     roles = [(e.get("role"), str(fake) in e["cmd"]) for e in listed if e["pid"] == side]
-    assert roles == [(None, False), ("compile-sidecar", True)]  # before the exec, then after it
+    # before the exec (no role, the main's command line), then after it; a look in the exec itself may list it once
+    # more before (its command line read mid-exec: seen once in CI, 3.9 beside the full suite)
+    assert roles[0] == (None, False) and roles[-1] == ("compile-sidecar", True), roles
+    assert set(roles[:-1]) == {(None, False)} and len(roles) <= 3, roles
     (worker,) = {e["pid"] for e in listed if e["ppid"] == side}
     assert {e.get("role") for e in listed if e["pid"] == worker} == {"compile-worker"}
     read = [{e["pid"] for e in r["procs"]} for r in events(recs, "memory")]
