@@ -60,9 +60,13 @@ def step_failure(r: dict[str, Any]) -> str:
     if r.get("root_error"):
         return f"ended by {uncaught_words(r['root_error'])}"
     ending = r.get("root_ending")
-    if r["state"] == "killed" and ending:
-        return ending if ending.startswith(UNREAD_ENDS) else f"was {ending}"
-    return ""
+    return ending_said(ending) if r["state"] == "killed" and ending else ""
+
+
+def ending_said(ending: str) -> str:
+    """root_ending after 'The main process': its own words where they say how it ended unread ('ended as ...'),
+    else after 'was' ('was killed by SIGKILL')."""
+    return ending if ending.startswith(UNREAD_ENDS) else f"was {ending}"
 
 
 # How a main whose own status went unread ended, as root_ending words it (its group's signal, its job step's end):
@@ -91,8 +95,7 @@ def state_words(rep: dict[str, Any]) -> str:
         sent = next((r["root_ending"] for r in rep["runs"] if r["state"] == "killed" and r.get("root_ending")
                      and (ends.get(r["root_pid"]) == "signal" or r["root_ending"].startswith(UNREAD_ENDS))), None)
         return (f"The main process was ended by {', '.join(by)}." if by else
-                f"The main process {sent}." if sent and sent.startswith(UNREAD_ENDS) else
-                f"The main process was {sent}." if sent else
+                f"The main process {ending_said(sent)}." if sent else
                 f"The main process ended without a process_exit in the log: {changed}, after which the log refused "
                 "its records; how it ended is not known." if changed else
                 "The main process ended without a process_exit in the log, where records were lost." if lost else
