@@ -99,9 +99,13 @@ def drop_own_frame(exc: "BaseException") -> None:
 # changes), so the function it replaced accepts and rejects exactly what it did: keywords
 # (os.execv, the excepthooks and posix_spawn take none; os.execve takes path/argv/env), a wrong
 # count, a class keyword named `name` or `func`, each with the original's own TypeError.
-def look_like(fn: "Any", real: "Any") -> None:
+def look_like(fn: "Any", real: "Any", module: str = "") -> None:
     """fn answers introspection as real: __name__, __doc__, and inspect.signature() through
-    __wrapped__ (functools.wraps' convention). Its type and repr stay a Python function's."""
+    __wrapped__ (functools.wraps' convention). Its type and repr stay a Python function's.
+    module: the module fn is installed in under real's name, given as its __module__ and __qualname__: pickle (and
+    pydoc) find it by reference there, the same object while installed, the real one in an untraced process."""
+    if module:
+        fn.__module__, fn.__qualname__ = module, real.__name__
     try:  # each on its own, not a loop of setattr/getattr by name: five of these run at every traced start
         fn.__name__ = real.__name__
     except (AttributeError, TypeError):
@@ -233,12 +237,8 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
     if exec_patch:
         return
     exec_patch.update(record=record, execv=os.execv, execve=os.execve)
-    look_like(hooked_execv, os.execv)
-    look_like(hooked_execve, os.execve)
-    # pickle finds a function by __module__ and __qualname__: by reference in os, where it is ours while installed
-    # and the real one in a process that loads it untraced (this module's name is no module there)
-    hooked_execv.__module__, hooked_execv.__qualname__ = "os", "execv"
-    hooked_execve.__module__, hooked_execve.__qualname__ = "os", "execve"
+    look_like(hooked_execv, os.execv, "os")
+    look_like(hooked_execve, os.execve, "os")
     os.execv = hooked_execv
     os.execve = hooked_execve
 
@@ -308,16 +308,13 @@ def install_signal_record(emit: "Callable[..., None]") -> None:
     signal_patch.update(record=emit, nsig=_signal.NSIG)
     for name, owner, fn in SENDERS:
         signal_patch[name] = getattr(owner, name)
-        look_like(fn, signal_patch[name])
-        fn.__module__, fn.__qualname__ = "os", name  # by reference in os, as the exec functions
+        look_like(fn, signal_patch[name], "os")
         setattr(owner, name, fn)
     real = getattr(_signal, "pidfd_send_signal", None)
     if real is not None:
         signal_patch["pidfd_send_signal"] = real
-        look_like(hooked_pidfd_send_signal, real)
-        # Where a reader finds it: pydoc's and CPython's own test ask a signal function that is no builtin for
-        # __module__ "signal", and pickle finds it by reference there (the same object: ours, where installed).
-        hooked_pidfd_send_signal.__module__, hooked_pidfd_send_signal.__qualname__ = "signal", "pidfd_send_signal"
+        # pydoc's and CPython's own test ask a signal function that is no builtin for __module__ "signal"
+        look_like(hooked_pidfd_send_signal, real, "signal")
         for owner in pidfd_owners():
             if getattr(owner, "pidfd_send_signal", None) is real:
                 owner.pidfd_send_signal = hooked_pidfd_send_signal
