@@ -332,3 +332,40 @@ def test_a_traced_programs_pickle_of_a_replaced_os_function_loads_untraced(tmp_p
     assert traced.returncode == 0, traced.stderr
     loaded = [pickle.loads(d) for d in traced.stdout.split(b"|")]
     assert loaded == [os.kill, os.killpg, os.execv, os.execve], loaded
+
+
+# The places target_patches.py installs its wrappers in (the rest of REPLACED are host_patches.py's).
+TARGET_TIME = REPLACED[:10]
+# Untraced: loads (places, pickles) from stdin; prints the places whose pickle did not load what is there, and
+# whether this package was imported.
+UNPICKLE_EACH = ("import pickle, sys; places, data = pickle.load(sys.stdin.buffer); "
+                 "loaded = [pickle.loads(d) for d in data]; "
+                 "print([m + '.' + n for (m, n), f in zip(places, loaded) if f is not getattr(sys.modules[m], n)], "
+                 "'wp_autotrace' in sys.modules)")
+
+
+def test_a_pickle_of_a_target_time_wrapper_loads_the_real_function_untraced(tmp_path: Path) -> None:
+    """A traced program's pickle.dumps(atexit.register) (or sys.excepthook, os.register_at_fork, ...) while a
+    target module's body, a child_role call or a pool's error capture runs named this package's wrapper, which an
+    untraced process cannot load, or loads as the wrapper. Each is found by reference where it is installed: the
+    same object while installed, the real function in an untraced process (without importing this package)."""
+    import pickle
+
+    ns: dict[str, Any] = {}
+    target_patches.install_body_hooks(ns, FakeFinder(), "m")
+    target_patches.install_child_role_handover()
+    target_patches.install_error_capture((), lambda r: None, lambda s, e: None)
+    try:
+        ours = [(f"{owner.__name__}.{name}", getattr(owner, name, None)) for owner, name in TARGET_TIME]
+        ours = [(place, fn) for place, fn in ours if fn is not None]  # subprocess._fork_exec: from 3.11
+        data = [pickle.dumps(fn) for _, fn in ours]
+        assert [pickle.loads(d) for d in data] == [fn for _, fn in ours]
+    finally:
+        target_patches.restore_error_capture()
+        target_patches.restore_child_role_handover()
+        target_patches.restore_body_hooks(ns)
+    places = [tuple(place.split(".")) for place, _ in ours]
+    untraced = subprocess.run([sys.executable, "-c", UNPICKLE_EACH], input=pickle.dumps((places, data)),
+                              capture_output=True, timeout=60, cwd=tmp_path)
+    assert untraced.returncode == 0, untraced.stderr
+    assert untraced.stdout.decode().split() == ["[]", "False"], untraced.stdout

@@ -99,13 +99,14 @@ def drop_own_frame(exc: "BaseException") -> None:
 # changes), so the function it replaced accepts and rejects exactly what it did: keywords
 # (os.execv, the excepthooks and posix_spawn take none; os.execve takes path/argv/env), a wrong
 # count, a class keyword named `name` or `func`, each with the original's own TypeError.
-def look_like(fn: "Any", real: "Any", module: str = "") -> None:
+def look_like(fn: "Any", real: "Any", module: str = "", name: str = "") -> None:
     """fn answers introspection as real: __name__, __doc__, and inspect.signature() through
     __wrapped__ (functools.wraps' convention). Its type and repr stay a Python function's.
-    module: the module fn is installed in under real's name, given as its __module__ and __qualname__: pickle (and
-    pydoc) find it by reference there, the same object while installed, the real one in an untraced process."""
+    module: the module fn is installed in, under name (real's name if none), given as its __module__ and
+    __qualname__: pickle (and pydoc) find it by reference there, the same object while installed, the real one in
+    an untraced process."""
     if module:
-        fn.__module__, fn.__qualname__ = module, real.__name__
+        fn.__module__, fn.__qualname__ = module, name or real.__name__
     try:  # each on its own, not a loop of setattr/getattr by name: five of these run at every traced start
         fn.__name__ = real.__name__
     except (AttributeError, TypeError):

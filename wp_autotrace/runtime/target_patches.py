@@ -105,15 +105,15 @@ def install_body_hooks(ns: "dict[str, Any]", finder: "Any", name: str) -> None:
             _real_register_at_fork = getattr(os, "register_at_fork", None)
             threading = sys.modules.get("threading")
             _real_thread_atexit = getattr(threading, "_register_atexit", None)
-            look_like(_build_class, _real_build_class)
-            look_like(_atexit_register, _real_atexit_register)
+            look_like(_build_class, _real_build_class, "builtins", "__build_class__")
+            look_like(_atexit_register, _real_atexit_register, "atexit", "register")
             vars(builtins)["__build_class__"] = _build_class
             vars(atexit)["register"] = _atexit_register
             if _real_register_at_fork is not None:
-                look_like(_register_at_fork, _real_register_at_fork)
+                look_like(_register_at_fork, _real_register_at_fork, "os", "register_at_fork")
                 vars(os)["register_at_fork"] = _register_at_fork
             if _real_thread_atexit is not None:
-                look_like(_thread_atexit_register, _real_thread_atexit)
+                look_like(_thread_atexit_register, _real_thread_atexit, "threading", "_register_atexit")
                 vars(threading)["_register_atexit"] = _thread_atexit_register
         _bodies[id(ns)] = (finder, name)
 
@@ -252,7 +252,7 @@ def install_child_role_handover() -> None:
         real = getattr(owner, name, None)
         if real is not None and (key not in _real_spawners or real is _real_spawners[key]):
             _real_spawners[key] = real
-            look_like(ours, real)
+            look_like(ours, real, owner.__name__, name)
             setattr(owner, name, ours)
 
 
@@ -328,8 +328,8 @@ def install_error_capture(loggers: "tuple[str, ...]", on_log: "Callable[[Any], N
                     excepthook=sys.excepthook, threading_excepthook=threading.excepthook)
     for name in loggers:
         logging.getLogger(name).addFilter(_capture["filter"])
-    look_like(_excepthook, sys.excepthook)
-    look_like(_threading_excepthook, threading.excepthook)
+    look_like(_excepthook, sys.excepthook, "sys", "excepthook")
+    look_like(_threading_excepthook, threading.excepthook, "threading", "excepthook")
     sys.excepthook = _excepthook
     threading.excepthook = _threading_excepthook
 
