@@ -19,7 +19,8 @@ import pytest
 from wp_autotrace.analysis.fold.fold import build
 from wp_autotrace.runtime import host_calls, host_patches
 
-from .conftest import events
+from .conftest import clean_env, events, run_python, wait_for_watcher
+from .test_invisible import without_wrapper_frames
 from .test_watcher import differential
 
 # A pid no process has (above the kernel's PID_MAX_LIMIT, 2**22): kill(2) answers ESRCH.
@@ -245,3 +246,46 @@ def test_the_replaced_signal_function_answers_as_the_signal_modules() -> None:
         assert pickle.loads(pickle.dumps(fn)) is fn
     finally:
         host_calls.restore_signal_record()
+
+
+FAILING = '''
+import os, signal, traceback
+
+def show(fn, *args):
+    try:
+        fn(*args)
+    except OSError:
+        print(traceback.format_exc())
+
+show(os.kill, 2**30, signal.SIGTERM)
+show(os.killpg, 2**30, signal.SIGTERM)
+if hasattr(signal, "pidfd_send_signal"):
+    show(signal.pidfd_send_signal, 2**20, signal.SIGTERM)
+show(os.execv, "/nonexistent/prog", ["prog"])
+os.kill(2**30, signal.SIGTERM)
+'''
+
+
+def test_a_failing_replaced_call_shows_the_untraced_traceback(tmp_path: Path) -> None:
+    """An exception the replaced os.kill / os.killpg / signal.pidfd_send_signal / os.execv raises, caught and
+    printed or uncaught, shows the untraced traceback from 3.11; 3.9/3.10 re-raise the traceback saved at the
+    catch, where one frame of ours stays: the replacement's own, never the record's frames under it. The failures
+    are still recorded (each errno)."""
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING)
+    log = tmp_path / "run.jsonl"
+    untraced = run_python([str(script)], clean_env(), cwd=tmp_path)
+    traced = run_python([str(script)], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), cwd=tmp_path)
+    assert untraced.returncode == 1 and "ProcessLookupError" in untraced.stderr, untraced.stderr
+    ours = [line for line in (traced.stdout + traced.stderr).splitlines() if "wp_autotrace" in line]
+    tracebacks = (untraced.stdout + untraced.stderr).count("Traceback (most recent call last)")
+    if sys.version_info >= (3, 11):
+        assert ours == []
+    else:  # one entry per traceback: the replacement's line that called the real function
+        assert len(ours) == tracebacks and all("host_patches.py" in x or "_start_joined.py" in x for x in ours), ours
+    assert (traced.returncode, without_wrapper_frames(traced.stdout), without_wrapper_frames(traced.stderr)) == (
+        untraced.returncode, untraced.stdout, untraced.stderr)
+    failed = [(r["how"], r["error"]) for r in events(wait_for_watcher(log), "signal_sent") if r.get("error")]
+    want = [("kill", "ESRCH"), ("killpg", "ESRCH")]
+    want += [("pidfd_send_signal", "EBADF")] if hasattr(signal, "pidfd_send_signal") else []
+    assert failed == [*want, ("kill", "ESRCH")], failed

@@ -22,7 +22,6 @@ from ..common.core import SIGNAL_SENT
 from .host_patches import (
     RDONLY,
     SENDERS,
-    drop_own_frame,
     exec_patch,
     getframe,
     hooked_execv,
@@ -68,21 +67,26 @@ def _frames(f: "Any") -> "list[dict[str, Any]]":
     return out
 
 
-def _record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", error: "str | None") -> None:
-    """Hand one signal about to be sent (error None), or one that failed, to the recorder; contained: never
-    raises, prints nothing. Only a well-formed call with a real signal: signal 0 (a liveness probe:
-    psutil.pid_exists), a number no signal has and a call os rejects are no signal sent."""
+def record_signal(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]",
+                  exc: "BaseException | None") -> None:
+    """Hand one signal about to be sent (exc None), or one the kernel refused (an OSError: its errno's name), to
+    the recorder; any other exception (a handler's KeyboardInterrupt after the signal went) adds nothing.
+    Contained: never raises, prints nothing. Only a well-formed call with a real signal: signal 0 (a liveness
+    probe: psutil.pid_exists), a number no signal has and a call os rejects are no signal sent. The record is
+    written before the signal goes (one that ends this very process, or its group with it, is recorded too)."""
+    if exc is not None and not isinstance(exc, OSError):
+        return
     try:
         sig = 0 if kwargs else _signal_of(how, args)
         if not sig:
             return
         target: int = args[0]
-        extra: dict[str, Any] = {} if error is None else {"error": error}
+        extra: dict[str, Any] = {} if exc is None else {"error": _errno_name(exc)}
         if how == "pidfd_send_signal":
             extra["pidfd"], target = target, _pidfd_pid(target)
-        # past this function, send and the replacement: the host's own caller, None where C called the
-        # replacement with no Python frame below (atexit.register(os.kill, pid, sig) runs it so: getframe(3)
-        # raised there, and the record was lost)
+        # past this function, host_patches' _signal_record and the replacement: the host's own caller, None
+        # where C called the replacement with no Python frame below (atexit.register(os.kill, pid, sig) runs it
+        # so: getframe(3) raised there, and the record was lost)
         signal_patch["record"](SIGNAL_SENT, how=how, target=target, signal=sig, frames=_frames(getframe(2).f_back),
                            **extra)
     except Exception:
@@ -127,22 +131,6 @@ def _pidfd_pid(fd: int) -> int:
     return 0
 
 
-
-
-def send(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
-    """The record before the signal goes (a signal that ends this very process, or its group with it, is
-    recorded too, and nothing of ours runs between the signal and the host's next step); a failure is recorded
-    after it, with its errno, and raised as it was."""
-    _record_signal(how, args, kwargs, None)
-    try:
-        return signal_patch[how](*args, **kwargs)
-    except OSError as exc:
-        _record_signal(how, args, kwargs, _errno_name(exc))
-        drop_own_frame(exc)
-        raise
-    except BaseException as exc:
-        drop_own_frame(exc)
-        raise
 
 
 def _errno_name(exc: OSError) -> str:

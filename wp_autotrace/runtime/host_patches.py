@@ -251,28 +251,35 @@ def install_exec_record(record: "Callable[[str, list[str], Any], None]") -> None
 signal_patch: "dict[str, Any]" = {}
 
 
+def _signal_record(how: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]", exc: "Any") -> None:
+    """host_calls.record_signal, contained: where host_calls cannot be made (no memory) the signal goes, unrecorded.
+    Called from a replacement's own frame: the record's frame walk counts on that depth."""
+    try:
+        calls().record_signal(how, args, kwargs, exc)
+    except Exception:
+        pass
+
+
+# Each replacement calls the function it replaced in its own frame, with no frame of ours under it: 3.9/3.10's
+# bare raise keeps the traceback saved at the catch, so that is the one frame of ours they show.
 def _kill(*args: "Any", **kwargs: "Any") -> "Any":
     """os.kill(pid, signal, /): psutil's send_signal/terminate/kill, subprocess's and multiprocessing's reach it."""
+    _signal_record("kill", args, kwargs, None)
     try:
-        try:
-            send = calls().send
-        except Exception:  # host_calls cannot be made (no memory): the signal goes, unrecorded
-            return signal_patch["kill"](*args, **kwargs)
-        return send("kill", args, kwargs)
+        return signal_patch["kill"](*args, **kwargs)
     except BaseException as exc:
+        _signal_record("kill", args, kwargs, exc)
         drop_own_frame(exc)
         raise
 
 
 def _killpg(*args: "Any", **kwargs: "Any") -> "Any":
     """os.killpg(pgid, signal, /): a signal to a whole process group (jupyter_client's interrupt and restart)."""
+    _signal_record("killpg", args, kwargs, None)
     try:
-        try:
-            send = calls().send
-        except Exception:  # host_calls cannot be made (no memory): the signal goes, unrecorded
-            return signal_patch["killpg"](*args, **kwargs)
-        return send("killpg", args, kwargs)
+        return signal_patch["killpg"](*args, **kwargs)
     except BaseException as exc:
+        _signal_record("killpg", args, kwargs, exc)
         drop_own_frame(exc)
         raise
 
@@ -280,13 +287,11 @@ def _killpg(*args: "Any", **kwargs: "Any") -> "Any":
 def hooked_pidfd_send_signal(*args: "Any", **kwargs: "Any") -> "Any":
     """signal.pidfd_send_signal(pidfd, sig, siginfo=None, flags=0, /): recorded with the descriptor; the
     reader names its process only where the log says which process the descriptor was opened for."""
+    _signal_record("pidfd_send_signal", args, kwargs, None)
     try:
-        try:
-            send = calls().send
-        except Exception:  # host_calls cannot be made (no memory): the signal goes, unrecorded
-            return signal_patch["pidfd_send_signal"](*args, **kwargs)
-        return send("pidfd_send_signal", args, kwargs)
+        return signal_patch["pidfd_send_signal"](*args, **kwargs)
     except BaseException as exc:
+        _signal_record("pidfd_send_signal", args, kwargs, exc)
         drop_own_frame(exc)
         raise
 
