@@ -331,10 +331,12 @@ def test_a_main_its_wait_status_shows_killed_with_no_sender_is_never_told_os_exi
     assert "was killed by SIGKILL" in f["text"] and "find what sent SIGKILL" in f["advice"], f
 
 
-def group_stopped_server(pgid: int) -> LogWriter:
+def group_stopped_server(pgid: int, drained: int = 0) -> LogWriter:
     """A server 100 (process group `pgid`: its own where 100, a launcher's where not) makes a pool (sidecar 200 +
     workers 301, 302, in the same group); at 5.0 s a stop with no record (systemd's, scancel) ends the three with
-    SIGTERM (their zombies' statuses) while the server, whose handler caught it, drains until 13 s."""
+    SIGTERM (their zombies' statuses) while the server, whose handler caught it, drains until 13 s, sending
+    `drained` more compiles to the dead pool (its last submit at 8.0 s, from serve.py:65), whose stop at exit
+    (torch's atexit) then finds it dead."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
     watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
@@ -346,8 +348,15 @@ def group_stopped_server(pgid: int) -> LogWriter:
             ended=[{"pid": q, "create_time": T0 + c, "end": T0 + 5.1} for q, c in ((200, 1.2), (301, 1.6), (302, 1.6))],
             zombies=[{"pid": q, "create_time": T0 + c, "ppid": pp, "since": T0 + 5.1, "status": 15}
                      for q, c, pp in ((200, 1.2, 100), (301, 1.6, 200), (302, 1.6, 200))])
+    if drained:  # torch's atexit (no user frame) asks the dead pool to stop as the server exits
+        w.add(12.8, 100, 1, "main", "call", target=f"{SP}:SubprocPool.shutdown", call_id=2, thread="MainThread",
+              stack=[], caller=None, pending_jobs=[])
+        w.add(12.9, 100, 1, "main", "return", call_id=2, duration_s=0.1, sidecar_returncode=-15)
     w.add(13, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
-    w.add(13, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    label = f"{SP}:SubprocPool.submit"
+    sends = {"counts": {label: 1 + drained}, "count_times": {label: [T0 + 2.0, T0 + 8.0]},
+             "count_callers": {label: {"file": "/srv/serve.py", "line": 65, "func": "request"}}} if drained else {}
+    w.add(13, 100, 1, "main", "process_exit", how="exit", **{"counts": {}, **sends}, dropped=0)
     return w
 
 
@@ -363,3 +372,28 @@ def test_a_group_stop_the_pools_creator_outlived_is_fixed_by_signalling_the_crea
     rep = report(group_stopped_server(50), tmp_path)
     died = next(f for f in rep["findings"] if f["kind"] == "pool-died")
     assert "KillMode=mixed" in died["advice"] and "own session" in died["advice"], died["advice"]
+
+
+def test_a_pool_a_group_stop_killed_leads_the_answer_with_how_and_the_lost_jobs_under_it(tmp_path: Path) -> None:
+    """The cause first, its symptoms under it: the Answer's first bullet says how the pool died (its sidecar killed
+    by the group's SIGTERM), not only that it died; the compile the drain sent to it after follows from it, told
+    under it, never as a bullet of its own before the cause."""
+    w = group_stopped_server(100, drained=1)
+    # a server's own line, as long as a deployed one's: the finding's text then passes a bullet's length before
+    # its clause after the how (torch's atexit finding the pool dead), which a cut at a clause would drop with it
+    site = {"file": "/home/svc/deploy/inference-server/src/serving/graceful_drain.py", "line": 80, "func": "main"}
+    for r in w.lines:
+        if r["event"] == "call" and r["call_id"] == 1:
+            r.update(caller=site, stack=[site])
+    rep = report(w, tmp_path)
+    lines = rep["answer"].splitlines()
+    assert lines[0].startswith("- The compile pool of sidecar 200 "), lines
+    assert "died at 5.1 s: its sidecar was killed by SIGTERM, with the rest of its process group" in lines[0], lines
+    assert lines[0].endswith(" What follows from it:"), lines
+    assert "found it already dead" not in lines[0], lines  # what came after the death is the Findings' to tell
+    assert lines[1].startswith("  - 1 job(s) went to a compile pool whose sidecar 200 had ended"), lines
+    lost = next(f for f in rep["findings"] if f["kind"] == "jobs-lost")
+    assert lost["cost"]["lost_in"] == [200], lost["cost"]
+    # the Findings read as the Answer does: the pool's death, then the jobs lost in it
+    order = [f["kind"] for f in rep["findings"] if f["severity"] == "problem"]
+    assert order[:2] == ["pool-died", "jobs-lost"], order

@@ -85,8 +85,13 @@ def pool_died(v: View) -> Finding | None:
     assert side is not None
     at = v.rel(ending.at)
     more = f" (+{len(dead) - 1} more pool(s) alike)" if len(dead) > 1 else ""
-    text = (f"The compile pool of sidecar {side.pid} (made by {pool.creator.role} {pool.creator.pid} at "
-            f"{site(user_frame(pool.call.caller) or pool.call.caller)}) died at {at:.1f} s: {ending.words}{more}.")
+    lead = (f"The compile pool of sidecar {side.pid} (made by {pool.creator.role} {pool.creator.pid} at "
+            f"{site(user_frame(pool.call.caller) or pool.call.caller)}) died at {at:.1f} s: ")
+    text = f"{lead}{ending.words}{more}."
+    # the Answer's bullet keeps how its sidecar ended (the cause: a group signal, an OOM kill), not a cut before it
+    # at the colon; what came after (a stop request that found it dead) is the Findings' to tell
+    how = first_clause(ending.words)
+    headline = f"{lead}{how}{more}." if how != ending.words else ""
     sig = v.endings.of(side)
     if sig.sender is not None:  # a traced process of the run sent it: the cause is named, not to be looked for
         call = sig.words.rsplit("(", 1)[1].rstrip(")") if "(" in sig.words else "its line is above"
@@ -111,7 +116,17 @@ def pool_died(v: View) -> Finding | None:
     pids = sorted({x.sidecar.pid for x, _ in dead if x.sidecar is not None})
     return _finding("pool-died", "problem", text, pids, ending.evidence[:TEXT_PIDS + 2], advice,
                     {"processes": len(dead), **({"jobs_lost": jobs["jobs_lost"]} if jobs["jobs_lost"] else {}),
-                     **({"oom_kills": ooms} if (ooms := _sure_oom_sidecars(v, dead)) else {})})
+                     **({"oom_kills": ooms} if (ooms := _sure_oom_sidecars(v, dead)) else {})}, headline)
+
+
+def first_clause(words: str) -> str:
+    """words up to its first "; " outside parentheses (an ending's how, before what came after it), else all."""
+    depth = 0
+    for i, ch in enumerate(words):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and words.startswith("; ", i):
+            return words[:i]
+    return words
 
 
 def oom_killed(v: View) -> Finding | None:
@@ -312,7 +327,9 @@ def jobs_lost(v: View) -> Finding | None:
         "pool does not notice its sidecar's end.",
         sorted({p.creator.pid for p, _ in lost}),
         [f"pool of sidecar {p.sidecar_pid}: {j['jobs_lost']} lost" for p, j in lost[:TEXT_PIDS]],
-        _lost_advice(v, pool), {"jobs_lost": total},
+        # lost_in: the sidecars of the pools that lost them, whose pool-died is their cause (words/causes.py)
+        _lost_advice(v, pool), {"jobs_lost": total, "lost_in": sorted({p.sidecar_pid for p, _ in lost
+                                                                        if p.sidecar_pid is not None})},
         # the Answer keeps the wait (what the lost job cost the user) whole: a cut at a clause would drop it
         (f"{total} job(s) the compile pool of sidecar {pool.sidecar_pid} never answered (it ended {when}): "
          f"{waited.removeprefix('; ')}.") if waited else "")

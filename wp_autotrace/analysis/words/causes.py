@@ -18,6 +18,9 @@ from it, when every process the finding names is that pool's creator, sidecar or
 that were never answered or cut off, the pool's death, calls that never returned; its fix (what the sidecar
 raised) comes first, never "make a new pool", which would die the same way.
 
+And: a pool that died (`pool-died`, with how its sidecar ended) leads the jobs sent to it after (`jobs-lost`,
+its cost's lost_in naming that pool's sidecar).
+
 Built on the report dict only (its findings' kinds and pids, its pools), like the Answer.
 """
 
@@ -99,6 +102,12 @@ BY_KIND = {"fork-pool-hang": ("exit-hang", "leftovers", "call-never-returned"),
 WHOLLY = ("spawn-main-reimport",)
 
 
+# Jobs sent to a pool whose sidecar had ended (jobs-lost) follow from that pool's death (pool-died), which tells how
+# its sidecar ended (a group signal, an OOM kill): the cause leads, the lost jobs under it. The lost jobs name their
+# creators; their cost's lost_in names the dead pools' sidecars, which pool-died names.
+LOST_IN = {"jobs-lost": "pool-died"}
+
+
 # A wait on another process's hang: the main's exit-time wait (slow-exit-wait) on a sidecar whose own exit join
 # waited on a job (its exit-hang) follows from that join, the processes it waited on being its cost's waited_on
 # (never its own pids: a main's own exit-hang shares the main's pid, and is no cause of its wait).
@@ -131,6 +140,11 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
                and waited_on & set(c.get("pids") or ())), None)
     if on is not None:
         return on
+    lost_in = set((f.get("cost") or {}).get("lost_in") or ())
+    died = next((c for c in findings if c is not f and c["kind"] == LOST_IN.get(f["kind"])
+                 and lost_in and lost_in <= set(c.get("pids") or ())), None)
+    if died is not None:
+        return died
     if f["kind"] in START_SYMPTOMS and pids:
         for c in findings:  # only one that raised: a sidecar that simply never served explains no lost job
             if c["kind"] == START_FAILED and c["severity"] == "problem" and pids <= failed_start_pids(rep, c):
