@@ -59,7 +59,7 @@ def main(out_s: str) -> None:
             t = truth[p["creator_pid"]]
         elif sid is None and p.get("worker_pids"):  # a pool without a sidecar (fork, spawn): its workers at once
             pids = {str(w) for w in p["worker_pids"]}
-            sums = [sum(v for k, v in tk.get("pss_by_pid", {}).items() if k in pids) for tk in ticks]
+            sums = [sum(v for k, v in tk.get("pss_by_pid", {}).items() if k in pids) for tk in P.at_once(ticks)]
             t = {"peak_pss_mib": round(max(sums, default=0) / MIB, 1)}
         caller = p.get("caller") or {}
         rows.append({
@@ -83,11 +83,12 @@ def main(out_s: str) -> None:
             "shutdown_by": p.get("shutdown_by"),
         })
     costs = rep.get("costs", {})
+    prb.update(P.peaks_at_once(ticks))  # read again from the ticks: a run saved before torn ticks were left out
     summary = {
         "pools": [len(rep.get("pools", [])), len(truth)],
         "pools_peak_mib_at_once": [mib(costs.get("pool_peak_pss_bytes")), prb["peak_pools_pss_mib_at_once"],
                                    pct(mib(costs.get("pool_peak_pss_bytes")), prb["peak_pools_pss_mib_at_once"])],
-        "program_peak_mib_at_once_probe": prb["peak_total_pss_mib_at_once"],
+        "program_peak_mib_at_once_probe": prb["peak_total_pss_mib_at_once"], "torn_ticks_probe": prb["torn_ticks"],
         "leftovers": [sorted(rep.get("leftover_pids", [])), sorted(prb["alive_after_main"])],
         "leftover_mib": [mib(costs.get("leftover_real_bytes") or costs.get("leftover_pss_bytes")),
                          round(sum(x["pss_alone_after_main_mib"] or 0 for x in prb["processes"]
