@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import zlib
+from html import unescape as html_unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -344,6 +345,20 @@ def test_fills_differ_in_lightness_not_only_hue() -> None:
                     [*ROLE_FILL.values(), OTHER_FILL]):
         levels = sorted(grey(c) for c in colours)
         assert all(b - a >= 25 for a, b in zip(levels, levels[1:])), (colours, levels)
+
+
+def test_the_pages_text_report_is_the_text_report_line_by_line(tmp_path: Path) -> None:
+    """The page's text report reads as the text report does: one line of the <pre> per line, each as the
+    terminal shows it; a control character in a logged string (ESC, a newline in an argument) stays escaped
+    there as in the text, and the report's own line breaks are never written as \\x0a."""
+    w = seed_log()
+    w.lines[0]["argv"] = ["train.py", "--tag", "a\x1bb", "two\nlines"]
+    log = w.write(tmp_path / "log.jsonl")
+    rep = analyze(read_logs([str(log)]))
+    text = render_text(rep, {})
+    pre = _page(rep).split("<pre>", 1)[1].split("</pre>", 1)[0]
+    assert html_unescape(pre).strip("\n").split("\n") == text.strip("\n").split("\n")
+    assert "a\\x1bb" in pre and "two\\x0alines" in pre and "\x1b" not in pre
 
 
 def test_page_of_a_non_utf8_argv_is_written(tmp_path: Path) -> None:

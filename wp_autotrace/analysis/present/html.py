@@ -83,8 +83,10 @@ def render_html(rep: dict[str, Any], text_report: str) -> str:
            "a gap).</p>"]
     for run in _runs_in_rank_order(rep):
         out.append(_run_section(rep, run))
+    # Line by line: esc writes a newline as \x0a (in a logged string it is one), and the report's own line
+    # breaks are the <pre>'s.
     out += ["<h2>The text report</h2><details><summary>wp-autotrace report (text)</summary><pre>",
-            esc(text_report), "</pre></details></body></html>"]
+            "\n".join(map(esc, text_report.split("\n"))), "</pre></details></body></html>"]
     return "\n".join(out) + "\n"
 
 
