@@ -106,6 +106,29 @@ def test_a_main_that_crashes_is_told_where_its_stacks_are_not_to_find_a_sender(t
     assert "PYTHONFAULTHANDLER=1" in fix and "find what sent" not in " ".join(rep["answer"].split()), rep["answer"]
 
 
+# A SIGABRT that no record names a sender of, sent by kill() (posix.kill writes no record, as an outside `kill -ABRT`,
+# systemd's WatchdogSec= or `timeout -s ABRT` write none): no crash, nothing on stderr.
+OUTSIDE_ABRT = "import posix, time; posix.kill(posix.getpid(), 6); time.sleep(5)"
+
+
+def test_a_crash_signal_from_outside_is_not_told_as_a_crash_only(tmp_path: Path) -> None:
+    """A wait status cannot tell kill() from a fault: the finding says the crash and the signal from outside the run
+    both, asserts no message on stderr, and keeps faulthandler as the fix (it prints the stack at either)."""
+    log = tmp_path / "a.jsonl"
+    res = subprocess.run([sys.executable, "-m", "wp_autotrace", "run", "--log", str(log), "--", sys.executable, "-c",
+                          OUTSIDE_ABRT], env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == -signal.SIGABRT or res.returncode == 128 + signal.SIGABRT, res.stderr
+    rep = report_json(log)
+    killed = next(f for f in rep["findings"] if f["kind"] == "root-killed")
+    text = " ".join(killed["text"].split())
+    assert "abort() in native code, such as a failed C++ check, whose message is then on stderr; or a signal sent " \
+           "from outside the run (kill, timeout -s, a watchdog: systemd's WatchdogSec= sends SIGABRT); no record " \
+           "shows a sender" in text, text
+    fix = " ".join(next(x for x in rep["answer"].split("- ") if x.startswith("Fix first: ")).split())
+    assert "PYTHONFAULTHANDLER=1" in fix and "a crash's or a kill's" in fix, rep["answer"]
+
+
 def test_a_sidecar_that_crashed_is_told_so_not_as_a_signal_to_find(tmp_path: Path) -> None:
     """The pool's sidecar 200, in a process group of its own, read as a zombie with status SIGSEGV (no signal_sent
     names a sender): pool-died's advice says its signal tells a crash and where its stacks are."""
@@ -119,6 +142,7 @@ def test_a_sidecar_that_crashed_is_told_so_not_as_a_signal_to_find(tmp_path: Pat
     died = next(f for f in report(w, tmp_path)["findings"] if f["kind"] == "pool-died")
     assert died["advice"].startswith("its SIGSEGV tells a crash of the sidecar") and "PYTHONFAULTHANDLER=1" in \
         died["advice"], died
+    assert "or a signal sent from outside the run; no record shows a sender" in died["advice"], died
 
 
 def test_under_run_the_answer_keeps_the_exception_that_ended_the_program(tmp_path: Path) -> None:

@@ -59,24 +59,38 @@ def in_ranks(v: View, procs: Any) -> str:
         f" (+{len(names) - 8} more)" if len(names) > 8 else "")
 
 
-# Signals a process gets from its own fault or abort(): with no record of a sender, its signal tells a crash (a
-# kill -SEGV from outside is possible, and rare: so the words say what the signal means, and that no sender is known).
+# Signals a process gets from its own fault or abort(): with no record of a sender, its signal tells a crash, or a
+# signal sent from outside the run (a wait status cannot tell kill() from a fault: both dump core), so the words
+# say both, what the signal means first (the common case), and that no sender is known.
 CRASHES = {
     "SIGSEGV": "a segmentation fault in native code, in an extension, a driver or corrupted memory",
     "SIGBUS": "a bus error in native code, often a mapped file cut short or a full /dev/shm",
     "SIGFPE": "an arithmetic fault in native code, such as an integer division by zero",
-    "SIGILL": "an illegal instruction, native code built for another CPU",
-    "SIGABRT": "abort() in native code, such as a failed C++ check, whose message is on stderr",
+    "SIGILL": "an illegal instruction, such as native code built for another CPU or a compiler's trap",
+    "SIGABRT": "abort() in native code, such as a failed C++ check, whose message is then on stderr",
     "SIGTRAP": "a trap in native code, such as a breakpoint",
     "SIGSYS": "a system call its seccomp filter forbids",
 }
-# Where a crash's stacks are: the Python one faulthandler prints, the native one in the core dump.
-CRASH_FIX = ("run it again with PYTHONFAULTHANDLER=1 (python -X faulthandler) for the Python stack of the crash; "
-             "the core dump (coredumpctl) holds the native one")
+# Who sends these from outside: systemd's WatchdogSec= ends a unit with SIGABRT, `timeout -s` any of them.
+_OUTSIDE = {"SIGABRT": "kill, timeout -s, a watchdog: systemd's WatchdogSec= sends SIGABRT"}
+# Where a crash's stacks are: the Python one faulthandler prints (at the signal, whoever sent it), the native one in
+# the core dump.
+CRASH_FIX = ("run it again with PYTHONFAULTHANDLER=1 (python -X faulthandler): it prints the Python stack as the "
+             "signal arrives, a crash's or a kill's; the core dump (coredumpctl) holds the native one")
+
+
+def crash_or_outside(signal: str) -> str:
+    """'a crash, by its signal: <what it means>, or a signal sent from outside the run (kill, ...)' for a crash
+    signal; '' for any other."""
+    what = CRASHES.get(signal)
+    if not what:
+        return ""
+    return f"a crash, by its signal: {what}; or a signal sent from outside the run ({_OUTSIDE.get(signal, 'kill')})"
 
 
 def crash_note(signal: str | None) -> str:
-    """' (a crash, by its signal: a segmentation fault in native code, ...; no record shows a sender)' for a crash
-    signal that no record says another process sent; '' for any other."""
-    what = CRASHES.get(signal or "")
-    return f" (a crash, by its signal: {what}; no record shows a sender)" if what else ""
+    """' (a crash, by its signal: a segmentation fault in native code, ...; or a signal sent from outside the run
+    (kill); no record shows a sender)' for a crash signal that no record says another process sent; '' for any
+    other."""
+    either = crash_or_outside(signal or "")
+    return f" ({either}; no record shows a sender)" if either else ""

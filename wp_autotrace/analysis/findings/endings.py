@@ -105,8 +105,8 @@ def pool_died(v: View) -> Finding | None:
     elif own_errors(side):
         advice = "its sidecar logged an error before it ended (see sidecar-never-served / its errors)"
     elif sig.signal in CRASHES:  # its own fault or abort(): where the crash's stacks are, not a sender to find
-        advice = (f"its {sig.signal} tells a crash of the sidecar ({CRASHES[sig.signal]}; no record shows a sender): "
-                  f"{CRASH_FIX}")
+        advice = (f"its {sig.signal} tells a crash of the sidecar ({CRASHES[sig.signal]}), or a signal sent from "
+                  f"outside the run; no record shows a sender: {CRASH_FIX}")
     elif sig.signal is not None:
         advice = f"find what sent {sig.signal} to the sidecar (a time limit, a scheduler, a user, a cleanup script)"
     else:
