@@ -389,7 +389,7 @@ def test_three_spawned_ranks_peak_is_at_once(tmp_path: Path) -> None:
     assert peak <= probe.max_at_once * 1.15 + 16 * MIB
     # The two pools' overlap lasts 1-3 s and a pass of the watcher comes about every 6 s at its CPU budget on a
     # loaded box, so its figure may be a moment under the test's (5-49 % on saved runs): then it is told as the
-    # floor it is (memseries.peak: the pools' own passes on either side of a moment sum to more, or a process
+    # floor it is (mempeak.peak: the pools' own passes on either side of a moment sum to more, or a process
     # unread), never as the whole.
     if peak < probe.max_at_once * (1 - FLOOR_TOLERANCE):
         assert rep["costs"]["pool_peak_at_least"], (peak, probe.max_at_once, rep["pools_across"])
@@ -400,7 +400,7 @@ def test_three_spawned_ranks_peak_is_at_once(tmp_path: Path) -> None:
     assert read, rep["pools"]
     for pool_peak in read:
         assert pool_peak <= probe.max_at_once
-    # What every pool's processes held at one moment is never under what one pool's held (memseries.peak takes
+    # What every pool's processes held at one moment is never under what one pool's held (mempeak.peak takes
     # each pool's peak moment too: the whole's own moments may all miss it, 246.4 MiB beside a pool's 246.7 once)
     assert peak >= max(read), (peak, read)
 

@@ -389,7 +389,8 @@ def test_memory_at_once_is_its_definition_on_odd_lives() -> None:
     record, and samples exactly STALE_S apart; whole, and in a window (peak_at_once is its largest point)."""
     import random
 
-    from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once
+    from wp_autotrace.analysis.derive.mempeak import peak_at_once
+    from wp_autotrace.analysis.derive.memseries import at_once
 
     rnd = random.Random(33)
     for _ in range(2000):
@@ -589,7 +590,7 @@ def test_the_memory_series_are_in_the_report_bounded_and_the_page_draws_them_alo
     (at most 2 x MEMORY_POINTS + 1 points) with its peak kept: the pools' own peaks and the summed peak, each
     computed here from the samples written. The page of the --json object read back is the page of the
     dict: the dict is its whole input."""
-    from wp_autotrace.analysis.derive.memseries import MEMORY_LINES, MEMORY_POINTS
+    from wp_autotrace.analysis.derive.mempeak import MEMORY_LINES, MEMORY_POINTS
 
     w, run, sides = _six_nested_pools()
     moments = 3000
@@ -654,7 +655,8 @@ def test_a_peak_is_never_a_sum_of_two_sweeps_readings() -> None:
     point whose readings were taken within STALE_S of it (the 27 s sweep: 500 MiB, both read)."""
     from types import SimpleNamespace
 
-    from wp_autotrace.analysis.derive.memseries import Memory, at_once, peak_at_once
+    from wp_autotrace.analysis.derive.mempeak import peak_at_once
+    from wp_autotrace.analysis.derive.memseries import Memory, at_once
     from wp_autotrace.analysis.fold.pace import Pace
 
     m = MIB
@@ -681,7 +683,8 @@ def test_a_peak_of_two_pools_swept_in_turn_is_never_a_sum_of_two_sweeps() -> Non
     of one moment (here each pool's own, the other unread: 400 MiB, 1 of 2 read), neither 800 nor 100."""
     from types import SimpleNamespace
 
-    from wp_autotrace.analysis.derive.memseries import at_once, peak, peak_at_once, run_series
+    from wp_autotrace.analysis.derive.mempeak import peak, peak_at_once, run_series
+    from wp_autotrace.analysis.derive.memseries import at_once
     from wp_autotrace.analysis.fold.pace import Pace
 
     m = MIB
@@ -709,7 +712,8 @@ def test_a_runs_peak_is_never_under_one_pools_own_peak() -> None:
     what A held: the run's peak is its STALE_S point at A's peak moment (400 MiB, 1 of 2 read), never 200."""
     from types import SimpleNamespace
 
-    from wp_autotrace.analysis.derive.memseries import at_once, peak, peak_at_once, run_series
+    from wp_autotrace.analysis.derive.mempeak import peak, peak_at_once, run_series
+    from wp_autotrace.analysis.derive.memseries import at_once
     from wp_autotrace.analysis.fold.pace import Pace
 
     m = MIB
@@ -745,7 +749,8 @@ def test_a_peak_over_pools_is_at_least_each_pools_own(monkeypatch: pytest.Monkey
     from types import SimpleNamespace
 
     from wp_autotrace.analysis.derive import memseries
-    from wp_autotrace.analysis.derive.memseries import at_once, peak, peak_at_once
+    from wp_autotrace.analysis.derive.mempeak import peak, peak_at_once
+    from wp_autotrace.analysis.derive.memseries import at_once
     from wp_autotrace.analysis.fold.pace import Pace
 
     rnd = random.Random(41)
@@ -784,11 +789,12 @@ def test_a_peak_over_pools_is_at_least_each_pools_own(monkeypatch: pytest.Monkey
 
 
 def test_the_runs_memory_lines_take_each_pools_peak_as_its_story_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """run_series tells each pool's line by the peak its PoolStory took (memseries.peak, once per pool): it
+    """run_series tells each pool's line by the peak its PoolStory took (mempeak.peak, once per pool): it
     sweeps nothing for a pool's own line (a pool never read whole costs a sweep for its peak; taken again here,
     it cost two), only for the summed line of the pools past the first three."""
-    from wp_autotrace.analysis.derive import memseries
-    from wp_autotrace.analysis.derive.memseries import Point, at_once, peak, run_series
+    from wp_autotrace.analysis.derive import mempeak
+    from wp_autotrace.analysis.derive.mempeak import peak, run_series
+    from wp_autotrace.analysis.derive.memseries import Point, at_once
 
     procs = [_process(0.0, 100.0, 100.0, True, [(t, (k + 1) * MIB, 0) for t in (0.0, 2.0, 4.0)]) for k in range(5)]
     for k, q in enumerate(procs):
@@ -797,8 +803,8 @@ def test_the_runs_memory_lines_take_each_pools_peak_as_its_story_has_it(monkeypa
     series = [at_once(pool) for pool in pools]
     peaks = [peak(points, pool) for points, pool in zip(series, pools)]
     swept: list[int] = []
-    real = memseries.at_once
-    monkeypatch.setattr(memseries, "at_once", lambda procs, *a, **k: swept.append(len(procs)) or real(procs, *a, **k))
+    real = mempeak.at_once
+    monkeypatch.setattr(mempeak, "at_once", lambda procs, *a, **k: swept.append(len(procs)) or real(procs, *a, **k))
     told = Point(4.0, 7 * MIB, 1, 1)  # the story's figure, whatever a sweep here would make of it
     rows = run_series(pools[:4], series[:4], [*peaks[:3], told])
     assert [best for _, _, best in rows] == [*peaks[:3], told] and swept == []

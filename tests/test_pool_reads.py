@@ -11,7 +11,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from wp_autotrace.analysis.derive.counts import counts_at
-from wp_autotrace.analysis.derive.memseries import at_once, peak_at_once
+from wp_autotrace.analysis.derive.mempeak import peak_at_once
+from wp_autotrace.analysis.derive.memseries import at_once
 from wp_autotrace.analysis.fold.fold import build
 from wp_autotrace.analysis.fold.model import Process
 from wp_autotrace.watcher import memory

@@ -19,7 +19,7 @@ from .derive.held import unended
 from .derive.jobs import Job, group, identity_text, slurm_steps
 from .derive.labels import process_label, rank_value, tool_name
 from .derive.lostjobs import pool_jobs
-from .derive.memseries import run_series
+from .derive.mempeak import run_series
 from .derive.poolprocs import fx_subprocess, start_method
 from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
 from .findings import find_all
@@ -166,10 +166,10 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
 
 
 def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:
-    """The run's pools' memory at once (memseries.run_series: bounded, thinned): per series the indices of its
+    """The run's pools' memory at once (mempeak.run_series: bounded, thinned): per series the indices of its
     pools in the report's `pools`, its points [seconds from t0, PSS bytes, processes read, processes alive], and
     its peak [seconds from t0, PSS bytes, processes read, processes alive, processes never read, pools read in
-    different passes, that moment from t0 or None] (memseries.peak: a point one moment read, and what makes it a
+    different passes, that moment from t0 or None] (mempeak.peak: a point one moment read, and what makes it a
     floor beyond that moment)."""
     mine = [(i, v.story(pool)) for i, pool in enumerate(v.pools) if pool.creator.run_id == run.id]
     # t unrounded (unlike the report's other times): the page places each point from it, to a tenth of a pixel

@@ -47,7 +47,8 @@ from .callers import requester
 from .counts import counts_at
 from .ending import UNSEEN, Ending
 from .gaps import IdleGap, idle_gaps
-from .memseries import Memory, Point, held_at, peak, peak_at_once, span_samples
+from .mempeak import peak, peak_at_once
+from .memseries import Memory, Point, held_at, span_samples
 from .poolprocs import outlived_creator, pool_end, pool_processes, start_method, workers_of
 
 

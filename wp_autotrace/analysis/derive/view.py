@@ -10,7 +10,8 @@ from ..fold.model import Call, Model, Pool, Process, Run, calls_of
 from ..fold.verdict import run_state
 from .endings import Endings
 from .labels import rank_value
-from .memseries import Point, at_once, held_after, left_at_once, lived_mem, peak
+from .mempeak import left_at_once, peak
+from .memseries import Point, at_once, held_after, lived_mem
 from .pools import PoolStory, stories
 
 # multiprocessing's resource tracker and forkserver outlive their starter by design.
@@ -131,7 +132,7 @@ class View:
         return list({q.index: q for pool in pools for q in self.story(pool).procs}.values())
 
     def pools_at_once(self, pools: list[Pool]) -> Point | None:
-        """The most these pools' processes held together at one moment (memseries.peak of their at_once), never
+        """The most these pools' processes held together at one moment (mempeak.peak of their at_once), never
         under one pool's own peak: each pool's peak moment is one of its candidates; each pool a part, so the
         figure says where the pools' own passes on either side of a moment sum to more (Point.split)."""
         procs = self.pool_procs(pools)

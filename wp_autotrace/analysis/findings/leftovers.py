@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
 from ..derive.labels import process_label
-from ..derive.memseries import left_at_once
+from ..derive.mempeak import left_at_once
 from ..fold.verdict import RUN_KILLED
 from ..words.fmt import MIB, TEXT_PIDS, pid_text, size_text
 from .base import Finding, in_ranks, roles_text, sites_text

@@ -6,7 +6,7 @@ issue as one file. The words are the text report's own (words/lines.py's run hea
 process words, the whole text report at the bottom, which the caller hands in: present/render.py is
 another presenter, never imported here): the page draws, it never re-words. Its input is the report dict
 alone (runs[].memory_at_once holds the memory series, already bounded and thinned to the chart's width:
-derive/memseries.py run_series). Logged strings (command lines, already
+derive/mempeak.py run_series). Logged strings (command lines, already
 masked as the log was read: common/redact.py via check.py) are escaped twice: control characters as
 the text report shows them, then HTML.
 
@@ -363,7 +363,7 @@ def _memory_lines(rep: dict[str, Any], run: dict[str, Any]) -> list[tuple[dict[s
     out = []
     for series in run.get("memory_at_once") or ():
         points = [Point(*pt) for pt in series["points"]]
-        # the report's peak (memseries.peak: a point one moment read); a report without it: the largest point
+        # the report's peak (mempeak.peak: a point one moment read); a report without it: the largest point
         told = series.get("peak")  # [t, PSS, read, alive]; older reports: [t, PSS]
         best = Point(*told, *(0, 0)[len(told) - 2:]) if told else max(points, key=lambda pt: pt.pss)
         pools = [rep["pools"][i] for i in series["pools"]]

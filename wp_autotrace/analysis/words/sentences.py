@@ -28,7 +28,7 @@ def floor_text(pss: int, n: Any, m: Any, read: str = "processes read", never: An
     orphaned span's read of processes): the others count in no figure, so it is a floor. The same where its
     stretch had processes the watcher reads that it never read (never: pools[].peak_never_read, ', 2 processes
     never read'), or pools alive together at a moment whose own passes on either side of it sum to more (split:
-    {'pools', 'at'}, ', 2 pools alive together at 13.1 s read in different passes'): memseries.peak. Older
+    {'pools', 'at'}, ', 2 pools alive together at 13.1 s read in different passes'): mempeak.peak. Older
     reports carry none of these: the figure alone."""
     why = [f"{n} of {m} {read}"] if isinstance(n, int) and isinstance(m, int) and n < m else []
     if isinstance(never, int) and never > 0:
