@@ -1351,6 +1351,40 @@ def test_leftovers_read_together_only_before_the_main_ended_say_when(tmp_path: P
     assert "at 9.6 s, before the main process ended" in rep["answer"], rep["answer"]
 
 
+def test_leftovers_a_reading_left_out_make_their_figure_a_lower_bound(tmp_path: Path) -> None:
+    """Only 300 was read (9.6 s, 200 MiB); sidecar 400, left behind too, was never read for its own share: the
+    figure leaves it out, so it is at least 200 MiB, never "about", and the text says which were read."""
+    w = seed_log()
+    w.add(9.6, 900, 100, "watcher", "memory", run="r1", root_pid=100,
+          procs=[{"pid": 300, "pss": 200 * MIB, "uss": 200 * MIB, "rss": 200 * MIB}])
+    rep = report(w, tmp_path)
+    assert rep["costs"]["leftover_real_bytes"] == 200 * MIB and rep["costs"]["leftover_at_least"], rep["costs"]
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "holding at least 200 MiB (1 of the 2 read at 9.6 s, before the main process ended)" in left["text"], \
+        left["text"]
+    assert "(at least 200 MiB: 1 of the 2 read at 9.6 s" in rep["answer"], rep["answer"]
+
+
+def test_leftovers_of_two_kinds_place_each_one_the_text_counts(tmp_path: Path) -> None:
+    """Sidecars 300 and 400 read together at 9.6 s and a plain child 500 of the main known by its RSS alone: the
+    text names the pool processes as such and the child as the other one, so a reader places all three."""
+    w = seed_log()
+    run = {"run": "r1", "root_pid": 100}
+    w.add(9.55, 900, 100, "watcher", "tree", count=5, started=[{"pid": 500, "ppid": 100, "rss": 50 * MIB,
+                                                                 "via": "child"}], ended=[], **run)
+    w.add(9.6, 900, 100, "watcher", "memory", procs=[{"pid": pid, "pss": mib * MIB, "uss": mib * MIB, "rss": mib * MIB}
+                                                     for pid, mib in ((300, 200), (400, 300))], **run)
+    w.lines = [r for r in w.lines if r.get("event") != "leftover"]
+    w.add(11.4, 900, 100, "watcher", "leftover", how="root-exit", count=3, pids=[300, 400, 500],
+          procs=[{"pid": 300, "ppid": 1, "rss": 300 * MIB}, {"pid": 400, "ppid": 300, "rss": 300 * MIB},
+                 {"pid": 500, "ppid": 1, "rss": 50 * MIB}], **run)
+    rep = report(w, tmp_path)
+    assert rep["costs"]["leftover_real_bytes"] == 550 * MIB and not rep["costs"]["leftover_at_least"], rep["costs"]
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "(all 2 pool processes read together, at 9.6 s, before the main process ended; RSS for the other one, " \
+           "its own share not read)" in left["text"], left["text"]
+
+
 def test_the_fx_subprocess_pool_is_named_and_gets_its_own_advice(tmp_path: Path) -> None:
     """The pool TORCHINDUCTOR_FX_COMPILE_MODE=subprocess makes (its SubprocPool made inside
     _SubprocessFxCompile.process_pool) is named so, and its idle advice is not shutdown_compile_workers(), which

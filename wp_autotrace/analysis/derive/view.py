@@ -64,7 +64,7 @@ class View:
         # the sum of the leftovers' figures is a lower bound only where a sharer that ended is not in it (where
         # it is, the sum was what they held together at that reading, and it only shrank as they ended)
         listed = {p.index for _, p in left}
-        self.left_sum_at_least = any(q.index not in listed for sharers in gone_sharers.values() for q in sharers)
+        self._sharer_left_out = any(q.index not in listed for sharers in gone_sharers.values() for q in sharers)
         pss = [self.left_held.get(p.index) or (p.mem[-1][1] if p.mem else None) for _, p in left]
         self.leftover_pss = sum(x for x in pss if x is not None) if any(x is not None for x in pss) else None
         # Their real memory together: one at_once point of the pool processes among them (left_at_once: the
@@ -109,6 +109,17 @@ class View:
         RSS counts the pages it shares with its sidecar again). Summed over leftovers it is one moment's:
         the watcher re-reads every pool process right after the main process ends."""
         return 0 if _forked_worker(p) and not p.mem else self.held(p)
+
+    @property
+    def left_sum_at_least(self) -> bool:
+        """Whether leftover_real is a lower bound: a reading taken while a sharer not in the sum still shared its
+        pages, or a leftover holding memory the sum leaves out: a pool process its point did not read (started
+        after it, or missed by that sweep), or one with no reading at all (counted 0)."""
+        if self._sharer_left_out:
+            return True
+        if self.left_point is not None:
+            return self.left_point.read < self.left_sampled
+        return any(not self.real_left(p) for p in self.leftover_procs)
 
     def left_by_rss(self) -> int:
         """How many leftovers' figures in leftover_real are their RSS (no sweep read their own share): said so."""

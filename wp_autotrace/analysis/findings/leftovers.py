@@ -198,16 +198,27 @@ def left_read_text(v: View) -> str:
     share was 2.8), and for the ones read, which moment and how many: their figure is one at_once point
     (View.left_point), never latest figures of different moments summed, so it says what it covers."""
     n_left, by_rss = len(v.leftover_procs), v.left_by_rss()
-    said = [] if not by_rss else [
-        ("RSS, their own share not read" if n_left > 1 else "RSS, its own share not read")
-        if by_rss >= n_left else f"RSS for {by_rss} of them, their own share not read"]
     pt, n = v.left_point, v.left_sampled
+    # where some leftovers are no pool processes, the pool processes are named as such, so that each of the
+    # leftovers the text counts is placed: "3 of the 4 pool processes ...; RSS for the other one"
+    pools = "" if n >= n_left else (" pool processes" if n > 1 else " pool process")
+    said = []
     ends = [r.root.ended_at for r in v.runs if r.root is not None and r.root.ended_at is not None]
     before = pt is not None and bool(ends) and pt.ts < min(ends)
     if pt is not None and (pt.read < n or before):
-        who = f"{pt.read} of the {n}" if pt.read < n else f"all {n}"
+        who = (f"{pt.read} of the {n}{pools} " if pt.read < n else f"all {n}{pools} " if n > 1
+               else "the pool process " if pools else "")
+        together = "read together, at" if pt.read > 1 else "read at"
         when = "before the main process ended" if before else "after the main process ended"
-        said.append(f"{who} read together, at {v.rel(pt.ts):.1f} s, {when}")
+        said.append(f"{who}{together} {v.rel(pt.ts):.1f} s, {when}")
+    if by_rss:
+        share = "their own share not read" if by_rss > 1 else "its own share not read"
+        if by_rss >= n_left:
+            said.append(f"RSS, {share}")
+        elif pools and by_rss == n_left - n:
+            said.append(f"RSS for the other {by_rss if by_rss > 1 else 'one'}, {share}")
+        else:
+            said.append(f"RSS for {by_rss} of them, {share}")
     return f" ({'; '.join(said)})" if said else ""
 
 
