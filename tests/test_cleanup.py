@@ -40,8 +40,13 @@ def assert_never_signalled(proc: subprocess.Popen[bytes]) -> None:
     replaced `time.sleep(0.2); assert proc.poll() is None`, which a loaded box could outrun.
     """
     assert proc.poll() is None, proc.returncode
-    status = dict(line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines())
-    flags = int(Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[6])
+    assert_no_signal_on_its_way(proc.pid)
+
+
+def assert_no_signal_on_its_way(pid: int) -> None:
+    """assert_never_signalled's kernel reading, for a live process this test did not start itself."""
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    flags = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[6])
     pending = int(status["SigPnd"], 16) | int(status["ShdPnd"], 16)
     assert not pending and not flags & PF_EXITING, (status["State"], hex(pending), hex(flags))
 
@@ -791,3 +796,62 @@ def test_cleanup_ended_by_a_signal_mid_walk_leaves_nothing_stopped(tmp_path: Pat
         _kill_all(kids)
         proc.kill()
         proc.wait(10)
+
+
+# A leftover server S that starts another run's job: with a launcher L between them (`wp-autotrace run`, a shell)
+# or not, then the job's main B and its child C. Prints S's children's pids as the tree stands: "L B C".
+SERVER = """
+import os, sys, time
+def idle():
+    while True:
+        time.sleep(60)
+r, w = os.pipe()
+launcher = sys.argv[1] == "launcher"
+if os.fork() == 0:
+    me = os.getpid()
+    if launcher and os.fork() != 0:
+        idle()  # L
+    b = os.getpid()
+    c = os.fork()
+    if c == 0:
+        idle()  # C
+    os.write(w, f"{me if launcher else 0} {b} {c}\\n".encode())
+    idle()  # B
+print(os.read(r, 100).decode().strip(), flush=True)
+idle()
+"""
+
+
+@pytest.mark.parametrize("shape", ["launcher", "direct"])
+def test_another_runs_job_below_a_leftover_is_never_signalled(tmp_path: Path, shape: str) -> None:
+    """Run A's leftover S (a server) started run B's job (with a launcher L between, or not): its main B and
+    B's child C, which B's own records name as run B's. `cleanup --run A` ends S, and refuses B and L, never
+    walking below them: being below a leftover never makes a process the run's where a log says it is another's."""
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, shape], env=clean_env(), stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    pids: list[int] = []
+    try:
+        assert proc.stdout is not None
+        launcher, main_b, child_c = (int(x) for x in proc.stdout.readline().split())
+        pids = [p for p in (launcher, main_b, child_c) if p]
+        starts = {pid: started(pid) for pid in (proc.pid, *pids)}
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": starts[proc.pid],
+                                                           "role": "child", "cmd": "python server"}])
+        run_b = "b0b0b0b0b0b0"
+        with log.open("a") as f:
+            for pid, ppid, role in ((main_b, launcher or proc.pid, "main"), (child_c, main_b, "child")):
+                f.write(json.dumps({**_record("process_start", pid, run=run_b, root_pid=main_b, forked=True,
+                                              argv=["python", "job.py"], create_time=starts[pid]),
+                                    "ppid": ppid, "role": role}) + "\n")
+        res = _cleanup("--run", RUN, str(log), "--grace", "2")
+        assert proc.wait(10) == -signal.SIGTERM, res.stdout
+        for pid in pids:
+            assert _alive(pid, starts[pid]), (pid, res.stdout)
+            assert_no_signal_on_its_way(pid)
+        refused = launcher or main_b
+        assert f"refused: {refused} " in res.stdout and f"run {run_b}'s" in res.stdout, res.stdout
+        assert f"ended: {child_c}" not in res.stdout and f"ended: {main_b}" not in res.stdout, res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)
+        _kill_all(pids)

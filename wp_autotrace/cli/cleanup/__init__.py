@@ -165,6 +165,8 @@ def named_alive(sweep: Sweep) -> list[tuple[Candidate, str]]:
             held = sweep.targets.get(p.pid)
             if held is not None and same_process(held[0].create_time, p.create_time):
                 continue  # a target: counted as ended or surviving already
+            if (p.host, p.pid) in sweep.foreign and same_process(sweep.foreign[(p.host, p.pid)][0], p.create_time):
+                continue  # another run's, below a leftover: said refused, counted apart (_foreign_words)
             if p.host == sweep.checker.host and sweep.checker.same(p.pid, p.create_time) is not None:
                 c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name, None, None,
                               owner)
@@ -230,7 +232,7 @@ def _rounds(sweep: Sweep) -> int:
         sweep.unsignalled(c, named)
     left = len(sweep.survivors) + len(pending) + len(unended)
     sweep.say(f"cleanup: {sweep.ended} process(es) ended, {left} still alive{_refused_words(sweep, unended)}"
-              f"{_unproven_words(sweep, {c.pid for c, _ in unended})}")
+              f"{_unproven_words(sweep, {c.pid for c, _ in unended})}{_foreign_words(sweep)}")
     return REFUSED if left else sweep.status
 
 
@@ -247,11 +249,19 @@ def _unproven_words(sweep: Sweep, said: set[int]) -> str:
     return f"; {alive} more alive in their process groups, not proven the run's, not signalled" if alive else ""
 
 
+def _foreign_words(sweep: Sweep) -> str:
+    """The final count's words for the processes refused as another run's (alive now): not this run's, so neither
+    "still alive" of it nor "refused" among its own."""
+    alive = sorted({run for (_, pid), (start, run) in sweep.foreign.items() if sweep.checker.same(pid, start)})
+    n = sum(1 for (_, pid), (start, _) in sweep.foreign.items() if sweep.checker.same(pid, start))
+    return f"; {n} of another run ({', '.join(alive)}) below its leftovers, not signalled" if n else ""
+
+
 def _refused_words(sweep: Sweep, unended: list[tuple[Candidate, str]]) -> str:
     """The final count's words for the claims refused and not already counted alive here: "0 still alive" alone
     would say a process on another host, or one whose log another user owns, is gone; cleanup never looked."""
     counted = {(c.host, c.pid) for c, _ in unended}
-    refused = [key for key in sweep.refusals if key not in counted]
+    refused = [key for key in sweep.refusals if key not in counted and key not in sweep.foreign]
     return f"; {len(refused)} refused, not signalled (whether still alive: not known here)" if refused else ""
 
 

@@ -31,6 +31,7 @@ class Candidate(NamedTuple):
     seen_at: float | None  # ts of the record that names it: it had started by then
     root_start: float | None  # the run's root's start: a process of the run started after it
     owner: int | None = None  # uid of the log that names it (None: not known)
+    by_descent: bool = False  # found below a leftover (a /proc walk, a log's ppid), not in the run's own list
 
 
 Key = tuple[str, int, "float | None"]  # (host, pid, create_time): one process, however many logs name it
@@ -49,6 +50,41 @@ class RunRoot(NamedTuple):
     pid: int
     create_time: float | None
     written: float | None  # when its first record was written
+
+
+class OtherRun(NamedTuple):
+    """A process a log shows as another run's than the one cleanup was asked for."""
+
+    run: str
+    create_time: float | None  # None: the log has no start time for it (a launcher: started before `before`)
+    what: str  # in words, after "run X's"
+    before: float | None = None  # a launcher: the main process it started began then
+
+
+def other_runs(models: Models, run_id: str | None) -> dict[tuple[str, int], list[OtherRun]]:
+    """(host, pid) -> the runs other than run_id that a log shows the process in: each such run's processes (its
+    own records, or its watcher's descent from its main) and the process that started its main (`wp-autotrace
+    run`, a shell, a server: its launcher). One run's leftover can start another run (a server left running starts
+    a job), and the first run's watcher, lingering for its leftover, lists the new run's processes as descendants:
+    being below a leftover never makes a process the run's where a log says it is another run's. {} where every
+    run is selected (run_id None)."""
+    found: dict[tuple[str, int], list[OtherRun]] = {}
+    if run_id is None:
+        return found
+    for model, _ in models:
+        for run in model.runs.values():
+            if run.id == run_id:
+                continue
+            for p in run.processes:
+                what = "main process" if p is run.root else f"{p.role or 'child'} process"
+                found.setdefault((p.host, p.pid), []).append(OtherRun(run.id, p.create_time, what))
+            root = run.root
+            if root is not None and root.ppid:
+                parent = root.parent
+                found.setdefault((root.host, root.ppid), []).append(OtherRun(
+                    run.id, parent.create_time if parent is not None else None,
+                    "launcher (the process that started its main process)", root.create_time or root.start))
+    return found
 
 
 def _alive_in_model(run: Run) -> list[Process]:

@@ -118,7 +118,7 @@ def logged_successors(sweep: Sweep, reread: bool = True) -> list[Candidate]:
                     continue
                 root = run.root.create_time if run.root is not None else None
                 c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name,
-                              None, root, owner)
+                              None, root, owner, by_descent=True)
                 sweep.know(c)
                 found.append(c)
                 grew = True

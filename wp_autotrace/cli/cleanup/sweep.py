@@ -18,7 +18,7 @@ from typing import Any
 from ...common.env import REDACT_ENV
 from ...common.procfs import environ_secrets, same_process
 from ...common.redact import env_secrets, parse_patterns, redact_argv
-from .candidates import Candidate, Checker, Models
+from .candidates import Candidate, Checker, Models, OtherRun, other_runs
 
 # Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
 CLEAN = 0  # every candidate ended or was already gone
@@ -106,6 +106,9 @@ class Sweep:
         # (host, pid) -> (start, why) of each claim refused: a live process the log names is then said refused.
         self.refusals: dict[tuple[str, int], list[tuple[float | None, str]]] = {}
         self.unproven: dict[int, float] = {}  # pid -> start of each live process said but never proven the run's
+        self._others: dict[tuple[str, int], list[OtherRun]] = {}  # other_runs of self.models, read once per reading
+        self._others_of: Models | None = None
+        self.foreign: dict[tuple[str, int], tuple[float | None, str]] = {}  # -> (start, run): another run's, refused
 
     def know(self, c: Candidate) -> None:
         if c.create_time is not None:
@@ -116,6 +119,45 @@ class Sweep:
         return create_time is not None and any(same_process(t, create_time)
                                                for t in self.known.get((host, pid), ()))
 
+    def other_run(self, c: Candidate) -> str:
+        """Why c is another run's than the one selected, in words ("" where no log says so): its own run's
+        records or watcher name it; or, for a process found below a leftover (by_descent), it started another
+        run's main process (its launcher) or is a child of a process refused so. Every claim is matched by start
+        time; a launcher without one counts where it began before the main it started: refused is the safe side."""
+        if self._others_of is not self.models:
+            self._others, self._others_of = other_runs(self.models, self.run_id), self.models
+        for o in self._others.get((c.host, c.pid), ()):
+            if o.before is not None and not c.by_descent:
+                continue  # a leftover of this run that started another run's main is still this run's
+            if o.create_time is None or c.create_time is None:
+                same = o.before is not None and c.create_time is not None and c.create_time <= o.before + 1.0
+            else:
+                same = same_process(o.create_time, c.create_time)
+            if same:
+                self.foreign[(c.host, c.pid)] = (c.create_time, o.run)
+                return (f"run {o.run}'s {o.what}, as the log says: not this run's, whatever runs above it "
+                        f"(`cleanup --run {o.run}` once that run has ended)")
+        info = self.checker.reader.stat(c.pid) if c.by_descent else None
+        above = self.foreign.get((c.host, info["ppid"])) if info is not None else None
+        if above is not None and info is not None and self.checker.same(info["ppid"], above[0]) is not None:
+            self.foreign[(c.host, c.pid)] = (c.create_time, above[1])
+            return f"a child of {info['ppid']}, run {above[1]}'s: not this run's"
+        return ""
+
+    def refuse(self, c: Candidate, why: str) -> None:
+        """Say and count a refusal: c is not signalled (said once)."""
+        said = self.refusals.setdefault((c.host, c.pid), [])
+        if (c.create_time, why) not in said:
+            self.say(f"refused: {target_label(c)}: {why}")
+            said.append((c.create_time, why))
+        if (c.host, c.pid) not in self.foreign:
+            self.status = REFUSED  # another run's process is not this run's to end: no failure of this one
+
+    def is_foreign(self, c: Candidate) -> bool:
+        """Is c a live process refused as another run's?"""
+        entry = self.foreign.get((c.host, c.pid))
+        return entry is not None and same_process(entry[0], c.create_time)
+
     def admit(self, c: Candidate, also: tuple[Candidate, ...] = ()) -> None:
         """Pin, then judge every claim on this process (the checks then hold for the pidfd): c and the
         same process as named by other logs. It joins only if no claim is refused: a process that some
@@ -125,6 +167,9 @@ class Sweep:
         if held is not None and c.create_time is not None and held[0].create_time is not None and same_process(
                 held[0].create_time, c.create_time):
             return  # already a member (a log's start and the live one may differ by the clock's grain)
+        if other := self.other_run(c):
+            self.refuse(c, other)
+            return
         pidfd = _pin(c.pid)  # a dry run pins too: the walk's membership test uses the pin
         verdicts = [(claim, self.checker.refusal(claim)) for claim in (c, *also)]
         refused = [(claim, why) for claim, why in verdicts if why not in (None, "gone")]
@@ -141,8 +186,7 @@ class Sweep:
             self.say(f"already gone: {target_label(c)}")
             return
         for claim, reason in refused:
-            self.say(f"refused: {target_label(claim)}: {reason}")
-            self.refusals.setdefault((claim.host, claim.pid), []).append((claim.create_time, reason))
+            self.refuse(claim, reason)
         for claim, verdict in verdicts:
             if verdict is None:
                 self.say(f"refused: {target_label(claim)}: the log of uid {claim.owner} would admit it, but not every "
@@ -221,7 +265,7 @@ class Sweep:
             walked += 1
             for kid, info in self._children(member):
                 c = Candidate(member.run, member.host, kid, info["create_time"], "child",
-                              live_cmd(self.checker.reader, kid), None, None, member.owner)
+                              live_cmd(self.checker.reader, kid), None, None, member.owner, by_descent=True)
                 self.admit(c)
                 if kid in self.targets:
                     found.append(c)
