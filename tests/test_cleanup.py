@@ -855,3 +855,56 @@ def test_another_runs_job_below_a_leftover_is_never_signalled(tmp_path: Path, sh
         proc.kill()
         proc.wait(10)
         _kill_all(pids)
+
+
+# A leftover server S whose job traces into another log: its main B (here `sleep`, so that nothing traces it) has
+# tracing on and its own log in its environment, started by S itself or by a launcher L. Prints "L B".
+SERVER_ELSEWHERE = """
+import os, sys, time
+r, w = os.pipe()
+launcher, other = sys.argv[1] == "launcher", sys.argv[2]
+if os.fork() == 0:
+    me = os.getpid()
+    if launcher:
+        b = os.fork()
+        if b != 0:
+            os.write(w, f"{me} {b}\\n".encode())
+            while True:
+                time.sleep(60)
+    else:
+        os.write(w, f"0 {me}\\n".encode())
+    os.execve("/bin/sleep", ["sleep", "300"], {"WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": other})
+print(os.read(r, 100).decode().strip(), flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("shape", ["launcher", "direct"])
+def test_another_runs_job_tracing_into_another_log_is_never_signalled(tmp_path: Path, shape: str) -> None:
+    """Run A's leftover S started a job that traces into another log (no record of it in A's): its environment
+    (tracing on, no run id, its own log) says it is a new run's main; cleanup refuses it and its launcher."""
+    other = tmp_path / "other.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", SERVER_ELSEWHERE, shape, str(other)], env=clean_env(),
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    pids: list[int] = []
+    try:
+        assert proc.stdout is not None
+        launcher, main_b = (int(x) for x in proc.stdout.readline().split())
+        pids = [p for p in (launcher, main_b) if p]
+        wait_until(lambda: Path(f"/proc/{main_b}/cmdline").read_bytes().startswith(b"sleep"), 20,
+                   what="the job's exec")
+        starts = {pid: started(pid) for pid in (proc.pid, *pids)}
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": starts[proc.pid],
+                                                           "role": "child", "cmd": "python server"}])
+        res = _cleanup("--run", RUN, str(log), "--grace", "2")
+        assert proc.wait(10) == -signal.SIGTERM, res.stdout
+        for pid in pids:
+            assert _alive(pid, starts[pid]), (pid, res.stdout)
+            assert_no_signal_on_its_way(pid)
+        assert f"traced into {other}" in res.stdout and res.returncode == 0, res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)
+        _kill_all(pids)

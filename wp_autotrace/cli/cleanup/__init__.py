@@ -52,6 +52,7 @@ rounds are this module's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -252,9 +253,10 @@ def _unproven_words(sweep: Sweep, said: set[int]) -> str:
 def _foreign_words(sweep: Sweep) -> str:
     """The final count's words for the processes refused as another run's (alive now): not this run's, so neither
     "still alive" of it nor "refused" among its own."""
-    alive = sorted({run for (_, pid), (start, run) in sweep.foreign.items() if sweep.checker.same(pid, start)})
-    n = sum(1 for (_, pid), (start, _) in sweep.foreign.items() if sweep.checker.same(pid, start))
-    return f"; {n} of another run ({', '.join(alive)}) below its leftovers, not signalled" if n else ""
+    runs = [run for (_, pid), (start, run) in sweep.foreign.items() if sweep.checker.same(pid, start)]
+    named = sorted(set(runs) - {"another"})
+    which = f" ({', '.join(named)})" if named else ""
+    return f"; {len(runs)} of another run{which} below its leftovers, not signalled" if runs else ""
 
 
 def _refused_words(sweep: Sweep, unended: list[tuple[Candidate, str]]) -> str:
@@ -303,13 +305,13 @@ def _nothing_left(sweep: Sweep, run: str | None) -> int:
 
 
 def cleanup(models: Models, run: str | None, dry_run: bool, grace: float, say: Any = print,
-            reload: Callable[[], Models] | None = None) -> int:
+            reload: Callable[[], Models] | None = None, logs: set[tuple[int, int]] | None = None) -> int:
     """Verify and end the selected run's leftovers; the exit status. models: each log's model with the
     uid that owns the log (None: not known); each log's candidates are judged by its own owner, and a
     process named by several logs by every one of them. reload reads the logs again (between rounds,
     and for the final count); None: the logs are read once."""
     sweep = Sweep(Checker(), dry_run, grace, _escaping(say))  # log text reaches the terminal escaped
-    sweep.models, sweep.reload, sweep.run_id = models, reload, run
+    sweep.models, sweep.reload, sweep.run_id, sweep.logs = models, reload, run, logs or set()
     if moved := on_the_logs_clock(sweep.checker, models):
         sweep.say(moved)
     caught: dict[int, Any] = {}
@@ -417,7 +419,12 @@ def run(args: argparse.Namespace) -> int:
                 pass
         return list(last.values())
 
-    return cleanup(list(last.values()), args.run, args.dry_run, args.grace, reload=reload)
+    logs = set()
+    for path in last:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            logs.add((st.st_dev, st.st_ino))
+    return cleanup(list(last.values()), args.run, args.dry_run, args.grace, reload=reload, logs=logs)
 
 
 def _grace(text: str) -> float:

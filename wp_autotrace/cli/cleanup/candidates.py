@@ -12,6 +12,7 @@ import os
 from typing import Any, NamedTuple
 
 from ...analysis.fold.model import Model, Process, Run
+from ...common.env import ENABLE_ENV, FALSE_WORDS, LOG_ENV, RUN_ENV
 from ...common.procfs import SAME_START_S, ProcReader, boot_id, same_process
 from ...common.vocab import WATCHER as WATCHER_ROLE
 
@@ -85,6 +86,28 @@ def other_runs(models: Models, run_id: str | None) -> dict[tuple[str, int], list
                     run.id, parent.create_time if parent is not None else None,
                     "launcher (the process that started its main process)", root.create_time or root.start))
     return found
+
+
+def env_claim(reader: Any, pid: int, runs: set[str], logs: set[tuple[int, int]]) -> str:
+    """Whose run a live process's environment says it is, in words, where that is none of runs ("" otherwise,
+    or where it cannot be read: another user's, gone). A traced run's processes inherit its id (RUN_ENV) and its
+    log (LOG_ENV); a new run's main (`wp-autotrace run`, or tracing started afresh) has tracing on, no run id yet,
+    and its own log. logs: (st_dev, st_ino) of the logs cleanup reads; a relative log path is the process's
+    cwd's."""
+    env = dict(e.partition(b"=")[::2] for e in reader.environ(pid).split(b"\0") if b"=" in e)
+    run = env.get(RUN_ENV.encode(), b"").decode(errors="replace")
+    if run:
+        return "" if run in runs else f"its environment names run {run}: not this run's"
+    log = env.get(LOG_ENV.encode(), b"")
+    if env.get(ENABLE_ENV.encode(), b"").decode(errors="replace").strip().lower() in FALSE_WORDS or not log:
+        return ""
+    try:
+        st = os.stat(os.path.join(os.readlink(f"/proc/{pid}/cwd").encode(), log))
+    except OSError:
+        st = None  # not written yet, or not reachable from here: not one of the logs read either way
+    if st is not None and (st.st_dev, st.st_ino) in logs:
+        return ""
+    return f"its environment starts another run, traced into {log.decode(errors='replace')}: not this run's"
 
 
 def _alive_in_model(run: Run) -> list[Process]:

@@ -18,7 +18,7 @@ from typing import Any
 from ...common.env import REDACT_ENV
 from ...common.procfs import environ_secrets, same_process
 from ...common.redact import env_secrets, parse_patterns, redact_argv
-from .candidates import Candidate, Checker, Models, OtherRun, other_runs
+from .candidates import Candidate, Checker, Models, OtherRun, env_claim, other_runs
 
 # Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
 CLEAN = 0  # every candidate ended or was already gone
@@ -109,6 +109,7 @@ class Sweep:
         self._others: dict[tuple[str, int], list[OtherRun]] = {}  # other_runs of self.models, read once per reading
         self._others_of: Models | None = None
         self.foreign: dict[tuple[str, int], tuple[float | None, str]] = {}  # -> (start, run): another run's, refused
+        self.logs: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the logs read: a process tracing into one
 
     def know(self, c: Candidate) -> None:
         if c.create_time is not None:
@@ -137,12 +138,23 @@ class Sweep:
                 self.foreign[(c.host, c.pid)] = (c.create_time, o.run)
                 return (f"run {o.run}'s {o.what}, as the log says: not this run's, whatever runs above it "
                         f"(`cleanup --run {o.run}` once that run has ended)")
-        info = self.checker.reader.stat(c.pid) if c.by_descent else None
+        if not c.by_descent:
+            return ""
+        info = self.checker.reader.stat(c.pid)
         above = self.foreign.get((c.host, info["ppid"])) if info is not None else None
         if above is not None and info is not None and self.checker.same(info["ppid"], above[0]) is not None:
             self.foreign[(c.host, c.pid)] = (c.create_time, above[1])
             return f"a child of {info['ppid']}, run {above[1]}'s: not this run's"
-        return ""
+        # a run writing another log: only the process's environment tells (its own, or a child's it launched)
+        runs = {r.id for model, _ in self.models for r in model.runs.values()
+                if self.run_id is None or r.id == self.run_id}
+        why = env_claim(self.checker.reader, c.pid, runs, self.logs)
+        if not why:
+            why = next((f"the launcher of {kid}, whose {claim[4:]}" for kid in self.checker.reader.children(c.pid) or []
+                        if (claim := env_claim(self.checker.reader, kid, runs, self.logs))), "")
+        if why:
+            self.foreign[(c.host, c.pid)] = (c.create_time, "another")
+        return why
 
     def refuse(self, c: Candidate, why: str) -> None:
         """Say and count a refusal: c is not signalled (said once)."""
