@@ -522,3 +522,63 @@ def test_run_as_a_namespaces_init_passes_on_only_what_the_program_catches(tmp_pa
     finally:
         _end_session(proc)
     assert (proc.returncode, out) == (0, "term\n"), err
+
+
+OTHER_SIGNALS = textwrap.dedent('''
+    import os, signal, sys, time
+    def on_alarm(sig, frame):
+        with open(sys.argv[1], "a") as f:
+            f.write("alarm\\n")
+        sys.exit(5)
+    signal.signal(signal.SIGALRM, on_alarm)
+    with open(sys.argv[1] + ".ready", "w") as f:
+        f.write(str(os.getpid()))
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        time.sleep(0.02)
+''')
+
+
+def _other_signal_run(tmp_path: Path, sig: int, how: str, traced: bool) -> tuple[int, list[str], bool]:
+    """OTHER_SIGNALS in a session of its own (under run where traced), sent sig to its job's pid or group once
+    ready: (the job's status, the program's lines, whether the program is gone 10 s after)."""
+    out = tmp_path / f"{'run' if traced else 'bare'}-{how}-{sig}.txt"
+    script = tmp_path / "other.py"
+    script.write_text(OTHER_SIGNALS)
+    run = [sys.executable, "-m", "wp_autotrace", "run", "--log", str(out) + ".jsonl", "--"] if traced else []
+    proc = subprocess.Popen([*run, sys.executable, str(script), str(out)], stdin=subprocess.DEVNULL,
+                            env=clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="0"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    program = 0
+    try:
+        ready = Path(str(out) + ".ready")
+        wait_until(lambda: ready.exists() and ready.read_text(), TIMEOUT_S, what="the program's start")
+        program = int(ready.read_text())
+        if how == "pid":
+            os.kill(proc.pid, sig)
+        else:
+            os.killpg(proc.pid, sig)
+        code = proc.wait(TIMEOUT_S)
+        try:
+            wait_until(lambda: _gone(program), 10, what="the program gone")
+        except WaitTimeout:
+            pass
+        gone = _gone(program)
+    finally:
+        _kill_all([program] if program else [], proc)
+        _end_session(proc)
+    return code, out.read_text().splitlines() if out.exists() else [], gone
+
+
+@pytest.mark.parametrize("how", ["pid", "group"])
+@pytest.mark.parametrize("name", ["SIGALRM", "SIGRTMIN+3"])
+def test_a_signal_run_has_no_word_for_still_reaches_the_program_once(tmp_path: Path, name: str, how: str) -> None:
+    """A signal other than the usual six sent to the job's pid (`docker stop` with an image's STOPSIGNAL such as
+    SIGRTMIN+3, `kill -ALRM PID`) or to its group: the program takes it as untraced, its handler once (SIGALRM:
+    exit 5) or ended by it (SIGRTMIN+3), and nothing of it runs on. Fails where run passed on only SIGTERM, SIGHUP,
+    SIGINT, SIGQUIT, SIGUSR1 and SIGUSR2: run died of the signal itself and the program ran on, never signalled."""
+    sig = signal.SIGRTMIN + 3 if name == "SIGRTMIN+3" else signal.SIGALRM
+    bare = _other_signal_run(tmp_path, sig, how, traced=False)
+    under_run = _other_signal_run(tmp_path, sig, how, traced=True)
+    assert bare == ((5, ["alarm"], True) if sig == signal.SIGALRM else (-sig, [], True))
+    assert under_run == bare

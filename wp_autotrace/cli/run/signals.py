@@ -37,9 +37,17 @@ import sys
 import time
 from typing import Any
 
-# Caught by run (and its sentinel) and passed on when sent to run's pid alone. SIGUSR1/SIGUSR2 too: their
-# default action would end run, not the program, when a launcher signals the group (a checkpoint request).
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+# Caught by run (and its sentinel) and passed on when sent to run's pid alone: every signal whose default action
+# would end run and leave the program running, never signalled (`docker stop` with an image's STOPSIGNAL such as
+# SIGRTMIN+3, systemd's WatchdogSec SIGABRT, `kill -ALRM PID`); SIGUSR1/SIGUSR2 too (a launcher's checkpoint
+# request to the group would end run, not the program). Not: SIGKILL and SIGSTOP (no handler can take them), those
+# whose default is to ignore or stop (run follows stops itself), and those the kernel raises for run's own doing,
+# run's and never the program's: SIGPIPE (Python ignores it: EPIPE), SIGXCPU/SIGXFSZ (run's own limits), SIGSYS
+# (seccomp), the faults SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGTRAP.
+_ENDING = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF",
+           "SIGABRT", "SIGPWR", "SIGSTKFLT", "SIGIO")
+FORWARDED = tuple(getattr(signal, name) for name in _ENDING if hasattr(signal, name)) + tuple(
+    range(getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", -1) + 1))  # the real-time ones: each ends
 # A signal sent to a group or a cgroup reaches its processes one after another within a few milliseconds:
 # this long run waits for the sentinel's word before it passes a signal on (the cost of a `kill PID`).
 SENTINEL_HOLD_S = 0.1
