@@ -4,7 +4,7 @@
 # container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends,
 # an exported setting a library overwrites, a packaged application's other Python, a Ctrl-C that leaves a compiler,
 # a compile wait timeout whose exit hangs in the quiesced pool's shutdown, a daemonic spawn child its parent joins,
-# a server's graceful drain whose pool its stop's group SIGTERM killed),
+# a server's graceful drain whose pool its stop's group SIGTERM killed, a worker its own kernel's compile crashed),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -27,6 +27,7 @@ run autotune_subproc --linger 6 -- "$PY" "$U/autotune_subproc.py"
 run launcher_killed --via-run --linger 12 -- "$PY" "$U/launcher_killed.py"
 run idle_cpu --linger 6 -- "$PY" "$U/idle_cpu.py"
 run worker_oom --linger 6 -- "$PY" "$U/worker_oom.py"
+run worker_crash --linger 6 -- "$PY" "$U/worker_crash.py"
 run spawn_main --linger 6 -- "$PY" "$U/spawn_main.py"
 run collector_threads --linger 6 -- "$PY" "$U/collector_threads.py"
 run jupyter_kernel --timeout 300 --linger 6 -- "$PY" "$U/jupyter_kernel.py"
