@@ -922,6 +922,28 @@ def test_a_lost_jobs_wait_that_never_returned_lasts_until_its_process_ended(tmp_
     assert "main 100 waited 2.5 s in wait_pool_ready() (1.5 -> 4.0 s), until its process ended" in f["text"], f
 
 
+def test_a_worker_that_crashed_is_told_where_its_stacks_are_not_to_look_for_memory(tmp_path: Path) -> None:
+    """A worker whose own compile aborted it (LLVM's fatal error calls abort(): pytorch/torchdynamo#1794; a
+    segfault, pytorch#98237): its zombie's status says SIGABRT, which no process of the run sent. The fix is where
+    the crash's stacks are and torch's in-process compile, never dmesg and memory (the OOM killer sends SIGKILL);
+    a SIGKILL with no sender keeps the memory advice."""
+    def crashed(status: int) -> LogWriter:
+        w = with_worker_lost()
+        for r in w.lines:
+            if r["event"] == "tree" and r["ts"] == T0 + 2.55:
+                r["zombies"] = [{"pid": 301, "ppid": 200, "since": T0 + 2.5, "status": status}]
+        return w
+
+    f = next(f for f in report(crashed(6 | 0x80), tmp_path)["findings"] if f["kind"] == "worker-lost")
+    assert "301: killed by SIGABRT" in f["text"], f["text"]
+    assert f["advice"].startswith("worker 301's SIGABRT tells a crash in it (abort() in native code"), f["advice"]
+    assert "PYTHONFAULTHANDLER=1" in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"], f["advice"]
+    assert "dmesg" not in f["advice"] and "more memory" not in f["advice"], f["advice"]
+    (tmp_path / "kill").mkdir()
+    f = next(f for f in report(crashed(9), tmp_path / "kill")["findings"] if f["kind"] == "worker-lost")
+    assert "301: killed by SIGKILL" in f["text"] and "dmesg" in f["advice"], f
+
+
 def test_a_jobs_error_the_sidecar_logged_is_not_its_main_raising(tmp_path: Path) -> None:
     """A worker ended abruptly under a sidecar that went on serving: torch's job callback logs that one job's
     BrokenProcessPool in the sidecar (and the sidecar makes new workers). That is a job's failure, not the

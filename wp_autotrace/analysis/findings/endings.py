@@ -448,6 +448,16 @@ WORKER_LOST_ADVICE = ("find why the worker ended: the kernel log (dmesg) says wh
                       "again: the pool serves on with its new workers")
 
 
+def worker_crash_advice(pid: int, signal: str) -> str:
+    """A worker that ended by a crash signal no record says another process sent (abort() in LLVM on a kernel it
+    cannot lower, a segfault in a compiler): no memory advice (the OOM killer sends SIGKILL), but where the crash's
+    stacks are, and torch's own way to see it (pytorch#135120): the compile run in the main process."""
+    return (f"worker {pid}'s {signal} tells a crash in it ({CRASHES[signal]}; no record shows a sender), not a "
+            f"lack of memory (the OOM killer sends SIGKILL): {CRASH_FIX}; or run with TORCHINDUCTOR_COMPILE_THREADS=1, "
+            "which compiles in the main process, where the crash then shows with its stack (torch's own advice); the "
+            "pool serves on with its new workers, though the same kernel's compile may crash one again")
+
+
 def _lost_and_new(side: Process, at: float) -> tuple[list[Process], list[Process], float | None]:
     """Around one BrokenProcessPool at `at`: the sidecar's workers that had started before it and ended with no
     exit record by WORKER_END_SLACK_S after it, the workers it started after it (by its first pool start after
@@ -475,6 +485,8 @@ def worker_lost(v: View) -> Finding | None:
     ended, new, restart = _lost_and_new(side, err["ts"])
     hows = {q.pid: v.endings.of(q) for q in ended}
     shown = [f"{pid}: {e.words}" for pid, e in hows.items() if e.kind in SHOWN_ENDINGS]
+    crash = next(((pid, e.signal) for pid, e in hows.items() if e.kind == SIGNAL and e.sender is None
+                  and e.signal in CRASHES), None)
     how = f" ({'; '.join(shown)})" if shown else " (no record shows how)"
     when = max((e for q in ended if (e := q.ended_at) is not None), default=err["ts"])
     who = (f"Compile worker(s) {pid_text([q.pid for q in ended], TEXT_PIDS)} of sidecar {side.pid} ended by "
@@ -492,6 +504,6 @@ def worker_lost(v: View) -> Finding | None:
                 f"{err.get('exc_type')}: {err.get('message', '')}"]
     evidence += [f"{q.pid}: ended {v.rel(q.ended_at) or 0:.3f} s, no process_exit" for q in ended[:TEXT_PIDS]]
     return _finding("worker-lost", "problem", text, sorted({side.pid, *(q.pid for q in ended)}), evidence,
-                    OOM_ADVICE if oom else WORKER_LOST_ADVICE,
+                    OOM_ADVICE if oom else worker_crash_advice(*crash) if crash else WORKER_LOST_ADVICE,
                     {"jobs_lost": len(found), "processes": len(ended),
                      **({"oom_kills": 1} if any(e.kind == OOM_KILL for e in hows.values()) else {})})
