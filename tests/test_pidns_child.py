@@ -20,10 +20,35 @@ from .conftest import clean_env, wait_for_watcher
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                                 reason="needs root and unshare (a pid namespace)")
 
+# Each program's wait for the watcher to have sampled its namespaced processes (each needle, such as b'"nspid":1', in
+# the log that many times) before it lets them end: a process the watcher never saw stays as its records say.
+SAMPLED = textwrap.dedent('''
+    def sampled(needles, end):
+        import os, time
+        while time.monotonic() < end:
+            with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
+                text = log.read()
+            if all(text.count(needle) >= n for needle, n in needles.items()):
+                return
+            time.sleep(0.02)
+''')
+
+
+def run_traced(tmp_path: Path, program: str, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """program run traced, as a run's main, with the path of the flag it sets (then args): what it printed, and
+    the run's log."""
+    script, log = tmp_path / "prog.py", tmp_path / "run.jsonl"
+    script.write_text(program)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "go"), *args], capture_output=True, text=True,
+                          timeout=120, env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)),
+                          stdin=subprocess.DEVNULL)
+    return done, log
+
+
 # The namespaced python starts a python child that waits for the flag; the main, outside, reads both host pids
 # (psutil: the test's reading, not the tool's), prints them, waits for the watcher to have sampled both, then sets
 # the flag.
-PROGRAM = textwrap.dedent('''
+PROGRAM = SAMPLED + textwrap.dedent('''
     import json, os, subprocess, sys, time
     import psutil
     flag = sys.argv[1]
@@ -37,12 +62,7 @@ PROGRAM = textwrap.dedent('''
             break
         time.sleep(0.02)
     print(json.dumps({"unshare": ns.pid, "pythons": sorted(pythons)}), flush=True)
-    while time.monotonic() < end:  # the watcher has sampled both (a process it never saw stays as its records say)
-        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
-            text = log.read()
-        if b'"nspid":1' in text and b'"nspid":2' in text:
-            break
-        time.sleep(0.02)
+    sampled({b'"nspid":1': 1, b'"nspid":2': 1}, end)  # the namespace's pids 1 and 2
     open(flag, "w").close()
     print(json.dumps({"flag": time.time()}), flush=True)
     print("rc", ns.wait())
@@ -50,10 +70,7 @@ PROGRAM = textwrap.dedent('''
 
 
 def test_a_child_in_a_pid_namespace_is_one_process_under_its_host_pid(tmp_path: Path) -> None:
-    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
-    script.write_text(PROGRAM)
-    done = subprocess.run([sys.executable, str(script), str(flag)], capture_output=True, text=True, timeout=120,
-                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
+    done, log = run_traced(tmp_path, PROGRAM)
     assert done.returncode == 0 and done.stdout.endswith("rc 4\n"), done.stdout + done.stderr
     truth = json.loads(done.stdout.splitlines()[0])
     assert len(truth["pythons"]) == 2, truth
@@ -121,7 +138,7 @@ def test_namespaces_started_in_one_clock_grain_lose_no_process() -> None:
 # Four `unshare -p -f` pythons started at once, each its namespace's pid 1; each prints nothing and waits for the flag,
 # so all four live (and their records interleave) until the main, outside, has read their host pids and command lines
 # (psutil: the test's own reading) and seen the watcher sample all four. Then each exits with its own code.
-SIBLINGS = textwrap.dedent('''
+SIBLINGS = SAMPLED + textwrap.dedent('''
     import json, os, subprocess, sys, time
     import psutil
     flag, extra = sys.argv[1], sys.argv[2:]
@@ -136,11 +153,7 @@ SIBLINGS = textwrap.dedent('''
                  for c in psutil.Process(p.pid).children() if c.name().startswith("python")}
         time.sleep(0.02)
     print(json.dumps(truth), flush=True)
-    while time.monotonic() < end:  # the watcher sampled all four (one it never saw stays as its records say)
-        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
-            if log.read().count(b'"nspid":1') >= 4:
-                break
-        time.sleep(0.02)
+    sampled({b'"nspid":1': 4}, end)  # all four namespaces' pid 1
     open(flag, "w").close()
     print("rc", [p.wait() for p in ps])
 ''')
@@ -150,11 +163,7 @@ SIBLINGS = textwrap.dedent('''
 def test_sibling_namespaces_each_keep_their_own_records(tmp_path: Path, mount_proc: bool) -> None:
     """Each of four namespaces' pid 1 is one row under its host pid, traced, holding its own records (its command
     line, its process_exit) -- not one pid-1 row holding them all and four host rows told "untraced"."""
-    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
-    script.write_text(SIBLINGS)
-    argv = [sys.executable, str(script), str(flag), *(["--mount-proc"] if mount_proc else [])]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)))
+    done, log = run_traced(tmp_path, SIBLINGS, *(["--mount-proc"] if mount_proc else []))
     assert done.returncode == 0 and done.stdout.endswith("rc [10, 11, 12, 13]\n"), done.stdout + done.stderr
     truth = {int(pid): t for pid, t in json.loads(done.stdout.splitlines()[0]).items()}
     assert len(truth) == 4, truth
@@ -202,7 +211,7 @@ def test_three_namespaces_in_one_clock_grain_are_told_apart_by_their_namespace()
 # The main itself unshares a pid namespace (for its children only) and forks two: the first is that namespace's pid
 # 1, the second its pid 2. os.fork's results are the host pids (the kernel's answer, the program's own reading).
 # Pid 2 ends first, and pid 1 only once the main reaped it: the namespace's init ending kills what is left in it.
-FORKED = textwrap.dedent('''
+FORKED = SAMPLED + textwrap.dedent('''
     import ctypes, json, os, sys, time
     flag = sys.argv[1]
     assert ctypes.CDLL(None, use_errno=True).unshare(0x20000000) == 0, ctypes.get_errno()  # CLONE_NEWPID
@@ -216,12 +225,7 @@ FORKED = textwrap.dedent('''
         pids.append(pid)
     print(json.dumps(pids), flush=True)
     end = time.monotonic() + 60
-    while time.monotonic() < end:  # the watcher sampled both
-        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
-            text = log.read()
-        if b'"nspid":1' in text and b'"nspid":2' in text:
-            break
-        time.sleep(0.02)
+    sampled({b'"nspid":1': 1, b'"nspid":2': 1}, end)  # the namespace's pids 1 and 2
     open(flag, "w").close()
     second = os.waitstatus_to_exitcode(os.waitpid(pids[1], 0)[1])
     open(flag + "2", "w").close()
@@ -232,10 +236,7 @@ FORKED = textwrap.dedent('''
 def test_children_forked_into_a_namespace_their_parent_unshared_are_its_own(tmp_path: Path) -> None:
     """A forked child reads its namespace again (its parent unshared one after its own start): its records are
     not the parent's namespace's pids 1 and 2 but the host processes os.fork returned, traced, under the main."""
-    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
-    script.write_text(FORKED)
-    done = subprocess.run([sys.executable, str(script), str(flag)], capture_output=True, text=True, timeout=120,
-                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
+    done, log = run_traced(tmp_path, FORKED)
     assert done.returncode == 0 and done.stdout.endswith("rc [0, 3]\n"), done.stdout + done.stderr
     kids = json.loads(done.stdout.splitlines()[0])
     wait_for_watcher(log)
@@ -252,7 +253,7 @@ def test_children_forked_into_a_namespace_their_parent_unshared_are_its_own(tmp_
 
 # The namespace's pid 1 starts a child (its pid 2) and, once the flag is set, sends it SIGTERM by that pid
 # (os.kill(2)): the record names the target by its namespace pid. Truth: the main's psutil reading of both host pids.
-SIGNALLED = textwrap.dedent('''
+SIGNALLED = SAMPLED + textwrap.dedent('''
     import json, os, subprocess, sys, time
     import psutil
     flag = sys.argv[1]
@@ -267,12 +268,7 @@ SIGNALLED = textwrap.dedent('''
         pythons = [c.pid for c in psutil.Process(ns.pid).children(recursive=True) if c.name().startswith("python")]
         time.sleep(0.02)
     print(json.dumps(sorted(pythons)), flush=True)
-    while time.monotonic() < end:  # the watcher sampled both
-        with open(os.environ["WP_AUTOTRACE_LOG"], "rb") as log:
-            text = log.read()
-        if b'"nspid":1' in text and b'"nspid":2' in text:
-            break
-        time.sleep(0.02)
+    sampled({b'"nspid":1': 1, b'"nspid":2': 1}, end)  # the namespace's pids 1 and 2
     open(flag, "w").close()
     print("rc", ns.wait())
 ''')
@@ -281,10 +277,7 @@ SIGNALLED = textwrap.dedent('''
 def test_a_signal_sent_by_namespace_pid_is_told_to_the_host_process(tmp_path: Path) -> None:
     """kill(2) from the namespace's pid 1 reached its child: the report tells the child's end as that SIGTERM sent
     by the sender's host pid (its target read through the merge), not as an end nothing explains."""
-    script, log, flag = tmp_path / "prog.py", tmp_path / "run.jsonl", tmp_path / "go"
-    script.write_text(SIGNALLED)
-    done = subprocess.run([sys.executable, str(script), str(flag)], capture_output=True, text=True, timeout=120,
-                          env=clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log)), stdin=subprocess.DEVNULL)
+    done, log = run_traced(tmp_path, SIGNALLED)
     assert done.returncode == 0 and done.stdout.endswith("rc 15\n"), done.stdout + done.stderr
     sender, target = json.loads(done.stdout.splitlines()[0])  # the namespace's pid 1 started first
     wait_for_watcher(log)

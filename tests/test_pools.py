@@ -127,6 +127,16 @@ def idle_pool(quiesce_at: float | None = 20.0, shutdown_by_user: bool = False, d
     return w
 
 
+def add_jobs(w: LogWriter, spans: tuple[tuple[int, int, float, float | None], ...]) -> LogWriter:
+    """w with the job records of idle_pool's workers (of sidecar 200): each span (worker pid, work id, its start,
+    its end: None for a job never ended)."""
+    for pid, wid, a, b in spans:
+        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
+        if b is not None:
+            w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    return w
+
+
 def test_lifecycle_of_an_idle_pool(tmp_path: Path) -> None:
     """Made where, ready, jobs (count, first, last), idle from the last job to the shutdown, the quiesce timer,
     who asked for the shutdown (torch's atexit), one request among three calls, workers' lifetimes."""
@@ -291,11 +301,8 @@ def test_a_user_shutdown_that_cut_a_job_in_flight_is_not_told_to_move_earlier(tm
     """A server's SIGTERM handler called shutdown_compile_workers() while a job was in flight (it cut that job:
     a live run told "shut it down -0.2 s after its last job: call it right after the last compile"): no negative
     seconds, and no advice to move a call that came before the last job's end."""
-    w = idle_pool(quiesce_at=None, shutdown_by_user=True)
-    for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 59.0, None)):
-        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
-        if b is not None:
-            w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    w = add_jobs(idle_pool(quiesce_at=None, shutdown_by_user=True),
+                 ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 59.0, None)))
     rep = report(w, tmp_path)
     idle = next(f for f in rep["findings"] if f["kind"] == "idle-pool")
     assert "your code's" not in idle["advice"] and "s after its last job: call it" not in rep["answer"], idle
@@ -1840,10 +1847,7 @@ def test_where_its_workers_recorded_their_jobs_a_pool_is_busy_only_while_one_hel
     probe (3.6 -> 3.8 s) is a job like the others, inside the pool's start. A job never ended holds the pool busy
     until its worker ended."""
     def with_jobs(w: LogWriter) -> LogWriter:
-        for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 5.0, 6.0), (302, 2, 9.0, 10.5)):
-            w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
-            w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
-        return w
+        return add_jobs(w, ((301, 0, 3.6, 3.8), (301, 1, 5.0, 6.0), (302, 2, 9.0, 10.5)))
 
     older = idle_pool(quiesce_at=None)
     async_wait(older, 30.0, 40.0, 10, pool_jobs=None)
@@ -1894,10 +1898,7 @@ def test_a_ready_probe_whose_end_record_lands_after_the_ready_still_opens_the_fi
     wait_pool_ready returned first (the ready probe's end 12 ms after the ready, in a CI run). The gap after the
     probe is still the one from the pool's ready to its first job (the probe began before the ready; no job came
     between): its start is the probe's recorded end, and it is told as after the ready, as on a quiet box."""
-    w = idle_pool(quiesce_at=None)
-    for pid, wid, a, b in ((301, 0, 3.6, 4.012), (301, 1, 30.0, 31.0), (301, 2, 50.0, 51.0)):
-        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
-        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    w = add_jobs(idle_pool(quiesce_at=None), ((301, 0, 3.6, 4.012), (301, 1, 30.0, 31.0), (301, 2, 50.0, 51.0)))
     rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert pool["ready_at"] == 4.0
@@ -1913,10 +1914,7 @@ def test_a_first_compile_that_starts_before_the_probes_end_record_is_no_ready_in
     probe's worker wrote its end record (1.9 ms before it, in a live run): the two spans merge, the stretch after
     them begins at that compile's end (8 s), not at the ready (4 s), and it follows a job: told "between a job's
     end at 8.0 s and its next job at 30.0 s", never "between its ready at 8.0 s and its first job"."""
-    w = idle_pool(quiesce_at=None)
-    for pid, wid, a, b in ((301, 0, 3.6, 4.012), (302, 1, 4.010, 8.0), (301, 2, 30.0, 31.0)):
-        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
-        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    w = add_jobs(idle_pool(quiesce_at=None), ((301, 0, 3.6, 4.012), (302, 1, 4.010, 8.0), (301, 2, 30.0, 31.0)))
     rep = report(w, tmp_path)
     (pool,) = rep["pools"]
     assert pool["ready_at"] == 4.0
@@ -2055,10 +2053,8 @@ def test_the_exit_joins_capture_counts_and_names_a_torch_pools_pending_jobs() ->
 def _gapped_pool() -> LogWriter:
     """idle_pool whose workers wrote job records: the ready probe, jobs at 30-33 s and 50-51 s; gaps 4 -> 30 s
     and 33 -> 50 s (the gaps tests' log); read every 2 s from the workers' start on."""
-    w = idle_pool(quiesce_at=None)
-    for pid, wid, a, b in ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 30.5, 33.0), (301, 3, 50.0, 51.0)):
-        w.add(a, pid, 200, "compile-worker", "job", state="start", work_id=wid, fn="m:f")
-        w.add(b, pid, 200, "compile-worker", "job", state="end", work_id=wid)
+    w = add_jobs(idle_pool(quiesce_at=None),
+                 ((301, 0, 3.6, 3.8), (301, 1, 30.0, 31.0), (302, 2, 30.5, 33.0), (301, 3, 50.0, 51.0)))
     keep_up(w, 3.7, 60.0, [(200, 1.2, 200, 60.3), (301, 3.6, 15, 60.3), (302, 3.6, 15, 60.3)])
     return w
 
