@@ -30,6 +30,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 import startup_cost  # noqa: E402
+from host_floor import paired  # noqa: E402
 
 WARMUP = 3
 
@@ -54,13 +55,6 @@ for _ in range(n):
     children.append(ru.ru_utime + ru.ru_stime)
 print(parent / n, *children)
 '''
-
-
-def paired(a: list[float], b: list[float]) -> dict[str, float]:
-    """Median and p25-p75 of a[i] - b[i], in ms (inputs in s)."""
-    diffs = [(x - y) * 1e3 for x, y in zip(a, b)]
-    q = statistics.quantiles(diffs, n=4)
-    return {"median": round(statistics.median(diffs), 3), "p25": round(q[0], 3), "p75": round(q[2], 3)}
 
 
 def _drive(python: str, script: Path, env: dict[str, str], children: int, how: str) -> tuple[float, float]:
