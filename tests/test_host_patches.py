@@ -24,7 +24,7 @@ import pytest
 from wp_autotrace import JOINED
 from wp_autotrace.runtime import catch, host_calls, host_patches, target_patches
 
-from .conftest import traced_env
+from .conftest import clean_env, traced_env
 
 RUNTIME = Path(host_patches.__file__).parent
 
@@ -332,6 +332,36 @@ def test_a_traced_programs_pickle_of_a_replaced_os_function_loads_untraced(tmp_p
     assert traced.returncode == 0, traced.stderr
     loaded = [pickle.loads(d) for d in traced.stdout.split(b"|")]
     assert loaded == [os.kill, os.killpg, os.execv, os.execve], loaded
+
+
+# In the deepest frame a Python call cannot pass, os.kill and os.killpg (builtins, no frame: 3.11+ runs them there)
+# and their replacements (one Python frame each).
+AT_THE_LIMIT = """
+import os
+PID, GROUP = os.getpid(), os.getpgid(0)  # not called down there: some builtins' calls count a frame (3.11 METH_O)
+def deep(group):
+    try:
+        return deep(group)
+    except RecursionError:
+        try:
+            os.killpg(GROUP, 0) if group else os.kill(PID, 0)
+            return "ran"
+        except RecursionError:
+            return "RecursionError"
+print(deep(False), deep(True))
+"""
+
+
+def test_a_replacement_in_the_deepest_frame_raises_where_the_builtin_runs(tmp_path: Path) -> None:
+    """What docs/guarantees.md says stays visible: a replacement is one Python frame where the builtin is none, so at
+    the recursion limit it raises RecursionError where (3.11+) the builtin runs; 3.9/3.10 raise there untraced too."""
+    runs = [subprocess.run([sys.executable, "-c", AT_THE_LIMIT], env=env, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL, cwd=tmp_path)
+            for env in (clean_env(), traced_env(tmp_path / "log.jsonl"))]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    untraced, traced = (r.stdout.split() for r in runs)
+    assert traced == ["RecursionError", "RecursionError"]
+    assert untraced == (["ran", "ran"] if sys.version_info >= (3, 11) else traced)
 
 
 # The places target_patches.py installs its wrappers in (the rest of REPLACED are host_patches.py's).
