@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.fold import fold, model
+from wp_autotrace.analysis.fold import calls, fold
 from wp_autotrace.analysis.read import fastread, logread, records
 from wp_autotrace.analysis.read.logread import stream_logs
 from wp_autotrace.analysis.report import analyze
@@ -49,7 +49,7 @@ def read_typed_and_not(path: Path) -> tuple[list[Any], list[Any]]:
 def test_the_folds_sets_hold_to_the_typed_fields() -> None:
     """A typed call has none of the fields its Call is made rich by (read by their presence), a typed return none
     that the return captured (kept as items, in the line's order), and each field is the event's."""
-    assert model._RARE_FIELDS.isdisjoint(fastread.TYPED_FIELDS[vocab.CALL])
+    assert calls._RARE_FIELDS.isdisjoint(fastread.TYPED_FIELDS[vocab.CALL])
     assert set(fastread.TYPED_FIELDS[vocab.RETURN]) <= fold._RETURN_OWN
     assert not any("pidns" in keys for keys in fastread.TYPED_FIELDS.values())  # the fold rewrites its host
     for event, keys in fastread.TYPED_FIELDS.items():

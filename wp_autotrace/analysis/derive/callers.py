@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...common import targets
-from ..fold.model import SOURCELESS_FILES, Call
+from ..fold.calls import SOURCELESS_FILES
+from ..fold.model import Call
 
 # torch's names for the threads that call into a pool on their own (its quiesce Timer, its pipe reader).
 QUIESCE_TIMER_THREAD = "subproc_worker_timer"

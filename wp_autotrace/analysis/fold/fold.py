@@ -17,9 +17,10 @@ from ...common import targets, vocab
 from ..read import schema
 from ..read.records import Record
 from . import autotune, watched
+from .calls import new_call
 from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
-from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, new_call, seen
+from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, seen
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))

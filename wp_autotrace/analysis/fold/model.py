@@ -19,38 +19,30 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
-from ...common import targets
-from ...common.vocab import COMPILE_WORKER, MEMORY_STALE_S, SPAWNED_ARG
+from ...common.vocab import COMPILE_WORKER, MEMORY_STALE_S
 
-# Frames that hold a user's code without a file: python -c, stdin, a REPL.
-SOURCELESS_FILES = ("<string>", "<stdin>")
 # What a process left behind (in a leftover record) that the watcher later saw end: its exit_how.
 LEFT_THEN_ENDED = "ended after the main process"
 # Create times are rounded to 10 ms: a child started by a call can read as started just before the call.
 CREATE_ROUNDING_S = 0.05
 
-# Call-record fields captured as the call started (targets.Target.capture_call).
-_AT_CALL = frozenset(("pending_jobs", "pool_running", "threads", "compile_threads", "worker_start_method",
-                      "autotune_pid", "running", "executor_class", "pool_jobs", "pool_pending"))
-# A call record's fields that make its Call a RichCall (new_call): each read by RichCall alone.
-_RARE_FIELDS = _AT_CALL | {"env", "action", "rss"}
 # The one empty dict every call without captured fields, env or return fields shares (one allocation per
 # call less, at a million calls); never changed: the findings only read them.
-_NO_FIELDS: dict[str, Any] = {}
+NO_FIELDS: dict[str, Any] = {}
 # tracer_error's `where` for spans the live export could not send (watcher/export.py WHERE).
 LIVE_EXPORT = "live-export"
 
 
 class Call:
-    """One traced call (or a refused one, ``blocked``), made by new_call only. A call whose record holds none of
-    the fields few calls have (_RARE_FIELDS), made in a process that never exec'd, neither refused nor a stop
-    request from multiprocessing's exit handler nor made by a spawned child's re-import of its main script, is a
-    Call; any other is a RichCall, which keeps those fields in slots of its own. A plain Call reads them as the
-    class's values below, which are exactly what its record gives: the two read alike. Each slot is 8 bytes a
-    call: most calls of most tags are plain; not a compile call (its rss) nor an AsyncCompile.wait (its env, its
-    captured state): docs/scale.md, "Memory per call"."""
+    """One traced call (or a refused one, ``blocked``), made by calls.new_call only. A call whose record holds
+    none of the fields few calls have (calls._RARE_FIELDS), made in a process that never exec'd, neither refused
+    nor a stop request from multiprocessing's exit handler nor made by a spawned child's re-import of its main
+    script, is a Call; any other is a RichCall, which keeps those fields in slots of its own. A plain Call reads
+    them as the class's values below, which are exactly what its record gives: the two read alike. Each slot is
+    8 bytes a call: most calls of most tags are plain; not a compile call (its rss) nor an AsyncCompile.wait (its
+    env, its captured state): docs/scale.md, "Memory per call"."""
 
     __slots__ = ("proc", "call_id", "ts", "target", "tag", "caller", "parent", "thread", "end", "error", "ret",
                  "pool")
@@ -69,13 +61,13 @@ class Call:
     pool: Pool | None
 
     # A plain Call's values of RichCall's own fields (never set on a plain Call: it has no slot for them).
-    env: dict[str, Any] = _NO_FIELDS
+    env: dict[str, Any] = NO_FIELDS
     gen = 0  # which of the process's programs made it (call ids restart after an exec)
     blocked = False
     action = ""
     # What the call record captured as the call started (SubprocPool.shutdown: the jobs in flight, whether
     # torch still held the pool running): docs/evidence.md.
-    at_call: dict[str, Any] = _NO_FIELDS
+    at_call: dict[str, Any] = NO_FIELDS
     rss: int | None = None  # resident memory as the call began (compile calls)
     # Called by multiprocessing's exit handler (a child's finalizers): its caller is then only the frame the
     # process was forked at, inherited, never what asked for the call (docs/users.md D4).
@@ -98,59 +90,10 @@ class Call:
 
 
 class RichCall(Call):
-    """A call that holds what few calls hold (new_call decides): its own values of Call's class-level fields."""
+    """A call that holds what few calls hold (calls.new_call decides): its own values of Call's class-level fields."""
 
     __slots__ = ("env", "gen", "blocked", "action", "at_call", "rss", "at_exit", "by_interpreter", "mp_main")
 
-
-_new = object.__new__
-
-
-def new_call(proc: Process, r: Any, blocked: bool, shared: dict[Any, Any],
-             share: Callable[[Any], Any]) -> Call:
-    """The Call (or RichCall) of a call record (or a blocked one) of proc. shared: one object per distinct string
-    (the fold's Registry keeps it), for the call's target, tag and thread; share: the same table's one kept frame
-    equal to a frame (Registry.share), for its caller: a long run's calls repeat a few, and memory then grows with
-    the calls' count only. One function, no __init__: it runs once per call record."""
-    if type(r) is not dict:  # a typed record (read/fastread.py): the same values as attributes, none of _RARE_FIELDS
-        target, tag, thread, stack, call_id = r.target, r.tag, r.thread, r.stack, r.call_id
-        caller, parent, ts, rare = r.caller, r.parent_call, r.ts, False
-    else:
-        get = r.get
-        target, tag, thread, stack, call_id = get("target"), get("tag"), get("thread"), get("stack"), get("call_id")
-        caller, parent, ts, rare = get("caller"), get("parent_call"), r["ts"], not _RARE_FIELDS.isdisjoint(r)
-    target, tag, thread = target or "?", tag or targets.USER_TAG, thread or ""
-    # Only a stop request's caller is read for at_exit (callers.requester), and only a spawned child's calls for
-    # mp_main: no other call pays the walk of its stack.
-    stop = target.endswith(_STOP_CALLS)
-    at_exit = stop and _from_mp_exit(stack)
-    by_interpreter = stop and stack == []
-    mp_main = SPAWNED_ARG in proc.argv and _from_mp_main(stack)
-    rich = blocked or proc.execs or at_exit or by_interpreter or mp_main or rare
-    c: Call = _new(RichCall if rich else Call)
-    c.proc = proc
-    c.call_id = call_id
-    c.ts = ts
-    c.target = shared.setdefault(target, target)
-    c.tag = shared.setdefault(tag, tag)
-    caller = caller or _sourceless_frame(stack)
-    c.caller = share(caller) if caller is not None else None
-    c.parent = proc.calls.get(parent) if parent is not None else None
-    c.thread = shared.setdefault(thread, thread)
-    c.end = c.error = c.pool = None
-    c.ret = _NO_FIELDS
-    if rich:
-        rc = cast(RichCall, c)
-        rc.gen = proc.execs
-        rc.env = r.get("env") or _NO_FIELDS
-        rc.blocked = blocked
-        rc.action = r.get("action") or ""
-        rc.at_call = _NO_FIELDS if not rare or _AT_CALL.isdisjoint(r) else {k: r[k] for k in _AT_CALL if k in r}
-        rc.rss = r.get("rss")
-        rc.at_exit = at_exit
-        rc.by_interpreter = by_interpreter
-        rc.mp_main = mp_main
-    return c
 
 # A pool's kind (Pool.kind).
 SUBPROC = "subproc"
@@ -528,29 +471,6 @@ def calls_of(calls: list[Call], tagged: dict[str, list[Call]], tags: tuple[str, 
         return [c for c in calls if c.tag in wanted]
     return found[0] if found else []
 
-
-# SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce, AutotuneProcessPool._shutdown: requester's calls
-_STOP_CALLS = (".shutdown", ".quiesce", "._shutdown")
-
-
-def _from_mp_main(stack: Any) -> bool:
-    """Does the stack pass through multiprocessing.spawn's re-import of the main script (_fixup_main_from_path)?"""
-    return any(isinstance(f, dict) and f.get("func") == "_fixup_main_from_path"
-               and str(f.get("file", "")).endswith("multiprocessing/spawn.py") for f in stack or ())
-
-
-def _from_mp_exit(stack: Any) -> bool:
-    """Does the stack pass through multiprocessing's exit handler (util._exit_function)?"""
-    return any(isinstance(f, dict) and f.get("func") == "_exit_function"
-               and str(f.get("file", "")).endswith("multiprocessing/util.py") for f in stack or ())
-
-
-def _sourceless_frame(stack: Any) -> dict[str, Any] | None:
-    """The innermost frame in -c code or stdin, when no frame with a file is the caller."""
-    for frame in reversed(stack or ()):
-        if frame.get("file") in SOURCELESS_FILES:
-            return frame  # type: ignore[no-any-return]
-    return None
 
 
 def signal_name(n: int) -> str:

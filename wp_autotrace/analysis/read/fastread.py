@@ -193,7 +193,7 @@ def decoders() -> dict[bytes, Decode]:
 
 
 # The events decoded to typed records, and the only fields such a record may have (else it is a dict): what the fold
-# reads of them by name alone. Never a call's fields that make its Call rich (fold/model.py _RARE_FIELDS, read by
+# reads of them by name alone. Never a call's fields that make its Call rich (fold/calls.py _RARE_FIELDS, read by
 # their presence) nor a return's captured fields (fold.py _RETURN_OWN's complement: its items are kept in the
 # line's order), nor `pidns` (the fold files such a record under its namespace's host, rewriting the dict's:
 # identities.Registry.in_namespace); tests/test_typedread.py holds the fold's sets to these.
