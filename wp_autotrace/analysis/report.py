@@ -26,6 +26,7 @@ from .findings import find_all
 from .findings.mainend import UNREAD_END, changed_words, ended_unread, root_ending
 from .findings.rank import ranked, report_key
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
+from .fold.pidns import doubled
 from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
 from .read.logread import LogData, LogStream, NoUsableLog
 from .words import causes
@@ -120,7 +121,9 @@ def _proc_dict(v: View, p: Process, leftover: set[int], at: dict[int, int | None
     """One process's entry; `at` gives each process's parent's place in the report's processes list (parent_links)."""
     return {
         "pid": p.pid, "ppid": p.ppid, "parent_index": at[p.index],
-        "host": p.host, "run": p.run_id, "role": p.role, "traced": p.traced,
+        "host": p.host, "run": p.run_id, "role": p.role,
+        "traced": p.traced if p.traced or not p.one_of else None,  # its records may be another row's (one_of)
+        "host_pids": sorted(q.pid for q in p.one_of if not q.traced) if p.traced and p.one_of else None,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at), "exit_record_s": v.rel(p.end) if p.exited else None,
         "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),
@@ -144,7 +147,7 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
     return {"id": r.id, "command": r.command, "root_pid": r.root_pid, "hosts": r.hosts,
             "python": python, "torch": cfg[2] if cfg else "", "inductor": cfg[1] if cfg else {},
             "guard": r.guard, "duration_s": round((r.end or 0.0) - (r.start or 0.0), 3),
-            "start": r.start, "end": r.end, "processes": len(r.processes),
+            "start": r.start, "end": r.end, "processes": len(r.processes) - doubled(r.processes),
             "leftover_checked": r.leftover_seen, "leftover_how": r.leftover_how or None, "cut": r.cut,
             "state": v.states[r.id], "root_end_s": v.rel(root.end if root and root.end is not None
                                                           else root.gone if root else None),
@@ -283,9 +286,9 @@ def _idle_pool_real(v: View, p: Process) -> int:
 def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """One node (host) of a job: its runs, launchers, ranks, pools, idle pool memory, leftovers, errors."""
     runs = [r for r in job.runs if host in r.hosts]
-    procs = [p for r in runs for p in r.processes if p.host == host]
-    left = [(r, p) for r in runs for p in r.leftover if p.host == host and p.role not in BENIGN_LEFTOVER_ROLES]
-    roots = [r.root for r in runs if r.root is not None and r.root.host == host]
+    procs = [p for r in runs for p in r.processes if r.host_of(p) == host]
+    left = [(r, p) for r in runs for p in r.leftover if r.host_of(p) == host and p.role not in BENIGN_LEFTOVER_ROLES]
+    roots = [r.root for r in runs if r.root is not None and r.host_of(r.root) == host]
     return {
         "host": host, "runs": [r.id for r in runs],
         "launchers": [f"{process_label(p)} {p.pid}" for p in procs if p.index in v.launchers],
@@ -347,7 +350,8 @@ def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[
     """What the run cost, in total: processes, what was left (memory), the main process's wait at exit."""
     never = next((f.cost.get("processes", 0) for f in findings if f.kind == "sidecar-never-served"), 0)
     return {
-        "processes": len(v.procs), "sidecars": sum(1 for p in v.procs if p.role in vocab.SIDECAR_ROLES),
+        "processes": len(v.procs) - doubled(v.procs),
+        "sidecars": sum(1 for p in v.procs if p.role in vocab.SIDECAR_ROLES),
         "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
         "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
         "leftover_at_least": v.left_sum_at_least,
@@ -462,8 +466,8 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
         "processes": [_proc_dict(v, p, leftover, at) for p in procs],
         # the watcher's tree counts only: with no sample (no watcher) the peak is not known, never 0
         "max_concurrent_processes": max(counts) if counts else None,
-        "processes_started": len(v.procs),
-        "processes_exited": sum(1 for p in v.procs if p.end is not None),
+        "processes_started": len(v.procs) - doubled(v.procs),
+        "processes_exited": len(ended := [p for p in v.procs if p.end is not None]) - doubled(ended),
         "max_sidecar_depth": v.max_depth,
         "leftover_pids": sorted({p.pid for p in v.leftover_procs}),
         "leftover_count": v.leftover_count,

@@ -79,7 +79,7 @@ class View:
         self.leftover_real = sum(self.real_left(p) for _, p in left) if self.left_point is None else \
             self.left_point.pss + sum(self.real_left(p) for _, p in left if not p.mem and p.index not in in_pool)
         self.states = {r.id: run_state(r, now) for r in runs}  # now: the reader's time
-        self.multi_host = len({p.host for p in self.procs}) > 1
+        self.multi_host = len({h for r in runs for h in r.hosts}) > 1
         self.rank_of = _inherited_ranks(self.procs, self.multi_host)
         self.launchers = {p.index for p in self.procs if p.traced and not rank_value(p.rank)
                           and any(rank_value(q.rank) for q in p.children)}

@@ -75,7 +75,7 @@ class Registry:
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)
         if run is None:
-            run = self.model.runs[run_id] = Run(run_id)
+            run = self.model.runs[run_id] = Run(run_id, self.real_host)
         return run
 
     def new_process(self, host: str, pid: int, ppid: int | None, ts: float, run: Run | None) -> Process:

@@ -196,7 +196,7 @@ class Process:
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "pidcg",
                  "cpucg", "zombie", "refused", "sigign",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
-                 "imports", "jobs_run", "sent", "spawned")
+                 "imports", "jobs_run", "sent", "spawned", "one_of")
 
     def __init__(self, host: str, pid: int, index: int) -> None:
         self.host = host
@@ -276,6 +276,8 @@ class Process:
         self.jobs_run: list[JobSpan] = []  # a pool worker: the jobs it took, in order (job records)
         self.sent: list[dict[str, Any]] = []  # the signals it sent (signal_sent, in order); a failed one has `error`
         self.spawned: list[tuple[int, float]] = []  # workers its compile executor named (worker_spawned): (pid, when)
+        # the rows that may be one process with it, unproven which (pidns.unproven; one list they share), else ()
+        self.one_of: list[Process] | tuple[()] = ()
 
     @property
     def run_id(self) -> str:
@@ -326,8 +328,9 @@ class Pace(Protocol):
 class Run:
     """One run: its id, root, processes, and what the watcher saw of it."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, real_host: dict[str, str] | None = None) -> None:
         self.id = run_id
+        self.real_host = real_host if real_host is not None else {}  # a pid namespace's host -> its host (host_of)
         self.root: Process | None = None
         self.root_pid: int | None = None
         self.processes: list[Process] = []
@@ -426,7 +429,13 @@ class Run:
 
     @property
     def hosts(self) -> list[str]:
-        return sorted({p.host for p in self.processes})
+        """The hosts its processes ran on (a process still filed under its pid namespace: that namespace's host)."""
+        return sorted({self.host_of(p) for p in self.processes})
+
+    def host_of(self, p: Process) -> str:
+        """The host p ran on: its own, or where it is filed under a pid namespace (identities.namespaced_host),
+        that namespace's host."""
+        return self.real_host.get(p.host, p.host)
 
     @property
     def command(self) -> str:

@@ -50,8 +50,13 @@ def merge_namespaced(reg: Registry) -> None:
     # them is merged: each host process stays a row of its own, never dropped into another's twin.
     claims = Counter(twins.values())
     twins = {seen: twin for seen, twin in twins.items() if claims[twin] == 1}
-    if not twins:
-        return
+    if twins:
+        _merge(reg, twins)
+    unproven(reg, set(twins) | set(twins.values()))
+
+
+def _merge(reg: Registry, twins: dict[Process, Process]) -> None:
+    """Each twin takes its watcher-seen process's place (merge_namespaced)."""
     _sent_on_host(reg, twins)
     for seen, twin in twins.items():
         _take(twin, seen)
@@ -75,6 +80,40 @@ def merge_namespaced(reg: Registry) -> None:
             reg.by_start[key] = twins[p]
     for pair, ps in reg.all_by_pid.items():
         reg.all_by_pid[pair] = [twins.get(p, p) for p in ps]
+
+
+def unproven(reg: Registry, merged: set[Process]) -> None:
+    """The rows nothing joined that may be one process (Process.one_of): a host process the watcher saw in a pid
+    namespace whose namespace it could not read (another user's process, a watcher without the right), none of
+    merged, and the traced processes not merged of that namespace pid and create time, under any of its host's
+    namespaces (or the host itself: an older log's twin two host processes claimed). Its records may be any of
+    theirs: it is "traced: not known", and counting them all counts some process twice (doubled)."""
+    spaces: dict[str, list[str]] = {}
+    for inner_host, host in reg.real_host.items():
+        spaces.setdefault(host, []).append(inner_host)
+    groups: dict[tuple[str, int, float], list[Process]] = {}
+    for seen, (inner, ns) in reg.ns_pids.items():
+        if ns is not None or seen.traced or seen in merged or seen.create_time is None:
+            continue
+        key = (seen.host, inner, seen.create_time)
+        if key not in groups:
+            found = (reg.by_start.get((host, inner, key[2])) for host in (seen.host, *spaces.get(seen.host, ())))
+            groups[key] = [t for t in found if t is not None and t.traced and t.pid == inner and t not in merged]
+        if groups[key]:
+            groups[key].append(seen)
+    for group in groups.values():
+        for p in group:
+            p.one_of = group
+
+
+def doubled(procs: list[Process]) -> int:
+    """How many of procs count a process a second time (Process.one_of): in each group, as many as the smaller
+    side, the traced rows or the host rows, holds (each traced row may be one of the host rows, and no more)."""
+    among, n = {id(p) for p in procs}, 0
+    for group in {id(p.one_of): p.one_of for p in procs if p.one_of}.values():
+        traced = sum(1 for p in group if p.traced and id(p) in among)
+        n += min(traced, sum(1 for p in group if not p.traced and id(p) in among))
+    return n
 
 
 def _sent_on_host(reg: Registry, twins: dict[Process, Process]) -> None:

@@ -197,6 +197,8 @@ def process_words(p: dict[str, Any]) -> str:
     """A process for people: role and label (traced), real name (untraced), rank, launcher."""
     if p["launcher"]:
         what = f"launcher ({p['label']})"
+    elif p["traced"] is None:  # its records may be under another row (a pid namespace the watcher could not read)
+        what = f"{p['label']} (traced: not known)"
     elif not p["traced"]:
         what = f"{p['label']} (untraced{'' if p['role'] == 'child' else ' ' + p['role']})"
     elif p["role"] in GUARDED_ROLES or p["role"] in ("resource-tracker", "forkserver"):
@@ -205,6 +207,10 @@ def process_words(p: dict[str, Any]) -> str:
         what = f"child (forked from {p['label']})"
     else:
         what = f"{p['role']} ({p['label']})"
+    pids = p.get("host_pids")
+    if pids:  # filed under its pid namespace: which host process it was is not proven (pidns.unproven)
+        what += f" (host pid one of {', '.join(map(str, pids))})" if len(pids) > 1 else \
+            f" (host pid {pids[0]} by its start time, not proven)"
     return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
 
 
