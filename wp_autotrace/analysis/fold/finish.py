@@ -12,6 +12,7 @@ from ...common.vocab import BOOTSTRAPPING_ERROR, SIDECAR_ROLES, SPAWNED_ARG
 from .autotune import autotune_members
 from .identities import Registry
 from .model import CREATE_ROUNDING_S, EXECUTOR, LEFT_THEN_ENDED, Call, Model, Pool, Process, Run, Waited, exec_name
+from .nspids import named, sidecars_on_host, workers_on_host
 from .pace import Pace
 from .pidns import merge_namespaced
 
@@ -101,16 +102,18 @@ def parent_at_start(reg: Registry, p: Process) -> Process | None:
 
 
 def finish_pools(reg: Registry) -> None:
+    workers_on_host(reg)
     executor_members(reg.model)
     spawned_members(reg.model)
     autotune_members(reg.model)
     for pool in reg.model.pools:
         if pool.sidecar_pid is None:
             continue
-        candidates = reg.all_by_pid.get((pool.creator.host, pool.sidecar_pid), [])
+        candidates = named(reg, pool.creator, pool.sidecar_pid)
         after = pool.call.ts - SIDECAR_START_SLACK_S
         pool.sidecar = next((q for q in candidates if (q.start or 0.0) >= after),
                             candidates[-1] if candidates else None)
+    sidecars_on_host(reg)
     for c in reg.model.of_tags(*POOL_COUNTS):  # calls that never returned still count for their pool
         if c.end is None and not c.blocked:
             credit_pool(c)

@@ -63,6 +63,11 @@ class Registry:
         self.home_ns: dict[str, int | None] = {}
         # namespaced_host(host, ns) -> host: the clocks, the watchers and the host are the host's
         self.real_host: dict[str, str] = {}
+        # a process merged with its host twin (pidns.py) -> the namespaced host its records were filed under: the
+        # pids it recorded (its pool's sidecar, its workers) are pids there (nspids.py reads them on the host)
+        self.space_of: dict[Process, str] = {}
+        # (namespaced host, pid there) -> the host pid the watcher saw as it (pidns._hosted); None: two did
+        self.hosted: dict[tuple[str, int], int | None] = {}
 
     def in_namespace(self, r: dict[str, Any]) -> None:
         """r carries its writer's pid namespace (`pidns`): where that is not its host's home namespace, r's host

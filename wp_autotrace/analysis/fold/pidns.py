@@ -50,15 +50,28 @@ def merge_namespaced(reg: Registry) -> None:
     # them is merged: each host process stays a row of its own, never dropped into another's twin.
     claims = Counter(twins.values())
     twins = {seen: twin for seen, twin in twins.items() if claims[twin] == 1}
+    reg.hosted = _hosted(reg)
     if twins:
         _merge(reg, twins)
     unproven(reg, set(twins) | set(twins.values()))
+
+
+def _hosted(reg: Registry) -> dict[tuple[str, int], int | None]:
+    """(namespaced host, pid there) -> the host pid the watcher saw with that namespace and namespace pid (its entry's
+    pidns and nspid); None where two host pids had them (not known)."""
+    hosted: dict[tuple[str, int], int | None] = {}
+    for seen, (inner, ns) in reg.ns_pids.items():
+        if ns is not None and reg.home_ns.get(seen.host) != ns:
+            key = (namespaced_host(seen.host, ns), inner)
+            hosted[key] = seen.pid if hosted.get(key, seen.pid) == seen.pid else None  # two: not known
+    return hosted
 
 
 def _merge(reg: Registry, twins: dict[Process, Process]) -> None:
     """Each twin takes its watcher-seen process's place (merge_namespaced)."""
     _sent_on_host(reg, twins)
     for seen, twin in twins.items():
+        reg.space_of[twin] = twin.host  # the namespace its records' pids are pids of
         _take(twin, seen)
     m = reg.model
     m.processes = [p for p in m.processes if p not in twins]
@@ -122,11 +135,7 @@ def _sent_on_host(reg: Registry, twins: dict[Process, Process]) -> None:
     watcher saw with that namespace and pid (its entry's pidns and nspid). A sender that takes a host pid and whose
     target no entry names (or two did) keeps no target (not known: never the host process that has the number);
     one left under its namespace keeps it (its namespace's)."""
-    hosted: dict[tuple[str, int], int | None] = {}
-    for seen, (inner, ns) in reg.ns_pids.items():
-        if ns is not None and reg.home_ns.get(seen.host) != ns:
-            key = (namespaced_host(seen.host, ns), inner)
-            hosted[key] = seen.pid if hosted.get(key, seen.pid) == seen.pid else None  # two: not known
+    hosted = reg.hosted
     spaces, merged = {host for host, _ in hosted}, set(twins.values())
     for p in reg.model.processes:
         if p.host not in spaces or not p.sent:
