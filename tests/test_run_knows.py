@@ -374,6 +374,27 @@ def test_a_failed_step_of_a_shell_script_is_told_under_the_scripts_status(tmp_pa
     assert f"pid {pid}) ended by an uncaught ValueError: boom." in said and "The program of run" not in said, said
 
 
+def test_a_failed_step_the_script_ran_on_after_is_not_told_as_the_scripts_cause(tmp_path: Path) -> None:
+    """`run -- bash -c "python -c '...raise ValueError'; python -c ...; exit 3"`: the script ignored step 1's failure,
+    ran step 2, then set its own status. The Answer had said "exited with code 3, after its Python step 1 of 2 ...
+    ended by ...", which reads as the cause. It tells the order the records show: step 1 failed, and the script
+    ran on (step 2 began after it ended: the test's own reading, step 2 prints when it began, step 1 when it
+    left)."""
+    log = tmp_path / "o.jsonl"
+    bad = shlex.join([sys.executable, "-c", "import os, time; print(os.getpid(), time.time(), flush=True); "
+                      "raise ValueError('boom')"])
+    ok = shlex.join([sys.executable, "-c", "import time; print(time.time(), flush=True)"])
+    res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", f"{bad}; {ok}; exit 3"], env=clean_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert res.returncode == 3 and "ValueError: boom" in res.stderr, res.stderr
+    (pid, failed_at), (began,) = [line.split() for line in res.stdout.split("\n")[:2]]
+    assert float(began) > float(failed_at)  # the truth: the script went on after step 1
+    said = " ".join(report_json(log)["answer"].split())
+    assert "exited with code 3; its Python step 1 of 2 (`" in said and ", after its Python step" not in said, said
+    assert f"pid {pid}) ended by an uncaught ValueError: boom, and the script ran on (its step 2 of 2 began after " \
+           "it ended)." in said, said
+
+
 def test_a_step_left_running_in_the_background_is_not_told_as_tracing_not_started(tmp_path: Path) -> None:
     """`run -- bash -c "python … & exit 4"`: the shell exits before its step writes anything. run had said "no log
     was written: tracing did not start; check with doctor" while the step, traced, was still starting (it wrote

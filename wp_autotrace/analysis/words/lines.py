@@ -84,7 +84,7 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
     """Each finding, worst first (findings/rank.py, as report.py orders them), with its advice, wrapped to width
     (verbose: every pid and the evidence); none: no_finding_line."""
     if not rep["findings"]:
-        return [no_finding_line(rep["runs"])]
+        return [no_finding_line(rep["runs"], rep.get("t0"))]
     return [line for f in rep["findings"] for line in finding_lines(f, verbose, width)]
 
 
@@ -92,9 +92,9 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
 NO_FINDING = "- No finding about its processes or pools"
 
 
-def no_finding_line(runs: list[dict[str, Any]]) -> str:
+def no_finding_line(runs: list[dict[str, Any]], t0: float | None = None) -> str:
     """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code)."""
-    command = command_exit_words(runs)
+    command = command_exit_words(runs, t0)
     if command:  # not about a shell script of Python steps that failed: its status, its failed steps'
         return f"{NO_FINDING}. {command}"
     failed = next((r for r in runs if isinstance(r.get("exit_code"), int) and r["exit_code"] != 0), None)

@@ -14,7 +14,7 @@ def exit_code_words(rep: dict[str, Any]) -> str:
     its process_exit), with the uncaught exception its process_exit names ('..., after an uncaught ValueError:
     boom.'); which run's, when the report holds several. Where the command `run` started is no run's
     root (a shell script of Python steps) and failed: its status, and its steps' (command_exit_words)."""
-    command = command_exit_words(rep["runs"])
+    command = command_exit_words(rep["runs"], rep.get("t0"))
     if command:  # the one command the user ran failed: its status first, its steps' own under it
         return command
     bad = [(r, c) for r in rep["runs"] if isinstance(c := r.get("exit_code"), int) and c > 0]
@@ -32,23 +32,45 @@ def exit_code_words(rep: dict[str, Any]) -> str:
             f"The program exited with code {c}{after}.")
 
 
-def command_exit_words(runs: list[dict[str, Any]]) -> str:
+def command_exit_words(runs: list[dict[str, Any]], t0: float | None = None) -> str:
     """'The command wp-autotrace run started (pid 620: not traced, the runs here are its Python steps) exited with
     code 3.' where that command, no run's root (a shell script), did not end with 0; else ''. Then each step whose
-    own records show a failure (step_failure), counted as the user counts them: its Python steps in start order."""
+    own records show a failure (step_failure), counted as the user counts them: its Python steps in start order;
+    where a later step began after the failed one's main ended (t0: the report's, which root_end_s counts from), the
+    script ran on, said so."""
     cmd = next((r["command_exit"] for r in runs if r.get("command_exit") and r["command_exit"]["status"] != 0), None)
     if cmd is None:
         return ""
     steps = sorted((r for r in runs if (r.get("command_exit") or {}).get("pid") == cmd["pid"]),
                    key=lambda r: r.get("start") or 0.0)
+    numbered = [(i, r, how) for i, r in enumerate(steps, 1) if (how := step_failure(r))]
     failed = [f"its Python step {i} of {len(steps)} (`{r['command']}`, pid {r['root_pid']}) {how}"
-              for i, r in enumerate(steps, 1) if (how := step_failure(r))]
+              for i, r, how in numbered]
     # a step's sys.exit code is written nowhere (Python hands its exit handlers no code): not known, said so
     after = (f", after {' and '.join(failed)}" if failed else
              "; no record shows a step's own failure (a Python step's exit code is not recorded, only an uncaught "
              "exception or a signal that ended it)")
+    if numbered and t0 is not None and (later := ran_on(steps, numbered[-1][0], t0)):
+        # the records show the order only: a step that began after the failed one ended tells a script that went
+        # on, whose own later command set its status, so "after" would read as the cause
+        after = f"; {' and '.join(failed)}, and the script ran on ({later} began after it ended)"
     return (f"The command wp-autotrace run started (pid {cmd['pid']}: not traced, the runs here are its Python "
             f"steps) {status_words(cmd['status'])}{after}.")
+
+
+def ran_on(steps: list[dict[str, Any]], failed: int, t0: float) -> str:
+    """'its step 2 of 2' ('its step 2 of 4 and 2 more'): the steps (in start order, 1-based failed) that began after the
+    main of step `failed` ended, as its records time it (t0 + root_end_s); '' where none did or its end is not
+    known."""
+    end = steps[failed - 1].get("root_end_s")
+    if not isinstance(end, (int, float)):
+        return ""
+    ended = t0 + end
+    later = [i for i, r in enumerate(steps, 1) if i > failed and (r.get("start") or 0.0) >= ended]
+    if not later:
+        return ""
+    more = f" and {len(later) - 1} more" if len(later) > 1 else ""
+    return f"its step {later[0]} of {len(steps)}{more}"
 
 
 def step_failure(r: dict[str, Any]) -> str:
