@@ -477,3 +477,20 @@ def test_the_run_line_counts_what_was_left_running_not_what_died_with_it(tmp_pat
     assert rep["runs"][0]["alive_after_root"] == 3 and rep["runs"][0]["left_running"] == 1, rep["runs"][0]
     out = render_text(rep, {})
     assert "1 process(es) left running after it" in out and "3 process(es)" not in out, out
+
+
+def test_the_runs_length_says_its_last_process_ended_only_where_none_was_alive_at_the_last_record(
+        tmp_path: Path) -> None:
+    """The Run header's 'run 13.0 s (until its last process ended)' is a claim the records must hold: the
+    watcher's last look (13 s) still saw the two leftovers alive, so the run lasts beyond the log and the header
+    says so; where that look saw them end, the claim stands. Fails where the words were said whenever a process
+    outlived the main (a report read while cleanup had not yet ended the leftovers said they had ended)."""
+    def header(ended: bool) -> str:
+        w = seed_log()
+        gone = [{"pid": 300, "end": T0 + 13}, {"pid": 400, "end": T0 + 13}] if ended else []
+        w.add(13, 900, 100, "watcher", "tree", count=0 if ended else 2, started=[], ended=gone, run="r1",
+              root_pid=100)
+        return next(line for line in render_text(report(w, tmp_path), {}).splitlines() if line.startswith("python"))
+
+    assert header(ended=False).endswith("program 11.0 s, run 13.0 s (to its last record, 2 process(es) alive then)")
+    assert header(ended=True).endswith("program 11.0 s, run 13.0 s (until its last process ended)")

@@ -35,13 +35,18 @@ def run_lines(r: dict[str, Any]) -> list[str]:
 
 def durations_text(r: dict[str, Any]) -> str:
     """'duration 19.7 s', or the program's apart from the run's when a process outlived it: 'program 19.7 s,
-    run 73.5 s (until its last process ended)'; with the program's exit code when not 0."""
+    run 73.5 s (until its last process ended)', or '(to its last record, 3 process(es) alive then)' where some were
+    alive at the log's last record; with the program's exit code when not 0."""
     prog, run = r.get("program_s"), r["duration_s"]
     code = r.get("exit_code")
     exit_words = (f"    exit code {code}" if isinstance(code, int) and code > 0 else
                   f"    {status_words(code)}" if isinstance(code, int) and code < 0 else "")
     if isinstance(prog, (int, float)) and run - prog >= 1:
-        return f"program {prog:.1f} s, run {run:.1f} s (until its last process ended){exit_words}"
+        # The run's last process ended only where none was alive at its last record; else the log stops first
+        # (a leftover still running when the watcher left: the run lasts beyond it).
+        alive = r.get("alive_at_last_record")
+        until = f"to its last record, {alive} process(es) alive then" if alive else "until its last process ended"
+        return f"program {prog:.1f} s, run {run:.1f} s ({until}){exit_words}"
     return f"duration {run:.1f} s{exit_words}"
 
 def state_text(r: dict[str, Any]) -> str:
