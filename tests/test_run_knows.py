@@ -465,3 +465,22 @@ def test_an_interpreter_named_by_a_relative_path_is_probed_from_the_current_fold
     monkeypatch.chdir(tmp_path / "bin")
     probe = probe_interpreter("../bin/py")
     assert not probe.problem.startswith("cannot run it"), probe
+
+
+def test_run_onto_a_log_of_earlier_runs_answers_its_own_run(tmp_path: Path) -> None:
+    """`run --log L` twice (an exported WP_AUTOTRACE_LOG does the same): the first program exits 3, the second 0
+    (the test's own reading: each run's return code). The second summary answered every run of the log, and so
+    told the first one's code 3 under a program that exited 0; it answers its own run, and says in one line that
+    the log holds another."""
+    log = tmp_path / "twice.jsonl"
+    said = []
+    for code in (3, 0):
+        res = subprocess.run([*RUN, "--log", str(log), "--", sys.executable, "-c", f"import sys; sys.exit({code})"],
+                             env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                             stdin=subprocess.DEVNULL)
+        assert res.returncode == code, res.stderr
+        said.append(" ".join(res.stderr.split("\nwp-autotrace:\n", 1)[1].split()))
+    first = [r["id"] for r in report_json(log)["runs"]][0]
+    assert "The program exited with code 3." in said[0] and "other run" not in said[0], said[0]
+    assert "code 3" not in said[1] and first not in said[1] and "Nothing unusual." in said[1], said[1]
+    assert "This log holds 1 other run(s), begun before this one: not told here" in said[1], said[1]

@@ -398,11 +398,12 @@ def analyze_view(data: LogData | LogStream, run_id: str | None = None, waited: W
     return report_of(fold_and_judge(data.records, waited, reader), data, run_id, reader.now)
 
 
-def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: float
-              ) -> tuple[dict[str, Any], View]:
+def report_of(model: Model, data: LogData | LogStream, run_id: str | None, now: float,
+              runs: list[Run] | None = None) -> tuple[dict[str, Any], View]:
     """The report of a model already folded and judged (the Chrome export folds as it writes). Over runs of
-    several jobs, the Answer is each job's own (its runs' report alone), the sections take them together."""
-    rep, v = _report_for(model, data, select_runs(model, run_id), now)
+    several jobs, the Answer is each job's own (its runs' report alone), the sections take them together.
+    runs: those to report, where the caller chose them (`run`: its own), else select_runs(run_id)'s."""
+    rep, v = _report_for(model, data, runs or select_runs(model, run_id), now)
     jobs = group(v.runs)
     if len(jobs) > 1:
         # worst first by each launch's own report: the few answered one by one are those with a problem, if any

@@ -10,6 +10,7 @@ import argparse
 import os
 import shutil
 import sys
+import time
 from typing import Any
 
 from ...analysis.read.logread import NoUsableLog, count_events, stream_logs
@@ -139,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"wp-autotrace run: {command[0]} does not say which Python it runs; the one on PATH, {python}, cannot "
              f"trace ({probe.problem}): running it anyway")
     _say(f"wp-autotrace: logging to {log}")
+    since = time.time()  # the runs of the log that began after this are the program's (its summary's)
     try:
         forwarder = signals.Forwarder(command, env).start()
     except OSError as exc:
@@ -162,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             with cut.held():
                 record_exit(log, pid, code, forwarded)
                 recorded = True
-            _summarize(log, python if told else None, waited, command[0])
+            _summarize(log, python if told else None, waited, command[0], since)
         except signals.Interrupted:
             cut.ignore()  # one signal is enough: nothing more interrupts the last record and line
             if not recorded:
@@ -271,8 +273,6 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
     """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
     watcher_exit), or its watcher is gone; True if they all have a verdict. Reads the log
     incrementally into the run model."""
-    import time
-
     from ...analysis.fold.fold import Builder
     from ...analysis.fold.verdict import watchers_gone
     from ...analysis.read.logread import Tail
@@ -323,16 +323,30 @@ def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> 
             os.close(sink.fd)
 
 
-def short_answer(log: str, waited: Any = None) -> list[str]:
+def short_answer(log: str, waited: Any = None, since: float | None = None) -> list[str]:
     """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
-    waited (analysis.fold.model.Waited): what `run` saw of the program it ran."""
+    waited (analysis.fold.model.Waited): what `run` saw of the program it ran. since: when run started its
+    program (time.time()): a log that already held runs (`--log L` again, an exported WP_AUTOTRACE_LOG) is answered
+    for the runs that began after it, run's own, and one line says how many others the log holds."""
+    from ...analysis.fold.verdict import fold_and_judge, here_and_now
     from ...analysis.present.render import summary_lines
-    from ...analysis.report import analyze
+    from ...analysis.report import report_of, select_runs
     from ...analysis.words.fmt import escape
     from ..base import text_width
 
-    rep = analyze(stream_logs([log], typed=True), None, waited)  # typed: the fold alone reads them
-    return [escape(line) for line in summary_lines(rep, text_width(sys.stderr))]
+    data = stream_logs([log], typed=True)  # typed: the fold alone reads them
+    reader = here_and_now()
+    model = fold_and_judge(data.records, waited, reader)
+    every = select_runs(model, None)
+    # every record of a run run started is written after since (the program's own clock reads, on this host)
+    own = [r for r in every if since is not None and r.start is not None and r.start >= since]
+    rep, _ = report_of(model, data, None, reader.now, own)
+    lines = summary_lines(rep, text_width(sys.stderr))
+    others = sum(r.start is not None and r.start < since for r in every) if own and since is not None else 0
+    if others:
+        lines.append(f"- This log holds {others} other run(s), begun before this one: not told here; the full "
+                     "report tells every run.")
+    return [escape(line) for line in lines]
 
 
 def still_running(log: str) -> list[int]:
@@ -355,7 +369,8 @@ def still_running(log: str) -> list[int]:
     return sorted(found)
 
 
-def _summarize(log: str, python: str | None, waited: Any = None, program: str = "") -> None:
+def _summarize(log: str, python: str | None, waited: Any = None, program: str = "", since: float | None = None
+               ) -> None:
     """After the program: the short answer and where the log is, on stderr (stdout is the program's).
     python: the interpreter the command ran, None when the command does not say which."""
     if not os.path.exists(log):
@@ -371,7 +386,7 @@ def _summarize(log: str, python: str | None, waited: Any = None, program: str = 
         _say(f"wp-autotrace: no log was written ({log}): tracing did not start; check with: {check}")
         return
     try:
-        lines = short_answer(log, waited)
+        lines = short_answer(log, waited, since)
     except NoUsableLog as exc:
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary
