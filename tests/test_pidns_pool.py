@@ -41,6 +41,28 @@ def test_a_pool_made_in_a_pid_namespace_names_its_processes_by_host_pid() -> Non
     assert f"(sidecar {host_of[side_ns]} + 2 workers)" in answer and "sidecar was not seen" not in answer, answer
 
 
+def test_a_namespaced_sidecar_the_watcher_never_saw_is_its_namespace_row(tmp_path: Path) -> None:
+    """The same log with every watcher reading of the sidecar taken out (one that ended between two samples): its
+    own records stay under its namespace (pid 2 there, no host pid known), its creator took its host pid, and the
+    pool's sidecar is that namespace row, never "not seen" nor the host's process 2."""
+    lines = [json.loads(x) for x in POOL.read_text().splitlines() if x.strip()]
+    sidecar = next(e["pid"] for r in lines if r["event"] == "tree" for e in r.get("started", ()) if e.get("nspid") == 2)
+    for r in lines:
+        if r["event"] in ("tree", "memory"):
+            for key, value in list(r.items()):
+                if isinstance(value, list):
+                    r[key] = [e for e in value if not (isinstance(e, dict) and e.get("pid") == sidecar)]
+    log = tmp_path / "unseen.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert f'"pid": {sidecar},' not in log.read_text()  # named only as its workers' parent now
+    rep = report_json(log)
+    [pool] = rep["pools"]
+    row = next(p for p in rep["processes"] if p["role"] == "compile-sidecar")
+    assert row["pid"] == 2 and row["host"] != lines[0]["host"] and row["traced"], row  # its namespace's row
+    assert pool["sidecar_pid"] == 2 and pool["sidecar_start"] is not None, pool
+    assert "sidecar was not seen" not in " ".join(rep["answer"].split()), rep["answer"]
+
+
 INNER = textwrap.dedent('''
     import os, sys, time
     from torch._inductor.async_compile import AsyncCompile
