@@ -331,11 +331,15 @@ def test_a_main_its_wait_status_shows_killed_with_no_sender_is_never_told_os_exi
     assert "was killed by SIGKILL" in f["text"] and "find what sent SIGKILL" in f["advice"], f
 
 
+# A deployed server's own file, its path as long as a real one's.
+SERVER = {"file": "/home/svc/deploy/inference-server/src/serving/graceful_drain.py", "line": 80, "func": "main"}
+
+
 def group_stopped_server(pgid: int, drained: int = 0) -> LogWriter:
     """A server 100 (process group `pgid`: its own where 100, a launcher's where not) makes a pool (sidecar 200 +
     workers 301, 302, in the same group); at 5.0 s a stop with no record (systemd's, scancel) ends the three with
     SIGTERM (their zombies' statuses) while the server, whose handler caught it, drains until 13 s, sending
-    `drained` more compiles to the dead pool (its last submit at 8.0 s, from serve.py:65), whose stop at exit
+    `drained` more compiles to the dead pool (its last submit at 8.0 s, from graceful_drain.py:65), whose stop at exit
     (torch's atexit) then finds it dead."""
     w = LogWriter()
     start(w, 0, 100, 1, "main")
@@ -355,7 +359,7 @@ def group_stopped_server(pgid: int, drained: int = 0) -> LogWriter:
     w.add(13, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
     label = f"{SP}:SubprocPool.submit"
     sends = {"counts": {label: 1 + drained}, "count_times": {label: [T0 + 2.0, T0 + 8.0]},
-             "count_callers": {label: {"file": "/srv/serve.py", "line": 65, "func": "request"}}} if drained else {}
+             "count_callers": {label: {**SERVER, "line": 65, "func": "request"}}} if drained else {}
     w.add(13, 100, 1, "main", "process_exit", how="exit", **{"counts": {}, **sends}, dropped=0)
     return w
 
@@ -381,10 +385,9 @@ def test_a_pool_a_group_stop_killed_leads_the_answer_with_how_and_the_lost_jobs_
     w = group_stopped_server(100, drained=1)
     # a server's own line, as long as a deployed one's: the finding's text then passes a bullet's length before
     # its clause after the how (torch's atexit finding the pool dead), which a cut at a clause would drop with it
-    site = {"file": "/home/svc/deploy/inference-server/src/serving/graceful_drain.py", "line": 80, "func": "main"}
     for r in w.lines:
         if r["event"] == "call" and r["call_id"] == 1:
-            r.update(caller=site, stack=[site])
+            r.update(caller=SERVER, stack=[SERVER])
     rep = report(w, tmp_path)
     lines = rep["answer"].splitlines()
     assert lines[0].startswith("- The compile pool of sidecar 200 "), lines
@@ -392,6 +395,7 @@ def test_a_pool_a_group_stop_killed_leads_the_answer_with_how_and_the_lost_jobs_
     assert lines[0].endswith(" What follows from it:"), lines
     assert "found it already dead" not in lines[0], lines  # what came after the death is the Findings' to tell
     assert lines[1].startswith("  - 1 job(s) went to a compile pool whose sidecar 200 had ended"), lines
+    assert lines[1].endswith("/src/serving/graceful_drain.py:65 (request)."), lines  # its site whole, not cut
     lost = next(f for f in rep["findings"] if f["kind"] == "jobs-lost")
     assert lost["cost"]["lost_in"] == [200], lost["cost"]
     # the Findings read as the Answer does: the pool's death, then the jobs lost in it

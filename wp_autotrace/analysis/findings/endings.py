@@ -330,9 +330,11 @@ def jobs_lost(v: View) -> Finding | None:
         # lost_in: the sidecars of the pools that lost them, whose pool-died is their cause (words/causes.py)
         _lost_advice(v, pool), {"jobs_lost": total, "lost_in": sorted({p.sidecar_pid for p, _ in lost
                                                                         if p.sidecar_pid is not None})},
-        # the Answer keeps the wait (what the lost job cost the user) whole: a cut at a clause would drop it
+        # the Answer keeps the wait (what the lost job cost the user) whole: a cut at a clause would drop it; with
+        # none, the sentence up to what it means, so that under its cause (pool-died) a long line's site is not
+        # cut off in its middle
         (f"{total} job(s) the compile pool of sidecar {pool.sidecar_pid} never answered (it ended {when}): "
-         f"{waited.removeprefix('; ')}.") if waited else "")
+         f"{waited.removeprefix('; ')}.") if waited else f"{head}.")
 
 
 def jobs_cut_off(v: View) -> Finding | None:
