@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wp_autotrace.analysis.fold.model import Waited
 from wp_autotrace.analysis.present.render import render_text
 
 from .logs import SP, T0, LogWriter, call, kinds, report, start, watcher
@@ -401,3 +402,27 @@ def test_a_pool_a_group_stop_killed_leads_the_answer_with_how_and_the_lost_jobs_
     # the Findings read as the Answer does: the pool's death, then the jobs lost in it
     order = [f["kind"] for f in rep["findings"] if f["severity"] == "problem"]
     assert order[:2] == ["pool-died", "jobs-lost"], order
+
+
+def test_a_main_that_signalled_itself_under_run_is_told_so(tmp_path: Path) -> None:
+    """Under `wp-autotrace run` (its waited status names the signal) a main's os.kill(os.getpid(), S) is told as
+    without run: sent by itself at that line, Fix first there, for SIGKILL and for a SIGTERM or SIGSEGV that its
+    status proves it did not handle; never 'find what sent it (a time limit, a user, a scheduler)'. A status naming
+    another signal than the one it sent itself leaves that record out (control). Fails where the waited status
+    alone was told (the record was read only where `run` had not run the program)."""
+    for sig, status in ((9, 9), (15, 15), (11, 11), (15, 9)):
+        w = LogWriter()
+        start(w, 0, 100, 1, "main")
+        watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+        watcher(w, 1.0, "tree", count=1, ended=[], started=[proc(100, 1, 100, 0, "main")])
+        sent(w, 5.0, 100, 1, "main", "kill", 100, sig, [DRIVER])
+        watcher(w, 5.5, "tree", count=0, started=[], ended=[{"pid": 100, "create_time": T0, "end": T0 + 5.1}])
+        watcher(w, 5.6, "watcher_exit", reason="root-exit")
+        w.add(5.7, 99, 1, "run", "run_exit", root_pid=100, status=-status, forwarded=[])  # run's, as it writes it
+        w.waited = Waited(100, -status)  # type: ignore[attr-defined]
+        (tmp_path / f"{sig}-{status}").mkdir()
+        rep = report(w, tmp_path / f"{sig}-{status}")
+        answer, told = rep["answer"], sig == status
+        assert ("the main process sent it: read why at that line." in answer) == told, answer
+        assert ("sent by itself (os.kill at actors.py:79 in <module>)" in texts(rep)) == told, texts(rep)
+        assert ("find what sent" in answer) == (not told), answer

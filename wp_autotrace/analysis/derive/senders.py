@@ -141,9 +141,11 @@ class Senders:
         for index, key in ((self._to_pid, p.pid), (self._to_group, p.pgid)):
             if key is None:
                 continue
-            # p's own record only of SIGKILL: no handler outlives it, where another signal to itself may be handled
+            # p's own record only of SIGKILL (no handler outlives it), or of the signal its wait status names (then
+            # it was not handled): another signal to itself may be handled
             found = [(q, r) for q, r in index.get((p.host, key), ())
-                     if (q is not p or r["signal"] == signal.SIGKILL) and q.run is run
+                     if (q is not p or r["signal"] == signal.SIGKILL or signal_name(r["signal"]) == status)
+                     and q.run is run
                      and (p.start is None or r["ts"] >= p.start)
                      and at - SIGNAL_TO_END_S - window <= r["ts"] <= at + SENT_LATE_S
                      and (signal_name(r["signal"]) == status if status else signal_name(r["signal"]) != INTERRUPT)]

@@ -80,6 +80,12 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     if sig in waited.forwarded:
         return (f"was ended by {name}", " (wp-autotrace run was sent it and passed it on)",
                 f"it was asked to stop: find what sent {name} to wp-autotrace run, if that was not you")
+    # a traced process of the run sent it (its signal_sent record: the main itself, or one to its group), told as
+    # without `run`: the status alone would send the user after a time limit or a scheduler
+    recorded = v.endings.of(r.root) if r.root is not None else None
+    if recorded is not None and recorded.kind == SIGNAL and recorded.sender is not None and recorded.signal == name:
+        sender = "the main process" if recorded.sender is r.root else recorded.by
+        return f"was {recorded.words}", "", f"{sender} sent it: read why at that line"
     if name == "SIGKILL":
         if r.ooms:
             return "was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "", OOM_MAIN_CAUSE
