@@ -484,3 +484,30 @@ def test_run_onto_a_log_of_earlier_runs_answers_its_own_run(tmp_path: Path) -> N
     assert "The program exited with code 3." in said[0] and "other run" not in said[0], said[0]
     assert "code 3" not in said[1] and first not in said[1] and "Nothing unusual." in said[1], said[1]
     assert "This log holds 1 other run(s), begun before this one: not told here" in said[1], said[1]
+
+
+def _new_pid_namespace_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not _new_pid_namespace_works(), reason="no new pid namespace here (unshare -p needs privilege)")
+def test_a_main_in_a_pid_namespace_of_its_own_keeps_the_commands_exit_code(tmp_path: Path) -> None:
+    """`run -- unshare -p -f --mount-proc python -c 'sys.exit(5)'`: the main is pid 1 of its namespace (ppid 0 in
+    its records) and the pid run waited for is unshare's, which no record names: the Answer lost "exited with code
+    5" (the test's own reading: run's return code, unshare's, which untraced is the same). It tells the command's
+    status, the main as its step, never as the main's own code."""
+    log = tmp_path / "ns.jsonl"
+    untraced = subprocess.run(["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c", "import sys; sys.exit(5)"],
+                              env=clean_env(), timeout=60, stdin=subprocess.DEVNULL)
+    res = subprocess.run([*RUN, "--log", str(log), "--", "unshare", "-p", "-f", "--mount-proc", sys.executable, "-c",
+                          "import sys; sys.exit(5)"], env=clean_env(), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=240, stdin=subprocess.DEVNULL)
+    assert res.returncode == untraced.returncode == 5, res.stderr
+    starts = [r for r in read_log(log) if r["event"] == "process_start"]
+    assert [(r["pid"], r["ppid"]) for r in starts] == [(1, 0)], starts  # traced, as pid 1 of its own namespace
+    said = " ".join(report_json(log)["answer"].split())
+    assert "The command wp-autotrace run started (pid " in said and ") exited with code 5" in said, said

@@ -269,6 +269,7 @@ def match_waits(reg: Registry) -> None:
             for run in by_ppid.named(rec.get("root_pid"), rec["host"]):
                 if run.command_exit is None and _started(run) <= rec["ts"]:
                     run.command_exit = run.launch = rec
+    _namespace_mains(reg, runs, owned)
     # a script whose last step is exec'd (`bash -c "python STEP; exec python LAST"`): the exec'd step is the root
     # run waited for, its create time the shell's; the steps before it were that shell's children, each a run of its
     # own, started in the root's life (a traced root's own children are of its run): one launch
@@ -281,6 +282,25 @@ def match_waits(reg: Registry) -> None:
                  and _started(owner_run) <= _started(r) <= end]
         for run in (owner_run, *steps) if steps else ():
             run.launch = owned_by
+
+
+def _namespace_mains(reg: Registry, runs: list[Run], owned: set[int]) -> None:
+    """A command whose Python main is the first process of a pid namespace of its own (`run -- unshare -p -f
+    python ...`, a container runtime's init): the main's records say pid 1, ppid 0 (its parent is outside that
+    namespace), and no pid of the log names the command run waited for. Such mains whose first record came within
+    the command's life (run_exit's since .. its ts, run's own clock reads) on its host are its steps, as a shell's
+    Python children are: the command's status is told, never as the main's own code."""
+    for rec in reg.run_exits:
+        since = rec.get("since")
+        if (not isinstance(rec.get("status"), int) or id(rec) in owned or not isinstance(since, (int, float))
+                or any(r.launch is rec for r in runs)):
+            continue
+        for run in runs:
+            root = run.root
+            if (root is not None and root.ppid == 0 and run.launch is None and run.run_exit is None
+                    and reg.real_host.get(root.host, root.host) == rec["host"]
+                    and since <= (run.start or 0.0) <= rec["ts"]):
+                run.command_exit = run.launch = rec
 
 
 def executor_members(m: Model) -> None:

@@ -422,7 +422,8 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
     RUN_EXIT: ("`wp-autotrace run` waited for its program: the status it saw (so `report` says the same)",
                _PART_FIELDS[:2] + (
         ("status", INT, "the exit code, or -N for signal N"),
-        ("forwarded", INTS, "the signals `run` passed on to the program, each once"))),
+        ("forwarded", INTS, "the signals `run` passed on to the program, each once"),
+        ("since", NUM, "when `run` started the program (Unix seconds); absent in logs before it"))),
     WATCHER_EXIT: ("the watcher stopped", _PART_FIELDS[:2] + (
         ("reason", STR, ", ".join(f"`{r}`" for r in WATCHER_EXIT_REASONS[:-1]) + f" or `{WATCHER_EXIT_REASONS[-1]}`"),
         ("samples", UINT, "samples taken"),

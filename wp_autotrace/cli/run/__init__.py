@@ -162,13 +162,13 @@ def run(args: argparse.Namespace) -> int:
             if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
                 waited = waited._replace(no_watcher=_why_no_watcher(env))
             with cut.held():
-                record_exit(log, pid, code, forwarded)
+                record_exit(log, pid, code, forwarded, since)
                 recorded = True
             _summarize(log, python if told else None, waited, command[0], since)
         except signals.Interrupted:
             cut.ignore()  # one signal is enough: nothing more interrupts the last record and line
             if not recorded:
-                record_exit(log, pid, code, forwarded)
+                record_exit(log, pid, code, forwarded, since)
             from ...analysis.words.fmt import escape
 
             _say(f"\nwp-autotrace: the summary was cut short by a signal; the program's own status is run's. "
@@ -307,9 +307,11 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
                 sleep(VERDICT_POLL_S)
 
 
-def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> None:
+def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...], since: float | None = None) -> None:
     """Write what run waited for into the log (run_exit: docs/evidence.md), so a later `report` says the same
-    as run's summary. Into an existing log only (never created here), and never a reason to fail."""
+    as run's summary; since: when run started its program (a run the log cannot join to pid by its pids, a main
+    in a pid namespace of its own, is joined by its start within since..now). Into an existing log only (never
+    created here), and never a reason to fail."""
     if not os.path.exists(log):
         return
     try:
@@ -317,7 +319,8 @@ def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...]) -> 
     except OSError:
         return
     try:
-        sink.emit(RUN_EXIT, root_pid=pid, status=status, forwarded=list(forwarded))
+        extra = {} if since is None else {"since": round(since, 6)}
+        sink.emit(RUN_EXIT, root_pid=pid, status=status, forwarded=list(forwarded), **extra)
     finally:
         if sink.fd >= 0:
             os.close(sink.fd)
