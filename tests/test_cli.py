@@ -56,6 +56,29 @@ def test_doctor_ok_here() -> None:
     assert res.stdout.rstrip().endswith("all good")
 
 
+def test_doctor_says_the_shells_own_log(tmp_path: Path) -> None:
+    """doctor's child writes a log of its own; the shell's WP_AUTOTRACE_LOG is what every traced run started from it
+    writes, so doctor says it: a log the start refuses (a missing folder, a folder, a file others may write) is a
+    problem, each as a traced run started there meets it (it prints one line and runs untraced, checked here);
+    a good one a note. Fails where doctor dropped every WP_AUTOTRACE variable and said "all good" whatever they were."""
+    from wp_autotrace.cli.doctor import shell_log
+
+    shared = tmp_path / "shared.jsonl"
+    shared.write_text("")
+    shared.chmod(0o666)
+    for log, problem in ((tmp_path / "missing" / "x.jsonl", "does not exist"), (tmp_path, "not a regular file"),
+                         (shared, "writable by group or others"), (tmp_path / "new.jsonl", "")):
+        said: list[tuple[bool | None, str]] = []
+        shell_log(lambda ok, text, said=said: said.append((ok, text)), str(log))
+        assert len(said) == 1 and said[0][0] is (False if problem else None) and problem in said[0][1], said
+        traced = run_python(["-c", "print('ran')"], clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log),
+                                                              WP_AUTOTRACE_SAMPLE_INTERVAL="0"), cwd=tmp_path)
+        assert traced.stdout == "ran\n" and ("running untraced" in traced.stderr) == bool(problem), traced.stderr
+    res = run_python(["-m", "wp_autotrace", "doctor"], clean_env(WP_AUTOTRACE_LOG=str(tmp_path / "missing" / "x")),
+                     timeout=120)
+    assert res.returncode == 1 and "[FAIL] WP_AUTOTRACE_LOG=" in res.stdout, res.stdout
+
+
 def test_doctor_explains_a_venv_without_the_package(tmp_path: Path) -> None:
     """`doctor --python` on a venv without the package says so and exits 1."""
     env_dir = tmp_path / "bare"

@@ -13,7 +13,7 @@ import tempfile
 from typing import Any, NamedTuple
 
 from ...analysis.read.logread import count_events
-from ...common.env import PREFIX
+from ...common.env import LOG_ENV, PREFIX
 from ...common.vocab import PROCESS_START
 from ..base import OK
 
@@ -127,10 +127,50 @@ def run(args: argparse.Namespace) -> int:
         say(starts == 1, f"a child interpreter with WP_AUTOTRACE=1 wrote {starts} process_start record(s)"
             + (f"; stderr: {stderr[:300]}" if stderr else "")
             + ("" if starts else " (python -S, or no .pth: tracing cannot start there)"))
+    shell_log(say, os.environ.get(LOG_ENV, ""))
     if not args.python:
         _doctor_torch(say)
     print("all good" if not problems else f"{problems} problem(s)")
     return OK if not problems else DOCTOR_PROBLEM
+
+
+# Less free space than this on the log's filesystem: a run's records are dropped (one line says so) soon.
+LOW_SPACE_BYTES = 1 << 20
+
+
+def shell_log(say: Any, log: str) -> None:
+    """The shell's own WP_AUTOTRACE_LOG, said: doctor's child writes a log of its own, while every traced run
+    started from this shell writes this one. A log the start refuses (runtime/sink.py's check_log_file: a
+    folder, a symlink, another user's or a shared file; a folder that is missing or not writable) makes each
+    such run print one line and run untraced; a full filesystem drops its records."""
+    if not log:
+        return
+    from ...runtime.sink import check_log_file
+
+    folder = os.path.dirname(os.path.abspath(log))
+    try:
+        check_log_file(os.lstat(log), log)
+        problem = ""
+    except FileNotFoundError:
+        problem = ("" if os.access(folder, os.W_OK | os.X_OK) else f"its folder {folder} does not exist"
+                   if not os.path.isdir(folder) else f"its folder {folder} is not writable by this user")
+    except OSError as exc:
+        problem = str(exc)
+    if problem:
+        say(False, f"{LOG_ENV}={log} (set in this shell): {problem}; every traced run started from here prints "
+                   "one line and runs untraced")
+        return
+    try:
+        st = os.statvfs(folder)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = LOW_SPACE_BYTES
+    if free < LOW_SPACE_BYTES:
+        say(False, f"{LOG_ENV}={log} (set in this shell): its filesystem has {free} bytes free; a traced run's "
+                   "records are dropped once it is full")
+        return
+    say(None, f"{LOG_ENV}={log} (set in this shell): every traced run started from here appends to it "
+              "(`wp-autotrace report --run ID` tells one of them)")
 
 
 def _doctor_torch(say: Any) -> None:
