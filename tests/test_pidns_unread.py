@@ -12,6 +12,7 @@ namespace pid and create time."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .conftest import report_json
@@ -44,6 +45,26 @@ def test_host_pythons_in_unread_namespaces_are_traced_not_known_and_counted_once
     for row in ns_rows:
         same = sorted(pid for pid, e in inner.items() if e["create_time"] == row["create_time"])
         assert row["host_pids"] == same, (row["host_pids"], same)
+
+
+def test_a_pool_in_an_unread_namespace_is_not_told_untraced(tmp_path: Path) -> None:
+    """tests/fixtures/odd/pidns_pool.jsonl (a pool made in a namespace: its creator, sidecar and two workers are
+    the namespace's pids 1, 2, 5, 7) without the watcher's namespace readings: its pool is the namespace rows'
+    recorded pool, and the same processes seen by host pid are "traced: not known", never a second pool that
+    "ran untraced" (the Answer said so)."""
+    pool_log = UNREAD.parent / "pidns_pool.jsonl"
+    log = tmp_path / "pool.jsonl"
+    log.write_text("".join(re.sub(r',"pidns":\d+', "", x) if '"event":"tree"' in x else x
+                           for x in pool_log.read_text().splitlines(keepends=True)))
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    seen = {e["pid"]: e for r in lines if r["event"] == "tree" for e in r.get("started", ())}
+    inner = {pid for pid, e in seen.items() if "nspid" in e}
+    assert len(seen) == 6 and len(inner) == 4 and not any("pidns" in e for e in seen.values())
+    rep = report_json(log)
+    assert rep["untraced_pools"] == [] and len(rep["pools"]) == 1, rep["untraced_pools"]
+    assert "untraced" not in " ".join(rep["answer"].split()), rep["answer"]
+    assert {p["pid"] for p in rep["processes"] if p["traced"] is None} == inner
+    assert rep["processes_started"] == len(seen)
 
 
 def test_the_text_says_not_known_where_it_said_untraced() -> None:

@@ -248,14 +248,15 @@ def untraced_pools(v: View) -> list[dict[str, Any]]:
     Not one of these: a recorded pool's own sidecar or worker that wrote nothing (it ran another Python); a sidecar
     under the creator of a recorded pool whose sidecar no record names (that pool's, its records lost); an entry
     with no start time of its own (a process known only from other records: a log out of order or cut makes such
-    a ghost of a traced process, which has its twin under the same pid)."""
+    a ghost of a traced process, which has its twin under the same pid); one whose records may be a traced row's
+    (Process.one_of: in a pid namespace the watcher could not read), its pool then possibly that row's."""
     known = {id(q) for pool in v.pools for q in (pool.sidecar, *pool.members) if q is not None}
     open_creators = {(pool.creator.host, pool.creator.pid) for pool in v.pools
                      if pool.sidecar is None and pool.sidecar_pid is None}
     traced = {(q.host, q.pid) for q in v.procs if q.traced}
     out = []
     for p in v.procs:
-        if (p.traced or p.role not in SIDECAR_ROLES or id(p) in known or p.create_time is None
+        if (p.traced or p.one_of or p.role not in SIDECAR_ROLES or id(p) in known or p.create_time is None
                 or (p.host, p.pid) in traced or (p.host, p.ppid) in open_creators):
             continue
         workers = sorted({q.pid for q in p.children if q.role == COMPILE_WORKER})
