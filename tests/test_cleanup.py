@@ -913,3 +913,45 @@ def test_another_runs_job_tracing_into_another_log_is_never_signalled(tmp_path: 
         proc.kill()
         proc.wait(10)
         _kill_all(pids)
+
+
+# A leftover forked by a traced main (no exec): its /proc environ is the main's start environment, tracing on, no run
+# id yet, and the main's log as the main's cwd named it (here relative, from /, where it names nothing). It forks a
+# worker the same way. Prints the worker's pid.
+FORKED_LEFTOVER = """
+import os, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.write(w, f"{os.getpid()}\\n".encode())
+    while True:
+        time.sleep(60)
+print(os.read(r, 100).decode().strip(), flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def test_a_leftovers_forked_child_is_the_runs_whatever_its_start_environment_says(tmp_path: Path) -> None:
+    """A run's own leftover and the worker it forked: the worker's environment is its parent's, byte for byte
+    (tracing on, no run id, a relative log its cwd does not name), so it was forked, not started as a new run:
+    cleanup ends both. Fails where that environment alone made it a new run's main ("its environment starts
+    another run"): the run's own worker was left running and the count said 0 still alive."""
+    env = {**clean_env(), "WP_AUTOTRACE": "1", "WP_AUTOTRACE_LOG": "run.jsonl"}
+    proc = subprocess.Popen([sys.executable, "-S", "-c", FORKED_LEFTOVER], env=env, cwd="/",
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # -S: no site, so not traced itself
+    worker = 0
+    try:
+        assert proc.stdout is not None
+        worker = int(proc.stdout.readline())
+        starts = {pid: started(pid) for pid in (proc.pid, worker)}
+        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": starts[proc.pid],
+                                                           "role": "child", "cmd": "python leftover"}])
+        res = _cleanup("--run", RUN, str(log), "--grace", "2")
+        assert proc.wait(10) == -signal.SIGTERM, res.stdout
+        wait_until(lambda: not _alive(worker, starts[worker]), 10, what="the worker's end")
+        assert "another run" not in res.stdout and res.returncode == 0, res.stdout
+    finally:
+        proc.kill()
+        proc.wait(10)
+        _kill_all([worker] if worker else [])

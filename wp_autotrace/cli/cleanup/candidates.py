@@ -94,10 +94,13 @@ def env_claim(reader: Any, pid: int, runs: set[str], logs: set[tuple[int, int]])
     log (LOG_ENV); a new run's main (`wp-autotrace run`, or tracing started afresh) has tracing on, no run id yet,
     and its own log. logs: (st_dev, st_ino) of the logs cleanup reads; a relative log path is the process's
     cwd's."""
-    env = dict(e.partition(b"=")[::2] for e in reader.environ(pid).split(b"\0") if b"=" in e)
+    raw = reader.environ(pid)
+    env = dict(e.partition(b"=")[::2] for e in raw.split(b"\0") if b"=" in e)
     run = env.get(RUN_ENV.encode(), b"").decode(errors="replace")
     if run:
         return "" if run in runs else f"its environment names run {run}: not this run's"
+    if _forked(reader, pid, raw):
+        return ""  # its parent's own: judged as its parent's child, never as a new run's main
     log = env.get(LOG_ENV.encode(), b"")
     if env.get(ENABLE_ENV.encode(), b"").decode(errors="replace").strip().lower() in FALSE_WORDS or not log:
         return ""
@@ -108,6 +111,16 @@ def env_claim(reader: Any, pid: int, runs: set[str], logs: set[tuple[int, int]])
     if st is not None and (st.st_dev, st.st_ino) in logs:
         return ""
     return f"its environment starts another run, traced into {log.decode(errors='replace')}: not this run's"
+
+
+def _forked(reader: Any, pid: int, environ: bytes) -> bool:
+    """Whether pid holds its parent's environment and command line as they are: forked, not exec'd since. Its
+    /proc environ is the block its last exec got, so a fork child of a traced main shows the main's start
+    environment, tracing on and no run id (the main adds it once started), with the main's log as the main's cwd
+    names it: no new run's, whatever its own cwd makes of that log."""
+    info = reader.stat(pid)
+    parent = info["ppid"] if info is not None else 0
+    return bool(parent) and environ == reader.environ(parent) and reader.cmdline(pid) == reader.cmdline(parent)
 
 
 def _alive_in_model(run: Run) -> list[Process]:
