@@ -511,3 +511,14 @@ def test_a_main_in_a_pid_namespace_of_its_own_keeps_the_commands_exit_code(tmp_p
     assert [(r["pid"], r["ppid"]) for r in starts] == [(1, 0)], starts  # traced, as pid 1 of its own namespace
     said = " ".join(report_json(log)["answer"].split())
     assert "The command wp-autotrace run started (pid " in said and ") exited with code 5" in said, said
+
+
+def test_run_under_faulthandler_keeps_the_programs_status(tmp_path: Path) -> None:
+    """PYTHONFAULTHANDLER=1 (what a crash's advice says to export): SIGABRT's handler at run's start is
+    faulthandler's, not one set from Python; run puts its own back at the end and still exits with the
+    program's status, its run_exit written, no traceback of its own."""
+    log = tmp_path / "fh.jsonl"
+    res = run_python([*RUN[1:], "--log", str(log), "--", sys.executable, "-c", "raise SystemExit(3)"],
+                     clean_env(PYTHONFAULTHANDLER="1"), cwd=tmp_path, timeout=120)
+    assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
+    assert [r for r in read_log(log) if r["event"] == "run_exit"], res.stderr

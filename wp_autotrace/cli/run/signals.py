@@ -282,7 +282,7 @@ class Forwarder:
             self.late = [sig for sig in self.late if sig not in group]
         self.sentinel.stop()
         for sig, handler in self.before.items():
-            signal.signal(sig, handler)
+            _restore(sig, handler)
         self.before = {}
 
     def _continued(self, sig: int, frame: Any) -> None:
@@ -393,8 +393,14 @@ class CutShort:
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.before.items():
-            signal.signal(sig, handler)
+            _restore(sig, handler)
         self.before = {}
+
+
+def _restore(sig: int, handler: Any) -> None:
+    """Put back what signal.signal() returned for sig. None: a handler not set from Python (faulthandler's for
+    SIGABRT under PYTHONFAULTHANDLER=1), which signal.signal() cannot take back; the default then."""
+    signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def block() -> Any:
