@@ -301,3 +301,22 @@ def test_a_clock_ahead_of_this_host_is_no_negative_age() -> None:
     text = "\n".join(view.render("x"))
     (wait,) = [line for line in text.splitlines() if "AsyncCompile.warm_pool (" in line]
     assert not re.search(r"-\d+(\.\d)?s", text) and "waits        ? in" in wait, text
+
+
+def test_a_reader_that_leaves_is_no_fault_of_the_log(live_run: LiveRun) -> None:
+    """`wp-autotrace watch LOG | head -1` on a live run: the pipe's reader leaves after a line and watch's next
+    refresh meets a broken pipe; it ends quietly with the closed-output status, as report does. Fails where
+    watch told the broken pipe as the log's ("nothing to report: LOG: Broken pipe")."""
+    proc = subprocess.Popen([sys.executable, "-m", "wp_autotrace", "watch", "--interval", "0.2", str(live_run.log)],
+                            env=clean_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves, as head does
+    try:
+        code = proc.wait(READY_TIMEOUT_S)
+    finally:
+        proc.kill()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert code == 74 and "nothing to report" not in err, (code, err)

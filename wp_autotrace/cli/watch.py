@@ -291,5 +291,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wp-autotrace watch: the log {escape(log)} was moved or removed while watched; stopping",
               file=sys.stderr)
         return NO_USABLE_LOG
+    except BrokenPipeError:
+        raise  # its reader left (`watch | head`): main's, never the log's fault
     except OSError as exc:
         raise NoUsableLog(f"{log}: {exc.strerror or exc}") from None
