@@ -189,15 +189,22 @@ class LogStream:
         notes: list[str] = []
         self.notes = notes
         paths = distinct_files(self.files, notes)
-        once = Once() if len(paths) > 1 else None
+        if len(paths) == 1:
+            # one file (nearly every report): its reorder buffer releases the pass's records itself, counted and
+            # checked for order as they leave it, with no generator between it and the reader
+            return self._file(paths[0], whole=True)
+        return self._merged(paths, notes)
+
+    def _merged(self, paths: list[str], notes: list[str]) -> Any:
+        """The records of several files (each through its reorder buffer), merged in (ts, seq) order, each once."""
+        once = Once()
         typed = self.typed
-        files = [self._file(path) for path in paths]
-        records = files[0] if len(files) == 1 else heapq.merge(*files, key=_order)
+        records = heapq.merge(*[self._file(path) for path in paths], key=_order)
         last = -math.inf
         count = late = 0
         try:
             for record in records:
-                if once is not None and not once.first(record):
+                if not once.first(record):
                     continue
                 ts = record["ts"] if type(record) is dict or not typed else record.ts
                 if ts < last:
@@ -208,19 +215,25 @@ class LogStream:
                 yield record
         finally:
             self.record_count, self.late = count, late
-            if once is not None:
-                notes.extend(once.notes())
+            notes.extend(once.notes())
+        self._end_pass(count)
+
+    def _end_pass(self, count: int) -> None:
+        """A pass that found no usable record says why (NoUsableLog)."""
         if not count:
             detail = "; ".join(self.problems) or "no valid wp-autotrace records in " + ", ".join(self.files)
             raise NoUsableLog(detail)
 
-    def _file(self, path: str) -> Any:
-        """One file's records in (ts, seq) order, through the reorder buffer."""
+    def _file(self, path: str, whole: bool = False) -> Any:
+        """One file's records in (ts, seq) order, through the reorder buffer. whole: the pass's only file, whose
+        releases are the pass's (record_count and late set as they leave, NoUsableLog at the end)."""
         skipped, fixed, typed = self.skipped, self.fixed, self.typed
         try:
             f = open_regular(path)
         except OSError as exc:
             self.problems.append(f"{path}: {exc.strerror or exc}")
+            if whole:
+                self._end_pass(0)
             return
         # Held records by (ts, seq, arrival): the least comes out first, ties in the order the file has
         # them. Those that arrive in order (nearly all) are appended to `run`, O(1); the rest go to a heap,
@@ -233,46 +246,71 @@ class LogStream:
         newest = -math.inf  # the latest ts seen (never released before the window closes on it)
         window, most = REORDER_WINDOW_S, max(REORDER_MAX, 1)
         arrival = 0
-        push = heapq.heappush
+        # The latest ts released, and how many records were released after a later one: the pass's own
+        # (whole) or unused (the merge of several files counts its own order).
+        last, late = -math.inf, 0
+        push, take = heapq.heappush, run.popleft
         try:
-            with f:
-                for record in checked_records(line_batches(f, skipped), counter(skipped), fixed, typed):
-                    if type(record) is dict or not typed:  # (an untyped stream's records are all mappings)
-                        ts = record["ts"]
-                        seq = record.get("seq", 0)
-                    else:  # a typed record: its seq None where the line has none
-                        ts = record.ts
-                        seq = record.seq or 0
-                    arrival += 1
-                    if ts > run_ts or (ts == run_ts and seq >= run_seq) or not run:
-                        run.append((ts, seq, arrival, record))
-                        run_ts, run_seq = ts, seq
-                    else:
-                        push(held, (ts, seq, arrival, record))
-                    if ts > newest:
-                        newest = ts
-                    horizon = newest - window
-                    if not held:
-                        while run[0][0] < horizon or len(run) > most:
-                            yield run.popleft()[3]
-                    elif held[0][0] < horizon or run[0][0] < horizon or len(run) + len(held) > most:
-                        # nearly every record of a log with a few late ones comes while one is held: the
-                        # release is entered only when something is due
-                        yield from _release(run, held, horizon, most)
-        except OSError as exc:
-            self.problems.append(f"{path}: {exc.strerror or exc}")
-        yield from _release(run, held, math.inf, 0)
+            try:
+                with f:
+                    for record in checked_records(line_batches(f, skipped), counter(skipped), fixed, typed):
+                        if type(record) is dict or not typed:  # (an untyped stream's records are all mappings)
+                            ts = record["ts"]
+                            seq = record.get("seq", 0)
+                        else:  # a typed record: its seq None where the line has none
+                            ts = record.ts
+                            seq = record.seq or 0
+                        arrival += 1
+                        if ts > run_ts or (ts == run_ts and seq >= run_seq) or not run:
+                            run.append((ts, seq, arrival, record))
+                            run_ts, run_seq = ts, seq
+                        else:
+                            push(held, (ts, seq, arrival, record))
+                        if ts > newest:
+                            newest = ts
+                        horizon = newest - window
+                        if not held:
+                            while run[0][0] < horizon or len(run) > most:
+                                out = take()
+                                if out[0] < last:
+                                    late += 1
+                                else:
+                                    last = out[0]
+                                yield out[3]
+                        elif held[0][0] < horizon or run[0][0] < horizon or len(run) + len(held) > most:
+                            # nearly every record of a log with a few late ones comes while one is held: the
+                            # release is entered only when something is due
+                            for out in _release(run, held, horizon, most):
+                                if out[0] < last:
+                                    late += 1
+                                else:
+                                    last = out[0]
+                                yield out[3]
+            except OSError as exc:
+                self.problems.append(f"{path}: {exc.strerror or exc}")
+            for out in _release(run, held, math.inf, 0):
+                if out[0] < last:
+                    late += 1
+                else:
+                    last = out[0]
+                yield out[3]
+        finally:
+            if whole:  # what was released (all, or what a reader that stopped early took)
+                self.record_count, self.late = arrival - len(run) - len(held), late
+        if whole:
+            self._end_pass(arrival)
 
 
 def _release(run: deque[tuple[float, int, int, dict[str, Any]]], held: list[tuple[float, int, int, dict[str, Any]]],
              horizon: float, most: int) -> Any:
-    """Pass on, least first, the held records older than horizon, and any over `most` held."""
+    """Pass on, least first, the held records older than horizon, and any over `most` held: (ts, seq, arrival,
+    record) each."""
     while run or held:
         from_heap = bool(held) and (not run or held[0] < run[0])
         first = held[0] if from_heap else run[0]
         if not (first[0] < horizon or len(run) + len(held) > most):
             return
-        yield (heapq.heappop(held) if from_heap else run.popleft())[3]
+        yield heapq.heappop(held) if from_heap else run.popleft()
 
 
 
