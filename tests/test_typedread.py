@@ -51,7 +51,6 @@ def test_the_folds_sets_hold_to_the_typed_fields() -> None:
     that the return captured (kept as items, in the line's order), and each field is the event's."""
     assert calls._RARE_FIELDS.isdisjoint(fastread.TYPED_FIELDS[vocab.CALL])
     assert set(fastread.TYPED_FIELDS[vocab.RETURN]) <= fold._RETURN_OWN
-    assert not any("pidns" in keys for keys in fastread.TYPED_FIELDS.values())  # the fold rewrites its host
     for event, keys in fastread.TYPED_FIELDS.items():
         assert set(keys) <= set(fr.schema.FIELD_TYPES[event]), event
 
@@ -116,8 +115,7 @@ def test_hostile_lines_typed_alike(tmp_path: Path) -> None:
 
 
 RARE = [{**fr.CALL, "rss": 5}, {**fr.CALL, "env": {"A": "1"}}, {**fr.CALL, "pending_jobs": [1]},
-        {**fr.RETURN, "worker_pids": [8]}, {**fr.RETURN, "truncated": 3}, {**fr.CALL, "zz": 1},
-        {**fr.CALL, "pidns": 4026532000}]
+        {**fr.RETURN, "worker_pids": [8]}, {**fr.RETURN, "truncated": 3}, {**fr.CALL, "zz": 1}]
 
 
 @pytest.mark.parametrize("r", RARE, ids=[next(iter(set(r) - set(fr.CALL) - {"duration_s"}), "") for r in RARE])
@@ -187,24 +185,30 @@ def test_typed_jobs_fold_to_the_same_spans(tmp_path: Path) -> None:
     assert [len(jobs) for pid, jobs in spans[0] if pid in (201, 202)] == [3, 1]
 
 
-def test_after_a_namespaced_line_a_reader_tries_no_typed_decode(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A writer outside the host's first pid namespace puts pidns in every record (a container's log), which no typed
-    record holds: every typed decode failed and the dict decode ran again (two decodes a line: +7.5% instructions
-    over an untyped reader). After the first such line the reader takes the dict decode alone; the records are
-    the untyped reader's; a host line before it is still typed."""
-    tried: list[bytes] = []
-    real = records.use_fast
-
-    def counting() -> None:
-        real()
-        records._typed = {h: (lambda raw, d=d: tried.append(raw) or d(raw)) for h, d in records._typed.items()}
-    monkeypatch.setattr(records, "_fast", None)
-    monkeypatch.setattr(records, "use_fast", counting)
-    ns = [{**fr.CALL, "call_id": i, "pidns": 4026532000} for i in range(1, 6)]
+def test_a_namespaced_writers_records_are_typed_and_fold_alike(tmp_path: Path) -> None:
+    """A writer outside the host's first pid namespace (a container) puts pidns in every record: its calls, returns
+    and jobs are typed records too, and the fold files them under the namespace's host as it
+    files the dicts: the same processes, Calls, job spans and report."""
+    w = seed_log()
+    for i, state in enumerate(("start", "end")):
+        w.add(9.6 + i / 10, 400, 300, "compile-sidecar", "job", state=state, work_id=1,
+              **({"fn": "m:compile"} if state == "start" else {}))
+    ns = 4026532000
+    for r in w.lines:
+        if r["pid"] in (200, 300, 400):  # the sidecars, started in a container: their own records
+            r["pidns"] = ns
     path = tmp_path / "log.jsonl"
-    path.write_text("".join(fr.dumps(r) + "\n" for r in [fr.CALL, *ns]))
-    (typed, _), (plain, _) = read_typed_and_not(path)
-    assert [type(x) is dict for x in typed] == [False] + [True] * 5 and [as_dict(r) for r in typed] == \
-        [as_dict(r) for r in plain]
-    assert len([raw for raw in tried if b'"pidns"' in raw]) == 1, tried
+    path.write_text(fr.compact(w))
+    (typed, counts), (plain, plain_counts) = read_typed_and_not(path)
+    assert counts == plain_counts and [as_dict(r) for r in typed] == [as_dict(r) for r in plain]
+    # every namespaced line a typed record can hold is one (a return that captured a pid stays a dict)
+    fits = [r for r in w.lines if "pidns" in r and set(r) <= set(fastread.TYPED_FIELDS.get(r["event"], ()))]
+    namespaced = [r for r in typed if type(r) is not dict and r.pidns == ns]
+    assert len(namespaced) == len(fits) and {r.event for r in namespaced} == {vocab.CALL, vocab.RETURN, vocab.JOB}
+    models = [fold.build(list(stream_logs([str(path)], typed=t))) for t in (True, False)]
+    hosts = [sorted((p.host, p.pid, [(j.work_id, j.fn, j.end) for j in p.jobs_run]) for p in m.processes)
+             for m in models]
+    assert hosts[0] == hosts[1] and any("pid namespace" in host for host, _, _ in hosts[0])
+    assert calls_of(typed) == calls_of(plain)
+    reports = [json.dumps(analyze(stream_logs([str(path)], typed=t)), default=str) for t in (True, False)]
+    assert reports[0] == reports[1]

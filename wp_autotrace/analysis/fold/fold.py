@@ -65,11 +65,13 @@ class Builder:
         gc.disable()
         try:
             for r in records:
-                if type(r) is not dict:  # a typed record (read/fastread.py): never a pidns, which stays a dict
+                if type(r) is not dict:  # a typed record (read/fastread.py): the same values as attributes
+                    if r.pidns is not None:  # a container's writer's: every record of its log
+                        r.host = in_namespace(r.host, r.pidns)
                     handlers[r.event](r)
                     continue
                 if "pidns" in r:  # written only outside the initial pid namespace: a few records of most logs
-                    in_namespace(r)
+                    r["host"] = in_namespace(r["host"], r["pidns"])
                 handlers[r["event"]](r)
         finally:
             if collecting:
@@ -84,7 +86,7 @@ class Builder:
         links finish() adds (children, pool sidecars, roots, ends from `gone`) come once, at the end.
         """
         if "pidns" in r:
-            self.reg.in_namespace(r)
+            r["host"] = self.reg.in_namespace(r["host"], r["pidns"])
         self._handlers[r["event"]](r)
         if self.reg.is_watcher(r):
             return None

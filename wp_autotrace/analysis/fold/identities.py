@@ -68,14 +68,21 @@ class Registry:
         self.space_of: dict[Process, str] = {}
         # (namespaced host, pid there) -> the host pid the watcher saw as it (pidns._hosted); None: two did
         self.hosted: dict[tuple[str, int], int | None] = {}
+        # (host, ns) -> namespaced_host(host, ns), made once (in_namespace)
+        self.ns_hosts: dict[tuple[str, int], str] = {}
 
-    def in_namespace(self, r: dict[str, Any]) -> None:
-        """r carries its writer's pid namespace (`pidns`): where that is not its host's home namespace, r's host
-        becomes the namespace's (namespaced_host): its pid and ppid are pids there. Before r is visited."""
-        host, ns = r["host"], r["pidns"]
-        if self.home_ns.setdefault(host, ns) != ns:
-            inner = r["host"] = namespaced_host(host, ns)
+    def in_namespace(self, host: str, ns: int) -> str:
+        """The host a record of host whose writer's pid namespace is ns (its `pidns`) is filed under, set as the
+        record's host before it is visited: where ns is not the host's home namespace, the namespace's
+        (namespaced_host), whose pids its pid and ppid are. A container's log has it in every record: one string
+        per namespace (its hash kept), not one a record."""
+        if self.home_ns.setdefault(host, ns) == ns:
+            return host
+        inner = self.ns_hosts.get((host, ns))
+        if inner is None:
+            inner = self.ns_hosts[(host, ns)] = namespaced_host(host, ns)
             self.real_host[inner] = host
+        return inner
 
     def run(self, run_id: str) -> Run:
         run = self.model.runs.get(run_id)

@@ -195,13 +195,14 @@ def decoders() -> dict[bytes, Decode]:
 # The events decoded to typed records, and the only fields such a record may have (else it is a dict): what the fold
 # reads of them by name alone. Never a call's fields that make its Call rich (fold/calls.py _RARE_FIELDS, read by
 # their presence) nor a return's captured fields (fold.py _RETURN_OWN's complement: its items are kept in the
-# line's order), nor `pidns` (the fold files such a record under its namespace's host, rewriting the dict's:
-# identities.Registry.in_namespace); tests/test_typedread.py holds the fold's sets to these.
-_HEADER = tuple(key for key in vocab.HEADER_KEYS if key != "pidns")
+# line's order). `pidns` (a container's writer puts it in every record) is one: the fold sets such a record's host
+# to its namespace's (identities.Registry.in_namespace), a typed record's attribute as a dict's item.
+# tests/test_typedread.py holds the fold's sets to these.
 TYPED_FIELDS: dict[str, tuple[str, ...]] = {
-    vocab.CALL: (*_HEADER, "truncated", "target", "tag", "call_id", "thread", "stack", "caller", "parent_call"),
-    vocab.RETURN: (*_HEADER, "call_id", "duration_s", "error"),
-    vocab.JOB: tuple(key for key in schema.FIELD_TYPES[vocab.JOB] if key != "pidns"),
+    vocab.CALL: (*vocab.HEADER_KEYS, "truncated", "target", "tag", "call_id", "thread", "stack", "caller",
+                 "parent_call"),
+    vocab.RETURN: (*vocab.HEADER_KEYS, "call_id", "duration_s", "error"),
+    vocab.JOB: tuple(schema.FIELD_TYPES[vocab.JOB]),
 }
 # A typed record's fields a line must have: check_record's identity (its json path says why one lacks it).
 _TYPED_REQUIRED = ("v", "event", "ts", "pid", "host")

@@ -188,10 +188,6 @@ def checked_records(batches: Iterable[tuple[list[bytes], bool]], skip: Callable[
                                 record = again(raw)
                             except failed:
                                 pass
-                        if b'"pidns":' in raw:
-                            # a writer outside the host's first pid namespace puts pidns in every record, which no
-                            # typed record holds: the rest as dicts (two decodes a line cost more than one)
-                            fast_for, typed = dict_for, False
             if record is None:
                 if not raw.strip():
                     continue  # the writer separates records by blank lines
