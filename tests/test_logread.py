@@ -267,6 +267,26 @@ def test_stream_is_the_sorted_read_in_one_pass(tmp_path: Path, monkeypatch: pyte
     assert empty.skipped == {"not JSON": 1}
 
 
+
+def test_one_files_stream_counts_what_it_releases(tmp_path: Path) -> None:
+    """One file's stream counts the records it released and those released after a later one (late) itself, also
+    where its reader stops early; the test counts both from what it was given."""
+    from wp_autotrace.analysis.read.logread import REORDER_WINDOW_S, stream_logs
+
+    step = REORDER_WINDOW_S * 2  # each record past the window of the one before: the late ones come late
+    ts = [1.0, 1 + step, 1 + 2 * step, 2.0, 1 + 3 * step, 3.0, 1 + 3 * step]
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(_rec(t, 100, i)) + "\n" for i, t in enumerate(ts)))
+    stream = stream_logs([str(path)])
+    got = [r["ts"] for r in stream]
+    assert sorted(got) == sorted(ts) and stream.record_count == len(ts)
+    assert stream.late == sum(t < max(got[:i], default=t) for i, t in enumerate(got)) == 2
+    taken = iter(stream)
+    first = [next(taken)["ts"] for _ in range(3)]
+    taken.close()  # type: ignore[attr-defined]
+    assert first == got[:3] and stream.record_count == 3
+
+
 # -- the same records given twice (review 1 #21) -------------------------------------------------
 
 def _dup_reports(tmp_path: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from wp_autotrace.analysis.fold import calls, fold
+from wp_autotrace.analysis.fold import calls, fold, model
 from wp_autotrace.analysis.read import fastread, logread, records
 from wp_autotrace.analysis.read.logread import stream_logs
 from wp_autotrace.analysis.report import analyze
@@ -89,6 +89,55 @@ def test_typed_calls_fold_to_the_same_calls(tmp_path: Path) -> None:
         typed = list(stream_logs([str(path)], typed=True))
         assert any(type(r) is not dict for r in typed)
         assert calls_of(typed) == calls_of(list(stream_logs([str(path)]))), name
+
+
+
+def test_calls_the_plain_path_hands_on_fold_alike(tmp_path: Path) -> None:
+    """The fold takes a typed call in one step only where its writer and its Call are plain (fold.Builder._plain_call):
+    each call here is one it must hand to the general visit (a role the call first names, no target or "?", no
+    tag, a stop request, a spawned child's, an exec'd process's, a pool's creation, an unknown writer's, a
+    watcher's, a cut record's) or one it takes (a run's first and last record): the same Calls, processes' last
+    records, roles and runs' spans as from the dicts."""
+    w = seed_log()
+    call = {"call_id": 1, "thread": "T", "stack": [{"file": "/a.py", "line": 3, "func": "g"}],
+            "caller": {"file": "/a.py", "line": 3, "func": "g"}}
+    spawned = {"file": "/usr/lib/python3.11/multiprocessing/spawn.py", "line": 9, "func": "_fixup_main_from_path"}
+    w.add(12, 100, 1, "main", "process_start", argv=["-c", vocab.SPAWNED_ARG], forked=True, run="r2")
+    w.add(12.1, 100, 1, "main", "call", **{**call, "stack": [spawned, *call["stack"]]}, target="m:f")
+    w.add(12.15, 450, 1, "", "call", **call, target="m:f")  # a writer never started (then: one of no run)
+    w.add(12.16, 450, 1, "", "call", **{**call, "call_id": 2}, target="m:f")
+    w.add(12.2, 500, 1, "worker", "process_start", argv=["w.py"], forked=False, run="r2")
+    w.add(12.3, 550, 1, "", "process_start", argv=["v.py"], forked=False, run="r2")
+    w.add(12.35, 550, 1, "worker", "call", **call, target="m:f")  # the role its process first names
+    for i, fields in enumerate(({"target": "?"}, {"target": "", "tag": ""}, {"target": "m:f", "tag": ""},
+                                {"target": "m:Pool.shutdown", "stack": []}, {"target": "m:f", "truncated": 100},
+                                {"target": "m:f", "role": vocab.WATCHER}, {"target": "m:f", "parent_call": 1})):
+        role = fields.pop("role", "worker")
+        w.add(12.4 + i / 100, 500, 1, role, "call", **{**call, "call_id": 2 + i, **fields})
+    w.add(12.5, 901, 1, "child", "process_start", argv=["x.py"], forked=False, run="r2")
+    w.add(12.6, 901, 1, vocab.WATCHER, "watcher_start", interval=0.1, linger=60.0, run="r2")  # its pid: a watcher's
+    w.add(12.7, 901, 1, "child", "call", **call, target="m:f")
+    w.add(13, 600, 1, "child", "process_start", argv=["a.py"], forked=False, run="r2")
+    w.add(13.1, 600, 1, "child", "exec", executable="/bin/python", argv=["b.py"])
+    w.add(13.2, 600, 1, "child", "call", **call, target="m:f")  # the exec failed
+    w.add(13.3, 700, 1, "child", "process_start", argv=["a.py"], forked=False, run="r2")
+    w.add(13.4, 700, 1, "child", "process_start", argv=["b.py"], forked=False, run="r2")  # an exec'd image
+    w.add(13.5, 700, 1, "child", "call", **call, target="m:f")
+    w.add(40, 500, 1, "worker", "call", **{**call, "call_id": 20}, target="m:f")  # the run's last record
+    w.add(1, 500, 1, "worker", "call", **{**call, "call_id": 21}, target="m:f")  # late: the run's first
+    path = tmp_path / "log.jsonl"
+    path.write_text(fr.compact(w))
+    typed = list(stream_logs([str(path)], typed=True))
+    plain = list(stream_logs([str(path)]))
+    assert sum(type(r) is not dict and r.event == vocab.CALL for r in typed) > 10
+    assert calls_of(typed) == calls_of(plain)
+    models = [fold.build(records) for records in (typed, plain)]
+    assert [[(p.pid, p.role, model.last_seen(p), p.exec_into) for p in m.processes] for m in models] == \
+        [[(p.pid, p.role, model.last_seen(p), p.exec_into) for p in models[1].processes]] * 2
+    assert [[(r.id, r.start, r.end, r.cut) for r in m.runs.values()] for m in models] == \
+        [[(r.id, r.start, r.end, r.cut) for r in models[1].runs.values()]] * 2
+    reports = [json.dumps(analyze(stream_logs([str(path)], typed=t)), default=str) for t in (True, False)]
+    assert reports[0] == reports[1]
 
 
 def test_a_refused_typed_line_takes_the_dict_decode_not_the_json_path(tmp_path: Path,

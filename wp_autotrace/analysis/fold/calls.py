@@ -44,7 +44,7 @@ def new_call(proc: Process, r: Any, blocked: bool, shared: dict[Any, Any],
     target, tag, thread = target or "?", tag or targets.USER_TAG, thread or ""
     # Only a stop request's caller is read for at_exit (callers.requester), and only a spawned child's calls for
     # mp_main: no other call pays the walk of its stack.
-    stop = target.endswith(_STOP_CALLS)
+    stop = target.endswith(STOP_CALLS)
     at_exit = stop and _from_mp_exit(stack)
     by_interpreter = stop and stack == []
     mp_main = SPAWNED_ARG in proc.argv and _from_mp_main(stack)
@@ -75,8 +75,25 @@ def new_call(proc: Process, r: Any, blocked: bool, shared: dict[Any, Any],
     return c
 
 
+def plain_call(proc: Process, r: Any, target: str, tag: str, shared: dict[Any, Any], share: Callable[[Any], Any]
+               ) -> Call:
+    """new_call's plain Call of a typed call record (read/fastread.py) whose target and tag are set and which
+    new_call would make plain (fold.Builder._plain_call decides): the same fields, read once."""
+    caller = r.caller or _sourceless_frame(r.stack)
+    thread, parent = r.thread or "", r.parent_call
+    c: Call = _new(Call)
+    c.proc, c.call_id, c.ts = proc, r.call_id, r.ts
+    c.target, c.tag = shared.setdefault(target, target), shared.setdefault(tag, tag)
+    c.caller = share(caller) if caller is not None else None
+    c.parent = proc.calls.get(parent) if parent is not None else None
+    c.thread = shared.setdefault(thread, thread)
+    c.end = c.error = c.pool = None
+    c.ret = NO_FIELDS
+    return c
+
+
 # SubprocPool.shutdown/.quiesce, AsyncCompile.quiesce, AutotuneProcessPool._shutdown: requester's calls
-_STOP_CALLS = (".shutdown", ".quiesce", "._shutdown")
+STOP_CALLS = (".shutdown", ".quiesce", "._shutdown")
 
 
 def _from_mp_main(stack: Any) -> bool:

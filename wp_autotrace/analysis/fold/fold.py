@@ -14,10 +14,11 @@ from functools import partial
 from typing import Any, Callable
 
 from ...common import targets, vocab
+from ...common.vocab import SPAWNED_ARG
 from ..read import schema
 from ..read.records import Record
 from . import autotune, watched
-from .calls import new_call
+from .calls import STOP_CALLS, new_call, plain_call
 from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
 from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, seen
@@ -30,6 +31,7 @@ AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, target
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
 # The tags whose call (visit_call) or return (visit_return) folds more than the Call: one set test for the rest.
 _CALL_TAGS = frozenset((targets.POOL_CREATE, targets.TRACKED_POOL, *AUTOTUNE_TAGS))
+_CALL, _WATCHER = vocab.CALL, vocab.WATCHER  # read for every typed record
 _RETURN_TAGS = frozenset((targets.SIDECAR_POOL_START, targets.WAIT_POOL_READY, targets.SIDECAR_SHUTDOWN, *POOL_COUNTS))
 
 
@@ -57,7 +59,7 @@ class Builder:
 
     def fold(self, records: Iterable[Record]) -> Model:
         """Every record, then finish(): the whole log's model."""
-        handlers, in_namespace = self._handlers, self.reg.in_namespace
+        handlers, in_namespace, plain_call = self._handlers, self.reg.in_namespace, self._plain_call
         # The cyclic collector off while folding: records are freed by reference counting, what the
         # model keeps lives to the end, and each collection would walk every object kept so far
         # (~20% of a 1M-record report's CPU, growing with the log).
@@ -68,7 +70,10 @@ class Builder:
                 if type(r) is not dict:  # a typed record (read/fastread.py): the same values as attributes
                     if r.pidns is not None:  # a container's writer's: every record of its log
                         r.host = in_namespace(r.host, r.pidns)
-                    handlers[r.event](r)
+                    if r.event == _CALL:
+                        plain_call(r)
+                    else:
+                        handlers[r.event](r)
                     continue
                 if "pidns" in r:  # written only outside the initial pid namespace: a few records of most logs
                     r["host"] = in_namespace(r["host"], r["pidns"])
@@ -211,6 +216,39 @@ class Builder:
             self.reg.model.pools.append(c.pool)
         elif c.tag in AUTOTUNE_TAGS:
             autotune.on_call(c, self.reg.model)
+
+    def _plain_call(self, r: Any) -> None:
+        """A typed call record (read/fastread.py) folded in one step where its writer and its Call are plain: what
+        Registry.writer, new_call and visit_call do with it, inlined (the fold's most frequent record: two
+        function calls and their reads of the same fields less). Any record they would treat otherwise (a new or
+        watcher's process, a role to take, a failed exec, a cut record, a process that exec'd or was spawned, a
+        stop request, no target or tag, a tag visit_call folds further) goes to visit_call. tests/test_typedread.py:
+        the same Calls and report as the dicts', which never come here."""
+        reg = self.reg
+        host, pid, role, ts, target, tag = r.host, r.pid, r.role, r.ts, r.target, r.tag
+        p = reg.current.get((host, pid))
+        if (p is None or role == _WATCHER or (role and not p.role) or p.exec_into is not None or p.execs
+                or p.run is None or r.truncated is not None or not target or target == "?" or not tag
+                or tag in _CALL_TAGS or target.endswith(STOP_CALLS) or SPAWNED_ARG in p.argv
+                or (host, pid) in reg.watchers):
+            self.visit_call(r)
+            return
+        run = p.run
+        if run.start is None or ts < run.start:  # run.seen(ts), as the writer has it
+            run.start = ts
+        if run.end is None or ts > run.end:
+            run.end = ts
+        c = plain_call(p, r, target, tag, reg.shared, reg.share)
+        call_id = c.call_id
+        p.last, p.last_return = c, False
+        if call_id is not None:
+            p.calls[call_id] = c
+        model = reg.model
+        model.calls.append(c)
+        tagged = model.tagged.get(c.tag)
+        if tagged is None:
+            tagged = model.tagged[c.tag] = []
+        tagged.append(c)
 
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
