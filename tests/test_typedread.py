@@ -17,10 +17,10 @@ from wp_autotrace.analysis.fold import calls, fold, model
 from wp_autotrace.analysis.read import fastread, logread, records
 from wp_autotrace.analysis.read.logread import stream_logs
 from wp_autotrace.analysis.report import analyze
-from wp_autotrace.common import vocab
+from wp_autotrace.common import targets, vocab
 
 from . import test_fastread as fr
-from .logs import seed_log
+from .logs import TAGS, seed_log
 
 pytest.importorskip("msgspec")
 if not fastread.typed_decoders():
@@ -92,12 +92,16 @@ def test_typed_calls_fold_to_the_same_calls(tmp_path: Path) -> None:
 
 
 
+SHUTDOWN = next(label for label, tag in TAGS.items() if tag == targets.SIDECAR_SHUTDOWN)
+
+
 def test_calls_the_plain_path_hands_on_fold_alike(tmp_path: Path) -> None:
-    """The fold takes a typed call in one step only where its writer and its Call are plain (fold.Builder._plain_call):
-    each call here is one it must hand to the general visit (a role the call first names, no target or "?", no
-    tag, a stop request, a spawned child's, an exec'd process's, a pool's creation, an unknown writer's, a
-    watcher's, a cut record's) or one it takes (a run's first and last record): the same Calls, processes' last
-    records, roles and runs' spans as from the dicts."""
+    """The fold takes a typed call or return in one step only where its writer and its Call are plain
+    (fold.Builder._plain_call, _plain_return): each record here is one it must hand to the general visit (a role
+    the record first names, no target or "?", no tag, a stop request, a spawned child's, an exec'd process's, a
+    failed exec's, a pool's creation, an unknown writer's, a watcher's, a cut record's, a return of no call or
+    again) or one it takes (a run's first and last record, late ones): the same Calls, processes' last records,
+    roles and runs' spans as from the dicts."""
     w = seed_log()
     call = {"call_id": 1, "thread": "T", "stack": [{"file": "/a.py", "line": 3, "func": "g"}],
             "caller": {"file": "/a.py", "line": 3, "func": "g"}}
@@ -115,16 +119,39 @@ def test_calls_the_plain_path_hands_on_fold_alike(tmp_path: Path) -> None:
         role = fields.pop("role", "worker")
         w.add(12.4 + i / 100, 500, 1, role, "call", **{**call, "call_id": 2 + i, **fields})
     w.add(12.5, 901, 1, "child", "process_start", argv=["x.py"], forked=False, run="r2")
+    w.add(12.55, 901, 1, "child", "call", **{**call, "call_id": 2}, target="m:f")
     w.add(12.6, 901, 1, vocab.WATCHER, "watcher_start", interval=0.1, linger=60.0, run="r2")  # its pid: a watcher's
     w.add(12.7, 901, 1, "child", "call", **call, target="m:f")
+    w.add(12.72, 901, 1, "child", "return", call_id=2, duration_s=0.1)
     w.add(13, 600, 1, "child", "process_start", argv=["a.py"], forked=False, run="r2")
     w.add(13.1, 600, 1, "child", "exec", executable="/bin/python", argv=["b.py"])
     w.add(13.2, 600, 1, "child", "call", **call, target="m:f")  # the exec failed
     w.add(13.3, 700, 1, "child", "process_start", argv=["a.py"], forked=False, run="r2")
     w.add(13.4, 700, 1, "child", "process_start", argv=["b.py"], forked=False, run="r2")  # an exec'd image
     w.add(13.5, 700, 1, "child", "call", **call, target="m:f")
-    w.add(40, 500, 1, "worker", "call", **{**call, "call_id": 20}, target="m:f")  # the run's last record
+    w.add(12.17, 450, 1, "", "return", call_id=1, duration_s=0.1)
+    w.add(12.36, 550, 1, "", "call", **{**call, "call_id": 2}, target="m:f")
+    w.add(12.37, 560, 1, "", "process_start", argv=["v.py"], forked=False, run="r2")
+    w.add(12.38, 560, 1, "", "call", **call, target="m:f")
+    w.add(12.39, 560, 1, "worker", "return", call_id=1, duration_s=0.1)  # the role its process first names
+    w.add(12.75, 901, 1, "child", "return", call_id=1, duration_s=0.1)
+    w.add(13.25, 600, 1, "child", "exec", executable="/bin/python", argv=["c.py"])
+    w.add(13.26, 600, 1, "child", "return", call_id=1, duration_s=0.1)  # the exec failed
+    w.add(13.55, 700, 1, "child", "return", call_id=1, duration_s=0.1, error="OSError: x")
+    w.add(40, 500, 1, "worker", "call", **{**call, "call_id": 20}, target="m:f")
+    w.add(40.5, 500, 1, "worker", "return", call_id=20, duration_s=0.5, error="RuntimeError: x")
+    w.add(40.6, 500, 1, "worker", "return", call_id=20, duration_s=0.6)  # again
+    w.add(40.7, 500, 1, "worker", "return", call_id=99, duration_s=0.7)  # of no call
+    w.add(40.8, 500, 1, "worker", "call", **{**call, "call_id": 23}, target="m:f")
+    w.add(40.9, 500, 1, vocab.WATCHER, "return", call_id=23, duration_s=0.1)
+    w.add(41, 500, 1, "worker", "call", **{**call, "call_id": 24}, target=SHUTDOWN)
+    w.add(41.1, 500, 1, "worker", "return", call_id=24, duration_s=0.1)  # a return visit_return folds further
     w.add(1, 500, 1, "worker", "call", **{**call, "call_id": 21}, target="m:f")  # late: the run's first
+    w.add(60, 500, 1, "worker", "call", **{**call, "call_id": 22}, target="m:f")
+    w.add(61, 500, 1, "worker", "return", call_id=22, duration_s=1)  # the run's last record
+    w.add(62, 800, 1, "child", "process_start", argv=["y.py"], forked=False, run="r3")
+    w.add(63, 800, 1, "child", "call", **call, target="m:f")  # its run's last record
+    w.add(0.5, 500, 1, "worker", "return", call_id=21, duration_s=0.1)  # late again, and earlier still
     path = tmp_path / "log.jsonl"
     path.write_text(fr.compact(w))
     typed = list(stream_logs([str(path)], typed=True))
@@ -132,8 +159,8 @@ def test_calls_the_plain_path_hands_on_fold_alike(tmp_path: Path) -> None:
     assert sum(type(r) is not dict and r.event == vocab.CALL for r in typed) > 10
     assert calls_of(typed) == calls_of(plain)
     models = [fold.build(records) for records in (typed, plain)]
-    assert [[(p.pid, p.role, model.last_seen(p), p.exec_into) for p in m.processes] for m in models] == \
-        [[(p.pid, p.role, model.last_seen(p), p.exec_into) for p in models[1].processes]] * 2
+    assert [[(p.pid, p.role, model.last_seen(p), p.exec_into, p.served) for p in m.processes] for m in models] == \
+        [[(p.pid, p.role, model.last_seen(p), p.exec_into, p.served) for p in models[1].processes]] * 2
     assert [[(r.id, r.start, r.end, r.cut) for r in m.runs.values()] for m in models] == \
         [[(r.id, r.start, r.end, r.cut) for r in models[1].runs.values()]] * 2
     reports = [json.dumps(analyze(stream_logs([str(path)], typed=t)), default=str) for t in (True, False)]

@@ -21,7 +21,7 @@ from . import autotune, watched
 from .calls import STOP_CALLS, new_call, plain_call
 from .finish import POOL_COUNTS, credit_pool, finish
 from .identities import Registry
-from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, JobSpan, Model, Pool, Process, Run, Waited, seen
+from .model import EXECUTOR, LIVE_EXPORT, SUBPROC, Call, JobSpan, Model, Pool, Process, Run, Waited, seen
 
 # A return record's fields that are not what the call returned: kept on the Call elsewhere or not at all.
 _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
@@ -31,7 +31,7 @@ AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, target
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
 # The tags whose call (visit_call) or return (visit_return) folds more than the Call: one set test for the rest.
 _CALL_TAGS = frozenset((targets.POOL_CREATE, targets.TRACKED_POOL, *AUTOTUNE_TAGS))
-_CALL, _WATCHER = vocab.CALL, vocab.WATCHER  # read for every typed record
+_CALL, _RETURN, _WATCHER = vocab.CALL, vocab.RETURN, vocab.WATCHER
 _RETURN_TAGS = frozenset((targets.SIDECAR_POOL_START, targets.WAIT_POOL_READY, targets.SIDECAR_SHUTDOWN, *POOL_COUNTS))
 
 
@@ -56,10 +56,12 @@ class Builder:
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             event: getattr(self, "visit_" + event, None) or partial(REGISTRY_VISITS[event], self.reg)
             for event in schema.KNOWN_EVENTS}
+        # a typed record's (read/fastread.py): its call or return folded in one step where it is plain
+        self._typed_handlers = {**self._handlers, _CALL: self._plain_call, _RETURN: self._plain_return}
 
     def fold(self, records: Iterable[Record]) -> Model:
         """Every record, then finish(): the whole log's model."""
-        handlers, in_namespace, plain_call = self._handlers, self.reg.in_namespace, self._plain_call
+        handlers, in_namespace, plain = self._handlers, self.reg.in_namespace, self._typed_handlers
         # The cyclic collector off while folding: records are freed by reference counting, what the
         # model keeps lives to the end, and each collection would walk every object kept so far
         # (~20% of a 1M-record report's CPU, growing with the log).
@@ -70,10 +72,7 @@ class Builder:
                 if type(r) is not dict:  # a typed record (read/fastread.py): the same values as attributes
                     if r.pidns is not None:  # a container's writer's: every record of its log
                         r.host = in_namespace(r.host, r.pidns)
-                    if r.event == _CALL:
-                        plain_call(r)
-                    else:
-                        handlers[r.event](r)
+                    plain[r.event](r)
                     continue
                 if "pidns" in r:  # written only outside the initial pid namespace: a few records of most logs
                     r["host"] = in_namespace(r["host"], r["pidns"])
@@ -253,6 +252,32 @@ class Builder:
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
 
+    def _plain_return(self, r: Any) -> None:
+        """A typed return record folded in one step where it ends a call: what Registry.writer and visit_return do
+        with it, inlined as _plain_call has it (a typed return holds no captured field, nor `truncated`; its tag's
+        folding is fold_end's, as visit_return's). Any other (a new or watcher's process, a role to take, a failed
+        exec, no such call or one ended already) goes to visit_return."""
+        reg = self.reg
+        host, pid, role, ts = r.host, r.pid, r.role, r.ts
+        p = reg.current.get((host, pid))
+        if (p is None or role == _WATCHER or (role and not p.role) or p.exec_into is not None or p.run is None
+                or (host, pid) in reg.watchers):
+            self.visit_return(r)
+            return
+        c = p.calls.get(r.call_id)
+        if c is None or c.end is not None:
+            self.visit_return(r)
+            return
+        run = p.run
+        if run.start is None or ts < run.start:  # run.seen(ts), as the writer has it
+            run.start = ts
+        if run.end is None or ts > run.end:
+            run.end = ts
+        p.last, p.last_return = c, True
+        c.end, c.error, c.ret = ts, r.error, _NO_RETURN_FIELDS
+        if c.tag in _RETURN_TAGS:
+            self.fold_end(p, c, r)
+
     def visit_return(self, r: Record) -> None:
         p = self.reg.writer(r)
         if p is None:
@@ -276,8 +301,11 @@ class Builder:
             if sidecar is not None:
                 c.pool.sidecar_pid = sidecar
                 p.pool_by_sidecar[sidecar] = c.pool
-        if c.tag not in _RETURN_TAGS:
-            return  # nearly every return: nothing more to fold at its end
+        if c.tag in _RETURN_TAGS:  # a tag whose end folds more than the Call's (few returns of most logs)
+            self.fold_end(p, c, r)
+
+    def fold_end(self, p: Process, c: Call, r: Record) -> None:
+        """What a return of a call of one of _RETURN_TAGS folds beyond the Call's end (c ended by r)."""
         if c.tag == targets.SIDECAR_POOL_START:
             p.worker_pids.update(r.get("worker_pids") or ())
             if r.get("worker_pids"):  # SubprocMain.__init__ from 2.9 starts none (lazy _start_pool)
