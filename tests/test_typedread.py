@@ -51,6 +51,7 @@ def test_the_folds_sets_hold_to_the_typed_fields() -> None:
     that the return captured (kept as items, in the line's order), and each field is the event's."""
     assert calls._RARE_FIELDS.isdisjoint(fastread.TYPED_FIELDS[vocab.CALL])
     assert set(fastread.TYPED_FIELDS[vocab.RETURN]) <= fold._RETURN_OWN
+    assert set(fold.Builder()._plain) == set(fastread.TYPED_FIELDS)  # each typed event folded where it is plain
     for event, keys in fastread.TYPED_FIELDS.items():
         assert set(keys) <= set(fr.schema.FIELD_TYPES[event]), event
 

@@ -31,7 +31,7 @@ AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, target
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
 # The tags whose call (visit_call) or return (visit_return) folds more than the Call: one set test for the rest.
 _CALL_TAGS = frozenset((targets.POOL_CREATE, targets.TRACKED_POOL, *AUTOTUNE_TAGS))
-_CALL, _RETURN, _WATCHER = vocab.CALL, vocab.RETURN, vocab.WATCHER
+_CALL, _RETURN, _JOB, _WATCHER = vocab.CALL, vocab.RETURN, vocab.JOB, vocab.WATCHER
 _RETURN_TAGS = frozenset((targets.SIDECAR_POOL_START, targets.WAIT_POOL_READY, targets.SIDECAR_SHUTDOWN, *POOL_COUNTS))
 
 
@@ -56,12 +56,15 @@ class Builder:
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             event: getattr(self, "visit_" + event, None) or partial(REGISTRY_VISITS[event], self.reg)
             for event in schema.KNOWN_EVENTS}
-        # a typed record's (read/fastread.py): its call or return folded in one step where it is plain
-        self._typed_handlers = {**self._handlers, _CALL: self._plain_call, _RETURN: self._plain_return}
+        # a typed record's fold where its writer did only what it does for every record (fold() decides)
+        self._plain: dict[str, Callable[[Process, Any], None]] = {
+            _CALL: self._plain_call, _RETURN: self._plain_return, _JOB: self._plain_job}
 
     def fold(self, records: Iterable[Record]) -> Model:
         """Every record, then finish(): the whole log's model."""
-        handlers, in_namespace, plain = self._handlers, self.reg.in_namespace, self._typed_handlers
+        reg = self.reg
+        handlers, in_namespace, plain = self._handlers, reg.in_namespace, self._plain
+        current, watchers = reg.current, reg.watchers
         # The cyclic collector off while folding: records are freed by reference counting, what the
         # model keeps lives to the end, and each collection would walk every object kept so far
         # (~20% of a 1M-record report's CPU, growing with the log).
@@ -72,7 +75,22 @@ class Builder:
                 if type(r) is not dict:  # a typed record (read/fastread.py): the same values as attributes
                     if r.pidns is not None:  # a container's writer's: every record of its log
                         r.host = in_namespace(r.host, r.pidns)
-                    plain[r.event](r)
+                    # Registry.writer(r) where all it does is what it does for every record (widen the run's span
+                    # to r), then r's plain fold (_PLAIN), with no second read of its fields. Else (a new process or
+                    # a watcher's, a role r first names, a process after its exec record, one of no run, a cut
+                    # record) r's visit, whose writer does all it does.
+                    host, pid, role, ts = r.host, r.pid, r.role, r.ts
+                    p = current.get((host, pid))
+                    if (p is None or role == _WATCHER or (role and not p.role) or p.exec_into is not None
+                            or p.run is None or r.truncated is not None or (host, pid) in watchers):
+                        handlers[r.event](r)
+                        continue
+                    run = p.run
+                    if run.start is None or ts < run.start:  # run.seen(ts), as the writer has it
+                        run.start = ts
+                    if run.end is None or ts > run.end:
+                        run.end = ts
+                    plain[r.event](p, r)
                     continue
                 if "pidns" in r:  # written only outside the initial pid namespace: a few records of most logs
                     r["host"] = in_namespace(r["host"], r["pidns"])
@@ -216,27 +234,18 @@ class Builder:
         elif c.tag in AUTOTUNE_TAGS:
             autotune.on_call(c, self.reg.model)
 
-    def _plain_call(self, r: Any) -> None:
-        """A typed call record (read/fastread.py) folded in one step where its writer and its Call are plain: what
-        Registry.writer, new_call and visit_call do with it, inlined (the fold's most frequent record: two
-        function calls and their reads of the same fields less). Any record they would treat otherwise (a new or
-        watcher's process, a role to take, a failed exec, a cut record, a process that exec'd or was spawned, a
-        stop request, no target or tag, a tag visit_call folds further) goes to visit_call. tests/test_typedread.py:
-        the same Calls and report as the dicts', which never come here."""
-        reg = self.reg
-        host, pid, role, ts, target, tag = r.host, r.pid, r.role, r.ts, r.target, r.tag
-        p = reg.current.get((host, pid))
-        if (p is None or role == _WATCHER or (role and not p.role) or p.exec_into is not None or p.execs
-                or p.run is None or r.truncated is not None or not target or target == "?" or not tag
-                or tag in _CALL_TAGS or target.endswith(STOP_CALLS) or SPAWNED_ARG in p.argv
-                or (host, pid) in reg.watchers):
+    def _plain_call(self, p: Process, r: Any) -> None:
+        """A typed call record (read/fastread.py) of a plain writer (fold() decides) folded in one step where its
+        Call is plain (plain_call): what visit_call does with it, with no second read of its fields (the fold's
+        most frequent record). Any call visit_call treats otherwise (a process that exec'd or was spawned, a stop
+        request, no target or tag, a tag it folds further) goes to visit_call. tests/test_typedread.py: the same
+        Calls and report as the dicts', which never come here."""
+        target, tag = r.target, r.tag
+        if (not target or target == "?" or not tag or tag in _CALL_TAGS or target.endswith(STOP_CALLS) or p.execs
+                or SPAWNED_ARG in p.argv):
             self.visit_call(r)
             return
-        run = p.run
-        if run.start is None or ts < run.start:  # run.seen(ts), as the writer has it
-            run.start = ts
-        if run.end is None or ts > run.end:
-            run.end = ts
+        reg = self.reg
         c = plain_call(p, r, target, tag, reg.shared, reg.share)
         call_id = c.call_id
         p.last, p.last_return = c, False
@@ -252,31 +261,25 @@ class Builder:
     def visit_blocked(self, r: dict[str, Any]) -> None:
         self.visit_call(r, blocked=True)
 
-    def _plain_return(self, r: Any) -> None:
-        """A typed return record folded in one step where it ends a call: what Registry.writer and visit_return do
-        with it, inlined as _plain_call has it (a typed return holds no captured field, nor `truncated`; its tag's
-        folding is fold_end's, as visit_return's). Any other (a new or watcher's process, a role to take, a failed
-        exec, no such call or one ended already) goes to visit_return."""
-        reg = self.reg
-        host, pid, role, ts = r.host, r.pid, r.role, r.ts
-        p = reg.current.get((host, pid))
-        if (p is None or role == _WATCHER or (role and not p.role) or p.exec_into is not None or p.run is None
-                or (host, pid) in reg.watchers):
-            self.visit_return(r)
-            return
+    def _plain_return(self, p: Process, r: Any) -> None:
+        """A typed return record of a plain writer (fold() decides) that ends a call: what visit_return does with it
+        (a typed return holds no captured field; its tag's folding is fold_end's, as visit_return's). A return of
+        no call or of one ended already goes to visit_return."""
         c = p.calls.get(r.call_id)
         if c is None or c.end is not None:
             self.visit_return(r)
             return
-        run = p.run
-        if run.start is None or ts < run.start:  # run.seen(ts), as the writer has it
-            run.start = ts
-        if run.end is None or ts > run.end:
-            run.end = ts
         p.last, p.last_return = c, True
-        c.end, c.error, c.ret = ts, r.error, _NO_RETURN_FIELDS
+        c.end, c.error, c.ret = r.ts, r.error, _NO_RETURN_FIELDS
         if c.tag in _RETURN_TAGS:
-            self.fold_end(p, c, r)
+            fold_end(p, c, r)
+
+    def _plain_job(self, p: Process, r: Any) -> None:
+        """A typed job record of a plain writer (fold() decides): its last record, then its job spans, as add_job
+        folds it."""
+        ts = r.ts
+        p.last = (r.event, ts, r.target, r.signal)  # model.seen(r), as the writer has it
+        job_span(self.reg, p, r.state, ts, r.work_id, r.fn, r.arg)
 
     def visit_return(self, r: Record) -> None:
         p = self.reg.writer(r)
@@ -302,23 +305,7 @@ class Builder:
                 c.pool.sidecar_pid = sidecar
                 p.pool_by_sidecar[sidecar] = c.pool
         if c.tag in _RETURN_TAGS:  # a tag whose end folds more than the Call's (few returns of most logs)
-            self.fold_end(p, c, r)
-
-    def fold_end(self, p: Process, c: Call, r: Record) -> None:
-        """What a return of a call of one of _RETURN_TAGS folds beyond the Call's end (c ended by r)."""
-        if c.tag == targets.SIDECAR_POOL_START:
-            p.worker_pids.update(r.get("worker_pids") or ())
-            if r.get("worker_pids"):  # SubprocMain.__init__ from 2.9 starts none (lazy _start_pool)
-                p.pool_starts.append(r["ts"])
-        elif c.tag == targets.WAIT_POOL_READY and not c.error:
-            pool = p.open_pool
-            if pool is not None and pool.ready_at is None:
-                pool.ready_at = c.end
-        elif c.tag == targets.SIDECAR_SHUTDOWN:
-            p.served = True
-            p.served_at = c.ts if p.served_at is None else p.served_at
-        elif c.tag in POOL_COUNTS:
-            credit_pool(c)
+            fold_end(p, c, r)
 
     def visit_config(self, r: dict[str, Any]) -> None:
         p = self.reg.writer(r)
@@ -350,6 +337,24 @@ class Builder:
         p = self.reg.writer(r)
         if p is not None:
             p.errors.append(r)
+
+
+def fold_end(p: Process, c: Call, r: Record) -> None:
+    """What a return of a call of one of _RETURN_TAGS folds beyond the Call's end (c ended by r)."""
+    if c.tag == targets.SIDECAR_POOL_START:
+        p.worker_pids.update(r.get("worker_pids") or ())
+        if r.get("worker_pids"):  # SubprocMain.__init__ from 2.9 starts none (lazy _start_pool)
+            p.pool_starts.append(r["ts"])
+    elif c.tag == targets.WAIT_POOL_READY and not c.error:
+        pool = p.open_pool
+        if pool is not None and pool.ready_at is None:
+            pool.ready_at = c.end
+    elif c.tag == targets.SIDECAR_SHUTDOWN:
+        p.served = True
+        p.served_at = c.ts if p.served_at is None else p.served_at
+    elif c.tag in POOL_COUNTS:
+        credit_pool(c)
+
 
 def build(records: Iterable[Record], waited: Waited | None = None) -> Model:
     """Fold checked records (logread) in time order into a Model; waited: what `run` saw of its program."""
@@ -392,9 +397,13 @@ def add_job(reg: Registry, r: Record) -> None:
         return
     if type(r) is dict:
         get = r.get
-        state, ts, work_id, fn, arg = get("state"), r["ts"], get("work_id"), get("fn"), get("arg")
+        job_span(reg, p, get("state"), r["ts"], get("work_id"), get("fn"), get("arg"))
     else:  # a typed record (read/fastread.py): the same values as attributes
-        state, ts, work_id, fn, arg = r.state, r.ts, r.work_id, r.fn, r.arg
+        job_span(reg, p, r.state, r.ts, r.work_id, r.fn, r.arg)
+
+
+def job_span(reg: Registry, p: Process, state: Any, ts: float, work_id: Any, fn: Any, arg: Any) -> None:
+    """A job record's values (state, ts, work_id, fn, arg) into p's job spans."""
     jobs = p.jobs_run
     if state == "start":
         if jobs and jobs[-1].end is None:  # its end record was lost (a full disk): it ended by this next start
