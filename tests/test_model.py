@@ -937,7 +937,7 @@ def test_a_worker_that_crashed_is_told_where_its_stacks_are_not_to_look_for_memo
 
     f = next(f for f in report(crashed(6 | 0x80), tmp_path)["findings"] if f["kind"] == "worker-lost")
     assert "301: killed by SIGABRT" in f["text"], f["text"]
-    assert f["advice"].startswith("worker 301's SIGABRT tells a crash in it (abort() in native code"), f["advice"]
+    assert f["advice"].startswith("worker 301's SIGABRT is a crash in it (abort() in native code"), f["advice"]
     assert "PYTHONFAULTHANDLER=1" in f["advice"] and "TORCHINDUCTOR_COMPILE_THREADS=1" in f["advice"], f["advice"]
     assert "dmesg" not in f["advice"] and "more memory" not in f["advice"], f["advice"]
     (tmp_path / "kill").mkdir()

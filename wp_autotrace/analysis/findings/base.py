@@ -75,8 +75,8 @@ CRASHES = {
 _OUTSIDE = {"SIGABRT": "kill, timeout -s, a watchdog: systemd's WatchdogSec= sends SIGABRT"}
 # Where a crash's stacks are: the Python one faulthandler prints (at the signal, whoever sent it), the native one in
 # the core dump.
-CRASH_FIX = ("run it again with PYTHONFAULTHANDLER=1 (python -X faulthandler): it prints the Python stack as the "
-             "signal arrives, a crash's or a kill's; the core dump (coredumpctl) holds the native one")
+CRASH_FIX = ("run it again with PYTHONFAULTHANDLER=1, which prints the Python stack as the signal arrives (a crash's "
+             "or a kill's); the core dump holds the native one")
 
 
 def crash_or_outside(signal: str) -> str:

@@ -454,11 +454,9 @@ def worker_crash_advice(pid: int, signal: str) -> str:
     """A worker that ended by a crash signal no record says another process sent (abort() in LLVM on a kernel it
     cannot lower, a segfault in a compiler): no memory advice (the OOM killer sends SIGKILL), but where the crash's
     stacks are, and torch's own way to see it (pytorch#135120): the compile run in the main process."""
-    return (f"worker {pid}'s {signal} tells a crash in it ({CRASHES[signal]}), or a signal sent from outside the run; "
-            f"no record shows a sender; not a lack of memory (the OOM killer sends SIGKILL): {CRASH_FIX}; or run with "
-            "TORCHINDUCTOR_COMPILE_THREADS=1, which compiles in the main process, where a crash then shows with its "
-            "stack (torch's own advice); the pool serves on with its new workers, though the same kernel's compile "
-            "may crash one again")
+    return (f"worker {pid}'s {signal} is a crash in it ({CRASHES[signal]}) or a signal sent from outside the run (no "
+            f"record shows a sender; not the OOM killer, which sends SIGKILL): {CRASH_FIX}; or compile in the main "
+            "process (TORCHINDUCTOR_COMPILE_THREADS=1), where a crash shows its stack; the pool serves on")
 
 
 def _lost_and_new(side: Process, at: float) -> tuple[list[Process], list[Process], float | None]:
