@@ -522,3 +522,19 @@ def test_run_under_faulthandler_keeps_the_programs_status(tmp_path: Path) -> Non
                      clean_env(PYTHONFAULTHANDLER="1"), cwd=tmp_path, timeout=120)
     assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
     assert [r for r in read_log(log) if r["event"] == "run_exit"], res.stderr
+
+
+def test_run_of_an_untraced_program_onto_a_log_of_earlier_runs_tells_none_of_them(tmp_path: Path) -> None:
+    """`run --log L` of a Python that exits 3, then of a command that writes no record (/bin/true: nothing traces
+    it) onto the same log: the second summary told the first run's 'exited with code 3' under a program that
+    exited 0 (the test's own reading of each return code); it says its run wrote no record, and no earlier run's
+    words."""
+    log = tmp_path / "twice.jsonl"
+    said = []
+    for command in ([sys.executable, "-c", "import sys; sys.exit(3)"], ["/bin/true"]):
+        res = subprocess.run([*RUN, "--log", str(log), "--", *command], env=clean_env(), cwd=tmp_path,
+                             capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+        assert res.returncode == (3 if command[0] == sys.executable else 0), res.stderr
+        said.append(" ".join(res.stderr.split("\nwp-autotrace:\n", 1)[1].split()))
+    assert "The program exited with code 3." in said[0], said[0]
+    assert "code 3" not in said[1] and "This run wrote no record into the log" in said[1], said[1]

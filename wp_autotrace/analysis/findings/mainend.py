@@ -84,8 +84,15 @@ def no_exit_how(v: View, r: Run) -> tuple[str, str, str]:
     # without `run`: the status alone would send the user after a time limit or a scheduler
     recorded = v.endings.of(r.root) if r.root is not None else None
     if recorded is not None and recorded.kind == SIGNAL and recorded.sender is not None and recorded.signal == name:
-        sender = "the main process" if recorded.sender is r.root else recorded.by
-        return f"was {recorded.words}", "", f"{sender} sent it: read why at that line"
+        if recorded.sender is not r.root:
+            return f"was {recorded.words}", "", f"{recorded.by} sent it: read why at that line"
+        if name == "SIGKILL":
+            return f"was {recorded.words}", "", "the main process sent it: read why at that line"
+        # a signal it could catch: its own send may be its handler re-raising one sent from outside (the usual way
+        # to end with the signal's status), which no record shows
+        return (f"was {recorded.words}", "", f"the main process sent {name} to itself: read why at that line; where "
+                f"it re-raises a {name} its handler caught, find what sent the first (a time limit, a scheduler, a "
+                "user)")
     if name == "SIGKILL":
         if r.ooms:
             return "was killed by SIGKILL, by the OOM killer (the cgroup's OOM kill count rose)", "", OOM_MAIN_CAUSE

@@ -343,6 +343,10 @@ def short_answer(log: str, waited: Any = None, since: float | None = None) -> li
     every = select_runs(model, None)
     # every record of a run run started is written after since (the program's own clock reads, on this host)
     own = [r for r in every if since is not None and r.start is not None and r.start >= since]
+    if since is not None and every and not own:  # never the earlier runs' answer under this program's run
+        return [escape(f"- This run wrote no record into the log: tracing did not start in its program (check "
+                       f"with: wp-autotrace doctor --python PYTHON); the log holds {len(every)} other run(s), begun "
+                       "before it: not told here; the full report tells every run.")]
     rep, _ = report_of(model, data, None, reader.now, own)
     lines = summary_lines(rep, text_width(sys.stderr))
     others = sum(r.start is not None and r.start < since for r in every) if own and since is not None else 0
