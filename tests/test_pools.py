@@ -1370,6 +1370,7 @@ def test_leftovers_a_reading_left_out_make_their_figure_a_lower_bound(tmp_path: 
     assert "holding at least 200 MiB (1 of the 2 read at 9.6 s, before the main process ended)" in left["text"], \
         left["text"]
     assert "(at least 200 MiB: 1 of the 2 read at 9.6 s" in rep["answer"], rep["answer"]
+    assert "; left at least 200 MiB;" in render_text(rep, {}), render_text(rep, {})
 
 
 def test_leftovers_of_two_kinds_place_each_one_the_text_counts(tmp_path: Path) -> None:

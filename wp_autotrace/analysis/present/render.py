@@ -497,7 +497,8 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
                + (f", pools' peak real memory {'at least ' if costs.get('pool_peak_at_least') else ''}"
                   f"{size_text(costs['pool_peak_pss_bytes'])} (PSS)"
                   if costs["pool_peak_pss_bytes"] else "")
-               + f"{idle}; left {size_text(real) if real else 'nothing' if rep['leftover_checked'] else '?'}"
+               + f"{idle}; left {'at least ' if real and costs.get('leftover_at_least') else ''}"
+               f"{size_text(real) if real else 'nothing' if rep['leftover_checked'] else '?'}"
                f"; main waited {costs['exit_wait_s']:.1f} s at exit")
     if rep.get("possible"):
         out.append("possibly the run's (they share only its process group or session; cleanup never ends "
