@@ -131,18 +131,19 @@ class Senders:
 
     def to(self, p: Process, at: float, window: float, status: str | None = None) -> Sent | None:
         """The signal that ended p at `at` (its end as seen, up to `window` late): a record, by a process of p's
-        run other than p (p itself only for SIGKILL), of a signal to p's pid or to its process group, sent after p
-        started and at most SIGNAL_TO_END_S + window before that end. A signal to the pid first: it names p
-        itself. Where p's wait status names a signal (`status`), only that signal; without one never SIGINT (a
-        Python process handles it: it would have written its exit). Of several, the signal last sent, from its
-        first record then (a kernel that SIGTERMs its children again while they end: the first one began the
-        end)."""
+        run other than p (p itself for SIGKILL, or for the signal its wait status names: p did not live through it,
+        though a handler of p's may have sent it again to end with that status, which the words then say), of a
+        signal to p's pid or to its process group, sent after p started and at most SIGNAL_TO_END_S + window
+        before that end. A signal to the pid first: it names p itself. Where p's wait status names a signal
+        (`status`), only that signal; without one never SIGINT (a Python process handles it: it would have written
+        its exit). Of several, the signal last sent, from its first record then (a kernel that SIGTERMs its
+        children again while they end: the first one began the end)."""
         run = p.run
         for index, key in ((self._to_pid, p.pid), (self._to_group, p.pgid)):
             if key is None:
                 continue
-            # p's own record only of SIGKILL (no handler outlives it), or of the signal its wait status names (then
-            # it was not handled): another signal to itself may be handled
+            # p's own record only of SIGKILL (no handler outlives it), or of the signal its wait status names (it
+            # ended p, though perhaps sent again by p's handler of one from outside): another may have been handled
             found = [(q, r) for q, r in index.get((p.host, key), ())
                      if (q is not p or r["signal"] == signal.SIGKILL or signal_name(r["signal"]) == status)
                      and q.run is run
