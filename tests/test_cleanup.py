@@ -827,6 +827,22 @@ idle()
 """
 
 
+def _cleanup_of_the_server(tmp_path: Path, server: subprocess.Popen[bytes], spared: list[int],
+                           starts: dict[int, float | None], records: list[dict[str, Any]] | None = None) -> Any:
+    """Run A's log lists only the server left behind (then records, another run's): `cleanup --run A` ends the
+    server and never signals the spared processes below it; cleanup's result."""
+    log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": server.pid, "create_time": starts[server.pid],
+                                                       "role": "child", "cmd": "python server"}])
+    with log.open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records or [])
+    res = _cleanup("--run", RUN, str(log), "--grace", "2")
+    assert server.wait(10) == -signal.SIGTERM, res.stdout
+    for pid in spared:
+        assert _alive(pid, starts[pid]), (pid, res.stdout)
+        assert_no_signal_on_its_way(pid)
+    return res
+
+
 @pytest.mark.parametrize("shape", ["launcher", "direct"])
 def test_another_runs_job_below_a_leftover_is_never_signalled(tmp_path: Path, shape: str) -> None:
     """Run A's leftover S (a server) started run B's job (with a launcher L between, or not): its main B and
@@ -840,19 +856,11 @@ def test_another_runs_job_below_a_leftover_is_never_signalled(tmp_path: Path, sh
         launcher, main_b, child_c = (int(x) for x in proc.stdout.readline().split())
         pids = [p for p in (launcher, main_b, child_c) if p]
         starts = {pid: started(pid) for pid in (proc.pid, *pids)}
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": starts[proc.pid],
-                                                           "role": "child", "cmd": "python server"}])
         run_b = "b0b0b0b0b0b0"
-        with log.open("a") as f:
-            for pid, ppid, role in ((main_b, launcher or proc.pid, "main"), (child_c, main_b, "child")):
-                f.write(json.dumps({**_record("process_start", pid, run=run_b, root_pid=main_b, forked=True,
-                                              argv=["python", "job.py"], create_time=starts[pid]),
-                                    "ppid": ppid, "role": role}) + "\n")
-        res = _cleanup("--run", RUN, str(log), "--grace", "2")
-        assert proc.wait(10) == -signal.SIGTERM, res.stdout
-        for pid in pids:
-            assert _alive(pid, starts[pid]), (pid, res.stdout)
-            assert_no_signal_on_its_way(pid)
+        job = [{**_record("process_start", pid, run=run_b, root_pid=main_b, forked=True, argv=["python", "job.py"],
+                          create_time=starts[pid]), "ppid": ppid, "role": role}
+               for pid, ppid, role in ((main_b, launcher or proc.pid, "main"), (child_c, main_b, "child"))]
+        res = _cleanup_of_the_server(tmp_path, proc, pids, starts, job)
         refused = launcher or main_b
         assert f"refused: {refused} " in res.stdout and f"run {run_b}'s" in res.stdout, res.stdout
         assert f"ended: {child_c}" not in res.stdout and f"ended: {main_b}" not in res.stdout, res.stdout
@@ -901,13 +909,7 @@ def test_another_runs_job_tracing_into_another_log_is_never_signalled(tmp_path: 
         wait_until(lambda: Path(f"/proc/{main_b}/cmdline").read_bytes().startswith(b"sleep"), 20,
                    what="the job's exec")
         starts = {pid: started(pid) for pid in (proc.pid, *pids)}
-        log = _log(tmp_path / "run.jsonl", _dead_pid(), [{"pid": proc.pid, "create_time": starts[proc.pid],
-                                                           "role": "child", "cmd": "python server"}])
-        res = _cleanup("--run", RUN, str(log), "--grace", "2")
-        assert proc.wait(10) == -signal.SIGTERM, res.stdout
-        for pid in pids:
-            assert _alive(pid, starts[pid]), (pid, res.stdout)
-            assert_no_signal_on_its_way(pid)
+        res = _cleanup_of_the_server(tmp_path, proc, pids, starts)
         assert f"traced into {other}" in res.stdout and res.returncode == 0, res.stdout
     finally:
         proc.kill()

@@ -166,7 +166,7 @@ def named_alive(sweep: Sweep) -> list[tuple[Candidate, str]]:
             held = sweep.targets.get(p.pid)
             if held is not None and same_process(held[0].create_time, p.create_time):
                 continue  # a target: counted as ended or surviving already
-            if (p.host, p.pid) in sweep.foreign and same_process(sweep.foreign[(p.host, p.pid)][0], p.create_time):
+            if sweep.is_foreign(p.host, p.pid, p.create_time):
                 continue  # another run's, below a leftover: said refused, counted apart (_foreign_words)
             if p.host == sweep.checker.host and sweep.checker.same(p.pid, p.create_time) is not None:
                 c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name, None, None,
@@ -254,7 +254,7 @@ def _foreign_words(sweep: Sweep) -> str:
     """The final count's words for the processes refused as another run's (alive now): not this run's, so neither
     "still alive" of it nor "refused" among its own."""
     runs = [run for (_, pid), (start, run) in sweep.foreign.items() if sweep.checker.same(pid, start)]
-    named = sorted(set(runs) - {"another"})
+    named = sorted(set(runs) - {""})
     which = f" ({', '.join(named)})" if named else ""
     return f"; {len(runs)} of another run{which} below its leftovers, not signalled" if runs else ""
 

@@ -108,7 +108,9 @@ class Sweep:
         self.unproven: dict[int, float] = {}  # pid -> start of each live process said but never proven the run's
         self._others: dict[tuple[str, int], list[OtherRun]] = {}  # other_runs of self.models, read once per reading
         self._others_of: Models | None = None
-        self.foreign: dict[tuple[str, int], tuple[float | None, str]] = {}  # -> (start, run): another run's, refused
+        self._runs: set[str] = set()  # the ids of the runs selected in self.models
+        # (host, pid) -> (start, run id, "" where not known) of each process refused as another run's
+        self.foreign: dict[tuple[str, int], tuple[float | None, str]] = {}
         self.logs: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the logs read: a process tracing into one
 
     def know(self, c: Candidate) -> None:
@@ -127,6 +129,8 @@ class Sweep:
         time; a launcher without one counts where it began before the main it started: refused is the safe side."""
         if self._others_of is not self.models:
             self._others, self._others_of = other_runs(self.models, self.run_id), self.models
+            self._runs = {r.id for model, _ in self.models for r in model.runs.values()
+                          if self.run_id is None or r.id == self.run_id}
         for o in self._others.get((c.host, c.pid), ()):
             if o.before is not None and not c.by_descent:
                 continue  # a leftover of this run that started another run's main is still this run's
@@ -146,14 +150,12 @@ class Sweep:
             self.foreign[(c.host, c.pid)] = (c.create_time, above[1])
             return f"a child of {info['ppid']}, run {above[1]}'s: not this run's"
         # a run writing another log: only the process's environment tells (its own, or a child's it launched)
-        runs = {r.id for model, _ in self.models for r in model.runs.values()
-                if self.run_id is None or r.id == self.run_id}
-        why = env_claim(self.checker.reader, c.pid, runs, self.logs)
+        why = env_claim(self.checker.reader, c.pid, self._runs, self.logs)
         if not why:
             why = next((f"the launcher of {kid}, whose {claim[4:]}" for kid in self.checker.reader.children(c.pid) or []
-                        if (claim := env_claim(self.checker.reader, kid, runs, self.logs))), "")
+                        if (claim := env_claim(self.checker.reader, kid, self._runs, self.logs))), "")
         if why:
-            self.foreign[(c.host, c.pid)] = (c.create_time, "another")
+            self.foreign[(c.host, c.pid)] = (c.create_time, "")  # its run's id not known
         return why
 
     def refuse(self, c: Candidate, why: str) -> None:
@@ -165,10 +167,10 @@ class Sweep:
         if (c.host, c.pid) not in self.foreign:
             self.status = REFUSED  # another run's process is not this run's to end: no failure of this one
 
-    def is_foreign(self, c: Candidate) -> bool:
-        """Is c a live process refused as another run's?"""
-        entry = self.foreign.get((c.host, c.pid))
-        return entry is not None and same_process(entry[0], c.create_time)
+    def is_foreign(self, host: str, pid: int, create_time: float | None) -> bool:
+        """Is this process one refused as another run's?"""
+        entry = self.foreign.get((host, pid))
+        return entry is not None and same_process(entry[0], create_time)
 
     def admit(self, c: Candidate, also: tuple[Candidate, ...] = ()) -> None:
         """Pin, then judge every claim on this process (the checks then hold for the pidfd): c and the
