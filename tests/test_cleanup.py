@@ -857,10 +857,15 @@ def test_another_runs_job_below_a_leftover_is_never_signalled(tmp_path: Path, sh
         pids = [p for p in (launcher, main_b, child_c) if p]
         starts = {pid: started(pid) for pid in (proc.pid, *pids)}
         run_b = "b0b0b0b0b0b0"
+        # run A's watcher, lingering for S, listed C below it (before C's own first record), but not B: C's parent
+        # is named nowhere in run A
+        tree = {**_watcher("tree", 1, count=2, started=[{"pid": child_c, "ppid": main_b, "create_time": starts[child_c],
+                                                        "cmd": "python job.py"}], ended=[]), "run": RUN}
         job = [{**_record("process_start", pid, run=run_b, root_pid=main_b, forked=True, argv=["python", "job.py"],
-                          create_time=starts[pid]), "ppid": ppid, "role": role}
+                          create_time=starts[pid]), "ppid": ppid, "role": role, "ts": tree["ts"] + 0.1}
                for pid, ppid, role in ((main_b, launcher or proc.pid, "main"), (child_c, main_b, "child"))]
-        res = _cleanup_of_the_server(tmp_path, proc, pids, starts, job)
+        res = _cleanup_of_the_server(tmp_path, proc, pids, starts, [tree, *job])
+        assert "still alive" not in res.stdout.replace(", 0 still alive", "") and res.returncode == 0, res.stdout
         refused = launcher or main_b
         assert f"refused: {refused} " in res.stdout and f"run {run_b}'s" in res.stdout, res.stdout
         assert f"ended: {child_c}" not in res.stdout and f"ended: {main_b}" not in res.stdout, res.stdout

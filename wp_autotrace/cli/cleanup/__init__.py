@@ -171,7 +171,10 @@ def named_alive(sweep: Sweep) -> list[tuple[Candidate, str]]:
             if p.host == sweep.checker.host and sweep.checker.same(p.pid, p.create_time) is not None:
                 c = Candidate(run.id, p.host, p.pid, p.create_time, p.role or "child", p.cmd or p.name, None, None,
                               owner)
-                found.setdefault(key_of(c), (c, _named_how(run, p)))
+                # named by this run's watcher (below a leftover) but another run's by its own records, never
+                # reached by the walk (its parent was not named): another run's too (sweep.foreign, counted apart)
+                if not sweep.other_run(c):
+                    found.setdefault(key_of(c), (c, _named_how(run, p)))
     return list(found.values())
 
 
