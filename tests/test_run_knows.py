@@ -486,6 +486,46 @@ def test_run_onto_a_log_of_earlier_runs_answers_its_own_run(tmp_path: Path) -> N
     assert "This log holds 1 other run(s), begun before this one: not told here" in said[1], said[1]
 
 
+def test_two_runs_at_once_on_one_log_each_answer_their_own(tmp_path: Path) -> None:
+    """Two `run --log L` at once: A's program exits 3 once B's has begun; B's waits until A's run has answered,
+    then exits 0 (the test's own ordering, by files: A's summary is read while B still runs). A's summary took
+    every run begun after it started its program, and so told B's run under A's; each answers its own now, and
+    says the other is another program's; `report L` tells both apart, each with its own exit."""
+    log, began, release = tmp_path / "shared.jsonl", tmp_path / "b-began", tmp_path / "release"
+    wait_for = ("import os, sys, time\nend = time.monotonic() + 120\n"
+                "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
+    a_prog = wait_for + "sys.exit(3)\n"
+    b_prog = f"open({str(began)!r}, 'w').close()\n" + wait_for + "sys.exit(0)\n"
+    common = dict(env=clean_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                  stdin=subprocess.DEVNULL)
+    a = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", a_prog, str(began)], **common)
+    b = None
+    try:
+        wait_until(lambda: log.exists(), 120, what="A's program's first record")
+        b = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", b_prog, str(release)], **common)
+        a_err = a.communicate(timeout=240)[1]
+        assert b.poll() is None, "B's program ended before A's summary: the test orders them by files"
+        release.touch()
+        b_err = b.communicate(timeout=240)[1]
+    finally:
+        release.touch()
+        for proc in (a, b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        kill_run(log)
+    assert (a.returncode, b.returncode) == (3, 0), (a_err, b_err)
+    runs = {r["command"].split()[-1]: r for r in report_json(log)["runs"]}
+    a_id, b_id = runs[str(began)]["id"], runs[str(release)]["id"]
+    said_a = " ".join(a_err.split("\nwp-autotrace:\n", 1)[1].split())
+    said_b = " ".join(b_err.split("\nwp-autotrace:\n", 1)[1].split())
+    assert "The program exited with code 3." in said_a and b_id not in said_a and "2 runs" not in said_a, said_a
+    assert "This log holds 1 other run(s), another program's, written beside this one" in said_a, said_a
+    assert "code 3" not in said_b and a_id not in said_b and "Nothing unusual." in said_b, said_b
+    assert "This log holds 1 other run(s), begun before this one" in said_b, said_b
+    assert runs[str(began)]["exit_code"] == 3 and runs[str(release)]["exit_code"] == 0, runs
+
+
 def _new_pid_namespace_works() -> bool:
     try:
         return subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True,

@@ -31,6 +31,7 @@ from ...runtime.sink_rare import default_log_name
 from ..base import USAGE
 from ..doctor import INSTALL_ADVICE, probe_interpreter
 from . import signals
+from .own import Own
 
 # run's own exit statuses (their meanings: main.py EXIT_STATUSES); else the program's own code.
 NOT_TRACEABLE = 78  # run: the interpreter lacks the package or its .pth (a configuration problem)
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"wp-autotrace run: {command[0]} does not say which Python it runs; the one on PATH, {python}, cannot "
              f"trace ({probe.problem}): running it anyway")
     _say(f"wp-autotrace: logging to {log}")
-    since = time.time()  # the runs of the log that began after this are the program's (its summary's)
+    since = time.time()  # the runs of the log that began after this may be the program's (its summary's)
     try:
         forwarder = signals.Forwarder(command, env).start()
     except OSError as exc:
@@ -159,12 +160,13 @@ def run(args: argparse.Namespace) -> int:
             from ...analysis.fold.model import Waited
 
             waited = Waited(pid, code, forwarded, os.uname().nodename)
-            if os.path.exists(log) and not await_verdict(log) and not count_events(log, role=WATCHER):
+            own = Own(os.getpid(), since, os.uname().nodename, _proc_reader())
+            if os.path.exists(log) and not await_verdict(log, mine=own.of) and not count_events(log, role=WATCHER):
                 waited = waited._replace(no_watcher=_why_no_watcher(env))
             with cut.held():
                 record_exit(log, pid, code, forwarded, since)
                 recorded = True
-            _summarize(log, python if told else None, waited, command[0], since)
+            _summarize(log, python if told else None, waited, command[0], own)
         except signals.Interrupted:
             cut.ignore()  # one signal is enough: nothing more interrupts the last record and line
             if not recorded:
@@ -269,10 +271,11 @@ WATCHER_START_WAIT_S = 1.0
 VERDICT_POLL_S = 0.05
 
 
-def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
+def await_verdict(log: str, clock: Any = None, sleep: Any = None, mine: Any = None) -> bool:
     """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
     watcher_exit), or its watcher is gone; True if they all have a verdict. Reads the log
-    incrementally into the run model."""
+    incrementally into the run model. mine (Own.of): the runs to wait for, where the log holds others
+    (another program's, whose verdict may be long in coming); None: every run."""
     from ...analysis.fold.fold import Builder
     from ...analysis.fold.verdict import watchers_gone
     from ...analysis.read.logread import Tail
@@ -291,7 +294,7 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None) -> bool:
         while True:
             for r in tail.read():
                 builder.feed(r)
-            watched = [run for run in builder.model.runs.values() if run.watcher_pids]
+            watched = [run for run in builder.model.runs.values() if run.watcher_pids and (mine is None or mine(run))]
             if not tail.behind and watched and all(run.verdict for run in watched):
                 return True
             if gone and not tail.behind:
@@ -326,11 +329,11 @@ def record_exit(log: str, pid: int, status: int, forwarded: tuple[int, ...], sin
             os.close(sink.fd)
 
 
-def short_answer(log: str, waited: Any = None, since: float | None = None) -> list[str]:
+def short_answer(log: str, waited: Any = None, own: Own | None = None) -> list[str]:
     """The report's short answer for a log: the answer paragraph, then one line per finding and its advice;
-    waited (analysis.fold.model.Waited): what `run` saw of the program it ran. since: when run started its
-    program (time.time()): a log that already held runs (`--log L` again, an exported WP_AUTOTRACE_LOG) is answered
-    for the runs that began after it, run's own, and one line says how many others the log holds."""
+    waited (analysis.fold.model.Waited): what `run` saw of the program it ran. own: which runs are `run`'s: a log
+    that holds others (`--log L` again, an exported WP_AUTOTRACE_LOG, two `run`s at once) is answered for run's
+    own, and one line says how many others the log holds; None: every run."""
     from ...analysis.fold.verdict import fold_and_judge, here_and_now
     from ...analysis.present.render import summary_lines
     from ...analysis.report import report_of, select_runs
@@ -341,19 +344,35 @@ def short_answer(log: str, waited: Any = None, since: float | None = None) -> li
     reader = here_and_now()
     model = fold_and_judge(data.records, waited, reader)
     every = select_runs(model, None)
-    # every record of a run run started is written after since (the program's own clock reads, on this host)
-    own = [r for r in every if since is not None and r.start is not None and r.start >= since]
-    if since is not None and every and not own:  # never the earlier runs' answer under this program's run
+    told = [own is None or own.of(r) for r in every]
+    mine = [r for r, yes in zip(every, told) if yes]
+    others = [r for r, yes in zip(every, told) if not yes]
+    if every and not mine:  # never the other runs' answer under this program's run
         return [escape(f"- This run wrote no record into the log: tracing did not start in its program (check "
-                       f"with: wp-autotrace doctor --python PYTHON); the log holds {len(every)} other run(s), begun "
-                       "before it: not told here; the full report tells every run.")]
-    rep, _ = report_of(model, data, None, reader.now, own)
+                       f"with: wp-autotrace doctor --python PYTHON); the log holds {_others(others, own)}: not "
+                       "told here; the full report tells every run.")]
+    rep, _ = report_of(model, data, None, reader.now, mine)
     lines = summary_lines(rep, text_width(sys.stderr))
-    others = sum(r.start is not None and r.start < since for r in every) if own and since is not None else 0
     if others:
-        lines.append(f"- This log holds {others} other run(s), begun before this one: not told here; the full "
-                     "report tells every run.")
+        lines.append(f"- This log holds {_others(others, own)}: not told here; the full report tells every run.")
     return [escape(line) for line in lines]
+
+
+def _others(runs: list[Any], own: Own | None) -> str:
+    """Other programs' runs of the log in words: how many began before this one, how many beside it."""
+    before = sum(own is not None and (r.start is None or r.start < own.since) for r in runs)
+    if before == len(runs):
+        return f"{before} other run(s), begun before this one"
+    if not before:
+        return f"{len(runs)} other run(s), another program's, written beside this one"
+    return f"{len(runs)} other run(s) ({before} begun before this one, {len(runs) - before} beside it)"
+
+
+def _proc_reader() -> Any:
+    """A /proc reader of this host, None where it has none (Own then reads no parents)."""
+    from ...common.procfs import ProcReader
+
+    return ProcReader() if ProcReader.available() else None
 
 
 def still_running(log: str) -> list[int]:
@@ -376,7 +395,7 @@ def still_running(log: str) -> list[int]:
     return sorted(found)
 
 
-def _summarize(log: str, python: str | None, waited: Any = None, program: str = "", since: float | None = None
+def _summarize(log: str, python: str | None, waited: Any = None, program: str = "", own: Own | None = None
                ) -> None:
     """After the program: the short answer and where the log is, on stderr (stdout is the program's).
     python: the interpreter the command ran, None when the command does not say which."""
@@ -393,7 +412,7 @@ def _summarize(log: str, python: str | None, waited: Any = None, program: str = 
         _say(f"wp-autotrace: no log was written ({log}): tracing did not start; check with: {check}")
         return
     try:
-        lines = short_answer(log, waited, since)
+        lines = short_answer(log, waited, own)
     except NoUsableLog as exc:
         lines = [f"(no usable record: {exc})"]
     except Exception as exc:  # the program's exit code matters more than our summary

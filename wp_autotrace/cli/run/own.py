@@ -1,0 +1,73 @@
+"""Which runs of a log are the program `run` started, where others write the same log (`run --log L` twice at
+once, an exported WP_AUTOTRACE_LOG): its summary answers those alone, and waits for their verdicts alone.
+
+A run is `run`'s where the log joins it to run's own run_exit (its main was the command, or a step of it:
+fold/finish.match_waits), or its main's parents, read live on this host, lead up to `run` itself. It is
+another's where the log joins it to another run_exit, it began before `run` started its program, or those
+parents reach a process older than `run` before reaching it (a shell, another `run`: not below this one).
+Where nothing tells (a parent gone, a main in a pid namespace of its own, another host), a run begun after the
+program started is counted as its own, as the time alone says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...common.vocab import MAIN
+
+# A chain of parents longer than this is not walked further (not known): a run's main sits a few levels below
+# its `run`, a shell or two between.
+MAX_PARENTS = 64
+
+
+class Own:
+    """`run`'s own runs of a log's model: me, its pid; since, when it started its program (time.time());
+    host, its host's name; reader: a ProcReader of this host (None: no /proc, no parents read)."""
+
+    def __init__(self, me: int, since: float, host: str, reader: Any) -> None:
+        self.me, self.since, self.host, self.reader = me, since, host, reader
+        mine = reader.stat(me) if reader is not None else None
+        self.my_ticks: int | None = mine["start_ticks"] if mine is not None else None
+        self.below: dict[str, bool | None] = {}  # run id -> what its parents said (read once: they end)
+
+    def record(self, rec: dict[str, Any] | None) -> bool | None:
+        """Whether a run_exit record is this run's own (None: no record)."""
+        if rec is None:
+            return None
+        return rec.get("pid") == self.me and rec.get("host") == self.host and rec.get("since") == round(self.since, 6)
+
+    def of(self, run: Any) -> bool:
+        """Whether the run (fold.model.Run) is this `run`'s program's."""
+        for rec in (run.run_exit, run.launch, run.command_exit):
+            joined = self.record(rec)
+            if joined is not None:
+                return joined
+        if run.start is None or run.start < self.since:
+            return False
+        if run.id not in self.below:
+            # a log still being read (run's wait) has no root chosen yet: the main its records name
+            root = run.root or next((p for p in run.processes if p.role == MAIN and p.pid == run.root_pid), None)
+            if root is None:
+                return True  # its main not yet read: by the time alone
+            self.below[run.id] = self.parents_reach_me(root)
+        return self.below[run.id] is not False
+
+    def parents_reach_me(self, root: Any) -> bool | None:
+        """Whether the parents of a run's main, read live, lead up to `run`: True; False where they reach a
+        process that started before `run` did (so not below it); None where they cannot be followed (a parent
+        gone, its pid taken by a newer process, a main on another host or in a pid namespace of its own)."""
+        if self.my_ticks is None or root.host != self.host or not root.ppid:
+            return None
+        from ...common.procfs import SAME_START_S
+
+        pid, born = root.ppid, root.create_time
+        for _ in range(MAX_PARENTS):
+            if pid == self.me:
+                return True
+            info = self.reader.stat(pid) if pid > 0 else None
+            if info is None or (born is not None and info["create_time"] > born + SAME_START_S):
+                return None  # gone, or a newer process that got its pid: not the parent the log names
+            if info["start_ticks"] < self.my_ticks:
+                return False
+            pid, born = info["ppid"], info["create_time"]
+        return None
