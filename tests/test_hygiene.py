@@ -371,6 +371,22 @@ def test_endpoint_credentials_never_printed(otlp_log: Path) -> None:
     assert code == 69 and "SECRET" not in err and "ann:***@" in err, err
 
 
+def _hostile_reason(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 400 Bad\x1b]0;title\x07\x1b[31m\r\nContent-Length: 0\r\n\r\n")
+
+
+def _hostile_location(conn: Any, stop: Any) -> None:
+    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://x/\x1b[2J\r\nContent-Length: 0\r\n\r\n")
+
+
+@pytest.mark.parametrize("answer", [_hostile_reason, _hostile_location])
+def test_endpoint_answer_never_reaches_the_terminal_raw(otlp_log: Path, answer: Any) -> None:
+    """A receiver's status reason or redirect Location with terminal escapes is shown escaped (\\x1b), never
+    sent raw to the user's terminal (it could retitle it or clear it)."""
+    code, err, _ = _export_to(otlp_log, RawReceiver(answer))
+    assert code == 69 and "\\x1b" in err and "\x1b" not in err and "\x07" not in err, repr(err)
+
+
 def test_endpoint_with_chrome_format_is_a_usage_error(otlp_log: Path, tmp_path: Path) -> None:
     """--endpoint only sends OTLP: with --format chrome it is a usage error (it was silently ignored)."""
     from wp_autotrace.cli.main import main

@@ -85,15 +85,18 @@ def _export_otlp(args: argparse.Namespace) -> int:
 
 def _post_spans(body: Any, endpoint: str, spans: int) -> int:
     """POST the OTLP/JSON in body (a binary file) to the endpoint; UNREACHABLE if not delivered, else 0."""
+    from ..analysis.words.fmt import escape
     from .post import post
 
     body.seek(0)
     try:
         url = post(body, endpoint)
     except (OSError, ValueError) as exc:
-        print(f"wp-autotrace export: spans not sent: {exc}", file=sys.stderr)
+        # The receiver's own words (its status reason, a redirect's Location) are anyone's bytes: escaped, as
+        # every text from outside is before it reaches a terminal.
+        print(f"wp-autotrace export: spans not sent: {escape(str(exc))}", file=sys.stderr)
         return UNREACHABLE
-    print(f"sent {spans} spans to {url}", file=sys.stderr)
+    print(f"sent {spans} spans to {escape(url)}", file=sys.stderr)
     return 0
 
 
