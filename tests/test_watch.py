@@ -320,3 +320,23 @@ def test_a_reader_that_leaves_is_no_fault_of_the_log(live_run: LiveRun) -> None:
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert code == 74 and "nothing to report" not in err, (code, err)
+
+
+@pytest.mark.parametrize("interval", ["1e10", "1e308", "3601"])
+def test_an_interval_past_an_hour_is_a_usage_error(tmp_path: Path, interval: str) -> None:
+    """--interval 1e10 was taken, and the first refresh's time.sleep raised OverflowError: a traceback (exit 1)
+    once the run was seen still running; now a usage error before the log is read."""
+    from wp_autotrace.cli.main import main
+
+    assert main(["watch", str(tmp_path / "none.jsonl"), "--interval", interval]) == 64  # not 2: never read
+
+
+@pytest.mark.parametrize("text", ["", "garbage\n", '{"event": "process_start"'])
+def test_once_of_a_log_without_a_record_is_no_usable_log(tmp_path: Path, text: str) -> None:
+    """watch --once of an empty log, or one of no valid record, printed a view of nothing ('main ? ?') and
+    exited 0; it is no usable log (exit 2), as for report."""
+    from wp_autotrace.cli.main import main
+
+    log = tmp_path / "run.jsonl"
+    log.write_text(text)
+    assert main(["watch", str(log), "--once"]) == 2

@@ -52,8 +52,8 @@ EXIT_STATUSES = (
     ExitStatus(str(export.CANT_CREATE), "`export`, `report --html`", "the output was refused: one of the "
                "input logs, a symlink, not a regular file, or an existing file without `--force` (outputs are "
                "created 0600; `-o -` writes to stdout)"),
-    ExitStatus(str(OUTPUT_CLOSED), "`report`, `export`", "stdout closed, or its reader went away: nothing more "
-               "is printed; or the output file could not be written (a full disk: the partial file is removed)"),
+    ExitStatus(str(OUTPUT_CLOSED), "`report`, `export`, `watch`", "stdout closed, or its reader went away: nothing "
+               "more is printed; or the output file could not be written (a full disk: the partial file is removed)"),
     ExitStatus(str(run.NOT_TRACEABLE), "`run`", "the command's Python cannot trace (no package or no `.pth`, or "
                "`-S`): nothing was run"),
     ExitStatus(str(run.NOT_FOUND), "`run`", "the command was not found"),

@@ -34,6 +34,7 @@ from ..common.vocab import MAIN, WATCHER
 from .base import NO_USABLE_LOG, seconds
 
 DEFAULT_INTERVAL_S = 1.0
+MAX_INTERVAL_S = 3600.0  # a refresh an hour apart is a view no longer; time.sleep refuses what time_t cannot hold
 # Per refresh a view reads at most this much of the log (then draws, then reads on): a huge log never
 # freezes it, and it says "reading" until it has caught up.
 READ_PER_REFRESH = 64 * 2**20
@@ -259,6 +260,9 @@ def watch(path: str, once: bool, interval: float, out: Any = None) -> int:
             return 0
         while True:
             ended, lines = step()
+            if once and view.run is None:
+                # A view of nothing ("main ? ?", exit 0) would read as a run seen with nothing in it.
+                raise NoUsableLog(f"no valid wp-autotrace records in {path}")
             out.write("\n".join(lines) + "\n")
             out.flush()
             if once or ended:
@@ -276,9 +280,17 @@ def add_parser(sub: Any) -> None:
                                                           "in this folder)")
     p.add_argument("--once", action="store_true", help="print the view once as plain text and exit (default: "
                                                         "refresh until the run ends; q quits)")
-    p.add_argument("--interval", type=seconds, default=DEFAULT_INTERVAL_S, metavar="S",
-                   help=f"seconds between refreshes (default: {DEFAULT_INTERVAL_S:g})")
+    p.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL_S, metavar="S",
+                   help=f"seconds between refreshes, at most {MAX_INTERVAL_S:g} (default: {DEFAULT_INTERVAL_S:g})")
     p.set_defaults(func=run)
+
+
+def _interval(text: str) -> float:
+    """A positive number of seconds up to MAX_INTERVAL_S (argparse type)."""
+    value = seconds(text)
+    if value > MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"at most {MAX_INTERVAL_S:g} s between refreshes: {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
