@@ -12,7 +12,7 @@ from typing import Any
 from wp_autotrace.analysis.fold.model import Waited
 from wp_autotrace.analysis.present.render import render_text
 
-from .logs import SP, T0, LogWriter, call, kinds, report, start, watcher
+from .logs import AC, SP, T0, LogWriter, call, kinds, report, start, watcher
 
 DRIVER = {"file": "/home/u/actors.py", "line": 79, "func": "<module>"}
 PSUTIL = {"file": "/venv/lib/python3.11/site-packages/psutil/__init__.py", "line": 1273, "func": "_send_signal"}
@@ -431,3 +431,74 @@ def test_a_main_that_signalled_itself_under_run_is_told_so(tmp_path: Path) -> No
         assert ("sent by itself (os.kill at actors.py:79 in <module>)" in texts(rep)) == told, texts(rep)
         # a signal it could catch may be its handler's re-raise of one sent from outside: that sender is asked for
         assert ("find what sent" in answer) == (not told or sig != 9), answer
+
+
+def sidecar_killed_alone(strays: tuple[int, ...] = ()) -> LogWriter:
+    """pytorch#189290: main 100 makes a pool (sidecar 200 + workers 301, 302); at 5.0 s a kill no record names (the
+    OOM killer's) ends the sidecar alone (its zombie's status, under main 100); its workers run on past the main's
+    exit at 13 s (torch's atexit finds the pool dead), left running; `strays`: children of the main's left with them."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.5, linger=10.0)
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    watcher(w, 2.0, "tree", count=4 + len(strays), ended=[],
+            started=[proc(100, 1, 100, 0, "main"), proc(200, 100, 100, 1.2, "compile-sidecar")]
+            + [proc(q, 200, 100, 1.6, "compile-worker") for q in (301, 302)] + [proc(q, 100, 100, 1.8) for q in strays])
+    watcher(w, 5.5, "tree", count=3 + len(strays), started=[],
+            ended=[{"pid": 200, "create_time": T0 + 1.2, "end": T0 + 5.1}],
+            zombies=[{"pid": 200, "create_time": T0 + 1.2, "ppid": 100, "since": T0 + 5.1, "status": 9}])
+    w.add(12.8, 100, 1, "main", "call", target=f"{SP}:SubprocPool.shutdown", call_id=2, thread="MainThread",
+          stack=[], caller=None, pending_jobs=[])
+    w.add(12.9, 100, 1, "main", "return", call_id=2, duration_s=0.1, sidecar_returncode=-9)
+    w.add(13, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 13.2, "tree", count=2 + len(strays), started=[], ended=[{"pid": 100, "end": T0 + 13.1}])
+    left = [301, 302, *strays]
+    watcher(w, 13.4, "leftover", how="root-exit", count=len(left), pids=left,
+            procs=[{"pid": q, "ppid": 1, "rss": 100 << 20} for q in left])
+    return w
+
+
+def test_the_workers_a_dead_sidecar_left_running_are_told_under_its_pools_death(tmp_path: Path) -> None:
+    """The cause first, its symptoms under it: a sidecar killed alone leaves its workers running (nothing stops a
+    dead sidecar's workers, and torch's atexit finds the pool dead); they are told under the pool's death, as the
+    dead pool's workers, never as a bullet beside it blaming a pool left running. Others left with them (the main's
+    own child) are no symptom of that death: told on their own."""
+    rep = report(sidecar_killed_alone(), tmp_path)
+    lines = rep["answer"].splitlines()
+    assert lines[0].startswith("- The compile pool of sidecar 200 ") and "killed by SIGKILL" in lines[0], lines
+    assert lines[0].endswith(" What follows from it:"), lines
+    under = [ln for ln in lines[1:] if ln.startswith("  - ")]
+    assert any(ln.startswith("  - 2 processes were left running after the main process") for ln in under), lines
+    assert "the dead pool's workers, which nothing stopped" in " ".join(rep["answer"].split()), lines
+    left = next(f for f in rep["findings"] if f["kind"] == "leftovers")
+    assert "whose sidecar died before them" in left["advice"], left["advice"]
+    assert "compile pools left running" not in left["advice"], left["advice"]
+    order = [f["kind"] for f in rep["findings"] if f["severity"] == "problem"]
+    assert order.index("leftovers") == order.index("pool-died") + 1, order
+    (tmp_path / "stray").mkdir()
+    mixed = report(sidecar_killed_alone(strays=(400,)), tmp_path / "stray")
+    assert not any(ln.startswith("  - 3 processes were left running") for ln in mixed["answer"].splitlines()), \
+        mixed["answer"]
+    left = next(f for f in mixed["findings"] if f["kind"] == "leftovers")
+    assert "compile pools left running" in left["advice"] and "dead_pool_workers" not in left["cost"], left
+
+
+def test_the_waits_a_dead_pool_cost_are_told_whole_with_torchs_own_timeout(tmp_path: Path) -> None:
+    """A server's drain sends two compiles to its pool after a group stop killed it, each waited for as a compiled
+    module does (AsyncCompile.wait, bounded by torch's compile_worker_wait_timeout): the lost jobs' cost is both
+    waits together (the one in flight at the death and the one begun after it, before anything stopped the pool),
+    ended by torch's timeout, said as that setting and its value, not as its message cut short."""
+    w = group_stopped_server(100, drained=1)
+    err = ("RuntimeError: Inductor compile-worker future for 'triton_poi_fused_{}' did not complete within 3s. "
+           "Override with TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT=<seconds>.")
+    for cid, (t, key) in enumerate(((4.5, "16_128"), (8.0, "24_128")), start=5):
+        w.add(t, 100, 1, "main", "call", target=f"{AC}:AsyncCompile.wait", call_id=cid, thread="MainThread",
+              stack=[SERVER], caller=SERVER, pool_jobs=1)
+        w.add(t + 3.0, 100, 1, "main", "return", call_id=cid, duration_s=3.0, error=err.format(key))
+    w.lines.sort(key=lambda r: r["ts"])
+    rep = report(w, tmp_path)
+    lost = next(f for f in rep["findings"] if f["kind"] == "jobs-lost")
+    said = ("main 100 waited 6.0 s in 2 wait() calls (4.5 -> 11.0 s), each until torch's compile_worker_wait_timeout "
+            "(3 s)")
+    assert said in lost["text"] and said in lost["headline"], lost
+    assert said in " ".join(rep["answer"].split()), rep["answer"]

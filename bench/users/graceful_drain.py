@@ -10,6 +10,12 @@ a kernel (a new input shape: a recompile) then never gets it: torch 2.13's pool 
 (the main holds both ends of its pipes), so each such compile waits until the request's timeout (WAIT_S). The user
 asks: why do my in-flight requests fail during a graceful shutdown, and what do I change?
 
+The request waits for its kernel as a compiled module does, in torch's AsyncCompile.wait(), bounded by torch's own
+compile_worker_wait_timeout (TORCHINDUCTOR_COMPILE_WORKER_WAIT_TIMEOUT, what torch's CI sets "so a stuck compile
+doesn't burn the whole shard budget"): the traced wait records torch's RuntimeError ("did not complete within 30s")
+and how long it waited. `WAIT=own`: the program's own Future.result(timeout) instead, as before: a concurrent.futures
+call, outside torch, which no record shows (the log then has only the submits to the dead pool).
+
 Stand-ins on torch 2.13 CPU: the pool is made the way a GPU host's first Triton kernel makes it (wait_pool_ready());
 a kernel compile is time.sleep in a worker. The server serves SERVE_S, then a request with a new shape starts a
 compile; while it is in flight the service is stopped: the program sends SIGTERM to its own process group through
@@ -30,6 +36,7 @@ import time
 
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
 import torch  # noqa: E402,F401
+from torch._inductor import config  # noqa: E402
 from torch._inductor.async_compile import AsyncCompile, shutdown_compile_workers  # noqa: E402
 
 SERVE_S = float(os.environ.get("SERVE_S", "15"))  # the server serves (the pool idle) this long
@@ -37,6 +44,8 @@ COMPILE_S = 4.0  # a new shape's kernel compile, in a worker
 WAIT_S = 30.0  # a request's bound on its compile (a server's request timeout)
 STOP = os.environ.get("STOP", "group")  # "group": every process of the service; "main": the main only
 HANDLER = os.environ.get("HANDLER", "")  # "shutdown": the handler drops the pool (shutdown_compile_workers())
+WAIT = os.environ.get("WAIT", "torch")  # "torch": AsyncCompile.wait() bounded by torch's timeout; "own": result()
+config.compile_worker_wait_timeout = int(WAIT_S)
 T0 = time.monotonic()
 draining: list[float] = []
 
@@ -69,7 +78,11 @@ def request(shape: str) -> None:
     as a kernel's compile asks for it); a server logs a failure and goes on with its next request."""
     print(f"{stamp()} request {shape}: compiling its kernel", flush=True)
     try:
-        AsyncCompile.process_pool().submit(time.sleep, COMPILE_S).result(timeout=WAIT_S)
+        kernel = AsyncCompile.process_pool().submit(time.sleep, COMPILE_S)
+        if WAIT == "own":
+            kernel.result(timeout=WAIT_S)
+        else:  # a compiled module's wait on its kernels
+            AsyncCompile().wait({"triton_poi_fused_" + shape.strip("[]").replace(", ", "_"): kernel})
         print(f"{stamp()} request {shape}: served", flush=True)
     except Exception as e:  # noqa: BLE001 - the server logs what the pool raised
         print(f"{stamp()} request {shape} FAILED: {type(e).__name__}: {e}", flush=True)

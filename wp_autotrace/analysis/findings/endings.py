@@ -8,10 +8,12 @@ shutdown, processes the OOM killer ended, and zombies nobody reaped. Cost keys a
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER
+from ..derive.busy import waits_on_no_job
 from ..derive.callers import user_frame
 from ..derive.counts import counts_at
 from ..derive.ending import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
@@ -67,7 +69,7 @@ def _sure_oom_sidecars(v: View, dead: list[tuple[Pool, Ending]]) -> int:
     return sum(1 for pool, _ in dead if pool.sidecar is not None and v.endings.of(pool.sidecar).kind == OOM_KILL)
 
 
-def _dead_pools(v: View) -> list[tuple[Pool, Ending]]:
+def dead_pools(v: View) -> list[tuple[Pool, Ending]]:
     """Pools whose sidecar ended before anything asked them to stop, or whose stop request found it dead, and
     how their sidecar ended was no clean exit of its own."""
     dead = [(pool, v.endings.of_pool(pool)) for pool in v.pools]
@@ -77,7 +79,7 @@ def _dead_pools(v: View) -> list[tuple[Pool, Ending]]:
 
 def pool_died(v: View) -> Finding | None:
     """Pools whose sidecar ended before anything asked them to stop (or whose stop request found them dead)."""
-    dead = _dead_pools(v)
+    dead = dead_pools(v)
     if not dead:
         return None
     pool, ending = dead[0]
@@ -133,7 +135,7 @@ def oom_killed(v: View) -> Finding | None:
     """Processes of the run the OOM killer ended (an `oom-kill` ending: the cgroup's count rose at that end), or
     may have (`oom-among`: it rose by fewer than the processes that ended then). A pool's sidecar is
     pool-died's to tell (the pool's death, its lost jobs), not told twice."""
-    told = {id(pool.sidecar) for pool, _ in _dead_pools(v)}  # pool-died's, with its jobs and its oom_kills
+    told = {id(pool.sidecar) for pool, _ in dead_pools(v)}  # pool-died's, with its jobs and its oom_kills
     sure = [p for p in v.procs if v.endings.of(p).kind == OOM_KILL and id(p) not in told]
     groups = {id(cands): (kills, cands) for p in v.procs if v.endings.of(p).kind == OOM_AMONG
               for kills, cands, _ in [v.endings.oom_group(p) or (0, [], "")]}
@@ -262,27 +264,52 @@ ERROR_CHARS = 70
 
 
 def _waited(v: View, pool: Pool, end: float | None) -> str:
-    """'; main P waited S s on it in AsyncCompile.X() (a -> b s), until E' for the creator's longest wait on the
-    pool that was in flight when its sidecar ended (E: the error that ended it, else 'it never returned'); ''
-    where none was. A lost job's cost is the wait that no answer ever ended."""
+    """'; main P waited S s in AsyncCompile.X() (a -> b s), until E' for the creator's waits on the pool that were
+    in flight when its sidecar ended or began after, before anything stopped the pool (torch keeps the dead pool
+    until a shutdown: each compile sent meanwhile waits on it), S their seconds together and E how they ended (the
+    longest's error, else that it never returned; torch's own wait timeout, compile_worker_wait_timeout, said as
+    that); '' where none was. A lost job's cost is the wait that no answer ever ended."""
     if end is None:
         return ""
-    waits = [c for c in pool.creator.calls.values() if c.tag in POOL_WAITS and c.ts <= end
-             and (c.end is None or c.end >= end)]
+    stop = pool.shutdown_at
+    waits = sorted((c for c in pool.creator.calls.values() if c.tag in POOL_WAITS and (c.end is None or c.end >= end)
+                    and (stop is None or c.ts < stop) and not waits_on_no_job(c, pool)), key=lambda c: c.ts)
     if not waits:
         return ""
     # a wait with no return lasted until its process ended (Process.ended_at), where the log shows that end;
     # only a process still running at the log's end waited up to it
     died = pool.creator.ended_at
+    spans = [(c.ts, c.end if c.end is not None else died or v.t_end) for c in waits]
     c = max(waits, key=lambda c: (c.end if c.end is not None else died or v.t_end) - c.ts)
-    stop = c.end if c.end is not None else died or v.t_end
-    error = error_words(c.error).splitlines()[0] if c.error else ""
-    how = (f"until {error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS].rsplit(' ', 1)[0] + ' …'}" if error else
-           "until it ended" if c.end is not None else "until its process ended" if died is not None else
-           "and it never returned")
-    return (f"; {pool.creator.role} {pool.creator.pid} waited {stop - c.ts:.1f} s in "
-            f"{c.target.rpartition('.')[2] if '.' in c.target else c.target}() ({v.rel(c.ts) or 0:.1f} -> "
-            f"{v.rel(stop) or 0:.1f} s), {how}")
+    timeouts = [TIMEOUT_WITHIN.search(x.error or "") for x in waits]
+    if all(timeouts):  # torch's own verdict, each: its setting and value, not its message cut short
+        within = sorted({m.group(1) for m in timeouts if m})
+        each = "each " if len(waits) > 1 else ""
+        how = f"{each}until torch's compile_worker_wait_timeout ({'/'.join(within)} s) raised"
+    else:
+        error = error_words(c.error).splitlines()[0] if c.error else ""
+        how = (f"until {error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS].rsplit(' ', 1)[0] + ' …'}"
+               if error else "until it ended" if c.end is not None else
+               "until its process ended" if died is not None else "and it never returned")
+    name = c.target.rpartition(".")[2] if "." in c.target else c.target
+    calls = f"{len(waits)} {name}() calls" if len(waits) > 1 else f"{name}()"
+    return (f"; {pool.creator.role} {pool.creator.pid} waited {covered(spans):.1f} s in {calls} "
+            f"({v.rel(spans[0][0]) or 0:.1f} -> {v.rel(max(b for _, b in spans)) or 0:.1f} s), {how}")
+
+
+# torch's RuntimeError where a compile future outlived compile_worker_wait_timeout (async_compile._wait_futures).
+TIMEOUT_WITHIN = re.compile(r"did not complete within (\d+(?:\.\d+)?)s")
+
+
+def covered(spans: list[tuple[float, float]]) -> float:
+    """The seconds the (start, end) spans cover together (waits in several threads may overlap)."""
+    total, reach = 0.0, None
+    for a, b in sorted(spans):
+        if reach is None or a > reach:
+            total, reach = total + b - a, b
+        elif b > reach:
+            total, reach = total + b - reach, b
+    return total
 
 
 def _lost_advice(v: View, pool: Pool) -> str:
@@ -291,7 +318,7 @@ def _lost_advice(v: View, pool: Pool) -> str:
     (a new pool dies the same way); else (it exited on its own, which neither tells) its exit code, and that a new
     pool may die the same way."""
     new = "make a new pool after the old one died (shutdown_compile_workers(), then the next compile starts one)"
-    if any(p is pool for p, _ in _dead_pools(v)):
+    if any(p is pool for p, _ in dead_pools(v)):
         return f"{new}; see pool-died for why it died"
     side = pool.sidecar
     if (side is not None and (own_errors(side) or any(s is side for s, _ in other_python(v)))) or (

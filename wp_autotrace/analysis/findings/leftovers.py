@@ -12,6 +12,7 @@ from ..derive.mempeak import left_at_once
 from ..fold.verdict import RUN_KILLED
 from ..words.fmt import MIB, TEXT_PIDS, pid_text, size_text
 from .base import Finding, in_ranks, roles_text, sites_text
+from .endings import dead_pools
 from .mainend import exit_maybe_lost, no_exit_how
 
 if TYPE_CHECKING:
@@ -64,7 +65,12 @@ def leftovers(v: View) -> Finding | None:
     made = [pool.call for pool in v.pools if left.intersection(v.story(pool).procs)]
     pool_left = made or any(p.role in SIDECAR_ROLES or p.role == COMPILE_WORKER for p in listed)
     # Where the pools whose processes were left were made, named here: no other finding need exist to say it.
-    cause = (f": compile pools left running, made at {sites_text(made)}" if made else
+    # workers whose sidecar died first (pool-died): no pool is left running them, and nothing stopped them
+    dead = {q.index for pool, _ in dead_pools(v) for q in v.story(pool).procs}
+    dead_left = bool(made) and not unlisted and all(p.role == COMPILE_WORKER and p.index in dead for p in listed)
+    cause = (f": the workers of compile pools whose sidecar died before them (see pool-died; nothing stops a dead "
+             f"sidecar's workers), made at {sites_text(made)}" if dead_left else
+             f": compile pools left running, made at {sites_text(made)}" if made else
              ": compile pools left running (their makers were not traced)" if pool_left
              else ": what started them (the Process tree names each one's parent)")
     return Finding(
@@ -73,7 +79,7 @@ def leftovers(v: View) -> Finding | None:
         f"({f'it {killed}; ' if killed else ''}{roles_text(listed)}){mb}: "
         f"pids {pid_text(p.pid for p in listed)}{more}{pending}{since}.",
         sorted(p.pid for p in listed), [],
-        todo + cause, _left_cost(v, rss))
+        todo + cause, {**_left_cost(v, rss), **({"dead_pool_workers": len(listed)} if dead_left else {})})
 
 
 def orphaned_by_pools(procs: list[Process]) -> list[Process]:

@@ -19,7 +19,7 @@ that were never answered or cut off, the pool's death, calls that never returned
 raised) comes first, never "make a new pool", which would die the same way.
 
 And: a pool that died (`pool-died`, with how its sidecar ended) leads the jobs sent to it after (`jobs-lost`,
-its cost's lost_in naming that pool's sidecar).
+its cost's lost_in naming that pool's sidecar) and its workers left running (`leftovers` naming none but them).
 
 Built on the report dict only (its findings' kinds and pids, its pools), like the Answer.
 """
@@ -108,6 +108,17 @@ WHOLLY = ("spawn-main-reimport",)
 LOST_IN = {"jobs-lost": "pool-died"}
 
 
+# Workers left running after their pool died (leftovers) follow from that death (pool-died): the dead sidecar never
+# stopped them, and its creator's shutdown found nothing to stop; pool-died names the dead pools' sidecars.
+ORPHANED_BY = {"leftovers": "pool-died"}
+
+
+def dead_pools_workers(rep: dict[str, Any], died: dict[str, Any]) -> set[int]:
+    """The workers of the pools whose sidecar the pool-died finding names."""
+    sidecars = set(died.get("pids") or ())
+    return {w for p in rep.get("pools") or [] if p.get("sidecar_pid") in sidecars for w in p.get("worker_pids") or ()}
+
+
 # A wait on another process's hang: the main's exit-time wait (slow-exit-wait) on a sidecar whose own exit join
 # waited on a job (its exit-hang) follows from that join, the processes it waited on being its cost's waited_on
 # (never its own pids: a main's own exit-hang shares the main's pid, and is no cause of its wait).
@@ -145,6 +156,11 @@ def symptom_of(rep: dict[str, Any], f: dict[str, Any], findings: list[dict[str, 
                  and lost_in and lost_in <= set(c.get("pids") or ())), None)
     if died is not None:
         return died
+    if f["kind"] in ORPHANED_BY and pids:
+        died = next((c for c in findings if c is not f and c["kind"] == ORPHANED_BY[f["kind"]]
+                     and pids <= dead_pools_workers(rep, c)), None)
+        if died is not None:
+            return died
     if f["kind"] in START_SYMPTOMS and pids:
         for c in findings:  # only one that raised: a sidecar that simply never served explains no lost job
             if c["kind"] == START_FAILED and c["severity"] == "problem" and pids <= failed_start_pids(rep, c):

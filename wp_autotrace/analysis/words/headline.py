@@ -47,6 +47,8 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
                  if nested and rep["max_sidecar_depth"] > 1 and not under_cause else "")
         if f["cost"].get("orphans_short"):  # a pool's job's program, re-parented: what it is, under its cause too
             cause = f": {f['cost']['orphans_short']}"
+        elif f["cost"].get("dead_pool_workers"):  # a dead sidecar's workers: no pool left to stop them
+            cause = ": the dead pool's workers, which nothing stopped"
         n = rep["leftover_count"]
         were = "process was" if n == 1 else "processes were"
         return f"{n} {were} left running after the main process{mem}{cause}."
