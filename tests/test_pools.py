@@ -2338,3 +2338,39 @@ def test_a_pools_peak_is_a_moment_one_sweep_read_on_the_report_and_the_page(tmp_
     assert max(pt[1] for pt in series["points"]) == 715 * MIB  # on the line
     assert pool["peak_pss_bytes"] == 230 * MIB and series["peak"][1] == 230 * MIB, (pool["peak_pss_bytes"], series)
     assert "pool of sidecar 200: peak 230 MiB at once" in render_html(rep, render_text(rep, {}))
+
+
+def threads_set_late(env_at_start: dict[str, str]) -> LogWriter:
+    """main 100 (started with env_at_start) loads inductor's config with compile_threads=2 at 0.5 s; a library then
+    sets TORCHINDUCTOR_COMPILE_THREADS=1 in the process (after torch read it); the pool made at 1.0 s has 2 workers."""
+    w = LogWriter()
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "serve.py"], python="3.11.7", forked=False,
+          env=env_at_start, run="r1", root_pid=100, create_time=T0)
+    w.add(0.5, 100, 1, "main", "config", settings=SETTINGS, torch_version="2.13.0+cpu", knobs=KNOBS)
+    w.add(1.0, 100, 1, "main", "call", target=f"{SP}:SubprocPool.__init__", call_id=1, thread="MainThread",
+          stack=[USER], caller=USER, env={"TORCHINDUCTOR_COMPILE_THREADS": "1"})
+    w.add(1.4, 100, 1, "main", "return", call_id=1, duration_s=0.4, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar", argv=["python", "x/compile_worker/__main__.py", "--workers=2"])
+    w.add(5.0, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(5.1, 900, 1, "watcher", "leftover", run="r1", root_pid=100, how="root-exit", count=0, pids=[], procs=[])
+    return w
+
+
+def test_a_threads_variable_set_after_the_config_loaded_and_before_the_pool_is_told_with_the_fix_in_code(
+        tmp_path: Path) -> None:
+    """TORCHINDUCTOR_COMPILE_THREADS=1 set inside the process after torch._inductor.config read the variable (a
+    serving library's plugin loader): the pool is made with the config's 2 workers all the same. Told, with the
+    setting in code as the fix (the variable is read once, at the config's load). Set as the process started, the
+    config reads it: not this finding (setting-overridden tells a value changed before the load)."""
+    rep = report(threads_set_late({}), tmp_path)
+    late = next(f for f in rep["findings"] if f["kind"] == "setting-too-late")
+    assert late["text"].startswith("TORCHINDUCTOR_COMPILE_THREADS=1 was set in main 100 after torch._inductor."
+                                   "config loaded (with compile_threads=2) and before its compile pool was made at "
+                                   "1.0 s"), late
+    assert "the pool has 2 workers" in late["text"], late["text"]
+    assert late["advice"].startswith("set it in code before the first compile: torch._inductor.config.compile_threads"
+                                     " = 1"), late["advice"]
+    assert rep["answer"].startswith("- TORCHINDUCTOR_COMPILE_THREADS=1 was set in main 100 after"), rep["answer"]
+    (tmp_path / "started").mkdir()
+    started = report(threads_set_late({"TORCHINDUCTOR_COMPILE_THREADS": "1"}), tmp_path / "started")
+    assert "setting-too-late" not in {f["kind"] for f in started["findings"]}, started["findings"]

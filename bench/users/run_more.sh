@@ -4,7 +4,8 @@
 # container's pids limit and a restarted server's port, a container's CPU quota, a compile that never ends,
 # an exported setting a library overwrites, a packaged application's other Python, a Ctrl-C that leaves a compiler,
 # a compile wait timeout whose exit hangs in the quiesced pool's shutdown, a daemonic spawn child its parent joins,
-# a server's graceful drain whose pool its stop's group SIGTERM killed, a worker its own kernel's compile crashed),
+# a server's graceful drain whose pool its stop's group SIGTERM killed, a worker its own kernel's compile crashed,
+# a threads variable a library sets after torch read it, a fork pool made by a process with threads),
 # one at a time, each under the independent probe, and scores them.   bash bench/users/run_more.sh /tmp/users-more [case ...]
 set -u
 OUT=${1:-/tmp/users-more}; shift || true
@@ -107,3 +108,8 @@ run quiesce_exit_hang --timeout 200 --linger 6 -- "$PY" "$U/quiesce_exit_hang.py
 run daemon_child --timeout 300 --linger 6 -- "$PY" "$U/daemon_child.py"
 # A service stopped by a SIGTERM to its whole process group (systemd's default KillMode) while its handler drains.
 run graceful_drain --timeout 300 --linger 6 -- "$PY" "$U/graceful_drain.py"
+# A library that asks for one compile thread through the environment after torch's inductor config loaded.
+run threads_set_late --linger 6 -- "$PY" "$U/threads_set_late.py"
+# A fork compile pool made by a process with threads: a worker forked while a thread held a lock never gets it;
+# the compile waits until the CI step's time limit (coreutils timeout, SIGTERM to the job's group at 60 s).
+run fork_threads_hang --timeout 200 --linger 6 -- timeout 60 "$PY" "$U/fork_threads_hang.py"

@@ -155,6 +155,48 @@ def _late_change(c: Call, have: str, workers: int | None, reads: bool) -> tuple[
     return None
 
 
+def _set_after_load(v: View, pool: Pool) -> tuple[str, str, object, object] | None:
+    """A pool variable in the environment as the call that made the pool began, other than what the process
+    started with and than the setting torch read from it when its config loaded: set in the process after that
+    load, before the pool was made (var, its setting's name, the value then, the setting as loaded); else None."""
+    p = pool.creator
+    settings = next((s for q, s, _ in (p.run.configs if p.run is not None else []) if q is p), None)
+    if not settings:
+        return None
+    for var, name in READ_AT_IMPORT:
+        now, loaded = pool.call.env.get(var), settings.get(name)
+        if now is None or loaded is None or str(now).strip() in (str(loaded), str(p.env.get(var, "")).strip()):
+            continue
+        if var == START_VAR and not reads_start_var(v.config_of(p)[1]):
+            continue
+        return var, name, now, loaded
+    return None
+
+
+def _late_before_pool(v: View, pool: Pool) -> Finding | None:
+    """_set_after_load told: the variable reached no setting, so the pool was made with the setting as loaded."""
+    late = _set_after_load(v, pool)
+    if late is None:
+        return None
+    var, name, now, loaded = late
+    p = pool.creator
+    workers = pool_size(pool)
+    kept = f"{workers} workers" if name == "compile_threads" and workers else f"{name}={loaded!s}"
+    value = str(now).strip() if str(now).strip().isdigit() else repr(str(now))
+    return Finding(
+        "setting-too-late", "warning",
+        f"{var}={now} was set in {p.role} {p.pid} after torch._inductor.config loaded (with {name}={loaded!s}) and "
+        f"before its compile pool was made at {v.rel(pool.call.ts):.1f} s; it changed nothing, the pool has {kept}: "
+        f"torch reads {var} once, into {name}, when torch._inductor.config loads, and reads {name} when "
+        "AsyncCompile.process_pool makes the pool.",
+        [p.pid], [f"{targets.short_label(pool.call.target)} at {v.rel(pool.call.ts):.1f} s began with {var}={now}",
+                  f"config record {name}={loaded}", *([f"process_start env {var}={p.env[var]}"] if var in p.env
+                                                      else [f"process_start env: no {var}"])],
+        f"set it in code before the first compile: torch._inductor.config.{name} = {value} (torch reads the setting, "
+        f"not the variable, when the pool is made); or set {var} before torch is imported (in the environment that "
+        "starts the process)", {})
+
+
 def setting_too_late(v: View) -> Finding | None:
     """A pool setting changed while a pool of its process already lived (seen at a later AsyncCompile.wait: the
     variable in its environment, or the config's value then): it changed nothing, since torch reads the variable
@@ -164,6 +206,9 @@ def setting_too_late(v: View) -> Finding | None:
     for pool in v.pools:
         if fx_subprocess(pool):  # SubprocPool(1, kind=SPAWN) whatever these settings say: none is read for it
             continue
+        before = _late_before_pool(v, pool)
+        if before is not None:
+            return before
         have = _pool_start(pool)
         end = pool_end(pool)
         mine = waits.get(id(pool.creator))
