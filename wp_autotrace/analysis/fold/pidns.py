@@ -10,11 +10,14 @@ the watcher's process is dropped. Without a watcher entry (no watcher, or gone b
 which host process it was: it stays as its records name it.
 
 The join needs proof. Namespaces started within one clock tick each have a pid 1 of one create time: (host, nspid,
-create_time) names them all. A traced process's records carry its namespace (`pidns`, identities.in_namespace files
-them under namespaced_host), and the watcher reads the namespace of each process it sees with an nspid (the
-entry's `pidns`): the twin is looked up in that namespace, so each host process finds its own. Where the watcher's
-entry has no namespace (unreadable; a log older than the field) the twin is looked up under the host as before, and
-a twin claimed by two host processes is merged with neither (each stays a row: which is which is unknown).
+create_time) names them all (tests/fixtures/odd/pidns_twins_one_grain.jsonl: three of four in one 10 ms grain). A
+traced process's records carry its namespace (`pidns`, identities.in_namespace files them under namespaced_host), and
+the watcher reads the namespace of each process it sees with an nspid (the entry's `pidns`): the twin is looked up in
+that namespace, so each host process finds its own. Where the watcher's entry has no namespace (unreadable; a log
+older than the field) nothing but the start time joins them, and that is no proof: a namespace the watcher never
+saw (a process that lived less than a tick, another run's) may have started its pid of that number in that grain,
+and an older log's records of both are one process to the fold. Such rows are never merged: each stays a row, the
+traced one saying which host processes it may be (unproven).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ def merge_namespaced(reg: Registry) -> None:
     is in the log: merged into the twin, everywhere the fold holds a process. Before parents are linked."""
     twins: dict[Process, Process] = {}
     for seen, (inner, ns) in reg.ns_pids.items():
-        host = seen.host if ns is None or reg.home_ns.get(seen.host) == ns else namespaced_host(seen.host, ns)
+        if ns is None:
+            continue  # its namespace not read: the start time alone is no proof (unproven says "may be")
+        host = seen.host if reg.home_ns.get(seen.host) == ns else namespaced_host(seen.host, ns)
         twin = reg.by_start.get((host, inner, seen.create_time)) if seen.create_time is not None else None
         if twin is not None and twin is not seen and twin.traced and not seen.traced and twin.pid == inner:
             twins[seen] = twin

@@ -208,9 +208,9 @@ def process_words(p: dict[str, Any]) -> str:
     else:
         what = f"{p['role']} ({p['label']})"
     pids = p.get("host_pids")
-    if pids:  # filed under its pid namespace: which host process it was is not proven (pidns.unproven)
-        what += f" (host pid one of {', '.join(map(str, pids))})" if len(pids) > 1 else \
-            f" (host pid {pids[0]} by its start time, not proven)"
+    if pids:  # its namespace pid: which host process it was, its start time alone says (pidns.unproven)
+        what += f" (may be host pid {', '.join(map(str, pids[:-1]))} or {pids[-1]}: the same start, not proven " \
+            "which)" if len(pids) > 1 else f" (may be host pid {pids[0]}: the same start, not proven)"
     return what + (f" {p['rank_label']}" if p.get("rank_label") else "")
 
 
