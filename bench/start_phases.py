@@ -21,7 +21,13 @@ every figure is instructions added over ``python -c pass`` with WP_AUTOTRACE uns
 - ``start_and_exit``: the rest (traced_child - modules - pth_guard): bootstrap.start(), the exit record,
   and the line's second import (found in sys.modules).
 
-Usage: python bench/start_phases.py [--json]   (needs valgrind; about two minutes)
+With ``--cpu N``, the same parts in CPU too (user+sys from ``os.wait4``'s rusage, N alternating rounds, medians of
+the paired differences over off, with p25-p75) and their minor page faults (medians): ``preload_module``,
+``modules`` and ``traced_child`` as above; ``fault_us``, what one minor fault costs here (a child touching 400 fresh
+pages over one that maps them untouched): on a virtual machine a fault is microseconds, so a start's added faults
+(the pack's read buffer, the objects unmarshalled) are a share of its CPU that no instruction count shows.
+
+Usage: python bench/start_phases.py [--json] [--cpu N]   (needs valgrind; about two minutes, and N rounds)
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,11 +60,46 @@ HANDOVER = ("import os, wp_autotrace._preload as p\nos.environ['WP_AUTOTRACE'] =
             "q = p.start\n"
             "for f in (q, q): f()")
 HANDOVER_BASE = HANDOVER.replace("(q, q)", "(int, int)")
+# CPU parts (--cpu): the same code strings as the counts' (each over "pass" with the tracer off)
+PRELOAD = "pass\nimport wp_autotrace._preload as p"
+MODULES = PRELOAD + "\np.load()"
+# One minor fault's price: 400 fresh pages touched, over the same mapping left untouched
+PAGES = 400
+TOUCH = f"import mmap\nm = mmap.mmap(-1, {PAGES} * 4096)\nfor i in range(0, {PAGES} * 4096, 4096): m[i] = 1"
+
+
+def cpu_parts(python: str, off: dict[str, str], on: dict[str, str], log: Path, rounds: int) -> dict[str, object]:
+    """Each part's CPU ms and minor faults over off (paired medians of alternating rounds), and fault_us."""
+    variants = {"off": (["-c", "pass"], off), "preload_module": (["-c", PRELOAD], off),
+                "modules": (["-c", MODULES], off), "traced_child": (["-c", "pass"], on),
+                "untouched": (["-S", "-c", TOUCH.replace("m[i] = 1", "pass")], off),
+                "touched": (["-S", "-c", TOUCH], off)}
+    names = list(variants)
+    got: dict[str, list[tuple[float, int]]] = {name: [] for name in names}
+    for r in range(rounds + 5):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            argv, env = variants[name]
+            ru = startup_cost.spawned([python, *argv], env)
+            if r >= 5:  # the first rounds warm the page cache
+                got[name].append((ru.ru_utime + ru.ru_stime, ru.ru_minflt))
+        log.write_bytes(b"")  # appends cost the same from empty
+
+    def over(name: str, base: str) -> dict[str, float]:
+        ms = [(a[0] - b[0]) * 1e3 for a, b in zip(got[name], got[base])]
+        q = statistics.quantiles(ms, n=4)
+        return {"cpu_ms": round(statistics.median(ms), 3), "p25": round(q[0], 3), "p75": round(q[2], 3),
+                "minflt": statistics.median(a[1] - b[1] for a, b in zip(got[name], got[base]))}
+
+    fault = over("touched", "untouched")
+    return {"rounds": rounds, **{name: over(name, "off") for name in names[1:4]},
+            "fault_us": round(fault["cpu_ms"] * 1e3 / max(fault["minflt"], 1), 2)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--cpu", type=int, default=0, metavar="N", help="also CPU and faults, N rounds")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wp-bench-phases-"))
     try:
@@ -100,6 +142,10 @@ def main() -> int:
         out = {"traced_child": traced, "no_pack": no_pack, "modules": modules, "preload_module": preload,
                "pack_load": modules - preload, "plain_imports": plain_imports, "per_module": shares,
                "one_more_file": one_more, "pth_guard": guard_cost, "start_and_exit": traced - modules - guard_cost}
+        if args.cpu:  # the pack again first: the no-pack count above removed it
+            subprocess.run([python, "-c", "pass"], env=on, cwd=tmp, check=True)
+            out["cpu"] = {"load_start": os.getloadavg(), **cpu_parts(python, off, on, log, args.cpu),
+                          "load_end": os.getloadavg()}
         print(json.dumps(out, indent=None if args.json else 1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -62,14 +63,20 @@ def _clean(**extra: str) -> dict[str, str]:
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall s, CPU s: user+sys) of one run, stdio on /dev/null. On a loaded machine the CPU time
     is the steadier figure: it does not count the time spent waiting for a core."""
+    t0 = time.perf_counter()
+    ru = spawned(argv, env)
+    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+
+
+def spawned(argv: list[str], env: dict[str, str]) -> resource.struct_rusage:
+    """The rusage of one run (stdio on /dev/null; raises where it failed)."""
     dn = os.devnull
     actions = [(os.POSIX_SPAWN_OPEN, fd, dn, os.O_RDWR, 0) for fd in (0, 1, 2)]
-    t0 = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
     _, status, ru = os.wait4(pid, 0)
     if status:
         raise RuntimeError(f"{argv} exited {status}")
-    return time.perf_counter() - t0, ru.ru_utime + ru.ru_stime
+    return ru
 
 
 def importtime(python: str, env: dict[str, str], runs: int) -> dict[str, float]:
