@@ -97,14 +97,18 @@ def _read(path: str) -> bytes:
     try:
         chunks: list[bytes] = []
         # Its size and one byte more: the whole file in one read, into a buffer of its size (a 1 MiB buffer cut
-        # down after the read maps and unmaps memory, ~30 us of a traced start); more reads if it grew meanwhile.
+        # down after the read maps and unmaps memory, ~30 us of a traced start); a short read is the end, asked once
+        # more with one byte; more reads if it grew meanwhile. No buffer of 128 KiB or more (the pack's own is its
+        # size, under that): glibc's malloc maps one on its own and, freeing it, raises its mapping threshold to
+        # that size for the rest of the process, so a traced host's later allocations of such sizes stayed on its
+        # heap where untraced they are mapped and given back at free (the probe of 1 MiB that was here did that)
         want = os.fstat(fd).st_size + 1
         while True:
             chunk = os.read(fd, want)
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
-            want = 1 << 20
+            want = 1 if len(chunk) < want else 1 << 16
     finally:
         os.close(fd)
 
