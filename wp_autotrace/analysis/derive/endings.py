@@ -355,10 +355,11 @@ class Endings:
             if unread:
                 why = "its process_exit came first (its exit handlers ran); its wait status was not read"
         who = "itself" if found.sender is p else found.who  # a SIGKILL it sent itself (senders.to)
+        there = " of its pid namespace" if found.spaced else ""  # its pids are the namespace's, not the host's
         words = (f"{base}, sent by {who} ({found.call})" if found.group is None else
-                 f"{base}, with the rest of its process group: {found.who} signalled group {found.group} "
+                 f"{base}, with the rest of its process group: {found.who} signalled group {found.group}{there} "
                  f"({found.call})")
-        to = f"pid {p.pid}" if found.group is None else f"process group {found.group}"
+        to = (f"pid {p.pid}" if found.group is None else f"process group {found.group}") + there
         evidence = [f"signal_sent: {found.who} sent {found.signal} to {to} at {self.rel(found.ts)} "
                     f"({found.call_path}); it ended {max(at - found.ts, 0.0):.1f} s later", *([why] if why else [])]
         return Ending(SIGNAL, words, at, evidence, found.signal, exit_record_at=p.end if p.exited else None,

@@ -15,7 +15,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..fold.model import signal_name
+from ..fold.model import in_namespace, signal_name
 
 if TYPE_CHECKING:
     from ..fold.model import Process
@@ -48,7 +48,14 @@ class Sent(NamedTuple):
 
     @property
     def who(self) -> str:
-        return f"{self.sender.role} {self.sender.pid}"
+        """'child 7'; a sender joined to no host process: its pid there, never read as the host's pid of that number."""
+        who = f"{self.sender.role} {self.sender.pid}"
+        return f"{who} (pid {self.sender.pid} in its pid namespace, not known on the host)" if self.spaced else who
+
+    @property
+    def spaced(self) -> bool:
+        """The sender's pids (its own, its target's) are those of a pid namespace no reading joined to the host."""
+        return in_namespace(self.sender)
 
     @property
     def call(self) -> str:

@@ -31,7 +31,7 @@ from ...common.targets import short_label
 from ...common.vocab import POOL_ROLES
 from ..derive.memseries import held
 from ..fold.fold import Builder
-from ..fold.model import Model, Process
+from ..fold.model import Model, Process, in_namespace
 from ..fold.verdict import judge
 from ..read.logread import LogData, LogStream
 from ..words.fmt import MIB
@@ -57,6 +57,7 @@ def write_chrome_trace(data: LogData | LogStream, write: Callable[[str], Any]) -
         trace.add(r, proc if proc is not None else ("watcher", str(r.get("host", "")), r["pid"]))
     builder.finish()
     trace.finish()
+    trace.rename(builder.model)
     trace.story(builder.model, data)
     out.add('], "displayTimeUnit": "ms", "otherData": ' + dumps({"generator": "wp-autotrace", "files": data.files})
             + "}")
@@ -219,8 +220,27 @@ class _Trace:
         known = p in self.track_of
         n = self.tpid(p.host, p.pid, p)
         if not known:
-            self.name_process({"role": p.role, "pid": p.pid, "host": p.host}, n)
+            self.name(n, p)
         return n
+
+    def rename(self, model: Model) -> None:
+        """The tracks' names once the log is folded: a process of a pid namespace joined to its host process
+        (fold/pidns.py) by its host pid; one no reading joined, and a host process its records may be, said so."""
+        for p in model.processes:
+            n = self.track_of.get(p)
+            if n is not None:
+                self.name(n, p)
+
+    def name(self, n: int, p: Process) -> None:
+        """Name track n by p as the model holds it (name_process's words, with what is not known of its pid)."""
+        pid: object = p.pid
+        if in_namespace(p):
+            may = sorted(q.pid for q in p.one_of or () if not q.traced)
+            said = f"may be host pid {' or '.join(map(str, may))}, not proven" if may else "host pid not known"
+            pid = f"{p.pid} (its pid namespace's; {said})"
+        elif p.one_of and not p.traced:
+            pid = f"{p.pid} (traced: not known)"
+        self.name_process({"role": p.role, "pid": pid, "host": p.run.host_of(p) if p.run is not None else p.host}, n)
 
     def story(self, model: Model, data: LogData | LogStream) -> None:
         """Memory counters and finding marks, from the report of the model this export folded."""

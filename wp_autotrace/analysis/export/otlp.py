@@ -21,15 +21,27 @@ from collections.abc import Iterator
 from typing import Any, Callable
 
 from ... import __version__
-from ...common.otel import call_span, call_span_id, process_resource, process_span, process_span_id, trace_id
+from ...common.otel import (
+    attributes,
+    call_span,
+    call_span_id,
+    process_resource,
+    process_span,
+    process_span_id,
+    trace_id,
+)
 from ...common.targets import rank_value
 from ..fold.fold import build
-from ..fold.model import Call, Model, Process
+from ..fold.model import Call, Model, Process, in_namespace
 from ..read.logread import LogData, LogStream
 from .jsonout import Chunks, dumps
 
 SERVICE = {"service.name": "wp-autotrace"}
 SCOPE = {"name": "wp-autotrace", "version": __version__}
+# A process whose pids are a pid namespace's that no reading joined to the host's (docs/export.md).
+NAMESPACE_ATTR = "wp.pid_namespace"
+NAMESPACE_WORDS = "its pid and parent pid are its pid namespace's; its host pid is not known"
+MAY_BE_ATTR = "wp.host_pid_may_be"
 
 
 def _span_of(p: Process) -> str:
@@ -69,8 +81,17 @@ def _processes(model: Model) -> Iterator[tuple[list[dict[str, Any]], Iterator[di
                   for pool in model.pools if pool.sidecar is not None and _has_span(pool.call)}
     for p in model.processes:
         if _wrote(p):
-            resource = process_resource(SERVICE, p.host, p.pid, p.ppid, p.argv, p.executable)
+            resource = process_resource(SERVICE, p.host, p.pid, p.ppid, p.argv, p.executable) + _unjoined(p)
             yield resource, _spans(p, calls.get(id(p), []), started_by.get(id(p)))
+
+
+def _unjoined(p: Process) -> list[dict[str, Any]]:
+    """A process of a pid namespace no reading joined to a host process (fold/pidns.py): its process.pid and parent
+    are its namespace's, said so, with the host pids it may be (the same namespace pid and start: not proven)."""
+    if not in_namespace(p):
+        return []
+    may = sorted(q.pid for q in p.one_of or () if not q.traced)
+    return attributes({NAMESPACE_ATTR: NAMESPACE_WORDS, MAY_BE_ATTR: ", ".join(map(str, may))})
 
 
 def _spans(p: Process, calls: list[Call], started_by: str | None) -> Iterator[dict[str, Any]]:

@@ -177,7 +177,8 @@ def settle_leftovers(run: Run) -> None:
     main_end = run.root.ended_at if run.root is not None else None
     if main_end is None:
         return
-    signalled = {s.get("target") for q in run.processes for s in q.sent if not s.get("error")}
+    # by host too: a namespace's sender (joined to no host process) names its target by the namespace's pid
+    signalled = {(q.host, s.get("target")) for q in run.processes for s in q.sent if not s.get("error")}
     root = run.root
     assert root is not None
     waited = run.waited.status if run.waited is not None else None
@@ -194,7 +195,7 @@ def settle_leftovers(run: Run) -> None:
         if (main_sig is not None and p.pgid is not None and p.pgid == root.pgid and _killed_by(p) == main_sig
                 and end - main_end <= vocab.LEFTOVER_ENDED_S):
             return True  # the signal to the main's group ended it too, a moment later
-        return p.pid in signalled and end - main_end <= vocab.LEFTOVER_ENDED_S
+        return (p.host, p.pid) in signalled and end - main_end <= vocab.LEFTOVER_ENDED_S
 
     ended = {p: entry for p, entry in run.leftover.items() if soon(p)}
     for p in ended:

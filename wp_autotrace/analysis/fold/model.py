@@ -482,6 +482,13 @@ def calls_of(calls: list[Call], tagged: dict[str, list[Call]], tags: tuple[str, 
 
 
 
+def in_namespace(p: Process) -> bool:
+    """Whether p is filed under a pid namespace other than its host's first (identities.namespaced_host), joined to
+    no host process (pidns.py): its pid, and every pid its records name, are that namespace's, and which host
+    process it was no reading proves."""
+    return p.run is not None and p.host in p.run.real_host
+
+
 def signal_name(n: int) -> str:
     import signal
 
