@@ -927,7 +927,7 @@ def test_a_worker_that_crashed_is_told_where_its_stacks_are_not_to_look_for_memo
     """A worker whose own compile aborted it (LLVM's fatal error calls abort(): pytorch/torchdynamo#1794; a
     segfault, pytorch#98237): its zombie's status says SIGABRT, which no process of the run sent. The fix is where
     the crash's stacks are and torch's in-process compile, never dmesg and memory (the OOM killer sends SIGKILL);
-    a SIGKILL with no sender keeps the memory advice."""
+    a SIGKILL with no sender keeps the memory advice; no status read leaves both readings open."""
     def crashed(status: int) -> LogWriter:
         w = with_worker_lost()
         for r in w.lines:
@@ -943,6 +943,17 @@ def test_a_worker_that_crashed_is_told_where_its_stacks_are_not_to_look_for_memo
     (tmp_path / "kill").mkdir()
     f = next(f for f in report(crashed(9), tmp_path / "kill")["findings"] if f["kind"] == "worker-lost")
     assert "301: killed by SIGKILL" in f["text"] and "dmesg" in f["advice"], f
+    # no status read (the sidecar reaped the worker before a look): a crash and a kill for memory both stay open
+    (tmp_path / "unread").mkdir()
+    f = next(f for f in report(with_worker_lost(), tmp_path / "unread")["findings"] if f["kind"] == "worker-lost")
+    assert "(no record shows how)" in f["text"], f["text"]
+    assert f["advice"].startswith("find why the worker ended (no status read shows it): an abort or a fault in "
+                                  "native code"), f
+    assert "PYTHONFAULTHANDLER=1" in f["advice"] and "dmesg" in f["advice"], f["advice"]
+    # the SIGTERM the sidecar's executor sends the other workers of a broken pool shows no cause: both stay open
+    (tmp_path / "term").mkdir()
+    f = next(f for f in report(crashed(15), tmp_path / "term")["findings"] if f["kind"] == "worker-lost")
+    assert "301: killed by SIGTERM" in f["text"] and "PYTHONFAULTHANDLER=1" in f["advice"], f
 
 
 def test_a_jobs_error_the_sidecar_logged_is_not_its_main_raising(tmp_path: Path) -> None:

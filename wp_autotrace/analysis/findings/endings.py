@@ -476,6 +476,15 @@ WORKER_LOST_ADVICE = ("find why the worker ended: the kernel log (dmesg) says wh
                       "the main with no worker to lose), or give the job more memory; the failed compile can be run "
                       "again: the pool serves on with its new workers")
 
+# Where no status read shows a kill (the sidecar reaped the worker that ran the job before a look; the SIGTERM its
+# executor then sends the others is no cause), both readings stay open: the worker's own abort or fault (abort() on a
+# failed check, a segfault) or a kill for memory; no word claims either.
+WORKER_UNREAD_ADVICE = ("find why the worker ended (no status read shows it): an abort or a fault in native code "
+                        "prints on the job's stderr (run again with PYTHONFAULTHANDLER=1 for its stack), a kill for "
+                        "lack of memory is in the kernel log (dmesg); TORCHINDUCTOR_COMPILE_THREADS=1 compiles in the "
+                        "main, with no worker to lose, where a fault shows its stack; the failed compile can be run "
+                        "again: the pool serves on with its new workers")
+
 
 def worker_crash_advice(pid: int, signal: str) -> str:
     """A worker that ended by a crash signal no record says another process sent (abort() in LLVM on a kernel it
@@ -528,10 +537,12 @@ def worker_lost(v: View) -> Finding | None:
             f"{site(user_frame(pool.call.caller) or pool.call.caller)}). Torch's job callback in the sidecar logged "
             f"the error and returns it to the compile that sent the job{more}.")
     oom = any(e.kind in (OOM_KILL, OOM_AMONG) for e in hows.values())
+    killed = any(e.kind in SHOWN_ENDINGS and e.signal == "SIGKILL" for e in hows.values())  # the OOM killer's signal
     evidence = [f"{side.pid}: error at {v.rel(err['ts']) or 0:.3f} s ({err.get('log_message') or 'logged'}): "
                 f"{err.get('exc_type')}: {err.get('message', '')}"]
     evidence += [f"{q.pid}: ended {v.rel(q.ended_at) or 0:.3f} s, no process_exit" for q in ended[:TEXT_PIDS]]
     return _finding("worker-lost", "problem", text, sorted({side.pid, *(q.pid for q in ended)}), evidence,
-                    OOM_ADVICE if oom else worker_crash_advice(*crash) if crash else WORKER_LOST_ADVICE,
+                    OOM_ADVICE if oom else worker_crash_advice(*crash) if crash else
+                    WORKER_LOST_ADVICE if killed else WORKER_UNREAD_ADVICE,
                     {"jobs_lost": len(found), "processes": len(ended),
                      **({"oom_kills": 1} if any(e.kind == OOM_KILL for e in hows.values()) else {})})
