@@ -222,3 +222,29 @@ def test_the_no_finding_line_names_the_run_whose_program_failed_where_a_log_hold
         "- No finding about its processes or pools; the program of run ccc ended by ")
     assert no_finding_line([first]).endswith("; the program exited with code 3.")
     assert no_finding_line([second]) == "- Nothing unusual."
+
+
+def test_a_traced_child_that_crashed_under_a_reaping_parent_is_no_nothing_unusual(tmp_path: Path) -> None:
+    """main 100 ran two Python children (subprocess.run) that crashed (SIGSEGV, SIGABRT: no process_exit), each
+    reaped at once by its parent, so no look read how; the watcher saw them go, and nothing else is amiss. The
+    Findings, and `run`'s summary, said "Nothing unusual" under a Timeline that says they ended unseen: they say
+    those two ended without an exit record. Fails where the no-finding line reads only the main's ending."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    watcher(w, 0.05, "watcher_start", interval=0.1, linger=5.0)
+    for pid, t in ((301, 0.3), (302, 0.6)):
+        start(w, t, pid, 100, "child")
+        watcher(w, t + 0.2, "tree", count=2, started=[{"pid": pid, "ppid": 100, "via": "child"}],
+                ended=[{"pid": pid, "end": T0 + t + 0.1}])
+    w.add(1.0, 100, 1, "main", "process_exit", how="exit", code=0, counts={}, dropped=0)
+    watcher(w, 1.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 1.05}])
+    watcher(w, 1.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    rep = report(w, tmp_path)
+    assert rep["findings"] == [] and rep["no_exit_pids"] == [301, 302], rep["findings"]
+    out = render_text(rep, {})
+    assert "Nothing unusual" not in out
+    assert "- No finding about its processes or pools; 2 traced processes ended without an exit record, killed or " \
+           "crashed (the Timeline says what the log shows of each): pids 301, 302." in out.replace("\n  ", " ")
+    clean = [r for r in w.lines if r["pid"] not in (301, 302) and not r.get("started")]
+    w.lines = clean
+    assert "- Nothing unusual." in render_text(report(w, tmp_path), {})

@@ -198,3 +198,32 @@ def test_every_finding_of_every_scenario_says_what_to_do(tmp_path: Path) -> None
         (tmp_path / name).mkdir()
         for f in report(make(), tmp_path / name)["findings"]:
             assert f["advice"] or not KINDS[f["kind"]][1], (name, f["kind"], f["text"])
+
+
+def test_what_was_left_is_null_where_no_verdict_says_it(tmp_path: Path) -> None:
+    """No watcher ran and the main exited, or the main's end is not in the log: how many processes were left is
+    not known, so --json says null (report, costs, the run, the node) and the text "not known", never a forged 0;
+    where the main's exit is not in the log, neither is how long it waited at exit. With the watcher's verdict the
+    same log says its count (0). Fails where the model's 0 for no verdict passed as a figure."""
+    reader = Reader(T0 + 3600, "elsewhere")
+    no_watcher = clean_run()
+    no_watcher.lines = [r for r in no_watcher.lines if r["event"] != "leftover"]
+    killed = clean_run()
+    killed.lines = [r for r in killed.lines if r["event"] not in ("leftover", "process_exit")]
+    for w, state in ((no_watcher, "ended"), (killed, "end not seen")):
+        rep = report(w, tmp_path, reader=reader)
+        (run,) = rep["runs"]
+        assert run["state"] == state
+        (node,) = rep["jobs"][0]["per_node"]
+        assert (rep["leftover_count"], rep["costs"]["leftover_count"], run["left_running"], node["leftovers"],
+                rep["leftover_rss_bytes"], rep["costs"]["leftover_real_bytes"], node["leftover_real_bytes"]) == \
+            (None,) * 7, state
+        out = render_text(rep, {})
+        assert "left behind at main exit: not known" in out and "left behind at main exit: none" not in out
+        assert ("main's wait at exit not known" in out) == (state != "ended"), out
+        assert (rep["costs"]["exit_wait_s"] is None) == (state != "ended")
+    rep = report(clean_run(), tmp_path, reader=reader)
+    (node,) = rep["jobs"][0]["per_node"]
+    assert (rep["leftover_count"], rep["runs"][0]["left_running"], node["leftovers"]) == (0, 0, 0)
+    assert rep["costs"]["exit_wait_s"] == 0.0
+    assert "left behind at main exit: none" in render_text(rep, {})

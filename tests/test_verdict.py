@@ -98,7 +98,7 @@ def test_pending_verdict_uses_the_last_sample_after_the_end(tmp_path: Path) -> N
                                                                        "end": T0 + 2.1}])
     rep, text = report_of(w, tmp_path)
     assert rep["verdict_pending"] and rep["runs"][0]["verdict_from"] == "sample"
-    assert rep["leftover_count"] == 0 and "Nothing unusual" in text
+    assert rep["leftover_count"] == 0 and rep["findings"] == [] and "left behind at main exit: none" in text
     assert "cleanup" not in text.split("== Findings")[1].split("==")[0]  # no cleanup advice: nothing is left
 
 

@@ -236,11 +236,23 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
             "processes": len(procs), "sidecars": sum(1 for p in procs if p.role in vocab.SIDECAR_ROLES),
             "pools": sum(1 for pool in v.pools if pool.creator.index in members),
             "max_depth": max(p.depth for p in procs) - top.depth,
-            "leftovers": len(left), "leftover_rss_bytes": sum(p.last_rss for p in left),
-            "leftover_real_bytes": sum(v.real_left(p) for p in left),
+            **_left_figures(left, [r for r in v.runs if r.id == run], v),
             "errors": sum(len(p.errors) for p in procs),
         })
     return sorted(rows, key=lambda e: (_rank_sort(e["rank"]), _run_start(v, e["run"])))
+
+
+def _left_unknown(left: list[Process], runs: list[Run]) -> bool:
+    """Whether a node's or rank's leftovers are no figure: none listed and a run's not known (Run.left_known)."""
+    return not left and not all(r.left_known for r in runs)
+
+
+def _left_figures(left: list[Process], runs: list[Run], v: View) -> dict[str, int | None]:
+    """A node's or rank's leftovers (those listed of `runs`) and their memory: None where not known (_left_unknown)."""
+    unknown = _left_unknown(left, runs)
+    return {"leftovers": None if unknown else len(left),
+            "leftover_rss_bytes": None if unknown else sum(p.last_rss for p in left),
+            "leftover_real_bytes": None if unknown else sum(v.real_left(p) for p in left)}
 
 
 def _rank_name(label: str, run: str, step: Any, repeated: bool) -> str:
@@ -268,14 +280,10 @@ def _job_state(states: list[str]) -> str:
     return RUN_ENDED
 
 
-def _left_rss(r: Run, p: Process) -> int:
-    """A leftover's latest RSS sample (the leftover record's when that came last: model.note_rss)."""
-    return p.last_rss
-
-
-def _idle_pool_rss(r: Run, p: Process) -> int:
-    """A pool process left running after its run's main process ended: nothing can give it work."""
-    return _left_rss(r, p) if p.role in vocab.POOL_ROLES else 0
+def _idle_pool_rss(p: Process) -> int:
+    """A pool process left running after its run's main process ended (its latest RSS sample, the leftover
+    record's when that came last: model.note_rss): nothing can give it work."""
+    return p.last_rss if p.role in vocab.POOL_ROLES else 0
 
 
 def _idle_pool_real(v: View, p: Process) -> int:
@@ -287,17 +295,16 @@ def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict
     """One node (host) of a job: its runs, launchers, ranks, pools, idle pool memory, leftovers, errors."""
     runs = [r for r in job.runs if host in r.hosts]
     procs = [p for r in runs for p in r.processes if r.host_of(p) == host]
-    left = [(r, p) for r in runs for p in r.leftover if r.host_of(p) == host and p.role not in BENIGN_LEFTOVER_ROLES]
+    mine = [p for r in runs for p in r.leftover if r.host_of(p) == host and p.role not in BENIGN_LEFTOVER_ROLES]
     roots = [r.root for r in runs if r.root is not None and r.host_of(r.root) == host]
     return {
         "host": host, "runs": [r.id for r in runs],
         "launchers": [f"{process_label(p)} {p.pid}" for p in procs if p.index in v.launchers],
         "ranks": [e["name"] for e in ranks if e["host"] == host],
         "pools": sum(len(p.pools) for p in procs),
-        "idle_pool_rss_bytes": sum(_idle_pool_rss(r, p) for r, p in left),
-        "idle_pool_real_bytes": sum(_idle_pool_real(v, p) for _, p in left),
-        "leftovers": len(left), "leftover_rss_bytes": sum(_left_rss(r, p) for r, p in left),
-        "leftover_real_bytes": sum(v.real_left(p) for _, p in left),
+        "idle_pool_rss_bytes": None if _left_unknown(mine, runs) else sum(_idle_pool_rss(p) for p in mine),
+        "idle_pool_real_bytes": None if _left_unknown(mine, runs) else sum(_idle_pool_real(v, p) for p in mine),
+        **_left_figures(mine, runs, v),
         "errors": sum(len(p.errors) for p in procs),
         "exit_codes": [p.exit_code for p in roots if p.exit_code is not None],
         "state": _job_state([v.states[r.id] for r in runs]),
@@ -314,13 +321,15 @@ def _rank_rows(v: View, job: Job, ranks: list[dict[str, Any]]) -> list[dict[str,
         for p in r.leftover:
             label = v.rank_of.get(p.index)
             if label:
-                idle[(r.id, label)] = idle.get((r.id, label), 0) + _idle_pool_rss(r, p)
+                idle[(r.id, label)] = idle.get((r.id, label), 0) + _idle_pool_rss(p)
                 real[(r.id, label)] = real.get((r.id, label), 0) + _idle_pool_real(v, p)
     rows = [e for e in ranks if e["run"] in ids]
     labels = [e["rank"] for e in rows]  # a label repeats within the job only across its Slurm steps
+    known = {r.id for r in job.runs if r.left_known}
     return [{**e, "name": _rank_name(e["rank"], e["run"], e["step"], labels.count(e["rank"]) > 1),
-             "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0),
-             "idle_pool_real_bytes": real.get((e["run"], e["rank"]), 0)} for e in rows]
+             "idle_pool_rss_bytes": idle.get((e["run"], e["rank"]), 0) if e["run"] in known else None,
+             "idle_pool_real_bytes": real.get((e["run"], e["rank"]), 0) if e["run"] in known else None}
+            for e in rows]
 
 
 def _job_dict(v: View, job: Job, ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -352,8 +361,8 @@ def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[
     return {
         "processes": len(v.procs) - doubled(v.procs),
         "sidecars": sum(1 for p in v.procs if p.role in vocab.SIDECAR_ROLES),
-        "leftover_count": v.leftover_count, "leftover_rss_bytes": v.leftover_rss,
-        "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.leftover_real,
+        "leftover_count": v.left_total, "leftover_rss_bytes": v.left_figure(v.leftover_rss),
+        "leftover_pss_bytes": v.leftover_pss, "leftover_real_bytes": v.left_figure(v.leftover_real),
         "leftover_at_least": v.left_sum_at_least,
         # Memory at once (docs/evidence.md): what every pool's processes held together at one moment.
         # (facts.pools_across's figure: the one sum over every pool's processes, taken once)
@@ -366,7 +375,7 @@ def _costs(v: View, findings: list[Any], across: dict[str, Any] | None) -> dict[
         "idle_s": round(sum(v.story(p).idle_total_s for p in v.pools), 3),
         "idle_mib_s": round(sum(v.story(p).idle_total_mib_s or 0.0 for p in v.pools), 1),
         "idle_unread_s": round(sum(v.story(p).idle_total_unread_s for p in v.pools), 3),
-        "exit_wait_s": round(v.exit_wait_s, 3), "sidecars_never_served": never,
+        "exit_wait_s": round(v.exit_wait_s, 3) if v.exit_wait_s is not None else None, "sidecars_never_served": never,
         # The log records no CPU time per process (the watcher samples RSS only): not guessed.
         "never_served_cpu_s": None,
     }
@@ -471,8 +480,8 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
         "processes_exited": len(ended := [p for p in v.procs if p.end is not None]) - doubled(ended),
         "max_sidecar_depth": v.max_depth,
         "leftover_pids": sorted({p.pid for p in v.leftover_procs}),
-        "leftover_count": v.leftover_count,
-        "leftover_rss_bytes": v.leftover_rss,
+        "leftover_count": v.left_total, "leftover_unlisted": v.left_unlisted,
+        "leftover_rss_bytes": v.left_figure(v.leftover_rss),
         "leftover_checked": any(r.leftover_seen for r in v.runs),
         "verdict_pending": any(r.verdict_pending for r in v.runs),
         "possible": _possible(v),

@@ -7,7 +7,7 @@ from typing import Any
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER, HELPER_ROLES, SIDECAR_ROLES
 from ..fold.model import Call, Model, Pool, Process, Run, calls_of
-from ..fold.verdict import run_state
+from ..fold.verdict import RUN_ENDED, run_state
 from .endings import Endings
 from .labels import rank_value
 from .mempeak import left_at_once, peak
@@ -46,7 +46,7 @@ class View:
         self.warm_calls = _top_warm_calls(self.tagged(targets.WARM_POOL))
         self.max_depth = max((p.depth for p in self.procs), default=0)
         self.leftover_procs = [p for r in runs for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES]
-        self.leftover_count = sum(left_count(r) for r in runs)
+        self.leftover_count, self.left_total, self.left_unlisted = _left_counts(runs, len(self.leftover_procs))
         self.leftover_rss = sum(p.last_rss for r in runs for p in r.leftover
                                 if p.role not in BENIGN_LEFTOVER_ROLES)
         # Real memory left: each leftover's figure (held_bytes), but none for a forked compile worker
@@ -98,7 +98,7 @@ class View:
         for p in self.procs:
             made = sorted(p.pools, key=lambda x: x.call.ts)
             self.next_made.update((id(a), b.call.ts) for a, b in zip(made, made[1:]))
-        self.exit_wait_s = sum(_open_for(self, c) for c in self.tagged(targets.EXIT_SHUTDOWN) if c.proc.role == "main")
+        self.exit_wait_s = _exit_wait(self)
 
     def tagged(self, *tags: str) -> list[Call]:
         """The chosen calls of these tags, in their order (self.calls'); never to be changed (the model's own)."""
@@ -120,6 +120,11 @@ class View:
         if self.left_point is not None:
             return self.left_point.read < self.left_sampled
         return any(not self.real_left(p) for p in self.leftover_procs)
+
+    def left_figure(self, figure: int | None) -> int | None:
+        """A sum over the leftovers (their count, their memory) as the report gives it: None where no run's
+        leftovers are listed and some run's are not known (Run.left_known): a sum over none is no figure then."""
+        return None if self.left_total is None and not self.leftover_procs else figure
 
     def left_by_rss(self) -> int:
         """How many leftovers' figures in leftover_real are their RSS (no sweep read their own share): said so."""
@@ -171,9 +176,21 @@ class View:
         return mine[1], mine[2], mine[0].knobs or next((c[0].knobs for c in configs if c[0].knobs), [])
 
 
-def left_count(r: Run) -> int:
+def _left_counts(runs: list[Run], listed: int) -> tuple[int, int | None, int]:
+    """(the leftovers found, of the runs whose count is known: what the findings tell; the report's figure, None
+    where a run's is not known, its sum would pass a floor off as the count; of those found, how many no list of
+    the log's names: a verdict's list cut at its cap), `listed` the leftovers listed."""
+    counts = [left_count(r) for r in runs]
+    found = sum(n for n in counts if n is not None)
+    return found, None if None in counts else found, max(found - listed, 0)
+
+
+def left_count(r: Run) -> int | None:
     """How many processes the run left running after its main process, as a user counts them: the verdict's
-    count (its list may be cut), less the helpers any Python program leaves a moment (a resource tracker)."""
+    count (its list may be cut), less the helpers any Python program leaves a moment (a resource tracker); None
+    where it is not known (Run.left_known)."""
+    if not r.left_known:
+        return None
     listed = sum(1 for p in r.leftover if p.role not in BENIGN_LEFTOVER_ROLES)
     return max(r.leftover_count - (len(r.leftover) - listed), listed)
 
@@ -198,6 +215,14 @@ def _inherited_ranks(procs: list[Process], multi_host: bool) -> dict[int, str]:
         for x in chain:
             found[x.index] = label
     return {i: label for i, label in found.items() if label}
+
+
+def _exit_wait(v: View) -> float | None:
+    """How long the main processes waited in torch's exit handler (shutdown_compile_workers); with no call of it,
+    0 s is a figure only where every main's exit is known (RUN_ENDED): a main killed, or whose end the log does
+    not show, may never have reached its exit (None: not known)."""
+    waits = [_open_for(v, c) for c in v.tagged(targets.EXIT_SHUTDOWN) if c.proc.role == "main"]
+    return sum(waits) if waits or all(s == RUN_ENDED for s in v.states.values()) else None
 
 
 def _open_for(v: View, c: Call) -> float:

@@ -24,7 +24,7 @@ def leftovers(v: View) -> Finding | None:
         return None
     listed = v.leftover_procs
     rss = v.leftover_rss
-    unlisted = v.leftover_count - len(listed)
+    unlisted = v.left_unlisted
     more = f"; {unlisted} more not listed (the log's list was cut)" if unlisted > 0 else ""
     # "at least" where a figure was read while a pool mate not in the sum still shared its pages
     about = "at least" if v.left_sum_at_least else "about"

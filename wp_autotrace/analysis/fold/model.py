@@ -328,6 +328,8 @@ class Pace(Protocol):
 class Run:
     """One run: its id, root, processes, and what the watcher saw of it."""
 
+    init_ended = False  # a pid-1 main's end ended its pid namespace: nothing left, known with no verdict (verdict.py)
+
     def __init__(self, run_id: str, real_host: dict[str, str] | None = None) -> None:
         self.id = run_id
         self.real_host = real_host if real_host is not None else {}  # a pid namespace's host -> its host (host_of)
@@ -408,6 +410,13 @@ class Run:
         self.alive_now: bool | None = None
         self.now_how = ""
         self.root_gone = False
+
+    @property
+    def left_known(self) -> bool:
+        """Whether what the run left running after its main is known: the watcher's verdict, a look after the
+        main's end (provisional_from), or a pid-1 main's end (init_ended). Else leftover_count's 0 is no figure:
+        the report says null, "not known" (the run's end unseen, no watcher, the log cut, still running)."""
+        return self.leftover_seen or bool(self.provisional_from) or self.init_ended
 
     def ended_soon_by(self, procs: list[Process]) -> float | None:
         """How long after the main's end (Process.ended_at) the last of procs ended, where the verdict named one of

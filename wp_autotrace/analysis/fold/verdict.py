@@ -166,7 +166,7 @@ def pending_verdict(run: Run, reader: Reader) -> None:
         # A pid namespace's init: its exit made the kernel kill every process in that namespace.
         run.no_verdict = (f"{NO_WATCHER}: the main process was pid 1 (its pid namespace's init), and its "
                           "exit ended every process in that namespace: nothing can be left behind")
-        run.leftover, run.leftover_count = {}, 0
+        run.leftover, run.leftover_count, run.init_ended = {}, 0, True
         return
     if not (run.watcher_pids or run.below is not None):
         return

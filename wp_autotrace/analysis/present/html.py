@@ -95,7 +95,7 @@ def _findings(rep: dict[str, Any]) -> str:
     finding: the text report's line for that (which reads the runs' exit codes)."""
     items = []
     for f in rep["findings"] or [None]:
-        lines = finding_lines(f) if f else [no_finding_line(rep["runs"], rep.get("t0"))]
+        lines = finding_lines(f) if f else [no_finding_line(rep["runs"], rep.get("t0"), rep.get("no_exit_pids") or ())]
         head, rest = lines[0].removeprefix("- "), [x.strip() for x in lines[1:]]
         body = "".join(f'<br><span class="advice"><b>{esc(x.partition(":")[0])}:</b>{esc(x.partition(":")[2])}'
                        "</span>" for x in rest)

@@ -127,8 +127,9 @@ def _node_figures(e: dict[str, Any]) -> str:
     # Real memory (PSS where read) after the main process ended, never a sum of RSS (shared pages again).
     idle_b, left_b = e.get("idle_pool_real_bytes"), e.get("leftover_real_bytes")
     idle = f", idle pool memory {size_text(idle_b)}" if idle_b else ""
-    left = (f"{e['leftovers']} left" + (f" ({size_text(left_b)})" if left_b else "")) if e["leftovers"] \
-        else "nothing left"
+    left = ("left: not known" if e["leftovers"] is None else  # no verdict on a run of it (Run.left_known)
+            (f"{e['leftovers']} left" + (f" ({size_text(left_b)})" if left_b else "")) if e["leftovers"]
+            else "nothing left")
     return f"{e['pools']} pool(s){idle}; {left}; {e['errors']} error(s)"
 
 
@@ -143,7 +144,8 @@ def summary_lines(rep: dict[str, Any], width: int | None = None) -> list[str]:
     """The short answer (`wp-autotrace run` prints it after the program): the Answer, then the findings
     (the Answer's problems told again only when it has no bullet for them)."""
     ended = exit_code_words(rep)
-    if not rep["findings"] and ended and ended in rep["answer"]:  # how it ended is the Answer's: not said twice
+    if not rep["findings"] and ended and ended in rep["answer"] and not rep.get("no_exit_pids"):
+        # how it ended is the Answer's: not said twice
         return [*answer_lines(rep, width), f"{NO_FINDING}."]
     return [*answer_lines(rep, width), *findings_lines(rep, width=width)]
 
@@ -282,7 +284,7 @@ def _ranks_section(rep: dict[str, Any], verbose: bool) -> list[str]:
         if e is None:
             out.append(_more(ranks, limit))
             continue
-        left = f", {e['leftovers']} left" if e["leftovers"] else ""
+        left = ", left: not known" if e["leftovers"] is None else f", {e['leftovers']} left" if e["leftovers"] else ""
         started = e.get("started") or []
         again = f", started {len(started)} times ({', '.join(map(str, started))})" if len(started) > 1 else ""
         out.append(f"- {e['name']}: {e['role']} {e['pid']} ({e['label']}){again}; {e['processes']} process(es), "
@@ -455,10 +457,11 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
            f"processes seen {rep['processes_started']}, exited {rep['processes_exited']}, "
            f"peak concurrent {'unknown (no watcher sample)' if peak is None else peak}, "
            f"deepest sidecar nesting {rep['max_sidecar_depth']}"]
-    left = rep["leftover_pids"]
-    listed = f"{rep['leftover_count']}: {pid_text(left, 12)}" if rep["leftover_count"] else "none"
-    if rep["leftover_count"] > len(left):
-        listed += f" ({rep['leftover_count'] - len(left)} not listed: the log's list was cut)"
+    left, count = rep["leftover_pids"], rep["leftover_count"]  # count None: a run's is not known (Run.left_known)
+    listed = (f"{count}: {pid_text(left, 12)}" if count else "none" if count is not None else
+              f"not known (listed: {pid_text(left, 12)})" if left else "not known")
+    if rep["leftover_unlisted"]:
+        listed += f" ({rep['leftover_unlisted']} not listed: the log's list was cut)"
     states = {r["state"] for r in rep["runs"]}
     pending = [r for r in rep["runs"] if r.get("verdict_pending")]
     lost = [r for r in rep["runs"] if r.get("no_verdict")]
@@ -466,8 +469,7 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
         whence = {"sample": "from the last sample after the main process ended",
                   "below": "from the main process's own list of its descendants at exit"}
         lost_from = sorted({whence[r["verdict_from"]] for r in lost if r.get("verdict_from") in whence})
-        known = lost_from or rep["leftover_count"] or all(r["root_pid"] == 1 for r in lost)
-        out.append(f"left behind at main exit: {listed if known else 'not known'} (no verdict will come: "
+        out.append(f"left behind at main exit: {listed} (no verdict will come: "
                    f"{lost[0]['no_verdict']}" + (f"; {' and '.join(lost_from)}" if lost_from else "") + ")")
     elif pending:
         source = {"sample": "the last sample after the main process ended",
@@ -499,7 +501,8 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
                   if costs["pool_peak_pss_bytes"] else "")
                + f"{idle}; left {'at least ' if real and costs.get('leftover_at_least') else ''}"
                f"{size_text(real) if real else 'nothing' if rep['leftover_checked'] else '?'}"
-               f"; main waited {costs['exit_wait_s']:.1f} s at exit")
+               + ("; main's wait at exit not known (no exit of it in the log)" if costs["exit_wait_s"] is None
+                  else f"; main waited {costs['exit_wait_s']:.1f} s at exit"))
     if rep.get("possible"):
         out.append("possibly the run's (they share only its process group or session; cleanup never ends "
                    f"them): {pid_text([e['pid'] for e in rep['possible']], 12)}")

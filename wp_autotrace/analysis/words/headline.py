@@ -20,7 +20,7 @@ def _killed_launcher(rep: dict[str, Any], f: dict[str, Any]) -> str:
     real = rep["costs"].get("leftover_real_bytes")
     about = "at least" if rep["costs"].get("leftover_at_least") else "about"
     mem = f" ({about} {size_text(real)})" if real else ""
-    n = rep["leftover_count"]
+    n = c["processes"]
     were = "process was" if n == 1 else "processes were"
     return (f"The main process {c['main_how']}, which ends that one process: its {kids} child "
             f"{'process' if kids == 1 else 'processes'} ran on{made}; {n} {were} left running after it{mem}.")
@@ -49,7 +49,7 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
             cause = f": {f['cost']['orphans_short']}"
         elif f["cost"].get("dead_pool_workers"):  # a dead sidecar's workers: no pool left to stop them
             cause = ": the dead pool's workers, which nothing stopped"
-        n = rep["leftover_count"]
+        n = f["cost"]["processes"]
         were = "process was" if n == 1 else "processes were"
         return f"{n} {were} left running after the main process{mem}{cause}."
     text = str(f["text"])

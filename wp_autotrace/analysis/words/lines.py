@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from .fmt import status_words, uncaught_words, wrap
+from .fmt import pid_text, plural, status_words, uncaught_words, wrap
 from .state import command_exit_words
 
 
@@ -89,7 +89,7 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
     """Each finding, worst first (findings/rank.py, as report.py orders them), with its advice, wrapped to width
     (verbose: every pid and the evidence); none: no_finding_line."""
     if not rep["findings"]:
-        return [no_finding_line(rep["runs"], rep.get("t0"))]
+        return wrap(no_finding_line(rep["runs"], rep.get("t0"), rep.get("no_exit_pids") or ()), width)
     return [line for f in rep["findings"] for line in finding_lines(f, verbose, width)]
 
 
@@ -97,8 +97,22 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
 NO_FINDING = "- No finding about its processes or pools"
 
 
-def no_finding_line(runs: list[dict[str, Any]], t0: float | None = None) -> str:
-    """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code)."""
+def no_finding_line(runs: list[dict[str, Any]], t0: float | None = None, unseen: Any = ()) -> str:
+    """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code) or traced
+    processes ended with no exit record that anything explains (`unseen`: the report's no_exit_pids; a child
+    crashed, its parent reaped it before any look read how: its end is a problem no finding tells)."""
+    line = _no_finding(runs, t0)
+    if not unseen:
+        return line
+    told = (f"{plural(len(set(unseen)), 'traced process')} ended without an exit record, killed or crashed (the "
+            f"Timeline says what the log shows of each): pids {pid_text(unseen)}")
+    return f"{NO_FINDING}; {told}." if line == NOTHING_UNUSUAL else f"{line} Also {told}."
+
+
+NOTHING_UNUSUAL = "- Nothing unusual."
+
+
+def _no_finding(runs: list[dict[str, Any]], t0: float | None) -> str:
     command = command_exit_words(runs, t0)
     if command:  # not about a shell script of Python steps that failed: its status, its failed steps'
         return f"{NO_FINDING}. {command}"
@@ -112,7 +126,7 @@ def no_finding_line(runs: list[dict[str, Any]], t0: float | None = None) -> str:
     ended = next((r for r in runs if r.get("root_error")), None)
     if ended is not None:  # nor about one an exception ended, its code unrecorded (no `run` waited for it)
         return f"{NO_FINDING}; {_program(runs, ended)} ended by {uncaught_words(ended['root_error'])}."
-    return "- Nothing unusual."
+    return NOTHING_UNUSUAL
 
 
 def _program(runs: list[dict[str, Any]], r: dict[str, Any]) -> str:
