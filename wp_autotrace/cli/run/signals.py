@@ -9,12 +9,12 @@ pid alone (`kill PID`, `docker stop`, a supervisor that knows only run's pid), w
 passes on, once, to the program's pid (untraced, that pid would have been the program's):
 
 - run keeps a *sentinel*: a small forked process in run's own group, which nothing names by pid, that
-  catches FORWARDED and reports each one down a pipe. A signal the sentinel got too within SENTINEL_HOLD_S
+  catches PASSED and reports each one down a pipe. A signal the sentinel got too within SENTINEL_HOLD_S
   was sent to more than run's pid (run's group, the terminal's foreground group, every process of the
   cgroup as systemd, slurmstepd or a container runtime send it): the program has it already, and run does
   not pass it on. Otherwise run passes it to the program's pid. The sentinel ends when run closes its pipe
   (or run dies).
-- run catches FORWARDED itself, so a group signal does not end it before the program (it waits and exits
+- run catches PASSED itself, so a group signal does not end it before the program (it waits and exits
   with the program's status); the program starts with the dispositions run was started with (a signal
   ignored by run's parent, nohup's SIGHUP, is ignored in the program too).
 - Ctrl-Z stops the whole group, run with it: the shell sees its job stopped, and `fg` continues them all.
@@ -48,6 +48,12 @@ _ENDING = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGA
            "SIGABRT", "SIGPWR", "SIGSTKFLT", "SIGIO")
 FORWARDED = tuple(getattr(signal, name) for name in _ENDING if hasattr(signal, name)) + tuple(
     range(getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", -1) + 1))  # the real-time ones: each ends
+# Passed on too, though their default is to ignore: a program may catch them (a terminal program redraws on
+# SIGWINCH, `kill -WINCH PID` asks a server to reload; SIGURG: out-of-band data, Go's runtime preemption), and
+# sent to run's pid alone they would reach no one. Never run's own to act on: a terminal's resize while run
+# finishes its summary must not cut it short (CutShort takes FORWARDED only). Not SIGCHLD (run's own child's
+# end), nor SIGCONT (run follows stops itself: Forwarder._stopped).
+PASSED = FORWARDED + tuple(getattr(signal, name) for name in ("SIGWINCH", "SIGURG") if hasattr(signal, name))
 # A signal sent to a group or a cgroup reaches its processes one after another within a few milliseconds:
 # this long run waits for the sentinel's word before it passes a signal on (the cost of a `kill PID`).
 SENTINEL_HOLD_S = 0.1
@@ -109,7 +115,7 @@ def _serve(alive: int, run: int) -> None:
 
 
 class Sentinel:
-    """A forked process in run's group that only catches FORWARDED and tells run each one it got. It goes by
+    """A forked process in run's group that only catches PASSED and tells run each one it got. It goes by
     the program's name and command line (_named_as)."""
 
     def __init__(self, command: list[str] | None = None) -> None:
@@ -135,7 +141,7 @@ class Sentinel:
                     os.close(null)
                 if self.command:
                     _named_as(self.command)
-                for sig in FORWARDED:
+                for sig in PASSED:
                     signal.signal(sig, lambda s, f: os.write(report_w, bytes((s,))))
                 os.write(report_w, bytes((READY,)))
                 _serve(alive_r, os.getppid())
@@ -248,7 +254,7 @@ class Forwarder:
             self.sentinel.start()
         except OSError:
             pass  # no sentinel: every signal run is sent is passed on
-        self.before = {sig: signal.signal(sig, self.forward) for sig in FORWARDED}
+        self.before = {sig: signal.signal(sig, self.forward) for sig in PASSED}
         self.before[signal.SIGCONT] = signal.signal(signal.SIGCONT, self._continued)
         # SIGCHLD ignored by run's parent (kept across exec: a Python supervisor's SIG_IGN reaches every child):
         # the kernel would reap the program at once and run's wait find no status (Popen says 0 for any end).
