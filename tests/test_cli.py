@@ -158,6 +158,20 @@ def test_run_says_when_no_log_was_written(tmp_path: Path) -> None:
     assert f"no log was written ({log}): tracing did not start" in res.stderr
 
 
+def test_run_with_a_directory_as_its_log_says_no_log_was_written(tmp_path: Path) -> None:
+    """`run --log DIR`: no record can be written there, and the program runs untraced with its own code. run said
+    "logging to DIR", then a summary of "no usable record" that pointed to `wp-autotrace report DIR`, a report of
+    nothing; it says no log was written, why, and what to name instead."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    res = run_python(["-m", "wp_autotrace", "run", "--log", str(folder), "--", sys.executable, "-c",
+                      "raise SystemExit(3)"], clean_env())
+    assert res.returncode == 3 and list(folder.iterdir()) == [], res.stderr
+    assert (f"no log was written: {folder} is a directory, and the program ran untraced; name a file in it "
+            f"(--log {folder / 'run.jsonl'})") in res.stderr, res.stderr
+    assert "logging to" not in res.stderr and "full report" not in res.stderr and "no usable record" not in res.stderr
+
+
 def test_run_refuses_python_dash_s(tmp_path: Path) -> None:
     """python -S skips site and so the .pth: refused before anything runs."""
     res = run_python(["-m", "wp_autotrace", "run", "--log", str(tmp_path / "l.jsonl"), "--", sys.executable, "-S",

@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         # untraced, and the Pythons it starts may be others, which trace.
         _say(f"wp-autotrace run: {command[0]} does not say which Python it runs; the one on PATH, {python}, cannot "
              f"trace ({probe.problem}): running it anyway")
-    _say(f"wp-autotrace: logging to {log}")
+    if not os.path.isdir(log):  # a directory is no log: the traced start says it cannot open it, and runs untraced
+        _say(f"wp-autotrace: logging to {log}")
     since = time.time()  # the runs of the log that began after this may be the program's (its summary's)
     try:
         forwarder = signals.Forwarder(command, env).start()
@@ -399,6 +400,10 @@ def _summarize(log: str, python: str | None, waited: Any = None, program: str = 
                ) -> None:
     """After the program: the short answer and where the log is, on stderr (stdout is the program's).
     python: the interpreter the command ran, None when the command does not say which."""
+    if os.path.isdir(log):  # no record could be written there: nothing to report, nor a report to point to
+        _say(f"wp-autotrace: no log was written: {log} is a directory, and the program ran untraced; name a file "
+             f"in it (--log {os.path.join(log, 'run.jsonl')})")
+        return
     if not os.path.exists(log):
         still = still_running(log)
         if still:
