@@ -183,3 +183,13 @@ def test_a_namespace_pid_signalled_is_no_host_process_of_that_number(tmp_path: P
     the main. Read as the host's, that signal made 400 one that ended with the main, not left running."""
     rep = report(_namespace_kills(400, False), tmp_path)
     assert rep["leftover_pids"] == [400], rep["leftover_pids"]
+
+
+def test_a_namespace_row_with_no_end_is_not_told_it_had_no_watcher(tmp_path: Path) -> None:
+    """The namespace's pid 400 wrote no exit: its end is unseen. Its run's watcher wrote on its host throughout, but
+    no entry of it is known to be this process; the words said "no watcher record of its run on its host"."""
+    rep = report(_namespace_kills(400, False), tmp_path)
+    row = next(p for p in rep["processes"] if p["host"] != "h1" and p["pid"] == 400)
+    words = row["ending"]["words"]
+    assert row["ending"]["kind"] == "end-unseen" and "no watcher record of its run" not in words, row["ending"]
+    assert "no watcher entry is known to be it (its pid is its pid namespace's" in words, words

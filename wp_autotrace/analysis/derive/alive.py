@@ -18,10 +18,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ...common import vocab
-from ..fold.model import last_seen
+from ..fold.model import in_namespace, last_seen
 
 if TYPE_CHECKING:
     from ..fold.model import Process
+
+
+# Its pids are a pid namespace's and no reading joined it to the host process the watcher saw (fold/pidns.py): the
+# watcher wrote, but none of its entries is known to be this process (never "no watcher on its host").
+SPACED = "no watcher entry is known to be it (its pid is its pid namespace's; the watcher's, the host's)"
 
 
 class Seen(NamedTuple):
@@ -33,6 +38,7 @@ class Seen(NamedTuple):
     watcher_last: float | None
     log_end: float | None = None
     quiet: float = 0.0  # the longest the watcher is quiet while it runs (quiet_s)
+    spaced: bool = False  # a pid namespace's process joined to no host one: no watcher entry is known to be it
 
 
 def quiet_s(p: Process) -> float:
@@ -65,7 +71,7 @@ def seen_alive(p: Process, log_end: float, quiet: float | None = None) -> Seen:
     # alive at the log's end too, whatever its watcher wrote
     now = run is not None and p is run.root and run.alive_now is True
     return Seen(now or (last is not None and watcher is not None and log_end - last <= quiet), last, watcher, log_end,
-                quiet)
+                quiet, in_namespace(p))
 
 
 def unseen_words(seen: Seen, say: Callable[[float | None], str]) -> str:
@@ -73,7 +79,7 @@ def unseen_words(seen: Seen, say: Callable[[float | None], str]) -> str:
     report's time words, Endings.rel)."""
     last = f"last seen at {say(seen.last)}; " if seen.last is not None else ""
     watcher = (f"no watcher record after {say(seen.watcher_last)}" if seen.watcher_last is not None
-               else "no watcher record of its run on its host")
+               else SPACED if seen.spaced else "no watcher record of its run on its host")
     return f"{last}{watcher}: whether it still runs, no record shows"
 
 
@@ -82,6 +88,6 @@ def unseen_evidence(seen: Seen, say: Callable[[float | None], str]) -> list[str]
     against the log's last and its own pace."""
     last = f"no end record; last seen at {say(seen.last)}" if seen.last is not None else "no end record"
     if seen.watcher_last is None:
-        return [last, "no record of its run's watcher on its host"]
+        return [last, SPACED if seen.spaced else "no record of its run's watcher on its host"]
     return [last, f"its run's watcher last wrote at {say(seen.watcher_last)}, the log's last record at "
             f"{say(seen.log_end)}: quiet longer than its pace ({seen.quiet:.1f} s)"]
