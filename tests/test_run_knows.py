@@ -526,6 +526,37 @@ def test_two_runs_at_once_on_one_log_each_answer_their_own(tmp_path: Path) -> No
     assert runs[str(began)]["exit_code"] == 3 and runs[str(release)]["exit_code"] == 0, runs
 
 
+def test_a_run_without_a_watcher_beside_one_with_a_watcher_says_none_ran(tmp_path: Path) -> None:
+    """Two `run --log L` at once: B's program (a watcher) waits until A's run has answered; A's, started with
+    WP_AUTOTRACE_SAMPLE_INTERVAL=0 (no watcher), exits 3. A's run found a watcher record in the log, B's, and so
+    did not say that no watcher ran for its own program (its summary told no verdict's cause)."""
+    log, release = tmp_path / "shared.jsonl", tmp_path / "release"
+    b_prog = ("import os, sys, time\nend = time.monotonic() + 120\n"
+              "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
+    common = dict(cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    b = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", b_prog, str(release)],
+                         env=clean_env(), **common)
+    a = None
+    try:
+        wait_until(lambda: log.exists() and b'"role":"watcher"' in log.read_bytes(), 120, what="B's watcher")
+        a = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", "import sys; sys.exit(3)"],
+                             env=clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="0"), **common)
+        a_err = a.communicate(timeout=240)[1]
+        release.touch()
+        b.communicate(timeout=240)
+    finally:
+        release.touch()
+        for proc in (a, b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        kill_run(log)
+    assert a.returncode == 3, a_err
+    said = " ".join(a_err.split("\nwp-autotrace:\n", 1)[1].split())
+    assert "The program exited with code 3." in said, said
+    assert "no watcher ran: WP_AUTOTRACE_SAMPLE_INTERVAL=0 starts none" in said, said
+
+
 def _new_pid_namespace_works() -> bool:
     try:
         return subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True,

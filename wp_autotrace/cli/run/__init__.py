@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from ...analysis.read.logread import NoUsableLog, count_events, stream_logs
+from ...analysis.read.logread import NoUsableLog, stream_logs
 from ...common.cmdline import is_python, python_flags
 from ...common.env import (
     CLI_SCRIPT,
@@ -25,7 +25,7 @@ from ...common.env import (
     TRUE_WORDS,
     runs_own_cli,
 )
-from ...common.vocab import RUN_EXIT, RUNNER, WATCHER
+from ...common.vocab import RUN_EXIT, RUNNER
 from ...runtime.sink import Sink
 from ...runtime.sink_rare import default_log_name
 from ..base import USAGE
@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
 
             waited = Waited(pid, code, forwarded, os.uname().nodename)
             own = Own(os.getpid(), since, os.uname().nodename, _proc_reader())
-            if os.path.exists(log) and not await_verdict(log, mine=own.of) and not count_events(log, role=WATCHER):
+            watched: set[str] = set()  # run's own runs that had a watcher (another program's may have one)
+            if os.path.exists(log) and not await_verdict(log, mine=own.of, watched=watched) and not watched:
                 waited = waited._replace(no_watcher=_why_no_watcher(env))
             with cut.held():
                 record_exit(log, pid, code, forwarded, since)
@@ -272,11 +273,13 @@ WATCHER_START_WAIT_S = 1.0
 VERDICT_POLL_S = 0.05
 
 
-def await_verdict(log: str, clock: Any = None, sleep: Any = None, mine: Any = None) -> bool:
+def await_verdict(log: str, clock: Any = None, sleep: Any = None, mine: Any = None,
+                  watched: set[str] | None = None) -> bool:
     """Wait, bounded, until every run in the log that has a watcher has its verdict (leftover or
     watcher_exit), or its watcher is gone; True if they all have a verdict. Reads the log
     incrementally into the run model. mine (Own.of): the runs to wait for, where the log holds others
-    (another program's, whose verdict may be long in coming); None: every run."""
+    (another program's, whose verdict may be long in coming); None: every run. watched: given, it gets the ids
+    of those runs that had a watcher (none: none ran for them, whatever another program's did)."""
     from ...analysis.fold.fold import Builder
     from ...analysis.fold.verdict import watchers_gone
     from ...analysis.read.logread import Tail
@@ -295,18 +298,20 @@ def await_verdict(log: str, clock: Any = None, sleep: Any = None, mine: Any = No
         while True:
             for r in tail.read():
                 builder.feed(r)
-            watched = [run for run in builder.model.runs.values() if run.watcher_pids and (mine is None or mine(run))]
-            if not tail.behind and watched and all(run.verdict for run in watched):
+            ours = [run for run in builder.model.runs.values() if run.watcher_pids and (mine is None or mine(run))]
+            if watched is not None:
+                watched.update(run.id for run in ours)
+            if not tail.behind and ours and all(run.verdict for run in ours):
                 return True
             if gone and not tail.behind:
                 return False  # read once more after the watcher was seen gone: no verdict will come
             waited = clock() - start
-            if not watched and waited >= WATCHER_START_WAIT_S and not tail.behind:
+            if not ours and waited >= WATCHER_START_WAIT_S and not tail.behind:
                 return False
-            interval = min(max((run.interval for run in watched), default=0.0), VERDICT_TICK_S)
+            interval = min(max((run.interval for run in ours), default=0.0), VERDICT_TICK_S)
             if waited >= LEFTOVER_GRACE_S + 2 * interval + VERDICT_SLACK_S:
                 return False
-            gone = bool(watched) and all(watchers_gone(run) for run in watched if not run.verdict)
+            gone = bool(ours) and all(watchers_gone(run) for run in ours if not run.verdict)
             if not tail.behind and not gone:
                 sleep(VERDICT_POLL_S)
 
