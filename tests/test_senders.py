@@ -502,3 +502,4 @@ def test_the_waits_a_dead_pool_cost_are_told_whole_with_torchs_own_timeout(tmp_p
             "(3 s)")
     assert said in lost["text"] and said in lost["headline"], lost
     assert said in " ".join(rep["answer"].split()), rep["answer"]
+    assert "(3 s) raised: they never return; in torch" in lost["text"] and "for ever" not in lost["text"], lost

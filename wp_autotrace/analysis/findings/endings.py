@@ -285,7 +285,7 @@ def _waited(v: View, pool: Pool, end: float | None) -> str:
     if all(timeouts):  # torch's own verdict, each: its setting and value, not its message cut short
         within = sorted({m.group(1) for m in timeouts if m})
         each = "each " if len(waits) > 1 else ""
-        how = f"{each}until torch's compile_worker_wait_timeout ({'/'.join(within)} s) raised"
+        how = f"{each}until {TIMED_OUT} ({'/'.join(within)} s) raised"
     else:
         error = error_words(c.error).splitlines()[0] if c.error else ""
         how = (f"until {error if len(error) <= ERROR_CHARS else error[:ERROR_CHARS].rsplit(' ', 1)[0] + ' …'}"
@@ -297,6 +297,8 @@ def _waited(v: View, pool: Pool, end: float | None) -> str:
             f"({v.rel(spans[0][0]) or 0:.1f} -> {v.rel(max(b for _, b in spans)) or 0:.1f} s), {how}")
 
 
+# How _waited names torch's own bound on a wait (the jobs' text then says no wait went on for ever).
+TIMED_OUT = "torch's compile_worker_wait_timeout"
 # torch's RuntimeError where a compile future outlived compile_worker_wait_timeout (async_compile._wait_futures).
 TIMEOUT_WITHIN = re.compile(r"did not complete within (\d+(?:\.\d+)?)s")
 
@@ -350,8 +352,10 @@ def jobs_lost(v: View) -> Finding | None:
              "(") + f"{when}){where}{waited}")
     return Finding(
         "jobs-lost", "problem",
-        head + ": they never return (a future's result() waits for ever, or until its timeout); in torch 2.13 the "
-        "pool does not notice its sidecar's end.",
+        # where torch's own timeout ended each wait, the wait's words say so: no "waits for ever" beside them
+        head + (": they never return" if TIMED_OUT in waited else
+                ": they never return (a future's result() waits for ever, or until its timeout)")
+        + "; in torch 2.13 the pool does not notice its sidecar's end.",
         sorted({p.creator.pid for p, _ in lost}),
         [f"pool of sidecar {p.sidecar_pid}: {j['jobs_lost']} lost" for p, j in lost[:TEXT_PIDS]],
         # lost_in: the sidecars of the pools that lost them, whose pool-died is their cause (words/causes.py)
