@@ -524,6 +524,9 @@ def test_two_runs_at_once_on_one_log_each_answer_their_own(tmp_path: Path) -> No
     assert "code 3" not in said_b and a_id not in said_b and "Nothing unusual." in said_b, said_b
     assert "This log holds 1 other run(s), begun before this one" in said_b, said_b
     assert runs[str(began)]["exit_code"] == 3 and runs[str(release)]["exit_code"] == 0, runs
+    # the line on the other run is wrapped as the summary's other lines are (100 columns, run's 2 ahead of each)
+    told = a_err.split("\nwp-autotrace:\n", 1)[1].split("\n  log: ")[0].splitlines()
+    assert all(len(line) <= 102 for line in told), [line for line in told if len(line) > 102]
 
 
 def test_a_run_without_a_watcher_beside_one_with_a_watcher_says_none_ran(tmp_path: Path) -> None:

@@ -343,9 +343,10 @@ def short_answer(log: str, waited: Any = None, own: Own | None = None) -> list[s
     from ...analysis.fold.verdict import fold_and_judge, here_and_now
     from ...analysis.present.render import summary_lines
     from ...analysis.report import report_of, select_runs
-    from ...analysis.words.fmt import escape
+    from ...analysis.words.fmt import escape, wrap
     from ..base import text_width
 
+    width = text_width(sys.stderr)
     data = stream_logs([log], typed=True)  # typed: the fold alone reads them
     reader = here_and_now()
     model = fold_and_judge(data.records, waited, reader)
@@ -354,13 +355,15 @@ def short_answer(log: str, waited: Any = None, own: Own | None = None) -> list[s
     mine = [r for r, yes in zip(every, told) if yes]
     others = [r for r, yes in zip(every, told) if not yes]
     if every and not mine:  # never the other runs' answer under this program's run
-        return [escape(f"- This run wrote no record into the log: tracing did not start in its program (check "
-                       f"with: wp-autotrace doctor --python PYTHON); the log holds {_others(others, own)}: not "
-                       "told here; the full report tells every run.")]
+        return [escape(line) for line in wrap(
+            f"- This run wrote no record into the log: tracing did not start in its program (check with: wp-autotrace "
+            f"doctor --python PYTHON); the log holds {_others(others, own)}: not told here; the full report tells "
+            "every run.", width)]
     rep, _ = report_of(model, data, None, reader.now, mine)
-    lines = summary_lines(rep, text_width(sys.stderr))
-    if others:
-        lines.append(f"- This log holds {_others(others, own)}: not told here; the full report tells every run.")
+    lines = summary_lines(rep, width)
+    if others:  # wrapped as the lines above it are
+        lines += wrap(f"- This log holds {_others(others, own)}: not told here; the full report tells every run.",
+                      width)
     return [escape(line) for line in lines]
 
 
