@@ -227,3 +227,33 @@ def test_what_was_left_is_null_where_no_verdict_says_it(tmp_path: Path) -> None:
     assert (rep["leftover_count"], rep["runs"][0]["left_running"], node["leftovers"]) == (0, 0, 0)
     assert rep["costs"]["exit_wait_s"] == 0.0
     assert "left behind at main exit: none" in render_text(rep, {})
+
+
+def test_a_leftover_gone_from_this_host_is_not_to_be_ended_again(tmp_path: Path) -> None:
+    """A leftover cleanup ended (it writes no record), read again on its host: the report said "end them now
+    with `wp-autotrace cleanup LOG`" for a process long gone. Its pid is checked as the log is read: alive, the
+    advice stays; gone, "all have ended since (gone from this host ...)" and no cleanup advice."""
+    import subprocess
+
+    from wp_autotrace.common.procfs import ProcReader
+
+    from .logs import watcher
+
+    left = subprocess.Popen(["sleep", "60"])
+    try:
+        created = ProcReader(strict=True).stat(left.pid)["create_time"]
+        w = LogWriter(host=os.uname().nodename)
+        w.add(0, 100, 1, "main", "process_start", argv=["python", "train.py"], forked=False, run="r1", root_pid=100)
+        watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+        w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+        watcher(w, 1.5, "leftover", how="root-exit", count=1,
+                procs=[{"pid": left.pid, "ppid": 1, "name": "sleep", "cmd": "sleep 60", "rss": 1 << 20,
+                        "create_time": created}])
+        log = str(w.write(tmp_path / "log.jsonl"))
+        text = finding(analyze(read_logs([log])), "leftovers")
+        assert "ended since" not in text["text"] and "cleanup" in text["advice"], text
+    finally:
+        left.kill()
+        left.wait(10)
+    text = finding(analyze(read_logs([log])), "leftovers")
+    assert "all have ended since (gone from this host" in text["text"] and "cleanup" not in text["advice"], text

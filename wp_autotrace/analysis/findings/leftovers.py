@@ -32,13 +32,16 @@ def leftovers(v: View) -> Finding | None:
     # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
     killed = next((no_exit_how(v, r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
     pending = _provisional(v)
-    # Those the log later saw end (killed by a runner, or finished): nothing of them is left to end now.
-    ended = [p for p in listed if p.end is not None]
+    # Those the log later saw end (killed by a runner, or finished), or this host shows gone as the log is read
+    # (cleanup writes no record): nothing of them is left to end now.
+    gone_now = {p for r in v.runs for p, entry in r.leftover.items() if entry.get("gone_now")}
+    ended = [p for p in listed if p.end is not None or p in gone_now]
+    checked = ", gone from this host as the log was read" if gone_now.intersection(ended) else ""
     since = ""
     if ended and len(ended) == len(listed) and not unlisted:
-        since = "; all have ended since"
+        since = f"; all have ended since{' (' + checked[2:] + ')' if checked else ''}"
     elif ended:
-        since = f"; {len(ended)} have ended since (pids {pid_text(p.pid for p in ended)})"
+        since = f"; {len(ended)} have ended since (pids {pid_text(p.pid for p in ended)}{checked})"
     todo = ("nothing is left of them to end; stop their cause" if since.startswith("; all") else
             "end them now with `wp-autotrace cleanup LOG` (it checks each is still the process the log saw); "
             "then stop their cause")

@@ -66,7 +66,17 @@ def judge(model: Model, reader: Reader) -> Model:
     for run in model.runs.values():
         look_now(run, reader, starts)
         pending_verdict(run, reader)
+        leftovers_now(run, reader, starts)
     return model
+
+
+def leftovers_now(run: Run, reader: Reader, starts: dict[int, float]) -> None:
+    """Marks each of the run's leftovers with no end in the log that this host shows gone now (its verdict entry's
+    `gone_now`): a leftover that cleanup (which writes no record) or anyone else ended is not one to end again."""
+    for p, entry in run.leftover.items():
+        if p.end is None and p.host == reader.host and p.create_time is not None:
+            alive, _ = main_alive(p.host, p.pid, p.create_time, reader, starts, log_clock(run, p.host))
+            entry["gone_now"] = alive is False
 
 
 def fold_and_judge(records: Iterable[dict[str, Any]], waited: Waited | None = None,
