@@ -7,7 +7,7 @@ import pytest
 
 from .conftest import ROOT, clean_env, run_python
 
-SCRIPTS = ("import_cost.py", "logsafe.py", "start_census.py", "start_inline.py")
+SCRIPTS = ("import_cost.py", "logsafe.py", "start_census.py", "start_inline.py", "start_bound.py")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
