@@ -71,6 +71,9 @@ EVIDENCE = {
                   (('redact=parse_patterns(env.get(REDACT_ENV, "")),', "redact=None,"),
                    ("argv=redact_argv(argv, patterns, argv_env_secrets(argv, patterns)),", "argv=argv,"),
                    ("env=redact_env(pool_env(), patterns),", "env=pool_env(),"))),
+    "redaction_calls": ((), (('redact=parse_patterns(env.get(REDACT_ENV, "")),', "redact=None,"),
+                             ("argv=redact_argv(argv, patterns, argv_env_secrets(argv, patterns)),", "argv=argv,"),
+                             ("env=redact_env(pool_env(), patterns),", "env=pool_env(),"))),  # its code still loaded
     "identity": (("own_start", "split_stat", "boot_time", "_bracketed_boot", "clock_create_time"),
                  (("rt.create_time, rt.start_ticks = own_start()", "rt.create_time, rt.start_ticks = None, None"),)),
     "exec_signal_patches": (("install_exec_record", "install_signal_record", "pidfd_owners", "look_like",
