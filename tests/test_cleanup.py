@@ -962,3 +962,28 @@ def test_a_leftovers_forked_child_is_the_runs_whatever_its_start_environment_say
         proc.kill()
         proc.wait(10)
         _kill_all([worker] if worker else [])
+
+
+def test_the_heading_counts_what_the_verdict_names(tmp_path: Path) -> None:
+    """The verdict names 1 leftover and the log names a forked child of it: the heading said "2 process(es) left
+    behind according to the log" where the verdict and the report say 1; the child is counted apart."""
+    from wp_autotrace.cli import cleanup as c
+
+    from .logs import T0, LogWriter, watcher
+
+    w = LogWriter(host=os.uname().nodename)
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "train.py"], forked=False, run="r1", root_pid=100)
+    watcher(w, 0.01, "watcher_start", interval=0.1, linger=5.0)
+    for t, pid, ppid in ((0.5, 200, 100), (0.6, 300, 200)):
+        w.add(t, pid, ppid, "child", "process_start", argv=["python", "train.py"], forked=True, run="r1", root_pid=100,
+              create_time=T0 + t)
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 1.5, "leftover", how="root-exit", count=1,
+            procs=[{"pid": 200, "ppid": 1, "name": "python", "cmd": "python train.py", "rss": 1 << 20,
+                    "create_time": T0 + 0.5}])
+    log = str(w.write(tmp_path / "log.jsonl"))
+    said: list[str] = []
+    c.cleanup([c._owned_model(log)], None, True, 1.0, say=said.append)
+    heading = next(line for line in said if "according to the log" in line)
+    assert heading == ("run r1: 1 process(es) left behind according to the log, and 1 process(es) the log names as "
+                       "their descendants"), said

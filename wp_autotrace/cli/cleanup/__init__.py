@@ -358,8 +358,11 @@ def _judge_and_end(sweep: Sweep, run: str | None, dry_run: bool) -> int:
     if not claims:
         return _nothing_left(sweep, run)
     for rid in sorted({c.run for group in claims.values() for c in group}):
-        n = sum(any(c.run == rid for c in group) for group in claims.values())
-        sweep.say(f"run {rid or '?'}: {n} process(es) left behind according to the log")
+        # the verdict's count, as the report gives it; the descendants the log names of them said apart
+        n = sum(any(c.run == rid and not c.by_descent for c in group) for group in claims.values())
+        kids = sum(all(c.by_descent for c in group) and any(c.run == rid for c in group) for group in claims.values())
+        more = f", and {kids} process(es) the log names as their descendants" if kids else ""
+        sweep.say(f"run {rid or '?'}: {n} process(es) left behind according to the log{more}")
     for group in claims.values():
         sweep.admit(group[0], tuple(group[1:]))
     if dry_run:
