@@ -79,6 +79,23 @@ def test_doctor_says_the_shells_own_log(tmp_path: Path) -> None:
     assert res.returncode == 1 and "[FAIL] WP_AUTOTRACE_LOG=" in res.stdout, res.stdout
 
 
+def test_doctor_says_the_shell_runs_below_a_traced_run(tmp_path: Path) -> None:
+    """A shell below a traced run (a traced program's terminal) passes WP_AUTOTRACE_RUN on: a program started from it
+    with WP_AUTOTRACE=1 joins that run, as shown here, and doctor says so; it said nothing of it (its own child runs
+    without it) and, of the shell's log, that every traced run started there appends to it as a run of its own."""
+    log = tmp_path / "run.jsonl"
+    outer = clean_env(WP_AUTOTRACE="1", WP_AUTOTRACE_LOG=str(log), WP_AUTOTRACE_SAMPLE_INTERVAL="0")
+    code = ("import os, subprocess, sys; print(os.environ['WP_AUTOTRACE_RUN']); sys.stdout.flush(); "
+            "subprocess.run([sys.executable, '-c', 'pass']); "
+            "subprocess.run([sys.executable, '-m', 'wp_autotrace', 'doctor'])")
+    res = run_python(["-c", code], outer, timeout=180)
+    run_id = res.stdout.splitlines()[0]
+    starts = [r for r in read_log(log) if r["event"] == "process_start"]
+    assert {r["run"] for r in starts} == {run_id}, starts  # the child joined the shell's run
+    said = f"[note] WP_AUTOTRACE_RUN={run_id} (set in this shell): it runs below the traced run"
+    assert said in res.stdout, res.stdout
+
+
 def test_doctor_explains_a_venv_without_the_package(tmp_path: Path) -> None:
     """`doctor --python` on a venv without the package says so and exits 1."""
     env_dir = tmp_path / "bare"

@@ -13,7 +13,7 @@ import tempfile
 from typing import Any, NamedTuple
 
 from ...analysis.read.logread import count_events
-from ...common.env import LOG_ENV, PREFIX
+from ...common.env import LOG_ENV, PREFIX, ROOT_ENV, RUN_ENV, WATCHED_ENV
 from ...common.vocab import PROCESS_START
 from ..base import OK
 
@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             + (f"; stderr: {stderr[:300]}" if stderr else "")
             + ("" if starts else " (python -S, or no .pth: tracing cannot start there)"))
     shell_log(say, os.environ.get(LOG_ENV, ""))
+    shell_run(say, os.environ.get(RUN_ENV, ""))
     if not args.python:
         _doctor_torch(say)
     print("all good" if not problems else f"{problems} problem(s)")
@@ -171,6 +172,16 @@ def shell_log(say: Any, log: str) -> None:
         return
     say(None, f"{LOG_ENV}={log} (set in this shell): every traced run started from here appends to it "
               "(`wp-autotrace report --run ID` tells one of them)")
+
+
+def shell_run(say: Any, run_id: str) -> None:
+    """The shell's own WP_AUTOTRACE_RUN, said: a shell below a traced run (a traced program's terminal, `wp-autotrace
+    run -- bash`) passes that run on, so a program started from it with WP_AUTOTRACE=1 is one more process of that
+    run, in its log, and no run of its own (doctor's child, started without it, cannot show this)."""
+    if run_id:
+        say(None, f"{RUN_ENV}={run_id} (set in this shell): it runs below the traced run {run_id}; a program "
+                  f"started here with WP_AUTOTRACE=1 joins that run and its log, never a run of its own: start it "
+                  f"with `wp-autotrace run -- ...`, or unset {RUN_ENV} {ROOT_ENV} {WATCHED_ENV} first")
 
 
 def _doctor_torch(say: Any) -> None:
