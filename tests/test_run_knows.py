@@ -587,6 +587,41 @@ def test_a_main_in_a_pid_namespace_of_its_own_keeps_the_commands_exit_code(tmp_p
     assert "The command wp-autotrace run started (pid " in said and ") exited with code 5" in said, said
 
 
+@pytest.mark.skipif(not _new_pid_namespace_works(), reason="no new pid namespace here (unshare -p needs privilege)")
+def test_two_runs_at_once_of_namespaced_mains_are_not_told_each_others_status(tmp_path: Path) -> None:
+    """Two `run --log L -- unshare -p -f --mount-proc python ...` at once: A's main exits 5 once B's has begun, B's
+    exits 0 once A's run has ended (ordered by files). No pid joins a namespace's main to the command run waited
+    for, only its start within the command's life; B's main began within both commands' lives, and the first
+    run_exit in the log, A's, took it: the report told B's run as A's step, 'exited with code 5'. It is joined to
+    neither now; A's main, begun before B's command, is A's."""
+    log, began, release = tmp_path / "ns.jsonl", tmp_path / "b-began", tmp_path / "release"
+    wait_for = ("import os, sys, time\nend = time.monotonic() + 120\n"
+                "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
+    ns = ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c"]
+    common = dict(env=clean_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                  stdin=subprocess.DEVNULL)
+    a = subprocess.Popen([*RUN, "--log", str(log), "--", *ns, wait_for + "sys.exit(5)", str(began)], **common)
+    b = None
+    try:
+        wait_until(lambda: log.exists(), 120, what="A's program's first record")
+        b = subprocess.Popen([*RUN, "--log", str(log), "--", *ns, f"open({str(began)!r}, 'w').close()\n" + wait_for
+                              + "sys.exit(0)", str(release)], **common)
+        a_err = a.communicate(timeout=240)[1]
+        release.touch()
+        b_err = b.communicate(timeout=240)[1]
+    finally:
+        release.touch()
+        for proc in (a, b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        kill_run(log)
+    assert (a.returncode, b.returncode) == (5, 0), (a_err, b_err)
+    runs = {r["command"].split()[-1]: r for r in report_json(log)["runs"]}
+    assert runs[str(began)]["command_exit"]["status"] == 5, runs[str(began)]
+    assert runs[str(release)]["command_exit"] is None, runs[str(release)]
+
+
 def test_run_under_faulthandler_keeps_the_programs_status(tmp_path: Path) -> None:
     """PYTHONFAULTHANDLER=1 (what a crash's advice says to export): SIGABRT's handler at run's start is
     faulthandler's, not one set from Python; run puts its own back at the end and still exits with the

@@ -290,18 +290,18 @@ def _namespace_mains(reg: Registry, runs: list[Run], owned: set[int]) -> None:
     python ...`, a container runtime's init): the main's records say pid 1, ppid 0 (its parent is outside that
     namespace), and no pid of the log names the command run waited for. Such mains whose first record came within
     the command's life (run_exit's since .. its ts, run's own clock reads) on its host are its steps, as a shell's
-    Python children are: the command's status is told, never as the main's own code."""
-    for rec in reg.run_exits:
-        since = rec.get("since")
-        if (not isinstance(rec.get("status"), int) or id(rec) in owned or not isinstance(since, (int, float))
-                or any(r.launch is rec for r in runs)):
+    Python children are: the command's status is told, never as the main's own code. The time is all that joins
+    them: a main within the lives of two such commands (two `run`s at once on one log) is joined to neither."""
+    recs = [rec for rec in reg.run_exits if isinstance(rec.get("status"), int) and id(rec) not in owned
+            and isinstance(rec.get("since"), (int, float)) and not any(r.launch is rec for r in runs)]
+    for run in runs:
+        root = run.root
+        if root is None or root.ppid != 0 or run.launch is not None or run.run_exit is not None:
             continue
-        for run in runs:
-            root = run.root
-            if (root is not None and root.ppid == 0 and run.launch is None and run.run_exit is None
-                    and reg.real_host.get(root.host, root.host) == rec["host"]
-                    and since <= (run.start or 0.0) <= rec["ts"]):
-                run.command_exit = run.launch = rec
+        host, start = reg.real_host.get(root.host, root.host), run.start or 0.0
+        during = [rec for rec in recs if rec["host"] == host and rec["since"] <= start <= rec["ts"]]
+        if len(during) == 1:
+            run.command_exit = run.launch = during[0]
 
 
 def executor_members(m: Model) -> None:
