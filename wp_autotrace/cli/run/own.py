@@ -5,8 +5,9 @@ A run is `run`'s where the log joins it to run's own run_exit (its main was the 
 fold/finish.match_waits), or its main's parents, read live on this host, lead up to `run` itself. It is
 another's where the log joins it to another run_exit, it began before `run` started its program, or those
 parents reach a process older than `run` before reaching it (a shell, another `run`: not below this one).
-Where nothing tells (a parent gone, a main in a pid namespace of its own, another host), a run begun after the
-program started is counted as its own, as the time alone says.
+Where nothing tells (a parent gone, or gone so that init took its child, a main in a pid namespace of its own,
+another host), a run begun after the program started is counted as its own, as the time alone says. An orphan a
+subreaper took (systemd --user) is not told from another's child: that parent is older than `run` too.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Own:
     def parents_reach_me(self, root: Any) -> bool | None:
         """Whether the parents of a run's main, read live, lead up to `run`: True; False where they reach a
         process that started before `run` did (so not below it); None where they cannot be followed (a parent
-        gone, its pid taken by a newer process, a main on another host or in a pid namespace of its own)."""
+        gone, its pid taken by a newer process, a main on another host or in a pid namespace of its own, a process
+        whose parent exited: the kernel gives it to init, older than `run` though `run` started it)."""
         if self.my_ticks is None or root.host != self.host or not root.ppid:
             return None
         from ...common.procfs import SAME_START_S
@@ -64,6 +66,8 @@ class Own:
         for _ in range(MAX_PARENTS):
             if pid == self.me:
                 return True
+            if pid == 1:  # an orphan's parent (its own exited): init says nothing of who started the chain
+                return None
             info = self.reader.stat(pid) if pid > 0 else None
             if info is None or (born is not None and info["create_time"] > born + SAME_START_S):
                 return None  # gone, or a newer process that got its pid: not the parent the log names

@@ -1,0 +1,63 @@
+"""run/own.py: which runs of a shared log are `run`'s own, read from their main's parents, with a reader whose
+processes the test sets (the live cases are test_run_knows.py's)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from wp_autotrace.cli.run.own import Own
+
+ME, SINCE, HOST = 4000, 1000.0, "h1"
+OLDER, NEWER = 10, 500  # start ticks: before run's (ME's), after
+
+
+class Procs:
+    """A host's processes as ProcReader.stat gives them: pid -> (ppid, start ticks)."""
+
+    def __init__(self, procs: dict[int, tuple[int, int]]) -> None:
+        self.procs = procs
+
+    def stat(self, pid: int) -> dict[str, Any] | None:
+        if pid not in self.procs:
+            return None
+        ppid, ticks = self.procs[pid]
+        return {"pid": pid, "ppid": ppid, "start_ticks": ticks, "create_time": SINCE - 50 + ticks / 100}
+
+
+def _run(ppid: int) -> Any:
+    root = SimpleNamespace(host=HOST, ppid=ppid, create_time=SINCE + 6.0)
+    return SimpleNamespace(id="r1", run_exit=None, launch=None, command_exit=None, start=SINCE + 6.0, root=root,
+                           processes=[root], root_pid=7000)
+
+
+def test_a_main_whose_shell_init_took_is_not_another_programs() -> None:
+    """`run -- bash -c "bash -c 'python prog; true' & ..."`: the outer shell exits, the inner one, run's
+    grandchild, lives on under init, older than run. Init is where every orphan goes, not who started the
+    chain: the run is told by its start (run's own), not as another program's ('This run wrote no record')."""
+    procs = {1: (0, 1), ME: (300, 400), 6000: (1, NEWER)}  # 6000: the inner shell, its parent gone
+    own = Own(ME, SINCE, HOST, Procs(procs))
+    run = _run(6000)
+    assert own.parents_reach_me(run.root) is None
+    assert own.of(run)
+
+
+def test_a_main_below_an_older_shell_is_another_programs() -> None:
+    """Another `run` started beside this one from a shell older than both: its main's parents reach that shell
+    before this run: another's, as before."""
+    procs = {1: (0, 1), 300: (1, OLDER), ME: (300, 400), 6000: (300, NEWER)}  # 6000: the other run
+    own = Own(ME, SINCE, HOST, Procs(procs))
+    assert own.parents_reach_me(_run(6000).root) is False
+    assert not own.of(_run(6000))
+
+
+def test_a_main_below_run_is_runs() -> None:
+    procs = {1: (0, 1), ME: (300, 400), 6000: (ME, NEWER)}
+    assert Own(ME, SINCE, HOST, Procs(procs)).parents_reach_me(_run(6000).root) is True
+
+
+def test_run_as_pid_1_owns_what_init_took() -> None:
+    """run is its pid namespace's init (a container's entry point): an orphan given to it is below it."""
+    procs = {1: (0, 1), 6000: (1, NEWER)}
+    own = Own(1, SINCE, HOST, Procs(procs))
+    assert own.parents_reach_me(_run(6000).root) is True
