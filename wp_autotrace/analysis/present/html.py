@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from ...common.vocab import COMPILE_WORKER
 from ...common.vocab import MEMORY_STALE_S as STALE_S
-from ..words.fmt import MIB, idle_mib_s_text, mib_s_text, sidecar_name, size_text
+from ..words.fmt import MIB, idle_mib_s_text, mib_s_text, pool_name, sidecar_name, size_text
 from ..words.lines import finding_lines, no_finding_line, run_lines
 from ..words.sentences import covered_text, floor_text, process_words
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
@@ -232,7 +232,7 @@ def _timeline(run: dict[str, Any], lanes: list[list[dict[str, Any]]], pools: lis
     for i, (pool, last) in rows.items():
         top = ys[i] - LANE_H
         marks.append(rect(2, top - 1, WIDTH - RIGHT_PAD + 6, ys[last] + LANE_H - top + 2, "#eef1ee", cls="group",
-                          extra=f' data-sidecar="{pool["sidecar_pid"]}"'))
+                          extra=f' data-sidecar="{_sidecar_attr(pool)}"'))
         marks.append(_pool_row(pool, top, scale))
     end = scale.hi
     for row, y in zip(lanes, ys):
@@ -287,7 +287,7 @@ def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
                        f"shutting down: asked at {pool['shutdown_at']:.2f} s by {pool['shutdown_by']}, sidecar "
                        + (f"gone at {gone:.2f} s" if pool["sidecar_end"] is not None else
                           f"last seen at {gone:.2f} s, its end not seen" if seen is not None else "still running")))
-    out = [f'<g class="poolrow" data-sidecar="{pool["sidecar_pid"]}">',
+    out = [f'<g class="poolrow" data-sidecar="{_sidecar_attr(pool)}">',
            text(8, y + BAR_H, f"pool: {sidecar_name(pool['sidecar_pid'])} + {len(pool['worker_pids'])} workers",
                 "lanelabel")]
     for kind, a, b, words in phases:
@@ -338,7 +338,8 @@ def _lane(p: dict[str, Any], y: float, scale: Scale, main_end: Any, hi: float, l
     end = p["end_s"] if p["end_s"] is not None else hi
     rank = f" {p['rank_label']}" if p.get("rank_label") else ""
     mem = f"{p['held_kind']} {size_text(p['held_bytes'])}" if p["held_bytes"] else "memory not sampled"
-    tip = title([f"{p['role']} {p['pid']}{rank} on {p['host']} (parent {p['ppid']})",
+    parent = "not known" if p["ppid"] is None else p["ppid"]  # a process no record of its own names (a watcher's)
+    tip = title([f"{p['role']} {p['pid']}{rank} on {p['host']} (parent {parent})",
                  f"command: {p['cmd'][:400] or p['name'] or '?'}",
                  f"start {start:.2f} s, end " + (f"{p['end_s']:.2f} s ({p['exit'] or 'ended'})"
                                                   if p["end_s"] is not None else "not seen (running)"),
@@ -420,7 +421,17 @@ def _peak_words(pool: dict[str, Any]) -> str:
 
 
 def _line_name(pool: dict[str, Any]) -> str:
-    return str(pool.get("label") or f"pool of sidecar {pool['sidecar_pid']}")
+    return str(pool.get("label") or f"pool of {_pool_words(pool)}")
+
+
+def _pool_words(pool: dict[str, Any]) -> str:
+    """'sidecar PID'; a pool with none seen (a fork/spawn pool's workers are its creator's): its processes."""
+    return pool_name(pool) if pool["sidecar_pid"] is None else f"sidecar {pool['sidecar_pid']}"
+
+
+def _sidecar_attr(pool: dict[str, Any]) -> str:
+    """A pool's sidecar pid as its group's data-sidecar; empty for a pool with none (a fork/spawn pool)."""
+    return "" if pool["sidecar_pid"] is None else str(pool["sidecar_pid"])
 
 
 def _mib_axis(top: float, y: Any) -> str:
@@ -454,9 +465,8 @@ def _pool_memory(k: int, pool: dict[str, Any], points: list[Point], scale: Scale
         last = b
     gaps = sum(1 for (_, b, _), (a, _, _) in zip(steps, steps[1:]) if a > b)
     partial = [(t, pt) for t, pt in rel if pt.read < pt.alive]
-    who = pool.get("label") or (f"pool of sidecar {pool['sidecar_pid']} (made by {pool['creator_role']} "
-                                f"{pool['creator_pid']})")
-    out = [f'<g class="pool-memory" data-sidecar="{pool["sidecar_pid"]}">']
+    who = pool.get("label") or f"pool of {_pool_words(pool)} (made by {pool['creator_role']} {pool['creator_pid']})"
+    out = [f'<g class="pool-memory" data-sidecar="{_sidecar_attr(pool)}">']
     a, b = pool["busy_until"], pool["idle_to"]
     if pool["idle_s"] > 0 and isinstance(a, (int, float)) and isinstance(b, (int, float)):
         cost = (f": {idle_mib_s_text(pool['idle_mib_s'], pool.get('idle_unread_s') or 0.0, pool['idle_s'])} held "

@@ -237,6 +237,7 @@ def _pools_section(rep: dict[str, Any], verbose: bool) -> list[str]:
             continue
         start, end = lifespan(pool)
         how = pool["sidecar_exit"] if pool.get("kind") != "executor" else (pool.get("ending") or {}).get("kind")
+        how = how or "how it ended: not known"  # no sidecar seen, no record of the pool's end (never 'None')
         out.append(f"- {pool_name(pool)} created by {pool['creator_role']} {pool['creator_pid']} "
                    f"at {_t(pool['created_at']).strip()} from {made_at(pool)}")
         seen = (pool.get("ending") or {}).get("last_seen")  # an end-unseen pool: to where it was last seen
