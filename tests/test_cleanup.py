@@ -987,3 +987,19 @@ def test_the_heading_counts_what_the_verdict_names(tmp_path: Path) -> None:
     heading = next(line for line in said if "according to the log" in line)
     assert heading == ("run r1: 1 process(es) left behind according to the log, and 1 process(es) the log names as "
                        "their descendants"), said
+
+
+def test_a_run_id_the_log_does_not_hold_is_no_usable_log(tmp_path: Path) -> None:
+    """`cleanup LOG --run ID` with a mistyped id said "nothing to clean up: the log names no leftover process for run
+    ID" and exited 0, while the run's leftovers ran on; it is no usable log (exit 2, the log's runs named), as for
+    report --run. The log's own id still cleans up."""
+    from wp_autotrace.cli.main import main
+
+    from .logs import LogWriter
+
+    w = LogWriter()
+    w.add(0, 100, 1, "main", "process_start", argv=["python", "train.py"], forked=False, run="r1", root_pid=100)
+    w.add(1, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    log = str(w.write(tmp_path / "log.jsonl"))
+    assert main(["cleanup", log, "--run", "r2"]) == 2
+    assert main(["cleanup", log, "--run", "r1"]) == 0

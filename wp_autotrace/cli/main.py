@@ -41,7 +41,7 @@ EXIT_STATUSES = (
                "no start time), survived SIGKILL, or a live process the log names as the run's was not ended"),
     ExitStatus(str(NO_USABLE_LOG), "`report`, `export`, `watch`, `cleanup`", "no usable log: missing, empty, or no "
                "valid record; a FIFO, device or directory given as a log (refused before reading); "
-               "`report --run ID` with an id the log does not hold"),
+               "`report` or `cleanup --run ID` with an id the log does not hold"),
     ExitStatus(str(cleanup.STILL_RUNNING), "`cleanup`", "the run is still running (its main process is "
                "alive): nothing was signalled"),
     ExitStatus(str(USAGE), "all", "usage error (unknown command or option, missing argument)"),

@@ -416,6 +416,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"wp-autotrace: cannot read {problem}", file=sys.stderr)
     if not last:
         raise NoUsableLog("; ".join(unusable))
+    held = sorted({rid for model, _ in last.values() for rid in model.runs}, key=str)
+    if args.run is not None and args.run not in held:
+        # as report --run: a mistyped id is no run with nothing left ("nothing to clean up", exit 0)
+        raise NoUsableLog(f"no run {args.run!r} in the log; runs: {', '.join(rid or '?' for rid in held)}")
 
     def reload() -> list[tuple[Any, int | None]]:
         for path in list(last):
