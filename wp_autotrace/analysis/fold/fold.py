@@ -29,6 +29,7 @@ _RETURN_OWN = frozenset((*vocab.HEADER_KEYS, "call_id", "duration_s", "error"))
 AUTOTUNE_TAGS = frozenset((targets.AUTOTUNE_POOL, targets.AUTOTUNE_START, targets.AUTOTUNE_STOP,
                            targets.AUTOTUNE_KILL, targets.QUACK_PRECOMPILE, targets.QUACK_SHUTDOWN))
 _NO_RETURN_FIELDS: dict[str, Any] = {}  # shared by every call that captured nothing; never changed
+_new = object.__new__
 # The tags whose call (visit_call) or return (visit_return) folds more than the Call: one set test for the rest.
 _CALL_TAGS = frozenset((targets.POOL_CREATE, targets.TRACKED_POOL, *AUTOTUNE_TAGS))
 _CALL, _RETURN, _JOB, _WATCHER = vocab.CALL, vocab.RETURN, vocab.JOB, vocab.WATCHER
@@ -79,10 +80,11 @@ class Builder:
                     # to r), then r's plain fold (_PLAIN), with no second read of its fields. Else (a new process or
                     # a watcher's, a role r first names, a process after its exec record, one of no run, a cut
                     # record) r's visit, whose writer does all it does.
-                    host, pid, role, ts = r.host, r.pid, r.role, r.ts
-                    p = current.get((host, pid))
+                    role, ts = r.role, r.ts
+                    key = (r.host, r.pid)  # made once for both lookups
+                    p = current.get(key)
                     if (p is None or role == _WATCHER or (role and not p.role) or p.exec_into is not None
-                            or p.run is None or r.truncated is not None or (host, pid) in watchers):
+                            or p.run is None or r.truncated is not None or key in watchers):
                         handlers[r.event](r)
                         continue
                     run = p.run
@@ -405,9 +407,10 @@ def add_job(reg: Registry, r: Record) -> None:
 def job_span(reg: Registry, p: Process, state: Any, ts: float, work_id: Any, fn: Any, arg: Any) -> None:
     """A job record's values (state, ts, work_id, fn, arg) into p's job spans."""
     jobs = p.jobs_run
+    last = jobs[-1] if jobs else None
     if state == "start":
-        if jobs and jobs[-1].end is None:  # its end record was lost (a full disk): it ended by this next start
-            jobs[-1].end = ts
+        if last is not None and last.end is None:  # its end record was lost (a full disk): it ended by this start
+            last.end = ts
         # One string per job function and kernel name, as for a call's target: a long run's jobs repeat a few
         # functions, and every rank compiles the same kernels; the spans are kept to the end.
         shared = reg.shared
@@ -415,9 +418,11 @@ def job_span(reg: Registry, p: Process, state: Any, ts: float, work_id: Any, fn:
             fn = shared.setdefault(fn, fn)
         if arg is not None:
             arg = shared.setdefault(arg, arg)
-        jobs.append(JobSpan(work_id, fn, arg, ts))
-    elif state == "end" and jobs and jobs[-1].end is None and jobs[-1].work_id == work_id:
-        jobs[-1].end = ts  # a worker runs one job at a time: an end is its last start's
+        span: JobSpan = _new(JobSpan)  # no __init__: half of a long run's records start a job
+        span.work_id, span.fn, span.arg, span.start, span.end = work_id, fn, arg, ts, None
+        jobs.append(span)
+    elif state == "end" and last is not None and last.end is None and last.work_id == work_id:
+        last.end = ts  # a worker runs one job at a time: an end is its last start's
 
 
 def note_spawned(reg: Registry, r: dict[str, Any]) -> None:

@@ -151,16 +151,16 @@ class Pool:
 
 class JobSpan:
     """One job a pool worker took (its `job` records): from its start to its end; end None: no end was written
-    (the worker held it until it ended, or the log's end)."""
+    (the worker held it until it ended, or the log's end). Made by fold.job_span only, its slots set there (no
+    __init__: a long run makes one for half of its records)."""
 
     __slots__ = ("work_id", "fn", "arg", "start", "end")
 
-    def __init__(self, work_id: int | None, fn: str | None, arg: str | None, start: float) -> None:
-        self.work_id = work_id  # a `start` record's work_id, fn, arg and ts
-        self.fn = fn
-        self.arg = arg
-        self.start = start
-        self.end: float | None = None
+    work_id: int | None  # a `start` record's work_id, fn, arg and ts
+    fn: str | None
+    arg: str | None
+    start: float
+    end: float | None
 
 
 # Where a process was when last seen: its last record's (event, ts, target, signal), target and signal None where

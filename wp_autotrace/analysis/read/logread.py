@@ -270,7 +270,8 @@ class LogStream:
                             newest = ts
                         horizon = newest - window
                         if not held:
-                            while run[0][0] < horizon or len(run) > most:
+                            # the count first: a log written faster than the window releases one this way a record
+                            while len(run) > most or run[0][0] < horizon:
                                 out = take()
                                 if out[0] < last:
                                     late += 1
