@@ -100,7 +100,8 @@ def fold():
     Builder().fold(L.stream_logs([path], typed=True))
 def report():
     from wp_autotrace.analysis.report import analyze
-    json.dumps(analyze(L.stream_logs([path], typed=True)), indent=2, allow_nan=False, default=str)
+    from wp_autotrace.cli.base import dumps  # the command's own writer (json's indent runs in Python)
+    dumps(analyze(L.stream_logs([path], typed=True)), indent=1)
 out = {}
 for fn in (bare, lines, decode, stream, fold, report):
     t = time.process_time()
