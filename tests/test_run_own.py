@@ -25,10 +25,14 @@ class Procs:
         return {"pid": pid, "ppid": ppid, "start_ticks": ticks, "create_time": SINCE - 50 + ticks / 100}
 
 
-def _run(ppid: int) -> Any:
-    root = SimpleNamespace(host=HOST, ppid=ppid, create_time=SINCE + 6.0)
-    return SimpleNamespace(id="r1", run_exit=None, launch=None, command_exit=None, start=SINCE + 6.0, root=root,
-                           processes=[root], root_pid=7000)
+def _run(ppid: int, ns: int | None = None) -> Any:
+    """A run whose main 7000 (parent ppid) began after run started its program; ns: the pid namespace the log's
+    first traced process on the host wrote from (its records' `pidns`; None: the initial one, run's)."""
+    run = SimpleNamespace(id="r1", run_exit=None, launch=None, command_exit=None, start=SINCE + 6.0,
+                          root_pid=7000, real_host={}, home_ns={HOST: ns})
+    run.root = SimpleNamespace(host=HOST, ppid=ppid, create_time=SINCE + 6.0, run=run)
+    run.processes = [run.root]
+    return run
 
 
 def test_a_main_whose_shell_init_took_is_not_another_programs() -> None:
@@ -61,3 +65,16 @@ def test_run_as_pid_1_owns_what_init_took() -> None:
     procs = {1: (0, 1), 6000: (1, NEWER)}
     own = Own(1, SINCE, HOST, Procs(procs))
     assert own.parents_reach_me(_run(6000).root) is True
+
+
+def test_a_main_in_a_pid_namespace_of_its_own_is_not_read_by_host_pids() -> None:
+    """`run -- unshare -p -f bash -c "bash -c 'python prog; true'"`: the main is pid 3 there, its parent pid 2
+    there; this host's pid 2 (kthreadd) is older than run. Its pids are not this /proc's: not known, the run told
+    by its start (run's own), not as another program's."""
+    procs = {1: (0, 1), 2: (0, 1), ME: (300, 400)}
+    own = Own(ME, SINCE, HOST, Procs(procs))
+    assert own.my_ns is None  # the tests run in the initial pid namespace, as the records' missing pidns says
+    run = _run(2, ns=4026532175)
+    assert own.parents_reach_me(run.root) is None
+    assert own.of(run)
+    assert own.parents_reach_me(_run(2).root) is False  # the same pids in run's own namespace: an older parent

@@ -88,6 +88,7 @@ class Registry:
         run = self.model.runs.get(run_id)
         if run is None:
             run = self.model.runs[run_id] = Run(run_id, self.real_host)
+            run.home_ns = self.home_ns
         return run
 
     def new_process(self, host: str, pid: int, ppid: int | None, ts: float, run: Run | None) -> Process:

@@ -19,6 +19,8 @@ walks, no per-pool scans.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol, cast
 
 from ...common.vocab import COMPILE_WORKER, MEMORY_STALE_S
@@ -329,6 +331,9 @@ class Run:
     """One run: its id, root, processes, and what the watcher saw of it."""
 
     init_ended = False  # a pid-1 main's end ended its pid namespace: nothing left, known with no verdict (verdict.py)
+    # host -> the pid namespace of the processes filed under it (None: the initial one): their pids are pids there,
+    # not this host's where the two differ. The fold's own (identities.Registry.run: home_ns); never written here.
+    home_ns: Mapping[str, int | None] = MappingProxyType({})
 
     def __init__(self, run_id: str, real_host: dict[str, str] | None = None) -> None:
         self.id = run_id

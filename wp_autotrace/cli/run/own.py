@@ -12,6 +12,7 @@ subreaper took (systemd --user) is not told from another's child: that parent is
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ...common.vocab import MAIN
@@ -29,6 +30,7 @@ class Own:
         self.me, self.since, self.host, self.reader = me, since, host, reader
         mine = reader.stat(me) if reader is not None else None
         self.my_ticks: int | None = mine["start_ticks"] if mine is not None else None
+        self.my_ns = _pid_namespace() if reader is not None else None
         self.below: dict[str, bool | None] = {}  # run id -> what its parents said (read once: they end)
 
     def record(self, rec: dict[str, Any] | None) -> bool | None:
@@ -60,6 +62,9 @@ class Own:
         whose parent exited: the kernel gives it to init, older than `run` though `run` started it)."""
         if self.my_ticks is None or root.host != self.host or not root.ppid:
             return None
+        run = root.run
+        if run is None or root.host in run.real_host or run.home_ns.get(root.host) != self.my_ns:
+            return None  # its pids are another pid namespace's: pid N there is not this /proc's pid N
         from ...common.procfs import SAME_START_S
 
         pid, born = root.ppid, root.create_time
@@ -75,3 +80,15 @@ class Own:
                 return False
             pid, born = info["ppid"], info["create_time"]
         return None
+
+
+# The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO): a traced record carries no `pidns` there
+INIT_PID_NS = 0xEFFFFFFC
+
+
+def _pid_namespace() -> int | None:
+    """run's own pid namespace as a record's `pidns` names it: None for the initial one (or where unreadable)."""
+    from ...watcher.limits import read_pidns
+
+    ns = read_pidns(os.getpid())
+    return None if ns == INIT_PID_NS else ns
