@@ -21,6 +21,7 @@ import pytest
 from wp_autotrace.analysis.read.check import redact_cmd
 from wp_autotrace.cli.export import CANT_CREATE
 from wp_autotrace.cli.main import main
+from wp_autotrace.cli.outfile import open_output, write_file
 from wp_autotrace.common import redact
 from wp_autotrace.common.vocab import HELPER_ROLES
 from wp_autotrace.runtime.sink import RECORD_START, Sink, open_log
@@ -391,6 +392,25 @@ def test_export_output_is_new_0600_unless_forced(tmp_path: Path, capsys: pytest.
     capsys.readouterr()
     assert main(["export", str(log), "-o", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["traceEvents"]
+
+
+def test_forced_output_over_a_hard_link_leaves_the_other_name_whole(tmp_path: Path) -> None:
+    """--force replaces the name it is given: a second name (a hard link) of that file keeps its data, as does
+    the old file when the writer fails; no temp file is left in the folder."""
+    log = _small_log(tmp_path)
+    other = tmp_path / "other.jsonl"
+    other.write_text("precious\n")
+    out = tmp_path / "t.json"
+    os.link(other, out)
+    assert main(["export", str(log), "-o", str(out), "--force"]) == 0
+    assert other.read_text() == "precious\n" and json.loads(out.read_text())["traceEvents"]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.stat().st_nlink == 1
+    assert main(["report", "--html", "-o", str(out), "--force", str(log)]) == 0
+    assert out.read_text().startswith("<!") and other.read_text() == "precious\n"
+    with pytest.raises(ZeroDivisionError):
+        write_file(open_output(str(out), [], force=True), str(out), lambda write: (write("cut"), 1 / 0))
+    assert out.read_text().startswith("<!")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.jsonl", "run.jsonl", "t.json"]
 
 
 # -- 7. fork-then-exec ----------------------------------------------------------

@@ -9,9 +9,11 @@ log it was made from.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import sys
+import tempfile
 from typing import IO, Any, Callable, TypeVar
 
 T = TypeVar("T")
@@ -48,19 +50,47 @@ def _explain_refusal(path: str, inputs: list[str]) -> None:
         raise UnsafeOutput(f"{path} is one of the input logs; refusing to overwrite it")
 
 
+class _Replacing(io.TextIOWrapper):
+    """A new file beside the one --force replaces: write_file renames it over that name once it is whole. The old
+    file is never written into, so another hard link to it keeps its data."""
+
+    def __init__(self, fd: int, temp: str) -> None:
+        super().__init__(io.BufferedWriter(io.FileIO(fd, "w")), encoding="utf-8")
+        self.temp = temp
+
+
+def _replacement(path: str) -> IO[str]:
+    """A 0600 temp file in path's folder (a rename stays on one filesystem), for the existing regular file at path."""
+    folder, name = os.path.split(path)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder or ".")
+    except OSError as exc:
+        raise UnsafeOutput(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        return _Replacing(fd, temp)
+    except BaseException:
+        os.close(fd)
+        os.unlink(temp)
+        raise
+
+
 def open_output(path: str, inputs: list[str], force: bool = False) -> IO[str]:
     """Open path for writing text (``-``: stdout); raise UnsafeOutput if that is unsafe.
 
     Refused: a symlink or a non-regular file at path, one of the inputs, and
     (unless force) any existing file. A new file is created 0600; with force
-    an existing regular file is truncated and made 0600.
+    an existing regular file is replaced by a new 0600 file (written beside
+    it, renamed over it by write_file), never truncated in place.
     """
     if path == STDOUT:
         return sys.stdout
     _explain_refusal(path, inputs)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    if not force:
-        flags |= os.O_EXCL
+    if force:
+        with contextlib.suppress(OSError):
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                raise UnsafeOutput(f"{path} is not a regular file")
+            return _replacement(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         fd = os.open(path, flags, PRIVATE_MODE)
     except FileExistsError:
@@ -70,14 +100,7 @@ def open_output(path: str, inputs: list[str], force: bool = False) -> IO[str]:
             raise UnsafeOutput(f"{path} is a symlink; refusing to write through it") from None
         raise UnsafeOutput(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeOutput(f"{path} is not a regular file")
-        if (st.st_dev, st.st_ino) in _identities(inputs):
-            raise UnsafeOutput(f"{path} is one of the input logs; refusing to overwrite it")
-        # Only now, once it is known to be neither an input nor special.
-        os.ftruncate(fd, 0)
-        os.fchmod(fd, PRIVATE_MODE)
+        os.fchmod(fd, PRIVATE_MODE)  # the umask may have narrowed it; never widened
         return os.fdopen(fd, "w", encoding="utf-8")
     except BaseException:
         os.close(fd)
@@ -91,14 +114,19 @@ class WriteFailed(Exception):
 
 
 def write_file(out: IO[str], path: str, write_all: Callable[[Callable[[str], Any]], T]) -> T:
-    """write_all(out.write), then close out. Whatever stops it (an OSError: WriteFailed raised; anything else,
-    Ctrl-C included: raised as it is) removes the partial file first: an output is whole or absent."""
+    """write_all(out.write), then close out (a replacement: renamed over path). Whatever stops it (an OSError:
+    WriteFailed raised; anything else, Ctrl-C included: raised as it is) removes the partial file first: an output
+    is whole or absent (a replaced file stays as it was)."""
+    written = out.temp if isinstance(out, _Replacing) else path
     try:
         with out:
-            return write_all(out.write)
+            made = write_all(out.write)
+        if written != path:
+            os.replace(written, path)
+        return made
     except BaseException as exc:
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(written)
         if isinstance(exc, OSError):
             raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}; the partial file was removed") from None
         raise
