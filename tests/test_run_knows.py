@@ -647,3 +647,20 @@ def test_run_of_an_untraced_program_onto_a_log_of_earlier_runs_tells_none_of_the
         said.append(" ".join(res.stderr.split("\nwp-autotrace:\n", 1)[1].split()))
     assert "The program exited with code 3." in said[0], said[0]
     assert "code 3" not in said[1] and "This run wrote no record into the log" in said[1], said[1]
+
+
+def test_a_run_its_program_started_is_not_another_programs(tmp_path: Path) -> None:
+    """`run -- bash -c '<run> -- python ...; python ...'`: the step's own `run` writes the same log (the outer's
+    WP_AUTOTRACE_LOG). The outer summary said "1 other run(s), another program's, written beside this one" of a run
+    its own program started; that run's `run` is a child of the outer main (bash, which then became its last
+    command), as its run_exit names it."""
+    log = tmp_path / "run.jsonl"
+    inner = " ".join(shlex.quote(a) for a in [*RUN, "--", sys.executable, "-c", "import sys; sys.exit(3)"])
+    script = f"{inner} 2>/dev/null; {shlex.quote(sys.executable)} -c 'import sys; sys.exit(5)'"
+    res = subprocess.run([*RUN, "--log", str(log), "--", "bash", "-c", script], env=clean_env(), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+    kill_run(log)
+    assert res.returncode == 5, res.stderr
+    said = " ".join(res.stderr.split("\nwp-autotrace:\n", 1)[1].split())
+    assert "1 run(s) its program started (a `wp-autotrace run` inside it)" in said, said
+    assert "another program's" not in said, said

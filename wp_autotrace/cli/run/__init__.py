@@ -362,13 +362,19 @@ def short_answer(log: str, waited: Any = None, own: Own | None = None) -> list[s
     rep, _ = report_of(model, data, None, reader.now, mine)
     lines = summary_lines(rep, width)
     if others:  # wrapped as the lines above it are
-        lines += wrap(f"- This log holds {_others(others, own)}: not told here; the full report tells every run.",
+        lines += wrap(f"- This log holds {_others(others, own, mine)}: not told here; the full report tells every run.",
                       width)
     return [escape(line) for line in lines]
 
 
-def _others(runs: list[Any], own: Own | None) -> str:
-    """Other programs' runs of the log in words: how many began before this one, how many beside it."""
+def _others(runs: list[Any], own: Own | None, mine: list[Any] | None = None) -> str:
+    """Other programs' runs of the log in words: how many this program started (a `run` inside it), how many began
+    before this one, how many beside it."""
+    inside = [r for r in runs if own is not None and own.started_inside(r, mine or [])]
+    if inside:
+        rest = [r for r in runs if r not in inside]
+        started = f"{len(inside)} run(s) its program started (a `wp-autotrace run` inside it)"
+        return started + (f" and {_others(rest, own)}" if rest else "")
     before = sum(own is not None and (r.start is None or r.start < own.since) for r in runs)
     if before == len(runs):
         return f"{before} other run(s), begun before this one"

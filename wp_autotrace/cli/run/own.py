@@ -55,6 +55,17 @@ class Own:
             self.below[run.id] = self.parents_reach_me(root)
         return self.below[run.id] is not False
 
+    def started_inside(self, run: Any, mine: list[Any]) -> bool:
+        """Whether another `run`'s run (its run_exit joins it to that `run`) was started by this run's program: that
+        `run`'s parent, as its record names it on this host, is a process of this run's own runs (`run` inside
+        `run`: a script's step that is itself `wp-autotrace run -- ...`), not a program beside this one."""
+        rec = run.run_exit or run.launch
+        if rec is None or rec.get("host") != self.host or self.record(rec):
+            return False
+        ppid, ts = rec.get("ppid"), rec.get("ts")
+        return any(p.pid == ppid and p.host == self.host
+                   and (p.create_time is None or ts is None or p.create_time <= ts) for r in mine for p in r.processes)
+
     def parents_reach_me(self, root: Any) -> bool | None:
         """Whether the parents of a run's main, read live, lead up to `run`: True; False where they reach a
         process that started before `run` did (so not below it); None where they cannot be followed (a parent
