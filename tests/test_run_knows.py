@@ -620,6 +620,10 @@ def test_two_runs_at_once_of_namespaced_mains_are_not_told_each_others_status(tm
     runs = {r["command"].split()[-1]: r for r in report_json(log)["runs"]}
     assert runs[str(began)]["command_exit"]["status"] == 5, runs[str(began)]
     assert runs[str(release)]["command_exit"] is None, runs[str(release)]
+    # A's summary, made while B's main ran: B's run is another program's (its live namespace's parents say so)
+    said_a = " ".join(a_err.split("\nwp-autotrace:\n", 1)[1].split())
+    assert runs[str(release)]["id"] not in said_a and "exited with code 5" in said_a, said_a
+    assert "This log holds 1 other run(s), another program's, written beside this one" in said_a, said_a
 
 
 def test_run_under_faulthandler_keeps_the_programs_status(tmp_path: Path) -> None:

@@ -304,3 +304,9 @@ def namespaced_host(host: str, ns: int) -> str:
     """The host a process in pid namespace ns (not its host's home one) is filed under: its pids are that
     namespace's. Shown as it is where nothing joined it to a host pid (pidns.py)."""
     return f"{host} (pid namespace {ns})"
+
+
+def namespace_of(host: str) -> tuple[str, int] | None:
+    """The host and pid namespace a namespaced_host names; None for a host's own name."""
+    head, sep, tail = host.rpartition(" (pid namespace ")
+    return (head, int(tail[:-1])) if sep and tail.endswith(")") and tail[:-1].isdigit() else None

@@ -5,8 +5,10 @@ A run is `run`'s where the log joins it to run's own run_exit (its main was the 
 fold/finish.match_waits), or its main's parents, read live on this host, lead up to `run` itself. It is
 another's where the log joins it to another run_exit, it began before `run` started its program, or those
 parents reach a process older than `run` before reaching it (a shell, another `run`: not below this one).
-Where nothing tells (a parent gone, or gone so that init took its child, a main in a pid namespace of its own,
-another host), a run begun after the program started is counted as its own, as the time alone says. An orphan a
+A main whose pids are another pid namespace's (`unshare -p`: its own pid 1, ppid 0) is followed from a live process
+of that namespace instead. Where nothing tells (a parent gone, or gone so that init took its child, a namespace none
+of whose processes lives, another host), a run begun after the program started is counted as its own, as the time
+alone says. An orphan a
 subreaper took (systemd --user) is not told from another's child: that parent is older than `run` too.
 """
 
@@ -41,9 +43,12 @@ class Own:
 
     def of(self, run: Any) -> bool:
         """Whether the run (fold.model.Run) is this `run`'s program's."""
+        # a namespace's first process joined to a command by its start alone (fold/finish._namespace_mains: the
+        # only run_exit yet may be run's own while another program's runs): its live namespace may say otherwise
+        by_time = run.run_exit is None and run.root is not None and not run.root.ppid
         for rec in (run.run_exit, run.launch, run.command_exit):
             joined = self.record(rec)
-            if joined is not None:
+            if joined is not None and not (joined and by_time):
                 return joined
         if run.start is None or run.start < self.since:
             return False
@@ -69,16 +74,36 @@ class Own:
     def parents_reach_me(self, root: Any) -> bool | None:
         """Whether the parents of a run's main, read live, lead up to `run`: True; False where they reach a
         process that started before `run` did (so not below it); None where they cannot be followed (a parent
-        gone, its pid taken by a newer process, a main on another host or in a pid namespace of its own, a process
-        whose parent exited: the kernel gives it to init, older than `run` though `run` started it)."""
-        if self.my_ticks is None or root.host != self.host or not root.ppid:
-            return None
+        gone, its pid taken by a newer process, a main on another host, a process whose parent exited: the kernel
+        gives it to init, older than `run` though `run` started it). A main whose pids are another pid namespace's
+        (pid N there is not this /proc's pid N) is followed from a live process of that namespace instead."""
+        from ...analysis.fold.identities import namespace_of
+
         run = root.run
-        if run is None or root.host in run.real_host or run.home_ns.get(root.host) != self.my_ns:
-            return None  # its pids are another pid namespace's: pid N there is not this /proc's pid N
+        if self.my_ticks is None or run is None or run.real_host.get(root.host, root.host) != self.host:
+            return None
+        named = namespace_of(root.host)
+        ns = named[1] if named is not None else run.home_ns.get(root.host)
+        if ns != self.my_ns:
+            return self._namespace_reaches_me(ns)
+        if not root.ppid or root.host != self.host:
+            return None
+        return self._walk(root.ppid, root.create_time)
+
+    def _namespace_reaches_me(self, ns: int | None) -> bool | None:
+        """_walk from a live process of pid namespace ns (its /proc/PID/ns/pid inode); None where ns is the initial
+        one (no inode a record names) or none of its processes lives."""
+        from ...watcher.limits import read_pidns
+
+        if ns is None:
+            return None
+        member = next((pid for pid in sorted(self.reader.pids()) if read_pidns(pid) == ns), None)
+        return None if member is None else self._walk(member, None)
+
+    def _walk(self, pid: int, born: float | None) -> bool | None:
+        """From pid (a parent the log names, born by `born`, else a live process) up its parents (parents_reach_me)."""
         from ...common.procfs import SAME_START_S
 
-        pid, born = root.ppid, root.create_time
         for _ in range(MAX_PARENTS):
             if pid == self.me:
                 return True
