@@ -1,5 +1,5 @@
-"""No report shows a Python None where a figure or a name is not known: every finding's scenario, whole and cut
-(a log read mid-run, a copy cut short), in the text, --verbose and the HTML page."""
+"""No report shows a Python None, or a 0, where a figure or a name is not known: every finding's scenario, whole
+and cut (a log read mid-run, a copy cut short), in the text, --verbose and the HTML page."""
 
 from __future__ import annotations
 
@@ -38,3 +38,5 @@ def test_no_report_says_none(kind: str, make: object, reader: object, tmp_path: 
                           ("html", render_html(rep, text))):
             said = [out[max(m.start() - 60, 0):m.end() + 20] for m in PYTHON_NONE.finditer(out)]
             assert not said, (log.name, name, said[:3])
+            # a pool none of whose workers was seen (no watcher, a cut log): no count of 0 (the page's pool label)
+            assert "+ 0 workers" not in out, (log.name, name)

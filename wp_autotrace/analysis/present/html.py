@@ -288,8 +288,8 @@ def _pool_row(pool: dict[str, Any], y: float, scale: Scale) -> str:
                        + (f"gone at {gone:.2f} s" if pool["sidecar_end"] is not None else
                           f"last seen at {gone:.2f} s, its end not seen" if seen is not None else "still running")))
     out = [f'<g class="poolrow" data-sidecar="{_sidecar_attr(pool)}">',
-           text(8, y + BAR_H, f"pool: {sidecar_name(pool['sidecar_pid'])} + {len(pool['worker_pids'])} workers",
-                "lanelabel")]
+           # its processes as the text report names them: no '+ 0 workers' where none was seen (no watcher, none yet)
+           text(8, y + BAR_H, f"pool: {pool_name(pool)}", "lanelabel")]
     for kind, a, b, words in phases:
         if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a:
             out.append(rect(scale.x(a), y + 2, scale.x(b) - scale.x(a), BAR_H, f"url(#{kind})",
