@@ -340,3 +340,15 @@ def test_once_of_a_log_without_a_record_is_no_usable_log(tmp_path: Path, text: s
     log = tmp_path / "run.jsonl"
     log.write_text(text)
     assert main(["watch", str(log), "--once"]) == 2
+
+
+def test_a_log_removed_while_listed_is_passed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest log is chosen from a listing; a log removed before its time was read (an old run's, cleared away
+    meanwhile) raised FileNotFoundError out of watch (a traceback); it is passed over."""
+    from wp_autotrace.cli import watch as w
+
+    kept = tmp_path / "wp_autotrace-h-1-aaaaaaaa.jsonl"
+    kept.write_text("")
+    gone = str(tmp_path / "wp_autotrace-h-2-bbbbbbbb.jsonl")
+    monkeypatch.setattr(w.glob, "glob", lambda pattern: [gone, str(kept)])
+    assert w.newest_log(str(tmp_path)) == str(kept)

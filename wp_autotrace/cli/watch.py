@@ -48,9 +48,15 @@ class LogMoved(Exception):
 
 
 def newest_log(folder: str = ".") -> str | None:
-    """The most recently written wp_autotrace-*.jsonl in folder, or None."""
-    logs = glob.glob(os.path.join(folder, LOG_GLOB))
-    return max(logs, key=os.path.getmtime) if logs else None
+    """The most recently written wp_autotrace-*.jsonl in folder, or None. A log removed between the listing and its
+    reading (an old run's, cleared away meanwhile) is passed over, never a traceback."""
+    times = {}
+    for log in glob.glob(os.path.join(folder, LOG_GLOB)):
+        try:
+            times[log] = os.path.getmtime(log)
+        except OSError:
+            continue
+    return max(times, key=times.__getitem__) if times else None
 
 
 def _site(caller: Any) -> str:
