@@ -439,6 +439,9 @@ class FakeExits:
     def remove(self, pid: int) -> None:
         self.pids.discard(pid)
 
+    def status(self, pid: int) -> int | None:
+        return None  # no wait status kept (a kernel before 6.15)
+
     def ended(self) -> list[int]:
         return [p for p in self.pids if p not in self.reader.procs]
 

@@ -156,7 +156,7 @@ def _run_dict(v: View, r: Run) -> dict[str, Any]:
             "verdict_pending": r.verdict_pending, "verdict_from": r.provisional_from or None,
             "no_verdict": r.no_verdict or None, "ended_by": ended_by(r),
             "exit_status": r.waited.status if r.waited is not None else None,
-            "exit_code": _exit_code(r), "program_s": _program_s(r),
+            "exit_code": _exit_code(v, r), "program_s": _program_s(r),
             "records_lost": r.dropped + r.watcher_dropped + r.log_cut,
             "alive_now": r.alive_now, "end_check": r.now_how or None,
             "exec_into": exec_name(root.exec_into) if root is not None and root.exec_into is not None else None,
@@ -184,11 +184,17 @@ def _memory_at_once(v: View, run: Run) -> list[dict[str, Any]]:
             for which, points, best in lines]
 
 
-def _exit_code(r: Run) -> int | None:
-    """The main process's exit code: what `run` waited for (-N: signal N), else its process_exit's code."""
+def _exit_code(v: View, r: Run) -> int | None:
+    """The main process's exit code: what `run` waited for (-N: signal N), else _code_of's."""
     if r.waited is not None:
         return r.waited.status
-    return r.root.exit_code if r.root is not None else None
+    return _code_of(v, r.root) if r.root is not None else None
+
+
+def _code_of(v: View, p: Process) -> int | None:
+    """A process's exit code: its process_exit's, else the one its ending holds (a wait status: its zombie's, or read
+    through its pidfd once reaped: a sys.exit's code, which the exit record, written by atexit, cannot see)."""
+    return p.exit_code if p.exit_code is not None else v.endings.of(p).code
 
 
 def _program_s(r: Run) -> float | None:
@@ -306,7 +312,7 @@ def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict
         "idle_pool_real_bytes": None if _left_unknown(mine, runs) else sum(_idle_pool_real(v, p) for p in mine),
         **_left_figures(mine, runs, v),
         "errors": sum(len(p.errors) for p in procs),
-        "exit_codes": [p.exit_code for p in roots if p.exit_code is not None],
+        "exit_codes": [code for p in roots if (code := _code_of(v, p)) is not None],
         "state": _job_state([v.states[r.id] for r in runs]),
     }
 

@@ -1,4 +1,5 @@
-"""Which watched processes ended, in one syscall: pidfds in one epoll set (the watcher's).
+"""Which watched processes ended, in one syscall: pidfds in one epoll set (the watcher's); and how one ended, where
+its parent reaped it first (the wait status the kernel keeps with its pidfd).
 
 Stdlib only. Kept apart from procfs.py, which every traced root imports at
 start-up: only the watcher process needs this.
@@ -6,6 +7,7 @@ start-up: only the watcher process needs this.
 
 from __future__ import annotations
 
+import errno
 import os
 
 # File descriptors the watcher may hold: one pidfd per process of a run (a run of a thousand
@@ -24,6 +26,13 @@ FD_RESERVE_MIN = 64
 # process gets its pidfd by closing another's kept files when the cap is reached, and kept files only
 # with room left; a process without them is read by path, as before.
 KEPT_PER_PROCESS = 2
+# PIDFD_GET_INFO (Linux 6.13+; its exit field 6.15+): _IOWR(0xFF, 11, struct pidfd_info), the struct's first 64
+# bytes (PIDFD_INFO_SIZE_VER0). With PIDFD_INFO_EXIT asked, the kernel gives the wait status (waitpid's) of a
+# process its parent has reaped: the pidfd keeps it after the zombie, and with it the pid, are gone.
+PIDFD_GET_INFO = 0xC040FF0B
+PIDFD_INFO_EXIT = 1 << 3
+INFO_SIZE = 64
+EXIT_CODE_AT = 60  # its exit_code (s32): after mask and cgroupid (u64 each) and eleven u32 ids
 
 
 def pidfd_cap(limit: int) -> int:
@@ -55,6 +64,7 @@ class ExitWatch:
         # opened on: once that one is reaped it reads ESRCH (stat) or nothing (children), never the file of
         # a later process that got the pid; its end comes from the pidfd all the same.
         self.kept: dict[int, tuple[int, int]] = {}
+        self.info = True  # whether the kernel may give an ended process's wait status (status())
 
     @staticmethod
     def make() -> ExitWatch | None:
@@ -134,6 +144,28 @@ class ExitWatch:
             except OSError:
                 pass
             os.close(fd)
+
+    def status(self, pid: int) -> int | None:
+        """The wait status of pid's process once its parent reaped it (PIDFD_GET_INFO's exit field): its exit code
+        or the signal that ended it, which no zombie holds any more. None before the reaping (a zombie's is in
+        /proc: zombies.py), without its pidfd, or on a kernel without the field (not asked again then)."""
+        fd = self._fd_of.get(pid)
+        if fd is None or not self.info:
+            return None
+        import fcntl
+        import struct
+
+        buf = bytearray(INFO_SIZE)
+        struct.pack_into("=Q", buf, 0, PIDFD_INFO_EXIT)
+        try:
+            fcntl.ioctl(fd, PIDFD_GET_INFO, buf)
+        except OSError as exc:
+            self.info = exc.errno == errno.ESRCH  # ESRCH: 6.13/6.14 (no exit field), reaped; else none at all
+            return None
+        if not struct.unpack_from("=Q", buf, 0)[0] & PIDFD_INFO_EXIT:
+            return None
+        status: int = struct.unpack_from("=i", buf, EXIT_CODE_AT)[0]
+        return status
 
     def ended(self) -> list[int]:
         """The watched pids whose process has exited (not removed: the caller does)."""

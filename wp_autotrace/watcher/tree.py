@@ -329,10 +329,10 @@ class Tree:
         self.stat_at.pop(pid, None)
         self.joined.pop(pid, None)
         self.images.pop(pid, None)
+        status = self.exits.status(pid) if self.exits is not None else None  # reaped: its pidfd's (a zombie's: below)
         if self.exits is not None:
             self.exits.remove(pid)
-        ended.append({"pid": pid, "create_time": old["create_time"], "end": now}
-                     | ({"seen": seen} if seen is not None else {}))
+        ended.append(_ended(pid, old["create_time"], now, seen, status))
         self.zombies.ended(pid, old["create_time"], now)
         if len(self.ended_keys) >= MAX_POSSIBLE:
             self.ended_keys.clear()
@@ -409,6 +409,13 @@ def gather(tree: Tree, candidates: set[int], scan: bool) -> None:
         tree.listed = listed
     candidates.update(tree.unread)
     tree.unread.clear()
+
+
+def _ended(pid: int, create_time: float, end: float, seen: float | None, status: int | None) -> dict[str, Any]:
+    """A tree record's `ended` entry (Tree._end): `seen` and `status` where known; `status` its wait status, where its
+    parent had reaped it before this look: the kernel keeps it with the pidfd (Linux 6.15+), and no zombie holds it."""
+    return ({"pid": pid, "create_time": create_time, "end": end} | ({"seen": seen} if seen is not None else {})
+            | ({"status": status} if status is not None else {}))
 
 
 def claims_already_gone(tree: Tree, now: float, ended: list[dict[str, Any]]) -> None:

@@ -60,7 +60,8 @@ def _status_words(status: int) -> tuple[str | None, int | None]:
 
 def _signal_evidence(p: Process, pools_by_sidecar: dict[int, Pool]) -> tuple[str | None, int | None, str]:
     """(signal, exit code, evidence) from the records that hold a status: `run`'s waited status (the
-    main process), a zombie's wait status, the pool owner's process.wait() of its sidecar."""
+    main process), a zombie's wait status, the one the watcher read through its pidfd once it was reaped, the pool
+    owner's process.wait() of its sidecar."""
     run = p.run
     if run is not None and run.root is p and run.run_exit is not None:
         status = run.run_exit.get("status")
@@ -73,6 +74,10 @@ def _signal_evidence(p: Process, pools_by_sidecar: dict[int, Pool]) -> tuple[str
         sig, code = _status_words(z["status"])
         return sig, code, (f"zombie: /proc/{p.pid}/stat wait status {z['status']} "
                            f"({sig or f'exit code {code}'}), defunct under {z.get('ppid')}")
+    if p.wait_status is not None:  # no zombie to read: its parent reaped it at once (a Popen.wait, a shell)
+        sig, code = _status_words(p.wait_status)
+        return sig, code, (f"tree: wait status {p.wait_status} ({sig or f'exit code {code}'}), read through its "
+                           "pidfd once its parent had reaped it")
     pool = pools_by_sidecar.get(id(p))
     call = pool.shutdown_call if pool is not None else None
     rc = call.ret.get("sidecar_returncode") if call is not None else None

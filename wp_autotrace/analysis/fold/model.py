@@ -196,7 +196,7 @@ class Process:
                  "worker_pids", "served", "served_at", "errors", "reparented_to", "depth", "guard", "python",
                  "index", "argv", "last", "exit_code", "exit_error", "via", "exec_into", "exit_unwritten", "executable",
                  "mem", "devices", "count_times", "counts", "pool_starts", "knobs", "pgid", "nproc", "memcg", "pidcg",
-                 "cpucg", "zombie", "refused", "sigign",
+                 "cpucg", "zombie", "wait_status", "refused", "sigign",
                  "count_callers", "tests", "cwd", "dropped", "threads", "env_changed", "cpu",
                  "imports", "jobs_run", "sent", "spawned", "one_of")
 
@@ -265,8 +265,8 @@ class Process:
         self.executable = ""  # sys.executable, from its process_start
         self.via = ""  # how the watcher proved it the run's: root, child, claim ("" in older logs: a member)
         self.exec_into: dict[str, Any] | None = None  # its exec record, while no later record says it failed
-        # what its process_exit would have said, where that record found no descriptor (the watcher read its note)
-        self.exit_unwritten: dict[str, Any] | None = None
+        self.exit_unwritten: dict[str, Any] | None = None  # its exit record's fields, had it a descriptor (a note)
+        self.wait_status: int | None = None  # its wait status once reaped, as the watcher read it through its pidfd
         self.pgid: int | None = None  # its process group, as the watcher first saw it
         self.nproc: tuple[int, int] | None = None  # (its ulimit -u (RLIMIT_NPROC soft), its uid): the watcher's read
         self.memcg: str | None = None  # its memory cgroup's path, as the watcher read it (the run's memcgs: its limit)

@@ -63,6 +63,7 @@ def add_tree(reg: Registry, r: dict[str, Any]) -> None:
         if gone is not None and gone.gone is None:
             gone.gone = entry.get("end", ts)
             gone.seen = entry.get("seen")
+            gone.wait_status = entry.get("status")  # read through its pidfd, its parent having reaped it
     tree_zombies(reg, host, r)
     for entry in r.get("rss") or ():
         seen = reg.find(host, entry)

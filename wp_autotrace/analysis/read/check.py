@@ -89,7 +89,7 @@ ENTRY_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     schema.PROCS: (("ppid", "rss", "cmd_len", "pgid", "nproc", "uid", "nspid", "pidns", "start_ticks"),
                    ("create_time",),
                    ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg", "sigign")),  # then `exec` (bool) if one
-    schema.ENDED: ((), ("create_time", "end", "seen"), ()),
+    schema.ENDED: (("status",), ("create_time", "end", "seen"), ()),
     schema.ZOMBIES: (("ppid", "status"), ("create_time", "since"), ()),
     schema.RSS: (("rss",), ("create_time",), ()),
     schema.MEMS: (("pss", "uss", "rss", "swap_pss", "threads"), ("create_time", "cpu_s"), ()),

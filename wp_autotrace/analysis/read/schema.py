@@ -71,7 +71,7 @@ STRS = "list[str]"
 FRAME = "frame"  # {file, line, func, dist?, dist_version?, rel?, src?}
 FRAMES = "list[frame]"
 PROCS = "list[proc]"  # {pid, ppid, name, cmd, create_time, rss, role?, via?}
-ENDED = "list[ended]"  # {pid, create_time, end, seen?}
+ENDED = "list[ended]"  # {pid, create_time, end, seen?, status?}
 RSS = "list[rss]"  # {pid, create_time, rss}
 MEMS = "list[mem]"  # {pid, create_time, pss, uss, rss, swap_pss?, threads?, cpu_s?}
 DEVS = "list[devices]"  # {pid, create_time, paths}
@@ -227,9 +227,12 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("started", PROCS, "processes first seen now, " + _PROC_NOTE + _VIA_NOTE),
         ("possible", PROCS, "processes sharing only the root's process group (`via`: `group`) or session "
                             "(`session`): possibly the run's, never proven; never in started, ended or leftover"),
-        ("ended", ENDED, "processes gone: `{pid, create_time, end, seen?}` (`end`: the first sample that missed it; "
-                         "`seen`: the sample before, the last that saw it alive (its pidfd not yet readable): it ended "
-                         "in (seen, end]; absent in older logs and where the watcher has no pidfd)"),
+        ("ended", ENDED, "processes gone: `{pid, create_time, end, seen?, status?}` (`end`: the first sample that "
+                         "missed it; `seen`: the sample before, the last that saw it alive (its pidfd not yet "
+                         "readable): it ended in (seen, end]; absent in older logs and where the watcher has no "
+                         "pidfd; `status`: its wait status (waitpid's: an exit code or the signal that ended it), "
+                         "where its parent had reaped it when the watcher wrote it off, read through its pidfd "
+                         "(Linux 6.15+); a zombie's is in `zombies`)"),
         ("rss", RSS, "rss heartbeat: `{pid, create_time, rss}` of each process whose rss moved by 10% or 16 MiB "
                      "since the value last written for it, and of every live process each 60 s (older logs: "
                      "every process every 2 s)"),
