@@ -467,6 +467,39 @@ def test_an_interpreter_named_by_a_relative_path_is_probed_from_the_current_fold
     assert not probe.problem.startswith("cannot run it"), probe
 
 
+# A program's first lines that wait (at most 2 min) for the file its argv[1] names: the two-run tests order their
+# runs by files, never by time
+_WAIT_FOR = ("import os, sys, time\nend = time.monotonic() + 120\n"
+             "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
+
+
+def _two_runs(log: Path, release: Path, first: list[str], second: list[str], ready, envs=(None, None), waits=1):
+    """Start `run --log LOG -- *first`; once ready() holds, `run --log LOG -- *second`. The run numbered `waits`
+    (0 or 1) is the one whose program waits for `release`: the other is waited for first, then `release` touched,
+    then that one waited for. Returns both processes, their stderr, and whether the waiting run was still running
+    when the other ended. Kills what it started."""
+    common = dict(cwd=log.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                  stdin=subprocess.DEVNULL)
+    procs: list = [subprocess.Popen([*RUN, "--log", str(log), "--", *first], env=envs[0] or clean_env(), **common)]
+    errs = ["", ""]
+    try:
+        wait_until(ready, 120, what="the first run's records")
+        procs.append(subprocess.Popen([*RUN, "--log", str(log), "--", *second], env=envs[1] or clean_env(),
+                                      **common))
+        errs[1 - waits] = procs[1 - waits].communicate(timeout=240)[1]
+        ran_on = procs[waits].poll() is None
+        release.touch()
+        errs[waits] = procs[waits].communicate(timeout=240)[1]
+    finally:
+        release.touch()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        kill_run(log)
+    return procs[0], procs[1], errs[0], errs[1], ran_on
+
+
 def test_run_onto_a_log_of_earlier_runs_answers_its_own_run(tmp_path: Path) -> None:
     """`run --log L` twice (an exported WP_AUTOTRACE_LOG does the same): the first program exits 3, the second 0
     (the test's own reading: each run's return code). The second summary answered every run of the log, and so
@@ -492,28 +525,11 @@ def test_two_runs_at_once_on_one_log_each_answer_their_own(tmp_path: Path) -> No
     every run begun after it started its program, and so told B's run under A's; each answers its own now, and
     says the other is another program's; `report L` tells both apart, each with its own exit."""
     log, began, release = tmp_path / "shared.jsonl", tmp_path / "b-began", tmp_path / "release"
-    wait_for = ("import os, sys, time\nend = time.monotonic() + 120\n"
-                "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
-    a_prog = wait_for + "sys.exit(3)\n"
-    b_prog = f"open({str(began)!r}, 'w').close()\n" + wait_for + "sys.exit(0)\n"
-    common = dict(env=clean_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                  stdin=subprocess.DEVNULL)
-    a = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", a_prog, str(began)], **common)
-    b = None
-    try:
-        wait_until(lambda: log.exists(), 120, what="A's program's first record")
-        b = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", b_prog, str(release)], **common)
-        a_err = a.communicate(timeout=240)[1]
-        assert b.poll() is None, "B's program ended before A's summary: the test orders them by files"
-        release.touch()
-        b_err = b.communicate(timeout=240)[1]
-    finally:
-        release.touch()
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        kill_run(log)
+    a_prog = _WAIT_FOR + "sys.exit(3)\n"
+    b_prog = f"open({str(began)!r}, 'w').close()\n" + _WAIT_FOR + "sys.exit(0)\n"
+    a, b, a_err, b_err, b_ran_on = _two_runs(log, release, [sys.executable, "-c", a_prog, str(began)],
+                                             [sys.executable, "-c", b_prog, str(release)], log.exists)
+    assert b_ran_on, "B's program ended before A's summary: the test orders them by files"
     assert (a.returncode, b.returncode) == (3, 0), (a_err, b_err)
     runs = {r["command"].split()[-1]: r for r in report_json(log)["runs"]}
     a_id, b_id = runs[str(began)]["id"], runs[str(release)]["id"]
@@ -534,26 +550,11 @@ def test_a_run_without_a_watcher_beside_one_with_a_watcher_says_none_ran(tmp_pat
     WP_AUTOTRACE_SAMPLE_INTERVAL=0 (no watcher), exits 3. A's run found a watcher record in the log, B's, and so
     did not say that no watcher ran for its own program (its summary told no verdict's cause)."""
     log, release = tmp_path / "shared.jsonl", tmp_path / "release"
-    b_prog = ("import os, sys, time\nend = time.monotonic() + 120\n"
-              "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
-    common = dict(cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    b = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", b_prog, str(release)],
-                         env=clean_env(), **common)
-    a = None
-    try:
-        wait_until(lambda: log.exists() and b'"role":"watcher"' in log.read_bytes(), 120, what="B's watcher")
-        a = subprocess.Popen([*RUN, "--log", str(log), "--", sys.executable, "-c", "import sys; sys.exit(3)"],
-                             env=clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="0"), **common)
-        a_err = a.communicate(timeout=240)[1]
-        release.touch()
-        b.communicate(timeout=240)
-    finally:
-        release.touch()
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        kill_run(log)
+    b, a, _, a_err, _ = _two_runs(
+        log, release, [sys.executable, "-c", _WAIT_FOR, str(release)],
+        [sys.executable, "-c", "import sys; sys.exit(3)"],
+        lambda: log.exists() and b'"role":"watcher"' in log.read_bytes(),
+        envs=(None, clean_env(WP_AUTOTRACE_SAMPLE_INTERVAL="0")), waits=0)
     assert a.returncode == 3, a_err
     said = " ".join(a_err.split("\nwp-autotrace:\n", 1)[1].split())
     assert "The program exited with code 3." in said, said
@@ -595,27 +596,10 @@ def test_two_runs_at_once_of_namespaced_mains_are_not_told_each_others_status(tm
     run_exit in the log, A's, took it: the report told B's run as A's step, 'exited with code 5'. It is joined to
     neither now; A's main, begun before B's command, is A's."""
     log, began, release = tmp_path / "ns.jsonl", tmp_path / "b-began", tmp_path / "release"
-    wait_for = ("import os, sys, time\nend = time.monotonic() + 120\n"
-                "while not os.path.exists(sys.argv[1]) and time.monotonic() < end: time.sleep(0.02)\n")
     ns = ["unshare", "-p", "-f", "--mount-proc", sys.executable, "-c"]
-    common = dict(env=clean_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                  stdin=subprocess.DEVNULL)
-    a = subprocess.Popen([*RUN, "--log", str(log), "--", *ns, wait_for + "sys.exit(5)", str(began)], **common)
-    b = None
-    try:
-        wait_until(lambda: log.exists(), 120, what="A's program's first record")
-        b = subprocess.Popen([*RUN, "--log", str(log), "--", *ns, f"open({str(began)!r}, 'w').close()\n" + wait_for
-                              + "sys.exit(0)", str(release)], **common)
-        a_err = a.communicate(timeout=240)[1]
-        release.touch()
-        b_err = b.communicate(timeout=240)[1]
-    finally:
-        release.touch()
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        kill_run(log)
+    a, b, a_err, b_err, _ = _two_runs(log, release, [*ns, _WAIT_FOR + "sys.exit(5)", str(began)],
+                                      [*ns, f"open({str(began)!r}, 'w').close()\n" + _WAIT_FOR + "sys.exit(0)",
+                                       str(release)], log.exists)
     assert (a.returncode, b.returncode) == (5, 0), (a_err, b_err)
     runs = {r["command"].split()[-1]: r for r in report_json(log)["runs"]}
     assert runs[str(began)]["command_exit"]["status"] == 5, runs[str(began)]
