@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wp_autotrace.analysis.fold.verdict import NO_WATCHER, WATCHER_START_LATE_S, Reader, this_host
 from wp_autotrace.analysis.read.logread import read_logs
 from wp_autotrace.analysis.report import analyze
 
-from .logs import T0, LogWriter, start, watcher
+from .logs import T0, LogWriter, report, start, watcher
+from .test_end_unseen import GONE_PID, killed_before_the_watcher
 
 # What a full disk leaves: the first bytes of the next record, then nothing (no newline).
 CUT = '{"v":1,"event":"process_exit","ts":%r,"pid":101,"ppid":100,"host":"h1","role":"child","se'
@@ -64,3 +66,23 @@ def test_a_cut_log_under_run_is_no_os_exit(tmp_path: Path) -> None:
     root = next(f for f in whole["findings"] if f["kind"] == "root-os-exit")
     assert "without running its exit handlers (os._exit" in root["text"], root
 
+
+def test_a_verdict_missing_from_a_cut_log_waits_for_room_not_for_time(tmp_path: Path) -> None:
+    """A main gone before any watcher record, its log cut mid-record (a full disk): no watcher record is no proof that
+    none ran (its start may be among the lost, and the watcher keeps a refused verdict until the log takes records),
+    so past the wait for a watcher the verdict stays pending, said as the full log's and with its one fix; the same
+    log whole: no verdict will come, no watcher ran."""
+    late = Reader(T0 + 0.5 + WATCHER_START_LATE_S + 1, this_host())
+    w = killed_before_the_watcher()
+    cut = w.write(tmp_path / "log.jsonl")
+    with open(cut, "a") as f:
+        f.write("\n" + CUT.replace('"pid":101', f'"pid":{GONE_PID}') % (T0 + 0.6))
+    rep = analyze(read_logs([str(cut)]), reader=late)
+    (run,) = rep["runs"]
+    assert run["verdict_pending"] and not run["no_verdict"] and run["records_lost"] == 1, run
+    pending = next(f for f in rep["findings"] if f["kind"] == "verdict-pending")
+    assert "Verdict not written yet: the log's disk was full" in pending["text"], pending
+    assert pending["advice"].startswith("give the log's filesystem room"), pending
+    assert "Verdict not written yet: the log's disk was full" in rep["answer"], rep["answer"]
+    whole = report(killed_before_the_watcher(), tmp_path, reader=late)
+    assert whole["runs"][0]["no_verdict"].startswith(NO_WATCHER), whole["runs"]

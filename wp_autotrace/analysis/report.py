@@ -27,7 +27,16 @@ from .findings.mainend import UNREAD_END, changed_words, ended_unread, root_endi
 from .findings.rank import ranked, report_key
 from .fold.model import AUTOTUNE, Model, Pool, Process, Run, Waited, ended_by, exec_name
 from .fold.pidns import doubled
-from .fold.verdict import RUN_END_UNSEEN, RUN_ENDED, RUN_IN_PROGRESS, RUN_KILLED, Reader, fold_and_judge, here_and_now
+from .fold.verdict import (
+    RUN_END_UNSEEN,
+    RUN_ENDED,
+    RUN_IN_PROGRESS,
+    RUN_KILLED,
+    Reader,
+    fold_and_judge,
+    held_not_absent,
+    here_and_now,
+)
 from .read.logread import LogData, LogStream, NoUsableLog
 from .words import causes
 from .words.answer import RUNS_ANSWERED, answer_bullets, runs_answer
@@ -456,6 +465,8 @@ def _report_for(model: Model, data: LogData | LogStream, runs: list[Run], now: f
     """The report of these runs of the model, taken together."""
     v = View(model, runs, now)
     mark_log_cut(v, data.skipped)
+    for r in v.runs:
+        held_not_absent(r)  # the cut just marked may be where the watcher's records went
     leftover = {p.index for r in v.runs for p in r.leftover}
     procs = sorted(v.procs, key=lambda p: (p.start if p.start is not None else v.t0, p.index))
     at = parent_links(procs)

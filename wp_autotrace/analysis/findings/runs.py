@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fold.verdict import RUN_IN_PROGRESS
+from ..fold.verdict import RUN_IN_PROGRESS, verdict_held
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -19,11 +19,19 @@ def verdict_pending(v: View) -> Finding | None:
     runs = [r for r in v.runs if r.verdict_pending and not r.provisional_from]
     if not runs:
         return None
+    pids = sorted(r.root.pid for r in runs if r.root is not None)
+    if all(verdict_held(r) for r in runs):  # the full log is why: said, and the one fix
+        return Finding(
+            "verdict-pending", "warning",
+            "Verdict not written yet: the log's disk was full or unwritable as the main process ended (records of "
+            "the run were lost); the watcher keeps its verdict and writes it once the log takes records again, if "
+            "it still runs: what is still running is not known yet.",
+            pids, [], "give the log's filesystem room, then read the report again", {})
     return Finding(
         "verdict-pending", "warning",
         "Verdict pending: the main process ended, but the watcher has not yet written what the run left "
         "behind, and no look after that end is in the log: what is still running is not known yet.",
-        sorted(r.root.pid for r in runs if r.root is not None), [],
+        pids, [],
         "read the report again in a few seconds (the watcher writes its verdict shortly after the main "
         "process ends)", {})
 

@@ -42,6 +42,9 @@ WATCHER_EXIT_WORDS = {vocab.EXIT_PROC_ELSEWHERE: "it could not see the run, its 
 # Why a verdict will never come (Run.no_verdict starts with one of these).
 NO_WATCHER = "no watcher ran"
 WATCHER_ENDED = "the watcher ended without a verdict"
+# The guess from no watcher record at all, where no record says why: a log that lost records may have lost its.
+NO_WATCHER_RECORD = (f"{NO_WATCHER} (no watcher record in the log: WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it "
+                     "could not start)")
 
 
 class Reader(NamedTuple):
@@ -216,8 +219,7 @@ def verdict_lost(run: Run, end: float, reader: Reader) -> str:
         if run.waited is not None and run.waited.no_watcher:
             return f"{NO_WATCHER}: {run.waited.no_watcher}"
         if now - end > WATCHER_START_LATE_S:
-            return (f"{NO_WATCHER} (no watcher record in the log: WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it "
-                    "could not start)")
+            return NO_WATCHER_RECORD
         return ""
     here = reader.host
     if all(h == here for h, _ in run.watcher_pids):
@@ -234,6 +236,22 @@ def verdict_lost(run: Run, end: float, reader: Reader) -> str:
         return (f"{WATCHER_ENDED} (no leftover or watcher_exit record {now - end:.0f} s after the main "
                 f"process's end; it is written within a second or two)")
     return ""
+
+
+def verdict_held(run: Run) -> bool:
+    """The log lost records as the run's main ended (its exit missing beside a log cut mid-record, Run.log_cut, set
+    once the log's end is read, or a dropped count: a full disk) and holds no verdict: the watcher writes to that log
+    too, and keeps a verdict the log refused until it takes records again (watcher/main.py catch_up)."""
+    root = run.root
+    return (root is not None and not root.exited and root.exec_into is None and not run.leftover_seen
+            and bool(run.dropped or run.watcher_dropped or run.log_cut))
+
+
+def held_not_absent(run: Run) -> None:
+    """No watcher record in a log that lost records is no proof that none ran: its start may be among the lost, and
+    its verdict may still come once the disk has room: pending (verdict_held words it), not 'no watcher ran'."""
+    if run.no_verdict == NO_WATCHER_RECORD and verdict_held(run):
+        run.verdict_pending, run.no_verdict = True, ""
 
 
 def log_clock(run: Run, host: str) -> float | None:
