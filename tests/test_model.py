@@ -2143,3 +2143,12 @@ def test_a_sidecar_that_exits_by_itself_after_a_killed_main_is_not_left_running(
     (tmp_path / "unseen").mkdir()  # its exit record, but never seen gone: its end is not assumed
     unseen = report(with_orphan_sidecar_own_exit(3.55, seen_gone=False), tmp_path / "unseen")
     assert unseen["leftover_pids"] == [200], unseen["findings"]
+
+
+def test_a_pool_whose_sidecar_ended_with_no_status_read_keeps_both_readings(tmp_path: Path) -> None:
+    """No status of the sidecar was read (the watcher saw it gone): its own abort or fault and a kill for memory stay
+    both open in the fix, as for a worker lost unread; it gave the memory reading alone."""
+    rep = report(with_killed_sidecar(), tmp_path)
+    (died,) = [f for f in rep["findings"] if f["kind"] == "pool-died"]
+    assert "PYTHONFAULTHANDLER=1" in died["advice"] and "dmesg" in died["advice"], died["advice"]
+    assert "chose it" not in rep["answer"] and "OOM" not in rep["answer"], rep["answer"]

@@ -111,9 +111,10 @@ def pool_died(v: View) -> Finding | None:
                   f"outside the run; no record shows a sender: {CRASH_FIX}")
     elif sig.signal is not None:
         advice = f"find what sent {sig.signal} to the sidecar (a time limit, a scheduler, a user, a cleanup script)"
-    else:
-        advice = ("how its sidecar ended is not in the log (no status was readable): the kernel log (dmesg) "
-                  "says whether the kernel chose it for lack of memory")
+    else:  # no status read: both readings stay open, as for a worker (WORKER_UNREAD_ADVICE); no word claims either
+        advice = ("how its sidecar ended is not in the log (no status was readable): an abort or a fault in native "
+                  "code prints on its stderr (run again with PYTHONFAULTHANDLER=1 for its stack), a kill for lack of "
+                  "memory is in the kernel log (dmesg)")
     jobs = pool_jobs(v.endings, pool)
     pids = sorted({x.sidecar.pid for x, _ in dead if x.sidecar is not None})
     return _finding("pool-died", "problem", text, pids, ending.evidence[:TEXT_PIDS + 2], advice,
