@@ -342,6 +342,23 @@ def test_once_of_a_log_without_a_record_is_no_usable_log(tmp_path: Path, text: s
     assert main(["watch", str(log), "--once"]) == 2
 
 
+
+def test_a_log_of_no_traced_process_is_no_usable_log_for_report_and_watch(tmp_path: Path, capsys) -> None:
+    """A log of valid records that name no process (cut down to its run_exit line): report told a run in which
+    nothing happened ('Nothing unusual', 'main waited 0.0 s at exit', exit 0) where watch said 'no valid records'
+    (they are valid), exit 2; both say there is no traced process in it, exit 2, text, --json and --html alike."""
+    from wp_autotrace.cli.main import main
+
+    log = tmp_path / "cut.jsonl"
+    log.write_text('{"v":1,"event":"run_exit","ts":1796597429.5,"pid":900,"ppid":1,"host":"vm","role":"run",'
+                   '"seq":0,"run":"r1","status":0,"how":"exit","launched_pid":901}\n')
+    for argv in (["report", str(log)], ["report", "--json", str(log)],
+                 ["report", "--html", "-o", str(tmp_path / "p.html"), str(log)], ["watch", str(log), "--once"]):
+        assert main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == "" and f"no traced process in {log}" in err, (argv, out, err)
+    assert not (tmp_path / "p.html").exists()
+
 def test_a_log_removed_while_listed_is_passed_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The newest log is chosen from a listing; a log removed before its time was read (an old run's, cleared away
     meanwhile) raised FileNotFoundError out of watch (a traceback); it is passed over."""

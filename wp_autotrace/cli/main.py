@@ -39,9 +39,9 @@ EXIT_STATUSES = (
     ExitStatus(str(doctor.DOCTOR_PROBLEM), "`doctor`", "a problem was found (each one is a `[FAIL]` line)"),
     ExitStatus(str(cleanup.REFUSED), "`cleanup`", "a process was refused (pid reused, another owner or host, "
                "no start time), survived SIGKILL, or a live process the log names as the run's was not ended"),
-    ExitStatus(str(NO_USABLE_LOG), "`report`, `export`, `watch`, `cleanup`", "no usable log: missing, empty, or no "
-               "valid record; a FIFO, device or directory given as a log (refused before reading); "
-               "`report` or `cleanup --run ID` with an id the log does not hold"),
+    ExitStatus(str(NO_USABLE_LOG), "`report`, `export`, `watch`, `cleanup`", "no usable log: missing, empty, no "
+               "valid record, or none of a traced process (`report`, `watch`); a FIFO, device or directory given as "
+               "a log (refused before reading); `report` or `cleanup --run ID` with an id the log does not hold"),
     ExitStatus(str(cleanup.STILL_RUNNING), "`cleanup`", "the run is still running (its main process is "
                "alive): nothing was signalled"),
     ExitStatus(str(USAGE), "all", "usage error (unknown command or option, missing argument)"),

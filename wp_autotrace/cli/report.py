@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..analysis.read.logread import stream_logs
+from ..analysis.read.logread import NoUsableLog, stream_logs
 from . import export
 from .base import OUTPUT_CLOSED, USAGE, dumps, text_width, warn_inputs, write_out
 
@@ -32,7 +32,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..analysis.present.render import render_text
-    from ..analysis.report import analyze
 
     # one streaming pass: memory grows with processes and calls, not records; typed: the fold alone reads them
     data = stream_logs(args.logs, typed=True)
@@ -41,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output or args.force:
         print("wp-autotrace report: -o and --force go with --html (text and --json go to stdout)", file=sys.stderr)
         return USAGE
-    rep = analyze(data, args.run)
+    rep = _analyzed(data, args)
     if args.json:
         write_out(dumps(rep, indent=1) + "\n")
         return warn_inputs(data)
@@ -49,15 +48,26 @@ def run(args: argparse.Namespace) -> int:
     return warn_inputs(data, skipped=False)
 
 
+def _analyzed(data: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The report's model; NoUsableLog where its valid records name no process (a log cut down to its run_exit
+    lines, a watcher's alone): a report of nothing would read as a run in which nothing happened ("Nothing
+    unusual", "main waited 0.0 s at exit"), as watch says of the same log."""
+    from ..analysis.report import analyze
+
+    rep = analyze(data, args.run)
+    if not rep["processes"]:
+        raise NoUsableLog(f"no traced process in {', '.join(args.logs)}: its records name none")
+    return rep
+
+
 def _html(args: argparse.Namespace, data: Any) -> int:
     """The page (analysis/present/html.py) through the safe opener: never an input log, a symlink, an existing file
     without --force."""
     from ..analysis.present.html import render_html
     from ..analysis.present.render import render_text
-    from ..analysis.report import analyze
     from .outfile import UnsafeOutput, WriteFailed, open_output, write_file
 
-    rep = analyze(data, args.run)
+    rep = _analyzed(data, args)
     page = render_html(rep, render_text(rep, data.skipped))  # the page embeds the text report, unwrapped
     output = args.output or "report.html"
     try:

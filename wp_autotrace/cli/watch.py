@@ -268,7 +268,7 @@ def watch(path: str, once: bool, interval: float, out: Any = None) -> int:
             ended, lines = step()
             if once and view.run is None:
                 # A view of nothing ("main ? ?", exit 0) would read as a run seen with nothing in it.
-                raise NoUsableLog(f"no valid wp-autotrace records in {path}")
+                raise NoUsableLog(f"no traced process in {path}: no valid record of one")
             out.write("\n".join(lines) + "\n")
             out.flush()
             if once or ended:
