@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from wp_autotrace.analysis.present.render import render_text
+from wp_autotrace.analysis.words.lines import findings_lines
 from wp_autotrace.common.pidfd import ExitWatch
 
 from .conftest import clean_env, report_json, run_python, wait_for_watcher
@@ -89,7 +90,10 @@ def test_children_reaped_at_once_are_told_by_their_wait_status(tmp_path: Path) -
     assert [(p["ending"]["signal"], p["ending"]["code"]) for p in kids] == [("SIGSEGV", None), ("SIGABRT", None),
                                                                           (None, 3)], kids
     assert all("read through its pidfd" in " ".join(p["ending"]["evidence"]) for p in kids[:2]), kids
-    assert "Nothing unusual" not in rep["answer"]
+    lines = " ".join(findings_lines(rep))  # with no finding, the line names each crash by its signal
+    assert "3 traced processes ended" not in lines and (f"2 traced processes ended without an exit record: pid "
+                                                        f"{kids[1]['pid']} by SIGABRT; pid {kids[0]['pid']} by "
+                                                        "SIGSEGV.") in lines, lines
 
 
 def test_a_steps_sys_exit_code_is_its_runs_exit_code(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from ...common.vocab import COMPILE_WORKER
 from ...common.vocab import MEMORY_STALE_S as STALE_S
 from ..words.fmt import MIB, idle_mib_s_text, mib_s_text, pool_name, sidecar_name, size_text
-from ..words.lines import finding_lines, no_finding_line, run_lines
+from ..words.lines import finding_lines, no_finding_line, run_lines, unseen_ends
 from ..words.sentences import covered_text, floor_text, process_words
 from .svg import DASHES, LINE_GREYS, OTHER_FILL, ROLE_FILL, Scale, defs, esc, legend, num, rect, text, title
 
@@ -95,7 +95,7 @@ def _findings(rep: dict[str, Any]) -> str:
     finding: the text report's line for that (which reads the runs' exit codes)."""
     items = []
     for f in rep["findings"] or [None]:
-        lines = finding_lines(f) if f else [no_finding_line(rep["runs"], rep.get("t0"), rep.get("no_exit_pids") or ())]
+        lines = finding_lines(f) if f else [no_finding_line(rep["runs"], rep.get("t0"), unseen_ends(rep))]
         head, rest = lines[0].removeprefix("- "), [x.strip() for x in lines[1:]]
         body = "".join(f'<br><span class="advice"><b>{esc(x.partition(":")[0])}:</b>{esc(x.partition(":")[2])}'
                        "</span>" for x in rest)

@@ -24,7 +24,7 @@ from ..words.fmt import (
     skipped_line,
     wrap,
 )
-from ..words.lines import NO_FINDING, findings_lines, run_lines, when_text
+from ..words.lines import NO_FINDING, findings_lines, run_lines, unseen_ends, when_text
 from ..words.sentences import counts_words, floor_text, lifespan, made_at, pool_idle_text, process_words
 from ..words.state import exit_code_words
 
@@ -511,19 +511,12 @@ def _timeline_section(rep: dict[str, Any]) -> list[str]:
         out.append(f"outlived their parent (re-parented): {pid_text(rep['reparented_pids'], 12)}")
     if rep["running_pids"]:
         out.append(f"still running at the last record: {pid_text(rep['running_pids'], 12)}")
-    # a wait status the watcher read (a zombie's) names the signal even where no record names its sender
-    no_exit = set(rep["no_exit_pids"])
-    ends = {p["pid"]: p["ending"] for p in rep["processes"] if p["pid"] in no_exit}
-    signals: dict[str, list[int]] = {}
-    for pid, ending in ends.items():
-        if ending.get("kind") == "signal" and ending.get("signal"):
-            signals.setdefault(ending["signal"], []).append(pid)
-    for name, pids in sorted(signals.items()):
+    # a wait status the watcher read (a zombie's, a pidfd's) names the signal even where no record names its sender
+    ends = unseen_ends(rep)
+    for name, pids in sorted((s, p) for s, p in ends.items() if s):
         out.append(f"ended by {name} (its wait status; no record names the sender): {pid_text(sorted(pids), 12)}")
-    told = {pid for pids in signals.values() for pid in pids}
-    unseen = [pid for pid in rep["no_exit_pids"] if pid not in told]
-    if unseen:
-        out.append(f"ended unseen (no process_exit, nothing explains it): {pid_text(unseen, 12)}")
+    if ends.get(None):
+        out.append(f"ended unseen (no process_exit, nothing explains it): {pid_text(ends[None], 12)}")
     return out
 
 

@@ -89,7 +89,7 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
     """Each finding, worst first (findings/rank.py, as report.py orders them), with its advice, wrapped to width
     (verbose: every pid and the evidence); none: no_finding_line."""
     if not rep["findings"]:
-        return wrap(no_finding_line(rep["runs"], rep.get("t0"), rep.get("no_exit_pids") or ()), width)
+        return wrap(no_finding_line(rep["runs"], rep.get("t0"), unseen_ends(rep)), width)
     return [line for f in rep["findings"] for line in finding_lines(f, verbose, width)]
 
 
@@ -97,16 +97,36 @@ def findings_lines(rep: dict[str, Any], verbose: bool = False, width: int | None
 NO_FINDING = "- No finding about its processes or pools"
 
 
-def no_finding_line(runs: list[dict[str, Any]], t0: float | None = None, unseen: Any = ()) -> str:
+def unseen_ends(rep: dict[str, Any]) -> dict[str | None, list[int]]:
+    """The report's processes that ended with no exit record that anything explains (no_exit_pids), by the signal
+    their wait status names (their ending's: a zombie's, or read through a pidfd once reaped); None: no status read."""
+    pids = set(rep.get("no_exit_pids") or ())
+    out: dict[str | None, list[int]] = {}
+    for p in rep["processes"]:
+        if p["pid"] in pids:
+            ending = p.get("ending") or {}
+            out.setdefault(ending.get("signal") if ending.get("kind") == "signal" else None, []).append(p["pid"])
+    return out
+
+
+def no_finding_line(runs: list[dict[str, Any]], t0: float | None = None,
+                    unseen: dict[str | None, list[int]] | None = None) -> str:
     """The line for a report without findings: 'Nothing unusual', unless a program failed (its exit code) or traced
-    processes ended with no exit record that anything explains (`unseen`: the report's no_exit_pids; a child
-    crashed, its parent reaped it before any look read how: its end is a problem no finding tells)."""
+    processes ended with no exit record that anything explains (`unseen`: unseen_ends; a child crashed, its parent
+    reaped it at once: its end is a problem no finding tells)."""
     line = _no_finding(runs, t0)
     if not unseen:
         return line
-    told = (f"{plural(len(set(unseen)), 'traced process')} ended without an exit record, killed or crashed (the "
-            f"Timeline says what the log shows of each): pids {pid_text(unseen)}")
+    n = len({pid for pids in unseen.values() for pid in pids})
+    parts = [f"{_pids(pids)} by {sig}" for sig, pids in sorted((s, p) for s, p in unseen.items() if s)]
+    if None in unseen:
+        parts.append(f"{_pids(unseen[None])}, killed or crashed (how, the log does not say)")
+    told = f"{plural(n, 'traced process')} ended without an exit record: {'; '.join(parts)}"
     return f"{NO_FINDING}; {told}." if line == NOTHING_UNUSUAL else f"{line} Also {told}."
+
+
+def _pids(pids: list[int]) -> str:
+    return f"pid {pids[0]}" if len(set(pids)) == 1 else f"pids {pid_text(pids)}"
 
 
 NOTHING_UNUSUAL = "- Nothing unusual."
