@@ -279,7 +279,8 @@ class ProcReader:
         return {"pid": pid, "ppid": int(fields[STAT_PPID]), "name": name, "create_time": create_time,
                 "start_ticks": int(started), "rss": int(fields[STAT_RSS]) * self.page,
                 "threads": int(fields[STAT_THREADS]), "groups": (int(fields[STAT_PGRP]), int(fields[STAT_SESSION])),
-                "image": int(fields[STAT_ARG_START]) if len(fields) > STAT_ARG_START else 0}
+                "image": int(fields[STAT_ARG_START]) if len(fields) > STAT_ARG_START else 0,
+                "state": fields[STAT_STATE].decode(errors="replace")}
 
     @staticmethod
     def stopped(pid: int) -> bool:

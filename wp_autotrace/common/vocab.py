@@ -85,6 +85,9 @@ from .core import (
 # long (plus two ticks and some slack) for the verdict before it summarises (cli/run/__init__.py
 # await_verdict).
 LEFTOVER_GRACE_S = 0.2
+# The /proc/PID/stat states of a stopped process (a SIGSTOP or SIGTSTP's group stop; a tracer's), which the verdict
+# writes into a leftover's entry: one that runs no code until a SIGCONT, never "left running".
+STOPPED = ("T", "t")
 # A process the watcher's verdict names left running, but whose end the log shows (its process_exit, or the
 # watcher saw it gone) this soon after the main process's, was ending with it, not left running: torch's own
 # worker watchdog (2.1-2.9) polls its creator every 1 s and then SIGKILLs the worker, so its workers end up to

@@ -248,14 +248,18 @@ class Watcher:
         """The run's processes alive now (the root is gone); kept until the log takes it. Each one's parent
         and rss are read again first: a backed-off process's last stat may predate its re-parenting (the
         verdict named a dead child as the parent of the orphan it left)."""
+        stopped = {}  # a stopped one is no running one: its state, for the verdict's entry only (not the tree's)
         for pid, entry in self.tree.live.items():
             info = self.tree.reader.stat(pid)
             if info is not None and info["create_time"] == entry["create_time"]:
                 entry["rss"], entry["ppid"] = info["rss"], info["ppid"]
                 self.tree.restated.add(pid)  # its rss read: the next heartbeat weighs it
+                if info.get("state") in V.STOPPED:
+                    stopped[pid] = info["state"]
         if self.fds is not None and (held := self.fds.look(self.tree.live, leftover=True)):
             self.emit_parts(V.ORPHAN_FDS, {"procs": held})
-        procs = sorted(self.tree.live.values(), key=lambda p: p["pid"])
+        procs = sorted((dict(p, state=stopped[p["pid"]]) if p["pid"] in stopped else p
+                        for p in self.tree.live.values()), key=lambda p: p["pid"])
         self.unwritten_verdict = {"procs": procs, "how": how}
         self._write_verdict()
 

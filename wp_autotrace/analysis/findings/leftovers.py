@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES
+from ...common.vocab import COMPILE_WORKER, SIDECAR_ROLES, STOPPED
 from ..derive.labels import process_label
 from ..derive.mempeak import left_at_once
 from ..fold.verdict import RUN_KILLED
@@ -31,7 +31,7 @@ def leftovers(v: View) -> Finding | None:
     mb = f", holding {about} {size_text(v.leftover_real)}{left_read_text(v)}" if v.leftover_real else ""
     # How the main process ended, in words: "killed" only where a signal is known (`run` waited for it).
     killed = next((no_exit_how(v, r)[0] for r in v.runs if v.states[r.id] == RUN_KILLED), "")
-    pending = _provisional(v)
+    pending = _provisional(v) + _stopped_text(v, listed)
     # Those the log later saw end (killed by a runner, or finished), or this host shows gone as the log is read
     # (cleanup writes no record): nothing of them is left to end now.
     gone_now = {p for r in v.runs for p, entry in r.leftover.items() if entry.get("gone_now")}
@@ -151,7 +151,22 @@ def _left_cost(v: View, rss: int) -> dict[str, object]:
     return {"processes": v.leftover_count, "leftover_rss_bytes": rss, "leftover_pss_bytes": v.leftover_pss,
             "leftover_real_bytes": v.leftover_real, "procs_left": v.leftover_count,
             "mib_left": round(v.leftover_real / MIB, 1) if v.leftover_real else None,
-            "left_read_text": left_read_text(v)}
+            "left_read_text": left_read_text(v), "stopped": len(_stopped(v, v.leftover_procs))}
+
+
+def _stopped(v: View, listed: list[Process]) -> list[Process]:
+    """Of listed, those the verdict saw stopped (its entry's /proc state T or t: a SIGSTOP or SIGTSTP, a tracer)."""
+    held = {p for r in v.runs for p, entry in r.leftover.items() if entry.get("state") in STOPPED}
+    return [p for p in listed if p in held]
+
+
+def _stopped_text(v: View, listed: list[Process]) -> str:
+    stopped = _stopped(v, listed)
+    if not stopped:
+        return ""
+    who = ("all were" if len(stopped) == len(listed) else f"pid {stopped[0].pid} was" if len(stopped) == 1 else
+           f"{len(stopped)} (pids {pid_text(p.pid for p in stopped)}) were")
+    return f"; {who} stopped as the verdict was written (state T: a SIGSTOP or SIGTSTP; no code runs until a SIGCONT)"
 
 
 def _is_pool_process(p: Process) -> bool:

@@ -88,7 +88,8 @@ def clean_frame(v: Any) -> dict[str, Any] | None:
 ENTRY_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     schema.PROCS: (("ppid", "rss", "cmd_len", "pgid", "nproc", "uid", "nspid", "pidns", "start_ticks"),
                    ("create_time",),
-                   ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg", "sigign")),  # then `exec` (bool) if one
+                   # then `exec` (bool) if one
+                   ("name", "cmd", "role", "via", "memcg", "pidcg", "cpucg", "sigign", "state")),
     schema.ENDED: (("status",), ("create_time", "end", "seen"), ()),
     schema.ZOMBIES: (("ppid", "status"), ("create_time", "since"), ()),
     schema.RSS: (("rss",), ("create_time",), ()),

@@ -246,7 +246,9 @@ EVENTS: dict[str, tuple[str, tuple[tuple[str, str, str], ...]]] = {
         ("how", STR, "`root-exit`, `root-killed` or `linger-end`"),
         ("count", UINT, "how many (the true number)"),
         ("pids", INTS, "their pids"),
-        ("procs", PROCS, _PROC_NOTE),
+        ("procs", PROCS, _PROC_NOTE.replace("pidns?}", "pidns?, state?}", 1) + "; `state`: `T` or `t` where "
+                         "it was stopped (a SIGSTOP or SIGTSTP; a tracer's stop) as the verdict was written, its "
+                         "/proc/PID/stat state, absent where it ran or slept"),
         ("samples", UINT, "samples taken"),
     )),
     PROCESS_EXIT: ("a traced process is exiting", (

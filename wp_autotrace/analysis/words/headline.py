@@ -49,9 +49,12 @@ def headline(rep: dict[str, Any], f: dict[str, Any], under_cause: bool = False) 
             cause = f": {f['cost']['orphans_short']}"
         elif f["cost"].get("dead_pool_workers"):  # a dead sidecar's workers: no pool left to stop them
             cause = ": the dead pool's workers, which nothing stopped"
-        n = f["cost"]["processes"]
+        n, stopped = f["cost"]["processes"], f["cost"].get("stopped")
         were = "process was" if n == 1 else "processes were"
-        return f"{n} {were} left running after the main process{mem}{cause}."
+        # a stopped one (SIGSTOP, state T) runs nothing: left behind, not running
+        left = ("left behind, stopped (state T)," if stopped == n else
+                f"left behind ({stopped} stopped, state T)" if stopped else "left running")
+        return f"{n} {were} {left} after the main process{mem}{cause}."
     text = str(f["text"])
     limit = SYMPTOM_CHARS if under_cause else HEADLINE_CHARS
     if len(text) <= limit:
