@@ -212,6 +212,13 @@ def test_config_from_the_standard_variables() -> None:
     assert X.config_from_env({}).url == "http://localhost:4318/v1/traces"
     with pytest.raises(ValueError, match="not an http"):
         X.config_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://h:4317"})
+    # a header no POST could send is told at the start, naming its variable, never its text (it may be a key)
+    for name, text in (("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cret%0D%0AX-Evil: 1"),
+                       ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "bad%20name=s3cret"),
+                       ("OTEL_EXPORTER_OTLP_HEADERS", "k=s3cret%00")):
+        exporter, why = X.start("r", "h", "otlp", {name: text})
+        assert exporter is None and f"a header in {name} is not valid" in why and "s3cret" not in why, why
+    assert X.config_from_env({"OTEL_EXPORTER_OTLP_HEADERS": "k=a%20b"}).headers["k"] == "a b"  # a space in a value
     assert X.start("r", "h", "zipkin", {})[0] is None and "not known" in X.start("r", "h", "zipkin", {})[1]
     off = X.start("r", "h", "otlp", {"OTEL_SDK_DISABLED": "true"})
     assert off == (None, "OTEL_SDK_DISABLED=true: nothing is exported")

@@ -99,6 +99,18 @@ def _pairs(text: str) -> dict[str, str]:
     return out
 
 
+
+def _headers(env: Any, name: str) -> dict[str, str]:
+    """The headers the variable `name` lists; ValueError naming the variable, never its text (a header may hold a
+    key), where one could not be sent: a control character (a line break: http.client refuses it at every POST,
+    told then only as "ValueError"), or a ':' or white space in a header's name."""
+    headers = _pairs(env.get(name) or "")
+    for key, value in headers.items():
+        if not (key + value).isprintable() or any(c == ":" or c.isspace() for c in key):
+            raise ValueError(f"a header in {name} is not valid (a control character or line break, or a ':' or "
+                             "space in its name; its text is not shown: it may hold a secret)")
+    return headers
+
 def config_from_env(env: Any) -> ExportConfig:
     """The export's settings; ValueError (its text shows no secret) when the endpoint is not http(s)."""
     url = (env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or "").strip()
@@ -108,8 +120,8 @@ def config_from_env(env: Any) -> ExportConfig:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("the OTLP endpoint is not an http(s) URL")
-    headers = _pairs(env.get("OTEL_EXPORTER_OTLP_HEADERS") or "")
-    headers.update(_pairs(env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or ""))
+    headers = _headers(env, "OTEL_EXPORTER_OTLP_HEADERS")
+    headers.update(_headers(env, "OTEL_EXPORTER_OTLP_TRACES_HEADERS"))
     headers["Content-Type"] = "application/json"
     resource = _pairs(env.get("OTEL_RESOURCE_ATTRIBUTES") or "")
     resource["service.name"] = (env.get("OTEL_SERVICE_NAME") or "").strip() or resource.get("service.name") \
