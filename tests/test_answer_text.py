@@ -295,6 +295,24 @@ def test_the_main_defunct_under_its_launcher_is_the_launchers_to_reap(tmp_path: 
     assert "--init" not in stays["answer"] and "--init" not in z["advice"], stays["answer"]
 
 
+def test_a_main_that_outlived_its_launcher_tells_the_launchers_end(tmp_path: Path) -> None:
+    """The main started under pid 50 (its launcher: `wp-autotrace run` killed, say) and was defunct under pid 1 at its
+    end: pid 50 ended first (only that hands a child to pid 1). The Answer tells that, with its one question, where
+    it said only that a zombie was seen, advice "nothing"; under its launcher still (the test above) it is not."""
+    w = LogWriter()
+    start(w, 0, 100, 50, "main")
+    w.add(5, 100, 50, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 5.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 5.1}],
+            zombies=[{"pid": 100, "ppid": 1, "since": T0 + 5.1, "status": 0}])
+    watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    watcher(w, 5.6, "tree", count=0, started=[], ended=[], final=True)
+    rep = report(w, tmp_path)
+    (z,) = [f for f in rep["findings"] if f["kind"] == "zombies"]
+    assert "Main 100 outlived the process that started it (pid 50" in z["text"], z
+    assert z["advice"].startswith("where pid 50 was to wait for it"), z
+    assert "Main 100 outlived the process that started it" in rep["answer"], rep["answer"]
+
+
 def test_wrapping_never_splits_a_path_or_a_test_id() -> None:
     """A path or a test id longer than the width stays whole on its own line (it can be copied and searched for);
     the words around it wrap as before."""

@@ -419,6 +419,13 @@ def _stays(p: Process) -> bool:
     return start is not None and run.last_sample is not None and run.last_sample - start >= ZOMBIE_STAYS_S
 
 
+def _outlived_its_launcher(p: Process) -> bool:
+    """p is the run's main, defunct under pid 1 though it started under another parent: that parent (its launcher:
+    a shell, a job runner, `wp-autotrace run`) ended first, which is what hands a child to pid 1."""
+    return (p.run is not None and p is p.run.root and p.zombie is not None and p.zombie.get("ppid") == INIT_PID
+            and p.ppid is not None and p.ppid != INIT_PID)
+
+
 def zombies(v: View) -> Finding | None:
     """Processes of the run left defunct: ended, never reaped by their parent (a container's pid 1 that
     does not wait for orphans, pytorch#153593). A problem (the Answer's) only for those that stayed (_stays);
@@ -446,6 +453,18 @@ def zombies(v: View) -> Finding | None:
              "tells which)")
     brief = "" if stayed else (f" None was seen to stay: {under}, and the watcher's last look came less than "
                                f"{ZOMBIE_STAYS_S:g} s after that.")
+    orphan = next((q for q in found if _outlived_its_launcher(q)), None)
+    if orphan is not None and not stayed:  # the reader's question is the launcher's end, not the moment's zombie
+        return _finding(
+            "zombies", "warning",
+            f"Main {orphan.pid} outlived the process that started it (pid {orphan.ppid}, its launcher: a shell, a job "
+            f"runner, `wp-autotrace run`): that one ended first, so the main ran on under pid 1 and ended there: "
+            f"{v.endings.of(orphan).words}; its exit status reached no launcher.",
+            sorted(q.pid for q in found), [f"{q.pid}: defunct under {q.zombie.get('ppid')}" for q in found[:TEXT_PIDS]
+                                          if q.zombie],
+            f"where pid {orphan.ppid} was to wait for it (`wp-autotrace run`, a job step), find what ended it (a kill, "
+            "a time limit, a closed terminal): what waited for the program's exit status got none; a launcher meant "
+            "to leave first (nohup, a daemon's start) needs nothing", {"zombies": 0})
     if not stayed:  # every child is defunct for a moment, until its parent waits for it: one look is no fault
         advice = ("nothing, unless `ps -o pid,stat,ppid` shows defunct processes that stay: a process is defunct "
                   "from its end until its parent waits for it, and no look here saw one stay")
