@@ -184,7 +184,10 @@ def _dry_run(sweep: Sweep) -> int:
     for c, info in children_first(list(sweep.targets.values())):
         live = live_cmd(sweep.checker.reader, c.pid)
         logged = f"; logged: {c.cmd[:CMD_SHOWN]}" if c.cmd and c.cmd != live else ""
-        sweep.say(f"would end: {target_label(c)}, rss {size_text(info['rss'])}: {live[:CMD_SHOWN] or '?'}{logged}")
+        state = sweep.stopped_before.get(c.pid)
+        stopped = f", stopped (state {state})" if state else ""
+        sweep.say(f"would end: {target_label(c)}{stopped}, rss {size_text(info['rss'])}: {live[:CMD_SHOWN] or '?'}"
+                  f"{logged}")
     sweep.say(f"dry run: {len(sweep.targets)} process(es) would be ended; nothing signalled")
     return sweep.status
 

@@ -112,6 +112,7 @@ class Sweep:
         # (host, pid) -> (start, run id, "" where not known) of each process refused as another run's
         self.foreign: dict[tuple[str, int], tuple[float | None, str]] = {}
         self.logs: set[tuple[int, int]] = set()  # (st_dev, st_ino) of the logs read: a process tracing into one
+        self.stopped_before: dict[int, str] = {}  # pid -> /proc state (T, t) of a member stopped before cleanup
 
     def know(self, c: Candidate) -> None:
         if c.create_time is not None:
@@ -190,6 +191,8 @@ class Sweep:
         info = self.checker.same(c.pid, c.create_time) if not refused and all(
             why is None for _, why in verdicts) else None
         if info is not None:
+            if info.get("state") in ("T", "t"):  # read before cleanup's own SIGSTOP (grow)
+                self.stopped_before[c.pid] = info["state"]
             self.targets[c.pid] = (c, info)
             self.pins[c.pid] = pidfd
             self.know(c)
@@ -219,6 +222,16 @@ class Sweep:
         self.say(f"still alive, not signalled: {target_label(c)}: {named}" + (
             f"; cleanup refused to signal it: {why}" if why else
             ", but not as left behind" if named == NAMED_MEMBER else ", but it was not signalled (see above)"))
+
+    def stopped_words(self, pid: int) -> str:
+        """How a member stopped before cleanup began is ended, in words ("" for one that was not): SIGTERM
+        alone wakes a stopped process only where its action is the default; one that handles SIGTERM stays
+        stopped until SIGCONT, which end_round sends after every SIGTERM, as a `kill` user does."""
+        state = self.stopped_before.get(pid)
+        if state == "T":
+            return ("; it was stopped (state T) when cleanup began: SIGCONT followed its SIGTERM so that it could act "
+                    "on it, as `kill -TERM` then `kill -CONT` do")
+        return f"; it was stopped by a tracer (state {state}) when cleanup began" if state else ""
 
     def close(self) -> None:
         for fd in self.pins.values():
@@ -354,13 +367,14 @@ class Sweep:
         left = self.wait_gone([pid for pid in order if pid not in gone], grace)
         for pid in order:
             if pid not in left and pid not in gone:
-                self.say(f"ended: {target_label(self.targets[pid][0])} (SIGTERM)")
+                self.say(f"ended: {target_label(self.targets[pid][0])} (SIGTERM{self.stopped_words(pid)})")
                 self.ended += 1
         self.send(left, signal.SIGKILL)
         survivors = self.wait_gone(left, KILL_WAIT_S, while_ending=True)
         for pid in left:
             if pid not in survivors:
-                self.say(f"ended: {target_label(self.targets[pid][0])} (SIGKILL after {grace:.3g} s)")
+                self.say(f"ended: {target_label(self.targets[pid][0])} (SIGKILL after {grace:.3g} s"
+                         f"{self.stopped_words(pid)})")
                 self.ended += 1
         return survivors
 
