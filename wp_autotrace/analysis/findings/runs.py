@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fold.verdict import RUN_IN_PROGRESS, verdict_held
+from ..fold.verdict import RUN_IN_PROGRESS, VERDICT_HELD, VERDICT_HELD_FIX, verdict_held
 from .base import Finding
 
 if TYPE_CHECKING:
@@ -23,10 +23,9 @@ def verdict_pending(v: View) -> Finding | None:
     if all(verdict_held(r) for r in runs):  # the full log is why: said, and the one fix
         return Finding(
             "verdict-pending", "warning",
-            "Verdict not written yet: the log's disk was full or unwritable as the main process ended (records of "
-            "the run were lost); the watcher keeps its verdict and writes it once the log takes records again, if "
+            f"{VERDICT_HELD}; the watcher keeps its verdict and writes it once the log takes records again, if "
             "it still runs: what is still running is not known yet.",
-            pids, [], "give the log's filesystem room, then read the report again", {})
+            pids, [], f"{VERDICT_HELD_FIX}, then read the report again", {})
     return Finding(
         "verdict-pending", "warning",
         "Verdict pending: the main process ended, but the watcher has not yet written what the run left "

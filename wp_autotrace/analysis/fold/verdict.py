@@ -42,6 +42,11 @@ WATCHER_EXIT_WORDS = {vocab.EXIT_PROC_ELSEWHERE: "it could not see the run, its 
 # Why a verdict will never come (Run.no_verdict starts with one of these).
 NO_WATCHER = "no watcher ran"
 WATCHER_ENDED = "the watcher ended without a verdict"
+# Why a verdict is not written yet where the log lost records as the main ended (verdict_held), and the one fix:
+# the report's finding and cleanup's note say these same words.
+VERDICT_HELD = ("Verdict not written yet: the log's disk was full or unwritable as the main process ended (records of "
+                "the run were lost)")
+VERDICT_HELD_FIX = "give the log's filesystem room"
 # The guess from no watcher record at all, where no record says why: a log that lost records may have lost its.
 NO_WATCHER_RECORD = (f"{NO_WATCHER} (no watcher record in the log: WP_AUTOTRACE_SAMPLE_INTERVAL=0, or it "
                      "could not start)")

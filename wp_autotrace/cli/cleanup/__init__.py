@@ -62,6 +62,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...analysis.fold.model import Process, Run
+from ...analysis.fold.verdict import fold_and_judge, held_not_absent
 from ...analysis.read.logread import NoUsableLog, stream_logs
 from ...analysis.words.fmt import escape, size_text
 from ...common.procfs import same_process
@@ -389,13 +390,14 @@ def _owned_model(path: str) -> tuple[Any, int]:
     """A log's model and the uid that owns the very file read. The owner comes from fstat of the fd
     that is read (reopened through /proc/self/fd, which names that open file, not the path): a
     second lookup of the path could find another file, swapped in by a user who can write the folder."""
-    from ...analysis.fold.verdict import fold_and_judge as build
-
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # NONBLOCK: a FIFO must not hang
     alias = f"/proc/self/fd/{fd}"
     try:
         owner = os.fstat(fd).st_uid
-        return build(stream_logs([alias]).records), owner
+        model = fold_and_judge(stream_logs([alias]).records)
+        for r in model.runs.values():
+            held_not_absent(r)  # as the report: no watcher record in a log that lost records is no proof none ran
+        return model, owner
     except NoUsableLog as exc:
         raise NoUsableLog(str(exc).replace(alias, path)) from None
     except OSError as exc:

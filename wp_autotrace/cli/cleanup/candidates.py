@@ -12,6 +12,7 @@ import os
 from typing import Any, NamedTuple
 
 from ...analysis.fold.model import Model, Process, Run
+from ...analysis.fold.verdict import VERDICT_HELD, VERDICT_HELD_FIX, verdict_held
 from ...common.env import ENABLE_ENV, FALSE_WORDS, LOG_ENV, RUN_ENV
 from ...common.procfs import SAME_START_S, ProcReader, boot_id, same_process
 from ...common.vocab import WATCHER as WATCHER_ROLE
@@ -145,6 +146,8 @@ def pending_note(run: Run) -> str:
     where = {"sample": "the last sample after its main process ended",
              "below": "the main process's own list of its descendants at exit"}.get(
         run.provisional_from, "what the log last showed alive (no sample after the main process's end yet)")
+    if verdict_held(run) and not run.provisional_from:  # where the report's verdict-pending finding says it
+        return f"run {run.id or '?'}: {VERDICT_HELD}: {VERDICT_HELD_FIX}; using {where}"
     return f"verdict pending: the watcher has not written what run {run.id or '?'} left behind yet; using {where}"
 
 
