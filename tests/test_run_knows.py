@@ -652,3 +652,30 @@ def test_a_run_its_program_started_is_not_another_programs(tmp_path: Path) -> No
     said = " ".join(res.stderr.split("\nwp-autotrace:\n", 1)[1].split())
     assert "1 run(s) its program started (a `wp-autotrace run` inside it)" in said, said
     assert "another program's" not in said, said
+
+
+# A subreaper (systemd --user, tini -s, a supervisor): run under it, its orphans handed to it, not to init.
+UNDER_SUBREAPER = ("import ctypes, subprocess, sys\n"
+                   "assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER\n"
+                   "sys.exit(subprocess.run(sys.argv[1:], stdin=subprocess.DEVNULL).returncode)\n")
+
+
+def test_a_main_whose_shell_a_subreaper_took_is_not_another_programs(tmp_path: Path) -> None:
+    """`run -- bash -c "bash -c 'python prog; true' & ..."` under a subreaper: the outer shell exits once the main
+    has written the log; the inner one, run's grandchild, is handed to the subreaper, run's parent, older than run.
+    The summary said "This run wrote no record into the log: tracing did not start" and called the run another
+    program's; the main lives (it waits for the test's file) while run reads its parents."""
+    log, release = tmp_path / "reaped.jsonl", tmp_path / "release"
+    main = shlex.join([sys.executable, "-c", _WAIT_FOR, str(release)])
+    outer = (f"bash -c {shlex.quote(main + '; true')} >/dev/null 2>&1 & "
+             f"until grep -q process_start {shlex.quote(str(log))} 2>/dev/null; do sleep 0.05; done")
+    try:
+        res = subprocess.run([sys.executable, "-c", UNDER_SUBREAPER, *RUN, "--log", str(log), "--", "bash", "-c",
+                              outer], env=clean_env(), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+                             stdin=subprocess.DEVNULL)
+        assert res.returncode == 0, res.stderr
+        said = " ".join(res.stderr.split("\nwp-autotrace:\n", 1)[1].split())
+        assert "This run wrote no record" not in said and "another program's" not in said, said
+    finally:
+        release.touch()
+        kill_run(log)

@@ -15,8 +15,8 @@ OLDER, NEWER = 10, 500  # start ticks: before run's (ME's), after
 class Procs:
     """A host's processes as ProcReader.stat gives them: pid -> (ppid, start ticks)."""
 
-    def __init__(self, procs: dict[int, tuple[int, int]]) -> None:
-        self.procs = procs
+    def __init__(self, procs: dict[int, tuple[int, int]], environs: dict[int, bytes] | None = None) -> None:
+        self.procs, self.environs = procs, environs or {}
 
     @staticmethod
     def pids() -> set[int]:
@@ -28,6 +28,9 @@ class Procs:
             return None
         ppid, ticks = self.procs[pid]
         return {"pid": pid, "ppid": ppid, "start_ticks": ticks, "create_time": SINCE - 50 + ticks / 100}
+
+    def environ(self, pid: int) -> bytes:
+        return self.environs.get(pid, b"")
 
 
 def _run(ppid: int, ns: int | None = None) -> Any:
@@ -83,3 +86,30 @@ def test_a_main_in_a_pid_namespace_of_its_own_is_not_read_by_host_pids() -> None
     assert own.parents_reach_me(run.root) is None
     assert own.of(run)
     assert own.parents_reach_me(_run(2).root) is False  # the same pids in run's own namespace: an older parent
+
+
+LOG = "/tmp/x.jsonl"
+GIVEN = f"HOME=/root\0WP_AUTOTRACE=1\0WP_AUTOTRACE_LOG={LOG}\0".encode()  # what run gave its program
+
+
+def test_a_main_whose_shell_a_subreaper_took_is_not_another_programs() -> None:
+    """The same double fork under a subreaper (systemd --user, tini -s): the inner shell, run's grandchild, is
+    handed to run's parent 200, older than run. It kept the environment run gave its program: not known (told by
+    its start: run's own), not another program's."""
+    procs = {1: (0, 1), 200: (1, OLDER), ME: (200, 400), 6000: (200, NEWER)}
+    own = Own(ME, SINCE, HOST, Procs(procs, {6000: GIVEN}), LOG)
+    run = _run(6000)
+    assert own.parents_reach_me(run.root) is None
+    assert own.of(run)
+
+
+def test_a_main_below_another_run_of_the_same_parent_is_another_programs() -> None:
+    """Another `run` (6000) started by run's own parent: older parent, one of run's, but 6000 has no environment
+    run gave; and a process with it under an older process that is none of run's parents (no subreaper of run's
+    took it). Both another's, as before."""
+    procs = {1: (0, 1), 200: (1, OLDER), 300: (1, OLDER), ME: (200, 400), 6000: (200, NEWER), 6001: (300, NEWER)}
+    own = Own(ME, SINCE, HOST, Procs(procs, {6000: b"HOME=/root\0WP_AUTOTRACE_LOG=/tmp/x.jsonl\0", 6001: GIVEN}), LOG)
+    assert own.parents_reach_me(_run(6000).root) is False
+    assert own.parents_reach_me(_run(6001).root) is False
+    older_recorded = {1: (0, 1), 200: (1, OLDER), ME: (200, 400)}  # the log's own ppid older: another's, whatever env
+    assert Own(ME, SINCE, HOST, Procs(older_recorded, {200: GIVEN}), LOG).parents_reach_me(_run(200).root) is False

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             from ...analysis.fold.model import Waited
 
             waited = Waited(pid, code, forwarded, os.uname().nodename)
-            own = Own(os.getpid(), since, os.uname().nodename, _proc_reader())
+            own = Own(os.getpid(), since, os.uname().nodename, _proc_reader(), log)
             watched: set[str] = set()  # run's own runs that had a watcher (another program's may have one)
             if os.path.exists(log) and not await_verdict(log, mine=own.of, watched=watched) and not watched:
                 waited = waited._replace(no_watcher=_why_no_watcher(env))

@@ -8,8 +8,10 @@ parents reach a process older than `run` before reaching it (a shell, another `r
 A main whose pids are another pid namespace's (`unshare -p`: its own pid 1, ppid 0) is followed from a live process
 of that namespace instead. Where nothing tells (a parent gone, or gone so that init took its child, a namespace none
 of whose processes lives, another host), a run begun after the program started is counted as its own, as the time
-alone says. An orphan a
-subreaper took (systemd --user) is not told from another's child: that parent is older than `run` too.
+alone says. An orphan a subreaper took (systemd --user, tini -s: the kernel hands it to its nearest subreaper
+ancestor, so one of `run`'s parents) is told by what it kept: the environment `run` gave its program (tracing on,
+this log). Another `run` beside this one has none; a program started traced onto the same log by one of `run`'s
+parents, through a shell, has it too: told by the time alone, as above.
 """
 
 from __future__ import annotations
@@ -26,10 +28,17 @@ MAX_PARENTS = 64
 
 class Own:
     """`run`'s own runs of a log's model: me, its pid; since, when it started its program (time.time());
-    host, its host's name; reader: a ProcReader of this host (None: no /proc, no parents read)."""
+    host, its host's name; reader: a ProcReader of this host (None: no /proc, no parents read); log: the log run
+    gave its program (its environment's LOG_ENV, with ENABLE_ENV on)."""
 
-    def __init__(self, me: int, since: float, host: str, reader: Any) -> None:
+    def __init__(self, me: int, since: float, host: str, reader: Any, log: str | None = None) -> None:
+        from ...common.env import ENABLE_ENV, LOG_ENV, TRUE_WORDS
+
         self.me, self.since, self.host, self.reader = me, since, host, reader
+        # what run put in its program's environment: its children keep it wherever the kernel moves them
+        self.given = None if log is None else {f"{ENABLE_ENV}={TRUE_WORDS[0]}".encode(),
+                                               f"{LOG_ENV}={log}".encode(errors="surrogateescape")}
+        self.ancestors: set[int] | None = None  # run's own parents, read once where needed
         mine = reader.stat(me) if reader is not None else None
         self.my_ticks: int | None = mine["start_ticks"] if mine is not None else None
         self.my_ns = _pid_namespace() if reader is not None else None
@@ -104,6 +113,7 @@ class Own:
         """From pid (a parent the log names, born by `born`, else a live process) up its parents (parents_reach_me)."""
         from ...common.procfs import SAME_START_S
 
+        child = None  # the process whose live parent pid is (None: pid is the log's, or the first one read)
         for _ in range(MAX_PARENTS):
             if pid == self.me:
                 return True
@@ -113,9 +123,23 @@ class Own:
             if info is None or (born is not None and info["create_time"] > born + SAME_START_S):
                 return None  # gone, or a newer process that got its pid: not the parent the log names
             if info["start_ticks"] < self.my_ticks:
-                return False
-            pid, born = info["ppid"], info["create_time"]
+                return None if child is not None and self._taken_from_me(child, pid) else False
+            child, pid, born = pid, info["ppid"], info["create_time"]
         return None
+
+    def _taken_from_me(self, child: int, parent: int) -> bool:
+        """Whether child, newer than run, became parent's (older) as an orphan of run's program: parent is one of
+        run's own parents (a subreaper takes only its descendants' orphans) and child carries the environment run
+        gave its program (another `run` started by run's parent has none of it)."""
+        if self.given is None:
+            return False
+        if self.ancestors is None:
+            self.ancestors, pid = set(), self.me
+            while len(self.ancestors) < MAX_PARENTS and (info := self.reader.stat(pid)) is not None \
+                    and info["ppid"] > 0 and info["ppid"] not in self.ancestors:
+                pid = info["ppid"]
+                self.ancestors.add(pid)
+        return parent in self.ancestors and self.given <= set(self.reader.environ(child).split(b"\0"))
 
 
 # The initial pid namespace's inode (the kernel's PROC_PID_INIT_INO): a traced record carries no `pidns` there
