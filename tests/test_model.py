@@ -847,6 +847,45 @@ def test_a_slow_shutdown_the_user_called_is_told_as_theirs(tmp_path: Path) -> No
     assert "shutdown_compile_workers() after your last compile" in torchs["advice"]
 
 
+def with_exit_wait_on_a_starting_sidecar() -> LogWriter:
+    """main 100 makes a pool at 1 s (sidecar 200, started 1.2 s); torch's atexit shutdown_compile_workers begins at
+    3.5 s and returns at 15.5 s; the sidecar reaches its serving loop only at 9.0 s, inside that wait (a loaded
+    host: the sidecar still importing when the main's last test ended)."""
+    w = LogWriter()
+    start(w, 0, 100, 1, "main")
+    call(w, 1, 100, 1, "main", f"{SP}:SubprocPool.__init__", 1, 1.5, sidecar_pid=200)
+    start(w, 1.2, 200, 100, "compile-sidecar")
+    call(w, 3.5, 100, 1, "main", f"{AC}:shutdown_compile_workers", 9, 15.5)
+    w.lines[-2].update(stack=[], caller=None)
+    call(w, 3.6, 100, 1, "main", f"{SP}:SubprocPool.shutdown", 2, 15.4, sidecar_pid=200)
+    w.lines[-2].update(stack=[], caller=None, parent_call=9)
+    call(w, 9.0, 200, 100, "compile-sidecar", f"{SP}:SubprocMain.main", 1, 15.3)
+    call(w, 15.2, 200, 100, "compile-sidecar", f"{SP}:SubprocMain._shutdown", 2, 15.25)
+    w.add(15.35, 200, 100, "compile-sidecar", "process_exit", how="exit", counts={}, dropped=0)
+    w.add(16, 100, 1, "main", "leftover", pids=[], procs=[], count=0, how="root-exit", run="r1")
+    w.add(16, 100, 1, "main", "process_exit", how="exit", counts={}, dropped=0)
+    return w
+
+
+def test_an_exit_wait_on_a_sidecar_still_starting_says_so(tmp_path: Path) -> None:
+    """torch's exit wait on a sidecar that had not yet served says why it was slow: the sidecar was still starting,
+    with when it was ready, told in the Answer under that pool; a wait on a sidecar with no later start says
+    nothing of one."""
+    rep = report(with_exit_wait_on_a_starting_sidecar(), tmp_path)
+    slow = next(f for f in rep["findings"] if f["kind"] == "slow-exit-wait")
+    assert slow["text"] == ("The main process waited 12.0 s in shutdown_compile_workers at exit: its sidecar 200 "
+                            "was still starting (ready at 9.0 s)."), slow["text"]
+    assert slow["advice"].startswith("the pool was stopped before its sidecar served") and \
+        "after your last compile" not in slow["advice"], slow["advice"]
+    # the Answer tells the pool first, the wait under it as what followed from it
+    lines = rep["answer"].splitlines()
+    assert lines[0].startswith("- main 100 made a compile pool (sidecar 200)") and \
+        lines[0].endswith("What follows from it:") and lines[1].startswith("  - The main process waited 12.0 s"), lines
+    (tmp_path / "ready").mkdir()
+    ready = next(f for f in report(with_slow_exit(), tmp_path / "ready")["findings"] if f["kind"] == "slow-exit-wait")
+    assert "starting" not in ready["text"], ready["text"]
+
+
 def test_sidecar_error_explains_never_served(tmp_path: Path) -> None:
     """An error event in a sidecar says what its main() raised."""
     rep = report(with_raising_sidecar(), tmp_path)

@@ -46,11 +46,12 @@ def slow_exit_wait(v: View) -> Finding | None:
     how = f", interrupted by {error_words(c.error)}" if c.error else ""
     nested = ("torch waits for every pool it started, nested sidecars included: stop the nested pools (see "
               "nested-pools), or quiesce/shut the pool down before exit") if v.max_depth > 1 else ""
-    waited_on = None
+    waited_on, starting = None, ""
     if torchs:
         joined, waited_on, ran_on = sidecar_exit_join(v, c)
-        text = f"The main process waited {wait:.1f} s in shutdown_compile_workers at exit{how}{joined}."
-        advice = nested or ran_on if waited_on is not None else nested or (
+        starting = "" if joined else still_starting(v, c)
+        text = f"The main process waited {wait:.1f} s in shutdown_compile_workers at exit{how}{joined or starting}."
+        advice = nested or ran_on if waited_on is not None else nested or (STARTING_ADVICE if starting else
             f"torch waits at exit for every pool it started: call {shutdown_path(v, c.proc)}() after your last "
             "compile, where a slow pool shutdown costs you least")
     else:
@@ -61,7 +62,28 @@ def slow_exit_wait(v: View) -> Finding | None:
         "slow-exit-wait", "problem" if torchs else "warning", text, sorted({x.proc.pid for x in slow}), [],
         advice, {"exit_wait_s": round(sum(waits), 3), "hang_s": round(sum(waits), 3),
                  # the sidecar whose own exit join it waited on (its exit-hang: the cause, words/causes.py)
-                 **({"waited_on": [waited_on]} if waited_on is not None else {})})
+                 **({"waited_on": [waited_on]} if waited_on is not None else {}),
+                 # the sidecar whose start it waited for: the Answer tells the wait under that pool (words/answer)
+                 **({"waited_for_start": True} if torchs and starting else {})})
+
+
+def still_starting(v: View, c: Call) -> str:
+    """Where torch's exit wait (c) began before a sidecar of c's process served (its pool's story stopped first:
+    its serving or ready came after the stop was asked, within the wait), ": its sidecar S was still starting
+    (ready at T s)": the wait was that start, not a slow stop; "" where no record shows it."""
+    end = c.end if c.end is not None else v.t_end
+    for pool in c.proc.pools:
+        st = v.stories.get(id(pool))
+        if st is not None and pool.sidecar_pid is not None and st.stopped_first and c.ts <= st.busy_until <= end:
+            return f": its sidecar {pool.sidecar_pid} was still starting (ready at {v.rel(st.busy_until) or 0:.1f} s)"
+    return ""
+
+
+# The exit waited on a sidecar still starting: any shutdown waits for that start, so calling it sooner saves
+# nothing; what saves the wait is a pool the run does not make, or one made long enough before the exit to be ready.
+STARTING_ADVICE = ("the pool was stopped before its sidecar served, so the exit waited for that sidecar's start: "
+                   "make no pool where nothing compiles in it (compile_threads=1 / TORCHINDUCTOR_COMPILE_THREADS=1), "
+                   "or make it early enough to be ready before the exit")
 
 
 # The user's own shutdown_compile_workers() was slow: the call is already what torch would do at exit; its

@@ -270,9 +270,12 @@ def answer_bullets(rep: dict[str, Any], order: list[dict[str, Any]]) -> list[str
     # a cause leads its symptoms (causes.py), told under it, the pair where the worst of them ranks
     for i, (lead, symptoms) in enumerate(units):
         then = under if i == cause_at else []
-        if lead["kind"] in POOL_KINDS and rep["pools"]:
+        # an exit that waited for a sidecar still starting is told under that pool: the pool's start was the wait
+        starting = bool((lead.get("cost") or {}).get("waited_for_start")) and not told
+        if (lead["kind"] in POOL_KINDS or starting) and rep["pools"]:
             if not told:
-                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms or then else ""))
+                bullets.append(_pool_lead(rep) + (" What follows from it:" if symptoms or then or starting else ""))
+            bullets += [SUB + headline(rep, lead, under_cause=True)] if starting else []
             told = True
         elif lead["kind"] == AUTOTUNE_KILLED and autotune.cause_words(rep):
             # the hung benchmark and torch's kill (the cause), the zombie it left under it (its own figures)
