@@ -268,26 +268,29 @@ def test_a_zombie_reaches_the_answer_only_when_it_stays(tmp_path: Path) -> None:
         assert "defunct" in stays["answer"]
 
 
+def _defunct_main(last_look: float, ppid: int, status: int) -> LogWriter:
+    """Main 100 (started under pid 50) exits at 5 s and is seen defunct under ppid, its wait status `status`, from
+    5.1 s; the watcher looks last at last_look."""
+    w = LogWriter()
+    start(w, 0, 100, 50, "main")
+    w.add(5, 100, 50, "main", "process_exit", how="exit", counts={}, dropped=0)
+    watcher(w, 5.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 5.1}],
+            zombies=[{"pid": 100, "ppid": ppid, "since": T0 + 5.1, "status": status}])
+    watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
+    watcher(w, last_look, "tree", count=0, started=[], ended=[], final=True)
+    return w
+
+
 def test_the_main_defunct_under_its_launcher_is_the_launchers_to_reap(tmp_path: Path) -> None:
     """The main itself defunct under the program that launched it (outside the run) when the watcher last looked,
     0.5 s after its end: a launcher that polls (a Popen.poll loop) reaps it later than the watcher stays, so it is
     listed, as seen briefly, never the Answer's; still defunct ZOMBIE_STAYS_S later, it is told."""
-    def run(last_look: float) -> LogWriter:
-        w = LogWriter()
-        start(w, 0, 100, 50, "main")
-        w.add(5, 100, 50, "main", "process_exit", how="exit", counts={}, dropped=0)
-        watcher(w, 5.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 5.1}],
-                zombies=[{"pid": 100, "ppid": 50, "since": T0 + 5.1, "status": 1}])
-        watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
-        watcher(w, last_look, "tree", count=0, started=[], ended=[], final=True)
-        return w
-
-    brief = report(run(5.6), tmp_path)
+    brief = report(_defunct_main(5.6, 50, 1), tmp_path)
     (z,) = [f for f in brief["findings"] if f["kind"] == "zombies"]
     assert z["severity"] == "info" and z["cost"]["zombies"] == 0, z
     assert "under the launcher that started the run" in z["text"]
     assert "defunct" not in brief["answer"]
-    stays = report(run(11.0), tmp_path)
+    stays = report(_defunct_main(11.0, 50, 1), tmp_path)
     (z,) = [f for f in stays["findings"] if f["kind"] == "zombies"]
     assert z["severity"] == "warning" and "defunct" in stays["answer"]
     # its launcher (outside the run, alive: a harness that reaps each run in turn) is no container's init
@@ -299,14 +302,7 @@ def test_a_main_that_outlived_its_launcher_tells_the_launchers_end(tmp_path: Pat
     """The main started under pid 50 (its launcher: `wp-autotrace run` killed, say) and was defunct under pid 1 at its
     end: pid 50 ended first (only that hands a child to pid 1). The Answer tells that, with its one question, where
     it said only that a zombie was seen, advice "nothing"; under its launcher still (the test above) it is not."""
-    w = LogWriter()
-    start(w, 0, 100, 50, "main")
-    w.add(5, 100, 50, "main", "process_exit", how="exit", counts={}, dropped=0)
-    watcher(w, 5.1, "tree", count=0, started=[], ended=[{"pid": 100, "end": T0 + 5.1}],
-            zombies=[{"pid": 100, "ppid": 1, "since": T0 + 5.1, "status": 0}])
-    watcher(w, 5.2, "leftover", how="root-exit", count=0, pids=[], procs=[])
-    watcher(w, 5.6, "tree", count=0, started=[], ended=[], final=True)
-    rep = report(w, tmp_path)
+    rep = report(_defunct_main(5.6, 1, 0), tmp_path)
     (z,) = [f for f in rep["findings"] if f["kind"] == "zombies"]
     assert "Main 100 outlived the process that started it (pid 50" in z["text"], z
     assert z["advice"].startswith("where pid 50 was to wait for it"), z
