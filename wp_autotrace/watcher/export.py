@@ -99,7 +99,6 @@ def _pairs(text: str) -> dict[str, str]:
     return out
 
 
-
 def _headers(env: Any, name: str) -> dict[str, str]:
     """The headers the variable `name` lists; ValueError naming the variable, never its text (a header may hold a
     key), where one could not be sent: a control character (a line break: http.client refuses it at every POST,
@@ -110,6 +109,7 @@ def _headers(env: Any, name: str) -> dict[str, str]:
             raise ValueError(f"a header in {name} is not valid (a control character or line break, or a ':' or "
                              "space in its name; its text is not shown: it may hold a secret)")
     return headers
+
 
 def config_from_env(env: Any) -> ExportConfig:
     """The export's settings; ValueError (its text shows no secret) when the endpoint is not http(s)."""
