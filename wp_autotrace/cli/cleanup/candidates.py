@@ -189,7 +189,7 @@ class Checker:
         self.reader = ProcReader()
         self.host = os.uname().nodename
         # Never a run's process: init, this command and the processes it runs under.
-        self.protected = {1, *_ancestors(os.getpid(), self.reader)}
+        self.protected = {1, *ancestors(os.getpid(), self.reader)}
         self.log_clock = False  # live start times are read on the log's clock (on_the_logs_clock)
 
     def same(self, pid: int, create_time: float | None) -> dict[str, Any] | None:
@@ -273,7 +273,7 @@ def on_the_logs_clock(checker: Checker, models: Models) -> str:
             "`date -s`): its processes are told by their start ticks, on the log's clock")
 
 
-def _ancestors(pid: int, reader: Any) -> list[int]:
+def ancestors(pid: int, reader: Any) -> list[int]:
     """pid and every process above it (bounded: a ppid loop cannot hang)."""
     found: list[int] = []
     while pid > 0 and pid not in found and len(found) < 4096:

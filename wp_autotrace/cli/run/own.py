@@ -134,11 +134,9 @@ class Own:
         if self.given is None:
             return False
         if self.ancestors is None:
-            self.ancestors, pid = set(), self.me
-            while len(self.ancestors) < MAX_PARENTS and (info := self.reader.stat(pid)) is not None \
-                    and info["ppid"] > 0 and info["ppid"] not in self.ancestors:
-                pid = info["ppid"]
-                self.ancestors.add(pid)
+            from ..cleanup.candidates import ancestors
+
+            self.ancestors = set(ancestors(self.me, self.reader)[1:])
         return parent in self.ancestors and self.given <= set(self.reader.environ(child).split(b"\0"))
 
 
