@@ -273,10 +273,10 @@ def on_the_logs_clock(checker: Checker, models: Models) -> str:
             "`date -s`): its processes are told by their start ticks, on the log's clock")
 
 
-def ancestors(pid: int, reader: Any) -> list[int]:
-    """pid and every process above it (bounded: a ppid loop cannot hang)."""
+def ancestors(pid: int, reader: Any, most: int = 4096) -> list[int]:
+    """pid and every process above it, at most `most` in all (bounded: a ppid loop cannot hang)."""
     found: list[int] = []
-    while pid > 0 and pid not in found and len(found) < 4096:
+    while pid > 0 and pid not in found and len(found) < most:
         found.append(pid)
         info = reader.stat(pid)
         pid = info["ppid"] if info else 0

@@ -136,7 +136,7 @@ class Own:
         if self.ancestors is None:
             from ..cleanup.candidates import ancestors
 
-            self.ancestors = set(ancestors(self.me, self.reader)[1:])
+            self.ancestors = set(ancestors(self.me, self.reader, MAX_PARENTS + 1)[1:])  # run, then its parents
         return parent in self.ancestors and self.given <= set(self.reader.environ(child).split(b"\0"))
 
 
