@@ -18,6 +18,7 @@ from typing import Any
 from ...common.env import REDACT_ENV
 from ...common.procfs import environ_secrets, same_process
 from ...common.redact import env_secrets, parse_patterns, redact_argv
+from ...common.vocab import STOPPED
 from .candidates import Candidate, Checker, Models, OtherRun, env_claim, other_runs
 
 # Exit statuses (their meanings: cli/main.py EXIT_STATUSES).
@@ -191,7 +192,7 @@ class Sweep:
         info = self.checker.same(c.pid, c.create_time) if not refused and all(
             why is None for _, why in verdicts) else None
         if info is not None:
-            if info.get("state") in ("T", "t"):  # read before cleanup's own SIGSTOP (grow)
+            if info.get("state") in STOPPED:  # read before cleanup's own SIGSTOP (grow)
                 self.stopped_before[c.pid] = info["state"]
             self.targets[c.pid] = (c, info)
             self.pins[c.pid] = pidfd
