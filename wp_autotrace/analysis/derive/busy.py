@@ -76,6 +76,11 @@ def busy_spans(pool: Pool, t_end: float) -> list[tuple[float, float]]:
             until = held_until(w, t_end)
             got = [(x, until if y is None else y) for x, y in got]
         spans += got
+    return merged(spans)
+
+
+def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(start, end) spans, sorted in place, merged where they overlap or touch: earliest first, none twice."""
     spans.sort()
     out: list[tuple[float, float]] = []
     if not spans:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...common import targets
 from ...common.vocab import COMPILE_WORKER
-from ..derive.busy import waits_on_no_job
+from ..derive.busy import merged, waits_on_no_job
 from ..derive.callers import user_frame
 from ..derive.counts import counts_at
 from ..derive.ending import OOM_AMONG, OOM_KILL, SHUTDOWN_FOUND_DEAD, SIDECAR_ENDED, SIGNAL, WITH_GROUP
@@ -293,8 +293,9 @@ def _waited(v: View, pool: Pool, end: float | None) -> str:
                if error else "until it ended" if c.end is not None else
                "until its process ended" if died is not None else "and it never returned")
     name = c.target.rpartition(".")[2] if "." in c.target else c.target
+    covered = sum(b - a for a, b in merged(list(spans)))  # waits in several threads may overlap: none counted twice
     calls = f"{len(waits)} {name}() calls" if len(waits) > 1 else f"{name}()"
-    return (f"; {pool.creator.role} {pool.creator.pid} waited {covered(spans):.1f} s in {calls} "
+    return (f"; {pool.creator.role} {pool.creator.pid} waited {covered:.1f} s in {calls} "
             f"({v.rel(spans[0][0]) or 0:.1f} -> {v.rel(max(b for _, b in spans)) or 0:.1f} s), {how}")
 
 
@@ -302,17 +303,6 @@ def _waited(v: View, pool: Pool, end: float | None) -> str:
 TIMED_OUT = "torch's compile_worker_wait_timeout"
 # torch's RuntimeError where a compile future outlived compile_worker_wait_timeout (async_compile._wait_futures).
 TIMEOUT_WITHIN = re.compile(r"did not complete within (\d+(?:\.\d+)?)s")
-
-
-def covered(spans: list[tuple[float, float]]) -> float:
-    """The seconds the (start, end) spans cover together (waits in several threads may overlap)."""
-    total, reach = 0.0, None
-    for a, b in sorted(spans):
-        if reach is None or a > reach:
-            total, reach = total + b - a, b
-        elif b > reach:
-            total, reach = total + b - reach, b
-    return total
 
 
 def _lost_advice(v: View, pool: Pool) -> str:
