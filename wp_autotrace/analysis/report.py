@@ -132,7 +132,7 @@ def _proc_dict(v: View, p: Process, leftover: set[int], at: dict[int, int | None
         "pid": p.pid, "ppid": p.ppid, "parent_index": at[p.index],
         "host": p.host, "run": p.run_id, "role": p.role,
         "traced": p.traced if p.traced or not p.one_of else None,  # its records may be another row's (one_of)
-        "host_pids": sorted(q.pid for q in p.one_of if not q.traced) if p.traced and p.one_of else None,
+        "host_pids": p.may_be if p.traced and p.one_of else None,
         "forked": p.forked, "execs": p.execs, "create_time": p.create_time,
         "start_s": v.rel(p.start), "end_s": v.rel(p.ended_at), "exit_record_s": v.rel(p.end) if p.exited else None,
         "exit": p.exit_how or None, "ending": v.endings.of(p).as_dict(v.rel), "zombie": _zombie(v, p),

@@ -235,7 +235,7 @@ class _Trace:
         """Name track n by p as the model holds it (name_process's words, with what is not known of its pid)."""
         pid: object = p.pid
         if in_namespace(p):
-            may = sorted(q.pid for q in p.one_of or () if not q.traced)
+            may = p.may_be
             said = f"may be host pid {' or '.join(map(str, may))}, not proven" if may else "host pid not known"
             pid = f"{p.pid} (its pid namespace's; {said})"
         elif p.one_of and not p.traced:

@@ -90,7 +90,7 @@ def _unjoined(p: Process) -> list[dict[str, Any]]:
     are its namespace's, said so, with the host pids it may be (the same namespace pid and start: not proven)."""
     if not in_namespace(p):
         return []
-    may = sorted(q.pid for q in p.one_of or () if not q.traced)
+    may = p.may_be
     return attributes({NAMESPACE_ATTR: NAMESPACE_WORDS, MAY_BE_ATTR: ", ".join(map(str, may))})
 
 

@@ -282,6 +282,11 @@ class Process:
         self.one_of: list[Process] | tuple[()] = ()
 
     @property
+    def may_be(self) -> list[int]:
+        """The pids of the untraced rows it may be one process with (one_of's host rows), sorted; [] where none."""
+        return sorted(q.pid for q in self.one_of if not q.traced)
+
+    @property
     def run_id(self) -> str:
         """The id of the run this process is one of ("" when the log names none)."""
         return self.run.id if self.run is not None else ""
