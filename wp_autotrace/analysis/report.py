@@ -21,7 +21,7 @@ from .derive.labels import process_label, rank_value, tool_name
 from .derive.lostjobs import pool_jobs
 from .derive.mempeak import run_series
 from .derive.poolprocs import fx_subprocess, start_method
-from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count
+from .derive.view import BENIGN_LEFTOVER_ROLES, View, held_kind, left_count, left_unknown
 from .findings import find_all
 from .findings.mainend import UNREAD_END, changed_words, ended_unread, root_ending
 from .findings.rank import ranked, report_key
@@ -257,14 +257,9 @@ def _ranks(v: View, leftover: set[int]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda e: (_rank_sort(e["rank"]), _run_start(v, e["run"])))
 
 
-def _left_unknown(left: list[Process], runs: list[Run]) -> bool:
-    """Whether a node's or rank's leftovers are no figure: none listed and a run's not known (Run.left_known)."""
-    return not left and not all(r.left_known for r in runs)
-
-
 def _left_figures(left: list[Process], runs: list[Run], v: View) -> dict[str, int | None]:
-    """A node's or rank's leftovers (those listed of `runs`) and their memory: None where not known (_left_unknown)."""
-    unknown = _left_unknown(left, runs)
+    """A node's or rank's leftovers (those listed of `runs`) and their memory: None where not known (left_unknown)."""
+    unknown = left_unknown(left, runs)
     return {"leftovers": None if unknown else len(left),
             "leftover_rss_bytes": None if unknown else sum(p.last_rss for p in left),
             "leftover_real_bytes": None if unknown else sum(v.real_left(p) for p in left)}
@@ -317,8 +312,8 @@ def _node_row(v: View, job: Job, host: str, ranks: list[dict[str, Any]]) -> dict
         "launchers": [f"{process_label(p)} {p.pid}" for p in procs if p.index in v.launchers],
         "ranks": [e["name"] for e in ranks if e["host"] == host],
         "pools": sum(len(p.pools) for p in procs),
-        "idle_pool_rss_bytes": None if _left_unknown(mine, runs) else sum(_idle_pool_rss(p) for p in mine),
-        "idle_pool_real_bytes": None if _left_unknown(mine, runs) else sum(_idle_pool_real(v, p) for p in mine),
+        "idle_pool_rss_bytes": None if left_unknown(mine, runs) else sum(_idle_pool_rss(p) for p in mine),
+        "idle_pool_real_bytes": None if left_unknown(mine, runs) else sum(_idle_pool_real(v, p) for p in mine),
         **_left_figures(mine, runs, v),
         "errors": sum(len(p.errors) for p in procs),
         "exit_codes": [code for p in roots if (code := _code_of(v, p)) is not None],

@@ -124,7 +124,7 @@ class View:
     def left_figure(self, figure: int | None) -> int | None:
         """A sum over the leftovers (their count, their memory) as the report gives it: None where no run's
         leftovers are listed and some run's are not known (Run.left_known): a sum over none is no figure then."""
-        return None if self.left_total is None and not self.leftover_procs else figure
+        return None if left_unknown(self.leftover_procs, self.runs) else figure
 
     def left_by_rss(self) -> int:
         """How many leftovers' figures in leftover_real are their RSS (no sweep read their own share): said so."""
@@ -183,6 +183,12 @@ def _left_counts(runs: list[Run], listed: int) -> tuple[int, int | None, int]:
     counts = [left_count(r) for r in runs]
     found = sum(n for n in counts if n is not None)
     return found, None if None in counts else found, max(found - listed, 0)
+
+
+def left_unknown(left: list[Process], runs: list[Run]) -> bool:
+    """Whether a sum over leftovers (their count, their memory) is no figure: none listed (`left`) and some run's
+    not known (Run.left_known): the whole report's (View.left_figure), a node's or a rank's (report.py)."""
+    return not left and not all(r.left_known for r in runs)
 
 
 def left_count(r: Run) -> int | None:
